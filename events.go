@@ -1,0 +1,197 @@
+package worqr
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Events are a worker's callbacks for one queue, given to StartWork. Each
+// may be nil. They run one at a time per queue, in the order the events
+// arrived, on a goroutine of the worker's: never on the Redis connection's
+// reader, so a slow callback delays only its own queue's events.
+type Events struct {
+	// Work is called when tasks may be waiting: after an enqueue, a stop
+	// or a reclaim (count is how many tasks that added), and after every
+	// (re)subscription and re-registration when the queue is not empty
+	// (count is the queue's length then). Work events that pile up while a
+	// callback runs are merged into one, with their counts added.
+	Work func(queue string, count int64)
+	// Cancel is called with the payload of a cancelled task. Processes of
+	// this worker holding it have already ended with ErrTaskCancelled.
+	Cancel func(queue string, task []byte)
+	// Delete is called when the queue was deleted. Processes of this worker
+	// in it have already ended with ErrQueueDeleted.
+	Delete func(queue string)
+}
+
+type eventKind byte
+
+const (
+	eventWork eventKind = iota
+	eventCancel
+	eventDelete
+	// eventSubscribed asks the dispatcher to look for anything missed
+	// while no subscription was in place.
+	eventSubscribed
+)
+
+type event struct {
+	kind  eventKind
+	count int64
+	task  string
+}
+
+// parseEvent decodes a message published by the scripts: "w<count>",
+// "c<task>" or "d".
+func parseEvent(msg string) (event, bool) {
+	if msg == "" {
+		return event{}, false
+	}
+	switch msg[0] {
+	case 'w':
+		n, err := strconv.ParseInt(msg[1:], 10, 64)
+		return event{kind: eventWork, count: n}, err == nil
+	case 'c':
+		return event{kind: eventCancel, task: msg[1:]}, true
+	case 'd':
+		return event{kind: eventDelete}, true
+	}
+	return event{}, false
+}
+
+// mailbox hands events from the Redis reader goroutine to a dispatcher
+// without ever blocking the reader: push only appends under a mutex.
+type mailbox struct {
+	mu      sync.Mutex
+	pending []event
+	signal  chan struct{}
+}
+
+func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
+
+func (m *mailbox) push(e event) {
+	m.mu.Lock()
+	if n := len(m.pending); e.kind == eventWork && n > 0 && m.pending[n-1].kind == eventWork {
+		m.pending[n-1].count += e.count
+	} else {
+		m.pending = append(m.pending, e)
+	}
+	m.mu.Unlock()
+	select {
+	case m.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() []event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.pending
+	m.pending = nil
+	return out
+}
+
+// subscription keeps one queue's channel subscribed for a worker and feeds
+// its dispatcher. rueidis resubscribes by itself after a reconnect, and its
+// Receive returns nil when the server drops the subscription (or another
+// user of the connection unsubscribes the channel); either way the loop
+// subscribes again, and every confirmed subscription queues a check so a
+// notification missed in between cannot strand a task.
+type subscription struct {
+	w      *Worker
+	s      *serving
+	box    *mailbox
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (w *Worker) subscribe(s *serving) *subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := &subscription{w: w, s: s, box: newMailbox(), cancel: cancel}
+	sub.wg.Add(2)
+	go sub.receive(ctx)
+	go sub.dispatch(ctx)
+	return sub
+}
+
+func (sub *subscription) receive(ctx context.Context) {
+	defer sub.wg.Done()
+	rdb, channel := sub.w.c.rdb, sub.s.keys.channel
+	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+		if s.Kind == "subscribe" && s.Channel == channel {
+			sub.box.push(event{kind: eventSubscribed})
+		}
+	})
+	onMessage := func(m rueidis.PubSubMessage) {
+		if e, ok := parseEvent(m.Message); ok {
+			sub.box.push(e)
+		}
+	}
+	backoff := newBackoff(10*time.Millisecond, time.Second)
+	for {
+		err := rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build(), onMessage)
+		if ctx.Err() != nil {
+			return
+		}
+		sub.w.log.Debug("worqr: subscription ended, subscribing again", "queue", sub.s.name, "err", err)
+		if err == nil {
+			backoff.reset() // dropped by the server: come straight back
+		}
+		if !backoff.wait(ctx) {
+			return
+		}
+	}
+}
+
+// stop ends the subscription and waits for its goroutines. It unsubscribes
+// on the server too, since a cancelled Receive leaves the server-side
+// subscription in place.
+func (sub *subscription) stop(ctx context.Context) {
+	sub.cancel()
+	sub.wg.Wait()
+	rdb := sub.w.c.rdb
+	_ = rdb.Do(ctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build()).Error()
+}
+
+func (sub *subscription) dispatch(ctx context.Context) {
+	defer sub.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.box.signal:
+		}
+		for _, e := range sub.box.take() {
+			if ctx.Err() != nil {
+				return
+			}
+			sub.w.handle(ctx, sub.s, e)
+		}
+	}
+}
+
+// backoff is a capped exponential delay for reconnect loops.
+type backoff struct {
+	min, max, next time.Duration
+}
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, next: min} }
+
+func (b *backoff) reset() { b.next = b.min }
+
+// wait sleeps for the next delay; false if ctx ended first.
+func (b *backoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.next)
+	defer t.Stop()
+	b.next = min(b.next*2, b.max)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

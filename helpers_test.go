@@ -1,0 +1,290 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+)
+
+// The suite runs against miniredis by default, so `go test ./...` needs no
+// Redis. Set WORQR_TEST_REDIS to a real Redis address ("127.0.0.1:6379")
+// to run the same tests against it; each test then uses its own key prefix
+// and deletes its keys afterwards.
+const envRedis = "WORQR_TEST_REDIS"
+
+// backend is one test's Redis: its address, whether it is real, and ways
+// to open clients to it directly or through a fault proxy.
+type backend struct {
+	t      *testing.T
+	addr   string
+	real   bool
+	prefix string
+	mini   *miniredis.Miniredis
+}
+
+func newBackend(t *testing.T) *backend {
+	t.Helper()
+	b := &backend{t: t, prefix: "worqrtest-" + uuid.NewString()[:8]}
+	if addr := os.Getenv(envRedis); addr != "" {
+		b.addr, b.real = addr, true
+		t.Cleanup(b.deleteKeys)
+		return b
+	}
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	require.NoError(t, m.Start())
+	t.Cleanup(m.Close)
+	b.mini, b.addr = m, m.Addr()
+	return b
+}
+
+// redis opens a rueidis client to addr (the backend's, or a proxy's).
+func (b *backend) redis(addr string) rueidis.Client {
+	b.t.Helper()
+	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}
+	if !b.real {
+		// miniredis speaks RESP2 only and has no CLIENT TRACKING or
+		// CLUSTER commands.
+		opt.AlwaysRESP2, opt.ForceSingleClient = true, true
+	}
+	rdb, err := rueidis.NewClient(opt)
+	require.NoError(b.t, err)
+	b.t.Cleanup(rdb.Close)
+	return rdb
+}
+
+// client opens a worqr Client with the test's prefix on its own connection.
+func (b *backend) client() *Client { return b.clientAt(b.addr, b.prefix) }
+
+func (b *backend) clientAt(addr, prefix string) *Client {
+	b.t.Helper()
+	c, err := New(Options{Redis: b.redis(addr), Prefix: prefix, Logger: testLogger(b.t)})
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func (b *backend) deleteKeys() {
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{b.addr}, DisableCache: true})
+	if err != nil {
+		return
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+	var cursor uint64
+	for {
+		e, err := rdb.Do(ctx, rdb.B().Scan().Cursor(cursor).Match(b.prefix+":*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return
+		}
+		for _, k := range e.Elements {
+			rdb.Do(ctx, rdb.B().Del().Key(k).Build())
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return
+		}
+	}
+}
+
+// testLogger sends worqr's logs to the test log, so they show on failure.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// fast are worker options short enough for tests that wait for expiry.
+var fast = WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond}
+
+func newWorker(t *testing.T, c *Client, opts WorkerOptions) *Worker {
+	t.Helper()
+	w, err := c.NewWorker(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w
+}
+
+// crash stops a worker the way a killed process stops: no renewals, no
+// reclaim, no events, and nothing written to Redis.
+func (w *Worker) crash() {
+	w.mu.Lock()
+	w.closed = true
+	w.deadline.Stop()
+	ss := make([]*serving, 0, len(w.serving))
+	for _, s := range w.serving {
+		ss = append(ss, s)
+	}
+	w.serving = make(map[string]*serving)
+	w.mu.Unlock()
+	w.stop()
+	w.wg.Wait()
+	for _, s := range ss {
+		s.sub.cancel()
+		s.sub.wg.Wait()
+	}
+	w.c.mu.Lock()
+	delete(w.c.workers, w)
+	w.c.mu.Unlock()
+}
+
+// freeze stops a worker's keepalive, reclaim and self-fencing while it
+// still believes itself alive: a zombie whose lease runs out in Redis.
+func (w *Worker) freeze() {
+	w.mu.Lock()
+	w.deadline.Stop()
+	w.mu.Unlock()
+	w.stop()
+	w.wg.Wait()
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// recv waits for a value on ch up to a deadline.
+func recv[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("not within %v: %s", within, what)
+		var zero T
+		return zero
+	}
+}
+
+// leaseLive reports whether Redis holds a live registry lease for id.
+func leaseLive(t *testing.T, c *Client, id string) bool {
+	t.Helper()
+	ws, err := c.Workers(context.Background())
+	require.NoError(t, err)
+	for _, w := range ws {
+		if w.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// proxy forwards TCP to a Redis server and can cut every connection and
+// refuse new ones: the fault a network partition or a CLIENT KILL makes,
+// on miniredis and real Redis alike.
+type proxy struct {
+	target string
+	ln     net.Listener
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			_ = in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(in, out)
+		go p.pipe(out, in)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, err := io.Copy(dst, src)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		_ = err // a reset is what cut() is for
+	}
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// cut closes every connection and refuses new ones until restore.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	p.down = true
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

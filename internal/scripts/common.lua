@@ -1,0 +1,29 @@
+-- Prepended to every worqr script (see scripts.go).
+--
+-- Time comes from the Redis server so that every lease is judged by one
+-- clock per slot, never by a client's. Scores and ids are formatted with
+-- %.0f / %x because Lua numbers are doubles and tostring() may print them
+-- in exponent form.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function ms(n)
+  return string.format('%.0f', n)
+end
+
+-- A lease is live while its expiry score lies in the future.
+local function lease_live(leases, worker, now)
+  local score = redis.call('ZSCORE', leases, worker)
+  return score and tonumber(score) > now
+end
+
+-- procs hash values: one state byte, the 36-byte owner id, then the task.
+local OWNER_LEN = 36
+local function proc_state(v) return string.sub(v, 1, 1) end
+local function proc_owner(v) return string.sub(v, 2, 1 + OWNER_LEN) end
+local function proc_task(v) return string.sub(v, 2 + OWNER_LEN) end
+
+-- What finish and stop report about the process they removed.
+local STATE_CODE = {a = 1, c = 2, d = 3}

@@ -1,0 +1,19 @@
+-- Delete a queue: drop its waiting tasks, mark its in-flight processes so
+-- that a stop or a reclaim drops them instead of recreating the queue, and
+-- publish the delete event. The sequence counter in meta survives so that
+-- process ids are never reused for this queue name.
+-- KEYS: waiting, procs, meta
+-- ARGV: channel
+-- Returns the number of waiting tasks dropped.
+local dropped = redis.call('LLEN', KEYS[1])
+redis.call('DEL', KEYS[1])
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  if proc_state(v) ~= 'd' then
+    redis.call('HSET', KEYS[2], all[i], 'd' .. string.sub(v, 2))
+  end
+end
+redis.call('HDEL', KEYS[3], 'name')
+redis.call('PUBLISH', ARGV[1], 'd')
+return dropped

@@ -1,0 +1,15 @@
+-- Give a worker a lease on a queue. The lease never outlives the registry
+-- lease it was derived from (ARGV[2], read in the registry's slot), so a
+-- worker that died between the two calls cannot leave a lease behind that
+-- the reclaimers have already given up on.
+-- KEYS: leases, meta
+-- ARGV: worker, registry expiry (ms), queue name
+-- Returns -1 if the registry lease has already expired, else 1 when this
+-- call created the queue, 0 otherwise.
+local now = now_ms()
+local expiry = tonumber(ARGV[2])
+if expiry <= now then
+  return -1
+end
+redis.call('ZADD', KEYS[1], ms(expiry), ARGV[1])
+return redis.call('HSETNX', KEYS[2], 'name', ARGV[3])

@@ -1,0 +1,45 @@
+-- Return one worker's processes in one queue to the FRONT of the queue, in
+-- the order they were dequeued, then drop the worker's lease and wake the
+-- queue. Only that worker's processes move: every other worker's stay put.
+--
+-- Used by peers to reclaim a dead worker (mode "expired": refuses while the
+-- lease is still live) and by a worker giving its own work back (mode
+-- "force": StopWork, Fail, Close). Processes listed after the mode are kept
+-- (a worker reconciling after a lost reply keeps what it knows it holds).
+-- Cancelled processes and those of a deleted queue are dropped, not requeued.
+-- KEYS: waiting, procs, leases
+-- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), keep pid...
+-- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
+local worker = ARGV[1]
+local mode = ARGV[3]
+if mode == 'expired' and lease_live(KEYS[3], worker, now_ms()) then
+  return -1
+end
+local keep = {}
+for i = 4, #ARGV do keep[ARGV[i]] = true end
+
+local mine = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local pid, v = all[i], all[i + 1]
+  if proc_owner(v) == worker and not keep[pid] then
+    mine[#mine + 1] = {seq = tonumber(pid, 16), pid = pid, v = v}
+  end
+end
+-- Newest first, so the oldest ends up at the very front.
+table.sort(mine, function(a, b) return a.seq > b.seq end)
+local returned = 0
+for _, p in ipairs(mine) do
+  redis.call('HDEL', KEYS[2], p.pid)
+  if proc_state(p.v) == 'a' then
+    redis.call('RPUSH', KEYS[1], proc_task(p.v))
+    returned = returned + 1
+  end
+end
+if mode ~= 'orphans' then
+  redis.call('ZREM', KEYS[3], worker)
+end
+if returned > 0 then
+  redis.call('PUBLISH', ARGV[2], 'w' .. returned)
+end
+return returned

@@ -1,0 +1,141 @@
+// Package scripts holds worqr's Lua scripts, one file per operation.
+//
+// Every state change in worqr is one script whose keys are all passed in
+// KEYS and share one hash tag, so each runs atomically on one Redis node,
+// including on Redis Cluster. common.lua is prepended to each script so the
+// helpers (server time, lease checks, process encoding) exist once.
+package scripts
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// Set is every script worqr runs.
+type Set struct {
+	Enqueue    *Script
+	Dequeue    *Script
+	Finish     *Script
+	Stop       *Script
+	Cancel     *Script
+	Delete     *Script
+	Release    *Script
+	Join       *Script
+	Renew      *Script
+	Register   *Script
+	Serve      *Script
+	Deregister *Script
+	Expired    *Script
+	Live       *Script
+	States     *Script
+}
+
+// Load builds the script set. It returns a fresh value (no package state),
+// so every client owns its scripts.
+func Load() *Set {
+	common := source("common.lua")
+	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
+	// they call TIME, which miniredis refuses in read-only scripts.
+	load := func(name string) *Script { return newScript(common + source(name)) }
+	return &Set{
+		Enqueue:    load("enqueue.lua"),
+		Dequeue:    load("dequeue.lua"),
+		Finish:     load("finish.lua"),
+		Stop:       load("stop.lua"),
+		Cancel:     load("cancel.lua"),
+		Delete:     load("delete.lua"),
+		Release:    load("release.lua"),
+		Join:       load("join.lua"),
+		Renew:      load("renew.lua"),
+		Register:   load("register.lua"),
+		Serve:      load("serve.lua"),
+		Deregister: load("deregister.lua"),
+		Expired:    load("expired.lua"),
+		Live:       load("live.lua"),
+		States:     load("states.lua"),
+	}
+}
+
+func source(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic("worqr: missing embedded script " + name) // a build error, not a runtime one
+	}
+	return string(b) + "\n"
+}
+
+// Script is one Lua script, sent as EVALSHA and, where the server does not
+// know it yet (NOSCRIPT), again as EVAL. Unlike rueidis.Lua.ExecMulti it
+// pipelines many calls without a SCRIPT LOAD to every node on each batch.
+// Write scripts are never retried by rueidis: a retry after a lost reply
+// could run a state change twice.
+type Script struct {
+	src string
+	sha string
+}
+
+func newScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// Call is one execution of a script, for ExecMulti.
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []string
+}
+
+// Exec runs the script once.
+func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	res := c.Do(ctx, s.command(c, keys, args, false))
+	if isNoScript(res) {
+		res = c.Do(ctx, s.command(c, keys, args, true))
+	}
+	return res
+}
+
+// ExecMulti pipelines several script calls in one round trip per node.
+func ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, call := range calls {
+		cmds[i] = call.Script.command(c, call.Keys, call.Args, false)
+	}
+	results := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, res := range results {
+		if isNoScript(res) {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		again := make(rueidis.Commands, len(retry))
+		for j, i := range retry {
+			again[j] = calls[i].Script.command(c, calls[i].Keys, calls[i].Args, true)
+		}
+		for j, res := range c.DoMulti(ctx, again...) {
+			results[retry[j]] = res
+		}
+	}
+	return results
+}
+
+func (s *Script) command(c rueidis.Client, keys, args []string, eval bool) rueidis.Completed {
+	n := int64(len(keys))
+	if eval {
+		return c.B().Eval().Script(s.src).Numkeys(n).Key(keys...).Arg(args...).Build()
+	}
+	return c.B().Evalsha().Sha1(s.sha).Numkeys(n).Key(keys...).Arg(args...).Build()
+}
+
+func isNoScript(res rueidis.RedisResult) bool {
+	err, ok := rueidis.IsRedisErr(res.Error())
+	return ok && err.IsNoScript()
+}

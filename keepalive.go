@@ -1,0 +1,248 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// The keepalive renews the worker's leases, one in the registry and one in
+// each queue it serves, every RenewInterval, and judges its own liveness on
+// its own monotonic clock: the leases Redis holds were set when Redis ran
+// the renewal, which is after the worker sent it, so a worker that counts
+// TTL from the send time of its last successful renewal always believes
+// itself dead no later than Redis does. fenceMargin adds room for the
+// timer firing late and for clocks that run at slightly different rates.
+
+// fenceMargin is how long before the lease's earliest expiry a worker
+// fences itself.
+func (w *Worker) fenceMargin() time.Duration { return w.opts.TTL / 10 }
+
+// leaseDeadline is how long from now, for a renewal sent at sent, the
+// worker may still consider itself alive.
+func (w *Worker) leaseDeadline(sent time.Time) time.Duration {
+	return time.Until(sent.Add(w.opts.TTL - w.fenceMargin()))
+}
+
+func (w *Worker) keepalive(ctx context.Context) {
+	defer w.wg.Done()
+	t := time.NewTimer(w.opts.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.kick:
+		}
+		w.mu.Lock()
+		fenced := w.fenced
+		w.mu.Unlock()
+		if fenced {
+			if w.opts.StayFenced || !w.reregister(ctx) {
+				return
+			}
+		} else {
+			w.renew(ctx)
+		}
+		t.Reset(w.opts.RenewInterval)
+	}
+}
+
+// renew extends every lease the worker holds in one round trip. It extends
+// the local deadline only when all of them were extended.
+func (w *Worker) renew(ctx context.Context) {
+	c := w.c
+	w.mu.Lock()
+	id := w.id
+	ss := make([]*serving, 0, len(w.serving))
+	for _, s := range w.serving {
+		ss = append(ss, s)
+	}
+	w.mu.Unlock()
+
+	ttl := ms(w.opts.TTL)
+	calls := make([]scripts.Call, 0, 1+len(ss))
+	calls = append(calls, scripts.Call{Script: c.scripts.Renew, Keys: []string{c.keys.workers()}, Args: []string{id, ttl}})
+	for _, s := range ss {
+		calls = append(calls, scripts.Call{Script: c.scripts.Renew, Keys: []string{s.keys.leases}, Args: []string{id, ttl}})
+	}
+	// A renewal answered after the deadline is useless: do not wait longer.
+	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+	defer cancel()
+	sent := time.Now()
+	for i, res := range scripts.ExecMulti(rctx, c.rdb, calls) {
+		expiry, err := res.AsInt64()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("worqr: lease renewal failed", "err", err)
+			}
+			return
+		}
+		if expiry < 0 {
+			where := "registry"
+			if i > 0 {
+				where = fmt.Sprintf("queue %q", ss[i-1].name)
+			}
+			w.fence(id, fmt.Errorf("renewal found the %s lease gone", where))
+			return
+		}
+	}
+	w.mu.Lock()
+	if w.id == id && !w.fenced && !w.closed {
+		w.deadline.Reset(w.leaseDeadline(sent))
+	}
+	w.mu.Unlock()
+	w.reconcile(ctx, id, ss)
+}
+
+// leaseLost handles evidence from a script that a lease of worker id is
+// gone: the worker is dead in Redis's eyes, so it fences itself.
+func (w *Worker) leaseLost(id string, cause error) {
+	w.fence(id, cause)
+}
+
+// fence makes the worker treat itself as dead: it takes no more work under
+// id, ends every process it holds, tells the application, and wakes the
+// keepalive to register again under a new id.
+func (w *Worker) fence(id string, cause error) {
+	w.mu.Lock()
+	if w.id != id || w.fenced || w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.fenced = true
+	w.deadline.Stop()
+	var lost []*Process
+	for _, s := range w.serving {
+		for _, p := range s.procs {
+			lost = append(lost, p)
+		}
+		s.procs = make(map[string]*Process)
+		s.unsure = false // the peers reclaim everything under id
+	}
+	w.mu.Unlock()
+
+	for _, p := range lost {
+		p.end(ErrProcessLost, true)
+	}
+	w.log.Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
+	if w.opts.OnFenced != nil {
+		ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+		go w.opts.OnFenced(ev)
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reregister registers the worker under a new id and takes leases on its
+// queues again, retrying with backoff until Redis answers or ctx ends.
+// It reports whether the worker is registered again.
+func (w *Worker) reregister(ctx context.Context) bool {
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	for {
+		ok, err := w.tryReregister(ctx)
+		if ok {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.log.Warn("worqr: registering again failed; retrying", "err", err)
+		if !b.wait(ctx) {
+			return false
+		}
+	}
+}
+
+func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	c := w.c
+	id := uuid.NewString()
+	sent := time.Now()
+	if err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).Error(); err != nil {
+		return false, c.fail("register worker", "", err)
+	}
+	w.mu.Lock()
+	ss := make([]*serving, 0, len(w.serving))
+	for _, s := range w.serving {
+		ss = append(ss, s)
+	}
+	w.mu.Unlock()
+	for _, s := range ss {
+		if err := w.join(ctx, id, s.name); err != nil {
+			// The new id is abandoned: its lease expires and the
+			// reclaimers remove it; it never held a process.
+			return false, err
+		}
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false, ErrWorkerClosed
+	}
+	old := w.id
+	w.id, w.fenced = id, false
+	w.log = c.log.With("worker", id)
+	w.deadline.Reset(w.leaseDeadline(sent))
+	w.mu.Unlock()
+	w.log.Info("worqr: worker registered again after fencing", "previous", old)
+	for _, s := range ss {
+		s.sub.box.push(event{kind: eventSubscribed})
+	}
+	return true, nil
+}
+
+// reconcile gives back processes that Redis says this worker holds but the
+// worker does not know of: a dequeue whose reply was lost. Dequeues on the
+// queue wait meanwhile, so no process is in between.
+func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
+	for _, s := range ss {
+		w.mu.Lock()
+		unsure := s.unsure
+		w.mu.Unlock()
+		if !unsure {
+			continue
+		}
+		if err := w.reconcileQueue(ctx, id, s); err != nil {
+			w.log.Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
+		}
+	}
+}
+
+func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) error {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	w.mu.Lock()
+	if w.id != id || w.fenced {
+		w.mu.Unlock()
+		return nil
+	}
+	args := []string{id, s.keys.channel, "orphans"}
+	for pid := range s.procs {
+		args = append(args, pid)
+	}
+	w.mu.Unlock()
+	c := w.c
+	n, err := c.scripts.Release.Exec(ctx, c.rdb, []string{s.keys.waiting, s.keys.procs, s.keys.leases}, args).AsInt64()
+	if err != nil {
+		return c.fail("reconcile", s.name, err)
+	}
+	w.mu.Lock()
+	s.unsure = false
+	w.mu.Unlock()
+	if n > 0 {
+		w.log.Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// Peers reclaim the work of dead workers: every RenewInterval (with jitter,
+// so peers spread out) each live worker lists the workers whose registry
+// lease has expired, and for each one returns its processes, queue by
+// queue, to the front of their queues. Only then is the dead worker removed
+// from the registry, so a reclaimer that dies half-way leaves the rest to
+// the next one. Each step is idempotent: peers reclaiming the same worker
+// at once move every task once.
+
+// reclaimBatch bounds how many dead workers one pass handles.
+const reclaimBatch = 100
+
+func (w *Worker) reclaimLoop(ctx context.Context) {
+	defer w.wg.Done()
+	for {
+		if _, err := w.c.reclaimDead(ctx, w.log); err != nil && ctx.Err() == nil {
+			w.log.Warn("worqr: reclaiming dead workers failed", "err", err)
+		}
+		jitter := time.Duration(rand.Int64N(int64(w.opts.RenewInterval)/5+1)) - w.opts.RenewInterval/10
+		t := time.NewTimer(w.opts.RenewInterval + jitter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reclaimDead reclaims every worker whose registry lease has expired and
+// returns how many tasks went back to their queues.
+func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, error) {
+	dead, err := c.scripts.Expired.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{strconv.Itoa(reclaimBatch)}).AsStrSlice()
+	if err != nil {
+		return 0, c.fail("find dead workers", "", err)
+	}
+	var total int64
+	var errs []error
+	for _, id := range dead {
+		n, done, err := c.reclaimWorker(ctx, id)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if done {
+			log.Info("worqr: reclaimed dead worker", "dead", id, "tasks", n)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// reclaimWorker returns one dead worker's processes in every queue it
+// served, then deregisters it. It reports done=false, and leaves the worker
+// registered for a later pass, while the worker still holds a live lease on
+// some queue (its registry lease expired first, or it joined a queue late).
+func (c *Client) reclaimWorker(ctx context.Context, id string) (total int64, done bool, err error) {
+	queues, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(id)).Build()).AsStrSlice()
+	if err != nil {
+		return 0, false, c.fail("reclaim", "", err)
+	}
+	calls := make([]scripts.Call, len(queues))
+	for i, q := range queues {
+		k := c.keys.queue(q)
+		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: []string{k.waiting, k.procs, k.leases}, Args: []string{id, k.channel, "expired"}}
+	}
+	leased := false
+	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
+		n, err := res.AsInt64()
+		if err != nil {
+			return total, false, c.fail("reclaim", queues[i], err)
+		}
+		if n < 0 {
+			leased = true
+			continue
+		}
+		total += n
+	}
+	if leased {
+		return total, false, nil
+	}
+	if err := c.scripts.Deregister.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, "expired"}).Error(); err != nil {
+		return total, false, c.fail("reclaim", "", err)
+	}
+	return total, true, nil
+}

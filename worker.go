@@ -1,0 +1,570 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// Worker defaults and limits.
+const (
+	// DefaultTTL is how long a worker's lease lasts without renewal.
+	DefaultTTL = 3 * time.Second
+	// DefaultRenewInterval is how often the lease is renewed, and how often
+	// the worker looks for dead peers to reclaim.
+	DefaultRenewInterval = time.Second
+	// MinTTL is the shortest TTL accepted.
+	MinTTL = time.Second
+)
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// TTL is the lease length: a worker that has not renewed its lease for
+	// this long is dead, and its peers return its tasks to their queues.
+	// Default DefaultTTL, at least MinTTL.
+	TTL time.Duration
+	// RenewInterval is how often the lease is renewed and dead peers are
+	// looked for. Default DefaultRenewInterval, or TTL/3 if that is less;
+	// it must be at most TTL/2 so one lost renewal is not fatal.
+	RenewInterval time.Duration
+	// OnFenced is called, on a goroutine of its own, when the worker treats
+	// itself as dead: it could not renew its lease in time (judged on its
+	// own clock from when it sent the last renewal that succeeded) or found
+	// the lease gone. Every process it held has already ended with
+	// ErrProcessLost: their tasks belong to the peers now.
+	OnFenced func(FenceEvent)
+	// StayFenced stops a fenced worker from registering again under a new
+	// id once Redis answers, which it does by default. A worker that stays
+	// fenced returns ErrWorkerFenced until it is closed.
+	StayFenced bool
+}
+
+// FenceEvent tells the application that a worker fenced itself.
+type FenceEvent struct {
+	// WorkerID is the id the worker had; it will not be used again.
+	WorkerID string
+	// Cause says why.
+	Cause error
+	// Lost are the processes the worker held; each has ended.
+	Lost []*Process
+}
+
+// Worker takes tasks from the queues it serves. It holds a lease in Redis,
+// renews it, fences itself when it cannot, and reclaims dead peers' work.
+// It is safe for concurrent use.
+type Worker struct {
+	c    *Client
+	opts WorkerOptions
+	log  *slog.Logger
+
+	// membership serialises changes to what the worker is registered as
+	// and serves: StartWork, StopWork, re-registration, Fail and Close.
+	membership sync.Mutex
+
+	mu      sync.Mutex
+	id      string
+	fenced  bool
+	closed  bool
+	serving map[string]*serving
+	// deadline is when the lease may expire by the worker's own clock.
+	deadline *time.Timer
+
+	stop context.CancelFunc // ends keepalive and reclaim
+	kick chan struct{}      // wakes keepalive early
+	wg   sync.WaitGroup
+}
+
+// serving is one queue a worker serves.
+type serving struct {
+	name   string
+	keys   queueKeys
+	events Events
+	sub    *subscription
+	procs  map[string]*Process // by process id
+	// gate lets a reconciliation stop dequeues on this queue while it
+	// decides which processes in Redis the worker really holds.
+	gate sync.RWMutex
+	// unsure is set when a dequeue's reply was lost: Redis may hold
+	// processes of this worker that it does not know about.
+	unsure bool
+}
+
+// NewWorker registers a new worker and starts its keepalive and its
+// reclaim of dead peers. Call StartWork to serve queues, and Close when
+// done.
+func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, error) {
+	if err := c.checkCtx(ctx, "new worker"); err != nil {
+		return nil, err
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.TTL < MinTTL {
+		return nil, fmt.Errorf("%w: TTL %v is below %v", ErrInvalidOptions, opts.TTL, MinTTL)
+	}
+	if opts.RenewInterval == 0 {
+		opts.RenewInterval = min(DefaultRenewInterval, opts.TTL/3)
+	}
+	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/2 {
+		return nil, fmt.Errorf("%w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
+	}
+	w := &Worker{
+		c:       c,
+		opts:    opts,
+		serving: make(map[string]*serving),
+		kick:    make(chan struct{}, 1),
+	}
+	id := uuid.NewString()
+	sent := time.Now()
+	if _, err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(opts.TTL)}).AsInt64(); err != nil {
+		return nil, c.fail("register worker", "", err)
+	}
+	w.id = id
+	w.log = c.log.With("worker", id)
+	w.deadline = time.AfterFunc(w.leaseDeadline(sent), func() { w.fence(id, errors.New("lease not renewed in time")) })
+
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		w.deadline.Stop()
+		_ = w.deregister(ctx, id)
+		return nil, fmt.Errorf("worqr: new worker: %w", ErrClientClosed)
+	}
+	c.workers[w] = struct{}{}
+	c.mu.Unlock()
+
+	life, stop := context.WithCancel(context.Background())
+	w.stop = stop
+	w.wg.Add(2)
+	go w.keepalive(life)
+	go w.reclaimLoop(life)
+	return w, nil
+}
+
+// ID is the worker's current id. It changes when a fenced worker registers
+// again.
+func (w *Worker) ID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
+}
+
+// Queues lists the queues the worker serves.
+func (w *Worker) Queues() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.serving))
+	for q := range w.serving {
+		out = append(out, q)
+	}
+	return out
+}
+
+// StartWork makes the worker serve a queue: it records the queue in the
+// registry, takes a lease on it, subscribes to its events, and then raises
+// a Work event if tasks are already waiting.
+func (w *Worker) StartWork(ctx context.Context, queue string, events Events) error {
+	if err := w.c.check(ctx, "start work", queue); err != nil {
+		return err
+	}
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	id, err := w.current("start work")
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	_, already := w.serving[queue]
+	w.mu.Unlock()
+	if already {
+		return fmt.Errorf("worqr: start work %q: %w", queue, ErrAlreadyServing)
+	}
+	if err := w.join(ctx, id, queue); err != nil {
+		return err
+	}
+	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process)}
+	w.mu.Lock()
+	w.serving[queue] = s
+	w.mu.Unlock()
+	s.sub = w.subscribe(s)
+	return nil
+}
+
+// join records the queue in the worker's registry entry, then takes a lease
+// on it that expires with the registry lease (see join.lua for why).
+func (w *Worker) join(ctx context.Context, id, queue string) error {
+	c := w.c
+	expiry, err := c.scripts.Serve.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, queue}).AsInt64()
+	if err != nil {
+		return c.fail("start work", queue, err)
+	}
+	if expiry < 0 {
+		w.leaseLost(id, errors.New("registry lease gone when starting work"))
+		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
+	}
+	k := c.keys.queue(queue)
+	created, err := c.scripts.Join.Exec(ctx, c.rdb, []string{k.leases, k.meta}, []string{id, fmt.Sprint(expiry), queue}).AsInt64()
+	if err != nil {
+		return c.fail("start work", queue, err)
+	}
+	if created < 0 {
+		w.leaseLost(id, errors.New("registry lease expired when starting work"))
+		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
+	}
+	if created == 1 {
+		return c.register(ctx, queue)
+	}
+	return nil
+}
+
+// StopWork stops serving a queue: it unsubscribes, returns every task the
+// worker holds in that queue to the front of the queue, and gives up the
+// lease. Processes it held end with ErrProcessLost.
+func (w *Worker) StopWork(ctx context.Context, queue string) error {
+	if err := w.c.check(ctx, "stop work", queue); err != nil {
+		return err
+	}
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	w.mu.Lock()
+	s, ok := w.serving[queue]
+	id, closed := w.id, w.closed
+	if ok && !closed {
+		delete(w.serving, queue)
+	}
+	w.mu.Unlock()
+	if closed {
+		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrWorkerClosed)
+	}
+	if !ok {
+		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
+	}
+	s.sub.stop(ctx)
+	w.endAll(s, ErrProcessLost)
+	c := w.c
+	if err := w.releaseOwn(ctx, id, []*serving{s}); err != nil {
+		return err
+	}
+	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(queue).Build()).Error(); err != nil {
+		return c.fail("stop work", queue, err)
+	}
+	return nil
+}
+
+// releaseOwn returns every task the worker holds in the given queues to
+// the front of each queue and drops its leases there, one script per queue
+// in one round trip.
+func (w *Worker) releaseOwn(ctx context.Context, id string, ss []*serving) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	c := w.c
+	calls := make([]scripts.Call, len(ss))
+	for i, s := range ss {
+		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: []string{s.keys.waiting, s.keys.procs, s.keys.leases}, Args: []string{id, s.keys.channel, "force"}}
+	}
+	var errs []error
+	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
+		if err := res.Error(); err != nil {
+			errs = append(errs, c.fail("release", ss[i].name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dequeue takes the task at the front of a queue the worker serves. It
+// returns ErrNoTask when none is waiting, and ErrWorkerFenced when the
+// worker's lease is not live.
+func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
+	ps, err := w.DequeueN(ctx, queue, 1)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// DequeueN takes up to n tasks from the front of a queue in one script
+// call, in queue order. It returns ErrNoTask when none is waiting.
+func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
+	c := w.c
+	if err := c.check(ctx, "dequeue", queue); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("worqr: dequeue %q: count %d: %w", queue, n, ErrInvalidOptions)
+	}
+	w.mu.Lock()
+	s, ok := w.serving[queue]
+	id, fenced, closed := w.id, w.fenced, w.closed
+	w.mu.Unlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerClosed)
+	case !ok:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+	case fenced:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	k := s.keys
+	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{id, fmt.Sprint(n)})
+	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
+		w.leaseLost(id, fmt.Errorf("dequeue found the lease on %q gone", queue))
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		if _, isReply := rueidis.IsRedisErr(err); !isReply {
+			// The script may have run and its reply been lost: reconcile
+			// once Redis answers, so no process stays ours unknowingly.
+			w.mu.Lock()
+			s.unsure = true
+			w.mu.Unlock()
+		}
+		return nil, c.fail("dequeue", queue, err)
+	}
+	if len(vals) == 0 {
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
+	}
+	ps := make([]*Process, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		ps = append(ps, newProcess(w, vals[i], queue, vals[i+1], id))
+	}
+	w.mu.Lock()
+	adopted := w.id == id && !w.fenced && w.serving[queue] == s
+	if adopted {
+		for _, p := range ps {
+			s.procs[p.id] = p
+		}
+	}
+	w.mu.Unlock()
+	if !adopted {
+		// The worker fenced itself or left the queue while the script ran:
+		// these processes are already the peers' (or were given back).
+		for _, p := range ps {
+			p.end(ErrProcessLost, true)
+		}
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	return ps, nil
+}
+
+// forget drops a process from the worker's books and ends it.
+func (w *Worker) forget(p *Process, reason error) {
+	w.mu.Lock()
+	if s := w.serving[p.queue]; s != nil && s.procs[p.id] == p {
+		delete(s.procs, p.id)
+	}
+	w.mu.Unlock()
+	p.end(reason, true)
+}
+
+// endAll ends every process the worker holds in a queue it no longer
+// serves (the caller removed s from w.serving).
+func (w *Worker) endAll(s *serving, reason error) {
+	w.mu.Lock()
+	procs := s.procs
+	s.procs = make(map[string]*Process)
+	w.mu.Unlock()
+	for _, p := range procs {
+		p.end(reason, true)
+	}
+}
+
+// handle applies an event to the worker's own processes, then calls the
+// application's callback. It runs on the queue's dispatcher goroutine.
+func (w *Worker) handle(ctx context.Context, s *serving, e event) {
+	switch e.kind {
+	case eventWork:
+		if e.count > 0 && s.events.Work != nil {
+			s.events.Work(s.name, e.count)
+		}
+	case eventCancel:
+		w.endMatching(s, func(p *Process) bool { return string(p.task) == e.task }, ErrTaskCancelled)
+		if s.events.Cancel != nil {
+			s.events.Cancel(s.name, []byte(e.task))
+		}
+	case eventDelete:
+		w.endMatching(s, func(*Process) bool { return true }, ErrQueueDeleted)
+		if s.events.Delete != nil {
+			s.events.Delete(s.name)
+		}
+	case eventSubscribed:
+		w.catchUp(ctx, s)
+	}
+}
+
+// endMatching ends (without settling: Finish still works) the processes of
+// a queue that match.
+func (w *Worker) endMatching(s *serving, match func(*Process) bool, reason error) {
+	w.mu.Lock()
+	var hit []*Process
+	for _, p := range s.procs {
+		if match(p) {
+			hit = append(hit, p)
+		}
+	}
+	w.mu.Unlock()
+	for _, p := range hit {
+		p.end(reason, false)
+	}
+}
+
+// catchUp runs after every (re)subscription and re-registration: it raises
+// the events a missed notification would have raised. Cancel and delete
+// marks on the worker's processes are found through the states script,
+// and waiting tasks through the queue's length.
+func (w *Worker) catchUp(ctx context.Context, s *serving) {
+	c := w.c
+	w.mu.Lock()
+	id := w.id
+	procs := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	w.mu.Unlock()
+	if len(procs) > 0 {
+		args := make([]string, 0, len(procs)+1)
+		args = append(args, id)
+		for _, p := range procs {
+			args = append(args, p.id)
+		}
+		states, err := c.scripts.States.Exec(ctx, c.rdb, []string{s.keys.procs, s.keys.leases}, args).AsStrSlice()
+		if err == nil && len(states) == len(procs) {
+			w.applyStates(s, procs, states)
+		} else if err != nil {
+			w.log.Warn("worqr: could not check processes after subscribing", "queue", s.name, "err", err)
+		}
+	}
+	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build()).AsInt64()
+	if err != nil {
+		w.log.Warn("worqr: could not check queue after subscribing", "queue", s.name, "err", err)
+		return
+	}
+	if n > 0 && s.events.Work != nil {
+		s.events.Work(s.name, n)
+	}
+}
+
+// applyStates ends processes whose state in Redis says they should end and
+// raises one Cancel event per cancelled payload and one Delete event.
+func (w *Worker) applyStates(s *serving, procs []*Process, states []string) {
+	cancelled := make(map[string]bool)
+	deleted := false
+	for i, p := range procs {
+		switch err := stateErr(states[i]); {
+		case err == nil:
+		case errors.Is(err, ErrProcessLost):
+			w.forget(p, ErrProcessLost)
+		case errors.Is(err, ErrTaskCancelled):
+			p.end(err, false)
+			cancelled[string(p.task)] = true
+		default:
+			p.end(err, false)
+			deleted = true
+		}
+	}
+	for task := range cancelled {
+		if s.events.Cancel != nil {
+			s.events.Cancel(s.name, []byte(task))
+		}
+	}
+	if deleted && s.events.Delete != nil {
+		s.events.Delete(s.name)
+	}
+}
+
+// Fail returns every task the worker holds to the front of its queue and
+// deregisters the worker at once; the worker is closed afterwards. Use it
+// when the process is going away and should not leave its work waiting a
+// TTL for its peers. If Redis cannot be reached the peers still reclaim
+// the work once the lease expires.
+func (w *Worker) Fail(ctx context.Context) error {
+	return w.shutdown(ctx, "fail")
+}
+
+// Close stops the worker like Fail does, except that a second call
+// returns nil. Processes still held end with ErrProcessLost and their
+// tasks go back to the front of their queues.
+func (w *Worker) Close(ctx context.Context) error {
+	err := w.shutdown(ctx, "close")
+	if errors.Is(err, ErrWorkerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) shutdown(ctx context.Context, op string) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
+	}
+	w.closed = true
+	w.deadline.Stop()
+	w.mu.Unlock()
+	// Stop keepalive and reclaim before taking membership: a
+	// re-registration in progress holds it and ends when its context does.
+	w.stop()
+	w.wg.Wait()
+
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	w.mu.Lock()
+	id := w.id
+	ss := make([]*serving, 0, len(w.serving))
+	for _, s := range w.serving {
+		ss = append(ss, s)
+	}
+	w.serving = make(map[string]*serving)
+	w.mu.Unlock()
+	for _, s := range ss {
+		s.sub.stop(ctx)
+		w.endAll(s, ErrProcessLost)
+	}
+	w.c.mu.Lock()
+	delete(w.c.workers, w)
+	w.c.mu.Unlock()
+
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("worqr: %s: %w", op, err)
+	}
+	if err := w.releaseOwn(ctx, id, ss); err != nil {
+		return err
+	}
+	return w.deregister(ctx, id)
+}
+
+// deregister removes a worker id from the registry at once.
+func (w *Worker) deregister(ctx context.Context, id string) error {
+	c := w.c
+	err := c.scripts.Deregister.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, "force"}).Error()
+	if err != nil {
+		return c.fail("deregister", "", err)
+	}
+	return nil
+}
+
+// current returns the worker's id if it may act: not closed, not fenced.
+func (w *Worker) current(op string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return "", fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
+	case w.fenced:
+		return "", fmt.Errorf("worqr: %s: %w", op, ErrWorkerFenced)
+	}
+	return w.id, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }

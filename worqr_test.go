@@ -1,0 +1,258 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnqueueDequeueFinishInOrder(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "jobs", Events{}))
+
+	require.NoError(t, c.Enqueue(ctx, "jobs", []byte("a")))
+	require.NoError(t, c.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("b"), []byte("c")}))
+	n, err := c.QueueLen(ctx, "jobs")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+
+	var got []string
+	for {
+		p, err := w.Dequeue(ctx, "jobs")
+		if errors.Is(err, ErrNoTask) {
+			break
+		}
+		require.NoError(t, err)
+		assert.Equal(t, "jobs", p.Queue())
+		assert.Equal(t, w.ID(), p.Owner())
+		got = append(got, string(p.Task()))
+		require.NoError(t, p.Finish(ctx))
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, got)
+	procs, err := c.Processes(ctx, "jobs")
+	require.NoError(t, err)
+	assert.Empty(t, procs)
+}
+
+func TestBatchLargerThanOneScriptCall(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	tasks := make([][]byte, 2500)
+	for i := range tasks {
+		tasks[i] = []byte(fmt.Sprint(i))
+	}
+	require.NoError(t, c.EnqueueBatch(ctx, "big", tasks))
+	all, err := c.Range(ctx, "big", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, all, len(tasks))
+	for i := range tasks {
+		require.Equal(t, tasks[i], all[i], "position %d", i)
+	}
+}
+
+func TestInspection(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	require.NoError(t, c.EnqueueBatch(ctx, "q1", [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
+	require.NoError(t, c.Enqueue(ctx, "q2", []byte("only")))
+
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"q1", "q2"}, qs)
+
+	head, err := c.Peek(ctx, "q1")
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(head))
+	mid, err := c.Range(ctx, "q1", 1, 2)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{[]byte("y"), []byte("z")}, mid)
+	_, err = c.Peek(ctx, "empty")
+	assert.ErrorIs(t, err, ErrNoTask)
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q1", Events{}))
+	p, err := w.Dequeue(ctx, "q1")
+	require.NoError(t, err)
+	procs, err := c.Processes(ctx, "q1")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, ProcessInfo{ID: p.ID(), Queue: "q1", Owner: w.ID(), State: StateActive, Task: []byte("x")}, procs[0])
+
+	ws, err := c.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, w.ID(), ws[0].ID)
+	assert.Positive(t, ws[0].LeaseLeftMillis)
+	wq, err := c.WorkerQueues(ctx, w.ID())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q1"}, wq)
+	assert.Equal(t, []string{"q1"}, w.Queues())
+}
+
+func TestQueueNamesOfAnyBytes(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	names := []string{
+		"a_b", "a:b", "{tag}", "}{", "{", "}", "*", "?", "with space", "ünïcödé 任务",
+		"%7B", "q:{x}:waiting", "\x00\xff bytes", "r", "{r}", strings.Repeat("n", MaxQueueNameLen),
+	}
+	w := newWorker(t, c, WorkerOptions{})
+	for _, name := range names {
+		task := []byte("task for " + name)
+		require.NoError(t, c.Enqueue(ctx, name, task), "%q", name)
+		require.NoError(t, w.StartWork(ctx, name, Events{}), "%q", name)
+	}
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, names, qs)
+	for _, name := range names {
+		n, err := c.QueueLen(ctx, name)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "%q shares keys with another queue", name)
+		p, err := w.Dequeue(ctx, name)
+		require.NoError(t, err, "%q", name)
+		assert.Equal(t, "task for "+name, string(p.Task()))
+		require.NoError(t, p.Finish(ctx))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	rdb := b.redis(b.addr)
+	c, err := New(Options{Redis: rdb, Prefix: b.prefix, MaxTaskSize: 16})
+	require.NoError(t, err)
+	ctx := ctxT(t)
+
+	assert.ErrorIs(t, c.Enqueue(ctx, "", []byte("x")), ErrInvalidQueueName)
+	assert.ErrorIs(t, c.Enqueue(ctx, strings.Repeat("n", MaxQueueNameLen+1), []byte("x")), ErrInvalidQueueName)
+	assert.ErrorIs(t, c.Enqueue(ctx, "q", make([]byte, 17)), ErrTaskTooLarge)
+	// A batch with one oversized task sends none of them.
+	assert.ErrorIs(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), make([]byte, 17)}), ErrTaskTooLarge)
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	// Empty tasks are allowed, and are not confused with an empty queue.
+	require.NoError(t, c.Enqueue(ctx, "q", nil))
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Empty(t, p.Task())
+	require.NoError(t, p.Finish(ctx))
+	_, err = w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrNoTask)
+	_, err = w.Dequeue(ctx, "not-served")
+	assert.ErrorIs(t, err, ErrNotServing)
+	assert.ErrorIs(t, w.StartWork(ctx, "q", Events{}), ErrAlreadyServing)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, c.Enqueue(cancelled, "q", []byte("x")), context.Canceled)
+	_, err = w.Dequeue(cancelled, "q")
+	assert.ErrorIs(t, err, context.Canceled)
+
+	_, err = New(Options{Redis: rdb, Prefix: "a{b"})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = c.NewWorker(ctx, WorkerOptions{TTL: 500 * time.Millisecond})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = c.NewWorker(ctx, WorkerOptions{TTL: 2 * time.Second, RenewInterval: 1500 * time.Millisecond})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+
+	require.NoError(t, w.Close(ctx))
+	require.NoError(t, w.Close(ctx), "second Close")
+	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
+	_, err = w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerClosed)
+	assert.ErrorIs(t, w.StartWork(ctx, "other", Events{}), ErrWorkerClosed)
+
+	require.NoError(t, c.Close(ctx))
+	assert.ErrorIs(t, c.Enqueue(ctx, "q", []byte("x")), ErrClientClosed)
+	_, err = c.NewWorker(ctx, WorkerOptions{})
+	assert.ErrorIs(t, err, ErrClientClosed)
+}
+
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	direct := b.client()
+	ctx := ctxT(t)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("kept")))
+
+	px.cut()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err := c.Enqueue(short, "q", []byte("x"))
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded), "got %v", err)
+	_, err = c.NewWorker(short, WorkerOptions{})
+	require.Error(t, err)
+
+	n, err := direct.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "nothing queued is lost")
+	px.restore()
+	eventually(t, 10*time.Second, "client recovers", func() bool { return c.Enqueue(ctx, "q", []byte("y")) == nil })
+}
+
+func TestPrefixesIsolate(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	one := b.clientAt(b.addr, b.prefix+"-one")
+	two := b.clientAt(b.addr, b.prefix+"-two")
+	if b.real {
+		t.Cleanup(newBackendFor(t, b.addr, b.prefix+"-one").deleteKeys)
+		t.Cleanup(newBackendFor(t, b.addr, b.prefix+"-two").deleteKeys)
+	}
+	wTwo := newWorker(t, two, WorkerOptions{})
+	events := make(chan int64, 10)
+	require.NoError(t, wTwo.StartWork(ctx, "shared", Events{Work: func(_ string, n int64) { events <- n }}))
+
+	// Prefix one publishes three tasks first, then prefix two one task.
+	// A subscriber hears its messages in publish order, so if wTwo heard
+	// prefix one at all, its first work event could not count exactly 1.
+	require.NoError(t, one.EnqueueBatch(ctx, "shared", [][]byte{[]byte("1"), []byte("2"), []byte("3")}))
+	require.NoError(t, two.Enqueue(ctx, "shared", []byte("for two")))
+	assert.EqualValues(t, 1, recv(t, events, 5*time.Second, "own work event"))
+
+	p, err := wTwo.Dequeue(ctx, "shared")
+	require.NoError(t, err)
+	assert.Equal(t, "for two", string(p.Task()))
+	require.NoError(t, p.Finish(ctx))
+	_, err = wTwo.Dequeue(ctx, "shared")
+	assert.ErrorIs(t, err, ErrNoTask)
+	n, err := one.QueueLen(ctx, "shared")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+	ws, err := two.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, wTwo.ID(), ws[0].ID)
+	ws, err = one.Workers(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ws)
+}
+
+func newBackendFor(t *testing.T, addr, prefix string) *backend {
+	return &backend{t: t, addr: addr, real: true, prefix: prefix}
+}
