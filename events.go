@@ -107,11 +107,14 @@ type subscription struct {
 	box    *mailbox
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// ready is closed when the server first confirms the subscription.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 func (w *Worker) subscribe(s *serving) *subscription {
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{w: w, s: s, box: newMailbox(), cancel: cancel}
+	sub := &subscription{w: w, s: s, box: newMailbox(), cancel: cancel, ready: make(chan struct{})}
 	sub.wg.Add(2)
 	go sub.receive(ctx)
 	go sub.dispatch(ctx)
@@ -124,6 +127,7 @@ func (sub *subscription) receive(ctx context.Context) {
 	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		if s.Kind == "subscribe" && s.Channel == channel {
 			sub.box.push(event{kind: eventSubscribed})
+			sub.readyOnce.Do(func() { close(sub.ready) })
 		}
 	})
 	onMessage := func(m rueidis.PubSubMessage) {
@@ -137,7 +141,7 @@ func (sub *subscription) receive(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		sub.w.log.Debug("worqr: subscription ended, subscribing again", "queue", sub.s.name, "err", err)
+		sub.w.logger().Debug("worqr: subscription ended, subscribing again", "queue", sub.s.name, "err", err)
 		if err == nil {
 			backoff.reset() // dropped by the server: come straight back
 		}

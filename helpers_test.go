@@ -288,3 +288,39 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// listen subscribes a plain client to a channel and returns its messages,
+// once the subscription is confirmed.
+func (b *backend) listen(channel string) <-chan string {
+	b.t.Helper()
+	rdb := b.redis(b.addr)
+	msgs := make(chan string, 1000)
+	ready := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	hooked := rueidis.WithOnSubscriptionHook(ctx, func(rueidis.PubSubSubscription) { once.Do(func() { close(ready) }) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) { msgs <- m.Message })
+	}()
+	b.t.Cleanup(func() { cancel(); <-done })
+	recv(b.t, ready, 5*time.Second, "subscription to "+channel)
+	return msgs
+}
+
+// expectMessage waits for a message equal to want, skipping others.
+func expectMessage(t *testing.T, msgs <-chan string, want string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-msgs:
+			if m == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no message %q", want)
+		}
+	}
+}

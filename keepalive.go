@@ -79,7 +79,7 @@ func (w *Worker) renew(ctx context.Context) {
 		expiry, err := res.AsInt64()
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn("worqr: lease renewal failed", "err", err)
+				w.logger().Warn("worqr: lease renewal failed", "err", err)
 			}
 			return
 		}
@@ -130,7 +130,7 @@ func (w *Worker) fence(id string, cause error) {
 	for _, p := range lost {
 		p.end(ErrProcessLost, true)
 	}
-	w.log.Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
+	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
 	if w.opts.OnFenced != nil {
 		ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 		go w.opts.OnFenced(ev)
@@ -154,7 +154,7 @@ func (w *Worker) reregister(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		w.log.Warn("worqr: registering again failed; retrying", "err", err)
+		w.logger().Warn("worqr: registering again failed; retrying", "err", err)
 		if !b.wait(ctx) {
 			return false
 		}
@@ -193,10 +193,9 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	}
 	old := w.id
 	w.id, w.fenced = id, false
-	w.log = c.log.With("worker", id)
 	w.deadline.Reset(w.leaseDeadline(sent))
 	w.mu.Unlock()
-	w.log.Info("worqr: worker registered again after fencing", "previous", old)
+	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range ss {
 		s.sub.box.push(event{kind: eventSubscribed})
 	}
@@ -215,7 +214,7 @@ func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
 			continue
 		}
 		if err := w.reconcileQueue(ctx, id, s); err != nil {
-			w.log.Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
+			w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
 		}
 	}
 }
@@ -242,7 +241,7 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 	s.unsure = false
 	w.mu.Unlock()
 	if n > 0 {
-		w.log.Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)
+		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ const reclaimBatch = 100
 func (w *Worker) reclaimLoop(ctx context.Context) {
 	defer w.wg.Done()
 	for {
-		if _, err := w.c.reclaimDead(ctx, w.log); err != nil && ctx.Err() == nil {
-			w.log.Warn("worqr: reclaiming dead workers failed", "err", err)
+		if _, err := w.c.reclaimDead(ctx, w.logger()); err != nil && ctx.Err() == nil {
+			w.logger().Warn("worqr: reclaiming dead workers failed", "err", err)
 		}
 		jitter := time.Duration(rand.Int64N(int64(w.opts.RenewInterval)/5+1)) - w.opts.RenewInterval/10
 		t := time.NewTimer(w.opts.RenewInterval + jitter)

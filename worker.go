@@ -63,7 +63,6 @@ type FenceEvent struct {
 type Worker struct {
 	c    *Client
 	opts WorkerOptions
-	log  *slog.Logger
 
 	// membership serialises changes to what the worker is registered as
 	// and serves: StartWork, StopWork, re-registration, Fail and Close.
@@ -128,7 +127,6 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, c.fail("register worker", "", err)
 	}
 	w.id = id
-	w.log = c.log.With("worker", id)
 	w.deadline = time.AfterFunc(w.leaseDeadline(sent), func() { w.fence(id, errors.New("lease not renewed in time")) })
 
 	c.mu.Lock()
@@ -155,6 +153,12 @@ func (w *Worker) ID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.id
+}
+
+// logger is the client's logger with the worker's current id. Never call
+// it while holding w.mu.
+func (w *Worker) logger() *slog.Logger {
+	return w.c.log.With("worker", w.ID())
 }
 
 // Queues lists the queues the worker serves.
@@ -191,11 +195,20 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 		return err
 	}
 	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process)}
+	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
 	w.mu.Unlock()
-	s.sub = w.subscribe(s)
-	return nil
+	// Return once events published from now on will be heard.
+	select {
+	case <-s.sub.ready:
+		return nil
+	case <-ctx.Done():
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
+		defer cancel()
+		w.leave(undo, id, s)
+		return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, ctx.Err())
+	}
 }
 
 // join records the queue in the worker's registry entry, then takes a lease
@@ -237,9 +250,6 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	w.mu.Lock()
 	s, ok := w.serving[queue]
 	id, closed := w.id, w.closed
-	if ok && !closed {
-		delete(w.serving, queue)
-	}
 	w.mu.Unlock()
 	if closed {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrWorkerClosed)
@@ -247,14 +257,25 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if !ok {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
+	return w.leave(ctx, id, s)
+}
+
+// leave ends the worker's service of a queue removed from w.serving:
+// events, processes, lease and registry entry.
+func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
+	w.mu.Lock()
+	if w.serving[s.name] == s {
+		delete(w.serving, s.name)
+	}
+	w.mu.Unlock()
 	s.sub.stop(ctx)
 	w.endAll(s, ErrProcessLost)
 	c := w.c
 	if err := w.releaseOwn(ctx, id, []*serving{s}); err != nil {
 		return err
 	}
-	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(queue).Build()).Error(); err != nil {
-		return c.fail("stop work", queue, err)
+	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build()).Error(); err != nil {
+		return c.fail("stop work", s.name, err)
 	}
 	return nil
 }
@@ -442,12 +463,12 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) {
 		if err == nil && len(states) == len(procs) {
 			w.applyStates(s, procs, states)
 		} else if err != nil {
-			w.log.Warn("worqr: could not check processes after subscribing", "queue", s.name, "err", err)
+			w.logger().Warn("worqr: could not check processes after subscribing", "queue", s.name, "err", err)
 		}
 	}
 	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build()).AsInt64()
 	if err != nil {
-		w.log.Warn("worqr: could not check queue after subscribing", "queue", s.name, "err", err)
+		w.logger().Warn("worqr: could not check queue after subscribing", "queue", s.name, "err", err)
 		return
 	}
 	if n > 0 && s.events.Work != nil {

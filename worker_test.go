@@ -1,0 +1,456 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+)
+
+func enqueueNumbered(t *testing.T, c *Client, queue string, n int) []string {
+	t.Helper()
+	tasks := make([][]byte, n)
+	names := make([]string, n)
+	for i := range tasks {
+		names[i] = fmt.Sprintf("t%04d", i)
+		tasks[i] = []byte(names[i])
+	}
+	require.NoError(t, c.EnqueueBatch(context.Background(), queue, tasks))
+	return names
+}
+
+func dequeueAll(t *testing.T, w *Worker, queue string, n int) []*Process {
+	t.Helper()
+	ps, err := w.DequeueN(context.Background(), queue, n)
+	require.NoError(t, err)
+	require.Len(t, ps, n)
+	return ps
+}
+
+func waiting(t *testing.T, c *Client, queue string) []string {
+	t.Helper()
+	all, err := c.Range(context.Background(), queue, 0, -1)
+	require.NoError(t, err)
+	out := make([]string, len(all))
+	for i, b := range all {
+		out[i] = string(b)
+	}
+	return out
+}
+
+func tasksOf(ps []*Process) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p.Task())
+	}
+	return out
+}
+
+// Semantics 1: N workers with several goroutines each take M tasks, and
+// every task is delivered exactly once.
+func TestNoDoubleDeliveryAmongLiveWorkers(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	const tasks, workers, goroutines = 2000, 4, 8
+	enqueueNumbered(t, c, "q", tasks)
+
+	var mu sync.Mutex
+	seen := make(map[string]int)
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		w := newWorker(t, b.client(), WorkerOptions{})
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+		for range goroutines {
+			g.Go(func() error {
+				for {
+					ps, err := w.DequeueN(gctx, "q", 3)
+					if errors.Is(err, ErrNoTask) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					for _, p := range ps {
+						mu.Lock()
+						seen[string(p.Task())]++
+						mu.Unlock()
+						if err := p.Finish(gctx); err != nil {
+							return err
+						}
+					}
+				}
+			})
+		}
+	}
+	require.NoError(t, g.Wait())
+	require.Len(t, seen, tasks)
+	for task, n := range seen {
+		require.Equal(t, 1, n, "task %s delivered %d times", task, n)
+	}
+}
+
+// Semantics 2: finish and stop are owner-checked, and one Finish wins.
+func TestExactlyOneFinishSucceeds(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	ps := dequeueAll(t, w, "q", 2)
+
+	var ok, lost atomic.Int32
+	var g errgroup.Group
+	for range 8 {
+		g.Go(func() error {
+			switch err := ps[0].Finish(ctx); {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, ErrProcessLost):
+				lost.Add(1)
+			default:
+				return err
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	assert.EqualValues(t, 1, ok.Load())
+	assert.EqualValues(t, 7, lost.Load())
+
+	require.NoError(t, ps[1].Stop(ctx))
+	assert.ErrorIs(t, ps[1].Finish(ctx), ErrProcessLost)
+	assert.ErrorIs(t, ps[1].Stop(ctx), ErrProcessLost)
+	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "the stopped task is queued once")
+	<-ps[0].Done()
+	<-ps[1].Done()
+}
+
+// Semantics 2: a zombie, whose lease ran out and whose work a peer took,
+// can neither finish nor stop what it held.
+func TestZombieCannotFinishOrStop(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	zombie := newWorker(t, c, fast)
+	require.NoError(t, zombie.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 1)
+	held := dequeueAll(t, zombie, "q", 1)[0]
+	zombie.freeze()
+
+	// Alone, its lease expires but nobody has reclaimed it yet: it still
+	// may not finish, and the process stays for a reclaimer.
+	eventually(t, 5*time.Second, "zombie lease expires", func() bool { return !leaseLive(t, c, zombie.ID()) })
+	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, zombie.ID(), procs[0].Owner)
+
+	peer := newWorker(t, c, fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	var taken *Process
+	eventually(t, 5*time.Second, "peer takes the reclaimed task", func() bool {
+		p, err := peer.Dequeue(ctx, "q")
+		taken = p
+		return err == nil
+	})
+	assert.Equal(t, "t0000", string(taken.Task()))
+	assert.ErrorIs(t, held.Stop(ctx), ErrProcessLost)
+	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
+	assert.Empty(t, waiting(t, c, "q"), "the zombie's stop requeued nothing")
+	require.NoError(t, taken.Finish(ctx))
+}
+
+// Semantics 3: a worker whose lease expired cannot dequeue, and the task
+// stays queued.
+func TestExpiredWorkerCannotDequeue(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	w.freeze()
+	eventually(t, 5*time.Second, "lease expires", func() bool { return !leaseLive(t, c, w.ID()) })
+	enqueueNumbered(t, c, "q", 1)
+
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerFenced, "refused by the script in Redis")
+	_, err = w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerFenced, "and by the worker itself from then on")
+	assert.Equal(t, []string{"t0000"}, waiting(t, c, "q"))
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	assert.Empty(t, procs)
+}
+
+// Semantics 4: peers reclaim only the dead worker's processes, to the front
+// of the queue in their original order, wake the queue, and deregister it.
+func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	dead := newWorker(t, c, fast)
+	live := newWorker(t, b.client(), fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
+	require.NoError(t, live.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 6)
+	require.NoError(t, c.Enqueue(ctx, "other", []byte("o")))
+
+	deadHeld := dequeueAll(t, dead, "q", 3) // t0000..t0002
+	liveHeld := dequeueAll(t, live, "q", 1) // t0003
+	dequeueAll(t, dead, "other", 1)
+	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, tasksOf(deadHeld))
+	deadID := dead.ID()
+	events := b.listen(c.keys.queue("q").channel)
+
+	crashed := time.Now()
+	dead.crash()
+	eventually(t, fast.TTL+fast.RenewInterval+time.Second, "dead worker's tasks are back", func() bool {
+		return len(waiting(t, c, "q")) == 5
+	})
+	t.Logf("tasks back %v after the crash (TTL %v, check interval %v)", time.Since(crashed), fast.TTL, fast.RenewInterval)
+	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0004", "t0005"}, waiting(t, c, "q"))
+	assert.Equal(t, []string{"o"}, waiting(t, c, "other"), "queues nobody live serves are reclaimed too")
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1, "the live worker's process is untouched")
+	assert.Equal(t, live.ID(), procs[0].Owner)
+	assert.Equal(t, liveHeld[0].ID(), procs[0].ID)
+	require.NoError(t, liveHeld[0].Finish(ctx))
+
+	expectMessage(t, events, "w3") // the reclaim woke the queue
+	eventually(t, 5*time.Second, "dead worker deregistered", func() bool {
+		qs, err := c.WorkerQueues(ctx, deadID)
+		require.NoError(t, err)
+		return len(qs) == 0
+	})
+	ws, err := c.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, live.ID(), ws[0].ID)
+	next, err := live.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, "t0000", string(next.Task()), "reclaimed tasks are dequeued next")
+}
+
+// Semantics 4: reclaimers racing over one dead worker move each task once.
+func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	names := enqueueNumbered(t, c, "q", 50)
+	dequeueAll(t, dead, "q", 50)
+	id := dead.ID()
+	dead.crash()
+	eventually(t, 5*time.Second, "lease expires", func() bool { return !leaseLive(t, c, id) })
+
+	var moved atomic.Int64
+	var g errgroup.Group
+	for range 8 {
+		rc := b.client()
+		g.Go(func() error {
+			n, _, err := rc.reclaimWorker(ctx, id)
+			moved.Add(n)
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	assert.EqualValues(t, 50, moved.Load())
+	assert.Equal(t, names, waiting(t, c, "q"))
+}
+
+// Semantics 5: a worker that cannot renew fences itself before Redis could
+// expire its lease, loses its processes, then registers again by itself.
+func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	direct := b.client()
+	ctx := ctxT(t)
+
+	type fencing struct {
+		at time.Time
+		ev FenceEvent
+	}
+	fenced := make(chan fencing, 1)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{time.Now(), ev} }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, direct, "q", 1)
+	held := dequeueAll(t, w, "q", 1)[0]
+	oldID := w.ID()
+
+	px.cut()
+	f := recv(t, fenced, 3*opts.TTL, "fence event")
+	expiry, err := direct.rdb.Do(ctx, direct.rdb.B().Zscore().Key(direct.keys.workers()).Member(oldID).Build()).AsFloat64()
+	require.NoError(t, err)
+	assert.Less(t, f.at.UnixMilli(), int64(expiry), "fenced before Redis would expire the lease")
+	assert.Equal(t, oldID, f.ev.WorkerID)
+	assert.ErrorIs(t, f.ev.Cause, ErrWorkerFenced)
+	require.Len(t, f.ev.Lost, 1)
+	assert.Same(t, held, f.ev.Lost[0])
+	<-held.Done()
+	assert.ErrorIs(t, held.Err(), ErrProcessLost)
+	_, err = w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+
+	px.restore()
+	eventually(t, 10*time.Second, "registered again under a new id", func() bool { return w.ID() != oldID && leaseLive(t, direct, w.ID()) })
+	var again *Process
+	eventually(t, 10*time.Second, "the old id's task is reclaimed and taken again", func() bool {
+		p, err := w.Dequeue(ctx, "q")
+		again = p
+		return err == nil
+	})
+	assert.Equal(t, "t0000", string(again.Task()))
+	assert.Equal(t, w.ID(), again.Owner())
+	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
+	require.NoError(t, again.Finish(ctx))
+}
+
+// Semantics 5: a renewal that finds the lease gone fences the worker too.
+func TestRenewalFindingLeaseGoneFences(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	fenced := make(chan FenceEvent, 1)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	oldID := w.ID()
+
+	// As if a peer had judged it dead and removed it.
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.keys.workers()).Member(oldID).Build()).Error())
+	ev := recv(t, fenced, 5*time.Second, "fence event")
+	assert.Equal(t, oldID, ev.WorkerID)
+	assert.ErrorContains(t, ev.Cause, "lease gone")
+	eventually(t, 5*time.Second, "registered again", func() bool { return w.ID() != oldID && leaseLive(t, c, w.ID()) })
+	wq, err := c.WorkerQueues(ctx, w.ID())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q"}, wq)
+}
+
+// Semantics 6: stop puts the task at the back and wakes the queue.
+func TestStopRequeuesAtTheBack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	events := b.listen(c.keys.queue("q").channel)
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, p.Stop(ctx))
+	expectMessage(t, events, "w1")
+	assert.Equal(t, []string{"t0001", "t0000"}, waiting(t, c, "q"))
+	<-p.Done()
+	assert.ErrorIs(t, p.Err(), errEnded)
+}
+
+// Fail gives every task back at once and deregisters, without a TTL wait.
+func TestFailReturnsEverythingAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{TTL: time.Minute})
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	enqueueNumbered(t, c, "a", 4)
+	enqueueNumbered(t, c, "b", 1)
+	held := dequeueAll(t, w, "a", 3)
+	dequeueAll(t, w, "b", 1)
+	id := w.ID()
+
+	require.NoError(t, w.Fail(ctx))
+	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0003"}, waiting(t, c, "a"))
+	assert.Equal(t, []string{"t0000"}, waiting(t, c, "b"))
+	assert.False(t, leaseLive(t, c, id))
+	qs, err := c.WorkerQueues(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, qs)
+	for _, p := range held {
+		<-p.Done()
+		assert.ErrorIs(t, p.Err(), ErrProcessLost)
+		assert.ErrorIs(t, p.Finish(ctx), ErrProcessLost)
+	}
+}
+
+func TestStopWorkGivesTasksBack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, w.StartWork(ctx, "keep", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	held := dequeueAll(t, w, "q", 2)
+
+	require.NoError(t, w.StopWork(ctx, "q"))
+	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"))
+	assert.ErrorIs(t, held[0].Finish(ctx), ErrProcessLost)
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrNotServing)
+	assert.ErrorIs(t, w.StopWork(ctx, "q"), ErrNotServing)
+	wq, err := c.WorkerQueues(ctx, w.ID())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"keep"}, wq)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}), "and can serve it again")
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, "t0000", string(p.Task()))
+}
+
+// A dequeue whose reply is lost leaves a process in Redis that the worker
+// does not know of; the worker gives it back on its next renewal.
+func TestLostDequeueReplyIsGivenBack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 3)
+	known := dequeueAll(t, w, "q", 1)[0]
+
+	// Run the dequeue script as the worker, dropping the reply.
+	k := c.keys.queue("q")
+	require.NoError(t, c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{w.ID(), "1"}).Error())
+	w.mu.Lock()
+	w.serving["q"].unsure = true
+	w.mu.Unlock()
+
+	eventually(t, 5*time.Second, "orphan given back", func() bool {
+		return len(waiting(t, c, "q")) == 2
+	})
+	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "to the front")
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
+	require.NoError(t, known.Finish(ctx))
+}
