@@ -137,7 +137,7 @@ func (sub *subscription) receive(ctx context.Context) {
 	}
 	backoff := newBackoff(10*time.Millisecond, time.Second)
 	for {
-		err := rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build(), onMessage)
+		err := rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build().Pin(), onMessage)
 		if ctx.Err() != nil {
 			return
 		}
@@ -158,7 +158,7 @@ func (sub *subscription) stop(ctx context.Context) {
 	sub.cancel()
 	sub.wg.Wait()
 	rdb := sub.w.c.rdb
-	_ = rdb.Do(ctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build()).Error()
+	_ = rdb.Do(ctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()).Error()
 }
 
 func (sub *subscription) dispatch(ctx context.Context) {

@@ -324,3 +324,18 @@ func expectMessage(t *testing.T, msgs <-chan string, want string) {
 		}
 	}
 }
+
+// afterOutage runs op until it stops failing with ErrUnavailable: right
+// after an outage, a pooled connection not yet replaced fails once, as it
+// would for a user.
+func afterOutage(t *testing.T, op func() error) error {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -66,17 +66,20 @@ func (p *Process) Err() error {
 // errEnded is Err after a successful Finish or Stop.
 var errEnded = errors.New("worqr: process finished or stopped")
 
-// end closes Done with a reason; the first reason wins.
-func (p *Process) end(reason error, settled bool) {
+// end closes Done with a reason; the first reason wins. It reports whether
+// this call ended the process.
+func (p *Process) end(reason error, settled bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if settled {
 		p.settled = true
 	}
-	if p.err == nil {
-		p.err = reason
-		close(p.done)
+	if p.err != nil {
+		return false
 	}
+	p.err = reason
+	close(p.done)
+	return true
 }
 
 func (p *Process) isSettled() bool {

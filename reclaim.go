@@ -66,7 +66,7 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, erro
 // registered for a later pass, while the worker still holds a live lease on
 // some queue (its registry lease expired first, or it joined a queue late).
 func (c *Client) reclaimWorker(ctx context.Context, id string) (total int64, done bool, err error) {
-	queues, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(id)).Build()).AsStrSlice()
+	queues, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(id)).Build().Pin()).AsStrSlice()
 	if err != nil {
 		return 0, false, c.fail("reclaim", "", err)
 	}

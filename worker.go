@@ -274,7 +274,7 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	if err := w.releaseOwn(ctx, id, []*serving{s}); err != nil {
 		return err
 	}
-	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build()).Error(); err != nil {
+	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build().Pin()).Error(); err != nil {
 		return c.fail("stop work", s.name, err)
 	}
 	return nil
@@ -420,7 +420,20 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 			s.events.Delete(s.name)
 		}
 	case eventSubscribed:
-		w.catchUp(ctx, s)
+		// The subscription may come back before the command connection
+		// does: keep checking until a check succeeds, or nothing missed
+		// would ever be found.
+		b := newBackoff(10*time.Millisecond, time.Second)
+		for {
+			err := w.catchUp(ctx, s)
+			if err == nil {
+				return
+			}
+			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
+			if !b.wait(ctx) {
+				return
+			}
+		}
 	}
 }
 
@@ -444,7 +457,7 @@ func (w *Worker) endMatching(s *serving, match func(*Process) bool, reason error
 // the events a missed notification would have raised. Cancel and delete
 // marks on the worker's processes are found through the states script,
 // and waiting tasks through the queue's length.
-func (w *Worker) catchUp(ctx context.Context, s *serving) {
+func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 	c := w.c
 	w.mu.Lock()
 	id := w.id
@@ -460,20 +473,22 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) {
 			args = append(args, p.id)
 		}
 		states, err := c.scripts.States.Exec(ctx, c.rdb, []string{s.keys.procs, s.keys.leases}, args).AsStrSlice()
-		if err == nil && len(states) == len(procs) {
-			w.applyStates(s, procs, states)
-		} else if err != nil {
-			w.logger().Warn("worqr: could not check processes after subscribing", "queue", s.name, "err", err)
+		if err != nil {
+			return err
 		}
+		if len(states) != len(procs) {
+			return fmt.Errorf("worqr: states script answered %d states for %d processes", len(states), len(procs))
+		}
+		w.applyStates(s, procs, states)
 	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build()).AsInt64()
+	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build().Pin()).AsInt64()
 	if err != nil {
-		w.logger().Warn("worqr: could not check queue after subscribing", "queue", s.name, "err", err)
-		return
+		return err
 	}
 	if n > 0 && s.events.Work != nil {
 		s.events.Work(s.name, n)
 	}
+	return nil
 }
 
 // applyStates ends processes whose state in Redis says they should end and
@@ -487,11 +502,14 @@ func (w *Worker) applyStates(s *serving, procs []*Process, states []string) {
 		case errors.Is(err, ErrProcessLost):
 			w.forget(p, ErrProcessLost)
 		case errors.Is(err, ErrTaskCancelled):
-			p.end(err, false)
-			cancelled[string(p.task)] = true
+			// Raise the event only if the message did not already.
+			if p.end(err, false) {
+				cancelled[string(p.task)] = true
+			}
 		default:
-			p.end(err, false)
-			deleted = true
+			if p.end(err, false) {
+				deleted = true
+			}
 		}
 	}
 	for task := range cancelled {

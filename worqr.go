@@ -250,7 +250,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte)
 // holding tasks is never left out of the registry, only, rarely, an empty
 // deleted one is left in, and Queues filters those out.
 func (c *Client) register(ctx context.Context, queue string) error {
-	if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build()).Error(); err != nil {
+	if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build().Pin()).Error(); err != nil {
 		return c.fail("register queue", queue, err)
 	}
 	return nil
@@ -293,7 +293,7 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := c.check(ctx, "delete", queue); err != nil {
 		return 0, err
 	}
-	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member(queue).Build()).Error(); err != nil {
+	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member(queue).Build().Pin()).Error(); err != nil {
 		return 0, c.fail("delete", queue, err)
 	}
 	k := c.keys.queue(queue)
@@ -310,7 +310,7 @@ func (c *Client) Queues(ctx context.Context) ([]string, error) {
 	if err := c.checkCtx(ctx, "queues"); err != nil {
 		return nil, err
 	}
-	names, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.queues()).Build()).AsStrSlice()
+	names, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.queues()).Build().Pin()).AsStrSlice()
 	if err != nil {
 		return nil, c.fail("queues", "", err)
 	}
@@ -319,7 +319,7 @@ func (c *Client) Queues(ctx context.Context) ([]string, error) {
 	}
 	cmds := make(rueidis.Commands, len(names))
 	for i, name := range names {
-		cmds[i] = c.rdb.B().Hexists().Key(c.keys.queue(name).meta).Field("name").Build()
+		cmds[i] = c.rdb.B().Hexists().Key(c.keys.queue(name).meta).Field("name").Build().Pin()
 	}
 	live := names[:0]
 	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
@@ -339,7 +339,7 @@ func (c *Client) QueueLen(ctx context.Context, queue string) (int64, error) {
 	if err := c.check(ctx, "queue length", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(c.keys.queue(queue).waiting).Build()).AsInt64()
+	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(c.keys.queue(queue).waiting).Build().Pin()).AsInt64()
 	if err != nil {
 		return 0, c.fail("queue length", queue, err)
 	}
@@ -367,7 +367,7 @@ func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([]
 	}
 	// The front of the queue is the right end of the list, so position i
 	// is list index -(i+1) and the slice comes back reversed.
-	cmd := c.rdb.B().Lrange().Key(c.keys.queue(queue).waiting).Start(-(stop + 1)).Stop(-(start + 1)).Build()
+	cmd := c.rdb.B().Lrange().Key(c.keys.queue(queue).waiting).Start(-(stop + 1)).Stop(-(start + 1)).Build().Pin()
 	vals, err := c.rdb.Do(ctx, cmd).AsStrSlice()
 	if err != nil {
 		return nil, c.fail("range", queue, err)
@@ -417,7 +417,7 @@ func (c *Client) Processes(ctx context.Context, queue string) ([]ProcessInfo, er
 	if err := c.check(ctx, "processes", queue); err != nil {
 		return nil, err
 	}
-	all, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(c.keys.queue(queue).procs).Build()).AsStrMap()
+	all, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(c.keys.queue(queue).procs).Build().Pin()).AsStrMap()
 	if err != nil {
 		return nil, c.fail("processes", queue, err)
 	}
@@ -461,7 +461,7 @@ func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, e
 	if err := c.checkCtx(ctx, "worker queues"); err != nil {
 		return nil, err
 	}
-	qs, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(workerID)).Build()).AsStrSlice()
+	qs, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(workerID)).Build().Pin()).AsStrSlice()
 	if err != nil {
 		return nil, c.fail("worker queues", "", err)
 	}

@@ -127,12 +127,16 @@ func ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) []rueidis.Re
 	return results
 }
 
+// command builds the EVALSHA or EVAL. Like every command worqr builds, it
+// is pinned so rueidis never recycles it: after a connection breaks, the
+// dead connection's writer may still read a command whose Do has already
+// returned on a new connection (the race detector reports it).
 func (s *Script) command(c rueidis.Client, keys, args []string, eval bool) rueidis.Completed {
 	n := int64(len(keys))
 	if eval {
-		return c.B().Eval().Script(s.src).Numkeys(n).Key(keys...).Arg(args...).Build()
+		return c.B().Eval().Script(s.src).Numkeys(n).Key(keys...).Arg(args...).Build().Pin()
 	}
-	return c.B().Evalsha().Sha1(s.sha).Numkeys(n).Key(keys...).Arg(args...).Build()
+	return c.B().Evalsha().Sha1(s.sha).Numkeys(n).Key(keys...).Arg(args...).Build().Pin()
 }
 
 func isNoScript(res rueidis.RedisResult) bool {

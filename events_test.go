@@ -1,0 +1,268 @@
+package worqr
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder collects a worker's events for one queue on channels.
+type recorder struct {
+	work   chan int64
+	cancel chan string
+	delete chan struct{}
+}
+
+func newRecorder() *recorder {
+	return &recorder{work: make(chan int64, 100), cancel: make(chan string, 100), delete: make(chan struct{}, 100)}
+}
+
+func (r *recorder) events() Events {
+	return Events{
+		Work:   func(_ string, n int64) { r.work <- n },
+		Cancel: func(_ string, task []byte) { r.cancel <- string(task) },
+		Delete: func(string) { r.delete <- struct{}{} },
+	}
+}
+
+func TestWorkEventOnEnqueue(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}))
+	assert.EqualValues(t, 2, recv(t, rec.work, 5*time.Second, "work event"))
+}
+
+// Semantics 7: a notification published while the worker's connection is
+// down is made up for by the check after it subscribes again.
+func TestWorkEnqueuedDuringAnOutageIsNotStranded(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	producer := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+
+	px.cut()
+	require.NoError(t, producer.Enqueue(ctx, "q", []byte("during outage")))
+	select {
+	case n := <-rec.work:
+		t.Fatalf("heard work (%d) through a cut connection", n)
+	default:
+	}
+	px.restore()
+	assert.EqualValues(t, 1, recv(t, rec.work, 10*time.Second, "work event after resubscribing"))
+	// Another pooled connection may still be the dead one: the first
+	// command on it fails with ErrUnavailable, as it would for a user.
+	var p *Process
+	require.NoError(t, afterOutage(t, func() (err error) { p, err = w.Dequeue(ctx, "q"); return err }))
+	assert.Equal(t, "during outage", string(p.Task()))
+	require.NoError(t, p.Finish(ctx))
+}
+
+// Semantics 7 on real Redis: CLIENT KILL TYPE pubsub drops the worker's
+// subscription; the worker subscribes again and keeps hearing work.
+func TestClientKillPubSubOnRealRedis(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	if !b.real {
+		t.Skip("CLIENT KILL needs real Redis; TestWorkEnqueuedDuringAnOutageIsNotStranded covers miniredis")
+	}
+	c := b.client()
+	admin := b.redis(b.addr)
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+
+	// Kill every pub/sub connection, then enqueue at once, racing the
+	// resubscription: either the event or the catch-up check must come.
+	require.NoError(t, admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error())
+	// Over RESP3 the killed connection carried commands too: the first
+	// enqueue may fail with ErrUnavailable before rueidis reconnects.
+	require.NoError(t, afterOutage(t, func() error { return c.Enqueue(ctx, "q", []byte("after kill")) }))
+	recv(t, rec.work, 10*time.Second, "work event after the kill")
+	eventually(t, 10*time.Second, "task dequeued", func() bool {
+		p, err := w.Dequeue(ctx, "q")
+		return err == nil && p.Finish(ctx) == nil
+	})
+}
+
+// Semantics 8: cancel removes waiting copies, marks in-flight ones, reaches
+// the holder on another client, and a cancelled task is never requeued.
+func TestCancelReachesTheHolderAndIsNotRequeued(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("y"), []byte("x")}))
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.Equal(t, "x", string(p.Task()))
+
+	res, err := c.Cancel(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1, Marked: 1}, res)
+	assert.Equal(t, "x", recv(t, rec.cancel, 5*time.Second, "cancel event"))
+	<-p.Done()
+	assert.ErrorIs(t, p.Err(), ErrTaskCancelled)
+	assert.ErrorIs(t, p.Check(ctx), ErrTaskCancelled)
+	assert.ErrorIs(t, p.Stop(ctx), ErrTaskCancelled)
+	assert.Equal(t, []string{"y"}, waiting(t, c, "q"))
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	assert.Empty(t, procs)
+}
+
+// Semantics 8: a holder that missed the cancel message finds out when it
+// subscribes again, and a cancelled process of a dead worker is dropped.
+func TestMissedCancelIsFoundOnResubscribe(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	admin := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	require.NoError(t, admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("z")}))
+	ps := dequeueAll(t, w, "q", 2)
+
+	px.cut()
+	_, err := admin.Cancel(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	px.restore()
+	assert.Equal(t, "x", recv(t, rec.cancel, 10*time.Second, "cancel found after resubscribing"))
+	<-ps[0].Done()
+	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
+	require.NoError(t, afterOutage(t, func() error { return ps[0].Finish(ctx) }), "a cancelled process can still be finished")
+	require.NoError(t, afterOutage(t, func() error { return ps[1].Check(ctx) }))
+}
+
+func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("keep")}))
+	dequeueAll(t, dead, "q", 2)
+	_, err := c.Cancel(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	dead.crash()
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	assert.Equal(t, []string{"keep"}, waiting(t, c, "q"))
+}
+
+// Semantics 9: delete drops waiting tasks and tells workers; in-flight
+// processes can finish, and neither stop nor reclaim brings the queue back.
+func TestDeleteQueue(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, b.client(), WorkerOptions{})
+	dead := newWorker(t, b.client(), fast)
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 4)
+	held := dequeueAll(t, w, "q", 2)
+	dequeueAll(t, dead, "q", 1)
+
+	n, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	recv(t, rec.delete, 5*time.Second, "delete event")
+	<-held[0].Done()
+	assert.ErrorIs(t, held[0].Err(), ErrQueueDeleted)
+	require.NoError(t, held[0].Finish(ctx))
+	assert.ErrorIs(t, held[1].Stop(ctx), ErrQueueDeleted)
+	dead.crash()
+	eventually(t, 5*time.Second, "dead worker reclaimed", func() bool {
+		procs, err := c.Processes(ctx, "q")
+		require.NoError(t, err)
+		return len(procs) == 0
+	})
+	assert.Empty(t, waiting(t, c, "q"), "nothing came back")
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, qs, "q")
+
+	// A later enqueue creates the queue afresh, with new process ids.
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("new")))
+	qs, err = c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, qs, "q")
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.NotContains(t, []string{held[0].ID(), held[1].ID()}, p.ID(), "ids are never reused")
+	require.NoError(t, p.Finish(ctx))
+}
+
+func TestEventsNeverRunOnTheReader(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	// One queue's callback blocks; another queue's events still arrive,
+	// which they could not if callbacks ran on the shared reader.
+	block := make(chan struct{})
+	blocked := make(chan struct{}, 1)
+	w := newWorker(t, c, WorkerOptions{})
+	// Registered after newWorker's Close, so it runs first: Close waits
+	// for running callbacks.
+	t.Cleanup(func() { close(block) })
+	require.NoError(t, w.StartWork(ctx, "slow", Events{Work: func(string, int64) {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+		<-block
+	}}))
+	rec := newRecorder()
+	require.NoError(t, w.StartWork(ctx, "fast", rec.events()))
+	require.NoError(t, c.Enqueue(ctx, "slow", []byte("s")))
+	recv(t, blocked, 5*time.Second, "slow callback running")
+	for i := range 50 {
+		require.NoError(t, c.Enqueue(ctx, "slow", []byte("s")))
+		require.NoError(t, c.Enqueue(ctx, "fast", []byte{byte(i)}))
+	}
+	var total int64
+	for total < 50 {
+		total += recv(t, rec.work, 5*time.Second, "fast queue's events")
+	}
+	assert.EqualValues(t, 50, total)
+}
+
+func TestParseEvent(t *testing.T) {
+	for msg, want := range map[string]event{
+		"w12":  {kind: eventWork, count: 12},
+		"cxyz": {kind: eventCancel, task: "xyz"},
+		"c":    {kind: eventCancel, task: ""},
+		"d":    {kind: eventDelete},
+	} {
+		got, ok := parseEvent(msg)
+		assert.True(t, ok, msg)
+		assert.Equal(t, want, got, msg)
+	}
+	for _, bad := range []string{"", "wx", "zz"} {
+		_, ok := parseEvent(bad)
+		assert.False(t, ok, bad)
+	}
+}
