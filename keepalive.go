@@ -233,7 +233,7 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 	}
 	w.mu.Unlock()
 	c := w.c
-	n, err := c.scripts.Release.Exec(ctx, c.rdb, []string{s.keys.waiting, s.keys.procs, s.keys.leases}, args).AsInt64()
+	n, err := c.scripts.Release.Exec(ctx, c.rdb, s.keys.forRelease(), args).AsInt64()
 	if err != nil {
 		return c.fail("reconcile", s.name, err)
 	}

@@ -44,3 +44,9 @@ func (k keys) workers() string { return k.prefix + ":{r}:workers" }
 
 // workerQueues is the SET of queues a worker serves or held a lease in.
 func (k keys) workerQueues(id string) string { return k.prefix + ":{r}:wq:" + id }
+
+// forRelease are the keys of release.lua, shared by StopWork, Fail, the
+// reconciliation and the reclaim of dead workers.
+func (k queueKeys) forRelease() []string {
+	return []string{k.waiting, k.procs, k.leases, k.meta}
+}

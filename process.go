@@ -35,9 +35,10 @@ func newProcess(w *Worker, id, queue, task, owner string) *Process {
 	return &Process{w: w, id: id, queue: queue, task: []byte(task), owner: owner, done: make(chan struct{})}
 }
 
-// ID is the process id: unique among the processes of its queue for as long
-// as the queue name is used (ids are never reused, even after DeleteQueue),
-// and unrelated to the task.
+// ID is the process id, unrelated to the task: unique among the processes
+// of its queue, ever. Ids increase in dequeue order; a queue deleted and
+// created again restarts its counter from the Redis clock in microseconds,
+// above every id it gave before.
 func (p *Process) ID() string { return p.id }
 
 // Queue is the queue the task came from.
@@ -142,9 +143,9 @@ func (p *Process) settle(ctx context.Context, op string) (int64, error) {
 	var code int64
 	var err error
 	if op == "finish" {
-		code, err = c.scripts.Finish.Exec(ctx, c.rdb, []string{k.procs, k.leases}, []string{p.owner, p.id}).AsInt64()
+		code, err = c.scripts.Finish.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.meta}, []string{p.owner, p.id}).AsInt64()
 	} else {
-		code, err = c.scripts.Stop.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.waiting}, []string{p.owner, p.id, k.channel}).AsInt64()
+		code, err = c.scripts.Stop.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.waiting, k.meta}, []string{p.owner, p.id, k.channel}).AsInt64()
 	}
 	if err != nil {
 		return 0, c.fail(op, p.queue, err)

@@ -73,7 +73,7 @@ func (c *Client) reclaimWorker(ctx context.Context, id string) (total int64, don
 	calls := make([]scripts.Call, len(queues))
 	for i, q := range queues {
 		k := c.keys.queue(q)
-		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: []string{k.waiting, k.procs, k.leases}, Args: []string{id, k.channel, "expired"}}
+		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: k.forRelease(), Args: []string{id, k.channel, "expired"}}
 	}
 	leased := false
 	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {

@@ -290,7 +290,7 @@ func (w *Worker) releaseOwn(ctx context.Context, id string, ss []*serving) error
 	c := w.c
 	calls := make([]scripts.Call, len(ss))
 	for i, s := range ss {
-		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: []string{s.keys.waiting, s.keys.procs, s.keys.leases}, Args: []string{id, s.keys.channel, "force"}}
+		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: s.keys.forRelease(), Args: []string{id, s.keys.channel, "force"}}
 	}
 	var errs []error
 	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {

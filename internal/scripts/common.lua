@@ -9,6 +9,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 local function ms(n)
   return string.format('%.0f', n)
 end
@@ -27,3 +32,12 @@ local function proc_task(v) return string.sub(v, 2 + OWNER_LEN) end
 
 -- What finish and stop report about the process they removed.
 local STATE_CODE = {a = 1, c = 2, d = 3}
+
+-- A deleted queue keeps its meta hash, which holds the process id counter,
+-- only while processes of it remain in flight: ids must stay unique among
+-- the processes that exist. Called after removing processes.
+local function drop_meta_if_gone(procs, meta)
+  if redis.call('HEXISTS', meta, 'name') == 0 and redis.call('HLEN', procs) == 0 then
+    redis.call('DEL', meta)
+  end
+end

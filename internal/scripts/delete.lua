@@ -1,7 +1,7 @@
 -- Delete a queue: drop its waiting tasks, mark its in-flight processes so
 -- that a stop or a reclaim drops them instead of recreating the queue, and
--- publish the delete event. The sequence counter in meta survives so that
--- process ids are never reused for this queue name.
+-- publish the delete event. The meta hash (the process id counter) goes
+-- too, unless processes remain in flight.
 -- KEYS: waiting, procs, meta
 -- ARGV: channel
 -- Returns the number of waiting tasks dropped.
@@ -15,5 +15,6 @@ for i = 1, #all, 2 do
   end
 end
 redis.call('HDEL', KEYS[3], 'name')
+drop_meta_if_gone(KEYS[2], KEYS[3])
 redis.call('PUBLISH', ARGV[1], 'd')
 return dropped

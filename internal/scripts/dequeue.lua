@@ -8,6 +8,12 @@ local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
+-- Process ids count up from the Redis clock in microseconds when the
+-- counter is created, so a queue deleted and made again never reuses an
+-- id: no Redis dequeues more than one task per microsecond.
+if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
+  redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
+end
 local out = {}
 for _ = 1, tonumber(ARGV[2]) do
   local task = redis.call('RPOP', KEYS[1])

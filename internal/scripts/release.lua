@@ -7,7 +7,7 @@
 -- "force": StopWork, Fail, Close). Processes listed after the mode are kept
 -- (a worker reconciling after a lost reply keeps what it knows it holds).
 -- Cancelled processes and those of a deleted queue are dropped, not requeued.
--- KEYS: waiting, procs, leases
+-- KEYS: waiting, procs, leases, meta
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), keep pid...
 -- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
 local worker = ARGV[1]
@@ -36,6 +36,7 @@ for _, p in ipairs(mine) do
     returned = returned + 1
   end
 end
+drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
 end

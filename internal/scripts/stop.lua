@@ -1,7 +1,7 @@
 -- Stop a process: put its task at the back of the queue (a retry) and wake
 -- the queue. A task that was cancelled, or whose queue was deleted, is
 -- dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting
+-- KEYS: procs, leases, waiting, meta
 -- ARGV: worker, pid, channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
@@ -14,6 +14,7 @@ if not v or proc_owner(v) ~= ARGV[1] then
   return 0
 end
 redis.call('HDEL', KEYS[1], ARGV[2])
+drop_meta_if_gone(KEYS[1], KEYS[4])
 local state = proc_state(v)
 if state == 'a' then
   redis.call('LPUSH', KEYS[3], proc_task(v))
