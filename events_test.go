@@ -69,6 +69,38 @@ func TestWorkEnqueuedDuringAnOutageIsNotStranded(t *testing.T) {
 	require.NoError(t, p.Finish(ctx))
 }
 
+// Semantics 7: when the server drops the subscription (as on a slot
+// migration, or another user of the connection unsubscribing), rueidis's
+// Receive returns nil; the worker subscribes again and checks the queue.
+func TestDroppedSubscriptionIsRenewed(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	producer := b.client()
+	ctx := ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+
+	channel := c.keys.queue("q").channel
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Unsubscribe().Channel(channel).Build()).Error())
+	require.NoError(t, producer.Enqueue(ctx, "q", []byte("after drop")))
+	// Either the check after resubscribing or the event itself reports it;
+	// then later events keep coming, so the subscription is back.
+	recv(t, rec.work, 10*time.Second, "work after the drop")
+	eventually(t, 10*time.Second, "subscribed again", func() bool {
+		n, err := producer.rdb.Do(ctx, producer.rdb.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+		require.NoError(t, err)
+		return n[channel] == 1
+	})
+	for len(rec.work) > 0 {
+		<-rec.work
+	}
+	require.NoError(t, producer.Enqueue(ctx, "q", []byte("later")))
+	recv(t, rec.work, 5*time.Second, "work on the renewed subscription")
+	assert.Equal(t, []string{"after drop", "later"}, tasksOf(dequeueAll(t, w, "q", 2)))
+}
+
 // Semantics 7 on real Redis: CLIENT KILL TYPE pubsub drops the worker's
 // subscription; the worker subscribes again and keeps hearing work.
 func TestClientKillPubSubOnRealRedis(t *testing.T) {
