@@ -3,7 +3,9 @@ package worqr
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -43,10 +45,13 @@ type event struct {
 	kind  eventKind
 	count int64
 	task  string
+	// upTo is, for cancel and delete, the last process id of the queue
+	// when the script ran: processes dequeued later are not affected.
+	upTo uint64
 }
 
 // parseEvent decodes a message published by the scripts: "w<count>",
-// "c<task>" or "d".
+// "c<last pid>:<task>" or "d<last pid>".
 func parseEvent(msg string) (event, bool) {
 	if msg == "" {
 		return event{}, false
@@ -56,9 +61,12 @@ func parseEvent(msg string) (event, bool) {
 		n, err := strconv.ParseInt(msg[1:], 10, 64)
 		return event{kind: eventWork, count: n}, err == nil
 	case 'c':
-		return event{kind: eventCancel, task: msg[1:]}, true
+		last, task, ok := strings.Cut(msg[1:], ":")
+		upTo, err := strconv.ParseUint(last, 16, 64)
+		return event{kind: eventCancel, task: task, upTo: upTo}, ok && err == nil
 	case 'd':
-		return event{kind: eventDelete}, true
+		upTo, err := strconv.ParseUint(msg[1:], 16, 64)
+		return event{kind: eventDelete, upTo: upTo}, err == nil
 	}
 	return event{}, false
 }
@@ -106,23 +114,29 @@ type subscription struct {
 	s      *serving
 	box    *mailbox
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 	// ready is closed when the server first confirms the subscription.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// received and dispatched are closed when the goroutines end.
+	received, dispatched chan struct{}
+	// inCallback is set while the dispatcher runs the application's
+	// callback, which may itself call StopWork or Close.
+	inCallback atomic.Bool
 }
 
 func (w *Worker) subscribe(s *serving) *subscription {
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{w: w, s: s, box: newMailbox(), cancel: cancel, ready: make(chan struct{})}
-	sub.wg.Add(2)
+	sub := &subscription{
+		w: w, s: s, box: newMailbox(), cancel: cancel,
+		ready: make(chan struct{}), received: make(chan struct{}), dispatched: make(chan struct{}),
+	}
 	go sub.receive(ctx)
 	go sub.dispatch(ctx)
 	return sub
 }
 
 func (sub *subscription) receive(ctx context.Context) {
-	defer sub.wg.Done()
+	defer close(sub.received)
 	rdb, channel := sub.w.c.rdb, sub.s.keys.channel
 	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		if s.Kind == "subscribe" && s.Channel == channel {
@@ -151,18 +165,23 @@ func (sub *subscription) receive(ctx context.Context) {
 	}
 }
 
-// stop ends the subscription and waits for its goroutines. It unsubscribes
-// on the server too, since a cancelled Receive leaves the server-side
-// subscription in place.
+// stop ends the subscription and waits for its goroutines, except for a
+// callback that is running: that may be the caller itself (a Delete
+// callback calling StopWork), and the dispatcher ends when it returns. It
+// unsubscribes on the server too, since a cancelled Receive leaves the
+// server-side subscription in place.
 func (sub *subscription) stop(ctx context.Context) {
 	sub.cancel()
-	sub.wg.Wait()
+	<-sub.received
+	if !sub.inCallback.Load() {
+		<-sub.dispatched
+	}
 	rdb := sub.w.c.rdb
 	_ = rdb.Do(ctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()).Error()
 }
 
 func (sub *subscription) dispatch(ctx context.Context) {
-	defer sub.wg.Done()
+	defer close(sub.dispatched)
 	for {
 		select {
 		case <-ctx.Done():
@@ -173,7 +192,9 @@ func (sub *subscription) dispatch(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			sub.inCallback.Store(true)
 			sub.w.handle(ctx, sub.s, e)
+			sub.inCallback.Store(false)
 		}
 	}
 }

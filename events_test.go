@@ -1,6 +1,8 @@
 package worqr
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,32 +103,51 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	assert.Equal(t, []string{"after drop", "later"}, tasksOf(dequeueAll(t, w, "q", 2)))
 }
 
-// Semantics 7 on real Redis: CLIENT KILL TYPE pubsub drops the worker's
-// subscription; the worker subscribes again and keeps hearing work.
-func TestClientKillPubSubOnRealRedis(t *testing.T) {
+// Semantics 7 on real Redis: killing the worker's pub/sub connection (the
+// connections CLIENT KILL TYPE pubsub would kill, limited to this test's
+// own so parallel tests are spared) drops its subscription; the worker
+// subscribes again and keeps hearing work.
+func TestKilledPubSubConnectionOnRealRedis(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
 	if !b.real {
 		t.Skip("CLIENT KILL needs real Redis; TestWorkEnqueuedDuringAnOutageIsNotStranded covers miniredis")
 	}
-	c := b.client()
+	name := b.prefix + "-worker"
+	c, err := New(Options{Redis: b.redisNamed(b.addr, name), Prefix: b.prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
 	admin := b.redis(b.addr)
 	ctx := ctxT(t)
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	// Kill every pub/sub connection, then enqueue at once, racing the
-	// resubscription: either the event or the catch-up check must come.
-	require.NoError(t, admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error())
-	// Over RESP3 the killed connection carried commands too: the first
-	// enqueue may fail with ErrUnavailable before rueidis reconnects.
-	require.NoError(t, afterOutage(t, func() error { return c.Enqueue(ctx, "q", []byte("after kill")) }))
+	list, err := admin.Do(ctx, admin.B().ClientList().TypePubsub().Build()).ToString()
+	require.NoError(t, err)
+	killed := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		fields := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			fields[k] = v
+		}
+		if fields["name"] != name {
+			continue
+		}
+		id, err := strconv.ParseInt(fields["id"], 10, 64)
+		require.NoError(t, err)
+		require.NoError(t, admin.Do(ctx, admin.B().ClientKill().Id(id).Build()).Error())
+		killed++
+	}
+	require.Positive(t, killed, "the worker has a pub/sub connection")
+	// Enqueue at once, racing the resubscription: either the event or the
+	// check after resubscribing must come. Over RESP3 the killed connection
+	// carried commands too, hence afterOutage for the worker's calls.
+	require.NoError(t, b.client().Enqueue(ctx, "q", []byte("after kill")))
 	recv(t, rec.work, 10*time.Second, "work event after the kill")
-	eventually(t, 10*time.Second, "task dequeued", func() bool {
-		p, err := w.Dequeue(ctx, "q")
-		return err == nil && p.Finish(ctx) == nil
-	})
+	var p *Process
+	require.NoError(t, afterOutage(t, func() (err error) { p, err = w.Dequeue(ctx, "q"); return err }))
+	assert.Equal(t, "after kill", string(p.Task()))
 }
 
 // Semantics 8: cancel removes waiting copies, marks in-flight ones, reaches
@@ -284,17 +305,61 @@ func TestEventsNeverRunOnTheReader(t *testing.T) {
 
 func TestParseEvent(t *testing.T) {
 	for msg, want := range map[string]event{
-		"w12":  {kind: eventWork, count: 12},
-		"cxyz": {kind: eventCancel, task: "xyz"},
-		"c":    {kind: eventCancel, task: ""},
-		"d":    {kind: eventDelete},
+		"w12":         {kind: eventWork, count: 12},
+		"c1f:xyz":     {kind: eventCancel, task: "xyz", upTo: 0x1f},
+		"c0:":         {kind: eventCancel, task: ""},
+		"c5:a:b":      {kind: eventCancel, task: "a:b", upTo: 5},
+		"d6a0c5b3e2f": {kind: eventDelete, upTo: 0x6a0c5b3e2f},
 	} {
 		got, ok := parseEvent(msg)
 		assert.True(t, ok, msg)
 		assert.Equal(t, want, got, msg)
 	}
-	for _, bad := range []string{"", "wx", "zz"} {
+	for _, bad := range []string{"", "wx", "zz", "cxyz", "c", "d", "dq"} {
 		_, ok := parseEvent(bad)
 		assert.False(t, ok, bad)
 	}
+}
+
+// A cancel or delete event applies only to processes that existed when its
+// script ran, not to a later process holding the same payload.
+func TestLateEventsSpareLaterProcesses(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+	p := dequeueAll(t, w, "q", 1)[0]
+	w.mu.Lock()
+	s := w.serving["q"]
+	w.mu.Unlock()
+
+	w.handle(ctx, s, event{kind: eventCancel, task: "x", upTo: p.seq() - 1})
+	w.handle(ctx, s, event{kind: eventDelete, upTo: p.seq() - 1})
+	assert.NoError(t, p.Err(), "events from before the dequeue")
+	w.handle(ctx, s, event{kind: eventCancel, task: "x", upTo: p.seq()})
+	assert.ErrorIs(t, p.Err(), ErrTaskCancelled)
+}
+
+// A queue whose registration was interrupted (a crash between the enqueue
+// script and the registry update) is registered by the next enqueue.
+func TestInterruptedRegistrationIsRetried(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("a")))
+	k := c.keys.queue("q")
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member("q").Build()).Error())
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Hdel().Key(k.meta).Field("registered").Build()).Error())
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, qs)
+
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("b")))
+	qs, err = c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q"}, qs)
 }

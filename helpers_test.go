@@ -51,9 +51,13 @@ func newBackend(t *testing.T) *backend {
 }
 
 // redis opens a rueidis client to addr (the backend's, or a proxy's).
-func (b *backend) redis(addr string) rueidis.Client {
+func (b *backend) redis(addr string) rueidis.Client { return b.redisNamed(addr, "") }
+
+// redisNamed opens a rueidis client whose connections carry a CLIENT
+// SETNAME, so a test can find and kill just its own connections.
+func (b *backend) redisNamed(addr, name string) rueidis.Client {
 	b.t.Helper()
-	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}
+	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ClientName: name}
 	if !b.real {
 		// miniredis speaks RESP2 only and has no CLIENT TRACKING or
 		// CLUSTER commands.
@@ -137,7 +141,8 @@ func (w *Worker) crash() {
 	w.wg.Wait()
 	for _, s := range ss {
 		s.sub.cancel()
-		s.sub.wg.Wait()
+		<-s.sub.received
+		<-s.sub.dispatched
 	}
 	w.c.mu.Lock()
 	delete(w.c.workers, w)

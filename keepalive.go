@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,15 +23,30 @@ import (
 // fences itself.
 func (w *Worker) fenceMargin() time.Duration { return w.opts.TTL / 10 }
 
-// leaseDeadline is how long from now, for a renewal sent at sent, the
-// worker may still consider itself alive.
-func (w *Worker) leaseDeadline(sent time.Time) time.Duration {
-	return time.Until(sent.Add(w.opts.TTL - w.fenceMargin()))
+// extendDeadline moves the fencing deadline to TTL minus the margin after
+// sent, the time a renewal that succeeded was sent. Callers hold w.mu.
+func (w *Worker) extendDeadline(sent time.Time) {
+	w.deadlineAt = sent.Add(w.opts.TTL - w.fenceMargin())
+	w.deadline.Reset(time.Until(w.deadlineAt))
+}
+
+// onDeadline fences the worker under its current id, unless a renewal has
+// moved the deadline since the timer was set (a stale firing).
+func (w *Worker) onDeadline() {
+	w.mu.Lock()
+	if w.closed || w.fenced || time.Now().Before(w.deadlineAt) {
+		w.mu.Unlock()
+		return
+	}
+	id := w.id
+	w.mu.Unlock()
+	w.fence(id, errors.New("lease not renewed in time"))
 }
 
 func (w *Worker) keepalive(ctx context.Context) {
 	defer w.wg.Done()
-	t := time.NewTimer(w.opts.RenewInterval)
+	// A ticker keeps renewals on a fixed schedule however long each takes.
+	t := time.NewTicker(w.opts.RenewInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -49,7 +65,6 @@ func (w *Worker) keepalive(ctx context.Context) {
 		} else {
 			w.renew(ctx)
 		}
-		t.Reset(w.opts.RenewInterval)
 	}
 }
 
@@ -84,25 +99,34 @@ func (w *Worker) renew(ctx context.Context) {
 			return
 		}
 		if expiry < 0 {
-			where := "registry"
-			if i > 0 {
-				where = fmt.Sprintf("queue %q", ss[i-1].name)
+			if i == 0 {
+				w.fence(id, errors.New("renewal found the registry lease gone"))
+			} else {
+				w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
 			}
-			w.fence(id, fmt.Errorf("renewal found the %s lease gone", where))
 			return
 		}
 	}
 	w.mu.Lock()
 	if w.id == id && !w.fenced && !w.closed {
-		w.deadline.Reset(w.leaseDeadline(sent))
+		w.extendDeadline(sent)
 	}
 	w.mu.Unlock()
 	w.reconcile(ctx, id, ss)
 }
 
-// leaseLost handles evidence from a script that a lease of worker id is
-// gone: the worker is dead in Redis's eyes, so it fences itself.
-func (w *Worker) leaseLost(id string, cause error) {
+// leaseLost handles evidence from a script that the lease of worker id on
+// a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
+// It is no evidence when the worker has left the queue, or is leaving it,
+// since leaving drops the lease.
+func (w *Worker) leaseLost(id, queue string, cause error) {
+	w.mu.Lock()
+	s := w.serving[queue]
+	left := s == nil || s.leaving
+	w.mu.Unlock()
+	if left {
+		return
+	}
 	w.fence(id, cause)
 }
 
@@ -123,7 +147,7 @@ func (w *Worker) fence(id string, cause error) {
 			lost = append(lost, p)
 		}
 		s.procs = make(map[string]*Process)
-		s.unsure = false // the peers reclaim everything under id
+		s.unsure = 0 // the peers reclaim everything under id
 	}
 	w.mu.Unlock()
 
@@ -193,7 +217,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	}
 	old := w.id
 	w.id, w.fenced = id, false
-	w.deadline.Reset(w.leaseDeadline(sent))
+	w.extendDeadline(sent)
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range ss {
@@ -202,13 +226,17 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// unsurePasses is how many renewals look for processes after a dequeue's
+// reply was lost.
+const unsurePasses = 3
+
 // reconcile gives back processes that Redis says this worker holds but the
 // worker does not know of: a dequeue whose reply was lost. Dequeues on the
 // queue wait meanwhile, so no process is in between.
 func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
 	for _, s := range ss {
 		w.mu.Lock()
-		unsure := s.unsure
+		unsure := s.unsure > 0
 		w.mu.Unlock()
 		if !unsure {
 			continue
@@ -238,7 +266,7 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 		return c.fail("reconcile", s.name, err)
 	}
 	w.mu.Lock()
-	s.unsure = false
+	s.unsure--
 	w.mu.Unlock()
 	if n > 0 {
 		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)

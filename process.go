@@ -1,6 +1,7 @@
 package worqr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,12 @@ func (p *Process) Owner() string { return p.owner }
 // was lost (the worker fenced itself, failed, closed or stopped work on the
 // queue). Err says which.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// seq is the process id as a number: ids count up in dequeue order.
+func (p *Process) seq() uint64 {
+	n, _ := strconv.ParseUint(p.id, 16, 64)
+	return n
+}
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
 // ErrProcessLost, or errEnded after Finish or Stop.
@@ -152,7 +159,7 @@ func (p *Process) settle(ctx context.Context, op string) (int64, error) {
 	}
 	switch code {
 	case codeLeaseGone:
-		p.w.leaseLost(p.owner, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
+		p.w.leaseLost(p.owner, p.queue, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
 		fallthrough
 	case codeNotOwned:
 		p.w.forget(p, ErrProcessLost)
@@ -208,12 +215,6 @@ func sortProcessInfos(ps []ProcessInfo) {
 	slices.SortFunc(ps, func(a, b ProcessInfo) int {
 		x, _ := strconv.ParseUint(a.ID, 16, 64)
 		y, _ := strconv.ParseUint(b.ID, 16, 64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x, y)
 	})
 }

@@ -33,7 +33,8 @@ type WorkerOptions struct {
 	TTL time.Duration
 	// RenewInterval is how often the lease is renewed and dead peers are
 	// looked for. Default DefaultRenewInterval, or TTL/3 if that is less;
-	// it must be at most TTL/2 so one lost renewal is not fatal.
+	// it must be at most TTL/3, so that two renewals in a row can be lost
+	// before the worker fences itself (at 0.9 TTL).
 	RenewInterval time.Duration
 	// OnFenced is called, on a goroutine of its own, when the worker treats
 	// itself as dead: it could not renew its lease in time (judged on its
@@ -73,10 +74,13 @@ type Worker struct {
 	fenced  bool
 	closed  bool
 	serving map[string]*serving
-	// deadline is when the lease may expire by the worker's own clock.
-	deadline *time.Timer
+	// deadline fires at deadlineAt, when the lease may expire by the
+	// worker's own clock, and fences the worker.
+	deadline   *time.Timer
+	deadlineAt time.Time
 
-	stop context.CancelFunc // ends keepalive and reclaim
+	life context.Context    // the worker's lifetime; ends at Fail or Close
+	stop context.CancelFunc // ends life: keepalive and reclaim stop
 	kick chan struct{}      // wakes keepalive early
 	wg   sync.WaitGroup
 }
@@ -91,9 +95,14 @@ type serving struct {
 	// gate lets a reconciliation stop dequeues on this queue while it
 	// decides which processes in Redis the worker really holds.
 	gate sync.RWMutex
-	// unsure is set when a dequeue's reply was lost: Redis may hold
-	// processes of this worker that it does not know about.
-	unsure bool
+	// unsure counts the renewals that will still look for processes Redis
+	// says the worker holds but it does not know of. A dequeue whose reply
+	// was lost sets it; it stays set for more than one pass because the
+	// lost command may still run late on another pooled connection.
+	unsure int
+	// leaving is set while StopWork releases the queue: a script that
+	// finds the lease gone then is not evidence that the worker is dead.
+	leaving bool
 }
 
 // NewWorker registers a new worker and starts its keepalive and its
@@ -112,8 +121,8 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = min(DefaultRenewInterval, opts.TTL/3)
 	}
-	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/2 {
-		return nil, fmt.Errorf("%w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
+	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/3 {
+		return nil, fmt.Errorf("%w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
 	}
 	w := &Worker{
 		c:       c,
@@ -127,23 +136,23 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, c.fail("register worker", "", err)
 	}
 	w.id = id
-	w.deadline = time.AfterFunc(w.leaseDeadline(sent), func() { w.fence(id, errors.New("lease not renewed in time")) })
+	w.deadline = time.AfterFunc(time.Hour, w.onDeadline)
+	w.mu.Lock()
+	w.extendDeadline(sent)
+	w.mu.Unlock()
+	w.life, w.stop = context.WithCancel(context.Background())
+	w.wg.Add(2)
+	go w.keepalive(w.life)
+	go w.reclaimLoop(w.life)
 
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
-		w.deadline.Stop()
-		_ = w.deregister(ctx, id)
+		_ = w.Close(ctx)
 		return nil, fmt.Errorf("worqr: new worker: %w", ErrClientClosed)
 	}
 	c.workers[w] = struct{}{}
 	c.mu.Unlock()
-
-	life, stop := context.WithCancel(context.Background())
-	w.stop = stop
-	w.wg.Add(2)
-	go w.keepalive(life)
-	go w.reclaimLoop(life)
 	return w, nil
 }
 
@@ -200,15 +209,21 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 	w.serving[queue] = s
 	w.mu.Unlock()
 	// Return once events published from now on will be heard.
+	var why error
 	select {
 	case <-s.sub.ready:
 		return nil
 	case <-ctx.Done():
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
-		defer cancel()
-		w.leave(undo, id, s)
-		return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, ctx.Err())
+		why = ctx.Err()
+	case <-w.life.Done():
+		why = ErrWorkerClosed
 	}
+	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
+	defer cancel()
+	if err := w.leave(undo, id, s); err != nil {
+		why = fmt.Errorf("%w (and leaving the queue again failed, so it stays served: %w)", why, err)
+	}
+	return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, why)
 }
 
 // join records the queue in the worker's registry entry, then takes a lease
@@ -220,19 +235,19 @@ func (w *Worker) join(ctx context.Context, id, queue string) error {
 		return c.fail("start work", queue, err)
 	}
 	if expiry < 0 {
-		w.leaseLost(id, errors.New("registry lease gone when starting work"))
+		w.fence(id, errors.New("registry lease gone when starting work"))
 		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
 	}
 	k := c.keys.queue(queue)
-	created, err := c.scripts.Join.Exec(ctx, c.rdb, []string{k.leases, k.meta}, []string{id, fmt.Sprint(expiry), queue}).AsInt64()
+	unregistered, err := c.scripts.Join.Exec(ctx, c.rdb, []string{k.leases, k.meta}, []string{id, fmt.Sprint(expiry), queue}).AsInt64()
 	if err != nil {
 		return c.fail("start work", queue, err)
 	}
-	if created < 0 {
-		w.leaseLost(id, errors.New("registry lease expired when starting work"))
+	if unregistered < 0 {
+		w.fence(id, errors.New("registry lease expired when starting work"))
 		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
 	}
-	if created == 1 {
+	if unregistered == 1 {
 		return c.register(ctx, queue)
 	}
 	return nil
@@ -260,20 +275,32 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	return w.leave(ctx, id, s)
 }
 
-// leave ends the worker's service of a queue removed from w.serving:
-// events, processes, lease and registry entry.
+// leave ends the worker's service of a queue. It first gives the worker's
+// tasks there back in Redis, with dequeues on the queue held off; only when
+// that succeeded does the worker stop serving the queue. If it fails the
+// queue stays served (and its lease renewed), so nothing is left in a
+// process that no one would reclaim, and the caller may try again.
 func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
+	s.gate.Lock()
 	w.mu.Lock()
-	if w.serving[s.name] == s {
+	s.leaving = true
+	w.mu.Unlock()
+	err := w.releaseOwn(ctx, id, []*serving{s})
+	w.mu.Lock()
+	s.leaving = false
+	if err == nil && w.serving[s.name] == s {
 		delete(w.serving, s.name)
 	}
 	w.mu.Unlock()
+	s.gate.Unlock()
+	if err != nil {
+		return err
+	}
 	s.sub.stop(ctx)
 	w.endAll(s, ErrProcessLost)
 	c := w.c
-	if err := w.releaseOwn(ctx, id, []*serving{s}); err != nil {
-		return err
-	}
+	// A failure here leaves only a name in the worker's queue set, with no
+	// lease or process behind it: reclaimers pass over it.
 	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build().Pin()).Error(); err != nil {
 		return c.fail("stop work", s.name, err)
 	}
@@ -336,10 +363,16 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 	}
 	s.gate.RLock()
 	defer s.gate.RUnlock()
+	w.mu.Lock()
+	left := w.serving[queue] != s
+	w.mu.Unlock()
+	if left { // StopWork ran while this call waited at the gate
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+	}
 	k := s.keys
 	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{id, fmt.Sprint(n)})
 	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
-		w.leaseLost(id, fmt.Errorf("dequeue found the lease on %q gone", queue))
+		w.leaseLost(id, queue, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
 	vals, err := res.AsStrSlice()
@@ -348,7 +381,7 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 			// The script may have run and its reply been lost: reconcile
 			// once Redis answers, so no process stays ours unknowingly.
 			w.mu.Lock()
-			s.unsure = true
+			s.unsure = unsurePasses
 			w.mu.Unlock()
 		}
 		return nil, c.fail("dequeue", queue, err)
@@ -361,7 +394,8 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 		ps = append(ps, newProcess(w, vals[i], queue, vals[i+1], id))
 	}
 	w.mu.Lock()
-	adopted := w.id == id && !w.fenced && w.serving[queue] == s
+	fenced = w.id != id || w.fenced
+	adopted := !fenced && w.serving[queue] == s
 	if adopted {
 		for _, p := range ps {
 			s.procs[p.id] = p
@@ -369,8 +403,9 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 	}
 	w.mu.Unlock()
 	if !adopted {
-		// The worker fenced itself or left the queue while the script ran:
-		// these processes are already the peers' (or were given back).
+		// The worker fenced itself while the script ran: these processes
+		// are already the peers'. (Leaving the queue cannot overlap a
+		// dequeue: it holds the gate.)
 		for _, p := range ps {
 			p.end(ErrProcessLost, true)
 		}
@@ -410,12 +445,12 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 			s.events.Work(s.name, e.count)
 		}
 	case eventCancel:
-		w.endMatching(s, func(p *Process) bool { return string(p.task) == e.task }, ErrTaskCancelled)
+		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo && string(p.task) == e.task }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
 			s.events.Cancel(s.name, []byte(e.task))
 		}
 	case eventDelete:
-		w.endMatching(s, func(*Process) bool { return true }, ErrQueueDeleted)
+		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
 			s.events.Delete(s.name)
 		}

@@ -441,7 +441,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	k := c.keys.queue("q")
 	require.NoError(t, c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{w.ID(), "1"}).Error())
 	w.mu.Lock()
-	w.serving["q"].unsure = true
+	w.serving["q"].unsure = unsurePasses
 	w.mu.Unlock()
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
@@ -453,4 +453,149 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	require.Len(t, procs, 1)
 	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
 	require.NoError(t, known.Finish(ctx))
+}
+
+// The fencing deadline follows the worker's current id: after it registered
+// again, a worker that stops renewing still fences itself.
+func TestFencesAgainAfterRegisteringAgain(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	fenced := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(e FenceEvent) { fenced <- e }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	first := w.ID()
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.keys.workers()).Member(first).Build()).Error())
+	recv(t, fenced, 5*time.Second, "first fence")
+	eventually(t, 5*time.Second, "registered again", func() bool { return w.ID() != first && leaseLive(t, c, w.ID()) })
+	enqueueNumbered(t, c, "q", 1)
+	p := dequeueAll(t, w, "q", 1)[0]
+
+	w.stop() // renewals stop, as if Redis were unreachable; nothing else does
+	w.wg.Wait()
+	ev := recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
+	assert.NotEqual(t, first, ev.WorkerID)
+	<-p.Done()
+	assert.ErrorIs(t, p.Err(), ErrProcessLost)
+}
+
+// A callback may stop work on its own queue, or close the worker.
+func TestCallbacksMayStopWorkAndClose(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	stopped := make(chan error, 1)
+	require.NoError(t, w.StartWork(ctx, "q", Events{Delete: func(q string) { stopped <- w.StopWork(context.Background(), q) }}))
+	closed := make(chan error, 1)
+	require.NoError(t, w.StartWork(ctx, "last", Events{Work: func(string, int64) { closed <- w.Close(context.Background()) }}))
+
+	_, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, recv(t, stopped, 5*time.Second, "StopWork from a Delete callback"))
+	assert.Equal(t, []string{"last"}, w.Queues())
+	require.NoError(t, c.Enqueue(ctx, "last", []byte("x")))
+	require.NoError(t, recv(t, closed, 5*time.Second, "Close from a Work callback"))
+	assert.False(t, leaseLive(t, c, w.ID()))
+}
+
+// A StopWork that cannot reach Redis changes nothing: the worker still
+// serves the queue, holds its process and renews its lease; once Redis
+// answers, StopWork gives the task back.
+func TestFailedStopWorkKeepsServing(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	direct := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, direct, "q", 1)
+	p := dequeueAll(t, w, "q", 1)[0]
+
+	px.cut()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.Error(t, w.StopWork(short, "q"))
+	assert.Equal(t, []string{"q"}, w.Queues())
+	assert.NoError(t, p.Err(), "the process was not given up")
+	px.restore()
+	require.NoError(t, afterOutage(t, func() error { return w.StopWork(ctx, "q") }))
+	assert.Equal(t, []string{"t0000"}, waiting(t, direct, "q"))
+	assert.ErrorIs(t, p.Err(), ErrProcessLost)
+}
+
+// Dequeues, finishes and renewals racing StopWork on one queue must not
+// fence the worker: leaving drops the lease, which is no sign of death.
+func TestStopWorkRacingDequeuesDoesNotFence(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	var fences atomic.Int32
+	opts := WorkerOptions{OnFenced: func(FenceEvent) { fences.Add(1) }}
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "keep", Events{}))
+	enqueueNumbered(t, c, "keep", 1)
+	keep := dequeueAll(t, w, "keep", 1)[0]
+	enqueueNumbered(t, c, "q", 500)
+	for range 40 {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+		var g errgroup.Group
+		for range 4 {
+			g.Go(func() error {
+				for {
+					p, err := w.Dequeue(ctx, "q")
+					switch {
+					case errors.Is(err, ErrNotServing), errors.Is(err, ErrNoTask):
+						return nil
+					case err != nil:
+						return err
+					}
+					if err := p.Stop(ctx); err != nil && !errors.Is(err, ErrProcessLost) {
+						return err
+					}
+				}
+			})
+		}
+		require.NoError(t, w.StopWork(ctx, "q"))
+		require.NoError(t, g.Wait())
+	}
+	assert.Zero(t, fences.Load())
+	assert.NoError(t, keep.Err())
+	assert.Len(t, waiting(t, c, "q"), 500, "every task is back")
+}
+
+// Client.Close racing NewWorker leaves no worker running.
+func TestNewWorkerRacingClientClose(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	rdb := b.redis(b.addr)
+	for i := range 50 {
+		c, err := New(Options{Redis: rdb, Prefix: b.prefix, Logger: testLogger(t)})
+		require.NoError(t, err)
+		made := make(chan *Worker, 1)
+		go func() {
+			w, err := c.NewWorker(context.Background(), fast)
+			if err != nil {
+				require.ErrorIs(t, err, ErrClientClosed)
+			}
+			made <- w
+		}()
+		time.Sleep(time.Duration(i%10) * 100 * time.Microsecond)
+		require.NoError(t, c.Close(context.Background()))
+		if w := <-made; w != nil {
+			require.NoError(t, w.Close(context.Background()))
+		}
+	}
+	eventually(t, 5*time.Second, "no live workers", func() bool {
+		ws, err := b.client().Workers(context.Background())
+		require.NoError(t, err)
+		return len(ws) == 0
+	})
 }

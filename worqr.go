@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -231,26 +232,33 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte)
 		}
 		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta}, Args: args})
 	}
-	created := false
+	unregistered := false
+	var errs []error
 	for _, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
 		n, err := res.AsInt64()
 		if err != nil {
-			return c.fail("enqueue", queue, err)
+			errs = append(errs, c.fail("enqueue", queue, err))
+			continue
 		}
-		created = created || n == 1
+		unregistered = unregistered || n == 1
 	}
-	if created {
-		return c.register(ctx, queue)
+	if unregistered {
+		errs = append(errs, c.register(ctx, queue))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// register adds a queue to the registry after the script that created it.
-// The order matters against DeleteQueue (which unregisters first): a queue
-// holding tasks is never left out of the registry, only, rarely, an empty
-// deleted one is left in, and Queues filters those out.
+// register adds a queue to the registry, then confirms that in the queue's
+// meta hash. Until it is confirmed every enqueue asks again, so a failure
+// here, or a crash, only delays registration. The order matters against
+// DeleteQueue, which unregisters first and then deletes the queue: a queue
+// holding tasks is never left out of the registry for good; at worst an
+// empty deleted one is left in, and Queues filters those out.
 func (c *Client) register(ctx context.Context, queue string) error {
 	if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build().Pin()).Error(); err != nil {
+		return c.fail("register queue", queue, err)
+	}
+	if err := c.scripts.Registered.Exec(ctx, c.rdb, []string{c.keys.queue(queue).meta}, nil).Error(); err != nil {
 		return c.fail("register queue", queue, err)
 	}
 	return nil
@@ -277,7 +285,7 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, ErrTaskTooLarge)
 	}
 	k := c.keys.queue(queue)
-	res, err := c.scripts.Cancel.Exec(ctx, c.rdb, []string{k.waiting, k.procs}, []string{k.channel, string(task)}).AsIntSlice()
+	res, err := c.scripts.Cancel.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.meta}, []string{k.channel, string(task)}).AsIntSlice()
 	if err != nil || len(res) != 2 {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
@@ -299,6 +307,11 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	k := c.keys.queue(queue)
 	n, err := c.scripts.Delete.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.meta}, []string{k.channel}).AsInt64()
 	if err != nil {
+		// The queue may still exist and be confirmed as registered: put it
+		// back in the registry (best effort) rather than hide it.
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = c.rdb.Do(undo, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build().Pin()).Error()
 		return 0, c.fail("delete", queue, err)
 	}
 	return n, nil

@@ -1,7 +1,7 @@
 -- Cancel a task by payload: remove every waiting copy, mark every in-flight
 -- copy cancelled (so a holder that missed the message still finds out), and
 -- publish the cancel event.
--- KEYS: waiting, procs
+-- KEYS: waiting, procs, meta
 -- ARGV: channel, task
 -- Returns {removed, marked}.
 local removed = redis.call('LREM', KEYS[1], 0, ARGV[2])
@@ -14,5 +14,5 @@ for i = 1, #all, 2 do
     marked = marked + 1
   end
 end
-redis.call('PUBLISH', ARGV[1], 'c' .. ARGV[2])
+redis.call('PUBLISH', ARGV[1], 'c' .. last_pid(KEYS[3]) .. ':' .. ARGV[2])
 return {removed, marked}

@@ -41,3 +41,12 @@ local function drop_meta_if_gone(procs, meta)
     redis.call('DEL', meta)
   end
 end
+
+-- The last process id given out in a queue (hex), "0" if none: cancel and
+-- delete events carry it, so a worker applies them only to processes that
+-- existed when the script ran.
+local function last_pid(meta)
+  local seq = redis.call('HGET', meta, 'seq')
+  if not seq then return '0' end
+  return string.format('%x', tonumber(seq))
+end

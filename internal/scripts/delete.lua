@@ -14,7 +14,8 @@ for i = 1, #all, 2 do
     redis.call('HSET', KEYS[2], all[i], 'd' .. string.sub(v, 2))
   end
 end
-redis.call('HDEL', KEYS[3], 'name')
+local last = last_pid(KEYS[3])
+redis.call('HDEL', KEYS[3], 'name', 'registered')
 drop_meta_if_gone(KEYS[2], KEYS[3])
-redis.call('PUBLISH', ARGV[1], 'd')
+redis.call('PUBLISH', ARGV[1], 'd' .. last)
 return dropped

@@ -4,12 +4,13 @@
 -- the reclaimers have already given up on.
 -- KEYS: leases, meta
 -- ARGV: worker, registry expiry (ms), queue name
--- Returns -1 if the registry lease has already expired, else 1 when this
--- call created the queue, 0 otherwise.
+-- Returns -1 if the registry lease has already expired, else 1 while the
+-- queue is not yet confirmed in the registry (see registered.lua).
 local now = now_ms()
 local expiry = tonumber(ARGV[2])
 if expiry <= now then
   return -1
 end
 redis.call('ZADD', KEYS[1], ms(expiry), ARGV[1])
-return redis.call('HSETNX', KEYS[2], 'name', ARGV[3])
+redis.call('HSETNX', KEYS[2], 'name', ARGV[3])
+return 1 - redis.call('HEXISTS', KEYS[2], 'registered')

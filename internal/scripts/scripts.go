@@ -28,6 +28,7 @@ type Set struct {
 	Delete     *Script
 	Release    *Script
 	Join       *Script
+	Registered *Script
 	Renew      *Script
 	Register   *Script
 	Serve      *Script
@@ -53,6 +54,7 @@ func Load() *Set {
 		Delete:     load("delete.lua"),
 		Release:    load("release.lua"),
 		Join:       load("join.lua"),
+		Registered: load("registered.lua"),
 		Renew:      load("renew.lua"),
 		Register:   load("register.lua"),
 		Serve:      load("serve.lua"),
