@@ -31,9 +31,7 @@ func (r *recorder) events() Events {
 
 func TestWorkEventOnEnqueue(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
@@ -154,9 +152,7 @@ func TestKilledPubSubConnectionOnRealRedis(t *testing.T) {
 // the holder on another client, and a cancelled task is never requeued.
 func TestCancelReachesTheHolderAndIsNotRequeued(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	rec := newRecorder()
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
@@ -206,9 +202,7 @@ func TestMissedCancelIsFoundOnResubscribe(t *testing.T) {
 
 func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("keep")}))
@@ -226,9 +220,7 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 // processes can finish, and neither stop nor reclaim brings the queue back.
 func TestDeleteQueue(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	rec := newRecorder()
 	w := newWorker(t, b.client(), WorkerOptions{})
 	dead := newWorker(t, b.client(), fast)
@@ -270,9 +262,7 @@ func TestDeleteQueue(t *testing.T) {
 
 func TestEventsNeverRunOnTheReader(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	// One queue's callback blocks; another queue's events still arrive,
 	// which they could not if callbacks ran on the shared reader.
 	block := make(chan struct{})
@@ -325,9 +315,7 @@ func TestParseEvent(t *testing.T) {
 // script ran, not to a later process holding the same payload.
 func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
@@ -347,9 +335,7 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 // script and the registry update) is registered by the next enqueue.
 func TestInterruptedRegistrationIsRetried(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	require.NoError(t, c.Enqueue(ctx, "q", []byte("a")))
 	k := c.keys.queue("q")
 	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member("q").Build()).Error())

@@ -50,6 +50,14 @@ func newBackend(t *testing.T) *backend {
 	return b
 }
 
+// setup is the start of most tests: a backend, a client on it, and a
+// context that ends with the test.
+func setup(t *testing.T) (*backend, *Client, context.Context) {
+	t.Helper()
+	b := newBackend(t)
+	return b, b.client(), ctxT(t)
+}
+
 // redis opens a rueidis client to addr (the backend's, or a proxy's).
 func (b *backend) redis(addr string) rueidis.Client { return b.redisNamed(addr, "") }
 
@@ -131,10 +139,7 @@ func (w *Worker) crash() {
 	w.mu.Lock()
 	w.closed = true
 	w.deadline.Stop()
-	ss := make([]*serving, 0, len(w.serving))
-	for _, s := range w.serving {
-		ss = append(ss, s)
-	}
+	ss := w.served()
 	w.serving = make(map[string]*serving)
 	w.mu.Unlock()
 	w.stop()

@@ -73,11 +73,7 @@ func (w *Worker) keepalive(ctx context.Context) {
 func (w *Worker) renew(ctx context.Context) {
 	c := w.c
 	w.mu.Lock()
-	id := w.id
-	ss := make([]*serving, 0, len(w.serving))
-	for _, s := range w.serving {
-		ss = append(ss, s)
-	}
+	id, ss := w.id, w.served()
 	w.mu.Unlock()
 
 	ttl := ms(w.opts.TTL)
@@ -198,10 +194,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 		return false, c.fail("register worker", "", err)
 	}
 	w.mu.Lock()
-	ss := make([]*serving, 0, len(w.serving))
-	for _, s := range w.serving {
-		ss = append(ss, s)
-	}
+	ss := w.served()
 	w.mu.Unlock()
 	for _, s := range ss {
 		if err := w.join(ctx, id, s.name); err != nil {

@@ -164,6 +164,15 @@ func (w *Worker) ID() string {
 	return w.id
 }
 
+// served lists the queues being served. Callers hold w.mu.
+func (w *Worker) served() []*serving {
+	ss := make([]*serving, 0, len(w.serving))
+	for _, s := range w.serving {
+		ss = append(ss, s)
+	}
+	return ss
+}
+
 // logger is the client's logger with the worker's current id. Never call
 // it while holding w.mu.
 func (w *Worker) logger() *slog.Logger {
@@ -594,11 +603,7 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	w.membership.Lock()
 	defer w.membership.Unlock()
 	w.mu.Lock()
-	id := w.id
-	ss := make([]*serving, 0, len(w.serving))
-	for _, s := range w.serving {
-		ss = append(ss, s)
-	}
+	id, ss := w.id, w.served()
 	w.serving = make(map[string]*serving)
 	w.mu.Unlock()
 	for _, s := range ss {

@@ -57,9 +57,7 @@ func tasksOf(ps []*Process) []string {
 // every task is delivered exactly once.
 func TestNoDoubleDeliveryAmongLiveWorkers(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	const tasks, workers, goroutines = 2000, 4, 8
 	enqueueNumbered(t, c, "q", tasks)
 
@@ -101,9 +99,7 @@ func TestNoDoubleDeliveryAmongLiveWorkers(t *testing.T) {
 // Semantics 2: finish and stop are owner-checked, and one Finish wins.
 func TestExactlyOneFinishSucceeds(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
@@ -140,9 +136,7 @@ func TestExactlyOneFinishSucceeds(t *testing.T) {
 // can neither finish nor stop what it held.
 func TestZombieCannotFinishOrStop(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	zombie := newWorker(t, c, fast)
 	require.NoError(t, zombie.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 1)
@@ -177,9 +171,7 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 // stays queued.
 func TestExpiredWorkerCannotDequeue(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	w.freeze()
@@ -200,9 +192,7 @@ func TestExpiredWorkerCannotDequeue(t *testing.T) {
 // of the queue in their original order, wake the queue, and deregister it.
 func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	dead := newWorker(t, c, fast)
 	live := newWorker(t, b.client(), fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
@@ -251,9 +241,7 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 // Semantics 4: reclaimers racing over one dead worker move each task once.
 func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	names := enqueueNumbered(t, c, "q", 50)
@@ -328,13 +316,13 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	require.NoError(t, again.Finish(ctx))
 }
 
-// Semantics 5: a renewal that finds the lease gone fences the worker too.
+// Semantics 5: a renewal that finds the lease gone fences the worker too,
+// and the fencing deadline follows the new id: after registering again, a
+// worker that stops renewing fences itself again on its own clock.
 func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
-	fenced := make(chan FenceEvent, 1)
+	_, c, ctx := setup(t)
+	fenced := make(chan FenceEvent, 10)
 	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
 	w := newWorker(t, c, opts)
@@ -350,14 +338,21 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	wq, err := c.WorkerQueues(ctx, w.ID())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"q"}, wq)
+
+	enqueueNumbered(t, c, "q", 1)
+	p := dequeueAll(t, w, "q", 1)[0]
+	w.stop() // renewals stop, as if Redis were unreachable; nothing else does
+	w.wg.Wait()
+	ev = recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
+	assert.NotEqual(t, oldID, ev.WorkerID)
+	<-p.Done()
+	assert.ErrorIs(t, p.Err(), ErrProcessLost)
 }
 
 // Semantics 6: stop puts the task at the back and wakes the queue.
 func TestStopRequeuesAtTheBack(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	b, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
@@ -373,9 +368,7 @@ func TestStopRequeuesAtTheBack(t *testing.T) {
 // Fail gives every task back at once and deregisters, without a TTL wait.
 func TestFailReturnsEverythingAtOnce(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute})
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -401,9 +394,7 @@ func TestFailReturnsEverythingAtOnce(t *testing.T) {
 
 func TestStopWorkGivesTasksBack(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	require.NoError(t, w.StartWork(ctx, "keep", Events{}))
@@ -429,9 +420,7 @@ func TestStopWorkGivesTasksBack(t *testing.T) {
 // does not know of; the worker gives it back on its next renewal.
 func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
@@ -455,39 +444,10 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	require.NoError(t, known.Finish(ctx))
 }
 
-// The fencing deadline follows the worker's current id: after it registered
-// again, a worker that stops renewing still fences itself.
-func TestFencesAgainAfterRegisteringAgain(t *testing.T) {
-	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
-	fenced := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(e FenceEvent) { fenced <- e }
-	w := newWorker(t, c, opts)
-	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	first := w.ID()
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.keys.workers()).Member(first).Build()).Error())
-	recv(t, fenced, 5*time.Second, "first fence")
-	eventually(t, 5*time.Second, "registered again", func() bool { return w.ID() != first && leaseLive(t, c, w.ID()) })
-	enqueueNumbered(t, c, "q", 1)
-	p := dequeueAll(t, w, "q", 1)[0]
-
-	w.stop() // renewals stop, as if Redis were unreachable; nothing else does
-	w.wg.Wait()
-	ev := recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
-	assert.NotEqual(t, first, ev.WorkerID)
-	<-p.Done()
-	assert.ErrorIs(t, p.Err(), ErrProcessLost)
-}
-
 // A callback may stop work on its own queue, or close the worker.
 func TestCallbacksMayStopWorkAndClose(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	stopped := make(chan error, 1)
 	require.NoError(t, w.StartWork(ctx, "q", Events{Delete: func(q string) { stopped <- w.StopWork(context.Background(), q) }}))
@@ -534,9 +494,7 @@ func TestFailedStopWorkKeepsServing(t *testing.T) {
 // fence the worker: leaving drops the lease, which is no sign of death.
 func TestStopWorkRacingDequeuesDoesNotFence(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	var fences atomic.Int32
 	opts := WorkerOptions{OnFenced: func(FenceEvent) { fences.Add(1) }}
 	w := newWorker(t, c, opts)

@@ -14,9 +14,7 @@ import (
 
 func TestEnqueueDequeueFinishInOrder(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "jobs", Events{}))
 
@@ -46,9 +44,7 @@ func TestEnqueueDequeueFinishInOrder(t *testing.T) {
 
 func TestBatchLargerThanOneScriptCall(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	tasks := make([][]byte, 2500)
 	for i := range tasks {
 		tasks[i] = []byte(fmt.Sprint(i))
@@ -64,9 +60,7 @@ func TestBatchLargerThanOneScriptCall(t *testing.T) {
 
 func TestInspection(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	require.NoError(t, c.EnqueueBatch(ctx, "q1", [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
 	require.NoError(t, c.Enqueue(ctx, "q2", []byte("only")))
 
@@ -105,9 +99,7 @@ func TestInspection(t *testing.T) {
 
 func TestQueueNamesOfAnyBytes(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	c := b.client()
-	ctx := ctxT(t)
+	_, c, ctx := setup(t)
 	names := []string{
 		"a_b", "a:b", "{tag}", "}{", "{", "}", "*", "?", "with space", "ünïcödé 任务",
 		"%7B", "q:{x}:waiting", "\x00\xff bytes", "r", "{r}", strings.Repeat("n", MaxQueueNameLen),

@@ -50,3 +50,19 @@ local function last_pid(meta)
   if not seq then return '0' end
   return string.format('%x', tonumber(seq))
 end
+
+-- Remove a process that belongs to worker, while its lease on the queue is
+-- live. Returns the process record, or nil and -1 (lease gone) or 0 (not
+-- this worker's: lost).
+local function take_own_process(procs, leases, meta, worker, pid)
+  if not lease_live(leases, worker, now_ms()) then
+    return nil, -1
+  end
+  local v = redis.call('HGET', procs, pid)
+  if not v or proc_owner(v) ~= worker then
+    return nil, 0
+  end
+  redis.call('HDEL', procs, pid)
+  drop_meta_if_gone(procs, meta)
+  return v
+end

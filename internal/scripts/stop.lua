@@ -5,16 +5,10 @@
 -- ARGV: worker, pid, channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
-local now = now_ms()
-if not lease_live(KEYS[2], ARGV[1], now) then
-  return -1
+local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
+if not v then
+  return refused
 end
-local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v or proc_owner(v) ~= ARGV[1] then
-  return 0
-end
-redis.call('HDEL', KEYS[1], ARGV[2])
-drop_meta_if_gone(KEYS[1], KEYS[4])
 local state = proc_state(v)
 if state == 'a' then
   redis.call('LPUSH', KEYS[3], proc_task(v))
