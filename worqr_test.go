@@ -248,3 +248,21 @@ func TestPrefixesIsolate(t *testing.T) {
 func newBackendFor(t *testing.T, addr, prefix string) *backend {
 	return &backend{t: t, addr: addr, real: true, prefix: prefix}
 }
+
+func TestClientFromAddressOrURL(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	for _, addr := range []string{b.addr, "redis://" + b.addr + "/0"} {
+		c, err := New(Options{Addr: addr, Prefix: b.prefix})
+		require.NoError(t, err, addr)
+		require.NoError(t, c.Enqueue(ctx, "q", []byte(addr)), addr)
+		tasks, err := c.Range(ctx, "q", -1, -1)
+		require.NoError(t, err)
+		assert.Equal(t, addr, string(tasks[0]))
+		require.NoError(t, c.Close(ctx))
+	}
+	_, err := New(Options{})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = New(Options{Addr: "redis://[bad"})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
