@@ -176,8 +176,12 @@ func (sub *subscription) stop(ctx context.Context) {
 	if !sub.inCallback.Load() {
 		<-sub.dispatched
 	}
+	// Best effort, and bounded: rueidis retries UNSUBSCRIBE until its
+	// context ends, and Redis may be gone (a fenced, cut-off worker).
 	rdb := sub.w.c.rdb
-	_ = rdb.Do(ctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()).Error()
+	uctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = rdb.Do(uctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()).Error()
 }
 
 func (sub *subscription) dispatch(ctx context.Context) {

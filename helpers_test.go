@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -134,10 +135,14 @@ func newWorker(t *testing.T, c *Client, opts WorkerOptions) *Worker {
 }
 
 // crash stops a worker the way a killed process stops: no renewals, no
-// reclaim, no events, and nothing written to Redis.
+// reclaim, no events, no handlers, and nothing written to Redis.
 func (w *Worker) crash() {
 	w.mu.Lock()
 	w.closed = true
+	runners := make([]*runner, 0, len(w.runners))
+	for _, r := range w.runners {
+		runners = append(runners, r)
+	}
 	w.deadline.Stop()
 	ss := w.served()
 	w.serving = make(map[string]*serving)
@@ -149,10 +154,23 @@ func (w *Worker) crash() {
 		<-s.sub.received
 		<-s.sub.dispatched
 	}
+	for _, r := range runners {
+		r.stopTaking()
+	}
+	for _, s := range ss {
+		w.endAll(s, errCrashed) // handlers end and write nothing
+	}
+	for _, r := range runners {
+		r.handlers.Wait()
+	}
 	w.c.mu.Lock()
 	delete(w.c.workers, w)
 	w.c.mu.Unlock()
 }
+
+// errCrashed ends the processes of a crashed worker: it wraps
+// ErrProcessLost, so its handlers write nothing.
+var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.

@@ -147,8 +147,9 @@ func (w *Worker) fence(id string, cause error) {
 	}
 	w.mu.Unlock()
 
+	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
 	for _, p := range lost {
-		p.end(ErrProcessLost, true)
+		p.end(reason, true)
 	}
 	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
 	if w.opts.OnFenced != nil {

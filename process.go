@@ -30,6 +30,8 @@ type Process struct {
 	// settled is true once Finish or Stop succeeded, or the process was
 	// found lost: no further state change is sent to Redis for it.
 	settled bool
+	// ended is called with the reason when the process ends.
+	ended func(reason error)
 }
 
 func newProcess(w *Worker, id, queue, task, owner string) *Process {
@@ -87,7 +89,24 @@ func (p *Process) end(reason error, settled bool) bool {
 	}
 	p.err = reason
 	close(p.done)
+	if p.ended != nil {
+		p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
+	}
 	return true
+}
+
+// onEnd arranges for fn to be called with the reason when the process
+// ends, at once if it already has.
+func (p *Process) onEnd(fn func(reason error)) {
+	p.mu.Lock()
+	reason := p.err
+	if reason == nil {
+		p.ended = fn
+	}
+	p.mu.Unlock()
+	if reason != nil {
+		fn(reason)
+	}
 }
 
 func (p *Process) isSettled() bool {

@@ -74,6 +74,10 @@ type Worker struct {
 	fenced  bool
 	closed  bool
 	serving map[string]*serving
+	// runners are the queues served by Handle; draining is set when
+	// Shutdown, Close or Fail stopped the taking of tasks.
+	runners  map[string]*runner
+	draining bool
 	// deadline fires at deadlineAt, when the lease may expire by the
 	// worker's own clock, and fences the worker.
 	deadline   *time.Timer
@@ -103,6 +107,8 @@ type serving struct {
 	// leaving is set while StopWork releases the queue: a script that
 	// finds the lease gone then is not evidence that the worker is dead.
 	leaving bool
+	// runner is the Handle runtime serving the queue, if any.
+	runner *runner
 }
 
 // NewWorker registers a new worker and starts its keepalive and its
@@ -128,6 +134,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		c:       c,
 		opts:    opts,
 		serving: make(map[string]*serving),
+		runners: make(map[string]*runner),
 		kick:    make(chan struct{}, 1),
 	}
 	id := uuid.NewString()
@@ -194,6 +201,12 @@ func (w *Worker) Queues() []string {
 // registry, takes a lease on it, subscribes to its events, and then raises
 // a Work event if tasks are already waiting.
 func (w *Worker) StartWork(ctx context.Context, queue string, events Events) error {
+	return w.startWork(ctx, queue, events, nil)
+}
+
+// startWork serves a queue, driven by the application (r nil) or by a
+// Handle runtime.
+func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *runner) error {
 	if err := w.c.check(ctx, "start work", queue); err != nil {
 		return err
 	}
@@ -212,10 +225,13 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 	if err := w.join(ctx, id, queue); err != nil {
 		return err
 	}
-	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process)}
+	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process), runner: r}
 	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
+	if r != nil {
+		w.runners[queue] = r
+	}
 	w.mu.Unlock()
 	// Return once events published from now on will be heard.
 	var why error
@@ -281,6 +297,9 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if !ok {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
+	if s.runner != nil {
+		s.runner.stopTaking()
+	}
 	return w.leave(ctx, id, s)
 }
 
@@ -299,6 +318,9 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	s.leaving = false
 	if err == nil && w.serving[s.name] == s {
 		delete(w.serving, s.name)
+		if w.runners[s.name] == s.runner {
+			delete(w.runners, s.name)
+		}
 	}
 	w.mu.Unlock()
 	s.gate.Unlock()
@@ -351,6 +373,12 @@ func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
 // DequeueN takes up to n tasks from the front of a queue in one script
 // call, in queue order. It returns ErrNoTask when none is waiting.
 func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
+	return w.dequeue(ctx, queue, n, false)
+}
+
+// dequeue is DequeueN for the application or, with runtime set, for the
+// Handle runtime of the queue.
+func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, error) {
 	c := w.c
 	if err := c.check(ctx, "dequeue", queue); err != nil {
 		return nil, err
@@ -360,13 +388,15 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 	}
 	w.mu.Lock()
 	s, ok := w.serving[queue]
-	id, fenced, closed := w.id, w.fenced, w.closed
+	id, fenced, closed := w.id, w.fenced, w.closed || w.draining
 	w.mu.Unlock()
 	switch {
 	case closed:
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerClosed)
 	case !ok:
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+	case s.runner != nil && !runtime:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrHandledQueue)
 	case fenced:
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
@@ -567,23 +597,34 @@ func (w *Worker) applyStates(s *serving, procs []*Process, states []string) {
 }
 
 // Fail returns every task the worker holds to the front of its queue and
-// deregisters the worker at once; the worker is closed afterwards. Use it
+// deregisters the worker at once; the worker is closed afterwards. Running
+// handlers have their contexts cancelled (cause ErrShutdown) and are given
+// ShutdownCancelWait to return. Use it
 // when the process is going away and should not leave its work waiting a
 // TTL for its peers. If Redis cannot be reached the peers still reclaim
 // the work once the lease expires.
 func (w *Worker) Fail(ctx context.Context) error {
+	w.drainNow()
 	return w.shutdown(ctx, "fail")
 }
 
 // Close stops the worker like Fail does, except that a second call
-// returns nil. Processes still held end with ErrProcessLost and their
+// returns nil. Use Shutdown to let running handlers finish first. Processes still held end with ErrProcessLost and their
 // tasks go back to the front of their queues.
 func (w *Worker) Close(ctx context.Context) error {
+	w.drainNow()
 	err := w.shutdown(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
 	}
 	return err
+}
+
+// drainNow stops taking tasks and cancels running handlers at once.
+func (w *Worker) drainNow() {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = w.drain(done)
 }
 
 func (w *Worker) shutdown(ctx context.Context, op string) error {

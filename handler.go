@@ -1,0 +1,379 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// DefaultConcurrency is how many handlers run at once per queue when
+// HandleOptions.Concurrency is zero.
+const DefaultConcurrency = 10
+
+// Causes of a handler's context ending, as context.Cause reports them.
+// (ErrTaskCancelled, ErrQueueDeleted and ErrWorkerFenced are causes too.)
+var (
+	// ErrShutdown is the cause when Shutdown's grace period ended, or the
+	// worker was closed or failed, while the handler ran.
+	ErrShutdown = errors.New("worqr: worker shutting down")
+	// ErrHandledQueue is returned by Dequeue on a queue served by Handle:
+	// its runtime does the dequeuing, so that its concurrency accounting
+	// stays right.
+	ErrHandledQueue = errors.New("worqr: queue is served by Handle")
+)
+
+// Handler runs one task. Returning nil finishes the process; returning an
+// error puts the task back at the end of its queue (a retry), unless the
+// error is wrapped with Permanent. The context ends, with a cause that
+// context.Cause reports, when:
+//
+//   - the task was cancelled (cause ErrTaskCancelled) or its queue deleted
+//     (ErrQueueDeleted): the process is then finished, whatever the handler
+//     returns;
+//   - the worker fenced itself (ErrWorkerFenced, also ErrProcessLost): the
+//     task belongs to the peers now and nothing is written for it;
+//   - Shutdown's grace period ended, or the worker was closed
+//     (ErrShutdown): a handler that then returns nil has its process
+//     finished; otherwise the task goes back to the front of its queue.
+//
+// A handler that holds its task until its context ends is a persistent
+// task (an open connection, a subscription): see the README.
+type Handler func(ctx context.Context, p *Process) error
+
+// HandleOptions configure Handle.
+type HandleOptions struct {
+	// Concurrency is how many handlers may run at once for the queue.
+	// Default DefaultConcurrency.
+	Concurrency int
+	// PanicIsPermanent finishes the process of a handler that panicked,
+	// instead of retrying it.
+	PanicIsPermanent bool
+	// Events are low-level callbacks called as well, after the runtime has
+	// handled each event.
+	Events Events
+}
+
+// permanentError marks a handler error that must not be retried.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps a handler's error so the process is finished, and the
+// failure logged, instead of retried.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was wrapped with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// runner is the runtime of one queue served by Handle: it dequeues while it
+// has free slots and the queue may have tasks, and runs the handler for
+// each process.
+type runner struct {
+	w       *Worker
+	queue   string
+	handler Handler
+	opts    HandleOptions
+
+	wake chan struct{} // a work event came, or a slot was freed
+	quit chan struct{} // closed when the worker stops taking tasks
+	loop chan struct{} // closed when the dequeue loop has ended
+
+	mu      sync.Mutex
+	running map[*Process]context.CancelCauseFunc
+	// more is true while the queue may still hold tasks: set by work
+	// events, cleared when a dequeue comes back short.
+	more bool
+	// handlers counts running handlers.
+	handlers sync.WaitGroup
+}
+
+// Handle serves a queue with a handler: the worker starts work on it and,
+// woken by work events, dequeues while fewer than Concurrency handlers run
+// and tasks wait, several at a time when several slots are free. It never
+// polls: after a missed notification the check on resubscribing wakes it.
+func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts HandleOptions) error {
+	if h == nil {
+		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Concurrency < 0 {
+		return fmt.Errorf("worqr: handle %q: negative concurrency: %w", queue, ErrInvalidOptions)
+	}
+	r := &runner{
+		w: w, queue: queue, handler: h, opts: opts,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), loop: make(chan struct{}),
+		running: make(map[*Process]context.CancelCauseFunc),
+	}
+	user := opts.Events
+	events := Events{
+		Work: func(q string, n int64) {
+			r.mu.Lock()
+			r.more = true
+			r.mu.Unlock()
+			r.poke()
+			if user.Work != nil {
+				user.Work(q, n)
+			}
+		},
+		Cancel: user.Cancel,
+		Delete: user.Delete,
+	}
+	if err := w.startWork(ctx, queue, events, r); err != nil {
+		return err
+	}
+	go r.run()
+	return nil
+}
+
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// free is how many more handlers may start.
+func (r *runner) free() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts.Concurrency - len(r.running)
+}
+
+func (r *runner) run() {
+	defer close(r.loop)
+	retry := newBackoff(10*time.Millisecond, time.Second)
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.wake:
+		}
+		for {
+			n := r.free()
+			if n <= 0 {
+				break // a handler that ends wakes the loop
+			}
+			ps, err := r.w.dequeue(context.Background(), r.queue, n, true)
+			switch {
+			case errors.Is(err, ErrNoTask):
+				r.setMore(false)
+			case errors.Is(err, ErrWorkerFenced):
+				// Registering again raises a work event.
+			case errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
+				return
+			case err != nil:
+				r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+				if !r.sleep(retry) {
+					return
+				}
+				r.poke()
+			}
+			if err != nil {
+				break
+			}
+			retry.reset()
+			if len(ps) < n {
+				r.setMore(false)
+			}
+			for _, p := range ps {
+				r.start(p)
+			}
+			if len(ps) < n {
+				break
+			}
+		}
+	}
+}
+
+func (r *runner) setMore(more bool) {
+	r.mu.Lock()
+	r.more = more
+	r.mu.Unlock()
+}
+
+// sleep waits for the backoff unless the runner quits first.
+func (r *runner) sleep(b *backoff) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return b.wait(ctx)
+}
+
+// start runs the handler for p on a goroutine of its own. The handler's
+// context ends when the process ends for a reason the worker learns of
+// (cancel, delete, fencing), with that reason as its cause.
+func (r *runner) start(p *Process) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.mu.Lock()
+	r.running[p] = cancel
+	r.mu.Unlock()
+	r.handlers.Add(1)
+	p.onEnd(func(reason error) { cancel(reason) })
+	go func() {
+		defer r.handlers.Done()
+		err := r.call(ctx, p)
+		r.settle(ctx, p, err)
+		cancel(nil)
+		r.mu.Lock()
+		delete(r.running, p)
+		more := r.more
+		r.mu.Unlock()
+		if more {
+			r.poke()
+		}
+	}()
+}
+
+// errPanic marks a handler that panicked.
+var errPanic = errors.New("worqr: handler panicked")
+
+func (r *runner) call(ctx context.Context, p *Process) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", errPanic, v)
+			if r.opts.PanicIsPermanent {
+				err = Permanent(err)
+			}
+		}
+	}()
+	return r.handler(ctx, p)
+}
+
+// settle applies the outcome of a handler to its process.
+func (r *runner) settle(ctx context.Context, p *Process, err error) {
+	log := r.w.logger().With("queue", r.queue, "process", p.ID())
+	// Writes after the handler must not hang on a dead Redis forever.
+	wctx, cancel := context.WithTimeout(context.Background(), r.w.opts.TTL)
+	defer cancel()
+	cause := context.Cause(ctx)
+	var outcome error
+	switch ended := p.Err(); {
+	case errors.Is(ended, ErrProcessLost):
+		return // fenced or given back: the task is not ours to touch
+	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
+		outcome = p.Finish(wctx)
+	case errors.Is(cause, ErrShutdown) && err != nil:
+		return // still held: shutting down returns it to the front
+	case err == nil:
+		outcome = p.Finish(wctx)
+	case IsPermanent(err):
+		log.Error("worqr: task failed permanently; finished", "err", err)
+		outcome = p.Finish(wctx)
+	default:
+		log.Warn("worqr: task failed; retrying", "err", err)
+		outcome = p.Stop(wctx)
+		if errors.Is(outcome, ErrTaskCancelled) || errors.Is(outcome, ErrQueueDeleted) {
+			outcome = nil // dropped, as it should be
+		}
+	}
+	if outcome != nil && !errors.Is(outcome, ErrProcessLost) {
+		log.Warn("worqr: could not record the task's outcome", "err", outcome)
+	}
+}
+
+// stopTaking stops the dequeue loop and waits for it.
+func (r *runner) stopTaking() {
+	select {
+	case <-r.quit:
+	default:
+		close(r.quit)
+	}
+	<-r.loop
+}
+
+// cancelAll ends every running handler's context with cause.
+func (r *runner) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cancel := range r.running {
+		cancel(cause)
+	}
+}
+
+// Shutdown stops the worker gracefully, like http.Server.Shutdown: it
+// stops taking tasks at once, waits for running handlers until ctx ends,
+// then cancels their contexts (cause ErrShutdown) and waits a short while
+// (ShutdownCancelWait) for them to return. What is still unfinished goes
+// back to the front of its queue, the worker deregisters and its
+// subscriptions close. It returns ctx's error if the grace period ran out.
+// A second call, or Close after it, is safe.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return nil
+	}
+	grace := w.drain(ctx)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
+	defer cancel()
+	err := w.shutdown(closeCtx, "shutdown")
+	if errors.Is(err, ErrWorkerClosed) {
+		err = nil
+	}
+	return errors.Join(grace, err)
+}
+
+// ShutdownCancelWait is how long Shutdown, Close and Fail wait for handlers
+// to return once their contexts were cancelled.
+const ShutdownCancelWait = time.Second
+
+// drain stops every runner taking tasks and waits for their handlers until
+// ctx ends, then cancels them and waits ShutdownCancelWait more. It
+// returns ctx's error if the handlers outlasted it.
+func (w *Worker) drain(ctx context.Context) error {
+	w.mu.Lock()
+	w.draining = true
+	runners := make([]*runner, 0, len(w.runners))
+	for _, r := range w.runners {
+		runners = append(runners, r)
+	}
+	w.mu.Unlock()
+	for _, r := range runners {
+		r.stopTaking()
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, r := range runners {
+			r.handlers.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	for _, r := range runners {
+		r.cancelAll(ErrShutdown)
+	}
+	t := time.NewTimer(ShutdownCancelWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,385 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// attempts counts handler runs per task.
+type attempts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *attempts) add(task string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = make(map[string]int)
+	}
+	a.n[task]++
+	return a.n[task]
+}
+
+func (a *attempts) get(task string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[task]
+}
+
+// settledQueue waits until a queue has nothing waiting or in flight.
+func settledQueue(t *testing.T, c *Client, queue string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool {
+		procs, err := c.Processes(context.Background(), queue)
+		require.NoError(t, err)
+		return len(procs) == 0 && len(waiting(t, c, queue)) == 0
+	})
+}
+
+func TestHandlerOutcomes(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var a attempts
+	errFlaky := errors.New("flaky")
+	handler := func(_ context.Context, p *Process) error {
+		task := string(p.Task())
+		switch n := a.add(task); task {
+		case "ok":
+			return nil
+		case "retry":
+			if n == 1 {
+				return errFlaky
+			}
+			return nil
+		case "permanent":
+			return Permanent(errFlaky)
+		case "panic", "panic-permanent":
+			if n == 1 {
+				panic("boom")
+			}
+			return nil
+		}
+		return fmt.Errorf("unexpected task %q", task)
+	}
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", handler, HandleOptions{}))
+	require.NoError(t, w.Handle(ctx, "strict", handler, HandleOptions{PanicIsPermanent: true}))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), []byte("retry"), []byte("permanent"), []byte("panic")}))
+	require.NoError(t, c.Enqueue(ctx, "strict", []byte("panic-permanent")))
+
+	settledQueue(t, c, "q")
+	settledQueue(t, c, "strict")
+	assert.Equal(t, 1, a.get("ok"))
+	assert.Equal(t, 2, a.get("retry"), "an error retries")
+	assert.Equal(t, 1, a.get("permanent"), "a permanent error finishes")
+	assert.Equal(t, 2, a.get("panic"), "a panic is recovered and retried")
+	assert.Equal(t, 1, a.get("panic-permanent"), "or finished, with PanicIsPermanent")
+	assert.True(t, IsPermanent(Permanent(errFlaky)))
+	assert.ErrorIs(t, Permanent(errFlaky), errFlaky)
+	assert.Nil(t, Permanent(nil))
+}
+
+func TestConcurrencyLimitIsNeverExceeded(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var now, peak atomic.Int32
+	var done atomic.Int32
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		now.Add(-1)
+		done.Add(1)
+		return nil
+	}, HandleOptions{Concurrency: 3}))
+	enqueueNumbered(t, c, "q", 60)
+	eventually(t, 10*time.Second, "all handled", func() bool { return done.Load() == 60 })
+	settledQueue(t, c, "q")
+	assert.LessOrEqual(t, peak.Load(), int32(3))
+	assert.Positive(t, peak.Load())
+}
+
+// holdUntilDone is a handler that holds its task until its context ends,
+// reporting the cause.
+func holdUntilDone(started chan<- string, causes chan<- error) Handler {
+	return func(ctx context.Context, p *Process) error {
+		started <- string(p.Task())
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}
+}
+
+func TestCancelReachesAnInFlightHandlerAndIsNotRequeued(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	started, causes := make(chan string, 10), make(chan error, 10)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", holdUntilDone(started, causes), HandleOptions{}))
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("conn-1")))
+	recv(t, started, 5*time.Second, "handler started")
+
+	_, err := c.Cancel(ctx, "q", []byte("conn-1"))
+	require.NoError(t, err)
+	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "handler cancelled"), ErrTaskCancelled)
+	settledQueue(t, c, "q")
+}
+
+func TestDeleteCancelsHandlersAndNothingComesBack(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	started, causes := make(chan string, 10), make(chan error, 10)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", holdUntilDone(started, causes), HandleOptions{Concurrency: 2}))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}))
+	recv(t, started, 5*time.Second, "first handler")
+	recv(t, started, 5*time.Second, "second handler")
+
+	_, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "first cancelled"), ErrQueueDeleted)
+	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "second cancelled"), ErrQueueDeleted)
+	settledQueue(t, c, "q")
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, qs, "q")
+}
+
+// Shutdown stops taking at once, lets handlers finish within the grace
+// period, then cancels the rest and returns their tasks to the front.
+func TestShutdownDrainsThenCancelsThenRequeuesToTheFront(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	started, causes := make(chan string, 10), make(chan error, 10)
+	finishing := make(chan struct{})
+	var finished atomic.Bool
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		if string(p.Task()) == "quick" {
+			started <- "quick"
+			<-finishing
+			finished.Store(true)
+			return nil
+		}
+		return holdUntilDone(started, causes)(hctx, p)
+	}, HandleOptions{Concurrency: 3}))
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s1"), []byte("quick"), []byte("s2"), []byte("never1"), []byte("never2")}))
+	for range 3 {
+		recv(t, started, 5*time.Second, "three handlers running")
+	}
+	id := w.ID()
+
+	grace, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	go func() { time.Sleep(50 * time.Millisecond); close(finishing) }()
+	err := w.Shutdown(grace)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the stubborn handlers outlasted the grace period")
+	assert.True(t, finished.Load(), "the quick handler finished within it")
+	assert.ErrorIs(t, recv(t, causes, time.Second, "s1 cancelled"), ErrShutdown)
+	assert.ErrorIs(t, recv(t, causes, time.Second, "s2 cancelled"), ErrShutdown)
+	assert.Equal(t, []string{"s1", "s2", "never1", "never2"}, waiting(t, c, "q"), "unfinished first, in order")
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	assert.Empty(t, procs)
+	assert.False(t, leaseLive(t, c, id), "deregistered")
+	assert.NoError(t, w.Shutdown(ctx), "a second call")
+	assert.NoError(t, w.Close(ctx), "and Close after it")
+}
+
+func TestShutdownWithinGraceReturnsNil(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var handled atomic.Int32
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		time.Sleep(20 * time.Millisecond)
+		handled.Add(1)
+		return nil
+	}, HandleOptions{Concurrency: 2}))
+	enqueueNumbered(t, c, "q", 2)
+	eventually(t, 5*time.Second, "handlers started", func() bool {
+		procs, err := c.Processes(ctx, "q")
+		require.NoError(t, err)
+		return len(procs)+int(handled.Load()) == 2
+	})
+	require.NoError(t, w.Shutdown(ctx))
+	assert.EqualValues(t, 2, handled.Load())
+	settledQueue(t, c, "q")
+}
+
+// After fencing, a handler's context ends with ErrWorkerFenced and nothing
+// is written for its process: the task comes back through the reclaim.
+func TestFencedHandlerWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	px := newProxy(t, b.addr)
+	c := b.clientAt(px.addr(), b.prefix)
+	direct := b.client()
+	ctx := ctxT(t)
+	var a attempts
+	causes := make(chan error, 10)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		if a.add(string(p.Task())) > 1 {
+			return nil // the second run, after the reclaim
+		}
+		<-hctx.Done()
+		causes <- context.Cause(hctx)
+		return nil // would finish it, were the worker not fenced
+	}, HandleOptions{}))
+	require.NoError(t, direct.Enqueue(ctx, "q", []byte("held")))
+	eventually(t, 5*time.Second, "handler running", func() bool { return a.get("held") == 1 })
+
+	px.cut()
+	cause := recv(t, causes, 3*fast.TTL, "fenced")
+	assert.ErrorIs(t, cause, ErrWorkerFenced)
+	assert.ErrorIs(t, cause, ErrProcessLost)
+	px.restore()
+	eventually(t, 10*time.Second, "run again after the reclaim", func() bool { return a.get("held") == 2 })
+	settledQueue(t, direct, "q")
+}
+
+func TestHandledQueuesRefuseManualDequeue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	work := make(chan int64, 10)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil },
+		HandleOptions{Events: Events{Work: func(_ string, n int64) { work <- n }}}))
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrHandledQueue)
+	assert.ErrorIs(t, w.StartWork(ctx, "q", Events{}), ErrAlreadyServing)
+	assert.ErrorIs(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}), ErrAlreadyServing)
+	assert.ErrorIs(t, w.Handle(ctx, "x", nil, HandleOptions{}), ErrInvalidOptions)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	assert.EqualValues(t, 1, recv(t, work, 5*time.Second, "the application's own callback still runs"))
+	settledQueue(t, c, "q")
+}
+
+// hold is one interval during which a handler held a persistent task.
+type hold struct {
+	worker     string
+	start, end time.Time
+}
+
+// ledger records hold intervals per persistent task.
+type ledger struct {
+	mu    sync.Mutex
+	holds map[string][]hold
+	open  map[string]int // running handlers per task
+}
+
+func (l *ledger) handler(name string) Handler {
+	return func(ctx context.Context, p *Process) error {
+		task := string(p.Task())
+		l.mu.Lock()
+		l.open[task]++
+		i := len(l.holds[task])
+		l.holds[task] = append(l.holds[task], hold{worker: name, start: time.Now()})
+		l.mu.Unlock()
+		<-ctx.Done()
+		l.mu.Lock()
+		l.holds[task][i].end = time.Now()
+		l.open[task]--
+		l.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// heldNow reports whether every task has a running handler.
+func (l *ledger) heldNow(tasks []string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, task := range tasks {
+		if l.open[task] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Persistent tasks: killing and fencing workers over and over, no task is
+// ever held by two handlers at once, and every task is held again within
+// TTL + one check interval (plus scheduling slack). Each worker holds two
+// of the six tasks, and a fresh worker joins before each victim goes.
+func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	admin := b.client()
+	ctx := ctxT(t)
+	l := &ledger{holds: make(map[string][]hold), open: make(map[string]int)}
+	tasks := make([][]byte, 6)
+	names := make([]string, len(tasks))
+	for i := range tasks {
+		names[i] = fmt.Sprintf("conn-%d", i)
+		tasks[i] = []byte(names[i])
+	}
+
+	type member struct {
+		w  *Worker
+		px *proxy
+	}
+	seq := 0
+	join := func() member {
+		seq++
+		px := newProxy(t, b.addr)
+		w := newWorker(t, b.clientAt(px.addr(), b.prefix), fast)
+		require.NoError(t, w.Handle(ctx, "conns", l.handler(fmt.Sprint("w", seq)), HandleOptions{Concurrency: 2}))
+		return member{w, px}
+	}
+	members := []member{join(), join(), join()}
+	require.NoError(t, admin.EnqueueBatch(ctx, "conns", tasks))
+	eventually(t, 5*time.Second, "all held", func() bool { return l.heldNow(names) })
+
+	for round := range 6 {
+		victim := members[0]
+		members = append(members[1:], join())
+		if round%2 == 0 {
+			victim.w.crash() // killed: no cleanup at all
+		} else {
+			victim.px.cut() // cut off: it fences itself, then is closed
+			t.Cleanup(func() { _ = victim.w.Close(context.Background()) })
+			eventually(t, 2*fast.TTL, "victim fenced", func() bool {
+				victim.w.mu.Lock()
+				defer victim.w.mu.Unlock()
+				return victim.w.fenced
+			})
+		}
+		eventually(t, fast.TTL+fast.RenewInterval+2*time.Second, fmt.Sprint("round ", round, ": all held again"), func() bool {
+			return l.heldNow(names)
+		})
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	reheld := 0
+	for task, hs := range l.holds {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].start.Before(hs[j].start) })
+		for i := 1; i < len(hs); i++ {
+			prev := hs[i-1]
+			require.False(t, prev.end.IsZero(), "%s: hold by %s never ended before %s took it", task, prev.worker, hs[i].worker)
+			require.False(t, hs[i].start.Before(prev.end), "%s held by %s and %s at once", task, prev.worker, hs[i].worker)
+			gap := hs[i].start.Sub(prev.end)
+			assert.Less(t, gap, fast.TTL+fast.RenewInterval+time.Second, "%s held again after %v", task, gap)
+			reheld++
+		}
+	}
+	assert.GreaterOrEqual(t, reheld, 6*2, "each round moves the victim's two tasks")
+	t.Logf("%d hand-overs across %d tasks", reheld, len(l.holds))
+}
