@@ -24,11 +24,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/google/uuid"
-	"github.com/redis/rueidis"
-
 	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/examples/internal/demo"
 )
 
 const queue = "quickstart"
@@ -53,34 +50,21 @@ func main() {
 	}
 }
 
-// connect opens a rueidis client; miniredis needs RESP2 and no tracking.
-func connect(addr string, embedded bool) (rueidis.Client, error) {
-	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}
-	if embedded {
-		opt.AlwaysRESP2, opt.ForceSingleClient = true, true
-	}
-	return rueidis.NewClient(opt)
-}
-
 func runDemo(addr string, total int) error {
-	embedded := addr == ""
+	addr, embedded, stopRedis, err := demo.Redis(addr)
+	if err != nil {
+		return err
+	}
+	defer stopRedis()
 	if embedded {
-		m := miniredis.NewMiniRedis()
-		m.ClockTTL(true) // leases expire on the wall clock, as in Redis
-		if err := m.Start(); err != nil {
-			return err
-		}
-		defer m.Close()
-		addr = m.Addr()
 		fmt.Println("embedded Redis at", addr)
 	}
-	rdb, err := connect(addr, embedded)
+	rdb, err := demo.Connect(addr, embedded)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	// A fresh prefix keeps this run apart from anything else in the Redis.
-	prefix := "quickstart-" + uuid.NewString()[:8]
+	prefix := demo.Prefix("quickstart")
 	ctx := context.Background()
 	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -97,11 +81,7 @@ func runDemo(addr string, total int) error {
 	}
 	fmt.Printf("enqueued %d tasks on %q\n", total, queue)
 
-	d := &demo{finished: make(map[string][]string), ids: make(map[string]string)}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	d := &tally{finished: make(map[string][]string), ids: make(map[string]string)}
 	var children []*exec.Cmd
 	defer func() {
 		for _, c := range children {
@@ -110,13 +90,8 @@ func runDemo(addr string, total int) error {
 		}
 	}()
 	for _, name := range []string{"w1", "w2", "w3"} {
-		cmd := exec.Command(self, "-worker", name, "-addr", addr, "-prefix", prefix, fmt.Sprintf("-embedded=%v", embedded))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
+		cmd, out, err := demo.Spawn("-worker", name, "-addr", addr, "-prefix", prefix, fmt.Sprintf("-embedded=%v", embedded))
 		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
 			return err
 		}
 		children = append(children, cmd)
@@ -167,14 +142,14 @@ func runDemo(addr string, total int) error {
 	return nil
 }
 
-// demo tallies what the worker processes report on stdout.
-type demo struct {
+// tally counts what the worker processes report on stdout.
+type tally struct {
 	mu       sync.Mutex
 	finished map[string][]string // task -> the workers that finished it
 	ids      map[string]string   // worker name -> worker id
 }
 
-func (d *demo) read(name string, out io.Reader) {
+func (d *tally) read(name string, out io.Reader) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		kind, arg, _ := strings.Cut(sc.Text(), " ")
@@ -189,7 +164,7 @@ func (d *demo) read(name string, out io.Reader) {
 	}
 }
 
-func (d *demo) counts() (unique, repeats int) {
+func (d *tally) counts() (unique, repeats int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, by := range d.finished {
@@ -198,7 +173,7 @@ func (d *demo) counts() (unique, repeats int) {
 	return len(d.finished), repeats
 }
 
-func (d *demo) finishedByOthers(tasks []string, name string) int {
+func (d *tally) finishedByOthers(tasks []string, name string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := 0
@@ -211,7 +186,7 @@ func (d *demo) finishedByOthers(tasks []string, name string) int {
 }
 
 // heldBy lists the tasks a worker holds, read from Redis.
-func (d *demo) heldBy(ctx context.Context, c *worqr.Client, name string) []string {
+func (d *tally) heldBy(ctx context.Context, c *worqr.Client, name string) []string {
 	d.mu.Lock()
 	id := d.ids[name]
 	d.mu.Unlock()
@@ -241,7 +216,7 @@ func settled(ctx context.Context, c *worqr.Client) bool {
 func runWorker(name, addr, prefix string, embedded bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	rdb, err := connect(addr, embedded)
+	rdb, err := demo.Connect(addr, embedded)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,61 @@
+// Package demo holds what the example programs share: an embedded Redis
+// when no address is given, the rueidis options it needs, a fresh key
+// prefix per run, and running the program itself again as a worker
+// process.
+package demo
+
+import (
+	"io"
+	"os"
+	"os/exec"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+)
+
+// Redis returns addr, or starts an embedded Redis (miniredis with TTLs on
+// the wall clock) when addr is empty. stop shuts the embedded one down.
+func Redis(addr string) (at string, embedded bool, stop func(), err error) {
+	if addr != "" {
+		return addr, false, func() {}, nil
+	}
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true) // leases expire on the wall clock, as in Redis
+	if err := m.Start(); err != nil {
+		return "", false, nil, err
+	}
+	return m.Addr(), true, m.Close, nil
+}
+
+// Connect opens a rueidis client; miniredis needs RESP2 and no tracking.
+func Connect(addr string, embedded bool) (rueidis.Client, error) {
+	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}
+	if embedded {
+		opt.AlwaysRESP2, opt.ForceSingleClient = true, true
+	}
+	return rueidis.NewClient(opt)
+}
+
+// Prefix is a key prefix of its own for one run, so runs against a shared
+// Redis never meet.
+func Prefix(name string) string { return name + "-" + uuid.NewString()[:8] }
+
+// Spawn runs this program again with args, as a separate OS process whose
+// standard output the caller reads; its standard error goes to ours.
+func Spawn(args ...string) (*exec.Cmd, io.Reader, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return cmd, out, nil
+}
