@@ -159,3 +159,34 @@ func ExampleClient_Cancel() {
 	// removed 1 waiting, marked 1 in flight
 	// worqr: task cancelled
 }
+
+// Serve a queue with a handler: nil finishes a task, an error retries it,
+// and Shutdown waits for running handlers.
+func ExampleWorker_Handle() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
+
+	done := make(chan struct{})
+	tries := 0
+	err := worker.Handle(ctx, "invoices", func(ctx context.Context, p *worqr.Process) error {
+		tries++
+		if tries == 1 {
+			return errors.New("ledger busy") // retried at the back
+		}
+		fmt.Printf("invoiced %s on try %d\n", p.Task(), tries)
+		close(done)
+		return nil
+	}, worqr.HandleOptions{Concurrency: 1})
+	if err != nil {
+		panic(err)
+	}
+	_ = client.Enqueue(ctx, "invoices", []byte("order-7"))
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// invoiced order-7 on try 2
+}
