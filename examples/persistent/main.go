@@ -168,23 +168,12 @@ func (l *ledger) print(names []string) {
 }
 
 func run(addr string) error {
-	addr, embedded, stopRedis, err := demo.Redis(addr)
+	client, env, stopDemo, err := demo.Start(addr, "persistent", nil)
 	if err != nil {
 		return err
 	}
-	defer stopRedis()
-	rdb, err := demo.Connect(addr, embedded)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	prefix := demo.Prefix("persistent")
+	defer stopDemo()
 	ctx := context.Background()
-	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return err
-	}
-	defer client.Close(ctx)
 
 	l := &ledger{holds: make(map[string][]hold)}
 	names := []string{"w1", "w2", "w3"}
@@ -196,7 +185,7 @@ func run(addr string) error {
 		}
 	}()
 	for _, name := range names {
-		cmd, out, err := demo.Spawn("-worker", name, "-addr", addr, "-prefix", prefix, fmt.Sprintf("-embedded=%v", embedded))
+		cmd, out, err := demo.Spawn("-worker", name, "-addr", env.Addr, "-prefix", env.Prefix, fmt.Sprintf("-embedded=%v", env.Embedded))
 		if err != nil {
 			return err
 		}

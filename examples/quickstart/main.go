@@ -51,26 +51,12 @@ func main() {
 }
 
 func runDemo(addr string, total int) error {
-	addr, embedded, stopRedis, err := demo.Redis(addr)
+	client, env, stopDemo, err := demo.Start(addr, "quickstart", nil)
 	if err != nil {
 		return err
 	}
-	defer stopRedis()
-	if embedded {
-		fmt.Println("embedded Redis at", addr)
-	}
-	rdb, err := demo.Connect(addr, embedded)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	prefix := demo.Prefix("quickstart")
+	defer stopDemo()
 	ctx := context.Background()
-	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return err
-	}
-	defer client.Close(ctx)
 
 	batch := make([][]byte, total)
 	for i := range batch {
@@ -90,7 +76,7 @@ func runDemo(addr string, total int) error {
 		}
 	}()
 	for _, name := range []string{"w1", "w2", "w3"} {
-		cmd, out, err := demo.Spawn("-worker", name, "-addr", addr, "-prefix", prefix, fmt.Sprintf("-embedded=%v", embedded))
+		cmd, out, err := demo.Spawn("-worker", name, "-addr", env.Addr, "-prefix", env.Prefix, fmt.Sprintf("-embedded=%v", env.Embedded))
 		if err != nil {
 			return err
 		}

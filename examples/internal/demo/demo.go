@@ -5,13 +5,18 @@
 package demo
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr"
 )
 
 // Redis returns addr, or starts an embedded Redis (miniredis with TTLs on
@@ -58,4 +63,46 @@ func Spawn(args ...string) (*exec.Cmd, io.Reader, error) {
 		return nil, nil, err
 	}
 	return cmd, out, nil
+}
+
+// Env is where an example's client runs: what worker processes it starts
+// need to join it.
+type Env struct {
+	Addr     string
+	Embedded bool
+	Prefix   string
+}
+
+// Start gives an example its worqr client, on addr or, when addr is empty,
+// on an embedded Redis, under a fresh key prefix named after the example.
+// A nil log discards worqr's logs. stop closes everything Start opened.
+func Start(addr, name string, log *slog.Logger) (client *worqr.Client, env Env, stop func(), err error) {
+	at, embedded, stopRedis, err := Redis(addr)
+	if err != nil {
+		return nil, Env{}, nil, err
+	}
+	if embedded {
+		fmt.Println("embedded Redis at", at)
+	}
+	rdb, err := Connect(at, embedded)
+	if err != nil {
+		stopRedis()
+		return nil, Env{}, nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	env = Env{Addr: at, Embedded: embedded, Prefix: Prefix(name)}
+	client, err = worqr.New(worqr.Options{Redis: rdb, Prefix: env.Prefix, Logger: log})
+	if err != nil {
+		rdb.Close()
+		stopRedis()
+		return nil, Env{}, nil, err
+	}
+	stop = func() {
+		_ = client.Close(context.Background())
+		rdb.Close()
+		stopRedis()
+	}
+	return client, env, stop, nil
 }
