@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -119,9 +118,6 @@ type subscription struct {
 	readyOnce sync.Once
 	// received and dispatched are closed when the goroutines end.
 	received, dispatched chan struct{}
-	// inCallback is set while the dispatcher runs the application's
-	// callback, which may itself call StopWork or Close.
-	inCallback atomic.Bool
 }
 
 func (w *Worker) subscribe(s *serving) *subscription {
@@ -173,7 +169,7 @@ func (sub *subscription) receive(ctx context.Context) {
 func (sub *subscription) stop(ctx context.Context) {
 	sub.cancel()
 	<-sub.received
-	if !sub.inCallback.Load() {
+	if !sub.s.inCallback.Load() {
 		<-sub.dispatched
 	}
 	// Best effort, and bounded: rueidis retries UNSUBSCRIBE until its
@@ -196,9 +192,7 @@ func (sub *subscription) dispatch(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			sub.inCallback.Store(true)
 			sub.w.handle(ctx, sub.s, e)
-			sub.inCallback.Store(false)
 		}
 	}
 }

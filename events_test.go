@@ -66,7 +66,7 @@ func TestWorkEnqueuedDuringAnOutageIsNotStranded(t *testing.T) {
 	var p *Process
 	require.NoError(t, afterOutage(t, func() (err error) { p, err = w.Dequeue(ctx, "q"); return err }))
 	assert.Equal(t, "during outage", string(p.Task()))
-	require.NoError(t, p.Finish(ctx))
+	require.NoError(t, afterOutage(t, func() error { return p.Finish(ctx) }))
 }
 
 // Semantics 7: when the server drops the subscription (as on a slot
@@ -287,11 +287,12 @@ func TestEventsNeverRunOnTheReader(t *testing.T) {
 		require.NoError(t, c.Enqueue(ctx, "slow", []byte("s")))
 		require.NoError(t, c.Enqueue(ctx, "fast", []byte{byte(i)}))
 	}
+	// All 50 arrive while the slow callback still blocks (a catch-up check
+	// racing the enqueues may report some twice, never fewer).
 	var total int64
 	for total < 50 {
 		total += recv(t, rec.work, 5*time.Second, "fast queue's events")
 	}
-	assert.EqualValues(t, 50, total)
 }
 
 func TestParseEvent(t *testing.T) {

@@ -220,6 +220,30 @@ func leaseLive(t *testing.T, c *Client, id string) bool {
 	return false
 }
 
+// leasesExpired reports whether worker id's leases, in the registry and in
+// each queue, have all expired. Renewals of the queue leases land a few
+// milliseconds after the registry's, so a test that needs the worker dead
+// everywhere waits for all of them. (Redis and the tests share a clock.)
+func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
+	t.Helper()
+	ctx := context.Background()
+	zsets := []string{c.keys.workers()}
+	for _, q := range queues {
+		zsets = append(zsets, c.keys.queue(q).leases)
+	}
+	for _, z := range zsets {
+		score, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(z).Member(id).Build()).AsFloat64()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		require.NoError(t, err)
+		if int64(score) > time.Now().UnixMilli() {
+			return false
+		}
+	}
+	return true
+}
+
 // proxy forwards TCP to a Redis server and can cut every connection and
 // refuse new ones: the fault a network partition or a CLIENT KILL makes,
 // on miniredis and real Redis alike.
@@ -269,6 +293,12 @@ func (p *proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.down { // cut (or closed) while dialling: cut() did not see these
+			p.mu.Unlock()
+			_ = in.Close()
+			_ = out.Close()
+			continue
+		}
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,6 +110,23 @@ type serving struct {
 	leaving bool
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
+	// inCallback is set while the dispatcher runs one of the application's
+	// callbacks, which may itself call StopWork or Close: stopping the
+	// subscription then does not wait for the dispatcher. It is not set
+	// during the dispatcher's own Redis calls (the catch-up), so stopping
+	// waits for those.
+	inCallback atomic.Bool
+}
+
+// call runs an application callback, unless the subscription was stopped.
+// Setting inCallback before checking ctx means a stop that cancelled ctx
+// first skips the callback, and one that cancelled it later does not wait.
+func (s *serving) call(ctx context.Context, f func()) {
+	s.inCallback.Store(true)
+	defer s.inCallback.Store(false)
+	if ctx.Err() == nil {
+		f()
+	}
 }
 
 // NewWorker registers a new worker and starts its keepalive and its
@@ -330,10 +348,12 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	s.sub.stop(ctx)
 	w.endAll(s, ErrProcessLost)
 	c := w.c
-	// A failure here leaves only a name in the worker's queue set, with no
-	// lease or process behind it: reclaimers pass over it.
+	// The queue is left. A failure here leaves only a name in the worker's
+	// queue set, with no lease or process behind it: reclaimers pass over
+	// it. Reporting it would tell the caller the queue is still served,
+	// and a retry would fail with ErrNotServing.
 	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build().Pin()).Error(); err != nil {
-		return c.fail("stop work", s.name, err)
+		w.logger().Warn("worqr: left the queue but could not drop it from the worker's queue set", "queue", s.name, "err", err)
 	}
 	return nil
 }
@@ -481,17 +501,17 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 	switch e.kind {
 	case eventWork:
 		if e.count > 0 && s.events.Work != nil {
-			s.events.Work(s.name, e.count)
+			s.call(ctx, func() { s.events.Work(s.name, e.count) })
 		}
 	case eventCancel:
 		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo && string(p.task) == e.task }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
-			s.events.Cancel(s.name, []byte(e.task))
+			s.call(ctx, func() { s.events.Cancel(s.name, []byte(e.task)) })
 		}
 	case eventDelete:
 		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
-			s.events.Delete(s.name)
+			s.call(ctx, func() { s.events.Delete(s.name) })
 		}
 	case eventSubscribed:
 		// The subscription may come back before the command connection
@@ -500,8 +520,8 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 		b := newBackoff(10*time.Millisecond, time.Second)
 		for {
 			err := w.catchUp(ctx, s)
-			if err == nil {
-				return
+			if err == nil || ctx.Err() != nil {
+				return // stopped meanwhile
 			}
 			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
 			if !b.wait(ctx) {
@@ -553,21 +573,21 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 		if len(states) != len(procs) {
 			return fmt.Errorf("worqr: states script answered %d states for %d processes", len(states), len(procs))
 		}
-		w.applyStates(s, procs, states)
+		w.applyStates(ctx, s, procs, states)
 	}
 	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build().Pin()).AsInt64()
 	if err != nil {
 		return err
 	}
 	if n > 0 && s.events.Work != nil {
-		s.events.Work(s.name, n)
+		s.call(ctx, func() { s.events.Work(s.name, n) })
 	}
 	return nil
 }
 
 // applyStates ends processes whose state in Redis says they should end and
 // raises one Cancel event per cancelled payload and one Delete event.
-func (w *Worker) applyStates(s *serving, procs []*Process, states []string) {
+func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, states []string) {
 	cancelled := make(map[string]bool)
 	deleted := false
 	for i, p := range procs {
@@ -588,11 +608,11 @@ func (w *Worker) applyStates(s *serving, procs []*Process, states []string) {
 	}
 	for task := range cancelled {
 		if s.events.Cancel != nil {
-			s.events.Cancel(s.name, []byte(task))
+			s.call(ctx, func() { s.events.Cancel(s.name, []byte(task)) })
 		}
 	}
 	if deleted && s.events.Delete != nil {
-		s.events.Delete(s.name)
+		s.call(ctx, func() { s.events.Delete(s.name) })
 	}
 }
 
