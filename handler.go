@@ -87,14 +87,15 @@ type runner struct {
 	opts    HandleOptions
 
 	wake chan struct{} // a work event came, or a slot was freed
-	quit chan struct{} // closed when the worker stops taking tasks
-	loop chan struct{} // closed when the dequeue loop has ended
 
 	mu      sync.Mutex
 	running map[*Process]context.CancelCauseFunc
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
+	gen  uint64 // counts work events
+	// loop controls the running dequeue loop; nil before it starts.
+	loop *loopControl
 	// handlers counts running handlers.
 	handlers sync.WaitGroup
 }
@@ -115,7 +116,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	}
 	r := &runner{
 		w: w, queue: queue, handler: h, opts: opts,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), loop: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 		running: make(map[*Process]context.CancelCauseFunc),
 	}
 	user := opts.Events
@@ -123,6 +124,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 		Work: func(q string, n int64) {
 			r.mu.Lock()
 			r.more = true
+			r.gen++
 			r.mu.Unlock()
 			r.poke()
 			if user.Work != nil {
@@ -133,10 +135,36 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 		Delete: user.Delete,
 	}
 	if err := w.startWork(ctx, queue, events, r); err != nil {
+		w.mu.Lock()
+		kept := w.runners[queue] == r
+		w.mu.Unlock()
+		if !kept {
+			r.stopTaking()
+		}
 		return err
 	}
-	go r.run()
 	return nil
+}
+
+// loopControl starts and stops one run of the dequeue loop.
+type loopControl struct {
+	quit   chan struct{} // closed to stop taking tasks
+	done   chan struct{} // closed when the loop has ended
+	once   sync.Once
+	ctx    context.Context // ends with quit: bounds the loop's dequeues
+	cancel context.CancelFunc
+}
+
+// startLoop starts the dequeue loop (again, after a StopWork that failed
+// and left the queue served).
+func (r *runner) startLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	lc := &loopControl{quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	r.mu.Lock()
+	r.loop = lc
+	r.mu.Unlock()
+	go r.run(lc)
+	r.poke()
 }
 
 func (r *runner) poke() {
@@ -153,12 +181,12 @@ func (r *runner) free() int {
 	return r.opts.Concurrency - len(r.running)
 }
 
-func (r *runner) run() {
-	defer close(r.loop)
+func (r *runner) run(lc *loopControl) {
+	defer close(lc.done)
 	retry := newBackoff(10*time.Millisecond, time.Second)
 	for {
 		select {
-		case <-r.quit:
+		case <-lc.quit:
 			return
 		case <-r.wake:
 		}
@@ -167,17 +195,22 @@ func (r *runner) run() {
 			if n <= 0 {
 				break // a handler that ends wakes the loop
 			}
-			ps, err := r.w.dequeue(context.Background(), r.queue, n, true)
+			r.mu.Lock()
+			gen := r.gen
+			r.mu.Unlock()
+			ps, err := r.w.dequeue(lc.ctx, r.queue, n, true)
 			switch {
+			case err != nil && lc.ctx.Err() != nil:
+				return
 			case errors.Is(err, ErrNoTask):
-				r.setMore(false)
+				r.clearMore(gen)
 			case errors.Is(err, ErrWorkerFenced):
 				// Registering again raises a work event.
 			case errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
 				return
 			case err != nil:
 				r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
-				if !r.sleep(retry) {
+				if !retry.wait(lc.ctx) {
 					return
 				}
 				r.poke()
@@ -187,7 +220,7 @@ func (r *runner) run() {
 			}
 			retry.reset()
 			if len(ps) < n {
-				r.setMore(false)
+				r.clearMore(gen)
 			}
 			for _, p := range ps {
 				r.start(p)
@@ -199,24 +232,14 @@ func (r *runner) run() {
 	}
 }
 
-func (r *runner) setMore(more bool) {
+// clearMore records that the queue looked empty, unless a work event
+// came since gen was read.
+func (r *runner) clearMore(gen uint64) {
 	r.mu.Lock()
-	r.more = more
+	if r.gen == gen {
+		r.more = false
+	}
 	r.mu.Unlock()
-}
-
-// sleep waits for the backoff unless the runner quits first.
-func (r *runner) sleep(b *backoff) bool {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-r.quit:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return b.wait(ctx)
 }
 
 // start runs the handler for p on a goroutine of its own. The handler's
@@ -268,6 +291,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	defer cancel()
 	cause := context.Cause(ctx)
 	var outcome error
+	op := p.Finish
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
@@ -282,10 +306,24 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		outcome = p.Finish(wctx)
 	default:
 		log.Warn("worqr: task failed; retrying", "err", err)
+		op = p.Stop
 		outcome = p.Stop(wctx)
 		if errors.Is(outcome, ErrTaskCancelled) || errors.Is(outcome, ErrQueueDeleted) {
 			outcome = nil // dropped, as it should be
 		}
+	}
+	// A write that failed on the connection left the process ours in
+	// Redis: try again while the worker lives, or it is held for ever.
+	b := newBackoff(50*time.Millisecond, time.Second)
+	for errors.Is(outcome, ErrUnavailable) && b.wait(r.w.life) {
+		log.Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
+		wctx, cancel := context.WithTimeout(r.w.life, r.w.opts.TTL)
+		if errors.Is(op(wctx), ErrUnavailable) {
+			outcome = ErrUnavailable
+		} else {
+			outcome = nil
+		}
+		cancel()
 	}
 	if outcome != nil && !errors.Is(outcome, ErrProcessLost) {
 		log.Warn("worqr: could not record the task's outcome", "err", outcome)
@@ -294,12 +332,14 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 
 // stopTaking stops the dequeue loop and waits for it.
 func (r *runner) stopTaking() {
-	select {
-	case <-r.quit:
-	default:
-		close(r.quit)
+	r.mu.Lock()
+	lc := r.loop
+	r.mu.Unlock()
+	if lc == nil {
+		return
 	}
-	<-r.loop
+	lc.once.Do(func() { close(lc.quit); lc.cancel() })
+	<-lc.done
 }
 
 // cancelAll ends every running handler's context with cause.

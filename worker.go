@@ -247,10 +247,18 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
-	if r != nil {
+	draining := w.draining
+	if r != nil && !draining {
 		w.runners[queue] = r
+		r.startLoop() // a registered runner always has a loop to stop
 	}
 	w.mu.Unlock()
+	if draining { // Shutdown or Close began meanwhile: serve nothing new
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
+		defer cancel()
+		_ = w.leave(undo, id, s)
+		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerClosed)
+	}
 	// Return once events published from now on will be heard.
 	var why error
 	select {
@@ -298,7 +306,10 @@ func (w *Worker) join(ctx context.Context, id, queue string) error {
 
 // StopWork stops serving a queue: it unsubscribes, returns every task the
 // worker holds in that queue to the front of the queue, and gives up the
-// lease. Processes it held end with ErrProcessLost.
+// lease. Processes it held end with ErrProcessLost. On a queue served by
+// Handle it first cancels the running handlers (cause ErrShutdown) and
+// gives them ShutdownCancelWait to return, so none still holds a task a
+// peer may take. If giving the tasks back fails, the queue stays served.
 func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if err := w.c.check(ctx, "stop work", queue); err != nil {
 		return err
@@ -315,10 +326,25 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if !ok {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
-	if s.runner != nil {
-		s.runner.stopTaking()
+	if r := s.runner; r != nil {
+		// End the handlers before their tasks are given away.
+		r.stopTaking()
+		r.cancelAll(ErrShutdown)
+		done := make(chan struct{})
+		go func() { r.handlers.Wait(); close(done) }()
+		t := time.NewTimer(ShutdownCancelWait)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
-	return w.leave(ctx, id, s)
+	err := w.leave(ctx, id, s)
+	if err != nil && s.runner != nil {
+		s.runner.startLoop() // the queue is still served: keep handling it
+	}
+	return err
 }
 
 // leave ends the worker's service of a queue. It first gives the worker's
