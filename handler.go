@@ -357,7 +357,9 @@ func (r *runner) cancelAll(cause error) {
 // (ShutdownCancelWait) for them to return. What is still unfinished goes
 // back to the front of its queue, the worker deregisters and its
 // subscriptions close. It returns ctx's error if the grace period ran out.
-// A second call, or Close after it, is safe.
+// A second call, or Close after it, is safe. Like http.Server.Shutdown, a
+// Shutdown called from a handler waits for that handler too: give it a
+// context with a deadline.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	closed := w.closed
