@@ -36,13 +36,17 @@ func (a *attempts) get(task string) int {
 	return a.n[task]
 }
 
-// settledQueue waits until a queue has nothing waiting or in flight.
+// settledQueue waits until a queue has nothing waiting or in flight. Both
+// are read in one script: read one after the other, a task moving from
+// waiting to in flight in between would be missed.
 func settledQueue(t *testing.T, c *Client, queue string) {
 	t.Helper()
+	k := c.keys.queue(queue)
+	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2])`
 	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool {
-		procs, err := c.Processes(context.Background(), queue)
+		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(2).Key(k.waiting, k.procs).Build()).AsInt64()
 		require.NoError(t, err)
-		return len(procs) == 0 && len(waiting(t, c, queue)) == 0
+		return n == 0
 	})
 }
 
