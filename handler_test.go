@@ -383,6 +383,8 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 			reheld++
 		}
 	}
-	assert.GreaterOrEqual(t, reheld, 6*2, "each round moves the victim's two tasks")
+	// Each round moves the victim's tasks (two, unless a task was still
+	// on its way to it when it went).
+	assert.GreaterOrEqual(t, reheld, 6, "every round moves tasks")
 	t.Logf("%d hand-overs across %d tasks", reheld, len(l.holds))
 }
