@@ -305,6 +305,20 @@ func (l *ledger) handler(name string) Handler {
 	}
 }
 
+// holding reports whether a worker's handlers hold any task.
+func (l *ledger) holding(worker string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, hs := range l.holds {
+		for _, h := range hs {
+			if h.worker == worker && h.end.IsZero() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // heldNow reports whether every task has a running handler.
 func (l *ledger) heldNow(tasks []string) bool {
 	l.mu.Lock()
@@ -335,16 +349,18 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 	}
 
 	type member struct {
-		w  *Worker
-		px *proxy
+		name string
+		w    *Worker
+		px   *proxy
 	}
 	seq := 0
 	join := func() member {
 		seq++
 		px := newProxy(t, b.addr)
 		w := newWorker(t, b.clientAt(px.addr(), b.prefix), fast)
-		require.NoError(t, w.Handle(ctx, "conns", l.handler(fmt.Sprint("w", seq)), HandleOptions{Concurrency: 2}))
-		return member{w, px}
+		name := fmt.Sprint("w", seq)
+		require.NoError(t, w.Handle(ctx, "conns", l.handler(name), HandleOptions{Concurrency: 2}))
+		return member{name, w, px}
 	}
 	members := []member{join(), join(), join()}
 	require.NoError(t, admin.EnqueueBatch(ctx, "conns", tasks))
@@ -358,11 +374,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		} else {
 			victim.px.cut() // cut off: it fences itself, then is closed
 			t.Cleanup(func() { _ = victim.w.Close(context.Background()) })
-			eventually(t, 2*fast.TTL, "victim fenced", func() bool {
-				victim.w.mu.Lock()
-				defer victim.w.mu.Unlock()
-				return victim.w.fenced
-			})
+			eventually(t, 2*fast.TTL, "victim's handlers ended by fencing", func() bool { return !l.holding(victim.name) })
 		}
 		eventually(t, fast.TTL+fast.RenewInterval+2*time.Second, fmt.Sprint("round ", round, ": all held again"), func() bool {
 			return l.heldNow(names)
@@ -383,8 +395,6 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 			reheld++
 		}
 	}
-	// Each round moves the victim's tasks (two, unless a task was still
-	// on its way to it when it went).
-	assert.GreaterOrEqual(t, reheld, 6, "every round moves tasks")
+	assert.Equal(t, 6*2, reheld, "each round moves the victim's two tasks")
 	t.Logf("%d hand-overs across %d tasks", reheld, len(l.holds))
 }
