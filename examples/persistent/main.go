@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,22 +282,11 @@ func until(within time.Duration, what string, cond func() bool) error {
 // open until the handler's context ends; it reports opening and closing on
 // stdout. On SIGTERM it shuts down gracefully.
 func runWorker(name, addr, prefix string, embedded bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, w, stop, err := demo.JoinAsWorker(name, demo.Env{Addr: addr, Embedded: embedded, Prefix: prefix}, slog.LevelWarn)
+	if err != nil {
+		return err
+	}
 	defer stop()
-	rdb, err := demo.Connect(addr, embedded)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("process", name)
-	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: log})
-	if err != nil {
-		return err
-	}
-	w, err := client.NewWorker(ctx, worqr.WorkerOptions{})
-	if err != nil {
-		return err
-	}
 	var out sync.Mutex // one report line at a time
 	report := func(format string, args ...any) {
 		out.Lock()

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -200,22 +199,11 @@ func settled(ctx context.Context, c *worqr.Client) bool {
 // work, "processes" each for a few milliseconds, and reports it on stdout.
 // On SIGTERM it closes, giving back anything it holds.
 func runWorker(name, addr, prefix string, embedded bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, w, stop, err := demo.JoinAsWorker(name, demo.Env{Addr: addr, Embedded: embedded, Prefix: prefix}, slog.LevelInfo)
+	if err != nil {
+		return err
+	}
 	defer stop()
-	rdb, err := demo.Connect(addr, embedded)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", name)
-	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: log})
-	if err != nil {
-		return err
-	}
-	w, err := client.NewWorker(ctx, worqr.WorkerOptions{})
-	if err != nil {
-		return err
-	}
 	defer w.Close(context.Background())
 	fmt.Println("id", w.ID())
 
@@ -241,13 +229,13 @@ func runWorker(name, addr, prefix string, embedded bool) error {
 				break
 			}
 			if err != nil {
-				log.Warn("dequeue failed", "err", err)
+				fmt.Fprintf(os.Stderr, "%s: dequeue failed: %v\n", name, err)
 				break
 			}
 			for _, p := range ps {
 				time.Sleep(5 * time.Millisecond) // the work
 				if err := p.Finish(ctx); err != nil {
-					log.Warn("finish failed", "task", string(p.Task()), "err", err)
+					fmt.Fprintf(os.Stderr, "%s: finish %s failed: %v\n", name, p.Task(), err)
 					continue
 				}
 				fmt.Println("done", string(p.Task()))

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/uuid"
@@ -105,4 +107,29 @@ func Start(addr, name string, log *slog.Logger) (client *worqr.Client, env Env, 
 		stopRedis()
 	}
 	return client, env, stop, nil
+}
+
+// JoinAsWorker is the start of a worker process that Spawn started: a
+// context that SIGTERM or SIGINT ends, and a worker on the parent's Redis
+// and prefix, logging at level to standard error. stop releases the
+// signal handler and the connection (not the worker: the caller closes or
+// shuts it down first).
+func JoinAsWorker(name string, env Env, level slog.Level) (ctx context.Context, w *worqr.Worker, stop func(), err error) {
+	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	rdb, err := Connect(env.Addr, env.Embedded)
+	if err != nil {
+		stopSignals()
+		return nil, nil, nil, err
+	}
+	stop = func() { rdb.Close(); stopSignals() }
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("process", name)
+	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: env.Prefix, Logger: log})
+	if err == nil {
+		w, err = client.NewWorker(ctx, worqr.WorkerOptions{})
+	}
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, w, stop, nil
 }
