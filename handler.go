@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -136,9 +137,9 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	}
 	if err := w.startWork(ctx, queue, events, r); err != nil {
 		w.mu.Lock()
-		kept := w.runners[queue] == r
+		s := w.serving[queue]
 		w.mu.Unlock()
-		if !kept {
+		if s == nil || s.runner != r {
 			r.stopTaking()
 		}
 		return err
@@ -148,18 +149,16 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 
 // loopControl starts and stops one run of the dequeue loop.
 type loopControl struct {
-	quit   chan struct{} // closed to stop taking tasks
-	done   chan struct{} // closed when the loop has ended
-	once   sync.Once
-	ctx    context.Context // ends with quit: bounds the loop's dequeues
+	ctx    context.Context // ends to stop taking tasks; bounds the dequeues
 	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop has ended
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
 // and left the queue served).
 func (r *runner) startLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
-	lc := &loopControl{quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	r.mu.Lock()
 	r.loop = lc
 	r.mu.Unlock()
@@ -186,7 +185,7 @@ func (r *runner) run(lc *loopControl) {
 	retry := newBackoff(10*time.Millisecond, time.Second)
 	for {
 		select {
-		case <-lc.quit:
+		case <-lc.ctx.Done():
 			return
 		case <-r.wake:
 		}
@@ -285,48 +284,42 @@ func (r *runner) call(ctx context.Context, p *Process) (err error) {
 
 // settle applies the outcome of a handler to its process.
 func (r *runner) settle(ctx context.Context, p *Process, err error) {
-	log := r.w.logger().With("queue", r.queue, "process", p.ID())
-	// Writes after the handler must not hang on a dead Redis forever.
-	wctx, cancel := context.WithTimeout(context.Background(), r.w.opts.TTL)
-	defer cancel()
-	cause := context.Cause(ctx)
-	var outcome error
-	op := p.Finish
+	// Built only when something is logged: settle runs once per task.
+	log := func() *slog.Logger { return r.w.logger().With("queue", r.queue, "process", p.ID()) }
+	var write func(context.Context) error
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
 	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
-		outcome = p.Finish(wctx)
-	case errors.Is(cause, ErrShutdown) && err != nil:
+		write = p.Finish
+	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
 		return // still held: shutting down returns it to the front
 	case err == nil:
-		outcome = p.Finish(wctx)
+		write = p.Finish
 	case IsPermanent(err):
-		log.Error("worqr: task failed permanently; finished", "err", err)
-		outcome = p.Finish(wctx)
+		log().Error("worqr: task failed permanently; finished", "err", err)
+		write = p.Finish
 	default:
-		log.Warn("worqr: task failed; retrying", "err", err)
-		op = p.Stop
-		outcome = p.Stop(wctx)
-		if errors.Is(outcome, ErrTaskCancelled) || errors.Is(outcome, ErrQueueDeleted) {
-			outcome = nil // dropped, as it should be
-		}
+		log().Warn("worqr: task failed; retrying", "err", err)
+		write = p.Stop
 	}
-	// A write that failed on the connection left the process ours in
-	// Redis: try again while the worker lives, or it is held for ever.
+	// Writes after the handler must not hang on a dead Redis for ever; one
+	// that failed on the connection left the process ours in Redis, so it
+	// is tried again while the worker lives, or it would be held for ever.
 	b := newBackoff(50*time.Millisecond, time.Second)
-	for errors.Is(outcome, ErrUnavailable) && b.wait(r.w.life) {
-		log.Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
+	for {
 		wctx, cancel := context.WithTimeout(r.w.life, r.w.opts.TTL)
-		if errors.Is(op(wctx), ErrUnavailable) {
-			outcome = ErrUnavailable
-		} else {
-			outcome = nil
-		}
+		outcome := write(wctx)
 		cancel()
-	}
-	if outcome != nil && !errors.Is(outcome, ErrProcessLost) {
-		log.Warn("worqr: could not record the task's outcome", "err", outcome)
+		switch {
+		case outcome == nil, errors.Is(outcome, ErrProcessLost),
+			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Stop dropped it, as it should
+			return
+		case !errors.Is(outcome, ErrUnavailable) || !b.wait(r.w.life):
+			log().Warn("worqr: could not record the task's outcome", "err", outcome)
+			return
+		}
+		log().Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
 	}
 }
 
@@ -338,7 +331,7 @@ func (r *runner) stopTaking() {
 	if lc == nil {
 		return
 	}
-	lc.once.Do(func() { close(lc.quit); lc.cancel() })
+	lc.cancel()
 	<-lc.done
 }
 
@@ -381,17 +374,37 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // to return once their contexts were cancelled.
 const ShutdownCancelWait = time.Second
 
-// drain stops every runner taking tasks and waits for their handlers until
-// ctx ends, then cancels them and waits ShutdownCancelWait more. It
-// returns ctx's error if the handlers outlasted it.
+// drain stops every runner taking tasks and waits for their handlers
+// until ctx ends, then cancels them (see stopRunners). It returns ctx's
+// error if the handlers outlasted it.
 func (w *Worker) drain(ctx context.Context) error {
 	w.mu.Lock()
 	w.draining = true
-	runners := make([]*runner, 0, len(w.runners))
-	for _, r := range w.runners {
-		runners = append(runners, r)
-	}
+	runners := w.runnersLocked()
 	w.mu.Unlock()
+	if !w.stopRunners(ctx, context.Background(), runners) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// runnersLocked lists the Handle runtimes of the served queues. Callers
+// hold w.mu.
+func (w *Worker) runnersLocked() []*runner {
+	var rs []*runner
+	for _, s := range w.serving {
+		if s.runner != nil {
+			rs = append(rs, s.runner)
+		}
+	}
+	return rs
+}
+
+// stopRunners stops the runners taking tasks and waits for their handlers
+// until grace ends; then it cancels the handlers' contexts (cause
+// ErrShutdown) and waits up to ShutdownCancelWait more, or until ctx ends.
+// It reports whether the handlers ended within grace.
+func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool {
 	for _, r := range runners {
 		r.stopTaking()
 	}
@@ -404,8 +417,8 @@ func (w *Worker) drain(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
-	case <-ctx.Done():
+		return true
+	case <-grace.Done():
 	}
 	for _, r := range runners {
 		r.cancelAll(ErrShutdown)
@@ -414,8 +427,9 @@ func (w *Worker) drain(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-done:
+	case <-ctx.Done():
 	case <-t.C:
 		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
 	}
-	return ctx.Err()
+	return false
 }

@@ -139,10 +139,7 @@ func newWorker(t *testing.T, c *Client, opts WorkerOptions) *Worker {
 func (w *Worker) crash() {
 	w.mu.Lock()
 	w.closed = true
-	runners := make([]*runner, 0, len(w.runners))
-	for _, r := range w.runners {
-		runners = append(runners, r)
-	}
+	runners := w.runnersLocked()
 	w.deadline.Stop()
 	ss := w.served()
 	w.serving = make(map[string]*serving)

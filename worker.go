@@ -75,9 +75,8 @@ type Worker struct {
 	fenced  bool
 	closed  bool
 	serving map[string]*serving
-	// runners are the queues served by Handle; draining is set when
-	// Shutdown, Close or Fail stopped the taking of tasks.
-	runners  map[string]*runner
+	// draining is set when Shutdown, Close or Fail stopped the taking of
+	// tasks.
 	draining bool
 	// deadline fires at deadlineAt, when the lease may expire by the
 	// worker's own clock, and fences the worker.
@@ -152,7 +151,6 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		c:       c,
 		opts:    opts,
 		serving: make(map[string]*serving),
-		runners: make(map[string]*runner),
 		kick:    make(chan struct{}, 1),
 	}
 	id := uuid.NewString()
@@ -249,8 +247,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	w.serving[queue] = s
 	draining := w.draining
 	if r != nil && !draining {
-		w.runners[queue] = r
-		r.startLoop() // a registered runner always has a loop to stop
+		r.startLoop() // a served queue's runner always has a loop to stop
 	}
 	w.mu.Unlock()
 	if draining { // Shutdown or Close began meanwhile: serve nothing new
@@ -327,18 +324,9 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
 	if r := s.runner; r != nil {
-		// End the handlers before their tasks are given away.
-		r.stopTaking()
-		r.cancelAll(ErrShutdown)
-		done := make(chan struct{})
-		go func() { r.handlers.Wait(); close(done) }()
-		t := time.NewTimer(ShutdownCancelWait)
-		select {
-		case <-done:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		// End the handlers, with no grace, before their tasks are given
+		// away.
+		w.stopRunners(expired(), ctx, []*runner{r})
 	}
 	err := w.leave(ctx, id, s)
 	if err != nil && s.runner != nil {
@@ -362,9 +350,6 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	s.leaving = false
 	if err == nil && w.serving[s.name] == s {
 		delete(w.serving, s.name)
-		if w.runners[s.name] == s.runner {
-			delete(w.runners, s.name)
-		}
 	}
 	w.mu.Unlock()
 	s.gate.Unlock()
@@ -667,10 +652,13 @@ func (w *Worker) Close(ctx context.Context) error {
 }
 
 // drainNow stops taking tasks and cancels running handlers at once.
-func (w *Worker) drainNow() {
-	done, cancel := context.WithCancel(context.Background())
+func (w *Worker) drainNow() { _ = w.drain(expired()) }
+
+// expired is a context that has already ended: no grace period.
+func expired() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_ = w.drain(done)
+	return ctx
 }
 
 func (w *Worker) shutdown(ctx context.Context, op string) error {
