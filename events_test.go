@@ -43,11 +43,7 @@ func TestWorkEventOnEnqueue(t *testing.T) {
 // down is made up for by the check after it subscribes again.
 func TestWorkEnqueuedDuringAnOutageIsNotStranded(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	producer := b.client()
-	ctx := ctxT(t)
+	px, c, producer, ctx := setupBehindProxy(t)
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
@@ -179,11 +175,7 @@ func TestCancelReachesTheHolderAndIsNotRequeued(t *testing.T) {
 // subscribes again, and a cancelled process of a dead worker is dropped.
 func TestMissedCancelIsFoundOnResubscribe(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	admin := b.client()
-	ctx := ctxT(t)
+	px, c, admin, ctx := setupBehindProxy(t)
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
@@ -350,4 +342,46 @@ func TestInterruptedRegistrationIsRetried(t *testing.T) {
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"q"}, qs)
+}
+
+// StartWork raises a work event at once for tasks already waiting.
+func TestStartWorkReportsTasksAlreadyWaiting(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	enqueueNumbered(t, c, "q", 3)
+	rec := newRecorder()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	assert.EqualValues(t, 3, recv(t, rec.work, 5*time.Second, "work event for waiting tasks"))
+}
+
+// A deleted queue leaves no key once its last in-flight process ends.
+func TestDeletedQueueLeavesNoKeys(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, w.StopWork(ctx, "q")) // no lease left either
+	dropped, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, dropped, "the stopped task went back, then was dropped")
+	assert.ErrorIs(t, p.Finish(ctx), ErrProcessLost)
+
+	k := c.keys.queue("q")
+	n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.waiting, k.procs, k.leases, k.meta).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	// With a process in flight, the counter stays until it ends.
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 1)
+	p = dequeueAll(t, w, "q", 1)[0]
+	_, err = c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, w.StopWork(ctx, "q")) // drops the deleted queue's process
+	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.waiting, k.procs, k.leases, k.meta).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }

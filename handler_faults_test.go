@@ -303,3 +303,38 @@ func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 	_ = w.Shutdown(sctx)
 	assert.Less(t, time.Since(start), 2*time.Second, "Shutdown(100ms) took %v", time.Since(start))
 }
+
+// The runtime never polls: while its queue is empty and no event comes,
+// it sends no dequeue, however many renewals go by.
+func TestRuntimeDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	dequeueSHA, renewSHA := shaOf(t, "dequeue.lua"), shaOf(t, "renew.lua")
+	var dequeues, renewals atomic.Int32
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) == dequeueSHA {
+				dequeues.Add(1)
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if len(cmds) > 0 && scriptOf(cmds[0]) == renewSHA {
+				renewals.Add(1)
+			}
+			return next()
+		}
+	})
+	var handled atomic.Int32
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { handled.Add(1); return nil }, HandleOptions{}))
+	enqueueNumbered(t, admin, "q", 5)
+	eventually(t, 5*time.Second, "handled", func() bool { return handled.Load() == 5 })
+	settledQueue(t, admin, "q")
+
+	before, since := dequeues.Load(), renewals.Load()
+	eventually(t, 5*time.Second, "three renewals go by", func() bool { return renewals.Load() >= since+3 })
+	assert.Equal(t, before, dequeues.Load(), "dequeues while idle")
+	assert.LessOrEqual(t, before, int32(5+2), "at most one dequeue per task, plus the empty ones that end a batch")
+}

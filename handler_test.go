@@ -230,11 +230,7 @@ func TestShutdownWithinGraceReturnsNil(t *testing.T) {
 // is written for its process: the task comes back through the reclaim.
 func TestFencedHandlerWritesNothing(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	direct := b.client()
-	ctx := ctxT(t)
+	px, c, direct, ctx := setupBehindProxy(t)
 	var a attempts
 	causes := make(chan error, 10)
 	w := newWorker(t, c, fast)

@@ -59,6 +59,15 @@ func setup(t *testing.T) (*backend, *Client, context.Context) {
 	return b, b.client(), ctxT(t)
 }
 
+// setupBehindProxy is setup for fault tests: c reaches Redis through a
+// proxy the test can cut, direct reaches it straight.
+func setupBehindProxy(t *testing.T) (px *proxy, c, direct *Client, ctx context.Context) {
+	t.Helper()
+	b := newBackend(t)
+	px = newProxy(t, b.addr)
+	return px, b.clientAt(px.addr(), b.prefix), b.client(), ctxT(t)
+}
+
 // redis opens a rueidis client to addr (the backend's, or a proxy's).
 func (b *backend) redis(addr string) rueidis.Client { return b.redisNamed(addr, "") }
 

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/worqr/worqr/internal/scripts"
 )
 
@@ -188,11 +186,9 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	c := w.c
-	id := uuid.NewString()
-	sent := time.Now()
-	if err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).Error(); err != nil {
-		return false, c.fail("register worker", "", err)
+	id, sent, err := w.register(ctx)
+	if err != nil {
+		return false, err
 	}
 	w.mu.Lock()
 	ss := w.served()

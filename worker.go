@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,10 +154,9 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		serving: make(map[string]*serving),
 		kick:    make(chan struct{}, 1),
 	}
-	id := uuid.NewString()
-	sent := time.Now()
-	if _, err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(opts.TTL)}).AsInt64(); err != nil {
-		return nil, c.fail("register worker", "", err)
+	id, sent, err := w.register(ctx)
+	if err != nil {
+		return nil, err
 	}
 	w.id = id
 	w.deadline = time.AfterFunc(time.Hour, w.onDeadline)
@@ -177,6 +177,17 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	c.workers[w] = struct{}{}
 	c.mu.Unlock()
 	return w, nil
+}
+
+// register registers a fresh worker id with a new registry lease, and
+// returns when the registration was sent (the lease counts from then).
+func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err error) {
+	c := w.c
+	id, sent = uuid.NewString(), time.Now()
+	if err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).Error(); err != nil {
+		return "", sent, c.fail("register worker", "", err)
+	}
+	return id, sent, nil
 }
 
 // ID is the worker's current id. It changes when a fenced worker registers
@@ -440,7 +451,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	}
 	k := s.keys
-	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{id, fmt.Sprint(n)})
+	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{id, strconv.Itoa(n)})
 	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
 		w.leaseLost(id, queue, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)

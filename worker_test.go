@@ -269,11 +269,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 // expire its lease, loses its processes, then registers again by itself.
 func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	direct := b.client()
-	ctx := ctxT(t)
+	px, c, direct, ctx := setupBehindProxy(t)
 
 	type fencing struct {
 		at time.Time
@@ -468,11 +464,7 @@ func TestCallbacksMayStopWorkAndClose(t *testing.T) {
 // answers, StopWork gives the task back.
 func TestFailedStopWorkKeepsServing(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	direct := b.client()
-	ctx := ctxT(t)
+	px, c, direct, ctx := setupBehindProxy(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, direct, "q", 1)

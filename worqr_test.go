@@ -183,11 +183,7 @@ func TestBadInput(t *testing.T) {
 
 func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	px := newProxy(t, b.addr)
-	c := b.clientAt(px.addr(), b.prefix)
-	direct := b.client()
-	ctx := ctxT(t)
+	px, c, direct, ctx := setupBehindProxy(t)
 	require.NoError(t, c.Enqueue(ctx, "q", []byte("kept")))
 
 	px.cut()
