@@ -103,9 +103,11 @@ func (m *mailbox) take() []event {
 }
 
 // subscription keeps one queue's channel subscribed for a worker and feeds
-// its dispatcher. rueidis resubscribes by itself after a reconnect, and its
-// Receive returns nil when the server drops the subscription (or another
-// user of the connection unsubscribes the channel); either way the loop
+// its dispatcher. On Redis Cluster it is a shard channel (SSUBSCRIBE), on
+// the node that owns the queue's slot. rueidis resubscribes by itself after
+// a reconnect, and its Receive returns nil when the server drops the
+// subscription (a slot that moved, a failover, or another user of the
+// connection unsubscribing the channel); either way the loop
 // subscribes again, and every confirmed subscription queues a check so a
 // notification missed in between cannot strand a task.
 type subscription struct {
@@ -133,9 +135,9 @@ func (w *Worker) subscribe(s *serving) *subscription {
 
 func (sub *subscription) receive(ctx context.Context) {
 	defer close(sub.received)
-	rdb, channel := sub.w.c.rdb, sub.s.keys.channel
+	rdb, channel, sharded := sub.w.c.rdb, sub.s.keys.channel, sub.w.c.sharded
 	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if s.Kind == "subscribe" && s.Channel == channel {
+		if (s.Kind == "subscribe" || s.Kind == "ssubscribe") && s.Channel == channel {
 			sub.box.push(event{kind: eventSubscribed})
 			sub.readyOnce.Do(func() { close(sub.ready) })
 		}
@@ -147,7 +149,11 @@ func (sub *subscription) receive(ctx context.Context) {
 	}
 	backoff := newBackoff(10*time.Millisecond, time.Second)
 	for {
-		err := rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build().Pin(), onMessage)
+		cmd := rdb.B().Subscribe().Channel(channel).Build().Pin()
+		if sharded {
+			cmd = rdb.B().Ssubscribe().Channel(channel).Build().Pin()
+		}
+		err := rdb.Receive(hooked, cmd, onMessage)
 		if ctx.Err() != nil {
 			return
 		}
@@ -177,7 +183,11 @@ func (sub *subscription) stop(ctx context.Context) {
 	rdb := sub.w.c.rdb
 	uctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_ = rdb.Do(uctx, rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()).Error()
+	cmd := rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()
+	if sub.w.c.sharded {
+		cmd = rdb.B().Sunsubscribe().Channel(sub.s.keys.channel).Build().Pin()
+	}
+	_ = rdb.Do(uctx, cmd).Error()
 }
 
 func (sub *subscription) dispatch(ctx context.Context) {

@@ -79,13 +79,19 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
 	channel := c.keys.queue("q").channel
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Unsubscribe().Channel(channel).Build()).Error())
+	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build()
+	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build()
+	if b.cluster { // a shard channel, on the queue's node
+		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build()
+		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build()
+	}
+	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
 	require.NoError(t, producer.Enqueue(ctx, "q", []byte("after drop")))
 	// Either the check after resubscribing or the event itself reports it;
 	// then later events keep coming, so the subscription is back.
 	recv(t, rec.work, 10*time.Second, "work after the drop")
 	eventually(t, 10*time.Second, "subscribed again", func() bool {
-		n, err := producer.rdb.Do(ctx, producer.rdb.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+		n, err := producer.rdb.Do(ctx, numsub).AsIntMap()
 		require.NoError(t, err)
 		return n[channel] == 1
 	})
@@ -108,31 +114,33 @@ func TestKilledPubSubConnectionOnRealRedis(t *testing.T) {
 		t.Skip("CLIENT KILL needs real Redis; TestWorkEnqueuedDuringAnOutageIsNotStranded covers miniredis")
 	}
 	name := b.prefix + "-worker"
-	c, err := New(Options{Redis: b.redisNamed(b.addr, name), Prefix: b.prefix, Logger: testLogger(t)})
+	c, err := New(Options{Redis: b.redisWith(name, nil), Prefix: b.prefix, Logger: testLogger(t)})
 	require.NoError(t, err)
-	admin := b.redis(b.addr)
+	admin := b.redis()
 	ctx := ctxT(t)
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	list, err := admin.Do(ctx, admin.B().ClientList().TypePubsub().Build()).ToString()
-	require.NoError(t, err)
 	killed := 0
-	list = strings.TrimPrefix(list, "txt:") // a RESP3 verbatim string
-	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-		fields := map[string]string{}
-		for _, kv := range strings.Fields(line) {
-			k, v, _ := strings.Cut(kv, "=")
-			fields[k] = v
+	for _, node := range nodes(admin) { // on a cluster, the queue's node
+		list, err := node.Do(ctx, node.B().ClientList().TypePubsub().Build()).ToString()
+		require.NoError(t, err)
+		list = strings.TrimPrefix(list, "txt:") // a RESP3 verbatim string
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			fields := map[string]string{}
+			for _, kv := range strings.Fields(line) {
+				k, v, _ := strings.Cut(kv, "=")
+				fields[k] = v
+			}
+			if fields["name"] != name {
+				continue
+			}
+			id, err := strconv.ParseInt(fields["id"], 10, 64)
+			require.NoError(t, err, "CLIENT LIST line %q", line)
+			require.NoError(t, node.Do(ctx, node.B().ClientKill().Id(id).Build()).Error())
+			killed++
 		}
-		if fields["name"] != name {
-			continue
-		}
-		id, err := strconv.ParseInt(fields["id"], 10, 64)
-		require.NoError(t, err, "CLIENT LIST line %q", line)
-		require.NoError(t, admin.Do(ctx, admin.B().ClientKill().Id(id).Build()).Error())
-		killed++
 	}
 	require.Positive(t, killed, "the worker has a pub/sub connection")
 	// Enqueue at once, racing the resubscription: either the event or the

@@ -6,11 +6,8 @@ package worqr
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,17 +70,6 @@ func (h *hooked) set(f func(h *hooked)) {
 	f(h)
 }
 
-// shaOf is the SHA1 worqr sends in EVALSHA for a script file.
-func shaOf(t *testing.T, name string) string {
-	read := func(n string) string {
-		b, err := os.ReadFile("internal/scripts/" + n)
-		require.NoError(t, err)
-		return string(b) + "\n"
-	}
-	sum := sha1.Sum([]byte(read("common.lua") + read(name)))
-	return hex.EncodeToString(sum[:])
-}
-
 // scriptOf is the SHA1 or source a script command carries.
 func scriptOf(cmd rueidis.Completed) string {
 	c := cmd.Commands()
@@ -95,7 +81,7 @@ func scriptOf(cmd rueidis.Completed) string {
 
 // hookedClient is a worqr Client on a hooked rueidis client.
 func hookedClient(t *testing.T, b *backend) (*Client, *hooked) {
-	h := &hooked{Client: b.redis(b.addr)}
+	h := &hooked{Client: b.redis()}
 	c, err := New(Options{Redis: h, Prefix: b.prefix, Logger: testLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
@@ -112,7 +98,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 	var once atomic.Bool
 	var handled atomic.Int32
 	w := newWorker(t, c, WorkerOptions{})
-	dequeueSHA := shaOf(t, "dequeue.lua")
+	dequeueSHA := c.scripts.Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			res := next()
@@ -176,7 +162,7 @@ func TestFailedOutcomeWriteIsRetried(t *testing.T) {
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	var failed atomic.Bool
-	finishSHA := shaOf(t, "finish.lua")
+	finishSHA := c.scripts.Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == finishSHA && failed.CompareAndSwap(false, true) {
@@ -234,7 +220,7 @@ func TestCloseAfterAFailedHandle(t *testing.T) {
 	b, _, _ := setup(t)
 	c, h := hookedClient(t, b)
 	w := newWorker(t, c, WorkerOptions{})
-	releaseSHA := shaOf(t, "release.lua")
+	releaseSHA := c.scripts.Release.SHA1()
 	h.set(func(h *hooked) {
 		h.recv = func(ctx context.Context) { <-ctx.Done() } // pub/sub not answering
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
@@ -281,7 +267,7 @@ func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 	inDequeue := make(chan struct{}, 1)
-	dequeueSHA := shaOf(t, "dequeue.lua")
+	dequeueSHA := c.scripts.Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == dequeueSHA {
@@ -310,7 +296,7 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	dequeueSHA, renewSHA := shaOf(t, "dequeue.lua"), shaOf(t, "renew.lua")
+	dequeueSHA, renewSHA := c.scripts.Dequeue.SHA1(), c.scripts.Renew.SHA1()
 	var dequeues, renewals atomic.Int32
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {

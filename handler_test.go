@@ -352,8 +352,8 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 	seq := 0
 	join := func() member {
 		seq++
-		px := newProxy(t, b.addr)
-		w := newWorker(t, b.clientAt(px.addr(), b.prefix), fast)
+		px := newProxy(t)
+		w := newWorker(t, b.clientVia(px), fast)
 		name := fmt.Sprint("w", seq)
 		require.NoError(t, w.Handle(ctx, "conns", l.handler(name), HandleOptions{Concurrency: 2}))
 		return member{name, w, px}

@@ -2,9 +2,9 @@ package worqr
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -20,26 +20,38 @@ import (
 )
 
 // The suite runs against miniredis by default, so `go test ./...` needs no
-// Redis. Set WORQR_TEST_REDIS to a real Redis address ("127.0.0.1:6379")
-// to run the same tests against it; each test then uses its own key prefix
-// and deletes its keys afterwards.
-const envRedis = "WORQR_TEST_REDIS"
+// Redis. Set WORQR_TEST_REDIS to a real Redis address ("127.0.0.1:6379"),
+// or WORQR_TEST_CLUSTER to the seed nodes of a Redis Cluster (see
+// .ci/cluster), to run the same tests against it; each test then uses its
+// own key prefix and deletes its keys afterwards.
+const (
+	envRedis   = "WORQR_TEST_REDIS"
+	envCluster = "WORQR_TEST_CLUSTER"
+)
 
-// backend is one test's Redis: its address, whether it is real, and ways
-// to open clients to it directly or through a fault proxy.
+// backend is one test's Redis: its address, whether it is real (or a
+// cluster), and ways to open clients to it directly or through a fault
+// proxy.
 type backend struct {
-	t      *testing.T
-	addr   string
-	real   bool
-	prefix string
-	mini   *miniredis.Miniredis
+	t       *testing.T
+	addr    string   // one node's address
+	seeds   []string // every address given (a cluster's seed nodes)
+	real    bool
+	cluster bool
+	prefix  string
+	mini    *miniredis.Miniredis
 }
 
 func newBackend(t *testing.T) *backend {
 	t.Helper()
 	b := &backend{t: t, prefix: "worqrtest-" + uuid.NewString()[:8]}
-	if addr := os.Getenv(envRedis); addr != "" {
-		b.addr, b.real = addr, true
+	if seeds := os.Getenv(envCluster); seeds != "" {
+		b.seeds, b.real, b.cluster = strings.Split(seeds, ","), true, true
+	} else if addr := os.Getenv(envRedis); addr != "" {
+		b.seeds, b.real = []string{addr}, true
+	}
+	if b.real {
+		b.addr = b.seeds[0]
 		t.Cleanup(b.deleteKeys)
 		return b
 	}
@@ -47,8 +59,19 @@ func newBackend(t *testing.T) *backend {
 	m.ClockTTL(true)
 	require.NoError(t, m.Start())
 	t.Cleanup(m.Close)
-	b.mini, b.addr = m, m.Addr()
+	b.mini, b.addr, b.seeds = m, m.Addr(), []string{m.Addr()}
 	return b
+}
+
+// withPrefix is the same Redis under another prefix, whose keys are
+// deleted after the test too.
+func (b *backend) withPrefix(prefix string) *backend {
+	other := *b
+	other.prefix = prefix
+	if b.real {
+		b.t.Cleanup(other.deleteKeys)
+	}
+	return &other
 }
 
 // setup is the start of most tests: a backend, a client on it, and a
@@ -64,22 +87,26 @@ func setup(t *testing.T) (*backend, *Client, context.Context) {
 func setupBehindProxy(t *testing.T) (px *proxy, c, direct *Client, ctx context.Context) {
 	t.Helper()
 	b := newBackend(t)
-	px = newProxy(t, b.addr)
-	return px, b.clientAt(px.addr(), b.prefix), b.client(), ctxT(t)
+	px = newProxy(t)
+	return px, b.clientVia(px), b.client(), ctxT(t)
 }
 
-// redis opens a rueidis client to addr (the backend's, or a proxy's).
-func (b *backend) redis(addr string) rueidis.Client { return b.redisNamed(addr, "") }
+// redis opens a rueidis client to the backend.
+func (b *backend) redis() rueidis.Client { return b.redisWith("", nil) }
 
-// redisNamed opens a rueidis client whose connections carry a CLIENT
-// SETNAME, so a test can find and kill just its own connections.
-func (b *backend) redisNamed(addr, name string) rueidis.Client {
+// redisWith opens a rueidis client whose connections carry a CLIENT
+// SETNAME (when name is set), so a test can find and kill just its own
+// connections, and are dialled through px (when set).
+func (b *backend) redisWith(name string, px *proxy) rueidis.Client {
 	b.t.Helper()
-	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ClientName: name}
+	opt := rueidis.ClientOption{InitAddress: b.seeds, DisableCache: true, ClientName: name}
 	if !b.real {
 		// miniredis speaks RESP2 only and has no CLIENT TRACKING or
 		// CLUSTER commands.
 		opt.AlwaysRESP2, opt.ForceSingleClient = true, true
+	}
+	if px != nil {
+		opt.DialCtxFn = px.dial
 	}
 	rdb, err := rueidis.NewClient(opt)
 	require.NoError(b.t, err)
@@ -88,34 +115,50 @@ func (b *backend) redisNamed(addr, name string) rueidis.Client {
 }
 
 // client opens a worqr Client with the test's prefix on its own connection.
-func (b *backend) client() *Client { return b.clientAt(b.addr, b.prefix) }
+func (b *backend) client() *Client { return b.clientOn(b.redis()) }
 
-func (b *backend) clientAt(addr, prefix string) *Client {
+// clientVia opens a worqr Client whose connections go through px.
+func (b *backend) clientVia(px *proxy) *Client { return b.clientOn(b.redisWith("", px)) }
+
+func (b *backend) clientOn(rdb rueidis.Client) *Client {
 	b.t.Helper()
-	c, err := New(Options{Redis: b.redis(addr), Prefix: prefix, Logger: testLogger(b.t)})
+	c, err := New(Options{Redis: rdb, Prefix: b.prefix, Logger: testLogger(b.t)})
 	require.NoError(b.t, err)
 	b.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }
 
+// nodes are clients to every node of the backend: the one server, or
+// each node of a cluster (replicas included).
+func nodes(rdb rueidis.Client) []rueidis.Client {
+	all := rdb.Nodes()
+	out := make([]rueidis.Client, 0, len(all))
+	for _, n := range all {
+		out = append(out, n)
+	}
+	return out
+}
+
 func (b *backend) deleteKeys() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{b.addr}, DisableCache: true})
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: b.seeds, DisableCache: true})
 	if err != nil {
 		return
 	}
 	defer rdb.Close()
 	ctx := context.Background()
-	var cursor uint64
-	for {
-		e, err := rdb.Do(ctx, rdb.B().Scan().Cursor(cursor).Match(b.prefix+":*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return
-		}
-		for _, k := range e.Elements {
-			rdb.Do(ctx, rdb.B().Del().Key(k).Build())
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return
+	for _, node := range nodes(rdb) {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(b.prefix+":*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				break
+			}
+			for _, k := range e.Elements {
+				rdb.Do(ctx, rdb.B().Del().Key(k).Build())
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
 }
@@ -250,88 +293,68 @@ func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 	return true
 }
 
-// proxy forwards TCP to a Redis server and can cut every connection and
-// refuse new ones: the fault a network partition or a CLIENT KILL makes,
-// on miniredis and real Redis alike.
+// proxy sits between rueidis and the network: it can cut every connection
+// dialled through it and refuse new ones, the fault a network partition or
+// a CLIENT KILL makes, on miniredis, real Redis and a cluster alike (every
+// node's connections go through it).
 type proxy struct {
-	target string
-	ln     net.Listener
-	mu     sync.Mutex
-	down   bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	down  bool
+	conns map[*proxyConn]struct{}
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+var errProxyDown = errors.New("proxy: connection refused (test)")
+
+func newProxy(t *testing.T) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
+	p := &proxy{conns: make(map[*proxyConn]struct{})}
+	t.Cleanup(p.cut)
 	return p
 }
 
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			_ = in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.down { // cut (or closed) while dialling: cut() did not see these
-			p.mu.Unlock()
-			_ = in.Close()
-			_ = out.Close()
-			continue
-		}
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+// dial is a rueidis DialCtxFn.
+func (p *proxy) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+	if p.isDown() {
+		return nil, errProxyDown
 	}
+	conn, err := d.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		return nil, err
+	}
+	pc := &proxyConn{Conn: conn, p: p}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down { // cut while dialling: cut() did not see this one
+		_ = conn.Close()
+		return nil, errProxyDown
+	}
+	p.conns[pc] = struct{}{}
+	return pc, nil
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, err := io.Copy(dst, src)
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		_ = err // a reset is what cut() is for
-	}
-	_ = dst.Close()
-	_ = src.Close()
+func (p *proxy) isDown() bool {
 	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	return p.down
+}
+
+type proxyConn struct {
+	net.Conn
+	p *proxy
+}
+
+func (c *proxyConn) Close() error {
+	c.p.mu.Lock()
+	delete(c.p.conns, c)
+	c.p.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // cut closes every connection and refuses new ones until restore.
 func (p *proxy) cut() {
 	p.mu.Lock()
 	p.down = true
-	conns := make([]net.Conn, 0, len(p.conns))
+	conns := make([]*proxyConn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
 	}
@@ -357,7 +380,7 @@ func ctxT(t *testing.T) context.Context {
 // once the subscription is confirmed.
 func (b *backend) listen(channel string) <-chan string {
 	b.t.Helper()
-	rdb := b.redis(b.addr)
+	rdb := b.redis()
 	msgs := make(chan string, 1000)
 	ready := make(chan struct{})
 	var once sync.Once
@@ -366,7 +389,11 @@ func (b *backend) listen(channel string) <-chan string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rdb.Receive(hooked, rdb.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) { msgs <- m.Message })
+		sub := rdb.B().Subscribe().Channel(channel).Build()
+		if b.cluster {
+			sub = rdb.B().Ssubscribe().Channel(channel).Build()
+		}
+		_ = rdb.Receive(hooked, sub, func(m rueidis.PubSubMessage) { msgs <- m.Message })
 	}()
 	b.t.Cleanup(func() { cancel(); <-done })
 	recv(b.t, ready, 5*time.Second, "subscription to "+channel)

@@ -525,7 +525,7 @@ func TestStopWorkRacingDequeuesDoesNotFence(t *testing.T) {
 func TestNewWorkerRacingClientClose(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
-	rdb := b.redis(b.addr)
+	rdb := b.redis()
 	for i := range 50 {
 		c, err := New(Options{Redis: rdb, Prefix: b.prefix, Logger: testLogger(t)})
 		require.NoError(t, err)

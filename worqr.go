@@ -86,11 +86,15 @@ var (
 
 // Options configure a Client.
 type Options struct {
-	// Addr is a Redis address ("host:port") or URL ("redis://",
-	// "rediss://", "unix://"). Ignored when Redis is set.
+	// Addr is a Redis address ("host:port"), a comma-separated list of
+	// them (seed nodes of a Redis Cluster), or a URL ("redis://",
+	// "rediss://", "unix://"; a URL carries username, password, database
+	// and TLS). A cluster is recognised from any one of its nodes. Ignored
+	// when Redis is set.
 	Addr string
 	// Redis is an existing rueidis client to use instead of Addr. The
-	// caller owns it: Client.Close does not close it.
+	// caller owns it: Client.Close does not close it. A cluster client
+	// (rueidis.ClientModeCluster) makes worqr use sharded pub/sub.
 	Redis rueidis.Client
 	// Prefix namespaces every key and channel. Clients with different
 	// prefixes never see each other's queues, workers or events. Default
@@ -107,6 +111,7 @@ type Options struct {
 type Client struct {
 	rdb         rueidis.Client
 	ownsRedis   bool
+	sharded     bool // Redis Cluster: SPUBLISH / SSUBSCRIBE
 	keys        keys
 	scripts     *scripts.Set
 	log         *slog.Logger
@@ -137,7 +142,6 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		rdb:         opts.Redis,
 		keys:        keys{prefix: opts.Prefix},
-		scripts:     scripts.Load(),
 		log:         opts.Logger,
 		maxTaskSize: opts.MaxTaskSize,
 		workers:     make(map[*Worker]struct{}),
@@ -149,6 +153,8 @@ func New(opts Options) (*Client, error) {
 		}
 		c.rdb, c.ownsRedis = rdb, true
 	}
+	c.sharded = shardedPubSub(c.rdb)
+	c.scripts = scripts.Load(c.sharded)
 	return c, nil
 }
 
@@ -164,7 +170,7 @@ func dial(addr string) (rueidis.Client, error) {
 		}
 		opt = parsed
 	} else {
-		opt.InitAddress = []string{addr}
+		opt.InitAddress = strings.Split(addr, ",")
 	}
 	// worqr never reads a value twice, so client-side caching buys nothing.
 	opt.DisableCache = true
@@ -173,6 +179,17 @@ func dial(addr string) (rueidis.Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return rdb, nil
+}
+
+// shardedPubSub tells whether events should use sharded pub/sub. On a
+// cluster, ordinary PUBLISH is broadcast to every node; a shard channel in
+// the queue's slot stays on the queue's shard and follows it through
+// failovers and slot migrations. A "cluster" of one node gains nothing from
+// it, and servers that emulate one (miniredis answers CLUSTER SLOTS) may
+// lack SPUBLISH, so they keep ordinary pub/sub, which is correct on any
+// cluster.
+func shardedPubSub(rdb rueidis.Client) bool {
+	return rdb.Mode() == rueidis.ClientModeCluster && len(rdb.Nodes()) > 1
 }
 
 // Close closes every Worker created by this client that is still running

@@ -127,7 +127,7 @@ func TestQueueNamesOfAnyBytes(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
-	rdb := b.redis(b.addr)
+	rdb := b.redis()
 	c, err := New(Options{Redis: rdb, Prefix: b.prefix, MaxTaskSize: 16})
 	require.NoError(t, err)
 	ctx := ctxT(t)
@@ -206,12 +206,8 @@ func TestPrefixesIsolate(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
 	ctx := ctxT(t)
-	one := b.clientAt(b.addr, b.prefix+"-one")
-	two := b.clientAt(b.addr, b.prefix+"-two")
-	if b.real {
-		t.Cleanup(newBackendFor(t, b.addr, b.prefix+"-one").deleteKeys)
-		t.Cleanup(newBackendFor(t, b.addr, b.prefix+"-two").deleteKeys)
-	}
+	one := b.withPrefix(b.prefix + "-one").client()
+	two := b.withPrefix(b.prefix + "-two").client()
 	wTwo := newWorker(t, two, WorkerOptions{})
 	events := make(chan int64, 10)
 	require.NoError(t, wTwo.StartWork(ctx, "shared", Events{Work: func(_ string, n int64) { events <- n }}))
@@ -241,14 +237,10 @@ func TestPrefixesIsolate(t *testing.T) {
 	assert.Empty(t, ws)
 }
 
-func newBackendFor(t *testing.T, addr, prefix string) *backend {
-	return &backend{t: t, addr: addr, real: true, prefix: prefix}
-}
-
 func TestClientFromAddressOrURL(t *testing.T) {
 	t.Parallel()
 	b, _, ctx := setup(t)
-	for _, addr := range []string{b.addr, "redis://" + b.addr + "/0"} {
+	for _, addr := range []string{b.addr, strings.Join(b.seeds, ","), "redis://" + b.addr} {
 		c, err := New(Options{Addr: addr, Prefix: b.prefix})
 		require.NoError(t, err, addr)
 		require.NoError(t, c.Enqueue(ctx, "q", []byte(addr)), addr)

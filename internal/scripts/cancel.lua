@@ -14,5 +14,5 @@ for i = 1, #all, 2 do
     marked = marked + 1
   end
 end
-redis.call('PUBLISH', ARGV[1], 'c' .. last_pid(KEYS[3]) .. ':' .. ARGV[2])
+publish(ARGV[1], 'c' .. last_pid(KEYS[3]) .. ':' .. ARGV[2])
 return {removed, marked}

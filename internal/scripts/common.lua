@@ -14,6 +14,13 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- Events go out on the queue's channel, which shares its hash tag: with
+-- SPUBLISH on Redis Cluster (a shard channel, heard only on the queue's own
+-- shard) and PUBLISH elsewhere. scripts.go sets PUBLISH_COMMAND above.
+local function publish(channel, message)
+  redis.call(PUBLISH_COMMAND, channel, message)
+end
+
 local function ms(n)
   return string.format('%.0f', n)
 end

@@ -17,5 +17,5 @@ end
 local last = last_pid(KEYS[3])
 redis.call('HDEL', KEYS[3], 'name', 'registered')
 drop_meta_if_gone(KEYS[2], KEYS[3])
-redis.call('PUBLISH', ARGV[1], 'd' .. last)
+publish(ARGV[1], 'd' .. last)
 return dropped

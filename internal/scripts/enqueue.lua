@@ -6,5 +6,5 @@
 local n = #ARGV - 2
 redis.call('LPUSH', KEYS[1], unpack(ARGV, 3))
 redis.call('HSETNX', KEYS[2], 'name', ARGV[2])
-redis.call('PUBLISH', ARGV[1], 'w' .. n)
+publish(ARGV[1], 'w' .. n)
 return 1 - redis.call('HEXISTS', KEYS[2], 'registered')

@@ -41,6 +41,6 @@ if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
 end
 if returned > 0 then
-  redis.call('PUBLISH', ARGV[2], 'w' .. returned)
+  publish(ARGV[2], 'w' .. returned)
 end
 return returned

@@ -2,7 +2,8 @@
 //
 // Every state change in worqr is one script whose keys are all passed in
 // KEYS and share one hash tag, so each runs atomically on one Redis node,
-// including on Redis Cluster. common.lua is prepended to each script so the
+// including on Redis Cluster, where events go out with SPUBLISH on a shard
+// channel in the same slot. common.lua is prepended to each script so the
 // helpers (server time, lease checks, process encoding) exist once.
 package scripts
 
@@ -39,9 +40,15 @@ type Set struct {
 }
 
 // Load builds the script set. It returns a fresh value (no package state),
-// so every client owns its scripts.
-func Load() *Set {
-	common := source("common.lua")
+// so every client owns its scripts. sharded selects SPUBLISH for events
+// (Redis Cluster) instead of PUBLISH; the two sets differ only in that
+// line, and so in their SHA1s.
+func Load(sharded bool) *Set {
+	publish := "PUBLISH"
+	if sharded {
+		publish = "SPUBLISH"
+	}
+	common := "local PUBLISH_COMMAND = '" + publish + "'\n" + source("common.lua")
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
 	load := func(name string) *Script { return newScript(common + source(name)) }
@@ -87,6 +94,9 @@ func newScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
 }
+
+// SHA1 is the digest sent in EVALSHA.
+func (s *Script) SHA1() string { return s.sha }
 
 // Call is one execution of a script, for ExecMulti.
 type Call struct {

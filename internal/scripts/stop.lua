@@ -12,6 +12,6 @@ end
 local state = proc_state(v)
 if state == 'a' then
   redis.call('LPUSH', KEYS[3], proc_task(v))
-  redis.call('PUBLISH', ARGV[3], 'w1')
+  publish(ARGV[3], 'w1')
 end
 return STATE_CODE[state]
