@@ -6,8 +6,11 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -323,4 +326,98 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	eventually(t, 5*time.Second, "three renewals go by", func() bool { return renewals.Load() >= since+3 })
 	assert.Equal(t, before, dequeues.Load(), "dequeues while idle")
 	assert.LessOrEqual(t, before, int32(5+2), "at most one dequeue per task, plus the empty ones that end a batch")
+}
+
+// A queue whose Redis node cannot be reached (on a cluster, a shard failing
+// over) costs the worker only that queue: its lease there cannot be
+// renewed, so at 0.9 TTL the worker ends its processes there and takes no
+// work there, while its registry lease and other queues go on untouched.
+// Once the node answers again the worker gives the queue's tasks back and
+// takes a new lease, under the same id.
+func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	var down atomic.Bool
+	var refused atomic.Int32
+	errUnreachable := fmt.Errorf("node of queue a unreachable (test): %w", io.ErrUnexpectedEOF)
+	onA := func(cmd rueidis.Completed) bool {
+		return down.Load() && slices.ContainsFunc(cmd.Commands(), func(s string) bool { return strings.Contains(s, "{q:a}") })
+	}
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if onA(cmd) {
+				refused.Add(1)
+				return rueidis.NewErrorResult(errUnreachable)
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
+			out := make([]rueidis.RedisResult, len(cmds))
+			var sent []rueidis.Completed
+			var at []int
+			for i, cmd := range cmds {
+				if onA(cmd) {
+					out[i] = rueidis.NewErrorResult(errUnreachable)
+					continue
+				}
+				sent, at = append(sent, cmd), append(at, i)
+			}
+			if len(sent) > 0 {
+				for j, res := range h.Client.DoMulti(ctx, sent...) {
+					out[at[j]] = res
+				}
+			}
+			return out
+		}
+	})
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, c, opts)
+	id := w.ID()
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
+	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	pa, err := w.Dequeue(ctx, "a")
+	require.NoError(t, err)
+	pb, err := w.Dequeue(ctx, "b")
+	require.NoError(t, err)
+
+	down.Store(true)
+	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	assert.Equal(t, "a", ev.Queue)
+	assert.Equal(t, id, ev.WorkerID)
+	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
+	require.Len(t, ev.Lost, 1)
+	assert.Same(t, pa, ev.Lost[0])
+	recv(t, pa.Done(), time.Second, "process in a ended")
+	assert.ErrorIs(t, pa.Err(), ErrWorkerFenced)
+	_, err = w.Dequeue(ctx, "a")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+
+	// Let the old lease on a run out and the rejoin fail against the
+	// unreachable node more than once: the rest of the worker is unharmed.
+	since := refused.Load()
+	eventually(t, 5*time.Second, "rejoin retried against the down node", func() bool { return refused.Load() >= since+2 })
+	require.NoError(t, pb.Check(ctx), "the process in b is still this worker's")
+	assert.Equal(t, id, w.ID(), "no re-registration")
+	assert.True(t, leaseLive(t, admin, id))
+
+	down.Store(false)
+	var again *Process
+	eventually(t, 5*time.Second, "a served again", func() bool {
+		again, err = w.Dequeue(ctx, "a")
+		if errors.Is(err, ErrWorkerFenced) || errors.Is(err, ErrNoTask) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	})
+	assert.Equal(t, "ta", string(again.Task()), "the task held in a came back")
+	require.NoError(t, again.Finish(ctx))
+	require.NoError(t, pb.Finish(ctx))
+	assert.Equal(t, id, w.ID())
+	assert.Empty(t, fences, "no other fence")
 }

@@ -22,23 +22,63 @@ import (
 func (w *Worker) fenceMargin() time.Duration { return w.opts.TTL / 10 }
 
 // extendDeadline moves the fencing deadline to TTL minus the margin after
-// sent, the time a renewal that succeeded was sent. Callers hold w.mu.
+// sent, the time a registry renewal that succeeded was sent. Callers hold
+// w.mu.
 func (w *Worker) extendDeadline(sent time.Time) {
-	w.deadlineAt = sent.Add(w.opts.TTL - w.fenceMargin())
-	w.deadline.Reset(time.Until(w.deadlineAt))
+	w.deadlineAt = w.leaseDeadline(sent)
+	w.armDeadline()
 }
 
-// onDeadline fences the worker under its current id, unless a renewal has
-// moved the deadline since the timer was set (a stale firing).
+// leaseDeadline is when a lease renewed at sent may expire, by the worker's
+// clock, less the margin.
+func (w *Worker) leaseDeadline(sent time.Time) time.Time {
+	return sent.Add(w.opts.TTL - w.fenceMargin())
+}
+
+// armDeadline sets the fencing timer to the earliest deadline: the
+// registry lease's, or that of one of the queue leases still held. Callers
+// hold w.mu.
+func (w *Worker) armDeadline() {
+	earliest := w.deadlineAt
+	for _, s := range w.serving {
+		if !s.fenced && !s.leaving && s.deadlineAt.Before(earliest) {
+			earliest = s.deadlineAt
+		}
+	}
+	w.deadline.Reset(time.Until(earliest))
+}
+
+// onDeadline fences the worker under its current id when its registry
+// lease may have expired, or just the queues whose lease may have (their
+// node could not be reached: on a cluster, a shard failing over), unless
+// renewals have moved the deadlines since the timer was set.
 func (w *Worker) onDeadline() {
 	w.mu.Lock()
-	if w.closed || w.fenced || time.Now().Before(w.deadlineAt) {
+	if w.closed || w.fenced {
 		w.mu.Unlock()
 		return
 	}
-	id := w.id
+	id, now := w.id, time.Now()
+	if !now.Before(w.deadlineAt) {
+		w.mu.Unlock()
+		w.fence(id, errors.New("lease not renewed in time"))
+		return
+	}
+	var due []*serving
+	for _, s := range w.serving {
+		if !s.fenced && !s.leaving && !now.Before(s.deadlineAt) {
+			due = append(due, s)
+		}
+	}
 	w.mu.Unlock()
-	w.fence(id, errors.New("lease not renewed in time"))
+	for _, s := range due {
+		w.fenceQueue(id, s, fmt.Errorf("lease on %q not renewed in time", s.name))
+	}
+	w.mu.Lock()
+	if !w.closed {
+		w.armDeadline()
+	}
+	w.mu.Unlock()
 }
 
 func (w *Worker) keepalive(ctx context.Context) {
@@ -66,12 +106,19 @@ func (w *Worker) keepalive(ctx context.Context) {
 	}
 }
 
-// renew extends every lease the worker holds in one round trip. It extends
-// the local deadline only when all of them were extended.
+// renew extends every lease the worker holds in one round trip. Each
+// deadline moves only with its own lease: on a cluster, a shard that cannot
+// be reached costs the worker its work on that shard's queues, not the rest.
 func (w *Worker) renew(ctx context.Context) {
 	c := w.c
 	w.mu.Lock()
-	id, ss := w.id, w.served()
+	id := w.id
+	var ss []*serving
+	for _, s := range w.serving {
+		if !s.fenced { // its lease is abandoned until the queue is rejoined
+			ss = append(ss, s)
+		}
+	}
 	w.mu.Unlock()
 
 	ttl := ms(w.opts.TTL)
@@ -84,13 +131,18 @@ func (w *Worker) renew(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
+	renewed := make([]bool, len(calls))
 	for i, res := range scripts.ExecMulti(rctx, c.rdb, calls) {
 		expiry, err := res.AsInt64()
 		if err != nil {
 			if ctx.Err() == nil {
-				w.logger().Warn("worqr: lease renewal failed", "err", err)
+				queue := ""
+				if i > 0 {
+					queue = ss[i-1].name
+				}
+				w.logger().Warn("worqr: lease renewal failed", "queue", queue, "err", err)
 			}
-			return
+			continue
 		}
 		if expiry < 0 {
 			if i == 0 {
@@ -100,10 +152,19 @@ func (w *Worker) renew(ctx context.Context) {
 			}
 			return
 		}
+		renewed[i] = true
 	}
 	w.mu.Lock()
 	if w.id == id && !w.fenced && !w.closed {
-		w.extendDeadline(sent)
+		if renewed[0] {
+			w.deadlineAt = w.leaseDeadline(sent)
+		}
+		for i, s := range ss {
+			if renewed[i+1] && !s.fenced {
+				s.deadlineAt = w.leaseDeadline(sent)
+			}
+		}
+		w.armDeadline()
 	}
 	w.mu.Unlock()
 	w.reconcile(ctx, id, ss)
@@ -160,6 +221,102 @@ func (w *Worker) fence(id string, cause error) {
 	}
 }
 
+// fenceQueue makes the worker treat its lease on one queue as lost, when
+// it could not renew that lease in time (its node unreachable) while the
+// rest of its leases are fine. It takes no work there and ends the
+// processes it held there, like a fence of the whole worker, but keeps its
+// id and its other queues; rejoin gives the queue's tasks back and takes a
+// new lease once the node answers.
+func (w *Worker) fenceQueue(id string, s *serving, cause error) {
+	w.mu.Lock()
+	if w.id != id || w.fenced || w.closed || s.fenced || s.leaving || w.serving[s.name] != s {
+		w.mu.Unlock()
+		return
+	}
+	s.fenced = true
+	lost := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		lost = append(lost, p)
+	}
+	s.procs = make(map[string]*Process)
+	s.unsure = 0 // rejoin gives back everything under id in this queue
+	// The lease in Redis may be live until TTL after the last renewal
+	// that reached it was sent: give the tasks back no earlier than a peer
+	// could have taken them, so handlers have the same time to stop.
+	expiresBy := s.deadlineAt.Add(w.fenceMargin())
+	w.wg.Add(1)
+	go w.rejoin(w.life, id, s, expiresBy)
+	w.mu.Unlock()
+
+	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
+	for _, p := range lost {
+		p.end(reason, true)
+	}
+	w.logger().Warn("worqr: lease on a queue lost; its processes are lost", "queue", s.name, "cause", cause, "processes", len(lost))
+	if w.opts.OnFenced != nil {
+		ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+		go w.opts.OnFenced(ev)
+	}
+}
+
+// rejoin brings a fenced queue back: after the old lease has surely run
+// out, it gives back every task the worker still holds there (release,
+// mode force) and takes a new lease, retrying with backoff until the
+// queue's node answers. It gives up when the worker left the queue, was
+// closed, or fenced itself as a whole (re-registration rejoins then).
+func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.Time) {
+	defer w.wg.Done()
+	t := time.NewTimer(time.Until(after))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	for {
+		done, err := w.tryRejoin(ctx, id, s)
+		if done {
+			return
+		}
+		w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)
+		if !b.wait(ctx) {
+			return
+		}
+	}
+}
+
+func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done bool, err error) {
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	s.gate.Lock() // no dequeue in between
+	defer s.gate.Unlock()
+	w.mu.Lock()
+	current := w.id == id && !w.fenced && !w.closed && s.fenced && w.serving[s.name] == s
+	before := w.deadlineAt // the registry lease the new queue lease derives from
+	w.mu.Unlock()
+	if !current || ctx.Err() != nil {
+		return true, nil
+	}
+	c := w.c
+	args := []string{id, s.keys.channel, "force"}
+	if err := c.scripts.Release.Exec(ctx, c.rdb, s.keys.forRelease(), args).Error(); err != nil {
+		return false, c.fail("rejoin", s.name, err)
+	}
+	if err := w.join(ctx, id, s.name); err != nil {
+		return errors.Is(err, ErrWorkerFenced), err
+	}
+	w.mu.Lock()
+	if w.id == id && !w.closed {
+		s.fenced, s.deadlineAt = false, before
+		w.armDeadline()
+	}
+	w.mu.Unlock()
+	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
+	s.sub.box.push(event{kind: eventSubscribed}) // look for work at once
+	return true, nil
+}
+
 // reregister registers the worker under a new id and takes leases on its
 // queues again, retrying with backoff until Redis answers or ctx ends.
 // It reports whether the worker is registered again.
@@ -207,6 +364,9 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	}
 	old := w.id
 	w.id, w.fenced = id, false
+	for _, s := range ss {
+		s.fenced, s.deadlineAt = false, w.leaseDeadline(sent)
+	}
 	w.extendDeadline(sent)
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)

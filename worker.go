@@ -56,7 +56,14 @@ type FenceEvent struct {
 	WorkerID string
 	// Cause says why.
 	Cause error
-	// Lost are the processes the worker held; each has ended.
+	// Queue is set when only the lease on this queue was lost (its Redis
+	// node could not be reached in time, as when a cluster shard fails
+	// over): the worker keeps its id and other queues, and takes a new
+	// lease on this one once the node answers. It is empty when the whole
+	// worker fenced itself.
+	Queue string
+	// Lost are the processes the worker held (in Queue, when set); each
+	// has ended.
 	Lost []*Process
 }
 
@@ -108,6 +115,12 @@ type serving struct {
 	// leaving is set while StopWork releases the queue: a script that
 	// finds the lease gone then is not evidence that the worker is dead.
 	leaving bool
+	// deadlineAt is when the worker's lease on this queue may expire, by
+	// its own clock, less the fence margin (see keepalive.go).
+	deadlineAt time.Time
+	// fenced is set when the lease on this queue was not renewed in time:
+	// the worker takes no work here until rejoin has taken a new lease.
+	fenced bool
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 	// inCallback is set while the dispatcher runs one of the application's
@@ -249,10 +262,15 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if already {
 		return fmt.Errorf("worqr: start work %q: %w", queue, ErrAlreadyServing)
 	}
+	w.mu.Lock()
+	// The queue lease expires with the registry lease that join reads,
+	// which is no earlier than the one this deadline was set for.
+	deadline := w.deadlineAt
+	w.mu.Unlock()
 	if err := w.join(ctx, id, queue); err != nil {
 		return err
 	}
-	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process), runner: r}
+	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline}
 	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
@@ -430,7 +448,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	w.mu.Lock()
 	s, ok := w.serving[queue]
-	id, fenced, closed := w.id, w.fenced, w.closed || w.draining
+	id, fenced, closed := w.id, w.fenced || (ok && s.fenced), w.closed || w.draining
 	w.mu.Unlock()
 	switch {
 	case closed:
@@ -475,7 +493,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		ps = append(ps, newProcess(w, vals[i], queue, vals[i+1], id))
 	}
 	w.mu.Lock()
-	fenced = w.id != id || w.fenced
+	fenced = w.id != id || w.fenced || s.fenced
 	adopted := !fenced && w.serving[queue] == s
 	if adopted {
 		for _, p := range ps {
