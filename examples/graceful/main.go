@@ -35,7 +35,7 @@ import (
 const queue = "slow"
 
 func main() {
-	addr := flag.String("addr", "", "Redis address; empty runs an embedded Redis")
+	addr := flag.String("addr", "", "Redis address (a cluster: any node, or seeds separated by commas); empty runs an embedded Redis")
 	grace := flag.Duration("grace", 2*time.Second, "how long Shutdown lets running handlers finish")
 	after := flag.Duration("after", 0, "send ourselves SIGTERM after this long; 0 waits for a signal")
 	concurrency := flag.Int("concurrency", 4, "handlers running at once")

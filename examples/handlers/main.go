@@ -43,7 +43,7 @@ type queueSpec struct {
 }
 
 func main() {
-	addr := flag.String("addr", "", "Redis address; empty runs an embedded Redis")
+	addr := flag.String("addr", "", "Redis address (a cluster: any node, or seeds separated by commas); empty runs an embedded Redis")
 	n := flag.Int("tasks", 12, "ordinary tasks per queue, besides the special one")
 	timeout := flag.Duration("timeout", 8*time.Second, "give up if the queues have not settled by then")
 	flag.Parse()

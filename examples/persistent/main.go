@@ -37,7 +37,7 @@ const (
 )
 
 func main() {
-	addr := flag.String("addr", "", "Redis address; empty runs an embedded Redis")
+	addr := flag.String("addr", "", "Redis address (a cluster: any node, or seeds separated by commas); empty runs an embedded Redis")
 	worker := flag.String("worker", "", "internal: run as the named worker process")
 	prefix := flag.String("prefix", "", "internal: key prefix shared with the worker processes")
 	embedded := flag.Bool("embedded", false, "internal: the Redis at -addr is miniredis")

@@ -30,7 +30,7 @@ import (
 const queue = "quickstart"
 
 func main() {
-	addr := flag.String("addr", "", "Redis address; empty runs an embedded Redis")
+	addr := flag.String("addr", "", "Redis address (a cluster: any node, or seeds separated by commas); empty runs an embedded Redis")
 	tasks := flag.Int("tasks", 300, "tasks to enqueue")
 	worker := flag.String("worker", "", "internal: run as the named worker process")
 	prefix := flag.String("prefix", "", "internal: key prefix shared with the worker processes")

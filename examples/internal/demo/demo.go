@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alicebob/miniredis/v2"
@@ -35,9 +36,10 @@ func Redis(addr string) (at string, embedded bool, stop func(), err error) {
 	return m.Addr(), true, m.Close, nil
 }
 
-// Connect opens a rueidis client; miniredis needs RESP2 and no tracking.
+// Connect opens a rueidis client to addr (one address, or a cluster's seed
+// list separated by commas); miniredis needs RESP2 and no tracking.
 func Connect(addr string, embedded bool) (rueidis.Client, error) {
-	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}
+	opt := rueidis.ClientOption{InitAddress: strings.Split(addr, ","), DisableCache: true}
 	if embedded {
 		opt.AlwaysRESP2, opt.ForceSingleClient = true, true
 	}

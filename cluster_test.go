@@ -1,0 +1,383 @@
+package worqr
+
+// Tests that need a real Redis Cluster (WORQR_TEST_CLUSTER, see
+// .ci/cluster); the rest of the suite runs on the cluster unchanged.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func clusterBackend(t *testing.T) *backend {
+	t.Helper()
+	b := newBackend(t)
+	if !b.cluster {
+		t.Skip("needs a Redis Cluster: set " + envCluster + " (see .ci/cluster)")
+	}
+	return b
+}
+
+// masterOf is the address of the master that serves key's slot.
+func masterOf(t *testing.T, rdb rueidis.Client, key string) string {
+	t.Helper()
+	ctx := context.Background()
+	slot, err := rdb.Do(ctx, rdb.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	ranges, err := rdb.Do(ctx, rdb.B().ClusterSlots().Build()).ToArray()
+	require.NoError(t, err)
+	for _, r := range ranges {
+		f, err := r.ToArray()
+		require.NoError(t, err)
+		lo, _ := f[0].AsInt64()
+		hi, _ := f[1].AsInt64()
+		if slot < lo || slot > hi {
+			continue
+		}
+		node, err := f[2].ToArray()
+		require.NoError(t, err)
+		host, _ := node[0].ToString()
+		port, _ := node[1].AsInt64()
+		return fmt.Sprintf("%s:%d", host, port)
+	}
+	t.Fatalf("no master serves slot %d", slot)
+	return ""
+}
+
+// queuePerShard names one queue on each master, and returns them with the
+// master serving each.
+func queuePerShard(t *testing.T, c *Client) (names []string, masters map[string]string) {
+	t.Helper()
+	masters = map[string]string{}
+	seen := map[string]bool{}
+	for i := 0; len(seen) < 3 && i < 1000; i++ {
+		name := fmt.Sprintf("shard-%d", i)
+		m := masterOf(t, c.rdb, c.keys.queue(name).waiting)
+		if !seen[m] {
+			seen[m] = true
+			names = append(names, name)
+			masters[name] = m
+		}
+	}
+	require.Len(t, names, 3, "a queue on each of the 3 masters")
+	return names, masters
+}
+
+// Queues whose names hash to different masters each live on their own
+// master, with their events on a shard channel there.
+func TestClusterQueuesOnEveryShard(t *testing.T) {
+	t.Parallel()
+	b := clusterBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	require.True(t, c.sharded, "a cluster uses sharded pub/sub")
+	names, masters := queuePerShard(t, c)
+
+	var mu sync.Mutex
+	handled := map[string][]string{}
+	w := newWorker(t, b.client(), WorkerOptions{})
+	for _, q := range names {
+		require.NoError(t, w.Handle(ctx, q, func(_ context.Context, p *Process) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[p.Queue()] = append(handled[p.Queue()], string(p.Task()))
+			return nil
+		}, HandleOptions{}))
+	}
+	for _, q := range names {
+		require.NoError(t, c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/1"), []byte(q + "/2")}))
+	}
+	eventually(t, 5*time.Second, "every shard's tasks handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, q := range names {
+			if len(handled[q]) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, q := range names {
+		assert.ElementsMatch(t, []string{q + "/1", q + "/2"}, handled[q])
+		// Every key of the queue, and its channel, is on its master.
+		k := c.keys.queue(q)
+		for _, key := range []string{k.waiting, k.procs, k.leases, k.meta, k.channel} {
+			assert.Equal(t, masters[q], masterOf(t, c.rdb, key), key)
+		}
+		node := c.rdb.Nodes()[masters[q]]
+		require.NotNil(t, node, masters[q])
+		shard, err := node.Do(ctx, node.B().PubsubShardnumsub().Channel(k.channel).Build()).AsIntMap()
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, shard[k.channel], "the worker's shard subscription on %s", masters[q])
+		plain, err := node.Do(ctx, node.B().PubsubNumsub().Channel(k.channel).Build()).AsIntMap()
+		require.NoError(t, err)
+		assert.Zero(t, plain[k.channel], "no plain subscription")
+	}
+	queues, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, names, queues)
+}
+
+// A dead worker that served a queue on every master is reclaimed on every
+// master, and leaves nothing behind in the registry.
+func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
+	t.Parallel()
+	b := clusterBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	names, _ := queuePerShard(t, c)
+
+	victim := newWorker(t, b.client(), fast)
+	for _, q := range names {
+		require.NoError(t, victim.StartWork(ctx, q, Events{}))
+		require.NoError(t, c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/held"), []byte(q + "/next")}))
+		p, err := victim.Dequeue(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, q+"/held", string(p.Task()))
+	}
+	id := victim.ID()
+	victim.crash()
+	newWorker(t, b.client(), fast) // a peer, which reclaims
+
+	eventually(t, 5*time.Second, "reclaimed on every shard", func() bool {
+		for _, q := range names {
+			procs, err := c.Processes(ctx, q)
+			require.NoError(t, err)
+			if len(procs) > 0 {
+				return false
+			}
+		}
+		return !leaseLive(t, c, id)
+	})
+	for _, q := range names {
+		assert.Equal(t, []string{q + "/held", q + "/next"}, waiting(t, c, q), "held task back at the front of %s", q)
+	}
+	eventually(t, 5*time.Second, "deregistered", func() bool {
+		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.keys.workerQueues(id)).Build()).AsInt64()
+		require.NoError(t, err)
+		ws, err := c.Workers(ctx)
+		require.NoError(t, err)
+		for _, w := range ws {
+			if w.ID == id {
+				return false
+			}
+		}
+		return n == 0
+	})
+}
+
+// A master is killed while a worker serves a queue on every shard; its
+// replica takes over. The queues on the other shards go on being served
+// through the outage, the worker keeps its id (only its lease on the dead
+// shard's queue is lost, and taken again), and the killed shard's queue is
+// served again after the promotion. The killed node is started again from
+// its config file and rejoins as a replica. Not parallel: it takes a shard
+// away from every test.
+func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
+	b := clusterBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	names, masters := queuePerShard(t, c)
+	registry := masterOf(t, c.rdb, c.keys.workers())
+	// Kill a master that does not hold the worker registry ({r}): losing
+	// that one fences every worker whose TTL is shorter than the failover
+	// (see the README), which other tests cover as a lost connection.
+	var doomed string
+	for _, q := range names {
+		if masters[q] != registry {
+			doomed = q
+			break
+		}
+	}
+	addr := masters[doomed]
+	node := c.rdb.Nodes()[addr]
+	info, err := node.Do(ctx, node.B().Info().Section("server").Build()).ToString()
+	require.NoError(t, err)
+	pid, config := infoField(info, "process_id"), infoField(info, "config_file")
+	if config == "" {
+		t.Skip("the master was not started from a config file (as .ci/cluster does), so it cannot be restarted")
+	}
+
+	var mu sync.Mutex
+	handled := map[string]map[string]int{}
+	for _, q := range names {
+		handled[q] = map[string]int{}
+	}
+	count := func(q string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled[q])
+	}
+	fences := make(chan FenceEvent, 10)
+	opts := fast // TTL 1 s: shorter than the failover, so the lease on the dead shard runs out
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, b.client(), opts)
+	id := w.ID()
+	for _, q := range names {
+		require.NoError(t, w.Handle(ctx, q, func(_ context.Context, p *Process) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[p.Queue()][string(p.Task())]++
+			return nil
+		}, HandleOptions{}))
+	}
+
+	// A producer enqueues to every queue all along; what it was told
+	// succeeded is what must be handled.
+	var enqMu sync.Mutex
+	enqueued := map[string][]string{}
+	var stopProducing atomic.Bool
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; !stopProducing.Load(); i++ {
+			for _, q := range names {
+				task := fmt.Sprintf("%s/%d", q, i)
+				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				err := c.Enqueue(cctx, q, []byte(task))
+				cancel()
+				if err == nil {
+					enqMu.Lock()
+					enqueued[q] = append(enqueued[q], task)
+					enqMu.Unlock()
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	eventually(t, 5*time.Second, "work flows on every shard", func() bool {
+		for _, q := range names {
+			if count(q) < 5 {
+				return false
+			}
+		}
+		return true
+	})
+
+	n, err := strconv.Atoi(pid)
+	require.NoError(t, err)
+	killed := time.Now()
+	require.NoError(t, syscall.Kill(n, syscall.SIGKILL))
+	t.Cleanup(func() { restartNode(t, config, addr) })
+
+	// While the shard is down, the other shards' queues are served.
+	before := map[string]int{}
+	for _, q := range names {
+		before[q] = count(q)
+	}
+	promoted := false
+	eventually(t, 30*time.Second, "the replica promoted and the queue served again", func() bool {
+		if !promoted {
+			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			promoted = c.rdb.Do(cctx, c.rdb.B().Set().Key(c.keys.queue(doomed).meta+"-probe").Value("x").Build()).Error() == nil
+		}
+		return promoted && count(doomed) > before[doomed]
+	})
+	t.Logf("queue on the killed master served again %v after the kill", time.Since(killed).Round(time.Millisecond))
+	for _, q := range names {
+		if q != doomed {
+			assert.Greater(t, count(q), before[q], "%s served while another shard failed over", q)
+		}
+	}
+
+	stopProducing.Store(true)
+	<-produced
+	// Everything the producer was told was enqueued is handled, except
+	// on the killed shard what its replica had not received yet
+	// (replication is asynchronous): that is reported, not failed.
+	eventually(t, 15*time.Second, "every enqueued task on the surviving shards handled", func() bool {
+		enqMu.Lock()
+		defer enqMu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, q := range names {
+			if q == doomed {
+				continue
+			}
+			for _, task := range enqueued[q] {
+				if handled[q][task] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	settled := func() bool {
+		for _, q := range names {
+			n, err := c.QueueLen(ctx, q)
+			if err != nil || n > 0 {
+				return false
+			}
+			procs, err := c.Processes(ctx, q)
+			if err != nil || len(procs) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 15*time.Second, "every queue drained", settled)
+	mu.Lock()
+	lost, twice := 0, 0
+	for _, task := range enqueued[doomed] {
+		if handled[doomed][task] == 0 {
+			lost++
+		}
+	}
+	for _, q := range names {
+		for task, n := range handled[q] {
+			if n > 1 {
+				twice++
+				// At least once: a finish the dead master never ran.
+				assert.Equal(t, doomed, q, "%s handled %d times on a surviving shard", task, n)
+			}
+		}
+	}
+	mu.Unlock()
+	t.Logf("killed shard: %d of %d acknowledged enqueues lost by the failover; %d tasks handled twice in all",
+		lost, len(enqueued[doomed]), twice)
+	assert.Equal(t, id, w.ID(), "the worker kept its id: it never fenced itself as a whole")
+	for len(fences) > 0 {
+		ev := <-fences
+		assert.Equal(t, doomed, ev.Queue, "only the dead shard's queue was fenced")
+	}
+}
+
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// restartNode starts a killed cluster node again from its config file and
+// waits until the cluster is whole: it rejoins as a replica and syncs.
+func restartNode(t *testing.T, config, addr string) {
+	out, err := exec.Command("redis-server", config).CombinedOutput()
+	require.NoError(t, err, "restarting %s: %s", addr, out)
+	var rdb rueidis.Client // redis-server daemonizes before it listens
+	defer func() {
+		if rdb != nil {
+			rdb.Close()
+		}
+	}()
+	eventually(t, 30*time.Second, addr+" back as a synced replica", func() bool {
+		if rdb == nil {
+			if rdb, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true}); err != nil {
+				return false
+			}
+		}
+		info, err := rdb.Do(context.Background(), rdb.B().Info().Section("replication").Build()).ToString()
+		return err == nil && infoField(info, "role") == "slave" && infoField(info, "master_link_status") == "up"
+	})
+}
