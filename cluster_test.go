@@ -381,3 +381,91 @@ func restartNode(t *testing.T, config, addr string) {
 		return err == nil && infoField(info, "role") == "slave" && infoField(info, "master_link_status") == "up"
 	})
 }
+
+// A queue's slot is migrated to another master while a worker serves the
+// queue and holds one of its tasks: all the queue's keys move together,
+// the shard drops the worker's subscription and the worker subscribes
+// again on the new master, and the held process is finished there. Not
+// parallel: it changes the cluster's layout under every test.
+func TestClusterSlotMigration(t *testing.T) {
+	b := clusterBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	rec := newRecorder()
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "moving", rec.events()))
+	require.NoError(t, c.EnqueueBatch(ctx, "moving", [][]byte{[]byte("held"), []byte("a"), []byte("b")}))
+	held, err := w.Dequeue(ctx, "moving")
+	require.NoError(t, err)
+	require.Equal(t, "held", string(held.Task()))
+
+	k := c.keys.queue("moving")
+	slot, err := c.rdb.Do(ctx, c.rdb.B().ClusterKeyslot().Key(k.waiting).Build()).AsInt64()
+	require.NoError(t, err)
+	from := masterOf(t, c.rdb, k.waiting)
+	var to string
+	for _, q := range []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"} {
+		if m := masterOf(t, c.rdb, c.keys.queue(q).waiting); m != from {
+			to = m
+			break
+		}
+	}
+	require.NotEmpty(t, to, "another master")
+	migrateSlot(t, c.rdb, slot, from, to)
+	// Every key of the queue moved with the slot (no other test uses this
+	// queue name, whose tag alone decides the slot).
+	keysIn := func(addr string) int64 {
+		n := c.rdb.Nodes()[addr]
+		count, err := n.Do(ctx, n.B().ClusterCountkeysinslot().Slot(slot).Build()).AsInt64()
+		require.NoError(t, err)
+		return count
+	}
+	assert.Zero(t, keysIn(from))
+	assert.EqualValues(t, 4, keysIn(to), "waiting, procs, leases and meta")
+
+	// The worker hears events on the new master and its process there is
+	// still its own.
+	dst := c.rdb.Nodes()[to]
+	eventually(t, 10*time.Second, "subscribed on the new master", func() bool {
+		n, err := dst.Do(ctx, dst.B().PubsubShardnumsub().Channel(k.channel).Build()).AsIntMap()
+		require.NoError(t, err)
+		return n[k.channel] == 1
+	})
+	for len(rec.work) > 0 {
+		<-rec.work
+	}
+	require.NoError(t, c.Enqueue(ctx, "moving", []byte("c")))
+	recv(t, rec.work, 5*time.Second, "work event from the new master")
+	require.NoError(t, afterOutage(t, func() error { return held.Finish(ctx) }))
+	assert.Equal(t, []string{"a", "b", "c"}, tasksOf(dequeueAll(t, w, "moving", 3)))
+}
+
+// migrateSlot moves one slot and its keys from one master to another, the
+// way redis-cli --cluster reshard does it.
+func migrateSlot(t *testing.T, rdb rueidis.Client, slot int64, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	src, dst := rdb.Nodes()[from], rdb.Nodes()[to]
+	id := func(n rueidis.Client) string {
+		s, err := n.Do(ctx, n.B().Arbitrary("CLUSTER", "MYID").Build()).ToString()
+		require.NoError(t, err)
+		return s
+	}
+	srcID, dstID := id(src), id(dst)
+	s := strconv.FormatInt(slot, 10)
+	do := func(n rueidis.Client, args ...string) {
+		require.NoError(t, n.Do(ctx, n.B().Arbitrary(args...).Build()).Error(), "%v", args)
+	}
+	do(dst, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID)
+	do(src, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID)
+	host, port, _ := strings.Cut(to, ":")
+	for {
+		keys, err := src.Do(ctx, src.B().Arbitrary("CLUSTER", "GETKEYSINSLOT", s, "100").Build()).AsStrSlice()
+		require.NoError(t, err)
+		if len(keys) == 0 {
+			break
+		}
+		do(src, append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)...)
+	}
+	do(dst, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+	do(src, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+}

@@ -210,8 +210,9 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 
 	crashed := time.Now()
 	dead.crash()
+	// The reclaim is one script per queue: wait for both.
 	eventually(t, fast.TTL+fast.RenewInterval+time.Second, "dead worker's tasks are back", func() bool {
-		return len(waiting(t, c, "q")) == 5
+		return len(waiting(t, c, "q")) == 5 && len(waiting(t, c, "other")) == 1
 	})
 	t.Logf("tasks back %v after the crash (TTL %v, check interval %v)", time.Since(crashed), fast.TTL, fast.RenewInterval)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0004", "t0005"}, waiting(t, c, "q"))
