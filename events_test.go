@@ -79,11 +79,14 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
 	channel := c.keys.queue("q").channel
+	// Pinned: numsub is sent again on every poll, and rueidis recycles an
+	// unpinned command once its Do returns (its storage then goes to the
+	// next command built, e.g. the worker's SUBSCRIBE).
 	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build()
-	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build()
+	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build().Pin()
 	if b.cluster { // a shard channel, on the queue's node
 		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build()
-		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build()
+		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build().Pin()
 	}
 	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
 	require.NoError(t, producer.Enqueue(ctx, "q", []byte("after drop")))
