@@ -147,10 +147,12 @@ func (w *Worker) renew(ctx context.Context) {
 		if expiry < 0 {
 			if i == 0 {
 				w.fence(id, errors.New("renewal found the registry lease gone"))
-			} else {
-				w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
+				return
 			}
-			return
+			// No news if the queue was fenced meanwhile; otherwise the
+			// whole worker is fenced and nothing below applies.
+			w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
+			continue
 		}
 		renewed[i] = true
 	}
@@ -173,11 +175,13 @@ func (w *Worker) renew(ctx context.Context) {
 // leaseLost handles evidence from a script that the lease of worker id on
 // a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
 // It is no evidence when the worker has left the queue, or is leaving it,
-// since leaving drops the lease.
+// since leaving drops the lease, nor when it has fenced the queue: it gave
+// that lease up already, and a call sent before the fence may well reach
+// Redis after the lease ran out.
 func (w *Worker) leaseLost(id, queue string, cause error) {
 	w.mu.Lock()
 	s := w.serving[queue]
-	left := s == nil || s.leaving
+	left := s == nil || s.leaving || s.fenced
 	w.mu.Unlock()
 	if left {
 		return

@@ -1,0 +1,125 @@
+package worqr
+
+// Per-queue fencing (keepalive.go: fenceQueue, rejoin) under faults
+// injected command by command through the hooked client.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// onQueue reports whether a command touches queue q's slot.
+func onQueue(cmd rueidis.Completed, q string) bool {
+	tag := "{q:" + q + "}"
+	return slices.ContainsFunc(cmd.Commands(), func(s string) bool { return strings.Contains(s, tag) })
+}
+
+// queueLeaseExpired reports whether worker id's lease on queue q has run
+// out in Redis (or is gone).
+func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
+	t.Helper()
+	score, err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(c.keys.queue(q).leases).Member(id).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return true
+	}
+	require.NoError(t, err)
+	return int64(score) <= time.Now().UnixMilli()
+}
+
+// A call on a queue that was sent before the worker fenced that queue,
+// and that reaches Redis only after the old lease there ran out, finds the
+// lease gone. That is no news: the worker already gave the lease up. It
+// must not fence the whole worker (a new id, every process on every other
+// queue lost), which is what per-queue fencing exists to avoid. The same
+// holds for a renewal or a Finish in flight at that moment.
+func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	var mu sync.Mutex
+	down := false
+	held := make(chan struct{})    // the dequeue on a has been sent
+	proceed := make(chan struct{}) // let it reach Redis
+	var once sync.Once
+	errUnreachable := fmt.Errorf("node of queue a unreachable (test): %w", io.ErrUnexpectedEOF)
+	isDown := func() bool { mu.Lock(); defer mu.Unlock(); return down }
+	dequeueSHA := c.scripts.Dequeue.SHA1()
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if isDown() && onQueue(cmd, "a") {
+				if scriptOf(cmd) == dequeueSHA {
+					once.Do(func() { close(held) })
+					<-proceed // the node answers late: the script runs now
+					return next()
+				}
+				return rueidis.NewErrorResult(errUnreachable)
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
+			out := make([]rueidis.RedisResult, len(cmds))
+			var sent []rueidis.Completed
+			var at []int
+			for i, cmd := range cmds {
+				if isDown() && onQueue(cmd, "a") {
+					out[i] = rueidis.NewErrorResult(errUnreachable)
+					continue
+				}
+				sent, at = append(sent, cmd), append(at, i)
+			}
+			if len(sent) > 0 {
+				for j, res := range h.Client.DoMulti(ctx, sent...) {
+					out[at[j]] = res
+				}
+			}
+			return out
+		}
+	})
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, c, opts)
+	id := w.ID()
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
+	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	pb, err := w.Dequeue(ctx, "b")
+	require.NoError(t, err)
+
+	mu.Lock()
+	down = true
+	mu.Unlock()
+	dequeued := make(chan error, 1)
+	go func() { _, err := w.Dequeue(ctx, "a"); dequeued <- err }()
+	recv(t, held, time.Second, "dequeue on a sent")
+	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	require.Equal(t, "a", ev.Queue)
+	eventually(t, 3*time.Second, "old lease on a expired in Redis", func() bool { return queueLeaseExpired(t, admin, id, "a") })
+	close(proceed)
+	err = recv(t, dequeued, 3*time.Second, "dequeue on a returned")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+
+	// The worker as a whole is unharmed: same id, not fenced, and its
+	// process on b is still running.
+	_, err = w.current("test")
+	assert.NoError(t, err, "the whole worker fenced itself")
+	assert.Equal(t, id, w.ID())
+	assert.NoError(t, pb.Err(), "the process on b was ended")
+	select {
+	case ev := <-fences:
+		t.Errorf("another fence: queue %q, cause %v", ev.Queue, ev.Cause)
+	default:
+	}
+	require.NoError(t, pb.Finish(ctx))
+}
