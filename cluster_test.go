@@ -469,3 +469,61 @@ func migrateSlot(t *testing.T, rdb rueidis.Client, slot int64, from, to string) 
 	do(dst, "CLUSTER", "SETSLOT", s, "NODE", dstID)
 	do(src, "CLUSTER", "SETSLOT", s, "NODE", dstID)
 }
+
+// A master that hangs (SIGSTOP: it neither answers nor closes its
+// connections, as a paused VM or a partition) costs a worker only its
+// queue on that shard, as a killed one does: its lease there is fenced,
+// its processes on the other shards go on and it keeps its id. Not
+// parallel: it takes a shard away from every test for about a TTL.
+func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
+	b := clusterBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	names, masters := queuePerShard(t, c)
+	registry := masterOf(t, c.rdb, c.keys.workers())
+	var paused string
+	for _, q := range names {
+		if masters[q] != registry {
+			paused = q
+			break
+		}
+	}
+	node := c.rdb.Nodes()[masters[paused]]
+	info, err := node.Do(ctx, node.B().Info().Section("server").Build()).ToString()
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(infoField(info, "process_id"))
+	require.NoError(t, err)
+
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, b.client(), opts)
+	id := w.ID()
+	held := map[string]*Process{}
+	for _, q := range names {
+		require.NoError(t, w.StartWork(ctx, q, Events{}))
+		if q != paused {
+			require.NoError(t, c.Enqueue(ctx, q, []byte(q)))
+			p, err := w.Dequeue(ctx, q)
+			require.NoError(t, err)
+			held[q] = p
+		}
+	}
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	ev := recv(t, fences, 3*time.Second, "a fence")
+	resume()
+	assert.Equal(t, paused, ev.Queue, "the first fence was not of the paused shard's queue only: %v", ev.Cause)
+	assert.Equal(t, id, ev.WorkerID)
+	for q, p := range held {
+		assert.NoError(t, p.Err(), "the process on %s (another shard) ended", q)
+	}
+	assert.Equal(t, id, w.ID())
+}

@@ -303,13 +303,10 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	var dequeues, renewals atomic.Int32
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if scriptOf(cmd) == dequeueSHA {
+			switch scriptOf(cmd) {
+			case dequeueSHA:
 				dequeues.Add(1)
-			}
-			return next()
-		}
-		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
-			if len(cmds) > 0 && scriptOf(cmds[0]) == renewSHA {
+			case renewSHA:
 				renewals.Add(1)
 			}
 			return next()

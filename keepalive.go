@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/worqr/worqr/internal/scripts"
 )
 
 // The keepalive renews the worker's leases, one in the registry and one in
@@ -106,70 +104,84 @@ func (w *Worker) keepalive(ctx context.Context) {
 	}
 }
 
-// renew extends every lease the worker holds in one round trip. Each
-// deadline moves only with its own lease: on a cluster, a shard that cannot
-// be reached costs the worker its work on that shard's queues, not the rest.
+// renew extends every lease the worker holds. Each deadline moves only
+// with its own lease: on a cluster, a shard that cannot be reached costs
+// the worker its work on that shard's queues, not the rest. So each queue
+// lease is renewed on a goroutine of its own, which the registry renewal
+// and the next round do not wait for: a pipeline answers when its slowest
+// node does, and a node that hangs (rather than refusing) would otherwise
+// hold up the answers about every other lease, the registry's included,
+// until the worker fenced itself as a whole. (rueidis pipelines
+// concurrent calls to one node, so this costs no extra round trips.)
 func (w *Worker) renew(ctx context.Context) {
 	c := w.c
 	w.mu.Lock()
 	id := w.id
-	var ss []*serving
 	for _, s := range w.serving {
 		if !s.fenced { // its lease is abandoned until the queue is rejoined
-			ss = append(ss, s)
+			w.wg.Add(1) // keepalive's own count is held: never from zero
+			go w.renewQueue(ctx, id, s, s.leaseGen)
 		}
 	}
 	w.mu.Unlock()
 
-	ttl := ms(w.opts.TTL)
-	calls := make([]scripts.Call, 0, 1+len(ss))
-	calls = append(calls, scripts.Call{Script: c.scripts.Renew, Keys: []string{c.keys.workers()}, Args: []string{id, ttl}})
-	for _, s := range ss {
-		calls = append(calls, scripts.Call{Script: c.scripts.Renew, Keys: []string{s.keys.leases}, Args: []string{id, ttl}})
-	}
 	// A renewal answered after the deadline is useless: do not wait longer.
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
-	renewed := make([]bool, len(calls))
-	for i, res := range scripts.ExecMulti(rctx, c.rdb, calls) {
-		expiry, err := res.AsInt64()
-		if err != nil {
-			if ctx.Err() == nil {
-				queue := ""
-				if i > 0 {
-					queue = ss[i-1].name
-				}
-				w.logger().Warn("worqr: lease renewal failed", "queue", queue, "err", err)
-			}
-			continue
+	expiry, err := c.scripts.Renew.Exec(rctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).AsInt64()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			w.logger().Warn("worqr: lease renewal failed", "err", err)
 		}
-		if expiry < 0 {
-			if i == 0 {
-				w.fence(id, errors.New("renewal found the registry lease gone"))
-				return
-			}
-			// No news if the queue was fenced meanwhile; otherwise the
-			// whole worker is fenced and nothing below applies.
-			w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
-			continue
-		}
-		renewed[i] = true
+		return
+	case expiry < 0:
+		w.fence(id, errors.New("renewal found the registry lease gone"))
+		return
 	}
 	w.mu.Lock()
 	if w.id == id && !w.fenced && !w.closed {
-		if renewed[0] {
-			w.deadlineAt = w.leaseDeadline(sent)
+		w.deadlineAt = w.leaseDeadline(sent)
+		w.armDeadline()
+	}
+	w.mu.Unlock()
+}
+
+// renewQueue extends the worker's lease on the queue s, whose lease
+// generation was gen when the round began, then reconciles the queue. A
+// renewal may still be in flight when the next round sends another, so
+// the deadline only ever moves later, and an answer about a lease the
+// worker has since given up (fenceQueue) is ignored.
+func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint64) {
+	defer w.wg.Done()
+	c := w.c
+	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+	defer cancel()
+	sent := time.Now()
+	expiry, err := c.scripts.Renew.Exec(rctx, c.rdb, []string{s.keys.leases}, []string{id, ms(w.opts.TTL)}).AsInt64()
+	if err != nil {
+		if ctx.Err() == nil {
+			w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
 		}
-		for i, s := range ss {
-			if renewed[i+1] && !s.fenced {
-				s.deadlineAt = w.leaseDeadline(sent)
-			}
+		return
+	}
+	w.mu.Lock()
+	current := w.id == id && !w.fenced && !w.closed && !s.fenced && s.leaseGen == gen
+	if current && expiry >= 0 {
+		if d := w.leaseDeadline(sent); d.After(s.deadlineAt) {
+			s.deadlineAt = d
 		}
 		w.armDeadline()
 	}
 	w.mu.Unlock()
-	w.reconcile(ctx, id, ss)
+	switch {
+	case !current:
+	case expiry < 0:
+		w.leaseLost(id, s.name, fmt.Errorf("renewal found the lease on %q gone", s.name))
+	default:
+		w.reconcile(ctx, id, []*serving{s})
+	}
 }
 
 // leaseLost handles evidence from a script that the lease of worker id on
@@ -238,6 +250,7 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 		return
 	}
 	s.fenced = true
+	s.leaseGen++
 	lost := make([]*Process, 0, len(s.procs))
 	for _, p := range s.procs {
 		lost = append(lost, p)

@@ -123,3 +123,109 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	}
 	require.NoError(t, pb.Finish(ctx))
 }
+
+// hangQueue makes every command on queue q hang while the returned
+// function's argument is true: the node neither answers nor closes the
+// connection (a paused master, a network partition), until the caller's
+// context ends, the node comes back, or rueidis would give up on the
+// connection (ConnWriteTimeout, 10 s by default; 3 s here), and then the
+// command fails. DoMulti waits for every node's replies, as rueidis's
+// cluster client does.
+func hangQueue(h *hooked, q string) (setDown func(bool)) {
+	var mu sync.Mutex
+	up := make(chan struct{})
+	down := false
+	state := func() (bool, chan struct{}) { mu.Lock(); defer mu.Unlock(); return down, up }
+	hang := func(ctx context.Context, back chan struct{}) rueidis.RedisResult {
+		select {
+		case <-ctx.Done():
+			return rueidis.NewErrorResult(ctx.Err())
+		case <-time.After(3 * time.Second):
+			return rueidis.NewErrorResult(fmt.Errorf("node of queue %s: no reply, connection closed (test): %w", q, io.ErrUnexpectedEOF))
+		case <-back:
+			return rueidis.NewErrorResult(fmt.Errorf("node of queue %s: connection reset (test): %w", q, io.ErrUnexpectedEOF))
+		}
+	}
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if d, back := state(); d && onQueue(cmd, q) {
+				return hang(ctx, back)
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
+			out := make([]rueidis.RedisResult, len(cmds))
+			var sent []rueidis.Completed
+			var at, hung []int
+			d, back := state()
+			for i, cmd := range cmds {
+				if d && onQueue(cmd, q) {
+					hung = append(hung, i)
+					continue
+				}
+				sent, at = append(sent, cmd), append(at, i)
+			}
+			if len(sent) > 0 {
+				for j, res := range h.Client.DoMulti(ctx, sent...) {
+					out[at[j]] = res
+				}
+			}
+			if len(hung) > 0 {
+				res := hang(ctx, back)
+				for _, i := range hung {
+					out[i] = res
+				}
+			}
+			return out
+		}
+	})
+	return func(d bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down && !d {
+			close(up)
+			up = make(chan struct{})
+		}
+		down = d
+	}
+}
+
+// A queue whose node hangs (rather than refusing connections) must cost
+// the worker that queue only, as one whose node refuses does
+// (TestUnreachableQueueFencesOnlyThatQueue): the README promises it for a
+// shard failing over. The renewal of every lease is one DoMulti, which
+// returns when the slowest node answers, so the registry lease's renewal,
+// though it succeeded at once, counted only after TTL, too late.
+func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	setDown := hangQueue(h, "a")
+	t.Cleanup(func() { setDown(false) })
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, c, opts)
+	id := w.ID()
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	pb, err := w.Dequeue(ctx, "b")
+	require.NoError(t, err)
+
+	setDown(true)
+	ev := recv(t, fences, 3*time.Second, "a fence")
+	assert.Equal(t, "a", ev.Queue, "the whole worker fenced itself: %v", ev.Cause)
+	// Two more TTLs with a still hung: the rest of the worker is unharmed.
+	deadline := time.After(2 * opts.TTL)
+	for done := false; !done; {
+		select {
+		case ev := <-fences:
+			t.Fatalf("another fence: queue %q, cause %v", ev.Queue, ev.Cause)
+		case <-deadline:
+			done = true
+		}
+	}
+	assert.Equal(t, id, w.ID())
+	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")
+}

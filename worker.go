@@ -121,6 +121,10 @@ type serving struct {
 	// fenced is set when the lease on this queue was not renewed in time:
 	// the worker takes no work here until rejoin has taken a new lease.
 	fenced bool
+	// leaseGen counts the times the worker gave up its lease on this
+	// queue (fenceQueue): an answer to a renewal sent before says nothing
+	// about the lease it holds now.
+	leaseGen uint64
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 	// inCallback is set while the dispatcher runs one of the application's
