@@ -292,8 +292,12 @@ func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.T
 	}
 	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
 	for {
-		done, err := w.tryRejoin(ctx, id, s)
-		if done {
+		// Each attempt is bounded: it holds the membership lock and the
+		// queue's gate, and the node may hang rather than refuse.
+		actx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+		done, err := w.tryRejoin(actx, id, s)
+		cancel()
+		if done || ctx.Err() != nil {
 			return
 		}
 		w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)

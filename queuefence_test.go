@@ -132,6 +132,12 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 // command fails. DoMulti waits for every node's replies, as rueidis's
 // cluster client does.
 func hangQueue(h *hooked, q string) (setDown func(bool)) {
+	return hangQueueFor(h, q, 3*time.Second, nil)
+}
+
+// hangQueueFor is hangQueue with rueidis giving up after giveUp, and
+// onHang (if set) called with each command that hangs.
+func hangQueueFor(h *hooked, q string, giveUp time.Duration, onHang func(rueidis.Completed)) (setDown func(bool)) {
 	var mu sync.Mutex
 	up := make(chan struct{})
 	down := false
@@ -140,7 +146,7 @@ func hangQueue(h *hooked, q string) (setDown func(bool)) {
 		select {
 		case <-ctx.Done():
 			return rueidis.NewErrorResult(ctx.Err())
-		case <-time.After(3 * time.Second):
+		case <-time.After(giveUp):
 			return rueidis.NewErrorResult(fmt.Errorf("node of queue %s: no reply, connection closed (test): %w", q, io.ErrUnexpectedEOF))
 		case <-back:
 			return rueidis.NewErrorResult(fmt.Errorf("node of queue %s: connection reset (test): %w", q, io.ErrUnexpectedEOF))
@@ -149,6 +155,9 @@ func hangQueue(h *hooked, q string) (setDown func(bool)) {
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if d, back := state(); d && onQueue(cmd, q) {
+				if onHang != nil {
+					onHang(cmd)
+				}
 				return hang(ctx, back)
 			}
 			return next()
@@ -228,4 +237,44 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	}
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")
+}
+
+// While the rejoin of a fenced queue waits on a node that hangs, the rest
+// of the worker must not: tryRejoin holds the worker's membership lock
+// (and the queue's gate) for its Redis calls, and made them on the
+// worker's lifetime context, with no deadline. StopWork and StartWork of
+// any queue, Handle, and the re-registration of a fenced worker all
+// waited until rueidis gave up on the connection (ConnWriteTimeout, 10 s
+// by default), and StopWork ignored its own context meanwhile.
+func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	releaseSHA := c.scripts.Release.SHA1()
+	rejoining := make(chan struct{}, 100)
+	setDown := hangQueueFor(h, "a", 10*time.Second, func(cmd rueidis.Completed) {
+		if scriptOf(cmd) == releaseSHA {
+			rejoining <- struct{}{}
+		}
+	})
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	w := newWorker(t, c, opts)
+	t.Cleanup(func() { setDown(false) }) // before the worker's Close
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+
+	setDown(true)
+	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	require.Equal(t, "a", ev.Queue)
+	recv(t, rejoining, 3*time.Second, "the rejoin of a sent its release")
+
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, w.StopWork(sctx, "b"))
+	assert.Less(t, time.Since(start), 2*opts.TTL, "StopWork of b waited for the rejoin of a")
+	assert.Equal(t, []string{"tb"}, waiting(t, admin, "b"))
 }
