@@ -371,11 +371,22 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Lock()
 	ss := w.served()
 	w.mu.Unlock()
+	var joined, unreachable []*serving
 	for _, s := range ss {
-		if err := w.join(ctx, id, s.name); err != nil {
+		err := w.join(ctx, id, s.name)
+		switch {
+		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
 			// The new id is abandoned: its lease expires and the
 			// reclaimers remove it; it never held a process.
 			return false, err
+		case err != nil:
+			// Its node cannot be reached (on a cluster, a shard failing
+			// over): serve the other queues, and rejoin this one once
+			// the node answers, as after losing only its lease.
+			w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.name, "err", err)
+			unreachable = append(unreachable, s)
+		default:
+			joined = append(joined, s)
 		}
 	}
 	w.mu.Lock()
@@ -385,13 +396,19 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	}
 	old := w.id
 	w.id, w.fenced = id, false
-	for _, s := range ss {
+	for _, s := range joined {
 		s.fenced, s.deadlineAt = false, w.leaseDeadline(sent)
+	}
+	for _, s := range unreachable {
+		s.fenced = true
+		s.leaseGen++
+		w.wg.Add(1) // on the keepalive goroutine: the count is never zero
+		go w.rejoin(w.life, id, s, time.Now())
 	}
 	w.extendDeadline(sent)
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
-	for _, s := range ss {
+	for _, s := range joined {
 		s.sub.box.push(event{kind: eventSubscribed})
 	}
 	return true, nil

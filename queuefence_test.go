@@ -278,3 +278,81 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*opts.TTL, "StopWork of b waited for the rejoin of a")
 	assert.Equal(t, []string{"tb"}, waiting(t, admin, "b"))
 }
+
+// refuseQueue makes every command on queue q fail at once while the
+// returned function's argument is true: its node refuses connections.
+func refuseQueue(h *hooked, q string) (setDown func(bool)) {
+	var mu sync.Mutex
+	down := false
+	isDown := func() bool { mu.Lock(); defer mu.Unlock(); return down }
+	errRefused := fmt.Errorf("node of queue %s: connection refused (test): %w", q, io.ErrUnexpectedEOF)
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if isDown() && onQueue(cmd, q) {
+				return rueidis.NewErrorResult(errRefused)
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
+			out := make([]rueidis.RedisResult, len(cmds))
+			var sent []rueidis.Completed
+			var at []int
+			for i, cmd := range cmds {
+				if isDown() && onQueue(cmd, q) {
+					out[i] = rueidis.NewErrorResult(errRefused)
+					continue
+				}
+				sent, at = append(sent, cmd), append(at, i)
+			}
+			if len(sent) > 0 {
+				for j, res := range h.Client.DoMulti(ctx, sent...) {
+					out[at[j]] = res
+				}
+			}
+			return out
+		}
+	})
+	return func(d bool) { mu.Lock(); defer mu.Unlock(); down = d }
+}
+
+// A worker fenced as a whole registers again by joining every queue it
+// serves; one queue whose node cannot be reached (a shard failing over)
+// failed the whole re-registration, again and again, so the worker served
+// none of its queues until that node was back. With per-queue fencing it
+// can join the others and rejoin that one later, as it does when only
+// that queue's lease is lost.
+func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	setDown := refuseQueue(h, "a")
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
+	oldID := w.ID()
+
+	setDown(true)
+	// As if a peer had judged the worker dead: the next renewal finds its
+	// registry lease gone, and it fences itself as a whole.
+	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zrem().Key(admin.keys.workers()).Member(oldID).Build()).Error())
+	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	eventually(t, 3*time.Second, "registered again while a is unreachable", func() bool { return w.ID() != oldID })
+	var p *Process
+	eventually(t, 3*time.Second, "b served again", func() bool {
+		var err error
+		p, err = w.Dequeue(ctx, "b")
+		return err == nil
+	})
+	assert.Equal(t, "tb", string(p.Task()))
+	require.NoError(t, p.Finish(ctx))
+
+	setDown(false)
+	eventually(t, 5*time.Second, "a served again once its node is back", func() bool {
+		var err error
+		p, err = w.Dequeue(ctx, "a")
+		return err == nil
+	})
+	assert.Equal(t, "ta", string(p.Task()))
+	require.NoError(t, p.Finish(ctx))
+}
