@@ -42,7 +42,9 @@ type WorkerOptions struct {
 	// itself as dead: it could not renew its lease in time (judged on its
 	// own clock from when it sent the last renewal that succeeded) or found
 	// the lease gone. Every process it held has already ended with
-	// ErrProcessLost: their tasks belong to the peers now.
+	// ErrProcessLost: their tasks belong to the peers now. It is called
+	// too when only the lease on one queue was lost (FenceEvent.Queue set):
+	// the worker keeps its id and serves that queue again later.
 	OnFenced func(FenceEvent)
 	// StayFenced stops a fenced worker from registering again under a new
 	// id once Redis answers, which it does by default. A worker that stays
@@ -52,7 +54,8 @@ type WorkerOptions struct {
 
 // FenceEvent tells the application that a worker fenced itself.
 type FenceEvent struct {
-	// WorkerID is the id the worker had; it will not be used again.
+	// WorkerID is the id the worker had; it will not be used again,
+	// unless Queue is set (the worker keeps its id then).
 	WorkerID string
 	// Cause says why.
 	Cause error
