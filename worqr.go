@@ -122,7 +122,8 @@ type Client struct {
 	workers map[*Worker]struct{}
 }
 
-// New creates a Client. It does not contact Redis until first used.
+// New creates a Client. On a Redis Cluster it asks the cluster once
+// whether it has sharded pub/sub.
 func New(opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -153,7 +154,7 @@ func New(opts Options) (*Client, error) {
 		}
 		c.rdb, c.ownsRedis = rdb, true
 	}
-	c.sharded = shardedPubSub(c.rdb)
+	c.sharded = shardedPubSub(c.rdb, c.keys.prefix+":probe")
 	c.scripts = scripts.Load(c.sharded)
 	return c, nil
 }
@@ -184,12 +185,26 @@ func dial(addr string) (rueidis.Client, error) {
 // shardedPubSub tells whether events should use sharded pub/sub. On a
 // cluster, ordinary PUBLISH is broadcast to every node; a shard channel in
 // the queue's slot stays on the queue's shard and follows it through
-// failovers and slot migrations. A "cluster" of one node gains nothing from
-// it, and servers that emulate one (miniredis answers CLUSTER SLOTS) may
-// lack SPUBLISH, so they keep ordinary pub/sub, which is correct on any
-// cluster.
-func shardedPubSub(rdb rueidis.Client) bool {
-	return rdb.Mode() == rueidis.ClientModeCluster && len(rdb.Nodes()) > 1
+// failovers and slot migrations. Every client of one cluster must choose
+// alike, or none hears the others' events, so the choice must not depend
+// on what a client sees of the topology when it is made (a one-master
+// cluster that gains a replica or a shard, a replica down for a while):
+// on a cluster, sharded pub/sub is used whenever the server has it (Redis
+// 7). Servers that only emulate a cluster (miniredis answers CLUSTER
+// SLOTS) or predate it answer SPUBLISH with an unknown-command error, and
+// keep ordinary pub/sub, which is correct on any cluster. The probe
+// publishes an empty message, which no worker acts on.
+func shardedPubSub(rdb rueidis.Client, probe string) bool {
+	if rdb.Mode() != rueidis.ClientModeCluster {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := rdb.Do(ctx, rdb.B().Spublish().Channel(probe).Message("").Build()).Error()
+	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(rerr.Error()), "unknown command") {
+		return false
+	}
+	return true
 }
 
 // Close closes every Worker created by this client that is still running
