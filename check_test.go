@@ -3,12 +3,14 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -478,4 +480,74 @@ func TestKeyParseRoundTrips(t *testing.T) {
 		kind, _ := k.parse(key)
 		assert.Equal(t, want, kind, key)
 	}
+}
+
+// envCluster names a Redis Cluster node ("127.0.0.1:7000") to run the
+// check on a cluster: the keys of one prefix spread over every master, so
+// a scan of one node would miss most of them.
+const envCluster = "WORQR_TEST_REDIS_CLUSTER"
+
+func TestCheckOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	addr := os.Getenv(envCluster)
+	if addr == "" {
+		t.Skip(envCluster + " not set")
+	}
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	require.Equal(t, rueidis.ClientModeCluster, rdb.Mode())
+	prefix := "worqrtest-" + uuid.NewString()[:8]
+	c, err := New(Options{Redis: rdb, Prefix: prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.Close(context.Background())
+		ctx := context.Background()
+		for _, node := range rdb.Nodes() {
+			var cursor uint64
+			for {
+				e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					break
+				}
+				for _, k := range e.Elements {
+					rdb.Do(ctx, rdb.B().Del().Key(k).Build())
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					break
+				}
+			}
+		}
+	})
+	ctx := ctxT(t)
+
+	const n = 24
+	names := make([]string, n)
+	dead := newWorker(t, c, fast)
+	for i := range names {
+		names[i] = fmt.Sprintf("queue-%d", i)
+		require.NoError(t, c.Enqueue(ctx, names[i], []byte("task of "+names[i])))
+		require.NoError(t, dead.StartWork(ctx, names[i], Events{}))
+		dequeueAll(t, dead, names[i], 1)
+	}
+	id := dead.ID()
+	dead.crash()
+	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build()) // and its registry entry is lost
+	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, names...) })
+
+	rep := check(t, c, false)
+	assert.Equal(t, len(rdb.Nodes()), rep.NodesScanned, "every node is scanned")
+	assert.Len(t, rep.OrphanedProcesses, n, "orphans on every master are found")
+	assert.Equal(t, []string{id}, rep.UnregisteredWorkers)
+	assert.Equal(t, []string{"ghost"}, rep.StaleQueues)
+	assert.Empty(t, rep.UnknownKeys)
+
+	rep = check(t, c, true)
+	assert.EqualValues(t, n, rep.Repaired.Requeued)
+	assert.Equal(t, []string{id}, rep.Repaired.ReclaimedWorkers)
+	for _, name := range names {
+		assert.Equal(t, []string{"task of " + name}, waiting(t, c, name))
+	}
+	requireClean(t, c)
 }
