@@ -400,6 +400,19 @@ func (w *Worker) runnersLocked() []*runner {
 	return rs
 }
 
+// idle reports whether no handler of the runners is running.
+func idle(runners []*runner) bool {
+	for _, r := range runners {
+		r.mu.Lock()
+		n := len(r.running)
+		r.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // stopRunners stops the runners taking tasks and waits for their handlers
 // until grace ends; then it cancels the handlers' contexts (cause
 // ErrShutdown) and waits up to ShutdownCancelWait more, or until ctx ends.
@@ -419,6 +432,13 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	case <-done:
 		return true
 	case <-grace.Done():
+	}
+	// A grace period that was over before it began outlasted no handler
+	// if none was running (http.Server.Shutdown returns nil then too); the
+	// goroutine above may just not have noticed yet.
+	if idle(runners) {
+		<-done
+		return true
 	}
 	for _, r := range runners {
 		r.cancelAll(ErrShutdown)
