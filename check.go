@@ -84,8 +84,9 @@ type CheckReport struct {
 	UnregisteredQueues []string
 	// StaleQueues are queue registry entries with no queue behind them.
 	StaleQueues []string
-	// UnknownKeys are keys under the prefix that worqr did not write. They
-	// are reported, never touched.
+	// UnknownKeys are keys under the prefix that worqr did not write (or
+	// that a client wrote whose prefix is this one followed by ':' and
+	// more). They are reported, never touched.
 	UnknownKeys []string
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
@@ -256,6 +257,9 @@ func (ck *checker) run(ctx context.Context) error {
 	for _, name := range registered {
 		if validQueue("", name) == nil {
 			ck.names[name] = struct{}{}
+		} else {
+			// No queue can have this name (written by hand?): stale.
+			ck.rep.StaleQueues = append(ck.rep.StaleQueues, name)
 		}
 	}
 	names := slices.Sorted(maps.Keys(ck.names))
@@ -522,6 +526,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 		}
 	}
 	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
+	slices.Sort(rep.StaleQueues)
 	for id, left := range reg.workers {
 		if left <= 0 {
 			rep.DeadWorkers = append(rep.DeadWorkers, id)

@@ -194,8 +194,8 @@ func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	// A registry entry with nothing behind it.
-	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	// Registry entries with nothing behind them, one no queue can have.
+	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost", "").Build())
 	// A queue missing from the registry, its registration unconfirmed (a
 	// crash between the enqueue and the registration).
 	require.NoError(t, c.Enqueue(ctx, "lost", []byte("a")))
@@ -216,13 +216,13 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	assert.Empty(t, qs)
 
 	rep := check(t, c, false)
-	assert.Equal(t, []string{"ghost"}, rep.StaleQueues)
+	assert.Equal(t, []string{"", "ghost"}, rep.StaleQueues)
 	assert.Equal(t, []string{"lost", odd}, rep.UnregisteredQueues)
 	assert.ElementsMatch(t, foreign, rep.UnknownKeys)
-	assert.Equal(t, 6, rep.Problems())
+	assert.Equal(t, 7, rep.Problems())
 
 	rep = check(t, c, true)
-	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
+	assert.Equal(t, []string{"", "ghost"}, rep.Repaired.RemovedQueues)
 	assert.Equal(t, []string{"lost", odd}, rep.Repaired.RegisteredQueues)
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
