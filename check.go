@@ -53,8 +53,8 @@ type CheckOptions struct {
 
 // WorkerQueue names a worker and a queue.
 type WorkerQueue struct {
-	Worker string
-	Queue  string
+	Worker string // the worker's id
+	Queue  string // the queue's name
 }
 
 // CheckReport says what Client.Check found and, with Repair, what it
@@ -91,7 +91,8 @@ type CheckReport struct {
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
 	NodesScanned int
-	// KeysScanned is how many keys under the prefix the scan found.
+	// KeysScanned is how many keys under the prefix the scan returned,
+	// counting each node's copy of a key (and any key SCAN returned twice).
 	KeysScanned int
 	// QueuesChecked is how many queues were looked at.
 	QueuesChecked int
@@ -279,7 +280,6 @@ func (ck *checker) scan(ctx context.Context) error {
 	ck.names = make(map[string]struct{})
 	ck.sets = make(map[string]struct{})
 	unknown := make(map[string]struct{})
-	seen := make(map[string]struct{}) // a replica repeats its master's keys
 	match := globEscape(c.keys.prefix) + ":*"
 	nodes := c.rdb.Nodes()
 	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
@@ -291,11 +291,11 @@ func (ck *checker) scan(ctx context.Context) error {
 			if err != nil {
 				return ck.c.fail("consistency check: scan "+addr, "", err)
 			}
+			// Only what is needed is kept, in sets (a replica repeats its
+			// master's keys, and SCAN may return a key twice): memory
+			// grows with the queues and workers, not with the keys.
+			ck.rep.KeysScanned += len(e.Elements)
 			for _, key := range e.Elements {
-				if _, dup := seen[key]; dup {
-					continue
-				}
-				seen[key] = struct{}{}
 				switch kind, val := c.keys.parse(key); kind {
 				case keyQueue:
 					ck.names[val] = struct{}{}
@@ -310,7 +310,6 @@ func (ck *checker) scan(ctx context.Context) error {
 			}
 		}
 	}
-	ck.rep.KeysScanned = len(seen)
 	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
 	return nil
 }
