@@ -33,7 +33,8 @@ import (
 //   - a queue that exists, or holds waiting tasks, is in the queue
 //     registry (UnregisteredQueues), and a queue in the registry exists
 //     (StaleQueues);
-//   - every key under the prefix is one of worqr's (UnknownKeys).
+//   - every key under the prefix is one of worqr's, of the type worqr
+//     writes (UnknownKeys, BrokenQueues).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -84,6 +85,10 @@ type CheckReport struct {
 	UnregisteredQueues []string
 	// StaleQueues are queue registry entries with no queue behind them.
 	StaleQueues []string
+	// BrokenQueues could not be read: a key of theirs holds a type worqr
+	// never writes there (WRONGTYPE). They are reported, never touched,
+	// and every call on them fails until the key is removed.
+	BrokenQueues []string
 	// UnknownKeys are keys under the prefix that worqr did not write (or
 	// that a client wrote whose prefix is this one followed by ':' and
 	// more). They are reported, never touched.
@@ -131,15 +136,15 @@ type CheckRepairs struct {
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
-		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.UnknownKeys)
+		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
 		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
@@ -187,7 +192,7 @@ func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, err
 	if err := c.checkCtx(ctx, "consistency check"); err != nil {
 		return rep, err
 	}
-	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep}
+	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep, broken: make(map[string]string)}
 	if err := ck.run(ctx); err != nil {
 		return rep, err
 	}
@@ -206,7 +211,8 @@ type checker struct {
 	rep *CheckReport
 
 	// What the scan found.
-	names map[string]struct{} // queues, by name
+	names  map[string]struct{} // queues, by name
+	broken map[string]string   // queues that could not be read -> why
 	sets  map[string]struct{} // workers with a queue set, by id
 
 	first    map[string]*queueLook // queues as first seen
@@ -330,6 +336,12 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 		}
 		for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
 			q, err := parseQueueLook(batch[i], res)
+			if _, isReply := rueidis.IsRedisErr(err); isReply {
+				// A key of the queue holds what worqr never writes there
+				// (WRONGTYPE): report it and check the rest.
+				ck.broken[batch[i]] = err.Error()
+				continue
+			}
 			if err != nil {
 				return nil, c.fail("consistency check", batch[i], err)
 			}
@@ -526,6 +538,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	}
 	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
 	slices.Sort(rep.StaleQueues)
+	rep.BrokenQueues = slices.Sorted(maps.Keys(ck.broken))
 	for id, left := range reg.workers {
 		if left <= 0 {
 			rep.DeadWorkers = append(rep.DeadWorkers, id)

@@ -206,9 +206,10 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	odd := "odd {name} %7B: *"
 	require.NoError(t, c.Enqueue(ctx, odd, []byte("b")))
 	do(t, c, c.rdb.B().Del().Key(c.keys.queue(odd).meta).Build())
-	// Keys that are not worqr's.
+	// Keys that are not worqr's, and one of a queue's keys of a type
+	// worqr never writes there.
 	foreign := []string{c.keys.prefix + ":junk", c.keys.prefix + ":{q:x}:other", c.keys.prefix + ":{r}:wq:"}
-	for _, k := range foreign {
+	for _, k := range append(foreign, c.keys.queue("typo").waiting) {
 		do(t, c, c.rdb.B().Set().Key(k).Value("x").Build())
 	}
 	qs, err := c.Queues(ctx)
@@ -219,7 +220,8 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	assert.Equal(t, []string{"", "ghost"}, rep.StaleQueues)
 	assert.Equal(t, []string{"lost", odd}, rep.UnregisteredQueues)
 	assert.ElementsMatch(t, foreign, rep.UnknownKeys)
-	assert.Equal(t, 7, rep.Problems())
+	assert.Equal(t, []string{"typo"}, rep.BrokenQueues)
+	assert.Equal(t, 8, rep.Problems())
 
 	rep = check(t, c, true)
 	assert.Equal(t, []string{"", "ghost"}, rep.Repaired.RemovedQueues)
@@ -230,7 +232,8 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	assert.Equal(t, []string{"b"}, waiting(t, c, odd))
 	rep = check(t, c, false)
 	assert.ElementsMatch(t, foreign, rep.UnknownKeys, "keys that are not worqr's are left alone")
-	assert.Equal(t, len(foreign), rep.Problems())
+	assert.Equal(t, []string{"typo"}, rep.BrokenQueues, "and so are broken queues")
+	assert.Equal(t, len(foreign)+1, rep.Problems())
 }
 
 // A live worker's queue set that does not list a queue where it holds work
