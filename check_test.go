@@ -370,24 +370,27 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		}
 		workers = append(workers, w)
 	}
+	// Two checkers, on clients of their own, repair at the same time.
 	stop := make(chan struct{})
-	checked := make(chan int)
-	go func() {
-		n := 0
-		defer func() { checked <- n }()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	checked := make(chan int, 2)
+	for _, checker := range []*Client{c, b.client()} {
+		go func() {
+			n := 0
+			defer func() { checked <- n }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := checker.Check(ctx, CheckOptions{Repair: true}); err != nil {
+					t.Errorf("check: %v", err)
+					return
+				}
+				n++
 			}
-			if _, err := c.Check(ctx, CheckOptions{Repair: true}); err != nil {
-				t.Errorf("check: %v", err)
-				return
-			}
-			n++
-		}
-	}()
+		}()
+	}
 	const perQueue = 100
 	want := make(map[string]bool)
 	for _, q := range queues {
@@ -406,7 +409,7 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		return len(runs) == len(want)
 	})
 	close(stop)
-	t.Logf("%d checks ran", <-checked)
+	t.Logf("%d and %d checks ran", <-checked, <-checked)
 	mu.Lock()
 	defer mu.Unlock()
 	for task := range want {
