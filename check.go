@@ -192,7 +192,7 @@ func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, err
 	if err := c.checkCtx(ctx, "consistency check"); err != nil {
 		return rep, err
 	}
-	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep, broken: make(map[string]string)}
+	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep, broken: make(map[string]struct{})}
 	if err := ck.run(ctx); err != nil {
 		return rep, err
 	}
@@ -212,8 +212,8 @@ type checker struct {
 
 	// What the scan found.
 	names  map[string]struct{} // queues, by name
-	broken map[string]string   // queues that could not be read -> why
-	sets  map[string]struct{} // workers with a queue set, by id
+	broken map[string]struct{} // queues that could not be read
+	sets   map[string]struct{} // workers with a queue set, by id
 
 	first    map[string]*queueLook // queues as first seen
 	registry registryLook          // the registries, read after that
@@ -339,7 +339,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 			if _, isReply := rueidis.IsRedisErr(err); isReply {
 				// A key of the queue holds what worqr never writes there
 				// (WRONGTYPE): report it and check the rest.
-				ck.broken[batch[i]] = err.Error()
+				ck.broken[batch[i]] = struct{}{}
 				continue
 			}
 			if err != nil {
