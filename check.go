@@ -536,6 +536,9 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 			}
 		}
 	}
+	if err := ck.confirmUnregistered(ctx); err != nil {
+		return err
+	}
 	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
 	slices.Sort(rep.StaleQueues)
 	rep.BrokenQueues = slices.Sorted(maps.Keys(ck.broken))
@@ -549,6 +552,34 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	slices.SortFunc(rep.UnlistedQueues, func(a, b WorkerQueue) int {
 		return strings.Compare(a.Worker+"\x00"+a.Queue, b.Worker+"\x00"+b.Queue)
 	})
+	return nil
+}
+
+// confirmUnregistered asks the queue registry once more about the queues
+// found missing from it: a queue is created before it is registered, so
+// one whose registration was under way during the check is in it by now.
+func (ck *checker) confirmUnregistered(ctx context.Context) error {
+	c, names := ck.c, ck.rep.UnregisteredQueues
+	if len(names) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = c.rdb.B().Sismember().Key(c.keys.queues()).Member(name).Build().Pin()
+	}
+	still := names[:0]
+	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
+		in, err := res.AsBool()
+		if err != nil {
+			return ck.fail(err)
+		}
+		// A queue the registry listed all along is hidden for another
+		// reason: its record is missing.
+		if !in || ck.registry.queues[names[i]] {
+			still = append(still, names[i])
+		}
+	}
+	ck.rep.UnregisteredQueues = still
 	return nil
 }
 

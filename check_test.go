@@ -557,3 +557,40 @@ func TestCheckOnRedisCluster(t *testing.T) {
 	}
 	requireClean(t, c)
 }
+
+// A queue is created before it is registered: a check that looks while an
+// enqueue is between the two does not report it.
+func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	producer, hp := hookedClient(t, b)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	hp.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.keys.queues() {
+				close(blocked)
+				<-release
+			}
+			return next()
+		}
+	})
+	enqueued := make(chan error, 1)
+	go func() { enqueued <- producer.Enqueue(ctx, "new", []byte("x")) }()
+	recv(t, blocked, 5*time.Second, "the enqueue is between creating and registering the queue")
+
+	c, hc := hookedClient(t, b)
+	hc.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if cmds[0].Commands()[0] == "SISMEMBER" { // the check asks the registry again
+				close(release)
+				require.NoError(t, recv(t, enqueued, 5*time.Second, "the enqueue ends"))
+			}
+			return next()
+		}
+	})
+	rep := check(t, c, false)
+	assert.Zero(t, rep.Problems(), "%v", rep)
+	qs, err := admin.Queues(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"new"}, qs)
+}
