@@ -355,3 +355,50 @@ func TestNonsenseArguments(t *testing.T) {
 
 // second drops the value of a (value, error) pair.
 func second[T any](_ T, err error) error { return err }
+
+// A cancel or delete event that Redis's state does not back (forged by a
+// client allowed to publish on the queue's channel, or stale) ends the
+// handler, but must not lose its task: it goes back to the queue.
+func TestForgedEventsLoseNoTask(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	causes := make(chan error, 10)
+	var mu sync.Mutex
+	runs := make(map[string]int)
+	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		mu.Lock()
+		runs[string(p.Task())]++
+		first := runs[string(p.Task())] == 1
+		mu.Unlock()
+		if !first {
+			return nil
+		}
+		<-hctx.Done()
+		causes <- context.Cause(hctx)
+		return nil // done, as far as it knows
+	}, HandleOptions{}))
+	channel := c.keys.queue("q").channel
+
+	for forged, want := range map[string]error{
+		"d7fffffffffffffff":        ErrQueueDeleted,
+		"c7fffffffffffffff:victim": ErrTaskCancelled,
+	} {
+		mu.Lock()
+		clear(runs)
+		mu.Unlock()
+		require.NoError(t, c.Enqueue(ctx, "q", []byte("victim")))
+		eventually(t, 5*time.Second, "handler running", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return runs["victim"] == 1
+		})
+		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Publish().Channel(channel).Message(forged).Build()).Error())
+		assert.ErrorIs(t, recv(t, causes, 5*time.Second, "the forged event ends the handler"), want, forged)
+		eventually(t, 5*time.Second, "the task is run again, not lost: "+forged, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return runs["victim"] == 2
+		})
+	}
+}
