@@ -96,7 +96,7 @@ func (w *Worker) renew(ctx context.Context) {
 			if i == 0 {
 				w.fence(id, errors.New("renewal found the registry lease gone"))
 			} else {
-				w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
+				w.leaseLostOn(id, ss[i-1].name, ss[i-1], nil, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
 			}
 			return
 		}
@@ -113,10 +113,17 @@ func (w *Worker) renew(ctx context.Context) {
 // a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
 // It is no evidence when the worker has left the queue, or is leaving it,
 // since leaving drops the lease.
-func (w *Worker) leaseLost(id, queue string, cause error) {
+func (w *Worker) leaseLost(id, queue string, cause error) { w.leaseLostOn(id, queue, nil, nil, cause) }
+
+// leaseLostOn is leaseLost for a script sent for one service of the queue
+// (sent) or about one process (p), when the caller knows them. Then it is
+// no evidence either when that service has ended or no longer holds the
+// process: the worker left the queue while the script was on its way, and
+// may have started work on it again since, under a new lease.
+func (w *Worker) leaseLostOn(id, queue string, sent *serving, p *Process, cause error) {
 	w.mu.Lock()
 	s := w.serving[queue]
-	left := s == nil || s.leaving
+	left := s == nil || s.leaving || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
 	w.mu.Unlock()
 	if left {
 		return
