@@ -63,8 +63,7 @@ func fuzzSetup(f *testing.F) (*Client, *Worker, *fenceLog) {
 	return c, w, fences
 }
 
-// fenceLog records a worker's fencings: a busy fuzzing machine can starve
-// a worker's renewals, which then explains a dead worker in a check.
+// fenceLog records a worker's fencings, which no input may cause.
 type fenceLog struct {
 	mu     sync.Mutex
 	causes []string
@@ -192,10 +191,10 @@ func FuzzRoundTrip(f *testing.F) {
 		// The check reads the name back out of the queue's keys.
 		rep, err := c.Check(ctx, CheckOptions{})
 		require.NoError(t, err)
-		if len(rep.DeadWorkers) > 0 && fences.any() {
-			rep.DeadWorkers = nil // the worker fenced itself and its old id awaits its reclaim
-		}
 		require.Zero(t, rep.Problems(), "%v; %v", rep, fences)
+		// Starting and stopping work all the time must not make the
+		// worker think itself dead (it did: see renew_race_test.go).
+		require.False(t, fences.any(), "%v", fences)
 		require.Equal(t, 1, rep.QueuesChecked)
 
 		require.NoError(t, w.StopWork(ctx, name))

@@ -91,3 +91,52 @@ func TestFinishRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 	assert.Equal(t, []string{"x"}, waiting(t, admin, "q"))
 }
+
+// A worker whose every scheduled renewal races a StopWork (a worker that
+// starts and stops work on queues all the time) renews again at once and
+// keeps its deadline: it must not fence itself for want of a renewal that
+// covered every lease.
+func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	fenced := make(chan FenceEvent, 1)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id := w.ID()
+
+	renewSHA := shaOf(t, "renew.lua")
+	var last time.Time
+	races := make(chan error, 100)
+	h.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			// Every scheduled renewal races; one sent at once after it
+			// does not (nothing else is leaving then).
+			if len(cmds) < 2 || scriptOf(cmds[0]) != renewSHA || time.Since(last) < fast.RenewInterval/2 {
+				return next()
+			}
+			last = time.Now()
+			err := w.StopWork(context.Background(), "q")
+			res := next()
+			races <- errors.Join(err, w.StartWork(context.Background(), "q", Events{}))
+			return res
+		}
+	})
+	deadline := time.After(3 * fast.TTL)
+	n := 0
+	for done := false; !done; {
+		select {
+		case err := <-races:
+			require.NoError(t, err)
+			n++
+		case ev := <-fenced:
+			t.Fatalf("fenced after %d races: %v", n, ev.Cause)
+		case <-deadline:
+			done = true
+		}
+	}
+	require.Greater(t, n, 5, "renewals raced")
+	assert.Equal(t, id, w.ID())
+}
