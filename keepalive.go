@@ -178,7 +178,9 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	switch {
 	case !current:
 	case expiry < 0:
-		w.leaseLost(id, s.name, fmt.Errorf("renewal found the lease on %q gone", s.name))
+		// Sent for this service of the queue: if the worker left the queue
+		// meanwhile (and maybe started on it again), it is no evidence.
+		w.leaseLostOn(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
 	default:
 		w.reconcile(ctx, id, []*serving{s})
 	}
@@ -191,14 +193,25 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 // that lease up already, and a call sent before the fence may well reach
 // Redis after the lease ran out.
 func (w *Worker) leaseLost(id, queue string, cause error) {
+	_ = w.leaseLostOn(id, queue, nil, nil, cause)
+}
+
+// leaseLostOn is leaseLost for a script sent for one service of the queue
+// (sent) or about one process (p), when the caller knows them. Then it is
+// no evidence either when that service has ended or no longer holds the
+// process: the worker left the queue while the script was on its way, and
+// may have started work on it again since, under a new lease.
+// It reports whether it took the script's answer as evidence.
+func (w *Worker) leaseLostOn(id, queue string, sent *serving, p *Process, cause error) bool {
 	w.mu.Lock()
 	s := w.serving[queue]
-	left := s == nil || s.leaving || s.fenced
+	left := s == nil || s.leaving || s.fenced || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
 	w.mu.Unlock()
 	if left {
-		return
+		return false
 	}
 	w.fence(id, cause)
+	return true
 }
 
 // fence makes the worker treat itself as dead: it takes no more work under

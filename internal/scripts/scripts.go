@@ -44,11 +44,7 @@ type Set struct {
 // (Redis Cluster) instead of PUBLISH; the two sets differ only in that
 // line, and so in their SHA1s.
 func Load(sharded bool) *Set {
-	publish := "PUBLISH"
-	if sharded {
-		publish = "SPUBLISH"
-	}
-	common := "local PUBLISH_COMMAND = '" + publish + "'\n" + source("common.lua")
+	common := commonFor(sharded)
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
 	load := func(name string) *Script { return newScript(common + source(name)) }
@@ -70,6 +66,15 @@ func Load(sharded bool) *Set {
 		Live:       load("live.lua"),
 		States:     load("states.lua"),
 	}
+}
+
+// commonFor is common.lua with the publish command events use.
+func commonFor(sharded bool) string {
+	publish := "PUBLISH"
+	if sharded {
+		publish = "SPUBLISH"
+	}
+	return "local PUBLISH_COMMAND = '" + publish + "'\n" + source("common.lua")
 }
 
 func source(name string) string {
