@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+hset +hsetnx +hget +hdel +hexists +hgetall +hincrby +hlen " +
 	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore " +
 	"+sadd +srem +smembers +sismember +exists +del " +
-	"+publish +subscribe +unsubscribe +scan"
+	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
 // aclUser creates a Redis user that may touch only the prefix's keys and
 // channels, with only aclCommands, and deletes it when the test ends. It
@@ -41,9 +42,13 @@ func aclUser(t *testing.T, b *backend) string {
 	user, pass := b.prefix+"-user", uuid.NewString()
 	rules := []string{"reset", "on", ">" + pass, "~" + b.prefix + ":*", "&" + b.prefix + ":*", "-@all"}
 	rules = append(rules, strings.Fields(aclCommands)...)
-	require.NoError(t, admin.Do(ctx, admin.B().AclSetuser().Username(user).Rule(rules...).Build()).Error())
+	for _, node := range nodes(admin) { // ACL users are per node, on a cluster too
+		require.NoError(t, node.Do(ctx, node.B().AclSetuser().Username(user).Rule(rules...).Build()).Error())
+	}
 	t.Cleanup(func() {
-		_ = admin.Do(context.Background(), admin.B().AclDeluser().Username(user).Build()).Error()
+		for _, node := range nodes(admin) {
+			_ = node.Do(context.Background(), node.B().AclDeluser().Username(user).Build()).Error()
+		}
 	})
 	return (&url.URL{Scheme: "redis", User: url.UserPassword(user, pass), Host: b.addr, Path: "/0"}).String()
 }
@@ -52,9 +57,12 @@ func aclUser(t *testing.T, b *backend) string {
 // ACL LOG.
 func deniedFor(t *testing.T, b *backend, user string) []string {
 	t.Helper()
-	admin := b.redis()
-	entries, err := admin.Do(context.Background(), admin.B().AclLog().Count(1000).Build()).ToArray()
-	require.NoError(t, err)
+	var entries []rueidis.RedisMessage
+	for _, node := range nodes(b.redis()) {
+		es, err := node.Do(context.Background(), node.B().AclLog().Count(1000).Build()).ToArray()
+		require.NoError(t, err)
+		entries = append(entries, es...)
+	}
 	var out []string
 	for _, e := range entries {
 		m, err := e.AsMap()
