@@ -24,7 +24,9 @@ type fleet struct {
 	prefix string
 	ttl    time.Duration
 	logDir string
-	ledger *ledger
+	// sabotage is passed to the worker processes: see -sabotage.
+	sabotage string
+	ledger   *ledger
 
 	mu   sync.Mutex
 	live map[int]*proc // by slot
@@ -67,7 +69,7 @@ func (f *fleet) spawn(slot int) (*proc, error) {
 	}
 	cmd := exec.Command(f.self, workerFlag,
 		"-name", name, "-addr", f.addr, "-prefix", f.prefix, "-ttl", f.ttl.String(),
-		fmt.Sprintf("-resp2=%v", slot%2 == 0))
+		fmt.Sprintf("-resp2=%v", slot%2 == 0), "-sabotage", f.sabotage)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -48,6 +48,7 @@ type config struct {
 	redisServer string
 	fsync       string
 	keep        bool
+	sabotage    string
 }
 
 const prefix = "chaos"
@@ -67,7 +68,14 @@ func main() {
 	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.fsync, "appendfsync", "always", "Redis appendfsync: always or everysec")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (Redis data, worker logs) even when every check passes")
+	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
+		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
+		"wedge: a worker stops taking jobs-a after its first fence (wedged)")
 	flag.Parse()
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger or wedge")
+		os.Exit(2)
+	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
 		fmt.Fprintln(os.Stderr, "worqr-chaos: need -workers >= 2, -rate >= 1, -ttl >= 1s, -appendfsync always|everysec")
 		os.Exit(2)
@@ -146,6 +154,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	fl.sabotage = cfg.sabotage
 	defer fl.killAll()
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,12 @@ const workerFlag = "-worker-process"
 var (
 	jobQueues = []string{"jobs-a", "jobs-b"}
 	connQueue = "conns"
+)
+
+// Ways to break a worker on purpose, to see the checks fail.
+const (
+	sabotageLinger = "linger" // persistent handlers hold on for 2 TTL after their context ends
+	sabotageWedge  = "wedge"  // a worker stops taking one job queue's work after its first fence
 )
 
 const (
@@ -85,14 +92,15 @@ func workerMain(args []string) {
 	prefix := fs.String("prefix", "", "key prefix")
 	ttl := fs.Duration("ttl", worqr.DefaultTTL, "lease TTL")
 	resp2 := fs.Bool("resp2", false, "speak RESP2 (a separate pub/sub connection) instead of RESP3")
+	sabotage := fs.String("sabotage", "", "misbehave on purpose: linger or wedge (see -sabotage in -help)")
 	_ = fs.Parse(args)
-	if err := runWorker(*name, *addr, *prefix, *ttl, *resp2); err != nil {
+	if err := runWorker(*name, *addr, *prefix, *ttl, *resp2, *sabotage); err != nil {
 		fmt.Fprintf(os.Stderr, "worker %s: %v\n", *name, err)
 		os.Exit(1)
 	}
 }
 
-func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool) error {
+func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool, sabotage string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", name)
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
@@ -165,6 +173,9 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool) error {
 		case strings.HasPrefix(task, "conn-"):
 			<-hctx.Done()
 			err = context.Cause(hctx)
+			if sabotage == sabotageLinger {
+				time.Sleep(2 * ttl) // still using the connection: a broken handler
+			}
 		default:
 			t := time.NewTimer(workTime())
 			select {
@@ -181,12 +192,19 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool) error {
 		rp.emit(r)
 		return err
 	}
+	var wedge sync.Once
+	var worker atomic.Pointer[worqr.Worker]
 	onFenced := func(ev worqr.FenceEvent) {
 		lost := make([]lostProc, len(ev.Lost))
 		for i, p := range ev.Lost {
 			lost[i] = lostProc{Q: p.Queue(), PID: p.ID(), Task: string(p.Task())}
 		}
 		rp.emit(report{Ev: "fence", Owner: ev.WorkerID, Cause: ev.Cause.Error(), Lost: lost})
+		if w := worker.Load(); w != nil && sabotage == sabotageWedge {
+			// Quietly stop taking one queue's work, as a worker that lost
+			// its subscription for good would.
+			wedge.Do(func() { _ = w.StopWork(context.Background(), jobQueues[0]) })
+		}
 	}
 
 	// Join: register and serve every queue. A fault may strike half-way;
@@ -203,6 +221,7 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool) error {
 			}
 		}
 	}
+	worker.Store(w)
 	rp.emit(report{Ev: "ready", Owner: w.ID()})
 
 	<-ctx.Done()
