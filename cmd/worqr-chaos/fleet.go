@@ -26,7 +26,9 @@ type fleet struct {
 	logDir string
 	// sabotage is passed to the worker processes: see -sabotage.
 	sabotage string
-	ledger   *ledger
+	// resp2 makes even slots speak RESP2: see -resp2.
+	resp2  bool
+	ledger *ledger
 
 	mu   sync.Mutex
 	live map[int]*proc // by slot
@@ -54,9 +56,9 @@ func newFleet(addr, prefix string, ttl time.Duration, logDir string, l *ledger) 
 		live: make(map[int]*proc), gens: make(map[int]int)}, nil
 }
 
-// spawn starts the next generation of a slot. Even slots speak RESP2, odd
-// ones RESP3, so both of rueidis's ways of carrying pub/sub (a connection
-// of its own, or the shared one) meet the faults.
+// spawn starts the next generation of a slot. Workers speak RESP3; with
+// resp2 set, even slots speak RESP2, where rueidis carries pub/sub on a
+// connection of its own.
 func (f *fleet) spawn(slot int) (*proc, error) {
 	f.mu.Lock()
 	f.gens[slot]++
@@ -69,7 +71,7 @@ func (f *fleet) spawn(slot int) (*proc, error) {
 	}
 	cmd := exec.Command(f.self, workerFlag,
 		"-name", name, "-addr", f.addr, "-prefix", f.prefix, "-ttl", f.ttl.String(),
-		fmt.Sprintf("-resp2=%v", slot%2 == 0), "-sabotage", f.sabotage)
+		fmt.Sprintf("-resp2=%v", f.resp2 && slot%2 == 0), "-sabotage", f.sabotage)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -49,6 +49,7 @@ type config struct {
 	fsync       string
 	keep        bool
 	sabotage    string
+	resp2       bool
 }
 
 const prefix = "chaos"
@@ -71,6 +72,8 @@ func main() {
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged)")
+	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
+		"fails with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed")
 	flag.Parse()
 	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge {
 		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger or wedge")
@@ -121,8 +124,12 @@ func runChaos(cfg config) (ok bool, err error) {
 	}
 	defer srv.stop()
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	say("worqr-chaos: Redis on %s (appendfsync %s), %d worker processes, TTL %v, %d tasks/s, faults for %v, seed %d",
-		srv.addr(), cfg.fsync, cfg.workers, cfg.ttl, cfg.rate, cfg.duration, cfg.seed)
+	protocol := "RESP3"
+	if cfg.resp2 {
+		protocol = "RESP3 and RESP2"
+	}
+	say("worqr-chaos: Redis on %s (appendfsync %s), %d worker processes (%s), TTL %v, %d tasks/s, faults for %v, seed %d",
+		srv.addr(), cfg.fsync, cfg.workers, protocol, cfg.ttl, cfg.rate, cfg.duration, cfg.seed)
 
 	// The harness's own connections are named chaos-harness: the faults
 	// never kill them.
@@ -154,7 +161,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	fl.sabotage = cfg.sabotage
+	fl.sabotage, fl.resp2 = cfg.sabotage, cfg.resp2
 	defer fl.killAll()
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
