@@ -116,8 +116,6 @@ func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 // leaves probes waiting and is named. Then the probes are released and
 // must finish. It returns the wedged workers and any other failure.
 func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedged []string, problem string) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
 	procs := c.fleet.procs()
 	holding := c.ledger.holding()
 	var probes []string
@@ -133,7 +131,10 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 			probes = append(probes, t)
 			tasks[t] = &taskInfo{queue: q, kind: "probe", copies: []int64{now()}}
 		}
-		if err := c.client.EnqueueBatch(ctx, q, batch); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.client.EnqueueBatch(ctx, q, batch)
+		cancel()
+		if err != nil {
 			return nil, err.Error()
 		}
 	}
@@ -160,13 +161,19 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 		if len(undone) > 0 || running > 0 {
 			return fmt.Sprintf("%d probes not completed, %d running", len(undone), running)
 		}
-		for _, q := range jobQueues {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, q := range allQueues() {
 			n, ps, err := c.queueState(ctx, q)
 			if err != nil {
 				return err.Error()
 			}
-			if n != 0 || len(ps) != 0 {
-				return fmt.Sprintf("%s: %d waiting, %d in flight", q, n, len(ps))
+			want := 0
+			if q == connQueue {
+				want = persistentTasks
+			}
+			if n != 0 || len(ps) != want {
+				return fmt.Sprintf("%s: %d waiting, %d in flight (want 0, %d)", q, n, len(ps), want)
 			}
 		}
 		return ""
