@@ -1,0 +1,723 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// The consistency check is worqr's deep clean. The peers' reclaim is the
+// light one: it finds dead workers through the registry and returns their
+// work, which is enough as long as the registry tells the truth. The check
+// does not trust the registry: it walks the keyspace with SCAN, on every
+// node, and compares what the keys hold with what the registries say.
+//
+// Invariants it checks (each finding is one kind of problem):
+//
+//   - a process whose owner holds no live lease on its queue is being
+//     worked on by nobody (OrphanedProcesses);
+//   - a worker with a lease entry, a process or a queue set is in the
+//     worker registry (UnregisteredWorkers), and the queues where it holds
+//     a lease or a process are in its queue set (UnlistedQueues): reclaim
+//     finds work only that way;
+//   - a worker in the registry has a live lease, or a peer is about to
+//     reclaim it (DeadWorkers);
+//   - a queue that exists, or holds waiting tasks, is in the queue
+//     registry (UnregisteredQueues), and a queue in the registry exists
+//     (StaleQueues);
+//   - every key under the prefix is one of worqr's (UnknownKeys).
+//
+// Registries live in slot {r} and queues in their own slots, so no look
+// at both is atomic, and the state changes under the check. A finding
+// that depends on both is confirmed by looking at the queue again after
+// reading the registry: a worker seen in a queue before and after a
+// registry read that did not list it was unregistered at that read (ids
+// are never reused, and a worker holds leases and processes only while
+// registered). Repairs never rely on what the check saw: each one judges
+// again, atomically, in its own slot, and each is safe to run twice.
+
+// CheckOptions configure Client.Check.
+type CheckOptions struct {
+	// Repair fixes what the check finds, as Client.Check describes.
+	// Without it the check only reads.
+	Repair bool
+}
+
+// WorkerQueue names a worker and a queue.
+type WorkerQueue struct {
+	Worker string
+	Queue  string
+}
+
+// CheckReport says what Client.Check found and, with Repair, what it
+// changed. One failure can show in several lists: a crashed worker whose
+// lease ran out is a dead worker, and each of its processes is orphaned.
+type CheckReport struct {
+	// OrphanedProcesses are in-flight processes whose owner holds no live
+	// lease on their queue: the owner died, fenced itself or lost its
+	// registration, and nobody is working on them. A peer's reclaim
+	// returns them while the owner is in the registry; otherwise only a
+	// repair does.
+	OrphanedProcesses []ProcessInfo
+	// DeadWorkers are worker registry entries whose lease has expired: a
+	// live worker's reclaim removes them within its next pass, so outside
+	// a crash they show only when no worker runs.
+	DeadWorkers []string
+	// UnregisteredWorkers hold a lease entry, a process or a queue set but
+	// are missing from the worker registry, so no reclaim would ever find
+	// their work.
+	UnregisteredWorkers []string
+	// UnlistedQueues are queues where a registered worker holds a lease or
+	// a process but that its queue set does not list: if it died, reclaim
+	// would miss its work there.
+	UnlistedQueues []WorkerQueue
+	// UnregisteredQueues exist, or hold waiting tasks, but Queues does not
+	// list them: missing from the queue registry, or missing their record.
+	UnregisteredQueues []string
+	// StaleQueues are queue registry entries with no queue behind them.
+	StaleQueues []string
+	// UnknownKeys are keys under the prefix that worqr did not write. They
+	// are reported, never touched.
+	UnknownKeys []string
+
+	// NodesScanned is how many Redis nodes the keyspace scan visited.
+	NodesScanned int
+	// KeysScanned is how many keys under the prefix the scan found.
+	KeysScanned int
+	// QueuesChecked is how many queues were looked at.
+	QueuesChecked int
+
+	// Repaired is what Repair changed; zero without it.
+	Repaired CheckRepairs
+}
+
+// CheckRepairs says what a repair changed.
+type CheckRepairs struct {
+	// Requeued counts orphaned tasks put back at the front of their queues.
+	Requeued int64
+	// Dropped counts orphaned processes removed without requeuing, because
+	// their task was cancelled or their queue deleted.
+	Dropped int64
+	// LeasesRemoved counts expired lease entries removed from queues.
+	LeasesRemoved int64
+	// AdoptedWorkers are unregistered workers entered in the registry as
+	// dead, so that reclaim finds their work.
+	AdoptedWorkers []string
+	// ListedQueues are queues added to workers' queue sets.
+	ListedQueues []WorkerQueue
+	// ReclaimedWorkers are dead workers whose remaining work was returned
+	// and who were removed from the registry.
+	ReclaimedWorkers []string
+	// PendingWorkers are dead workers left in the registry because they
+	// still hold a live lease on some queue: any live worker's reclaim, or
+	// the next repair, finishes them once it expires.
+	PendingWorkers []string
+	// RegisteredQueues were added to the queue registry.
+	RegisteredQueues []string
+	// RemovedQueues were removed from the queue registry.
+	RemovedQueues []string
+}
+
+// Problems is the number of problems the check found, before any repair.
+func (r CheckReport) Problems() int {
+	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
+		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.UnknownKeys)
+}
+
+// String summarises the report on one line.
+func (r CheckReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
+		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+	if p := r.Repaired; p.changed() {
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d",
+			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
+			len(p.RegisteredQueues), len(p.RemovedQueues))
+	}
+	return b.String()
+}
+
+func (p CheckRepairs) changed() bool {
+	return p.Requeued+p.Dropped+p.LeasesRemoved > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
+		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues) > 0
+}
+
+// Check compares every key under the client's prefix with the registries
+// and reports what does not add up (see CheckReport). It walks the
+// keyspace with SCAN (MATCH "<prefix>:*"), never KEYS, on every node the
+// Redis client knows (Nodes(): each master and replica of a Cluster, the
+// one server otherwise), so its cost grows with the whole keyspace, not
+// only worqr's. It is meant to run now and then, or after an incident;
+// peers reclaiming dead workers is what keeps a healthy system clean.
+//
+// With Repair it also fixes what it found, one script per queue (or per
+// worker, in the registry's slot), each judging again when it runs:
+//
+//   - processes whose owner's lease on the queue has expired or is gone go
+//     back to the front of their queue, oldest first (cancelled ones, and
+//     those of deleted queues, are dropped), and expired lease entries are
+//     removed. Processes of a worker whose lease is live are never
+//     touched, whatever the check saw before;
+//   - workers missing from the registry are entered as dead, and queues
+//     missing from workers' queue sets are added, so reclaim finds their
+//     work; then dead workers are reclaimed and deregistered as peers
+//     would do it. A worker still holding a live lease somewhere stays
+//     registered (as dead) until that lease expires;
+//   - queues missing from the registry are registered, and registry
+//     entries with no queue behind them are removed. Keys that are not
+//     worqr's are left alone.
+//
+// The check is safe to run while workers run, from any number of
+// clients. Under concurrent changes a finding can be stale by the time it
+// is reported, but a repair never moves work that a live worker holds.
+// On error the report holds what was found and repaired until then.
+func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
+	var rep CheckReport
+	if err := c.checkCtx(ctx, "consistency check"); err != nil {
+		return rep, err
+	}
+	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep}
+	if err := ck.run(ctx); err != nil {
+		return rep, err
+	}
+	if opts.Repair {
+		if err := ck.repair(ctx); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// checker holds one run of Check.
+type checker struct {
+	c   *Client
+	s   *scripts.CheckSet
+	rep *CheckReport
+
+	// What the scan found.
+	names map[string]struct{} // queues, by name
+	sets  map[string]struct{} // workers with a queue set, by id
+
+	first    map[string]*queueLook // queues as first seen
+	registry registryLook          // the registries, read after that
+
+	// Findings to repair, beyond those in the report.
+	repairQueues []string             // queues with orphans, dead leases or no record
+	adopt        map[string][]string  // worker -> queues to add to its set
+	reclaim      map[string]struct{}  // dead workers to reclaim
+	listed       map[WorkerQueue]bool // UnlistedQueues, for the repair report
+	unregistered map[string]struct{}  // UnregisteredWorkers
+}
+
+// queueLook is one queue as check_queue.lua saw it.
+type queueLook struct {
+	exists  bool            // its meta record holds its name
+	waiting int64           // tasks waiting
+	owners  map[string]bool // workers with a lease entry or process -> lease live
+	orphans []ProcessInfo
+}
+
+// registryLook is the registries as check_registry.lua saw them.
+type registryLook struct {
+	queues  map[string]bool
+	workers map[string]int64 // id -> ms of lease left, <= 0 once expired
+	judged  map[string]judgement
+}
+
+// judgement is what check_registry.lua says of one candidate worker.
+type judgement struct {
+	registered bool
+	hasSet     bool
+	missing    []string // queues its set does not list
+}
+
+func (ck *checker) fail(err error) error { return ck.c.fail("consistency check", "", err) }
+
+func (ck *checker) run(ctx context.Context) error {
+	c := ck.c
+	if err := ck.scan(ctx); err != nil {
+		return err
+	}
+	// Registry names are read before the queues are looked at, so that a
+	// registry entry with nothing behind it is looked at too.
+	registered, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.queues()).Build().Pin()).AsStrSlice()
+	if err != nil {
+		return ck.fail(err)
+	}
+	for _, name := range registered {
+		if validQueue("", name) == nil {
+			ck.names[name] = struct{}{}
+		}
+	}
+	names := slices.Sorted(maps.Keys(ck.names))
+	ck.rep.QueuesChecked = len(names)
+	if ck.first, err = ck.look(ctx, names); err != nil {
+		return err
+	}
+	if err := ck.readRegistry(ctx); err != nil {
+		return err
+	}
+	return ck.judge(ctx, registered)
+}
+
+// scan walks every node's keyspace under the prefix.
+func (ck *checker) scan(ctx context.Context) error {
+	c := ck.c
+	ck.names = make(map[string]struct{})
+	ck.sets = make(map[string]struct{})
+	unknown := make(map[string]struct{})
+	seen := make(map[string]struct{}) // a replica repeats its master's keys
+	match := globEscape(c.keys.prefix) + ":*"
+	nodes := c.rdb.Nodes()
+	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
+		node := nodes[addr]
+		ck.rep.NodesScanned++
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
+			if err != nil {
+				return ck.c.fail("consistency check: scan "+addr, "", err)
+			}
+			for _, key := range e.Elements {
+				if _, dup := seen[key]; dup {
+					continue
+				}
+				seen[key] = struct{}{}
+				switch kind, val := c.keys.parse(key); kind {
+				case keyQueue:
+					ck.names[val] = struct{}{}
+				case keyWorkerQueues:
+					ck.sets[val] = struct{}{}
+				case keyUnknown:
+					unknown[key] = struct{}{}
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	ck.rep.KeysScanned = len(seen)
+	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
+	return nil
+}
+
+// lookBatch bounds how many queue scripts go in one round trip.
+const lookBatch = 256
+
+// look runs check_queue.lua on queues, pipelined.
+func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueLook, error) {
+	c := ck.c
+	out := make(map[string]*queueLook, len(names))
+	for start := 0; start < len(names); start += lookBatch {
+		batch := names[start:min(start+lookBatch, len(names))]
+		calls := make([]scripts.Call, len(batch))
+		for i, name := range batch {
+			k := c.keys.queue(name)
+			calls[i] = scripts.Call{Script: ck.s.Queue, Keys: []string{k.waiting, k.procs, k.leases, k.meta}}
+		}
+		for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
+			q, err := parseQueueLook(batch[i], res)
+			if err != nil {
+				return nil, c.fail("consistency check", batch[i], err)
+			}
+			out[batch[i]] = q
+		}
+	}
+	return out, nil
+}
+
+func parseQueueLook(name string, res rueidis.RedisResult) (*queueLook, error) {
+	parts, err := res.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) != 4 {
+		return nil, fmt.Errorf("check_queue.lua answered %d parts", len(parts))
+	}
+	exists, err1 := parts[0].AsInt64()
+	waiting, err2 := parts[1].AsInt64()
+	owners, err3 := parts[2].ToArray()
+	orphans, err4 := parts[3].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return nil, err
+	}
+	q := &queueLook{exists: exists == 1, waiting: waiting, owners: make(map[string]bool, len(owners)/2)}
+	for i := 0; i+1 < len(owners); i += 2 {
+		id, err1 := owners[i].ToString()
+		live, err2 := owners[i+1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		q.owners[id] = live == 1
+	}
+	for i := 0; i+3 < len(orphans); i += 4 {
+		q.orphans = append(q.orphans, ProcessInfo{ID: orphans[i], Queue: name, Owner: orphans[i+1], State: stateOf(orphans[i+2][0]), Task: []byte(orphans[i+3])})
+	}
+	sortProcessInfos(q.orphans)
+	return q, nil
+}
+
+// readRegistry reads both registries and judges, in the same instant,
+// every worker seen in a queue or with a queue set.
+func (ck *checker) readRegistry(ctx context.Context) error {
+	c := ck.c
+	where := make(map[string][]string) // worker -> queues where it was seen
+	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
+		for id := range ck.first[name].owners {
+			where[id] = append(where[id], name)
+		}
+	}
+	for id := range ck.sets {
+		if _, ok := where[id]; !ok {
+			where[id] = nil
+		}
+	}
+	ids := slices.Sorted(maps.Keys(where))
+	keys := make([]string, 0, 2+len(ids))
+	keys = append(keys, c.keys.workers(), c.keys.queues())
+	var args []string
+	for _, id := range ids {
+		keys = append(keys, c.keys.workerQueues(id))
+		args = append(args, id, strconv.Itoa(len(where[id])))
+		args = append(args, where[id]...)
+	}
+	parts, err := ck.s.Registry.Exec(ctx, c.rdb, keys, args).ToArray()
+	if err != nil {
+		return ck.fail(err)
+	}
+	if len(parts) != 3 {
+		return ck.fail(fmt.Errorf("check_registry.lua answered %d parts", len(parts)))
+	}
+	queues, err1 := parts[0].AsStrSlice()
+	workers, err2 := parts[1].ToArray()
+	judged, err3 := parts[2].ToArray()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return ck.fail(err)
+	}
+	if len(judged) != len(ids) {
+		return ck.fail(fmt.Errorf("check_registry.lua judged %d workers of %d", len(judged), len(ids)))
+	}
+	reg := registryLook{queues: make(map[string]bool, len(queues)), workers: make(map[string]int64, len(workers)/2), judged: make(map[string]judgement, len(ids))}
+	for _, q := range queues {
+		reg.queues[q] = true
+	}
+	for i := 0; i+1 < len(workers); i += 2 {
+		id, err1 := workers[i].ToString()
+		left, err2 := workers[i+1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return ck.fail(err)
+		}
+		reg.workers[id] = left
+	}
+	for i, id := range ids {
+		j, err := judged[i].ToArray()
+		if err != nil || len(j) != 3 {
+			return ck.fail(errors.Join(err, errors.New("check_registry.lua: bad judgement")))
+		}
+		registered, err1 := j[0].AsInt64()
+		hasSet, err2 := j[1].AsInt64()
+		missing, err3 := j[2].AsStrSlice()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return ck.fail(err)
+		}
+		reg.judged[id] = judgement{registered: registered == 1, hasSet: hasSet == 1, missing: missing}
+	}
+	ck.registry = reg
+	return nil
+}
+
+// judge turns the looks into findings, confirming those that compare a
+// queue with a registry by looking at the queue once more.
+func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
+	rep, reg := ck.rep, ck.registry
+	ck.adopt = make(map[string][]string)
+	ck.reclaim = make(map[string]struct{})
+	ck.listed = make(map[WorkerQueue]bool)
+	ck.unregistered = make(map[string]struct{})
+
+	before := make(map[string]bool, len(registeredBefore))
+	for _, q := range registeredBefore {
+		before[q] = true
+	}
+	// A queue is hidden when it holds tasks or exists but Queues does not
+	// list it, and stale when the registry lists it but it holds nothing.
+	hidden := func(name string, q *queueLook) bool {
+		return (q.exists && !reg.queues[name]) || (q.waiting > 0 && !q.exists)
+	}
+	stale := func(name string, q *queueLook) bool {
+		return !q.exists && q.waiting == 0 && before[name] && reg.queues[name]
+	}
+	// Candidates that need a second look at their queue.
+	again := make(map[string]struct{})
+	for name, q := range ck.first {
+		if hidden(name, q) || stale(name, q) {
+			again[name] = struct{}{}
+		}
+		for id := range q.owners {
+			if j := reg.judged[id]; !j.registered || slices.Contains(j.missing, name) {
+				again[name] = struct{}{}
+			}
+		}
+	}
+	second, err := ck.look(ctx, slices.Sorted(maps.Keys(again)))
+	if err != nil {
+		return err
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
+		q := ck.first[name]
+		rep.OrphanedProcesses = append(rep.OrphanedProcesses, q.orphans...)
+		live := true
+		for _, ok := range q.owners {
+			live = live && ok
+		}
+		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) {
+			ck.repairQueues = append(ck.repairQueues, name)
+		}
+		q2, ok := second[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case hidden(name, q) && hidden(name, q2):
+			rep.UnregisteredQueues = append(rep.UnregisteredQueues, name)
+		case stale(name, q) && stale(name, q2):
+			rep.StaleQueues = append(rep.StaleQueues, name)
+		}
+		for id := range q.owners {
+			if _, still := q2.owners[id]; !still {
+				continue
+			}
+			j := reg.judged[id]
+			switch {
+			case !j.registered:
+				ck.unregistered[id] = struct{}{}
+				ck.adopt[id] = append(ck.adopt[id], name)
+			case slices.Contains(j.missing, name):
+				wq := WorkerQueue{Worker: id, Queue: name}
+				ck.listed[wq] = true
+				rep.UnlistedQueues = append(rep.UnlistedQueues, wq)
+				ck.adopt[id] = append(ck.adopt[id], name)
+			}
+		}
+	}
+	// A queue set without a registered worker: the judgement read both in
+	// one instant, so it needs no second look.
+	for id := range ck.sets {
+		if j := reg.judged[id]; !j.registered && j.hasSet {
+			ck.unregistered[id] = struct{}{}
+			if _, ok := ck.adopt[id]; !ok {
+				ck.adopt[id] = nil
+			}
+		}
+	}
+	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
+	for id, left := range reg.workers {
+		if left <= 0 {
+			rep.DeadWorkers = append(rep.DeadWorkers, id)
+			ck.reclaim[id] = struct{}{}
+		}
+	}
+	slices.Sort(rep.DeadWorkers)
+	slices.SortFunc(rep.UnlistedQueues, func(a, b WorkerQueue) int {
+		return strings.Compare(a.Worker+"\x00"+a.Queue, b.Worker+"\x00"+b.Queue)
+	})
+	return nil
+}
+
+// repair fixes what run found, in an order where each step leaves things
+// no worse if the check stops there: queues first (orphans back in their
+// queues), then the worker registry, then the queue registry.
+func (ck *checker) repair(ctx context.Context) error {
+	c, fixed := ck.c, &ck.rep.Repaired
+	var errs []error
+
+	// 1. Orphans back to the front; dead lease entries out.
+	calls := make([]scripts.Call, len(ck.repairQueues))
+	for i, name := range ck.repairQueues {
+		k := c.keys.queue(name)
+		calls[i] = scripts.Call{Script: ck.s.Repair, Keys: []string{k.waiting, k.procs, k.leases, k.meta}, Args: []string{k.channel, name}}
+	}
+	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
+		n, err := res.AsIntSlice()
+		if err == nil && len(n) != 4 {
+			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
+		}
+		if err != nil {
+			errs = append(errs, c.fail("consistency repair", ck.repairQueues[i], err))
+			continue
+		}
+		fixed.Requeued += n[0]
+		fixed.Dropped += n[1]
+		fixed.LeasesRemoved += n[2]
+	}
+
+	// 2. Workers the registry does not cover, entered so reclaim finds
+	// them; 3. dead workers reclaimed as peers would.
+	ids := slices.Sorted(maps.Keys(ck.adopt))
+	calls = make([]scripts.Call, len(ids))
+	for i, id := range ids {
+		calls[i] = scripts.Call{Script: ck.s.Adopt, Keys: []string{c.keys.workers(), c.keys.workerQueues(id)}, Args: append([]string{id}, ck.adopt[id]...)}
+	}
+	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
+		entered, err := res.AsInt64()
+		if err != nil {
+			errs = append(errs, c.fail("consistency repair", "", err))
+			continue
+		}
+		id := ids[i]
+		if entered == 1 {
+			fixed.AdoptedWorkers = append(fixed.AdoptedWorkers, id)
+		}
+		if _, unreg := ck.unregistered[id]; unreg || entered == 1 {
+			ck.reclaim[id] = struct{}{}
+		}
+		for _, q := range ck.adopt[id] {
+			if ck.listed[WorkerQueue{Worker: id, Queue: q}] {
+				fixed.ListedQueues = append(fixed.ListedQueues, WorkerQueue{Worker: id, Queue: q})
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
+		n, done, err := c.reclaimWorker(ctx, id)
+		fixed.Requeued += n
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case done:
+			fixed.ReclaimedWorkers = append(fixed.ReclaimedWorkers, id)
+		default:
+			fixed.PendingWorkers = append(fixed.PendingWorkers, id)
+		}
+	}
+
+	// 4. The queue registry.
+	for _, name := range ck.rep.UnregisteredQueues {
+		if err := c.register(ctx, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fixed.RegisteredQueues = append(fixed.RegisteredQueues, name)
+	}
+	for _, name := range ck.rep.StaleQueues {
+		// Removed first, then the queue is asked whether it exists after
+		// all (made meanwhile): the order DeleteQueue uses, so a queue
+		// holding tasks is never left out of the registry for good.
+		if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member(name).Build().Pin()).Error(); err != nil {
+			errs = append(errs, c.fail("consistency repair", name, err))
+			continue
+		}
+		exists, err := ck.s.Unregister.Exec(ctx, c.rdb, []string{c.keys.queue(name).meta}, nil).AsInt64()
+		if err != nil {
+			errs = append(errs, c.fail("consistency repair", name, err))
+			continue
+		}
+		if exists == 1 {
+			if err := c.register(ctx, name); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		fixed.RemovedQueues = append(fixed.RemovedQueues, name)
+	}
+	return errors.Join(errs...)
+}
+
+// Kinds of key under the prefix.
+type keyKind int
+
+const (
+	keyUnknown      keyKind = iota // not worqr's
+	keyRegistry                    // the queue or worker registry
+	keyWorkerQueues                // a worker's queue set; the value is its id
+	keyQueue                       // a queue's key; the value is its name
+)
+
+// parse says what a key under the prefix is. Queue names are recovered
+// from the hash tag, and accepted only if the name's own keys include the
+// key: anything else is unknown.
+func (k keys) parse(key string) (keyKind, string) {
+	rest, ok := strings.CutPrefix(key, k.prefix+":")
+	if !ok {
+		return keyUnknown, ""
+	}
+	switch {
+	case key == k.queues() || key == k.workers():
+		return keyRegistry, ""
+	case strings.HasPrefix(key, k.workerQueues("")):
+		if id := key[len(k.workerQueues("")):]; id != "" {
+			return keyWorkerQueues, id
+		}
+		return keyUnknown, ""
+	}
+	tag, ok := strings.CutPrefix(rest, "{q:")
+	if !ok {
+		return keyUnknown, ""
+	}
+	end := strings.IndexByte(tag, '}')
+	if end < 0 {
+		return keyUnknown, ""
+	}
+	name, ok := unescapeTag(tag[:end])
+	if !ok || validQueue("", name) != nil {
+		return keyUnknown, ""
+	}
+	q := k.queue(name)
+	if key != q.waiting && key != q.procs && key != q.leases && key != q.meta {
+		return keyUnknown, ""
+	}
+	return keyQueue, name
+}
+
+// unescapeTag undoes the escaping of a queue name in its hash tag ('%',
+// '{' and '}' as %25, %7B and %7D). It reports false for text the escaping
+// cannot produce.
+func unescapeTag(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, !strings.ContainsAny(s, "{}")
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case ch == '{' || ch == '}':
+			return "", false
+		case ch != '%':
+			b.WriteByte(ch)
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+			i += 2
+		case strings.HasPrefix(s[i:], "%7B"):
+			b.WriteByte('{')
+			i += 2
+		case strings.HasPrefix(s[i:], "%7D"):
+			b.WriteByte('}')
+			i += 2
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// globEscape quotes the characters SCAN's MATCH treats as a pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\^`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

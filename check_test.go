@@ -1,0 +1,553 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The inconsistencies in these tests are made the way they happen: a
+// worker crashed before its peers reclaimed it, a registry entry lost (as
+// a peer judging a worker dead, a FLUSH of one slot, or an operator's DEL
+// would lose it), a registration interrupted. Then Check must find them,
+// and its repair must leave a system the next Check finds clean.
+
+func check(t *testing.T, c *Client, repair bool) CheckReport {
+	t.Helper()
+	rep, err := c.Check(context.Background(), CheckOptions{Repair: repair})
+	require.NoError(t, err)
+	t.Logf("check (repair %v): %v", repair, rep)
+	return rep
+}
+
+// requireClean runs a check that must find nothing.
+func requireClean(t *testing.T, c *Client) {
+	t.Helper()
+	rep := check(t, c, false)
+	require.Zero(t, rep.Problems(), "%+v", rep)
+}
+
+func do(t *testing.T, c *Client, cmd rueidis.Completed) rueidis.RedisResult {
+	t.Helper()
+	res := c.rdb.Do(context.Background(), cmd)
+	require.NoError(t, res.Error())
+	return res
+}
+
+func TestCheckFindsNothingWrongInAHealthySystem(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, w.StartWork(ctx, "idle", Events{}))
+	enqueueNumbered(t, c, "q", 5)
+	require.NoError(t, c.Enqueue(ctx, "{odd}%7B name", []byte("x")))
+	held := dequeueAll(t, w, "q", 2)
+	_, err := c.Cancel(ctx, "q", []byte("t0000")) // a cancelled process
+	require.NoError(t, err)
+	require.NoError(t, c.Enqueue(ctx, "gone", []byte("x")))
+	_, err = c.DeleteQueue(ctx, "gone")
+	require.NoError(t, err)
+
+	rep := check(t, c, true)
+	assert.Zero(t, rep.Problems(), "%+v", rep)
+	assert.Equal(t, CheckRepairs{}, rep.Repaired, "a repair of a healthy system changes nothing")
+	assert.Equal(t, 1, rep.NodesScanned)
+	assert.Equal(t, 3, rep.QueuesChecked)
+	assert.Equal(t, []string{"t0002", "t0003", "t0004"}, waiting(t, c, "q"))
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	assert.Len(t, procs, 2)
+	require.NoError(t, held[1].Finish(ctx), "the live worker's process is still its own")
+}
+
+// A crashed worker, before any peer reclaims it: its processes are
+// orphaned and its registry entry dead. Check reports both and changes
+// nothing; the repair returns the tasks to the front, in order, and
+// deregisters the worker, as a peer would have.
+func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
+	enqueueNumbered(t, c, "q", 4)
+	require.NoError(t, c.Enqueue(ctx, "other", []byte("x")))
+	dequeueAll(t, dead, "q", 2)
+	dequeueAll(t, dead, "other", 1)
+	_, err := c.Cancel(ctx, "other", []byte("x"))
+	require.NoError(t, err)
+	id := dead.ID()
+	dead.crash()
+	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, "q", "other") })
+
+	rep := check(t, c, false)
+	require.Len(t, rep.OrphanedProcesses, 3)
+	orphans := rep.OrphanedProcesses
+	assert.Equal(t, []string{"other", "q", "q"}, []string{orphans[0].Queue, orphans[1].Queue, orphans[2].Queue})
+	assert.Equal(t, StateCancelled, orphans[0].State)
+	assert.Equal(t, "t0000", string(orphans[1].Task))
+	assert.Equal(t, "t0001", string(orphans[2].Task))
+	for _, p := range orphans {
+		assert.Equal(t, id, p.Owner)
+	}
+	assert.Equal(t, []string{id}, rep.DeadWorkers)
+	assert.Equal(t, 4, rep.Problems())
+	assert.Equal(t, []string{"t0002", "t0003"}, waiting(t, c, "q"), "a check without repair changes nothing")
+
+	rep = check(t, c, true)
+	assert.EqualValues(t, 2, rep.Repaired.Requeued)
+	assert.EqualValues(t, 1, rep.Repaired.Dropped, "the cancelled process is dropped, not requeued")
+	assert.EqualValues(t, 2, rep.Repaired.LeasesRemoved)
+	assert.Equal(t, []string{id}, rep.Repaired.ReclaimedWorkers)
+	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0003"}, waiting(t, c, "q"))
+	assert.Empty(t, waiting(t, c, "other"))
+	requireClean(t, c)
+	wq, err := c.WorkerQueues(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, wq, "the dead worker's queue set is gone")
+}
+
+// A worker whose registry entry is lost fences itself and registers again
+// under a new id; its old id's processes are left where no reclaim will
+// ever look. Check finds them and gives them back.
+func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	opts := fast
+	opts.StayFenced = true
+	fenced := make(chan FenceEvent, 1)
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, b.client(), opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 3)
+	dequeueAll(t, w, "q", 2)
+	id := w.ID()
+	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build())
+	recv(t, fenced, 5*time.Second, "the worker fences itself")
+	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
+	// A reclaim pass, as the peer runs every interval, cannot find it.
+	n, err := c.reclaimDead(ctx, testLogger(t))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 2, "the lost worker's processes stay orphaned")
+
+	rep := check(t, c, false)
+	assert.Len(t, rep.OrphanedProcesses, 2)
+	assert.Equal(t, []string{id}, rep.UnregisteredWorkers)
+	assert.Empty(t, rep.DeadWorkers)
+
+	rep = check(t, c, true)
+	assert.EqualValues(t, 2, rep.Repaired.Requeued)
+	assert.Equal(t, []string{id}, rep.Repaired.AdoptedWorkers)
+	assert.Equal(t, []string{id}, rep.Repaired.ReclaimedWorkers)
+	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, c, "q"))
+	requireClean(t, c)
+}
+
+// Checked while the lost worker's lease is still live, its work cannot be
+// moved yet: the repair enters it in the registry as dead instead, and the
+// peers' ordinary reclaim returns its work once the lease expires.
+func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true}
+	fenced := make(chan FenceEvent, 1)
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, b.client(), opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	dequeueAll(t, w, "q", 1)
+	id := w.ID()
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+
+	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build())
+	recv(t, fenced, 5*time.Second, "the worker fences itself")
+	rep := check(t, c, true)
+	require.False(t, leasesExpired(t, c, id, "q"), "the test needs the lease live during the check")
+	assert.Equal(t, []string{id}, rep.UnregisteredWorkers)
+	assert.Empty(t, rep.OrphanedProcesses, "a live lease's process is not orphaned")
+	assert.Equal(t, []string{id}, rep.Repaired.AdoptedWorkers)
+	assert.Equal(t, []string{id}, rep.Repaired.PendingWorkers)
+	assert.Zero(t, rep.Repaired.Requeued, "nothing is moved while the lease is live")
+	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"))
+
+	eventually(t, 10*time.Second, "the peer reclaims the adopted worker", func() bool {
+		return slices.Equal(waiting(t, c, "q"), []string{"t0000", "t0001"})
+	})
+	eventually(t, 5*time.Second, "and deregisters it", func() bool { return check(t, c, false).Problems() == 0 })
+}
+
+func TestCheckRepairsTheQueueRegistry(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	// A registry entry with nothing behind it.
+	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	// A queue missing from the registry, its registration unconfirmed (a
+	// crash between the enqueue and the registration).
+	require.NoError(t, c.Enqueue(ctx, "lost", []byte("a")))
+	do(t, c, c.rdb.B().Srem().Key(c.keys.queues()).Member("lost").Build())
+	do(t, c, c.rdb.B().Hdel().Key(c.keys.queue("lost").meta).Field("registered").Build())
+	// A queue holding tasks whose record was lost, with a name only its
+	// keys can tell.
+	odd := "odd {name} %7B: *"
+	require.NoError(t, c.Enqueue(ctx, odd, []byte("b")))
+	do(t, c, c.rdb.B().Del().Key(c.keys.queue(odd).meta).Build())
+	// Keys that are not worqr's.
+	foreign := []string{c.keys.prefix + ":junk", c.keys.prefix + ":{q:x}:other", c.keys.prefix + ":{r}:wq:"}
+	for _, k := range foreign {
+		do(t, c, c.rdb.B().Set().Key(k).Value("x").Build())
+	}
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, qs)
+
+	rep := check(t, c, false)
+	assert.Equal(t, []string{"ghost"}, rep.StaleQueues)
+	assert.Equal(t, []string{"lost", odd}, rep.UnregisteredQueues)
+	assert.ElementsMatch(t, foreign, rep.UnknownKeys)
+	assert.Equal(t, 6, rep.Problems())
+
+	rep = check(t, c, true)
+	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
+	assert.Equal(t, []string{"lost", odd}, rep.Repaired.RegisteredQueues)
+	qs, err = c.Queues(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"lost", odd}, qs)
+	assert.Equal(t, []string{"b"}, waiting(t, c, odd))
+	rep = check(t, c, false)
+	assert.ElementsMatch(t, foreign, rep.UnknownKeys, "keys that are not worqr's are left alone")
+	assert.Equal(t, len(foreign), rep.Problems())
+}
+
+// A live worker's queue set that does not list a queue where it holds work
+// would hide that work from the reclaimers if it died.
+func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, b.client(), fast)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 1)
+	dequeueAll(t, w, "q", 1)
+	id := w.ID()
+	do(t, c, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member("q").Build())
+
+	rep := check(t, c, true)
+	want := []WorkerQueue{{Worker: id, Queue: "q"}}
+	assert.Equal(t, want, rep.UnlistedQueues)
+	assert.Equal(t, want, rep.Repaired.ListedQueues)
+	assert.Empty(t, rep.Repaired.AdoptedWorkers, "a registered worker stays as it is")
+	wq, err := c.WorkerQueues(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"q"}, wq)
+
+	// So its work is found when it dies.
+	w.crash()
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	eventually(t, 10*time.Second, "reclaimed", func() bool { return slices.Equal(waiting(t, c, "q"), []string{"t0000"}) })
+}
+
+// The repair judges owners when it runs, not from what the check saw: a
+// process a live worker dequeues between the look and the repair is not
+// touched, and one a peer reclaimed in between is not moved twice.
+func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	dead := newWorker(t, admin, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	require.NoError(t, dead.StartWork(ctx, "r", Events{}))
+	enqueueNumbered(t, admin, "q", 2)
+	enqueueNumbered(t, admin, "r", 1)
+	dequeueAll(t, dead, "q", 1)
+	dequeueAll(t, dead, "r", 1)
+	id := dead.ID()
+	dead.crash()
+	live := newWorker(t, notReclaiming(t, b), WorkerOptions{})
+	require.NoError(t, live.StartWork(ctx, "q", Events{}))
+	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, admin, id, "q", "r") })
+
+	c, h := hookedClient(t, b)
+	repairSHA := shaOf(t, "check_repair.lua")
+	var taken *Process
+	h.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if len(cmds) > 0 && scriptOf(cmds[0]) == repairSHA && taken == nil {
+				// Between the check's look and its repair: a live worker
+				// takes the task at the front of q, and a reclaim (as a
+				// peer's) returns the dead worker's work in r.
+				_, _, err := admin.reclaimWorker(ctx, id)
+				require.NoError(t, err)
+				taken, err = live.Dequeue(ctx, "q")
+				require.NoError(t, err)
+			}
+			return next()
+		}
+	})
+	rep, err := c.Check(ctx, CheckOptions{Repair: true})
+	require.NoError(t, err)
+	require.NotNil(t, taken, "the hook ran")
+	assert.Len(t, rep.OrphanedProcesses, 2, "what the look found")
+	assert.Zero(t, rep.Repaired.Requeued, "the reclaim got there first; the live worker's process is not touched")
+	assert.Equal(t, "t0000", string(taken.Task()), "the live worker dequeued the reclaimed task")
+	assert.Equal(t, []string{"t0001"}, waiting(t, admin, "q"))
+	assert.Equal(t, []string{"t0000"}, waiting(t, admin, "r"), "moved once")
+	require.NoError(t, taken.Finish(ctx), "the live worker still owns its process")
+	requireClean(t, admin)
+}
+
+// notReclaiming is a client whose workers never find a dead peer, so that
+// a test decides when a reclaim happens.
+func notReclaiming(t *testing.T, b *backend) *Client {
+	c, h := hookedClient(t, b)
+	expiredSHA := shaOf(t, "expired.lua")
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) == expiredSHA {
+				return h.Client.Do(ctx, h.Client.B().Lrange().Key(b.prefix+":nothing").Start(0).Stop(-1).Build())
+			}
+			return next()
+		}
+	})
+	return c
+}
+
+// Repairs run over and over while workers handle tasks and one crashes:
+// no live worker's task is ever run twice, nothing is lost, and the last
+// check finds nothing.
+func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	queues := []string{"a", "b", "c"}
+	var mu sync.Mutex
+	runs := make(map[string][]string) // task -> workers that finished it
+	var fences atomic.Int32
+	handler := func(ctx context.Context, p *Process) error {
+		select {
+		case <-time.After(time.Duration(len(p.Task())%7) * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		runs[string(p.Task())] = append(runs[string(p.Task())], p.Owner())
+		mu.Unlock()
+		return nil
+	}
+	victimStarted := make(chan struct{})
+	var once sync.Once
+	victim := newWorker(t, b.client(), fast)
+	for _, q := range queues {
+		require.NoError(t, victim.Handle(ctx, q, func(ctx context.Context, p *Process) error {
+			once.Do(func() { close(victimStarted) })
+			<-ctx.Done() // holds its tasks until it crashes
+			return ctx.Err()
+		}, HandleOptions{Concurrency: 3}))
+	}
+	var workers []*Worker
+	// Live workers on the default TTL, so a busy machine does not make
+	// them fence themselves (which would rightly run tasks twice).
+	opts := WorkerOptions{OnFenced: func(FenceEvent) { fences.Add(1) }}
+	for range 3 {
+		w := newWorker(t, b.client(), opts)
+		for _, q := range queues {
+			require.NoError(t, w.Handle(ctx, q, handler, HandleOptions{Concurrency: 4}))
+		}
+		workers = append(workers, w)
+	}
+	stop := make(chan struct{})
+	checked := make(chan int)
+	go func() {
+		n := 0
+		defer func() { checked <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Check(ctx, CheckOptions{Repair: true}); err != nil {
+				t.Errorf("check: %v", err)
+				return
+			}
+			n++
+		}
+	}()
+	const perQueue = 100
+	want := make(map[string]bool)
+	for _, q := range queues {
+		tasks := make([][]byte, perQueue)
+		for i := range tasks {
+			tasks[i] = fmt.Appendf(nil, "%s-%03d", q, i)
+			want[string(tasks[i])] = true
+		}
+		require.NoError(t, c.EnqueueBatch(ctx, q, tasks))
+	}
+	recv(t, victimStarted, 5*time.Second, "the victim holds tasks")
+	victim.crash()
+	eventually(t, 20*time.Second, "every task finished", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == len(want)
+	})
+	close(stop)
+	t.Logf("%d checks ran", <-checked)
+	mu.Lock()
+	defer mu.Unlock()
+	for task := range want {
+		if fences.Load() > 0 {
+			assert.NotEmpty(t, runs[task], task)
+		} else {
+			assert.Len(t, runs[task], 1, "task %s finished by live workers %v", task, runs[task])
+		}
+	}
+	for _, w := range workers {
+		require.NoError(t, w.Close(ctx))
+	}
+	eventually(t, 5*time.Second, "the victim is reclaimed", func() bool { return check(t, c, false).Problems() == 0 })
+}
+
+func TestCheckOnAClosedClientOrCancelledContext(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := c.Check(cancelled, CheckOptions{Repair: true})
+	assert.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, c.Close(ctx))
+	_, err = c.Check(ctx, CheckOptions{})
+	assert.ErrorIs(t, err, ErrClientClosed)
+}
+
+// A prefix holding SCAN's pattern characters matches only itself.
+func TestCheckPrefixIsNotAPattern(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	star := b.clientAt(b.addr, b.prefix+"*[a]?\\")
+	other := b.clientAt(b.addr, b.prefix+"xa!\\")
+	for _, c := range []*Client{star, other} {
+		require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+		t.Cleanup(func() { // deleteKeys would read these prefixes as patterns
+			ctx := context.Background()
+			k := c.keys.queue("q")
+			_ = c.rdb.Do(ctx, c.rdb.B().Del().Key(k.waiting, k.meta, c.keys.queues()).Build()).Error()
+		})
+	}
+	rep := check(t, star, false)
+	assert.Zero(t, rep.Problems(), "%+v", rep)
+	assert.Equal(t, 3, rep.KeysScanned, "its waiting list, its record and the registry")
+	assert.Equal(t, 1, rep.QueuesChecked)
+}
+
+func TestKeyParseRoundTrips(t *testing.T) {
+	k := keys{prefix: "p:x"}
+	for _, name := range []string{"q", "a:b", "{", "}", "%", "%7B", "%25", "{q:x}:waiting", "\x00\xff", "}{%"} {
+		q := k.queue(name)
+		for _, key := range []string{q.waiting, q.procs, q.leases, q.meta} {
+			kind, got := k.parse(key)
+			assert.Equal(t, keyQueue, kind, key)
+			assert.Equal(t, name, got, key)
+		}
+	}
+	for key, want := range map[string]keyKind{
+		"p:x:{r}:queues":         keyRegistry,
+		"p:x:{r}:workers":        keyRegistry,
+		"p:x:{r}:wq:abc":         keyWorkerQueues,
+		"p:x:{r}:wq:":            keyUnknown,
+		"p:x:{r}:other":          keyUnknown,
+		"p:x:{q:a}:events":       keyUnknown,
+		"p:x:{q:a%7b}:waiting":   keyUnknown, // not what the escaping writes
+		"p:x:{q:a%}:waiting":     keyUnknown,
+		"p:x:{q:}:waiting":       keyUnknown, // an empty name is not a queue
+		"p:x:{q:a}:waiting:more": keyUnknown,
+		"p:x:{q:a":               keyUnknown,
+		"p:x:junk":               keyUnknown,
+		"p:{q:a}:waiting":        keyUnknown,
+	} {
+		kind, _ := k.parse(key)
+		assert.Equal(t, want, kind, key)
+	}
+}
+
+// envCluster names a Redis Cluster node ("127.0.0.1:7000") to run the
+// check on a cluster: the keys of one prefix spread over every master, so
+// a scan of one node would miss most of them.
+const envCluster = "WORQR_TEST_REDIS_CLUSTER"
+
+func TestCheckOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	addr := os.Getenv(envCluster)
+	if addr == "" {
+		t.Skip(envCluster + " not set")
+	}
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	require.Equal(t, rueidis.ClientModeCluster, rdb.Mode())
+	prefix := "worqrtest-" + uuid.NewString()[:8]
+	c, err := New(Options{Redis: rdb, Prefix: prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.Close(context.Background())
+		ctx := context.Background()
+		for _, node := range rdb.Nodes() {
+			var cursor uint64
+			for {
+				e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					break
+				}
+				for _, k := range e.Elements {
+					rdb.Do(ctx, rdb.B().Del().Key(k).Build())
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					break
+				}
+			}
+		}
+	})
+	ctx := ctxT(t)
+
+	const n = 24
+	names := make([]string, n)
+	dead := newWorker(t, c, fast)
+	for i := range names {
+		names[i] = fmt.Sprintf("queue-%d", i)
+		require.NoError(t, c.Enqueue(ctx, names[i], []byte("task of "+names[i])))
+		require.NoError(t, dead.StartWork(ctx, names[i], Events{}))
+		dequeueAll(t, dead, names[i], 1)
+	}
+	id := dead.ID()
+	dead.crash()
+	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build()) // and its registry entry is lost
+	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, names...) })
+
+	rep := check(t, c, false)
+	assert.Equal(t, len(rdb.Nodes()), rep.NodesScanned, "every node is scanned")
+	assert.Len(t, rep.OrphanedProcesses, n, "orphans on every master are found")
+	assert.Equal(t, []string{id}, rep.UnregisteredWorkers)
+	assert.Equal(t, []string{"ghost"}, rep.StaleQueues)
+	assert.Empty(t, rep.UnknownKeys)
+
+	rep = check(t, c, true)
+	assert.EqualValues(t, n, rep.Repaired.Requeued)
+	assert.Equal(t, []string{id}, rep.Repaired.ReclaimedWorkers)
+	for _, name := range names {
+		assert.Equal(t, []string{"task of " + name}, waiting(t, c, name))
+	}
+	requireClean(t, c)
+}

@@ -1,0 +1,24 @@
+package scripts
+
+// CheckSet is the scripts of Client.Check, kept apart from Set because a
+// check is rare: they are built when a check runs.
+type CheckSet struct {
+	Queue      *Script // check_queue.lua
+	Repair     *Script // check_repair.lua
+	Registry   *Script // check_registry.lua
+	Adopt      *Script // check_adopt.lua
+	Unregister *Script // check_unregister.lua
+}
+
+// LoadCheck builds the check scripts. Like Load it returns a fresh value.
+func LoadCheck() *CheckSet {
+	common := source("common.lua")
+	load := func(name string) *Script { return newScript(common + source(name)) }
+	return &CheckSet{
+		Queue:      load("check_queue.lua"),
+		Repair:     load("check_repair.lua"),
+		Registry:   load("check_registry.lua"),
+		Adopt:      load("check_adopt.lua"),
+		Unregister: load("check_unregister.lua"),
+	}
+}

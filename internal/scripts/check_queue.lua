@@ -1,0 +1,35 @@
+-- Look at one queue for Client.Check, changing nothing: whether it exists,
+-- how many tasks wait, every worker with a lease entry or a process in it
+-- (and whether its lease is live), and the processes whose owner holds no
+-- live lease here (orphans: their owner can no longer finish or stop them).
+-- KEYS: waiting, procs, leases, meta
+-- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
+--          {pid, owner, state, task, ...}}.
+local now = now_ms()
+local live, owners = {}, {}
+local function see(id)
+  if live[id] == nil then
+    live[id] = lease_live(KEYS[3], id, now) and 1 or 0
+    owners[#owners + 1] = id
+    owners[#owners + 1] = live[id]
+  end
+end
+for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  see(id)
+end
+local orphans = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local pid, v = all[i], all[i + 1]
+  if #v >= 1 + OWNER_LEN then -- anything shorter was never written by worqr
+    local owner = proc_owner(v)
+    see(owner)
+    if live[owner] == 0 then
+      orphans[#orphans + 1] = pid
+      orphans[#orphans + 1] = owner
+      orphans[#orphans + 1] = proc_state(v)
+      orphans[#orphans + 1] = proc_task(v)
+    end
+  end
+end
+return {redis.call('HEXISTS', KEYS[4], 'name'), redis.call('LLEN', KEYS[1]), owners, orphans}

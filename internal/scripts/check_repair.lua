@@ -1,0 +1,48 @@
+-- Repair one queue for Client.Check. Every process whose owner holds no
+-- live lease on the queue goes back to the FRONT of the queue, oldest
+-- first, as release.lua does for one dead worker (cancelled processes and
+-- those of a deleted queue are dropped, not requeued); expired lease
+-- entries are removed; and a queue holding waiting tasks whose record was
+-- lost gets its name back. Owners are judged here, when the repair runs,
+-- never from the check's earlier look: a process a live worker dequeued in
+-- between, or one whose owner is live, is not touched.
+-- KEYS: waiting, procs, leases, meta
+-- ARGV: channel, queue name
+-- Returns {requeued, dropped, lease entries removed, has name (0/1)}.
+local now = now_ms()
+local live = {}
+local orphans = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local pid, v = all[i], all[i + 1]
+  if #v >= 1 + OWNER_LEN then
+    local owner = proc_owner(v)
+    if live[owner] == nil then
+      live[owner] = lease_live(KEYS[3], owner, now) and true or false
+    end
+    if not live[owner] then
+      orphans[#orphans + 1] = {seq = tonumber(pid, 16) or 0, pid = pid, v = v}
+    end
+  end
+end
+-- Newest first, so the oldest ends up at the very front.
+table.sort(orphans, function(a, b) return a.seq > b.seq end)
+local requeued, dropped = 0, 0
+for _, p in ipairs(orphans) do
+  redis.call('HDEL', KEYS[2], p.pid)
+  if proc_state(p.v) == 'a' then
+    redis.call('RPUSH', KEYS[1], proc_task(p.v))
+    requeued = requeued + 1
+  else
+    dropped = dropped + 1
+  end
+end
+local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
+if redis.call('LLEN', KEYS[1]) > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then
+  redis.call('HSET', KEYS[4], 'name', ARGV[2])
+end
+drop_meta_if_gone(KEYS[2], KEYS[4])
+if requeued > 0 then
+  redis.call('PUBLISH', ARGV[1], 'w' .. requeued)
+end
+return {requeued, dropped, removed, redis.call('HEXISTS', KEYS[4], 'name')}

@@ -1,0 +1,12 @@
+-- Run by Client.Check after it removed a queue from the registry because
+-- nothing was behind the entry: report whether the queue exists after all
+-- (created meanwhile; the caller then registers it again), and clear its
+-- confirmation so that, should the caller not get that far, the next
+-- enqueue registers it.
+-- KEYS: meta
+-- Returns 1 if the queue exists.
+if redis.call('HEXISTS', KEYS[1], 'name') == 0 then
+  return 0
+end
+redis.call('HDEL', KEYS[1], 'registered')
+return 1
