@@ -257,6 +257,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	chk.logf("worker processes stopped; Redis checked")
 	orphans += more
 	found = append(found, found2...)
 

@@ -213,72 +213,44 @@ func (c *checker) finalState(conns int) []string {
 	return bad
 }
 
-// orphans counts what Redis holds that nothing accounts for: processes
-// whose owner is not a live worker, registry entries whose lease expired
-// (nobody reclaimed them), queue sets of unregistered workers, and queue
-// keys outside the queue registry.
+// orphans runs worqr's consistency check (read only) and lists what it
+// found: processes nobody works on, dead or unregistered workers, queues
+// missing from registries or registry entries without queues, and keys
+// under the prefix that worqr did not write.
 func (c *checker) orphans() (int, []string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	rep, err := c.client.Check(ctx, worqr.CheckOptions{})
+	if err != nil {
+		return 0, nil, err
+	}
 	var found []string
-	ws, err := c.client.Workers(ctx)
-	if err != nil {
-		return 0, nil, err
+	for _, p := range rep.OrphanedProcesses {
+		found = append(found, fmt.Sprintf("orphaned process %s/%s of %s (%s)", p.Queue, p.ID, p.Owner, p.Task))
 	}
-	live := make(map[string]bool)
-	for _, w := range ws {
-		live[w.ID] = true
+	for _, w := range rep.DeadWorkers {
+		found = append(found, "dead worker still registered: "+w)
 	}
-	all, err := c.admin.Do(ctx, c.admin.B().Zrange().Key(c.prefix+":{r}:workers").Min("0").Max("-1").Build()).AsStrSlice()
-	if err != nil {
-		return 0, nil, err
+	for _, w := range rep.UnregisteredWorkers {
+		found = append(found, "unregistered worker: "+w)
 	}
-	registered := make(map[string]bool)
-	for _, id := range all {
-		registered[id] = true
-		if !live[id] {
-			found = append(found, "expired registry entry "+id)
-		}
+	for _, wq := range rep.UnlistedQueues {
+		found = append(found, fmt.Sprintf("queue %s missing from worker %s's queue set", wq.Queue, wq.Worker))
 	}
-	queues, err := c.client.Queues(ctx)
-	if err != nil {
-		return 0, nil, err
+	for _, q := range rep.UnregisteredQueues {
+		found = append(found, "unregistered queue: "+q)
 	}
-	known := make(map[string]bool)
-	for _, q := range queues {
-		known[q] = true
-		ps, err := c.client.Processes(ctx, q)
-		if err != nil {
-			return 0, nil, err
-		}
-		for _, p := range ps {
-			if !live[p.Owner] {
-				found = append(found, fmt.Sprintf("process %s/%s of %s, not a live worker", q, p.ID, p.Owner))
-			}
-		}
+	for _, q := range rep.StaleQueues {
+		found = append(found, "stale queue registry entry: "+q)
 	}
-	for _, q := range allQueues() {
-		if !known[q] {
-			found = append(found, "queue "+q+" missing from the registry")
-		}
+	for _, k := range rep.UnknownKeys {
+		found = append(found, "unknown key: "+k)
 	}
-	var cursor uint64
-	for {
-		e, err := c.admin.Do(ctx, c.admin.B().Scan().Cursor(cursor).Match(c.prefix+":{r}:wq:*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return 0, nil, err
-		}
-		for _, k := range e.Elements {
-			if id := strings.TrimPrefix(k, c.prefix+":{r}:wq:"); !registered[id] {
-				found = append(found, "queue set of unregistered worker "+id)
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
-		}
+	if len(found) != rep.Problems() {
+		found = append(found, "check report: "+rep.String())
 	}
 	sort.Strings(found)
-	return len(found), found, nil
+	return rep.Problems(), found, nil
 }
 
 func first(s []string, n int) string {
