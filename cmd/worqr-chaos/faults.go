@@ -82,16 +82,7 @@ func (fa *faults) inject(kind string) error {
 	defer cancel()
 	switch kind {
 	case faultSigkill:
-		ps := fa.fleet.procs()
-		victim := ps[fa.rng.IntN(len(ps))]
-		if err := fa.fleet.kill(victim); err != nil {
-			return err
-		}
-		p, err := fa.fleet.spawn(victim.slot)
-		if err != nil {
-			return err
-		}
-		fa.logf("SIGKILL %s, started %s", victim.name, p.name)
+		return fa.sigkill("")
 	case faultKillNormal, faultKillPubsub:
 		n, who, err := fa.clientKill(ctx, kind == faultKillPubsub)
 		if err != nil {
@@ -105,14 +96,44 @@ func (fa *faults) inject(kind string) error {
 			return err
 		}
 		fa.logf("CLIENT PAUSE %v ALL", d.Round(time.Millisecond))
-		time.Sleep(d) // the pause is the fault: let it run its course
+		// The pause is the fault: let it run its course, now and then
+		// killing a worker process in the middle of it.
+		if fa.rng.IntN(3) == 0 {
+			mid := randDur(fa.rng, d)
+			time.Sleep(mid)
+			if err := fa.sigkill("during the pause"); err != nil {
+				return err
+			}
+			d -= mid
+		}
+		time.Sleep(d)
 	case faultRestart:
 		down := randDur(fa.rng, fa.ttl*6/5) // sometimes short of the fencing time, sometimes beyond
-		if err := fa.restart(ctx, down); err != nil {
+		if err := fa.restart(ctx, down, fa.rng.IntN(3) == 0); err != nil {
 			return err
 		}
 		fa.logf("Redis restarted, down %v plus start-up", down.Round(time.Millisecond))
 	}
+	return nil
+}
+
+// sigkill kills a random worker process and starts a new one in its slot.
+// Kills during another fault are counted as kills too.
+func (fa *faults) sigkill(when string) error {
+	ps := fa.fleet.procs()
+	victim := ps[fa.rng.IntN(len(ps))]
+	if err := fa.fleet.kill(victim); err != nil {
+		return err
+	}
+	p, err := fa.fleet.spawn(victim.slot)
+	if err != nil {
+		return err
+	}
+	if when != "" {
+		fa.counts[faultSigkill]++
+		when = " " + when
+	}
+	fa.logf("SIGKILL %s%s, started %s", victim.name, when, p.name)
 	return nil
 }
 
@@ -169,9 +190,10 @@ func (fa *faults) clientKill(ctx context.Context, pubsub bool) (int, string, err
 }
 
 // restart shuts Redis down (it flushes the append-only file), leaves it
-// down for a while, starts it on the same directory, and checks that the
-// marker written just before came back.
-func (fa *faults) restart(ctx context.Context, down time.Duration) error {
+// down for a while (killing a worker process meanwhile if kill is set),
+// starts it on the same directory, and checks that the marker written
+// just before came back.
+func (fa *faults) restart(ctx context.Context, down time.Duration, kill bool) error {
 	want, err := fa.admin.Do(ctx, fa.admin.B().Incr().Key(restartMarker).Build()).AsInt64()
 	if err != nil {
 		return err
@@ -179,6 +201,11 @@ func (fa *faults) restart(ctx context.Context, down time.Duration) error {
 	_ = fa.admin.Do(ctx, fa.admin.B().Shutdown().Build()).Error() // the connection closes: no reply
 	if err := fa.redis.waitExit(15 * time.Second); err != nil {
 		return err
+	}
+	if kill { // a worker process dies while Redis is away; its successor starts meanwhile
+		if err := fa.sigkill("while Redis is down"); err != nil {
+			return err
+		}
 	}
 	time.Sleep(down) // the outage is the fault
 	if err := fa.redis.start(); err != nil {
