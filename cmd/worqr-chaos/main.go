@@ -252,6 +252,11 @@ func runChaos(cfg config) (ok bool, err error) {
 	if late := fl.stop(15 * time.Second); len(late) > 0 {
 		violations = append(violations, fmt.Sprintf("worker processes %v did not shut down within 15s", late))
 	}
+	if n, missing := chk.janitor(cfg.ttl); missing != "" {
+		violations = append(violations, "a new worker did not reclaim the workers left registered after shutdown: "+missing)
+	} else if n > 0 {
+		chk.logf("%d worker ids fenced shortly before shutdown were left registered; a new worker reclaimed them", n)
+	}
 	violations = append(violations, chk.finalState(len(conns))...)
 	more, found2, err := chk.orphans()
 	if err != nil {

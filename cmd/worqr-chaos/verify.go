@@ -183,6 +183,48 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 	return wedged, problem
 }
 
+// janitor deals with worker ids that were fenced less than a TTL before
+// the last worker shut down: their leases were still live, so no peer
+// could reclaim them, and none is left to do it. As worqr intends, the
+// next worker to start reclaims them: the janitor starts one (serving no
+// queue) and waits until it has, then closes it. It returns how many it
+// found, and what is still wrong after the wait.
+func (c *checker) janitor(ttl time.Duration) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all, _, err := c.registry(ctx)
+	if err != nil || all == 0 {
+		return 0, errString(err)
+	}
+	w, err := c.client.NewWorker(ctx, worqr.WorkerOptions{TTL: ttl})
+	if err != nil {
+		return all, err.Error()
+	}
+	missing := until(ttl+3*time.Second, func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, _, err := c.registry(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		if n != 1 {
+			return fmt.Sprintf("%d workers registered besides the janitor", n-1)
+		}
+		return ""
+	})
+	if err := w.Close(ctx); err != nil && missing == "" {
+		missing = err.Error()
+	}
+	return all, missing
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // finalState checks Redis after every worker shut down gracefully: the
 // job queues are empty, the persistent tasks wait in their queue (shutdown
 // gave them back), nothing is in flight and no worker is registered.
