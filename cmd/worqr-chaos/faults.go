@@ -42,6 +42,8 @@ type faults struct {
 	counts map[string]int
 	// connections killed by CLIENT KILL, by kind
 	killed map[string]int
+	// restarts numbers the restarts, for the marker
+	restarts int
 }
 
 func newFaults(admin rueidis.Client, r *redisServer, f *fleet, ttl time.Duration, rng *rand.Rand, t0 int64, log io.Writer) *faults {
@@ -115,6 +117,26 @@ func (fa *faults) inject(kind string) error {
 		fa.logf("Redis restarted, down %v plus start-up", down.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// retry runs an idempotent admin command until it succeeds, for up to
+// 10 s: the harness's own connection may be one that died with a
+// restart. Repeated failures are logged, so a flaky connection shows.
+func (fa *faults) retry(ctx context.Context, what string, op func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if attempt > 1 { // the first command on a connection that died may fail once
+			fa.logf("%s failed again (%v); retrying", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // sigkill kills a random worker process and starts a new one in its slot.
@@ -194,8 +216,13 @@ func (fa *faults) clientKill(ctx context.Context, pubsub bool) (int, string, err
 // starts it on the same directory, and checks that the marker written
 // just before came back.
 func (fa *faults) restart(ctx context.Context, down time.Duration, kill bool) error {
-	want, err := fa.admin.Do(ctx, fa.admin.B().Incr().Key(restartMarker).Build()).AsInt64()
-	if err != nil {
+	// A fresh value each time, set idempotently: a write retried after
+	// its reply was lost changes nothing.
+	fa.restarts++
+	want := int64(fa.restarts)
+	if err := fa.retry(ctx, "writing the marker", func() error {
+		return fa.admin.Do(ctx, fa.admin.B().Set().Key(restartMarker).Value(strconv.FormatInt(want, 10)).Build()).Error()
+	}); err != nil {
 		return err
 	}
 	_ = fa.admin.Do(ctx, fa.admin.B().Shutdown().Build()).Error() // the connection closes: no reply
@@ -214,15 +241,11 @@ func (fa *faults) restart(ctx context.Context, down time.Duration, kill bool) er
 	// The admin client's connection died with the server: its first
 	// command may fail once.
 	var got int64
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got, err = fa.admin.Do(ctx, fa.admin.B().Get().Key(restartMarker).Build()).AsInt64(); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("reading the marker back: %w", err)
+	if err := fa.retry(ctx, "reading the marker back", func() (err error) {
+		got, err = fa.admin.Do(ctx, fa.admin.B().Get().Key(restartMarker).Build()).AsInt64()
+		return err
+	}); err != nil {
+		return err
 	}
 	if got != want {
 		return fmt.Errorf("marker is %d after the restart, want %d: the append-only file lost writes", got, want)
