@@ -24,9 +24,9 @@ const (
 
 var faultKinds = []string{faultSigkill, faultKillNormal, faultKillPubsub, faultPause, faultRestart}
 
-// restartMarker is a key outside the worqr prefix that the harness
-// increments before each restart and reads back after: the append-only
-// file kept what Redis acknowledged.
+// restartMarker is a key outside the worqr prefix that the harness sets
+// to a fresh value before each restart and reads back after: the
+// append-only file kept what Redis acknowledged.
 const restartMarker = "harness:restarts"
 
 // faults injects faults at random intervals until told to stop.

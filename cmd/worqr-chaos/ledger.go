@@ -290,8 +290,11 @@ type verdict struct {
 	// Persistent tasks: hand-overs from one holder to the next, those
 	// without a release before them, and the longest time a task was
 	// held by nobody between two holders.
-	handovers   int
-	maxRehold   time.Duration
+	handovers int
+	maxRehold time.Duration
+	// latencies are, for ordinary tasks that completed, the times from
+	// the first enqueue attempt to the first completed run, sorted.
+	latencies   []time.Duration
 	overlaps    []string // a task run by two handlers at once
 	strangeEnds []string // persistent holds that ended for no fault
 	neverEnded  []string // handlers with no end report whose process was not killed
@@ -392,12 +395,16 @@ func (l *ledger) judge(tasks map[string]*taskInfo, t0 int64) verdict {
 		}
 		switch info.kind {
 		case "job":
-			done := false
+			var done int64
 			for _, ru := range runs {
-				done = done || ru.ok
+				if ru.ok && (done == 0 || ru.end < done) {
+					done = ru.end
+				}
 			}
-			if !done {
+			if done == 0 {
 				v.lost = append(v.lost, t)
+			} else if len(info.copies) > 0 {
+				v.latencies = append(v.latencies, time.Duration(done-info.copies[0]))
 			}
 			if n := len(runs) - 1; n > 0 {
 				v.duplicates += n
@@ -435,7 +442,16 @@ func (l *ledger) judge(tasks map[string]*taskInfo, t0 int64) verdict {
 			}
 		}
 	}
+	slices.Sort(v.latencies)
 	return v
+}
+
+// latency is the q-quantile of the tasks' latencies.
+func (v verdict) latency(q float64) time.Duration {
+	if len(v.latencies) == 0 {
+		return 0
+	}
+	return v.latencies[int(q*float64(len(v.latencies)-1))]
 }
 
 // holdEndLocked is when a run's handler stopped: its end report, or the

@@ -199,3 +199,15 @@ func TestReportsThatMakeNoSenseAreProblems(t *testing.T) {
 		t.Errorf("problems = %v", v.problems)
 	}
 }
+
+func TestLatencyRunsFromFirstEnqueueToFirstCompletion(t *testing.T) {
+	l := newLedger()
+	start(l, "w1.1", "job-1", "1", 10)
+	end(l, "w1.1", "1", 30, true, "")
+	start(l, "w2.1", "job-1", "2", 12)
+	end(l, "w2.1", "2", 25, true, "")
+	v := l.judge(job(5, 8), 0)
+	if got := v.latency(1); got != 20 {
+		t.Errorf("latency = %v, want 20ns", got)
+	}
+}

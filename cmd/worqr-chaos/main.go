@@ -302,10 +302,11 @@ func runChaos(cfg config) (ok bool, err error) {
 			say("VIOLATION: %s", s)
 		}
 	}
-	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v\n",
+	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v latency p50=%v p99=%v max=%v\n",
 		verdict, cfg.duration, cfg.seed, cfg.workers, v.tasks, v.runs, total, strings.Join(kinds, " "),
 		fa.killed[faultKillNormal], fa.killed[faultKillPubsub], v.fences, unknown, unknown+refused,
 		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
-		v.handovers, v.maxRehold.Round(10*time.Millisecond))
+		v.handovers, v.maxRehold.Round(10*time.Millisecond),
+		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond))
 	return len(violations) == 0, nil
 }
