@@ -323,11 +323,13 @@ func (l *ledger) judge(tasks map[string]*taskInfo, t0 int64) verdict {
 		v.runs += len(runs)
 
 		// Overlaps: a run's hold ends at its end report, or when its
-		// process was reaped after SIGKILL; one still open runs on.
+		// process was reaped after SIGKILL; one still open runs on. A
+		// task enqueued twice (a retry after an unknown outcome) is two
+		// tasks to worqr, which may well run at once.
 		var prev *run
 		var prevEnd int64
 		for _, ru := range runs {
-			if prev != nil && ru.start < prevEnd {
+			if prev != nil && ru.start < prevEnd && len(info.copies) == 1 {
 				how := "while the run on %s (pid %s) never ended"
 				if prevEnd != math.MaxInt64 {
 					how = fmt.Sprintf("%v before the run on %%s (pid %%s) ended", time.Duration(prevEnd-ru.start))

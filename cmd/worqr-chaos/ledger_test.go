@@ -211,3 +211,17 @@ func TestLatencyRunsFromFirstEnqueueToFirstCompletion(t *testing.T) {
 		t.Errorf("latency = %v, want 20ns", got)
 	}
 }
+
+func TestCopiesOfARetriedEnqueueMayRunAtOnce(t *testing.T) {
+	l := newLedger()
+	start(l, "w1.1", "job-1", "1", 10)
+	start(l, "w2.1", "job-1", "2", 11)
+	end(l, "w2.1", "2", 12, true, "")
+	end(l, "w1.1", "1", 13, true, "")
+	if v := l.judge(job(1, 2), 0); len(v.overlaps) != 0 || len(v.unexplained) != 0 || v.explained != 1 {
+		t.Errorf("two copies: overlaps %v, unexplained %v, explained %d", v.overlaps, v.unexplained, v.explained)
+	}
+	if v := l.judge(job(1), 0); len(v.overlaps) != 1 {
+		t.Errorf("one copy run twice at once: overlaps %v", v.overlaps)
+	}
+}
