@@ -33,7 +33,8 @@ import (
 //   - a queue that exists, or holds waiting tasks, is in the queue
 //     registry (UnregisteredQueues), and a queue in the registry exists
 //     (StaleQueues);
-//   - every key under the prefix is one of worqr's (UnknownKeys).
+//   - every key under the prefix is one of worqr's, of the type worqr
+//     writes (UnknownKeys, BrokenQueues).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -53,8 +54,8 @@ type CheckOptions struct {
 
 // WorkerQueue names a worker and a queue.
 type WorkerQueue struct {
-	Worker string
-	Queue  string
+	Worker string // the worker's id
+	Queue  string // the queue's name
 }
 
 // CheckReport says what Client.Check found and, with Repair, what it
@@ -84,13 +85,19 @@ type CheckReport struct {
 	UnregisteredQueues []string
 	// StaleQueues are queue registry entries with no queue behind them.
 	StaleQueues []string
-	// UnknownKeys are keys under the prefix that worqr did not write. They
-	// are reported, never touched.
+	// BrokenQueues could not be read: a key of theirs holds a type worqr
+	// never writes there (WRONGTYPE). They are reported, never touched,
+	// and every call on them fails until the key is removed.
+	BrokenQueues []string
+	// UnknownKeys are keys under the prefix that worqr did not write (or
+	// that a client wrote whose prefix is this one followed by ':' and
+	// more). They are reported, never touched.
 	UnknownKeys []string
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
 	NodesScanned int
-	// KeysScanned is how many keys under the prefix the scan found.
+	// KeysScanned is how many keys under the prefix the scan returned,
+	// counting each node's copy of a key (and any key SCAN returned twice).
 	KeysScanned int
 	// QueuesChecked is how many queues were looked at.
 	QueuesChecked int
@@ -129,15 +136,15 @@ type CheckRepairs struct {
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
-		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.UnknownKeys)
+		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
 		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
@@ -185,7 +192,7 @@ func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, err
 	if err := c.checkCtx(ctx, "consistency check"); err != nil {
 		return rep, err
 	}
-	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep}
+	ck := &checker{c: c, s: scripts.LoadCheck(), rep: &rep, broken: make(map[string]struct{})}
 	if err := ck.run(ctx); err != nil {
 		return rep, err
 	}
@@ -204,8 +211,9 @@ type checker struct {
 	rep *CheckReport
 
 	// What the scan found.
-	names map[string]struct{} // queues, by name
-	sets  map[string]struct{} // workers with a queue set, by id
+	names  map[string]struct{} // queues, by name
+	broken map[string]struct{} // queues that could not be read
+	sets   map[string]struct{} // workers with a queue set, by id
 
 	first    map[string]*queueLook // queues as first seen
 	registry registryLook          // the registries, read after that
@@ -256,6 +264,9 @@ func (ck *checker) run(ctx context.Context) error {
 	for _, name := range registered {
 		if validQueue("", name) == nil {
 			ck.names[name] = struct{}{}
+		} else {
+			// No queue can have this name (written by hand?): stale.
+			ck.rep.StaleQueues = append(ck.rep.StaleQueues, name)
 		}
 	}
 	names := slices.Sorted(maps.Keys(ck.names))
@@ -275,7 +286,6 @@ func (ck *checker) scan(ctx context.Context) error {
 	ck.names = make(map[string]struct{})
 	ck.sets = make(map[string]struct{})
 	unknown := make(map[string]struct{})
-	seen := make(map[string]struct{}) // a replica repeats its master's keys
 	match := globEscape(c.keys.prefix) + ":*"
 	nodes := c.rdb.Nodes()
 	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
@@ -287,11 +297,11 @@ func (ck *checker) scan(ctx context.Context) error {
 			if err != nil {
 				return ck.c.fail("consistency check: scan "+addr, "", err)
 			}
+			// Only what is needed is kept, in sets (a replica repeats its
+			// master's keys, and SCAN may return a key twice): memory
+			// grows with the queues and workers, not with the keys.
+			ck.rep.KeysScanned += len(e.Elements)
 			for _, key := range e.Elements {
-				if _, dup := seen[key]; dup {
-					continue
-				}
-				seen[key] = struct{}{}
 				switch kind, val := c.keys.parse(key); kind {
 				case keyQueue:
 					ck.names[val] = struct{}{}
@@ -306,7 +316,6 @@ func (ck *checker) scan(ctx context.Context) error {
 			}
 		}
 	}
-	ck.rep.KeysScanned = len(seen)
 	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
 	return nil
 }
@@ -327,6 +336,12 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 		}
 		for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
 			q, err := parseQueueLook(batch[i], res)
+			if _, isReply := rueidis.IsRedisErr(err); isReply {
+				// A key of the queue holds what worqr never writes there
+				// (WRONGTYPE): report it and check the rest.
+				ck.broken[batch[i]] = struct{}{}
+				continue
+			}
 			if err != nil {
 				return nil, c.fail("consistency check", batch[i], err)
 			}
@@ -521,7 +536,12 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 			}
 		}
 	}
+	if err := ck.confirmUnregistered(ctx); err != nil {
+		return err
+	}
 	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
+	slices.Sort(rep.StaleQueues)
+	rep.BrokenQueues = slices.Sorted(maps.Keys(ck.broken))
 	for id, left := range reg.workers {
 		if left <= 0 {
 			rep.DeadWorkers = append(rep.DeadWorkers, id)
@@ -532,6 +552,34 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	slices.SortFunc(rep.UnlistedQueues, func(a, b WorkerQueue) int {
 		return strings.Compare(a.Worker+"\x00"+a.Queue, b.Worker+"\x00"+b.Queue)
 	})
+	return nil
+}
+
+// confirmUnregistered asks the queue registry once more about the queues
+// found missing from it: a queue is created before it is registered, so
+// one whose registration was under way during the check is in it by now.
+func (ck *checker) confirmUnregistered(ctx context.Context) error {
+	c, names := ck.c, ck.rep.UnregisteredQueues
+	if len(names) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = c.rdb.B().Sismember().Key(c.keys.queues()).Member(name).Build().Pin()
+	}
+	still := names[:0]
+	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
+		in, err := res.AsBool()
+		if err != nil {
+			return ck.fail(err)
+		}
+		// A queue the registry listed all along is hidden for another
+		// reason: its record is missing.
+		if !in || ck.registry.queues[names[i]] {
+			still = append(still, names[i])
+		}
+	}
+	ck.rep.UnregisteredQueues = still
 	return nil
 }
 

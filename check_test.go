@@ -194,8 +194,8 @@ func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	// A registry entry with nothing behind it.
-	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	// Registry entries with nothing behind them, one no queue can have.
+	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost", "").Build())
 	// A queue missing from the registry, its registration unconfirmed (a
 	// crash between the enqueue and the registration).
 	require.NoError(t, c.Enqueue(ctx, "lost", []byte("a")))
@@ -206,9 +206,10 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	odd := "odd {name} %7B: *"
 	require.NoError(t, c.Enqueue(ctx, odd, []byte("b")))
 	do(t, c, c.rdb.B().Del().Key(c.keys.queue(odd).meta).Build())
-	// Keys that are not worqr's.
+	// Keys that are not worqr's, and one of a queue's keys of a type
+	// worqr never writes there.
 	foreign := []string{c.keys.prefix + ":junk", c.keys.prefix + ":{q:x}:other", c.keys.prefix + ":{r}:wq:"}
-	for _, k := range foreign {
+	for _, k := range append(foreign, c.keys.queue("typo").waiting) {
 		do(t, c, c.rdb.B().Set().Key(k).Value("x").Build())
 	}
 	qs, err := c.Queues(ctx)
@@ -216,13 +217,14 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	assert.Empty(t, qs)
 
 	rep := check(t, c, false)
-	assert.Equal(t, []string{"ghost"}, rep.StaleQueues)
+	assert.Equal(t, []string{"", "ghost"}, rep.StaleQueues)
 	assert.Equal(t, []string{"lost", odd}, rep.UnregisteredQueues)
 	assert.ElementsMatch(t, foreign, rep.UnknownKeys)
-	assert.Equal(t, 6, rep.Problems())
+	assert.Equal(t, []string{"typo"}, rep.BrokenQueues)
+	assert.Equal(t, 8, rep.Problems())
 
 	rep = check(t, c, true)
-	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
+	assert.Equal(t, []string{"", "ghost"}, rep.Repaired.RemovedQueues)
 	assert.Equal(t, []string{"lost", odd}, rep.Repaired.RegisteredQueues)
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
@@ -230,7 +232,8 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	assert.Equal(t, []string{"b"}, waiting(t, c, odd))
 	rep = check(t, c, false)
 	assert.ElementsMatch(t, foreign, rep.UnknownKeys, "keys that are not worqr's are left alone")
-	assert.Equal(t, len(foreign), rep.Problems())
+	assert.Equal(t, []string{"typo"}, rep.BrokenQueues, "and so are broken queues")
+	assert.Equal(t, len(foreign)+1, rep.Problems())
 }
 
 // A live worker's queue set that does not list a queue where it holds work
@@ -367,24 +370,27 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		}
 		workers = append(workers, w)
 	}
+	// Two checkers, on clients of their own, repair at the same time.
 	stop := make(chan struct{})
-	checked := make(chan int)
-	go func() {
-		n := 0
-		defer func() { checked <- n }()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	checked := make(chan int, 2)
+	for _, checker := range []*Client{c, b.client()} {
+		go func() {
+			n := 0
+			defer func() { checked <- n }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := checker.Check(ctx, CheckOptions{Repair: true}); err != nil {
+					t.Errorf("check: %v", err)
+					return
+				}
+				n++
 			}
-			if _, err := c.Check(ctx, CheckOptions{Repair: true}); err != nil {
-				t.Errorf("check: %v", err)
-				return
-			}
-			n++
-		}
-	}()
+		}()
+	}
 	const perQueue = 100
 	want := make(map[string]bool)
 	for _, q := range queues {
@@ -403,7 +409,7 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		return len(runs) == len(want)
 	})
 	close(stop)
-	t.Logf("%d checks ran", <-checked)
+	t.Logf("%d and %d checks ran", <-checked, <-checked)
 	mu.Lock()
 	defer mu.Unlock()
 	for task := range want {
@@ -550,4 +556,41 @@ func TestCheckOnRedisCluster(t *testing.T) {
 		assert.Equal(t, []string{"task of " + name}, waiting(t, c, name))
 	}
 	requireClean(t, c)
+}
+
+// A queue is created before it is registered: a check that looks while an
+// enqueue is between the two does not report it.
+func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	producer, hp := hookedClient(t, b)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	hp.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.keys.queues() {
+				close(blocked)
+				<-release
+			}
+			return next()
+		}
+	})
+	enqueued := make(chan error, 1)
+	go func() { enqueued <- producer.Enqueue(ctx, "new", []byte("x")) }()
+	recv(t, blocked, 5*time.Second, "the enqueue is between creating and registering the queue")
+
+	c, hc := hookedClient(t, b)
+	hc.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if cmds[0].Commands()[0] == "SISMEMBER" { // the check asks the registry again
+				close(release)
+				require.NoError(t, recv(t, enqueued, 5*time.Second, "the enqueue ends"))
+			}
+			return next()
+		}
+	})
+	rep := check(t, c, false)
+	assert.Zero(t, rep.Problems(), "%v", rep)
+	qs, err := admin.Queues(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"new"}, qs)
 }

@@ -32,8 +32,9 @@ var (
 // context.Cause reports, when:
 //
 //   - the task was cancelled (cause ErrTaskCancelled) or its queue deleted
-//     (ErrQueueDeleted): the process is then finished, whatever the handler
-//     returns;
+//     (ErrQueueDeleted): the process is then dropped, whatever the handler
+//     returns (unless Redis has no such mark on it, when the event was
+//     stale or forged: then the task goes back to the end of its queue);
 //   - the worker fenced itself (ErrWorkerFenced, also ErrProcessLost): the
 //     task belongs to the peers now and nothing is written for it;
 //   - Shutdown's grace period ended, or the worker was closed
@@ -291,7 +292,11 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
 	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
-		write = p.Finish
+		// Stop, not Finish: Stop drops a process Redis has marked
+		// cancelled or deleted, and requeues one it has not, so an event
+		// that Redis's state does not back (stale, or forged by anyone
+		// allowed to publish on the channel) cannot lose the task.
+		write = p.Stop
 	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
 		return // still held: shutting down returns it to the front
 	case err == nil:
@@ -400,6 +405,19 @@ func (w *Worker) runnersLocked() []*runner {
 	return rs
 }
 
+// idle reports whether no handler of the runners is running.
+func idle(runners []*runner) bool {
+	for _, r := range runners {
+		r.mu.Lock()
+		n := len(r.running)
+		r.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // stopRunners stops the runners taking tasks and waits for their handlers
 // until grace ends; then it cancels the handlers' contexts (cause
 // ErrShutdown) and waits up to ShutdownCancelWait more, or until ctx ends.
@@ -419,6 +437,13 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	case <-done:
 		return true
 	case <-grace.Done():
+	}
+	// A grace period that was over before it began outlasted no handler
+	// if none was running (http.Server.Shutdown returns nil then too); the
+	// goroutine above may just not have noticed yet.
+	if idle(runners) {
+		<-done
+		return true
 	}
 	for _, r := range runners {
 		r.cancelAll(ErrShutdown)

@@ -84,6 +84,7 @@ func (w *Worker) renew(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
+	left := false
 	for i, res := range scripts.ExecMulti(rctx, c.rdb, calls) {
 		expiry, err := res.AsInt64()
 		if err != nil {
@@ -95,11 +96,24 @@ func (w *Worker) renew(ctx context.Context) {
 		if expiry < 0 {
 			if i == 0 {
 				w.fence(id, errors.New("renewal found the registry lease gone"))
-			} else {
-				w.leaseLost(id, ss[i-1].name, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name))
+				return
 			}
-			return
+			if w.leaseLostOn(id, ss[i-1].name, ss[i-1], nil, fmt.Errorf("renewal found the lease on %q gone", ss[i-1].name)) {
+				return
+			}
+			left = true
 		}
+	}
+	if left {
+		// The worker left a queue while this renewal was on its way: no
+		// evidence of death, but not every lease it holds now was renewed
+		// (a queue it started work on again is missing). Renew again at
+		// once, rather than let its deadline pass.
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+		return
 	}
 	w.mu.Lock()
 	if w.id == id && !w.fenced && !w.closed {
@@ -114,14 +128,25 @@ func (w *Worker) renew(ctx context.Context) {
 // It is no evidence when the worker has left the queue, or is leaving it,
 // since leaving drops the lease.
 func (w *Worker) leaseLost(id, queue string, cause error) {
+	_ = w.leaseLostOn(id, queue, nil, nil, cause)
+}
+
+// leaseLostOn is leaseLost for a script sent for one service of the queue
+// (sent) or about one process (p), when the caller knows them. Then it is
+// no evidence either when that service has ended or no longer holds the
+// process: the worker left the queue while the script was on its way, and
+// may have started work on it again since, under a new lease.
+// It reports whether it took the script's answer as evidence.
+func (w *Worker) leaseLostOn(id, queue string, sent *serving, p *Process, cause error) bool {
 	w.mu.Lock()
 	s := w.serving[queue]
-	left := s == nil || s.leaving
+	left := s == nil || s.leaving || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
 	w.mu.Unlock()
 	if left {
-		return
+		return false
 	}
 	w.fence(id, cause)
+	return true
 }
 
 // fence makes the worker treat itself as dead: it takes no more work under

@@ -48,7 +48,8 @@ var (
 	ErrClientClosed = errors.New("worqr: client closed")
 	// ErrWorkerClosed is returned by calls on a closed or failed Worker.
 	ErrWorkerClosed = errors.New("worqr: worker closed")
-	// ErrInvalidOptions is returned for options that cannot work.
+	// ErrInvalidOptions is returned for options that cannot work,
+	// including credentials that Redis refuses.
 	ErrInvalidOptions = errors.New("worqr: invalid options")
 	// ErrInvalidQueueName is returned for an empty queue name or one longer
 	// than MaxQueueNameLen.
@@ -87,7 +88,12 @@ var (
 // Options configure a Client.
 type Options struct {
 	// Addr is a Redis address ("host:port") or URL ("redis://",
-	// "rediss://", "unix://"). Ignored when Redis is set.
+	// "rediss://", "unix://"). A URL carries a user and password
+	// ("redis://user:password@host:6379/0"), and rediss:// connects over
+	// TLS, verified against the system's roots (add "?skip_verify=true" to
+	// skip verification). For anything else (a CA of your own, client
+	// certificates, Sentinel) build a rueidis client and pass it as Redis.
+	// Ignored when Redis is set.
 	Addr string
 	// Redis is an existing rueidis client to use instead of Addr. The
 	// caller owns it: Client.Close does not close it.
@@ -117,7 +123,10 @@ type Client struct {
 	workers map[*Worker]struct{}
 }
 
-// New creates a Client. It does not contact Redis until first used.
+// New creates a Client. Given Options.Redis it does not contact Redis.
+// Given Addr, rueidis connects at once: New fails with ErrUnavailable if
+// Redis cannot be reached, and with ErrInvalidOptions if Redis refuses the
+// URL's credentials.
 func New(opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -170,9 +179,24 @@ func dial(addr string) (rueidis.Client, error) {
 	opt.DisableCache = true
 	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
+		if refusedLogin(err) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return rdb, nil
+}
+
+// refusedLogin reports whether Redis answered the connection handshake by
+// refusing the credentials: wrong ones, none where some are needed, or a
+// user not allowed to log in. Retrying cannot help, so it is not an outage.
+func refusedLogin(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
 }
 
 // Close closes every Worker created by this client that is still running

@@ -1,0 +1,204 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// aclCommands are the commands a worqr client needs, exactly as the
+// README's Security section lists them: the connection handshake (HELLO,
+// PING and, where rueidis looks for a cluster, CLUSTER SLOTS and SHARDS),
+// the scripts and what they call, the reads done outside scripts, pub/sub,
+// and SCAN for Client.Check. (rueidis also sends CLIENT SETINFO, which
+// Redis 7.0 does not know; it ignores a refusal, so the list leaves it out
+// to work on every Redis 7.)
+const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
+	"+evalsha +eval +time " +
+	"+lpush +rpush +rpop +lrem +llen +lrange " +
+	"+hset +hsetnx +hget +hdel +hexists +hgetall +hincrby +hlen " +
+	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore " +
+	"+sadd +srem +smembers +sismember +exists +del " +
+	"+publish +subscribe +unsubscribe +scan"
+
+// aclUser creates a Redis user that may touch only the prefix's keys and
+// channels, with only aclCommands, and deletes it when the test ends. It
+// returns a URL that logs in as that user.
+func aclUser(t *testing.T, b *backend) string {
+	t.Helper()
+	admin := b.redis(b.addr)
+	ctx := ctxT(t)
+	user, pass := b.prefix+"-user", uuid.NewString()
+	rules := []string{"reset", "on", ">" + pass, "~" + b.prefix + ":*", "&" + b.prefix + ":*", "-@all"}
+	rules = append(rules, strings.Fields(aclCommands)...)
+	require.NoError(t, admin.Do(ctx, admin.B().AclSetuser().Username(user).Rule(rules...).Build()).Error())
+	t.Cleanup(func() {
+		_ = admin.Do(context.Background(), admin.B().AclDeluser().Username(user).Build()).Error()
+	})
+	return (&url.URL{Scheme: "redis", User: url.UserPassword(user, pass), Host: b.addr, Path: "/0"}).String()
+}
+
+// deniedFor lists what Redis refused a user since the test began, from
+// ACL LOG.
+func deniedFor(t *testing.T, b *backend, user string) []string {
+	t.Helper()
+	admin := b.redis(b.addr)
+	entries, err := admin.Do(context.Background(), admin.B().AclLog().Count(1000).Build()).ToArray()
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		m, err := e.AsMap()
+		require.NoError(t, err)
+		str := func(k string) string {
+			v := m[k]
+			s, _ := v.ToString()
+			return s
+		}
+		if str("username") != user {
+			continue
+		}
+		reason, object := str("reason"), str("object")
+		if object == "client|setinfo" {
+			continue // optional: rueidis ignores the refusal
+		}
+		out = append(out, reason+" "+object)
+	}
+	return out
+}
+
+// The core flows run as a user that may only touch the prefix's keys and
+// channels and run aclCommands, logged in through a URL in Options.Addr.
+// Redis must refuse nothing, and must refuse that user everything outside
+// the prefix.
+func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	if !b.real {
+		t.Skip("ACL users need real Redis")
+	}
+	u := aclUser(t, b)
+	user := b.prefix + "-user"
+	ctx := ctxT(t)
+	c, err := New(Options{Addr: u, Prefix: b.prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+
+	// Enqueue, inspect, handle.
+	var handled atomic.Int32
+	cancelled := make(chan error, 1)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "h", func(hctx context.Context, p *Process) error {
+		if string(p.Task()) == "held" {
+			<-hctx.Done()
+			cancelled <- context.Cause(hctx)
+			return nil
+		}
+		handled.Add(1)
+		return nil
+	}, HandleOptions{}))
+	enqueueNumbered(t, c, "h", 5)
+	require.NoError(t, c.Enqueue(ctx, "h", []byte("held")))
+	eventually(t, 10*time.Second, "tasks handled", func() bool { return handled.Load() == 5 })
+	qs, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, qs, "h")
+	eventually(t, 5*time.Second, "the held task is in flight", func() bool {
+		procs, err := c.Processes(ctx, "h")
+		require.NoError(t, err)
+		return len(procs) == 1
+	})
+	_, err = c.Workers(ctx)
+	require.NoError(t, err)
+	_, err = c.WorkerQueues(ctx, w.ID())
+	require.NoError(t, err)
+
+	// Cancel reaches the handler.
+	_, err = c.Cancel(ctx, "h", []byte("held"))
+	require.NoError(t, err)
+	assert.ErrorIs(t, recv(t, cancelled, 5*time.Second, "cancel reaches the handler"), ErrTaskCancelled)
+
+	// By hand: dequeue, stop, finish, peek, range.
+	require.NoError(t, w.StartWork(ctx, "m", Events{}))
+	enqueueNumbered(t, c, "m", 3)
+	ps := dequeueAll(t, w, "m", 2)
+	require.NoError(t, ps[0].Check(ctx))
+	require.NoError(t, ps[0].Stop(ctx))
+	require.NoError(t, ps[1].Finish(ctx))
+	head, err := c.Peek(ctx, "m")
+	require.NoError(t, err)
+	assert.Equal(t, "t0002", string(head))
+	assert.Equal(t, []string{"t0002", "t0000"}, waiting(t, c, "m"))
+
+	// A crashed worker is reclaimed by its peer.
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "m", Events{}))
+	dequeueAll(t, dead, "m", 1)
+	dead.crash()
+	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "m")) == 2 })
+
+	// The consistency check and its repair.
+	require.NoError(t, b.redis(b.addr).Do(ctx, b.redis(b.addr).B().Sadd().Key(c.keys.queues()).Member("ghost").Build()).Error())
+	rep := check(t, c, true)
+	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
+
+	// Delete, stop work, close.
+	_, err = c.DeleteQueue(ctx, "m")
+	require.NoError(t, err)
+	require.NoError(t, w.StopWork(ctx, "m"))
+	require.NoError(t, w.Shutdown(ctx))
+	requireClean(t, c)
+
+	assert.Empty(t, deniedFor(t, b, user), "Redis refused the user something worqr needs")
+
+	// The user reaches nothing outside its prefix.
+	other, err := New(Options{Addr: u, Prefix: b.prefix + "x", Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	err = other.Enqueue(ctx, "h", []byte("x"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NOPERM")
+	assert.False(t, errors.Is(err, ErrUnavailable), "a refusal is not an outage: %v", err)
+}
+
+// Wrong credentials are refused at New, with an error that says so and is
+// not mistaken for an outage.
+func TestWrongCredentials(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	if !b.real {
+		t.Skip("ACL users need real Redis")
+	}
+	u, err := url.Parse(aclUser(t, b))
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), "wrong")
+	_, err = New(Options{Addr: u.String(), Prefix: b.prefix})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	assert.False(t, errors.Is(err, ErrUnavailable), "%v", err)
+	assert.Contains(t, err.Error(), "WRONGPASS")
+}
+
+// The README's Security section lists exactly aclCommands.
+func TestREADMEListsTheACLCommands(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	line := regexp.MustCompile(`(?m)^ACL SETUSER .*$`).Find(readme)
+	require.NotNil(t, line, "README has an ACL SETUSER example")
+	var cmds []string
+	for _, f := range strings.Fields(string(line)) {
+		if strings.HasPrefix(f, "+") {
+			cmds = append(cmds, f)
+		}
+	}
+	assert.Equal(t, strings.Fields(aclCommands), cmds)
+}

@@ -1,0 +1,142 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A renewal that was on its way while the worker left a queue and started
+// work on it again finds the old lease gone: that is no evidence that the
+// worker is dead, and it must not fence itself. (Found by FuzzRoundTrip,
+// which starts and stops work on queues all the time.)
+func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	fenced := make(chan FenceEvent, 1)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id := w.ID()
+
+	renewSHA := shaOf(t, "renew.lua")
+	raced := make(chan error, 1)
+	h.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if len(cmds) < 2 || scriptOf(cmds[0]) != renewSHA || len(raced) > 0 {
+				return next()
+			}
+			// The renewal of q's lease is sent just after the worker left
+			// q; its answer comes back after it served q again.
+			err := w.StopWork(context.Background(), "q")
+			res := next()
+			raced <- errors.Join(err, w.StartWork(context.Background(), "q", Events{}))
+			return res
+		}
+	})
+	require.NoError(t, recv(t, raced, 5*time.Second, "the race"))
+	select {
+	case ev := <-fenced:
+		t.Fatalf("fenced: %v", ev.Cause)
+	case <-time.After(3 * fast.RenewInterval):
+	}
+	assert.Equal(t, id, w.ID())
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+}
+
+// The same race for a Finish on its way while the worker left the queue
+// (which gave the task back) and started work on it again.
+func TestFinishRacingStopAndStartWorkDoesNotFence(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	fenced := make(chan FenceEvent, 1)
+	opts := WorkerOptions{OnFenced: func(ev FenceEvent) { fenced <- ev }}
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("first"), []byte("x")}))
+	ps := dequeueAll(t, w, "q", 2)
+	require.NoError(t, ps[0].Finish(ctx)) // Redis knows the script now: EVALSHA runs it
+	p := ps[1]
+	id := w.ID()
+
+	finishSHA := shaOf(t, "finish.lua")
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) != finishSHA {
+				return next()
+			}
+			require.NoError(t, w.StopWork(context.Background(), "q"))
+			res := next()
+			require.NoError(t, w.StartWork(context.Background(), "q", Events{}))
+			return res
+		}
+	})
+	assert.ErrorIs(t, p.Finish(ctx), ErrProcessLost, "the task was given back before the finish ran")
+	select {
+	case ev := <-fenced:
+		t.Fatalf("fenced: %v", ev.Cause)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Equal(t, id, w.ID())
+	assert.Equal(t, []string{"x"}, waiting(t, admin, "q"))
+}
+
+// A worker whose every scheduled renewal races a StopWork (a worker that
+// starts and stops work on queues all the time) renews again at once and
+// keeps its deadline: it must not fence itself for want of a renewal that
+// covered every lease.
+func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	fenced := make(chan FenceEvent, 1)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	w := newWorker(t, c, opts)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id := w.ID()
+
+	renewSHA := shaOf(t, "renew.lua")
+	var last time.Time
+	races := make(chan error, 100)
+	h.set(func(h *hooked) {
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			// Every scheduled renewal races; one sent at once after it
+			// does not (nothing else is leaving then).
+			if len(cmds) < 2 || scriptOf(cmds[0]) != renewSHA || time.Since(last) < fast.RenewInterval/2 {
+				return next()
+			}
+			last = time.Now()
+			err := w.StopWork(context.Background(), "q")
+			res := next()
+			races <- errors.Join(err, w.StartWork(context.Background(), "q", Events{}))
+			return res
+		}
+	})
+	deadline := time.After(3 * fast.TTL)
+	n := 0
+	for done := false; !done; {
+		select {
+		case err := <-races:
+			require.NoError(t, err)
+			n++
+		case ev := <-fenced:
+			t.Fatalf("fenced after %d races: %v", n, ev.Cause)
+		case <-deadline:
+			done = true
+		}
+	}
+	require.Greater(t, n, 5, "renewals raced")
+	assert.Equal(t, id, w.ID())
+}
