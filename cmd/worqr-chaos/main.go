@@ -73,7 +73,8 @@ func main() {
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
-		"fails with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed")
+		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
+		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
 	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge {
 		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger or wedge")
