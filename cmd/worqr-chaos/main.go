@@ -1,0 +1,313 @@
+// Command worqr-chaos runs worqr under faults that really happen and
+// checks what it promises: no task lost, none run twice unless a holder
+// of it died or fenced itself, persistent tasks never held by two live
+// workers at once, nothing orphaned in Redis, and no worker left wedged.
+//
+// It starts its own redis-server (a free loopback port, a temporary
+// directory, append-only file on), several worker processes (this binary
+// again) running the handler runtime on two job queues and a queue of
+// persistent tasks, and a producer. For -duration it injects faults at
+// random: SIGKILL of a worker process (a new one takes its slot), CLIENT
+// KILL of the workers' command and pub/sub connections, CLIENT PAUSE
+// longer than the lease TTL (every worker fences itself), and a Redis
+// restart. Then it stops the faults, lets the queues drain, checks, and
+// prints a one-line summary. It exits 1 on any violation.
+//
+//	go run ./cmd/worqr-chaos -duration 60s     # what CI runs
+//	go run ./cmd/worqr-chaos -duration 30m     # a soak
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr"
+)
+
+type config struct {
+	duration    time.Duration
+	workers     int
+	ttl         time.Duration
+	rate        int
+	seed        uint64
+	drain       time.Duration
+	redisServer string
+	fsync       string
+	keep        bool
+	sabotage    string
+	resp2       bool
+}
+
+const prefix = "chaos"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == workerFlag {
+		workerMain(os.Args[2:])
+		return
+	}
+	var cfg config
+	flag.DurationVar(&cfg.duration, "duration", time.Minute, "how long to inject faults")
+	flag.IntVar(&cfg.workers, "workers", 3, "worker processes (at least 2)")
+	flag.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "workers' lease TTL")
+	flag.IntVar(&cfg.rate, "rate", 50, "tasks enqueued per second")
+	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed for faults and the producer (0: from the clock)")
+	flag.DurationVar(&cfg.drain, "drain", time.Minute, "longest wait for the queues to drain once the faults stop")
+	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
+	flag.StringVar(&cfg.fsync, "appendfsync", "always", "Redis appendfsync: always or everysec")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (Redis data, worker logs) even when every check passes")
+	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
+		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
+		"wedge: a worker stops taking jobs-a after its first fence (wedged)")
+	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
+		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
+		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
+	flag.Parse()
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger or wedge")
+		os.Exit(2)
+	}
+	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: need -workers >= 2, -rate >= 1, -ttl >= 1s, -appendfsync always|everysec")
+		os.Exit(2)
+	}
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	ok, err := runChaos(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worqr-chaos:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// runChaos does one chaos run. It reports whether every check passed; an error
+// means the harness could not do its job.
+func runChaos(cfg config) (ok bool, err error) {
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x6368616f73))
+	dir, err := os.MkdirTemp("", "worqr-chaos-")
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if ok && err == nil && !cfg.keep {
+			os.RemoveAll(dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "worqr-chaos: Redis data and worker logs kept in", dir)
+		}
+	}()
+	logDir := filepath.Join(dir, "logs")
+	redisDir := filepath.Join(dir, "redis")
+	for _, d := range []string{logDir, redisDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return false, err
+		}
+	}
+	srv, err := startRedis(cfg.redisServer, redisDir, cfg.fsync)
+	if err != nil {
+		return false, err
+	}
+	defer srv.stop()
+	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	protocol := "RESP3"
+	if cfg.resp2 {
+		protocol = "RESP3 and RESP2"
+	}
+	say("worqr-chaos: Redis on %s (appendfsync %s), %d worker processes (%s), TTL %v, %d tasks/s, faults for %v, seed %d",
+		srv.addr(), cfg.fsync, cfg.workers, protocol, cfg.ttl, cfg.rate, cfg.duration, cfg.seed)
+
+	// The harness's own connections are named chaos-harness: the faults
+	// never kill them.
+	connect := func() (rueidis.Client, *worqr.Client, error) {
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.addr()}, DisableCache: true, ClientName: "chaos-harness"})
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return rdb, c, nil
+	}
+	admin, client, err := connect()
+	if err != nil {
+		return false, err
+	}
+	defer admin.Close()
+	prodRdb, prodClient, err := connect()
+	if err != nil {
+		return false, err
+	}
+	defer prodRdb.Close()
+
+	l := newLedger()
+	fl, err := newFleet(srv.addr(), prefix, cfg.ttl, logDir, l)
+	if err != nil {
+		return false, err
+	}
+	fl.sabotage, fl.resp2 = cfg.sabotage, cfg.resp2
+	defer fl.killAll()
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-interrupted
+		fl.killAll()
+		srv.stop()
+		fmt.Fprintln(os.Stderr, "worqr-chaos: interrupted; data kept in", dir)
+		os.Exit(130)
+	}()
+
+	for slot := 1; slot <= cfg.workers; slot++ {
+		if _, err := fl.spawn(slot); err != nil {
+			return false, err
+		}
+	}
+	if err := fl.waitReady(30 * time.Second); err != nil {
+		return false, err
+	}
+	// The persistent tasks, one per simulated connection.
+	tasks := make(map[string]*taskInfo)
+	var conns []string
+	var batch [][]byte
+	for i := range persistentTasks {
+		t := fmt.Sprintf("conn-%d", i)
+		conns = append(conns, t)
+		batch = append(batch, []byte(t))
+		tasks[t] = &taskInfo{queue: connQueue, kind: "conn", copies: []int64{now()}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = client.EnqueueBatch(ctx, connQueue, batch)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if missing := until(10*time.Second, func() string {
+		open := l.openRuns(conns)
+		for _, t := range conns {
+			if open[t] != 1 {
+				return t + " not held"
+			}
+		}
+		return ""
+	}); missing != "" {
+		return false, errors.New("persistent tasks at start: " + missing)
+	}
+
+	// Faults and production.
+	t0 := now()
+	prod := newProducer(prodClient, cfg.rate, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
+	stopProducing := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() { produced <- prod.run(stopProducing) }()
+	fa := newFaults(admin, srv, fl, cfg.ttl, rng, t0, os.Stderr)
+	faultErr := fa.run(time.Now().Add(cfg.duration))
+	close(stopProducing)
+	if err := errors.Join(faultErr, <-produced); err != nil {
+		return false, err
+	}
+	chk := &checker{client: client, admin: admin, prefix: prefix, fleet: fl, ledger: l, log: os.Stderr, t0: t0}
+	chk.logf("faults over; waiting for every worker process to serve and the queues to drain")
+
+	var violations []string
+	if err := fl.waitReady(30 * time.Second); err != nil {
+		violations = append(violations, err.Error())
+	}
+	jobs, unknown, refused := prod.jobs()
+	jobNames := make([]string, 0, len(jobs))
+	for t, info := range jobs {
+		tasks[t] = info
+		jobNames = append(jobNames, t)
+	}
+	drainStart := time.Now()
+	if missing := chk.drained(jobNames, conns, cfg.drain); missing != "" {
+		violations = append(violations, "drain: "+missing)
+	} else {
+		chk.logf("drained in %v", time.Since(drainStart).Round(100*time.Millisecond))
+	}
+	orphans, found, err := chk.orphans()
+	if err != nil {
+		return false, err
+	}
+	wedged, problem := chk.probe(tasks, 30*time.Second)
+	if problem != "" {
+		violations = append(violations, problem)
+	}
+	chk.logf("stopping the worker processes gracefully")
+	if late := fl.stop(15 * time.Second); len(late) > 0 {
+		violations = append(violations, fmt.Sprintf("worker processes %v did not shut down within 15s", late))
+	}
+	if n, missing := chk.janitor(cfg.ttl); missing != "" {
+		violations = append(violations, "a new worker did not reclaim the workers left registered after shutdown: "+missing)
+	} else if n > 0 {
+		chk.logf("%d worker ids fenced shortly before shutdown were left registered; a new worker reclaimed them", n)
+	}
+	violations = append(violations, chk.finalState(len(conns))...)
+	more, found2, err := chk.orphans()
+	if err != nil {
+		return false, err
+	}
+	chk.logf("worker processes stopped; Redis checked")
+	orphans += more
+	found = append(found, found2...)
+
+	v := l.judge(tasks, t0)
+	for _, t := range v.lost {
+		violations = append(violations, "lost "+t+": "+l.history(t))
+	}
+	violations = append(violations, v.unexplained...)
+	violations = append(violations, v.overlaps...)
+	violations = append(violations, v.strangeEnds...)
+	for _, n := range v.neverEnded {
+		violations = append(violations, "handler never ended: "+n)
+	}
+	violations = append(violations, v.problems...)
+	for _, o := range found {
+		violations = append(violations, "orphan: "+o)
+	}
+	for _, w := range wedged {
+		violations = append(violations, "wedged: "+w)
+	}
+
+	var kinds []string
+	total := 0
+	for _, k := range faultKinds {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, fa.counts[k]))
+		total += fa.counts[k]
+	}
+	verdict := "PASS"
+	if len(violations) > 0 {
+		verdict = "FAIL"
+		sort.Strings(violations)
+		for i, s := range violations {
+			if i == 50 {
+				say("... and %d more", len(violations)-50)
+				break
+			}
+			say("VIOLATION: %s", s)
+		}
+	}
+	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v latency p50=%v p99=%v max=%v\n",
+		verdict, cfg.duration, cfg.seed, cfg.workers, v.tasks, v.runs, total, strings.Join(kinds, " "),
+		fa.killed[faultKillNormal], fa.killed[faultKillPubsub], v.fences, unknown, unknown+refused,
+		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
+		v.handovers, v.maxRehold.Round(10*time.Millisecond),
+		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond))
+	return len(violations) == 0, nil
+}
