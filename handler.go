@@ -320,12 +320,20 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		case outcome == nil, errors.Is(outcome, ErrProcessLost),
 			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Stop dropped it, as it should
 			return
-		case !errors.Is(outcome, ErrUnavailable) || !b.wait(r.w.life):
+		case !retryable(outcome) || !b.wait(r.w.life):
 			log().Warn("worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		log().Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
 	}
+}
+
+// retryable tells whether an outcome write may not have reached Redis and
+// can be sent again (the scripts check ownership, so a repeat is safe): it
+// failed on the connection, or got no answer within its TTL-long deadline
+// while the worker lives (a hung node).
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // stopTaking stops the dequeue loop and waits for it.

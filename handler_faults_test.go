@@ -418,3 +418,30 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 	assert.Empty(t, fences, "no other fence")
 }
+
+// An outcome write that gets no answer within its deadline (a hung node)
+// is sent again, as one that failed on the connection is: otherwise the
+// live worker would hold the task for ever.
+func TestTimedOutOutcomeWriteIsRetried(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	var hung atomic.Bool
+	finishSHA := c.scripts.Finish.SHA1()
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) == finishSHA && hung.CompareAndSwap(false, true) {
+				<-ctx.Done() // no answer until the write gives up
+				return rueidis.NewErrorResult(ctx.Err())
+			}
+			return next()
+		}
+	})
+	var runs atomic.Int32
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { runs.Add(1); return nil }, HandleOptions{}))
+	require.NoError(t, admin.Enqueue(ctx, "q", []byte("t")))
+	settledQueue(t, admin, "q")
+	assert.True(t, hung.Load())
+	assert.EqualValues(t, 1, runs.Load())
+}
