@@ -4,23 +4,42 @@
 -- KEYS: waiting, procs, leases, meta
 -- ARGV: worker, count
 -- Returns -1 when the lease is not live, else {pid, task, pid, task, ...}.
+--
+-- A fixed number of calls however many tasks it takes (one LRANGE and one
+-- LTRIM, one HSET per 500 processes, the id counter read and written once),
+-- so taking a batch costs Redis little more than taking one.
 local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
+-- The front of the queue is the right end of the list.
+local tasks = redis.call('LRANGE', KEYS[1], -tonumber(ARGV[2]), -1)
+local n = #tasks
+if n == 0 then
+  return {}
+end
+redis.call('LTRIM', KEYS[1], 0, -(n + 1))
 -- Process ids count up from the Redis clock in microseconds when the
 -- counter is created, so a queue deleted and made again never reuses an
 -- id: no Redis dequeues more than one task per microsecond.
-if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
-  redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
+local seq = redis.call('HGET', KEYS[4], 'seq')
+if seq then
+  seq = tonumber(seq)
+else
+  seq = now_us()
 end
-local out = {}
-for _ = 1, tonumber(ARGV[2]) do
-  local task = redis.call('RPOP', KEYS[1])
-  if not task then break end
-  local pid = string.format('%x', redis.call('HINCRBY', KEYS[4], 'seq', 1))
-  redis.call('HSET', KEYS[2], pid, 'a' .. ARGV[1] .. task)
+local out, fields = {}, {}
+for i = n, 1, -1 do
+  seq = seq + 1
+  local pid = string.format('%x', seq)
   out[#out + 1] = pid
-  out[#out + 1] = task
+  out[#out + 1] = tasks[i]
+  fields[#fields + 1] = pid
+  fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
 end
+-- unpack puts every value on the Lua stack, which holds a few thousand.
+for i = 1, #fields, 1000 do
+  redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))
+end
+redis.call('HSET', KEYS[4], 'seq', ms(seq))
 return out

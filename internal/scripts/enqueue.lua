@@ -5,6 +5,11 @@
 -- registered.lua): the caller then registers it.
 local n = #ARGV - 2
 redis.call('LPUSH', KEYS[1], unpack(ARGV, 3))
-redis.call('HSETNX', KEYS[2], 'name', ARGV[2])
 redis.call('PUBLISH', ARGV[1], 'w' .. n)
-return 1 - redis.call('HEXISTS', KEYS[2], 'registered')
+-- A confirmed queue has its name (delete.lua removes both together), so
+-- the usual enqueue stops here.
+if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then
+  return 0
+end
+redis.call('HSETNX', KEYS[2], 'name', ARGV[2])
+return 1
