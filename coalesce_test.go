@@ -160,3 +160,28 @@ func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
 		next[g]++
 	}
 }
+
+// One finish script call settles processes of several workers; a process
+// listed twice is finished once, and one that is not the worker's is lost.
+func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
+	_, c, ctx := setup(t)
+	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	for _, w := range []*Worker{w1, w2} {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	p1, err := w1.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p2, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p3, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	stolen := newProcess(w1, p3.ID(), "q", string(p3.Task()), w1.ID()) // w1 claims w2's process
+	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
+	require.NoError(t, err)
+	require.Equal(t, []int64{codeActive, codeActive, codeNotOwned, codeNotOwned}, codes)
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	require.Equal(t, p3.ID(), procs[0].ID)
+}

@@ -112,8 +112,10 @@ type Client struct {
 	log         *slog.Logger
 	maxTaskSize int
 
-	// enqueues merges overlapping Enqueue calls on a queue.
+	// enqueues and finishes merge overlapping Enqueue and Finish calls on
+	// a queue.
 	enqueues *coalescer[[]byte, struct{}]
+	finishes *coalescer[*Process, int64]
 
 	closed  atomic.Bool
 	mu      sync.Mutex
@@ -146,6 +148,7 @@ func New(opts Options) (*Client, error) {
 		workers:     make(map[*Worker]struct{}),
 	}
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
+	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	if c.rdb == nil {
 		rdb, err := dial(opts.Addr)
 		if err != nil {
