@@ -152,13 +152,23 @@ type loopControl struct {
 	ctx    context.Context // ends to stop taking tasks; bounds the dequeues
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop has ended
+	// idle hands a task to a handler goroutine that has finished its last
+	// one and waits for more; they leave when ctx ends.
+	idle chan job
+}
+
+// job is a process to run, with its handler's context.
+type job struct {
+	p      *Process
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
 // and left the queue served).
 func (r *runner) startLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
-	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
 	r.mu.Lock()
 	r.loop = lc
 	r.mu.Unlock()
@@ -222,7 +232,7 @@ func (r *runner) run(lc *loopControl) {
 				r.clearMore(gen)
 			}
 			for _, p := range ps {
-				r.start(p)
+				r.start(lc, p)
 			}
 			if len(ps) < n {
 				break
@@ -241,29 +251,52 @@ func (r *runner) clearMore(gen uint64) {
 	r.mu.Unlock()
 }
 
-// start runs the handler for p on a goroutine of its own. The handler's
-// context ends when the process ends for a reason the worker learns of
-// (cancel, delete, fencing), with that reason as its cause.
-func (r *runner) start(p *Process) {
+// start runs the handler for p on a handler goroutine: one that finished
+// its last task and waits for another if there is one, else a new one. On
+// a busy queue goroutines (and the stacks they have grown) are reused
+// rather than started for every task. The handler's context ends when the
+// process ends for a reason the worker learns of (cancel, delete,
+// fencing), with that reason as its cause.
+func (r *runner) start(lc *loopControl, p *Process) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.mu.Lock()
 	r.running[p] = cancel
 	r.mu.Unlock()
 	r.handlers.Add(1)
 	p.onEnd(func(reason error) { cancel(reason) })
-	go func() {
-		defer r.handlers.Done()
-		err := r.call(ctx, p)
-		r.settle(ctx, p, err)
-		cancel(nil)
-		r.mu.Lock()
-		delete(r.running, p)
-		more := r.more
-		r.mu.Unlock()
-		if more {
-			r.poke()
+	j := job{p: p, ctx: ctx, cancel: cancel}
+	select {
+	case lc.idle <- j:
+	default:
+		go r.serve(lc, j)
+	}
+}
+
+// serve runs j, then the jobs the loop hands it while the loop runs.
+func (r *runner) serve(lc *loopControl, j job) {
+	for {
+		r.runJob(j)
+		select {
+		case j = <-lc.idle:
+		case <-lc.ctx.Done():
+			return
 		}
-	}()
+	}
+}
+
+// runJob runs the handler for one process and settles its outcome.
+func (r *runner) runJob(j job) {
+	defer r.handlers.Done()
+	err := r.call(j.ctx, j.p)
+	r.settle(j.ctx, j.p, err)
+	j.cancel(nil)
+	r.mu.Lock()
+	delete(r.running, j.p)
+	more := r.more
+	r.mu.Unlock()
+	if more {
+		r.poke()
+	}
 }
 
 // errPanic marks a handler that panicked.
