@@ -120,22 +120,9 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 		wake:    make(chan struct{}, 1),
 		running: make(map[*Process]context.CancelCauseFunc),
 	}
-	user := opts.Events
-	events := Events{
-		Work: func(q string, n int64) {
-			r.mu.Lock()
-			r.more = true
-			r.gen++
-			r.mu.Unlock()
-			r.poke()
-			if user.Work != nil {
-				user.Work(q, n)
-			}
-		},
-		Cancel: user.Cancel,
-		Delete: user.Delete,
-	}
-	if err := w.startWork(ctx, queue, events, r); err != nil {
+	// The worker tells the runtime of work events itself (workArrived),
+	// before it calls these.
+	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
 		s := w.serving[queue]
 		w.mu.Unlock()
@@ -173,6 +160,24 @@ func (r *runner) startLoop() {
 	r.loop = lc
 	r.mu.Unlock()
 	go r.run(lc)
+	r.poke()
+}
+
+// taking reports whether the dequeue loop runs.
+func (r *runner) taking() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loop != nil && r.loop.ctx.Err() == nil
+}
+
+// workArrived records that the queue may hold tasks and wakes the loop:
+// a work event named this worker, or named nobody, or the worker has
+// (re)subscribed.
+func (r *runner) workArrived() {
+	r.mu.Lock()
+	r.more = true
+	r.gen++
+	r.mu.Unlock()
 	r.poke()
 }
 

@@ -270,7 +270,7 @@ func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte) erro
 		for _, t := range chunk {
 			args = append(args, string(t))
 		}
-		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta}, Args: args})
+		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta, k.idle}, Args: args})
 	}
 	unregistered := false
 	var errs []error

@@ -1,9 +1,14 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta
--- ARGV: worker, count
+-- KEYS: waiting, procs, leases, meta, idle
+-- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {pid, task, pid, task, ...}.
+--
+-- A runtime that finds fewer tasks than it asked for has free slots and an
+-- empty queue: it parks in the idle set, where the next enqueue finds it
+-- and names it in its work event. One that got all it asked for is busy
+-- and leaves the set; it comes back for more when a slot frees.
 --
 -- A fixed number of calls however many tasks it takes (one LRANGE and one
 -- LTRIM, one HSET per 500 processes, the id counter read and written once),
@@ -13,8 +18,16 @@ if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
 -- The front of the queue is the right end of the list.
-local tasks = redis.call('LRANGE', KEYS[1], -tonumber(ARGV[2]), -1)
+local want = tonumber(ARGV[2])
+local tasks = redis.call('LRANGE', KEYS[1], -want, -1)
 local n = #tasks
+if ARGV[3] == '1' then
+  if n < want then
+    redis.call('ZADD', KEYS[5], now, ARGV[1])
+  else
+    redis.call('ZREM', KEYS[5], ARGV[1])
+  end
+end
 if n == 0 then
   return {}
 end
