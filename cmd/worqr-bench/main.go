@@ -28,8 +28,10 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -242,8 +244,8 @@ func describe(ctx context.Context, b *bench) {
 	if b.embedded || b.cfg.resp2 {
 		proto = "RESP2"
 	}
-	fmt.Fprintf(os.Stderr, "worqr-bench: redis %s (%s, %d node(s), %s) at %s; queues %s; concurrency %d; runs %d%s\n",
-		version, mode, len(b.rdb.Nodes()), proto, strings.Join(b.cfg.addrs, ","), strings.Join(b.queues, ","), b.cfg.concurrency, b.cfg.runs, map[bool]string{true: "; short", false: ""}[b.cfg.short])
+	fmt.Fprintf(os.Stderr, "worqr-bench: redis %s (%s, %d node(s), %s) at %s; %d CPUs; queues %s; concurrency %d; runs %d%s\n",
+		version, mode, len(b.rdb.Nodes()), proto, strings.Join(b.cfg.addrs, ","), runtime.NumCPU(), strings.Join(b.queues, ","), b.cfg.concurrency, b.cfg.runs, map[bool]string{true: "; short", false: ""}[b.cfg.short])
 }
 
 // newClient is a worqr client on the shared connection, under a key prefix
@@ -306,19 +308,23 @@ type stat struct {
 
 // line is the JSON line of one scenario.
 type line struct {
-	Scenario    string           `json:"scenario"`
-	Runs        int              `json:"runs"`
-	Short       bool             `json:"short"`
-	Embedded    bool             `json:"embedded"`
-	Queues      int              `json:"queues"`
-	Concurrency int              `json:"concurrency"`
-	Metrics     map[string]*stat `json:"metrics"`
-	Targets     []target         `json:"targets,omitempty"`
-	Notes       []string         `json:"notes,omitempty"`
+	Scenario    string `json:"scenario"`
+	Runs        int    `json:"runs"`
+	Short       bool   `json:"short"`
+	Embedded    bool   `json:"embedded"`
+	Queues      int    `json:"queues"`
+	Concurrency int    `json:"concurrency"`
+	// Load is the machine's 1-minute load average when the scenario
+	// ended: on a shared machine, the first thing to look at when numbers
+	// move.
+	Load    float64          `json:"load1"`
+	Metrics map[string]*stat `json:"metrics"`
+	Targets []target         `json:"targets,omitempty"`
+	Notes   []string         `json:"notes,omitempty"`
 }
 
 func report(out, human io.Writer, s scenario, results []*result, b *bench) {
-	l := line{Scenario: s.name, Runs: len(results), Short: b.cfg.short, Embedded: b.embedded, Queues: len(b.queues), Concurrency: b.cfg.concurrency, Metrics: map[string]*stat{}}
+	l := line{Scenario: s.name, Runs: len(results), Short: b.cfg.short, Embedded: b.embedded, Queues: len(b.queues), Concurrency: b.cfg.concurrency, Load: loadAverage(), Metrics: map[string]*stat{}}
 	var order []string
 	values := map[string][]float64{}
 	for _, r := range results {
@@ -358,7 +364,7 @@ func report(out, human io.Writer, s scenario, results []*result, b *bench) {
 	enc := json.NewEncoder(out)
 	_ = enc.Encode(l)
 
-	fmt.Fprintf(human, "\n%s (%d run(s); median [min–max])\n", s.name, len(results))
+	fmt.Fprintf(human, "\n%s (%d run(s); median [min–max]; load %.1f)\n", s.name, len(results), l.Load)
 	for _, name := range order {
 		st := l.Metrics[name]
 		fmt.Fprintf(human, "  %-42s %12s %-9s [%s–%s]\n", name, num(st.Median), st.Unit, num(st.Min), num(st.Max))
@@ -373,6 +379,19 @@ func report(out, human io.Writer, s scenario, results []*result, b *bench) {
 	for _, n := range l.Notes {
 		fmt.Fprintf(human, "  note: %s\n", n)
 	}
+}
+
+// loadAverage is the 1-minute load average, or -1 where there is none.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		return -1
+	}
+	return f
 }
 
 func median(vs []float64) float64 {
