@@ -267,8 +267,21 @@ func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte) erro
 		chunk := tasks[start:min(start+maxTasksPerScript, len(tasks))]
 		args := make([]string, 0, 2+len(chunk))
 		args = append(args, k.channel, queue)
+		// One copy of the chunk's bytes into one string, sliced per task,
+		// rather than an allocation per task.
+		size := 0
 		for _, t := range chunk {
-			args = append(args, string(t))
+			size += len(t)
+		}
+		var all strings.Builder
+		all.Grow(size)
+		for _, t := range chunk {
+			all.Write(t)
+		}
+		joined := all.String()
+		for _, t := range chunk {
+			args = append(args, joined[:len(t)])
+			joined = joined[len(t):]
 		}
 		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta, k.idle}, Args: args})
 	}
