@@ -111,6 +111,8 @@ func BenchmarkEnqueueBatch1000(b *testing.B) {
 	}
 	b.ReportAllocs()
 	n := 0
+	cpu := processCPU()
+	defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(n*len(tasks)), "cpu-ns/task") }()
 	for b.Loop() {
 		if err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
 			b.Fatal(err)
