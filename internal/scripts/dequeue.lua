@@ -11,15 +11,21 @@
 -- and leaves the set; it comes back for more when a slot frees.
 --
 -- A fixed number of calls however many tasks it takes (one LRANGE and one
--- LTRIM, one HSET per 500 processes, the id counter read and written once),
--- so taking a batch costs Redis little more than taking one.
+-- LTRIM, or one RPOP for a single task; one HSET per 500 processes; one
+-- HINCRBY of the id counter), so taking a batch costs Redis little more
+-- than taking one.
 local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
 -- The front of the queue is the right end of the list.
 local want = tonumber(ARGV[2])
-local tasks = redis.call('LRANGE', KEYS[1], -want, -1)
+local tasks
+if want == 1 then
+  tasks = {redis.call('RPOP', KEYS[1]) or nil}
+else
+  tasks = redis.call('LRANGE', KEYS[1], -want, -1)
+end
 local n = #tasks
 if ARGV[3] == '1' then
   if n < want then
@@ -31,16 +37,16 @@ end
 if n == 0 then
   return {}
 end
-redis.call('LTRIM', KEYS[1], 0, -(n + 1))
+if want > 1 then
+  redis.call('LTRIM', KEYS[1], 0, -(n + 1))
+end
 -- Process ids count up from the Redis clock in microseconds when the
 -- counter is created, so a queue deleted and made again never reuses an
 -- id: no Redis dequeues more than one task per microsecond.
-local seq = redis.call('HGET', KEYS[4], 'seq')
-if seq then
-  seq = tonumber(seq)
-else
-  seq = now_us()
+if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
+  redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
 end
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
 local out, fields = {}, {}
 for i = n, 1, -1 do
   seq = seq + 1
@@ -54,5 +60,4 @@ end
 for i = 1, #fields, 1000 do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))
 end
-redis.call('HSET', KEYS[4], 'seq', ms(seq))
 return out
