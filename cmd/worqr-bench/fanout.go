@@ -20,8 +20,8 @@ const fanoutWorkers = 20
 // (a) streaming: -concurrency goroutines enqueue single tasks as fast as
 // they can while the workers (-concurrency handlers in all) take them, and
 // (b) trickling: one task every 2 ms to idle workers. It counts script
-// calls and dequeue scripts (their LRANGEs) per task, Redis's CPU per
-// task, and the pickup latency.
+// calls and dequeue scripts (their RPOPs and LRANGEs) per task, Redis's
+// CPU per task, and the pickup latency.
 func runFanout(ctx context.Context, b *bench) (*result, error) {
 	streamed := b.pick(20_000, 1_000)
 	trickled := b.pick(500, 50)
@@ -67,7 +67,8 @@ func costs(res *result, name string, sp span, tasks int64) {
 	if sp.serverOK {
 		n := float64(tasks)
 		res.add(name+"scripts_per_task", "calls", float64(sp.calls["evalsha"]+sp.calls["eval"])/n)
-		res.add(name+"dequeues_per_task", "calls", float64(sp.calls["lrange"])/n)
+		// A dequeue script takes one task with RPOP, several with LRANGE.
+		res.add(name+"dequeues_per_task", "calls", float64(sp.calls["lrange"]+sp.calls["rpop"])/n)
 	}
 	sp.perTask(res, name, tasks, scripts...)
 }
