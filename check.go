@@ -721,7 +721,7 @@ func (k keys) parse(key string) (keyKind, string) {
 		return keyUnknown, ""
 	}
 	q := k.queue(name)
-	if key != q.waiting && key != q.procs && key != q.leases && key != q.meta {
+	if key != q.waiting && key != q.procs && key != q.leases && key != q.meta && key != q.idle {
 		return keyUnknown, ""
 	}
 	return keyQueue, name

@@ -473,7 +473,7 @@ func TestKeyParseRoundTrips(t *testing.T) {
 	k := keys{prefix: "p:x"}
 	for _, name := range []string{"q", "a:b", "{", "}", "%", "%7B", "%25", "{q:x}:waiting", "\x00\xff", "}{%"} {
 		q := k.queue(name)
-		for _, key := range []string{q.waiting, q.procs, q.leases, q.meta} {
+		for _, key := range []string{q.waiting, q.procs, q.leases, q.meta, q.idle} {
 			kind, got := k.parse(key)
 			assert.Equal(t, keyQueue, kind, key)
 			assert.Equal(t, name, got, key)

@@ -43,22 +43,27 @@ const (
 type event struct {
 	kind  eventKind
 	count int64
-	task  string
+	// to, for work, lists the ids of the worker runtimes that should wake
+	// (comma-separated); empty wakes every runtime. Work callbacks are
+	// called either way.
+	to   string
+	task string
 	// upTo is, for cancel and delete, the last process id of the queue
 	// when the script ran: processes dequeued later are not affected.
 	upTo uint64
 }
 
-// parseEvent decodes a message published by the scripts: "w<count>",
-// "c<last pid>:<task>" or "d<last pid>".
+// parseEvent decodes a message published by the scripts: "w<count>" or
+// "w<count>:<id>,<id>...", "c<last pid>:<task>" or "d<last pid>".
 func parseEvent(msg string) (event, bool) {
 	if msg == "" {
 		return event{}, false
 	}
 	switch msg[0] {
 	case 'w':
-		n, err := strconv.ParseInt(msg[1:], 10, 64)
-		return event{kind: eventWork, count: n}, err == nil
+		count, to, _ := strings.Cut(msg[1:], ":")
+		n, err := strconv.ParseInt(count, 10, 64)
+		return event{kind: eventWork, count: n, to: to}, err == nil
 	case 'c':
 		last, task, ok := strings.Cut(msg[1:], ":")
 		upTo, err := strconv.ParseUint(last, 16, 64)
@@ -83,7 +88,13 @@ func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
 func (m *mailbox) push(e event) {
 	m.mu.Lock()
 	if n := len(m.pending); e.kind == eventWork && n > 0 && m.pending[n-1].kind == eventWork {
-		m.pending[n-1].count += e.count
+		last := &m.pending[n-1]
+		last.count += e.count
+		if last.to == "" || e.to == "" {
+			last.to = "" // one of them wakes everyone
+		} else {
+			last.to += "," + e.to
+		}
 	} else {
 		m.pending = append(m.pending, e)
 	}

@@ -218,7 +218,7 @@ func FuzzKeyParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if validQueue("", s) == nil {
 			q := k.queue(s)
-			for _, key := range []string{q.waiting, q.procs, q.leases, q.meta} {
+			for _, key := range []string{q.waiting, q.procs, q.leases, q.meta, q.idle} {
 				kind, name := k.parse(key)
 				require.Equal(t, keyQueue, kind, key)
 				require.Equal(t, s, name, key)
@@ -229,7 +229,7 @@ func FuzzKeyParse(f *testing.F) {
 			switch kind {
 			case keyQueue:
 				q := k.queue(val)
-				assert.Contains(t, []string{q.waiting, q.procs, q.leases, q.meta}, key)
+				assert.Contains(t, []string{q.waiting, q.procs, q.leases, q.meta, q.idle}, key)
 			case keyWorkerQueues:
 				assert.Equal(t, k.workerQueues(val), key)
 			}

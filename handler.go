@@ -121,22 +121,9 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 		wake:    make(chan struct{}, 1),
 		running: make(map[*Process]context.CancelCauseFunc),
 	}
-	user := opts.Events
-	events := Events{
-		Work: func(q string, n int64) {
-			r.mu.Lock()
-			r.more = true
-			r.gen++
-			r.mu.Unlock()
-			r.poke()
-			if user.Work != nil {
-				user.Work(q, n)
-			}
-		},
-		Cancel: user.Cancel,
-		Delete: user.Delete,
-	}
-	if err := w.startWork(ctx, queue, events, r); err != nil {
+	// The worker tells the runtime of work events itself (workArrived),
+	// before it calls these.
+	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
 		s := w.serving[queue]
 		w.mu.Unlock()
@@ -153,17 +140,45 @@ type loopControl struct {
 	ctx    context.Context // ends to stop taking tasks; bounds the dequeues
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop has ended
+	// idle hands a task to a handler goroutine that has finished its last
+	// one and waits for more; they leave when ctx ends.
+	idle chan job
+}
+
+// job is a process to run, with its handler's context.
+type job struct {
+	p      *Process
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
 // and left the queue served).
 func (r *runner) startLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
-	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
 	r.mu.Lock()
 	r.loop = lc
 	r.mu.Unlock()
 	go r.run(lc)
+	r.poke()
+}
+
+// taking reports whether the dequeue loop runs.
+func (r *runner) taking() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loop != nil && r.loop.ctx.Err() == nil
+}
+
+// workArrived records that the queue may hold tasks and wakes the loop:
+// a work event named this worker, or named nobody, or the worker has
+// (re)subscribed.
+func (r *runner) workArrived() {
+	r.mu.Lock()
+	r.more = true
+	r.gen++
+	r.mu.Unlock()
 	r.poke()
 }
 
@@ -223,7 +238,7 @@ func (r *runner) run(lc *loopControl) {
 				r.clearMore(gen)
 			}
 			for _, p := range ps {
-				r.start(p)
+				r.start(lc, p)
 			}
 			if len(ps) < n {
 				break
@@ -242,29 +257,52 @@ func (r *runner) clearMore(gen uint64) {
 	r.mu.Unlock()
 }
 
-// start runs the handler for p on a goroutine of its own. The handler's
-// context ends when the process ends for a reason the worker learns of
-// (cancel, delete, fencing), with that reason as its cause.
-func (r *runner) start(p *Process) {
+// start runs the handler for p on a handler goroutine: one that finished
+// its last task and waits for another if there is one, else a new one. On
+// a busy queue goroutines (and the stacks they have grown) are reused
+// rather than started for every task. The handler's context ends when the
+// process ends for a reason the worker learns of (cancel, delete,
+// fencing), with that reason as its cause.
+func (r *runner) start(lc *loopControl, p *Process) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.mu.Lock()
 	r.running[p] = cancel
 	r.mu.Unlock()
 	r.handlers.Add(1)
 	p.onEnd(func(reason error) { cancel(reason) })
-	go func() {
-		defer r.handlers.Done()
-		err := r.call(ctx, p)
-		r.settle(ctx, p, err)
-		cancel(nil)
-		r.mu.Lock()
-		delete(r.running, p)
-		more := r.more
-		r.mu.Unlock()
-		if more {
-			r.poke()
+	j := job{p: p, ctx: ctx, cancel: cancel}
+	select {
+	case lc.idle <- j:
+	default:
+		go r.serve(lc, j)
+	}
+}
+
+// serve runs j, then the jobs the loop hands it while the loop runs.
+func (r *runner) serve(lc *loopControl, j job) {
+	for {
+		r.runJob(j)
+		select {
+		case j = <-lc.idle:
+		case <-lc.ctx.Done():
+			return
 		}
-	}()
+	}
+}
+
+// runJob runs the handler for one process and settles its outcome.
+func (r *runner) runJob(j job) {
+	defer r.handlers.Done()
+	err := r.call(j.ctx, j.p)
+	r.settle(j.ctx, j.p, err)
+	j.cancel(nil)
+	r.mu.Lock()
+	delete(r.running, j.p)
+	more := r.more
+	r.mu.Unlock()
+	if more {
+		r.poke()
+	}
 }
 
 // errPanic marks a handler that panicked.

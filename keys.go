@@ -20,6 +20,7 @@ type queueKeys struct {
 	procs   string // HASH pid -> state byte + owner id + task
 	leases  string // ZSET worker id -> lease expiry (ms, Redis clock)
 	meta    string // HASH name -> queue name (while it exists), seq -> last pid
+	idle    string // ZSET worker id -> when its runtime found the queue empty
 	channel string // pub/sub channel for work, cancel and delete events
 }
 
@@ -32,6 +33,7 @@ func (k keys) queue(name string) queueKeys {
 		procs:   base + "procs",
 		leases:  base + "leases",
 		meta:    base + "meta",
+		idle:    base + "idle",
 		channel: base + "events",
 	}
 }
@@ -48,5 +50,5 @@ func (k keys) workerQueues(id string) string { return k.prefix + ":{r}:wq:" + id
 // forRelease are the keys of release.lua, shared by StopWork, Fail, the
 // reconciliation and the reclaim of dead workers.
 func (k queueKeys) forRelease() []string {
-	return []string{k.waiting, k.procs, k.leases, k.meta}
+	return []string{k.waiting, k.procs, k.leases, k.meta, k.idle}
 }

@@ -115,7 +115,9 @@ func (p *Process) isSettled() bool {
 	return p.settled
 }
 
-// Finish deletes the process: the task is done. It returns ErrProcessLost,
+// Finish deletes the process: the task is done. Finish calls on processes
+// of the same queue that overlap are sent together, as one script call
+// (see Client.Enqueue). It returns ErrProcessLost,
 // and changes nothing, if the process no longer belongs to this worker
 // (reclaimed by peers, given back, or already finished or stopped).
 // Finishing a cancelled process, or one whose queue was deleted, succeeds.
@@ -165,12 +167,12 @@ func (p *Process) settle(ctx context.Context, op string) (int64, error) {
 	if p.isSettled() {
 		return 0, fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
 	}
-	k := c.keys.queue(p.queue)
 	var code int64
 	var err error
 	if op == "finish" {
-		code, err = c.scripts.Finish.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.meta}, []string{p.owner, p.id}).AsInt64()
+		code, err = c.finishes.do(ctx, p.queue, p)
 	} else {
+		k := c.keys.queue(p.queue)
 		code, err = c.scripts.Stop.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.waiting, k.meta}, []string{p.owner, p.id, k.channel}).AsInt64()
 	}
 	if err != nil {
@@ -186,6 +188,21 @@ func (p *Process) settle(ctx context.Context, op string) (int64, error) {
 	}
 	p.w.forget(p, errEnded)
 	return code, nil
+}
+
+// finishJoined is the coalescer's send for Finish: the processes of one
+// queue from overlapping calls, in one script call.
+func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]int64, error) {
+	k := c.keys.queue(queue)
+	args := make([]string, 0, 2*len(ps))
+	for _, p := range ps {
+		args = append(args, p.owner, p.id)
+	}
+	codes, err := c.scripts.Finish.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.meta}, args).AsIntSlice()
+	if err == nil && len(codes) != len(ps) {
+		err = fmt.Errorf("finish script answered %d codes for %d processes", len(codes), len(ps))
+	}
+	return codes, err
 }
 
 // Check asks Redis what became of the process: nil while it is active and

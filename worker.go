@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -476,7 +477,11 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	}
 	k := s.keys
-	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{id, strconv.Itoa(n)})
+	park := "0"
+	if runtime {
+		park = "1"
+	}
+	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta, k.idle}, []string{id, strconv.Itoa(n), park})
 	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
 		w.leaseLost(id, queue, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
@@ -547,7 +552,19 @@ func (w *Worker) endAll(s *serving, reason error) {
 func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 	switch e.kind {
 	case eventWork:
-		if e.count > 0 && s.events.Work != nil {
+		if e.count <= 0 {
+			return
+		}
+		if s.runner != nil && (e.to == "" || strings.Contains(e.to, w.ID())) {
+			if s.runner.taking() {
+				s.runner.workArrived()
+			} else if e.to != "" {
+				// Named while stopping (Shutdown's grace period, StopWork):
+				// the tasks are someone else's to take.
+				w.passOn(ctx, s, e.count)
+			}
+		}
+		if s.events.Work != nil {
 			s.call(ctx, func() { s.events.Work(s.name, e.count) })
 		}
 	case eventCancel:
@@ -575,6 +592,18 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 				return
 			}
 		}
+	}
+}
+
+// passOn wakes every runtime serving the queue, for a work event that named
+// this one when it could not take work. Best effort: a failure leaves the
+// tasks to the next event, a catch-up, or the wake that releasing the
+// queue publishes.
+func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
+	c := w.c
+	msg := "w" + strconv.FormatInt(count, 10)
+	if err := c.rdb.Do(ctx, c.rdb.B().Publish().Channel(s.keys.channel).Message(msg).Build().Pin()).Error(); err != nil && ctx.Err() == nil {
+		w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 	}
 }
 
@@ -625,6 +654,11 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build().Pin()).AsInt64()
 	if err != nil {
 		return err
+	}
+	// A runtime looks even at an empty queue: finding it empty parks it in
+	// the idle set (under the worker's current id), where enqueues find it.
+	if s.runner != nil {
+		s.runner.workArrived()
 	}
 	if n > 0 && s.events.Work != nil {
 		s.call(ctx, func() { s.events.Work(s.name, n) })

@@ -122,6 +122,11 @@ type Client struct {
 	log         *slog.Logger
 	maxTaskSize int
 
+	// enqueues and finishes merge overlapping Enqueue and Finish calls on
+	// a queue.
+	enqueues *coalescer[[]byte, struct{}]
+	finishes *coalescer[*Process, int64]
+
 	closed  atomic.Bool
 	mu      sync.Mutex
 	workers map[*Worker]struct{}
@@ -155,6 +160,8 @@ func New(opts Options) (*Client, error) {
 		maxTaskSize: opts.MaxTaskSize,
 		workers:     make(map[*Worker]struct{}),
 	}
+	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
+	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	if c.rdb == nil {
 		rdb, err := dial(opts.Addr)
 		if err != nil {
@@ -255,10 +262,37 @@ func (c *Client) Close(ctx context.Context) error {
 
 // Enqueue adds a task at the back of a queue and wakes its workers.
 //
+// Calls on the same queue that overlap are sent together: while one is in
+// flight, those that arrive wait for it and then go out as one script call
+// (and one work event), in the order they arrived. A call alone goes out
+// at once.
+//
 // If Enqueue returns an error wrapping ErrUnavailable the task may or may
 // not have been queued (the reply was lost); retrying can queue it twice.
+// The same holds when ctx ends while the call waits for its reply.
 func (c *Client) Enqueue(ctx context.Context, queue string, task []byte) error {
-	return c.EnqueueBatch(ctx, queue, [][]byte{task})
+	if err := c.check(ctx, "enqueue", queue); err != nil {
+		return err
+	}
+	if len(task) > c.maxTaskSize {
+		return fmt.Errorf("worqr: enqueue %q: task is %d bytes, limit %d: %w", queue, len(task), c.maxTaskSize, ErrTaskTooLarge)
+	}
+	if _, err := c.enqueues.do(ctx, queue, task); err != nil {
+		if err == ctx.Err() { // gave up waiting for a batch
+			return fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
+// from overlapping calls.
+func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]struct{}, error) {
+	if err := c.enqueue(ctx, queue, tasks); err != nil {
+		return nil, err
+	}
+	return make([]struct{}, len(tasks)), nil
 }
 
 // EnqueueBatch adds tasks, in order, at the back of a queue in one round
@@ -276,16 +310,35 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte)
 	if len(tasks) == 0 {
 		return nil
 	}
+	return c.enqueue(ctx, queue, tasks)
+}
+
+// enqueue runs the enqueue script for checked tasks, 1,000 a call, in one
+// round trip, and registers the queue if it is new.
+func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte) error {
 	k := c.keys.queue(queue)
 	calls := make([]scripts.Call, 0, (len(tasks)+maxTasksPerScript-1)/maxTasksPerScript)
 	for start := 0; start < len(tasks); start += maxTasksPerScript {
 		chunk := tasks[start:min(start+maxTasksPerScript, len(tasks))]
 		args := make([]string, 0, 2+len(chunk))
 		args = append(args, k.channel, queue)
+		// One copy of the chunk's bytes into one string, sliced per task,
+		// rather than an allocation per task.
+		size := 0
 		for _, t := range chunk {
-			args = append(args, string(t))
+			size += len(t)
 		}
-		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta}, Args: args})
+		var all strings.Builder
+		all.Grow(size)
+		for _, t := range chunk {
+			all.Write(t)
+		}
+		joined := all.String()
+		for _, t := range chunk {
+			args = append(args, joined[:len(t)])
+			joined = joined[len(t):]
+		}
+		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta, k.idle}, Args: args})
 	}
 	unregistered := false
 	var errs []error

@@ -70,6 +70,10 @@ local function take_own_process(procs, leases, meta, worker, pid)
     return nil, 0
   end
   redis.call('HDEL', procs, pid)
-  drop_meta_if_gone(procs, meta)
+  -- Only a deleted queue can have lost its name: an active or cancelled
+  -- process means the queue still exists.
+  if proc_state(v) == 'd' then
+    drop_meta_if_gone(procs, meta)
+  end
   return v
 end

@@ -1,12 +1,44 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta
--- ARGV: worker, count
+-- KEYS: waiting, procs, leases, meta, idle
+-- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {pid, task, pid, task, ...}.
+--
+-- A runtime that finds fewer tasks than it asked for has free slots and an
+-- empty queue: it parks in the idle set, where the next enqueue finds it
+-- and names it in its work event. One that got all it asked for is busy
+-- and leaves the set; it comes back for more when a slot frees.
+--
+-- A fixed number of calls however many tasks it takes (one LRANGE and one
+-- LTRIM, or one RPOP for a single task; one HSET per 500 processes; one
+-- HINCRBY of the id counter), so taking a batch costs Redis little more
+-- than taking one.
 local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
+end
+-- The front of the queue is the right end of the list.
+local want = tonumber(ARGV[2])
+local tasks
+if want == 1 then
+  tasks = {redis.call('RPOP', KEYS[1]) or nil}
+else
+  tasks = redis.call('LRANGE', KEYS[1], -want, -1)
+end
+local n = #tasks
+if ARGV[3] == '1' then
+  if n < want then
+    redis.call('ZADD', KEYS[5], now, ARGV[1])
+  else
+    redis.call('ZREM', KEYS[5], ARGV[1])
+  end
+end
+if n == 0 then
+  return {}
+end
+if want > 1 then
+  redis.call('LTRIM', KEYS[1], 0, -(n + 1))
 end
 -- Process ids count up from the Redis clock in microseconds when the
 -- counter is created, so a queue deleted and made again never reuses an
@@ -14,13 +46,18 @@ end
 if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
   redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
 end
-local out = {}
-for _ = 1, tonumber(ARGV[2]) do
-  local task = redis.call('RPOP', KEYS[1])
-  if not task then break end
-  local pid = string.format('%x', redis.call('HINCRBY', KEYS[4], 'seq', 1))
-  redis.call('HSET', KEYS[2], pid, 'a' .. ARGV[1] .. task)
+local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
+local out, fields = {}, {}
+for i = n, 1, -1 do
+  seq = seq + 1
+  local pid = string.format('%x', seq)
   out[#out + 1] = pid
-  out[#out + 1] = task
+  out[#out + 1] = tasks[i]
+  fields[#fields + 1] = pid
+  fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
+end
+-- unpack puts every value on the Lua stack, which holds a few thousand.
+for i = 1, #fields, 1000 do
+  redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))
 end
 return out

@@ -1,11 +1,40 @@
--- Finish a process: delete it, but only if it still belongs to the worker
--- and the worker's lease on the queue is live.
+-- Finish processes: delete each one, but only if it still belongs to its
+-- worker and that worker's lease on the queue is live. Finish calls that
+-- overlap are sent as one script call, so it takes many.
 -- KEYS: procs, leases, meta
--- ARGV: worker, pid
--- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
--- had: 1 active, 2 cancelled, 3 deleted.
-local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
-if not v then
-  return refused
+-- ARGV: worker, pid, worker, pid, ...
+-- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
+-- code of the state it had: 1 active, 2 cancelled, 3 deleted.
+local now = now_ms()
+local pids = {}
+for i = 2, #ARGV, 2 do
+  pids[#pids + 1] = ARGV[i]
 end
-return STATE_CODE[proc_state(v)]
+local vals = redis.call('HMGET', KEYS[1], unpack(pids))
+local live, taken, gone, out = {}, {}, {}, {}
+local deleted = false
+for j, pid in ipairs(pids) do
+  local worker, v = ARGV[2 * j - 1], vals[j]
+  if live[worker] == nil then
+    live[worker] = lease_live(KEYS[2], worker, now) and true or false
+  end
+  if not live[worker] then
+    out[j] = -1
+  elseif not v or taken[pid] or proc_owner(v) ~= worker then
+    out[j] = 0
+  else
+    taken[pid] = true
+    gone[#gone + 1] = pid
+    local state = proc_state(v)
+    deleted = deleted or state == 'd'
+    out[j] = STATE_CODE[state]
+  end
+end
+if #gone > 0 then
+  redis.call('HDEL', KEYS[1], unpack(gone))
+end
+-- Only a deleted queue can have lost its name (see take_own_process).
+if deleted then
+  drop_meta_if_gone(KEYS[1], KEYS[3])
+end
+return out

@@ -7,7 +7,7 @@
 -- "force": StopWork, Fail, Close). Processes listed after the mode are kept
 -- (a worker reconciling after a lost reply keeps what it knows it holds).
 -- Cancelled processes and those of a deleted queue are dropped, not requeued.
--- KEYS: waiting, procs, leases, meta
+-- KEYS: waiting, procs, leases, meta, idle
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), keep pid...
 -- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
 local worker = ARGV[1]
@@ -39,8 +39,17 @@ end
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
+  redis.call('ZREM', KEYS[5], worker)
 end
 if returned > 0 then
   publish(ARGV[2], 'w' .. returned)
+elseif mode ~= 'orphans' then
+  -- The worker may have been named in a work event it never acted on: it
+  -- died parked in the idle set, or stopped listening before it left it.
+  -- Wake everyone if tasks wait.
+  local waiting = redis.call('LLEN', KEYS[1])
+  if waiting > 0 then
+    publish(ARGV[2], 'w' .. waiting)
+  end
 end
 return returned

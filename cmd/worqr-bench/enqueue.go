@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// runEnqueue measures single-task Enqueue calls from -concurrency
+// goroutines against single-value LPUSHes from as many, and EnqueueBatch
+// of 1,000 tasks against LPUSHes of 1,000 values.
+func runEnqueue(ctx context.Context, b *bench) (*result, error) {
+	const batch = poolSize
+	single := b.pick(200_000, 2_000)
+	batched := b.pick(1_000_000, 10_000)
+	conc := b.cfg.concurrency
+	res := &result{}
+
+	// Baseline first, then worqr, for each of the two shapes: both see
+	// much the same machine.
+	keys := baseKeysFor(b.queues)
+	pool := newPayloadPool(uuid.NewString()[:8])
+	w := openWindow(ctx, b.rdb)
+	took, err := baseEnqueue(ctx, b.rdb, keys, conc, single, 1, pool)
+	baseSingle := w.close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("baseline LPUSH: %w", err)
+	}
+	if err := cleanup(ctx, b.rdb, keys[0].prefix); err != nil {
+		return nil, err
+	}
+	baseSingleRate := float64(single) / took.Seconds()
+
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	// One call per queue first, so the scripts are loaded and the queues
+	// registered before timing.
+	for _, q := range b.queues {
+		if err := c.Enqueue(ctx, q, payload("warm", 0)); err != nil {
+			return nil, err
+		}
+	}
+	w = openWindow(ctx, b.rdb)
+	start := time.Now()
+	err = parallel(conc, single, func(i int) error {
+		return c.Enqueue(ctx, b.queues[i%len(b.queues)], pool.bytes[i%poolSize])
+	})
+	took = time.Since(start)
+	worqrSingle := w.close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("Enqueue: %w", err)
+	}
+	singleRate := float64(single) / took.Seconds()
+	if err := cleanup(ctx, b.rdb, prefix); err != nil {
+		return nil, err
+	}
+
+	w = openWindow(ctx, b.rdb)
+	took, err = baseEnqueue(ctx, b.rdb, keys, conc, batched, batch, pool)
+	baseBatch := w.close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("baseline LPUSH of %d: %w", batch, err)
+	}
+	if err := cleanup(ctx, b.rdb, keys[0].prefix); err != nil {
+		return nil, err
+	}
+	baseBatchRate := float64(batched) / took.Seconds()
+
+	calls := (batched + batch - 1) / batch
+	w = openWindow(ctx, b.rdb)
+	start = time.Now()
+	err = parallel(conc, calls, func(call int) error {
+		n := min(batch, batched-call*batch)
+		return c.EnqueueBatch(ctx, b.queues[call%len(b.queues)], pool.bytes[:n])
+	})
+	took = time.Since(start)
+	worqrBatch := w.close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("EnqueueBatch: %w", err)
+	}
+	batchRate := float64(batched) / took.Seconds()
+
+	res.add("single_tasks_per_s", "tasks/s", singleRate)
+	res.add("baseline_lpush_per_s", "tasks/s", baseSingleRate)
+	res.add("single_ratio", "×", singleRate/baseSingleRate)
+	res.add("batch_tasks_per_s", "tasks/s", batchRate)
+	res.add("baseline_lpush1000_per_s", "tasks/s", baseBatchRate)
+	res.add("batch_ratio", "×", batchRate/baseBatchRate)
+	worqrSingle.perTask(res, "single_", int64(single), scripts...)
+	baseSingle.perTask(res, "baseline_single_", int64(single), "lpush")
+	worqrBatch.perTask(res, "batch_", int64(batched), scripts...)
+	baseBatch.perTask(res, "baseline_batch_", int64(batched), "lpush")
+	return res, nil
+}

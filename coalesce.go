@@ -1,0 +1,156 @@
+package worqr
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// coalescer merges concurrent calls on the same queue into one script
+// call. A call on a queue with nothing in flight goes out at once, alone.
+// Calls that arrive while one is in flight wait and go out together, as
+// soon as it returns, so batches grow with the load and nothing ever
+// waits on a timer. One batch per queue is in flight at a time.
+//
+// Redis spends about a microsecond on every call a script makes and as
+// much again to start the script, far more than on the data of one task,
+// so under load this is what keeps worqr's cost per task near a bare
+// LPUSH's.
+type coalescer[I, O any] struct {
+	// max is the most items in one batch.
+	max int
+	// send runs one batch and returns one output per item, or an error
+	// for all of them.
+	send func(ctx context.Context, queue string, items []I) ([]O, error)
+
+	mu     sync.Mutex
+	queues map[string]*pending[I, O] // queues with a batch in flight
+}
+
+// pending are the batches of one queue waiting to go out behind the one in
+// flight, oldest first; the last one takes new items until it is full.
+type pending[I, O any] struct {
+	batches []*batch[I, O]
+}
+
+type batch[I, O any] struct {
+	ctx   context.Context // the first caller's, without its cancellation
+	items []I
+	gone  []bool // callers that gave up before the batch went out
+	sent  bool
+	done  chan struct{}
+	out   []O
+	err   error
+}
+
+func newCoalescer[I, O any](max int, send func(context.Context, string, []I) ([]O, error)) *coalescer[I, O] {
+	return &coalescer[I, O]{max: max, send: send, queues: make(map[string]*pending[I, O])}
+}
+
+// do runs item in the next batch of queue and returns its output. If ctx
+// ends before the batch went out, the item is left out of it; if it ends
+// later, do returns at once and the outcome is unknown to the caller.
+func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, error) {
+	var zero O
+	c.mu.Lock()
+	p, busy := c.queues[queue]
+	if !busy {
+		// Nothing in flight: send at once, on this goroutine.
+		c.queues[queue] = &pending[I, O]{}
+		c.mu.Unlock()
+		b := &batch[I, O]{ctx: ctx, items: []I{item}, sent: true}
+		c.run(queue, b)
+		c.next(queue)
+		if b.err != nil {
+			return zero, b.err
+		}
+		return b.out[0], nil
+	}
+	var b *batch[I, O]
+	if n := len(p.batches); n > 0 && len(p.batches[n-1].items) < c.max {
+		b = p.batches[n-1]
+	} else {
+		b = &batch[I, O]{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		p.batches = append(p.batches, b)
+	}
+	i := len(b.items)
+	b.items = append(b.items, item)
+	b.gone = append(b.gone, false)
+	c.mu.Unlock()
+
+	select {
+	case <-b.done:
+		if b.err != nil {
+			return zero, b.err
+		}
+		return b.out[i], nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		if !b.sent {
+			b.gone[i] = true
+		}
+		c.mu.Unlock()
+		return zero, ctx.Err()
+	}
+}
+
+// run sends a batch's items, less those whose callers gave up, and
+// records the outcome. The batch is marked sent, so gone no longer changes.
+func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
+	items, at := b.items, []int(nil)
+	if slices.Contains(b.gone, true) {
+		items = nil
+		for i, it := range b.items {
+			if !b.gone[i] {
+				items = append(items, it)
+				at = append(at, i)
+			}
+		}
+	}
+	if len(items) > 0 {
+		out, err := c.send(b.ctx, queue, items)
+		switch {
+		case err != nil:
+			b.err = err
+		case at == nil:
+			b.out = out
+		default:
+			b.out = make([]O, len(b.items))
+			for j, i := range at {
+				b.out[i] = out[j]
+			}
+		}
+	}
+	if b.done != nil {
+		close(b.done)
+	}
+}
+
+// next sends the batches that queued up behind the one that just returned,
+// on a goroutine of its own so that the caller that sent it returns now,
+// and forgets the queue once none is left.
+func (c *coalescer[I, O]) next(queue string) {
+	c.mu.Lock()
+	if len(c.queues[queue].batches) == 0 {
+		delete(c.queues, queue)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	go func() {
+		for {
+			c.mu.Lock()
+			p := c.queues[queue]
+			if len(p.batches) == 0 {
+				delete(c.queues, queue)
+				c.mu.Unlock()
+				return
+			}
+			b := p.batches[0]
+			p.batches = p.batches[1:]
+			b.sent = true
+			c.mu.Unlock()
+			c.run(queue, b)
+		}
+	}()
+}

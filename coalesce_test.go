@@ -1,0 +1,187 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeSend records the batches a coalescer sends and holds each until the
+// test releases it.
+type fakeSend struct {
+	mu      sync.Mutex
+	batches [][]int
+	started chan struct{}
+	release chan struct{}
+}
+
+func newFakeSend() *fakeSend {
+	return &fakeSend{started: make(chan struct{}, 100), release: make(chan struct{})}
+}
+
+func (f *fakeSend) send(_ context.Context, _ string, items []int) ([]string, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, slices.Clone(items))
+	f.mu.Unlock()
+	f.started <- struct{}{}
+	<-f.release
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = fmt.Sprint("done ", it)
+	}
+	return out, nil
+}
+
+func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
+	f := newFakeSend()
+	c := newCoalescer(3, f.send)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	results := make([]string, 6)
+	call := func(i int) {
+		defer wg.Done()
+		out, err := c.do(ctx, "q", i)
+		if err == nil {
+			results[i] = out
+		}
+	}
+	wg.Add(1)
+	go call(0)
+	recv(t, f.started, 5*time.Second, "first call sent alone")
+	for i := 1; i <= 4; i++ {
+		wg.Add(1)
+		go call(i)
+		// Wait until the call has joined a batch, so the order is known.
+		eventually(t, 5*time.Second, "call joined", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			n := 0
+			for _, b := range c.queues["q"].batches {
+				n += len(b.items)
+			}
+			return n == i
+		})
+	}
+	// Another queue is not held up by q.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out, err := c.do(ctx, "other", 5)
+		if err == nil {
+			results[5] = out
+		}
+	}()
+	recv(t, f.started, 5*time.Second, "other queue sent at once")
+	close(f.release)
+	wg.Wait()
+	for i, r := range results {
+		require.Equal(t, fmt.Sprint("done ", i), r)
+	}
+	slices.SortFunc(f.batches, func(a, b []int) int { return a[0] - b[0] })
+	require.Equal(t, [][]int{{0}, {1, 2, 3}, {4}, {5}}, f.batches, "in arrival order, at most 3 a batch")
+	c.mu.Lock()
+	require.Empty(t, c.queues, "idle queues are forgotten")
+	c.mu.Unlock()
+}
+
+func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
+	f := newFakeSend()
+	c := newCoalescer(10, f.send)
+	ctx := ctxT(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.do(ctx, "q", 0)
+	}()
+	recv(t, f.started, 5*time.Second, "first call sent")
+	quit, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.do(quit, "q", 1)
+		gaveUp <- err
+	}()
+	eventually(t, 5*time.Second, "call joined", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues["q"].batches) == 1
+	})
+	cancel()
+	require.True(t, errors.Is(recv(t, gaveUp, 5*time.Second, "gave up"), context.Canceled))
+	stays := make(chan string, 1)
+	go func() {
+		out, _ := c.do(ctx, "q", 2)
+		stays <- out
+	}()
+	eventually(t, 5*time.Second, "call joined", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues["q"].batches[0].items) == 2
+	})
+	close(f.release)
+	require.Equal(t, "done 2", recv(t, stays, 5*time.Second, "kept call answered"))
+	<-done
+	eventually(t, 5*time.Second, "queue forgotten", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues) == 0
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Equal(t, [][]int{{0}, {2}}, f.batches, "the caller that gave up was left out")
+}
+
+func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
+	_, c, ctx := setup(t)
+	const callers, each = 20, 25
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				require.NoError(t, c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d-%02d", g, i)))
+			}
+		})
+	}
+	wg.Wait()
+	tasks, err := c.Range(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, callers*each)
+	next := make([]int, callers)
+	for _, task := range tasks {
+		var g, i int
+		_, err := fmt.Sscanf(string(task), "%02d-%02d", &g, &i)
+		require.NoError(t, err)
+		require.Equal(t, next[g], i, "caller %d's tasks out of order", g)
+		next[g]++
+	}
+}
+
+// One finish script call settles processes of several workers; a process
+// listed twice is finished once, and one that is not the worker's is lost.
+func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
+	_, c, ctx := setup(t)
+	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	for _, w := range []*Worker{w1, w2} {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	p1, err := w1.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p2, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p3, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	stolen := newProcess(w1, p3.ID(), "q", string(p3.Task()), w1.ID()) // w1 claims w2's process
+	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
+	require.NoError(t, err)
+	require.Equal(t, []int64{codeActive, codeActive, codeNotOwned, codeNotOwned}, codes)
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	require.Equal(t, p3.ID(), procs[0].ID)
+}

@@ -1,0 +1,177 @@
+package worqr
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// parked lists the worker ids parked in a queue's idle set, longest idle
+// first.
+func parked(t *testing.T, c *Client, queue string) []string {
+	t.Helper()
+	ids, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.keys.queue(queue).idle).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	return ids
+}
+
+// settledParking waits until n runtimes are parked and stay so (a runtime
+// parks when its loop starts and again after it subscribes), and returns
+// them longest idle first.
+func settledParking(t *testing.T, c *Client, queue string, n int) []string {
+	t.Helper()
+	var ids []string
+	eventually(t, 5*time.Second, "runtimes parked", func() bool {
+		before := parked(t, c, queue)
+		time.Sleep(50 * time.Millisecond)
+		ids = parked(t, c, queue)
+		return len(ids) == n && strings.Join(before, ",") == strings.Join(ids, ",")
+	})
+	return ids
+}
+
+// handledBy records which worker handled each task.
+type handledBy struct {
+	mu  sync.Mutex
+	by  map[string][]string
+	got chan string
+}
+
+func newHandledBy() *handledBy {
+	return &handledBy{by: make(map[string][]string), got: make(chan string, 100)}
+}
+
+func (h *handledBy) handler(name string) Handler {
+	return func(_ context.Context, p *Process) error {
+		h.mu.Lock()
+		h.by[string(p.Task())] = append(h.by[string(p.Task())], name)
+		h.mu.Unlock()
+		h.got <- string(p.Task())
+		return nil
+	}
+}
+
+// Idle runtimes park in the queue's idle set; an enqueue of n tasks names
+// n+1 of them, longest idle first, and only those look at the queue.
+func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	h := newHandledBy()
+	var all []string
+	for range 4 {
+		w := newWorker(t, c, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
+		all = append(all, w.ID())
+	}
+	ids := settledParking(t, c, "q", 4)
+	require.ElementsMatch(t, all, ids)
+
+	events := b.listen(c.keys.queue("q").channel)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("t1")))
+	expectMessage(t, events, "w1:"+ids[0]+","+ids[1])
+	assert.Equal(t, "t1", recv(t, h.got, 5*time.Second, "task handled"))
+	eventually(t, 5*time.Second, "all parked again", func() bool { return len(parked(t, c, "q")) == 4 })
+	h.mu.Lock()
+	assert.Len(t, h.by["t1"], 1)
+	assert.Contains(t, ids[:2], h.by["t1"][0], "one of the named runtimes took it")
+	h.mu.Unlock()
+
+	// A batch names as many as it has tasks, plus one.
+	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("t2"), []byte("t3")}))
+	for {
+		m := recv(t, events, 5*time.Second, "work event for the batch")
+		if strings.HasPrefix(m, "w2:") {
+			assert.Len(t, strings.Split(strings.TrimPrefix(m, "w2:"), ","), 3)
+			break
+		}
+	}
+	recv(t, h.got, 5*time.Second, "t2 handled")
+	recv(t, h.got, 5*time.Second, "t3 handled")
+
+	// With nobody parked the event names nobody, and wakes everyone.
+	settledParking(t, c, "q", 4) // no runtime is still looking
+	_, err := c.rdb.Do(ctx, c.rdb.B().Del().Key(c.keys.queue("q").idle).Build()).AsInt64()
+	require.NoError(t, err)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("t4")))
+	expectMessage(t, events, "w1")
+	assert.Equal(t, "t4", recv(t, h.got, 5*time.Second, "t4 handled"))
+}
+
+// A runtime that died parked may be named and never act: the task is
+// taken within TTL + one check interval all the same, once the dead
+// worker is reclaimed.
+func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	h := newHandledBy()
+	byID := map[string]*Worker{}
+	for range 3 {
+		w := newWorker(t, c, fast)
+		require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
+		byID[w.ID()] = w
+	}
+	ids := settledParking(t, c, "q", 3)
+	byID[ids[0]].crash() // the two the next enqueue will name
+	byID[ids[1]].crash()
+	start := time.Now()
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	select {
+	case <-h.got:
+		t.Fatal("taken before the dead workers were reclaimed: the survivor was woken although not named")
+	case <-time.After(300 * time.Millisecond):
+	}
+	recv(t, h.got, fast.TTL+fast.RenewInterval+2*time.Second, "task taken by the survivor")
+	t.Logf("taken after %v", time.Since(start))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(t, []string{ids[2]}, h.by["t"])
+}
+
+func TestParseTargetedWorkEvent(t *testing.T) {
+	e, ok := parseEvent("w3:a,b")
+	require.True(t, ok)
+	assert.Equal(t, event{kind: eventWork, count: 3, to: "a,b"}, e)
+
+	m := newMailbox()
+	m.push(event{kind: eventWork, count: 1, to: "a"})
+	m.push(event{kind: eventWork, count: 2, to: "b"})
+	assert.Equal(t, []event{{kind: eventWork, count: 3, to: "a,b"}}, m.take(), "targets add up")
+	m.push(event{kind: eventWork, count: 1, to: "a"})
+	m.push(event{kind: eventWork, count: 1})
+	assert.Equal(t, []event{{kind: eventWork, count: 2}}, m.take(), "an untargeted event wakes everyone")
+}
+
+// A runtime named while it no longer takes work (Shutdown's grace period,
+// StopWork) passes the event on to everyone; and leaving the queue wakes
+// everyone if tasks wait, for events it missed once unsubscribed.
+func TestStoppingRuntimesPassWorkOn(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	h := newHandledBy()
+	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
+	id := settledParking(t, c, "q", 1)[0]
+	w.mu.Lock()
+	r := w.serving["q"].runner
+	w.mu.Unlock()
+	r.stopTaking() // as Shutdown does before its grace period
+
+	events := b.listen(c.keys.queue("q").channel)
+	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	expectMessage(t, events, "w1:"+id)
+	expectMessage(t, events, "w1") // passed on
+
+	require.NoError(t, w.StopWork(ctx, "q"))
+	expectMessage(t, events, "w1") // the release's wake: a task waits
+	assert.Empty(t, parked(t, c, "q"))
+	select {
+	case task := <-h.got:
+		t.Fatalf("a stopped runtime handled %q", task)
+	default:
+	}
+}
