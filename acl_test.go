@@ -26,9 +26,9 @@ import (
 // to work on every Redis 7.)
 const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
-	"+lpush +rpush +rpop +lrem +llen +lrange " +
-	"+hset +hsetnx +hget +hdel +hexists +hgetall +hincrby +hlen " +
-	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore " +
+	"+lpush +rpush +rpop +lrem +llen +lrange +ltrim " +
+	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
+	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
 	"+sadd +srem +smembers +sismember +exists +del " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 

@@ -225,7 +225,7 @@ func BenchmarkWorkEvent(b *testing.B) {
 	channel := c.keys.queue("q").channel
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.rdb.Do(ctx, c.rdb.B().Publish().Channel(channel).Message("w1").Build()).Error(); err != nil {
+		if err := c.rdb.Do(ctx, c.publish(channel, "w1")).Error(); err != nil {
 			b.Fatal(err)
 		}
 		<-got

@@ -75,6 +75,15 @@ func parseEvent(msg string) (event, bool) {
 	return event{}, false
 }
 
+// publish builds the command that sends an event from outside a script:
+// SPUBLISH on a cluster, like the scripts (see scripts.Load).
+func (c *Client) publish(channel, msg string) rueidis.Completed {
+	if c.sharded {
+		return c.rdb.B().Spublish().Channel(channel).Message(msg).Build().Pin()
+	}
+	return c.rdb.B().Publish().Channel(channel).Message(msg).Build().Pin()
+}
+
 // mailbox hands events from the Redis reader goroutine to a dispatcher
 // without ever blocking the reader: push only appends under a mutex.
 type mailbox struct {

@@ -393,11 +393,7 @@ func TestForgedEventsLoseNoTask(t *testing.T) {
 			defer mu.Unlock()
 			return runs["victim"] == 1
 		})
-		publish := c.rdb.B().Publish().Channel(channel).Message(forged).Build()
-		if c.sharded {
-			publish = c.rdb.B().Spublish().Channel(channel).Message(forged).Build()
-		}
-		require.NoError(t, c.rdb.Do(ctx, publish).Error())
+		require.NoError(t, c.rdb.Do(ctx, c.publish(channel, forged)).Error())
 		assert.ErrorIs(t, recv(t, causes, 5*time.Second, "the forged event ends the handler"), want, forged)
 		eventually(t, 5*time.Second, "the task is run again, not lost: "+forged, func() bool {
 			mu.Lock()

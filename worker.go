@@ -602,7 +602,7 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
 	c := w.c
 	msg := "w" + strconv.FormatInt(count, 10)
-	if err := c.rdb.Do(ctx, c.rdb.B().Publish().Channel(s.keys.channel).Message(msg).Build().Pin()).Error(); err != nil && ctx.Err() == nil {
+	if err := c.rdb.Do(ctx, c.publish(s.keys.channel, msg)).Error(); err != nil && ctx.Err() == nil {
 		w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 	}
 }
