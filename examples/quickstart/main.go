@@ -106,7 +106,10 @@ func runDemo(addr string, total int) error {
 			killed = true
 			fmt.Printf("killed w1 (pid %d) with SIGKILL while it held %d tasks; its lease expires within %v\n", victim.Process.Pid, len(held), worqr.DefaultTTL)
 		}
-		if killed && done >= total && settled(ctx, client) {
+		// w1 reports each task right after its Finish, so a SIGKILL can
+		// cut off at most one report: a task finished in Redis that nobody
+		// printed. Once nothing waits or is in flight, that one is allowed.
+		if killed && done >= total-1 && settled(ctx, client) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -115,7 +118,10 @@ func runDemo(addr string, total int) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	done, repeats := d.counts()
-	fmt.Printf("all %d tasks finished in %v\n", done, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("all %d tasks finished in %v\n", total, time.Since(start).Round(time.Millisecond))
+	if done < total {
+		fmt.Printf("(%d of them by w1 as it was killed: finished in Redis, its report cut off)\n", total-done)
+	}
 	fmt.Printf("of the %d tasks w1 held when it died, %d were reclaimed and finished by w2 and w3 (the rest it finished just before the kill)\n",
 		len(held), d.finishedByOthers(held, "w1"))
 	if _, err := client.DeleteQueue(ctx, queue); err != nil {
