@@ -21,22 +21,11 @@ for i = 1, #all, 2 do
       live[owner] = lease_live(KEYS[3], owner, now) and true or false
     end
     if not live[owner] then
-      orphans[#orphans + 1] = {seq = tonumber(pid, 16) or 0, pid = pid, v = v}
+      orphans[#orphans + 1] = {pid = pid, v = v}
     end
   end
 end
--- Newest first, so the oldest ends up at the very front.
-table.sort(orphans, function(a, b) return a.seq > b.seq end)
-local requeued, dropped = 0, 0
-for _, p in ipairs(orphans) do
-  redis.call('HDEL', KEYS[2], p.pid)
-  if proc_state(p.v) == 'a' then
-    redis.call('RPUSH', KEYS[1], proc_task(p.v))
-    requeued = requeued + 1
-  else
-    dropped = dropped + 1
-  end
-end
+local requeued, dropped = return_to_front(KEYS[1], KEYS[2], orphans)
 local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
 if redis.call('LLEN', KEYS[1]) > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then
   redis.call('HSET', KEYS[4], 'name', ARGV[2])

@@ -58,6 +58,28 @@ local function last_pid(meta)
   return string.format('%x', tonumber(seq))
 end
 
+-- Give processes back to their queue: each is removed from procs, and an
+-- active one's task goes to the FRONT of the queue, the oldest frontmost
+-- (process ids count up in dequeue order). Cancelled processes and those
+-- of a deleted queue are dropped: a retry must not bring them back.
+-- list holds {pid = ..., v = ...} records. Returns requeued, dropped.
+local function return_to_front(waiting, procs, list)
+  for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
+  -- Newest first, so the oldest ends up at the very front.
+  table.sort(list, function(a, b) return a.seq > b.seq end)
+  local requeued, dropped = 0, 0
+  for _, p in ipairs(list) do
+    redis.call('HDEL', procs, p.pid)
+    if proc_state(p.v) == 'a' then
+      redis.call('RPUSH', waiting, proc_task(p.v))
+      requeued = requeued + 1
+    else
+      dropped = dropped + 1
+    end
+  end
+  return requeued, dropped
+end
+
 -- Remove a process that belongs to worker, while its lease on the queue is
 -- live. Returns the process record, or nil and -1 (lease gone) or 0 (not
 -- this worker's: lost).

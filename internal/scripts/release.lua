@@ -23,19 +23,10 @@ local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local pid, v = all[i], all[i + 1]
   if proc_owner(v) == worker and not keep[pid] then
-    mine[#mine + 1] = {seq = tonumber(pid, 16), pid = pid, v = v}
+    mine[#mine + 1] = {pid = pid, v = v}
   end
 end
--- Newest first, so the oldest ends up at the very front.
-table.sort(mine, function(a, b) return a.seq > b.seq end)
-local returned = 0
-for _, p in ipairs(mine) do
-  redis.call('HDEL', KEYS[2], p.pid)
-  if proc_state(p.v) == 'a' then
-    redis.call('RPUSH', KEYS[1], proc_task(p.v))
-    returned = returned + 1
-  end
-end
+local returned = return_to_front(KEYS[1], KEYS[2], mine)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
