@@ -216,10 +216,8 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 		defer mu.Unlock()
 		return len(handled[q])
 	}
-	fences := make(chan FenceEvent, 10)
-	opts := fast // TTL 1 s: shorter than the failover, so the lease on the dead shard runs out
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, b.client(), opts)
+	// TTL 1 s: shorter than the failover, so the lease on the dead shard runs out
+	w, fences := fencingWorker(t, b.client())
 	id := w.ID()
 	for _, q := range names {
 		require.NoError(t, w.Handle(ctx, q, func(_ context.Context, p *Process) error {
@@ -493,10 +491,7 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	pid, err := strconv.Atoi(infoField(info, "process_id"))
 	require.NoError(t, err)
 
-	fences := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, b.client(), opts)
+	w, fences := fencingWorker(t, b.client())
 	id := w.ID()
 	held := map[string]*Process{}
 	for _, q := range names {

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +63,35 @@ func (h *hooked) Receive(ctx context.Context, subscribe rueidis.Completed, fn fu
 		}
 	}
 	return h.Client.Receive(ctx, subscribe, fn)
+}
+
+// divertMulti is a doMulti hook for a node that fails or hangs while the
+// others answer: the commands matched are not sent and get answer's
+// result (called once, after the others were sent); the rest go out in
+// one DoMulti.
+func (h *hooked) divertMulti(ctx context.Context, cmds []rueidis.Completed, match func(rueidis.Completed) bool, answer func() rueidis.RedisResult) []rueidis.RedisResult {
+	out := make([]rueidis.RedisResult, len(cmds))
+	var sent []rueidis.Completed
+	var at, diverted []int
+	for i, cmd := range cmds {
+		if match(cmd) {
+			diverted = append(diverted, i)
+			continue
+		}
+		sent, at = append(sent, cmd), append(at, i)
+	}
+	if len(sent) > 0 {
+		for j, res := range h.Client.DoMulti(ctx, sent...) {
+			out[at[j]] = res
+		}
+	}
+	if len(diverted) > 0 {
+		res := answer()
+		for _, i := range diverted {
+			out[i] = res
+		}
+	}
+	return out
 }
 
 func (h *hooked) set(f func(h *hooked)) {
@@ -335,43 +362,8 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	var down atomic.Bool
-	var refused atomic.Int32
-	errUnreachable := fmt.Errorf("node of queue a unreachable (test): %w", io.ErrUnexpectedEOF)
-	onA := func(cmd rueidis.Completed) bool {
-		return down.Load() && slices.ContainsFunc(cmd.Commands(), func(s string) bool { return strings.Contains(s, "{q:a}") })
-	}
-	h.set(func(h *hooked) {
-		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if onA(cmd) {
-				refused.Add(1)
-				return rueidis.NewErrorResult(errUnreachable)
-			}
-			return next()
-		}
-		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
-			out := make([]rueidis.RedisResult, len(cmds))
-			var sent []rueidis.Completed
-			var at []int
-			for i, cmd := range cmds {
-				if onA(cmd) {
-					out[i] = rueidis.NewErrorResult(errUnreachable)
-					continue
-				}
-				sent, at = append(sent, cmd), append(at, i)
-			}
-			if len(sent) > 0 {
-				for j, res := range h.Client.DoMulti(ctx, sent...) {
-					out[at[j]] = res
-				}
-			}
-			return out
-		}
-	})
-	fences := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, c, opts)
+	setDown, refused := refuseQueue(h, "a")
+	w, fences := fencingWorker(t, c)
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -382,7 +374,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
-	down.Store(true)
+	setDown(true)
 	ev := recv(t, fences, 3*time.Second, "queue a fenced")
 	assert.Equal(t, "a", ev.Queue)
 	assert.Equal(t, id, ev.WorkerID)
@@ -402,7 +394,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	assert.Equal(t, id, w.ID(), "no re-registration")
 	assert.True(t, leaseLive(t, admin, id))
 
-	down.Store(false)
+	setDown(false)
 	var again *Process
 	eventually(t, 5*time.Second, "a served again", func() bool {
 		again, err = w.Dequeue(ctx, "a")

@@ -186,6 +186,16 @@ func newWorker(t *testing.T, c *Client, opts WorkerOptions) *Worker {
 	return w
 }
 
+// fencingWorker is newWorker with fast options and its fences reported
+// on the returned channel.
+func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
+	t.Helper()
+	fences := make(chan FenceEvent, 10)
+	opts := fast
+	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
+	return newWorker(t, c, opts), fences
+}
+
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.
 func (w *Worker) crash() {

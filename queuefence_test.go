@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,28 +68,11 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 			return next()
 		}
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
-			out := make([]rueidis.RedisResult, len(cmds))
-			var sent []rueidis.Completed
-			var at []int
-			for i, cmd := range cmds {
-				if isDown() && onQueue(cmd, "a") {
-					out[i] = rueidis.NewErrorResult(errUnreachable)
-					continue
-				}
-				sent, at = append(sent, cmd), append(at, i)
-			}
-			if len(sent) > 0 {
-				for j, res := range h.Client.DoMulti(ctx, sent...) {
-					out[at[j]] = res
-				}
-			}
-			return out
+			return h.divertMulti(ctx, cmds, func(cmd rueidis.Completed) bool { return isDown() && onQueue(cmd, "a") },
+				func() rueidis.RedisResult { return rueidis.NewErrorResult(errUnreachable) })
 		}
 	})
-	fences := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, c, opts)
+	w, fences := fencingWorker(t, c)
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -163,29 +147,9 @@ func hangQueueFor(h *hooked, q string, giveUp time.Duration, onHang func(rueidis
 			return next()
 		}
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
-			out := make([]rueidis.RedisResult, len(cmds))
-			var sent []rueidis.Completed
-			var at, hung []int
 			d, back := state()
-			for i, cmd := range cmds {
-				if d && onQueue(cmd, q) {
-					hung = append(hung, i)
-					continue
-				}
-				sent, at = append(sent, cmd), append(at, i)
-			}
-			if len(sent) > 0 {
-				for j, res := range h.Client.DoMulti(ctx, sent...) {
-					out[at[j]] = res
-				}
-			}
-			if len(hung) > 0 {
-				res := hang(ctx, back)
-				for _, i := range hung {
-					out[i] = res
-				}
-			}
-			return out
+			return h.divertMulti(ctx, cmds, func(cmd rueidis.Completed) bool { return d && onQueue(cmd, q) },
+				func() rueidis.RedisResult { return hang(ctx, back) })
 		}
 	})
 	return func(d bool) {
@@ -211,10 +175,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	c, h := hookedClient(t, b)
 	setDown := hangQueue(h, "a")
 	t.Cleanup(func() { setDown(false) })
-	fences := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, c, opts)
+	w, fences := fencingWorker(t, c)
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -226,7 +187,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	ev := recv(t, fences, 3*time.Second, "a fence")
 	assert.Equal(t, "a", ev.Queue, "the whole worker fenced itself: %v", ev.Cause)
 	// Two more TTLs with a still hung: the rest of the worker is unharmed.
-	deadline := time.After(2 * opts.TTL)
+	deadline := time.After(2 * fast.TTL)
 	for done := false; !done; {
 		select {
 		case ev := <-fences:
@@ -257,10 +218,7 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 			rejoining <- struct{}{}
 		}
 	})
-	fences := make(chan FenceEvent, 10)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
-	w := newWorker(t, c, opts)
+	w, fences := fencingWorker(t, c)
 	t.Cleanup(func() { setDown(false) }) // before the worker's Close
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -275,44 +233,31 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	require.NoError(t, w.StopWork(sctx, "b"))
-	assert.Less(t, time.Since(start), 2*opts.TTL, "StopWork of b waited for the rejoin of a")
+	assert.Less(t, time.Since(start), 2*fast.TTL, "StopWork of b waited for the rejoin of a")
 	assert.Equal(t, []string{"tb"}, waiting(t, admin, "b"))
 }
 
 // refuseQueue makes every command on queue q fail at once while the
 // returned function's argument is true: its node refuses connections.
-func refuseQueue(h *hooked, q string) (setDown func(bool)) {
-	var mu sync.Mutex
-	down := false
-	isDown := func() bool { mu.Lock(); defer mu.Unlock(); return down }
+// refused counts the single commands (Do) it failed.
+func refuseQueue(h *hooked, q string) (setDown func(bool), refused *atomic.Int32) {
+	var down atomic.Bool
+	refused = new(atomic.Int32)
 	errRefused := fmt.Errorf("node of queue %s: connection refused (test): %w", q, io.ErrUnexpectedEOF)
+	onDown := func(cmd rueidis.Completed) bool { return down.Load() && onQueue(cmd, q) }
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if isDown() && onQueue(cmd, q) {
+			if onDown(cmd) {
+				refused.Add(1)
 				return rueidis.NewErrorResult(errRefused)
 			}
 			return next()
 		}
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, _ func() []rueidis.RedisResult) []rueidis.RedisResult {
-			out := make([]rueidis.RedisResult, len(cmds))
-			var sent []rueidis.Completed
-			var at []int
-			for i, cmd := range cmds {
-				if isDown() && onQueue(cmd, q) {
-					out[i] = rueidis.NewErrorResult(errRefused)
-					continue
-				}
-				sent, at = append(sent, cmd), append(at, i)
-			}
-			if len(sent) > 0 {
-				for j, res := range h.Client.DoMulti(ctx, sent...) {
-					out[at[j]] = res
-				}
-			}
-			return out
+			return h.divertMulti(ctx, cmds, onDown, func() rueidis.RedisResult { return rueidis.NewErrorResult(errRefused) })
 		}
 	})
-	return func(d bool) { mu.Lock(); defer mu.Unlock(); down = d }
+	return down.Store, refused
 }
 
 // A worker fenced as a whole registers again by joining every queue it
@@ -325,7 +270,7 @@ func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	setDown := refuseQueue(h, "a")
+	setDown, _ := refuseQueue(h, "a")
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
