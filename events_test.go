@@ -2,8 +2,6 @@ package worqr
 
 import (
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -127,27 +125,7 @@ func TestKilledPubSubConnectionOnRealRedis(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	killed := 0
-	for _, node := range nodes(admin) { // on a cluster, the queue's node
-		list, err := node.Do(ctx, node.B().ClientList().TypePubsub().Build()).ToString()
-		require.NoError(t, err)
-		list = strings.TrimPrefix(list, "txt:") // a RESP3 verbatim string
-		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-			fields := map[string]string{}
-			for _, kv := range strings.Fields(line) {
-				k, v, _ := strings.Cut(kv, "=")
-				fields[k] = v
-			}
-			if fields["name"] != name {
-				continue
-			}
-			id, err := strconv.ParseInt(fields["id"], 10, 64)
-			require.NoError(t, err, "CLIENT LIST line %q", line)
-			require.NoError(t, node.Do(ctx, node.B().ClientKill().Id(id).Build()).Error())
-			killed++
-		}
-	}
-	require.Positive(t, killed, "the worker has a pub/sub connection")
+	require.Positive(t, killPubSub(t, admin, name), "the worker has a pub/sub connection")
 	// Enqueue at once, racing the resubscription: either the event or the
 	// check after resubscribing must come. Over RESP3 the killed connection
 	// carried commands too, hence afterOutage for the worker's calls.
@@ -187,24 +165,7 @@ func TestKilledRESP2PubSubConnectionOnRealRedis(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	list, err := admin.Do(ctx, admin.B().ClientList().TypePubsub().Build()).ToString()
-	require.NoError(t, err)
-	killed := 0
-	for _, line := range strings.Split(strings.TrimSpace(strings.TrimPrefix(list, "txt:")), "\n") {
-		fields := map[string]string{}
-		for _, kv := range strings.Fields(line) {
-			k, v, _ := strings.Cut(kv, "=")
-			fields[k] = v
-		}
-		if fields["name"] != name {
-			continue
-		}
-		id, err := strconv.ParseInt(fields["id"], 10, 64)
-		require.NoError(t, err, "CLIENT LIST line %q", line)
-		require.NoError(t, admin.Do(ctx, admin.B().ClientKill().Id(id).Build()).Error())
-		killed++
-	}
-	require.Positive(t, killed, "the worker has a pub/sub connection")
+	require.Positive(t, killPubSub(t, admin, name), "the worker has a pub/sub connection")
 	require.NoError(t, b.client().Enqueue(ctx, "q", []byte("after kill")))
 	recv(t, rec.work, 10*time.Second, "work event after the kill")
 }

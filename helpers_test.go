@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -424,6 +425,35 @@ func expectMessage(t *testing.T, msgs <-chan string, want string) {
 			t.Fatalf("no message %q", want)
 		}
 	}
+}
+
+// killPubSub kills, on every node, the pub/sub connections whose CLIENT
+// SETNAME is name (what CLIENT KILL TYPE pubsub would kill, limited to one
+// client's so parallel tests are spared), and returns how many.
+func killPubSub(t *testing.T, admin rueidis.Client, name string) int {
+	t.Helper()
+	ctx := context.Background()
+	killed := 0
+	for _, node := range nodes(admin) { // on a cluster, the queue's node
+		list, err := node.Do(ctx, node.B().ClientList().TypePubsub().Build()).ToString()
+		require.NoError(t, err)
+		list = strings.TrimPrefix(list, "txt:") // a RESP3 verbatim string
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			fields := map[string]string{}
+			for _, kv := range strings.Fields(line) {
+				k, v, _ := strings.Cut(kv, "=")
+				fields[k] = v
+			}
+			if fields["name"] != name {
+				continue
+			}
+			id, err := strconv.ParseInt(fields["id"], 10, 64)
+			require.NoError(t, err, "CLIENT LIST line %q", line)
+			require.NoError(t, node.Do(ctx, node.B().ClientKill().Id(id).Build()).Error())
+			killed++
+		}
+	}
+	return killed
 }
 
 // afterOutage runs op until it stops failing with ErrUnavailable: right
