@@ -230,10 +230,21 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, c.Close(ctx), "second Close")
-	for name, err := range map[string]error{
+	for name, err := range everyCall(ctx, c, w, p, h, "x", CheckOptions{}) {
+		assert.ErrorIs(t, err, ErrClientClosed, name)
+	}
+	assert.NoError(t, w.Close(ctx), "the client closed it already")
+	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
+}
+
+// everyCall makes every call of the client, the worker w (on queue "q",
+// and "r" for new work) and the process p, in this order, and returns
+// their errors by name. cancel is the task Cancel asks for.
+func everyCall(ctx context.Context, c *Client, w *Worker, p *Process, h Handler, cancel string, check CheckOptions) map[string]error {
+	return map[string]error{
 		"Enqueue":       c.Enqueue(ctx, "q", []byte("x")),
 		"EnqueueBatch":  c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")}),
-		"Cancel":        second(c.Cancel(ctx, "q", []byte("x"))),
+		"Cancel":        second(c.Cancel(ctx, "q", []byte(cancel))),
 		"DeleteQueue":   second(c.DeleteQueue(ctx, "q")),
 		"Queues":        second(c.Queues(ctx)),
 		"QueueLen":      second(c.QueueLen(ctx, "q")),
@@ -243,18 +254,14 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 		"Workers":       second(c.Workers(ctx)),
 		"WorkerQueues":  second(c.WorkerQueues(ctx, w.ID())),
 		"NewWorker":     second(c.NewWorker(ctx, WorkerOptions{})),
-		"Check":         second(c.Check(ctx, CheckOptions{})),
+		"Check":         second(c.Check(ctx, check)),
 		"StartWork":     w.StartWork(ctx, "r", Events{}),
 		"StopWork":      w.StopWork(ctx, "q"),
 		"Dequeue":       second(w.Dequeue(ctx, "q")),
 		"Handle":        w.Handle(ctx, "r", h, HandleOptions{}),
 		"Process.Stop":  p.Stop(ctx),
 		"Process.Check": p.Check(ctx),
-	} {
-		assert.ErrorIs(t, err, ErrClientClosed, name)
 	}
-	assert.NoError(t, w.Close(ctx), "the client closed it already")
-	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
 }
 
 // A cancelled context fails every call with context.Canceled and changes
@@ -269,28 +276,9 @@ func TestCancelledContexts(t *testing.T) {
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
 	h := func(context.Context, *Process) error { return nil }
-	for name, err := range map[string]error{
-		"Enqueue":       c.Enqueue(dead, "q", []byte("x")),
-		"EnqueueBatch":  c.EnqueueBatch(dead, "q", [][]byte{[]byte("x")}),
-		"Cancel":        second(c.Cancel(dead, "q", []byte("t0001"))),
-		"DeleteQueue":   second(c.DeleteQueue(dead, "q")),
-		"Queues":        second(c.Queues(dead)),
-		"QueueLen":      second(c.QueueLen(dead, "q")),
-		"Peek":          second(c.Peek(dead, "q")),
-		"Range":         second(c.Range(dead, "q", 0, -1)),
-		"Processes":     second(c.Processes(dead, "q")),
-		"Workers":       second(c.Workers(dead)),
-		"WorkerQueues":  second(c.WorkerQueues(dead, w.ID())),
-		"NewWorker":     second(c.NewWorker(dead, WorkerOptions{})),
-		"Check":         second(c.Check(dead, CheckOptions{Repair: true})),
-		"StartWork":     w.StartWork(dead, "r", Events{}),
-		"StopWork":      w.StopWork(dead, "q"),
-		"Dequeue":       second(w.Dequeue(dead, "q")),
-		"Handle":        w.Handle(dead, "r", h, HandleOptions{}),
-		"Process.Stop":  p.Stop(dead),
-		"Process.Check": p.Check(dead),
-		"Finish":        p.Finish(dead),
-	} {
+	calls := everyCall(dead, c, w, p, h, "t0001", CheckOptions{Repair: true})
+	calls["Finish"] = p.Finish(dead)
+	for name, err := range calls {
 		assert.ErrorIs(t, err, context.Canceled, name)
 	}
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing changed")

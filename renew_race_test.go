@@ -20,10 +20,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	t.Parallel()
 	b, _, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	fenced := make(chan FenceEvent, 1)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
-	w := newWorker(t, c, opts)
+	w, fenced := fencingWorker(t, c)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
@@ -101,10 +98,7 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	t.Parallel()
 	b, _, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	fenced := make(chan FenceEvent, 1)
-	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
-	w := newWorker(t, c, opts)
+	w, fenced := fencingWorker(t, c)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
