@@ -180,7 +180,7 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	case expiry < 0:
 		// Sent for this service of the queue: if the worker left the queue
 		// meanwhile (and maybe started on it again), it is no evidence.
-		w.leaseLostOn(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
+		w.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
 	default:
 		w.reconcile(ctx, id, []*serving{s})
 	}
@@ -191,27 +191,18 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 // It is no evidence when the worker has left the queue, or is leaving it,
 // since leaving drops the lease, nor when it has fenced the queue: it gave
 // that lease up already, and a call sent before the fence may well reach
-// Redis after the lease ran out.
-func (w *Worker) leaseLost(id, queue string, cause error) {
-	_ = w.leaseLostOn(id, queue, nil, nil, cause)
-}
-
-// leaseLostOn is leaseLost for a script sent for one service of the queue
-// (sent) or about one process (p), when the caller knows them. Then it is
-// no evidence either when that service has ended or no longer holds the
-// process: the worker left the queue while the script was on its way, and
-// may have started work on it again since, under a new lease.
-// It reports whether it took the script's answer as evidence.
-func (w *Worker) leaseLostOn(id, queue string, sent *serving, p *Process, cause error) bool {
+// Redis after the lease ran out. Nor is it when the script was sent for a
+// service of the queue (sent) that has since ended, or about a process (p)
+// the service no longer holds: the worker left the queue while the script
+// was on its way, and may have started work on it again, under a new lease.
+func (w *Worker) leaseLost(id, queue string, sent *serving, p *Process, cause error) {
 	w.mu.Lock()
 	s := w.serving[queue]
 	left := s == nil || s.leaving || s.fenced || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
 	w.mu.Unlock()
-	if left {
-		return false
+	if !left {
+		w.fence(id, cause)
 	}
-	w.fence(id, cause)
-	return true
 }
 
 // fence makes the worker treat itself as dead: it takes no more work under

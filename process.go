@@ -180,7 +180,7 @@ func (p *Process) settle(ctx context.Context, op string) (int64, error) {
 	}
 	switch code {
 	case codeLeaseGone:
-		p.w.leaseLostOn(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
+		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
 		fallthrough
 	case codeNotOwned:
 		p.w.forget(p, ErrProcessLost)

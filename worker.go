@@ -483,7 +483,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta, k.idle}, []string{id, strconv.Itoa(n), park})
 	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
-		w.leaseLost(id, queue, fmt.Errorf("dequeue found the lease on %q gone", queue))
+		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
 	vals, err := res.AsStrSlice()
