@@ -185,23 +185,9 @@ func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
 func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
-	names, masters := queuePerShard(t, c)
-	registry := masterOf(t, c.rdb, c.keys.workers())
-	// Kill a master that does not hold the worker registry ({r}): losing
-	// that one fences every worker whose TTL is shorter than the failover
-	// (see the README), which other tests cover as a lost connection.
-	var doomed string
-	for _, q := range names {
-		if masters[q] != registry {
-			doomed = q
-			break
-		}
-	}
+	names, masters, doomed := victimShard(t, c)
 	addr := masters[doomed]
-	node := c.rdb.Nodes()[addr]
-	info, err := node.Do(ctx, node.B().Info().Section("server").Build()).ToString()
-	require.NoError(t, err)
-	pid, config := infoField(info, "process_id"), infoField(info, "config_file")
+	pid, config := nodeProcess(t, c, addr)
 	if config == "" {
 		t.Skip("the master was not started from a config file (as .ci/cluster does), so it cannot be restarted")
 	}
@@ -260,10 +246,8 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 		return true
 	})
 
-	n, err := strconv.Atoi(pid)
-	require.NoError(t, err)
 	killed := time.Now()
-	require.NoError(t, syscall.Kill(n, syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	t.Cleanup(func() { restartNode(t, config, addr) })
 
 	// While the shard is down, the other shards' queues are served.
@@ -347,6 +331,35 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 		ev := <-fences
 		assert.Equal(t, doomed, ev.Queue, "only the dead shard's queue was fenced")
 	}
+}
+
+// victimShard is queuePerShard plus the queue whose master a failure test
+// may take away: one that does not hold the worker registry ({r}). Losing
+// that one fences every worker whose TTL is shorter than the failover (see
+// the README), which other tests cover as a lost connection.
+func victimShard(t *testing.T, c *Client) (names []string, masters map[string]string, victim string) {
+	t.Helper()
+	names, masters = queuePerShard(t, c)
+	registry := masterOf(t, c.rdb, c.keys.workers())
+	for _, q := range names {
+		if masters[q] != registry {
+			return names, masters, q
+		}
+	}
+	t.Fatal("every queue's master holds the registry")
+	return
+}
+
+// nodeProcess is the process id of the node at addr, and the config file
+// it was started from ("" if none).
+func nodeProcess(t *testing.T, c *Client, addr string) (pid int, config string) {
+	t.Helper()
+	node := c.rdb.Nodes()[addr]
+	info, err := node.Do(context.Background(), node.B().Info().Section("server").Build()).ToString()
+	require.NoError(t, err)
+	pid, err = strconv.Atoi(infoField(info, "process_id"))
+	require.NoError(t, err)
+	return pid, infoField(info, "config_file")
 }
 
 func infoField(info, field string) string {
@@ -476,20 +489,8 @@ func migrateSlot(t *testing.T, rdb rueidis.Client, slot int64, from, to string) 
 func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
-	names, masters := queuePerShard(t, c)
-	registry := masterOf(t, c.rdb, c.keys.workers())
-	var paused string
-	for _, q := range names {
-		if masters[q] != registry {
-			paused = q
-			break
-		}
-	}
-	node := c.rdb.Nodes()[masters[paused]]
-	info, err := node.Do(ctx, node.B().Info().Section("server").Build()).ToString()
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(infoField(info, "process_id"))
-	require.NoError(t, err)
+	names, masters, paused := victimShard(t, c)
+	pid, _ := nodeProcess(t, c, masters[paused])
 
 	w, fences := fencingWorker(t, b.client())
 	id := w.ID()
