@@ -115,7 +115,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 		return nil
 	}, HandleOptions{}))
 	enqueueNumbered(t, c, "h", 5)
-	require.NoError(t, c.Enqueue(ctx, "h", []byte("held")))
+	require.NoError(t, second(c.Enqueue(ctx, "h", []byte("held"))))
 	eventually(t, 10*time.Second, "tasks handled", func() bool { return handled.Load() == 5 })
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))
 	enqueueNumbered(t, c, "m", 3)
 	ps := dequeueAll(t, w, "m", 2)
-	require.NoError(t, ps[0].Check(ctx))
+	require.NoError(t, ps[0].Status(ctx))
 	require.NoError(t, ps[0].Stop(ctx))
 	require.NoError(t, ps[1].Finish(ctx))
 	head, err := c.Peek(ctx, "m")
@@ -155,7 +155,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "m")) == 2 })
 
 	// The consistency check and its repair.
-	require.NoError(t, b.redis().Do(ctx, b.redis().B().Sadd().Key(c.keys.queues()).Member("ghost").Build()).Error())
+	require.NoError(t, b.redis().Do(ctx, b.redis().B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build()).Error())
 	rep := check(t, c, true)
 	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
 
@@ -172,7 +172,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	other, err := New(Options{Addr: u, Prefix: b.prefix + "x", Logger: testLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Close(context.Background()) })
-	err = other.Enqueue(ctx, "h", []byte("x"))
+	_, err = other.Enqueue(ctx, "h", []byte("x"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "NOPERM")
 	assert.False(t, errors.Is(err, ErrUnavailable), "a refusal is not an outage: %v", err)

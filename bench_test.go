@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Micro-benchmarks of the hot paths. They run only with -bench, on an
@@ -80,7 +81,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	task := benchTask(0)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.Enqueue(ctx, "q", task); err != nil {
+		if _, err := c.Enqueue(ctx, "q", task); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +95,7 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 	b.SetParallelism(25) // 50 goroutines on 2 cores, as in worqr-bench
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := c.Enqueue(ctx, "q", task); err != nil {
+			if _, err := c.Enqueue(ctx, "q", task); err != nil {
 				b.Error(err)
 				return
 			}
@@ -114,7 +115,7 @@ func BenchmarkEnqueueBatch1000(b *testing.B) {
 	cpu := processCPU()
 	defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(n*len(tasks)), "cpu-ns/task") }()
 	for b.Loop() {
-		if err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
+		if _, err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
 			b.Fatal(err)
 		}
 		n++
@@ -147,7 +148,7 @@ func BenchmarkDequeueFinish(b *testing.B) {
 		for i := range tasks {
 			tasks[i] = benchTask(i)
 		}
-		if err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
+		if _, err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -181,7 +182,7 @@ func BenchmarkHandle(b *testing.B) {
 		for i := range tasks {
 			tasks[i] = benchTask(start + i)
 		}
-		if err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
+		if _, err := c.EnqueueBatch(ctx, "q", tasks); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -222,10 +223,9 @@ func BenchmarkWorkEvent(b *testing.B) {
 	if err := w.StartWork(ctx, "q", Events{Work: func(_ string, n int64) { got <- n }}); err != nil {
 		b.Fatal(err)
 	}
-	channel := c.keys.queue("q").channel
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.rdb.Do(ctx, c.publish(channel, "w1")).Error(); err != nil {
+		if err := c.store.Publish(ctx, "q", "w1"); err != nil {
 			b.Fatal(err)
 		}
 		<-got
@@ -233,11 +233,11 @@ func BenchmarkWorkEvent(b *testing.B) {
 }
 
 func BenchmarkParseEvent(b *testing.B) {
-	msgs := []string{"w1", "w1000", "c1a2b:" + string(benchTask(7)), "d1a2b"}
+	msgs := []string{"w1", "w1000", "c1a2b,1a2c", "d1a2b"}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, ok := parseEvent(msgs[i%len(msgs)]); !ok {
+		if _, ok := store.ParseEvent(msgs[i%len(msgs)]); !ok {
 			b.Fatal("unparsed")
 		}
 		i++
@@ -248,7 +248,7 @@ func BenchmarkParseEvent(b *testing.B) {
 // dispatcher: a push and, every few pushes, a take.
 func BenchmarkMailbox(b *testing.B) {
 	m := newMailbox()
-	e := event{kind: eventWork, count: 1}
+	e := event{Event: store.Event{Kind: store.EventWork, Count: 1}}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

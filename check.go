@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/redis/rueidis"
-
 	"github.com/worqr/worqr/internal/scripts"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The consistency check is worqr's deep clean. The peers' reclaim is the
@@ -189,10 +187,10 @@ func (p CheckRepairs) changed() bool {
 // On error the report holds what was found and repaired until then.
 func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
 	var rep CheckReport
-	if err := c.checkCtx(ctx, "consistency check"); err != nil {
+	if err := c.validateCtx(ctx, "consistency check"); err != nil {
 		return rep, err
 	}
-	ck := &checker{c: c, s: scripts.LoadCheck(c.sharded), rep: &rep, broken: make(map[string]struct{})}
+	ck := &checker{c: c, s: c.store.CheckScripts(), rep: &rep, broken: make(map[string]struct{})}
 	if err := ck.run(ctx); err != nil {
 		return rep, err
 	}
@@ -235,18 +233,7 @@ type queueLook struct {
 }
 
 // registryLook is the registries as check_registry.lua saw them.
-type registryLook struct {
-	queues  map[string]bool
-	workers map[string]int64 // id -> ms of lease left, <= 0 once expired
-	judged  map[string]judgement
-}
-
-// judgement is what check_registry.lua says of one candidate worker.
-type judgement struct {
-	registered bool
-	hasSet     bool
-	missing    []string // queues its set does not list
-}
+type registryLook = store.RegistryLook
 
 func (ck *checker) fail(err error) error { return ck.c.fail("consistency check", "", err) }
 
@@ -257,7 +244,7 @@ func (ck *checker) run(ctx context.Context) error {
 	}
 	// Registry names are read before the queues are looked at, so that a
 	// registry entry with nothing behind it is looked at too.
-	registered, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.queues()).Build().Pin()).AsStrSlice()
+	registered, err := c.store.RegisteredQueueNames(ctx)
 	if err != nil {
 		return ck.fail(err)
 	}
@@ -286,35 +273,24 @@ func (ck *checker) scan(ctx context.Context) error {
 	ck.names = make(map[string]struct{})
 	ck.sets = make(map[string]struct{})
 	unknown := make(map[string]struct{})
-	match := globEscape(c.keys.prefix) + ":*"
-	nodes := c.rdb.Nodes()
-	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
-		node := nodes[addr]
-		ck.rep.NodesScanned++
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
-			if err != nil {
-				return ck.c.fail("consistency check: scan "+addr, "", err)
-			}
-			// Only what is needed is kept, in sets (a replica repeats its
-			// master's keys, and SCAN may return a key twice): memory
-			// grows with the queues and workers, not with the keys.
-			ck.rep.KeysScanned += len(e.Elements)
-			for _, key := range e.Elements {
-				switch kind, val := c.keys.parse(key); kind {
-				case keyQueue:
-					ck.names[val] = struct{}{}
-				case keyWorkerQueues:
-					ck.sets[val] = struct{}{}
-				case keyUnknown:
-					unknown[key] = struct{}{}
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
+	keys := c.store.Keys()
+	valid := func(name string) bool { return validQueue("", name) == nil }
+	// Only what is needed is kept, in sets (a replica repeats its master's
+	// keys, and SCAN may return a key twice): memory grows with the
+	// queues and workers, not with the keys.
+	scanned, err := c.store.ScanKeys(ctx, func(key string) {
+		switch kind, val := keys.Parse(key, valid); kind {
+		case store.KeyQueue:
+			ck.names[val] = struct{}{}
+		case store.KeyWorkerQueues:
+			ck.sets[val] = struct{}{}
+		case store.KeyUnknown:
+			unknown[key] = struct{}{}
 		}
+	})
+	ck.rep.NodesScanned, ck.rep.KeysScanned = scanned.Nodes, scanned.Keys
+	if err != nil {
+		return ck.c.fail("consistency check", "", err)
 	}
 	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
 	return nil
@@ -329,63 +305,34 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 	out := make(map[string]*queueLook, len(names))
 	for start := 0; start < len(names); start += lookBatch {
 		batch := names[start:min(start+lookBatch, len(names))]
-		calls := make([]scripts.Call, len(batch))
-		for i, name := range batch {
-			k := c.keys.queue(name)
-			calls[i] = scripts.Call{Script: ck.s.Queue, Keys: []string{k.waiting, k.procs, k.leases, k.meta}}
+		looks, err := c.store.LookQueues(ctx, batch, ck.s)
+		if err != nil {
+			return nil, ck.fail(err)
 		}
-		for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-			q, err := parseQueueLook(batch[i], res)
-			if _, isReply := rueidis.IsRedisErr(err); isReply {
+		for i, l := range looks {
+			switch {
+			case l.Broken:
 				// A key of the queue holds what worqr never writes there
 				// (WRONGTYPE): report it and check the rest.
 				ck.broken[batch[i]] = struct{}{}
 				continue
+			case l.Err != nil:
+				return nil, c.fail("consistency check", batch[i], l.Err)
 			}
-			if err != nil {
-				return nil, c.fail("consistency check", batch[i], err)
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners}
+			for _, p := range l.Orphans {
+				q.orphans = append(q.orphans, processInfo(batch[i], p))
 			}
+			sortProcessInfos(q.orphans)
 			out[batch[i]] = q
 		}
 	}
 	return out, nil
 }
 
-func parseQueueLook(name string, res rueidis.RedisResult) (*queueLook, error) {
-	parts, err := res.ToArray()
-	if err != nil {
-		return nil, err
-	}
-	if len(parts) != 4 {
-		return nil, fmt.Errorf("check_queue.lua answered %d parts", len(parts))
-	}
-	exists, err1 := parts[0].AsInt64()
-	waiting, err2 := parts[1].AsInt64()
-	owners, err3 := parts[2].ToArray()
-	orphans, err4 := parts[3].AsStrSlice()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return nil, err
-	}
-	q := &queueLook{exists: exists == 1, waiting: waiting, owners: make(map[string]bool, len(owners)/2)}
-	for i := 0; i+1 < len(owners); i += 2 {
-		id, err1 := owners[i].ToString()
-		live, err2 := owners[i+1].AsInt64()
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, err
-		}
-		q.owners[id] = live == 1
-	}
-	for i := 0; i+3 < len(orphans); i += 4 {
-		q.orphans = append(q.orphans, ProcessInfo{ID: orphans[i], Queue: name, Owner: orphans[i+1], State: stateOf(orphans[i+2][0]), Task: []byte(orphans[i+3])})
-	}
-	sortProcessInfos(q.orphans)
-	return q, nil
-}
-
 // readRegistry reads both registries and judges, in the same instant,
 // every worker seen in a queue or with a queue set.
 func (ck *checker) readRegistry(ctx context.Context) error {
-	c := ck.c
 	where := make(map[string][]string) // worker -> queues where it was seen
 	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
 		for id := range ck.first[name].owners {
@@ -397,55 +344,9 @@ func (ck *checker) readRegistry(ctx context.Context) error {
 			where[id] = nil
 		}
 	}
-	ids := slices.Sorted(maps.Keys(where))
-	keys := make([]string, 0, 2+len(ids))
-	keys = append(keys, c.keys.workers(), c.keys.queues())
-	var args []string
-	for _, id := range ids {
-		keys = append(keys, c.keys.workerQueues(id))
-		args = append(args, id, strconv.Itoa(len(where[id])))
-		args = append(args, where[id]...)
-	}
-	parts, err := ck.s.Registry.Exec(ctx, c.rdb, keys, args).ToArray()
+	reg, err := ck.c.store.ReadRegistry(ctx, where, ck.s)
 	if err != nil {
 		return ck.fail(err)
-	}
-	if len(parts) != 3 {
-		return ck.fail(fmt.Errorf("check_registry.lua answered %d parts", len(parts)))
-	}
-	queues, err1 := parts[0].AsStrSlice()
-	workers, err2 := parts[1].ToArray()
-	judged, err3 := parts[2].ToArray()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return ck.fail(err)
-	}
-	if len(judged) != len(ids) {
-		return ck.fail(fmt.Errorf("check_registry.lua judged %d workers of %d", len(judged), len(ids)))
-	}
-	reg := registryLook{queues: make(map[string]bool, len(queues)), workers: make(map[string]int64, len(workers)/2), judged: make(map[string]judgement, len(ids))}
-	for _, q := range queues {
-		reg.queues[q] = true
-	}
-	for i := 0; i+1 < len(workers); i += 2 {
-		id, err1 := workers[i].ToString()
-		left, err2 := workers[i+1].AsInt64()
-		if err := errors.Join(err1, err2); err != nil {
-			return ck.fail(err)
-		}
-		reg.workers[id] = left
-	}
-	for i, id := range ids {
-		j, err := judged[i].ToArray()
-		if err != nil || len(j) != 3 {
-			return ck.fail(errors.Join(err, errors.New("check_registry.lua: bad judgement")))
-		}
-		registered, err1 := j[0].AsInt64()
-		hasSet, err2 := j[1].AsInt64()
-		missing, err3 := j[2].AsStrSlice()
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return ck.fail(err)
-		}
-		reg.judged[id] = judgement{registered: registered == 1, hasSet: hasSet == 1, missing: missing}
 	}
 	ck.registry = reg
 	return nil
@@ -467,10 +368,10 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	// A queue is hidden when it holds tasks or exists but Queues does not
 	// list it, and stale when the registry lists it but it holds nothing.
 	hidden := func(name string, q *queueLook) bool {
-		return (q.exists && !reg.queues[name]) || (q.waiting > 0 && !q.exists)
+		return (q.exists && !reg.Queues[name]) || (q.waiting > 0 && !q.exists)
 	}
 	stale := func(name string, q *queueLook) bool {
-		return !q.exists && q.waiting == 0 && before[name] && reg.queues[name]
+		return !q.exists && q.waiting == 0 && before[name] && reg.Queues[name]
 	}
 	// Candidates that need a second look at their queue.
 	again := make(map[string]struct{})
@@ -479,7 +380,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 			again[name] = struct{}{}
 		}
 		for id := range q.owners {
-			if j := reg.judged[id]; !j.registered || slices.Contains(j.missing, name) {
+			if j := reg.Judged[id]; !j.Registered || slices.Contains(j.Missing, name) {
 				again[name] = struct{}{}
 			}
 		}
@@ -513,12 +414,12 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 			if _, still := q2.owners[id]; !still {
 				continue
 			}
-			j := reg.judged[id]
+			j := reg.Judged[id]
 			switch {
-			case !j.registered:
+			case !j.Registered:
 				ck.unregistered[id] = struct{}{}
 				ck.adopt[id] = append(ck.adopt[id], name)
-			case slices.Contains(j.missing, name):
+			case slices.Contains(j.Missing, name):
 				wq := WorkerQueue{Worker: id, Queue: name}
 				ck.listed[wq] = true
 				rep.UnlistedQueues = append(rep.UnlistedQueues, wq)
@@ -529,7 +430,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	// A queue set without a registered worker: the judgement read both in
 	// one instant, so it needs no second look.
 	for id := range ck.sets {
-		if j := reg.judged[id]; !j.registered && j.hasSet {
+		if j := reg.Judged[id]; !j.Registered && j.HasSet {
 			ck.unregistered[id] = struct{}{}
 			if _, ok := ck.adopt[id]; !ok {
 				ck.adopt[id] = nil
@@ -542,7 +443,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
 	slices.Sort(rep.StaleQueues)
 	rep.BrokenQueues = slices.Sorted(maps.Keys(ck.broken))
-	for id, left := range reg.workers {
+	for id, left := range reg.Workers {
 		if left <= 0 {
 			rep.DeadWorkers = append(rep.DeadWorkers, id)
 			ck.reclaim[id] = struct{}{}
@@ -563,19 +464,15 @@ func (ck *checker) confirmUnregistered(ctx context.Context) error {
 	if len(names) == 0 {
 		return nil
 	}
-	cmds := make(rueidis.Commands, len(names))
-	for i, name := range names {
-		cmds[i] = c.rdb.B().Sismember().Key(c.keys.queues()).Member(name).Build().Pin()
+	ins, err := c.store.InQueueRegistry(ctx, names)
+	if err != nil {
+		return ck.fail(err)
 	}
 	still := names[:0]
-	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
-		in, err := res.AsBool()
-		if err != nil {
-			return ck.fail(err)
-		}
+	for i, in := range ins {
 		// A queue the registry listed all along is hidden for another
 		// reason: its record is missing.
-		if !in || ck.registry.queues[names[i]] {
+		if !in || ck.registry.Queues[names[i]] {
 			still = append(still, names[i])
 		}
 	}
@@ -591,43 +488,34 @@ func (ck *checker) repair(ctx context.Context) error {
 	var errs []error
 
 	// 1. Orphans back to the front; dead lease entries out.
-	calls := make([]scripts.Call, len(ck.repairQueues))
-	for i, name := range ck.repairQueues {
-		k := c.keys.queue(name)
-		calls[i] = scripts.Call{Script: ck.s.Repair, Keys: []string{k.waiting, k.procs, k.leases, k.meta}, Args: []string{k.channel, name}}
-	}
-	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-		n, err := res.AsIntSlice()
-		if err == nil && len(n) != 4 {
-			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
-		}
-		if err != nil {
-			errs = append(errs, c.fail("consistency repair", ck.repairQueues[i], err))
+	for i, r := range c.store.RepairQueues(ctx, ck.repairQueues, ck.s) {
+		if r.Err != nil {
+			errs = append(errs, c.fail("consistency repair", ck.repairQueues[i], r.Err))
 			continue
 		}
-		fixed.Requeued += n[0]
-		fixed.Dropped += n[1]
-		fixed.LeasesRemoved += n[2]
+		fixed.Requeued += r.Requeued
+		fixed.Dropped += r.Dropped
+		fixed.LeasesRemoved += r.LeasesRemoved
 	}
 
 	// 2. Workers the registry does not cover, entered so reclaim finds
 	// them; 3. dead workers reclaimed as peers would.
 	ids := slices.Sorted(maps.Keys(ck.adopt))
-	calls = make([]scripts.Call, len(ids))
+	queues := make([][]string, len(ids))
 	for i, id := range ids {
-		calls[i] = scripts.Call{Script: ck.s.Adopt, Keys: []string{c.keys.workers(), c.keys.workerQueues(id)}, Args: append([]string{id}, ck.adopt[id]...)}
+		queues[i] = ck.adopt[id]
 	}
-	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-		entered, err := res.AsInt64()
-		if err != nil {
-			errs = append(errs, c.fail("consistency repair", "", err))
+	for i, a := range c.store.Adopt(ctx, ids, queues, ck.s) {
+		if a.Err != nil {
+			errs = append(errs, c.fail("consistency repair", "", a.Err))
 			continue
 		}
 		id := ids[i]
-		if entered == 1 {
+		entered := a.Entered
+		if entered {
 			fixed.AdoptedWorkers = append(fixed.AdoptedWorkers, id)
 		}
-		if _, unreg := ck.unregistered[id]; unreg || entered == 1 {
+		if _, unreg := ck.unregistered[id]; unreg || entered {
 			ck.reclaim[id] = struct{}{}
 		}
 		for _, q := range ck.adopt[id] {
@@ -651,8 +539,8 @@ func (ck *checker) repair(ctx context.Context) error {
 
 	// 4. The queue registry.
 	for _, name := range ck.rep.UnregisteredQueues {
-		if err := c.register(ctx, name); err != nil {
-			errs = append(errs, err)
+		if err := c.store.RegisterQueue(ctx, name); err != nil {
+			errs = append(errs, c.fail("consistency repair", name, err))
 			continue
 		}
 		fixed.RegisteredQueues = append(fixed.RegisteredQueues, name)
@@ -661,111 +549,18 @@ func (ck *checker) repair(ctx context.Context) error {
 		// Removed first, then the queue is asked whether it exists after
 		// all (made meanwhile): the order DeleteQueue uses, so a queue
 		// holding tasks is never left out of the registry for good.
-		if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member(name).Build().Pin()).Error(); err != nil {
-			errs = append(errs, c.fail("consistency repair", name, err))
-			continue
-		}
-		exists, err := ck.s.Unregister.Exec(ctx, c.rdb, []string{c.keys.queue(name).meta}, nil).AsInt64()
+		exists, err := c.store.UnregisterQueue(ctx, name, ck.s)
 		if err != nil {
 			errs = append(errs, c.fail("consistency repair", name, err))
 			continue
 		}
-		if exists == 1 {
-			if err := c.register(ctx, name); err != nil {
-				errs = append(errs, err)
+		if exists {
+			if err := c.store.RegisterQueue(ctx, name); err != nil {
+				errs = append(errs, c.fail("consistency repair", name, err))
 			}
 			continue
 		}
 		fixed.RemovedQueues = append(fixed.RemovedQueues, name)
 	}
 	return errors.Join(errs...)
-}
-
-// Kinds of key under the prefix.
-type keyKind int
-
-const (
-	keyUnknown      keyKind = iota // not worqr's
-	keyRegistry                    // the queue or worker registry
-	keyWorkerQueues                // a worker's queue set; the value is its id
-	keyQueue                       // a queue's key; the value is its name
-)
-
-// parse says what a key under the prefix is. Queue names are recovered
-// from the hash tag, and accepted only if the name's own keys include the
-// key: anything else is unknown.
-func (k keys) parse(key string) (keyKind, string) {
-	rest, ok := strings.CutPrefix(key, k.prefix+":")
-	if !ok {
-		return keyUnknown, ""
-	}
-	switch {
-	case key == k.queues() || key == k.workers():
-		return keyRegistry, ""
-	case strings.HasPrefix(key, k.workerQueues("")):
-		if id := key[len(k.workerQueues("")):]; id != "" {
-			return keyWorkerQueues, id
-		}
-		return keyUnknown, ""
-	}
-	tag, ok := strings.CutPrefix(rest, "{q:")
-	if !ok {
-		return keyUnknown, ""
-	}
-	end := strings.IndexByte(tag, '}')
-	if end < 0 {
-		return keyUnknown, ""
-	}
-	name, ok := unescapeTag(tag[:end])
-	if !ok || validQueue("", name) != nil {
-		return keyUnknown, ""
-	}
-	q := k.queue(name)
-	if key != q.waiting && key != q.procs && key != q.leases && key != q.meta && key != q.idle {
-		return keyUnknown, ""
-	}
-	return keyQueue, name
-}
-
-// unescapeTag undoes the escaping of a queue name in its hash tag ('%',
-// '{' and '}' as %25, %7B and %7D). It reports false for text the escaping
-// cannot produce.
-func unescapeTag(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, !strings.ContainsAny(s, "{}")
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '{' || ch == '}':
-			return "", false
-		case ch != '%':
-			b.WriteByte(ch)
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-			i += 2
-		case strings.HasPrefix(s[i:], "%7B"):
-			b.WriteByte('{')
-			i += 2
-		case strings.HasPrefix(s[i:], "%7D"):
-			b.WriteByte('}')
-			i += 2
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
-}
-
-// globEscape quotes the characters SCAN's MATCH treats as a pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(`*?[]\^`, s[i]) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/worqr/worqr/internal/scripts"
 )
 
 // The inconsistencies in these tests are made the way they happen: a
@@ -51,11 +50,11 @@ func TestCheckFindsNothingWrongInAHealthySystem(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	require.NoError(t, w.StartWork(ctx, "idle", Events{}))
 	enqueueNumbered(t, c, "q", 5)
-	require.NoError(t, c.Enqueue(ctx, "{odd}%7B name", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "{odd}%7B name", []byte("x"))))
 	held := dequeueAll(t, w, "q", 2)
 	_, err := c.Cancel(ctx, "q", []byte("t0000")) // a cancelled process
 	require.NoError(t, err)
-	require.NoError(t, c.Enqueue(ctx, "gone", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "gone", []byte("x"))))
 	_, err = c.DeleteQueue(ctx, "gone")
 	require.NoError(t, err)
 
@@ -82,7 +81,7 @@ func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
 	enqueueNumbered(t, c, "q", 4)
-	require.NoError(t, c.Enqueue(ctx, "other", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "other", []byte("x"))))
 	dequeueAll(t, dead, "q", 2)
 	dequeueAll(t, dead, "other", 1)
 	_, err := c.Cancel(ctx, "other", []byte("x"))
@@ -133,7 +132,7 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, w, "q", 2)
 	id := w.ID()
-	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build())
+	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
 	recv(t, fenced, 5*time.Second, "the worker fences itself")
 	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
 	// A reclaim pass, as the peer runs every interval, cannot find it.
@@ -174,7 +173,7 @@ func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 
-	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build())
+	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
 	recv(t, fenced, 5*time.Second, "the worker fences itself")
 	rep := check(t, c, true)
 	require.False(t, leasesExpired(t, c, id, "q"), "the test needs the lease live during the check")
@@ -195,21 +194,22 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	// Registry entries with nothing behind them, one no queue can have.
-	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost", "").Build())
+	do(t, c, c.rdb.B().Sadd().Key(c.store.Keys().Queues()).Member("ghost", "").Build())
 	// A queue missing from the registry, its registration unconfirmed (a
 	// crash between the enqueue and the registration).
-	require.NoError(t, c.Enqueue(ctx, "lost", []byte("a")))
-	do(t, c, c.rdb.B().Srem().Key(c.keys.queues()).Member("lost").Build())
-	do(t, c, c.rdb.B().Hdel().Key(c.keys.queue("lost").meta).Field("registered").Build())
+	require.NoError(t, second(c.Enqueue(ctx, "lost", []byte("a"))))
+	do(t, c, c.rdb.B().Srem().Key(c.store.Keys().Queues()).Member("lost").Build())
+	do(t, c, c.rdb.B().Hdel().Key(c.store.Keys().Queue("lost").Meta).Field("registered").Build())
 	// A queue holding tasks whose record was lost, with a name only its
 	// keys can tell.
 	odd := "odd {name} %7B: *"
-	require.NoError(t, c.Enqueue(ctx, odd, []byte("b")))
-	do(t, c, c.rdb.B().Del().Key(c.keys.queue(odd).meta).Build())
+	require.NoError(t, second(c.Enqueue(ctx, odd, []byte("b"))))
+	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue(odd).Meta).Build())
 	// Keys that are not worqr's, and one of a queue's keys of a type
 	// worqr never writes there.
-	foreign := []string{c.keys.prefix + ":junk", c.keys.prefix + ":{q:x}:other", c.keys.prefix + ":{r}:wq:"}
-	for _, k := range append(foreign, c.keys.queue("typo").waiting) {
+	prefix := c.store.Keys().Prefix()
+	foreign := []string{prefix + ":junk", prefix + ":{q:x}:other", prefix + ":{r}:wq:"}
+	for _, k := range append(foreign, c.store.Keys().Queue("typo").Waiting) {
 		do(t, c, c.rdb.B().Set().Key(k).Value("x").Build())
 	}
 	qs, err := c.Queues(ctx)
@@ -246,7 +246,7 @@ func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 	enqueueNumbered(t, c, "q", 1)
 	dequeueAll(t, w, "q", 1)
 	id := w.ID()
-	do(t, c, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member("q").Build())
+	do(t, c, c.rdb.B().Srem().Key(c.store.Keys().WorkerQueues(id)).Member("q").Build())
 
 	rep := check(t, c, true)
 	want := []WorkerQueue{{Worker: id, Queue: "q"}}
@@ -284,7 +284,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, admin, id, "q", "r") })
 
 	c, h := hookedClient(t, b)
-	repairSHA := scripts.LoadCheck(c.sharded).Repair.SHA1()
+	repairSHA := c.store.CheckScripts().Repair.SHA1()
 	var taken *Process
 	h.set(func(h *hooked) {
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
@@ -316,7 +316,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 // a test decides when a reclaim happens.
 func notReclaiming(t *testing.T, b *backend) *Client {
 	c, h := hookedClient(t, b)
-	expiredSHA := c.scripts.Expired.SHA1()
+	expiredSHA := c.store.Scripts().Expired.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == expiredSHA {
@@ -399,7 +399,7 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 			tasks[i] = fmt.Appendf(nil, "%s-%03d", q, i)
 			want[string(tasks[i])] = true
 		}
-		require.NoError(t, c.EnqueueBatch(ctx, q, tasks))
+		require.NoError(t, second(c.EnqueueBatch(ctx, q, tasks)))
 	}
 	recv(t, victimStarted, 5*time.Second, "the victim holds tasks")
 	victim.crash()
@@ -450,11 +450,11 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 	star := clientAt(b.prefix + "*[a]?\\")
 	other := clientAt(b.prefix + "xa!\\")
 	for _, c := range []*Client{star, other} {
-		require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 		t.Cleanup(func() { // deleteKeys would read these prefixes as patterns
 			ctx := context.Background()
-			k := c.keys.queue("q")
-			for _, key := range []string{k.waiting, k.meta, c.keys.queues()} { // two slots
+			k := c.store.Keys().Queue("q")
+			for _, key := range []string{k.Waiting, k.Meta, c.store.Keys().Queues()} { // two slots
 				_ = c.rdb.Do(ctx, c.rdb.B().Del().Key(key).Build()).Error()
 			}
 		})
@@ -467,36 +467,6 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 	}
 	assert.Equal(t, 3*copies, rep.KeysScanned, "its waiting list, its record and the registry")
 	assert.Equal(t, 1, rep.QueuesChecked)
-}
-
-func TestKeyParseRoundTrips(t *testing.T) {
-	k := keys{prefix: "p:x"}
-	for _, name := range []string{"q", "a:b", "{", "}", "%", "%7B", "%25", "{q:x}:waiting", "\x00\xff", "}{%"} {
-		q := k.queue(name)
-		for _, key := range []string{q.waiting, q.procs, q.leases, q.meta, q.idle} {
-			kind, got := k.parse(key)
-			assert.Equal(t, keyQueue, kind, key)
-			assert.Equal(t, name, got, key)
-		}
-	}
-	for key, want := range map[string]keyKind{
-		"p:x:{r}:queues":         keyRegistry,
-		"p:x:{r}:workers":        keyRegistry,
-		"p:x:{r}:wq:abc":         keyWorkerQueues,
-		"p:x:{r}:wq:":            keyUnknown,
-		"p:x:{r}:other":          keyUnknown,
-		"p:x:{q:a}:events":       keyUnknown,
-		"p:x:{q:a%7b}:waiting":   keyUnknown, // not what the escaping writes
-		"p:x:{q:a%}:waiting":     keyUnknown,
-		"p:x:{q:}:waiting":       keyUnknown, // an empty name is not a queue
-		"p:x:{q:a}:waiting:more": keyUnknown,
-		"p:x:{q:a":               keyUnknown,
-		"p:x:junk":               keyUnknown,
-		"p:{q:a}:waiting":        keyUnknown,
-	} {
-		kind, _ := k.parse(key)
-		assert.Equal(t, want, kind, key)
-	}
 }
 
 // On a cluster the keys of one prefix spread over every master, so a scan
@@ -513,14 +483,14 @@ func TestCheckOnRedisCluster(t *testing.T) {
 	dead := newWorker(t, c, fast)
 	for i := range names {
 		names[i] = fmt.Sprintf("queue-%d", i)
-		require.NoError(t, c.Enqueue(ctx, names[i], []byte("task of "+names[i])))
+		require.NoError(t, second(c.Enqueue(ctx, names[i], []byte("task of "+names[i]))))
 		require.NoError(t, dead.StartWork(ctx, names[i], Events{}))
 		dequeueAll(t, dead, names[i], 1)
 	}
 	id := dead.ID()
 	dead.crash()
-	do(t, c, c.rdb.B().Zrem().Key(c.keys.workers()).Member(id).Build()) // and its registry entry is lost
-	do(t, c, c.rdb.B().Sadd().Key(c.keys.queues()).Member("ghost").Build())
+	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build()) // and its registry entry is lost
+	do(t, c, c.rdb.B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build())
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, names...) })
 
 	rep := check(t, c, false)
@@ -548,7 +518,7 @@ func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
 	blocked, release := make(chan struct{}), make(chan struct{})
 	hp.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.keys.queues() {
+			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.store.Keys().Queues() {
 				close(blocked)
 				<-release
 			}
@@ -556,7 +526,7 @@ func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
 		}
 	})
 	enqueued := make(chan error, 1)
-	go func() { enqueued <- producer.Enqueue(ctx, "new", []byte("x")) }()
+	go func() { enqueued <- second(producer.Enqueue(ctx, "new", []byte("x"))) }()
 	recv(t, blocked, 5*time.Second, "the enqueue is between creating and registering the queue")
 
 	c, hc := hookedClient(t, b)

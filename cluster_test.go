@@ -63,7 +63,7 @@ func queuePerShard(t *testing.T, c *Client) (names []string, masters map[string]
 	seen := map[string]bool{}
 	for i := 0; len(seen) < 3 && i < 1000; i++ {
 		name := fmt.Sprintf("shard-%d", i)
-		m := masterOf(t, c.rdb, c.keys.queue(name).waiting)
+		m := masterOf(t, c.rdb, c.store.Keys().Queue(name).Waiting)
 		if !seen[m] {
 			seen[m] = true
 			names = append(names, name)
@@ -80,7 +80,7 @@ func TestClusterQueuesOnEveryShard(t *testing.T) {
 	t.Parallel()
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
-	require.True(t, c.sharded, "a cluster uses sharded pub/sub")
+	require.True(t, c.store.Sharded(), "a cluster uses sharded pub/sub")
 	names, masters := queuePerShard(t, c)
 
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func TestClusterQueuesOnEveryShard(t *testing.T) {
 		}, HandleOptions{}))
 	}
 	for _, q := range names {
-		require.NoError(t, c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/1"), []byte(q + "/2")}))
+		require.NoError(t, second(c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/1"), []byte(q + "/2")})))
 	}
 	eventually(t, 5*time.Second, "every shard's tasks handled", func() bool {
 		mu.Lock()
@@ -110,18 +110,18 @@ func TestClusterQueuesOnEveryShard(t *testing.T) {
 	for _, q := range names {
 		assert.ElementsMatch(t, []string{q + "/1", q + "/2"}, handled[q])
 		// Every key of the queue, and its channel, is on its master.
-		k := c.keys.queue(q)
-		for _, key := range []string{k.waiting, k.procs, k.leases, k.meta, k.channel} {
+		k := c.store.Keys().Queue(q)
+		for _, key := range []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Channel} {
 			assert.Equal(t, masters[q], masterOf(t, c.rdb, key), key)
 		}
 		node := c.rdb.Nodes()[masters[q]]
 		require.NotNil(t, node, masters[q])
-		shard, err := node.Do(ctx, node.B().PubsubShardnumsub().Channel(k.channel).Build()).AsIntMap()
+		shard, err := node.Do(ctx, node.B().PubsubShardnumsub().Channel(k.Channel).Build()).AsIntMap()
 		require.NoError(t, err)
-		assert.EqualValues(t, 1, shard[k.channel], "the worker's shard subscription on %s", masters[q])
-		plain, err := node.Do(ctx, node.B().PubsubNumsub().Channel(k.channel).Build()).AsIntMap()
+		assert.EqualValues(t, 1, shard[k.Channel], "the worker's shard subscription on %s", masters[q])
+		plain, err := node.Do(ctx, node.B().PubsubNumsub().Channel(k.Channel).Build()).AsIntMap()
 		require.NoError(t, err)
-		assert.Zero(t, plain[k.channel], "no plain subscription")
+		assert.Zero(t, plain[k.Channel], "no plain subscription")
 	}
 	queues, err := c.Queues(ctx)
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
 	victim := newWorker(t, b.client(), fast)
 	for _, q := range names {
 		require.NoError(t, victim.StartWork(ctx, q, Events{}))
-		require.NoError(t, c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/held"), []byte(q + "/next")}))
+		require.NoError(t, second(c.EnqueueBatch(ctx, q, [][]byte{[]byte(q + "/held"), []byte(q + "/next")})))
 		p, err := victim.Dequeue(ctx, q)
 		require.NoError(t, err)
 		require.Equal(t, q+"/held", string(p.Task()))
@@ -162,7 +162,7 @@ func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
 		assert.Equal(t, []string{q + "/held", q + "/next"}, waiting(t, c, q), "held task back at the front of %s", q)
 	}
 	eventually(t, 5*time.Second, "deregistered", func() bool {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.keys.workerQueues(id)).Build()).AsInt64()
+		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.store.Keys().WorkerQueues(id)).Build()).AsInt64()
 		require.NoError(t, err)
 		ws, err := c.Workers(ctx)
 		require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 			for _, q := range names {
 				task := fmt.Sprintf("%s/%d", q, i)
 				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-				err := c.Enqueue(cctx, q, []byte(task))
+				_, err := c.Enqueue(cctx, q, []byte(task))
 				cancel()
 				if err == nil {
 					enqMu.Lock()
@@ -260,7 +260,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 		if !promoted {
 			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
-			promoted = c.rdb.Do(cctx, c.rdb.B().Set().Key(c.keys.queue(doomed).meta+"-probe").Value("x").Build()).Error() == nil
+			promoted = c.rdb.Do(cctx, c.rdb.B().Set().Key(c.store.Keys().Queue(doomed).Meta+"-probe").Value("x").Build()).Error() == nil
 		}
 		return promoted && count(doomed) > before[doomed]
 	})
@@ -340,7 +340,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 func victimShard(t *testing.T, c *Client) (names []string, masters map[string]string, victim string) {
 	t.Helper()
 	names, masters = queuePerShard(t, c)
-	registry := masterOf(t, c.rdb, c.keys.workers())
+	registry := masterOf(t, c.rdb, c.store.Keys().Workers())
 	for _, q := range names {
 		if masters[q] != registry {
 			return names, masters, q
@@ -404,18 +404,18 @@ func TestClusterSlotMigration(t *testing.T) {
 	rec := newRecorder()
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "moving", rec.events()))
-	require.NoError(t, c.EnqueueBatch(ctx, "moving", [][]byte{[]byte("held"), []byte("a"), []byte("b")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "moving", [][]byte{[]byte("held"), []byte("a"), []byte("b")})))
 	held, err := w.Dequeue(ctx, "moving")
 	require.NoError(t, err)
 	require.Equal(t, "held", string(held.Task()))
 
-	k := c.keys.queue("moving")
-	slot, err := c.rdb.Do(ctx, c.rdb.B().ClusterKeyslot().Key(k.waiting).Build()).AsInt64()
+	k := c.store.Keys().Queue("moving")
+	slot, err := c.rdb.Do(ctx, c.rdb.B().ClusterKeyslot().Key(k.Waiting).Build()).AsInt64()
 	require.NoError(t, err)
-	from := masterOf(t, c.rdb, k.waiting)
+	from := masterOf(t, c.rdb, k.Waiting)
 	var to string
 	for _, q := range []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"} {
-		if m := masterOf(t, c.rdb, c.keys.queue(q).waiting); m != from {
+		if m := masterOf(t, c.rdb, c.store.Keys().Queue(q).Waiting); m != from {
 			to = m
 			break
 		}
@@ -437,14 +437,14 @@ func TestClusterSlotMigration(t *testing.T) {
 	// still its own.
 	dst := c.rdb.Nodes()[to]
 	eventually(t, 10*time.Second, "subscribed on the new master", func() bool {
-		n, err := dst.Do(ctx, dst.B().PubsubShardnumsub().Channel(k.channel).Build()).AsIntMap()
+		n, err := dst.Do(ctx, dst.B().PubsubShardnumsub().Channel(k.Channel).Build()).AsIntMap()
 		require.NoError(t, err)
-		return n[k.channel] == 1
+		return n[k.Channel] == 1
 	})
 	for len(rec.work) > 0 {
 		<-rec.work
 	}
-	require.NoError(t, c.Enqueue(ctx, "moving", []byte("c")))
+	require.NoError(t, second(c.Enqueue(ctx, "moving", []byte("c"))))
 	recv(t, rec.work, 5*time.Second, "work event from the new master")
 	require.NoError(t, afterOutage(t, func() error { return held.Finish(ctx) }))
 	assert.Equal(t, []string{"a", "b", "c"}, tasksOf(dequeueAll(t, w, "moving", 3)))
@@ -498,7 +498,7 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	for _, q := range names {
 		require.NoError(t, w.StartWork(ctx, q, Events{}))
 		if q != paused {
-			require.NoError(t, c.Enqueue(ctx, q, []byte(q)))
+			require.NoError(t, second(c.Enqueue(ctx, q, []byte(q))))
 			p, err := w.Dequeue(ctx, q)
 			require.NoError(t, err)
 			held[q] = p

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // fakeSend records the batches a coalescer sends and holds each until the
@@ -143,7 +144,7 @@ func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
 	for g := range callers {
 		wg.Go(func() {
 			for i := range each {
-				require.NoError(t, c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d-%02d", g, i)))
+				require.NoError(t, second(c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d-%02d", g, i))))
 			}
 		})
 	}
@@ -166,7 +167,7 @@ func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
 func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	_, c, ctx := setup(t)
 	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
 	for _, w := range []*Worker{w1, w2} {
 		require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	}
@@ -176,10 +177,10 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	require.NoError(t, err)
 	p3, err := w2.Dequeue(ctx, "q")
 	require.NoError(t, err)
-	stolen := newProcess(w1, p3.ID(), "q", string(p3.Task()), w1.ID()) // w1 claims w2's process
+	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
 	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
 	require.NoError(t, err)
-	require.Equal(t, []int64{codeActive, codeActive, codeNotOwned, codeNotOwned}, codes)
+	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned}, codes)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 1)

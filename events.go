@@ -2,12 +2,10 @@ package worqr
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Events are a worker's callbacks for one queue, given to StartWork. Each
@@ -21,67 +19,22 @@ type Events struct {
 	// (count is the queue's length then). Work events that pile up while a
 	// callback runs are merged into one, with their counts added.
 	Work func(queue string, count int64)
-	// Cancel is called with the payload of a cancelled task. Processes of
-	// this worker holding it have already ended with ErrTaskCancelled.
-	Cancel func(queue string, task []byte)
+	// Cancel is called with the id of each cancelled task that was in
+	// flight (on any worker) when it was cancelled. Processes of this
+	// worker holding it have already ended with ErrTaskCancelled. A task
+	// cancelled while it waited is simply gone: no event is raised.
+	Cancel func(queue string, taskID string)
 	// Delete is called when the queue was deleted. Processes of this worker
 	// in it have already ended with ErrQueueDeleted.
 	Delete func(queue string)
 }
 
-type eventKind byte
-
-const (
-	eventWork eventKind = iota
-	eventCancel
-	eventDelete
-	// eventSubscribed asks the dispatcher to look for anything missed
-	// while no subscription was in place.
-	eventSubscribed
-)
-
+// event is a message from a queue's channel, or (subscribed) a request
+// to the dispatcher to look for anything missed while no subscription was
+// in place.
 type event struct {
-	kind  eventKind
-	count int64
-	// to, for work, lists the ids of the worker runtimes that should wake
-	// (comma-separated); empty wakes every runtime. Work callbacks are
-	// called either way.
-	to   string
-	task string
-	// upTo is, for cancel and delete, the last process id of the queue
-	// when the script ran: processes dequeued later are not affected.
-	upTo uint64
-}
-
-// parseEvent decodes a message published by the scripts: "w<count>" or
-// "w<count>:<id>,<id>...", "c<last pid>:<task>" or "d<last pid>".
-func parseEvent(msg string) (event, bool) {
-	if msg == "" {
-		return event{}, false
-	}
-	switch msg[0] {
-	case 'w':
-		count, to, _ := strings.Cut(msg[1:], ":")
-		n, err := strconv.ParseInt(count, 10, 64)
-		return event{kind: eventWork, count: n, to: to}, err == nil
-	case 'c':
-		last, task, ok := strings.Cut(msg[1:], ":")
-		upTo, err := strconv.ParseUint(last, 16, 64)
-		return event{kind: eventCancel, task: task, upTo: upTo}, ok && err == nil
-	case 'd':
-		upTo, err := strconv.ParseUint(msg[1:], 16, 64)
-		return event{kind: eventDelete, upTo: upTo}, err == nil
-	}
-	return event{}, false
-}
-
-// publish builds the command that sends an event from outside a script:
-// SPUBLISH on a cluster, like the scripts (see scripts.Load).
-func (c *Client) publish(channel, msg string) rueidis.Completed {
-	if c.sharded {
-		return c.rdb.B().Spublish().Channel(channel).Message(msg).Build().Pin()
-	}
-	return c.rdb.B().Publish().Channel(channel).Message(msg).Build().Pin()
+	store.Event
+	subscribed bool
 }
 
 // mailbox hands events from the Redis reader goroutine to a dispatcher
@@ -96,13 +49,13 @@ func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
 
 func (m *mailbox) push(e event) {
 	m.mu.Lock()
-	if n := len(m.pending); e.kind == eventWork && n > 0 && m.pending[n-1].kind == eventWork {
+	if n := len(m.pending); isWork(e) && n > 0 && isWork(m.pending[n-1]) {
 		last := &m.pending[n-1]
-		last.count += e.count
-		if last.to == "" || e.to == "" {
-			last.to = "" // one of them wakes everyone
+		last.Count += e.Count
+		if last.To == "" || e.To == "" {
+			last.To = "" // one of them wakes everyone
 		} else {
-			last.to += "," + e.to
+			last.To += "," + e.To
 		}
 	} else {
 		m.pending = append(m.pending, e)
@@ -113,6 +66,8 @@ func (m *mailbox) push(e event) {
 	default:
 	}
 }
+
+func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
 
 func (m *mailbox) take() []event {
 	m.mu.Lock()
@@ -155,25 +110,19 @@ func (w *Worker) subscribe(s *serving) *subscription {
 
 func (sub *subscription) receive(ctx context.Context) {
 	defer close(sub.received)
-	rdb, channel, sharded := sub.w.c.rdb, sub.s.keys.channel, sub.w.c.sharded
-	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if (s.Kind == "subscribe" || s.Kind == "ssubscribe") && s.Channel == channel {
-			sub.box.push(event{kind: eventSubscribed})
-			sub.readyOnce.Do(func() { close(sub.ready) })
-		}
-	})
-	onMessage := func(m rueidis.PubSubMessage) {
-		if e, ok := parseEvent(m.Message); ok {
-			sub.box.push(e)
+	st := sub.w.c.store
+	subscribed := func() {
+		sub.box.push(event{subscribed: true})
+		sub.readyOnce.Do(func() { close(sub.ready) })
+	}
+	message := func(msg string) {
+		if e, ok := store.ParseEvent(msg); ok {
+			sub.box.push(event{Event: e})
 		}
 	}
 	backoff := newBackoff(10*time.Millisecond, time.Second)
 	for {
-		cmd := rdb.B().Subscribe().Channel(channel).Build().Pin()
-		if sharded {
-			cmd = rdb.B().Ssubscribe().Channel(channel).Build().Pin()
-		}
-		err := rdb.Receive(hooked, cmd, onMessage)
+		err := st.Subscribe(ctx, sub.s.name, subscribed, message)
 		if ctx.Err() != nil {
 			return
 		}
@@ -200,14 +149,9 @@ func (sub *subscription) stop(ctx context.Context) {
 	}
 	// Best effort, and bounded: rueidis retries UNSUBSCRIBE until its
 	// context ends, and Redis may be gone (a fenced, cut-off worker).
-	rdb := sub.w.c.rdb
 	uctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	cmd := rdb.B().Unsubscribe().Channel(sub.s.keys.channel).Build().Pin()
-	if sub.w.c.sharded {
-		cmd = rdb.B().Sunsubscribe().Channel(sub.s.keys.channel).Build().Pin()
-	}
-	_ = rdb.Do(uctx, cmd).Error()
+	_ = sub.w.c.store.Unsubscribe(uctx, sub.s.name)
 }
 
 func (sub *subscription) dispatch(ctx context.Context) {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // recorder collects a worker's events for one queue on channels.
@@ -24,7 +25,7 @@ func newRecorder() *recorder {
 func (r *recorder) events() Events {
 	return Events{
 		Work:   func(_ string, n int64) { r.work <- n },
-		Cancel: func(_ string, task []byte) { r.cancel <- string(task) },
+		Cancel: func(_ string, taskID string) { r.cancel <- taskID },
 		Delete: func(string) { r.delete <- struct{}{} },
 	}
 }
@@ -35,7 +36,7 @@ func TestWorkEventOnEnqueue(t *testing.T) {
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")})))
 	assert.EqualValues(t, 2, recv(t, rec.work, 5*time.Second, "work event"))
 }
 
@@ -49,7 +50,7 @@ func TestWorkEnqueuedDuringAnOutageIsNotStranded(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
 	px.cut()
-	require.NoError(t, producer.Enqueue(ctx, "q", []byte("during outage")))
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("during outage"))))
 	select {
 	case n := <-rec.work:
 		t.Fatalf("heard work (%d) through a cut connection", n)
@@ -78,7 +79,7 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	channel := c.keys.queue("q").channel
+	channel := c.store.Keys().Queue("q").Channel
 	// Pinned: numsub is sent again on every poll, and rueidis recycles an
 	// unpinned command once its Do returns (its storage then goes to the
 	// next command built, e.g. the worker's SUBSCRIBE).
@@ -89,7 +90,7 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build().Pin()
 	}
 	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
-	require.NoError(t, producer.Enqueue(ctx, "q", []byte("after drop")))
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("after drop"))))
 	// Either the check after resubscribing or the event itself reports it;
 	// then later events keep coming, so the subscription is back.
 	recv(t, rec.work, 10*time.Second, "work after the drop")
@@ -101,7 +102,7 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	for len(rec.work) > 0 {
 		<-rec.work
 	}
-	require.NoError(t, producer.Enqueue(ctx, "q", []byte("later")))
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("later"))))
 	recv(t, rec.work, 5*time.Second, "work on the renewed subscription")
 	assert.Equal(t, []string{"after drop", "later"}, tasksOf(dequeueAll(t, w, "q", 2)))
 }
@@ -129,7 +130,7 @@ func TestKilledPubSubConnectionOnRealRedis(t *testing.T) {
 	// Enqueue at once, racing the resubscription: either the event or the
 	// check after resubscribing must come. Over RESP3 the killed connection
 	// carried commands too, hence afterOutage for the worker's calls.
-	require.NoError(t, b.client().Enqueue(ctx, "q", []byte("after kill")))
+	require.NoError(t, second(b.client().Enqueue(ctx, "q", []byte("after kill"))))
 	recv(t, rec.work, 10*time.Second, "work event after the kill")
 	var p *Process
 	require.NoError(t, afterOutage(t, func() (err error) { p, err = w.Dequeue(ctx, "q"); return err }))
@@ -166,7 +167,7 @@ func TestKilledRESP2PubSubConnectionOnRealRedis(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
 	require.Positive(t, killPubSub(t, admin, name), "the worker has a pub/sub connection")
-	require.NoError(t, b.client().Enqueue(ctx, "q", []byte("after kill")))
+	require.NoError(t, second(b.client().Enqueue(ctx, "q", []byte("after kill"))))
 	recv(t, rec.work, 10*time.Second, "work event after the kill")
 }
 
@@ -178,18 +179,18 @@ func TestCancelReachesTheHolderAndIsNotRequeued(t *testing.T) {
 	rec := newRecorder()
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("y"), []byte("x")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("y"), []byte("x")})))
 	p := dequeueAll(t, w, "q", 1)[0]
 	require.Equal(t, "x", string(p.Task()))
 
 	res, err := c.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, CancelResult{Removed: 1, Marked: 1}, res)
-	assert.Equal(t, "x", recv(t, rec.cancel, 5*time.Second, "cancel event"))
+	assert.Equal(t, p.TaskID(), recv(t, rec.cancel, 5*time.Second, "cancel event"))
 	<-p.Done()
 	assert.ErrorIs(t, p.Err(), ErrTaskCancelled)
-	assert.ErrorIs(t, p.Check(ctx), ErrTaskCancelled)
-	assert.ErrorIs(t, p.Stop(ctx), ErrTaskCancelled)
+	assert.ErrorIs(t, p.Status(ctx), ErrTaskCancelled)
+	assert.ErrorIs(t, p.Requeue(ctx), ErrTaskCancelled)
 	assert.Equal(t, []string{"y"}, waiting(t, c, "q"))
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
@@ -204,18 +205,18 @@ func TestMissedCancelIsFoundOnResubscribe(t *testing.T) {
 	rec := newRecorder()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
-	require.NoError(t, admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("z")}))
+	require.NoError(t, second(admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("z")})))
 	ps := dequeueAll(t, w, "q", 2)
 
 	px.cut()
 	_, err := admin.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	px.restore()
-	assert.Equal(t, "x", recv(t, rec.cancel, 10*time.Second, "cancel found after resubscribing"))
+	assert.Equal(t, ps[0].TaskID(), recv(t, rec.cancel, 10*time.Second, "cancel found after resubscribing"))
 	<-ps[0].Done()
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
 	require.NoError(t, afterOutage(t, func() error { return ps[0].Finish(ctx) }), "a cancelled process can still be finished")
-	require.NoError(t, afterOutage(t, func() error { return ps[1].Check(ctx) }))
+	require.NoError(t, afterOutage(t, func() error { return ps[1].Status(ctx) }))
 }
 
 func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
@@ -223,7 +224,7 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	b, c, ctx := setup(t)
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("keep")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("keep")})))
 	dequeueAll(t, dead, "q", 2)
 	_, err := c.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
@@ -268,7 +269,7 @@ func TestDeleteQueue(t *testing.T) {
 	assert.NotContains(t, qs, "q")
 
 	// A later enqueue creates the queue afresh, with new process ids.
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("new")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("new"))))
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, qs, "q")
@@ -298,11 +299,11 @@ func TestEventsNeverRunOnTheReader(t *testing.T) {
 	}}))
 	rec := newRecorder()
 	require.NoError(t, w.StartWork(ctx, "fast", rec.events()))
-	require.NoError(t, c.Enqueue(ctx, "slow", []byte("s")))
+	require.NoError(t, second(c.Enqueue(ctx, "slow", []byte("s"))))
 	recv(t, blocked, 5*time.Second, "slow callback running")
 	for i := range 50 {
-		require.NoError(t, c.Enqueue(ctx, "slow", []byte("s")))
-		require.NoError(t, c.Enqueue(ctx, "fast", []byte{byte(i)}))
+		require.NoError(t, second(c.Enqueue(ctx, "slow", []byte("s"))))
+		require.NoError(t, second(c.Enqueue(ctx, "fast", []byte{byte(i)})))
 	}
 	// All 50 arrive while the slow callback still blocks (a catch-up check
 	// racing the enqueues may report some twice, never fewer).
@@ -312,42 +313,26 @@ func TestEventsNeverRunOnTheReader(t *testing.T) {
 	}
 }
 
-func TestParseEvent(t *testing.T) {
-	for msg, want := range map[string]event{
-		"w12":         {kind: eventWork, count: 12},
-		"c1f:xyz":     {kind: eventCancel, task: "xyz", upTo: 0x1f},
-		"c0:":         {kind: eventCancel, task: ""},
-		"c5:a:b":      {kind: eventCancel, task: "a:b", upTo: 5},
-		"d6a0c5b3e2f": {kind: eventDelete, upTo: 0x6a0c5b3e2f},
-	} {
-		got, ok := parseEvent(msg)
-		assert.True(t, ok, msg)
-		assert.Equal(t, want, got, msg)
-	}
-	for _, bad := range []string{"", "wx", "zz", "cxyz", "c", "d", "dq"} {
-		_, ok := parseEvent(bad)
-		assert.False(t, ok, bad)
-	}
-}
-
-// A cancel or delete event applies only to processes that existed when its
-// script ran, not to a later process holding the same payload.
+// A delete event applies only to processes that existed when its script
+// ran, and a cancel event only to the tasks it names.
 func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
-	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("x")})))
+	ps := dequeueAll(t, w, "q", 2)
+	p := ps[1]
 	w.mu.Lock()
 	s := w.serving["q"]
 	w.mu.Unlock()
 
-	w.handle(ctx, s, event{kind: eventCancel, task: "x", upTo: p.seq() - 1})
-	w.handle(ctx, s, event{kind: eventDelete, upTo: p.seq() - 1})
-	assert.NoError(t, p.Err(), "events from before the dequeue")
-	w.handle(ctx, s, event{kind: eventCancel, task: "x", upTo: p.seq()})
-	assert.ErrorIs(t, p.Err(), ErrTaskCancelled)
+	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
+	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
+	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
+	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
+	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
+	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 
 // A queue whose registration was interrupted (a crash between the enqueue
@@ -355,15 +340,15 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 func TestInterruptedRegistrationIsRetried(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("a")))
-	k := c.keys.queue("q")
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member("q").Build()).Error())
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Hdel().Key(k.meta).Field("registered").Build()).Error())
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
+	k := c.store.Keys().Queue("q")
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.store.Keys().Queues()).Member("q").Build()).Error())
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Hdel().Key(k.Meta).Field("registered").Build()).Error())
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, qs)
 
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("b")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("b"))))
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"q"}, qs)
@@ -394,8 +379,8 @@ func TestDeletedQueueLeavesNoKeys(t *testing.T) {
 	assert.EqualValues(t, 2, dropped, "the stopped task went back, then was dropped")
 	assert.ErrorIs(t, p.Finish(ctx), ErrProcessLost)
 
-	k := c.keys.queue("q")
-	n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.waiting, k.procs, k.leases, k.meta).Build()).AsInt64()
+	k := c.store.Keys().Queue("q")
+	n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
@@ -406,7 +391,7 @@ func TestDeletedQueueLeavesNoKeys(t *testing.T) {
 	_, err = c.DeleteQueue(ctx, "q")
 	require.NoError(t, err)
 	require.NoError(t, w.StopWork(ctx, "q")) // drops the deleted queue's process
-	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.waiting, k.procs, k.leases, k.meta).Build()).AsInt64()
+	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }

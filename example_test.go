@@ -44,7 +44,7 @@ func Example() {
 	defer stop()
 	ctx := context.Background()
 
-	err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")})
+	_, err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")})
 	if err != nil {
 		panic(err)
 	}
@@ -100,7 +100,7 @@ func ExampleWorker_StartWork() {
 	if err != nil {
 		panic(err)
 	}
-	if err := client.Enqueue(ctx, "thumbnails", []byte("cat.png")); err != nil {
+	if _, err := client.Enqueue(ctx, "thumbnails", []byte("cat.png")); err != nil {
 		panic(err)
 	}
 
@@ -128,10 +128,10 @@ func ExampleProcess_Stop() {
 	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
 	defer worker.Close(ctx)
 	_ = worker.StartWork(ctx, "jobs", worqr.Events{})
-	_ = client.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("flaky"), []byte("next")})
+	_, _ = client.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("flaky"), []byte("next")})
 
 	p, _ := worker.Dequeue(ctx, "jobs")
-	if err := p.Stop(ctx); err != nil {
+	if err := p.Requeue(ctx); err != nil {
 		panic(err)
 	}
 	waiting, _ := client.Range(ctx, "jobs", 0, -1)
@@ -148,7 +148,7 @@ func ExampleClient_Cancel() {
 	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
 	defer worker.Close(ctx)
 	_ = worker.StartWork(ctx, "reports", worqr.Events{})
-	_ = client.EnqueueBatch(ctx, "reports", [][]byte{[]byte("q3"), []byte("q3")})
+	_, _ = client.EnqueueBatch(ctx, "reports", [][]byte{[]byte("q3"), []byte("q3")})
 	held, _ := worker.Dequeue(ctx, "reports")
 
 	res, _ := client.Cancel(ctx, "reports", []byte("q3"))
@@ -182,7 +182,7 @@ func ExampleWorker_Handle() {
 	if err != nil {
 		panic(err)
 	}
-	_ = client.Enqueue(ctx, "invoices", []byte("order-7"))
+	_, _ = client.Enqueue(ctx, "invoices", []byte("order-7"))
 	<-done
 	if err := worker.Shutdown(ctx); err != nil {
 		panic(err)

@@ -54,7 +54,7 @@ func TestClientsOfAGrowingClusterHearEachOther(t *testing.T) {
 		after = b.client()
 		return len(after.rdb.Nodes()) == 2
 	})
-	t.Logf("sharded: client made before %v, after %v", before.sharded, after.sharded)
+	t.Logf("sharded: client made before %v, after %v", before.store.Sharded(), after.store.Sharded())
 
 	for _, pair := range []struct {
 		name               string
@@ -64,7 +64,7 @@ func TestClientsOfAGrowingClusterHearEachOther(t *testing.T) {
 		w := newWorker(t, pair.consumer, WorkerOptions{})
 		q := "q-" + strings.ReplaceAll(pair.name, ">", "")
 		require.NoError(t, w.StartWork(ctx, q, Events{Work: func(_ string, n int64) { work <- n }}))
-		require.NoError(t, pair.producer.Enqueue(ctx, q, []byte("x")))
+		require.NoError(t, second(pair.producer.Enqueue(ctx, q, []byte("x"))))
 		select {
 		case <-work:
 		case <-time.After(3 * time.Second):

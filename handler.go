@@ -26,6 +26,24 @@ var (
 	ErrHandledQueue = errors.New("worqr: queue is served by Handle")
 )
 
+// Middleware wraps a Handler with behaviour of its own (tracing, metrics,
+// logging, a timeout, recovering from panics its own way). It returns the
+// handler to call instead; that handler calls next to run the task, or
+// returns without calling it to skip the task.
+type Middleware func(next Handler) Handler
+
+// chain wraps h in middleware, the first outermost.
+func chain(h Handler, mws ...[]Middleware) Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		for j := len(mws[i]) - 1; j >= 0; j-- {
+			if mws[i][j] != nil {
+				h = mws[i][j](h)
+			}
+		}
+	}
+	return h
+}
+
 // Handler runs one task. Returning nil finishes the process; returning an
 // error puts the task back at the end of its queue (a retry), unless the
 // error is wrapped with Permanent. The context ends, with a cause that
@@ -56,6 +74,9 @@ type HandleOptions struct {
 	// Events are low-level callbacks called as well, after the runtime has
 	// handled each event.
 	Events Events
+	// Middleware wraps the handler, the first outermost, inside the
+	// worker's WorkerOptions.Middleware.
+	Middleware []Middleware
 }
 
 // permanentError marks a handler error that must not be retried.
@@ -117,7 +138,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 		return fmt.Errorf("worqr: handle %q: negative concurrency: %w", queue, ErrInvalidOptions)
 	}
 	r := &runner{
-		w: w, queue: queue, handler: h, opts: opts,
+		w: w, queue: queue, handler: chain(h, w.opts.Middleware, opts.Middleware), opts: opts,
 		wake:    make(chan struct{}, 1),
 		running: make(map[*Process]context.CancelCauseFunc),
 	}
@@ -324,27 +345,27 @@ func (r *runner) call(ctx context.Context, p *Process) (err error) {
 // settle applies the outcome of a handler to its process.
 func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	// Built only when something is logged: settle runs once per task.
-	log := func() *slog.Logger { return r.w.logger().With("queue", r.queue, "process", p.ID()) }
+	log := func() *slog.Logger { return r.w.logger().With("queue", r.queue, "process", p.ID(), "task", p.TaskID()) }
 	var write func(context.Context) error
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
 	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
-		// Stop, not Finish: Stop drops a process Redis has marked
+		// Requeue, not Finish: Requeue drops a process Redis has marked
 		// cancelled or deleted, and requeues one it has not, so an event
 		// that Redis's state does not back (stale, or forged by anyone
 		// allowed to publish on the channel) cannot lose the task.
-		write = p.Stop
+		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
 	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
 		return // still held: shutting down returns it to the front
 	case err == nil:
 		write = p.Finish
 	case IsPermanent(err):
 		log().Error("worqr: task failed permanently; finished", "err", err)
-		write = p.Finish
+		write = func(ctx context.Context) error { return p.finish(ctx, OutcomeFailed, err) }
 	default:
-		log().Warn("worqr: task failed; retrying", "err", err)
-		write = p.Stop
+		log().Warn("worqr: task failed; retrying", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
 	}
 	// Writes after the handler must not hang on a dead Redis for ever; one
 	// that failed on the connection left the process ours in Redis, so it
@@ -356,7 +377,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		cancel()
 		switch {
 		case outcome == nil, errors.Is(outcome, ErrProcessLost),
-			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Stop dropped it, as it should
+			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
 			return
 		case !retryable(outcome) || !b.wait(r.w.life):
 			log().Warn("worqr: could not record the task's outcome", "err", outcome)

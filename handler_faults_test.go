@@ -128,7 +128,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 	var once atomic.Bool
 	var handled atomic.Int32
 	w := newWorker(t, c, WorkerOptions{})
-	dequeueSHA := c.scripts.Dequeue.SHA1()
+	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			res := next()
@@ -136,7 +136,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 				if vals, err := res.AsStrSlice(); err == nil && len(vals) == 0 && handled.Load() == 1 && once.CompareAndSwap(false, true) {
 					// Tasks land just after the empty dequeue ran, and
 					// their event is handled before its reply is.
-					require.NoError(t, admin.EnqueueBatch(context.Background(), "q", [][]byte{[]byte("a"), []byte("b")}))
+					require.NoError(t, second(admin.EnqueueBatch(context.Background(), "q", [][]byte{[]byte("a"), []byte("b")})))
 					<-workSeen
 				}
 			}
@@ -147,7 +147,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}, HandleOptions{Concurrency: 1, Events: Events{Work: func(string, int64) { workSeen <- struct{}{} }}}))
-	require.NoError(t, admin.Enqueue(ctx, "q", []byte("seed")))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("seed"))))
 	eventually(t, 5*time.Second, "all three handled", func() bool { return handled.Load() == 3 })
 }
 
@@ -170,7 +170,7 @@ func TestStopWorkEndsHandlersBeforeGivingTasksAway(t *testing.T) {
 	w1 := newWorker(t, c1, WorkerOptions{})
 	w2 := newWorker(t, admin, WorkerOptions{})
 	require.NoError(t, w1.Handle(ctx, "q", l.handler("w1"), HandleOptions{}))
-	require.NoError(t, admin.Enqueue(ctx, "q", []byte("conn")))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("conn"))))
 	eventually(t, 5*time.Second, "w1 holds", func() bool { return l.heldNow([]string{"conn"}) })
 	require.NoError(t, w2.Handle(ctx, "q", l.handler("w2"), HandleOptions{}))
 	require.NoError(t, w1.StopWork(ctx, "q"))
@@ -192,7 +192,7 @@ func TestFailedOutcomeWriteIsRetried(t *testing.T) {
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	var failed atomic.Bool
-	finishSHA := c.scripts.Finish.SHA1()
+	finishSHA := c.store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == finishSHA && failed.CompareAndSwap(false, true) {
@@ -204,7 +204,7 @@ func TestFailedOutcomeWriteIsRetried(t *testing.T) {
 	var runs atomic.Int32
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { runs.Add(1); return nil }, HandleOptions{}))
-	require.NoError(t, admin.Enqueue(ctx, "q", []byte("t")))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("t"))))
 	settledQueue(t, admin, "q")
 	assert.True(t, failed.Load())
 	assert.EqualValues(t, 1, runs.Load())
@@ -250,7 +250,7 @@ func TestCloseAfterAFailedHandle(t *testing.T) {
 	b, _, _ := setup(t)
 	c, h := hookedClient(t, b)
 	w := newWorker(t, c, WorkerOptions{})
-	releaseSHA := c.scripts.Release.SHA1()
+	releaseSHA := c.store.Scripts().Release.SHA1()
 	h.set(func(h *hooked) {
 		h.recv = func(ctx context.Context) { <-ctx.Done() } // pub/sub not answering
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
@@ -297,7 +297,7 @@ func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 	inDequeue := make(chan struct{}, 1)
-	dequeueSHA := c.scripts.Dequeue.SHA1()
+	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == dequeueSHA {
@@ -311,7 +311,7 @@ func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 			return next()
 		}
 	})
-	require.NoError(t, admin.Enqueue(ctx, "q", []byte("t")))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("t"))))
 	recv(t, inDequeue, 5*time.Second, "dequeue sent")
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -326,7 +326,7 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	dequeueSHA, renewSHA := c.scripts.Dequeue.SHA1(), c.scripts.Renew.SHA1()
+	dequeueSHA, renewSHA := c.store.Scripts().Dequeue.SHA1(), c.store.Scripts().Renew.SHA1()
 	var dequeues, renewals atomic.Int32
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -367,8 +367,8 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
-	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
-	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	require.NoError(t, second(admin.Enqueue(ctx, "a", []byte("ta"))))
+	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 	pa, err := w.Dequeue(ctx, "a")
 	require.NoError(t, err)
 	pb, err := w.Dequeue(ctx, "b")
@@ -390,7 +390,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	// unreachable node more than once: the rest of the worker is unharmed.
 	since := refused.Load()
 	eventually(t, 5*time.Second, "rejoin retried against the down node", func() bool { return refused.Load() >= since+2 })
-	require.NoError(t, pb.Check(ctx), "the process in b is still this worker's")
+	require.NoError(t, pb.Status(ctx), "the process in b is still this worker's")
 	assert.Equal(t, id, w.ID(), "no re-registration")
 	assert.True(t, leaseLive(t, admin, id))
 
@@ -419,7 +419,7 @@ func TestTimedOutOutcomeWriteIsRetried(t *testing.T) {
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	var hung atomic.Bool
-	finishSHA := c.scripts.Finish.SHA1()
+	finishSHA := c.store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == finishSHA && hung.CompareAndSwap(false, true) {
@@ -432,7 +432,7 @@ func TestTimedOutOutcomeWriteIsRetried(t *testing.T) {
 	var runs atomic.Int32
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { runs.Add(1); return nil }, HandleOptions{}))
-	require.NoError(t, admin.Enqueue(ctx, "q", []byte("t")))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("t"))))
 	settledQueue(t, admin, "q")
 	assert.True(t, hung.Load())
 	assert.EqualValues(t, 1, runs.Load())

@@ -41,10 +41,10 @@ func (a *attempts) get(task string) int {
 // waiting to in flight in between would be missed.
 func settledQueue(t *testing.T, c *Client, queue string) {
 	t.Helper()
-	k := c.keys.queue(queue)
+	k := c.store.Keys().Queue(queue)
 	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2])`
 	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool {
-		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(2).Key(k.waiting, k.procs).Build()).AsInt64()
+		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(2).Key(k.Waiting, k.Procs).Build()).AsInt64()
 		require.NoError(t, err)
 		return n == 0
 	})
@@ -78,8 +78,8 @@ func TestHandlerOutcomes(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", handler, HandleOptions{}))
 	require.NoError(t, w.Handle(ctx, "strict", handler, HandleOptions{PanicIsPermanent: true}))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), []byte("retry"), []byte("permanent"), []byte("panic")}))
-	require.NoError(t, c.Enqueue(ctx, "strict", []byte("panic-permanent")))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), []byte("retry"), []byte("permanent"), []byte("panic")})))
+	require.NoError(t, second(c.Enqueue(ctx, "strict", []byte("panic-permanent"))))
 
 	settledQueue(t, c, "q")
 	settledQueue(t, c, "strict")
@@ -136,7 +136,7 @@ func TestCancelReachesAnInFlightHandlerAndIsNotRequeued(t *testing.T) {
 	started, causes := make(chan string, 10), make(chan error, 10)
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", holdUntilDone(started, causes), HandleOptions{}))
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("conn-1")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("conn-1"))))
 	recv(t, started, 5*time.Second, "handler started")
 
 	_, err := c.Cancel(ctx, "q", []byte("conn-1"))
@@ -151,7 +151,7 @@ func TestDeleteCancelsHandlersAndNothingComesBack(t *testing.T) {
 	started, causes := make(chan string, 10), make(chan error, 10)
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", holdUntilDone(started, causes), HandleOptions{Concurrency: 2}))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")})))
 	recv(t, started, 5*time.Second, "first handler")
 	recv(t, started, 5*time.Second, "second handler")
 
@@ -183,7 +183,7 @@ func TestShutdownDrainsThenCancelsThenRequeuesToTheFront(t *testing.T) {
 		}
 		return holdUntilDone(started, causes)(hctx, p)
 	}, HandleOptions{Concurrency: 3}))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s1"), []byte("quick"), []byte("s2"), []byte("never1"), []byte("never2")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s1"), []byte("quick"), []byte("s2"), []byte("never1"), []byte("never2")})))
 	for range 3 {
 		recv(t, started, 5*time.Second, "three handlers running")
 	}
@@ -242,7 +242,7 @@ func TestFencedHandlerWritesNothing(t *testing.T) {
 		causes <- context.Cause(hctx)
 		return nil // would finish it, were the worker not fenced
 	}, HandleOptions{}))
-	require.NoError(t, direct.Enqueue(ctx, "q", []byte("held")))
+	require.NoError(t, second(direct.Enqueue(ctx, "q", []byte("held"))))
 	eventually(t, 5*time.Second, "handler running", func() bool { return a.get("held") == 1 })
 
 	px.cut()
@@ -266,7 +266,7 @@ func TestHandledQueuesRefuseManualDequeue(t *testing.T) {
 	assert.ErrorIs(t, w.StartWork(ctx, "q", Events{}), ErrAlreadyServing)
 	assert.ErrorIs(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}), ErrAlreadyServing)
 	assert.ErrorIs(t, w.Handle(ctx, "x", nil, HandleOptions{}), ErrInvalidOptions)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
 	assert.EqualValues(t, 1, recv(t, work, 5*time.Second, "the application's own callback still runs"))
 	settledQueue(t, c, "q")
 }
@@ -359,7 +359,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		return member{name, w, px}
 	}
 	members := []member{join(), join(), join()}
-	require.NoError(t, admin.EnqueueBatch(ctx, "conns", tasks))
+	require.NoError(t, second(admin.EnqueueBatch(ctx, "conns", tasks)))
 	eventually(t, 5*time.Second, "all held", func() bool { return l.heldNow(names) })
 
 	for round := range 6 {

@@ -287,9 +287,9 @@ func leaseLive(t *testing.T, c *Client, id string) bool {
 func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 	t.Helper()
 	ctx := context.Background()
-	zsets := []string{c.keys.workers()}
+	zsets := []string{c.store.Keys().Workers()}
 	for _, q := range queues {
-		zsets = append(zsets, c.keys.queue(q).leases)
+		zsets = append(zsets, c.store.Keys().Queue(q).Leases)
 	}
 	for _, z := range zsets {
 		score, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(z).Member(id).Build()).AsFloat64()

@@ -51,13 +51,13 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	px, c, direct, ctx := setupBehindProxy(t)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	require.NoError(t, direct.Enqueue(ctx, "q", []byte("x")))
+	require.NoError(t, second(direct.Enqueue(ctx, "q", []byte("x"))))
 	held := dequeueAll(t, w, "q", 1)[0]
 
 	px.cut()
 	const within = 3 * time.Second
 	calls := map[string]func(context.Context) error{
-		"Enqueue":     func(ctx context.Context) error { return c.Enqueue(ctx, "q", []byte("y")) },
+		"Enqueue":     func(ctx context.Context) error { return second(c.Enqueue(ctx, "q", []byte("y"))) },
 		"Cancel":      func(ctx context.Context) error { _, err := c.Cancel(ctx, "q", []byte("y")); return err },
 		"DeleteQueue": func(ctx context.Context) error { _, err := c.DeleteQueue(ctx, "other"); return err },
 		"Queues":      func(ctx context.Context) error { _, err := c.Queues(ctx); return err },
@@ -70,7 +70,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 		"StartWork":   func(ctx context.Context) error { return w.StartWork(ctx, "new", Events{}) },
 		"Dequeue":     func(ctx context.Context) error { _, err := w.Dequeue(ctx, "q"); return err },
 		"Process.Check": func(ctx context.Context) error {
-			err := held.Check(ctx)
+			err := held.Status(ctx)
 			if errors.Is(err, ErrProcessLost) {
 				return ErrUnavailable // the worker fenced itself first: also right
 			}
@@ -94,7 +94,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	wg.Wait()
 
 	px.restore()
-	require.NoError(t, afterOutage(t, func() error { return c.Enqueue(ctx, "q", []byte("after")) }))
+	require.NoError(t, afterOutage(t, func() error { return second(c.Enqueue(ctx, "q", []byte("after"))) }))
 	requireCleanEventually(t, c)
 }
 
@@ -146,7 +146,7 @@ func TestWorkerRidesOutFlappingRedis(t *testing.T) {
 	enqueue := func(n int) {
 		for range n {
 			q := []string{"a", "b"}[total%2]
-			require.NoError(t, direct.Enqueue(ctx, q, fmt.Appendf(nil, "task-%04d", total)))
+			require.NoError(t, second(direct.Enqueue(ctx, q, fmt.Appendf(nil, "task-%04d", total))))
 			total++
 		}
 	}
@@ -224,7 +224,7 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 	assert.Empty(t, closedW.Queues())
 	<-cp.Done()
 	assert.ErrorIs(t, cp.Err(), ErrProcessLost)
-	for name, err := range map[string]error{"Finish": cp.Finish(ctx), "Stop": cp.Stop(ctx), "Check": cp.Check(ctx)} {
+	for name, err := range map[string]error{"Finish": cp.Finish(ctx), "Stop": cp.Stop(ctx), "Check": cp.Status(ctx)} {
 		assert.ErrorIs(t, err, ErrProcessLost, name)
 	}
 
@@ -242,8 +242,8 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 // their errors by name. cancel is the task Cancel asks for.
 func everyCall(ctx context.Context, c *Client, w *Worker, p *Process, h Handler, cancel string, check CheckOptions) map[string]error {
 	return map[string]error{
-		"Enqueue":       c.Enqueue(ctx, "q", []byte("x")),
-		"EnqueueBatch":  c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")}),
+		"Enqueue":       second(c.Enqueue(ctx, "q", []byte("x"))),
+		"EnqueueBatch":  second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")})),
 		"Cancel":        second(c.Cancel(ctx, "q", []byte(cancel))),
 		"DeleteQueue":   second(c.DeleteQueue(ctx, "q")),
 		"Queues":        second(c.Queues(ctx)),
@@ -259,8 +259,8 @@ func everyCall(ctx context.Context, c *Client, w *Worker, p *Process, h Handler,
 		"StopWork":      w.StopWork(ctx, "q"),
 		"Dequeue":       second(w.Dequeue(ctx, "q")),
 		"Handle":        w.Handle(ctx, "r", h, HandleOptions{}),
-		"Process.Stop":  p.Stop(ctx),
-		"Process.Check": p.Check(ctx),
+		"Process.Stop":  p.Requeue(ctx),
+		"Process.Check": p.Status(ctx),
 	}
 }
 
@@ -283,7 +283,7 @@ func TestCancelledContexts(t *testing.T) {
 	}
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing changed")
 	assert.Equal(t, []string{"q"}, w.Queues())
-	require.NoError(t, p.Check(ctx))
+	require.NoError(t, p.Status(ctx))
 	require.NoError(t, p.Finish(ctx))
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
@@ -331,8 +331,8 @@ func TestNonsenseArguments(t *testing.T) {
 	all, err := c.Range(ctx, "q", 0, math.MaxInt64)
 	require.NoError(t, err)
 	assert.Len(t, all, 3)
-	require.NoError(t, c.EnqueueBatch(ctx, "q", nil))
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{nil, {}}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", nil)))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{nil, {}})))
 	qs, err := c.WorkerQueues(ctx, "")
 	require.NoError(t, err)
 	assert.Empty(t, qs)
@@ -366,22 +366,25 @@ func TestForgedEventsLoseNoTask(t *testing.T) {
 		causes <- context.Cause(hctx)
 		return nil // done, as far as it knows
 	}, HandleOptions{}))
-	channel := c.keys.queue("q").channel
-
-	for forged, want := range map[string]error{
-		"d7fffffffffffffff":        ErrQueueDeleted,
-		"c7fffffffffffffff:victim": ErrTaskCancelled,
+	for kind, want := range map[string]error{
+		"delete": ErrQueueDeleted,
+		"cancel": ErrTaskCancelled,
 	} {
 		mu.Lock()
 		clear(runs)
 		mu.Unlock()
-		require.NoError(t, c.Enqueue(ctx, "q", []byte("victim")))
+		id, err := c.Enqueue(ctx, "q", []byte("victim"))
+		require.NoError(t, err)
+		forged := "d7fffffffffffffff"
+		if kind == "cancel" {
+			forged = "c" + id
+		}
 		eventually(t, 5*time.Second, "handler running", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return runs["victim"] == 1
 		})
-		require.NoError(t, c.rdb.Do(ctx, c.publish(channel, forged)).Error())
+		require.NoError(t, c.store.Publish(ctx, "q", forged))
 		assert.ErrorIs(t, recv(t, causes, 5*time.Second, "the forged event ends the handler"), want, forged)
 		eventually(t, 5*time.Second, "the task is run again, not lost: "+forged, func() bool {
 			mu.Lock()

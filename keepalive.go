@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The keepalive renews the worker's leases, one in the registry and one in
@@ -129,15 +131,15 @@ func (w *Worker) renew(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
-	expiry, err := c.scripts.Renew.Exec(rctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).AsInt64()
+	err := c.store.RenewWorker(rctx, id, w.opts.TTL)
 	switch {
+	case errors.Is(err, store.ErrLeaseGone):
+		w.fence(id, errors.New("renewal found the registry lease gone"))
+		return
 	case err != nil:
 		if ctx.Err() == nil {
 			w.logger().Warn("worqr: lease renewal failed", "err", err)
 		}
-		return
-	case expiry < 0:
-		w.fence(id, errors.New("renewal found the registry lease gone"))
 		return
 	}
 	w.mu.Lock()
@@ -159,8 +161,9 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
-	expiry, err := c.scripts.Renew.Exec(rctx, c.rdb, []string{s.keys.leases}, []string{id, ms(w.opts.TTL)}).AsInt64()
-	if err != nil {
+	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
+	gone := errors.Is(err, store.ErrLeaseGone)
+	if err != nil && !gone {
 		if ctx.Err() == nil {
 			w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
 		}
@@ -168,7 +171,7 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	}
 	w.mu.Lock()
 	current := w.id == id && !w.fenced && !w.closed && !s.fenced && s.leaseGen == gen
-	if current && expiry >= 0 {
+	if current && !gone {
 		if d := w.leaseDeadline(sent); d.After(s.deadlineAt) {
 			s.deadlineAt = d
 		}
@@ -177,7 +180,7 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	w.mu.Unlock()
 	switch {
 	case !current:
-	case expiry < 0:
+	case gone:
 		// Sent for this service of the queue: if the worker left the queue
 		// meanwhile (and maybe started on it again), it is no evidence.
 		w.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
@@ -231,8 +234,9 @@ func (w *Worker) fence(id string, cause error) {
 		p.end(reason, true)
 	}
 	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
+	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	w.c.obs.fenced(ev)
 	if w.opts.OnFenced != nil {
-		ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 		go w.opts.OnFenced(ev)
 	}
 	select {
@@ -274,8 +278,9 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 		p.end(reason, true)
 	}
 	w.logger().Warn("worqr: lease on a queue lost; its processes are lost", "queue", s.name, "cause", cause, "processes", len(lost))
+	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	w.c.obs.fenced(ev)
 	if w.opts.OnFenced != nil {
-		ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 		go w.opts.OnFenced(ev)
 	}
 }
@@ -324,9 +329,8 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 		return true, nil
 	}
 	c := w.c
-	args := []string{id, s.keys.channel, "force"}
-	if err := c.scripts.Release.Exec(ctx, c.rdb, s.keys.forRelease(), args).Error(); err != nil {
-		return false, c.fail("rejoin", s.name, err)
+	if r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce}); r.Err != nil {
+		return false, c.fail("rejoin", s.name, r.Err)
 	}
 	if err := w.join(ctx, id, s.name); err != nil {
 		return errors.Is(err, ErrWorkerFenced), err
@@ -338,7 +342,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 	}
 	w.mu.Unlock()
 	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
-	s.sub.box.push(event{kind: eventSubscribed}) // look for work at once
+	s.sub.box.push(event{subscribed: true}) // look for work at once
 	return true, nil
 }
 
@@ -413,7 +417,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
-		s.sub.box.push(event{kind: eventSubscribed})
+		s.sub.box.push(event{subscribed: true})
 	}
 	return true, nil
 }
@@ -447,16 +451,17 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 		w.mu.Unlock()
 		return nil
 	}
-	args := []string{id, s.keys.channel, "orphans"}
+	keep := make([]string, 0, len(s.procs))
 	for pid := range s.procs {
-		args = append(args, pid)
+		keep = append(keep, pid)
 	}
 	w.mu.Unlock()
 	c := w.c
-	n, err := c.scripts.Release.Exec(ctx, c.rdb, s.keys.forRelease(), args).AsInt64()
-	if err != nil {
-		return c.fail("reconcile", s.name, err)
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep})
+	if r.Err != nil {
+		return c.fail("reconcile", s.name, r.Err)
 	}
+	n := r.Returned
 	w.mu.Lock()
 	s.unsure--
 	w.mu.Unlock()

@@ -1,96 +1,113 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
-// workerIDLen is the length of a worker id (a UUID string). Process records
-// in Redis store the owner at a fixed width so scripts can slice it out.
-const workerIDLen = 36
-
 // Process is a task taken from a queue by a Worker. Exactly one of Finish
-// and Stop can succeed for it, and only while it still belongs to the
+// and Requeue can succeed for it, and only while it still belongs to the
 // worker that dequeued it.
 type Process struct {
-	w     *Worker
-	id    string
-	queue string
-	task  []byte
-	owner string
+	w          *Worker
+	id         string
+	seq        uint64 // id as a number: ids count up in dequeue order
+	queue      string
+	owner      string
+	taskID     string
+	attempt    int
+	enqueuedAt time.Time
+	task       []byte
+	started    time.Time // on the worker's clock
 
 	done chan struct{}
-	mu   sync.Mutex
-	err  error // why the process ended, for Err; nil while it runs
-	// settled is true once Finish or Stop succeeded, or the process was
+	mu   sync.Mutex // guards the fields below
+	err  error      // why the process ended, for Err; nil while it runs
+	// settled is true once Finish or Requeue succeeded, or the process was
 	// found lost: no further state change is sent to Redis for it.
 	settled bool
+	// observed is true once the observer was told how the process ended.
+	observed bool
 	// ended is called with the reason when the process ends.
 	ended func(reason error)
 }
 
-func newProcess(w *Worker, id, queue, task, owner string) *Process {
-	return &Process{w: w, id: id, queue: queue, task: []byte(task), owner: owner, done: make(chan struct{})}
+func newProcess(w *Worker, queue string, sp store.Proc) *Process {
+	return &Process{
+		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
+		taskID: sp.Task.ID, attempt: sp.Task.Attempts, enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
+		started: time.Now(), done: make(chan struct{}),
+	}
 }
 
-// ID is the process id, unrelated to the task: unique among the processes
-// of its queue, ever. Ids increase in dequeue order; a queue deleted and
-// created again restarts its counter from the Redis clock in microseconds,
-// above every id it gave before.
+// ID is the process id: unique among the processes of its queue, ever.
+// Ids increase in dequeue order; a queue deleted and created again
+// restarts its counter from the Redis clock in microseconds, above every
+// id it gave before. Each start of a task is a new process.
 func (p *Process) ID() string { return p.id }
+
+// TaskID is the id Enqueue returned for the task.
+func (p *Process) TaskID() string { return p.taskID }
+
+// Attempt is the task's attempt this process runs: 1 the first time the
+// task is started, counting every start since (retries, reclaims after a
+// worker died, tasks given back by StopWork or shutdown).
+func (p *Process) Attempt() int { return p.attempt }
+
+// EnqueuedAt is when the task was enqueued, by the Redis clock.
+func (p *Process) EnqueuedAt() time.Time { return p.enqueuedAt }
 
 // Queue is the queue the task came from.
 func (p *Process) Queue() string { return p.queue }
 
-// Task is the task's bytes. Callers must not modify them.
+// Task is the task's payload. Callers must not modify it.
 func (p *Process) Task() []byte { return p.task }
 
 // Owner is the id of the worker that dequeued the process.
 func (p *Process) Owner() string { return p.owner }
 
 // Done is closed when the worker learns that the process should end: it was
-// finished or stopped, its task was cancelled, its queue was deleted, or it
-// was lost (the worker fenced itself, failed, closed or stopped work on the
+// finished or requeued, its task was cancelled, its queue was deleted, or
+// it was lost (the worker fenced itself, closed or stopped work on the
 // queue). Err says which.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// seq is the process id as a number: ids count up in dequeue order.
-func (p *Process) seq() uint64 {
-	n, _ := strconv.ParseUint(p.id, 16, 64)
-	return n
-}
-
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
-// ErrProcessLost, or errEnded after Finish or Stop.
+// ErrProcessLost, or errEnded after Finish or Requeue.
 func (p *Process) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
 
-// errEnded is Err after a successful Finish or Stop.
-var errEnded = errors.New("worqr: process finished or stopped")
+// errEnded is Err after a successful Finish or Requeue.
+var errEnded = errors.New("worqr: process finished or requeued")
 
 // end closes Done with a reason; the first reason wins. It reports whether
-// this call ended the process.
+// this call ended the process. A process lost (settled, ErrProcessLost) is
+// reported to the observer as lost.
 func (p *Process) end(reason error, settled bool) bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if settled {
 		p.settled = true
 	}
 	if p.err != nil {
+		p.mu.Unlock()
 		return false
 	}
 	p.err = reason
 	close(p.done)
 	if p.ended != nil {
 		p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
+	}
+	p.mu.Unlock()
+	if settled && errors.Is(reason, ErrProcessLost) {
+		p.observeEnd(OutcomeLost, reason)
 	}
 	return true
 }
@@ -115,111 +132,131 @@ func (p *Process) isSettled() bool {
 	return p.settled
 }
 
+// observeEnd tells the observer, once, how the process ended.
+func (p *Process) observeEnd(outcome Outcome, err error) {
+	obs := p.w.c.obs.finish
+	if obs == nil {
+		return
+	}
+	p.mu.Lock()
+	already := p.observed
+	p.observed = true
+	p.mu.Unlock()
+	if !already {
+		obs.ObserveFinish(context.Background(), FinishEvent{
+			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Attempt: p.attempt,
+			Outcome: outcome, Duration: time.Since(p.started), Err: err,
+		})
+	}
+}
+
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
-// (see Client.Enqueue). It returns ErrProcessLost,
-// and changes nothing, if the process no longer belongs to this worker
-// (reclaimed by peers, given back, or already finished or stopped).
-// Finishing a cancelled process, or one whose queue was deleted, succeeds.
+// (see Client.Enqueue). It returns ErrProcessLost, and changes nothing, if
+// the process no longer belongs to this worker (reclaimed by peers, given
+// back, or already finished or requeued). Finishing a cancelled process,
+// or one whose queue was deleted, succeeds.
 func (p *Process) Finish(ctx context.Context) error {
-	code, err := p.settle(ctx, "finish")
+	return p.finish(ctx, OutcomeSucceeded, nil)
+}
+
+// finish is Finish, telling the observer outcome (and the handler's err).
+func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
+	_, err := p.settle(ctx, "finish", outcome, cause)
+	return err
+}
+
+// Requeue puts the task back at the back of its queue, to run again (a
+// retry), and wakes the queue. If the task was cancelled, or its queue
+// deleted, it is dropped instead and Requeue returns ErrTaskCancelled or
+// ErrQueueDeleted. It returns ErrProcessLost, and changes nothing, if the
+// process no longer belongs to this worker.
+func (p *Process) Requeue(ctx context.Context) error {
+	return p.requeue(ctx, nil)
+}
+
+// requeue is Requeue, telling the observer the handler's error.
+func (p *Process) requeue(ctx context.Context, cause error) error {
+	outcome, err := p.settle(ctx, "requeue", OutcomeRetried, cause)
 	if err != nil {
 		return err
 	}
-	_ = code // any state may be finished
-	return nil
-}
-
-// Stop puts the task back at the back of its queue (a retry) and wakes the
-// queue. If the task was cancelled, or its queue deleted, it is dropped
-// instead and Stop returns ErrTaskCancelled or ErrQueueDeleted. It returns
-// ErrProcessLost, and changes nothing, if the process no longer belongs to
-// this worker.
-func (p *Process) Stop(ctx context.Context) error {
-	code, err := p.settle(ctx, "stop")
-	if err != nil {
-		return err
-	}
-	switch code {
-	case codeCancelled:
-		return fmt.Errorf("worqr: stop %q process %s: dropped: %w", p.queue, p.id, ErrTaskCancelled)
-	case codeDeleted:
-		return fmt.Errorf("worqr: stop %q process %s: dropped: %w", p.queue, p.id, ErrQueueDeleted)
+	switch outcome {
+	case store.WasCancelled:
+		return fmt.Errorf("worqr: requeue %q process %s: dropped: %w", p.queue, p.id, ErrTaskCancelled)
+	case store.WasDeleted:
+		return fmt.Errorf("worqr: requeue %q process %s: dropped: %w", p.queue, p.id, ErrQueueDeleted)
 	}
 	return nil
 }
 
-// Codes returned by the finish and stop scripts.
-const (
-	codeLeaseGone = -1
-	codeNotOwned  = 0
-	codeActive    = 1
-	codeCancelled = 2
-	codeDeleted   = 3
-)
+// Stop is Requeue.
+//
+// Deprecated: Stop is named for what it does to the process, not the
+// task; use Requeue.
+func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
 
-// settle runs the finish or stop script and records the outcome locally.
-func (p *Process) settle(ctx context.Context, op string) (int64, error) {
+// settle runs the finish or requeue script and records the outcome
+// locally and with the observer.
+func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error) (store.Outcome, error) {
 	c := p.w.c
-	if err := c.checkCtx(ctx, op); err != nil {
+	if err := c.validateCtx(ctx, op); err != nil {
 		return 0, err
 	}
 	if p.isSettled() {
 		return 0, fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
 	}
-	var code int64
+	var got store.Outcome
 	var err error
 	if op == "finish" {
-		code, err = c.finishes.do(ctx, p.queue, p)
+		got, err = c.finishes.do(ctx, p.queue, p)
 	} else {
-		k := c.keys.queue(p.queue)
-		code, err = c.scripts.Stop.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.waiting, k.meta}, []string{p.owner, p.id, k.channel}).AsInt64()
+		got, err = c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
 	}
 	if err != nil {
 		return 0, c.fail(op, p.queue, err)
 	}
-	switch code {
-	case codeLeaseGone:
+	switch got {
+	case store.LeaseGone:
 		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
 		fallthrough
-	case codeNotOwned:
+	case store.NotOwned:
 		p.w.forget(p, ErrProcessLost)
 		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrProcessLost)
+	case store.WasCancelled:
+		want = OutcomeCancelled
+	case store.WasDeleted:
+		want = OutcomeDeleted
 	}
+	p.observeEnd(want, cause)
 	p.w.forget(p, errEnded)
-	return code, nil
+	return got, nil
 }
 
 // finishJoined is the coalescer's send for Finish: the processes of one
 // queue from overlapping calls, in one script call.
-func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]int64, error) {
-	k := c.keys.queue(queue)
-	args := make([]string, 0, 2*len(ps))
-	for _, p := range ps {
-		args = append(args, p.owner, p.id)
+func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
+	refs := make([]store.ProcRef, len(ps))
+	for i, p := range ps {
+		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id}
 	}
-	codes, err := c.scripts.Finish.Exec(ctx, c.rdb, []string{k.procs, k.leases, k.meta}, args).AsIntSlice()
-	if err == nil && len(codes) != len(ps) {
-		err = fmt.Errorf("finish script answered %d codes for %d processes", len(codes), len(ps))
-	}
-	return codes, err
+	return c.store.Finish(ctx, queue, refs)
 }
 
-// Check asks Redis what became of the process: nil while it is active and
+// Status asks Redis what became of the process: nil while it is active and
 // still this worker's, else ErrTaskCancelled, ErrQueueDeleted or
 // ErrProcessLost. A holder that may have missed events uses it.
-func (p *Process) Check(ctx context.Context) error {
+func (p *Process) Status(ctx context.Context) error {
 	c := p.w.c
-	if err := c.checkCtx(ctx, "check"); err != nil {
+	if err := c.validateCtx(ctx, "status"); err != nil {
 		return err
 	}
 	if p.isSettled() {
-		return fmt.Errorf("worqr: check %q process %s: already ended: %w", p.queue, p.id, ErrProcessLost)
+		return fmt.Errorf("worqr: status %q process %s: already ended: %w", p.queue, p.id, ErrProcessLost)
 	}
-	k := c.keys.queue(p.queue)
-	states, err := c.scripts.States.Exec(ctx, c.rdb, []string{k.procs, k.leases}, []string{p.owner, p.id}).AsStrSlice()
-	if err != nil || len(states) != 1 {
-		return c.fail("check", p.queue, err)
+	states, err := c.store.States(ctx, p.queue, p.owner, []string{p.id})
+	if err != nil {
+		return c.fail("status", p.queue, err)
 	}
 	if err := stateErr(states[0]); err != nil {
 		if errors.Is(err, ErrProcessLost) {
@@ -227,30 +264,27 @@ func (p *Process) Check(ctx context.Context) error {
 		} else {
 			p.end(err, false)
 		}
-		return fmt.Errorf("worqr: check %q process %s: %w", p.queue, p.id, err)
+		return fmt.Errorf("worqr: status %q process %s: %w", p.queue, p.id, err)
 	}
 	return nil
 }
 
-// stateErr maps a state byte from the states script to an error.
-func stateErr(s string) error {
+// Check is Status.
+//
+// Deprecated: "check" also names Client.Check, the consistency check; use
+// Status.
+func (p *Process) Check(ctx context.Context) error { return p.Status(ctx) }
+
+// stateErr maps a state from the states script to an error.
+func stateErr(s store.State) error {
 	switch s {
-	case "a":
+	case store.Active:
 		return nil
-	case "c":
+	case store.Cancelled:
 		return ErrTaskCancelled
-	case "d":
+	case store.Deleted:
 		return ErrQueueDeleted
 	default:
 		return ErrProcessLost
 	}
-}
-
-// sortProcessInfos orders processes by id, which is dequeue order.
-func sortProcessInfos(ps []ProcessInfo) {
-	slices.SortFunc(ps, func(a, b ProcessInfo) int {
-		x, _ := strconv.ParseUint(a.ID, 16, 64)
-		y, _ := strconv.ParseUint(b.ID, 16, 64)
-		return cmp.Compare(x, y)
-	})
 }

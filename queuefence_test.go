@@ -29,7 +29,7 @@ func onQueue(cmd rueidis.Completed, q string) bool {
 // out in Redis (or is gone).
 func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
 	t.Helper()
-	score, err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(c.keys.queue(q).leases).Member(id).Build()).AsFloat64()
+	score, err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(c.store.Keys().Queue(q).Leases).Member(id).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
 		return true
 	}
@@ -54,7 +54,7 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	var once sync.Once
 	errUnreachable := fmt.Errorf("node of queue a unreachable (test): %w", io.ErrUnexpectedEOF)
 	isDown := func() bool { mu.Lock(); defer mu.Unlock(); return down }
-	dequeueSHA := c.scripts.Dequeue.SHA1()
+	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if isDown() && onQueue(cmd, "a") {
@@ -76,8 +76,8 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
-	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
-	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	require.NoError(t, second(admin.Enqueue(ctx, "a", []byte("ta"))))
+	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
@@ -179,7 +179,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
-	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
@@ -211,7 +211,7 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	releaseSHA := c.scripts.Release.SHA1()
+	releaseSHA := c.store.Scripts().Release.SHA1()
 	rejoining := make(chan struct{}, 100)
 	setDown := hangQueueFor(h, "a", 10*time.Second, func(cmd rueidis.Completed) {
 		if scriptOf(cmd) == releaseSHA {
@@ -222,7 +222,7 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	t.Cleanup(func() { setDown(false) }) // before the worker's Close
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
-	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 
 	setDown(true)
 	ev := recv(t, fences, 3*time.Second, "queue a fenced")
@@ -274,14 +274,14 @@ func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
-	require.NoError(t, admin.Enqueue(ctx, "a", []byte("ta")))
+	require.NoError(t, second(admin.Enqueue(ctx, "a", []byte("ta"))))
 	oldID := w.ID()
 
 	setDown(true)
 	// As if a peer had judged the worker dead: the next renewal finds its
 	// registry lease gone, and it fences itself as a whole.
-	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zrem().Key(admin.keys.workers()).Member(oldID).Build()).Error())
-	require.NoError(t, admin.Enqueue(ctx, "b", []byte("tb")))
+	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zrem().Key(admin.store.Keys().Workers()).Member(oldID).Build()).Error())
+	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 	eventually(t, 3*time.Second, "registered again while a is unreachable", func() bool { return w.ID() != oldID })
 	var p *Process
 	eventually(t, 3*time.Second, "b served again", func() bool {

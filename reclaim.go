@@ -5,10 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
-	"github.com/worqr/worqr/internal/scripts"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Peers reclaim the work of dead workers: every RenewInterval (with jitter,
@@ -42,7 +41,7 @@ func (w *Worker) reclaimLoop(ctx context.Context) {
 // reclaimDead reclaims every worker whose registry lease has expired and
 // returns how many tasks went back to their queues.
 func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, error) {
-	dead, err := c.scripts.Expired.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{strconv.Itoa(reclaimBatch)}).AsStrSlice()
+	dead, err := c.store.ExpiredWorkers(ctx, reclaimBatch)
 	if err != nil {
 		return 0, c.fail("find dead workers", "", err)
 	}
@@ -56,6 +55,7 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, erro
 		}
 		if done {
 			log.Info("worqr: reclaimed dead worker", "dead", id, "tasks", n)
+			c.obs.reclaimed(ctx, ReclaimEvent{DeadWorker: id, Tasks: n})
 		}
 	}
 	return total, errors.Join(errs...)
@@ -66,31 +66,26 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, erro
 // registered for a later pass, while the worker still holds a live lease on
 // some queue (its registry lease expired first, or it joined a queue late).
 func (c *Client) reclaimWorker(ctx context.Context, id string) (total int64, done bool, err error) {
-	queues, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(id)).Build().Pin()).AsStrSlice()
+	queues, err := c.store.WorkerQueues(ctx, id)
 	if err != nil {
 		return 0, false, c.fail("reclaim", "", err)
 	}
-	calls := make([]scripts.Call, len(queues))
+	rs := make([]store.Release, len(queues))
 	for i, q := range queues {
-		k := c.keys.queue(q)
-		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: k.forRelease(), Args: []string{id, k.channel, "expired"}}
+		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired}
 	}
 	leased := false
-	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-		n, err := res.AsInt64()
-		if err != nil {
-			return total, false, c.fail("reclaim", queues[i], err)
+	for i, r := range c.store.ReleaseAll(ctx, rs) {
+		if r.Err != nil {
+			return total, false, c.fail("reclaim", queues[i], r.Err)
 		}
-		if n < 0 {
-			leased = true
-			continue
-		}
-		total += n
+		leased = leased || r.Refused
+		total += r.Returned
 	}
 	if leased {
 		return total, false, nil
 	}
-	if err := c.scripts.Deregister.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, "expired"}).Error(); err != nil {
+	if _, err := c.store.Deregister(ctx, id, true); err != nil {
 		return total, false, c.fail("reclaim", "", err)
 	}
 	return total, true, nil

@@ -24,7 +24,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	renewSHA, leases := c.scripts.Renew.SHA1(), c.keys.queue("q").leases
+	renewSHA, leases := c.store.Scripts().Renew.SHA1(), c.store.Keys().Queue("q").Leases
 	raced := make(chan error, 1)
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -46,7 +46,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	case <-time.After(3 * fast.RenewInterval):
 	}
 	assert.Equal(t, id, w.ID())
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	p, err := w.Dequeue(ctx, "q")
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
@@ -62,13 +62,13 @@ func TestFinishRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	opts := WorkerOptions{OnFenced: func(ev FenceEvent) { fenced <- ev }}
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	require.NoError(t, admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("first"), []byte("x")}))
+	require.NoError(t, second(admin.EnqueueBatch(ctx, "q", [][]byte{[]byte("first"), []byte("x")})))
 	ps := dequeueAll(t, w, "q", 2)
 	require.NoError(t, ps[0].Finish(ctx)) // Redis knows the script now: EVALSHA runs it
 	p := ps[1]
 	id := w.ID()
 
-	finishSHA := c.scripts.Finish.SHA1()
+	finishSHA := c.store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) != finishSHA {
@@ -102,7 +102,7 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	renewSHA, leases := c.scripts.Renew.SHA1(), c.keys.queue("q").leases
+	renewSHA, leases := c.store.Scripts().Renew.SHA1(), c.store.Keys().Queue("q").Leases
 	var last time.Time
 	races := make(chan error, 100)
 	h.set(func(h *hooked) {

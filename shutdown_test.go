@@ -29,7 +29,7 @@ func TestShutdownWithNothingRunningAndNoGrace(t *testing.T) {
 		<-hctx.Done()
 		return hctx.Err()
 	}, HandleOptions{}))
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	recv(t, started, 5*time.Second, "handler running")
 	assert.ErrorIs(t, w.Shutdown(dead), context.Canceled)
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"), "its task went back")

@@ -117,7 +117,7 @@ func TestTLSAndCredentials(t *testing.T) {
 		w, err := c.NewWorker(ctx, WorkerOptions{})
 		require.NoError(t, err)
 		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-		require.NoError(t, c.Enqueue(ctx, "q", []byte("over TLS")))
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("over TLS"))))
 		p, err := w.Dequeue(ctx, "q")
 		require.NoError(t, err)
 		assert.Equal(t, "over TLS", string(p.Task()))

@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // parked lists the worker ids parked in a queue's idle set, longest idle
 // first.
 func parked(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	ids, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.keys.queue(queue).idle).Min("0").Max("-1").Build()).AsStrSlice()
+	ids, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.store.Keys().Queue(queue).Idle).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
 	return ids
 }
@@ -71,8 +72,8 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 	ids := settledParking(t, c, "q", 4)
 	require.ElementsMatch(t, all, ids)
 
-	events := b.listen(c.keys.queue("q").channel)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("t1")))
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t1"))))
 	expectMessage(t, events, "w1:"+ids[0]+","+ids[1])
 	assert.Equal(t, "t1", recv(t, h.got, 5*time.Second, "task handled"))
 	eventually(t, 5*time.Second, "all parked again", func() bool { return len(parked(t, c, "q")) == 4 })
@@ -82,7 +83,7 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 	h.mu.Unlock()
 
 	// A batch names as many as it has tasks, plus one.
-	require.NoError(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("t2"), []byte("t3")}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("t2"), []byte("t3")})))
 	for {
 		m := recv(t, events, 5*time.Second, "work event for the batch")
 		if strings.HasPrefix(m, "w2:") {
@@ -95,9 +96,9 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 
 	// With nobody parked the event names nobody, and wakes everyone.
 	settledParking(t, c, "q", 4) // no runtime is still looking
-	_, err := c.rdb.Do(ctx, c.rdb.B().Del().Key(c.keys.queue("q").idle).Build()).AsInt64()
+	_, err := c.rdb.Do(ctx, c.rdb.B().Del().Key(c.store.Keys().Queue("q").Idle).Build()).AsInt64()
 	require.NoError(t, err)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("t4")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t4"))))
 	expectMessage(t, events, "w1")
 	assert.Equal(t, "t4", recv(t, h.got, 5*time.Second, "t4 handled"))
 }
@@ -119,7 +120,7 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 	byID[ids[0]].crash() // the two the next enqueue will name
 	byID[ids[1]].crash()
 	start := time.Now()
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
 	select {
 	case <-h.got:
 		t.Fatal("taken before the dead workers were reclaimed: the survivor was woken although not named")
@@ -132,18 +133,21 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 	assert.Equal(t, []string{ids[2]}, h.by["t"])
 }
 
-func TestParseTargetedWorkEvent(t *testing.T) {
-	e, ok := parseEvent("w3:a,b")
-	require.True(t, ok)
-	assert.Equal(t, event{kind: eventWork, count: 3, to: "a,b"}, e)
-
+func TestMailboxMergesWorkEvents(t *testing.T) {
+	work := func(count int64, to string) event {
+		return event{Event: store.Event{Kind: store.EventWork, Count: count, To: to}}
+	}
 	m := newMailbox()
-	m.push(event{kind: eventWork, count: 1, to: "a"})
-	m.push(event{kind: eventWork, count: 2, to: "b"})
-	assert.Equal(t, []event{{kind: eventWork, count: 3, to: "a,b"}}, m.take(), "targets add up")
-	m.push(event{kind: eventWork, count: 1, to: "a"})
-	m.push(event{kind: eventWork, count: 1})
-	assert.Equal(t, []event{{kind: eventWork, count: 2}}, m.take(), "an untargeted event wakes everyone")
+	m.push(work(1, "a"))
+	m.push(work(2, "b"))
+	assert.Equal(t, []event{work(3, "a,b")}, m.take(), "targets add up")
+	m.push(work(1, "a"))
+	m.push(work(1, ""))
+	assert.Equal(t, []event{work(2, "")}, m.take(), "an untargeted event wakes everyone")
+	m.push(work(1, ""))
+	m.push(event{subscribed: true})
+	m.push(work(1, ""))
+	assert.Len(t, m.take(), 3, "a catch-up request is not merged away")
 }
 
 // A runtime named while it no longer takes work (Shutdown's grace period,
@@ -161,8 +165,8 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	w.mu.Unlock()
 	r.stopTaking() // as Shutdown does before its grace period
 
-	events := b.listen(c.keys.queue("q").channel)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("t")))
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
 	expectMessage(t, events, "w1:"+id)
 	expectMessage(t, events, "w1") // passed on
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
-	"github.com/worqr/worqr/internal/scripts"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Worker defaults and limits.
@@ -47,6 +46,9 @@ type WorkerOptions struct {
 	// too when only the lease on one queue was lost (FenceEvent.Queue set):
 	// the worker keeps its id and serves that queue again later.
 	OnFenced func(FenceEvent)
+	// Middleware wraps the handler of every queue served with Handle, the
+	// first outermost, outside HandleOptions.Middleware.
+	Middleware []Middleware
 	// StayFenced stops a fenced worker from registering again under a new
 	// id once Redis answers, which it does by default. A worker that stays
 	// fenced returns ErrWorkerFenced until it is closed.
@@ -104,7 +106,6 @@ type Worker struct {
 // serving is one queue a worker serves.
 type serving struct {
 	name   string
-	keys   queueKeys
 	events Events
 	sub    *subscription
 	procs  map[string]*Process // by process id
@@ -154,7 +155,7 @@ func (s *serving) call(ctx context.Context, f func()) {
 // reclaim of dead peers. Call StartWork to serve queues, and Close when
 // done.
 func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, error) {
-	if err := c.checkCtx(ctx, "new worker"); err != nil {
+	if err := c.validateCtx(ctx, "new worker"); err != nil {
 		return nil, err
 	}
 	if opts.TTL == 0 {
@@ -205,7 +206,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err error) {
 	c := w.c
 	id, sent = uuid.NewString(), time.Now()
-	if err := c.scripts.Register.Exec(ctx, c.rdb, []string{c.keys.workers()}, []string{id, ms(w.opts.TTL)}).Error(); err != nil {
+	if err := c.store.RegisterWorker(ctx, id, w.opts.TTL); err != nil {
 		return "", sent, c.fail("register worker", "", err)
 	}
 	return id, sent, nil
@@ -255,7 +256,7 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 // startWork serves a queue, driven by the application (r nil) or by a
 // Handle runtime.
 func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *runner) error {
-	if err := w.c.check(ctx, "start work", queue); err != nil {
+	if err := w.c.validate(ctx, "start work", queue); err != nil {
 		return err
 	}
 	w.membership.Lock()
@@ -278,7 +279,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if err := w.join(ctx, id, queue); err != nil {
 		return err
 	}
-	s := &serving{name: queue, keys: w.c.keys.queue(queue), events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline}
+	s := &serving{name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline}
 	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
@@ -315,25 +316,17 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 // on it that expires with the registry lease (see join.lua for why).
 func (w *Worker) join(ctx context.Context, id, queue string) error {
 	c := w.c
-	expiry, err := c.scripts.Serve.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, queue}).AsInt64()
-	if err != nil {
-		return c.fail("start work", queue, err)
-	}
-	if expiry < 0 {
+	unregistered, err := c.store.JoinQueue(ctx, queue, id)
+	switch {
+	case errors.Is(err, store.ErrLeaseGone):
 		w.fence(id, errors.New("registry lease gone when starting work"))
 		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
-	}
-	k := c.keys.queue(queue)
-	unregistered, err := c.scripts.Join.Exec(ctx, c.rdb, []string{k.leases, k.meta}, []string{id, fmt.Sprint(expiry), queue}).AsInt64()
-	if err != nil {
+	case err != nil:
 		return c.fail("start work", queue, err)
-	}
-	if unregistered < 0 {
-		w.fence(id, errors.New("registry lease expired when starting work"))
-		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
-	}
-	if unregistered == 1 {
-		return c.register(ctx, queue)
+	case unregistered:
+		if err := c.store.RegisterQueue(ctx, queue); err != nil {
+			return c.fail("register queue", queue, err)
+		}
 	}
 	return nil
 }
@@ -345,7 +338,7 @@ func (w *Worker) join(ctx context.Context, id, queue string) error {
 // gives them ShutdownCancelWait to return, so none still holds a task a
 // peer may take. If giving the tasks back fails, the queue stays served.
 func (w *Worker) StopWork(ctx context.Context, queue string) error {
-	if err := w.c.check(ctx, "stop work", queue); err != nil {
+	if err := w.c.validate(ctx, "stop work", queue); err != nil {
 		return err
 	}
 	w.membership.Lock()
@@ -400,7 +393,7 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	// queue set, with no lease or process behind it: reclaimers pass over
 	// it. Reporting it would tell the caller the queue is still served,
 	// and a retry would fail with ErrNotServing.
-	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.workerQueues(id)).Member(s.name).Build().Pin()).Error(); err != nil {
+	if err := c.store.LeaveQueue(ctx, id, s.name); err != nil {
 		w.logger().Warn("worqr: left the queue but could not drop it from the worker's queue set", "queue", s.name, "err", err)
 	}
 	return nil
@@ -414,14 +407,14 @@ func (w *Worker) releaseOwn(ctx context.Context, id string, ss []*serving) error
 		return nil
 	}
 	c := w.c
-	calls := make([]scripts.Call, len(ss))
+	rs := make([]store.Release, len(ss))
 	for i, s := range ss {
-		calls[i] = scripts.Call{Script: c.scripts.Release, Keys: s.keys.forRelease(), Args: []string{id, s.keys.channel, "force"}}
+		rs[i] = store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce}
 	}
 	var errs []error
-	for i, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-		if err := res.Error(); err != nil {
-			errs = append(errs, c.fail("release", ss[i].name, err))
+	for i, r := range c.store.ReleaseAll(ctx, rs) {
+		if r.Err != nil {
+			errs = append(errs, c.fail("release", ss[i].name, r.Err))
 		}
 	}
 	return errors.Join(errs...)
@@ -448,7 +441,7 @@ func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process,
 // Handle runtime of the queue.
 func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, error) {
 	c := w.c
-	if err := c.check(ctx, "dequeue", queue); err != nil {
+	if err := c.validate(ctx, "dequeue", queue); err != nil {
 		return nil, err
 	}
 	if n < 1 {
@@ -476,17 +469,11 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	if left { // StopWork ran while this call waited at the gate
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	}
-	k := s.keys
-	park := "0"
-	if runtime {
-		park = "1"
-	}
-	res := c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta, k.idle}, []string{id, strconv.Itoa(n), park})
-	if code, err := res.AsInt64(); err == nil && code == codeLeaseGone {
+	sps, err := c.store.Dequeue(ctx, queue, id, n, runtime)
+	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
-	vals, err := res.AsStrSlice()
 	if err != nil {
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
 			// The script may have run and its reply been lost: reconcile
@@ -497,12 +484,12 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		}
 		return nil, c.fail("dequeue", queue, err)
 	}
-	if len(vals) == 0 {
+	if len(sps) == 0 {
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
 	}
-	ps := make([]*Process, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
-		ps = append(ps, newProcess(w, vals[i], queue, vals[i+1], id))
+	ps := make([]*Process, len(sps))
+	for i, sp := range sps {
+		ps[i] = newProcess(w, queue, sp)
 	}
 	w.mu.Lock()
 	fenced = w.id != id || w.fenced || s.fenced
@@ -521,6 +508,9 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 			p.end(ErrProcessLost, true)
 		}
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	for _, p := range ps {
+		c.obs.started(ctx, p)
 	}
 	return ps, nil
 }
@@ -550,34 +540,7 @@ func (w *Worker) endAll(s *serving, reason error) {
 // handle applies an event to the worker's own processes, then calls the
 // application's callback. It runs on the queue's dispatcher goroutine.
 func (w *Worker) handle(ctx context.Context, s *serving, e event) {
-	switch e.kind {
-	case eventWork:
-		if e.count <= 0 {
-			return
-		}
-		if s.runner != nil && (e.to == "" || strings.Contains(e.to, w.ID())) {
-			if s.runner.taking() {
-				s.runner.workArrived()
-			} else if e.to != "" {
-				// Named while stopping (Shutdown's grace period, StopWork):
-				// the tasks are someone else's to take.
-				w.passOn(ctx, s, e.count)
-			}
-		}
-		if s.events.Work != nil {
-			s.call(ctx, func() { s.events.Work(s.name, e.count) })
-		}
-	case eventCancel:
-		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo && string(p.task) == e.task }, ErrTaskCancelled)
-		if s.events.Cancel != nil {
-			s.call(ctx, func() { s.events.Cancel(s.name, []byte(e.task)) })
-		}
-	case eventDelete:
-		w.endMatching(s, func(p *Process) bool { return p.seq() <= e.upTo }, ErrQueueDeleted)
-		if s.events.Delete != nil {
-			s.call(ctx, func() { s.events.Delete(s.name) })
-		}
-	case eventSubscribed:
+	if e.subscribed {
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
@@ -593,6 +556,40 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 			}
 		}
 	}
+	switch e.Kind {
+	case store.EventWork:
+		if e.Count <= 0 {
+			return
+		}
+		if s.runner != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
+			if s.runner.taking() {
+				s.runner.workArrived()
+			} else if e.To != "" {
+				// Named while stopping (Shutdown's grace period, StopWork):
+				// the tasks are someone else's to take.
+				w.passOn(ctx, s, e.Count)
+			}
+		}
+		if s.events.Work != nil {
+			s.call(ctx, func() { s.events.Work(s.name, e.Count) })
+		}
+	case store.EventCancel:
+		ids := make(map[string]bool, len(e.TaskIDs))
+		for _, id := range e.TaskIDs {
+			ids[id] = true
+		}
+		w.endMatching(s, func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
+		if s.events.Cancel != nil {
+			for _, id := range e.TaskIDs {
+				s.call(ctx, func() { s.events.Cancel(s.name, id) })
+			}
+		}
+	case store.EventDelete:
+		w.endMatching(s, func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
+		if s.events.Delete != nil {
+			s.call(ctx, func() { s.events.Delete(s.name) })
+		}
+	}
 }
 
 // passOn wakes every runtime serving the queue, for a work event that named
@@ -600,9 +597,7 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 // tasks to the next event, a catch-up, or the wake that releasing the
 // queue publishes.
 func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
-	c := w.c
-	msg := "w" + strconv.FormatInt(count, 10)
-	if err := c.rdb.Do(ctx, c.publish(s.keys.channel, msg)).Error(); err != nil && ctx.Err() == nil {
+	if err := w.c.store.Publish(ctx, s.name, store.WorkMessage(count)); err != nil && ctx.Err() == nil {
 		w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 	}
 }
@@ -637,21 +632,17 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 	}
 	w.mu.Unlock()
 	if len(procs) > 0 {
-		args := make([]string, 0, len(procs)+1)
-		args = append(args, id)
-		for _, p := range procs {
-			args = append(args, p.id)
+		pids := make([]string, len(procs))
+		for i, p := range procs {
+			pids[i] = p.id
 		}
-		states, err := c.scripts.States.Exec(ctx, c.rdb, []string{s.keys.procs, s.keys.leases}, args).AsStrSlice()
+		states, err := c.store.States(ctx, s.name, id, pids)
 		if err != nil {
 			return err
 		}
-		if len(states) != len(procs) {
-			return fmt.Errorf("worqr: states script answered %d states for %d processes", len(states), len(procs))
-		}
 		w.applyStates(ctx, s, procs, states)
 	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(s.keys.waiting).Build().Pin()).AsInt64()
+	n, err := c.store.QueueLen(ctx, s.name)
 	if err != nil {
 		return err
 	}
@@ -668,7 +659,7 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 
 // applyStates ends processes whose state in Redis says they should end and
 // raises one Cancel event per cancelled payload and one Delete event.
-func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, states []string) {
+func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, states []store.State) {
 	cancelled := make(map[string]bool)
 	deleted := false
 	for i, p := range procs {
@@ -679,7 +670,7 @@ func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, 
 		case errors.Is(err, ErrTaskCancelled):
 			// Raise the event only if the message did not already.
 			if p.end(err, false) {
-				cancelled[string(p.task)] = true
+				cancelled[p.taskID] = true
 			}
 		default:
 			if p.end(err, false) {
@@ -689,7 +680,7 @@ func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, 
 	}
 	for task := range cancelled {
 		if s.events.Cancel != nil {
-			s.call(ctx, func() { s.events.Cancel(s.name, []byte(task)) })
+			s.call(ctx, func() { s.events.Cancel(s.name, task) })
 		}
 	}
 	if deleted && s.events.Delete != nil {
@@ -770,10 +761,8 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 
 // deregister removes a worker id from the registry at once.
 func (w *Worker) deregister(ctx context.Context, id string) error {
-	c := w.c
-	err := c.scripts.Deregister.Exec(ctx, c.rdb, []string{c.keys.workers(), c.keys.workerQueues(id)}, []string{id, "force"}).Error()
-	if err != nil {
-		return c.fail("deregister", "", err)
+	if _, err := w.c.store.Deregister(ctx, id, false); err != nil {
+		return w.c.fail("deregister", "", err)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func enqueueNumbered(t *testing.T, c *Client, queue string, n int) []string {
 		names[i] = fmt.Sprintf("t%04d", i)
 		tasks[i] = []byte(names[i])
 	}
-	require.NoError(t, c.EnqueueBatch(context.Background(), queue, tasks))
+	require.NoError(t, second(c.EnqueueBatch(context.Background(), queue, tasks)))
 	return names
 }
 
@@ -199,14 +199,14 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 6)
-	require.NoError(t, c.Enqueue(ctx, "other", []byte("o")))
+	require.NoError(t, second(c.Enqueue(ctx, "other", []byte("o"))))
 
 	deadHeld := dequeueAll(t, dead, "q", 3) // t0000..t0002
 	liveHeld := dequeueAll(t, live, "q", 1) // t0003
 	dequeueAll(t, dead, "other", 1)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, tasksOf(deadHeld))
 	deadID := dead.ID()
-	events := b.listen(c.keys.queue("q").channel)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
 
 	crashed := time.Now()
 	dead.crash()
@@ -287,7 +287,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 
 	px.cut()
 	f := recv(t, fenced, 3*opts.TTL, "fence event")
-	expiry, err := direct.rdb.Do(ctx, direct.rdb.B().Zscore().Key(direct.keys.workers()).Member(oldID).Build()).AsFloat64()
+	expiry, err := direct.rdb.Do(ctx, direct.rdb.B().Zscore().Key(direct.store.Keys().Workers()).Member(oldID).Build()).AsFloat64()
 	require.NoError(t, err)
 	assert.Less(t, f.at.UnixMilli(), int64(expiry), "fenced before Redis would expire the lease")
 	assert.Equal(t, oldID, f.ev.WorkerID)
@@ -327,7 +327,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	oldID := w.ID()
 
 	// As if a peer had judged it dead and removed it.
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.keys.workers()).Member(oldID).Build()).Error())
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(oldID).Build()).Error())
 	ev := recv(t, fenced, 5*time.Second, "fence event")
 	assert.Equal(t, oldID, ev.WorkerID)
 	assert.ErrorContains(t, ev.Cause, "lease gone")
@@ -353,9 +353,9 @@ func TestStopRequeuesAtTheBack(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
-	events := b.listen(c.keys.queue("q").channel)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
 	p := dequeueAll(t, w, "q", 1)[0]
-	require.NoError(t, p.Stop(ctx))
+	require.NoError(t, p.Requeue(ctx))
 	expectMessage(t, events, "w1")
 	assert.Equal(t, []string{"t0001", "t0000"}, waiting(t, c, "q"))
 	<-p.Done()
@@ -424,8 +424,8 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	known := dequeueAll(t, w, "q", 1)[0]
 
 	// Run the dequeue script as the worker, dropping the reply.
-	k := c.keys.queue("q")
-	require.NoError(t, c.scripts.Dequeue.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.leases, k.meta}, []string{w.ID(), "1"}).Error())
+	k := c.store.Keys().Queue("q")
+	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta}, []string{w.ID(), "1"}).Error())
 	w.mu.Lock()
 	w.serving["q"].unsure = unsurePasses
 	w.mu.Unlock()
@@ -455,7 +455,7 @@ func TestCallbacksMayStopWorkAndClose(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, recv(t, stopped, 5*time.Second, "StopWork from a Delete callback"))
 	assert.Equal(t, []string{"last"}, w.Queues())
-	require.NoError(t, c.Enqueue(ctx, "last", []byte("x")))
+	require.NoError(t, second(c.Enqueue(ctx, "last", []byte("x"))))
 	require.NoError(t, recv(t, closed, 5*time.Second, "Close from a Work callback"))
 	assert.False(t, leaseLive(t, c, w.ID()))
 }
@@ -508,7 +508,7 @@ func TestStopWorkRacingDequeuesDoesNotFence(t *testing.T) {
 					case err != nil:
 						return err
 					}
-					if err := p.Stop(ctx); err != nil && !errors.Is(err, ErrProcessLost) {
+					if err := p.Requeue(ctx); err != nil && !errors.Is(err, ErrProcessLost) {
 						return err
 					}
 				}

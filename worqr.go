@@ -15,15 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/worqr/worqr/internal/scripts"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Limits and defaults.
@@ -36,9 +34,9 @@ const (
 	// DefaultMaxTaskSize is the largest task accepted when
 	// Options.MaxTaskSize is zero. Empty tasks are allowed.
 	DefaultMaxTaskSize = 1 << 20
-	// maxTasksPerScript bounds the arguments of one enqueue script call;
-	// larger batches are split and pipelined in the same round trip.
-	maxTasksPerScript = 1000
+	// maxTasksPerScript bounds the tasks of one enqueue or finish script
+	// call; larger batches are split and pipelined in the same round trip.
+	maxTasksPerScript = store.MaxTasksPerScript
 )
 
 // Errors returned by worqr. Match them with errors.Is: the errors returned
@@ -109,6 +107,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
+	// Observer is told what happens to tasks, for metrics and tracing: any
+	// value, of which worqr calls the methods of the observer interfaces
+	// it implements (EnqueueObserver, StartObserver, FinishObserver,
+	// ReclaimObserver, FenceObserver). Nil observes nothing.
+	Observer any
 }
 
 // Client enqueues, cancels and inspects work, and creates Workers. It is
@@ -116,20 +119,19 @@ type Options struct {
 type Client struct {
 	rdb         rueidis.Client
 	ownsRedis   bool
-	sharded     bool // Redis Cluster: SPUBLISH / SSUBSCRIBE
-	keys        keys
-	scripts     *scripts.Set
+	store       *store.Store // every call to Redis goes through it
 	log         *slog.Logger
 	maxTaskSize int
+	obs         observers
 
 	// enqueues and finishes merge overlapping Enqueue and Finish calls on
 	// a queue.
-	enqueues *coalescer[[]byte, struct{}]
-	finishes *coalescer[*Process, int64]
+	enqueues *coalescer[[]byte, string]
+	finishes *coalescer[*Process, store.Outcome]
 
 	closed  atomic.Bool
-	mu      sync.Mutex
-	workers map[*Worker]struct{}
+	mu      sync.Mutex           // guards workers
+	workers map[*Worker]struct{} // guarded by mu
 }
 
 // New creates a Client. Given Addr, rueidis connects at once: New fails
@@ -155,9 +157,9 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{
 		rdb:         opts.Redis,
-		keys:        keys{prefix: opts.Prefix},
 		log:         opts.Logger,
 		maxTaskSize: opts.MaxTaskSize,
+		obs:         newObservers(opts.Observer),
 		workers:     make(map[*Worker]struct{}),
 	}
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
@@ -169,8 +171,8 @@ func New(opts Options) (*Client, error) {
 		}
 		c.rdb, c.ownsRedis = rdb, true
 	}
-	c.sharded = shardedPubSub(c.rdb, c.keys.prefix+":probe")
-	c.scripts = scripts.Load(c.sharded)
+	sharded := store.DetectSharded(c.rdb, opts.Prefix+":probe")
+	c.store = store.New(c.rdb, opts.Prefix, sharded)
 	return c, nil
 }
 
@@ -198,31 +200,6 @@ func dial(addr string) (rueidis.Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return rdb, nil
-}
-
-// shardedPubSub tells whether events should use sharded pub/sub. On a
-// cluster, ordinary PUBLISH is broadcast to every node; a shard channel in
-// the queue's slot stays on the queue's shard and follows it through
-// failovers and slot migrations. Every client of one cluster must choose
-// alike, or none hears the others' events, so the choice must not depend
-// on what a client sees of the topology when it is made (a one-master
-// cluster that gains a replica or a shard, a replica down for a while):
-// on a cluster, sharded pub/sub is used whenever the server has it (Redis
-// 7). Servers that only emulate a cluster (miniredis answers CLUSTER
-// SLOTS) or predate it answer SPUBLISH with an unknown-command error, and
-// keep ordinary pub/sub, which is correct on any cluster. The probe
-// publishes an empty message, which no worker acts on.
-func shardedPubSub(rdb rueidis.Client, probe string) bool {
-	if rdb.Mode() != rueidis.ClientModeCluster {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := rdb.Do(ctx, rdb.B().Spublish().Channel(probe).Message("").Build()).Error()
-	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(rerr.Error()), "unknown command") {
-		return false
-	}
-	return true
 }
 
 // refusedLogin reports whether Redis answered the connection handshake by
@@ -260,338 +237,9 @@ func (c *Client) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Enqueue adds a task at the back of a queue and wakes its workers.
-//
-// Calls on the same queue that overlap are sent together: while one is in
-// flight, those that arrive wait for it and then go out as one script call
-// (and one work event), in the order they arrived. A call alone goes out
-// at once.
-//
-// If Enqueue returns an error wrapping ErrUnavailable the task may or may
-// not have been queued (the reply was lost); retrying can queue it twice.
-// The same holds when ctx ends while the call waits for its reply.
-func (c *Client) Enqueue(ctx context.Context, queue string, task []byte) error {
-	if err := c.check(ctx, "enqueue", queue); err != nil {
-		return err
-	}
-	if len(task) > c.maxTaskSize {
-		return fmt.Errorf("worqr: enqueue %q: task is %d bytes, limit %d: %w", queue, len(task), c.maxTaskSize, ErrTaskTooLarge)
-	}
-	if _, err := c.enqueues.do(ctx, queue, task); err != nil {
-		if err == ctx.Err() { // gave up waiting for a batch
-			return fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-		}
-		return err
-	}
-	return nil
-}
-
-// enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
-// from overlapping calls.
-func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]struct{}, error) {
-	if err := c.enqueue(ctx, queue, tasks); err != nil {
-		return nil, err
-	}
-	return make([]struct{}, len(tasks)), nil
-}
-
-// EnqueueBatch adds tasks, in order, at the back of a queue in one round
-// trip, and wakes its workers once per 1,000 tasks. Either every task is
-// checked and sent or, on a validation error, none is.
-func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte) error {
-	if err := c.check(ctx, "enqueue", queue); err != nil {
-		return err
-	}
-	for i, t := range tasks {
-		if len(t) > c.maxTaskSize {
-			return fmt.Errorf("worqr: enqueue %q: task %d is %d bytes, limit %d: %w", queue, i, len(t), c.maxTaskSize, ErrTaskTooLarge)
-		}
-	}
-	if len(tasks) == 0 {
-		return nil
-	}
-	return c.enqueue(ctx, queue, tasks)
-}
-
-// enqueue runs the enqueue script for checked tasks, 1,000 a call, in one
-// round trip, and registers the queue if it is new.
-func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte) error {
-	k := c.keys.queue(queue)
-	calls := make([]scripts.Call, 0, (len(tasks)+maxTasksPerScript-1)/maxTasksPerScript)
-	for start := 0; start < len(tasks); start += maxTasksPerScript {
-		chunk := tasks[start:min(start+maxTasksPerScript, len(tasks))]
-		args := make([]string, 0, 2+len(chunk))
-		args = append(args, k.channel, queue)
-		// One copy of the chunk's bytes into one string, sliced per task,
-		// rather than an allocation per task.
-		size := 0
-		for _, t := range chunk {
-			size += len(t)
-		}
-		var all strings.Builder
-		all.Grow(size)
-		for _, t := range chunk {
-			all.Write(t)
-		}
-		joined := all.String()
-		for _, t := range chunk {
-			args = append(args, joined[:len(t)])
-			joined = joined[len(t):]
-		}
-		calls = append(calls, scripts.Call{Script: c.scripts.Enqueue, Keys: []string{k.waiting, k.meta, k.idle}, Args: args})
-	}
-	unregistered := false
-	var errs []error
-	for _, res := range scripts.ExecMulti(ctx, c.rdb, calls) {
-		n, err := res.AsInt64()
-		if err != nil {
-			errs = append(errs, c.fail("enqueue", queue, err))
-			continue
-		}
-		unregistered = unregistered || n == 1
-	}
-	if unregistered {
-		errs = append(errs, c.register(ctx, queue))
-	}
-	return errors.Join(errs...)
-}
-
-// register adds a queue to the registry, then confirms that in the queue's
-// meta hash. Until it is confirmed every enqueue asks again, so a failure
-// here, or a crash, only delays registration. The order matters against
-// DeleteQueue, which unregisters first and then deletes the queue: a queue
-// holding tasks is never left out of the registry for good; at worst an
-// empty deleted one is left in, and Queues filters those out.
-func (c *Client) register(ctx context.Context, queue string) error {
-	if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build().Pin()).Error(); err != nil {
-		return c.fail("register queue", queue, err)
-	}
-	if err := c.scripts.Registered.Exec(ctx, c.rdb, []string{c.keys.queue(queue).meta}, nil).Error(); err != nil {
-		return c.fail("register queue", queue, err)
-	}
-	return nil
-}
-
-// CancelResult says what Cancel found.
-type CancelResult struct {
-	// Removed counts waiting copies of the task that were removed.
-	Removed int64
-	// Marked counts in-flight processes holding the task that were marked
-	// cancelled; their workers get a cancel event.
-	Marked int64
-}
-
-// Cancel removes every waiting copy of a task from a queue, marks every
-// in-flight process holding it as cancelled, and publishes a cancel event.
-// A worker that missed the event finds out when it resubscribes, or when it
-// next touches the process (Stop and Check return ErrTaskCancelled).
-func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelResult, error) {
-	if err := c.check(ctx, "cancel", queue); err != nil {
-		return CancelResult{}, err
-	}
-	if len(task) > c.maxTaskSize {
-		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, ErrTaskTooLarge)
-	}
-	k := c.keys.queue(queue)
-	res, err := c.scripts.Cancel.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.meta}, []string{k.channel, string(task)}).AsIntSlice()
-	if err != nil || len(res) != 2 {
-		return CancelResult{}, c.fail("cancel", queue, err)
-	}
-	return CancelResult{Removed: res[0], Marked: res[1]}, nil
-}
-
-// DeleteQueue removes a queue's waiting tasks and the queue itself, and
-// publishes a delete event. Processes already in flight can still finish;
-// stopping them, or reclaiming them from a dead worker, drops them instead
-// of bringing the queue back. It returns the number of waiting tasks
-// dropped. A later Enqueue creates the queue afresh.
-func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
-	if err := c.check(ctx, "delete", queue); err != nil {
-		return 0, err
-	}
-	if err := c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.keys.queues()).Member(queue).Build().Pin()).Error(); err != nil {
-		return 0, c.fail("delete", queue, err)
-	}
-	k := c.keys.queue(queue)
-	n, err := c.scripts.Delete.Exec(ctx, c.rdb, []string{k.waiting, k.procs, k.meta}, []string{k.channel}).AsInt64()
-	if err != nil {
-		// The queue may still exist and be confirmed as registered: put it
-		// back in the registry (best effort) rather than hide it.
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = c.rdb.Do(undo, c.rdb.B().Sadd().Key(c.keys.queues()).Member(queue).Build().Pin()).Error()
-		return 0, c.fail("delete", queue, err)
-	}
-	return n, nil
-}
-
-// Queues lists the queues that exist: enqueued to, or served by a worker,
-// and not deleted since. It reads the registry, never KEYS or SCAN.
-func (c *Client) Queues(ctx context.Context) ([]string, error) {
-	if err := c.checkCtx(ctx, "queues"); err != nil {
-		return nil, err
-	}
-	names, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.queues()).Build().Pin()).AsStrSlice()
-	if err != nil {
-		return nil, c.fail("queues", "", err)
-	}
-	if len(names) == 0 {
-		return names, nil
-	}
-	cmds := make(rueidis.Commands, len(names))
-	for i, name := range names {
-		cmds[i] = c.rdb.B().Hexists().Key(c.keys.queue(name).meta).Field("name").Build().Pin()
-	}
-	live := names[:0]
-	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
-		ok, err := res.AsBool()
-		if err != nil {
-			return nil, c.fail("queues", "", err)
-		}
-		if ok {
-			live = append(live, names[i])
-		}
-	}
-	return live, nil
-}
-
-// QueueLen returns the number of tasks waiting in a queue.
-func (c *Client) QueueLen(ctx context.Context, queue string) (int64, error) {
-	if err := c.check(ctx, "queue length", queue); err != nil {
-		return 0, err
-	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(c.keys.queue(queue).waiting).Build().Pin()).AsInt64()
-	if err != nil {
-		return 0, c.fail("queue length", queue, err)
-	}
-	return n, nil
-}
-
-// Peek returns the task that would be dequeued next, or ErrNoTask.
-func (c *Client) Peek(ctx context.Context, queue string) ([]byte, error) {
-	tasks, err := c.Range(ctx, queue, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	if len(tasks) == 0 {
-		return nil, fmt.Errorf("worqr: peek %q: %w", queue, ErrNoTask)
-	}
-	return tasks[0], nil
-}
-
-// Range returns waiting tasks in dequeue order, from position start to stop
-// inclusive, where 0 is the next task out. Negative positions count from
-// the back, as in LRANGE (-1 is the last task).
-func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([][]byte, error) {
-	if err := c.check(ctx, "range", queue); err != nil {
-		return nil, err
-	}
-	// The front of the queue is the right end of the list, so position i
-	// is list index -(i+1) and the slice comes back reversed.
-	cmd := c.rdb.B().Lrange().Key(c.keys.queue(queue).waiting).Start(-(stop + 1)).Stop(-(start + 1)).Build().Pin()
-	vals, err := c.rdb.Do(ctx, cmd).AsStrSlice()
-	if err != nil {
-		return nil, c.fail("range", queue, err)
-	}
-	out := make([][]byte, len(vals))
-	for i, v := range vals {
-		out[len(vals)-1-i] = []byte(v)
-	}
-	return out, nil
-}
-
-// ProcessState is what has happened to an in-flight process.
-type ProcessState string
-
-// Process states, as stored in Redis.
-const (
-	// StateActive is a process being worked on.
-	StateActive ProcessState = "active"
-	// StateCancelled is a process whose task was cancelled.
-	StateCancelled ProcessState = "cancelled"
-	// StateDeleted is a process whose queue was deleted.
-	StateDeleted ProcessState = "deleted"
-)
-
-func stateOf(b byte) ProcessState {
-	switch b {
-	case 'c':
-		return StateCancelled
-	case 'd':
-		return StateDeleted
-	default:
-		return StateActive
-	}
-}
-
-// ProcessInfo describes an in-flight process, for inspection.
-type ProcessInfo struct {
-	ID    string
-	Queue string
-	Owner string // the worker id that holds it
-	State ProcessState
-	Task  []byte
-}
-
-// Processes lists the in-flight processes of a queue with their owners.
-func (c *Client) Processes(ctx context.Context, queue string) ([]ProcessInfo, error) {
-	if err := c.check(ctx, "processes", queue); err != nil {
-		return nil, err
-	}
-	all, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(c.keys.queue(queue).procs).Build().Pin()).AsStrMap()
-	if err != nil {
-		return nil, c.fail("processes", queue, err)
-	}
-	out := make([]ProcessInfo, 0, len(all))
-	for id, v := range all {
-		if len(v) < 1+workerIDLen {
-			continue // not ours; never written by worqr
-		}
-		out = append(out, ProcessInfo{ID: id, Queue: queue, Owner: v[1 : 1+workerIDLen], State: stateOf(v[0]), Task: []byte(v[1+workerIDLen:])})
-	}
-	sortProcessInfos(out)
-	return out, nil
-}
-
-// WorkerInfo describes a live worker.
-type WorkerInfo struct {
-	ID string
-	// LeaseLeftMillis is how long its lease has left, by the Redis clock.
-	LeaseLeftMillis int64
-}
-
-// Workers lists the workers whose lease is live.
-func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	if err := c.checkCtx(ctx, "workers"); err != nil {
-		return nil, err
-	}
-	vals, err := c.scripts.Live.Exec(ctx, c.rdb, []string{c.keys.workers()}, nil).AsStrSlice()
-	if err != nil {
-		return nil, c.fail("workers", "", err)
-	}
-	out := make([]WorkerInfo, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
-		left, _ := strconv.ParseInt(vals[i+1], 10, 64)
-		out = append(out, WorkerInfo{ID: vals[i], LeaseLeftMillis: left})
-	}
-	return out, nil
-}
-
-// WorkerQueues lists the queues a worker serves.
-func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, error) {
-	if err := c.checkCtx(ctx, "worker queues"); err != nil {
-		return nil, err
-	}
-	qs, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(c.keys.workerQueues(workerID)).Build().Pin()).AsStrSlice()
-	if err != nil {
-		return nil, c.fail("worker queues", "", err)
-	}
-	return qs, nil
-}
-
-// checkCtx validates what every call needs: an open client and a live
+// validateCtx checks what every call needs: an open client and a live
 // context.
-func (c *Client) checkCtx(ctx context.Context, op string) error {
+func (c *Client) validateCtx(ctx context.Context, op string) error {
 	if c.closed.Load() {
 		return fmt.Errorf("worqr: %s: %w", op, ErrClientClosed)
 	}
@@ -601,9 +249,9 @@ func (c *Client) checkCtx(ctx context.Context, op string) error {
 	return nil
 }
 
-// check is checkCtx plus a valid queue name.
-func (c *Client) check(ctx context.Context, op, queue string) error {
-	if err := c.checkCtx(ctx, op); err != nil {
+// validate is validateCtx plus a valid queue name.
+func (c *Client) validate(ctx context.Context, op, queue string) error {
+	if err := c.validateCtx(ctx, op); err != nil {
 		return err
 	}
 	return validQueue(op, queue)

@@ -18,8 +18,8 @@ func TestEnqueueDequeueFinishInOrder(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "jobs", Events{}))
 
-	require.NoError(t, c.Enqueue(ctx, "jobs", []byte("a")))
-	require.NoError(t, c.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("b"), []byte("c")}))
+	require.NoError(t, second(c.Enqueue(ctx, "jobs", []byte("a"))))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("b"), []byte("c")})))
 	n, err := c.QueueLen(ctx, "jobs")
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n)
@@ -49,7 +49,7 @@ func TestBatchLargerThanOneScriptCall(t *testing.T) {
 	for i := range tasks {
 		tasks[i] = []byte(fmt.Sprint(i))
 	}
-	require.NoError(t, c.EnqueueBatch(ctx, "big", tasks))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "big", tasks)))
 	all, err := c.Range(ctx, "big", 0, -1)
 	require.NoError(t, err)
 	require.Len(t, all, len(tasks))
@@ -61,8 +61,10 @@ func TestBatchLargerThanOneScriptCall(t *testing.T) {
 func TestInspection(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.NoError(t, c.EnqueueBatch(ctx, "q1", [][]byte{[]byte("x"), []byte("y"), []byte("z")}))
-	require.NoError(t, c.Enqueue(ctx, "q2", []byte("only")))
+	ids, err := c.EnqueueBatch(ctx, "q1", [][]byte{[]byte("x"), []byte("y"), []byte("z")})
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	require.NoError(t, second(c.Enqueue(ctx, "q2", []byte("only"))))
 
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
@@ -76,6 +78,15 @@ func TestInspection(t *testing.T) {
 	assert.Equal(t, [][]byte{[]byte("y"), []byte("z")}, mid)
 	_, err = c.Peek(ctx, "empty")
 	assert.ErrorIs(t, err, ErrNoTask)
+	tasks, err := c.Tasks(ctx, "q1", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 3)
+	for i, task := range tasks {
+		assert.Equal(t, ids[i], task.ID)
+		assert.Equal(t, "q1", task.Queue)
+		assert.Zero(t, task.Attempts)
+		assert.WithinDuration(t, time.Now(), task.EnqueuedAt, time.Minute, "read from the id, by the Redis clock")
+	}
 
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q1", Events{}))
@@ -84,7 +95,7 @@ func TestInspection(t *testing.T) {
 	procs, err := c.Processes(ctx, "q1")
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
-	assert.Equal(t, ProcessInfo{ID: p.ID(), Queue: "q1", Owner: w.ID(), State: StateActive, Task: []byte("x")}, procs[0])
+	assert.Equal(t, ProcessInfo{ID: p.ID(), Queue: "q1", Owner: w.ID(), State: StateActive, TaskID: ids[0], Attempt: 1, Task: []byte("x")}, procs[0])
 
 	ws, err := c.Workers(ctx)
 	require.NoError(t, err)
@@ -107,7 +118,7 @@ func TestQueueNamesOfAnyBytes(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	for _, name := range names {
 		task := []byte("task for " + name)
-		require.NoError(t, c.Enqueue(ctx, name, task), "%q", name)
+		require.NoError(t, second(c.Enqueue(ctx, name, task)), "%q", name)
 		require.NoError(t, w.StartWork(ctx, name, Events{}), "%q", name)
 	}
 	qs, err := c.Queues(ctx)
@@ -132,17 +143,17 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	ctx := ctxT(t)
 
-	assert.ErrorIs(t, c.Enqueue(ctx, "", []byte("x")), ErrInvalidQueueName)
-	assert.ErrorIs(t, c.Enqueue(ctx, strings.Repeat("n", MaxQueueNameLen+1), []byte("x")), ErrInvalidQueueName)
-	assert.ErrorIs(t, c.Enqueue(ctx, "q", make([]byte, 17)), ErrTaskTooLarge)
+	assert.ErrorIs(t, second(c.Enqueue(ctx, "", []byte("x"))), ErrInvalidQueueName)
+	assert.ErrorIs(t, second(c.Enqueue(ctx, strings.Repeat("n", MaxQueueNameLen+1), []byte("x"))), ErrInvalidQueueName)
+	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", make([]byte, 17))), ErrTaskTooLarge)
 	// A batch with one oversized task sends none of them.
-	assert.ErrorIs(t, c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), make([]byte, 17)}), ErrTaskTooLarge)
+	assert.ErrorIs(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), make([]byte, 17)})), ErrTaskTooLarge)
 	n, err := c.QueueLen(ctx, "q")
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
 	// Empty tasks are allowed, and are not confused with an empty queue.
-	require.NoError(t, c.Enqueue(ctx, "q", nil))
+	require.NoError(t, second(c.Enqueue(ctx, "q", nil)))
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	p, err := w.Dequeue(ctx, "q")
@@ -157,7 +168,7 @@ func TestBadInput(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	assert.ErrorIs(t, c.Enqueue(cancelled, "q", []byte("x")), context.Canceled)
+	assert.ErrorIs(t, second(c.Enqueue(cancelled, "q", []byte("x"))), context.Canceled)
 	_, err = w.Dequeue(cancelled, "q")
 	assert.ErrorIs(t, err, context.Canceled)
 
@@ -176,7 +187,7 @@ func TestBadInput(t *testing.T) {
 	assert.ErrorIs(t, w.StartWork(ctx, "other", Events{}), ErrWorkerClosed)
 
 	require.NoError(t, c.Close(ctx))
-	assert.ErrorIs(t, c.Enqueue(ctx, "q", []byte("x")), ErrClientClosed)
+	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"))), ErrClientClosed)
 	_, err = c.NewWorker(ctx, WorkerOptions{})
 	assert.ErrorIs(t, err, ErrClientClosed)
 }
@@ -184,12 +195,12 @@ func TestBadInput(t *testing.T) {
 func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Parallel()
 	px, c, direct, ctx := setupBehindProxy(t)
-	require.NoError(t, c.Enqueue(ctx, "q", []byte("kept")))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("kept"))))
 
 	px.cut()
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := c.Enqueue(short, "q", []byte("x"))
+	_, err := c.Enqueue(short, "q", []byte("x"))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded), "got %v", err)
 	_, err = c.NewWorker(short, WorkerOptions{})
@@ -199,7 +210,7 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "nothing queued is lost")
 	px.restore()
-	eventually(t, 10*time.Second, "client recovers", func() bool { return c.Enqueue(ctx, "q", []byte("y")) == nil })
+	eventually(t, 10*time.Second, "client recovers", func() bool { return second(c.Enqueue(ctx, "q", []byte("y"))) == nil })
 }
 
 func TestPrefixesIsolate(t *testing.T) {
@@ -215,8 +226,8 @@ func TestPrefixesIsolate(t *testing.T) {
 	// Prefix one publishes three tasks first, then prefix two one task.
 	// A subscriber hears its messages in publish order, so if wTwo heard
 	// prefix one at all, its first work event could not count exactly 1.
-	require.NoError(t, one.EnqueueBatch(ctx, "shared", [][]byte{[]byte("1"), []byte("2"), []byte("3")}))
-	require.NoError(t, two.Enqueue(ctx, "shared", []byte("for two")))
+	require.NoError(t, second(one.EnqueueBatch(ctx, "shared", [][]byte{[]byte("1"), []byte("2"), []byte("3")})))
+	require.NoError(t, second(two.Enqueue(ctx, "shared", []byte("for two"))))
 	assert.EqualValues(t, 1, recv(t, events, 5*time.Second, "own work event"))
 
 	p, err := wTwo.Dequeue(ctx, "shared")
@@ -243,7 +254,7 @@ func TestClientFromAddressOrURL(t *testing.T) {
 	for _, addr := range []string{b.addr, strings.Join(b.seeds, ","), "redis://" + b.addr} {
 		c, err := New(Options{Addr: addr, Prefix: b.prefix})
 		require.NoError(t, err, addr)
-		require.NoError(t, c.Enqueue(ctx, "q", []byte(addr)), addr)
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(addr))), addr)
 		tasks, err := c.Range(ctx, "q", -1, -1)
 		require.NoError(t, err)
 		assert.Equal(t, addr, string(tasks[0]))

@@ -41,14 +41,15 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 	// One call per queue first, so the scripts are loaded and the queues
 	// registered before timing.
 	for _, q := range b.queues {
-		if err := c.Enqueue(ctx, q, payload("warm", 0)); err != nil {
+		if _, err := c.Enqueue(ctx, q, payload("warm", 0)); err != nil {
 			return nil, err
 		}
 	}
 	w = openWindow(ctx, b.rdb)
 	start := time.Now()
 	err = parallel(conc, single, func(i int) error {
-		return c.Enqueue(ctx, b.queues[i%len(b.queues)], pool.bytes[i%poolSize])
+		_, err := c.Enqueue(ctx, b.queues[i%len(b.queues)], pool.bytes[i%poolSize])
+		return err
 	})
 	took = time.Since(start)
 	worqrSingle := w.close(ctx)
@@ -76,7 +77,8 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 	start = time.Now()
 	err = parallel(conc, calls, func(call int) error {
 		n := min(batch, batched-call*batch)
-		return c.EnqueueBatch(ctx, b.queues[call%len(b.queues)], pool.bytes[:n])
+		_, err := c.EnqueueBatch(ctx, b.queues[call%len(b.queues)], pool.bytes[:n])
+		return err
 	})
 	took = time.Since(start)
 	worqrBatch := w.close(ctx)

@@ -90,7 +90,8 @@ func stream(ctx context.Context, b *bench, total, n, per int) (float64, span, er
 	run := uuid.NewString()[:8]
 	w := openWindow(ctx, b.rdb)
 	err = parallel(b.cfg.concurrency, total, func(i int) error {
-		return c.Enqueue(ctx, b.queues[i%len(b.queues)], payload(run, i))
+		_, err := c.Enqueue(ctx, b.queues[i%len(b.queues)], payload(run, i))
+		return err
 	})
 	if err != nil {
 		return 0, span{}, err

@@ -72,7 +72,8 @@ func worqrLatency(ctx context.Context, b *bench, count int, gap time.Duration, n
 	}
 	win := openWindow(ctx, b.rdb)
 	err = t.send(ctx, func(i int, task []byte) error {
-		return c.Enqueue(ctx, b.queues[i%len(b.queues)], task)
+		_, err := c.Enqueue(ctx, b.queues[i%len(b.queues)], task)
+		return err
 	})
 	if err != nil {
 		return nil, span{}, err

@@ -79,7 +79,7 @@ func fill(ctx context.Context, c *worqr.Client, queues []string, perQueue int, r
 			for i := start; i < min(start+1000, perQueue); i++ {
 				tasks = append(tasks, payload(run, qi*perQueue+i))
 			}
-			if err := c.EnqueueBatch(ctx, q, tasks); err != nil {
+			if _, err := c.EnqueueBatch(ctx, q, tasks); err != nil {
 				return err
 			}
 		}

@@ -65,7 +65,7 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 	for i := range tasks {
 		tasks[i] = fmt.Appendf(nil, "slow-%02d", i)
 	}
-	if err := c.EnqueueBatch(ctx, queue, tasks); err != nil {
+	if _, err := c.EnqueueBatch(ctx, queue, tasks); err != nil {
 		return 0, 0, nil, err
 	}
 

@@ -193,7 +193,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		tasks[t] = &taskInfo{queue: connQueue, kind: "conn", copies: []int64{now()}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err = client.EnqueueBatch(ctx, connQueue, batch)
+	_, err = client.EnqueueBatch(ctx, connQueue, batch)
 	cancel()
 	if err != nil {
 		return false, err

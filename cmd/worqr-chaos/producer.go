@@ -75,7 +75,7 @@ func (p *producer) enqueue(q string, tasks [][]byte) error {
 	for {
 		at := now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := p.client.EnqueueBatch(ctx, q, tasks)
+		_, err := p.client.EnqueueBatch(ctx, q, tasks)
 		cancel()
 		maybe := err == nil || !errors.Is(err, syscall.ECONNREFUSED)
 		p.mu.Lock()

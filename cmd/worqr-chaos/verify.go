@@ -132,7 +132,7 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 			tasks[t] = &taskInfo{queue: q, kind: "probe", copies: []int64{now()}}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.client.EnqueueBatch(ctx, q, batch)
+		_, err := c.client.EnqueueBatch(ctx, q, batch)
 		cancel()
 		if err != nil {
 			return nil, err.Error()

@@ -100,7 +100,7 @@ func run(addr string, grace, after time.Duration, concurrency int, taskTime, eve
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if err := client.Enqueue(ctx, queue, fmt.Appendf(nil, "task-%03d", n)); err != nil {
+			if _, err := client.Enqueue(ctx, queue, fmt.Appendf(nil, "task-%03d", n)); err != nil {
 				produced <- result{n, fmt.Errorf("enqueue: %w", err)}
 				return
 			}

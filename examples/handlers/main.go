@@ -96,7 +96,7 @@ func run(addr string, n int, timeout time.Duration) error {
 		for i, task := range s.tasks {
 			batch[i] = []byte(task)
 		}
-		if err := client.EnqueueBatch(ctx, s.name, batch); err != nil {
+		if _, err := client.EnqueueBatch(ctx, s.name, batch); err != nil {
 			return err
 		}
 		fmt.Printf("enqueued %2d tasks on %-7s (concurrency %d)\n", len(batch), s.name, s.concurrency)

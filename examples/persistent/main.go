@@ -200,7 +200,7 @@ func run(addr string) error {
 		return err
 	}
 	for i := range connections {
-		if err := client.Enqueue(ctx, queue, fmt.Appendf(nil, "conn-%02d", i)); err != nil {
+		if _, err := client.Enqueue(ctx, queue, fmt.Appendf(nil, "conn-%02d", i)); err != nil {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond)

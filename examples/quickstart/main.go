@@ -61,7 +61,7 @@ func runDemo(addr string, total int) error {
 	for i := range batch {
 		batch[i] = fmt.Appendf(nil, "task-%03d", i)
 	}
-	if err := client.EnqueueBatch(ctx, queue, batch); err != nil {
+	if _, err := client.EnqueueBatch(ctx, queue, batch); err != nil {
 		return err
 	}
 	fmt.Printf("enqueued %d tasks on %q\n", total, queue)

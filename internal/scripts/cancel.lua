@@ -1,18 +1,33 @@
--- Cancel a task by payload: remove every waiting copy, mark every in-flight
--- copy cancelled (so a holder that missed the message still finds out), and
--- publish the cancel event.
--- KEYS: waiting, procs, meta
--- ARGV: channel, task
+-- Cancel tasks by payload: remove every waiting task with this payload,
+-- mark every in-flight one cancelled (so a holder that missed the event
+-- still finds out), and publish a cancel event naming the in-flight tasks.
+-- KEYS: waiting, procs
+-- ARGV: channel, payload
 -- Returns {removed, marked}.
-local removed = redis.call('LREM', KEYS[1], 0, ARGV[2])
-local marked = 0
+local removed = 0
+local len = redis.call('LLEN', KEYS[1])
+for start = 0, len - 1, 1000 do
+  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
+  for j, e in ipairs(chunk) do
+    if entry_payload(e) == ARGV[2] then
+      redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
+      removed = removed + 1
+    end
+  end
+end
+if removed > 0 then
+  redis.call('LREM', KEYS[1], 0, TOMBSTONE)
+end
+local ids = {}
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]
-  if proc_state(v) == 'a' and proc_task(v) == ARGV[2] then
+  if proc_state(v) == 'a' and entry_payload(proc_task(v)) == ARGV[2] then
     redis.call('HSET', KEYS[2], all[i], 'c' .. string.sub(v, 2))
-    marked = marked + 1
+    ids[#ids + 1] = entry_id(proc_task(v))
   end
 end
-publish(ARGV[1], 'c' .. last_pid(KEYS[3]) .. ':' .. ARGV[2])
-return {removed, marked}
+if #ids > 0 then
+  publish(ARGV[1], 'c' .. table.concat(ids, ','))
+end
+return {removed, #ids}

@@ -31,11 +31,52 @@ local function lease_live(leases, worker, now)
   return score and tonumber(score) > now
 end
 
--- procs hash values: one state byte, the 36-byte owner id, then the task.
+-- Task entries (see internal/store/records.go, the Go side of this
+-- layout): a header, ':', then the payload. The header is the task id in
+-- hex, then optional fields ',<letter><value>': ',a<n>' counts the starts.
+local function entry_id(e) return string.match(e, '^[^,:]*') end
+local function entry_payload(e)
+  local c = string.find(e, ':', 1, true)
+  if not c then return e end
+  return string.sub(e, c + 1)
+end
+
+-- The entry of a task that is starting: its attempt count one higher.
+-- (A value without a header, queued by a worqr before task ids, starts
+-- under id 0.)
+local function entry_started(e)
+  local c = string.find(e, ':', 1, true)
+  if not c then return '0,a1:' .. e end
+  local header = string.sub(e, 1, c - 1)
+  local n = 0
+  local s, f, digits = string.find(header, ',a(%d+)')
+  if s then
+    n = tonumber(digits)
+    header = string.sub(header, 1, s - 1) .. string.sub(header, f + 1)
+  end
+  return header .. ',a' .. (n + 1) .. string.sub(e, c)
+end
+
+-- Task ids count up from the Redis clock in microseconds: the first of n
+-- new ids is the clock, or one past the last id given if that is later, so
+-- ids are unique in their queue even after it is deleted and made again,
+-- and each tells when its task was enqueued. Returns the first (a number).
+local function next_task_ids(meta, n)
+  local last = tonumber(redis.call('HGET', meta, 'tid') or '0')
+  local first = math.max(now_us(), last + 1)
+  redis.call('HSET', meta, 'tid', string.format('%.0f', first + n - 1))
+  return first
+end
+
+-- procs hash values: one state byte, the 36-byte owner id, then the task
+-- entry.
 local OWNER_LEN = 36
 local function proc_state(v) return string.sub(v, 1, 1) end
 local function proc_owner(v) return string.sub(v, 2, 1 + OWNER_LEN) end
 local function proc_task(v) return string.sub(v, 2 + OWNER_LEN) end
+
+-- Replaces list elements that are to be removed, before one LREM of it.
+local TOMBSTONE = '\0worqr:removed'
 
 -- What finish and stop report about the process they removed.
 local STATE_CODE = {a = 1, c = 2, d = 3}

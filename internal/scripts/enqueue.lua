@@ -1,16 +1,33 @@
--- Enqueue tasks at the back of a queue and wake its workers.
+-- Enqueue tasks at the back of a queue (or, with front set, at its front)
+-- and wake its workers. Each task gets an id (see next_task_ids) and is
+-- stored as an entry '<id>:<payload>'.
 -- KEYS: waiting, meta, idle
--- ARGV: channel, queue name, task...
--- Returns 1 while the queue is not yet confirmed in the registry (see
--- registered.lua): the caller then registers it.
+-- ARGV: channel, queue name, front ("1" | "0"), payload...
+-- Returns {unregistered, first id (hex)}: unregistered is 1 while the queue
+-- is not yet confirmed in the registry (see registered.lua), and the caller
+-- then registers it; the tasks' ids count up by one from the first.
 --
 -- The work event names the handler runtimes that should wake: up to n + 1
 -- of those parked in the idle set (see dequeue.lua), longest idle first,
 -- one more than the tasks in case one of them has just died. Every other
 -- runtime is busy and will come back for more by itself, so it need not
 -- hear of the tasks. With none parked the event names nobody and wakes all.
-local n = #ARGV - 2
-redis.call('LPUSH', KEYS[1], unpack(ARGV, 3))
+local n = #ARGV - 3
+local first = next_task_ids(KEYS[2], n)
+local entries = {}
+if ARGV[3] == '1' then
+  -- The front is the right end: push the last task first, so the batch
+  -- comes out in its own order.
+  for i = n, 1, -1 do
+    entries[#entries + 1] = string.format('%x', first + i - 1) .. ':' .. ARGV[3 + i]
+  end
+  redis.call('RPUSH', KEYS[1], unpack(entries))
+else
+  for i = 1, n do
+    entries[i] = string.format('%x', first + i - 1) .. ':' .. ARGV[3 + i]
+  end
+  redis.call('LPUSH', KEYS[1], unpack(entries))
+end
 local parked = redis.call('ZPOPMIN', KEYS[3], n + 1)
 local msg = 'w' .. n
 if #parked > 0 then
@@ -21,10 +38,11 @@ if #parked > 0 then
   msg = msg .. ':' .. table.concat(ids, ',')
 end
 publish(ARGV[1], msg)
+local id = string.format('%x', first)
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
 if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then
-  return 0
+  return {0, id}
 end
 redis.call('HSETNX', KEYS[2], 'name', ARGV[2])
-return 1
+return {1, id}

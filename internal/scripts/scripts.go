@@ -26,6 +26,7 @@ type Set struct {
 	Finish     *Script
 	Stop       *Script
 	Cancel     *Script
+	CancelID   *Script
 	Delete     *Script
 	Release    *Script
 	Join       *Script
@@ -54,6 +55,7 @@ func Load(sharded bool) *Set {
 		Finish:     load("finish.lua"),
 		Stop:       load("stop.lua"),
 		Cancel:     load("cancel.lua"),
+		CancelID:   load("cancel_id.lua"),
 		Delete:     load("delete.lua"),
 		Release:    load("release.lua"),
 		Join:       load("join.lua"),

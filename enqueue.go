@@ -1,0 +1,173 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// EnqueueOption changes how Enqueue and EnqueueBatch add tasks.
+type EnqueueOption func(*enqueueOptions)
+
+// enqueueOptions are the options of one Enqueue or EnqueueBatch call.
+type enqueueOptions struct {
+	front bool
+}
+
+// plain reports whether no option was given: such calls on one queue can
+// be joined into one script call.
+func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
+
+func (o enqueueOptions) args() store.EnqueueArgs { return store.EnqueueArgs{Front: o.front} }
+
+func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
+	var o enqueueOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// AtFront adds the tasks at the front of the queue, to be dequeued next
+// (a batch keeps its order there), instead of at the back.
+func AtFront() EnqueueOption { return func(o *enqueueOptions) { o.front = true } }
+
+// Enqueue adds a task at the back of a queue, wakes its workers, and
+// returns the task's id: unique in its queue, for ever (see TaskInfo.ID).
+//
+// Calls on the same queue without options that overlap are sent together:
+// while one is in flight, those that arrive wait for it and then go out as
+// one script call (and one work event), in the order they arrived. A call
+// alone goes out at once.
+//
+// If Enqueue returns an error wrapping ErrUnavailable the task may or may
+// not have been queued (the reply was lost); retrying can queue it twice.
+// The same holds when ctx ends while the call waits for its reply.
+func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ...EnqueueOption) (string, error) {
+	if err := c.validate(ctx, "enqueue", queue); err != nil {
+		return "", err
+	}
+	if len(task) > c.maxTaskSize {
+		return "", fmt.Errorf("worqr: enqueue %q: task is %d bytes, limit %d: %w", queue, len(task), c.maxTaskSize, ErrTaskTooLarge)
+	}
+	o := collectEnqueueOptions(opts)
+	if !o.plain() {
+		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
+		if err != nil {
+			return "", err
+		}
+		return ids[0], nil
+	}
+	id, err := c.enqueues.do(ctx, queue, task)
+	if err != nil {
+		if err == ctx.Err() { // gave up waiting for a batch
+			return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+		}
+		return "", err
+	}
+	return id, nil
+}
+
+// enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
+// from overlapping calls.
+func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]string, error) {
+	return c.enqueue(ctx, queue, tasks, enqueueOptions{})
+}
+
+// EnqueueBatch adds tasks, in order, at the back of a queue in one round
+// trip, wakes its workers once per 1,000 tasks, and returns the tasks'
+// ids in the same order. Either every task is checked and sent or, on a
+// validation error, none is. On ErrUnavailable some of the tasks may have
+// been queued.
+func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte, opts ...EnqueueOption) ([]string, error) {
+	if err := c.validate(ctx, "enqueue", queue); err != nil {
+		return nil, err
+	}
+	for i, t := range tasks {
+		if len(t) > c.maxTaskSize {
+			return nil, fmt.Errorf("worqr: enqueue %q: task %d is %d bytes, limit %d: %w", queue, i, len(t), c.maxTaskSize, ErrTaskTooLarge)
+		}
+	}
+	if len(tasks) == 0 {
+		return []string{}, nil
+	}
+	return c.enqueue(ctx, queue, tasks, collectEnqueueOptions(opts))
+}
+
+// enqueue sends checked tasks and tells the observer.
+func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o enqueueOptions) ([]string, error) {
+	ids, err := c.store.Enqueue(ctx, queue, tasks, o.args())
+	if err != nil {
+		err = c.fail("enqueue", queue, err)
+	}
+	c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: ids, Err: err})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// CancelResult says what Cancel found.
+type CancelResult struct {
+	// Removed counts waiting tasks that were removed.
+	Removed int64
+	// Marked counts in-flight processes that were marked cancelled; their
+	// workers get a cancel event.
+	Marked int64
+}
+
+// CancelTask cancels the task with this id: removes it if it waits, or
+// marks its process cancelled if it is in flight and publishes a cancel
+// event. A holder that missed the event finds out when it resubscribes, or
+// when it next touches the process (Requeue and Status return
+// ErrTaskCancelled). A task that already ended, or an unknown id, gives a
+// zero result.
+func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
+	if err := c.validate(ctx, "cancel", queue); err != nil {
+		return CancelResult{}, err
+	}
+	if id == "" {
+		return CancelResult{}, fmt.Errorf("worqr: cancel %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	n, err := c.store.CancelID(ctx, queue, id)
+	if err != nil {
+		return CancelResult{}, c.fail("cancel", queue, err)
+	}
+	return CancelResult(n), nil
+}
+
+// Cancel cancels every task of a queue whose payload is task: waiting ones
+// are removed, in-flight ones are marked cancelled and their holders get a
+// cancel event, as CancelTask describes. It reads every waiting task.
+func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelResult, error) {
+	if err := c.validate(ctx, "cancel", queue); err != nil {
+		return CancelResult{}, err
+	}
+	if len(task) > c.maxTaskSize {
+		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, ErrTaskTooLarge)
+	}
+	n, err := c.store.CancelPayload(ctx, queue, task)
+	if err != nil {
+		return CancelResult{}, c.fail("cancel", queue, err)
+	}
+	return CancelResult(n), nil
+}
+
+// DeleteQueue removes a queue's waiting tasks and the queue itself, and
+// publishes a delete event. Processes already in flight can still finish;
+// requeuing them, or reclaiming them from a dead worker, drops them
+// instead of bringing the queue back. It returns the number of waiting
+// tasks dropped. A later Enqueue creates the queue afresh.
+func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
+	if err := c.validate(ctx, "delete", queue); err != nil {
+		return 0, err
+	}
+	n, err := c.store.DeleteQueue(ctx, queue)
+	if err != nil {
+		return 0, c.fail("delete", queue, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,326 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// This file has the calls of the consistency check (the root package's
+// check.go holds its logic), and the probe for sharded pub/sub.
+
+// DetectSharded tells whether events should use sharded pub/sub. On a
+// cluster, ordinary PUBLISH is broadcast to every node; a shard channel in
+// the queue's slot stays on the queue's shard and follows it through
+// failovers and slot migrations. Every client of one cluster must choose
+// alike, or none hears the others' events, so the choice must not depend
+// on what a client sees of the topology when it is made: on a cluster,
+// sharded pub/sub is used whenever the server has it (Redis 7). Servers
+// that only emulate a cluster (miniredis answers CLUSTER SLOTS) or predate
+// it answer SPUBLISH with an unknown-command error, and keep ordinary
+// pub/sub, which is correct on any cluster. The probe publishes an empty
+// message on probe, which no worker acts on.
+func DetectSharded(rdb rueidis.Client, probe string) bool {
+	if rdb.Mode() != rueidis.ClientModeCluster {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := rdb.Do(ctx, rdb.B().Spublish().Channel(probe).Message("").Build().Pin()).Error()
+	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(rerr.Error()), "unknown command") {
+		return false
+	}
+	return true
+}
+
+// Scanned is what ScanKeys saw.
+type Scanned struct {
+	Nodes int // nodes scanned, replicas included
+	Keys  int // keys seen (a replica repeats its master's)
+}
+
+// ScanKeys walks every node's keyspace under the prefix with SCAN and
+// calls seen with each key (possibly more than once).
+func (s *Store) ScanKeys(ctx context.Context, seen func(key string)) (Scanned, error) {
+	var out Scanned
+	if err := s.enter(ctx, OpCheck); err != nil {
+		return out, err
+	}
+	match := globEscape(s.keys.prefix) + ":*"
+	nodes := s.rdb.Nodes()
+	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
+		node := nodes[addr]
+		out.Nodes++
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
+			if err != nil {
+				return out, fmt.Errorf("scan %s: %w", addr, err)
+			}
+			out.Keys += len(e.Elements)
+			for _, key := range e.Elements {
+				seen(key)
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// QueueLook is one queue as check_queue.lua saw it.
+type QueueLook struct {
+	Exists  bool            // its meta record holds its name
+	Waiting int64           // tasks waiting
+	Owners  map[string]bool // workers with a lease entry or process -> lease live
+	Orphans []Proc          // processes whose owner holds no live lease
+	// Err is set when the queue could not be read; Broken when that was
+	// because one of its keys holds what worqr never writes there.
+	Err    error
+	Broken bool
+}
+
+// LookQueues runs check_queue.lua on each queue, pipelined.
+func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.CheckSet) ([]QueueLook, error) {
+	calls := make([]scripts.Call, len(names))
+	for i, name := range names {
+		k := s.keys.Queue(name)
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta}}
+	}
+	results, err := s.runMulti(ctx, OpCheck, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueLook, len(names))
+	for i, res := range results {
+		out[i] = parseQueueLook(res)
+	}
+	return out, nil
+}
+
+func parseQueueLook(res rueidis.RedisResult) QueueLook {
+	parts, err := res.ToArray()
+	if err != nil {
+		_, reply := rueidis.IsRedisErr(err)
+		return QueueLook{Err: err, Broken: reply}
+	}
+	if len(parts) != 4 {
+		return QueueLook{Err: fmt.Errorf("check_queue.lua answered %d parts", len(parts))}
+	}
+	exists, err1 := parts[0].AsInt64()
+	waiting, err2 := parts[1].AsInt64()
+	owners, err3 := parts[2].ToArray()
+	orphans, err4 := parts[3].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return QueueLook{Err: err}
+	}
+	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2)}
+	for i := 0; i+1 < len(owners); i += 2 {
+		id, err1 := owners[i].ToString()
+		live, err2 := owners[i+1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return QueueLook{Err: err}
+		}
+		q.Owners[id] = live == 1
+	}
+	for i := 0; i+3 < len(orphans); i += 4 {
+		p := Proc{PID: orphans[i], Owner: orphans[i+1], State: State(orphans[i+2][0])}
+		t, ok := ParseTask(orphans[i+3])
+		if !ok {
+			t = Task{Payload: orphans[i+3]}
+		}
+		p.Task = t
+		q.Orphans = append(q.Orphans, p)
+	}
+	return q
+}
+
+// RegistryLook is the registries as check_registry.lua saw them.
+type RegistryLook struct {
+	Queues  map[string]bool
+	Workers map[string]int64 // id -> ms of lease left, <= 0 once expired
+	Judged  map[string]Judgement
+}
+
+// Judgement is what check_registry.lua says of one candidate worker.
+type Judgement struct {
+	Registered bool
+	HasSet     bool
+	Missing    []string // queues its set does not list
+}
+
+// ReadRegistry reads both registries and judges, in the same instant,
+// each candidate worker against the queues where it was seen.
+func (s *Store) ReadRegistry(ctx context.Context, where map[string][]string, sets *scripts.CheckSet) (RegistryLook, error) {
+	ids := slices.Sorted(maps.Keys(where))
+	keys := make([]string, 0, 2+len(ids))
+	keys = append(keys, s.keys.Workers(), s.keys.Queues())
+	var args []string
+	for _, id := range ids {
+		keys = append(keys, s.keys.WorkerQueues(id))
+		args = append(args, id, strconv.Itoa(len(where[id])))
+		args = append(args, where[id]...)
+	}
+	var reg RegistryLook
+	res, err := s.run(ctx, OpCheck, sets.Registry, keys, args)
+	if err != nil {
+		return reg, err
+	}
+	parts, err := res.ToArray()
+	if err != nil {
+		return reg, err
+	}
+	if len(parts) != 3 {
+		return reg, fmt.Errorf("check_registry.lua answered %d parts", len(parts))
+	}
+	queues, err1 := parts[0].AsStrSlice()
+	workers, err2 := parts[1].ToArray()
+	judged, err3 := parts[2].ToArray()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return reg, err
+	}
+	if len(judged) != len(ids) {
+		return reg, fmt.Errorf("check_registry.lua judged %d workers of %d", len(judged), len(ids))
+	}
+	reg = RegistryLook{Queues: make(map[string]bool, len(queues)), Workers: make(map[string]int64, len(workers)/2), Judged: make(map[string]Judgement, len(ids))}
+	for _, q := range queues {
+		reg.Queues[q] = true
+	}
+	for i := 0; i+1 < len(workers); i += 2 {
+		id, err1 := workers[i].ToString()
+		left, err2 := workers[i+1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return reg, err
+		}
+		reg.Workers[id] = left
+	}
+	for i, id := range ids {
+		j, err := judged[i].ToArray()
+		if err != nil || len(j) != 3 {
+			return reg, errors.Join(err, errors.New("check_registry.lua: bad judgement"))
+		}
+		registered, err1 := j[0].AsInt64()
+		hasSet, err2 := j[1].AsInt64()
+		missing, err3 := j[2].AsStrSlice()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return reg, err
+		}
+		reg.Judged[id] = Judgement{Registered: registered == 1, HasSet: hasSet == 1, Missing: missing}
+	}
+	return reg, nil
+}
+
+// RegisteredQueueNames lists the queue registry as it is, deleted queues
+// included.
+func (s *Store) RegisteredQueueNames(ctx context.Context) ([]string, error) {
+	if err := s.enter(ctx, OpCheck); err != nil {
+		return nil, err
+	}
+	return s.rdb.Do(ctx, s.b().Smembers().Key(s.keys.Queues()).Build().Pin()).AsStrSlice()
+}
+
+// InQueueRegistry reports for each name whether the queue registry has it.
+func (s *Store) InQueueRegistry(ctx context.Context, names []string) ([]bool, error) {
+	if err := s.enter(ctx, OpCheck); err != nil {
+		return nil, err
+	}
+	cmds := make(rueidis.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = s.b().Sismember().Key(s.keys.Queues()).Member(name).Build().Pin()
+	}
+	out := make([]bool, len(names))
+	for i, res := range s.rdb.DoMulti(ctx, cmds...) {
+		in, err := res.AsBool()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = in
+	}
+	return out, nil
+}
+
+// QueueRepair is what check_repair.lua did to one queue.
+type QueueRepair struct {
+	Requeued, Dropped, LeasesRemoved int64
+	Err                              error
+}
+
+// RepairQueues runs check_repair.lua on each queue, pipelined.
+func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.CheckSet) []QueueRepair {
+	calls := make([]scripts.Call, len(names))
+	for i, name := range names {
+		k := s.keys.Queue(name)
+		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta}, Args: []string{k.Channel, name}}
+	}
+	out := make([]QueueRepair, len(names))
+	results, err := s.runMulti(ctx, OpCheck, calls)
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		n, err := results[i].AsIntSlice()
+		if err == nil && len(n) != 4 {
+			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2]}
+	}
+	return out
+}
+
+// Adopted is what check_adopt.lua did for one worker.
+type Adopted struct {
+	Entered bool // the worker was entered in the registry (as dead)
+	Err     error
+}
+
+// Adopt makes the registry cover each worker and the queues where it holds
+// work, pipelined; ids and queues are parallel.
+func (s *Store) Adopt(ctx context.Context, ids []string, queues [][]string, sets *scripts.CheckSet) []Adopted {
+	calls := make([]scripts.Call, len(ids))
+	for i, id := range ids {
+		calls[i] = scripts.Call{Script: sets.Adopt, Keys: []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, Args: append([]string{id}, queues[i]...)}
+	}
+	out := make([]Adopted, len(ids))
+	results, err := s.runMulti(ctx, OpCheck, calls)
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		n, err := results[i].AsInt64()
+		out[i] = Adopted{Entered: n == 1, Err: err}
+	}
+	return out
+}
+
+// UnregisterQueue removes a queue from the registry, then asks the queue
+// whether it exists after all (made meanwhile: the caller registers it
+// again), clearing its confirmation: the order DeleteQueue uses.
+func (s *Store) UnregisterQueue(ctx context.Context, name string, sets *scripts.CheckSet) (exists bool, err error) {
+	if err := s.enter(ctx, OpCheck); err != nil {
+		return false, err
+	}
+	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(name).Build().Pin()).Error(); err != nil {
+		return false, err
+	}
+	n, err := sets.Unregister.Exec(ctx, s.rdb, []string{s.keys.Queue(name).Meta}, nil).AsInt64()
+	return n == 1, err
+}
+
+// CheckScripts builds the check's scripts (rare: built per check).
+func (s *Store) CheckScripts() *scripts.CheckSet { return scripts.LoadCheck(s.sharded) }

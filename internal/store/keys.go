@@ -1,0 +1,150 @@
+package store
+
+import "strings"
+
+// Keys names every Redis key and channel of one prefix.
+//
+// All keys of a queue share the hash tag {q:<escaped name>}, and all
+// worker-level keys share the tag {r}, so every script touches one slot and
+// runs unchanged on Redis Cluster. Queue names are never parsed back out of
+// keys in normal operation (registries hold the raw names), so any byte may
+// appear in a name; only '{', '}' and '%' are escaped, because a '}' inside
+// the tag would end it early. The consistency check alone recovers names
+// from keys (Parse), since it cannot trust the registries.
+type Keys struct {
+	prefix string
+}
+
+// NewKeys names the keys under prefix.
+func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
+
+// Prefix is the prefix every key and channel starts with.
+func (k Keys) Prefix() string { return k.prefix }
+
+// QueueKeys are the keys and the event channel of one queue.
+type QueueKeys struct {
+	Waiting string // LIST of task entries; the right end is the front (next out)
+	Procs   string // HASH pid -> process record (see Proc)
+	Leases  string // ZSET worker id -> lease expiry (ms, Redis clock)
+	Meta    string // HASH name, registered, seq (last pid), tid (last task id)
+	Idle    string // ZSET worker id -> when its runtime found the queue empty
+	Channel string // pub/sub channel for work, cancel and delete events
+}
+
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// Queue names the keys of one queue.
+func (k Keys) Queue(name string) QueueKeys {
+	base := k.prefix + ":{q:" + tagEscaper.Replace(name) + "}:"
+	return QueueKeys{
+		Waiting: base + "waiting",
+		Procs:   base + "procs",
+		Leases:  base + "leases",
+		Meta:    base + "meta",
+		Idle:    base + "idle",
+		Channel: base + "events",
+	}
+}
+
+// all are the queue's keys that hold data (not the channel).
+func (q QueueKeys) all() []string { return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle} }
+
+// Queues is the SET of known queue names.
+func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }
+
+// Workers is the ZSET of worker ids scored by registry lease expiry.
+func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
+
+// WorkerQueues is the SET of queues a worker serves or held a lease in.
+func (k Keys) WorkerQueues(id string) string { return k.prefix + ":{r}:wq:" + id }
+
+// KeyKind is what a key under the prefix is, for the consistency check.
+type KeyKind int
+
+// Kinds of key under the prefix.
+const (
+	KeyUnknown      KeyKind = iota // not worqr's
+	KeyRegistry                    // the queue or worker registry
+	KeyWorkerQueues                // a worker's queue set; the value is its id
+	KeyQueue                       // a queue's key; the value is its name
+)
+
+// Parse says what a key under the prefix is. Queue names are recovered
+// from the hash tag, and accepted only if valid reports the name valid
+// and the name's own keys include the key: anything else is unknown.
+func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) {
+	rest, ok := strings.CutPrefix(key, k.prefix+":")
+	if !ok {
+		return KeyUnknown, ""
+	}
+	switch {
+	case key == k.Queues() || key == k.Workers():
+		return KeyRegistry, ""
+	case strings.HasPrefix(key, k.WorkerQueues("")):
+		if id := key[len(k.WorkerQueues("")):]; id != "" {
+			return KeyWorkerQueues, id
+		}
+		return KeyUnknown, ""
+	}
+	tag, ok := strings.CutPrefix(rest, "{q:")
+	if !ok {
+		return KeyUnknown, ""
+	}
+	end := strings.IndexByte(tag, '}')
+	if end < 0 {
+		return KeyUnknown, ""
+	}
+	name, ok := unescapeTag(tag[:end])
+	if !ok || !valid(name) {
+		return KeyUnknown, ""
+	}
+	for _, own := range k.Queue(name).all() {
+		if key == own {
+			return KeyQueue, name
+		}
+	}
+	return KeyUnknown, ""
+}
+
+// unescapeTag undoes the escaping of a queue name in its hash tag ('%',
+// '{' and '}' as %25, %7B and %7D). It reports false for text the escaping
+// cannot produce.
+func unescapeTag(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, !strings.ContainsAny(s, "{}")
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case ch == '{' || ch == '}':
+			return "", false
+		case ch != '%':
+			b.WriteByte(ch)
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+			i += 2
+		case strings.HasPrefix(s[i:], "%7B"):
+			b.WriteByte('{')
+			i += 2
+		case strings.HasPrefix(s[i:], "%7D"):
+			b.WriteByte('}')
+			i += 2
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// globEscape quotes the characters SCAN's MATCH treats as a pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\^`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func valid(name string) bool { return name != "" && len(name) <= 1024 }
+
+func TestKeyParseRoundTrips(t *testing.T) {
+	k := NewKeys("p:x")
+	for _, name := range []string{"q", "a:b", "{", "}", "%", "%7B", "%25", "{q:x}:waiting", "\x00\xff", "}{%"} {
+		q := k.Queue(name)
+		for _, key := range []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle} {
+			kind, got := k.Parse(key, valid)
+			assert.Equal(t, KeyQueue, kind, key)
+			assert.Equal(t, name, got, key)
+		}
+	}
+	for key, want := range map[string]KeyKind{
+		"p:x:{r}:queues":         KeyRegistry,
+		"p:x:{r}:workers":        KeyRegistry,
+		"p:x:{r}:wq:abc":         KeyWorkerQueues,
+		"p:x:{r}:wq:":            KeyUnknown,
+		"p:x:{r}:other":          KeyUnknown,
+		"p:x:{q:a}:events":       KeyUnknown,
+		"p:x:{q:a%7b}:waiting":   KeyUnknown, // not what the escaping writes
+		"p:x:{q:a%}:waiting":     KeyUnknown,
+		"p:x:{q:}:waiting":       KeyUnknown, // an empty name is not a queue
+		"p:x:{q:a}:waiting:more": KeyUnknown,
+		"p:x:{q:a":               KeyUnknown,
+		"p:x:junk":               KeyUnknown,
+		"p:{q:a}:waiting":        KeyUnknown,
+	} {
+		kind, _ := k.Parse(key, valid)
+		assert.Equal(t, want, kind, key)
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	for msg, want := range map[string]Event{
+		"w12":         {Kind: EventWork, Count: 12},
+		"w3:a,b":      {Kind: EventWork, Count: 3, To: "a,b"},
+		"c1f":         {Kind: EventCancel, TaskIDs: []string{"1f"}},
+		"c5a,5b":      {Kind: EventCancel, TaskIDs: []string{"5a", "5b"}},
+		"d6a0c5b3e2f": {Kind: EventDelete, UpTo: 0x6a0c5b3e2f},
+	} {
+		got, ok := ParseEvent(msg)
+		assert.True(t, ok, msg)
+		assert.Equal(t, want, got, msg)
+	}
+	for _, bad := range []string{"", "wx", "zz", "c", "d", "dq"} {
+		_, ok := ParseEvent(bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+func TestParseTask(t *testing.T) {
+	for e, want := range map[string]Task{
+		"1f:":             {ID: "1f"},
+		"1f:a:b,c":        {ID: "1f", Payload: "a:b,c"},
+		"65f0,a3:payload": {ID: "65f0", Attempts: 3, Payload: "payload"},
+		"65f0,a3,p2:x":    {ID: "65f0", Attempts: 3, Payload: "x"}, // fields it does not know are skipped
+	} {
+		got, ok := ParseTask(e)
+		assert.True(t, ok, e)
+		assert.Equal(t, want, got, e)
+	}
+	for _, bad := range []string{"", "payload without header", ":x", "1f,ax:y"} {
+		_, ok := ParseTask(bad)
+		assert.False(t, ok, bad)
+	}
+}

@@ -1,0 +1,433 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// MaxTasksPerScript bounds the tasks of one enqueue script call; larger
+// batches are split and pipelined in the same round trip.
+const MaxTasksPerScript = 1000
+
+// EnqueueArgs are the enqueue options the store acts on.
+type EnqueueArgs struct {
+	// Front puts the tasks at the front of the queue, in their order,
+	// instead of at the back.
+	Front bool
+}
+
+// Enqueue adds payloads to a queue, 1,000 per script call, all in one
+// round trip, and registers the queue if it is new. It returns the tasks'
+// ids, in order; on error those of the calls that failed are empty.
+func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, args EnqueueArgs) ([]string, error) {
+	k := s.keys.Queue(queue)
+	front := "0"
+	if args.Front {
+		front = "1"
+	}
+	calls := make([]scripts.Call, 0, (len(payloads)+MaxTasksPerScript-1)/MaxTasksPerScript)
+	for start := 0; start < len(payloads); start += MaxTasksPerScript {
+		chunk := payloads[start:min(start+MaxTasksPerScript, len(payloads))]
+		argv := make([]string, 0, 3+len(chunk))
+		argv = append(argv, k.Channel, queue, front)
+		// One copy of the chunk's bytes into one string, sliced per task,
+		// rather than an allocation per task.
+		size := 0
+		for _, t := range chunk {
+			size += len(t)
+		}
+		var all strings.Builder
+		all.Grow(size)
+		for _, t := range chunk {
+			all.Write(t)
+		}
+		joined := all.String()
+		for _, t := range chunk {
+			argv = append(argv, joined[:len(t)])
+			joined = joined[len(t):]
+		}
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle}, Args: argv})
+	}
+	results, err := s.runMulti(ctx, OpEnqueue, calls)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(payloads))
+	unregistered := false
+	var firstErr error
+	for i, res := range results {
+		vals, err := res.ToArray()
+		var flag int64
+		var first string
+		if err == nil && len(vals) == 2 {
+			flag, err = vals[0].AsInt64()
+			if err == nil {
+				first, err = vals[1].ToString()
+			}
+		} else if err == nil {
+			err = fmt.Errorf("enqueue.lua answered %d values", len(vals))
+		}
+		start := i * MaxTasksPerScript
+		n := min(MaxTasksPerScript, len(payloads)-start)
+		if err == nil {
+			chunk, ok := taskIDs(first, n)
+			if !ok {
+				err = fmt.Errorf("enqueue.lua answered id %q", first)
+			} else {
+				copy(ids[start:], chunk)
+			}
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		unregistered = unregistered || flag == 1
+	}
+	if unregistered {
+		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return ids, firstErr
+}
+
+// RegisterQueue adds a queue to the registry, then confirms that in the
+// queue's meta hash. Until it is confirmed every enqueue asks again, so a
+// failure here, or a crash, only delays registration. The order matters
+// against DeleteQueue, which unregisters first and then deletes the queue:
+// a queue holding tasks is never left out of the registry for good; at
+// worst an empty deleted one is left in, and Queues filters those out.
+func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
+	if err := s.enter(ctx, OpRegisterQueue); err != nil {
+		return err
+	}
+	if err := s.rdb.Do(ctx, s.b().Sadd().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
+		return err
+	}
+	return s.scripts.Registered.Exec(ctx, s.rdb, []string{s.keys.Queue(queue).Meta}, nil).Error()
+}
+
+// Dequeue moves up to n tasks from the front of a queue into processes of
+// worker, whose lease on the queue must be live (else ErrLeaseGone). park
+// marks a Handle runtime, which parks in the idle set when it finds fewer
+// tasks than it asked for.
+func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) ([]Proc, error) {
+	k := s.keys.Queue(queue)
+	p := "0"
+	if park {
+		p = "1"
+	}
+	res, err := s.run(ctx, OpDequeue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, []string{worker, strconv.Itoa(n), p})
+	if err != nil {
+		return nil, err
+	}
+	if code, err := res.AsInt64(); err == nil && code == -1 {
+		return nil, ErrLeaseGone
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Proc, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		t, ok := ParseTask(vals[i+1])
+		if !ok {
+			return nil, fmt.Errorf("dequeue.lua answered an entry without a header")
+		}
+		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t})
+	}
+	return out, nil
+}
+
+// ProcRef names a process and the worker that holds it.
+type ProcRef struct {
+	Worker string
+	PID    string
+}
+
+// Finish deletes processes of one queue, each only if it still belongs to
+// its worker and that worker's lease on the queue is live, in one script
+// call. It returns one outcome per process.
+func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
+	k := s.keys.Queue(queue)
+	args := make([]string, 0, 2*len(procs))
+	for _, p := range procs {
+		args = append(args, p.Worker, p.PID)
+	}
+	res, err := s.run(ctx, OpFinish, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta}, args)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := res.AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(codes) != len(procs) {
+		return nil, fmt.Errorf("finish.lua answered %d codes for %d processes", len(codes), len(procs))
+	}
+	out := make([]Outcome, len(codes))
+	for i, c := range codes {
+		out[i] = Outcome(c)
+	}
+	return out, nil
+}
+
+// Requeue puts a process's task back at the back of its queue (a retry)
+// and wakes the queue, if the process still belongs to worker and its
+// lease is live. A cancelled task, or one of a deleted queue, is dropped.
+func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpRequeue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
+	if err != nil {
+		return 0, err
+	}
+	code, err := res.AsInt64()
+	return Outcome(code), err
+}
+
+// CancelCount says what a cancel found.
+type CancelCount struct {
+	Removed int64 // waiting tasks removed
+	Marked  int64 // in-flight processes marked cancelled
+}
+
+// CancelPayload cancels every task of a queue with this payload.
+func (s *Store) CancelPayload(ctx context.Context, queue string, payload []byte) (CancelCount, error) {
+	k := s.keys.Queue(queue)
+	return s.cancel(ctx, s.scripts.Cancel, k, string(payload))
+}
+
+// CancelID cancels the task of a queue with this id.
+func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, error) {
+	k := s.keys.Queue(queue)
+	return s.cancel(ctx, s.scripts.CancelID, k, id)
+}
+
+func (s *Store) cancel(ctx context.Context, sc *scripts.Script, k QueueKeys, arg string) (CancelCount, error) {
+	res, err := s.run(ctx, OpCancel, sc, []string{k.Waiting, k.Procs}, []string{k.Channel, arg})
+	if err != nil {
+		return CancelCount{}, err
+	}
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 2 {
+		err = fmt.Errorf("cancel answered %d values", len(n))
+	}
+	if err != nil {
+		return CancelCount{}, err
+	}
+	return CancelCount{Removed: n[0], Marked: n[1]}, nil
+}
+
+// DeleteQueue removes a queue from the registry, then drops its waiting
+// tasks and marks its in-flight processes deleted. It returns the number
+// of waiting tasks dropped. If the second step fails the queue is put back
+// in the registry (best effort) rather than hidden.
+func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
+	if err := s.enter(ctx, OpDeleteQueue); err != nil {
+		return 0, err
+	}
+	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
+		return 0, err
+	}
+	k := s.keys.Queue(queue)
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta}, []string{k.Channel}).AsInt64()
+	if err != nil {
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = s.rdb.Do(undo, s.b().Sadd().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error()
+		return 0, err
+	}
+	return n, nil
+}
+
+// States reports what became of a worker's processes in a queue: each
+// one's state, or Lost when it is no longer the worker's (every one, once
+// the lease is gone).
+func (s *Store) States(ctx context.Context, queue, worker string, pids []string) ([]State, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpStates, s.scripts.States, []string{k.Procs, k.Leases}, append([]string{worker}, pids...))
+	if err != nil {
+		return nil, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) != len(pids) {
+		return nil, fmt.Errorf("states.lua answered %d states for %d processes", len(vals), len(pids))
+	}
+	out := make([]State, len(vals))
+	for i, v := range vals {
+		out[i] = Lost
+		if len(v) == 1 {
+			out[i] = State(v[0])
+		}
+	}
+	return out, nil
+}
+
+// ReleaseMode says whose processes release.lua gives back, and when.
+type ReleaseMode string
+
+// Release modes.
+const (
+	// ReleaseExpired: a peer reclaims a dead worker; refused while the
+	// worker's lease on the queue is live.
+	ReleaseExpired ReleaseMode = "expired"
+	// ReleaseForce: a worker gives its own work back (StopWork, Close,
+	// rejoining a fenced queue), and drops its lease.
+	ReleaseForce ReleaseMode = "force"
+	// ReleaseOrphans: a worker gives back the processes it holds in Redis
+	// but does not know of (a dequeue whose reply was lost), keeping the
+	// ones listed; its lease stays.
+	ReleaseOrphans ReleaseMode = "orphans"
+)
+
+// Release is one release.lua call.
+type Release struct {
+	Queue  string
+	Worker string
+	Mode   ReleaseMode
+	Keep   []string // pids to keep (ReleaseOrphans)
+}
+
+// Released is what a release did.
+type Released struct {
+	// Returned counts the tasks that went back to the front.
+	Returned int64
+	// Refused is set when mode ReleaseExpired found the lease live.
+	Refused bool
+	Err     error
+}
+
+func (s *Store) releaseCall(r Release) scripts.Call {
+	k := s.keys.Queue(r.Queue)
+	args := append([]string{r.Worker, k.Channel, string(r.Mode)}, r.Keep...)
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, Args: args}
+}
+
+func released(res rueidis.RedisResult) Released {
+	n, err := res.AsInt64()
+	switch {
+	case err != nil:
+		return Released{Err: err}
+	case n < 0:
+		return Released{Refused: true}
+	}
+	return Released{Returned: n}
+}
+
+// ReleaseAll runs release calls pipelined, one round trip per node.
+func (s *Store) ReleaseAll(ctx context.Context, rs []Release) []Released {
+	calls := make([]scripts.Call, len(rs))
+	for i, r := range rs {
+		calls[i] = s.releaseCall(r)
+	}
+	out := make([]Released, len(rs))
+	results, err := s.runMulti(ctx, OpRelease, calls)
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = released(results[i])
+	}
+	return out
+}
+
+// ReleaseOne runs one release call.
+func (s *Store) ReleaseOne(ctx context.Context, r Release) Released {
+	call := s.releaseCall(r)
+	res, err := s.run(ctx, OpRelease, call.Script, call.Keys, call.Args)
+	if err != nil {
+		return Released{Err: err}
+	}
+	return released(res)
+}
+
+// Queues lists the registered queues that exist (their meta record holds
+// their name): a deleted queue may linger in the registry.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	if err := s.enter(ctx, OpRead); err != nil {
+		return nil, err
+	}
+	names, err := s.rdb.Do(ctx, s.b().Smembers().Key(s.keys.Queues()).Build().Pin()).AsStrSlice()
+	if err != nil || len(names) == 0 {
+		return names, err
+	}
+	cmds := make(rueidis.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = s.b().Hexists().Key(s.keys.Queue(name).Meta).Field("name").Build().Pin()
+	}
+	live := names[:0]
+	for i, res := range s.rdb.DoMulti(ctx, cmds...) {
+		ok, err := res.AsBool()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			live = append(live, names[i])
+		}
+	}
+	return live, nil
+}
+
+// QueueLen is the number of tasks waiting in a queue.
+func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
+	if err := s.enter(ctx, OpRead); err != nil {
+		return 0, err
+	}
+	return s.rdb.Do(ctx, s.b().Llen().Key(s.keys.Queue(queue).Waiting).Build().Pin()).AsInt64()
+}
+
+// Range returns waiting tasks in dequeue order, from position start to
+// stop inclusive, where 0 is the next task out; negative positions count
+// from the back, as in LRANGE.
+func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]Task, error) {
+	if err := s.enter(ctx, OpRead); err != nil {
+		return nil, err
+	}
+	// The front of the queue is the right end of the list, so position i
+	// is list index -(i+1) and the slice comes back reversed.
+	cmd := s.b().Lrange().Key(s.keys.Queue(queue).Waiting).Start(-(stop + 1)).Stop(-(start + 1)).Build().Pin()
+	vals, err := s.rdb.Do(ctx, cmd).AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Task, 0, len(vals))
+	for i := len(vals) - 1; i >= 0; i-- {
+		t, ok := ParseTask(vals[i])
+		if !ok {
+			t = Task{Payload: vals[i]} // queued before task ids
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Procs lists the in-flight processes of a queue, in no order.
+func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
+	if err := s.enter(ctx, OpRead); err != nil {
+		return nil, err
+	}
+	all, err := s.rdb.Do(ctx, s.b().Hgetall().Key(s.keys.Queue(queue).Procs).Build().Pin()).AsStrMap()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Proc, 0, len(all))
+	for pid, v := range all {
+		if p, ok := ParseProc(pid, v); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

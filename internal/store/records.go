@@ -1,0 +1,204 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is the one place in Go that knows how worqr lays out its
+// values in Redis; common.lua is the one place in Lua.
+//
+// A task entry (an element of a waiting list, and the tail of a process
+// record) is a header, ':', then the payload, byte-exact:
+//
+//	<id>[,a<attempts>]:<payload>
+//
+// The id is the task's id in hex; ",a<n>" counts the times the task was
+// started (dequeued), absent before the first. Later fields are a letter
+// and a value free of ',' and ':', so the header ends at the first ':'.
+//
+// A process record (a value of the procs hash) is one state byte, the
+// owner's id (OwnerLen bytes), then the task entry.
+
+// OwnerLen is the width of a worker id in process records: worker ids are
+// UUID strings, and scripts slice the owner out at this width.
+const OwnerLen = 36
+
+// Task is a task entry as stored.
+type Task struct {
+	// ID is the task's id: the Redis clock in microseconds when it was
+	// enqueued (bumped by one when that was taken), in hex.
+	ID string
+	// Attempts counts the times the task was started.
+	Attempts int
+	// Payload is the task's bytes.
+	Payload string
+}
+
+// EnqueuedAt is when the task was enqueued, by the Redis clock, read from
+// its id: exact to the microsecond unless more than one task per
+// microsecond was enqueued, when later ones read a little late.
+func (t Task) EnqueuedAt() time.Time {
+	us, err := strconv.ParseUint(t.ID, 16, 63)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(int64(us))
+}
+
+// ParseTask decodes a task entry. It reports false for a value worqr did
+// not write (such as a payload queued by a worqr before task ids).
+func ParseTask(e string) (Task, bool) {
+	header, payload, ok := strings.Cut(e, ":")
+	if !ok {
+		return Task{}, false
+	}
+	id, fields, _ := strings.Cut(header, ",")
+	if id == "" {
+		return Task{}, false
+	}
+	t := Task{ID: id, Payload: payload}
+	for fields != "" {
+		var f string
+		f, fields, _ = strings.Cut(fields, ",")
+		if len(f) > 1 && f[0] == 'a' {
+			n, err := strconv.Atoi(f[1:])
+			if err != nil {
+				return Task{}, false
+			}
+			t.Attempts = n
+		}
+	}
+	return t, true
+}
+
+// State is what has happened to an in-flight process, as its record's
+// first byte says.
+type State byte
+
+// Process states.
+const (
+	Active    State = 'a' // being worked on
+	Cancelled State = 'c' // its task was cancelled
+	Deleted   State = 'd' // its queue was deleted
+	Lost      State = 'l' // (states.lua only) not this worker's, or its lease is gone
+)
+
+// Proc is a process record.
+type Proc struct {
+	PID   string
+	State State
+	Owner string
+	Task  Task
+}
+
+// Seq is the process id as a number: ids count up in dequeue order.
+func (p Proc) Seq() uint64 { return PIDSeq(p.PID) }
+
+// PIDSeq is a process id as a number.
+func PIDSeq(pid string) uint64 {
+	n, _ := strconv.ParseUint(pid, 16, 64)
+	return n
+}
+
+// ParseProc decodes a process record; false for one worqr did not write.
+func ParseProc(pid, v string) (Proc, bool) {
+	if len(v) < 1+OwnerLen {
+		return Proc{}, false
+	}
+	t, ok := ParseTask(v[1+OwnerLen:])
+	if !ok {
+		return Proc{}, false
+	}
+	return Proc{PID: pid, State: State(v[0]), Owner: v[1 : 1+OwnerLen], Task: t}, true
+}
+
+// Outcome is what the finish and requeue scripts found of a process.
+type Outcome int8
+
+// Outcomes, as the scripts return them.
+const (
+	// LeaseGone: the worker's lease on the queue is not live; nothing
+	// was changed.
+	LeaseGone Outcome = -1
+	// NotOwned: no such process of this worker (reclaimed, given back,
+	// already ended); nothing was changed.
+	NotOwned Outcome = 0
+	// WasActive: the process was active, and was finished or requeued.
+	WasActive Outcome = 1
+	// WasCancelled: its task had been cancelled; it was removed, never
+	// requeued.
+	WasCancelled Outcome = 2
+	// WasDeleted: its queue had been deleted; it was removed, never
+	// requeued.
+	WasDeleted Outcome = 3
+)
+
+// EventKind is the kind of a queue event.
+type EventKind byte
+
+// Event kinds, as the first byte of a message.
+const (
+	EventWork   EventKind = 'w'
+	EventCancel EventKind = 'c'
+	EventDelete EventKind = 'd'
+)
+
+// Event is a message on a queue's channel:
+//
+//	w<count>[:<worker id>,<worker id>...]  tasks were added; the ids name the runtimes to wake (none: all)
+//	c<task id>,<task id>...                 these in-flight tasks were cancelled
+//	d<last pid>                             the queue was deleted; processes up to this id are affected
+type Event struct {
+	Kind EventKind
+	// Count is, for work, how many tasks were added.
+	Count int64
+	// To is, for work, the comma-separated ids of the runtimes to wake;
+	// empty wakes every runtime.
+	To string
+	// TaskIDs are, for cancel, the ids of the cancelled tasks that were in
+	// flight.
+	TaskIDs []string
+	// UpTo is, for delete, the last process id of the queue when the
+	// script ran: processes dequeued later are not affected.
+	UpTo uint64
+}
+
+// ParseEvent decodes a message published by the scripts.
+func ParseEvent(msg string) (Event, bool) {
+	if msg == "" {
+		return Event{}, false
+	}
+	switch EventKind(msg[0]) {
+	case EventWork:
+		count, to, _ := strings.Cut(msg[1:], ":")
+		n, err := strconv.ParseInt(count, 10, 64)
+		return Event{Kind: EventWork, Count: n, To: to}, err == nil
+	case EventCancel:
+		if len(msg) == 1 {
+			return Event{}, false
+		}
+		return Event{Kind: EventCancel, TaskIDs: strings.Split(msg[1:], ",")}, true
+	case EventDelete:
+		upTo, err := strconv.ParseUint(msg[1:], 16, 64)
+		return Event{Kind: EventDelete, UpTo: upTo}, err == nil
+	}
+	return Event{}, false
+}
+
+// WorkMessage is the work event for count tasks that wakes every runtime.
+func WorkMessage(count int64) string { return "w" + strconv.FormatInt(count, 10) }
+
+// taskIDs are the ids of n tasks enqueued together, the first given in hex.
+func taskIDs(first string, n int) ([]string, bool) {
+	base, err := strconv.ParseUint(first, 16, 64)
+	if err != nil {
+		return nil, false
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.FormatUint(base+uint64(i), 16)
+	}
+	return ids, true
+}

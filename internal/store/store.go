@@ -1,0 +1,122 @@
+// Package store is worqr's one gateway to Redis. Every command and script
+// worqr sends goes through a method here, which builds its keys and
+// arguments and returns typed results; the root package never builds a
+// key or reads a raw reply. Scripts live in internal/scripts, one file per
+// operation; the layout of values in Redis is in records.go.
+//
+// Errors are returned as rueidis gives them (the root package wraps them
+// with its sentinels), except ErrLeaseGone, which a script reports.
+package store
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// ErrLeaseGone is returned by calls that need the worker's lease to be
+// live (in the registry, or on a queue) when it is not.
+var ErrLeaseGone = errors.New("lease gone")
+
+// Op names a call to Redis, for a Fault.
+type Op string
+
+// The calls, one per method that talks to Redis.
+const (
+	OpEnqueue        Op = "enqueue"
+	OpRegisterQueue  Op = "register queue"
+	OpDequeue        Op = "dequeue"
+	OpFinish         Op = "finish"
+	OpRequeue        Op = "requeue"
+	OpCancel         Op = "cancel"
+	OpDeleteQueue    Op = "delete queue"
+	OpStates         Op = "states"
+	OpRelease        Op = "release"
+	OpRead           Op = "read"
+	OpRegisterWorker Op = "register worker"
+	OpRenew          Op = "renew"
+	OpRenewQueue     Op = "renew queue"
+	OpServe          Op = "serve"
+	OpJoin           Op = "join"
+	OpLeaveQueue     Op = "leave queue"
+	OpDeregister     Op = "deregister"
+	OpExpired        Op = "expired"
+	OpPublish        Op = "publish"
+	OpSubscribe      Op = "subscribe"
+	OpCheck          Op = "check"
+)
+
+// Fault is a test seam: when set, it runs before every call to Redis with
+// the call's name. An error it returns is returned in place of the call's
+// (the call is not sent); it may also block, until ctx ends, to stand for
+// a node that hangs.
+type Fault func(ctx context.Context, op Op) error
+
+// Store sends worqr's commands and scripts to one Redis (or cluster).
+type Store struct {
+	rdb     rueidis.Client
+	keys    Keys
+	scripts *scripts.Set
+	sharded bool
+	fault   atomic.Pointer[Fault]
+}
+
+// New makes a Store on rdb for the keys under prefix. sharded selects
+// sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster.
+func New(rdb rueidis.Client, prefix string, sharded bool) *Store {
+	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded), sharded: sharded}
+}
+
+// Keys are the store's key names.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Sharded reports whether events use sharded pub/sub.
+func (s *Store) Sharded() bool { return s.sharded }
+
+// Redis is the client the store uses, for tests that look at or break
+// Redis directly.
+func (s *Store) Redis() rueidis.Client { return s.rdb }
+
+// SetFault installs f (nil removes it). For tests.
+func (s *Store) SetFault(f Fault) {
+	if f == nil {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&f)
+}
+
+// enter runs the fault, if any, before a call.
+func (s *Store) enter(ctx context.Context, op Op) error {
+	if f := s.fault.Load(); f != nil {
+		return (*f)(ctx, op)
+	}
+	return nil
+}
+
+// run runs one script.
+func (s *Store) run(ctx context.Context, op Op, sc *scripts.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if err := s.enter(ctx, op); err != nil {
+		return rueidis.RedisResult{}, err
+	}
+	return sc.Exec(ctx, s.rdb, keys, args), nil
+}
+
+// runMulti pipelines script calls, one result per call.
+func (s *Store) runMulti(ctx context.Context, op Op, calls []scripts.Call) ([]rueidis.RedisResult, error) {
+	if err := s.enter(ctx, op); err != nil {
+		return nil, err
+	}
+	return scripts.ExecMulti(ctx, s.rdb, calls), nil
+}
+
+// b is the command builder.
+func (s *Store) b() rueidis.Builder { return s.rdb.B() }
+
+// Scripts are the scripts the store runs, for tests that recognise them
+// by their SHA1.
+func (s *Store) Scripts() *scripts.Set { return s.scripts }

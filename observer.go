@@ -1,0 +1,157 @@
+package worqr
+
+import (
+	"context"
+	"time"
+)
+
+// Observers: Options.Observer is any value, and worqr calls the methods of
+// the interfaces below that it implements, so a metrics package can
+// implement only what it counts. Methods are called synchronously on the
+// goroutine of the operation they describe: they must be quick and must
+// not block (hand the event off if it needs I/O). A method that panics
+// takes the operation's goroutine down with it.
+//
+// Tracing a handler's run is middleware's job (see Middleware): an
+// observer sees what middleware cannot, such as enqueues, reclaims and
+// fencing.
+
+// EnqueueObserver is told of every Enqueue and EnqueueBatch that reached
+// Redis or failed trying.
+type EnqueueObserver interface {
+	ObserveEnqueue(ctx context.Context, e EnqueueEvent)
+}
+
+// EnqueueEvent describes one enqueue call (one joined Enqueue batch counts
+// once, with all its tasks).
+type EnqueueEvent struct {
+	Queue string
+	// TaskIDs are the ids of the tasks enqueued, in order; empty on error.
+	TaskIDs []string
+	// Err is the error the callers got, if any.
+	Err error
+}
+
+// StartObserver is told of every process a worker dequeued, by Dequeue or
+// by its Handle runtime.
+type StartObserver interface {
+	ObserveStart(ctx context.Context, e StartEvent)
+}
+
+// StartEvent describes a process that starts.
+type StartEvent struct {
+	Queue     string
+	TaskID    string
+	ProcessID string
+	WorkerID  string
+	// Attempt is the task's attempt this is: 1 for the first start.
+	Attempt int
+	// EnqueuedAt is when the task was enqueued, by the Redis clock: the
+	// wait time is the difference from now, if the two clocks agree.
+	EnqueuedAt time.Time
+}
+
+// FinishObserver is told once of the end of every process a worker
+// started: how it ended, and after how long.
+type FinishObserver interface {
+	ObserveFinish(ctx context.Context, e FinishEvent)
+}
+
+// Outcome is how a process ended, for observers.
+type Outcome string
+
+// Outcomes.
+const (
+	// OutcomeSucceeded: finished (a handler returned nil, or Finish).
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: a handler failed with a Permanent error (or panicked
+	// with HandleOptions.PanicIsPermanent); the task was finished.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeRetried: the task went back to its queue to run again (a
+	// handler error, or Requeue).
+	OutcomeRetried Outcome = "retried"
+	// OutcomeCancelled: the task was cancelled while it ran.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeDeleted: its queue was deleted while it ran.
+	OutcomeDeleted Outcome = "deleted"
+	// OutcomeLost: the process stopped being this worker's (fenced, given
+	// back by StopWork or Close, or shutdown returned it to the front).
+	OutcomeLost Outcome = "lost"
+)
+
+// FinishEvent describes a process that ended.
+type FinishEvent struct {
+	Queue     string
+	TaskID    string
+	ProcessID string
+	WorkerID  string
+	Attempt   int
+	Outcome   Outcome
+	// Duration is how long the process ran, from its dequeue on the
+	// worker's clock.
+	Duration time.Duration
+	// Err is the handler's error, or why the process was lost.
+	Err error
+}
+
+// ReclaimObserver is told when a worker returned a dead peer's tasks.
+type ReclaimObserver interface {
+	ObserveReclaim(ctx context.Context, e ReclaimEvent)
+}
+
+// ReclaimEvent describes the reclaim of one dead worker.
+type ReclaimEvent struct {
+	// DeadWorker is the id of the worker whose lease expired.
+	DeadWorker string
+	// Tasks counts the tasks that went back to the front of their queues.
+	Tasks int64
+}
+
+// FenceObserver is told when a worker fenced itself, or one of its queues
+// (the same event WorkerOptions.OnFenced gets).
+type FenceObserver interface {
+	ObserveFence(e FenceEvent)
+}
+
+// observers are the interfaces Options.Observer implements, found once.
+type observers struct {
+	enqueue EnqueueObserver
+	start   StartObserver
+	finish  FinishObserver
+	reclaim ReclaimObserver
+	fence   FenceObserver
+}
+
+func newObservers(o any) observers {
+	var obs observers
+	obs.enqueue, _ = o.(EnqueueObserver)
+	obs.start, _ = o.(StartObserver)
+	obs.finish, _ = o.(FinishObserver)
+	obs.reclaim, _ = o.(ReclaimObserver)
+	obs.fence, _ = o.(FenceObserver)
+	return obs
+}
+
+func (o observers) enqueued(ctx context.Context, e EnqueueEvent) {
+	if o.enqueue != nil {
+		o.enqueue.ObserveEnqueue(ctx, e)
+	}
+}
+
+func (o observers) started(ctx context.Context, p *Process) {
+	if o.start != nil {
+		o.start.ObserveStart(ctx, StartEvent{Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Attempt: p.attempt, EnqueuedAt: p.enqueuedAt})
+	}
+}
+
+func (o observers) reclaimed(ctx context.Context, e ReclaimEvent) {
+	if o.reclaim != nil {
+		o.reclaim.ObserveReclaim(ctx, e)
+	}
+}
+
+func (o observers) fenced(e FenceEvent) {
+	if o.fence != nil {
+		o.fence.ObserveFence(e)
+	}
+}

@@ -1,0 +1,361 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every task gets an id when enqueued; ids count up in enqueue order and
+// are never reused, even when the queue is deleted and made again.
+func TestTaskIDs(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	first, err := c.Enqueue(ctx, "q", []byte("a"))
+	require.NoError(t, err)
+	batch, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("b"), []byte("c"), []byte("d")})
+	require.NoError(t, err)
+	ids := append([]string{first}, batch...)
+	for i := 1; i < len(ids); i++ {
+		assert.Greater(t, hexID(t, ids[i]), hexID(t, ids[i-1]), "ids count up")
+	}
+	empty, err := c.EnqueueBatch(ctx, "q", nil)
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+
+	// Overlapping Enqueue calls are joined into one script call and still
+	// get one id each.
+	var wg sync.WaitGroup
+	got := make([]string, 20)
+	for i := range got {
+		wg.Go(func() {
+			id, err := c.Enqueue(ctx, "joined", []byte(strconv.Itoa(i)))
+			assert.NoError(t, err)
+			got[i] = id
+		})
+	}
+	wg.Wait()
+	tasks, err := c.Tasks(ctx, "joined", 0, -1)
+	require.NoError(t, err)
+	byPayload := make(map[string]string)
+	for _, task := range tasks {
+		byPayload[string(task.Payload)] = task.ID
+	}
+	for i, id := range got {
+		assert.Equal(t, byPayload[strconv.Itoa(i)], id, "Enqueue %d returned its own task's id", i)
+	}
+
+	_, err = c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	again, err := c.Enqueue(ctx, "q", []byte("a"))
+	require.NoError(t, err)
+	assert.Greater(t, hexID(t, again), hexID(t, ids[len(ids)-1]), "a queue made again never reuses an id")
+}
+
+func hexID(t *testing.T, id string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(id, 16, 64)
+	require.NoError(t, err, id)
+	return n
+}
+
+// Every start of a task counts an attempt, carried across requeues and
+// the reclaim of a dead worker; the id stays the task's.
+func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+
+	p := dequeueAll(t, dead, "q", 1)[0]
+	assert.Equal(t, id, p.TaskID())
+	assert.Equal(t, 1, p.Attempt())
+	assert.WithinDuration(t, time.Now(), p.EnqueuedAt(), time.Minute)
+	require.NoError(t, p.Requeue(ctx))
+	tasks, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, id, tasks[0].ID)
+	assert.Equal(t, 1, tasks[0].Attempts, "a waiting task shows the starts so far")
+
+	p = dequeueAll(t, dead, "q", 1)[0]
+	assert.Equal(t, 2, p.Attempt())
+	dead.crash()
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	p = dequeueAll(t, peer, "q", 1)[0]
+	assert.Equal(t, id, p.TaskID())
+	assert.Equal(t, 3, p.Attempt(), "the run the dead worker started counts")
+	assert.Equal(t, "x", string(p.Task()), "the payload comes back byte-exact")
+	require.NoError(t, p.Finish(ctx))
+}
+
+func TestAtFront(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")})))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("y")}, AtFront())))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("first"), AtFront(), nil)))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("last"))))
+	assert.Equal(t, []string{"first", "x", "y", "a", "b", "last"}, waiting(t, c, "q"))
+}
+
+func TestCancelTask(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("same"), []byte("same"), []byte("same")})
+	require.NoError(t, err)
+	rec := newRecorder()
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
+	ps := dequeueAll(t, w, "q", 2)
+
+	// A waiting task: removed, nobody told.
+	res, err := c.CancelTask(ctx, "q", ids[2])
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
+	assert.Empty(t, waiting(t, c, "q"))
+
+	// An in-flight task: marked, its holder told; its twin untouched.
+	res, err = c.CancelTask(ctx, "q", ids[1])
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Marked: 1}, res)
+	assert.Equal(t, ids[1], recv(t, rec.cancel, 5*time.Second, "cancel event"))
+	recv(t, ps[1].Done(), 5*time.Second, "holder's process ended")
+	assert.ErrorIs(t, ps[1].Err(), ErrTaskCancelled)
+	assert.NoError(t, ps[0].Status(ctx), "a task with the same payload is not touched")
+	assert.ErrorIs(t, ps[1].Requeue(ctx), ErrTaskCancelled, "dropped, not requeued")
+
+	// Again, or an id that never was: nothing to do.
+	for _, id := range []string{ids[1], ids[2], "ffffffffffffff", "not hex"} {
+		res, err = c.CancelTask(ctx, "q", id)
+		require.NoError(t, err, id)
+		assert.Zero(t, res, id)
+	}
+	_, err = c.CancelTask(ctx, "q", "")
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	require.NoError(t, ps[0].Finish(ctx))
+	assert.Empty(t, waiting(t, c, "q"))
+}
+
+// Middleware wraps handlers: the worker's outermost, then the queue's.
+func TestMiddleware(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var mu sync.Mutex
+	var calls []string
+	record := func(s string) {
+		mu.Lock()
+		calls = append(calls, s)
+		mu.Unlock()
+	}
+	tag := func(name string) Middleware {
+		return func(next Handler) Handler {
+			return func(ctx context.Context, p *Process) error {
+				record(name + ">" + string(p.Task()))
+				err := next(ctx, p)
+				record(name + "<")
+				return err
+			}
+		}
+	}
+	skip := func(next Handler) Handler {
+		return func(ctx context.Context, p *Process) error {
+			if string(p.Task()) == "skip" {
+				return nil // finished without running the handler
+			}
+			return next(ctx, p)
+		}
+	}
+	opts := WorkerOptions{Middleware: []Middleware{tag("w1"), tag("w2")}}
+	w := newWorker(t, c, opts)
+	done := make(chan string, 2)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		record("handler")
+		done <- string(p.Task())
+		return nil
+	}, HandleOptions{Concurrency: 1, Middleware: []Middleware{skip, tag("q")}}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("skip"))))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("run"))))
+	assert.Equal(t, "run", recv(t, done, 5*time.Second, "handler ran"))
+	eventually(t, 5*time.Second, "all finished", func() bool {
+		procs, err := c.Processes(ctx, "q")
+		return err == nil && len(procs) == 0 && len(waiting(t, c, "q")) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"w1>skip", "w2>skip", "w2<", "w1<", "w1>run", "w2>run", "q>run", "handler", "q<", "w2<", "w1<"}, calls)
+}
+
+// observer records what it is told.
+type observer struct {
+	mu       sync.Mutex
+	enqueued []EnqueueEvent
+	started  []StartEvent
+	finished []FinishEvent
+	reclaims []ReclaimEvent
+	fences   []FenceEvent
+}
+
+func (o *observer) ObserveEnqueue(_ context.Context, e EnqueueEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.enqueued = append(o.enqueued, e)
+}
+
+func (o *observer) ObserveStart(_ context.Context, e StartEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = append(o.started, e)
+}
+
+func (o *observer) ObserveFinish(_ context.Context, e FinishEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.finished = append(o.finished, e)
+}
+
+func (o *observer) ObserveReclaim(_ context.Context, e ReclaimEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reclaims = append(o.reclaims, e)
+}
+
+func (o *observer) ObserveFence(e FenceEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fences = append(o.fences, e)
+}
+
+// outcomes are the finished events by task payload... by task id.
+func (o *observer) outcomes() map[string][]Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string][]Outcome)
+	for _, e := range o.finished {
+		out[e.TaskID] = append(out[e.TaskID], e.Outcome)
+	}
+	return out
+}
+
+func TestObserverSeesEveryOutcome(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	obs := &observer{}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+
+	errBoom := errors.New("boom")
+	w := newWorker(t, c, fast)
+	blocked := make(chan struct{})
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		switch string(p.Task()) {
+		case "ok":
+			return nil
+		case "fail":
+			return Permanent(errBoom)
+		case "retry":
+			if p.Attempt() == 1 {
+				return errBoom
+			}
+			return nil
+		case "cancel":
+			blocked <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, HandleOptions{}))
+	ids := make(map[string]string)
+	for _, task := range []string{"ok", "fail", "retry", "cancel"} {
+		id, err := c.Enqueue(ctx, "q", []byte(task))
+		require.NoError(t, err)
+		ids[task] = id
+	}
+	recv(t, blocked, 5*time.Second, "cancel's handler running")
+	require.NoError(t, second(c.CancelTask(ctx, "q", ids["cancel"])))
+	want := map[string][]Outcome{
+		ids["ok"]:     {OutcomeSucceeded},
+		ids["fail"]:   {OutcomeFailed},
+		ids["retry"]:  {OutcomeRetried, OutcomeSucceeded},
+		ids["cancel"]: {OutcomeCancelled},
+	}
+	eventually(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == 4 && len(obs.outcomes()[ids["retry"]]) == 2 })
+	assert.Equal(t, want, obs.outcomes())
+
+	// A dead worker's process: lost on its side, a reclaim on the peer's.
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "m", Events{}))
+	lostID, err := c.Enqueue(ctx, "m", []byte("lost"))
+	require.NoError(t, err)
+	p := dequeueAll(t, dead, "m", 1)[0]
+	deadID := dead.ID()
+	dead.crash()
+	assert.Equal(t, []Outcome{OutcomeLost}, obs.outcomes()[lostID])
+	eventually(t, 5*time.Second, "the dead worker reclaimed", func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return len(obs.reclaims) > 0
+	})
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Equal(t, ReclaimEvent{DeadWorker: deadID, Tasks: 1}, obs.reclaims[0])
+	assert.Len(t, obs.enqueued, 5)
+	for _, e := range obs.enqueued {
+		assert.NoError(t, e.Err)
+		assert.Len(t, e.TaskIDs, 1)
+	}
+	var starts []string
+	for _, e := range obs.started {
+		starts = append(starts, e.TaskID)
+		if e.TaskID == lostID {
+			assert.Equal(t, p.ID(), e.ProcessID)
+			assert.Equal(t, deadID, e.WorkerID)
+			assert.Equal(t, "m", e.Queue)
+			assert.Equal(t, 1, e.Attempt)
+		}
+	}
+	assert.ElementsMatch(t, []string{ids["ok"], ids["fail"], ids["retry"], ids["retry"], ids["cancel"], lostID}, starts)
+	for _, e := range obs.finished {
+		assert.Positive(t, e.Duration)
+		if e.Outcome == OutcomeFailed || e.Outcome == OutcomeRetried {
+			assert.ErrorIs(t, e.Err, errBoom)
+		}
+	}
+	assert.Empty(t, obs.fences)
+}
+
+// The observer hears of fencing too, as OnFenced does.
+func TestObserverSeesFencing(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	obs := &observer{}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id := w.ID()
+	w.freeze() // no renewals: the lease runs out, and the next call finds it gone
+	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
+	_, err = w.Dequeue(ctx, "q")
+	require.ErrorIs(t, err, ErrWorkerFenced)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Len(t, obs.fences, 1)
+	assert.Equal(t, id, obs.fences[0].WorkerID)
+	assert.ErrorIs(t, obs.fences[0].Cause, ErrWorkerFenced)
+}
