@@ -390,7 +390,11 @@ func TestDeletedQueueLeavesNoKeys(t *testing.T) {
 	p = dequeueAll(t, w, "q", 1)[0]
 	_, err = c.DeleteQueue(ctx, "q")
 	require.NoError(t, err)
+	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Procs, k.Meta).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, n, "the in-flight process and the counter stay")
 	require.NoError(t, w.StopWork(ctx, "q")) // drops the deleted queue's process
+	assert.Error(t, p.Err(), "the process ended with StopWork at the latest")
 	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)

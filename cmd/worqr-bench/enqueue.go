@@ -54,7 +54,7 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 	took = time.Since(start)
 	worqrSingle := w.close(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("Enqueue: %w", err)
+		return nil, fmt.Errorf("worqr Enqueue: %w", err)
 	}
 	singleRate := float64(single) / took.Seconds()
 	if err := cleanup(ctx, b.rdb, prefix); err != nil {
@@ -83,7 +83,7 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 	took = time.Since(start)
 	worqrBatch := w.close(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("EnqueueBatch: %w", err)
+		return nil, fmt.Errorf("worqr EnqueueBatch: %w", err)
 	}
 	batchRate := float64(batched) / took.Seconds()
 

@@ -76,13 +76,6 @@ type inst struct {
 	fences   int
 }
 
-// release is a run whose holder died or fenced itself before its
-// process was finished: the task may legitimately run again.
-type release struct {
-	task string
-	at   int64
-}
-
 // ledger collects every worker process's reports and the harness's kills,
 // and judges them.
 type ledger struct {
