@@ -779,5 +779,3 @@ func (w *Worker) current(op string) (string, error) {
 	}
 	return w.id, nil
 }
-
-func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
