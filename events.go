@@ -2,7 +2,8 @@ package worqr
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -37,158 +38,153 @@ type event struct {
 	subscribed bool
 }
 
-// mailbox hands events from the Redis reader goroutine to a dispatcher
-// without ever blocking the reader: push only appends under a mutex.
-type mailbox struct {
-	mu      sync.Mutex
-	pending []event
-	signal  chan struct{}
-}
-
-func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
-
-func (m *mailbox) push(e event) {
-	m.mu.Lock()
-	if n := len(m.pending); isWork(e) && n > 0 && isWork(m.pending[n-1]) {
-		last := &m.pending[n-1]
-		last.Count += e.Count
-		if last.To == "" || e.To == "" {
-			last.To = "" // one of them wakes everyone
-		} else {
-			last.To += "," + e.To
-		}
-	} else {
-		m.pending = append(m.pending, e)
-	}
-	m.mu.Unlock()
-	select {
-	case m.signal <- struct{}{}:
-	default:
-	}
-}
-
-func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
-
-func (m *mailbox) take() []event {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := m.pending
-	m.pending = nil
-	return out
-}
-
-// subscription keeps one queue's channel subscribed for a worker and feeds
-// its dispatcher. On Redis Cluster it is a shard channel (SSUBSCRIBE), on
-// the node that owns the queue's slot. rueidis resubscribes by itself after
-// a reconnect, and its Receive returns nil when the server drops the
-// subscription (a slot that moved, a failover, or another user of the
-// connection unsubscribing the channel); either way the loop
-// subscribes again, and every confirmed subscription queues a check so a
-// notification missed in between cannot strand a task.
-type subscription struct {
-	w      *Worker
-	s      *serving
-	box    *mailbox
-	cancel context.CancelFunc
-	// ready is closed when the server first confirms the subscription.
-	ready     chan struct{}
-	readyOnce sync.Once
-	// received and dispatched are closed when the goroutines end.
-	received, dispatched chan struct{}
-}
-
-func (w *Worker) subscribe(s *serving) *subscription {
-	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{
-		w: w, s: s, box: newMailbox(), cancel: cancel,
-		ready: make(chan struct{}), received: make(chan struct{}), dispatched: make(chan struct{}),
-	}
-	go sub.receive(ctx)
-	go sub.dispatch(ctx)
-	return sub
-}
-
-func (sub *subscription) receive(ctx context.Context) {
-	defer close(sub.received)
-	st := sub.w.c.store
-	subscribed := func() {
-		sub.box.push(event{subscribed: true})
-		sub.readyOnce.Do(func() { close(sub.ready) })
-	}
-	message := func(msg string) {
-		if e, ok := store.ParseEvent(msg); ok {
-			sub.box.push(event{Event: e})
-		}
-	}
-	backoff := newBackoff(10*time.Millisecond, time.Second)
-	for {
-		err := st.Subscribe(ctx, sub.s.name, subscribed, message)
-		if ctx.Err() != nil {
-			return
-		}
-		sub.w.logger().Debug("worqr: subscription ended, subscribing again", "queue", sub.s.name, "err", err)
-		if err == nil {
-			backoff.reset() // dropped by the server: come straight back
-		}
-		if !backoff.wait(ctx) {
-			return
-		}
-	}
-}
-
-// stop ends the subscription and waits for its goroutines, except for a
-// callback that is running: that may be the caller itself (a Delete
-// callback calling StopWork), and the dispatcher ends when it returns. It
-// unsubscribes on the server too, since a cancelled Receive leaves the
-// server-side subscription in place.
-func (sub *subscription) stop(ctx context.Context) {
-	sub.cancel()
-	<-sub.received
-	if !sub.s.inCallback.Load() {
-		<-sub.dispatched
-	}
-	// Best effort, and bounded: rueidis retries UNSUBSCRIBE until its
-	// context ends, and Redis may be gone (a fenced, cut-off worker).
-	uctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_ = sub.w.c.store.Unsubscribe(uctx, sub.s.name)
-}
-
-func (sub *subscription) dispatch(ctx context.Context) {
-	defer close(sub.dispatched)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-sub.box.signal:
-		}
-		for _, e := range sub.box.take() {
-			if ctx.Err() != nil {
+// handle applies an event to the worker's own processes, then calls the
+// application's callback. It runs on the queue's dispatcher goroutine.
+func (w *Worker) handle(ctx context.Context, s *serving, e event) {
+	if e.subscribed {
+		// The subscription may come back before the command connection
+		// does: keep checking until a check succeeds, or nothing missed
+		// would ever be found.
+		b := newBackoff(10*time.Millisecond, time.Second)
+		for {
+			err := w.catchUp(ctx, s)
+			if err == nil || ctx.Err() != nil {
+				return // stopped meanwhile
+			}
+			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
+			if !b.wait(ctx) {
 				return
 			}
-			sub.w.handle(ctx, sub.s, e)
+		}
+	}
+	switch e.Kind {
+	case store.EventWork:
+		if e.Count <= 0 {
+			return
+		}
+		if s.runner != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
+			if s.runner.taking() {
+				s.runner.workArrived()
+			} else if e.To != "" {
+				// Named while stopping (Shutdown's grace period, StopWork):
+				// the tasks are someone else's to take.
+				w.passOn(ctx, s, e.Count)
+			}
+		}
+		if s.events.Work != nil {
+			s.call(ctx, func() { s.events.Work(s.name, e.Count) })
+		}
+	case store.EventCancel:
+		ids := make(map[string]bool, len(e.TaskIDs))
+		for _, id := range e.TaskIDs {
+			ids[id] = true
+		}
+		w.endMatching(s, func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
+		if s.events.Cancel != nil {
+			for _, id := range e.TaskIDs {
+				s.call(ctx, func() { s.events.Cancel(s.name, id) })
+			}
+		}
+	case store.EventDelete:
+		w.endMatching(s, func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
+		if s.events.Delete != nil {
+			s.call(ctx, func() { s.events.Delete(s.name) })
 		}
 	}
 }
 
-// backoff is a capped exponential delay for reconnect loops.
-type backoff struct {
-	min, max, next time.Duration
+// passOn wakes every runtime serving the queue, for a work event that named
+// this one when it could not take work. Best effort: a failure leaves the
+// tasks to the next event, a catch-up, or the wake that releasing the
+// queue publishes.
+func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
+	if err := w.c.store.Publish(ctx, s.name, store.WorkMessage(count)); err != nil && ctx.Err() == nil {
+		w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+	}
 }
 
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, next: min} }
+// endMatching ends (without settling: Finish still works) the processes of
+// a queue that match.
+func (w *Worker) endMatching(s *serving, match func(*Process) bool, reason error) {
+	w.mu.Lock()
+	var hit []*Process
+	for _, p := range s.procs {
+		if match(p) {
+			hit = append(hit, p)
+		}
+	}
+	w.mu.Unlock()
+	for _, p := range hit {
+		p.end(reason, false)
+	}
+}
 
-func (b *backoff) reset() { b.next = b.min }
+// catchUp runs after every (re)subscription and re-registration: it raises
+// the events a missed notification would have raised. Cancel and delete
+// marks on the worker's processes are found through the states script,
+// and waiting tasks through the queue's length.
+func (w *Worker) catchUp(ctx context.Context, s *serving) error {
+	c := w.c
+	w.mu.Lock()
+	id := w.id
+	procs := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	w.mu.Unlock()
+	if len(procs) > 0 {
+		pids := make([]string, len(procs))
+		for i, p := range procs {
+			pids[i] = p.id
+		}
+		states, err := c.store.States(ctx, s.name, id, pids)
+		if err != nil {
+			return err
+		}
+		w.applyStates(ctx, s, procs, states)
+	}
+	n, err := c.store.QueueLen(ctx, s.name)
+	if err != nil {
+		return err
+	}
+	// A runtime looks even at an empty queue: finding it empty parks it in
+	// the idle set (under the worker's current id), where enqueues find it.
+	if s.runner != nil {
+		s.runner.workArrived()
+	}
+	if n > 0 && s.events.Work != nil {
+		s.call(ctx, func() { s.events.Work(s.name, n) })
+	}
+	return nil
+}
 
-// wait sleeps for the next delay; false if ctx ended first.
-func (b *backoff) wait(ctx context.Context) bool {
-	t := time.NewTimer(b.next)
-	defer t.Stop()
-	b.next = min(b.next*2, b.max)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+// applyStates ends processes whose state in Redis says they should end and
+// raises one Cancel event per cancelled payload and one Delete event.
+func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, states []store.State) {
+	cancelled := make(map[string]bool)
+	deleted := false
+	for i, p := range procs {
+		switch err := stateErr(states[i]); {
+		case err == nil:
+		case errors.Is(err, ErrProcessLost):
+			w.forget(p, ErrProcessLost)
+		case errors.Is(err, ErrTaskCancelled):
+			// Raise the event only if the message did not already.
+			if p.end(err, false) {
+				cancelled[p.taskID] = true
+			}
+		default:
+			if p.end(err, false) {
+				deleted = true
+			}
+		}
+	}
+	for task := range cancelled {
+		if s.events.Cancel != nil {
+			s.call(ctx, func() { s.events.Cancel(s.name, task) })
+		}
+	}
+	if deleted && s.events.Delete != nil {
+		s.call(ctx, func() { s.events.Delete(s.name) })
 	}
 }

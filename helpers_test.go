@@ -201,31 +201,20 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 // reclaim, no events, no handlers, and nothing written to Redis.
 func (w *Worker) crash() {
 	w.mu.Lock()
-	w.closed = true
+	closing := w.toClosed()
 	runners := w.runnersLocked()
-	w.deadline.Stop()
-	ss := w.served()
-	w.serving = make(map[string]*serving)
 	w.mu.Unlock()
-	w.stop()
-	w.wg.Wait()
-	for _, s := range ss {
-		s.sub.cancel()
-		<-s.sub.received
-		<-s.sub.dispatched
+	if !closing {
+		return
 	}
+	w.stopComponents()
 	for _, r := range runners {
 		r.stopTaking()
 	}
-	for _, s := range ss {
-		w.endAll(s, errCrashed) // handlers end and write nothing
-	}
+	w.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runners {
 		r.handlers.Wait()
 	}
-	w.c.mu.Lock()
-	delete(w.c.workers, w)
-	w.c.mu.Unlock()
 }
 
 // errCrashed ends the processes of a crashed worker: it wraps
@@ -235,11 +224,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func (w *Worker) freeze() {
-	w.mu.Lock()
-	w.deadline.Stop()
-	w.mu.Unlock()
-	w.stop()
-	w.wg.Wait()
+	w.stopComponents()
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -21,14 +21,25 @@ import (
 // reclaimBatch bounds how many dead workers one pass handles.
 const reclaimBatch = 100
 
-func (w *Worker) reclaimLoop(ctx context.Context) {
-	defer w.wg.Done()
+// reclaimer is the worker's component that reclaims dead peers.
+type reclaimer struct {
+	c     *Client
+	every time.Duration       // RenewInterval, less or more a tenth
+	log   func() *slog.Logger // the worker's logger
+	svc   *service
+}
+
+func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.loop) }
+
+func (r *reclaimer) stop() { r.svc.stop() }
+
+func (r *reclaimer) loop(ctx context.Context) {
 	for {
-		if _, err := w.c.reclaimDead(ctx, w.logger()); err != nil && ctx.Err() == nil {
-			w.logger().Warn("worqr: reclaiming dead workers failed", "err", err)
+		if _, err := r.c.reclaimDead(ctx, r.log()); err != nil && ctx.Err() == nil {
+			r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
 		}
-		jitter := time.Duration(rand.Int64N(int64(w.opts.RenewInterval)/5+1)) - w.opts.RenewInterval/10
-		t := time.NewTimer(w.opts.RenewInterval + jitter)
+		jitter := time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
+		t := time.NewTimer(r.every + jitter)
 		select {
 		case <-ctx.Done():
 			t.Stop()

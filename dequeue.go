@@ -1,0 +1,128 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/rueidis"
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Dequeue takes the task at the front of a queue the worker serves. It
+// returns ErrNoTask when none is waiting, and ErrWorkerFenced when the
+// worker's lease is not live.
+func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
+	ps, err := w.DequeueN(ctx, queue, 1)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// DequeueN takes up to n tasks from the front of a queue in one script
+// call, in queue order. It returns ErrNoTask when none is waiting.
+func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
+	return w.dequeue(ctx, queue, n, false)
+}
+
+// dequeue is DequeueN for the application or, with runtime set, for the
+// Handle runtime of the queue.
+func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, error) {
+	c := w.c
+	if err := c.validate(ctx, "dequeue", queue); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("worqr: dequeue %q: count %d: %w", queue, n, ErrInvalidOptions)
+	}
+	w.mu.Lock()
+	s, ok := w.serving[queue]
+	id, refused := w.id, w.takesWork()
+	fenced := errors.Is(refused, ErrWorkerFenced) || (ok && s.fenced)
+	w.mu.Unlock()
+	switch {
+	case errors.Is(refused, ErrWorkerClosed):
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerClosed)
+	case !ok:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+	case s.runner != nil && !runtime:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrHandledQueue)
+	case fenced:
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	w.mu.Lock()
+	left := w.serving[queue] != s
+	w.mu.Unlock()
+	if left { // StopWork ran while this call waited at the gate
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+	}
+	sps, err := c.store.Dequeue(ctx, queue, id, n, runtime)
+	if errors.Is(err, store.ErrLeaseGone) {
+		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	if err != nil {
+		if _, isReply := rueidis.IsRedisErr(err); !isReply {
+			// The script may have run and its reply been lost: reconcile
+			// once Redis answers, so no process stays ours unknowingly.
+			w.mu.Lock()
+			s.unsure = unsurePasses
+			w.mu.Unlock()
+		}
+		return nil, c.fail("dequeue", queue, err)
+	}
+	if len(sps) == 0 {
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
+	}
+	ps := make([]*Process, len(sps))
+	for i, sp := range sps {
+		ps[i] = newProcess(w, queue, sp)
+	}
+	w.mu.Lock()
+	fenced = w.id != id || w.isFenced() || s.fenced
+	adopted := !fenced && w.serving[queue] == s
+	if adopted {
+		for _, p := range ps {
+			s.procs[p.id] = p
+		}
+	}
+	w.mu.Unlock()
+	if !adopted {
+		// The worker fenced itself while the script ran: these processes
+		// are already the peers'. (Leaving the queue cannot overlap a
+		// dequeue: it holds the gate.)
+		for _, p := range ps {
+			p.end(ErrProcessLost, true)
+		}
+		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+	}
+	for _, p := range ps {
+		c.obs.started(ctx, p)
+	}
+	return ps, nil
+}
+
+// forget drops a process from the worker's books and ends it.
+func (w *Worker) forget(p *Process, reason error) {
+	w.mu.Lock()
+	if s := w.serving[p.queue]; s != nil && s.procs[p.id] == p {
+		delete(s.procs, p.id)
+	}
+	w.mu.Unlock()
+	p.end(reason, true)
+}
+
+// endAll ends every process the worker holds in a queue it no longer
+// serves (the caller removed s from w.serving).
+func (w *Worker) endAll(s *serving, reason error) {
+	w.mu.Lock()
+	procs := s.procs
+	s.procs = make(map[string]*Process)
+	w.mu.Unlock()
+	for _, p := range procs {
+		p.end(reason, true)
+	}
+}

@@ -1,0 +1,95 @@
+package worqr
+
+import "fmt"
+
+// leaseLost handles evidence from a script that the lease of worker id on
+// a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
+// It is no evidence when the worker has left the queue, or is leaving it,
+// since leaving drops the lease, nor when it has fenced the queue: it gave
+// that lease up already, and a call sent before the fence may well reach
+// Redis after the lease ran out. Nor is it when the script was sent for a
+// service of the queue (sent) that has since ended, or about a process (p)
+// the service no longer holds: the worker left the queue while the script
+// was on its way, and may have started work on it again, under a new lease.
+func (w *Worker) leaseLost(id, queue string, sent *serving, p *Process, cause error) {
+	w.mu.Lock()
+	s := w.serving[queue]
+	left := s == nil || s.leaving || s.fenced || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
+	w.mu.Unlock()
+	if !left {
+		w.fence(id, cause)
+	}
+}
+
+// fence makes the worker treat itself as dead: it takes no more work under
+// id, ends every process it holds, tells the application, and wakes the
+// lease keeper to register again under a new id.
+func (w *Worker) fence(id string, cause error) {
+	w.mu.Lock()
+	if !w.toFenced(id) {
+		w.mu.Unlock()
+		return
+	}
+	w.lease.timer.Stop()
+	var lost []*Process
+	for _, s := range w.serving {
+		for _, p := range s.procs {
+			lost = append(lost, p)
+		}
+		s.procs = make(map[string]*Process)
+		s.unsure = 0 // the peers reclaim everything under id
+	}
+	w.mu.Unlock()
+
+	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
+	for _, p := range lost {
+		p.end(reason, true)
+	}
+	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
+	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	w.c.obs.fenced(ev)
+	if w.opts.OnFenced != nil {
+		go w.opts.OnFenced(ev)
+	}
+	w.lease.wake()
+}
+
+// fenceQueue makes the worker treat its lease on one queue as lost, when
+// it could not renew that lease in time (its node unreachable) while the
+// rest of its leases are fine. It takes no work there and ends the
+// processes it held there, like a fence of the whole worker, but keeps its
+// id and its other queues; rejoin gives the queue's tasks back and takes a
+// new lease once the node answers.
+func (w *Worker) fenceQueue(id string, s *serving, cause error) {
+	w.mu.Lock()
+	if !w.isCurrent(id) || s.fenced || s.leaving || w.serving[s.name] != s {
+		w.mu.Unlock()
+		return
+	}
+	s.fenced = true
+	s.leaseGen++
+	lost := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		lost = append(lost, p)
+	}
+	s.procs = make(map[string]*Process)
+	s.unsure = 0 // rejoin gives back everything under id in this queue
+	// The lease in Redis may be live until TTL after the last renewal
+	// that reached it was sent: give the tasks back no earlier than a peer
+	// could have taken them, so handlers have the same time to stop.
+	expiresBy := s.deadlineAt.Add(w.lease.margin())
+	w.wg.Add(1)
+	go w.rejoin(w.life, id, s, expiresBy)
+	w.mu.Unlock()
+
+	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
+	for _, p := range lost {
+		p.end(reason, true)
+	}
+	w.logger().Warn("worqr: lease on a queue lost; its processes are lost", "queue", s.name, "cause", cause, "processes", len(lost))
+	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	w.c.obs.fenced(ev)
+	if w.opts.OnFenced != nil {
+		go w.opts.OnFenced(ev)
+	}
+}

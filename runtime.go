@@ -1,0 +1,327 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// runner is the runtime of one queue served by Handle: it dequeues while it
+// has free slots and the queue may have tasks, and runs the handler for
+// each process.
+type runner struct {
+	w       *Worker
+	queue   string
+	handler Handler
+	opts    HandleOptions
+
+	wake chan struct{} // a work event came, or a slot was freed
+
+	mu      sync.Mutex
+	running map[*Process]context.CancelCauseFunc
+	// more is true while the queue may still hold tasks: set by work
+	// events, cleared when a dequeue comes back short.
+	more bool
+	gen  uint64 // counts work events
+	// loop controls the running dequeue loop; nil before it starts.
+	loop *loopControl
+	// handlers counts running handlers.
+	handlers sync.WaitGroup
+}
+
+// Handle serves a queue with a handler: the worker starts work on it and,
+// woken by work events, dequeues while fewer than Concurrency handlers run
+// and tasks wait, several at a time when several slots are free. It never
+// polls: after a missed notification the check on resubscribing wakes it.
+func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts HandleOptions) error {
+	if h == nil {
+		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Concurrency < 0 {
+		return fmt.Errorf("worqr: handle %q: negative concurrency: %w", queue, ErrInvalidOptions)
+	}
+	r := &runner{
+		w: w, queue: queue, handler: chain(h, w.opts.Middleware, opts.Middleware), opts: opts,
+		wake:    make(chan struct{}, 1),
+		running: make(map[*Process]context.CancelCauseFunc),
+	}
+	// The worker tells the runtime of work events itself (workArrived),
+	// before it calls these.
+	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
+		w.mu.Lock()
+		s := w.serving[queue]
+		w.mu.Unlock()
+		if s == nil || s.runner != r {
+			r.stopTaking()
+		}
+		return err
+	}
+	return nil
+}
+
+// loopControl starts and stops one run of the dequeue loop.
+type loopControl struct {
+	ctx    context.Context // ends to stop taking tasks; bounds the dequeues
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop has ended
+	// idle hands a task to a handler goroutine that has finished its last
+	// one and waits for more; they leave when ctx ends.
+	idle chan job
+}
+
+// job is a process to run, with its handler's context.
+type job struct {
+	p      *Process
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// startLoop starts the dequeue loop (again, after a StopWork that failed
+// and left the queue served).
+func (r *runner) startLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
+	r.mu.Lock()
+	r.loop = lc
+	r.mu.Unlock()
+	go r.run(lc)
+	r.poke()
+}
+
+// taking reports whether the dequeue loop runs.
+func (r *runner) taking() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.loop != nil && r.loop.ctx.Err() == nil
+}
+
+// workArrived records that the queue may hold tasks and wakes the loop:
+// a work event named this worker, or named nobody, or the worker has
+// (re)subscribed.
+func (r *runner) workArrived() {
+	r.mu.Lock()
+	r.more = true
+	r.gen++
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// free is how many more handlers may start.
+func (r *runner) free() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts.Concurrency - len(r.running)
+}
+
+func (r *runner) run(lc *loopControl) {
+	defer close(lc.done)
+	retry := newBackoff(10*time.Millisecond, time.Second)
+	for {
+		select {
+		case <-lc.ctx.Done():
+			return
+		case <-r.wake:
+		}
+		for {
+			n := r.free()
+			if n <= 0 {
+				break // a handler that ends wakes the loop
+			}
+			r.mu.Lock()
+			gen := r.gen
+			r.mu.Unlock()
+			ps, err := r.w.dequeue(lc.ctx, r.queue, n, true)
+			switch {
+			case err != nil && lc.ctx.Err() != nil:
+				return
+			case errors.Is(err, ErrNoTask):
+				r.clearMore(gen)
+			case errors.Is(err, ErrWorkerFenced):
+				// Registering again raises a work event.
+			case errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
+				return
+			case err != nil:
+				r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+				if !retry.wait(lc.ctx) {
+					return
+				}
+				r.poke()
+			}
+			if err != nil {
+				break
+			}
+			retry.reset()
+			if len(ps) < n {
+				r.clearMore(gen)
+			}
+			for _, p := range ps {
+				r.start(lc, p)
+			}
+			if len(ps) < n {
+				break
+			}
+		}
+	}
+}
+
+// clearMore records that the queue looked empty, unless a work event
+// came since gen was read.
+func (r *runner) clearMore(gen uint64) {
+	r.mu.Lock()
+	if r.gen == gen {
+		r.more = false
+	}
+	r.mu.Unlock()
+}
+
+// start runs the handler for p on a handler goroutine: one that finished
+// its last task and waits for another if there is one, else a new one. On
+// a busy queue goroutines (and the stacks they have grown) are reused
+// rather than started for every task. The handler's context ends when the
+// process ends for a reason the worker learns of (cancel, delete,
+// fencing), with that reason as its cause.
+func (r *runner) start(lc *loopControl, p *Process) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.mu.Lock()
+	r.running[p] = cancel
+	r.mu.Unlock()
+	r.handlers.Add(1)
+	p.onEnd(func(reason error) { cancel(reason) })
+	j := job{p: p, ctx: ctx, cancel: cancel}
+	select {
+	case lc.idle <- j:
+	default:
+		go r.serve(lc, j)
+	}
+}
+
+// serve runs j, then the jobs the loop hands it while the loop runs.
+func (r *runner) serve(lc *loopControl, j job) {
+	for {
+		r.runJob(j)
+		select {
+		case j = <-lc.idle:
+		case <-lc.ctx.Done():
+			return
+		}
+	}
+}
+
+// runJob runs the handler for one process and settles its outcome.
+func (r *runner) runJob(j job) {
+	defer r.handlers.Done()
+	err := r.call(j.ctx, j.p)
+	r.settle(j.ctx, j.p, err)
+	j.cancel(nil)
+	r.mu.Lock()
+	delete(r.running, j.p)
+	more := r.more
+	r.mu.Unlock()
+	if more {
+		r.poke()
+	}
+}
+
+// errPanic marks a handler that panicked.
+var errPanic = errors.New("worqr: handler panicked")
+
+func (r *runner) call(ctx context.Context, p *Process) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", errPanic, v)
+			if r.opts.PanicIsPermanent {
+				err = Permanent(err)
+			}
+		}
+	}()
+	return r.handler(ctx, p)
+}
+
+// settle applies the outcome of a handler to its process.
+func (r *runner) settle(ctx context.Context, p *Process, err error) {
+	// Built only when something is logged: settle runs once per task.
+	log := func() *slog.Logger { return r.w.logger().With("queue", r.queue, "process", p.ID(), "task", p.TaskID()) }
+	var write func(context.Context) error
+	switch ended := p.Err(); {
+	case errors.Is(ended, ErrProcessLost):
+		return // fenced or given back: the task is not ours to touch
+	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
+		// Requeue, not Finish: Requeue drops a process Redis has marked
+		// cancelled or deleted, and requeues one it has not, so an event
+		// that Redis's state does not back (stale, or forged by anyone
+		// allowed to publish on the channel) cannot lose the task.
+		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
+	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
+		return // still held: shutting down returns it to the front
+	case err == nil:
+		write = p.Finish
+	case IsPermanent(err):
+		log().Error("worqr: task failed permanently; finished", "err", err)
+		write = func(ctx context.Context) error { return p.finish(ctx, OutcomeFailed, err) }
+	default:
+		log().Warn("worqr: task failed; retrying", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
+	}
+	// Writes after the handler must not hang on a dead Redis for ever; one
+	// that failed on the connection left the process ours in Redis, so it
+	// is tried again while the worker lives, or it would be held for ever.
+	b := newBackoff(50*time.Millisecond, time.Second)
+	for {
+		wctx, cancel := context.WithTimeout(r.w.life, r.w.opts.TTL)
+		outcome := write(wctx)
+		cancel()
+		switch {
+		case outcome == nil, errors.Is(outcome, ErrProcessLost),
+			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
+			return
+		case !retryable(outcome) || !b.wait(r.w.life):
+			log().Warn("worqr: could not record the task's outcome", "err", outcome)
+			return
+		}
+		log().Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
+	}
+}
+
+// retryable tells whether an outcome write may not have reached Redis and
+// can be sent again (the scripts check ownership, so a repeat is safe): it
+// failed on the connection, or got no answer within its TTL-long deadline
+// while the worker lives (a hung node).
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// stopTaking stops the dequeue loop and waits for it.
+func (r *runner) stopTaking() {
+	r.mu.Lock()
+	lc := r.loop
+	r.mu.Unlock()
+	if lc == nil {
+		return
+	}
+	lc.cancel()
+	<-lc.done
+}
+
+// cancelAll ends every running handler's context with cause.
+func (r *runner) cancelAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cancel := range r.running {
+		cancel(cause)
+	}
+}

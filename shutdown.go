@@ -1,0 +1,218 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Fail returns every task the worker holds to the front of its queue and
+// deregisters the worker at once; the worker is closed afterwards. Running
+// handlers have their contexts cancelled (cause ErrShutdown) and are given
+// ShutdownCancelWait to return. Use it
+// when the process is going away and should not leave its work waiting a
+// TTL for its peers. If Redis cannot be reached the peers still reclaim
+// the work once the lease expires.
+func (w *Worker) Fail(ctx context.Context) error {
+	w.drainNow()
+	return w.shutdown(ctx, "fail")
+}
+
+// Close stops the worker like Fail does, except that a second call
+// returns nil. Use Shutdown to let running handlers finish first. Processes still held end with ErrProcessLost and their
+// tasks go back to the front of their queues.
+func (w *Worker) Close(ctx context.Context) error {
+	w.drainNow()
+	err := w.shutdown(ctx, "close")
+	if errors.Is(err, ErrWorkerClosed) {
+		return nil
+	}
+	return err
+}
+
+// drainNow stops taking tasks and cancels running handlers at once.
+func (w *Worker) drainNow() { _ = w.drain(expired()) }
+
+// expired is a context that has already ended: no grace period.
+func expired() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// shutdown closes the worker: it stops its components, ends its
+// processes, gives their tasks back to the front of their queues and
+// deregisters. Running handlers were stopped before (drain).
+func (w *Worker) shutdown(ctx context.Context, op string) error {
+	w.mu.Lock()
+	closing := w.toClosed()
+	w.mu.Unlock()
+	if !closing {
+		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
+	}
+	w.stopComponents()
+	w.membership.Lock()
+	defer w.membership.Unlock()
+	id, ss := w.detachAll(ctx, ErrProcessLost, true)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("worqr: %s: %w", op, err)
+	}
+	if err := w.releaseOwn(ctx, id, ss); err != nil {
+		return err
+	}
+	return w.deregister(ctx, id)
+}
+
+// stopComponents stops the lease keeper and the reclaimer, and waits for
+// the renewals and rejoins they started. It runs once the worker is
+// closed, before membership is taken: a re-registration in progress holds
+// it and ends when its context does.
+func (w *Worker) stopComponents() {
+	w.stop()
+	w.lease.stop()
+	w.reclaimer.stop()
+	w.wg.Wait()
+}
+
+// detachAll drops every queue the worker serves from its books: each
+// subscription stops (and, with unsubscribe, is ended on the server too)
+// and each process still held ends with reason. Nothing is written to
+// Redis. It returns the worker's id and the queues it served. The worker
+// is closed, so nothing serves a queue again.
+func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*serving) {
+	w.mu.Lock()
+	id, ss := w.id, w.served()
+	w.serving = make(map[string]*serving)
+	w.mu.Unlock()
+	for _, s := range ss {
+		if unsubscribe {
+			s.sub.stop(ctx)
+		} else {
+			s.sub.halt()
+		}
+		w.endAll(s, reason)
+	}
+	w.c.mu.Lock()
+	delete(w.c.workers, w)
+	w.c.mu.Unlock()
+	return id, ss
+}
+
+// deregister removes a worker id from the registry at once.
+func (w *Worker) deregister(ctx context.Context, id string) error {
+	if _, err := w.c.store.Deregister(ctx, id, false); err != nil {
+		return w.c.fail("deregister", "", err)
+	}
+	return nil
+}
+
+// Shutdown stops the worker gracefully, like http.Server.Shutdown: it
+// stops taking tasks at once, waits for running handlers until ctx ends,
+// then cancels their contexts (cause ErrShutdown) and waits a short while
+// (ShutdownCancelWait) for them to return. What is still unfinished goes
+// back to the front of its queue, the worker deregisters and its
+// subscriptions close. It returns ctx's error if the grace period ran out.
+// A second call, or Close after it, is safe. Like http.Server.Shutdown, a
+// Shutdown called from a handler waits for that handler too: give it a
+// context with a deadline.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	closed := w.isClosed()
+	w.mu.Unlock()
+	if closed {
+		return nil
+	}
+	grace := w.drain(ctx)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
+	defer cancel()
+	err := w.shutdown(closeCtx, "shutdown")
+	if errors.Is(err, ErrWorkerClosed) {
+		err = nil
+	}
+	return errors.Join(grace, err)
+}
+
+// ShutdownCancelWait is how long Shutdown, Close and Fail wait for handlers
+// to return once their contexts were cancelled.
+const ShutdownCancelWait = time.Second
+
+// drain stops every runner taking tasks and waits for their handlers
+// until ctx ends, then cancels them (see stopRunners). It returns ctx's
+// error if the handlers outlasted it.
+func (w *Worker) drain(ctx context.Context) error {
+	w.mu.Lock()
+	w.toDraining()
+	runners := w.runnersLocked()
+	w.mu.Unlock()
+	if !w.stopRunners(ctx, context.Background(), runners) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// runnersLocked lists the Handle runtimes of the served queues. Callers
+// hold w.mu.
+func (w *Worker) runnersLocked() []*runner {
+	var rs []*runner
+	for _, s := range w.serving {
+		if s.runner != nil {
+			rs = append(rs, s.runner)
+		}
+	}
+	return rs
+}
+
+// idle reports whether no handler of the runners is running.
+func idle(runners []*runner) bool {
+	for _, r := range runners {
+		r.mu.Lock()
+		n := len(r.running)
+		r.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// stopRunners stops the runners taking tasks and waits for their handlers
+// until grace ends; then it cancels the handlers' contexts (cause
+// ErrShutdown) and waits up to ShutdownCancelWait more, or until ctx ends.
+// It reports whether the handlers ended within grace.
+func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool {
+	for _, r := range runners {
+		r.stopTaking()
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, r := range runners {
+			r.handlers.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-grace.Done():
+	}
+	// A grace period that was over before it began outlasted no handler
+	// if none was running (http.Server.Shutdown returns nil then too); the
+	// goroutine above may just not have noticed yet.
+	if idle(runners) {
+		<-done
+		return true
+	}
+	for _, r := range runners {
+		r.cancelAll(ErrShutdown)
+	}
+	t := time.NewTimer(ShutdownCancelWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-t.C:
+		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
+	}
+	return false
+}
