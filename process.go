@@ -33,7 +33,8 @@ type Process struct {
 	settled bool
 	// observed is true once the observer was told how the process ended.
 	observed bool
-	// ended is called with the reason when the process ends.
+	// ended is called with the reason when the process ends: it cancels
+	// the context of the handler running it, if any.
 	ended func(reason error)
 }
 
@@ -123,6 +124,16 @@ func (p *Process) onEnd(fn func(reason error)) {
 	p.mu.Unlock()
 	if reason != nil {
 		fn(reason)
+	}
+}
+
+// interrupt ends the context of the handler running the process, if any,
+// with cause, without ending the process.
+func (p *Process) interrupt(cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended != nil {
+		p.ended(cause)
 	}
 }
 

@@ -21,8 +21,11 @@ type runner struct {
 
 	wake chan struct{} // a work event came, or a slot was freed
 
-	mu      sync.Mutex
-	running map[*Process]context.CancelCauseFunc
+	mu sync.Mutex // guards the fields below
+	// busy counts the handlers running (a slot is taken from the dequeue
+	// until the outcome is written). The processes themselves are in the
+	// worker's books, serving.procs.
+	busy int
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
@@ -49,8 +52,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	}
 	r := &runner{
 		w: w, queue: queue, handler: chain(h, w.opts.Middleware, opts.Middleware), opts: opts,
-		wake:    make(chan struct{}, 1),
-		running: make(map[*Process]context.CancelCauseFunc),
+		wake: make(chan struct{}, 1),
 	}
 	// The worker tells the runtime of work events itself (workArrived),
 	// before it calls these.
@@ -124,7 +126,7 @@ func (r *runner) poke() {
 func (r *runner) free() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.opts.Concurrency - len(r.running)
+	return r.opts.Concurrency - r.busy
 }
 
 func (r *runner) run(lc *loopControl) {
@@ -197,7 +199,7 @@ func (r *runner) clearMore(gen uint64) {
 func (r *runner) start(lc *loopControl, p *Process) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.mu.Lock()
-	r.running[p] = cancel
+	r.busy++
 	r.mu.Unlock()
 	r.handlers.Add(1)
 	p.onEnd(func(reason error) { cancel(reason) })
@@ -228,7 +230,7 @@ func (r *runner) runJob(j job) {
 	r.settle(j.ctx, j.p, err)
 	j.cancel(nil)
 	r.mu.Lock()
-	delete(r.running, j.p)
+	r.busy--
 	more := r.more
 	r.mu.Unlock()
 	if more {
@@ -317,11 +319,15 @@ func (r *runner) stopTaking() {
 	<-lc.done
 }
 
-// cancelAll ends every running handler's context with cause.
+// cancelAll ends every running handler's context with cause. A handler
+// runs for a process the worker holds in the queue, or for one that has
+// ended already, whose context ended with it.
 func (r *runner) cancelAll(cause error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, cancel := range r.running {
-		cancel(cause)
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if s := r.w.serving[r.queue]; s != nil {
+		for _, p := range s.procs {
+			p.interrupt(cause)
+		}
 	}
 }

@@ -167,7 +167,7 @@ func (w *Worker) runnersLocked() []*runner {
 func idle(runners []*runner) bool {
 	for _, r := range runners {
 		r.mu.Lock()
-		n := len(r.running)
+		n := r.busy
 		r.mu.Unlock()
 		if n > 0 {
 			return false
