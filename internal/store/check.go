@@ -52,7 +52,7 @@ type Scanned struct {
 // calls seen with each key (possibly more than once).
 func (s *Store) ScanKeys(ctx context.Context, seen func(key string)) (Scanned, error) {
 	var out Scanned
-	if err := s.enter(ctx, OpCheck); err != nil {
+	if err := s.enter(ctx, OpCheck, ""); err != nil {
 		return out, err
 	}
 	match := globEscape(s.keys.prefix) + ":*"
@@ -97,7 +97,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 		k := s.keys.Queue(name)
 		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta}}
 	}
-	results, err := s.runMulti(ctx, OpCheck, calls)
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (s *Store) ReadRegistry(ctx context.Context, where map[string][]string, set
 		args = append(args, where[id]...)
 	}
 	var reg RegistryLook
-	res, err := s.run(ctx, OpCheck, sets.Registry, keys, args)
+	res, err := s.run(ctx, OpCheck, "", sets.Registry, keys, args)
 	if err != nil {
 		return reg, err
 	}
@@ -223,7 +223,7 @@ func (s *Store) ReadRegistry(ctx context.Context, where map[string][]string, set
 // RegisteredQueueNames lists the queue registry as it is, deleted queues
 // included.
 func (s *Store) RegisteredQueueNames(ctx context.Context) ([]string, error) {
-	if err := s.enter(ctx, OpCheck); err != nil {
+	if err := s.enter(ctx, OpCheck, ""); err != nil {
 		return nil, err
 	}
 	return s.rdb.Do(ctx, s.b().Smembers().Key(s.keys.Queues()).Build().Pin()).AsStrSlice()
@@ -231,7 +231,7 @@ func (s *Store) RegisteredQueueNames(ctx context.Context) ([]string, error) {
 
 // InQueueRegistry reports for each name whether the queue registry has it.
 func (s *Store) InQueueRegistry(ctx context.Context, names []string) ([]bool, error) {
-	if err := s.enter(ctx, OpCheck); err != nil {
+	if err := s.enter(ctx, OpCheck, ""); err != nil {
 		return nil, err
 	}
 	cmds := make(rueidis.Commands, len(names))
@@ -263,7 +263,7 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta}, Args: []string{k.Channel, name}}
 	}
 	out := make([]QueueRepair, len(names))
-	results, err := s.runMulti(ctx, OpCheck, calls)
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	for i := range out {
 		if err != nil {
 			out[i].Err = err
@@ -296,7 +296,7 @@ func (s *Store) Adopt(ctx context.Context, ids []string, queues [][]string, sets
 		calls[i] = scripts.Call{Script: sets.Adopt, Keys: []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, Args: append([]string{id}, queues[i]...)}
 	}
 	out := make([]Adopted, len(ids))
-	results, err := s.runMulti(ctx, OpCheck, calls)
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	for i := range out {
 		if err != nil {
 			out[i].Err = err
@@ -312,7 +312,7 @@ func (s *Store) Adopt(ctx context.Context, ids []string, queues [][]string, sets
 // whether it exists after all (made meanwhile: the caller registers it
 // again), clearing its confirmation: the order DeleteQueue uses.
 func (s *Store) UnregisterQueue(ctx context.Context, name string, sets *scripts.CheckSet) (exists bool, err error) {
-	if err := s.enter(ctx, OpCheck); err != nil {
+	if err := s.enter(ctx, OpCheck, ""); err != nil {
 		return false, err
 	}
 	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(name).Build().Pin()).Error(); err != nil {

@@ -9,7 +9,7 @@ import (
 // Publish sends a message on a queue's channel from outside a script:
 // SPUBLISH on a cluster, like the scripts (see scripts.Load).
 func (s *Store) Publish(ctx context.Context, queue, msg string) error {
-	if err := s.enter(ctx, OpPublish); err != nil {
+	if err := s.enter(ctx, OpPublish, queue); err != nil {
 		return err
 	}
 	return s.rdb.Do(ctx, s.publishCmd(s.keys.Queue(queue).Channel, msg)).Error()
@@ -27,7 +27,7 @@ func (s *Store) publishCmd(channel, msg string) rueidis.Completed {
 // confirmation from the server, message on every message; both run on
 // rueidis's reader and must not block.
 func (s *Store) Subscribe(ctx context.Context, queue string, subscribed func(), message func(string)) error {
-	if err := s.enter(ctx, OpSubscribe); err != nil {
+	if err := s.enter(ctx, OpSubscribe, queue); err != nil {
 		return err
 	}
 	channel := s.keys.Queue(queue).Channel

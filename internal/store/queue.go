@@ -55,7 +55,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		}
 		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle}, Args: argv})
 	}
-	results, err := s.runMulti(ctx, OpEnqueue, calls)
+	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 // a queue holding tasks is never left out of the registry for good; at
 // worst an empty deleted one is left in, and Queues filters those out.
 func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
-	if err := s.enter(ctx, OpRegisterQueue); err != nil {
+	if err := s.enter(ctx, OpRegisterQueue, queue); err != nil {
 		return err
 	}
 	if err := s.rdb.Do(ctx, s.b().Sadd().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
@@ -126,7 +126,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, []string{worker, strconv.Itoa(n), p})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, []string{worker, strconv.Itoa(n), p})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	for _, p := range procs {
 		args = append(args, p.Worker, p.PID)
 	}
-	res, err := s.run(ctx, OpFinish, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta}, args)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
 	if err != nil {
 		return 0, err
 	}
@@ -202,18 +202,17 @@ type CancelCount struct {
 
 // CancelPayload cancels every task of a queue with this payload.
 func (s *Store) CancelPayload(ctx context.Context, queue string, payload []byte) (CancelCount, error) {
-	k := s.keys.Queue(queue)
-	return s.cancel(ctx, s.scripts.Cancel, k, string(payload))
+	return s.cancel(ctx, s.scripts.Cancel, queue, string(payload))
 }
 
 // CancelID cancels the task of a queue with this id.
 func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, error) {
-	k := s.keys.Queue(queue)
-	return s.cancel(ctx, s.scripts.CancelID, k, id)
+	return s.cancel(ctx, s.scripts.CancelID, queue, id)
 }
 
-func (s *Store) cancel(ctx context.Context, sc *scripts.Script, k QueueKeys, arg string) (CancelCount, error) {
-	res, err := s.run(ctx, OpCancel, sc, []string{k.Waiting, k.Procs}, []string{k.Channel, arg})
+func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -232,7 +231,7 @@ func (s *Store) cancel(ctx context.Context, sc *scripts.Script, k QueueKeys, arg
 // of waiting tasks dropped. If the second step fails the queue is put back
 // in the registry (best effort) rather than hidden.
 func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
-	if err := s.enter(ctx, OpDeleteQueue); err != nil {
+	if err := s.enter(ctx, OpDeleteQueue, queue); err != nil {
 		return 0, err
 	}
 	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
@@ -254,7 +253,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 // the lease is gone).
 func (s *Store) States(ctx context.Context, queue, worker string, pids []string) ([]State, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpStates, s.scripts.States, []string{k.Procs, k.Leases}, append([]string{worker}, pids...))
+	res, err := s.run(ctx, OpStates, queue, s.scripts.States, []string{k.Procs, k.Leases}, append([]string{worker}, pids...))
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +332,11 @@ func (s *Store) ReleaseAll(ctx context.Context, rs []Release) []Released {
 		calls[i] = s.releaseCall(r)
 	}
 	out := make([]Released, len(rs))
-	results, err := s.runMulti(ctx, OpRelease, calls)
+	queue := ""
+	if len(rs) == 1 {
+		queue = rs[0].Queue
+	}
+	results, err := s.runMulti(ctx, OpRelease, queue, calls)
 	for i := range out {
 		if err != nil {
 			out[i].Err = err
@@ -347,7 +350,7 @@ func (s *Store) ReleaseAll(ctx context.Context, rs []Release) []Released {
 // ReleaseOne runs one release call.
 func (s *Store) ReleaseOne(ctx context.Context, r Release) Released {
 	call := s.releaseCall(r)
-	res, err := s.run(ctx, OpRelease, call.Script, call.Keys, call.Args)
+	res, err := s.run(ctx, OpRelease, r.Queue, call.Script, call.Keys, call.Args)
 	if err != nil {
 		return Released{Err: err}
 	}
@@ -357,7 +360,7 @@ func (s *Store) ReleaseOne(ctx context.Context, r Release) Released {
 // Queues lists the registered queues that exist (their meta record holds
 // their name): a deleted queue may linger in the registry.
 func (s *Store) Queues(ctx context.Context) ([]string, error) {
-	if err := s.enter(ctx, OpRead); err != nil {
+	if err := s.enter(ctx, OpRead, ""); err != nil {
 		return nil, err
 	}
 	names, err := s.rdb.Do(ctx, s.b().Smembers().Key(s.keys.Queues()).Build().Pin()).AsStrSlice()
@@ -383,7 +386,7 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 
 // QueueLen is the number of tasks waiting in a queue.
 func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
-	if err := s.enter(ctx, OpRead); err != nil {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return 0, err
 	}
 	return s.rdb.Do(ctx, s.b().Llen().Key(s.keys.Queue(queue).Waiting).Build().Pin()).AsInt64()
@@ -393,7 +396,7 @@ func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
 // stop inclusive, where 0 is the next task out; negative positions count
 // from the back, as in LRANGE.
 func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]Task, error) {
-	if err := s.enter(ctx, OpRead); err != nil {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
 	// The front of the queue is the right end of the list, so position i
@@ -416,7 +419,7 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]T
 
 // Procs lists the in-flight processes of a queue, in no order.
 func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
-	if err := s.enter(ctx, OpRead); err != nil {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
 	all, err := s.rdb.Do(ctx, s.b().Hgetall().Key(s.keys.Queue(queue).Procs).Build().Pin()).AsStrMap()

@@ -51,10 +51,11 @@ const (
 )
 
 // Fault is a test seam: when set, it runs before every call to Redis with
-// the call's name. An error it returns is returned in place of the call's
-// (the call is not sent); it may also block, until ctx ends, to stand for
-// a node that hangs.
-type Fault func(ctx context.Context, op Op) error
+// the call's name and the queue it is about ("" for calls about workers,
+// the registries, or several queues at once). An error it returns is
+// returned in place of the call's (the call is not sent); it may also
+// block, until ctx ends, to stand for a node that hangs.
+type Fault func(ctx context.Context, op Op, queue string) error
 
 // Store sends worqr's commands and scripts to one Redis (or cluster).
 type Store struct {
@@ -91,24 +92,24 @@ func (s *Store) SetFault(f Fault) {
 }
 
 // enter runs the fault, if any, before a call.
-func (s *Store) enter(ctx context.Context, op Op) error {
+func (s *Store) enter(ctx context.Context, op Op, queue string) error {
 	if f := s.fault.Load(); f != nil {
-		return (*f)(ctx, op)
+		return (*f)(ctx, op, queue)
 	}
 	return nil
 }
 
 // run runs one script.
-func (s *Store) run(ctx context.Context, op Op, sc *scripts.Script, keys, args []string) (rueidis.RedisResult, error) {
-	if err := s.enter(ctx, op); err != nil {
+func (s *Store) run(ctx context.Context, op Op, queue string, sc *scripts.Script, keys, args []string) (rueidis.RedisResult, error) {
+	if err := s.enter(ctx, op, queue); err != nil {
 		return rueidis.RedisResult{}, err
 	}
 	return sc.Exec(ctx, s.rdb, keys, args), nil
 }
 
 // runMulti pipelines script calls, one result per call.
-func (s *Store) runMulti(ctx context.Context, op Op, calls []scripts.Call) ([]rueidis.RedisResult, error) {
-	if err := s.enter(ctx, op); err != nil {
+func (s *Store) runMulti(ctx context.Context, op Op, queue string, calls []scripts.Call) ([]rueidis.RedisResult, error) {
+	if err := s.enter(ctx, op, queue); err != nil {
 		return nil, err
 	}
 	return scripts.ExecMulti(ctx, s.rdb, calls), nil

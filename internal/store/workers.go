@@ -11,7 +11,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // RegisterWorker enters a new worker id in the registry with a lease of
 // ttl.
 func (s *Store) RegisterWorker(ctx context.Context, id string, ttl time.Duration) error {
-	res, err := s.run(ctx, OpRegisterWorker, s.scripts.Register, []string{s.keys.Workers()}, []string{id, ms(ttl)})
+	res, err := s.run(ctx, OpRegisterWorker, "", s.scripts.Register, []string{s.keys.Workers()}, []string{id, ms(ttl)})
 	if err != nil {
 		return err
 	}
@@ -21,17 +21,17 @@ func (s *Store) RegisterWorker(ctx context.Context, id string, ttl time.Duration
 // RenewWorker extends a worker's registry lease to ttl from now, by the
 // Redis clock; ErrLeaseGone if it has expired (it is never revived).
 func (s *Store) RenewWorker(ctx context.Context, id string, ttl time.Duration) error {
-	return s.renew(ctx, OpRenew, s.keys.Workers(), id, ttl)
+	return s.renew(ctx, OpRenew, "", s.keys.Workers(), id, ttl)
 }
 
 // RenewQueueLease extends a worker's lease on a queue; ErrLeaseGone if it
 // has expired.
 func (s *Store) RenewQueueLease(ctx context.Context, queue, id string, ttl time.Duration) error {
-	return s.renew(ctx, OpRenewQueue, s.keys.Queue(queue).Leases, id, ttl)
+	return s.renew(ctx, OpRenewQueue, queue, s.keys.Queue(queue).Leases, id, ttl)
 }
 
-func (s *Store) renew(ctx context.Context, op Op, key, id string, ttl time.Duration) error {
-	res, err := s.run(ctx, op, s.scripts.Renew, []string{key}, []string{id, ms(ttl)})
+func (s *Store) renew(ctx context.Context, op Op, queue, key, id string, ttl time.Duration) error {
+	res, err := s.run(ctx, op, queue, s.scripts.Renew, []string{key}, []string{id, ms(ttl)})
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Store) renew(ctx context.Context, op Op, key, id string, ttl time.Durat
 // ErrLeaseGone if the registry lease has expired. It reports whether the
 // queue is not yet confirmed in the queue registry.
 func (s *Store) JoinQueue(ctx context.Context, queue, id string) (unregistered bool, err error) {
-	res, err := s.run(ctx, OpServe, s.scripts.Serve, []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, []string{id, queue})
+	res, err := s.run(ctx, OpServe, queue, s.scripts.Serve, []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, []string{id, queue})
 	if err != nil {
 		return false, err
 	}
@@ -63,7 +63,7 @@ func (s *Store) JoinQueue(ctx context.Context, queue, id string) (unregistered b
 		return false, ErrLeaseGone
 	}
 	k := s.keys.Queue(queue)
-	res, err = s.run(ctx, OpJoin, s.scripts.Join, []string{k.Leases, k.Meta}, []string{id, strconv.FormatInt(expiry, 10), queue})
+	res, err = s.run(ctx, OpJoin, queue, s.scripts.Join, []string{k.Leases, k.Meta}, []string{id, strconv.FormatInt(expiry, 10), queue})
 	if err != nil {
 		return false, err
 	}
@@ -80,7 +80,7 @@ func (s *Store) JoinQueue(ctx context.Context, queue, id string) (unregistered b
 // LeaveQueue drops a queue from a worker's queue set, once the worker has
 // given back its work there and its lease.
 func (s *Store) LeaveQueue(ctx context.Context, id, queue string) error {
-	if err := s.enter(ctx, OpLeaveQueue); err != nil {
+	if err := s.enter(ctx, OpLeaveQueue, queue); err != nil {
 		return err
 	}
 	return s.rdb.Do(ctx, s.b().Srem().Key(s.keys.WorkerQueues(id)).Member(queue).Build().Pin()).Error()
@@ -93,7 +93,7 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 	if expired {
 		mode = "expired"
 	}
-	res, err := s.run(ctx, OpDeregister, s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, []string{id, mode})
+	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, []string{id, mode})
 	if err != nil {
 		return false, err
 	}
@@ -103,7 +103,7 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 
 // ExpiredWorkers lists up to limit workers whose registry lease expired.
 func (s *Store) ExpiredWorkers(ctx context.Context, limit int) ([]string, error) {
-	res, err := s.run(ctx, OpExpired, s.scripts.Expired, []string{s.keys.Workers()}, []string{strconv.Itoa(limit)})
+	res, err := s.run(ctx, OpExpired, "", s.scripts.Expired, []string{s.keys.Workers()}, []string{strconv.Itoa(limit)})
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ type WorkerLease struct {
 
 // LiveWorkers lists the workers whose registry lease is live.
 func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
-	res, err := s.run(ctx, OpRead, s.scripts.Live, []string{s.keys.Workers()}, nil)
+	res, err := s.run(ctx, OpRead, "", s.scripts.Live, []string{s.keys.Workers()}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
 
 // WorkerQueues lists the queues in a worker's queue set.
 func (s *Store) WorkerQueues(ctx context.Context, id string) ([]string, error) {
-	if err := s.enter(ctx, OpRead); err != nil {
+	if err := s.enter(ctx, OpRead, ""); err != nil {
 		return nil, err
 	}
 	return s.rdb.Do(ctx, s.b().Smembers().Key(s.keys.WorkerQueues(id)).Build().Pin()).AsStrSlice()

@@ -1,0 +1,132 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// These tests break single calls through the store's fault seam, with no
+// proxy and no second connection: the call is failed or held before it is
+// sent, exactly where the test says.
+
+var errInjected = errors.New("injected: connection reset")
+
+// A renewal of one queue's lease that hangs fences that queue alone; once
+// the node answers again the worker takes a new lease there.
+func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var hang atomic.Bool
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if hang.Load() && queue == "a" {
+			<-ctx.Done() // a node that never answers
+			return ctx.Err()
+		}
+		return nil
+	})
+	w, fences := fencingWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	require.NoError(t, second(c.Enqueue(ctx, "b", []byte("tb"))))
+	id := w.ID()
+
+	hang.Store(true)
+	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	assert.Equal(t, "a", ev.Queue)
+	assert.Equal(t, id, w.ID(), "the worker keeps its id")
+	p, err := w.Dequeue(ctx, "b")
+	require.NoError(t, err, "queue b is served as before")
+	require.NoError(t, p.Finish(ctx))
+
+	hang.Store(false)
+	require.NoError(t, second(c.Enqueue(ctx, "a", []byte("ta"))))
+	eventually(t, 5*time.Second, "queue a served again", func() bool {
+		p, err := w.Dequeue(ctx, "a")
+		if err != nil {
+			return false
+		}
+		require.NoError(t, p.Finish(ctx))
+		return true
+	})
+	assert.Equal(t, id, w.ID())
+}
+
+// An outcome write that fails on the connection is sent again while the
+// worker lives, and the task is finished once.
+func TestFaultSeamFailedFinishIsRetried(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	obs := &observer{}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	var failures atomic.Int32
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpFinish && failures.Add(1) <= 3 {
+			return errInjected
+		}
+		return nil
+	})
+	w := newWorker(t, c, WorkerOptions{})
+	ran := make(chan struct{}, 10)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		ran <- struct{}{}
+		return nil
+	}, HandleOptions{}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	recv(t, ran, 5*time.Second, "handler ran")
+	eventually(t, 10*time.Second, "finished", func() bool {
+		procs, err := c.Processes(ctx, "q")
+		return err == nil && len(procs) == 0
+	})
+	assert.EqualValues(t, 4, failures.Load(), "three failed writes, then one that went through")
+	assert.Equal(t, []Outcome{OutcomeSucceeded}, obs.outcomes()[id])
+	assert.Empty(t, waiting(t, c, "q"))
+	select {
+	case <-ran:
+		t.Fatal("the task ran twice")
+	default:
+	}
+}
+
+// A failed enqueue wraps ErrUnavailable and queues nothing; a failed
+// dequeue leaves the task waiting.
+func TestFaultSeamFailedCalls(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	var failing atomic.Value
+	failing.Store(store.Op(""))
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == failing.Load().(store.Op) {
+			return errInjected
+		}
+		return nil
+	})
+	failing.Store(store.OpEnqueue)
+	_, err := c.Enqueue(ctx, "q", []byte("x"))
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, err, errInjected)
+	assert.Empty(t, waiting(t, c, "q"))
+
+	failing.Store(store.OpDequeue)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	_, err = w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.Equal(t, []string{"x"}, waiting(t, c, "q"), "nothing already queued is lost")
+	failing.Store(store.Op(""))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+}
