@@ -1,13 +1,3 @@
-// Package worqr runs work across many processes with Redis as the only
-// moving part.
-//
-// A task is an opaque byte string in a FIFO queue. A Worker holds a lease
-// in Redis that it renews; it dequeues tasks into processes that it owns,
-// then finishes or stops them. When a worker's lease expires its peers put
-// its processes back at the front of their queues and wake the queue, so
-// nobody runs a separate cleaner. Every state change is one Lua script whose
-// keys share one hash tag, and notifications are published from inside the
-// same script.
 package worqr
 
 import (

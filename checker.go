@@ -1,0 +1,375 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/worqr/worqr/internal/scripts"
+	"github.com/worqr/worqr/internal/store"
+)
+
+// checker holds one run of Check.
+type checker struct {
+	c   *Client
+	s   *scripts.CheckSet
+	rep *CheckReport
+
+	// What the scan found.
+	names  map[string]struct{} // queues, by name
+	broken map[string]struct{} // queues that could not be read
+	sets   map[string]struct{} // workers with a queue set, by id
+
+	first    map[string]*queueLook // queues as first seen
+	registry registryLook          // the registries, read after that
+
+	// Findings to repair, beyond those in the report.
+	repairQueues []string             // queues with orphans, dead leases or no record
+	adopt        map[string][]string  // worker -> queues to add to its set
+	reclaim      map[string]struct{}  // dead workers to reclaim
+	listed       map[WorkerQueue]bool // UnlistedQueues, for the repair report
+	unregistered map[string]struct{}  // UnregisteredWorkers
+}
+
+// queueLook is one queue as check_queue.lua saw it.
+type queueLook struct {
+	exists  bool            // its meta record holds its name
+	waiting int64           // tasks waiting
+	owners  map[string]bool // workers with a lease entry or process -> lease live
+	orphans []ProcessInfo
+}
+
+// registryLook is the registries as check_registry.lua saw them.
+type registryLook = store.RegistryLook
+
+func (ck *checker) fail(err error) error { return ck.c.fail("consistency check", "", err) }
+
+func (ck *checker) run(ctx context.Context) error {
+	c := ck.c
+	if err := ck.scan(ctx); err != nil {
+		return err
+	}
+	// Registry names are read before the queues are looked at, so that a
+	// registry entry with nothing behind it is looked at too.
+	registered, err := c.store.RegisteredQueueNames(ctx)
+	if err != nil {
+		return ck.fail(err)
+	}
+	for _, name := range registered {
+		if validQueue("", name) == nil {
+			ck.names[name] = struct{}{}
+		} else {
+			// No queue can have this name (written by hand?): stale.
+			ck.rep.StaleQueues = append(ck.rep.StaleQueues, name)
+		}
+	}
+	names := slices.Sorted(maps.Keys(ck.names))
+	ck.rep.QueuesChecked = len(names)
+	if ck.first, err = ck.look(ctx, names); err != nil {
+		return err
+	}
+	if err := ck.readRegistry(ctx); err != nil {
+		return err
+	}
+	return ck.judge(ctx, registered)
+}
+
+// scan walks every node's keyspace under the prefix.
+func (ck *checker) scan(ctx context.Context) error {
+	c := ck.c
+	ck.names = make(map[string]struct{})
+	ck.sets = make(map[string]struct{})
+	unknown := make(map[string]struct{})
+	keys := c.store.Keys()
+	valid := func(name string) bool { return validQueue("", name) == nil }
+	// Only what is needed is kept, in sets (a replica repeats its master's
+	// keys, and SCAN may return a key twice): memory grows with the
+	// queues and workers, not with the keys.
+	scanned, err := c.store.ScanKeys(ctx, func(key string) {
+		switch kind, val := keys.Parse(key, valid); kind {
+		case store.KeyQueue:
+			ck.names[val] = struct{}{}
+		case store.KeyWorkerQueues:
+			ck.sets[val] = struct{}{}
+		case store.KeyUnknown:
+			unknown[key] = struct{}{}
+		}
+	})
+	ck.rep.NodesScanned, ck.rep.KeysScanned = scanned.Nodes, scanned.Keys
+	if err != nil {
+		return ck.c.fail("consistency check", "", err)
+	}
+	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
+	return nil
+}
+
+// lookBatch bounds how many queue scripts go in one round trip.
+const lookBatch = 256
+
+// look runs check_queue.lua on queues, pipelined.
+func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueLook, error) {
+	c := ck.c
+	out := make(map[string]*queueLook, len(names))
+	for start := 0; start < len(names); start += lookBatch {
+		batch := names[start:min(start+lookBatch, len(names))]
+		looks, err := c.store.LookQueues(ctx, batch, ck.s)
+		if err != nil {
+			return nil, ck.fail(err)
+		}
+		for i, l := range looks {
+			switch {
+			case l.Broken:
+				// A key of the queue holds what worqr never writes there
+				// (WRONGTYPE): report it and check the rest.
+				ck.broken[batch[i]] = struct{}{}
+				continue
+			case l.Err != nil:
+				return nil, c.fail("consistency check", batch[i], l.Err)
+			}
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners}
+			for _, p := range l.Orphans {
+				q.orphans = append(q.orphans, processInfo(batch[i], p))
+			}
+			sortProcessInfos(q.orphans)
+			out[batch[i]] = q
+		}
+	}
+	return out, nil
+}
+
+// readRegistry reads both registries and judges, in the same instant,
+// every worker seen in a queue or with a queue set.
+func (ck *checker) readRegistry(ctx context.Context) error {
+	where := make(map[string][]string) // worker -> queues where it was seen
+	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
+		for id := range ck.first[name].owners {
+			where[id] = append(where[id], name)
+		}
+	}
+	for id := range ck.sets {
+		if _, ok := where[id]; !ok {
+			where[id] = nil
+		}
+	}
+	reg, err := ck.c.store.ReadRegistry(ctx, where, ck.s)
+	if err != nil {
+		return ck.fail(err)
+	}
+	ck.registry = reg
+	return nil
+}
+
+// judge turns the looks into findings, confirming those that compare a
+// queue with a registry by looking at the queue once more.
+func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
+	rep, reg := ck.rep, ck.registry
+	ck.adopt = make(map[string][]string)
+	ck.reclaim = make(map[string]struct{})
+	ck.listed = make(map[WorkerQueue]bool)
+	ck.unregistered = make(map[string]struct{})
+
+	before := make(map[string]bool, len(registeredBefore))
+	for _, q := range registeredBefore {
+		before[q] = true
+	}
+	// A queue is hidden when it holds tasks or exists but Queues does not
+	// list it, and stale when the registry lists it but it holds nothing.
+	hidden := func(name string, q *queueLook) bool {
+		return (q.exists && !reg.Queues[name]) || (q.waiting > 0 && !q.exists)
+	}
+	stale := func(name string, q *queueLook) bool {
+		return !q.exists && q.waiting == 0 && before[name] && reg.Queues[name]
+	}
+	// Candidates that need a second look at their queue.
+	again := make(map[string]struct{})
+	for name, q := range ck.first {
+		if hidden(name, q) || stale(name, q) {
+			again[name] = struct{}{}
+		}
+		for id := range q.owners {
+			if j := reg.Judged[id]; !j.Registered || slices.Contains(j.Missing, name) {
+				again[name] = struct{}{}
+			}
+		}
+	}
+	second, err := ck.look(ctx, slices.Sorted(maps.Keys(again)))
+	if err != nil {
+		return err
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
+		q := ck.first[name]
+		rep.OrphanedProcesses = append(rep.OrphanedProcesses, q.orphans...)
+		live := true
+		for _, ok := range q.owners {
+			live = live && ok
+		}
+		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) {
+			ck.repairQueues = append(ck.repairQueues, name)
+		}
+		q2, ok := second[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case hidden(name, q) && hidden(name, q2):
+			rep.UnregisteredQueues = append(rep.UnregisteredQueues, name)
+		case stale(name, q) && stale(name, q2):
+			rep.StaleQueues = append(rep.StaleQueues, name)
+		}
+		for id := range q.owners {
+			if _, still := q2.owners[id]; !still {
+				continue
+			}
+			j := reg.Judged[id]
+			switch {
+			case !j.Registered:
+				ck.unregistered[id] = struct{}{}
+				ck.adopt[id] = append(ck.adopt[id], name)
+			case slices.Contains(j.Missing, name):
+				wq := WorkerQueue{Worker: id, Queue: name}
+				ck.listed[wq] = true
+				rep.UnlistedQueues = append(rep.UnlistedQueues, wq)
+				ck.adopt[id] = append(ck.adopt[id], name)
+			}
+		}
+	}
+	// A queue set without a registered worker: the judgement read both in
+	// one instant, so it needs no second look.
+	for id := range ck.sets {
+		if j := reg.Judged[id]; !j.Registered && j.HasSet {
+			ck.unregistered[id] = struct{}{}
+			if _, ok := ck.adopt[id]; !ok {
+				ck.adopt[id] = nil
+			}
+		}
+	}
+	if err := ck.confirmUnregistered(ctx); err != nil {
+		return err
+	}
+	rep.UnregisteredWorkers = slices.Sorted(maps.Keys(ck.unregistered))
+	slices.Sort(rep.StaleQueues)
+	rep.BrokenQueues = slices.Sorted(maps.Keys(ck.broken))
+	for id, left := range reg.Workers {
+		if left <= 0 {
+			rep.DeadWorkers = append(rep.DeadWorkers, id)
+			ck.reclaim[id] = struct{}{}
+		}
+	}
+	slices.Sort(rep.DeadWorkers)
+	slices.SortFunc(rep.UnlistedQueues, func(a, b WorkerQueue) int {
+		return strings.Compare(a.Worker+"\x00"+a.Queue, b.Worker+"\x00"+b.Queue)
+	})
+	return nil
+}
+
+// confirmUnregistered asks the queue registry once more about the queues
+// found missing from it: a queue is created before it is registered, so
+// one whose registration was under way during the check is in it by now.
+func (ck *checker) confirmUnregistered(ctx context.Context) error {
+	c, names := ck.c, ck.rep.UnregisteredQueues
+	if len(names) == 0 {
+		return nil
+	}
+	ins, err := c.store.InQueueRegistry(ctx, names)
+	if err != nil {
+		return ck.fail(err)
+	}
+	still := names[:0]
+	for i, in := range ins {
+		// A queue the registry listed all along is hidden for another
+		// reason: its record is missing.
+		if !in || ck.registry.Queues[names[i]] {
+			still = append(still, names[i])
+		}
+	}
+	ck.rep.UnregisteredQueues = still
+	return nil
+}
+
+// repair fixes what run found, in an order where each step leaves things
+// no worse if the check stops there: queues first (orphans back in their
+// queues), then the worker registry, then the queue registry.
+func (ck *checker) repair(ctx context.Context) error {
+	c, fixed := ck.c, &ck.rep.Repaired
+	var errs []error
+
+	// 1. Orphans back to the front; dead lease entries out.
+	for i, r := range c.store.RepairQueues(ctx, ck.repairQueues, ck.s) {
+		if r.Err != nil {
+			errs = append(errs, c.fail("consistency repair", ck.repairQueues[i], r.Err))
+			continue
+		}
+		fixed.Requeued += r.Requeued
+		fixed.Dropped += r.Dropped
+		fixed.LeasesRemoved += r.LeasesRemoved
+	}
+
+	// 2. Workers the registry does not cover, entered so reclaim finds
+	// them; 3. dead workers reclaimed as peers would.
+	ids := slices.Sorted(maps.Keys(ck.adopt))
+	queues := make([][]string, len(ids))
+	for i, id := range ids {
+		queues[i] = ck.adopt[id]
+	}
+	for i, a := range c.store.Adopt(ctx, ids, queues, ck.s) {
+		if a.Err != nil {
+			errs = append(errs, c.fail("consistency repair", "", a.Err))
+			continue
+		}
+		id := ids[i]
+		entered := a.Entered
+		if entered {
+			fixed.AdoptedWorkers = append(fixed.AdoptedWorkers, id)
+		}
+		if _, unreg := ck.unregistered[id]; unreg || entered {
+			ck.reclaim[id] = struct{}{}
+		}
+		for _, q := range ck.adopt[id] {
+			if ck.listed[WorkerQueue{Worker: id, Queue: q}] {
+				fixed.ListedQueues = append(fixed.ListedQueues, WorkerQueue{Worker: id, Queue: q})
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
+		n, done, err := c.reclaimWorker(ctx, id)
+		fixed.Requeued += n
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case done:
+			fixed.ReclaimedWorkers = append(fixed.ReclaimedWorkers, id)
+		default:
+			fixed.PendingWorkers = append(fixed.PendingWorkers, id)
+		}
+	}
+
+	// 4. The queue registry.
+	for _, name := range ck.rep.UnregisteredQueues {
+		if err := c.store.RegisterQueue(ctx, name); err != nil {
+			errs = append(errs, c.fail("consistency repair", name, err))
+			continue
+		}
+		fixed.RegisteredQueues = append(fixed.RegisteredQueues, name)
+	}
+	for _, name := range ck.rep.StaleQueues {
+		// Removed first, then the queue is asked whether it exists after
+		// all (made meanwhile): the order DeleteQueue uses, so a queue
+		// holding tasks is never left out of the registry for good.
+		exists, err := c.store.UnregisterQueue(ctx, name, ck.s)
+		if err != nil {
+			errs = append(errs, c.fail("consistency repair", name, err))
+			continue
+		}
+		if exists {
+			if err := c.store.RegisterQueue(ctx, name); err != nil {
+				errs = append(errs, c.fail("consistency repair", name, err))
+			}
+			continue
+		}
+		fixed.RemovedQueues = append(fixed.RemovedQueues, name)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,54 @@
+// Package worqr runs work across many processes with Redis as the only
+// moving part.
+//
+// # The model
+//
+// A task is an opaque byte string in a FIFO queue, with an id given when it
+// is enqueued. A Worker holds a lease in Redis that it renews; it dequeues
+// tasks into processes that it owns, then finishes or requeues them. When a
+// worker's lease expires its peers put its processes back at the front of
+// their queues and wake the queue, so nobody runs a separate cleaner. Every
+// state change is one Lua script whose keys share one hash tag, and
+// notifications are published from inside the same script.
+//
+// Most programs use Worker.Handle, which serves a queue with a Handler,
+// rather than Dequeue and Finish by hand:
+//
+//	client, err := worqr.New(worqr.Options{Addr: "127.0.0.1:6379"})
+//	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+//	err = worker.Handle(ctx, "emails", send, worqr.HandleOptions{Concurrency: 20})
+//	id, err := client.Enqueue(ctx, "emails", []byte(`{"to":"ada"}`))
+//	...
+//	<-ctx.Done() // Handle returns at once; main waits, then shuts down
+//	err = worker.Shutdown(shutdownCtx)
+//
+// # Extension points
+//
+// Middleware wraps handlers (WorkerOptions.Middleware for every queue,
+// HandleOptions.Middleware for one), for tracing, logging or timeouts.
+// Options.Observer is told of enqueues, starts, ends with their outcome
+// and duration, reclaims and fencing, for metrics: it implements any of
+// EnqueueObserver, StartObserver, FinishObserver, ReclaimObserver and
+// FenceObserver.
+//
+// # Map of the files
+//
+// The client: worqr.go (options, errors, New, Close), enqueue.go (Enqueue,
+// options, Cancel, DeleteQueue), inspect.go (queues, tasks, processes,
+// workers), check.go and checker.go (the consistency check), observer.go,
+// coalesce.go (joining overlapping calls into one script call).
+//
+// The worker, one component per file: worker.go (the Worker, its lock
+// order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper:
+// renewals and the fencing deadline), fence.go, rejoin.go (a fenced queue
+// or worker taking a lease again), reconcile.go (dequeue replies lost),
+// reclaim.go (the reclaimer of dead peers), membership.go (StartWork,
+// StopWork), dequeue.go, subscription.go and events.go (a queue's events
+// and their dispatch), handler.go and runtime.go (Handle), process.go,
+// shutdown.go, service.go and backoff.go (loops).
+//
+// Redis is reached only through internal/store, one method per script
+// with typed results; the scripts are in internal/scripts, one file per
+// operation. The README has the guarantees, the failure modes and the key
+// layout.
+package worqr
