@@ -26,7 +26,7 @@ import (
 // to work on every Redis 7.)
 const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
-	"+lpush +rpush +rpop +lrem +llen +lrange +ltrim " +
+	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
 	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
 	"+sadd +srem +smembers +sismember +exists +del " +
@@ -134,6 +134,15 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	_, err = c.Cancel(ctx, "h", []byte("held"))
 	require.NoError(t, err)
 	assert.ErrorIs(t, recv(t, cancelled, 5*time.Second, "cancel reaches the handler"), ErrTaskCancelled)
+	// Cancel waiting tasks, by payload and by id.
+	ids, err := c.EnqueueBatch(ctx, "c", [][]byte{[]byte("a"), []byte("b")})
+	require.NoError(t, err)
+	res, err := c.Cancel(ctx, "c", []byte("a"))
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
+	res, err = c.CancelTask(ctx, "c", ids[1])
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
 
 	// By hand: dequeue, stop, finish, peek, range.
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))
