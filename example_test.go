@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -120,8 +125,8 @@ func ExampleWorker_StartWork() {
 	// resizing cat.png
 }
 
-// Stop returns a task to the back of its queue for a retry.
-func ExampleProcess_Stop() {
+// Requeue returns a task to the back of its queue for a retry.
+func ExampleProcess_Requeue() {
 	client, stop := embedded()
 	defer stop()
 	ctx := context.Background()
@@ -189,4 +194,191 @@ func ExampleWorker_Handle() {
 	}
 	// Output:
 	// invoiced order-7 on try 2
+}
+
+// Every task gets an id, and options change how it is queued.
+func ExampleClient_Enqueue() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+
+	id, err := client.Enqueue(ctx, "reports", []byte("monthly"))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := client.Enqueue(ctx, "reports", []byte("urgent"), worqr.AtFront()); err != nil {
+		panic(err)
+	}
+	tasks, err := client.Tasks(ctx, "reports", 0, -1)
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range tasks {
+		fmt.Printf("%s (same id: %v)\n", t.Payload, t.ID == id)
+	}
+	// Output:
+	// urgent (same id: false)
+	// monthly (same id: true)
+}
+
+// CancelTask cancels one task by the id Enqueue returned.
+func ExampleClient_CancelTask() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	ids, err := client.EnqueueBatch(ctx, "exports", [][]byte{[]byte("a.csv"), []byte("b.csv")})
+	if err != nil {
+		panic(err)
+	}
+	res, err := client.CancelTask(ctx, "exports", ids[0])
+	if err != nil {
+		panic(err)
+	}
+	left, _ := client.Range(ctx, "exports", 0, -1)
+	fmt.Printf("removed %d, left %s\n", res.Removed, left)
+	// Output:
+	// removed 1, left [b.csv]
+}
+
+// Middleware wraps every handler of a worker (or of one queue), here to
+// log each task's attempt and how long it took.
+func ExampleMiddleware() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+
+	logged := func(next worqr.Handler) worqr.Handler {
+		return func(ctx context.Context, p *worqr.Process) error {
+			start := time.Now()
+			err := next(ctx, p)
+			_ = time.Since(start) // a real one would log or record it
+			fmt.Printf("%s attempt %d: err=%v\n", p.Task(), p.Attempt(), err)
+			return err
+		}
+	}
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{Middleware: []worqr.Middleware{logged}})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	err = worker.Handle(ctx, "mail", func(ctx context.Context, p *worqr.Process) error {
+		if p.Attempt() == 1 {
+			return errors.New("smtp busy")
+		}
+		close(done)
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := client.Enqueue(ctx, "mail", []byte("welcome")); err != nil {
+		panic(err)
+	}
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// welcome attempt 1: err=smtp busy
+	// welcome attempt 2: err=<nil>
+}
+
+// counter is an observer that counts outcomes, as a metrics package would.
+type counter struct {
+	mu       sync.Mutex
+	outcomes map[worqr.Outcome]int
+}
+
+func (c *counter) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outcomes[e.Outcome]++
+}
+
+// An observer is told how every task ended (and, if it implements the
+// other observer interfaces, of enqueues, starts, reclaims and fencing).
+func Example_observer() {
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
+	if err != nil {
+		panic(err)
+	}
+	defer rdb.Close()
+	metrics := &counter{outcomes: make(map[worqr.Outcome]int)}
+	client, err := worqr.New(worqr.Options{Redis: rdb, Observer: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	defer client.Close(ctx)
+
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	err = worker.Handle(ctx, "q", func(ctx context.Context, p *worqr.Process) error {
+		defer wg.Done()
+		if string(p.Task()) == "bad" {
+			return worqr.Permanent(errors.New("malformed"))
+		}
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := client.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), []byte("bad"), []byte("ok")}); err != nil {
+		panic(err)
+	}
+	wg.Wait()
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(metrics.outcomes[worqr.OutcomeSucceeded], "succeeded,", metrics.outcomes[worqr.OutcomeFailed], "failed")
+	// Output:
+	// 2 succeeded, 1 failed
+}
+
+// A main serves its queues until SIGINT or SIGTERM, then shuts down: Handle
+// returns at once, so main waits on the signal, and Shutdown lets running
+// handlers finish (here for up to 10 s) before their tasks go back.
+// Cancelling the ctx given to NewWorker or Handle does not stop the worker.
+func ExampleWorker_Shutdown() {
+	client, stop := embedded()
+	defer stop()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	err = worker.Handle(ctx, "mail", func(ctx context.Context, p *worqr.Process) error {
+		fmt.Printf("sent %s\n", p.Task())
+		cancel() // stands in for the SIGTERM a real main waits for
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := client.Enqueue(ctx, "mail", []byte("welcome")); err != nil {
+		panic(err)
+	}
+
+	<-ctx.Done()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	if err := worker.Shutdown(shutdownCtx); err != nil {
+		panic(err)
+	}
+	fmt.Println("shut down")
+	// Output:
+	// sent welcome
+	// shut down
 }
