@@ -8,20 +8,23 @@ import (
 )
 
 // Fail returns every task the worker holds to the front of its queue and
-// deregisters the worker at once; the worker is closed afterwards. Running
-// handlers have their contexts cancelled (cause ErrShutdown) and are given
-// ShutdownCancelWait to return. Use it
-// when the process is going away and should not leave its work waiting a
-// TTL for its peers. If Redis cannot be reached the peers still reclaim
-// the work once the lease expires.
+// deregisters the worker at once, as Close does, but returns
+// ErrWorkerClosed when the worker was already closed.
+//
+// Deprecated: "fail" says nothing of what it does; use Close.
 func (w *Worker) Fail(ctx context.Context) error {
 	w.drainNow()
 	return w.shutdown(ctx, "fail")
 }
 
-// Close stops the worker like Fail does, except that a second call
-// returns nil. Use Shutdown to let running handlers finish first. Processes still held end with ErrProcessLost and their
-// tasks go back to the front of their queues.
+// Close stops the worker at once: it stops taking tasks, cancels running
+// handlers (cause ErrShutdown) and gives them ShutdownCancelWait to
+// return, gives every task it holds back to the front of its queue and
+// deregisters; processes still held end with ErrProcessLost. Use it when
+// the process is going away and should not leave its work waiting a TTL
+// for its peers (if Redis cannot be reached, the peers still reclaim the
+// work once the lease expires). Use Shutdown to let running handlers
+// finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
 	w.drainNow()
 	err := w.shutdown(ctx, "close")
