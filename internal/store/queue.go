@@ -141,7 +141,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	for i := 0; i+1 < len(vals); i += 2 {
 		t, ok := ParseTask(vals[i+1])
 		if !ok {
-			return nil, fmt.Errorf("dequeue.lua answered an entry without a header")
+			t = Task{Payload: vals[i+1]} // not worqr's: hand it over as it is
 		}
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t})
 	}
