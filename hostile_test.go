@@ -59,6 +59,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	calls := map[string]func(context.Context) error{
 		"Enqueue":     func(ctx context.Context) error { return second(c.Enqueue(ctx, "q", []byte("y"))) },
 		"Cancel":      func(ctx context.Context) error { _, err := c.Cancel(ctx, "q", []byte("y")); return err },
+		"CancelTask":  func(ctx context.Context) error { return second(c.CancelTask(ctx, "q", "1")) },
 		"DeleteQueue": func(ctx context.Context) error { _, err := c.DeleteQueue(ctx, "other"); return err },
 		"Queues":      func(ctx context.Context) error { _, err := c.Queues(ctx); return err },
 		"QueueLen":    func(ctx context.Context) error { _, err := c.QueueLen(ctx, "q"); return err },
@@ -69,7 +70,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 		"NewWorker":   func(ctx context.Context) error { _, err := c.NewWorker(ctx, WorkerOptions{}); return err },
 		"StartWork":   func(ctx context.Context) error { return w.StartWork(ctx, "new", Events{}) },
 		"Dequeue":     func(ctx context.Context) error { _, err := w.Dequeue(ctx, "q"); return err },
-		"Process.Check": func(ctx context.Context) error {
+		"Process.Status": func(ctx context.Context) error {
 			err := held.Status(ctx)
 			if errors.Is(err, ErrProcessLost) {
 				return ErrUnavailable // the worker fenced itself first: also right
@@ -242,25 +243,27 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 // their errors by name. cancel is the task Cancel asks for.
 func everyCall(ctx context.Context, c *Client, w *Worker, p *Process, h Handler, cancel string, check CheckOptions) map[string]error {
 	return map[string]error{
-		"Enqueue":       second(c.Enqueue(ctx, "q", []byte("x"))),
-		"EnqueueBatch":  second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")})),
-		"Cancel":        second(c.Cancel(ctx, "q", []byte(cancel))),
-		"DeleteQueue":   second(c.DeleteQueue(ctx, "q")),
-		"Queues":        second(c.Queues(ctx)),
-		"QueueLen":      second(c.QueueLen(ctx, "q")),
-		"Peek":          second(c.Peek(ctx, "q")),
-		"Range":         second(c.Range(ctx, "q", 0, -1)),
-		"Processes":     second(c.Processes(ctx, "q")),
-		"Workers":       second(c.Workers(ctx)),
-		"WorkerQueues":  second(c.WorkerQueues(ctx, w.ID())),
-		"NewWorker":     second(c.NewWorker(ctx, WorkerOptions{})),
-		"Check":         second(c.Check(ctx, check)),
-		"StartWork":     w.StartWork(ctx, "r", Events{}),
-		"StopWork":      w.StopWork(ctx, "q"),
-		"Dequeue":       second(w.Dequeue(ctx, "q")),
-		"Handle":        w.Handle(ctx, "r", h, HandleOptions{}),
-		"Process.Stop":  p.Requeue(ctx),
-		"Process.Check": p.Status(ctx),
+		"Enqueue":         second(c.Enqueue(ctx, "q", []byte("x"))),
+		"EnqueueBatch":    second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")})),
+		"Cancel":          second(c.Cancel(ctx, "q", []byte(cancel))),
+		"CancelTask":      second(c.CancelTask(ctx, "q", "1")),
+		"DeleteQueue":     second(c.DeleteQueue(ctx, "q")),
+		"Queues":          second(c.Queues(ctx)),
+		"QueueLen":        second(c.QueueLen(ctx, "q")),
+		"Peek":            second(c.Peek(ctx, "q")),
+		"Range":           second(c.Range(ctx, "q", 0, -1)),
+		"Tasks":           second(c.Tasks(ctx, "q", 0, -1)),
+		"Processes":       second(c.Processes(ctx, "q")),
+		"Workers":         second(c.Workers(ctx)),
+		"WorkerQueues":    second(c.WorkerQueues(ctx, w.ID())),
+		"NewWorker":       second(c.NewWorker(ctx, WorkerOptions{})),
+		"Check":           second(c.Check(ctx, check)),
+		"StartWork":       w.StartWork(ctx, "r", Events{}),
+		"StopWork":        w.StopWork(ctx, "q"),
+		"Dequeue":         second(w.Dequeue(ctx, "q")),
+		"Handle":          w.Handle(ctx, "r", h, HandleOptions{}),
+		"Process.Requeue": p.Requeue(ctx),
+		"Process.Status":  p.Status(ctx),
 	}
 }
 

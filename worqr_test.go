@@ -142,54 +142,80 @@ func TestBadInput(t *testing.T) {
 	c, err := New(Options{Redis: rdb, Prefix: b.prefix, MaxTaskSize: 16})
 	require.NoError(t, err)
 	ctx := ctxT(t)
-
-	assert.ErrorIs(t, second(c.Enqueue(ctx, "", []byte("x"))), ErrInvalidQueueName)
-	assert.ErrorIs(t, second(c.Enqueue(ctx, strings.Repeat("n", MaxQueueNameLen+1), []byte("x"))), ErrInvalidQueueName)
-	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", make([]byte, 17))), ErrTaskTooLarge)
-	// A batch with one oversized task sends none of them.
-	assert.ErrorIs(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), make([]byte, 17)})), ErrTaskTooLarge)
-	n, err := c.QueueLen(ctx, "q")
-	require.NoError(t, err)
-	assert.Zero(t, n)
-
-	// Empty tasks are allowed, and are not confused with an empty queue.
-	require.NoError(t, second(c.Enqueue(ctx, "q", nil)))
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	p, err := w.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	assert.Empty(t, p.Task())
-	require.NoError(t, p.Finish(ctx))
-	_, err = w.Dequeue(ctx, "q")
-	assert.ErrorIs(t, err, ErrNoTask)
-	_, err = w.Dequeue(ctx, "not-served")
-	assert.ErrorIs(t, err, ErrNotServing)
-	assert.ErrorIs(t, w.StartWork(ctx, "q", Events{}), ErrAlreadyServing)
-
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	assert.ErrorIs(t, second(c.Enqueue(cancelled, "q", []byte("x"))), context.Canceled)
-	_, err = w.Dequeue(cancelled, "q")
-	assert.ErrorIs(t, err, context.Canceled)
+	tooLong := strings.Repeat("n", MaxQueueNameLen+1)
 
-	_, err = New(Options{Redis: rdb, Prefix: "a{b"})
-	assert.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = c.NewWorker(ctx, WorkerOptions{TTL: 500 * time.Millisecond})
-	assert.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = c.NewWorker(ctx, WorkerOptions{TTL: 2 * time.Second, RenewInterval: 1500 * time.Millisecond})
-	assert.ErrorIs(t, err, ErrInvalidOptions)
+	// Each bad call is refused with its sentinel and changes nothing.
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"Enqueue empty name", func() error { return second(c.Enqueue(ctx, "", []byte("x"))) }, ErrInvalidQueueName},
+		{"Enqueue long name", func() error { return second(c.Enqueue(ctx, tooLong, []byte("x"))) }, ErrInvalidQueueName},
+		{"Enqueue large task", func() error { return second(c.Enqueue(ctx, "q", make([]byte, 17))) }, ErrTaskTooLarge},
+		{"EnqueueBatch one large task", func() error {
+			return second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), make([]byte, 17)}))
+		}, ErrTaskTooLarge},
+		{"Enqueue cancelled ctx", func() error { return second(c.Enqueue(cancelled, "q", []byte("x"))) }, context.Canceled},
+		{"Cancel large task", func() error { return second(c.Cancel(ctx, "q", make([]byte, 17))) }, ErrTaskTooLarge},
+		{"CancelTask empty id", func() error { return second(c.CancelTask(ctx, "q", "")) }, ErrInvalidOptions},
+		{"CancelTask empty name", func() error { return second(c.CancelTask(ctx, "", "1")) }, ErrInvalidQueueName},
+		{"Tasks long name", func() error { return second(c.Tasks(ctx, tooLong, 0, -1)) }, ErrInvalidQueueName},
+		{"Dequeue not served", func() error { return second(w.Dequeue(ctx, "not-served")) }, ErrNotServing},
+		{"Dequeue cancelled ctx", func() error { return second(w.Dequeue(cancelled, "q")) }, context.Canceled},
+		{"DequeueN zero", func() error { return second(w.DequeueN(ctx, "q", 0)) }, ErrInvalidOptions},
+		{"StartWork again", func() error { return w.StartWork(ctx, "q", Events{}) }, ErrAlreadyServing},
+		{"New prefix with brace", func() error { return second(New(Options{Redis: rdb, Prefix: "a{b"})) }, ErrInvalidOptions},
+		{"New negative MaxTaskSize", func() error { return second(New(Options{Redis: rdb, MaxTaskSize: -1})) }, ErrInvalidOptions},
+		{"New neither Addr nor Redis", func() error { return second(New(Options{})) }, ErrInvalidOptions},
+		{"NewWorker short TTL", func() error { return second(c.NewWorker(ctx, WorkerOptions{TTL: 500 * time.Millisecond})) }, ErrInvalidOptions},
+		{"NewWorker slow renewal", func() error {
+			return second(c.NewWorker(ctx, WorkerOptions{TTL: 2 * time.Second, RenewInterval: 1500 * time.Millisecond}))
+		}, ErrInvalidOptions},
+		{"Handle nil handler", func() error { return w.Handle(ctx, "h", nil, HandleOptions{}) }, ErrInvalidOptions},
+		{"Handle negative concurrency", func() error {
+			return w.Handle(ctx, "h", func(context.Context, *Process) error { return nil }, HandleOptions{Concurrency: -1})
+		}, ErrInvalidOptions},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.ErrorIs(t, tc.call(), tc.want)
+		})
+	}
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing refused was queued")
 
-	require.NoError(t, w.Close(ctx))
-	require.NoError(t, w.Close(ctx), "second Close")
-	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
-	_, err = w.Dequeue(ctx, "q")
-	assert.ErrorIs(t, err, ErrWorkerClosed)
-	assert.ErrorIs(t, w.StartWork(ctx, "other", Events{}), ErrWorkerClosed)
+	t.Run("empty task", func(t *testing.T) {
+		// Empty tasks are allowed, and are not confused with an empty queue.
+		require.NoError(t, second(c.Enqueue(ctx, "q", nil)))
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		assert.Empty(t, p.Task())
+		require.NoError(t, p.Finish(ctx))
+		_, err = w.Dequeue(ctx, "q")
+		assert.ErrorIs(t, err, ErrNoTask)
+	})
 
-	require.NoError(t, c.Close(ctx))
-	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"))), ErrClientClosed)
-	_, err = c.NewWorker(ctx, WorkerOptions{})
-	assert.ErrorIs(t, err, ErrClientClosed)
+	t.Run("closed worker", func(t *testing.T) {
+		require.NoError(t, w.Close(ctx))
+		require.NoError(t, w.Close(ctx), "second Close")
+		assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
+		_, err = w.Dequeue(ctx, "q")
+		assert.ErrorIs(t, err, ErrWorkerClosed)
+		assert.ErrorIs(t, w.StartWork(ctx, "other", Events{}), ErrWorkerClosed)
+	})
+
+	t.Run("closed client", func(t *testing.T) {
+		require.NoError(t, c.Close(ctx))
+		assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"))), ErrClientClosed)
+		assert.ErrorIs(t, second(c.CancelTask(ctx, "q", "1")), ErrClientClosed)
+		_, err = c.NewWorker(ctx, WorkerOptions{})
+		assert.ErrorIs(t, err, ErrClientClosed)
+	})
 }
 
 func TestRedisDownIsUnavailable(t *testing.T) {
