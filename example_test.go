@@ -21,7 +21,11 @@ import (
 // embedded starts an in-memory Redis for the examples and a worqr client
 // on it (miniredis speaks RESP2 only and has no client tracking, hence the
 // rueidis options).
-func embedded() (*worqr.Client, func()) {
+func embedded() (*worqr.Client, func()) { return embeddedWith(worqr.Options{}) }
+
+// embeddedWith is embedded with options of the caller's (Redis and Logger
+// are set here).
+func embeddedWith(opts worqr.Options) (*worqr.Client, func()) {
 	m := miniredis.NewMiniRedis()
 	m.ClockTTL(true)
 	if err := m.Start(); err != nil {
@@ -36,7 +40,8 @@ func embedded() (*worqr.Client, func()) {
 	if err != nil {
 		panic(err)
 	}
-	client, err := worqr.New(worqr.Options{Redis: rdb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts.Redis, opts.Logger = rdb, slog.New(slog.NewTextHandler(io.Discard, nil))
+	client, err := worqr.New(opts)
 	if err != nil {
 		panic(err)
 	}
@@ -298,24 +303,10 @@ func (c *counter) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
 // An observer is told how every task ended (and, if it implements the
 // other observer interfaces, of enqueues, starts, reclaims and fencing).
 func Example_observer() {
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	if err := m.Start(); err != nil {
-		panic(err)
-	}
-	defer m.Close()
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
-	if err != nil {
-		panic(err)
-	}
-	defer rdb.Close()
 	metrics := &counter{outcomes: make(map[worqr.Outcome]int)}
-	client, err := worqr.New(worqr.Options{Redis: rdb, Observer: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		panic(err)
-	}
+	client, stop := embeddedWith(worqr.Options{Observer: metrics})
+	defer stop()
 	ctx := context.Background()
-	defer client.Close(ctx)
 
 	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
 	if err != nil {

@@ -63,12 +63,7 @@ func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 // worker lives, and the task is finished once.
 func TestFaultSeamFailedFinishIsRetried(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	ctx := ctxT(t)
-	obs := &observer{}
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	_, c, obs, ctx := observed(t)
 	var failures atomic.Int32
 	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpFinish && failures.Add(1) <= 3 {

@@ -206,37 +206,31 @@ type observer struct {
 	fences   []FenceEvent
 }
 
-func (o *observer) ObserveEnqueue(_ context.Context, e EnqueueEvent) {
+// record appends e to a list of the observer's, under its lock.
+func record[E any](o *observer, list *[]E, e E) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.enqueued = append(o.enqueued, e)
+	*list = append(*list, e)
 }
 
-func (o *observer) ObserveStart(_ context.Context, e StartEvent) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.started = append(o.started, e)
+func (o *observer) ObserveEnqueue(_ context.Context, e EnqueueEvent) { record(o, &o.enqueued, e) }
+func (o *observer) ObserveStart(_ context.Context, e StartEvent)     { record(o, &o.started, e) }
+func (o *observer) ObserveFinish(_ context.Context, e FinishEvent)   { record(o, &o.finished, e) }
+func (o *observer) ObserveReclaim(_ context.Context, e ReclaimEvent) { record(o, &o.reclaims, e) }
+func (o *observer) ObserveFence(e FenceEvent)                        { record(o, &o.fences, e) }
+
+// observed is setup with a client whose observer records what it is told.
+func observed(t *testing.T) (*backend, *Client, *observer, context.Context) {
+	t.Helper()
+	b := newBackend(t)
+	obs := &observer{}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return b, c, obs, ctxT(t)
 }
 
-func (o *observer) ObserveFinish(_ context.Context, e FinishEvent) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.finished = append(o.finished, e)
-}
-
-func (o *observer) ObserveReclaim(_ context.Context, e ReclaimEvent) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.reclaims = append(o.reclaims, e)
-}
-
-func (o *observer) ObserveFence(e FenceEvent) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.fences = append(o.fences, e)
-}
-
-// outcomes are the finished events by task payload... by task id.
+// outcomes are the outcomes of the finished events, by task id.
 func (o *observer) outcomes() map[string][]Outcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -249,12 +243,7 @@ func (o *observer) outcomes() map[string][]Outcome {
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	ctx := ctxT(t)
-	obs := &observer{}
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	_, c, obs, ctx := observed(t)
 
 	errBoom := errors.New("boom")
 	w := newWorker(t, c, fast)
@@ -340,18 +329,13 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 // The observer hears of fencing too, as OnFenced does.
 func TestObserverSeesFencing(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	ctx := ctxT(t)
-	obs := &observer{}
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	b, c, obs, ctx := observed(t)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 	w.freeze() // no renewals: the lease runs out, and the next call finds it gone
 	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
-	_, err = w.Dequeue(ctx, "q")
+	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
