@@ -11,32 +11,40 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// serving is one queue a worker serves.
+// serving is one queue a worker serves. name, events, sub and runner are
+// set when it is made and never change; the fields marked so are guarded
+// by the worker's mu.
 type serving struct {
 	name   string
 	events Events
 	sub    *subscription
-	procs  map[string]*Process // by process id
-	// gate lets a reconciliation stop dequeues on this queue while it
-	// decides which processes in Redis the worker really holds.
+	// procs are the worker's in-flight processes in this queue, by process
+	// id: the one map of them. Guarded by w.mu.
+	procs map[string]*Process
+	// gate lets a reconciliation, a rejoin or leaving the queue stop
+	// dequeues on it while they decide which processes in Redis the worker
+	// really holds (dequeues hold it shared).
 	gate sync.RWMutex
 	// unsure counts the renewals that will still look for processes Redis
 	// says the worker holds but it does not know of. A dequeue whose reply
 	// was lost sets it; it stays set for more than one pass because the
 	// lost command may still run late on another pooled connection.
+	// Guarded by w.mu.
 	unsure int
 	// leaving is set while StopWork releases the queue: a script that
 	// finds the lease gone then is not evidence that the worker is dead.
+	// Guarded by w.mu.
 	leaving bool
 	// deadlineAt is when the worker's lease on this queue may expire, by
-	// its own clock, less the fence margin (see keepalive.go).
+	// its own clock, less the fence margin (see lease.go). Guarded by w.mu.
 	deadlineAt time.Time
 	// fenced is set when the lease on this queue was not renewed in time:
 	// the worker takes no work here until rejoin has taken a new lease.
+	// Guarded by w.mu.
 	fenced bool
 	// leaseGen counts the times the worker gave up its lease on this
 	// queue (fenceQueue): an answer to a renewal sent before says nothing
-	// about the lease it holds now.
+	// about the lease it holds now. Guarded by w.mu.
 	leaseGen uint64
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner

@@ -14,9 +14,9 @@ import (
 // has free slots and the queue may have tasks, and runs the handler for
 // each process.
 type runner struct {
-	w       *Worker
+	w       *Worker // set when made, as are the next three
 	queue   string
-	handler Handler
+	handler Handler // with the middleware around it
 	opts    HandleOptions
 
 	wake chan struct{} // a work event came, or a slot was freed
@@ -32,7 +32,7 @@ type runner struct {
 	gen  uint64 // counts work events
 	// loop controls the running dequeue loop; nil before it starts.
 	loop *loopControl
-	// handlers counts running handlers.
+	// handlers counts running handlers (its own synchronisation).
 	handlers sync.WaitGroup
 }
 
