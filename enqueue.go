@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -12,14 +13,34 @@ type EnqueueOption func(*enqueueOptions)
 
 // enqueueOptions are the options of one Enqueue or EnqueueBatch call.
 type enqueueOptions struct {
-	front bool
+	front       bool
+	at          time.Time
+	in          time.Duration
+	maxAttempts int
 }
 
 // plain reports whether no option was given: such calls on one queue can
 // be joined into one script call.
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
-func (o enqueueOptions) args() store.EnqueueArgs { return store.EnqueueArgs{Front: o.front} }
+func (o enqueueOptions) args() store.EnqueueArgs {
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts}
+	if !o.at.IsZero() {
+		a.DueAt = o.at.UnixMilli()
+	}
+	return a
+}
+
+// check refuses options that cannot work.
+func (o enqueueOptions) check() error {
+	switch {
+	case o.in < 0:
+		return fmt.Errorf("%w: negative delay %v", ErrInvalidOptions, o.in)
+	case o.maxAttempts < 0:
+		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, o.maxAttempts)
+	}
+	return nil
+}
 
 func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
 	var o enqueueOptions
@@ -32,8 +53,25 @@ func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
 }
 
 // AtFront adds the tasks at the front of the queue, to be dequeued next
-// (a batch keeps its order there), instead of at the back.
+// (a batch keeps its order there), instead of at the back. A delayed task
+// joins the back when it is due.
 func AtFront() EnqueueOption { return func(o *enqueueOptions) { o.front = true } }
+
+// In delays the tasks: they wait in the queue's delayed set and join the
+// back of the queue d after the enqueue, by the Redis clock, never
+// earlier. A worker serving the queue moves them within milliseconds of
+// their due time, without polling.
+func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.in = d } }
+
+// At delays the tasks until t, as In does. t is read as Unix time, so the
+// clocks of the producer and of Redis should agree; a time in the past
+// means now. With In as well, the later of the two wins.
+func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t } }
+
+// MaxAttempts gives the tasks an attempt budget of their own, overriding
+// the queue's RetryPolicy.MaxAttempts: a task that fails on its n-th start
+// goes to the dead letters.
+func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
 // Enqueue adds a task at the back of a queue, wakes its workers, and
 // returns the task's id: unique in its queue, for ever (see TaskInfo.ID).
@@ -54,6 +92,9 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		return "", fmt.Errorf("worqr: enqueue %q: task is %d bytes, limit %d: %w", queue, len(task), c.maxTaskSize, ErrTaskTooLarge)
 	}
 	o := collectEnqueueOptions(opts)
+	if err := o.check(); err != nil {
+		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
 	if !o.plain() {
 		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
 		if err != nil {
@@ -91,10 +132,14 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 			return nil, fmt.Errorf("worqr: enqueue %q: task %d is %d bytes, limit %d: %w", queue, i, len(t), c.maxTaskSize, ErrTaskTooLarge)
 		}
 	}
+	o := collectEnqueueOptions(opts)
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
 	if len(tasks) == 0 {
 		return []string{}, nil
 	}
-	return c.enqueue(ctx, queue, tasks, collectEnqueueOptions(opts))
+	return c.enqueue(ctx, queue, tasks, o)
 }
 
 // enqueue sends checked tasks and tells the observer.

@@ -85,6 +85,8 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 				s.call(ctx, func() { s.events.Cancel(s.name, id) })
 			}
 		}
+	case store.EventSchedule:
+		s.sched.learn(e.Due)
 	case store.EventDelete:
 		w.endMatching(s, func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
@@ -142,6 +144,11 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 			return err
 		}
 		w.applyStates(ctx, s, procs, states)
+	}
+	// Delayed tasks that came due while nobody listened are moved now, and
+	// the timer armed for the next.
+	if err := s.sched.promote(ctx); err != nil {
+		return err
 	}
 	n, err := c.store.QueueLen(ctx, s.name)
 	if err != nil {

@@ -331,9 +331,9 @@ func Example_observer() {
 	if err := worker.Shutdown(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println(metrics.outcomes[worqr.OutcomeSucceeded], "succeeded,", metrics.outcomes[worqr.OutcomeFailed], "failed")
+	fmt.Println(metrics.outcomes[worqr.OutcomeSucceeded], "succeeded,", metrics.outcomes[worqr.OutcomeDead], "dead-lettered")
 	// Output:
-	// 2 succeeded, 1 failed
+	// 2 succeeded, 1 dead-lettered
 }
 
 // A main serves its queues until SIGINT or SIGTERM, then shuts down: Handle

@@ -40,8 +40,9 @@ func chain(h Handler, mws ...[]Middleware) Handler {
 }
 
 // Handler runs one task. Returning nil finishes the process; returning an
-// error puts the task back at the end of its queue (a retry), unless the
-// error is wrapped with Permanent. The context ends, with a cause that
+// error retries the task after a backoff (HandleOptions.Retry), until its
+// attempt budget is spent, when it goes to the dead letters, as it does at
+// once with an error wrapped with Permanent. The context ends, with a cause that
 // context.Cause reports, when:
 //
 //   - the task was cancelled (cause ErrTaskCancelled) or its queue deleted
@@ -63,8 +64,8 @@ type HandleOptions struct {
 	// Concurrency is how many handlers may run at once for the queue.
 	// Default DefaultConcurrency.
 	Concurrency int
-	// PanicIsPermanent finishes the process of a handler that panicked,
-	// instead of retrying it.
+	// PanicIsPermanent sends the task of a handler that panicked to the
+	// dead letters at once, instead of retrying it.
 	PanicIsPermanent bool
 	// Events are low-level callbacks called as well, after the runtime has
 	// handled each event.
@@ -72,6 +73,9 @@ type HandleOptions struct {
 	// Middleware wraps the handler, the first outermost, inside the
 	// worker's WorkerOptions.Middleware.
 	Middleware []Middleware
+	// Retry says how many times a failing task is tried and how long it
+	// waits in between. The zero value is the default policy.
+	Retry RetryPolicy
 }
 
 // permanentError marks a handler error that must not be retried.
@@ -80,8 +84,9 @@ type permanentError struct{ err error }
 func (e permanentError) Error() string { return "permanent: " + e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
-// Permanent wraps a handler's error so the process is finished, and the
-// failure logged, instead of retried.
+// Permanent wraps a handler's error so the task goes to the dead letters at
+// once (kind KindPermanent, unless it carries one: see WithKind) instead
+// of being retried.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

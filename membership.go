@@ -46,6 +46,8 @@ type serving struct {
 	// queue (fenceQueue): an answer to a renewal sent before says nothing
 	// about the lease it holds now. Guarded by w.mu.
 	leaseGen uint64
+	// sched moves the queue's delayed tasks when they are due.
+	sched *scheduler
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 	// inCallback is set while the dispatcher runs one of the application's
@@ -89,7 +91,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if err := w.join(ctx, id, queue); err != nil {
 		return err
 	}
-	s := &serving{name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline}
+	s := &serving{name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: newScheduler(w, queue)}
 	s.sub = w.subscribe(s)
 	w.mu.Lock()
 	w.serving[queue] = s
@@ -197,6 +199,7 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 		return err
 	}
 	s.sub.stop(ctx)
+	s.sched.stop()
 	w.endAll(s, ErrProcessLost)
 	c := w.c
 	// The queue is left. A failure here leaves only a name in the worker's

@@ -64,12 +64,12 @@ type Outcome string
 const (
 	// OutcomeSucceeded: finished (a handler returned nil, or Finish).
 	OutcomeSucceeded Outcome = "succeeded"
-	// OutcomeFailed: a handler failed with a Permanent error (or panicked
-	// with HandleOptions.PanicIsPermanent); the task was finished.
-	OutcomeFailed Outcome = "failed"
-	// OutcomeRetried: the task went back to its queue to run again (a
-	// handler error, or Requeue).
+	// OutcomeRetried: the task went back to its queue to run again, at
+	// once or after a delay (a handler error, Requeue or Retry).
 	OutcomeRetried Outcome = "retried"
+	// OutcomeDead: the task went to the dead letters (a Permanent error,
+	// an exhausted attempt budget, or DeadLetter).
+	OutcomeDead Outcome = "dead"
 	// OutcomeCancelled: the task was cancelled while it ran.
 	OutcomeCancelled Outcome = "cancelled"
 	// OutcomeDeleted: its queue was deleted while it ran.

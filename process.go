@@ -21,6 +21,8 @@ type Process struct {
 	owner      string
 	taskID     string
 	attempt    int
+	budget     int    // the task's own attempt budget; 0 if none
+	lastError  string // the error its previous attempt recorded
 	enqueuedAt time.Time
 	task       []byte
 	started    time.Time // on the worker's clock
@@ -41,7 +43,8 @@ type Process struct {
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 	return &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, attempt: sp.Task.Attempts, enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
+		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, lastError: sp.LastError,
+		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: time.Now(), done: make(chan struct{}),
 	}
 }
@@ -59,6 +62,10 @@ func (p *Process) TaskID() string { return p.taskID }
 // task is started, counting every start since (retries, reclaims after a
 // worker died, tasks given back by StopWork or shutdown).
 func (p *Process) Attempt() int { return p.attempt }
+
+// LastError is the error the task's previous attempt failed with, as
+// text, or "" (the first attempt, or one after a reclaim only).
+func (p *Process) LastError() string { return p.lastError }
 
 // EnqueuedAt is when the task was enqueued, by the Redis clock.
 func (p *Process) EnqueuedAt() time.Time { return p.enqueuedAt }
@@ -173,8 +180,60 @@ func (p *Process) Finish(ctx context.Context) error {
 
 // finish is Finish, telling the observer outcome (and the handler's err).
 func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
-	_, err := p.settle(ctx, "finish", outcome, cause)
+	_, err := p.settle(ctx, "finish", outcome, cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.finishes.do(ctx, p.queue, p)
+	})
 	return err
+}
+
+// Retry puts the task back to run again after delay (at once when 0: at
+// the back of the queue), recording cause as its error (Process.LastError
+// of the next attempt); it counts against the attempt budget only when it
+// starts again. Dropped tasks (cancelled, queue deleted) and a process no
+// longer this worker's give the same errors as Requeue.
+func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) error {
+	if delay < 0 {
+		return fmt.Errorf("worqr: retry %q process %s: negative delay: %w", p.queue, p.id, ErrInvalidOptions)
+	}
+	return p.retry(ctx, delay, cause)
+}
+
+func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
+	got, err := p.settle(ctx, "retry", OutcomeRetried, cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.store.Retry(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, delay, errorText(cause))
+	})
+	return dropped("retry", p, got, err)
+}
+
+// DeadLetter moves the task to its queue's dead letters now, with cause
+// as its error and cause's kind (see WithKind; KindManual if it has none).
+// Dropped tasks and a process no longer this worker's give the same errors
+// as Requeue.
+func (p *Process) DeadLetter(ctx context.Context, cause error) error {
+	return p.bury(ctx, kindOf(cause, KindManual), cause)
+}
+
+func (p *Process) bury(ctx context.Context, kind string, cause error) error {
+	c := p.w.c
+	got, err := p.settle(ctx, "dead-letter", OutcomeDead, cause, func(ctx context.Context) (store.Outcome, error) {
+		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, kind, errorText(cause), c.deadBounds)
+	})
+	return dropped("dead-letter", p, got, err)
+}
+
+// dropped turns the outcome of a retry or dead-letter write into the
+// error for a task that was dropped instead.
+func dropped(op string, p *Process, got store.Outcome, err error) error {
+	if err != nil {
+		return err
+	}
+	switch got {
+	case store.WasCancelled:
+		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrTaskCancelled)
+	case store.WasDeleted:
+		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrQueueDeleted)
+	}
+	return nil
 }
 
 // Requeue puts the task back at the back of its queue, to run again (a
@@ -188,17 +247,10 @@ func (p *Process) Requeue(ctx context.Context) error {
 
 // requeue is Requeue, telling the observer the handler's error.
 func (p *Process) requeue(ctx context.Context, cause error) error {
-	outcome, err := p.settle(ctx, "requeue", OutcomeRetried, cause)
-	if err != nil {
-		return err
-	}
-	switch outcome {
-	case store.WasCancelled:
-		return fmt.Errorf("worqr: requeue %q process %s: dropped: %w", p.queue, p.id, ErrTaskCancelled)
-	case store.WasDeleted:
-		return fmt.Errorf("worqr: requeue %q process %s: dropped: %w", p.queue, p.id, ErrQueueDeleted)
-	}
-	return nil
+	got, err := p.settle(ctx, "requeue", OutcomeRetried, cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
+	})
+	return dropped("requeue", p, got, err)
 }
 
 // Stop is Requeue.
@@ -207,9 +259,9 @@ func (p *Process) requeue(ctx context.Context, cause error) error {
 // task; use Requeue.
 func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
 
-// settle runs the finish or requeue script and records the outcome
-// locally and with the observer.
-func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error) (store.Outcome, error) {
+// settle runs the script that ends the process (write) and records the
+// outcome locally and with the observer.
+func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
 	c := p.w.c
 	if err := c.validateCtx(ctx, op); err != nil {
 		return 0, err
@@ -217,13 +269,7 @@ func (p *Process) settle(ctx context.Context, op string, want Outcome, cause err
 	if p.isSettled() {
 		return 0, fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
 	}
-	var got store.Outcome
-	var err error
-	if op == "finish" {
-		got, err = c.finishes.do(ctx, p.queue, p)
-	} else {
-		got, err = c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
-	}
+	got, err := write(ctx)
 	if err != nil {
 		return 0, c.fail(op, p.queue, err)
 	}

@@ -273,11 +273,15 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case err == nil:
 		write = p.Finish
 	case IsPermanent(err):
-		log().Error("worqr: task failed permanently; finished", "err", err)
-		write = func(ctx context.Context) error { return p.finish(ctx, OutcomeFailed, err) }
+		log().Error("worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
+	case r.opts.Retry.exhausted(p.Attempt(), p.budget):
+		log().Error("worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
 	default:
-		log().Warn("worqr: task failed; retrying", "err", err, "attempt", p.Attempt())
-		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
+		delay := r.opts.Retry.delay(p.Attempt(), err)
+		log().Warn("worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		write = func(ctx context.Context) error { return p.retry(ctx, delay, err) }
 	}
 	// Writes after the handler must not hang on a dead Redis for ever; one
 	// that failed on the connection left the process ours in Redis, so it

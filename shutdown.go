@@ -94,6 +94,7 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 		} else {
 			s.sub.halt()
 		}
+		s.sched.stop()
 		w.endAll(s, reason)
 	}
 	w.c.mu.Lock()

@@ -276,7 +276,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	require.NoError(t, second(c.CancelTask(ctx, "q", ids["cancel"])))
 	want := map[string][]Outcome{
 		ids["ok"]:     {OutcomeSucceeded},
-		ids["fail"]:   {OutcomeFailed},
+		ids["fail"]:   {OutcomeDead},
 		ids["retry"]:  {OutcomeRetried, OutcomeSucceeded},
 		ids["cancel"]: {OutcomeCancelled},
 	}
@@ -319,7 +319,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	assert.ElementsMatch(t, []string{ids["ok"], ids["fail"], ids["retry"], ids["retry"], ids["cancel"], lostID}, starts)
 	for _, e := range obs.finished {
 		assert.Positive(t, e.Duration)
-		if e.Outcome == OutcomeFailed || e.Outcome == OutcomeRetried {
+		if e.Outcome == OutcomeDead || e.Outcome == OutcomeRetried {
 			assert.ErrorIs(t, e.Err, errBoom)
 		}
 	}

@@ -103,6 +103,7 @@ type Worker struct {
 
 	lease     *leaseKeeper // renews the leases; fences the worker
 	reclaimer *reclaimer   // returns dead peers' work
+	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life

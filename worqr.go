@@ -97,6 +97,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
+	// DeadLetters bound each queue's dead letters; the zero value is the
+	// default (DefaultDeadLetterMaxCount, DefaultDeadLetterMaxAge).
+	DeadLetters DeadLetterOptions
 	// Observer is told what happens to tasks, for metrics and tracing: any
 	// value, of which worqr calls the methods of the observer interfaces
 	// it implements (EnqueueObserver, StartObserver, FinishObserver,
@@ -113,6 +116,7 @@ type Client struct {
 	log         *slog.Logger
 	maxTaskSize int
 	obs         observers
+	deadBounds  store.DeadBounds
 
 	// enqueues and finishes merge overlapping Enqueue and Finish calls on
 	// a queue.
@@ -142,6 +146,9 @@ func New(opts Options) (*Client, error) {
 	if opts.MaxTaskSize < 0 {
 		return nil, fmt.Errorf("%w: negative MaxTaskSize", ErrInvalidOptions)
 	}
+	if opts.DeadLetters.MaxCount < 0 || opts.DeadLetters.MaxAge < 0 {
+		return nil, fmt.Errorf("%w: negative DeadLetters bound", ErrInvalidOptions)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -150,6 +157,7 @@ func New(opts Options) (*Client, error) {
 		log:         opts.Logger,
 		maxTaskSize: opts.MaxTaskSize,
 		obs:         newObservers(opts.Observer),
+		deadBounds:  opts.DeadLetters.bounds(),
 		workers:     make(map[*Worker]struct{}),
 	}
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)

@@ -1,33 +1,45 @@
--- Cancel tasks by payload: remove every waiting task with this payload,
--- mark every in-flight one cancelled (so a holder that missed the event
--- still finds out), and publish a cancel event naming the in-flight tasks.
--- KEYS: waiting, procs
+-- Cancel tasks by payload: remove every waiting or delayed task with this
+-- payload (and its recorded error), mark every in-flight one cancelled (so
+-- a holder that missed the event still finds out), and publish a cancel
+-- event naming the in-flight tasks.
+-- KEYS: waiting, procs, delayed, errors
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
-local removed = 0
+local removed, ids = 0, {}
 local len = redis.call('LLEN', KEYS[1])
 for start = 0, len - 1, 1000 do
   local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
   for j, e in ipairs(chunk) do
     if entry_payload(e) == ARGV[2] then
       redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
-      removed = removed + 1
+      ids[#ids + 1] = entry_id(e)
     end
   end
 end
-if removed > 0 then
+if #ids > 0 then
   redis.call('LREM', KEYS[1], 0, TOMBSTONE)
 end
-local ids = {}
+local delayed = redis.call('ZRANGE', KEYS[3], 0, -1)
+for _, e in ipairs(delayed) do
+  if entry_payload(e) == ARGV[2] then
+    redis.call('ZREM', KEYS[3], e)
+    ids[#ids + 1] = entry_id(e)
+  end
+end
+removed = #ids
+for i = 1, #ids, 1000 do
+  redis.call('HDEL', KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
+end
+local marked = {}
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]
   if proc_state(v) == 'a' and entry_payload(proc_task(v)) == ARGV[2] then
     redis.call('HSET', KEYS[2], all[i], 'c' .. string.sub(v, 2))
-    ids[#ids + 1] = entry_id(proc_task(v))
+    marked[#marked + 1] = entry_id(proc_task(v))
   end
 end
-if #ids > 0 then
-  publish(ARGV[1], 'c' .. table.concat(ids, ','))
+if #marked > 0 then
+  publish(ARGV[1], 'c' .. table.concat(marked, ','))
 end
-return {removed, #ids}
+return {removed, #marked}

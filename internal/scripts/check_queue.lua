@@ -2,7 +2,7 @@
 -- how many tasks wait, every worker with a lease entry or a process in it
 -- (and whether its lease is live), and the processes whose owner holds no
 -- live lease here (orphans: their owner can no longer finish or stop them).
--- KEYS: waiting, procs, leases, meta
+-- KEYS: waiting, procs, leases, meta, delayed
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
 --          {pid, owner, state, task, ...}}.
 local now = now_ms()
@@ -32,4 +32,5 @@ for i = 1, #all, 2 do
     end
   end
 end
-return {redis.call('HEXISTS', KEYS[4], 'name'), redis.call('LLEN', KEYS[1]), owners, orphans}
+local waiting = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[5])
+return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans}

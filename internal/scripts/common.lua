@@ -33,7 +33,10 @@ end
 
 -- Task entries (see internal/store/records.go, the Go side of this
 -- layout): a header, ':', then the payload. The header is the task id in
--- hex, then optional fields ',<letter><value>': ',a<n>' counts the starts.
+-- hex, then optional fields ',<letter><value>', values free of ',' and
+-- ':': 'a' counts the starts, 'm' is the task's attempt budget, 'r' counts
+-- the starts that ended with the holder dead (reclaimed); a dead letter
+-- adds 'D' (when, ms), 'W' (the worker) and 'K' (the failure's kind).
 local function entry_id(e) return string.match(e, '^[^,:]*') end
 local function entry_payload(e)
   local c = string.find(e, ':', 1, true)
@@ -41,20 +44,35 @@ local function entry_payload(e)
   return string.sub(e, c + 1)
 end
 
--- The entry of a task that is starting: its attempt count one higher.
--- (A value without a header, queued by a worqr before task ids, starts
--- under id 0.)
-local function entry_started(e)
+-- Split an entry into header and payload. (A value without a header,
+-- queued by a worqr before task ids, is given the header '0'.)
+local function entry_split(e)
   local c = string.find(e, ':', 1, true)
-  if not c then return '0,a1:' .. e end
-  local header = string.sub(e, 1, c - 1)
-  local n = 0
-  local s, f, digits = string.find(header, ',a(%d+)')
+  if not c then return '0', e end
+  return string.sub(e, 1, c - 1), string.sub(e, c + 1)
+end
+
+-- The value of a header field, or nil.
+local function header_get(h, letter)
+  return string.match(h, ',' .. letter .. '([^,]*)')
+end
+
+-- The header with a field set to value (removed when value is nil).
+local function header_set(h, letter, value)
+  local s, f = string.find(h, ',' .. letter .. '[^,]*')
   if s then
-    n = tonumber(digits)
-    header = string.sub(header, 1, s - 1) .. string.sub(header, f + 1)
+    h = string.sub(h, 1, s - 1) .. string.sub(h, f + 1)
   end
-  return header .. ',a' .. (n + 1) .. string.sub(e, c)
+  if value == nil then return h end
+  return h .. ',' .. letter .. value
+end
+
+-- The entry of a task that is starting: its attempt count one higher.
+-- Returns the entry and the new count.
+local function entry_started(e)
+  local h, payload = entry_split(e)
+  local n = (tonumber(header_get(h, 'a')) or 0) + 1
+  return header_set(h, 'a', n) .. ':' .. payload, n
 end
 
 -- Task ids count up from the Redis clock in microseconds: the first of n
@@ -104,7 +122,7 @@ end
 -- (process ids count up in dequeue order). Cancelled processes and those
 -- of a deleted queue are dropped: a retry must not bring them back.
 -- list holds {pid = ..., v = ...} records. Returns requeued, dropped.
-local function return_to_front(waiting, procs, list)
+local function return_to_front(waiting, procs, errors, list)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
   table.sort(list, function(a, b) return a.seq > b.seq end)
@@ -115,6 +133,7 @@ local function return_to_front(waiting, procs, list)
       redis.call('RPUSH', waiting, proc_task(p.v))
       requeued = requeued + 1
     else
+      redis.call('HDEL', errors, entry_id(proc_task(p.v)))
       dropped = dropped + 1
     end
   end
@@ -139,4 +158,22 @@ local function take_own_process(procs, leases, meta, worker, pid)
     drop_meta_if_gone(procs, meta)
   end
   return v
+end
+
+-- Trim a queue's dead letters to at most max, none dead before oldest (ms),
+-- dropping the errors of those removed.
+local function trim_dead(dead, errors, max, oldest)
+  local gone = redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. ms(oldest))
+  local over = redis.call('ZCARD', dead) - #gone - max
+  if over > 0 then
+    local more = redis.call('ZRANGE', dead, #gone, #gone + over - 1)
+    for _, r in ipairs(more) do gone[#gone + 1] = r end
+  end
+  for i = 1, #gone, 1000 do
+    local chunk = {unpack(gone, i, math.min(i + 999, #gone))}
+    redis.call('ZREM', dead, unpack(chunk))
+    local ids = {}
+    for j, r in ipairs(chunk) do ids[j] = entry_id(r) end
+    redis.call('HDEL', errors, unpack(ids))
+  end
 end

@@ -1,12 +1,13 @@
--- Delete a queue: drop its waiting tasks, mark its in-flight processes so
+-- Delete a queue: drop its waiting and delayed tasks, its dead letters and
+-- their errors, mark its in-flight processes so
 -- that a stop or a reclaim drops them instead of recreating the queue, and
 -- publish the delete event. The meta hash (the process id counter) goes
 -- too, unless processes remain in flight.
--- KEYS: waiting, procs, meta
+-- KEYS: waiting, procs, meta, delayed, dead, errors
 -- ARGV: channel
--- Returns the number of waiting tasks dropped.
-local dropped = redis.call('LLEN', KEYS[1])
-redis.call('DEL', KEYS[1])
+-- Returns the number of waiting and delayed tasks dropped.
+local dropped = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[4])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]

@@ -1,10 +1,11 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta, idle
+-- KEYS: waiting, procs, leases, meta, idle, errors
 -- ARGV: worker, count, park ("1" for a Handle runtime)
--- Returns -1 when the lease is not live, else {pid, entry, pid, entry, ...}:
--- each entry with its attempt count already raised (entry_started).
+-- Returns -1 when the lease is not live, else {pid, entry, error, pid,
+-- entry, error, ...}: each entry with its attempt count already raised
+-- (entry_started), and the error its last attempt recorded ('' if none).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -48,15 +49,23 @@ if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
   redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
 end
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
-local out, fields = {}, {}
+local out, fields, retried = {}, {}, {}
 for i = n, 1, -1 do
   seq = seq + 1
   local pid = string.format('%x', seq)
-  local entry = entry_started(tasks[i])
+  local entry, attempt = entry_started(tasks[i])
   out[#out + 1] = pid
   out[#out + 1] = entry
+  out[#out + 1] = ''
+  if attempt > 1 then
+    retried[#retried + 1] = #out
+  end
   fields[#fields + 1] = pid
   fields[#fields + 1] = 'a' .. ARGV[1] .. entry
+end
+-- Only a task started before can have an error recorded.
+for _, at in ipairs(retried) do
+  out[at] = redis.call('HGET', KEYS[6], entry_id(out[at - 1])) or ''
 end
 -- unpack puts every value on the Lua stack, which holds a few thousand.
 for i = 1, #fields, 1000 do

@@ -1,8 +1,10 @@
 -- Enqueue tasks at the back of a queue (or, with front set, at its front)
--- and wake its workers. Each task gets an id (see next_task_ids) and is
--- stored as an entry '<id>:<payload>'.
--- KEYS: waiting, meta, idle
--- ARGV: channel, queue name, front ("1" | "0"), payload...
+-- and wake its workers; or, when they are due later, into the queue's
+-- delayed set. Each task gets an id (see next_task_ids) and is stored as
+-- an entry '<id>[,m<budget>]:<payload>'.
+-- KEYS: waiting, meta, idle, delayed
+-- ARGV: channel, queue name, front ("1" | "0"), due (ms, Redis clock; 0:
+--       now), delay (ms from now; 0: none), budget (0: none), payload...
 -- Returns {unregistered, first id (hex)}: unregistered is 1 while the queue
 -- is not yet confirmed in the registry (see registered.lua), and the caller
 -- then registers it; the tasks' ids count up by one from the first.
@@ -12,32 +14,51 @@
 -- one more than the tasks in case one of them has just died. Every other
 -- runtime is busy and will come back for more by itself, so it need not
 -- hear of the tasks. With none parked the event names nobody and wakes all.
-local n = #ARGV - 3
+-- Delayed tasks raise a schedule event 's<due>' instead, which every worker
+-- serving the queue uses to arm its timer (see promote.lua).
+local n = #ARGV - 6
 local first = next_task_ids(KEYS[2], n)
+local header = ''
+if ARGV[6] ~= '0' then
+  header = ',m' .. ARGV[6]
+end
+local now = now_ms()
+local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
 local entries = {}
-if ARGV[3] == '1' then
-  -- The front is the right end: push the last task first, so the batch
-  -- comes out in its own order.
-  for i = n, 1, -1 do
-    entries[#entries + 1] = string.format('%x', first + i - 1) .. ':' .. ARGV[3 + i]
-  end
-  redis.call('RPUSH', KEYS[1], unpack(entries))
-else
+if due > now then
   for i = 1, n do
-    entries[i] = string.format('%x', first + i - 1) .. ':' .. ARGV[3 + i]
+    entries[#entries + 1] = ms(due)
+    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]
   end
-  redis.call('LPUSH', KEYS[1], unpack(entries))
-end
-local parked = redis.call('ZPOPMIN', KEYS[3], n + 1)
-local msg = 'w' .. n
-if #parked > 0 then
-  local ids = {}
-  for i = 1, #parked, 2 do
-    ids[#ids + 1] = parked[i]
+  for i = 1, #entries, 1000 do
+    redis.call('ZADD', KEYS[4], unpack(entries, i, math.min(i + 999, #entries)))
   end
-  msg = msg .. ':' .. table.concat(ids, ',')
+  publish(ARGV[1], 's' .. ms(due))
+else
+  if ARGV[3] == '1' then
+    -- The front is the right end: push the last task first, so the batch
+    -- comes out in its own order.
+    for i = n, 1, -1 do
+      entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]
+    end
+    redis.call('RPUSH', KEYS[1], unpack(entries))
+  else
+    for i = 1, n do
+      entries[i] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]
+    end
+    redis.call('LPUSH', KEYS[1], unpack(entries))
+  end
+  local parked = redis.call('ZPOPMIN', KEYS[3], n + 1)
+  local msg = 'w' .. n
+  if #parked > 0 then
+    local ids = {}
+    for i = 1, #parked, 2 do
+      ids[#ids + 1] = parked[i]
+    end
+    msg = msg .. ':' .. table.concat(ids, ',')
+  end
+  publish(ARGV[1], msg)
 end
-publish(ARGV[1], msg)
 local id = string.format('%x', first)
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.

@@ -1,7 +1,7 @@
 -- Finish processes: delete each one, but only if it still belongs to its
 -- worker and that worker's lease on the queue is live. Finish calls that
 -- overlap are sent as one script call, so it takes many.
--- KEYS: procs, leases, meta
+-- KEYS: procs, leases, meta, errors
 -- ARGV: worker, pid, worker, pid, ...
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted.
@@ -11,7 +11,7 @@ for i = 2, #ARGV, 2 do
   pids[#pids + 1] = ARGV[i]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(pids))
-local live, taken, gone, out = {}, {}, {}, {}
+local live, taken, gone, failed, out = {}, {}, {}, {}, {}
 local deleted = false
 for j, pid in ipairs(pids) do
   local worker, v = ARGV[2 * j - 1], vals[j]
@@ -28,10 +28,18 @@ for j, pid in ipairs(pids) do
     local state = proc_state(v)
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
+    -- Only a task started more than once can have an error recorded.
+    local entry = proc_task(v)
+    if (tonumber(header_get(entry_split(entry), 'a')) or 0) > 1 then
+      failed[#failed + 1] = entry_id(entry)
+    end
   end
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[1], unpack(gone))
+end
+if #failed > 0 then
+  redis.call('HDEL', KEYS[4], unpack(failed))
 end
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then

@@ -7,7 +7,7 @@
 -- "force": StopWork, Fail, Close). Processes listed after the mode are kept
 -- (a worker reconciling after a lost reply keeps what it knows it holds).
 -- Cancelled processes and those of a deleted queue are dropped, not requeued.
--- KEYS: waiting, procs, leases, meta, idle
+-- KEYS: waiting, procs, leases, meta, idle, errors
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), keep pid...
 -- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
 local worker = ARGV[1]
@@ -26,7 +26,7 @@ for i = 1, #all, 2 do
     mine[#mine + 1] = {pid = pid, v = v}
   end
 end
-local returned = return_to_front(KEYS[1], KEYS[2], mine)
+local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], mine)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)

@@ -28,6 +28,9 @@ type Set struct {
 	Cancel     *Script
 	CancelID   *Script
 	Delete     *Script
+	Promote    *Script
+	Retry      *Script
+	Bury       *Script
 	Release    *Script
 	Join       *Script
 	Registered *Script
@@ -57,6 +60,9 @@ func Load(sharded bool) *Set {
 		Cancel:     load("cancel.lua"),
 		CancelID:   load("cancel_id.lua"),
 		Delete:     load("delete.lua"),
+		Promote:    load("promote.lua"),
+		Retry:      load("retry.lua"),
+		Bury:       load("bury.lua"),
 		Release:    load("release.lua"),
 		Join:       load("join.lua"),
 		Registered: load("registered.lua"),

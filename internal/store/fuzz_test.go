@@ -19,7 +19,7 @@ func FuzzKeyParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if valid(s) {
 			q := k.Queue(s)
-			for _, key := range []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle} {
+			for _, key := range q.all() {
 				kind, name := k.Parse(key, valid)
 				require.Equal(t, KeyQueue, kind, key)
 				require.Equal(t, s, name, key)
@@ -30,7 +30,7 @@ func FuzzKeyParse(f *testing.F) {
 			switch kind {
 			case KeyQueue:
 				q := k.Queue(val)
-				assert.Contains(t, []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle}, key)
+				assert.Contains(t, q.all(), key)
 			case KeyWorkerQueues:
 				assert.Equal(t, k.WorkerQueues(val), key)
 			}

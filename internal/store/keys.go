@@ -28,7 +28,10 @@ type QueueKeys struct {
 	Leases  string // ZSET worker id -> lease expiry (ms, Redis clock)
 	Meta    string // HASH name, registered, seq (last pid), tid (last task id)
 	Idle    string // ZSET worker id -> when its runtime found the queue empty
-	Channel string // pub/sub channel for work, cancel and delete events
+	Delayed string // ZSET task entry -> when it is due (ms, Redis clock)
+	Dead    string // ZSET dead letter (entry with D, W, K fields) -> when it died (ms)
+	Errors  string // HASH task id -> the error its last attempt recorded
+	Channel string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -42,12 +45,17 @@ func (k Keys) Queue(name string) QueueKeys {
 		Leases:  base + "leases",
 		Meta:    base + "meta",
 		Idle:    base + "idle",
+		Delayed: base + "delayed",
+		Dead:    base + "dead",
+		Errors:  base + "errors",
 		Channel: base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
-func (q QueueKeys) all() []string { return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle} }
+func (q QueueKeys) all() []string {
+	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors}
+}
 
 // Queues is the SET of known queue names.
 func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }

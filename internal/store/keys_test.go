@@ -12,7 +12,7 @@ func TestKeyParseRoundTrips(t *testing.T) {
 	k := NewKeys("p:x")
 	for _, name := range []string{"q", "a:b", "{", "}", "%", "%7B", "%25", "{q:x}:waiting", "\x00\xff", "}{%"} {
 		q := k.Queue(name)
-		for _, key := range []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle} {
+		for _, key := range q.all() {
 			kind, got := k.Parse(key, valid)
 			assert.Equal(t, KeyQueue, kind, key)
 			assert.Equal(t, name, got, key)

@@ -21,6 +21,12 @@ type EnqueueArgs struct {
 	// Front puts the tasks at the front of the queue, in their order,
 	// instead of at the back.
 	Front bool
+	// DueAt (Unix ms, Redis clock) and Delay (from the Redis clock's now)
+	// put the tasks in the delayed set until the later of the two.
+	DueAt int64
+	Delay time.Duration
+	// MaxAttempts is the tasks' own attempt budget (0: the queue's).
+	MaxAttempts int
 }
 
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
@@ -32,11 +38,12 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Front {
 		front = "1"
 	}
+	due, delay, budget := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Milliseconds(), 10), strconv.Itoa(args.MaxAttempts)
 	calls := make([]scripts.Call, 0, (len(payloads)+MaxTasksPerScript-1)/MaxTasksPerScript)
 	for start := 0; start < len(payloads); start += MaxTasksPerScript {
 		chunk := payloads[start:min(start+MaxTasksPerScript, len(payloads))]
-		argv := make([]string, 0, 3+len(chunk))
-		argv = append(argv, k.Channel, queue, front)
+		argv := make([]string, 0, 6+len(chunk))
+		argv = append(argv, k.Channel, queue, front, due, delay, budget)
 		// One copy of the chunk's bytes into one string, sliced per task,
 		// rather than an allocation per task.
 		size := 0
@@ -53,7 +60,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle, k.Delayed}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
@@ -126,7 +133,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, []string{worker, strconv.Itoa(n), p})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors}, []string{worker, strconv.Itoa(n), p})
 	if err != nil {
 		return nil, err
 	}
@@ -137,13 +144,13 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Proc, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
+	out := make([]Proc, 0, len(vals)/3)
+	for i := 0; i+2 < len(vals); i += 3 {
 		t, ok := ParseTask(vals[i+1])
 		if !ok {
 			t = Task{Payload: vals[i+1]} // not worqr's: hand it over as it is
 		}
-		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t})
+		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
 	return out, nil
 }
@@ -163,7 +170,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	for _, p := range procs {
 		args = append(args, p.Worker, p.PID)
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors}, args)
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +194,71 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
 	k := s.keys.Queue(queue)
 	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
+	return outcome(res, err)
+}
+
+func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
 	if err != nil {
 		return 0, err
 	}
 	code, err := res.AsInt64()
 	return Outcome(code), err
+}
+
+// Retry records a process's error (none if empty) and puts its task at the
+// back of the queue, or, with a delay, in the delayed set until then; if
+// the process still belongs to the worker and its lease is live. A
+// cancelled task, or one of a deleted queue, is dropped.
+func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors},
+		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Milliseconds(), 10), errText})
+	return outcome(res, err)
+}
+
+// DeadBounds bound a queue's dead letters.
+type DeadBounds struct {
+	MaxCount int
+	MaxAge   time.Duration
+}
+
+// Bury moves a process's task to the queue's dead letters, with kind and
+// error, and trims them to bounds; if the process still belongs to the
+// worker and its lease is live. A cancelled task, or one of a deleted
+// queue, is dropped.
+func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors},
+		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10)})
+	return outcome(res, err)
+}
+
+// Promoted is what a promotion did and found.
+type Promoted struct {
+	Moved int64 // tasks that were due and are now waiting
+	// Next is when the next delayed task is due (Unix ms, Redis clock),
+	// or -1 when none is.
+	Next int64
+	// Now is the Redis clock when the script ran (Unix ms).
+	Now int64
+}
+
+// Promote moves every due delayed task of a queue to its back, in due
+// order, and says when the next is due.
+func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel})
+	if err != nil {
+		return Promoted{}, err
+	}
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 3 {
+		err = fmt.Errorf("promote.lua answered %d values", len(n))
+	}
+	if err != nil {
+		return Promoted{}, err
+	}
+	return Promoted{Moved: n[0], Next: n[1], Now: n[2]}, nil
 }
 
 // CancelCount says what a cancel found.
@@ -212,7 +279,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -238,7 +305,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -311,7 +378,7 @@ type Released struct {
 func (s *Store) releaseCall(r Release) scripts.Call {
 	k := s.keys.Queue(r.Queue)
 	args := append([]string{r.Worker, k.Channel, string(r.Mode)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {

@@ -12,11 +12,15 @@ import (
 // A task entry (an element of a waiting list, and the tail of a process
 // record) is a header, ':', then the payload, byte-exact:
 //
-//	<id>[,a<attempts>]:<payload>
+//	<id>[,a<attempts>][,m<budget>][,D<ms>,W<worker>,K<kind>]:<payload>
 //
-// The id is the task's id in hex; ",a<n>" counts the times the task was
-// started (dequeued), absent before the first. Later fields are a letter
-// and a value free of ',' and ':', so the header ends at the first ':'.
+// The id is the task's id in hex; then fields, each a letter and a value
+// free of ',' and ':', in any order, so the header ends at the first ':'.
+// "a" counts the times the task was started (dequeued), absent before the
+// first; "m" is the task's own attempt budget; a dead letter adds "D"
+// (when it died, Unix ms by the Redis clock), "W" (the worker that held
+// it) and "K" (the kind of failure). Fields a reader does not know are
+// skipped.
 //
 // A process record (a value of the procs hash) is one state byte, the
 // owner's id (OwnerLen bytes), then the task entry.
@@ -32,6 +36,12 @@ type Task struct {
 	ID string
 	// Attempts counts the times the task was started.
 	Attempts int
+	// MaxAttempts is the task's own attempt budget, 0 if it has none.
+	MaxAttempts int
+	// Died (Unix ms), Worker and Kind are set on a dead letter.
+	Died   int64
+	Worker string
+	Kind   string
 	// Payload is the task's bytes.
 	Payload string
 }
@@ -62,12 +72,24 @@ func ParseTask(e string) (Task, bool) {
 	for fields != "" {
 		var f string
 		f, fields, _ = strings.Cut(fields, ",")
-		if len(f) > 1 && f[0] == 'a' {
-			n, err := strconv.Atoi(f[1:])
-			if err != nil {
-				return Task{}, false
-			}
-			t.Attempts = n
+		if len(f) < 2 {
+			continue
+		}
+		var err error
+		switch v := f[1:]; f[0] {
+		case 'a':
+			t.Attempts, err = strconv.Atoi(v)
+		case 'm':
+			t.MaxAttempts, err = strconv.Atoi(v)
+		case 'D':
+			t.Died, err = strconv.ParseInt(v, 10, 64)
+		case 'W':
+			t.Worker = v
+		case 'K':
+			t.Kind = v
+		}
+		if err != nil {
+			return Task{}, false
 		}
 	}
 	return t, true
@@ -91,6 +113,9 @@ type Proc struct {
 	State State
 	Owner string
 	Task  Task
+	// LastError is the error the task's last attempt recorded (Dequeue
+	// only), "" if none.
+	LastError string
 }
 
 // Seq is the process id as a number: ids count up in dequeue order.
@@ -140,15 +165,17 @@ type EventKind byte
 
 // Event kinds, as the first byte of a message.
 const (
-	EventWork   EventKind = 'w'
-	EventCancel EventKind = 'c'
-	EventDelete EventKind = 'd'
+	EventWork     EventKind = 'w'
+	EventCancel   EventKind = 'c'
+	EventDelete   EventKind = 'd'
+	EventSchedule EventKind = 's'
 )
 
 // Event is a message on a queue's channel:
 //
 //	w<count>[:<worker id>,<worker id>...]  tasks were added; the ids name the runtimes to wake (none: all)
 //	c<task id>,<task id>...                 these in-flight tasks were cancelled
+//	s<due ms>                               a delayed task is due then (Unix ms, Redis clock)
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
 type Event struct {
 	Kind EventKind
@@ -163,6 +190,9 @@ type Event struct {
 	// UpTo is, for delete, the last process id of the queue when the
 	// script ran: processes dequeued later are not affected.
 	UpTo uint64
+	// Due is, for schedule, when a delayed task is due (Unix ms, Redis
+	// clock).
+	Due int64
 }
 
 // ParseEvent decodes a message published by the scripts.
@@ -183,6 +213,9 @@ func ParseEvent(msg string) (Event, bool) {
 	case EventDelete:
 		upTo, err := strconv.ParseUint(msg[1:], 16, 64)
 		return Event{Kind: EventDelete, UpTo: upTo}, err == nil
+	case EventSchedule:
+		due, err := strconv.ParseInt(msg[1:], 10, 64)
+		return Event{Kind: EventSchedule, Due: due}, err == nil && due > 0
 	}
 	return Event{}, false
 }

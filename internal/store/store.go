@@ -32,6 +32,8 @@ const (
 	OpDequeue        Op = "dequeue"
 	OpFinish         Op = "finish"
 	OpRequeue        Op = "requeue"
+	OpBury           Op = "bury"
+	OpPromote        Op = "promote"
 	OpCancel         Op = "cancel"
 	OpDeleteQueue    Op = "delete queue"
 	OpStates         Op = "states"

@@ -1,0 +1,32 @@
+-- Retry a process's task: record its error, then put it at the back of the
+-- queue (no delay) or in the delayed set until now + delay, and wake the
+-- queue (or announce the due time). Only the worker that holds the process,
+-- while its lease on the queue is live. A task that was cancelled, or whose
+-- queue was deleted, is dropped instead: a retry must not bring it back.
+-- KEYS: procs, leases, waiting, meta, delayed, errors
+-- ARGV: worker, pid, channel, delay (ms), error ('' for none)
+-- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
+-- had: 1 active, 2 cancelled, 3 deleted.
+local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
+if not v then
+  return refused
+end
+local state = proc_state(v)
+local entry = proc_task(v)
+if state ~= 'a' then
+  redis.call('HDEL', KEYS[6], entry_id(entry))
+  return STATE_CODE[state]
+end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[6], entry_id(entry), ARGV[5])
+end
+local delay = tonumber(ARGV[4])
+if delay > 0 then
+  local due = now_ms() + delay
+  redis.call('ZADD', KEYS[5], ms(due), entry)
+  publish(ARGV[3], 's' .. ms(due))
+else
+  redis.call('LPUSH', KEYS[3], entry)
+  publish(ARGV[3], 'w1')
+end
+return 1

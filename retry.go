@@ -1,0 +1,201 @@
+package worqr
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Retry defaults.
+const (
+	// DefaultMaxAttempts is a task's attempt budget when neither
+	// RetryPolicy.MaxAttempts nor the MaxAttempts enqueue option sets one.
+	DefaultMaxAttempts = 10
+	// DefaultBackoffBase and DefaultBackoffCap shape DefaultBackoff.
+	DefaultBackoffBase = time.Second
+	DefaultBackoffCap  = 10 * time.Minute
+	// maxErrorLen bounds the error text recorded with a task.
+	maxErrorLen = 4096
+	// maxKindLen bounds a failure kind.
+	maxKindLen = 64
+)
+
+// RetryPolicy says how a Handle runtime retries a task whose handler
+// failed. The zero value is the default: DefaultMaxAttempts attempts,
+// DefaultBackoff between them.
+type RetryPolicy struct {
+	// MaxAttempts is the attempt budget: a task that failed on its
+	// MaxAttempts-th start goes to the dead letters. A task's own
+	// MaxAttempts enqueue option overrides it. 0 means DefaultMaxAttempts;
+	// negative means no limit.
+	MaxAttempts int
+	// Backoff is the delay before the next attempt, given the attempt that
+	// failed (1 for the first) and its error. Nil means DefaultBackoff. A
+	// handler's RetryAfter error overrides it for that retry.
+	Backoff func(attempt int, err error) time.Duration
+}
+
+// DefaultBackoff is exponential with jitter and a cap: about
+// DefaultBackoffBase after the first failure, doubling with each, at most
+// DefaultBackoffCap, each delay drawn between half and all of that so that
+// tasks that failed together do not come back together.
+func DefaultBackoff(attempt int, _ error) time.Duration {
+	d := DefaultBackoffCap
+	if attempt < 30 {
+		d = min(DefaultBackoffCap, DefaultBackoffBase<<max(attempt-1, 0))
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// delay is the policy's delay before the attempt after attempt.
+func (r RetryPolicy) delay(attempt int, err error) time.Duration {
+	var ra retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after
+	}
+	if r.Backoff != nil {
+		return max(r.Backoff(attempt, err), 0)
+	}
+	return DefaultBackoff(attempt, err)
+}
+
+// exhausted reports whether a task that failed on its attempt-th start,
+// with its own budget own (0: none), has no attempt left.
+func (r RetryPolicy) exhausted(attempt, own int) bool {
+	budget := own
+	if budget == 0 {
+		budget = r.MaxAttempts
+	}
+	if budget == 0 {
+		budget = DefaultMaxAttempts
+	}
+	return budget > 0 && attempt >= budget
+}
+
+// retryAfterError asks for a retry after a given delay.
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter wraps a handler's error so the task is retried after d (an
+// outside service said "retry after 30 s"), instead of after the policy's
+// backoff. It still counts against the attempt budget. A nil err gives nil.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return retryAfterError{err: err, after: max(d, 0)}
+}
+
+// kindError gives an error a failure kind.
+type kindError struct {
+	kind string
+	err  error
+}
+
+func (e kindError) Error() string { return e.err.Error() }
+func (e kindError) Unwrap() error { return e.err }
+
+// WithKind gives a handler's error a short kind ("timeout", "bad-input",
+// "smtp-5xx") under which dead letters are grouped. A kind is at most 64
+// bytes of letters, digits and "-_."; other bytes become "_". A nil err
+// gives nil.
+func WithKind(kind string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return kindError{kind: cleanKind(kind), err: err}
+}
+
+// Failure kinds worqr gives a dead letter whose error has none of its own.
+const (
+	// KindPermanent: the handler returned a Permanent error.
+	KindPermanent = "permanent"
+	// KindExhausted: the task failed on its last allowed attempt.
+	KindExhausted = "exhausted"
+	// KindPanic: the handler panicked (with PanicIsPermanent, or on its
+	// last attempt).
+	KindPanic = "panic"
+	// KindManual: DeadLetter was called with an error of no kind.
+	KindManual = "manual"
+)
+
+// kindOf is err's kind, or fallback.
+func kindOf(err error, fallback string) string {
+	var k kindError
+	if errors.As(err, &k) {
+		return k.kind
+	}
+	if errors.Is(err, errPanic) {
+		return KindPanic
+	}
+	return fallback
+}
+
+func cleanKind(kind string) string {
+	if len(kind) > maxKindLen {
+		kind = kind[:maxKindLen]
+	}
+	if kind == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, kind)
+}
+
+// errorText is the text recorded for err: at most maxErrorLen bytes.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > maxErrorLen {
+		s = s[:maxErrorLen]
+	}
+	return s
+}
+
+// Dead-letter defaults.
+const (
+	// DefaultDeadLetterMaxCount is how many dead letters a queue keeps
+	// when DeadLetterOptions.MaxCount is zero; the oldest go first.
+	DefaultDeadLetterMaxCount = 10_000
+	// DefaultDeadLetterMaxAge is how long a dead letter is kept when
+	// DeadLetterOptions.MaxAge is zero.
+	DefaultDeadLetterMaxAge = 30 * 24 * time.Hour
+)
+
+// DeadLetterOptions bound each queue's dead letters. They are applied
+// whenever a task dies: the oldest beyond MaxCount, and those older than
+// MaxAge, are removed then.
+type DeadLetterOptions struct {
+	// MaxCount is the most dead letters a queue keeps. Default
+	// DefaultDeadLetterMaxCount.
+	MaxCount int
+	// MaxAge is how long a dead letter is kept. Default
+	// DefaultDeadLetterMaxAge.
+	MaxAge time.Duration
+}
+
+func (o DeadLetterOptions) bounds() store.DeadBounds {
+	b := store.DeadBounds{MaxCount: o.MaxCount, MaxAge: o.MaxAge}
+	if b.MaxCount == 0 {
+		b.MaxCount = DefaultDeadLetterMaxCount
+	}
+	if b.MaxAge == 0 {
+		b.MaxAge = DefaultDeadLetterMaxAge
+	}
+	return b
+}

@@ -1,0 +1,111 @@
+package worqr
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// scheduler is one served queue's timer for delayed tasks, a component of
+// the worker: it knows the earliest due time it has heard of (from
+// schedule events, and from the promotion run after every subscription)
+// and, when that time comes, moves every due task of the queue to its back
+// in one script (promote.lua), which also says when the next is due. It
+// never polls: a queue with no delayed task arms nothing. Due times are by
+// the Redis clock; the worker's estimate of it (clock) turns them into
+// timers, and promote.lua never moves a task early whatever a timer says.
+type scheduler struct {
+	w     *Worker // set when made, as is queue
+	queue string
+
+	mu      sync.Mutex  // guards the fields below
+	timer   *time.Timer // nil until first armed
+	at      int64       // the due time armed (Unix ms, Redis clock); 0 when none
+	stopped bool
+}
+
+func newScheduler(w *Worker, queue string) *scheduler { return &scheduler{w: w, queue: queue} }
+
+// learn arms the timer for a due time, unless an earlier one is armed.
+func (sc *scheduler) learn(due int64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.stopped || due <= 0 || (sc.at != 0 && sc.at <= due) {
+		return
+	}
+	sc.at = due
+	d := time.Duration(due-sc.w.clock.now()) * time.Millisecond
+	if sc.timer == nil {
+		sc.timer = time.AfterFunc(d, sc.fire)
+	} else {
+		sc.timer.Reset(d)
+	}
+}
+
+// fire promotes the due tasks and arms the timer for the next one.
+func (sc *scheduler) fire() {
+	sc.mu.Lock()
+	if sc.stopped {
+		sc.mu.Unlock()
+		return
+	}
+	sc.at = 0
+	sc.mu.Unlock()
+	if err := sc.promote(sc.w.life); err != nil && sc.w.life.Err() == nil {
+		sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
+		sc.learn(sc.w.clock.now() + retryPromoteAfter.Milliseconds())
+	}
+}
+
+// retryPromoteAfter is how long a failed promotion waits to try again.
+const retryPromoteAfter = 250 * time.Millisecond
+
+// promote runs promote.lua once and arms the timer for the next due time.
+func (sc *scheduler) promote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, sc.w.opts.TTL)
+	defer cancel()
+	sent := time.Now()
+	p, err := sc.w.c.store.Promote(ctx, sc.queue)
+	if err != nil {
+		return err
+	}
+	sc.w.clock.observe(p.Now, sent, time.Now())
+	if p.Next > 0 {
+		sc.learn(p.Next)
+	}
+	return nil
+}
+
+// stop disarms the timer for good.
+func (sc *scheduler) stop() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.stopped = true
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+}
+
+// redisClock estimates the Redis clock from the worker's: the offset seen
+// in the last reply that carried the Redis time, taken at the midpoint of
+// the round trip. Before any, it assumes the clocks agree.
+type redisClock struct {
+	mu     sync.Mutex
+	offset time.Duration // Redis time minus local time
+}
+
+// now is the Redis clock's time now, in Unix ms, as far as known.
+func (c *redisClock) now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UnixMilli()
+}
+
+// observe records a Redis time (Unix ms) read by a call sent and answered
+// at the given local times.
+func (c *redisClock) observe(redisMs int64, sent, received time.Time) {
+	mid := sent.Add(received.Sub(sent) / 2)
+	c.mu.Lock()
+	c.offset = time.UnixMilli(redisMs).Sub(mid)
+	c.mu.Unlock()
+}
