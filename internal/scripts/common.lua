@@ -41,10 +41,12 @@ local function entry_payload(e)
   return string.sub(e, c + 1)
 end
 
--- The entry of a task that is starting: its attempt count one higher.
--- (A value without a header, queued by a worqr before task ids, starts
--- under id 0.)
-local function entry_started(e)
+-- The entry of a task whose process ended and that goes back to waiting:
+-- its count of starts one higher. (A process record keeps the entry as it
+-- was when the task was dequeued, so a dequeue rewrites nothing; the count
+-- is raised only on the way back. A value without a header, queued by a
+-- worqr before task ids, comes back under id 0.)
+local function entry_ran(e)
   local c = string.find(e, ':', 1, true)
   if not c then return '0,a1:' .. e end
   local header = string.sub(e, 1, c - 1)
@@ -112,7 +114,7 @@ local function return_to_front(waiting, procs, list)
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
     if proc_state(p.v) == 'a' then
-      redis.call('RPUSH', waiting, proc_task(p.v))
+      redis.call('RPUSH', waiting, entry_ran(proc_task(p.v)))
       requeued = requeued + 1
     else
       dropped = dropped + 1

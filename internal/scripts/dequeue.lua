@@ -4,7 +4,8 @@
 -- KEYS: waiting, procs, leases, meta, idle
 -- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {pid, entry, pid, entry, ...}:
--- each entry with its attempt count already raised (entry_started).
+-- each entry as it waited, its count of earlier starts unchanged (the
+-- process record keeps it so; see entry_ran).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -52,11 +53,10 @@ local out, fields = {}, {}
 for i = n, 1, -1 do
   seq = seq + 1
   local pid = string.format('%x', seq)
-  local entry = entry_started(tasks[i])
   out[#out + 1] = pid
-  out[#out + 1] = entry
+  out[#out + 1] = tasks[i]
   fields[#fields + 1] = pid
-  fields[#fields + 1] = 'a' .. ARGV[1] .. entry
+  fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
 end
 -- unpack puts every value on the Lua stack, which holds a few thousand.
 for i = 1, #fields, 1000 do

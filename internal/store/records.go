@@ -15,7 +15,10 @@ import (
 //	<id>[,a<attempts>]:<payload>
 //
 // The id is the task's id in hex; ",a<n>" counts the times the task was
-// started (dequeued), absent before the first. Later fields are a letter
+// started (dequeued) and its process ended, absent before the first. In a
+// process record the entry is kept as it waited, so the attempt that
+// process runs is one more (ParseProc and Dequeue count it in); the count
+// is raised when the task goes back to waiting. Later fields are a letter
 // and a value free of ',' and ':', so the header ends at the first ':'.
 //
 // A process record (a value of the procs hash) is one state byte, the
@@ -30,7 +33,8 @@ type Task struct {
 	// ID is the task's id: the Redis clock in microseconds when it was
 	// enqueued (bumped by one when that was taken), in hex.
 	ID string
-	// Attempts counts the times the task was started.
+	// Attempts counts the times the task was started: in a Proc, with
+	// the attempt the process runs.
 	Attempts int
 	// Payload is the task's bytes.
 	Payload string
@@ -111,6 +115,7 @@ func ParseProc(pid, v string) (Proc, bool) {
 	if !ok {
 		return Proc{}, false
 	}
+	t.Attempts++ // the attempt this process runs
 	return Proc{PID: pid, State: State(v[0]), Owner: v[1 : 1+OwnerLen], Task: t}, true
 }
 
