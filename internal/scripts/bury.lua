@@ -20,7 +20,7 @@ if state ~= 'a' then
   return STATE_CODE[state]
 end
 local now = now_ms()
-local h, payload = entry_split(entry)
+local h, payload = entry_split(entry_ran(entry))
 h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', ARGV[1]), 'K', ARGV[3])
 redis.call('ZADD', KEYS[4], ms(now), h .. ':' .. payload)
 if ARGV[4] ~= '' then

@@ -67,12 +67,18 @@ local function header_set(h, letter, value)
   return h .. ',' .. letter .. value
 end
 
--- The entry of a task that is starting: its attempt count one higher.
--- Returns the entry and the new count.
-local function entry_started(e)
+-- The number of starts an entry counts (see entry_ran).
+local function entry_attempts(e)
+  return tonumber(header_get(entry_split(e), 'a')) or 0
+end
+
+-- The entry of a task whose process ended and that goes back to waiting
+-- (or to the dead letters): its count of starts one higher. A process
+-- record keeps the entry as it was when the task was dequeued, so a
+-- dequeue rewrites nothing; the count is raised only on the way back.
+local function entry_ran(e)
   local h, payload = entry_split(e)
-  local n = (tonumber(header_get(h, 'a')) or 0) + 1
-  return header_set(h, 'a', n) .. ':' .. payload, n
+  return header_set(h, 'a', entry_attempts(e) + 1) .. ':' .. payload
 end
 
 -- Task ids count up from the Redis clock in microseconds: the first of n
@@ -130,7 +136,7 @@ local function return_to_front(waiting, procs, errors, list)
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
     if proc_state(p.v) == 'a' then
-      redis.call('RPUSH', waiting, proc_task(p.v))
+      redis.call('RPUSH', waiting, entry_ran(proc_task(p.v)))
       requeued = requeued + 1
     else
       redis.call('HDEL', errors, entry_id(proc_task(p.v)))

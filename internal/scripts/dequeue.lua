@@ -4,8 +4,9 @@
 -- KEYS: waiting, procs, leases, meta, idle, errors
 -- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {pid, entry, error, pid,
--- entry, error, ...}: each entry with its attempt count already raised
--- (entry_started), and the error its last attempt recorded ('' if none).
+-- entry, error, ...}: each entry as it waited, its count of earlier starts
+-- unchanged (the process record keeps it so; see entry_ran), and the error
+-- its last attempt recorded ('' if none).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -53,15 +54,17 @@ local out, fields, retried = {}, {}, {}
 for i = n, 1, -1 do
   seq = seq + 1
   local pid = string.format('%x', seq)
-  local entry, attempt = entry_started(tasks[i])
   out[#out + 1] = pid
-  out[#out + 1] = entry
+  out[#out + 1] = tasks[i]
   out[#out + 1] = ''
-  if attempt > 1 then
+  -- Only a task started before can have an error recorded: its header
+  -- (before the first ':') has an 'a' field. Two plain finds, no copy.
+  local a = string.find(tasks[i], ',a', 1, true)
+  if a and a < (string.find(tasks[i], ':', 1, true) or 0) then
     retried[#retried + 1] = #out
   end
   fields[#fields + 1] = pid
-  fields[#fields + 1] = 'a' .. ARGV[1] .. entry
+  fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
 end
 -- Only a task started before can have an error recorded.
 for _, at in ipairs(retried) do

@@ -28,9 +28,9 @@ for j, pid in ipairs(pids) do
     local state = proc_state(v)
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
-    -- Only a task started more than once can have an error recorded.
+    -- Only a task started before can have an error recorded.
     local entry = proc_task(v)
-    if (tonumber(header_get(entry_split(entry), 'a')) or 0) > 1 then
+    if entry_attempts(entry) > 0 then
       failed[#failed + 1] = entry_id(entry)
     end
   end

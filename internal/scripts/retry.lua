@@ -12,7 +12,7 @@ if not v then
   return refused
 end
 local state = proc_state(v)
-local entry = proc_task(v)
+local entry = entry_ran(proc_task(v))
 if state ~= 'a' then
   redis.call('HDEL', KEYS[6], entry_id(entry))
   return STATE_CODE[state]

@@ -11,7 +11,7 @@ if not v then
 end
 local state = proc_state(v)
 if state == 'a' then
-  redis.call('LPUSH', KEYS[3], proc_task(v))
+  redis.call('LPUSH', KEYS[3], entry_ran(proc_task(v)))
   publish(ARGV[3], 'w1')
 end
 return STATE_CODE[state]

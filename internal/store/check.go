@@ -139,6 +139,7 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		if !ok {
 			t = Task{Payload: orphans[i+3]}
 		}
+		t.Attempts++ // the attempt the process ran
 		p.Task = t
 		q.Orphans = append(q.Orphans, p)
 	}

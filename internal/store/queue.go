@@ -150,6 +150,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		if !ok {
 			t = Task{Payload: vals[i+1]} // not worqr's: hand it over as it is
 		}
+		t.Attempts++ // the attempt this process runs
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
 	return out, nil

@@ -16,11 +16,14 @@ import (
 //
 // The id is the task's id in hex; then fields, each a letter and a value
 // free of ',' and ':', in any order, so the header ends at the first ':'.
-// "a" counts the times the task was started (dequeued), absent before the
-// first; "m" is the task's own attempt budget; a dead letter adds "D"
-// (when it died, Unix ms by the Redis clock), "W" (the worker that held
-// it) and "K" (the kind of failure). Fields a reader does not know are
-// skipped.
+// "a" counts the times the task was started (dequeued) and its process
+// ended, absent before the first. In a process record the entry is kept
+// as it waited, so the attempt that process runs is one more (ParseProc
+// and Dequeue count it in); the count is raised when the task goes back to
+// waiting, or to the dead letters. "m" is the task's own attempt budget;
+// a dead letter adds "D" (when it died, Unix ms by the Redis clock), "W"
+// (the worker that held it) and "K" (the kind of failure). Fields a reader
+// does not know are skipped.
 //
 // A process record (a value of the procs hash) is one state byte, the
 // owner's id (OwnerLen bytes), then the task entry.
@@ -34,7 +37,8 @@ type Task struct {
 	// ID is the task's id: the Redis clock in microseconds when it was
 	// enqueued (bumped by one when that was taken), in hex.
 	ID string
-	// Attempts counts the times the task was started.
+	// Attempts counts the times the task was started: in a Proc, with
+	// the attempt the process runs.
 	Attempts int
 	// MaxAttempts is the task's own attempt budget, 0 if it has none.
 	MaxAttempts int
@@ -136,6 +140,7 @@ func ParseProc(pid, v string) (Proc, bool) {
 	if !ok {
 		return Proc{}, false
 	}
+	t.Attempts++ // the attempt this process runs
 	return Proc{PID: pid, State: State(v[0]), Owner: v[1 : 1+OwnerLen], Task: t}, true
 }
 
