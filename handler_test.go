@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // attempts counts handler runs per task.
@@ -42,9 +43,9 @@ func (a *attempts) get(task string) int {
 func settledQueue(t *testing.T, c *Client, queue string) {
 	t.Helper()
 	k := c.store.Keys().Queue(queue)
-	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2])`
+	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])`
 	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool {
-		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(2).Key(k.Waiting, k.Procs).Build()).AsInt64()
+		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(3).Key(k.Waiting, k.Procs, k.Delayed).Build()).AsInt64()
 		require.NoError(t, err)
 		return n == 0
 	})
@@ -76,8 +77,10 @@ func TestHandlerOutcomes(t *testing.T) {
 		return fmt.Errorf("unexpected task %q", task)
 	}
 	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.Handle(ctx, "q", handler, HandleOptions{}))
-	require.NoError(t, w.Handle(ctx, "strict", handler, HandleOptions{PanicIsPermanent: true}))
+	// Retried at once: the backoff is tested on its own.
+	now := RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}
+	require.NoError(t, w.Handle(ctx, "q", handler, HandleOptions{Retry: now}))
+	require.NoError(t, w.Handle(ctx, "strict", handler, HandleOptions{PanicIsPermanent: true, Retry: now}))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok"), []byte("retry"), []byte("permanent"), []byte("panic")})))
 	require.NoError(t, second(c.Enqueue(ctx, "strict", []byte("panic-permanent"))))
 
@@ -85,9 +88,11 @@ func TestHandlerOutcomes(t *testing.T) {
 	settledQueue(t, c, "strict")
 	assert.Equal(t, 1, a.get("ok"))
 	assert.Equal(t, 2, a.get("retry"), "an error retries")
-	assert.Equal(t, 1, a.get("permanent"), "a permanent error finishes")
+	assert.Equal(t, 1, a.get("permanent"), "a permanent error is not retried")
 	assert.Equal(t, 2, a.get("panic"), "a panic is recovered and retried")
-	assert.Equal(t, 1, a.get("panic-permanent"), "or finished, with PanicIsPermanent")
+	assert.Equal(t, 1, a.get("panic-permanent"), "or dead-lettered, with PanicIsPermanent")
+	assert.Equal(t, []string{"permanent"}, deadPayloads(t, c, "q"))
+	assert.Equal(t, []string{"panic-permanent"}, deadPayloads(t, c, "strict"))
 	assert.True(t, IsPermanent(Permanent(errFlaky)))
 	assert.ErrorIs(t, Permanent(errFlaky), errFlaky)
 	assert.Nil(t, Permanent(nil))
@@ -393,4 +398,18 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 	}
 	assert.Equal(t, 6*2, reheld, "each round moves the victim's two tasks")
 	t.Logf("%d hand-overs across %d tasks", reheld, len(l.holds))
+}
+
+// deadPayloads are the payloads of a queue's dead letters, oldest first.
+func deadPayloads(t *testing.T, c *Client, queue string) []string {
+	t.Helper()
+	vals, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.store.Keys().Queue(queue).Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		task, ok := store.ParseTask(v)
+		require.True(t, ok, v)
+		out = append(out, task.Payload)
+	}
+	return out
 }

@@ -54,7 +54,8 @@ end
 
 -- The value of a header field, or nil.
 local function header_get(h, letter)
-  return string.match(h, ',' .. letter .. '([^,]*)')
+  local v = string.match(h, ',' .. letter .. '([^,]*)')
+  return v
 end
 
 -- The header with a field set to value (removed when value is nil).
@@ -69,7 +70,10 @@ end
 
 -- The number of starts an entry counts (see entry_ran).
 local function entry_attempts(e)
-  return tonumber(header_get(entry_split(e), 'a')) or 0
+  local h = entry_split(e)
+  local a = header_get(h, 'a')
+  if not a then return 0 end
+  return tonumber(a) or 0
 end
 
 -- The entry of a task whose process ended and that goes back to waiting
