@@ -24,12 +24,16 @@ type TaskInfo struct {
 	// EnqueuedAt is when the task was enqueued, by the Redis clock (read
 	// from its id).
 	EnqueuedAt time.Time
+	// DueAt is, for a delayed task, when it is due, by the Redis clock.
+	DueAt time.Time
+	// MaxAttempts is the task's own attempt budget (0: its queue's).
+	MaxAttempts int
 	// Payload is the task's bytes.
 	Payload []byte
 }
 
 func taskInfo(queue string, t store.Task) TaskInfo {
-	info := TaskInfo{ID: t.ID, Queue: queue, Attempts: t.Attempts, Payload: []byte(t.Payload)}
+	info := TaskInfo{ID: t.ID, Queue: queue, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Payload: []byte(t.Payload)}
 	if t.ID != "" {
 		info.EnqueuedAt = t.EnqueuedAt()
 	}
@@ -105,6 +109,37 @@ func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64) ([]
 		out[i] = taskInfo(queue, t)
 	}
 	return out, nil
+}
+
+// Delayed returns a queue's delayed tasks in due order (TaskInfo.DueAt),
+// from position start to stop inclusive, where 0 is the next due; negative
+// positions count from the last.
+func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64) ([]TaskInfo, error) {
+	if err := c.validate(ctx, "delayed", queue); err != nil {
+		return nil, err
+	}
+	ds, err := c.store.Delayed(ctx, queue, start, stop)
+	if err != nil {
+		return nil, c.fail("delayed", queue, err)
+	}
+	out := make([]TaskInfo, len(ds))
+	for i, d := range ds {
+		out[i] = taskInfo(queue, d.Task)
+		out[i].DueAt = time.UnixMilli(d.Due)
+	}
+	return out, nil
+}
+
+// DelayedLen returns the number of a queue's delayed tasks.
+func (c *Client) DelayedLen(ctx context.Context, queue string) (int64, error) {
+	if err := c.validate(ctx, "delayed length", queue); err != nil {
+		return 0, err
+	}
+	n, err := c.store.DelayedLen(ctx, queue)
+	if err != nil {
+		return 0, c.fail("delayed length", queue, err)
+	}
+	return n, nil
 }
 
 // ProcessState is what has happened to an in-flight process.

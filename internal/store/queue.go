@@ -502,3 +502,40 @@ func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 	}
 	return out, nil
 }
+
+// DelayedTask is a delayed task and when it is due.
+type DelayedTask struct {
+	Task
+	Due int64 // Unix ms, Redis clock
+}
+
+// Delayed returns a queue's delayed tasks in due order, from position
+// start to stop inclusive (0 is the next due; negative counts from the
+// last, as in ZRANGE).
+func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([]DelayedTask, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return nil, err
+	}
+	cmd := s.b().Zrange().Key(s.keys.Queue(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
+	vals, err := s.rdb.Do(ctx, cmd).AsZScores()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DelayedTask, 0, len(vals))
+	for _, v := range vals {
+		t, ok := ParseTask(v.Member)
+		if !ok {
+			t = Task{Payload: v.Member}
+		}
+		out = append(out, DelayedTask{Task: t, Due: int64(v.Score)})
+	}
+	return out, nil
+}
+
+// DelayedLen is the number of a queue's delayed tasks.
+func (s *Store) DelayedLen(ctx context.Context, queue string) (int64, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return 0, err
+	}
+	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Delayed).Build().Pin()).AsInt64()
+}

@@ -1,0 +1,250 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// startTimes records when each task's handler started.
+type startTimes struct {
+	mu sync.Mutex
+	at map[string][]time.Time
+}
+
+func (s *startTimes) add(task string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = make(map[string][]time.Time)
+	}
+	s.at[task] = append(s.at[task], time.Now())
+}
+
+func (s *startTimes) get(task string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.at[task]...)
+}
+
+// A delayed task waits in the delayed set, never starts before its due
+// time, and starts soon after it, woken by the worker's timer.
+func TestDelayedTaskStartsWhenDue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	var starts startTimes
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		starts.add(string(p.Task()))
+		return nil
+	}, HandleOptions{}))
+
+	const delay = 300 * time.Millisecond
+	enqueued := time.Now()
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}, In(delay))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("later"), At(time.Now().Add(2*delay)))
+	require.NoError(t, err)
+	n, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+	assert.Empty(t, waiting(t, c, "q"), "nothing waits before it is due")
+	delayed, err := c.Delayed(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, delayed, 3)
+	assert.Equal(t, ids[0], delayed[0].ID)
+	assert.WithinDuration(t, enqueued.Add(delay), delayed[0].DueAt, 200*time.Millisecond)
+
+	eventually(t, 5*time.Second, "all three ran", func() bool { return len(starts.get("later")) == 1 })
+	for _, task := range []string{"a", "b"} {
+		got := starts.get(task)
+		require.Len(t, got, 1, task)
+		assert.GreaterOrEqual(t, got[0].Sub(enqueued), delay-20*time.Millisecond, "%s started early", task)
+	}
+	assert.GreaterOrEqual(t, starts.get("later")[0].Sub(enqueued), 2*delay-20*time.Millisecond)
+	n, err = c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+// A delayed task lives in Redis, not in a worker's timer: with no worker
+// at its due time, the next worker to serve the queue moves it at once.
+func TestDelayedTaskSurvivesWithoutWorkers(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), In(200*time.Millisecond))))
+	delayed, err := c.Delayed(ctx, "q", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, delayed, 1)
+	dead.crash() // its armed timer dies with it
+	eventually(t, 5*time.Second, "the due time passes with nobody serving", func() bool {
+		return time.Now().After(delayed[0].DueAt.Add(50 * time.Millisecond))
+	})
+	assert.Empty(t, waiting(t, c, "q"), "no worker moved it")
+
+	w := newWorker(t, b.client(), WorkerOptions{})
+	got := make(chan string, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		got <- string(p.Task())
+		return nil
+	}, HandleOptions{}))
+	assert.Equal(t, "x", recv(t, got, 5*time.Second, "the overdue task ran"))
+}
+
+// A failing task is retried after the policy's backoff, with its attempt
+// number and its previous error, until its budget is spent; then it is a
+// dead letter.
+func TestRetryBackoffAndBudget(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	type try struct {
+		attempt int
+		last    string
+		at      time.Time
+	}
+	tries := make(chan try, 10)
+	const backoff = 150 * time.Millisecond
+	var asked []int
+	var mu sync.Mutex
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		tries <- try{p.Attempt(), p.LastError(), time.Now()}
+		return errors.New("boom " + string(rune('0'+p.Attempt())))
+	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 3, Backoff: func(attempt int, err error) time.Duration {
+		mu.Lock()
+		asked = append(asked, attempt)
+		mu.Unlock()
+		return backoff
+	}}}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+
+	var got []try
+	for range 3 {
+		got = append(got, recv(t, tries, 5*time.Second, "an attempt"))
+	}
+	for i, g := range got {
+		assert.Equal(t, i+1, g.attempt)
+		if i == 0 {
+			assert.Empty(t, g.last)
+			continue
+		}
+		assert.Equal(t, "boom "+string(rune('0'+i)), g.last, "the previous attempt's error")
+		assert.GreaterOrEqual(t, g.at.Sub(got[i-1].at), backoff-20*time.Millisecond, "retried before the backoff")
+	}
+	eventually(t, 5*time.Second, "dead-lettered", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	tasks, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	assert.Empty(t, tasks)
+	assert.NotEmpty(t, id)
+	select {
+	case extra := <-tries:
+		t.Fatalf("a fourth attempt ran: %+v", extra)
+	case <-time.After(2 * backoff):
+	}
+	mu.Lock()
+	assert.Equal(t, []int{1, 2}, asked, "the backoff is asked after each failure but the last")
+	mu.Unlock()
+}
+
+// RetryAfter overrides the backoff, the MaxAttempts option the budget, and
+// WithKind names the failure in the dead letter.
+func TestRetryAfterMaxAttemptsAndKind(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	starts := make(chan time.Time, 10)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		starts <- time.Now()
+		if p.Attempt() == 1 {
+			return RetryAfter(200*time.Millisecond, errors.New("slow down"))
+		}
+		return WithKind("rate limit!", errors.New("still limited"))
+	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 10, Backoff: func(int, error) time.Duration { return time.Hour }}}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(2))))
+	first := recv(t, starts, 5*time.Second, "first attempt")
+	second := recv(t, starts, 5*time.Second, "second attempt, after RetryAfter rather than the hour-long backoff")
+	assert.GreaterOrEqual(t, second.Sub(first), 180*time.Millisecond)
+	eventually(t, 5*time.Second, "dead-lettered on its own budget of 2", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	k := c.store.Keys().Queue("q")
+	vals, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(k.Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, vals, 1)
+	assert.Contains(t, vals[0], ",Krate_limit_", "the kind, cleaned")
+	msg, err := c.rdb.Do(ctx, c.rdb.B().Hvals().Key(k.Errors).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"still limited"}, msg)
+}
+
+// By hand: Retry with a delay records the error; DeadLetter buries now.
+func TestManualRetryAndDeadLetter(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("later"), []byte("dead")})))
+	ps := dequeueAll(t, w, "q", 2)
+	require.NoError(t, ps[0].Retry(ctx, 100*time.Millisecond, errors.New("not yet")))
+	require.NoError(t, ps[1].DeadLetter(ctx, WithKind("bad-input", errors.New("no such user"))))
+	assert.ErrorIs(t, ps[1].Requeue(ctx), ErrProcessLost, "ended")
+	eventually(t, 5*time.Second, "due again", func() bool { return len(waiting(t, c, "q")) == 1 })
+	p := dequeueAll(t, w, "q", 1)[0]
+	assert.Equal(t, 2, p.Attempt())
+	assert.Equal(t, "not yet", p.LastError())
+	require.NoError(t, p.Finish(ctx))
+	assert.Equal(t, []string{"dead"}, deadPayloads(t, c, "q"))
+	errs, err := c.rdb.Do(ctx, c.rdb.B().Hkeys().Key(c.store.Keys().Queue("q").Errors).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Len(t, errs, 1, "the finished task's error is gone; the dead one's stays")
+	assert.ErrorIs(t, p.Retry(ctx, -time.Second, nil), ErrInvalidOptions)
+}
+
+// Cancel and DeleteQueue reach delayed tasks too.
+func TestCancelAndDeleteReachDelayedTasks(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")}, In(time.Hour))
+	require.NoError(t, err)
+	res, err := c.CancelTask(ctx, "q", ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
+	res, err = c.Cancel(ctx, "q", []byte("b"))
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
+	n, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the delayed task left was dropped with the queue")
+	left, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	rep, err := c.Check(ctx, CheckOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, rep.Problems(), "%v", rep)
+}
+
+func TestBadLifecycleOptions(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), In(-time.Second))), ErrInvalidOptions)
+	assert.ErrorIs(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")}, MaxAttempts(-1))), ErrInvalidOptions)
+	// A due time in the past means now.
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), At(time.Now().Add(-time.Hour)))))
+	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 20: DefaultBackoffCap, 100: DefaultBackoffCap} {
+		for range 20 {
+			d := DefaultBackoff(attempt, nil)
+			assert.GreaterOrEqual(t, d, want/2, "attempt %d", attempt)
+			assert.LessOrEqual(t, d, want, "attempt %d", attempt)
+		}
+	}
+}
