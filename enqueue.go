@@ -69,8 +69,8 @@ func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.in =
 func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t } }
 
 // MaxAttempts gives the tasks an attempt budget of their own, overriding
-// the queue's RetryPolicy.MaxAttempts: a task that fails on its n-th start
-// goes to the dead letters.
+// the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
+// goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
 // Enqueue adds a task at the back of a queue, wakes its workers, and

@@ -248,3 +248,29 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 	}
 }
+
+// The budget counts failed attempts only: a start whose worker died does
+// not use it up, so a task reclaimed from a crash still gets its retries.
+func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(2))))
+	dead := newWorker(t, c, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	dequeueAll(t, dead, "q", 1)
+	dead.crash()
+
+	w := newWorker(t, b.client(), fast)
+	attempts := make(chan int, 5)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		attempts <- p.Attempt()
+		if p.Attempt() == 2 {
+			return errors.New("first failure")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}}))
+	assert.Equal(t, 2, recv(t, attempts, 5*time.Second, "reclaimed, then tried"))
+	assert.Equal(t, 3, recv(t, attempts, 5*time.Second, "retried: one failure of a budget of two"))
+	settledQueue(t, c, "q")
+	assert.Empty(t, deadPayloads(t, c, "q"))
+}

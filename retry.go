@@ -27,10 +27,13 @@ const (
 // failed. The zero value is the default: DefaultMaxAttempts attempts,
 // DefaultBackoff between them.
 type RetryPolicy struct {
-	// MaxAttempts is the attempt budget: a task that failed on its
-	// MaxAttempts-th start goes to the dead letters. A task's own
-	// MaxAttempts enqueue option overrides it. 0 means DefaultMaxAttempts;
-	// negative means no limit.
+	// MaxAttempts is the attempt budget: a task whose MaxAttempts-th
+	// attempt failed goes to the dead letters. Only attempts that failed
+	// count (the handler returned an error, or Retry was called): a start
+	// whose worker died or was fenced, or that shutdown or StopWork gave
+	// back, does not, so persistent tasks survive any number of restarts.
+	// A task's own MaxAttempts enqueue option overrides it. 0 means
+	// DefaultMaxAttempts; negative means no limit.
 	MaxAttempts int
 	// Backoff is the delay before the next attempt, given the attempt that
 	// failed (1 for the first) and its error. Nil means DefaultBackoff. A
@@ -62,9 +65,10 @@ func (r RetryPolicy) delay(attempt int, err error) time.Duration {
 	return DefaultBackoff(attempt, err)
 }
 
-// exhausted reports whether a task that failed on its attempt-th start,
-// with its own budget own (0: none), has no attempt left.
-func (r RetryPolicy) exhausted(attempt, own int) bool {
+// exhausted reports whether a task whose failed attempts number failed
+// (this one included), with its own budget own (0: none), has no attempt
+// left.
+func (r RetryPolicy) exhausted(failed, own int) bool {
 	budget := own
 	if budget == 0 {
 		budget = r.MaxAttempts
@@ -72,7 +76,7 @@ func (r RetryPolicy) exhausted(attempt, own int) bool {
 	if budget == 0 {
 		budget = DefaultMaxAttempts
 	}
-	return budget > 0 && attempt >= budget
+	return budget > 0 && failed >= budget
 }
 
 // retryAfterError asks for a retry after a given delay.

@@ -275,7 +275,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case IsPermanent(err):
 		log().Error("worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
 		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
-	case r.opts.Retry.exhausted(p.Attempt(), p.budget):
+	case r.opts.Retry.exhausted(p.failures+1, p.budget):
 		log().Error("worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
 	default:

@@ -34,8 +34,8 @@ end
 -- Task entries (see internal/store/records.go, the Go side of this
 -- layout): a header, ':', then the payload. The header is the task id in
 -- hex, then optional fields ',<letter><value>', values free of ',' and
--- ':': 'a' counts the starts, 'm' is the task's attempt budget, 'r' counts
--- the starts that ended with the holder dead (reclaimed); a dead letter
+-- ':': 'a' counts the starts, 'f' the failed ones (a handler error, a
+-- retry), 'm' is the task's attempt budget; a dead letter
 -- adds 'D' (when, ms), 'W' (the worker) and 'K' (the failure's kind).
 local function entry_id(e) return string.match(e, '^[^,:]*') end
 local function entry_payload(e)

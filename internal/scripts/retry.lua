@@ -12,7 +12,10 @@ if not v then
   return refused
 end
 local state = proc_state(v)
-local entry = entry_ran(proc_task(v))
+-- One more start, and one more failure: the attempt budget counts these,
+-- not the starts whose holder died or gave the task back.
+local h, payload = entry_split(entry_ran(proc_task(v)))
+local entry = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1) .. ':' .. payload
 if state ~= 'a' then
   redis.call('HDEL', KEYS[6], entry_id(entry))
   return STATE_CODE[state]

@@ -17,7 +17,9 @@ import (
 // The id is the task's id in hex; then fields, each a letter and a value
 // free of ',' and ':', in any order, so the header ends at the first ':'.
 // "a" counts the times the task was started (dequeued) and its process
-// ended, absent before the first. In a process record the entry is kept
+// ended, absent before the first; "f" counts the failed ones (the
+// attempt budget counts these: a start whose holder died, or gave the task
+// back, is not a failure). In a process record the entry is kept
 // as it waited, so the attempt that process runs is one more (ParseProc
 // and Dequeue count it in); the count is raised when the task goes back to
 // waiting, or to the dead letters. "m" is the task's own attempt budget;
@@ -40,6 +42,9 @@ type Task struct {
 	// Attempts counts the times the task was started: in a Proc, with
 	// the attempt the process runs.
 	Attempts int
+	// Failures counts the starts that failed (a handler error or a
+	// retry), which the attempt budget counts.
+	Failures int
 	// MaxAttempts is the task's own attempt budget, 0 if it has none.
 	MaxAttempts int
 	// Died (Unix ms), Worker and Kind are set on a dead letter.
@@ -85,6 +90,8 @@ func ParseTask(e string) (Task, bool) {
 			t.Attempts, err = strconv.Atoi(v)
 		case 'm':
 			t.MaxAttempts, err = strconv.Atoi(v)
+		case 'f':
+			t.Failures, err = strconv.Atoi(v)
 		case 'D':
 			t.Died, err = strconv.ParseInt(v, 10, 64)
 		case 'W':
