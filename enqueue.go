@@ -17,6 +17,7 @@ type enqueueOptions struct {
 	at          time.Time
 	in          time.Duration
 	maxAttempts int
+	timeout     time.Duration
 }
 
 // plain reports whether no option was given: such calls on one queue can
@@ -24,7 +25,7 @@ type enqueueOptions struct {
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMilli()
 	}
@@ -38,6 +39,8 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative delay %v", ErrInvalidOptions, o.in)
 	case o.maxAttempts < 0:
 		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, o.maxAttempts)
+	case o.timeout < 0:
+		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
 	}
 	return nil
 }
@@ -72,6 +75,10 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
 // goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
+
+// Timeout bounds the run of each attempt of the tasks, overriding the
+// queue's HandleOptions.Timeout (whole milliseconds; at least 1 ms).
+func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.timeout = d } }
 
 // Enqueue adds a task at the back of a queue, wakes its workers, and
 // returns the task's id: unique in its queue, for ever (see TaskInfo.ID).

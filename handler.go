@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // DefaultConcurrency is how many handlers run at once per queue when
@@ -15,6 +16,10 @@ var (
 	// ErrShutdown is the cause when Shutdown's grace period ended, or the
 	// worker was closed or failed, while the handler ran.
 	ErrShutdown = errors.New("worqr: worker shutting down")
+	// ErrTaskTimeout is the cause of a handler's context ending because
+	// its time (HandleOptions.Timeout, or the task's Timeout option) ran
+	// out.
+	ErrTaskTimeout = errors.New("worqr: task timed out")
 	// ErrHandledQueue is returned by Dequeue on a queue served by Handle:
 	// its runtime does the dequeuing, so that its concurrency accounting
 	// stays right.
@@ -76,6 +81,11 @@ type HandleOptions struct {
 	// Retry says how many times a failing task is tried and how long it
 	// waits in between. The zero value is the default policy.
 	Retry RetryPolicy
+	// Timeout bounds each handler's run: its context ends with the cause
+	// ErrTaskTimeout, and if it then returns an error the task is retried
+	// under Retry (kind KindTimeout when it dies). A task's own Timeout
+	// enqueue option overrides it. Zero means no limit.
+	Timeout time.Duration
 }
 
 // permanentError marks a handler error that must not be retried.

@@ -274,3 +274,33 @@ func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
 	settledQueue(t, c, "q")
 	assert.Empty(t, deadPayloads(t, c, "q"))
 }
+
+// A handler that outlives its timeout has its context ended with
+// ErrTaskTimeout and is retried; the task's own Timeout overrides the
+// queue's, and on its last attempt it dies of kind timeout.
+func TestHandlerTimeout(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	causes := make(chan error, 10)
+	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		if string(p.Task()) == "quick" {
+			return nil
+		}
+		<-hctx.Done()
+		causes <- context.Cause(hctx)
+		return hctx.Err()
+	}, HandleOptions{Timeout: time.Hour, Retry: RetryPolicy{MaxAttempts: 2, Backoff: func(int, error) time.Duration { return 0 }}}))
+	start := time.Now()
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("slow"), Timeout(100*time.Millisecond))))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("quick"), Timeout(time.Millisecond))))
+	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "first attempt timed out"), ErrTaskTimeout)
+	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "second attempt timed out"), ErrTaskTimeout)
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond-20*time.Millisecond, "the task's own 100 ms, twice")
+	eventually(t, 5*time.Second, "dead after two attempts", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	vals, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(c.store.Keys().Queue("q").Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Contains(t, vals[0], ",K"+KindTimeout)
+	settledQueue(t, c, "q")
+	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), Timeout(-time.Second))), ErrInvalidOptions)
+}

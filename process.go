@@ -21,9 +21,10 @@ type Process struct {
 	owner      string
 	taskID     string
 	attempt    int
-	budget     int    // the task's own attempt budget; 0 if none
-	failures   int    // its earlier attempts that failed
-	lastError  string // the error its previous attempt recorded
+	budget     int           // the task's own attempt budget; 0 if none
+	failures   int           // its earlier attempts that failed
+	timeout    time.Duration // the task's own handler timeout; 0 if none
+	lastError  string        // the error its previous attempt recorded
 	enqueuedAt time.Time
 	task       []byte
 	started    time.Time // on the worker's clock
@@ -44,7 +45,7 @@ type Process struct {
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 	return &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, lastError: sp.LastError,
+		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: time.Now(), done: make(chan struct{}),
 	}

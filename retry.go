@@ -129,6 +129,8 @@ const (
 	KindPanic = "panic"
 	// KindManual: DeadLetter was called with an error of no kind.
 	KindManual = "manual"
+	// KindTimeout: the task's last attempt ran out of time.
+	KindTimeout = "timeout"
 )
 
 // kindOf is err's kind, or fallback.

@@ -226,8 +226,19 @@ func (r *runner) serve(lc *loopControl, j job) {
 // runJob runs the handler for one process and settles its outcome.
 func (r *runner) runJob(j job) {
 	defer r.handlers.Done()
-	err := r.call(j.ctx, j.p)
-	r.settle(j.ctx, j.p, err)
+	ctx := j.ctx
+	if d := r.timeout(j.p); d > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, d, ErrTaskTimeout)
+		defer stop()
+	}
+	err := r.call(ctx, j.p)
+	if err != nil && errors.Is(context.Cause(ctx), ErrTaskTimeout) {
+		// The handler gave up because its time ran out: a retry, under
+		// the policy, of kind timeout (unless it named one itself).
+		err = WithKind(kindOf(err, KindTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, err))
+	}
+	r.settle(ctx, j.p, err)
 	j.cancel(nil)
 	r.mu.Lock()
 	r.busy--
@@ -236,6 +247,15 @@ func (r *runner) runJob(j job) {
 	if more {
 		r.poke()
 	}
+}
+
+// timeout is how long p's handler may run: the task's own timeout, else
+// the queue's; 0 for no limit.
+func (r *runner) timeout(p *Process) time.Duration {
+	if p.timeout > 0 {
+		return p.timeout
+	}
+	return r.opts.Timeout
 }
 
 // errPanic marks a handler that panicked.

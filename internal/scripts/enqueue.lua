@@ -1,10 +1,11 @@
 -- Enqueue tasks at the back of a queue (or, with front set, at its front)
 -- and wake its workers; or, when they are due later, into the queue's
 -- delayed set. Each task gets an id (see next_task_ids) and is stored as
--- an entry '<id>[,m<budget>]:<payload>'.
+-- an entry '<id><fields>:<payload>'.
 -- KEYS: waiting, meta, idle, delayed
 -- ARGV: channel, queue name, front ("1" | "0"), due (ms, Redis clock; 0:
---       now), delay (ms from now; 0: none), budget (0: none), payload...
+--       now), delay (ms from now; 0: none), header fields every task gets
+--       (',m<budget>,t<timeout ms>', or ''), payload...
 -- Returns {unregistered, first id (hex)}: unregistered is 1 while the queue
 -- is not yet confirmed in the registry (see registered.lua), and the caller
 -- then registers it; the tasks' ids count up by one from the first.
@@ -18,10 +19,7 @@
 -- serving the queue uses to arm its timer (see promote.lua).
 local n = #ARGV - 6
 local first = next_task_ids(KEYS[2], n)
-local header = ''
-if ARGV[6] ~= '0' then
-  header = ',m' .. ARGV[6]
-end
+local header = ARGV[6]
 local now = now_ms()
 local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
 local entries = {}

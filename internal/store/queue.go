@@ -27,6 +27,8 @@ type EnqueueArgs struct {
 	Delay time.Duration
 	// MaxAttempts is the tasks' own attempt budget (0: the queue's).
 	MaxAttempts int
+	// Timeout is the tasks' own handler timeout (0: the queue's).
+	Timeout time.Duration
 }
 
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
@@ -38,12 +40,20 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Front {
 		front = "1"
 	}
-	due, delay, budget := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Milliseconds(), 10), strconv.Itoa(args.MaxAttempts)
+	due, delay := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Milliseconds(), 10)
+	// The header fields every task of the call gets.
+	var fields string
+	if args.MaxAttempts > 0 {
+		fields += ",m" + strconv.Itoa(args.MaxAttempts)
+	}
+	if args.Timeout > 0 {
+		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)
+	}
 	calls := make([]scripts.Call, 0, (len(payloads)+MaxTasksPerScript-1)/MaxTasksPerScript)
 	for start := 0; start < len(payloads); start += MaxTasksPerScript {
 		chunk := payloads[start:min(start+MaxTasksPerScript, len(payloads))]
 		argv := make([]string, 0, 6+len(chunk))
-		argv = append(argv, k.Channel, queue, front, due, delay, budget)
+		argv = append(argv, k.Channel, queue, front, due, delay, fields)
 		// One copy of the chunk's bytes into one string, sliced per task,
 		// rather than an allocation per task.
 		size := 0

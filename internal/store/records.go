@@ -24,7 +24,8 @@ import (
 // and Dequeue count it in); the count is raised when the task goes back to
 // waiting, or to the dead letters. "m" is the task's own attempt budget;
 // a dead letter adds "D" (when it died, Unix ms by the Redis clock), "W"
-// (the worker that held it) and "K" (the kind of failure). Fields a reader
+// (the worker that held it) and "K" (the kind of failure); "t" is the
+// task's own handler timeout in ms. Fields a reader
 // does not know are skipped.
 //
 // A process record (a value of the procs hash) is one state byte, the
@@ -47,6 +48,8 @@ type Task struct {
 	Failures int
 	// MaxAttempts is the task's own attempt budget, 0 if it has none.
 	MaxAttempts int
+	// Timeout is the task's own handler timeout, 0 if it has none.
+	Timeout time.Duration
 	// Died (Unix ms), Worker and Kind are set on a dead letter.
 	Died   int64
 	Worker string
@@ -92,6 +95,10 @@ func ParseTask(e string) (Task, bool) {
 			t.MaxAttempts, err = strconv.Atoi(v)
 		case 'f':
 			t.Failures, err = strconv.Atoi(v)
+		case 't':
+			var ms int64
+			ms, err = strconv.ParseInt(v, 10, 64)
+			t.Timeout = time.Duration(ms) * time.Millisecond
 		case 'D':
 			t.Died, err = strconv.ParseInt(v, 10, 64)
 		case 'W':
