@@ -28,7 +28,7 @@ const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
-	"+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
+	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
 	"+sadd +srem +smembers +sismember +exists +del " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
@@ -143,6 +143,32 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	res, err = c.CancelTask(ctx, "c", ids[1])
 	require.NoError(t, err)
 	assert.Equal(t, CancelResult{Removed: 1}, res)
+
+	// Delays, retries with a backoff, dead letters, inspection.
+	ran := make(chan string, 10)
+	require.NoError(t, w.Handle(ctx, "l", func(_ context.Context, p *Process) error {
+		ran <- string(p.Task())
+		switch {
+		case string(p.Task()) == "dead":
+			return Permanent(errors.New("no"))
+		case p.Attempt() == 1:
+			return errors.New("once")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 50 * time.Millisecond }}}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "l", [][]byte{[]byte("later"), []byte("dead")}, In(50*time.Millisecond))))
+	n, err := c.DelayedLen(ctx, "l")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, n)
+	_, err = c.Delayed(ctx, "l", 0, -1)
+	require.NoError(t, err)
+	for range 3 { // later twice (a retry), dead once
+		recv(t, ran, 5*time.Second, "delayed tasks ran")
+	}
+	eventually(t, 5*time.Second, "one dead letter", func() bool {
+		n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Queue("l").Dead).Build()).AsInt64()
+		return err == nil && n == 1
+	})
 
 	// By hand: dequeue, stop, finish, peek, range.
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))
