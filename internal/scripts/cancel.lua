@@ -4,18 +4,40 @@
 -- KEYS: waiting, procs
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
-local removed = 0
+--
+-- A few matches are replaced by a tombstone each (LSET) and removed with
+-- one LREM; many are removed by writing the list again without them, since
+-- each LSET walks the list: the cost stays linear in the queue's length.
+local removed, at = 0, {}
 local len = redis.call('LLEN', KEYS[1])
 for start = 0, len - 1, 1000 do
   local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
   for j, e in ipairs(chunk) do
     if entry_payload(e) == ARGV[2] then
-      redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
       removed = removed + 1
+      if #at <= 16 then
+        at[#at + 1] = start + j - 1
+      end
     end
   end
 end
-if removed > 0 then
+if removed > 16 then
+  local keep = {}
+  for start = 0, len - 1, 1000 do
+    for _, e in ipairs(redis.call('LRANGE', KEYS[1], start, start + 999)) do
+      if entry_payload(e) ~= ARGV[2] then
+        keep[#keep + 1] = e
+      end
+    end
+  end
+  redis.call('DEL', KEYS[1])
+  for i = 1, #keep, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 999, #keep)))
+  end
+elseif removed > 0 then
+  for _, i in ipairs(at) do
+    redis.call('LSET', KEYS[1], i, TOMBSTONE)
+  end
   redis.call('LREM', KEYS[1], 0, TOMBSTONE)
 end
 local ids = {}
