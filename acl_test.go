@@ -29,7 +29,7 @@ const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
 	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
-	"+sadd +srem +smembers +sismember +exists +del " +
+	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
 // aclUser creates a Redis user that may touch only the prefix's keys and

@@ -80,6 +80,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	ps := make([]*Process, len(sps))
 	for i, sp := range sps {
 		ps[i] = newProcess(w, queue, sp)
+		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
 	fenced = w.id != id || w.isFenced() || s.fenced
@@ -98,9 +99,6 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 			p.end(ErrProcessLost, true)
 		}
 		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
-	}
-	for _, p := range ps {
-		c.obs.started(ctx, p)
 	}
 	return ps, nil
 }

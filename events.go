@@ -77,7 +77,12 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 	case store.EventCancel:
 		ids := make(map[string]bool, len(e.TaskIDs))
 		for _, id := range e.TaskIDs {
-			ids[id] = true
+			// Tasks queued by a worqr before task ids have none, or "0",
+			// all alike: an event cannot tell them apart. Their holders
+			// learn of a cancel from Redis when they next write.
+			if id != "" && id != "0" {
+				ids[id] = true
+			}
 		}
 		w.endMatching(s, func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
 		if s.events.Cancel != nil {

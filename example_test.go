@@ -358,7 +358,8 @@ func ExampleWorker_Shutdown() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Enqueue(ctx, "mail", []byte("welcome")); err != nil {
+	// (A producer elsewhere; not on ctx, which the handler ends.)
+	if _, err := client.Enqueue(context.Background(), "mail", []byte("welcome")); err != nil {
 		panic(err)
 	}
 

@@ -47,10 +47,7 @@ func (w *Worker) fence(id string, cause error) {
 	}
 	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
-	w.c.obs.fenced(ev)
-	if w.opts.OnFenced != nil {
-		go w.opts.OnFenced(ev)
-	}
+	w.tellFenced(ev)
 	w.lease.wake()
 }
 
@@ -88,8 +85,18 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 	}
 	w.logger().Warn("worqr: lease on a queue lost; its processes are lost", "queue", s.name, "cause", cause, "processes", len(lost))
 	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
-	w.c.obs.fenced(ev)
+	w.tellFenced(ev)
+}
+
+// tellFenced gives a fence event to the application's OnFenced and to the
+// observer, each on a goroutine of its own: a fence happens on the lease
+// keeper's goroutine and under the worker's locks, and either may well
+// call StopWork or Close.
+func (w *Worker) tellFenced(ev FenceEvent) {
 	if w.opts.OnFenced != nil {
 		go w.opts.OnFenced(ev)
+	}
+	if w.c.obs.fence != nil {
+		go w.c.obs.fenced(ev)
 	}
 }

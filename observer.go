@@ -9,8 +9,11 @@ import (
 // the interfaces below that it implements, so a metrics package can
 // implement only what it counts. Methods are called synchronously on the
 // goroutine of the operation they describe: they must be quick and must
-// not block (hand the event off if it needs I/O). A method that panics
-// takes the operation's goroutine down with it.
+// not block (hand the event off if it needs I/O), and must not call the
+// Worker's or Client's methods (a finish may be reported while the worker
+// holds its locks). A method that panics takes the operation's goroutine
+// down with it. ObserveFence alone is called on a goroutine of its own,
+// as WorkerOptions.OnFenced is, and may call anything.
 //
 // Tracing a handler's run is middleware's job (see Middleware): an
 // observer sees what middleware cannot, such as enqueues, reclaims and

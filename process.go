@@ -103,23 +103,25 @@ var errEnded = errors.New("worqr: process finished or requeued")
 // reported to the observer as lost.
 func (p *Process) end(reason error, settled bool) bool {
 	p.mu.Lock()
+	// A process ended by a cancel or delete event (not settled: Finish
+	// still works) that is lost later is reported then.
+	newlySettled := settled && !p.settled
 	if settled {
 		p.settled = true
 	}
-	if p.err != nil {
-		p.mu.Unlock()
-		return false
-	}
-	p.err = reason
-	close(p.done)
-	if p.ended != nil {
-		p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
+	first := p.err == nil
+	if first {
+		p.err = reason
+		close(p.done)
+		if p.ended != nil {
+			p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
+		}
 	}
 	p.mu.Unlock()
-	if settled && errors.Is(reason, ErrProcessLost) {
+	if newlySettled && errors.Is(reason, ErrProcessLost) {
 		p.observeEnd(OutcomeLost, reason)
 	}
-	return true
+	return first
 }
 
 // onEnd arranges for fn to be called with the reason when the process

@@ -107,6 +107,69 @@ func TestAtFront(t *testing.T) {
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("first"), AtFront(), nil)))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("last"))))
 	assert.Equal(t, []string{"first", "x", "y", "a", "b", "last"}, waiting(t, c, "q"))
+
+	// A batch larger than one script call's 1,000 keeps its order too.
+	big := make([][]byte, 1500)
+	for i := range big {
+		big[i] = []byte(strconv.Itoa(i))
+	}
+	ids, err := c.EnqueueBatch(ctx, "big", big, AtFront())
+	require.NoError(t, err)
+	got := waiting(t, c, "big")
+	require.Len(t, got, 1500)
+	for i := range got {
+		require.Equal(t, strconv.Itoa(i), got[i])
+	}
+	for i := 1; i < len(ids); i++ {
+		require.Greater(t, hexID(t, ids[i]), hexID(t, ids[i-1]))
+	}
+}
+
+// Ids are never reused, even when a queue is deleted and made again while
+// its counter runs ahead of the clock (a batch takes many ids at once).
+func TestTaskIDsNotReusedAfterDelete(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	if b.mini != nil {
+		// A clock that stands still: the counter runs ahead by the batch.
+		b.mini.SetTime(time.Now())
+	}
+	tasks := make([][]byte, 5000)
+	for i := range tasks {
+		tasks[i] = []byte("x")
+	}
+	ids, err := c.EnqueueBatch(ctx, "q", tasks)
+	require.NoError(t, err)
+	_, err = c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	id, err := c.Enqueue(ctx, "q", []byte("new"))
+	require.NoError(t, err)
+	assert.Greater(t, hexID(t, id), hexID(t, ids[len(ids)-1]), "a deleted queue's ids are not given out again")
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, p.Finish(ctx))
+}
+
+// Cancel by payload removes every match and keeps the rest in order, with
+// few matches and with many.
+func TestCancelByPayloadKeepsOrder(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	for _, n := range []int{3, 40} {
+		q := "q" + strconv.Itoa(n)
+		var tasks [][]byte
+		var want []string
+		for i := range n {
+			tasks = append(tasks, []byte("x"), []byte("y"+strconv.Itoa(i)))
+			want = append(want, "y"+strconv.Itoa(i))
+		}
+		require.NoError(t, second(c.EnqueueBatch(ctx, q, tasks)))
+		res, err := c.Cancel(ctx, q, []byte("x"))
+		require.NoError(t, err)
+		assert.Equal(t, CancelResult{Removed: int64(n)}, res, q)
+		assert.Equal(t, want, waiting(t, c, q), q)
+	}
 }
 
 func TestCancelTask(t *testing.T) {
@@ -326,6 +389,49 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	assert.Empty(t, obs.fences)
 }
 
+// A process ended by a cancel event and lost later (Close) is reported
+// once, as lost.
+func TestObserverSeesACancelledProcessLost(t *testing.T) {
+	t.Parallel()
+	_, c, obs, ctx := observed(t)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id, err := c.Enqueue(ctx, "q", []byte("t"))
+	require.NoError(t, err)
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, second(c.CancelTask(ctx, "q", id)))
+	recv(t, p.Done(), 5*time.Second, "the cancel ended the process")
+	assert.Empty(t, obs.outcomes()[id], "ended, not yet settled")
+	require.NoError(t, w.Close(ctx))
+	assert.Equal(t, []Outcome{OutcomeLost}, obs.outcomes()[id])
+}
+
+// fenceCloser closes the worker when it hears it fenced.
+type fenceCloser struct {
+	w      chan *Worker
+	closed chan error
+}
+
+func (o *fenceCloser) ObserveFence(FenceEvent) { o.closed <- (<-o.w).Close(context.Background()) }
+
+// An observer may close the worker when it fences: it is called off the
+// lease keeper's goroutine and its locks.
+func TestObserveFenceMayCloseTheWorker(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	obs := &fenceCloser{w: make(chan *Worker, 1), closed: make(chan error, 1)}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := ctxT(t)
+	w := newWorker(t, c, fast)
+	obs.w <- w
+	// The registry lease vanishes: the next renewal finds it gone.
+	rdb := c.store.Redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(w.ID()).Build()).Error())
+	require.NoError(t, recv(t, obs.closed, 5*time.Second, "Close from ObserveFence returned"))
+}
+
 // The observer hears of fencing too, as OnFenced does.
 func TestObserverSeesFencing(t *testing.T) {
 	t.Parallel()
@@ -337,6 +443,11 @@ func TestObserverSeesFencing(t *testing.T) {
 	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
 	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)
+	eventually(t, 5*time.Second, "told", func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return len(obs.fences) > 0
+	})
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	require.Len(t, obs.fences, 1)

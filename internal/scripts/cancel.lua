@@ -5,28 +5,49 @@
 -- KEYS: waiting, procs, delayed, errors
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
-local removed, ids = 0, {}
+--
+-- A few waiting matches are replaced by a tombstone each (LSET) and removed
+-- with one LREM; many are removed by writing the list again without them,
+-- since each LSET walks the list: the cost stays linear in its length.
+local ids, at = {}, {}
 local len = redis.call('LLEN', KEYS[1])
 for start = 0, len - 1, 1000 do
   local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
   for j, e in ipairs(chunk) do
     if entry_payload(e) == ARGV[2] then
-      redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
       ids[#ids + 1] = entry_id(e)
+      if #at <= 16 then
+        at[#at + 1] = start + j - 1
+      end
     end
   end
 end
-if #ids > 0 then
+if #ids > 16 then
+  local keep = {}
+  for start = 0, len - 1, 1000 do
+    for _, e in ipairs(redis.call('LRANGE', KEYS[1], start, start + 999)) do
+      if entry_payload(e) ~= ARGV[2] then
+        keep[#keep + 1] = e
+      end
+    end
+  end
+  redis.call('DEL', KEYS[1])
+  for i = 1, #keep, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 999, #keep)))
+  end
+elseif #ids > 0 then
+  for _, i in ipairs(at) do
+    redis.call('LSET', KEYS[1], i, TOMBSTONE)
+  end
   redis.call('LREM', KEYS[1], 0, TOMBSTONE)
 end
-local delayed = redis.call('ZRANGE', KEYS[3], 0, -1)
-for _, e in ipairs(delayed) do
+for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   if entry_payload(e) == ARGV[2] then
     redis.call('ZREM', KEYS[3], e)
     ids[#ids + 1] = entry_id(e)
   end
 end
-removed = #ids
+local removed = #ids
 for i = 1, #ids, 1000 do
   redis.call('HDEL', KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
 end

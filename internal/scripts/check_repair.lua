@@ -29,7 +29,7 @@ local requeued, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], orphans)
 local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
 local holds = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[5])
 if holds > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then
-  redis.call('HSET', KEYS[4], 'name', ARGV[2])
+  name_queue(KEYS[4], ARGV[2])
 end
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if requeued > 0 then

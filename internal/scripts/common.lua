@@ -112,9 +112,28 @@ local STATE_CODE = {a = 1, c = 2, d = 3}
 -- A deleted queue keeps its meta hash, which holds the process id counter,
 -- only while processes of it remain in flight: ids must stay unique among
 -- the processes that exist. Called after removing processes.
+--
+-- Its task id and process id counters may run ahead of the clock (a
+-- batch takes many ids at once), and a queue made again restarts them from
+-- the clock: until the clock has passed them, the counters alone stay,
+-- expiring then, so that no id is given out twice.
 local function drop_meta_if_gone(procs, meta)
   if redis.call('HEXISTS', meta, 'name') == 0 and redis.call('HLEN', procs) == 0 then
-    redis.call('DEL', meta)
+    local ahead = math.max(tonumber(redis.call('HGET', meta, 'tid') or '0') or 0,
+      tonumber(redis.call('HGET', meta, 'seq') or '0') or 0)
+    local now = now_us()
+    if ahead < now then
+      redis.call('DEL', meta)
+    else
+      redis.call('PEXPIRE', meta, math.floor((ahead - now) / 1000) + 1)
+    end
+  end
+end
+
+-- A queue made (again) keeps its meta hash for good.
+local function name_queue(meta, name)
+  if redis.call('HSETNX', meta, 'name', name) == 1 then
+    redis.call('PERSIST', meta)
   end
 end
 

@@ -35,11 +35,14 @@ if due > now then
 else
   if ARGV[3] == '1' then
     -- The front is the right end: push the last task first, so the batch
-    -- comes out in its own order.
+    -- comes out in its own order. A batch at the front comes in one call,
+    -- however large, so it pushes in slices.
     for i = n, 1, -1 do
       entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]
     end
-    redis.call('RPUSH', KEYS[1], unpack(entries))
+    for i = 1, #entries, 1000 do
+      redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, #entries)))
+    end
   else
     for i = 1, n do
       entries[i] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]
@@ -63,5 +66,5 @@ local id = string.format('%x', first)
 if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then
   return {0, id}
 end
-redis.call('HSETNX', KEYS[2], 'name', ARGV[2])
+name_queue(KEYS[2], ARGV[2])
 return {1, id}

@@ -12,5 +12,5 @@ if expiry <= now then
   return -1
 end
 redis.call('ZADD', KEYS[1], ms(expiry), ARGV[1])
-redis.call('HSETNX', KEYS[2], 'name', ARGV[3])
+name_queue(KEYS[2], ARGV[3])
 return 1 - redis.call('HEXISTS', KEYS[2], 'registered')

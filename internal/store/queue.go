@@ -49,9 +49,16 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Timeout > 0 {
 		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)
 	}
-	calls := make([]scripts.Call, 0, (len(payloads)+MaxTasksPerScript-1)/MaxTasksPerScript)
-	for start := 0; start < len(payloads); start += MaxTasksPerScript {
-		chunk := payloads[start:min(start+MaxTasksPerScript, len(payloads))]
+	// Tasks go 1,000 a script call, except a batch for the front, which
+	// goes in one: calls pipelined in order would each put their tasks
+	// ahead of the last call's.
+	per := MaxTasksPerScript
+	if args.Front {
+		per = max(len(payloads), 1)
+	}
+	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
+	for start := 0; start < len(payloads); start += per {
+		chunk := payloads[start:min(start+per, len(payloads))]
 		argv := make([]string, 0, 6+len(chunk))
 		argv = append(argv, k.Channel, queue, front, due, delay, fields)
 		// One copy of the chunk's bytes into one string, sliced per task,
@@ -91,8 +98,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		} else if err == nil {
 			err = fmt.Errorf("enqueue.lua answered %d values", len(vals))
 		}
-		start := i * MaxTasksPerScript
-		n := min(MaxTasksPerScript, len(payloads)-start)
+		start := i * per
+		n := min(per, len(payloads)-start)
 		if err == nil {
 			chunk, ok := taskIDs(first, n)
 			if !ok {
