@@ -28,7 +28,7 @@ const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
-	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin " +
+	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin +zscan " +
 	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
@@ -188,6 +188,9 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	dequeueAll(t, dead, "m", 1)
 	dead.crash()
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "m")) == 2 })
+
+	// Dead letters: listed, counted, requeued, deleted, purged.
+	exerciseDeadLetters(t, c, "d")
 
 	// The consistency check and its repair.
 	require.NoError(t, b.redis().Do(ctx, b.redis().B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build()).Error())

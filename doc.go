@@ -35,7 +35,8 @@
 //
 // The client: worqr.go (options, errors, New, Close), enqueue.go (Enqueue,
 // options, Cancel, DeleteQueue), inspect.go (queues, tasks, processes,
-// workers), check.go and checker.go (the consistency check), observer.go,
+// workers), dead.go (listing, requeuing and deleting dead letters),
+// check.go and checker.go (the consistency check), observer.go,
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock

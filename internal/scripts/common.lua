@@ -206,3 +206,60 @@ local function trim_dead(dead, errors, max, oldest)
     redis.call('HDEL', errors, unpack(ids))
   end
 end
+
+-- Tell a queue's runtimes of n tasks that just became waiting: the work
+-- event names up to n + 1 of the runtimes parked in the idle set, longest
+-- idle first (see enqueue.lua), or, with none parked, nobody, which wakes
+-- every runtime.
+local function wake(idle, channel, n)
+  local parked = redis.call('ZPOPMIN', idle, n + 1)
+  local msg = 'w' .. n
+  if #parked > 0 then
+    local ids = {}
+    for i = 1, #parked, 2 do
+      ids[#ids + 1] = parked[i]
+    end
+    msg = msg .. ':' .. table.concat(ids, ',')
+  end
+  publish(channel, msg)
+end
+
+-- A dead letter made a waiting entry again: its count of starts and its
+-- D, W and K fields removed; its id, budget, other fields and payload kept.
+local function dead_revived(e)
+  local h, payload = entry_split(e)
+  for _, letter in ipairs({'a', 'D', 'W', 'K'}) do
+    h = header_set(h, letter, nil)
+  end
+  return h .. ':' .. payload
+end
+
+-- The dead letter of task id, or nil. The members are whole entries, so
+-- they are scanned (ZSCAN, matched by Redis against pattern: the id,
+-- glob-escaped, then '[,:]*') and the id of each match compared.
+local function find_dead(dead, id, pattern)
+  local cursor = '0'
+  repeat
+    local page = redis.call('ZSCAN', dead, cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = page[1]
+    local found = page[2]
+    for i = 1, #found, 2 do
+      if entry_id(found[i]) == id then
+        return found[i]
+      end
+    end
+  until cursor == '0'
+  return nil
+end
+
+-- Make sure a queue just given tasks (other than by enqueue) exists, as
+-- enqueue.lua does: returns 0 when it is confirmed in the registry, else
+-- sets its name if it had lost it and returns 1: the caller must register
+-- it (see registered.lua).
+local function ensure_queue(meta, queue)
+  if redis.call('HEXISTS', meta, 'registered') == 1 then
+    return 0
+  end
+  name_queue(meta, queue)
+  return 1
+end

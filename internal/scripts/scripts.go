@@ -41,6 +41,12 @@ type Set struct {
 	Expired    *Script
 	Live       *Script
 	States     *Script
+	// Dead letters: list, requeue one or all, delete one or all.
+	DeadList       *Script
+	DeadRequeue    *Script
+	DeadRequeueAll *Script
+	DeadDelete     *Script
+	DeadPurge      *Script
 }
 
 // Load builds the script set. It returns a fresh value (no package state),
@@ -73,6 +79,12 @@ func Load(sharded bool) *Set {
 		Expired:    load("expired.lua"),
 		Live:       load("live.lua"),
 		States:     load("states.lua"),
+
+		DeadList:       load("dead_list.lua"),
+		DeadRequeue:    load("dead_requeue.lua"),
+		DeadRequeueAll: load("dead_requeue_all.lua"),
+		DeadDelete:     load("dead_delete.lua"),
+		DeadPurge:      load("dead_purge.lua"),
 	}
 }
 

@@ -50,6 +50,9 @@ const (
 	OpPublish        Op = "publish"
 	OpSubscribe      Op = "subscribe"
 	OpCheck          Op = "check"
+	OpDeadLetters    Op = "dead letters"         // list them
+	OpRequeueDead    Op = "requeue dead letters" // one or all
+	OpDeleteDead     Op = "delete dead letters"  // one or all
 )
 
 // Fault is a test seam: when set, it runs before every call to Redis with

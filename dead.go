@@ -1,0 +1,152 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// DeadLetter is a task that went to its queue's dead letters: its handler
+// returned a Permanent error, it failed on its last allowed attempt, or
+// Process.DeadLetter was called. A queue keeps its dead letters within
+// Options.DeadLetters until they are requeued or deleted.
+type DeadLetter struct {
+	// TaskInfo is the task as it died. Attempts counts its starts, the
+	// one that failed last included.
+	TaskInfo
+	// DiedAt is when the task went to the dead letters, by the Redis
+	// clock (to the millisecond).
+	DiedAt time.Time
+	// Worker is the id of the worker that held the task when it died.
+	Worker string
+	// Kind is the kind of failure: one given with WithKind, else
+	// KindPermanent, KindExhausted, KindPanic or KindManual.
+	Kind string
+	// Error is the text of the error the last attempt failed with (at
+	// most 4,096 bytes), "" if none was recorded.
+	Error string
+}
+
+func deadLetter(queue string, d store.DeadLetter) DeadLetter {
+	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Kind: d.Task.Kind, Error: d.Error}
+	if d.Task.Died > 0 {
+		dl.DiedAt = time.UnixMilli(d.Task.Died)
+	}
+	return dl
+}
+
+// DeadLetters lists a queue's dead letters, newest first: up to limit of
+// them, after skipping the offset newest, so offset 0 starts with the
+// newest. limit must be positive and offset not negative
+// (ErrInvalidOptions). Each comes with the error its last attempt
+// recorded, all read in one round trip. Offsets count from the newest at
+// the time of each call: tasks that die between two calls shift the later
+// pages back, so a dead letter can be listed twice, and dead letters
+// removed in between (requeued, deleted, trimmed) shift them forward, so
+// one can be skipped.
+func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int) ([]DeadLetter, error) {
+	if err := c.validate(ctx, "dead letters", queue); err != nil {
+		return nil, err
+	}
+	if offset < 0 || limit <= 0 {
+		return nil, fmt.Errorf("worqr: dead letters %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
+	}
+	ds, err := c.store.DeadLetters(ctx, queue, offset, limit)
+	if err != nil {
+		return nil, c.fail("dead letters", queue, err)
+	}
+	out := make([]DeadLetter, len(ds))
+	for i, d := range ds {
+		out[i] = deadLetter(queue, d)
+	}
+	return out, nil
+}
+
+// DeadLetterCount returns the number of a queue's dead letters.
+func (c *Client) DeadLetterCount(ctx context.Context, queue string) (int64, error) {
+	if err := c.validate(ctx, "dead letter count", queue); err != nil {
+		return 0, err
+	}
+	n, err := c.store.DeadCount(ctx, queue)
+	if err != nil {
+		return 0, c.fail("dead letter count", queue, err)
+	}
+	return n, nil
+}
+
+// RequeueDeadLetter puts the dead letter of task id back at the back of its
+// queue and wakes the queue's workers. The task keeps its id, its payload
+// and its own attempt budget (the MaxAttempts enqueue option); its count
+// of attempts starts again, so its next start is attempt 1 with no
+// LastError, and its recorded error is dropped. A queue that had lost its
+// name is made to exist again, as by Enqueue. It reports false, with no
+// error, when the queue has no dead letter of that id (requeued or deleted
+// already, trimmed, or never there).
+//
+// If it returns an error wrapping ErrUnavailable the task may or may not
+// have been requeued. If the task was requeued but the queue could not be
+// entered in the registry afterwards, it reports true with that error;
+// the next Enqueue to the queue, a worker starting work on it, or
+// Client.Check enters it.
+func (c *Client) RequeueDeadLetter(ctx context.Context, queue, id string) (bool, error) {
+	if err := c.validate(ctx, "requeue dead letter", queue); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, fmt.Errorf("worqr: requeue dead letter %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	ok, err := c.store.RequeueDead(ctx, queue, id)
+	if err != nil {
+		return ok, c.fail("requeue dead letter", queue, err)
+	}
+	return ok, nil
+}
+
+// RequeueDeadLetters requeues every dead letter of a queue, as
+// RequeueDeadLetter does one, in one script call: they join the back of
+// the queue in the order they died, the oldest nearest the front, and one
+// work event announces them. It returns how many it requeued; with an
+// error, as RequeueDeadLetter says, the count is that of tasks requeued
+// before the registration failed, or 0.
+func (c *Client) RequeueDeadLetters(ctx context.Context, queue string) (int64, error) {
+	if err := c.validate(ctx, "requeue dead letters", queue); err != nil {
+		return 0, err
+	}
+	n, err := c.store.RequeueAllDead(ctx, queue)
+	if err != nil {
+		return n, c.fail("requeue dead letters", queue, err)
+	}
+	return n, nil
+}
+
+// DeleteDeadLetter deletes the dead letter of task id and its recorded
+// error. It reports false, with no error, when the queue has no dead
+// letter of that id.
+func (c *Client) DeleteDeadLetter(ctx context.Context, queue, id string) (bool, error) {
+	if err := c.validate(ctx, "delete dead letter", queue); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, fmt.Errorf("worqr: delete dead letter %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	ok, err := c.store.DeleteDead(ctx, queue, id)
+	if err != nil {
+		return false, c.fail("delete dead letter", queue, err)
+	}
+	return ok, nil
+}
+
+// PurgeDeadLetters deletes every dead letter of a queue and their recorded
+// errors, and returns how many it deleted.
+func (c *Client) PurgeDeadLetters(ctx context.Context, queue string) (int64, error) {
+	if err := c.validate(ctx, "purge dead letters", queue); err != nil {
+		return 0, err
+	}
+	n, err := c.store.PurgeDead(ctx, queue)
+	if err != nil {
+		return 0, c.fail("purge dead letters", queue, err)
+	}
+	return n, nil
+}

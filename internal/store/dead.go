@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// DeadLetter is a dead letter as stored: its task entry (with Died, Worker
+// and Kind set) and the error its last attempt recorded ("" if none).
+type DeadLetter struct {
+	Task  Task
+	Error string
+}
+
+// DeadLetters lists up to limit (> 0) of a queue's dead letters, newest
+// first, skipping the offset (>= 0) newest, with their errors, in one
+// script call.
+func (s *Store) DeadLetters(ctx context.Context, queue string, offset, limit int) ([]DeadLetter, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpDeadLetters, queue, s.scripts.DeadList, []string{k.Dead, k.Errors}, []string{strconv.Itoa(offset), strconv.Itoa(limit)})
+	if err != nil {
+		return nil, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(vals)%2 != 0 {
+		return nil, fmt.Errorf("dead_list.lua answered %d values", len(vals))
+	}
+	out := make([]DeadLetter, 0, len(vals)/2)
+	for i := 0; i < len(vals); i += 2 {
+		t, ok := ParseTask(vals[i])
+		if !ok {
+			t = Task{Payload: vals[i]} // not worqr's: shown as it is
+		}
+		out = append(out, DeadLetter{Task: t, Error: vals[i+1]})
+	}
+	return out, nil
+}
+
+// DeadCount is the number of a queue's dead letters.
+func (s *Store) DeadCount(ctx context.Context, queue string) (int64, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return 0, err
+	}
+	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Dead).Build().Pin()).AsInt64()
+}
+
+// RequeueDead puts the dead letter of task id back at the back of its
+// queue, as a task not yet started, wakes the queue, and registers the
+// queue if it had to be made again. It reports false, changing nothing,
+// when the queue has no dead letter of that id.
+func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle},
+		[]string{k.Channel, queue, id, deadPattern(id)})
+	n, err := s.requeued(ctx, queue, "dead_requeue.lua", res, err)
+	return n == 1, err
+}
+
+// RequeueAllDead does what RequeueDead does for every dead letter of a
+// queue, in one script call, and returns how many it requeued.
+func (s *Store) RequeueAllDead(ctx context.Context, queue string) (int64, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle},
+		[]string{k.Channel, queue})
+	return s.requeued(ctx, queue, "dead_requeue_all.lua", res, err)
+}
+
+// requeued reads a requeue script's {requeued, unregistered} answer and
+// registers the queue when asked to, as Enqueue does. A failed
+// registration is returned with the count: the tasks were requeued.
+func (s *Store) requeued(ctx context.Context, queue, script string, res rueidis.RedisResult, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 2 {
+		err = fmt.Errorf("%s answered %d values", script, len(n))
+	}
+	if err != nil {
+		return 0, err
+	}
+	if n[1] == 1 {
+		if err := s.RegisterQueue(ctx, queue); err != nil {
+			return n[0], err
+		}
+	}
+	return n[0], nil
+}
+
+// DeleteDead deletes the dead letter of task id, and its error. It reports
+// false when the queue has no dead letter of that id.
+func (s *Store) DeleteDead(ctx context.Context, queue, id string) (bool, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadDelete, []string{k.Dead, k.Errors}, []string{id, deadPattern(id)})
+	if err != nil {
+		return false, err
+	}
+	n, err := res.AsInt64()
+	return n == 1, err
+}
+
+// PurgeDead deletes every dead letter of a queue, and their errors, and
+// returns how many there were.
+func (s *Store) PurgeDead(ctx context.Context, queue string) (int64, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadPurge, []string{k.Dead, k.Errors}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return res.AsInt64()
+}
+
+// deadPattern is the ZSCAN MATCH pattern of the dead letters of task id:
+// entries whose header starts with the id, then a field or the payload.
+func deadPattern(id string) string { return globEscape(id) + "[,:]*" }
