@@ -224,11 +224,12 @@ local function wake(idle, channel, n)
   publish(channel, msg)
 end
 
--- A dead letter made a waiting entry again: its count of starts and its
--- D, W and K fields removed; its id, budget, other fields and payload kept.
+-- A dead letter made a waiting entry again: its counts of starts and of
+-- failures and its D, W and K fields removed; its id, budget, other fields
+-- and payload kept.
 local function dead_revived(e)
   local h, payload = entry_split(e)
-  for _, letter in ipairs({'a', 'D', 'W', 'K'}) do
+  for _, letter in ipairs({'a', 'f', 'D', 'W', 'K'}) do
     h = header_set(h, letter, nil)
   end
   return h .. ':' .. payload
