@@ -34,8 +34,9 @@
 // # Map of the files
 //
 // The client: worqr.go (options, errors, New, Close), enqueue.go (Enqueue,
-// options, Cancel, DeleteQueue), inspect.go (queues, tasks, processes,
-// workers), dead.go (listing, requeuing and deleting dead letters),
+// options, Cancel, DeleteQueue), inspect.go (queues, tasks, delayed tasks,
+// processes, workers), dead.go (listing, requeuing and deleting dead
+// letters), retry.go (retry policies, failure kinds, dead-letter bounds),
 // check.go and checker.go (the consistency check), observer.go,
 // coalesce.go (joining overlapping calls into one script call).
 //
@@ -43,6 +44,7 @@
 // order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper:
 // renewals and the fencing deadline), fence.go, rejoin.go (a fenced queue
 // or worker taking a lease again), reconcile.go (dequeue replies lost),
+// schedule.go (the timer that moves delayed tasks when they are due),
 // reclaim.go (the reclaimer of dead peers), membership.go (StartWork,
 // StopWork), dequeue.go, subscription.go and events.go (a queue's events
 // and their dispatch), handler.go and runtime.go (Handle), process.go,
