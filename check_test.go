@@ -136,7 +136,7 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	recv(t, fenced, 5*time.Second, "the worker fences itself")
 	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
 	// A reclaim pass, as the peer runs every interval, cannot find it.
-	n, err := c.reclaimDead(ctx, testLogger(t))
+	n, err := c.reclaimDead(ctx, testLogger(t), 2*DefaultTTL)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	procs, err := c.Processes(ctx, "q")
@@ -292,7 +292,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 				// Between the check's look and its repair: a live worker
 				// takes the task at the front of q, and a reclaim (as a
 				// peer's) returns the dead worker's work in r.
-				_, _, err := admin.reclaimWorker(ctx, id)
+				_, _, err := admin.reclaimWorker(ctx, id, 2*DefaultTTL)
 				require.NoError(t, err)
 				taken, err = live.Dequeue(ctx, "q")
 				require.NoError(t, err)

@@ -334,7 +334,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		n, done, err := c.reclaimWorker(ctx, id)
+		n, done, err := c.reclaimWorker(ctx, id, 2*DefaultTTL)
 		fixed.Requeued += n
 		switch {
 		case err != nil:

@@ -304,3 +304,47 @@ func TestHandlerTimeout(t *testing.T) {
 	settledQueue(t, c, "q")
 	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), Timeout(-time.Second))), ErrInvalidOptions)
 }
+
+// A task whose holders die soon after starting it goes to the dead
+// letters (kind poison) once that happened PoisonLimit times, instead of
+// killing worker after worker; a holder that died after holding it a
+// while does not count.
+func TestPoisonPill(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), PoisonLimit: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	newWorker(t, c, fast) // reclaims dead peers; window 2 s
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("pill"))))
+
+	holdAndDie := func(hold time.Duration) {
+		t.Helper()
+		w := newWorker(t, c, fast)
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+		var p *Process
+		eventually(t, 10*time.Second, "the task is back to be taken", func() bool {
+			ps, err := w.DequeueN(ctx, "q", 1)
+			if err == nil {
+				p = ps[0]
+			}
+			return err == nil
+		})
+		eventually(t, 10*time.Second, "held long enough", func() bool { return time.Since(p.started) >= hold })
+		w.crash()
+	}
+	holdAndDie(0)                       // one death
+	holdAndDie(2500 * time.Millisecond) // not counted: it held the task past the window
+	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	assert.Empty(t, deadPayloads(t, c, "q"))
+	holdAndDie(0) // the second death that counts
+	eventually(t, 10*time.Second, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	assert.Empty(t, waiting(t, c, "q"))
+	ds, err := c.DeadLetters(ctx, "q", 0, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, KindPoison, ds[0].Kind)
+	assert.Contains(t, ds[0].Error, "2 times")
+	assert.Equal(t, 3, ds[0].Attempts)
+}

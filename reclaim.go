@@ -24,9 +24,14 @@ const reclaimBatch = 100
 // reclaimer is the worker's component that reclaims dead peers.
 type reclaimer struct {
 	c     *Client
-	every time.Duration       // RenewInterval, less or more a tenth
-	log   func() *slog.Logger // the worker's logger
-	svc   *service
+	every time.Duration // RenewInterval, less or more a tenth
+	// window is the poison-pill guard's: twice the worker's TTL, so that
+	// a holder that died at once (reclaimed at most TTL and a check
+	// interval later) counts, and one that held its task a while does
+	// not.
+	window time.Duration
+	log    func() *slog.Logger // the worker's logger
+	svc    *service
 }
 
 func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.loop) }
@@ -35,7 +40,7 @@ func (r *reclaimer) stop() { r.svc.stop() }
 
 func (r *reclaimer) loop(ctx context.Context) {
 	for {
-		if _, err := r.c.reclaimDead(ctx, r.log()); err != nil && ctx.Err() == nil {
+		if _, err := r.c.reclaimDead(ctx, r.log(), r.window); err != nil && ctx.Err() == nil {
 			r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
 		}
 		jitter := time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
@@ -51,7 +56,7 @@ func (r *reclaimer) loop(ctx context.Context) {
 
 // reclaimDead reclaims every worker whose registry lease has expired and
 // returns how many tasks went back to their queues.
-func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, error) {
+func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, window time.Duration) (int64, error) {
 	dead, err := c.store.ExpiredWorkers(ctx, reclaimBatch)
 	if err != nil {
 		return 0, c.fail("find dead workers", "", err)
@@ -59,7 +64,7 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, erro
 	var total int64
 	var errs []error
 	for _, id := range dead {
-		n, done, err := c.reclaimWorker(ctx, id)
+		n, done, err := c.reclaimWorker(ctx, id, window)
 		total += n
 		if err != nil {
 			errs = append(errs, err)
@@ -76,14 +81,17 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger) (int64, erro
 // served, then deregisters it. It reports done=false, and leaves the worker
 // registered for a later pass, while the worker still holds a live lease on
 // some queue (its registry lease expired first, or it joined a queue late).
-func (c *Client) reclaimWorker(ctx context.Context, id string) (total int64, done bool, err error) {
+//
+// window is the poison-pill guard's: a task whose holder died within it of
+// starting the task counts the death (see PoisonLimit).
+func (c *Client) reclaimWorker(ctx context.Context, id string, window time.Duration) (total int64, done bool, err error) {
 	queues, err := c.store.WorkerQueues(ctx, id)
 	if err != nil {
 		return 0, false, c.fail("reclaim", "", err)
 	}
 	rs := make([]store.Release, len(queues))
 	for i, q := range queues {
-		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired}
+		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired, Poison: store.Poison{Limit: c.poisonLimit, Window: window, Bounds: c.deadBounds}}
 	}
 	leased := false
 	for i, r := range c.store.ReleaseAll(ctx, rs) {

@@ -131,6 +131,9 @@ const (
 	KindManual = "manual"
 	// KindTimeout: the task's last attempt ran out of time.
 	KindTimeout = "timeout"
+	// KindPoison: its holders died soon after starting it, PoisonLimit
+	// times (see Options.PoisonLimit).
+	KindPoison = "poison"
 )
 
 // kindOf is err's kind, or fallback.
@@ -204,4 +207,18 @@ func (o DeadLetterOptions) bounds() store.DeadBounds {
 		b.MaxAge = DefaultDeadLetterMaxAge
 	}
 	return b
+}
+
+// DefaultPoisonLimit is Options.PoisonLimit's default.
+const DefaultPoisonLimit = 3
+
+// poisonLimit is the limit the scripts get: 0 turns the guard off.
+func poisonLimit(opt int) int {
+	switch {
+	case opt == 0:
+		return DefaultPoisonLimit
+	case opt < 0:
+		return 0
+	}
+	return opt
 }

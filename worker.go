@@ -155,7 +155,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, log: w.logger}
+	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger}
 
 	w.mu.Lock()
 	w.lease.extend(sent)

@@ -256,7 +256,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := b.client()
 		g.Go(func() error {
-			n, _, err := rc.reclaimWorker(ctx, id)
+			n, _, err := rc.reclaimWorker(ctx, id, 2*DefaultTTL)
 			moved.Add(n)
 			return err
 		})

@@ -97,6 +97,12 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
+	// PoisonLimit is the poison-pill guard: a task whose holding workers
+	// died soon after starting it (within twice the reclaiming worker's
+	// TTL) this many times goes to the dead letters, kind KindPoison,
+	// instead of killing worker after worker. 0 means DefaultPoisonLimit;
+	// negative turns the guard off. Give every client of a fleet the same.
+	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the
 	// default (DefaultDeadLetterMaxCount, DefaultDeadLetterMaxAge).
 	DeadLetters DeadLetterOptions
@@ -117,6 +123,7 @@ type Client struct {
 	maxTaskSize int
 	obs         observers
 	deadBounds  store.DeadBounds
+	poisonLimit int // 0: the guard is off
 
 	// enqueues and finishes merge overlapping Enqueue and Finish calls on
 	// a queue.
@@ -158,6 +165,7 @@ func New(opts Options) (*Client, error) {
 		maxTaskSize: opts.MaxTaskSize,
 		obs:         newObservers(opts.Observer),
 		deadBounds:  opts.DeadLetters.bounds(),
+		poisonLimit: poisonLimit(opts.PoisonLimit),
 		workers:     make(map[*Worker]struct{}),
 	}
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)

@@ -151,17 +151,34 @@ end
 -- (process ids count up in dequeue order). Cancelled processes and those
 -- of a deleted queue are dropped: a retry must not bring them back.
 -- list holds {pid = ..., v = ...} records. Returns requeued, dropped.
-local function return_to_front(waiting, procs, errors, list)
+--
+-- poison, when given (the reclaim of a dead worker), is the poison-pill
+-- guard: an active process that its holder died with soon after starting
+-- it (before poison.window ms had passed since its start, which its pid
+-- tells) counts a death in its task's 'r' field, and a task whose count
+-- reaches poison.limit is handed to poison.bury instead of requeued.
+local function return_to_front(waiting, procs, errors, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
   table.sort(list, function(a, b) return a.seq > b.seq end)
   local requeued, dropped = 0, 0
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
-    if proc_state(p.v) == 'a' then
-      redis.call('RPUSH', waiting, entry_ran(proc_task(p.v)))
+    local entry = proc_state(p.v) == 'a' and entry_ran(proc_task(p.v))
+    if entry and poison and poison.now - p.seq / 1000 < poison.window then
+      local h, payload = entry_split(entry)
+      local deaths = (tonumber(header_get(h, 'r') or '0') or 0) + 1
+      entry = header_set(h, 'r', deaths) .. ':' .. payload
+      if deaths >= poison.limit then
+        poison.bury(entry, proc_owner(p.v), deaths)
+        entry = nil
+        dropped = dropped + 1
+      end
+    end
+    if entry then
+      redis.call('RPUSH', waiting, entry)
       requeued = requeued + 1
-    else
+    elseif proc_state(p.v) ~= 'a' then
       redis.call('HDEL', errors, entry_id(proc_task(p.v)))
       dropped = dropped + 1
     end
@@ -224,12 +241,12 @@ local function wake(idle, channel, n)
   publish(channel, msg)
 end
 
--- A dead letter made a waiting entry again: its counts of starts and of
--- failures and its D, W and K fields removed; its id, budget, other fields
--- and payload kept.
+-- A dead letter made a waiting entry again: its counts of starts, of
+-- failures and of deaths and its D, W and K fields removed; its id, budget,
+-- other fields and payload kept.
 local function dead_revived(e)
   local h, payload = entry_split(e)
-  for _, letter in ipairs({'a', 'f', 'D', 'W', 'K'}) do
+  for _, letter in ipairs({'a', 'f', 'r', 'D', 'W', 'K'}) do
     h = header_set(h, letter, nil)
   end
   return h .. ':' .. payload

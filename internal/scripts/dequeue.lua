@@ -43,13 +43,12 @@ end
 if want > 1 then
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
 end
--- Process ids count up from the Redis clock in microseconds when the
--- counter is created, so a queue deleted and made again never reuses an
--- id: no Redis dequeues more than one task per microsecond.
-if redis.call('HEXISTS', KEYS[4], 'seq') == 0 then
-  redis.call('HSET', KEYS[4], 'seq', ms(now_us()))
-end
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', n) - n
+-- Process ids are the Redis clock in microseconds at the dequeue, bumped
+-- by one to stay unique, as task ids are: so a process tells when it
+-- started (the poison-pill guard reads it), and a queue deleted and made
+-- again never reuses an id (see drop_meta_if_gone).
+local seq = math.max(now_us(), (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
+redis.call('HSET', KEYS[4], 'seq', ms(seq + n))
 local out, fields, retried = {}, {}, {}
 for i = n, 1, -1 do
   seq = seq + 1

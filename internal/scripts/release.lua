@@ -7,8 +7,14 @@
 -- "force": StopWork, Fail, Close). Processes listed after the mode are kept
 -- (a worker reconciling after a lost reply keeps what it knows it holds).
 -- Cancelled processes and those of a deleted queue are dropped, not requeued.
--- KEYS: waiting, procs, leases, meta, idle, errors
--- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), keep pid...
+-- A reclaim (mode "expired") also runs the poison-pill guard (see
+-- return_to_front): a task whose holders died soon after starting it
+-- poison limit times goes to the dead letters, kind 'poison', rather than
+-- kill worker after worker. A limit of 0 turns the guard off.
+-- KEYS: waiting, procs, leases, meta, idle, errors, dead
+-- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
+--       limit, poison window (ms), dead letters' max count, their max age
+--       (ms), keep pid...
 -- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
 local worker = ARGV[1]
 local mode = ARGV[3]
@@ -16,7 +22,7 @@ if mode == 'expired' and lease_live(KEYS[3], worker, now_ms()) then
   return -1
 end
 local keep = {}
-for i = 4, #ARGV do keep[ARGV[i]] = true end
+for i = 8, #ARGV do keep[ARGV[i]] = true end
 
 local mine = {}
 local all = redis.call('HGETALL', KEYS[2])
@@ -26,7 +32,19 @@ for i = 1, #all, 2 do
     mine[#mine + 1] = {pid = pid, v = v}
   end
 end
-local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], mine)
+local poison
+if mode == 'expired' and tonumber(ARGV[4]) > 0 then
+  local now = now_ms()
+  poison = {now = now, window = tonumber(ARGV[5]), limit = tonumber(ARGV[4])}
+  poison.bury = function(entry, holder, deaths)
+    local h, payload = entry_split(entry)
+    h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
+    redis.call('ZADD', KEYS[7], ms(now), h .. ':' .. payload)
+    redis.call('HSET', KEYS[6], entry_id(entry), 'its holder died soon after starting it, ' .. deaths .. ' times')
+    trim_dead(KEYS[7], KEYS[6], tonumber(ARGV[6]), now - tonumber(ARGV[7]))
+  end
+end
+local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], mine, poison)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)

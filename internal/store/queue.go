@@ -382,6 +382,17 @@ type Release struct {
 	Worker string
 	Mode   ReleaseMode
 	Keep   []string // pids to keep (ReleaseOrphans)
+	// Poison is the poison-pill guard of a reclaim (ReleaseExpired).
+	Poison Poison
+}
+
+// Poison is the poison-pill guard: a task whose holder died within Window
+// of starting it Limit times goes to the dead letters (Bounds) instead of
+// back to the queue. A Limit of 0 turns it off.
+type Poison struct {
+	Limit  int
+	Window time.Duration
+	Bounds DeadBounds
 }
 
 // Released is what a release did.
@@ -395,8 +406,10 @@ type Released struct {
 
 func (s *Store) releaseCall(r Release) scripts.Call {
 	k := s.keys.Queue(r.Queue)
-	args := append([]string{r.Worker, k.Channel, string(r.Mode)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors}, Args: args}
+	p := r.Poison
+	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
+		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {
