@@ -18,6 +18,7 @@ type enqueueOptions struct {
 	in          time.Duration
 	maxAttempts int
 	timeout     time.Duration
+	retain      time.Duration
 }
 
 // plain reports whether no option was given: such calls on one queue can
@@ -25,7 +26,7 @@ type enqueueOptions struct {
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMilli()
 	}
@@ -41,6 +42,8 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, o.maxAttempts)
 	case o.timeout < 0:
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
+	case o.retain < 0:
+		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
 	}
 	return nil
 }
@@ -75,6 +78,12 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
 // goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
+
+// Retain keeps each task's outcome for d after it ends, finished (with
+// the result its handler set: Process.SetResult) or dead (with its error):
+// Client.TaskResult reads it by id, and Client.Wait waits for it. Nothing
+// is kept for tasks without it.
+func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.retain = d } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the
 // queue's HandleOptions.Timeout (whole milliseconds; at least 1 ms).

@@ -37,6 +37,8 @@ type Process struct {
 	settled bool
 	// observed is true once the observer was told how the process ended.
 	observed bool
+	// result is what SetResult set.
+	result []byte
 	// ended is called with the reason when the process ends: it cancels
 	// the context of the handler running it, if any.
 	ended func(reason error)
@@ -64,6 +66,22 @@ func (p *Process) TaskID() string { return p.taskID }
 // task is started, counting every start since (retries, reclaims after a
 // worker died, tasks given back by StopWork or shutdown).
 func (p *Process) Attempt() int { return p.attempt }
+
+// SetResult sets the result kept with the task's outcome when it
+// finishes, if it was enqueued with Retain (Client.TaskResult and Wait
+// return it); without Retain it is dropped. Keep it small: it lives in
+// Redis for the retention time.
+func (p *Process) SetResult(result []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.result = append([]byte(nil), result...)
+}
+
+func (p *Process) resultText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return string(p.result)
+}
 
 // LastError is the error the task's previous attempt failed with, as
 // text, or "" (the first attempt, or one after a reclaim only).
@@ -299,7 +317,7 @@ func (p *Process) settle(ctx context.Context, op string, want Outcome, cause err
 func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
 	refs := make([]store.ProcRef, len(ps))
 	for i, p := range ps {
-		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id}
+		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText()}
 	}
 	return c.store.Finish(ctx, queue, refs)
 }

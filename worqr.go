@@ -130,6 +130,8 @@ type Client struct {
 	enqueues *coalescer[[]byte, string]
 	finishes *coalescer[*Process, store.Outcome]
 
+	waiters *waiters // Wait's subscriptions
+
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
 	workers map[*Worker]struct{} // guarded by mu
@@ -168,6 +170,7 @@ func New(opts Options) (*Client, error) {
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		workers:     make(map[*Worker]struct{}),
 	}
+	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	if c.rdb == nil {
@@ -237,6 +240,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
+	c.waiters.close()
 	if c.ownsRedis {
 		c.rdb.Close()
 	}

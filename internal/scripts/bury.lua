@@ -4,8 +4,9 @@
 -- their errors. Only the worker that holds the process, while its lease on
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
--- KEYS: procs, leases, meta, dead, errors
--- ARGV: worker, pid, kind, error, max count, max age (ms)
+-- A task that asked for it keeps its outcome too (see retain).
+-- KEYS: procs, leases, meta, dead, errors, results, retained
+-- ARGV: worker, pid, kind, error, max count, max age (ms), channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
 local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
@@ -20,6 +21,7 @@ if state ~= 'a' then
   return STATE_CODE[state]
 end
 local now = now_ms()
+retain(KEYS[6], KEYS[7], ARGV[7], entry, 'dead', ARGV[2], entry_attempts(entry) + 1, ARGV[4], ARGV[3])
 local h, payload = entry_split(entry_ran(entry))
 h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', ARGV[1]), 'K', ARGV[3])
 redis.call('ZADD', KEYS[4], ms(now), h .. ':' .. payload)

@@ -68,6 +68,13 @@ local function header_set(h, letter, value)
   return h .. ',' .. letter .. value
 end
 
+-- Whether an entry's header has a field: two plain finds, no copy (for the
+-- hot paths).
+local function header_has(e, letter)
+  local f = string.find(e, ',' .. letter, 1, true)
+  return f ~= nil and f < (string.find(e, ':', 1, true) or 0)
+end
+
 -- The number of starts an entry counts (see entry_ran).
 local function entry_attempts(e)
   local h = entry_split(e)
@@ -280,4 +287,28 @@ local function ensure_queue(meta, queue)
   end
   name_queue(meta, queue)
   return 1
+end
+
+-- Keep the outcome of a task that asked for it (its 'R' field: how long,
+-- in ms) in the results hash, under its id: a record '<id>,s<status>,
+-- S<started ms>,E<ended ms>,a<attempts>[,K<kind>]:<result or error>',
+-- listed in retained by when it expires (expired ones are dropped as new
+-- ones come), and announce it with an outcome event 'o<id>' for waiters.
+-- status is 'ok' or 'dead'; started comes from the process id.
+local function retain(results, retained, channel, entry, status, pid, attempts, body, kind)
+  if not header_has(entry, 'R') then return end
+  local keep = tonumber(header_get(entry_split(entry), 'R')) or 0
+  local now = now_ms()
+  local id = entry_id(entry)
+  local rec = id .. ',s' .. status .. ',S' .. ms(math.floor((tonumber(pid, 16) or 0) / 1000)) ..
+    ',E' .. ms(now) .. ',a' .. attempts
+  if kind then rec = rec .. ',K' .. kind end
+  redis.call('HSET', results, id, rec .. ':' .. body)
+  redis.call('ZADD', retained, ms(now + keep), id)
+  local old = redis.call('ZRANGEBYSCORE', retained, '-inf', '(' .. ms(now), 'LIMIT', 0, 100)
+  if #old > 0 then
+    redis.call('HDEL', results, unpack(old))
+    redis.call('ZREM', retained, unpack(old))
+  end
+  publish(channel, 'o' .. id)
 end

@@ -3,11 +3,11 @@
 -- that a stop or a reclaim drops them instead of recreating the queue, and
 -- publish the delete event. The meta hash (the process id counter) goes
 -- too, unless processes remain in flight.
--- KEYS: waiting, procs, meta, delayed, dead, errors
+-- KEYS: waiting, procs, meta, delayed, dead, errors, results, retained
 -- ARGV: channel
 -- Returns the number of waiting and delayed tasks dropped.
 local dropped = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[4])
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]

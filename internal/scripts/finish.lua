@@ -1,20 +1,22 @@
 -- Finish processes: delete each one, but only if it still belongs to its
 -- worker and that worker's lease on the queue is live. Finish calls that
 -- overlap are sent as one script call, so it takes many.
--- KEYS: procs, leases, meta, errors
--- ARGV: worker, pid, worker, pid, ...
+-- A task that asked for it keeps its outcome (see retain), with the
+-- handler's result.
+-- KEYS: procs, leases, meta, errors, results, retained
+-- ARGV: channel, then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted.
 local now = now_ms()
 local pids = {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   pids[#pids + 1] = ARGV[i]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(pids))
 local live, taken, gone, failed, out = {}, {}, {}, {}, {}
 local deleted = false
 for j, pid in ipairs(pids) do
-  local worker, v = ARGV[2 * j - 1], vals[j]
+  local worker, v = ARGV[3 * j - 1], vals[j]
   if live[worker] == nil then
     live[worker] = lease_live(KEYS[2], worker, now) and true or false
   end
@@ -30,8 +32,11 @@ for j, pid in ipairs(pids) do
     out[j] = STATE_CODE[state]
     -- Only a task started before can have an error recorded.
     local entry = proc_task(v)
-    if entry_attempts(entry) > 0 then
+    if header_has(entry, 'a') then
       failed[#failed + 1] = entry_id(entry)
+    end
+    if state == 'a' then
+      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, entry_attempts(entry) + 1, ARGV[3 * j + 1])
     end
   end
 end

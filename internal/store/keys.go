@@ -31,7 +31,11 @@ type QueueKeys struct {
 	Delayed string // ZSET task entry -> when it is due (ms, Redis clock)
 	Dead    string // ZSET dead letter (entry with D, W, K fields) -> when it died (ms)
 	Errors  string // HASH task id -> the error its last attempt recorded
-	Channel string // pub/sub channel for work, schedule, cancel and delete events
+	// Results holds the outcomes of tasks that asked to be retained, and
+	// Retained lists them by when they expire.
+	Results  string // HASH task id -> outcome record
+	Retained string // ZSET task id -> when its outcome expires (ms)
+	Channel  string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -40,21 +44,23 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 func (k Keys) Queue(name string) QueueKeys {
 	base := k.prefix + ":{q:" + tagEscaper.Replace(name) + "}:"
 	return QueueKeys{
-		Waiting: base + "waiting",
-		Procs:   base + "procs",
-		Leases:  base + "leases",
-		Meta:    base + "meta",
-		Idle:    base + "idle",
-		Delayed: base + "delayed",
-		Dead:    base + "dead",
-		Errors:  base + "errors",
-		Channel: base + "events",
+		Waiting:  base + "waiting",
+		Procs:    base + "procs",
+		Leases:   base + "leases",
+		Meta:     base + "meta",
+		Idle:     base + "idle",
+		Delayed:  base + "delayed",
+		Dead:     base + "dead",
+		Errors:   base + "errors",
+		Results:  base + "results",
+		Retained: base + "retained",
+		Channel:  base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
-	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors}
+	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained}
 }
 
 // Queues is the SET of known queue names.

@@ -29,6 +29,9 @@ type EnqueueArgs struct {
 	MaxAttempts int
 	// Timeout is the tasks' own handler timeout (0: the queue's).
 	Timeout time.Duration
+	// Retain keeps the tasks' outcomes this long after they end (0: not
+	// at all).
+	Retain time.Duration
 }
 
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
@@ -48,6 +51,9 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	}
 	if args.Timeout > 0 {
 		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)
+	}
+	if args.Retain > 0 {
+		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
 	}
 	// Tasks go 1,000 a script call, except a batch for the front, which
 	// goes in one: calls pipelined in order would each put their tasks
@@ -177,6 +183,9 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 type ProcRef struct {
 	Worker string
 	PID    string
+	// Result is the handler's result, kept when the task asked for its
+	// outcome to be retained (Finish only).
+	Result string
 }
 
 // Finish deletes processes of one queue, each only if it still belongs to
@@ -184,11 +193,12 @@ type ProcRef struct {
 // call. It returns one outcome per process.
 func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
 	k := s.keys.Queue(queue)
-	args := make([]string, 0, 2*len(procs))
+	args := make([]string, 0, 1+3*len(procs))
+	args = append(args, k.Channel)
 	for _, p := range procs {
-		args = append(args, p.Worker, p.PID)
+		args = append(args, p.Worker, p.PID, p.Result)
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained}, args)
 	if err != nil {
 		return nil, err
 	}
@@ -213,70 +223,6 @@ func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, 
 	k := s.keys.Queue(queue)
 	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
 	return outcome(res, err)
-}
-
-func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
-	if err != nil {
-		return 0, err
-	}
-	code, err := res.AsInt64()
-	return Outcome(code), err
-}
-
-// Retry records a process's error (none if empty) and puts its task at the
-// back of the queue, or, with a delay, in the delayed set until then; if
-// the process still belongs to the worker and its lease is live. A
-// cancelled task, or one of a deleted queue, is dropped.
-func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
-	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors},
-		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Milliseconds(), 10), errText})
-	return outcome(res, err)
-}
-
-// DeadBounds bound a queue's dead letters.
-type DeadBounds struct {
-	MaxCount int
-	MaxAge   time.Duration
-}
-
-// Bury moves a process's task to the queue's dead letters, with kind and
-// error, and trims them to bounds; if the process still belongs to the
-// worker and its lease is live. A cancelled task, or one of a deleted
-// queue, is dropped.
-func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
-	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors},
-		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10)})
-	return outcome(res, err)
-}
-
-// Promoted is what a promotion did and found.
-type Promoted struct {
-	Moved int64 // tasks that were due and are now waiting
-	// Next is when the next delayed task is due (Unix ms, Redis clock),
-	// or -1 when none is.
-	Next int64
-	// Now is the Redis clock when the script ran (Unix ms).
-	Now int64
-}
-
-// Promote moves every due delayed task of a queue to its back, in due
-// order, and says when the next is due.
-func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
-	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel})
-	if err != nil {
-		return Promoted{}, err
-	}
-	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 3 {
-		err = fmt.Errorf("promote.lua answered %d values", len(n))
-	}
-	if err != nil {
-		return Promoted{}, err
-	}
-	return Promoted{Moved: n[0], Next: n[1], Now: n[2]}, nil
 }
 
 // CancelCount says what a cancel found.
@@ -323,7 +269,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -531,41 +477,4 @@ func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 		}
 	}
 	return out, nil
-}
-
-// DelayedTask is a delayed task and when it is due.
-type DelayedTask struct {
-	Task
-	Due int64 // Unix ms, Redis clock
-}
-
-// Delayed returns a queue's delayed tasks in due order, from position
-// start to stop inclusive (0 is the next due; negative counts from the
-// last, as in ZRANGE).
-func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([]DelayedTask, error) {
-	if err := s.enter(ctx, OpRead, queue); err != nil {
-		return nil, err
-	}
-	cmd := s.b().Zrange().Key(s.keys.Queue(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
-	vals, err := s.rdb.Do(ctx, cmd).AsZScores()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]DelayedTask, 0, len(vals))
-	for _, v := range vals {
-		t, ok := ParseTask(v.Member)
-		if !ok {
-			t = Task{Payload: v.Member}
-		}
-		out = append(out, DelayedTask{Task: t, Due: int64(v.Score)})
-	}
-	return out, nil
-}
-
-// DelayedLen is the number of a queue's delayed tasks.
-func (s *Store) DelayedLen(ctx context.Context, queue string) (int64, error) {
-	if err := s.enter(ctx, OpRead, queue); err != nil {
-		return 0, err
-	}
-	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Delayed).Build().Pin()).AsInt64()
 }

@@ -188,6 +188,7 @@ const (
 	EventCancel   EventKind = 'c'
 	EventDelete   EventKind = 'd'
 	EventSchedule EventKind = 's'
+	EventOutcome  EventKind = 'o'
 )
 
 // Event is a message on a queue's channel:
@@ -195,6 +196,7 @@ const (
 //	w<count>[:<worker id>,<worker id>...]  tasks were added; the ids name the runtimes to wake (none: all)
 //	c<task id>,<task id>...                 these in-flight tasks were cancelled
 //	s<due ms>                               a delayed task is due then (Unix ms, Redis clock)
+//	o<task id>                              a retained task's outcome was recorded
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
 type Event struct {
 	Kind EventKind
@@ -232,6 +234,11 @@ func ParseEvent(msg string) (Event, bool) {
 	case EventDelete:
 		upTo, err := strconv.ParseUint(msg[1:], 16, 64)
 		return Event{Kind: EventDelete, UpTo: upTo}, err == nil
+	case EventOutcome:
+		if len(msg) == 1 {
+			return Event{}, false
+		}
+		return Event{Kind: EventOutcome, TaskIDs: []string{msg[1:]}}, true
 	case EventSchedule:
 		due, err := strconv.ParseInt(msg[1:], 10, 64)
 		return Event{Kind: EventSchedule, Due: due}, err == nil && due > 0
@@ -253,4 +260,50 @@ func taskIDs(first string, n int) ([]string, bool) {
 		ids[i] = strconv.FormatUint(base+uint64(i), 16)
 	}
 	return ids, true
+}
+
+// Result is a retained task's outcome record.
+type Result struct {
+	ID       string
+	Status   string // "ok" or "dead"
+	Started  int64  // Unix ms, Redis clock (from the process id)
+	Ended    int64
+	Expires  int64
+	Attempts int
+	Kind     string // dead only
+	Body     string // the handler's result, or the error (dead)
+}
+
+// ParseResult decodes an outcome record.
+func ParseResult(v string) (Result, bool) {
+	header, body, ok := strings.Cut(v, ":")
+	if !ok {
+		return Result{}, false
+	}
+	id, fields, _ := strings.Cut(header, ",")
+	r := Result{ID: id, Body: body}
+	for fields != "" {
+		var f string
+		f, fields, _ = strings.Cut(fields, ",")
+		if len(f) < 2 {
+			continue
+		}
+		var err error
+		switch v := f[1:]; f[0] {
+		case 's':
+			r.Status = v
+		case 'S':
+			r.Started, err = strconv.ParseInt(v, 10, 64)
+		case 'E':
+			r.Ended, err = strconv.ParseInt(v, 10, 64)
+		case 'a':
+			r.Attempts, err = strconv.Atoi(v)
+		case 'K':
+			r.Kind = v
+		}
+		if err != nil {
+			return Result{}, false
+		}
+	}
+	return r, id != "" && r.Status != ""
 }

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
+	if err != nil {
+		return 0, err
+	}
+	code, err := res.AsInt64()
+	return Outcome(code), err
+}
+
+// Retry records a process's error (none if empty) and puts its task at the
+// back of the queue, or, with a delay, in the delayed set until then; if
+// the process still belongs to the worker and its lease is live. A
+// cancelled task, or one of a deleted queue, is dropped.
+func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors},
+		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Milliseconds(), 10), errText})
+	return outcome(res, err)
+}
+
+// DeadBounds bound a queue's dead letters.
+type DeadBounds struct {
+	MaxCount int
+	MaxAge   time.Duration
+}
+
+// Bury moves a process's task to the queue's dead letters, with kind and
+// error, and trims them to bounds; if the process still belongs to the
+// worker and its lease is live. A cancelled task, or one of a deleted
+// queue, is dropped.
+func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained},
+		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
+	return outcome(res, err)
+}
+
+// Promoted is what a promotion did and found.
+type Promoted struct {
+	Moved int64 // tasks that were due and are now waiting
+	// Next is when the next delayed task is due (Unix ms, Redis clock),
+	// or -1 when none is.
+	Next int64
+	// Now is the Redis clock when the script ran (Unix ms).
+	Now int64
+}
+
+// Promote moves every due delayed task of a queue to its back, in due
+// order, and says when the next is due.
+func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel})
+	if err != nil {
+		return Promoted{}, err
+	}
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 3 {
+		err = fmt.Errorf("promote.lua answered %d values", len(n))
+	}
+	if err != nil {
+		return Promoted{}, err
+	}
+	return Promoted{Moved: n[0], Next: n[1], Now: n[2]}, nil
+}
+
+// DelayedTask is a delayed task and when it is due.
+type DelayedTask struct {
+	Task
+	Due int64 // Unix ms, Redis clock
+}
+
+// Delayed returns a queue's delayed tasks in due order, from position
+// start to stop inclusive (0 is the next due; negative counts from the
+// last, as in ZRANGE).
+func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([]DelayedTask, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return nil, err
+	}
+	cmd := s.b().Zrange().Key(s.keys.Queue(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
+	vals, err := s.rdb.Do(ctx, cmd).AsZScores()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DelayedTask, 0, len(vals))
+	for _, v := range vals {
+		t, ok := ParseTask(v.Member)
+		if !ok {
+			t = Task{Payload: v.Member}
+		}
+		out = append(out, DelayedTask{Task: t, Due: int64(v.Score)})
+	}
+	return out, nil
+}
+
+// DelayedLen is the number of a queue's delayed tasks.
+func (s *Store) DelayedLen(ctx context.Context, queue string) (int64, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return 0, err
+	}
+	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Delayed).Build().Pin()).AsInt64()
+}
+
+// TaskResult reads a retained task's outcome; false when there is none
+// (the task did not ask, has not ended, or its retention ran out).
+func (s *Store) TaskResult(ctx context.Context, queue, id string) (Result, bool, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return Result{}, false, err
+	}
+	k := s.keys.Queue(queue)
+	res := s.rdb.DoMulti(ctx,
+		s.b().Hget().Key(k.Results).Field(id).Build().Pin(),
+		s.b().Zscore().Key(k.Retained).Member(id).Build().Pin(),
+		s.b().Time().Build().Pin())
+	v, err := res[0].ToString()
+	if rueidis.IsRedisNil(err) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, err
+	}
+	exp, err := res[1].AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, err
+	}
+	now, err := res[2].AsStrSlice()
+	if err != nil || len(now) != 2 {
+		return Result{}, false, fmt.Errorf("TIME answered %v: %w", now, err)
+	}
+	sec, _ := strconv.ParseInt(now[0], 10, 64)
+	usec, _ := strconv.ParseInt(now[1], 10, 64)
+	if int64(exp) <= sec*1000+usec/1000 {
+		return Result{}, false, nil // expired, not yet dropped
+	}
+	r, ok := ParseResult(v)
+	if !ok {
+		return Result{}, false, fmt.Errorf("outcome record of %q unreadable", id)
+	}
+	r.Expires = int64(exp)
+	return r, true, nil
+}

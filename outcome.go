@@ -1,0 +1,104 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// TaskStatus is how a retained task ended.
+type TaskStatus string
+
+// Task statuses.
+const (
+	// TaskSucceeded: its handler returned nil (or Finish was called).
+	TaskSucceeded TaskStatus = "succeeded"
+	// TaskDead: it went to the dead letters.
+	TaskDead TaskStatus = "dead"
+)
+
+// TaskOutcome is a retained task's outcome (see Retain).
+type TaskOutcome struct {
+	ID     string
+	Queue  string
+	Status TaskStatus
+	// Attempts counts the task's starts, the last one included.
+	Attempts int
+	// EnqueuedAt, StartedAt (its last attempt) and EndedAt are by the
+	// Redis clock; ExpiresAt is when the outcome is forgotten.
+	EnqueuedAt, StartedAt, EndedAt, ExpiresAt time.Time
+	// Result is what the handler set with Process.SetResult (succeeded).
+	Result []byte
+	// Error and Kind say why it died (dead).
+	Error string
+	Kind  string
+}
+
+func taskOutcome(queue string, r store.Result) TaskOutcome {
+	o := TaskOutcome{
+		ID: r.ID, Queue: queue, Attempts: r.Attempts,
+		EnqueuedAt: store.Task{ID: r.ID}.EnqueuedAt(),
+		StartedAt:  time.UnixMilli(r.Started), EndedAt: time.UnixMilli(r.Ended), ExpiresAt: time.UnixMilli(r.Expires),
+	}
+	if r.Status == "dead" {
+		o.Status, o.Error, o.Kind = TaskDead, r.Body, r.Kind
+	} else {
+		o.Status, o.Result = TaskSucceeded, []byte(r.Body)
+	}
+	return o
+}
+
+// TaskResult returns the outcome of a task enqueued with Retain, by id. It
+// returns ErrNoTask while the task has not ended (or did not ask to be
+// retained, or its retention ran out).
+func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome, error) {
+	if err := c.validate(ctx, "task result", queue); err != nil {
+		return TaskOutcome{}, err
+	}
+	if id == "" {
+		return TaskOutcome{}, fmt.Errorf("worqr: task result %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	r, ok, err := c.store.TaskResult(ctx, queue, id)
+	if err != nil {
+		return TaskOutcome{}, c.fail("task result", queue, err)
+	}
+	if !ok {
+		return TaskOutcome{}, fmt.Errorf("worqr: task result %q %s: %w", queue, id, ErrNoTask)
+	}
+	return taskOutcome(queue, r), nil
+}
+
+// Wait waits until a task enqueued with Retain has ended, and returns its
+// outcome, or ctx's error. It does not poll: the client listens on the
+// queue's channel (one subscription per queue, however many waiters) for
+// the event its outcome's script publishes, and reads the outcome once
+// when it comes, and once after every (re)subscription in case one was
+// missed. A task not enqueued with Retain is waited for until ctx ends.
+func (c *Client) Wait(ctx context.Context, queue, id string) (TaskOutcome, error) {
+	if err := c.validate(ctx, "wait", queue); err != nil {
+		return TaskOutcome{}, err
+	}
+	if id == "" {
+		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	w := c.waiters.add(queue, id)
+	defer c.waiters.remove(queue, id, w)
+	for {
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ctx.Err())
+		case <-w.closed:
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrClientClosed)
+		}
+		o, err := c.TaskResult(ctx, queue, id)
+		if err == nil {
+			return o, nil
+		}
+		if !isNoTask(err) {
+			return TaskOutcome{}, err
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// A task enqueued with Retain keeps its outcome, finished with its result
+// or dead with its error, readable by id and waited for; one without keeps
+// nothing.
+func TestRetainedOutcomes(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	release := make(chan struct{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		<-release
+		switch string(p.Task()) {
+		case "bad":
+			return WithKind("bad-input", Permanent(errors.New("no such user")))
+		default:
+			p.SetResult([]byte("result of " + string(p.Task())))
+			return nil
+		}
+	}, HandleOptions{}))
+	good, err := c.Enqueue(ctx, "q", []byte("good"), Retain(time.Minute))
+	require.NoError(t, err)
+	bad, err := c.Enqueue(ctx, "q", []byte("bad"), Retain(time.Minute))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "q", []byte("plain"))
+	require.NoError(t, err)
+	_, err = c.TaskResult(ctx, "q", good)
+	assert.ErrorIs(t, err, ErrNoTask, "not ended yet")
+
+	outcomes := make(chan TaskOutcome, 2)
+	for _, id := range []string{good, bad} {
+		go func() {
+			o, err := c.Wait(ctx, "q", id)
+			assert.NoError(t, err)
+			outcomes <- o
+		}()
+	}
+	close(release)
+	got := map[string]TaskOutcome{}
+	for range 2 {
+		o := recv(t, outcomes, 5*time.Second, "an outcome")
+		got[o.ID] = o
+	}
+	assert.Equal(t, TaskSucceeded, got[good].Status)
+	assert.Equal(t, "result of good", string(got[good].Result))
+	assert.Equal(t, 1, got[good].Attempts)
+	assert.False(t, got[good].EndedAt.Before(got[good].StartedAt))
+	assert.False(t, got[good].StartedAt.Before(got[good].EnqueuedAt.Truncate(time.Millisecond)))
+	assert.True(t, got[good].ExpiresAt.After(got[good].EndedAt.Add(50*time.Second)))
+	assert.Equal(t, TaskDead, got[bad].Status)
+	assert.Equal(t, "bad-input", got[bad].Kind)
+	assert.Contains(t, got[bad].Error, "no such user")
+	again, err := c.TaskResult(ctx, "q", good)
+	require.NoError(t, err)
+	assert.Equal(t, got[good], again)
+
+	settledQueue(t, c, "q")
+	_, err = c.TaskResult(ctx, "q", plain)
+	assert.ErrorIs(t, err, ErrNoTask, "nothing is kept unless asked")
+	_, err = c.TaskResult(ctx, "q", "")
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = c.Wait(ctx, "q", "")
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// An outcome is forgotten when its retention runs out.
+func TestRetentionExpires(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"), Retain(200*time.Millisecond))
+	require.NoError(t, err)
+	o, err := c.Wait(ctx, "q", id)
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "forgotten", func() bool {
+		_, err := c.TaskResult(ctx, "q", id)
+		return errors.Is(err, ErrNoTask)
+	})
+	assert.True(t, time.Now().Add(time.Second).After(o.ExpiresAt))
+}
+
+// A thousand waiters cost one read each when they start and one when
+// their outcome comes, and nothing while they wait: no polling.
+func TestThousandWaitersDoNotPoll(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const n = 1000
+	tasks := make([][]byte, n)
+	for i := range tasks {
+		tasks[i] = []byte(strconv.Itoa(i))
+	}
+	ids, err := c.EnqueueBatch(ctx, "q", tasks, Retain(time.Minute))
+	require.NoError(t, err)
+
+	var reads atomic.Int64
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRead {
+			reads.Add(1)
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for _, id := range ids {
+		wg.Go(func() {
+			o, err := c.Wait(ctx, "q", id)
+			if assert.NoError(t, err) && assert.Equal(t, TaskSucceeded, o.Status) {
+				done.Add(1)
+			}
+		})
+	}
+	// Each waiter reads once when it starts, and once more if it started
+	// before the subscription was confirmed (the confirmation wakes all,
+	// in case an outcome came in between); then nothing.
+	last, since := int64(-1), time.Now()
+	eventually(t, 10*time.Second, "the waiters have looked", func() bool {
+		if now := reads.Load(); now != last {
+			last, since = now, time.Now()
+		}
+		return last >= n && time.Since(since) > 100*time.Millisecond
+	})
+	idle := reads.Load()
+	assert.LessOrEqual(t, idle, int64(2*n))
+	deadline := time.Now().Add(300 * time.Millisecond)
+	eventually(t, 5*time.Second, "an idle while", func() bool { return time.Now().After(deadline) })
+	assert.Equal(t, idle, reads.Load(), "waiters polled while nothing happened")
+
+	// The worker on a client of its own: its subscription to the queue
+	// would otherwise share the waiters' connection, and its confirmation
+	// wake them all once more.
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{Concurrency: 50}))
+	wg.Wait()
+	assert.EqualValues(t, n, done.Load())
+	assert.LessOrEqual(t, reads.Load(), idle+n, "one read per outcome")
+}

@@ -1,0 +1,153 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+func isNoTask(err error) bool { return errors.Is(err, ErrNoTask) }
+
+// waiters is the client's component for Wait: per queue with waiters, one
+// subscription to the queue's channel, which wakes the waiters of a task
+// when its outcome event comes, and every waiter of the queue after each
+// (re)subscription (an event may have been missed). The subscription ends
+// when the queue's last waiter leaves.
+type waiters struct {
+	c      *Client
+	mu     sync.Mutex              // guards queues and closed
+	queues map[string]*queueWaiter // queues with waiters
+	closed chan struct{}           // closed when the client closes
+	once   sync.Once
+}
+
+// queueWaiter is one queue's waiters and its subscription.
+type queueWaiter struct {
+	ids    map[string]map[*waiter]struct{} // guarded by waiters.mu
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the subscription's goroutine ends
+}
+
+// waiter is one Wait call.
+type waiter struct {
+	wake   chan struct{} // a signal to read the outcome (buffered, 1)
+	closed chan struct{} // the client's
+}
+
+func newWaiters(c *Client) *waiters {
+	return &waiters{c: c, queues: make(map[string]*queueWaiter), closed: make(chan struct{})}
+}
+
+// add registers a waiter for a task, subscribing to its queue if needed.
+// The waiter is woken once the subscription is confirmed.
+func (ws *waiters) add(queue, id string) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), closed: ws.closed}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	qw, ok := ws.queues[queue]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		qw = &queueWaiter{ids: make(map[string]map[*waiter]struct{}), cancel: cancel, done: make(chan struct{})}
+		ws.queues[queue] = qw
+		go ws.listen(ctx, queue, qw)
+	} else {
+		w.poke() // subscribed already (or about to be: then it pokes again)
+	}
+	if qw.ids[id] == nil {
+		qw.ids[id] = make(map[*waiter]struct{})
+	}
+	qw.ids[id][w] = struct{}{}
+	return w
+}
+
+// remove unregisters a waiter, and ends the queue's subscription once it
+// has no waiter left.
+func (ws *waiters) remove(queue, id string, w *waiter) {
+	ws.mu.Lock()
+	qw := ws.queues[queue]
+	if qw == nil {
+		ws.mu.Unlock()
+		return
+	}
+	delete(qw.ids[id], w)
+	if len(qw.ids[id]) == 0 {
+		delete(qw.ids, id)
+	}
+	last := len(qw.ids) == 0
+	if last {
+		delete(ws.queues, queue)
+	}
+	ws.mu.Unlock()
+	if last {
+		qw.cancel()
+		<-qw.done
+	}
+}
+
+func (w *waiter) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeAll pokes every waiter of a queue, or those of one task.
+func (ws *waiters) wakeAll(qw *queueWaiter, id string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for tid, set := range qw.ids {
+		if id != "" && tid != id {
+			continue
+		}
+		for w := range set {
+			w.poke()
+		}
+	}
+}
+
+// listen keeps the queue's channel subscribed while it has waiters.
+func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
+	defer close(qw.done)
+	subscribed := func() { ws.wakeAll(qw, "") }
+	message := func(msg string) {
+		if e, ok := store.ParseEvent(msg); ok && e.Kind == store.EventOutcome {
+			ws.wakeAll(qw, e.TaskIDs[0])
+		}
+	}
+	b := newBackoff(10*time.Millisecond, time.Second)
+	for {
+		err := ws.c.store.Subscribe(ctx, queue, subscribed, message)
+		if ctx.Err() != nil {
+			break
+		}
+		ws.c.log.Debug("worqr: waiters' subscription ended, subscribing again", "queue", queue, "err", err)
+		if err == nil {
+			b.reset()
+		}
+		if !b.wait(ctx) {
+			break
+		}
+	}
+	uctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = ws.c.store.Unsubscribe(uctx, queue)
+}
+
+// close ends every waiter (ErrClientClosed) and subscription.
+func (ws *waiters) close() {
+	ws.once.Do(func() { close(ws.closed) })
+	ws.mu.Lock()
+	qws := make([]*queueWaiter, 0, len(ws.queues))
+	for q, qw := range ws.queues {
+		qws = append(qws, qw)
+		delete(ws.queues, q)
+	}
+	ws.mu.Unlock()
+	for _, qw := range qws {
+		qw.cancel()
+		<-qw.done
+	}
+}
