@@ -169,6 +169,14 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 		n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Queue("l").Dead).Build()).AsInt64()
 		return err == nil && n == 1
 	})
+	// A retained outcome, waited for.
+	kept, err := c.Enqueue(ctx, "l", []byte("kept"), Retain(time.Minute))
+	require.NoError(t, err)
+	o, err := c.Wait(ctx, "l", kept)
+	require.NoError(t, err)
+	assert.Equal(t, TaskSucceeded, o.Status)
+	_, err = c.TaskResult(ctx, "l", kept)
+	require.NoError(t, err)
 
 	// By hand: dequeue, stop, finish, peek, range.
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))
