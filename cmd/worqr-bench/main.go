@@ -11,11 +11,11 @@
 //	go run ./cmd/worqr-bench -redis 10.0.0.1:7000,10.0.0.2:7000 -queues 3  # a Redis Cluster
 //	go run ./cmd/worqr-bench -short                               # smoke run on an embedded miniredis
 //
-// Scenarios: enqueue, process, latency, recovery, memory, fanout (see
-// BENCHMARKS.md for what each does and its target). Each prints one JSON
-// line on standard output and a human summary on standard error. Targets
-// are reported, never enforced: the exit status says only whether the
-// program ran.
+// Scenarios: enqueue, process, latency, recovery, memory, fanout, delay,
+// burst, retry (see BENCHMARKS.md for what each does and its target). Each
+// prints one JSON line on standard output and a human summary on standard
+// error. Targets are reported, never enforced: the exit status says only
+// whether the program ran.
 package main
 
 import (
@@ -97,6 +97,16 @@ func scenarios() []scenario {
 			{Metric: "inflight_bytes_per_task", Op: "<=", Limit: payloadSize + 200},
 		}},
 		{name: "fanout", run: runFanout},
+		{name: "delay", run: runDelay, targets: []target{
+			{Metric: "p99_ms", Op: "<=", Limit: 2},
+			{Metric: "early", Op: "<=", Limit: 0},
+		}},
+		{name: "burst", run: runBurst, targets: []target{
+			{Metric: "ratio", Op: ">=", Limit: 0.8},
+		}},
+		{name: "retry", run: runRetry, targets: []target{
+			{Metric: "ratio", Op: ">=", Limit: 0.45},
+		}},
 	}
 }
 
@@ -109,7 +119,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")

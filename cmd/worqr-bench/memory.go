@@ -12,10 +12,11 @@ import (
 	"github.com/worqr/worqr"
 )
 
-// runMemory measures Redis memory per waiting task and per in-flight task,
-// as the change in INFO used_memory over 100,000 tasks of 64 bytes, and
-// the same for the baseline (a list, and a consumer's list). MEMORY USAGE
-// of the keys, summed, is reported beside it as a check.
+// runMemory measures Redis memory per waiting task, per in-flight task and
+// per delayed task, as the change in INFO used_memory over 100,000 tasks
+// of 64 bytes, and the same for the baseline (a list, a consumer's list,
+// a sorted set). MEMORY USAGE of the keys, summed, is reported beside it
+// as a check.
 func runMemory(ctx context.Context, b *bench) (*result, error) {
 	if b.embedded {
 		res := &result{}
@@ -131,7 +132,91 @@ func runMemory(ctx context.Context, b *bench) (*result, error) {
 	res.add("memory_usage_inflight_per_task", "B", float64(v2)/float64(n))
 	res.add("baseline_memory_usage_waiting_per_task", "B", float64(u1)/float64(n))
 	res.add("baseline_memory_usage_inflight_per_task", "B", float64(u2)/float64(n))
+	if err := delayedMemory(ctx, b, perQueue, run, res); err != nil {
+		return nil, fmt.Errorf("delayed: %w", err)
+	}
 	return res, nil
+}
+
+// delayedMemory measures Redis memory per delayed task, as the change in
+// INFO used_memory over the same number of 64-byte tasks enqueued an hour
+// ahead (EnqueueBatch of 1,000 with worqr.At, each batch a millisecond
+// later than the one before), with no worker to move them; the baseline is
+// a sorted set of the payloads scored by the same due times (ZADD), the
+// least a delayed queue can keep.
+func delayedMemory(ctx context.Context, b *bench, perQueue int, run string, res *result) error {
+	n := perQueue * len(b.queues)
+	due := time.Now().Add(time.Hour).UnixMilli()
+	keys := baseKeysFor(b.queues)
+	defer func() { _ = cleanup(ctx, b.rdb, keys[0].prefix) }()
+	m0, err := settledMemory(ctx, b.rdb)
+	if err != nil {
+		return err
+	}
+	for qi, k := range keys {
+		for start := 0; start < perQueue; start += 1000 {
+			score := float64(due + int64(start/1000))
+			cmd := b.rdb.B().Zadd().Key(k.prefix + ":" + k.tag + ":delayed").ScoreMember()
+			for i := start; i < min(start+1000, perQueue); i++ {
+				cmd = cmd.ScoreMember(score, string(payload(run, qi*perQueue+i)))
+			}
+			if err := b.rdb.Do(ctx, cmd.Build()).Error(); err != nil {
+				return err
+			}
+		}
+	}
+	m1, err := settledMemory(ctx, b.rdb)
+	if err != nil {
+		return err
+	}
+	u1, err := keysUsage(ctx, b.rdb, keys[0].prefix)
+	if err != nil {
+		return err
+	}
+	_ = cleanup(ctx, b.rdb, keys[0].prefix)
+
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	// One task per queue first, so the queues' own keys (meta, registry)
+	// are not counted.
+	for _, q := range b.queues {
+		if _, err := c.Enqueue(ctx, q, payload("warm", 0), worqr.At(time.UnixMilli(due))); err != nil {
+			return err
+		}
+	}
+	w0, err := settledMemory(ctx, b.rdb)
+	if err != nil {
+		return err
+	}
+	for qi, q := range b.queues {
+		for start := 0; start < perQueue; start += 1000 {
+			tasks := make([][]byte, 0, 1000)
+			for i := start; i < min(start+1000, perQueue); i++ {
+				tasks = append(tasks, payload(run, qi*perQueue+i))
+			}
+			if _, err := c.EnqueueBatch(ctx, q, tasks, worqr.At(time.UnixMilli(due+int64(start/1000)))); err != nil {
+				return err
+			}
+		}
+	}
+	w1, err := settledMemory(ctx, b.rdb)
+	if err != nil {
+		return err
+	}
+	v1, err := keysUsage(ctx, b.rdb, prefix)
+	if err != nil {
+		return err
+	}
+	per := func(a, b int64) float64 { return float64(b-a) / float64(n) }
+	res.add("delayed_bytes_per_task", "B", per(w0, w1))
+	res.add("baseline_delayed_bytes_per_task", "B", per(m0, m1))
+	res.add("delayed_ratio", "×", per(w0, w1)/per(m0, m1))
+	res.add("memory_usage_delayed_per_task", "B", float64(v1)/float64(n))
+	res.add("baseline_memory_usage_delayed_per_task", "B", float64(u1)/float64(n))
+	return nil
 }
 
 // settledMemory is used_memory, summed over the masters, once the

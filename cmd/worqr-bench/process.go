@@ -39,22 +39,7 @@ func runProcess(ctx context.Context, b *bench) (*result, error) {
 	}
 	baseRate := float64(total) / base.elapsed.Seconds()
 
-	c, prefix, err := b.newClient()
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
-	if err := fill(ctx, c, b.queues, perQueue, run); err != nil {
-		return nil, err
-	}
-	w = openWindow(ctx, b.rdb)
-	p, err := startPool(ctx, c, b.queues, 1, conc, total)
-	if err != nil {
-		return nil, err
-	}
-	err = p.wait(ctx, c, b.queues, timeout(b.cfg.short))
-	got := w.close(ctx)
-	p.close(ctx)
+	got, _, err := drain(ctx, b, perQueue, run, nil, worqr.HandleOptions{Concurrency: conc})
 	if err != nil {
 		return nil, err
 	}
@@ -71,15 +56,42 @@ func runProcess(ctx context.Context, b *bench) (*result, error) {
 	return res, nil
 }
 
-// fill enqueues perQueue tasks on each queue, 1,000 a call, untimed.
-func fill(ctx context.Context, c *worqr.Client, queues []string, perQueue int, run string) error {
+// drain fills the queues with perQueue no-op tasks each under a client of
+// its own, then times one worker handling them with opts and fail (see
+// startPoolWith) from its start until every task has finished. It also
+// returns how long the fill took.
+func drain(ctx context.Context, b *bench, perQueue int, run string, fail func(*worqr.Process) error, opts worqr.HandleOptions) (span, time.Duration, error) {
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return span{}, 0, err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	start := time.Now()
+	if err := fill(ctx, c, b.queues, perQueue, run); err != nil {
+		return span{}, 0, err
+	}
+	filled := time.Since(start)
+	w := openWindow(ctx, b.rdb)
+	p, err := startPoolWith(ctx, c, b.queues, 1, int64(perQueue*len(b.queues)), fail, opts)
+	if err != nil {
+		return span{}, 0, err
+	}
+	err = p.wait(ctx, c, b.queues, timeout(b.cfg.short))
+	got := w.close(ctx)
+	p.close(ctx)
+	return got, filled, err
+}
+
+// fill enqueues perQueue tasks on each queue, 1,000 a call, untimed, with
+// the options given.
+func fill(ctx context.Context, c *worqr.Client, queues []string, perQueue int, run string, opts ...worqr.EnqueueOption) error {
 	for qi, q := range queues {
 		for start := 0; start < perQueue; start += 1000 {
 			tasks := make([][]byte, 0, 1000)
 			for i := start; i < min(start+1000, perQueue); i++ {
 				tasks = append(tasks, payload(run, qi*perQueue+i))
 			}
-			if _, err := c.EnqueueBatch(ctx, q, tasks); err != nil {
+			if _, err := c.EnqueueBatch(ctx, q, tasks, opts...); err != nil {
 				return err
 			}
 		}
@@ -95,15 +107,31 @@ type pool struct {
 	want    int64
 	all     chan struct{} // closed when handled reaches want
 	once    sync.Once
+	first   atomic.Int64 // wall clock (Unix ns) of the first counted start
+	last    time.Time    // of the want-th counted start; set before all closes
 }
 
 // startPool starts n workers, each handling every queue with conc
 // handlers, and returns once all of them are serving.
 func startPool(ctx context.Context, c *worqr.Client, queues []string, n, conc int, want int64) (*pool, error) {
+	return startPoolWith(ctx, c, queues, n, want, nil, worqr.HandleOptions{Concurrency: conc})
+}
+
+// startPoolWith is startPool with the caller's handle options. fail, when
+// not nil, is asked first at every start: an error from it is the
+// handler's, and that start is not counted.
+func startPoolWith(ctx context.Context, c *worqr.Client, queues []string, n int, want int64, fail func(*worqr.Process) error, opts worqr.HandleOptions) (*pool, error) {
 	p := &pool{want: want, all: make(chan struct{})}
-	h := func(context.Context, *worqr.Process) error {
+	h := func(_ context.Context, proc *worqr.Process) error {
+		if fail != nil {
+			if err := fail(proc); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		p.first.CompareAndSwap(0, now.UnixNano())
 		if p.handled.Add(1) == p.want {
-			p.once.Do(func() { close(p.all) })
+			p.once.Do(func() { p.last = now; close(p.all) })
 		}
 		return nil
 	}
@@ -115,7 +143,7 @@ func startPool(ctx context.Context, c *worqr.Client, queues []string, n, conc in
 		}
 		p.workers = append(p.workers, w)
 		for _, q := range queues {
-			if err := w.Handle(ctx, q, h, worqr.HandleOptions{Concurrency: conc}); err != nil {
+			if err := w.Handle(ctx, q, h, opts); err != nil {
 				p.close(ctx)
 				return nil, err
 			}
