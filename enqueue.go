@@ -28,7 +28,10 @@ func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 func (o enqueueOptions) args() store.EnqueueArgs {
 	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain}
 	if !o.at.IsZero() {
-		a.DueAt = o.at.UnixMilli()
+		a.DueAt = o.at.UnixMicro()
+		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
+			a.DueAt++ // rounded up: never earlier than asked
+		}
 	}
 	return a
 }

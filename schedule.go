@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // scheduler is one served queue's timer for delayed tasks, a component of
@@ -34,7 +36,7 @@ func (sc *scheduler) learn(due int64) {
 		return
 	}
 	sc.at = due
-	d := time.Duration(due-sc.w.clock.now()) * time.Millisecond
+	d := time.UnixMilli(due).Sub(sc.w.clock.now())
 	if sc.timer == nil {
 		sc.timer = time.AfterFunc(d, sc.fire)
 	} else {
@@ -53,27 +55,32 @@ func (sc *scheduler) fire() {
 	sc.mu.Unlock()
 	if err := sc.promote(sc.w.life); err != nil && sc.w.life.Err() == nil {
 		sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
-		sc.learn(sc.w.clock.now() + retryPromoteAfter.Milliseconds())
+		sc.learn(sc.w.clock.now().Add(retryPromoteAfter).UnixMilli())
 	}
 }
 
 // retryPromoteAfter is how long a failed promotion waits to try again.
 const retryPromoteAfter = 250 * time.Millisecond
 
-// promote runs promote.lua once and arms the timer for the next due time.
+// promote runs promote.lua, again while it moves a full cap of tasks, and
+// arms the timer for the next due time.
 func (sc *scheduler) promote(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, sc.w.opts.TTL)
-	defer cancel()
-	sent := time.Now()
-	p, err := sc.w.c.store.Promote(ctx, sc.queue)
-	if err != nil {
-		return err
+	for {
+		pctx, cancel := context.WithTimeout(ctx, sc.w.opts.TTL)
+		sent := time.Now()
+		p, err := sc.w.c.store.Promote(pctx, sc.queue)
+		cancel()
+		if err != nil {
+			return err
+		}
+		sc.w.clock.observe(p.Now, sent, time.Now())
+		if p.Moved < store.PromoteCap {
+			if p.Next > 0 {
+				sc.learn(p.Next)
+			}
+			return nil
+		}
 	}
-	sc.w.clock.observe(p.Now, sent, time.Now())
-	if p.Next > 0 {
-		sc.learn(p.Next)
-	}
-	return nil
 }
 
 // stop disarms the timer for good.
@@ -94,18 +101,18 @@ type redisClock struct {
 	offset time.Duration // Redis time minus local time
 }
 
-// now is the Redis clock's time now, in Unix ms, as far as known.
-func (c *redisClock) now() int64 {
+// now is the Redis clock's time now, as far as known.
+func (c *redisClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UnixMilli()
+	return time.Now().Add(c.offset)
 }
 
-// observe records a Redis time (Unix ms) read by a call sent and answered
+// observe records a Redis time (Unix µs) read by a call sent and answered
 // at the given local times.
-func (c *redisClock) observe(redisMs int64, sent, received time.Time) {
+func (c *redisClock) observe(redisUs int64, sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
 	c.mu.Lock()
-	c.offset = time.UnixMilli(redisMs).Sub(mid)
+	c.offset = time.UnixMicro(redisUs).Sub(mid)
 	c.mu.Unlock()
 }

@@ -3,8 +3,8 @@
 -- delayed set. Each task gets an id (see next_task_ids) and is stored as
 -- an entry '<id><fields>:<payload>'.
 -- KEYS: waiting, meta, idle, delayed
--- ARGV: channel, queue name, front ("1" | "0"), due (ms, Redis clock; 0:
---       now), delay (ms from now; 0: none), header fields every task gets
+-- ARGV: channel, queue name, front ("1" | "0"), due (µs, Redis clock; 0:
+--       now), delay (µs from now; 0: none), header fields every task gets
 --       (',m<budget>,t<timeout ms>', or ''), payload...
 -- Returns {unregistered, first id (hex)}: unregistered is 1 while the queue
 -- is not yet confirmed in the registry (see registered.lua), and the caller
@@ -20,10 +20,13 @@
 local n = #ARGV - 6
 local first = next_task_ids(KEYS[2], n)
 local header = ARGV[6]
-local now = now_ms()
-local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
+-- Due times are kept in whole ms, rounded up, and promote.lua compares
+-- them with the clock rounded down: a task is never moved early.
+local now = now_us()
+local due_us = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
+local due = math.ceil(due_us / 1000)
 local entries = {}
-if due > now then
+if due_us > now then
   for i = 1, n do
     entries[#entries + 1] = ms(due)
     entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[6 + i]

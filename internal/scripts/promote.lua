@@ -1,14 +1,19 @@
--- Move every delayed task that is due, by the Redis clock, to the back of
--- its queue, in due order, and wake the queue. Any number of workers may
--- run it for the same due time: the first moves the tasks, the others find
--- none. A task never becomes waiting before its due time.
+-- Move delayed tasks that are due, by the Redis clock, to the back of
+-- their queue, in due order, at most ARGV[2] of them, and wake the queue.
+-- Any number of workers may run it for the same due time: the first moves
+-- the tasks, the others find none. A task never becomes waiting before its
+-- due time (kept in whole ms, rounded up; compared with the clock rounded
+-- down). The cap keeps one call short however many tasks came due at
+-- once: a caller that moved a full cap calls again.
 -- KEYS: waiting, delayed, idle
--- ARGV: channel
--- Returns {moved, next due (ms; -1 when none), now (ms)}.
-local now = now_ms()
+-- ARGV: channel, most to move
+-- Returns {moved, next due (ms; -1 when none), now (µs)}.
+local now_u = now_us()
+local now = math.floor(now_u / 1000)
 local moved = 0
-while true do
-  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now), 'LIMIT', 0, 1000)
+local cap = tonumber(ARGV[2])
+while moved < cap do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now), 'LIMIT', 0, math.min(1000, cap - moved))
   if #due == 0 then break end
   redis.call('LPUSH', KEYS[1], unpack(due))
   redis.call('ZREM', KEYS[2], unpack(due))
@@ -31,4 +36,4 @@ local at = -1
 if #next > 0 then
   at = tonumber(next[2])
 end
-return {moved, at, now}
+return {moved, at, ms(now_u)}

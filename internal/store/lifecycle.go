@@ -51,15 +51,20 @@ type Promoted struct {
 	// Next is when the next delayed task is due (Unix ms, Redis clock),
 	// or -1 when none is.
 	Next int64
-	// Now is the Redis clock when the script ran (Unix ms).
+	// Now is the Redis clock when the script ran (Unix µs).
 	Now int64
 }
 
-// Promote moves every due delayed task of a queue to its back, in due
-// order, and says when the next is due.
+// PromoteCap is the most tasks one promotion moves: 10,000 take Redis
+// about 10 ms; more due at once take more calls, so that Redis serves
+// others in between.
+const PromoteCap = 10_000
+
+// Promote moves up to PromoteCap due delayed tasks of a queue to its
+// back, in due order, and says when the next is due.
 func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel})
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel, strconv.Itoa(PromoteCap)})
 	if err != nil {
 		return Promoted{}, err
 	}

@@ -21,7 +21,7 @@ type EnqueueArgs struct {
 	// Front puts the tasks at the front of the queue, in their order,
 	// instead of at the back.
 	Front bool
-	// DueAt (Unix ms, Redis clock) and Delay (from the Redis clock's now)
+	// DueAt (Unix µs, Redis clock) and Delay (from the Redis clock's now)
 	// put the tasks in the delayed set until the later of the two.
 	DueAt int64
 	Delay time.Duration
@@ -43,7 +43,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Front {
 		front = "1"
 	}
-	due, delay := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Milliseconds(), 10)
+	due, delay := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Microseconds(), 10)
 	// The header fields every task of the call gets.
 	var fields string
 	if args.MaxAttempts > 0 {
