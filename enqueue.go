@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,9 @@ type enqueueOptions struct {
 	maxAttempts int
 	timeout     time.Duration
 	retain      time.Duration
+	unique      string
+	uniqueTTL   time.Duration
+	uniqueSet   bool
 }
 
 // plain reports whether no option was given: such calls on one queue can
@@ -26,7 +30,7 @@ type enqueueOptions struct {
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Unique: o.unique, UniqueTTL: o.uniqueTTL}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -47,6 +51,10 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
 	case o.retain < 0:
 		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
+	case o.uniqueSet && o.unique == "":
+		return fmt.Errorf("%w: empty unique key", ErrInvalidOptions)
+	case o.uniqueTTL < 0:
+		return fmt.Errorf("%w: negative unique TTL %v", ErrInvalidOptions, o.uniqueTTL)
 	}
 	return nil
 }
@@ -82,6 +90,22 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
+// Unique makes the task unique by key while it lives: if a task enqueued
+// with the same key is waiting, delayed or in flight, nothing is added and
+// Enqueue returns that task's id with an error wrapping ErrDuplicate. The
+// key is given up when the task ends: finished, dead or cancelled (a dead
+// letter requeued does not take it again). Atomic in the enqueue script.
+// Enqueue only: EnqueueBatch refuses it.
+func Unique(key string) EnqueueOption {
+	return func(o *enqueueOptions) { o.unique, o.uniqueTTL, o.uniqueSet = key, 0, true }
+}
+
+// UniqueFor is Unique for ttl from the enqueue, whether the task has ended
+// or not (at most one task per key per period).
+func UniqueFor(key string, ttl time.Duration) EnqueueOption {
+	return func(o *enqueueOptions) { o.unique, o.uniqueTTL, o.uniqueSet = key, ttl, true }
+}
+
 // Retain keeps each task's outcome for d after it ends, finished (with
 // the result its handler set: Process.SetResult) or dead (with its error):
 // Client.TaskResult reads it by id, and Client.Wait waits for it. Nothing
@@ -116,6 +140,9 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	}
 	if !o.plain() {
 		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
+		if errors.Is(err, ErrDuplicate) {
+			return ids[0], err
+		}
 		if err != nil {
 			return "", err
 		}
@@ -155,6 +182,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
+	if o.uniqueSet {
+		return nil, fmt.Errorf("worqr: enqueue %q: a unique key fits one task; use Enqueue: %w", queue, ErrInvalidOptions)
+	}
 	if len(tasks) == 0 {
 		return []string{}, nil
 	}
@@ -164,6 +194,11 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 // enqueue sends checked tasks and tells the observer.
 func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o enqueueOptions) ([]string, error) {
 	ids, err := c.store.Enqueue(ctx, queue, tasks, o.args())
+	if errors.Is(err, store.ErrDuplicate) {
+		err = fmt.Errorf("worqr: enqueue %q: unique key %q is held by task %s: %w", queue, o.unique, ids[0], ErrDuplicate)
+		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
+		return ids, err
+	}
 	if err != nil {
 		err = c.fail("enqueue", queue, err)
 	}

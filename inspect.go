@@ -125,7 +125,7 @@ func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64) (
 	out := make([]TaskInfo, len(ds))
 	for i, d := range ds {
 		out[i] = taskInfo(queue, d.Task)
-		out[i].DueAt = time.UnixMilli(d.Due)
+		out[i].DueAt = time.UnixMicro(d.Due)
 	}
 	return out, nil
 }

@@ -22,7 +22,7 @@ type scheduler struct {
 
 	mu      sync.Mutex  // guards the fields below
 	timer   *time.Timer // nil until first armed
-	at      int64       // the due time armed (Unix ms, Redis clock); 0 when none
+	at      int64       // the due time armed (Unix µs, Redis clock); 0 when none
 	stopped bool
 }
 
@@ -36,7 +36,7 @@ func (sc *scheduler) learn(due int64) {
 		return
 	}
 	sc.at = due
-	d := time.UnixMilli(due).Sub(sc.w.clock.now())
+	d := time.UnixMicro(due).Sub(sc.w.clock.now())
 	if sc.timer == nil {
 		sc.timer = time.AfterFunc(d, sc.fire)
 	} else {
@@ -55,7 +55,7 @@ func (sc *scheduler) fire() {
 	sc.mu.Unlock()
 	if err := sc.promote(sc.w.life); err != nil && sc.w.life.Err() == nil {
 		sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
-		sc.learn(sc.w.clock.now().Add(retryPromoteAfter).UnixMilli())
+		sc.learn(sc.w.clock.now().Add(retryPromoteAfter).UnixMicro())
 	}
 }
 

@@ -67,6 +67,10 @@ var (
 	// ErrQueueDeleted is returned by Stop and Check for a process whose
 	// queue was deleted; Stop dropped it instead of recreating the queue.
 	ErrQueueDeleted = errors.New("worqr: queue deleted")
+	// ErrDuplicate is returned by Enqueue with a Unique or UniqueFor key
+	// that a task holds: nothing was added, and the id returned is that
+	// task's.
+	ErrDuplicate = errors.New("worqr: duplicate task")
 	// ErrUnavailable wraps errors talking to Redis (connection refused,
 	// reset, closed). The outcome of a state change that failed this way
 	// may be unknown: see the README on at-least-once delivery.

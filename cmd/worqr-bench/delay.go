@@ -27,7 +27,7 @@ const delayConsumers = 20
 // of the next 10 s, to one worker already serving the queues with 200
 // handlers, and measures each handler's start minus its task's due time;
 // a start before the due time counts as early. Redis keeps due times in
-// whole milliseconds (At rounds down), so the start minus that stored time
+// microseconds (At rounds up), so the start minus that stored time
 // is reported too (stored_*): worqr's own promise is never to start a task
 // before it. The due times are drawn to the nanosecond, as a program's
 // would be. The baseline is the least
@@ -75,7 +75,7 @@ func runDelay(ctx context.Context, b *bench) (*result, error) {
 	res.add("clock_rtt_us", "µs", float64(got.clock.rtt.Nanoseconds())/1000)
 	res.add("clock_drift_abs_us", "µs", math.Abs(float64(got.drift.Nanoseconds())/1000))
 	res.note("start minus due on this machine's clock, due times moved from the Redis clock by the offset read at the start (Redis TIME at the midpoint of the round trip)")
-	res.note("stored_*: start minus the due time as Redis keeps it, At's time rounded down to the millisecond")
+	res.note("stored_*: start minus the due time as Redis keeps it, At's time rounded up to the microsecond")
 	if got.overdue > 0 {
 		res.note("%d task(s) were due before their enqueue returned: their lateness includes the enqueue", got.overdue)
 	}
@@ -151,7 +151,7 @@ func worqrDelay(ctx context.Context, b *bench, n int, lead, spread time.Duration
 			out.early++
 		}
 		// Redis keeps due times in whole milliseconds: At rounds down.
-		stored := clk.local(time.UnixMilli(due[i].UnixMilli()))
+		stored := clk.local(time.UnixMicro(due[i].UnixMicro()))
 		if s.Before(stored) {
 			out.earlyStored++
 		}

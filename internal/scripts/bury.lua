@@ -5,7 +5,8 @@
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
 -- A task that asked for it keeps its outcome too (see retain).
--- KEYS: procs, leases, meta, dead, errors, results, retained
+-- KEYS: procs, leases, meta, dead, errors, results, retained, waiting,
+--       idle, unique
 -- ARGV: worker, pid, kind, error, max count, max age (ms), channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
@@ -16,6 +17,8 @@ end
 local state = proc_state(v)
 local entry = proc_task(v)
 local id = entry_id(entry)
+release_unique(KEYS[10], entry)
+slots_freed(KEYS[3], KEYS[8], KEYS[9], ARGV[7], 1)
 if state ~= 'a' then
   redis.call('HDEL', KEYS[5], id)
   return STATE_CODE[state]

@@ -2,7 +2,7 @@
 -- payload (and its recorded error), mark every in-flight one cancelled (so
 -- a holder that missed the event still finds out), and publish a cancel
 -- event naming the in-flight tasks.
--- KEYS: waiting, procs, delayed, errors
+-- KEYS: waiting, procs, delayed, errors, unique
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
 --
@@ -16,6 +16,7 @@ for start = 0, len - 1, 1000 do
   for j, e in ipairs(chunk) do
     if entry_payload(e) == ARGV[2] then
       ids[#ids + 1] = entry_id(e)
+      release_unique(KEYS[5], e)
       if #at <= 16 then
         at[#at + 1] = start + j - 1
       end
@@ -45,6 +46,7 @@ for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   if entry_payload(e) == ARGV[2] then
     redis.call('ZREM', KEYS[3], e)
     ids[#ids + 1] = entry_id(e)
+    release_unique(KEYS[5], e)
   end
 end
 local removed = #ids

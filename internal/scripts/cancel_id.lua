@@ -1,7 +1,7 @@
 -- Cancel one task by id: remove it (and its recorded error) if it waits or
 -- is delayed, or mark it cancelled if it is in flight (so a holder that
 -- missed the event still finds out) and publish a cancel event naming it.
--- KEYS: waiting, procs, delayed, errors
+-- KEYS: waiting, procs, delayed, errors, unique
 -- ARGV: channel, task id
 -- Returns {removed, marked}: each 0 or 1.
 local id = ARGV[2]
@@ -13,6 +13,7 @@ for start = 0, len - 1, 1000 do
       redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
       redis.call('LREM', KEYS[1], 1, TOMBSTONE)
       redis.call('HDEL', KEYS[4], id)
+      release_unique(KEYS[5], e)
       return {1, 0}
     end
   end
@@ -21,6 +22,7 @@ for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   if entry_id(e) == id then
     redis.call('ZREM', KEYS[3], e)
     redis.call('HDEL', KEYS[4], id)
+    release_unique(KEYS[5], e)
     return {1, 0}
   end
 end

@@ -6,7 +6,7 @@
 -- lost gets its name back. Owners are judged here, when the repair runs,
 -- never from the check's earlier look: a process a live worker dequeued in
 -- between, or one whose owner is live, is not touched.
--- KEYS: waiting, procs, leases, meta, delayed, errors
+-- KEYS: waiting, procs, leases, meta, delayed, errors, unique
 -- ARGV: channel, queue name
 -- Returns {requeued, dropped, lease entries removed, has name (0/1)}.
 local now = now_ms()
@@ -25,7 +25,7 @@ for i = 1, #all, 2 do
     end
   end
 end
-local requeued, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], orphans)
+local requeued, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[7], orphans)
 local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
 local holds = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[5])
 if holds > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then

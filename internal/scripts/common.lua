@@ -153,6 +153,36 @@ local function last_pid(meta)
   return string.format('%x', tonumber(seq))
 end
 
+-- The queue controls kept in its meta hash: 'paused' (any value) and
+-- 'limit' (the most processes in flight across the fleet).
+-- Returns paused, limit (nil when none).
+local function queue_controls(meta)
+  local c = redis.call('HMGET', meta, 'paused', 'limit')
+  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil)
+end
+
+-- Slots freed in a queue with a concurrency limit: wake up to n runtimes
+-- parked in the idle set (a runtime the limit held back parks there), if
+-- tasks wait. Without a limit nobody waits for a slot: busy runtimes come
+-- back by themselves.
+local function slots_freed(meta, waiting, idle, channel, n)
+  if n <= 0 or not redis.call('HGET', meta, 'limit') then return end
+  if redis.call('LLEN', waiting) == 0 then return end
+  local parked = redis.call('ZPOPMIN', idle, n)
+  if #parked == 0 then return end
+  local ids = {}
+  for i = 1, #parked, 2 do ids[#ids + 1] = parked[i] end
+  publish(channel, 'w' .. n .. ':' .. table.concat(ids, ','))
+end
+
+-- A task that held a unique key while alive ('u' field: the key's sha1)
+-- gives it up when it ends.
+local function release_unique(unique, entry)
+  if header_has(entry, 'u') then
+    redis.call('HDEL', unique, header_get(entry_split(entry), 'u'))
+  end
+end
+
 -- Give processes back to their queue: each is removed from procs, and an
 -- active one's task goes to the FRONT of the queue, the oldest frontmost
 -- (process ids count up in dequeue order). Cancelled processes and those
@@ -164,7 +194,7 @@ end
 -- it (before poison.window ms had passed since its start, which its pid
 -- tells) counts a death in its task's 'r' field, and a task whose count
 -- reaches poison.limit is handed to poison.bury instead of requeued.
-local function return_to_front(waiting, procs, errors, list, poison)
+local function return_to_front(waiting, procs, errors, unique, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
   table.sort(list, function(a, b) return a.seq > b.seq end)
@@ -178,6 +208,7 @@ local function return_to_front(waiting, procs, errors, list, poison)
       entry = header_set(h, 'r', deaths) .. ':' .. payload
       if deaths >= poison.limit then
         poison.bury(entry, proc_owner(p.v), deaths)
+        release_unique(unique, entry)
         entry = nil
         dropped = dropped + 1
       end
@@ -187,6 +218,7 @@ local function return_to_front(waiting, procs, errors, list, poison)
       requeued = requeued + 1
     elseif proc_state(p.v) ~= 'a' then
       redis.call('HDEL', errors, entry_id(proc_task(p.v)))
+      release_unique(unique, proc_task(p.v))
       dropped = dropped + 1
     end
   end
@@ -253,7 +285,7 @@ end
 -- other fields and payload kept.
 local function dead_revived(e)
   local h, payload = entry_split(e)
-  for _, letter in ipairs({'a', 'f', 'r', 'D', 'W', 'K'}) do
+  for _, letter in ipairs({'a', 'f', 'r', 'u', 'D', 'W', 'K'}) do
     h = header_set(h, letter, nil)
   end
   return h .. ':' .. payload

@@ -21,17 +21,29 @@ local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
--- The front of the queue is the right end of the list.
-local want = tonumber(ARGV[2])
+-- The front of the queue is the right end of the list. A paused queue
+-- hands out nothing, and one with a concurrency limit no more than its
+-- free slots (every process in procs holds one, a dead worker's too until
+-- it is reclaimed: the limit is never exceeded).
+local asked = tonumber(ARGV[2])
+local want = asked
+local paused, limit = queue_controls(KEYS[4])
+if paused then
+  want = 0
+elseif limit then
+  want = math.max(math.min(want, limit - redis.call('HLEN', KEYS[2])), 0)
+end
 local tasks
-if want == 1 then
+if want == 0 then
+  tasks = {}
+elseif want == 1 then
   tasks = {redis.call('RPOP', KEYS[1]) or nil}
 else
   tasks = redis.call('LRANGE', KEYS[1], -want, -1)
 end
 local n = #tasks
 if ARGV[3] == '1' then
-  if n < want then
+  if n < asked then
     redis.call('ZADD', KEYS[5], now, ARGV[1])
   else
     redis.call('ZREM', KEYS[5], ARGV[1])

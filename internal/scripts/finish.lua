@@ -3,7 +3,10 @@
 -- overlap are sent as one script call, so it takes many.
 -- A task that asked for it keeps its outcome (see retain), with the
 -- handler's result.
--- KEYS: procs, leases, meta, errors, results, retained
+-- A task holding a unique key gives it up; with a concurrency limit, the
+-- freed slots wake runtimes the limit held back.
+-- KEYS: procs, leases, meta, errors, results, retained, waiting, idle,
+--       unique
 -- ARGV: channel, then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted.
@@ -38,10 +41,12 @@ for j, pid in ipairs(pids) do
     if state == 'a' then
       retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, entry_attempts(entry) + 1, ARGV[3 * j + 1])
     end
+    release_unique(KEYS[9], entry)
   end
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[1], unpack(gone))
+  slots_freed(KEYS[3], KEYS[7], KEYS[8], ARGV[1], #gone)
 end
 if #failed > 0 then
   redis.call('HDEL', KEYS[4], unpack(failed))

@@ -2,14 +2,13 @@
 -- their queue, in due order, at most ARGV[2] of them, and wake the queue.
 -- Any number of workers may run it for the same due time: the first moves
 -- the tasks, the others find none. A task never becomes waiting before its
--- due time (kept in whole ms, rounded up; compared with the clock rounded
--- down). The cap keeps one call short however many tasks came due at
--- once: a caller that moved a full cap calls again.
+-- due time (in µs, by the clock in µs). The cap keeps one call short
+-- however many tasks came due at once: a caller that moved a full cap
+-- calls again.
 -- KEYS: waiting, delayed, idle
 -- ARGV: channel, most to move
--- Returns {moved, next due (ms; -1 when none), now (µs)}.
-local now_u = now_us()
-local now = math.floor(now_u / 1000)
+-- Returns {moved, next due (µs; -1 when none), now (µs)}.
+local now = now_us()
 local moved = 0
 local cap = tonumber(ARGV[2])
 while moved < cap do
@@ -36,4 +35,4 @@ local at = -1
 if #next > 0 then
   at = tonumber(next[2])
 end
-return {moved, at, ms(now_u)}
+return {moved, ms(at), ms(now)}

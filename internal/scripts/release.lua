@@ -11,7 +11,7 @@
 -- return_to_front): a task whose holders died soon after starting it
 -- poison limit times goes to the dead letters, kind 'poison', rather than
 -- kill worker after worker. A limit of 0 turns the guard off.
--- KEYS: waiting, procs, leases, meta, idle, errors, dead
+-- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
 --       limit, poison window (ms), dead letters' max count, their max age
 --       (ms), keep pid...
@@ -44,7 +44,7 @@ if mode == 'expired' and tonumber(ARGV[4]) > 0 then
     trim_dead(KEYS[7], KEYS[6], tonumber(ARGV[6]), now - tonumber(ARGV[7]))
   end
 end
-local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], mine, poison)
+local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[8], mine, poison)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)

@@ -3,7 +3,7 @@
 -- queue (or announce the due time). Only the worker that holds the process,
 -- while its lease on the queue is live. A task that was cancelled, or whose
 -- queue was deleted, is dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting, meta, delayed, errors
+-- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique
 -- ARGV: worker, pid, channel, delay (ms), error ('' for none)
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
@@ -18,6 +18,8 @@ local h, payload = entry_split(entry_ran(proc_task(v)))
 local entry = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1) .. ':' .. payload
 if state ~= 'a' then
   redis.call('HDEL', KEYS[6], entry_id(entry))
+  release_unique(KEYS[8], entry)
+  slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)
   return STATE_CODE[state]
 end
 if ARGV[5] ~= '' then
@@ -25,9 +27,10 @@ if ARGV[5] ~= '' then
 end
 local delay = tonumber(ARGV[4])
 if delay > 0 then
-  local due = now_ms() + delay
+  local due = now_us() + delay * 1000
   redis.call('ZADD', KEYS[5], ms(due), entry)
   publish(ARGV[3], 's' .. ms(due))
+  slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)
 else
   redis.call('LPUSH', KEYS[3], entry)
   publish(ARGV[3], 'w1')

@@ -29,6 +29,7 @@ type Set struct {
 	CancelID   *Script
 	Delete     *Script
 	Promote    *Script
+	Control    *Script
 	Retry      *Script
 	Bury       *Script
 	Release    *Script
@@ -67,6 +68,7 @@ func Load(sharded bool) *Set {
 		CancelID:   load("cancel_id.lua"),
 		Delete:     load("delete.lua"),
 		Promote:    load("promote.lua"),
+		Control:    load("control.lua"),
 		Retry:      load("retry.lua"),
 		Bury:       load("bury.lua"),
 		Release:    load("release.lua"),

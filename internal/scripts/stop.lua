@@ -1,7 +1,7 @@
 -- Stop a process: put its task at the back of the queue (a retry) and wake
 -- the queue. A task that was cancelled, or whose queue was deleted, is
 -- dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting, meta
+-- KEYS: procs, leases, waiting, meta, idle, unique, errors
 -- ARGV: worker, pid, channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
@@ -13,5 +13,9 @@ local state = proc_state(v)
 if state == 'a' then
   redis.call('LPUSH', KEYS[3], entry_ran(proc_task(v)))
   publish(ARGV[3], 'w1')
+else
+  release_unique(KEYS[6], proc_task(v))
+  redis.call('HDEL', KEYS[7], entry_id(proc_task(v)))
+  slots_freed(KEYS[4], KEYS[3], KEYS[5], ARGV[3], 1)
 end
 return STATE_CODE[state]

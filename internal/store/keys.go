@@ -35,6 +35,10 @@ type QueueKeys struct {
 	// Retained lists them by when they expire.
 	Results  string // HASH task id -> outcome record
 	Retained string // ZSET task id -> when its outcome expires (ms)
+	// Unique holds the unique keys held (their sha1 -> the holder's task
+	// id), and UniqueTTL those held for a time, by when they expire.
+	Unique    string // HASH key sha1 -> task id
+	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Channel  string // pub/sub channel for work, schedule, cancel and delete events
 }
 
@@ -54,13 +58,15 @@ func (k Keys) Queue(name string) QueueKeys {
 		Errors:   base + "errors",
 		Results:  base + "results",
 		Retained: base + "retained",
+		Unique:    base + "unique",
+		UniqueTTL: base + "uniquettl",
 		Channel:  base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
-	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained}
+	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL}
 }
 
 // Queues is the SET of known queue names.

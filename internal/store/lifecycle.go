@@ -23,7 +23,7 @@ func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
 // cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors},
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique},
 		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Milliseconds(), 10), errText})
 	return outcome(res, err)
 }
@@ -40,7 +40,7 @@ type DeadBounds struct {
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained},
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique},
 		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }
@@ -48,7 +48,7 @@ func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText
 // Promoted is what a promotion did and found.
 type Promoted struct {
 	Moved int64 // tasks that were due and are now waiting
-	// Next is when the next delayed task is due (Unix ms, Redis clock),
+	// Next is when the next delayed task is due (Unix µs, Redis clock),
 	// or -1 when none is.
 	Next int64
 	// Now is the Redis clock when the script ran (Unix µs).
@@ -81,7 +81,7 @@ func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 // DelayedTask is a delayed task and when it is due.
 type DelayedTask struct {
 	Task
-	Due int64 // Unix ms, Redis clock
+	Due int64 // Unix µs, Redis clock
 }
 
 // Delayed returns a queue's delayed tasks in due order, from position

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,6 +34,11 @@ type EnqueueArgs struct {
 	// Retain keeps the tasks' outcomes this long after they end (0: not
 	// at all).
 	Retain time.Duration
+	// Unique is a unique key (one task only): the task is added only if
+	// no task holds it; UniqueTTL holds it for that long from now rather
+	// than while the task lives.
+	Unique    string
+	UniqueTTL time.Duration
 }
 
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
@@ -55,6 +62,14 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Retain > 0 {
 		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
 	}
+	var sha, uttl string
+	if args.Unique != "" {
+		sum := sha1.Sum([]byte(args.Unique))
+		sha = hex.EncodeToString(sum[:])
+		uttl = strconv.FormatInt(args.UniqueTTL.Milliseconds(), 10)
+	} else {
+		uttl = "0"
+	}
 	// Tasks go 1,000 a script call, except a batch for the front, which
 	// goes in one: calls pipelined in order would each put their tasks
 	// ahead of the last call's.
@@ -65,8 +80,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
 	for start := 0; start < len(payloads); start += per {
 		chunk := payloads[start:min(start+per, len(payloads))]
-		argv := make([]string, 0, 6+len(chunk))
-		argv = append(argv, k.Channel, queue, front, due, delay, fields)
+		argv := make([]string, 0, 8+len(chunk))
+		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl)
 		// One copy of the chunk's bytes into one string, sliced per task,
 		// rather than an allocation per task.
 		size := 0
@@ -83,23 +98,27 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle, k.Delayed}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
 		return nil, err
 	}
 	ids := make([]string, len(payloads))
-	unregistered := false
+	unregistered, duplicate := false, false
 	var firstErr error
 	for i, res := range results {
 		vals, err := res.ToArray()
-		var flag int64
+		var flag, dup int64
 		var first string
-		if err == nil && len(vals) == 2 {
+		if err == nil && len(vals) == 3 {
 			flag, err = vals[0].AsInt64()
 			if err == nil {
 				first, err = vals[1].ToString()
+			}
+			if err == nil {
+				dup, err = vals[2].AsInt64()
+				duplicate = duplicate || dup == 1
 			}
 		} else if err == nil {
 			err = fmt.Errorf("enqueue.lua answered %d values", len(vals))
@@ -126,6 +145,9 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	if duplicate && firstErr == nil {
+		return ids, ErrDuplicate
 	}
 	return ids, firstErr
 }
@@ -198,7 +220,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	for _, p := range procs {
 		args = append(args, p.Worker, p.PID, p.Result)
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique}, args)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +243,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta}, []string{p.Worker, p.PID, k.Channel})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors}, []string{p.Worker, p.PID, k.Channel})
 	return outcome(res, err)
 }
 
@@ -243,7 +265,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -269,7 +291,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -355,7 +377,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	p := r.Poison
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {

@@ -195,7 +195,7 @@ const (
 //
 //	w<count>[:<worker id>,<worker id>...]  tasks were added; the ids name the runtimes to wake (none: all)
 //	c<task id>,<task id>...                 these in-flight tasks were cancelled
-//	s<due ms>                               a delayed task is due then (Unix ms, Redis clock)
+//	s<due µs>                               a delayed task is due then (Unix µs, Redis clock)
 //	o<task id>                              a retained task's outcome was recorded
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
 type Event struct {
@@ -211,7 +211,7 @@ type Event struct {
 	// UpTo is, for delete, the last process id of the queue when the
 	// script ran: processes dequeued later are not affected.
 	UpTo uint64
-	// Due is, for schedule, when a delayed task is due (Unix ms, Redis
+	// Due is, for schedule, when a delayed task is due (Unix µs, Redis
 	// clock).
 	Due int64
 }

@@ -22,6 +22,10 @@ import (
 // live (in the registry, or on a queue) when it is not.
 var ErrLeaseGone = errors.New("lease gone")
 
+// ErrDuplicate is returned by Enqueue, with the id of the task that holds
+// the unique key, when one does: nothing was added.
+var ErrDuplicate = errors.New("duplicate")
+
 // Op names a call to Redis, for a Fault.
 type Op string
 
@@ -34,6 +38,7 @@ const (
 	OpRequeue        Op = "requeue"
 	OpBury           Op = "bury"
 	OpPromote        Op = "promote"
+	OpControl        Op = "control"
 	OpCancel         Op = "cancel"
 	OpDeleteQueue    Op = "delete queue"
 	OpStates         Op = "states"

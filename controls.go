@@ -1,0 +1,69 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Pause stops the whole fleet handing out a queue's tasks: dequeues return
+// nothing (ErrNoTask), enqueues are still accepted, and tasks in flight
+// finish as usual. It lasts until Resume, and is kept in Redis, so workers
+// that start later honour it too.
+func (c *Client) Pause(ctx context.Context, queue string) error {
+	return c.control(ctx, "pause", queue, store.Pause, 0)
+}
+
+// Resume undoes Pause and wakes every worker serving the queue.
+func (c *Client) Resume(ctx context.Context, queue string) error {
+	return c.control(ctx, "resume", queue, store.Resume, 0)
+}
+
+// SetConcurrency limits how many of a queue's tasks are in flight at once
+// across all workers, to n; 0 removes the limit. It is kept in Redis and
+// enforced inside the dequeue script, so it holds for every worker, those
+// that start later included, and is never exceeded: a process counts until
+// it ends, and a dead worker's until it is reclaimed. When a slot frees
+// (a finish, a retry, a dead letter), a worker the limit held back is
+// woken at once; none polls.
+func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("worqr: set concurrency %q: negative limit %d: %w", queue, n, ErrInvalidOptions)
+	}
+	return c.control(ctx, "set concurrency", queue, store.Limit, n)
+}
+
+func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int) error {
+	if err := c.validate(ctx, op, queue); err != nil {
+		return err
+	}
+	if err := c.store.Control(ctx, queue, cop, n); err != nil {
+		return c.fail(op, queue, err)
+	}
+	return nil
+}
+
+// QueueInfo is a queue's counts and controls.
+type QueueInfo struct {
+	Name string
+	// Waiting, Delayed, InFlight and Dead count its tasks in each state.
+	Waiting, Delayed, InFlight, Dead int64
+	// Paused is set between Pause and Resume.
+	Paused bool
+	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
+	// none.
+	Concurrency int
+}
+
+// QueueInfo reads a queue's counts and controls in one round trip.
+func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error) {
+	if err := c.validate(ctx, "queue info", queue); err != nil {
+		return QueueInfo{}, err
+	}
+	st, err := c.store.QueueState(ctx, queue)
+	if err != nil {
+		return QueueInfo{}, c.fail("queue info", queue, err)
+	}
+	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit}, nil
+}

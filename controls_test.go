@@ -1,0 +1,174 @@
+package worqr
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A paused queue takes enqueues and hands out nothing, to every worker;
+// in-flight tasks finish; resuming wakes the workers.
+func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		started <- string(p.Task())
+		<-release
+		return nil
+	}, HandleOptions{}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("before"))))
+	assert.Equal(t, "before", recv(t, started, 5*time.Second, "a task in flight"))
+
+	require.NoError(t, c.Pause(ctx, "q"))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")})))
+	manual := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, manual.StartWork(ctx, "q", Events{}))
+	_, err := manual.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrNoTask, "a paused queue hands out nothing")
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.True(t, info.Paused)
+	assert.EqualValues(t, 2, info.Waiting)
+	assert.EqualValues(t, 1, info.InFlight)
+	close(release) // the task in flight finishes while paused
+	eventually(t, 5*time.Second, "finished", func() bool {
+		info, err := c.QueueInfo(ctx, "q")
+		return err == nil && info.InFlight == 0
+	})
+	select {
+	case task := <-started:
+		t.Fatalf("%s started while paused", task)
+	default:
+	}
+
+	require.NoError(t, c.Resume(ctx, "q"))
+	got := []string{recv(t, started, 5*time.Second, "woken by resume"), recv(t, started, 5*time.Second, "and the next")}
+	assert.ElementsMatch(t, []string{"a", "b"}, got)
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.False(t, info.Paused)
+}
+
+// A concurrency limit holds across workers: never more in flight than
+// the limit, and a freed slot wakes a worker at once.
+func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const limit, n = 3, 30
+	require.NoError(t, c.SetConcurrency(ctx, "q", limit))
+	var now, peak, done atomic.Int32
+	h := func(context.Context, *Process) error {
+		cur := now.Add(1)
+		for {
+			p := peak.Load()
+			if cur <= p || peak.CompareAndSwap(p, cur) {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the work
+		now.Add(-1)
+		done.Add(1)
+		return nil
+	}
+	for range 3 {
+		w := newWorker(t, b.client(), WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", h, HandleOptions{Concurrency: 5}))
+	}
+	tasks := make([][]byte, n)
+	for i := range tasks {
+		tasks[i] = []byte{byte(i)}
+	}
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
+	var mu sync.Mutex
+	var sampled int64
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			info, err := c.QueueInfo(ctx, "q")
+			if err == nil {
+				mu.Lock()
+				sampled = max(sampled, info.InFlight)
+				mu.Unlock()
+			}
+		}
+	}()
+	eventually(t, 10*time.Second, "all done", func() bool { return done.Load() == n })
+	close(stop)
+	assert.LessOrEqual(t, peak.Load(), int32(limit), "handlers at once")
+	assert.Equal(t, int32(limit), peak.Load(), "the limit was reached: slots were handed on")
+	mu.Lock()
+	assert.LessOrEqual(t, sampled, int64(limit), "processes in Redis at once")
+	mu.Unlock()
+
+	// Raising the limit, or removing it, lets more run.
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, limit, info.Concurrency)
+	require.NoError(t, c.SetConcurrency(ctx, "q", 0))
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, info.Concurrency)
+	assert.ErrorIs(t, c.SetConcurrency(ctx, "q", -1), ErrInvalidOptions)
+}
+
+// A unique key admits one task while it lives (or for a TTL): a second
+// enqueue adds nothing and says so, with the holder's id.
+func TestUniqueTasks(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.Enqueue(ctx, "q", []byte("report"), Unique("report:7"))
+	require.NoError(t, err)
+	again, err := c.Enqueue(ctx, "q", []byte("report again"), Unique("report:7"))
+	assert.ErrorIs(t, err, ErrDuplicate)
+	assert.Equal(t, id, again, "the holder's id")
+	assert.Equal(t, []string{"report"}, waiting(t, c, "q"))
+	other, err := c.Enqueue(ctx, "q", []byte("another"), Unique("report:8"))
+	require.NoError(t, err)
+
+	// In flight it still holds the key; finished, it gives it up.
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ps := dequeueAll(t, w, "q", 2)
+	_, err = c.Enqueue(ctx, "q", []byte("x"), Unique("report:7"))
+	assert.ErrorIs(t, err, ErrDuplicate)
+	require.NoError(t, ps[0].Finish(ctx))
+	_, err = c.Enqueue(ctx, "q", []byte("x"), Unique("report:7"))
+	require.NoError(t, err, "the key is free once its task ended")
+	// Cancelled or dead, too.
+	require.NoError(t, second(c.CancelTask(ctx, "q", other)))
+	require.ErrorIs(t, ps[1].Requeue(ctx), ErrTaskCancelled)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("y"), Unique("report:8"))))
+
+	// For a time, whatever becomes of the task: even once it is gone.
+	t0 := time.Now()
+	tick, err := c.Enqueue(ctx, "t", []byte("tick"), UniqueFor("tick", 300*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, second(c.CancelTask(ctx, "t", tick)))
+	_, err = c.Enqueue(ctx, "t", []byte("tick"), UniqueFor("tick", 300*time.Millisecond))
+	assert.ErrorIs(t, err, ErrDuplicate, "held for the period, though cancelled")
+	eventually(t, 5*time.Second, "the period ends", func() bool {
+		_, err := c.Enqueue(ctx, "t", []byte("tick"), UniqueFor("tick", 300*time.Millisecond))
+		return err == nil
+	})
+	assert.GreaterOrEqual(t, time.Since(t0), 300*time.Millisecond, "not before the period ended (one clock: Redis is local)")
+	// Keys are per queue.
+	require.NoError(t, second(c.Enqueue(ctx, "other", []byte("tick"), UniqueFor("tick", time.Minute))))
+
+	_, err = c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a")}, Unique("k"))
+	assert.ErrorIs(t, err, ErrInvalidOptions, "a key fits one task")
+	_, err = c.Enqueue(ctx, "q", []byte("a"), Unique(""))
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"strconv"
+)
+
+// ControlOp is a change to a queue's controls.
+type ControlOp string
+
+// Control operations.
+const (
+	Pause  ControlOp = "pause"
+	Resume ControlOp = "resume"
+	Limit  ControlOp = "limit"
+)
+
+// Control pauses or resumes a queue, or sets its concurrency limit (0
+// removes it), for the whole fleet, and registers the queue if it is new.
+func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int) error {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting}, []string{k.Channel, queue, string(op), strconv.Itoa(limit)})
+	if err != nil {
+		return err
+	}
+	unregistered, err := res.AsInt64()
+	if err != nil {
+		return err
+	}
+	if unregistered == 1 {
+		return s.RegisterQueue(ctx, queue)
+	}
+	return nil
+}
+
+// QueueState is a queue's counts and controls, read in one round trip.
+type QueueState struct {
+	Waiting, Delayed, InFlight, Dead int64
+	Paused                           bool
+	Limit                            int // 0: none
+}
+
+// QueueState reads a queue's counts and controls.
+func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error) {
+	if err := s.enter(ctx, OpRead, queue); err != nil {
+		return QueueState{}, err
+	}
+	k := s.keys.Queue(queue)
+	res := s.rdb.DoMulti(ctx,
+		s.b().Llen().Key(k.Waiting).Build().Pin(),
+		s.b().Zcard().Key(k.Delayed).Build().Pin(),
+		s.b().Hlen().Key(k.Procs).Build().Pin(),
+		s.b().Zcard().Key(k.Dead).Build().Pin(),
+		s.b().Hmget().Key(k.Meta).Field("paused", "limit").Build().Pin())
+	var st QueueState
+	for i, n := range []*int64{&st.Waiting, &st.Delayed, &st.InFlight, &st.Dead} {
+		v, err := res[i].AsInt64()
+		if err != nil {
+			return QueueState{}, err
+		}
+		*n = v
+	}
+	cfg, err := res[4].ToArray()
+	if err != nil || len(cfg) != 2 {
+		return QueueState{}, err
+	}
+	_, perr := cfg[0].ToString()
+	st.Paused = perr == nil
+	if v, err := cfg[1].ToString(); err == nil {
+		st.Limit, _ = strconv.Atoi(v)
+	}
+	return st, nil
+}
