@@ -39,7 +39,7 @@ type QueueKeys struct {
 	// id), and UniqueTTL those held for a time, by when they expire.
 	Unique    string // HASH key sha1 -> task id
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
-	Channel  string // pub/sub channel for work, schedule, cancel and delete events
+	Channel   string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -48,19 +48,19 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 func (k Keys) Queue(name string) QueueKeys {
 	base := k.prefix + ":{q:" + tagEscaper.Replace(name) + "}:"
 	return QueueKeys{
-		Waiting:  base + "waiting",
-		Procs:    base + "procs",
-		Leases:   base + "leases",
-		Meta:     base + "meta",
-		Idle:     base + "idle",
-		Delayed:  base + "delayed",
-		Dead:     base + "dead",
-		Errors:   base + "errors",
-		Results:  base + "results",
-		Retained: base + "retained",
+		Waiting:   base + "waiting",
+		Procs:     base + "procs",
+		Leases:    base + "leases",
+		Meta:      base + "meta",
+		Idle:      base + "idle",
+		Delayed:   base + "delayed",
+		Dead:      base + "dead",
+		Errors:    base + "errors",
+		Results:   base + "results",
+		Retained:  base + "retained",
 		Unique:    base + "unique",
 		UniqueTTL: base + "uniquettl",
-		Channel:  base + "events",
+		Channel:   base + "events",
 	}
 }
 
