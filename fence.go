@@ -1,6 +1,9 @@
 package worqr
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // leaseLost handles evidence from a script that the lease of worker id on
 // a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
@@ -30,6 +33,7 @@ func (w *Worker) fence(id string, cause error) {
 		w.mu.Unlock()
 		return
 	}
+	w.fencedAt = time.Now()
 	w.lease.timer.Stop()
 	var lost []*Process
 	for _, s := range w.serving {

@@ -309,9 +309,9 @@ func TestHandlerTimeout(t *testing.T) {
 }
 
 // A task whose holders die soon after starting it goes to the dead
-// letters (kind poison) once that happened PoisonLimit times, instead of
-// killing worker after worker; a holder that died after holding it a
-// while does not count.
+// letters (kind poison) once that happened PoisonLimit times in a row,
+// instead of killing worker after worker; a holder that died after
+// holding it a while starts the count again.
 func TestPoisonPill(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
@@ -338,10 +338,11 @@ func TestPoisonPill(t *testing.T) {
 		w.crash()
 	}
 	holdAndDie(0)                       // one death
-	holdAndDie(2500 * time.Millisecond) // not counted: it held the task past the window
+	holdAndDie(2500 * time.Millisecond) // held past the window: not a poison death, and the count starts again
+	holdAndDie(0)                       // one death in a row
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
 	assert.Empty(t, deadPayloads(t, c, "q"))
-	holdAndDie(0) // the second death that counts
+	holdAndDie(0) // two in a row
 	eventually(t, 10*time.Second, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
 	assert.Empty(t, waiting(t, c, "q"))
 	ds, err := c.DeadLetters(ctx, "q", 0, 1)
@@ -349,5 +350,5 @@ func TestPoisonPill(t *testing.T) {
 	require.Len(t, ds, 1)
 	assert.Equal(t, KindPoison, ds[0].Kind)
 	assert.Contains(t, ds[0].Error, "2 times")
-	assert.Equal(t, 3, ds[0].Attempts)
+	assert.Equal(t, 4, ds[0].Attempts)
 }

@@ -30,8 +30,12 @@ type reclaimer struct {
 	// interval later) counts, and one that held its task a while does
 	// not.
 	window time.Duration
-	log    func() *slog.Logger // the worker's logger
-	svc    *service
+	// fencedSince is how long ago the worker last fenced itself (a large
+	// value if never): a worker that just came back from an outage does
+	// not count its peers' deaths in the outage as poison.
+	fencedSince func() time.Duration
+	log         func() *slog.Logger // the worker's logger
+	svc         *service
 }
 
 func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.loop) }
@@ -40,7 +44,11 @@ func (r *reclaimer) stop() { r.svc.stop() }
 
 func (r *reclaimer) loop(ctx context.Context) {
 	for {
-		if _, err := r.c.reclaimDead(ctx, r.log(), r.window); err != nil && ctx.Err() == nil {
+		window := r.window
+		if r.fencedSince != nil && r.fencedSince() < 2*window {
+			window = 0
+		}
+		if _, err := r.c.reclaimDead(ctx, r.log(), window); err != nil && ctx.Err() == nil {
 			r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
 		}
 		jitter := time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
@@ -60,6 +68,12 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, window time.
 	dead, err := c.store.ExpiredWorkers(ctx, reclaimBatch)
 	if err != nil {
 		return 0, c.fail("find dead workers", "", err)
+	}
+	// Several workers dead at once is an outage (Redis paused, restarted
+	// or failing over, a network cut), not a task killing its worker: the
+	// poison-pill guard counts nothing then.
+	if len(dead) > 1 {
+		window = 0
 	}
 	var total int64
 	var errs []error

@@ -97,6 +97,9 @@ type Worker struct {
 	id string
 	// state is the worker's lifecycle. Guarded by mu.
 	state lifecycle
+	// fencedAt is when the worker last fenced itself (zero if never).
+	// Guarded by mu.
+	fencedAt time.Time
 	// serving holds the queues served, by name; each holds its in-flight
 	// processes (serving.procs, the one map of them). Guarded by mu.
 	serving map[string]*serving
@@ -155,7 +158,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger}
+	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger, fencedSince: w.fencedSince}
 
 	w.mu.Lock()
 	w.lease.extend(sent)
@@ -217,4 +220,15 @@ func (w *Worker) Queues() []string {
 		out = append(out, q)
 	}
 	return out
+}
+
+// fencedSince is how long ago the worker last fenced itself, or a day if
+// it never did.
+func (w *Worker) fencedSince() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fencedAt.IsZero() {
+		return 24 * time.Hour
+	}
+	return time.Since(w.fencedAt)
 }

@@ -193,7 +193,10 @@ end
 -- guard: an active process that its holder died with soon after starting
 -- it (before poison.window ms had passed since its start, which its pid
 -- tells) counts a death in its task's 'r' field, and a task whose count
--- reaches poison.limit is handed to poison.bury instead of requeued.
+-- reaches poison.limit is handed to poison.bury instead of requeued. A
+-- holder that died after holding the task longer clears the count: only
+-- deaths in a row count, so a persistent task, held for long, is never
+-- taken for a poison pill.
 local function return_to_front(waiting, procs, errors, unique, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
@@ -212,6 +215,9 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
         entry = nil
         dropped = dropped + 1
       end
+    elseif entry and poison and header_has(entry, 'r') then
+      local h, payload = entry_split(entry)
+      entry = header_set(h, 'r', nil) .. ':' .. payload
     end
     if entry then
       redis.call('RPUSH', waiting, entry)

@@ -375,6 +375,9 @@ type Released struct {
 func (s *Store) releaseCall(r Release) scripts.Call {
 	k := s.keys.Queue(r.Queue)
 	p := r.Poison
+	if p.Window <= 0 {
+		p.Limit = 0 // off
+	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
 	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique}, Args: args}
