@@ -53,10 +53,10 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 	}
 }
 
-// ID is the process id: unique among the processes of its queue, ever.
-// Ids increase in dequeue order; a queue deleted and created again
-// restarts its counter from the Redis clock in microseconds, above every
-// id it gave before. Each start of a task is a new process.
+// ID is the process id: unique among the processes of its queue, ever,
+// and increasing in dequeue order: the Redis clock in microseconds at the
+// dequeue, in hex, bumped by one when taken. Each start of a task is a new
+// process.
 func (p *Process) ID() string { return p.id }
 
 // TaskID is the id Enqueue returned for the task.
