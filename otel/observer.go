@@ -1,0 +1,167 @@
+package worqrotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/queuestats"
+)
+
+// DefaultBuckets are the histogram bucket boundaries, in seconds, used
+// when Options leaves them empty: from 5 ms to an hour, since tasks range
+// from quick calls to long batch jobs.
+var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// Values of worqr.fence.scope.
+const (
+	// ScopeWorker is a fence of a whole worker: it lost its lease.
+	ScopeWorker = "worker"
+	// ScopeQueue is a fence of one queue: the worker lost its lease on it.
+	ScopeQueue = "queue"
+)
+
+// Observer records OpenTelemetry metrics of what one process's worqr
+// Client and Workers do. Pass it as worqr.Options.Observer; it implements
+// every worqr observer interface. Safe for concurrent use.
+//
+// Instruments (messaging.destination.name is the queue):
+//
+//	worqr.tasks.enqueued    counter {task}    messaging.destination.name
+//	worqr.enqueue.errors    counter {error}   messaging.destination.name (failed Enqueue/EnqueueBatch calls)
+//	worqr.tasks.started     counter {task}    messaging.destination.name (every attempt)
+//	worqr.tasks.finished    counter {task}    messaging.destination.name, worqr.outcome
+//	worqr.process.duration  histogram s       messaging.destination.name, worqr.outcome (dequeue to end)
+//	worqr.pickup.latency    histogram s       messaging.destination.name (enqueue to first start)
+//	worqr.reclaims          counter {reclaim} (dead workers whose tasks were returned)
+//	worqr.tasks.reclaimed   counter {task}    (tasks so returned)
+//	worqr.fences            counter {fence}   worqr.fence.scope ("worker" or "queue")
+type Observer struct {
+	enqueued      metric.Int64Counter
+	enqueueErrors metric.Int64Counter
+	started       metric.Int64Counter
+	finished      metric.Int64Counter
+	duration      metric.Float64Histogram
+	pickup        metric.Float64Histogram
+	reclaims      metric.Int64Counter
+	reclaimed     metric.Int64Counter
+	fences        metric.Int64Counter
+
+	attrs sync.Map // attribute sets by queue, or queue "\x00" outcome
+}
+
+// The observer interfaces it implements.
+var (
+	_ worqr.EnqueueObserver = (*Observer)(nil)
+	_ worqr.StartObserver   = (*Observer)(nil)
+	_ worqr.FinishObserver  = (*Observer)(nil)
+	_ worqr.ReclaimObserver = (*Observer)(nil)
+	_ worqr.FenceObserver   = (*Observer)(nil)
+)
+
+// NewObserver makes the instruments of an Observer with opts's
+// MeterProvider. It fails only if the provider refuses an instrument.
+func NewObserver(opts Options) (*Observer, error) {
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	histogram := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		if len(buckets) == 0 {
+			buckets = DefaultBuckets
+		}
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
+	}
+	o := &Observer{
+		enqueued:      counter("worqr.tasks.enqueued", "{task}", "Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task)."),
+		enqueueErrors: counter("worqr.enqueue.errors", "{error}", "Enqueue and EnqueueBatch calls of this process that failed."),
+		started:       counter("worqr.tasks.started", "{task}", "Processes started by this process's workers: every attempt of a task counts."),
+		finished:      counter("worqr.tasks.finished", "{task}", "Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost)."),
+		duration: histogram("worqr.process.duration",
+			"How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock.", opts.DurationBuckets),
+		pickup: histogram("worqr.pickup.latency",
+			"Time from a task's enqueue to its first start (first attempts only; a delayed task's delay included). "+
+				"The enqueue time is by the Redis clock, the start by this process's clock: skew between the two shifts it (negative values count as 0).", opts.PickupBuckets),
+		reclaims:  counter("worqr.reclaims", "{reclaim}", "Dead workers whose tasks this process's workers returned to their queues."),
+		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this process's workers returned to their queues."),
+		fences:    counter("worqr.fences", "{fence}", `Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// queueAttrs are the attributes of a queue, or of a queue and an
+// outcome, made once.
+func (o *Observer) queueAttrs(queue string, outcome worqr.Outcome) metric.MeasurementOption {
+	key := queue
+	if outcome != "" {
+		key += "\x00" + string(outcome)
+	}
+	if a, ok := o.attrs.Load(key); ok {
+		return a.(metric.MeasurementOption)
+	}
+	kvs := []attribute.KeyValue{QueueKey.String(queuestats.Label(queue))}
+	if outcome != "" {
+		kvs = append(kvs, OutcomeKey.String(string(outcome)))
+	}
+	a, _ := o.attrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	return a.(metric.MeasurementOption)
+}
+
+// ObserveEnqueue implements worqr.EnqueueObserver.
+func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
+	if e.Err != nil {
+		o.enqueueErrors.Add(ctx, 1, o.queueAttrs(e.Queue, ""))
+		return
+	}
+	o.enqueued.Add(ctx, int64(len(e.TaskIDs)), o.queueAttrs(e.Queue, ""))
+}
+
+// ObserveStart implements worqr.StartObserver.
+func (o *Observer) ObserveStart(ctx context.Context, e worqr.StartEvent) {
+	attrs := o.queueAttrs(e.Queue, "")
+	o.started.Add(ctx, 1, attrs)
+	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
+		o.pickup.Record(ctx, max(time.Since(e.EnqueuedAt).Seconds(), 0), attrs)
+	}
+}
+
+// ObserveFinish implements worqr.FinishObserver.
+func (o *Observer) ObserveFinish(ctx context.Context, e worqr.FinishEvent) {
+	attrs := o.queueAttrs(e.Queue, e.Outcome)
+	o.finished.Add(ctx, 1, attrs)
+	o.duration.Record(ctx, e.Duration.Seconds(), attrs)
+}
+
+// ObserveReclaim implements worqr.ReclaimObserver.
+func (o *Observer) ObserveReclaim(ctx context.Context, e worqr.ReclaimEvent) {
+	o.reclaims.Add(ctx, 1)
+	o.reclaimed.Add(ctx, e.Tasks)
+}
+
+// ObserveFence implements worqr.FenceObserver.
+func (o *Observer) ObserveFence(e worqr.FenceEvent) {
+	scope := ScopeWorker
+	if e.Queue != "" {
+		scope = ScopeQueue
+	}
+	o.fences.Add(context.Background(), 1, metric.WithAttributes(FenceScopeKey.String(scope)))
+}

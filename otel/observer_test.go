@@ -1,0 +1,154 @@
+package worqrotel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/worqr/worqr"
+	worqrotel "github.com/worqr/worqr/otel"
+)
+
+func queue(name string) attribute.KeyValue { return worqrotel.QueueKey.String(name) }
+func outcome(o worqr.Outcome) attribute.KeyValue {
+	return worqrotel.OutcomeKey.String(string(o))
+}
+
+func newObserver(t *testing.T) (*worqrotel.Observer, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	obs, err := worqrotel.NewObserver(worqrotel.Options{MeterProvider: mp})
+	require.NoError(t, err)
+	return obs, reader
+}
+
+func TestObserverRecordsTasksThroughAWorker(t *testing.T) {
+	t.Parallel()
+	obs, reader := newObserver(t)
+	c := clientOn(t, redisOn(t, backend(t)), obs)
+	ctx := context.Background()
+
+	w := newWorker(t, c, worqr.WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "mail", func(ctx context.Context, p *worqr.Process) error {
+		switch string(p.Task()) {
+		case "slow":
+			time.Sleep(50 * time.Millisecond)
+		case "flaky":
+			if p.Attempt() == 1 {
+				return errors.New("smtp busy")
+			}
+		case "bad":
+			return worqr.Permanent(errors.New("malformed"))
+		}
+		return nil
+	}, worqr.HandleOptions{Retry: worqr.RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}}))
+	_, err := c.EnqueueBatch(ctx, "mail", [][]byte{[]byte("slow"), []byte("flaky"), []byte("bad")})
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "mail", []byte("quick"))
+	require.NoError(t, err)
+
+	eventually(t, 5*time.Second, "five processes ended", func() bool {
+		rm := collect(t, reader)
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name == "worqr.tasks.finished" {
+					return sum(t, rm, "worqr.tasks.finished", queue("mail")) == 5
+				}
+			}
+		}
+		return false
+	})
+	rm := collect(t, reader)
+	assert.Equal(t, int64(4), sum(t, rm, "worqr.tasks.enqueued", queue("mail")))
+	assert.Equal(t, int64(5), sum(t, rm, "worqr.tasks.started", queue("mail")))
+	assert.Equal(t, int64(3), sum(t, rm, "worqr.tasks.finished", queue("mail"), outcome(worqr.OutcomeSucceeded)))
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.tasks.finished", queue("mail"), outcome(worqr.OutcomeRetried)))
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.tasks.finished", queue("mail"), outcome(worqr.OutcomeDead)))
+	assert.Equal(t, "{task}", find(t, rm, "worqr.tasks.finished").Unit)
+
+	succeeded := histogram(t, rm, "worqr.process.duration", queue("mail"), outcome(worqr.OutcomeSucceeded))
+	assert.Equal(t, uint64(3), succeeded.Count)
+	assert.GreaterOrEqual(t, succeeded.Sum, 0.05)
+	assert.Equal(t, worqrotel.DefaultBuckets, succeeded.Bounds)
+	assert.Equal(t, uint64(1), histogram(t, rm, "worqr.process.duration", queue("mail"), outcome(worqr.OutcomeRetried)).Count)
+	pickup := histogram(t, rm, "worqr.pickup.latency", queue("mail"))
+	assert.Equal(t, uint64(4), pickup.Count) // first attempts only
+	assert.GreaterOrEqual(t, pickup.Sum, 0.0)
+	require.NoError(t, w.Shutdown(ctx))
+}
+
+func TestObserverRecordsEnqueueErrors(t *testing.T) {
+	t.Parallel()
+	obs, reader := newObserver(t)
+	m := backend(t)
+	c := clientOn(t, redisOn(t, m), obs)
+	m.SetError("ERR injected")
+	_, err := c.Enqueue(context.Background(), "invoices", []byte("x"))
+	require.Error(t, err)
+	m.SetError("")
+	rm := collect(t, reader)
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.enqueue.errors", queue("invoices")))
+}
+
+// A worker cut off from Redis fences itself; a peer reclaims its task.
+func TestObserverRecordsFencesAndReclaims(t *testing.T) {
+	t.Parallel()
+	obs, reader := newObserver(t)
+	m := backend(t)
+	ctx := context.Background()
+	fast := worqr.WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond}
+
+	doomedRedis := redisOn(t, m)
+	doomed := newWorker(t, clientOn(t, doomedRedis, obs), fast)
+	c := clientOn(t, redisOn(t, m), obs)
+	require.NoError(t, doomed.StartWork(ctx, "reports", worqr.Events{}))
+	_, err := c.Enqueue(ctx, "reports", []byte("monthly"))
+	require.NoError(t, err)
+	_, err = doomed.Dequeue(ctx, "reports")
+	require.NoError(t, err)
+	peer := newWorker(t, c, fast)
+	require.NoError(t, peer.StartWork(ctx, "reports", worqr.Events{}))
+	doomedRedis.Close()
+
+	eventually(t, 10*time.Second, "the fence and the reclaim recorded", func() bool {
+		rm := collect(t, reader)
+		has := map[string]bool{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				has[m.Name] = true
+			}
+		}
+		return has["worqr.fences"] && has["worqr.reclaims"] &&
+			sum(t, rm, "worqr.fences", worqrotel.FenceScopeKey.String(worqrotel.ScopeWorker)) == 1 &&
+			sum(t, rm, "worqr.reclaims") == 1
+	})
+	rm := collect(t, reader)
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.tasks.reclaimed"))
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.tasks.finished", queue("reports"), outcome(worqr.OutcomeLost)))
+}
+
+// Zero Options use the global meter provider. (Not parallel: it sets
+// the global provider.)
+func TestObserverUsesTheGlobalProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(mp)
+	t.Cleanup(func() { otel.SetMeterProvider(prev) })
+	obs, err := worqrotel.NewObserver(worqrotel.Options{})
+	require.NoError(t, err)
+
+	c := clientOn(t, redisOn(t, backend(t)), obs)
+	_, err = c.Enqueue(context.Background(), "q", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), sum(t, collect(t, reader), "worqr.tasks.enqueued", queue("q")))
+}

@@ -1,0 +1,208 @@
+package worqrprom
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/queuestats"
+)
+
+// DefaultBuckets are the histogram buckets, in seconds, used when
+// ObserverOptions leaves them empty: from 5 ms to an hour, since tasks
+// range from quick calls to long batch jobs.
+var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// outcomes are every worqr.Outcome, for the counters made ready at zero.
+var outcomes = []worqr.Outcome{
+	worqr.OutcomeSucceeded, worqr.OutcomeRetried, worqr.OutcomeDead,
+	worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost,
+}
+
+// Values of the scope label of worqr_fences_total.
+const (
+	// ScopeWorker is a fence of a whole worker: it lost its lease.
+	ScopeWorker = "worker"
+	// ScopeQueue is a fence of one queue: the worker lost its lease on it.
+	ScopeQueue = "queue"
+)
+
+// ObserverOptions configure an Observer. The zero value is the default.
+type ObserverOptions struct {
+	// ConstLabels are added to every metric (say, a service name).
+	ConstLabels prometheus.Labels
+	// DurationBuckets are the buckets of worqr_process_duration_seconds.
+	// Default DefaultBuckets.
+	DurationBuckets []float64
+	// PickupBuckets are the buckets of worqr_pickup_latency_seconds.
+	// Default DefaultBuckets.
+	PickupBuckets []float64
+}
+
+// Observer counts what one process's worqr Client and Workers do, as
+// Prometheus metrics. Pass it as worqr.Options.Observer and register it
+// with a prometheus.Registerer; it implements every worqr observer
+// interface and prometheus.Collector. Its metrics are local to the
+// process: sum them across processes in queries. Safe for concurrent use.
+//
+// Metrics:
+//
+//	worqr_tasks_enqueued_total{queue}          tasks enqueued by this process
+//	worqr_enqueue_errors_total{queue}          Enqueue and EnqueueBatch calls that failed
+//	worqr_tasks_started_total{queue}           processes started (every attempt)
+//	worqr_tasks_finished_total{queue,outcome}  processes ended, by worqr.Outcome
+//	worqr_process_duration_seconds{queue,outcome}  histogram: dequeue to end
+//	worqr_pickup_latency_seconds{queue}        histogram: enqueue to first start
+//	worqr_reclaims_total                       dead workers whose tasks this process returned
+//	worqr_tasks_reclaimed_total                tasks so returned to their queues
+//	worqr_fences_total{scope}                  fences: scope "worker" or "queue"
+type Observer struct {
+	enqueued      *prometheus.CounterVec
+	enqueueErrors *prometheus.CounterVec
+	started       *prometheus.CounterVec
+	finished      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	pickup        *prometheus.HistogramVec
+	reclaims      prometheus.Counter
+	reclaimed     prometheus.Counter
+	fences        *prometheus.CounterVec
+
+	seen sync.Map // queue names whose finished counters exist
+}
+
+// The observer interfaces it implements.
+var (
+	_ worqr.EnqueueObserver = (*Observer)(nil)
+	_ worqr.StartObserver   = (*Observer)(nil)
+	_ worqr.FinishObserver  = (*Observer)(nil)
+	_ worqr.ReclaimObserver = (*Observer)(nil)
+	_ worqr.FenceObserver   = (*Observer)(nil)
+	_ prometheus.Collector  = (*Observer)(nil)
+)
+
+// NewObserver returns an Observer. Register it before use, once per
+// registry.
+func NewObserver(opts ObserverOptions) *Observer {
+	buckets := func(b []float64) []float64 {
+		if len(b) == 0 {
+			return DefaultBuckets
+		}
+		return b
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: opts.ConstLabels}, labels)
+	}
+	o := &Observer{
+		enqueued: counter("worqr_tasks_enqueued_total",
+			"Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).", "queue"),
+		enqueueErrors: counter("worqr_enqueue_errors_total",
+			"Enqueue and EnqueueBatch calls of this process that failed.", "queue"),
+		started: counter("worqr_tasks_started_total",
+			"Processes started by this process's workers: every attempt of a task counts.", "queue"),
+		finished: counter("worqr_tasks_finished_total",
+			"Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "outcome"),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:        "worqr_process_duration_seconds",
+			Help:        "How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock, by queue and outcome.",
+			ConstLabels: opts.ConstLabels,
+			Buckets:     buckets(opts.DurationBuckets),
+		}, []string{"queue", "outcome"}),
+		pickup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "worqr_pickup_latency_seconds",
+			Help: "Time from a task's enqueue to its first start (first attempts only; a delayed task's delay included). " +
+				"The enqueue time is by the Redis clock, the start by this process's clock: skew between the two shifts it (negative values count as 0).",
+			ConstLabels: opts.ConstLabels,
+			Buckets:     buckets(opts.PickupBuckets),
+		}, []string{"queue"}),
+		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "worqr_reclaims_total", Help: "Dead workers whose tasks this process's workers returned to their queues.", ConstLabels: opts.ConstLabels,
+		}),
+		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "worqr_tasks_reclaimed_total", Help: "Tasks of dead workers that this process's workers returned to their queues.", ConstLabels: opts.ConstLabels,
+		}),
+		fences: counter("worqr_fences_total",
+			`Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
+	}
+	o.fences.WithLabelValues(ScopeWorker)
+	o.fences.WithLabelValues(ScopeQueue)
+	return o
+}
+
+// collectors are the Observer's metrics.
+func (o *Observer) collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.enqueued, o.enqueueErrors, o.started, o.finished, o.duration, o.pickup, o.reclaims, o.reclaimed, o.fences}
+}
+
+// Describe implements prometheus.Collector.
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// ready creates a queue's finished counters at zero the first time the
+// queue is seen, so that rates over them start from its first task.
+func (o *Observer) ready(queue string) {
+	if _, ok := o.seen.Load(queue); ok {
+		return
+	}
+	if _, loaded := o.seen.LoadOrStore(queue, struct{}{}); loaded {
+		return
+	}
+	for _, out := range outcomes {
+		o.finished.WithLabelValues(queue, string(out))
+	}
+}
+
+// ObserveEnqueue implements worqr.EnqueueObserver.
+func (o *Observer) ObserveEnqueue(_ context.Context, e worqr.EnqueueEvent) {
+	queue := queuestats.Label(e.Queue)
+	if e.Err != nil {
+		o.enqueueErrors.WithLabelValues(queue).Inc()
+		return
+	}
+	o.enqueued.WithLabelValues(queue).Add(float64(len(e.TaskIDs)))
+}
+
+// ObserveStart implements worqr.StartObserver.
+func (o *Observer) ObserveStart(_ context.Context, e worqr.StartEvent) {
+	queue := queuestats.Label(e.Queue)
+	o.ready(queue)
+	o.started.WithLabelValues(queue).Inc()
+	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
+		o.pickup.WithLabelValues(queue).Observe(max(time.Since(e.EnqueuedAt).Seconds(), 0))
+	}
+}
+
+// ObserveFinish implements worqr.FinishObserver.
+func (o *Observer) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
+	queue := queuestats.Label(e.Queue)
+	o.ready(queue)
+	o.finished.WithLabelValues(queue, string(e.Outcome)).Inc()
+	o.duration.WithLabelValues(queue, string(e.Outcome)).Observe(e.Duration.Seconds())
+}
+
+// ObserveReclaim implements worqr.ReclaimObserver.
+func (o *Observer) ObserveReclaim(_ context.Context, e worqr.ReclaimEvent) {
+	o.reclaims.Inc()
+	o.reclaimed.Add(float64(e.Tasks))
+}
+
+// ObserveFence implements worqr.FenceObserver.
+func (o *Observer) ObserveFence(e worqr.FenceEvent) {
+	if e.Queue != "" {
+		o.fences.WithLabelValues(ScopeQueue).Inc()
+		return
+	}
+	o.fences.WithLabelValues(ScopeWorker).Inc()
+}
