@@ -33,10 +33,10 @@ type Count struct {
 // Queue holds one queue's sizes.
 type Queue struct {
 	Name     string
-	Waiting  Count // QueueLen
-	Delayed  Count // DelayedLen
-	InFlight Count // len(Processes)
-	Dead     Count // DeadLetterCount
+	Waiting  Count // QueueInfo's counts, read together
+	Delayed  Count
+	InFlight Count
+	Dead     Count
 }
 
 // Snapshot is the result of one read.
@@ -131,14 +131,17 @@ func (r *Reader) read(ctx context.Context) Snapshot {
 	for i, name := range names {
 		q := &s.Queues[i]
 		q.Name = name
-		g.Go(func() error { q.Waiting = count(r.Client.QueueLen(ctx, name)); return nil })
-		g.Go(func() error { q.Delayed = count(r.Client.DelayedLen(ctx, name)); return nil })
 		g.Go(func() error {
-			ps, err := r.Client.Processes(ctx, name)
-			q.InFlight = count(int64(len(ps)), err)
+			// One round trip for the four counts (QueueInfo).
+			info, err := r.Client.QueueInfo(ctx, name)
+			if err != nil {
+				failed(err)
+				return nil
+			}
+			q.Waiting, q.Delayed = Count{info.Waiting, true}, Count{info.Delayed, true}
+			q.InFlight, q.Dead = Count{info.InFlight, true}, Count{info.Dead, true}
 			return nil
 		})
-		g.Go(func() error { q.Dead = count(r.Client.DeadLetterCount(ctx, name)); return nil })
 	}
 	_ = g.Wait()
 	s.Failures, s.Err = int(failures.Load()), firstErr
