@@ -1,0 +1,50 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	_, err := c.Enqueue(ctx, "orders", []byte("x"))
+	require.NoError(t, err)
+
+	out := b.ok("check").stdout
+	assert.Regexp(t, `^0 problems \(.*\) in 1 queues, \d+ keys, 1 nodes\n$`, out)
+	clean := jsonOf[checkJSON](b, "check")
+	assert.Zero(t, clean.Problems)
+	assert.Equal(t, []string{}, clean.UnregisteredQueues, "empty lists are [], not null")
+	assert.Nil(t, clean.Repaired)
+
+	// Lose the queue's registry entry, as a hand-made mistake would.
+	rdb := b.redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Srem().Key(b.prefix+":{r}:queues").Member("orders").Build()).Error())
+	queues, err := c.Queues(ctx)
+	require.NoError(t, err)
+	require.Empty(t, queues)
+
+	r := b.fails(exitFailure, "1 problems found (worqr check --repair fixes what it can)", "check")
+	assert.Equal(t, []string{"FINDING", "WHAT"}, rows(r.stdout)[0])
+	assert.Equal(t, []string{"unregistered queue", "orders"}, row(t, r.stdout, "unregistered queue"))
+	assert.Contains(t, r.stdout, "1 problems (")
+
+	r = b.fails(exitFailure, "1 problems found (see the report for what was repaired)", "check", "--repair", "--json")
+	var rep checkJSON
+	require.NoError(t, jsonDecode(r.stdout, &rep))
+	assert.Equal(t, 1, rep.Problems)
+	assert.Equal(t, []string{"orders"}, rep.UnregisteredQueues)
+	require.NotNil(t, rep.Repaired)
+	assert.Equal(t, []string{"orders"}, rep.Repaired.RegisteredQueues)
+
+	queues, err = c.Queues(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"orders"}, queues)
+	b.ok("check")
+	out = b.ok("check", "--repair").stdout
+	assert.Contains(t, out, "queues registered:  0\n")
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+func taskCommands() []*command {
+	return []*command{
+		{name: "enqueue", synopsis: "<queue> <payload>|-", group: "Change", summary: "add a task and print its id", run: cmdEnqueue, help: `
+Adds a task to the back of a queue (the front with --front) and prints its
+id. The payload is the argument as given, or standard input read to its end
+with "-". A payload that starts with "-" goes after "--":
+worqr enqueue q -- -x. With --in or --at the task waits in the delayed set
+until it is due, by the Redis clock.`},
+		{name: "cancel", synopsis: "<queue> <id>\n--payload <queue> <payload>|-", group: "Change", summary: "cancel a task by id, or every task with a payload", run: cmdCancel, help: `
+Cancels the task with this id: removes it if it is waiting or delayed, or
+marks it cancelled if it is in flight, and its worker's handler is stopped.
+With --payload, cancels every task whose payload is the argument (or
+standard input with "-"). Cancelling reads the queue's waiting list.
+Exits 1 when no task matched.`},
+		{name: "delete", synopsis: "<queue> --yes", group: "Change", summary: "delete a queue and everything in it", run: cmdDelete, help: `
+Deletes a queue: its waiting and delayed tasks, its dead letters and
+retained outcomes. Tasks in flight are marked so that their workers drop
+them when they end. Without --yes it changes nothing, prints what it would
+delete, and exits 2. Exits 1 when there is no such queue.`},
+		{name: "result", synopsis: "<queue> <id>", group: "Outcomes", summary: "a retained task's outcome", run: cmdResult, help: `
+Shows the outcome of a task enqueued with --retain (or worqr.Retain):
+succeeded, with the result its handler set, or dead, with its error and
+kind. Exits 1 when there is none: the task has not ended, was not
+retained, or its retention ran out.`},
+		{name: "wait", synopsis: "<queue> <id>", group: "Outcomes", summary: "wait for a retained task's outcome", noLimit: true, run: cmdWait, help: `
+Waits until a task enqueued with --retain has ended and shows its outcome,
+as result does. It waits without a limit unless --timeout is given, and
+exits 1 when that runs out. It exits 0 once the outcome is read, whether
+the task succeeded or died: look at "status".`},
+	}
+}
+
+func cmdEnqueue(e *env, args []string) error {
+	fs := e.flags()
+	in := duration(fs, "in", "delay the task by this `duration`")
+	at := fs.String("at", "", "delay the task until this `time` (RFC 3339: 2026-01-02T15:04:05Z)")
+	front := fs.Bool("front", false, "add the task at the front of the queue, to be dequeued next")
+	maxAttempts := fs.Int("max-attempts", 0, "the task's own attempt `budget`, overriding the queue's")
+	retain := duration(fs, "retain", "keep the task's outcome for this `duration` after it ends (for result and wait)")
+	taskTimeout := duration(fs, "task-timeout", "bound each attempt's run to this `duration`, overriding the queue's")
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	var opts []worqr.EnqueueOption
+	switch {
+	case *maxAttempts < 0:
+		return usagef("--max-attempts must not be negative")
+	case *in > 0 && *at != "":
+		return usagef("give --in or --at, not both")
+	case *front && (*in > 0 || *at != ""):
+		return usagef("--front does not apply to a delayed task: it joins the back when due")
+	case *taskTimeout > 0 && *taskTimeout < time.Millisecond:
+		return usagef("--task-timeout must be at least 1ms")
+	}
+	if *in > 0 {
+		opts = append(opts, worqr.In(*in))
+	}
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339Nano, *at)
+		if err != nil {
+			return usagef("--at %q: not an RFC 3339 time like 2026-01-02T15:04:05Z", *at)
+		}
+		opts = append(opts, worqr.At(t))
+	}
+	if *front {
+		opts = append(opts, worqr.AtFront())
+	}
+	if *maxAttempts > 0 {
+		opts = append(opts, worqr.MaxAttempts(*maxAttempts))
+	}
+	if *retain > 0 {
+		opts = append(opts, worqr.Retain(*retain))
+	}
+	if *taskTimeout > 0 {
+		opts = append(opts, worqr.Timeout(*taskTimeout))
+	}
+	payload, err := e.payload(pos[1])
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	id, err := c.Enqueue(e.ctx, queue, payload, opts...)
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return e.printJSON(struct {
+			Queue string `json:"queue"`
+			ID    string `json:"id"`
+		}{queue, id})
+	}
+	_, err = fmt.Fprintln(e.stdout, id)
+	return err
+}
+
+// payload is a payload argument: as given, or stdin for "-".
+func (e *env) payload(arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(e.stdin, worqr.DefaultMaxTaskSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+	}
+	return b, nil
+}
+
+func cmdCancel(e *env, args []string) error {
+	fs := e.flags()
+	byPayload := fs.Bool("payload", false, "cancel every task whose payload is the argument, not a task id")
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	var payload []byte
+	if *byPayload {
+		if payload, err = e.payload(pos[1]); err != nil {
+			return err
+		}
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var res worqr.CancelResult
+	if *byPayload {
+		res, err = c.Cancel(e.ctx, queue, payload)
+	} else {
+		res, err = c.CancelTask(e.ctx, queue, pos[1])
+	}
+	if err != nil {
+		return err
+	}
+	if res.Removed+res.Marked == 0 {
+		if *byPayload {
+			return notFoundf("no task waiting, delayed or in flight in %q has that payload", escape(queue))
+		}
+		return notFoundf("no task %s waiting, delayed or in flight in %q", escape(pos[1]), escape(queue))
+	}
+	if e.g.json {
+		id := pos[1]
+		if *byPayload {
+			id = ""
+		}
+		return e.printJSON(struct {
+			Queue   string `json:"queue"`
+			ID      string `json:"id,omitempty"`
+			Removed int64  `json:"removed"`
+			Marked  int64  `json:"marked"`
+		}{queue, id, res.Removed, res.Marked})
+	}
+	_, err = fmt.Fprintf(e.stdout, "cancelled in %q: %d removed (waiting or delayed), %d marked in flight\n", escape(queue), res.Removed, res.Marked)
+	return err
+}
+
+func cmdDelete(e *env, args []string) error {
+	fs := e.flags()
+	yes := fs.Bool("yes", false, "really delete")
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	names, err := c.Queues(e.ctx)
+	if err != nil {
+		return err
+	}
+	before, err := countQueue(e.ctx, c, queue)
+	if err != nil {
+		return err
+	}
+	exists := false
+	for _, n := range names {
+		exists = exists || n == queue
+	}
+	if !exists && before.Waiting+before.Delayed+before.InFlight+before.Dead == 0 {
+		return notFoundf("no queue %q (worqr queues lists them)", escape(queue))
+	}
+	if !*yes {
+		e.note("would delete queue %q: %d waiting, %d delayed, %d dead letters; %d in flight would be dropped when they end",
+			escape(queue), before.Waiting, before.Delayed, before.Dead, before.InFlight)
+		return usagef("delete needs --yes; nothing was changed")
+	}
+	dropped, err := c.DeleteQueue(e.ctx, queue)
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return e.printJSON(struct {
+			Queue    string `json:"queue"`
+			Dropped  int64  `json:"dropped"`
+			Dead     int64  `json:"dead"`
+			InFlight int64  `json:"inFlight"`
+		}{queue, dropped, before.Dead, before.InFlight})
+	}
+	_, err = fmt.Fprintf(e.stdout, "deleted queue %q: %d waiting or delayed tasks and %d dead letters dropped; %d in flight marked\n",
+		escape(queue), dropped, before.Dead, before.InFlight)
+	return err
+}
+
+// outcomeJSON is a retained outcome.
+type outcomeJSON struct {
+	ID           string     `json:"id"`
+	Queue        string     `json:"queue"`
+	Status       string     `json:"status"`
+	Attempts     int        `json:"attempts"`
+	EnqueuedAt   *time.Time `json:"enqueuedAt"`
+	StartedAt    *time.Time `json:"startedAt"`
+	EndedAt      *time.Time `json:"endedAt"`
+	ExpiresAt    *time.Time `json:"expiresAt"`
+	Result       *string    `json:"result,omitempty"`
+	ResultBase64 string     `json:"resultBase64,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	Kind         string     `json:"kind,omitempty"`
+}
+
+func (e *env) printOutcome(o worqr.TaskOutcome) error {
+	if e.g.json {
+		j := outcomeJSON{ID: o.ID, Queue: o.Queue, Status: string(o.Status), Attempts: o.Attempts,
+			EnqueuedAt: jsonTime(o.EnqueuedAt), StartedAt: jsonTime(o.StartedAt), EndedAt: jsonTime(o.EndedAt), ExpiresAt: jsonTime(o.ExpiresAt),
+			Error: o.Error, Kind: o.Kind}
+		if o.Status == worqr.TaskSucceeded {
+			j.Result, j.ResultBase64 = textOrBase64(o.Result)
+		}
+		return e.printJSON(j)
+	}
+	lines := []string{"task", o.ID, "queue", escape(o.Queue), "status", string(o.Status), "attempts", itoa(o.Attempts),
+		"enqueued", stamp(o.EnqueuedAt), "started", stamp(o.StartedAt), "ended", stamp(o.EndedAt), "expires", stamp(o.ExpiresAt)}
+	if o.Status == worqr.TaskSucceeded {
+		lines = append(lines, "result", fmt.Sprintf("%s (%d bytes)", preview(o.Result, 4*previewLen), len(o.Result)))
+	} else {
+		lines = append(lines, "kind", escape(o.Kind), "error", preview([]byte(o.Error), 4*previewLen))
+	}
+	return writeLines(e.stdout, lines...)
+}
+
+func cmdResult(e *env, args []string) error {
+	pos, err := e.parse(e.flags(), args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	o, err := c.TaskResult(e.ctx, queue, pos[1])
+	if errors.Is(err, worqr.ErrNoTask) {
+		return notFoundf("no outcome of task %s in %q: not ended yet, not enqueued with --retain, or expired", escape(pos[1]), escape(queue))
+	}
+	if err != nil {
+		return err
+	}
+	return e.printOutcome(o)
+}
+
+func cmdWait(e *env, args []string) error {
+	pos, err := e.parse(e.flags(), args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	o, err := c.Wait(e.ctx, queue, pos[1])
+	if err != nil {
+		return err
+	}
+	return e.printOutcome(o)
+}
