@@ -21,10 +21,10 @@ const pageSize = 100
 
 func inspectCommands() []*command {
 	return []*command{
-		{name: "queues", group: "Inspect", summary: "every queue: waiting, delayed, in flight, dead", run: cmdQueues, help: `
+		{name: "queues", group: "Inspect", summary: "every queue: waiting, delayed, in flight, dead, paused, limit", run: cmdQueues, help: `
 Lists every queue the registry knows, by name, with its tasks waiting,
-delayed, in flight (processes held by workers) and dead (dead letters).
-Counting in-flight tasks reads each queue's processes.`},
+delayed, in flight (processes held by workers) and dead (dead letters),
+whether it is paused and its concurrency limit (one round trip a queue).`},
 		{name: "workers", group: "Inspect", summary: "live workers: lease left, in flight, queues", run: cmdWorkers, help: `
 Lists the workers whose lease is live, with the time their lease has left
 by the Redis clock, how many processes each holds, and the queues it
@@ -50,26 +50,23 @@ range does, with when each is due by the Redis clock.`},
 
 // queueRow is one queue's counts.
 type queueRow struct {
-	Queue    string `json:"queue"`
-	Waiting  int64  `json:"waiting"`
-	Delayed  int64  `json:"delayed"`
-	InFlight int64  `json:"inFlight"`
-	Dead     int64  `json:"dead"`
+	Queue       string `json:"queue"`
+	Waiting     int64  `json:"waiting"`
+	Delayed     int64  `json:"delayed"`
+	InFlight    int64  `json:"inFlight"`
+	Dead        int64  `json:"dead"`
+	Paused      bool   `json:"paused"`
+	Concurrency int    `json:"concurrency"` // 0: no limit
 }
 
-// countQueue reads a queue's counts, in parallel.
+// countQueue reads a queue's counts and controls, in one round trip.
 func countQueue(ctx context.Context, c *worqr.Client, queue string) (queueRow, error) {
-	r := queueRow{Queue: queue}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { r.Waiting, err = c.QueueLen(ctx, queue); return err })
-	g.Go(func() (err error) { r.Delayed, err = c.DelayedLen(ctx, queue); return err })
-	g.Go(func() (err error) { r.Dead, err = c.DeadLetterCount(ctx, queue); return err })
-	g.Go(func() error {
-		ps, err := c.Processes(ctx, queue)
-		r.InFlight = int64(len(ps))
-		return err
-	})
-	return r, g.Wait()
+	info, err := c.QueueInfo(ctx, queue)
+	if err != nil {
+		return queueRow{}, err
+	}
+	return queueRow{Queue: queue, Waiting: info.Waiting, Delayed: info.Delayed, InFlight: info.InFlight, Dead: info.Dead,
+		Paused: info.Paused, Concurrency: info.Concurrency}, nil
 }
 
 func cmdQueues(e *env, args []string) error {
@@ -101,9 +98,16 @@ func cmdQueues(e *env, args []string) error {
 		e.note("no queues (prefix %q)", e.g.prefix)
 		return nil
 	}
-	t := e.table("QUEUE", "WAITING", "DELAYED", "IN-FLIGHT", "DEAD")
+	t := e.table("QUEUE", "WAITING", "DELAYED", "IN-FLIGHT", "DEAD", "PAUSED", "LIMIT")
 	for _, r := range rows {
-		t.row(escape(r.Queue), itoa(r.Waiting), itoa(r.Delayed), itoa(r.InFlight), itoa(r.Dead))
+		paused, limit := "", ""
+		if r.Paused {
+			paused = "yes"
+		}
+		if r.Concurrency > 0 {
+			limit = strconv.Itoa(r.Concurrency)
+		}
+		t.row(escape(r.Queue), itoa(r.Waiting), itoa(r.Delayed), itoa(r.InFlight), itoa(r.Dead), paused, limit)
 	}
 	return t.flush()
 }

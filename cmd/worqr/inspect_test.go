@@ -74,7 +74,7 @@ func TestInspect(t *testing.T) {
 
 	t.Run("queues", func(t *testing.T) {
 		out := b.ok("queues").stdout
-		assert.Equal(t, []string{"QUEUE", "WAITING", "DELAYED", "IN-FLIGHT", "DEAD"}, rows(out)[0])
+		assert.Equal(t, []string{"QUEUE", "WAITING", "DELAYED", "IN-FLIGHT", "DEAD", "PAUSED", "LIMIT"}, rows(out)[0])
 		assert.Equal(t, []string{"emails", "4", "2", "0", "0"}, row(t, out, "emails"))
 		assert.Equal(t, []string{"imports", "0", "0", "0", "2"}, row(t, out, "imports"))
 		assert.Equal(t, []string{"reports", "1", "0", "2", "0"}, row(t, out, "reports"))

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -305,4 +307,81 @@ func cmdWait(e *env, args []string) error {
 		return err
 	}
 	return e.printOutcome(o)
+}
+
+func controlCommands() []*command {
+	return []*command{
+		{name: "pause", synopsis: "<queue>", group: "Change", summary: "stop the whole fleet taking a queue's tasks", run: cmdPause, help: `
+Pauses a queue for every worker: enqueues are accepted and tasks in flight
+finish, but nothing more is handed out until resume.`},
+		{name: "resume", synopsis: "<queue>", group: "Change", summary: "undo pause and wake the workers", run: cmdResume, help: `
+Resumes a paused queue and wakes every worker serving it.`},
+		{name: "limit", synopsis: "<queue> <n>", group: "Change", summary: "limit a queue's tasks in flight across the fleet (0: none)", run: cmdLimit, help: `
+Sets the most tasks of a queue in flight at once across all workers; 0
+removes the limit. Enforced in Redis, for every worker.`},
+	}
+}
+
+func cmdPause(e *env, args []string) error { return control(e, args, "paused", (*worqr.Client).Pause) }
+func cmdResume(e *env, args []string) error {
+	return control(e, args, "resumed", (*worqr.Client).Resume)
+}
+
+func control(e *env, args []string, done string, op func(*worqr.Client, context.Context, string) error) error {
+	pos, err := e.parse(e.flags(), args, 1, 1)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	if err := op(c, e.ctx, queue); err != nil {
+		return err
+	}
+	return controlled(e, c, queue, done)
+}
+
+func cmdLimit(e *env, args []string) error {
+	pos, err := e.parse(e.flags(), args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(pos[1])
+	if err != nil || n < 0 {
+		return usagef("limit: %q is not a count (0 removes the limit)", pos[1])
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	if err := c.SetConcurrency(e.ctx, queue, n); err != nil {
+		return err
+	}
+	return controlled(e, c, queue, "limited")
+}
+
+// controlled prints a queue's controls after a change.
+func controlled(e *env, c *worqr.Client, queue, done string) error {
+	r, err := countQueue(e.ctx, c, queue)
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return e.printJSON(r)
+	}
+	limit := "no limit"
+	if r.Concurrency > 0 {
+		limit = "limit " + strconv.Itoa(r.Concurrency)
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s queue %q: paused=%v, %s, %d in flight\n", done, escape(queue), r.Paused, limit, r.InFlight)
+	return err
 }
