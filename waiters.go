@@ -131,9 +131,10 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 			break
 		}
 	}
-	uctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = ws.c.store.Unsubscribe(uctx, queue)
+	// No UNSUBSCRIBE: rueidis ends every Receive of the channel on the
+	// client when one unsubscribes, and a worker of this client may serve
+	// the queue. The channel stays subscribed on the connection until the
+	// client closes; its messages go nowhere meanwhile.
 }
 
 // close ends every waiter (ErrClientClosed) and subscription.

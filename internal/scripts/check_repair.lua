@@ -6,7 +6,7 @@
 -- lost gets its name back. Owners are judged here, when the repair runs,
 -- never from the check's earlier look: a process a live worker dequeued in
 -- between, or one whose owner is live, is not touched.
--- KEYS: waiting, procs, leases, meta, delayed, errors, unique
+-- KEYS: waiting, procs, leases, meta, delayed, errors, unique, idle
 -- ARGV: channel, queue name
 -- Returns {requeued, dropped, lease entries removed, has name (0/1)}.
 local now = now_ms()
@@ -34,5 +34,7 @@ end
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if requeued > 0 then
   publish(ARGV[1], 'w' .. requeued)
+else
+  slots_freed(KEYS[4], KEYS[1], KEYS[8], ARGV[1], dropped)
 end
 return {requeued, dropped, removed, redis.call('HEXISTS', KEYS[4], 'name')}

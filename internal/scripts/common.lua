@@ -168,7 +168,7 @@ end
 local function slots_freed(meta, waiting, idle, channel, n)
   if n <= 0 or not redis.call('HGET', meta, 'limit') then return end
   if redis.call('LLEN', waiting) == 0 then return end
-  local parked = redis.call('ZPOPMIN', idle, n)
+  local parked = redis.call('ZPOPMIN', idle, n + 1)
   if #parked == 0 then return end
   local ids = {}
   for i = 1, #parked, 2 do ids[#ids + 1] = parked[i] end
@@ -179,7 +179,10 @@ end
 -- gives it up when it ends.
 local function release_unique(unique, entry)
   if header_has(entry, 'u') then
-    redis.call('HDEL', unique, header_get(entry_split(entry), 'u'))
+    local sha = header_get(entry_split(entry), 'u')
+    if redis.call('HGET', unique, sha) == entry_id(entry) then
+      redis.call('HDEL', unique, sha)
+    end
   end
 end
 
@@ -210,7 +213,7 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
       local deaths = (tonumber(header_get(h, 'r') or '0') or 0) + 1
       entry = header_set(h, 'r', deaths) .. ':' .. payload
       if deaths >= poison.limit then
-        poison.bury(entry, proc_owner(p.v), deaths)
+        poison.bury(entry, proc_owner(p.v), deaths, p.pid)
         release_unique(unique, entry)
         entry = nil
         dropped = dropped + 1

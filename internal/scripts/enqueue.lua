@@ -34,6 +34,11 @@ if sha ~= '' then
     redis.call('HDEL', KEYS[5], unpack(stale))
     redis.call('ZREM', KEYS[6], unpack(stale))
   end
+  local exp = redis.call('ZSCORE', KEYS[6], sha)
+  if exp and tonumber(exp) <= now_ms() then
+    redis.call('HDEL', KEYS[5], sha)
+    redis.call('ZREM', KEYS[6], sha)
+  end
   local holder = redis.call('HGET', KEYS[5], sha)
   if holder then
     return {0, holder, 1}

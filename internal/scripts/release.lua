@@ -11,7 +11,8 @@
 -- return_to_front): a task whose holders died soon after starting it
 -- poison limit times goes to the dead letters, kind 'poison', rather than
 -- kill worker after worker. A limit of 0 turns the guard off.
--- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique
+-- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique, results,
+--       retained
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
 --       limit, poison window (ms), dead letters' max count, their max age
 --       (ms), keep pid...
@@ -36,7 +37,9 @@ local poison
 if mode == 'expired' and tonumber(ARGV[4]) > 0 then
   local now = now_ms()
   poison = {now = now, window = tonumber(ARGV[5]), limit = tonumber(ARGV[4])}
-  poison.bury = function(entry, holder, deaths)
+  poison.bury = function(entry, holder, deaths, pid)
+    local why = 'its holder died soon after starting it, ' .. deaths .. ' times'
+    retain(KEYS[9], KEYS[10], ARGV[2], entry, 'dead', pid, entry_attempts(entry), why, 'poison')
     local h, payload = entry_split(entry)
     h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
     redis.call('ZADD', KEYS[7], ms(now), h .. ':' .. payload)
@@ -44,7 +47,7 @@ if mode == 'expired' and tonumber(ARGV[4]) > 0 then
     trim_dead(KEYS[7], KEYS[6], tonumber(ARGV[6]), now - tonumber(ARGV[7]))
   end
 end
-local returned = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[8], mine, poison)
+local returned, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[8], mine, poison)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
@@ -52,7 +55,10 @@ if mode ~= 'orphans' then
 end
 if returned > 0 then
   publish(ARGV[2], 'w' .. returned)
-elseif mode ~= 'orphans' then
+elseif mode == 'orphans' then
+  -- Dropped processes free slots under a concurrency limit.
+  slots_freed(KEYS[4], KEYS[1], KEYS[5], ARGV[2], dropped)
+else
   -- The worker may have been named in a work event it never acted on: it
   -- died parked in the idle set, or stopped listening before it left it.
   -- Wake everyone if tasks wait.

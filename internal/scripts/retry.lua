@@ -4,7 +4,7 @@
 -- while its lease on the queue is live. A task that was cancelled, or whose
 -- queue was deleted, is dropped instead: a retry must not bring it back.
 -- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique
--- ARGV: worker, pid, channel, delay (ms), error ('' for none)
+-- ARGV: worker, pid, channel, delay (µs), error ('' for none)
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
 local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
@@ -27,7 +27,7 @@ if ARGV[5] ~= '' then
 end
 local delay = tonumber(ARGV[4])
 if delay > 0 then
-  local due = now_us() + delay * 1000
+  local due = now_us() + delay
   redis.call('ZADD', KEYS[5], ms(due), entry)
   publish(ARGV[3], 's' .. ms(due))
   slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)

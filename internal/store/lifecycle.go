@@ -24,7 +24,7 @@ func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
 func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
 	k := s.keys.Queue(queue)
 	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique},
-		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Milliseconds(), 10), errText})
+		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Microseconds(), 10), errText})
 	return outcome(res, err)
 }
 

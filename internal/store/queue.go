@@ -66,7 +66,10 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Unique != "" {
 		sum := sha1.Sum([]byte(args.Unique))
 		sha = hex.EncodeToString(sum[:])
-		uttl = strconv.FormatInt(args.UniqueTTL.Milliseconds(), 10)
+		uttl = "0"
+		if args.UniqueTTL > 0 {
+			uttl = strconv.FormatInt(max(args.UniqueTTL.Milliseconds(), 1), 10)
+		}
 	} else {
 		uttl = "0"
 	}
@@ -380,7 +383,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {
