@@ -22,6 +22,12 @@
 //	<-ctx.Done() // Handle returns at once; main waits, then shuts down
 //	err = worker.Shutdown(shutdownCtx)
 //
+// # Without a Redis server
+//
+// The package github.com/worqr/worqr/embedded starts an in-process Redis
+// (miniredis) and a client on it in one call, for tests, demos and
+// single-process programs. New also accepts a miniredis's address.
+//
 // # Extension points
 //
 // Middleware wraps handlers (WorkerOptions.Middleware for every queue,
