@@ -357,3 +357,53 @@ func ExampleWorker_Shutdown() {
 	// sent welcome
 	// shut down
 }
+
+// Welcome is a typed task: EnqueueJSON encodes it, HandleJSON decodes it.
+type Welcome struct {
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+// Enqueue and handle typed tasks. A payload that does not decode into
+// the handler's type goes to the dead letters at once, kind "decode".
+func ExampleHandleJSON() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	err = worqr.HandleJSON(ctx, worker, "welcome", func(ctx context.Context, p *worqr.Process, w Welcome) error {
+		fmt.Printf("welcome, %s <%s>\n", w.Name, w.Email)
+		close(done)
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+
+	// Not JSON: dead-lettered without calling the handler.
+	bad, err := client.Enqueue(ctx, "welcome", []byte("oops"), worqr.Retain(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	outcome, err := client.Wait(ctx, "welcome", bad)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(outcome.Status, outcome.Kind)
+
+	if _, err := worqr.EnqueueJSON(ctx, client, "welcome", Welcome{Email: "ada@example.com", Name: "Ada"}); err != nil {
+		panic(err)
+	}
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// dead decode
+	// welcome, Ada <ada@example.com>
+}
