@@ -28,6 +28,12 @@
 // (miniredis) and a client on it in one call, for tests, demos and
 // single-process programs. New also accepts a miniredis's address.
 //
+// # Testing
+//
+// The package github.com/worqr/worqr/worqrtest gives each test a client
+// of its own, runs a handler on a payload without a worker or a Redis
+// (on a process from NewDetachedProcess), and asserts what was enqueued.
+//
 // # Typed payloads
 //
 // EnqueueJSON and HandleJSON carry values of a type of the program's

@@ -136,10 +136,10 @@ func TestTypedWithoutRedis(t *testing.T) {
 	t.Parallel()
 	var got signup
 	h := Typed(nil, func(_ context.Context, _ *Process, v signup) error { got = v; return nil })
-	require.NoError(t, h(context.Background(), &Process{task: []byte(`{"email":"g@h","extra":1}`)}))
+	require.NoError(t, h(context.Background(), NewDetachedProcess([]byte(`{"email":"g@h","extra":1}`), DetachedOptions{})))
 	assert.Equal(t, signup{Email: "g@h"}, got, "unknown fields are ignored")
 
-	err := h(context.Background(), &Process{task: []byte(`{"email":7}`)})
+	err := h(context.Background(), NewDetachedProcess([]byte(`{"email":7}`), DetachedOptions{}))
 	assert.ErrorIs(t, err, ErrDecode)
 	assert.Equal(t, KindDecode, kindOf(err, KindPermanent))
 	assert.Contains(t, err.Error(), "worqr.signup")
@@ -154,4 +154,45 @@ func TestHandleJSONNilHandler(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	assert.ErrorIs(t, HandleJSON[signup](ctx, w, "q", nil, HandleOptions{}), ErrInvalidOptions)
+}
+
+// A detached process answers its accessors from its options (or their
+// defaults), keeps its result, and refuses everything that needs Redis.
+func TestDetachedProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := NewDetachedProcess([]byte("payload"), DetachedOptions{})
+	assert.Equal(t, "payload", string(p.Task()))
+	assert.Equal(t, "detached", p.Queue())
+	assert.Equal(t, 1, p.Attempt())
+	assert.NotEmpty(t, p.TaskID())
+	assert.Equal(t, p.TaskID(), p.ID())
+	assert.WithinDuration(t, time.Now(), p.EnqueuedAt(), time.Minute)
+	assert.Empty(t, p.LastError())
+	assert.Nil(t, p.Result())
+	p.SetResult([]byte("r"))
+	assert.Equal(t, "r", string(p.Result()))
+	for name, err := range map[string]error{
+		"finish":      p.Finish(ctx),
+		"requeue":     p.Requeue(ctx),
+		"retry":       p.Retry(ctx, time.Second, errors.New("x")),
+		"dead-letter": p.DeadLetter(ctx, errors.New("x")),
+		"status":      p.Status(ctx),
+	} {
+		assert.ErrorIs(t, err, ErrDetached, name)
+	}
+	assert.Nil(t, p.Err())
+	select {
+	case <-p.Done():
+		t.Fatal("a detached process's Done is closed")
+	default:
+	}
+
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	p = NewDetachedProcess(nil, DetachedOptions{Queue: "q", TaskID: "abc", Attempt: 3, LastError: "boom", EnqueuedAt: at})
+	assert.Equal(t, "q", p.Queue())
+	assert.Equal(t, "abc", p.TaskID())
+	assert.Equal(t, 3, p.Attempt())
+	assert.Equal(t, "boom", p.LastError())
+	assert.Equal(t, at, p.EnqueuedAt())
 }
