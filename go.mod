@@ -1,6 +1,6 @@
 module github.com/worqr/worqr
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -8,7 +8,7 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.24.0
+	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0
 )
 
