@@ -146,7 +146,8 @@ type Client struct {
 
 // New creates a Client. Given Addr, rueidis connects at once: New fails
 // with ErrUnavailable if Redis cannot be reached, and with
-// ErrInvalidOptions if Redis refuses the URL's credentials. Given
+// ErrInvalidOptions if Redis refuses the URL's credentials; it then sends
+// one HELLO 3 to tell a miniredis (see Options.Addr). Given
 // Options.Redis it does not contact Redis, except on a Redis Cluster,
 // which it asks once whether it has sharded pub/sub.
 func New(opts Options) (*Client, error) {
