@@ -22,7 +22,8 @@ type DeadLetter struct {
 	// Worker is the id of the worker that held the task when it died.
 	Worker string
 	// Kind is the kind of failure: one given with WithKind, else
-	// KindPermanent, KindExhausted, KindPanic or KindManual.
+	// KindPermanent, KindExhausted, KindPanic, KindManual, KindTimeout,
+	// KindPoison or KindDecode.
 	Kind string
 	// Error is the text of the error the last attempt failed with (at
 	// most 4,096 bytes), "" if none was recorded.

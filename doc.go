@@ -22,6 +22,25 @@
 //	<-ctx.Done() // Handle returns at once; main waits, then shuts down
 //	err = worker.Shutdown(shutdownCtx)
 //
+// # Without a Redis server
+//
+// The package github.com/worqr/worqr/embedded starts an in-process Redis
+// (miniredis) and a client on it in one call, for tests, demos and
+// single-process programs. New also accepts a miniredis's address.
+//
+// # Testing
+//
+// The package github.com/worqr/worqr/worqrtest gives each test a client
+// of its own, runs a handler on a payload without a worker or a Redis
+// (on a process from NewDetachedProcess), and asserts what was enqueued.
+//
+// # Typed payloads
+//
+// EnqueueJSON and HandleJSON carry values of a type of the program's
+// instead of bytes; EnqueueWith and Typed take any Codec (protobuf,
+// msgpack). A payload that does not decode goes to the dead letters at
+// once, kind KindDecode.
+//
 // # Extension points
 //
 // Middleware wraps handlers (WorkerOptions.Middleware for every queue,
@@ -37,6 +56,7 @@
 // options, Cancel, DeleteQueue), inspect.go (queues, tasks, delayed tasks,
 // processes, workers), dead.go (listing, requeuing and deleting dead
 // letters), retry.go (retry policies, failure kinds, dead-letter bounds),
+// typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
 // check.go and checker.go (the consistency check), observer.go,
 // coalesce.go (joining overlapping calls into one script call).
 //

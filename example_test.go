@@ -12,40 +12,23 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/worqr/worqr"
+	worqrembedded "github.com/worqr/worqr/embedded"
 )
 
-// embedded starts an in-memory Redis for the examples and a worqr client
-// on it (miniredis speaks RESP2 only and has no client tracking, hence the
-// rueidis options).
+// embedded starts an in-process Redis for the examples and a worqr client
+// on it (see the embedded package).
 func embedded() (*worqr.Client, func()) { return embeddedWith(worqr.Options{}) }
 
-// embeddedWith is embedded with options of the caller's (Redis and Logger
-// are set here).
+// embeddedWith is embedded with options of the caller's (Logger is set
+// here).
 func embeddedWith(opts worqr.Options) (*worqr.Client, func()) {
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	if err := m.Start(); err != nil {
-		panic(err)
-	}
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{m.Addr()},
-		DisableCache:      true,
-		AlwaysRESP2:       true,
-		ForceSingleClient: true,
-	})
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	redis, err := worqrembedded.Start(worqrembedded.Options{Client: opts})
 	if err != nil {
 		panic(err)
 	}
-	opts.Redis, opts.Logger = rdb, slog.New(slog.NewTextHandler(io.Discard, nil))
-	client, err := worqr.New(opts)
-	if err != nil {
-		panic(err)
-	}
-	return client, func() { _ = client.Close(context.Background()); rdb.Close(); m.Close() }
+	return redis.Client(), func() { _ = redis.Close(context.Background()) }
 }
 
 // Enqueue tasks, take them with a worker, and finish them.
@@ -373,4 +356,54 @@ func ExampleWorker_Shutdown() {
 	// Output:
 	// sent welcome
 	// shut down
+}
+
+// Welcome is a typed task: EnqueueJSON encodes it, HandleJSON decodes it.
+type Welcome struct {
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+// Enqueue and handle typed tasks. A payload that does not decode into
+// the handler's type goes to the dead letters at once, kind "decode".
+func ExampleHandleJSON() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	err = worqr.HandleJSON(ctx, worker, "welcome", func(ctx context.Context, p *worqr.Process, w Welcome) error {
+		fmt.Printf("welcome, %s <%s>\n", w.Name, w.Email)
+		close(done)
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+
+	// Not JSON: dead-lettered without calling the handler.
+	bad, err := client.Enqueue(ctx, "welcome", []byte("oops"), worqr.Retain(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	outcome, err := client.Wait(ctx, "welcome", bad)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(outcome.Status, outcome.Kind)
+
+	if _, err := worqr.EnqueueJSON(ctx, client, "welcome", Welcome{Email: "ada@example.com", Name: "Ada"}); err != nil {
+		panic(err)
+	}
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// dead decode
+	// welcome, Ada <ada@example.com>
 }

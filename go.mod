@@ -1,6 +1,6 @@
 module github.com/worqr/worqr
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -15,7 +15,7 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.24.0
+	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.48.0
 )
 

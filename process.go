@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // Process is a task taken from a queue by a Worker. Exactly one of Finish
 // and Requeue can succeed for it, and only while it still belongs to the
-// worker that dequeued it.
+// worker that dequeued it. (A detached one, for unit tests, belongs to no
+// worker: see NewDetachedProcess.)
 type Process struct {
 	w          *Worker
 	id         string
@@ -75,6 +77,14 @@ func (p *Process) SetResult(result []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.result = append([]byte(nil), result...)
+}
+
+// Result is what SetResult set, nil if it was not called. Callers must
+// not modify it.
+func (p *Process) Result() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.result
 }
 
 func (p *Process) resultText() string {
@@ -236,8 +246,8 @@ func (p *Process) DeadLetter(ctx context.Context, cause error) error {
 }
 
 func (p *Process) bury(ctx context.Context, kind string, cause error) error {
-	c := p.w.c
 	got, err := p.settle(ctx, "dead-letter", OutcomeDead, cause, func(ctx context.Context) (store.Outcome, error) {
+		c := p.w.c
 		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, kind, errorText(cause), c.deadBounds)
 	})
 	return dropped("dead-letter", p, got, err)
@@ -284,6 +294,9 @@ func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
 // settle runs the script that ends the process (write) and records the
 // outcome locally and with the observer.
 func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
+	if p.w == nil {
+		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrDetached)
+	}
 	c := p.w.c
 	if err := c.validateCtx(ctx, op); err != nil {
 		return 0, err
@@ -322,10 +335,63 @@ func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) 
 	return c.store.Finish(ctx, queue, refs)
 }
 
+// ErrDetached is returned by the methods of a detached process (see
+// NewDetachedProcess) that would change or read its state in Redis:
+// Finish, Requeue, Retry, DeadLetter and Status.
+var ErrDetached = errors.New("worqr: detached process (no worker, no Redis)")
+
+// DetachedOptions set what a detached process's accessors return (see
+// NewDetachedProcess). The zero value is a first attempt at a task of
+// queue "detached", enqueued now, with an id made from the clock.
+type DetachedOptions struct {
+	// Queue is Process.Queue. Default "detached".
+	Queue string
+	// TaskID is Process.TaskID, and Process.ID too. Default an id as
+	// Enqueue makes them: the clock in microseconds, in hex.
+	TaskID string
+	// Attempt is Process.Attempt. Default 1.
+	Attempt int
+	// LastError is Process.LastError: the error the previous attempt
+	// failed with.
+	LastError string
+	// EnqueuedAt is Process.EnqueuedAt. Default now.
+	EnqueuedAt time.Time
+}
+
+// NewDetachedProcess makes a Process for a task with this payload that
+// belongs to no worker and never touches Redis, so that a Handler can be
+// called directly in a unit test (the worqrtest package does so). Its
+// accessors, SetResult and Result work; Finish, Requeue, Retry,
+// DeadLetter and Status return ErrDetached; Done is never closed (the
+// context given to the handler stands for every reason to stop).
+func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
+	now := time.Now()
+	if opts.Queue == "" {
+		opts.Queue = "detached"
+	}
+	if opts.TaskID == "" {
+		opts.TaskID = strconv.FormatInt(now.UnixMicro(), 16)
+	}
+	if opts.Attempt == 0 {
+		opts.Attempt = 1
+	}
+	if opts.EnqueuedAt.IsZero() {
+		opts.EnqueuedAt = now
+	}
+	return &Process{
+		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, attempt: opts.Attempt,
+		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, task: task,
+		started: now, done: make(chan struct{}),
+	}
+}
+
 // Status asks Redis what became of the process: nil while it is active and
 // still this worker's, else ErrTaskCancelled, ErrQueueDeleted or
 // ErrProcessLost. A holder that may have missed events uses it.
 func (p *Process) Status(ctx context.Context) error {
+	if p.w == nil {
+		return fmt.Errorf("worqr: status %q process %s: %w", p.queue, p.id, ErrDetached)
+	}
 	c := p.w.c
 	if err := c.validateCtx(ctx, "status"); err != nil {
 		return err

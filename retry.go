@@ -134,6 +134,9 @@ const (
 	// KindPoison: its holders died soon after starting it, PoisonLimit
 	// times (see Options.PoisonLimit).
 	KindPoison = "poison"
+	// KindDecode: its payload did not decode into its typed handler's
+	// type (see Typed).
+	KindDecode = "decode"
 )
 
 // kindOf is err's kind, or fallback.

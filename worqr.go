@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -88,10 +89,16 @@ type Options struct {
 	// skip verification). For anything else (a CA of your own, client
 	// certificates, Sentinel) build a rueidis client and pass it as Redis.
 	// Ignored when Redis is set.
+	//
+	// The address of a miniredis (an in-process Redis, as the embedded
+	// package starts) works too: New recognises it from its HELLO reply
+	// and speaks RESP2 to it, with a connection of its own for pub/sub.
 	Addr string
 	// Redis is an existing rueidis client to use instead of Addr. The
 	// caller owns it: Client.Close does not close it. A cluster client
-	// (rueidis.ClientModeCluster) makes worqr use sharded pub/sub.
+	// (rueidis.ClientModeCluster) makes worqr use sharded pub/sub. A
+	// client of a miniredis needs DisableCache, AlwaysRESP2 and
+	// ForceSingleClient (or use Addr, or the embedded package).
 	Redis rueidis.Client
 	// Prefix namespaces every key and channel. Clients with different
 	// prefixes never see each other's queues, workers or events. Default
@@ -143,7 +150,8 @@ type Client struct {
 
 // New creates a Client. Given Addr, rueidis connects at once: New fails
 // with ErrUnavailable if Redis cannot be reached, and with
-// ErrInvalidOptions if Redis refuses the URL's credentials. Given
+// ErrInvalidOptions if Redis refuses the URL's credentials; it then sends
+// one HELLO 3 to tell a miniredis (see Options.Addr). Given
 // Options.Redis it does not contact Redis, except on a Redis Cluster,
 // which it asks once whether it has sharded pub/sub.
 func New(opts Options) (*Client, error) {
@@ -178,7 +186,7 @@ func New(opts Options) (*Client, error) {
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	if c.rdb == nil {
-		rdb, err := dial(opts.Addr)
+		rdb, err := dial(opts.Addr, opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +197,7 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-func dial(addr string) (rueidis.Client, error) {
+func dial(addr string, log *slog.Logger) (rueidis.Client, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("%w: neither Addr nor Redis given", ErrInvalidOptions)
 	}
@@ -205,6 +213,25 @@ func dial(addr string) (rueidis.Client, error) {
 	}
 	// worqr never reads a value twice, so client-side caching buys nothing.
 	opt.DisableCache = true
+	rdb, err := newRedis(opt)
+	if err != nil || opt.AlwaysRESP2 || !isMiniredis(rdb) {
+		return rdb, err
+	}
+	// miniredis answers HELLO 3 but then refuses every command on a
+	// connection that has a subscription, which RESP3 allows and rueidis
+	// relies on (it carries pub/sub on its command connection). Over
+	// RESP2 rueidis gives pub/sub a connection of its own; miniredis has
+	// no client tracking and no real cluster (it answers CLUSTER SLOTS,
+	// which would make rueidis take it for one).
+	rdb.Close()
+	log.Debug("worqr: the Redis is miniredis; speaking RESP2 to it", "addr", addr)
+	opt.AlwaysRESP2, opt.ForceSingleClient = true, true
+	return newRedis(opt)
+}
+
+// newRedis opens a rueidis client, sorting its errors into refused
+// credentials and outages.
+func newRedis(opt rueidis.ClientOption) (rueidis.Client, error) {
 	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
 		if refusedLogin(err) {
@@ -213,6 +240,25 @@ func dial(addr string) (rueidis.Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return rdb, nil
+}
+
+// isMiniredis reports whether the server names itself "miniredis" in
+// its HELLO reply. HELLO 3 leaves a connection rueidis set up with
+// HELLO 3 as it was; an error (a server before Redis 6, a user not
+// allowed HELLO) or a slow answer means a real Redis.
+func isMiniredis(rdb rueidis.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hello, err := rdb.Do(ctx, rdb.B().Hello().Protover(3).Build()).AsMap()
+	if err != nil {
+		return false
+	}
+	server, ok := hello["server"]
+	if !ok {
+		return false
+	}
+	name, err := server.ToString()
+	return err == nil && name == "miniredis"
 }
 
 // refusedLogin reports whether Redis answered the connection handshake by
@@ -291,6 +337,13 @@ func (c *Client) fail(op, queue string, err error) error {
 	}
 	if err == nil {
 		return fmt.Errorf("worqr: %s: unexpected reply", where)
+	}
+	if re, isReply := rueidis.IsRedisErr(err); isReply && strings.Contains(re.Error(), "only (P)SUBSCRIBE") {
+		// A server that refuses commands on a connection with a
+		// subscription: miniredis, given a rueidis client speaking RESP3.
+		return fmt.Errorf("worqr: %s: %w: this server (miniredis?) refuses commands on a connection with a subscription; "+
+			"give worqr its address as Options.Addr, or a rueidis client with AlwaysRESP2, DisableCache and ForceSingleClient, "+
+			"or use the package github.com/worqr/worqr/embedded: %w", where, ErrInvalidOptions, err)
 	}
 	if _, isReply := rueidis.IsRedisErr(err); isReply || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("worqr: %s: %w", where, err)

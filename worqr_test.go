@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -290,4 +292,56 @@ func TestClientFromAddressOrURL(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(Options{Addr: "redis://[bad"})
 	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// New given a miniredis's address (plain or as a URL) speaks RESP2 to it,
+// so that workers, their subscriptions and Wait all work. miniredis
+// answers HELLO 3 but refuses commands on a connection with a
+// subscription, which rueidis over RESP3 relies on. The test starts a
+// miniredis of its own whatever the backend.
+func TestNewWithMiniredisAddress(t *testing.T) {
+	t.Parallel()
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	require.NoError(t, m.Start())
+	t.Cleanup(m.Close)
+	ctx := ctxT(t)
+	for _, addr := range []string{m.Addr(), "redis://" + m.Addr()} {
+		c, err := New(Options{Addr: addr, Logger: testLogger(t)})
+		require.NoError(t, err, addr)
+		w, err := c.NewWorker(ctx, WorkerOptions{})
+		require.NoError(t, err)
+		require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+			p.SetResult(append([]byte("done "), p.Task()...))
+			return nil
+		}, HandleOptions{}))
+		id, err := c.Enqueue(ctx, "q", []byte(addr), Retain(time.Minute))
+		require.NoError(t, err, addr)
+		out, err := c.Wait(ctx, "q", id) // a subscription of the client's, beside the worker's
+		require.NoError(t, err, addr)
+		assert.Equal(t, "done "+addr, string(out.Result))
+		require.NoError(t, w.Shutdown(ctx))
+		require.NoError(t, c.Close(ctx))
+	}
+}
+
+// A rueidis client of the application's own that speaks RESP3 to a
+// miniredis cannot work once something subscribes; the error says what
+// to do instead of only "only (P)SUBSCRIBE ... allowed".
+func TestMiniredisOverRESP3SaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	c, err := New(Options{Redis: rdb, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{})) // subscribes on the shared connection
+	_, err = c.Enqueue(ctx, "q", []byte("x"))
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	assert.Contains(t, err.Error(), "AlwaysRESP2")
+	assert.Contains(t, err.Error(), "github.com/worqr/worqr/embedded")
 }

@@ -1,0 +1,90 @@
+package worqr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// Codec turns values of type T into task payloads and back, for typed
+// enqueues and handlers (EnqueueWith, Typed). JSON is the default; a
+// protobuf or msgpack codec is a type with these two methods.
+type Codec[T any] interface {
+	// Marshal encodes v as a payload.
+	Marshal(v T) ([]byte, error)
+	// Unmarshal decodes a payload into v.
+	Unmarshal(data []byte, v *T) error
+}
+
+// JSON is the Codec of encoding/json: unknown fields are ignored and
+// missing ones keep their zero value, so producers and workers of two
+// versions of T can run side by side.
+type JSON[T any] struct{}
+
+// Marshal encodes v with json.Marshal.
+func (JSON[T]) Marshal(v T) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes data with json.Unmarshal.
+func (JSON[T]) Unmarshal(data []byte, v *T) error { return json.Unmarshal(data, v) }
+
+// ErrDecode is the error of a typed handler whose task's payload does not
+// decode into its type (see Typed): the task goes to the dead letters at
+// once, kind KindDecode.
+var ErrDecode = errors.New("worqr: payload does not decode")
+
+// EnqueueJSON enqueues v encoded as JSON, as Enqueue does with a payload,
+// and returns the task's id. HandleJSON[T] handles such tasks.
+func EnqueueJSON[T any](ctx context.Context, c *Client, queue string, v T, opts ...EnqueueOption) (string, error) {
+	return EnqueueWith(ctx, c, JSON[T]{}, queue, v, opts...)
+}
+
+// EnqueueWith enqueues v encoded with codec (JSON when nil), as Enqueue
+// does with a payload, and returns the task's id. An encoding error is
+// returned wrapped; nothing is enqueued then.
+func EnqueueWith[T any](ctx context.Context, c *Client, codec Codec[T], queue string, v T, opts ...EnqueueOption) (string, error) {
+	if codec == nil {
+		codec = JSON[T]{}
+	}
+	data, err := codec.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("worqr: enqueue %q: encode %s: %w", queue, typeName[T](), err)
+	}
+	return c.Enqueue(ctx, queue, data, opts...)
+}
+
+// TypedHandler runs one task whose payload decoded to v. Its outcomes are
+// a Handler's.
+type TypedHandler[T any] func(ctx context.Context, p *Process, v T) error
+
+// Typed returns a Handler that decodes each task's payload into a T with
+// codec (JSON when nil) and calls h with it. A payload that does not
+// decode is not retried (it never will): h is not called, and the task
+// goes to the dead letters at once, kind KindDecode, with an error that
+// wraps ErrDecode and names T. Serve a queue with it with Worker.Handle.
+// A nil h gives a nil Handler.
+func Typed[T any](codec Codec[T], h TypedHandler[T]) Handler {
+	if h == nil {
+		return nil
+	}
+	if codec == nil {
+		codec = JSON[T]{}
+	}
+	return func(ctx context.Context, p *Process) error {
+		var v T
+		if err := codec.Unmarshal(p.Task(), &v); err != nil {
+			return WithKind(KindDecode, Permanent(fmt.Errorf("%w into %s: %w", ErrDecode, typeName[T](), err)))
+		}
+		return h(ctx, p, v)
+	}
+}
+
+// HandleJSON serves a queue, as Worker.Handle does, with a handler of
+// values of type T decoded from JSON payloads (see Typed, EnqueueJSON).
+func HandleJSON[T any](ctx context.Context, w *Worker, queue string, h TypedHandler[T], opts HandleOptions) error {
+	return w.Handle(ctx, queue, Typed(JSON[T]{}, h), opts)
+}
+
+// typeName is T's name for errors, with its package ("main.Email").
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
