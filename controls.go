@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -12,12 +13,12 @@ import (
 // finish as usual. It lasts until Resume, and is kept in Redis, so workers
 // that start later honour it too.
 func (c *Client) Pause(ctx context.Context, queue string) error {
-	return c.control(ctx, "pause", queue, store.Pause, 0)
+	return c.control(ctx, "pause", queue, store.Pause, 0, 0)
 }
 
 // Resume undoes Pause and wakes every worker serving the queue.
 func (c *Client) Resume(ctx context.Context, queue string) error {
-	return c.control(ctx, "resume", queue, store.Resume, 0)
+	return c.control(ctx, "resume", queue, store.Resume, 0, 0)
 }
 
 // SetConcurrency limits how many of a queue's tasks are in flight at once
@@ -31,14 +32,27 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error 
 	if n < 0 {
 		return fmt.Errorf("worqr: set concurrency %q: negative limit %d: %w", queue, n, ErrInvalidOptions)
 	}
-	return c.control(ctx, "set concurrency", queue, store.Limit, n)
+	return c.control(ctx, "set concurrency", queue, store.Limit, n, 0)
 }
 
-func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int) error {
+// SetRateLimit limits how many of a queue's tasks start in any window of
+// per, across all workers, to n; 0 removes the limit. It is enforced by the
+// Redis clock inside the dequeue script, which keeps the starts of the last
+// window: a worker that finds the limit used up learns when the next start
+// is allowed and sleeps exactly until then (no polling). A manual Dequeue
+// gets ErrRateLimited.
+func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration) error {
+	if n < 0 || (n > 0 && per < time.Millisecond) {
+		return fmt.Errorf("worqr: set rate limit %q: %d per %v: %w", queue, n, per, ErrInvalidOptions)
+	}
+	return c.control(ctx, "set rate limit", queue, store.Rate, n, per)
+}
+
+func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration) error {
 	if err := c.validate(ctx, op, queue); err != nil {
 		return err
 	}
-	if err := c.store.Control(ctx, queue, cop, n); err != nil {
+	if err := c.store.Control(ctx, queue, cop, n, per); err != nil {
 		return c.fail(op, queue, err)
 	}
 	return nil
@@ -54,6 +68,9 @@ type QueueInfo struct {
 	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
 	// none.
 	Concurrency int
+	// Rate starts per Per at most (SetRateLimit); 0 for no limit.
+	Rate int
+	Per  time.Duration
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -65,5 +82,5 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	if err != nil {
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
-	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit}, nil
+	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}, nil
 }

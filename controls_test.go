@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // A paused queue takes enqueues and hands out nothing, to every worker;
@@ -171,4 +173,74 @@ func TestUniqueTasks(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions, "a key fits one task")
 	_, err = c.Enqueue(ctx, "q", []byte("a"), Unique(""))
 	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// A rate limit allows so many starts in any window across the fleet, by
+// the Redis clock; a limited runtime sleeps until the next start is
+// allowed instead of polling.
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const rate, per, n = 3, 300 * time.Millisecond, 9
+	require.NoError(t, c.SetRateLimit(ctx, "q", rate, per))
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, rate, info.Rate)
+	assert.Equal(t, per, info.Per)
+
+	var mu sync.Mutex
+	var starts []time.Time
+	wc := b.client()
+	var dequeues atomic.Int64
+	wc.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpDequeue {
+			dequeues.Add(1)
+		}
+		return nil
+	})
+	for range 2 {
+		w := newWorker(t, wc, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return nil
+		}, HandleOptions{Concurrency: 5}))
+	}
+	tasks := make([][]byte, n)
+	for i := range tasks {
+		tasks[i] = []byte{byte(i)}
+	}
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
+	eventually(t, 10*time.Second, "all started", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts) == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := rate; i < len(starts); i++ {
+		// One clock (Redis is local): the (i-rate)-th start left the
+		// window before the i-th began. A little slack for the handler's
+		// own clock reading after the script.
+		assert.GreaterOrEqual(t, starts[i].Sub(starts[i-rate]), per-5*time.Millisecond, "start %d", i)
+	}
+	assert.Less(t, dequeues.Load(), int64(40), "dequeues: woken by the window, not polling")
+
+	require.NoError(t, c.SetRateLimit(ctx, "q", 0, 0))
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, info.Rate)
+	assert.ErrorIs(t, c.SetRateLimit(ctx, "q", 1, 0), ErrInvalidOptions)
+
+	// By hand: ErrRateLimited, saying when.
+	require.NoError(t, c.SetRateLimit(ctx, "m", 1, time.Minute))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "m", [][]byte{[]byte("a"), []byte("b")})))
+	mw := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, mw.StartWork(ctx, "m", Events{}))
+	p := dequeueAll(t, mw, "m", 1)[0]
+	require.NoError(t, p.Finish(ctx))
+	_, err = mw.Dequeue(ctx, "m")
+	assert.ErrorIs(t, err, ErrRateLimited)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/worqr/worqr/internal/store"
@@ -23,18 +24,19 @@ func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
 // DequeueN takes up to n tasks from the front of a queue in one script
 // call, in queue order. It returns ErrNoTask when none is waiting.
 func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
-	return w.dequeue(ctx, queue, n, false)
+	ps, _, err := w.dequeue(ctx, queue, n, false)
+	return ps, err
 }
 
 // dequeue is DequeueN for the application or, with runtime set, for the
 // Handle runtime of the queue.
-func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, error) {
+func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, int64, error) {
 	c := w.c
 	if err := c.validate(ctx, "dequeue", queue); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if n < 1 {
-		return nil, fmt.Errorf("worqr: dequeue %q: count %d: %w", queue, n, ErrInvalidOptions)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: count %d: %w", queue, n, ErrInvalidOptions)
 	}
 	w.mu.Lock()
 	s, ok := w.serving[queue]
@@ -43,13 +45,13 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	w.mu.Unlock()
 	switch {
 	case errors.Is(refused, ErrWorkerClosed):
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerClosed)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerClosed)
 	case !ok:
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	case s.runner != nil && !runtime:
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrHandledQueue)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrHandledQueue)
 	case fenced:
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
 	s.gate.RLock()
 	defer s.gate.RUnlock()
@@ -57,12 +59,12 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	left := w.serving[queue] != s
 	w.mu.Unlock()
 	if left { // StopWork ran while this call waited at the gate
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	}
-	sps, err := c.store.Dequeue(ctx, queue, id, n, runtime)
+	sps, until, err := c.store.Dequeue(ctx, queue, id, n, runtime)
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
 	if err != nil {
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
@@ -72,10 +74,13 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 			s.unsure = unsurePasses
 			w.mu.Unlock()
 		}
-		return nil, c.fail("dequeue", queue, err)
+		return nil, 0, c.fail("dequeue", queue, err)
+	}
+	if len(sps) == 0 && until > 0 {
+		return nil, until, fmt.Errorf("worqr: dequeue %q: the next start is allowed at %s: %w", queue, time.UnixMicro(until).Format(time.RFC3339Nano), ErrRateLimited)
 	}
 	if len(sps) == 0 {
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
 	}
 	ps := make([]*Process, len(sps))
 	for i, sp := range sps {
@@ -98,9 +103,9 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		for _, p := range ps {
 			p.end(ErrProcessLost, true)
 		}
-		return nil, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
+		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
-	return ps, nil
+	return ps, until, nil
 }
 
 // forget drops a process from the worker's books and ends it.

@@ -32,6 +32,10 @@ type runner struct {
 	gen  uint64 // counts work events
 	// loop controls the running dequeue loop; nil before it starts.
 	loop *loopControl
+	// limited wakes the loop when the queue's rate limit allows the next
+	// start; limitedAt is when (Unix µs, Redis clock).
+	limited   *time.Timer
+	limitedAt int64
 	// handlers counts running handlers (its own synchronisation).
 	handlers sync.WaitGroup
 }
@@ -146,11 +150,16 @@ func (r *runner) run(lc *loopControl) {
 			r.mu.Lock()
 			gen := r.gen
 			r.mu.Unlock()
-			ps, err := r.w.dequeue(lc.ctx, r.queue, n, true)
+			ps, until, err := r.w.dequeue(lc.ctx, r.queue, n, true)
+			if until > 0 {
+				// The rate limit is used up: look again when the next
+				// start is allowed, and not before.
+				r.wakeAt(lc, until)
+			}
 			switch {
 			case err != nil && lc.ctx.Err() != nil:
 				return
-			case errors.Is(err, ErrNoTask):
+			case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
 				r.clearMore(gen)
 			case errors.Is(err, ErrWorkerFenced):
 				// Registering again raises a work event.
@@ -341,6 +350,11 @@ func (r *runner) stopTaking() {
 	}
 	lc.cancel()
 	<-lc.done
+	r.mu.Lock()
+	if r.limited != nil {
+		r.limited.Stop()
+	}
+	r.mu.Unlock()
 }
 
 // cancelAll ends every running handler's context with cause. A handler
@@ -354,4 +368,29 @@ func (r *runner) cancelAll(cause error) {
 			p.interrupt(cause)
 		}
 	}
+}
+
+// wakeAt arms the runtime's timer for when the rate limit allows the next
+// start (Unix µs, Redis clock), unless it is armed for an earlier time; it
+// then looks for work as if told of it. The timer ends with the loop.
+func (r *runner) wakeAt(lc *loopControl, until int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.limited != nil && r.limitedAt != 0 && r.limitedAt <= until {
+		return
+	}
+	r.limitedAt = until
+	d := time.UnixMicro(until).Sub(r.w.clock.now())
+	fire := func() {
+		r.mu.Lock()
+		r.limitedAt = 0
+		r.mu.Unlock()
+		if lc.ctx.Err() == nil {
+			r.workArrived()
+		}
+	}
+	if r.limited != nil {
+		r.limited.Stop()
+	}
+	r.limited = time.AfterFunc(d, fire)
 }

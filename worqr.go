@@ -68,6 +68,10 @@ var (
 	// ErrQueueDeleted is returned by Stop and Check for a process whose
 	// queue was deleted; Stop dropped it instead of recreating the queue.
 	ErrQueueDeleted = errors.New("worqr: queue deleted")
+	// ErrRateLimited is returned by Dequeue when the queue's rate limit
+	// (Client.SetRateLimit) is used up; the error says when the next start
+	// is allowed.
+	ErrRateLimited = errors.New("worqr: rate limit used up")
 	// ErrDuplicate is returned by Enqueue with a Unique or UniqueFor key
 	// that a task holds: nothing was added, and the id returned is that
 	// task's.

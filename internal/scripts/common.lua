@@ -153,12 +153,13 @@ local function last_pid(meta)
   return string.format('%x', tonumber(seq))
 end
 
--- The queue controls kept in its meta hash: 'paused' (any value) and
--- 'limit' (the most processes in flight across the fleet).
--- Returns paused, limit (nil when none).
+-- The queue controls kept in its meta hash: 'paused' (any value), 'limit'
+-- (the most processes in flight across the fleet), and 'rate' and 'per'
+-- (at most rate starts in any per ms).
+-- Returns paused, limit, rate, per (nil when none).
 local function queue_controls(meta)
-  local c = redis.call('HMGET', meta, 'paused', 'limit')
-  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil)
+  local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per')
+  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil), tonumber(c[3] or nil), tonumber(c[4] or nil)
 end
 
 -- Slots freed in a queue with a concurrency limit: wake up to n runtimes

@@ -4,11 +4,11 @@
 -- publish the delete event. The meta hash (the process id counter) goes
 -- too, unless processes remain in flight.
 -- KEYS: waiting, procs, meta, delayed, dead, errors, results, retained,
---       unique, unique TTLs
+--       unique, unique TTLs, starts
 -- ARGV: channel
 -- Returns the number of waiting and delayed tasks dropped.
 local dropped = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[4])
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]
@@ -17,7 +17,7 @@ for i = 1, #all, 2 do
   end
 end
 local last = last_pid(KEYS[3])
-redis.call('HDEL', KEYS[3], 'name', 'registered', 'paused', 'limit')
+redis.call('HDEL', KEYS[3], 'name', 'registered', 'paused', 'limit', 'rate', 'per')
 drop_meta_if_gone(KEYS[2], KEYS[3])
 publish(ARGV[1], 'd' .. last)
 return dropped

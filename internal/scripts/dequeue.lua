@@ -1,12 +1,14 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta, idle, errors
+-- KEYS: waiting, procs, leases, meta, idle, errors, starts
 -- ARGV: worker, count, park ("1" for a Handle runtime)
--- Returns -1 when the lease is not live, else {pid, entry, error, pid,
--- entry, error, ...}: each entry as it waited, its count of earlier starts
--- unchanged (the process record keeps it so; see entry_ran), and the error
--- its last attempt recorded ('' if none).
+-- Returns -1 when the lease is not live, else {until, pid, entry, error,
+-- pid, entry, error, ...}: until is, under a rate limit that is used up,
+-- when the next start is allowed (µs, Redis clock; 0 otherwise); then each
+-- entry as it waited, its count of earlier starts unchanged (the process
+-- record keeps it so; see entry_ran), and the error its last attempt
+-- recorded ('' if none).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -25,13 +27,28 @@ end
 -- hands out nothing, and one with a concurrency limit no more than its
 -- free slots (every process in procs holds one, a dead worker's too until
 -- it is reclaimed: the limit is never exceeded).
+-- A rate limit allows rate starts in any window of per ms: the starts of
+-- the last window are kept in the starts set (pid -> µs).
 local asked = tonumber(ARGV[2])
 local want = asked
-local paused, limit = queue_controls(KEYS[4])
+local paused, limit, rate, per = queue_controls(KEYS[4])
 if paused then
   want = 0
 elseif limit then
   want = math.max(math.min(want, limit - redis.call('HLEN', KEYS[2])), 0)
+end
+local now_u
+if rate and per and want > 0 then
+  now_u = now_us()
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ms(now_u - per * 1000))
+  want = math.max(math.min(want, rate - redis.call('ZCARD', KEYS[7])), 0)
+end
+-- When the rate limit is used up: the next start is allowed as the oldest
+-- start of the window leaves it.
+local function rate_until()
+  if not now_u or redis.call('ZCARD', KEYS[7]) < rate then return 0 end
+  local oldest = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+  return tonumber(oldest[2]) + per * 1000 + 1
 end
 local tasks
 if want == 0 then
@@ -50,7 +67,7 @@ if ARGV[3] == '1' then
   end
 end
 if n == 0 then
-  return {}
+  return {ms(rate_until())}
 end
 if want > 1 then
   redis.call('LTRIM', KEYS[1], 0, -(n + 1))
@@ -61,7 +78,7 @@ end
 -- again never reuses an id (see drop_meta_if_gone).
 local seq = math.max(now_us(), (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
 redis.call('HSET', KEYS[4], 'seq', ms(seq + n))
-local out, fields, retried = {}, {}, {}
+local out, fields, retried, started = {'0'}, {}, {}, {}
 for i = n, 1, -1 do
   seq = seq + 1
   local pid = string.format('%x', seq)
@@ -76,6 +93,14 @@ for i = n, 1, -1 do
   end
   fields[#fields + 1] = pid
   fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
+  if now_u then
+    started[#started + 1] = ms(seq)
+    started[#started + 1] = pid
+  end
+end
+if now_u then
+  redis.call('ZADD', KEYS[7], unpack(started))
+  out[1] = ms(rate_until())
 end
 -- Only a task started before can have an error recorded.
 for _, at in ipairs(retried) do

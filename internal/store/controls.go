@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"time"
 )
 
 // ControlOp is a change to a queue's controls.
@@ -13,13 +14,15 @@ const (
 	Pause  ControlOp = "pause"
 	Resume ControlOp = "resume"
 	Limit  ControlOp = "limit"
+	Rate   ControlOp = "rate"
 )
 
 // Control pauses or resumes a queue, or sets its concurrency limit (0
 // removes it), for the whole fleet, and registers the queue if it is new.
-func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int) error {
+func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration) error {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting}, []string{k.Channel, queue, string(op), strconv.Itoa(limit)})
+	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting},
+		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10)})
 	if err != nil {
 		return err
 	}
@@ -38,6 +41,8 @@ type QueueState struct {
 	Waiting, Delayed, InFlight, Dead int64
 	Paused                           bool
 	Limit                            int // 0: none
+	Rate                             int // 0: none
+	Per                              time.Duration
 }
 
 // QueueState reads a queue's counts and controls.
@@ -51,7 +56,7 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		s.b().Zcard().Key(k.Delayed).Build().Pin(),
 		s.b().Hlen().Key(k.Procs).Build().Pin(),
 		s.b().Zcard().Key(k.Dead).Build().Pin(),
-		s.b().Hmget().Key(k.Meta).Field("paused", "limit").Build().Pin())
+		s.b().Hmget().Key(k.Meta).Field("paused", "limit", "rate", "per").Build().Pin())
 	var st QueueState
 	for i, n := range []*int64{&st.Waiting, &st.Delayed, &st.InFlight, &st.Dead} {
 		v, err := res[i].AsInt64()
@@ -61,8 +66,15 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		*n = v
 	}
 	cfg, err := res[4].ToArray()
-	if err != nil || len(cfg) != 2 {
+	if err != nil || len(cfg) != 4 {
 		return QueueState{}, err
+	}
+	if v, err := cfg[2].ToString(); err == nil {
+		st.Rate, _ = strconv.Atoi(v)
+	}
+	if v, err := cfg[3].ToString(); err == nil {
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		st.Per = time.Duration(ms) * time.Millisecond
 	}
 	_, perr := cfg[0].ToString()
 	st.Paused = perr == nil

@@ -39,6 +39,7 @@ type QueueKeys struct {
 	// id), and UniqueTTL those held for a time, by when they expire.
 	Unique    string // HASH key sha1 -> task id
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
+	Starts    string // ZSET pid -> when it started (µs), under a rate limit
 	Channel   string // pub/sub channel for work, schedule, cancel and delete events
 }
 
@@ -60,13 +61,14 @@ func (k Keys) Queue(name string) QueueKeys {
 		Retained:  base + "retained",
 		Unique:    base + "unique",
 		UniqueTTL: base + "uniquettl",
+		Starts:    base + "starts",
 		Channel:   base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
-	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL}
+	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL, q.Starts}
 }
 
 // Queues is the SET of known queue names.

@@ -174,26 +174,31 @@ func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
 // Dequeue moves up to n tasks from the front of a queue into processes of
 // worker, whose lease on the queue must be live (else ErrLeaseGone). park
 // marks a Handle runtime, which parks in the idle set when it finds fewer
-// tasks than it asked for.
-func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) ([]Proc, error) {
+// tasks than it asked for. until is, when the queue's rate limit is used
+// up, when the next start is allowed (Unix µs, Redis clock), else 0.
+func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) (procs []Proc, until int64, err error) {
 	k := s.keys.Queue(queue)
 	p := "0"
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors}, []string{worker, strconv.Itoa(n), p})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts}, []string{worker, strconv.Itoa(n), p})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if code, err := res.AsInt64(); err == nil && code == -1 {
-		return nil, ErrLeaseGone
+		return nil, 0, ErrLeaseGone
 	}
 	vals, err := res.AsStrSlice()
-	if err != nil {
-		return nil, err
+	if err == nil && len(vals)%3 != 1 {
+		err = fmt.Errorf("dequeue.lua answered %d values", len(vals))
 	}
+	if err != nil {
+		return nil, 0, err
+	}
+	until, _ = strconv.ParseInt(vals[0], 10, 64)
 	out := make([]Proc, 0, len(vals)/3)
-	for i := 0; i+2 < len(vals); i += 3 {
+	for i := 1; i+2 < len(vals); i += 3 {
 		t, ok := ParseTask(vals[i+1])
 		if !ok {
 			t = Task{Payload: vals[i+1]} // not worqr's: hand it over as it is
@@ -201,7 +206,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		t.Attempts++ // the attempt this process runs
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
-	return out, nil
+	return out, until, nil
 }
 
 // ProcRef names a process and the worker that holds it.
@@ -294,7 +299,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
