@@ -36,11 +36,11 @@ var funcs = template.FuncMap{
 
 // actForm is what the "act" template renders: one action's form.
 type actForm struct {
-	P                                          page
+	P                                          view
 	Op, Back, Queue, ID, Label, Class, Confirm string
 }
 
-func act(p page, op, back, queue, id, label string) actForm {
+func act(p view, op, back, queue, id, label string) actForm {
 	f := actForm{P: p, Op: op, Back: back, Queue: queue, ID: id, Label: label}
 	f.Confirm = actions[op].verb + " " + display(queue)
 	if id != "" {
@@ -63,9 +63,9 @@ var pages = func() map[string]*template.Template {
 	return out
 }()
 
-// page is what every template gets: the layout's fields and the page's
+// view is what every template gets: the layout's fields and the page's
 // own Data.
-type page struct {
+type view struct {
 	Base     string
 	CSRF     string
 	ReadOnly bool
@@ -79,7 +79,7 @@ type page struct {
 // render writes a page. Data may be a page (its Data then set) or any
 // value for page.Data.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, status int, data any) {
-	p := page{Base: base(r), ReadOnly: h.opts.ReadOnly, Nav: name, Data: data}
+	p := view{Base: base(r), ReadOnly: h.opts.ReadOnly, Nav: name, Data: data}
 	if name != "login" {
 		p.CSRF = csrfToken(w, r)
 		p.Authed = true
