@@ -42,12 +42,12 @@ type command struct {
 }
 
 // groups are the headings of worqr help, in order.
-var groups = []string{"Inspect", "Change", "Dead letters", "Outcomes", "Maintenance"}
+var groups = []string{"Inspect", "Change", "Dead letters", "Outcomes", "Maintenance", "Dashboard"}
 
 // commands lists every command, in the order worqr help shows them.
 func commands() []*command {
 	var all []*command
-	for _, part := range [][]*command{inspectCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands()} {
+	for _, part := range [][]*command{inspectCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands(), uiCommands()} {
 		all = append(all, part...)
 	}
 	return all

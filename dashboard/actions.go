@@ -1,0 +1,149 @@
+package dashboard
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/worqr/worqr"
+)
+
+// actionSpec describes an action: what the confirmation says, and whether
+// it needs a task id or a number.
+type actionSpec struct {
+	verb   string // for the confirmation: "Pause queue"
+	needID bool
+	needN  bool
+	done   string // the done code it redirects with
+}
+
+var actions = map[string]actionSpec{
+	"pause":       {verb: "Pause queue", done: "paused"},
+	"resume":      {verb: "Resume queue", done: "resumed"},
+	"limit":       {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
+	"purge":       {verb: "Delete every dead letter of queue", done: "purged"},
+	"deletequeue": {verb: "Delete queue (its waiting tasks are dropped)", done: "deleted"},
+	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
+	"requeue":     {verb: "Requeue dead letter", needID: true, done: "requeued"},
+	"deletedead":  {verb: "Delete dead letter", needID: true, done: "deadDeleted"},
+}
+
+// doneMessages are the notices shown after an action, by done code (never
+// text from the request).
+var doneMessages = map[string]string{
+	"paused":      "Queue paused.",
+	"resumed":     "Queue resumed.",
+	"limited":     "Concurrency limit set.",
+	"purged":      "Dead letters purged.",
+	"deleted":     "Queue deleted.",
+	"cancelled":   "Task cancelled.",
+	"requeued":    "Dead letter requeued.",
+	"deadDeleted": "Dead letter deleted.",
+	"nothing":     "Nothing to do: the task was not there any more.",
+}
+
+type confirmData struct {
+	Op, Verb, Queue, ID, N, Back string
+}
+
+func (confirmData) title() string { return "confirm" }
+
+func (h *handler) action(w http.ResponseWriter, r *http.Request) {
+	if h.opts.ReadOnly {
+		http.Error(w, "read-only dashboard: actions are disabled", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if !checkCSRF(r) {
+		h.log.Warn("worqr dashboard: action refused: bad or missing CSRF token", "remote", r.RemoteAddr)
+		http.Error(w, "forbidden: bad or missing CSRF token (reload the page)", http.StatusForbidden)
+		return
+	}
+	op := r.PostFormValue("op")
+	spec, ok := actions[op]
+	queue, qok := queueParam(r, "q")
+	id, nText := r.PostFormValue("id"), r.PostFormValue("n")
+	n, nerr := strconv.Atoi(nText)
+	switch {
+	case !ok:
+		h.fail(w, r, http.StatusBadRequest, "unknown action")
+		return
+	case !qok:
+		h.fail(w, r, http.StatusBadRequest, "no queue given")
+		return
+	case spec.needID && (id == "" || len(id) > 64):
+		h.fail(w, r, http.StatusBadRequest, "no task id given")
+		return
+	case spec.needN && (nerr != nil || n < 0):
+		h.fail(w, r, http.StatusBadRequest, "the limit must be a whole number, 0 for none")
+		return
+	}
+	back := r.PostFormValue("back")
+	if r.PostFormValue("confirmed") != "yes" {
+		// Without the script's confirm(), ask here.
+		d := confirmData{Op: op, Verb: spec.verb, Queue: queue, ID: id, N: nText, Back: back}
+		h.render(w, r, "confirm", http.StatusOK, d)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	done := spec.done
+	var err error
+	switch op {
+	case "pause":
+		err = h.c.Pause(ctx, queue)
+	case "resume":
+		err = h.c.Resume(ctx, queue)
+	case "limit":
+		err = h.c.SetConcurrency(ctx, queue, n)
+	case "purge":
+		_, err = h.c.PurgeDeadLetters(ctx, queue)
+	case "deletequeue":
+		_, err = h.c.DeleteQueue(ctx, queue)
+		back = "overview"
+	case "cancel":
+		var res worqr.CancelResult
+		res, err = h.c.CancelTask(ctx, queue, id)
+		if err == nil && res.Removed+res.Marked == 0 {
+			done = "nothing"
+		}
+	case "requeue", "deletedead":
+		var found bool
+		if op == "requeue" {
+			found, err = h.c.RequeueDeadLetter(ctx, queue, id)
+		} else {
+			found, err = h.c.DeleteDeadLetter(ctx, queue, id)
+		}
+		if err == nil && !found {
+			done = "nothing"
+		}
+	}
+	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "remote", r.RemoteAddr, "err", err)
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, fmt.Sprintf("%s failed: %v", op, err))
+		return
+	}
+	http.Redirect(w, r, backURL(base(r), back, queue, id, done), http.StatusSeeOther)
+}
+
+// backURL is where an action returns to: built here, never taken from the
+// request, so it cannot point elsewhere.
+func backURL(base, back, queue, id, done string) string {
+	v := url.Values{"done": {done}}
+	switch back {
+	case "overview":
+		return base + "/?" + v.Encode()
+	case "task":
+		v.Set("q", hex.EncodeToString([]byte(queue)))
+		v.Set("id", id)
+		return base + "/task?" + v.Encode()
+	}
+	v.Set("q", hex.EncodeToString([]byte(queue)))
+	return base + "/queue?" + v.Encode()
+}

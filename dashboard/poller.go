@@ -1,0 +1,224 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+// sparkLen is how many rates a sparkline shows: the last polls.
+const sparkLen = 60
+
+// poller reads every queue's counts once per interval, for all the
+// viewers subscribed, and only while there is one.
+type poller struct {
+	c     *worqr.Client
+	every time.Duration
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[chan []byte]struct{}
+	cancel context.CancelFunc // nil while stopped
+	done   chan struct{}      // closed when the last run ended
+	last   []byte             // the last event, for new viewers
+	hist   map[string]*history
+}
+
+// history is what a queue's rate is computed from.
+type history struct {
+	backlog int64
+	at      time.Time
+	rates   []float64
+}
+
+func newPoller(c *worqr.Client, every time.Duration, log *slog.Logger) *poller {
+	return &poller{c: c, every: every, log: log, subs: make(map[chan []byte]struct{}), hist: make(map[string]*history)}
+}
+
+// subscribe adds a viewer, starting the poll if it is the first. The
+// channel gets the latest event (older ones unread are dropped).
+func (p *poller) subscribe() (<-chan []byte, func()) {
+	ch := make(chan []byte, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.subs[ch] = struct{}{}
+	if p.last != nil {
+		ch <- p.last
+	}
+	if p.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		prev, done := p.done, make(chan struct{})
+		p.cancel, p.done = cancel, done
+		go p.run(ctx, prev, done)
+	}
+	return ch, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.subs, ch)
+		if len(p.subs) == 0 && p.cancel != nil {
+			p.cancel()
+			p.cancel = nil
+		}
+	}
+}
+
+func (p *poller) run(ctx context.Context, prev, done chan struct{}) {
+	defer close(done)
+	if prev != nil {
+		<-prev // never two polls at once
+	}
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		p.pollOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// event is what a viewer receives.
+type event struct {
+	At     int64      `json:"at"`
+	Error  string     `json:"error,omitempty"`
+	Queues []queueRow `json:"queues"`
+}
+
+type queueRow struct {
+	Key      string    `json:"k"` // the name in hex: names are any bytes
+	Name     string    `json:"name"`
+	Waiting  int64     `json:"waiting"`
+	Delayed  int64     `json:"delayed"`
+	InFlight int64     `json:"inFlight"`
+	Dead     int64     `json:"dead"`
+	Paused   bool      `json:"paused"`
+	Limit    int       `json:"limit"`
+	Rate     float64   `json:"rate"`
+	Spark    []float64 `json:"spark"`
+}
+
+func (p *poller) pollOnce(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(p.every, 5*time.Second))
+	infos, err := readQueues(rctx, p.c)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	ev := event{At: now.UnixMilli(), Queues: []queueRow{}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.log.Error("worqr dashboard: reading queues", "err", err)
+		ev.Error = err.Error()
+	}
+	seen := make(map[string]bool, len(infos))
+	for _, qi := range infos {
+		seen[qi.Name] = true
+		backlog := qi.Waiting + qi.Delayed + qi.InFlight
+		h := p.hist[qi.Name]
+		var rate float64
+		if h == nil {
+			h = &history{}
+			p.hist[qi.Name] = h
+		} else if dt := now.Sub(h.at).Seconds(); dt > 0 && backlog < h.backlog {
+			rate = float64(h.backlog-backlog) / dt
+		}
+		if !h.at.IsZero() {
+			h.rates = append(h.rates, rate)
+			if len(h.rates) > sparkLen {
+				h.rates = h.rates[len(h.rates)-sparkLen:]
+			}
+		}
+		h.backlog, h.at = backlog, now
+		ev.Queues = append(ev.Queues, queueRow{
+			Key: hex.EncodeToString([]byte(qi.Name)), Name: display(qi.Name),
+			Waiting: qi.Waiting, Delayed: qi.Delayed, InFlight: qi.InFlight, Dead: qi.Dead,
+			Paused: qi.Paused, Limit: qi.Concurrency, Rate: rate, Spark: append([]float64(nil), h.rates...),
+		})
+	}
+	if err == nil {
+		for name := range p.hist {
+			if !seen[name] {
+				delete(p.hist, name)
+			}
+		}
+	}
+	b, merr := json.Marshal(ev)
+	if merr != nil {
+		p.log.Error("worqr dashboard: encoding counts", "err", merr)
+		return
+	}
+	p.last = b
+	for ch := range p.subs {
+		select {
+		case ch <- b:
+		default:
+			select { // drop the stale event for the fresh one
+			case <-ch:
+			default:
+			}
+			ch <- b
+		}
+	}
+}
+
+// readQueues reads every queue's counts and controls: the registry, then
+// one round trip per queue.
+func readQueues(ctx context.Context, c *worqr.Client) ([]worqr.QueueInfo, error) {
+	names, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]worqr.QueueInfo, 0, len(names))
+	for _, n := range names {
+		qi, err := c.QueueInfo(ctx, n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, qi)
+	}
+	return out, nil
+}
+
+// events streams the counts to one viewer as Server-Sent Events.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(h.opts.PollInterval.Milliseconds(), 1000)); err != nil {
+		return
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	ch, unsubscribe := h.poll.subscribe()
+	defer unsubscribe()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case b := <-ch:
+			if _, err := fmt.Fprintf(w, "event: counts\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package dashboard
+
+import (
+	"bytes"
+	"embed"
+	"encoding/hex"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var embedded embed.FS
+
+// staticFS holds static/app.js and static/app.css, served under /static/.
+var staticFS fs.FS = embedded
+
+var funcs = template.FuncMap{
+	"display":   display,
+	"qhex":      func(s string) string { return hex.EncodeToString([]byte(s)) },
+	"preview":   preview,
+	"short":     short,
+	"when":      when,
+	"millis":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"act":       act,
+	"scanLimit": func() int { return scanLimit },
+}
+
+// actForm is what the "act" template renders: one action's form.
+type actForm struct {
+	P                                          view
+	Op, Back, Queue, ID, Label, Class, Confirm string
+}
+
+func act(p view, op, back, queue, id, label string) actForm {
+	f := actForm{P: p, Op: op, Back: back, Queue: queue, ID: id, Label: label}
+	f.Confirm = actions[op].verb + " " + display(queue)
+	if id != "" {
+		f.Confirm += ", task " + id
+	}
+	f.Confirm += "?"
+	switch op {
+	case "cancel", "purge", "deletequeue", "deletedead":
+		f.Class = "danger"
+	}
+	return f
+}
+
+var pages = func() map[string]*template.Template {
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	out := make(map[string]*template.Template)
+	for _, name := range []string{"overview", "queue", "task", "workers", "login", "confirm", "error"} {
+		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
+	}
+	return out
+}()
+
+// view is what every template gets: the layout's fields and the page's
+// own Data.
+type view struct {
+	Base     string
+	CSRF     string
+	ReadOnly bool
+	Authed   bool
+	Title    string
+	Nav      string
+	Done     string
+	Data     any
+}
+
+// render writes a page. Data may be a page (its Data then set) or any
+// value for page.Data.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, status int, data any) {
+	p := view{Base: base(r), ReadOnly: h.opts.ReadOnly, Nav: name, Data: data}
+	if name != "login" {
+		p.CSRF = csrfToken(w, r)
+		p.Authed = true
+	}
+	p.Title = name
+	if t, ok := data.(titled); ok {
+		p.Title = t.title()
+	}
+	if d := r.URL.Query().Get("done"); d != "" {
+		p.Done = doneMessages[d]
+	}
+	var buf bytes.Buffer
+	if err := pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.log.Error("worqr dashboard: rendering", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+type titled interface{ title() string }
+
+// fail shows an error page.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.render(w, r, "error", status, errorData{Status: status, Message: msg})
+}
+
+type errorData struct {
+	Status  int
+	Message string
+}
+
+func (errorData) title() string { return "error" }
+
+// display shows a name of any bytes unambiguously: as it is if it is
+// printable UTF-8, else quoted with escapes.
+func display(s string) string {
+	if s == "" {
+		return `""`
+	}
+	if utf8.ValidString(s) {
+		printable := true
+		for _, r := range s {
+			if !unicode.IsPrint(r) {
+				printable = false
+				break
+			}
+		}
+		if printable {
+			return s
+		}
+	}
+	return strconv.QuoteToASCII(s)
+}
+
+// previewed is a payload shown as text, or as a hex dump if it is not
+// UTF-8.
+type previewed struct {
+	Text      string
+	Binary    bool
+	Size      int
+	Truncated bool
+}
+
+func preview(b []byte, limit int) previewed {
+	p := previewed{Size: len(b)}
+	if len(b) > limit {
+		b, p.Truncated = b[:limit], true
+	}
+	if utf8.Valid(b) || (p.Truncated && utf8.Valid(trimPartialRune(b))) {
+		p.Text = string(trimPartialRune(b))
+		return p
+	}
+	p.Binary = true
+	p.Text = strings.TrimRight(hex.Dump(b), "\n")
+	return p
+}
+
+func trimPartialRune(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+		if r, _ := utf8.DecodeLastRune(b); r != utf8.RuneError {
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// short is a one-line preview of a payload, for tables.
+func short(b []byte) string {
+	p := preview(b, 80)
+	if p.Binary {
+		return strconv.QuoteToASCII(string(b[:min(len(b), 40)])) + "…"
+	}
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '·'
+	}, p.Text)
+	if p.Truncated {
+		s += "…"
+	}
+	return s
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
