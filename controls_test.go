@@ -244,3 +244,62 @@ func TestRateLimit(t *testing.T) {
 	_, err = mw.Dequeue(ctx, "m")
 	assert.ErrorIs(t, err, ErrRateLimited)
 }
+
+// Dequeues take high-priority tasks first, then normal, then low, FIFO
+// within a level; a task keeps its level when it is requeued, retried,
+// reclaimed or delayed; inspection and cancel see every level.
+func TestPriorities(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("n1"), []byte("n2")})))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("l1"), []byte("l2")}, WithPriority(PriorityLow))))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("h1"), []byte("h2")}, WithPriority(PriorityHigh))))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("h0"), WithPriority(PriorityHigh), AtFront())))
+	assert.Equal(t, []string{"h0", "h1", "h2", "n1", "n2", "l1", "l2"}, waiting(t, c, "q"))
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 7, n)
+	mid, err := c.Range(ctx, "q", 2, 5)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{[]byte("h2"), []byte("n1"), []byte("n2"), []byte("l1")}, mid, "positions across levels")
+	last, err := c.Range(ctx, "q", -1, -1)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{[]byte("l2")}, last)
+
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ps, err := w.DequeueN(ctx, "q", 4)
+	require.NoError(t, err)
+	var got []string
+	for _, p := range ps {
+		got = append(got, string(p.Task()))
+	}
+	assert.Equal(t, []string{"h0", "h1", "h2", "n1"}, got, "one dequeue across levels, in order")
+	// h0 requeued, h1 retried later, h2 given back by a crash: each to its level.
+	require.NoError(t, ps[0].Requeue(ctx))
+	require.NoError(t, ps[1].Retry(ctx, 50*time.Millisecond, nil))
+	require.NoError(t, ps[3].Finish(ctx))
+	w.crash()
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	eventually(t, 10*time.Second, "back at their levels", func() bool {
+		return len(waiting(t, c, "q")) == 6
+	})
+	got = waiting(t, c, "q")
+	assert.Equal(t, []string{"h2", "h0", "h1", "n2", "l1", "l2"}, got[:6], "h2 to the front (reclaimed), h0 and h1 at the back of high")
+
+	res, err := c.Cancel(ctx, "q", []byte("l1"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, res.Removed)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, info.Waiting)
+	_, err = c.Enqueue(ctx, "q", []byte("x"), WithPriority("urgent"))
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+	dropped, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, dropped)
+	rep, err := c.Check(ctx, CheckOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, rep.Problems(), "%v", rep)
+}

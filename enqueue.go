@@ -20,6 +20,7 @@ type enqueueOptions struct {
 	maxAttempts int
 	timeout     time.Duration
 	retain      time.Duration
+	priority    Priority
 	unique      string
 	uniqueTTL   time.Duration
 	uniqueSet   bool
@@ -30,7 +31,7 @@ type enqueueOptions struct {
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Unique: o.unique, UniqueTTL: o.uniqueTTL}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority)}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -51,6 +52,8 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
 	case o.retain < 0:
 		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
+	case o.priority != PriorityNormal && o.priority != PriorityHigh && o.priority != PriorityLow:
+		return fmt.Errorf("%w: unknown priority %q", ErrInvalidOptions, string(o.priority))
 	case o.uniqueSet && o.unique == "":
 		return fmt.Errorf("%w: empty unique key", ErrInvalidOptions)
 	case o.uniqueTTL < 0:
@@ -89,6 +92,24 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
 // goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
+
+// Priority is a task's level in its queue. Dequeues take high-priority
+// tasks first, then normal, then low; FIFO within a level.
+type Priority string
+
+// Priorities.
+const (
+	PriorityHigh   Priority = "h"
+	PriorityNormal Priority = ""
+	PriorityLow    Priority = "l"
+)
+
+// WithPriority puts the tasks at a level of their queue: a high one is
+// dequeued before every normal and low one, whenever it was enqueued. A
+// task keeps its level when it is retried, reclaimed or requeued. A busy
+// queue's low tasks wait while higher ones keep coming (starvation): give
+// work that must not wait a queue of its own.
+func WithPriority(p Priority) EnqueueOption { return func(o *enqueueOptions) { o.priority = p } }
 
 // Unique makes the task unique by key while it lives: if a task enqueued
 // with the same key is waiting, delayed or in flight, nothing is added and

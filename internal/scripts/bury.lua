@@ -6,10 +6,11 @@
 -- dropped instead.
 -- A task that asked for it keeps its outcome too (see retain).
 -- KEYS: procs, leases, meta, dead, errors, results, retained, waiting,
---       idle, unique
+--       idle, unique, high, low
 -- ARGV: worker, pid, kind, error, max count, max age (ms), channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
+set_lists(KEYS[8], KEYS[11], KEYS[12])
 local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 if not v then
   return refused

@@ -2,45 +2,51 @@
 -- payload (and its recorded error), mark every in-flight one cancelled (so
 -- a holder that missed the event still finds out), and publish a cancel
 -- event naming the in-flight tasks.
--- KEYS: waiting, procs, delayed, errors, unique
+-- KEYS: waiting, procs, delayed, errors, unique, high, low
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
 --
 -- A few waiting matches are replaced by a tombstone each (LSET) and removed
 -- with one LREM; many are removed by writing the list again without them,
 -- since each LSET walks the list: the cost stays linear in its length.
-local ids, at = {}, {}
-local len = redis.call('LLEN', KEYS[1])
-for start = 0, len - 1, 1000 do
-  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
-  for j, e in ipairs(chunk) do
-    if entry_payload(e) == ARGV[2] then
-      ids[#ids + 1] = entry_id(e)
-      release_unique(KEYS[5], e)
-      if #at <= 16 then
-        at[#at + 1] = start + j - 1
-      end
-    end
-  end
-end
-if #ids > 16 then
-  local keep = {}
+set_lists(KEYS[1], KEYS[6], KEYS[7])
+local ids = {}
+-- Each level's list in turn.
+for _, list in ipairs({KEYS[1], KEYS[6], KEYS[7]}) do
+  local at, found = {}, 0
+  local len = redis.call('LLEN', list)
   for start = 0, len - 1, 1000 do
-    for _, e in ipairs(redis.call('LRANGE', KEYS[1], start, start + 999)) do
-      if entry_payload(e) ~= ARGV[2] then
-        keep[#keep + 1] = e
+    local chunk = redis.call('LRANGE', list, start, start + 999)
+    for j, e in ipairs(chunk) do
+      if entry_payload(e) == ARGV[2] then
+        ids[#ids + 1] = entry_id(e)
+        found = found + 1
+        release_unique(KEYS[5], e)
+        if #at <= 16 then
+          at[#at + 1] = start + j - 1
+        end
       end
     end
   end
-  redis.call('DEL', KEYS[1])
-  for i = 1, #keep, 1000 do
-    redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 999, #keep)))
+  if found > 16 then
+    local keep = {}
+    for start = 0, len - 1, 1000 do
+      for _, e in ipairs(redis.call('LRANGE', list, start, start + 999)) do
+        if entry_payload(e) ~= ARGV[2] then
+          keep[#keep + 1] = e
+        end
+      end
+    end
+    redis.call('DEL', list)
+    for i = 1, #keep, 1000 do
+      redis.call('RPUSH', list, unpack(keep, i, math.min(i + 999, #keep)))
+    end
+  elseif found > 0 then
+    for _, i in ipairs(at) do
+      redis.call('LSET', list, i, TOMBSTONE)
+    end
+    redis.call('LREM', list, 0, TOMBSTONE)
   end
-elseif #ids > 0 then
-  for _, i in ipairs(at) do
-    redis.call('LSET', KEYS[1], i, TOMBSTONE)
-  end
-  redis.call('LREM', KEYS[1], 0, TOMBSTONE)
 end
 for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   if entry_payload(e) == ARGV[2] then

@@ -1,20 +1,23 @@
 -- Cancel one task by id: remove it (and its recorded error) if it waits or
 -- is delayed, or mark it cancelled if it is in flight (so a holder that
 -- missed the event still finds out) and publish a cancel event naming it.
--- KEYS: waiting, procs, delayed, errors, unique
+-- KEYS: waiting, procs, delayed, errors, unique, high, low
 -- ARGV: channel, task id
 -- Returns {removed, marked}: each 0 or 1.
+set_lists(KEYS[1], KEYS[6], KEYS[7])
 local id = ARGV[2]
-local len = redis.call('LLEN', KEYS[1])
-for start = 0, len - 1, 1000 do
-  local chunk = redis.call('LRANGE', KEYS[1], start, start + 999)
-  for j, e in ipairs(chunk) do
-    if entry_id(e) == id then
-      redis.call('LSET', KEYS[1], start + j - 1, TOMBSTONE)
-      redis.call('LREM', KEYS[1], 1, TOMBSTONE)
-      redis.call('HDEL', KEYS[4], id)
-      release_unique(KEYS[5], e)
-      return {1, 0}
+for _, list in ipairs({KEYS[1], KEYS[6], KEYS[7]}) do
+  local len = redis.call('LLEN', list)
+  for start = 0, len - 1, 1000 do
+    local chunk = redis.call('LRANGE', list, start, start + 999)
+    for j, e in ipairs(chunk) do
+      if entry_id(e) == id then
+        redis.call('LSET', list, start + j - 1, TOMBSTONE)
+        redis.call('LREM', list, 1, TOMBSTONE)
+        redis.call('HDEL', KEYS[4], id)
+        release_unique(KEYS[5], e)
+        return {1, 0}
+      end
     end
   end
 end

@@ -2,9 +2,10 @@
 -- how many tasks wait, every worker with a lease entry or a process in it
 -- (and whether its lease is live), and the processes whose owner holds no
 -- live lease here (orphans: their owner can no longer finish or stop them).
--- KEYS: waiting, procs, leases, meta, delayed
+-- KEYS: waiting, procs, leases, meta, delayed, high, low
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
 --          {pid, owner, state, task, ...}}.
+set_lists(KEYS[1], KEYS[6], KEYS[7])
 local now = now_ms()
 local live, owners = {}, {}
 local function see(id)
@@ -32,5 +33,5 @@ for i = 1, #all, 2 do
     end
   end
 end
-local waiting = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[5])
+local waiting = waiting_len(KEYS[1]) + redis.call('ZCARD', KEYS[5])
 return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans}

@@ -6,9 +6,10 @@
 -- lost gets its name back. Owners are judged here, when the repair runs,
 -- never from the check's earlier look: a process a live worker dequeued in
 -- between, or one whose owner is live, is not touched.
--- KEYS: waiting, procs, leases, meta, delayed, errors, unique, idle
+-- KEYS: waiting, procs, leases, meta, delayed, errors, unique, idle, high, low
 -- ARGV: channel, queue name
 -- Returns {requeued, dropped, lease entries removed, has name (0/1)}.
+set_lists(KEYS[1], KEYS[9], KEYS[10])
 local now = now_ms()
 local live = {}
 local orphans = {}
@@ -27,7 +28,7 @@ for i = 1, #all, 2 do
 end
 local requeued, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[7], orphans)
 local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
-local holds = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[5])
+local holds = waiting_len(KEYS[1]) + redis.call('ZCARD', KEYS[5])
 if holds > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then
   name_queue(KEYS[4], ARGV[2])
 end

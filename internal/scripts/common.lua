@@ -153,6 +153,35 @@ local function last_pid(meta)
   return string.format('%x', tonumber(seq))
 end
 
+-- Priorities: a task enqueued with a priority other than normal carries a
+-- 'p' field ('h' high, 'l' low) and waits in its level's own list; dequeues
+-- take from high, then normal, then low. A script that puts tasks back or
+-- counts what waits names the lists first (set_lists): then list_of and
+-- waiting_len see all three.
+local PRIO = {}
+local function set_lists(normal, high, low)
+  PRIO.n, PRIO.h, PRIO.l = normal, high, low
+end
+
+-- The list an entry waits in: its level's, else normal.
+local function list_of(e, normal)
+  if PRIO.h and header_has(e, 'p') then
+    local p = header_get(entry_split(e), 'p')
+    if p == 'h' then return PRIO.h end
+    if p == 'l' then return PRIO.l end
+  end
+  return normal
+end
+
+-- How many tasks wait, at every level.
+local function waiting_len(normal)
+  local n = redis.call('LLEN', normal)
+  if PRIO.h then
+    n = n + redis.call('LLEN', PRIO.h) + redis.call('LLEN', PRIO.l)
+  end
+  return n
+end
+
 -- The queue controls kept in its meta hash: 'paused' (any value), 'limit'
 -- (the most processes in flight across the fleet), and 'rate' and 'per'
 -- (at most rate starts in any per ms).
@@ -168,7 +197,7 @@ end
 -- back by themselves.
 local function slots_freed(meta, waiting, idle, channel, n)
   if n <= 0 or not redis.call('HGET', meta, 'limit') then return end
-  if redis.call('LLEN', waiting) == 0 then return end
+  if waiting_len(waiting) == 0 then return end
   local parked = redis.call('ZPOPMIN', idle, n + 1)
   if #parked == 0 then return end
   local ids = {}
@@ -224,7 +253,7 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
       entry = header_set(h, 'r', nil) .. ':' .. payload
     end
     if entry then
-      redis.call('RPUSH', waiting, entry)
+      redis.call('RPUSH', list_of(entry, waiting), entry)
       requeued = requeued + 1
     elseif proc_state(p.v) ~= 'a' then
       redis.call('HDEL', errors, entry_id(proc_task(p.v)))

@@ -5,11 +5,12 @@
 -- wait. A queue controlled before it has tasks exists from then on.
 -- A rate limit (op "rate": limit starts in any per ms; 0 removes it) is
 -- set the same way.
--- KEYS: meta, waiting
+-- KEYS: meta, waiting, high, low
 -- ARGV: channel, queue name, op ("pause" | "resume" | "limit" | "rate"),
 --       limit, per (ms)
 -- Returns 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua): the caller then registers it.
+set_lists(KEYS[2], KEYS[3], KEYS[4])
 local op = ARGV[3]
 local wake = false
 if op == 'pause' then
@@ -35,7 +36,7 @@ else
   wake = old ~= nil and (limit <= 0 or limit > old)
 end
 if wake then
-  local waiting = redis.call('LLEN', KEYS[2])
+  local waiting = waiting_len(KEYS[2])
   if waiting > 0 then
     publish(ARGV[1], 'w' .. waiting)
   end

@@ -2,17 +2,19 @@
 -- id, payload and own budget, its count of starts reset and its D, W and K
 -- fields removed; its error is dropped; the queue's runtimes are woken
 -- (see wake), and the queue is made to exist again if it lost its name.
--- KEYS: dead, errors, waiting, meta, idle
+-- KEYS: dead, errors, waiting, meta, idle, high, low
 -- ARGV: channel, queue name, task id, ZSCAN pattern for the id (see
 --       find_dead)
 -- Returns {requeued (0/1), unregistered (0/1)}: unregistered as in
 -- enqueue.lua, when the caller must register the queue.
+set_lists(KEYS[3], KEYS[6], KEYS[7])
 local e = find_dead(KEYS[1], ARGV[3], ARGV[4])
 if not e then
   return {0, 0}
 end
 redis.call('ZREM', KEYS[1], e)
 redis.call('HDEL', KEYS[2], ARGV[3])
-redis.call('LPUSH', KEYS[3], dead_revived(e))
+local revived = dead_revived(e)
+redis.call('LPUSH', list_of(revived, KEYS[3]), revived)
 wake(KEYS[5], ARGV[1], 1)
 return {1, ensure_queue(KEYS[4], ARGV[2])}

@@ -1,10 +1,11 @@
 -- Requeue every dead letter of a queue, as dead_requeue.lua does one, 1,000
 -- at a time: they join the back of the queue in the order they died (the
 -- oldest first out), and one work event announces them all.
--- KEYS: dead, errors, waiting, meta, idle
+-- KEYS: dead, errors, waiting, meta, idle, high, low
 -- ARGV: channel, queue name
 -- Returns {requeued, unregistered (0/1)}: unregistered as in enqueue.lua,
 -- when the caller must register the queue.
+set_lists(KEYS[3], KEYS[6], KEYS[7])
 local n = 0
 while true do
   local chunk = redis.call('ZRANGE', KEYS[1], 0, 999)
@@ -19,7 +20,9 @@ while true do
   redis.call('ZREM', KEYS[1], unpack(chunk))
   redis.call('HDEL', KEYS[2], unpack(ids))
   -- LPUSH puts the first given nearest the front (the right end).
-  redis.call('LPUSH', KEYS[3], unpack(entries))
+  for _, e in ipairs(entries) do
+    redis.call('LPUSH', list_of(e, KEYS[3]), e)
+  end
   n = n + #chunk
 end
 if n == 0 then

@@ -1,7 +1,7 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta, idle, errors, starts
+-- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low
 -- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {until, pid, entry, error,
 -- pid, entry, error, ...}: until is, under a rate limit that is used up,
@@ -19,6 +19,7 @@
 -- LTRIM, or one RPOP for a single task; one HSET per 500 processes; one
 -- HINCRBY of the id counter), so taking a batch costs Redis little more
 -- than taking one.
+set_lists(KEYS[1], KEYS[8], KEYS[9])
 local now = now_ms()
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
@@ -50,13 +51,37 @@ local function rate_until()
   local oldest = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
   return tonumber(oldest[2]) + per * 1000 + 1
 end
-local tasks
-if want == 0 then
-  tasks = {}
-elseif want == 1 then
-  tasks = {redis.call('RPOP', KEYS[1]) or nil}
-else
-  tasks = redis.call('LRANGE', KEYS[1], -want, -1)
+-- Take from one list's front (its right end), up to k tasks. tasks holds
+-- them in list order, the first out last (as LRANGE gives them), and is
+-- read back to front below: what a later (lower) level gives goes before
+-- what is there already.
+local tasks = {}
+local function take(list, k)
+  if k <= 0 then return end
+  if k == 1 then
+    local t = redis.call('RPOP', list)
+    if t then table.insert(tasks, 1, t) end
+    return
+  end
+  local got = redis.call('LRANGE', list, -k, -1)
+  if #got > 0 then
+    redis.call('LTRIM', list, 0, -(#got + 1))
+    local merged = {}
+    for _, t in ipairs(got) do merged[#merged + 1] = t end
+    for _, t in ipairs(tasks) do merged[#merged + 1] = t end
+    tasks = merged
+  end
+end
+if want > 0 then
+  -- Priorities: high, then normal, then low. Without them (the usual
+  -- case) one EXISTS finds both other lists empty.
+  if redis.call('EXISTS', KEYS[8], KEYS[9]) > 0 then
+    take(KEYS[8], want)
+    take(KEYS[1], want - #tasks)
+    take(KEYS[9], want - #tasks)
+  else
+    take(KEYS[1], want)
+  end
 end
 local n = #tasks
 if ARGV[3] == '1' then
@@ -68,9 +93,6 @@ if ARGV[3] == '1' then
 end
 if n == 0 then
   return {ms(rate_until())}
-end
-if want > 1 then
-  redis.call('LTRIM', KEYS[1], 0, -(n + 1))
 end
 -- Process ids are the Redis clock in microseconds at the dequeue, bumped
 -- by one to stay unique, as task ids are: so a process tells when it

@@ -6,10 +6,11 @@
 -- A task holding a unique key gives it up; with a concurrency limit, the
 -- freed slots wake runtimes the limit held back.
 -- KEYS: procs, leases, meta, errors, results, retained, waiting, idle,
---       unique
+--       unique, high, low
 -- ARGV: channel, then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted.
+set_lists(KEYS[7], KEYS[10], KEYS[11])
 local now = now_ms()
 local pids = {}
 for i = 3, #ARGV, 3 do

@@ -5,16 +5,27 @@
 -- due time (in µs, by the clock in µs). The cap keeps one call short
 -- however many tasks came due at once: a caller that moved a full cap
 -- calls again.
--- KEYS: waiting, delayed, idle
+-- KEYS: waiting, delayed, idle, high, low
 -- ARGV: channel, most to move
 -- Returns {moved, next due (µs; -1 when none), now (µs)}.
+set_lists(KEYS[1], KEYS[4], KEYS[5])
 local now = now_us()
 local moved = 0
 local cap = tonumber(ARGV[2])
 while moved < cap do
   local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now), 'LIMIT', 0, math.min(1000, cap - moved))
   if #due == 0 then break end
-  redis.call('LPUSH', KEYS[1], unpack(due))
+  local plain = true
+  for _, e in ipairs(due) do
+    if header_has(e, 'p') then plain = false break end
+  end
+  if plain then
+    redis.call('LPUSH', KEYS[1], unpack(due))
+  else
+    for _, e in ipairs(due) do
+      redis.call('LPUSH', list_of(e, KEYS[1]), e)
+    end
+  end
   redis.call('ZREM', KEYS[2], unpack(due))
   moved = moved + #due
 end

@@ -12,11 +12,12 @@
 -- poison limit times goes to the dead letters, kind 'poison', rather than
 -- kill worker after worker. A limit of 0 turns the guard off.
 -- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique, results,
---       retained
+--       retained, high, low
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
 --       limit, poison window (ms), dead letters' max count, their max age
 --       (ms), keep pid...
 -- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
+set_lists(KEYS[1], KEYS[11], KEYS[12])
 local worker = ARGV[1]
 local mode = ARGV[3]
 if mode == 'expired' and lease_live(KEYS[3], worker, now_ms()) then
@@ -62,7 +63,7 @@ else
   -- The worker may have been named in a work event it never acted on: it
   -- died parked in the idle set, or stopped listening before it left it.
   -- Wake everyone if tasks wait.
-  local waiting = redis.call('LLEN', KEYS[1])
+  local waiting = waiting_len(KEYS[1])
   if waiting > 0 then
     publish(ARGV[2], 'w' .. waiting)
   end

@@ -3,10 +3,11 @@
 -- queue (or announce the due time). Only the worker that holds the process,
 -- while its lease on the queue is live. A task that was cancelled, or whose
 -- queue was deleted, is dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique
+-- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique, high, low
 -- ARGV: worker, pid, channel, delay (µs), error ('' for none)
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
+set_lists(KEYS[3], KEYS[9], KEYS[10])
 local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
 if not v then
   return refused
@@ -32,7 +33,7 @@ if delay > 0 then
   publish(ARGV[3], 's' .. ms(due))
   slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)
 else
-  redis.call('LPUSH', KEYS[3], entry)
+  redis.call('LPUSH', list_of(entry, KEYS[3]), entry)
   publish(ARGV[3], 'w1')
 end
 return 1

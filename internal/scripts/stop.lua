@@ -1,17 +1,19 @@
 -- Stop a process: put its task at the back of the queue (a retry) and wake
 -- the queue. A task that was cancelled, or whose queue was deleted, is
 -- dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting, meta, idle, unique, errors
+-- KEYS: procs, leases, waiting, meta, idle, unique, errors, high, low
 -- ARGV: worker, pid, channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
+set_lists(KEYS[3], KEYS[8], KEYS[9])
 local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
 if not v then
   return refused
 end
 local state = proc_state(v)
 if state == 'a' then
-  redis.call('LPUSH', KEYS[3], entry_ran(proc_task(v)))
+  local entry = entry_ran(proc_task(v))
+  redis.call('LPUSH', list_of(entry, KEYS[3]), entry)
   publish(ARGV[3], 'w1')
 else
   release_unique(KEYS[6], proc_task(v))

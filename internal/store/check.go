@@ -95,7 +95,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed}}
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low}}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -261,7 +261,7 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle}, Args: []string{k.Channel, name}}
+		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle, k.High, k.Low}, Args: []string{k.Channel, name}}
 	}
 	out := make([]QueueRepair, len(names))
 	results, err := s.runMulti(ctx, OpCheck, "", calls)

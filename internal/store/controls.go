@@ -21,7 +21,7 @@ const (
 // removes it), for the whole fleet, and registers the queue if it is new.
 func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration) error {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting},
+	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting, k.High, k.Low},
 		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10)})
 	if err != nil {
 		return err
@@ -56,7 +56,9 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		s.b().Zcard().Key(k.Delayed).Build().Pin(),
 		s.b().Hlen().Key(k.Procs).Build().Pin(),
 		s.b().Zcard().Key(k.Dead).Build().Pin(),
-		s.b().Hmget().Key(k.Meta).Field("paused", "limit", "rate", "per").Build().Pin())
+		s.b().Hmget().Key(k.Meta).Field("paused", "limit", "rate", "per").Build().Pin(),
+		s.b().Llen().Key(k.High).Build().Pin(),
+		s.b().Llen().Key(k.Low).Build().Pin())
 	var st QueueState
 	for i, n := range []*int64{&st.Waiting, &st.Delayed, &st.InFlight, &st.Dead} {
 		v, err := res[i].AsInt64()
@@ -64,6 +66,13 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 			return QueueState{}, err
 		}
 		*n = v
+	}
+	for _, r := range res[5:] {
+		n, err := r.AsInt64()
+		if err != nil {
+			return QueueState{}, err
+		}
+		st.Waiting += n
 	}
 	cfg, err := res[4].ToArray()
 	if err != nil || len(cfg) != 4 {

@@ -24,6 +24,8 @@ func (k Keys) Prefix() string { return k.prefix }
 // QueueKeys are the keys and the event channel of one queue.
 type QueueKeys struct {
 	Waiting string // LIST of task entries; the right end is the front (next out)
+	High    string // LIST of high-priority task entries, taken before Waiting
+	Low     string // LIST of low-priority task entries, taken after Waiting
 	Procs   string // HASH pid -> process record (see Proc)
 	Leases  string // ZSET worker id -> lease expiry (ms, Redis clock)
 	Meta    string // HASH name, registered, seq (last pid), tid (last task id)
@@ -50,6 +52,8 @@ func (k Keys) Queue(name string) QueueKeys {
 	base := k.prefix + ":{q:" + tagEscaper.Replace(name) + "}:"
 	return QueueKeys{
 		Waiting:   base + "waiting",
+		High:      base + "high",
+		Low:       base + "low",
 		Procs:     base + "procs",
 		Leases:    base + "leases",
 		Meta:      base + "meta",
@@ -68,7 +72,8 @@ func (k Keys) Queue(name string) QueueKeys {
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
-	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL, q.Starts}
+	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts}
 }
 
 // Queues is the SET of known queue names.

@@ -23,7 +23,7 @@ func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
 // cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique},
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low},
 		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Microseconds(), 10), errText})
 	return outcome(res, err)
 }
@@ -40,7 +40,7 @@ type DeadBounds struct {
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique},
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low},
 		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }
@@ -64,7 +64,7 @@ const PromoteCap = 10_000
 // back, in due order, and says when the next is due.
 func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle}, []string{k.Channel, strconv.Itoa(PromoteCap)})
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low}, []string{k.Channel, strconv.Itoa(PromoteCap)})
 	if err != nil {
 		return Promoted{}, err
 	}

@@ -34,6 +34,9 @@ type EnqueueArgs struct {
 	// Retain keeps the tasks' outcomes this long after they end (0: not
 	// at all).
 	Retain time.Duration
+	// Priority puts the tasks in their level's list: "h" (high), "l"
+	// (low), or "" (normal).
+	Priority string
 	// Unique is a unique key (one task only): the task is added only if
 	// no task holds it; UniqueTTL holds it for that long from now rather
 	// than while the task lives.
@@ -61,6 +64,13 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	}
 	if args.Retain > 0 {
 		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
+	}
+	list := k.Waiting
+	switch args.Priority {
+	case "h":
+		list, fields = k.High, fields+",ph"
+	case "l":
+		list, fields = k.Low, fields+",pl"
 	}
 	var sha, uttl string
 	if args.Unique != "" {
@@ -101,7 +111,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{k.Waiting, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
@@ -182,7 +192,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts}, []string{worker, strconv.Itoa(n), p})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low}, []string{worker, strconv.Itoa(n), p})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -228,7 +238,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	for _, p := range procs {
 		args = append(args, p.Worker, p.PID, p.Result)
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low}, args)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +261,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors}, []string{p.Worker, p.PID, k.Channel})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low}, []string{p.Worker, p.PID, k.Channel})
 	return outcome(res, err)
 }
 
@@ -273,7 +283,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -299,7 +309,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -388,7 +398,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {
@@ -461,35 +471,73 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 	return live, nil
 }
 
-// QueueLen is the number of tasks waiting in a queue.
+// QueueLen is the number of tasks waiting in a queue, at every priority.
 func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return 0, err
 	}
-	return s.rdb.Do(ctx, s.b().Llen().Key(s.keys.Queue(queue).Waiting).Build().Pin()).AsInt64()
+	lens, err := s.lens(ctx, s.keys.Queue(queue))
+	return lens[0] + lens[1] + lens[2], err
 }
 
-// Range returns waiting tasks in dequeue order, from position start to
-// stop inclusive, where 0 is the next task out; negative positions count
-// from the back, as in LRANGE.
+// lens are the lengths of a queue's high, normal and low lists.
+func (s *Store) lens(ctx context.Context, k QueueKeys) ([3]int64, error) {
+	var out [3]int64
+	res := s.rdb.DoMulti(ctx,
+		s.b().Llen().Key(k.High).Build().Pin(),
+		s.b().Llen().Key(k.Waiting).Build().Pin(),
+		s.b().Llen().Key(k.Low).Build().Pin())
+	for i, r := range res {
+		n, err := r.AsInt64()
+		if err != nil {
+			return out, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// Range returns waiting tasks in dequeue order (high, normal, then low
+// priority), from position start to stop inclusive, where 0 is the next
+// task out; negative positions count from the back, as in LRANGE.
 func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]Task, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
-	// The front of the queue is the right end of the list, so position i
-	// is list index -(i+1) and the slice comes back reversed.
-	cmd := s.b().Lrange().Key(s.keys.Queue(queue).Waiting).Start(-(stop + 1)).Stop(-(start + 1)).Build().Pin()
-	vals, err := s.rdb.Do(ctx, cmd).AsStrSlice()
+	k := s.keys.Queue(queue)
+	lens, err := s.lens(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Task, 0, len(vals))
-	for i := len(vals) - 1; i >= 0; i-- {
-		t, ok := ParseTask(vals[i])
-		if !ok {
-			t = Task{Payload: vals[i]} // queued before task ids
+	total := lens[0] + lens[1] + lens[2]
+	if start < 0 {
+		start += total
+	}
+	if stop < 0 {
+		stop += total
+	}
+	start, stop = max(start, 0), min(stop, total-1)
+	var out []Task
+	// Each list's front is its right end: its position i is list index
+	// -(i+1), and its slice comes back reversed.
+	offset := int64(0)
+	for i, key := range []string{k.High, k.Waiting, k.Low} {
+		from, to := max(start-offset, 0), min(stop-offset, lens[i]-1)
+		offset += lens[i]
+		if from > to {
+			continue
 		}
-		out = append(out, t)
+		vals, err := s.rdb.Do(ctx, s.b().Lrange().Key(key).Start(-(to + 1)).Stop(-(from + 1)).Build().Pin()).AsStrSlice()
+		if err != nil {
+			return nil, err
+		}
+		for j := len(vals) - 1; j >= 0; j-- {
+			t, ok := ParseTask(vals[j])
+			if !ok {
+				t = Task{Payload: vals[j]} // queued before task ids
+			}
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }
