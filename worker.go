@@ -107,6 +107,9 @@ type Worker struct {
 	lease     *leaseKeeper // renews the leases; fences the worker
 	reclaimer *reclaimer   // returns dead peers' work
 	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
+	// periodics are the schedules registered (Periodic), each a running
+	// component. Guarded by mu.
+	periodics map[periodicKey]*periodic
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life

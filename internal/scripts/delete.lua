@@ -4,11 +4,12 @@
 -- publish the delete event. The meta hash (the process id counter) goes
 -- too, unless processes remain in flight.
 -- KEYS: waiting, procs, meta, delayed, dead, errors, results, retained,
---       unique, unique TTLs, starts
+--       unique, unique TTLs, starts, periodic (the periodic schedules'
+--       last ticks: a schedule of a deleted queue starts afresh)
 -- ARGV: channel
 -- Returns the number of waiting and delayed tasks dropped.
 local dropped = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[4])
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12])
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]

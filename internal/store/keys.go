@@ -40,6 +40,7 @@ type QueueKeys struct {
 	Unique    string // HASH key sha1 -> task id
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
+	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
 	Channel   string // pub/sub channel for work, schedule, cancel and delete events
 }
 
@@ -62,13 +63,14 @@ func (k Keys) Queue(name string) QueueKeys {
 		Unique:    base + "unique",
 		UniqueTTL: base + "uniquettl",
 		Starts:    base + "starts",
+		Periodic:  base + "periodic",
 		Channel:   base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
-	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL, q.Starts}
+	return []string{q.Waiting, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results, q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic}
 }
 
 // Queues is the SET of known queue names.
