@@ -1,14 +1,18 @@
 package worqr
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // tickPayload makes each tick's payload its time in Unix ms.
@@ -187,4 +191,40 @@ func TestPeriodicEveryIsAligned(t *testing.T) {
 	// latestDue walks to the latest tick, jumping near now first.
 	now := time.Date(2026, 3, 4, 10, 2, 30, 0, time.UTC)
 	require.Equal(t, time.Date(2026, 3, 4, 10, 2, 0, 0, time.UTC), latestDue(Every(time.Minute), time.Date(2020, 1, 1, 0, 1, 0, 0, time.UTC), now))
+}
+
+// A tick that fails (Redis unreachable) is tried again; the ticks missed
+// meanwhile follow the policy: one task, for the latest, then every tick.
+func TestPeriodicTickFailuresAreRetried(t *testing.T) {
+	_, c, ctx := setup(t)
+	const period = 100 * time.Millisecond
+	var failing atomic.Bool
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpTick && failing.Load() {
+			return errInjected
+		}
+		return nil
+	})
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	time.Sleep(350 * time.Millisecond)
+	failing.Store(true)
+	time.Sleep(600 * time.Millisecond)
+	failing.Store(false)
+	time.Sleep(700 * time.Millisecond)
+	require.NoError(t, w.Close(ctx))
+	ticks := periodicTicks(t, c, "periodic")
+	t.Logf("%d ticks: %v", len(ticks), ticks)
+	gaps := 0
+	for i := 1; i < len(ticks); i++ {
+		d := ticks[i] - ticks[i-1]
+		require.Zero(t, d%period.Milliseconds(), "off the period: %v", ticks)
+		require.Positive(t, d, "a tick twice: %v", ticks)
+		if d > period.Milliseconds() {
+			gaps++
+			require.GreaterOrEqual(t, d, 3*period.Milliseconds(), "the catch-up is not the latest missed tick: %v", ticks)
+		}
+	}
+	require.Equal(t, 1, gaps, "one gap, for the outage: %v", ticks)
+	require.GreaterOrEqual(t, len(ticks), 7)
 }
