@@ -65,7 +65,8 @@
 // renewals and the fencing deadline), fence.go, rejoin.go (a fenced queue
 // or worker taking a lease again), reconcile.go (dequeue replies lost),
 // schedule.go (the timer that moves delayed tasks when they are due),
-// reclaim.go (the reclaimer of dead peers), membership.go (StartWork,
+// reclaim.go (the reclaimer of dead peers), periodic.go (periodic
+// schedules: a timer per schedule and tick.lua), membership.go (StartWork,
 // StopWork), dequeue.go, subscription.go and events.go (a queue's events
 // and their dispatch), handler.go and runtime.go (Handle), process.go,
 // shutdown.go, service.go and backoff.go (loops).

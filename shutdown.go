@@ -67,14 +67,15 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	return w.deregister(ctx, id)
 }
 
-// stopComponents stops the lease keeper and the reclaimer, and waits for
-// the renewals and rejoins they started. It runs once the worker is
-// closed, before membership is taken: a re-registration in progress holds
-// it and ends when its context does.
+// stopComponents stops the lease keeper, the reclaimer and the periodic
+// schedules, and waits for the renewals and rejoins they started. It runs
+// once the worker is closed, before membership is taken: a
+// re-registration in progress holds it and ends when its context does.
 func (w *Worker) stopComponents() {
 	w.stop()
 	w.lease.stop()
 	w.reclaimer.stop()
+	w.stopPeriodics()
 	w.wg.Wait()
 }
 
@@ -149,6 +150,7 @@ func (w *Worker) drain(ctx context.Context) error {
 	w.toDraining()
 	runners := w.runnersLocked()
 	w.mu.Unlock()
+	w.stopPeriodics() // a draining worker enqueues no more ticks
 	if !w.stopRunners(ctx, context.Background(), runners) {
 		return ctx.Err()
 	}

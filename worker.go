@@ -76,8 +76,9 @@ type FenceEvent struct {
 // rejoin of a fenced queue or worker (fence.go, rejoin.go), the
 // reconciliation of lost dequeue replies (reconcile.go), the reclaimer of
 // dead peers (reclaim.go), per queue a subscription and its dispatcher
-// (subscription.go, events.go) and, for Handle, a runtime (runtime.go);
-// shutdown.go stops them all. Its state is one lifecycle (state.go).
+// (subscription.go, events.go) and, for Handle, a runtime (runtime.go),
+// and per periodic schedule a timer (periodic.go); shutdown.go stops them
+// all. Its state is one lifecycle (state.go).
 //
 // Lock order: membership, then a queue's gate, then mu. runner.mu and
 // Process.mu are leaves: nothing else is locked while they are held.
@@ -107,6 +108,9 @@ type Worker struct {
 	lease     *leaseKeeper // renews the leases; fences the worker
 	reclaimer *reclaimer   // returns dead peers' work
 	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
+	// periodics are the schedules registered (Periodic), each a running
+	// component. Guarded by mu.
+	periodics map[periodicKey]*periodic
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life

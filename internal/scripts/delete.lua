@@ -4,12 +4,13 @@
 -- publish the delete event. The meta hash (the process id counter) goes
 -- too, unless processes remain in flight.
 -- KEYS: waiting, procs, meta, delayed, dead, errors, results, retained,
---       unique, unique TTLs, starts, high, low
+--       unique, unique TTLs, starts, high, low, periodic (the periodic
+--       schedules' last ticks: a schedule of a deleted queue starts afresh)
 -- ARGV: channel
 -- Returns the number of waiting and delayed tasks dropped.
 set_lists(KEYS[1], KEYS[12], KEYS[13])
 local dropped = waiting_len(KEYS[1]) + redis.call('ZCARD', KEYS[4])
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14])
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local v = all[i + 1]

@@ -42,6 +42,7 @@ type Set struct {
 	Expired    *Script
 	Live       *Script
 	States     *Script
+	Tick       *Script // periodic tasks
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -81,6 +82,7 @@ func Load(sharded bool) *Set {
 		Expired:    load("expired.lua"),
 		Live:       load("live.lua"),
 		States:     load("states.lua"),
+		Tick:       load("tick.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),

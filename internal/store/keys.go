@@ -42,6 +42,7 @@ type QueueKeys struct {
 	Unique    string // HASH key sha1 -> task id
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
+	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
 	Channel   string // pub/sub channel for work, schedule, cancel and delete events
 }
 
@@ -66,6 +67,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		Unique:    base + "unique",
 		UniqueTTL: base + "uniquettl",
 		Starts:    base + "starts",
+		Periodic:  base + "periodic",
 		Channel:   base + "events",
 	}
 }
@@ -73,7 +75,7 @@ func (k Keys) Queue(name string) QueueKeys {
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
-		q.Retained, q.Unique, q.UniqueTTL, q.Starts}
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic}
 }
 
 // Queues is the SET of known queue names.

@@ -44,6 +44,21 @@ type EnqueueArgs struct {
 	UniqueTTL time.Duration
 }
 
+// fields are the header fields every task enqueued with args gets.
+func (args EnqueueArgs) fields() string {
+	var fields string
+	if args.MaxAttempts > 0 {
+		fields += ",m" + strconv.Itoa(args.MaxAttempts)
+	}
+	if args.Timeout > 0 {
+		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)
+	}
+	if args.Retain > 0 {
+		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
+	}
+	return fields
+}
+
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
 // round trip, and registers the queue if it is new. It returns the tasks'
 // ids, in order; on error those of the calls that failed are empty.
@@ -55,16 +70,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	}
 	due, delay := strconv.FormatInt(args.DueAt, 10), strconv.FormatInt(args.Delay.Microseconds(), 10)
 	// The header fields every task of the call gets.
-	var fields string
-	if args.MaxAttempts > 0 {
-		fields += ",m" + strconv.Itoa(args.MaxAttempts)
-	}
-	if args.Timeout > 0 {
-		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)
-	}
-	if args.Retain > 0 {
-		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
-	}
+	fields := args.fields()
 	list := k.Waiting
 	switch args.Priority {
 	case "h":
@@ -309,7 +315,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()

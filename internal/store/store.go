@@ -38,6 +38,7 @@ const (
 	OpRequeue        Op = "requeue"
 	OpBury           Op = "bury"
 	OpPromote        Op = "promote"
+	OpTick           Op = "tick" // a periodic schedule's tick
 	OpControl        Op = "control"
 	OpCancel         Op = "cancel"
 	OpDeleteQueue    Op = "delete queue"

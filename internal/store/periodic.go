@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// TickStatus is what Tick did.
+type TickStatus int
+
+// What a tick can do.
+const (
+	// TickSkipped: the tick was not later than the last one enqueued
+	// (another worker enqueued it), or it was a read (tick 0).
+	TickSkipped TickStatus = 0
+	// TickEnqueued: the task was added.
+	TickEnqueued TickStatus = 1
+	// TickEarly: the tick is later than the Redis clock; nothing changed.
+	TickEarly TickStatus = 2
+)
+
+// Ticked is what a tick did and found.
+type Ticked struct {
+	Status TickStatus
+	// Last is the last tick enqueued for the schedule (Unix ms, Redis
+	// clock): the tick itself when it was enqueued.
+	Last int64
+	// Now is the Redis clock when the script ran (Unix µs).
+	Now int64
+	// ID is the task's id when it was enqueued.
+	ID string
+}
+
+// Tick enqueues payload on queue for one tick (Unix ms, Redis clock) of
+// the periodic schedule name, unless a tick as late has been enqueued for
+// it already or the tick is still to come (tick.lua). Tick 0 only reads
+// the schedule's last tick, recording now as its last for a schedule never
+// seen. args gives the task's MaxAttempts, Timeout and Retain; the others
+// are ignored.
+func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
+	k := s.keys.Queue(queue)
+	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic},
+		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload)})
+	if err != nil {
+		return Ticked{}, err
+	}
+	vals, err := res.AsStrSlice()
+	if err == nil && len(vals) != 5 {
+		err = fmt.Errorf("tick.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return Ticked{}, err
+	}
+	var t Ticked
+	status, err1 := strconv.Atoi(vals[0])
+	last, err2 := strconv.ParseInt(vals[1], 10, 64)
+	now, err3 := strconv.ParseInt(vals[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return Ticked{}, fmt.Errorf("tick.lua answered %q", vals)
+	}
+	t.Status, t.Last, t.Now, t.ID = TickStatus(status), last, now, vals[3]
+	if vals[4] == "1" {
+		if err := s.RegisterQueue(ctx, queue); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}

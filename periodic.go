@@ -1,0 +1,333 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Periodic tasks. A worker that registers a schedule (Worker.Periodic)
+// runs a small component for it: a timer for the schedule's next tick, by
+// the worker's estimate of the Redis clock, and at the tick one script
+// (tick.lua) that enqueues the tick's task unless a tick as late has been
+// enqueued already. The queue's periodic hash keeps the last tick enqueued
+// per schedule name, so every worker that registered the schedule fires
+// every tick and the fleet enqueues each tick once, with no leader: while
+// any of them lives, the ticks go on.
+//
+// Missed ticks: when several ticks are due at once (no worker ran the
+// schedule for a while, or its only worker was stalled), only the latest
+// of them is enqueued, at once; the earlier ones are skipped. A schedule
+// never seen before starts with no missed ticks.
+
+// Schedule says when a periodic task is due: Next returns the first tick
+// strictly after t, or the zero time if there is none. It is called with
+// times in UTC, so a schedule that reads wall-clock fields (a cron
+// expression) is in UTC unless it carries a location of its own. It must
+// be deterministic: every worker that registers a schedule under a name
+// must compute the same ticks. The cron sub-package
+// (github.com/worqr/worqr/cron) parses cron expressions into Schedules;
+// Every makes an interval.
+type Schedule interface {
+	Next(t time.Time) time.Time
+}
+
+// Every is a schedule that ticks every d, at the multiples of d since the
+// Unix epoch (so Every(time.Hour) ticks on the hour, UTC), whatever the
+// time the workers start. d must be at least a millisecond.
+func Every(d time.Duration) Schedule { return every(d) }
+
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time {
+	d := int64(e)
+	if d <= 0 {
+		return time.Time{}
+	}
+	n := t.UnixNano()
+	k := n / d
+	if n < 0 && n%d != 0 {
+		k-- // floor
+	}
+	return time.Unix(0, (k+1)*d).UTC()
+}
+
+func isEvery(s Schedule) bool { _, ok := s.(every); return ok }
+
+func (e every) String() string { return "every " + time.Duration(e).String() }
+
+// PeriodicOptions configure a periodic schedule's tasks.
+type PeriodicOptions struct {
+	// MaxAttempts, Timeout and Retain are the tasks' own, as the enqueue
+	// options of those names give them (0: the queue's, or none).
+	MaxAttempts int
+	Timeout     time.Duration
+	Retain      time.Duration
+	// Payload, when set, makes each tick's payload from the tick's time
+	// (UTC) instead of the fixed payload, for handlers that want to know
+	// which tick they run for. It must be deterministic, as the schedule
+	// must: whichever worker enqueues a tick calls it.
+	Payload func(tick time.Time) []byte
+}
+
+// MaxPeriodicNameLen is the longest schedule name accepted, in bytes.
+const MaxPeriodicNameLen = 1024
+
+// periodicKey names a schedule on a worker: its queue and name.
+type periodicKey struct{ queue, name string }
+
+// periodic is one registered schedule's component on a worker.
+type periodic struct {
+	w       *Worker
+	queue   string
+	name    string
+	sched   Schedule
+	payload []byte
+	opts    PeriodicOptions
+	svc     *service
+}
+
+// retryTickAfter is how long a tick that failed waits to try again.
+const retryTickAfter = 250 * time.Millisecond
+
+// maxCatchUpSteps bounds the walk to the latest missed tick.
+const maxCatchUpSteps = 10_000
+
+// Periodic registers a schedule: from now on, at every tick of sched, the
+// worker enqueues payload on queue, as long as the worker runs (until
+// Shutdown, Close or StopPeriodic). Register the same schedule, under the
+// same name, on several workers: each tick is enqueued once across the
+// fleet, by whichever of them fires first (one script decides each tick),
+// and the ticks go on while any of them lives. Ticks are by the Redis
+// clock, and a tick's task is never enqueued before the tick.
+//
+// Missed ticks: when several ticks of a schedule are due at once, because
+// no worker ran it for a while, only the latest is enqueued, at once, when
+// a worker runs it again; the others are skipped. A name never seen on the
+// queue starts with nothing missed: its first task is for the first tick
+// after the registration. The last tick enqueued is kept per queue and
+// name in Redis (deleting the queue forgets it).
+//
+// Workers registering a name should give the same schedule: a tick of any
+// of them later than the last one enqueued is enqueued. A bad name (empty
+// or over MaxPeriodicNameLen bytes), a nil schedule or one whose ticks do
+// not advance by at least a millisecond, negative options, or a name
+// already registered on the worker for the queue give ErrInvalidOptions.
+// ctx bounds the registration only, which reads the schedule's last tick
+// from Redis.
+func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedule, payload []byte, opts PeriodicOptions) error {
+	c := w.c
+	if err := c.validate(ctx, "periodic", queue); err != nil {
+		return err
+	}
+	if err := checkPeriodic(name, sched, opts); err != nil {
+		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
+	}
+	if len(payload) > c.maxTaskSize {
+		return fmt.Errorf("worqr: periodic %q on %q: task is %d bytes, limit %d: %w", name, queue, len(payload), c.maxTaskSize, ErrTaskTooLarge)
+	}
+	p := &periodic{w: w, queue: queue, name: name, sched: sched, payload: payload, opts: opts}
+	key := periodicKey{queue, name}
+	w.mu.Lock()
+	_, taken := w.periodics[key]
+	w.mu.Unlock()
+	if taken {
+		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
+	}
+	sent := time.Now()
+	t, err := c.store.Tick(ctx, queue, name, 0, nil, store.EnqueueArgs{})
+	if err != nil {
+		return c.fail("periodic", queue, err)
+	}
+	w.clock.observe(t.Now, sent, time.Now())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state.phase != phaseServing {
+		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
+	}
+	if _, taken := w.periodics[key]; taken {
+		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
+	}
+	if w.periodics == nil {
+		w.periodics = make(map[periodicKey]*periodic)
+	}
+	last := time.UnixMilli(t.Last).UTC()
+	p.svc = startService(w.life, func(ctx context.Context) { p.loop(ctx, last) })
+	w.periodics[key] = p
+	return nil
+}
+
+// StopPeriodic stops running the schedule registered under name for
+// queue on this worker, and reports whether there was one. Other workers
+// that registered it go on; the record of its last tick stays in Redis.
+func (w *Worker) StopPeriodic(name, queue string) bool {
+	key := periodicKey{queue, name}
+	w.mu.Lock()
+	p, ok := w.periodics[key]
+	delete(w.periodics, key)
+	w.mu.Unlock()
+	if ok {
+		p.svc.stop()
+	}
+	return ok
+}
+
+// stopPeriodics stops every schedule's component and waits for them.
+func (w *Worker) stopPeriodics() {
+	w.mu.Lock()
+	ps := w.periodics
+	w.periodics = nil
+	w.mu.Unlock()
+	for _, p := range ps {
+		p.svc.stop()
+	}
+}
+
+// checkPeriodic refuses a schedule that cannot work.
+func checkPeriodic(name string, sched Schedule, opts PeriodicOptions) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty schedule name", ErrInvalidOptions)
+	case len(name) > MaxPeriodicNameLen:
+		return fmt.Errorf("%w: schedule name is %d bytes, limit %d", ErrInvalidOptions, len(name), MaxPeriodicNameLen)
+	case sched == nil:
+		return fmt.Errorf("%w: nil schedule", ErrInvalidOptions)
+	case isEvery(sched) && time.Duration(sched.(every)) < time.Millisecond:
+		return fmt.Errorf("%w: interval %v is under a millisecond", ErrInvalidOptions, time.Duration(sched.(every)))
+	case opts.MaxAttempts < 0:
+		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, opts.MaxAttempts)
+	case opts.Timeout < 0:
+		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, opts.Timeout)
+	case opts.Retain < 0:
+		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, opts.Retain)
+	}
+	// Ticks are told apart by the millisecond: two in a row must be at
+	// least that far apart, and later than the time asked about.
+	now := time.Now().UTC()
+	t1 := sched.Next(now)
+	if t1.IsZero() || tickMs(t1) <= now.UnixMilli() {
+		return fmt.Errorf("%w: the schedule has no tick after now (%v)", ErrInvalidOptions, t1)
+	}
+	if t2 := sched.Next(t1); t2.IsZero() || tickMs(t2) <= tickMs(t1) {
+		return fmt.Errorf("%w: the schedule's ticks do not advance by a millisecond (%v, then %v)", ErrInvalidOptions, t1, t2)
+	}
+	return nil
+}
+
+// tickMs is a tick's identity: its time in Unix ms, rounded up, so that
+// its task is never enqueued before it.
+func tickMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Sub(time.UnixMilli(ms)) > 0 {
+		ms++
+	}
+	return ms
+}
+
+// loop runs the schedule: it waits for the tick after last (the last tick
+// enqueued, as far as the worker knows) and enqueues it, or, when several
+// are due already, the latest of them.
+func (p *periodic) loop(ctx context.Context, last time.Time) {
+	w := p.w
+	for ctx.Err() == nil {
+		next := p.sched.Next(last)
+		if next.IsZero() {
+			w.logger().Warn("worqr: periodic schedule has no more ticks", "queue", p.queue, "name", p.name)
+			<-ctx.Done()
+			return
+		}
+		next = next.UTC()
+		if now := w.clock.now(); next.After(now) {
+			if !sleepCtx(ctx, next.Sub(now)) {
+				return
+			}
+		} else {
+			next = latestDue(p.sched, next, now.UTC())
+		}
+		t, err := p.tick(ctx, next)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
+			if !sleepCtx(ctx, retryTickAfter) {
+				return
+			}
+		case t.Status == store.TickEarly:
+			// The clock estimate ran ahead of Redis's; wait the rest.
+			if !sleepCtx(ctx, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
+				return
+			}
+		default:
+			if l := time.UnixMilli(t.Last).UTC(); l.After(last) {
+				last = l
+			}
+			if !next.Before(last) {
+				last = next // a tick whose ms rounds up stays behind us
+			}
+		}
+	}
+}
+
+// tick runs tick.lua for one tick, keeping the clock estimate fresh.
+func (p *periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error) {
+	w := p.w
+	payload := p.payload
+	if p.opts.Payload != nil {
+		payload = p.opts.Payload(at)
+		if len(payload) > w.c.maxTaskSize {
+			w.logger().Error("worqr: periodic payload too large; tick skipped", "queue", p.queue, "name", p.name, "tick", at, "size", len(payload), "limit", w.c.maxTaskSize)
+			return store.Ticked{Status: store.TickSkipped, Last: tickMs(at)}, nil
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+	defer cancel()
+	sent := time.Now()
+	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain})
+	if t.Now > 0 {
+		w.clock.observe(t.Now, sent, time.Now())
+	}
+	if err != nil {
+		return t, w.c.fail("periodic", p.queue, err)
+	}
+	if t.Status == store.TickEnqueued {
+		w.c.obs.enqueued(ctx, EnqueueEvent{Queue: p.queue, TaskIDs: []string{t.ID}})
+	}
+	return t, nil
+}
+
+// latestDue is the latest tick of s not after now, given first, a tick
+// not after now. It jumps close to now before walking, so that a schedule
+// idle for long does not walk every tick it missed.
+func latestDue(s Schedule, first, now time.Time) time.Time {
+	latest := first
+	for d := time.Millisecond; now.Add(-d).After(latest); d *= 2 {
+		if t := s.Next(now.Add(-d)); !t.IsZero() && !t.After(now) && t.After(latest) {
+			latest = t
+			break
+		}
+	}
+	for range maxCatchUpSteps {
+		t := s.Next(latest)
+		if t.IsZero() || t.After(now) || !t.After(latest) {
+			break
+		}
+		latest = t
+	}
+	return latest.UTC()
+}
+
+// sleepCtx sleeps for d, or until ctx ends: it reports whether it slept.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

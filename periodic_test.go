@@ -1,0 +1,230 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// tickPayload makes each tick's payload its time in Unix ms.
+func tickPayload(tick time.Time) []byte { return []byte(strconv.FormatInt(tick.UnixMilli(), 10)) }
+
+// periodicTicks reads the ticks a queue's tasks were enqueued for, in
+// order, checking that none was enqueued before its tick.
+func periodicTicks(t *testing.T, c *Client, queue string) []int64 {
+	t.Helper()
+	tasks, err := c.Tasks(ctxT(t), queue, 0, -1)
+	require.NoError(t, err)
+	var ticks []int64
+	for _, task := range tasks {
+		tick, err := strconv.ParseInt(string(task.Payload), 10, 64)
+		require.NoError(t, err)
+		require.False(t, task.EnqueuedAt.Before(time.UnixMilli(tick)), "tick %d enqueued early, at %v", tick, task.EnqueuedAt)
+		ticks = append(ticks, tick)
+	}
+	slices.Sort(ticks)
+	return ticks
+}
+
+// requireOncePerTick checks that ticks holds each tick once, every period,
+// with no gap.
+func requireOncePerTick(t *testing.T, ticks []int64, period time.Duration) {
+	t.Helper()
+	p := period.Milliseconds()
+	for i, tick := range ticks {
+		require.Zero(t, tick%p, "tick %d is not on the period", tick)
+		if i > 0 {
+			require.NotEqual(t, ticks[i-1], tick, "tick %d enqueued twice: %v", tick, ticks)
+			require.Equal(t, p, tick-ticks[i-1], "gap or duplicate after tick %d: %v", ticks[i-1], ticks)
+		}
+	}
+}
+
+func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
+	_, c, ctx := setup(t)
+	const period = 100 * time.Millisecond
+	workers := make([]*Worker, 3)
+	start := time.Now()
+	for i := range workers {
+		workers[i] = newWorker(t, c, fast)
+		require.NoError(t, workers[i].Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for _, w := range workers {
+		require.NoError(t, w.Close(ctx))
+	}
+	ticks := periodicTicks(t, c, "periodic")
+	t.Logf("%d ticks: %v", len(ticks), ticks)
+	require.GreaterOrEqual(t, len(ticks), 8)
+	requireOncePerTick(t, ticks, period)
+	// A new schedule has nothing to catch up: its first tick follows the
+	// registration.
+	require.Greater(t, ticks[0], start.UnixMilli()-50)
+	// Closed workers enqueue no more.
+	time.Sleep(3 * period)
+	require.Len(t, periodicTicks(t, c, "periodic"), len(ticks))
+}
+
+func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
+	_, c, ctx := setup(t)
+	const period = 100 * time.Millisecond
+	w1, w2 := newWorker(t, c, fast), newWorker(t, c, fast)
+	for _, w := range []*Worker{w1, w2} {
+		require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	}
+	time.Sleep(400 * time.Millisecond)
+	w1.crash()
+	crashed := time.Now()
+	time.Sleep(700 * time.Millisecond)
+	require.NoError(t, w2.Close(ctx))
+	ticks := periodicTicks(t, c, "periodic")
+	t.Logf("%d ticks: %v", len(ticks), ticks)
+	requireOncePerTick(t, ticks, period)
+	require.Greater(t, ticks[len(ticks)-1], crashed.Add(500*time.Millisecond).UnixMilli(), "ticks stopped with the crash")
+}
+
+func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
+	_, c, ctx := setup(t)
+	const period = 200 * time.Millisecond
+	w1 := newWorker(t, c, fast)
+	require.NoError(t, w1.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	eventually(t, 2*time.Second, "two ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 2 })
+	require.NoError(t, w1.Close(ctx))
+	before := periodicTicks(t, c, "periodic")
+	lastBefore := before[len(before)-1]
+
+	time.Sleep(1100 * time.Millisecond) // five ticks or so with no worker
+	w2 := newWorker(t, c, fast)
+	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	registered := w2.clock.now().UnixMilli()
+	eventually(t, period/2, "the catch-up task", func() bool { return len(periodicTicks(t, c, "periodic")) > len(before) })
+	caughtUp := periodicTicks(t, c, "periodic")[len(before)]
+	// One task, for the latest tick missed; the earlier ones skipped.
+	require.Greater(t, caughtUp-lastBefore, 3*period.Milliseconds(), "not the latest missed tick")
+	require.LessOrEqual(t, caughtUp, registered)
+	require.Greater(t, caughtUp, registered-period.Milliseconds())
+
+	time.Sleep(3*period + period/2)
+	require.NoError(t, w2.Close(ctx))
+	after := periodicTicks(t, c, "periodic")
+	t.Logf("before %v, after %v", before, after)
+	requireOncePerTick(t, before, period)
+	require.Equal(t, caughtUp, after[len(before)])
+	requireOncePerTick(t, after[len(before):], period) // on from the catch-up, every tick
+	require.GreaterOrEqual(t, len(after)-len(before), 4)
+}
+
+func TestPeriodicOptionsAndErrors(t *testing.T) {
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, fast)
+	every := Every(50 * time.Millisecond)
+	for _, bad := range []struct {
+		name  string
+		sched Schedule
+		opts  PeriodicOptions
+	}{
+		{"", every, PeriodicOptions{}},
+		{strings.Repeat("x", MaxPeriodicNameLen+1), every, PeriodicOptions{}},
+		{"nil", nil, PeriodicOptions{}},
+		{"zero", Every(0), PeriodicOptions{}},
+		{"negative", Every(-time.Second), PeriodicOptions{}},
+		{"tiny", Every(time.Microsecond), PeriodicOptions{}},
+		{"never", scheduleFunc(func(time.Time) time.Time { return time.Time{} }), PeriodicOptions{}},
+		{"stuck", scheduleFunc(func(t time.Time) time.Time { return t }), PeriodicOptions{}},
+		{"attempts", every, PeriodicOptions{MaxAttempts: -1}},
+		{"timeout", every, PeriodicOptions{Timeout: -time.Second}},
+		{"retain", every, PeriodicOptions{Retain: -time.Second}},
+	} {
+		err := w.Periodic(ctx, bad.name, "periodic", bad.sched, nil, bad.opts)
+		require.ErrorIs(t, err, ErrInvalidOptions, "%q", bad.name)
+	}
+	require.ErrorIs(t, w.Periodic(ctx, "ok", "", every, nil, PeriodicOptions{}), ErrInvalidQueueName)
+
+	// Options reach the tasks.
+	require.NoError(t, w.Periodic(ctx, "ok", "periodic", every, []byte("fixed"), PeriodicOptions{MaxAttempts: 3}))
+	require.ErrorIs(t, w.Periodic(ctx, "ok", "periodic", every, nil, PeriodicOptions{}), ErrInvalidOptions, "registered twice")
+	eventually(t, 2*time.Second, "a tick", func() bool {
+		n, err := c.QueueLen(ctx, "periodic")
+		return err == nil && n > 0
+	})
+	require.True(t, w.StopPeriodic("ok", "periodic"))
+	require.False(t, w.StopPeriodic("ok", "periodic"))
+	tasks, err := c.Tasks(ctx, "periodic", 0, -1)
+	require.NoError(t, err)
+	for _, task := range tasks {
+		require.Equal(t, "fixed", string(task.Payload))
+		require.Equal(t, 3, task.MaxAttempts)
+	}
+	time.Sleep(150 * time.Millisecond)
+	n, err := c.QueueLen(ctx, "periodic")
+	require.NoError(t, err)
+	require.EqualValues(t, len(tasks), n, "stopped schedule still ticks")
+
+	// Check knows the periodic hash.
+	rep, err := c.Check(ctx, CheckOptions{})
+	require.NoError(t, err)
+	require.Empty(t, rep.UnknownKeys)
+
+	require.NoError(t, w.Close(ctx))
+	require.True(t, errors.Is(w.Periodic(ctx, "late", "periodic", every, nil, PeriodicOptions{}), ErrWorkerClosed))
+}
+
+type scheduleFunc func(time.Time) time.Time
+
+func (f scheduleFunc) Next(t time.Time) time.Time { return f(t) }
+
+func TestPeriodicEveryIsAligned(t *testing.T) {
+	e := Every(time.Hour)
+	at := time.Date(2026, 3, 4, 10, 2, 30, 0, time.FixedZone("X", 3600))
+	require.Equal(t, time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC), e.Next(at))
+	require.Equal(t, time.Date(2026, 3, 4, 11, 0, 0, 0, time.UTC), e.Next(time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)))
+	require.Equal(t, time.Unix(0, 0).UTC(), Every(time.Second).Next(time.Unix(0, -1)))
+	// latestDue walks to the latest tick, jumping near now first.
+	now := time.Date(2026, 3, 4, 10, 2, 30, 0, time.UTC)
+	require.Equal(t, time.Date(2026, 3, 4, 10, 2, 0, 0, time.UTC), latestDue(Every(time.Minute), time.Date(2020, 1, 1, 0, 1, 0, 0, time.UTC), now))
+}
+
+// A tick that fails (Redis unreachable) is tried again; the ticks missed
+// meanwhile follow the policy: one task, for the latest, then every tick.
+func TestPeriodicTickFailuresAreRetried(t *testing.T) {
+	_, c, ctx := setup(t)
+	const period = 100 * time.Millisecond
+	var failing atomic.Bool
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpTick && failing.Load() {
+			return errInjected
+		}
+		return nil
+	})
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	time.Sleep(350 * time.Millisecond)
+	failing.Store(true)
+	time.Sleep(600 * time.Millisecond)
+	failing.Store(false)
+	time.Sleep(700 * time.Millisecond)
+	require.NoError(t, w.Close(ctx))
+	ticks := periodicTicks(t, c, "periodic")
+	t.Logf("%d ticks: %v", len(ticks), ticks)
+	gaps := 0
+	for i := 1; i < len(ticks); i++ {
+		d := ticks[i] - ticks[i-1]
+		require.Zero(t, d%period.Milliseconds(), "off the period: %v", ticks)
+		require.Positive(t, d, "a tick twice: %v", ticks)
+		if d > period.Milliseconds() {
+			gaps++
+			require.GreaterOrEqual(t, d, 3*period.Milliseconds(), "the catch-up is not the latest missed tick: %v", ticks)
+		}
+	}
+	require.Equal(t, 1, gaps, "one gap, for the outage: %v", ticks)
+	require.GreaterOrEqual(t, len(ticks), 7)
+}
