@@ -486,15 +486,15 @@ func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
 	return lens[0] + lens[1] + lens[2], err
 }
 
-// lens are the lengths of a queue's high, normal and low lists.
+// lens are the lengths of a queue's high, normal and low lists. They are
+// read one command at a time, not pipelined: rueidis retries a single
+// read through an outage until the context's deadline is near and then
+// gives up (reads fail with ErrUnavailable before the caller's deadline),
+// which it does not do for a pipeline on a cluster.
 func (s *Store) lens(ctx context.Context, k QueueKeys) ([3]int64, error) {
 	var out [3]int64
-	res := s.rdb.DoMulti(ctx,
-		s.b().Llen().Key(k.High).Build().Pin(),
-		s.b().Llen().Key(k.Waiting).Build().Pin(),
-		s.b().Llen().Key(k.Low).Build().Pin())
-	for i, r := range res {
-		n, err := r.AsInt64()
+	for i, key := range []string{k.High, k.Waiting, k.Low} {
+		n, err := s.rdb.Do(ctx, s.b().Llen().Key(key).Build().Pin()).AsInt64()
 		if err != nil {
 			return out, err
 		}
