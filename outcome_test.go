@@ -26,6 +26,12 @@ func TestRetainedOutcomes(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
 		<-release
 		switch string(p.Task()) {
+		case "flaky":
+			if p.Attempt() == 1 {
+				return RetryAfter(time.Millisecond, errors.New("not yet"))
+			}
+			p.SetResult([]byte("at last"))
+			return nil
 		case "bad":
 			return WithKind("bad-input", Permanent(errors.New("no such user")))
 		default:
@@ -37,13 +43,15 @@ func TestRetainedOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	bad, err := c.Enqueue(ctx, "q", []byte("bad"), Retain(time.Minute))
 	require.NoError(t, err)
+	flaky, err := c.Enqueue(ctx, "q", []byte("flaky"), Retain(time.Minute))
+	require.NoError(t, err)
 	plain, err := c.Enqueue(ctx, "q", []byte("plain"))
 	require.NoError(t, err)
 	_, err = c.TaskResult(ctx, "q", good)
 	assert.ErrorIs(t, err, ErrNoTask, "not ended yet")
 
-	outcomes := make(chan TaskOutcome, 2)
-	for _, id := range []string{good, bad} {
+	outcomes := make(chan TaskOutcome, 3)
+	for _, id := range []string{good, bad, flaky} {
 		go func() {
 			o, err := c.Wait(ctx, "q", id)
 			assert.NoError(t, err)
@@ -52,7 +60,7 @@ func TestRetainedOutcomes(t *testing.T) {
 	}
 	close(release)
 	got := map[string]TaskOutcome{}
-	for range 2 {
+	for range 3 {
 		o := recv(t, outcomes, 5*time.Second, "an outcome")
 		got[o.ID] = o
 	}
@@ -65,6 +73,10 @@ func TestRetainedOutcomes(t *testing.T) {
 	assert.Equal(t, TaskDead, got[bad].Status)
 	assert.Equal(t, "bad-input", got[bad].Kind)
 	assert.Contains(t, got[bad].Error, "no such user")
+	assert.Equal(t, 1, got[bad].Attempts)
+	assert.Equal(t, TaskSucceeded, got[flaky].Status)
+	assert.Equal(t, "at last", string(got[flaky].Result))
+	assert.Equal(t, 2, got[flaky].Attempts, "the failed start counts")
 	again, err := c.TaskResult(ctx, "q", good)
 	require.NoError(t, err)
 	assert.Equal(t, got[good], again)

@@ -25,7 +25,7 @@ if state ~= 'a' then
   return STATE_CODE[state]
 end
 local now = now_ms()
-retain(KEYS[6], KEYS[7], ARGV[7], entry, 'dead', ARGV[2], entry_attempts(entry) + 1, ARGV[4], ARGV[3])
+retain(KEYS[6], KEYS[7], ARGV[7], entry, 'dead', ARGV[2], 1, ARGV[4], ARGV[3])
 local h, payload = entry_split(entry_ran(entry))
 h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', ARGV[1]), 'K', ARGV[3])
 redis.call('ZADD', KEYS[4], ms(now), h .. ':' .. payload)

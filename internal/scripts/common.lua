@@ -365,9 +365,13 @@ end
 -- S<started ms>,E<ended ms>,a<attempts>[,K<kind>]:<result or error>',
 -- listed in retained by when it expires (expired ones are dropped as new
 -- ones come), and announce it with an outcome event 'o<id>' for waiters.
--- status is 'ok' or 'dead'; started comes from the process id.
-local function retain(results, retained, channel, entry, status, pid, attempts, body, kind)
+-- status is 'ok' or 'dead'; started comes from the process id; attempts
+-- is the entry's count of starts plus ran (1 when the entry is a process
+-- record's, which does not count its own start yet). The count is read
+-- only for a task that asked to be kept: finish runs this for every task.
+local function retain(results, retained, channel, entry, status, pid, ran, body, kind)
   if not header_has(entry, 'R') then return end
+  local attempts = entry_attempts(entry) + ran
   local keep = tonumber(header_get(entry_split(entry), 'R')) or 0
   local now = now_ms()
   local id = entry_id(entry)

@@ -40,7 +40,7 @@ for j, pid in ipairs(pids) do
       failed[#failed + 1] = entry_id(entry)
     end
     if state == 'a' then
-      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, entry_attempts(entry) + 1, ARGV[3 * j + 1])
+      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, 1, ARGV[3 * j + 1])
     end
     release_unique(KEYS[9], entry)
   end

@@ -40,7 +40,7 @@ if mode == 'expired' and tonumber(ARGV[4]) > 0 then
   poison = {now = now, window = tonumber(ARGV[5]), limit = tonumber(ARGV[4])}
   poison.bury = function(entry, holder, deaths, pid)
     local why = 'its holder died soon after starting it, ' .. deaths .. ' times'
-    retain(KEYS[9], KEYS[10], ARGV[2], entry, 'dead', pid, entry_attempts(entry), why, 'poison')
+    retain(KEYS[9], KEYS[10], ARGV[2], entry, 'dead', pid, 0, why, 'poison')
     local h, payload = entry_split(entry)
     h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
     redis.call('ZADD', KEYS[7], ms(now), h .. ':' .. payload)
