@@ -3,10 +3,12 @@ package worqr
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,38 +61,82 @@ func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 }
 
-// An outcome write that fails on the connection is sent again while the
-// worker lives, and the task is finished once.
+// An outcome write that fails on the connection, or that a server
+// reloading its data after a restart refuses (LOADING), is sent again
+// while the worker lives, and the task is finished once.
 func TestFaultSeamFailedFinishIsRetried(t *testing.T) {
 	t.Parallel()
-	_, c, obs, ctx := observed(t)
-	var failures atomic.Int32
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpFinish && failures.Add(1) <= 3 {
-			return errInjected
-		}
-		return nil
-	})
-	w := newWorker(t, c, WorkerOptions{})
-	ran := make(chan struct{}, 10)
-	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
-		ran <- struct{}{}
-		return nil
-	}, HandleOptions{}))
-	id, err := c.Enqueue(ctx, "q", []byte("x"))
-	require.NoError(t, err)
-	recv(t, ran, 5*time.Second, "handler ran")
-	eventually(t, 10*time.Second, "finished", func() bool {
-		procs, err := c.Processes(ctx, "q")
-		return err == nil && len(procs) == 0
-	})
-	assert.EqualValues(t, 4, failures.Load(), "three failed writes, then one that went through")
-	assert.Equal(t, []Outcome{OutcomeSucceeded}, obs.outcomes()[id])
-	assert.Empty(t, waiting(t, c, "q"))
-	select {
-	case <-ran:
-		t.Fatal("the task ran twice")
-	default:
+	for _, fault := range []string{"connection", "loading"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			_, c, obs, ctx := observed(t)
+			injected := errInjected
+			if fault == "loading" {
+				// The reply a restarting server gives, from the server.
+				injected = c.rdb.Do(ctx, c.rdb.B().Eval().
+					Script("return redis.error_reply('LOADING Redis is loading the dataset in memory')").
+					Numkeys(0).Build()).Error()
+				re, isReply := rueidis.IsRedisErr(injected)
+				require.True(t, isReply, "%v", injected)
+				require.True(t, strings.HasPrefix(re.Error(), "LOADING"), "%v", re)
+				require.ErrorIs(t, c.fail("finish", "q", injected), ErrUnavailable)
+			}
+			var failures atomic.Int32
+			c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+				if op == store.OpFinish && failures.Add(1) <= 3 {
+					return injected
+				}
+				return nil
+			})
+			w := newWorker(t, c, WorkerOptions{})
+			ran := make(chan struct{}, 10)
+			require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+				ran <- struct{}{}
+				return nil
+			}, HandleOptions{}))
+			id, err := c.Enqueue(ctx, "q", []byte("x"))
+			require.NoError(t, err)
+			recv(t, ran, 5*time.Second, "handler ran")
+			eventually(t, 10*time.Second, "finished", func() bool {
+				procs, err := c.Processes(ctx, "q")
+				return err == nil && len(procs) == 0
+			})
+			// The observer hears of the outcome after it is written.
+			eventually(t, 5*time.Second, "outcome observed", func() bool { return len(obs.outcomes()[id]) > 0 })
+			assert.EqualValues(t, 4, failures.Load(), "three failed writes, then one that went through")
+			assert.Equal(t, []Outcome{OutcomeSucceeded}, obs.outcomes()[id])
+			assert.Empty(t, waiting(t, c, "q"))
+			select {
+			case <-ran:
+				t.Fatal("the task ran twice")
+			default:
+			}
+		})
+	}
+}
+
+// Error replies of a server that did not run the command and soon will
+// are outages (ErrUnavailable); others, such as a script's own error,
+// are not.
+func TestTransientReplies(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	for msg, transient := range map[string]bool{
+		"LOADING Redis is loading the dataset in memory":       true,
+		"BUSY Redis is busy running a script":                  true,
+		"MASTERDOWN Link with MASTER is down":                  true,
+		"READONLY You can't write against a read only replica": true,
+		"TRYAGAIN Multiple keys request during rehashing":      true,
+		"CLUSTERDOWN The cluster is down":                      true,
+		"ERR wrong number of arguments":                        false,
+		"WRONGTYPE Operation against a key":                    false,
+		"BUSYGROUP Consumer Group name already exists":         false,
+	} {
+		err := c.rdb.Do(ctx, c.rdb.B().Eval().Script("return redis.error_reply(ARGV[1])").
+			Numkeys(0).Arg(msg).Build()).Error()
+		_, isReply := rueidis.IsRedisErr(err)
+		require.True(t, isReply, "%v", err)
+		assert.Equal(t, transient, errors.Is(c.fail("op", "q", err), ErrUnavailable), msg)
 	}
 }
 

@@ -349,8 +349,25 @@ func (c *Client) fail(op, queue string, err error) error {
 			"give worqr its address as Options.Addr, or a rueidis client with AlwaysRESP2, DisableCache and ForceSingleClient, "+
 			"or use the package github.com/worqr/worqr/embedded: %w", where, ErrInvalidOptions, err)
 	}
-	if _, isReply := rueidis.IsRedisErr(err); isReply || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if re, isReply := rueidis.IsRedisErr(err); isReply && !transientReply(re.Error()) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("worqr: %s: %w", where, err)
 	}
 	return fmt.Errorf("worqr: %s: %w: %w", where, ErrUnavailable, err)
+}
+
+// transientReply reports whether an error reply is one of a server that
+// did not run the command and will again soon: loading its data after a
+// restart, busy with a long script, a replica cut off from its master or
+// being promoted, a cluster between states. These are outages like a
+// closed connection (ErrUnavailable), so a caller retries: a handler's
+// outcome written as Redis reloads is written once it has (found by the
+// chaos run: it was given up, and the process stayed held).
+func transientReply(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN":
+		return true
+	}
+	return false
 }
