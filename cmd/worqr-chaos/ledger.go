@@ -79,6 +79,7 @@ type run struct {
 	cause        string
 	fail         string // the handler failed: failPlanned, failPermanent, failTimeout
 	settled      string // outcome once the process ended, "" before
+	settledAt    int64  // when the settled report came, 0 before
 }
 
 // failed reports whether the handler returned a failure of its own (not
@@ -165,7 +166,7 @@ func (l *ledger) apply(name string, r report) {
 		}
 		switch r.Cause {
 		case outFinished, outRetried, outDead, outLost, "cancelled", "deleted":
-			ru.settled = r.Cause
+			ru.settled, ru.settledAt = r.Cause, r.T
 		default:
 			l.problems = append(l.problems, fmt.Sprintf("%s: process %s/%s settled %q", name, r.Q, r.PID, r.Cause))
 		}
@@ -356,6 +357,15 @@ const earlyTolerance = 2 * time.Millisecond
 // start, and a report can wait for the reporter's lock.
 const timeoutSlack = 100 * time.Millisecond
 
+// settleWithin is the longest a job's process may stay unsettled after
+// its handler returned, while its worker lives: the runtime writes the
+// outcome at once and retries while Redis is away (here for at most 2.4 s
+// plus loading, or a 3.2 s pause), and a worker that cannot renew its
+// lease for a TTL fences itself, which settles the process as lost. A
+// process still unsettled after that is held in Redis by a live worker
+// that will neither finish it nor let peers reclaim it.
+const settleWithin = 15 * time.Second
+
 // poisonSlack widens the poison-pill guard's window (twice the TTL from
 // the start to the reclaim) for the check that a poison verdict had as
 // many holders die soon after starting the task: the ledger times a death
@@ -403,6 +413,12 @@ type verdict struct {
 	poisonExplained     int
 	ambiguous           int
 	endings             []string
+	unsettled           []string // handlers that returned, their outcome never written
+	// The smallest margins by which delayed tasks and retries started
+	// after they were due (negative: early); valid when the counts are
+	// not zero.
+	delaySlack, retrySlack   time.Duration
+	delayStarts, retryStarts int
 }
 
 // judge checks every task's runs, and how each job ended against its plan
@@ -548,6 +564,7 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 					t, dl.kind, dl.err, l.historyLocked(t, t0)))
 			}
 		case "probe":
+			l.unsettledLocked(&v, t, runs, t0)
 			if unexplained > 0 {
 				v.unexplained = append(v.unexplained, fmt.Sprintf("probe %s ran twice: %s", t, l.historyLocked(t, t0)))
 			}
@@ -572,6 +589,7 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	bad := func(format string, args ...any) {
 		v.endings = append(v.endings, t+": "+fmt.Sprintf(format, args...)+": "+l.historyLocked(t, t0))
 	}
+	l.unsettledLocked(v, t, runs, t0)
 
 	var done int64
 	finished := false
@@ -659,6 +677,11 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	if due := info.dueUs(); due != 0 {
 		v.delayed++
 		for _, ru := range runs {
+			slack := time.Duration(ru.wStart-due) * time.Microsecond
+			if v.delayStarts == 0 || slack < v.delaySlack {
+				v.delaySlack = slack
+			}
+			v.delayStarts++
 			if ru.wStart < due-tol {
 				v.early = append(v.early, fmt.Sprintf("%s (pid %s) started %v before it was due: %s",
 					t, ru.pid, time.Duration(due-ru.wStart)*time.Microsecond, l.historyLocked(t, t0)))
@@ -671,7 +694,13 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	for i := 1; i < len(runs); i++ {
 		a, b := runs[i-1], runs[i]
 		if a.failed() {
-			if due := a.wEnd + retryBackoff(a.attempt, nil).Microseconds(); b.wStart < due-tol {
+			due := a.wEnd + retryBackoff(a.attempt, nil).Microseconds()
+			slack := time.Duration(b.wStart-due) * time.Microsecond
+			if v.retryStarts == 0 || slack < v.retrySlack {
+				v.retrySlack = slack
+			}
+			v.retryStarts++
+			if b.wStart < due-tol {
 				v.early = append(v.early, fmt.Sprintf("%s (pid %s) started %v before the backoff after attempt %d ended: %s",
 					t, b.pid, time.Duration(due-b.wStart)*time.Microsecond, a.attempt, l.historyLocked(t, t0)))
 			}
@@ -682,6 +711,29 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	}
 	if len(runs) > 0 && runs[0].attempt < 1 {
 		bad("first run is attempt %d", runs[0].attempt)
+	}
+}
+
+// unsettledLocked reports the runs whose handler returned but whose
+// process was not settled (finished, retried, dead-lettered or lost)
+// within settleWithin, while their worker lived.
+func (l *ledger) unsettledLocked(v *verdict, t string, runs []*run, t0 int64) {
+	for _, ru := range runs {
+		if ru.end == 0 {
+			continue // never ended: neverEnded says so, unless it was killed
+		}
+		deadline := ru.end + int64(settleWithin)
+		switch in := l.insts[ru.inst]; {
+		case ru.settled != "" && ru.settledAt <= deadline:
+		case ru.settled == "" && in.killSent != 0 && in.killSent <= deadline:
+		default:
+			how := "never"
+			if ru.settled != "" {
+				how = fmt.Sprintf("only %v later", time.Duration(ru.settledAt-ru.end).Round(time.Millisecond))
+			}
+			v.unsettled = append(v.unsettled, fmt.Sprintf("%s (pid %s on %s): the handler returned, its outcome written %s: %s",
+				t, ru.pid, ru.inst, how, l.historyLocked(t, t0)))
+		}
 	}
 }
 

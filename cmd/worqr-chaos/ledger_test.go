@@ -304,9 +304,9 @@ func exhausted(attempts int) map[string][]deadLetter {
 
 func clean(t *testing.T, v verdict) {
 	t.Helper()
-	if len(v.lost)+len(v.unexplained)+len(v.overlaps)+len(v.early)+len(v.endings)+len(v.problems) > 0 {
-		t.Errorf("lost %v, unexplained %v, overlaps %v, early %v, endings %v, problems %v",
-			v.lost, v.unexplained, v.overlaps, v.early, v.endings, v.problems)
+	if len(v.lost)+len(v.unexplained)+len(v.overlaps)+len(v.early)+len(v.endings)+len(v.problems)+len(v.unsettled) > 0 {
+		t.Errorf("lost %v, unexplained %v, overlaps %v, early %v, endings %v, problems %v, unsettled %v",
+			v.lost, v.unexplained, v.overlaps, v.early, v.endings, v.problems, v.unsettled)
 	}
 }
 
@@ -601,5 +601,36 @@ func TestSettledOutcomesAreKnown(t *testing.T) {
 	settled(l, "w1.1", "1", "unobserved")
 	if v := l.judge(planned("job-1"), nil, 0); len(v.problems) != 1 {
 		t.Errorf("problems %v", v.problems)
+	}
+}
+
+func TestOutcomeNeverWrittenIsCaught(t *testing.T) {
+	second := int64(time.Second)
+	for _, tc := range []struct {
+		name      string
+		after     func(l *ledger) // the run ended at 11
+		unsettled int
+	}{
+		{"settled at once", func(l *ledger) {
+			l.apply("w1.1", report{Ev: "settled", T: 12, Q: "q", PID: "1", Cause: outFinished})
+		}, 0},
+		// The write failed for good (say, on a LOADING reply) and the
+		// process stayed held until the worker shut down.
+		{"settled only at shutdown", func(l *ledger) {
+			l.apply("w1.1", report{Ev: "settled", T: 11 + 20*second, Q: "q", PID: "1", Cause: outLost})
+		}, 1},
+		{"never settled", func(l *ledger) {}, 1},
+		{"killed before settling", func(l *ledger) { l.killed("w1.1", 11+second, 12+second) }, 0},
+		{"killed long after", func(l *ledger) { l.killed("w1.1", 11+20*second, 12+20*second) }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			start(l, "w1.1", "job-1", "1", 10)
+			end(l, "w1.1", "1", 11, true, "")
+			tc.after(l)
+			if v := l.judge(planned("job-1"), nil, 0); len(v.unsettled) != tc.unsettled {
+				t.Errorf("unsettled %v", v.unsettled)
+			}
+		})
 	}
 }

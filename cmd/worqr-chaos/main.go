@@ -283,6 +283,10 @@ func runChaos(cfg config) (ok bool, err error) {
 	found = append(found, found2...)
 
 	v := l.judge(tasks, dead, t0)
+	if v.delayStarts > 0 && v.retryStarts > 0 {
+		chk.logf("closest to their due time: delayed tasks started %v after it (of %d starts), retries %v after their backoff (of %d)",
+			v.delaySlack.Round(10*time.Microsecond), v.delayStarts, v.retrySlack.Round(10*time.Microsecond), v.retryStarts)
+	}
 	// Violations by class, each class listed on its own so that a flood
 	// of one does not hide the others.
 	classes := [][]string{violations}
@@ -305,6 +309,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	add("", v.problems)
 	add("early: ", v.early)
 	add("ending: ", v.endings)
+	add("outcome not recorded: ", v.unsettled)
 	add("orphan: ", found)
 	add("wedged: ", wedged)
 	violations = nil

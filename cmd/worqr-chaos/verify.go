@@ -130,7 +130,7 @@ func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 				want = len(conns)
 			}
 			if n != 0 || len(ps) != want {
-				missing = append(missing, fmt.Sprintf("%s: %d waiting or delayed, %d in flight (want 0, %d)", q, n, len(ps), want))
+				missing = append(missing, fmt.Sprintf("%s: %d waiting or delayed, %d in flight (want 0, %d)%s", q, n, len(ps), want, describe(q, ps)))
 			}
 		}
 		all, live, err := c.registry(ctx)
@@ -344,6 +344,18 @@ func (c *checker) orphans() (int, []string, error) {
 	}
 	sort.Strings(found)
 	return rep.Problems(), found, nil
+}
+
+// describe names a job queue's processes in flight, a few of them.
+func describe(q string, ps []worqr.ProcessInfo) string {
+	if q == connQueue || len(ps) == 0 {
+		return ""
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, fmt.Sprintf("%s (pid %s, owner %.8s, attempt %d)", p.Task, p.ID, p.Owner, p.Attempt))
+	}
+	return ": " + first(names, 5)
 }
 
 func first(s []string, n int) string {
