@@ -258,11 +258,11 @@ func (l *ledger) undone(tasks []string) (missing []string, running int) {
 	return missing, running
 }
 
-// history describes a task's runs, for messages.
-func (l *ledger) history(task string) string {
+// history describes a task's runs, for messages, with times from t0.
+func (l *ledger) history(task string, t0 int64) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.historyLocked(task, 0)
+	return l.historyLocked(task, t0)
 }
 
 func (l *ledger) historyLocked(task string, t0 int64) string {

@@ -172,8 +172,8 @@ func TestJobThatNeverCompletedIsLost(t *testing.T) {
 	fence(l, "w1.1", 12, lostProc{Q: "q", PID: "1", Task: "job-1"})
 	end(l, "w1.1", "1", 13, false, fencedCause)
 	v := l.judge(job(1), nil, 0)
-	if len(v.lost) != 1 || !strings.Contains(l.history("job-1"), "fenced@") {
-		t.Errorf("lost = %v, history %s", v.lost, l.history("job-1"))
+	if len(v.lost) != 1 || !strings.Contains(l.history("job-1", 0), "fenced@") {
+		t.Errorf("lost = %v, history %s", v.lost, l.history("job-1", 0))
 	}
 	l = newLedger()
 	if v := l.judge(job(1), nil, 0); len(v.lost) != 1 || v.tasks != 1 {

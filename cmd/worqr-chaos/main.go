@@ -299,7 +299,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	}
 	var lost []string
 	for _, t := range v.lost {
-		lost = append(lost, t+": "+l.history(t))
+		lost = append(lost, t+": "+l.history(t, t0))
 	}
 	add("lost ", lost)
 	add("", v.unexplained)
