@@ -284,7 +284,9 @@ func runChaos(cfg config) (ok bool, err error) {
 
 	v := l.judge(tasks, dead, t0)
 	if v.delayStarts > 0 && v.retryStarts > 0 {
-		chk.logf("closest to their due time: delayed tasks started %v after it (of %d starts), retries %v after their backoff (of %d)",
+		// Redis rounds due times down to the millisecond: a margin down
+		// to -1ms is on time (see earlyTolerance).
+		chk.logf("closest starts to their due times (negative: before, by less than Redis's ms rounding): delayed tasks %v (of %d starts), retries %v (of %d)",
 			v.delaySlack.Round(10*time.Microsecond), v.delayStarts, v.retrySlack.Round(10*time.Microsecond), v.retryStarts)
 	}
 	// Violations by class, each class listed on its own so that a flood
