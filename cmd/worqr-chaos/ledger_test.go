@@ -1,20 +1,24 @@
 package main
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The ledger's judgement on made-up reports: a checker that cannot fail
 // proves nothing, so each violation it must catch is caught here, next to
 // the look-alike it must let pass.
 
+// start reports a run's start; its attempt counts the task's runs, and
+// the wall clock reads t µs.
 func start(l *ledger, inst, task, pid string, t int64) {
-	l.apply(inst, report{Ev: "start", T: t, Q: "q", PID: pid, Task: task, Owner: inst + "-id"})
+	l.apply(inst, report{Ev: "start", T: t, W: t, Q: "q", PID: pid, Task: task, Owner: inst + "-id", Attempt: len(l.byTask[task]) + 1})
 }
 
 func end(l *ledger, inst, pid string, t int64, ok bool, cause string) {
-	l.apply(inst, report{Ev: "end", T: t, Q: "q", PID: pid, OK: ok, Cause: cause})
+	l.apply(inst, report{Ev: "end", T: t, W: t, Q: "q", PID: pid, OK: ok, Cause: cause})
 }
 
 func settled(l *ledger, inst, pid, out string) {
@@ -39,7 +43,7 @@ func TestPersistentHoldsThatOverlapAreCaught(t *testing.T) {
 	l := newLedger()
 	start(l, "w1.1", "conn-0", "1", 10)
 	start(l, "w2.1", "conn-0", "2", 20) // w1.1 still holds it
-	v := l.judge(conn(), 0)
+	v := l.judge(conn(), nil, 0)
 	if len(v.overlaps) != 1 {
 		t.Fatalf("overlaps = %v, want one", v.overlaps)
 	}
@@ -57,7 +61,7 @@ func TestKilledHolderHoldsUntilReaped(t *testing.T) {
 		start(l, "w1.1", "conn-0", "1", 10)
 		l.killed("w1.1", 12, tc.reaped)
 		start(l, "w2.1", "conn-0", "2", 20)
-		v := l.judge(conn(), 0)
+		v := l.judge(conn(), nil, 0)
 		if len(v.overlaps) != tc.overlaps {
 			t.Errorf("reaped at %d: overlaps = %v, want %d", tc.reaped, v.overlaps, tc.overlaps)
 		}
@@ -78,7 +82,7 @@ func TestFencedHolderHoldsUntilItsHandlerReturns(t *testing.T) {
 		end(l, "w1.1", "1", tc.ended, false, fencedCause)
 		start(l, "w2.1", "conn-0", "2", 20)
 		end(l, "w2.1", "2", 30, false, "worqr: worker shutting down")
-		v := l.judge(conn(), 0)
+		v := l.judge(conn(), nil, 0)
 		if len(v.overlaps) != tc.overlaps {
 			t.Errorf("ended at %d: overlaps = %v, want %d", tc.ended, v.overlaps, tc.overlaps)
 		}
@@ -92,7 +96,7 @@ func TestPersistentHoldEndingForNoFaultIsCaught(t *testing.T) {
 	l := newLedger()
 	start(l, "w1.1", "conn-0", "1", 10)
 	end(l, "w1.1", "1", 15, false, "worqr: process lost")
-	if v := l.judge(conn(), 0); len(v.strangeEnds) != 1 {
+	if v := l.judge(conn(), nil, 0); len(v.strangeEnds) != 1 {
 		t.Errorf("strange ends = %v, want one", v.strangeEnds)
 	}
 }
@@ -150,7 +154,7 @@ func TestDuplicates(t *testing.T) {
 			start(l, "w2.1", "job-1", "2", 20)
 			end(l, "w2.1", "2", 21, true, "")
 			settled(l, "w2.1", "2", outFinished)
-			v := l.judge(job(tc.copies...), 0)
+			v := l.judge(job(tc.copies...), nil, 0)
 			if v.duplicates != 1 || v.explained != tc.explained || len(v.unexplained) != tc.unexplained {
 				t.Errorf("duplicates %d, explained %d, unexplained %v; want 1, %d, %d",
 					v.duplicates, v.explained, v.unexplained, tc.explained, tc.unexplained)
@@ -167,12 +171,12 @@ func TestJobThatNeverCompletedIsLost(t *testing.T) {
 	start(l, "w1.1", "job-1", "1", 10)
 	fence(l, "w1.1", 12, lostProc{Q: "q", PID: "1", Task: "job-1"})
 	end(l, "w1.1", "1", 13, false, fencedCause)
-	v := l.judge(job(1), 0)
-	if len(v.lost) != 1 || !strings.Contains(l.history("job-1"), "fenced@") {
-		t.Errorf("lost = %v, history %s", v.lost, l.history("job-1"))
+	v := l.judge(job(1), nil, 0)
+	if len(v.lost) != 1 || !strings.Contains(l.history("job-1", 0), "fenced@") {
+		t.Errorf("lost = %v, history %s", v.lost, l.history("job-1", 0))
 	}
 	l = newLedger()
-	if v := l.judge(job(1), 0); len(v.lost) != 1 || v.tasks != 1 {
+	if v := l.judge(job(1), nil, 0); len(v.lost) != 1 || v.tasks != 1 {
 		t.Errorf("a job that never ran: lost = %v, tasks %d", v.lost, v.tasks)
 	}
 }
@@ -180,11 +184,11 @@ func TestJobThatNeverCompletedIsLost(t *testing.T) {
 func TestHandlerThatNeverEndedIsReported(t *testing.T) {
 	l := newLedger()
 	start(l, "w1.1", "job-1", "1", 10)
-	if v := l.judge(job(1), 0); len(v.neverEnded) != 1 {
+	if v := l.judge(job(1), nil, 0); len(v.neverEnded) != 1 {
 		t.Errorf("never ended = %v", v.neverEnded)
 	}
 	l.killed("w1.1", 11, 12)
-	if v := l.judge(job(1), 0); len(v.neverEnded) != 0 {
+	if v := l.judge(job(1), nil, 0); len(v.neverEnded) != 0 {
 		t.Errorf("a killed process's handlers end with it: %v", v.neverEnded)
 	}
 }
@@ -195,7 +199,7 @@ func TestReportsThatMakeNoSenseAreProblems(t *testing.T) {
 	start(l, "w2.1", "job-1", "1", 11)          // same process started twice
 	end(l, "w3.1", "9", 12, true, "")           // unknown process
 	l.apply("w1.1", report{Ev: "bogus", T: 13}) // unknown report
-	if v := l.judge(job(1), 0); len(v.problems) != 3 {
+	if v := l.judge(job(1), nil, 0); len(v.problems) != 3 {
 		t.Errorf("problems = %v", v.problems)
 	}
 }
@@ -206,7 +210,7 @@ func TestLatencyRunsFromFirstEnqueueToFirstCompletion(t *testing.T) {
 	end(l, "w1.1", "1", 30, true, "")
 	start(l, "w2.1", "job-1", "2", 12)
 	end(l, "w2.1", "2", 25, true, "")
-	v := l.judge(job(5, 8), 0)
+	v := l.judge(job(5, 8), nil, 0)
 	if got := v.latency(1); got != 20 {
 		t.Errorf("latency = %v, want 20ns", got)
 	}
@@ -218,10 +222,415 @@ func TestCopiesOfARetriedEnqueueMayRunAtOnce(t *testing.T) {
 	start(l, "w2.1", "job-1", "2", 11)
 	end(l, "w2.1", "2", 12, true, "")
 	end(l, "w1.1", "1", 13, true, "")
-	if v := l.judge(job(1, 2), 0); len(v.overlaps) != 0 || len(v.unexplained) != 0 || v.explained != 1 {
+	if v := l.judge(job(1, 2), nil, 0); len(v.overlaps) != 0 || len(v.unexplained) != 0 || v.explained != 1 {
 		t.Errorf("two copies: overlaps %v, unexplained %v, explained %d", v.overlaps, v.unexplained, v.explained)
 	}
-	if v := l.judge(job(1), 0); len(v.overlaps) != 1 {
+	if v := l.judge(job(1), nil, 0); len(v.overlaps) != 1 {
 		t.Errorf("one copy run twice at once: overlaps %v", v.overlaps)
+	}
+}
+
+// The lifecycle: plans, failures and their retries, dead letters, due
+// times.
+
+func TestPlanPayloadRoundTrips(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := make(map[string]bool)
+	for i := range 2000 {
+		p := randomPlan(rng)
+		payload := p.payload(i)
+		got, err := parsePlan(payload)
+		if err != nil || got != p {
+			t.Fatalf("%q parsed as %+v, %v; want %+v", payload, got, err, p)
+		}
+		seen[p.behave] = true
+		if p.delay < 0 || p.delay > maxDelay || p.delay%time.Millisecond != 0 {
+			t.Fatalf("%q: delay %v", payload, p.delay)
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("behaviours drawn: %v", seen)
+	}
+	for _, bad := range []string{"conn-1", "job-1.f", "job-1.f0", "job-1.d0", "job-1.q"} {
+		if _, err := parsePlan(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if n := failuresBefore(plannedFailure + "2"); n != 2 {
+		t.Errorf("failuresBefore = %d", n)
+	}
+	if n := failuresBefore("worqr: task timed out"); n != 0 {
+		t.Errorf("failuresBefore a timeout = %d", n)
+	}
+}
+
+// planned is one job with a plan, enqueued once at 1 (the Redis clock
+// then reads 1 µs) unless copies say otherwise.
+func planned(payload string, copies ...int64) map[string]*taskInfo {
+	p, err := parsePlan(payload)
+	if err != nil {
+		panic(err)
+	}
+	if len(copies) == 0 {
+		copies = []int64{1}
+	}
+	return map[string]*taskInfo{payload: {queue: "q", kind: "job", plan: p, copies: copies, enqueuedUs: 1, redisBefore: 1}}
+}
+
+// failRun is a run that fails: it starts at t, ends at t+1 with failure
+// class fail, and settles as out ("" for no settled report).
+func failRun(l *ledger, inst, task, pid string, t int64, fail, out string) {
+	start(l, inst, task, pid, t)
+	l.apply(inst, report{Ev: "end", T: t + 1, W: t + 1, Q: "q", PID: pid, Cause: "planned failure", Fail: fail})
+	if out != "" {
+		settled(l, inst, pid, out)
+	}
+}
+
+// okRun is a run that completes and is finished.
+func okRun(l *ledger, inst, task, pid string, t int64) {
+	start(l, inst, task, pid, t)
+	end(l, inst, pid, t+1, true, "")
+	settled(l, inst, pid, outFinished)
+}
+
+// gap is more than any retry's backoff, in µs (the wall clock of the
+// test reports) and ns (their monotonic clock).
+const gap = int64(time.Second / time.Microsecond)
+
+func exhausted(attempts int) map[string][]deadLetter {
+	return map[string][]deadLetter{"job-1.x": {{id: "1", kind: "exhausted", err: plannedFailure + "3", attempts: attempts}}}
+}
+
+func clean(t *testing.T, v verdict) {
+	t.Helper()
+	if len(v.lost)+len(v.unexplained)+len(v.overlaps)+len(v.early)+len(v.endings)+len(v.problems)+len(v.unsettled) > 0 {
+		t.Errorf("lost %v, unexplained %v, overlaps %v, early %v, endings %v, problems %v, unsettled %v",
+			v.lost, v.unexplained, v.overlaps, v.early, v.endings, v.problems, v.unsettled)
+	}
+}
+
+func TestExhaustedTaskRetriedThenDead(t *testing.T) {
+	l := newLedger()
+	failRun(l, "w1.1", "job-1.x", "1", 10, failPlanned, outRetried)
+	failRun(l, "w2.1", "job-1.x", "2", 10+gap, failPlanned, outRetried)
+	failRun(l, "w1.1", "job-1.x", "3", 10+2*gap, failPlanned, outDead)
+	v := l.judge(planned("job-1.x"), exhausted(3), 0)
+	clean(t, v)
+	if v.failedRuns != 3 || v.retried != 2 || v.duplicates != 0 || v.deadByKind["exhausted"] != 1 {
+		t.Errorf("failed %d, retried %d, duplicates %d, dead %v", v.failedRuns, v.retried, v.duplicates, v.deadByKind)
+	}
+	// A reclaim in between does not use the budget up, and is a release.
+	l = newLedger()
+	failRun(l, "w1.1", "job-1.x", "1", 10, failPlanned, outRetried)
+	start(l, "w2.1", "job-1.x", "2", 10+gap)
+	l.killed("w2.1", 20+gap, 30+gap)
+	failRun(l, "w1.1", "job-1.x", "3", 10+2*gap, failPlanned, outRetried)
+	failRun(l, "w1.1", "job-1.x", "4", 10+3*gap, failPlanned, outDead)
+	v = l.judge(planned("job-1.x"), exhausted(4), 0)
+	clean(t, v)
+	if v.duplicates != 1 || v.explained != 1 {
+		t.Errorf("duplicates %d, explained %d; want the reclaim's run", v.duplicates, v.explained)
+	}
+}
+
+func TestMoreFailuresThanPlannedAreCaught(t *testing.T) {
+	l := newLedger()
+	for i := range 4 {
+		out := outRetried
+		if i == 3 {
+			out = outDead
+		}
+		failRun(l, "w1.1", "job-1.x", string(rune('1'+i)), 10+int64(i)*gap, failPlanned, out)
+	}
+	if v := l.judge(planned("job-1.x"), exhausted(4), 0); len(v.endings) != 1 || !strings.Contains(v.endings[0], "4 failed attempts") {
+		t.Errorf("endings %v", v.endings)
+	}
+	// A task planned to fail once that fails twice.
+	l = newLedger()
+	failRun(l, "w1.1", "job-1.f1", "1", 10, failPlanned, outRetried)
+	failRun(l, "w1.1", "job-1.f1", "2", 10+gap, failPlanned, outRetried)
+	okRun(l, "w1.1", "job-1.f1", "3", 10+2*gap)
+	if v := l.judge(planned("job-1.f1"), nil, 0); len(v.endings) != 1 {
+		t.Errorf("endings %v", v.endings)
+	}
+}
+
+func TestRetryBeforeItsBackoffIsEarly(t *testing.T) {
+	backoff := retryBackoff(1, nil).Microseconds()
+	for _, tc := range []struct {
+		after int64 // µs after the failed run's end
+		early int
+	}{{after: backoff, early: 0}, {after: backoff - 1000, early: 0}, {after: backoff - 3000, early: 1}, {after: 0, early: 1}} {
+		l := newLedger()
+		failRun(l, "w1.1", "job-1.f1", "1", 10, failPlanned, outRetried) // ends at 11
+		okRun(l, "w2.1", "job-1.f1", "2", 11+tc.after)
+		v := l.judge(planned("job-1.f1"), nil, 0)
+		if len(v.early) != tc.early || len(v.unexplained) != 0 {
+			t.Errorf("retry %d µs after the failure: early %v, unexplained %v", tc.after, v.early, v.unexplained)
+		}
+	}
+}
+
+func TestDelayedStartBeforeItsDueTimeIsEarly(t *testing.T) {
+	const due = 1 + 100_000 // enqueued at 1 µs, delayed 100 ms
+	for _, tc := range []struct {
+		start  int64
+		copies []int64
+		early  int
+	}{
+		{start: due, early: 0},
+		{start: due - 1500, early: 0}, // within the tolerance
+		{start: due - 2500, early: 1},
+		{start: 50_000, early: 1},
+	} {
+		l := newLedger()
+		okRun(l, "w1.1", "job-1.d100", "1", tc.start)
+		if v := l.judge(planned("job-1.d100"), nil, 0); len(v.early) != tc.early || v.delayed != 1 {
+			t.Errorf("start at %d: early %v, delayed %d", tc.start, v.early, v.delayed)
+		}
+	}
+	// With two copies the TIME read before the first attempt counts, not
+	// the id.
+	tasks := planned("job-1.d100", 1, 2)
+	tasks["job-1.d100"].enqueuedUs = 50_000
+	l := newLedger()
+	okRun(l, "w1.1", "job-1.d100", "1", due)
+	if v := l.judge(tasks, nil, 0); len(v.early) != 0 {
+		t.Errorf("two copies: early %v", v.early)
+	}
+}
+
+func TestDeadLettersMustMatchThePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		payload string
+		dl      deadLetter
+		bad     bool
+	}{
+		{"permanent", "job-1.p", deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 1}, false},
+		{"permanent as exhausted", "job-1.p", deadLetter{kind: "exhausted", err: "permanent: " + plannedPermanent, attempts: 1}, true},
+		{"exhausted too soon", "job-1.x", deadLetter{kind: "exhausted", err: plannedFailure + "2", attempts: 1}, true},
+		{"timeouts", "job-1.T", deadLetter{kind: "timeout", err: "worqr: task timed out: worqr: task timed out", attempts: 1}, false},
+		{"ordinary job dead", "job-1", deadLetter{kind: "permanent", err: "permanent: x", attempts: 1}, true},
+		{"too few attempts", "job-1.p", deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			fail := failPlanned
+			switch tc.payload {
+			case "job-1.p":
+				fail = failPermanent
+			case "job-1.T":
+				fail = failTimeout
+			}
+			start(l, "w1.1", tc.payload, "1", 10)
+			if tc.payload == "job-1" {
+				end(l, "w1.1", "1", 11, false, "worqr: worker fenced") // a fault ended it: no failure
+			} else {
+				l.apply("w1.1", report{Ev: "end", T: 10 + int64(jobTimeout), W: 11, Q: "q", PID: "1", Cause: "x", Fail: fail})
+			}
+			settled(l, "w1.1", "1", outDead)
+			v := l.judge(planned(tc.payload), map[string][]deadLetter{tc.payload: {tc.dl}}, 0)
+			if got := len(v.endings) > 0; got != tc.bad {
+				t.Errorf("endings %v", v.endings)
+			}
+			if len(v.lost) != 0 {
+				t.Errorf("lost %v", v.lost)
+			}
+		})
+	}
+}
+
+func TestEndingsThatContradictThePlan(t *testing.T) {
+	// Finished, and dead too.
+	l := newLedger()
+	okRun(l, "w1.1", "job-1", "1", 10)
+	dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "x", attempts: 5}}}
+	if v := l.judge(planned("job-1"), dead, 0); !strings.Contains(strings.Join(v.endings, "\n"), "finished, and dead-lettered") {
+		t.Errorf("finished and dead: endings %v", v.endings)
+	}
+	// Planned to die, yet completed.
+	l = newLedger()
+	okRun(l, "w1.1", "job-1.p", "1", 10)
+	if v := l.judge(planned("job-1.p"), nil, 0); len(v.endings) != 1 {
+		t.Errorf("completed a permanent failure: endings %v", v.endings)
+	}
+	// Failed for good, yet not among the dead letters: lost.
+	l = newLedger()
+	failRun(l, "w1.1", "job-1.p", "1", 10, failPermanent, outDead)
+	if v := l.judge(planned("job-1.p"), nil, 0); len(v.lost) != 1 {
+		t.Errorf("lost %v", v.lost)
+	}
+	// Dead twice though enqueued once; and a dead letter no one enqueued.
+	l = newLedger()
+	failRun(l, "w1.1", "job-1.p", "1", 10, failPermanent, outDead)
+	dl := deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 1}
+	dead = map[string][]deadLetter{"job-1.p": {dl, dl}, "job-9": {dl}}
+	if v := l.judge(planned("job-1.p"), dead, 0); len(v.endings) != 2 {
+		t.Errorf("endings %v", v.endings)
+	}
+	// A persistent task must never die.
+	l = newLedger()
+	start(l, "w1.1", "conn-0", "1", 10)
+	if v := l.judge(conn(), map[string][]deadLetter{"conn-0": {{kind: "poison"}}}, 0); len(v.endings) != 1 {
+		t.Errorf("dead persistent task: endings %v", v.endings)
+	}
+}
+
+func TestPoisonVerdictNeedsHoldersThatDiedSoonAfterStarting(t *testing.T) {
+	second := int64(time.Second)
+	for _, tc := range []struct {
+		name   string
+		deaths []int64 // how long after its start each holder died
+		ok     bool
+	}{
+		{"three quick deaths", []int64{second / 10, second, 3 * second}, true},
+		{"two", []int64{second / 10, second}, false},
+		{"one too late", []int64{second / 10, second, 5 * second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			at := int64(10)
+			for i, d := range tc.deaths {
+				inst := "w" + string(rune('1'+i)) + ".1"
+				pid := string(rune('1' + i))
+				start(l, inst, "job-1", pid, at)
+				if i%2 == 0 {
+					l.killed(inst, at+d, at+d+1)
+				} else {
+					fence(l, inst, at+d, lostProc{Q: "q", PID: pid, Task: "job-1"})
+					end(l, inst, pid, at+d+1, false, fencedCause)
+				}
+				at += d + 10*second
+			}
+			dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
+			v := l.judge(planned("job-1"), dead, 0)
+			if got := len(v.endings) == 0 && v.poisonExplained == 1; got != tc.ok {
+				t.Errorf("endings %v, explained %d", v.endings, v.poisonExplained)
+			}
+			if len(v.lost) != 0 || len(v.unexplained) != 0 {
+				t.Errorf("lost %v, unexplained %v", v.lost, v.unexplained)
+			}
+		})
+	}
+}
+
+func TestFailedRunReleasesItsTaskWhateverTheWorkerHeard(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		between   func(l *ledger) // after run 1 failed at 10..11
+		ambiguous int
+	}{
+		// The retry went through but its reply was lost: sent again, it
+		// found the process gone.
+		{"settled lost", func(l *ledger) { settled(l, "w1.1", "1", outLost) }, 1},
+		// Killed after the retry went through, before saying so: the
+		// retry may start before the kill.
+		{"killed late", func(l *ledger) { l.killed("w1.1", 30+gap, 31+gap) }, 0},
+		// Fenced with the retry in flight.
+		{"fenced late", func(l *ledger) {
+			fence(l, "w1.1", 30+gap, lostProc{Q: "q", PID: "1", Task: "job-1.f1"})
+			settled(l, "w1.1", "1", outLost)
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			failRun(l, "w1.1", "job-1.f1", "1", 10, failPlanned, "")
+			tc.between(l)
+			okRun(l, "w2.1", "job-1.f1", "2", 10+gap)
+			v := l.judge(planned("job-1.f1"), nil, 0)
+			clean(t, v)
+			if v.ambiguous != tc.ambiguous || v.duplicates != 0 {
+				t.Errorf("ambiguous %d, duplicates %d", v.ambiguous, v.duplicates)
+			}
+		})
+	}
+	// A run that the worker reported dead-lettered releases nothing.
+	l := newLedger()
+	failRun(l, "w1.1", "job-1.p", "1", 10, failPermanent, outDead)
+	okRun(l, "w2.1", "job-1.p", "2", 10+gap)
+	if v := l.judge(planned("job-1.p"), nil, 0); len(v.unexplained) != 1 {
+		t.Errorf("a dead task ran again: unexplained %v", v.unexplained)
+	}
+}
+
+func TestTimeoutsMustTakeTheirTime(t *testing.T) {
+	for _, tc := range []struct {
+		took  time.Duration
+		early bool
+	}{{jobTimeout, false}, {jobTimeout - timeoutSlack/2, false}, {jobTimeout / 2, true}} {
+		l := newLedger()
+		start(l, "w1.1", "job-1.t", "1", 10)
+		l.apply("w1.1", report{Ev: "end", T: 10 + int64(tc.took), W: 11, Q: "q", PID: "1", Cause: "worqr: task timed out", Fail: failTimeout})
+		settled(l, "w1.1", "1", outRetried)
+		okRun(l, "w1.1", "job-1.t", "2", 10+int64(tc.took)+gap)
+		v := l.judge(planned("job-1.t"), nil, 0)
+		if got := len(v.endings) > 0; got != tc.early || v.timeouts != 1 || v.unplanned != 0 {
+			t.Errorf("took %v: endings %v, timeouts %d, unplanned %d", tc.took, v.endings, v.timeouts, v.unplanned)
+		}
+	}
+	// An ordinary job that timed out is unplanned, not a violation.
+	l := newLedger()
+	start(l, "w1.1", "job-1", "1", 10)
+	l.apply("w1.1", report{Ev: "end", T: 10 + int64(jobTimeout), W: 11, Q: "q", PID: "1", Cause: "worqr: task timed out", Fail: failTimeout})
+	settled(l, "w1.1", "1", outRetried)
+	okRun(l, "w1.1", "job-1", "2", 10+int64(jobTimeout)+gap)
+	v := l.judge(planned("job-1"), nil, 0)
+	clean(t, v)
+	if v.unplanned != 1 {
+		t.Errorf("unplanned %d", v.unplanned)
+	}
+}
+
+func TestAttemptsMustCountUp(t *testing.T) {
+	l := newLedger()
+	l.apply("w1.1", report{Ev: "start", T: 10, W: 10, Q: "q", PID: "1", Task: "job-1", Attempt: 2})
+	l.killed("w1.1", 11, 12)
+	l.apply("w2.1", report{Ev: "start", T: 20, W: 20, Q: "q", PID: "2", Task: "job-1", Attempt: 2})
+	end(l, "w2.1", "2", 21, true, "")
+	settled(l, "w2.1", "2", outFinished)
+	if v := l.judge(planned("job-1"), nil, 0); len(v.endings) != 1 {
+		t.Errorf("endings %v", v.endings)
+	}
+}
+
+func TestSettledOutcomesAreKnown(t *testing.T) {
+	l := newLedger()
+	start(l, "w1.1", "job-1", "1", 10)
+	settled(l, "w1.1", "1", "unobserved")
+	if v := l.judge(planned("job-1"), nil, 0); len(v.problems) != 1 {
+		t.Errorf("problems %v", v.problems)
+	}
+}
+
+func TestOutcomeNeverWrittenIsCaught(t *testing.T) {
+	second := int64(time.Second)
+	for _, tc := range []struct {
+		name      string
+		after     func(l *ledger) // the run ended at 11
+		unsettled int
+	}{
+		{"settled at once", func(l *ledger) {
+			l.apply("w1.1", report{Ev: "settled", T: 12, Q: "q", PID: "1", Cause: outFinished})
+		}, 0},
+		// The write failed for good (say, on a LOADING reply) and the
+		// process stayed held until the worker shut down.
+		{"settled only at shutdown", func(l *ledger) {
+			l.apply("w1.1", report{Ev: "settled", T: 11 + 20*second, Q: "q", PID: "1", Cause: outLost})
+		}, 1},
+		{"never settled", func(l *ledger) {}, 1},
+		{"killed before settling", func(l *ledger) { l.killed("w1.1", 11+second, 12+second) }, 0},
+		{"killed long after", func(l *ledger) { l.killed("w1.1", 11+20*second, 12+20*second) }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			start(l, "w1.1", "job-1", "1", 10)
+			end(l, "w1.1", "1", 11, true, "")
+			tc.after(l)
+			if v := l.judge(planned("job-1"), nil, 0); len(v.unsettled) != tc.unsettled {
+				t.Errorf("unsettled %v", v.unsettled)
+			}
+		})
 	}
 }

@@ -1,7 +1,12 @@
 // Command worqr-chaos runs worqr under faults that really happen and
 // checks what it promises: no task lost, none run twice unless a holder
-// of it died or fenced itself, persistent tasks never held by two live
-// workers at once, nothing orphaned in Redis, and no worker left wedged.
+// of it died or fenced itself (or its handler failed, and it was retried),
+// persistent tasks never held by two live workers at once, nothing
+// orphaned in Redis, and no worker left wedged. Jobs follow plans written
+// in their payloads (plan.go): some fail and are retried, some exhaust
+// their budget or fail permanently and must end in the dead letters with
+// the right kind, some time out, some are delayed and must not start
+// before they are due.
 //
 // It starts its own redis-server (a free loopback port, a temporary
 // directory, append-only file on), several worker processes (this binary
@@ -28,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -71,13 +77,14 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (Redis data, worker logs) even when every check passes")
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
-		"wedge: a worker stops taking jobs-a after its first fence (wedged)")
+		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
+		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
 		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
 		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
-	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge {
-		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger or wedge")
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge or lifecycle")
 		os.Exit(2)
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
@@ -158,6 +165,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	defer prodRdb.Close()
 
 	l := newLedger()
+	l.ttl = cfg.ttl
 	fl, err := newFleet(srv.addr(), prefix, cfg.ttl, logDir, l)
 	if err != nil {
 		return false, err
@@ -212,7 +220,8 @@ func runChaos(cfg config) (ok bool, err error) {
 
 	// Faults and production.
 	t0 := now()
-	prod := newProducer(prodClient, cfg.rate, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
+	prod := newProducer(prodClient, prodRdb, cfg.rate, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
+	prod.noDelay = cfg.sabotage == sabotageLifecycle
 	stopProducing := make(chan struct{})
 	produced := make(chan error, 1)
 	go func() { produced <- prod.run(stopProducing) }()
@@ -263,26 +272,51 @@ func runChaos(cfg config) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	dead, err := chk.deadLetters(ctx)
+	cancel()
+	if err != nil {
+		return false, err
+	}
 	chk.logf("worker processes stopped; Redis checked")
 	orphans += more
 	found = append(found, found2...)
 
-	v := l.judge(tasks, t0)
+	v := l.judge(tasks, dead, t0)
+	if v.delayStarts > 0 && v.retryStarts > 0 {
+		// Redis rounds due times down to the millisecond: a margin down
+		// to -1ms is on time (see earlyTolerance).
+		chk.logf("closest starts to their due times (negative: before, by less than Redis's ms rounding): delayed tasks %v (of %d starts), retries %v (of %d)",
+			v.delaySlack.Round(10*time.Microsecond), v.delayStarts, v.retrySlack.Round(10*time.Microsecond), v.retryStarts)
+	}
+	// Violations by class, each class listed on its own so that a flood
+	// of one does not hide the others.
+	classes := [][]string{violations}
+	add := func(prefix string, list []string) {
+		var c []string
+		for _, s := range list {
+			c = append(c, prefix+s)
+		}
+		classes = append(classes, c)
+	}
+	var lost []string
 	for _, t := range v.lost {
-		violations = append(violations, "lost "+t+": "+l.history(t))
+		lost = append(lost, t+": "+l.history(t, t0))
 	}
-	violations = append(violations, v.unexplained...)
-	violations = append(violations, v.overlaps...)
-	violations = append(violations, v.strangeEnds...)
-	for _, n := range v.neverEnded {
-		violations = append(violations, "handler never ended: "+n)
-	}
-	violations = append(violations, v.problems...)
-	for _, o := range found {
-		violations = append(violations, "orphan: "+o)
-	}
-	for _, w := range wedged {
-		violations = append(violations, "wedged: "+w)
+	add("lost ", lost)
+	add("", v.unexplained)
+	add("", v.overlaps)
+	add("", v.strangeEnds)
+	add("handler never ended: ", v.neverEnded)
+	add("", v.problems)
+	add("early: ", v.early)
+	add("ending: ", v.endings)
+	add("outcome not recorded: ", v.unsettled)
+	add("orphan: ", found)
+	add("wedged: ", wedged)
+	violations = nil
+	for _, c := range classes {
+		violations = append(violations, c...)
 	}
 
 	var kinds []string
@@ -294,20 +328,40 @@ func runChaos(cfg config) (ok bool, err error) {
 	verdict := "PASS"
 	if len(violations) > 0 {
 		verdict = "FAIL"
-		sort.Strings(violations)
-		for i, s := range violations {
-			if i == 50 {
-				say("... and %d more", len(violations)-50)
-				break
+		for _, c := range classes {
+			sort.Strings(c)
+			for i, s := range c {
+				if i == 20 {
+					say("... and %d more like it", len(c)-20)
+					break
+				}
+				say("VIOLATION: %s", s)
 			}
-			say("VIOLATION: %s", s)
 		}
 	}
-	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v latency p50=%v p99=%v max=%v\n",
+	// Dead letters by kind: those the plans and the poison guard make,
+	// then any other (each also a violation).
+	known := []string{worqr.KindPermanent, worqr.KindExhausted, worqr.KindTimeout, worqr.KindPoison}
+	var others []string
+	for k := range v.deadByKind {
+		if !slices.Contains(known, k) {
+			others = append(others, k)
+		}
+	}
+	slices.Sort(others)
+	var deadKinds []string
+	deadTotal := 0
+	for _, k := range append(known, others...) {
+		deadKinds = append(deadKinds, fmt.Sprintf("%s=%d", k, v.deadByKind[k]))
+		deadTotal += v.deadByKind[k]
+	}
+	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
 		verdict, cfg.duration, cfg.seed, cfg.workers, v.tasks, v.runs, total, strings.Join(kinds, " "),
 		fa.killed[faultKillNormal], fa.killed[faultKillPubsub], v.fences, unknown, unknown+refused,
 		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
 		v.handovers, v.maxRehold.Round(10*time.Millisecond),
-		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond))
+		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
+		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained,
+		v.delayed, len(v.early), v.timeouts, v.unplanned)
 	return len(violations) == 0, nil
 }

@@ -5,23 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/worqr/worqr"
 )
 
-// producer enqueues ordinary tasks with unique payloads (job-1, job-2, ...)
-// at a steady rate, in small batches, to random job queues. An enqueue
-// that fails is retried until it succeeds; one whose outcome is unknown
-// (the reply was lost, not the connection refused) may have queued the
-// task, so it counts as a possible extra copy: worqr documents that a
-// retried enqueue can run a task twice.
+// producer enqueues ordinary tasks with unique payloads (job-1, job-2, ...,
+// each with its plan: see plan.go) at a steady rate, in small batches, to
+// random job queues: a batch for each queue and set of enqueue options
+// (MaxAttempts, In). An enqueue that fails is retried until it succeeds;
+// one whose outcome is unknown (the reply was lost, not the connection
+// refused) may have queued the task, so it counts as a possible extra
+// copy: worqr documents that a retried enqueue can run a task twice.
 type producer struct {
 	client *worqr.Client
+	rdb    rueidis.Client // for Redis's TIME
 	rate   int
 	rng    *rand.Rand
+	// noDelay drops the delays of delayed tasks (-sabotage lifecycle):
+	// they start before the time the verifier expects.
+	noDelay bool
 
 	mu      sync.Mutex
 	tasks   map[string]*taskInfo
@@ -30,8 +38,15 @@ type producer struct {
 	failed  int // attempts that failed for sure (connection refused)
 }
 
-func newProducer(c *worqr.Client, rate int, rng *rand.Rand) *producer {
-	return &producer{client: c, rate: rate, rng: rng, tasks: make(map[string]*taskInfo)}
+func newProducer(c *worqr.Client, rdb rueidis.Client, rate int, rng *rand.Rand) *producer {
+	return &producer{client: c, rdb: rdb, rate: rate, rng: rng, tasks: make(map[string]*taskInfo)}
+}
+
+// batch is tasks enqueued together: same queue, same options.
+type batch struct {
+	q     string
+	plan  plan // the options' part of it: behaviour and delay
+	tasks [][]byte
 }
 
 // run enqueues until stop is closed, then finishes the batch in hand.
@@ -49,40 +64,105 @@ func (p *producer) run(stop <-chan struct{}) error {
 		carry += float64(p.rate) * tick.Seconds()
 		n := int(carry)
 		carry -= float64(n)
-		batches := make(map[string][][]byte)
+		// Tasks with the same options go together; the options are the
+		// queue, the budget (from the behaviour) and the delay.
+		type key struct {
+			q      string
+			budget int
+			delay  time.Duration
+		}
+		var batches []*batch
+		byKey := make(map[key]*batch)
 		for range n {
 			q := jobQueues[p.rng.IntN(len(jobQueues))]
+			pl := randomPlan(p.rng)
 			p.mu.Lock()
 			p.seq++
-			task := fmt.Sprintf("job-%d", p.seq)
-			p.tasks[task] = &taskInfo{queue: q, kind: "job"}
+			task := pl.payload(p.seq)
+			p.tasks[task] = &taskInfo{queue: q, kind: "job", plan: pl}
 			p.mu.Unlock()
-			batches[q] = append(batches[q], []byte(task))
+			k := key{q: q, delay: pl.delay}
+			if pl.behave == behaveExhaust || pl.behave == behaveTimeouts {
+				k.budget = pl.budget()
+			}
+			b := byKey[k]
+			if b == nil {
+				b = &batch{q: q, plan: pl}
+				byKey[k] = b
+				batches = append(batches, b)
+			}
+			b.tasks = append(b.tasks, []byte(task))
 		}
-		for q, tasks := range batches {
-			if err := p.enqueue(q, tasks); err != nil {
+		for _, b := range batches {
+			if err := p.enqueue(b); err != nil {
 				return err
 			}
 		}
 	}
 }
 
+// redisTime reads the Redis clock (Unix µs), retrying through faults for
+// up to a minute.
+func (p *producer) redisTime() (int64, error) {
+	deadline := time.Now().Add(time.Minute)
+	b := backoff{min: 20 * time.Millisecond, max: 500 * time.Millisecond}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t, err := p.rdb.Do(ctx, p.rdb.B().Time().Build()).AsStrSlice()
+		cancel()
+		if err == nil && len(t) == 2 {
+			sec, err1 := strconv.ParseInt(t[0], 10, 64)
+			usec, err2 := strconv.ParseInt(t[1], 10, 64)
+			if err1 == nil && err2 == nil {
+				return sec*1_000_000 + usec, nil
+			}
+			err = fmt.Errorf("TIME answered %q", t)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("producer: could not read Redis's TIME for a minute: %w", err)
+		}
+		b.wait(context.Background())
+	}
+}
+
 // enqueue retries a batch until it is queued, recording every attempt
-// that may have queued it.
-func (p *producer) enqueue(q string, tasks [][]byte) error {
+// that may have queued it. A delayed batch reads the Redis clock first: no
+// copy is enqueued earlier, so none is due earlier than that plus its
+// delay.
+func (p *producer) enqueue(bt *batch) error {
+	var before int64
+	if bt.plan.delay > 0 {
+		var err error
+		if before, err = p.redisTime(); err != nil {
+			return err
+		}
+	}
+	opts := bt.plan.options()
+	if p.noDelay && bt.plan.delay > 0 {
+		opts = opts[:len(opts)-1] // In is the last option
+	}
 	deadline := time.Now().Add(time.Minute)
 	b := backoff{min: 20 * time.Millisecond, max: 500 * time.Millisecond}
 	for {
 		at := now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := p.client.EnqueueBatch(ctx, q, tasks)
+		ids, err := p.client.EnqueueBatch(ctx, bt.q, bt.tasks, opts...)
 		cancel()
 		maybe := err == nil || !errors.Is(err, syscall.ECONNREFUSED)
 		p.mu.Lock()
 		if maybe {
-			for _, t := range tasks {
+			for _, t := range bt.tasks {
 				info := p.tasks[string(t)]
 				info.copies = append(info.copies, at)
+				info.redisBefore = before
+			}
+		}
+		if err == nil {
+			for i, t := range bt.tasks {
+				// The id is the Redis clock at the enqueue, in µs (hex).
+				if us, perr := strconv.ParseInt(ids[i], 16, 64); perr == nil {
+					p.tasks[string(t)].enqueuedUs = us
+				}
 			}
 		}
 		switch {

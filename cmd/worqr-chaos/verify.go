@@ -47,14 +47,51 @@ func until(within time.Duration, cond func() string) string {
 	}
 }
 
-// queueState is one queue in Redis: waiting tasks and in-flight processes.
+// queueState is one queue in Redis: waiting (or delayed) tasks and
+// in-flight processes.
 func (c *checker) queueState(ctx context.Context, q string) (int64, []worqr.ProcessInfo, error) {
 	n, err := c.client.QueueLen(ctx, q)
 	if err != nil {
 		return 0, nil, err
 	}
+	d, err := c.client.DelayedLen(ctx, q)
+	if err != nil {
+		return 0, nil, err
+	}
 	ps, err := c.client.Processes(ctx, q)
-	return n, ps, err
+	return n + d, ps, err
+}
+
+// deadLetters reads every dead letter of the run's queues, by payload.
+func (c *checker) deadLetters(ctx context.Context) (map[string][]deadLetter, error) {
+	out := make(map[string][]deadLetter)
+	for _, q := range allQueues() {
+		n, err := c.client.DeadLetterCount(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		seen := 0
+		// Nothing dies now (the queues are drained), so pages do not
+		// shift; the count read after says so.
+		for off := 0; off < int(n); off += 1000 {
+			dls, err := c.client.DeadLetters(ctx, q, off, 1000)
+			if err != nil {
+				return nil, err
+			}
+			for _, dl := range dls {
+				out[string(dl.Payload)] = append(out[string(dl.Payload)], deadLetter{id: dl.ID, kind: dl.Kind, err: dl.Error, attempts: dl.Attempts})
+			}
+			seen += len(dls)
+		}
+		after, err := c.client.DeadLetterCount(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if seen != int(n) || after != n {
+			return nil, fmt.Errorf("%s: read %d dead letters, counted %d before and %d after", q, seen, n, after)
+		}
+	}
+	return out, nil
 }
 
 // registry counts the workers in the registry, and those with a live lease.
@@ -68,16 +105,15 @@ func (c *checker) registry(ctx context.Context) (all, live int, err error) {
 }
 
 // drained waits until every job ran to completion and was finished in
-// Redis, every persistent task is held exactly once, and the registry
-// holds exactly the live worker processes (dead ones were reclaimed).
+// Redis, or went to the dead letters, every persistent task is held
+// exactly once, no task waits or is delayed, and the registry holds
+// exactly the live worker processes (dead ones were reclaimed).
 func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 	return until(within, func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var missing []string
-		if undone, running := c.ledger.undone(jobs); len(undone) > 0 || running > 0 {
-			missing = append(missing, fmt.Sprintf("%d jobs never completed (e.g. %s), %d handlers running", len(undone), first(undone, 5), running))
-		}
+		undone, running := c.ledger.undone(jobs)
 		open := c.ledger.openRuns(conns)
 		for _, t := range conns {
 			if open[t] != 1 {
@@ -94,7 +130,7 @@ func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 				want = len(conns)
 			}
 			if n != 0 || len(ps) != want {
-				missing = append(missing, fmt.Sprintf("%s: %d waiting, %d in flight (want 0, %d)", q, n, len(ps), want))
+				missing = append(missing, fmt.Sprintf("%s: %d waiting or delayed, %d in flight (want 0, %d)%s", q, n, len(ps), want, describe(q, ps)))
 			}
 		}
 		all, live, err := c.registry(ctx)
@@ -103,6 +139,19 @@ func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 		}
 		if procs := len(c.fleet.procs()); all != procs || live != procs {
 			missing = append(missing, fmt.Sprintf("registry holds %d workers, %d live, for %d worker processes", all, live, procs))
+		}
+		if len(undone) > 0 && len(missing) == 0 && running == 0 {
+			// Nothing waits or runs: a poison verdict dead-letters a task
+			// no handler settled, so look for the rest among the dead
+			// letters.
+			dead, err := c.deadLetters(ctx)
+			if err != nil {
+				return err.Error()
+			}
+			undone = slices.DeleteFunc(undone, func(t string) bool { return len(dead[t]) > 0 })
+		}
+		if len(undone) > 0 || running > 0 {
+			missing = append(missing, fmt.Sprintf("%d jobs neither completed nor dead (e.g. %s), %d handlers running", len(undone), first(undone, 5), running))
 		}
 		return strings.Join(missing, "; ")
 	})
@@ -131,8 +180,10 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 			probes = append(probes, t)
 			tasks[t] = &taskInfo{queue: q, kind: "probe", copies: []int64{now()}}
 		}
+		// Probes are held until released: their own timeout overrides
+		// the job queues' jobTimeout.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.client.EnqueueBatch(ctx, q, batch)
+		_, err := c.client.EnqueueBatch(ctx, q, batch, worqr.Timeout(time.Hour))
 		cancel()
 		if err != nil {
 			return nil, err.Error()
@@ -173,7 +224,7 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 				want = persistentTasks
 			}
 			if n != 0 || len(ps) != want {
-				return fmt.Sprintf("%s: %d waiting, %d in flight (want 0, %d)", q, n, len(ps), want)
+				return fmt.Sprintf("%s: %d waiting or delayed, %d in flight (want 0, %d)", q, n, len(ps), want)
 			}
 		}
 		return ""
@@ -242,7 +293,7 @@ func (c *checker) finalState(conns int) []string {
 			want = int64(conns)
 		}
 		if n != want || len(ps) != 0 {
-			bad = append(bad, fmt.Sprintf("after shutdown %s has %d waiting (want %d) and %d in flight", q, n, want, len(ps)))
+			bad = append(bad, fmt.Sprintf("after shutdown %s has %d waiting or delayed (want %d) and %d in flight", q, n, want, len(ps)))
 		}
 	}
 	all, _, err := c.registry(ctx)
@@ -293,6 +344,18 @@ func (c *checker) orphans() (int, []string, error) {
 	}
 	sort.Strings(found)
 	return rep.Problems(), found, nil
+}
+
+// describe names a job queue's processes in flight, a few of them.
+func describe(q string, ps []worqr.ProcessInfo) string {
+	if q == connQueue || len(ps) == 0 {
+		return ""
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, fmt.Sprintf("%s (pid %s, owner %.8s, attempt %d)", p.Task, p.ID, p.Owner, p.Attempt))
+	}
+	return ": " + first(names, 5)
 }
 
 func first(s []string, n int) string {

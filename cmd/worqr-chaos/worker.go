@@ -28,13 +28,19 @@ import (
 // starts it by running its own binary again with -worker-process first.
 //
 // Handlers by payload:
-//   - job-N: ordinary work, 1 to 20 ms (one in ten: 100 to 600 ms), then
-//     nil (finished);
+//   - job-N…: ordinary work, 1 to 20 ms (one in ten: 100 to 600 ms), then
+//     what the job's plan says (see plan.go): nil, a planned failure
+//     after 1 to 20 ms of work, a Permanent one, or waiting for the job
+//     queues' timeout;
 //   - conn-N: a persistent task, held until the context ends;
 //   - probe-…: held until the harness writes "release" on standard input
 //     (the end-of-run check that every worker still takes work).
 //
 // Any handler whose context ends stops at once and returns the cause.
+//
+// The job queues retry failed tasks after retryBackoff, MaxAttempts
+// jobMaxAttempts, and time handlers out after jobTimeout. How each process
+// ended (finished, retried, dead, lost) comes from a worqr observer.
 
 // workerFlag makes the program a worker process.
 const workerFlag = "-worker-process"
@@ -49,6 +55,9 @@ var (
 const (
 	sabotageLinger = "linger" // persistent handlers hold on for 2 TTL after their context ends
 	sabotageWedge  = "wedge"  // a worker stops taking one job queue's work after its first fence
+	// The producer drops delayed tasks' delays, and handlers complete
+	// tasks planned to exhaust their budget on their second attempt.
+	sabotageLifecycle = "lifecycle"
 )
 
 const (
@@ -76,6 +85,7 @@ func (rp *reporter) emit(r report) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	r.T = now() // under the lock: each process's reports are in time order
+	r.W = time.Now().UnixMicro()
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic(err)
@@ -140,27 +150,29 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool, sabotag
 		}
 	}
 	defer rdb.Close()
-	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: log})
+	outcomes := &outcomes{}
+	client, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: log, Observer: outcomes,
+		DeadLetters: worqr.DeadLetterOptions{MaxCount: deadLetterMax}})
 	if err != nil {
 		return err
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(now()), uint64(os.Getpid())))
 	var rngMu sync.Mutex
-	workTime := func() time.Duration {
+	workTime := func(short bool) time.Duration {
 		rngMu.Lock()
 		defer rngMu.Unlock()
-		if rng.IntN(10) == 0 { // a slow one, likely in flight when a fault strikes
+		if !short && rng.IntN(10) == 0 { // a slow one, likely in flight when a fault strikes
 			return 100*time.Millisecond + randDur(rng, 500*time.Millisecond)
 		}
 		return time.Millisecond + randDur(rng, 20*time.Millisecond)
 	}
 	handler := func(hctx context.Context, p *worqr.Process) error {
 		task := string(p.Task())
-		rp.emit(report{Ev: "start", Q: p.Queue(), PID: p.ID(), Task: task, Owner: p.Owner()})
+		rp.emit(report{Ev: "start", Q: p.Queue(), PID: p.ID(), Task: task, Owner: p.Owner(), Attempt: p.Attempt()})
 		go func() {
 			<-p.Done()
-			rp.emit(report{Ev: "settled", Q: p.Queue(), PID: p.ID(), Cause: outcome(p.Err())})
+			rp.emit(report{Ev: "settled", Q: p.Queue(), PID: p.ID(), Cause: outcomes.of(p)})
 		}()
 		var err error
 		switch {
@@ -177,17 +189,19 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool, sabotag
 				time.Sleep(2 * ttl) // still using the connection: a broken handler
 			}
 		default:
-			t := time.NewTimer(workTime())
-			select {
-			case <-t.C:
-			case <-hctx.Done():
-				t.Stop()
-				err = context.Cause(hctx)
-			}
+			err = doJob(hctx, p, workTime, sabotage == sabotageLifecycle)
 		}
 		r := report{Ev: "end", Q: p.Queue(), PID: p.ID(), OK: err == nil}
 		if err != nil {
 			r.Cause = err.Error()
+			switch {
+			case errors.Is(err, worqr.ErrTaskTimeout):
+				r.Fail = failTimeout
+			case worqr.IsPermanent(err):
+				r.Fail = failPermanent
+			case strings.HasPrefix(err.Error(), plannedFailure):
+				r.Fail = failPlanned
+			}
 		}
 		rp.emit(r)
 		return err
@@ -243,7 +257,12 @@ func join(ctx context.Context, client *worqr.Client, ttl time.Duration, h worqr.
 		return nil, err
 	}
 	for _, q := range allQueues() {
-		if err := w.Handle(ctx, q, h, worqr.HandleOptions{Concurrency: concurrency(q)}); err != nil {
+		opts := worqr.HandleOptions{Concurrency: concurrency(q)}
+		if q != connQueue {
+			opts.Retry = worqr.RetryPolicy{MaxAttempts: jobMaxAttempts, Backoff: retryBackoff}
+			opts.Timeout = jobTimeout
+		}
+		if err := w.Handle(ctx, q, h, opts); err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), ttl)
 			_ = w.Close(cctx)
 			cancel()
@@ -253,8 +272,63 @@ func join(ctx context.Context, client *worqr.Client, ttl time.Duration, h worqr.
 	return w, nil
 }
 
-// outcome names how a process ended.
-func outcome(err error) string {
+// doJob runs a job by its plan: ordinary work, then nil or the planned
+// failure; a planned timeout waits for the context to end. A context that
+// ends early stops it with the cause.
+func doJob(ctx context.Context, p *worqr.Process, workTime func(short bool) time.Duration, sabotage bool) error {
+	pl, err := parsePlan(string(p.Task()))
+	if err != nil {
+		return worqr.Permanent(err) // a harness bug: the verifier reports the dead letter
+	}
+	failures := failuresBefore(p.LastError())
+	if sabotage && pl.behave == behaveExhaust && failures > 0 {
+		pl.behave = behavePlain
+	}
+	timedOut := strings.Contains(p.LastError(), worqr.ErrTaskTimeout.Error())
+	var fail error
+	switch {
+	case pl.behave == behaveFail && failures < pl.fails, pl.behave == behaveExhaust:
+		fail = fmt.Errorf("%s%d", plannedFailure, failures+1)
+	case pl.behave == behavePermanent:
+		fail = worqr.Permanent(errors.New(plannedPermanent))
+	case pl.behave == behaveTimeouts, pl.behave == behaveTimeout && !timedOut:
+		<-ctx.Done() // the queue's Timeout ends it, unless a fault does first
+		return context.Cause(ctx)
+	}
+	// Failing attempts work briefly: a slow one would come near the
+	// timeout.
+	t := time.NewTimer(workTime(fail != nil))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return fail
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// deadLetterMax is the dead letters every client of the run keeps per
+// queue: more than a run makes, so that none is trimmed before the
+// verifier reads them.
+const deadLetterMax = 1_000_000
+
+// outcomes is the worker's observer: it records how each process ended,
+// by queue and process id, for the settled report.
+type outcomes struct{ m sync.Map }
+
+// ObserveFinish is called before the process's Done channel closes when
+// the runtime settled it (finished, retried, dead letter).
+func (o *outcomes) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
+	o.m.Store(e.Queue+"/"+e.ProcessID, e.Outcome)
+}
+
+// of names how a process ended, once its Done channel is closed: lost
+// (fenced, or given back at shutdown), cancelled or deleted from its
+// error; else, the runtime having written its outcome, what the observer
+// heard: finished, retried or dead.
+func (o *outcomes) of(p *worqr.Process) string {
+	v, seen := o.m.LoadAndDelete(p.Queue() + "/" + p.ID())
+	err := p.Err()
 	switch {
 	case errors.Is(err, worqr.ErrTaskCancelled):
 		return "cancelled"
@@ -262,10 +336,18 @@ func outcome(err error) string {
 		return "deleted"
 	case errors.Is(err, worqr.ErrProcessLost):
 		return outLost
-	default:
-		// Finish or Stop succeeded. Handlers here never fail, so the
-		// runtime only ever finishes.
+	case !seen:
+		return "unobserved"
+	}
+	switch v.(worqr.Outcome) {
+	case worqr.OutcomeSucceeded:
 		return outFinished
+	case worqr.OutcomeRetried:
+		return outRetried
+	case worqr.OutcomeDead:
+		return outDead
+	default:
+		return string(v.(worqr.Outcome))
 	}
 }
 
