@@ -352,3 +352,55 @@ func TestPoisonPill(t *testing.T) {
 	assert.Contains(t, ds[0].Error, "2 times")
 	assert.Equal(t, 4, ds[0].Attempts)
 }
+
+// A worker that gives back a task it held longer than the poison-pill
+// window (StopWork, a shutdown, a fence) clears the task's count of deaths:
+// a persistent task handed from worker to worker at every deploy is never
+// taken for a poison pill.
+func TestPoisonCountClearedByHealthyHandBack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), PoisonLimit: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	newWorker(t, c, fast) // reclaims dead peers; window 2 s
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("persistent"))))
+
+	// The entry as it waits, with its header.
+	entry := func() string {
+		t.Helper()
+		vals, err := c.rdb.Do(ctx, c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+		require.NoError(t, err)
+		require.Len(t, vals, 1)
+		return vals[0]
+	}
+	take := func() (*Worker, *Process) {
+		t.Helper()
+		w := newWorker(t, c, fast)
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+		var p *Process
+		eventually(t, 10*time.Second, "the task is back to be taken", func() bool {
+			ps, err := w.DequeueN(ctx, "q", 1)
+			if err == nil {
+				p = ps[0]
+			}
+			return err == nil
+		})
+		return w, p
+	}
+	w, _ := take()
+	w.crash() // one death
+	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	require.Contains(t, entry(), ",r1", "the death is counted")
+
+	w, p := take()
+	eventually(t, 10*time.Second, "held past the window", func() bool { return time.Since(p.started) >= 2500*time.Millisecond })
+	require.NoError(t, w.StopWork(ctx, "q")) // given back: healthy
+	assert.NotContains(t, entry(), ",r", "the count is cleared")
+
+	w, _ = take()
+	w.crash() // one death, not the second in a row
+	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	assert.Empty(t, deadPayloads(t, c, "q"), "a persistent task is not poison")
+}

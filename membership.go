@@ -212,6 +212,14 @@ func (w *Worker) leave(ctx context.Context, id string, s *serving) error {
 	return nil
 }
 
+// healthyAfter is the poison-pill guard of a worker giving its own work
+// back: a task it held longer than the guard's window was healthy, and its
+// count of deaths in a row is cleared (a persistent task given back at
+// every deploy or fence is never taken for a poison pill).
+func (w *Worker) healthyAfter() store.Poison {
+	return store.Poison{Window: w.reclaimer.window}
+}
+
 // releaseOwn returns every task the worker holds in the given queues to
 // the front of each queue and drops its leases there, one script per queue
 // in one round trip.
@@ -222,7 +230,7 @@ func (w *Worker) releaseOwn(ctx context.Context, id string, ss []*serving) error
 	c := w.c
 	rs := make([]store.Release, len(ss))
 	for i, s := range ss {
-		rs[i] = store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce}
+		rs[i] = store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.healthyAfter()}
 	}
 	var errs []error
 	for i, r := range c.store.ReleaseAll(ctx, rs) {

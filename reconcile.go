@@ -41,7 +41,7 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 	}
 	w.mu.Unlock()
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.healthyAfter()})
 	if r.Err != nil {
 		return c.fail("reconcile", s.name, r.Err)
 	}

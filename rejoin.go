@@ -52,7 +52,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 		return true, nil
 	}
 	c := w.c
-	if r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce}); r.Err != nil {
+	if r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.healthyAfter()}); r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}
 	if err := w.join(ctx, id, s.name); err != nil {

@@ -229,7 +229,8 @@ end
 -- reaches poison.limit is handed to poison.bury instead of requeued. A
 -- holder that died after holding the task longer clears the count: only
 -- deaths in a row count, so a persistent task, held for long, is never
--- taken for a poison pill.
+-- taken for a poison pill. poison.count false (a worker giving its own
+-- work back) only clears: a task held longer than the window was healthy.
 local function return_to_front(waiting, procs, errors, unique, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
@@ -238,7 +239,8 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
     local entry = proc_state(p.v) == 'a' and entry_ran(proc_task(p.v))
-    if entry and poison and poison.now - p.seq / 1000 < poison.window then
+    local young = poison and poison.now - p.seq / 1000 < poison.window
+    if entry and young and poison.count then
       local h, payload = entry_split(entry)
       local deaths = (tonumber(header_get(h, 'r') or '0') or 0) + 1
       entry = header_set(h, 'r', deaths) .. ':' .. payload
@@ -248,7 +250,7 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
         entry = nil
         dropped = dropped + 1
       end
-    elseif entry and poison and header_has(entry, 'r') then
+    elseif entry and poison and not young and header_has(entry, 'r') then
       local h, payload = entry_split(entry)
       entry = header_set(h, 'r', nil) .. ':' .. payload
     end

@@ -10,7 +10,8 @@
 -- A reclaim (mode "expired") also runs the poison-pill guard (see
 -- return_to_front): a task whose holders died soon after starting it
 -- poison limit times goes to the dead letters, kind 'poison', rather than
--- kill worker after worker. A limit of 0 turns the guard off.
+-- kill worker after worker. A limit of 0 turns the guard off; a window of 0
+-- leaves the count alone.
 -- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique, results,
 --       retained, high, low
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
@@ -34,10 +35,14 @@ for i = 1, #all, 2 do
     mine[#mine + 1] = {pid = pid, v = v}
   end
 end
+-- With a window, every mode clears the count of deaths of a task held
+-- longer than it (a persistent task given back at a shutdown or a fence
+-- was healthy); only a reclaim counts one.
 local poison
-if mode == 'expired' and tonumber(ARGV[4]) > 0 then
+if tonumber(ARGV[5]) > 0 then
   local now = now_ms()
-  poison = {now = now, window = tonumber(ARGV[5]), limit = tonumber(ARGV[4])}
+  poison = {now = now, window = tonumber(ARGV[5]), limit = tonumber(ARGV[4]),
+    count = mode == 'expired' and tonumber(ARGV[4]) > 0}
   poison.bury = function(entry, holder, deaths, pid)
     local why = 'its holder died soon after starting it, ' .. deaths .. ' times'
     retain(KEYS[9], KEYS[10], ARGV[2], entry, 'dead', pid, 0, why, 'poison')

@@ -374,13 +374,16 @@ type Release struct {
 	Worker string
 	Mode   ReleaseMode
 	Keep   []string // pids to keep (ReleaseOrphans)
-	// Poison is the poison-pill guard of a reclaim (ReleaseExpired).
+	// Poison is the poison-pill guard of a reclaim (ReleaseExpired). In
+	// the other modes only its Window counts: a task held longer has its
+	// count of deaths cleared.
 	Poison Poison
 }
 
 // Poison is the poison-pill guard: a task whose holder died within Window
 // of starting it Limit times goes to the dead letters (Bounds) instead of
-// back to the queue. A Limit of 0 turns it off.
+// back to the queue. A Limit of 0 turns it off; a Window of 0 leaves the
+// counts as they are.
 type Poison struct {
 	Limit  int
 	Window time.Duration
