@@ -400,6 +400,20 @@ func redact(addr string) string {
 	return u.Redacted()
 }
 
+// queueClient checks a queue name given on the command line, then
+// connects: the start of every command on one queue.
+func (e *env) queueClient(name string) (*worqr.Client, string, error) {
+	queue, err := queueArg(name)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := e.client()
+	if err != nil {
+		return nil, "", err
+	}
+	return c, queue, nil
+}
+
 // queueArg checks a queue name given on the command line.
 func queueArg(name string) (string, error) {
 	if name == "" || len(name) > worqr.MaxQueueNameLen {

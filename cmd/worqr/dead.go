@@ -113,11 +113,7 @@ func cmdDeadRequeue(e *env, args []string) error {
 	case !*all && len(pos) == 1:
 		return usagef("give a task id, or --all")
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
@@ -164,11 +160,7 @@ func cmdDeadDelete(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
@@ -189,11 +181,7 @@ func cmdDeadPurge(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}

@@ -219,11 +219,7 @@ func cmdProcesses(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}

@@ -185,11 +185,7 @@ func cmdDelete(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
@@ -271,11 +267,7 @@ func cmdResult(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
@@ -294,11 +286,7 @@ func cmdWait(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
@@ -332,11 +320,7 @@ func control(e *env, args []string, done string, op func(*worqr.Client, context.
 	if err != nil {
 		return err
 	}
-	queue, err := queueArg(pos[0])
-	if err != nil {
-		return err
-	}
-	c, err := e.client()
+	c, queue, err := e.queueClient(pos[0])
 	if err != nil {
 		return err
 	}
