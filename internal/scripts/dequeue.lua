@@ -17,7 +17,8 @@
 --
 -- A fixed number of calls however many tasks it takes (one LRANGE and one
 -- LTRIM, or one RPOP for a single task; one HSET per 500 processes; one
--- HINCRBY of the id counter), so taking a batch costs Redis little more
+-- HGET and one HSET of the process id counter), so taking a batch costs
+-- Redis little more
 -- than taking one.
 set_lists(KEYS[1], KEYS[8], KEYS[9])
 local now = now_ms()
@@ -108,9 +109,8 @@ for i = n, 1, -1 do
   out[#out + 1] = tasks[i]
   out[#out + 1] = ''
   -- Only a task started before can have an error recorded: its header
-  -- (before the first ':') has an 'a' field. Two plain finds, no copy.
-  local a = string.find(tasks[i], ',a', 1, true)
-  if a and a < (string.find(tasks[i], ':', 1, true) or 0) then
+  -- (before the first ':') has an 'a' field.
+  if header_has(tasks[i], 'a') then
     retried[#retried + 1] = #out
   end
   fields[#fields + 1] = pid

@@ -84,16 +84,7 @@ else
     end
     redis.call('LPUSH', KEYS[1], unpack(entries))
   end
-  local parked = redis.call('ZPOPMIN', KEYS[3], n + 1)
-  local msg = 'w' .. n
-  if #parked > 0 then
-    local ids = {}
-    for i = 1, #parked, 2 do
-      ids[#ids + 1] = parked[i]
-    end
-    msg = msg .. ':' .. table.concat(ids, ',')
-  end
-  publish(ARGV[1], msg)
+  wake(KEYS[3], ARGV[1], n)
 end
 local id = string.format('%x', first)
 -- A confirmed queue has its name (delete.lua removes both together), so

@@ -30,16 +30,7 @@ while moved < cap do
   moved = moved + #due
 end
 if moved > 0 then
-  local parked = redis.call('ZPOPMIN', KEYS[3], moved + 1)
-  local msg = 'w' .. moved
-  if #parked > 0 then
-    local ids = {}
-    for i = 1, #parked, 2 do
-      ids[#ids + 1] = parked[i]
-    end
-    msg = msg .. ':' .. table.concat(ids, ',')
-  end
-  publish(ARGV[1], msg)
+  wake(KEYS[3], ARGV[1], moved)
 end
 local next = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local at = -1
