@@ -211,7 +211,7 @@ func (r *runner) start(lc *loopControl, p *Process) {
 	r.busy++
 	r.mu.Unlock()
 	r.handlers.Add(1)
-	p.onEnd(func(reason error) { cancel(reason) })
+	p.onEnd(cancel)
 	j := job{p: p, ctx: ctx, cancel: cancel}
 	select {
 	case lc.idle <- j:

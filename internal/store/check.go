@@ -135,10 +135,7 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 	}
 	for i := 0; i+3 < len(orphans); i += 4 {
 		p := Proc{PID: orphans[i], Owner: orphans[i+1], State: State(orphans[i+2][0])}
-		t, ok := ParseTask(orphans[i+3])
-		if !ok {
-			t = Task{Payload: orphans[i+3]}
-		}
+		t := TaskOrRaw(orphans[i+3])
 		t.Attempts++ // the attempt the process ran
 		p.Task = t
 		q.Orphans = append(q.Orphans, p)

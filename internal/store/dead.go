@@ -33,10 +33,7 @@ func (s *Store) DeadLetters(ctx context.Context, queue string, offset, limit int
 	}
 	out := make([]DeadLetter, 0, len(vals)/2)
 	for i := 0; i < len(vals); i += 2 {
-		t, ok := ParseTask(vals[i])
-		if !ok {
-			t = Task{Payload: vals[i]} // not worqr's: shown as it is
-		}
+		t := TaskOrRaw(vals[i])
 		out = append(out, DeadLetter{Task: t, Error: vals[i+1]})
 	}
 	return out, nil

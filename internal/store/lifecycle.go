@@ -98,10 +98,7 @@ func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([
 	}
 	out := make([]DelayedTask, 0, len(vals))
 	for _, v := range vals {
-		t, ok := ParseTask(v.Member)
-		if !ok {
-			t = Task{Payload: v.Member}
-		}
+		t := TaskOrRaw(v.Member)
 		out = append(out, DelayedTask{Task: t, Due: int64(v.Score)})
 	}
 	return out, nil

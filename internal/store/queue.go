@@ -78,16 +78,13 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	case "l":
 		list, fields = k.Low, fields+",pl"
 	}
-	var sha, uttl string
+	sha, uttl := "", "0"
 	if args.Unique != "" {
 		sum := sha1.Sum([]byte(args.Unique))
 		sha = hex.EncodeToString(sum[:])
-		uttl = "0"
 		if args.UniqueTTL > 0 {
 			uttl = strconv.FormatInt(max(args.UniqueTTL.Milliseconds(), 1), 10)
 		}
-	} else {
-		uttl = "0"
 	}
 	// Tasks go 1,000 a script call, except a batch for the front, which
 	// goes in one: calls pipelined in order would each put their tasks
@@ -215,10 +212,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	until, _ = strconv.ParseInt(vals[0], 10, 64)
 	out := make([]Proc, 0, len(vals)/3)
 	for i := 1; i+2 < len(vals); i += 3 {
-		t, ok := ParseTask(vals[i+1])
-		if !ok {
-			t = Task{Payload: vals[i+1]} // not worqr's: hand it over as it is
-		}
+		t := TaskOrRaw(vals[i+1])
 		t.Attempts++ // the attempt this process runs
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
@@ -541,10 +535,7 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]T
 			return nil, err
 		}
 		for j := len(vals) - 1; j >= 0; j-- {
-			t, ok := ParseTask(vals[j])
-			if !ok {
-				t = Task{Payload: vals[j]} // queued before task ids
-			}
+			t := TaskOrRaw(vals[j])
 			out = append(out, t)
 		}
 	}

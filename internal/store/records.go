@@ -72,6 +72,20 @@ func (t Task) EnqueuedAt() time.Time {
 // ParseTask decodes a task entry. It reports false for a value worqr did
 // not write (such as a payload queued by a worqr before task ids).
 func ParseTask(e string) (Task, bool) {
+	return parseTask(e)
+}
+
+// TaskOrRaw is the task an entry holds, or, for an entry worqr did not
+// write (queued before task ids, or by something else), the entry itself
+// as the payload: shown and handed over as it is.
+func TaskOrRaw(e string) Task {
+	if t, ok := parseTask(e); ok {
+		return t
+	}
+	return Task{Payload: e}
+}
+
+func parseTask(e string) (Task, bool) {
 	header, payload, ok := strings.Cut(e, ":")
 	if !ok {
 		return Task{}, false
