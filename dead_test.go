@@ -367,6 +367,40 @@ func TestDeadLettersAreTrimmedToMaxCount(t *testing.T) {
 	assert.EqualValues(t, 3, n)
 }
 
+// Dead letters older than MaxAge are trimmed, with their errors, when the
+// next task dies.
+func TestDeadLettersAreTrimmedToMaxAge(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), DeadLetters: DeadLetterOptions{MaxAge: 200 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	dying(t, c, "q")
+	old := die(t, c, "q", "perm-old")
+	ds, err := c.DeadLetters(ctxT(t), "q", 0, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	// Wait until the first dead letter is past MaxAge, with 100 ms to
+	// spare for the Redis clock (the same machine's).
+	eventually(t, 5*time.Second, "the first dead letter past MaxAge", func() bool {
+		return time.Since(ds[0].DiedAt) > 300*time.Millisecond
+	})
+	young := die(t, c, "q", "perm-young")
+	assert.Equal(t, []string{young}, deadIDs(t, c, "q", 0, 10), "the old one is trimmed")
+	assert.False(t, hasError(t, c, "q", old), "with its error")
+	assert.True(t, hasError(t, c, "q", young))
+}
+
+// The options' zero values mean the documented defaults.
+func TestDeadLetterAndPoisonDefaults(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, store.DeadBounds{MaxCount: 10_000, MaxAge: 30 * 24 * time.Hour}, DeadLetterOptions{}.bounds())
+	assert.Equal(t, store.DeadBounds{MaxCount: 5, MaxAge: time.Hour}, DeadLetterOptions{MaxCount: 5, MaxAge: time.Hour}.bounds())
+	assert.Equal(t, 3, poisonLimit(0))
+	assert.Equal(t, 0, poisonLimit(-1), "negative turns the guard off")
+	assert.Equal(t, 7, poisonLimit(7))
+}
+
 // The dead-letter calls check their arguments and the client, and wrap
 // what Redis answers.
 func TestDeadLetterCallsFailCleanly(t *testing.T) {
