@@ -14,11 +14,17 @@ func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max
 
 func (b *backoff) reset() { b.next = b.min }
 
+// step returns the next delay, and doubles the one after (up to max).
+func (b *backoff) step() time.Duration {
+	d := b.next
+	b.next = min(b.next*2, b.max)
+	return d
+}
+
 // wait sleeps for the next delay; false if ctx ended first.
 func (b *backoff) wait(ctx context.Context) bool {
-	t := time.NewTimer(b.next)
+	t := time.NewTimer(b.step())
 	defer t.Stop()
-	b.next = min(b.next*2, b.max)
 	select {
 	case <-ctx.Done():
 		return false

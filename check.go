@@ -26,7 +26,9 @@ import (
 //     registry (UnregisteredQueues), and a queue in the registry exists
 //     (StaleQueues);
 //   - every key under the prefix is one of worqr's, of the type worqr
-//     writes (UnknownKeys, BrokenQueues).
+//     writes (UnknownKeys, BrokenQueues);
+//   - a queue's count of weight in flight, which its concurrency limit
+//     reads, matches the weights of its processes (MiscountedQueues).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -81,10 +83,21 @@ type CheckReport struct {
 	// never writes there (WRONGTYPE). They are reported, never touched,
 	// and every call on them fails until the key is removed.
 	BrokenQueues []string
+	// StaleProgress counts progress reports (see Process.ReportProgress)
+	// whose process is gone; every script that ends a process removes its
+	// report, so these come only from outside writes or lost data. A
+	// repair removes them.
+	StaleProgress int64
 	// UnknownKeys are keys under the prefix that worqr did not write (or
 	// that a client wrote whose prefix is this one followed by ':' and
 	// more). They are reported, never touched.
 	UnknownKeys []string
+	// MiscountedQueues keep a count of the weight in flight (see Weight
+	// and QueueInfo.InFlightWeight) that does not match the weights of
+	// their processes: their concurrency limit lets too many or too few
+	// tasks start. Every script keeps the count, so only a key edited by
+	// hand, or a bug, makes one.
+	MiscountedQueues []string
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
 	NodesScanned int
@@ -123,31 +136,34 @@ type CheckRepairs struct {
 	RegisteredQueues []string
 	// RemovedQueues were removed from the queue registry.
 	RemovedQueues []string
+	// RecountedQueues had their count of weight in flight set to what
+	// their processes hold.
+	RecountedQueues []string
 }
 
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
-		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys)
+		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) + int(r.StaleProgress)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d) in %d queues, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
-			len(p.RegisteredQueues), len(p.RemovedQueues))
+			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues))
 	}
 	return b.String()
 }
 
 func (p CheckRepairs) changed() bool {
 	return p.Requeued+p.Dropped+p.LeasesRemoved > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
-		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues) > 0
+		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues) > 0
 }
 
 // Check compares every key under the client's prefix with the registries

@@ -136,9 +136,9 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	recv(t, fenced, 5*time.Second, "the worker fences itself")
 	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
 	// A reclaim pass, as the peer runs every interval, cannot find it.
-	n, err := c.reclaimDead(ctx, testLogger(t), 2*DefaultTTL)
+	pass, err := c.reclaimDead(ctx, testLogger(t), reclaimPass{window: 2 * DefaultTTL})
 	require.NoError(t, err)
-	require.Zero(t, n)
+	require.Zero(t, pass.tasks)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 2, "the lost worker's processes stay orphaned")
@@ -292,7 +292,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 				// Between the check's look and its repair: a live worker
 				// takes the task at the front of q, and a reclaim (as a
 				// peer's) returns the dead worker's work in r.
-				_, _, err := admin.reclaimWorker(ctx, id, 2*DefaultTTL)
+				_, _, _, err := admin.reclaimWorker(ctx, id, 2*DefaultTTL)
 				require.NoError(t, err)
 				taken, err = live.Dequeue(ctx, "q")
 				require.NoError(t, err)
@@ -454,7 +454,7 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 		t.Cleanup(func() { // deleteKeys would read these prefixes as patterns
 			ctx := context.Background()
 			k := c.store.Keys().Queue("q")
-			for _, key := range []string{k.Waiting, k.Meta, c.store.Keys().Queues()} { // two slots
+			for _, key := range []string{k.Waiting, k.Meta, k.Stats, c.store.Keys().Queues()} { // two slots
 				_ = c.rdb.Do(ctx, c.rdb.B().Del().Key(key).Build()).Error()
 			}
 		})
@@ -465,7 +465,7 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 	if b.cluster { // each master's replica returns the keys again (.ci/cluster: one each)
 		copies = 2
 	}
-	assert.Equal(t, 3*copies, rep.KeysScanned, "its waiting list, its record and the registry")
+	assert.Equal(t, 4*copies, rep.KeysScanned, "its waiting list, its record, its stats and the registry")
 	assert.Equal(t, 1, rep.QueuesChecked)
 }
 

@@ -39,6 +39,10 @@ type queueLook struct {
 	waiting int64           // tasks waiting
 	owners  map[string]bool // workers with a lease entry or process -> lease live
 	orphans []ProcessInfo
+	// miscounted is set when the queue's count of weight in flight does
+	// not match its processes.
+	miscounted bool
+	stale      int64 // progress reports whose process is gone
 }
 
 // registryLook is the registries as check_registry.lua saw them.
@@ -128,7 +132,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 			case l.Err != nil:
 				return nil, c.fail("consistency check", batch[i], l.Err)
 			}
-			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners}
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, stale: l.StaleProgress}
 			for _, p := range l.Orphans {
 				q.orphans = append(q.orphans, processInfo(batch[i], p))
 			}
@@ -202,11 +206,15 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
 		q := ck.first[name]
 		rep.OrphanedProcesses = append(rep.OrphanedProcesses, q.orphans...)
+		rep.StaleProgress += q.stale
 		live := true
 		for _, ok := range q.owners {
 			live = live && ok
 		}
-		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) {
+		if q.miscounted {
+			rep.MiscountedQueues = append(rep.MiscountedQueues, name)
+		}
+		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || q.stale > 0 {
 			ck.repairQueues = append(ck.repairQueues, name)
 		}
 		q2, ok := second[name]
@@ -305,6 +313,9 @@ func (ck *checker) repair(ctx context.Context) error {
 		fixed.Requeued += r.Requeued
 		fixed.Dropped += r.Dropped
 		fixed.LeasesRemoved += r.LeasesRemoved
+		if r.Recounted {
+			fixed.RecountedQueues = append(fixed.RecountedQueues, ck.repairQueues[i])
+		}
 	}
 
 	// 2. Workers the registry does not cover, entered so reclaim finds
@@ -334,7 +345,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		n, done, err := c.reclaimWorker(ctx, id, 2*DefaultTTL)
+		n, _, done, err := c.reclaimWorker(ctx, id, 2*DefaultTTL)
 		fixed.Requeued += n
 		switch {
 		case err != nil:

@@ -431,7 +431,7 @@ func TestClusterSlotMigration(t *testing.T) {
 		return count
 	}
 	assert.Zero(t, keysIn(from))
-	assert.EqualValues(t, 4, keysIn(to), "waiting, procs, leases and meta")
+	assert.EqualValues(t, 5, keysIn(to), "waiting, procs, leases, meta and stats")
 
 	// The worker hears events on the new master and its process there is
 	// still its own.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -86,9 +88,13 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	}
 	slices.SortFunc(f.batches, func(a, b []int) int { return a[0] - b[0] })
 	require.Equal(t, [][]int{{0}, {1, 2, 3}, {4}, {5}}, f.batches, "in arrival order, at most 3 a batch")
-	c.mu.Lock()
-	require.Empty(t, c.queues, "idle queues are forgotten")
-	c.mu.Unlock()
+	// The goroutine that sent the last batch forgets the queue after its
+	// callers have been answered.
+	eventually(t, 5*time.Second, "idle queues are forgotten", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues) == 0
+	})
 }
 
 func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
@@ -185,4 +191,94 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	require.Equal(t, p3.ID(), procs[0].ID)
+}
+
+// One retry script call settles processes of several workers, each its
+// own way (at once, delayed, with and without an error); a process listed
+// twice is retried once, one that is not the worker's is lost, and a
+// cancelled one is dropped.
+func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
+	_, c, ctx := setup(t)
+	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")})
+	require.NoError(t, err)
+	for _, w := range []*Worker{w1, w2} {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	p1, err := w1.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p2, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p3, err := w2.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p4, err := w1.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	_, err = c.CancelTask(ctx, "q", ids[3])
+	require.NoError(t, err)
+	ref := func(p *Process, d time.Duration, e string) store.RetryRef {
+		return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner(), PID: p.ID()}, Delay: d, Err: e}
+	}
+	stolen := ref(p3, 0, "")
+	stolen.Worker = w1.ID() // w1 claims w2's process
+	codes, err := c.store.Retry(ctx, "q", []store.RetryRef{
+		ref(p1, 0, "first"), ref(p2, time.Hour, "second"), ref(p1, 0, "again"), stolen, ref(p4, 0, "x"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned, store.WasCancelled}, codes)
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	require.Equal(t, p3.ID(), procs[0].ID)
+	assert.Equal(t, []string{"a"}, waiting(t, c, "q"), "p1's task is back; p4's was cancelled")
+	delayed, err := c.store.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, delayed, "p2's task waits an hour")
+	again, err := w1.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, "first", again.LastError())
+	assert.Equal(t, 2, again.Attempt())
+}
+
+// Retry calls that arrive while one is in flight go out together, in one
+// script call, each caller getting its own outcome.
+func TestOverlappingRetriesAreJoined(t *testing.T) {
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	const n = 20
+	enqueueNumbered(t, c, "q", n)
+	ps := dequeueAll(t, w, "q", n)
+	var calls atomic.Int64
+	first, release := make(chan struct{}), make(chan struct{})
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRequeue && calls.Add(1) == 1 {
+			close(first)
+			<-release
+		}
+		return nil
+	})
+	errs := make(chan error, n)
+	go func() { errs <- ps[0].Retry(ctx, 0, errors.New("e0")) }()
+	<-first
+	for _, p := range ps[1:] {
+		go func() { errs <- p.Retry(ctx, 0, errors.New("e")) }()
+	}
+	queued := func() int {
+		c.retries.mu.Lock()
+		defer c.retries.mu.Unlock()
+		sum := 0
+		if p := c.retries.queues["q"]; p != nil {
+			for _, b := range p.batches {
+				sum += len(b.items)
+			}
+		}
+		return sum
+	}
+	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool { return queued() == n-1 })
+	close(release)
+	for range n {
+		require.NoError(t, recv(t, errs, 5*time.Second, "retry returned"))
+	}
+	assert.EqualValues(t, 2, calls.Load(), "one call, then one for the rest")
+	assert.Len(t, waiting(t, c, "q"), n)
 }

@@ -25,9 +25,11 @@ func (c *Client) Resume(ctx context.Context, queue string) error {
 // across all workers, to n; 0 removes the limit. It is kept in Redis and
 // enforced inside the dequeue script, so it holds for every worker, those
 // that start later included, and is never exceeded: a process counts until
-// it ends, and a dead worker's until it is reclaimed. When a slot frees
-// (a finish, a retry, a dead letter), a worker the limit held back is
-// woken at once; none polls.
+// it ends, and a dead worker's until it is reclaimed. A task enqueued with
+// a Weight counts its weight (see Weight for the order of starts and for a
+// task heavier than the limit). When a slot frees (a finish, a retry, a
+// dead letter, a reclaim), a worker the limit held back is woken at once;
+// none polls.
 func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error {
 	if n < 0 {
 		return fmt.Errorf("worqr: set concurrency %q: negative limit %d: %w", queue, n, ErrInvalidOptions)
@@ -63,6 +65,10 @@ type QueueInfo struct {
 	Name string
 	// Waiting, Delayed, InFlight and Dead count its tasks in each state.
 	Waiting, Delayed, InFlight, Dead int64
+	// InFlightWeight is the sum of the weights of its tasks in flight
+	// (see Weight): the slots in use, which the concurrency limit counts.
+	// It equals InFlight unless weighted tasks are in flight.
+	InFlightWeight int64
 	// Paused is set between Pause and Resume.
 	Paused bool
 	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
@@ -82,5 +88,5 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	if err != nil {
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
-	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}, nil
+	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}, nil
 }

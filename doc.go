@@ -22,6 +22,9 @@
 //	<-ctx.Done() // Handle returns at once; main waits, then shuts down
 //	err = worker.Shutdown(shutdownCtx)
 //
+// Worker.HandleQueues serves several queues from one pool of handler
+// slots, in strict or weighted order.
+//
 // # Without a Redis server
 //
 // The package github.com/worqr/worqr/embedded starts an in-process Redis
@@ -68,7 +71,8 @@
 // reclaim.go (the reclaimer of dead peers), periodic.go (periodic
 // schedules: a timer per schedule and tick.lua), membership.go (StartWork,
 // StopWork), dequeue.go, subscription.go and events.go (a queue's events
-// and their dispatch), handler.go and runtime.go (Handle), process.go,
+// and their dispatch), handler.go and runtime.go (Handle), pool.go
+// (HandleQueues: one pool of slots over several queues), process.go,
 // shutdown.go, service.go and backoff.go (loops).
 //
 // Redis is reached only through internal/store, one method per script

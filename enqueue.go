@@ -21,6 +21,7 @@ type enqueueOptions struct {
 	timeout     time.Duration
 	retain      time.Duration
 	priority    Priority
+	weight      int
 	unique      string
 	uniqueTTL   time.Duration
 	uniqueSet   bool
@@ -31,7 +32,7 @@ type enqueueOptions struct {
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority)}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority)}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -52,6 +53,8 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
 	case o.retain < 0:
 		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
+	case o.weight < 0 || o.weight > MaxWeight:
+		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidOptions, o.weight, MaxWeight)
 	case o.priority != PriorityNormal && o.priority != PriorityHigh && o.priority != PriorityLow:
 		return fmt.Errorf("%w: unknown priority %q", ErrInvalidOptions, string(o.priority))
 	case o.uniqueSet && o.unique == "":
@@ -110,6 +113,27 @@ const (
 // queue's low tasks wait while higher ones keep coming (starvation): give
 // work that must not wait a queue of its own.
 func WithPriority(p Priority) EnqueueOption { return func(o *enqueueOptions) { o.priority = p } }
+
+// MaxWeight is the largest task weight (see Weight).
+const MaxWeight = 1 << 20
+
+// Weight gives the tasks a weight: each holds n of its queue's concurrency
+// slots (SetConcurrency) while in flight, instead of one; 0 and 1 mean one.
+// A task keeps its weight when it is retried, reclaimed or requeued from
+// the dead letters. Under a limit, a queue's tasks start in order: when
+// the front task's weight does not fit in the free slots, it waits for
+// them and nothing behind it starts meanwhile, so a heavy task is never
+// starved by light ones. A task heavier than the whole limit counts as the
+// limit: it starts alone, once nothing else of the queue is in flight, and
+// nothing starts beside it. The weight counts only against the fleet-wide
+// limit: in its worker, a task takes one of HandleOptions.Concurrency's
+// slots whatever its weight. Without a limit, a weight changes nothing.
+func Weight(n int) EnqueueOption {
+	if n == 1 {
+		n = 0 // the default: such calls can still be joined (see Enqueue)
+	}
+	return func(o *enqueueOptions) { o.weight = n }
+}
 
 // Unique makes the task unique by key while it lives: if a task enqueued
 // with the same key is waiting, delayed or in flight, nothing is added and
@@ -280,7 +304,8 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 // publishes a delete event. Processes already in flight can still finish;
 // requeuing them, or reclaiming them from a dead worker, drops them
 // instead of bringing the queue back. It returns the number of waiting
-// tasks dropped. A later Enqueue creates the queue afresh.
+// tasks dropped. Its stats go too. A later Enqueue creates the queue
+// afresh.
 func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := c.validate(ctx, "delete", queue); err != nil {
 		return 0, err

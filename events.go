@@ -65,6 +65,12 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 		if s.runner != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
 			if s.runner.taking() {
 				s.runner.workArrived()
+				if e.To != "" && s.runner.full() {
+					// A pool member is parked in every queue it found
+					// empty, also while its slots are taken by other
+					// queues: named then, it lets the idle runtimes know.
+					w.passOn(ctx, s, e.Count)
+				}
 			} else if e.To != "" {
 				// Named while stopping (Shutdown's grace period, StopWork):
 				// the tasks are someone else's to take.

@@ -184,6 +184,42 @@ func ExampleWorker_Handle() {
 	// invoiced order-7 on try 2
 }
 
+// Serve several queues from one pool of handler slots: in strict order a
+// free slot goes to the first queue with work, so critical tasks start
+// before default ones whatever order they came in.
+func ExampleWorker_HandleQueues() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	_, _ = client.EnqueueBatch(ctx, "default", [][]byte{[]byte("report"), []byte("thumbnail")})
+	_, _ = client.EnqueueBatch(ctx, "critical", [][]byte{[]byte("payment"), []byte("refund")})
+
+	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
+	var wg sync.WaitGroup
+	wg.Add(4)
+	run := func(ctx context.Context, p *worqr.Process) error {
+		fmt.Printf("%s: %s\n", p.Queue(), p.Task())
+		wg.Done()
+		return nil
+	}
+	err := worker.HandleQueues(ctx, []worqr.QueueSpec{
+		{Queue: "critical", Handler: run},
+		{Queue: "default", Handler: run},
+	}, worqr.PoolOptions{Concurrency: 1, Order: worqr.OrderStrict})
+	if err != nil {
+		panic(err)
+	}
+	wg.Wait()
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// critical: payment
+	// critical: refund
+	// default: report
+	// default: thumbnail
+}
+
 // Every task gets an id, and options change how it is queued.
 func ExampleClient_Enqueue() {
 	client, stop := embedded()

@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultConcurrency is how many handlers run at once per queue when
-// HandleOptions.Concurrency is zero.
+// HandleOptions.Concurrency is zero, and across a pool's queues when
+// PoolOptions.Concurrency is.
 const DefaultConcurrency = 10
 
 // Causes of a handler's context ending, as context.Cause reports them.

@@ -65,6 +65,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 		"QueueLen":    func(ctx context.Context) error { _, err := c.QueueLen(ctx, "q"); return err },
 		"Range":       func(ctx context.Context) error { _, err := c.Range(ctx, "q", 0, -1); return err },
 		"Processes":   func(ctx context.Context) error { _, err := c.Processes(ctx, "q"); return err },
+		"Stats":       func(ctx context.Context) error { _, err := c.Stats(ctx, "q", StatsOptions{}); return err },
 		"Workers":     func(ctx context.Context) error { _, err := c.Workers(ctx); return err },
 		"Check":       func(ctx context.Context) error { _, err := c.Check(ctx, CheckOptions{Repair: true}); return err },
 		"NewWorker":   func(ctx context.Context) error { _, err := c.NewWorker(ctx, WorkerOptions{}); return err },
@@ -410,9 +411,9 @@ func worqrGoroutines() int {
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		// Handler goroutines are kept for reuse, up to the concurrency
-		// limit: bounded, so not a leak.
+		// limit (a pool's, for HandleQueues): bounded, so not a leak.
 		if strings.Contains(g, "github.com/worqr/worqr.(") && !strings.Contains(g, "_test.go") &&
-			!strings.Contains(g, "worqr.(*runner).serve(") {
+			!strings.Contains(g, "github.com/worqr/worqr.serve(") {
 			n++
 		}
 	}

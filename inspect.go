@@ -28,12 +28,15 @@ type TaskInfo struct {
 	DueAt time.Time
 	// MaxAttempts is the task's own attempt budget (0: its queue's).
 	MaxAttempts int
+	// Weight is the concurrency slots the task holds in flight (see the
+	// Weight enqueue option): 1 unless it was enqueued with more.
+	Weight int
 	// Payload is the task's bytes.
 	Payload []byte
 }
 
 func taskInfo(queue string, t store.Task) TaskInfo {
-	info := TaskInfo{ID: t.ID, Queue: queue, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Payload: []byte(t.Payload)}
+	info := TaskInfo{ID: t.ID, Queue: queue, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload)}
 	if t.ID != "" {
 		info.EnqueuedAt = t.EnqueuedAt()
 	}
@@ -180,10 +183,21 @@ type ProcessInfo struct {
 	Attempt int
 	// Task is the task's payload.
 	Task []byte
+	// Weight is the concurrency slots it holds (see the Weight enqueue
+	// option): 1 unless its task was enqueued with more.
+	Weight int
+	// Progress is the process's last progress report (see
+	// Process.ReportProgress), nil if it made none.
+	Progress *TaskProgress
 }
 
 func processInfo(queue string, p store.Proc) ProcessInfo {
-	return ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, Task: []byte(p.Task.Payload)}
+	info := ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, Task: []byte(p.Task.Payload), Weight: max(p.Task.Weight, 1)}
+	if p.Progress != nil {
+		tp := taskProgress(p.Task.ID, *p.Progress)
+		info.Progress = &tp
+	}
+	return info
 }
 
 // Processes lists the in-flight processes of a queue with their owners,

@@ -77,17 +77,46 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 // when it comes, and once after every (re)subscription in case one was
 // missed. A task not enqueued with Retain is waited for until ctx ends.
 func (c *Client) Wait(ctx context.Context, queue, id string) (TaskOutcome, error) {
+	return c.wait(ctx, queue, id, nil)
+}
+
+// WaitWithProgress is Wait, calling onProgress (on the caller's
+// goroutine) with the task's progress reports while it waits (see
+// Process.ReportProgress): with the last one kept in Redis once
+// subscribed, and after every (re)subscription, then with each one
+// published. It is as cheap as Wait: the reports arrive on the
+// subscription Wait uses, carrying their values, so hearing one costs no
+// command; only the reads after (re)subscribing do. A callback slower
+// than the reports skips to the latest; reports from an earlier attempt
+// may be seen before the next attempt's. A nil onProgress makes it Wait.
+func (c *Client) WaitWithProgress(ctx context.Context, queue, id string, onProgress func(TaskProgress)) (TaskOutcome, error) {
+	return c.wait(ctx, queue, id, onProgress)
+}
+
+func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(TaskProgress)) (TaskOutcome, error) {
 	if err := c.validate(ctx, "wait", queue); err != nil {
 		return TaskOutcome{}, err
 	}
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	w := c.waiters.add(queue, id)
+	w := c.waiters.add(queue, id, onProgress != nil)
 	defer c.waiters.remove(queue, id, w)
+	var last store.ProgressRecord // the last report given to onProgress
+	deliver := func(r store.ProgressRecord) {
+		if r != last {
+			last = r
+			onProgress(taskProgress(id, r))
+		}
+	}
 	for {
 		select {
 		case <-w.wake:
+		case <-w.progress: // nil without onProgress: never ready
+			if r := w.takeReport(); r != nil {
+				deliver(*r)
+			}
+			continue
 		case <-ctx.Done():
 			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ctx.Err())
 		case <-w.closed:
@@ -99,6 +128,16 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (TaskOutcome, error
 		}
 		if !isNoTask(err) {
 			return TaskOutcome{}, err
+		}
+		if onProgress != nil {
+			// (Re)subscribed: a report may have been missed.
+			r, ok, err := c.store.Progress(ctx, queue, id)
+			if err != nil {
+				return TaskOutcome{}, c.fail("wait", queue, err)
+			}
+			if ok {
+				deliver(r)
+			}
 		}
 	}
 }

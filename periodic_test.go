@@ -58,19 +58,20 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 		workers[i] = newWorker(t, c, fast)
 		require.NoError(t, workers[i].Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	}
-	time.Sleep(1100 * time.Millisecond)
+	eventually(t, 10*time.Second, "ten ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 10 })
 	for _, w := range workers {
 		require.NoError(t, w.Close(ctx))
 	}
+	closed := time.Now()
 	ticks := periodicTicks(t, c, "periodic")
 	t.Logf("%d ticks: %v", len(ticks), ticks)
-	require.GreaterOrEqual(t, len(ticks), 8)
 	requireOncePerTick(t, ticks, period)
 	// A new schedule has nothing to catch up: its first tick follows the
 	// registration.
 	require.Greater(t, ticks[0], start.UnixMilli()-50)
-	// Closed workers enqueue no more.
-	time.Sleep(3 * period)
+	// Closed workers enqueue no more: three more periods pass (by the
+	// Redis clock, which decides ticks) with no task.
+	redisPassed(t, c, closed.Add(3*period))
 	require.Len(t, periodicTicks(t, c, "periodic"), len(ticks))
 }
 
@@ -81,15 +82,17 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 	for _, w := range []*Worker{w1, w2} {
 		require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	}
-	time.Sleep(400 * time.Millisecond)
+	eventually(t, 10*time.Second, "three ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 3 })
 	w1.crash()
 	crashed := time.Now()
-	time.Sleep(700 * time.Millisecond)
+	eventually(t, 10*time.Second, "five ticks after the crash", func() bool {
+		ticks := periodicTicks(t, c, "periodic")
+		return ticks[len(ticks)-1] >= crashed.Add(5*period).UnixMilli()
+	})
 	require.NoError(t, w2.Close(ctx))
 	ticks := periodicTicks(t, c, "periodic")
 	t.Logf("%d ticks: %v", len(ticks), ticks)
-	requireOncePerTick(t, ticks, period)
-	require.Greater(t, ticks[len(ticks)-1], crashed.Add(500*time.Millisecond).UnixMilli(), "ticks stopped with the crash")
+	requireOncePerTick(t, ticks, period) // none missed nor doubled around the crash
 }
 
 func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
@@ -102,7 +105,7 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	before := periodicTicks(t, c, "periodic")
 	lastBefore := before[len(before)-1]
 
-	time.Sleep(1100 * time.Millisecond) // five ticks or so with no worker
+	redisPassed(t, c, time.UnixMilli(lastBefore).Add(5*period)) // four ticks or more with no worker
 	w2 := newWorker(t, c, fast)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	registered := w2.clock.now().UnixMilli()
@@ -113,14 +116,15 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	require.LessOrEqual(t, caughtUp, registered)
 	require.Greater(t, caughtUp, registered-period.Milliseconds())
 
-	time.Sleep(3*period + period/2)
+	eventually(t, 10*time.Second, "four ticks from the catch-up on", func() bool {
+		return len(periodicTicks(t, c, "periodic"))-len(before) >= 4
+	})
 	require.NoError(t, w2.Close(ctx))
 	after := periodicTicks(t, c, "periodic")
 	t.Logf("before %v, after %v", before, after)
 	requireOncePerTick(t, before, period)
 	require.Equal(t, caughtUp, after[len(before)])
 	requireOncePerTick(t, after[len(before):], period) // on from the catch-up, every tick
-	require.GreaterOrEqual(t, len(after)-len(before), 4)
 }
 
 func TestPeriodicOptionsAndErrors(t *testing.T) {
@@ -164,7 +168,7 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 		require.Equal(t, "fixed", string(task.Payload))
 		require.Equal(t, 3, task.MaxAttempts)
 	}
-	time.Sleep(150 * time.Millisecond)
+	redisPassed(t, c, time.Now().Add(3*50*time.Millisecond)) // three periods
 	n, err := c.QueueLen(ctx, "periodic")
 	require.NoError(t, err)
 	require.EqualValues(t, len(tasks), n, "stopped schedule still ticks")
@@ -199,19 +203,27 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 	_, c, ctx := setup(t)
 	const period = 100 * time.Millisecond
 	var failing atomic.Bool
+	var failed atomic.Int64
 	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpTick && failing.Load() {
+			failed.Add(1)
 			return errInjected
 		}
 		return nil
 	})
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	time.Sleep(350 * time.Millisecond)
+	eventually(t, 10*time.Second, "three ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 3 })
 	failing.Store(true)
-	time.Sleep(600 * time.Millisecond)
+	failedFrom := time.Now()
+	// The outage lasts until ticks have failed and more than three periods
+	// have passed, so that three ticks or more are missed.
+	eventually(t, 10*time.Second, "ticks fail for three periods", func() bool {
+		return failed.Load() >= 3 && time.Since(failedFrom) > 3*period+period/2
+	})
 	failing.Store(false)
-	time.Sleep(700 * time.Millisecond)
+	n := len(periodicTicks(t, c, "periodic"))
+	eventually(t, 10*time.Second, "three ticks after the outage", func() bool { return len(periodicTicks(t, c, "periodic")) >= n+3 })
 	require.NoError(t, w.Close(ctx))
 	ticks := periodicTicks(t, c, "periodic")
 	t.Logf("%d ticks: %v", len(ticks), ticks)
@@ -226,5 +238,15 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, gaps, "one gap, for the outage: %v", ticks)
-	require.GreaterOrEqual(t, len(ticks), 7)
+}
+
+// redisPassed waits until the Redis clock, which decides ticks, has
+// passed at (a negative check's wait: nothing should happen until then).
+func redisPassed(t *testing.T, c *Client, at time.Time) {
+	t.Helper()
+	eventually(t, time.Until(at)+10*time.Second, "the Redis clock passes "+at.Format(time.StampMilli), func() bool {
+		now, err := c.rdb.Do(ctxT(t), c.rdb.B().Time().Build()).AsIntSlice()
+		require.NoError(t, err)
+		return time.Unix(now[0], now[1]*1000).After(at)
+	})
 }

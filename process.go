@@ -41,6 +41,8 @@ type Process struct {
 	observed bool
 	// result is what SetResult set.
 	result []byte
+	// progress is what ReportProgress was told, and its throttle.
+	progress progressState
 	// ended is called with the reason when the process ends: it cancels
 	// the context of the handler running it, if any.
 	ended func(reason error)
@@ -141,6 +143,7 @@ func (p *Process) end(reason error, settled bool) bool {
 	if first {
 		p.err = reason
 		close(p.done)
+		p.stopProgress()
 		if p.ended != nil {
 			p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
 		}
@@ -221,7 +224,8 @@ func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) erro
 // Retry puts the task back to run again after delay (at once when 0: at
 // the back of the queue), recording cause as its error (Process.LastError
 // of the next attempt); it counts against the attempt budget only when it
-// starts again. Dropped tasks (cancelled, queue deleted) and a process no
+// starts again. Retry calls on processes of the same queue that overlap
+// are sent together, as one script call, as Finish calls are. Dropped tasks (cancelled, queue deleted) and a process no
 // longer this worker's give the same errors as Requeue.
 func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) error {
 	if delay < 0 {
@@ -232,7 +236,7 @@ func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) e
 
 func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
 	got, err := p.settle(ctx, "retry", OutcomeRetried, cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.store.Retry(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, delay, errorText(cause))
+		return p.w.c.retries.do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
 	})
 	return dropped("retry", p, got, err)
 }

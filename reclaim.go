@@ -10,16 +10,34 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Peers reclaim the work of dead workers: every RenewInterval (with jitter,
-// so peers spread out) each live worker lists the workers whose registry
-// lease has expired, and for each one returns its processes, queue by
-// queue, to the front of their queues. Only then is the dead worker removed
-// from the registry, so a reclaimer that dies half-way leaves the rest to
-// the next one. Each step is idempotent: peers reclaiming the same worker
-// at once move every task once.
+// Peers reclaim the work of dead workers. Each live worker asks the
+// registry for the workers whose lease has expired, and for each one
+// returns its processes, queue by queue, to the front of their queues.
+// Only then is the dead worker removed from the registry, so a reclaimer
+// that dies half-way leaves the rest to the next one. Each step is
+// idempotent: peers reclaiming the same worker at once move every task
+// once.
+//
+// A worker asks at the moment the next peer's lease runs out, which the
+// same call tells it (and at least every RenewInterval, with jitter, for
+// workers that join meanwhile): a dead worker's tasks go back within
+// milliseconds of its lease's expiry, not a check interval later. (A worker
+// that joins after a peer's pass is seen at that peer's next one: in time
+// for its expiry when the fleet shares its options, since a TTL is longer
+// than a RenewInterval; a worker with a TTL shorter than its peers'
+// RenewInterval that dies at once waits for that pass.) Every
+// live worker wakes for the same expiry, so the registry hands each dead
+// worker to one of them (a claim of one RenewInterval, see expired.lua);
+// the others' calls cost one short script each. A peer that renewed in
+// time only moves the next wake-up on: each worker asks about once per
+// TTL less RenewInterval, however many workers there are.
 
 // reclaimBatch bounds how many dead workers one pass handles.
 const reclaimBatch = 100
+
+// reclaimMargin is added to a peer's lease expiry before asking: Redis
+// judges leases in whole milliseconds.
+const reclaimMargin = 2 * time.Millisecond
 
 // reclaimer is the worker's component that reclaims dead peers.
 type reclaimer struct {
@@ -34,6 +52,7 @@ type reclaimer struct {
 	// value if never): a worker that just came back from an outage does
 	// not count its peers' deaths in the outage as poison.
 	fencedSince func() time.Duration
+	self        func() string       // the worker's id (its own lease is not a peer's)
 	log         func() *slog.Logger // the worker's logger
 	svc         *service
 }
@@ -43,65 +62,108 @@ func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.l
 func (r *reclaimer) stop() { r.svc.stop() }
 
 func (r *reclaimer) loop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		window := r.window
 		if r.fencedSince != nil && r.fencedSince() < 2*window {
 			window = 0
 		}
-		if _, err := r.c.reclaimDead(ctx, r.log(), window); err != nil && ctx.Err() == nil {
+		pass, err := r.c.reclaimDead(ctx, r.log(), reclaimPass{self: r.self(), window: window, claim: r.every})
+		if err != nil && ctx.Err() == nil {
 			r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
 		}
-		jitter := time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
-		t := time.NewTimer(r.every + jitter)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		wait := r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
+		if err == nil && pass.next > 0 && pass.next < wait {
+			wait = pass.next
 		}
+		t.Reset(wait)
 	}
 }
 
-// reclaimDead reclaims every worker whose registry lease has expired and
-// returns how many tasks went back to their queues.
-func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, window time.Duration) (int64, error) {
-	dead, err := c.store.ExpiredWorkers(ctx, reclaimBatch)
+// reclaimPass is one pass's parameters.
+type reclaimPass struct {
+	self   string        // the caller's worker id, if any
+	window time.Duration // the poison-pill guard's (see reclaimWorker)
+	claim  time.Duration // how long the registry keeps the dead for the caller
+}
+
+// reclaimed is what one pass did and when the next should run.
+type reclaimed struct {
+	tasks int64
+	// next is when to look again (0: no sooner than usual): at the next
+	// peer lease expiry, or when a dead worker's queue lease that outlived
+	// its registry lease runs out, or at once if the pass was full.
+	next time.Duration
+}
+
+// soonest lowers r.next to d (d > 0).
+func (r *reclaimed) soonest(d time.Duration) {
+	if r.next == 0 || d < r.next {
+		r.next = d
+	}
+}
+
+// reclaimDead reclaims the workers whose registry lease has expired and
+// that no peer has claimed.
+func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, p reclaimPass) (reclaimed, error) {
+	var out reclaimed
+	claim := p.claim
+	if claim <= 0 {
+		claim = DefaultRenewInterval
+	}
+	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, p.self, claim)
 	if err != nil {
-		return 0, c.fail("find dead workers", "", err)
+		return out, c.fail("find dead workers", "", err)
+	}
+	if exp.Next > 0 {
+		out.soonest(exp.Next + reclaimMargin)
+	}
+	if len(exp.Dead) == reclaimBatch {
+		out.soonest(time.Millisecond)
 	}
 	// Several workers dead at once is an outage (Redis paused, restarted
 	// or failing over, a network cut), not a task killing its worker: the
 	// poison-pill guard counts nothing then.
-	if len(dead) > 1 {
+	window := p.window
+	if len(exp.Dead) > 1 {
 		window = 0
 	}
-	var total int64
 	var errs []error
-	for _, id := range dead {
-		n, done, err := c.reclaimWorker(ctx, id, window)
-		total += n
+	for _, id := range exp.Dead {
+		n, left, done, err := c.reclaimWorker(ctx, id, window)
+		out.tasks += n
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if left > 0 {
+			out.soonest(left + reclaimMargin)
 		}
 		if done {
 			log.Info("worqr: reclaimed dead worker", "dead", id, "tasks", n)
 			c.obs.reclaimed(ctx, ReclaimEvent{DeadWorker: id, Tasks: n})
 		}
 	}
-	return total, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // reclaimWorker returns one dead worker's processes in every queue it
 // served, then deregisters it. It reports done=false, and leaves the worker
 // registered for a later pass, while the worker still holds a live lease on
-// some queue (its registry lease expired first, or it joined a queue late).
+// some queue (its registry lease expired first, or it joined a queue late);
+// left then says how long the longest such lease has to run.
 //
 // window is the poison-pill guard's: a task whose holder died within it of
 // starting the task counts the death (see PoisonLimit).
-func (c *Client) reclaimWorker(ctx context.Context, id string, window time.Duration) (total int64, done bool, err error) {
+func (c *Client) reclaimWorker(ctx context.Context, id string, window time.Duration) (total int64, left time.Duration, done bool, err error) {
 	queues, err := c.store.WorkerQueues(ctx, id)
 	if err != nil {
-		return 0, false, c.fail("reclaim", "", err)
+		return 0, 0, false, c.fail("reclaim", "", err)
 	}
 	rs := make([]store.Release, len(queues))
 	for i, q := range queues {
@@ -110,16 +172,19 @@ func (c *Client) reclaimWorker(ctx context.Context, id string, window time.Durat
 	leased := false
 	for i, r := range c.store.ReleaseAll(ctx, rs) {
 		if r.Err != nil {
-			return total, false, c.fail("reclaim", queues[i], r.Err)
+			return total, 0, false, c.fail("reclaim", queues[i], r.Err)
 		}
-		leased = leased || r.Refused
+		if r.Refused {
+			leased = true
+			left = max(left, r.LeaseLeft)
+		}
 		total += r.Returned
 	}
 	if leased {
-		return total, false, nil
+		return total, left, false, nil
 	}
 	if _, err := c.store.Deregister(ctx, id, true); err != nil {
-		return total, false, c.fail("reclaim", "", err)
+		return total, 0, false, c.fail("reclaim", "", err)
 	}
-	return total, true, nil
+	return total, 0, true, nil
 }

@@ -12,14 +12,16 @@ import (
 
 // runner is the runtime of one queue served by Handle: it dequeues while it
 // has free slots and the queue may have tasks, and runs the handler for
-// each process.
+// each process. A member of a pool (HandleQueues) has no dequeue loop of
+// its own: the pool's loop dequeues for it, into the pool's slots.
 type runner struct {
-	w       *Worker // set when made, as are the next three
+	w       *Worker // set when made, as are the next four
 	queue   string
 	handler Handler // with the middleware around it
 	opts    HandleOptions
+	pool    *pool // the pool it is a member of, if any
 
-	wake chan struct{} // a work event came, or a slot was freed
+	wake chan struct{} // a work event came, or a slot was freed (not for a pool member)
 
 	mu sync.Mutex // guards the fields below
 	// busy counts the handlers running (a slot is taken from the dequeue
@@ -30,6 +32,14 @@ type runner struct {
 	// events, cleared when a dequeue comes back short.
 	more bool
 	gen  uint64 // counts work events
+	// blocked is set when a pool member could not take work (fenced,
+	// not serving, or Redis failed) until the next work event; the pool
+	// passes it over.
+	blocked bool
+	// retryAt unblocks a pool member whose dequeue failed, after its
+	// backoff (retry, the pool loop's own).
+	retryAt *time.Timer
+	retry   *backoff
 	// loop controls the running dequeue loop; nil before it starts.
 	loop *loopControl
 	// limited wakes the loop when the queue's rate limit allows the next
@@ -82,22 +92,31 @@ type loopControl struct {
 	idle chan job
 }
 
-// job is a process to run, with its handler's context.
+// job is a process to run, with its runner and its handler's context.
 type job struct {
+	r      *runner
 	p      *Process
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
-// and left the queue served).
+// and left the queue served). A pool member's loop is the pool's: it is
+// only marked as taking, and as maybe having work, so the pool looks.
 func (r *runner) startLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
 	r.mu.Lock()
 	r.loop = lc
+	if r.pool != nil {
+		r.more, r.blocked = true, false
+	}
 	r.mu.Unlock()
-	go r.run(lc)
+	if r.pool != nil {
+		close(lc.done)
+	} else {
+		go r.run(lc)
+	}
 	r.poke()
 }
 
@@ -114,12 +133,17 @@ func (r *runner) taking() bool {
 func (r *runner) workArrived() {
 	r.mu.Lock()
 	r.more = true
+	r.blocked = false
 	r.gen++
 	r.mu.Unlock()
 	r.poke()
 }
 
 func (r *runner) poke() {
+	if r.pool != nil {
+		r.pool.poke()
+		return
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -131,6 +155,66 @@ func (r *runner) free() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.opts.Concurrency - r.busy
+}
+
+// room is how many of its pool's slots a pool member may take now: none
+// unless it takes work, may have tasks and is not blocked; else up to its
+// cap (Concurrency, when set), or the pool's size.
+func (r *runner) room() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loop == nil || r.loop.ctx.Err() != nil || !r.more || r.blocked {
+		return 0
+	}
+	if c := r.opts.Concurrency; c > 0 {
+		return c - r.busy
+	}
+	return r.pool.size
+}
+
+// block passes a pool member over until the next work event, unless one
+// came since gen was read.
+func (r *runner) block(gen uint64) {
+	r.mu.Lock()
+	if r.gen == gen {
+		r.blocked = true
+	}
+	r.mu.Unlock()
+}
+
+// retryLater blocks a pool member whose dequeue failed (unless a work
+// event came since gen was read) and unblocks it after its backoff, as if
+// told of work: the pool serves its other queues meanwhile. The timer ends
+// with the member's loop.
+func (r *runner) retryLater(lc *loopControl, gen uint64) {
+	d := r.retry.step()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen == gen {
+		r.blocked = true
+	}
+	if r.retryAt != nil {
+		r.retryAt.Stop()
+	}
+	r.retryAt = time.AfterFunc(d, func() {
+		if lc.ctx.Err() == nil {
+			r.workArrived()
+		}
+	})
+}
+
+// full reports whether a pool member could not start a handler now for
+// want of a slot: the pool's are all taken, or its cap is reached.
+func (r *runner) full() bool {
+	if r.pool == nil {
+		return false
+	}
+	if r.pool.free() <= 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts.Concurrency > 0 && r.busy >= r.opts.Concurrency
 }
 
 func (r *runner) run(lc *loopControl) {
@@ -180,7 +264,7 @@ func (r *runner) run(lc *loopControl) {
 				r.clearMore(gen)
 			}
 			for _, p := range ps {
-				r.start(lc, p)
+				r.start(lc.idle, lc.ctx, p)
 			}
 			if len(ps) < n {
 				break
@@ -204,29 +288,34 @@ func (r *runner) clearMore(gen uint64) {
 // a busy queue goroutines (and the stacks they have grown) are reused
 // rather than started for every task. The handler's context ends when the
 // process ends for a reason the worker learns of (cancel, delete,
-// fencing), with that reason as its cause.
-func (r *runner) start(lc *loopControl, p *Process) {
+// fencing), with that reason as its cause. Goroutines wait on idle for
+// their next job until stop ends: the loop's (a pool's goroutines serve
+// every member).
+func (r *runner) start(idle chan job, stop context.Context, p *Process) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.mu.Lock()
 	r.busy++
 	r.mu.Unlock()
+	if r.pool != nil {
+		r.pool.acquire()
+	}
 	r.handlers.Add(1)
 	p.onEnd(cancel)
-	j := job{p: p, ctx: ctx, cancel: cancel}
+	j := job{r: r, p: p, ctx: ctx, cancel: cancel}
 	select {
-	case lc.idle <- j:
+	case idle <- j:
 	default:
-		go r.serve(lc, j)
+		go serve(idle, stop, j)
 	}
 }
 
 // serve runs j, then the jobs the loop hands it while the loop runs.
-func (r *runner) serve(lc *loopControl, j job) {
+func serve(idle chan job, stop context.Context, j job) {
 	for {
-		r.runJob(j)
+		j.r.runJob(j)
 		select {
-		case j = <-lc.idle:
-		case <-lc.ctx.Done():
+		case j = <-idle:
+		case <-stop.Done():
 			return
 		}
 	}
@@ -253,7 +342,9 @@ func (r *runner) runJob(j job) {
 	r.busy--
 	more := r.more
 	r.mu.Unlock()
-	if more {
+	if r.pool != nil {
+		r.pool.release() // the slot may go to any member
+	} else if more {
 		r.poke()
 	}
 }
@@ -285,8 +376,16 @@ func (r *runner) call(ctx context.Context, p *Process) (err error) {
 
 // settle applies the outcome of a handler to its process.
 func (r *runner) settle(ctx context.Context, p *Process, err error) {
-	// Built only when something is logged: settle runs once per task.
-	log := func() *slog.Logger { return r.w.logger().With("queue", r.queue, "process", p.ID(), "task", p.TaskID()) }
+	// One record with the process's attributes, without a derived
+	// logger (With copies the handler's state): settle runs once per task,
+	// and once per failed attempt logs.
+	log := func(level slog.Level, msg string, args ...any) {
+		l := r.w.logger()
+		if !l.Enabled(context.Background(), level) {
+			return
+		}
+		l.Log(context.Background(), level, msg, append([]any{"queue", r.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	}
 	var write func(context.Context) error
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
@@ -302,14 +401,14 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case err == nil:
 		write = p.Finish
 	case IsPermanent(err):
-		log().Error("worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
+		log(slog.LevelError, "worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
 		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
 	case r.opts.Retry.exhausted(p.failures+1, p.budget):
-		log().Error("worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		log(slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
 	default:
 		delay := r.opts.Retry.delay(p.Attempt(), err)
-		log().Warn("worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		log(slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
 		write = func(ctx context.Context) error { return p.retry(ctx, delay, err) }
 	}
 	// Writes after the handler must not hang on a dead Redis for ever; one
@@ -325,10 +424,10 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
 			return
 		case !retryable(outcome) || !b.wait(r.w.life):
-			log().Warn("worqr: could not record the task's outcome", "err", outcome)
+			log(slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
-		log().Warn("worqr: could not record the task's outcome; retrying", "err", outcome)
+		log(slog.LevelWarn, "worqr: could not record the task's outcome; retrying", "err", outcome)
 	}
 }
 
@@ -350,9 +449,19 @@ func (r *runner) stopTaking() {
 	}
 	lc.cancel()
 	<-lc.done
+	if r.pool != nil {
+		// Wait out a dequeue of the pool's that may be starting handlers
+		// for this queue; any later one sees lc ended.
+		r.pool.turn.Lock()
+		//lint:ignore SA2001 an empty critical section is the barrier
+		r.pool.turn.Unlock()
+	}
 	r.mu.Lock()
 	if r.limited != nil {
 		r.limited.Stop()
+	}
+	if r.retryAt != nil {
+		r.retryAt.Stop()
 	}
 	r.mu.Unlock()
 }

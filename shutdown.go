@@ -67,8 +67,8 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	return w.deregister(ctx, id)
 }
 
-// stopComponents stops the lease keeper, the reclaimer and the periodic
-// schedules, and waits for the renewals and rejoins they started. It runs
+// stopComponents stops the lease keeper, the reclaimer, the periodic
+// schedules and the pools' loops, and waits for the renewals and rejoins they started. It runs
 // once the worker is closed, before membership is taken: a
 // re-registration in progress holds it and ends when its context does.
 func (w *Worker) stopComponents() {
@@ -76,6 +76,7 @@ func (w *Worker) stopComponents() {
 	w.lease.stop()
 	w.reclaimer.stop()
 	w.stopPeriodics()
+	w.stopPools()
 	w.wg.Wait()
 }
 

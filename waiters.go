@@ -35,6 +35,11 @@ type queueWaiter struct {
 type waiter struct {
 	wake   chan struct{} // a signal to read the outcome (buffered, 1)
 	closed chan struct{} // the client's
+	// progress, for WaitWithProgress only (else nil), signals a report
+	// heard, kept in report (the last one: a slow callback skips some).
+	progress chan struct{}
+	mu       sync.Mutex            // guards report
+	report   *store.ProgressRecord // guarded by mu
 }
 
 func newWaiters(c *Client) *waiters {
@@ -42,9 +47,13 @@ func newWaiters(c *Client) *waiters {
 }
 
 // add registers a waiter for a task, subscribing to its queue if needed.
-// The waiter is woken once the subscription is confirmed.
-func (ws *waiters) add(queue, id string) *waiter {
+// The waiter is woken once the subscription is confirmed. withProgress
+// makes it hear the task's progress reports too.
+func (ws *waiters) add(queue, id string, withProgress bool) *waiter {
 	w := &waiter{wake: make(chan struct{}, 1), closed: ws.closed}
+	if withProgress {
+		w.progress = make(chan struct{}, 1)
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	qw, ok := ws.queues[queue]
@@ -108,13 +117,45 @@ func (ws *waiters) wakeAll(qw *queueWaiter, id string) {
 	}
 }
 
+// heard hands a progress report to the waiters of its task that listen for
+// them.
+func (ws *waiters) heard(qw *queueWaiter, id string, r store.ProgressRecord) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for w := range qw.ids[id] {
+		if w.progress == nil {
+			continue
+		}
+		w.mu.Lock()
+		w.report = &r
+		w.mu.Unlock()
+		select {
+		case w.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeReport is the last report heard, once; nil if none is new.
+func (w *waiter) takeReport() *store.ProgressRecord {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.report
+	w.report = nil
+	return r
+}
+
 // listen keeps the queue's channel subscribed while it has waiters.
 func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 	defer close(qw.done)
 	subscribed := func() { ws.wakeAll(qw, "") }
 	message := func(msg string) {
-		if e, ok := store.ParseEvent(msg); ok && e.Kind == store.EventOutcome {
+		e, ok := store.ParseEvent(msg)
+		switch {
+		case ok && e.Kind == store.EventOutcome:
 			ws.wakeAll(qw, e.TaskIDs[0])
+		case ok && e.Kind == store.EventProgress:
+			ws.heard(qw, e.TaskIDs[0], e.Progress)
 		}
 	}
 	b := newBackoff(10*time.Millisecond, time.Second)

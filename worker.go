@@ -76,11 +76,12 @@ type FenceEvent struct {
 // rejoin of a fenced queue or worker (fence.go, rejoin.go), the
 // reconciliation of lost dequeue replies (reconcile.go), the reclaimer of
 // dead peers (reclaim.go), per queue a subscription and its dispatcher
-// (subscription.go, events.go) and, for Handle, a runtime (runtime.go),
+// (subscription.go, events.go) and, for Handle, a runtime (runtime.go)
+// whose dequeues, for HandleQueues, one pool loop makes (pool.go),
 // and per periodic schedule a timer (periodic.go); shutdown.go stops them
 // all. Its state is one lifecycle (state.go).
 //
-// Lock order: membership, then a queue's gate, then mu. runner.mu and
+// Lock order: membership, then a pool's turn, then a queue's gate, then mu. runner.mu and
 // Process.mu are leaves: nothing else is locked while they are held.
 // Client.mu is taken under membership, never with mu held.
 type Worker struct {
@@ -111,6 +112,9 @@ type Worker struct {
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
 	periodics map[periodicKey]*periodic
+	// pools are the shared slot pools of HandleQueues, each a running
+	// loop. Guarded by mu.
+	pools []*pool
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life
@@ -162,7 +166,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger, fencedSince: w.fencedSince}
+	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger, fencedSince: w.fencedSince, self: w.ID}
 
 	w.mu.Lock()
 	w.lease.extend(sent)

@@ -256,7 +256,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := b.client()
 		g.Go(func() error {
-			n, _, err := rc.reclaimWorker(ctx, id, 2*DefaultTTL)
+			n, _, _, err := rc.reclaimWorker(ctx, id, 2*DefaultTTL)
 			moved.Add(n)
 			return err
 		})
@@ -425,7 +425,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 
 	// Run the dequeue script as the worker, dropping the reply.
 	k := c.store.Keys().Queue("q")
-	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low}, []string{w.ID(), "1", "0"}).Error())
+	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{w.ID(), "1", "0"}).Error())
 	w.mu.Lock()
 	w.serving["q"].unsure = unsurePasses
 	w.mu.Unlock()

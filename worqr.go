@@ -126,6 +126,12 @@ type Options struct {
 	// it implements (EnqueueObserver, StartObserver, FinishObserver,
 	// ReclaimObserver, FenceObserver). Nil observes nothing.
 	Observer any
+	// NoStats turns off the per-queue stats (see Client.Stats) that this
+	// client's calls keep in Redis: its enqueues, dequeues, finishes and
+	// the rest then count nothing. Stats are on by default; they cost a
+	// read and a write of one hash per script call. Give every client of a
+	// fleet the same setting, or the stats count only what the others do.
+	NoStats bool
 }
 
 // Client enqueues, cancels and inspects work, and creates Workers. It is
@@ -140,10 +146,11 @@ type Client struct {
 	deadBounds  store.DeadBounds
 	poisonLimit int // 0: the guard is off
 
-	// enqueues and finishes merge overlapping Enqueue and Finish calls on
-	// a queue.
+	// enqueues, finishes and retries merge overlapping Enqueue, Finish
+	// and Retry calls (a handler's error included) on a queue.
 	enqueues *coalescer[[]byte, string]
 	finishes *coalescer[*Process, store.Outcome]
+	retries  *coalescer[store.RetryRef, store.Outcome]
 
 	waiters *waiters // Wait's subscriptions
 
@@ -189,6 +196,9 @@ func New(opts Options) (*Client, error) {
 	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
+	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+		return c.store.Retry(ctx, queue, refs)
+	})
 	if c.rdb == nil {
 		rdb, err := dial(opts.Addr, opts.Logger)
 		if err != nil {
@@ -197,7 +207,7 @@ func New(opts Options) (*Client, error) {
 		c.rdb, c.ownsRedis = rdb, true
 	}
 	sharded := store.DetectSharded(c.rdb, opts.Prefix+":probe")
-	c.store = store.New(c.rdb, opts.Prefix, sharded)
+	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	return c, nil
 }
 

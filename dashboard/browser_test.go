@@ -36,8 +36,9 @@ func chromium(t *testing.T) string {
 
 // TestBrowser drives the dashboard in a real headless Chromium: pages
 // load, live counts change as tasks are enqueued, an action (pause, its
-// confirm() accepted) changes Redis, and each page is saved as a PNG in
-// $WORQR_ARTIFACTS (default a temporary directory).
+// confirm() accepted) changes Redis, a finished task shows in the queue
+// page's stats, and each page is saved as a PNG in $WORQR_ARTIFACTS
+// (default a temporary directory).
 func TestBrowser(t *testing.T) {
 	bin := chromium(t)
 	artifacts := os.Getenv("WORQR_ARTIFACTS")
@@ -48,7 +49,10 @@ func TestBrowser(t *testing.T) {
 
 	e := newEnv(t, Options{PollInterval: 100 * time.Millisecond})
 	dead, _ := fill(t, e, "emails")
-	ctx := e.ctx()
+	// As long as the browser's: e.ctx() gives 10 s, which a loaded
+	// machine can use up before the end.
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancelCtx()
 	_, err := e.c.Enqueue(ctx, "thumbnails", []byte(`{"image":"cat.png","size":[128,128]}`))
 	require.NoError(t, err)
 
@@ -130,7 +134,7 @@ func TestBrowser(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = w.Close(e.ctx()) }()
 	require.NoError(t, w.StartWork(ctx, "thumbnails", worqr.Events{}))
-	_, err = w.Dequeue(ctx, "thumbnails")
+	held, err := w.Dequeue(ctx, "thumbnails")
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(bctx,
 		textIs(cell("thumbnails", "waiting"), "0"),
@@ -170,6 +174,27 @@ func TestBrowser(t *testing.T) {
 	n, err := e.c.DeadLetterCount(ctx, "emails")
 	require.NoError(t, err)
 	assert.Zero(t, n)
+
+	// A queue page's stats: the task finished shows in its totals and
+	// chart, and the live finished/s card gets numbers.
+	require.NoError(t, held.Finish(ctx))
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue?q="+qx("thumbnails"))),
+		chromedp.WaitVisible(css(`#statschart`)),
+	))
+	stats, err := chromedp.Run(bctx, chromedp.Text(css(`#stats`)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(bctx,
+		textIs(`#stat-finished`, "1"),
+		textIs(`#stat-started`, "1"),
+	), "totals: %s", stats)
+	require.NoError(t, chromedp.Do(bctx,
+		until(`document.querySelectorAll("#statschart g.bar").length === 1`),
+	), "a bar in the chart")
+	require.NoError(t, chromedp.Do(bctx,
+		until(`(function(){var el=document.querySelector('#live[data-at]') && document.querySelector('[data-f="rate"]'); return !!el && /^[0-9]+\.[0-9]$/.test(el.textContent.trim())})()`),
+		shot("queue-stats"),
+	), "the live finished/s")
 
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/workers")),

@@ -33,6 +33,7 @@ func fill(t *testing.T, e *env, queue string) (dead, inFlight string) {
 	require.NoError(t, p.DeadLetter(ctx, errors.New("boom: <b>bad</b>")))
 	p2, err := w.Dequeue(ctx, queue)
 	require.NoError(t, err)
+	require.NoError(t, p2.ReportProgress(ctx, 35, "chunk <7>"))
 	return p.TaskID(), p2.TaskID()
 }
 
@@ -66,6 +67,7 @@ func TestPagesRender(t *testing.T) {
 	code, body = e.get("/task?q=" + qx("emails") + "&id=" + inFlight)
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "<dt>In flight</dt>")
+	assert.Contains(t, body, "35%: chunk &lt;7&gt;", "the progress report, escaped")
 
 	code, _ = e.get("/task?q=" + qx("emails") + "&id=ffff")
 	assert.Equal(t, http.StatusNotFound, code)

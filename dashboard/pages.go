@@ -65,6 +65,7 @@ type queueData struct {
 	Dead        []worqr.DeadLetter
 	DeadFrom    int
 	PageSize    int
+	Stats       statsView
 }
 
 func (d queueData) title() string { return "queue " + display(d.Info.Name) }
@@ -98,6 +99,12 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	read(func() (e error) { d.Delayed, e = h.c.Delayed(ctx, name, 0, pageSize-1); return })
 	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name); return })
 	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize); return })
+	read(func() error {
+		res, n := statsWindow(r)
+		s, e := h.c.Stats(ctx, name, worqr.StatsOptions{Resolution: res})
+		d.Stats = newStatsView(s, res, n)
+		return e
+	})
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return

@@ -31,11 +31,13 @@ type poller struct {
 	hist   map[string]*history
 }
 
-// history is what a queue's rate is computed from.
+// history is what a queue's rate is computed from: the tasks finished in
+// each recent minute as last read from its stats, and when (by the Redis
+// clock).
 type history struct {
-	backlog int64
-	at      time.Time
-	rates   []float64
+	finished map[int64]int64 // minute start (Unix s) -> tasks finished
+	at       time.Time
+	rates    []float64
 }
 
 func newPoller(c *worqr.Client, every time.Duration, log *slog.Logger) *poller {
@@ -93,6 +95,8 @@ type event struct {
 	Queues []queueRow `json:"queues"`
 }
 
+// queueRow is one queue's counts. Rate is the tasks finished per second
+// between the last two polls, from the queue's stats (0 when they are off).
 type queueRow struct {
 	Key      string    `json:"k"` // the name in hex: names are any bytes
 	Name     string    `json:"name"`
@@ -112,6 +116,11 @@ func (p *poller) pollOnce(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(p.every, 5*time.Second))
 	infos, err := readQueues(rctx, p.c)
+	var stats []worqr.Stats
+	if err == nil {
+		// Every minute that had not ended at the last poll, and one more.
+		stats, err = readStats(rctx, p.c, infos, time.Now().Add(-p.every-2*time.Minute))
+	}
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -125,24 +134,23 @@ func (p *poller) pollOnce(ctx context.Context) {
 		ev.Error = err.Error()
 	}
 	seen := make(map[string]bool, len(infos))
-	for _, qi := range infos {
+	for i, qi := range infos {
 		seen[qi.Name] = true
-		backlog := qi.Waiting + qi.Delayed + qi.InFlight
 		h := p.hist[qi.Name]
-		var rate float64
 		if h == nil {
 			h = &history{}
 			p.hist[qi.Name] = h
-		} else if dt := now.Sub(h.at).Seconds(); dt > 0 && backlog < h.backlog {
-			rate = float64(h.backlog-backlog) / dt
 		}
-		if !h.at.IsZero() {
-			h.rates = append(h.rates, rate)
-			if len(h.rates) > sparkLen {
-				h.rates = h.rates[len(h.rates)-sparkLen:]
+		var rate float64
+		if i < len(stats) { // else a failed read, whose error is shown
+			if r, ok := h.next(stats[i]); ok {
+				rate = r
+				h.rates = append(h.rates, rate)
+				if len(h.rates) > sparkLen {
+					h.rates = h.rates[len(h.rates)-sparkLen:]
+				}
 			}
 		}
-		h.backlog, h.at = backlog, now
 		ev.Queues = append(ev.Queues, queueRow{
 			Key: hex.EncodeToString([]byte(qi.Name)), Name: display(qi.Name),
 			Waiting: qi.Waiting, Delayed: qi.Delayed, InFlight: qi.InFlight, Dead: qi.Dead,
@@ -175,6 +183,29 @@ func (p *poller) pollOnce(ctx context.Context) {
 	}
 }
 
+// next takes a new read of a queue's recent minutes and returns the
+// tasks finished per second since the last read (ok false on the first).
+// A minute's count only grows while it lasts, so the tasks finished
+// between two reads are what each minute that had not ended at the
+// first gained since.
+func (h *history) next(s worqr.Stats) (rate float64, ok bool) {
+	finished := make(map[int64]int64, len(s.Buckets))
+	var gained int64
+	for _, b := range s.Buckets {
+		start := b.Start.Unix()
+		finished[start] = b.Counts.Finished
+		if b.Start.Add(time.Minute).After(h.at) {
+			gained += b.Counts.Finished - h.finished[start]
+		}
+	}
+	ok = !h.at.IsZero()
+	if dt := s.Now.Sub(h.at).Seconds(); ok && dt > 0 && gained > 0 {
+		rate = float64(gained) / dt
+	}
+	h.finished, h.at = finished, s.Now
+	return rate, ok
+}
+
 // readQueues reads every queue's counts and controls: the registry, then
 // one round trip per queue.
 func readQueues(ctx context.Context, c *worqr.Client) ([]worqr.QueueInfo, error) {
@@ -189,6 +220,20 @@ func readQueues(ctx context.Context, c *worqr.Client) ([]worqr.QueueInfo, error)
 			return out, err
 		}
 		out = append(out, qi)
+	}
+	return out, nil
+}
+
+// readStats reads the queues' stats of the minutes since since: one round
+// trip per queue (an HMGET of those minutes' fields, when since is recent).
+func readStats(ctx context.Context, c *worqr.Client, infos []worqr.QueueInfo, since time.Time) ([]worqr.Stats, error) {
+	out := make([]worqr.Stats, 0, len(infos))
+	for _, qi := range infos {
+		st, err := c.Stats(ctx, qi.Name, worqr.StatsOptions{Since: since})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st)
 	}
 	return out, nil
 }

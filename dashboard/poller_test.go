@@ -74,7 +74,9 @@ func TestPollerReadsOncePerInterval(t *testing.T) {
 		require.NoError(t, err)
 	}
 	before := e.rdb.n.Load()
-	_, err := readQueues(ctx, e.c)
+	infos, err := readQueues(ctx, e.c)
+	require.NoError(t, err)
+	_, err = readStats(ctx, e.c, infos, time.Now().Add(-time.Minute))
 	require.NoError(t, err)
 	perPoll := e.rdb.n.Load() - before
 	require.Positive(t, perPoll)

@@ -12,7 +12,8 @@
 //	go run ./cmd/worqr-bench -short                               # smoke run on an embedded miniredis
 //
 // Scenarios: enqueue, process, latency, recovery, memory, fanout, delay,
-// burst, retry (see BENCHMARKS.md for what each does and its target). Each
+// burst, retry, idle, limits, priorities, rate, multiqueue, stats (see
+// BENCHMARKS.md for what each does and its target). Each
 // prints one JSON line on standard output and a human summary on standard
 // error. Targets are reported, never enforced: the exit status says only
 // whether the program ran.
@@ -52,6 +53,7 @@ type config struct {
 	queues      int
 	concurrency int
 	verbose     bool
+	fleet       []int // the idle scenario's fleet sizes
 }
 
 // bench is what every scenario runs against.
@@ -90,6 +92,8 @@ func scenarios() []scenario {
 		{name: "recovery", run: runRecovery, targets: []target{
 			{Metric: "ttl3s_recovery_s", Op: "<=", Limit: 4},
 			{Metric: "ttl1s_recovery_s", Op: "<=", Limit: 2},
+			{Metric: "ttl3s_after_expiry_ms", Op: "<=", Limit: 100},
+			{Metric: "ttl1s_after_expiry_ms", Op: "<=", Limit: 100},
 			{Metric: "lost", Op: "<=", Limit: 0},
 		}},
 		{name: "memory", run: runMemory, targets: []target{
@@ -104,8 +108,27 @@ func scenarios() []scenario {
 		{name: "burst", run: runBurst, targets: []target{
 			{Metric: "ratio", Op: ">=", Limit: 0.8},
 		}},
+		{name: "multiqueue", run: runMultiqueue},
 		{name: "retry", run: runRetry, targets: []target{
 			{Metric: "ratio", Op: ">=", Limit: 0.45},
+		}},
+		{name: "idle", run: runIdle, targets: []target{
+			{Metric: "w1000_redis_cpu_pct", Op: "<=", Limit: 1},
+		}},
+		{name: "limits", run: runLimits, targets: []target{
+			{Metric: "nonbinding_ratio", Op: ">=", Limit: 0.95},
+			{Metric: "binding_w1_peak_weight", Op: "<=", Limit: 8},
+			{Metric: "binding_w1_ratio_to_ideal", Op: ">=", Limit: 0.9},
+			{Metric: "binding_w2_peak_weight", Op: "<=", Limit: 8},
+			{Metric: "binding_w2_ratio_to_ideal", Op: ">=", Limit: 0.9},
+		}},
+		{name: "priorities", run: runPriorities},
+		{name: "rate", run: runRate, targets: []target{
+			{Metric: "max_starts_in_window", Op: "<=", Limit: 100},
+			{Metric: "early", Op: "<=", Limit: 0},
+		}},
+		{name: "stats", run: runStats, targets: []target{
+			{Metric: "ratio", Op: ">=", Limit: 0.95},
 		}},
 	}
 }
@@ -119,19 +142,28 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, stats, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")
 	concurrency := flag.Int("concurrency", 50, "goroutines that enqueue, and handlers (and baseline consumers) per queue")
 	resp2 := flag.Bool("resp2", false, "speak RESP2 to a real Redis (RESP3 is the default)")
 	verbose := flag.Bool("v", false, "log worqr's warnings to standard error")
+	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
 	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
+	}
+	for _, f := range strings.Split(*fleet, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "worqr-bench: -fleet %q: want positive worker counts\n", *fleet)
+			os.Exit(2)
+		}
+		cfg.fleet = append(cfg.fleet, n)
 	}
 	if cfg.short && !isSet("runs") {
 		cfg.runs = 1
@@ -262,8 +294,15 @@ func describe(ctx context.Context, b *bench) {
 // of its own, so runs never meet each other or anything else on the
 // server.
 func (b *bench) newClient() (*worqr.Client, string, error) {
+	return b.newClientWith(worqr.Options{})
+}
+
+// newClientWith is newClient with options of the caller's (its Redis,
+// Prefix and Logger are set here).
+func (b *bench) newClientWith(o worqr.Options) (*worqr.Client, string, error) {
 	prefix := "wqb-" + uuid.NewString()[:8]
-	c, err := worqr.New(worqr.Options{Redis: b.rdb, Prefix: prefix, Logger: b.log})
+	o.Redis, o.Prefix, o.Logger = b.rdb, prefix, b.log
+	c, err := worqr.New(o)
 	return c, prefix, err
 }
 

@@ -61,7 +61,12 @@ func runProcess(ctx context.Context, b *bench) (*result, error) {
 // startPoolWith) from its start until every task has finished. It also
 // returns how long the fill took.
 func drain(ctx context.Context, b *bench, perQueue int, run string, fail func(*worqr.Process) error, opts worqr.HandleOptions) (span, time.Duration, error) {
-	c, prefix, err := b.newClient()
+	return drainClient(ctx, b, worqr.Options{}, perQueue, run, fail, opts)
+}
+
+// drainClient is drain with a client made with co (see newClientWith).
+func drainClient(ctx context.Context, b *bench, co worqr.Options, perQueue int, run string, fail func(*worqr.Process) error, opts worqr.HandleOptions) (span, time.Duration, error) {
+	c, prefix, err := b.newClientWith(co)
 	if err != nil {
 		return span{}, 0, err
 	}
@@ -122,19 +127,7 @@ func startPool(ctx context.Context, c *worqr.Client, queues []string, n, conc in
 // handler's, and that start is not counted.
 func startPoolWith(ctx context.Context, c *worqr.Client, queues []string, n int, want int64, fail func(*worqr.Process) error, opts worqr.HandleOptions) (*pool, error) {
 	p := &pool{want: want, all: make(chan struct{})}
-	h := func(_ context.Context, proc *worqr.Process) error {
-		if fail != nil {
-			if err := fail(proc); err != nil {
-				return err
-			}
-		}
-		now := time.Now()
-		p.first.CompareAndSwap(0, now.UnixNano())
-		if p.handled.Add(1) == p.want {
-			p.once.Do(func() { p.last = now; close(p.all) })
-		}
-		return nil
-	}
+	h := p.handler(fail)
 	for range n {
 		w, err := c.NewWorker(ctx, worqr.WorkerOptions{})
 		if err != nil {
@@ -150,6 +143,23 @@ func startPoolWith(ctx context.Context, c *worqr.Client, queues []string, n int,
 		}
 	}
 	return p, nil
+}
+
+// handler is the pool's no-op handler; fail as for startPoolWith.
+func (p *pool) handler(fail func(*worqr.Process) error) worqr.Handler {
+	return func(_ context.Context, proc *worqr.Process) error {
+		if fail != nil {
+			if err := fail(proc); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		p.first.CompareAndSwap(0, now.UnixNano())
+		if p.handled.Add(1) == p.want {
+			p.once.Do(func() { p.last = now; close(p.all) })
+		}
+		return nil
+	}
 }
 
 // wait returns when every task has been handled and finished: none waits

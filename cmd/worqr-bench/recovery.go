@@ -36,28 +36,38 @@ func runRecovery(ctx context.Context, b *bench) (*result, error) {
 	}
 	var lost int
 	for _, ttl := range ttls {
-		took, l, twice, err := recoverOnce(ctx, b, ttl)
+		r, err := recoverOnce(ctx, b, ttl)
 		if err != nil {
 			return nil, fmt.Errorf("TTL %v: %w", ttl, err)
 		}
 		name := fmt.Sprintf("ttl%ds_", int(ttl.Seconds()))
-		res.add(name+"recovery_s", "s", took.Seconds())
-		res.add(name+"recovery_over_ttl", "×", took.Seconds()/ttl.Seconds())
-		lost += l
-		if len(twice) > 0 {
-			res.note("TTL %v: started more than twice: %s", ttl, strings.Join(twice, ", "))
+		res.add(name+"recovery_s", "s", r.took.Seconds())
+		res.add(name+"recovery_over_ttl", "×", r.took.Seconds()/ttl.Seconds())
+		if r.lost == 0 {
+			res.add(name+"after_expiry_ms", "ms", float64(r.afterExpiry.Microseconds())/1000)
+		}
+		lost += r.lost
+		if len(r.twice) > 0 {
+			res.note("TTL %v: started more than twice: %s", ttl, strings.Join(r.twice, ", "))
 		}
 	}
 	res.add("lost", "tasks", float64(lost))
 	return res, nil
 }
 
-// recoverOnce runs one crash and returns the recovery time, the tasks not
-// started again in time, and the tasks started more than twice.
-func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duration, int, []string, error) {
+// recovery is what one crash measured.
+type recovery struct {
+	took        time.Duration // from the kill until every task started again
+	afterExpiry time.Duration // from the dead worker's lease expiry until then
+	lost        int           // tasks not started again in time
+	twice       []string      // tasks started more than twice
+}
+
+// recoverOnce runs one crash.
+func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, error) {
 	c, prefix, err := b.newClient()
 	if err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
 	queue := b.queues[0]
@@ -66,12 +76,12 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 		tasks[i] = fmt.Appendf(nil, "slow-%02d", i)
 	}
 	if _, err := c.EnqueueBatch(ctx, queue, tasks); err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 
 	self, err := os.Executable()
 	if err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 	args := []string{childArg, "-redis", strings.Join(b.cfg.addrs, ","), "-prefix", prefix, "-queue", queue, "-ttl", ttl.String(),
 		fmt.Sprintf("-embedded=%v", b.embedded), fmt.Sprintf("-resp2=%v", b.cfg.resp2)}
@@ -79,10 +89,10 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 	if err := child.Start(); err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 
@@ -107,13 +117,23 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 	select {
 	case <-held:
 	case <-time.After(timeout(true)):
-		return 0, 0, nil, errors.New("the child worker did not start its tasks")
+		return recovery{}, errors.New("the child worker did not start its tasks")
+	}
+
+	// The child is the only worker registered yet.
+	workers := prefix + ":{r}:workers"
+	ids, err := b.rdb.Do(ctx, b.rdb.B().Zrange().Key(workers).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return recovery{}, err
+	}
+	if len(ids) != 1 {
+		return recovery{}, fmt.Errorf("%d workers registered before the survivor, want 1", len(ids))
 	}
 
 	// The survivor: it holds what it takes until it is closed.
 	survivor, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: ttl})
 	if err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 	defer func() { _ = survivor.Close(ctx) }()
 	again := map[string]time.Time{}
@@ -134,13 +154,25 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 		return hctx.Err()
 	}
 	if err := survivor.Handle(ctx, queue, h, worqr.HandleOptions{Concurrency: recoveryTasks}); err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
 
 	killed := time.Now()
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		return 0, 0, nil, err
+		return recovery{}, err
 	}
+	// When its lease runs out, on this process's clock: the lease's
+	// expiry less the Redis clock, from the moment Redis answered.
+	expiry, err := b.rdb.Do(ctx, b.rdb.B().Zscore().Key(workers).Member(ids[0]).Build()).AsInt64()
+	if err != nil {
+		return recovery{}, fmt.Errorf("the dead worker's lease: %w", err)
+	}
+	clock, err := b.rdb.Do(ctx, b.rdb.B().Time().Build()).AsIntSlice()
+	asked := time.Now()
+	if err != nil || len(clock) != 2 {
+		return recovery{}, fmt.Errorf("redis TIME: %v %w", clock, err)
+	}
+	expires := asked.Add(time.Duration(expiry-(clock[0]*1000+clock[1]/1000)) * time.Millisecond)
 	select {
 	case <-all:
 	case <-time.After(ttl + 10*time.Second):
@@ -161,9 +193,9 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (time.Duratio
 		}
 	}
 	if lost > 0 {
-		return ttl + 10*time.Second, lost, twice, nil
+		return recovery{took: ttl + 10*time.Second, lost: lost, twice: twice}, nil
 	}
-	return last.Sub(killed), 0, twice, nil
+	return recovery{took: last.Sub(killed), afterExpiry: last.Sub(expires), twice: twice}, nil
 }
 
 // crashChild is the worker process of the recovery scenario: it handles

@@ -35,6 +35,7 @@ type checkJSON struct {
 	StaleQueues         []string          `json:"staleQueues"`
 	BrokenQueues        []string          `json:"brokenQueues"`
 	UnknownKeys         []string          `json:"unknownKeys"`
+	MiscountedQueues    []string          `json:"miscountedQueues"`
 	NodesScanned        int               `json:"nodesScanned"`
 	KeysScanned         int               `json:"keysScanned"`
 	QueuesChecked       int               `json:"queuesChecked"`
@@ -56,6 +57,7 @@ type repairsJSON struct {
 	PendingWorkers   []string          `json:"pendingWorkers"`
 	RegisteredQueues []string          `json:"registeredQueues"`
 	RemovedQueues    []string          `json:"removedQueues"`
+	RecountedQueues  []string          `json:"recountedQueues"`
 }
 
 func list(s []string) []string {
@@ -78,7 +80,8 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		Problems: r.Problems(), OrphanedProcesses: make([]processRow, len(r.OrphanedProcesses)),
 		DeadWorkers: list(r.DeadWorkers), UnregisteredWorkers: list(r.UnregisteredWorkers), UnlistedQueues: workerQueues(r.UnlistedQueues),
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
-		NodesScanned: r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
+		MiscountedQueues: list(r.MiscountedQueues),
+		NodesScanned:     r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
 	}
 	for i, p := range r.OrphanedProcesses {
 		j.OrphanedProcesses[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
@@ -87,7 +90,8 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		p := r.Repaired
 		j.Repaired = &repairsJSON{Requeued: p.Requeued, Dropped: p.Dropped, LeasesRemoved: p.LeasesRemoved,
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
-			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues)}
+			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
+			RecountedQueues: list(p.RecountedQueues)}
 	}
 	return j
 }

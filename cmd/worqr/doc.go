@@ -1,6 +1,7 @@
 // Command worqr inspects and manages worqr queues in Redis, for operators
 // and scripts: what waits, what is delayed, in flight and dead, which
-// workers are live, and the changes an operator makes by hand (enqueue,
+// workers are live, what each queue did per minute (stats), and the
+// changes an operator makes by hand (enqueue,
 // cancel, delete a queue, requeue or purge dead letters, wait for an
 // outcome, run the consistency check). It uses only worqr's public API.
 //
@@ -12,6 +13,7 @@
 //	worqr peek <queue>                          the task dequeued next
 //	worqr range <queue> [start] [stop]          waiting tasks by position (0 is next out)
 //	worqr delayed <queue> [start] [stop]        delayed tasks by due time
+//	worqr stats <queue> [--hourly]              counts, wait and run times per minute
 //	worqr enqueue <queue> <payload>|-           add a task, print its id
 //	worqr cancel <queue> <id>                   cancel a task by id
 //	worqr cancel --payload <queue> <payload>|-  cancel every task with this payload

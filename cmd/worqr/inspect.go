@@ -32,7 +32,9 @@ serves. Counting processes reads every queue's processes.`},
 		{name: "processes", synopsis: "<queue>", group: "Inspect", summary: "a queue's in-flight processes", run: cmdProcesses, help: `
 Lists a queue's in-flight processes in dequeue order: process id, task id,
 attempt, the worker that holds it, its state (active, or cancelled or
-deleted while its holder has not let go) and a preview of the payload.`},
+deleted while its holder has not let go), its handler's last progress
+report (percent and note, "-" if none; with --json also when it was
+made) and a preview of the payload.`},
 		{name: "peek", synopsis: "<queue>", group: "Inspect", summary: "the task dequeued next", run: cmdPeek, help: `
 Shows the task that would be dequeued next: id, attempts, when it was
 enqueued, and a preview of its payload. --json prints a list of at most
@@ -57,6 +59,8 @@ type queueRow struct {
 	Dead        int64  `json:"dead"`
 	Paused      bool   `json:"paused"`
 	Concurrency int    `json:"concurrency"` // 0: no limit
+	// InFlightWeight is the slots in use (weighted tasks hold several).
+	InFlightWeight int64 `json:"inFlightWeight"`
 }
 
 // countQueue reads a queue's counts and controls, in one round trip.
@@ -66,7 +70,7 @@ func countQueue(ctx context.Context, c *worqr.Client, queue string) (queueRow, e
 		return queueRow{}, err
 	}
 	return queueRow{Queue: queue, Waiting: info.Waiting, Delayed: info.Delayed, InFlight: info.InFlight, Dead: info.Dead,
-		Paused: info.Paused, Concurrency: info.Concurrency}, nil
+		Paused: info.Paused, Concurrency: info.Concurrency, InFlightWeight: info.InFlightWeight}, nil
 }
 
 func cmdQueues(e *env, args []string) error {
@@ -211,7 +215,29 @@ type processRow struct {
 	Attempt int    `json:"attempt"`
 	Owner   string `json:"owner"`
 	State   string `json:"state"`
+	// Progress is the process's last progress report, if it made one.
+	Progress *progressJSON `json:"progress,omitempty"`
 	payloadJSON
+}
+
+// progressJSON is a progress report.
+type progressJSON struct {
+	Percent int       `json:"percent"`
+	Note    string    `json:"note"`
+	At      time.Time `json:"at"`
+}
+
+// progressText is a process's last progress report for the table: the
+// percentage and the note, "-" if it made none.
+func progressText(p *worqr.TaskProgress) string {
+	if p == nil {
+		return "-"
+	}
+	s := itoa(p.Percent) + "%"
+	if p.Note != "" {
+		s += " " + preview([]byte(p.Note), previewLen)
+	}
+	return s
 }
 
 func cmdProcesses(e *env, args []string) error {
@@ -231,6 +257,9 @@ func cmdProcesses(e *env, args []string) error {
 		rows := make([]processRow, len(ps))
 		for i, p := range ps {
 			rows[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
+			if pr := p.Progress; pr != nil {
+				rows[i].Progress = &progressJSON{Percent: pr.Percent, Note: pr.Note, At: pr.At}
+			}
 		}
 		return e.printJSON(rows)
 	}
@@ -238,9 +267,9 @@ func cmdProcesses(e *env, args []string) error {
 		e.note("no tasks in flight in %q", escape(queue))
 		return nil
 	}
-	t := e.table("PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "SIZE", "PAYLOAD")
+	t := e.table("PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "PROGRESS", "SIZE", "PAYLOAD")
 	for _, p := range ps {
-		t.row(p.ID, p.TaskID, itoa(p.Attempt), p.Owner, string(p.State), itoa(len(p.Task)), preview(p.Task, previewLen))
+		t.row(p.ID, p.TaskID, itoa(p.Attempt), p.Owner, string(p.State), progressText(p.Progress), itoa(len(p.Task)), preview(p.Task, previewLen))
 	}
 	return t.flush()
 }

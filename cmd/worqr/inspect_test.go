@@ -48,6 +48,7 @@ func seedInspect(t *testing.T, c *worqr.Client) inspected {
 		require.NoError(t, err)
 		s.held = append(s.held, p)
 	}
+	require.NoError(t, s.held[1].ReportProgress(ctx, 60, "page 3"))
 
 	s.handler = newWorker(t, c)
 	require.NoError(t, s.handler.Handle(ctx, "imports", func(_ context.Context, p *worqr.Process) error {
@@ -83,7 +84,7 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, []queueRow{
 			{Queue: "emails", Waiting: 4, Delayed: 2},
 			{Queue: "imports", Dead: 2},
-			{Queue: "reports", Waiting: 1, InFlight: 2},
+			{Queue: "reports", Waiting: 1, InFlight: 2, InFlightWeight: 2},
 		}, jsonOf[[]queueRow](b, "queues"))
 		// Global flags go before the command too.
 		assert.Len(t, jsonOf[[]queueRow](b, "--json", "queues"), 3)
@@ -124,9 +125,15 @@ func TestInspect(t *testing.T) {
 			assert.Equal(t, "active", p.State)
 			assert.Equal(t, string(held.Task()), *p.Payload)
 		}
+		assert.Nil(t, ps[0].Progress)
+		require.NotNil(t, ps[1].Progress)
+		assert.Equal(t, 60, ps[1].Progress.Percent)
+		assert.Equal(t, "page 3", ps[1].Progress.Note)
+		assert.WithinDuration(t, time.Now(), ps[1].Progress.At, time.Minute)
 		out := b.ok("processes", "reports").stdout
-		assert.Equal(t, []string{"PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "SIZE", "PAYLOAD"}, rows(out)[0])
-		assert.Equal(t, []string{s.held[0].TaskID(), "1", s.holder.ID(), "active", "2", "r1"}, row(t, out, s.held[0].ID())[1:])
+		assert.Equal(t, []string{"PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "PROGRESS", "SIZE", "PAYLOAD"}, rows(out)[0])
+		assert.Equal(t, []string{s.held[0].TaskID(), "1", s.holder.ID(), "active", "-", "2", "r1"}, row(t, out, s.held[0].ID())[1:])
+		assert.Equal(t, []string{"60% page 3", "2", "r2"}, row(t, out, s.held[1].ID())[5:])
 
 		r := b.ok("processes", "emails")
 		assert.Empty(t, r.stdout)

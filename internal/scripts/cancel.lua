@@ -2,7 +2,7 @@
 -- payload (and its recorded error), mark every in-flight one cancelled (so
 -- a holder that missed the event still finds out), and publish a cancel
 -- event naming the in-flight tasks.
--- KEYS: waiting, procs, delayed, errors, unique, high, low
+-- KEYS: waiting, procs, delayed, errors, unique, high, low, stats
 -- ARGV: channel, payload
 -- Returns {removed, marked}.
 --
@@ -68,6 +68,8 @@ for i = 1, #all, 2 do
     marked[#marked + 1] = entry_id(proc_task(v))
   end
 end
+stat('x', removed + #marked)
+stats_flush(KEYS[8])
 if #marked > 0 then
   publish(ARGV[1], 'c' .. table.concat(marked, ','))
 end

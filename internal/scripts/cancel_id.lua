@@ -1,7 +1,7 @@
 -- Cancel one task by id: remove it (and its recorded error) if it waits or
 -- is delayed, or mark it cancelled if it is in flight (so a holder that
 -- missed the event still finds out) and publish a cancel event naming it.
--- KEYS: waiting, procs, delayed, errors, unique, high, low
+-- KEYS: waiting, procs, delayed, errors, unique, high, low, stats
 -- ARGV: channel, task id
 -- Returns {removed, marked}: each 0 or 1.
 set_lists(KEYS[1], KEYS[6], KEYS[7])
@@ -16,6 +16,8 @@ for _, list in ipairs({KEYS[1], KEYS[6], KEYS[7]}) do
         redis.call('LREM', list, 1, TOMBSTONE)
         redis.call('HDEL', KEYS[4], id)
         release_unique(KEYS[5], e)
+        stat('x', 1)
+        stats_flush(KEYS[8])
         return {1, 0}
       end
     end
@@ -26,6 +28,8 @@ for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     redis.call('ZREM', KEYS[3], e)
     redis.call('HDEL', KEYS[4], id)
     release_unique(KEYS[5], e)
+    stat('x', 1)
+    stats_flush(KEYS[8])
     return {1, 0}
   end
 end
@@ -38,6 +42,8 @@ for i = 1, #all, 2 do
     end
     redis.call('HSET', KEYS[2], all[i], 'c' .. string.sub(v, 2))
     publish(ARGV[1], 'c' .. id)
+    stat('x', 1)
+    stats_flush(KEYS[8])
     return {0, 1}
   end
 end

@@ -1,10 +1,13 @@
 -- Look at one queue for Client.Check, changing nothing: whether it exists,
 -- how many tasks wait, every worker with a lease entry or a process in it
 -- (and whether its lease is live), and the processes whose owner holds no
--- live lease here (orphans: their owner can no longer finish or stop them).
--- KEYS: waiting, procs, leases, meta, delayed, high, low
+-- live lease here (orphans: their owner can no longer finish or stop them),
+-- the extra weight in flight as counted (meta 'wx') and as the processes
+-- hold it (see entry_weight), and the progress reports whose process is
+-- gone.
+-- KEYS: waiting, procs, leases, meta, delayed, high, low, progress
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
---          {pid, owner, state, task, ...}}.
+--          {pid, owner, state, task, ...}, {counted, held}, stray reports}.
 set_lists(KEYS[1], KEYS[6], KEYS[7])
 local now = now_ms()
 local live, owners = {}, {}
@@ -19,12 +22,14 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   see(id)
 end
 local orphans = {}
+local extra = 0
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local pid, v = all[i], all[i + 1]
   if #v >= 1 + OWNER_LEN then -- anything shorter was never written by worqr
     local owner = proc_owner(v)
     see(owner)
+    extra = extra + entry_weight(proc_task(v)) - 1
     if live[owner] == 0 then
       orphans[#orphans + 1] = pid
       orphans[#orphans + 1] = owner
@@ -34,4 +39,12 @@ for i = 1, #all, 2 do
   end
 end
 local waiting = waiting_len(KEYS[1]) + redis.call('ZCARD', KEYS[5])
-return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans}
+local counted = tonumber(redis.call('HGET', KEYS[4], 'wx') or '0') or 0
+local stray = 0
+local reports = redis.call('HGETALL', KEYS[8])
+for i = 2, #reports, 2 do
+  if redis.call('HEXISTS', KEYS[2], string.match(reports[i], '^[^,]*')) == 0 then
+    stray = stray + 1
+  end
+end
+return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans, {counted, extra}, stray}

@@ -35,7 +35,8 @@ end
 -- layout): a header, ':', then the payload. The header is the task id in
 -- hex, then optional fields ',<letter><value>', values free of ',' and
 -- ':': 'a' counts the starts, 'f' the failed ones (a handler error, a
--- retry), 'm' is the task's attempt budget; a dead letter
+-- retry), 'm' is the task's attempt budget, 'd' when it became due if
+-- not at its enqueue (see entry_due); a dead letter
 -- adds 'D' (when, ms), 'W' (the worker) and 'K' (the failure's kind).
 local function entry_id(e) return string.match(e, '^[^,:]*') end
 local function entry_payload(e)
@@ -183,12 +184,14 @@ local function waiting_len(normal)
 end
 
 -- The queue controls kept in its meta hash: 'paused' (any value), 'limit'
--- (the most processes in flight across the fleet), and 'rate' and 'per'
--- (at most rate starts in any per ms).
--- Returns paused, limit, rate, per (nil when none).
+-- (the most weight in flight across the fleet: see entry_weight), and
+-- 'rate' and 'per' (at most rate starts in any per ms).
+-- Returns paused, limit, rate, per (nil when none), and the extra weight
+-- in flight ('wx', see entry_weight; 0 when none).
 local function queue_controls(meta)
-  local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per')
-  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil), tonumber(c[3] or nil), tonumber(c[4] or nil)
+  local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per', 'wx')
+  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil), tonumber(c[3] or nil), tonumber(c[4] or nil),
+    tonumber(c[5] or nil) or 0
 end
 
 -- Slots freed in a queue with a concurrency limit: wake up to n runtimes
@@ -205,6 +208,28 @@ local function slots_freed(meta, waiting, idle, channel, n)
   publish(channel, 'w' .. n .. ':' .. table.concat(ids, ','))
 end
 
+-- Task weights: a task enqueued with a weight w of 2 or more carries a 'w'
+-- field and holds w of its queue's concurrency slots while in flight. The
+-- meta field 'wx' keeps the sum of w - 1 over the queue's processes (absent
+-- when 0), so that HLEN(procs) + wx is the weight in flight: tasks without
+-- a weight cost one header_has when they start and end, nothing more.
+-- Every script that adds or removes processes calls weight_moved.
+local function entry_weight(e)
+  if not header_has(e, 'w') then return 1 end
+  local w = tonumber(header_get(entry_split(e), 'w'))
+  if not w or w < 1 then return 1 end
+  return math.floor(w)
+end
+
+-- Processes whose extra weight (the sum of w - 1) is x were added (x > 0)
+-- or removed (x < 0).
+local function weight_moved(meta, x)
+  if x == 0 then return end
+  if redis.call('HINCRBY', meta, 'wx', x) <= 0 then
+    redis.call('HDEL', meta, 'wx')
+  end
+end
+
 -- A task that held a unique key while alive ('u' field: the key's sha1)
 -- gives it up when it ends.
 local function release_unique(unique, entry)
@@ -216,11 +241,257 @@ local function release_unique(unique, entry)
   end
 end
 
+-- A task that goes back to waiting (a retry, a requeue, a reclaim, a dead
+-- letter requeued) or waits delayed carries a 'd' field: when it became
+-- (or becomes) due, in µs, hex; the stats measure its wait from then
+-- rather than from its enqueue (its id).
+local function entry_due(e, due_us)
+  local h, payload = entry_split(e)
+  return header_set(h, 'd', string.format('%x', due_us)) .. ':' .. payload
+end
+local function entry_due_now(e) return entry_due(e, now_us()) end
+
+-- When a waiting entry became due (µs): its 'd' field, else its id. nil
+-- for an entry worqr did not write. The usual entry, a 13-digit id and no
+-- field, is read without a pattern (dequeue runs this for every task).
+local function entry_since(e)
+  if string.byte(e, 14) == 58 then -- ':'
+    return tonumber(string.sub(e, 1, 13), 16)
+  end
+  if header_has(e, 'd') then
+    return tonumber(header_get(entry_split(e), 'd'), 16)
+  end
+  local id = tonumber(entry_id(e), 16)
+  if id and id > 0 then return id end
+  return nil
+end
+
+-- Stats (README, "Stats"): the scripts count what they do (stat,
+-- stat_waits, stat_run) and write it once, at the end (stats_flush): one
+-- HMGET and one HSET however many tasks a call handled. A queue's stats
+-- hash holds the current minute and two rings of time slots: minute slots
+-- 'm0'..'m359' (6 h) and hour slots 'h0'..'h167' (7 d). A slot's stamp
+-- field ('m17') is the minute (hour) since the epoch it holds, by the
+-- Redis clock, and its values are fields '<slot>:<name>': a counter (e
+-- enqueued, s started, f finished, r retried, q requeued, d dead, k
+-- reclaimed, x cancelled), a histogram bucket ('w<k>' wait, 'u<k>' run:
+-- values v µs with 2^(k-1) < v <= 2^k, k in 0..36, the last one open) or a
+-- sum ('ws', 'us', µs).
+--
+-- Scripts write the current minute only: its values are the fields
+-- 'c:<name>', and 'cur' is the minute they hold. The first write of a new
+-- minute moves them to minute cur's slot of the minute ring and adds them
+-- to its hour's slot (stats_roll). A reader takes 'c' as minute cur.
+-- STATS (set by scripts.go) false makes all of it a no-op.
+--
+-- Numbers are formatted as little as possible: it is the dearest thing a
+-- script does here (1 to 2 µs each). The hot path names fields from
+-- constant tables, and values go to Redis as numbers (whole numbers below 2^53,
+-- which Redis prints whole).
+local STATS_MINUTES, STATS_HOURS, STATS_TOP = 360, 168, 36
+-- The current minute's bucket fields, made only by a flush that needs them.
+local function stats_w_fields() return {[0] = 'c:w0', 'c:w1', 'c:w2', 'c:w3', 'c:w4', 'c:w5', 'c:w6', 'c:w7', 'c:w8', 'c:w9', 'c:w10', 'c:w11', 'c:w12', 'c:w13', 'c:w14', 'c:w15', 'c:w16', 'c:w17', 'c:w18', 'c:w19', 'c:w20', 'c:w21', 'c:w22', 'c:w23', 'c:w24', 'c:w25', 'c:w26', 'c:w27', 'c:w28', 'c:w29', 'c:w30', 'c:w31', 'c:w32', 'c:w33', 'c:w34', 'c:w35', 'c:w36'} end
+local function stats_u_fields() return {[0] = 'c:u0', 'c:u1', 'c:u2', 'c:u3', 'c:u4', 'c:u5', 'c:u6', 'c:u7', 'c:u8', 'c:u9', 'c:u10', 'c:u11', 'c:u12', 'c:u13', 'c:u14', 'c:u15', 'c:u16', 'c:u17', 'c:u18', 'c:u19', 'c:u20', 'c:u21', 'c:u22', 'c:u23', 'c:u24', 'c:u25', 'c:u26', 'c:u27', 'c:u28', 'c:u29', 'c:u30', 'c:u31', 'c:u32', 'c:u33', 'c:u34', 'c:u35', 'c:u36'} end
+local stats_acc = {}            -- counter field -> count
+local stats_w, stats_u = {}, {} -- bucket k -> count, of wait and run
+local stats_ws, stats_us = 0, 0 -- their sums (µs)
+local function stat(name, n)
+  if STATS and n ~= 0 then
+    local f = 'c:' .. name
+    stats_acc[f] = (stats_acc[f] or 0) + n
+  end
+end
+
+local function stats_bucket(us)
+  if us <= 1 then return 0 end
+  local m, e = math.frexp(us)
+  if m == 0.5 then e = e - 1 end
+  if e > STATS_TOP then return STATS_TOP end
+  return e
+end
+
+-- Count w waits of us µs each.
+local function stat_wait(us, w)
+  if us < 0 then us = 0 end
+  local k = stats_bucket(us)
+  stats_w[k] = (stats_w[k] or 0) + w
+  stats_ws = stats_ws + us * w
+end
+
+-- Count the waits of the tasks a dequeue took (in list order, as dequeue
+-- holds them), now_us being the dequeue's time. Reading a task's id costs
+-- more than all else here, so a batch of more than STATS_SAMPLE tasks is
+-- cut into that many runs of adjacent tasks (adjacent in their queue too),
+-- and the middle task of each run counts for the whole run: the count is
+-- exact, the durations close.
+local STATS_SAMPLE = 8
+local function stat_waits(tasks, now_us)
+  if not STATS then return end
+  local n = #tasks
+  local k = math.min(n, STATS_SAMPLE)
+  local done = 0
+  for j = 1, k do
+    local upto = math.floor(j * n / k)
+    local since = entry_since(tasks[math.floor((done + 1 + upto) / 2)])
+    if since then stat_wait(now_us - since, upto - done) end
+    done = upto
+  end
+end
+
+-- Count w runs of us µs each.
+local function stat_run(us, w)
+  if us < 0 then us = 0 end
+  local k = stats_bucket(us)
+  stats_u[k] = (stats_u[k] or 0) + (w or 1)
+  stats_us = stats_us + us * (w or 1)
+end
+
+-- Count the runs of the processes a finish ended (their pids, which are
+-- their dequeue times in µs, hex), now_us being the finish's time: as
+-- stat_waits, at most STATS_SAMPLE of them read, each for its share.
+local function stat_runs(pids, now_us)
+  if not STATS then return end
+  local n = #pids
+  local k = math.min(n, STATS_SAMPLE)
+  local done = 0
+  for j = 1, k do
+    local upto = math.floor(j * n / k)
+    local pid = tonumber(pids[math.floor((done + 1 + upto) / 2)], 16)
+    if pid then stat_run(now_us - pid, upto - done) end
+    done = upto
+  end
+end
+
+-- For a batch of processes settled in one call (finish.lua, retry.lua):
+-- why process pid (record v, of worker) cannot be, as its code: -1 the
+-- worker's lease is gone, 0 it is not that worker's or was named twice;
+-- nil when it can, and it is then marked taken. live caches the lease
+-- checks per worker.
+local function batch_refusal(leases, now, live, taken, worker, pid, v)
+  if live[worker] == nil then
+    live[worker] = lease_live(leases, worker, now) and true or false
+  end
+  if not live[worker] then return -1 end
+  if not v or taken[pid] or proc_owner(v) ~= worker then return 0 end
+  taken[pid] = true
+  return nil
+end
+
+-- Every value name a slot can have.
+local function stats_value_names()
+  local all = {'e', 's', 'f', 'r', 'q', 'd', 'k', 'x', 'ws', 'us'}
+  for k = 0, STATS_TOP do
+    all[#all + 1] = 'w' .. k
+    all[#all + 1] = 'u' .. k
+  end
+  return all
+end
+
+-- The fields of a slot's values.
+local function stats_fields(slot, names)
+  local f = {}
+  for i, name in ipairs(names) do
+    f[i] = slot .. ':' .. name
+  end
+  return f
+end
+
+-- A new minute (once a minute per queue at most): the values of minute
+-- cur (nil if none) go to its slot in the minute ring, which is cleared
+-- first, and are added to its hour's slot, cleared first if it held an
+-- older hour; then they are deleted. Either ring is skipped when cur is
+-- past its window.
+local function stats_roll(key, cur, minute)
+  local names = stats_value_names()
+  local cf = stats_fields('c', names)
+  if cur then
+    local v = redis.call('HMGET', key, unpack(cf))
+    local have = {}
+    for i = 1, #names do
+      if v[i] then have[#have + 1] = i end
+    end
+    if #have > 0 and minute - cur < STATS_MINUTES then
+      local mslot = 'm' .. (cur % STATS_MINUTES)
+      local mf = stats_fields(mslot, names)
+      redis.call('HDEL', key, unpack(mf))
+      local set = {mslot, cur}
+      for _, i in ipairs(have) do
+        set[#set + 1] = mf[i]
+        set[#set + 1] = v[i]
+      end
+      redis.call('HSET', key, unpack(set))
+    end
+    local hour = math.floor(cur / 60)
+    if #have > 0 and math.floor(minute / 60) - hour < STATS_HOURS then
+      local hslot = 'h' .. (hour % STATS_HOURS)
+      local hf = stats_fields(hslot, names)
+      local get = {hslot}
+      for _, i in ipairs(have) do get[#get + 1] = hf[i] end
+      local hv = redis.call('HMGET', key, unpack(get))
+      local fresh = tonumber(hv[1]) == hour
+      if not fresh then redis.call('HDEL', key, unpack(hf)) end
+      local set = {hslot, hour}
+      for j, i in ipairs(have) do
+        set[#set + 1] = hf[i]
+        set[#set + 1] = (tonumber(v[i]) or 0) + (fresh and tonumber(hv[j + 1]) or 0)
+      end
+      redis.call('HSET', key, unpack(set))
+    end
+  end
+  redis.call('HDEL', key, unpack(cf))
+end
+
+-- Add what was counted to the current minute of key. now is the Redis
+-- clock in ms, if the caller has it. Once per script run.
+local function stats_flush(key, now)
+  if not STATS then return end
+  local fields, incs = {'cur'}, {}
+  for f, n in pairs(stats_acc) do
+    fields[#fields + 1] = f
+    incs[#incs + 1] = n
+  end
+  -- A histogram's buckets (named by its field table) and its sum.
+  local function add(hist, names, sum_field, sum)
+    if not next(hist) then return end
+    names = names()
+    for k, n in pairs(hist) do
+      fields[#fields + 1] = names[k]
+      incs[#incs + 1] = n
+    end
+    fields[#fields + 1] = sum_field
+    incs[#incs + 1] = sum
+  end
+  add(stats_w, stats_w_fields, 'c:ws', stats_ws)
+  add(stats_u, stats_u_fields, 'c:us', stats_us)
+  if #incs == 0 then return end
+  local minute = math.floor((now or now_ms()) / 60000)
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local set
+  if tonumber(vals[1]) == minute then
+    set = {}
+    for i, n in ipairs(incs) do
+      set[2 * i - 1] = fields[i + 1]
+      set[2 * i] = n + (tonumber(vals[i + 1]) or 0)
+    end
+  else
+    stats_roll(key, tonumber(vals[1]), minute)
+    set = {'cur', minute}
+    for i, n in ipairs(incs) do
+      set[#set + 1] = fields[i + 1]
+      set[#set + 1] = n
+    end
+  end
+  redis.call('HSET', key, unpack(set))
+end
+
 -- Give processes back to their queue: each is removed from procs, and an
 -- active one's task goes to the FRONT of the queue, the oldest frontmost
 -- (process ids count up in dequeue order). Cancelled processes and those
 -- of a deleted queue are dropped: a retry must not bring them back.
--- list holds {pid = ..., v = ...} records. Returns requeued, dropped.
+-- list holds {pid = ..., v = ...} records. Their tasks' progress reports
+-- (in the progress hash) go with them. Returns requeued, dropped, and the
+-- weight the removed processes held (see entry_weight), which is taken off
+-- the queue's count in meta.
 --
 -- poison, when given (the reclaim of a dead worker), is the poison-pill
 -- guard: an active process that its holder died with soon after starting
@@ -231,13 +502,16 @@ end
 -- deaths in a row count, so a persistent task, held for long, is never
 -- taken for a poison pill. poison.count false (a worker giving its own
 -- work back) only clears: a task held longer than the window was healthy.
-local function return_to_front(waiting, procs, errors, unique, list, poison)
+local function return_to_front(waiting, procs, meta, errors, unique, progress, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
   table.sort(list, function(a, b) return a.seq > b.seq end)
-  local requeued, dropped = 0, 0
+  local requeued, dropped, freed = 0, 0, 0
+  local ids = {}
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
+    freed = freed + entry_weight(proc_task(p.v))
+    ids[#ids + 1] = entry_id(proc_task(p.v))
     local entry = proc_state(p.v) == 'a' and entry_ran(proc_task(p.v))
     local young = poison and poison.now - p.seq / 1000 < poison.window
     if entry and young and poison.count then
@@ -255,6 +529,7 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
       entry = header_set(h, 'r', nil) .. ':' .. payload
     end
     if entry then
+      entry = entry_due_now(entry)
       redis.call('RPUSH', list_of(entry, waiting), entry)
       requeued = requeued + 1
     elseif proc_state(p.v) ~= 'a' then
@@ -263,13 +538,17 @@ local function return_to_front(waiting, procs, errors, unique, list, poison)
       dropped = dropped + 1
     end
   end
-  return requeued, dropped
+  for i = 1, #ids, 1000 do
+    redis.call('HDEL', progress, unpack(ids, i, math.min(i + 999, #ids)))
+  end
+  weight_moved(meta, #list - freed)
+  return requeued, dropped, freed
 end
 
 -- Remove a process that belongs to worker, while its lease on the queue is
--- live. Returns the process record, or nil and -1 (lease gone) or 0 (not
--- this worker's: lost).
-local function take_own_process(procs, leases, meta, worker, pid)
+-- live, with its task's progress report. Returns the process record, or nil
+-- and -1 (lease gone) or 0 (not this worker's: lost).
+local function take_own_process(procs, leases, meta, progress, worker, pid)
   if not lease_live(leases, worker, now_ms()) then
     return nil, -1
   end
@@ -278,6 +557,8 @@ local function take_own_process(procs, leases, meta, worker, pid)
     return nil, 0
   end
   redis.call('HDEL', procs, pid)
+  weight_moved(meta, 1 - entry_weight(proc_task(v)))
+  redis.call('HDEL', progress, entry_id(proc_task(v)))
   -- Only a deleted queue can have lost its name: an active or cancelled
   -- process means the queue still exists.
   if proc_state(v) == 'd' then
@@ -329,7 +610,7 @@ local function dead_revived(e)
   for _, letter in ipairs({'a', 'f', 'r', 'u', 'D', 'W', 'K'}) do
     h = header_set(h, letter, nil)
   end
-  return h .. ':' .. payload
+  return entry_due_now(h .. ':' .. payload)
 end
 
 -- The dead letter of task id, or nil. The members are whole entries, so

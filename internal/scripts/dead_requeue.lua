@@ -2,7 +2,7 @@
 -- id, payload and own budget, its count of starts reset and its D, W and K
 -- fields removed; its error is dropped; the queue's runtimes are woken
 -- (see wake), and the queue is made to exist again if it lost its name.
--- KEYS: dead, errors, waiting, meta, idle, high, low
+-- KEYS: dead, errors, waiting, meta, idle, high, low, stats
 -- ARGV: channel, queue name, task id, ZSCAN pattern for the id (see
 --       find_dead)
 -- Returns {requeued (0/1), unregistered (0/1)}: unregistered as in
@@ -17,4 +17,6 @@ redis.call('HDEL', KEYS[2], ARGV[3])
 local revived = dead_revived(e)
 redis.call('LPUSH', list_of(revived, KEYS[3]), revived)
 wake(KEYS[5], ARGV[1], 1)
+stat('q', 1)
+stats_flush(KEYS[8])
 return {1, ensure_queue(KEYS[4], ARGV[2])}

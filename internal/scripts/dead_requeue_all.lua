@@ -1,7 +1,7 @@
 -- Requeue every dead letter of a queue, as dead_requeue.lua does one, 1,000
 -- at a time: they join the back of the queue in the order they died (the
 -- oldest first out), and one work event announces them all.
--- KEYS: dead, errors, waiting, meta, idle, high, low
+-- KEYS: dead, errors, waiting, meta, idle, high, low, stats
 -- ARGV: channel, queue name
 -- Returns {requeued, unregistered (0/1)}: unregistered as in enqueue.lua,
 -- when the caller must register the queue.
@@ -29,4 +29,6 @@ if n == 0 then
   return {0, 0}
 end
 wake(KEYS[5], ARGV[1], n)
+stat('q', n)
+stats_flush(KEYS[8])
 return {n, ensure_queue(KEYS[4], ARGV[2])}

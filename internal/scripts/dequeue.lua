@@ -1,7 +1,7 @@
 -- Move up to ARGV[2] tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low
+-- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low, stats
 -- ARGV: worker, count, park ("1" for a Handle runtime)
 -- Returns -1 when the lease is not live, else {until, pid, entry, error,
 -- pid, entry, error, ...}: until is, under a rate limit that is used up,
@@ -27,17 +27,24 @@ if not lease_live(KEYS[3], ARGV[1], now) then
 end
 -- The front of the queue is the right end of the list. A paused queue
 -- hands out nothing, and one with a concurrency limit no more than its
--- free slots (every process in procs holds one, a dead worker's too until
--- it is reclaimed: the limit is never exceeded).
+-- free slots (every process in procs holds one, a weighted task's its
+-- weight (see entry_weight), a dead worker's too until it is reclaimed:
+-- the limit is never exceeded). Under a limit the front task starts only
+-- if its weight fits in the free slots; if not, nothing behind it starts
+-- either (strict order: a heavy task is never starved by light ones). A
+-- task heavier than the whole limit counts as the limit: it starts alone,
+-- once nothing is in flight.
 -- A rate limit allows rate starts in any window of per ms: the starts of
 -- the last window are kept in the starts set (pid -> µs).
 local asked = tonumber(ARGV[2])
 local want = asked
-local paused, limit, rate, per = queue_controls(KEYS[4])
+local paused, limit, rate, per, extra = queue_controls(KEYS[4])
+local room -- under a limit, the slots free
 if paused then
   want = 0
 elseif limit then
-  want = math.max(math.min(want, limit - redis.call('HLEN', KEYS[2])), 0)
+  room = limit - redis.call('HLEN', KEYS[2]) - extra
+  want = math.max(math.min(want, room), 0)
 end
 local now_u
 if rate and per and want > 0 then
@@ -56,19 +63,41 @@ end
 -- them in list order, the first out last (as LRANGE gives them), and is
 -- read back to front below: what a later (lower) level gives goes before
 -- what is there already.
+-- Under a limit, the tasks taken are those at the front whose weights
+-- fit in room; the first that does not fit blocks every level.
 local tasks = {}
+local blocked = false
+local function fits(t)
+  if not room then return true end
+  local w = math.min(entry_weight(t), limit)
+  if w > room then
+    blocked = true
+    return false
+  end
+  room = room - w
+  return true
+end
 local function take(list, k)
-  if k <= 0 then return end
+  if k <= 0 or blocked then return end
   if k == 1 then
     local t = redis.call('RPOP', list)
-    if t then table.insert(tasks, 1, t) end
+    if t and fits(t) then
+      table.insert(tasks, 1, t)
+    elseif t then
+      redis.call('RPUSH', list, t)
+    end
     return
   end
   local got = redis.call('LRANGE', list, -k, -1)
-  if #got > 0 then
-    redis.call('LTRIM', list, 0, -(#got + 1))
+  local fit = 0
+  for i = #got, 1, -1 do
+    if not fits(got[i]) then break end
+    fit = fit + 1
+  end
+  if fit > 0 then
+    redis.call('LTRIM', list, 0, -(fit + 1))
     local merged = {}
-    for _, t in ipairs(got) do merged[#merged + 1] = t end
+    for i = #got - fit + 1, #got do merged[#merged + 1] = got[i] end
     for _, t in ipairs(tasks) do merged[#merged + 1] = t end
     tasks = merged
   end
@@ -99,9 +128,11 @@ end
 -- by one to stay unique, as task ids are: so a process tells when it
 -- started (the poison-pill guard reads it), and a queue deleted and made
 -- again never reuses an id (see drop_meta_if_gone).
-local seq = math.max(now_us(), (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
+local start_us = now_us()
+local seq = math.max(start_us, (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
 redis.call('HSET', KEYS[4], 'seq', ms(seq + n))
 local out, fields, retried, started = {'0'}, {}, {}, {}
+local added = 0 -- the extra weight of the new processes
 for i = n, 1, -1 do
   seq = seq + 1
   local pid = string.format('%x', seq)
@@ -115,6 +146,7 @@ for i = n, 1, -1 do
   end
   fields[#fields + 1] = pid
   fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
+  added = added + entry_weight(tasks[i]) - 1
   if now_u then
     started[#started + 1] = ms(seq)
     started[#started + 1] = pid
@@ -125,11 +157,18 @@ if now_u then
   out[1] = ms(rate_until())
 end
 -- Only a task started before can have an error recorded.
-for _, at in ipairs(retried) do
-  out[at] = redis.call('HGET', KEYS[6], entry_id(out[at - 1])) or ''
+if #retried > 0 then
+  local ids = {}
+  for j, at in ipairs(retried) do ids[j] = entry_id(out[at - 1]) end
+  local errs = redis.call('HMGET', KEYS[6], unpack(ids))
+  for j, at in ipairs(retried) do out[at] = errs[j] or '' end
 end
+stat('s', n)
+stat_waits(tasks, start_us)
+stats_flush(KEYS[10], now)
 -- unpack puts every value on the Lua stack, which holds a few thousand.
 for i = 1, #fields, 1000 do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))
 end
+weight_moved(KEYS[4], added)
 return out

@@ -7,7 +7,7 @@
 -- task holds the key: while alive (ttl 0: the key is given up when the
 -- task ends, finished, dead or cancelled) or for ttl ms from now. If one
 -- does, nothing is added and its id is returned, flagged duplicate.
--- KEYS: waiting, meta, idle, delayed, unique, unique TTLs
+-- KEYS: waiting, meta, idle, delayed, unique, unique TTLs, stats
 -- ARGV: channel, queue name, front ("1" | "0"), due (µs, Redis clock; 0:
 --       now), delay (µs from now; 0: none), header fields every task gets
 --       (',m<budget>,t<timeout ms>', or ''), unique key's sha1 (or ''),
@@ -59,6 +59,8 @@ local now = now_us()
 local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
 local entries = {}
 if due > now then
+  -- A delayed task's wait starts when it is due (see entry_due).
+  header = header .. ',d' .. string.format('%x', due)
   for i = 1, n do
     entries[#entries + 1] = ms(due)
     entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[8 + i]
@@ -87,6 +89,8 @@ else
   wake(KEYS[3], ARGV[1], n)
 end
 local id = string.format('%x', first)
+stat('e', n)
+stats_flush(KEYS[7])
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
 if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then

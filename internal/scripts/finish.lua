@@ -1,45 +1,48 @@
 -- Finish processes: delete each one, but only if it still belongs to its
 -- worker and that worker's lease on the queue is live. Finish calls that
 -- overlap are sent as one script call, so it takes many.
--- A task that asked for it keeps its outcome (see retain), with the
+-- Each one's progress report goes with it. A task that asked for it
+-- keeps its outcome (see retain), with the
 -- handler's result.
 -- A task holding a unique key gives it up; with a concurrency limit, the
--- freed slots wake runtimes the limit held back.
+-- freed slots (a weighted task's several) wake runtimes the limit held
+-- back.
 -- KEYS: procs, leases, meta, errors, results, retained, waiting, idle,
---       unique, high, low
+--       unique, high, low, progress, stats
 -- ARGV: channel, then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted.
 set_lists(KEYS[7], KEYS[10], KEYS[11])
 local now = now_ms()
+local now_u = STATS and now_us()
 local pids = {}
 for i = 3, #ARGV, 3 do
   pids[#pids + 1] = ARGV[i]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(pids))
-local live, taken, gone, failed, out = {}, {}, {}, {}, {}
+local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
+local freed = 0 -- the weight of the processes removed (see entry_weight)
+local ran = {} -- the active processes finished, for the stats
 for j, pid in ipairs(pids) do
   local worker, v = ARGV[3 * j - 1], vals[j]
-  if live[worker] == nil then
-    live[worker] = lease_live(KEYS[2], worker, now) and true or false
-  end
-  if not live[worker] then
-    out[j] = -1
-  elseif not v or taken[pid] or proc_owner(v) ~= worker then
-    out[j] = 0
+  local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
+  if refused then
+    out[j] = refused
   else
-    taken[pid] = true
     gone[#gone + 1] = pid
     local state = proc_state(v)
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
     -- Only a task started before can have an error recorded.
     local entry = proc_task(v)
+    freed = freed + entry_weight(entry)
+    ids[#ids + 1] = entry_id(entry)
     if header_has(entry, 'a') then
       failed[#failed + 1] = entry_id(entry)
     end
     if state == 'a' then
+      if STATS then ran[#ran + 1] = pid end
       retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, 1, ARGV[3 * j + 1])
     end
     release_unique(KEYS[9], entry)
@@ -47,11 +50,16 @@ for j, pid in ipairs(pids) do
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[1], unpack(gone))
-  slots_freed(KEYS[3], KEYS[7], KEYS[8], ARGV[1], #gone)
+  redis.call('HDEL', KEYS[12], unpack(ids))
+  weight_moved(KEYS[3], #gone - freed)
+  slots_freed(KEYS[3], KEYS[7], KEYS[8], ARGV[1], freed)
 end
 if #failed > 0 then
   redis.call('HDEL', KEYS[4], unpack(failed))
 end
+stat('f', #ran)
+stat_runs(ran, now_u)
+stats_flush(KEYS[13], now)
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
   drop_meta_if_gone(KEYS[1], KEYS[3])

@@ -13,16 +13,22 @@
 -- kill worker after worker. A limit of 0 turns the guard off; a window of 0
 -- leaves the count alone.
 -- KEYS: waiting, procs, leases, meta, idle, errors, dead, unique, results,
---       retained, high, low
+--       retained, high, low, progress, stats
 -- ARGV: worker, channel, mode ("expired" | "force" | "orphans"), poison
 --       limit, poison window (ms), dead letters' max count, their max age
 --       (ms), keep pid...
--- Returns -1 if mode is "expired" and the lease is live, else tasks returned.
+-- Returns -1 - left if mode is "expired" and the lease is live (left: the
+-- ms it has left, so the reclaimer can come back then), else the tasks
+-- returned.
 set_lists(KEYS[1], KEYS[11], KEYS[12])
 local worker = ARGV[1]
 local mode = ARGV[3]
-if mode == 'expired' and lease_live(KEYS[3], worker, now_ms()) then
-  return -1
+if mode == 'expired' then
+  local now = now_ms()
+  local score = redis.call('ZSCORE', KEYS[3], worker)
+  if score and tonumber(score) > now then
+    return -1 - (tonumber(score) - now)
+  end
 end
 local keep = {}
 for i = 8, #ARGV do keep[ARGV[i]] = true end
@@ -51,10 +57,15 @@ if tonumber(ARGV[5]) > 0 then
     redis.call('ZADD', KEYS[7], ms(now), h .. ':' .. payload)
     redis.call('HSET', KEYS[6], entry_id(entry), 'its holder died soon after starting it, ' .. deaths .. ' times')
     trim_dead(KEYS[7], KEYS[6], tonumber(ARGV[6]), now - tonumber(ARGV[7]))
+    stat('d', 1)
   end
 end
-local returned, dropped = return_to_front(KEYS[1], KEYS[2], KEYS[6], KEYS[8], mine, poison)
+local returned, _, freed = return_to_front(KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[8], KEYS[13], mine, poison)
 drop_meta_if_gone(KEYS[2], KEYS[4])
+-- A peer reclaims a dead worker's tasks; a worker giving its own back
+-- (force, or orphans: those whose dequeue reply it lost) requeues them.
+stat(mode == 'expired' and 'k' or 'q', returned)
+stats_flush(KEYS[14])
 if mode ~= 'orphans' then
   redis.call('ZREM', KEYS[3], worker)
   redis.call('ZREM', KEYS[5], worker)
@@ -63,7 +74,7 @@ if returned > 0 then
   publish(ARGV[2], 'w' .. returned)
 elseif mode == 'orphans' then
   -- Dropped processes free slots under a concurrency limit.
-  slots_freed(KEYS[4], KEYS[1], KEYS[5], ARGV[2], dropped)
+  slots_freed(KEYS[4], KEYS[1], KEYS[5], ARGV[2], freed)
 else
   -- The worker may have been named in a work event it never acted on: it
   -- died parked in the idle set, or stopped listening before it left it.

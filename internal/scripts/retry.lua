@@ -1,39 +1,115 @@
--- Retry a process's task: record its error, then put it at the back of the
--- queue (no delay) or in the delayed set until now + delay, and wake the
--- queue (or announce the due time). Only the worker that holds the process,
--- while its lease on the queue is live. A task that was cancelled, or whose
--- queue was deleted, is dropped instead: a retry must not bring it back.
--- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique, high, low
--- ARGV: worker, pid, channel, delay (µs), error ('' for none)
--- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
--- had: 1 active, 2 cancelled, 3 deleted.
+-- Retry processes' tasks: record each one's error, then put it at the back
+-- of the queue (no delay) or in the delayed set until now + delay, and
+-- wake the queue (one work event for all that went back at once) or
+-- announce the earliest due time. Each only if it still belongs to its
+-- worker and that worker's lease on the queue is live. A task that was
+-- cancelled, or whose queue was deleted, is dropped instead: a retry must
+-- not bring it back. Retry calls that overlap are sent as one script call
+-- (see coalesce.go), so it takes many, as finish.lua does. The task's
+-- progress report, if any, goes with its process, and a weighted task's
+-- slots (see entry_weight) with it. A retried task counts in the stats
+-- ('r', and its run time), and notes when it became due again (see
+-- entry_due) for the wait stats.
+-- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique, high,
+--       low, progress, stats
+-- ARGV: channel, then per process: worker, pid, delay (µs), error ('' for
+--       none)
+-- Returns one code per process: -1 lease gone, 0 not owned (lost), else
+-- the code of the state it had: 1 active, 2 cancelled, 3 deleted.
 set_lists(KEYS[3], KEYS[9], KEYS[10])
-local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
-if not v then
-  return refused
+local channel = ARGV[1]
+local now = now_ms()
+local pids = {}
+for i = 3, #ARGV, 4 do
+  pids[#pids + 1] = ARGV[i]
 end
-local state = proc_state(v)
--- One more start, and one more failure: the attempt budget counts these,
--- not the starts whose holder died or gave the task back.
-local h, payload = entry_split(entry_ran(proc_task(v)))
-local entry = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1) .. ':' .. payload
-if state ~= 'a' then
-  redis.call('HDEL', KEYS[6], entry_id(entry))
-  release_unique(KEYS[8], entry)
-  slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)
-  return STATE_CODE[state]
+local vals = redis.call('HMGET', KEYS[1], unpack(pids))
+local live, taken, gone, ids, out = {}, {}, {}, {}, {}
+local errs, pushed, delayed = {}, {}, {}
+local npushed, freed, first = 0, 0, nil
+local extra = 0 -- the extra weight of the processes removed
+local ran = {} -- the active processes retried, for the stats
+local deleted = false
+local t_us
+for j, pid in ipairs(pids) do
+  local worker, v = ARGV[4 * j - 2], vals[j]
+  local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
+  if refused then
+    out[j] = refused
+  else
+    gone[#gone + 1] = pid
+    local state = proc_state(v)
+    out[j] = STATE_CODE[state]
+    -- One more start, and one more failure: the attempt budget counts
+    -- these, not the starts whose holder died or gave the task back. (What
+    -- entry_ran does, with the payload copied once, not three times.)
+    local h, payload = entry_split(proc_task(v))
+    h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
+    h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
+    local entry = h .. ':' .. payload
+    local id = entry_id(h)
+    ids[#ids + 1] = id
+    local weight = entry_weight(entry)
+    extra = extra + weight - 1
+    if state ~= 'a' then
+      deleted = deleted or state == 'd'
+      redis.call('HDEL', KEYS[6], id)
+      release_unique(KEYS[8], entry)
+      freed = freed + weight
+    else
+      if STATS then ran[#ran + 1] = pid end
+      local err = ARGV[4 * j + 1]
+      if err ~= '' then
+        errs[#errs + 1] = id
+        errs[#errs + 1] = err
+      end
+      local delay = tonumber(ARGV[4 * j]) or 0
+      if delay > 0 then
+        t_us = t_us or now_us()
+        local due = t_us + delay
+        entry = entry_due(entry, due)
+        delayed[#delayed + 1] = ms(due)
+        delayed[#delayed + 1] = entry
+        if not first or due < first then first = due end
+        freed = freed + weight
+      else
+        t_us = t_us or now_us()
+        entry = entry_due(entry, t_us)
+        local list = list_of(entry, KEYS[3])
+        pushed[list] = pushed[list] or {}
+        table.insert(pushed[list], entry)
+        npushed = npushed + 1
+      end
+    end
+  end
 end
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[6], entry_id(entry), ARGV[5])
+if #gone > 0 then
+  redis.call('HDEL', KEYS[1], unpack(gone))
+  redis.call('HDEL', KEYS[11], unpack(ids))
+  weight_moved(KEYS[4], -extra)
 end
-local delay = tonumber(ARGV[4])
-if delay > 0 then
-  local due = now_us() + delay
-  redis.call('ZADD', KEYS[5], ms(due), entry)
-  publish(ARGV[3], 's' .. ms(due))
-  slots_freed(KEYS[4], KEYS[3], KEYS[7], ARGV[3], 1)
-else
-  redis.call('LPUSH', list_of(entry, KEYS[3]), entry)
-  publish(ARGV[3], 'w1')
+if #errs > 0 then
+  redis.call('HSET', KEYS[6], unpack(errs))
 end
-return 1
+if #delayed > 0 then
+  redis.call('ZADD', KEYS[5], unpack(delayed))
+  publish(channel, 's' .. ms(first))
+end
+for list, entries in pairs(pushed) do
+  redis.call('LPUSH', list, unpack(entries))
+end
+if npushed > 0 then
+  publish(channel, 'w' .. npushed)
+end
+slots_freed(KEYS[4], KEYS[3], KEYS[7], channel, freed)
+if #ran > 0 then
+  t_us = t_us or now_us()
+  stat('r', #ran)
+  stat_runs(ran, t_us)
+end
+stats_flush(KEYS[12])
+-- Only a deleted queue can have lost its name (see take_own_process).
+if deleted then
+  drop_meta_if_gone(KEYS[1], KEYS[4])
+end
+return out

@@ -30,6 +30,7 @@ type Set struct {
 	Delete     *Script
 	Promote    *Script
 	Control    *Script
+	QueueInfo  *Script
 	Retry      *Script
 	Bury       *Script
 	Release    *Script
@@ -43,6 +44,7 @@ type Set struct {
 	Live       *Script
 	States     *Script
 	Tick       *Script // periodic tasks
+	Progress   *Script // a handler's progress report
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -54,9 +56,10 @@ type Set struct {
 // Load builds the script set. It returns a fresh value (no package state),
 // so every client owns its scripts. sharded selects SPUBLISH for events
 // (Redis Cluster) instead of PUBLISH; the two sets differ only in that
-// line, and so in their SHA1s.
-func Load(sharded bool) *Set {
-	common := commonFor(sharded)
+// line, and so in their SHA1s. stats makes the scripts keep each queue's
+// stats (common.lua's STATS); without it they skip that work.
+func Load(sharded, stats bool) *Set {
+	common := commonFor(sharded, stats)
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
 	load := func(name string) *Script { return newScript(common + source(name)) }
@@ -70,6 +73,7 @@ func Load(sharded bool) *Set {
 		Delete:     load("delete.lua"),
 		Promote:    load("promote.lua"),
 		Control:    load("control.lua"),
+		QueueInfo:  load("queue_info.lua"),
 		Retry:      load("retry.lua"),
 		Bury:       load("bury.lua"),
 		Release:    load("release.lua"),
@@ -83,6 +87,7 @@ func Load(sharded bool) *Set {
 		Live:       load("live.lua"),
 		States:     load("states.lua"),
 		Tick:       load("tick.lua"),
+		Progress:   load("progress.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),
@@ -92,13 +97,18 @@ func Load(sharded bool) *Set {
 	}
 }
 
-// commonFor is common.lua with the publish command events use.
-func commonFor(sharded bool) string {
+// commonFor is common.lua with the publish command events use and the
+// stats switch.
+func commonFor(sharded, stats bool) string {
 	publish := "PUBLISH"
 	if sharded {
 		publish = "SPUBLISH"
 	}
-	return "local PUBLISH_COMMAND = '" + publish + "'\n" + source("common.lua")
+	on := "false"
+	if stats {
+		on = "true"
+	}
+	return "local PUBLISH_COMMAND = '" + publish + "'\nlocal STATS = " + on + "\n" + source("common.lua")
 }
 
 func source(name string) string {

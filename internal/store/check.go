@@ -84,6 +84,12 @@ type QueueLook struct {
 	Waiting int64           // tasks waiting
 	Owners  map[string]bool // workers with a lease entry or process -> lease live
 	Orphans []Proc          // processes whose owner holds no live lease
+	// Counted is the extra weight in flight the queue's count says
+	// (meta 'wx'); Held what its processes hold. They differ only if the
+	// count is wrong.
+	Counted, Held int64
+	// StaleProgress counts progress reports whose process is gone.
+	StaleProgress int64
 	// Err is set when the queue could not be read; Broken when that was
 	// because one of its keys holds what worqr never writes there.
 	Err    error
@@ -95,7 +101,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low}}
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress}}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -114,17 +120,22 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		_, reply := rueidis.IsRedisErr(err)
 		return QueueLook{Err: err, Broken: reply}
 	}
-	if len(parts) != 4 {
+	if len(parts) != 6 {
 		return QueueLook{Err: fmt.Errorf("check_queue.lua answered %d parts", len(parts))}
 	}
 	exists, err1 := parts[0].AsInt64()
 	waiting, err2 := parts[1].AsInt64()
 	owners, err3 := parts[2].ToArray()
 	orphans, err4 := parts[3].AsStrSlice()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	weights, err5 := parts[4].AsIntSlice()
+	if err5 == nil && len(weights) != 2 {
+		err5 = fmt.Errorf("check_queue.lua answered %d weights", len(weights))
+	}
+	stray, err6 := parts[5].AsInt64()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return QueueLook{Err: err}
 	}
-	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2)}
+	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2), Counted: weights[0], Held: weights[1], StaleProgress: stray}
 	for i := 0; i+1 < len(owners); i += 2 {
 		id, err1 := owners[i].ToString()
 		live, err2 := owners[i+1].AsInt64()
@@ -250,7 +261,10 @@ func (s *Store) InQueueRegistry(ctx context.Context, names []string) ([]bool, er
 // QueueRepair is what check_repair.lua did to one queue.
 type QueueRepair struct {
 	Requeued, Dropped, LeasesRemoved int64
-	Err                              error
+	// Recounted is set when the count of weight in flight was wrong and
+	// was set right.
+	Recounted bool
+	Err       error
 }
 
 // RepairQueues runs check_repair.lua on each queue, pipelined.
@@ -258,7 +272,7 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle, k.High, k.Low}, Args: []string{k.Channel, name}}
+		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle, k.High, k.Low, k.Progress}, Args: []string{k.Channel, name}}
 	}
 	out := make([]QueueRepair, len(names))
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
@@ -268,14 +282,14 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 			continue
 		}
 		n, err := results[i].AsIntSlice()
-		if err == nil && len(n) != 4 {
+		if err == nil && len(n) != 5 {
 			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
 		}
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2]}
+		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2], Recounted: n[4] == 1}
 	}
 	return out
 }

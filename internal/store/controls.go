@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -39,56 +40,30 @@ func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit i
 // QueueState is a queue's counts and controls, read in one round trip.
 type QueueState struct {
 	Waiting, Delayed, InFlight, Dead int64
-	Paused                           bool
-	Limit                            int // 0: none
-	Rate                             int // 0: none
-	Per                              time.Duration
+	// InFlightWeight is the sum of the weights of the processes: InFlight
+	// plus the meta field 'wx'.
+	InFlightWeight int64
+	Paused         bool
+	Limit          int // 0: none
+	Rate           int // 0: none
+	Per            time.Duration
 }
 
-// QueueState reads a queue's counts and controls.
+// QueueState reads a queue's counts and controls, at one instant
+// (queue_info.lua).
 func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error) {
-	if err := s.enter(ctx, OpRead, queue); err != nil {
-		return QueueState{}, err
-	}
 	k := s.keys.Queue(queue)
-	res := s.rdb.DoMulti(ctx,
-		s.b().Llen().Key(k.Waiting).Build().Pin(),
-		s.b().Zcard().Key(k.Delayed).Build().Pin(),
-		s.b().Hlen().Key(k.Procs).Build().Pin(),
-		s.b().Zcard().Key(k.Dead).Build().Pin(),
-		s.b().Hmget().Key(k.Meta).Field("paused", "limit", "rate", "per").Build().Pin(),
-		s.b().Llen().Key(k.High).Build().Pin(),
-		s.b().Llen().Key(k.Low).Build().Pin())
-	var st QueueState
-	for i, n := range []*int64{&st.Waiting, &st.Delayed, &st.InFlight, &st.Dead} {
-		v, err := res[i].AsInt64()
-		if err != nil {
-			return QueueState{}, err
-		}
-		*n = v
-	}
-	for _, r := range res[5:] {
-		n, err := r.AsInt64()
-		if err != nil {
-			return QueueState{}, err
-		}
-		st.Waiting += n
-	}
-	cfg, err := res[4].ToArray()
-	if err != nil || len(cfg) != 4 {
+	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low}, nil)
+	if err != nil {
 		return QueueState{}, err
 	}
-	if v, err := cfg[2].ToString(); err == nil {
-		st.Rate, _ = strconv.Atoi(v)
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 9 {
+		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
-	if v, err := cfg[3].ToString(); err == nil {
-		ms, _ := strconv.ParseInt(v, 10, 64)
-		st.Per = time.Duration(ms) * time.Millisecond
+	if err != nil {
+		return QueueState{}, err
 	}
-	_, perr := cfg[0].ToString()
-	st.Paused = perr == nil
-	if v, err := cfg[1].ToString(); err == nil {
-		st.Limit, _ = strconv.Atoi(v)
-	}
-	return st, nil
+	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
+		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8]}, nil
 }

@@ -43,7 +43,14 @@ type QueueKeys struct {
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
 	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
-	Channel   string // pub/sub channel for work, schedule, cancel and delete events
+	// Progress holds the last progress report of tasks in flight, written
+	// only when a handler reports and removed by every script that ends a
+	// process (see ProgressRecord).
+	Progress string // HASH task id -> progress record
+	// Stats holds the queue's counters and histograms in two rings of
+	// time slots (see StatsSlot and common.lua's stats_flush).
+	Stats   string // HASH slot stamp and '<slot>:<name>' -> count
+	Channel string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -68,6 +75,8 @@ func (k Keys) Queue(name string) QueueKeys {
 		UniqueTTL: base + "uniquettl",
 		Starts:    base + "starts",
 		Periodic:  base + "periodic",
+		Progress:  base + "progress",
+		Stats:     base + "stats",
 		Channel:   base + "events",
 	}
 }
@@ -75,7 +84,7 @@ func (k Keys) Queue(name string) QueueKeys {
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
-		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic}
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Progress, q.Stats}
 }
 
 // Queues is the SET of known queue names.
@@ -83,6 +92,10 @@ func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }
 
 // Workers is the ZSET of worker ids scored by registry lease expiry.
 func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
+
+// Reclaiming is the ZSET of dead workers a peer is reclaiming, scored by
+// when its claim runs out (see expired.lua).
+func (k Keys) Reclaiming() string { return k.prefix + ":{r}:reclaiming" }
 
 // WorkerQueues is the SET of queues a worker serves or held a lease in.
 func (k Keys) WorkerQueues(id string) string { return k.prefix + ":{r}:wq:" + id }
@@ -107,7 +120,7 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 		return KeyUnknown, ""
 	}
 	switch {
-	case key == k.Queues() || key == k.Workers():
+	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming():
 		return KeyRegistry, ""
 	case strings.HasPrefix(key, k.WorkerQueues("")):
 		if id := key[len(k.WorkerQueues("")):]; id != "" {

@@ -21,6 +21,7 @@ func TestKeyParseRoundTrips(t *testing.T) {
 	for key, want := range map[string]KeyKind{
 		"p:x:{r}:queues":         KeyRegistry,
 		"p:x:{r}:workers":        KeyRegistry,
+		"p:x:{r}:reclaiming":     KeyRegistry,
 		"p:x:{r}:wq:abc":         KeyWorkerQueues,
 		"p:x:{r}:wq:":            KeyUnknown,
 		"p:x:{r}:other":          KeyUnknown,
@@ -40,11 +41,12 @@ func TestKeyParseRoundTrips(t *testing.T) {
 
 func TestParseEvent(t *testing.T) {
 	for msg, want := range map[string]Event{
-		"w12":         {Kind: EventWork, Count: 12},
-		"w3:a,b":      {Kind: EventWork, Count: 3, To: "a,b"},
-		"c1f":         {Kind: EventCancel, TaskIDs: []string{"1f"}},
-		"c5a,5b":      {Kind: EventCancel, TaskIDs: []string{"5a", "5b"}},
-		"d6a0c5b3e2f": {Kind: EventDelete, UpTo: 0x6a0c5b3e2f},
+		"w12":                                  {Kind: EventWork, Count: 12},
+		"w3:a,b":                               {Kind: EventWork, Count: 3, To: "a,b"},
+		"c1f":                                  {Kind: EventCancel, TaskIDs: []string{"1f"}},
+		"c5a,5b":                               {Kind: EventCancel, TaskIDs: []string{"5a", "5b"}},
+		"d6a0c5b3e2f":                          {Kind: EventDelete, UpTo: 0x6a0c5b3e2f},
+		"p1f,5a,40,1700000000000:row 4: of 10": {Kind: EventProgress, TaskIDs: []string{"1f"}, Progress: ProgressRecord{PID: "5a", Percent: 40, At: 1700000000000, Note: "row 4: of 10"}},
 	} {
 		got, ok := ParseEvent(msg)
 		assert.True(t, ok, msg)

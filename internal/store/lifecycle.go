@@ -17,15 +17,46 @@ func outcome(res rueidis.RedisResult, err error) (Outcome, error) {
 	return Outcome(code), err
 }
 
-// Retry records a process's error (none if empty) and puts its task at the
-// back of the queue, or, with a delay, in the delayed set until then; if
-// the process still belongs to the worker and its lease is live. A
-// cancelled task, or one of a deleted queue, is dropped.
-func (s *Store) Retry(ctx context.Context, queue string, p ProcRef, delay time.Duration, errText string) (Outcome, error) {
+// RetryRef names a process to retry, and how.
+type RetryRef struct {
+	ProcRef
+	Delay time.Duration // 0: at once, at the back of the queue
+	Err   string        // the error recorded for the task; "" for none
+}
+
+// Retry records each process's error (none if empty) and puts its task at
+// the back of the queue, or, with a delay, in the delayed set until then;
+// each only if the process still belongs to its worker and that worker's
+// lease is live. A cancelled task, or one of a deleted queue, is dropped.
+// One script call for all of them; one outcome per process.
+func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low},
-		[]string{p.Worker, p.PID, k.Channel, strconv.FormatInt(delay.Microseconds(), 10), errText})
-	return outcome(res, err)
+	args := make([]string, 0, 1+4*len(procs))
+	args = append(args, k.Channel)
+	for _, p := range procs {
+		args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
+	}
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
+	if err != nil {
+		return nil, err
+	}
+	return outcomes("retry.lua", res, len(procs))
+}
+
+// outcomes reads a script's one code per process.
+func outcomes(script string, res rueidis.RedisResult, n int) ([]Outcome, error) {
+	codes, err := res.AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(codes) != n {
+		return nil, fmt.Errorf("%s answered %d codes for %d processes", script, len(codes), n)
+	}
+	out := make([]Outcome, len(codes))
+	for i, c := range codes {
+		out[i] = Outcome(c)
+	}
+	return out, nil
 }
 
 // DeadBounds bound a queue's dead letters.
@@ -40,7 +71,7 @@ type DeadBounds struct {
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low},
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats},
 		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }

@@ -31,6 +31,8 @@ func (s *Store) Subscribe(ctx context.Context, queue string, subscribed func(), 
 		return err
 	}
 	channel := s.keys.Queue(queue).Channel
+	s.listen(channel, 1)
+	defer s.listen(channel, -1)
 	hooked := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
 		if (sub.Kind == "subscribe" || sub.Kind == "ssubscribe") && sub.Channel == channel {
 			subscribed()
@@ -44,12 +46,35 @@ func (s *Store) Subscribe(ctx context.Context, queue string, subscribed func(), 
 }
 
 // Unsubscribe ends the server side of a queue's subscription: a cancelled
-// Subscribe leaves it in place. rueidis retries it until ctx ends.
+// Subscribe leaves it in place. rueidis retries it until ctx ends. While
+// another Subscribe of this store listens on the channel it sends nothing:
+// the subscription is the connection's, and an UNSUBSCRIBE would end that
+// one too (every worker of a client on the queue would subscribe again,
+// and a fleet of workers in one process closing one by one would do so
+// quadratically often).
 func (s *Store) Unsubscribe(ctx context.Context, queue string) error {
 	channel := s.keys.Queue(queue).Channel
+	s.listenMu.Lock()
+	others := s.listening[channel]
+	s.listenMu.Unlock()
+	if others > 0 {
+		return nil
+	}
 	cmd := s.b().Unsubscribe().Channel(channel).Build().Pin()
 	if s.sharded {
 		cmd = s.b().Sunsubscribe().Channel(channel).Build().Pin()
 	}
 	return s.rdb.Do(ctx, cmd).Error()
+}
+
+// listen counts a Subscribe call on channel starting (1) or ending (-1).
+func (s *Store) listen(channel string, d int) {
+	s.listenMu.Lock()
+	defer s.listenMu.Unlock()
+	if s.listening == nil {
+		s.listening = make(map[string]int)
+	}
+	if s.listening[channel] += d; s.listening[channel] <= 0 {
+		delete(s.listening, channel)
+	}
 }

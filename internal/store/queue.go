@@ -34,6 +34,9 @@ type EnqueueArgs struct {
 	// Retain keeps the tasks' outcomes this long after they end (0: not
 	// at all).
 	Retain time.Duration
+	// Weight is each task's weight: the concurrency slots it holds in
+	// flight (0 or 1: one).
+	Weight int
 	// Priority puts the tasks in their level's list: "h" (high), "l"
 	// (low), or "" (normal).
 	Priority string
@@ -55,6 +58,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Retain > 0 {
 		fields += ",R" + strconv.FormatInt(max(args.Retain.Milliseconds(), 1), 10)
+	}
+	if args.Weight > 1 {
+		fields += ",w" + strconv.Itoa(args.Weight)
 	}
 	return fields
 }
@@ -114,7 +120,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
@@ -195,7 +201,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low}, []string{worker, strconv.Itoa(n), p})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{worker, strconv.Itoa(n), p})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -238,22 +244,11 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	for _, p := range procs {
 		args = append(args, p.Worker, p.PID, p.Result)
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
 	if err != nil {
 		return nil, err
 	}
-	codes, err := res.AsIntSlice()
-	if err != nil {
-		return nil, err
-	}
-	if len(codes) != len(procs) {
-		return nil, fmt.Errorf("finish.lua answered %d codes for %d processes", len(codes), len(procs))
-	}
-	out := make([]Outcome, len(codes))
-	for i, c := range codes {
-		out[i] = Outcome(c)
-	}
-	return out, nil
+	return outcomes("finish.lua", res, len(procs))
 }
 
 // Requeue puts a process's task back at the back of its queue (a retry)
@@ -261,7 +256,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low}, []string{p.Worker, p.PID, k.Channel})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, []string{p.Worker, p.PID, k.Channel})
 	return outcome(res, err)
 }
 
@@ -283,7 +278,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -309,7 +304,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.keys.Queue(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -388,9 +383,11 @@ type Poison struct {
 type Released struct {
 	// Returned counts the tasks that went back to the front.
 	Returned int64
-	// Refused is set when mode ReleaseExpired found the lease live.
-	Refused bool
-	Err     error
+	// Refused is set when mode ReleaseExpired found the lease live, and
+	// LeaseLeft then says for how long it stays so.
+	Refused   bool
+	LeaseLeft time.Duration
+	Err       error
 }
 
 func (s *Store) releaseCall(r Release) scripts.Call {
@@ -401,7 +398,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {
@@ -410,7 +407,7 @@ func released(res rueidis.RedisResult) Released {
 	case err != nil:
 		return Released{Err: err}
 	case n < 0:
-		return Released{Refused: true}
+		return Released{Refused: true, LeaseLeft: time.Duration(-1-n) * time.Millisecond}
 	}
 	return Released{Returned: n}
 }
@@ -542,20 +539,36 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]T
 	return out, nil
 }
 
-// Procs lists the in-flight processes of a queue, in no order.
+// Procs lists the in-flight processes of a queue, in no order, with their
+// progress reports.
 func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
-	all, err := s.rdb.Do(ctx, s.b().Hgetall().Key(s.keys.Queue(queue).Procs).Build().Pin()).AsStrMap()
+	k := s.keys.Queue(queue)
+	// Two calls, not one DoMulti: on a cluster whose node cannot be
+	// reached, rueidis retries a multi until the context ends, where a
+	// single call fails at once (ErrUnavailable, as every other read).
+	all, err := s.rdb.Do(ctx, s.b().Hgetall().Key(k.Procs).Build().Pin()).AsStrMap()
 	if err != nil {
 		return nil, err
 	}
+	var reports map[string]string
+	if len(all) > 0 {
+		if reports, err = s.rdb.Do(ctx, s.b().Hgetall().Key(k.Progress).Build().Pin()).AsStrMap(); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]Proc, 0, len(all))
 	for pid, v := range all {
-		if p, ok := ParseProc(pid, v); ok {
-			out = append(out, p)
+		p, ok := ParseProc(pid, v)
+		if !ok {
+			continue
 		}
+		if r, ok := ParseProgress(reports[p.Task.ID]); ok && r.PID == pid {
+			p.Progress = &r
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

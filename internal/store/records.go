@@ -25,8 +25,10 @@ import (
 // waiting, or to the dead letters. "m" is the task's own attempt budget;
 // a dead letter adds "D" (when it died, Unix ms by the Redis clock), "W"
 // (the worker that held it) and "K" (the kind of failure); "t" is the
-// task's own handler timeout in ms. Fields a reader
-// does not know are skipped.
+// task's own handler timeout in ms; "w" is the task's weight (2 or more:
+// the concurrency slots it holds in flight; absent, 1); "d" is when the
+// task became due, if not at its enqueue (µs, hex; for the wait stats).
+// Fields a reader does not know are skipped.
 //
 // A process record (a value of the procs hash) is one state byte, the
 // owner's id (OwnerLen bytes), then the task entry.
@@ -50,6 +52,9 @@ type Task struct {
 	MaxAttempts int
 	// Timeout is the task's own handler timeout, 0 if it has none.
 	Timeout time.Duration
+	// Weight is the task's weight (the concurrency slots it holds in
+	// flight), 0 if it has none: one slot.
+	Weight int
 	// Died (Unix ms), Worker and Kind are set on a dead letter.
 	Died   int64
 	Worker string
@@ -109,6 +114,8 @@ func parseTask(e string) (Task, bool) {
 			t.MaxAttempts, err = strconv.Atoi(v)
 		case 'f':
 			t.Failures, err = strconv.Atoi(v)
+		case 'w':
+			t.Weight, err = strconv.Atoi(v)
 		case 't':
 			var ms int64
 			ms, err = strconv.ParseInt(v, 10, 64)
@@ -148,6 +155,9 @@ type Proc struct {
 	// LastError is the error the task's last attempt recorded (Dequeue
 	// only), "" if none.
 	LastError string
+	// Progress is the process's last progress report (Procs only), nil
+	// if none.
+	Progress *ProgressRecord
 }
 
 // Seq is the process id as a number: ids count up in dequeue order.
@@ -203,6 +213,7 @@ const (
 	EventDelete   EventKind = 'd'
 	EventSchedule EventKind = 's'
 	EventOutcome  EventKind = 'o'
+	EventProgress EventKind = 'p'
 )
 
 // Event is a message on a queue's channel:
@@ -211,6 +222,7 @@ const (
 //	c<task id>,<task id>...                 these in-flight tasks were cancelled
 //	s<due µs>                               a delayed task is due then (Unix µs, Redis clock)
 //	o<task id>                              a retained task's outcome was recorded
+//	p<task id>,<progress record>            a task in flight reported progress (see ProgressRecord)
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
 type Event struct {
 	Kind EventKind
@@ -228,6 +240,8 @@ type Event struct {
 	// Due is, for schedule, when a delayed task is due (Unix µs, Redis
 	// clock).
 	Due int64
+	// Progress is, for progress, the report (TaskIDs holds its task's id).
+	Progress ProgressRecord
 }
 
 // ParseEvent decodes a message published by the scripts.
@@ -256,6 +270,10 @@ func ParseEvent(msg string) (Event, bool) {
 	case EventSchedule:
 		due, err := strconv.ParseInt(msg[1:], 10, 64)
 		return Event{Kind: EventSchedule, Due: due}, err == nil && due > 0
+	case EventProgress:
+		id, rec, _ := strings.Cut(msg[1:], ",")
+		p, ok := ParseProgress(rec)
+		return Event{Kind: EventProgress, TaskIDs: []string{id}, Progress: p}, ok && id != ""
 	}
 	return Event{}, false
 }
@@ -320,4 +338,35 @@ func ParseResult(v string) (Result, bool) {
 		}
 	}
 	return r, id != "" && r.Status != ""
+}
+
+// ProgressRecord is a task's last progress report, a value of the progress
+// hash (under the task's id):
+//
+//	<pid>,<percent>,<ms>:<note>
+//
+// pid is the process that reported it, ms when (Unix ms, Redis clock).
+type ProgressRecord struct {
+	PID     string
+	Percent int
+	At      int64 // Unix ms, Redis clock
+	Note    string
+}
+
+// ParseProgress decodes a progress record.
+func ParseProgress(v string) (ProgressRecord, bool) {
+	header, note, ok := strings.Cut(v, ":")
+	if !ok {
+		return ProgressRecord{}, false
+	}
+	parts := strings.Split(header, ",")
+	if len(parts) != 3 || parts[0] == "" {
+		return ProgressRecord{}, false
+	}
+	pct, err1 := strconv.Atoi(parts[1])
+	at, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return ProgressRecord{}, false
+	}
+	return ProgressRecord{PID: parts[0], Percent: pct, At: at, Note: note}, true
 }

@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/rueidis"
@@ -38,7 +39,8 @@ const (
 	OpRequeue        Op = "requeue"
 	OpBury           Op = "bury"
 	OpPromote        Op = "promote"
-	OpTick           Op = "tick" // a periodic schedule's tick
+	OpTick           Op = "tick"     // a periodic schedule's tick
+	OpProgress       Op = "progress" // a progress report
 	OpControl        Op = "control"
 	OpCancel         Op = "cancel"
 	OpDeleteQueue    Op = "delete queue"
@@ -75,12 +77,19 @@ type Store struct {
 	scripts *scripts.Set
 	sharded bool
 	fault   atomic.Pointer[Fault]
+
+	listenMu sync.Mutex // guards listening
+	// listening counts the Subscribe calls running per channel. They
+	// share the client's pub/sub connection, where an UNSUBSCRIBE ends
+	// every one of them: Unsubscribe sends none while any is left.
+	listening map[string]int
 }
 
 // New makes a Store on rdb for the keys under prefix. sharded selects
-// sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster.
-func New(rdb rueidis.Client, prefix string, sharded bool) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded), sharded: sharded}
+// sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster;
+// stats makes the scripts keep each queue's stats (see Stats).
+func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
+	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
 }
 
 // Keys are the store's key names.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -93,7 +95,7 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 	if expired {
 		mode = "expired"
 	}
-	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id)}, []string{id, mode})
+	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id), s.keys.Reclaiming()}, []string{id, mode})
 	if err != nil {
 		return false, err
 	}
@@ -101,13 +103,48 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 	return n == 1, err
 }
 
-// ExpiredWorkers lists up to limit workers whose registry lease expired.
-func (s *Store) ExpiredWorkers(ctx context.Context, limit int) ([]string, error) {
-	res, err := s.run(ctx, OpExpired, "", s.scripts.Expired, []string{s.keys.Workers()}, []string{strconv.Itoa(limit)})
+// Expired is what a reclaimer learns from the registry in one call.
+type Expired struct {
+	// Dead lists the workers whose lease expired, now claimed by the
+	// caller for the claim it asked for.
+	Dead []string
+	// Next is how long until the next live peer's lease runs out, by the
+	// Redis clock; 0 when no other worker holds a live lease.
+	Next time.Duration
+}
+
+// ExpiredWorkers claims up to limit workers whose registry lease expired
+// and that no peer has claimed (see expired.lua), for claim, and tells
+// when the next lease of a worker other than self runs out.
+func (s *Store) ExpiredWorkers(ctx context.Context, limit int, self string, claim time.Duration) (Expired, error) {
+	res, err := s.run(ctx, OpExpired, "", s.scripts.Expired, []string{s.keys.Workers(), s.keys.Reclaiming()}, []string{strconv.Itoa(limit), self, ms(claim)})
 	if err != nil {
-		return nil, err
+		return Expired{}, err
 	}
-	return res.AsStrSlice()
+	vals, err := res.ToArray()
+	if err != nil {
+		return Expired{}, err
+	}
+	if len(vals) < 2 {
+		return Expired{}, fmt.Errorf("expired.lua returned %d values", len(vals))
+	}
+	now, err1 := vals[0].AsInt64()
+	next, err2 := vals[1].AsInt64()
+	if err := errors.Join(err1, err2); err != nil {
+		return Expired{}, err
+	}
+	out := Expired{Dead: make([]string, 0, len(vals)-2)}
+	if next > now {
+		out.Next = time.Duration(next-now) * time.Millisecond
+	}
+	for _, v := range vals[2:] {
+		id, err := v.ToString()
+		if err != nil {
+			return Expired{}, err
+		}
+		out.Dead = append(out.Dead, id)
+	}
+	return out, nil
 }
 
 // WorkerLease is a live worker and how long its lease has left.

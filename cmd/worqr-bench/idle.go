@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+// runIdle measures what an idle fleet costs Redis: workers with the
+// default TTL and renew interval serving one queue each, nothing enqueued.
+// After the fleet has settled it reads the servers' CPU time and calls for
+// a window of 10 s (-short: 2 s), for each fleet size of -fleet (100 and
+// 1,000 workers by default; -short: the first), and reports Redis CPU as a share of one core, and script
+// calls and commands (those run inside scripts counted too) per second.
+func runIdle(ctx context.Context, b *bench) (*result, error) {
+	res := &result{}
+	if b.embedded {
+		res.note("skipped: miniredis reports no CPU time")
+		return res, nil
+	}
+	sizes := b.cfg.fleet
+	measure := 10 * time.Second
+	if b.cfg.short {
+		sizes, measure = sizes[:1], 2*time.Second
+	}
+	for _, n := range sizes {
+		if err := idleFleet(ctx, b, res, n, measure); err != nil {
+			return nil, fmt.Errorf("%d workers: %w", n, err)
+		}
+	}
+	return res, nil
+}
+
+func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.Duration) error {
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	queue := b.queues[0]
+	idle := func(context.Context, *worqr.Process) error { return nil }
+	for range n {
+		w, err := c.NewWorker(ctx, worqr.WorkerOptions{})
+		if err != nil {
+			return err
+		}
+		if err := w.Handle(ctx, queue, idle, worqr.HandleOptions{Concurrency: 1}); err != nil {
+			return err
+		}
+	}
+	// Joining is a burst; two renew intervals later the fleet is steady.
+	select {
+	case <-time.After(2 * worqr.DefaultRenewInterval):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	before := readStats(ctx, b.rdb)
+	start := time.Now()
+	select {
+	case <-time.After(measure):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	after := readStats(ctx, b.rdb)
+	took := time.Since(start).Seconds()
+	if !before.ok || !after.ok {
+		return errors.New("the server's INFO has no CPU or command statistics")
+	}
+	var calls, scripts int64
+	for cmd, k := range after.calls {
+		calls += k - before.calls[cmd]
+	}
+	scripts = after.calls["evalsha"] - before.calls["evalsha"] + after.calls["eval"] - before.calls["eval"]
+	name := fmt.Sprintf("w%d_", n)
+	res.add(name+"redis_cpu_pct", "%", 100*(after.cpu-before.cpu).Seconds()/took)
+	res.add(name+"scripts_per_s", "/s", float64(scripts)/took)
+	res.add(name+"commands_per_s", "/s", float64(calls)/took)
+	res.add(name+"redis_cpu_us_per_worker_s", "µs", (after.cpu-before.cpu).Seconds()*1e6/took/float64(n))
+	return nil
+}

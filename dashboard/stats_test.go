@@ -1,0 +1,132 @@
+package dashboard
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr"
+)
+
+// The rate is the tasks finished between two reads: what each minute that
+// had not ended at the first read gained, over the time between them.
+func TestHistoryRate(t *testing.T) {
+	t.Parallel()
+	minute := func(m int64) time.Time { return time.Unix(m*60, 0) }
+	read := func(now time.Time, finished ...int64) worqr.Stats {
+		s := worqr.Stats{Now: now}
+		for i := 0; i+1 < len(finished); i += 2 {
+			s.Buckets = append(s.Buckets, worqr.StatsBucket{Start: minute(finished[i]), Counts: worqr.StatsCounts{Finished: finished[i+1]}})
+		}
+		return s
+	}
+	var h history
+	t0 := minute(6000).Add(30 * time.Second)
+	_, ok := h.next(read(t0, 5999, 100, 6000, 10))
+	assert.False(t, ok, "the first read has nothing to compare with")
+	rate, ok := h.next(read(t0.Add(10*time.Second), 5999, 100, 6000, 30))
+	assert.True(t, ok)
+	assert.InDelta(t, 2.0, rate, 1e-9, "20 finished in 10 s; the minute that had ended does not count")
+	rate, _ = h.next(read(t0.Add(40*time.Second), 6000, 50, 6001, 5))
+	assert.InDelta(t, 25.0/30, rate, 1e-9, "20 more in the old minute, 5 in the new one, in 30 s")
+	rate, _ = h.next(read(t0.Add(50 * time.Second)))
+	assert.Zero(t, rate, "nothing read: nothing finished")
+}
+
+// The live rate is the queue's tasks finished per second: tasks that leave
+// the queue otherwise (cancelled) do not count, and it falls back to 0
+// when nothing runs.
+func TestLiveRateIsFinishedTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{PollInterval: 50 * time.Millisecond})
+	ctx := e.ctx()
+	tasks := make([][]byte, 50)
+	for i := range tasks {
+		tasks[i] = []byte("x")
+	}
+	_, err := e.c.EnqueueBatch(ctx, "jobs", tasks)
+	require.NoError(t, err)
+	v := e.watch()
+	rateOf := func() (float64, bool) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		for _, q := range v.last.Queues {
+			if q.Name == "jobs" {
+				return q.Rate, len(q.Spark) > 0
+			}
+		}
+		return 0, false
+	}
+	eventually(t, "a first rate", func() bool { _, ok := rateOf(); return ok })
+	_, err = e.c.Cancel(ctx, "jobs", []byte("x"))
+	require.NoError(t, err)
+	eventually(t, "the cancel seen", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return len(v.last.Queues) == 1 && v.last.Queues[0].Waiting == 0
+	})
+	rate, _ := rateOf()
+	assert.Zero(t, rate, "cancelled tasks are not throughput")
+
+	_, err = e.c.EnqueueBatch(ctx, "jobs", tasks)
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	gate := make(chan struct{})
+	require.NoError(t, w.Handle(ctx, "jobs", func(ctx context.Context, _ *worqr.Process) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil
+	}, worqr.HandleOptions{Concurrency: 5}))
+	close(gate)
+	eventually(t, "a rate above 0 while tasks finish", func() bool { r, _ := rateOf(); return r > 0 })
+	eventually(t, "all finished", func() bool {
+		s, err := e.c.Stats(ctx, "jobs", worqr.StatsOptions{})
+		return err == nil && s.Total().Counts.Finished == 50
+	})
+	eventually(t, "0 again when nothing runs", func() bool { r, _ := rateOf(); return r == 0 })
+}
+
+// The queue page shows the queue's stats: totals, percentiles and a chart,
+// per minute or per hour.
+func TestQueuePageStats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	code, body := e.get("/queue?q=" + qx("jobs"))
+	require.Equal(t, 200, code)
+	assert.Contains(t, body, `id="nostats"`)
+
+	_, err := e.c.EnqueueBatch(ctx, "jobs", [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	require.NoError(t, w.Handle(ctx, "jobs", func(context.Context, *worqr.Process) error { return nil }, worqr.HandleOptions{}))
+	eventually(t, "three finished", func() bool {
+		s, err := e.c.Stats(ctx, "jobs", worqr.StatsOptions{})
+		return err == nil && s.Total().Counts.Finished == 3
+	})
+	for _, path := range []string{"/queue?q=" + qx("jobs"), "/queue?q=" + qx("jobs") + "&res=h"} {
+		code, body = e.get(path)
+		require.Equal(t, 200, code)
+		assert.Contains(t, body, `<b id="stat-finished">3</b>`, path)
+		assert.Contains(t, body, `<b id="stat-enqueued">3</b>`, path)
+		assert.NotContains(t, body, `id="nostats"`, path)
+		assert.Contains(t, body, `<g class="bar">`, path)
+		assert.Contains(t, body, "finished 3, started 3, enqueued 3", path)
+		assert.NotContains(t, body, `<b id="stat-wait">— · —</b>`, path)
+		if strings.Contains(path, "res=h") {
+			assert.Contains(t, body, "per hour, last 7 days")
+		} else {
+			assert.Contains(t, body, "per minute, last hour")
+		}
+	}
+}

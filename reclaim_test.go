@@ -1,0 +1,138 @@
+package worqr
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A peer comes back for a dead worker when its lease runs out, not at its
+// own next check: with a check interval of a minute, the dead worker's
+// tasks are still back within a few seconds of its 1 s lease's expiry.
+func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	// The dead worker joins first: a peer learns of a new worker at its
+	// next pass, and here that is a minute away.
+	dead := newWorker(t, c, fast)
+	slow := WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute}
+	peer := newWorker(t, b.client(), slow)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 3)
+	dequeueAll(t, dead, "q", 2)
+	// The peer's first pass saw the dead worker's lease, and each pass
+	// since has followed its renewals.
+	dead.crash()
+	eventually(t, fast.TTL+5*time.Second, "the dead worker's tasks are back", func() bool {
+		return len(waiting(t, c, "q")) == 3
+	})
+	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, c, "q"))
+	ws, err := c.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1, "the dead worker is deregistered")
+	assert.Equal(t, peer.ID(), ws[0].ID)
+}
+
+// Every peer woken by one expiry asks the registry; only one is handed the
+// dead worker, the rest hear of nobody until the claim runs out, and
+// deregistering the worker drops its claim.
+func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	dead := newWorker(t, c, fast)
+	id := dead.ID()
+	dead.crash()
+	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+
+	const peers = 8
+	var mu sync.Mutex
+	var got [][]string
+	var wg sync.WaitGroup
+	for range peers {
+		rc := b.client()
+		wg.Go(func() {
+			exp, err := rc.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+			assert.NoError(t, err)
+			mu.Lock()
+			got = append(got, exp.Dead)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var handed []string
+	for _, dead := range got {
+		handed = append(handed, dead...)
+	}
+	assert.Equal(t, []string{id}, handed, "one peer of %d is handed the dead worker", peers)
+
+	// The claimer deregisters it; nothing is left claimed.
+	_, _, done, err := c.reclaimWorker(ctx, id, 0)
+	require.NoError(t, err)
+	require.True(t, done)
+	n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Reclaiming()).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "deregistering drops the claim")
+}
+
+// A claim lasts as long as asked: a claimer that dies leaves the worker to
+// the next peer that looks after the claim has run out.
+func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	dead := newWorker(t, c, fast)
+	id := dead.ID()
+	dead.crash()
+	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, exp.Dead)
+	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, exp.Dead, "claimed")
+	eventually(t, 5*time.Second, "the claim runs out", func() bool {
+		exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+		require.NoError(t, err)
+		return len(exp.Dead) == 1 && exp.Dead[0] == id
+	})
+}
+
+// The registry tells a reclaimer when the next peer's lease runs out, and
+// never counts the caller's own lease as a peer's.
+func TestExpiredWorkersTellsTheNextPeerExpiry(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	self := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond})
+	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, self.ID(), time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, exp.Next, "no peer: nothing to wait for")
+
+	peer := newWorker(t, b.client(), WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
+	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, self.ID(), time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, exp.Dead)
+	assert.Greater(t, exp.Next, 50*time.Second, "the peer's lease, not the caller's shorter one")
+	assert.LessOrEqual(t, exp.Next, time.Minute)
+
+	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, peer.ID(), time.Second)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, exp.Next, time.Second, "from the peer's side, the 1 s lease is next")
+	assert.Greater(t, exp.Next, time.Duration(0))
+}
+
+// A reclaim refused because the dead worker's queue lease outlives its
+// registry lease says how long it has left, so the reclaimer can come
+// back then.
+func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	_, left, done, err := c.reclaimWorker(ctx, w.ID(), 0)
+	require.NoError(t, err)
+	assert.False(t, done)
+	assert.Greater(t, left, 50*time.Second)
+	assert.LessOrEqual(t, left, time.Minute)
+}
