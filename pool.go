@@ -83,9 +83,12 @@ type pool struct {
 	// starts for the member once it has stopped.
 	turn sync.Mutex
 
-	mu sync.Mutex // guards busy
-	// busy counts the slots taken, across members.
+	mu sync.Mutex // guards busy and settling
+	// busy counts the slots taken, across members: handlers running.
 	busy int
+	// settling counts the outcomes being written of handlers that
+	// returned (see runner.settling).
+	settling int
 
 	// current is the smooth weighted round robin's state, per member. The
 	// loop's own.
@@ -221,7 +224,7 @@ func (p *pool) poke() {
 func (p *pool) free() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.size - p.busy
+	return slotsFree(p.size, p.busy, p.settling)
 }
 
 // acquire takes a slot for a handler that starts.
@@ -231,10 +234,15 @@ func (p *pool) acquire() {
 	p.mu.Unlock()
 }
 
-// release gives a slot back and wakes the loop to fill it.
-func (p *pool) release() {
+// release gives a slot back and wakes the loop to fill it: d 1 when its
+// handler returned (its outcome is being written), d -1 when the outcome
+// is written.
+func (p *pool) release(d int) {
 	p.mu.Lock()
-	p.busy--
+	if d > 0 {
+		p.busy--
+	}
+	p.settling += d
 	p.mu.Unlock()
 	p.poke()
 }

@@ -25,9 +25,14 @@ type runner struct {
 
 	mu sync.Mutex // guards the fields below
 	// busy counts the handlers running (a slot is taken from the dequeue
-	// until the outcome is written). The processes themselves are in the
+	// until the handler returns). The processes themselves are in the
 	// worker's books, serving.procs.
 	busy int
+	// settling counts the outcomes of returned handlers being written. A
+	// slot is handed on when its handler returns, not when Redis has the
+	// outcome, so the next task's dequeue overlaps the finish; settling
+	// bounds how far the writes may lag (see free).
+	settling int
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
@@ -150,11 +155,21 @@ func (r *runner) poke() {
 	}
 }
 
-// free is how many more handlers may start.
+// free is how many more handlers may start: Concurrency less those
+// running, and no more than leaves at most Concurrency outcomes being
+// written besides (a Redis that answers slowly holds new starts back
+// rather than gathering unwritten outcomes).
 func (r *runner) free() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.opts.Concurrency - r.busy
+	return slotsFree(r.opts.Concurrency, r.busy, r.settling)
+}
+
+// slotsFree is how many of size slots are free with busy handlers running
+// and settling outcomes being written: a slot frees when its handler
+// returns, while at most size outcomes are being written.
+func slotsFree(size, busy, settling int) int {
+	return min(size-busy, 2*size-busy-settling)
 }
 
 // room is how many of its pool's slots a pool member may take now: none
@@ -336,14 +351,29 @@ func (r *runner) runJob(j job) {
 		// the policy, of kind timeout (unless it named one itself).
 		err = WithKind(kindOf(err, KindTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, err))
 	}
+	// The slot is handed on now: the next task's dequeue goes out while
+	// this outcome is written (both ride the same pipeline).
+	r.mu.Lock()
+	r.busy--
+	r.settling++
+	more := r.more
+	r.mu.Unlock()
+	r.handOn(more, 1)
 	r.settle(ctx, j.p, err)
 	j.cancel(nil)
 	r.mu.Lock()
-	r.busy--
-	more := r.more
+	r.settling--
+	more = r.more
 	r.mu.Unlock()
+	r.handOn(more, -1)
+}
+
+// handOn wakes the dequeue loop for a slot that freed (d 1: a handler
+// returned; d -1: its outcome was written, which frees one only when the
+// writes were at their bound).
+func (r *runner) handOn(more bool, d int) {
 	if r.pool != nil {
-		r.pool.release() // the slot may go to any member
+		r.pool.release(d) // the slot may go to any member
 	} else if more {
 		r.poke()
 	}

@@ -170,11 +170,12 @@ func (w *Worker) runnersLocked() []*runner {
 	return rs
 }
 
-// idle reports whether no handler of the runners is running.
+// idle reports whether no handler of the runners is running or writing
+// its outcome.
 func idle(runners []*runner) bool {
 	for _, r := range runners {
 		r.mu.Lock()
-		n := r.busy
+		n := r.busy + r.settling
 		r.mu.Unlock()
 		if n > 0 {
 			return false
