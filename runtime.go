@@ -33,6 +33,9 @@ type runner struct {
 	// outcome, so the next task's dequeue overlaps the finish; settling
 	// bounds how far the writes may lag (see free).
 	settling int
+	// asking counts the slots a dequeue in flight asked for: a process an
+	// enqueue hands over meanwhile (claim) must not take one of them.
+	asking int
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
@@ -103,6 +106,8 @@ type job struct {
 	p      *Process
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// handed marks a process an enqueue handed over (see handoff.go).
+	handed bool
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
@@ -242,14 +247,12 @@ func (r *runner) run(lc *loopControl) {
 		case <-r.wake:
 		}
 		for {
-			n := r.free()
+			n, gen := r.ask()
 			if n <= 0 {
 				break // a handler that ends wakes the loop
 			}
-			r.mu.Lock()
-			gen := r.gen
-			r.mu.Unlock()
 			ps, until, err := r.w.dequeue(lc.ctx, r.queue, n, true)
+			r.took(n, len(ps))
 			if until > 0 {
 				// The rate limit is used up: look again when the next
 				// start is allowed, and not before.
@@ -279,7 +282,7 @@ func (r *runner) run(lc *loopControl) {
 				r.clearMore(gen)
 			}
 			for _, p := range ps {
-				r.start(lc.idle, lc.ctx, p)
+				r.launch(lc.idle, lc.ctx, p, false)
 			}
 			if len(ps) < n {
 				break
@@ -298,25 +301,41 @@ func (r *runner) clearMore(gen uint64) {
 	r.mu.Unlock()
 }
 
-// start runs the handler for p on a handler goroutine: one that finished
-// its last task and waits for another if there is one, else a new one. On
-// a busy queue goroutines (and the stacks they have grown) are reused
-// rather than started for every task. The handler's context ends when the
-// process ends for a reason the worker learns of (cancel, delete,
-// fencing), with that reason as its cause. Goroutines wait on idle for
-// their next job until stop ends: the loop's (a pool's goroutines serve
-// every member).
-func (r *runner) start(idle chan job, stop context.Context, p *Process) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+// ask marks the runtime's free slots as asked for by the dequeue about to
+// be sent, and returns how many they are and the count of work events.
+func (r *runner) ask() (n int, gen uint64) {
 	r.mu.Lock()
-	r.busy++
+	defer r.mu.Unlock()
+	n = slotsFree(r.opts.Concurrency, r.busy, r.settling)
+	r.asking += max(n, 0)
+	return n, r.gen
+}
+
+// took records what a dequeue that asked for asked slots got: got
+// handlers about to start (launch), which hold slots from now on.
+func (r *runner) took(asked, got int) {
+	r.mu.Lock()
+	r.asking -= asked
+	r.busy += got
+	r.handlers.Add(got)
 	r.mu.Unlock()
 	if r.pool != nil {
-		r.pool.acquire()
+		r.pool.took(asked, got)
 	}
-	r.handlers.Add(1)
+}
+
+// launch runs the handler for p, whose slot is taken (took, claim), on a
+// handler goroutine: one that finished its last task and waits for
+// another if there is one, else a new one. On a busy queue goroutines (and
+// the stacks they have grown) are reused rather than started for every
+// task. The handler's context ends when the process ends for a reason the
+// worker learns of (cancel, delete, fencing), with that reason as its
+// cause. Goroutines wait on idle for their next job until stop ends: the
+// loop's (a pool's goroutines serve every member).
+func (r *runner) launch(idle chan job, stop context.Context, p *Process, handed bool) {
+	ctx, cancel := context.WithCancelCause(context.Background())
 	p.onEnd(cancel)
-	j := job{r: r, p: p, ctx: ctx, cancel: cancel}
+	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case idle <- j:
 	default:
@@ -339,6 +358,9 @@ func serve(idle chan job, stop context.Context, j job) {
 // runJob runs the handler for one process and settles its outcome.
 func (r *runner) runJob(j job) {
 	defer r.handlers.Done()
+	if j.handed {
+		r.lookAgain() // from here: the handler's goroutine runs first
+	}
 	ctx := j.ctx
 	if d := r.timeout(j.p); d > 0 {
 		var stop context.CancelFunc
