@@ -72,8 +72,8 @@
 // reclaim.go (the reclaimer of dead peers), periodic.go (periodic
 // schedules: a timer per schedule and tick.lua), membership.go (StartWork,
 // StopWork), dequeue.go, subscription.go and events.go (a queue's events
-// and their dispatch), handler.go and runtime.go (Handle), handoff.go
-// (a task an enqueue hands straight to an idle runtime), pool.go
+// and their dispatch), handler.go, runtime.go and slots.go (Handle),
+// handoff.go (a task an enqueue hands straight to an idle runtime), pool.go
 // (HandleQueues: one pool of slots over several queues), process.go,
 // shutdown.go, service.go and backoff.go (loops).
 //

@@ -160,38 +160,6 @@ func (r *runner) poke() {
 	}
 }
 
-// free is how many more handlers may start: Concurrency less those
-// running, and no more than leaves at most Concurrency outcomes being
-// written besides (a Redis that answers slowly holds new starts back
-// rather than gathering unwritten outcomes).
-func (r *runner) free() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slotsFree(r.opts.Concurrency, r.busy, r.settling)
-}
-
-// slotsFree is how many of size slots are free with busy handlers running
-// and settling outcomes being written: a slot frees when its handler
-// returns, while at most size outcomes are being written.
-func slotsFree(size, busy, settling int) int {
-	return min(size-busy, 2*size-busy-settling)
-}
-
-// room is how many of its pool's slots a pool member may take now: none
-// unless it takes work, may have tasks and is not blocked; else up to its
-// cap (Concurrency, when set), or the pool's size.
-func (r *runner) room() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loop == nil || r.loop.ctx.Err() != nil || !r.more || r.blocked {
-		return 0
-	}
-	if c := r.opts.Concurrency; c > 0 {
-		return c - r.busy
-	}
-	return r.pool.size
-}
-
 // block passes a pool member over until the next work event, unless one
 // came since gen was read.
 func (r *runner) block(gen uint64) {
@@ -221,20 +189,6 @@ func (r *runner) retryLater(lc *loopControl, gen uint64) {
 			r.workArrived()
 		}
 	})
-}
-
-// full reports whether a pool member could not start a handler now for
-// want of a slot: the pool's are all taken, or its cap is reached.
-func (r *runner) full() bool {
-	if r.pool == nil {
-		return false
-	}
-	if r.pool.free() <= 0 {
-		return true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.opts.Concurrency > 0 && r.busy >= r.opts.Concurrency
 }
 
 func (r *runner) run(lc *loopControl) {
@@ -299,29 +253,6 @@ func (r *runner) clearMore(gen uint64) {
 		r.more = false
 	}
 	r.mu.Unlock()
-}
-
-// ask marks the runtime's free slots as asked for by the dequeue about to
-// be sent, and returns how many they are and the count of work events.
-func (r *runner) ask() (n int, gen uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n = slotsFree(r.opts.Concurrency, r.busy, r.settling)
-	r.asking += max(n, 0)
-	return n, r.gen
-}
-
-// took records what a dequeue that asked for asked slots got: got
-// handlers about to start (launch), which hold slots from now on.
-func (r *runner) took(asked, got int) {
-	r.mu.Lock()
-	r.asking -= asked
-	r.busy += got
-	r.handlers.Add(got)
-	r.mu.Unlock()
-	if r.pool != nil {
-		r.pool.took(asked, got)
-	}
 }
 
 // launch runs the handler for p, whose slot is taken (took, claim), on a
