@@ -1,7 +1,8 @@
 -- Retry processes' tasks: record each one's error, then put it at the back
 -- of the queue (no delay) or in the delayed set until now + delay, and
--- wake the queue (one work event for all that went back at once) or
--- announce the earliest due time. Each only if it still belongs to its
+-- wake the queue (one work event for all that went back at once, naming
+-- parked runtimes as an enqueue's does: see wake) or announce the earliest
+-- due time. Each only if it still belongs to its
 -- worker and that worker's lease on the queue is live. A task that was
 -- cancelled, or whose queue was deleted, is dropped instead: a retry must
 -- not bring it back. Retry calls that overlap are sent as one script call
@@ -99,7 +100,7 @@ for list, entries in pairs(pushed) do
   redis.call('LPUSH', list, unpack(entries))
 end
 if npushed > 0 then
-  publish(channel, 'w' .. npushed)
+  wake(KEYS[7], channel, npushed)
 end
 slots_freed(KEYS[4], KEYS[3], KEYS[7], channel, freed)
 if #ran > 0 then
