@@ -56,7 +56,7 @@ type statsBuf struct {
 type pendingStats struct {
 	started, finished, retried int64
 	wait, run                  [HistogramBuckets]int64
-	waitSum, runSum            int64 // µs
+	waitSum, runSum            int64     // µs
 	since                      time.Time // when the first of them was counted
 	lastCall                   time.Time // the last call of the queue seen
 }
