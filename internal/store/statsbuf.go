@@ -46,10 +46,11 @@ type statsBuf struct {
 	// (the client's timer starts then). Set before the store is used.
 	notify func()
 
-	mu sync.Mutex // guards every and queues, and each pendingStats in queues
-	// every is StatsFlushEvery; tests change it (SetStatsFlushEvery).
-	every  time.Duration
-	queues map[string]*pendingStats // queues with counts pending
+	mu sync.Mutex // guards every, idle and queues, and each pendingStats in queues
+	// every and idle are StatsFlushEvery and statsIdleAfter; tests change
+	// them (SetStatsTiming).
+	every, idle time.Duration
+	queues      map[string]*pendingStats // queues with counts pending
 }
 
 // pendingStats are a queue's counts not yet written.
@@ -62,7 +63,7 @@ type pendingStats struct {
 }
 
 func newStatsBuf() *statsBuf {
-	return &statsBuf{every: StatsFlushEvery, queues: make(map[string]*pendingStats)}
+	return &statsBuf{every: StatsFlushEvery, idle: statsIdleAfter, queues: make(map[string]*pendingStats)}
 }
 
 // statsCarry are counts taken out of the buffer to be written by one
@@ -286,7 +287,7 @@ func (b *statsBuf) takeAll(queue string, idle bool) []statsCarry {
 		if queue != "" && q != queue {
 			continue
 		}
-		if idle && (now.Sub(p.since) < b.every || now.Sub(p.lastCall) < statsIdleAfter) {
+		if idle && (now.Sub(p.since) < b.every || now.Sub(p.lastCall) < b.idle) {
 			continue
 		}
 		delete(b.queues, q)
@@ -306,7 +307,7 @@ func (b *statsBuf) nextIdle() time.Time {
 	var next time.Time
 	for _, p := range b.queues {
 		at := p.since.Add(b.every)
-		if idle := p.lastCall.Add(statsIdleAfter); idle.After(at) {
+		if idle := p.lastCall.Add(b.idle); idle.After(at) {
 			at = idle
 		}
 		if next.IsZero() || at.Before(next) {
@@ -325,13 +326,17 @@ func (s *Store) OnStatsPending(fn func()) {
 	}
 }
 
-// SetStatsFlushEvery changes how long counts are held before a call
-// carries them (StatsFlushEvery), and before FlushIdleStats writes them.
-// For tests.
-func (s *Store) SetStatsFlushEvery(d time.Duration) {
+// SetStatsTiming changes how long counts are held before a call carries
+// them or FlushIdleStats writes them (every, StatsFlushEvery), and how long
+// a queue must make no call for FlushIdleStats to write them (idle; zero
+// keeps it). For tests.
+func (s *Store) SetStatsTiming(every, idle time.Duration) {
 	if s.stats != nil {
 		s.stats.mu.Lock()
-		s.stats.every = d
+		s.stats.every = every
+		if idle > 0 {
+			s.stats.idle = idle
+		}
 		s.stats.mu.Unlock()
 	}
 }
