@@ -179,9 +179,8 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 	if res != time.Minute && res != time.Hour {
 		return Stats{}, fmt.Errorf("worqr: stats %q: resolution %v (want a minute or an hour): %w", queue, opts.Resolution, ErrInvalidOptions)
 	}
-	// This client's own counts of the queue not yet written (see
-	// Options.NoStats) are written first, so that it reads what it did.
-	// A failure shows in the read.
+	// This client's own counts of the queue not yet written are written
+	// first, so that it reads what it did. A failure shows in the read.
 	_ = c.store.FlushStats(ctx, queue)
 	c.statsFlusher.written()
 	since := opts.Since

@@ -216,3 +216,23 @@ func TestStatsOffCountsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "no stats written")
 }
+
+// Counts held across the deletion of their queue are dropped: the
+// queue's stats are gone with it, and no hash is made again.
+func TestStatsOfADeletedQueueAreDropped(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	c.store.SetStatsTiming(time.Hour, 0)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	for _, p := range dequeueAll(t, w, "q", 2) {
+		require.NoError(t, p.Finish(ctx))
+	}
+	require.NoError(t, second(c.DeleteQueue(ctx, "q")))
+	require.NoError(t, c.Close(ctx)) // writes what it holds
+	reader := b.client()
+	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no stats hash for the deleted queue")
+}

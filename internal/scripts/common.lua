@@ -433,9 +433,12 @@ end
 
 -- What a client counted (stats_add), written to key at once (before
 -- anything the script may refuse or fail at), so that it is counted
--- exactly when the call ran.
-local function stats_client(key, counts, now)
+-- exactly when the call ran; dropped if the queue (its meta hash) no
+-- longer exists: a deleted queue's stats are gone with it, and counts
+-- held across its deletion must not make the hash again.
+local function stats_client(key, meta, counts, now)
   if counts == nil or counts == '' then return end
+  if redis.call('HEXISTS', meta, 'name') == 0 then return end
   stats_add(counts)
   stats_flush(key, now)
 end

@@ -23,7 +23,7 @@
 -- than taking one.
 set_lists(KEYS[1], KEYS[8], KEYS[9])
 local now = now_ms()
-stats_client(KEYS[10], ARGV[4], now)
+stats_client(KEYS[10], KEYS[4], ARGV[4], now)
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end

@@ -18,7 +18,7 @@
 set_lists(KEYS[7], KEYS[10], KEYS[11])
 local now_u = now_us()
 local now = math.floor(now_u / 1000)
-stats_client(KEYS[13], ARGV[2], now)
+stats_client(KEYS[13], KEYS[3], ARGV[2], now)
 local pids = {}
 for i = 4, #ARGV, 3 do
   pids[#pids + 1] = ARGV[i]

@@ -22,7 +22,7 @@ set_lists(KEYS[3], KEYS[9], KEYS[10])
 local channel = ARGV[1]
 local t_us = now_us()
 local now = math.floor(t_us / 1000)
-stats_client(KEYS[12], ARGV[2], now)
+stats_client(KEYS[12], KEYS[4], ARGV[2], now)
 local pids = {}
 for i = 4, #ARGV, 4 do
   pids[#pids + 1] = ARGV[i]

@@ -364,7 +364,7 @@ func (s *Store) writeStats(ctx context.Context, carries []statsCarry) error {
 	var first error
 	for _, c := range carries {
 		k := s.keys.Queue(c.queue)
-		res, err := s.run(ctx, OpStats, c.queue, s.scripts.Stats, []string{k.Stats}, []string{c.counts()})
+		res, err := s.run(ctx, OpStats, c.queue, s.scripts.Stats, []string{k.Stats, k.Meta}, []string{c.counts()})
 		s.stats.sent(c, err, res)
 		if err == nil {
 			err = res.Error()

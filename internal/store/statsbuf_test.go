@@ -69,8 +69,10 @@ func TestStatsCarriedCountsAreWritten(t *testing.T) {
 	rdb := testRedis(t)
 	ctx := context.Background()
 	s := New(rdb, "worqrtest-"+uuid.NewString()[:8], false, true)
-	key := s.Keys().Queue("q").Stats
-	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(key).Build()) })
+	key, meta := s.Keys().Queue("q").Stats, s.Keys().Queue("q").Meta
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(key, meta).Build()) })
+	// A queue that exists; only its counts are written.
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(meta).FieldValue().FieldValue("name", "q").Build()).Error())
 	// A dequeue of two tasks that waited 3 and 1000 µs (the pid is the
 	// dequeue time; the id the enqueue, or the 'd' field when due later).
 	s.stats.started("q", []Proc{
@@ -97,7 +99,7 @@ func TestStatsCarriedCountsAreWritten(t *testing.T) {
 	assert.EqualValues(t, 1, m.Run[0], "a pid ahead of the clock runs 0 µs")
 	assert.EqualValues(t, 1000, m.RunSum)
 
-	add := s.scripts.Stats.Exec(ctx, rdb, []string{key}, []string{"s=2 zz=5 w3=1 f=x w37=4 u36=2 ws=7"})
+	add := s.scripts.Stats.Exec(ctx, rdb, []string{key, meta}, []string{"s=2 zz=5 w3=1 f=x w37=4 u36=2 ws=7"})
 	require.NoError(t, add.Error())
 	all, err := rdb.Do(ctx, rdb.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
@@ -107,5 +109,12 @@ func TestStatsCarriedCountsAreWritten(t *testing.T) {
 	assert.Equal(t, "1010", all["c:ws"])
 	assert.NotContains(t, all, "c:zz")
 	assert.NotContains(t, all, "c:w37", "past the last bucket")
+
+	// A queue deleted (its meta hash without its name): nothing written.
+	require.NoError(t, rdb.Do(ctx, rdb.B().Del().Key(key, meta).Build()).Error())
+	require.NoError(t, s.scripts.Stats.Exec(ctx, rdb, []string{key, meta}, []string{"s=2"}).Error())
+	n, err := rdb.Do(ctx, rdb.B().Exists().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n)
 	assert.Equal(t, "1", all["c:f"], "a value that is not a number is skipped")
 }
