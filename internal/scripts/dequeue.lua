@@ -2,7 +2,8 @@
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
 -- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low, stats
--- ARGV: worker, count, park ("1" for a Handle runtime)
+-- ARGV: worker, count, park ("1" for a Handle runtime), stats counted by
+--       the client ('' for none: see stats_add)
 -- Returns -1 when the lease is not live, else {until, pid, entry, error,
 -- pid, entry, error, ...}: until is, under a rate limit that is used up,
 -- when the next start is allowed (µs, Redis clock; 0 otherwise); then each
@@ -22,6 +23,7 @@
 -- than taking one.
 set_lists(KEYS[1], KEYS[8], KEYS[9])
 local now = now_ms()
+stats_client(KEYS[10], KEYS[4], ARGV[4], now)
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
@@ -126,8 +128,9 @@ if n == 0 then
 end
 -- Process ids are the Redis clock in microseconds at the dequeue, bumped
 -- by one to stay unique, as task ids are: so a process tells when it
--- started (the poison-pill guard reads it), and a queue deleted and made
--- again never reuses an id (see drop_meta_if_gone).
+-- started (the poison-pill guard reads it, and the client the wait and
+-- run for the stats), and a queue deleted and made again never reuses an
+-- id (see drop_meta_if_gone).
 local start_us = now_us()
 local seq = math.max(start_us, (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
 redis.call('HSET', KEYS[4], 'seq', ms(seq + n))
@@ -163,9 +166,6 @@ if #retried > 0 then
   local errs = redis.call('HMGET', KEYS[6], unpack(ids))
   for j, at in ipairs(retried) do out[at] = errs[j] or '' end
 end
-stat('s', n)
-stat_waits(tasks, start_us)
-stats_flush(KEYS[10], now)
 -- unpack puts every value on the Lua stack, which holds a few thousand.
 for i = 1, #fields, 1000 do
   redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))

@@ -45,6 +45,7 @@ type Set struct {
 	States     *Script
 	Tick       *Script // periodic tasks
 	Progress   *Script // a handler's progress report
+	Stats      *Script // a client's stats counts, when no other call carried them
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -88,6 +89,7 @@ func Load(sharded, stats bool) *Set {
 		States:     load("states.lua"),
 		Tick:       load("tick.lua"),
 		Progress:   load("progress.lua"),
+		Stats:      load("stats.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),
@@ -96,6 +98,10 @@ func Load(sharded, stats bool) *Set {
 		DeadPurge:      load("dead_purge.lua"),
 	}
 }
+
+// WithCommon is a script of body after common.lua (with stats on), as
+// every script is: for tests of common.lua's helpers.
+func WithCommon(body string) *Script { return newScript(commonFor(false, true) + body) }
 
 // commonFor is common.lua with the publish command events use and the
 // stats switch.

@@ -61,6 +61,7 @@ const (
 	OpDeadLetters    Op = "dead letters"         // list them
 	OpRequeueDead    Op = "requeue dead letters" // one or all
 	OpDeleteDead     Op = "delete dead letters"  // one or all
+	OpStats          Op = "stats"                // a client's stats counts, written by a call of their own
 )
 
 // Fault is a test seam: when set, it runs before every call to Redis with
@@ -77,6 +78,7 @@ type Store struct {
 	scripts *scripts.Set
 	sharded bool
 	fault   atomic.Pointer[Fault]
+	stats   *statsBuf // the stats counted here (statsbuf.go); nil when off
 
 	listenMu sync.Mutex // guards listening
 	// listening counts the Subscribe calls running per channel. They
@@ -89,7 +91,11 @@ type Store struct {
 // sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster;
 // stats makes the scripts keep each queue's stats (see Stats).
 func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	s := &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	if stats {
+		s.stats = newStatsBuf()
+	}
+	return s
 }
 
 // Keys are the store's key names.
