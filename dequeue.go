@@ -61,7 +61,9 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	if left { // StopWork ran while this call waited at the gate
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
 	}
-	sps, until, err := c.store.Dequeue(ctx, queue, id, n, runtime)
+	// A runtime parks in the idle set, where enqueues hand it tasks in
+	// events, only once it hears the queue's events.
+	sps, until, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)

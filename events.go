@@ -14,8 +14,9 @@ import (
 // arrived, on a goroutine of the worker's: never on the Redis connection's
 // reader, so a slow callback delays only its own queue's events.
 type Events struct {
-	// Work is called when tasks may be waiting: after an enqueue, a stop
-	// or a reclaim (count is how many tasks that added), and after every
+	// Work is called when tasks may be waiting: after an enqueue (also
+	// one handed straight to an idle runtime, count 1), a stop or a
+	// reclaim (count is how many tasks that added), and after every
 	// (re)subscription and re-registration when the queue is not empty
 	// (count is the queue's length then). Work events that pile up while a
 	// callback runs are merged into one, with their counts added.
@@ -36,12 +37,22 @@ type Events struct {
 type event struct {
 	store.Event
 	subscribed bool
+	// again marks a subscription that came back: events published while
+	// it was away were missed.
+	again bool
 }
 
 // handle applies an event to the worker's own processes, then calls the
 // application's callback. It runs on the queue's dispatcher goroutine.
 func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 	if e.subscribed {
+		if e.again {
+			// A missed hand-off left a process in Redis that the worker
+			// does not know of: reconciling gives it back.
+			w.mu.Lock()
+			s.unsure = max(s.unsure, 1)
+			w.mu.Unlock()
+		}
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
@@ -79,6 +90,13 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 		}
 		if s.events.Work != nil {
 			s.call(ctx, func() { s.events.Work(s.name, e.Count) })
+		}
+	case store.EventHandOff:
+		if s.runner != nil && e.To == w.ID() {
+			w.handedOff(ctx, s, e.Event)
+		}
+		if s.events.Work != nil {
+			s.call(ctx, func() { s.events.Work(s.name, 1) })
 		}
 	case store.EventCancel:
 		ids := make(map[string]bool, len(e.TaskIDs))

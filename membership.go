@@ -31,6 +31,11 @@ type serving struct {
 	// lost command may still run late on another pooled connection.
 	// Guarded by w.mu.
 	unsure int
+	// releasedUpTo is the queue's last process id (as a number) when the
+	// worker last gave back processes Redis said it held that it did not
+	// know of (a reconciliation, a rejoin): a hand-off event for one of
+	// them that comes later is ignored (see handoff.go). Guarded by w.mu.
+	releasedUpTo uint64
 	// leaving is set while StopWork releases the queue: a script that
 	// finds the lease gone then is not evidence that the worker is dead.
 	// Guarded by w.mu.

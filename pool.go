@@ -83,12 +83,15 @@ type pool struct {
 	// starts for the member once it has stopped.
 	turn sync.Mutex
 
-	mu sync.Mutex // guards busy and settling
+	mu sync.Mutex // guards busy, settling and asking
 	// busy counts the slots taken, across members: handlers running.
 	busy int
 	// settling counts the outcomes being written of handlers that
 	// returned (see runner.settling).
 	settling int
+	// asking counts the slots the loop's dequeues in flight asked for (see
+	// runner.asking).
+	asking int
 
 	// current is the smooth weighted round robin's state, per member. The
 	// loop's own.
@@ -227,11 +230,43 @@ func (p *pool) free() int {
 	return slotsFree(p.size, p.busy, p.settling)
 }
 
-// acquire takes a slot for a handler that starts.
-func (p *pool) acquire() {
+// reserve marks the free slots as asked for by the dequeues about to be
+// planned, and returns how many they are.
+func (p *pool) reserve() int {
 	p.mu.Lock()
-	p.busy++
+	defer p.mu.Unlock()
+	n := slotsFree(p.size, p.busy, p.settling)
+	p.asking += max(n, 0)
+	return n
+}
+
+// took records what dequeues that asked for asked slots got: got handlers
+// about to start, which hold slots from now on.
+func (p *pool) took(asked, got int) {
+	p.mu.Lock()
+	p.asking -= asked
+	p.busy += got
 	p.mu.Unlock()
+}
+
+// tryAcquire takes a slot for a process an enqueue handed a member (see
+// runner.claim), if one is free that no dequeue in flight asked for.
+func (p *pool) tryAcquire() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slotsFree(p.size, p.busy+p.asking, p.settling) <= 0 {
+		return false
+	}
+	p.busy++
+	return true
+}
+
+// unacquire gives back a slot tryAcquire took and no handler used.
+func (p *pool) unacquire() {
+	p.mu.Lock()
+	p.busy--
+	p.mu.Unlock()
+	p.poke()
 }
 
 // release gives a slot back and wakes the loop to fill it: d 1 when its
@@ -283,12 +318,20 @@ type share struct {
 // reports whether to plan again: a member came back short, or could not
 // take work (it is passed over then, so the slots left go elsewhere).
 func (p *pool) fill() bool {
-	n := p.free()
-	if n <= 0 || p.ctx.Err() != nil {
+	if p.ctx.Err() != nil {
 		return false
 	}
+	n := p.reserve()
+	if n <= 0 {
+		return false
+	}
+	shares := p.plan(n)
+	for _, sh := range shares {
+		n -= sh.n
+	}
+	p.took(n, 0) // the slots no member was planned for
 	again := false
-	for _, sh := range p.plan(n) {
+	for _, sh := range shares {
 		if !p.take(sh.r, sh.n) {
 			again = true
 		}
@@ -366,8 +409,10 @@ func (p *pool) take(r *runner, n int) bool {
 	defer p.turn.Unlock()
 	r.mu.Lock()
 	lc, gen := r.loop, r.gen
+	r.asking += n
 	r.mu.Unlock()
 	if lc == nil || lc.ctx.Err() != nil {
+		r.took(n, 0)
 		return true // stopped: it has no room in any plan from now on
 	}
 	// The dequeue ends with the member's loop or with the pool's.
@@ -375,6 +420,7 @@ func (p *pool) take(r *runner, n int) bool {
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
 	ps, until, err := p.w.dequeue(ctx, r.queue, n, true)
+	r.took(n, len(ps))
 	if until > 0 {
 		r.wakeAt(lc, until)
 	}
@@ -399,7 +445,7 @@ func (p *pool) take(r *runner, n int) bool {
 		r.clearMore(gen)
 	}
 	for _, pr := range ps {
-		r.start(p.idle, p.ctx, pr)
+		r.launch(p.idle, p.ctx, pr, false)
 	}
 	return len(ps) == n
 }

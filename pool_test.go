@@ -372,35 +372,45 @@ func TestPoolOptionsAreChecked(t *testing.T) {
 // A pool is parked on every queue it found empty, also while other
 // queues' tasks take all its slots: named by an enqueue then, it passes
 // the event on to every runtime of the queue (an idle one takes the task),
-// and takes the task itself when a slot frees if nobody has.
+// and takes the task itself when a slot frees if nobody has. Handed a
+// task by its enqueue, it gives the task back to the queue instead, which
+// wakes every runtime the same way.
 func TestPoolNamedWhileFullPassesTheEventOn(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
-	started := make(chan string, 10)
-	release := make(chan struct{})
-	handler := func(_ context.Context, p *Process) error {
-		started <- p.Queue() + "/" + string(p.Task())
-		if p.Queue() == "busy" {
-			<-release
-		}
-		return nil
-	}
-	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
-		{Queue: "busy", Handler: handler},
-		{Queue: "quiet", Handler: handler},
-	}, PoolOptions{Concurrency: 1}))
-	assert.Equal(t, []string{w.ID()}, settledParking(t, c, "quiet", 1))
-	require.NoError(t, second(c.Enqueue(ctx, "busy", []byte("long"))))
-	assert.Equal(t, "busy/long", recv(t, started, 5*time.Second, "the slot taken"))
+	for _, tc := range []struct{ name, task, first string }{
+		{"named", tooBig("t"), "w1:"},
+		{"handed", "t", "h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, c, ctx := setup(t)
+			started := make(chan string, 10)
+			release := make(chan struct{})
+			handler := func(_ context.Context, p *Process) error {
+				started <- p.Queue() + "/" + string(p.Task())
+				if p.Queue() == "busy" {
+					<-release
+				}
+				return nil
+			}
+			w := newWorker(t, c, WorkerOptions{})
+			require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
+				{Queue: "busy", Handler: handler},
+				{Queue: "quiet", Handler: handler},
+			}, PoolOptions{Concurrency: 1}))
+			assert.Equal(t, []string{w.ID()}, settledParking(t, c, "quiet", 1))
+			require.NoError(t, second(c.Enqueue(ctx, "busy", []byte("long"))))
+			assert.Equal(t, "busy/long", recv(t, started, 5*time.Second, "the slot taken"))
 
-	events := b.listen(c.store.Keys().Queue("quiet").Channel)
-	require.NoError(t, second(c.Enqueue(ctx, "quiet", []byte("t"))))
-	expectMessage(t, events, "w1:"+w.ID())
-	expectMessage(t, events, "w1") // passed on to all
-	close(release)
-	assert.Equal(t, "quiet/t", recv(t, started, 5*time.Second, "taken once the slot freed"))
-	settledQueue(t, c, "quiet")
+			events := b.listen(c.store.Keys().Queue("quiet").Channel)
+			require.NoError(t, second(c.Enqueue(ctx, "quiet", []byte(tc.task))))
+			assert.True(t, strings.HasPrefix(firstMessage(t, events, tc.first), tc.first+w.ID()), "the pool is named")
+			expectMessage(t, events, "w1") // passed on to all
+			close(release)
+			assert.Equal(t, "quiet/"+tc.task, recv(t, started, 5*time.Second, "taken once the slot freed"))
+			settledQueue(t, c, "quiet")
+		})
+	}
 }
 
 // A paused queue holds no slot, even first in strict order: the others

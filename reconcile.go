@@ -11,8 +11,9 @@ import (
 const unsurePasses = 3
 
 // reconcile gives back processes that Redis says this worker holds but the
-// worker does not know of: a dequeue whose reply was lost. Dequeues on the
-// queue wait meanwhile, so no process is in between.
+// worker does not know of: a dequeue whose reply was lost, or a hand-off
+// whose event was missed or is still on its way. Dequeues and hand-offs on
+// the queue wait meanwhile, so no process is in between.
 func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
 	for _, s := range ss {
 		w.mu.Lock()
@@ -48,6 +49,7 @@ func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) erro
 	n := r.Returned
 	w.mu.Lock()
 	s.unsure--
+	s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
 	w.mu.Unlock()
 	if n > 0 {
 		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)

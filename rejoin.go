@@ -52,7 +52,8 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 		return true, nil
 	}
 	c := w.c
-	if r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.healthyAfter()}); r.Err != nil {
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.healthyAfter()})
+	if r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}
 	if err := w.join(ctx, id, s.name); err != nil {
@@ -60,6 +61,8 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 	}
 	w.mu.Lock()
 	if w.id == id && !w.isClosed() {
+		// Hand-off events for the processes given back may still come.
+		s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
 		s.fenced, s.deadlineAt = false, before
 		w.lease.arm()
 	}

@@ -33,6 +33,9 @@ type runner struct {
 	// outcome, so the next task's dequeue overlaps the finish; settling
 	// bounds how far the writes may lag (see free).
 	settling int
+	// asking counts the slots a dequeue in flight asked for: a process an
+	// enqueue hands over meanwhile (claim) must not take one of them.
+	asking int
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
@@ -103,6 +106,8 @@ type job struct {
 	p      *Process
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// handed marks a process an enqueue handed over (see handoff.go).
+	handed bool
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
@@ -155,38 +160,6 @@ func (r *runner) poke() {
 	}
 }
 
-// free is how many more handlers may start: Concurrency less those
-// running, and no more than leaves at most Concurrency outcomes being
-// written besides (a Redis that answers slowly holds new starts back
-// rather than gathering unwritten outcomes).
-func (r *runner) free() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slotsFree(r.opts.Concurrency, r.busy, r.settling)
-}
-
-// slotsFree is how many of size slots are free with busy handlers running
-// and settling outcomes being written: a slot frees when its handler
-// returns, while at most size outcomes are being written.
-func slotsFree(size, busy, settling int) int {
-	return min(size-busy, 2*size-busy-settling)
-}
-
-// room is how many of its pool's slots a pool member may take now: none
-// unless it takes work, may have tasks and is not blocked; else up to its
-// cap (Concurrency, when set), or the pool's size.
-func (r *runner) room() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loop == nil || r.loop.ctx.Err() != nil || !r.more || r.blocked {
-		return 0
-	}
-	if c := r.opts.Concurrency; c > 0 {
-		return c - r.busy
-	}
-	return r.pool.size
-}
-
 // block passes a pool member over until the next work event, unless one
 // came since gen was read.
 func (r *runner) block(gen uint64) {
@@ -218,20 +191,6 @@ func (r *runner) retryLater(lc *loopControl, gen uint64) {
 	})
 }
 
-// full reports whether a pool member could not start a handler now for
-// want of a slot: the pool's are all taken, or its cap is reached.
-func (r *runner) full() bool {
-	if r.pool == nil {
-		return false
-	}
-	if r.pool.free() <= 0 {
-		return true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.opts.Concurrency > 0 && r.busy >= r.opts.Concurrency
-}
-
 func (r *runner) run(lc *loopControl) {
 	defer close(lc.done)
 	retry := newBackoff(10*time.Millisecond, time.Second)
@@ -242,14 +201,12 @@ func (r *runner) run(lc *loopControl) {
 		case <-r.wake:
 		}
 		for {
-			n := r.free()
+			n, gen := r.ask()
 			if n <= 0 {
 				break // a handler that ends wakes the loop
 			}
-			r.mu.Lock()
-			gen := r.gen
-			r.mu.Unlock()
 			ps, until, err := r.w.dequeue(lc.ctx, r.queue, n, true)
+			r.took(n, len(ps))
 			if until > 0 {
 				// The rate limit is used up: look again when the next
 				// start is allowed, and not before.
@@ -279,7 +236,7 @@ func (r *runner) run(lc *loopControl) {
 				r.clearMore(gen)
 			}
 			for _, p := range ps {
-				r.start(lc.idle, lc.ctx, p)
+				r.launch(lc.idle, lc.ctx, p, false)
 			}
 			if len(ps) < n {
 				break
@@ -298,25 +255,18 @@ func (r *runner) clearMore(gen uint64) {
 	r.mu.Unlock()
 }
 
-// start runs the handler for p on a handler goroutine: one that finished
-// its last task and waits for another if there is one, else a new one. On
-// a busy queue goroutines (and the stacks they have grown) are reused
-// rather than started for every task. The handler's context ends when the
-// process ends for a reason the worker learns of (cancel, delete,
-// fencing), with that reason as its cause. Goroutines wait on idle for
-// their next job until stop ends: the loop's (a pool's goroutines serve
-// every member).
-func (r *runner) start(idle chan job, stop context.Context, p *Process) {
+// launch runs the handler for p, whose slot is taken (took, claim), on a
+// handler goroutine: one that finished its last task and waits for
+// another if there is one, else a new one. On a busy queue goroutines (and
+// the stacks they have grown) are reused rather than started for every
+// task. The handler's context ends when the process ends for a reason the
+// worker learns of (cancel, delete, fencing), with that reason as its
+// cause. Goroutines wait on idle for their next job until stop ends: the
+// loop's (a pool's goroutines serve every member).
+func (r *runner) launch(idle chan job, stop context.Context, p *Process, handed bool) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	r.mu.Lock()
-	r.busy++
-	r.mu.Unlock()
-	if r.pool != nil {
-		r.pool.acquire()
-	}
-	r.handlers.Add(1)
 	p.onEnd(cancel)
-	j := job{r: r, p: p, ctx: ctx, cancel: cancel}
+	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case idle <- j:
 	default:
@@ -339,6 +289,9 @@ func serve(idle chan job, stop context.Context, j job) {
 // runJob runs the handler for one process and settles its outcome.
 func (r *runner) runJob(j job) {
 	defer r.handlers.Done()
+	if j.handed {
+		r.lookAgain() // from here: the handler's goroutine runs first
+	}
 	ctx := j.ctx
 	if d := r.timeout(j.p); d > 0 {
 		var stop context.CancelFunc

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -82,8 +83,9 @@ func (m *mailbox) take() []event {
 func (sub *subscription) receive(ctx context.Context) {
 	defer close(sub.received)
 	st := sub.w.c.store
+	var confirmed atomic.Int64
 	subscribed := func() {
-		sub.box.push(event{subscribed: true})
+		sub.box.push(event{subscribed: true, again: confirmed.Add(1) > 1})
 		sub.readyOnce.Do(func() { close(sub.ready) })
 	}
 	message := func(msg string) {
@@ -104,6 +106,18 @@ func (sub *subscription) receive(ctx context.Context) {
 		if !backoff.wait(ctx) {
 			return
 		}
+	}
+}
+
+// isReady reports whether the server has confirmed the subscription once:
+// events published since are heard, or, if it drops, the subscription that
+// comes back says they may have been missed.
+func (sub *subscription) isReady() bool {
+	select {
+	case <-sub.ready:
+		return true
+	default:
+		return false
 	}
 }
 

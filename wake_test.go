@@ -28,14 +28,19 @@ func parked(t *testing.T, c *Client, queue string) []string {
 // them longest idle first.
 func settledParking(t *testing.T, c *Client, queue string, n int) []string {
 	t.Helper()
-	var ids []string
-	eventually(t, 5*time.Second, "runtimes parked", func() bool {
-		before := parked(t, c, queue)
+	var before, ids []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		before = parked(t, c, queue)
 		time.Sleep(50 * time.Millisecond)
 		ids = parked(t, c, queue)
-		return len(ids) == n && strings.Join(before, ",") == strings.Join(ids, ",")
-	})
-	return ids
+		if len(ids) == n && strings.Join(before, ",") == strings.Join(ids, ",") {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5s: %d runtimes parked, and staying so: last %v, then %v", n, before, ids)
+		}
+	}
 }
 
 // handledBy records which worker handled each task.
@@ -59,8 +64,16 @@ func (h *handledBy) handler(name string) Handler {
 	}
 }
 
+// tooBig pads a task past what an enqueue hands straight to an idle
+// runtime (see handoff_test.go), so that it waits to be dequeued.
+func tooBig(task string) string {
+	return task + strings.Repeat(".", store.MaxHandOffPayload+1-len(task))
+}
+
 // Idle runtimes park in the queue's idle set; an enqueue of n tasks names
-// n+1 of them, longest idle first, and only those look at the queue.
+// n+1 of them, longest idle first, and only those look at the queue. (A
+// single small task is handed to the longest idle instead: see
+// handoff_test.go.)
 func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
@@ -80,7 +93,7 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 	for try := 1; ; try++ {
 		ids = settledParking(t, c, "q", 4)
 		require.ElementsMatch(t, all, ids)
-		task := fmt.Sprintf("t1-%d", try)
+		task := tooBig(fmt.Sprintf("t1-%d", try))
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(task))))
 		m := firstMessage(t, events, "w1:")
 		assert.Equal(t, task, recv(t, h.got, 5*time.Second, "task handled"))
@@ -183,7 +196,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	r.stopTaking() // as Shutdown does before its grace period
 
 	events := b.listen(c.store.Keys().Queue("q").Channel)
-	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte(tooBig("t")))))
 	expectMessage(t, events, "w1:"+id)
 	expectMessage(t, events, "w1") // passed on
 

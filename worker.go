@@ -74,10 +74,12 @@ type FenceEvent struct {
 // A worker is a few components, each in a file of its own: the lease
 // keeper (lease.go: renewals and the fencing deadline), fencing and the
 // rejoin of a fenced queue or worker (fence.go, rejoin.go), the
-// reconciliation of lost dequeue replies (reconcile.go), the reclaimer of
-// dead peers (reclaim.go), per queue a subscription and its dispatcher
-// (subscription.go, events.go) and, for Handle, a runtime (runtime.go)
-// whose dequeues, for HandleQueues, one pool loop makes (pool.go),
+// reconciliation of lost dequeue replies and hand-off events
+// (reconcile.go), the reclaimer of dead peers (reclaim.go), per queue a
+// subscription and its dispatcher (subscription.go, events.go) and, for
+// Handle, a runtime (runtime.go) that also takes the tasks enqueues hand
+// it (handoff.go), whose dequeues, for HandleQueues, one pool loop makes
+// (pool.go),
 // and per periodic schedule a timer (periodic.go); shutdown.go stops them
 // all. Its state is one lifecycle (state.go).
 //

@@ -49,11 +49,12 @@ func runFanout(ctx context.Context, b *bench) (*result, error) {
 	res.add(fmt.Sprintf("stream_w%d_over_w1", fanoutWorkers), "×", rates[fanoutWorkers]/rates[1])
 
 	for _, n := range []int{1, fanoutWorkers} {
-		ds, sp, err := worqrLatency(ctx, b, trickled, 2*time.Millisecond, n)
+		ds, sp, twice, err := worqrLatency(ctx, b, trickled, 2*time.Millisecond, n)
 		if err != nil {
 			return nil, fmt.Errorf("%d workers trickling: %w", n, err)
 		}
 		name := fmt.Sprintf("trickle_w%d_", n)
+		res.add(name+"started_twice", "tasks", float64(twice))
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		res.add(name+"p50_ms", "ms", ms(pct(ds, 50)))
 		res.add(name+"p99_ms", "ms", ms(pct(ds, 99)))

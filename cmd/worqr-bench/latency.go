@@ -28,23 +28,25 @@ func runLatency(ctx context.Context, b *bench) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
-	got, _, err := worqrLatency(ctx, b, count, latencyGap, 1)
+	got, _, twice, err := worqrLatency(ctx, b, count, latencyGap, 1)
 	if err != nil {
 		return nil, err
 	}
 	addLatencies(res, "", got)
+	res.add("started_twice", "tasks", float64(twice))
 	addLatencies(res, "baseline_", base)
 	res.add("p99_ratio", "×", pct(got, 99).Seconds()/pct(base, 99).Seconds())
 	return res, nil
 }
 
 // worqrLatency measures enqueue → handler start for count tasks sent gap
-// apart to n idle workers serving every queue, and what Redis and this
-// process spent on it.
-func worqrLatency(ctx context.Context, b *bench, count int, gap time.Duration, n int) ([]time.Duration, span, error) {
+// apart to n idle workers serving every queue, what Redis and this process
+// spent on it, and how many tasks were started more than once (none may
+// be: no worker dies).
+func worqrLatency(ctx context.Context, b *bench, count int, gap time.Duration, n int) ([]time.Duration, span, int, error) {
 	c, prefix, err := b.newClient()
 	if err != nil {
-		return nil, span{}, err
+		return nil, span{}, 0, err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
 	t := newTimings(count, gap)
@@ -61,12 +63,12 @@ func worqrLatency(ctx context.Context, b *bench, count int, gap time.Duration, n
 	for range n {
 		w, err := c.NewWorker(ctx, worqr.WorkerOptions{})
 		if err != nil {
-			return nil, span{}, err
+			return nil, span{}, 0, err
 		}
 		workers = append(workers, w)
 		for _, q := range b.queues {
 			if err := w.Handle(ctx, q, h, worqr.HandleOptions{}); err != nil {
-				return nil, span{}, err
+				return nil, span{}, 0, err
 			}
 		}
 	}
@@ -76,10 +78,13 @@ func worqrLatency(ctx context.Context, b *bench, count int, gap time.Duration, n
 		return err
 	})
 	if err != nil {
-		return nil, span{}, err
+		return nil, span{}, 0, err
 	}
 	ds, err := t.wait(timeout(b.cfg.short))
-	return ds, win.close(ctx), err
+	sp := win.close(ctx)
+	// Starts that come after the last first start are counted too.
+	time.Sleep(10 * gap)
+	return ds, sp, t.repeats(), err
 }
 
 // baseLatency runs one BLMOVE consumer per queue and LPUSHes tasks.
@@ -125,6 +130,7 @@ type timings struct {
 	sent    []time.Time
 	took    []time.Duration
 	arrives int
+	again   int // starts of tasks that had started already
 	all     chan struct{}
 }
 
@@ -156,13 +162,24 @@ func (t *timings) arrived(task []byte) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if i < 0 || i >= len(t.took) || t.took[i] != 0 {
+	if i < 0 || i >= len(t.took) {
+		return
+	}
+	if t.took[i] != 0 {
+		t.again++
 		return
 	}
 	t.took[i] = now.Sub(t.sent[i])
 	if t.arrives++; t.arrives == len(t.took) {
 		close(t.all)
 	}
+}
+
+// repeats is how many starts were of tasks that had started already.
+func (t *timings) repeats() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.again
 }
 
 // wait returns the latencies of the counted tasks once all arrived.

@@ -88,6 +88,8 @@ func scenarios() []scenario {
 		}},
 		{name: "latency", run: runLatency, targets: []target{
 			{Metric: "p99_ms", Op: "<=", Limit: 2},
+			{Metric: "p99_ratio", Op: "<=", Limit: 1.2},
+			{Metric: "started_twice", Op: "<=", Limit: 0},
 		}},
 		{name: "recovery", run: runRecovery, targets: []target{
 			{Metric: "ttl3s_recovery_s", Op: "<=", Limit: 4},
@@ -100,7 +102,9 @@ func scenarios() []scenario {
 			{Metric: "waiting_bytes_per_task", Op: "<=", Limit: payloadSize + 64},
 			{Metric: "inflight_bytes_per_task", Op: "<=", Limit: payloadSize + 200},
 		}},
-		{name: "fanout", run: runFanout},
+		{name: "fanout", run: runFanout, targets: []target{
+			{Metric: fmt.Sprintf("trickle_w%d_started_twice", fanoutWorkers), Op: "<=", Limit: 0},
+		}},
 		{name: "delay", run: runDelay, targets: []target{
 			{Metric: "p99_ms", Op: "<=", Limit: 2},
 			{Metric: "early", Op: "<=", Limit: 0},

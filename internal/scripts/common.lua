@@ -96,10 +96,11 @@ end
 -- Task ids count up from the Redis clock in microseconds: the first of n
 -- new ids is the clock, or one past the last id given if that is later, so
 -- ids are unique in their queue even after it is deleted and made again,
--- and each tells when its task was enqueued. Returns the first (a number).
-local function next_task_ids(meta, n)
+-- and each tells when its task was enqueued. now is the clock (µs), if the
+-- caller has it. Returns the first (a number).
+local function next_task_ids(meta, n, now)
   local last = tonumber(redis.call('HGET', meta, 'tid') or '0')
-  local first = math.max(now_us(), last + 1)
+  local first = math.max(now or now_us(), last + 1)
   redis.call('HSET', meta, 'tid', string.format('%.0f', first + n - 1))
   return first
 end
@@ -228,6 +229,39 @@ local function weight_moved(meta, x)
   if redis.call('HINCRBY', meta, 'wx', x) <= 0 then
     redis.call('HDEL', meta, 'wx')
   end
+end
+
+-- New processes of worker for tasks (entries in list order, the first out
+-- last, as dequeue takes them): each gets an id and a record in procs, and
+-- the weight they add is counted. Process ids are the Redis clock in
+-- microseconds, bumped by one to stay unique, as task ids are: so a
+-- process tells when it started (the poison-pill guard reads it, and the
+-- client the wait and run for the stats), and a queue deleted and made
+-- again never reuses an id (see drop_meta_if_gone).
+-- One HGET and one HSET of the id counter and one HSET per 500 processes
+-- however many there are. start_us is the time (µs), if the caller has it.
+-- Returns their ids in start order (the first out first) and the time.
+local function start_procs(procs, meta, worker, tasks, start_us)
+  local n = #tasks
+  start_us = start_us or now_us()
+  local seq = math.max(start_us, (tonumber(redis.call('HGET', meta, 'seq') or '0') or 0) + 1) - 1
+  redis.call('HSET', meta, 'seq', ms(seq + n))
+  local pids, fields = {}, {}
+  local added = 0 -- the extra weight of the new processes
+  for i = n, 1, -1 do
+    seq = seq + 1
+    local pid = string.format('%x', seq)
+    pids[#pids + 1] = pid
+    fields[#fields + 1] = pid
+    fields[#fields + 1] = 'a' .. worker .. tasks[i]
+    added = added + entry_weight(tasks[i]) - 1
+  end
+  -- unpack puts every value on the Lua stack, which holds a few thousand.
+  for i = 1, #fields, 1000 do
+    redis.call('HSET', procs, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+  weight_moved(meta, added)
+  return pids, start_us
 end
 
 -- A task that held a unique key while alive ('u' field: the key's sha1)

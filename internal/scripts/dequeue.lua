@@ -126,32 +126,20 @@ end
 if n == 0 then
   return {ms(rate_until())}
 end
--- Process ids are the Redis clock in microseconds at the dequeue, bumped
--- by one to stay unique, as task ids are: so a process tells when it
--- started (the poison-pill guard reads it, and the client the wait and
--- run for the stats), and a queue deleted and made again never reuses an
--- id (see drop_meta_if_gone).
-local start_us = now_us()
-local seq = math.max(start_us, (tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') or 0) + 1) - 1
-redis.call('HSET', KEYS[4], 'seq', ms(seq + n))
-local out, fields, retried, started = {'0'}, {}, {}, {}
-local added = 0 -- the extra weight of the new processes
-for i = n, 1, -1 do
-  seq = seq + 1
-  local pid = string.format('%x', seq)
+local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks)
+local out, retried, started = {'0'}, {}, {}
+for j, pid in ipairs(pids) do
+  local t = tasks[n - j + 1]
   out[#out + 1] = pid
-  out[#out + 1] = tasks[i]
+  out[#out + 1] = t
   out[#out + 1] = ''
   -- Only a task started before can have an error recorded: its header
   -- (before the first ':') has an 'a' field.
-  if header_has(tasks[i], 'a') then
+  if header_has(t, 'a') then
     retried[#retried + 1] = #out
   end
-  fields[#fields + 1] = pid
-  fields[#fields + 1] = 'a' .. ARGV[1] .. tasks[i]
-  added = added + entry_weight(tasks[i]) - 1
   if now_u then
-    started[#started + 1] = ms(seq)
+    started[#started + 1] = ms(tonumber(pid, 16))
     started[#started + 1] = pid
   end
 end
@@ -166,9 +154,4 @@ if #retried > 0 then
   local errs = redis.call('HMGET', KEYS[6], unpack(ids))
   for j, at in ipairs(retried) do out[at] = errs[j] or '' end
 end
--- unpack puts every value on the Lua stack, which holds a few thousand.
-for i = 1, #fields, 1000 do
-  redis.call('HSET', KEYS[2], unpack(fields, i, math.min(i + 999, #fields)))
-end
-weight_moved(KEYS[4], added)
 return out

@@ -7,11 +7,14 @@
 -- task holds the key: while alive (ttl 0: the key is given up when the
 -- task ends, finished, dead or cancelled) or for ttl ms from now. If one
 -- does, nothing is added and its id is returned, flagged duplicate.
--- KEYS: waiting, meta, idle, delayed, unique, unique TTLs, stats
+-- KEYS: waiting (the tasks' level's list), meta, idle, delayed, unique,
+--       unique TTLs, stats, leases, procs, and the normal, high and low
+--       lists
 -- ARGV: channel, queue name, front ("1" | "0"), due (µs, Redis clock; 0:
 --       now), delay (µs from now; 0: none), header fields every task gets
 --       (',m<budget>,t<timeout ms>', or ''), unique key's sha1 (or ''),
---       unique ttl (ms; 0: while alive), payload...
+--       unique ttl (ms; 0: while alive), hand-off ("1": the task may be
+--       handed to an idle runtime, see below; "0"), payload...
 -- Returns {unregistered, first id (hex), duplicate (0/1)}: unregistered is
 -- 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua), and the caller then registers it; the tasks' ids count
@@ -24,7 +27,19 @@
 -- hear of the tasks. With none parked the event names nobody and wakes all.
 -- Delayed tasks raise a schedule event 's<due>' instead, which every worker
 -- serving the queue uses to arm its timer (see promote.lua).
-local n = #ARGV - 8
+--
+-- A hand-off saves the named runtime its dequeue, a round trip: a single
+-- task (the caller allows it only for one small enough to go in an event
+-- every subscriber of the channel hears) due now, on a queue where nothing
+-- waits, that no control holds back (paused, a concurrency or rate limit:
+-- those are the dequeue's to apply), goes straight into a process of the
+-- longest-idle runtime, as a dequeue of its own would have made it, if
+-- that runtime's worker has a live lease on the queue. The runtime leaves
+-- the idle set (its next dequeue parks it again) and the event
+-- 'h<worker>,<pid>,<entry>' carries the process to it. It starts the task,
+-- or gives it back to the front if it cannot (stop.lua); if its worker dies
+-- first, its lease covers the process as it covers every other.
+local n = #ARGV - 9
 local header = ARGV[6]
 local sha = ARGV[7]
 if sha ~= '' then
@@ -44,7 +59,31 @@ if sha ~= '' then
     return {0, holder, 1}
   end
 end
-local first = next_task_ids(KEYS[2], n)
+-- Hand entry to the longest-idle runtime (see above) at time now (µs);
+-- false when it cannot go. The checks go cheapest first for a busy queue
+-- (tasks wait), then for one held back (controls), then the runtime.
+local function hand_off(entry, now)
+  if redis.call('EXISTS', KEYS[10], KEYS[11], KEYS[12]) > 0 then
+    return false
+  end
+  local paused, limit, rate = queue_controls(KEYS[2])
+  if paused or limit or rate then
+    return false
+  end
+  -- A runtime whose worker has died is taken out here, as the wake below
+  -- would have done.
+  local parked = redis.call('ZPOPMIN', KEYS[3])
+  local worker = parked[1]
+  if not worker or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
+    return false
+  end
+  local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now)
+  publish(ARGV[1], 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
+  return true
+end
+-- Due times are kept in µs (exact in a score until the year 2255).
+local now = now_us()
+local first = next_task_ids(KEYS[2], n, now)
 if sha ~= '' then
   redis.call('HSET', KEYS[5], sha, string.format('%x', first))
   local ttl = tonumber(ARGV[8])
@@ -54,8 +93,6 @@ if sha ~= '' then
     header = header .. ',u' .. sha
   end
 end
--- Due times are kept in µs (exact in a score until the year 2255).
-local now = now_us()
 local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
 local entries = {}
 if due > now then
@@ -63,34 +100,36 @@ if due > now then
   header = header .. ',d' .. string.format('%x', due)
   for i = 1, n do
     entries[#entries + 1] = ms(due)
-    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[8 + i]
+    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[9 + i]
   end
   for i = 1, #entries, 1000 do
     redis.call('ZADD', KEYS[4], unpack(entries, i, math.min(i + 999, #entries)))
   end
   publish(ARGV[1], 's' .. ms(due))
 else
-  if ARGV[3] == '1' then
-    -- The front is the right end: push the last task first, so the batch
-    -- comes out in its own order. A batch at the front comes in one call,
-    -- however large, so it pushes in slices.
-    for i = n, 1, -1 do
-      entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[8 + i]
-    end
-    for i = 1, #entries, 1000 do
-      redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, #entries)))
-    end
-  else
-    for i = 1, n do
-      entries[i] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[8 + i]
-    end
-    redis.call('LPUSH', KEYS[1], unpack(entries))
+  -- The front is the right end: a batch for the front is listed last task
+  -- first, so it comes out in its own order.
+  local front = ARGV[3] == '1'
+  for i = 1, n do
+    local k = front and n - i + 1 or i
+    entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[9 + k]
   end
-  wake(KEYS[3], ARGV[1], n)
+  if not (ARGV[9] == '1' and n == 1 and hand_off(entries[1], now)) then
+    if front then
+      -- A batch at the front comes in one call, however large, so it
+      -- pushes in slices.
+      for i = 1, n, 1000 do
+        redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, n)))
+      end
+    else
+      redis.call('LPUSH', KEYS[1], unpack(entries))
+    end
+    wake(KEYS[3], ARGV[1], n)
+  end
 end
 local id = string.format('%x', first)
 stat('e', n)
-stats_flush(KEYS[7])
+stats_flush(KEYS[7], math.floor(now / 1000))
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
 if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then

@@ -18,8 +18,11 @@
 --       limit, poison window (ms), dead letters' max count, their max age
 --       (ms), keep pid...
 -- Returns -1 - left if mode is "expired" and the lease is live (left: the
--- ms it has left, so the reclaimer can come back then), else the tasks
--- returned.
+-- ms it has left, so the reclaimer can come back then), else {the tasks
+-- returned, the last process id given in the queue (a number; "0" if
+-- none)}: a worker that gave its own processes back ignores a hand-off
+-- event (see enqueue.lua) for a process up to that id that reaches it
+-- later, since the process went back with the others.
 set_lists(KEYS[1], KEYS[11], KEYS[12])
 local worker = ARGV[1]
 local mode = ARGV[3]
@@ -60,6 +63,7 @@ if tonumber(ARGV[5]) > 0 then
     stat('d', 1)
   end
 end
+local upto = redis.call('HGET', KEYS[4], 'seq') or '0'
 local returned, _, freed = return_to_front(KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[8], KEYS[13], mine, poison)
 drop_meta_if_gone(KEYS[2], KEYS[4])
 -- A peer reclaims a dead worker's tasks; a worker giving its own back
@@ -84,4 +88,4 @@ else
     publish(ARGV[2], 'w' .. waiting)
   end
 end
-return returned
+return {returned, upto}

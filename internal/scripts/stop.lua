@@ -1,9 +1,14 @@
 -- Stop a process: put its task at the back of the queue (a retry) and wake
 -- the queue. A task that was cancelled, or whose queue was deleted, is
 -- dropped instead: a retry must not bring it back.
+--
+-- With "front" a runtime gives back a process an enqueue handed it (see
+-- enqueue.lua) that it could not start: the task goes back to the front
+-- as it was, not counted as a start, since it never ran, and the queue is
+-- woken as by an enqueue.
 -- KEYS: procs, leases, waiting, meta, idle, unique, errors, high, low, progress,
 --       stats
--- ARGV: worker, pid, channel
+-- ARGV: worker, pid, channel, "front" (or nothing)
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
 set_lists(KEYS[3], KEYS[8], KEYS[9])
@@ -12,7 +17,13 @@ if not v then
   return refused
 end
 local state = proc_state(v)
-if state == 'a' then
+if state == 'a' and ARGV[4] == 'front' then
+  local entry = proc_task(v)
+  stat('q', 1)
+  stats_flush(KEYS[11])
+  redis.call('RPUSH', list_of(entry, KEYS[3]), entry)
+  wake(KEYS[5], ARGV[3], 1)
+elseif state == 'a' then
   local entry = entry_due_now(entry_ran(proc_task(v)))
   stat('q', 1)
   if STATS then stat_run(now_us() - (tonumber(ARGV[2], 16) or 0)) end

@@ -41,7 +41,7 @@ func FuzzKeyParse(f *testing.F) {
 // FuzzParseEvent feeds arbitrary messages to the event parser, as a
 // hostile publisher on a queue's channel could.
 func FuzzParseEvent(f *testing.F) {
-	for _, s := range []string{"w1", "c1f", "c1f,20", "d0", "", "c", "w-1", "wffffffffffffffffffff", "c,"} {
+	for _, s := range []string{"w1", "c1f", "c1f,20", "d0", "", "c", "w-1", "wffffffffffffffffffff", "c,", "hw,6a0,1f:x", "h,,"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, msg string) {
@@ -50,9 +50,13 @@ func FuzzParseEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case EventWork, EventCancel, EventDelete:
+		case EventWork, EventCancel, EventDelete, EventSchedule, EventOutcome, EventProgress, EventHandOff:
 		default:
 			t.Fatalf("%q parsed as kind %d", msg, e.Kind)
+		}
+		if e.Kind == EventHandOff {
+			require.Equal(t, msg, "h"+e.To+","+e.PID+","+e.Entry, "a hand-off event is its worker, pid and entry")
+			e.HandedProc() // must not panic
 		}
 		if e.Kind == EventCancel {
 			require.Equal(t, msg[1:], strings.Join(e.TaskIDs, ","), "a cancel event's ids are everything after the c")

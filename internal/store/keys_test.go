@@ -46,13 +46,14 @@ func TestParseEvent(t *testing.T) {
 		"c1f":                                  {Kind: EventCancel, TaskIDs: []string{"1f"}},
 		"c5a,5b":                               {Kind: EventCancel, TaskIDs: []string{"5a", "5b"}},
 		"d6a0c5b3e2f":                          {Kind: EventDelete, UpTo: 0x6a0c5b3e2f},
+		"hw-1,6a0,1f,m3:a,b:c":                 {Kind: EventHandOff, To: "w-1", PID: "6a0", Entry: "1f,m3:a,b:c"},
 		"p1f,5a,40,1700000000000:row 4: of 10": {Kind: EventProgress, TaskIDs: []string{"1f"}, Progress: ProgressRecord{PID: "5a", Percent: 40, At: 1700000000000, Note: "row 4: of 10"}},
 	} {
 		got, ok := ParseEvent(msg)
 		assert.True(t, ok, msg)
 		assert.Equal(t, want, got, msg)
 	}
-	for _, bad := range []string{"", "wx", "zz", "c", "d", "dq"} {
+	for _, bad := range []string{"", "wx", "zz", "c", "d", "dq", "h", "hw", "hw,1f", "h,6a0,1f:x", "hw,zz,1f:x", "hw,0,1f:x"} {
 		_, ok := ParseEvent(bad)
 		assert.False(t, ok, bad)
 	}

@@ -65,6 +65,22 @@ func (args EnqueueArgs) fields() string {
 	return fields
 }
 
+// MaxHandOffPayload is the largest payload an enqueue may hand straight
+// to an idle runtime, in the event that every subscriber of the queue's
+// channel hears (see enqueue.lua); a larger task waits in the queue for
+// the runtime's dequeue.
+const MaxHandOffPayload = 2048
+
+// handOff is enqueue.lua's hand-off argument for a call of these tasks:
+// "1" for a single small task (the script hands it off only if it is due
+// now), else "0".
+func handOff(chunk [][]byte) string {
+	if len(chunk) == 1 && len(chunk[0]) <= MaxHandOffPayload {
+		return "1"
+	}
+	return "0"
+}
+
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
 // round trip, and registers the queue if it is new. It returns the tasks'
 // ids, in order; on error those of the calls that failed are empty.
@@ -102,8 +118,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
 	for start := 0; start < len(payloads); start += per {
 		chunk := payloads[start:min(start+per, len(payloads))]
-		argv := make([]string, 0, 8+len(chunk))
-		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl)
+		argv := make([]string, 0, 9+len(chunk))
+		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk))
 		// One copy of the chunk's bytes into one string, sliced per task,
 		// rather than an allocation per task.
 		size := 0
@@ -120,7 +136,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	if err != nil {
@@ -267,8 +283,21 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 // and wakes the queue, if the process still belongs to worker and its
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 func (s *Store) Requeue(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
+	return s.stop(ctx, queue, p, "")
+}
+
+// GiveBack puts the task of a process an enqueue handed to worker (see
+// EnqueueArgs) back at the front of its queue, as it was (its count of
+// starts unchanged), and wakes the queue: for a runtime that could not
+// start it. The outcomes are Requeue's.
+func (s *Store) GiveBack(ctx context.Context, queue string, p ProcRef) (Outcome, error) {
+	return s.stop(ctx, queue, p, "front")
+}
+
+// stop runs stop.lua: Requeue, or with mode "front" GiveBack.
+func (s *Store) stop(ctx context.Context, queue string, p ProcRef, mode string) (Outcome, error) {
 	k := s.keys.Queue(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, []string{p.Worker, p.PID, k.Channel})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, []string{p.Worker, p.PID, k.Channel, mode})
 	return outcome(res, err)
 }
 
@@ -395,6 +424,10 @@ type Poison struct {
 type Released struct {
 	// Returned counts the tasks that went back to the front.
 	Returned int64
+	// UpTo is the last process id (as a number) the queue had given when
+	// the release ran: every process of the worker up to it that it did
+	// not keep was given back.
+	UpTo uint64
 	// Refused is set when mode ReleaseExpired found the lease live, and
 	// LeaseLeft then says for how long it stays so.
 	Refused   bool
@@ -414,14 +447,29 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 }
 
 func released(res rueidis.RedisResult) Released {
-	n, err := res.AsInt64()
-	switch {
-	case err != nil:
-		return Released{Err: err}
-	case n < 0:
+	if n, err := res.AsInt64(); err == nil {
 		return Released{Refused: true, LeaseLeft: time.Duration(-1-n) * time.Millisecond}
 	}
-	return Released{Returned: n}
+	vals, err := res.ToArray()
+	if err == nil && len(vals) != 2 {
+		err = fmt.Errorf("release.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return Released{Err: err}
+	}
+	n, err := vals[0].AsInt64()
+	if err != nil {
+		return Released{Err: err}
+	}
+	upTo, err := vals[1].ToString()
+	if err != nil {
+		return Released{Err: err}
+	}
+	seq, err := strconv.ParseUint(upTo, 10, 64)
+	if err != nil {
+		return Released{Err: fmt.Errorf("release.lua answered id %q", upTo)}
+	}
+	return Released{Returned: n, UpTo: seq}
 }
 
 // ReleaseAll runs release calls pipelined, one round trip per node.

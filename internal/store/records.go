@@ -233,6 +233,7 @@ const (
 	EventSchedule EventKind = 's'
 	EventOutcome  EventKind = 'o'
 	EventProgress EventKind = 'p'
+	EventHandOff  EventKind = 'h'
 )
 
 // Event is a message on a queue's channel:
@@ -243,13 +244,18 @@ const (
 //	o<task id>                              a retained task's outcome was recorded
 //	p<task id>,<progress record>            a task in flight reported progress (see ProgressRecord)
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
+//	h<worker id>,<pid>,<task entry>         a task was enqueued into a process of this worker's idle runtime
 type Event struct {
 	Kind EventKind
 	// Count is, for work, how many tasks were added.
 	Count int64
 	// To is, for work, the comma-separated ids of the runtimes to wake;
-	// empty wakes every runtime.
+	// empty wakes every runtime. For a hand-off it is the worker whose
+	// runtime the process was made for.
 	To string
+	// PID and Entry are, for a hand-off, the process made and its task
+	// entry (see HandedProc).
+	PID, Entry string
 	// TaskIDs are, for cancel, the ids of the cancelled tasks that were in
 	// flight.
 	TaskIDs []string
@@ -293,8 +299,22 @@ func ParseEvent(msg string) (Event, bool) {
 		id, rec, _ := strings.Cut(msg[1:], ",")
 		p, ok := ParseProgress(rec)
 		return Event{Kind: EventProgress, TaskIDs: []string{id}, Progress: p}, ok && id != ""
+	case EventHandOff:
+		// Only the named worker reads the entry (HandedProc): every other
+		// subscriber hears the event too, and ignores it.
+		worker, rest, ok := strings.Cut(msg[1:], ",")
+		pid, entry, ok2 := strings.Cut(rest, ",")
+		return Event{Kind: EventHandOff, To: worker, PID: pid, Entry: entry}, ok && ok2 && worker != "" && PIDSeq(pid) > 0
 	}
 	return Event{}, false
+}
+
+// HandedProc is the process a hand-off event carries, as Dequeue would
+// have returned it: a new task's first attempt, with no error before it.
+func (e Event) HandedProc() Proc {
+	t := TaskOrRaw(e.Entry)
+	t.Attempts++ // the attempt this process runs
+	return Proc{PID: e.PID, State: Active, Owner: e.To, Task: t}
 }
 
 // WorkMessage is the work event for count tasks that wakes every runtime.

@@ -272,6 +272,10 @@ func (b *statsBuf) ended(queue string, retried bool, clock int64, pids []string,
 	}
 }
 
+// Started counts, with its wait, a process the client starts that no
+// dequeue of its own took: one an enqueue handed to it (see enqueue.lua).
+func (s *Store) Started(queue string, p Proc) { s.stats.started(queue, []Proc{p}) }
+
 // takeAll takes the counts to write with calls of their own: every
 // queue's (queue ""), one queue's, or (idle) those of the queues that
 // are StatsFlushEvery old and made no call for statsIdleAfter.

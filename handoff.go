@@ -1,0 +1,116 @@
+package worqr
+
+import (
+	"context"
+
+	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// A hand-off is an enqueue that put its task straight into a process of
+// an idle runtime (enqueue.lua says when it may): the work event carries
+// the process, so the runtime starts it without a dequeue, a round trip
+// saved on the path from enqueue to handler. In Redis the process is the
+// worker's from the enqueue on, as if its runtime had dequeued it: if the
+// worker dies before it hears of it, its lease covers the process as it
+// covers every other.
+//
+// The worker hears of it on the queue's dispatcher (handedOff) and either
+// starts it, in a slot of the runtime's, or gives it back to the front of
+// the queue (store.GiveBack): the runtime stops taking work, or has no
+// free slot (its dequeue, or other queues of its pool, took them first).
+// Three things keep a handed process from being lost or run twice:
+//   - a runtime parks only once its queue's channel is subscribed (see
+//     dequeue), and a subscription that comes back may have missed events:
+//     the queue is then reconciled (see handle), which gives back what
+//     Redis says the worker holds that it does not know of;
+//   - a reconciliation, or a rejoin, gives back every such process up to
+//     the queue's last process id (serving.releasedUpTo): an event for one
+//     of them that arrives later is ignored, never started;
+//   - events naming another worker, or an id the worker no longer has
+//     (fenced, registered again), are ignored: that id's lease covers them.
+
+// handedOff takes a process an enqueue handed to this worker's runtime
+// for the queue. It runs on the queue's dispatcher.
+func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
+	r := s.runner
+	idle, stop, ok := r.claim()
+	if !ok {
+		w.giveBack(ctx, s, e)
+		// The task waits now: the runtime looks when a slot frees (a pool
+		// plans for it), as after a work event, rather than when the
+		// give-back's own event comes.
+		r.workArrived()
+		return
+	}
+	p := w.adoptHanded(s, e)
+	if p == nil {
+		r.unclaim()
+		return
+	}
+	w.c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
+	w.c.obs.started(ctx, p)                   // before anything can end it
+	r.launch(idle, stop, p, true)
+}
+
+// lookAgain makes the runtime dequeue for its free slots, after a process
+// handed over started: that parks it again if the queue is empty (the
+// enqueue took it out of the idle set). The queue was empty then, so a
+// plain runtime does not note that it may hold tasks (a handler returning
+// would look again); a pool member must, or the pool would plan no dequeue
+// for it.
+func (r *runner) lookAgain() {
+	if r.pool != nil {
+		r.workArrived()
+	} else {
+		r.poke()
+	}
+}
+
+// adoptHanded puts a handed process in the worker's books, as dequeue does
+// with those it took, unless the event came too late for it (see above):
+// the worker is fenced, closed, or left the queue, or the process went
+// back with others it did not know of. It holds the queue's gate, so no
+// reconciliation, rejoin or leaving overlaps it.
+func (w *Worker) adoptHanded(s *serving, e store.Event) *Process {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.isCurrent(e.To) || s.fenced || w.serving[s.name] != s ||
+		store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
+		return nil
+	}
+	p := newProcess(w, s.name, e.HandedProc())
+	s.procs[p.id] = p
+	return p
+}
+
+// giveBack returns a handed process the runtime cannot start to the front
+// of the queue, where the next dequeue takes it: not behind tasks enqueued
+// after it. A fenced, closed or departed worker leaves it to its lease, its
+// rejoin or the release that leaving made, which cover it. If Redis may
+// not have had the give-back, the queue is reconciled.
+func (w *Worker) giveBack(ctx context.Context, s *serving, e store.Event) {
+	w.mu.Lock()
+	mine := w.isCurrent(e.To) && !s.fenced && w.serving[s.name] == s
+	w.mu.Unlock()
+	if !mine {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+	defer cancel()
+	_, err := w.c.store.GiveBack(ctx, s.name, store.ProcRef{Worker: e.To, PID: e.PID})
+	if err == nil {
+		// Any outcome will do: given back; or no longer the worker's
+		// (reconciled, or its lease gone: the peers reclaim it).
+		return
+	}
+	if _, isReply := rueidis.IsRedisErr(err); !isReply {
+		w.mu.Lock()
+		s.unsure = unsurePasses
+		w.mu.Unlock()
+	}
+	w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)
+}

@@ -1,0 +1,470 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// idleFirst makes w's runtime the longest idle in the queue's idle set, so
+// the next enqueue hands its task to w.
+func idleFirst(t *testing.T, c *Client, queue string, w *Worker) {
+	t.Helper()
+	k := c.store.Keys().Queue(queue)
+	require.NoError(t, c.rdb.Do(context.Background(), c.rdb.B().Zadd().Key(k.Idle).ScoreMember().ScoreMember(1, w.ID()).Build()).Error())
+}
+
+// An enqueue that finds a runtime parked hands it the task in the event:
+// the handler starts while every dequeue of the worker is held back, and
+// its process is what a dequeue would have made.
+func TestHandOffStartsTheTaskWithoutADequeue(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	producer := b.client()
+	started := make(chan *Process, 1)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		started <- p
+		return nil
+	}, HandleOptions{}))
+	settledParking(t, c, "q", 1)
+	held := make(chan struct{})
+	var dequeues atomic.Int32
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpDequeue && queue == "q" {
+			dequeues.Add(1)
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	before := time.Now()
+	id, err := producer.Enqueue(ctx, "q", []byte("t"))
+	require.NoError(t, err)
+	m := firstMessage(t, events, "h")
+	assert.True(t, strings.HasPrefix(m, "h"+w.ID()+","), "the event names the worker: %q", m)
+	assert.True(t, strings.HasSuffix(m, ":t"), "the event carries the task: %q", m)
+
+	p := recv(t, started, 5*time.Second, "the handler started with every dequeue held back")
+	assert.Equal(t, id, p.TaskID())
+	assert.Equal(t, "t", string(p.Task()))
+	assert.Equal(t, 1, p.Attempt())
+	assert.Empty(t, p.LastError())
+	assert.Equal(t, w.ID(), p.Owner())
+	assert.WithinDuration(t, before, p.EnqueuedAt(), 5*time.Second)
+	t.Logf("dequeues sent meanwhile (held back): %d", dequeues.Load())
+	close(held)
+	settledQueue(t, producer, "q")
+	// It parks again, for the next enqueue.
+	settledParking(t, c, "q", 1)
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("u"))))
+	assert.Equal(t, "u", string(recv(t, started, 5*time.Second, "the next task").Task()))
+	settledQueue(t, producer, "q")
+
+	// The stats count the handed starts and their waits, as a dequeue's
+	// (the worker's client writes its counts first when it reads them).
+	eventually(t, 5*time.Second, "both starts counted", func() bool {
+		st, err := c.Stats(ctx, "q", StatsOptions{})
+		require.NoError(t, err)
+		tot := st.Total()
+		return tot.Counts.Started == 2 && tot.Wait.Count() == 2 && tot.Counts.Finished == 2
+	})
+}
+
+// Large tasks are not handed over (the event goes to every subscriber):
+// they wait in the queue for the named runtimes' dequeue.
+func TestLargeTasksAreNotHandedOver(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	h := newHandledBy()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	for _, size := range []int{store.MaxHandOffPayload, store.MaxHandOffPayload + 1} {
+		settledParking(t, c, "q", 1)
+		task := strings.Repeat("x", size)
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(task))))
+		want := "h" + w.ID() + ","
+		if size > store.MaxHandOffPayload {
+			want = "w1:" + w.ID()
+		}
+		assert.True(t, strings.HasPrefix(recv(t, events, 5*time.Second, "the work event"), want), "size %d", size)
+		assert.Len(t, recv(t, h.got, 5*time.Second, "handled"), size)
+	}
+	settledQueue(t, c, "q")
+}
+
+// A runtime handed a task while it has no free slot (its own dequeue took
+// the slot first) gives the task back to the front of the queue: it runs
+// next, before a task enqueued after it, and as a first attempt.
+func TestHandOffToAFullRuntimeGoesBackToTheFront(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	var mu sync.Mutex
+	var order []string
+	attempts := map[string]int{}
+	release := make(chan struct{})
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		mu.Lock()
+		order = append(order, string(p.Task()))
+		attempts[string(p.Task())] = p.Attempt()
+		mu.Unlock()
+		if string(p.Task()) == "hold" {
+			<-release
+		}
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	settledParking(t, c, "q", 1)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("hold"))))
+	eventually(t, 5*time.Second, "the slot taken", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 1
+	})
+	// The runtime, full, is in the idle set all the same, as when its
+	// dequeue and the enqueue crossed.
+	idleFirst(t, c, "q", w)
+	givingBack := make(chan struct{})
+	allow := make(chan struct{})
+	var once sync.Once
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpRequeue && queue == "q" {
+			once.Do(func() { close(givingBack) })
+			select {
+			case <-allow:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	producer := b.client()
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("x"))))
+	recv(t, givingBack, 5*time.Second, "the handed task given back")
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("y"))))
+	close(allow)
+	eventually(t, 5*time.Second, "x back in the queue, at the front", func() bool {
+		got := waiting(t, producer, "q")
+		return len(got) == 2 && got[0] == "x" && got[1] == "y"
+	})
+	close(release)
+	settledQueue(t, producer, "q")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"hold", "x", "y"}, order)
+	assert.Equal(t, 1, attempts["x"], "a task given back unstarted is not counted as a start")
+}
+
+// A task handed to a runtime while its dequeue is on its way does not take
+// a slot that dequeue asked for: with one slot, the task goes back to the
+// front, and the dequeue takes it, not the task enqueued after it.
+func TestHandOffDuringADequeueTakesNoExtraSlot(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	hc, h := hookedClient(t, b)
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	w := newWorker(t, hc, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		started <- string(p.Task())
+		select {
+		case <-release:
+		case <-hctx.Done():
+		}
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	settledParking(t, c, "q", 1)
+
+	dequeueSHA := hc.store.Scripts().Dequeue.SHA1()
+	entered, allow, dequeued := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
+	var armed atomic.Bool
+	armed.Store(true)
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) != dequeueSHA || !armed.CompareAndSwap(true, false) {
+				return next()
+			}
+			entered <- struct{}{}
+			select {
+			case <-allow:
+			case <-ctx.Done():
+			}
+			res := next()
+			dequeued <- struct{}{}
+			return res
+		}
+	})
+	// A work event (forged: the queue is empty) sends the runtime's
+	// dequeue, which waits on its way; the runtime is still parked.
+	require.NoError(t, c.store.Publish(ctx, "q", "w1"))
+	recv(t, entered, 5*time.Second, "the dequeue on its way")
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.True(t, strings.HasPrefix(firstMessage(t, events, "h"), "h"+w.ID()+","), "handed to the runtime")
+	eventually(t, 5*time.Second, "x given back", func() bool {
+		got := waiting(t, c, "q")
+		return len(got) == 1 && got[0] == "x"
+	})
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("y"))))
+	close(allow)
+	recv(t, dequeued, 5*time.Second, "the dequeue done")
+	assert.Equal(t, []string{"y"}, waiting(t, c, "q"), "the dequeue took x, and only x")
+	assert.Equal(t, "x", recv(t, started, 5*time.Second, "x started"))
+	close(release)
+	assert.Equal(t, "y", recv(t, started, 5*time.Second, "y started"))
+	settledQueue(t, c, "q")
+}
+
+// A worker that stopped taking work (Shutdown's grace period, here with a
+// handler still running) gives a task handed to it back; a parked peer
+// runs it, once.
+func TestHandOffToAStoppingWorkerGoesBack(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	h := newHandledBy()
+	release := make(chan struct{})
+	handler := func(name string) Handler {
+		inner := h.handler(name)
+		return func(ctx context.Context, p *Process) error {
+			if string(p.Task()) == "slow" {
+				<-release
+			}
+			return inner(ctx, p)
+		}
+	}
+	stopping := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, stopping.Handle(ctx, "q", handler("stopping"), HandleOptions{Concurrency: 2}))
+	settledParking(t, c, "q", 1)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("slow"))))
+	settledParking(t, c, "q", 1) // one slot still free: parked again
+	peer := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, peer.Handle(ctx, "q", handler("peer"), HandleOptions{}))
+	settledParking(t, c, "q", 2)
+
+	done := make(chan error, 1)
+	go func() { done <- stopping.Shutdown(context.Background()) }()
+	eventually(t, 5*time.Second, "draining", func() bool {
+		stopping.mu.Lock()
+		defer stopping.mu.Unlock()
+		return stopping.state.phase == phaseDraining
+	})
+	idleFirst(t, c, "q", stopping)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.True(t, strings.HasPrefix(firstMessage(t, events, "h"), "h"+stopping.ID()+","), "handed to the stopping worker")
+	assert.Equal(t, "x", recv(t, h.got, 5*time.Second, "x run"))
+	close(release)
+	assert.Equal(t, "slow", recv(t, h.got, 5*time.Second, "slow finished"))
+	require.NoError(t, recv(t, done, 10*time.Second, "shut down"))
+	settledQueue(t, c, "q")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(t, []string{"peer"}, h.by["x"])
+	assert.Equal(t, []string{"stopping"}, h.by["slow"])
+}
+
+// A worker that dies after the enqueue handed it a task, before it heard
+// of it: its lease covers the process, and a peer runs the task once it is
+// reclaimed, once.
+func TestHandOffToAWorkerThatDiedIsReclaimed(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	h := newHandledBy()
+	doomed := newWorker(t, c, fast)
+	require.NoError(t, doomed.Handle(ctx, "q", h.handler("doomed"), HandleOptions{}))
+	peer := newWorker(t, b.client(), fast)
+	require.NoError(t, peer.Handle(ctx, "q", h.handler("peer"), HandleOptions{}))
+	settledParking(t, c, "q", 2)
+	idleFirst(t, c, "q", doomed)
+	id := doomed.ID()
+	doomed.crash()
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.True(t, strings.HasPrefix(firstMessage(t, events, "h"), "h"+id+","), "handed to the dead worker")
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, id, procs[0].Owner)
+	assert.Equal(t, "x", recv(t, h.got, fast.TTL+fast.RenewInterval+5*time.Second, "x run after the reclaim"))
+	settledQueue(t, c, "q")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(t, []string{"peer"}, h.by["x"])
+}
+
+// A hand-off event missed while the subscription was away leaves a process
+// the worker does not know of: once subscribed again, the worker
+// reconciles the queue, which gives the task back, and it runs once. The
+// event, should it come after all, is ignored: the task does not run
+// twice.
+func TestMissedHandOffIsReconciled(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	producer := b.client()
+	h := newHandledBy()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
+	settledParking(t, c, "q", 1)
+
+	// The server drops the subscription; subscribing again waits.
+	resubscribe := make(chan struct{})
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpSubscribe && queue == "q" {
+			select {
+			case <-resubscribe:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	channel := c.store.Keys().Queue("q").Channel
+	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build()
+	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build().Pin()
+	if b.cluster {
+		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build()
+		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build().Pin()
+	}
+	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
+	eventually(t, 5*time.Second, "unsubscribed", func() bool {
+		n, err := producer.rdb.Do(ctx, numsub).AsIntMap()
+		require.NoError(t, err)
+		return n[channel] == 0
+	})
+	events := b.listen(channel)
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("x"))))
+	m := firstMessage(t, events, "h")
+	assert.True(t, strings.HasPrefix(m, "h"+w.ID()+","), "handed to the deaf worker")
+	procs, err := producer.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1, "the process is the worker's in Redis")
+	select {
+	case task := <-h.got:
+		t.Fatalf("%q ran although its event was missed", task)
+	default:
+	}
+
+	close(resubscribe)
+	assert.Equal(t, "x", recv(t, h.got, 10*time.Second, "x run after the reconciliation"))
+	settledQueue(t, producer, "q")
+
+	// The missed event arrives late; then a later task's, which the
+	// dispatcher handles after it.
+	e, ok := store.ParseEvent(m)
+	require.True(t, ok)
+	w.mu.Lock()
+	s := w.serving["q"]
+	w.mu.Unlock()
+	s.sub.box.push(event{Event: e})
+	settledParking(t, c, "q", 1)
+	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("y"))))
+	assert.Equal(t, "y", recv(t, h.got, 5*time.Second, "y run"))
+	settledQueue(t, producer, "q")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Len(t, h.by["x"], 1, "x ran once")
+}
+
+// Many single tasks enqueued at once to several idle workers (plain
+// runtimes and pool members, with few slots, so some hand-offs find no
+// slot and go back): every task runs exactly once, as a first attempt.
+func TestHandOffsRunEveryTaskOnce(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const producers, each = 8, 50
+	var mu sync.Mutex
+	runs := map[string]int{}
+	running := map[string]int{} // handlers running, per worker and per worker/queue
+	var retried, over atomic.Int32
+	// handler runs a task for worker i, whose slots are capped (caps:
+	// per worker, and per worker/queue).
+	handler := func(i int, caps map[string]int) Handler {
+		return func(_ context.Context, p *Process) error {
+			keys := []string{fmt.Sprint(i), fmt.Sprint(i, "/", p.Queue())}
+			mu.Lock()
+			runs[string(p.Task())]++
+			for _, k := range keys {
+				if running[k]++; caps[k] > 0 && running[k] > caps[k] {
+					over.Add(1)
+				}
+			}
+			mu.Unlock()
+			if p.Attempt() != 1 {
+				retried.Add(1)
+			}
+			time.Sleep(time.Duration(len(p.Task())%3) * time.Millisecond)
+			mu.Lock()
+			for _, k := range keys {
+				running[k]--
+			}
+			mu.Unlock()
+			return nil
+		}
+	}
+	for i := range 4 {
+		w := newWorker(t, b.client(), WorkerOptions{})
+		if i%2 == 0 {
+			h := handler(i, map[string]int{fmt.Sprint(i): 2})
+			require.NoError(t, w.Handle(ctx, "q", h, HandleOptions{Concurrency: 2}))
+		} else {
+			h := handler(i, map[string]int{fmt.Sprint(i): 2, fmt.Sprint(i, "/q"): 1})
+			require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
+				{Queue: "other", Handler: h},
+				{Queue: "q", Handler: h, Options: HandleOptions{Concurrency: 1}},
+			}, PoolOptions{Concurrency: 2}))
+		}
+	}
+	settledParking(t, c, "q", 4)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	var wg sync.WaitGroup
+	for g := range producers {
+		wg.Go(func() {
+			for i := range each {
+				q := "q"
+				if i%10 == 9 {
+					q = "other" // pool members busy with another queue
+				}
+				_, err := c.Enqueue(ctx, q, []byte(fmt.Sprintf("%s-%d-%d", q, g, i)))
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, 20*time.Second, "every task run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == producers*each
+	})
+	settledQueue(t, c, "q")
+	settledQueue(t, c, "other")
+	handed := 0
+	for len(events) > 0 {
+		if strings.HasPrefix(<-events, "h") {
+			handed++
+		}
+	}
+	t.Logf("%d of %d tasks of q handed over", handed, producers*each*9/10)
+	assert.Positive(t, handed)
+	mu.Lock()
+	defer mu.Unlock()
+	for task, n := range runs {
+		assert.Equal(t, 1, n, "task %s", task)
+	}
+	assert.Zero(t, retried.Load(), "no task started more than once")
+	assert.Zero(t, over.Load(), "no worker ran more handlers than its slots")
+}
