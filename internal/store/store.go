@@ -77,6 +77,9 @@ type Store struct {
 	scripts *scripts.Set
 	sharded bool
 	fault   atomic.Pointer[Fault]
+	// apart makes queue leases be renewed apart from the registry lease,
+	// as they must be on a Cluster (see JointRenewals).
+	apart atomic.Bool
 
 	listenMu sync.Mutex // guards listening
 	// listening counts the Subscribe calls running per channel. They
@@ -89,8 +92,22 @@ type Store struct {
 // sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster;
 // stats makes the scripts keep each queue's stats (see Stats).
 func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	s := &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
+	return s
 }
+
+// JointRenewals reports whether a worker's queue leases are renewed in the
+// script that renews its registry lease (Keepalive). They are on a single
+// Redis, where a script may touch keys of any slot, so that a worker costs
+// one call per renewal however many queues it serves. On a Cluster each
+// queue lease is renewed apart, on its own node.
+func (s *Store) JointRenewals() bool { return !s.apart.Load() }
+
+// RenewApart makes queue leases be renewed apart from the registry lease,
+// as on a Cluster: for tests that stand for a Cluster's nodes, each
+// failing on its own, on one Redis.
+func (s *Store) RenewApart() { s.apart.Store(true) }
 
 // Keys are the store's key names.
 func (s *Store) Keys() Keys { return s.keys }
