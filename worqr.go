@@ -154,10 +154,16 @@ type Client struct {
 	enqueues *coalescer[[]byte, string]
 	finishes *coalescer[*Process, store.Outcome]
 	retries  *coalescer[store.RetryRef, store.Outcome]
+	// keepalives merge the renewals of the client's workers that share a
+	// TTL (the key, in ms), which renew on the same beat (see beat).
+	keepalives *coalescer[store.Keepalive, store.KeptAlive]
 
 	waiters *waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsFlusher
+	// born is when the client was made: the beat its workers renew on
+	// counts from it (see beat).
+	born time.Time
 
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
@@ -197,10 +203,12 @@ func New(opts Options) (*Client, error) {
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		workers:     make(map[*Worker]struct{}),
+		born:        time.Now(),
 	}
 	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
+	c.keepalives = newCoalescer(store.MaxWorkersPerKeepalive, c.keepaliveJoined)
 	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})

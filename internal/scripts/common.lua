@@ -31,6 +31,35 @@ local function lease_live(leases, worker, now)
   return score and tonumber(score) > now
 end
 
+-- What a reclaimer needs from the worker registry (see reclaim.go): its
+-- first two live leases, as {worker, expiry (ms), ...} (the first that is
+-- not a caller's own is the next to run out), and up to limit workers
+-- other than self whose lease expired and that no peer has claimed (claims
+-- in reclaiming, see expired.lua; those run out go here). Only the front
+-- of the registry is read: while nobody has expired, which is the usual
+-- case, that is one ZRANGE of its first two entries.
+local function registry_front(workers, reclaiming, self, now, limit)
+  local front = redis.call('ZRANGE', workers, 0, 1, 'WITHSCORES')
+  local dead = {}
+  if front[2] and tonumber(front[2]) <= now then
+    local claimed = redis.call('ZCARD', reclaiming)
+    if claimed > 0 then
+      redis.call('ZREMRANGEBYSCORE', reclaiming, '-inf', ms(now))
+      claimed = redis.call('ZCARD', reclaiming)
+    end
+    -- Enough expired workers for limit unclaimed ones besides self.
+    local expired = redis.call('ZRANGEBYSCORE', workers, '-inf', ms(now), 'LIMIT', 0, limit + claimed + 1)
+    for _, w in ipairs(expired) do
+      if #dead == limit then break end
+      if w ~= self and (claimed == 0 or not redis.call('ZSCORE', reclaiming, w)) then
+        dead[#dead + 1] = w
+      end
+    end
+    front = redis.call('ZRANGEBYSCORE', workers, '(' .. ms(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  end
+  return front, dead
+end
+
 -- Task entries (see internal/store/records.go, the Go side of this
 -- layout): a header, ':', then the payload. The header is the task id in
 -- hex, then optional fields ',<letter><value>', values free of ',' and

@@ -3,8 +3,9 @@
 // Every state change in worqr is one script whose keys are all passed in
 // KEYS and share one hash tag, so each runs atomically on one Redis node,
 // including on Redis Cluster, where events go out with SPUBLISH on a shard
-// channel in the same slot. common.lua is prepended to each script so the
-// helpers (server time, lease checks, process encoding) exist once.
+// channel in the same slot. The helpers of common.lua (server time, lease
+// checks, process encoding) exist once, and each script is prepended the
+// ones it uses (prelude.go).
 package scripts
 
 import (
@@ -37,6 +38,7 @@ type Set struct {
 	Join       *Script
 	Registered *Script
 	Renew      *Script
+	Keepalive  *Script
 	Register   *Script
 	Serve      *Script
 	Deregister *Script
@@ -60,10 +62,9 @@ type Set struct {
 // line, and so in their SHA1s. stats makes the scripts keep each queue's
 // stats (common.lua's STATS); without it they skip that work.
 func Load(sharded, stats bool) *Set {
-	common := commonFor(sharded, stats)
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
-	load := func(name string) *Script { return newScript(common + source(name)) }
+	load := loader(sharded, stats)
 	return &Set{
 		Enqueue:    load("enqueue.lua"),
 		Dequeue:    load("dequeue.lua"),
@@ -81,6 +82,7 @@ func Load(sharded, stats bool) *Set {
 		Join:       load("join.lua"),
 		Registered: load("registered.lua"),
 		Renew:      load("renew.lua"),
+		Keepalive:  load("keepalive.lua"),
 		Register:   load("register.lua"),
 		Serve:      load("serve.lua"),
 		Deregister: load("deregister.lua"),
@@ -99,9 +101,19 @@ func Load(sharded, stats bool) *Set {
 	}
 }
 
-// WithCommon is a script of body after common.lua (with stats on), as
-// every script is: for tests of common.lua's helpers.
+// WithCommon is a script of body after the whole of common.lua (with
+// stats on), for tests of common.lua's helpers.
 func WithCommon(body string) *Script { return newScript(commonFor(false, true) + body) }
+
+// loader makes each script from its file and the parts of common.lua it
+// uses, with the publish command events use and the stats switch.
+func loader(sharded, stats bool) func(name string) *Script {
+	parts := splitCommon(commonFor(sharded, stats))
+	return func(name string) *Script {
+		body := source(name)
+		return newScript(prelude(parts, body) + body)
+	}
+}
 
 // commonFor is common.lua with the publish command events use and the
 // stats switch.
