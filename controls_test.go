@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,7 +192,7 @@ func TestRateLimit(t *testing.T) {
 	assert.Equal(t, per, info.Per)
 
 	var mu sync.Mutex
-	var starts []time.Time
+	var starts []uint64 // the processes' ids: the Redis clock (µs) at each dequeue
 	wc := b.client()
 	var dequeues atomic.Int64
 	wc.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
@@ -202,11 +203,12 @@ func TestRateLimit(t *testing.T) {
 	})
 	for range 2 {
 		w := newWorker(t, wc, WorkerOptions{})
-		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+			at, err := strconv.ParseUint(p.ID(), 16, 64)
 			mu.Lock()
-			starts = append(starts, time.Now())
+			starts = append(starts, at)
 			mu.Unlock()
-			return nil
+			return err
 		}, HandleOptions{Concurrency: 5}))
 	}
 	tasks := make([][]byte, n)
@@ -221,12 +223,13 @@ func TestRateLimit(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	slices.Sort(starts)
 	for i := rate; i < len(starts); i++ {
-		// One clock (Redis is local): the (i-rate)-th start left the
-		// window before the i-th began. A little slack for the handler's
-		// own clock reading after the script.
-		assert.GreaterOrEqual(t, starts[i].Sub(starts[i-rate]), per-5*time.Millisecond, "start %d", i)
+		// By the clock the limit counts by (a process id is the Redis
+		// clock at its dequeue, and the window holds those ids): the
+		// (i-rate)-th start left the window before the i-th began. The
+		// handlers' own clocks would add their scheduling delays.
+		assert.GreaterOrEqual(t, starts[i]-starts[i-rate], uint64(per.Microseconds()), "start %d", i)
 	}
 	assert.Less(t, dequeues.Load(), int64(40), "dequeues: woken by the window, not polling")
 

@@ -26,6 +26,7 @@ var errInjected = errors.New("injected: connection reset")
 func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var hang atomic.Bool
 	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if hang.Load() && queue == "a" {

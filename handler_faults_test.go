@@ -326,7 +326,7 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	dequeueSHA, renewSHA := c.store.Scripts().Dequeue.SHA1(), c.store.Scripts().Renew.SHA1()
+	dequeueSHA, renewSHA := c.store.Scripts().Dequeue.SHA1(), c.store.Scripts().Keepalive.SHA1()
 	var dequeues, renewals atomic.Int32
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -362,6 +362,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, refused := refuseQueue(h, "a")
 	w, fences := fencingWorker(t, c)
 	id := w.ID()

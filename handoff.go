@@ -49,7 +49,8 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 		r.unclaim()
 		return
 	}
-	w.c.obs.started(ctx, p) // before anything can end it
+	w.c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
+	w.c.obs.started(ctx, p)                   // before anything can end it
 	r.launch(idle, stop, p, true)
 }
 

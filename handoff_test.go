@@ -74,6 +74,15 @@ func TestHandOffStartsTheTaskWithoutADequeue(t *testing.T) {
 	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("u"))))
 	assert.Equal(t, "u", string(recv(t, started, 5*time.Second, "the next task").Task()))
 	settledQueue(t, producer, "q")
+
+	// The stats count the handed starts and their waits, as a dequeue's
+	// (the worker's client writes its counts first when it reads them).
+	eventually(t, 5*time.Second, "both starts counted", func() bool {
+		st, err := c.Stats(ctx, "q", StatsOptions{})
+		require.NoError(t, err)
+		tot := st.Total()
+		return tot.Counts.Started == 2 && tot.Wait.Count() == 2 && tot.Counts.Finished == 2
+	})
 }
 
 // Large tasks are not handed over (the event goes to every subscriber):

@@ -65,6 +65,9 @@ type PeriodicOptions struct {
 	MaxAttempts int
 	Timeout     time.Duration
 	Retain      time.Duration
+	// Weight is the tasks' weight under the queue's concurrency limit, as
+	// the Weight enqueue option gives it (0 or 1: one slot each).
+	Weight int
 	// Payload, when set, makes each tick's payload from the tick's time
 	// (UTC) instead of the fixed payload, for handlers that want to know
 	// which tick they run for. It must be deterministic, as the schedule
@@ -202,6 +205,8 @@ func checkPeriodic(name string, sched Schedule, opts PeriodicOptions) error {
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, opts.Timeout)
 	case opts.Retain < 0:
 		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, opts.Retain)
+	case opts.Weight < 0 || opts.Weight > MaxWeight:
+		return fmt.Errorf("%w: Weight %d not in 0..%d", ErrInvalidOptions, opts.Weight, MaxWeight)
 	}
 	// Ticks are told apart by the millisecond: two in a row must be at
 	// least that far apart, and later than the time asked about.
@@ -286,7 +291,7 @@ func (p *periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error)
 	tctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := time.Now()
-	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain})
+	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
 	if t.Now > 0 {
 		w.clock.observe(t.Now, sent, time.Now())
 	}

@@ -147,6 +147,8 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 		{"attempts", every, PeriodicOptions{MaxAttempts: -1}},
 		{"timeout", every, PeriodicOptions{Timeout: -time.Second}},
 		{"retain", every, PeriodicOptions{Retain: -time.Second}},
+		{"weight", every, PeriodicOptions{Weight: -1}},
+		{"heavy", every, PeriodicOptions{Weight: MaxWeight + 1}},
 	} {
 		err := w.Periodic(ctx, bad.name, "periodic", bad.sched, nil, bad.opts)
 		require.ErrorIs(t, err, ErrInvalidOptions, "%q", bad.name)
@@ -154,7 +156,7 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 	require.ErrorIs(t, w.Periodic(ctx, "ok", "", every, nil, PeriodicOptions{}), ErrInvalidQueueName)
 
 	// Options reach the tasks.
-	require.NoError(t, w.Periodic(ctx, "ok", "periodic", every, []byte("fixed"), PeriodicOptions{MaxAttempts: 3}))
+	require.NoError(t, w.Periodic(ctx, "ok", "periodic", every, []byte("fixed"), PeriodicOptions{MaxAttempts: 3, Weight: 2}))
 	require.ErrorIs(t, w.Periodic(ctx, "ok", "periodic", every, nil, PeriodicOptions{}), ErrInvalidOptions, "registered twice")
 	eventually(t, 2*time.Second, "a tick", func() bool {
 		n, err := c.QueueLen(ctx, "periodic")
@@ -167,6 +169,7 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 	for _, task := range tasks {
 		require.Equal(t, "fixed", string(task.Payload))
 		require.Equal(t, 3, task.MaxAttempts)
+		require.Equal(t, 2, task.Weight)
 	}
 	redisPassed(t, c, time.Now().Add(3*50*time.Millisecond)) // three periods
 	n, err := c.QueueLen(ctx, "periodic")

@@ -47,6 +47,7 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var mu sync.Mutex
 	down := false
 	held := make(chan struct{})    // the dequeue on a has been sent
@@ -173,6 +174,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown := hangQueue(h, "a")
 	t.Cleanup(func() { setDown(false) })
 	w, fences := fencingWorker(t, c)
@@ -211,6 +213,7 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	releaseSHA := c.store.Scripts().Release.SHA1()
 	rejoining := make(chan struct{}, 100)
 	setDown := hangQueueFor(h, "a", 10*time.Second, func(cmd rueidis.Completed) {
@@ -270,6 +273,7 @@ func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
+	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, _ := refuseQueue(h, "a")
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))

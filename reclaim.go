@@ -5,32 +5,34 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Peers reclaim the work of dead workers. Each live worker asks the
-// registry for the workers whose lease has expired, and for each one
-// returns its processes, queue by queue, to the front of their queues.
-// Only then is the dead worker removed from the registry, so a reclaimer
-// that dies half-way leaves the rest to the next one. Each step is
-// idempotent: peers reclaiming the same worker at once move every task
-// once.
+// Peers reclaim the work of dead workers. A live worker asks the registry
+// for the workers whose lease has expired, and for each one returns its
+// processes, queue by queue, to the front of their queues. Only then is the
+// dead worker removed from the registry, so a reclaimer that dies half-way
+// leaves the rest to the next one. Each step is idempotent: peers
+// reclaiming the same worker at once move every task once.
 //
-// A worker asks at the moment the next peer's lease runs out, which the
-// same call tells it (and at least every RenewInterval, with jitter, for
-// workers that join meanwhile): a dead worker's tasks go back within
-// milliseconds of its lease's expiry, not a check interval later. (A worker
-// that joins after a peer's pass is seen at that peer's next one: in time
-// for its expiry when the fleet shares its options, since a TTL is longer
-// than a RenewInterval; a worker with a TTL shorter than its peers'
-// RenewInterval that dies at once waits for that pass.) Every
-// live worker wakes for the same expiry, so the registry hands each dead
-// worker to one of them (a claim of one RenewInterval, see expired.lua);
-// the others' calls cost one short script each. A peer that renewed in
-// time only moves the next wake-up on: each worker asks about once per
-// TTL less RenewInterval, however many workers there are.
+// A worker asks at the moment the next peer's lease runs out, which it
+// learns from every renewal of its own lease (keepalive.lua) and from each
+// of its looks: a dead worker's tasks go back within milliseconds of its
+// lease's expiry, not a check interval later. In a healthy fleet every
+// peer renews before its lease runs out, and each renewal moves the
+// wake-up on, so the reclaimer never looks: an idle fleet costs Redis its
+// renewals and nothing more. A renewal also says when a dead worker waits
+// unclaimed, and the reclaimer looks at once then. (A worker that joins is
+// seen at each peer's next renewal: in time for its expiry when the fleet
+// shares its options, since a TTL is longer than a RenewInterval; a worker
+// with a TTL shorter than its peers' RenewInterval that dies at once waits
+// for their renewal after its expiry.) Every live worker wakes for the
+// same expiry, so the registry hands each dead worker to one of them (a
+// claim of one RenewInterval, see expired.lua); the others' calls cost one
+// short script each.
 
 // reclaimBatch bounds how many dead workers one pass handles.
 const reclaimBatch = 100
@@ -41,8 +43,10 @@ const reclaimMargin = 2 * time.Millisecond
 
 // reclaimer is the worker's component that reclaims dead peers.
 type reclaimer struct {
-	c     *Client
-	every time.Duration // RenewInterval, less or more a tenth
+	c *Client
+	// every is the RenewInterval: how long a look's claims last, and
+	// about how long to wait after a look that failed.
+	every time.Duration
 	// window is the poison-pill guard's: twice the worker's TTL, so that
 	// a holder that died at once (reclaimed at most TTL and a check
 	// interval later) counts, and one that held its task a while does
@@ -55,34 +59,104 @@ type reclaimer struct {
 	self        func() string       // the worker's id (its own lease is not a peer's)
 	log         func() *slog.Logger // the worker's logger
 	svc         *service
+	// kick tells the loop that the times below moved.
+	kick chan struct{}
+
+	mu sync.Mutex // guards the times below
+	// peer is when the next peer's lease runs out, as last heard (zero:
+	// no peer).
+	peer time.Time
+	// again is when the reclaimer must look again whatever the peers do
+	// (zero: no need): a pass was full or failed, a dead worker's queue
+	// lease outlived its registry lease, or a renewal saw a dead worker.
+	again time.Time
+}
+
+func newReclaimer(w *Worker) *reclaimer {
+	return &reclaimer{c: w.c, every: w.opts.RenewInterval, window: 2 * w.opts.TTL, log: w.logger, fencedSince: w.fencedSince, self: w.ID, kick: make(chan struct{}, 1)}
 }
 
 func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.loop) }
 
 func (r *reclaimer) stop() { r.svc.stop() }
 
+// heard takes what a renewal of the worker's lease learned from the
+// registry: how long until the next peer's lease runs out (0: no peer),
+// and whether a dead worker waits unclaimed.
+func (r *reclaimer) heard(next time.Duration, dead bool) {
+	now := time.Now()
+	r.mu.Lock()
+	r.peer = time.Time{}
+	if next > 0 {
+		r.peer = now.Add(next + reclaimMargin)
+	}
+	if dead {
+		r.again = now
+	}
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// due is how long until the next look, if one is due.
+func (r *reclaimer) due() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at := r.peer
+	if !r.again.IsZero() && (at.IsZero() || r.again.Before(at)) {
+		at = r.again
+	}
+	return time.Until(at), !at.IsZero()
+}
+
 func (r *reclaimer) loop(ctx context.Context) {
-	t := time.NewTimer(0)
+	t := time.NewTimer(0) // look at once: the worker learns of its peers
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.kick:
 		case <-t.C:
+			r.look(ctx)
 		}
-		window := r.window
-		if r.fencedSince != nil && r.fencedSince() < 2*window {
-			window = 0
+		if d, ok := r.due(); ok {
+			t.Reset(d)
+		} else {
+			t.Stop()
 		}
-		pass, err := r.c.reclaimDead(ctx, r.log(), reclaimPass{self: r.self(), window: window, claim: r.every})
-		if err != nil && ctx.Err() == nil {
-			r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
+	}
+}
+
+// look runs one pass, and sets when to look next from what it found.
+func (r *reclaimer) look(ctx context.Context) {
+	window := r.window
+	if r.fencedSince != nil && r.fencedSince() < 2*window {
+		window = 0
+	}
+	pass, err := r.c.reclaimDead(ctx, r.log(), reclaimPass{self: r.self(), window: window, claim: r.every})
+	if err != nil && ctx.Err() == nil {
+		r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.again = time.Time{}
+	switch {
+	case err != nil:
+		// Try again in about a RenewInterval (with jitter, so that peers
+		// that failed together do not come back together).
+		r.again = now.Add(r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10)
+	case pass.again > 0:
+		r.again = now.Add(pass.again)
+	}
+	if err == nil {
+		r.peer = time.Time{}
+		if pass.next > 0 {
+			r.peer = now.Add(pass.next + reclaimMargin)
 		}
-		wait := r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10
-		if err == nil && pass.next > 0 && pass.next < wait {
-			wait = pass.next
-		}
-		t.Reset(wait)
 	}
 }
 
@@ -96,16 +170,18 @@ type reclaimPass struct {
 // reclaimed is what one pass did and when the next should run.
 type reclaimed struct {
 	tasks int64
-	// next is when to look again (0: no sooner than usual): at the next
-	// peer lease expiry, or when a dead worker's queue lease that outlived
-	// its registry lease runs out, or at once if the pass was full.
+	// next is how long until the next peer's lease runs out (0: no peer).
 	next time.Duration
+	// again is when to look again whatever the peers do (0: no need): when
+	// a dead worker's queue lease that outlived its registry lease runs
+	// out, or at once if the pass was full.
+	again time.Duration
 }
 
-// soonest lowers r.next to d (d > 0).
+// soonest lowers r.again to d (d > 0).
 func (r *reclaimed) soonest(d time.Duration) {
-	if r.next == 0 || d < r.next {
-		r.next = d
+	if r.again == 0 || d < r.again {
+		r.again = d
 	}
 }
 
@@ -121,9 +197,7 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, p reclaimPas
 	if err != nil {
 		return out, c.fail("find dead workers", "", err)
 	}
-	if exp.Next > 0 {
-		out.soonest(exp.Next + reclaimMargin)
-	}
+	out.next = exp.Next
 	if len(exp.Dead) == reclaimBatch {
 		out.soonest(time.Millisecond)
 	}

@@ -28,6 +28,18 @@ func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
 	}
 }
 
+// anyUnsure reports whether one of ss has processes to look for.
+func (w *Worker) anyUnsure(ss []*serving) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range ss {
+		if s.unsure > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *Worker) reconcileQueue(ctx context.Context, id string, s *serving) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()

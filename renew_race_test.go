@@ -24,11 +24,11 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	renewSHA, leases := c.store.Scripts().Renew.SHA1(), c.store.Keys().Queue("q").Leases
+	leases := c.store.Keys().Queue("q").Leases
 	raced := make(chan error, 1)
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if !renewsLeaseOn(cmd, renewSHA, leases) || len(raced) > 0 {
+			if !renewsLeaseOn(c, cmd, leases) || len(raced) > 0 {
 				return next()
 			}
 			// The renewal of q's lease is sent just after the worker left
@@ -102,14 +102,14 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	renewSHA, leases := c.store.Scripts().Renew.SHA1(), c.store.Keys().Queue("q").Leases
+	leases := c.store.Keys().Queue("q").Leases
 	var last time.Time
 	races := make(chan error, 100)
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			// Every scheduled renewal races; one sent at once after it
 			// does not (nothing else is leaving then).
-			if !renewsLeaseOn(cmd, renewSHA, leases) || time.Since(last) < fast.RenewInterval/2 {
+			if !renewsLeaseOn(c, cmd, leases) || time.Since(last) < fast.RenewInterval/2 {
 				return next()
 			}
 			last = time.Now()
@@ -136,7 +136,10 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 }
 
-// renewsLeaseOn tells whether cmd renews a lease in the zset leases.
-func renewsLeaseOn(cmd rueidis.Completed, renewSHA, leases string) bool {
-	return scriptOf(cmd) == renewSHA && slices.Contains(cmd.Commands(), leases)
+// renewsLeaseOn tells whether cmd, sent by c, renews a lease in the zset
+// leases: alone, or with the registry lease (store.JointRenewals).
+func renewsLeaseOn(c *Client, cmd rueidis.Completed, leases string) bool {
+	sha := scriptOf(cmd)
+	renews := sha == c.store.Scripts().Renew.SHA1() || sha == c.store.Scripts().Keepalive.SHA1()
+	return renews && slices.Contains(cmd.Commands(), leases)
 }

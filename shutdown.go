@@ -64,6 +64,9 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	if err := w.releaseOwn(ctx, id, ss); err != nil {
 		return err
 	}
+	// The stats its processes counted, not yet written (the client's, of
+	// every queue: it may hold others' too, which is harmless).
+	w.c.flushStats(ctx, "")
 	return w.deregister(ctx, id)
 }
 

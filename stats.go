@@ -159,11 +159,15 @@ func (s Stats) Total() StatsBucket {
 }
 
 // Stats reads a queue's stats: per minute for the last 6 hours, or per
-// hour for the last 7 days (see StatsOptions), kept in Redis by the
-// scripts as they enqueue, start and end tasks (unless turned off, see
-// Options.NoStats). Reading costs one HGETALL of the queue's stats hash
-// (up to a few hundred kB for a busy queue), or, for minutes since less
-// than 10 minutes ago, one HMGET of those minutes' fields.
+// hour for the last 7 days (see StatsOptions), kept in Redis as tasks are
+// enqueued, started and ended (unless turned off, see Options.NoStats).
+// Starts, finishes, retries and their waits and runs are counted by the
+// client that made them and written about a second later (at Close, or
+// Worker.Shutdown, at once), so other clients' last second may be missing;
+// this client's own are written first. Reading costs one HGETALL of the
+// queue's stats hash (up to a few hundred kB for a busy queue), or, for
+// minutes since less than 10 minutes ago, one HMGET of those minutes'
+// fields.
 func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (Stats, error) {
 	if err := c.validate(ctx, "stats", queue); err != nil {
 		return Stats{}, err
@@ -175,6 +179,10 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 	if res != time.Minute && res != time.Hour {
 		return Stats{}, fmt.Errorf("worqr: stats %q: resolution %v (want a minute or an hour): %w", queue, opts.Resolution, ErrInvalidOptions)
 	}
+	// This client's own counts of the queue not yet written are written
+	// first, so that it reads what it did. A failure shows in the read.
+	_ = c.store.FlushStats(ctx, queue)
+	c.statsFlusher.written()
 	since := opts.Since
 	if res != time.Minute {
 		since = time.Time{} // hours come from the whole hash

@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -207,4 +208,26 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 		t.Fatalf("a stopped runtime handled %q", task)
 	default:
 	}
+}
+
+// A retried task wakes the queue as an enqueued one does: its work event
+// names parked runtimes, which alone look at the queue (a retry does not
+// wake every runtime of the fleet).
+func TestRetryWakesOnlyParkedRuntimes(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	manual := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, manual.StartWork(ctx, "q", Events{}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
+	p, err := manual.Dequeue(ctx, "q")
+	require.NoError(t, err)
+
+	h := newHandledBy()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
+	require.Equal(t, []string{w.ID()}, settledParking(t, c, "q", 1))
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, p.Retry(ctx, 0, errors.New("again")))
+	assert.Equal(t, "w1:"+w.ID(), firstMessage(t, events, "w"))
+	assert.Equal(t, "t", recv(t, h.got, 5*time.Second, "the retried task handled by the parked runtime"))
 }

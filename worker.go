@@ -14,8 +14,7 @@ import (
 const (
 	// DefaultTTL is how long a worker's lease lasts without renewal.
 	DefaultTTL = 3 * time.Second
-	// DefaultRenewInterval is how often the lease is renewed, and how often
-	// the worker looks for dead peers to reclaim.
+	// DefaultRenewInterval is how often the lease is renewed.
 	DefaultRenewInterval = time.Second
 	// MinTTL is the shortest TTL accepted.
 	MinTTL = time.Second
@@ -27,8 +26,9 @@ type WorkerOptions struct {
 	// this long is dead, and its peers return its tasks to their queues.
 	// Default DefaultTTL, at least MinTTL.
 	TTL time.Duration
-	// RenewInterval is how often the lease is renewed and dead peers are
-	// looked for. Default DefaultRenewInterval, or TTL/3 if that is less;
+	// RenewInterval is how often the lease is renewed (each renewal also
+	// tells the worker when to look for dead peers: when the next peer's
+	// lease runs out). Default DefaultRenewInterval, or TTL/3 if that is less;
 	// it must be at most TTL/3, so that two renewals in a row can be lost
 	// before the worker fences itself (at 0.9 TTL).
 	RenewInterval time.Duration
@@ -168,7 +168,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = &reclaimer{c: c, every: opts.RenewInterval, window: 2 * opts.TTL, log: w.logger, fencedSince: w.fencedSince, self: w.ID}
+	w.reclaimer = newReclaimer(w)
 
 	w.mu.Lock()
 	w.lease.extend(sent)

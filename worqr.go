@@ -128,9 +128,12 @@ type Options struct {
 	Observer any
 	// NoStats turns off the per-queue stats (see Client.Stats) that this
 	// client's calls keep in Redis: its enqueues, dequeues, finishes and
-	// the rest then count nothing. Stats are on by default; they cost a
-	// read and a write of one hash per script call. Give every client of a
-	// fleet the same setting, or the stats count only what the others do.
+	// the rest then count nothing. Stats are on by default: the client
+	// counts starts, finishes, retries and their times itself and writes
+	// them about once a second per queue, on a call it makes anyway; the
+	// rarer events cost their script a read and a write of one hash. Give
+	// every client of a fleet the same setting, or the stats count only
+	// what the others do.
 	NoStats bool
 }
 
@@ -151,8 +154,16 @@ type Client struct {
 	enqueues *coalescer[[]byte, string]
 	finishes *coalescer[*Process, store.Outcome]
 	retries  *coalescer[store.RetryRef, store.Outcome]
+	// keepalives merge the renewals of the client's workers that share a
+	// TTL (the key, in ms), which renew on the same beat (see beat).
+	keepalives *coalescer[store.Keepalive, store.KeptAlive]
 
 	waiters *waiters // Wait's subscriptions
+	// statsFlusher writes the stats counts of queues that went idle.
+	statsFlusher *statsFlusher
+	// born is when the client was made: the beat its workers renew on
+	// counts from it (see beat).
+	born time.Time
 
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
@@ -192,10 +203,12 @@ func New(opts Options) (*Client, error) {
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		workers:     make(map[*Worker]struct{}),
+		born:        time.Now(),
 	}
 	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
+	c.keepalives = newCoalescer(store.MaxWorkersPerKeepalive, c.keepaliveJoined)
 	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})
@@ -208,6 +221,7 @@ func New(opts Options) (*Client, error) {
 	}
 	sharded := store.DetectSharded(c.rdb, opts.Prefix+":probe")
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
+	c.statsFlusher = newStatsFlusher(c.store, c.log)
 	return c, nil
 }
 
@@ -288,8 +302,9 @@ func refusedLogin(err error) bool {
 }
 
 // Close closes every Worker created by this client that is still running
-// (see Worker.Close), then the Redis connection if the client opened it.
-// Further calls return ErrClientClosed. Close is safe to call twice.
+// (see Worker.Close), writes the stats counts it holds (see Client.Stats),
+// then closes the Redis connection if the client opened it. Further calls
+// return ErrClientClosed. Close is safe to call twice.
 func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return nil
@@ -304,6 +319,8 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
+	c.statsFlusher.close(ctx)
+	c.flushStats(ctx, "")
 	c.waiters.close()
 	if c.ownsRedis {
 		c.rdb.Close()

@@ -100,9 +100,10 @@ func TestBrowser(t *testing.T) {
 	cell := func(queue, field string) chromedp.CSS {
 		return chromedp.CSS(fmt.Sprintf(`[data-k="%s"][data-f="%s"]`, qx(queue), field))
 	}
-	// until waits, in the page, for a JavaScript condition.
+	// until waits, in the page, for a JavaScript condition: up to 30 s,
+	// for a loaded CI machine that runs the -race suites beside it.
 	until := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(15*time.Second))
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
 	}
 	textIs := func(sel chromedp.CSS, want string) chromedp.Action[chromedp.Void] {
 		return until(fmt.Sprintf(`(function(){var el=document.querySelector(%q); return !!el && el.textContent.trim()===%q})()`, string(sel), want))

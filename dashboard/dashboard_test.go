@@ -276,3 +276,46 @@ func TestToken(t *testing.T) {
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 }
+
+// A weighted task's slots show on the queue page, live in the counts
+// event, and on its task page.
+func TestWeightsShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetConcurrency(ctx, "heavy", 10))
+	_, err := e.c.Enqueue(ctx, "heavy", []byte("big"), worqr.Weight(3))
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "heavy", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "heavy")
+	require.NoError(t, err)
+
+	code, body := e.get("/queue?q=" + qx("heavy"))
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Regexp(t, `data-f="inFlight">1<`, body)
+	assert.Regexp(t, `data-f="weight">3<`, body)
+	code, body = e.get("/task?q=" + qx("heavy") + "&id=" + p.TaskID())
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "weight 3")
+
+	v := e.watch()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v.mu.Lock()
+		var got int64 = -1
+		for _, q := range v.last.Queues {
+			if q.Name == "heavy" {
+				got = q.Weight
+			}
+		}
+		v.mu.Unlock()
+		if got == 3 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no counts event with weight 3 (last %d)", got)
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -103,6 +103,7 @@ type queueRow struct {
 	Waiting  int64     `json:"waiting"`
 	Delayed  int64     `json:"delayed"`
 	InFlight int64     `json:"inFlight"`
+	Weight   int64     `json:"weight"` // the slots the tasks in flight hold (weighted ones several)
 	Dead     int64     `json:"dead"`
 	Paused   bool      `json:"paused"`
 	Limit    int       `json:"limit"`
@@ -153,7 +154,7 @@ func (p *poller) pollOnce(ctx context.Context) {
 		}
 		ev.Queues = append(ev.Queues, queueRow{
 			Key: hex.EncodeToString([]byte(qi.Name)), Name: display(qi.Name),
-			Waiting: qi.Waiting, Delayed: qi.Delayed, InFlight: qi.InFlight, Dead: qi.Dead,
+			Waiting: qi.Waiting, Delayed: qi.Delayed, InFlight: qi.InFlight, Weight: qi.InFlightWeight, Dead: qi.Dead,
 			Paused: qi.Paused, Limit: qi.Concurrency, Rate: rate, Spark: append([]float64(nil), h.rates...),
 		})
 	}

@@ -13,8 +13,13 @@ import (
 // default TTL and renew interval serving one queue each, nothing enqueued.
 // After the fleet has settled it reads the servers' CPU time and calls for
 // a window of 10 s (-short: 2 s), for each fleet size of -fleet (100 and
-// 1,000 workers by default; -short: the first), and reports Redis CPU as a share of one core, and script
-// calls and commands (those run inside scripts counted too) per second.
+// 1,000 workers by default; -short: the first), and reports Redis CPU as a
+// share of one core, and script calls and commands (those run inside
+// scripts counted too) per second.
+//
+// The workers share one client, which renews them together (one script
+// per beat for up to 100 of them), unless -fleet-apart gives each a client
+// and a connection of its own, as a fleet of one-worker processes has.
 func runIdle(ctx context.Context, b *bench) (*result, error) {
 	res := &result{}
 	if b.embedded {
@@ -43,7 +48,21 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	queue := b.queues[0]
 	idle := func(context.Context, *worqr.Process) error { return nil }
 	for range n {
-		w, err := c.NewWorker(ctx, worqr.WorkerOptions{})
+		wc := c
+		if b.cfg.fleetApart {
+			rdb, err := connect(b.cfg.addrs, b.embedded, b.cfg.resp2)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			own, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: b.log})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = own.Close(ctx) }()
+			wc = own
+		}
+		w, err := wc.NewWorker(ctx, worqr.WorkerOptions{})
 		if err != nil {
 			return err
 		}
@@ -75,6 +94,9 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	}
 	scripts = after.calls["evalsha"] - before.calls["evalsha"] + after.calls["eval"] - before.calls["eval"]
 	name := fmt.Sprintf("w%d_", n)
+	if b.cfg.fleetApart {
+		name = fmt.Sprintf("w%d_apart_", n)
+	}
 	res.add(name+"redis_cpu_pct", "%", 100*(after.cpu-before.cpu).Seconds()/took)
 	res.add(name+"scripts_per_s", "/s", float64(scripts)/took)
 	res.add(name+"commands_per_s", "/s", float64(calls)/took)

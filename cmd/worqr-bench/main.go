@@ -54,6 +54,7 @@ type config struct {
 	concurrency int
 	verbose     bool
 	fleet       []int // the idle scenario's fleet sizes
+	fleetApart  bool  // the idle scenario gives each worker a client and connection of its own
 }
 
 // bench is what every scenario runs against.
@@ -154,10 +155,11 @@ func main() {
 	resp2 := flag.Bool("resp2", false, "speak RESP2 to a real Redis (RESP3 is the default)")
 	verbose := flag.Bool("v", false, "log worqr's warnings to standard error")
 	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
+	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
 	}

@@ -85,7 +85,7 @@
     (ev.queues || []).forEach(function (q) {
       seen[q.k] = true;
       if (pageName === "overview" && !document.querySelector('tr[data-row="' + q.k + '"]')) addRow(q);
-      ["waiting", "delayed", "inFlight", "dead"].forEach(function (f) { setText(q.k, f, String(q[f])); });
+      ["waiting", "delayed", "inFlight", "weight", "dead"].forEach(function (f) { setText(q.k, f, String(q[f])); });
       setText(q.k, "paused", q.paused ? "paused" : (pageName === "queue" ? "running" : ""));
       setText(q.k, "limit", q.limit ? String(q.limit) : "—");
       setText(q.k, "rate", q.rate.toFixed(1));

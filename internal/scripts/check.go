@@ -13,8 +13,7 @@ type CheckSet struct {
 // LoadCheck builds the check scripts. Like Load it returns a fresh value,
 // and sharded has the same meaning.
 func LoadCheck(sharded bool) *CheckSet {
-	common := commonFor(sharded, false)
-	load := func(name string) *Script { return newScript(common + source(name)) }
+	load := loader(sharded, false)
 	return &CheckSet{
 		Queue:      load("check_queue.lua"),
 		Repair:     load("check_repair.lua"),

@@ -31,6 +31,35 @@ local function lease_live(leases, worker, now)
   return score and tonumber(score) > now
 end
 
+-- What a reclaimer needs from the worker registry (see reclaim.go): its
+-- first two live leases, as {worker, expiry (ms), ...} (the first that is
+-- not a caller's own is the next to run out), and up to limit workers
+-- other than self whose lease expired and that no peer has claimed (claims
+-- in reclaiming, see expired.lua; those run out go here). Only the front
+-- of the registry is read: while nobody has expired, which is the usual
+-- case, that is one ZRANGE of its first two entries.
+local function registry_front(workers, reclaiming, self, now, limit)
+  local front = redis.call('ZRANGE', workers, 0, 1, 'WITHSCORES')
+  local dead = {}
+  if front[2] and tonumber(front[2]) <= now then
+    local claimed = redis.call('ZCARD', reclaiming)
+    if claimed > 0 then
+      redis.call('ZREMRANGEBYSCORE', reclaiming, '-inf', ms(now))
+      claimed = redis.call('ZCARD', reclaiming)
+    end
+    -- Enough expired workers for limit unclaimed ones besides self.
+    local expired = redis.call('ZRANGEBYSCORE', workers, '-inf', ms(now), 'LIMIT', 0, limit + claimed + 1)
+    for _, w in ipairs(expired) do
+      if #dead == limit then break end
+      if w ~= self and (claimed == 0 or not redis.call('ZSCORE', reclaiming, w)) then
+        dead[#dead + 1] = w
+      end
+    end
+    front = redis.call('ZRANGEBYSCORE', workers, '(' .. ms(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  end
+  return front, dead
+end
+
 -- Task entries (see internal/store/records.go, the Go side of this
 -- layout): a header, ':', then the payload. The header is the task id in
 -- hex, then optional fields ',<letter><value>', values free of ',' and
@@ -235,8 +264,9 @@ end
 -- last, as dequeue takes them): each gets an id and a record in procs, and
 -- the weight they add is counted. Process ids are the Redis clock in
 -- microseconds, bumped by one to stay unique, as task ids are: so a
--- process tells when it started (the poison-pill guard reads it), and a
--- queue deleted and made again never reuses an id (see drop_meta_if_gone).
+-- process tells when it started (the poison-pill guard reads it, and the
+-- client the wait and run for the stats), and a queue deleted and made
+-- again never reuses an id (see drop_meta_if_gone).
 -- One HGET and one HSET of the id counter and one HSET per 500 processes
 -- however many there are. start_us is the time (µs), if the caller has it.
 -- Returns their ids in start order (the first out first) and the time.
@@ -277,123 +307,13 @@ end
 -- A task that goes back to waiting (a retry, a requeue, a reclaim, a dead
 -- letter requeued) or waits delayed carries a 'd' field: when it became
 -- (or becomes) due, in µs, hex; the stats measure its wait from then
--- rather than from its enqueue (its id).
+-- rather than from its enqueue (its id): see Task.Since in
+-- internal/store/records.go, which reads it from the dequeue reply.
 local function entry_due(e, due_us)
   local h, payload = entry_split(e)
   return header_set(h, 'd', string.format('%x', due_us)) .. ':' .. payload
 end
 local function entry_due_now(e) return entry_due(e, now_us()) end
-
--- When a waiting entry became due (µs): its 'd' field, else its id. nil
--- for an entry worqr did not write. The usual entry, a 13-digit id and no
--- field, is read without a pattern (dequeue runs this for every task).
-local function entry_since(e)
-  if string.byte(e, 14) == 58 then -- ':'
-    return tonumber(string.sub(e, 1, 13), 16)
-  end
-  if header_has(e, 'd') then
-    return tonumber(header_get(entry_split(e), 'd'), 16)
-  end
-  local id = tonumber(entry_id(e), 16)
-  if id and id > 0 then return id end
-  return nil
-end
-
--- Stats (README, "Stats"): the scripts count what they do (stat,
--- stat_waits, stat_run) and write it once, at the end (stats_flush): one
--- HMGET and one HSET however many tasks a call handled. A queue's stats
--- hash holds the current minute and two rings of time slots: minute slots
--- 'm0'..'m359' (6 h) and hour slots 'h0'..'h167' (7 d). A slot's stamp
--- field ('m17') is the minute (hour) since the epoch it holds, by the
--- Redis clock, and its values are fields '<slot>:<name>': a counter (e
--- enqueued, s started, f finished, r retried, q requeued, d dead, k
--- reclaimed, x cancelled), a histogram bucket ('w<k>' wait, 'u<k>' run:
--- values v µs with 2^(k-1) < v <= 2^k, k in 0..36, the last one open) or a
--- sum ('ws', 'us', µs).
---
--- Scripts write the current minute only: its values are the fields
--- 'c:<name>', and 'cur' is the minute they hold. The first write of a new
--- minute moves them to minute cur's slot of the minute ring and adds them
--- to its hour's slot (stats_roll). A reader takes 'c' as minute cur.
--- STATS (set by scripts.go) false makes all of it a no-op.
---
--- Numbers are formatted as little as possible: it is the dearest thing a
--- script does here (1 to 2 µs each). The hot path names fields from
--- constant tables, and values go to Redis as numbers (whole numbers below 2^53,
--- which Redis prints whole).
-local STATS_MINUTES, STATS_HOURS, STATS_TOP = 360, 168, 36
--- The current minute's bucket fields, made only by a flush that needs them.
-local function stats_w_fields() return {[0] = 'c:w0', 'c:w1', 'c:w2', 'c:w3', 'c:w4', 'c:w5', 'c:w6', 'c:w7', 'c:w8', 'c:w9', 'c:w10', 'c:w11', 'c:w12', 'c:w13', 'c:w14', 'c:w15', 'c:w16', 'c:w17', 'c:w18', 'c:w19', 'c:w20', 'c:w21', 'c:w22', 'c:w23', 'c:w24', 'c:w25', 'c:w26', 'c:w27', 'c:w28', 'c:w29', 'c:w30', 'c:w31', 'c:w32', 'c:w33', 'c:w34', 'c:w35', 'c:w36'} end
-local function stats_u_fields() return {[0] = 'c:u0', 'c:u1', 'c:u2', 'c:u3', 'c:u4', 'c:u5', 'c:u6', 'c:u7', 'c:u8', 'c:u9', 'c:u10', 'c:u11', 'c:u12', 'c:u13', 'c:u14', 'c:u15', 'c:u16', 'c:u17', 'c:u18', 'c:u19', 'c:u20', 'c:u21', 'c:u22', 'c:u23', 'c:u24', 'c:u25', 'c:u26', 'c:u27', 'c:u28', 'c:u29', 'c:u30', 'c:u31', 'c:u32', 'c:u33', 'c:u34', 'c:u35', 'c:u36'} end
-local stats_acc = {}            -- counter field -> count
-local stats_w, stats_u = {}, {} -- bucket k -> count, of wait and run
-local stats_ws, stats_us = 0, 0 -- their sums (µs)
-local function stat(name, n)
-  if STATS and n ~= 0 then
-    local f = 'c:' .. name
-    stats_acc[f] = (stats_acc[f] or 0) + n
-  end
-end
-
-local function stats_bucket(us)
-  if us <= 1 then return 0 end
-  local m, e = math.frexp(us)
-  if m == 0.5 then e = e - 1 end
-  if e > STATS_TOP then return STATS_TOP end
-  return e
-end
-
--- Count w waits of us µs each.
-local function stat_wait(us, w)
-  if us < 0 then us = 0 end
-  local k = stats_bucket(us)
-  stats_w[k] = (stats_w[k] or 0) + w
-  stats_ws = stats_ws + us * w
-end
-
--- Count the waits of the tasks a dequeue took (in list order, as dequeue
--- holds them), now_us being the dequeue's time. Reading a task's id costs
--- more than all else here, so a batch of more than STATS_SAMPLE tasks is
--- cut into that many runs of adjacent tasks (adjacent in their queue too),
--- and the middle task of each run counts for the whole run: the count is
--- exact, the durations close.
-local STATS_SAMPLE = 8
-local function stat_waits(tasks, now_us)
-  if not STATS then return end
-  local n = #tasks
-  local k = math.min(n, STATS_SAMPLE)
-  local done = 0
-  for j = 1, k do
-    local upto = math.floor(j * n / k)
-    local since = entry_since(tasks[math.floor((done + 1 + upto) / 2)])
-    if since then stat_wait(now_us - since, upto - done) end
-    done = upto
-  end
-end
-
--- Count w runs of us µs each.
-local function stat_run(us, w)
-  if us < 0 then us = 0 end
-  local k = stats_bucket(us)
-  stats_u[k] = (stats_u[k] or 0) + (w or 1)
-  stats_us = stats_us + us * (w or 1)
-end
-
--- Count the runs of the processes a finish ended (their pids, which are
--- their dequeue times in µs, hex), now_us being the finish's time: as
--- stat_waits, at most STATS_SAMPLE of them read, each for its share.
-local function stat_runs(pids, now_us)
-  if not STATS then return end
-  local n = #pids
-  local k = math.min(n, STATS_SAMPLE)
-  local done = 0
-  for j = 1, k do
-    local upto = math.floor(j * n / k)
-    local pid = tonumber(pids[math.floor((done + 1 + upto) / 2)], 16)
-    if pid then stat_run(now_us - pid, upto - done) end
-    done = upto
-  end
-end
 
 -- For a batch of processes settled in one call (finish.lua, retry.lua):
 -- why process pid (record v, of worker) cannot be, as its code: -1 the
@@ -410,6 +330,58 @@ local function batch_refusal(leases, now, live, taken, worker, pid, v)
   return nil
 end
 
+-- Stats (README, "Stats"): a queue's stats hash holds the current minute
+-- and two rings of time slots: minute slots 'm0'..'m359' (6 h) and hour
+-- slots 'h0'..'h167' (7 d). A slot's stamp field ('m17') is the minute
+-- (hour) since the epoch it holds, by the Redis clock, and its values are
+-- fields '<slot>:<name>': a counter (e enqueued, s started, f finished, r
+-- retried, q requeued, d dead, k reclaimed, x cancelled), a histogram
+-- bucket ('w<k>' wait, 'u<k>' run: values v µs with 2^(k-1) < v <= 2^k, k
+-- in 0..36, the last one open) or a sum ('ws', 'us', µs).
+--
+-- Scripts write the current minute only: its values are the fields
+-- 'c:<name>', and 'cur' is the minute they hold. The first write of a new
+-- minute moves them to minute cur's slot of the minute ring and adds them
+-- to its hour's slot (stats_roll). A reader takes 'c' as minute cur.
+-- STATS (set by scripts.go) false makes all of it a no-op.
+--
+-- Who counts what: the hot path (started and the waits, counted from the
+-- dequeue reply; finished, retried and the runs, from the finish and
+-- retry replies, which carry the Redis clock) is counted by the client,
+-- which adds it here about once a second per queue, in an argument of a
+-- dequeue, finish or retry call it makes anyway (stats_add; see
+-- internal/store/statsbuf.go): a script call costs about 0.75 µs per
+-- number it passes to Redis, too much to spend on every call. The rarer
+-- events (enqueued, requeued, dead, reclaimed, cancelled, and the runs of
+-- processes buried or requeued) are counted by their scripts (stat,
+-- stat_run) and written once, at the end (stats_flush): one HMGET and one
+-- HSET however many tasks a call handled.
+local STATS_MINUTES, STATS_HOURS, STATS_TOP = 360, 168, 36
+local stats_acc = {} -- value name -> count to add to the current minute
+local function stat(name, n)
+  if STATS and n ~= 0 then
+    stats_acc[name] = (stats_acc[name] or 0) + n
+  end
+end
+
+-- The histogram bucket of a duration of us µs. internal/store/statsbuf.go
+-- has the same function in Go (statsBucket): change both or neither.
+local function stats_bucket(us)
+  if us <= 1 then return 0 end
+  local m, e = math.frexp(us)
+  if m == 0.5 then e = e - 1 end
+  if e > STATS_TOP then return STATS_TOP end
+  return e
+end
+
+-- Count a run of us µs (a process that its holder buried or requeued).
+local function stat_run(us)
+  if not STATS then return end
+  if us < 0 then us = 0 end
+  stat('u' .. stats_bucket(us), 1)
+  stat('us', us)
+end
+
 -- Every value name a slot can have.
 local function stats_value_names()
   local all = {'e', 's', 'f', 'r', 'q', 'd', 'k', 'x', 'ws', 'us'}
@@ -418,6 +390,23 @@ local function stats_value_names()
     all[#all + 1] = 'u' .. k
   end
   return all
+end
+
+-- Count what a client counted (internal/store/statsbuf.go): counts is ''
+-- (nothing, the usual case: one compare) or space-separated '<name>=<n>',
+-- each name a value name and n a whole number. Names it does not know
+-- are skipped.
+local function stats_known(name)
+  if #name == 1 then return string.find('esfrqdkx', name, 1, true) ~= nil end
+  if name == 'ws' or name == 'us' then return true end
+  local k = string.match(name, '^[wu](%d%d?)$')
+  return k ~= nil and tonumber(k) <= STATS_TOP
+end
+local function stats_add(counts)
+  if not STATS or counts == nil or counts == '' then return end
+  for name, n in string.gmatch(counts, '(%w+)=(%d+)') do
+    if stats_known(name) then stat(name, tonumber(n)) end
+  end
 end
 
 -- The fields of a slot's values.
@@ -475,28 +464,16 @@ local function stats_roll(key, cur, minute)
 end
 
 -- Add what was counted to the current minute of key. now is the Redis
--- clock in ms, if the caller has it. Once per script run.
+-- clock in ms, if the caller has it. Once per script run, at most; nothing
+-- counted costs one compare.
 local function stats_flush(key, now)
-  if not STATS then return end
+  if not STATS or next(stats_acc) == nil then return end
   local fields, incs = {'cur'}, {}
-  for f, n in pairs(stats_acc) do
-    fields[#fields + 1] = f
+  for name, n in pairs(stats_acc) do
+    fields[#fields + 1] = 'c:' .. name
     incs[#incs + 1] = n
   end
-  -- A histogram's buckets (named by its field table) and its sum.
-  local function add(hist, names, sum_field, sum)
-    if not next(hist) then return end
-    names = names()
-    for k, n in pairs(hist) do
-      fields[#fields + 1] = names[k]
-      incs[#incs + 1] = n
-    end
-    fields[#fields + 1] = sum_field
-    incs[#incs + 1] = sum
-  end
-  add(stats_w, stats_w_fields, 'c:ws', stats_ws)
-  add(stats_u, stats_u_fields, 'c:us', stats_us)
-  if #incs == 0 then return end
+  stats_acc = {}
   local minute = math.floor((now or now_ms()) / 60000)
   local vals = redis.call('HMGET', key, unpack(fields))
   local set
@@ -515,6 +492,18 @@ local function stats_flush(key, now)
     end
   end
   redis.call('HSET', key, unpack(set))
+end
+
+-- What a client counted (stats_add), written to key at once (before
+-- anything the script may refuse or fail at), so that it is counted
+-- exactly when the call ran; dropped if the queue (its meta hash) no
+-- longer exists: a deleted queue's stats are gone with it, and counts
+-- held across its deletion must not make the hash again.
+local function stats_client(key, meta, counts, now)
+  if counts == nil or counts == '' then return end
+  if redis.call('HEXISTS', meta, 'name') == 0 then return end
+  stats_add(counts)
+  stats_flush(key, now)
 end
 
 -- Give processes back to their queue: each is removed from procs, and an

@@ -2,7 +2,8 @@
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
 -- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low, stats
--- ARGV: worker, count, park ("1" for a Handle runtime)
+-- ARGV: worker, count, park ("1" for a Handle runtime), stats counted by
+--       the client ('' for none: see stats_add)
 -- Returns -1 when the lease is not live, else {until, pid, entry, error,
 -- pid, entry, error, ...}: until is, under a rate limit that is used up,
 -- when the next start is allowed (µs, Redis clock; 0 otherwise); then each
@@ -22,6 +23,7 @@
 -- than taking one.
 set_lists(KEYS[1], KEYS[8], KEYS[9])
 local now = now_ms()
+stats_client(KEYS[10], KEYS[4], ARGV[4], now)
 if not lease_live(KEYS[3], ARGV[1], now) then
   return -1
 end
@@ -124,7 +126,7 @@ end
 if n == 0 then
   return {ms(rate_until())}
 end
-local pids, start_us = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks)
+local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks)
 local out, retried, started = {'0'}, {}, {}
 for j, pid in ipairs(pids) do
   local t = tasks[n - j + 1]
@@ -152,7 +154,4 @@ if #retried > 0 then
   local errs = redis.call('HMGET', KEYS[6], unpack(ids))
   for j, at in ipairs(retried) do out[at] = errs[j] or '' end
 end
-stat('s', n)
-stat_waits(tasks, start_us)
-stats_flush(KEYS[10], now)
 return out

@@ -72,8 +72,6 @@ local function hand_off(entry, worker, now)
     return false
   end
   local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now)
-  stat('s', 1)
-  stat_waits({entry}, now)
   publish(ARGV[1], 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
   return true
 end

@@ -9,36 +9,27 @@
 -- half-way leaves the worker to whoever looks after that. Claims live in
 -- their own set: the registry's scores stay lease expiries, so a claimed
 -- worker that was only slow still finds its lease gone and fences itself.
--- Deregistering a worker drops its claim; expired claims go here.
+-- Deregistering a worker drops its claim; expired claims go here (in
+-- registry_front).
 -- KEYS: workers, reclaiming
 -- ARGV: limit, caller (its own lease is not a peer's), claim (ms)
 -- Returns {now, next, worker, ...}: the Redis clock (ms), the earliest
 -- expiry of another worker's live lease (ms; 0 if none), then at most
 -- limit claimed workers.
 --
--- Three calls when nobody is claimed (the usual case): TIME, ZCARD and one
--- ZRANGE of the registry's front, which holds the expired workers (the
--- lowest scores) and then the next ones to expire.
+-- Two calls when nobody has expired (the usual case): TIME and one ZRANGE
+-- of the registry's first two entries.
 local now = now_ms()
-local limit = tonumber(ARGV[1])
-local claimed = redis.call('ZCARD', KEYS[2])
-if claimed > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms(now))
-  claimed = redis.call('ZCARD', KEYS[2])
-end
+local front, dead = registry_front(KEYS[1], KEYS[2], ARGV[2], now, tonumber(ARGV[1]))
 local out = {now, 0}
-local until_ = ms(now + tonumber(ARGV[3]))
--- Enough of the front for limit unclaimed expired workers, the caller
--- and the next live peer.
-local front = redis.call('ZRANGE', KEYS[1], 0, limit + claimed + 1, 'WITHSCORES')
-for i = 1, #front, 2 do
-  local w, score = front[i], tonumber(front[i + 1])
-  if score > now then
-    if w ~= ARGV[2] then
-      out[2] = score
-      break
-    end
-  elseif w ~= ARGV[2] and #out - 2 < limit and (claimed == 0 or not redis.call('ZSCORE', KEYS[2], w)) then
+if front[1] and front[1] ~= ARGV[2] then
+  out[2] = tonumber(front[2])
+elseif front[3] then
+  out[2] = tonumber(front[4])
+end
+if #dead > 0 then
+  local until_ = ms(now + tonumber(ARGV[3]))
+  for _, w in ipairs(dead) do
     redis.call('ZADD', KEYS[2], until_, w)
     out[#out + 1] = w
   end

@@ -9,23 +9,26 @@
 -- back.
 -- KEYS: procs, leases, meta, errors, results, retained, waiting, idle,
 --       unique, high, low, progress, stats
--- ARGV: channel, then per process: worker, pid, result
+-- ARGV: channel, stats counted by the client ('' for none: see
+--       stats_add), then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
--- code of the state it had: 1 active, 2 cancelled, 3 deleted.
+-- code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
+-- Redis clock (µs), from which the client counts the runs of the active
+-- ones (their pids are their dequeue times) for the stats.
 set_lists(KEYS[7], KEYS[10], KEYS[11])
-local now = now_ms()
-local now_u = STATS and now_us()
+local now_u = now_us()
+local now = math.floor(now_u / 1000)
+stats_client(KEYS[13], KEYS[3], ARGV[2], now)
 local pids = {}
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   pids[#pids + 1] = ARGV[i]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(pids))
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)
-local ran = {} -- the active processes finished, for the stats
 for j, pid in ipairs(pids) do
-  local worker, v = ARGV[3 * j - 1], vals[j]
+  local worker, v = ARGV[3 * j], vals[j]
   local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
@@ -42,8 +45,7 @@ for j, pid in ipairs(pids) do
       failed[#failed + 1] = entry_id(entry)
     end
     if state == 'a' then
-      if STATS then ran[#ran + 1] = pid end
-      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, 1, ARGV[3 * j + 1])
+      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, 1, ARGV[3 * j + 2])
     end
     release_unique(KEYS[9], entry)
   end
@@ -57,11 +59,9 @@ end
 if #failed > 0 then
   redis.call('HDEL', KEYS[4], unpack(failed))
 end
-stat('f', #ran)
-stat_runs(ran, now_u)
-stats_flush(KEYS[13], now)
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
   drop_meta_if_gone(KEYS[1], KEYS[3])
 end
+out[#out + 1] = now_u
 return out

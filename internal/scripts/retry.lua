@@ -1,26 +1,31 @@
 -- Retry processes' tasks: record each one's error, then put it at the back
 -- of the queue (no delay) or in the delayed set until now + delay, and
--- wake the queue (one work event for all that went back at once) or
--- announce the earliest due time. Each only if it still belongs to its
+-- wake the queue (one work event for all that went back at once, naming
+-- parked runtimes as an enqueue's does: see wake) or announce the earliest
+-- due time. Each only if it still belongs to its
 -- worker and that worker's lease on the queue is live. A task that was
 -- cancelled, or whose queue was deleted, is dropped instead: a retry must
 -- not bring it back. Retry calls that overlap are sent as one script call
 -- (see coalesce.go), so it takes many, as finish.lua does. The task's
 -- progress report, if any, goes with its process, and a weighted task's
--- slots (see entry_weight) with it. A retried task counts in the stats
--- ('r', and its run time), and notes when it became due again (see
--- entry_due) for the wait stats.
+-- slots (see entry_weight) with it. A retried task notes when it became
+-- due again (see entry_due) for the wait stats; the client counts it
+-- ('r', and its run time, from the clock this returns), as finish.lua's.
 -- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique, high,
 --       low, progress, stats
--- ARGV: channel, then per process: worker, pid, delay (µs), error ('' for
---       none)
+-- ARGV: channel, stats counted by the client ('' for none: see
+--       stats_add), then per process: worker, pid, delay (µs), error (''
+--       for none)
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else
--- the code of the state it had: 1 active, 2 cancelled, 3 deleted.
+-- the code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
+-- Redis clock (µs).
 set_lists(KEYS[3], KEYS[9], KEYS[10])
 local channel = ARGV[1]
-local now = now_ms()
+local t_us = now_us()
+local now = math.floor(t_us / 1000)
+stats_client(KEYS[12], KEYS[4], ARGV[2], now)
 local pids = {}
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
   pids[#pids + 1] = ARGV[i]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(pids))
@@ -28,11 +33,9 @@ local live, taken, gone, ids, out = {}, {}, {}, {}, {}
 local errs, pushed, delayed = {}, {}, {}
 local npushed, freed, first = 0, 0, nil
 local extra = 0 -- the extra weight of the processes removed
-local ran = {} -- the active processes retried, for the stats
 local deleted = false
-local t_us
 for j, pid in ipairs(pids) do
-  local worker, v = ARGV[4 * j - 2], vals[j]
+  local worker, v = ARGV[4 * j - 1], vals[j]
   local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
@@ -57,15 +60,13 @@ for j, pid in ipairs(pids) do
       release_unique(KEYS[8], entry)
       freed = freed + weight
     else
-      if STATS then ran[#ran + 1] = pid end
-      local err = ARGV[4 * j + 1]
+      local err = ARGV[4 * j + 2]
       if err ~= '' then
         errs[#errs + 1] = id
         errs[#errs + 1] = err
       end
-      local delay = tonumber(ARGV[4 * j]) or 0
+      local delay = tonumber(ARGV[4 * j + 1]) or 0
       if delay > 0 then
-        t_us = t_us or now_us()
         local due = t_us + delay
         entry = entry_due(entry, due)
         delayed[#delayed + 1] = ms(due)
@@ -73,7 +74,6 @@ for j, pid in ipairs(pids) do
         if not first or due < first then first = due end
         freed = freed + weight
       else
-        t_us = t_us or now_us()
         entry = entry_due(entry, t_us)
         local list = list_of(entry, KEYS[3])
         pushed[list] = pushed[list] or {}
@@ -99,17 +99,12 @@ for list, entries in pairs(pushed) do
   redis.call('LPUSH', list, unpack(entries))
 end
 if npushed > 0 then
-  publish(channel, 'w' .. npushed)
+  wake(KEYS[7], channel, npushed)
 end
 slots_freed(KEYS[4], KEYS[3], KEYS[7], channel, freed)
-if #ran > 0 then
-  t_us = t_us or now_us()
-  stat('r', #ran)
-  stat_runs(ran, t_us)
-end
-stats_flush(KEYS[12])
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
   drop_meta_if_gone(KEYS[1], KEYS[4])
 end
+out[#out + 1] = t_us
 return out

@@ -3,8 +3,9 @@
 // Every state change in worqr is one script whose keys are all passed in
 // KEYS and share one hash tag, so each runs atomically on one Redis node,
 // including on Redis Cluster, where events go out with SPUBLISH on a shard
-// channel in the same slot. common.lua is prepended to each script so the
-// helpers (server time, lease checks, process encoding) exist once.
+// channel in the same slot. The helpers of common.lua (server time, lease
+// checks, process encoding) exist once, and each script is prepended the
+// ones it uses (prelude.go).
 package scripts
 
 import (
@@ -37,6 +38,7 @@ type Set struct {
 	Join       *Script
 	Registered *Script
 	Renew      *Script
+	Keepalive  *Script
 	Register   *Script
 	Serve      *Script
 	Deregister *Script
@@ -45,6 +47,7 @@ type Set struct {
 	States     *Script
 	Tick       *Script // periodic tasks
 	Progress   *Script // a handler's progress report
+	Stats      *Script // a client's stats counts, when no other call carried them
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -59,10 +62,9 @@ type Set struct {
 // line, and so in their SHA1s. stats makes the scripts keep each queue's
 // stats (common.lua's STATS); without it they skip that work.
 func Load(sharded, stats bool) *Set {
-	common := commonFor(sharded, stats)
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
-	load := func(name string) *Script { return newScript(common + source(name)) }
+	load := loader(sharded, stats)
 	return &Set{
 		Enqueue:    load("enqueue.lua"),
 		Dequeue:    load("dequeue.lua"),
@@ -80,6 +82,7 @@ func Load(sharded, stats bool) *Set {
 		Join:       load("join.lua"),
 		Registered: load("registered.lua"),
 		Renew:      load("renew.lua"),
+		Keepalive:  load("keepalive.lua"),
 		Register:   load("register.lua"),
 		Serve:      load("serve.lua"),
 		Deregister: load("deregister.lua"),
@@ -88,12 +91,27 @@ func Load(sharded, stats bool) *Set {
 		States:     load("states.lua"),
 		Tick:       load("tick.lua"),
 		Progress:   load("progress.lua"),
+		Stats:      load("stats.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),
 		DeadRequeueAll: load("dead_requeue_all.lua"),
 		DeadDelete:     load("dead_delete.lua"),
 		DeadPurge:      load("dead_purge.lua"),
+	}
+}
+
+// WithCommon is a script of body after the whole of common.lua (with
+// stats on), for tests of common.lua's helpers.
+func WithCommon(body string) *Script { return newScript(commonFor(false, true) + body) }
+
+// loader makes each script from its file and the parts of common.lua it
+// uses, with the publish command events use and the stats switch.
+func loader(sharded, stats bool) func(name string) *Script {
+	parts := splitCommon(commonFor(sharded, stats))
+	return func(name string) *Script {
+		body := source(name)
+		return newScript(prelude(parts, body) + body)
 	}
 }
 

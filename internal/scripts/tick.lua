@@ -10,7 +10,7 @@
 -- id and a work event.
 -- KEYS: waiting, meta, idle, periodic, stats
 -- ARGV: channel, queue name, schedule name, tick (ms, Redis clock; 0:
---       read), header fields (',m<budget>,t<timeout ms>,R<retain ms>', or
+--       read), header fields (',m<budget>,t<timeout ms>,R<retain ms>,w<weight>', or
 --       ''), payload
 -- Returns {status, last tick (ms), now (µs), task id or '', unregistered
 -- (0/1)}, all as strings: status 1 when the task was added (last is then

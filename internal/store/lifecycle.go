@@ -31,32 +31,42 @@ type RetryRef struct {
 // One script call for all of them; one outcome per process.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
 	k := s.keys.Queue(queue)
-	args := make([]string, 0, 1+4*len(procs))
-	args = append(args, k.Channel)
-	for _, p := range procs {
+	carry := s.stats.take(queue)
+	args := make([]string, 0, 2+4*len(procs))
+	pids := make([]string, len(procs))
+	args = append(args, k.Channel, carry.counts())
+	for i, p := range procs {
 		args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
+		pids[i] = p.PID
 	}
 	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
+	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
 	}
-	return outcomes("retry.lua", res, len(procs))
+	out, clock, err := outcomesAt("retry.lua", res, len(procs))
+	if err != nil {
+		return nil, err
+	}
+	s.stats.ended(queue, true, clock, pids, out)
+	return out, nil
 }
 
-// outcomes reads a script's one code per process.
-func outcomes(script string, res rueidis.RedisResult, n int) ([]Outcome, error) {
+// outcomesAt reads a script's one code per process and then the Redis
+// clock when it ran (µs).
+func outcomesAt(script string, res rueidis.RedisResult, n int) (out []Outcome, clock int64, err error) {
 	codes, err := res.AsIntSlice()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if len(codes) != n {
-		return nil, fmt.Errorf("%s answered %d codes for %d processes", script, len(codes), n)
+	if len(codes) != n+1 {
+		return nil, 0, fmt.Errorf("%s answered %d values for %d processes", script, len(codes), n)
 	}
-	out := make([]Outcome, len(codes))
-	for i, c := range codes {
+	out = make([]Outcome, n)
+	for i, c := range codes[:n] {
 		out[i] = Outcome(c)
 	}
-	return out, nil
+	return out, codes[n], nil
 }
 
 // DeadBounds bound a queue's dead letters.

@@ -36,7 +36,7 @@ type Ticked struct {
 // the periodic schedule name, unless a tick as late has been enqueued for
 // it already or the tick is still to come (tick.lua). Tick 0 only reads
 // the schedule's last tick, recording now as its last for a schedule never
-// seen. args gives the task's MaxAttempts, Timeout and Retain; the others
+// seen. args gives the task's MaxAttempts, Timeout, Retain and Weight; the others
 // are ignored.
 func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
 	k := s.keys.Queue(queue)

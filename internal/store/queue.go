@@ -217,7 +217,9 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	if park {
 		p = "1"
 	}
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{worker, strconv.Itoa(n), p})
+	carry := s.stats.take(queue)
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{worker, strconv.Itoa(n), p, carry.counts()})
+	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -238,6 +240,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		t.Attempts++ // the attempt this process runs
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
+	s.stats.started(queue, out)
 	return out, until, nil
 }
 
@@ -255,16 +258,25 @@ type ProcRef struct {
 // call. It returns one outcome per process.
 func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
 	k := s.keys.Queue(queue)
-	args := make([]string, 0, 1+3*len(procs))
-	args = append(args, k.Channel)
-	for _, p := range procs {
+	carry := s.stats.take(queue)
+	args := make([]string, 0, 2+3*len(procs))
+	pids := make([]string, len(procs))
+	args = append(args, k.Channel, carry.counts())
+	for i, p := range procs {
 		args = append(args, p.Worker, p.PID, p.Result)
+		pids[i] = p.PID
 	}
 	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
+	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
 	}
-	return outcomes("finish.lua", res, len(procs))
+	out, clock, err := outcomesAt("finish.lua", res, len(procs))
+	if err != nil {
+		return nil, err
+	}
+	s.stats.ended(queue, false, clock, pids, out)
+	return out, nil
 }
 
 // Requeue puts a process's task back at the back of its queue (a retry)

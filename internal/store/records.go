@@ -55,6 +55,9 @@ type Task struct {
 	// Weight is the task's weight (the concurrency slots it holds in
 	// flight), 0 if it has none: one slot.
 	Weight int
+	// Due is when the task became due, if not at its enqueue (Unix µs,
+	// Redis clock): a delayed task, or one sent back to wait. 0 if none.
+	Due int64
 	// Died (Unix ms), Worker and Kind are set on a dead letter.
 	Died   int64
 	Worker string
@@ -72,6 +75,20 @@ func (t Task) EnqueuedAt() time.Time {
 		return time.Time{}
 	}
 	return time.UnixMicro(int64(us))
+}
+
+// Since is when the task began to wait (Unix µs, Redis clock), for the
+// wait stats: its due time if it has one, else its enqueue (its id); 0 for
+// an entry worqr did not write.
+func (t Task) Since() int64 {
+	if t.Due > 0 {
+		return t.Due
+	}
+	us, err := strconv.ParseUint(t.ID, 16, 63)
+	if err != nil {
+		return 0
+	}
+	return int64(us)
 }
 
 // ParseTask decodes a task entry. It reports false for a value worqr did
@@ -120,6 +137,8 @@ func parseTask(e string) (Task, bool) {
 			var ms int64
 			ms, err = strconv.ParseInt(v, 10, 64)
 			t.Timeout = time.Duration(ms) * time.Millisecond
+		case 'd':
+			t.Due, err = strconv.ParseInt(v, 16, 64)
 		case 'D':
 			t.Died, err = strconv.ParseInt(v, 10, 64)
 		case 'W':

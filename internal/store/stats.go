@@ -12,7 +12,8 @@ import (
 )
 
 // A queue's stats hash (QueueKeys.Stats), written by the scripts (see
-// common.lua's stats_flush), holds two rings of time slots: minute slots
+// common.lua's stats_flush) with their own counts and those the client
+// counted (statsbuf.go), holds two rings of time slots: minute slots
 // m0..m359 (the last 6 hours) and hour slots h0..h167 (the last 7 days).
 // Slot i of the minute ring holds the minute M (minutes since the Unix
 // epoch, by the Redis clock) with M mod 360 = i; its stamp field "m<i>"

@@ -61,6 +61,7 @@ const (
 	OpDeadLetters    Op = "dead letters"         // list them
 	OpRequeueDead    Op = "requeue dead letters" // one or all
 	OpDeleteDead     Op = "delete dead letters"  // one or all
+	OpStats          Op = "stats"                // a client's stats counts, written by a call of their own
 )
 
 // Fault is a test seam: when set, it runs before every call to Redis with
@@ -77,6 +78,10 @@ type Store struct {
 	scripts *scripts.Set
 	sharded bool
 	fault   atomic.Pointer[Fault]
+	stats   *statsBuf // the stats counted here (statsbuf.go); nil when off
+	// apart makes queue leases be renewed apart from the registry lease,
+	// as they must be on a Cluster (see JointRenewals).
+	apart atomic.Bool
 
 	listenMu sync.Mutex // guards listening
 	// listening counts the Subscribe calls running per channel. They
@@ -89,8 +94,25 @@ type Store struct {
 // sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster;
 // stats makes the scripts keep each queue's stats (see Stats).
 func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	s := &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	if stats {
+		s.stats = newStatsBuf()
+	}
+	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
+	return s
 }
+
+// JointRenewals reports whether a worker's queue leases are renewed in the
+// script that renews its registry lease (Keepalive). They are on a single
+// Redis, where a script may touch keys of any slot, so that a worker costs
+// one call per renewal however many queues it serves. On a Cluster each
+// queue lease is renewed apart, on its own node.
+func (s *Store) JointRenewals() bool { return !s.apart.Load() }
+
+// RenewApart makes queue leases be renewed apart from the registry lease,
+// as on a Cluster: for tests that stand for a Cluster's nodes, each
+// failing on its own, on one Redis.
+func (s *Store) RenewApart() { s.apart.Store(true) }
 
 // Keys are the store's key names.
 func (s *Store) Keys() Keys { return s.keys }

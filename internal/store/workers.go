@@ -20,10 +20,92 @@ func (s *Store) RegisterWorker(ctx context.Context, id string, ttl time.Duration
 	return res.Error()
 }
 
-// RenewWorker extends a worker's registry lease to ttl from now, by the
-// Redis clock; ErrLeaseGone if it has expired (it is never revived).
-func (s *Store) RenewWorker(ctx context.Context, id string, ttl time.Duration) error {
-	return s.renew(ctx, OpRenew, "", s.keys.Workers(), id, ttl)
+// Keepalive is one worker's renewal (see keepalive.lua).
+type Keepalive struct {
+	Worker string
+	// Queues are the queues whose leases the same call renews: only on a
+	// single Redis (see JointRenewals); on a Cluster each queue's lease is
+	// renewed apart (RenewQueueLease).
+	Queues []string
+}
+
+// KeptAlive is what a renewal did and learned.
+type KeptAlive struct {
+	// Gone is set when the worker's registry lease had expired: nothing
+	// was renewed, and the worker must treat itself as dead.
+	Gone bool
+	// QueueGone tells, for each of Keepalive.Queues, whether the worker's
+	// lease there was gone (and so not renewed).
+	QueueGone []bool
+	// Next is how long until the next live peer's lease runs out, by the
+	// Redis clock; 0 when no other worker holds a live lease.
+	Next time.Duration
+	// Dead is set when a worker whose lease expired waits, unclaimed, for
+	// a reclaimer (for the first worker of a call only).
+	Dead bool
+}
+
+// MaxWorkersPerKeepalive bounds the workers one Keepalive call renews, so
+// that the script holds Redis up for well under a millisecond.
+const MaxWorkersPerKeepalive = 100
+
+// Keepalive extends workers' registry leases, and their leases on the
+// queues they list, to ttl from now by the Redis clock, and reads what
+// their reclaimers need from the registry: one script for them all. An
+// expired lease is never revived.
+func (s *Store) Keepalive(ctx context.Context, ttl time.Duration, ks []Keepalive) ([]KeptAlive, error) {
+	keys := []string{s.keys.Workers(), s.keys.Reclaiming()}
+	args := make([]string, 1, 1+2*len(ks))
+	args[0] = ms(ttl)
+	for _, k := range ks {
+		for _, q := range k.Queues {
+			keys = append(keys, s.keys.Queue(q).Leases)
+		}
+		args = append(args, k.Worker, strconv.Itoa(len(k.Queues)))
+	}
+	res, err := s.run(ctx, OpRenew, "", s.scripts.Keepalive, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := res.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	const head = 5 // now, dead, first, its expiry, the second's
+	if want := head + len(keys) - 2 + len(ks); len(vals) != want {
+		return nil, fmt.Errorf("keepalive.lua returned %d values, not %d", len(vals), want)
+	}
+	first, err := vals[2].ToString()
+	errs := []error{err}
+	ints := make([]int64, len(vals))
+	for i, v := range vals {
+		if i != 2 {
+			ints[i], err = v.AsInt64()
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	now, dead, flags := ints[0], ints[1] > 0, ints[head:]
+	out := make([]KeptAlive, len(ks))
+	for i, k := range ks {
+		next := ints[3]
+		if first == k.Worker {
+			next = ints[4]
+		}
+		// One reclaimer is enough to send to a dead worker.
+		o := KeptAlive{Gone: flags[0] < 0, Dead: dead && i == 0, QueueGone: make([]bool, len(k.Queues))}
+		if next > now {
+			o.Next = time.Duration(next-now) * time.Millisecond
+		}
+		for j := range k.Queues {
+			o.QueueGone[j] = flags[1+j] < 0
+		}
+		flags = flags[1+len(k.Queues):]
+		out[i] = o
+	}
+	return out, nil
 }
 
 // RenewQueueLease extends a worker's lease on a queue; ErrLeaseGone if it

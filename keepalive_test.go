@@ -1,0 +1,271 @@
+package worqr
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// scriptCounter counts the scripts a hooked client sends, by name.
+type scriptCounter struct {
+	mu    sync.Mutex
+	names map[string]string // SHA1 -> name
+	n     map[string]int
+}
+
+func countScripts(c *Client, h *hooked) *scriptCounter {
+	s := c.store.Scripts()
+	sc := &scriptCounter{n: make(map[string]int), names: map[string]string{
+		s.Keepalive.SHA1(): "keepalive",
+		s.Renew.SHA1():     "renew",
+		s.Expired.SHA1():   "expired",
+	}}
+	count := func(cmd rueidis.Completed) {
+		sha := scriptOf(cmd)
+		if sha == "" {
+			return
+		}
+		name, ok := sc.names[sha]
+		if !ok {
+			name = "other"
+		}
+		sc.mu.Lock()
+		sc.n[name]++
+		sc.mu.Unlock()
+	}
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			count(cmd)
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			for _, cmd := range cmds {
+				count(cmd)
+			}
+			return next()
+		}
+	})
+	return sc
+}
+
+func (sc *scriptCounter) counts() map[string]int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	out := make(map[string]int, len(sc.n))
+	for k, v := range sc.n {
+		out[k] = v
+	}
+	return out
+}
+
+// An idle fleet costs Redis its renewals and nothing else: each renewal
+// moves the peers' wake-ups on, so no reclaimer looks while every worker
+// renews in time, and on a single Redis one script renews a worker's
+// registry lease and all its queue leases.
+func TestIdleFleetOnlyRenews(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	// A TTL long against the renew interval: a renewal would have to be
+	// seconds late for a peer to wake.
+	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: 100 * time.Millisecond}
+	var counters []*scriptCounter
+	var joint bool
+	for range 2 {
+		c, h := hookedClient(t, b)
+		joint = c.store.JointRenewals()
+		counters = append(counters, countScripts(c, h))
+		w := newWorker(t, c, opts)
+		require.NoError(t, w.StartWork(ctx, "a", Events{}))
+		require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	}
+	total := func(name string) int {
+		n := 0
+		for _, sc := range counters {
+			n += sc.counts()[name]
+		}
+		return n
+	}
+	// Each worker's first look, and a renewal of both after the second
+	// joined.
+	eventually(t, 5*time.Second, "the fleet settles", func() bool { return total("keepalive") >= 6 })
+	before := make([]map[string]int, len(counters))
+	for i, sc := range counters {
+		before[i] = sc.counts()
+	}
+	eventually(t, 5*time.Second, "ten rounds of renewals", func() bool { return total("keepalive") >= 6+20 })
+	for i, sc := range counters {
+		after := sc.counts()
+		rounds := after["keepalive"] - before[i]["keepalive"]
+		assert.Positive(t, rounds)
+		assert.Zero(t, after["expired"]-before[i]["expired"], "worker %d looked for dead peers", i)
+		assert.Zero(t, after["other"]-before[i]["other"], "worker %d sent other scripts", i)
+		if joint {
+			assert.Zero(t, after["renew"]-before[i]["renew"], "worker %d renewed a queue lease apart", i)
+		} else {
+			// On a Cluster, one renewal per queue lease a round (give or
+			// take the round in flight at either end).
+			assert.InDelta(t, 2*rounds, after["renew"]-before[i]["renew"], 4, "worker %d", i)
+		}
+	}
+}
+
+// A renewal that sees a dead worker waiting sends the reclaimer to it at
+// once, even with no peer lease to wake for.
+func TestRenewalSendsTheReclaimerToADeadWorker(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	sc := countScripts(c, h)
+	newWorker(t, c, WorkerOptions{TTL: 3 * time.Second, RenewInterval: 100 * time.Millisecond})
+	eventually(t, 5*time.Second, "the first look and a renewal", func() bool {
+		n := sc.counts()
+		return n["expired"] >= 1 && n["keepalive"] >= 1
+	})
+	// A worker that died long ago, with nothing to give back: no lease in
+	// the registry lies ahead to wake the lone worker's reclaimer.
+	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zadd().Key(admin.store.Keys().Workers()).ScoreMember().ScoreMember(1, "dead-worker").Build()).Error())
+	eventually(t, 5*time.Second, "the dead worker is reclaimed", func() bool {
+		n, err := admin.rdb.Do(ctx, admin.rdb.B().Zscore().Key(admin.store.Keys().Workers()).Member("dead-worker").Build()).AsFloat64()
+		return rueidis.IsRedisNil(err) && n == 0
+	})
+}
+
+// A renewal that finds the worker's lease on one queue gone fences the
+// worker, whether that lease was renewed with the registry lease or apart:
+// Redis treats the worker as dead there, and a peer may hold its tasks.
+func TestQueueLeaseFoundGoneFencesTheWorker(t *testing.T) {
+	t.Parallel()
+	for _, apart := range []bool{false, true} {
+		name := "joint"
+		if apart {
+			name = "apart"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, c, ctx := setup(t)
+			if apart {
+				c.store.RenewApart()
+			}
+			w, fences := fencingWorker(t, c)
+			id := w.ID()
+			require.NoError(t, w.StartWork(ctx, "a", Events{}))
+			require.NoError(t, w.StartWork(ctx, "b", Events{}))
+			require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("b").Leases).Member(id).Build()).Error())
+			ev := recv(t, fences, 3*time.Second, "fenced")
+			assert.Equal(t, id, ev.WorkerID)
+			assert.Empty(t, ev.Queue, "the whole worker fences itself")
+			assert.Contains(t, ev.Cause.Error(), `lease on "b" gone`)
+		})
+	}
+}
+
+// One Keepalive call renews several workers' leases and tells each what
+// happened to its own: a worker whose registry lease expired is renewed
+// nowhere (and one reclaimer hears of it), a queue lease found gone is
+// told for that queue alone, and the next expiry is a peer's, never the
+// worker's own.
+func TestKeepaliveOfSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	if !c.store.JointRenewals() {
+		t.Skip("queue leases are renewed apart on a Cluster")
+	}
+	s, k := c.store, c.store.Keys()
+	score := func(key, member string) float64 {
+		f, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+		if rueidis.IsRedisNil(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		return f
+	}
+	zadd := func(key, member string, f float64) {
+		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(key).ScoreMember().ScoreMember(f, member).Build()).Error())
+	}
+	ids := []string{"w1", "w2", "w3"}
+	for _, id := range ids {
+		require.NoError(t, s.RegisterWorker(ctx, id, time.Minute))
+		for _, q := range []string{"a", "b"} {
+			_, err := s.JoinQueue(ctx, q, id)
+			require.NoError(t, err)
+		}
+	}
+	zadd(k.Workers(), "w2", 1) // expired long ago
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Queue("b").Leases).Member("w3").Build()).Error())
+	w2OnA := score(k.Queue("a").Leases, "w2")
+
+	got, err := s.Keepalive(ctx, 2*time.Minute, []store.Keepalive{
+		{Worker: "w1", Queues: []string{"a", "b"}},
+		{Worker: "w2", Queues: []string{"a"}},
+		{Worker: "w3", Queues: []string{"a", "b"}},
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.False(t, got[0].Gone)
+	assert.Equal(t, []bool{false, false}, got[0].QueueGone)
+	assert.True(t, got[0].Dead, "the first worker hears of the dead one")
+	assert.True(t, got[1].Gone)
+	assert.Equal(t, []bool{false}, got[1].QueueGone, "not renewed, nor found gone")
+	assert.Equal(t, w2OnA, score(k.Queue("a").Leases, "w2"), "the expired worker's queue lease is left alone")
+	assert.False(t, got[2].Gone)
+	assert.Equal(t, []bool{false, true}, got[2].QueueGone)
+	assert.False(t, got[2].Dead, "one reclaimer is enough")
+	for _, id := range []string{"w1", "w3"} {
+		left := score(k.Workers(), id) - score(k.Queue("a").Leases, id)
+		assert.Zero(t, left, "%s: registry and queue lease renewed to the same expiry", id)
+	}
+	// Both renewed to two minutes: each one's next peer expiry is the
+	// other's.
+	for i, id := range []string{"w1", "w3"} {
+		g := got[i*2]
+		assert.Greater(t, g.Next, time.Minute, id)
+		assert.LessOrEqual(t, g.Next, 2*time.Minute, id)
+	}
+	// w1's lease, renewed to a minute, is the first to run out; its next
+	// peer expiry is still w3's.
+	got, err = s.Keepalive(ctx, time.Minute, []store.Keepalive{{Worker: "w1"}})
+	require.NoError(t, err)
+	assert.Greater(t, got[0].Next, 90*time.Second, "w3's lease, not w1's own")
+}
+
+// The workers of one client renew on a common beat, and those renewing
+// together share one script.
+func TestWorkersOfAClientRenewTogether(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	keepaliveSHA := c.store.Scripts().Keepalive.SHA1()
+	var mu sync.Mutex
+	most := 0
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if scriptOf(cmd) == keepaliveSHA {
+				// EVALSHA sha numkeys keys... ttl (id n)...
+				args := cmd.Commands()
+				n, err := strconv.Atoi(args[2])
+				require.NoError(t, err)
+				mu.Lock()
+				most = max(most, (len(args)-3-n-1)/2)
+				mu.Unlock()
+			}
+			return next()
+		}
+	})
+	for range 5 {
+		w := newWorker(t, c, fast)
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	eventually(t, 5*time.Second, "a renewal of several workers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return most >= 2
+	})
+}

@@ -1,0 +1,238 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// The hot path's stats (started, finished, retried, waits and runs) are
+// counted by the client and written about once a second per queue: riding
+// on the queue's own calls while it is busy, by a call of their own once
+// it is idle, and by Close and Shutdown.
+
+// countOps counts the calls of one kind a client makes to Redis.
+func countOps(c *Client, op store.Op) *atomic.Int64 {
+	var n atomic.Int64
+	c.store.SetFault(func(_ context.Context, o store.Op, _ string) error {
+		if o == op {
+			n.Add(1)
+		}
+		return nil
+	})
+	return &n
+}
+
+// Many handlers finishing and retrying at once, with the counts carried
+// off every few ms as they are counted: every start, finish, retry, wait
+// and run is written exactly once.
+func TestStatsExactWithConcurrentHandlers(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	c.store.SetStatsTiming(2*time.Millisecond, 0)
+	reader := b.client()
+	const n = 400 // every fourth fails its first attempt
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		i, err := strconv.Atoi(strings.TrimPrefix(string(p.Task()), "t"))
+		assert.NoError(t, err)
+		if i%4 == 0 && p.Attempt() == 1 {
+			return RetryAfter(0, errors.New("again"))
+		}
+		return nil
+	}, HandleOptions{Concurrency: 16}))
+	enqueueNumbered(t, c, "q", n)
+	settledQueue(t, reader, "q")
+
+	want := StatsCounts{Enqueued: n, Started: n + n/4, Finished: n, Retried: n / 4}
+	var tot StatsBucket
+	eventually(t, 10*time.Second, "every count written", func() bool {
+		tot = statsTotal(t, reader, "q", time.Minute)
+		return tot.Counts.Finished == n && tot.Counts.Started == n+n/4 && tot.Counts.Retried == n/4
+	})
+	require.NoError(t, w.Close(ctx)) // writes anything left (nothing should be)
+	tot = statsTotal(t, reader, "q", time.Minute)
+	assert.Equal(t, want, tot.Counts)
+	assert.EqualValues(t, n+n/4, tot.Wait.Count(), "a wait per start")
+	assert.EqualValues(t, n+n/4, tot.Run.Count(), "a run per finish and retry")
+	assert.Equal(t, tot.Counts, statsTotal(t, reader, "q", time.Hour).Counts, "the hour agrees")
+}
+
+// A busy queue's counts ride on its own calls: written within about a
+// second, with no call of their own.
+func TestStatsRideOnABusyQueuesCalls(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	reader := b.client()
+	own := countOps(c, store.OpStats)
+	// A loaded machine may stall this loop for a while: not idle.
+	c.store.SetStatsTiming(store.StatsFlushEvery, 5*time.Second)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	start := time.Now()
+	var done int64
+	for seen := false; !seen; {
+		// One task through, then (every few) a look from another client.
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		require.NoError(t, p.Finish(ctx))
+		done++
+		if done%10 == 0 {
+			seen = statsTotal(t, reader, "q", time.Minute).Counts.Finished > 0
+		}
+		require.Less(t, time.Since(start), 10*time.Second, "no counts written")
+	}
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, store.StatsFlushEvery, "held for a second first")
+	assert.Zero(t, own.Load(), "no call of their own")
+	tot := statsTotal(t, reader, "q", time.Minute)
+	assert.Equal(t, tot.Counts.Started, tot.Wait.Count())
+	assert.Equal(t, tot.Counts.Finished, tot.Run.Count())
+	assert.Less(t, tot.Counts.Finished, done, "the last second's still held")
+}
+
+// An idle queue's counts are written by a call of their own, about a
+// second after they were counted.
+func TestStatsOfAnIdleQueueAreWrittenAlone(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	reader := b.client()
+	own := countOps(c, store.OpStats)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 3)
+	start := time.Now()
+	for _, p := range dequeueAll(t, w, "q", 3) {
+		require.NoError(t, p.Finish(ctx))
+	}
+	eventually(t, 10*time.Second, "the counts written", func() bool {
+		return statsTotal(t, reader, "q", time.Minute).Counts.Finished == 3
+	})
+	assert.GreaterOrEqual(t, time.Since(start), store.StatsFlushEvery, "held for a second first")
+	assert.Positive(t, own.Load(), "by a call of their own")
+	tot := statsTotal(t, reader, "q", time.Minute)
+	assert.Equal(t, StatsCounts{Enqueued: 3, Started: 3, Finished: 3}, tot.Counts)
+	assert.EqualValues(t, 3, tot.Wait.Count())
+	assert.EqualValues(t, 3, tot.Run.Count())
+}
+
+// Shutdown and Close write what the client holds, however fresh.
+func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	reader := b.client()
+	for _, how := range []string{"shutdown", "close"} {
+		t.Run(how, func(t *testing.T) {
+			c := b.client()
+			c.store.SetStatsTiming(time.Hour, 0) // never by themselves
+			queue := "q-" + how
+			w := newWorker(t, c, WorkerOptions{})
+			require.NoError(t, w.Handle(ctx, queue, func(context.Context, *Process) error { return nil }, HandleOptions{Concurrency: 4}))
+			enqueueNumbered(t, c, queue, 20)
+			settledQueue(t, reader, queue)
+			assert.Zero(t, statsTotal(t, reader, queue, time.Minute).Counts.Started, "held")
+			if how == "shutdown" {
+				require.NoError(t, w.Shutdown(ctx))
+				eventually(t, 5*time.Second, "the client's timer goroutine gone, nothing being pending", func() bool {
+					c.statsFlusher.mu.Lock()
+					defer c.statsFlusher.mu.Unlock()
+					return c.statsFlusher.running == nil
+				})
+			} else {
+				require.NoError(t, c.Close(ctx))
+			}
+			tot := statsTotal(t, reader, queue, time.Minute)
+			assert.Equal(t, StatsCounts{Enqueued: 20, Started: 20, Finished: 20}, tot.Counts)
+			assert.EqualValues(t, 20, tot.Run.Count())
+		})
+	}
+}
+
+// A process killed with counts not yet written loses those, and nothing
+// else: a peer reclaims its work (counted by the peer's script), and the
+// peer's own counts are written.
+func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	rdb := b.redis()
+	killed := b.clientOn(rdb)
+	killed.store.SetStatsTiming(time.Hour, 0) // all it counts is pending
+	dead := newWorker(t, killed, fast)
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, killed, "q", 7)
+	for _, p := range dequeueAll(t, dead, "q", 5) {
+		require.NoError(t, p.Finish(ctx))
+	}
+	dequeueAll(t, dead, "q", 2) // held as it dies
+	dead.crash()
+	rdb.Close() // its connection gone: Close can write nothing
+	_ = killed.Close(ctx)
+
+	peerClient := b.client()
+	peer := newWorker(t, peerClient, fast)
+	require.NoError(t, peer.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	settledQueue(t, peerClient, "q")
+	eventually(t, 10*time.Second, "the reclaimed tasks finished", func() bool {
+		return statsTotal(t, peerClient, "q", time.Minute).Counts.Finished == 2
+	})
+	tot := statsTotal(t, peerClient, "q", time.Minute)
+	assert.Equal(t, StatsCounts{Enqueued: 7, Started: 2, Finished: 2, Reclaimed: 2}, tot.Counts,
+		"the killed client's 7 starts and 5 finishes are lost; the rest is counted")
+	assert.EqualValues(t, 2, tot.Wait.Count())
+	assert.EqualValues(t, 2, tot.Run.Count())
+}
+
+// A client with stats off counts nothing in Go either, and writes nothing
+// on Close.
+func TestStatsOffCountsNothing(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	off, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), NoStats: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = off.Close(context.Background()) })
+	own := countOps(off, store.OpStats)
+	w := newWorker(t, off, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, off, "q", 3)
+	ps := dequeueAll(t, w, "q", 3)
+	require.NoError(t, ps[0].Finish(ctx))
+	require.NoError(t, ps[1].Retry(ctx, 0, errors.New("again")))
+	require.NoError(t, ps[2].DeadLetter(ctx, errors.New("dead")))
+	assert.True(t, off.store.StatsNextIdle().IsZero(), "nothing pending")
+	require.NoError(t, off.Close(ctx))
+	assert.Zero(t, own.Load(), "no stats call")
+	reader := b.client()
+	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no stats written")
+}
+
+// Counts held across the deletion of their queue are dropped: the
+// queue's stats are gone with it, and no hash is made again.
+func TestStatsOfADeletedQueueAreDropped(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	c.store.SetStatsTiming(time.Hour, 0)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	for _, p := range dequeueAll(t, w, "q", 2) {
+		require.NoError(t, p.Finish(ctx))
+	}
+	require.NoError(t, second(c.DeleteQueue(ctx, "q")))
+	require.NoError(t, c.Close(ctx)) // writes what it holds
+	reader := b.client()
+	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no stats hash for the deleted queue")
+}
