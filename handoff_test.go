@@ -108,6 +108,31 @@ func TestLargeTasksAreNotHandedOver(t *testing.T) {
 	settledQueue(t, c, "q")
 }
 
+// A task on a paused queue is not handed over (the controls are the
+// dequeue's to apply): it waits, and its event names the two longest-idle
+// runtimes, as any enqueue's does, until the queue is resumed.
+func TestNoHandOffOnAPausedQueue(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	h := newHandledBy()
+	for range 3 {
+		w := newWorker(t, c, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
+	}
+	require.NoError(t, c.Pause(ctx, "q"))
+	ids := settledParking(t, c, "q", 3)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.Equal(t, "w1:"+ids[0]+","+ids[1], firstMessage(t, events, "w1"))
+	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
+	require.NoError(t, c.Resume(ctx, "q"))
+	assert.Equal(t, "x", recv(t, h.got, 5*time.Second, "x run once resumed"))
+	settledQueue(t, c, "q")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Len(t, h.by["x"], 1)
+}
+
 // A runtime handed a task while it has no free slot (its own dequeue took
 // the slot first) gives the task back to the front of the queue: it runs
 // next, before a task enqueued after it, and as a first attempt.

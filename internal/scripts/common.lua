@@ -610,9 +610,15 @@ end
 -- Tell a queue's runtimes of n tasks that just became waiting: the work
 -- event names up to n + 1 of the runtimes parked in the idle set, longest
 -- idle first (see enqueue.lua), or, with none parked, nobody, which wakes
--- every runtime.
-local function wake(idle, channel, n)
-  local parked = redis.call('ZPOPMIN', idle, n + 1)
+-- every runtime. first, when given, is what a ZPOPMIN of one from the idle
+-- set just returned: the runtime it took is named first, and an empty
+-- answer means none is parked.
+local function wake(idle, channel, n, first)
+  local parked = first or {}
+  if not first or #first > 0 then
+    local more = redis.call('ZPOPMIN', idle, n + 1 - #parked / 2)
+    for _, v in ipairs(more) do parked[#parked + 1] = v end
+  end
   local msg = 'w' .. n
   if #parked > 0 then
     local ids = {}

@@ -59,22 +59,16 @@ if sha ~= '' then
     return {0, holder, 1}
   end
 end
--- Hand entry to the longest-idle runtime (see above) at time now (µs);
--- false when it cannot go. The checks go cheapest first for a busy queue
--- (tasks wait), then for one held back (controls), then the runtime.
-local function hand_off(entry, now)
+-- Hand entry to worker, the longest-idle runtime, just taken out of the
+-- idle set (see above), at time now (µs); false when it cannot go. The
+-- checks go cheapest first for a busy queue (tasks wait), then for one
+-- held back (controls).
+local function hand_off(entry, worker, now)
   if redis.call('EXISTS', KEYS[10], KEYS[11], KEYS[12]) > 0 then
     return false
   end
   local paused, limit, rate = queue_controls(KEYS[2])
-  if paused or limit or rate then
-    return false
-  end
-  -- A runtime whose worker has died is taken out here, as the wake below
-  -- would have done.
-  local parked = redis.call('ZPOPMIN', KEYS[3])
-  local worker = parked[1]
-  if not worker or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
+  if paused or limit or rate or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
     return false
   end
   local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now)
@@ -114,7 +108,14 @@ else
     local k = front and n - i + 1 or i
     entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[9 + k]
   end
-  if not (ARGV[9] == '1' and n == 1 and hand_off(entries[1], now)) then
+  -- A single task takes the longest-idle runtime out of the idle set
+  -- first, as the wake would: with none parked (a busy queue) that is all
+  -- the hand-off costs.
+  local popped
+  if ARGV[9] == '1' and n == 1 then
+    popped = redis.call('ZPOPMIN', KEYS[3])
+  end
+  if not (popped and popped[1] and hand_off(entries[1], popped[1], now)) then
     if front then
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.
@@ -124,7 +125,7 @@ else
     else
       redis.call('LPUSH', KEYS[1], unpack(entries))
     end
-    wake(KEYS[3], ARGV[1], n)
+    wake(KEYS[3], ARGV[1], n, popped)
   end
 end
 local id = string.format('%x', first)
