@@ -209,6 +209,7 @@ func New(opts Options) (*Client, error) {
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	c.keepalives = newCoalescer(store.MaxWorkersPerKeepalive, c.keepaliveJoined)
+	c.keepalives.together = true
 	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})
