@@ -170,12 +170,12 @@ func TestZombieCannotReportProgress(t *testing.T) {
 	require.NoError(t, taken.Finish(ctx))
 }
 
-// Reports faster than ProgressInterval are coalesced: few writes, and the
-// last report is written in the end.
-func TestProgressWritesAreThrottled(t *testing.T) {
-	t.Parallel()
-	_, c, ctx := setup(t)
-	var writes atomic.Int64
+// progressWrites sets up one task in flight on a worker of a fresh client
+// whose progress writes to Redis are counted.
+func progressWrites(t *testing.T) (c *Client, ctx context.Context, id string, p *Process, writes *atomic.Int64) {
+	t.Helper()
+	_, c, ctx = setup(t)
+	writes = new(atomic.Int64)
 	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpProgress {
 			writes.Add(1)
@@ -186,7 +186,14 @@ func TestProgressWritesAreThrottled(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
-	p := dequeueAll(t, w, "q", 1)[0]
+	return c, ctx, id, dequeueAll(t, w, "q", 1)[0], writes
+}
+
+// Reports faster than ProgressInterval are coalesced: few writes, and the
+// last report is written in the end.
+func TestProgressWritesAreThrottled(t *testing.T) {
+	t.Parallel()
+	c, ctx, id, p, writes := progressWrites(t)
 	start := time.Now()
 	for pct := 0; pct <= 100; pct++ {
 		require.NoError(t, p.ReportProgress(ctx, pct, "step"))
@@ -318,19 +325,7 @@ func TestCheckRepairDropsStrayProgress(t *testing.T) {
 // the last one made is the one kept.
 func TestConcurrentReportsAreThrottledTogether(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
-	var writes atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpProgress {
-			writes.Add(1)
-		}
-		return nil
-	})
-	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	id, err := c.Enqueue(ctx, "q", []byte("x"))
-	require.NoError(t, err)
-	p := dequeueAll(t, w, "q", 1)[0]
+	c, ctx, id, p, writes := progressWrites(t)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := range 4 {
