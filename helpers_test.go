@@ -396,23 +396,6 @@ func (b *backend) listen(channel string) <-chan string {
 	return msgs
 }
 
-// firstMessage waits for the first message that starts with prefix,
-// skipping others, and returns it.
-func firstMessage(t *testing.T, msgs <-chan string, prefix string) string {
-	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case m := <-msgs:
-			if strings.HasPrefix(m, prefix) {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("no message starting %q", prefix)
-		}
-	}
-}
-
 // expectMessage waits for a message equal to want, skipping others.
 func expectMessage(t *testing.T, msgs <-chan string, want string) {
 	t.Helper()

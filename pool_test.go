@@ -404,7 +404,7 @@ func TestPoolNamedWhileFullPassesTheEventOn(t *testing.T) {
 
 			events := b.listen(c.store.Keys().Queue("quiet").Channel)
 			require.NoError(t, second(c.Enqueue(ctx, "quiet", []byte(tc.task))))
-			assert.True(t, strings.HasPrefix(firstMessage(t, events, tc.first), tc.first+w.ID()), "the pool is named")
+			assert.True(t, strings.HasPrefix(expectPrefix(t, events, tc.first), tc.first+w.ID()), "the pool is named")
 			expectMessage(t, events, "w1") // passed on to all
 			close(release)
 			assert.Equal(t, "quiet/"+tc.task, recv(t, started, 5*time.Second, "taken once the slot freed"))

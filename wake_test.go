@@ -95,7 +95,7 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 		require.ElementsMatch(t, all, ids)
 		task := tooBig(fmt.Sprintf("t1-%d", try))
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(task))))
-		m := firstMessage(t, events, "w1:")
+		m := expectPrefix(t, events, "w1:")
 		assert.Equal(t, task, recv(t, h.got, 5*time.Second, "task handled"))
 		eventually(t, 5*time.Second, "all parked again", func() bool { return len(parked(t, c, "q")) == 4 })
 		if m == "w1:"+ids[0]+","+ids[1] {
@@ -228,6 +228,6 @@ func TestRetryWakesOnlyParkedRuntimes(t *testing.T) {
 	require.Equal(t, []string{w.ID()}, settledParking(t, c, "q", 1))
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 	require.NoError(t, p.Retry(ctx, 0, errors.New("again")))
-	assert.Equal(t, "w1:"+w.ID(), firstMessage(t, events, "w"))
+	assert.Equal(t, "w1:"+w.ID(), expectPrefix(t, events, "w"))
 	assert.Equal(t, "t", recv(t, h.got, 5*time.Second, "the retried task handled by the parked runtime"))
 }
