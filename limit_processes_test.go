@@ -141,10 +141,20 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 	}
 	killed := make(map[string]int64) // process -> Redis time after it was reaped
 	frozen := make(map[string]int64) // process -> Redis time once it was stopped
+	// A child writes its worker id once it has started; the log can reach
+	// a count from the others first.
 	workerID := func(ch *child) string {
 		t.Helper()
-		id, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(logKey+":ids").Field(ch.name).Build()).ToString()
-		require.NoError(t, err)
+		var id string
+		eventually(t, 10*time.Second, ch.name+" wrote its worker id", func() bool {
+			v, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(logKey+":ids").Field(ch.name).Build()).ToString()
+			if rueidis.IsRedisNil(err) {
+				return false
+			}
+			require.NoError(t, err)
+			id = v
+			return true
+		})
 		return id
 	}
 	held := func(id string) int {
