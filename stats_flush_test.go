@@ -101,6 +101,32 @@ func TestStatsRideOnABusyQueuesCalls(t *testing.T) {
 	assert.Less(t, tot.Counts.Finished, done, "the last second's still held")
 }
 
+// A producer's enqueue counts are its client's too: held, then carried by
+// one of its own enqueues (the enqueue script counts nothing itself), and
+// written by Close.
+func TestEnqueueCountsRideOnEnqueues(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	reader := b.client()
+	own := countOps(c, store.OpStats)
+	c.store.SetStatsTiming(20*time.Millisecond, time.Hour) // never idle
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.Zero(t, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "held by the client")
+	sent := 1
+	eventually(t, 10*time.Second, "carried by an enqueue", func() bool {
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+		sent++
+		return statsTotal(t, reader, "q", time.Minute).Counts.Enqueued > 0
+	})
+	assert.Zero(t, own.Load(), "no call of their own")
+	_, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("y"), []byte("z")})
+	require.NoError(t, err)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))))
+	require.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))), ErrDuplicate) // not counted
+	require.NoError(t, c.Close(ctx))
+	assert.EqualValues(t, sent+3, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
+}
+
 // An idle queue's counts are written by a call of their own, about a
 // second after they were counted.
 func TestStatsOfAnIdleQueueAreWrittenAlone(t *testing.T) {
@@ -169,7 +195,11 @@ func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 	killed.store.SetStatsTiming(time.Hour, 0) // all it counts is pending
 	dead := newWorker(t, killed, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
-	enqueueNumbered(t, killed, "q", 7)
+	// The tasks come from a client that lives on and closes: its enqueue
+	// counts are written. (The killed client's own would be lost too.)
+	producer := b.client()
+	enqueueNumbered(t, producer, "q", 7)
+	require.NoError(t, producer.Close(ctx))
 	for _, p := range dequeueAll(t, dead, "q", 5) {
 		require.NoError(t, p.Finish(ctx))
 	}

@@ -216,12 +216,14 @@ end
 -- The queue controls kept in its meta hash: 'paused' (any value), 'limit'
 -- (the most weight in flight across the fleet: see entry_weight), and
 -- 'rate' and 'per' (at most rate starts in any per ms).
--- Returns paused, limit, rate, per (nil when none), and the extra weight
--- in flight ('wx', see entry_weight; 0 when none).
+-- Returns paused, limit, rate, per (nil when none), the extra weight in
+-- flight ('wx', see entry_weight; 0 when none), and, since a dequeue that
+-- reads the controls goes on to start processes, the process id counter
+-- ('seq', see start_procs; false when none), read in the same call.
 local function queue_controls(meta)
-  local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per', 'wx')
+  local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per', 'wx', 'seq')
   return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil), tonumber(c[3] or nil), tonumber(c[4] or nil),
-    tonumber(c[5] or nil) or 0
+    tonumber(c[5] or nil) or 0, c[6]
 end
 
 -- Slots freed in a queue with a concurrency limit: wake up to n runtimes
@@ -268,13 +270,25 @@ end
 -- client the wait and run for the stats), and a queue deleted and made
 -- again never reuses an id (see drop_meta_if_gone).
 -- One HGET and one HSET of the id counter and one HSET per 500 processes
--- however many there are. start_us is the time (µs), if the caller has it.
+-- however many there are. start_us is the time (µs), if the caller has it;
+-- last the counter's value ('seq'), if the caller read it (false when it
+-- has none; nil: not read, so read here); and sets, if given, a list of
+-- meta fields and values the caller writes in one HSET of its own, which
+-- the counter joins instead of being written here.
 -- Returns their ids in start order (the first out first) and the time.
-local function start_procs(procs, meta, worker, tasks, start_us)
+local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
   local n = #tasks
   start_us = start_us or now_us()
-  local seq = math.max(start_us, (tonumber(redis.call('HGET', meta, 'seq') or '0') or 0) + 1) - 1
-  redis.call('HSET', meta, 'seq', ms(seq + n))
+  if last == nil then
+    last = redis.call('HGET', meta, 'seq')
+  end
+  local seq = math.max(start_us, (tonumber(last or '0') or 0) + 1) - 1
+  if sets then
+    sets[#sets + 1] = 'seq'
+    sets[#sets + 1] = ms(seq + n)
+  else
+    redis.call('HSET', meta, 'seq', ms(seq + n))
+  end
   local pids, fields = {}, {}
   local added = 0 -- the extra weight of the new processes
   for i = n, 1, -1 do
@@ -345,14 +359,15 @@ end
 -- to its hour's slot (stats_roll). A reader takes 'c' as minute cur.
 -- STATS (set by scripts.go) false makes all of it a no-op.
 --
--- Who counts what: the hot path (started and the waits, counted from the
--- dequeue reply; finished, retried and the runs, from the finish and
--- retry replies, which carry the Redis clock) is counted by the client,
--- which adds it here about once a second per queue, in an argument of a
--- dequeue, finish or retry call it makes anyway (stats_add; see
--- internal/store/statsbuf.go): a script call costs about 0.75 µs per
--- number it passes to Redis, too much to spend on every call. The rarer
--- events (enqueued, requeued, dead, reclaimed, cancelled, and the runs of
+-- Who counts what: the hot path (enqueued, from the enqueue reply;
+-- started and the waits, counted from the dequeue reply; finished,
+-- retried and the runs, from the finish and retry replies, which carry the
+-- Redis clock) is counted by the client, which adds it here about once a
+-- second per queue, in an argument of an enqueue, dequeue, finish or retry
+-- call it makes anyway (stats_add; see internal/store/statsbuf.go): a
+-- script call costs about 0.75 µs per number it passes to Redis, too much
+-- to spend on every call. The rarer events (periodic ticks' enqueues,
+-- requeued, dead, reclaimed, cancelled, and the runs of
 -- processes buried or requeued) are counted by their scripts (stat,
 -- stat_run) and written once, at the end (stats_flush): one HMGET and one
 -- HSET however many tasks a call handled.

@@ -40,7 +40,7 @@ end
 -- the last window are kept in the starts set (pid -> µs).
 local asked = tonumber(ARGV[2])
 local want = asked
-local paused, limit, rate, per, extra = queue_controls(KEYS[4])
+local paused, limit, rate, per, extra, seq = queue_controls(KEYS[4])
 local room -- under a limit, the slots free
 if paused then
   want = 0
@@ -126,7 +126,7 @@ end
 if n == 0 then
   return {ms(rate_until())}
 end
-local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks)
+local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks, nil, seq)
 local out, retried, started = {'0'}, {}, {}
 for j, pid in ipairs(pids) do
   local t = tasks[n - j + 1]

@@ -1,7 +1,7 @@
 -- Enqueue tasks at the back of a queue (or, with front set, at its front)
 -- and wake its workers; or, when they are due later, into the queue's
--- delayed set. Each task gets an id (see next_task_ids) and is stored as
--- an entry '<id><fields>:<payload>'.
+-- delayed set. Each task gets an id (as next_task_ids gives them) and is
+-- stored as an entry '<id><fields>:<payload>'.
 --
 -- With a unique key (its sha1; one task only) the task is added only if no
 -- task holds the key: while alive (ttl 0: the key is given up when the
@@ -14,7 +14,9 @@
 --       now), delay (µs from now; 0: none), header fields every task gets
 --       (',m<budget>,t<timeout ms>', or ''), unique key's sha1 (or ''),
 --       unique ttl (ms; 0: while alive), hand-off ("1": the task may be
---       handed to an idle runtime, see below; "0"), payload...
+--       handed to an idle runtime, see below; "0"), the client's stats
+--       counts (see stats_add; its own count of enqueued tasks among
+--       them: this script counts none), payload...
 -- Returns {unregistered, first id (hex), duplicate (0/1)}: unregistered is
 -- 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua), and the caller then registers it; the tasks' ids count
@@ -39,7 +41,7 @@
 -- 'h<worker>,<pid>,<entry>' carries the process to it. It starts the task,
 -- or gives it back to the front if it cannot (stop.lua); if its worker dies
 -- first, its lease covers the process as it covers every other.
-local n = #ARGV - 9
+local n = #ARGV - 10
 local header = ARGV[6]
 local sha = ARGV[7]
 if sha ~= '' then
@@ -59,25 +61,30 @@ if sha ~= '' then
     return {0, holder, 1}
   end
 end
+-- Due times are kept in µs (exact in a score until the year 2255).
+local now = now_us()
+-- The queue's meta hash is read once, and written once at the end (sets):
+-- the task id counter (see next_task_ids), whether the queue is confirmed,
+-- the controls a hand-off must not pass (see queue_controls) and the
+-- process id counter a hand-off counts on (see start_procs). On an idle
+-- queue the script's cost is mostly its number of calls.
+local meta = redis.call('HMGET', KEYS[2], 'tid', 'registered', 'paused', 'limit', 'rate', 'seq')
+local first = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
+local sets = {'tid', ms(first + n - 1)}
 -- Hand entry to worker, the longest-idle runtime, just taken out of the
--- idle set (see above), at time now (µs); false when it cannot go. The
--- checks go cheapest first for a busy queue (tasks wait), then for one
--- held back (controls).
-local function hand_off(entry, worker, now)
+-- idle set (see above); false when it cannot go. The checks go cheapest
+-- first for a busy queue (tasks wait), then for one held back (controls).
+local function hand_off(entry, worker)
   if redis.call('EXISTS', KEYS[10], KEYS[11], KEYS[12]) > 0 then
     return false
   end
-  local paused, limit, rate = queue_controls(KEYS[2])
-  if paused or limit or rate or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
+  if meta[3] or meta[4] or meta[5] or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
     return false
   end
-  local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now)
+  local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now, meta[6], sets)
   publish(ARGV[1], 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
   return true
 end
--- Due times are kept in µs (exact in a score until the year 2255).
-local now = now_us()
-local first = next_task_ids(KEYS[2], n, now)
 if sha ~= '' then
   redis.call('HSET', KEYS[5], sha, string.format('%x', first))
   local ttl = tonumber(ARGV[8])
@@ -94,7 +101,7 @@ if due > now then
   header = header .. ',d' .. string.format('%x', due)
   for i = 1, n do
     entries[#entries + 1] = ms(due)
-    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[9 + i]
+    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[10 + i]
   end
   for i = 1, #entries, 1000 do
     redis.call('ZADD', KEYS[4], unpack(entries, i, math.min(i + 999, #entries)))
@@ -106,7 +113,7 @@ else
   local front = ARGV[3] == '1'
   for i = 1, n do
     local k = front and n - i + 1 or i
-    entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[9 + k]
+    entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[10 + k]
   end
   -- A single task takes the longest-idle runtime out of the idle set
   -- first, as the wake would: with none parked (a busy queue) that is all
@@ -115,7 +122,7 @@ else
   if ARGV[9] == '1' and n == 1 then
     popped = redis.call('ZPOPMIN', KEYS[3])
   end
-  if not (popped and popped[1] and hand_off(entries[1], popped[1], now)) then
+  if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
     if front then
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.
@@ -128,12 +135,15 @@ else
     wake(KEYS[3], ARGV[1], n, popped)
   end
 end
+redis.call('HSET', KEYS[2], unpack(sets))
 local id = string.format('%x', first)
-stat('e', n)
+-- The client counts what it enqueued (internal/store/statsbuf.go) and
+-- carries its counts about once a second: the usual call writes no stats.
+stats_add(ARGV[10])
 stats_flush(KEYS[7], math.floor(now / 1000))
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
-if redis.call('HEXISTS', KEYS[2], 'registered') == 1 then
+if meta[2] then
   return {0, id, 0}
 end
 name_queue(KEYS[2], ARGV[2])

@@ -116,10 +116,14 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		per = max(len(payloads), 1)
 	}
 	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
+	// The first call carries the client's stats counts, if due.
+	carry := s.stats.take(queue)
+	counts := carry.counts()
 	for start := 0; start < len(payloads); start += per {
 		chunk := payloads[start:min(start+per, len(payloads))]
-		argv := make([]string, 0, 9+len(chunk))
-		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk))
+		argv := make([]string, 0, 10+len(chunk))
+		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk), counts)
+		counts = ""
 		// One copy of the chunk's bytes into one string, sliced per task,
 		// rather than an allocation per task.
 		size := 0
@@ -139,6 +143,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
+	s.stats.sent(carry, err, firstResult(results))
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +182,9 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			}
 			continue
 		}
+		if dup == 0 {
+			s.stats.enqueued(queue, n)
+		}
 		unregistered = unregistered || flag == 1
 	}
 	if unregistered {
@@ -188,6 +196,14 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 		return ids, ErrDuplicate
 	}
 	return ids, firstErr
+}
+
+// firstResult is the reply of the first of several calls (none: zero).
+func firstResult(results []rueidis.RedisResult) rueidis.RedisResult {
+	if len(results) == 0 {
+		return rueidis.RedisResult{}
+	}
+	return results[0]
 }
 
 // RegisterQueue adds a queue to the registry, then confirms that in the

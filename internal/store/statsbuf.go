@@ -11,11 +11,12 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The hot path's stats (started and the waits, finished, retried and the
-// runs) are counted here, by the client, from the replies of the dequeue,
-// finish and retry scripts, and written to the queue's stats hash (see
-// stats.go) about once a second per queue: the counts ride, as one
-// argument, on a dequeue, finish or retry call of the queue made anyway
+// The hot path's stats (enqueued, started and the waits, finished, retried
+// and the runs) are counted here, by the client, from the replies of the
+// enqueue, dequeue, finish and retry scripts, and written to the queue's
+// stats hash (see stats.go) about once a second per queue: the counts
+// ride, as one argument, on an enqueue, dequeue, finish or retry call of
+// the queue made anyway
 // once they are StatsFlushEvery old, and the script adds them with
 // common.lua's stats_add and stats_flush, as if it had counted them. A
 // queue that goes idle with counts pending has them written by a call of
@@ -55,7 +56,7 @@ type statsBuf struct {
 
 // pendingStats are a queue's counts not yet written.
 type pendingStats struct {
-	started, finished, retried int64
+	enqueued, started, finished, retried int64
 	wait, run                  [HistogramBuckets]int64
 	waitSum, runSum            int64     // µs
 	since                      time.Time // when the first of them was counted
@@ -110,6 +111,7 @@ func (c statsCarry) counts() string {
 		b.WriteByte('=')
 		b.WriteString(strconv.FormatInt(n, 10))
 	}
+	add("e", p.enqueued)
 	add("s", p.started)
 	add("f", p.finished)
 	add("r", p.retried)
@@ -173,6 +175,7 @@ func (b *statsBuf) sent(c statsCarry, sendErr error, res rueidis.RedisResult) {
 	now := time.Now()
 	b.mu.Lock()
 	p, made := b.pending(c.queue, now)
+	p.enqueued += c.p.enqueued
 	p.started += c.p.started
 	p.finished += c.p.finished
 	p.retried += c.p.retried
@@ -206,6 +209,20 @@ func scriptNotRun(err error) bool {
 		return true
 	}
 	return false
+}
+
+// enqueued counts n tasks an enqueue of queue added.
+func (b *statsBuf) enqueued(queue string, n int) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	p, made := b.pending(queue, time.Now())
+	p.enqueued += int64(n)
+	b.mu.Unlock()
+	if made && b.notify != nil {
+		b.notify()
+	}
 }
 
 // started counts the processes a dequeue of queue took and their waits:
