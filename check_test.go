@@ -452,7 +452,7 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 	for _, c := range []*Client{star, other} {
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 		require.NoError(t, c.store.FlushStats(ctx, "q")) // the enqueue's count: the stats hash exists
-		t.Cleanup(func() { // deleteKeys would read these prefixes as patterns
+		t.Cleanup(func() {                               // deleteKeys would read these prefixes as patterns
 			ctx := context.Background()
 			k := c.store.Keys().Queue("q")
 			for _, key := range []string{k.Waiting, k.Meta, k.Stats, c.store.Keys().Queues()} { // two slots

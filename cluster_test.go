@@ -405,6 +405,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "moving", rec.events()))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "moving", [][]byte{[]byte("held"), []byte("a"), []byte("b")})))
+	require.NoError(t, c.store.FlushStats(ctx, "moving")) // the enqueue count: the stats hash exists
 	held, err := w.Dequeue(ctx, "moving")
 	require.NoError(t, err)
 	require.Equal(t, "held", string(held.Task()))

@@ -57,10 +57,10 @@ type statsBuf struct {
 // pendingStats are a queue's counts not yet written.
 type pendingStats struct {
 	enqueued, started, finished, retried int64
-	wait, run                  [HistogramBuckets]int64
-	waitSum, runSum            int64     // µs
-	since                      time.Time // when the first of them was counted
-	lastCall                   time.Time // the last call of the queue seen
+	wait, run                            [HistogramBuckets]int64
+	waitSum, runSum                      int64     // µs
+	since                                time.Time // when the first of them was counted
+	lastCall                             time.Time // the last call of the queue seen
 }
 
 func newStatsBuf() *statsBuf {
