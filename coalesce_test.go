@@ -41,6 +41,21 @@ func (f *fakeSend) send(_ context.Context, _ string, items []int) ([]string, err
 	return out, nil
 }
 
+// queued counts the calls (items) and the batches of queue that wait
+// behind the one in flight in c.
+func queued[I, O any](c *coalescer[I, O], queue string) (items, batches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.queues[queue]
+	if p == nil {
+		return 0, 0
+	}
+	for _, b := range p.batches {
+		items += len(b.items)
+	}
+	return items, len(p.batches)
+}
+
 func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	f := newFakeSend()
 	c := newCoalescer(3, f.send)
@@ -62,12 +77,7 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 		go call(i)
 		// Wait until the call has joined a batch, so the order is known.
 		eventually(t, 5*time.Second, "call joined", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			n := 0
-			for _, b := range c.queues["q"].batches {
-				n += len(b.items)
-			}
+			n, _ := queued(c, "q")
 			return n == i
 		})
 	}
@@ -116,13 +126,8 @@ func TestCoalescerSendsQueuedBatchesTogether(t *testing.T) {
 		}
 	}
 	eventually(t, 5*time.Second, "the rest queued in three batches", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		n := 0
-		for _, b := range c.queues["q"].batches {
-			n += len(b.items)
-		}
-		return n == 6 && len(c.queues["q"].batches) == 3
+		n, batches := queued(c, "q")
+		return n == 6 && batches == 3
 	})
 	f.release <- struct{}{} // the first returns
 	for range 3 {
@@ -151,9 +156,8 @@ func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 		gaveUp <- err
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queues["q"].batches) == 1
+		n, _ := queued(c, "q")
+		return n == 1
 	})
 	cancel()
 	require.True(t, errors.Is(recv(t, gaveUp, 5*time.Second, "gave up"), context.Canceled))
@@ -163,9 +167,8 @@ func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 		stays <- out
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queues["q"].batches[0].items) == 2
+		n, _ := queued(c, "q")
+		return n == 2 // in one batch: it holds up to 10
 	})
 	close(f.release)
 	require.Equal(t, "done 2", recv(t, stays, 5*time.Second, "kept call answered"))
@@ -300,18 +303,10 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 	for _, p := range ps[1:] {
 		go func() { errs <- p.Retry(ctx, 0, errors.New("e")) }()
 	}
-	queued := func() int {
-		c.retries.mu.Lock()
-		defer c.retries.mu.Unlock()
-		sum := 0
-		if p := c.retries.queues["q"]; p != nil {
-			for _, b := range p.batches {
-				sum += len(b.items)
-			}
-		}
-		return sum
-	}
-	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool { return queued() == n-1 })
+	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool {
+		items, _ := queued(c.retries, "q")
+		return items == n-1
+	})
 	close(release)
 	for range n {
 		require.NoError(t, recv(t, errs, 5*time.Second, "retry returned"))
