@@ -208,21 +208,36 @@ func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
 	}
 }
 
+// twoHolders starts two workers on queue q and hands them a task each of
+// owners names (0 the first worker, 1 the second), in order: the tasks
+// "a", "b", ... enqueued at once and dequeued one at a time.
+func twoHolders(t *testing.T, c *Client, owners ...int) ([2]*Worker, []*Process) {
+	t.Helper()
+	ctx := context.Background()
+	ws := [2]*Worker{newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})}
+	tasks := make([][]byte, len(owners))
+	for i := range tasks {
+		tasks[i] = []byte{byte('a' + i)}
+	}
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
+	for _, w := range ws {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	ps := make([]*Process, len(owners))
+	for i, o := range owners {
+		p, err := ws[o].Dequeue(ctx, "q")
+		require.NoError(t, err)
+		ps[i] = p
+	}
+	return ws, ps
+}
+
 // One finish script call settles processes of several workers; a process
 // listed twice is finished once, and one that is not the worker's is lost.
 func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	_, c, ctx := setup(t)
-	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
-	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
-	for _, w := range []*Worker{w1, w2} {
-		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	}
-	p1, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p2, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p3, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
+	ws, ps := twoHolders(t, c, 0, 1, 1)
+	w1, p1, p2, p3 := ws[0], ps[0], ps[1], ps[2]
 	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
 	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
 	require.NoError(t, err)
@@ -239,21 +254,9 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 // cancelled one is dropped.
 func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
 	_, c, ctx := setup(t)
-	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
-	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")})
-	require.NoError(t, err)
-	for _, w := range []*Worker{w1, w2} {
-		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	}
-	p1, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p2, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p3, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p4, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	_, err = c.CancelTask(ctx, "q", ids[3])
+	ws, ps := twoHolders(t, c, 0, 1, 1, 0)
+	w1, p1, p2, p3, p4 := ws[0], ps[0], ps[1], ps[2], ps[3]
+	_, err := c.CancelTask(ctx, "q", p4.TaskID())
 	require.NoError(t, err)
 	ref := func(p *Process, d time.Duration, e string) store.RetryRef {
 		return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner(), PID: p.ID()}, Delay: d, Err: e}
