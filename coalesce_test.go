@@ -41,6 +41,21 @@ func (f *fakeSend) send(_ context.Context, _ string, items []int) ([]string, err
 	return out, nil
 }
 
+// queued counts the calls (items) and the batches of queue that wait
+// behind the one in flight in c.
+func queued[I, O any](c *coalescer[I, O], queue string) (items, batches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.queues[queue]
+	if p == nil {
+		return 0, 0
+	}
+	for _, b := range p.batches {
+		items += len(b.items)
+	}
+	return items, len(p.batches)
+}
+
 func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	f := newFakeSend()
 	c := newCoalescer(3, f.send)
@@ -62,12 +77,7 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 		go call(i)
 		// Wait until the call has joined a batch, so the order is known.
 		eventually(t, 5*time.Second, "call joined", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			n := 0
-			for _, b := range c.queues["q"].batches {
-				n += len(b.items)
-			}
+			n, _ := queued(c, "q")
 			return n == i
 		})
 	}
@@ -116,13 +126,8 @@ func TestCoalescerSendsQueuedBatchesTogether(t *testing.T) {
 		}
 	}
 	eventually(t, 5*time.Second, "the rest queued in three batches", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		n := 0
-		for _, b := range c.queues["q"].batches {
-			n += len(b.items)
-		}
-		return n == 6 && len(c.queues["q"].batches) == 3
+		n, batches := queued(c, "q")
+		return n == 6 && batches == 3
 	})
 	f.release <- struct{}{} // the first returns
 	for range 3 {
@@ -151,9 +156,8 @@ func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 		gaveUp <- err
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queues["q"].batches) == 1
+		n, _ := queued(c, "q")
+		return n == 1
 	})
 	cancel()
 	require.True(t, errors.Is(recv(t, gaveUp, 5*time.Second, "gave up"), context.Canceled))
@@ -163,9 +167,8 @@ func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 		stays <- out
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queues["q"].batches[0].items) == 2
+		n, _ := queued(c, "q")
+		return n == 2 // in one batch: it holds up to 10
 	})
 	close(f.release)
 	require.Equal(t, "done 2", recv(t, stays, 5*time.Second, "kept call answered"))
@@ -205,21 +208,36 @@ func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
 	}
 }
 
+// twoHolders starts two workers on queue q and hands them a task each of
+// owners names (0 the first worker, 1 the second), in order: the tasks
+// "a", "b", ... enqueued at once and dequeued one at a time.
+func twoHolders(t *testing.T, c *Client, owners ...int) ([2]*Worker, []*Process) {
+	t.Helper()
+	ctx := context.Background()
+	ws := [2]*Worker{newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})}
+	tasks := make([][]byte, len(owners))
+	for i := range tasks {
+		tasks[i] = []byte{byte('a' + i)}
+	}
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
+	for _, w := range ws {
+		require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	}
+	ps := make([]*Process, len(owners))
+	for i, o := range owners {
+		p, err := ws[o].Dequeue(ctx, "q")
+		require.NoError(t, err)
+		ps[i] = p
+	}
+	return ws, ps
+}
+
 // One finish script call settles processes of several workers; a process
 // listed twice is finished once, and one that is not the worker's is lost.
 func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	_, c, ctx := setup(t)
-	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
-	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
-	for _, w := range []*Worker{w1, w2} {
-		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	}
-	p1, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p2, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p3, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
+	ws, ps := twoHolders(t, c, 0, 1, 1)
+	w1, p1, p2, p3 := ws[0], ps[0], ps[1], ps[2]
 	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
 	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
 	require.NoError(t, err)
@@ -236,21 +254,9 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 // cancelled one is dropped.
 func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
 	_, c, ctx := setup(t)
-	w1, w2 := newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})
-	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d")})
-	require.NoError(t, err)
-	for _, w := range []*Worker{w1, w2} {
-		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	}
-	p1, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p2, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p3, err := w2.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	p4, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	_, err = c.CancelTask(ctx, "q", ids[3])
+	ws, ps := twoHolders(t, c, 0, 1, 1, 0)
+	w1, p1, p2, p3, p4 := ws[0], ps[0], ps[1], ps[2], ps[3]
+	_, err := c.CancelTask(ctx, "q", p4.TaskID())
 	require.NoError(t, err)
 	ref := func(p *Process, d time.Duration, e string) store.RetryRef {
 		return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner(), PID: p.ID()}, Delay: d, Err: e}
@@ -300,18 +306,10 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 	for _, p := range ps[1:] {
 		go func() { errs <- p.Retry(ctx, 0, errors.New("e")) }()
 	}
-	queued := func() int {
-		c.retries.mu.Lock()
-		defer c.retries.mu.Unlock()
-		sum := 0
-		if p := c.retries.queues["q"]; p != nil {
-			for _, b := range p.batches {
-				sum += len(b.items)
-			}
-		}
-		return sum
-	}
-	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool { return queued() == n-1 })
+	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool {
+		items, _ := queued(c.retries, "q")
+		return items == n-1
+	})
 	close(release)
 	for range n {
 		require.NoError(t, recv(t, errs, 5*time.Second, "retry returned"))

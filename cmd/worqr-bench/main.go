@@ -80,62 +80,42 @@ type scenario struct {
 
 func scenarios() []scenario {
 	return []scenario{
-		{name: "enqueue", run: runEnqueue, targets: []target{
-			{Metric: "batch_tasks_per_s", Op: ">=", Limit: 1e6},
-			{Metric: "single_ratio", Op: ">=", Limit: 0.8},
+		{"enqueue", runEnqueue, []target{atLeast("batch_tasks_per_s", 1e6), atLeast("single_ratio", 0.8)}},
+		{"process", runProcess, []target{atLeast("ratio", 0.7)}},
+		{"latency", runLatency, []target{atMost("p99_ms", 2), atMost("p99_ratio", 1.2), atMost("started_twice", 0)}},
+		{"recovery", runRecovery, []target{
+			atMost("ttl3s_recovery_s", 4), atMost("ttl1s_recovery_s", 2),
+			atMost("ttl3s_after_expiry_ms", 100), atMost("ttl1s_after_expiry_ms", 100),
+			atMost("lost", 0),
 		}},
-		{name: "process", run: runProcess, targets: []target{
-			{Metric: "ratio", Op: ">=", Limit: 0.7},
+		{"memory", runMemory, []target{
+			atMost("waiting_bytes_per_task", payloadSize+64), atMost("inflight_bytes_per_task", payloadSize+200),
 		}},
-		{name: "latency", run: runLatency, targets: []target{
-			{Metric: "p99_ms", Op: "<=", Limit: 2},
-			{Metric: "p99_ratio", Op: "<=", Limit: 1.2},
-			{Metric: "started_twice", Op: "<=", Limit: 0},
+		{"fanout", runFanout, []target{atMost(fmt.Sprintf("trickle_w%d_started_twice", fanoutWorkers), 0)}},
+		{"delay", runDelay, []target{atMost("p99_ms", 2), atMost("early", 0)}},
+		{"burst", runBurst, []target{atLeast("ratio", 0.8)}},
+		{"multiqueue", runMultiqueue, nil},
+		{"retry", runRetry, []target{atLeast("ratio", 0.45)}},
+		{"idle", runIdle, []target{atMost("w1000_redis_cpu_pct", 1)}},
+		{"limits", runLimits, []target{
+			atLeast("nonbinding_ratio", 0.95),
+			atMost("binding_w1_peak_weight", 8), atLeast("binding_w1_ratio_to_ideal", 0.9),
+			atMost("binding_w2_peak_weight", 8), atLeast("binding_w2_ratio_to_ideal", 0.9),
 		}},
-		{name: "recovery", run: runRecovery, targets: []target{
-			{Metric: "ttl3s_recovery_s", Op: "<=", Limit: 4},
-			{Metric: "ttl1s_recovery_s", Op: "<=", Limit: 2},
-			{Metric: "ttl3s_after_expiry_ms", Op: "<=", Limit: 100},
-			{Metric: "ttl1s_after_expiry_ms", Op: "<=", Limit: 100},
-			{Metric: "lost", Op: "<=", Limit: 0},
-		}},
-		{name: "memory", run: runMemory, targets: []target{
-			{Metric: "waiting_bytes_per_task", Op: "<=", Limit: payloadSize + 64},
-			{Metric: "inflight_bytes_per_task", Op: "<=", Limit: payloadSize + 200},
-		}},
-		{name: "fanout", run: runFanout, targets: []target{
-			{Metric: fmt.Sprintf("trickle_w%d_started_twice", fanoutWorkers), Op: "<=", Limit: 0},
-		}},
-		{name: "delay", run: runDelay, targets: []target{
-			{Metric: "p99_ms", Op: "<=", Limit: 2},
-			{Metric: "early", Op: "<=", Limit: 0},
-		}},
-		{name: "burst", run: runBurst, targets: []target{
-			{Metric: "ratio", Op: ">=", Limit: 0.8},
-		}},
-		{name: "multiqueue", run: runMultiqueue},
-		{name: "retry", run: runRetry, targets: []target{
-			{Metric: "ratio", Op: ">=", Limit: 0.45},
-		}},
-		{name: "idle", run: runIdle, targets: []target{
-			{Metric: "w1000_redis_cpu_pct", Op: "<=", Limit: 1},
-		}},
-		{name: "limits", run: runLimits, targets: []target{
-			{Metric: "nonbinding_ratio", Op: ">=", Limit: 0.95},
-			{Metric: "binding_w1_peak_weight", Op: "<=", Limit: 8},
-			{Metric: "binding_w1_ratio_to_ideal", Op: ">=", Limit: 0.9},
-			{Metric: "binding_w2_peak_weight", Op: "<=", Limit: 8},
-			{Metric: "binding_w2_ratio_to_ideal", Op: ">=", Limit: 0.9},
-		}},
-		{name: "priorities", run: runPriorities},
-		{name: "rate", run: runRate, targets: []target{
-			{Metric: "max_starts_in_window", Op: "<=", Limit: 100},
-			{Metric: "early", Op: "<=", Limit: 0},
-		}},
-		{name: "stats", run: runStats, targets: []target{
-			{Metric: "ratio", Op: ">=", Limit: 0.95},
-		}},
+		{"priorities", runPriorities, nil},
+		{"rate", runRate, []target{atMost("max_starts_in_window", 100), atMost("early", 0)}},
+		{"stats", runStats, []target{atLeast("ratio", 0.95)}},
 	}
+}
+
+// atLeast is the target that a metric's median be at least limit.
+func atLeast(metric string, limit float64) target {
+	return target{Metric: metric, Op: ">=", Limit: limit}
+}
+
+// atMost is the target that a metric's median be at most limit.
+func atMost(metric string, limit float64) target {
+	return target{Metric: metric, Op: "<=", Limit: limit}
 }
 
 func main() {

@@ -329,21 +329,6 @@ local function entry_due(e, due_us)
 end
 local function entry_due_now(e) return entry_due(e, now_us()) end
 
--- For a batch of processes settled in one call (finish.lua, retry.lua):
--- why process pid (record v, of worker) cannot be, as its code: -1 the
--- worker's lease is gone, 0 it is not that worker's or was named twice;
--- nil when it can, and it is then marked taken. live caches the lease
--- checks per worker.
-local function batch_refusal(leases, now, live, taken, worker, pid, v)
-  if live[worker] == nil then
-    live[worker] = lease_live(leases, worker, now) and true or false
-  end
-  if not live[worker] then return -1 end
-  if not v or taken[pid] or proc_owner(v) ~= worker then return 0 end
-  taken[pid] = true
-  return nil
-end
-
 -- Stats (README, "Stats"): a queue's stats hash holds the current minute
 -- and two rings of time slots: minute slots 'm0'..'m359' (6 h) and hour
 -- slots 'h0'..'h167' (7 d). A slot's stamp field ('m17') is the minute
@@ -519,6 +504,38 @@ local function stats_client(key, meta, counts, now)
   if redis.call('HEXISTS', meta, 'name') == 0 then return end
   stats_add(counts)
   stats_flush(key, now)
+end
+
+-- Batches of processes settled in one call (finish.lua, retry.lua): ARGV
+-- holds the channel, the client's counts (see stats_client), then stride
+-- values per process, the pid second.
+--
+-- batch_open reads the Redis clock (one TIME), writes the client's counts
+-- with it, and reads the processes' records (one HMGET). Returns the clock
+-- in µs and in ms, the pids, and their records (false where none).
+local function batch_open(procs, stats, meta, stride)
+  local now_u = now_us()
+  local now = math.floor(now_u / 1000)
+  stats_client(stats, meta, ARGV[2], now)
+  local pids = {}
+  for i = 4, #ARGV, stride do
+    pids[#pids + 1] = ARGV[i]
+  end
+  return now_u, now, pids, redis.call('HMGET', procs, unpack(pids))
+end
+
+-- batch_refusal: why process pid (record v, of worker) cannot be settled,
+-- as its code: -1 the worker's lease is gone, 0 it is not that worker's or
+-- was named twice; nil when it can, and it is then marked taken. live
+-- caches the lease checks per worker.
+local function batch_refusal(leases, now, live, taken, worker, pid, v)
+  if live[worker] == nil then
+    live[worker] = lease_live(leases, worker, now) and true or false
+  end
+  if not live[worker] then return -1 end
+  if not v or taken[pid] or proc_owner(v) ~= worker then return 0 end
+  taken[pid] = true
+  return nil
 end
 
 -- Give processes back to their queue: each is removed from procs, and an

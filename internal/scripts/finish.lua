@@ -16,14 +16,7 @@
 -- Redis clock (µs), from which the client counts the runs of the active
 -- ones (their pids are their dequeue times) for the stats.
 set_lists(KEYS[7], KEYS[10], KEYS[11])
-local now_u = now_us()
-local now = math.floor(now_u / 1000)
-stats_client(KEYS[13], KEYS[3], ARGV[2], now)
-local pids = {}
-for i = 4, #ARGV, 3 do
-  pids[#pids + 1] = ARGV[i]
-end
-local vals = redis.call('HMGET', KEYS[1], unpack(pids))
+local now_u, now, pids, vals = batch_open(KEYS[1], KEYS[13], KEYS[3], 3)
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)

@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,59 @@ func TestPreludeCarriesWhatAScriptUses(t *testing.T) {
 	p = prelude(parts, "return stat('x', 1)")
 	if i, j := strings.Index(p, "local STATS ="), strings.Index(p, "local function stat("); i < 0 || j < 0 || i > j {
 		t.Errorf("stat needs STATS defined above it:\n%s", p)
+	}
+}
+
+// Every script carries each helper that its code, or the code of a helper
+// it carries, calls, defined above the helpers that call it. (prelude
+// looks only upwards from a helper: one that calls a helper placed below
+// it in common.lua goes without it, and the script fails on a nil call.)
+func TestEveryScriptCarriesTheHelpersItCalls(t *testing.T) {
+	parts := splitCommon(commonFor(true, true))
+	defined := make(map[string]int) // a helper's name -> its part
+	for i, p := range parts {
+		for _, n := range p.names {
+			defined[n] = i
+		}
+	}
+	comment := regexp.MustCompile(`--[^\n]*`)
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name == "common.lua" {
+			continue
+		}
+		body := source(name)
+		pre := prelude(parts, body)
+		// Where each carried part starts in the prelude (they come in
+		// common.lua's order).
+		at, off := make(map[int]int), 0
+		for i, p := range parts {
+			if j := strings.Index(pre[off:], p.src); j >= 0 {
+				at[i], off = off+j, off+j+len(p.src)
+			}
+		}
+		calls := func(caller string, self int, code string, pos int) {
+			for w := range identifiers(comment.ReplaceAllString(code, "")) {
+				k, ok := defined[w]
+				if !ok || k == self {
+					continue
+				}
+				if j, carried := at[k]; !carried || j >= pos {
+					t.Errorf("%s: %s names %s, which is not carried above it", name, caller, w)
+				}
+			}
+		}
+		for i, j := range at {
+			calls(strings.Join(parts[i].names, ","), i, parts[i].src, j)
+		}
+		calls("the script", -1, body, len(pre))
+	}
+	if len(entries) < 10 {
+		t.Fatalf("only %d scripts read", len(entries))
 	}
 }
 

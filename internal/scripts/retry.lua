@@ -21,14 +21,7 @@
 -- Redis clock (µs).
 set_lists(KEYS[3], KEYS[9], KEYS[10])
 local channel = ARGV[1]
-local t_us = now_us()
-local now = math.floor(t_us / 1000)
-stats_client(KEYS[12], KEYS[4], ARGV[2], now)
-local pids = {}
-for i = 4, #ARGV, 4 do
-  pids[#pids + 1] = ARGV[i]
-end
-local vals = redis.call('HMGET', KEYS[1], unpack(pids))
+local t_us, now, pids, vals = batch_open(KEYS[1], KEYS[12], KEYS[4], 4)
 local live, taken, gone, ids, out = {}, {}, {}, {}, {}
 local errs, pushed, delayed = {}, {}, {}
 local npushed, freed, first = 0, 0, nil
