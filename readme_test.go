@@ -33,10 +33,7 @@ import (
 	"github.com/worqr/worqr"
 )
 
-var (
-	errNoAddress  = errors.New("no address")
-	errBadAddress = errors.New("bad address")
-)
+var errBadAddress = errors.New("bad address")
 
 // send stands for a user's own work.
 func send(context.Context, []byte) error { return nil }
