@@ -1,9 +1,12 @@
 package worqr
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,16 +142,16 @@ func TestThousandWaitersDoNotPoll(t *testing.T) {
 	}
 	// Each waiter reads once when it starts, and once more if it started
 	// before the subscription was confirmed (the confirmation wakes all,
-	// in case an outcome came in between); then nothing.
-	last, since := int64(-1), time.Now()
-	eventually(t, 10*time.Second, "the waiters have looked", func() bool {
-		if now := reads.Load(); now != last {
-			last, since = now, time.Now()
-		}
-		return last >= n && time.Since(since) > 100*time.Millisecond
+	// in case an outcome came in between); then nothing. They are done
+	// when each is blocked in Wait's select with no wake pending, after
+	// the confirmation's wake: not when reads have stopped for a while,
+	// which a loaded machine that pauses the process fakes.
+	eventually(t, 20*time.Second, "the waiters have looked", func() bool {
+		return reads.Load() >= n && waitersAsleep(t, c, "q", n)
 	})
 	idle := reads.Load()
 	assert.LessOrEqual(t, idle, int64(2*n))
+	assert.True(t, waitersAsleep(t, c, "q", n), "asleep still")
 	deadline := time.Now().Add(300 * time.Millisecond)
 	eventually(t, 5*time.Second, "an idle while", func() bool { return time.Now().After(deadline) })
 	assert.Equal(t, idle, reads.Load(), "waiters polled while nothing happened")
@@ -161,4 +164,52 @@ func TestThousandWaitersDoNotPoll(t *testing.T) {
 	wg.Wait()
 	assert.EqualValues(t, n, done.Load())
 	assert.LessOrEqual(t, reads.Load(), idle+n, "one read per outcome")
+}
+
+// waitersAsleep reports whether a queue's n waiters, the only ones of the
+// test that calls it, each wait in Wait's select with no wake pending:
+// none will read again until it is woken. The first n-1 waiters to come
+// are woken once when they come; the first is woken only by the
+// subscription's confirmation, so with n reads made that has come, and
+// its wakes have all been sent once the waiters' lock is taken here.
+func waitersAsleep(t *testing.T, c *Client, queue string, n int) bool {
+	t.Helper()
+	test := t.Name()
+	if i := strings.IndexByte(test, '/'); i >= 0 {
+		test = test[:i]
+	}
+	ws := c.waiters
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	qw := ws.queues[queue]
+	if qw == nil {
+		return false
+	}
+	registered := 0
+	for _, set := range qw.ids {
+		for w := range set {
+			registered++
+			if len(w.wake) > 0 {
+				return false
+			}
+		}
+	}
+	if registered != n {
+		return false
+	}
+	// Blocked, not runnable: a wake sent to a goroutine blocked in the
+	// select goes to it, not into the channel's buffer.
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 2))
+	asleep := 0
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		header, frames, _ := strings.Cut(g, "\n")
+		lines := strings.Split(frames, "\n")
+		if strings.Contains(header, "[select") && // (runtime frames are not shown)
+			strings.HasPrefix(lines[0], "github.com/worqr/worqr.(*Client).wait(") &&
+			strings.Contains(g, "github.com/worqr/worqr."+test+".") {
+			asleep++
+		}
+	}
+	return asleep == n
 }

@@ -127,6 +127,22 @@ func TestEnqueueCountsRideOnEnqueues(t *testing.T) {
 	assert.EqualValues(t, sent+3, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
 }
 
+// An enqueue refused as a duplicate still writes the counts it carries:
+// the client takes them as written once the script ran. (It dropped them:
+// TestEnqueueCountsRideOnEnqueues lost its last enqueues' counts when, on
+// a loaded machine, they were due by the duplicate enqueue.)
+func TestDuplicateEnqueueWritesTheCountsItCarries(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	reader := b.client()
+	c.store.SetStatsTiming(0, time.Hour) // every call carries what is held
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))))
+	require.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))), ErrDuplicate)
+	assert.EqualValues(t, 1, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "carried by the duplicate")
+	require.NoError(t, c.Close(ctx))
+	assert.EqualValues(t, 1, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
+}
+
 // An idle queue's counts are written by a call of their own, about a
 // second after they were counted.
 func TestStatsOfAnIdleQueueAreWrittenAlone(t *testing.T) {

@@ -85,8 +85,14 @@ func (sub *subscription) receive(ctx context.Context) {
 	st := sub.w.c.store
 	var confirmed atomic.Int64
 	subscribed := func() {
-		sub.box.push(event{subscribed: true, again: confirmed.Add(1) > 1})
+		// Ready first: the dispatcher may handle the event before this
+		// goroutine runs again, and its check wakes the runtime, whose
+		// dequeue parks it in the idle set only if the subscription is
+		// ready by then (see Worker.dequeue). Closed after the push, a
+		// runtime could miss its parking dequeue and stay out of the idle
+		// set until its next event.
 		sub.readyOnce.Do(func() { close(sub.ready) })
+		sub.box.push(event{subscribed: true, again: confirmed.Add(1) > 1})
 	}
 	message := func(msg string) {
 		if e, ok := store.ParseEvent(msg); ok {

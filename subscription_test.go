@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,4 +54,54 @@ func TestLeavingAQueueKeepsThePeersSubscription(t *testing.T) {
 		n, err := c.rdb.Do(ctx, cmd).AsIntMap()
 		return err == nil && n[channel] == 0
 	})
+}
+
+// The subscription is ready before its confirmation reaches the
+// dispatcher: the dispatcher's check wakes the runtime, whose dequeue
+// parks it in the idle set only if the subscription is ready by then. Here
+// the reader is held inside the confirmation, at the mailbox, as a loaded
+// machine can hold it: the subscription must be ready already, and the
+// runtime parks once the reader goes on. (Ready was set after the push: a
+// runtime whose dequeue ran first never parked until its next event.)
+func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpSubscribe && queue == "q" {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(entered)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	w := newWorker(t, c, WorkerOptions{})
+	handled := make(chan error, 1)
+	go func() {
+		handled <- w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{})
+	}()
+	recv(t, entered, 5*time.Second, "subscribing")
+	var s *serving
+	eventually(t, 5*time.Second, "serving q", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		s = w.serving["q"]
+		return s != nil
+	})
+	s.sub.box.mu.Lock() // the reader will stop at the mailbox
+	unlock := sync.OnceFunc(s.sub.box.mu.Unlock)
+	defer unlock()
+	close(release)
+	eventually(t, 5*time.Second, "ready while the confirmation waits at the mailbox", s.sub.isReady)
+	unlock()
+	require.NoError(t, recv(t, handled, 5*time.Second, "Handle returned"))
+	settledParking(t, c, "q", 1)
 }

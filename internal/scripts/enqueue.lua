@@ -6,7 +6,8 @@
 -- With a unique key (its sha1; one task only) the task is added only if no
 -- task holds the key: while alive (ttl 0: the key is given up when the
 -- task ends, finished, dead or cancelled) or for ttl ms from now. If one
--- does, nothing is added and its id is returned, flagged duplicate.
+-- does, nothing is added and its id is returned, flagged duplicate (the
+-- client's counts it carries are written all the same).
 -- KEYS: waiting (the tasks' level's list), meta, idle, delayed, unique,
 --       unique TTLs, stats, leases, procs, and the normal, high and low
 --       lists
@@ -58,6 +59,9 @@ if sha ~= '' then
   end
   local holder = redis.call('HGET', KEYS[5], sha)
   if holder then
+    -- Nothing is added, but the counts this call carries are written
+    -- (the client takes them as written once the script ran).
+    stats_client(KEYS[7], KEYS[2], ARGV[10])
     return {0, holder, 1}
   end
 end
