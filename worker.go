@@ -109,7 +109,7 @@ type Worker struct {
 	serving map[string]*serving
 
 	lease     *leaseKeeper // renews the leases; fences the worker
-	reclaimer *reclaimer   // returns dead peers' work
+	reclaimer *reclaimer   // returns dead peers' work (the client's, shared)
 	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
@@ -168,13 +168,12 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = newReclaimer(w)
+	w.reclaimer = c.joinReclaimer(w)
 
 	w.mu.Lock()
 	w.lease.extend(sent)
 	w.mu.Unlock()
 	w.lease.start(w.life)
-	w.reclaimer.start(w.life)
 
 	c.mu.Lock()
 	if c.closed.Load() {

@@ -165,6 +165,11 @@ type Client struct {
 	// counts from it (see beat).
 	born time.Time
 
+	// reclaimers reclaim dead peers for the client's workers, one for
+	// the workers of each TTL and RenewInterval (see reclaimer).
+	reclaimMu  sync.Mutex
+	reclaimers map[reclaimKey]*reclaimer // guarded by reclaimMu
+
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
 	workers map[*Worker]struct{} // guarded by mu
@@ -203,6 +208,7 @@ func New(opts Options) (*Client, error) {
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		workers:     make(map[*Worker]struct{}),
+		reclaimers:  make(map[reclaimKey]*reclaimer),
 		born:        time.Now(),
 	}
 	c.waiters = newWaiters(c)
