@@ -82,14 +82,15 @@ type reclaimer struct {
 	armed time.Time
 }
 
-// reclaimKey groups the workers of a client that one reclaimer serves.
-type reclaimKey struct{ ttl, every time.Duration }
+// groupKey groups the workers of a client that one reclaimer, and one
+// beat, serve: those of the same TTL and RenewInterval.
+type groupKey struct{ ttl, every time.Duration }
 
 // joinReclaimer makes w a member of its client's reclaimer for its
 // options, starting one (which looks at once, so the first worker learns
 // of its peers) if there is none.
 func (c *Client) joinReclaimer(w *Worker) *reclaimer {
-	key := reclaimKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
+	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
 	c.reclaimMu.Lock()
 	defer c.reclaimMu.Unlock()
 	r := c.reclaimers[key]
@@ -114,8 +115,8 @@ func (r *reclaimer) leave(w *Worker) {
 	delete(r.members, w)
 	last := len(r.members) == 0
 	r.mu.Unlock()
-	if last && c.reclaimers[reclaimKey{ttl: r.window / 2, every: r.every}] == r {
-		delete(c.reclaimers, reclaimKey{ttl: r.window / 2, every: r.every})
+	if last && c.reclaimers[groupKey{ttl: r.window / 2, every: r.every}] == r {
+		delete(c.reclaimers, groupKey{ttl: r.window / 2, every: r.every})
 	}
 	c.reclaimMu.Unlock()
 	if last {

@@ -193,7 +193,7 @@ func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int)
 	t.Helper()
 	c.reclaimMu.Lock()
 	defer c.reclaimMu.Unlock()
-	r := c.reclaimers[reclaimKey{ttl: opts.TTL, every: opts.RenewInterval}]
+	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
 	require.NotNil(t, r)
 	r.mu.Lock()
 	defer r.mu.Unlock()
