@@ -72,11 +72,13 @@ type FenceEvent struct {
 // It is safe for concurrent use.
 //
 // A worker is a few components, each in a file of its own: the lease
-// keeper (lease.go: renewals and the fencing deadline), fencing and the
-// rejoin of a fenced queue or worker (fence.go, rejoin.go), the
-// reconciliation of lost dequeue replies and hand-off events
-// (reconcile.go), the reclaimer of dead peers (reclaim.go), per queue a
-// subscription and its dispatcher (subscription.go, events.go) and, for
+// keeper (lease.go: the fencing deadline; the renewals are its client's
+// beat's), fencing and the rejoin of a fenced queue or worker (fence.go,
+// rejoin.go), the reconciliation of lost dequeue replies and hand-off
+// events (reconcile.go), the reclaimer of dead peers (reclaim.go, shared
+// with the client's workers of the same options), per queue a listener
+// on the client's subscription and its dispatcher (subscription.go,
+// events.go) and, for
 // Handle, a runtime (runtime.go) that also takes the tasks enqueues hand
 // it (handoff.go), whose dequeues, for HandleQueues, one pool loop makes
 // (pool.go),
