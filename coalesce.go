@@ -10,8 +10,7 @@ import (
 // call. A call on a queue with nothing in flight goes out at once, alone.
 // Calls that arrive while one is in flight wait and go out together, as
 // soon as it returns, so batches grow with the load and nothing ever
-// waits on a timer. One batch per queue is in flight at a time (unless
-// together is set).
+// waits on a timer. One batch per queue is in flight at a time.
 //
 // Redis spends about a microsecond on every call a script makes and as
 // much again to start the script, far more than on the data of one task,
@@ -23,12 +22,6 @@ type coalescer[I, O any] struct {
 	// send runs one batch and returns one output per item, or an error
 	// for all of them.
 	send func(ctx context.Context, queue string, items []I) ([]O, error)
-	// together, for calls whose order does not matter (renewals), sends
-	// all the batches that queued up behind the one in flight at once,
-	// rather than one after another: a burst that fills many batches then
-	// takes two round trips (rueidis pipelines the calls), not one a
-	// batch, which a busy process could not keep up with.
-	together bool
 
 	mu     sync.Mutex
 	queues map[string]*pending[I, O] // queues with a batch in flight
@@ -153,25 +146,11 @@ func (c *coalescer[I, O]) next(queue string) {
 				c.mu.Unlock()
 				return
 			}
-			n := 1
-			if c.together {
-				n = len(p.batches)
-			}
-			bs := p.batches[:n:n]
-			p.batches = p.batches[n:]
-			for _, b := range bs {
-				b.sent = true
-			}
+			b := p.batches[0]
+			p.batches = p.batches[1:]
+			b.sent = true
 			c.mu.Unlock()
-			if len(bs) == 1 {
-				c.run(queue, bs[0])
-				continue
-			}
-			var wg sync.WaitGroup
-			for _, b := range bs {
-				wg.Go(func() { c.run(queue, b) })
-			}
-			wg.Wait()
+			c.run(queue, b)
 		}
 	}()
 }

@@ -107,38 +107,6 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	})
 }
 
-// With together set, the batches that queued up behind the one in flight
-// go out at once, each a call of its own, not one after another.
-func TestCoalescerSendsQueuedBatchesTogether(t *testing.T) {
-	f := newFakeSend()
-	c := newCoalescer(2, f.send)
-	c.together = true
-	ctx := ctxT(t)
-	var wg sync.WaitGroup
-	for i := range 7 {
-		wg.Go(func() {
-			out, err := c.do(ctx, "q", i)
-			assert.NoError(t, err)
-			assert.Equal(t, fmt.Sprint("done ", i), out)
-		})
-		if i == 0 {
-			recv(t, f.started, 5*time.Second, "first call sent alone")
-		}
-	}
-	eventually(t, 5*time.Second, "the rest queued in three batches", func() bool {
-		n, batches := queued(c, "q")
-		return n == 6 && batches == 3
-	})
-	f.release <- struct{}{} // the first returns
-	for range 3 {
-		// All three are sent while none has returned.
-		recv(t, f.started, 5*time.Second, "a queued batch sent")
-	}
-	close(f.release)
-	wg.Wait()
-	assert.Len(t, f.batches, 4)
-}
-
 func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 	f := newFakeSend()
 	c := newCoalescer(10, f.send)

@@ -64,15 +64,15 @@
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper:
-// renewals and the fencing deadline), fence.go, rejoin.go (a fenced queue
-// or worker taking a lease again), reconcile.go (dequeue replies and
-// hand-off events lost),
+// order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper
+// and the fencing deadline; the client's beat, which renews), fence.go,
+// rejoin.go (a fenced queue or worker taking a lease again), reconcile.go
+// (dequeue replies and hand-off events lost),
 // schedule.go (the timer that moves delayed tasks when they are due),
-// reclaim.go (the reclaimer of dead peers), periodic.go (periodic
-// schedules: a timer per schedule and tick.lua), membership.go (StartWork,
-// StopWork), dequeue.go, subscription.go and events.go (a queue's events
-// and their dispatch), handler.go, runtime.go and slots.go (Handle),
+// reclaim.go (the reclaimer of dead peers, one per client and options),
+// periodic.go (periodic schedules: a timer per schedule and tick.lua),
+// membership.go (StartWork, StopWork), dequeue.go, subscription.go and
+// events.go (a queue's events and their dispatch), handler.go, runtime.go and slots.go (Handle),
 // handoff.go (a task an enqueue hands straight to an idle runtime), pool.go
 // (HandleQueues: one pool of slots over several queues), process.go,
 // shutdown.go, service.go and backoff.go (loops).

@@ -267,15 +267,16 @@ func TestKeepaliveOfSeveralWorkers(t *testing.T) {
 	assert.Greater(t, got[0].Next, 90*time.Second, "w3's lease, not w1's own")
 }
 
-// The workers of one client renew on a common beat, and those renewing
-// together share one script.
+// The workers of one client with the same options renew on a common beat,
+// all in one script: a round of five workers is one call, not one for the
+// first and another for the rest.
 func TestWorkersOfAClientRenewTogether(t *testing.T) {
 	t.Parallel()
 	b, _, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	keepaliveSHA := c.store.Scripts().Keepalive.SHA1()
 	var mu sync.Mutex
-	most := 0
+	var calls []int // workers renewed by each keepalive call
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == keepaliveSHA {
@@ -284,7 +285,7 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 				n, err := strconv.Atoi(args[2])
 				require.NoError(t, err)
 				mu.Lock()
-				most = max(most, (len(args)-3-n-1)/2)
+				calls = append(calls, (len(args)-3-n-1)/2)
 				mu.Unlock()
 			}
 			return next()
@@ -294,9 +295,18 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 		w := newWorker(t, c, fast)
 		require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	}
-	eventually(t, 5*time.Second, "a renewal of several workers", func() bool {
+	mu.Lock()
+	from := len(calls) // rounds before the fifth joined renewed fewer
+	mu.Unlock()
+	eventually(t, 5*time.Second, "four more rounds", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return most >= 2
+		return len(calls) >= from+4
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	// The first may have been under way as the fifth joined.
+	for _, n := range calls[from+1 : from+4] {
+		assert.Equal(t, 5, n, "workers in one keepalive call: %v", calls[from:])
+	}
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -19,13 +20,14 @@ import (
 // itself dead no later than Redis does. The margin adds room for the
 // timer firing late and for clocks that run at slightly different rates.
 
-// leaseKeeper is the worker's lease component: its loop renews the
-// leases every RenewInterval (or registers the worker again once it was
-// fenced), and its timer fences the worker, or one of its queues, when a
-// lease may have run out. Its deadlines are guarded by the worker's mu.
+// leaseKeeper is the worker's lease component: its client's beat renews
+// the leases every RenewInterval, its loop registers the worker again
+// once it was fenced, and its timer fences the worker, or one of its
+// queues, when a lease may have run out. Its deadlines are guarded by the
+// worker's mu.
 type leaseKeeper struct {
 	w *Worker
-	// kick wakes the loop early: a fenced worker registers again at once.
+	// kick wakes the loop: a fenced worker registers again at once.
 	kick chan struct{}
 	// timer fires at the earliest deadline (arm).
 	timer *time.Timer
@@ -34,6 +36,14 @@ type leaseKeeper struct {
 	// serving.deadlineAt.)
 	at  time.Time
 	svc *service
+	// beat renews the leases, with those of the client's other workers
+	// of the same options (see beat).
+	beat *beat
+	// beatMu is held while the beat reads what to renew or takes in an
+	// answer; left, guarded by it, is set when the keeper stops, after
+	// which the beat does neither.
+	beatMu sync.Mutex
+	left   bool
 }
 
 func newLeaseKeeper(w *Worker) *leaseKeeper {
@@ -42,13 +52,23 @@ func newLeaseKeeper(w *Worker) *leaseKeeper {
 	return k
 }
 
-// start runs the renewal loop on life.
-func (k *leaseKeeper) start(life context.Context) { k.svc = startService(life, k.w.keepalive) }
+// start joins the client's beat, which renews the leases, and runs the
+// loop that registers a fenced worker again, on life.
+func (k *leaseKeeper) start(life context.Context) {
+	k.beat = k.w.c.joinBeat(k.w)
+	k.svc = startService(life, k.w.keepalive)
+}
 
-// stop stops the timer and the loop, and waits for the loop. (Queue
-// renewals it started run on, counted by the worker's wg.)
+// stop stops the timer, leaves the beat and stops the loop, waiting for
+// it. Once it returns, the beat neither sends nor takes in a renewal of
+// this worker (one already sent may still reach Redis). Queue renewals
+// started before run on, counted by the worker's wg.
 func (k *leaseKeeper) stop() {
 	k.timer.Stop()
+	k.beatMu.Lock()
+	k.left = true
+	k.beatMu.Unlock()
+	k.beat.leave(k.w)
 	k.svc.stop()
 }
 
@@ -123,97 +143,208 @@ func (w *Worker) onDeadline() {
 	w.mu.Unlock()
 }
 
-// beat is how long until the client's next beat of period every: the
+// beatIn is how long until the client's next beat of period every: the
 // workers of one client that share a RenewInterval renew at the same
-// moments, so their calls share round trips to Redis (rueidis pipelines
-// calls made together), which then reads and answers many at a time. The
-// workers of different processes still renew at moments of their own.
-func (c *Client) beat(every time.Duration) time.Duration {
+// moments. The workers of different processes still renew at moments of
+// their own.
+func (c *Client) beatIn(every time.Duration) time.Duration {
 	return every - time.Since(c.born)%every
 }
 
-// keepalive is the lease keeper's loop.
+// keepalive is the lease keeper's loop: it registers the worker again
+// once it fenced itself (fence wakes it), unless it stays fenced. The
+// renewals themselves are the beat's.
 func (w *Worker) keepalive(ctx context.Context) {
-	// A ticker keeps renewals on a fixed schedule however long each takes.
-	// It starts on the client's beat (see beat), within one RenewInterval
-	// of the registration.
-	first := time.NewTimer(w.c.beat(w.opts.RenewInterval))
-	defer first.Stop()
-	var t *time.Ticker
-	tick := first.C
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
-			if t == nil {
-				t = time.NewTicker(w.opts.RenewInterval)
-				tick = t.C
-			}
 		case <-w.lease.kick:
 		}
 		w.mu.Lock()
 		fenced := w.isFenced()
 		w.mu.Unlock()
-		if fenced {
-			if w.opts.StayFenced || !w.reregister(ctx) {
-				return
-			}
-		} else {
-			w.renew(ctx)
+		if fenced && (w.opts.StayFenced || !w.reregister(ctx)) {
+			return
 		}
 	}
 }
 
-// renew extends every lease the worker holds. Each deadline moves only
-// with its own lease. On a single Redis one script renews them all (see
-// store.JointRenewals), with those of the client's other workers that
-// renew at the same moment (see beat and Client.keepalives): an idle
-// worker costs Redis one short script a RenewInterval, or a share of one.
-// On a Cluster a shard that cannot be reached must cost the worker its
-// work on that shard's queues, not the rest: so each queue lease is
-// renewed on a goroutine of its own, which the registry renewal and the
-// next round do not wait for. A pipeline answers when its slowest node
-// does, and a node that hangs (rather than refusing) would otherwise hold
-// up the answers about every other lease, the registry's included, until
-// the worker fenced itself as a whole. (rueidis pipelines concurrent calls
-// to one node, so this costs no extra round trips.)
-//
-// The registry renewal also tells the reclaimer when the next peer's lease
-// runs out, and whether a dead worker waits (see reclaim.go): a healthy
-// fleet makes no other call.
-func (w *Worker) renew(ctx context.Context) {
-	c := w.c
-	joint := c.store.JointRenewals()
+// beat renews the leases of a client's workers that share a TTL and a
+// RenewInterval, every RenewInterval on the client's beat (see beatIn):
+// one loop reads what each worker holds, renews them all in scripts of up
+// to store.MaxWorkersPerKeepalive workers, sent at once (rueidis
+// pipelines them), and hands each worker its answer. An idle worker thus
+// costs Redis a share of one short script a RenewInterval, and its
+// process no timer or goroutine wake-up of its own. (Each worker used to
+// renew on a ticker of its own, its renewal merged with those that came
+// while one was in flight: the first of a beat went alone, and a client
+// of 10 workers sent three scripts a beat.)
+type beat struct {
+	c   *Client
+	key groupKey
+	svc *service
+
+	mu sync.Mutex // guards members
+	// members are the workers it renews; it stops with the last.
+	members map[*Worker]struct{}
+}
+
+// joinBeat makes w a member of its client's beat for its options,
+// starting one if there is none.
+func (c *Client) joinBeat(w *Worker) *beat {
+	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
+	c.beatsMu.Lock()
+	defer c.beatsMu.Unlock()
+	b := c.beats[key]
+	if b != nil {
+		b.mu.Lock()
+		b.members[w] = struct{}{}
+		b.mu.Unlock()
+		return b
+	}
+	b = &beat{c: c, key: key, members: map[*Worker]struct{}{w: {}}}
+	c.beats[key] = b
+	b.svc = startService(context.Background(), b.loop)
+	return b
+}
+
+// leave removes w from the members, and stops the beat (waiting for its
+// loop) when w was the last.
+func (b *beat) leave(w *Worker) {
+	c := b.c
+	c.beatsMu.Lock()
+	b.mu.Lock()
+	delete(b.members, w)
+	last := len(b.members) == 0
+	b.mu.Unlock()
+	if last && c.beats[b.key] == b {
+		delete(c.beats, b.key)
+	}
+	c.beatsMu.Unlock()
+	if last {
+		b.svc.stop()
+	}
+}
+
+func (b *beat) loop(ctx context.Context) {
+	t := time.NewTimer(b.c.beatIn(b.key.every))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.round(ctx)
+		// On the client's beat however long the round took; a round that
+		// took longer than a RenewInterval skips the beats it overran.
+		t.Reset(b.c.beatIn(b.key.every))
+	}
+}
+
+// round renews every member's leases once.
+func (b *beat) round(ctx context.Context) {
+	b.mu.Lock()
+	ws := make([]*Worker, 0, len(b.members))
+	for w := range b.members {
+		ws = append(ws, w)
+	}
+	b.mu.Unlock()
+	rs := make([]renewal, 0, len(ws))
+	for _, w := range ws {
+		if r, ok := w.renewal(); ok {
+			rs = append(rs, r)
+		}
+	}
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(rs, store.MaxWorkersPerKeepalive) {
+		wg.Go(func() {
+			ks := make([]store.Keepalive, len(chunk))
+			for i, r := range chunk {
+				ks[i] = r.keepalive
+			}
+			sent := time.Now()
+			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
+			for i, r := range chunk {
+				var k store.KeptAlive
+				if err == nil {
+					k = kept[i]
+				}
+				r.w.renewed(ctx, r, sent, k, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// renewal is one worker's part of a round: the leases it renews.
+type renewal struct {
+	w         *Worker
+	id        string
+	keepalive store.Keepalive
+	with      []queueRenewal // the queue leases renewed with the registry lease
+}
+
+// renewal reads which leases the worker renews, unless it has left the
+// beat, its life has ended, or it is fenced (its loop registers it again)
+// or closed. Each
+// deadline moves only with its own lease. On a single Redis one script
+// renews them all (see store.JointRenewals), with those of the client's
+// other workers on the beat: an idle worker costs Redis a share of one
+// short script a RenewInterval. On a Cluster a shard that cannot be
+// reached must cost the worker its work on that shard's queues, not the
+// rest: so each queue lease is renewed on a goroutine of its own, which
+// the registry renewal and the next round do not wait for. A pipeline
+// answers when its slowest node does, and a node that hangs (rather than
+// refusing) would otherwise hold up the answers about every other lease,
+// the registry's included, until the worker fenced itself as a whole.
+// (rueidis pipelines concurrent calls to one node, so this costs no extra
+// round trips.)
+func (w *Worker) renewal() (renewal, bool) {
+	k := w.lease
+	k.beatMu.Lock()
+	defer k.beatMu.Unlock()
+	if k.left || w.life.Err() != nil {
+		return renewal{}, false
+	}
+	joint := w.c.store.JointRenewals()
 	w.mu.Lock()
-	id := w.id
-	var with []queueRenewal
+	defer w.mu.Unlock()
+	if w.isFenced() || w.isClosed() {
+		return renewal{}, false
+	}
+	r := renewal{w: w, id: w.id}
+	var names []string
 	for _, s := range w.serving {
 		switch {
 		case s.fenced: // its lease is abandoned until the queue is rejoined
 		case joint:
-			with = append(with, queueRenewal{s: s, gen: s.leaseGen})
+			r.with = append(r.with, queueRenewal{s: s, gen: s.leaseGen})
+			names = append(names, s.name)
 		default:
 			w.wg.Add(1)
-			go w.renewQueue(ctx, id, s, s.leaseGen)
+			go w.renewQueue(w.life, r.id, s, s.leaseGen)
 		}
 	}
-	w.mu.Unlock()
-	names := make([]string, len(with))
-	for i, r := range with {
-		names[i] = r.s.name
-	}
+	r.keepalive = store.Keepalive{Worker: r.id, Queues: names}
+	return r, true
+}
 
-	// A renewal answered after the deadline is useless: do not wait longer.
-	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
-	defer cancel()
-	sent := time.Now()
-	k, err := c.keepalives.do(rctx, strconv.FormatInt(w.opts.TTL.Milliseconds(), 10), store.Keepalive{Worker: id, Queues: names})
+// renewed takes in the answer to a renewal sent at sent (err, or k),
+// unless the worker has left the beat meanwhile.
+//
+// The registry renewal also tells the reclaimer when the next peer's lease
+// runs out, and whether a dead worker waits (see reclaim.go): a healthy
+// fleet makes no other call.
+func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store.KeptAlive, err error) {
+	lk := w.lease
+	lk.beatMu.Lock()
+	defer lk.beatMu.Unlock()
+	if lk.left {
+		return
+	}
+	id, with := r.id, r.with
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -237,29 +368,24 @@ func (w *Worker) renew(ctx context.Context) {
 		with[i].gone = k.QueueGone[i]
 	}
 	if renewed := w.queuesRenewed(id, sent, with); w.anyUnsure(renewed) {
-		// Not on the lease keeper's goroutine: a reconciliation waits for
-		// the dequeues on its queue.
+		// Not on the beat's goroutine: a reconciliation waits for the
+		// dequeues on its queue. (The worker is not closed: closing
+		// leaves the beat first, and this runs under beatMu.)
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			w.reconcile(ctx, id, renewed)
+			w.reconcile(w.life, id, renewed)
 		}()
 	}
 }
 
-// keepaliveJoined renews the leases of workers that share a TTL (ttl, in
-// ms) in one call (see keepalive.lua). It bounds the call by the TTL, as
-// each worker does its own: a batch goes out on the context of its first
-// caller, without its deadline.
-func (c *Client) keepaliveJoined(ctx context.Context, ttl string, ks []store.Keepalive) ([]store.KeptAlive, error) {
-	n, err := strconv.ParseInt(ttl, 10, 64)
-	if err != nil {
-		return nil, err
-	}
-	d := time.Duration(n) * time.Millisecond
-	ctx, cancel := context.WithTimeout(ctx, d)
+// keepaliveJoined renews the leases of workers that share a TTL in one
+// call (see keepalive.lua), bounded by the TTL: an answer after it is
+// useless.
+func (c *Client) keepaliveJoined(ctx context.Context, ttl time.Duration, ks []store.Keepalive) ([]store.KeptAlive, error) {
+	ctx, cancel := context.WithTimeout(ctx, ttl)
 	defer cancel()
-	return c.store.Keepalive(ctx, d, ks)
+	return c.store.Keepalive(ctx, ttl, ks)
 }
 
 // queueRenewal is the answer to the renewal of the lease on queue s, sent

@@ -29,10 +29,12 @@ import (
 // seen at each peer's next renewal: in time for its expiry when the fleet
 // shares its options, since a TTL is longer than a RenewInterval; a worker
 // with a TTL shorter than its peers' RenewInterval that dies at once waits
-// for their renewal after its expiry.) Every live worker wakes for the
-// same expiry, so the registry hands each dead worker to one of them (a
-// claim of one RenewInterval, see expired.lua); the others' calls cost one
-// short script each.
+// for their renewal after its expiry.) The workers of one client that
+// share their options share a reclaimer, which looks once for all of
+// them. Every client with live workers wakes for the same expiry, so the
+// registry hands each dead worker to one of them (a claim of one
+// RenewInterval, see expired.lua); the others' calls cost one short
+// script each.
 
 // reclaimBatch bounds how many dead workers one pass handles.
 const reclaimBatch = 100
@@ -41,28 +43,30 @@ const reclaimBatch = 100
 // judges leases in whole milliseconds.
 const reclaimMargin = 2 * time.Millisecond
 
-// reclaimer is the worker's component that reclaims dead peers.
+// reclaimer reclaims dead peers for the workers of a client that share a
+// TTL and a RenewInterval: they see the same registry, so one look serves
+// them all. (A reclaimer per worker woke every worker of the client at a
+// peer's expiry, and each looked: a client of 10,000 workers sent 10,000
+// scripts for every peer that died.) Each member's renewals tell it when
+// the next peer's lease runs out (heard); its loop looks then, once.
 type reclaimer struct {
 	c *Client
 	// every is the RenewInterval: how long a look's claims last, and
 	// about how long to wait after a look that failed.
 	every time.Duration
-	// window is the poison-pill guard's: twice the worker's TTL, so that
+	// window is the poison-pill guard's: twice the workers' TTL, so that
 	// a holder that died at once (reclaimed at most TTL and a check
 	// interval later) counts, and one that held its task a while does
 	// not.
 	window time.Duration
-	// fencedSince is how long ago the worker last fenced itself (a large
-	// value if never): a worker that just came back from an outage does
-	// not count its peers' deaths in the outage as poison.
-	fencedSince func() time.Duration
-	self        func() string       // the worker's id (its own lease is not a peer's)
-	log         func() *slog.Logger // the worker's logger
-	svc         *service
-	// kick tells the loop that the times below moved.
+	svc    *service
+	// kick tells the loop that the times below moved earlier than it
+	// had armed its timer for.
 	kick chan struct{}
 
-	mu sync.Mutex // guards the times below
+	mu sync.Mutex // guards the fields below
+	// members are the workers it reclaims for; it stops with the last.
+	members map[*Worker]struct{}
 	// peer is when the next peer's lease runs out, as last heard (zero:
 	// no peer).
 	peer time.Time
@@ -70,17 +74,57 @@ type reclaimer struct {
 	// (zero: no need): a pass was full or failed, a dead worker's queue
 	// lease outlived its registry lease, or a renewal saw a dead worker.
 	again time.Time
+	// armed is when the loop's timer fires (zero: not armed). A heard
+	// time later than it needs no wake-up: the timer fires, finds
+	// nothing due yet, and is armed again, so that a fleet's renewals,
+	// which move the time on every RenewInterval, do not each wake the
+	// loop.
+	armed time.Time
 }
 
-func newReclaimer(w *Worker) *reclaimer {
-	return &reclaimer{c: w.c, every: w.opts.RenewInterval, window: 2 * w.opts.TTL, log: w.logger, fencedSince: w.fencedSince, self: w.ID, kick: make(chan struct{}, 1)}
+// groupKey groups the workers of a client that one reclaimer, and one
+// beat, serve: those of the same TTL and RenewInterval.
+type groupKey struct{ ttl, every time.Duration }
+
+// joinReclaimer makes w a member of its client's reclaimer for its
+// options, starting one (which looks at once, so the first worker learns
+// of its peers) if there is none.
+func (c *Client) joinReclaimer(w *Worker) *reclaimer {
+	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
+	c.reclaimMu.Lock()
+	defer c.reclaimMu.Unlock()
+	r := c.reclaimers[key]
+	if r != nil {
+		r.mu.Lock()
+		r.members[w] = struct{}{}
+		r.mu.Unlock()
+		return r
+	}
+	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1), members: map[*Worker]struct{}{w: {}}}
+	c.reclaimers[key] = r
+	r.svc = startService(context.Background(), r.loop)
+	return r
 }
 
-func (r *reclaimer) start(life context.Context) { r.svc = startService(life, r.loop) }
+// leave removes w from the reclaimer's members, and stops the reclaimer
+// (waiting for its loop) when w was the last.
+func (r *reclaimer) leave(w *Worker) {
+	c := r.c
+	c.reclaimMu.Lock()
+	r.mu.Lock()
+	delete(r.members, w)
+	last := len(r.members) == 0
+	r.mu.Unlock()
+	if last && c.reclaimers[groupKey{ttl: r.window / 2, every: r.every}] == r {
+		delete(c.reclaimers, groupKey{ttl: r.window / 2, every: r.every})
+	}
+	c.reclaimMu.Unlock()
+	if last {
+		r.svc.stop()
+	}
+}
 
-func (r *reclaimer) stop() { r.svc.stop() }
-
-// heard takes what a renewal of the worker's lease learned from the
+// heard takes what a renewal of a member's lease learned from the
 // registry: how long until the next peer's lease runs out (0: no peer),
 // and whether a dead worker waits unclaimed.
 func (r *reclaimer) heard(next time.Duration, dead bool) {
@@ -93,52 +137,99 @@ func (r *reclaimer) heard(next time.Duration, dead bool) {
 	if dead {
 		r.again = now
 	}
+	at := r.next()
+	wake := !at.IsZero() && (r.armed.IsZero() || at.Before(r.armed))
 	r.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// due is how long until the next look, if one is due.
-func (r *reclaimer) due() (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// next is when the next look is due (zero: none). Callers hold mu.
+func (r *reclaimer) next() time.Time {
 	at := r.peer
 	if !r.again.IsZero() && (at.IsZero() || r.again.Before(at)) {
 		at = r.again
 	}
-	return time.Until(at), !at.IsZero()
+	return at
 }
 
 func (r *reclaimer) loop(ctx context.Context) {
-	t := time.NewTimer(0) // look at once: the worker learns of its peers
+	r.look(ctx) // at once: the first worker learns of its peers
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
+		r.mu.Lock()
+		at := r.next()
+		r.armed = at
+		r.mu.Unlock()
+		if at.IsZero() {
+			t.Stop()
+		} else {
+			t.Reset(time.Until(at))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.kick:
 		case <-t.C:
-			r.look(ctx)
-		}
-		if d, ok := r.due(); ok {
-			t.Reset(d)
-		} else {
-			t.Stop()
+			r.mu.Lock()
+			at := r.next()
+			r.mu.Unlock()
+			if !at.IsZero() && !time.Now().Before(at) {
+				r.look(ctx)
+			}
 		}
 	}
 }
 
+// member is one of the members (nil if none): the look runs under its
+// id, which the registry does not count as a peer's. The members renew
+// together, so their leases run out together.
+func (r *reclaimer) member() *Worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.members {
+		return w
+	}
+	return nil
+}
+
+// lastFenced is how long ago the member that fenced itself last did so
+// (a large value if none ever did).
+func (r *reclaimer) lastFenced() time.Duration {
+	r.mu.Lock()
+	ws := make([]*Worker, 0, len(r.members))
+	for w := range r.members {
+		ws = append(ws, w)
+	}
+	r.mu.Unlock()
+	since := 24 * time.Hour
+	for _, w := range ws {
+		since = min(since, w.fencedSince())
+	}
+	return since
+}
+
 // look runs one pass, and sets when to look next from what it found.
 func (r *reclaimer) look(ctx context.Context) {
+	w := r.member()
+	if w == nil {
+		return
+	}
+	// A worker that just came back from an outage does not count its
+	// peers' deaths in the outage as poison.
 	window := r.window
-	if r.fencedSince != nil && r.fencedSince() < 2*window {
+	if r.lastFenced() < 2*window {
 		window = 0
 	}
-	pass, err := r.c.reclaimDead(ctx, r.log(), reclaimPass{self: r.self(), window: window, claim: r.every})
+	log := w.logger()
+	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: window, claim: r.every})
 	if err != nil && ctx.Err() == nil {
-		r.log().Warn("worqr: reclaiming dead workers failed", "err", err)
+		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
 	now := time.Now()
 	r.mu.Lock()

@@ -1,12 +1,16 @@
 package worqr
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // A peer comes back for a dead worker when its lease runs out, not at its
@@ -135,4 +139,63 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 	assert.False(t, done)
 	assert.Greater(t, left, 50*time.Second)
 	assert.LessOrEqual(t, left, time.Minute)
+}
+
+// The workers of a client share one reclaimer: a peer's death costs the
+// client a look or two, not one per worker. (Each worker had its own, and
+// every one of them woke at the peer's expiry and looked: a client of
+// 10,000 workers sent 10,000 scripts for every peer that died.)
+func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	var looks atomic.Int64
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpExpired {
+			looks.Add(1)
+		}
+		return nil
+	})
+	const n = 20
+	for range n {
+		newWorker(t, c, fast)
+	}
+	// Another TTL, another reclaimer.
+	other := newWorker(t, c, WorkerOptions{TTL: 2 * time.Second, RenewInterval: 500 * time.Millisecond})
+	r, members := c.reclaimerOf(t, fast)
+	assert.NotSame(t, other.reclaimer, r)
+	assert.Equal(t, n, members)
+
+	dead := newWorker(t, b.client(), fast)
+	id := dead.ID()
+	// Every worker of c has heard of the peer's lease by now: each renews
+	// every 250 ms, and the peer's lease runs out first once it stops.
+	eventually(t, 5*time.Second, "the first looks", func() bool { return looks.Load() >= 2 })
+	before := looks.Load()
+	dead.crash()
+	eventually(t, fast.TTL+5*time.Second, "the dead peer is reclaimed", func() bool {
+		ws, err := c.Workers(ctx)
+		require.NoError(t, err)
+		for _, w := range ws {
+			if w.ID == id {
+				return false
+			}
+		}
+		return true
+	})
+	// One look at the expiry; one more if a renewal saw the dead worker
+	// before it was claimed; not one per worker.
+	assert.LessOrEqual(t, looks.Load()-before, int64(3), "looks for one dead peer by a client of %d workers", n)
+}
+
+// reclaimerOf is the client's reclaimer for workers with opts, and how
+// many members it has.
+func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int) {
+	t.Helper()
+	c.reclaimMu.Lock()
+	defer c.reclaimMu.Unlock()
+	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
+	require.NotNil(t, r)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r, len(r.members)
 }

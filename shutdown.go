@@ -77,7 +77,7 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 func (w *Worker) stopComponents() {
 	w.stop()
 	w.lease.stop()
-	w.reclaimer.stop()
+	w.reclaimer.leave(w)
 	w.stopPeriodics()
 	w.stopPools()
 	w.wg.Wait()

@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Workers of one client share its pub/sub connection, where a channel's
-// subscription is the connection's: a worker leaving a queue must not end
-// it for the others (each would subscribe again, and a fleet of workers in
-// one process closing one by one would do so quadratically often).
+// Workers of one client share its subscription to a queue's channel: a
+// worker leaving the queue must not end it for the others (each would
+// subscribe again, and a fleet of workers in one process closing one by
+// one would do so quadratically often).
 func TestLeavingAQueueKeepsThePeersSubscription(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -34,14 +35,14 @@ func TestLeavingAQueueKeepsThePeersSubscription(t *testing.T) {
 	}, HandleOptions{}))
 	leave := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, leave.StartWork(ctx, "q", Events{}))
-	require.EqualValues(t, 2, subscribes.Load())
+	require.EqualValues(t, 1, subscribes.Load(), "the second worker joins the client's subscription")
 
 	require.NoError(t, leave.Close(ctx))
 	// A task enqueued now reaches the staying worker; by the time it has
 	// run, a subscription the leaver ended would have been made again.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("after"))))
 	require.Equal(t, "after", recv(t, done, 5*time.Second, "the staying worker runs the task"))
-	require.EqualValues(t, 2, subscribes.Load(), "the staying worker subscribed again")
+	require.EqualValues(t, 1, subscribes.Load(), "the staying worker subscribed again")
 
 	// The last one to leave ends the subscription on the server.
 	require.NoError(t, stay.Close(ctx))
@@ -104,4 +105,50 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 	unlock()
 	require.NoError(t, recv(t, handled, 5*time.Second, "Handle returned"))
 	settledParking(t, c, "q", 1)
+}
+
+// A client's workers on one queue share one subscription: a worker that
+// starts costs one check of the queue, however many started before it.
+// (Each used to subscribe on its own, and rueidis tells every Receive of a
+// channel of every confirmation on it: the n-th worker made the n-1
+// before it check their queue again, n*n/2 checks for a fleet of n, and a
+// fleet of a few thousand workers in one process fenced itself before it
+// had all started.)
+func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	var subscribes, checks atomic.Int64
+	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+		switch {
+		case queue != "q":
+		case op == store.OpSubscribe:
+			subscribes.Add(1)
+		case op == store.OpPromote: // one per check (catchUp)
+			checks.Add(1)
+		}
+		return nil
+	})
+	const n = 20
+	subs := make([]*subscription, n)
+	for i := range subs {
+		w := newWorker(t, c, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+		w.mu.Lock()
+		subs[i] = w.serving["q"].sub
+		w.mu.Unlock()
+	}
+	// One more, last: rueidis reads the connection in order, so every
+	// confirmation the others could hear came before this one's.
+	last := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, last.StartWork(ctx, "q", Events{}))
+
+	for i, sub := range subs {
+		assert.EqualValues(t, 1, sub.confirmed.Load(), "worker %d heard the confirmation of a later worker's subscription", i)
+	}
+	assert.EqualValues(t, 1, subscribes.Load(), "the client subscribed to the channel once")
+	listeners, subscribed := c.store.Listeners("q")
+	assert.Equal(t, n+1, listeners)
+	assert.True(t, subscribed)
+	eventually(t, 5*time.Second, "every worker checked the queue", func() bool { return checks.Load() >= n+1 })
+	assert.EqualValues(t, n+1, checks.Load(), "checks of the queue")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -158,24 +157,15 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 			ws.heard(qw, e.TaskIDs[0], e.Progress)
 		}
 	}
-	b := newBackoff(10*time.Millisecond, time.Second)
-	for {
-		err := ws.c.store.Subscribe(ctx, queue, subscribed, message)
-		if ctx.Err() != nil {
-			break
-		}
-		ws.c.log.Debug("worqr: waiters' subscription ended, subscribing again", "queue", queue, "err", err)
-		if err == nil {
-			b.reset()
-		}
-		if !b.wait(ctx) {
-			break
-		}
-	}
-	// No UNSUBSCRIBE: rueidis ends every Receive of the channel on the
-	// client when one unsubscribes, and a worker of this client may serve
-	// the queue. The channel stays subscribed on the connection until the
-	// client closes; its messages go nowhere meanwhile.
+	// The store keeps the channel subscribed, and subscribes it again
+	// whenever the server drops it, until the last listener leaves.
+	l := ws.c.store.Listen(queue, subscribed, message)
+	<-ctx.Done()
+	// No UNSUBSCRIBE, which would hold up the last Wait's return for a
+	// round trip: the channel stays subscribed on the connection until
+	// the client closes (or a worker of the client that serves the queue
+	// leaves it last); its messages go nowhere meanwhile.
+	l.Stop(ctx, false)
 }
 
 // close ends every waiter (ErrClientClosed) and subscription.

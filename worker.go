@@ -72,11 +72,13 @@ type FenceEvent struct {
 // It is safe for concurrent use.
 //
 // A worker is a few components, each in a file of its own: the lease
-// keeper (lease.go: renewals and the fencing deadline), fencing and the
-// rejoin of a fenced queue or worker (fence.go, rejoin.go), the
-// reconciliation of lost dequeue replies and hand-off events
-// (reconcile.go), the reclaimer of dead peers (reclaim.go), per queue a
-// subscription and its dispatcher (subscription.go, events.go) and, for
+// keeper (lease.go: the fencing deadline; the renewals are its client's
+// beat's), fencing and the rejoin of a fenced queue or worker (fence.go,
+// rejoin.go), the reconciliation of lost dequeue replies and hand-off
+// events (reconcile.go), the reclaimer of dead peers (reclaim.go, shared
+// with the client's workers of the same options), per queue a listener
+// on the client's subscription and its dispatcher (subscription.go,
+// events.go) and, for
 // Handle, a runtime (runtime.go) that also takes the tasks enqueues hand
 // it (handoff.go), whose dequeues, for HandleQueues, one pool loop makes
 // (pool.go),
@@ -109,7 +111,7 @@ type Worker struct {
 	serving map[string]*serving
 
 	lease     *leaseKeeper // renews the leases; fences the worker
-	reclaimer *reclaimer   // returns dead peers' work
+	reclaimer *reclaimer   // returns dead peers' work (the client's, shared)
 	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
@@ -168,13 +170,12 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.id = id
 	w.life, w.stop = context.WithCancel(context.Background())
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = newReclaimer(w)
+	w.reclaimer = c.joinReclaimer(w)
 
 	w.mu.Lock()
 	w.lease.extend(sent)
 	w.mu.Unlock()
 	w.lease.start(w.life)
-	w.reclaimer.start(w.life)
 
 	c.mu.Lock()
 	if c.closed.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -14,12 +15,16 @@ import (
 // After the fleet has settled it reads the servers' CPU time and calls for
 // a window of 10 s (-short: 2 s), for each fleet size of -fleet (100 and
 // 1,000 workers by default; -short: the first), and reports Redis CPU as a
-// share of one core, and script calls and commands (those run inside
-// scripts counted too) per second.
+// share of one core, script calls and commands (those run inside scripts
+// counted too) per second, and this process's CPU (the fleet's clients).
 //
 // The workers share one client, which renews them together (one script
-// per beat for up to 100 of them), unless -fleet-apart gives each a client
-// and a connection of its own, as a fleet of one-worker processes has.
+// per beat for up to 100 of them), unless -fleet-clients spreads them
+// evenly over that many clients, each with a connection of its own, or
+// -fleet-apart gives each a client and a connection of its own, as a fleet
+// of one-worker processes has. It also reports how long starting the
+// fleet took per worker, and how many workers fenced themselves (target
+// 0: a fleet that starts too slowly loses its leases before it is up).
 func runIdle(ctx context.Context, b *bench) (*result, error) {
 	res := &result{}
 	if b.embedded {
@@ -45,14 +50,21 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 		return err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
-	queue := b.queues[0]
-	idle := func(context.Context, *worqr.Process) error { return nil }
-	for range n {
-		wc := c
-		if b.cfg.fleetApart {
+	clients, name := 1, fmt.Sprintf("w%d_", n)
+	switch {
+	case b.cfg.fleetApart:
+		clients, name = n, fmt.Sprintf("w%d_apart_", n)
+	case b.cfg.fleetClients > 1:
+		clients = min(b.cfg.fleetClients, n)
+		name = fmt.Sprintf("w%d_c%d_", n, clients)
+	}
+	cs := []*worqr.Client{c}
+	if clients > 1 {
+		cs = make([]*worqr.Client, clients)
+		for i := range cs {
 			rdb, err := connect(b.cfg.addrs, b.embedded, b.cfg.resp2)
 			if err != nil {
-				return err
+				return fmt.Errorf("client %d: %w", i+1, err)
 			}
 			defer rdb.Close()
 			own, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: b.log})
@@ -60,9 +72,17 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 				return err
 			}
 			defer func() { _ = own.Close(ctx) }()
-			wc = own
+			cs[i] = own
 		}
-		w, err := wc.NewWorker(ctx, worqr.WorkerOptions{})
+	}
+	queue := b.queues[0]
+	idle := func(context.Context, *worqr.Process) error { return nil }
+	var fenced atomic.Int64
+	opts := worqr.WorkerOptions{OnFenced: func(worqr.FenceEvent) { fenced.Add(1) }}
+	began := time.Now()
+	for i := range n {
+		// Round robin: the clients' shares differ by one at most.
+		w, err := cs[i%len(cs)].NewWorker(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -70,19 +90,21 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 			return err
 		}
 	}
+	started := time.Since(began)
 	// Joining is a burst; two renew intervals later the fleet is steady.
 	select {
 	case <-time.After(2 * worqr.DefaultRenewInterval):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	before := readStats(ctx, b.rdb)
+	before, cpu := readStats(ctx, b.rdb), processCPU()
 	start := time.Now()
 	select {
 	case <-time.After(measure):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	client := processCPU() - cpu
 	after := readStats(ctx, b.rdb)
 	took := time.Since(start).Seconds()
 	if !before.ok || !after.ok {
@@ -93,13 +115,12 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 		calls += k - before.calls[cmd]
 	}
 	scripts = after.calls["evalsha"] - before.calls["evalsha"] + after.calls["eval"] - before.calls["eval"]
-	name := fmt.Sprintf("w%d_", n)
-	if b.cfg.fleetApart {
-		name = fmt.Sprintf("w%d_apart_", n)
-	}
 	res.add(name+"redis_cpu_pct", "%", 100*(after.cpu-before.cpu).Seconds()/took)
 	res.add(name+"scripts_per_s", "/s", float64(scripts)/took)
 	res.add(name+"commands_per_s", "/s", float64(calls)/took)
 	res.add(name+"redis_cpu_us_per_worker_s", "µs", (after.cpu-before.cpu).Seconds()*1e6/took/float64(n))
+	res.add(name+"client_cpu_pct", "%", 100*client.Seconds()/took)
+	res.add(name+"start_us_per_worker", "µs", float64(started.Microseconds())/float64(n))
+	res.add(name+"fenced", "", float64(fenced.Load()))
 	return nil
 }

@@ -55,6 +55,10 @@ type config struct {
 	verbose     bool
 	fleet       []int // the idle scenario's fleet sizes
 	fleetApart  bool  // the idle scenario gives each worker a client and connection of its own
+	// fleetClients spreads the idle scenario's fleet evenly over this many
+	// clients, each with a connection of its own (1: one client, on the
+	// bench's connection).
+	fleetClients int
 }
 
 // bench is what every scenario runs against.
@@ -136,10 +140,15 @@ func main() {
 	verbose := flag.Bool("v", false, "log worqr's warnings to standard error")
 	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
 	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
+	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients}
+	if cfg.fleetClients < 1 {
+		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
+		os.Exit(2)
+	}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
 	}

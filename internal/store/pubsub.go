@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -22,59 +24,232 @@ func (s *Store) publishCmd(channel, msg string) rueidis.Completed {
 	return s.b().Publish().Channel(channel).Message(msg).Build().Pin()
 }
 
-// Subscribe listens on a queue's channel until ctx ends or the server
-// drops the subscription (then it returns nil). subscribed runs on every
-// confirmation from the server, message on every message; both run on
-// rueidis's reader and must not block.
-func (s *Store) Subscribe(ctx context.Context, queue string, subscribed func(), message func(string)) error {
-	if err := s.enter(ctx, OpSubscribe, queue); err != nil {
-		return err
-	}
+// A store keeps one subscription per channel (a hub), which every
+// listener of the channel shares: the workers of a client serving a queue
+// and its waiters. Subscribing is the connection's, not the caller's, so
+// listeners of their own would gain nothing: rueidis calls every Receive
+// of a channel for every confirmation on it, so each new listener would
+// tell each one before it that its subscription came back (and each would
+// check its queue again: a fleet of N workers of one client on one queue
+// made N*N/2 checks as it started), and an UNSUBSCRIBE by one ends them
+// all. Joining a channel that is subscribed costs no command; the first
+// listener subscribes and the last one unsubscribes.
+
+// Listener is one listener's place on its channel's subscription.
+type Listener struct {
+	s          *Store
+	h          *hub
+	subscribed func()
+	message    func(string)
+	stopped    bool // guarded by the store's hubsMu
+}
+
+// hub is the subscription of one channel, shared by its listeners.
+type hub struct {
+	queue, channel string
+	// prev is the hub that held the channel before, if it was still
+	// ending (unsubscribing) when this one was made: this one subscribes
+	// once that one is gone, so its UNSUBSCRIBE cannot end this one's
+	// subscription.
+	prev   *hub
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the receive loop has ended
+	gone   chan struct{} // closed when the hub is gone (after its UNSUBSCRIBE, if any)
+	ending bool          // its last listener left; guarded by the store's hubsMu
+
+	mu sync.RWMutex // guards the fields below; held while listeners are called
+	// listeners are the listeners, each called on every confirmation and
+	// message.
+	listeners map[*Listener]struct{}
+	// confirmed is set while the subscription is confirmed: a listener
+	// that joins then is told at once.
+	confirmed bool
+}
+
+// Listen adds a listener to a queue's channel, subscribing to it unless the
+// store is subscribed already. subscribed is called once the subscription
+// is confirmed (at once if it is), and again whenever the server confirms
+// it anew (after a reconnect, or the server dropped it): events published
+// in between may have been missed. message is called with every message.
+// Neither may block, nor call the store's Listen or Stop: they run on
+// rueidis's reader or the channel's receiving goroutine, one listener
+// after another.
+func (s *Store) Listen(queue string, subscribed func(), message func(string)) *Listener {
 	channel := s.keys.Queue(queue).Channel
-	s.listen(channel, 1)
-	defer s.listen(channel, -1)
-	hooked := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
-		if (sub.Kind == "subscribe" || sub.Kind == "ssubscribe") && sub.Channel == channel {
-			subscribed()
+	l := &Listener{s: s, subscribed: subscribed, message: message}
+	s.hubsMu.Lock()
+	defer s.hubsMu.Unlock()
+	if s.hubs == nil {
+		s.hubs = make(map[string]*hub)
+	}
+	h := s.hubs[channel]
+	if h == nil || h.ending {
+		h = s.startHub(queue, channel, h)
+		s.hubs[channel] = h
+	}
+	l.h = h
+	h.mu.Lock()
+	h.listeners[l] = struct{}{}
+	if h.confirmed {
+		subscribed()
+	}
+	h.mu.Unlock()
+	return l
+}
+
+// Stop removes the listener: neither of its functions is called once Stop
+// has returned. The channel's last listener ends the subscription, and
+// with unsubscribe tells the server so (best effort, bounded by ctx and a
+// second: rueidis retries an UNSUBSCRIBE until its context ends, and
+// Redis may be gone), since ending a Receive leaves the server's
+// subscription in place. Stop is safe to call twice.
+func (l *Listener) Stop(ctx context.Context, unsubscribe bool) {
+	s, h := l.s, l.h
+	s.hubsMu.Lock()
+	if l.stopped {
+		s.hubsMu.Unlock()
+		return
+	}
+	l.stopped = true
+	h.mu.Lock()
+	delete(h.listeners, l)
+	last := len(h.listeners) == 0
+	h.mu.Unlock()
+	if last {
+		h.ending = true
+	}
+	s.hubsMu.Unlock()
+	if !last {
+		return
+	}
+	h.cancel()
+	<-h.done
+	if unsubscribe {
+		uctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = s.rdb.Do(uctx, s.unsubscribeCmd(h.channel)).Error()
+		cancel()
+	}
+	s.hubsMu.Lock()
+	if s.hubs[h.channel] == h {
+		delete(s.hubs, h.channel)
+	}
+	s.hubsMu.Unlock()
+	close(h.gone)
+}
+
+// Listeners counts the listeners of a queue's channel, and reports
+// whether the store has a subscription to it. For tests.
+func (s *Store) Listeners(queue string) (n int, subscribed bool) {
+	channel := s.keys.Queue(queue).Channel
+	s.hubsMu.Lock()
+	defer s.hubsMu.Unlock()
+	h := s.hubs[channel]
+	if h == nil {
+		return 0, false
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.listeners), true
+}
+
+// startHub makes a channel's hub and starts its receive loop. Callers hold
+// hubsMu.
+func (s *Store) startHub(queue, channel string, prev *hub) *hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hub{
+		queue: queue, channel: channel, prev: prev, cancel: cancel,
+		done: make(chan struct{}), gone: make(chan struct{}),
+		listeners: make(map[*Listener]struct{}),
+	}
+	go s.receive(ctx, h)
+	return h
+}
+
+// receive keeps the hub's channel subscribed until ctx ends. rueidis
+// subscribes again by itself after a reconnect; its Receive returns nil
+// when the server drops the subscription (a slot that moved, a failover,
+// an UNSUBSCRIBE from another user of the connection), and the loop then
+// subscribes again at once; after an error it waits, longer each time, up
+// to a second.
+func (s *Store) receive(ctx context.Context, h *hub) {
+	defer close(h.done)
+	if h.prev != nil {
+		select {
+		case <-h.prev.gone:
+		case <-ctx.Done():
+			return
 		}
-	})
-	cmd := s.b().Subscribe().Channel(channel).Build().Pin()
-	if s.sharded {
-		cmd = s.b().Ssubscribe().Channel(channel).Build().Pin()
+		h.prev = nil
 	}
-	return s.rdb.Receive(hooked, cmd, func(m rueidis.PubSubMessage) { message(m.Message) })
+	const first, most = 10 * time.Millisecond, time.Second
+	wait := first
+	hooked := rueidis.WithOnSubscriptionHook(ctx, h.confirm)
+	deliver := func(m rueidis.PubSubMessage) { h.deliver(m.Message) }
+	for {
+		err := s.enter(ctx, OpSubscribe, h.queue)
+		if err == nil {
+			err = s.rdb.Receive(hooked, s.subscribeCmd(h.channel), deliver)
+		}
+		h.mu.Lock()
+		h.confirmed = false
+		h.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			wait = first // dropped by the server: come straight back
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, most)
+	}
 }
 
-// Unsubscribe ends the server side of a queue's subscription: a cancelled
-// Subscribe leaves it in place. rueidis retries it until ctx ends. While
-// another Subscribe of this store listens on the channel it sends nothing:
-// the subscription is the connection's, and an UNSUBSCRIBE would end that
-// one too (every worker of a client on the queue would subscribe again,
-// and a fleet of workers in one process closing one by one would do so
-// quadratically often).
-func (s *Store) Unsubscribe(ctx context.Context, queue string) error {
-	channel := s.keys.Queue(queue).Channel
-	s.listenMu.Lock()
-	others := s.listening[channel]
-	s.listenMu.Unlock()
-	if others > 0 {
-		return nil
+// confirm runs on rueidis's reader for every (un)subscription event on
+// the connection.
+func (h *hub) confirm(sub rueidis.PubSubSubscription) {
+	if sub.Channel != h.channel {
+		return
 	}
-	cmd := s.b().Unsubscribe().Channel(channel).Build().Pin()
-	if s.sharded {
-		cmd = s.b().Sunsubscribe().Channel(channel).Build().Pin()
+	switch sub.Kind {
+	case "subscribe", "ssubscribe":
+		h.mu.Lock()
+		h.confirmed = true
+		for l := range h.listeners {
+			l.subscribed()
+		}
+		h.mu.Unlock()
+	case "unsubscribe", "sunsubscribe":
+		h.mu.Lock()
+		h.confirmed = false
+		h.mu.Unlock()
 	}
-	return s.rdb.Do(ctx, cmd).Error()
 }
 
-// listen counts a Subscribe call on channel starting (1) or ending (-1).
-func (s *Store) listen(channel string, d int) {
-	s.listenMu.Lock()
-	defer s.listenMu.Unlock()
-	if s.listening == nil {
-		s.listening = make(map[string]int)
+// deliver hands a message to every listener.
+func (h *hub) deliver(msg string) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for l := range h.listeners {
+		l.message(msg)
 	}
-	if s.listening[channel] += d; s.listening[channel] <= 0 {
-		delete(s.listening, channel)
+}
+
+func (s *Store) subscribeCmd(channel string) rueidis.Completed {
+	if s.sharded {
+		return s.b().Ssubscribe().Channel(channel).Build().Pin()
 	}
+	return s.b().Subscribe().Channel(channel).Build().Pin()
+}
+
+func (s *Store) unsubscribeCmd(channel string) rueidis.Completed {
+	if s.sharded {
+		return s.b().Sunsubscribe().Channel(channel).Build().Pin()
+	}
+	return s.b().Unsubscribe().Channel(channel).Build().Pin()
 }

@@ -83,11 +83,10 @@ type Store struct {
 	// as they must be on a Cluster (see JointRenewals).
 	apart atomic.Bool
 
-	listenMu sync.Mutex // guards listening
-	// listening counts the Subscribe calls running per channel. They
-	// share the client's pub/sub connection, where an UNSUBSCRIBE ends
-	// every one of them: Unsubscribe sends none while any is left.
-	listening map[string]int
+	hubsMu sync.Mutex // guards hubs
+	// hubs are the subscriptions, one per channel listened to, each shared
+	// by the channel's listeners (see pubsub.go).
+	hubs map[string]*hub
 }
 
 // New makes a Store on rdb for the keys under prefix. sharded selects
