@@ -184,10 +184,8 @@ type beat struct {
 	c   *Client
 	key groupKey
 	svc *service
-
-	mu sync.Mutex // guards members
 	// members are the workers it renews; it stops with the last.
-	members map[*Worker]struct{}
+	members members
 }
 
 // joinBeat makes w a member of its client's beat for its options,
@@ -198,12 +196,11 @@ func (c *Client) joinBeat(w *Worker) *beat {
 	defer c.beatsMu.Unlock()
 	b := c.beats[key]
 	if b != nil {
-		b.mu.Lock()
-		b.members[w] = struct{}{}
-		b.mu.Unlock()
+		b.members.add(w)
 		return b
 	}
-	b = &beat{c: c, key: key, members: map[*Worker]struct{}{w: {}}}
+	b = &beat{c: c, key: key}
+	b.members.add(w)
 	c.beats[key] = b
 	b.svc = startService(context.Background(), b.loop)
 	return b
@@ -214,10 +211,7 @@ func (c *Client) joinBeat(w *Worker) *beat {
 func (b *beat) leave(w *Worker) {
 	c := b.c
 	c.beatsMu.Lock()
-	b.mu.Lock()
-	delete(b.members, w)
-	last := len(b.members) == 0
-	b.mu.Unlock()
+	last := b.members.remove(w)
 	if last && c.beats[b.key] == b {
 		delete(c.beats, b.key)
 	}
@@ -245,12 +239,7 @@ func (b *beat) loop(ctx context.Context) {
 
 // round renews every member's leases once.
 func (b *beat) round(ctx context.Context) {
-	b.mu.Lock()
-	ws := make([]*Worker, 0, len(b.members))
-	for w := range b.members {
-		ws = append(ws, w)
-	}
-	b.mu.Unlock()
+	ws := b.members.list()
 	rs := make([]renewal, 0, len(ws))
 	for _, w := range ws {
 		if r, ok := w.renewal(); ok {

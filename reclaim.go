@@ -64,9 +64,10 @@ type reclaimer struct {
 	// had armed its timer for.
 	kick chan struct{}
 
-	mu sync.Mutex // guards the fields below
 	// members are the workers it reclaims for; it stops with the last.
-	members map[*Worker]struct{}
+	members members
+
+	mu sync.Mutex // guards the fields below
 	// peer is when the next peer's lease runs out, as last heard (zero:
 	// no peer).
 	peer time.Time
@@ -95,12 +96,11 @@ func (c *Client) joinReclaimer(w *Worker) *reclaimer {
 	defer c.reclaimMu.Unlock()
 	r := c.reclaimers[key]
 	if r != nil {
-		r.mu.Lock()
-		r.members[w] = struct{}{}
-		r.mu.Unlock()
+		r.members.add(w)
 		return r
 	}
-	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1), members: map[*Worker]struct{}{w: {}}}
+	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
+	r.members.add(w)
 	c.reclaimers[key] = r
 	r.svc = startService(context.Background(), r.loop)
 	return r
@@ -111,10 +111,7 @@ func (c *Client) joinReclaimer(w *Worker) *reclaimer {
 func (r *reclaimer) leave(w *Worker) {
 	c := r.c
 	c.reclaimMu.Lock()
-	r.mu.Lock()
-	delete(r.members, w)
-	last := len(r.members) == 0
-	r.mu.Unlock()
+	last := r.members.remove(w)
 	if last && c.reclaimers[groupKey{ttl: r.window / 2, every: r.every}] == r {
 		delete(c.reclaimers, groupKey{ttl: r.window / 2, every: r.every})
 	}
@@ -189,26 +186,13 @@ func (r *reclaimer) loop(ctx context.Context) {
 // member is one of the members (nil if none): the look runs under its
 // id, which the registry does not count as a peer's. The members renew
 // together, so their leases run out together.
-func (r *reclaimer) member() *Worker {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for w := range r.members {
-		return w
-	}
-	return nil
-}
+func (r *reclaimer) member() *Worker { return r.members.one() }
 
 // lastFenced is how long ago the member that fenced itself last did so
 // (a large value if none ever did).
 func (r *reclaimer) lastFenced() time.Duration {
-	r.mu.Lock()
-	ws := make([]*Worker, 0, len(r.members))
-	for w := range r.members {
-		ws = append(ws, w)
-	}
-	r.mu.Unlock()
 	since := 24 * time.Hour
-	for _, w := range ws {
+	for _, w := range r.members.list() {
 		since = min(since, w.fencedSince())
 	}
 	return since

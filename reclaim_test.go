@@ -195,7 +195,5 @@ func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int)
 	defer c.reclaimMu.Unlock()
 	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
 	require.NotNil(t, r)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r, len(r.members)
+	return r, len(r.members.list())
 }
