@@ -39,13 +39,9 @@ func periodicTicks(t *testing.T, c *Client, queue string) []int64 {
 // with no gap.
 func requireOncePerTick(t *testing.T, ticks []int64, period time.Duration) {
 	t.Helper()
-	p := period.Milliseconds()
-	for i, tick := range ticks {
-		require.Zero(t, tick%p, "tick %d is not on the period", tick)
-		if i > 0 {
-			require.NotEqual(t, ticks[i-1], tick, "tick %d enqueued twice: %v", tick, ticks)
-			require.Equal(t, p, tick-ticks[i-1], "gap or duplicate after tick %d: %v", ticks[i-1], ticks)
-		}
+	requireNeverTwice(t, ticks, period)
+	for i := 1; i < len(ticks); i++ {
+		require.Equal(t, period.Milliseconds(), ticks[i]-ticks[i-1], "gap after tick %d: %v", ticks[i-1], ticks)
 	}
 }
 
