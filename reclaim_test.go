@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,4 +197,64 @@ func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int)
 	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
 	require.NotNil(t, r)
 	return r, len(r.members.list())
+}
+
+// Whether a dead worker waits unclaimed costs a renewal a few calls
+// however many dead workers are claimed: under CPU starvation a fleet
+// whose workers kept fencing themselves once piled up hundreds of claims,
+// and a call per claim in every renewal starved Redis in turn. The
+// reclaimer's own look reads the claims in one call too.
+func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	keys := c.store.Keys()
+	require.NoError(t, c.store.RegisterWorker(ctx, "live", time.Minute))
+	const dead = 500
+	expired, claims := c.rdb.B().Zadd().Key(keys.Workers()).ScoreMember(), c.rdb.B().Zadd().Key(keys.Reclaiming()).ScoreMember()
+	for i := range dead {
+		id := fmt.Sprintf("dead-%03d", i)
+		expired = expired.ScoreMember(float64(1+i), id)
+		if i < dead-1 { // all but the last, which sorts last
+			claims = claims.ScoreMember(float64(time.Now().Add(time.Hour).UnixMilli()), id)
+		}
+	}
+	require.NoError(t, c.rdb.Do(ctx, expired.Build()).Error())
+	require.NoError(t, c.rdb.Do(ctx, claims.Build()).Error())
+
+	// calls counts the Redis calls f makes, scripts' own included: only a
+	// private miniredis can tell (a real server's counts hold other
+	// tests'); elsewhere f's results are checked alone.
+	calls := func(f func()) int {
+		if b.mini == nil {
+			f()
+			return 0
+		}
+		from := b.mini.CommandCount()
+		f()
+		return b.mini.CommandCount() - from
+	}
+	renew := func() store.KeptAlive {
+		kept, err := c.store.Keepalive(ctx, time.Minute, []store.Keepalive{{Worker: "live"}})
+		require.NoError(t, err)
+		require.Len(t, kept, 1)
+		require.False(t, kept[0].Gone)
+		return kept[0]
+	}
+	var kept store.KeptAlive
+	n := calls(func() { kept = renew() })
+	assert.True(t, kept.Dead, "one of %d dead workers is unclaimed", dead)
+	assert.LessOrEqual(t, n, 12, "calls of one renewal")
+
+	var exp store.Expired
+	n = calls(func() {
+		var err error
+		exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "live", time.Hour)
+		require.NoError(t, err)
+	})
+	assert.Equal(t, []string{fmt.Sprintf("dead-%03d", dead-1)}, exp.Dead, "the unclaimed one is handed out")
+	assert.LessOrEqual(t, n, 16, "calls of one look")
+
+	n = calls(func() { kept = renew() })
+	assert.False(t, kept.Dead, "every dead worker is claimed")
+	assert.LessOrEqual(t, n, 12, "calls of one renewal")
 }

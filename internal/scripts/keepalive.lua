@@ -24,7 +24,9 @@
 -- workers it renews (not ZMSCORE: a restricted ACL user, see the README,
 -- is not granted it): for one worker serving one queue, while nobody has
 -- expired (the usual case), six calls in all with TIME and one ZRANGE of
--- the registry's first two entries.
+-- the registry's first two entries; while some have, five more at most
+-- (counts of the expired and the claimed, and the next live leases),
+-- however many have expired or are claimed.
 local now = now_ms()
 local expiry = ms(now + tonumber(ARGV[1]))
 local out = {now, 0, '', 0, 0}
@@ -58,8 +60,10 @@ for _, key in ipairs(keys) do
   redis.call('ZADD', key, unpack(adds[key]))
 end
 
-local front, dead = registry_front(KEYS[1], KEYS[2], nil, now, 1)
-out[2] = #dead
+local front, _, unclaimed = registry_front(KEYS[1], KEYS[2], nil, now, 0)
+if unclaimed > 0 then
+  out[2] = 1
+end
 if front[1] then
   out[3], out[4] = front[1], tonumber(front[2])
 end
