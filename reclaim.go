@@ -222,8 +222,11 @@ func (r *reclaimer) look(ctx context.Context) {
 	switch {
 	case err != nil:
 		// Try again in about a RenewInterval (with jitter, so that peers
-		// that failed together do not come back together).
+		// that failed together do not come back together), and not at the
+		// peer's expiry the failed look was for: past now, that would
+		// look again at once, and again, for as long as the looks fail.
 		r.again = now.Add(r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10)
+		r.peer = time.Time{}
 	case pass.again > 0:
 		r.again = now.Add(pass.again)
 	}

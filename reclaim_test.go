@@ -3,11 +3,13 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -243,11 +245,16 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	var kept store.KeptAlive
 	n := calls(func() { kept = renew() })
 	assert.True(t, kept.Dead, "one of %d dead workers is unclaimed", dead)
+	// Counted from the second call on: the first of a script on a new
+	// server may be sent twice (EVALSHA refused, then EVAL).
+	n = calls(func() { kept = renew() })
+	assert.True(t, kept.Dead, "one of %d dead workers is unclaimed", dead)
 	assert.LessOrEqual(t, n, 12, "calls of one renewal")
 
 	var exp store.Expired
+	_, err := c.store.ExpiredWorkers(ctx, 0, "live", time.Hour) // loads the script
+	require.NoError(t, err)
 	n = calls(func() {
-		var err error
 		exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "live", time.Hour)
 		require.NoError(t, err)
 	})
@@ -257,4 +264,49 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	n = calls(func() { kept = renew() })
 	assert.False(t, kept.Dead, "every dead worker is claimed")
 	assert.LessOrEqual(t, n, 12, "calls of one renewal")
+}
+
+// A look that fails comes back in about a RenewInterval, also when the
+// peer's expiry it was for has passed: a reclaimer once looked again at
+// once, thousands of times a second, for as long as its looks failed (a
+// script its ACL user may not run; Redis down).
+func TestFailingLooksDoNotSpin(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	expiredSHA := c.store.Scripts().Expired.SHA1()
+	var failing atomic.Bool
+	var failed atomic.Int64
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if failing.Load() && scriptOf(cmd) == expiredSHA {
+				failed.Add(1)
+				return rueidis.NewErrorResult(io.ErrUnexpectedEOF)
+			}
+			return next()
+		}
+	})
+	opts := WorkerOptions{TTL: time.Second, RenewInterval: 100 * time.Millisecond}
+	newWorker(t, c, opts)
+	peer := newWorker(t, b.client(), opts)
+	id := peer.ID()
+	failing.Store(true)
+	peer.crash()
+	// The reclaimer wakes at the peer's expiry and its look fails; from
+	// then on it may look about every RenewInterval (and once more for
+	// each renewal that sees the dead worker).
+	eventually(t, 5*time.Second, "a look fails", func() bool { return failed.Load() > 0 })
+	from, start := failed.Load(), time.Now()
+	eventually(t, 5*time.Second, "the looks go on failing", func() bool { return failed.Load() >= from+3 })
+	time.Sleep(500 * time.Millisecond)
+	looks, took := failed.Load()-from, time.Since(start)
+	assert.LessOrEqual(t, float64(looks), 2*took.Seconds()/opts.RenewInterval.Seconds()+4,
+		"%d failed looks in %v", looks, took)
+
+	// Once the looks succeed the dead peer is reclaimed.
+	failing.Store(false)
+	eventually(t, 5*time.Second, "the dead peer is reclaimed", func() bool {
+		n, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(c.store.Keys().Workers()).Member(id).Build()).AsFloat64()
+		return rueidis.IsRedisNil(err) && n == 0
+	})
 }

@@ -35,10 +35,11 @@ end
 -- first two live leases, as {worker, expiry (ms), ...} (the first that is
 -- not a caller's own is the next to run out), and up to limit workers
 -- other than self whose lease expired and that no peer has claimed (claims
--- in reclaiming, see expired.lua; those run out go here), and how many
--- such workers wait, self included (limit 0 asks only that). Only the
--- front of the registry is read: while nobody has expired, which is the
--- usual case, that is one ZRANGE of its first two entries.
+-- in reclaiming, see expired.lua; those run out go here), and whether
+-- such a worker waits (1, else 0), self included (limit 0 asks only
+-- that). Only the front of the registry is read: while nobody has
+-- expired, which is the usual case, that is one ZRANGE of its first two
+-- entries.
 local function registry_front(workers, reclaiming, self, now, limit)
   local front = redis.call('ZRANGE', workers, 0, 1, 'WITHSCORES')
   local dead, unclaimed = {}, 0
@@ -50,10 +51,14 @@ local function registry_front(workers, reclaiming, self, now, limit)
     end
     -- A claim is made only on an expired lease, which is never renewed,
     -- and goes with its worker: every claim is of an expired worker, so
-    -- the unclaimed ones number the expired less the claimed. Two calls
-    -- however many are claimed (a call per claim here once made every
-    -- renewal of a starved fleet cost hundreds of calls).
-    unclaimed = redis.call('ZCOUNT', workers, '-inf', ms(now)) - claimed
+    -- one waits unclaimed exactly when more have expired than are
+    -- claimed, that is when an expired entry lies past the first claimed
+    -- ones. One call however many are claimed (a call per claim here once
+    -- made every renewal of a starved fleet cost hundreds); not ZCOUNT,
+    -- which a restricted ACL user (see the README) is not granted.
+    if #redis.call('ZRANGEBYSCORE', workers, '-inf', ms(now), 'LIMIT', claimed, 1) > 0 then
+      unclaimed = 1
+    end
     if unclaimed > 0 and limit > 0 then
       local taken = {}
       if claimed > 0 then

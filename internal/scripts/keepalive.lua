@@ -25,8 +25,8 @@
 -- is not granted it): for one worker serving one queue, while nobody has
 -- expired (the usual case), six calls in all with TIME and one ZRANGE of
 -- the registry's first two entries; while some have, five more at most
--- (counts of the expired and the claimed, and the next live leases),
--- however many have expired or are claimed.
+-- (the claims counted, one look past them at the expired, and the next
+-- live leases), however many have expired or are claimed.
 local now = now_ms()
 local expiry = ms(now + tonumber(ARGV[1]))
 local out = {now, 0, '', 0, 0}
