@@ -75,6 +75,13 @@ func runLatency(ctx context.Context, b *bench) (*result, error) {
 	addLatencies(res, "baseline_", based)
 	res.add("p50_ratio", "×", pct(got, 50).Seconds()/pct(based, 50).Seconds())
 	res.add("p99_ratio", "×", pct(got, 99).Seconds()/pct(based, 99).Seconds())
+	// Where the gap is: the enqueue's own round trip against the LPUSH's
+	// (on an idle Redis a script pays for each call it makes, cold).
+	erts, prts := tw.roundTrips(), tb.roundTrips()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	res.add("enqueue_rt_p50_ms", "ms", ms(pct(erts, 50)))
+	res.add("baseline_lpush_rt_p50_ms", "ms", ms(pct(prts, 50)))
+	res.add("rt_p50_ratio", "×", pct(erts, 50).Seconds()/pct(prts, 50).Seconds())
 	return res, nil
 }
 
@@ -197,17 +204,20 @@ const warmup = 5
 
 // timings records when each task was sent and when it arrived.
 type timings struct {
-	gap     time.Duration
-	mu      sync.Mutex
-	sent    []time.Time
-	took    []time.Duration
+	gap  time.Duration
+	mu   sync.Mutex
+	sent []time.Time
+	took []time.Duration
+	// rt is each send's own round trip (the enqueue's, the LPUSH's): the
+	// part of the pickup spent before the sender hears back.
+	rt      []time.Duration
 	arrives int
 	again   int // starts of tasks that had started already
 	all     chan struct{}
 }
 
 func newTimings(count int, gap time.Duration) *timings {
-	return &timings{gap: gap, sent: make([]time.Time, warmup+count), took: make([]time.Duration, warmup+count), all: make(chan struct{})}
+	return &timings{gap: gap, sent: make([]time.Time, warmup+count), took: make([]time.Duration, warmup+count), rt: make([]time.Duration, warmup+count), all: make(chan struct{})}
 }
 
 // send sends every task on a fixed schedule, gap apart.
@@ -222,13 +232,26 @@ func (t *timings) send(ctx context.Context, enqueue func(i int, task []byte) err
 	return nil
 }
 
-// sendOne notes the time and sends task i.
+// sendOne notes the time and sends task i, and how long the send took.
 func (t *timings) sendOne(i int, send func(task []byte) error) error {
 	task := []byte(strconv.Itoa(i))
 	t.mu.Lock()
-	t.sent[i] = time.Now()
+	at := time.Now()
+	t.sent[i] = at
 	t.mu.Unlock()
-	return send(task)
+	err := send(task)
+	rt := time.Since(at)
+	t.mu.Lock()
+	t.rt[i] = rt
+	t.mu.Unlock()
+	return err
+}
+
+// roundTrips are the counted sends' own round trips.
+func (t *timings) roundTrips() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.rt[warmup:])
 }
 
 func (t *timings) arrived(task []byte) {
