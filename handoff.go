@@ -47,6 +47,7 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 	p := w.adoptHanded(s, e)
 	if p == nil {
 		r.unclaim()
+		r.lookAgain()
 		return
 	}
 	w.c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
@@ -55,17 +56,15 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 }
 
 // lookAgain makes the runtime dequeue for its free slots, after a process
-// handed over started: that parks it again if the queue is empty (the
-// enqueue took it out of the idle set). The queue was empty then, so a
-// plain runtime does not note that it may hold tasks (a handler returning
-// would look again); a pool member must, or the pool would plan no dequeue
-// for it.
+// handed over started (or could not be adopted): that parks it again if
+// the queue is empty, for the enqueue took it out of the idle set. It
+// marks that the queue may hold tasks, as a work event does, so the loop
+// looks again when a slot frees if it has none now: a hand-off that took
+// the last free slot would otherwise leave the runtime unparked, out of
+// every later hand-off, until some other enqueue's work event (and a
+// pool would plan no dequeue for a member not so marked).
 func (r *runner) lookAgain() {
-	if r.pool != nil {
-		r.workArrived()
-	} else {
-		r.poke()
-	}
+	r.workArrived()
 }
 
 // adoptHanded puts a handed process in the worker's books, as dequeue does

@@ -493,3 +493,44 @@ func TestHandOffsRunEveryTaskOnce(t *testing.T) {
 	assert.Zero(t, retried.Load(), "no task started more than once")
 	assert.Zero(t, over.Load(), "no worker ran more handlers than its slots")
 }
+
+// A hand-off that fills a runtime's last free slot takes it out of the
+// idle set, and its own dequeue then finds no slot to ask for: once the
+// handler returns the runtime must look again, and park, or later
+// enqueues, finding nobody parked, would hand to nobody and the runtime
+// would wait for a work event that a hand-off elsewhere never sends.
+func TestARuntimeHandedItsLastSlotParksAgainOnceSlotsFree(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	producer := b.client()
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	handle := func(_ context.Context, p *Process) error {
+		started <- string(p.Task())
+		<-release
+		return nil
+	}
+	for range 2 {
+		w := newWorker(t, c, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "q", handle, HandleOptions{Concurrency: 1}))
+	}
+	settledParking(t, c, "q", 2)
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	for _, task := range []string{"a", "b"} {
+		require.NoError(t, second(producer.Enqueue(ctx, "q", []byte(task))))
+		expectPrefix(t, events, "h") // handed over, not dequeued
+		recv(t, started, 5*time.Second, "the handed task started")
+	}
+	// Both runtimes are full, and out of the idle set.
+	settledParking(t, c, "q", 0)
+	close(release)
+	settledQueue(t, producer, "q")
+	// Their slots free: both park again, for the next enqueues.
+	settledParking(t, c, "q", 2)
+	for _, task := range []string{"c", "d"} {
+		require.NoError(t, second(producer.Enqueue(ctx, "q", []byte(task))))
+		expectPrefix(t, events, "h")
+		recv(t, started, 5*time.Second, "the next handed task started")
+	}
+	settledQueue(t, producer, "q")
+}
