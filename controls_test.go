@@ -308,3 +308,49 @@ func TestPriorities(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, rep.Problems(), "%v", rep)
 }
+
+// A runtime whose estimate of the Redis clock runs ahead of Redis wakes
+// before the rate limit allows the next start; the dequeue then says the
+// start is not allowed yet, at a time the estimate puts in the past. It
+// must not arm its timer for that past time and dequeue again at once, for
+// as long as the estimate is off.
+func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const per, ahead = 500 * time.Millisecond, 250 * time.Millisecond
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, per))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
+	wc := b.client()
+	var dequeues atomic.Int64
+	wc.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpDequeue {
+			dequeues.Add(1)
+		}
+		return nil
+	})
+	w := newWorker(t, wc, WorkerOptions{})
+	var started atomic.Int64
+	caughtUp := make(chan struct{}, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		started.Add(1)
+		return nil
+	}, HandleOptions{Concurrency: 1, Events: Events{Work: func(string, int64) {
+		select {
+		case caughtUp <- struct{}{}:
+		default:
+		}
+	}}}))
+	// The check after subscribing has read the Redis clock (its promotion)
+	// by the time it raises the work event; nothing reads it after.
+	recv(t, caughtUp, 5*time.Second, "the check after subscribing")
+	w.clock.mu.Lock()
+	w.clock.offset += ahead
+	w.clock.mu.Unlock()
+	from := dequeues.Load()
+	eventually(t, 5*time.Second, "all three started", func() bool { return started.Load() == 3 })
+	// Without the spin: a dequeue or two per start, and one more for each
+	// early wake-up.
+	n := dequeues.Load() - from
+	t.Logf("%d dequeues for two rate-limited starts, the clock estimate %v ahead", n, ahead)
+	assert.LessOrEqual(t, n, int64(15), "dequeues while the clock estimate ran %v ahead", ahead)
+}

@@ -63,7 +63,14 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	// A runtime parks in the idle set, where enqueues hand it tasks in
 	// events, only once it hears the queue's events.
-	sps, until, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
+	sent := time.Now()
+	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
+	if now > 0 {
+		// The rate limit's wake-up (runner.wakeAt) is timed by the
+		// estimate: one that ran ahead of Redis would wake before until,
+		// be told until again, and find it past, again and again.
+		w.clock.observe(now, sent, time.Now())
+	}
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)

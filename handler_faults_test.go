@@ -133,7 +133,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			res := next()
 			if scriptOf(cmd) == dequeueSHA {
-				if vals, err := res.AsStrSlice(); err == nil && len(vals) == 1 && handled.Load() == 1 && once.CompareAndSwap(false, true) {
+				if vals, err := res.AsStrSlice(); err == nil && len(vals) == 2 && handled.Load() == 1 && once.CompareAndSwap(false, true) {
 					// Tasks land just after the empty dequeue ran, and
 					// their event is handled before its reply is.
 					require.NoError(t, second(admin.EnqueueBatch(context.Background(), "q", [][]byte{[]byte("a"), []byte("b")})))

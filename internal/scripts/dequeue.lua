@@ -4,9 +4,11 @@
 -- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low, stats
 -- ARGV: worker, count, park ("1" for a Handle runtime), stats counted by
 --       the client ('' for none: see stats_add)
--- Returns -1 when the lease is not live, else {until, pid, entry, error,
--- pid, entry, error, ...}: until is, under a rate limit that is used up,
--- when the next start is allowed (µs, Redis clock; 0 otherwise); then each
+-- Returns -1 when the lease is not live, else {until, now, pid, entry,
+-- error, pid, entry, error, ...}: until is, under a rate limit that is used
+-- up, when the next start is allowed (µs, Redis clock; 0 otherwise), and
+-- now the Redis clock the limit was judged by (µs; 0 when none was), so
+-- that the caller times its wake-up by Redis's clock; then each
 -- entry as it waited, its count of earlier starts unchanged (the process
 -- record keeps it so; see entry_ran), and the error its last attempt
 -- recorded ('' if none).
@@ -124,10 +126,10 @@ if ARGV[3] == '1' then
   end
 end
 if n == 0 then
-  return {ms(rate_until())}
+  return {ms(rate_until()), ms(now_u or 0)}
 end
 local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks, nil, seq)
-local out, retried, started = {'0'}, {}, {}
+local out, retried, started = {'0', '0'}, {}, {}
 for j, pid in ipairs(pids) do
   local t = tasks[n - j + 1]
   out[#out + 1] = pid
@@ -145,7 +147,7 @@ for j, pid in ipairs(pids) do
 end
 if now_u then
   redis.call('ZADD', KEYS[7], unpack(started))
-  out[1] = ms(rate_until())
+  out[1], out[2] = ms(rate_until()), ms(now_u)
 end
 -- Only a task started before can have an error recorded.
 if #retried > 0 then

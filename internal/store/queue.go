@@ -226,8 +226,9 @@ func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
 // worker, whose lease on the queue must be live (else ErrLeaseGone). park
 // marks a Handle runtime, which parks in the idle set when it finds fewer
 // tasks than it asked for. until is, when the queue's rate limit is used
-// up, when the next start is allowed (Unix µs, Redis clock), else 0.
-func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) (procs []Proc, until int64, err error) {
+// up, when the next start is allowed (Unix µs, Redis clock), else 0; now is
+// the Redis clock (Unix µs) the rate limit was judged by, 0 when none was.
+func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) (procs []Proc, until, now int64, err error) {
 	k := s.keys.Queue(queue)
 	p := "0"
 	if park {
@@ -237,27 +238,28 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{worker, strconv.Itoa(n), p, carry.counts()})
 	s.stats.sent(carry, err, res)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if code, err := res.AsInt64(); err == nil && code == -1 {
-		return nil, 0, ErrLeaseGone
+		return nil, 0, 0, ErrLeaseGone
 	}
 	vals, err := res.AsStrSlice()
-	if err == nil && len(vals)%3 != 1 {
+	if err == nil && len(vals)%3 != 2 {
 		err = fmt.Errorf("dequeue.lua answered %d values", len(vals))
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	until, _ = strconv.ParseInt(vals[0], 10, 64)
+	now, _ = strconv.ParseInt(vals[1], 10, 64)
 	out := make([]Proc, 0, len(vals)/3)
-	for i := 1; i+2 < len(vals); i += 3 {
+	for i := 2; i+2 < len(vals); i += 3 {
 		t := TaskOrRaw(vals[i+1])
 		t.Attempts++ // the attempt this process runs
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
 	}
 	s.stats.started(queue, out)
-	return out, until, nil
+	return out, until, now, nil
 }
 
 // ProcRef names a process and the worker that holds it.
