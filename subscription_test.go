@@ -152,3 +152,39 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 	eventually(t, 5*time.Second, "every worker checked the queue", func() bool { return checks.Load() >= n+1 })
 	assert.EqualValues(t, n+1, checks.Load(), "checks of the queue")
 }
+
+// A subscription that the server drops as soon as it is made (another user
+// of the connection unsubscribing it, over and over) is subscribed again
+// with a backoff: coming straight back is for a subscription that held a
+// while. Each time it comes back every listener checks its queue.
+func TestSubscriptionDroppedAtOnceBacksOff(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	var subscribes atomic.Int64
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpSubscribe {
+			subscribes.Add(1)
+		}
+		return nil
+	})
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	eventually(t, 5*time.Second, "subscribed", func() bool { return subscribes.Load() > 0 })
+
+	channel := c.store.Keys().Queue("q").Channel
+	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build().Pin()
+	if b.cluster {
+		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build().Pin()
+	}
+	const window = time.Second
+	from := subscribes.Load()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
+	}
+	n := subscribes.Load() - from
+	t.Logf("%d subscriptions in %v while each was dropped within 2 ms", n, window)
+	// With a backoff doubling from 10 ms: about log2(window/10ms).
+	assert.LessOrEqual(t, n, int64(15), "subscriptions in %v", window)
+}

@@ -169,8 +169,9 @@ func (s *Store) startHub(queue, channel string, prev *hub) *hub {
 // subscribes again by itself after a reconnect; its Receive returns nil
 // when the server drops the subscription (a slot that moved, a failover,
 // an UNSUBSCRIBE from another user of the connection), and the loop then
-// subscribes again at once; after an error it waits, longer each time, up
-// to a second.
+// subscribes again at once if the subscription held for a second; after an
+// error, or a drop sooner than that, it waits, longer each time, up to a
+// second.
 func (s *Store) receive(ctx context.Context, h *hub) {
 	defer close(h.done)
 	if h.prev != nil {
@@ -186,6 +187,7 @@ func (s *Store) receive(ctx context.Context, h *hub) {
 	hooked := rueidis.WithOnSubscriptionHook(ctx, h.confirm)
 	deliver := func(m rueidis.PubSubMessage) { h.deliver(m.Message) }
 	for {
+		start := time.Now()
 		err := s.enter(ctx, OpSubscribe, h.queue)
 		if err == nil {
 			err = s.rdb.Receive(hooked, s.subscribeCmd(h.channel), deliver)
@@ -196,8 +198,11 @@ func (s *Store) receive(ctx context.Context, h *hub) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil {
-			wait = first // dropped by the server: come straight back
+		if err == nil && time.Since(start) >= most {
+			// Dropped by the server after it held a while: come straight
+			// back. One dropped as soon as it was made backs off like an
+			// error: each comeback makes every listener check its queue.
+			wait = first
 		}
 		t := time.NewTimer(wait)
 		select {
