@@ -548,12 +548,21 @@ end
 -- as its code: -1 the worker's lease is gone, 0 it is not that worker's or
 -- was named twice; nil when it can, and it is then marked taken. live
 -- caches the lease checks per worker.
+-- (The owner is compared in place, with no copy of it made: this runs
+-- for every process.)
 local function batch_refusal(leases, now, live, taken, worker, pid, v)
-  if live[worker] == nil then
-    live[worker] = lease_live(leases, worker, now) and true or false
+  local ok = live[worker]
+  if ok == nil then
+    ok = lease_live(leases, worker, now) and true or false
+    live[worker] = ok
   end
-  if not live[worker] then return -1 end
-  if not v or taken[pid] or proc_owner(v) ~= worker then return 0 end
+  if not ok then return -1 end
+  if not v or taken[pid] then return 0 end
+  if #worker == OWNER_LEN then
+    if string.find(v, worker, 2, true) ~= 2 then return 0 end
+  elseif proc_owner(v) ~= worker then
+    return 0
+  end
   taken[pid] = true
   return nil
 end
