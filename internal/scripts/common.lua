@@ -311,13 +311,19 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
   end
   local pids, fields = {}, {}
   local added = 0 -- the extra weight of the new processes
+  -- Per task: only an entry with a ',' can have a weight (see
+  -- entry_weight); the usual one costs no call of it.
+  local format, find, head = string.format, string.find, 'a' .. worker
   for i = n, 1, -1 do
     seq = seq + 1
-    local pid = string.format('%x', seq)
-    pids[#pids + 1] = pid
-    fields[#fields + 1] = pid
-    fields[#fields + 1] = 'a' .. worker .. tasks[i]
-    added = added + entry_weight(tasks[i]) - 1
+    local pid, t = format('%x', seq), tasks[i]
+    local j = n - i + 1
+    pids[j] = pid
+    fields[2 * j - 1] = pid
+    fields[2 * j] = head .. t
+    if find(t, ',', 1, true) then
+      added = added + entry_weight(t) - 1
+    end
   end
   -- unpack puts every value on the Lua stack, which holds a few thousand.
   for i = 1, #fields, 1000 do
