@@ -282,6 +282,9 @@ local function weight_moved(meta, x)
   end
 end
 
+-- The hex digits, in order: the last digit of a process id (start_procs).
+local HEX_DIGIT = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'}
+
 -- New processes of worker for tasks (entries in list order, the first out
 -- last, as dequeue takes them): each gets an id and a record in procs, and
 -- the weight they add is counted. Process ids are the Redis clock in
@@ -311,13 +314,27 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
   end
   local pids, fields = {}, {}
   local added = 0 -- the extra weight of the new processes
+  -- Per task: only an entry with a ',' can have a weight (see
+  -- entry_weight); the usual one costs no call of it.
+  local format, find, head = string.format, string.find, 'a' .. worker
+  -- The ids count up by one: up to 16 in a row share every hex digit but
+  -- the last, so one string.format serves them all (what
+  -- string.format('%x', seq) gives, at half the cost).
+  local high -- seq's hex digits but the last ('' below 16)
   for i = n, 1, -1 do
     seq = seq + 1
-    local pid = string.format('%x', seq)
-    pids[#pids + 1] = pid
-    fields[#fields + 1] = pid
-    fields[#fields + 1] = 'a' .. worker .. tasks[i]
-    added = added + entry_weight(tasks[i]) - 1
+    local d = seq % 16
+    if d == 0 or not high then
+      high = seq >= 16 and format('%x', (seq - d) / 16) or ''
+    end
+    local pid, t = high .. HEX_DIGIT[d + 1], tasks[i]
+    local j = n - i + 1
+    pids[j] = pid
+    fields[2 * j - 1] = pid
+    fields[2 * j] = head .. t
+    if find(t, ',', 1, true) then
+      added = added + entry_weight(t) - 1
+    end
   end
   -- unpack puts every value on the Lua stack, which holds a few thousand.
   for i = 1, #fields, 1000 do
@@ -548,12 +565,21 @@ end
 -- as its code: -1 the worker's lease is gone, 0 it is not that worker's or
 -- was named twice; nil when it can, and it is then marked taken. live
 -- caches the lease checks per worker.
+-- (The owner is compared in place, with no copy of it made: this runs
+-- for every process.)
 local function batch_refusal(leases, now, live, taken, worker, pid, v)
-  if live[worker] == nil then
-    live[worker] = lease_live(leases, worker, now) and true or false
+  local ok = live[worker]
+  if ok == nil then
+    ok = lease_live(leases, worker, now) and true or false
+    live[worker] = ok
   end
-  if not live[worker] then return -1 end
-  if not v or taken[pid] or proc_owner(v) ~= worker then return 0 end
+  if not ok then return -1 end
+  if not v or taken[pid] then return 0 end
+  if #worker == OWNER_LEN then
+    if string.find(v, worker, 2, true) ~= 2 then return 0 end
+  elseif proc_owner(v) ~= worker then
+    return 0
+  end
   taken[pid] = true
   return nil
 end

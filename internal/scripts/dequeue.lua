@@ -93,17 +93,24 @@ local function take(list, k)
     return
   end
   local got = redis.call('LRANGE', list, -k, -1)
-  local fit = 0
-  for i = #got, 1, -1 do
-    if not fits(got[i]) then break end
-    fit = fit + 1
+  local fit = #got
+  if room then
+    fit = 0
+    for i = #got, 1, -1 do
+      if not fits(got[i]) then break end
+      fit = fit + 1
+    end
   end
   if fit > 0 then
     redis.call('LTRIM', list, 0, -(fit + 1))
-    local merged = {}
-    for i = #got - fit + 1, #got do merged[#merged + 1] = got[i] end
-    for _, t in ipairs(tasks) do merged[#merged + 1] = t end
-    tasks = merged
+    if fit == #got and #tasks == 0 then
+      tasks = got
+    else
+      local merged = {}
+      for i = #got - fit + 1, #got do merged[#merged + 1] = got[i] end
+      for _, t in ipairs(tasks) do merged[#merged + 1] = t end
+      tasks = merged
+    end
   end
 end
 if want > 0 then
@@ -130,15 +137,21 @@ if n == 0 then
 end
 local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks, nil, seq)
 local out, retried, started = {'0', '0'}, {}, {}
-for j, pid in ipairs(pids) do
-  local t = tasks[n - j + 1]
-  out[#out + 1] = pid
-  out[#out + 1] = t
-  out[#out + 1] = ''
+-- Per task, the usual one (a header that is only its id: started never
+-- before) costs one string call: see finish.lua.
+local find = string.find
+local k = 2
+for j = 1, #pids do
+  local pid, t = pids[j], tasks[n - j + 1]
+  out[k + 1] = pid
+  out[k + 2] = t
+  out[k + 3] = ''
+  k = k + 3
   -- Only a task started before can have an error recorded: its header
   -- (before the first ':') has an 'a' field.
-  if header_has(t, 'a') then
-    retried[#retried + 1] = #out
+  local comma = find(t, ',', 1, true)
+  if comma and header_has(t, 'a') then
+    retried[#retried + 1] = k
   end
   if now_u then
     started[#started + 1] = ms(tonumber(pid, 16))

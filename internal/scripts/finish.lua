@@ -20,27 +20,46 @@ local now_u, now, pids, vals = batch_open(KEYS[1], KEYS[13], KEYS[3], 3)
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)
-for j, pid in ipairs(pids) do
-  local worker, v = ARGV[3 * j], vals[j]
-  local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
+-- Per process, the usual task (a header that is only its id: no
+-- weight, no starts before, nothing retained, no unique key) costs a
+-- few string calls; only one whose header has fields goes through the
+-- helpers that read them. Each call into Lua or C costs Redis some
+-- hundreds of instructions, and this runs for every task.
+local argv, leases, unique = ARGV, KEYS[2], KEYS[9]
+local find, sub = string.find, string.sub
+local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
+local ngone = 0
+for j = 1, #pids do
+  local pid, v = pids[j], vals[j]
+  local worker = argv[3 * j]
+  local refused = batch_refusal(leases, now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
   else
-    gone[#gone + 1] = pid
-    local state = proc_state(v)
+    ngone = ngone + 1
+    gone[ngone] = pid
+    local state = sub(v, 1, 1) -- proc_state
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
-    -- Only a task started before can have an error recorded.
-    local entry = proc_task(v)
-    freed = freed + entry_weight(entry)
-    ids[#ids + 1] = entry_id(entry)
-    if header_has(entry, 'a') then
-      failed[#failed + 1] = entry_id(entry)
+    -- The header's text (all of the entry if it has no ':'): the id
+    -- unless it holds a ','.
+    local id = sub(v, at, (find(v, ':', at, true) or 0) - 1)
+    if find(id, ',', 1, true) then
+      local entry = proc_task(v)
+      freed = freed + entry_weight(entry)
+      id = entry_id(entry)
+      -- Only a task started before can have an error recorded.
+      if header_has(entry, 'a') then
+        failed[#failed + 1] = id
+      end
+      if state == 'a' then
+        retain(KEYS[5], KEYS[6], argv[1], entry, 'ok', pid, 1, argv[3 * j + 2])
+      end
+      release_unique(unique, entry)
+    else
+      freed = freed + 1
     end
-    if state == 'a' then
-      retain(KEYS[5], KEYS[6], ARGV[1], entry, 'ok', pid, 1, ARGV[3 * j + 2])
-    end
-    release_unique(KEYS[9], entry)
+    ids[ngone] = id
   end
 end
 if #gone > 0 then
