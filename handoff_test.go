@@ -534,3 +534,43 @@ func TestARuntimeHandedItsLastSlotParksAgainOnceSlotsFree(t *testing.T) {
 	}
 	settledQueue(t, producer, "q")
 }
+
+// A hand-off costs the runtime one dequeue, which parks it again: not a
+// second one when the handler's outcome is written, as after a work event
+// (the queue was empty). An idle fleet pays per task in scripts.
+func TestAHandOffCostsOneDequeue(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	producer := b.client()
+	done := make(chan string, 1)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		done <- string(p.Task())
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	settledParking(t, c, "q", 1)
+	var dequeues atomic.Int32
+	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+		if op == store.OpDequeue && queue == "q" {
+			dequeues.Add(1)
+		}
+		return nil
+	})
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	const n = 10
+	for i := range n {
+		require.NoError(t, second(producer.Enqueue(ctx, "q", []byte(fmt.Sprint(i)))))
+		expectPrefix(t, events, "h")
+		recv(t, done, 5*time.Second, "the handed task ran")
+		settledQueue(t, producer, "q")
+		settledParking(t, c, "q", 1)
+	}
+	// One each; rarely one more, when the outcome is written between the
+	// loop's wake-up and its asking (repark is cleared only by a dequeue
+	// asked for, so that none is ever missed). Marking the queue as maybe
+	// holding tasks after each hand-off made it two each.
+	got := dequeues.Load()
+	t.Logf("%d dequeues for %d handed tasks", got, n)
+	assert.GreaterOrEqual(t, got, int32(n), "each handed task's runtime parked again by a dequeue")
+	assert.LessOrEqual(t, got, int32(n+n/5), "dequeues for %d handed tasks", n)
+}
