@@ -404,9 +404,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	// is tried again while the worker lives, or it would be held for ever.
 	b := newBackoff(50*time.Millisecond, time.Second)
 	for {
-		wctx, cancel := context.WithTimeout(r.w.life, r.w.opts.TTL)
-		outcome := write(wctx)
-		cancel()
+		outcome := write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
 		switch {
 		case outcome == nil, errors.Is(outcome, ErrProcessLost),
 			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
@@ -421,8 +419,9 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 
 // retryable tells whether an outcome write may not have reached Redis and
 // can be sent again (the scripts check ownership, so a repeat is safe): it
-// failed on the connection, or got no answer within its TTL-long deadline
-// while the worker lives (a hung node).
+// failed on the connection, or got no answer within its deadline (a TTL
+// and at most an eighth more, see writeDeadline) while the worker lives (a
+// hung node).
 func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }

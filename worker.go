@@ -122,6 +122,8 @@ type Worker struct {
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life
+	// writes bounds the outcome writes after handlers (runner.settle).
+	writes writeDeadline
 	// wg counts the one-shot goroutines on life: queue lease renewals and
 	// rejoins. Adds happen only while the worker is not closed, under mu
 	// or on the lease keeper's goroutine, so never after shutdown waits.
