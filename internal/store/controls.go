@@ -21,7 +21,7 @@ const (
 // Control pauses or resumes a queue, or sets its concurrency limit (0
 // removes it), for the whole fleet, and registers the queue if it is new.
 func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration) error {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting, k.High, k.Low},
 		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10)})
 	if err != nil {
@@ -52,7 +52,7 @@ type QueueState struct {
 // QueueState reads a queue's counts and controls, at one instant
 // (queue_info.lua).
 func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low}, nil)
 	if err != nil {
 		return QueueState{}, err

@@ -19,7 +19,7 @@ type DeadLetter struct {
 // first, skipping the offset (>= 0) newest, with their errors, in one
 // script call.
 func (s *Store) DeadLetters(ctx context.Context, queue string, offset, limit int) ([]DeadLetter, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpDeadLetters, queue, s.scripts.DeadList, []string{k.Dead, k.Errors}, []string{strconv.Itoa(offset), strconv.Itoa(limit)})
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (s *Store) DeadCount(ctx context.Context, queue string) (int64, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return 0, err
 	}
-	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Dead).Build().Pin()).AsInt64()
+	return s.rdb.Do(ctx, s.b().Zcard().Key(s.queueKeys(queue).Dead).Build().Pin()).AsInt64()
 }
 
 // RequeueDead puts the dead letter of task id back at the back of its
@@ -52,7 +52,7 @@ func (s *Store) DeadCount(ctx context.Context, queue string) (int64, error) {
 // queue if it had to be made again. It reports false, changing nothing,
 // when the queue has no dead letter of that id.
 func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats},
 		[]string{k.Channel, queue, id, deadPattern(id)})
 	n, err := s.requeued(ctx, queue, "dead_requeue.lua", res, err)
@@ -62,7 +62,7 @@ func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error)
 // RequeueAllDead does what RequeueDead does for every dead letter of a
 // queue, in one script call, and returns how many it requeued.
 func (s *Store) RequeueAllDead(ctx context.Context, queue string) (int64, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats},
 		[]string{k.Channel, queue})
 	return s.requeued(ctx, queue, "dead_requeue_all.lua", res, err)
@@ -93,7 +93,7 @@ func (s *Store) requeued(ctx context.Context, queue, script string, res rueidis.
 // DeleteDead deletes the dead letter of task id, and its error. It reports
 // false when the queue has no dead letter of that id.
 func (s *Store) DeleteDead(ctx context.Context, queue, id string) (bool, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadDelete, []string{k.Dead, k.Errors}, []string{id, deadPattern(id)})
 	if err != nil {
 		return false, err
@@ -105,7 +105,7 @@ func (s *Store) DeleteDead(ctx context.Context, queue, id string) (bool, error) 
 // PurgeDead deletes every dead letter of a queue, and their errors, and
 // returns how many there were.
 func (s *Store) PurgeDead(ctx context.Context, queue string) (int64, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadPurge, []string{k.Dead, k.Errors}, nil)
 	if err != nil {
 		return 0, err

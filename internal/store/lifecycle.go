@@ -30,7 +30,7 @@ type RetryRef struct {
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 // One script call for all of them; one outcome per process.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
 	args := make([]string, 0, 2+4*len(procs))
 	pids := make([]string, len(procs))
@@ -80,7 +80,7 @@ type DeadBounds struct {
 // worker and its lease is live. A cancelled task, or one of a deleted
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats},
 		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
@@ -104,7 +104,7 @@ const PromoteCap = 10_000
 // Promote moves up to PromoteCap due delayed tasks of a queue to its
 // back, in due order, and says when the next is due.
 func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low}, []string{k.Channel, strconv.Itoa(PromoteCap)})
 	if err != nil {
 		return Promoted{}, err
@@ -132,7 +132,7 @@ func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
-	cmd := s.b().Zrange().Key(s.keys.Queue(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
+	cmd := s.b().Zrange().Key(s.queueKeys(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
 	vals, err := s.rdb.Do(ctx, cmd).AsZScores()
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (s *Store) DelayedLen(ctx context.Context, queue string) (int64, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return 0, err
 	}
-	return s.rdb.Do(ctx, s.b().Zcard().Key(s.keys.Queue(queue).Delayed).Build().Pin()).AsInt64()
+	return s.rdb.Do(ctx, s.b().Zcard().Key(s.queueKeys(queue).Delayed).Build().Pin()).AsInt64()
 }
 
 // TaskResult reads a retained task's outcome; false when there is none
@@ -159,7 +159,7 @@ func (s *Store) TaskResult(ctx context.Context, queue, id string) (Result, bool,
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return Result{}, false, err
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res := s.rdb.DoMulti(ctx,
 		s.b().Hget().Key(k.Results).Field(id).Build().Pin(),
 		s.b().Zscore().Key(k.Retained).Member(id).Build().Pin(),

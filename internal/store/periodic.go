@@ -39,7 +39,7 @@ type Ticked struct {
 // seen. args gives the task's MaxAttempts, Timeout, Retain and Weight; the others
 // are ignored.
 func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats},
 		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload)})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 // if the process still belongs to its worker, whose lease is live, and is
 // active; the outcome says what it found (WasActive: written).
 func (s *Store) ReportProgress(ctx context.Context, queue string, p ProcRef, percent int, note string) (Outcome, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpProgress, queue, s.scripts.Progress, []string{k.Procs, k.Leases, k.Progress},
 		[]string{p.Worker, p.PID, strconv.Itoa(percent), note, k.Channel})
 	return outcome(res, err)
@@ -23,7 +23,7 @@ func (s *Store) Progress(ctx context.Context, queue, id string) (ProgressRecord,
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return ProgressRecord{}, false, err
 	}
-	v, err := s.rdb.Do(ctx, s.b().Hget().Key(s.keys.Queue(queue).Progress).Field(id).Build().Pin()).ToString()
+	v, err := s.rdb.Do(ctx, s.b().Hget().Key(s.queueKeys(queue).Progress).Field(id).Build().Pin()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return ProgressRecord{}, false, nil
 	}

@@ -14,7 +14,7 @@ func (s *Store) Publish(ctx context.Context, queue, msg string) error {
 	if err := s.enter(ctx, OpPublish, queue); err != nil {
 		return err
 	}
-	return s.rdb.Do(ctx, s.publishCmd(s.keys.Queue(queue).Channel, msg)).Error()
+	return s.rdb.Do(ctx, s.publishCmd(s.queueKeys(queue).Channel, msg)).Error()
 }
 
 func (s *Store) publishCmd(channel, msg string) rueidis.Completed {
@@ -75,7 +75,7 @@ type hub struct {
 // rueidis's reader or the channel's receiving goroutine, one listener
 // after another.
 func (s *Store) Listen(queue string, subscribed func(), message func(string)) *Listener {
-	channel := s.keys.Queue(queue).Channel
+	channel := s.queueKeys(queue).Channel
 	l := &Listener{s: s, subscribed: subscribed, message: message}
 	s.hubsMu.Lock()
 	defer s.hubsMu.Unlock()
@@ -140,7 +140,7 @@ func (l *Listener) Stop(ctx context.Context, unsubscribe bool) {
 // Listeners counts the listeners of a queue's channel, and reports
 // whether the store has a subscription to it. For tests.
 func (s *Store) Listeners(queue string) (n int, subscribed bool) {
-	channel := s.keys.Queue(queue).Channel
+	channel := s.queueKeys(queue).Channel
 	s.hubsMu.Lock()
 	defer s.hubsMu.Unlock()
 	h := s.hubs[channel]

@@ -85,7 +85,7 @@ func handOff(chunk [][]byte) string {
 // round trip, and registers the queue if it is new. It returns the tasks'
 // ids, in order; on error those of the calls that failed are empty.
 func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, args EnqueueArgs) ([]string, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	front := "0"
 	if args.Front {
 		front = "1"
@@ -219,7 +219,7 @@ func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
 	if err := s.rdb.Do(ctx, s.b().Sadd().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
 		return err
 	}
-	return s.scripts.Registered.Exec(ctx, s.rdb, []string{s.keys.Queue(queue).Meta}, nil).Error()
+	return s.scripts.Registered.Exec(ctx, s.rdb, []string{s.queueKeys(queue).Meta}, nil).Error()
 }
 
 // Dequeue moves up to n tasks from the front of a queue into processes of
@@ -229,7 +229,7 @@ func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
 // up, when the next start is allowed (Unix µs, Redis clock), else 0; now is
 // the Redis clock (Unix µs) the rate limit was judged by, 0 when none was.
 func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) (procs []Proc, until, now int64, err error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	p := "0"
 	if park {
 		p = "1"
@@ -275,7 +275,7 @@ type ProcRef struct {
 // its worker and that worker's lease on the queue is live, in one script
 // call. It returns one outcome per process.
 func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
 	args := make([]string, 0, 2+3*len(procs))
 	pids := make([]string, len(procs))
@@ -314,7 +314,7 @@ func (s *Store) GiveBack(ctx context.Context, queue string, p ProcRef) (Outcome,
 
 // stop runs stop.lua: Requeue, or with mode "front" GiveBack.
 func (s *Store) stop(ctx context.Context, queue string, p ProcRef, mode string) (Outcome, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, []string{p.Worker, p.PID, k.Channel, mode})
 	return outcome(res, err)
 }
@@ -336,7 +336,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 }
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
@@ -362,7 +362,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
 		return 0, err
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -377,7 +377,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 // one's state, or Lost when it is no longer the worker's (every one, once
 // the lease is gone).
 func (s *Store) States(ctx context.Context, queue, worker string, pids []string) ([]State, error) {
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpStates, queue, s.scripts.States, []string{k.Procs, k.Leases}, append([]string{worker}, pids...))
 	if err != nil {
 		return nil, err
@@ -554,7 +554,7 @@ func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return 0, err
 	}
-	lens, err := s.lens(ctx, s.keys.Queue(queue))
+	lens, err := s.lens(ctx, s.queueKeys(queue))
 	return lens[0] + lens[1] + lens[2], err
 }
 
@@ -582,7 +582,7 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]T
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	lens, err := s.lens(ctx, k)
 	if err != nil {
 		return nil, err
@@ -623,7 +623,7 @@ func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	// Two calls, not one DoMulti: on a cluster whose node cannot be
 	// reached, rueidis retries a multi until the context ends, where a
 	// single call fails at once (ErrUnavailable, as every other read).

@@ -91,7 +91,7 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return time.Time{}, nil, err
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	var names []string
 	read := s.b().Hgetall().Key(k.Stats).Build().Pin()
 	if local := time.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {

@@ -83,6 +83,11 @@ type Store struct {
 	// as they must be on a Cluster (see JointRenewals).
 	apart atomic.Bool
 
+	// queueKeys caches the keys of queues (Keys.Queue builds 20 strings),
+	// up to maxCachedQueues of them.
+	queueKeysCache sync.Map // queue name -> *QueueKeys
+	queueKeysCount atomic.Int64
+
 	hubsMu sync.Mutex // guards hubs
 	// hubs are the subscriptions, one per channel listened to, each shared
 	// by the channel's listeners (see pubsub.go).
@@ -99,6 +104,24 @@ func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
 	}
 	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
 	return s
+}
+
+// maxCachedQueues bounds the queues whose keys the Store keeps.
+const maxCachedQueues = 1024
+
+// queueKeys is s.keys.Queue(queue), cached: the hot paths (dequeue,
+// finish) would otherwise build the same 20 strings on every call.
+func (s *Store) queueKeys(queue string) QueueKeys {
+	if k, ok := s.queueKeysCache.Load(queue); ok {
+		return *k.(*QueueKeys)
+	}
+	k := s.keys.Queue(queue)
+	if s.queueKeysCount.Load() < maxCachedQueues {
+		if _, loaded := s.queueKeysCache.LoadOrStore(queue, &k); !loaded {
+			s.queueKeysCount.Add(1)
+		}
+	}
+	return k
 }
 
 // JointRenewals reports whether a worker's queue leases are renewed in the

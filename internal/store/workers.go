@@ -111,7 +111,7 @@ func (s *Store) Keepalive(ctx context.Context, ttl time.Duration, ks []Keepalive
 // RenewQueueLease extends a worker's lease on a queue; ErrLeaseGone if it
 // has expired.
 func (s *Store) RenewQueueLease(ctx context.Context, queue, id string, ttl time.Duration) error {
-	return s.renew(ctx, OpRenewQueue, queue, s.keys.Queue(queue).Leases, id, ttl)
+	return s.renew(ctx, OpRenewQueue, queue, s.queueKeys(queue).Leases, id, ttl)
 }
 
 func (s *Store) renew(ctx context.Context, op Op, queue, key, id string, ttl time.Duration) error {
@@ -146,7 +146,7 @@ func (s *Store) JoinQueue(ctx context.Context, queue, id string) (unregistered b
 	if expiry < 0 {
 		return false, ErrLeaseGone
 	}
-	k := s.keys.Queue(queue)
+	k := s.queueKeys(queue)
 	res, err = s.run(ctx, OpJoin, queue, s.scripts.Join, []string{k.Leases, k.Meta}, []string{id, strconv.FormatInt(expiry, 10), queue})
 	if err != nil {
 		return false, err
