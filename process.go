@@ -31,9 +31,11 @@ type Process struct {
 	task       []byte
 	started    time.Time // on the worker's clock
 
+	mu sync.Mutex // guards the fields below
+	// done is Done's channel, made when first asked for; closed when the
+	// process ends (err set).
 	done chan struct{}
-	mu   sync.Mutex // guards the fields below
-	err  error      // why the process ended, for Err; nil while it runs
+	err  error // why the process ended, for Err; nil while it runs
 	// settled is true once Finish or Requeue succeeded, or the process was
 	// found lost: no further state change is sent to Redis for it.
 	settled bool
@@ -53,7 +55,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
 		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
-		started: time.Now(), done: make(chan struct{}),
+		started: time.Now(),
 	}
 }
 
@@ -115,7 +117,25 @@ func (p *Process) Owner() string { return p.owner }
 // finished or requeued, its task was cancelled, its queue was deleted, or
 // it was lost (the worker fenced itself, closed or stopped work on the
 // queue). Err says which.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil { // made on first use: most processes never need it
+		if p.err != nil {
+			return closedChan
+		}
+		p.done = make(chan struct{})
+	}
+	return p.done
+}
+
+// closedChan is a closed channel: Done of a process that ended before
+// anyone asked for it.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
 // ErrProcessLost, or errEnded after Finish or Requeue.
@@ -142,7 +162,9 @@ func (p *Process) end(reason error, settled bool) bool {
 	first := p.err == nil
 	if first {
 		p.err = reason
-		close(p.done)
+		if p.done != nil {
+			close(p.done)
+		}
 		p.stopProgress()
 		if p.ended != nil {
 			p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
