@@ -36,12 +36,16 @@ type pending[I, O any] struct {
 type batch[I, O any] struct {
 	ctx   context.Context // the first caller's, without its cancellation
 	items []I
-	gone  []bool // callers that gave up before the batch went out
+	gone  []bool // callers that gave up before the batch went out; nil while none did
 	sent  bool
 	done  chan struct{}
 	out   []O
 	err   error
 }
+
+// batchCap is the room a waiting batch starts with: it grows by appends
+// beyond it.
+const batchCap = 16
 
 func newCoalescer[I, O any](max int, send func(context.Context, string, []I) ([]O, error)) *coalescer[I, O] {
 	return &coalescer[I, O]{max: max, send: send, queues: make(map[string]*pending[I, O])}
@@ -70,12 +74,11 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	if n := len(p.batches); n > 0 && len(p.batches[n-1].items) < c.max {
 		b = p.batches[n-1]
 	} else {
-		b = &batch[I, O]{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		b = &batch[I, O]{ctx: context.WithoutCancel(ctx), done: make(chan struct{}), items: make([]I, 0, min(c.max, batchCap))}
 		p.batches = append(p.batches, b)
 	}
 	i := len(b.items)
 	b.items = append(b.items, item)
-	b.gone = append(b.gone, false)
 	c.mu.Unlock()
 
 	select {
@@ -87,6 +90,9 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	case <-ctx.Done():
 		c.mu.Lock()
 		if !b.sent {
+			if b.gone == nil {
+				b.gone = make([]bool, c.max)
+			}
 			b.gone[i] = true
 		}
 		c.mu.Unlock()
@@ -101,7 +107,7 @@ func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
 	if slices.Contains(b.gone, true) {
 		items = nil
 		for i, it := range b.items {
-			if !b.gone[i] {
+			if !b.gone[i] { // gone has at least as many as items
 				items = append(items, it)
 				at = append(at, i)
 			}
