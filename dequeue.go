@@ -65,11 +65,12 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	// events, only once it hears the queue's events.
 	sent := time.Now()
 	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
+	got := time.Now() // also when the processes started
 	if now > 0 {
 		// The rate limit's wake-up (runner.wakeAt) is timed by the
 		// estimate: one that ran ahead of Redis would wake before until,
 		// be told until again, and find it past, again and again.
-		w.clock.observe(now, sent, time.Now())
+		w.clock.observe(now, sent, got)
 	}
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
@@ -93,7 +94,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	ps := make([]*Process, len(sps))
 	for i, sp := range sps {
-		ps[i] = newProcess(w, queue, sp)
+		ps[i] = newProcessAt(w, queue, sp, got)
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()

@@ -51,11 +51,17 @@ type Process struct {
 }
 
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
+	return newProcessAt(w, queue, sp, time.Now())
+}
+
+// newProcessAt is newProcess for a process that started at started (the
+// processes of one dequeue share one reading of the clock).
+func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	return &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
 		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
-		started: time.Now(),
+		started: started,
 	}
 }
 
