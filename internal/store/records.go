@@ -70,7 +70,7 @@ type Task struct {
 // its id: exact to the microsecond unless more than one task per
 // microsecond was enqueued, when later ones read a little late.
 func (t Task) EnqueuedAt() time.Time {
-	us, err := strconv.ParseUint(t.ID, 16, 63)
+	us, err := parseHex(t.ID, 63)
 	if err != nil {
 		return time.Time{}
 	}
@@ -84,7 +84,7 @@ func (t Task) Since() int64 {
 	if t.Due > 0 {
 		return t.Due
 	}
-	us, err := strconv.ParseUint(t.ID, 16, 63)
+	us, err := parseHex(t.ID, 63)
 	if err != nil {
 		return 0
 	}
@@ -184,8 +184,33 @@ func (p Proc) Seq() uint64 { return PIDSeq(p.PID) }
 
 // PIDSeq is a process id as a number.
 func PIDSeq(pid string) uint64 {
-	n, _ := strconv.ParseUint(pid, 16, 64)
+	n, _ := parseHex(pid, 64)
 	return n
+}
+
+// parseHex is strconv.ParseUint(s, 16, bits), the same value and error,
+// with a quick path for the ids worqr writes (a few per task: PIDSeq,
+// Task.Since, Task.EnqueuedAt), which never overflow.
+func parseHex(s string, bits int) (uint64, error) {
+	if s == "" || len(s) > bits/4 {
+		return strconv.ParseUint(s, 16, bits)
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return strconv.ParseUint(s, 16, bits)
+		}
+		n = n<<4 | uint64(c)
+	}
+	return n, nil
 }
 
 // ParseProc decodes a process record; false for one worqr did not write.
