@@ -127,21 +127,13 @@ func (p *Process) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done == nil { // made on first use: most processes never need it
-		if p.err != nil {
-			return closedChan
-		}
 		p.done = make(chan struct{})
+		if p.err != nil { // ended before anyone asked
+			close(p.done)
+		}
 	}
 	return p.done
 }
-
-// closedChan is a closed channel: Done of a process that ended before
-// anyone asked for it.
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
 // ErrProcessLost, or errEnded after Finish or Requeue.
