@@ -57,27 +57,14 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 
 // lookAgain makes the runtime dequeue for its free slots, after a process
 // handed over started (or could not be adopted): that parks it again if
-// the queue is empty, for the enqueue took it out of the idle set. If the
-// hand-off took its last free slot, it marks that the next slot to free
-// must dequeue (repark), or the runtime would stay out of the idle set,
-// and of every later hand-off, until some other enqueue's work event. It
-// does not mark that the queue may hold tasks (it was empty: a dequeue
-// when the handler returns would find nothing), except for a pool member,
-// for which the pool plans no dequeue otherwise.
+// the queue is empty, for the enqueue took it out of the idle set. It
+// marks that the queue may hold tasks, as a work event does, so the loop
+// looks again when a slot frees if it has none now: a hand-off that took
+// the last free slot would otherwise leave the runtime unparked, out of
+// every later hand-off, until some other enqueue's work event (and a
+// pool would plan no dequeue for a member not so marked).
 func (r *runner) lookAgain() {
-	if r.pool != nil {
-		r.workArrived()
-		return
-	}
-	r.mu.Lock()
-	free := slotsFree(r.opts.Concurrency, r.busy+r.asking, r.settling) > 0
-	if !free {
-		r.repark = true // the handler that returns next pokes the loop
-	}
-	r.mu.Unlock()
-	if free {
-		r.poke()
-	}
+	r.workArrived()
 }
 
 // adoptHanded puts a handed process in the worker's books, as dequeue does

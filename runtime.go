@@ -39,12 +39,7 @@ type runner struct {
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
-	// repark is set when a hand-off took the runtime's last free slot and
-	// it out of the idle set (see lookAgain): the next slot that frees
-	// asks for a dequeue, which parks it again, even if the queue looked
-	// empty. Cleared when a dequeue is asked for.
-	repark bool
-	gen    uint64 // counts work events
+	gen  uint64 // counts work events
 	// blocked is set when a pool member could not take work (fenced,
 	// not serving, or Redis failed) until the next work event; the pool
 	// passes it over.
@@ -314,14 +309,14 @@ func (r *runner) runJob(j job) {
 	r.mu.Lock()
 	r.busy--
 	r.settling++
-	more := r.more || r.repark
+	more := r.more
 	r.mu.Unlock()
 	r.handOn(more, 1)
 	r.settle(ctx, j.p, err)
 	j.cancel(nil)
 	r.mu.Lock()
 	r.settling--
-	more = r.more || r.repark
+	more = r.more
 	r.mu.Unlock()
 	r.handOn(more, -1)
 }

@@ -46,9 +46,6 @@ func (r *runner) ask() (n int, gen uint64) {
 	defer r.mu.Unlock()
 	n = slotsFree(r.opts.Concurrency, r.busy, r.settling)
 	r.asking += max(n, 0)
-	if n > 0 {
-		r.repark = false // this dequeue parks it if the queue is empty
-	}
 	return n, r.gen
 }
 
@@ -120,7 +117,7 @@ func (r *runner) claim() (idle chan job, stop context.Context, ok bool) {
 func (r *runner) unclaim() {
 	r.mu.Lock()
 	r.busy--
-	more := r.more || r.repark
+	more := r.more
 	r.mu.Unlock()
 	r.handlers.Done()
 	if r.pool != nil {
