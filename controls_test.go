@@ -194,13 +194,7 @@ func TestRateLimit(t *testing.T) {
 	var mu sync.Mutex
 	var starts []uint64 // the processes' ids: the Redis clock (µs) at each dequeue
 	wc := b.client()
-	var dequeues atomic.Int64
-	wc.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpDequeue {
-			dequeues.Add(1)
-		}
-		return nil
-	})
+	dequeues := countCalls(wc, store.OpDequeue)
 	for range 2 {
 		w := newWorker(t, wc, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
@@ -321,13 +315,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	require.NoError(t, c.SetRateLimit(ctx, "q", 1, per))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
 	wc := b.client()
-	var dequeues atomic.Int64
-	wc.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpDequeue {
-			dequeues.Add(1)
-		}
-		return nil
-	})
+	dequeues := countCalls(wc, store.OpDequeue)
 	w := newWorker(t, wc, WorkerOptions{})
 	var started atomic.Int64
 	caughtUp := make(chan struct{}, 1)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The suite runs against miniredis by default, so `go test ./...` needs no
@@ -225,6 +228,19 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func (w *Worker) freeze() {
 	w.stopComponents()
+}
+
+// countCalls counts c's store calls of kind op from now on (it replaces
+// any fault set before).
+func countCalls(c *Client, op store.Op) *atomic.Int64 {
+	n := new(atomic.Int64)
+	c.store.SetFault(func(_ context.Context, got store.Op, _ string) error {
+		if got == op {
+			n.Add(1)
+		}
+		return nil
+	})
+	return n
 }
 
 // eventually polls cond until it holds or the deadline passes.

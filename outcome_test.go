@@ -123,13 +123,7 @@ func TestThousandWaitersDoNotPoll(t *testing.T) {
 	ids, err := c.EnqueueBatch(ctx, "q", tasks, Retain(time.Minute))
 	require.NoError(t, err)
 
-	var reads atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpRead {
-			reads.Add(1)
-		}
-		return nil
-	})
+	reads := countCalls(c, store.OpRead)
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	for _, id := range ids {

@@ -175,13 +175,7 @@ func TestZombieCannotReportProgress(t *testing.T) {
 func progressWrites(t *testing.T) (c *Client, ctx context.Context, id string, p *Process, writes *atomic.Int64) {
 	t.Helper()
 	_, c, ctx = setup(t)
-	writes = new(atomic.Int64)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpProgress {
-			writes.Add(1)
-		}
-		return nil
-	})
+	writes = countCalls(c, store.OpProgress)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))

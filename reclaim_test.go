@@ -151,13 +151,7 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	var looks atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpExpired {
-			looks.Add(1)
-		}
-		return nil
-	})
+	looks := countCalls(c, store.OpExpired)
 	const n = 20
 	for range n {
 		newWorker(t, c, fast)

@@ -162,13 +162,7 @@ func TestSubscriptionDroppedAtOnceBacksOff(t *testing.T) {
 	b := newBackend(t)
 	c := b.client()
 	ctx := ctxT(t)
-	var subscribes atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpSubscribe {
-			subscribes.Add(1)
-		}
-		return nil
-	})
+	subscribes := countCalls(c, store.OpSubscribe)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "subscribed", func() bool { return subscribes.Load() > 0 })
