@@ -534,3 +534,58 @@ func TestARuntimeHandedItsLastSlotParksAgainOnceSlotsFree(t *testing.T) {
 	}
 	settledQueue(t, producer, "q")
 }
+
+// A handed task costs its runtime one dequeue, the one that parks it
+// again (the fan-out trickle's three scripts a task: enqueue, dequeue,
+// finish). The first dequeue after each hand-off is held until the
+// handler has returned and its finish is on the way, so the handler's
+// return always finds the queue marked as maybe holding tasks and wakes
+// the loop: a wake-up that the short dequeue has answered since must not
+// cost a second one. The loop dequeues one call at a time, so when the
+// next round's dequeue comes, every one of this round's has been counted.
+func TestAHandedTaskCostsOneDequeue(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	producer := b.client()
+	started := make(chan string, 8)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		started <- string(p.Task())
+		return nil
+	}, HandleOptions{Concurrency: 2}))
+	settledParking(t, c, "q", 1)
+	var dequeues atomic.Int64
+	var hold atomic.Bool
+	held := make(chan int64, 16)
+	finished := make(chan struct{}, 16)
+	over := make(chan struct{})
+	t.Cleanup(func() { close(over) }) // before the worker closes
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		switch op {
+		case store.OpFinish:
+			finished <- struct{}{}
+		case store.OpDequeue:
+			n := dequeues.Add(1)
+			if !hold.CompareAndSwap(true, false) {
+				return nil
+			}
+			held <- n
+			select {
+			case <-finished:
+			case <-over:
+			}
+		}
+		return nil
+	})
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	const rounds = 5
+	for i := range rounds {
+		hold.Store(true)
+		require.NoError(t, second(producer.Enqueue(ctx, "q", []byte(fmt.Sprint(i)))))
+		expectPrefix(t, events, "h") // handed over: the runtime was parked
+		recv(t, started, 5*time.Second, "the handed task started")
+		n := recv(t, held, 5*time.Second, "the dequeue that parks the runtime again")
+		require.Equal(t, int64(i+1), n, "dequeues by the start of round %d's", i+1)
+		settledParking(t, c, "q", 1)
+	}
+}

@@ -111,16 +111,16 @@ type job struct {
 }
 
 // startLoop starts the dequeue loop (again, after a StopWork that failed
-// and left the queue served). A pool member's loop is the pool's: it is
-// only marked as taking, and as maybe having work, so the pool looks.
+// and left the queue served), marked as maybe having work so that it
+// looks. A pool member's loop is the pool's: it is only marked so, and
+// the pool looks.
 func (r *runner) startLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
 	r.mu.Lock()
 	r.loop = lc
-	if r.pool != nil {
-		r.more, r.blocked = true, false
-	}
+	// The first dequeue parks the runtime (or takes what waits).
+	r.more, r.blocked = true, false
 	r.mu.Unlock()
 	if r.pool != nil {
 		close(lc.done)

@@ -40,10 +40,17 @@ func (r *runner) room() int {
 }
 
 // ask marks the runtime's free slots as asked for by the dequeue about to
-// be sent, and returns how many they are and the count of work events.
+// be sent, and returns how many they are and the count of work events:
+// none while the queue is not marked as maybe holding tasks. A wake-up
+// can come from a slot that freed while the queue was so marked, and
+// find it cleared since by a dequeue that came back short (which parked
+// the runtime): dequeuing again would only park it again.
 func (r *runner) ask() (n int, gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.more {
+		return 0, r.gen
+	}
 	n = slotsFree(r.opts.Concurrency, r.busy, r.settling)
 	r.asking += max(n, 0)
 	return n, r.gen
