@@ -11,7 +11,8 @@ import (
 )
 
 // runIdle measures what an idle fleet costs Redis: workers with the
-// default TTL and renew interval serving one queue each, nothing enqueued.
+// default TTL and renew interval (or -fleet-renew's) serving one queue
+// each, nothing enqueued.
 // After the fleet has settled it reads the servers' CPU time and calls for
 // a window of 10 s (-short: 2 s), for each fleet size of -fleet (100 and
 // 1,000 workers by default; -short: the first), and reports Redis CPU as a
@@ -58,6 +59,10 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 		clients = min(b.cfg.fleetClients, n)
 		name = fmt.Sprintf("w%d_c%d_", n, clients)
 	}
+	renew := worqr.DefaultRenewInterval
+	if r := b.cfg.fleetRenew; r > 0 {
+		renew, name = r, fmt.Sprintf("%sr%v_", name, r)
+	}
 	cs := []*worqr.Client{c}
 	if clients > 1 {
 		cs = make([]*worqr.Client, clients)
@@ -79,6 +84,9 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	idle := func(context.Context, *worqr.Process) error { return nil }
 	var fenced atomic.Int64
 	opts := worqr.WorkerOptions{OnFenced: func(worqr.FenceEvent) { fenced.Add(1) }}
+	if b.cfg.fleetRenew > 0 {
+		opts.TTL, opts.RenewInterval = 3*renew, renew
+	}
 	began := time.Now()
 	for i := range n {
 		// Round robin: the clients' shares differ by one at most.
@@ -93,7 +101,7 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	started := time.Since(began)
 	// Joining is a burst; two renew intervals later the fleet is steady.
 	select {
-	case <-time.After(2 * worqr.DefaultRenewInterval):
+	case <-time.After(2 * renew):
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -59,6 +59,9 @@ type config struct {
 	// clients, each with a connection of its own (1: one client, on the
 	// bench's connection).
 	fleetClients int
+	// fleetRenew, if set, is the idle scenario's workers' renew interval,
+	// with a TTL three times as long (metrics w<N>_..._r<interval>_).
+	fleetRenew time.Duration
 }
 
 // bench is what every scenario runs against.
@@ -140,11 +143,12 @@ func main() {
 	verbose := flag.Bool("v", false, "log worqr's warnings to standard error")
 	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
 	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
+	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1s, TTL 3s)")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew}
 	if cfg.fleetClients < 1 {
 		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
 		os.Exit(2)
