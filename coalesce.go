@@ -38,7 +38,8 @@ type batch[I, O any] struct {
 	items []I
 	gone  []bool // callers that gave up before the batch went out; nil while none did
 	// later are the callbacks of the items given by then, by index (a zero
-	// one for an item do waits for); nil while the batch has none.
+	// one for an item do waits for); nil while the batch has none. Like
+	// items, guarded by the coalescer's mu until the batch is sent.
 	later []later[O]
 	sent  bool
 	done  chan struct{}

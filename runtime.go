@@ -53,7 +53,10 @@ type runner struct {
 	// start; limitedAt is when (Unix µs, Redis clock).
 	limited   *time.Timer
 	limitedAt int64
-	// handlers counts running handlers (its own synchronisation).
+	// handlers counts running handlers, and those that returned until
+	// their outcome is written (its own synchronisation): a Finish is
+	// written after the handler's goroutine went back for work (see
+	// finishLater), and stopTaking's callers wait for it too.
 	handlers sync.WaitGroup
 }
 
