@@ -37,10 +37,22 @@ type batch[I, O any] struct {
 	ctx   context.Context // the first caller's, without its cancellation
 	items []I
 	gone  []bool // callers that gave up before the batch went out; nil while none did
+	// later are the callbacks of the items given by then, by index (a zero
+	// one for an item do waits for); nil while the batch has none. Like
+	// items, guarded by the coalescer's mu until the batch is sent.
+	later []later[O]
 	sent  bool
 	done  chan struct{}
 	out   []O
 	err   error
+}
+
+// later is an item given by then: the batch calls done when it returns,
+// or with ctx's error, leaving the item out, if ctx ended before it went
+// out.
+type later[O any] struct {
+	ctx  context.Context
+	done func(O, error)
 }
 
 // batchCap is the room a waiting batch starts with: it grows by appends
@@ -56,37 +68,13 @@ func newCoalescer[I, O any](max int, send func(context.Context, string, []I) ([]
 // later, do returns at once and the outcome is unknown to the caller.
 func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, error) {
 	var zero O
-	c.mu.Lock()
-	p, busy := c.queues[queue]
-	if !busy {
-		// Nothing in flight: send at once, on this goroutine.
-		c.queues[queue] = &pending[I, O]{}
-		c.mu.Unlock()
-		b := &batch[I, O]{ctx: ctx, items: []I{item}, sent: true}
-		c.run(queue, b)
-		c.next(queue)
-		if b.err != nil {
-			return zero, b.err
-		}
-		return b.out[0], nil
+	b, i := c.join(ctx, queue, item, nil)
+	if b.done == nil { // sent at once, on this goroutine
+		return b.output(0)
 	}
-	var b *batch[I, O]
-	if n := len(p.batches); n > 0 && len(p.batches[n-1].items) < c.max {
-		b = p.batches[n-1]
-	} else {
-		b = &batch[I, O]{ctx: context.WithoutCancel(ctx), done: make(chan struct{}), items: make([]I, 0, min(c.max, batchCap))}
-		p.batches = append(p.batches, b)
-	}
-	i := len(b.items)
-	b.items = append(b.items, item)
-	c.mu.Unlock()
-
 	select {
 	case <-b.done:
-		if b.err != nil {
-			return zero, b.err
-		}
-		return b.out[i], nil
+		return b.output(i)
 	case <-ctx.Done():
 		c.mu.Lock()
 		if !b.sent {
@@ -100,9 +88,77 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	}
 }
 
-// run sends a batch's items, less those whose callers gave up, and
-// records the outcome. The batch is marked sent, so gone no longer changes.
+// then runs item in the next batch of queue, as do does, but does not
+// wait for it: done is called with its output when the batch returns, on
+// the goroutine that sent it (this one, if nothing was in flight: then
+// only after it returned), or with ctx's error, leaving the item out, if
+// ctx ended before the batch went out. The caller's goroutine is free
+// for other work meanwhile, instead of parking until the answer comes
+// and being woken for it. done must be quick: the batches queued behind
+// wait for it.
+func (c *coalescer[I, O]) then(ctx context.Context, queue string, item I, done func(O, error)) {
+	if b, _ := c.join(ctx, queue, item, done); b.done == nil {
+		done(b.output(0))
+	}
+}
+
+// join adds item to the next batch of queue (with done, for then) and
+// returns the batch and the item's index in it. With nothing in flight
+// the batch is sent at once, on this goroutine, before join returns; it
+// has no done channel then.
+func (c *coalescer[I, O]) join(ctx context.Context, queue string, item I, done func(O, error)) (*batch[I, O], int) {
+	c.mu.Lock()
+	p, busy := c.queues[queue]
+	if !busy {
+		// Nothing in flight: send at once, on this goroutine.
+		c.queues[queue] = &pending[I, O]{}
+		c.mu.Unlock()
+		b := &batch[I, O]{ctx: ctx, items: []I{item}, sent: true}
+		c.run(queue, b)
+		c.next(queue)
+		return b, 0
+	}
+	var b *batch[I, O]
+	if n := len(p.batches); n > 0 && len(p.batches[n-1].items) < c.max {
+		b = p.batches[n-1]
+	} else {
+		b = &batch[I, O]{ctx: context.WithoutCancel(ctx), done: make(chan struct{}), items: make([]I, 0, min(c.max, batchCap))}
+		p.batches = append(p.batches, b)
+	}
+	i := len(b.items)
+	b.items = append(b.items, item)
+	if done != nil && b.later == nil {
+		b.later = make([]later[O], i, cap(b.items))
+	}
+	if b.later != nil {
+		b.later = append(b.later, later[O]{ctx: ctx, done: done})
+	}
+	c.mu.Unlock()
+	return b, i
+}
+
+// output is the batch's output for item i, or its error.
+func (b *batch[I, O]) output(i int) (O, error) {
+	if b.err != nil {
+		var zero O
+		return zero, b.err
+	}
+	return b.out[i], nil
+}
+
+// run sends a batch's items, less those whose callers gave up (or whose
+// contexts, given to then, ended), records the outcome and calls the
+// callbacks then was given. The batch is marked sent, so gone no longer
+// changes but here.
 func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
+	for i, l := range b.later {
+		if l.done != nil && l.ctx.Err() != nil {
+			if b.gone == nil {
+				b.gone = make([]bool, c.max)
+			}
+			b.gone[i] = true
+		}
+	}
 	items, at := b.items, []int(nil)
 	if slices.Contains(b.gone, true) {
 		items = nil
@@ -129,6 +185,16 @@ func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
 	}
 	if b.done != nil {
 		close(b.done)
+	}
+	for i, l := range b.later {
+		switch {
+		case l.done == nil: // do's, woken by done
+		case b.gone != nil && b.gone[i]:
+			var zero O
+			l.done(zero, l.ctx.Err())
+		default:
+			l.done(b.output(i))
+		}
 	}
 }
 

@@ -285,3 +285,56 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load(), "one call, then one for the rest")
 	assert.Len(t, waiting(t, c, "q"), n)
 }
+
+// then does not wait: with nothing in flight it sends at once and calls
+// back before it returns; behind a call in flight its item joins the next
+// batch, and the goroutine that sends that batch calls back, with the
+// output, or with the context's error (the item left out) if the context
+// ended before the batch went out.
+func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
+	f := newFakeSend()
+	c := newCoalescer(10, f.send)
+	ctx := ctxT(t)
+	got := make(chan string, 3)
+	callback := func(out string, err error) {
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		got <- out
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = c.do(ctx, "q", 0)
+	}()
+	recv(t, f.started, 5*time.Second, "first call sent")
+	quit, cancel := context.WithCancel(ctx)
+	c.then(ctx, "q", 1, callback)
+	c.then(quit, "q", 2, callback)
+	cancel()
+	select {
+	case g := <-got:
+		t.Fatalf("called back (%s) before the batch went out", g)
+	default:
+	}
+	close(f.release)
+	results := []string{recv(t, got, 5*time.Second, "first callback"), recv(t, got, 5*time.Second, "second callback")}
+	assert.Equal(t, []string{"done 1", "error: context canceled"}, results)
+	wg.Wait()
+	assert.Equal(t, [][]int{{0}, {1}}, f.batches, "the item whose context ended left out")
+
+	// Nothing in flight: sent at once, called back before then returns.
+	eventually(t, 5*time.Second, "nothing in flight", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues) == 0
+	})
+	c.then(ctx, "q", 3, callback)
+	select {
+	case g := <-got:
+		assert.Equal(t, "done 3", g)
+	default:
+		t.Fatal("then returned before calling back with nothing in flight")
+	}
+}

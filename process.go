@@ -318,19 +318,34 @@ func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
 // settle runs the script that ends the process (write) and records the
 // outcome locally and with the observer.
 func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
-	if p.w == nil {
-		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrDetached)
-	}
-	c := p.w.c
-	if err := c.validateCtx(ctx, op); err != nil {
+	if err := p.canSettle(ctx, op); err != nil {
 		return 0, err
 	}
-	if p.isSettled() {
-		return 0, fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
-	}
 	got, err := write(ctx)
+	return p.recordSettled(op, want, cause, got, err)
+}
+
+// canSettle tells why a script that ends the process cannot be sent, if
+// it cannot.
+func (p *Process) canSettle(ctx context.Context, op string) error {
+	if p.w == nil {
+		return fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrDetached)
+	}
+	if err := p.w.c.validateCtx(ctx, op); err != nil {
+		return err
+	}
+	if p.isSettled() {
+		return fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
+	}
+	return nil
+}
+
+// recordSettled records the outcome of the script that ended the process (got,
+// or the error it failed with) locally and with the observer, and
+// returns them as settle does.
+func (p *Process) recordSettled(op string, want Outcome, cause error, got store.Outcome, err error) (store.Outcome, error) {
 	if err != nil {
-		return 0, c.fail(op, p.queue, err)
+		return 0, p.w.c.fail(op, p.queue, err)
 	}
 	switch got {
 	case store.LeaseGone:

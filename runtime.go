@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -54,7 +53,10 @@ type runner struct {
 	// start; limitedAt is when (Unix µs, Redis clock).
 	limited   *time.Timer
 	limitedAt int64
-	// handlers counts running handlers (its own synchronisation).
+	// handlers counts running handlers, and those that returned until
+	// their outcome is written (its own synchronisation): a Finish is
+	// written after the handler's goroutine went back for work (see
+	// finishLater), and stopTaking's callers wait for it too.
 	handlers sync.WaitGroup
 }
 
@@ -286,9 +288,11 @@ func serve(idle chan job, stop context.Context, j job) {
 	}
 }
 
-// runJob runs the handler for one process and settles its outcome.
+// runJob runs the handler for one process and settles its outcome. A
+// handler that succeeded has its Finish written asynchronously (see
+// finishLater): its goroutine is free for the next job at once, and the
+// rest of the settling, up to handlers.Done, runs when the write returns.
 func (r *runner) runJob(j job) {
-	defer r.handlers.Done()
 	if j.handed {
 		r.lookAgain() // from here: the handler's goroutine runs first
 	}
@@ -312,13 +316,25 @@ func (r *runner) runJob(j job) {
 	more := r.more
 	r.mu.Unlock()
 	r.handOn(more, 1)
+	if err == nil && j.p.Err() == nil {
+		r.finishLater(j) // what settle would do: Finish
+		return
+	}
 	r.settle(ctx, j.p, err)
+	r.settled(j)
+}
+
+// settled ends a job whose outcome was written (or given up): its
+// context ends, it stops counting against the writes in flight, and the
+// handler is done (stopTaking and shutdown wait for that).
+func (r *runner) settled(j job) {
 	j.cancel(nil)
 	r.mu.Lock()
 	r.settling--
-	more = r.more
+	more := r.more
 	r.mu.Unlock()
 	r.handOn(more, -1)
+	r.handlers.Done()
 }
 
 // handOn wakes the dequeue loop for a slot that freed (d 1: a handler
@@ -355,70 +371,6 @@ func (r *runner) call(ctx context.Context, p *Process) (err error) {
 		}
 	}()
 	return r.handler(ctx, p)
-}
-
-// settle applies the outcome of a handler to its process.
-func (r *runner) settle(ctx context.Context, p *Process, err error) {
-	// One record with the process's attributes, without a derived
-	// logger (With copies the handler's state): settle runs once per task,
-	// and once per failed attempt logs.
-	log := func(level slog.Level, msg string, args ...any) {
-		l := r.w.logger()
-		if !l.Enabled(context.Background(), level) {
-			return
-		}
-		l.Log(context.Background(), level, msg, append([]any{"queue", r.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
-	}
-	var write func(context.Context) error
-	switch ended := p.Err(); {
-	case errors.Is(ended, ErrProcessLost):
-		return // fenced or given back: the task is not ours to touch
-	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
-		// Requeue, not Finish: Requeue drops a process Redis has marked
-		// cancelled or deleted, and requeues one it has not, so an event
-		// that Redis's state does not back (stale, or forged by anyone
-		// allowed to publish on the channel) cannot lose the task.
-		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
-	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
-		return // still held: shutting down returns it to the front
-	case err == nil:
-		write = p.Finish
-	case IsPermanent(err):
-		log(slog.LevelError, "worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
-		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
-	case r.opts.Retry.exhausted(p.failures+1, p.budget):
-		log(slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
-		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
-	default:
-		delay := r.opts.Retry.delay(p.Attempt(), err)
-		log(slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
-		write = func(ctx context.Context) error { return p.retry(ctx, delay, err) }
-	}
-	// Writes after the handler must not hang on a dead Redis for ever; one
-	// that failed on the connection left the process ours in Redis, so it
-	// is tried again while the worker lives, or it would be held for ever.
-	b := newBackoff(50*time.Millisecond, time.Second)
-	for {
-		outcome := write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
-		switch {
-		case outcome == nil, errors.Is(outcome, ErrProcessLost),
-			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
-			return
-		case !retryable(outcome) || !b.wait(r.w.life):
-			log(slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
-			return
-		}
-		log(slog.LevelWarn, "worqr: could not record the task's outcome; retrying", "err", outcome)
-	}
-}
-
-// retryable tells whether an outcome write may not have reached Redis and
-// can be sent again (the scripts check ownership, so a repeat is safe): it
-// failed on the connection, or got no answer within its deadline (a TTL
-// and at most an eighth more, see writeDeadline) while the worker lives (a
-// hung node).
-func retryable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // stopTaking stops the dequeue loop and waits for it.

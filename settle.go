@@ -1,0 +1,122 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Writing the outcome of a handler that returned: Finish, a retry, a
+// dead letter or a requeue, kept trying while the worker lives if it
+// failed on the connection.
+
+// settle applies the outcome of a handler to its process.
+func (r *runner) settle(ctx context.Context, p *Process, err error) {
+	var write func(context.Context) error
+	switch ended := p.Err(); {
+	case errors.Is(ended, ErrProcessLost):
+		return // fenced or given back: the task is not ours to touch
+	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
+		// Requeue, not Finish: Requeue drops a process Redis has marked
+		// cancelled or deleted, and requeues one it has not, so an event
+		// that Redis's state does not back (stale, or forged by anyone
+		// allowed to publish on the channel) cannot lose the task.
+		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
+	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
+		return // still held: shutting down returns it to the front
+	case err == nil:
+		write = p.Finish
+	case IsPermanent(err):
+		r.log(p, slog.LevelError, "worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
+	case r.opts.Retry.exhausted(p.failures+1, p.budget):
+		r.log(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
+	default:
+		delay := r.opts.Retry.delay(p.Attempt(), err)
+		r.log(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		write = func(ctx context.Context) error { return p.retry(ctx, delay, err) }
+	}
+	r.persist(p, write, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+}
+
+// finishLater is settle for a handler that succeeded on a process that
+// has not ended, without waiting: the Finish joins the next batch of the
+// queue's finishes (see coalescer.then) and the handler's goroutine goes
+// back for its next job. The goroutine that sends the batch records the
+// outcome when it returns, as Finish would (recordSettled), and ends the
+// job (settled). A write that failed on the connection is tried again,
+// as settle does, on a goroutine of its own: the batch's callbacks must
+// not wait.
+func (r *runner) finishLater(j job) {
+	p := j.p
+	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
+	if err := p.canSettle(ctx, "finish"); err != nil {
+		r.persist(p, p.Finish, err)
+		r.settled(j)
+		return
+	}
+	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
+		_, err = p.recordSettled("finish", OutcomeSucceeded, nil, got, err)
+		if retryable(err) && r.w.life.Err() == nil {
+			go func() {
+				r.persist(p, p.Finish, err)
+				r.settled(j)
+			}()
+			return
+		}
+		r.persist(p, p.Finish, err)
+		r.settled(j)
+	})
+}
+
+// persist sees an outcome write through, given what its first try
+// returned (outcome): writes after the handler must not hang on a dead
+// Redis for ever; one that failed on the connection left the process ours
+// in Redis, so it is tried again while the worker lives, or it would be
+// held for ever. It returns at once unless the write is to be tried again.
+func (r *runner) persist(p *Process, write func(context.Context) error, outcome error) {
+	var b *backoff
+	for {
+		switch {
+		case outcome == nil, errors.Is(outcome, ErrProcessLost),
+			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
+			return
+		case !retryable(outcome):
+			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			return
+		}
+		if b == nil {
+			b = newBackoff(50*time.Millisecond, time.Second)
+		}
+		if !b.wait(r.w.life) {
+			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			return
+		}
+		r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome; retrying", "err", outcome)
+		outcome = write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
+	}
+}
+
+// log writes one record about p's outcome, with the process's attributes,
+// without a derived logger (With copies the handler's state): settle runs
+// once per task, and once per failed attempt logs.
+func (r *runner) log(p *Process, level slog.Level, msg string, args ...any) {
+	l := r.w.logger()
+	if !l.Enabled(context.Background(), level) {
+		return
+	}
+	l.Log(context.Background(), level, msg, append([]any{"queue", r.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+}
+
+// retryable tells whether an outcome write may not have reached Redis and
+// can be sent again (the scripts check ownership, so a repeat is safe): it
+// failed on the connection, or got no answer within its deadline (a TTL
+// and at most an eighth more, see writeDeadline) while the worker lives (a
+// hung node).
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,141 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/store"
+)
+
+// heldFinishes runs the Handle runtime on queue q of c (2 slots, a
+// handler that succeeds at once) with its first Finish held in the store
+// until release is closed, and two tasks enqueued: the other task's
+// Finish waits behind it in the coalescer, to go out in the next batch,
+// from the coalescer's goroutine, when the first returns. later runs
+// before each store call for a finish after the first (n counts them from
+// 2). It returns once the second Finish is queued.
+func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Context, n int64) error) (release chan struct{}, runs *atomic.Int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	c.store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
+		if op != store.OpFinish {
+			return nil
+		}
+		n := calls.Add(1)
+		if n == 1 {
+			close(entered)
+			<-release
+			return nil
+		}
+		return later(ctx, n)
+	})
+	runs = new(atomic.Int64)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { runs.Add(1); return nil }, HandleOptions{Concurrency: 2}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("b"))))
+	recv(t, entered, 5*time.Second, "first finish sent")
+	eventually(t, 5*time.Second, "second finish queued behind it", func() bool {
+		n, _ := queued(c.finishes, "q")
+		return n == 1
+	})
+	return release, runs
+}
+
+// runnerOf is the Handle runtime serving queue on w.
+func runnerOf(w *Worker, queue string) *runner {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.serving[queue].runner
+}
+
+// outcomesAre checks that the observer saw each task end once, with want.
+func outcomesAre(t *testing.T, obs *observer, want map[Outcome]int) {
+	t.Helper()
+	got := make(map[Outcome]int)
+	for id, os := range obs.outcomes() {
+		assert.Len(t, os, 1, "task %s ended more than once", id)
+		for _, o := range os {
+			got[o]++
+		}
+	}
+	assert.Equal(t, want, got)
+}
+
+// A handler's Finish is written after its goroutine went back for work,
+// but StopWork (and shutdown) still wait for it: the handler is not done
+// until its outcome is recorded, so no task is given back while its
+// Finish is in flight.
+func TestStopWorkWaitsForAFinishInFlight(t *testing.T) {
+	t.Parallel()
+	_, c, obs, ctx := observed(t)
+	w := newWorker(t, c, WorkerOptions{})
+	release, _ := heldFinishes(t, c, w, func(context.Context, int64) error { return nil })
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.StopWork(ctx, "q") }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("StopWork returned (%v) while finishes were in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, recv(t, stopped, 5*time.Second, "StopWork returned"))
+	// Recorded before StopWork returned, not after.
+	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 2})
+	settledQueue(t, c, "q")
+}
+
+// A Finish that waited behind another and then failed on the connection is
+// tried again, off the coalescer's goroutine, until it is written; the
+// handler is not run again.
+func TestFailedBatchedFinishIsRetried(t *testing.T) {
+	t.Parallel()
+	_, c, obs, _ := observed(t)
+	w := newWorker(t, c, WorkerOptions{})
+	release, runs := heldFinishes(t, c, w, func(_ context.Context, n int64) error {
+		if n == 2 {
+			return errors.New("connection reset (test)") // ErrUnavailable to the caller
+		}
+		return nil
+	})
+	close(release)
+	settledQueue(t, c, "q")
+	r := runnerOf(w, "q")
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
+	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 2})
+	assert.EqualValues(t, 2, runs.Load())
+}
+
+// A Finish that waited behind another and finds the queue's lease gone
+// fences the worker (on one Redis the queue's lease is the worker's) and
+// loses the process, as one sent alone does.
+func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
+	t.Parallel()
+	_, c, obs, _ := observed(t)
+	w := newWorker(t, c, WorkerOptions{})
+	id := w.ID()
+	release, _ := heldFinishes(t, c, w, func(ctx context.Context, n int64) error {
+		if n == 2 {
+			return c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("q").Leases).Member(id).Build()).Error()
+		}
+		return nil
+	})
+	close(release)
+	r := runnerOf(w, "q")
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
+	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
+	eventually(t, 5*time.Second, "fenced", func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return len(obs.fences) > 0
+	})
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.ErrorContains(t, obs.fences[0].Cause, `finish found the lease on "q" gone`)
+}
