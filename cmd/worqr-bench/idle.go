@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/worqr/worqr"
 )
 
@@ -63,11 +65,19 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	if r := b.cfg.fleetRenew; r > 0 {
 		renew, name = r, fmt.Sprintf("%sr%v_", name, r)
 	}
+	var change func(*rueidis.ClientOption)
+	if b.cfg.fleetOneConn && clients > 1 {
+		name += "1c_"
+		change = func(o *rueidis.ClientOption) {
+			o.PipelineMultiplex = -1
+			o.Dialer.KeepAlive = max(renew, rueidis.DefaultTCPKeepAlive)
+		}
+	}
 	cs := []*worqr.Client{c}
 	if clients > 1 {
 		cs = make([]*worqr.Client, clients)
 		for i := range cs {
-			rdb, err := connect(b.cfg.addrs, b.embedded, b.cfg.resp2)
+			rdb, err := connectWith(b.cfg.addrs, b.embedded, b.cfg.resp2, change)
 			if err != nil {
 				return fmt.Errorf("client %d: %w", i+1, err)
 			}

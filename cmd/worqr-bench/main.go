@@ -62,6 +62,10 @@ type config struct {
 	// fleetRenew, if set, is the idle scenario's workers' renew interval,
 	// with a TTL three times as long (metrics w<N>_..._r<interval>_).
 	fleetRenew time.Duration
+	// fleetOneConn gives each of the idle scenario's own clients one
+	// connection, pinged only after it has been quiet for the renew
+	// interval (metrics w<N>_..._1c_).
+	fleetOneConn bool
 }
 
 // bench is what every scenario runs against.
@@ -144,11 +148,12 @@ func main() {
 	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
 	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
 	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1s, TTL 3s)")
+	fleetOneConn := flag.Bool("fleet-one-conn", false, "idle scenario, with -fleet-apart or -fleet-clients: each client gets one connection (rueidis PipelineMultiplex -1), pinged by rueidis only after it has been quiet for the renew interval (Dialer.KeepAlive; metrics w<N>_..._1c_)")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn}
 	if cfg.fleetClients < 1 {
 		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
 		os.Exit(2)
@@ -260,7 +265,15 @@ func run(cfg config, all []scenario) error {
 // connect builds the rueidis client the way an application would: one
 // client for everything, a Cluster detected from the addresses.
 func connect(addrs []string, embedded, resp2 bool) (rueidis.Client, error) {
+	return connectWith(addrs, embedded, resp2, nil)
+}
+
+// connectWith is connect with the caller's changes to the options.
+func connectWith(addrs []string, embedded, resp2 bool, change func(*rueidis.ClientOption)) (rueidis.Client, error) {
 	opt := rueidis.ClientOption{InitAddress: addrs, DisableCache: true, AlwaysRESP2: resp2}
+	if change != nil {
+		change(&opt)
+	}
 	if embedded {
 		// miniredis speaks RESP2 only and has no CLUSTER or CLIENT
 		// TRACKING commands.
