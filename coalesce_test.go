@@ -338,3 +338,55 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 		t.Fatal("then returned before calling back with nothing in flight")
 	}
 }
+
+// do and then callers mixed in one batch, a do that gave up first and a
+// then whose context ended: each item gets its own output.
+func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
+	f := newFakeSend()
+	c := newCoalescer(10, f.send)
+	ctx := ctxT(t)
+	go func() { _, _ = c.do(ctx, "q", 0) }()
+	recv(t, f.started, 5*time.Second, "first call sent")
+	doOut := make(chan string, 2)
+	gaveUp, giveUp := context.WithCancel(ctx)
+	go func() {
+		out, err := c.do(gaveUp, "q", 10)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		doOut <- out
+	}()
+	eventually(t, 5*time.Second, "10 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
+	got := make(chan string, 3)
+	cb := func(out string, err error) {
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		got <- out
+	}
+	c.then(ctx, "q", 11, cb)
+	go func() {
+		out, err := c.do(ctx, "q", 12)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		doOut <- out
+	}()
+	eventually(t, 5*time.Second, "12 queued", func() bool { n, _ := queued(c, "q"); return n == 3 })
+	ended, end := context.WithCancel(ctx)
+	c.then(ended, "q", 13, cb)
+	end()
+	c.then(ctx, "q", 14, cb)
+	giveUp()
+	require.Equal(t, "error: context canceled", recv(t, doOut, 5*time.Second, "10 gave up"))
+	close(f.release)
+	require.Equal(t, "done 12", recv(t, doOut, 5*time.Second, "12"))
+	var outs []string
+	for range 3 {
+		outs = append(outs, recv(t, got, 5*time.Second, "callback"))
+	}
+	require.Equal(t, []string{"done 11", "error: context canceled", "done 14"}, outs)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Equal(t, [][]int{{0}, {11, 12, 14}}, f.batches)
+}

@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -341,4 +342,39 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	n := dequeues.Load() - from
 	t.Logf("%d dequeues for two rate-limited starts, the clock estimate %v ahead", n, ahead)
 	assert.LessOrEqual(t, n, int64(15), "dequeues while the clock estimate ran %v ahead", ahead)
+}
+
+// A StopWork that fails (the queue stays served) stops the loop, and with
+// it the rate limit's timer, but leaves limitedAt set: the restarted loop's
+// rate-limited dequeue then finds wakeAt "armed for an earlier time" and
+// arms nothing, so the waiting tasks wait for the next work event.
+func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Second))
+	w := newWorker(t, c, WorkerOptions{})
+	started := make(chan time.Time, 10)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		started <- time.Now()
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
+	recv(t, started, 5*time.Second, "first start")
+	r := runnerOf(w, "q")
+	eventually(t, 5*time.Second, "rate-limit timer armed", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.limitedAt != 0
+	})
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRelease {
+			return errors.New("connection reset (test)")
+		}
+		return nil
+	})
+	require.Error(t, w.StopWork(ctx, "q"), "StopWork fails: the queue stays served")
+	c.store.SetFault(nil)
+	require.True(t, r.taking(), "loop restarted")
+	// The window is one second: the next start is due within it.
+	recv(t, started, 4*time.Second, "second start after the window")
 }

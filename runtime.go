@@ -392,7 +392,10 @@ func (r *runner) stopTaking() {
 	}
 	r.mu.Lock()
 	if r.limited != nil {
+		// Forgotten too: a loop started again (after a StopWork that
+		// failed) must arm its own, not take this one as armed.
 		r.limited.Stop()
+		r.limitedAt = 0
 	}
 	if r.retryAt != nil {
 		r.retryAt.Stop()
