@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"sync"
@@ -310,4 +311,96 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 	for _, n := range calls[from+1 : from+4] {
 		assert.Equal(t, 5, n, "workers in one keepalive call: %v", calls[from:])
 	}
+}
+
+// A joint renewal of many workers costs a few calls while none of the
+// leases it touches has run out, and tells each worker what happened to
+// its own all the same: one gone from the registry is renewed nowhere,
+// one whose queue lease is gone hears of it for that queue alone, and one
+// whose lease already runs out later than the renewal's is kept live, its
+// lease not shortened.
+func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	if !c.store.JointRenewals() {
+		t.Skip("queue leases are renewed apart on a Cluster")
+	}
+	s, k := c.store, c.store.Keys()
+	const n = store.MaxWorkersPerKeepalive
+	var ks []store.Keepalive
+	for i := range n {
+		id := fmt.Sprintf("w%03d", i)
+		require.NoError(t, s.RegisterWorker(ctx, id, time.Minute))
+		_, err := s.JoinQueue(ctx, "q", id)
+		require.NoError(t, err)
+		ks = append(ks, store.Keepalive{Worker: id, Queues: []string{"q"}})
+	}
+	score := func(key, member string) float64 {
+		f, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+		if rueidis.IsRedisNil(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		return f
+	}
+	calls := func(f func()) int { // see TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed
+		if b.mini == nil {
+			f()
+			return 0
+		}
+		from := b.mini.CommandCount()
+		f()
+		return b.mini.CommandCount() - from
+	}
+	renew := func() []store.KeptAlive {
+		got, err := s.Keepalive(ctx, 2*time.Minute, ks)
+		require.NoError(t, err)
+		require.Len(t, got, n)
+		return got
+	}
+	renew() // the first call of a script on a new server may be sent twice
+	var got []store.KeptAlive
+	if c := calls(func() { got = renew() }); b.mini != nil {
+		assert.LessOrEqual(t, c, 10, "calls to renew %d workers", n)
+	}
+	for i, g := range got {
+		require.False(t, g.Gone, ks[i].Worker)
+		require.Equal(t, []bool{false}, g.QueueGone, ks[i].Worker)
+	}
+
+	// w001 left the registry, w002's lease on q is gone, and w003 holds
+	// leases that run out later than this renewal's.
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Workers()).Member("w001").Build()).Error())
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Queue("q").Leases).Member("w002").Build()).Error())
+	later := float64(time.Now().Add(time.Hour).UnixMilli())
+	for _, key := range []string{k.Workers(), k.Queue("q").Leases} {
+		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(key).ScoreMember().ScoreMember(later, "w003").Build()).Error())
+	}
+	w001OnQ := score(k.Queue("q").Leases, "w001")
+	got = renew()
+	assert.True(t, got[1].Gone)
+	assert.Equal(t, []bool{false}, got[1].QueueGone, "not renewed, nor found gone")
+	assert.Zero(t, score(k.Workers(), "w001"), "a worker gone from the registry is not added back")
+	assert.Equal(t, w001OnQ, score(k.Queue("q").Leases, "w001"), "its queue lease is left alone")
+	assert.False(t, got[2].Gone)
+	assert.Equal(t, []bool{true}, got[2].QueueGone)
+	assert.Zero(t, score(k.Queue("q").Leases, "w002"), "a queue lease gone is not added back")
+	assert.False(t, got[3].Gone)
+	assert.Equal(t, []bool{false}, got[3].QueueGone)
+	assert.Equal(t, later, score(k.Workers(), "w003"), "a later lease is not shortened")
+	assert.Equal(t, later, score(k.Queue("q").Leases, "w003"))
+	for _, i := range []int{0, 4, n - 1} {
+		assert.False(t, got[i].Gone, ks[i].Worker)
+		assert.Equal(t, []bool{false}, got[i].QueueGone, ks[i].Worker)
+		assert.Equal(t, score(k.Workers(), ks[i].Worker), score(k.Queue("q").Leases, ks[i].Worker), "%s: registry and queue lease renewed to the same expiry", ks[i].Worker)
+	}
+
+	// A lease run out in the registry: each worker is asked, and the
+	// expired one is not revived.
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(k.Workers()).ScoreMember().ScoreMember(1, "w004").Build()).Error())
+	got = renew()
+	assert.True(t, got[4].Gone)
+	assert.Equal(t, float64(1), score(k.Workers(), "w004"), "an expired lease is never revived")
+	assert.False(t, got[5].Gone)
+	assert.Equal(t, []bool{false}, got[5].QueueGone)
 }

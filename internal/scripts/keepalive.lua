@@ -20,44 +20,90 @@
 -- renewed, -1 for one gone (and a worker whose registry lease is gone has
 -- its queue leases left alone, as 0).
 --
--- A lease costs a ZSCORE, and each lease key one ZADD however many
--- workers it renews (not ZMSCORE: a restricted ACL user, see the README,
--- is not granted it): for one worker serving one queue, while nobody has
--- expired (the usual case), six calls in all with TIME and one ZRANGE of
--- the registry's first two entries; while some have, five more at most
--- (the claims counted, one look past them at the expired, and the next
--- live leases), however many have expired or are claimed.
+-- Each lease key takes one ZADD however many workers it renews (GT: a
+-- lease that runs out later already, after the Redis clock went back, is
+-- not shortened). Where a
+-- key renews several, one ZRANGE of its first lease tells whether any
+-- there has run out; while none has (the usual case), every worker still
+-- in the key is live, and the ZADD (XX GT CH: no worker added, no lease
+-- shortened) says by its count whether all of them were: one ZRANGE and
+-- one ZADD for a hundred workers, where a ZSCORE each cost a shared
+-- client's renewal of 1,000 idle workers most of its Redis time (not
+-- ZMSCORE: a restricted ACL user, see the README, is not granted it). A
+-- key with a lease run out, or a worker missing, is asked worker by
+-- worker. For one worker serving one queue, while nobody has expired,
+-- six calls in all with TIME and one ZRANGE of the registry's first two
+-- entries; while some have, five more at most (the claims counted, one
+-- look past them at the expired, and the next live leases), however many
+-- have expired or are claimed.
 local now = now_ms()
 local expiry = ms(now + tonumber(ARGV[1]))
 local out = {now, 0, '', 0, 0}
--- Per lease key, the ZADD arguments of the leases renewed there, so that
--- each key takes one ZADD however many workers it renews.
-local adds, keys = {}, {}
-local function renew(key, w)
-  if not lease_live(key, w, now) then
-    return -1
+
+-- Renew, in key, the leases of workers ws, writing each one's result (1
+-- renewed, -1 gone) to out at the index at gives.
+local function renew(key, ws, at)
+  local n = #ws
+  if n > 1 then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if not first[2] or tonumber(first[2]) > now then
+      local args = {}
+      for i, w in ipairs(ws) do
+        args[2 * i - 1], args[2 * i] = expiry, w
+      end
+      local all = redis.call('ZADD', key, 'XX', 'GT', 'CH', unpack(args)) == n
+      for i, w in ipairs(ws) do
+        -- A worker left out of the count was missing, or held a later
+        -- expiry already (a clock that went back): present is live.
+        out[at[i]] = (all or redis.call('ZSCORE', key, w)) and 1 or -1
+      end
+      return
+    end
   end
-  local add = adds[key]
-  if not add then
-    add = {}
-    adds[key], keys[#keys + 1] = add, key
+  local args = {}
+  for i, w in ipairs(ws) do
+    if lease_live(key, w, now) then
+      args[#args + 1], args[#args + 2] = expiry, w
+      out[at[i]] = 1
+    else
+      out[at[i]] = -1
+    end
   end
-  add[#add + 1], add[#add + 2] = expiry, w
-  return 1
+  if #args > 0 then
+    redis.call('ZADD', key, 'GT', unpack(args))
+  end
 end
 
+-- The registry first: a worker whose registry lease is gone has its
+-- queue leases left alone (0). Then each queue lease key, once, with the
+-- workers that renew there, in the order they first appear.
+local ws, at, qs = {}, {}, {}
 local k = 3
 for i = 2, #ARGV, 2 do
-  local w, n = ARGV[i], tonumber(ARGV[i + 1])
-  local live = renew(KEYS[1], w)
-  out[#out + 1] = live
+  out[#out + 1] = 0
+  ws[#ws + 1], at[#at + 1] = ARGV[i], #out
+  local n = tonumber(ARGV[i + 1])
   for j = k, k + n - 1 do
-    out[#out + 1] = live > 0 and renew(KEYS[j], w) or 0
+    out[#out + 1] = 0
+    qs[#qs + 1] = {KEYS[j], ARGV[i], #out, #at}
   end
   k = k + n
 end
+renew(KEYS[1], ws, at)
+local groups, keys = {}, {}
+for _, q in ipairs(qs) do
+  local key, w, pos, owner = q[1], q[2], q[3], q[4]
+  if out[at[owner]] > 0 then
+    local g = groups[key]
+    if not g then
+      g = {{}, {}}
+      groups[key], keys[#keys + 1] = g, key
+    end
+    g[1][#g[1] + 1], g[2][#g[2] + 1] = w, pos
+  end
+end
 for _, key in ipairs(keys) do
-  redis.call('ZADD', key, unpack(adds[key]))
+  renew(key, groups[key][1], groups[key][2])
 end
 
 local front, _, unclaimed = registry_front(KEYS[1], KEYS[2], nil, now, 0)
