@@ -312,6 +312,7 @@ func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 type proxy struct {
 	mu    sync.Mutex
 	down  bool
+	hung  bool // while down: a dial waits for its context instead of being refused
 	conns map[*proxyConn]struct{}
 }
 
@@ -326,7 +327,14 @@ func newProxy(t *testing.T) *proxy {
 
 // dial is a rueidis DialCtxFn.
 func (p *proxy) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-	if p.isDown() {
+	p.mu.Lock()
+	down, hung := p.down, p.hung
+	p.mu.Unlock()
+	if down && hung {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if down {
 		return nil, errProxyDown
 	}
 	conn, err := d.DialContext(ctx, "tcp", dst)
@@ -376,9 +384,19 @@ func (p *proxy) cut() {
 	}
 }
 
+// hang cuts every connection, as cut does, and makes new ones wait for
+// their context, as dialling a host that drops packets does, until
+// restore.
+func (p *proxy) hang() {
+	p.mu.Lock()
+	p.hung = true
+	p.mu.Unlock()
+	p.cut()
+}
+
 func (p *proxy) restore() {
 	p.mu.Lock()
-	p.down = false
+	p.down, p.hung = false, false
 	p.mu.Unlock()
 }
 

@@ -100,6 +100,26 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	requireCleanEventually(t, c)
 }
 
+// A consistency check against a Redis that does not answer at all (a
+// dial that hangs) fails as unavailable, before the caller's deadline:
+// not with the deadline, which rueidis gives a try under way as it
+// passes.
+func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
+	t.Parallel()
+	px, c, _, ctx := setupBehindProxy(t)
+	_, err := c.Queues(ctx) // connected
+	require.NoError(t, err)
+	px.hang()
+	const within = 2 * time.Second
+	cctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Check(cctx, CheckOptions{})
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.Less(t, time.Since(start), within, "returned before its deadline")
+	px.restore()
+}
+
 // The reconnect loops back off exponentially, and no further than their
 // cap, so a worker comes back soon after a long outage.
 func TestBackoffIsCapped(t *testing.T) {

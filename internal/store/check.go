@@ -42,6 +42,11 @@ func DetectSharded(rdb rueidis.Client, probe string) bool {
 	return true
 }
 
+// errNoAnswer is a read's failure when Redis did not answer it before the
+// caller's deadline was near (see ScanKeys): not a context error, so the
+// caller reports Redis as unavailable.
+var errNoAnswer = errors.New("no answer before the deadline")
+
 // Scanned is what ScanKeys saw.
 type Scanned struct {
 	Nodes int // nodes scanned, replicas included
@@ -56,13 +61,26 @@ func (s *Store) ScanKeys(ctx context.Context, seen func(key string)) (Scanned, e
 		return out, err
 	}
 	match := globEscape(s.keys.prefix) + ":*"
+	// rueidis retries a read while the caller's deadline leaves time for
+	// it, and a try under way as the deadline passes fails with the
+	// deadline: the scans stop a little before it, so that a Redis that
+	// does not answer is told as such (unavailable), in time.
+	sctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(ctx, dl.Add(-min(time.Until(dl)/10, 100*time.Millisecond)))
+		defer cancel()
+	}
 	nodes := s.rdb.Nodes()
 	for _, addr := range slices.Sorted(maps.Keys(nodes)) {
 		node := nodes[addr]
 		out.Nodes++
 		var cursor uint64
 		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
+			e, err := node.Do(sctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
+			if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+				return out, fmt.Errorf("scan %s: %w", addr, errNoAnswer)
+			}
 			if err != nil {
 				return out, fmt.Errorf("scan %s: %w", addr, err)
 			}
