@@ -352,12 +352,6 @@ func (p *proxy) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.Conf
 	return pc, nil
 }
 
-func (p *proxy) isDown() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.down
-}
-
 type proxyConn struct {
 	net.Conn
 	p *proxy
