@@ -310,9 +310,12 @@ func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 // a CLIENT KILL makes, on miniredis, real Redis and a cluster alike (every
 // node's connections go through it).
 type proxy struct {
-	mu    sync.Mutex
-	down  bool
-	hung  bool // while down: a dial waits for its context instead of being refused
+	mu   sync.Mutex
+	down bool
+	// hung, while down, makes a dial wait for its context (or for
+	// restore, or the test's end: rueidis dials some with none) instead
+	// of being refused.
+	hung  chan struct{}
 	conns map[*proxyConn]struct{}
 }
 
@@ -321,7 +324,10 @@ var errProxyDown = errors.New("proxy: connection refused (test)")
 func newProxy(t *testing.T) *proxy {
 	t.Helper()
 	p := &proxy{conns: make(map[*proxyConn]struct{})}
-	t.Cleanup(p.cut)
+	t.Cleanup(func() {
+		p.unhang()
+		p.cut()
+	})
 	return p
 }
 
@@ -330,9 +336,13 @@ func (p *proxy) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.Conf
 	p.mu.Lock()
 	down, hung := p.down, p.hung
 	p.mu.Unlock()
-	if down && hung {
-		<-ctx.Done()
-		return nil, ctx.Err()
+	if down && hung != nil {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-hung:
+			return nil, errProxyDown
+		}
 	}
 	if down {
 		return nil, errProxyDown
@@ -383,14 +393,27 @@ func (p *proxy) cut() {
 // restore.
 func (p *proxy) hang() {
 	p.mu.Lock()
-	p.hung = true
+	if p.hung == nil {
+		p.hung = make(chan struct{})
+	}
 	p.mu.Unlock()
 	p.cut()
 }
 
-func (p *proxy) restore() {
+// unhang lets the dials waiting since hang go, refused.
+func (p *proxy) unhang() {
 	p.mu.Lock()
-	p.down, p.hung = false, false
+	defer p.mu.Unlock()
+	if p.hung != nil {
+		close(p.hung)
+		p.hung = nil
+	}
+}
+
+func (p *proxy) restore() {
+	p.unhang()
+	p.mu.Lock()
+	p.down = false
 	p.mu.Unlock()
 }
 
