@@ -78,10 +78,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	case <-ctx.Done():
 		c.mu.Lock()
 		if !b.sent {
-			if b.gone == nil {
-				b.gone = make([]bool, c.max)
-			}
-			b.gone[i] = true
+			b.leaveOut(i, c.max)
 		}
 		c.mu.Unlock()
 		return zero, ctx.Err()
@@ -137,6 +134,15 @@ func (c *coalescer[I, O]) join(ctx context.Context, queue string, item I, done f
 	return b, i
 }
 
+// leaveOut marks item i as not to be sent (its caller gave up); max is
+// the most items a batch holds.
+func (b *batch[I, O]) leaveOut(i, max int) {
+	if b.gone == nil {
+		b.gone = make([]bool, max)
+	}
+	b.gone[i] = true
+}
+
 // output is the batch's output for item i, or its error.
 func (b *batch[I, O]) output(i int) (O, error) {
 	if b.err != nil {
@@ -153,10 +159,7 @@ func (b *batch[I, O]) output(i int) (O, error) {
 func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
 	for i, l := range b.later {
 		if l.done != nil && l.ctx.Err() != nil {
-			if b.gone == nil {
-				b.gone = make([]bool, c.max)
-			}
-			b.gone[i] = true
+			b.leaveOut(i, c.max)
 		}
 	}
 	items, at := b.items, []int(nil)

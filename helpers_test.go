@@ -243,6 +243,31 @@ func countCalls(c *Client, op store.Op) *atomic.Int64 {
 	return n
 }
 
+// zscore is member's score in the sorted set key, 0 when it has none.
+func zscore(t *testing.T, c *Client, key, member string) float64 {
+	t.Helper()
+	f, err := c.rdb.Do(ctxT(t), c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return 0
+	}
+	require.NoError(t, err)
+	return f
+}
+
+// commandsOf counts the Redis commands f makes, scripts' own included.
+// Only a private miniredis can tell (a real server's counts hold other
+// tests'): elsewhere it runs f and reports ok false, and the caller checks
+// f's results alone.
+func (b *backend) commandsOf(f func()) (n int, ok bool) {
+	if b.mini == nil {
+		f()
+		return 0, false
+	}
+	from := b.mini.CommandCount()
+	f()
+	return b.mini.CommandCount() - from, true
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

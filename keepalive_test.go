@@ -212,14 +212,7 @@ func TestKeepaliveOfSeveralWorkers(t *testing.T) {
 		t.Skip("queue leases are renewed apart on a Cluster")
 	}
 	s, k := c.store, c.store.Keys()
-	score := func(key, member string) float64 {
-		f, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
-		if rueidis.IsRedisNil(err) {
-			return 0
-		}
-		require.NoError(t, err)
-		return f
-	}
+	score := func(key, member string) float64 { return zscore(t, c, key, member) }
 	zadd := func(key, member string, f float64) {
 		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(key).ScoreMember().ScoreMember(f, member).Build()).Error())
 	}
@@ -335,23 +328,7 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 		require.NoError(t, err)
 		ks = append(ks, store.Keepalive{Worker: id, Queues: []string{"q"}})
 	}
-	score := func(key, member string) float64 {
-		f, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
-		if rueidis.IsRedisNil(err) {
-			return 0
-		}
-		require.NoError(t, err)
-		return f
-	}
-	calls := func(f func()) int { // see TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed
-		if b.mini == nil {
-			f()
-			return 0
-		}
-		from := b.mini.CommandCount()
-		f()
-		return b.mini.CommandCount() - from
-	}
+	score := func(key, member string) float64 { return zscore(t, c, key, member) }
 	renew := func() []store.KeptAlive {
 		got, err := s.Keepalive(ctx, 2*time.Minute, ks)
 		require.NoError(t, err)
@@ -360,7 +337,7 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 	}
 	renew() // the first call of a script on a new server may be sent twice
 	var got []store.KeptAlive
-	if c := calls(func() { got = renew() }); b.mini != nil {
+	if c, ok := b.commandsOf(func() { got = renew() }); ok {
 		assert.LessOrEqual(t, c, 10, "calls to renew %d workers", n)
 	}
 	for i, g := range got {

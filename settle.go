@@ -61,15 +61,15 @@ func (r *runner) finishLater(j job) {
 	}
 	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
 		_, err = p.recordSettled("finish", OutcomeSucceeded, nil, got, err)
-		if retryable(err) && r.w.life.Err() == nil {
-			go func() {
-				r.persist(p, p.Finish, err)
-				r.settled(j)
-			}()
-			return
+		rest := func() {
+			r.persist(p, p.Finish, err) // at once unless err is retryable
+			r.settled(j)
 		}
-		r.persist(p, p.Finish, err)
-		r.settled(j)
+		if retryable(err) && r.w.life.Err() == nil {
+			go rest()
+		} else {
+			rest()
+		}
 	})
 }
 

@@ -85,21 +85,21 @@ for i = 2, #ARGV, 2 do
   local n = tonumber(ARGV[i + 1])
   for j = k, k + n - 1 do
     out[#out + 1] = 0
-    qs[#qs + 1] = {KEYS[j], ARGV[i], #out, #at}
+    qs[#qs + 1] = {KEYS[j], #out, #at} -- the key, its result's index, the worker's
   end
   k = k + n
 end
 renew(KEYS[1], ws, at)
 local groups, keys = {}, {}
 for _, q in ipairs(qs) do
-  local key, w, pos, owner = q[1], q[2], q[3], q[4]
+  local key, pos, owner = q[1], q[2], q[3]
   if out[at[owner]] > 0 then
     local g = groups[key]
     if not g then
       g = {{}, {}}
       groups[key], keys[#keys + 1] = g, key
     end
-    g[1][#g[1] + 1], g[2][#g[2] + 1] = w, pos
+    g[1][#g[1] + 1], g[2][#g[2] + 1] = ws[owner], pos
   end
 end
 for _, key in ipairs(keys) do
