@@ -82,6 +82,14 @@ func runLatency(ctx context.Context, b *bench) (*result, error) {
 	res.add("enqueue_rt_p50_ms", "ms", ms(pct(erts, 50)))
 	res.add("baseline_lpush_rt_p50_ms", "ms", ms(pct(prts, 50)))
 	res.add("rt_p50_ratio", "×", pct(erts, 50).Seconds()/pct(prts, 50).Seconds())
+	// And the rest: from the sender hearing back to the handler's start,
+	// the consumer's side (its connection's reader and the hops to the
+	// handler's goroutine).
+	wa, ba := tw.afterReply(), tb.afterReply()
+	res.add("after_reply_p50_ms", "ms", ms(pct(wa, 50)))
+	res.add("after_reply_p99_ms", "ms", ms(pct(wa, 99)))
+	res.add("baseline_after_reply_p50_ms", "ms", ms(pct(ba, 50)))
+	res.add("baseline_after_reply_p99_ms", "ms", ms(pct(ba, 99)))
 	return res, nil
 }
 
@@ -252,6 +260,18 @@ func (t *timings) roundTrips() []time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.rt[warmup:])
+}
+
+// afterReply is, for each counted task, the time from its send's reply to
+// its start (negative when the start came first).
+func (t *timings) afterReply() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]time.Duration, 0, len(t.took)-warmup)
+	for i := warmup; i < len(t.took); i++ {
+		out = append(out, t.took[i]-t.rt[i])
+	}
+	return out
 }
 
 func (t *timings) arrived(task []byte) {
