@@ -57,7 +57,7 @@ type runner struct {
 	// their outcome is written (its own synchronisation): a Finish is
 	// written after the handler's goroutine went back for work (see
 	// finishLater), and stopTaking's callers wait for it too.
-	handlers sync.WaitGroup
+	handlers running
 }
 
 // Handle serves a queue with a handler: the worker starts work on it and,
@@ -291,7 +291,7 @@ func serve(idle chan job, stop context.Context, j job) {
 // runJob runs the handler for one process and settles its outcome. A
 // handler that succeeded has its Finish written asynchronously (see
 // finishLater): its goroutine is free for the next job at once, and the
-// rest of the settling, up to handlers.Done, runs when the write returns.
+// rest of the settling, up to handlers.done, runs when the write returns.
 func (r *runner) runJob(j job) {
 	if j.handed {
 		r.lookAgain() // from here: the handler's goroutine runs first
@@ -334,7 +334,7 @@ func (r *runner) settled(j job) {
 	more := r.more
 	r.mu.Unlock()
 	r.handOn(more, -1)
-	r.handlers.Done()
+	r.handlers.done()
 }
 
 // handOn wakes the dequeue loop for a slot that freed (d 1: a handler

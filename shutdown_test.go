@@ -2,11 +2,14 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Shutdown with a context already over, and no handler running, has
@@ -33,4 +36,44 @@ func TestShutdownWithNothingRunningAndNoGrace(t *testing.T) {
 	recv(t, started, 5*time.Second, "handler running")
 	assert.ErrorIs(t, w.Shutdown(dead), context.Canceled)
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"), "its task went back")
+}
+
+// A StopWork whose handler outlives its cancel and whose release fails
+// leaves the queue served, and a goroutine still waiting for that handler.
+// When the handler returns and the restarted loop starts the next one,
+// that waiter must not be in the way: with a sync.WaitGroup the restarted
+// loop's first Add came while the old Wait had not returned (misuse, which
+// -race reports, and which can panic "reused before previous Wait has
+// returned").
+func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	unstick := make(chan struct{})
+	started := make(chan string, 10)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		started <- string(p.Task())
+		if string(p.Task()) == "stuck" {
+			<-unstick // ignores its context
+		}
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("stuck"))))
+	recv(t, started, 5*time.Second, "the stuck handler")
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRelease {
+			return errors.New("connection reset (test)")
+		}
+		return nil
+	})
+	require.Error(t, w.StopWork(ctx, "q"), "the release fails: the queue stays served")
+	c.store.SetFault(nil)
+	r := runnerOf(w, "q")
+	require.True(t, r.taking(), "loop restarted")
+	close(unstick)
+	// The stuck handler's outcome is written (or found lost), and the old
+	// waiter sees no handler running.
+	eventually(t, 5*time.Second, "the stuck handler done", func() bool { return idle([]*runner{r}) })
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("next"))))
+	assert.Equal(t, "next", recv(t, started, 5*time.Second, "the restarted loop's handler"))
 }

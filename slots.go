@@ -62,7 +62,7 @@ func (r *runner) took(asked, got int) {
 	r.mu.Lock()
 	r.asking -= asked
 	r.busy += got
-	r.handlers.Add(got)
+	r.handlers.add(got)
 	r.mu.Unlock()
 	if r.pool != nil {
 		r.pool.took(asked, got)
@@ -105,7 +105,7 @@ func (r *runner) claim() (idle chan job, stop context.Context, ok bool) {
 		r.busy++
 		// Under mu: stopTaking takes mu after stopping the loop, so a
 		// handler counted here is waited for, and none starts after.
-		r.handlers.Add(1)
+		r.handlers.add(1)
 	}
 	r.mu.Unlock()
 	switch {
@@ -126,7 +126,7 @@ func (r *runner) unclaim() {
 	r.busy--
 	more := r.more
 	r.mu.Unlock()
-	r.handlers.Done()
+	r.handlers.done()
 	if r.pool != nil {
 		r.pool.unacquire()
 	} else if more {
