@@ -70,6 +70,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	var zero O
 	b, i := c.join(ctx, queue, item, nil)
 	if b.done == nil { // sent at once, on this goroutine
+		c.next(queue)
 		return b.output(0)
 	}
 	select {
@@ -92,17 +93,21 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 // ctx ended before the batch went out. The caller's goroutine is free
 // for other work meanwhile, instead of parking until the answer comes
 // and being woken for it. done must be quick: the batches queued behind
-// wait for it.
+// wait for it, behind a batch sent at once too (what one of them finds,
+// such as a Finish finding the lease gone, which fences the worker, must
+// not overtake the outcome done records).
 func (c *coalescer[I, O]) then(ctx context.Context, queue string, item I, done func(O, error)) {
 	if b, _ := c.join(ctx, queue, item, done); b.done == nil {
 		done(b.output(0))
+		c.next(queue)
 	}
 }
 
 // join adds item to the next batch of queue (with done, for then) and
 // returns the batch and the item's index in it. With nothing in flight
 // the batch is sent at once, on this goroutine, before join returns; it
-// has no done channel then.
+// has no done channel then, and the caller calls next once it has used
+// the output: the batches behind stay queued until then.
 func (c *coalescer[I, O]) join(ctx context.Context, queue string, item I, done func(O, error)) (*batch[I, O], int) {
 	c.mu.Lock()
 	p, busy := c.queues[queue]
@@ -112,7 +117,6 @@ func (c *coalescer[I, O]) join(ctx context.Context, queue string, item I, done f
 		c.mu.Unlock()
 		b := &batch[I, O]{ctx: ctx, items: []I{item}, sent: true}
 		c.run(queue, b)
-		c.next(queue)
 		return b, 0
 	}
 	var b *batch[I, O]

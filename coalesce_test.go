@@ -390,3 +390,44 @@ func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
 	defer f.mu.Unlock()
 	require.Equal(t, [][]int{{0}, {11, 12, 14}}, f.batches)
 }
+
+// A then sent at once, with nothing in flight, calls back before the
+// batches that queued up behind it go out, as one that waited in a batch
+// does: what a batch behind finds (a Finish that finds the queue's lease
+// gone fences the worker) must not overtake the outcome of the one before
+// (which a fence would otherwise report as lost, though it succeeded).
+func TestCoalescerThenSentAtOnceCallsBackBeforeTheBatchesBehind(t *testing.T) {
+	f := newFakeSend()
+	c := newCoalescer(10, f.send)
+	ctx := ctxT(t)
+	calledBack, hold := make(chan string, 1), make(chan struct{})
+	go c.then(ctx, "q", 0, func(out string, err error) {
+		calledBack <- out
+		<-hold
+	})
+	recv(t, f.started, 5*time.Second, "0 sent at once")
+	doOut := make(chan string, 1)
+	go func() {
+		out, err := c.do(ctx, "q", 1)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		doOut <- out
+	}()
+	eventually(t, 5*time.Second, "1 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
+	close(f.release)
+	require.Equal(t, "done 0", recv(t, calledBack, 5*time.Second, "0 called back"))
+	// Sending the batch behind is a goroutine's work away: were it not held
+	// until the callback returns, it would go out well within this.
+	select {
+	case <-f.started:
+		t.Fatal("the batch behind went out while the callback before it ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	recv(t, f.started, 5*time.Second, "the batch behind sent once the callback returned")
+	require.Equal(t, "done 1", recv(t, doOut, 5*time.Second, "1"))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Equal(t, [][]int{{0}, {1}}, f.batches)
+}
