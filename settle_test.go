@@ -2,11 +2,16 @@ package worqr
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/store"
@@ -117,25 +122,108 @@ func TestFailedBatchedFinishIsRetried(t *testing.T) {
 // loses the process, as one sent alone does.
 func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	t.Parallel()
-	_, c, obs, _ := observed(t)
+	b, obs := newBackend(t), &observer{}
+	h := &hooked{Client: b.redis()}
+	c, err := New(Options{Redis: h, Prefix: b.prefix, Logger: testLogger(t), Observer: obs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	w := newWorker(t, c, WorkerOptions{})
 	id := w.ID()
+	// The other calls that would find the lease gone, and fence the worker
+	// themselves, are held from the lease's removal until the fence is
+	// seen, and those in flight are waited for before it: the first
+	// Finish's slot, freed when its outcome is recorded, dequeues at about
+	// that time, and a renewal may come.
+	g := newCallGate()
+	t.Cleanup(g.open)
+	sc := c.store.Scripts()
+	leaseChecks := map[string]bool{sc.Dequeue.SHA1(): true, sc.Keepalive.SHA1(): true, sc.Renew.SHA1(): true}
+	checksLease := func(cmd rueidis.Completed) bool {
+		s := scriptOf(cmd)
+		sum := sha1.Sum([]byte(s))
+		return leaseChecks[s] || leaseChecks[hex.EncodeToString(sum[:])] // EVALSHA, or EVAL after NOSCRIPT
+	}
+	h.set(func(h *hooked) {
+		h.do = func(_ context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if checksLease(cmd) {
+				defer g.pass()()
+			}
+			return next()
+		}
+		h.doMulti = func(_ context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if slices.ContainsFunc(cmds, checksLease) {
+				defer g.pass()()
+			}
+			return next()
+		}
+	})
 	release, _ := heldFinishes(t, c, w, func(ctx context.Context, n int64) error {
 		if n == 2 {
+			g.close()
 			return c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("q").Leases).Member(id).Build()).Error()
 		}
 		return nil
 	})
 	close(release)
-	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
-	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
 	eventually(t, 5*time.Second, "fenced", func() bool {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
 		return len(obs.fences) > 0
 	})
+	g.open()
+	r := runnerOf(w, "q")
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
+	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	assert.ErrorContains(t, obs.fences[0].Cause, `finish found the lease on "q" gone`)
+}
+
+// callGate holds calls back while it is closed; close waits for those
+// that passed before to return.
+type callGate struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	closed   bool
+	inFlight int
+}
+
+func newCallGate() *callGate {
+	g := &callGate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// pass waits until the gate is open and returns what to call when the
+// call returned.
+func (g *callGate) pass() (returned func()) {
+	g.mu.Lock()
+	for g.closed {
+		g.cond.Wait()
+	}
+	g.inFlight++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.inFlight--
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	}
+}
+
+// close holds back the calls to come and waits for those in flight.
+func (g *callGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	for g.inFlight > 0 {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *callGate) open() {
+	g.mu.Lock()
+	g.closed = false
+	g.cond.Broadcast()
+	g.mu.Unlock()
 }
