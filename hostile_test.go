@@ -90,7 +90,10 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 				return // the worker fenced itself first: also right
 			}
 			assert.ErrorIs(t, err, ErrUnavailable, name)
-			assert.Less(t, time.Since(start), within, "%s returned before its deadline", name)
+			// ErrUnavailable, not the deadline's error, is what says it
+			// gave up in time; this only says it did not hang (a stall of
+			// the test process may carry it past the deadline itself).
+			assert.Less(t, time.Since(start), within+time.Second, "%s returned by about its deadline", name)
 		})
 	}
 	wg.Wait()
@@ -115,8 +118,11 @@ func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = c.Check(cctx, CheckOptions{})
+	// Without the margin the check fails with the deadline's error, not
+	// ErrUnavailable. The time only says it did not hang: the margin is
+	// 100 ms, which a stall of a loaded machine may eat.
 	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.Less(t, time.Since(start), within, "returned before its deadline")
+	assert.Less(t, time.Since(start), within+time.Second, "returned by about its deadline")
 	px.restore()
 }
 

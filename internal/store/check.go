@@ -78,7 +78,10 @@ func (s *Store) ScanKeys(ctx context.Context, seen func(key string)) (Scanned, e
 		var cursor uint64
 		for {
 			e, err := node.Do(sctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build().Pin()).AsScanEntry()
-			if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+			// Unanswered by the early stop: unavailable, even if a stall of
+			// this process let the caller's deadline pass too before this
+			// ran (a caller that cancelled gets its own error).
+			if err != nil && sctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
 				return out, fmt.Errorf("scan %s: %w", addr, errNoAnswer)
 			}
 			if err != nil {
