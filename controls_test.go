@@ -2,7 +2,6 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -366,15 +365,7 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 		defer r.mu.Unlock()
 		return r.limitedAt != 0
 	})
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpRelease {
-			return errors.New("connection reset (test)")
-		}
-		return nil
-	})
-	require.Error(t, w.StopWork(ctx, "q"), "StopWork fails: the queue stays served")
-	c.store.SetFault(nil)
-	require.True(t, r.taking(), "loop restarted")
+	failStopWork(t, c, w, "q")
 	// The window is one second: the next start is due within it.
 	recv(t, started, 4*time.Second, "second start after the window")
 }

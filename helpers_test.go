@@ -531,3 +531,21 @@ func afterOutage(t *testing.T, op func() error) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// failStopWork makes w's StopWork on queue fail (its release refused, as
+// on a broken connection), which leaves the queue served and its runtime's
+// loop started again, and returns that runtime.
+func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *runner {
+	t.Helper()
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRelease {
+			return errors.New("connection reset (test)")
+		}
+		return nil
+	})
+	require.Error(t, w.StopWork(ctxT(t), queue), "StopWork fails: the queue stays served")
+	c.store.SetFault(nil)
+	r := runnerOf(w, queue)
+	require.True(t, r.taking(), "loop restarted")
+	return r
+}

@@ -2,14 +2,11 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/worqr/worqr/internal/store"
 )
 
 // Shutdown with a context already over, and no handler running, has
@@ -60,16 +57,7 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	}, HandleOptions{Concurrency: 1}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("stuck"))))
 	recv(t, started, 5*time.Second, "the stuck handler")
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpRelease {
-			return errors.New("connection reset (test)")
-		}
-		return nil
-	})
-	require.Error(t, w.StopWork(ctx, "q"), "the release fails: the queue stays served")
-	c.store.SetFault(nil)
-	r := runnerOf(w, "q")
-	require.True(t, r.taking(), "loop restarted")
+	r := failStopWork(t, c, w, "q")
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
 	// waiter sees no handler running.
