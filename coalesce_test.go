@@ -296,12 +296,7 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 	c := newCoalescer(10, f.send)
 	ctx := ctxT(t)
 	got := make(chan string, 3)
-	callback := func(out string, err error) {
-		if err != nil {
-			out = "error: " + err.Error()
-		}
-		got <- out
-	}
+	callback := func(out string, err error) { got <- outText(out, err) }
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -349,29 +344,12 @@ func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
 	recv(t, f.started, 5*time.Second, "first call sent")
 	doOut := make(chan string, 2)
 	gaveUp, giveUp := context.WithCancel(ctx)
-	go func() {
-		out, err := c.do(gaveUp, "q", 10)
-		if err != nil {
-			out = "error: " + err.Error()
-		}
-		doOut <- out
-	}()
+	go func() { doOut <- outText(c.do(gaveUp, "q", 10)) }()
 	eventually(t, 5*time.Second, "10 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
 	got := make(chan string, 3)
-	cb := func(out string, err error) {
-		if err != nil {
-			out = "error: " + err.Error()
-		}
-		got <- out
-	}
+	cb := func(out string, err error) { got <- outText(out, err) }
 	c.then(ctx, "q", 11, cb)
-	go func() {
-		out, err := c.do(ctx, "q", 12)
-		if err != nil {
-			out = "error: " + err.Error()
-		}
-		doOut <- out
-	}()
+	go func() { doOut <- outText(c.do(ctx, "q", 12)) }()
 	eventually(t, 5*time.Second, "12 queued", func() bool { n, _ := queued(c, "q"); return n == 3 })
 	ended, end := context.WithCancel(ctx)
 	c.then(ended, "q", 13, cb)
@@ -407,13 +385,7 @@ func TestCoalescerThenSentAtOnceCallsBackBeforeTheBatchesBehind(t *testing.T) {
 	})
 	recv(t, f.started, 5*time.Second, "0 sent at once")
 	doOut := make(chan string, 1)
-	go func() {
-		out, err := c.do(ctx, "q", 1)
-		if err != nil {
-			out = "error: " + err.Error()
-		}
-		doOut <- out
-	}()
+	go func() { doOut <- outText(c.do(ctx, "q", 1)) }()
 	eventually(t, 5*time.Second, "1 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
 	close(f.release)
 	require.Equal(t, "done 0", recv(t, calledBack, 5*time.Second, "0 called back"))
@@ -430,4 +402,12 @@ func TestCoalescerThenSentAtOnceCallsBackBeforeTheBatchesBehind(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	require.Equal(t, [][]int{{0}, {1}}, f.batches)
+}
+
+// outText is an output, or its error, as one string to compare.
+func outText(out string, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return out
 }
