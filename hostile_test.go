@@ -104,9 +104,9 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 }
 
 // A consistency check against a Redis that does not answer at all (a
-// dial that hangs) fails as unavailable, before the caller's deadline:
-// not with the deadline, which rueidis gives a try under way as it
-// passes.
+// dial that hangs) fails as unavailable, not with the deadline, which
+// rueidis gives a try under way as it passes: the check stops a little
+// before the caller's deadline.
 func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
 	t.Parallel()
 	px, c, _, ctx := setupBehindProxy(t)
