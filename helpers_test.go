@@ -216,7 +216,7 @@ func (w *Worker) crash() {
 	}
 	w.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runners {
-		r.handlers.wait()
+		<-r.drained()
 	}
 }
 

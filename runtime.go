@@ -53,11 +53,16 @@ type runner struct {
 	// start; limitedAt is when (Unix µs, Redis clock).
 	limited   *time.Timer
 	limitedAt int64
-	// handlers counts running handlers, and those that returned until
-	// their outcome is written (its own synchronisation): a Finish is
-	// written after the handler's goroutine went back for work (see
-	// finishLater), and stopTaking's callers wait for it too.
-	handlers running
+	// drain is closed when no handler runs and no outcome is being
+	// written (busy and settling both zero), for those waiting for that
+	// (drained): a Finish is written after the handler's goroutine went
+	// back for work (see finishLater), and stopTaking's callers wait for
+	// it too. Made when one asks while handlers run, dropped once closed.
+	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
+	// cancel, and whose release failed, starts the loop again while its
+	// waiting goroutine still waits, and a WaitGroup's Add then races that
+	// Wait (and may panic, "reused before previous Wait has returned").
+	drain chan struct{}
 }
 
 // Handle serves a queue with a handler: the worker starts work on it and,
@@ -291,7 +296,7 @@ func serve(idle chan job, stop context.Context, j job) {
 // runJob runs the handler for one process and settles its outcome. A
 // handler that succeeded has its Finish written asynchronously (see
 // finishLater): its goroutine is free for the next job at once, and the
-// rest of the settling, up to handlers.done, runs when the write returns.
+// rest of the settling, up to settled, runs when the write returns.
 func (r *runner) runJob(j job) {
 	if j.handed {
 		r.lookAgain() // from here: the handler's goroutine runs first
@@ -332,9 +337,40 @@ func (r *runner) settled(j job) {
 	r.mu.Lock()
 	r.settling--
 	more := r.more
+	drained := r.takeDrainLocked()
 	r.mu.Unlock()
 	r.handOn(more, -1)
-	r.handlers.done()
+	if drained != nil {
+		close(drained)
+	}
+}
+
+// drained returns a channel closed once no handler runs and no outcome
+// is being written: at once if none is. A waiter waits for that once,
+// whatever handlers start after it.
+func (r *runner) drained() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.busy+r.settling == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if r.drain == nil {
+		r.drain = make(chan struct{})
+	}
+	return r.drain
+}
+
+// takeDrainLocked returns the drain channel to close, if handlers have
+// just all ended and someone waits, and forgets it. Callers hold mu.
+func (r *runner) takeDrainLocked() chan struct{} {
+	d := r.drain
+	if d == nil || r.busy+r.settling > 0 {
+		return nil
+	}
+	r.drain = nil
+	return d
 }
 
 // handOn wakes the dequeue loop for a slot that freed (d 1: a handler

@@ -198,7 +198,7 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	done := make(chan struct{})
 	go func() {
 		for _, r := range runners {
-			r.handlers.wait()
+			<-r.drained()
 		}
 		close(done)
 	}()

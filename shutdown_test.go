@@ -65,3 +65,41 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("next"))))
 	assert.Equal(t, "next", recv(t, started, 5*time.Second, "the restarted loop's handler"))
 }
+
+// A waiter for a runtime's handlers waits for them all to end once:
+// handlers started after that concern later waiters only, and one started
+// while it waits delays it.
+func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
+	r := &runner{wake: make(chan struct{}, 1)}
+	select {
+	case <-r.drained():
+	default:
+		t.Fatal("nothing running: drained at once")
+	}
+	start := func(n int) {
+		r.mu.Lock()
+		r.busy += n
+		r.mu.Unlock()
+	}
+	start(1)
+	first := r.drained()
+	start(2) // while first waits
+	r.unclaim()
+	r.unclaim()
+	select {
+	case <-first:
+		t.Fatal("drained with one still running")
+	default:
+	}
+	r.unclaim()
+	recv(t, first, time.Second, "drained once none runs")
+	start(1) // a restarted loop's handler: the old waiter is long gone
+	second := r.drained()
+	select {
+	case <-second:
+		t.Fatal("a new waiter waits for the new handler")
+	default:
+	}
+	r.unclaim()
+	recv(t, second, time.Second, "the new waiter drained")
+}

@@ -62,7 +62,6 @@ func (r *runner) took(asked, got int) {
 	r.mu.Lock()
 	r.asking -= asked
 	r.busy += got
-	r.handlers.add(got)
 	r.mu.Unlock()
 	if r.pool != nil {
 		r.pool.took(asked, got)
@@ -102,10 +101,9 @@ func (r *runner) claim() (idle chan job, stop context.Context, ok bool) {
 		ok = r.busy+r.asking < c // a pool member's cap
 	}
 	if ok {
-		r.busy++
 		// Under mu: stopTaking takes mu after stopping the loop, so a
 		// handler counted here is waited for, and none starts after.
-		r.handlers.add(1)
+		r.busy++
 	}
 	r.mu.Unlock()
 	switch {
@@ -125,8 +123,11 @@ func (r *runner) unclaim() {
 	r.mu.Lock()
 	r.busy--
 	more := r.more
+	drained := r.takeDrainLocked()
 	r.mu.Unlock()
-	r.handlers.done()
+	if drained != nil {
+		close(drained)
+	}
 	if r.pool != nil {
 		r.pool.unacquire()
 	} else if more {
