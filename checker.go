@@ -345,12 +345,12 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		n, _, done, err := c.reclaimWorker(ctx, id, 2*DefaultTTL)
-		fixed.Requeued += n
+		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL)
+		fixed.Requeued += r.requeued
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case done:
+		case r.done:
 			fixed.ReclaimedWorkers = append(fixed.ReclaimedWorkers, id)
 		default:
 			fixed.PendingWorkers = append(fixed.PendingWorkers, id)

@@ -108,6 +108,12 @@ type ReclaimEvent struct {
 	DeadWorker string
 	// Tasks counts the tasks that went back to the front of their queues.
 	Tasks int64
+	// Poison counts the tasks the poison-pill guard sent to the dead
+	// letters, kind KindPoison, instead (see Options.PoisonLimit).
+	Poison int64
+	// Dropped counts the tasks dropped instead: cancelled, or of a deleted
+	// queue.
+	Dropped int64
 }
 
 // FenceObserver is told when a worker fenced itself, or one of its queues

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -288,55 +289,87 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, p reclaimPas
 	}
 	var errs []error
 	for _, id := range exp.Dead {
-		n, left, done, err := c.reclaimWorker(ctx, id, window)
-		out.tasks += n
+		r, err := c.reclaimWorker(ctx, log, id, window)
+		out.tasks += r.requeued
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if left > 0 {
-			out.soonest(left + reclaimMargin)
+		if r.left > 0 {
+			out.soonest(r.left + reclaimMargin)
 		}
-		if done {
-			log.Info("worqr: reclaimed dead worker", "dead", id, "tasks", n)
-			c.obs.reclaimed(ctx, ReclaimEvent{DeadWorker: id, Tasks: n})
+		if r.done {
+			log.Info("worqr: reclaimed dead worker", "dead", id, "requeued", r.requeued, "poison", r.buried, "dropped", r.dropped)
+			c.obs.reclaimed(ctx, ReclaimEvent{DeadWorker: id, Tasks: r.requeued, Poison: r.buried, Dropped: r.dropped})
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
+// reclaim is what reclaiming one dead worker did.
+type reclaim struct {
+	requeued int64 // tasks back at the front of their queues
+	buried   int64 // tasks the poison-pill guard sent to the dead letters
+	dropped  int64 // cancelled tasks, and those of deleted queues
+	// done is false while the worker still holds a live lease on some
+	// queue; left then says how long the longest such lease has to run.
+	done bool
+	left time.Duration
+}
+
 // reclaimWorker returns one dead worker's processes in every queue it
-// served, then deregisters it. It reports done=false, and leaves the worker
-// registered for a later pass, while the worker still holds a live lease on
-// some queue (its registry lease expired first, or it joined a queue late);
-// left then says how long the longest such lease has to run.
+// served, then deregisters it. It leaves the worker registered for a later
+// pass while the worker still holds a live lease on some queue (its
+// registry lease expired first, or it joined a queue late). Each task the
+// poison-pill guard buries is logged at WARN.
 //
 // window is the poison-pill guard's: a task whose holder died within it of
-// starting the task counts the death (see PoisonLimit).
-func (c *Client) reclaimWorker(ctx context.Context, id string, window time.Duration) (total int64, left time.Duration, done bool, err error) {
+// starting the task counts the death (see PoisonLimit and return_to_front
+// in common.lua, which says what else a death needs to count).
+func (c *Client) reclaimWorker(ctx context.Context, log *slog.Logger, id string, window time.Duration) (out reclaim, err error) {
 	queues, err := c.store.WorkerQueues(ctx, id)
 	if err != nil {
-		return 0, 0, false, c.fail("reclaim", "", err)
+		return out, c.fail("reclaim", "", err)
 	}
+	poison := store.Poison{Limit: c.poisonLimit, Window: window, Born: joinedAt(id), Bounds: c.deadBounds}
 	rs := make([]store.Release, len(queues))
 	for i, q := range queues {
-		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired, Poison: store.Poison{Limit: c.poisonLimit, Window: window, Bounds: c.deadBounds}}
+		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired, Poison: poison}
 	}
 	leased := false
 	for i, r := range c.store.ReleaseAll(ctx, rs) {
 		if r.Err != nil {
-			return total, 0, false, c.fail("reclaim", queues[i], r.Err)
+			return out, c.fail("reclaim", queues[i], r.Err)
 		}
 		if r.Refused {
 			leased = true
-			left = max(left, r.LeaseLeft)
+			out.left = max(out.left, r.LeaseLeft)
 		}
-		total += r.Returned
+		out.requeued += r.Returned
+		out.dropped += r.Dropped
+		out.buried += int64(len(r.Buried))
+		for _, task := range r.Buried {
+			log.Warn("worqr: task buried as poison: its holders died soon after starting it",
+				"queue", queues[i], "task", task, "deaths", c.poisonLimit, "dead", id)
+		}
 	}
 	if leased {
-		return total, left, false, nil
+		return out, nil
 	}
 	if _, err := c.store.Deregister(ctx, id, true); err != nil {
-		return total, 0, false, c.fail("reclaim", "", err)
+		return out, c.fail("reclaim", "", err)
 	}
-	return total, 0, true, nil
+	out.done = true
+	return out, nil
+}
+
+// joinedAt is when a worker registered, read from its id (a UUIDv7 made
+// by the worker at registration, so by its clock), or zero for an id that
+// does not tell.
+func joinedAt(id string) time.Time {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}
+	}
+	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	return time.UnixMilli(ms)
 }

@@ -76,9 +76,9 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	assert.Equal(t, []string{id}, handed, "one peer of %d is handed the dead worker", peers)
 
 	// The claimer deregisters it; nothing is left claimed.
-	_, _, done, err := c.reclaimWorker(ctx, id, 0)
+	r, err := c.reclaimWorker(ctx, c.log, id, 0)
 	require.NoError(t, err)
-	require.True(t, done)
+	require.True(t, r.done)
 	n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Reclaiming()).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "deregistering drops the claim")
@@ -137,11 +137,11 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	_, left, done, err := c.reclaimWorker(ctx, w.ID(), 0)
+	r, err := c.reclaimWorker(ctx, c.log, w.ID(), 0)
 	require.NoError(t, err)
-	assert.False(t, done)
-	assert.Greater(t, left, 50*time.Second)
-	assert.LessOrEqual(t, left, time.Minute)
+	assert.False(t, r.done)
+	assert.Greater(t, r.left, 50*time.Second)
+	assert.LessOrEqual(t, r.left, time.Minute)
 }
 
 // The workers of a client share one reclaimer: a peer's death costs the

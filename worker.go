@@ -194,7 +194,12 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 // returns when the registration was sent (the lease counts from then).
 func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err error) {
 	c := w.c
-	id, sent = uuid.NewString(), time.Now()
+	// A UUIDv7 tells when the worker joined (see joinedAt).
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", time.Now(), fmt.Errorf("worqr: register worker: %w", err)
+	}
+	id, sent = u.String(), time.Now()
 	if err := c.store.RegisterWorker(ctx, id, w.opts.TTL); err != nil {
 		return "", sent, c.fail("register worker", "", err)
 	}

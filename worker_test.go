@@ -256,8 +256,8 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := b.client()
 		g.Go(func() error {
-			n, _, _, err := rc.reclaimWorker(ctx, id, 2*DefaultTTL)
-			moved.Add(n)
+			r, err := rc.reclaimWorker(ctx, rc.log, id, 2*DefaultTTL)
+			moved.Add(r.requeued)
 			return err
 		})
 	}

@@ -114,9 +114,13 @@ type Options struct {
 	MaxTaskSize int
 	// PoisonLimit is the poison-pill guard: a task whose holding workers
 	// died soon after starting it (within twice the reclaiming worker's
-	// TTL) this many times goes to the dead letters, kind KindPoison,
-	// instead of killing worker after worker. 0 means DefaultPoisonLimit;
-	// negative turns the guard off. Give every client of a fleet the same.
+	// TTL) this many times in a row goes to the dead letters, kind
+	// KindPoison, instead of killing worker after worker. A death counts
+	// only when the holder had been up for that window before it started
+	// the task and the task was never held for that long (so a persistent
+	// task is never buried by its holders' restarts); see the README's
+	// Poison pills. 0 means DefaultPoisonLimit; negative turns the guard
+	// off. Give every client of a fleet the same.
 	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the
 	// default (DefaultDeadLetterMaxCount, DefaultDeadLetterMaxAge).

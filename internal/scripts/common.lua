@@ -594,14 +594,21 @@ end
 -- the queue's count in meta.
 --
 -- poison, when given (the reclaim of a dead worker), is the poison-pill
--- guard: an active process that its holder died with soon after starting
--- it (before poison.window ms had passed since its start, which its pid
--- tells) counts a death in its task's 'r' field, and a task whose count
--- reaches poison.limit is handed to poison.bury instead of requeued. A
--- holder that died after holding the task longer clears the count: only
--- deaths in a row count, so a persistent task, held for long, is never
--- taken for a poison pill. poison.count false (a worker giving its own
--- work back) only clears: a task held longer than the window was healthy.
+-- guard. A death is counted in an active process's task ('r' field) only
+-- when it tells something about the task:
+--   - its holder died soon after starting it (before poison.window ms had
+--     passed since its start, which its pid tells): a task held longer did
+--     not kill its holder;
+--   - the holder had been up for a window before it started the task
+--     (poison.born, the ms it joined; 0 if unknown): a worker that dies
+--     young (a restart, a crash loop, a bad deploy) dies of its own;
+--   - the task was never held for a window ('h' field, set when a task
+--     held longer comes back): a task that once ran healthy, such as a
+--     persistent one, is not a pill that kills its holder at once.
+-- A task whose count reaches poison.limit is handed to poison.bury
+-- instead of requeued. A task held for a window clears its count and is
+-- marked 'h'. poison.count false (a worker giving its own work back) only
+-- marks and clears.
 local function return_to_front(waiting, procs, meta, errors, unique, progress, list, poison)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
@@ -613,8 +620,10 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
     freed = freed + entry_weight(proc_task(p.v))
     ids[#ids + 1] = entry_id(proc_task(p.v))
     local entry = proc_state(p.v) == 'a' and entry_ran(proc_task(p.v))
-    local young = poison and poison.now - p.seq / 1000 < poison.window
-    if entry and young and poison.count then
+    local started = p.seq / 1000
+    local young = poison and poison.now - started < poison.window
+    if entry and young and poison.count and not header_has(entry, 'h')
+        and started - poison.born >= poison.window then
       local h, payload = entry_split(entry)
       local deaths = (tonumber(header_get(h, 'r') or '0') or 0) + 1
       entry = header_set(h, 'r', deaths) .. ':' .. payload
@@ -624,9 +633,9 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
         entry = nil
         dropped = dropped + 1
       end
-    elseif entry and poison and not young and header_has(entry, 'r') then
+    elseif entry and poison and not young and not header_has(entry, 'h') then
       local h, payload = entry_split(entry)
-      entry = header_set(h, 'r', nil) .. ':' .. payload
+      entry = header_set(header_set(h, 'r', nil), 'h', 1) .. ':' .. payload
     end
     if entry then
       entry = entry_due_now(entry)
@@ -709,11 +718,11 @@ local function wake(idle, channel, n, first)
 end
 
 -- A dead letter made a waiting entry again: its counts of starts, of
--- failures and of deaths and its D, W and K fields removed; its id, budget,
--- other fields and payload kept.
+-- failures and of deaths, its mark of a healthy hold and its D, W and K
+-- fields removed; its id, budget, other fields and payload kept.
 local function dead_revived(e)
   local h, payload = entry_split(e)
-  for _, letter in ipairs({'a', 'f', 'r', 'u', 'D', 'W', 'K'}) do
+  for _, letter in ipairs({'a', 'f', 'r', 'h', 'u', 'D', 'W', 'K'}) do
     h = header_set(h, letter, nil)
   end
   return entry_due_now(h .. ':' .. payload)

@@ -430,11 +430,14 @@ type Release struct {
 
 // Poison is the poison-pill guard: a task whose holder died within Window
 // of starting it Limit times goes to the dead letters (Bounds) instead of
-// back to the queue. A Limit of 0 turns it off; a Window of 0 leaves the
-// counts as they are.
+// back to the queue. A death counts only when the holder had been up for
+// Window before it started the task (Born: when it joined; zero if
+// unknown) and the task was never held for Window (see release.lua). A
+// Limit of 0 turns it off; a Window of 0 leaves the counts as they are.
 type Poison struct {
 	Limit  int
 	Window time.Duration
+	Born   time.Time
 	Bounds DeadBounds
 }
 
@@ -446,6 +449,11 @@ type Released struct {
 	// the release ran: every process of the worker up to it that it did
 	// not keep was given back.
 	UpTo uint64
+	// Dropped counts the tasks dropped: cancelled, or of a deleted queue.
+	Dropped int64
+	// Buried lists the ids of the tasks the poison-pill guard sent to the
+	// dead letters.
+	Buried []string
 	// Refused is set when mode ReleaseExpired found the lease live, and
 	// LeaseLeft then says for how long it stays so.
 	Refused   bool
@@ -459,8 +467,12 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	if p.Window <= 0 {
 		p.Limit = 0 // off
 	}
+	born := int64(0)
+	if !p.Born.IsZero() {
+		born = p.Born.UnixMilli()
+	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
-		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10)}, r.Keep...)
+		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10), strconv.FormatInt(born, 10)}, r.Keep...)
 	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, Args: args}
 }
 
@@ -469,7 +481,7 @@ func released(res rueidis.RedisResult) Released {
 		return Released{Refused: true, LeaseLeft: time.Duration(-1-n) * time.Millisecond}
 	}
 	vals, err := res.ToArray()
-	if err == nil && len(vals) != 2 {
+	if err == nil && len(vals) < 3 {
 		err = fmt.Errorf("release.lua answered %d values", len(vals))
 	}
 	if err != nil {
@@ -487,7 +499,19 @@ func released(res rueidis.RedisResult) Released {
 	if err != nil {
 		return Released{Err: fmt.Errorf("release.lua answered id %q", upTo)}
 	}
-	return Released{Returned: n, UpTo: seq}
+	dropped, err := vals[2].AsInt64()
+	if err != nil {
+		return Released{Err: err}
+	}
+	out := Released{Returned: n, UpTo: seq, Dropped: dropped}
+	for _, v := range vals[3:] {
+		id, err := v.ToString()
+		if err != nil {
+			return Released{Err: err}
+		}
+		out.Buried = append(out.Buried, id)
+	}
+	return out
 }
 
 // ReleaseAll runs release calls pipelined, one round trip per node.

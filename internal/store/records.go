@@ -27,8 +27,9 @@ import (
 // (the worker that held it) and "K" (the kind of failure); "t" is the
 // task's own handler timeout in ms; "w" is the task's weight (2 or more:
 // the concurrency slots it holds in flight; absent, 1); "d" is when the
-// task became due, if not at its enqueue (µs, hex; for the wait stats).
-// Fields a reader does not know are skipped.
+// task became due, if not at its enqueue (µs, hex; for the wait stats);
+// "r" and "h" are the poison-pill guard's (see return_to_front in
+// common.lua). Fields a reader does not know are skipped.
 //
 // A process record (a value of the procs hash) is one state byte, the
 // owner's id (OwnerLen bytes), then the task entry.

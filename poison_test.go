@@ -1,0 +1,228 @@
+package worqr
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// poisonSetup is a client with the given poison limit whose logs are kept,
+// a fast worker that reclaims dead peers (the guard's window is twice its
+// TTL: 2 s), and one task enqueued on "q".
+func poisonSetup(t *testing.T, limit int) (*Client, *logBuffer, context.Context) {
+	t.Helper()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	logs := &logBuffer{}
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: slog.New(slog.NewTextHandler(logs, nil)), PoisonLimit: limit})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	newWorker(t, c, fast)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"))))
+	return c, logs, ctx
+}
+
+// logBuffer keeps what a text handler writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines are the lines logged so far that contain every one of parts.
+func (l *logBuffer) lines(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.Lines(l.buf.String()) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// poisonWindow is the guard's window for the fast workers.
+const poisonWindow = 2 * time.Second
+
+// matureWorkers makes n fast workers and waits until each has been up for
+// longer than the guard's window: their deaths soon after starting a task
+// tell something about the task.
+func matureWorkers(t *testing.T, c *Client, n int) []*Worker {
+	t.Helper()
+	ws := make([]*Worker, n)
+	for i := range ws {
+		ws[i] = newWorker(t, c, fast)
+	}
+	joined := time.Now()
+	eventually(t, 2*poisonWindow, "the workers are a window old", func() bool {
+		return time.Since(joined) > poisonWindow+100*time.Millisecond
+	})
+	return ws
+}
+
+// takeTask has w take the one task of "q" once it is back in the queue.
+func takeTask(t *testing.T, ctx context.Context, w *Worker) *Process {
+	t.Helper()
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	var p *Process
+	eventually(t, 10*time.Second, "the task is back to be taken", func() bool {
+		ps, err := w.DequeueN(ctx, "q", 1)
+		if err == nil {
+			p = ps[0]
+		}
+		return err == nil
+	})
+	return p
+}
+
+// waitingEntry is the one task waiting in "q", header and payload, once
+// the dead worker's tasks are back.
+func waitingEntry(t *testing.T, c *Client) string {
+	t.Helper()
+	var vals []string
+	eventually(t, 10*time.Second, "the task is back in the queue", func() bool {
+		var err error
+		vals, err = c.rdb.Do(context.Background(), c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+		require.NoError(t, err)
+		return len(vals) == 1
+	})
+	return vals[0]
+}
+
+// A task whose holders die soon after starting it goes to the dead letters
+// (kind poison) once that happened PoisonLimit times in a row, logged at
+// WARN with its id; a holder that itself had just joined dies of its own,
+// and its death is not counted.
+func TestPoisonPill(t *testing.T) {
+	t.Parallel()
+	c, logs, ctx := poisonSetup(t, 2)
+	ws := matureWorkers(t, c, 2)
+
+	takeTask(t, ctx, ws[0])
+	ws[0].crash()
+	assert.Contains(t, waitingEntry(t, c), ",r1", "a mature holder's death counts")
+
+	young := newWorker(t, c, fast)
+	takeTask(t, ctx, young)
+	young.crash()
+	eventually(t, 10*time.Second, "the young holder is reclaimed", func() bool {
+		return len(logs.lines("reclaimed dead worker", "dead="+young.ID())) == 1
+	})
+	assert.Contains(t, waitingEntry(t, c), ",r1", "a young holder's death counts nothing")
+	assert.Empty(t, deadPayloads(t, c, "q"))
+
+	p := takeTask(t, ctx, ws[1])
+	id := p.TaskID()
+	ws[1].crash()
+	eventually(t, 10*time.Second, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	assert.Empty(t, waiting(t, c, "q"))
+	ds, err := c.DeadLetters(ctx, "q", 0, 1)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, KindPoison, ds[0].Kind)
+	assert.Contains(t, ds[0].Error, "2 times")
+	assert.Equal(t, 3, ds[0].Attempts)
+
+	eventually(t, 5*time.Second, "the reclaim is logged", func() bool {
+		return len(logs.lines("reclaimed dead worker", "dead="+ws[1].ID())) == 1
+	})
+	reclaimed := logs.lines("reclaimed dead worker", "dead="+ws[1].ID())[0]
+	assert.Contains(t, reclaimed, "requeued=0")
+	assert.Contains(t, reclaimed, "poison=1")
+	buried := logs.lines("buried as poison")
+	require.Len(t, buried, 1)
+	assert.Contains(t, buried[0], "level=WARN")
+	assert.Contains(t, buried[0], "task="+id)
+	assert.Contains(t, buried[0], "queue=q")
+}
+
+// A task that was once held for longer than the guard's window ran
+// healthy, as a persistent task does: however often its holders die soon
+// after taking it afterwards, it is never taken for a poison pill. The
+// holder that held it long is frozen (its process alive, its lease run
+// out), as a stalled VM or a long GC pause would.
+func TestPersistentTaskIsNeverPoison(t *testing.T) {
+	t.Parallel()
+	c, logs, ctx := poisonSetup(t, 2)
+	ws := matureWorkers(t, c, 4)
+
+	p := takeTask(t, ctx, ws[0])
+	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	ws[0].freeze()
+	entry := waitingEntry(t, c)
+	assert.Contains(t, entry, ",h1", "marked as held healthy")
+
+	for _, w := range ws[1:] {
+		takeTask(t, ctx, w)
+		w.crash()
+		eventually(t, 10*time.Second, "the holder is reclaimed", func() bool {
+			return len(logs.lines("reclaimed dead worker", "dead="+w.ID())) == 1
+		})
+		entry := waitingEntry(t, c)
+		assert.NotContains(t, entry, ",r", "no death is counted")
+	}
+	assert.Empty(t, deadPayloads(t, c, "q"), "a persistent task is not poison")
+	assert.Empty(t, logs.lines("buried as poison"))
+}
+
+// A worker that gives back a task it held longer than the poison-pill
+// window (StopWork, a shutdown, a fence) marks it as held healthy and
+// clears its count of deaths.
+func TestHealthyHandBackMarksTheTask(t *testing.T) {
+	t.Parallel()
+	c, _, ctx := poisonSetup(t, 2)
+	ws := matureWorkers(t, c, 3)
+
+	takeTask(t, ctx, ws[0])
+	ws[0].crash()
+	require.Contains(t, waitingEntry(t, c), ",r1", "the death is counted")
+
+	p := takeTask(t, ctx, ws[1])
+	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	require.NoError(t, ws[1].StopWork(ctx, "q"))
+	entry := waitingEntry(t, c)
+	assert.NotContains(t, entry, ",r", "the count is cleared")
+	assert.Contains(t, entry, ",h1", "marked as held healthy")
+
+	takeTask(t, ctx, ws[2])
+	ws[2].crash()
+	assert.NotContains(t, waitingEntry(t, c), ",r", "no death is counted")
+	assert.Empty(t, deadPayloads(t, c, "q"))
+}
+
+// A dead letter requeued is as if it had never run: the mark of a healthy
+// hold goes with its counts.
+func TestRequeuedDeadLetterForgetsItsHealthyHold(t *testing.T) {
+	t.Parallel()
+	c, _, ctx := poisonSetup(t, 2)
+	ws := matureWorkers(t, c, 1)
+	p := takeTask(t, ctx, ws[0])
+	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	require.NoError(t, ws[0].StopWork(ctx, "q"))
+	require.Contains(t, waitingEntry(t, c), ",h1")
+
+	require.NoError(t, ws[0].StartWork(ctx, "q", Events{}))
+	ps, err := ws[0].DequeueN(ctx, "q", 1)
+	require.NoError(t, err)
+	require.NoError(t, ps[0].DeadLetter(ctx, errors.New("by hand")))
+	require.NoError(t, second(c.RequeueDeadLetter(ctx, "q", ps[0].TaskID())))
+	assert.NotContains(t, waitingEntry(t, c), ",h")
+}
