@@ -292,7 +292,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 				// Between the check's look and its repair: a live worker
 				// takes the task at the front of q, and a reclaim (as a
 				// peer's) returns the dead worker's work in r.
-				_, err := admin.reclaimWorker(ctx, admin.log, id, 2*DefaultTTL)
+				_, err := admin.reclaimWorker(ctx, admin.log, id, 2*DefaultTTL, false)
 				require.NoError(t, err)
 				taken, err = live.Dequeue(ctx, "q")
 				require.NoError(t, err)

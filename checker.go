@@ -345,7 +345,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL)
+		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL, false)
 		fixed.Requeued += r.requeued
 		switch {
 		case err != nil:

@@ -226,3 +226,40 @@ func TestRequeuedDeadLetterForgetsItsHealthyHold(t *testing.T) {
 	require.NoError(t, second(c.RequeueDeadLetter(ctx, "q", ps[0].TaskID())))
 	assert.NotContains(t, waitingEntry(t, c), ",h")
 }
+
+// In an outage (several workers dead at once) the guard counts no death,
+// but a task held for a window is still marked as held healthy: an outage
+// must not leave a persistent task open to later deaths.
+func TestOutageReclaimMarksButDoesNotCount(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), PoisonLimit: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("long"))))
+	ws := matureWorkers(t, c, 2)
+	long := takeTask(t, ctx, ws[0])
+	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(long.started) > poisonWindow+100*time.Millisecond })
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("young"))))
+	takeTask(t, ctx, ws[1])
+	ws[0].freeze()
+	ws[1].freeze()
+	eventually(t, 10*time.Second, "both leases ran out", func() bool {
+		return leasesExpired(t, c, ws[0].ID(), "q") && leasesExpired(t, c, ws[1].ID(), "q")
+	})
+
+	pass, err := c.reclaimDead(ctx, c.log, reclaimPass{window: poisonWindow, claim: time.Second})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, pass.tasks, "both tasks are back")
+	entries, err := c.rdb.Do(ctx, c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	for _, e := range entries {
+		assert.NotContains(t, e, ",r", "no death is counted in an outage")
+		if strings.HasSuffix(e, ":long") {
+			assert.Contains(t, e, ",h1", "the task held long is marked")
+		}
+	}
+	assert.Empty(t, deadPayloads(t, c, "q"))
+}

@@ -207,12 +207,9 @@ func (r *reclaimer) look(ctx context.Context) {
 	}
 	// A worker that just came back from an outage does not count its
 	// peers' deaths in the outage as poison.
-	window := r.window
-	if r.lastFenced() < 2*window {
-		window = 0
-	}
+	outage := r.lastFenced() < 2*r.window
 	log := w.logger()
-	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: window, claim: r.every})
+	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: r.window, outage: outage, claim: r.every})
 	if err != nil && ctx.Err() == nil {
 		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
@@ -243,6 +240,7 @@ func (r *reclaimer) look(ctx context.Context) {
 type reclaimPass struct {
 	self   string        // the caller's worker id, if any
 	window time.Duration // the poison-pill guard's (see reclaimWorker)
+	outage bool          // the guard counts no deaths (see reclaimWorker)
 	claim  time.Duration // how long the registry keeps the dead for the caller
 }
 
@@ -283,13 +281,10 @@ func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, p reclaimPas
 	// Several workers dead at once is an outage (Redis paused, restarted
 	// or failing over, a network cut), not a task killing its worker: the
 	// poison-pill guard counts nothing then.
-	window := p.window
-	if len(exp.Dead) > 1 {
-		window = 0
-	}
+	outage := p.outage || len(exp.Dead) > 1
 	var errs []error
 	for _, id := range exp.Dead {
-		r, err := c.reclaimWorker(ctx, log, id, window)
+		r, err := c.reclaimWorker(ctx, log, id, p.window, outage)
 		out.tasks += r.requeued
 		if err != nil {
 			errs = append(errs, err)
@@ -324,13 +319,18 @@ type reclaim struct {
 //
 // window is the poison-pill guard's: a task whose holder died within it of
 // starting the task counts the death (see PoisonLimit and return_to_front
-// in common.lua, which says what else a death needs to count).
-func (c *Client) reclaimWorker(ctx context.Context, log *slog.Logger, id string, window time.Duration) (out reclaim, err error) {
+// in common.lua, which says what else a death needs to count), and one
+// held longer is marked as healthy. In an outage no death is counted,
+// but the marks are made.
+func (c *Client) reclaimWorker(ctx context.Context, log *slog.Logger, id string, window time.Duration, outage bool) (out reclaim, err error) {
 	queues, err := c.store.WorkerQueues(ctx, id)
 	if err != nil {
 		return out, c.fail("reclaim", "", err)
 	}
 	poison := store.Poison{Limit: c.poisonLimit, Window: window, Born: joinedAt(id), Bounds: c.deadBounds}
+	if outage {
+		poison.Limit = 0
+	}
 	rs := make([]store.Release, len(queues))
 	for i, q := range queues {
 		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired, Poison: poison}

@@ -76,7 +76,7 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	assert.Equal(t, []string{id}, handed, "one peer of %d is handed the dead worker", peers)
 
 	// The claimer deregisters it; nothing is left claimed.
-	r, err := c.reclaimWorker(ctx, c.log, id, 0)
+	r, err := c.reclaimWorker(ctx, c.log, id, 0, false)
 	require.NoError(t, err)
 	require.True(t, r.done)
 	n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Reclaiming()).Build()).AsInt64()
@@ -137,7 +137,7 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	r, err := c.reclaimWorker(ctx, c.log, w.ID(), 0)
+	r, err := c.reclaimWorker(ctx, c.log, w.ID(), 0, false)
 	require.NoError(t, err)
 	assert.False(t, r.done)
 	assert.Greater(t, r.left, 50*time.Second)

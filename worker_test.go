@@ -256,7 +256,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := b.client()
 		g.Go(func() error {
-			r, err := rc.reclaimWorker(ctx, rc.log, id, 2*DefaultTTL)
+			r, err := rc.reclaimWorker(ctx, rc.log, id, 2*DefaultTTL, false)
 			moved.Add(r.requeued)
 			return err
 		})
