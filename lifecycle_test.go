@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -240,6 +242,81 @@ func TestBadLifecycleOptions(t *testing.T) {
 	// A due time in the past means now.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), At(time.Now().Add(-time.Hour)))))
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
+}
+
+// ExponentialBackoff doubles from base up to its cap, takes at most its
+// jitter off, never overflows, and refuses arguments that make no sense.
+func TestExponentialBackoff(t *testing.T) {
+	exact := ExponentialBackoff(100*time.Millisecond, time.Second, 0)
+	for attempt, want := range map[int]time.Duration{
+		-1: 100 * time.Millisecond, 0: 100 * time.Millisecond, 1: 100 * time.Millisecond,
+		2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second,
+		63: time.Second, 64: time.Second, 65: time.Second, 1000: time.Second, math.MaxInt: time.Second,
+	} {
+		assert.Equal(t, want, exact(attempt, nil), "attempt %d", attempt)
+	}
+
+	for _, jitter := range []float64{0.1, 0.5, 1} {
+		b := ExponentialBackoff(time.Second, time.Minute, jitter)
+		for _, attempt := range []int{1, 3, 7, 1000} {
+			full := min(time.Second<<(min(attempt, 20)-1), time.Minute)
+			low := full - time.Duration(float64(full)*jitter)
+			seen := map[time.Duration]bool{}
+			for range 200 {
+				d := b(attempt, nil)
+				require.GreaterOrEqual(t, d, low, "jitter %v attempt %d", jitter, attempt)
+				require.LessOrEqual(t, d, full, "jitter %v attempt %d", jitter, attempt)
+				require.Positive(t, d)
+				seen[d] = true
+			}
+			assert.Greater(t, len(seen), 100, "jitter %v attempt %d: the delays are drawn", jitter, attempt)
+		}
+	}
+
+	// At the extremes: the largest cap, a nanosecond base, full jitter.
+	huge := ExponentialBackoff(time.Nanosecond, math.MaxInt64, 1)
+	for _, attempt := range []int{62, 63, 64, 1000} {
+		d := huge(attempt, nil)
+		assert.Positive(t, d, "attempt %d", attempt)
+	}
+	assert.Equal(t, time.Duration(math.MaxInt64), ExponentialBackoff(time.Nanosecond, math.MaxInt64, 0)(1000, nil))
+	assert.Equal(t, time.Duration(1)<<62, ExponentialBackoff(time.Nanosecond, math.MaxInt64, 0)(63, nil))
+
+	for _, bad := range []struct {
+		base, limit time.Duration
+		jitter      float64
+	}{
+		{0, time.Second, 0}, {-time.Second, time.Second, 0}, {time.Second, time.Millisecond, 0},
+		{time.Second, time.Minute, -0.1}, {time.Second, time.Minute, 1.5}, {time.Second, time.Minute, math.NaN()},
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", bad)
+			}()
+			ExponentialBackoff(bad.base, bad.limit, bad.jitter)
+		}()
+	}
+}
+
+// KindOf and RetryAfterDelay read what WithKind, a panic and RetryAfter
+// put in an error, through wrapping.
+func TestKindOfAndRetryAfterDelay(t *testing.T) {
+	base := errors.New("boom")
+	assert.Equal(t, "", KindOf(base))
+	assert.Equal(t, "", KindOf(nil))
+	assert.Equal(t, "smtp-5xx", KindOf(fmt.Errorf("send: %w", WithKind("smtp-5xx", base))))
+	assert.Equal(t, KindPanic, KindOf(Permanent(fmt.Errorf("%w: oops", ErrHandlerPanicked))))
+	assert.Equal(t, "bad_input", KindOf(WithKind("bad input", Permanent(base))))
+
+	_, ok := RetryAfterDelay(base)
+	assert.False(t, ok)
+	d, ok := RetryAfterDelay(fmt.Errorf("wrapped: %w", RetryAfter(time.Minute, RetryAfter(time.Hour, base))))
+	assert.True(t, ok)
+	assert.Equal(t, time.Minute, d, "the outermost")
+	d, ok = RetryAfterDelay(RetryAfter(-time.Second, base))
+	assert.True(t, ok)
+	assert.Zero(t, d)
 }
 
 func TestDefaultBackoff(t *testing.T) {
