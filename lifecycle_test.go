@@ -238,10 +238,37 @@ func TestBadLifecycleOptions(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), In(-time.Second))), ErrInvalidOptions)
-	assert.ErrorIs(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")}, MaxAttempts(-1))), ErrInvalidOptions)
 	// A due time in the past means now.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), At(time.Now().Add(-time.Hour)))))
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
+}
+
+// A negative MaxAttempts at enqueue means no limit, as it does in a
+// RetryPolicy: the task outlives its queue's budget of 2, and shows its
+// own budget as negative.
+func TestNegativeMaxAttemptsMeansNoLimit(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(-3), Retain(time.Hour))
+	require.NoError(t, err)
+	tasks, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, -1, tasks[0].MaxAttempts, "no limit, whichever negative number said so")
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		if p.Attempt() < 5 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 2, Backoff: func(int, error) time.Duration { return 0 }}}))
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := c.Wait(waitCtx, "q", id)
+	require.NoError(t, err)
+	assert.Equal(t, TaskSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
+	assert.Equal(t, 5, out.Attempts)
 }
 
 // ExponentialBackoff doubles from base up to its cap, takes at most its
