@@ -47,8 +47,6 @@ func (o enqueueOptions) check() error {
 	switch {
 	case o.in < 0:
 		return fmt.Errorf("%w: negative delay %v", ErrInvalidOptions, o.in)
-	case o.maxAttempts < 0:
-		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, o.maxAttempts)
 	case o.timeout < 0:
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
 	case o.retain < 0:
@@ -94,6 +92,9 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // MaxAttempts gives the tasks an attempt budget of their own, overriding
 // the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
 // goes to the dead letters (see RetryPolicy.MaxAttempts for what counts).
+// As in RetryPolicy, negative means no limit (the task is retried until
+// it succeeds, fails with a Permanent error, or is dead-lettered by
+// hand), and 0 means the queue's budget.
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
 // Priority is a task's level in its queue. Dequeues take high-priority

@@ -27,6 +27,13 @@ var (
 	ErrHandledQueue = errors.New("worqr: queue is served by Handle")
 )
 
+// ErrHandlerPanicked is what a handler that panicked failed with, as far
+// as its worker is concerned: the worker recovers the panic, logs it with
+// its stack, and treats it as this error (wrapped, with the panic's value
+// in its text; wrapped with Permanent too under
+// HandleOptions.PanicIsPermanent), of kind KindPanic.
+var ErrHandlerPanicked = errors.New("worqr: handler panicked")
+
 // Middleware wraps a Handler with behaviour of its own (tracing, metrics,
 // logging, a timeout, recovering from panics its own way). It returns the
 // handler to call instead; that handler calls next to run the task, or

@@ -26,7 +26,8 @@ type TaskInfo struct {
 	EnqueuedAt time.Time
 	// DueAt is, for a delayed task, when it is due, by the Redis clock.
 	DueAt time.Time
-	// MaxAttempts is the task's own attempt budget (0: its queue's).
+	// MaxAttempts is the task's own attempt budget (0: its queue's;
+	// negative: no limit).
 	MaxAttempts int
 	// Weight is the concurrency slots the task holds in flight (see the
 	// Weight enqueue option): 1 unless it was enqueued with more.

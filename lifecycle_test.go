@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -236,10 +238,112 @@ func TestBadLifecycleOptions(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), In(-time.Second))), ErrInvalidOptions)
-	assert.ErrorIs(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x")}, MaxAttempts(-1))), ErrInvalidOptions)
 	// A due time in the past means now.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), At(time.Now().Add(-time.Hour)))))
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
+}
+
+// A negative MaxAttempts at enqueue means no limit, as it does in a
+// RetryPolicy: the task outlives its queue's budget of 2, and shows its
+// own budget as negative.
+func TestNegativeMaxAttemptsMeansNoLimit(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(-3), Retain(time.Hour))
+	require.NoError(t, err)
+	tasks, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, -1, tasks[0].MaxAttempts, "no limit, whichever negative number said so")
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		if p.Attempt() < 5 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 2, Backoff: func(int, error) time.Duration { return 0 }}}))
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := c.Wait(waitCtx, "q", id)
+	require.NoError(t, err)
+	assert.Equal(t, TaskSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
+	assert.Equal(t, 5, out.Attempts)
+}
+
+// ExponentialBackoff doubles from base up to its cap, takes at most its
+// jitter off, never overflows, and refuses arguments that make no sense.
+func TestExponentialBackoff(t *testing.T) {
+	exact := ExponentialBackoff(100*time.Millisecond, time.Second, 0)
+	for attempt, want := range map[int]time.Duration{
+		-1: 100 * time.Millisecond, 0: 100 * time.Millisecond, 1: 100 * time.Millisecond,
+		2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second,
+		63: time.Second, 64: time.Second, 65: time.Second, 1000: time.Second, math.MaxInt: time.Second,
+	} {
+		assert.Equal(t, want, exact(attempt, nil), "attempt %d", attempt)
+	}
+
+	for _, jitter := range []float64{0.1, 0.5, 1} {
+		b := ExponentialBackoff(time.Second, time.Minute, jitter)
+		for _, attempt := range []int{1, 3, 7, 1000} {
+			full := min(time.Second<<(min(attempt, 20)-1), time.Minute)
+			low := full - time.Duration(float64(full)*jitter)
+			seen := map[time.Duration]bool{}
+			for range 200 {
+				d := b(attempt, nil)
+				require.GreaterOrEqual(t, d, low, "jitter %v attempt %d", jitter, attempt)
+				require.LessOrEqual(t, d, full, "jitter %v attempt %d", jitter, attempt)
+				require.Positive(t, d)
+				seen[d] = true
+			}
+			assert.Greater(t, len(seen), 100, "jitter %v attempt %d: the delays are drawn", jitter, attempt)
+		}
+	}
+
+	// At the extremes: the largest cap, a nanosecond base, full jitter.
+	huge := ExponentialBackoff(time.Nanosecond, math.MaxInt64, 1)
+	for _, attempt := range []int{62, 63, 64, 1000} {
+		d := huge(attempt, nil)
+		assert.Positive(t, d, "attempt %d", attempt)
+	}
+	assert.Equal(t, time.Duration(math.MaxInt64), ExponentialBackoff(time.Nanosecond, math.MaxInt64, 0)(1000, nil))
+	assert.Equal(t, time.Duration(1)<<62, ExponentialBackoff(time.Nanosecond, math.MaxInt64, 0)(63, nil))
+
+	for _, bad := range []struct {
+		base, limit time.Duration
+		jitter      float64
+	}{
+		{0, time.Second, 0}, {-time.Second, time.Second, 0}, {time.Second, time.Millisecond, 0},
+		{time.Second, time.Minute, -0.1}, {time.Second, time.Minute, 1.5}, {time.Second, time.Minute, math.NaN()},
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", bad)
+			}()
+			ExponentialBackoff(bad.base, bad.limit, bad.jitter)
+		}()
+	}
+}
+
+// KindOf and RetryAfterDelay read what WithKind, a panic and RetryAfter
+// put in an error, through wrapping.
+func TestKindOfAndRetryAfterDelay(t *testing.T) {
+	base := errors.New("boom")
+	assert.Equal(t, "", KindOf(base))
+	assert.Equal(t, "", KindOf(nil))
+	assert.Equal(t, "smtp-5xx", KindOf(fmt.Errorf("send: %w", WithKind("smtp-5xx", base))))
+	assert.Equal(t, KindPanic, KindOf(Permanent(fmt.Errorf("%w: oops", ErrHandlerPanicked))))
+	assert.Equal(t, "bad_input", KindOf(WithKind("bad input", Permanent(base))))
+
+	_, ok := RetryAfterDelay(base)
+	assert.False(t, ok)
+	d, ok := RetryAfterDelay(fmt.Errorf("wrapped: %w", RetryAfter(time.Minute, RetryAfter(time.Hour, base))))
+	assert.True(t, ok)
+	assert.Equal(t, time.Minute, d, "the outermost")
+	d, ok = RetryAfterDelay(RetryAfter(-time.Second, base))
+	assert.True(t, ok)
+	assert.Zero(t, d)
 }
 
 func TestDefaultBackoff(t *testing.T) {

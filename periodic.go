@@ -61,7 +61,8 @@ func (e every) String() string { return "every " + time.Duration(e).String() }
 // PeriodicOptions configure a periodic schedule's tasks.
 type PeriodicOptions struct {
 	// MaxAttempts, Timeout and Retain are the tasks' own, as the enqueue
-	// options of those names give them (0: the queue's, or none).
+	// options of those names give them (0: the queue's, or none; a
+	// negative MaxAttempts: no limit).
 	MaxAttempts int
 	Timeout     time.Duration
 	Retain      time.Duration
@@ -199,8 +200,6 @@ func checkPeriodic(name string, sched Schedule, opts PeriodicOptions) error {
 		return fmt.Errorf("%w: nil schedule", ErrInvalidOptions)
 	case isEvery(sched) && time.Duration(sched.(every)) < time.Millisecond:
 		return fmt.Errorf("%w: interval %v is under a millisecond", ErrInvalidOptions, time.Duration(sched.(every)))
-	case opts.MaxAttempts < 0:
-		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidOptions, opts.MaxAttempts)
 	case opts.Timeout < 0:
 		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, opts.Timeout)
 	case opts.Retain < 0:

@@ -233,7 +233,6 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 		{"tiny", Every(time.Microsecond), PeriodicOptions{}},
 		{"never", scheduleFunc(func(time.Time) time.Time { return time.Time{} }), PeriodicOptions{}},
 		{"stuck", scheduleFunc(func(t time.Time) time.Time { return t }), PeriodicOptions{}},
-		{"attempts", every, PeriodicOptions{MaxAttempts: -1}},
 		{"timeout", every, PeriodicOptions{Timeout: -time.Second}},
 		{"retain", every, PeriodicOptions{Retain: -time.Second}},
 		{"weight", every, PeriodicOptions{Weight: -1}},
@@ -264,6 +263,18 @@ func TestPeriodicOptionsAndErrors(t *testing.T) {
 	n, err := c.QueueLen(ctx, "periodic")
 	require.NoError(t, err)
 	require.EqualValues(t, len(tasks), n, "stopped schedule still ticks")
+
+	// A negative MaxAttempts is no limit, as at enqueue.
+	require.NoError(t, w.Periodic(ctx, "unlimited", "periodic-unlimited", every, nil, PeriodicOptions{MaxAttempts: -2}))
+	eventually(t, 2*time.Second, "a tick of the unlimited schedule", func() bool {
+		n, err := c.QueueLen(ctx, "periodic-unlimited")
+		return err == nil && n > 0
+	})
+	require.True(t, w.StopPeriodic("unlimited", "periodic-unlimited"))
+	tasks, err = c.Tasks(ctx, "periodic-unlimited", 0, -1)
+	require.NoError(t, err)
+	require.NotEmpty(t, tasks)
+	require.Equal(t, -1, tasks[0].MaxAttempts)
 
 	// Check knows the periodic hash.
 	rep, err := c.Check(ctx, CheckOptions{})

@@ -23,7 +23,7 @@ type Process struct {
 	owner      string
 	taskID     string
 	attempt    int
-	budget     int           // the task's own attempt budget; 0 if none
+	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
 	timeout    time.Duration // the task's own handler timeout; 0 if none
 	lastError  string        // the error its previous attempt recorded

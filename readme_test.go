@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,4 +92,60 @@ func TestReadmeSnippetsCompile(t *testing.T) {
 	// go test puts its own go command first in PATH. The compiler names the snippet files; each starts with the README
 	// line its block comes from.
 	require.NoError(t, err, "README snippets do not compile:\n%s", out)
+}
+
+// A program that ran `go get github.com/worqr/worqr` has the go.sum
+// entries of the root package's dependencies only: importing a package of
+// this module that needs another module (cron's robfig/cron, embedded's
+// miniredis) fails to build with "missing go.sum entry" until `go mod
+// tidy`. The README's Getting started names every such package on its
+// `go mod tidy` line.
+func TestReadmeNamesThePackagesThatNeedTidy(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("lists packages with the go command")
+	}
+	goList := func(args ...string) []string {
+		out, err := exec.CommandContext(t.Context(), "go", append([]string{"list"}, args...)...).Output()
+		require.NoError(t, err, "go list %s", strings.Join(args, " "))
+		return strings.Fields(string(out))
+	}
+	modules := func(pkg string) []string {
+		return goList("-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}", pkg)
+	}
+	root := map[string]bool{}
+	for _, m := range modules(".") {
+		root[m] = true
+	}
+
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	section, _, _ := strings.Cut(string(readme[strings.Index(string(readme), "## Getting started"):]), "\n## ")
+	var tidy string
+	for line := range strings.Lines(section) {
+		if strings.HasPrefix(line, "go mod tidy") {
+			tidy = line
+		}
+	}
+	require.NotEmpty(t, tidy, "Getting started has no `go mod tidy` line")
+	words := strings.FieldsFunc(tidy, func(r rune) bool { return strings.ContainsRune(" ,`\n", r) })
+
+	var needing []string
+	for _, pkg := range goList("-f", "{{if ne .Name \"main\"}}{{.ImportPath}}{{end}}", "./...") {
+		if strings.Contains(pkg, "/internal") {
+			continue
+		}
+		for _, m := range modules(pkg) {
+			if !root[m] {
+				needing = append(needing, pkg)
+				t.Logf("%s needs %s", pkg, m)
+				break
+			}
+		}
+	}
+	require.NotEmpty(t, needing, "no package needs a module the root package does not: is go list answering?")
+	for _, pkg := range needing {
+		name := pkg[strings.LastIndex(pkg, "/")+1:]
+		assert.Contains(t, words, name, "%s needs a module the root package does not; the README's `go mod tidy` line does not name it:\n%s", pkg, tidy)
+	}
 }

@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -44,20 +45,47 @@ type RetryPolicy struct {
 // DefaultBackoff is exponential with jitter and a cap: about
 // DefaultBackoffBase after the first failure, doubling with each, at most
 // DefaultBackoffCap, each delay drawn between half and all of that so that
-// tasks that failed together do not come back together.
-func DefaultBackoff(attempt int, _ error) time.Duration {
-	d := DefaultBackoffCap
-	if attempt < 30 {
-		d = min(DefaultBackoffCap, DefaultBackoffBase<<max(attempt-1, 0))
+// tasks that failed together do not come back together. It is
+// ExponentialBackoff(DefaultBackoffBase, DefaultBackoffCap, 0.5).
+func DefaultBackoff(attempt int, err error) time.Duration {
+	return defaultBackoff(attempt, err)
+}
+
+var defaultBackoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffCap, 0.5)
+
+// ExponentialBackoff returns a RetryPolicy.Backoff: base after the first
+// failed attempt, doubling with each one after, never more than limit
+// (however many attempts), with up to jitter (0 to 1) of each delay taken
+// off at random: a delay is drawn between (1-jitter) and all of it, never
+// 0, so that tasks that failed together do not all come back together.
+// A jitter of 0 gives exactly base, 2·base, 4·base... It panics, with an
+// error that errors.Is matches to ErrInvalidOptions, unless
+// 0 < base <= limit and 0 <= jitter <= 1: like a regular expression
+// given to regexp.MustCompile, its arguments are the program's own.
+func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt int, err error) time.Duration {
+	if base <= 0 || limit < base || !(jitter >= 0 && jitter <= 1) {
+		panic(fmt.Errorf("worqr: ExponentialBackoff(%v, %v, %v): %w: want 0 < base <= limit and 0 <= jitter <= 1", base, limit, jitter, ErrInvalidOptions))
 	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	return func(attempt int, _ error) time.Duration {
+		d := limit
+		if n := max(attempt-1, 0); base <= limit>>n { // base<<n <= limit, without overflowing
+			d = base << n
+		}
+		span := d // what jitter may take off: d·jitter, at most d
+		if f := float64(d) * jitter; f < float64(d) {
+			span = time.Duration(f)
+		}
+		if span <= 0 {
+			return d
+		}
+		return d - time.Duration(rand.Int64N(int64(span))) // in (d-span, d]
+	}
 }
 
 // delay is the policy's delay before the attempt after attempt.
 func (r RetryPolicy) delay(attempt int, err error) time.Duration {
-	var ra retryAfterError
-	if errors.As(err, &ra) {
-		return ra.after
+	if d, ok := RetryAfterDelay(err); ok {
+		return d
 	}
 	if r.Backoff != nil {
 		return max(r.Backoff(attempt, err), 0)
@@ -66,8 +94,8 @@ func (r RetryPolicy) delay(attempt int, err error) time.Duration {
 }
 
 // exhausted reports whether a task whose failed attempts number failed
-// (this one included), with its own budget own (0: none), has no attempt
-// left.
+// (this one included), with its own budget own (0: none; negative: no
+// limit), has no attempt left.
 func (r RetryPolicy) exhausted(failed, own int) bool {
 	budget := own
 	if budget == 0 {
@@ -96,6 +124,17 @@ func RetryAfter(d time.Duration, err error) error {
 		return nil
 	}
 	return retryAfterError{err: err, after: max(d, 0)}
+}
+
+// RetryAfterDelay reports the delay err asks for with RetryAfter (the
+// outermost, if it was wrapped more than once), and whether it asks for
+// one.
+func RetryAfterDelay(err error) (time.Duration, bool) {
+	var ra retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
 }
 
 // kindError gives an error a failure kind.
@@ -139,13 +178,21 @@ const (
 	KindDecode = "decode"
 )
 
+// KindOf returns the failure kind err carries, as a dead letter would
+// record it: the kind WithKind gave it (the outermost), KindPanic for a
+// handler's panic (ErrHandlerPanicked), or "" for an error of no kind (a
+// dead letter then gets KindPermanent, KindExhausted or KindManual, from
+// how it died). A handler whose time ran out fails with kind KindTimeout,
+// unless its error named one.
+func KindOf(err error) string { return kindOf(err, "") }
+
 // kindOf is err's kind, or fallback.
 func kindOf(err error, fallback string) string {
 	var k kindError
 	if errors.As(err, &k) {
 		return k.kind
 	}
-	if errors.Is(err, errPanic) {
+	if errors.Is(err, ErrHandlerPanicked) {
 		return KindPanic
 	}
 	return fallback

@@ -393,14 +393,11 @@ func (r *runner) timeout(p *Process) time.Duration {
 	return r.opts.Timeout
 }
 
-// errPanic marks a handler that panicked.
-var errPanic = errors.New("worqr: handler panicked")
-
 func (r *runner) call(ctx context.Context, p *Process) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
-			err = fmt.Errorf("%w: %v", errPanic, v)
+			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
 			if r.opts.PanicIsPermanent {
 				err = Permanent(err)
 			}

@@ -72,6 +72,16 @@ func TestPagesRender(t *testing.T) {
 	code, _ = e.get("/task?q=" + qx("emails") + "&id=ffff")
 	assert.Equal(t, http.StatusNotFound, code)
 
+	// A task's own budget, or its having no limit.
+	capped, err := e.c.Enqueue(e.ctx(), "budgets", []byte("capped"), worqr.MaxAttempts(3))
+	require.NoError(t, err)
+	unlimited, err := e.c.Enqueue(e.ctx(), "budgets", []byte("unlimited"), worqr.MaxAttempts(-1))
+	require.NoError(t, err)
+	_, body = e.get("/task?q=" + qx("budgets") + "&id=" + capped)
+	assert.Contains(t, body, "0 attempts so far of 3</dd>")
+	_, body = e.get("/task?q=" + qx("budgets") + "&id=" + unlimited)
+	assert.Contains(t, body, "0 attempts so far, no attempt limit</dd>")
+
 	code, body = e.get("/workers")
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `<td class="n">1</td>`, "one task in flight")

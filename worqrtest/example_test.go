@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/worqr/worqr"
 	"github.com/worqr/worqr/worqrtest"
@@ -35,4 +37,33 @@ func ExampleRunJSON() {
 	// Output:
 	// cat.png@200w <nil>
 	// true permanent: width must be positive
+}
+
+// Run a handler under its queue's retry policy, as a worker runs it: a
+// mail that always fails is tried three times, one and two minutes
+// apart by the policy (a millisecond each here), then dead-lettered.
+func ExampleRunPolicy() {
+	send := func(context.Context, *worqr.Process) error {
+		return errors.New("smtp: 451 try again later")
+	}
+	res, err := worqrtest.RunPolicy(context.Background(), send, []byte("to:ada"), worqrtest.PolicyOptions{
+		Handle: worqr.HandleOptions{Retry: worqr.RetryPolicy{
+			MaxAttempts: 3,
+			Backoff:     worqr.ExponentialBackoff(time.Minute, time.Hour, 0),
+		}},
+		Logger: slog.New(slog.DiscardHandler), // the worker's logs
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range res.Attempts {
+		fmt.Printf("attempt %d: %s %q, next after %v\n", a.Number, a.Outcome, a.Kind, a.Delay)
+	}
+	fmt.Println(res.Outcome.Status, res.Outcome.Kind, res.Outcome.Error)
+	// Output:
+	// attempt 1: retried "", next after 1m0s
+	// attempt 2: retried "", next after 2m0s
+	// attempt 3: dead "exhausted", next after 0s
+	// dead exhausted smtp: 451 try again later
 }

@@ -3,7 +3,9 @@ package worqrtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -27,6 +29,13 @@ type RunOptions struct {
 	EnqueuedAt time.Time
 	// Middleware wraps h, the first outermost, as a worker's would.
 	Middleware []worqr.Middleware
+	// PanicIsPermanent makes a panic in h a Permanent error, as
+	// worqr.HandleOptions.PanicIsPermanent does in a worker.
+	PanicIsPermanent bool
+	// Logger receives what a worker would log of a panic in h: the panic
+	// and its stack, at level Error. Default slog.Default(), as a
+	// worqr.Client's.
+	Logger *slog.Logger
 }
 
 // Run calls h on a task with this payload as a worker would, but with no
@@ -35,9 +44,13 @@ type RunOptions struct {
 // when its task is cancelled or times out). It returns what h set with
 // Process.SetResult (nil if nothing) and what h returned: nil means a
 // worker would finish the task, an error that worqr.IsPermanent reports
-// would dead-letter it, any other would retry it. A panic in h is not
-// recovered: it fails the test with its stack. A process's Finish,
-// Requeue, Retry, DeadLetter and Status return worqr.ErrDetached.
+// would dead-letter it, any other would retry it. A panic in h is
+// recovered and logged as a worker does it, and returned as the error a
+// worker would retry (or, with PanicIsPermanent, dead-letter): one that
+// errors.Is matches to worqr.ErrHandlerPanicked, of kind worqr.KindPanic.
+// A process's Finish, Requeue, Retry, DeadLetter and Status return
+// worqr.ErrDetached. To see what the retry policy then does with the
+// errors, attempt after attempt, see RunPolicy.
 func Run(ctx context.Context, h worqr.Handler, payload []byte, opts RunOptions) (result []byte, err error) {
 	if h == nil {
 		return nil, fmt.Errorf("worqrtest: run: nil handler: %w", worqr.ErrInvalidOptions)
@@ -51,8 +64,27 @@ func Run(ctx context.Context, h worqr.Handler, payload []byte, opts RunOptions) 
 		Queue: opts.Queue, TaskID: opts.TaskID, Attempt: opts.Attempt,
 		LastError: opts.LastError, EnqueuedAt: opts.EnqueuedAt,
 	})
-	err = h(ctx, p)
+	err = call(ctx, h, p, opts)
 	return p.Result(), err
+}
+
+// call runs h on p, recovering a panic as a worker does: logged with its
+// stack, and made the handler's error.
+func call(ctx context.Context, h worqr.Handler, p *worqr.Process, opts RunOptions) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logger := opts.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			logger.Error("worqr: handler panicked", "queue", p.Queue(), "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", worqr.ErrHandlerPanicked, v)
+			if opts.PanicIsPermanent {
+				err = worqr.Permanent(err)
+			}
+		}
+	}()
+	return h(ctx, p)
 }
 
 // RunJSON is Run for a typed handler (worqr.HandleJSON's): v is encoded

@@ -1,7 +1,9 @@
 // Package worqrtest helps test programs that use worqr: a client on an
 // embedded Redis of the test's own, cleaned up when the test ends;
-// running a handler on a payload without a worker or a Redis; and
-// assertions on what was enqueued.
+// running a handler on a payload without a worker or a Redis (Run), or
+// on a real worker under its retry, timeout and dead-letter policy, with
+// the delays compressed (RunPolicy); and assertions on what was
+// enqueued.
 //
 //	func TestSignup(t *testing.T) {
 //		t.Parallel()
@@ -122,14 +124,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // deleteKeys deletes the prefix's keys on every node of the Redis at
-// addr, with SCAN.
+// addr, failing the test if it cannot.
 func deleteKeys(t testing.TB, addr, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deletePrefix(ctx, addr, prefix); err != nil {
+		t.Errorf("worqrtest: delete the test's keys: %v", err)
+	}
+}
+
+// deletePrefix deletes the prefix's keys on every node of the Redis at
+// addr, with SCAN.
+func deletePrefix(ctx context.Context, addr, prefix string) error {
 	var opt rueidis.ClientOption
 	if strings.Contains(addr, "://") {
 		parsed, err := rueidis.ParseURL(addr)
 		if err != nil {
-			t.Errorf("worqrtest: delete the test's keys: %v", err)
-			return
+			return err
 		}
 		opt = parsed
 	} else {
@@ -138,24 +149,19 @@ func deleteKeys(t testing.TB, addr, prefix string) {
 	opt.DisableCache = true
 	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
-		t.Errorf("worqrtest: delete the test's keys: %v", err)
-		return
+		return err
 	}
 	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	for _, node := range rdb.Nodes() {
 		var cursor uint64
 		for {
 			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(globEscape(prefix)+":*").Count(1000).Build()).AsScanEntry()
 			if err != nil {
-				t.Errorf("worqrtest: delete the test's keys: %v", err)
-				return
+				return err
 			}
 			for _, k := range e.Elements {
 				if err := rdb.Do(ctx, rdb.B().Del().Key(k).Build()).Error(); err != nil {
-					t.Errorf("worqrtest: delete the test's keys: %v", err)
-					return
+					return err
 				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
@@ -163,4 +169,5 @@ func deleteKeys(t testing.TB, addr, prefix string) {
 			}
 		}
 	}
+	return nil
 }

@@ -171,6 +171,13 @@ func duration(fs *flag.FlagSet, name, usage string) *time.Duration {
 	return d
 }
 
+// flagGiven reports whether the flag name was on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // env is what a command runs with.
 type env struct {
 	base           context.Context // ends on SIGINT or SIGTERM

@@ -398,8 +398,11 @@ func listTasks(e *env, queueName string, args []string, list int) error {
 	}
 	for i, r := range rows {
 		attempts := itoa(r.Attempts)
-		if r.MaxAttempts > 0 {
+		switch {
+		case r.MaxAttempts > 0:
 			attempts += "/" + itoa(r.MaxAttempts)
+		case r.MaxAttempts < 0:
+			attempts += "/∞" // its own budget: no limit
 		}
 		cells := []string{itoa(r.Position), r.ID, attempts, ago(now, tasks[i].EnqueuedAt)}
 		if delayed {

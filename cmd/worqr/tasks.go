@@ -48,7 +48,7 @@ func cmdEnqueue(e *env, args []string) error {
 	in := duration(fs, "in", "delay the task by this `duration`")
 	at := fs.String("at", "", "delay the task until this `time` (RFC 3339: 2026-01-02T15:04:05Z)")
 	front := fs.Bool("front", false, "add the task at the front of the queue, to be dequeued next")
-	maxAttempts := fs.Int("max-attempts", 0, "the task's own attempt `budget`, overriding the queue's")
+	maxAttempts := fs.Int("max-attempts", 0, "the task's own attempt `budget`, overriding the queue's (negative: no limit)")
 	retain := duration(fs, "retain", "keep the task's outcome for this `duration` after it ends (for result and wait)")
 	taskTimeout := duration(fs, "task-timeout", "bound each attempt's run to this `duration`, overriding the queue's")
 	pos, err := e.parse(fs, args, 2, 2)
@@ -61,8 +61,10 @@ func cmdEnqueue(e *env, args []string) error {
 	}
 	var opts []worqr.EnqueueOption
 	switch {
-	case *maxAttempts < 0:
-		return usagef("--max-attempts must not be negative")
+	case *maxAttempts == 0 && flagGiven(fs, "max-attempts"):
+		// 0 would silently mean the queue's budget, as if the flag were
+		// not given: refused, so that no one gets that by mistake.
+		return usagef("--max-attempts 0 is not a budget: leave the flag out for the queue's, give -1 for no limit")
 	case *in > 0 && *at != "":
 		return usagef("give --in or --at, not both")
 	case *front && (*in > 0 || *at != ""):
@@ -83,7 +85,7 @@ func cmdEnqueue(e *env, args []string) error {
 	if *front {
 		opts = append(opts, worqr.AtFront())
 	}
-	if *maxAttempts > 0 {
+	if *maxAttempts != 0 {
 		opts = append(opts, worqr.MaxAttempts(*maxAttempts))
 	}
 	if *retain > 0 {

@@ -76,7 +76,7 @@ func TestEnqueue(t *testing.T) {
 		{"not both", []string{"enqueue", "jobs", "x", "--in", "1m", "--at", "2030-01-01T00:00:00Z"}},
 		{"not an RFC 3339 time", []string{"enqueue", "jobs", "x", "--at", "tomorrow"}},
 		{"--front does not apply", []string{"enqueue", "jobs", "x", "--front", "--in", "1m"}},
-		{"must not be negative", []string{"enqueue", "jobs", "x", "--max-attempts", "-1"}},
+		{"--max-attempts 0 is not a budget", []string{"enqueue", "jobs", "x", "--max-attempts", "0"}},
 		{"queue name must be", []string{"enqueue", "", "x"}},
 	} {
 		b.fails(exitUsage, bad.msg, bad.args...)
@@ -84,6 +84,24 @@ func TestEnqueue(t *testing.T) {
 	n, err = c.QueueLen(ctx, "jobs")
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), n, "a refused enqueue adds nothing")
+}
+
+// --max-attempts says a budget or, negative, no limit, as
+// worqr.MaxAttempts does; 0, which would silently mean the queue's
+// budget, is refused (above).
+func TestEnqueueWithNoAttemptLimit(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	id := b.enqueued("", "jobs", "forever", "--max-attempts", "-1")
+	tasks, err := c.Tasks(ctx, "jobs", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, id, tasks[0].ID)
+	assert.Equal(t, -1, tasks[0].MaxAttempts)
+	rs := rows(b.ok("peek", "jobs").stdout)
+	require.Len(t, rs, 2)
+	assert.Equal(t, []string{"0", id, "0/∞"}, rs[1][:3])
 }
 
 func TestCancelAndDelete(t *testing.T) {

@@ -27,7 +27,8 @@ type EnqueueArgs struct {
 	// put the tasks in the delayed set until the later of the two.
 	DueAt int64
 	Delay time.Duration
-	// MaxAttempts is the tasks' own attempt budget (0: the queue's).
+	// MaxAttempts is the tasks' own attempt budget (0: the queue's;
+	// negative: no limit, stored as -1).
 	MaxAttempts int
 	// Timeout is the tasks' own handler timeout (0: the queue's).
 	Timeout time.Duration
@@ -50,8 +51,8 @@ type EnqueueArgs struct {
 // fields are the header fields every task enqueued with args gets.
 func (args EnqueueArgs) fields() string {
 	var fields string
-	if args.MaxAttempts > 0 {
-		fields += ",m" + strconv.Itoa(args.MaxAttempts)
+	if args.MaxAttempts != 0 {
+		fields += ",m" + strconv.Itoa(max(args.MaxAttempts, -1))
 	}
 	if args.Timeout > 0 {
 		fields += ",t" + strconv.FormatInt(max(args.Timeout.Milliseconds(), 1), 10)

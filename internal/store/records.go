@@ -49,7 +49,8 @@ type Task struct {
 	// Failures counts the starts that failed (a handler error or a
 	// retry), which the attempt budget counts.
 	Failures int
-	// MaxAttempts is the task's own attempt budget, 0 if it has none.
+	// MaxAttempts is the task's own attempt budget, 0 if it has none,
+	// negative for no limit.
 	MaxAttempts int
 	// Timeout is the task's own handler timeout, 0 if it has none.
 	Timeout time.Duration
