@@ -81,7 +81,10 @@ func (c *Client) DeadLetterCount(ctx context.Context, queue string) (int64, erro
 // queue and wakes the queue's workers. The task keeps its id, its payload
 // and its own attempt budget (the MaxAttempts enqueue option); its count
 // of attempts starts again, so its next start is attempt 1 with no
-// LastError, and its recorded error is dropped. A queue that had lost its
+// LastError, and its recorded error is dropped. The outcome its death left
+// (a task enqueued with Retain) goes in the same script: TaskResult has
+// none and Wait waits for the next run's, as if it had never run. A queue
+// that had lost its
 // name is made to exist again, as by Enqueue. It reports false, with no
 // error, when the queue has no dead letter of that id (requeued or deleted
 // already, trimmed, or never there).

@@ -207,3 +207,127 @@ func waitersAsleep(t *testing.T, c *Client, queue string, n int) bool {
 	}
 	return asleep == n
 }
+
+// killRetained dequeues n tasks of queue with w and sends each to the dead
+// letters, and returns their outcomes as Wait reports them (dead).
+func killRetained(t *testing.T, c *Client, w *Worker, queue string, n int) []TaskOutcome {
+	t.Helper()
+	ctx := ctxT(t)
+	var out []TaskOutcome
+	for range n {
+		p, err := w.Dequeue(ctx, queue)
+		require.NoError(t, err)
+		require.NoError(t, p.DeadLetter(ctx, errors.New("broken")))
+		o, err := c.Wait(ctx, queue, p.TaskID())
+		require.NoError(t, err)
+		require.Equal(t, TaskDead, o.Status)
+		out = append(out, o)
+	}
+	return out
+}
+
+// A dead letter requeued, one or all, is as if it had never run: the
+// outcome its death left is gone with the requeue, so TaskResult has none
+// and Wait waits for the next run's, which it then returns.
+func TestRequeuedDeadLetterForgetsItsOutcome(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	// The worker on a client of its own, so that its subscription does
+	// not wake the waiters (see TestThousandWaitersDoNotPoll).
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}, Retain(time.Minute))
+	require.NoError(t, err)
+	killRetained(t, c, w, "q", 2)
+
+	ok, err := c.RequeueDeadLetter(ctx, "q", ids[0])
+	require.NoError(t, err)
+	require.True(t, ok)
+	n, err := c.RequeueDeadLetters(ctx, "q")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	for _, id := range ids {
+		_, err := c.TaskResult(ctx, "q", id)
+		assert.ErrorIs(t, err, ErrNoTask, "requeued: no outcome until it runs again")
+	}
+
+	outcomes := make(chan TaskOutcome, len(ids))
+	for _, id := range ids {
+		go func() {
+			o, err := c.Wait(ctx, "q", id)
+			assert.NoError(t, err)
+			outcomes <- o
+		}()
+	}
+	eventually(t, 10*time.Second, "the waiters to wait, or an outcome", func() bool {
+		return len(outcomes) > 0 || waitersAsleep(t, c, "q", len(ids))
+	})
+	require.Empty(t, outcomes, "Wait answered with the outcome from before the requeue")
+	for range ids {
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, 1, p.Attempt())
+		p.SetResult([]byte("fixed"))
+		require.NoError(t, p.Finish(ctx))
+	}
+	for range ids {
+		o := recv(t, outcomes, 10*time.Second, "the outcome of the run after the requeue")
+		assert.Equal(t, TaskSucceeded, o.Status)
+		assert.Equal(t, "fixed", string(o.Result))
+		assert.Equal(t, 1, o.Attempts)
+	}
+}
+
+// A waiter woken by a task's death that reads only after the dead letter
+// was requeued does not get the dead outcome: it waits on, for the
+// outcome of the next run.
+func TestWaiterReadingAfterTheRequeueWaitsForTheNextRun(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	id, err := c.Enqueue(ctx, "q", []byte("a"), Retain(time.Minute))
+	require.NoError(t, err)
+
+	// Once armed, the next read of the waiter's client is held until
+	// released: the waiter's, after the death's event wakes it.
+	var armed atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	c.store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
+		if op == store.OpRead && armed.CompareAndSwap(true, false) {
+			close(held)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	outcomes := make(chan TaskOutcome, 1)
+	go func() {
+		o, err := c.Wait(ctx, "q", id)
+		assert.NoError(t, err)
+		outcomes <- o
+	}()
+	eventually(t, 10*time.Second, "the waiter to wait", func() bool { return waitersAsleep(t, c, "q", 1) })
+	armed.Store(true)
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.DeadLetter(ctx, errors.New("broken")))
+	recv(t, held, 10*time.Second, "the waiter's read after the death")
+	ok, err := c.RequeueDeadLetter(ctx, "q", id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	close(release)
+
+	eventually(t, 10*time.Second, "the waiter to wait again, or an outcome", func() bool {
+		return len(outcomes) > 0 || waitersAsleep(t, c, "q", 1)
+	})
+	require.Empty(t, outcomes, "Wait answered with the outcome from before the requeue")
+	p, err = w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	o := recv(t, outcomes, 10*time.Second, "the outcome of the run after the requeue")
+	assert.Equal(t, TaskSucceeded, o.Status)
+}

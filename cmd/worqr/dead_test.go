@@ -136,3 +136,28 @@ func TestDeadLetters(t *testing.T) {
 	bury(t, c, "purge", 1)
 	assert.Len(t, jsonOf[[]deadRow](b, "dead", "list", "purge"), 1)
 }
+
+// A retained task's dead letter requeued, by id or with --all, has no
+// outcome until it runs again: result finds none, and wait waits for the
+// next run instead of printing the death.
+func TestDeadRequeueDropsTheOutcome(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	one := b.enqueued("", "thumbs", "a", "--retain", "1h")
+	all := b.enqueued("", "thumbs", "b", "--retain", "1h")
+	bury(t, c, "thumbs", 2)
+	for _, id := range []string{one, all} {
+		assert.Equal(t, "dead", jsonOf[outcome](b, "result", "thumbs", id).Status)
+	}
+
+	b.ok("dead", "requeue", "thumbs", one)
+	b.fails(exitFailure, "no outcome of task "+one, "result", "thumbs", one)
+	assert.Equal(t, "dead", jsonOf[outcome](b, "result", "thumbs", all).Status, "not requeued yet")
+	b.ok("dead", "requeue", "thumbs", "--all")
+	for _, id := range []string{one, all} {
+		b.fails(exitFailure, "no outcome of task "+id, "result", "thumbs", id)
+		// Nothing runs the task: wait gives up rather than print the death.
+		b.fails(exitFailure, "gave up after --timeout 100ms", "wait", "thumbs", id, "--timeout", "100ms")
+	}
+}

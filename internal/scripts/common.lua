@@ -728,6 +728,21 @@ local function dead_revived(e)
   return entry_due_now(h .. ':' .. payload)
 end
 
+-- Dead letters (entries) going back to the queue lose the outcome their
+-- death left, if they are retained ones (an 'R' field): a requeued task is
+-- as if it had never run, and TaskResult and Wait must not answer with
+-- the old outcome while it waits to run again.
+local function dead_outcome_cleared(results, retained, entries)
+  local ids = {}
+  for _, e in ipairs(entries) do
+    if header_has(e, 'R') then ids[#ids + 1] = entry_id(e) end
+  end
+  if #ids > 0 then
+    redis.call('HDEL', results, unpack(ids))
+    redis.call('ZREM', retained, unpack(ids))
+  end
+end
+
 -- The dead letter of task id, or nil. The members are whole entries, so
 -- they are scanned (ZSCAN, matched by Redis against pattern: the id,
 -- glob-escaped, then '[,:]*') and the id of each match compared.

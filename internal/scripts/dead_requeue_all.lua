@@ -1,7 +1,8 @@
 -- Requeue every dead letter of a queue, as dead_requeue.lua does one, 1,000
 -- at a time: they join the back of the queue in the order they died (the
 -- oldest first out), and one work event announces them all.
--- KEYS: dead, errors, waiting, meta, idle, high, low, stats
+-- KEYS: dead, errors, waiting, meta, idle, high, low, stats, results,
+--       retained
 -- ARGV: channel, queue name
 -- Returns {requeued, unregistered (0/1)}: unregistered as in enqueue.lua,
 -- when the caller must register the queue.
@@ -19,6 +20,7 @@ while true do
   end
   redis.call('ZREM', KEYS[1], unpack(chunk))
   redis.call('HDEL', KEYS[2], unpack(ids))
+  dead_outcome_cleared(KEYS[9], KEYS[10], chunk)
   -- LPUSH puts the first given nearest the front (the right end).
   for _, e in ipairs(entries) do
     redis.call('LPUSH', list_of(e, KEYS[3]), e)
