@@ -44,6 +44,19 @@
 // msgpack). A payload that does not decode goes to the dead letters at
 // once, kind KindDecode.
 //
+// # Outcomes
+//
+// A task enqueued with Retain keeps its outcome (finished, with the
+// result its handler set, or dead) for a while after it ends:
+// Client.TaskResult reads it, and Client.Wait waits for it, without
+// polling. Wait waits only while an outcome will come, and returns at
+// once, with an error errors.Is matches, when none will: ErrNotRetained
+// for a task enqueued without Retain, ErrTaskCancelled or ErrQueueDeleted
+// for one cancelled or whose queue was deleted, and ErrNoTask when the
+// queue knows nothing of the id and keeps no outcome of it (an unknown
+// id, or a task ended and gone: an outcome that expired looks like an
+// unknown id). A dead letter requeued loses its outcome with the requeue.
+//
 // # Extension points
 //
 // Middleware wraps handlers (WorkerOptions.Middleware for every queue,

@@ -155,7 +155,8 @@ func UniqueFor(key string, ttl time.Duration) EnqueueOption {
 // Retain keeps each task's outcome for d after it ends, finished (with
 // the result its handler set: Process.SetResult) or dead (with its error):
 // Client.TaskResult reads it by id, and Client.Wait waits for it. Nothing
-// is kept for tasks without it.
+// is kept for tasks without it, and Wait returns ErrNotRetained for them
+// at once.
 func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.retain = d } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the
@@ -268,8 +269,8 @@ type CancelResult struct {
 // marks its process cancelled if it is in flight and publishes a cancel
 // event. A holder that missed the event finds out when it resubscribes, or
 // when it next touches the process (Requeue and Status return
-// ErrTaskCancelled). A task that already ended, or an unknown id, gives a
-// zero result.
+// ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled. A task
+// that already ended, or an unknown id, gives a zero result.
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err

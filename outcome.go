@@ -52,7 +52,8 @@ func taskOutcome(queue string, r store.Result) TaskOutcome {
 
 // TaskResult returns the outcome of a task enqueued with Retain, by id. It
 // returns ErrNoTask while the task has not ended (or did not ask to be
-// retained, or its retention ran out).
+// retained, or its retention ran out, or it is a dead letter requeued and
+// not yet ended again).
 func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome, error) {
 	if err := c.validate(ctx, "task result", queue); err != nil {
 		return TaskOutcome{}, err
@@ -60,11 +61,11 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: task result %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	r, ok, err := c.store.TaskResult(ctx, queue, id)
+	r, state, err := c.store.TaskOutcome(ctx, queue, id, false)
 	if err != nil {
 		return TaskOutcome{}, c.fail("task result", queue, err)
 	}
-	if !ok {
+	if state != store.OutcomeKept {
 		return TaskOutcome{}, fmt.Errorf("worqr: task result %q %s: %w", queue, id, ErrNoTask)
 	}
 	return taskOutcome(queue, r), nil
@@ -75,7 +76,32 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 // queue's channel (one subscription per queue, however many waiters) for
 // the event its outcome's script publishes, and reads the outcome once
 // when it comes, and once after every (re)subscription in case one was
-// missed. A task not enqueued with Retain is waited for until ctx ends.
+// missed.
+//
+// Wait waits only while an outcome will come: while its queue holds the
+// task, enqueued with Retain, waiting, delayed or in flight. Each read
+// tells, in one script call, the outcome if one is kept, else whether one
+// will come, and the first is made once the subscription is in place, so
+// a task that ends as Wait starts is never missed. When no outcome will
+// come, Wait returns at once with an error saying why:
+//   - ErrNotRetained: the queue holds the task (waiting, delayed, in
+//     flight or dead) but it was enqueued without Retain;
+//   - ErrTaskCancelled: the task was cancelled while Wait waited, or is
+//     cancelled and its process still runs;
+//   - ErrQueueDeleted: likewise, its queue was deleted;
+//   - ErrNoTask: no outcome of the task is kept and its queue holds it
+//     nowhere an outcome could come from: an id never enqueued (or given
+//     with another queue), a task cancelled before Wait began, one
+//     enqueued without Retain that has ended, or a retained one whose
+//     outcome expired (even while its dead letter is kept). An expired
+//     outcome looks like an unknown id.
+//
+// An outcome kept is returned at once, a dead one included; a dead letter
+// requeued has none until it ends again (see RequeueDeadLetter). A
+// retained task that has not ended costs one ZSCORE per read, however
+// long its queue: it is listed as pending in Redis. Telling the errors
+// apart reads the queue, as CancelTask does, and so costs more as it
+// grows, but only when no outcome will come.
 func (c *Client) Wait(ctx context.Context, queue, id string) (TaskOutcome, error) {
 	return c.wait(ctx, queue, id, nil)
 }
@@ -103,6 +129,7 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	w := c.waiters.add(queue, id, onProgress != nil)
 	defer c.waiters.remove(queue, id, w)
 	var last store.ProgressRecord // the last report given to onProgress
+	pending := false              // a read saw the task pending its outcome
 	deliver := func(r store.ProgressRecord) {
 		if r != last {
 			last = r
@@ -122,12 +149,32 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 		case <-w.closed:
 			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrClientClosed)
 		}
-		o, err := c.TaskResult(ctx, queue, id)
-		if err == nil {
-			return o, nil
+		// Why the task may have gone without an outcome, if an event
+		// said so before this read: taken now, so that it speaks only of
+		// what the read can see, and trusted only if an earlier read saw
+		// the task pending, so that it explains that task's going (an
+		// event can reach a waiter that began after it was published).
+		gone := w.takeGone()
+		r, state, err := c.store.TaskOutcome(ctx, queue, id, true)
+		if err != nil {
+			return TaskOutcome{}, c.fail("wait", queue, err)
 		}
-		if !isNoTask(err) {
-			return TaskOutcome{}, err
+		switch state {
+		case store.OutcomeKept:
+			return taskOutcome(queue, r), nil
+		case store.OutcomeComing:
+			pending = true
+		case store.OutcomeUnkept:
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrNotRetained)
+		case store.OutcomeCanceled:
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrTaskCancelled)
+		case store.OutcomeDeleted:
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrQueueDeleted)
+		default:
+			if gone == nil || !pending {
+				gone = ErrNoTask
+			}
+			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, gone)
 		}
 		if onProgress != nil {
 			// (Re)subscribed: a report may have been missed.

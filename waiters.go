@@ -2,19 +2,19 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/worqr/worqr/internal/store"
 )
 
-func isNoTask(err error) bool { return errors.Is(err, ErrNoTask) }
-
 // waiters is the client's component for Wait: per queue with waiters, one
 // subscription to the queue's channel, which wakes the waiters of a task
 // when its outcome event comes, and every waiter of the queue after each
-// (re)subscription (an event may have been missed). The subscription ends
-// when the queue's last waiter leaves.
+// (re)subscription (an event may have been missed). Events that say no
+// outcome will come (a cancel naming the task, a retained task cancelled
+// before it started, the queue deleted) wake them too, with the reason,
+// which Wait returns if its read finds the task gone. The subscription
+// ends when the queue's last waiter leaves.
 type waiters struct {
 	c      *Client
 	mu     sync.Mutex              // guards queues and closed
@@ -37,8 +37,12 @@ type waiter struct {
 	// progress, for WaitWithProgress only (else nil), signals a report
 	// heard, kept in report (the last one: a slow callback skips some).
 	progress chan struct{}
-	mu       sync.Mutex            // guards report
+	mu       sync.Mutex            // guards report and gone
 	report   *store.ProgressRecord // guarded by mu
+	// gone is why the task may have ended without an outcome
+	// (ErrTaskCancelled, ErrQueueDeleted), as the last event that said so
+	// told; nil if none did.
+	gone error
 }
 
 func newWaiters(c *Client) *waiters {
@@ -116,6 +120,38 @@ func (ws *waiters) wakeAll(qw *queueWaiter, id string) {
 	}
 }
 
+// ended wakes the waiters of a task (every waiter of the queue for id "")
+// with why it may have ended without an outcome.
+func (ws *waiters) ended(qw *queueWaiter, id string, why error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	tell := func(set map[*waiter]struct{}) {
+		for w := range set {
+			w.mu.Lock()
+			w.gone = why
+			w.mu.Unlock()
+			w.poke()
+		}
+	}
+	if id != "" {
+		tell(qw.ids[id])
+		return
+	}
+	for _, set := range qw.ids {
+		tell(set)
+	}
+}
+
+// takeGone is why the task may have ended without an outcome, as the last
+// event heard said, once; nil if none said so since the last call.
+func (w *waiter) takeGone() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	why := w.gone
+	w.gone = nil
+	return why
+}
+
 // heard hands a progress report to the waiters of its task that listen for
 // them.
 func (ws *waiters) heard(qw *queueWaiter, id string, r store.ProgressRecord) {
@@ -153,6 +189,12 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 		switch {
 		case ok && e.Kind == store.EventOutcome:
 			ws.wakeAll(qw, e.TaskIDs[0])
+		case ok && (e.Kind == store.EventCancel || e.Kind == store.EventNoOutcome):
+			for _, id := range e.TaskIDs {
+				ws.ended(qw, id, ErrTaskCancelled)
+			}
+		case ok && e.Kind == store.EventDelete:
+			ws.ended(qw, "", ErrQueueDeleted)
 		case ok && e.Kind == store.EventProgress:
 			ws.heard(qw, e.TaskIDs[0], e.Progress)
 		}

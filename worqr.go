@@ -45,8 +45,15 @@ var (
 	ErrInvalidQueueName = errors.New("worqr: invalid queue name")
 	// ErrTaskTooLarge is returned for a task larger than Options.MaxTaskSize.
 	ErrTaskTooLarge = errors.New("worqr: task too large")
-	// ErrNoTask is returned by Dequeue when the queue has no waiting task.
+	// ErrNoTask is returned by Dequeue and Peek when the queue has no
+	// waiting task, by TaskResult when no outcome of the task is kept, by
+	// TaskProgress when it has none, and by Wait when the queue knows
+	// nothing of the task and keeps no outcome of it (see Wait).
 	ErrNoTask = errors.New("worqr: no task waiting")
+	// ErrNotRetained is returned by Wait for a task its queue holds
+	// (waiting, delayed, in flight or dead) that was enqueued without
+	// Retain: no outcome of it will be kept, so none can be waited for.
+	ErrNotRetained = errors.New("worqr: task not retained")
 	// ErrNotServing is returned by Dequeue and StopWork for a queue the
 	// worker has not started work on.
 	ErrNotServing = errors.New("worqr: worker does not serve this queue")
@@ -63,10 +70,12 @@ var (
 	// Nothing was changed in Redis.
 	ErrProcessLost = errors.New("worqr: process lost")
 	// ErrTaskCancelled is returned by Stop and Check for a process whose
-	// task was cancelled; Stop dropped it instead of requeuing it.
+	// task was cancelled; Stop dropped it instead of requeuing it. Wait
+	// returns it for a cancelled task (see Wait).
 	ErrTaskCancelled = errors.New("worqr: task cancelled")
 	// ErrQueueDeleted is returned by Stop and Check for a process whose
 	// queue was deleted; Stop dropped it instead of recreating the queue.
+	// Wait returns it for a task of a deleted queue (see Wait).
 	ErrQueueDeleted = errors.New("worqr: queue deleted")
 	// ErrRateLimited is returned by Dequeue when the queue's rate limit
 	// (Client.SetRateLimit) is used up; the error says when the next start

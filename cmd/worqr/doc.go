@@ -40,7 +40,8 @@
 // stdout holds only the result.
 //
 // Exit status: 0 on success; 1 on failure, including "not found" (a task
-// id with no task, no outcome retained, a dead letter that is not there)
+// id with no task, no outcome retained, or none to wait for, a dead letter
+// that is not there)
 // and a check that found problems; 2 on a usage error (unknown command or
 // flag, missing or malformed argument, a destructive command without
 // --yes).

@@ -39,7 +39,12 @@ retained, or its retention ran out.`},
 Waits until a task enqueued with --retain has ended and shows its outcome,
 as result does. It waits without a limit unless --timeout is given, and
 exits 1 when that runs out. It exits 0 once the outcome is read, whether
-the task succeeded or died: look at "status".`},
+the task succeeded or died: look at "status". It waits only while an
+outcome will come, and exits 1 at once, saying why, when none will: the
+task was not enqueued with --retain, was cancelled, or its queue deleted,
+or the queue knows no task of that id and keeps no outcome of it (never
+enqueued, or ended and gone: without --retain, or its retention ran
+out).`},
 	}
 }
 
@@ -292,8 +297,18 @@ func cmdWait(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	o, err := c.Wait(e.ctx, queue, pos[1])
-	if err != nil {
+	id := pos[1]
+	o, err := c.Wait(e.ctx, queue, id)
+	switch {
+	case errors.Is(err, worqr.ErrNotRetained):
+		return notFoundf("task %s in %q was not enqueued with --retain: it will have no outcome to wait for", escape(id), escape(queue))
+	case errors.Is(err, worqr.ErrTaskCancelled):
+		return notFoundf("task %s in %q was cancelled: it will have no outcome", escape(id), escape(queue))
+	case errors.Is(err, worqr.ErrQueueDeleted):
+		return notFoundf("queue %q was deleted: task %s will have no outcome", escape(queue), escape(id))
+	case errors.Is(err, worqr.ErrNoTask):
+		return notFoundf("no task %s in %q and no outcome of it: never enqueued, cancelled, or ended without --retain or past its retention", escape(id), escape(queue))
+	case err != nil:
 		return err
 	}
 	return e.printOutcome(o)

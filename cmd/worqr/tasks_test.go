@@ -245,3 +245,27 @@ func TestResultAndWait(t *testing.T) {
 	out = b.ok("result", "thumbs", boom).stdout
 	assert.Contains(t, out, "kind:      bad-image\n")
 }
+
+// wait exits 1 at once, saying why, for a task that will have no outcome:
+// one enqueued without --retain, an unknown id, a cancelled task.
+func TestWaitWithNoOutcomeToCome(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	plain := b.enqueued("", "q", "plain")
+	// --timeout only bounds a wait that would hang: each must end at once.
+	b.fails(exitFailure, "task "+plain+` in "q" was not enqueued with --retain`, "wait", "q", plain, "--timeout", "20s")
+	b.fails(exitFailure, `no task ffff in "q" and no outcome of it`, "wait", "q", "ffff", "--timeout", "20s")
+
+	held := b.enqueued("", "q", "held", "--retain", "1h")
+	w := newWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, plain, p.TaskID())
+	p, err = w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, held, p.TaskID())
+	b.ok("cancel", "q", held)
+	b.fails(exitFailure, "task "+held+` in "q" was cancelled`, "wait", "q", held, "--timeout", "20s")
+}

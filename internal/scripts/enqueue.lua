@@ -9,8 +9,8 @@
 -- does, nothing is added and its id is returned, flagged duplicate (the
 -- client's counts it carries are written all the same).
 -- KEYS: waiting (the tasks' level's list), meta, idle, delayed, unique,
---       unique TTLs, stats, leases, procs, and the normal, high and low
---       lists
+--       unique TTLs, stats, leases, procs, the normal, high and low
+--       lists, and retained
 -- ARGV: channel, queue name, front ("1" | "0"), due (µs, Redis clock; 0:
 --       now), delay (µs from now; 0: none), header fields every task gets
 --       (',m<budget>,t<timeout ms>', or ''), unique key's sha1 (or ''),
@@ -97,6 +97,14 @@ if sha ~= '' then
   else
     header = header .. ',u' .. sha
   end
+end
+-- Retained tasks are listed as pending an outcome (see outcome_pending).
+if string.find(ARGV[6], ',R', 1, true) then
+  local ids = {}
+  for i = 1, n do
+    ids[i] = string.format('%x', first + i - 1)
+  end
+  outcome_pending(KEYS[13], ids)
 end
 local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
 local entries = {}

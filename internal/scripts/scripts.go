@@ -48,6 +48,7 @@ type Set struct {
 	Tick       *Script // periodic tasks
 	Progress   *Script // a handler's progress report
 	Stats      *Script // a client's stats counts, when no other call carried them
+	Outcome    *Script // a task's retained outcome, or whether one will come
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -92,6 +93,7 @@ func Load(sharded, stats bool) *Set {
 		Tick:       load("tick.lua"),
 		Progress:   load("progress.lua"),
 		Stats:      load("stats.lua"),
+		Outcome:    load("outcome.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),

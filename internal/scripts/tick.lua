@@ -8,7 +8,7 @@
 -- never seen, so that a new schedule has no missed ticks to catch up.
 -- The task goes to the back of the queue, as enqueue.lua puts it, with an
 -- id and a work event.
--- KEYS: waiting, meta, idle, periodic, stats
+-- KEYS: waiting, meta, idle, periodic, stats, retained
 -- ARGV: channel, queue name, schedule name, tick (ms, Redis clock; 0:
 --       read), header fields (',m<budget>,t<timeout ms>,R<retain ms>,w<weight>', or
 --       ''), payload
@@ -36,6 +36,9 @@ end
 redis.call('HSET', KEYS[4], ARGV[3], ms(tick))
 local id = string.format('%x', next_task_ids(KEYS[2], 1))
 redis.call('LPUSH', KEYS[1], id .. ARGV[5] .. ':' .. ARGV[6])
+if string.find(ARGV[5], ',R', 1, true) then
+  outcome_pending(KEYS[6], {id})
+end
 wake(KEYS[3], ARGV[1], 1)
 stat('e', 1)
 stats_flush(KEYS[5])

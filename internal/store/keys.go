@@ -34,9 +34,10 @@ type QueueKeys struct {
 	Dead    string // ZSET dead letter (entry with D, W, K fields) -> when it died (ms)
 	Errors  string // HASH task id -> the error its last attempt recorded
 	// Results holds the outcomes of tasks that asked to be retained, and
-	// Retained lists them by when they expire.
+	// Retained lists them by when they expire, and the retained tasks
+	// that have not ended yet with the score +inf (see outcome.lua).
 	Results  string // HASH task id -> outcome record
-	Retained string // ZSET task id -> when its outcome expires (ms)
+	Retained string // ZSET task id -> when its outcome expires (ms), or +inf
 	// Unique holds the unique keys held (their sha1 -> the holder's task
 	// id), and UniqueTTL those held for a time, by when they expire.
 	Unique    string // HASH key sha1 -> task id

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -153,44 +154,48 @@ func (s *Store) DelayedLen(ctx context.Context, queue string) (int64, error) {
 	return s.rdb.Do(ctx, s.b().Zcard().Key(s.queueKeys(queue).Delayed).Build().Pin()).AsInt64()
 }
 
-// TaskResult reads a retained task's outcome; false when there is none
-// (the task did not ask, has not ended, or its retention ran out).
-func (s *Store) TaskResult(ctx context.Context, queue, id string) (Result, bool, error) {
-	if err := s.enter(ctx, OpRead, queue); err != nil {
-		return Result{}, false, err
-	}
+// OutcomeState is what a queue says of a task's outcome.
+type OutcomeState byte
+
+// Outcome states, as outcome.lua answers them (see TaskOutcome).
+const (
+	OutcomeKept     OutcomeState = 'o' // kept: the Result is it
+	OutcomeNone     OutcomeState = 'n' // none kept, and none known to come
+	OutcomeComing   OutcomeState = 'w' // a retained task that has not ended
+	OutcomeUnkept   OutcomeState = 'r' // a task in the queue, not retained
+	OutcomeCanceled OutcomeState = 'c' // retained, in flight, cancelled
+	OutcomeDeleted  OutcomeState = 'd' // retained, in flight, its queue deleted
+)
+
+// TaskOutcome reads a task's retained outcome in one script call
+// (outcome.lua). Without one it answers OutcomeNone, unless look is set:
+// then it says whether one will come (OutcomeComing) or why none will.
+func (s *Store) TaskOutcome(ctx context.Context, queue, id string, look bool) (Result, OutcomeState, error) {
 	k := s.queueKeys(queue)
-	res := s.rdb.DoMulti(ctx,
-		s.b().Hget().Key(k.Results).Field(id).Build().Pin(),
-		s.b().Zscore().Key(k.Retained).Member(id).Build().Pin(),
-		s.b().Time().Build().Pin())
-	v, err := res[0].ToString()
-	if rueidis.IsRedisNil(err) {
-		return Result{}, false, nil
+	flag := "0"
+	if look {
+		flag = "1"
 	}
+	res, err := s.run(ctx, OpRead, queue, s.scripts.Outcome,
+		[]string{k.Results, k.Retained, k.Procs, k.Delayed, k.Dead, k.Waiting, k.High, k.Low}, []string{id, flag, deadPattern(id)})
 	if err != nil {
-		return Result{}, false, err
+		return Result{}, 0, err
 	}
-	exp, err := res[1].AsFloat64()
-	if rueidis.IsRedisNil(err) {
-		return Result{}, false, nil
-	}
+	vals, err := res.AsStrSlice()
 	if err != nil {
-		return Result{}, false, err
+		return Result{}, 0, err
 	}
-	now, err := res[2].AsStrSlice()
-	if err != nil || len(now) != 2 {
-		return Result{}, false, fmt.Errorf("TIME answered %v: %w", now, err)
+	switch {
+	case len(vals) == 1 && len(vals[0]) == 1 && strings.Contains("nwrcd", vals[0]):
+		return Result{}, OutcomeState(vals[0][0]), nil
+	case len(vals) != 3 || vals[0] != "o":
+		return Result{}, 0, fmt.Errorf("outcome.lua answered %q", vals)
 	}
-	sec, _ := strconv.ParseInt(now[0], 10, 64)
-	usec, _ := strconv.ParseInt(now[1], 10, 64)
-	if int64(exp) <= sec*1000+usec/1000 {
-		return Result{}, false, nil // expired, not yet dropped
-	}
-	r, ok := ParseResult(v)
-	if !ok {
-		return Result{}, false, fmt.Errorf("outcome record of %q unreadable", id)
+	r, ok := ParseResult(vals[1])
+	exp, err := strconv.ParseFloat(vals[2], 64)
+	if !ok || err != nil {
+		return Result{}, 0, fmt.Errorf("outcome record of %q unreadable", id)
 	}
 	r.Expires = int64(exp)
-	return r, true, nil
+	return r, OutcomeKept, nil
 }

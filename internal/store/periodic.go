@@ -40,7 +40,7 @@ type Ticked struct {
 // are ignored.
 func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats},
+	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats, k.Retained},
 		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload)})
 	if err != nil {
 		return Ticked{}, err

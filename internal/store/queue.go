@@ -141,7 +141,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	s.stats.sent(carry, err, firstResult(results))
@@ -338,7 +338,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}

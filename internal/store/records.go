@@ -254,13 +254,14 @@ type EventKind byte
 
 // Event kinds, as the first byte of a message.
 const (
-	EventWork     EventKind = 'w'
-	EventCancel   EventKind = 'c'
-	EventDelete   EventKind = 'd'
-	EventSchedule EventKind = 's'
-	EventOutcome  EventKind = 'o'
-	EventProgress EventKind = 'p'
-	EventHandOff  EventKind = 'h'
+	EventWork      EventKind = 'w'
+	EventCancel    EventKind = 'c'
+	EventDelete    EventKind = 'd'
+	EventSchedule  EventKind = 's'
+	EventOutcome   EventKind = 'o'
+	EventNoOutcome EventKind = 'x'
+	EventProgress  EventKind = 'p'
+	EventHandOff   EventKind = 'h'
 )
 
 // Event is a message on a queue's channel:
@@ -269,6 +270,7 @@ const (
 //	c<task id>,<task id>...                 these in-flight tasks were cancelled
 //	s<due µs>                               a delayed task is due then (Unix µs, Redis clock)
 //	o<task id>                              a retained task's outcome was recorded
+//	x<task id>,<task id>...                 these retained tasks were cancelled before they started: no outcome will come
 //	p<task id>,<progress record>            a task in flight reported progress (see ProgressRecord)
 //	d<last pid>                             the queue was deleted; processes up to this id are affected
 //	h<worker id>,<pid>,<task entry>         a task was enqueued into a process of this worker's idle runtime
@@ -284,7 +286,8 @@ type Event struct {
 	// entry (see HandedProc).
 	PID, Entry string
 	// TaskIDs are, for cancel, the ids of the cancelled tasks that were in
-	// flight.
+	// flight; for no outcome, those of the retained tasks cancelled before
+	// they started; for outcome and progress, the task's.
 	TaskIDs []string
 	// UpTo is, for delete, the last process id of the queue when the
 	// script ran: processes dequeued later are not affected.
@@ -319,6 +322,11 @@ func ParseEvent(msg string) (Event, bool) {
 			return Event{}, false
 		}
 		return Event{Kind: EventOutcome, TaskIDs: []string{msg[1:]}}, true
+	case EventNoOutcome:
+		if len(msg) == 1 {
+			return Event{}, false
+		}
+		return Event{Kind: EventNoOutcome, TaskIDs: strings.Split(msg[1:], ",")}, true
 	case EventSchedule:
 		due, err := strconv.ParseInt(msg[1:], 10, 64)
 		return Event{Kind: EventSchedule, Due: due}, err == nil && due > 0

@@ -1,0 +1,95 @@
+-- Read a task's retained outcome (TaskResult) and, for Wait (look '1'),
+-- when none is kept, whether one will come: all in one script, so that the
+-- task cannot end, or be requeued, between the reads.
+--
+-- A retained task that has not ended is listed in the retained set with
+-- the score +inf (see outcome_pending): one ZSCORE tells that an outcome
+-- will come. A task not listed so is looked for in the queue's keys, in
+-- flight, delayed, dead, then waiting (from both ends of each list: a
+-- task just enqueued is near the back, one about to start near the
+-- front), so that Wait can tell why none will come; that look costs a
+-- read of the queue, as cancel_id.lua's does, but only when the answer is
+-- that no outcome will come (or for a retained task enqueued by a worqr
+-- that did not list it, which is then found).
+-- KEYS: results, retained, procs, delayed, dead, waiting, high, low
+-- ARGV: task id, look ('1' or '0'), ZSCAN pattern for the id (see
+--       find_dead)
+-- Returns {'o', outcome record, expiry (ms)} while an outcome is kept;
+-- else, with look '0', {'n'}, and with look '1' one of:
+--   {'w'} one will come: the task is retained and waits, is delayed or is
+--         in flight;
+--   {'r'} the task is in the queue (waiting, delayed, in flight or dead)
+--         but not retained: none will;
+--   {'c'} or {'d'} it is retained and in flight, but cancelled, or its
+--         queue deleted: none will;
+--   {'n'} none of these: an id the queue does not know (never enqueued,
+--         or ended and gone), or a dead letter whose outcome expired.
+local id = ARGV[1]
+local score = redis.call('ZSCORE', KEYS[2], id)
+if score == 'inf' then
+  return {'w'}
+end
+if score then
+  local rec = redis.call('HGET', KEYS[1], id)
+  if rec and tonumber(score) > now_ms() then
+    return {'o', rec, score}
+  end
+end
+if ARGV[2] ~= '1' then
+  return {'n'}
+end
+
+-- What a task found alive says: retained or not, and, in flight, its
+-- process's state.
+local function alive(e, state)
+  if not header_has(e, 'R') then return {'r'} end
+  if state == 'c' or state == 'd' then return {state} end
+  return {'w'}
+end
+
+local all = redis.call('HGETALL', KEYS[3])
+for i = 2, #all, 2 do
+  local e = proc_task(all[i])
+  if entry_id(e) == id then
+    return alive(e, proc_state(all[i]))
+  end
+end
+local e = find_dead(KEYS[4], id, ARGV[3]) -- any sorted set of entries
+if e then
+  return alive(e)
+end
+e = find_dead(KEYS[5], id, ARGV[3])
+if e then
+  -- Dead, its outcome (if it had one) expired: none will come unless it
+  -- is requeued.
+  if header_has(e, 'R') then return {'n'} end
+  return {'r'}
+end
+-- The entry in chunk whose id is id (its header starts with the id, then
+-- ',' or ':'), or nil: compared in place, with no copy of each id.
+local n, sub, byte = #id, string.sub, string.byte
+local function in_chunk(chunk)
+  for j = 1, #chunk do
+    local c = chunk[j]
+    if sub(c, 1, n) == id then
+      local after = byte(c, n + 1)
+      if after == 44 or after == 58 then return c end
+    end
+  end
+  return nil
+end
+for k = 6, 8 do
+  local lo, hi = 0, redis.call('LLEN', KEYS[k]) - 1
+  while lo <= hi do
+    e = in_chunk(redis.call('LRANGE', KEYS[k], lo, math.min(lo + 999, hi)))
+    if e then return alive(e) end
+    lo = lo + 1000
+    if lo <= hi then
+      local from = math.max(hi - 999, lo)
+      e = in_chunk(redis.call('LRANGE', KEYS[k], from, hi))
+      if e then return alive(e) end
+      hi = from - 1
+    end
+  end
+end
+return {'n'}
