@@ -43,6 +43,14 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error 
 // window: a worker that finds the limit used up learns when the next start
 // is allowed and sleeps exactly until then (no polling). A manual Dequeue
 // gets ErrRateLimited.
+//
+// A start is counted when a worker takes the task (the dequeue script
+// hands it out), not when its handler runs: every dequeue counts, a
+// retry's, a reclaim's and a manual Dequeue's included; a task taken and
+// given back before its handler ran (Requeue, StopWork, shutdown) has
+// used its start all the same; and a handler begins a little after its
+// dequeue (the reply's round trip, a goroutine), so handlers' own starts
+// may bunch slightly more than n across the edge of a window.
 func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration) error {
 	if n < 0 || (n > 0 && per < time.Millisecond) {
 		return fmt.Errorf("worqr: set rate limit %q: %d per %v: %w", queue, n, per, ErrInvalidOptions)
@@ -74,7 +82,8 @@ type QueueInfo struct {
 	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
 	// none.
 	Concurrency int
-	// Rate starts per Per at most (SetRateLimit); 0 for no limit.
+	// Rate starts (dequeues) per Per at most (SetRateLimit); 0 for no
+	// limit.
 	Rate int
 	Per  time.Duration
 }

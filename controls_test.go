@@ -369,3 +369,22 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	// The window is one second: the next start is due within it.
 	recv(t, started, 4*time.Second, "second start after the window")
 }
+
+// The rate limit counts a start when a worker takes the task, not when a
+// handler runs it: a task taken and given back without running has used
+// its start.
+func TestRateLimitCountsTakes(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Hour))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	p := dequeueAll(t, w, "q", 1)[0]
+	require.NoError(t, p.Requeue(ctx)) // no handler ran it
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrRateLimited, "the take used the window's one start")
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+}

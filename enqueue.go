@@ -258,19 +258,20 @@ func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o en
 
 // CancelResult says what Cancel found.
 type CancelResult struct {
-	// Removed counts waiting tasks that were removed.
+	// Removed counts the tasks removed before they started: waiting ones
+	// and delayed ones, together.
 	Removed int64
 	// Marked counts in-flight processes that were marked cancelled; their
 	// workers get a cancel event.
 	Marked int64
 }
 
-// CancelTask cancels the task with this id: removes it if it waits, or
-// marks its process cancelled if it is in flight and publishes a cancel
-// event. A holder that missed the event finds out when it resubscribes, or
-// when it next touches the process (Requeue and Status return
-// ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled. A task
-// that already ended, or an unknown id, gives a zero result.
+// CancelTask cancels the task with this id: removes it if it waits or is
+// delayed, or marks its process cancelled if it is in flight and
+// publishes a cancel event. A holder that missed the event finds out when
+// it resubscribes, or when it next touches the process (Requeue and Status
+// return ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled.
+// A task that already ended, or an unknown id, gives a zero result.
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err
@@ -285,9 +286,10 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 	return CancelResult(n), nil
 }
 
-// Cancel cancels every task of a queue whose payload is task: waiting ones
-// are removed, in-flight ones are marked cancelled and their holders get a
-// cancel event, as CancelTask describes. It reads every waiting task.
+// Cancel cancels every task of a queue whose payload is task: waiting and
+// delayed ones are removed, in-flight ones are marked cancelled and their
+// holders get a cancel event, as CancelTask describes. It reads every
+// waiting and delayed task.
 func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err

@@ -28,6 +28,7 @@ type Process struct {
 	timeout    time.Duration // the task's own handler timeout; 0 if none
 	lastError  string        // the error its previous attempt recorded
 	enqueuedAt time.Time
+	dueAt      time.Time // when the task became due for this start
 	task       []byte
 	started    time.Time // on the worker's clock
 
@@ -57,12 +58,17 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 // newProcessAt is newProcess for a process that started at started (the
 // processes of one dequeue share one reading of the clock).
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
-	return &Process{
+	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
 		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}
+	p.dueAt = p.enqueuedAt
+	if sp.Task.Due > 0 {
+		p.dueAt = time.UnixMicro(sp.Task.Due)
+	}
+	return p
 }
 
 // ID is the process id: unique among the processes of its queue, ever,
@@ -109,6 +115,15 @@ func (p *Process) LastError() string { return p.lastError }
 
 // EnqueuedAt is when the task was enqueued, by the Redis clock.
 func (p *Process) EnqueuedAt() time.Time { return p.enqueuedAt }
+
+// DueAt is when the task became due for this start, by the Redis clock
+// (to the microsecond): its enqueue (EnqueuedAt), unless it was enqueued
+// delayed (In, At: its due time) or went back to wait since (a retry: its
+// backoff's due time, or the retry's time without one; a Requeue, a
+// reclaim after its worker died, a task given back by StopWork or
+// shutdown, a dead letter requeued: when that happened). The time it
+// waited for this start is the process's start minus DueAt.
+func (p *Process) DueAt() time.Time { return p.dueAt }
 
 // Queue is the queue the task came from.
 func (p *Process) Queue() string { return p.queue }
@@ -395,6 +410,8 @@ type DetachedOptions struct {
 	LastError string
 	// EnqueuedAt is Process.EnqueuedAt. Default now.
 	EnqueuedAt time.Time
+	// DueAt is Process.DueAt. Default EnqueuedAt.
+	DueAt time.Time
 }
 
 // NewDetachedProcess makes a Process for a task with this payload that
@@ -417,9 +434,12 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	if opts.EnqueuedAt.IsZero() {
 		opts.EnqueuedAt = now
 	}
+	if opts.DueAt.IsZero() {
+		opts.DueAt = opts.EnqueuedAt
+	}
 	return &Process{
 		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, attempt: opts.Attempt,
-		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, task: task,
+		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
 		started: now, done: make(chan struct{}),
 	}
 }

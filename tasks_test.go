@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Every task gets an id when enqueued; ids count up in enqueue order and
@@ -453,4 +455,82 @@ func TestObserverSeesFencing(t *testing.T) {
 	require.Len(t, obs.fences, 1)
 	assert.Equal(t, id, obs.fences[0].WorkerID)
 	assert.ErrorIs(t, obs.fences[0].Cause, ErrWorkerFenced)
+}
+
+// A process tells when its task became due for its start, by the Redis
+// clock: its enqueue, its delay's due time, a retry's backoff's end, or
+// when it went back to wait (a requeue, a dead letter requeued). Each is
+// checked against the Redis clock's readings the process ids carry.
+func TestProcessDueAt(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	take := func() *Process {
+		t.Helper()
+		var p *Process
+		eventually(t, 10*time.Second, "a task due", func() bool {
+			var err error
+			p, err = w.Dequeue(ctx, "q")
+			if errors.Is(err, ErrNoTask) {
+				return false
+			}
+			require.NoError(t, err)
+			return true
+		})
+		return p
+	}
+	started := func(p *Process) time.Time { return time.UnixMicro(int64(store.PIDSeq(p.ID()))) }
+
+	_, err := c.Enqueue(ctx, "q", []byte("now"))
+	require.NoError(t, err)
+	p := take()
+	assert.Equal(t, p.EnqueuedAt(), p.DueAt(), "due at its enqueue")
+	require.NoError(t, p.Finish(ctx))
+
+	_, err = c.Enqueue(ctx, "q", []byte("later"), In(200*time.Millisecond))
+	require.NoError(t, err)
+	p = take()
+	assert.Equal(t, p.EnqueuedAt().Add(200*time.Millisecond), p.DueAt(), "due when its delay ends")
+
+	require.NoError(t, p.Retry(ctx, 150*time.Millisecond, errors.New("again")))
+	retried := take()
+	assert.False(t, retried.DueAt().Before(started(p).Add(150*time.Millisecond)), "due when the backoff ends")
+	assert.False(t, retried.DueAt().After(started(retried)))
+
+	require.NoError(t, retried.Requeue(ctx))
+	requeued := take()
+	assert.True(t, requeued.DueAt().After(started(retried)), "due when it was requeued")
+	assert.False(t, requeued.DueAt().After(started(requeued)))
+
+	require.NoError(t, requeued.DeadLetter(ctx, errors.New("broken")))
+	ok, err := c.RequeueDeadLetter(ctx, "q", requeued.TaskID())
+	require.NoError(t, err)
+	require.True(t, ok)
+	revived := take()
+	assert.True(t, revived.DueAt().After(started(requeued)), "due when its dead letter was requeued")
+	assert.False(t, revived.DueAt().After(started(revived)))
+	assert.Equal(t, p.EnqueuedAt(), revived.EnqueuedAt())
+}
+
+// CancelResult.Removed counts the tasks removed before they started,
+// delayed ones with the waiting ones, as its doc says; Marked the
+// in-flight ones.
+func TestCancelRemovedCountsWaitingAndDelayed(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	delayed, err := c.Enqueue(ctx, "q", []byte("x"), In(time.Hour))
+	require.NoError(t, err)
+	res, err := c.CancelTask(ctx, "q", delayed)
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 1}, res)
+
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("x")})))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), In(time.Hour))))
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	dequeueAll(t, w, "q", 1)
+	res, err = c.Cancel(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, CancelResult{Removed: 2, Marked: 1}, res, "one waiting and one delayed removed, one in flight marked")
 }

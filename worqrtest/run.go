@@ -27,6 +27,9 @@ type RunOptions struct {
 	LastError string
 	// EnqueuedAt is what Process.EnqueuedAt returns. Default now.
 	EnqueuedAt time.Time
+	// DueAt is what Process.DueAt returns: set it to test a handler of a
+	// task that was delayed or retried. Default EnqueuedAt.
+	DueAt time.Time
 	// Middleware wraps h, the first outermost, as a worker's would.
 	Middleware []worqr.Middleware
 	// PanicIsPermanent makes a panic in h a Permanent error, as
@@ -62,7 +65,7 @@ func Run(ctx context.Context, h worqr.Handler, payload []byte, opts RunOptions) 
 	}
 	p := worqr.NewDetachedProcess(payload, worqr.DetachedOptions{
 		Queue: opts.Queue, TaskID: opts.TaskID, Attempt: opts.Attempt,
-		LastError: opts.LastError, EnqueuedAt: opts.EnqueuedAt,
+		LastError: opts.LastError, EnqueuedAt: opts.EnqueuedAt, DueAt: opts.DueAt,
 	})
 	err = call(ctx, h, p, opts)
 	return p.Result(), err

@@ -179,6 +179,14 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, 3, seen.Attempt())
 	assert.Equal(t, "boom", seen.LastError())
 	assert.Equal(t, at, seen.EnqueuedAt())
+	assert.Equal(t, at, seen.DueAt(), "due at its enqueue unless told")
+	due := at.Add(time.Hour)
+	_, err = worqrtest.Run(ctx, func(_ context.Context, p *worqr.Process) error {
+		seen = p
+		return nil
+	}, []byte("x"), worqrtest.RunOptions{EnqueuedAt: at, DueAt: due})
+	require.NoError(t, err)
+	assert.Equal(t, due, seen.DueAt())
 
 	// Errors come back as returned; the process refuses Redis calls.
 	result, err = worqrtest.Run(ctx, func(ctx context.Context, p *worqr.Process) error {

@@ -322,7 +322,7 @@ func (s *Store) stop(ctx context.Context, queue string, p ProcRef, mode string) 
 
 // CancelCount says what a cancel found.
 type CancelCount struct {
-	Removed int64 // waiting tasks removed
+	Removed int64 // waiting and delayed tasks removed
 	Marked  int64 // in-flight processes marked cancelled
 }
 
