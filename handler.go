@@ -32,7 +32,7 @@ var (
 // its stack, and treats it as this error (wrapped, with the panic's value
 // in its text; wrapped with Permanent too under
 // HandleOptions.PanicIsPermanent), of kind KindPanic.
-var ErrHandlerPanicked = errors.New("worqr: handler panicked")
+var ErrHandlerPanicked = errors.New("handler panicked")
 
 // Middleware wraps a Handler with behaviour of its own (tracing, metrics,
 // logging, a timeout, recovering from panics its own way). It returns the

@@ -130,7 +130,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
 	}
 	if len(payload) > c.maxTaskSize {
-		return fmt.Errorf("worqr: periodic %q on %q: task is %d bytes, limit %d: %w", name, queue, len(payload), c.maxTaskSize, ErrTaskTooLarge)
+		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
 	p := &periodic{w: w, queue: queue, name: name, sched: sched, payload: payload, opts: opts}
 	key := periodicKey{queue, name}

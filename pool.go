@@ -155,7 +155,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		defer cancel()
 		for _, done := range p.members[:i] {
 			if uerr := w.StopWork(undo, done.queue); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = fmt.Errorf("%w (and leaving %q again failed: %w)", err, done.queue, uerr)
+				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.queue), undo: uerr}
 			}
 		}
 		return err

@@ -144,7 +144,7 @@ func (p *Process) Err() error {
 }
 
 // errEnded is Err after a successful Finish or Requeue.
-var errEnded = errors.New("worqr: process finished or requeued")
+var errEnded = errors.New("process finished or requeued")
 
 // end closes Done with a reason; the first reason wins. It reports whether
 // this call ended the process. A process lost (settled, ErrProcessLost) is
@@ -377,7 +377,7 @@ func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) 
 // ErrDetached is returned by the methods of a detached process (see
 // NewDetachedProcess) that would change or read its state in Redis:
 // Finish, Requeue, Retry, DeadLetter and Status.
-var ErrDetached = errors.New("worqr: detached process (no worker, no Redis)")
+var ErrDetached = errors.New("detached process (no worker, no Redis)")
 
 // DetachedOptions set what a detached process's accessors return (see
 // NewDetachedProcess). The zero value is a first attempt at a task of
