@@ -250,13 +250,19 @@ func (p *periodic) loop(ctx context.Context, last time.Time) {
 		} else {
 			next = latestDue(p.sched, next, now.UTC())
 		}
+		sent := w.c.outage.begin()
 		t, err := p.tick(ctx, next)
+		if err == nil {
+			w.c.outage.ok(sent)
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
+			if !w.c.outage.failed(sent, "periodic", err) {
+				w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
+			}
 			if !sleepCtx(ctx, retryTickAfter) {
 				return
 			}

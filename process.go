@@ -48,6 +48,10 @@ type Process struct {
 	// ended is called with the reason when the process ends: it cancels
 	// the context of the handler running it, if any.
 	ended func(reason error)
+	// unwritten is set once a write of its handler's outcome failed on
+	// the connection and is being tried again (see persist): a fence
+	// meanwhile drops it.
+	unwritten bool
 }
 
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
@@ -173,6 +177,18 @@ func (p *Process) end(reason error, settled bool) bool {
 		p.observeEnd(OutcomeLost, reason)
 	}
 	return first
+}
+
+func (p *Process) setUnwritten() {
+	p.mu.Lock()
+	p.unwritten = true
+	p.mu.Unlock()
+}
+
+func (p *Process) isUnwritten() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unwritten
 }
 
 // onEnd arranges for fn to be called with the reason when the process

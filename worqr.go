@@ -114,7 +114,9 @@ type Options struct {
 	// prefixes never see each other's queues, workers or events. Default
 	// DefaultPrefix; it must not contain '{' or '}'.
 	Prefix string
-	// Logger receives worqr's logs. Default slog.Default().
+	// Logger receives worqr's logs. Default slog.Default(). An outage of
+	// Redis is logged once when it begins (WARN) and once when it ends
+	// (INFO, with the calls it failed by kind), not once a failed call.
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
@@ -158,6 +160,9 @@ type Client struct {
 	obs         observers
 	deadBounds  store.DeadBounds
 	poisonLimit int // 0: the guard is off
+	// outage logs Redis going out of reach, and coming back, once for
+	// the failures of all the calls the client makes on its own.
+	outage *outage
 
 	// enqueues, finishes and retries merge overlapping Enqueue, Finish
 	// and Retry calls (a handler's error included) on a queue.
@@ -237,6 +242,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		obs:         newObservers(opts.Observer),
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
+		outage:      newOutage(opts.Logger),
 		workers:     make(map[*Worker]struct{}),
 		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
