@@ -207,4 +207,13 @@ func TestNewContextIsBoundedByItsContext(t *testing.T) {
 	cancel()
 	_, err = NewContext(dead, Options{Addr: ln.Addr().String()})
 	assert.ErrorIs(t, err, context.Canceled)
+
+	// Given a client of its own (not a cluster's), nothing is sent:
+	// there is nothing for the context to bound.
+	b := newBackend(t)
+	if !b.cluster {
+		c, err := NewContext(dead, Options{Redis: b.redis(), Prefix: b.prefix})
+		require.NoError(t, err)
+		require.NoError(t, c.Close(context.Background()))
+	}
 }

@@ -262,7 +262,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		c.rdb, c.ownsRedis = rdb, true
 	}
 	sharded := store.DetectSharded(ctx, c.rdb, opts.Prefix+":probe")
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && c.rdb.Mode() == rueidis.ClientModeCluster {
 		// The probe's answer is unknown: guessing could make this client
 		// deaf to its peers' events.
 		if c.ownsRedis {
