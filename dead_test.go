@@ -138,8 +138,8 @@ func TestDeadLettersAreListedNewestFirst(t *testing.T) {
 		attempts               int
 	}{
 		{flaky, "flaky", KindExhausted, "flaky: flaky", 2},
-		{kind, "kind", "bad-input", "permanent: bad input: kind", 1},
-		{perm, "perm", KindPermanent, "permanent: broken: perm", 1},
+		{kind, "kind", "bad-input", "bad input: kind", 1},
+		{perm, "perm", KindPermanent, "broken: perm", 1},
 	}
 	for i, d := range ds {
 		assert.Equal(t, want[i].id, d.ID)
@@ -198,7 +198,7 @@ func TestRequeueDeadLetter(t *testing.T) {
 	ds, err := c.DeadLetters(ctx, "q", 0, 1)
 	require.NoError(t, err)
 	assert.Equal(t, 1, ds[0].Attempts, "the count started again")
-	assert.Equal(t, "permanent: broken: perm", ds[0].Error)
+	assert.Equal(t, "broken: perm", ds[0].Error)
 	time.Sleep(2 * time.Millisecond)
 
 	// The task's own budget of 2 holds (the queue's is 10).
@@ -324,7 +324,7 @@ func TestDeleteAndPurgeDeadLetters(t *testing.T) {
 	ds, err := c.DeadLetters(ctx, "q", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
-	assert.Equal(t, []string{"", "permanent: broken: perm-1"}, []string{ds[0].Error, ds[1].Error})
+	assert.Equal(t, []string{"", "broken: perm-1"}, []string{ds[0].Error, ds[1].Error})
 	ok, err = c.DeleteDeadLetter(ctx, "q", "ffff")
 	require.NoError(t, err)
 	assert.False(t, ok, "unknown")

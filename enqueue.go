@@ -179,7 +179,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		return "", err
 	}
 	if len(task) > c.maxTaskSize {
-		return "", fmt.Errorf("worqr: enqueue %q: task is %d bytes, limit %d: %w", queue, len(task), c.maxTaskSize, ErrTaskTooLarge)
+		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
 	o := collectEnqueueOptions(opts)
 	if err := o.check(); err != nil {
@@ -205,6 +205,47 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	return id, nil
 }
 
+// tooLargeError is ErrTaskTooLarge with the task's size and the limit, in
+// words: "task of 4.8 MiB is over the limit of 1.0 MiB (Options.MaxTaskSize)".
+type tooLargeError struct {
+	index       int // the task's index in a batch; -1 for a single task
+	size, limit int
+}
+
+// tooLarge is the error for a task of size bytes (the index-th of a
+// batch, unless index is negative) over the client's MaxTaskSize.
+func (c *Client) tooLarge(index, size int) error {
+	return tooLargeError{index: index, size: size, limit: c.maxTaskSize}
+}
+
+func (e tooLargeError) Error() string {
+	size, limit := sizeText(e.size), sizeText(e.limit)
+	if size == limit { // 1048577 bytes over a limit of 1048576
+		size = fmt.Sprintf("%s (%d bytes)", size, e.size)
+		limit = fmt.Sprintf("%s (%d bytes)", limit, e.limit)
+	}
+	task := "task"
+	if e.index >= 0 {
+		task = fmt.Sprintf("task %d", e.index)
+	}
+	return fmt.Sprintf("%s of %s is over the limit of %s (Options.MaxTaskSize)", task, size, limit)
+}
+
+func (e tooLargeError) Unwrap() error { return ErrTaskTooLarge }
+
+// sizeText is a size in bytes in words: "512 bytes", "2.5 KiB", "4.8 MiB".
+func sizeText(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
 // enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
 // from overlapping calls.
 func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]string, error) {
@@ -222,7 +263,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 	}
 	for i, t := range tasks {
 		if len(t) > c.maxTaskSize {
-			return nil, fmt.Errorf("worqr: enqueue %q: task %d is %d bytes, limit %d: %w", queue, i, len(t), c.maxTaskSize, ErrTaskTooLarge)
+			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(t)))
 		}
 	}
 	o := collectEnqueueOptions(opts)
@@ -295,7 +336,7 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 		return CancelResult{}, err
 	}
 	if len(task) > c.maxTaskSize {
-		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, ErrTaskTooLarge)
+		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
 	n, err := c.store.CancelPayload(ctx, queue, task)
 	if err != nil {

@@ -129,8 +129,15 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 // tasks to the next event, a catch-up, or the wake that releasing the
 // queue publishes.
 func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
-	if err := w.c.store.Publish(ctx, s.name, store.WorkMessage(count)); err != nil && ctx.Err() == nil {
-		w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+	c := w.c
+	sent := c.outage.begin()
+	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
+	case err == nil:
+		c.outage.ok(sent)
+	case ctx.Err() == nil:
+		if err = c.fail("publish", s.name, err); !c.outage.failed(sent, "publish", err) {
+			w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+		}
 	}
 }
 

@@ -150,7 +150,7 @@ func ExampleClient_Cancel() {
 	fmt.Println(held.Err())
 	// Output:
 	// removed 1 waiting, marked 1 in flight
-	// worqr: task cancelled
+	// task cancelled
 }
 
 // Serve a queue with a handler: nil finishes a task, an error retries it,

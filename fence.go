@@ -49,7 +49,15 @@ func (w *Worker) fence(id string, cause error) {
 	for _, p := range lost {
 		p.end(reason, true)
 	}
-	w.logger().Warn("worqr: worker fenced itself; its processes are lost", "cause", cause, "processes", len(lost))
+	next := "registering again"
+	if w.opts.StayFenced {
+		next = "staying fenced"
+	}
+	// An ordinary outage longer than the TTL ends here: nothing is lost,
+	// the peers run the tasks again, and so does this worker once back.
+	w.logger().Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
+		"cause", cause, "processes", len(lost), "next", next)
+	w.logDropped(lost)
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 	w.tellFenced(ev)
 	w.lease.wake()
@@ -87,9 +95,28 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 	for _, p := range lost {
 		p.end(reason, true)
 	}
-	w.logger().Warn("worqr: lease on a queue lost; its processes are lost", "queue", s.name, "cause", cause, "processes", len(lost))
+	w.logger().Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
+		"queue", s.name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
+	w.logDropped(lost)
 	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 	w.tellFenced(ev)
+}
+
+// logDropped says, in one line, how many of the processes a fence ended
+// had an outcome still to write: their handlers had returned, but the
+// writes failed on the connection and were being tried again (see
+// persist). The fence drops them; their tasks go back with the rest, so
+// they may run again.
+func (w *Worker) logDropped(lost []*Process) {
+	n := 0
+	for _, p := range lost {
+		if p.isUnwritten() {
+			n++
+		}
+	}
+	if n > 0 {
+		w.logger().Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
+	}
 }
 
 // tellFenced gives a fence event to the application's OnFenced and to the

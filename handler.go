@@ -16,15 +16,15 @@ const DefaultConcurrency = 10
 var (
 	// ErrShutdown is the cause when Shutdown's grace period ended, or the
 	// worker was closed or failed, while the handler ran.
-	ErrShutdown = errors.New("worqr: worker shutting down")
+	ErrShutdown = errors.New("worker shutting down")
 	// ErrTaskTimeout is the cause of a handler's context ending because
 	// its time (HandleOptions.Timeout, or the task's Timeout option) ran
 	// out.
-	ErrTaskTimeout = errors.New("worqr: task timed out")
+	ErrTaskTimeout = errors.New("task timed out")
 	// ErrHandledQueue is returned by Dequeue on a queue served by Handle:
 	// its runtime does the dequeuing, so that its concurrency accounting
 	// stays right.
-	ErrHandledQueue = errors.New("worqr: queue is served by Handle")
+	ErrHandledQueue = errors.New("queue is served by Handle")
 )
 
 // ErrHandlerPanicked is what a handler that panicked failed with, as far
@@ -32,7 +32,7 @@ var (
 // its stack, and treats it as this error (wrapped, with the panic's value
 // in its text; wrapped with Permanent too under
 // HandleOptions.PanicIsPermanent), of kind KindPanic.
-var ErrHandlerPanicked = errors.New("worqr: handler panicked")
+var ErrHandlerPanicked = errors.New("handler panicked")
 
 // Middleware wraps a Handler with behaviour of its own (tracing, metrics,
 // logging, a timeout, recovering from panics its own way). It returns the
@@ -96,15 +96,16 @@ type HandleOptions struct {
 	Timeout time.Duration
 }
 
-// permanentError marks a handler error that must not be retried.
+// permanentError marks a handler error that must not be retried. Its
+// text is err's: the dead letter's kind says it was permanent.
 type permanentError struct{ err error }
 
-func (e permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
 // Permanent wraps a handler's error so the task goes to the dead letters at
 // once (kind KindPermanent, unless it carries one: see WithKind) instead
-// of being retried.
+// of being retried. Its text is err's, and so is the dead letter's error.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

@@ -100,10 +100,12 @@ func (w *Worker) giveBack(ctx context.Context, s *serving, e store.Event) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
+	sent := w.c.outage.begin()
 	_, err := w.c.store.GiveBack(ctx, s.name, store.ProcRef{Worker: e.To, PID: e.PID})
 	if err == nil {
 		// Any outcome will do: given back; or no longer the worker's
 		// (reconciled, or its lease gone: the peers reclaim it).
+		w.c.outage.ok(sent)
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
@@ -111,5 +113,7 @@ func (w *Worker) giveBack(ctx context.Context, s *serving, e store.Event) {
 		s.unsure = unsurePasses
 		w.mu.Unlock()
 	}
-	w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)
+	if err = w.c.fail("give back", s.name, err); !w.c.outage.failed(sent, "give back", err) {
+		w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)
+	}
 }

@@ -38,6 +38,10 @@ func TestNewWithRedisUnreachable(t *testing.T) {
 		assert.Nil(t, c)
 		assert.ErrorIs(t, err, ErrUnavailable, a)
 		assert.False(t, errors.Is(err, ErrInvalidOptions), a)
+		saysWorqrOnce(t, err, a)
+		if err != nil {
+			assert.NotContains(t, err.Error(), "pass", "the password is not said")
+		}
 	}
 }
 
@@ -74,7 +78,8 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 		"Process.Status": func(ctx context.Context) error {
 			err := held.Status(ctx)
 			if errors.Is(err, ErrProcessLost) {
-				return ErrUnavailable // the worker fenced itself first: also right
+				// The worker fenced itself first: also right.
+				return fmt.Errorf("%w (%w)", err, ErrUnavailable)
 			}
 			return err
 		},
@@ -90,6 +95,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 				return // the worker fenced itself first: also right
 			}
 			assert.ErrorIs(t, err, ErrUnavailable, name)
+			saysWorqrOnce(t, err, name)
 			// ErrUnavailable, not the deadline's error, is what says it
 			// gave up in time; this only says it did not hang (a stall of
 			// the test process may carry it past the deadline itself).
@@ -246,6 +252,7 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 		"Fail":      closedW.Fail(ctx),
 	} {
 		assert.ErrorIs(t, err, ErrWorkerClosed, name)
+		saysWorqrOnce(t, err, name)
 	}
 	assert.NoError(t, closedW.Close(ctx))
 	assert.NoError(t, closedW.Shutdown(ctx))
@@ -254,12 +261,14 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 	assert.ErrorIs(t, cp.Err(), ErrProcessLost)
 	for name, err := range map[string]error{"Finish": cp.Finish(ctx), "Stop": cp.Stop(ctx), "Check": cp.Status(ctx)} {
 		assert.ErrorIs(t, err, ErrProcessLost, name)
+		saysWorqrOnce(t, err, name)
 	}
 
 	require.NoError(t, c.Close(ctx))
 	require.NoError(t, c.Close(ctx), "second Close")
 	for name, err := range everyCall(ctx, c, w, p, h, "x", CheckOptions{}) {
 		assert.ErrorIs(t, err, ErrClientClosed, name)
+		saysWorqrOnce(t, err, name)
 	}
 	assert.NoError(t, w.Close(ctx), "the client closed it already")
 	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
@@ -314,6 +323,7 @@ func TestCancelledContexts(t *testing.T) {
 	calls["Finish"] = p.Finish(dead)
 	for name, err := range calls {
 		assert.ErrorIs(t, err, context.Canceled, name)
+		saysWorqrOnce(t, err, name)
 	}
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing changed")
 	assert.Equal(t, []string{"q"}, w.Queues())

@@ -253,8 +253,18 @@ func (b *beat) round(ctx context.Context) {
 			for i, r := range chunk {
 				ks[i] = r.keepalive
 			}
-			sent := time.Now()
+			sent, at := time.Now(), b.c.outage.begin()
 			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
+			switch {
+			case err == nil:
+				b.c.outage.ok(at)
+			case ctx.Err() != nil: // the beat stopped
+			default:
+				err = b.c.fail("renew", "", err)
+				if !b.c.outage.failed(at, "renewal", err) {
+					b.c.log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
+				}
+			}
 			for i, r := range chunk {
 				var k store.KeptAlive
 				if err == nil {
@@ -335,10 +345,7 @@ func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store
 	}
 	id, with := r.id, r.with
 	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			w.logger().Warn("worqr: lease renewal failed", "err", err)
-		}
+	case err != nil: // logged by the beat, once for its workers
 		return
 	case k.Gone:
 		w.fence(id, errors.New("renewal found the registry lease gone"))
@@ -392,15 +399,18 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 	c := w.c
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
-	sent := time.Now()
+	sent, at := time.Now(), c.outage.begin()
 	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
 	gone := errors.Is(err, store.ErrLeaseGone)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
+			if err = c.fail("renew", s.name, err); !c.outage.failed(at, "renewal", err) {
+				w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
+			}
 		}
 		return
 	}
+	c.outage.ok(at)
 	w.reconcile(ctx, id, w.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
 }
 

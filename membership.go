@@ -124,7 +124,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 	defer cancel()
 	if err := w.leave(undo, id, s); err != nil {
-		why = fmt.Errorf("%w (and leaving the queue again failed, so it stays served: %w)", why, err)
+		why = undoFailed{err: why, what: "leaving the queue again failed, so it stays served", undo: err}
 	}
 	return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, why)
 }

@@ -130,7 +130,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
 	}
 	if len(payload) > c.maxTaskSize {
-		return fmt.Errorf("worqr: periodic %q on %q: task is %d bytes, limit %d: %w", name, queue, len(payload), c.maxTaskSize, ErrTaskTooLarge)
+		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
 	p := &periodic{w: w, queue: queue, name: name, sched: sched, payload: payload, opts: opts}
 	key := periodicKey{queue, name}
@@ -250,13 +250,19 @@ func (p *periodic) loop(ctx context.Context, last time.Time) {
 		} else {
 			next = latestDue(p.sched, next, now.UTC())
 		}
+		sent := w.c.outage.begin()
 		t, err := p.tick(ctx, next)
+		if err == nil {
+			w.c.outage.ok(sent)
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
+			if !w.c.outage.failed(sent, "periodic", err) {
+				w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
+			}
 			if !sleepCtx(ctx, retryTickAfter) {
 				return
 			}

@@ -155,7 +155,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		defer cancel()
 		for _, done := range p.members[:i] {
 			if uerr := w.StopWork(undo, done.queue); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = fmt.Errorf("%w (and leaving %q again failed: %w)", err, done.queue, uerr)
+				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.queue), undo: uerr}
 			}
 		}
 		return err
@@ -419,6 +419,7 @@ func (p *pool) take(r *runner, n int) bool {
 	ctx, cancel := context.WithCancel(lc.ctx)
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
+	sent := p.w.c.outage.begin()
 	ps, until, err := p.w.dequeue(ctx, r.queue, n, true)
 	r.took(n, len(ps))
 	if until > 0 {
@@ -428,6 +429,7 @@ func (p *pool) take(r *runner, n int) bool {
 	case err != nil && ctx.Err() != nil:
 		return true // stopped (the member or the pool)
 	case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
+		p.w.c.outage.ok(sent)
 		r.clearMore(gen)
 		return false
 	case errors.Is(err, ErrWorkerFenced), errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
@@ -436,10 +438,13 @@ func (p *pool) take(r *runner, n int) bool {
 		r.block(gen)
 		return false
 	case err != nil:
-		r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+		if !p.w.c.outage.failed(sent, "dequeue", err) {
+			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+		}
 		r.retryLater(lc, gen)
 		return false
 	}
+	p.w.c.outage.ok(sent)
 	r.retry.reset()
 	if len(ps) < n {
 		r.clearMore(gen)

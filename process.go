@@ -49,6 +49,10 @@ type Process struct {
 	// ended is called with the reason when the process ends: it cancels
 	// the context of the handler running it, if any.
 	ended func(reason error)
+	// unwritten is set once a write of its handler's outcome failed on
+	// the connection and is being tried again (see persist): a fence
+	// meanwhile drops it.
+	unwritten bool
 }
 
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
@@ -159,7 +163,7 @@ func (p *Process) Err() error {
 }
 
 // errEnded is Err after a successful Finish or Requeue.
-var errEnded = errors.New("worqr: process finished or requeued")
+var errEnded = errors.New("process finished or requeued")
 
 // end closes Done with a reason; the first reason wins. It reports whether
 // this call ended the process. A process lost (settled, ErrProcessLost) is
@@ -188,6 +192,18 @@ func (p *Process) end(reason error, settled bool) bool {
 		p.observeEnd(OutcomeLost, reason)
 	}
 	return first
+}
+
+func (p *Process) setUnwritten() {
+	p.mu.Lock()
+	p.unwritten = true
+	p.mu.Unlock()
+}
+
+func (p *Process) isUnwritten() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unwritten
 }
 
 // onEnd arranges for fn to be called with the reason when the process
@@ -392,7 +408,7 @@ func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) 
 // ErrDetached is returned by the methods of a detached process (see
 // NewDetachedProcess) that would change or read its state in Redis:
 // Finish, Requeue, Retry, DeadLetter and Status.
-var ErrDetached = errors.New("worqr: detached process (no worker, no Redis)")
+var ErrDetached = errors.New("detached process (no worker, no Redis)")
 
 // DetachedOptions set what a detached process's accessors return (see
 // NewDetachedProcess). The zero value is a first attempt at a task of

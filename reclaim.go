@@ -209,8 +209,12 @@ func (r *reclaimer) look(ctx context.Context) {
 	// peers' deaths in the outage as poison.
 	outage := r.lastFenced() < 2*r.window
 	log := w.logger()
+	sent := r.c.outage.begin()
 	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: r.window, outage: outage, claim: r.every})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		r.c.outage.ok(sent)
+	case ctx.Err() == nil && !r.c.outage.failed(sent, "reclaim", err):
 		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
 	now := time.Now()

@@ -22,7 +22,11 @@ func (w *Worker) reconcile(ctx context.Context, id string, ss []*serving) {
 		if !unsure {
 			continue
 		}
-		if err := w.reconcileQueue(ctx, id, s); err != nil {
+		sent := w.c.outage.begin()
+		switch err := w.reconcileQueue(ctx, id, s); {
+		case err == nil:
+			w.c.outage.ok(sent)
+		case !w.c.outage.failed(sent, "reconcile", err):
 			w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
 		}
 	}

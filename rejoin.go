@@ -27,12 +27,15 @@ func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.T
 		// Each attempt is bounded: it holds the membership lock and the
 		// queue's gate, and the node may hang rather than refuse.
 		actx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+		sent := w.c.outage.begin()
 		done, err := w.tryRejoin(actx, id, s)
 		cancel()
 		if done || ctx.Err() != nil {
 			return
 		}
-		w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)
+		if !w.c.outage.failed(sent, "rejoin", err) {
+			w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)
+		}
 		if !b.wait(ctx) {
 			return
 		}
@@ -78,14 +81,18 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 func (w *Worker) reregister(ctx context.Context) bool {
 	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
 	for {
+		sent := w.c.outage.begin()
 		ok, err := w.tryReregister(ctx)
 		if ok {
+			w.c.outage.ok(sent)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		w.logger().Warn("worqr: registering again failed; retrying", "err", err)
+		if !w.c.outage.failed(sent, "register", err) {
+			w.logger().Warn("worqr: registering again failed; retrying", "err", err)
+		}
 		if !b.wait(ctx) {
 			return false
 		}
@@ -107,6 +114,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Unlock()
 	var joined, unreachable []*serving
 	for _, s := range ss {
+		sent := w.c.outage.begin()
 		err := w.join(ctx, id, s.name)
 		switch {
 		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
@@ -117,7 +125,9 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 			// Its node cannot be reached (on a cluster, a shard failing
 			// over): serve the other queues, and rejoin this one once
 			// the node answers, as after losing only its lease.
-			w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.name, "err", err)
+			if !w.c.outage.failed(sent, "rejoin", err) {
+				w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.name, "err", err)
+			}
 			unreachable = append(unreachable, s)
 		default:
 			joined = append(joined, s)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 )
@@ -212,6 +213,7 @@ func (r *runner) run(lc *loopControl) {
 			if n <= 0 {
 				break // a handler that ends wakes the loop
 			}
+			sent := r.w.c.outage.begin()
 			ps, until, err := r.w.dequeue(lc.ctx, r.queue, n, true)
 			r.took(n, len(ps))
 			if until > 0 {
@@ -223,13 +225,16 @@ func (r *runner) run(lc *loopControl) {
 			case err != nil && lc.ctx.Err() != nil:
 				return
 			case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
+				r.w.c.outage.ok(sent)
 				r.clearMore(gen)
 			case errors.Is(err, ErrWorkerFenced):
 				// Registering again raises a work event.
 			case errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
 				return
 			case err != nil:
-				r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+				if !r.w.c.outage.failed(sent, "dequeue", err) {
+					r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+				}
 				if !retry.wait(lc.ctx) {
 					return
 				}
@@ -238,6 +243,7 @@ func (r *runner) run(lc *loopControl) {
 			if err != nil {
 				break
 			}
+			r.w.c.outage.ok(sent)
 			retry.reset()
 			if len(ps) < n {
 				r.clearMore(gen)
@@ -310,8 +316,12 @@ func (r *runner) runJob(j job) {
 	err := r.call(ctx, j.p)
 	if err != nil && errors.Is(context.Cause(ctx), ErrTaskTimeout) {
 		// The handler gave up because its time ran out: a retry, under
-		// the policy, of kind timeout (unless it named one itself).
-		err = WithKind(kindOf(err, KindTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, err))
+		// the policy, of kind timeout (unless it named one itself), whose
+		// error says so once (a handler may return the cause itself).
+		if !errors.Is(err, ErrTaskTimeout) {
+			err = fmt.Errorf("%w: %w", ErrTaskTimeout, err)
+		}
+		err = WithKind(kindOf(err, KindTimeout), err)
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
@@ -396,7 +406,15 @@ func (r *runner) timeout(p *Process) time.Duration {
 func (r *runner) call(ctx context.Context, p *Process) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
+			// The stack once a task, not on every retry of a task that
+			// panics each time: not when its previous attempt panicked too,
+			// as the error recorded with its retry says.
+			stack := "as at the previous attempt"
+			if !strings.HasPrefix(p.LastError(), ErrHandlerPanicked.Error()) {
+				stack = string(debug.Stack())
+			}
+			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "task", p.TaskID(),
+				"attempt", p.Attempt(), "panic", v, "stack", stack)
 			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
 			if r.opts.PanicIsPermanent {
 				err = Permanent(err)

@@ -53,8 +53,15 @@ func (sc *scheduler) fire() {
 	}
 	sc.at = 0
 	sc.mu.Unlock()
-	if err := sc.promote(sc.w.life); err != nil && sc.w.life.Err() == nil {
-		sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
+	c := sc.w.c
+	sent := c.outage.begin()
+	switch err := sc.promote(sc.w.life); {
+	case err == nil:
+		c.outage.ok(sent)
+	case sc.w.life.Err() == nil:
+		if err = c.fail("promote", sc.queue, err); !c.outage.failed(sent, "promote", err) {
+			sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
+		}
 		sc.learn(sc.w.clock.now().Add(retryPromoteAfter).UnixMicro())
 	}
 }

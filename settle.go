@@ -16,6 +16,7 @@ import (
 // settle applies the outcome of a handler to its process.
 func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	var write func(context.Context) error
+	kind := "requeue" // what the write is, for the outage's counts
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
@@ -28,19 +29,23 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
 		return // still held: shutting down returns it to the front
 	case err == nil:
-		write = p.Finish
+		write, kind = p.Finish, "finish"
 	case IsPermanent(err):
-		r.log(p, slog.LevelError, "worqr: task failed permanently; dead-lettered", "err", err, "attempt", p.Attempt())
-		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }
+		// The handler's own verdict, not a fault of the system: WARN,
+		// as a failure that is retried, since the dead letter waits for
+		// someone to requeue or delete it.
+		r.log(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "kind", kindOf(err, KindPermanent), "attempt", p.Attempt())
+		write, kind = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }, "dead-letter"
 	case r.opts.Retry.exhausted(p.failures+1, p.budget):
 		r.log(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
-		write = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }
+		write, kind = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }, "dead-letter"
 	default:
 		delay := r.opts.Retry.delay(p.Attempt(), err)
 		r.log(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
-		write = func(ctx context.Context) error { return p.retry(ctx, delay, err) }
+		write, kind = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
 	}
-	r.persist(p, write, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+	sent := r.w.c.outage.begin()
+	r.persist(p, kind, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
 }
 
 // finishLater is settle for a handler that succeeded on a process that
@@ -54,15 +59,16 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 func (r *runner) finishLater(j job) {
 	p := j.p
 	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
+	sent := r.w.c.outage.begin()
 	if err := p.canSettle(ctx, "finish"); err != nil {
-		r.persist(p, p.Finish, err)
+		r.persist(p, "finish", p.Finish, sent, err)
 		r.settled(j)
 		return
 	}
 	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
 		_, err = p.recordSettled("finish", OutcomeSucceeded, nil, got, err)
 		rest := func() {
-			r.persist(p, p.Finish, err) // at once unless err is retryable
+			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
 		if retryable(err) && r.w.life.Err() == nil {
@@ -73,30 +79,37 @@ func (r *runner) finishLater(j job) {
 	})
 }
 
-// persist sees an outcome write through, given what its first try
-// returned (outcome): writes after the handler must not hang on a dead
-// Redis for ever; one that failed on the connection left the process ours
-// in Redis, so it is tried again while the worker lives, or it would be
-// held for ever. It returns at once unless the write is to be tried again.
-func (r *runner) persist(p *Process, write func(context.Context) error, outcome error) {
+// persist sees an outcome write of kind through, given what its first
+// try, sent at outage epoch sent, returned (outcome): writes after the
+// handler must not hang on a dead Redis for ever; one that failed on the
+// connection left the process ours in Redis, so it is tried again while
+// the worker lives, or it would be held for ever. Those failures are the
+// client's outage to log (one line for all the calls an outage fails);
+// a fence that ends the process meanwhile drops the write, and counts it
+// (see Worker.fence). It returns at once unless the write is to be tried
+// again.
+func (r *runner) persist(p *Process, kind string, write func(context.Context) error, sent uint64, outcome error) {
 	var b *backoff
 	for {
 		switch {
-		case outcome == nil, errors.Is(outcome, ErrProcessLost),
-			errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
+		case outcome == nil, errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
+			r.w.c.outage.ok(sent)
 			return
-		case !retryable(outcome):
+		case errors.Is(outcome, ErrProcessLost):
+			return
+		case !r.w.c.outage.failed(sent, kind, outcome):
 			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		if b == nil {
 			b = newBackoff(50*time.Millisecond, time.Second)
+			p.setUnwritten()
 		}
 		if !b.wait(r.w.life) {
 			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
-		r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome; retrying", "err", outcome)
+		sent = r.w.c.outage.begin()
 		outcome = write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
 	}
 }

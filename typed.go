@@ -32,7 +32,7 @@ func (JSON[T]) Unmarshal(data []byte, v *T) error { return json.Unmarshal(data, 
 // ErrDecode is the error of a typed handler whose task's payload does not
 // decode into its type (see Typed): the task goes to the dead letters at
 // once, kind KindDecode.
-var ErrDecode = errors.New("worqr: payload does not decode")
+var ErrDecode = errors.New("payload does not decode")
 
 // EnqueueJSON enqueues v encoded as JSON, as Enqueue does with a payload,
 // and returns the task's id. HandleJSON[T] handles such tasks.

@@ -156,13 +156,13 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		opts.TTL = DefaultTTL
 	}
 	if opts.TTL < MinTTL {
-		return nil, fmt.Errorf("%w: TTL %v is below %v", ErrInvalidOptions, opts.TTL, MinTTL)
+		return nil, fmt.Errorf("worqr: new worker: %w: TTL %v is below %v", ErrInvalidOptions, opts.TTL, MinTTL)
 	}
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = min(DefaultRenewInterval, opts.TTL/3)
 	}
 	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/3 {
-		return nil, fmt.Errorf("%w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
+		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
 	}
 	w := &Worker{c: c, opts: opts, serving: make(map[string]*serving)}
 	id, sent, err := w.register(ctx)

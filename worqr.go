@@ -2,9 +2,13 @@ package worqr
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,64 +35,66 @@ const (
 )
 
 // Errors returned by worqr. Match them with errors.Is: the errors returned
-// wrap them with the operation and queue.
+// wrap them with the operation and queue. Their texts carry no "worqr:"
+// prefix: an error a call returns says "worqr: " once, at its start
+// ("worqr: enqueue \"q\": invalid options: negative delay -1s").
 var (
 	// ErrClientClosed is returned by calls on a closed Client.
-	ErrClientClosed = errors.New("worqr: client closed")
+	ErrClientClosed = errors.New("client closed")
 	// ErrWorkerClosed is returned by calls on a closed or failed Worker.
-	ErrWorkerClosed = errors.New("worqr: worker closed")
+	ErrWorkerClosed = errors.New("worker closed")
 	// ErrInvalidOptions is returned for options that cannot work,
 	// including credentials that Redis refuses.
-	ErrInvalidOptions = errors.New("worqr: invalid options")
+	ErrInvalidOptions = errors.New("invalid options")
 	// ErrInvalidQueueName is returned for an empty queue name or one longer
 	// than MaxQueueNameLen.
-	ErrInvalidQueueName = errors.New("worqr: invalid queue name")
+	ErrInvalidQueueName = errors.New("invalid queue name")
 	// ErrTaskTooLarge is returned for a task larger than Options.MaxTaskSize.
-	ErrTaskTooLarge = errors.New("worqr: task too large")
+	ErrTaskTooLarge = errors.New("task too large")
 	// ErrNoTask is returned by Dequeue and Peek when the queue has no
 	// waiting task, by TaskResult when no outcome of the task is kept, by
 	// TaskProgress when it has none, and by Wait when the queue knows
 	// nothing of the task and keeps no outcome of it (see Wait).
-	ErrNoTask = errors.New("worqr: no task waiting")
+	ErrNoTask = errors.New("no task waiting")
 	// ErrNotRetained is returned by Wait for a task its queue holds
 	// (waiting, delayed, in flight or dead) that was enqueued without
 	// Retain: no outcome of it will be kept, so none can be waited for.
-	ErrNotRetained = errors.New("worqr: task not retained")
+	ErrNotRetained = errors.New("task not retained")
 	// ErrNotServing is returned by Dequeue and StopWork for a queue the
 	// worker has not started work on.
-	ErrNotServing = errors.New("worqr: worker does not serve this queue")
+	ErrNotServing = errors.New("worker does not serve this queue")
 	// ErrAlreadyServing is returned by StartWork for a queue the worker
 	// already serves.
-	ErrAlreadyServing = errors.New("worqr: worker already serves this queue")
+	ErrAlreadyServing = errors.New("worker already serves this queue")
 	// ErrWorkerFenced is returned when the worker's lease has expired, or
 	// it could not renew it in time: it takes no work until it has
 	// registered again under a new id.
-	ErrWorkerFenced = errors.New("worqr: worker fenced (lease lost)")
+	ErrWorkerFenced = errors.New("worker fenced (lease lost)")
 	// ErrProcessLost is returned by Finish, Stop and Check when the process
 	// no longer belongs to this worker: it was reclaimed by peers, given
 	// back by StopWork, Fail or Close, or already finished or stopped.
 	// Nothing was changed in Redis.
-	ErrProcessLost = errors.New("worqr: process lost")
+	ErrProcessLost = errors.New("process lost")
 	// ErrTaskCancelled is returned by Stop and Check for a process whose
 	// task was cancelled; Stop dropped it instead of requeuing it. Wait
 	// returns it for a cancelled task (see Wait).
-	ErrTaskCancelled = errors.New("worqr: task cancelled")
+	ErrTaskCancelled = errors.New("task cancelled")
 	// ErrQueueDeleted is returned by Stop and Check for a process whose
 	// queue was deleted; Stop dropped it instead of recreating the queue.
 	// Wait returns it for a task of a deleted queue (see Wait).
-	ErrQueueDeleted = errors.New("worqr: queue deleted")
+	ErrQueueDeleted = errors.New("queue deleted")
 	// ErrRateLimited is returned by Dequeue when the queue's rate limit
 	// (Client.SetRateLimit) is used up; the error says when the next start
 	// is allowed.
-	ErrRateLimited = errors.New("worqr: rate limit used up")
+	ErrRateLimited = errors.New("rate limit used up")
 	// ErrDuplicate is returned by Enqueue with a Unique or UniqueFor key
 	// that a task holds: nothing was added, and the id returned is that
 	// task's.
-	ErrDuplicate = errors.New("worqr: duplicate task")
+	ErrDuplicate = errors.New("duplicate task")
 	// ErrUnavailable wraps errors talking to Redis (connection refused,
 	// reset, closed). The outcome of a state change that failed this way
 	// may be unknown: see the README on at-least-once delivery.
-	ErrUnavailable = errors.New("worqr: redis unavailable")
+	ErrUnavailable = errors.New("redis unavailable")
 )
 
 // Options configure a Client.
@@ -117,7 +123,9 @@ type Options struct {
 	// prefixes never see each other's queues, workers or events. Default
 	// DefaultPrefix; it must not contain '{' or '}'.
 	Prefix string
-	// Logger receives worqr's logs. Default slog.Default().
+	// Logger receives worqr's logs. Default slog.Default(). An outage of
+	// Redis is logged once when it begins (WARN) and once when it ends
+	// (INFO, with the calls it failed by kind), not once a failed call.
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
@@ -161,6 +169,9 @@ type Client struct {
 	obs         observers
 	deadBounds  store.DeadBounds
 	poisonLimit int // 0: the guard is off
+	// outage logs Redis going out of reach, and coming back, once for
+	// the failures of all the calls the client makes on its own.
+	outage *outage
 
 	// enqueues, finishes and retries merge overlapping Enqueue, Finish
 	// and Retry calls (a handler's error included) on a queue.
@@ -189,30 +200,49 @@ type Client struct {
 	workers map[*Worker]struct{} // guarded by mu
 }
 
-// New creates a Client. Given Addr, rueidis connects at once: New fails
-// with ErrUnavailable if Redis cannot be reached, and with
-// ErrInvalidOptions if Redis refuses the URL's credentials; it then sends
-// one HELLO 3 to tell a miniredis (see Options.Addr). Given
-// Options.Redis it does not contact Redis, except on a Redis Cluster,
-// which it asks once whether it has sharded pub/sub.
+// New creates a Client: NewContext with a context that never ends. Given
+// Addr, it is bounded only by rueidis's dial timeout (5 s an address) and
+// the server's answer to the connection handshake.
 func New(opts Options) (*Client, error) {
+	return NewContext(context.Background(), opts)
+}
+
+// NewContext creates a Client. Options are checked first (ErrInvalidOptions),
+// Addr included, before anything is dialled. Given Addr, rueidis connects
+// at once: NewContext fails with ErrUnavailable if Redis cannot be
+// reached, or the server there does not speak the Redis protocol, and
+// with ErrInvalidOptions if Redis refuses the URL's credentials; it then
+// sends one HELLO 3 to tell a miniredis (see Options.Addr). ctx bounds all
+// of it: when it ends, a dial or handshake still under way is abandoned
+// and the error wraps ctx's error as well as ErrUnavailable. It bounds
+// only the connecting: the client outlives it. Given Options.Redis it
+// does not contact Redis, except on a Redis Cluster, which it asks once
+// whether it has sharded pub/sub.
+func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("%w: prefix %q must not contain '{' or '}'", ErrInvalidOptions, opts.Prefix)
+		return nil, fmt.Errorf("worqr: %w: prefix %q must not contain '{' or '}'", ErrInvalidOptions, opts.Prefix)
 	}
 	if opts.MaxTaskSize == 0 {
 		opts.MaxTaskSize = DefaultMaxTaskSize
 	}
 	if opts.MaxTaskSize < 0 {
-		return nil, fmt.Errorf("%w: negative MaxTaskSize", ErrInvalidOptions)
+		return nil, fmt.Errorf("worqr: %w: negative MaxTaskSize", ErrInvalidOptions)
 	}
 	if opts.DeadLetters.MaxCount < 0 || opts.DeadLetters.MaxAge < 0 {
-		return nil, fmt.Errorf("%w: negative DeadLetters bound", ErrInvalidOptions)
+		return nil, fmt.Errorf("worqr: %w: negative DeadLetters bound", ErrInvalidOptions)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	var dialOpt rueidis.ClientOption
+	if opts.Redis == nil {
+		var err error
+		if dialOpt, err = addrOptions(opts.Addr); err != nil {
+			return nil, err
+		}
 	}
 	c := &Client{
 		rdb:         opts.Redis,
@@ -221,6 +251,7 @@ func New(opts Options) (*Client, error) {
 		obs:         newObservers(opts.Observer),
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
+		outage:      newOutage(opts.Logger),
 		workers:     make(map[*Worker]struct{}),
 		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
@@ -233,36 +264,66 @@ func New(opts Options) (*Client, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})
 	if c.rdb == nil {
-		rdb, err := dial(opts.Addr, opts.Logger)
+		rdb, err := dial(ctx, dialOpt, opts.Addr, opts.Logger)
 		if err != nil {
 			return nil, err
 		}
 		c.rdb, c.ownsRedis = rdb, true
 	}
-	sharded := store.DetectSharded(c.rdb, opts.Prefix+":probe")
+	sharded := store.DetectSharded(ctx, c.rdb, opts.Prefix+":probe")
+	if err := ctx.Err(); err != nil && c.rdb.Mode() == rueidis.ClientModeCluster {
+		// The probe's answer is unknown: guessing could make this client
+		// deaf to its peers' events.
+		if c.ownsRedis {
+			c.rdb.Close()
+		}
+		return nil, fmt.Errorf("worqr: asking the cluster for sharded pub/sub: %w: %w", ErrUnavailable, err)
+	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.statsFlusher = newStatsFlusher(c.store, c.log)
 	return c, nil
 }
 
-func dial(addr string, log *slog.Logger) (rueidis.Client, error) {
-	if addr == "" {
-		return nil, fmt.Errorf("%w: neither Addr nor Redis given", ErrInvalidOptions)
-	}
+// addrOptions checks Options.Addr and turns it into rueidis options: a
+// URL as rueidis parses it, or host:port addresses.
+func addrOptions(addr string) (rueidis.ClientOption, error) {
 	var opt rueidis.ClientOption
+	if addr == "" {
+		return opt, fmt.Errorf("worqr: %w: neither Addr nor Redis given", ErrInvalidOptions)
+	}
 	if strings.Contains(addr, "://") {
 		parsed, err := rueidis.ParseURL(addr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			return opt, fmt.Errorf("worqr: %w: %w", ErrInvalidOptions, err)
 		}
-		opt = parsed
-	} else {
-		opt.InitAddress = strings.Split(addr, ",")
+		return parsed, nil
 	}
+	opt.InitAddress = strings.Split(addr, ",")
+	for _, a := range opt.InitAddress {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			return opt, fmt.Errorf("worqr: %w: Addr %q: %v (want host:port, or a URL: redis://host:port)", ErrInvalidOptions, a, err)
+		}
+		// A port may be a service name ("redis"); a number must be one.
+		if n, err := strconv.Atoi(port); port == "" || err == nil && (n < 1 || n > 65535) {
+			return opt, fmt.Errorf("worqr: %w: Addr %q: port %q is not one from 1 to 65535", ErrInvalidOptions, a, port)
+		}
+	}
+	return opt, nil
+}
+
+// dial connects to addr (checked by addrOptions into opt), bounded by
+// ctx.
+func dial(ctx context.Context, opt rueidis.ClientOption, addr string, log *slog.Logger) (rueidis.Client, error) {
+	where := redactAddr(addr)
 	// worqr never reads a value twice, so client-side caching buys nothing.
 	opt.DisableCache = true
-	rdb, err := newRedis(opt)
-	if err != nil || opt.AlwaysRESP2 || !isMiniredis(rdb) {
+	rdb, err := newRedis(ctx, opt, where)
+	if err != nil || opt.AlwaysRESP2 || !isMiniredis(ctx, rdb) {
 		return rdb, err
 	}
 	// miniredis answers HELLO 3 but then refuses every command on a
@@ -272,30 +333,149 @@ func dial(addr string, log *slog.Logger) (rueidis.Client, error) {
 	// no client tracking and no real cluster (it answers CLUSTER SLOTS,
 	// which would make rueidis take it for one).
 	rdb.Close()
-	log.Debug("worqr: the Redis is miniredis; speaking RESP2 to it", "addr", addr)
+	log.Debug("worqr: the Redis is miniredis; speaking RESP2 to it", "addr", where)
 	opt.AlwaysRESP2, opt.ForceSingleClient = true, true
-	return newRedis(opt)
+	return newRedis(ctx, opt, where)
 }
 
-// newRedis opens a rueidis client, sorting its errors into refused
-// credentials and outages.
-func newRedis(opt rueidis.ClientOption) (rueidis.Client, error) {
-	rdb, err := rueidis.NewClient(opt)
-	if err != nil {
-		if refusedLogin(err) {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+// redactAddr is Options.Addr for error texts and logs: a URL's password
+// hidden.
+func redactAddr(addr string) string {
+	if !strings.Contains(addr, "://") {
+		return addr
 	}
-	return rdb, nil
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// newRedis opens a rueidis client to where (Options.Addr, for error
+// texts), bounded by ctx, sorting its errors into refused credentials,
+// outages and a server that is not Redis.
+func newRedis(ctx context.Context, opt rueidis.ClientOption, where string) (rueidis.Client, error) {
+	bound := bindDials(ctx, &opt)
+	rdb, err := rueidis.NewClient(opt)
+	bound.release()
+	switch {
+	case err == nil && ctx.Err() != nil:
+		// Connected just as ctx ended: the caller has given up, and a
+		// connection of it may have been closed.
+		rdb.Close()
+		fallthrough
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("worqr: connect to %s: %w: no answer before the context ended: %w", where, ErrUnavailable, context.Cause(ctx))
+	case err == nil:
+		return rdb, nil
+	case refusedLogin(err):
+		return nil, fmt.Errorf("worqr: connect to %s: %w: %w", where, ErrInvalidOptions, err)
+	}
+	if first, ok := notRedis(err); ok {
+		return nil, fmt.Errorf("worqr: connect to %s: %w: the server does not speak the Redis protocol: "+
+			"its reply began with %q (an HTTP server? a TLS port, which wants rediss://?): %w", where, ErrUnavailable, first, err)
+	}
+	return nil, fmt.Errorf("worqr: connect to %s: %w: %w", where, ErrUnavailable, err)
+}
+
+// notRedis reports whether err is rueidis reading a reply that is not
+// RESP, and the reply's first byte: the server at the address is
+// something else (an HTTP server, a TLS port spoken to in the clear).
+func notRedis(err error) (first rune, ok bool) {
+	const unknown = "received unknown message type: "
+	msg := err.Error()
+	i := strings.Index(msg, unknown)
+	if i < 0 {
+		return 0, false
+	}
+	digits := msg[i+len(unknown):]
+	if j := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+		digits = digits[:j]
+	}
+	b, err := strconv.Atoi(digits)
+	if err != nil || b < 0 || b > 255 {
+		return 0, false
+	}
+	return rune(b), true
+}
+
+// boundDials ties the dials rueidis makes while a client is being made to
+// a context: rueidis.NewClient takes none, and connects at once. A dial
+// still under way when ctx ends gives up, and a connection still waiting
+// for the answer to its handshake is closed, so NewClient returns soon
+// after. Dials once released (rueidis reconnecting later) are its own.
+type boundDials struct {
+	mu    sync.Mutex
+	ctx   context.Context // nil once released
+	stops []func() bool   // the closings of the connections made meanwhile
+}
+
+type dialFunc = func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)
+
+// bindDials binds the dials of opt to ctx until release.
+func bindDials(ctx context.Context, opt *rueidis.ClientOption) *boundDials {
+	b := &boundDials{ctx: ctx}
+	next := opt.DialCtxFn
+	if next == nil {
+		next = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+			if tc != nil {
+				return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", dst)
+			}
+			return d.DialContext(ctx, "tcp", dst)
+		}
+	}
+	opt.DialCtxFn = b.dial(next)
+	return b
+}
+
+func (b *boundDials) dial(next dialFunc) dialFunc {
+	return func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		b.mu.Lock()
+		bound := b.ctx
+		b.mu.Unlock()
+		if bound == nil {
+			return next(ctx, dst, d, tc)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(bound, cancel)
+		conn, err := next(ctx, dst, d, tc)
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch {
+		case b.ctx == nil: // released meanwhile
+		case b.ctx.Err() != nil:
+			_ = conn.Close()
+			return nil, b.ctx.Err()
+		default:
+			b.stops = append(b.stops, context.AfterFunc(b.ctx, func() { _ = conn.Close() }))
+		}
+		return conn, nil
+	}
+}
+
+// release ends the binding: the connections made meanwhile are no longer
+// closed when ctx ends.
+func (b *boundDials) release() {
+	b.mu.Lock()
+	stops := b.stops
+	b.ctx, b.stops = nil, nil
+	b.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 }
 
 // isMiniredis reports whether the server names itself "miniredis" in
 // its HELLO reply. HELLO 3 leaves a connection rueidis set up with
 // HELLO 3 as it was; an error (a server before Redis 6, a user not
 // allowed HELLO) or a slow answer means a real Redis.
-func isMiniredis(rdb rueidis.Client) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func isMiniredis(ctx context.Context, rdb rueidis.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	hello, err := rdb.Do(ctx, rdb.B().Hello().Protover(3).Build()).AsMap()
 	if err != nil {
@@ -377,6 +557,22 @@ func validQueue(op, queue string) error {
 	}
 	return nil
 }
+
+// undoFailed is err, a call's error, with the error of undoing what the
+// call had done (undo, after what failed), which failed too: errors.Is
+// matches either. undo is an error of worqr's: its "worqr: " prefix is
+// not said again.
+type undoFailed struct {
+	err  error
+	what string // "leaving the queue again failed"
+	undo error
+}
+
+func (e undoFailed) Error() string {
+	return fmt.Sprintf("%s (and %s: %s)", e.err, e.what, strings.TrimPrefix(e.undo.Error(), "worqr: "))
+}
+
+func (e undoFailed) Unwrap() []error { return []error{e.err, e.undo} }
 
 // fail wraps an error from Redis. Errors that are not replies from the
 // server (connection refused, reset, client closing) also wrap

@@ -184,7 +184,9 @@ func TestBadInput(t *testing.T) {
 		}, ErrInvalidOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.ErrorIs(t, tc.call(), tc.want)
+			err := tc.call()
+			assert.ErrorIs(t, err, tc.want)
+			saysWorqrOnce(t, err, tc.name)
 		})
 	}
 	n, err := c.QueueLen(ctx, "q")
@@ -205,18 +207,26 @@ func TestBadInput(t *testing.T) {
 	t.Run("closed worker", func(t *testing.T) {
 		require.NoError(t, w.Close(ctx))
 		require.NoError(t, w.Close(ctx), "second Close")
-		assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
-		_, err = w.Dequeue(ctx, "q")
-		assert.ErrorIs(t, err, ErrWorkerClosed)
-		assert.ErrorIs(t, w.StartWork(ctx, "other", Events{}), ErrWorkerClosed)
+		for name, err := range map[string]error{
+			"Fail":      w.Fail(ctx),
+			"Dequeue":   second(w.Dequeue(ctx, "q")),
+			"StartWork": w.StartWork(ctx, "other", Events{}),
+		} {
+			assert.ErrorIs(t, err, ErrWorkerClosed, name)
+			saysWorqrOnce(t, err, name)
+		}
 	})
 
 	t.Run("closed client", func(t *testing.T) {
 		require.NoError(t, c.Close(ctx))
-		assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"))), ErrClientClosed)
-		assert.ErrorIs(t, second(c.CancelTask(ctx, "q", "1")), ErrClientClosed)
-		_, err = c.NewWorker(ctx, WorkerOptions{})
-		assert.ErrorIs(t, err, ErrClientClosed)
+		for name, err := range map[string]error{
+			"Enqueue":    second(c.Enqueue(ctx, "q", []byte("x"))),
+			"CancelTask": second(c.CancelTask(ctx, "q", "1")),
+			"NewWorker":  second(c.NewWorker(ctx, WorkerOptions{})),
+		} {
+			assert.ErrorIs(t, err, ErrClientClosed, name)
+			saysWorqrOnce(t, err, name)
+		}
 	})
 }
 

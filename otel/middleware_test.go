@@ -112,7 +112,7 @@ func TestMiddlewareTracesEachHandlerRun(t *testing.T) {
 	bad := byTask[ids[2]]
 	require.Len(t, bad, 1)
 	assert.Equal(t, codes.Error, bad[0].Status().Code)
-	assert.Equal(t, "permanent: malformed", bad[0].Status().Description)
+	assert.Equal(t, "malformed", bad[0].Status().Description)
 
 	panics := byTask[ids[3]]
 	require.Len(t, panics, 1)

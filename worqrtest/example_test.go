@@ -36,7 +36,7 @@ func ExampleRunJSON() {
 	fmt.Println(worqr.IsPermanent(err), err)
 	// Output:
 	// cat.png@200w <nil>
-	// true permanent: width must be positive
+	// true width must be positive
 }
 
 // Run a handler under its queue's retry policy, as a worker runs it: a

@@ -58,7 +58,7 @@ func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 		return panics(nil, p)
 	}, []byte("x"), worqrtest.RunOptions{Queue: "q", Logger: logger})
 	require.ErrorIs(t, err, worqr.ErrHandlerPanicked)
-	assert.EqualError(t, err, "worqr: handler panicked: nil map")
+	assert.EqualError(t, err, "handler panicked: nil map")
 	assert.Equal(t, worqr.KindPanic, worqr.KindOf(err))
 	assert.False(t, worqr.IsPermanent(err), "retried, as a worker would")
 	assert.Equal(t, "partial", string(result))
@@ -69,6 +69,16 @@ func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 	_, err = worqrtest.Run(t.Context(), panics, nil, worqrtest.RunOptions{PanicIsPermanent: true, Logger: logger})
 	assert.ErrorIs(t, err, worqr.ErrHandlerPanicked)
 	assert.True(t, worqr.IsPermanent(err))
+
+	// A retry of a task whose previous attempt panicked too: its stack
+	// was logged then, and is not again.
+	var again syncBuffer
+	_, err = worqrtest.Run(t.Context(), panics, nil, worqrtest.RunOptions{
+		Attempt: 2, LastError: "handler panicked: nil map", Logger: slog.New(slog.NewTextHandler(&again, nil)),
+	})
+	assert.ErrorIs(t, err, worqr.ErrHandlerPanicked)
+	assert.Contains(t, again.String(), "worqr: handler panicked")
+	assert.NotContains(t, again.String(), "worqrtest_test.panics", "no stack")
 
 	// RunJSON's handler too; middleware panics are a worker's too.
 	_, err = worqrtest.RunJSON(t.Context(), func(context.Context, *worqr.Process, welcome) error {
@@ -147,7 +157,7 @@ func TestRunPolicyPanics(t *testing.T) {
 	assert.Positive(t, res.Attempts[0].Delay, "DefaultBackoff's delay")
 	assert.Equal(t, worqr.TaskDead, res.Outcome.Status)
 	assert.Equal(t, worqr.KindPanic, res.Outcome.Kind)
-	assert.Equal(t, "worqr: handler panicked: nil map", res.Outcome.Error)
+	assert.Equal(t, "handler panicked: nil map", res.Outcome.Error)
 
 	res, err = worqrtest.RunPolicy(ctxT(t), panics, nil, policyOptions(t, worqrtest.PolicyOptions{
 		Handle: worqr.HandleOptions{PanicIsPermanent: true},

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -71,8 +72,9 @@ func Run(ctx context.Context, h worqr.Handler, payload []byte, opts RunOptions) 
 	return p.Result(), err
 }
 
-// call runs h on p, recovering a panic as a worker does: logged with its
-// stack, and made the handler's error.
+// call runs h on p, recovering a panic as a worker does: logged (with its
+// stack, unless the previous attempt's error, opts.LastError, says it
+// panicked too), and made the handler's error.
 func call(ctx context.Context, h worqr.Handler, p *worqr.Process, opts RunOptions) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -80,7 +82,12 @@ func call(ctx context.Context, h worqr.Handler, p *worqr.Process, opts RunOption
 			if logger == nil {
 				logger = slog.Default()
 			}
-			logger.Error("worqr: handler panicked", "queue", p.Queue(), "process", p.ID(), "panic", v, "stack", string(debug.Stack()))
+			stack := "as at the previous attempt"
+			if !strings.HasPrefix(p.LastError(), worqr.ErrHandlerPanicked.Error()) {
+				stack = string(debug.Stack())
+			}
+			logger.Error("worqr: handler panicked", "queue", p.Queue(), "process", p.ID(), "task", p.TaskID(),
+				"attempt", p.Attempt(), "panic", v, "stack", stack)
 			err = fmt.Errorf("%w: %v", worqr.ErrHandlerPanicked, v)
 			if opts.PanicIsPermanent {
 				err = worqr.Permanent(err)

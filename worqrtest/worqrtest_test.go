@@ -197,7 +197,7 @@ func TestRun(t *testing.T) {
 	}, nil, worqrtest.RunOptions{})
 	assert.Nil(t, result)
 	assert.True(t, worqr.IsPermanent(err))
-	assert.EqualError(t, err, "permanent: bad input")
+	assert.EqualError(t, err, "bad input")
 
 	// The context is the caller's: ending it is how a test cancels.
 	cctx, cancel := context.WithCancelCause(ctx)

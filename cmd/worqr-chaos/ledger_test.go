@@ -37,7 +37,7 @@ func conn() map[string]*taskInfo {
 	return map[string]*taskInfo{"conn-0": {queue: "q", kind: "conn", copies: []int64{1}}}
 }
 
-const fencedCause = "worqr: process lost: worqr: worker fenced (lease lost)"
+const fencedCause = "process lost: worker fenced (lease lost)"
 
 func TestPersistentHoldsThatOverlapAreCaught(t *testing.T) {
 	l := newLedger()
@@ -81,7 +81,7 @@ func TestFencedHolderHoldsUntilItsHandlerReturns(t *testing.T) {
 		fence(l, "w1.1", 14, lostProc{Q: "q", PID: "1", Task: "conn-0"})
 		end(l, "w1.1", "1", tc.ended, false, fencedCause)
 		start(l, "w2.1", "conn-0", "2", 20)
-		end(l, "w2.1", "2", 30, false, "worqr: worker shutting down")
+		end(l, "w2.1", "2", 30, false, "worker shutting down")
 		v := l.judge(conn(), nil, 0)
 		if len(v.overlaps) != tc.overlaps {
 			t.Errorf("ended at %d: overlaps = %v, want %d", tc.ended, v.overlaps, tc.overlaps)
@@ -95,7 +95,7 @@ func TestFencedHolderHoldsUntilItsHandlerReturns(t *testing.T) {
 func TestPersistentHoldEndingForNoFaultIsCaught(t *testing.T) {
 	l := newLedger()
 	start(l, "w1.1", "conn-0", "1", 10)
-	end(l, "w1.1", "1", 15, false, "worqr: process lost")
+	end(l, "w1.1", "1", 15, false, "process lost")
 	if v := l.judge(conn(), nil, 0); len(v.strangeEnds) != 1 {
 		t.Errorf("strange ends = %v, want one", v.strangeEnds)
 	}
@@ -259,7 +259,7 @@ func TestPlanPayloadRoundTrips(t *testing.T) {
 	if n := failuresBefore(plannedFailure + "2"); n != 2 {
 		t.Errorf("failuresBefore = %d", n)
 	}
-	if n := failuresBefore("worqr: task timed out"); n != 0 {
+	if n := failuresBefore("task timed out"); n != 0 {
 		t.Errorf("failuresBefore a timeout = %d", n)
 	}
 }
@@ -408,12 +408,12 @@ func TestDeadLettersMustMatchThePlan(t *testing.T) {
 		dl      deadLetter
 		bad     bool
 	}{
-		{"permanent", "job-1.p", deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 1}, false},
-		{"permanent as exhausted", "job-1.p", deadLetter{kind: "exhausted", err: "permanent: " + plannedPermanent, attempts: 1}, true},
+		{"permanent", "job-1.p", deadLetter{kind: "permanent", err: plannedPermanent, attempts: 1}, false},
+		{"permanent as exhausted", "job-1.p", deadLetter{kind: "exhausted", err: plannedPermanent, attempts: 1}, true},
 		{"exhausted too soon", "job-1.x", deadLetter{kind: "exhausted", err: plannedFailure + "2", attempts: 1}, true},
-		{"timeouts", "job-1.T", deadLetter{kind: "timeout", err: "worqr: task timed out: worqr: task timed out", attempts: 1}, false},
-		{"ordinary job dead", "job-1", deadLetter{kind: "permanent", err: "permanent: x", attempts: 1}, true},
-		{"too few attempts", "job-1.p", deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 0}, true},
+		{"timeouts", "job-1.T", deadLetter{kind: "timeout", err: "task timed out: context deadline exceeded", attempts: 1}, false},
+		{"ordinary job dead", "job-1", deadLetter{kind: "permanent", err: "x", attempts: 1}, true},
+		{"too few attempts", "job-1.p", deadLetter{kind: "permanent", err: plannedPermanent, attempts: 0}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLedger()
@@ -426,7 +426,7 @@ func TestDeadLettersMustMatchThePlan(t *testing.T) {
 			}
 			start(l, "w1.1", tc.payload, "1", 10)
 			if tc.payload == "job-1" {
-				end(l, "w1.1", "1", 11, false, "worqr: worker fenced") // a fault ended it: no failure
+				end(l, "w1.1", "1", 11, false, "worker fenced") // a fault ended it: no failure
 			} else {
 				l.apply("w1.1", report{Ev: "end", T: 10 + int64(jobTimeout), W: 11, Q: "q", PID: "1", Cause: "x", Fail: fail})
 			}
@@ -465,7 +465,7 @@ func TestEndingsThatContradictThePlan(t *testing.T) {
 	// Dead twice though enqueued once; and a dead letter no one enqueued.
 	l = newLedger()
 	failRun(l, "w1.1", "job-1.p", "1", 10, failPermanent, outDead)
-	dl := deadLetter{kind: "permanent", err: "permanent: " + plannedPermanent, attempts: 1}
+	dl := deadLetter{kind: "permanent", err: plannedPermanent, attempts: 1}
 	dead = map[string][]deadLetter{"job-1.p": {dl, dl}, "job-9": {dl}}
 	if v := l.judge(planned("job-1.p"), dead, 0); len(v.endings) != 2 {
 		t.Errorf("endings %v", v.endings)
@@ -562,7 +562,7 @@ func TestTimeoutsMustTakeTheirTime(t *testing.T) {
 	}{{jobTimeout, false}, {jobTimeout - timeoutSlack/2, false}, {jobTimeout / 2, true}} {
 		l := newLedger()
 		start(l, "w1.1", "job-1.t", "1", 10)
-		l.apply("w1.1", report{Ev: "end", T: 10 + int64(tc.took), W: 11, Q: "q", PID: "1", Cause: "worqr: task timed out", Fail: failTimeout})
+		l.apply("w1.1", report{Ev: "end", T: 10 + int64(tc.took), W: 11, Q: "q", PID: "1", Cause: "task timed out", Fail: failTimeout})
 		settled(l, "w1.1", "1", outRetried)
 		okRun(l, "w1.1", "job-1.t", "2", 10+int64(tc.took)+gap)
 		v := l.judge(planned("job-1.t"), nil, 0)
@@ -573,7 +573,7 @@ func TestTimeoutsMustTakeTheirTime(t *testing.T) {
 	// An ordinary job that timed out is unplanned, not a violation.
 	l := newLedger()
 	start(l, "w1.1", "job-1", "1", 10)
-	l.apply("w1.1", report{Ev: "end", T: 10 + int64(jobTimeout), W: 11, Q: "q", PID: "1", Cause: "worqr: task timed out", Fail: failTimeout})
+	l.apply("w1.1", report{Ev: "end", T: 10 + int64(jobTimeout), W: 11, Q: "q", PID: "1", Cause: "task timed out", Fail: failTimeout})
 	settled(l, "w1.1", "1", outRetried)
 	okRun(l, "w1.1", "job-1", "2", 10+int64(jobTimeout)+gap)
 	v := l.judge(planned("job-1"), nil, 0)

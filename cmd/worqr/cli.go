@@ -365,35 +365,32 @@ func (e *env) client() (*worqr.Client, error) {
 		return e.c, nil
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	type dialed struct {
-		c   *worqr.Client
-		err error
-	}
-	// worqr.New takes no context: a server that accepts but does not
-	// answer would hold it past --timeout. The command gives up on it
-	// then; the process exits soon after, ending the dial.
-	done := make(chan dialed, 1)
-	go func() {
-		c, err := worqr.New(worqr.Options{Addr: e.g.addr, Prefix: e.g.prefix, Logger: log})
-		done <- dialed{c, err}
-	}()
-	var d dialed
-	select {
-	case d = <-done:
-	case <-e.ctx.Done():
-		return nil, fmt.Errorf("connecting to Redis at %s: %w", redact(e.g.addr), e.ctx.Err())
-	}
-	c, err := d.c, d.err
+	// --timeout bounds the connecting too: a server that accepts but does
+	// not answer is given up on then.
+	c, err := worqr.NewContext(e.ctx, worqr.Options{Addr: e.g.addr, Prefix: e.g.prefix, Logger: log})
 	if err != nil {
 		what := "cannot connect to"
 		if errors.Is(err, worqr.ErrUnavailable) {
 			what = "cannot reach"
 		}
-		return nil, fmt.Errorf("%s Redis at %s: %s", what, redact(e.g.addr), strings.TrimPrefix(err.Error(), "worqr: "))
+		// The error names the address too ("worqr: connect to <addr>: ...").
+		msg := strings.TrimPrefix(err.Error(), "worqr: ")
+		msg = strings.TrimPrefix(msg, "connect to "+redact(e.g.addr)+": ")
+		return nil, connectError{msg: fmt.Sprintf("%s Redis at %s: %s", what, redact(e.g.addr), msg), err: err}
 	}
 	e.c = c
 	return c, nil
 }
+
+// connectError is worqr.NewContext's error in the command's words; it
+// still matches what that error does (a --timeout that ran out).
+type connectError struct {
+	msg string
+	err error
+}
+
+func (e connectError) Error() string { return e.msg }
+func (e connectError) Unwrap() error { return e.err }
 
 // redact hides the password of a URL address.
 func redact(addr string) string {

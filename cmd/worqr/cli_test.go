@@ -109,7 +109,7 @@ func TestConnection(t *testing.T) {
 	start := time.Now()
 	r = execute(t, cmd, "")
 	assert.Equal(t, exitFailure, r.code)
-	assert.Contains(t, r.stderr, "worqr queues: connecting to Redis at "+silent.Addr().String()+": context deadline exceeded (gave up after --timeout 300ms)")
+	assert.Contains(t, r.stderr, "worqr queues: cannot reach Redis at "+silent.Addr().String()+": redis unavailable: no answer before the context ended: context deadline exceeded (gave up after --timeout 300ms)")
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 

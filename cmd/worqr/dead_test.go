@@ -70,7 +70,7 @@ func TestDeadLetters(t *testing.T) {
 	r := row(t, out, ids[4])
 	assert.Equal(t, []string{"1"}, r[1:2])
 	assert.Regexp(t, `ago$`, r[2])
-	assert.Equal(t, []string{"permanent", `permanent: cannot import line\n5`, "6", `line\n5`}, r[3:])
+	assert.Equal(t, []string{"permanent", `cannot import line\n5`, "6", `line\n5`}, r[3:])
 	assert.Len(t, rows(out), 6)
 
 	// Pages, newest first.

@@ -126,9 +126,24 @@ func (e *env) payload(arg string) ([]byte, error) {
 	if arg != "-" {
 		return []byte(arg), nil
 	}
-	b, err := io.ReadAll(io.LimitReader(e.stdin, worqr.DefaultMaxTaskSize+1))
+	const limit = worqr.DefaultMaxTaskSize
+	b, err := io.ReadAll(io.LimitReader(e.stdin, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+	}
+	if len(b) > limit {
+		// Say how large it is: count the rest without keeping it, up to a
+		// bound (stdin need not end).
+		const counted = 1 << 30
+		rest, err := io.CopyN(io.Discard, e.stdin, counted)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+		}
+		size := fmt.Sprintf("%d bytes", int64(len(b))+rest)
+		if rest == counted {
+			size = "over " + size
+		}
+		return nil, fmt.Errorf("the payload on stdin is %s, over the limit of %d bytes (1 MiB)", size, limit)
 	}
 	return b, nil
 }

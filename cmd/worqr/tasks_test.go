@@ -81,6 +81,11 @@ func TestEnqueue(t *testing.T) {
 	} {
 		b.fails(exitUsage, bad.msg, bad.args...)
 	}
+	// A payload on stdin over the limit is refused with its size, not
+	// the size read up to the limit.
+	r = b.runIn(strings.Repeat("x", 5_000_000), "enqueue", "jobs", "-")
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "worqr enqueue: the payload on stdin is 5000000 bytes, over the limit of 1048576 bytes (1 MiB)")
 	n, err = c.QueueLen(ctx, "jobs")
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), n, "a refused enqueue adds nothing")

@@ -28,12 +28,13 @@ import (
 // that only emulate a cluster (miniredis answers CLUSTER SLOTS) or predate
 // it answer SPUBLISH with an unknown-command error, and keep ordinary
 // pub/sub, which is correct on any cluster. The probe publishes an empty
-// message on probe, which no worker acts on.
-func DetectSharded(rdb rueidis.Client, probe string) bool {
+// message on probe, which no worker acts on. It waits at most 5 s, and
+// less if ctx ends first.
+func DetectSharded(ctx context.Context, rdb rueidis.Client, probe string) bool {
 	if rdb.Mode() != rueidis.ClientModeCluster {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := rdb.Do(ctx, rdb.B().Spublish().Channel(probe).Message("").Build().Pin()).Error()
 	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(rerr.Error()), "unknown command") {

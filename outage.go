@@ -1,0 +1,100 @@
+package worqr
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// outage is the client's account, for its logs, of Redis being out of
+// reach. The calls worqr makes on its own (dequeues of the runtimes,
+// outcome writes, lease renewals, reclaims, registering again...) retry
+// through an outage: a 3 s one fails dozens of them. Rather than each
+// logging its failure, they report here: the first to fail on the
+// connection after Redis answered logs one WARN, the ones after it are
+// only counted, and the first answer after them logs one INFO line, with
+// how long Redis was away and the failed calls by kind. A failure that
+// is not an outage (an error reply) is the caller's to log.
+type outage struct {
+	log *slog.Logger
+	// epoch counts the outages begun and ended: it is odd while one
+	// lasts. A call reads it before it is sent (begin) and reports with
+	// it, so that calls in flight across a change, which return in any
+	// order, cannot flap the state: an answer to a call sent before the
+	// outage began does not end it, and a failure of one sent before it
+	// ended does not begin another.
+	epoch atomic.Uint64
+
+	mu    sync.Mutex     // guards the fields below, and the changes of epoch
+	since time.Time      // when the outage began
+	fails map[string]int // the calls failed in it, by kind
+}
+
+func newOutage(log *slog.Logger) *outage { return &outage{log: log} }
+
+// begin is read before a call is sent; ok or failed are given it after.
+func (o *outage) begin() uint64 { return o.epoch.Load() }
+
+// ok records that Redis answered a call sent at epoch sent: if that was
+// during an outage that still lasts, the outage is over.
+func (o *outage) ok(sent uint64) {
+	if sent%2 == 0 {
+		return // sent while Redis answered: nothing to end
+	}
+	o.mu.Lock()
+	if o.epoch.Load() != sent {
+		o.mu.Unlock()
+		return // ended already
+	}
+	o.epoch.Add(1)
+	down, fails := time.Since(o.since), o.fails
+	o.fails = nil
+	o.mu.Unlock()
+	counts := make([]any, 0, len(fails))
+	for _, k := range slices.Sorted(maps.Keys(fails)) {
+		counts = append(counts, slog.Int(k, fails[k]))
+	}
+	down = down.Round(100 * time.Millisecond)
+	o.log.Info(fmt.Sprintf("worqr: Redis back after %v", down), "down", down, slog.Group("failed", counts...))
+}
+
+// failed records a call of kind ("dequeue", "renewal", "finish"...),
+// sent at epoch sent, that failed with err. It reports whether err is an
+// outage (ErrUnavailable, or no answer before a deadline), which it has
+// logged or counted; any other error is the caller's to log.
+func (o *outage) failed(sent uint64, kind string, err error) bool {
+	if !retryable(err) {
+		return false
+	}
+	o.mu.Lock()
+	switch now := o.epoch.Load(); {
+	case now%2 == 1:
+		o.fails[kind]++
+		o.mu.Unlock()
+		return true
+	case now != sent:
+		// Sent during an outage that has ended since: stale news.
+		o.mu.Unlock()
+		return true
+	}
+	o.epoch.Add(1)
+	o.since, o.fails = time.Now(), map[string]int{kind: 1}
+	o.mu.Unlock()
+	o.log.Warn("worqr: Redis unreachable; retrying until it answers", "call", kind, "err", err)
+	return true
+}
+
+// counts returns the calls failed in the outage under way, by kind (nil
+// when there is none).
+func (o *outage) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.epoch.Load()%2 == 0 {
+		return nil
+	}
+	return maps.Clone(o.fails)
+}
