@@ -461,6 +461,9 @@ type verdict struct {
 	// held by nobody between two holders.
 	handovers int
 	maxRehold time.Duration
+	// persistentDead counts the persistent tasks' dead letters (each a
+	// violation).
+	persistentDead int
 	// thawEnds counts the handlers running when their process was
 	// frozen that ended after its SIGCONT; maxThawEnd is the longest
 	// they ran on after it.
@@ -655,6 +658,7 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 					v.strangeEnds = append(v.strangeEnds, fmt.Sprintf("%s on %s (pid %s) ended: %s", t, ru.inst, ru.pid, ru.cause))
 				}
 			}
+			v.persistentDead += len(dead[t])
 			for _, dl := range dead[t] {
 				v.endings = append(v.endings, fmt.Sprintf("persistent task %s dead-lettered, kind %s (%s): %s",
 					t, dl.kind, dl.err, l.historyLocked(t, t0)))

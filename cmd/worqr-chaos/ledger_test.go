@@ -808,6 +808,9 @@ func TestPersistentTaskMustBeInItsQueueAtTheEnd(t *testing.T) {
 			if len(v.lost) != tc.lost || len(v.endings) != tc.endings {
 				t.Errorf("lost %v, endings %v; want %d, %d", v.lost, v.endings, tc.lost, tc.endings)
 			}
+			if tc.dead != (v.persistentDead == 1) {
+				t.Errorf("persistent dead letters counted: %d", v.persistentDead)
+			}
 		})
 	}
 }

@@ -380,13 +380,13 @@ func runChaos(cfg config) (ok bool, err error) {
 		deadKinds = append(deadKinds, fmt.Sprintf("%s=%d", k, v.deadByKind[k]))
 		deadTotal += v.deadByKind[k]
 	}
-	fmt.Printf("worqr-chaos %s: %v mode=%s seed=%d workers=%d persistent=%d tasks=%d runs=%d faults=%d (%s; skipped=%d; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v woken-handlers=%d (ended at most %v after SIGCONT) latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
+	fmt.Printf("worqr-chaos %s: %v mode=%s seed=%d workers=%d persistent=%d tasks=%d runs=%d faults=%d (%s; skipped=%d; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v woken-handlers=%d (ended at most %v after SIGCONT) latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) persistent-dead=%d delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
 		verdict, cfg.duration, cfg.mode, cfg.seed, cfg.workers, cfg.persistent, v.tasks, v.runs, total, strings.Join(kinds, " "), fa.skipped,
 		fa.killed[faultKillNormal], fa.killed[faultKillPubsub], v.fences, unknown, unknown+refused,
 		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
 		v.handovers, v.maxRehold.Round(10*time.Millisecond), v.thawEnds, v.maxThawEnd.Round(time.Millisecond),
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
-		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained,
+		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
 	return len(violations) == 0, nil
 }

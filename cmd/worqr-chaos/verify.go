@@ -91,8 +91,8 @@ func (c *checker) deadIn(ctx context.Context, q string, out map[string][]deadLet
 		return err
 	}
 	seen := 0
-	// Nothing dies now (the queues are drained), so pages do not
-	// shift; the count read after says so.
+	// Pages shift only if a task dies meanwhile (while the queues
+	// drain); the count read after says so, and the read fails.
 	for off := 0; off < int(n); off += 1000 {
 		dls, err := c.client.DeadLetters(ctx, q, off, 1000)
 		if err != nil {
