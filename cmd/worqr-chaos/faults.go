@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -16,13 +19,25 @@ import (
 // Fault kinds, each counted.
 const (
 	faultSigkill    = "sigkill"     // SIGKILL a worker process, start a new one in its slot
+	faultFreeze     = "freeze"      // SIGSTOP a worker process past the TTL, SIGCONT it later (see freeze)
 	faultKillNormal = "kill-normal" // CLIENT KILL workers' command connections
 	faultKillPubsub = "kill-pubsub" // CLIENT KILL workers' pub/sub connections
 	faultPause      = "pause"       // CLIENT PAUSE ALL for longer than the TTL: every worker fences itself
 	faultRestart    = "restart"     // SHUTDOWN Redis, start it again on the same append-only file
 )
 
-var faultKinds = []string{faultSigkill, faultKillNormal, faultKillPubsub, faultPause, faultRestart}
+var faultKinds = []string{faultSigkill, faultFreeze, faultKillNormal, faultKillPubsub, faultPause, faultRestart}
+
+// Modes: which faults strike, how often, and whom.
+const (
+	// modeMixed injects every kind of fault, 1 to 4 s apart, each worker
+	// process alike likely to be the victim.
+	modeMixed = "mixed"
+	// modeHolders only SIGKILLs or freezes, 1.5 to 3.5 s apart, a worker
+	// process that holds persistent tasks at the time: the fault that
+	// hands them over most, and makes holders die soon after taking them.
+	modeHolders = "holders"
+)
 
 // restartMarker is a key outside the worqr prefix that the harness sets
 // to a fresh value before each restart and reads back after: the
@@ -38,53 +53,90 @@ type faults struct {
 	rng   *rand.Rand
 	t0    int64
 	log   io.Writer
+	// kinds are the faults drawn; each comes gap to gap+spread after the
+	// one before; with holders set, processes die or freeze only while
+	// they hold persistent tasks (see victim).
+	kinds       []string
+	gap, spread time.Duration
+	holders     bool
+	// thaws counts the frozen processes not yet sent SIGCONT; thawErr is
+	// the first SIGCONT that failed.
+	thaws   sync.WaitGroup
+	thawMu  sync.Mutex
+	thawErr error
 
 	counts map[string]int
 	// connections killed by CLIENT KILL, by kind
 	killed map[string]int
 	// restarts numbers the restarts, for the marker
 	restarts int
+	// until is when the faults stop; skipped counts the faults that found
+	// no victim (see victim).
+	until   time.Time
+	skipped int
 }
 
-func newFaults(admin rueidis.Client, r *redisServer, f *fleet, ttl time.Duration, rng *rand.Rand, t0 int64, log io.Writer) *faults {
-	return &faults{admin: admin, redis: r, fleet: f, ttl: ttl, rng: rng, t0: t0, log: log,
+func newFaults(admin rueidis.Client, r *redisServer, f *fleet, ttl time.Duration, mode string, rng *rand.Rand, t0 int64, log io.Writer) *faults {
+	fa := &faults{admin: admin, redis: r, fleet: f, ttl: ttl, rng: rng, t0: t0, log: log,
+		kinds: faultKinds, gap: time.Second, spread: 3 * time.Second,
 		counts: make(map[string]int), killed: make(map[string]int)}
+	if mode == modeHolders {
+		fa.kinds = []string{faultSigkill, faultFreeze}
+		fa.gap, fa.spread = 1500*time.Millisecond, 2*time.Second
+		fa.holders = true
+	}
+	return fa
 }
 
 func (fa *faults) logf(format string, args ...any) {
 	fmt.Fprintf(fa.log, "[%7.1fs] %s\n", time.Duration(now()-fa.t0).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// run injects faults one after another, 1 to 4 s apart, until the deadline.
-// Kinds come from a shuffled bag holding each kind once, so every kind
-// occurs about equally often, in random order.
+// run injects faults one after another until the deadline, then waits
+// until every frozen process has been sent SIGCONT. Kinds come from a
+// shuffled bag holding each kind once, so every kind occurs about equally
+// often, in random order.
 func (fa *faults) run(until time.Time) error {
+	fa.until = until
+	err := fa.inject(until)
+	fa.thaws.Wait()
+	fa.thawMu.Lock()
+	defer fa.thawMu.Unlock()
+	return errors.Join(err, fa.thawErr)
+}
+
+func (fa *faults) inject(until time.Time) error {
 	var bag []string
 	for {
-		gap := time.Second + randDur(fa.rng, 3*time.Second)
+		gap := fa.gap + randDur(fa.rng, fa.spread)
 		if time.Now().Add(gap).After(until) {
 			return nil
 		}
 		time.Sleep(gap) // pacing the faults, not waiting for an outcome
 		if len(bag) == 0 {
-			bag = slices.Clone(faultKinds)
+			bag = slices.Clone(fa.kinds)
 			fa.rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
 		}
 		kind := bag[0]
 		bag = bag[1:]
-		if err := fa.inject(kind); err != nil {
+		skipped := fa.skipped
+		if err := fa.strike(kind); err != nil {
 			return fmt.Errorf("fault %s: %w", kind, err)
 		}
-		fa.counts[kind]++
+		if fa.skipped == skipped {
+			fa.counts[kind]++
+		}
 	}
 }
 
-func (fa *faults) inject(kind string) error {
+func (fa *faults) strike(kind string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch kind {
 	case faultSigkill:
 		return fa.sigkill("")
+	case faultFreeze:
+		return fa.freeze()
 	case faultKillNormal, faultKillPubsub:
 		n, who, err := fa.clientKill(ctx, kind == faultKillPubsub)
 		if err != nil {
@@ -139,11 +191,14 @@ func (fa *faults) retry(ctx context.Context, what string, op func() error) error
 	}
 }
 
-// sigkill kills a random worker process and starts a new one in its slot.
-// Kills during another fault are counted as kills too.
+// sigkill kills a worker process (see victim) and starts a new one in its
+// slot. Kills during another fault are counted as kills too.
 func (fa *faults) sigkill(when string) error {
-	ps := fa.fleet.procs()
-	victim := ps[fa.rng.IntN(len(ps))]
+	victim, holds := fa.victim(fa.until)
+	if victim == nil {
+		fa.skip(faultSigkill)
+		return nil
+	}
 	if err := fa.fleet.kill(victim); err != nil {
 		return err
 	}
@@ -155,8 +210,80 @@ func (fa *faults) sigkill(when string) error {
 		fa.counts[faultSigkill]++
 		when = " " + when
 	}
-	fa.logf("SIGKILL %s%s, started %s", victim.name, when, p.name)
+	fa.logf("SIGKILL %s%s%s, started %s", victim.name, holds, when, p.name)
 	return nil
+}
+
+// skip logs and counts a fault that found no victim.
+func (fa *faults) skip(kind string) {
+	fa.skipped++
+	who := "awake"
+	if fa.holders {
+		who = "awake holds a persistent task"
+	}
+	fa.logf("%s skipped: no worker process %s", kind, who)
+}
+
+// freeze stops a worker process (see victim) with SIGSTOP, as a long GC
+// pause or a stalled VM would, and on a timer of its own sends it SIGCONT
+// TTL plus 1.5 to 2.5 s later: its lease runs out while it cannot notice,
+// peers take its tasks, and it wakes to find itself fenced and joins
+// again. Other faults go on meanwhile; run waits for every SIGCONT before
+// it returns.
+func (fa *faults) freeze() error {
+	victim, holds := fa.victim(fa.until)
+	if victim == nil {
+		fa.skip(faultFreeze)
+		return nil
+	}
+	d := fa.ttl + 1500*time.Millisecond + randDur(fa.rng, time.Second)
+	if err := fa.fleet.freeze(victim); err != nil {
+		return err
+	}
+	fa.logf("SIGSTOP %s%s for %v", victim.name, holds, d.Round(time.Millisecond))
+	fa.thaws.Add(1)
+	time.AfterFunc(d, func() {
+		defer fa.thaws.Done()
+		if err := fa.fleet.thaw(victim); err != nil {
+			fa.thawMu.Lock()
+			fa.thawErr = cmp.Or(fa.thawErr, err)
+			fa.thawMu.Unlock()
+			return
+		}
+		fa.logf("SIGCONT %s", victim.name)
+	})
+	return nil
+}
+
+// victim picks the worker process that a SIGKILL or a freeze strikes,
+// never a frozen one (its tasks are on their way to its peers already):
+// any, or with holders set one that holds persistent tasks now, by its
+// reports to the ledger. It waits for one, for up to 5 s and not past
+// until (a frozen one to wake; the tasks to find new holders); with none
+// by then, it returns nil and the fault is skipped. holds says how many
+// persistent tasks it held, for the log.
+func (fa *faults) victim(until time.Time) (p *proc, holds string) {
+	deadline := time.Now().Add(5 * time.Second)
+	if until.Before(deadline) {
+		deadline = until
+	}
+	for {
+		holding := fa.fleet.ledger.holding()
+		var candidates []*proc
+		for _, p := range fa.fleet.procs() {
+			if !p.frozen.Load() && (!fa.holders || holding[p.name][connQueue] > 0) {
+				candidates = append(candidates, p)
+			}
+		}
+		if len(candidates) > 0 {
+			p = candidates[fa.rng.IntN(len(candidates))]
+			return p, fmt.Sprintf(" (holding %d persistent tasks)", holding[p.name][connQueue])
+		}
+		if time.Now().After(deadline) {
+			return nil, ""
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // clientKill kills the worker processes' connections of one type: all of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,8 @@ type proc struct {
 	// leaving is set before the harness kills or stops it: any other exit
 	// is a worker that died by itself.
 	leaving atomic.Bool
+	// frozen is set from just before SIGSTOP until just after SIGCONT.
+	frozen atomic.Bool
 }
 
 func newFleet(addr, prefix string, ttl time.Duration, logDir string, l *ledger) (*fleet, error) {
@@ -147,6 +150,61 @@ func (f *fleet) kill(p *proc) error {
 	return nil
 }
 
+// freeze sends SIGSTOP and waits until the process is stopped: from then
+// on it runs no code, reports nothing and renews no lease, as in a long GC
+// pause or a stalled VM. The ledger learns when it was sent and when the
+// process was seen stopped.
+func (f *fleet) freeze(p *proc) error {
+	p.frozen.Store(true)
+	sent := now()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.frozen.Store(false)
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		state, err := procState(p.cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("%s after SIGSTOP: %w", p.name, err)
+		}
+		if state == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not stopped within 10s of SIGSTOP (state %c)", p.name, state)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.ledger.froze(p.name, sent, now())
+	return nil
+}
+
+// thaw sends SIGCONT to a frozen process, and tells the ledger when.
+func (f *fleet) thaw(p *proc) error {
+	cont := now()
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("SIGCONT %s: %w", p.name, err)
+	}
+	f.ledger.thawed(p.name, cont)
+	p.frozen.Store(false)
+	return nil
+}
+
+// procState reads a process's state letter from /proc (R running, S
+// sleeping, T stopped, ...).
+func procState(pid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	return b[i+2], nil
+}
+
 // waitReady waits until every live worker process has joined.
 func (f *fleet) waitReady(within time.Duration) error {
 	deadline := time.Now().Add(within)
@@ -182,6 +240,9 @@ func (f *fleet) stop(within time.Duration) []string {
 	for _, p := range ps {
 		p.leaving.Store(true)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if p.frozen.Load() { // it handles SIGTERM once it runs again
+			_ = f.thaw(p)
+		}
 	}
 	deadline := time.Now().Add(within)
 	for _, p := range ps {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +73,10 @@ type run struct {
 	owner   string // worker id that dequeued it
 	attempt int    // Process.Attempt
 	start   int64
-	end     int64 // 0 while no end report came
+	// taken is when the process was dequeued, on the same clock as start
+	// (see begunLocked); 0 if unknown.
+	taken int64
+	end   int64 // 0 while no end report came
 	// wStart and wEnd are start and end by the wall clock (Unix µs).
 	wStart, wEnd int64
 	ok           bool // the handler did its work (an ordinary task completed)
@@ -95,7 +99,23 @@ type inst struct {
 	killDone int64 // when the process was reaped: its holds end here
 	exited   bool  // it said goodbye after a graceful shutdown
 	fences   int
+	// fencedBy are the times of its fence reports, by the worker id
+	// fenced.
+	fencedBy map[string][]int64
+	freezes  []freeze
 }
+
+// freeze is one SIGSTOP of a worker process and the SIGCONT that ended it.
+// The process may run on between sent and stopped (the signal is on its
+// way), and not at all from stopped until cont.
+type freeze struct {
+	sent    int64 // SIGSTOP sent
+	stopped int64 // the process seen stopped
+	cont    int64 // SIGCONT sent; 0 while it is frozen
+}
+
+// span is a stretch of time [from, to) on the shared monotonic clock.
+type span struct{ from, to int64 }
 
 // ledger collects every worker process's reports and the harness's kills,
 // and judges them.
@@ -152,6 +172,11 @@ func (l *ledger) apply(name string, r report) {
 			return
 		}
 		ru := &run{inst: name, q: r.Q, pid: r.PID, task: r.Task, owner: r.Owner, attempt: r.Attempt, start: r.T, wStart: r.W}
+		// A process id is the Redis clock at the dequeue, in µs: the
+		// start report's two clocks put it on the monotonic one.
+		if us, err := strconv.ParseInt(r.PID, 16, 64); err == nil && r.W != 0 {
+			ru.taken = r.T - (r.W-us)*int64(time.Microsecond)
+		}
 		l.runs[key] = ru
 		l.byTask[r.Task] = append(l.byTask[r.Task], ru)
 	case "end", "settled":
@@ -173,6 +198,10 @@ func (l *ledger) apply(name string, r report) {
 	case "fence":
 		l.fences++
 		in.fences++
+		if in.fencedBy == nil {
+			in.fencedBy = make(map[string][]int64)
+		}
+		in.fencedBy[r.Owner] = append(in.fencedBy[r.Owner], r.T)
 		for _, p := range r.Lost {
 			l.fencedAt[runKey{p.Q, p.PID}] = r.T
 		}
@@ -190,6 +219,28 @@ func (l *ledger) killed(name string, sent, done int64) {
 	defer l.mu.Unlock()
 	in := l.instLocked(name)
 	in.killSent, in.killDone = sent, done
+}
+
+// froze records that worker process name was sent SIGSTOP at sent and
+// seen stopped at stopped.
+func (l *ledger) froze(name string, sent, stopped int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := l.instLocked(name)
+	in.freezes = append(in.freezes, freeze{sent: sent, stopped: stopped})
+}
+
+// thawed records that worker process name, frozen, was sent SIGCONT at
+// cont.
+func (l *ledger) thawed(name string, cont int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := l.instLocked(name)
+	if n := len(in.freezes); n > 0 && in.freezes[n-1].cont == 0 {
+		in.freezes[n-1].cont = cont
+		return
+	}
+	l.problems = append(l.problems, fmt.Sprintf("%s: SIGCONT without a SIGSTOP before it", name))
 }
 
 func (l *ledger) isReady(name string) bool {
@@ -271,6 +322,9 @@ func (l *ledger) historyLocked(task string, t0 int64) string {
 		in := l.insts[ru.inst]
 		s := fmt.Sprintf("%s pid %s owner %.8s attempt %d %s..%s ok=%v cause=%q settled=%q", ru.inst, ru.pid, ru.owner,
 			ru.attempt, rel(ru.start, t0), rel(ru.end, t0), ru.ok, ru.cause, ru.settled)
+		if b := l.begunLocked(ru); b != ru.start {
+			s += " dequeued@" + rel(b, t0)
+		}
 		if ru.fail != "" {
 			s += " fail=" + ru.fail
 		}
@@ -279,6 +333,11 @@ func (l *ledger) historyLocked(task string, t0 int64) string {
 		}
 		if in.killSent != 0 {
 			s += " inst-killed@" + rel(in.killSent, t0)
+		}
+		for _, fz := range in.freezes {
+			if fz.stopped > l.begunLocked(ru) && (ru.end == 0 || fz.sent < ru.end) {
+				s += " inst-frozen@" + rel(fz.sent, t0) + ".." + rel(fz.cont, t0)
+			}
 		}
 		parts = append(parts, s)
 	}
@@ -312,6 +371,10 @@ type taskInfo struct {
 	// first enqueue attempt of a delayed task: no copy was enqueued
 	// earlier.
 	redisBefore int64
+	// atEnd is, for a persistent task, how many times it was waiting or
+	// in flight once every worker shut down, if checkedAtEnd.
+	atEnd        int
+	checkedAtEnd bool
 }
 
 // dueUs is when a delayed task may start at the earliest, by the Redis
@@ -366,6 +429,15 @@ const timeoutSlack = 100 * time.Millisecond
 // that will neither finish it nor let peers reclaim it.
 const settleWithin = 15 * time.Second
 
+// thawGrace is how long after its SIGCONT a worker process that was
+// frozen past its TTL may take to fence itself and end its handlers: its
+// fencing timer is overdue when it wakes, so the fence comes at once, and
+// what remains is the time for the stopped process to be scheduled again
+// and for its handlers to return and report on a loaded machine. Within
+// it, a frozen holder's handler that runs on while a peer holds its task
+// is no overlap, and a fence reported within it dates from the freeze.
+const thawGrace = time.Second
+
 // poisonSlack widens the poison-pill guard's window (twice the TTL from
 // the start to the reclaim) for the check that a poison verdict had as
 // many holders die soon after starting the task: the ledger times a death
@@ -389,6 +461,14 @@ type verdict struct {
 	// held by nobody between two holders.
 	handovers int
 	maxRehold time.Duration
+	// persistentDead counts the persistent tasks' dead letters (each a
+	// violation).
+	persistentDead int
+	// thawEnds counts the handlers running when their process was
+	// frozen that ended after its SIGCONT; maxThawEnd is the longest
+	// they ran on after it.
+	thawEnds   int
+	maxThawEnd time.Duration
 	// latencies are, for ordinary tasks that completed (neither delayed
 	// nor planned to fail), the times from the first enqueue attempt to
 	// the first completed run, sorted.
@@ -441,32 +521,42 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 	for _, t := range names {
 		info := tasks[t]
 		runs := slices.Clone(l.byTask[t])
-		slices.SortFunc(runs, func(a, b *run) int { return cmp.Compare(a.start, b.start) })
+		slices.SortFunc(runs, func(a, b *run) int { return cmp.Compare(l.begunLocked(a), l.begunLocked(b)) })
 		if info.kind == "job" {
 			v.tasks++
 		}
 		v.runs += len(runs)
 
-		// Overlaps: a run's hold ends at its end report, or when its
-		// process was reaped after SIGKILL; one still open runs on. A
-		// task enqueued twice (a retry after an unknown outcome) is two
-		// tasks to worqr, which may well run at once.
-		var prev *run
-		var prevEnd int64
-		for _, ru := range runs {
-			if prev != nil && ru.start < prevEnd && len(info.copies) == 1 {
-				how := "while the run on %s (pid %s) never ended"
-				if prevEnd != math.MaxInt64 {
-					how = fmt.Sprintf("%v before the run on %%s (pid %%s) ended", time.Duration(prevEnd-ru.start))
-				}
-				v.overlaps = append(v.overlaps, fmt.Sprintf("%s: run on %s (pid %s) began "+how+": %s",
-					t, ru.inst, ru.pid, prev.inst, prev.pid, l.historyLocked(t, t0)))
-			}
-			if e := l.holdEndLocked(ru); prev == nil || e > prevEnd {
-				prev, prevEnd = ru, e
-			}
+		// Overlaps: two runs that held the task at the same time (see
+		// heldLocked). A task enqueued twice (a retry after an unknown
+		// outcome) is two tasks to worqr, which may well run at once.
+		held := make([][]span, len(runs))
+		for i, ru := range runs {
+			held[i] = l.heldLocked(ru)
+		}
+		for i, ru := range runs {
 			if ru.end == 0 && l.insts[ru.inst].killDone == 0 {
 				v.neverEnded = append(v.neverEnded, fmt.Sprintf("%s on %s (pid %s)", t, ru.inst, ru.pid))
+			}
+			if len(info.copies) != 1 {
+				continue
+			}
+			for j, prev := range runs[:i] {
+				if both, ok := overlap(held[j], held[i]); ok {
+					how := "ever after"
+					if both.to != math.MaxInt64 {
+						how = "for " + time.Duration(both.to-both.from).Round(time.Millisecond).String()
+					}
+					v.overlaps = append(v.overlaps, fmt.Sprintf("%s: runs on %s (pid %s) and %s (pid %s) held it at once from %s %s: %s",
+						t, prev.inst, prev.pid, ru.inst, ru.pid, rel(both.from, t0), how, l.historyLocked(t, t0)))
+					break
+				}
+			}
+		}
+		for _, ru := range runs {
+			if d, ok := l.thawEndLocked(ru); ok {
+				v.thawEnds++
+				v.maxThawEnd = max(v.maxThawEnd, d)
 			}
 		}
 
@@ -483,7 +573,7 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 			marks = append(marks, mark{at: at, release: true, retry: i > 0})
 		}
 		for _, ru := range runs {
-			marks = append(marks, mark{at: ru.start, run: ru})
+			marks = append(marks, mark{at: l.begunLocked(ru), run: ru})
 			if at, ok := l.releaseLocked(ru); ok {
 				marks = append(marks, mark{at: at, release: true})
 			}
@@ -517,9 +607,9 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 			}
 		}
 		for _, ru := range runs {
-			if _, ok := l.releaseLocked(ru); ok {
+			if at, ok := l.releaseLocked(ru); ok {
 				releases++
-				if ru.failed() {
+				if ru.failed() && at == ru.end { // not frozen out before it failed
 					failReleases++
 				}
 			}
@@ -546,7 +636,16 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 					t, unexplained, l.historyLocked(t, t0)))
 			}
 			for i := 1; i < len(runs); i++ {
-				if gap := time.Duration(runs[i].start - l.holdEndLocked(runs[i-1])); gap > v.maxRehold {
+				// From the end of the previous run's last stretch of
+				// holding before this run began.
+				var last int64
+				begun := l.begunLocked(runs[i])
+				for _, h := range held[i-1] {
+					if h.from < begun {
+						last = h.to
+					}
+				}
+				if gap := time.Duration(begun - last); last != 0 && gap > v.maxRehold {
 					v.maxRehold = gap
 				}
 			}
@@ -559,9 +658,20 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 					v.strangeEnds = append(v.strangeEnds, fmt.Sprintf("%s on %s (pid %s) ended: %s", t, ru.inst, ru.pid, ru.cause))
 				}
 			}
+			v.persistentDead += len(dead[t])
 			for _, dl := range dead[t] {
 				v.endings = append(v.endings, fmt.Sprintf("persistent task %s dead-lettered, kind %s (%s): %s",
 					t, dl.kind, dl.err, l.historyLocked(t, t0)))
+			}
+			// Once the workers shut down, every persistent task waits in
+			// its queue (shutdown gives it back), once.
+			switch {
+			case !info.checkedAtEnd:
+			case info.atEnd == 0 && len(dead[t]) == 0:
+				v.lost = append(v.lost, t)
+			case info.atEnd > 1:
+				v.endings = append(v.endings, fmt.Sprintf("persistent task %s is in its queue %d times at the end: %s",
+					t, info.atEnd, l.historyLocked(t, t0)))
 			}
 		case "probe":
 			l.unsettledLocked(&v, t, runs, t0)
@@ -629,7 +739,7 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 			if counted {
 				timeouts++
 			}
-			if d := time.Duration(ru.end - ru.start); d < jobTimeout-timeoutSlack {
+			if d := time.Duration(ru.end - l.begunLocked(ru)); d < jobTimeout-timeoutSlack {
 				bad("timed out after %v, its timeout is %v", d.Round(time.Millisecond), jobTimeout)
 			}
 		}
@@ -693,7 +803,9 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	}
 	for i := 1; i < len(runs); i++ {
 		a, b := runs[i-1], runs[i]
-		if a.failed() {
+		// A retry is due a backoff after the failure that released the
+		// task; not so a run after a holder frozen out before it failed.
+		if at, _ := l.releaseLocked(a); a.failed() && at == a.end {
 			due := a.wEnd + retryBackoff(a.attempt, nil).Microseconds()
 			slack := time.Duration(b.wStart-due) * time.Microsecond
 			if v.retryStarts == 0 || slack < v.retrySlack {
@@ -746,7 +858,7 @@ func (l *ledger) poisonLocked(runs []*run) string {
 	window := 2*l.ttl + poisonSlack
 	n := 0
 	for _, ru := range runs {
-		if at, ok := l.deathLocked(ru); ok && time.Duration(at-ru.start) < window {
+		if at, ok := l.deathLocked(ru); ok && time.Duration(at-l.begunLocked(ru)) < window {
 			n++
 		}
 	}
@@ -776,24 +888,103 @@ func (l *ledger) holdEndLocked(ru *run) int64 {
 	return math.MaxInt64
 }
 
+// heldLocked is when a run held its task as far as worqr's fencing
+// answers for it: from when it began (see begunLocked) until its end
+// report, or the reaping of
+// its killed process, or for ever; less each freeze of its process, from
+// when the process was seen stopped until thawGrace after its SIGCONT. A
+// process frozen past its TTL loses its lease while it cannot notice, and
+// peers may take its tasks; once it runs again, its handlers run on until
+// its overdue fence ends their contexts. README's Persistent tasks puts a
+// frozen process outside what fencing promises; thawGrace bounds how long
+// that may take.
+func (l *ledger) heldLocked(ru *run) []span {
+	held := []span{{l.begunLocked(ru), l.holdEndLocked(ru)}}
+	for _, fz := range l.insts[ru.inst].freezes {
+		to := int64(math.MaxInt64)
+		if fz.cont != 0 {
+			to = fz.cont + int64(thawGrace)
+		}
+		held = cut(held, span{fz.stopped, to})
+	}
+	return held
+}
+
+// cut removes gap from spans.
+func cut(spans []span, gap span) []span {
+	var out []span
+	for _, s := range spans {
+		if s.to <= gap.from || s.from >= gap.to {
+			out = append(out, s)
+			continue
+		}
+		if s.from < gap.from {
+			out = append(out, span{s.from, gap.from})
+		}
+		if s.to > gap.to {
+			out = append(out, span{gap.to, s.to})
+		}
+	}
+	return out
+}
+
+// overlap finds the earliest stretch of time that a and b share.
+func overlap(a, b []span) (span, bool) {
+	var first span
+	found := false
+	for _, x := range a {
+		for _, y := range b {
+			from, to := max(x.from, y.from), min(x.to, y.to)
+			if from < to && (!found || from < first.from) {
+				first, found = span{from, to}, true
+			}
+		}
+	}
+	return first, found
+}
+
+// thawEndLocked says how long after a SIGCONT a run ended that was
+// running when its process was frozen.
+func (l *ledger) thawEndLocked(ru *run) (time.Duration, bool) {
+	if ru.end == 0 {
+		return 0, false
+	}
+	var cont int64 // the last freeze it ran through
+	for _, fz := range l.insts[ru.inst].freezes {
+		if l.begunLocked(ru) < fz.stopped && fz.cont != 0 && ru.end >= fz.cont {
+			cont = fz.cont
+		}
+	}
+	if cont == 0 {
+		return 0, false
+	}
+	return time.Duration(ru.end - cont), true
+}
+
 // releaseLocked says whether, and when, a run let its task go to run
 // again. A failed handler does, from its end on: the runtime retries the
 // task after a backoff, even when the worker never heard the retry go
 // through (a lost reply, or a fault right after). A holder that died or
-// fenced itself does (see deathLocked). A run that ended its task
-// (finished, dead letter) does not.
+// fenced itself does (see deathLocked), and when that came first (a
+// holder frozen out before its handler, on waking, failed), from then
+// on. A run that ended its task (finished, dead letter) does not.
 func (l *ledger) releaseLocked(ru *run) (int64, bool) {
-	if ru.failed() && ru.settled != outDead {
+	at, died := l.deathLocked(ru)
+	if ru.failed() && ru.settled != outDead && (!died || ru.end <= at) {
 		return ru.end, true
 	}
-	return l.deathLocked(ru)
+	return at, died
 }
 
 // deathLocked says whether, and when, a run's holder let its task go
 // without settling it because it died or fenced itself: it reported a
-// fence listing the process, or it was killed before reporting the
-// process finished, retried or dead-lettered.
+// fence listing the process, or it was killed, or frozen until its lease
+// ran out (see frozenOutLocked), before reporting the process finished,
+// retried or dead-lettered.
 func (l *ledger) deathLocked(ru *run) (int64, bool) {
+	if at, ok := l.frozenOutLocked(ru); ok {
+		return at, true
+	}
 	if at, ok := l.fencedAt[runKey{ru.q, ru.pid}]; ok {
 		return at, true
 	}
@@ -805,6 +996,51 @@ func (l *ledger) deathLocked(ru *run) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// frozenOutLocked says whether, and when, a run's holder lost its lease
+// to a freeze: the worker id that dequeued it reported a fence within
+// thawGrace of a SIGCONT of its process, and the run had begun before that
+// SIGCONT (a worker whose lease ran out cannot dequeue) and was not
+// reported finished, retried or dead-lettered. The lease ran out while the
+// process was stopped, and peers may take the task from then on, so the
+// release dates from the SIGSTOP (or the dequeue, if Redis ran it after
+// the signal was sent), not from the fence report after it.
+func (l *ledger) frozenOutLocked(ru *run) (int64, bool) {
+	switch ru.settled {
+	case outFinished, outRetried, outDead:
+		return 0, false
+	}
+	in := l.insts[ru.inst]
+	begun := l.begunLocked(ru)
+	for _, fz := range in.freezes {
+		if begun >= fz.cont || fz.cont == 0 {
+			continue
+		}
+		for _, at := range in.fencedBy[ru.owner] {
+			if at >= fz.cont && at-fz.cont <= int64(thawGrace) {
+				return max(fz.sent, begun), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// begunLocked is when a run began: its start report, unless that report
+// came while its process was frozen or within thawGrace of its SIGCONT.
+// Then the process may have been dequeued before the freeze, its handler
+// reporting only on waking, and it began at its dequeue (its process id
+// tells when).
+func (l *ledger) begunLocked(ru *run) int64 {
+	if ru.taken == 0 || ru.taken >= ru.start {
+		return ru.start
+	}
+	for _, fz := range l.insts[ru.inst].freezes {
+		if ru.start > fz.stopped && (fz.cont == 0 || ru.start <= fz.cont+int64(thawGrace)) {
+			return ru.taken
+		}
+	}
+	return ru.start
 }
 
 // randDur is a random duration in [0, d).

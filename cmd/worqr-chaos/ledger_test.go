@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ func settled(l *ledger, inst, pid, out string) {
 	l.apply(inst, report{Ev: "settled", Q: "q", PID: pid, Cause: out})
 }
 
+// fence reports that the worker id start gives inst's runs fenced itself.
 func fence(l *ledger, inst string, t int64, lost ...lostProc) {
-	l.apply(inst, report{Ev: "fence", T: t, Lost: lost})
+	l.apply(inst, report{Ev: "fence", T: t, Owner: inst + "-id", Lost: lost})
 }
 
 func job(copies ...int64) map[string]*taskInfo {
@@ -630,6 +632,184 @@ func TestOutcomeNeverWrittenIsCaught(t *testing.T) {
 			tc.after(l)
 			if v := l.judge(planned("job-1"), nil, 0); len(v.unsettled) != tc.unsettled {
 				t.Errorf("unsettled %v", v.unsettled)
+			}
+		})
+	}
+}
+
+// Freezes: a worker process stopped by SIGSTOP past its TTL, then SIGCONT.
+// Times in these tests are whole microseconds on the monotonic clock, and
+// the wall clock reads the same in µs, so that a process id (the Redis
+// clock in µs at the dequeue) dates a run on both.
+
+const ms = int64(time.Millisecond)
+
+// startAt reports the start of a run dequeued at dequeued, its start
+// reported at reported, and returns its process id.
+func startAt(l *ledger, inst, task string, dequeued, reported int64) string {
+	pid := strconv.FormatInt(dequeued/1000, 16)
+	l.apply(inst, report{Ev: "start", T: reported, W: reported / 1000, Q: "q", PID: pid, Task: task,
+		Owner: inst + "-id", Attempt: len(l.byTask[task]) + 1})
+	return pid
+}
+
+// freezeAt freezes inst from at (seen stopped 1 ms later) until cont.
+func freezeAt(l *ledger, inst string, at, cont int64) {
+	l.froze(inst, at, at+ms)
+	l.thawed(inst, cont)
+}
+
+func endAt(l *ledger, inst, pid string, t int64, cause, fail string) {
+	l.apply(inst, report{Ev: "end", T: t, W: t / 1000, Q: "q", PID: pid, Cause: cause, Fail: fail})
+}
+
+func TestFrozenHolderMayRunOnBrieflyAfterSIGCONT(t *testing.T) {
+	const frozeAt, cont = 1000 * ms, 5000 * ms
+	for _, tc := range []struct {
+		name        string
+		fenced, end int64 // after SIGCONT
+		overlaps    int
+		unexplained int
+	}{
+		{name: "fenced and ended at once", fenced: 2 * ms, end: 3 * ms},
+		// Its handler ran on while the peer held the task.
+		{name: "ended late", fenced: 2 * ms, end: thawGrace.Nanoseconds() + 100*ms, overlaps: 1},
+		// Not fenced on waking: the peer took a task whose holder's lease
+		// never ran out.
+		{name: "fenced late", fenced: thawGrace.Nanoseconds() + 100*ms, end: thawGrace.Nanoseconds() + 101*ms, overlaps: 1, unexplained: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			pid := startAt(l, "w1.1", "conn-0", 10*ms, 10*ms)
+			freezeAt(l, "w1.1", frozeAt, cont)
+			peer := startAt(l, "w2.1", "conn-0", 3500*ms, 3500*ms) // the lease ran out meanwhile
+			fence(l, "w1.1", cont+tc.fenced, lostProc{Q: "q", PID: pid, Task: "conn-0"})
+			endAt(l, "w1.1", pid, cont+tc.end, fencedCause, "")
+			endAt(l, "w2.1", peer, 9000*ms, "worqr: worker shutting down", "")
+			v := l.judge(conn(), nil, 0)
+			if len(v.overlaps) != tc.overlaps || len(v.unexplained) != tc.unexplained {
+				t.Errorf("overlaps %v, unexplained %v; want %d, %d", v.overlaps, v.unexplained, tc.overlaps, tc.unexplained)
+			}
+			if len(v.strangeEnds) != 0 || len(v.problems) != 0 {
+				t.Errorf("strange ends %v, problems %v", v.strangeEnds, v.problems)
+			}
+			if v.thawEnds != 1 || v.maxThawEnd != time.Duration(tc.end) {
+				t.Errorf("woken handlers %d, ended %v after SIGCONT", v.thawEnds, v.maxThawEnd)
+			}
+			if tc.overlaps == 0 && v.maxRehold != 2500*time.Millisecond-time.Millisecond {
+				t.Errorf("re-held %v after the process stopped", v.maxRehold)
+			}
+		})
+	}
+	// A freeze excuses nothing before the process stopped.
+	l := newLedger()
+	startAt(l, "w1.1", "conn-0", 10*ms, 10*ms)
+	startAt(l, "w2.1", "conn-0", 500*ms, 500*ms)
+	freezeAt(l, "w1.1", frozeAt, cont)
+	if v := l.judge(conn(), nil, 0); len(v.overlaps) != 1 {
+		t.Errorf("held twice before the freeze: overlaps %v", v.overlaps)
+	}
+}
+
+func TestFrozenHolderReleasedItsJobAtTheFreeze(t *testing.T) {
+	const frozeAt, cont = 1000 * ms, 5000 * ms
+	for _, tc := range []struct {
+		name string
+		// when the frozen run was dequeued and reported its start
+		dequeued, reported int64
+	}{
+		{name: "started before the freeze", dequeued: 900 * ms, reported: 901 * ms},
+		// Dequeued just before the SIGSTOP, its handler reported on waking.
+		{name: "start reported on waking", dequeued: 999 * ms, reported: cont + ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			// Timed out on waking, its failure never written: its
+			// worker was fenced.
+			pid := startAt(l, "w1.1", "job-1.t", tc.dequeued, tc.reported)
+			freezeAt(l, "w1.1", frozeAt, cont)
+			fence(l, "w1.1", cont+2*ms, lostProc{Q: "q", PID: pid, Task: "job-1.t"})
+			endAt(l, "w1.1", pid, cont+3*ms, "worqr: task timed out", failTimeout)
+			settled(l, "w1.1", pid, outLost)
+			// A peer reclaimed it during the freeze: it timed out, and the
+			// retry finished it.
+			peer := startAt(l, "w2.1", "job-1.t", 3500*ms, 3500*ms)
+			endAt(l, "w2.1", peer, 3500*ms+jobTimeout.Nanoseconds(), "worqr: task timed out", failTimeout)
+			settled(l, "w2.1", peer, outRetried)
+			retry := startAt(l, "w2.1", "job-1.t", 5000*ms, 5000*ms)
+			l.apply("w2.1", report{Ev: "end", T: 5001 * ms, W: 5001 * ms / 1000, Q: "q", PID: retry, OK: true})
+			settled(l, "w2.1", retry, outFinished)
+
+			tasks := planned("job-1.t")
+			tasks["job-1.t"].enqueuedUs = 0
+			v := l.judge(tasks, nil, 0)
+			clean(t, v)
+			if v.duplicates != 1 || v.explained != 1 {
+				t.Errorf("duplicates %d, explained %d; want the reclaim's run explained", v.duplicates, v.explained)
+			}
+		})
+	}
+	// The look-alike: no freeze, and the worker reported its fence only
+	// after the peer took the task.
+	l := newLedger()
+	pid := startAt(l, "w1.1", "job-1", 900*ms, 901*ms)
+	peer := startAt(l, "w2.1", "job-1", 3500*ms, 3500*ms)
+	fence(l, "w1.1", cont+2*ms, lostProc{Q: "q", PID: pid, Task: "job-1"})
+	endAt(l, "w1.1", pid, cont+3*ms, fencedCause, "")
+	l.apply("w2.1", report{Ev: "end", T: 3501 * ms, W: 3501 * ms / 1000, Q: "q", PID: peer, OK: true})
+	settled(l, "w2.1", peer, outFinished)
+	if v := l.judge(planned("job-1"), nil, 0); len(v.unexplained) != 1 || len(v.overlaps) != 1 {
+		t.Errorf("re-run before its holder let go: unexplained %v, overlaps %v", v.unexplained, v.overlaps)
+	}
+}
+
+func TestFrozenHoldersCountForThePoisonVerdict(t *testing.T) {
+	l := newLedger()
+	at := int64(10 * ms)
+	for i := range 3 {
+		inst := "w" + strconv.Itoa(i+1) + ".1"
+		pid := startAt(l, inst, "job-1", at, at)
+		freezeAt(l, inst, at+500*ms, at+4500*ms) // its lease ran out during the freeze
+		fence(l, inst, at+4502*ms, lostProc{Q: "q", PID: pid, Task: "job-1"})
+		endAt(l, inst, pid, at+4503*ms, fencedCause, "")
+		at += 3000 * ms // the next holder took it while this one was frozen
+	}
+	dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
+	tasks := planned("job-1")
+	v := l.judge(tasks, dead, 0)
+	if len(v.endings) != 0 || v.poisonExplained != 1 || len(v.unexplained) != 0 {
+		t.Errorf("endings %v, explained %d, unexplained %v", v.endings, v.poisonExplained, v.unexplained)
+	}
+}
+
+func TestPersistentTaskMustBeInItsQueueAtTheEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		atEnd         int
+		dead          bool
+		lost, endings int
+	}{
+		{name: "waiting", atEnd: 1},
+		{name: "missing", atEnd: 0, lost: 1},
+		{name: "dead-lettered", atEnd: 0, dead: true, endings: 1},
+		{name: "twice", atEnd: 2, endings: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			start(l, "w1.1", "conn-0", "1", 10)
+			end(l, "w1.1", "1", 20, false, "worqr: worker shutting down")
+			tasks := conn()
+			tasks["conn-0"].atEnd, tasks["conn-0"].checkedAtEnd = tc.atEnd, true
+			var dead map[string][]deadLetter
+			if tc.dead {
+				dead = map[string][]deadLetter{"conn-0": {{kind: "poison"}}}
+			}
+			v := l.judge(tasks, dead, 0)
+			if len(v.lost) != tc.lost || len(v.endings) != tc.endings {
+				t.Errorf("lost %v, endings %v; want %d, %d", v.lost, v.endings, tc.lost, tc.endings)
+			}
+			if tc.dead != (v.persistentDead == 1) {
+				t.Errorf("persistent dead letters counted: %d", v.persistentDead)
 			}
 		})
 	}

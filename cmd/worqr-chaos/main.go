@@ -12,13 +12,17 @@
 // directory, append-only file on), several worker processes (this binary
 // again) running the handler runtime on two job queues and a queue of
 // persistent tasks, and a producer. For -duration it injects faults at
-// random: SIGKILL of a worker process (a new one takes its slot), CLIENT
+// random: SIGKILL of a worker process (a new one takes its slot), SIGSTOP
+// of one past the lease TTL and SIGCONT later (it wakes fenced), CLIENT
 // KILL of the workers' command and pub/sub connections, CLIENT PAUSE
 // longer than the lease TTL (every worker fences itself), and a Redis
-// restart. Then it stops the faults, lets the queues drain, checks, and
-// prints a one-line summary. It exits 1 on any violation.
+// restart. With -mode holders it only kills or freezes, more often, the
+// worker processes that hold persistent tasks. Then it stops the faults,
+// lets the queues drain, checks, and prints a one-line summary. It exits
+// 1 on any violation.
 //
-//	go run ./cmd/worqr-chaos -duration 60s     # what CI runs
+//	go run ./cmd/worqr-chaos -duration 60s     # what CI runs, then:
+//	go run ./cmd/worqr-chaos -duration 60s -workers 4 -persistent 10 -ttl 2s -mode holders
 //	go run ./cmd/worqr-chaos -duration 30m     # a soak
 package main
 
@@ -46,7 +50,9 @@ import (
 
 type config struct {
 	duration    time.Duration
+	mode        string
 	workers     int
+	persistent  int
 	ttl         time.Duration
 	rate        int
 	seed        uint64
@@ -67,7 +73,11 @@ func main() {
 	}
 	var cfg config
 	flag.DurationVar(&cfg.duration, "duration", time.Minute, "how long to inject faults")
+	flag.StringVar(&cfg.mode, "mode", modeMixed, "which faults strike:\n"+
+		"mixed: every kind (SIGKILL, freeze, CLIENT KILL, CLIENT PAUSE, Redis restart), 1 to 4 s apart, any worker process;\n"+
+		"holders: SIGKILL (and restart) or freeze of a worker process holding persistent tasks, 1.5 to 3.5 s apart")
 	flag.IntVar(&cfg.workers, "workers", 3, "worker processes (at least 2)")
+	flag.IntVar(&cfg.persistent, "persistent", 6, fmt.Sprintf("persistent tasks (at most %d per worker process beyond the first: survivors take a lost worker's share)", connConcurrency))
 	flag.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "workers' lease TTL")
 	flag.IntVar(&cfg.rate, "rate", 50, "tasks enqueued per second")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed for faults and the producer (0: from the clock)")
@@ -89,6 +99,14 @@ func main() {
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
 		fmt.Fprintln(os.Stderr, "worqr-chaos: need -workers >= 2, -rate >= 1, -ttl >= 1s, -appendfsync always|everysec")
+		os.Exit(2)
+	}
+	if cfg.mode != modeMixed && cfg.mode != modeHolders {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -mode is mixed or holders")
+		os.Exit(2)
+	}
+	if most := connConcurrency * (cfg.workers - 1); cfg.persistent < 1 || cfg.persistent > most {
+		fmt.Fprintf(os.Stderr, "worqr-chaos: -persistent is 1 to %d with %d worker processes (%d handlers each)\n", most, cfg.workers, connConcurrency)
 		os.Exit(2)
 	}
 	if cfg.seed == 0 {
@@ -136,8 +154,8 @@ func runChaos(cfg config) (ok bool, err error) {
 	if cfg.resp2 {
 		protocol = "RESP3 and RESP2"
 	}
-	say("worqr-chaos: Redis on %s (appendfsync %s), %d worker processes (%s), TTL %v, %d tasks/s, faults for %v, seed %d",
-		srv.addr(), cfg.fsync, cfg.workers, protocol, cfg.ttl, cfg.rate, cfg.duration, cfg.seed)
+	say("worqr-chaos: Redis on %s (appendfsync %s), %d worker processes (%s), %d persistent tasks, TTL %v, %d tasks/s, %s faults for %v, seed %d",
+		srv.addr(), cfg.fsync, cfg.workers, protocol, cfg.persistent, cfg.ttl, cfg.rate, cfg.mode, cfg.duration, cfg.seed)
 
 	// The harness's own connections are named chaos-harness: the faults
 	// never kill them.
@@ -194,7 +212,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	tasks := make(map[string]*taskInfo)
 	var conns []string
 	var batch [][]byte
-	for i := range persistentTasks {
+	for i := range cfg.persistent {
 		t := fmt.Sprintf("conn-%d", i)
 		conns = append(conns, t)
 		batch = append(batch, []byte(t))
@@ -225,13 +243,13 @@ func runChaos(cfg config) (ok bool, err error) {
 	stopProducing := make(chan struct{})
 	produced := make(chan error, 1)
 	go func() { produced <- prod.run(stopProducing) }()
-	fa := newFaults(admin, srv, fl, cfg.ttl, rng, t0, os.Stderr)
+	fa := newFaults(admin, srv, fl, cfg.ttl, cfg.mode, rng, t0, os.Stderr)
 	faultErr := fa.run(time.Now().Add(cfg.duration))
 	close(stopProducing)
 	if err := errors.Join(faultErr, <-produced); err != nil {
 		return false, err
 	}
-	chk := &checker{client: client, admin: admin, prefix: prefix, fleet: fl, ledger: l, log: os.Stderr, t0: t0}
+	chk := &checker{client: client, admin: admin, prefix: prefix, fleet: fl, ledger: l, log: os.Stderr, t0: t0, conns: conns}
 	chk.logf("faults over; waiting for every worker process to serve and the queues to drain")
 
 	var violations []string
@@ -245,7 +263,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		jobNames = append(jobNames, t)
 	}
 	drainStart := time.Now()
-	if missing := chk.drained(jobNames, conns, cfg.drain); missing != "" {
+	if missing := chk.drained(jobNames, cfg.drain); missing != "" {
 		violations = append(violations, "drain: "+missing)
 	} else {
 		chk.logf("drained in %v", time.Since(drainStart).Round(100*time.Millisecond))
@@ -267,7 +285,14 @@ func runChaos(cfg config) (ok bool, err error) {
 	} else if n > 0 {
 		chk.logf("%d worker ids fenced shortly before shutdown were left registered; a new worker reclaimed them", n)
 	}
-	violations = append(violations, chk.finalState(len(conns))...)
+	violations = append(violations, chk.finalState()...)
+	counts, err := chk.atEnd()
+	if err != nil {
+		return false, err
+	}
+	for _, t := range conns {
+		tasks[t].atEnd, tasks[t].checkedAtEnd = counts[t], true
+	}
 	more, found2, err := chk.orphans()
 	if err != nil {
 		return false, err
@@ -355,13 +380,13 @@ func runChaos(cfg config) (ok bool, err error) {
 		deadKinds = append(deadKinds, fmt.Sprintf("%s=%d", k, v.deadByKind[k]))
 		deadTotal += v.deadByKind[k]
 	}
-	fmt.Printf("worqr-chaos %s: %v seed=%d workers=%d tasks=%d runs=%d faults=%d (%s; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
-		verdict, cfg.duration, cfg.seed, cfg.workers, v.tasks, v.runs, total, strings.Join(kinds, " "),
+	fmt.Printf("worqr-chaos %s: %v mode=%s seed=%d workers=%d persistent=%d tasks=%d runs=%d faults=%d (%s; skipped=%d; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v woken-handlers=%d (ended at most %v after SIGCONT) latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) persistent-dead=%d delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
+		verdict, cfg.duration, cfg.mode, cfg.seed, cfg.workers, cfg.persistent, v.tasks, v.runs, total, strings.Join(kinds, " "), fa.skipped,
 		fa.killed[faultKillNormal], fa.killed[faultKillPubsub], v.fences, unknown, unknown+refused,
 		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
-		v.handovers, v.maxRehold.Round(10*time.Millisecond),
+		v.handovers, v.maxRehold.Round(10*time.Millisecond), v.thawEnds, v.maxThawEnd.Round(time.Millisecond),
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
-		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained,
+		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
 	return len(violations) == 0, nil
 }

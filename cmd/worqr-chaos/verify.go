@@ -24,6 +24,17 @@ type checker struct {
 	ledger *ledger
 	log    io.Writer
 	t0     int64
+	// conns are the persistent tasks; buried are those the drain found
+	// among the dead letters (each a violation the ledger reports): no
+	// handler can hold them again, so the checks that follow expect the
+	// rest.
+	conns  []string
+	buried map[string]bool
+}
+
+// alive lists the persistent tasks not found among the dead letters.
+func (c *checker) alive() []string {
+	return slices.DeleteFunc(slices.Clone(c.conns), func(t string) bool { return c.buried[t] })
 }
 
 func (c *checker) logf(format string, args ...any) {
@@ -66,32 +77,40 @@ func (c *checker) queueState(ctx context.Context, q string) (int64, []worqr.Proc
 func (c *checker) deadLetters(ctx context.Context) (map[string][]deadLetter, error) {
 	out := make(map[string][]deadLetter)
 	for _, q := range allQueues() {
-		n, err := c.client.DeadLetterCount(ctx, q)
-		if err != nil {
+		if err := c.deadIn(ctx, q, out); err != nil {
 			return nil, err
-		}
-		seen := 0
-		// Nothing dies now (the queues are drained), so pages do not
-		// shift; the count read after says so.
-		for off := 0; off < int(n); off += 1000 {
-			dls, err := c.client.DeadLetters(ctx, q, off, 1000)
-			if err != nil {
-				return nil, err
-			}
-			for _, dl := range dls {
-				out[string(dl.Payload)] = append(out[string(dl.Payload)], deadLetter{id: dl.ID, kind: dl.Kind, err: dl.Error, attempts: dl.Attempts})
-			}
-			seen += len(dls)
-		}
-		after, err := c.client.DeadLetterCount(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		if seen != int(n) || after != n {
-			return nil, fmt.Errorf("%s: read %d dead letters, counted %d before and %d after", q, seen, n, after)
 		}
 	}
 	return out, nil
+}
+
+// deadIn adds a queue's dead letters to out, by payload.
+func (c *checker) deadIn(ctx context.Context, q string, out map[string][]deadLetter) error {
+	n, err := c.client.DeadLetterCount(ctx, q)
+	if err != nil {
+		return err
+	}
+	seen := 0
+	// Pages shift only if a task dies meanwhile (while the queues
+	// drain); the count read after says so, and the read fails.
+	for off := 0; off < int(n); off += 1000 {
+		dls, err := c.client.DeadLetters(ctx, q, off, 1000)
+		if err != nil {
+			return err
+		}
+		for _, dl := range dls {
+			out[string(dl.Payload)] = append(out[string(dl.Payload)], deadLetter{id: dl.ID, kind: dl.Kind, err: dl.Error, attempts: dl.Attempts})
+		}
+		seen += len(dls)
+	}
+	after, err := c.client.DeadLetterCount(ctx, q)
+	if err != nil {
+		return err
+	}
+	if seen != int(n) || after != n {
+		return fmt.Errorf("%s: read %d dead letters, counted %d before and %d after", q, seen, n, after)
+	}
+	return nil
 }
 
 // registry counts the workers in the registry, and those with a live lease.
@@ -106,14 +125,24 @@ func (c *checker) registry(ctx context.Context) (all, live int, err error) {
 
 // drained waits until every job ran to completion and was finished in
 // Redis, or went to the dead letters, every persistent task is held
-// exactly once, no task waits or is delayed, and the registry holds
-// exactly the live worker processes (dead ones were reclaimed).
-func (c *checker) drained(jobs, conns []string, within time.Duration) string {
+// exactly once (but those in the dead letters, which it adds to buried),
+// no task waits or is delayed, and the registry holds exactly the live
+// worker processes (dead ones were reclaimed).
+func (c *checker) drained(jobs []string, within time.Duration) string {
+	c.buried = make(map[string]bool)
 	return until(within, func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var missing []string
 		undone, running := c.ledger.undone(jobs)
+		dead := make(map[string][]deadLetter)
+		if err := c.deadIn(ctx, connQueue, dead); err != nil {
+			return err.Error()
+		}
+		for t := range dead {
+			c.buried[t] = true
+		}
+		conns := c.alive()
 		open := c.ledger.openRuns(conns)
 		for _, t := range conns {
 			if open[t] != 1 {
@@ -155,6 +184,29 @@ func (c *checker) drained(jobs, conns []string, within time.Duration) string {
 		}
 		return strings.Join(missing, "; ")
 	})
+}
+
+// atEnd counts, for each persistent task, the times it is waiting or in
+// flight in its queue.
+func (c *checker) atEnd() (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waiting, err := c.client.Range(ctx, connQueue, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := c.client.Processes(ctx, connQueue)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int)
+	for _, t := range waiting {
+		out[string(t)]++
+	}
+	for _, p := range ps {
+		out[string(p.Task)]++
+	}
+	return out, nil
 }
 
 // probe checks that no worker is wedged: every worker process, on every
@@ -221,7 +273,7 @@ func (c *checker) probe(tasks map[string]*taskInfo, within time.Duration) (wedge
 			}
 			want := 0
 			if q == connQueue {
-				want = persistentTasks
+				want = len(c.alive())
 			}
 			if n != 0 || len(ps) != want {
 				return fmt.Sprintf("%s: %d waiting or delayed, %d in flight (want 0, %d)", q, n, len(ps), want)
@@ -279,7 +331,8 @@ func errString(err error) string {
 // finalState checks Redis after every worker shut down gracefully: the
 // job queues are empty, the persistent tasks wait in their queue (shutdown
 // gave them back), nothing is in flight and no worker is registered.
-func (c *checker) finalState(conns int) []string {
+func (c *checker) finalState() []string {
+	conns := len(c.alive())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var bad []string

@@ -63,7 +63,6 @@ const (
 const (
 	jobConcurrency  = 4
 	connConcurrency = 4
-	persistentTasks = 6 // at most connConcurrency*(workers-1): survivors take a dead worker's share
 )
 
 func allQueues() []string { return append(append([]string(nil), jobQueues...), connQueue) }
