@@ -55,7 +55,10 @@ func cmdUI(e *env, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h := dashboard.New(c, dashboard.Options{ReadOnly: *readOnly, Token: *token, PollInterval: *poll, Logger: log})
+	h, err := dashboard.New(c, dashboard.Options{ReadOnly: *readOnly, Token: *token, PollInterval: *poll, Logger: log})
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(e.base)
 	defer cancel()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}

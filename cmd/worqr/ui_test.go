@@ -32,7 +32,7 @@ func TestUIServes(t *testing.T) {
 	_, err := c.Enqueue(ctxT(t), "mail", []byte("x"))
 	require.NoError(t, err)
 
-	cmd := b.command("ui", "--listen", "127.0.0.1:0", "--token", "tok", "--read-only", "--poll", "200ms")
+	cmd := b.command("ui", "--listen", "127.0.0.1:0", "--token", "correct-horse-battery-staple", "--read-only", "--poll", "200ms")
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = io.Discard
@@ -59,7 +59,7 @@ func TestUIServes(t *testing.T) {
 	}
 	code, _ := get("")
 	assert.Equal(t, http.StatusUnauthorized, code)
-	code, body := get("tok")
+	code, body := get("correct-horse-battery-staple")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, ">mail</a>")
 	assert.Contains(t, body, "read-only")
