@@ -60,7 +60,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
-	if !checkCSRF(r) {
+	if !h.checkCSRF(r) {
 		h.log.Warn("worqr dashboard: action refused: bad or missing CSRF token", "remote", r.RemoteAddr)
 		http.Error(w, "forbidden: bad or missing CSRF token (reload the page)", http.StatusForbidden)
 		return

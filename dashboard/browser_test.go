@@ -3,6 +3,9 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"html/template"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +37,33 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browser starts a headless Chromium, with these extra flags, for the
+// rest of the test, and returns its context: 90 s at most.
+func browser(t *testing.T, bin string, flags ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, flags...)...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return bctx
+}
+
+// until waits, in the page, for a JavaScript condition: up to 30 s, for a
+// loaded CI machine that runs the -race suites beside it.
+func until(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+}
+
 // TestBrowser drives the dashboard in a real headless Chromium: pages
 // load, live counts change as tasks are enqueued, an action (pause, its
 // confirm() accepted) changes Redis, a finished task shows in the queue
@@ -56,20 +86,7 @@ func TestBrowser(t *testing.T) {
 	_, err := e.c.Enqueue(ctx, "thumbnails", []byte(`{"image":"cat.png","size":[128,128]}`))
 	require.NoError(t, err)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 860),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelTimeout()
+	bctx := browser(t, bin)
 
 	var dialogs []string
 	var mu sync.Mutex
@@ -99,11 +116,6 @@ func TestBrowser(t *testing.T) {
 	}
 	cell := func(queue, field string) chromedp.CSS {
 		return chromedp.CSS(fmt.Sprintf(`[data-k="%s"][data-f="%s"]`, qx(queue), field))
-	}
-	// until waits, in the page, for a JavaScript condition: up to 30 s,
-	// for a loaded CI machine that runs the -race suites beside it.
-	until := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
 	}
 	textIs := func(sel chromedp.CSS, want string) chromedp.Action[chromedp.Void] {
 		return until(fmt.Sprintf(`(function(){var el=document.querySelector(%q); return !!el && el.textContent.trim()===%q})()`, string(sel), want))
@@ -208,4 +220,136 @@ func TestBrowser(t *testing.T) {
 	workers, err := chromedp.Run(bctx, chromedp.Text(css(`#workers tbody`)))
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(workers, "thumbnails"), workers)
+}
+
+// attackPage is a page on another port of the dashboard's host that sets
+// the dashboard's CSRF cookie to a value of its own, with a longer path
+// so that the browser sends it first, and at once posts a form with that
+// value that pauses queue.
+const attackPage = `<!doctype html><title>prize</title>
+<form id="f" method="post" action="{{.Action}}">
+<input type="hidden" name="csrf" value="{{.Forged}}">
+<input type="hidden" name="op" value="pause">
+<input type="hidden" name="q" value="{{.Queue}}">
+<input type="hidden" name="back" value="queue">
+<input type="hidden" name="confirmed" value="yes">
+</form>
+<script>
+document.cookie = "{{.Cookie}}={{.Forged}}; path={{.Path}}";
+document.getElementById("f").submit();
+</script>`
+
+// TestBrowserCrossPortForgery: a page served from another port of the
+// same host cannot act on the dashboard, open or behind a token with the
+// victim signed in, though the browser shares the cookies across ports
+// and sends them with the page's form (SameSite does not tell ports
+// apart).
+func TestBrowserCrossPortForgery(t *testing.T) {
+	bin := chromium(t)
+	for _, token := range []string{"", testToken} {
+		t.Run(map[string]string{"": "open", testToken: "token"}[token], func(t *testing.T) {
+			e := newEnv(t, Options{Token: token, PollInterval: 100 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			_, err := e.c.Enqueue(ctx, "emails", []byte("x"))
+			require.NoError(t, err)
+
+			forged := strings.Repeat("a", 64)
+			tmpl := template.Must(template.New("attack").Parse(attackPage))
+			attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_ = tmpl.Execute(w, map[string]string{
+					"Action": e.url("/action"), "Forged": forged, "Queue": qx("emails"),
+					"Cookie": csrfCookie, "Path": e.prefix + "/action",
+				})
+			}))
+			defer attacker.Close()
+			require.Equal(t, strings.Split(e.srv.URL, ":")[1], strings.Split(attacker.URL, ":")[1], "the same host")
+			require.NotEqual(t, e.srv.URL, attacker.URL, "another port")
+
+			bctx := browser(t, bin)
+			css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+			opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+			go func() { // accepts the confirm() of the dashboard's forms
+				for _, err := range opened {
+					if err != nil {
+						return
+					}
+					_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+				}
+			}()
+			// The victim uses the dashboard: signed in, or with its CSRF
+			// cookie set by a page.
+			if token != "" {
+				require.NoError(t, chromedp.Do(bctx,
+					chromedp.Navigate(e.url("/login")),
+					chromedp.SendKeys(css(`input[name="token"]`), token, chromedp.NodeVisible),
+					chromedp.Submit(css(`form.login`)),
+					chromedp.WaitVisible(css(`#signout`)),
+				))
+			}
+			require.NoError(t, chromedp.Do(bctx,
+				chromedp.Navigate(e.url("/queue?q="+qx("emails"))),
+				chromedp.WaitVisible(css(`button[data-op="pause"]`)),
+			))
+
+			// The attack: its form lands on the dashboard, which refuses it.
+			require.NoError(t, chromedp.Do(bctx,
+				chromedp.Navigate(attacker.URL+"/"),
+				until(fmt.Sprintf(`location.href.indexOf(%q) === 0 && document.readyState === "complete"`, e.url("/"))),
+			), "the attack page's form reached the dashboard")
+			text, err := chromedp.Run(bctx, chromedp.Text(css(`body`)))
+			require.NoError(t, err)
+			t.Logf("the dashboard answered the forged form: %s", strings.TrimSpace(text))
+			qi, err := e.c.QueueInfo(ctx, "emails")
+			require.NoError(t, err)
+			assert.False(t, qi.Paused, "a page on another port paused the queue")
+			assert.Contains(t, text, "forbidden")
+
+			// The victim's own pages still act; and sign out.
+			require.NoError(t, chromedp.Do(bctx,
+				chromedp.Navigate(e.url("/queue?q="+qx("emails"))),
+				chromedp.Click(css(`button[data-op="pause"]`), chromedp.NodeVisible),
+				chromedp.WaitVisible(css(`.notice`)), // the page after the redirect
+				until(`!!document.querySelector(".notice") && document.querySelector(".notice").textContent.trim() === "Queue paused."`),
+			))
+			qi, err = e.c.QueueInfo(ctx, "emails")
+			require.NoError(t, err)
+			assert.True(t, qi.Paused, "the dashboard's own form")
+			if token != "" {
+				require.NoError(t, chromedp.Do(bctx,
+					chromedp.Click(css(`#signout`), chromedp.NodeVisible),
+					chromedp.WaitVisible(css(`input[name="token"]`)),
+					chromedp.Navigate(e.url("/workers")),
+					chromedp.WaitVisible(css(`input[name="token"]`)),
+				), "signed out")
+			}
+		})
+	}
+}
+
+// TestBrowserRebinding: a name that resolves to 127.0.0.1 (as an
+// attacker's would once rebound) gets nothing from a dashboard without a
+// token, while 127.0.0.1 and localhost work.
+func TestBrowserRebinding(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "emails", []byte("x"))
+	require.NoError(t, err)
+	port := e.srv.URL[strings.LastIndex(e.srv.URL, ":"):]
+	bctx := browser(t, bin, chromedp.Flag("host-resolver-rules", "MAP rebind.attacker.example 127.0.0.1"))
+	text := func(u string) string {
+		t.Helper()
+		require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS(`body`))))
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`body`)))
+		require.NoError(t, err)
+		return s
+	}
+	for _, path := range []string{"/", "/queue?q=" + qx("emails"), "/static/app.js"} {
+		body := text("http://rebind.attacker.example" + port + e.prefix + path)
+		assert.Contains(t, body, "does not answer to that host name", path)
+		assert.NotContains(t, body, "emails", path)
+	}
+	assert.Contains(t, text("http://localhost"+port+e.prefix+"/"), "emails")
+	assert.Contains(t, text(e.url("/")), "emails")
 }

@@ -2,11 +2,18 @@
 // queues, their tasks, dead letters, workers and single tasks, with live
 // counts pushed over Server-Sent Events, and actions (cancel, requeue,
 // delete, purge, pause, resume, limit) behind a confirmation and CSRF
-// protection.
+// protection (signed tokens and an origin check). Without a credential it
+// answers only to loopback host names and Options.AllowedHosts, against
+// DNS rebinding; with a token, browsers sign in for a session of 12 hours,
+// and wrong tokens are rate-limited.
 //
 // Mount it under any path with http.StripPrefix:
 //
-//	mux.Handle("/worqr/", http.StripPrefix("/worqr", dashboard.New(client, dashboard.Options{Token: token})))
+//	h, err := dashboard.New(client, dashboard.Options{Token: token})
+//	if err != nil {
+//		return err
+//	}
+//	mux.Handle("/worqr/", http.StripPrefix("/worqr", h))
 //
 // Its pages are rendered on the server; its script and style sheet are
 // embedded, and load nothing from elsewhere. However many viewers watch,
@@ -16,13 +23,13 @@ package dashboard
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
-	"io"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,12 +42,21 @@ type Options struct {
 	ReadOnly bool
 	// Token, if set, must be given as a bearer token
 	// ("Authorization: Bearer <token>") or through the login form, which
-	// sets a cookie.
+	// starts a session of 12 hours in a cookie. It must be at least
+	// MinTokenLength characters.
 	Token string
 	// BasicAuthUser and BasicAuthPassword, if the user is set, are
 	// accepted as HTTP basic authentication. With both a Token and basic
 	// authentication, either lets a request in.
 	BasicAuthUser, BasicAuthPassword string
+	// AllowedHosts are the host names or IP addresses, without a port,
+	// that the dashboard answers to besides loopback addresses and
+	// localhost: the Host header of every other request is refused, so
+	// that a web page whose name is rebound to this machine (DNS
+	// rebinding) reads and does nothing. Without a Token or basic
+	// authentication that check is always on; with one, only if
+	// AllowedHosts is set.
+	AllowedHosts []string
 	// PollInterval is how often the live counts are read from Redis while
 	// anyone watches. Default 1s.
 	PollInterval time.Duration
@@ -60,21 +76,41 @@ type handler struct {
 	log    *slog.Logger
 	poll   *poller
 	static http.Handler
+
+	hosts    []string // AllowedHosts, normalized
+	secret   [32]byte // signs CSRF tokens; this handler's own
+	origin   *http.CrossOriginProtection
+	sessions sessions
+	limit    limiter
+	now      func() time.Time
 }
 
 // New returns the dashboard for client. The handler keeps no goroutine
-// running while no one watches its live counts.
-func New(client *worqr.Client, opts Options) http.Handler {
+// running while no one watches its live counts. A Token shorter than
+// MinTokenLength, or an AllowedHosts entry that is empty or has a port,
+// is an error matching worqr.ErrInvalidOptions.
+func New(client *worqr.Client, opts Options) (http.Handler, error) {
+	if opts.Token != "" && len(opts.Token) < MinTokenLength {
+		return nil, fmt.Errorf("%w: the dashboard token has %d characters, fewer than %d", worqr.ErrInvalidOptions, len(opts.Token), MinTokenLength)
+	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &handler{c: client, opts: opts, log: opts.Logger}
+	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now}
+	for _, a := range opts.AllowedHosts {
+		host := normalHost(a)
+		if host == "" || strings.ContainsAny(host, " /") || host != strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")) {
+			return nil, fmt.Errorf("%w: allowed host %q: give a host name or IP address without a port", worqr.ErrInvalidOptions, a)
+		}
+		h.hosts = append(h.hosts, host)
+	}
+	_, _ = rand.Read(h.secret[:]) // crypto/rand does not fail
 	h.poll = newPoller(client, opts.PollInterval, opts.Logger)
 	h.static = http.FileServerFS(staticFS)
-	return h
+	return h, nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,21 +121,38 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cache-Control", "no-store")
 
+	if !h.hostAllowed(r.Host) {
+		h.log.Warn("worqr dashboard: request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
+		http.Error(w, "forbidden: this dashboard does not answer to that host name", http.StatusForbidden)
+		return
+	}
+	// Every request that may change something must come from the
+	// dashboard's own pages (Sec-Fetch-Site, else Origin against Host);
+	// SameSite cookies alone let in pages on another port of the host.
+	if err := h.origin.Check(r); err != nil {
+		h.log.Warn("worqr dashboard: request refused: cross-origin", "origin", r.Header.Get("Origin"), "fetch-site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+		http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
+		return
+	}
+
 	path := r.URL.Path
 	if path == "" {
 		path = "/"
 	}
 	if strings.HasPrefix(path, "/static/") {
-		hd.Set("Cache-Control", "max-age=300")
-		h.static.ServeHTTP(w, r)
+		h.serveStatic(w, r, path)
 		return
 	}
-	if path == "/login" {
+	switch path {
+	case "/login":
 		h.login(w, r)
 		return
+	case "/logout":
+		h.logout(w, r)
+		return
 	}
-	if !h.authorized(r) {
-		h.refuse(w, r)
+	if ok, wait := h.authorized(r); !ok {
+		h.refuse(w, r, wait)
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -131,6 +184,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serveStatic serves the embedded files, and no directory listing.
+func (h *handler) serveStatic(w http.ResponseWriter, r *http.Request, path string) {
+	if fi, err := fs.Stat(staticFS, strings.TrimPrefix(path, "/")); err != nil || fi.IsDir() {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Cache-Control", "max-age=300")
+	h.static.ServeHTTP(w, r)
+}
+
 // base is the path the handler is mounted under (what http.StripPrefix
 // took off), so that links work under any prefix.
 func base(r *http.Request) string {
@@ -145,96 +208,122 @@ func base(r *http.Request) string {
 	return ""
 }
 
-func cookiePath(r *http.Request) string { return base(r) + "/" }
-
-// sessionValue is what the session cookie holds: a digest of the token,
-// never the token itself.
-func (h *handler) sessionValue() string {
-	sum := sha256.Sum256([]byte("worqr-dashboard-session\x00" + h.opts.Token))
-	return hex.EncodeToString(sum[:])
-}
-
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// authorized says whether r carries a credential, when one is needed.
-func (h *handler) authorized(r *http.Request) bool {
+// authorized says whether r carries a credential, when one is needed. A
+// bearer token or basic authentication is checked only while its client
+// is under the failure limit; else wait says how long until it is.
+func (h *handler) authorized(r *http.Request) (ok bool, wait time.Duration) {
 	if h.opts.Token == "" && h.opts.BasicAuthUser == "" {
-		return true
+		return true, 0
 	}
-	if h.opts.Token != "" {
-		if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && equal(auth, h.opts.Token) {
-			return true
-		}
-		if c, err := r.Cookie(sessionCookie); err == nil && equal(c.Value, h.sessionValue()) {
-			return true
-		}
+	if h.session(r) != "" {
+		return true, 0
 	}
-	if h.opts.BasicAuthUser != "" {
-		if u, p, ok := r.BasicAuth(); ok && equal(u, h.opts.BasicAuthUser) && equal(p, h.opts.BasicAuthPassword) {
-			return true
-		}
+	bearer, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	hasBearer = hasBearer && h.opts.Token != ""
+	user, pass, hasBasic := r.BasicAuth()
+	hasBasic = hasBasic && h.opts.BasicAuthUser != ""
+	if !hasBearer && !hasBasic {
+		return false, 0
 	}
-	return false
+	ok, wait = h.limit.try(clientOf(r), h.now(), func() bool {
+		return (hasBearer && equal(bearer, h.opts.Token)) ||
+			(hasBasic && equal(user, h.opts.BasicAuthUser) && equal(pass, h.opts.BasicAuthPassword))
+	})
+	if !ok && wait == 0 {
+		h.log.Warn("worqr dashboard: wrong credential", "remote", r.RemoteAddr)
+	}
+	return ok, wait
 }
 
 // refuse answers a request without a credential: the login form for a
-// page when a token is configured, else 401.
-func (h *handler) refuse(w http.ResponseWriter, r *http.Request) {
+// page when a token is configured, else 401; 429 while its client may
+// not try again.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	if wait > 0 {
+		h.tooMany(w, r, wait)
+		return
+	}
 	if h.opts.BasicAuthUser != "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="worqr", charset="UTF-8"`)
 	}
 	if h.opts.Token != "" && r.Method == http.MethodGet && r.URL.Path != "/events" {
-		h.render(w, r, "login", http.StatusUnauthorized, map[string]any{"Failed": false})
+		h.render(w, r, "login", http.StatusUnauthorized, loginData{})
 		return
 	}
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 }
 
-// login shows the token form, and on POST checks the token and sets the
-// session cookie.
+// tooMany answers 429, with the login form for a browser's page.
+func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	if h.opts.Token != "" && r.URL.Path != "/events" && (r.Method == http.MethodGet || r.URL.Path == "/login") {
+		h.render(w, r, "login", http.StatusTooManyRequests, loginData{Wait: secs})
+		return
+	}
+	http.Error(w, fmt.Sprintf("too many failed attempts: try again in %d s", secs), http.StatusTooManyRequests)
+}
+
+type loginData struct {
+	Failed bool
+	Wait   int64 // seconds until another try, while limited
+}
+
+// login shows the token form, and on POST checks the token and starts a
+// session.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Token == "" {
 		http.Redirect(w, r, base(r)+"/", http.StatusSeeOther)
 		return
 	}
 	if r.Method != http.MethodPost {
-		h.render(w, r, "login", http.StatusOK, map[string]any{"Failed": false})
+		h.render(w, r, "login", http.StatusOK, loginData{})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if !equal(r.PostFormValue("token"), h.opts.Token) {
-		h.log.Warn("worqr dashboard: failed login", "remote", r.RemoteAddr)
-		h.render(w, r, "login", http.StatusUnauthorized, map[string]any{"Failed": true})
+	token := r.PostFormValue("token")
+	ok, wait := h.limit.try(clientOf(r), h.now(), func() bool { return equal(token, h.opts.Token) })
+	if wait > 0 {
+		h.log.Warn("worqr dashboard: login refused: too many failures", "remote", r.RemoteAddr)
+		h.tooMany(w, r, wait)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.sessionValue(), Path: cookiePath(r),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	if !ok {
+		h.log.Warn("worqr dashboard: failed login", "remote", r.RemoteAddr)
+		h.render(w, r, "login", http.StatusUnauthorized, loginData{Failed: true})
+		return
+	}
+	// A new id at every sign-in: one planted in the browser before it is
+	// never the session.
+	setCookie(w, r, sessionCookie, h.sessions.create(h.now()), int(sessionLifetime/time.Second))
 	http.Redirect(w, r, base(r)+"/", http.StatusSeeOther)
 }
 
-// csrfToken returns the session's CSRF token, setting its cookie if the
-// request had none.
-func csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 64 {
-		if _, err := hex.DecodeString(c.Value); err == nil {
-			return c.Value
+// logout ends the request's session and clears its cookie.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if sid := h.session(r); sid != "" {
+		if !h.checkCSRF(r) {
+			http.Error(w, "forbidden: bad or missing CSRF token (reload the page)", http.StatusForbidden)
+			return
 		}
+		h.sessions.remove(sid)
 	}
-	var b [32]byte
-	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
-		panic(err) // crypto/rand does not fail
+	setCookie(w, r, sessionCookie, "", -1)
+	to := base(r) + "/"
+	if h.opts.Token != "" {
+		to = base(r) + "/login"
 	}
-	tok := hex.EncodeToString(b[:])
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: cookiePath(r),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	return tok
-}
-
-// checkCSRF compares the form's token with the cookie's.
-func checkCSRF(r *http.Request) bool {
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || c.Value == "" {
-		return false
-	}
-	return equal(r.PostFormValue("csrf"), c.Value)
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }

@@ -253,7 +253,7 @@ func TestCookiesAreStrict(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Options{Token: "s3cret"})
+	e := newEnv(t, Options{Token: testToken})
 	code, body := e.get("/")
 	assert.Equal(t, http.StatusUnauthorized, code)
 	assert.Contains(t, body, `name="token"`, "the login form")
@@ -262,14 +262,14 @@ func TestToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, code)
 	code, _ = e.get("/", "Authorization", "Bearer wrong")
 	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = e.get("/", "Authorization", "Bearer s3cret")
+	code, _ = e.get("/", "Authorization", "Bearer "+testToken)
 	assert.Equal(t, http.StatusOK, code)
 	code, _ = e.post("/action", url.Values{"op": {"pause"}})
 	assert.Equal(t, http.StatusUnauthorized, code)
 
 	code, _ = e.post("/login", url.Values{"token": {"nope"}})
 	assert.Equal(t, http.StatusUnauthorized, code)
-	code, loc := e.post("/login", url.Values{"token": {"s3cret"}})
+	code, loc := e.post("/login", url.Values{"token": {testToken}})
 	assert.Equal(t, http.StatusSeeOther, code)
 	assert.Equal(t, "/ops/", loc)
 	code, _ = e.get("/workers")

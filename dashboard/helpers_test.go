@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,8 @@ func newEnv(t *testing.T, opts Options) *env {
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	h := New(c, opts)
+	h, err := New(c, opts)
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/ops/", http.StripPrefix("/ops", h))
 	srv := httptest.NewServer(mux)
@@ -106,19 +108,18 @@ func (e *env) get(path string, header ...string) (int, string) {
 }
 
 // csrf loads the overview, for the session's CSRF cookie, and returns
-// the token, as a form of the dashboard would carry it.
+// the token its forms carry.
 func (e *env) csrf() string {
 	e.t.Helper()
-	e.get("/")
-	u, err := url.Parse(e.url("/"))
-	require.NoError(e.t, err)
-	for _, c := range e.http.Jar.Cookies(u) {
-		if c.Name == csrfCookie {
-			return c.Value
-		}
+	_, body := e.get("/")
+	m := csrfMeta.FindStringSubmatch(body)
+	if m == nil {
+		return ""
 	}
-	return ""
+	return m[1]
 }
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`)
 
 // post submits an action form and returns the status and Location.
 func (e *env) post(path string, form url.Values, header ...string) (int, string) {

@@ -70,6 +70,7 @@ type view struct {
 	CSRF     string
 	ReadOnly bool
 	Authed   bool
+	SignOut  bool // signed in with a session, which can be ended
 	Title    string
 	Nav      string
 	Done     string
@@ -81,8 +82,9 @@ type view struct {
 func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, status int, data any) {
 	p := view{Base: base(r), ReadOnly: h.opts.ReadOnly, Nav: name, Data: data}
 	if name != "login" {
-		p.CSRF = csrfToken(w, r)
+		p.CSRF = h.csrfToken(w, r)
 		p.Authed = true
+		p.SignOut = h.session(r) != ""
 	}
 	p.Title = name
 	if t, ok := data.(titled); ok {

@@ -1,0 +1,310 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MinTokenLength is the fewest characters New accepts in Options.Token.
+const MinTokenLength = 16
+
+const (
+	// sessionLifetime is how long a sign-in lasts, however active.
+	sessionLifetime = 12 * time.Hour
+	// maxSessions bounds the sessions kept; past it, signing in ends the
+	// one closest to expiry.
+	maxSessions = 1000
+
+	// A client may fail clientBurst credentials at once, then one per
+	// clientEvery; all clients together globalBurst, then one per
+	// globalEvery. The global cap bounds a guesser with many addresses.
+	clientBurst = 5
+	clientEvery = 12 * time.Second
+	globalBurst = 60
+	globalEvery = time.Second
+	// maxClients is how many clients' failures are kept before the
+	// forgiven ones are swept out.
+	maxClients = 1024
+)
+
+// random returns n random bytes in hex.
+func random(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand does not fail
+	return hex.EncodeToString(b)
+}
+
+// hostAllowed says whether the dashboard answers to a request's Host.
+// A page whose name an attacker rebinds to this machine's address (DNS
+// rebinding) is same-origin with itself and sends its own name as Host:
+// without a credential to stop it, only names that cannot be rebound
+// (loopback addresses and localhost) and the ones configured are served.
+func (h *handler) hostAllowed(hostport string) bool {
+	if len(h.hosts) == 0 && (h.opts.Token != "" || h.opts.BasicAuthUser != "") {
+		return true
+	}
+	host := normalHost(hostport)
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return host != "" && slices.Contains(h.hosts, host)
+}
+
+// normalHost is the host of a Host header (or an AllowedHosts entry):
+// without port and brackets, in lower case.
+func normalHost(hostport string) string {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.ToLower(host)
+}
+
+// cookie returns the name and path of one of the dashboard's cookies for
+// r. Over TLS the name has the __Host- prefix, which browsers accept only
+// from a secure origin, for path / and without a Domain, so that neither
+// a sibling subdomain nor a plain-HTTP page can plant one; the path must
+// then be /, so a dashboard mounted under a prefix adds a digest of it to
+// keep its cookies apart from another's.
+func cookie(r *http.Request, name string) (string, string) {
+	b := base(r)
+	if r.TLS == nil {
+		return name, b + "/"
+	}
+	if b != "" {
+		sum := sha256.Sum256([]byte(b))
+		name += "_" + hex.EncodeToString(sum[:4])
+	}
+	return "__Host-" + name, "/"
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	name, path := cookie(r, name)
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// cookies returns the values of every cookie of this name r carries: a
+// page on another port of the same host can add one of its own, with a
+// longer path so that it comes first.
+func cookies(r *http.Request, name string) []string {
+	name, _ = cookie(r, name)
+	var vs []string
+	for _, c := range r.CookiesNamed(name) {
+		vs = append(vs, c.Value)
+	}
+	return vs
+}
+
+// sessions are the browsers signed in: random ids, each good for
+// sessionLifetime or until signed out. They are kept by their SHA-256,
+// so a lookup's timing says nothing of the ids.
+type sessions struct {
+	mu sync.Mutex
+	m  map[[32]byte]time.Time // expiry
+}
+
+func (s *sessions) create(now time.Time) string {
+	id := random(32)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[[32]byte]time.Time)
+	}
+	if len(s.m) >= maxSessions {
+		var oldest [32]byte
+		var first time.Time
+		for k, exp := range s.m {
+			if !exp.After(now) {
+				delete(s.m, k)
+			} else if first.IsZero() || exp.Before(first) {
+				oldest, first = k, exp
+			}
+		}
+		if len(s.m) >= maxSessions {
+			delete(s.m, oldest)
+		}
+	}
+	s.m[sha256.Sum256([]byte(id))] = now.Add(sessionLifetime)
+	return id
+}
+
+func (s *sessions) valid(id string, now time.Time) bool {
+	k := sha256.Sum256([]byte(id))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	exp, ok := s.m[k]
+	if ok && !exp.After(now) {
+		delete(s.m, k)
+		return false
+	}
+	return ok
+}
+
+func (s *sessions) remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, sha256.Sum256([]byte(id)))
+}
+
+// session returns r's session id if it carries a live one, else "".
+func (h *handler) session(r *http.Request) string {
+	if h.opts.Token == "" {
+		return ""
+	}
+	now := h.now()
+	for _, v := range cookies(r, sessionCookie) {
+		if v != "" && h.sessions.valid(v, now) {
+			return v
+		}
+	}
+	return ""
+}
+
+// sign is the CSRF token for a binding: an HMAC under the handler's own
+// secret, which a page elsewhere cannot compute even when it chose the
+// cookie.
+func (h *handler) sign(kind, value string) string {
+	m := hmac.New(sha256.New, h.secret[:])
+	m.Write([]byte("worqr-dashboard-csrf\x00" + kind + "\x00" + value))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// csrfToken returns the token r's forms carry: bound to its session if it
+// has one, else to a random nonce in a cookie, set if r had none.
+func (h *handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	if sid := h.session(r); sid != "" {
+		return h.sign("session", sid)
+	}
+	for _, v := range cookies(r, csrfCookie) {
+		if validNonce(v) {
+			return h.sign("nonce", v)
+		}
+	}
+	nonce := random(32)
+	setCookie(w, r, csrfCookie, nonce, 0)
+	return h.sign("nonce", nonce)
+}
+
+// checkCSRF says whether the form's token is one this handler signed for
+// r's session, or, without one, for a nonce cookie r carries.
+func (h *handler) checkCSRF(r *http.Request) bool {
+	got := r.PostFormValue("csrf")
+	if got == "" {
+		return false
+	}
+	if sid := h.session(r); sid != "" {
+		return hmac.Equal([]byte(got), []byte(h.sign("session", sid)))
+	}
+	for _, v := range cookies(r, csrfCookie) {
+		if validNonce(v) && hmac.Equal([]byte(got), []byte(h.sign("nonce", v))) {
+			return true
+		}
+	}
+	return false
+}
+
+func validNonce(v string) bool {
+	if len(v) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(v)
+	return err == nil
+}
+
+// limiter counts failed credentials, per client and in all, as leaky
+// buckets, and refuses to check any more while either is full.
+type limiter struct {
+	mu      sync.Mutex
+	clients map[string]*bucket
+	global  bucket
+}
+
+// bucket holds the failures not yet forgiven: one drains every per.
+type bucket struct {
+	used float64
+	at   time.Time
+}
+
+func (b *bucket) drain(now time.Time, per time.Duration) {
+	if !b.at.IsZero() && now.After(b.at) {
+		b.used = max(0, b.used-float64(now.Sub(b.at))/float64(per))
+	}
+	b.at = now
+}
+
+// wait is how long until b has room for one more failure.
+func (b *bucket) wait(burst float64, per time.Duration) time.Duration {
+	if over := b.used + 1 - burst; over > 0 {
+		return time.Duration(over * float64(per))
+	}
+	return 0
+}
+
+// try runs check, a comparison of a credential, unless client or all
+// clients failed too often; the check and the counting of its failure
+// are one step, so that parallel guesses cannot slip past the limit. It
+// returns check's answer, or how long to wait if it did not run.
+func (l *limiter) try(client string, now time.Time, check func() bool) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.global.drain(now, globalEvery)
+	wait = l.global.wait(globalBurst, globalEvery)
+	c := l.clients[client]
+	if c != nil {
+		c.drain(now, clientEvery)
+		wait = max(wait, c.wait(clientBurst, clientEvery))
+	}
+	if wait > 0 {
+		return false, wait
+	}
+	if check() {
+		return true, 0
+	}
+	if c == nil {
+		if l.clients == nil {
+			l.clients = make(map[string]*bucket)
+		}
+		if len(l.clients) >= maxClients {
+			for k, b := range l.clients {
+				if b.drain(now, clientEvery); b.used == 0 {
+					delete(l.clients, k)
+				}
+			}
+		}
+		c = &bucket{at: now}
+		l.clients[client] = c
+	}
+	c.used++
+	l.global.used++
+	return false, 0
+}
+
+// clientOf is whom a request's failures count against: its address, or
+// for IPv6 its /64, which one host can usually pick addresses from.
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip.String()
+}
