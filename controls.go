@@ -2,23 +2,47 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
 
+// MaxLimit is the largest concurrency or rate limit a queue takes: the
+// scripts keep limits as Lua numbers (doubles), which hold every whole
+// number up to 2^53 − 1 exactly and no larger one. SetConcurrency and
+// SetRateLimit refuse more with ErrInvalidOptions.
+const MaxLimit = 1<<53 - 1
+
+// ControlOption changes how Pause, Resume, SetConcurrency and SetRateLimit
+// act.
+type ControlOption func(*controlOptions)
+
+type controlOptions struct {
+	create bool
+}
+
+// CreateQueue lets a control make the queue it changes when the queue
+// does not exist (see Queues): to pause it, or set its limits, before
+// its first task. Without it a control on a queue that does not exist
+// changes nothing and returns ErrNoQueue, so a misspelt name makes no
+// queue.
+func CreateQueue() ControlOption { return func(o *controlOptions) { o.create = true } }
+
 // Pause stops the whole fleet handing out a queue's tasks: dequeues return
 // nothing (ErrNoTask), enqueues are still accepted, and tasks in flight
 // finish as usual. It lasts until Resume, and is kept in Redis, so workers
-// that start later honour it too.
-func (c *Client) Pause(ctx context.Context, queue string) error {
-	return c.control(ctx, "pause", queue, store.Pause, 0, 0)
+// that start later honour it too. A queue that does not exist gives
+// ErrNoQueue, unless CreateQueue is given.
+func (c *Client) Pause(ctx context.Context, queue string, opts ...ControlOption) error {
+	return c.control(ctx, "pause", queue, store.Pause, 0, 0, opts)
 }
 
-// Resume undoes Pause and wakes every worker serving the queue.
-func (c *Client) Resume(ctx context.Context, queue string) error {
-	return c.control(ctx, "resume", queue, store.Resume, 0, 0)
+// Resume undoes Pause and wakes every worker serving the queue. A queue
+// that does not exist gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) Resume(ctx context.Context, queue string, opts ...ControlOption) error {
+	return c.control(ctx, "resume", queue, store.Resume, 0, 0, opts)
 }
 
 // SetConcurrency limits how many of a queue's tasks are in flight at once
@@ -29,12 +53,13 @@ func (c *Client) Resume(ctx context.Context, queue string) error {
 // a Weight counts its weight (see Weight for the order of starts and for a
 // task heavier than the limit). When a slot frees (a finish, a retry, a
 // dead letter, a reclaim), a worker the limit held back is woken at once;
-// none polls.
-func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error {
-	if n < 0 {
-		return fmt.Errorf("worqr: set concurrency %q: negative limit %d: %w", queue, n, ErrInvalidOptions)
+// none polls. n must be in 0..MaxLimit (ErrInvalidOptions). A queue that
+// does not exist gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts ...ControlOption) error {
+	if n < 0 || int64(n) > MaxLimit {
+		return fmt.Errorf("worqr: set concurrency %q: limit %d not in 0..%d: %w", queue, n, int64(MaxLimit), ErrInvalidOptions)
 	}
-	return c.control(ctx, "set concurrency", queue, store.Limit, n, 0)
+	return c.control(ctx, "set concurrency", queue, store.Limit, n, 0, opts)
 }
 
 // SetRateLimit limits how many of a queue's tasks start in any window of
@@ -42,7 +67,9 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error 
 // Redis clock inside the dequeue script, which keeps the starts of the last
 // window: a worker that finds the limit used up learns when the next start
 // is allowed and sleeps exactly until then (no polling). A manual Dequeue
-// gets ErrRateLimited.
+// gets ErrRateLimited. n must be in 0..MaxLimit, and per at least a
+// millisecond when n is not 0 (ErrInvalidOptions). A queue that does not
+// exist gives ErrNoQueue, unless CreateQueue is given.
 //
 // A start is counted when a worker takes the task (the dequeue script
 // hands it out), not when its handler runs: every dequeue counts, a
@@ -51,18 +78,28 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int) error 
 // used its start all the same; and a handler begins a little after its
 // dequeue (the reply's round trip, a goroutine), so handlers' own starts
 // may bunch slightly more than n across the edge of a window.
-func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration) error {
-	if n < 0 || (n > 0 && per < time.Millisecond) {
-		return fmt.Errorf("worqr: set rate limit %q: %d per %v: %w", queue, n, per, ErrInvalidOptions)
+func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration, opts ...ControlOption) error {
+	if n < 0 || int64(n) > MaxLimit || (n > 0 && per < time.Millisecond) {
+		return fmt.Errorf("worqr: set rate limit %q: %d per %v (the count in 0..%d, the window at least 1ms): %w", queue, n, per, int64(MaxLimit), ErrInvalidOptions)
 	}
-	return c.control(ctx, "set rate limit", queue, store.Rate, n, per)
+	return c.control(ctx, "set rate limit", queue, store.Rate, n, per, opts)
 }
 
-func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration) error {
+func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration, opts []ControlOption) error {
 	if err := c.validate(ctx, op, queue); err != nil {
 		return err
 	}
-	if err := c.store.Control(ctx, queue, cop, n, per); err != nil {
+	var o controlOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	err := c.store.Control(ctx, queue, cop, n, per, o.create)
+	switch {
+	case errors.Is(err, store.ErrNoQueue):
+		return fmt.Errorf("worqr: %s %q: %w (CreateQueue makes it)", op, queue, ErrNoQueue)
+	case err != nil:
 		return c.fail(op, queue, err)
 	}
 	return nil
@@ -80,10 +117,12 @@ type QueueInfo struct {
 	// Paused is set between Pause and Resume.
 	Paused bool
 	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
-	// none.
+	// none. A stored limit the scripts cannot read (not a whole number in
+	// 0..MaxLimit: written by hand, or by an older worqr) is not enforced
+	// and reads as 0; Client.Check reports it (UnreadableControls).
 	Concurrency int
 	// Rate starts (dequeues) per Per at most (SetRateLimit); 0 for no
-	// limit.
+	// limit. An unreadable stored value reads as 0, as for Concurrency.
 	Rate int
 	Per  time.Duration
 }

@@ -66,7 +66,7 @@ func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	const limit, n = 3, 30
-	require.NoError(t, c.SetConcurrency(ctx, "q", limit))
+	require.NoError(t, c.SetConcurrency(ctx, "q", limit, CreateQueue()))
 	var now, peak, done atomic.Int32
 	h := func(context.Context, *Process) error {
 		cur := now.Add(1)
@@ -185,7 +185,7 @@ func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	const rate, per, n = 3, 300 * time.Millisecond, 9
-	require.NoError(t, c.SetRateLimit(ctx, "q", rate, per))
+	require.NoError(t, c.SetRateLimit(ctx, "q", rate, per, CreateQueue()))
 	info, err := c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
 	assert.Equal(t, rate, info.Rate)
@@ -234,7 +234,7 @@ func TestRateLimit(t *testing.T) {
 	assert.ErrorIs(t, c.SetRateLimit(ctx, "q", 1, 0), ErrInvalidOptions)
 
 	// By hand: ErrRateLimited, saying when.
-	require.NoError(t, c.SetRateLimit(ctx, "m", 1, time.Minute))
+	require.NoError(t, c.SetRateLimit(ctx, "m", 1, time.Minute, CreateQueue()))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "m", [][]byte{[]byte("a"), []byte("b")})))
 	mw := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, mw.StartWork(ctx, "m", Events{}))
@@ -312,7 +312,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	const per, ahead = 500 * time.Millisecond, 250 * time.Millisecond
-	require.NoError(t, c.SetRateLimit(ctx, "q", 1, per))
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, per, CreateQueue()))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
 	wc := b.client()
 	dequeues := countCalls(wc, store.OpDequeue)
@@ -350,7 +350,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Second))
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Second, CreateQueue()))
 	w := newWorker(t, c, WorkerOptions{})
 	started := make(chan time.Time, 10)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
@@ -376,7 +376,7 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 func TestRateLimitCountsTakes(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Hour))
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Hour, CreateQueue()))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
@@ -387,4 +387,76 @@ func TestRateLimitCountsTakes(t *testing.T) {
 	n, err := c.QueueLen(ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
+}
+
+// A control on a queue that does not exist changes nothing and says so,
+// unless asked to make it: a misspelt name makes no queue.
+func TestControlsOnAQueueThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	controls := map[string]func(q string, opts ...ControlOption) error{
+		"pause":  func(q string, opts ...ControlOption) error { return c.Pause(ctx, q, opts...) },
+		"resume": func(q string, opts ...ControlOption) error { return c.Resume(ctx, q, opts...) },
+		"limit":  func(q string, opts ...ControlOption) error { return c.SetConcurrency(ctx, q, 3, opts...) },
+		"rate":   func(q string, opts ...ControlOption) error { return c.SetRateLimit(ctx, q, 5, time.Second, opts...) },
+	}
+	meta := func(q string) int64 {
+		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.store.Keys().Queue(q).Meta).Build()).AsInt64()
+		require.NoError(t, err)
+		return n
+	}
+	for name, control := range controls {
+		typo := "nonexistent-" + name
+		assert.ErrorIs(t, control(typo), ErrNoQueue, name)
+		assert.Zero(t, meta(typo), "%s wrote the meta hash of a queue that does not exist", name)
+
+		made := "made-" + name
+		require.NoError(t, control(made, CreateQueue()), name)
+		require.NoError(t, control(made), "%s on the queue it made", name)
+	}
+	queues, err := c.Queues(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"made-pause", "made-resume", "made-limit", "made-rate"}, queues)
+
+	// A queue exists once enqueued to, or served, and no more once deleted.
+	require.NoError(t, second(c.Enqueue(ctx, "jobs", []byte("x"))))
+	require.NoError(t, c.Pause(ctx, "jobs"))
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "served", Events{}))
+	require.NoError(t, c.SetConcurrency(ctx, "served", 2))
+	require.NoError(t, second(c.DeleteQueue(ctx, "jobs")))
+	assert.ErrorIs(t, c.Resume(ctx, "jobs"), ErrNoQueue)
+	queues, err = c.Queues(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, queues, "jobs")
+}
+
+// Limits are whole numbers the scripts hold exactly: up to MaxLimit,
+// read back as set; anything larger is refused, changing nothing.
+func TestLimitsAboveMaxLimitAreRefused(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	require.NoError(t, c.SetConcurrency(ctx, "q", 7))
+	for _, n := range []int64{MaxLimit + 1, MaxLimit + 2, 1 << 62, 1<<63 - 1} {
+		assert.ErrorIs(t, c.SetConcurrency(ctx, "q", int(n)), ErrInvalidOptions, "limit %d", n)
+		assert.ErrorIs(t, c.SetRateLimit(ctx, "q", int(n), time.Second), ErrInvalidOptions, "rate %d", n)
+	}
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, 7, info.Concurrency, "a refused limit changed nothing")
+	assert.Zero(t, info.Rate)
+
+	require.NoError(t, c.SetConcurrency(ctx, "q", MaxLimit))
+	require.NoError(t, c.SetRateLimit(ctx, "q", MaxLimit-1, time.Second))
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, MaxLimit, info.Concurrency)
+	assert.Equal(t, MaxLimit-1, info.Rate)
+	// A limit that large lets every task start.
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(p.Task()))
 }

@@ -43,7 +43,7 @@ func TestErrorTextsSayWorqrOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
 	require.NoError(t, second(c.Enqueue(ctx, "u", []byte("x"), Unique("k"))))
-	require.NoError(t, c.SetRateLimit(ctx, "limited", 1, time.Hour))
+	require.NoError(t, c.SetRateLimit(ctx, "limited", 1, time.Hour, CreateQueue()))
 	require.NoError(t, w.StartWork(ctx, "limited", Events{}))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "limited", [][]byte{[]byte("1"), []byte("2")})))
 	lp, err := w.Dequeue(ctx, "limited")
@@ -72,6 +72,8 @@ func TestErrorTextsSayWorqrOnce(t *testing.T) {
 		"Periodic large task":        w.Periodic(ctx, "p", "q", Every(time.Second), make([]byte, DefaultMaxTaskSize+1), PeriodicOptions{}),
 		"SetConcurrency negative":    c.SetConcurrency(ctx, "q", -1),
 		"SetRateLimit bad":           c.SetRateLimit(ctx, "q", 1, -time.Second),
+		"SetConcurrency too large":   c.SetConcurrency(ctx, "q", MaxLimit+1),
+		"Pause no queue":             c.Pause(ctx, "nowhere"),
 		"DeadLetters bad page":       second(c.DeadLetters(ctx, "q", -1, 10)),
 		"RequeueDeadLetter no id":    second(c.RequeueDeadLetter(ctx, "q", "")),
 		"DeleteDeadLetter no id":     second(c.DeleteDeadLetter(ctx, "q", "")),

@@ -56,7 +56,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 	const limit, n, queue = 6, 300, "limited"
 	logKey := b.prefix + ":test-log"
 	t.Cleanup(func() { _ = c.rdb.Do(context.Background(), c.rdb.B().Del().Key(logKey).Build()).Error() })
-	require.NoError(t, c.SetConcurrency(ctx, queue, limit))
+	require.NoError(t, c.SetConcurrency(ctx, queue, limit, CreateQueue()))
 	tasks := make([][]byte, 0, n)
 	for i := range n {
 		tasks = append(tasks, fmt.Appendf(nil, "%d,%d", i, 1+i%3))

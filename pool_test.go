@@ -434,7 +434,7 @@ func TestPoolControlsAndMiddleware(t *testing.T) {
 		}
 	}
 	w := newWorker(t, c, WorkerOptions{Middleware: []Middleware{count(&outer)}})
-	require.NoError(t, c.Pause(ctx, "high"))
+	require.NoError(t, c.Pause(ctx, "high", CreateQueue()))
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
 		{Queue: "high", Handler: handler, Options: HandleOptions{Middleware: []Middleware{count(&inner)}}},
 		{Queue: "low", Handler: handler},

@@ -41,7 +41,7 @@ func dequeueOne(t *testing.T, w *Worker, queue string) *Process {
 func TestWeightsUnderALimit(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.NoError(t, c.SetConcurrency(ctx, "q", 3))
+	require.NoError(t, c.SetConcurrency(ctx, "q", 3, CreateQueue()))
 	for _, task := range []struct {
 		payload string
 		weight  int
@@ -125,7 +125,7 @@ func TestWeightsCountedWithoutALimit(t *testing.T) {
 func TestWeightKeptAndFreedEverywhere(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	require.NoError(t, c.SetConcurrency(ctx, "q", 4))
+	require.NoError(t, c.SetConcurrency(ctx, "q", 4, CreateQueue()))
 	id, err := c.Enqueue(ctx, "q", []byte("heavy"), Weight(4))
 	require.NoError(t, err)
 	w := newWorker(t, c, WorkerOptions{})
@@ -193,7 +193,7 @@ func TestWeightedLimitAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	const limit, n = 5, 40
-	require.NoError(t, c.SetConcurrency(ctx, "q", limit))
+	require.NoError(t, c.SetConcurrency(ctx, "q", limit, CreateQueue()))
 	var mu sync.Mutex
 	var held, peak int
 	done := make(map[byte]bool)

@@ -83,6 +83,11 @@ var (
 	// queue was deleted; Stop dropped it instead of recreating the queue.
 	// Wait returns it for a task of a deleted queue (see Wait).
 	ErrQueueDeleted = errors.New("queue deleted")
+	// ErrNoQueue is returned by Pause, Resume, SetConcurrency and
+	// SetRateLimit for a queue that does not exist (Queues does not list
+	// it: never enqueued to nor served, or deleted since), unless they are
+	// given CreateQueue. Nothing was changed.
+	ErrNoQueue = errors.New("no such queue")
 	// ErrRateLimited is returned by Dequeue when the queue's rate limit
 	// (Client.SetRateLimit) is used up; the error says when the next start
 	// is allowed.

@@ -126,7 +126,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "remote", r.RemoteAddr, "err", err)
 	if err != nil {
-		h.fail(w, r, http.StatusBadGateway, fmt.Sprintf("%s failed: %v", op, err))
+		h.fail(w, r, errorStatus(err), fmt.Sprintf("%s failed: %v", op, err))
 		return
 	}
 	http.Redirect(w, r, backURL(base(r), back, queue, id, done), http.StatusSeeOther)

@@ -293,7 +293,7 @@ func TestWeightsShown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})
 	ctx := e.ctx()
-	require.NoError(t, e.c.SetConcurrency(ctx, "heavy", 10))
+	require.NoError(t, e.c.SetConcurrency(ctx, "heavy", 10, worqr.CreateQueue()))
 	_, err := e.c.Enqueue(ctx, "heavy", []byte("big"), worqr.Weight(3))
 	require.NoError(t, err)
 	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/worqr/worqr"
 )
 
 //go:embed templates/*.html
@@ -32,6 +35,7 @@ var funcs = template.FuncMap{
 	"millis":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
 	"act":       act,
 	"scanLimit": func() int { return scanLimit },
+	"maxLimit":  func() int64 { return worqr.MaxLimit },
 }
 
 // actForm is what the "act" template renders: one action's form.
@@ -109,6 +113,18 @@ type titled interface{ title() string }
 // fail shows an error page.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	h.render(w, r, "error", status, errorData{Status: status, Message: msg})
+}
+
+// errorStatus is the status of a page whose call failed with err: the
+// request's fault (bad input, no such queue), or else Redis's.
+func errorStatus(err error) int {
+	switch {
+	case errors.Is(err, worqr.ErrInvalidOptions), errors.Is(err, worqr.ErrInvalidQueueName):
+		return http.StatusBadRequest
+	case errors.Is(err, worqr.ErrNoQueue):
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
 }
 
 type errorData struct {

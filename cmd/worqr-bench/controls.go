@@ -44,7 +44,7 @@ func drainLoaded(ctx context.Context, b *bench, queues []string, workers int, wa
 // setLimit is a load step: a concurrency limit of n on every queue.
 func setLimit(ctx context.Context, c *worqr.Client, queues []string, n int) error {
 	for _, q := range queues {
-		if err := c.SetConcurrency(ctx, q, n); err != nil {
+		if err := c.SetConcurrency(ctx, q, n, worqr.CreateQueue()); err != nil {
 			return err
 		}
 	}
@@ -271,7 +271,7 @@ func runRate(ctx context.Context, b *bench) (*result, error) {
 		return nil
 	}
 	_, err := drainLoaded(ctx, b, []string{q}, 1, int64(total), work, worqr.HandleOptions{Concurrency: 2 * rate}, func(c *worqr.Client) error {
-		if err := c.SetRateLimit(ctx, q, rate, per); err != nil {
+		if err := c.SetRateLimit(ctx, q, rate, per, worqr.CreateQueue()); err != nil {
 			return err
 		}
 		return fill(ctx, c, []string{q}, total, run)

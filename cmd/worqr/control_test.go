@@ -38,3 +38,36 @@ func TestControls(t *testing.T) {
 	b.fails(2, "not a count", "limit", "jobs", "-1")
 	b.fails(2, "", "pause")
 }
+
+// pause, resume and limit on a queue that does not exist exit 1 and
+// make nothing, unless given --create.
+func TestControlsOnAQueueThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	b.fails(exitFailure, `no queue "nonexistent2" (worqr queues lists them; --create makes it)`, "resume", "nonexistent2")
+	b.fails(exitFailure, `no queue "nonexistent2"`, "pause", "nonexistent2")
+	b.fails(exitFailure, `no queue "nonexistent2"`, "limit", "nonexistent2", "3")
+	assert.NotContains(t, b.ok("queues").stdout, "nonexistent2")
+
+	r := b.ok("pause", "new", "--create")
+	assert.Contains(t, r.stdout, "paused=true")
+	b.ok("limit", "--create", "other", "2")
+	assert.Equal(t, []string{"new", "0", "0", "0", "0", "yes"}, row(t, b.ok("queues").stdout, "new"))
+	assert.Equal(t, []string{"other", "0", "0", "0", "0", "2"}, row(t, b.ok("queues").stdout, "other"))
+	assert.Contains(t, b.ok("resume", "-h").stdout, "--create")
+}
+
+// limit refuses counts the scripts cannot hold exactly (above 2^53 - 1),
+// and takes the largest they can.
+func TestLimitOutOfRange(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	_, err := b.client().Enqueue(ctxT(t), "jobs", []byte("x"))
+	require.NoError(t, err)
+	for _, n := range []string{"9223372036854775807", "9007199254740992", "99999999999999999999"} {
+		b.fails(exitUsage, `limit: "`+n+`" is not a count from 0 (no limit) to 9007199254740991`, "limit", "jobs", n)
+	}
+	got := jsonOf[queueRow](b, "limit", "jobs", "9007199254740991")
+	assert.Equal(t, 9007199254740991, got.Concurrency)
+	assert.Equal(t, []string{"jobs", "1", "0", "0", "0", "9007199254740991"}, row(t, b.ok("queues").stdout, "jobs"))
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -331,14 +332,19 @@ func cmdWait(e *env, args []string) error {
 
 func controlCommands() []*command {
 	return []*command{
-		{name: "pause", synopsis: "<queue>", group: "Change", summary: "stop the whole fleet taking a queue's tasks", run: cmdPause, help: `
+		{name: "pause", synopsis: "<queue> [--create]", group: "Change", summary: "stop the whole fleet taking a queue's tasks", run: cmdPause, help: `
 Pauses a queue for every worker: enqueues are accepted and tasks in flight
-finish, but nothing more is handed out until resume.`},
-		{name: "resume", synopsis: "<queue>", group: "Change", summary: "undo pause and wake the workers", run: cmdResume, help: `
-Resumes a paused queue and wakes every worker serving it.`},
-		{name: "limit", synopsis: "<queue> <n>", group: "Change", summary: "limit a queue's tasks in flight across the fleet (0: none)", run: cmdLimit, help: `
+finish, but nothing more is handed out until resume. Exits 1, changing
+nothing, when there is no such queue, unless --create is given.`},
+		{name: "resume", synopsis: "<queue> [--create]", group: "Change", summary: "undo pause and wake the workers", run: cmdResume, help: `
+Resumes a paused queue and wakes every worker serving it. Exits 1 when
+there is no such queue, unless --create is given.`},
+		{name: "limit", synopsis: "<queue> <n> [--create]", group: "Change", summary: "limit a queue's tasks in flight across the fleet (0: none)", run: cmdLimit, help: `
 Sets the most tasks of a queue in flight at once across all workers; 0
-removes the limit. Enforced in Redis, for every worker.`},
+removes the limit. Enforced in Redis, for every worker. n is a whole
+number from 0 to 9007199254740991 (2^53 - 1, the largest the scripts hold
+exactly). Exits 1, changing nothing, when there is no such queue, unless
+--create is given.`},
 	}
 }
 
@@ -347,8 +353,30 @@ func cmdResume(e *env, args []string) error {
 	return control(e, args, "resumed", (*worqr.Client).Resume)
 }
 
-func control(e *env, args []string, done string, op func(*worqr.Client, context.Context, string) error) error {
-	pos, err := e.parse(e.flags(), args, 1, 1)
+// createFlag defines --create, and returns the control options it asks
+// for once the flags are parsed.
+func createFlag(fs *flag.FlagSet) func() []worqr.ControlOption {
+	create := fs.Bool("create", false, "make the queue if it does not exist (else: exit 1, changing nothing)")
+	return func() []worqr.ControlOption {
+		if *create {
+			return []worqr.ControlOption{worqr.CreateQueue()}
+		}
+		return nil
+	}
+}
+
+// noQueue turns a control's ErrNoQueue into a not-found error.
+func noQueue(err error, queue string) error {
+	if errors.Is(err, worqr.ErrNoQueue) {
+		return notFoundf("no queue %q (worqr queues lists them; --create makes it)", escape(queue))
+	}
+	return err
+}
+
+func control(e *env, args []string, done string, op func(*worqr.Client, context.Context, string, ...worqr.ControlOption) error) error {
+	fs := e.flags()
+	opts := createFlag(fs)
+	pos, err := e.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -356,14 +384,16 @@ func control(e *env, args []string, done string, op func(*worqr.Client, context.
 	if err != nil {
 		return err
 	}
-	if err := op(c, e.ctx, queue); err != nil {
-		return err
+	if err := op(c, e.ctx, queue, opts()...); err != nil {
+		return noQueue(err, queue)
 	}
 	return controlled(e, c, queue, done)
 }
 
 func cmdLimit(e *env, args []string) error {
-	pos, err := e.parse(e.flags(), args, 2, 2)
+	fs := e.flags()
+	opts := createFlag(fs)
+	pos, err := e.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -371,16 +401,16 @@ func cmdLimit(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	n, err := strconv.Atoi(pos[1])
-	if err != nil || n < 0 {
-		return usagef("limit: %q is not a count (0 removes the limit)", pos[1])
+	n, err := strconv.ParseInt(pos[1], 10, 64)
+	if err != nil || n < 0 || n > worqr.MaxLimit {
+		return usagef("limit: %q is not a count from 0 (no limit) to %d", pos[1], int64(worqr.MaxLimit))
 	}
 	c, err := e.client()
 	if err != nil {
 		return err
 	}
-	if err := c.SetConcurrency(e.ctx, queue, n); err != nil {
-		return err
+	if err := c.SetConcurrency(e.ctx, queue, int(n), opts()...); err != nil {
+		return noQueue(err, queue)
 	}
 	return controlled(e, c, queue, "limited")
 }

@@ -233,6 +233,19 @@ local function waiting_len(normal)
   return n
 end
 
+-- A control's stored value (the meta fields 'limit', 'rate' and 'per') as a
+-- number, or nil unless it is a whole number in 1..2^53 - 1: the scripts
+-- write no other (a control of 0 is removed), and a Lua number (a double)
+-- holds no larger one exactly. A value written otherwise (by hand, or by a
+-- worqr that stored large limits as doubles) is not enforced, reads as
+-- unset, and Client.Check reports it (check_queue.lua).
+local function control_value(v)
+  if not v or #v > 16 or not string.find(v, '^[1-9]%d*$') then return nil end
+  local n = tonumber(v)
+  if n > 9007199254740991 then return nil end
+  return n
+end
+
 -- The queue controls kept in its meta hash: 'paused' (any value), 'limit'
 -- (the most weight in flight across the fleet: see entry_weight), and
 -- 'rate' and 'per' (at most rate starts in any per ms).
@@ -242,7 +255,7 @@ end
 -- ('seq', see start_procs; false when none), read in the same call.
 local function queue_controls(meta)
   local c = redis.call('HMGET', meta, 'paused', 'limit', 'rate', 'per', 'wx', 'seq')
-  return c[1] ~= false and c[1] ~= nil, tonumber(c[2] or nil), tonumber(c[3] or nil), tonumber(c[4] or nil),
+  return c[1] ~= false and c[1] ~= nil, control_value(c[2]), control_value(c[3]), control_value(c[4]),
     tonumber(c[5] or nil) or 0, c[6]
 end
 

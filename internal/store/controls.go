@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,21 +19,35 @@ const (
 	Rate   ControlOp = "rate"
 )
 
+// ErrNoQueue is returned by Control for a queue that does not exist (its
+// meta hash holds no name) when it was not asked to create it.
+var ErrNoQueue = errors.New("no such queue")
+
 // Control pauses or resumes a queue, or sets its concurrency limit (0
-// removes it), for the whole fleet, and registers the queue if it is new.
-func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration) error {
+// removes it), for the whole fleet. A queue that does not exist is made
+// (and registered) when create is set; otherwise nothing changes and the
+// error is ErrNoQueue.
+func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool) error {
 	k := s.queueKeys(queue)
+	mk := "0"
+	if create {
+		mk = "1"
+	}
 	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting, k.High, k.Low},
-		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10)})
+		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10), mk})
 	if err != nil {
 		return err
 	}
-	unregistered, err := res.AsInt64()
-	if err != nil {
+	code, err := res.AsInt64()
+	switch {
+	case err != nil:
 		return err
-	}
-	if unregistered == 1 {
+	case code == -1:
+		return ErrNoQueue
+	case code == 1:
 		return s.RegisterQueue(ctx, queue)
+	case code != 0:
+		return fmt.Errorf("control.lua answered %d", code)
 	}
 	return nil
 }
