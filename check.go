@@ -28,7 +28,9 @@ import (
 //   - every key under the prefix is one of worqr's, of the type worqr
 //     writes (UnknownKeys, BrokenQueues);
 //   - a queue's count of weight in flight, which its concurrency limit
-//     reads, matches the weights of its processes (MiscountedQueues).
+//     reads, matches the weights of its processes (MiscountedQueues);
+//   - a queue's stored controls can be read by the scripts
+//     (UnreadableControls).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -98,6 +100,13 @@ type CheckReport struct {
 	// tasks start. Every script keeps the count, so only a key edited by
 	// hand, or a bug, makes one.
 	MiscountedQueues []string
+	// UnreadableControls are queue controls whose stored value the
+	// scripts cannot read: not a whole number in 1..MaxLimit (written by
+	// hand, or by an older worqr, which stored a limit above 2^53 as a
+	// double). Such a control is not enforced and QueueInfo reads it as
+	// unset. They are reported, never touched: set the control again
+	// (SetConcurrency, SetRateLimit) to replace the value.
+	UnreadableControls []QueueControl
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
 	NodesScanned int
@@ -109,6 +118,16 @@ type CheckReport struct {
 
 	// Repaired is what Repair changed; zero without it.
 	Repaired CheckRepairs
+}
+
+// QueueControl is a queue's control as stored, for CheckReport.
+type QueueControl struct {
+	Queue string
+	// Control is the field of the queue's meta hash: "limit" (the
+	// concurrency limit), "rate" or "per" (the rate limit).
+	Control string
+	// Value is the stored value, cut to 64 bytes.
+	Value string
 }
 
 // CheckRepairs says what a repair changed.
@@ -144,15 +163,17 @@ type CheckRepairs struct {
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
-		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) + int(r.StaleProgress)
+		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
+		len(r.UnreadableControls) + int(r.StaleProgress)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, unreadable controls %d) in %d queues, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.UnreadableControls),
+		r.QueuesChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
 		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),

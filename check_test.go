@@ -546,3 +546,41 @@ func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"new"}, qs)
 }
+
+// A stored control the scripts cannot read (here as an older worqr stored
+// a limit of 2^63 - 1, and as someone might write one by hand) is not
+// enforced, reads as unset, never as a negative number, and Check reports
+// it.
+func TestCheckReportsUnreadableControls(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	require.NoError(t, second(c.Enqueue(ctx, "fine", []byte("x"))))
+	require.NoError(t, c.SetConcurrency(ctx, "fine", 2))
+	meta := c.store.Keys().Queue("q").Meta
+	do(t, c, c.rdb.B().Hset().Key(meta).FieldValue().FieldValue("limit", "9.2233720368547758e+18").FieldValue("rate", "ten").FieldValue("per", "1000").Build())
+
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, info.Concurrency)
+	assert.Zero(t, info.Rate)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	require.NoError(t, second(w.Dequeue(ctx, "q")), "an unreadable limit is not enforced")
+
+	rep, err := c.Check(ctx, CheckOptions{Repair: true})
+	require.NoError(t, err)
+	assert.Equal(t, []QueueControl{{Queue: "q", Control: "limit", Value: "9.2233720368547758e+18"}, {Queue: "q", Control: "rate", Value: "ten"}}, rep.UnreadableControls)
+	assert.Equal(t, 2, rep.Problems())
+	assert.Contains(t, rep.String(), "unreadable controls 2")
+	// Reported, never touched; setting the control again mends it.
+	v, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(meta).Field("limit").Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "9.2233720368547758e+18", v)
+	require.NoError(t, c.SetConcurrency(ctx, "q", 4))
+	require.NoError(t, c.SetRateLimit(ctx, "q", 0, 0))
+	rep, err = c.Check(ctx, CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.UnreadableControls)
+	assert.Zero(t, rep.Problems())
+}

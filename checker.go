@@ -42,7 +42,8 @@ type queueLook struct {
 	// miscounted is set when the queue's count of weight in flight does
 	// not match its processes.
 	miscounted bool
-	stale      int64 // progress reports whose process is gone
+	stale      int64       // progress reports whose process is gone
+	unreadable [][2]string // controls the scripts cannot read: name, value
 }
 
 // registryLook is the registries as check_registry.lua saw them.
@@ -132,7 +133,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 			case l.Err != nil:
 				return nil, c.fail("consistency check", batch[i], l.Err)
 			}
-			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, stale: l.StaleProgress}
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, stale: l.StaleProgress, unreadable: l.Unreadable}
 			for _, p := range l.Orphans {
 				q.orphans = append(q.orphans, processInfo(batch[i], p))
 			}
@@ -213,6 +214,9 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 		}
 		if q.miscounted {
 			rep.MiscountedQueues = append(rep.MiscountedQueues, name)
+		}
+		for _, u := range q.unreadable {
+			rep.UnreadableControls = append(rep.UnreadableControls, QueueControl{Queue: name, Control: u[0], Value: u[1]})
 		}
 		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || q.stale > 0 {
 			ck.repairQueues = append(ck.repairQueues, name)

@@ -11,11 +11,11 @@ func maintenanceCommands() []*command {
 		{name: "check", synopsis: "[--repair]", group: "Maintenance", summary: "consistency check, and repair", run: cmdCheck, help: `
 Compares every key under the prefix with worqr's registries (a SCAN of each
 Redis node, never KEYS) and lists what does not add up: orphaned
-processes, dead or unregistered workers, unlisted, unregistered, stale or
-broken queues, unknown keys. With --repair it also fixes what it can, as
-a peer would: orphaned tasks back to the front of their queues, dead
-workers reclaimed, registries mended; broken queues and unknown keys are
-only reported. Safe while workers run. Its cost grows with the whole
+processes, dead or unregistered workers, unlisted, unregistered, stale,
+broken or miscounted queues, controls it cannot read, unknown keys. With
+--repair it also fixes what it can, as a peer would: orphaned tasks back
+to the front of their queues, dead workers reclaimed, registries mended;
+broken queues, unreadable controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
 keyspace: a large one may need a longer --timeout.
 
 It exits 1 when it found problems, repaired or not, after printing the
@@ -36,6 +36,7 @@ type checkJSON struct {
 	BrokenQueues        []string          `json:"brokenQueues"`
 	UnknownKeys         []string          `json:"unknownKeys"`
 	MiscountedQueues    []string          `json:"miscountedQueues"`
+	UnreadableControls  []controlJSON     `json:"unreadableControls"`
 	NodesScanned        int               `json:"nodesScanned"`
 	KeysScanned         int               `json:"keysScanned"`
 	QueuesChecked       int               `json:"queuesChecked"`
@@ -45,6 +46,12 @@ type checkJSON struct {
 type workerQueueJSON struct {
 	Worker string `json:"worker"`
 	Queue  string `json:"queue"`
+}
+
+type controlJSON struct {
+	Queue   string `json:"queue"`
+	Control string `json:"control"`
+	Value   string `json:"value"`
 }
 
 type repairsJSON struct {
@@ -80,8 +87,11 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		Problems: r.Problems(), OrphanedProcesses: make([]processRow, len(r.OrphanedProcesses)),
 		DeadWorkers: list(r.DeadWorkers), UnregisteredWorkers: list(r.UnregisteredWorkers), UnlistedQueues: workerQueues(r.UnlistedQueues),
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
-		MiscountedQueues: list(r.MiscountedQueues),
-		NodesScanned:     r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
+		MiscountedQueues: list(r.MiscountedQueues), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
+		NodesScanned: r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
+	}
+	for i, u := range r.UnreadableControls {
+		j.UnreadableControls[i] = controlJSON(u)
 	}
 	for i, p := range r.OrphanedProcesses {
 		j.OrphanedProcesses[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
@@ -152,6 +162,10 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		rows("unregistered queue", r.UnregisteredQueues)
 		rows("stale queue", r.StaleQueues)
 		rows("broken queue", r.BrokenQueues)
+		rows("miscounted queue", r.MiscountedQueues)
+		for _, u := range r.UnreadableControls {
+			t.row("unreadable control", fmt.Sprintf("queue %q %s = %q", escape(u.Queue), u.Control, escape(u.Value)))
+		}
 		rows("unknown key", r.UnknownKeys)
 		if err := t.flush(); err != nil {
 			return err

@@ -48,3 +48,22 @@ func TestCheck(t *testing.T) {
 	out = b.ok("check", "--repair").stdout
 	assert.Contains(t, out, "queues registered:  0\n")
 }
+
+// check reports a control whose stored value the scripts cannot read, and
+// exits 1.
+func TestCheckReportsAnUnreadableControl(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	_, err := c.Enqueue(ctx, "orders", []byte("x"))
+	require.NoError(t, err)
+	rdb := b.redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(b.prefix+":{q:orders}:meta").FieldValue().FieldValue("limit", "9.2233720368547758e+18").Build()).Error())
+
+	r := b.fails(exitFailure, "1 problems found", "check")
+	assert.Equal(t, []string{"unreadable control", `queue "orders" limit = "9.2233720368547758e+18"`}, row(t, r.stdout, "unreadable control"))
+	r = b.fails(exitFailure, "1 problems found", "check", "--json")
+	var rep checkJSON
+	require.NoError(t, jsonDecode(r.stdout, &rep))
+	assert.Equal(t, []controlJSON{{Queue: "orders", Control: "limit", Value: "9.2233720368547758e+18"}}, rep.UnreadableControls)
+}

@@ -3,11 +3,13 @@
 -- (and whether its lease is live), and the processes whose owner holds no
 -- live lease here (orphans: their owner can no longer finish or stop them),
 -- the extra weight in flight as counted (meta 'wx') and as the processes
--- hold it (see entry_weight), and the progress reports whose process is
--- gone.
+-- hold it (see entry_weight), the progress reports whose process is
+-- gone, and the controls whose stored value the scripts cannot read (see
+-- control_value; the value cut to 64 bytes).
 -- KEYS: waiting, procs, leases, meta, delayed, high, low, progress
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
---          {pid, owner, state, task, ...}, {counted, held}, stray reports}.
+--          {pid, owner, state, task, ...}, {counted, held}, stray reports,
+--          {control, value, ...}}.
 set_lists(KEYS[1], KEYS[6], KEYS[7])
 local now = now_ms()
 local live, owners = {}, {}
@@ -47,4 +49,14 @@ for i = 2, #reports, 2 do
     stray = stray + 1
   end
 end
-return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans, {counted, extra}, stray}
+local unreadable = {}
+local controls = {'limit', 'rate', 'per'}
+local values = redis.call('HMGET', KEYS[4], unpack(controls))
+for i, name in ipairs(controls) do
+  local v = values[i]
+  if v and not control_value(v) then
+    unreadable[#unreadable + 1] = name
+    unreadable[#unreadable + 1] = string.sub(v, 1, 64)
+  end
+end
+return {redis.call('HEXISTS', KEYS[4], 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable}

@@ -112,6 +112,10 @@ type QueueLook struct {
 	Counted, Held int64
 	// StaleProgress counts progress reports whose process is gone.
 	StaleProgress int64
+	// Unreadable are the controls whose stored value the scripts cannot
+	// read (control name, then the value, cut to 64 bytes), in the order
+	// limit, rate, per.
+	Unreadable [][2]string
 	// Err is set when the queue could not be read; Broken when that was
 	// because one of its keys holds what worqr never writes there.
 	Err    error
@@ -142,7 +146,7 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		_, reply := rueidis.IsRedisErr(err)
 		return QueueLook{Err: err, Broken: reply}
 	}
-	if len(parts) != 6 {
+	if len(parts) != 7 {
 		return QueueLook{Err: fmt.Errorf("check_queue.lua answered %d parts", len(parts))}
 	}
 	exists, err1 := parts[0].AsInt64()
@@ -154,7 +158,8 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		err5 = fmt.Errorf("check_queue.lua answered %d weights", len(weights))
 	}
 	stray, err6 := parts[5].AsInt64()
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	unreadable, err7 := parts[6].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return QueueLook{Err: err}
 	}
 	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2), Counted: weights[0], Held: weights[1], StaleProgress: stray}
@@ -165,6 +170,9 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 			return QueueLook{Err: err}
 		}
 		q.Owners[id] = live == 1
+	}
+	for i := 0; i+1 < len(unreadable); i += 2 {
+		q.Unreadable = append(q.Unreadable, [2]string{unreadable[i], unreadable[i+1]})
 	}
 	for i := 0; i+3 < len(orphans); i += 4 {
 		p := Proc{PID: orphans[i], Owner: orphans[i+1], State: State(orphans[i+2][0])}
