@@ -27,7 +27,7 @@ import (
 const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
-	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen " +
+	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen +hscan " +
 	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin +zscan " +
 	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
@@ -125,6 +125,12 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 		require.NoError(t, err)
 		return len(procs) == 1
 	})
+	procs, err := c.Processes(ctx, "h", PayloadPrefix(2))
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	found, err := c.FindTask(ctx, "h", procs[0].TaskID, PayloadPrefix(2))
+	require.NoError(t, err)
+	assert.NotNil(t, found.Process)
 	_, err = c.Workers(ctx)
 	require.NoError(t, err)
 	_, err = c.WorkerQueues(ctx, w.ID())
@@ -162,6 +168,8 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	assert.EqualValues(t, 2, n)
 	_, err = c.Delayed(ctx, "l", 0, -1)
 	require.NoError(t, err)
+	_, err = c.Delayed(ctx, "l", 0, -1, PayloadPrefix(2))
+	require.NoError(t, err)
 	for range 3 { // later twice (a retry), dead once
 		recv(t, ran, 5*time.Second, "delayed tasks ran")
 	}
@@ -196,6 +204,12 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	dequeueAll(t, dead, "m", 1)
 	dead.crash()
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "m")) == 2 })
+	tasks, err := c.Tasks(ctx, "m", 0, -1, PayloadPrefix(1))
+	require.NoError(t, err)
+	require.Len(t, tasks, 2)
+	found, err = c.FindTask(ctx, "m", tasks[1].ID)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, found.Position)
 
 	// Dead letters: listed, counted, requeued, deleted, purged.
 	exerciseDeadLetters(t, c, "d")

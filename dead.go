@@ -46,15 +46,19 @@ func deadLetter(queue string, d store.DeadLetter) DeadLetter {
 // the time of each call: tasks that die between two calls shift the later
 // pages back, so a dead letter can be listed twice, and dead letters
 // removed in between (requeued, deleted, trimmed) shift them forward, so
-// one can be skipped.
-func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int) ([]DeadLetter, error) {
+// one can be skipped. With PayloadPrefix their payloads are cut in Redis.
+func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]DeadLetter, error) {
 	if err := c.validate(ctx, "dead letters", queue); err != nil {
 		return nil, err
 	}
 	if offset < 0 || limit <= 0 {
 		return nil, fmt.Errorf("worqr: dead letters %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
 	}
-	ds, err := c.store.DeadLetters(ctx, queue, offset, limit)
+	cut, err := inspectCut("dead letters", queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := c.store.DeadLetters(ctx, queue, offset, limit, cut)
 	if err != nil {
 		return nil, c.fail("dead letters", queue, err)
 	}

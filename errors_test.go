@@ -74,6 +74,8 @@ func TestErrorTextsSayWorqrOnce(t *testing.T) {
 		"SetRateLimit bad":           c.SetRateLimit(ctx, "q", 1, -time.Second),
 		"SetConcurrency too large":   c.SetConcurrency(ctx, "q", MaxLimit+1),
 		"Pause no queue":             c.Pause(ctx, "nowhere"),
+		"Tasks bad prefix":           second(c.Tasks(ctx, "q", 0, 1, PayloadPrefix(-1))),
+		"FindTask no id":             second(c.FindTask(ctx, "q", "")),
 		"DeadLetters bad page":       second(c.DeadLetters(ctx, "q", -1, 10)),
 		"RequeueDeadLetter no id":    second(c.RequeueDeadLetter(ctx, "q", "")),
 		"DeleteDeadLetter no id":     second(c.DeleteDeadLetter(ctx, "q", "")),

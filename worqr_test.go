@@ -97,7 +97,7 @@ func TestInspection(t *testing.T) {
 	procs, err := c.Processes(ctx, "q1")
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
-	assert.Equal(t, ProcessInfo{ID: p.ID(), Queue: "q1", Owner: w.ID(), State: StateActive, TaskID: ids[0], Attempt: 1, Task: []byte("x"), Weight: 1}, procs[0])
+	assert.Equal(t, ProcessInfo{ID: p.ID(), Queue: "q1", Owner: w.ID(), State: StateActive, TaskID: ids[0], Attempt: 1, Task: []byte("x"), TaskSize: 1, Weight: 1}, procs[0])
 
 	ws, err := c.Workers(ctx)
 	require.NoError(t, err)

@@ -193,7 +193,7 @@ func owners(ctx context.Context, c *worqr.Client, queues []string) (map[string]i
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
 	for i, q := range queues {
-		g.Go(func() (err error) { procs[i], err = c.Processes(gctx, q); return err })
+		g.Go(func() (err error) { procs[i], err = c.Processes(gctx, q, worqr.PayloadPrefix(0)); return err }) // counted, not shown
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err

@@ -94,6 +94,39 @@ local function entry_payload(e)
   return string.sub(e, c + 1)
 end
 
+-- Whether an entry is task id's: its header starts with the id, then ','
+-- or ':'. Unlike entry_id it copies nothing, however long the entry.
+local function entry_is(e, id)
+  local n = #id
+  local b = string.byte(e, n + 1)
+  return (b == 44 or b == 58) and string.sub(e, 1, n) == id -- ',' or ':'
+end
+
+-- An entry with its payload cut to its first n bytes (n < 0: whole), and
+-- the payload's whole size: listings answer with these, so that a reply
+-- grows with n, not with the payloads. at (default 1) is where the entry
+-- starts in e: a process record is cut in place, without a copy of its
+-- entry. (A value without a header is all payload.)
+local function entry_cut(e, n, at)
+  at = at or 1
+  local c = string.find(e, ':', at, true) or (at - 1)
+  local size = #e - c
+  if n >= 0 and size > n then
+    e = string.sub(e, 1, c + n)
+  end
+  return e, size
+end
+
+-- How many entries a scan reads with its next call, so that one call holds
+-- about a megabyte of them (or room bytes, if less), judged by those read
+-- so far (read bytes in seen entries); the first call reads one. From 1
+-- to 256: a script that reads large entries holds about one at a time.
+local function chunk_size(seen, read, room)
+  if seen == 0 or read <= 0 then return 1 end
+  local k = math.floor(math.min(1048576, room) * seen / read)
+  return math.max(1, math.min(256, k))
+end
+
 -- Split an entry into header and payload. (A value without a header,
 -- queued by a worqr before task ids, is given the header '0'.)
 local function entry_split(e)

@@ -49,6 +49,11 @@ type Set struct {
 	Progress   *Script // a handler's progress report
 	Stats      *Script // a client's stats counts, when no other call carried them
 	Outcome    *Script // a task's retained outcome, or whether one will come
+	// Inspection with payloads cut to a prefix, and a task found by id.
+	WaitingList *Script
+	DelayedList *Script
+	ProcsList   *Script
+	TaskFind    *Script
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -94,6 +99,11 @@ func Load(sharded, stats bool) *Set {
 		Progress:   load("progress.lua"),
 		Stats:      load("stats.lua"),
 		Outcome:    load("outcome.lua"),
+
+		WaitingList: load("waiting_list.lua"),
+		DelayedList: load("delayed_list.lua"),
+		ProcsList:   load("procs_list.lua"),
+		TaskFind:    load("task_find.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),

@@ -17,24 +17,26 @@ type DeadLetter struct {
 
 // DeadLetters lists up to limit (> 0) of a queue's dead letters, newest
 // first, skipping the offset (>= 0) newest, with their errors, in one
-// script call.
-func (s *Store) DeadLetters(ctx context.Context, queue string, offset, limit int) ([]DeadLetter, error) {
+// script call. With cut >= 0 each payload is cut to its first cut bytes
+// in Redis (see Task.Size); with cut < 0 they come whole.
+func (s *Store) DeadLetters(ctx context.Context, queue string, offset, limit, cut int) ([]DeadLetter, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpDeadLetters, queue, s.scripts.DeadList, []string{k.Dead, k.Errors}, []string{strconv.Itoa(offset), strconv.Itoa(limit)})
+	res, err := s.run(ctx, OpDeadLetters, queue, s.scripts.DeadList, []string{k.Dead, k.Errors}, []string{strconv.Itoa(offset), strconv.Itoa(limit), strconv.Itoa(cut)})
 	if err != nil {
 		return nil, err
 	}
-	vals, err := res.AsStrSlice()
+	var errs []string
+	ts, err := cutTasks("dead_list.lua", res, 3, func(_ *Task, rest []rueidis.RedisMessage) error {
+		e, err := rest[0].ToString()
+		errs = append(errs, e)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(vals)%2 != 0 {
-		return nil, fmt.Errorf("dead_list.lua answered %d values", len(vals))
-	}
-	out := make([]DeadLetter, 0, len(vals)/2)
-	for i := 0; i < len(vals); i += 2 {
-		t := TaskOrRaw(vals[i])
-		out = append(out, DeadLetter{Task: t, Error: vals[i+1]})
+	out := make([]DeadLetter, len(ts))
+	for i, t := range ts {
+		out[i] = DeadLetter{Task: t, Error: errs[i]}
 	}
 	return out, nil
 }

@@ -62,9 +62,9 @@ func TestParseEvent(t *testing.T) {
 func TestParseTask(t *testing.T) {
 	for e, want := range map[string]Task{
 		"1f:":             {ID: "1f"},
-		"1f:a:b,c":        {ID: "1f", Payload: "a:b,c"},
-		"65f0,a3:payload": {ID: "65f0", Attempts: 3, Payload: "payload"},
-		"65f0,a3,p2:x":    {ID: "65f0", Attempts: 3, Payload: "x"}, // fields it does not know are skipped
+		"1f:a:b,c":        {ID: "1f", Payload: "a:b,c", Size: 5},
+		"65f0,a3:payload": {ID: "65f0", Attempts: 3, Payload: "payload", Size: 7},
+		"65f0,a3,p2:x":    {ID: "65f0", Attempts: 3, Payload: "x", Size: 1}, // fields it does not know are skipped
 	} {
 		got, ok := ParseTask(e)
 		assert.True(t, ok, e)

@@ -128,10 +128,29 @@ type DelayedTask struct {
 
 // Delayed returns a queue's delayed tasks in due order, from position
 // start to stop inclusive (0 is the next due; negative counts from the
-// last, as in ZRANGE).
-func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64) ([]DelayedTask, error) {
+// last, as in ZRANGE). With cut >= 0 each payload is cut to its first cut
+// bytes in Redis (delayed_list.lua; see Task.Size).
+func (s *Store) Delayed(ctx context.Context, queue string, start, stop int64, cut int) ([]DelayedTask, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
+	}
+	if cut >= 0 {
+		var dues []int64
+		res := s.scripts.DelayedList.Exec(ctx, s.rdb, []string{s.queueKeys(queue).Delayed},
+			[]string{strconv.FormatInt(start, 10), strconv.FormatInt(stop, 10), strconv.Itoa(cut)})
+		ts, err := cutTasks("delayed_list.lua", res, 3, func(_ *Task, rest []rueidis.RedisMessage) error {
+			due, err := rest[0].AsFloat64()
+			dues = append(dues, int64(due))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]DelayedTask, len(ts))
+		for i, t := range ts {
+			out[i] = DelayedTask{Task: t, Due: dues[i]}
+		}
+		return out, nil
 	}
 	cmd := s.b().Zrange().Key(s.queueKeys(queue).Delayed).Min(strconv.FormatInt(start, 10)).Max(strconv.FormatInt(stop, 10)).Withscores().Build().Pin()
 	vals, err := s.rdb.Do(ctx, cmd).AsZScores()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -602,12 +603,20 @@ func (s *Store) lens(ctx context.Context, k QueueKeys) ([3]int64, error) {
 
 // Range returns waiting tasks in dequeue order (high, normal, then low
 // priority), from position start to stop inclusive, where 0 is the next
-// task out; negative positions count from the back, as in LRANGE.
-func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]Task, error) {
+// task out; negative positions count from the back, as in LRANGE. With
+// cut >= 0 each payload is cut to its first cut bytes in Redis (see
+// Task.Size), in one script call (waiting_list.lua); with cut < 0 the
+// tasks come whole.
+func (s *Store) Range(ctx context.Context, queue string, start, stop int64, cut int) ([]Task, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
 	k := s.queueKeys(queue)
+	if cut >= 0 {
+		res := s.scripts.WaitingList.Exec(ctx, s.rdb, []string{k.High, k.Waiting, k.Low},
+			[]string{strconv.FormatInt(start, 10), strconv.FormatInt(stop, 10), strconv.Itoa(cut)})
+		return cutTasks("waiting_list.lua", res, 2, nil)
+	}
 	lens, err := s.lens(ctx, k)
 	if err != nil {
 		return nil, err
@@ -643,8 +652,9 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64) ([]T
 }
 
 // Procs lists the in-flight processes of a queue, in no order, with their
-// progress reports.
-func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
+// progress reports. With cut >= 0 each task's payload is cut to its first
+// cut bytes in Redis (procs_list.lua; see Task.Size).
+func (s *Store) Procs(ctx context.Context, queue string, cut int) ([]Proc, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
@@ -652,7 +662,14 @@ func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 	// Two calls, not one DoMulti: on a cluster whose node cannot be
 	// reached, rueidis retries a multi until the context ends, where a
 	// single call fails at once (ErrUnavailable, as every other read).
-	all, err := s.rdb.Do(ctx, s.b().Hgetall().Key(k.Procs).Build().Pin()).AsStrMap()
+	var all map[string]string
+	var sizes map[string]int64
+	var err error
+	if cut >= 0 {
+		all, sizes, err = s.procsCut(ctx, k, cut)
+	} else {
+		all, err = s.rdb.Do(ctx, s.b().Hgetall().Key(k.Procs).Build().Pin()).AsStrMap()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -668,10 +685,66 @@ func (s *Store) Procs(ctx context.Context, queue string) ([]Proc, error) {
 		if !ok {
 			continue
 		}
+		if size, ok := sizes[pid]; ok {
+			p.Task.Size = int(size)
+		}
 		if r, ok := ParseProgress(reports[p.Task.ID]); ok && r.PID == pid {
 			p.Progress = &r
 		}
 		out = append(out, p)
+	}
+	return out, nil
+}
+
+// procsCut reads a queue's process records with their payloads cut
+// (procs_list.lua): the records by process id, and the whole payloads'
+// sizes.
+func (s *Store) procsCut(ctx context.Context, k QueueKeys, cut int) (map[string]string, map[string]int64, error) {
+	vals, err := s.scripts.ProcsList.Exec(ctx, s.rdb, []string{k.Procs}, []string{strconv.Itoa(cut)}).ToArray()
+	if err == nil && len(vals)%3 != 0 {
+		err = fmt.Errorf("procs_list.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	all, sizes := make(map[string]string, len(vals)/3), make(map[string]int64, len(vals)/3)
+	for i := 0; i < len(vals); i += 3 {
+		pid, err1 := vals[i].ToString()
+		size, err2 := vals[i+1].AsInt64()
+		v, err3 := vals[i+2].ToString()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return nil, nil, err
+		}
+		all[pid], sizes[pid] = v, size
+	}
+	return all, sizes, nil
+}
+
+// cutTasks reads a listing script's answer: per task, the payload's whole
+// size and the entry cut, then stride - 2 values more, which extra (if
+// not nil) reads into the task.
+func cutTasks(script string, res rueidis.RedisResult, stride int, extra func(*Task, []rueidis.RedisMessage) error) ([]Task, error) {
+	vals, err := res.ToArray()
+	if err == nil && len(vals)%stride != 0 {
+		err = fmt.Errorf("%s answered %d values", script, len(vals))
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Task, 0, len(vals)/stride)
+	for i := 0; i < len(vals); i += stride {
+		size, err1 := vals[i].AsInt64()
+		e, err2 := vals[i+1].ToString()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		t := CutTask(e, size)
+		if extra != nil {
+			if err := extra(&t, vals[i+2:i+stride]); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

@@ -64,8 +64,12 @@ type Task struct {
 	Died   int64
 	Worker string
 	Kind   string
-	// Payload is the task's bytes.
+	// Payload is the task's bytes, or their first bytes when a listing
+	// cut them (see CutTask).
 	Payload string
+	// Size is the payload's whole size in bytes: len(Payload) unless it
+	// was cut.
+	Size int
 }
 
 // EnqueuedAt is when the task was enqueued, by the Redis clock, read from
@@ -106,7 +110,15 @@ func TaskOrRaw(e string) Task {
 	if t, ok := parseTask(e); ok {
 		return t
 	}
-	return Task{Payload: e}
+	return Task{Payload: e, Size: len(e)}
+}
+
+// CutTask is TaskOrRaw of an entry whose payload a script cut to its
+// first bytes (entry_cut in common.lua), with the whole payload's size.
+func CutTask(e string, size int64) Task {
+	t := TaskOrRaw(e)
+	t.Size = int(size)
+	return t
 }
 
 func parseTask(e string) (Task, bool) {
@@ -118,7 +130,7 @@ func parseTask(e string) (Task, bool) {
 	if id == "" {
 		return Task{}, false
 	}
-	t := Task{ID: id, Payload: payload}
+	t := Task{ID: id, Payload: payload, Size: len(payload)}
 	for fields != "" {
 		var f string
 		f, fields, _ = strings.Cut(fields, ",")
