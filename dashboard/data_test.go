@@ -1,11 +1,15 @@
 package dashboard
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,4 +68,77 @@ func TestControlActionsOnAQueueThatDoesNotExist(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, qs)
 	assert.ErrorIs(t, e.c.Pause(e.ctx(), "nonexistent2"), worqr.ErrNoQueue)
+}
+
+// The pages read a bounded number of bytes from Redis whatever the
+// payloads are: looking a task up by id scans the queue in Redis and gets
+// back only the task, its payload cut to the preview; the queue page gets
+// each row's first bytes; the workers page none. Measured as the bytes of
+// the replies the dashboard's Redis client receives, with payloads of
+// 1 MiB in every state.
+func TestPagesReadBoundedBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{ReadOnly: true})
+	ctx := e.ctx()
+	payload := func(i int) []byte {
+		head := fmt.Sprintf("task-%d:", i)
+		return append([]byte(head), bytes.Repeat([]byte("x"), 1<<20-len(head))...)
+	}
+	// has asserts that a page holds s, without printing the page.
+	has := func(body, s, what string) {
+		t.Helper()
+		assert.True(t, strings.Contains(body, s), "%s: no %q", what, s)
+	}
+	var ids []string
+	for i := range 12 {
+		id, err := e.c.Enqueue(ctx, "big", payload(i))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for i := range 3 {
+		_, err := e.c.Enqueue(ctx, "big", payload(100+i), worqr.In(time.Hour))
+		require.NoError(t, err)
+	}
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "big", worqr.Events{}))
+	for range 3 {
+		p, err := w.Dequeue(ctx, "big")
+		require.NoError(t, err)
+		require.NoError(t, p.DeadLetter(ctx, errors.New("boom")))
+	}
+	for range 2 {
+		_, err := w.Dequeue(ctx, "big")
+		require.NoError(t, err)
+	}
+	// Now 7 tasks wait, 3 are delayed, 3 dead, 2 in flight: 15 MiB.
+
+	read := func(path string) (int64, string) {
+		t.Helper()
+		before := e.rdb.bytes.Load()
+		code, body := e.get(path)
+		require.Less(t, code, 500, body)
+		return e.rdb.bytes.Load() - before, body
+	}
+	const bound = 64 << 10
+	q := qx("big")
+	n, body := read("/task?q=" + q + "&id=ffffffffffffff")
+	assert.Less(t, n, int64(bound), "an unknown id")
+	has(body, "Not found", "unknown id")
+	n, body = read("/task?q=" + q + "&id=" + ids[len(ids)-1])
+	assert.Less(t, n, int64(taskPreview+bound), "the last waiting task")
+	has(body, "at position 6", "waiting task")
+	has(body, "1048576 bytes, first 64 KiB shown", "waiting task")
+	has(body, "task-11:xxx", "waiting task")
+	n, body = read("/task?q=" + q + "&id=" + ids[0])
+	assert.Less(t, n, int64(taskPreview+bound), "a dead letter")
+	has(body, "boom", "dead letter")
+	n, body = read("/queue?q=" + q)
+	assert.Less(t, n, int64(bound), "the queue page")
+	for _, s := range []string{"task-11:xxx", "task-100:xxx", "task-3:xxx", "task-4:xxx", "task-0:xxx"} {
+		has(body, s, "queue page")
+	}
+	n, _ = read("/workers")
+	assert.Less(t, n, int64(bound), "the workers page")
 }

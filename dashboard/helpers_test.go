@@ -20,20 +20,52 @@ import (
 	"github.com/worqr/worqr"
 )
 
-// counting is a rueidis client that counts the commands sent through it.
+// counting is a rueidis client that counts the commands sent through it,
+// and the bytes of the replies (see replyBytes).
 type counting struct {
 	rueidis.Client
-	n atomic.Int64
+	n     atomic.Int64
+	bytes atomic.Int64
 }
 
 func (c *counting) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	c.n.Add(1)
-	return c.Client.Do(ctx, cmd)
+	res := c.Client.Do(ctx, cmd)
+	c.bytes.Add(replyBytes(res))
+	return res
 }
 
 func (c *counting) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	c.n.Add(int64(len(cmds)))
-	return c.Client.DoMulti(ctx, cmds...)
+	results := c.Client.DoMulti(ctx, cmds...)
+	for _, res := range results {
+		c.bytes.Add(replyBytes(res))
+	}
+	return results
+}
+
+// replyBytes is the size of a reply: the bytes of its strings, and 8 for
+// every other value.
+func replyBytes(res rueidis.RedisResult) int64 {
+	m, err := res.ToMessage()
+	if err != nil {
+		return 8
+	}
+	var size func(m rueidis.RedisMessage) int64
+	size = func(m rueidis.RedisMessage) int64 {
+		if vals, err := m.ToArray(); err == nil {
+			var n int64
+			for _, v := range vals {
+				n += size(v)
+			}
+			return n
+		}
+		if s, err := m.ToString(); err == nil {
+			return int64(len(s))
+		}
+		return 8
+	}
+	return size(m)
 }
 
 // env is a dashboard on a worqr client on miniredis, served by httptest.

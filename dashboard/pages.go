@@ -13,10 +13,12 @@ import (
 
 const (
 	pageSize = 50
-	// scanLimit bounds how many waiting, delayed or dead tasks the task
-	// page reads to find one by id.
-	scanLimit = 20000
-	scanChunk = 1000
+	// rowPreview is the bytes of each payload the queue page's tables
+	// read (short shows at most these), and taskPreview those the task
+	// page reads: both cut in Redis, so that a page's memory does not grow
+	// with the payloads.
+	rowPreview  = 80
+	taskPreview = 64 << 10
 )
 
 func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -92,13 +94,14 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	read(func() (e error) { d.Info, e = h.c.QueueInfo(ctx, name); return })
+	cut := worqr.PayloadPrefix(rowPreview)
 	read(func() (e error) {
-		d.Waiting, e = h.c.Tasks(ctx, name, int64(d.WaitingFrom), int64(d.WaitingFrom+pageSize-1))
+		d.Waiting, e = h.c.Tasks(ctx, name, int64(d.WaitingFrom), int64(d.WaitingFrom+pageSize-1), cut)
 		return
 	})
-	read(func() (e error) { d.Delayed, e = h.c.Delayed(ctx, name, 0, pageSize-1); return })
-	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name); return })
-	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize); return })
+	read(func() (e error) { d.Delayed, e = h.c.Delayed(ctx, name, 0, pageSize-1, cut); return })
+	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
+	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize, cut); return })
 	read(func() error {
 		res, n := statsWindow(r)
 		s, e := h.c.Stats(ctx, name, worqr.StatsOptions{Resolution: res})
@@ -135,7 +138,7 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		var ps []worqr.ProcessInfo
-		ps, err = h.c.Processes(ctx, q)
+		ps, err = h.c.Processes(ctx, q, worqr.PayloadPrefix(0)) // counted, not shown
 		for _, p := range ps {
 			held[p.Owner]++
 		}
@@ -156,47 +159,47 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 
 type taskData struct {
 	Queue, ID string
-	// Where the task was found: any of waiting, delayed, in flight, dead,
-	// and a retained outcome.
-	Waiting  *worqr.TaskInfo
-	Position int
-	Delayed  *worqr.TaskInfo
-	Proc     *worqr.ProcessInfo
-	Dead     *worqr.DeadLetter
-	Outcome  *worqr.TaskOutcome
-	// Partial is set when the search stopped at scanLimit.
-	Partial bool
+	// Where the task was found: any of waiting, delayed, in flight, dead
+	// (with Partial set when the search stopped at its bounds), and a
+	// retained outcome.
+	worqr.TaskLocation
+	Outcome *worqr.TaskOutcome
 }
 
 func (d taskData) title() string { return "task " + d.ID }
 
 // Found says whether the task was found anywhere.
-func (d taskData) Found() bool {
-	return d.Waiting != nil || d.Delayed != nil || d.Proc != nil || d.Dead != nil || d.Outcome != nil
+func (d taskData) Found() bool { return d.TaskLocation.Found() || d.Outcome != nil }
+
+// Payload is the task's payload (its first taskPreview bytes), from
+// wherever it was found, and its whole size.
+func (d taskData) Payload() ([]byte, int) {
+	switch {
+	case d.Process != nil:
+		return d.Process.Task, d.Process.TaskSize
+	case d.Waiting != nil:
+		return d.Waiting.Payload, d.Waiting.Size
+	case d.Delayed != nil:
+		return d.Delayed.Payload, d.Delayed.Size
+	case d.Dead != nil:
+		return d.Dead.Payload, d.Dead.Size
+	}
+	return nil, 0
 }
 
-// Payload is the task's payload, from wherever it was found.
-func (d taskData) Payload() []byte {
-	switch {
-	case d.Proc != nil:
-		return d.Proc.Task
-	case d.Waiting != nil:
-		return d.Waiting.Payload
-	case d.Delayed != nil:
-		return d.Delayed.Payload
-	case d.Dead != nil:
-		return d.Dead.Payload
-	}
-	return nil
+// Preview is the payload as the page shows it.
+func (d taskData) Preview() previewed {
+	b, size := d.Payload()
+	return preview(b, size, taskPreview)
 }
 
 // HasPayload says whether Payload was found.
 func (d taskData) HasPayload() bool {
-	return d.Proc != nil || d.Waiting != nil || d.Delayed != nil || d.Dead != nil
+	return d.Process != nil || d.Waiting != nil || d.Delayed != nil || d.Dead != nil
 }
 
 // Cancellable says whether the task waits, is delayed or in flight.
-func (d taskData) Cancellable() bool { return d.Waiting != nil || d.Delayed != nil || d.Proc != nil }
+func (d taskData) Cancellable() bool { return d.Waiting != nil || d.Delayed != nil || d.Process != nil }
 
 func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	name, ok := queueParam(r, "q")
@@ -219,64 +222,14 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "task", status, d)
 }
 
-// findTask looks for a task everywhere it can be. There is no index by
-// id, so waiting, delayed and dead tasks are scanned, up to scanLimit of
-// each.
+// findTask looks for a task everywhere it can be: FindTask searches the
+// queue in Redis and returns only the task, its payload cut to
+// taskPreview bytes; its retained outcome is read apart.
 func (h *handler) findTask(ctx context.Context, queue, id string) (taskData, error) {
 	d := taskData{Queue: queue, ID: id}
-	ps, err := h.c.Processes(ctx, queue)
-	if err != nil {
+	var err error
+	if d.TaskLocation, err = h.c.FindTask(ctx, queue, id, worqr.PayloadPrefix(taskPreview)); err != nil {
 		return d, err
-	}
-	for i := range ps {
-		if ps[i].TaskID == id {
-			d.Proc = &ps[i]
-		}
-	}
-	for from := 0; from < scanLimit && d.Waiting == nil; from += scanChunk {
-		ts, err := h.c.Tasks(ctx, queue, int64(from), int64(from+scanChunk-1))
-		if err != nil {
-			return d, err
-		}
-		for i := range ts {
-			if ts[i].ID == id {
-				d.Waiting, d.Position = &ts[i], from+i
-			}
-		}
-		if len(ts) < scanChunk {
-			break
-		}
-		d.Partial = d.Partial || from+scanChunk >= scanLimit
-	}
-	for from := 0; from < scanLimit && d.Delayed == nil; from += scanChunk {
-		ts, err := h.c.Delayed(ctx, queue, int64(from), int64(from+scanChunk-1))
-		if err != nil {
-			return d, err
-		}
-		for i := range ts {
-			if ts[i].ID == id {
-				d.Delayed = &ts[i]
-			}
-		}
-		if len(ts) < scanChunk {
-			break
-		}
-		d.Partial = d.Partial || from+scanChunk >= scanLimit
-	}
-	for from := 0; from < scanLimit && d.Dead == nil; from += scanChunk {
-		ds, err := h.c.DeadLetters(ctx, queue, from, scanChunk)
-		if err != nil {
-			return d, err
-		}
-		for i := range ds {
-			if ds[i].ID == id {
-				d.Dead = &ds[i]
-			}
-		}
-		if len(ds) < scanChunk {
-			break
-		}
-		d.Partial = d.Partial || from+scanChunk >= scanLimit
 	}
 	o, err := h.c.TaskResult(ctx, queue, id)
 	switch {

@@ -27,15 +27,14 @@ var embedded embed.FS
 var staticFS fs.FS = embedded
 
 var funcs = template.FuncMap{
-	"display":   display,
-	"qhex":      func(s string) string { return hex.EncodeToString([]byte(s)) },
-	"preview":   preview,
-	"short":     short,
-	"when":      when,
-	"millis":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
-	"act":       act,
-	"scanLimit": func() int { return scanLimit },
-	"maxLimit":  func() int64 { return worqr.MaxLimit },
+	"display":  display,
+	"qhex":     func(s string) string { return hex.EncodeToString([]byte(s)) },
+	"preview":  preview,
+	"short":    short,
+	"when":     when,
+	"millis":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"act":      act,
+	"maxLimit": func() int64 { return worqr.MaxLimit },
 }
 
 // actForm is what the "act" template renders: one action's form.
@@ -164,11 +163,14 @@ type previewed struct {
 	Truncated bool
 }
 
-func preview(b []byte, limit int) previewed {
-	p := previewed{Size: len(b)}
+// preview shows at most limit bytes of b, the first bytes of a payload of
+// size bytes (b may be a prefix already: see worqr.PayloadPrefix).
+func preview(b []byte, size, limit int) previewed {
+	p := previewed{Size: max(size, len(b))}
 	if len(b) > limit {
-		b, p.Truncated = b[:limit], true
+		b = b[:limit]
 	}
+	p.Truncated = len(b) < p.Size
 	if utf8.Valid(b) || (p.Truncated && utf8.Valid(trimPartialRune(b))) {
 		p.Text = string(trimPartialRune(b))
 		return p
@@ -188,9 +190,10 @@ func trimPartialRune(b []byte) []byte {
 	return b
 }
 
-// short is a one-line preview of a payload, for tables.
-func short(b []byte) string {
-	p := preview(b, 80)
+// short is a one-line preview of a payload of size bytes (b holds at
+// least its first rowPreview bytes), for tables.
+func short(b []byte, size int) string {
+	p := preview(b, size, rowPreview)
 	if p.Binary {
 		return strconv.QuoteToASCII(string(b[:min(len(b), 40)])) + "…"
 	}
