@@ -91,7 +91,7 @@ type handler struct {
 // is an error matching worqr.ErrInvalidOptions.
 func New(client *worqr.Client, opts Options) (http.Handler, error) {
 	if opts.Token != "" && len(opts.Token) < MinTokenLength {
-		return nil, fmt.Errorf("%w: the dashboard token has %d characters, fewer than %d", worqr.ErrInvalidOptions, len(opts.Token), MinTokenLength)
+		return nil, fmt.Errorf("worqr: dashboard: %w: the token has %d characters, fewer than %d", worqr.ErrInvalidOptions, len(opts.Token), MinTokenLength)
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
@@ -103,7 +103,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
 		if host == "" || strings.ContainsAny(host, " /") || host != strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")) {
-			return nil, fmt.Errorf("%w: allowed host %q: give a host name or IP address without a port", worqr.ErrInvalidOptions, a)
+			return nil, fmt.Errorf("worqr: dashboard: %w: allowed host %q: give a host name or IP address without a port", worqr.ErrInvalidOptions, a)
 		}
 		h.hosts = append(h.hosts, host)
 	}
