@@ -329,13 +329,31 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 		ks = append(ks, store.Keepalive{Worker: id, Queues: []string{"q"}})
 	}
 	score := func(key, member string) float64 { return zscore(t, c, key, member) }
-	renew := func() []store.KeptAlive {
-		got, err := s.Keepalive(ctx, 2*time.Minute, ks)
+	renewFor := func(ttl time.Duration) []store.KeptAlive {
+		got, err := s.Keepalive(ctx, ttl, ks)
 		require.NoError(t, err)
 		require.Len(t, got, n)
 		return got
 	}
-	renew() // the first call of a script on a new server may be sent twice
+	renew := func() []store.KeptAlive { return renewFor(2 * time.Minute) }
+	// The counted renewal must move every lease: one that holds the
+	// renewal's expiry already (renewed within the same millisecond of the
+	// Redis clock) is left out of ZADD's count like a missing one, and is
+	// asked for apart. So the first call (a script's first call on a new
+	// server may be sent twice) renews to a minute, and the counted one to
+	// two, later however little time passed between them.
+	renewFor(time.Minute)
+	scores := func(key string) map[string]float64 {
+		zs, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		require.NoError(t, err)
+		m := make(map[string]float64, len(zs))
+		for _, z := range zs {
+			m[z.Member] = z.Score
+		}
+		return m
+	}
+	keys := []string{k.Workers(), k.Queue("q").Leases}
+	before := []map[string]float64{scores(keys[0]), scores(keys[1])}
 	var got []store.KeptAlive
 	if c, ok := b.commandsOf(func() { got = renew() }); ok {
 		assert.LessOrEqual(t, c, 10, "calls to renew %d workers", n)
@@ -343,6 +361,13 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 	for i, g := range got {
 		require.False(t, g.Gone, ks[i].Worker)
 		require.Equal(t, []bool{false}, g.QueueGone, ks[i].Worker)
+	}
+	for j, key := range keys {
+		after := scores(key)
+		require.Len(t, after, n)
+		for w, was := range before[j] {
+			require.Greater(t, after[w], was, "%s: the counted renewal moved every lease", w)
+		}
 	}
 
 	// w001 left the registry, w002's lease on q is gone, and w003 holds

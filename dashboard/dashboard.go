@@ -60,8 +60,9 @@ type Options struct {
 	// PollInterval is how often the live counts are read from Redis while
 	// anyone watches. Default 1s.
 	PollInterval time.Duration
-	// Logger receives a line per action and per error. Default
-	// slog.Default().
+	// Logger receives a line per action and per error; polls of the live
+	// counts that fail in a row are two lines, a WARN at the first and an
+	// INFO when one succeeds again. Default slog.Default().
 	Logger *slog.Logger
 }
 

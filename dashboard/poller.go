@@ -29,6 +29,13 @@ type poller struct {
 	done   chan struct{}      // closed when the last run ended
 	last   []byte             // the last event, for new viewers
 	hist   map[string]*history
+	// While polls fail, when the first of them did and how many have: a
+	// poll that fails while Redis is down would otherwise log a line a
+	// PollInterval. The first failure logs a WARN, the first success after
+	// it one INFO (after the poller stopped for want of viewers and
+	// started again, if it did meanwhile).
+	failingSince time.Time
+	failed       int
 }
 
 // history is what a queue's rate is computed from: the tasks finished in
@@ -130,8 +137,8 @@ func (p *poller) pollOnce(ctx context.Context) {
 	ev := event{At: now.UnixMilli(), Queues: []queueRow{}}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.account(now, err)
 	if err != nil {
-		p.log.Error("worqr dashboard: reading queues", "err", err)
 		ev.Error = err.Error()
 	}
 	seen := make(map[string]bool, len(infos))
@@ -181,6 +188,23 @@ func (p *poller) pollOnce(ctx context.Context) {
 			}
 			ch <- b
 		}
+	}
+}
+
+// account logs a poll's failure or success, as a change of state only:
+// one WARN when polls begin to fail, one INFO with how long and how many
+// when one succeeds again. Called with p.mu held.
+func (p *poller) account(now time.Time, err error) {
+	switch {
+	case err != nil && p.failed == 0:
+		p.failingSince, p.failed = now, 1
+		p.log.Warn("worqr dashboard: reading queues failed; retrying each poll", "err", err)
+	case err != nil:
+		p.failed++
+	case p.failed > 0:
+		down := now.Sub(p.failingSince).Round(100 * time.Millisecond)
+		p.log.Info(fmt.Sprintf("worqr dashboard: Redis back after %v", down), "down", down, "failed", p.failed)
+		p.failingSince, p.failed = time.Time{}, 0
 	}
 }
 

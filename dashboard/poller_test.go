@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 type viewer struct {
 	cancel context.CancelFunc
 	events atomic.Int64
+	failed atomic.Int64 // the events that carried an error
 	mu     sync.Mutex
 	last   event
 	done   chan struct{}
@@ -45,6 +48,9 @@ func (e *env) watch() *viewer {
 					v.mu.Lock()
 					v.last = ev
 					v.mu.Unlock()
+					if ev.Error != "" {
+						v.failed.Add(1)
+					}
 					v.events.Add(1)
 				}
 			}
@@ -147,4 +153,85 @@ func TestPollerReadsOncePerInterval(t *testing.T) {
 	// And it starts again for a new viewer.
 	v := e.watch()
 	eventually(t, "an event", func() bool { return v.events.Load() > 0 })
+}
+
+// records is a slog.Handler that keeps what is logged through it.
+type records struct {
+	mu   sync.Mutex
+	recs []record
+}
+
+// record is one line logged, its attributes by key.
+type record struct {
+	level slog.Level
+	msg   string
+	attrs map[string]slog.Value
+}
+
+func (r record) String() string { return fmt.Sprintf("%v %q %v", r.level, r.msg, r.attrs) }
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	l := record{level: rec.Level, msg: rec.Message, attrs: make(map[string]slog.Value)}
+	rec.Attrs(func(a slog.Attr) bool {
+		l.attrs[a.Key] = a.Value.Resolve()
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, l)
+	return nil
+}
+
+// at returns the lines logged at level.
+func (r *records) at(level slog.Level) []record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []record
+	for _, l := range r.recs {
+		if l.level == level {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Polls that fail while Redis is down log one WARN when they start
+// failing and one INFO, with how long and how many, when one succeeds
+// again: not a line a poll.
+func TestPollerLogsTheStartAndEndOfFailures(t *testing.T) {
+	t.Parallel()
+	logs := &records{}
+	e := newEnv(t, Options{PollInterval: 10 * time.Millisecond, Logger: slog.New(logs)})
+	_, err := e.c.Enqueue(e.ctx(), "a", []byte("x"))
+	require.NoError(t, err)
+	v := e.watch()
+	eventually(t, "a poll that succeeds", func() bool { return v.events.Load() > 0 })
+	require.Zero(t, v.failed.Load())
+
+	e.m.SetError("MASTERDOWN Link with MASTER is down")
+	eventually(t, "ten polls that fail", func() bool { return v.failed.Load() >= 10 })
+	warns := logs.at(slog.LevelWarn)
+	require.Len(t, warns, 1, "one WARN when polls start failing")
+	assert.Contains(t, warns[0].attrs["err"].String(), "MASTERDOWN")
+	assert.Empty(t, logs.at(slog.LevelError), "no line per failed poll")
+	assert.Empty(t, logs.at(slog.LevelInfo), "no INFO while polls fail")
+
+	e.m.SetError("")
+	seen := v.events.Load()
+	eventually(t, "polls that succeed again", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.last.Error == "" && v.events.Load() >= seen+5
+	})
+	infos := logs.at(slog.LevelInfo)
+	require.Len(t, infos, 1, "one INFO when a poll succeeds again")
+	assert.Contains(t, infos[0].msg, "Redis back after")
+	assert.GreaterOrEqual(t, infos[0].attrs["failed"].Int64(), v.failed.Load(), "the failed polls counted")
+	assert.Positive(t, infos[0].attrs["down"].Duration())
+	assert.Len(t, logs.at(slog.LevelWarn), 1)
+	assert.Empty(t, logs.at(slog.LevelError))
 }

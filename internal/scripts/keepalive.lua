@@ -53,8 +53,9 @@ local function renew(key, ws, at)
       end
       local all = redis.call('ZADD', key, 'XX', 'GT', 'CH', unpack(args)) == n
       for i, w in ipairs(ws) do
-        -- A worker left out of the count was missing, or held a later
-        -- expiry already (a clock that went back): present is live.
+        -- A worker left out of the count was missing, or held this
+        -- expiry already (renewed within the same millisecond) or a later
+        -- one (a clock that went back): present is live.
         out[at[i]] = (all or redis.call('ZSCORE', key, w)) and 1 or -1
       end
       return
