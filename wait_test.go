@@ -105,7 +105,7 @@ func TestWaitReturnsAtOnceWhenNoOutcomeWillCome(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "doomed", Events{}))
 	doomed, err := c.Enqueue(ctx, "doomed", []byte("x"), Retain(time.Hour))
 	require.NoError(t, err)
-	p, err = w.Dequeue(ctx, "doomed")
+	_, err = w.Dequeue(ctx, "doomed")
 	require.NoError(t, err)
 	_, err = c.DeleteQueue(ctx, "doomed")
 	require.NoError(t, err)

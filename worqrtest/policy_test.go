@@ -53,9 +53,9 @@ func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	result, err := worqrtest.Run(t.Context(), func(_ context.Context, p *worqr.Process) error {
+	result, err := worqrtest.Run(t.Context(), func(ctx context.Context, p *worqr.Process) error {
 		p.SetResult([]byte("partial"))
-		return panics(nil, p)
+		return panics(ctx, p)
 	}, []byte("x"), worqrtest.RunOptions{Queue: "q", Logger: logger})
 	require.ErrorIs(t, err, worqr.ErrHandlerPanicked)
 	assert.EqualError(t, err, "handler panicked: nil map")
@@ -83,7 +83,7 @@ func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 	// RunJSON's handler too; middleware panics are a worker's too.
 	_, err = worqrtest.RunJSON(t.Context(), func(context.Context, *worqr.Process, welcome) error {
 		var m map[string]int
-		m["x"]++
+		m["x"]++ //lint:ignore SA5000 the panic is the point
 		return nil
 	}, welcome{}, worqrtest.RunOptions{Logger: logger})
 	assert.ErrorIs(t, err, worqr.ErrHandlerPanicked)
