@@ -1,6 +1,7 @@
 package worqr
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -304,6 +305,36 @@ func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	require.Empty(t, outcomes)
 	require.NoError(t, p.Finish(ctx))
 	assert.Equal(t, TaskSucceeded, recv(t, outcomes, 10*time.Second, "the outcome").Status)
+}
+
+// The look that tells why no outcome will come reads a queue's waiting
+// tasks a megabyte or so at a time, as FindTask does, so that the script
+// never holds more than about that of their payloads: a queue of large
+// tasks costs the look about one read per megabyte, not one read of
+// everything. Only a private miniredis counts a script's reads.
+func TestWaitLooksAtAQueueAMegabyteAtATime(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	big := bytes.Repeat([]byte("p"), 1000<<10)
+	for range 2 {
+		require.NoError(t, second(c.Enqueue(ctx, "small", big)))
+	}
+	for range 12 {
+		require.NoError(t, second(c.Enqueue(ctx, "large", big)))
+	}
+	look := func(queue string) (int, bool) {
+		t.Helper()
+		return b.commandsOf(func() {
+			_, state, err := c.store.TaskOutcome(ctx, queue, "1", true)
+			require.NoError(t, err)
+			assert.Equal(t, store.OutcomeNone, state)
+		})
+	}
+	small, ok := look("small")
+	large, _ := look("large")
+	if ok {
+		assert.GreaterOrEqual(t, large-small, 8, "12 MB of tasks read in %d calls, 2 MB in %d", large, small)
+	}
 }
 
 // Every way a retained task ends leaves it unlisted as pending: finished,

@@ -78,15 +78,27 @@ local function in_chunk(chunk)
   end
   return nil
 end
+-- The lists are read a megabyte or so at a time (see chunk_size), so
+-- that the script holds little more than that of their payloads at once,
+-- however long the queue and large its tasks.
+local seen, read = 0, 0
+local function look(key, from, to)
+  local chunk = redis.call('LRANGE', key, from, to)
+  for j = 1, #chunk do
+    seen, read = seen + 1, read + #chunk[j]
+  end
+  return in_chunk(chunk)
+end
 for k = 6, 8 do
   local lo, hi = 0, redis.call('LLEN', KEYS[k]) - 1
   while lo <= hi do
-    e = in_chunk(redis.call('LRANGE', KEYS[k], lo, math.min(lo + 999, hi)))
+    local to = math.min(lo + chunk_size(seen, read, 1048576) - 1, hi)
+    e = look(KEYS[k], lo, to)
     if e then return alive(e) end
-    lo = lo + 1000
+    lo = to + 1
     if lo <= hi then
-      local from = math.max(hi - 999, lo)
-      e = in_chunk(redis.call('LRANGE', KEYS[k], from, hi))
+      local from = math.max(hi - chunk_size(seen, read, 1048576) + 1, lo)
+      e = look(KEYS[k], from, hi)
       if e then return alive(e) end
       hi = from - 1
     end
