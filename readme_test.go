@@ -35,7 +35,7 @@ import (
 // name/file.go" (nothing after the bar) takes the block as a whole file,
 // package clause and imports included, of a package of its own, name,
 // which every block of the page naming it joins: a complete program, or
-// a package and its _test.go file.
+// a package and its _test.go file, whose tests are run.
 var docSnippet = regexp.MustCompile("(?s)(<!-- check: ([^|]*)\\|([^>]*)-->\n)?```go\n(.*?)```")
 
 // programName and programFile are what a "program name/file.go" check
@@ -81,7 +81,8 @@ func docPages(t *testing.T) []string {
 // their own in this module (and each program into one of its own), every
 // package is vetted with the go command (which compiles _test.go files
 // too), and then type-checked again here to find errors left unhandled
-// (see uncheckedErrors). A snippet without a check comment fails the test,
+// (see uncheckedErrors); the tests of a program that has them are run. A
+// snippet without a check comment fails the test,
 // so a new one cannot slip in unchecked. Each written file carries //line
 // comments, so failures name the page and line of the block.
 func TestDocSnippetsCompile(t *testing.T) {
@@ -103,6 +104,17 @@ func TestDocSnippetsCompile(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), "go", "vet", "./"+filepath.ToSlash(dir)+"/...").CombinedOutput()
 	// go test puts its own go command first in PATH.
 	require.NoError(t, err, "doc snippets do not compile or do not pass go vet:\n%s", out)
+	// A program with a _test.go file is a recipe for a test: it must pass.
+	tests, err := filepath.Glob(filepath.Join(dir, "*", "*_test.go"))
+	require.NoError(t, err)
+	if len(tests) > 0 {
+		args := []string{"test", "-count=1"}
+		for _, f := range tests {
+			args = append(args, "./"+filepath.ToSlash(filepath.Dir(f)))
+		}
+		out, err := exec.CommandContext(t.Context(), "go", slices.Compact(args)...).CombinedOutput()
+		require.NoError(t, err, "the tests in the docs fail:\n%s", out)
+	}
 	for _, problem := range uncheckedErrors(t, dir) {
 		t.Error(problem)
 	}
@@ -187,8 +199,8 @@ var errorType = types.Universe.Lookup("error").Type()
 // code drops: a call whose error result is not used (outside fmt's
 // printing, and a deferred Close or Unregister, which has nowhere to send
 // it), an error assigned to _, and an error assigned to a variable that
-// the next statement (or, in an if's init, the condition) does not look
-// at. A snippet in the docs is code people copy: it shows what to do with
+// no later statement of its block reads before it is assigned again (or,
+// in an if's init, that the condition does not read). A snippet in the docs is code people copy: it shows what to do with
 // each error.
 func uncheckedErrors(t *testing.T, dir string) []string {
 	t.Helper()
@@ -338,25 +350,59 @@ func droppedErrors(fset *token.FileSet, f *ast.File, info *types.Info) []string 
 		}
 		return vars
 	}
-	uses := func(n ast.Node, obj types.Object) bool {
-		found := false
-		if n != nil {
-			ast.Inspect(n, func(n ast.Node) bool {
-				if id, ok := n.(*ast.Ident); ok && info.Uses[id] == obj {
-					found = true
+	// reads says whether n reads obj; assigns whether it assigns to it.
+	assigned := func(n ast.Node) map[*ast.Ident]bool {
+		lhs := map[*ast.Ident]bool{}
+		ast.Inspect(n, func(n ast.Node) bool {
+			if as, ok := n.(*ast.AssignStmt); ok {
+				for _, e := range as.Lhs {
+					if id, ok := e.(*ast.Ident); ok {
+						lhs[id] = true
+					}
 				}
-				return !found
-			})
+			}
+			return true
+		})
+		return lhs
+	}
+	reads := func(n ast.Node, obj types.Object) bool {
+		if n == nil {
+			return false
 		}
+		lhs := assigned(n)
+		found := false
+		ast.Inspect(n, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && !lhs[id] && info.Uses[id] == obj {
+				found = true
+			}
+			return !found
+		})
 		return found
 	}
-	// checkList looks at each statement's errors in the statement after it.
+	assigns := func(n ast.Node, obj types.Object) bool {
+		for id := range assigned(n) {
+			if info.Uses[id] == obj || info.Defs[id] == obj {
+				return true
+			}
+		}
+		return false
+	}
+	// checkList looks for each error a statement assigns in the statements
+	// after it, before it is assigned again.
 	checkList := func(list []ast.Stmt) {
 		for i, stmt := range list {
+		vars:
 			for _, v := range errorVars(stmt) {
-				if i+1 == len(list) || !uses(list[i+1], v) {
-					report(stmt, "the error in %s is not looked at by the next statement", v.Name())
+				for _, next := range list[i+1:] {
+					if reads(next, v) {
+						continue vars
+					}
+					if assigns(next, v) {
+						report(stmt, "the error in %s is assigned again before it is looked at", v.Name())
+						continue vars
+					}
 				}
+				report(stmt, "the error in %s is never looked at", v.Name())
 			}
 		}
 	}
@@ -383,7 +429,7 @@ func droppedErrors(fset *token.FileSet, f *ast.File, info *types.Info) []string 
 		case *ast.IfStmt:
 			if n.Init != nil {
 				for _, v := range errorVars(n.Init) {
-					if !uses(n.Cond, v) {
+					if !reads(n.Cond, v) {
 						report(n, "the error in %s is not looked at by the if's condition", v.Name())
 					}
 				}
