@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 )
 
 // aclCommands are the commands a worqr client needs, exactly as the
-// README's Security section lists them: the connection handshake (HELLO,
+// security page (docs/security.md) lists them: the connection handshake (HELLO,
 // PING and, where rueidis looks for a cluster, CLUSTER SLOTS and SHARDS),
 // the scripts and what they call, the reads done outside scripts, pub/sub,
 // and SCAN for Client.Check. (rueidis also sends CLIENT SETINFO, which
@@ -256,12 +257,12 @@ func TestWrongCredentials(t *testing.T) {
 	assert.Contains(t, err.Error(), "WRONGPASS")
 }
 
-// The README's Security section lists exactly aclCommands.
-func TestREADMEListsTheACLCommands(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// The security page lists exactly aclCommands, in its ACL SETUSER line.
+func TestDocsListTheACLCommands(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("docs", "security.md"))
 	require.NoError(t, err)
-	line := regexp.MustCompile(`(?m)^ACL SETUSER .*$`).Find(readme)
-	require.NotNil(t, line, "README has an ACL SETUSER example")
+	line := regexp.MustCompile(`(?m)^ACL SETUSER .*$`).Find(page)
+	require.NotNil(t, line, "docs/security.md has an ACL SETUSER example")
 	var cmds []string
 	for _, f := range strings.Fields(string(line)) {
 		if strings.HasPrefix(f, "+") {

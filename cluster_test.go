@@ -336,7 +336,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 // victimShard is queuePerShard plus the queue whose master a failure test
 // may take away: one that does not hold the worker registry ({r}). Losing
 // that one fences every worker whose TTL is shorter than the failover (see
-// the README), which other tests cover as a lost connection.
+// docs/cluster.md), which other tests cover as a lost connection.
 func victimShard(t *testing.T, c *Client) (names []string, masters map[string]string, victim string) {
 	t.Helper()
 	names, masters = queuePerShard(t, c)

@@ -92,6 +92,6 @@
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per
-// operation. The README has the guarantees, the failure modes and the key
-// layout.
+// operation. docs/guarantees.md has the guarantees and the failure modes,
+// docs/key-layout.md the key layout.
 package worqr

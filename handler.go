@@ -69,7 +69,7 @@ func chain(h Handler, mws ...[]Middleware) Handler {
 //     finished; otherwise the task goes back to the front of its queue.
 //
 // A handler that holds its task until its context ends is a persistent
-// task (an open connection, a subscription): see the README.
+// task (an open connection, a subscription): see docs/persistent-tasks.md.
 type Handler func(ctx context.Context, p *Process) error
 
 // HandleOptions configure Handle.

@@ -166,7 +166,7 @@ func hangQueueFor(h *hooked, q string, giveUp time.Duration, onHang func(rueidis
 
 // A queue whose node hangs (rather than refusing connections) must cost
 // the worker that queue only, as one whose node refuses does
-// (TestUnreachableQueueFencesOnlyThatQueue): the README promises it for a
+// (TestUnreachableQueueFencesOnlyThatQueue): docs/cluster.md promises it for a
 // shard failing over. The renewal of every lease is one DoMulti, which
 // returns when the slowest node answers, so the registry lease's renewal,
 // though it succeeded at once, counted only after TTL, too late.

@@ -98,7 +98,7 @@ var (
 	ErrDuplicate = errors.New("duplicate task")
 	// ErrUnavailable wraps errors talking to Redis (connection refused,
 	// reset, closed). The outcome of a state change that failed this way
-	// may be unknown: see the README on at-least-once delivery.
+	// may be unknown: see docs/guarantees.md on at-least-once delivery.
 	ErrUnavailable = errors.New("redis unavailable")
 )
 
@@ -140,8 +140,8 @@ type Options struct {
 	// KindPoison, instead of killing worker after worker. A death counts
 	// only when the holder had been up for that window before it started
 	// the task and the task was never held for that long (so a persistent
-	// task is never buried by its holders' restarts); see the README's
-	// Poison pills. 0 means DefaultPoisonLimit; negative turns the guard
+	// task is never buried by its holders' restarts); see Poison pills in
+	// docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
 	// off. Give every client of a fleet the same.
 	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the

@@ -895,7 +895,7 @@ func (l *ledger) holdEndLocked(ru *run) int64 {
 // when the process was seen stopped until thawGrace after its SIGCONT. A
 // process frozen past its TTL loses its lease while it cannot notice, and
 // peers may take its tasks; once it runs again, its handlers run on until
-// its overdue fence ends their contexts. README's Persistent tasks puts a
+// its overdue fence ends their contexts. docs/persistent-tasks.md puts a
 // frozen process outside what fencing promises; thawGrace bounds how long
 // that may take.
 func (l *ledger) heldLocked(ru *run) []span {
