@@ -595,11 +595,12 @@ end
 --
 -- batch_open reads the Redis clock (one TIME), writes the client's counts
 -- with it, and reads the processes' records (one HMGET). Returns the clock
--- in µs and in ms, the pids, and their records (false where none).
-local function batch_open(procs, stats, meta, stride)
+-- in µs and in ms, the pids (read from the tail of ARGV), and their
+-- records (false where none).
+local function batch_open(procs, stats, meta, counts, stride)
   local now_u = now_us()
   local now = math.floor(now_u / 1000)
-  stats_client(stats, meta, ARGV[2], now)
+  stats_client(stats, meta, counts, now)
   local pids = {}
   for i = 4, #ARGV, stride do
     pids[#pids + 1] = ARGV[i]
