@@ -22,7 +22,7 @@ if create ~= '1' and redis.call('HEXISTS', meta_key, 'name') == 0 then
   return -1
 end
 set_lists(waiting_key, high_key, low_key)
-local wake = false
+local wake_all = false
 local set = value ~= '0'
 if set and not control_value(value) then
   return redis.error_reply('ERR worqr control ' .. op .. ': ' .. value .. ' is not a whole number in 0..9007199254740991')
@@ -30,14 +30,14 @@ end
 if op == 'pause' then
   redis.call('HSET', meta_key, 'paused', 1)
 elseif op == 'resume' then
-  wake = redis.call('HDEL', meta_key, 'paused') == 1
+  wake_all = redis.call('HDEL', meta_key, 'paused') == 1
 elseif op == 'rate' then
   if set then
     redis.call('HSET', meta_key, 'rate', value, 'per', per)
   else
     redis.call('HDEL', meta_key, 'rate', 'per')
   end
-  wake = true
+  wake_all = true
 else
   local old = control_value(redis.call('HGET', meta_key, 'limit'))
   if set then
@@ -45,9 +45,9 @@ else
   else
     redis.call('HDEL', meta_key, 'limit')
   end
-  wake = old ~= nil and (not set or tonumber(value) > old)
+  wake_all = old ~= nil and (not set or tonumber(value) > old)
 end
-if wake then
+if wake_all then
   local waiting = waiting_len(waiting_key)
   if waiting > 0 then
     publish(channel, 'w' .. waiting)
