@@ -5,35 +5,40 @@
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
 -- A task that asked for it keeps its outcome too (see retain).
--- KEYS: procs, leases, meta, dead, errors, results, retained, waiting,
---       idle, unique, high, low, progress, stats
--- ARGV: worker, pid, kind, error, max count, max age (ms), channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
-set_lists(KEYS[8], KEYS[11], KEYS[12])
-local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[3], KEYS[13], ARGV[1], ARGV[2])
+local procs_key, leases_key, meta_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local errors_key, results_key, retained_key, waiting_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local idle_key, unique_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local progress_key, stats_key = KEYS[13], KEYS[14]
+local worker, pid, kind, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- err: '' for none
+local dead_max, dead_age = tonumber(ARGV[5]), tonumber(ARGV[6]) -- the dead letters' bounds (age in ms)
+local channel = ARGV[7]
+
+set_lists(waiting_key, high_key, low_key)
+local v, refused = take_own_process(procs_key, leases_key, meta_key, progress_key, worker, pid)
 if not v then
   return refused
 end
 local state = proc_state(v)
 local entry = proc_task(v)
 local id = entry_id(entry)
-release_unique(KEYS[10], entry)
-slots_freed(KEYS[3], KEYS[8], KEYS[9], ARGV[7], entry_weight(entry))
+release_unique(unique_key, entry)
+slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(entry))
 if state ~= 'a' then
-  redis.call('HDEL', KEYS[5], id)
+  redis.call('HDEL', errors_key, id)
   return STATE_CODE[state]
 end
 local now = now_ms()
-retain(KEYS[6], KEYS[7], ARGV[7], entry, 'dead', ARGV[2], 1, ARGV[4], ARGV[3])
+retain(results_key, retained_key, channel, entry, 'dead', pid, 1, err, kind)
 local h, payload = entry_split(entry_ran(entry))
-h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', ARGV[1]), 'K', ARGV[3])
-redis.call('ZADD', KEYS[4], ms(now), h .. ':' .. payload)
-if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[5], id, ARGV[4])
+h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', worker), 'K', kind)
+redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)
+if err ~= '' then
+  redis.call('HSET', errors_key, id, err)
 end
-trim_dead(KEYS[4], KEYS[5], tonumber(ARGV[5]), now - tonumber(ARGV[6]))
+trim_dead(dead_key, errors_key, dead_max, now - dead_age)
 stat('d', 1)
-if STATS then stat_run(now_us() - (tonumber(ARGV[2], 16) or 0)) end
-stats_flush(KEYS[14])
+if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end
+stats_flush(stats_key)
 return 1

@@ -10,23 +10,25 @@
 -- reports whose process is gone are removed. Owners are judged here, when
 -- the repair runs, never from the check's earlier look: a process a live
 -- worker dequeued in between, or one whose owner is live, is not touched.
--- KEYS: waiting, procs, leases, meta, delayed, errors, unique, idle, high, low,
---       progress
--- ARGV: channel, queue name
 -- Returns {requeued, dropped, lease entries removed, has name (0/1),
 --          weight count corrected (0/1)}.
-set_lists(KEYS[1], KEYS[9], KEYS[10])
+local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
+local channel, queue = ARGV[1], ARGV[2] -- queue: its name
+
+set_lists(waiting_key, high_key, low_key)
 local now = now_ms()
 local live = {}
 local orphans = {}
 local extra = 0 -- the extra weight of the processes that stay
-local all = redis.call('HGETALL', KEYS[2])
+local all = redis.call('HGETALL', procs_key)
 for i = 1, #all, 2 do
   local pid, v = all[i], all[i + 1]
   if #v >= 1 + OWNER_LEN then
     local owner = proc_owner(v)
     if live[owner] == nil then
-      live[owner] = lease_live(KEYS[3], owner, now) and true or false
+      live[owner] = lease_live(leases_key, owner, now) and true or false
     end
     if not live[owner] then
       orphans[#orphans + 1] = {pid = pid, v = v}
@@ -35,32 +37,32 @@ for i = 1, #all, 2 do
     end
   end
 end
-local requeued, dropped, freed = return_to_front(KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[7], KEYS[11], orphans)
-local counted = tonumber(redis.call('HGET', KEYS[4], 'wx') or '0') or 0
+local requeued, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, orphans)
+local counted = tonumber(redis.call('HGET', meta_key, 'wx') or '0') or 0
 local corrected = 0
 if counted ~= extra then
-  redis.call('HDEL', KEYS[4], 'wx')
-  weight_moved(KEYS[4], extra)
+  redis.call('HDEL', meta_key, 'wx')
+  weight_moved(meta_key, extra)
   corrected = 1
   freed = freed + math.max(counted - extra, 0)
 end
-local removed = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ms(now))
+local removed = redis.call('ZREMRANGEBYSCORE', leases_key, '-inf', ms(now))
 -- A progress record starts with its process id (see progress.lua).
-local reports = redis.call('HGETALL', KEYS[11])
+local reports = redis.call('HGETALL', progress_key)
 for i = 1, #reports, 2 do
   local pid = string.match(reports[i + 1], '^[^,]*')
-  if redis.call('HEXISTS', KEYS[2], pid) == 0 then
-    redis.call('HDEL', KEYS[11], reports[i])
+  if redis.call('HEXISTS', procs_key, pid) == 0 then
+    redis.call('HDEL', progress_key, reports[i])
   end
 end
-local holds = waiting_len(KEYS[1]) + redis.call('ZCARD', KEYS[5])
-if holds > 0 and redis.call('HEXISTS', KEYS[4], 'name') == 0 then
-  name_queue(KEYS[4], ARGV[2])
+local holds = waiting_len(waiting_key) + redis.call('ZCARD', delayed_key)
+if holds > 0 and redis.call('HEXISTS', meta_key, 'name') == 0 then
+  name_queue(meta_key, queue)
 end
-drop_meta_if_gone(KEYS[2], KEYS[4])
+drop_meta_if_gone(procs_key, meta_key)
 if requeued > 0 then
-  publish(ARGV[1], 'w' .. requeued)
+  publish(channel, 'w' .. requeued)
 else
-  slots_freed(KEYS[4], KEYS[1], KEYS[8], ARGV[1], freed)
+  slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 end
-return {requeued, dropped, removed, redis.call('HEXISTS', KEYS[4], 'name'), corrected}
+return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected}

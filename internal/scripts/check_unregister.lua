@@ -3,10 +3,11 @@
 -- (created meanwhile; the caller then registers it again), and clear its
 -- confirmation so that, should the caller not get that far, the next
 -- enqueue registers it.
--- KEYS: meta
 -- Returns 1 if the queue exists.
-if redis.call('HEXISTS', KEYS[1], 'name') == 0 then
+local meta_key = KEYS[1]
+
+if redis.call('HEXISTS', meta_key, 'name') == 0 then
   return 0
 end
-redis.call('HDEL', KEYS[1], 'registered')
+redis.call('HDEL', meta_key, 'registered')
 return 1

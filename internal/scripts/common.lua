@@ -80,13 +80,11 @@ local function registry_front(workers, reclaiming, self, now, limit)
   return front, dead, unclaimed
 end
 
--- Task entries (see internal/store/records.go, the Go side of this
--- layout): a header, ':', then the payload. The header is the task id in
--- hex, then optional fields ',<letter><value>', values free of ',' and
--- ':': 'a' counts the starts, 'f' the failed ones (a handler error, a
--- retry), 'm' is the task's attempt budget, 'd' when it became due if
--- not at its enqueue (see entry_due); a dead letter
--- adds 'D' (when, ms), 'W' (the worker) and 'K' (the failure's kind).
+-- Task entries: a header, ':', then the payload. The header is the task id
+-- in hex, then optional fields ',<letter><value>', values free of ',' and
+-- ':'. internal/store/records.go lays out every field, and every other
+-- value the scripts store: a letter the scripts use is listed there
+-- (HeaderFields; a test holds them to it).
 local function entry_id(e) return string.match(e, '^[^,:]*') end
 local function entry_payload(e)
   local c = string.find(e, ':', 1, true)
@@ -417,7 +415,8 @@ local function entry_due_now(e) return entry_due(e, now_us()) end
 -- slots 'h0'..'h167' (7 d). A slot's stamp field ('m17') is the minute
 -- (hour) since the epoch it holds, by the Redis clock, and its values are
 -- fields '<slot>:<name>': a counter (e enqueued, s started, f finished, r
--- retried, q requeued, d dead, k reclaimed, x cancelled), a histogram
+-- retried, q requeued, d dead, k reclaimed, x cancelled: the stats hash's
+-- own names, unrelated to the header letters), a histogram
 -- bucket ('w<k>' wait, 'u<k>' run: values v µs with 2^(k-1) < v <= 2^k, k
 -- in 0..36, the last one open) or a sum ('ws', 'us', µs).
 --
@@ -595,11 +594,12 @@ end
 --
 -- batch_open reads the Redis clock (one TIME), writes the client's counts
 -- with it, and reads the processes' records (one HMGET). Returns the clock
--- in µs and in ms, the pids, and their records (false where none).
-local function batch_open(procs, stats, meta, stride)
+-- in µs and in ms, the pids (read from the tail of ARGV), and their
+-- records (false where none).
+local function batch_open(procs, stats, meta, counts, stride)
   local now_u = now_us()
   local now = math.floor(now_u / 1000)
-  stats_client(stats, meta, ARGV[2], now)
+  stats_client(stats, meta, counts, now)
   local pids = {}
   for i = 4, #ARGV, stride do
     pids[#pids + 1] = ARGV[i]

@@ -7,50 +7,51 @@
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.
--- KEYS: meta, waiting, high, low
--- ARGV: channel, queue name, op ("pause" | "resume" | "limit" | "rate"),
---       limit, per (ms), create ("1" | "0")
--- limit and per are whole numbers in 0..2^53 - 1 (the client checks; see
--- control_value), stored as given.
+-- The value and per are whole numbers in 0..2^53 - 1 (the client checks;
+-- see control_value), stored as given.
 -- Returns -1, changing nothing, for a queue that does not exist and create
 -- "0"; else 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua): the caller then registers it; else 0.
-if ARGV[6] ~= '1' and redis.call('HEXISTS', KEYS[1], 'name') == 0 then
+local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local channel, queue = ARGV[1], ARGV[2] -- queue: its name
+local op = ARGV[3] -- pause | resume | limit | rate
+local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
+local create = ARGV[6] -- "1" | "0"
+
+if create ~= '1' and redis.call('HEXISTS', meta_key, 'name') == 0 then
   return -1
 end
-set_lists(KEYS[2], KEYS[3], KEYS[4])
-local op = ARGV[3]
-local wake = false
-local value = ARGV[4]
+set_lists(waiting_key, high_key, low_key)
+local wake_all = false
 local set = value ~= '0'
 if set and not control_value(value) then
   return redis.error_reply('ERR worqr control ' .. op .. ': ' .. value .. ' is not a whole number in 0..9007199254740991')
 end
 if op == 'pause' then
-  redis.call('HSET', KEYS[1], 'paused', 1)
+  redis.call('HSET', meta_key, 'paused', 1)
 elseif op == 'resume' then
-  wake = redis.call('HDEL', KEYS[1], 'paused') == 1
+  wake_all = redis.call('HDEL', meta_key, 'paused') == 1
 elseif op == 'rate' then
   if set then
-    redis.call('HSET', KEYS[1], 'rate', value, 'per', ARGV[5])
+    redis.call('HSET', meta_key, 'rate', value, 'per', per)
   else
-    redis.call('HDEL', KEYS[1], 'rate', 'per')
+    redis.call('HDEL', meta_key, 'rate', 'per')
   end
-  wake = true
+  wake_all = true
 else
-  local old = control_value(redis.call('HGET', KEYS[1], 'limit'))
+  local old = control_value(redis.call('HGET', meta_key, 'limit'))
   if set then
-    redis.call('HSET', KEYS[1], 'limit', value)
+    redis.call('HSET', meta_key, 'limit', value)
   else
-    redis.call('HDEL', KEYS[1], 'limit')
+    redis.call('HDEL', meta_key, 'limit')
   end
-  wake = old ~= nil and (not set or tonumber(value) > old)
+  wake_all = old ~= nil and (not set or tonumber(value) > old)
 end
-if wake then
-  local waiting = waiting_len(KEYS[2])
+if wake_all then
+  local waiting = waiting_len(waiting_key)
   if waiting > 0 then
-    publish(ARGV[1], 'w' .. waiting)
+    publish(channel, 'w' .. waiting)
   end
 end
-name_queue(KEYS[1], ARGV[2])
-return 1 - redis.call('HEXISTS', KEYS[1], 'registered')
+name_queue(meta_key, queue)
+return 1 - redis.call('HEXISTS', meta_key, 'registered')

@@ -1,11 +1,12 @@
 -- Delete one dead letter and its error.
--- KEYS: dead, errors
--- ARGV: task id, ZSCAN pattern for the id (see find_dead)
 -- Returns 1 when deleted, 0 when there was no such dead letter.
-local e = find_dead(KEYS[1], ARGV[1], ARGV[2])
+local dead_key, errors_key = KEYS[1], KEYS[2]
+local id, pattern = ARGV[1], ARGV[2] -- the task's id, and the ZSCAN pattern for it (see find_dead)
+
+local e = find_dead(dead_key, id, pattern)
 if not e then
   return 0
 end
-redis.call('ZREM', KEYS[1], e)
-redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZREM', dead_key, e)
+redis.call('HDEL', errors_key, id)
 return 1

@@ -4,23 +4,25 @@
 -- left if it is retained (see dead_outcome_cleared); the queue's runtimes
 -- are woken (see wake), and the queue is made to exist again if it lost
 -- its name.
--- KEYS: dead, errors, waiting, meta, idle, high, low, stats, results,
---       retained
--- ARGV: channel, queue name, task id, ZSCAN pattern for the id (see
---       find_dead)
 -- Returns {requeued (0/1), unregistered (0/1)}: unregistered as in
 -- enqueue.lua, when the caller must register the queue.
-set_lists(KEYS[3], KEYS[6], KEYS[7])
-local e = find_dead(KEYS[1], ARGV[3], ARGV[4])
+local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local results_key, retained_key = KEYS[9], KEYS[10]
+local channel, queue = ARGV[1], ARGV[2] -- queue: its name
+local id, pattern = ARGV[3], ARGV[4] -- the task's id, and the ZSCAN pattern for it (see find_dead)
+
+set_lists(waiting_key, high_key, low_key)
+local e = find_dead(dead_key, id, pattern)
 if not e then
   return {0, 0}
 end
-redis.call('ZREM', KEYS[1], e)
-redis.call('HDEL', KEYS[2], ARGV[3])
-dead_outcome_cleared(KEYS[9], KEYS[10], {e})
+redis.call('ZREM', dead_key, e)
+redis.call('HDEL', errors_key, id)
+dead_outcome_cleared(results_key, retained_key, {e})
 local revived = dead_revived(e)
-redis.call('LPUSH', list_of(revived, KEYS[3]), revived)
-wake(KEYS[5], ARGV[1], 1)
+redis.call('LPUSH', list_of(revived, waiting_key), revived)
+wake(idle_key, channel, 1)
 stat('q', 1)
-stats_flush(KEYS[8])
-return {1, ensure_queue(KEYS[4], ARGV[2])}
+stats_flush(stats_key)
+return {1, ensure_queue(meta_key, queue)}

@@ -2,11 +2,11 @@
 -- inclusive (0 is the next due; negative positions count from the last),
 -- each with its payload cut to its first cut bytes (see entry_cut), read
 -- a megabyte or so at a time (see waiting_list.lua).
--- KEYS: delayed
--- ARGV: start, stop, cut (>= 0)
 -- Returns {size, entry, due (µs), ...}.
-local start, stop, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = redis.call('ZCARD', KEYS[1])
+local delayed_key = KEYS[1]
+local start, stop, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) -- cut >= 0
+
+local n = redis.call('ZCARD', delayed_key)
 if start < 0 then start = start + n end
 if stop < 0 then stop = stop + n end
 start, stop = math.max(start, 0), math.min(stop, n - 1)
@@ -14,7 +14,7 @@ local out = {}
 local p, seen, read = start, 0, 0
 while p <= stop do
   local last = math.min(p + chunk_size(seen, read, 1048576) - 1, stop)
-  local got = redis.call('ZRANGE', KEYS[1], p, last, 'WITHSCORES')
+  local got = redis.call('ZRANGE', delayed_key, p, last, 'WITHSCORES')
   for j = 1, #got, 2 do
     local e, size = entry_cut(got[j], cut)
     seen, read = seen + 1, read + #got[j]

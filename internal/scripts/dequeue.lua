@@ -1,9 +1,6 @@
--- Move up to ARGV[2] tasks from the front of the queue into processes owned
+-- Move up to asked tasks from the front of the queue into processes owned
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
--- KEYS: waiting, procs, leases, meta, idle, errors, starts, high, low, stats
--- ARGV: worker, count, park ("1" for a Handle runtime), stats counted by
---       the client ('' for none: see stats_add)
 -- Returns -1 when the lease is not live, else {until, now, pid, entry,
 -- error, pid, entry, error, ...}: until is, under a rate limit that is used
 -- up, when the next start is allowed (µs, Redis clock; 0 otherwise), and
@@ -23,10 +20,17 @@
 -- HGET and one HSET of the process id counter), so taking a batch costs
 -- Redis little more
 -- than taking one.
-set_lists(KEYS[1], KEYS[8], KEYS[9])
+local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idle_key, errors_key, starts_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local low_key, stats_key = KEYS[9], KEYS[10]
+local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
+local park = ARGV[3] -- "1" for a Handle runtime
+local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
+
+set_lists(waiting_key, high_key, low_key)
 local now = now_ms()
-stats_client(KEYS[10], KEYS[4], ARGV[4], now)
-if not lease_live(KEYS[3], ARGV[1], now) then
+stats_client(stats_key, meta_key, counts, now)
+if not lease_live(leases_key, worker, now) then
   return -1
 end
 -- The front of the queue is the right end of the list. A paused queue
@@ -40,27 +44,26 @@ end
 -- once nothing is in flight.
 -- A rate limit allows rate starts in any window of per ms: the starts of
 -- the last window are kept in the starts set (pid -> µs).
-local asked = tonumber(ARGV[2])
 local want = asked
-local paused, limit, rate, per, extra, seq = queue_controls(KEYS[4])
+local paused, limit, rate, per, extra, seq = queue_controls(meta_key)
 local room -- under a limit, the slots free
 if paused then
   want = 0
 elseif limit then
-  room = limit - redis.call('HLEN', KEYS[2]) - extra
+  room = limit - redis.call('HLEN', procs_key) - extra
   want = math.max(math.min(want, room), 0)
 end
 local now_u
 if rate and per and want > 0 then
   now_u = now_us()
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ms(now_u - per * 1000))
-  want = math.max(math.min(want, rate - redis.call('ZCARD', KEYS[7])), 0)
+  redis.call('ZREMRANGEBYSCORE', starts_key, '-inf', ms(now_u - per * 1000))
+  want = math.max(math.min(want, rate - redis.call('ZCARD', starts_key)), 0)
 end
 -- When the rate limit is used up: the next start is allowed as the oldest
 -- start of the window leaves it.
 local function rate_until()
-  if not now_u or redis.call('ZCARD', KEYS[7]) < rate then return 0 end
-  local oldest = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+  if not now_u or redis.call('ZCARD', starts_key) < rate then return 0 end
+  local oldest = redis.call('ZRANGE', starts_key, 0, 0, 'WITHSCORES')
   return tonumber(oldest[2]) + per * 1000 + 1
 end
 -- Take from one list's front (its right end), up to k tasks. tasks holds
@@ -116,26 +119,26 @@ end
 if want > 0 then
   -- Priorities: high, then normal, then low. Without them (the usual
   -- case) one EXISTS finds both other lists empty.
-  if redis.call('EXISTS', KEYS[8], KEYS[9]) > 0 then
-    take(KEYS[8], want)
-    take(KEYS[1], want - #tasks)
-    take(KEYS[9], want - #tasks)
+  if redis.call('EXISTS', high_key, low_key) > 0 then
+    take(high_key, want)
+    take(waiting_key, want - #tasks)
+    take(low_key, want - #tasks)
   else
-    take(KEYS[1], want)
+    take(waiting_key, want)
   end
 end
 local n = #tasks
-if ARGV[3] == '1' then
+if park == '1' then
   if n < asked then
-    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    redis.call('ZADD', idle_key, now, worker)
   else
-    redis.call('ZREM', KEYS[5], ARGV[1])
+    redis.call('ZREM', idle_key, worker)
   end
 end
 if n == 0 then
   return {ms(rate_until()), ms(now_u or 0)}
 end
-local pids = start_procs(KEYS[2], KEYS[4], ARGV[1], tasks, nil, seq)
+local pids = start_procs(procs_key, meta_key, worker, tasks, nil, seq)
 local out, retried, started = {'0', '0'}, {}, {}
 -- Per task, the usual one (a header that is only its id: started never
 -- before) costs one string call: see finish.lua.
@@ -159,14 +162,14 @@ for j = 1, #pids do
   end
 end
 if now_u then
-  redis.call('ZADD', KEYS[7], unpack(started))
+  redis.call('ZADD', starts_key, unpack(started))
   out[1], out[2] = ms(rate_until()), ms(now_u)
 end
 -- Only a task started before can have an error recorded.
 if #retried > 0 then
   local ids = {}
   for j, at in ipairs(retried) do ids[j] = entry_id(out[at - 1]) end
-  local errs = redis.call('HMGET', KEYS[6], unpack(ids))
+  local errs = redis.call('HMGET', errors_key, unpack(ids))
   for j, at in ipairs(retried) do out[at] = errs[j] or '' end
 end
 return out

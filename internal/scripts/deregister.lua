@@ -2,13 +2,14 @@
 -- only after every queue in the worker's set was released, and it refuses
 -- while the lease is live; the worker itself uses mode "force".
 -- A removed worker's reclaim claim (see expired.lua) goes with it.
--- KEYS: workers, worker's queue set, reclaiming
--- ARGV: worker, mode ("expired" | "force")
 -- Returns 1 when removed, -1 when refused.
-if ARGV[2] == 'expired' and lease_live(KEYS[1], ARGV[1], now_ms()) then
+local workers_key, worker_queues_key, reclaiming_key = KEYS[1], KEYS[2], KEYS[3]
+local worker, mode = ARGV[1], ARGV[2] -- mode: expired | force
+
+if mode == 'expired' and lease_live(workers_key, worker, now_ms()) then
   return -1
 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('DEL', KEYS[2])
+redis.call('ZREM', workers_key, worker)
+redis.call('ZREM', reclaiming_key, worker)
+redis.call('DEL', worker_queues_key)
 return 1

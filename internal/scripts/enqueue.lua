@@ -8,16 +8,6 @@
 -- task ends, finished, dead or cancelled) or for ttl ms from now. If one
 -- does, nothing is added and its id is returned, flagged duplicate (the
 -- client's counts it carries are written all the same).
--- KEYS: waiting (the tasks' level's list), meta, idle, delayed, unique,
---       unique TTLs, stats, leases, procs, the normal, high and low
---       lists, and retained
--- ARGV: channel, queue name, front ("1" | "0"), due (µs, Redis clock; 0:
---       now), delay (µs from now; 0: none), header fields every task gets
---       (',m<budget>,t<timeout ms>', or ''), unique key's sha1 (or ''),
---       unique ttl (ms; 0: while alive), hand-off ("1": the task may be
---       handed to an idle runtime, see below; "0"), the client's stats
---       counts (see stats_add; its own count of enqueued tasks among
---       them: this script counts none), payload...
 -- Returns {unregistered, first id (hex), duplicate (0/1)}: unregistered is
 -- 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua), and the caller then registers it; the tasks' ids count
@@ -42,26 +32,38 @@
 -- 'h<worker>,<pid>,<entry>' carries the process to it. It starts the task,
 -- or gives it back to the front if it cannot (stop.lua); if its worker dies
 -- first, its lease covers the process as it covers every other.
-local n = #ARGV - 10
-local header = ARGV[6]
-local sha = ARGV[7]
+local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: the tasks' level's
+local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- every level's list
+local retained_key = KEYS[13]
+local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
+local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
+local fields = ARGV[6] -- the header fields every task gets ('' for none; see records.go)
+local sha, unique_ttl = ARGV[7], tonumber(ARGV[8]) -- the unique key's sha1 (or ''); ms (0: while alive)
+local hand = ARGV[9] -- "1": the task may be handed to an idle runtime (see below); "0"
+-- The client's stats counts (see stats_add; its own count of enqueued
+-- tasks among them: this script counts none).
+local counts = ARGV[10]
+local n = #ARGV - 10 -- the payloads: ARGV[11...]
+
+local header = fields
 if sha ~= '' then
   -- Keys held for a time are dropped once it has passed (a hundred a call).
-  local stale = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ms(now_ms()), 'LIMIT', 0, 100)
+  local stale = redis.call('ZRANGEBYSCORE', unique_ttl_key, '-inf', ms(now_ms()), 'LIMIT', 0, 100)
   if #stale > 0 then
-    redis.call('HDEL', KEYS[5], unpack(stale))
-    redis.call('ZREM', KEYS[6], unpack(stale))
+    redis.call('HDEL', unique_key, unpack(stale))
+    redis.call('ZREM', unique_ttl_key, unpack(stale))
   end
-  local exp = redis.call('ZSCORE', KEYS[6], sha)
+  local exp = redis.call('ZSCORE', unique_ttl_key, sha)
   if exp and tonumber(exp) <= now_ms() then
-    redis.call('HDEL', KEYS[5], sha)
-    redis.call('ZREM', KEYS[6], sha)
+    redis.call('HDEL', unique_key, sha)
+    redis.call('ZREM', unique_ttl_key, sha)
   end
-  local holder = redis.call('HGET', KEYS[5], sha)
+  local holder = redis.call('HGET', unique_key, sha)
   if holder then
     -- Nothing is added, but the counts this call carries are written
     -- (the client takes them as written once the script ran).
-    stats_client(KEYS[7], KEYS[2], ARGV[10])
+    stats_client(stats_key, meta_key, counts)
     return {0, holder, 1}
   end
 end
@@ -72,58 +74,56 @@ local now = now_us()
 -- the controls a hand-off must not pass (see queue_controls) and the
 -- process id counter a hand-off counts on (see start_procs). On an idle
 -- queue the script's cost is mostly its number of calls.
-local meta = redis.call('HMGET', KEYS[2], 'tid', 'registered', 'paused', 'limit', 'rate', 'seq')
+local meta = redis.call('HMGET', meta_key, 'tid', 'registered', 'paused', 'limit', 'rate', 'seq')
 local first = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
 local sets = {'tid', ms(first + n - 1)}
 -- Hand entry to worker, the longest-idle runtime, just taken out of the
 -- idle set (see above); false when it cannot go. The checks go cheapest
 -- first for a busy queue (tasks wait), then for one held back (controls).
 local function hand_off(entry, worker)
-  if redis.call('EXISTS', KEYS[10], KEYS[11], KEYS[12]) > 0 then
+  if redis.call('EXISTS', waiting_key, high_key, low_key) > 0 then
     return false
   end
-  if meta[3] or meta[4] or meta[5] or not lease_live(KEYS[8], worker, math.floor(now / 1000)) then
+  if meta[3] or meta[4] or meta[5] or not lease_live(leases_key, worker, math.floor(now / 1000)) then
     return false
   end
-  local pids = start_procs(KEYS[9], KEYS[2], worker, {entry}, now, meta[6], sets)
-  publish(ARGV[1], 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
+  local pids = start_procs(procs_key, meta_key, worker, {entry}, now, meta[6], sets)
+  publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
   return true
 end
 if sha ~= '' then
-  redis.call('HSET', KEYS[5], sha, string.format('%x', first))
-  local ttl = tonumber(ARGV[8])
-  if ttl > 0 then
-    redis.call('ZADD', KEYS[6], ms(now_ms() + ttl), sha)
+  redis.call('HSET', unique_key, sha, string.format('%x', first))
+  if unique_ttl > 0 then
+    redis.call('ZADD', unique_ttl_key, ms(now_ms() + unique_ttl), sha)
   else
     header = header .. ',u' .. sha
   end
 end
 -- Retained tasks are listed as pending an outcome (see outcome_pending).
-if string.find(ARGV[6], ',R', 1, true) then
+if string.find(fields, ',R', 1, true) then
   local ids = {}
   for i = 1, n do
     ids[i] = string.format('%x', first + i - 1)
   end
-  outcome_pending(KEYS[13], ids)
+  outcome_pending(retained_key, ids)
 end
-local due = math.max(tonumber(ARGV[4]), now + tonumber(ARGV[5]))
+local due = math.max(due_at, now + delay)
 local entries = {}
 if due > now then
   -- A delayed task's wait starts when it is due (see entry_due).
   header = header .. ',d' .. string.format('%x', due)
-  for i = 1, n do
+  for i = 1, n do -- the payloads, ARGV[11...]
     entries[#entries + 1] = ms(due)
     entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[10 + i]
   end
   for i = 1, #entries, 1000 do
-    redis.call('ZADD', KEYS[4], unpack(entries, i, math.min(i + 999, #entries)))
+    redis.call('ZADD', delayed_key, unpack(entries, i, math.min(i + 999, #entries)))
   end
-  publish(ARGV[1], 's' .. ms(due))
+  publish(channel, 's' .. ms(due))
 else
   -- The front is the right end: a batch for the front is listed last task
   -- first, so it comes out in its own order.
-  local front = ARGV[3] == '1'
-  for i = 1, n do
+  for i = 1, n do -- the payloads, ARGV[11...]
     local k = front and n - i + 1 or i
     entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[10 + k]
   end
@@ -131,32 +131,32 @@ else
   -- first, as the wake would: with none parked (a busy queue) that is all
   -- the hand-off costs.
   local popped
-  if ARGV[9] == '1' and n == 1 then
-    popped = redis.call('ZPOPMIN', KEYS[3])
+  if hand == '1' and n == 1 then
+    popped = redis.call('ZPOPMIN', idle_key)
   end
   if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
     if front then
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.
       for i = 1, n, 1000 do
-        redis.call('RPUSH', KEYS[1], unpack(entries, i, math.min(i + 999, n)))
+        redis.call('RPUSH', list_key, unpack(entries, i, math.min(i + 999, n)))
       end
     else
-      redis.call('LPUSH', KEYS[1], unpack(entries))
+      redis.call('LPUSH', list_key, unpack(entries))
     end
-    wake(KEYS[3], ARGV[1], n, popped)
+    wake(idle_key, channel, n, popped)
   end
 end
-redis.call('HSET', KEYS[2], unpack(sets))
+redis.call('HSET', meta_key, unpack(sets))
 local id = string.format('%x', first)
 -- The client counts what it enqueued (internal/store/statsbuf.go) and
 -- carries its counts about once a second: the usual call writes no stats.
-stats_add(ARGV[10])
-stats_flush(KEYS[7], math.floor(now / 1000))
+stats_add(counts)
+stats_flush(stats_key, math.floor(now / 1000))
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
 if meta[2] then
   return {0, id, 0}
 end
-name_queue(KEYS[2], ARGV[2])
+name_queue(meta_key, queue)
 return {1, id, 0}

@@ -7,16 +7,18 @@
 -- A task holding a unique key gives it up; with a concurrency limit, the
 -- freed slots (a weighted task's several) wake runtimes the limit held
 -- back.
--- KEYS: procs, leases, meta, errors, results, retained, waiting, idle,
---       unique, high, low, progress, stats
--- ARGV: channel, stats counted by the client ('' for none: see
---       stats_add), then per process: worker, pid, result
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
 -- Redis clock (µs), from which the client counts the runs of the active
 -- ones (their pids are their dequeue times) for the stats.
-set_lists(KEYS[7], KEYS[10], KEYS[11])
-local now_u, now, pids, vals = batch_open(KEYS[1], KEYS[13], KEYS[3], 3)
+local procs_key, leases_key, meta_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, retained_key, waiting_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local unique_key, high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
+-- Then per process j, ARGV[3j...3j + 2]: worker, pid, result.
+
+set_lists(waiting_key, high_key, low_key)
+local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 3)
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)
@@ -25,14 +27,14 @@ local freed = 0 -- the weight of the processes removed (see entry_weight)
 -- few string calls; only one whose header has fields goes through the
 -- helpers that read them. Each call into Lua or C costs Redis some
 -- hundreds of instructions, and this runs for every task.
-local argv, leases, unique = ARGV, KEYS[2], KEYS[9]
+local argv = ARGV -- its tail, read per process (a local is quicker to index)
 local find, sub = string.find, string.sub
 local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
 local ngone = 0
 for j = 1, #pids do
   local pid, v = pids[j], vals[j]
   local worker = argv[3 * j]
-  local refused = batch_refusal(leases, now, live, taken, worker, pid, v)
+  local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
   else
@@ -53,9 +55,9 @@ for j = 1, #pids do
         failed[#failed + 1] = id
       end
       if state == 'a' then
-        retain(KEYS[5], KEYS[6], argv[1], entry, 'ok', pid, 1, argv[3 * j + 2])
+        retain(results_key, retained_key, channel, entry, 'ok', pid, 1, argv[3 * j + 2])
       end
-      release_unique(unique, entry)
+      release_unique(unique_key, entry)
     else
       freed = freed + 1
     end
@@ -63,17 +65,17 @@ for j = 1, #pids do
   end
 end
 if #gone > 0 then
-  redis.call('HDEL', KEYS[1], unpack(gone))
-  redis.call('HDEL', KEYS[12], unpack(ids))
-  weight_moved(KEYS[3], #gone - freed)
-  slots_freed(KEYS[3], KEYS[7], KEYS[8], ARGV[1], freed)
+  redis.call('HDEL', procs_key, unpack(gone))
+  redis.call('HDEL', progress_key, unpack(ids))
+  weight_moved(meta_key, #gone - freed)
+  slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 end
 if #failed > 0 then
-  redis.call('HDEL', KEYS[4], unpack(failed))
+  redis.call('HDEL', errors_key, unpack(failed))
 end
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
-  drop_meta_if_gone(KEYS[1], KEYS[3])
+  drop_meta_if_gone(procs_key, meta_key)
 end
 out[#out + 1] = now_u
 return out

@@ -7,10 +7,6 @@
 -- its own (see reclaim.go). One call renews one worker, or the workers of
 -- one client that renew together (see lease.go). An expired lease is
 -- never revived: its worker must treat itself as dead.
--- KEYS: workers, reclaiming, then the leases of each worker's queues, in
--- the order of ARGV
--- ARGV: ttl (ms), then per worker: its id and how many of KEYS are its
--- queues' leases
 -- Returns {now, dead, first, its expiry, the second's expiry, then per
 -- worker its registry lease, then each of its queue leases}: the Redis
 -- clock (ms); 1 when an expired worker waits unclaimed, else 0; the first
@@ -36,8 +32,13 @@
 -- entries; while some have, five more at most (the claims counted, one
 -- look past them at the expired, and the next live leases), however many
 -- have expired or are claimed.
+local workers_key, reclaiming_key = KEYS[1], KEYS[2]
+local ttl = tonumber(ARGV[1]) -- ms
+-- Then per worker, ARGV[2...] its id and how many of KEYS[3...] are its
+-- queues' leases, which follow in the same order.
+
 local now = now_ms()
-local expiry = ms(now + tonumber(ARGV[1]))
+local expiry = ms(now + ttl)
 local out = {now, 0, '', 0, 0}
 
 -- Renew, in key, the leases of workers ws, writing each one's result (1
@@ -80,7 +81,7 @@ end
 -- workers that renew there, in the order they first appear.
 local ws, at, qs = {}, {}, {}
 local k = 3
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 2 do -- the tails of ARGV and KEYS
   out[#out + 1] = 0
   ws[#ws + 1], at[#at + 1] = ARGV[i], #out
   local n = tonumber(ARGV[i + 1])
@@ -90,7 +91,7 @@ for i = 2, #ARGV, 2 do
   end
   k = k + n
 end
-renew(KEYS[1], ws, at)
+renew(workers_key, ws, at)
 local groups, keys = {}, {}
 for _, q in ipairs(qs) do
   local key, pos, owner = q[1], q[2], q[3]
@@ -107,7 +108,7 @@ for _, key in ipairs(keys) do
   renew(key, groups[key][1], groups[key][2])
 end
 
-local front, _, unclaimed = registry_front(KEYS[1], KEYS[2], nil, now, 0)
+local front, _, unclaimed = registry_front(workers_key, reclaiming_key, nil, now, 0)
 if unclaimed > 0 then
   out[2] = 1
 end

@@ -11,9 +11,6 @@
 -- read of the queue, as cancel_id.lua's does, but only when the answer is
 -- that no outcome will come (or for a retained task enqueued by a worqr
 -- that did not list it, which is then found).
--- KEYS: results, retained, procs, delayed, dead, waiting, high, low
--- ARGV: task id, look ('1' or '0'), ZSCAN pattern for the id (see
---       find_dead)
 -- Returns {'o', outcome record, expiry (ms)} while an outcome is kept;
 -- else, with look '0', {'n'}, and with look '1' one of:
 --   {'w'} one will come: the task is retained and waits, is delayed or is
@@ -24,18 +21,22 @@
 --         queue deleted: none will;
 --   {'n'} none of these: an id the queue does not know (never enqueued,
 --         or ended and gone), or a dead letter whose outcome expired.
-local id = ARGV[1]
-local score = redis.call('ZSCORE', KEYS[2], id)
+local results_key, retained_key, procs_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local dead_key, waiting_key, high_key, low_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local id, look = ARGV[1], ARGV[2] -- the task's id; look: '1' | '0'
+local pattern = ARGV[3] -- the ZSCAN pattern for the id (see find_dead)
+
+local score = redis.call('ZSCORE', retained_key, id)
 if score == 'inf' then
   return {'w'}
 end
 if score then
-  local rec = redis.call('HGET', KEYS[1], id)
+  local rec = redis.call('HGET', results_key, id)
   if rec and tonumber(score) > now_ms() then
     return {'o', rec, score}
   end
 end
-if ARGV[2] ~= '1' then
+if look ~= '1' then
   return {'n'}
 end
 
@@ -47,18 +48,18 @@ local function alive(e, state)
   return {'w'}
 end
 
-local all = redis.call('HGETALL', KEYS[3])
+local all = redis.call('HGETALL', procs_key)
 for i = 2, #all, 2 do
   local e = proc_task(all[i])
   if entry_id(e) == id then
     return alive(e, proc_state(all[i]))
   end
 end
-local e = find_dead(KEYS[4], id, ARGV[3]) -- any sorted set of entries
+local e = find_dead(delayed_key, id, pattern) -- any sorted set of entries
 if e then
   return alive(e)
 end
-e = find_dead(KEYS[5], id, ARGV[3])
+e = find_dead(dead_key, id, pattern)
 if e then
   -- Dead, its outcome (if it had one) expired: none will come unless it
   -- is requeued.
@@ -89,16 +90,16 @@ local function look(key, from, to)
   end
   return in_chunk(chunk)
 end
-for k = 6, 8 do
-  local lo, hi = 0, redis.call('LLEN', KEYS[k]) - 1
+for _, list in ipairs({waiting_key, high_key, low_key}) do
+  local lo, hi = 0, redis.call('LLEN', list) - 1
   while lo <= hi do
     local to = math.min(lo + chunk_size(seen, read, 1048576) - 1, hi)
-    e = look(KEYS[k], lo, to)
+    e = look(list, lo, to)
     if e then return alive(e) end
     lo = to + 1
     if lo <= hi then
       local from = math.max(hi - chunk_size(seen, read, 1048576) + 1, lo)
-      e = look(KEYS[k], from, hi)
+      e = look(list, from, hi)
       if e then return alive(e) end
       hi = from - 1
     end

@@ -3,15 +3,15 @@
 -- megabyte or so at a time (see waiting_list.lua; COUNT is a hint). HSCAN
 -- may return a process twice (the hash can be rehashed between calls):
 -- each is listed once.
--- KEYS: procs
--- ARGV: cut (>= 0)
 -- Returns {pid, size, record, ...}: the record (state, owner, entry) with
 -- its entry cut, and the payload's whole size.
-local cut = tonumber(ARGV[1])
+local procs_key = KEYS[1]
+local cut = tonumber(ARGV[1]) -- >= 0
+
 local out, listed = {}, {}
 local cursor, seen, read = '0', 0, 0
 repeat
-  local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', chunk_size(seen, read, 1048576))
+  local page = redis.call('HSCAN', procs_key, cursor, 'COUNT', chunk_size(seen, read, 1048576))
   cursor = page[1]
   local got = page[2]
   for i = 1, #got, 2 do

@@ -5,16 +5,17 @@
 -- process, while its lease on the queue is live, and only while the
 -- process is active: a cancelled one, or one of a deleted queue, is not
 -- written for. Every script that ends a process removes its report.
--- KEYS: procs, leases, progress
--- ARGV: worker, pid, percent, note, channel
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- has: 1 active (written), 2 cancelled, 3 deleted (not written).
+local procs_key, leases_key, progress_key = KEYS[1], KEYS[2], KEYS[3]
+local worker, pid, percent, note, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
 local now = now_ms()
-if not lease_live(KEYS[2], ARGV[1], now) then
+if not lease_live(leases_key, worker, now) then
   return -1
 end
-local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v or proc_owner(v) ~= ARGV[1] then
+local v = redis.call('HGET', procs_key, pid)
+if not v or proc_owner(v) ~= worker then
   return 0
 end
 local state = proc_state(v)
@@ -22,7 +23,7 @@ if state ~= 'a' then
   return STATE_CODE[state]
 end
 local id = entry_id(proc_task(v))
-local rec = ARGV[2] .. ',' .. ARGV[3] .. ',' .. ms(now) .. ':' .. ARGV[4]
-redis.call('HSET', KEYS[3], id, rec)
-publish(ARGV[5], 'p' .. id .. ',' .. rec)
+local rec = pid .. ',' .. percent .. ',' .. ms(now) .. ':' .. note
+redis.call('HSET', progress_key, id, rec)
+publish(channel, 'p' .. id .. ',' .. rec)
 return 1

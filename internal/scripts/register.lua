@@ -1,7 +1,8 @@
 -- Register a new worker in the registry with a fresh lease.
--- KEYS: workers
--- ARGV: worker, ttl (ms)
 -- Returns the lease expiry (ms).
-local expiry = now_ms() + tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], ms(expiry), ARGV[1])
+local workers_key = KEYS[1]
+local worker, ttl = ARGV[1], tonumber(ARGV[2]) -- ttl in ms
+
+local expiry = now_ms() + ttl
+redis.call('ZADD', workers_key, ms(expiry), worker)
 return expiry

@@ -11,25 +11,26 @@
 -- slots (see entry_weight) with it. A retried task notes when it became
 -- due again (see entry_due) for the wait stats; the client counts it
 -- ('r', and its run time, from the clock this returns), as finish.lua's.
--- KEYS: procs, leases, waiting, meta, delayed, errors, idle, unique, high,
---       low, progress, stats
--- ARGV: channel, stats counted by the client ('' for none: see
---       stats_add), then per process: worker, pid, delay (µs), error (''
---       for none)
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else
 -- the code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
 -- Redis clock (µs).
-set_lists(KEYS[3], KEYS[9], KEYS[10])
-local channel = ARGV[1]
-local t_us, now, pids, vals = batch_open(KEYS[1], KEYS[12], KEYS[4], 4)
+local procs_key, leases_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local delayed_key, errors_key, idle_key, unique_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
+-- Then per process j, ARGV[4j - 1...4j + 2]: worker, pid, delay (µs), error
+-- ('' for none).
+
+set_lists(waiting_key, high_key, low_key)
+local t_us, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 4)
 local live, taken, gone, ids, out = {}, {}, {}, {}, {}
 local errs, pushed, delayed = {}, {}, {}
 local npushed, freed, first = 0, 0, nil
 local extra = 0 -- the extra weight of the processes removed
 local deleted = false
-for j, pid in ipairs(pids) do
+for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
   local worker, v = ARGV[4 * j - 1], vals[j]
-  local refused = batch_refusal(KEYS[2], now, live, taken, worker, pid, v)
+  local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
   else
@@ -49,8 +50,8 @@ for j, pid in ipairs(pids) do
     extra = extra + weight - 1
     if state ~= 'a' then
       deleted = deleted or state == 'd'
-      redis.call('HDEL', KEYS[6], id)
-      release_unique(KEYS[8], entry)
+      redis.call('HDEL', errors_key, id)
+      release_unique(unique_key, entry)
       freed = freed + weight
     else
       local err = ARGV[4 * j + 2]
@@ -68,7 +69,7 @@ for j, pid in ipairs(pids) do
         freed = freed + weight
       else
         entry = entry_due(entry, t_us)
-        local list = list_of(entry, KEYS[3])
+        local list = list_of(entry, waiting_key)
         pushed[list] = pushed[list] or {}
         table.insert(pushed[list], entry)
         npushed = npushed + 1
@@ -77,27 +78,27 @@ for j, pid in ipairs(pids) do
   end
 end
 if #gone > 0 then
-  redis.call('HDEL', KEYS[1], unpack(gone))
-  redis.call('HDEL', KEYS[11], unpack(ids))
-  weight_moved(KEYS[4], -extra)
+  redis.call('HDEL', procs_key, unpack(gone))
+  redis.call('HDEL', progress_key, unpack(ids))
+  weight_moved(meta_key, -extra)
 end
 if #errs > 0 then
-  redis.call('HSET', KEYS[6], unpack(errs))
+  redis.call('HSET', errors_key, unpack(errs))
 end
 if #delayed > 0 then
-  redis.call('ZADD', KEYS[5], unpack(delayed))
+  redis.call('ZADD', delayed_key, unpack(delayed))
   publish(channel, 's' .. ms(first))
 end
 for list, entries in pairs(pushed) do
   redis.call('LPUSH', list, unpack(entries))
 end
 if npushed > 0 then
-  wake(KEYS[7], channel, npushed)
+  wake(idle_key, channel, npushed)
 end
-slots_freed(KEYS[4], KEYS[3], KEYS[7], channel, freed)
+slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
-  drop_meta_if_gone(KEYS[1], KEYS[4])
+  drop_meta_if_gone(procs_key, meta_key)
 end
 out[#out + 1] = t_us
 return out

@@ -1,8 +1,9 @@
 -- Write what a client counted for a queue (see stats_add) when none of the
 -- queue's dequeue, finish or retry calls carried it: the queue went idle,
 -- or the client is closing.
--- KEYS: stats, meta
--- ARGV: stats counted by the client
 -- Returns 1.
-stats_client(KEYS[1], KEYS[2], ARGV[1])
+local stats_key, meta_key = KEYS[1], KEYS[2]
+local counts = ARGV[1] -- stats counted by the client (see stats_add)
+
+stats_client(stats_key, meta_key, counts)
 return 1

@@ -6,33 +6,35 @@
 -- enqueue.lua) that it could not start: the task goes back to the front
 -- as it was, not counted as a start, since it never ran, and the queue is
 -- woken as by an enqueue.
--- KEYS: procs, leases, waiting, meta, idle, unique, errors, high, low, progress,
---       stats
--- ARGV: worker, pid, channel, "front" (or nothing)
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
-set_lists(KEYS[3], KEYS[8], KEYS[9])
-local v, refused = take_own_process(KEYS[1], KEYS[2], KEYS[4], KEYS[10], ARGV[1], ARGV[2])
+local procs_key, leases_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idle_key, unique_key, errors_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11]
+local worker, pid, channel, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- mode: "front" (or nothing)
+
+set_lists(waiting_key, high_key, low_key)
+local v, refused = take_own_process(procs_key, leases_key, meta_key, progress_key, worker, pid)
 if not v then
   return refused
 end
 local state = proc_state(v)
-if state == 'a' and ARGV[4] == 'front' then
+if state == 'a' and mode == 'front' then
   local entry = proc_task(v)
   stat('q', 1)
-  stats_flush(KEYS[11])
-  redis.call('RPUSH', list_of(entry, KEYS[3]), entry)
-  wake(KEYS[5], ARGV[3], 1)
+  stats_flush(stats_key)
+  redis.call('RPUSH', list_of(entry, waiting_key), entry)
+  wake(idle_key, channel, 1)
 elseif state == 'a' then
   local entry = entry_due_now(entry_ran(proc_task(v)))
   stat('q', 1)
-  if STATS then stat_run(now_us() - (tonumber(ARGV[2], 16) or 0)) end
-  stats_flush(KEYS[11])
-  redis.call('LPUSH', list_of(entry, KEYS[3]), entry)
-  publish(ARGV[3], 'w1')
+  if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end
+  stats_flush(stats_key)
+  redis.call('LPUSH', list_of(entry, waiting_key), entry)
+  publish(channel, 'w1')
 else
-  release_unique(KEYS[6], proc_task(v))
-  redis.call('HDEL', KEYS[7], entry_id(proc_task(v)))
-  slots_freed(KEYS[4], KEYS[3], KEYS[5], ARGV[3], entry_weight(proc_task(v)))
+  release_unique(unique_key, proc_task(v))
+  redis.call('HDEL', errors_key, entry_id(proc_task(v)))
+  slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(proc_task(v)))
 end
 return STATE_CODE[state]

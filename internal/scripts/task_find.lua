@@ -7,15 +7,17 @@
 -- bytes it reads: each of the four places is searched up to limit entries
 -- and budget bytes. A search that stopped at a bound before the end is
 -- partial: the task may be where it did not look.
--- KEYS: high, waiting, low, delayed, procs, dead, errors, progress
--- ARGV: id, cut (< 0: whole), limit, budget (bytes)
 -- Returns {partial (0/1), waiting, delayed, process, dead}, each {} when
 -- not found, else:
 --   waiting: {position in dequeue order, size, entry}
 --   delayed: {size, entry, due (µs)}
 --   process: {pid, size, record (state, owner, entry), progress report or ''}
 --   dead:    {size, entry, error or ''}
-local id, cut, limit, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local id, cut = ARGV[1], tonumber(ARGV[2]) -- cut < 0: whole
+local limit, budget = tonumber(ARGV[3]), tonumber(ARGV[4]) -- budget in bytes
+
 local partial = 0
 
 -- Search n entries in order, read(p, k) giving those at positions p to
@@ -50,7 +52,7 @@ repeat
     partial = 1
     break
   end
-  local page = redis.call('HSCAN', KEYS[5], cursor, 'COUNT', chunk_size(t.seen, t.bytes, budget - t.bytes))
+  local page = redis.call('HSCAN', procs_key, cursor, 'COUNT', chunk_size(t.seen, t.bytes, budget - t.bytes))
   cursor = page[1]
   local got = page[2]
   for i = 1, #got, 2 do
@@ -58,15 +60,15 @@ repeat
     t.seen, t.bytes = t.seen + 1, t.bytes + #v
     if #v > 1 + OWNER_LEN and entry_is(string.sub(v, 2 + OWNER_LEN, 2 + OWNER_LEN + #id), id) then
       local record, size = entry_cut(v, cut, 2 + OWNER_LEN)
-      proc = {got[i], size, record, redis.call('HGET', KEYS[8], id) or ''}
+      proc = {got[i], size, record, redis.call('HGET', progress_key, id) or ''}
     end
   end
 until cursor == '0' or #proc > 0
 
 -- Delayed, in due order.
 local delayed = {}
-local _, e, due = search(redis.call('ZCARD', KEYS[4]), function(p, k)
-  local got = redis.call('ZRANGE', KEYS[4], p, p + k - 1, 'WITHSCORES')
+local _, e, due = search(redis.call('ZCARD', delayed_key), function(p, k)
+  local got = redis.call('ZRANGE', delayed_key, p, p + k - 1, 'WITHSCORES')
   local entries, scores = {}, {}
   for i = 1, #got, 2 do
     entries[#entries + 1], scores[#scores + 1] = got[i], got[i + 1]
@@ -80,9 +82,9 @@ end
 
 -- Dead, newest first.
 local dead = {}
-local n = redis.call('ZCARD', KEYS[6])
+local n = redis.call('ZCARD', dead_key)
 _, e = search(n, function(p, k)
-  local got = redis.call('ZRANGE', KEYS[6], n - p - k, n - p - 1)
+  local got = redis.call('ZRANGE', dead_key, n - p - k, n - p - 1)
   local entries = {}
   for i = #got, 1, -1 do
     entries[#entries + 1] = got[i]
@@ -91,7 +93,7 @@ _, e = search(n, function(p, k)
 end, {seen = 0, bytes = 0})
 if e then
   local cut_e, size = entry_cut(e, cut)
-  dead = {size, cut_e, redis.call('HGET', KEYS[7], id) or ''}
+  dead = {size, cut_e, redis.call('HGET', errors_key, id) or ''}
 end
 
 -- Waiting, in dequeue order: each list from its front, its right end
@@ -99,11 +101,11 @@ end
 local waiting = {}
 local offset = 0
 t = {seen = 0, bytes = 0}
-for l = 1, 3 do
-  local len = redis.call('LLEN', KEYS[l])
+for _, list in ipairs({high_key, waiting_key, low_key}) do
+  local len = redis.call('LLEN', list)
   local pos
   pos, e = search(len, function(p, k)
-    local got = redis.call('LRANGE', KEYS[l], -(p + k), -(p + 1))
+    local got = redis.call('LRANGE', list, -(p + k), -(p + 1))
     local entries = {}
     for i = #got, 1, -1 do
       entries[#entries + 1] = got[i]

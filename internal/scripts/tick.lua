@@ -8,22 +8,25 @@
 -- never seen, so that a new schedule has no missed ticks to catch up.
 -- The task goes to the back of the queue, as enqueue.lua puts it, with an
 -- id and a work event.
--- KEYS: waiting, meta, idle, periodic, stats, retained
--- ARGV: channel, queue name, schedule name, tick (ms, Redis clock; 0:
---       read), header fields (',m<budget>,t<timeout ms>,R<retain ms>,w<weight>', or
---       ''), payload
 -- Returns {status, last tick (ms), now (µs), task id or '', unregistered
 -- (0/1)}, all as strings: status 1 when the task was added (last is then
 -- the tick), 0 when the tick was not later than the last one enqueued
 -- (or tick 0), 2 when the tick is later than now (nothing changed).
 -- unregistered is as enqueue.lua's.
+local waiting_key, meta_key, idle_key = KEYS[1], KEYS[2], KEYS[3]
+local periodic_key, stats_key, retained_key = KEYS[4], KEYS[5], KEYS[6]
+local channel, queue, schedule = ARGV[1], ARGV[2], ARGV[3] -- queue, schedule: their names
+local tick = tonumber(ARGV[4]) -- ms, Redis clock; 0: read
+-- The task's header fields (',m<budget>,t<timeout ms>,R<retain ms>,w<weight>',
+-- each if set; '' for none), and its payload.
+local fields, payload = ARGV[5], ARGV[6]
+
 local now = now_us()
-local tick = tonumber(ARGV[4])
-local last = tonumber(redis.call('HGET', KEYS[4], ARGV[3]) or '-1')
+local last = tonumber(redis.call('HGET', periodic_key, schedule) or '-1')
 if tick == 0 then
   if last < 0 then
     last = math.floor(now / 1000)
-    redis.call('HSET', KEYS[4], ARGV[3], ms(last))
+    redis.call('HSET', periodic_key, schedule, ms(last))
   end
   return {'0', ms(last), ms(now), '', '0'}
 end
@@ -33,13 +36,13 @@ end
 if tick * 1000 > now then
   return {'2', ms(math.max(last, 0)), ms(now), '', '0'}
 end
-redis.call('HSET', KEYS[4], ARGV[3], ms(tick))
-local id = string.format('%x', next_task_ids(KEYS[2], 1))
-redis.call('LPUSH', KEYS[1], id .. ARGV[5] .. ':' .. ARGV[6])
-if string.find(ARGV[5], ',R', 1, true) then
-  outcome_pending(KEYS[6], {id})
+redis.call('HSET', periodic_key, schedule, ms(tick))
+local id = string.format('%x', next_task_ids(meta_key, 1))
+redis.call('LPUSH', waiting_key, id .. fields .. ':' .. payload)
+if string.find(fields, ',R', 1, true) then
+  outcome_pending(retained_key, {id})
 end
-wake(KEYS[3], ARGV[1], 1)
+wake(idle_key, channel, 1)
 stat('e', 1)
-stats_flush(KEYS[5])
-return {'1', ms(tick), ms(now), id, tostring(ensure_queue(KEYS[2], ARGV[2]))}
+stats_flush(stats_key)
+return {'1', ms(tick), ms(now), id, tostring(ensure_queue(meta_key, queue))}

@@ -6,14 +6,15 @@
 -- so at a time (see chunk_size), so the script holds little more than
 -- that of whole entries at once; its time grows with the payloads it
 -- reads.
--- KEYS: high, waiting, low
--- ARGV: start, stop, cut (>= 0)
 -- Returns {size, entry, size, entry, ...}: each payload's whole size and
 -- the entry cut.
-local start, stop, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local high_key, waiting_key, low_key = KEYS[1], KEYS[2], KEYS[3]
+local start, stop, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) -- cut >= 0
+
+local lists = {high_key, waiting_key, low_key} -- in dequeue order
 local lens, total = {}, 0
 for i = 1, 3 do
-  lens[i] = redis.call('LLEN', KEYS[i])
+  lens[i] = redis.call('LLEN', lists[i])
   total = total + lens[i]
 end
 if start < 0 then start = start + total end
@@ -27,7 +28,7 @@ for i = 1, 3 do
   offset = offset + lens[i]
   while p <= to do
     local last = math.min(p + chunk_size(seen, read, 1048576) - 1, to)
-    local got = redis.call('LRANGE', KEYS[i], -(last + 1), -(p + 1))
+    local got = redis.call('LRANGE', lists[i], -(last + 1), -(p + 1))
     for j = #got, 1, -1 do
       local e, size = entry_cut(got[j], cut)
       seen, read = seen + 1, read + #got[j]

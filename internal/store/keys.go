@@ -28,9 +28,9 @@ type QueueKeys struct {
 	Low     string // LIST of low-priority task entries, taken after Waiting
 	Procs   string // HASH pid -> process record (see Proc)
 	Leases  string // ZSET worker id -> lease expiry (ms, Redis clock)
-	Meta    string // HASH name, registered, seq (last pid), tid (last task id)
+	Meta    string // HASH the queue's name, id counters and controls (see MetaFields)
 	Idle    string // ZSET worker id -> when its runtime found the queue empty
-	Delayed string // ZSET task entry -> when it is due (ms, Redis clock)
+	Delayed string // ZSET task entry -> when it is due (µs, Redis clock)
 	Dead    string // ZSET dead letter (entry with D, W, K fields) -> when it died (ms)
 	Errors  string // HASH task id -> the error its last attempt recorded
 	// Results holds the outcomes of tasks that asked to be retained, and

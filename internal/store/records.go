@@ -6,33 +6,114 @@ import (
 	"time"
 )
 
-// This file is the one place in Go that knows how worqr lays out its
-// values in Redis; common.lua is the one place in Lua.
+// This file lays out worqr's values in Redis, for Go and Lua alike
+// (keys.go names the keys and what each holds; stats.go lays out the stats
+// hash): it is the one place in Go that knows the layout, and common.lua's
+// helpers are the one place in Lua, which follows it. Each kind
+// of value has letters of its own: within a kind a letter means one thing,
+// and the same letter in another kind (a header field, an outcome record's
+// field, a process state, an event's first byte, a stats value name) is
+// unrelated to it.
 //
-// A task entry (an element of a waiting list, and the tail of a process
-// record) is a header, ':', then the payload, byte-exact:
+// A task entry (an element of a waiting list, a member of the delayed set
+// and of the dead letters, and the tail of a process record) is a header,
+// ':', then the payload, byte-exact:
 //
-//	<id>[,a<attempts>][,m<budget>][,D<ms>,W<worker>,K<kind>]:<payload>
+//	<id>[,<letter><value>]...:<payload>
 //
-// The id is the task's id in hex; then fields, each a letter and a value
-// free of ',' and ':', in any order, so the header ends at the first ':'.
-// "a" counts the times the task was started (dequeued) and its process
-// ended, absent before the first; "f" counts the failed ones (the
-// attempt budget counts these: a start whose holder died, or gave the task
-// back, is not a failure). In a process record the entry is kept
-// as it waited, so the attempt that process runs is one more (ParseProc
-// and Dequeue count it in); the count is raised when the task goes back to
-// waiting, or to the dead letters. "m" is the task's own attempt budget;
-// a dead letter adds "D" (when it died, Unix ms by the Redis clock), "W"
-// (the worker that held it) and "K" (the kind of failure); "t" is the
-// task's own handler timeout in ms; "w" is the task's weight (2 or more:
-// the concurrency slots it holds in flight; absent, 1); "d" is when the
-// task became due, if not at its enqueue (µs, hex; for the wait stats);
-// "r" and "h" are the poison-pill guard's (see return_to_front in
-// common.lua). Fields a reader does not know are skipped.
+// The id is the task's id in hex (see Task.ID); then fields, each a letter
+// and a value free of ',' and ':', in any order, so the header ends at the
+// first ':'. A reader skips the fields it does not know. The letters
+// (HeaderFields), with the code that writes or reads them:
 //
-// A process record (a value of the procs hash) is one state byte, the
-// owner's id (OwnerLen bytes), then the task entry.
+//	a  starts: the times the task was started (dequeued) and its process
+//	   ended; absent before the first. In a process record the entry is
+//	   kept as it waited, so the attempt that process runs is one more
+//	   (ParseProc and Dequeue count it in); the count is raised when the
+//	   task goes back to waiting, or to the dead letters (entry_ran).
+//	f  failures: the starts that failed (a handler error, a retry), which
+//	   the attempt budget counts; a start whose holder died, or gave the
+//	   task back, is not one (retry.lua).
+//	m  the task's own attempt budget; -1 for no limit (EnqueueArgs).
+//	t  the task's own handler timeout, ms (EnqueueArgs).
+//	w  the task's weight, 2 or more: the concurrency slots it holds in
+//	   flight; absent, 1 (EnqueueArgs; entry_weight).
+//	p  its priority, "h" high or "l" low: the list it waits in; absent,
+//	   normal (Store.Enqueue; list_of).
+//	R  how long its outcome is kept once it ends, ms (EnqueueArgs;
+//	   retain).
+//	u  the sha1, hex, of the unique key it holds while alive (enqueue.lua;
+//	   release_unique). A key held for a time is not in the entry.
+//	d  when it became due, if not at its enqueue: Unix µs by the Redis
+//	   clock, hex; a delayed task, or one sent back to wait, for the wait
+//	   stats (entry_due; Task.Since).
+//	r  deaths: the times a holder died soon after starting it, counted by
+//	   the poison-pill guard (return_to_front).
+//	h  "1" once the task was held for the guard's window: its deaths are
+//	   no longer counted (return_to_front).
+//	D  a dead letter's: when it died, Unix ms by the Redis clock.
+//	W  a dead letter's: the worker that held it.
+//	K  a dead letter's: the kind of failure (such as "poison").
+//
+// A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived).
+//
+// A process record (a value of the procs hash, under its pid) is one state
+// byte (State), the owner's id (OwnerLen bytes), then the task entry.
+//
+// A retained task's outcome record (a value of the results hash, under its
+// id; see Result, and retain in common.lua) is
+//
+//	<id>,s<status>,S<started ms>,E<ended ms>,a<attempts>[,K<kind>]:<body>
+//
+// its letters (ResultFields) being the status ("ok" or "dead"), when its
+// last attempt started and ended (Unix ms, Redis clock), the attempts, and
+// the kind of failure (dead only); the body is the handler's result, or
+// the error.
+//
+// A progress record (a value of the progress hash) is laid out at
+// ProgressRecord, an event (a message on the queue's channel) at Event.
+//
+// A queue's meta hash holds these fields (MetaFields):
+//
+//	name        the queue's name, while the queue exists
+//	registered  "1" once the queue registry is known to list the queue
+//	tid         the last task id given out (µs, decimal; next_task_ids)
+//	seq         the last process id given out (µs, decimal; start_procs)
+//	paused      any value: the queue is paused
+//	limit       the concurrency limit (a whole number; control_value)
+//	rate, per   the rate limit: at most rate starts in any per ms
+//	wx          the extra weight in flight: w - 1 summed over the
+//	            processes (entry_weight); absent when 0
+//
+// Deleting a queue removes its name, registration and controls; the rest
+// of the hash stays while processes of the queue remain, then goes, or, if
+// the counters run ahead of the clock, expires once it passes them
+// (drop_meta_if_gone).
+//
+// The stats hash (stats.go) names its values with letters too: the
+// counters (StatCounters: e s f r q d k x), the histogram buckets w<k> and
+// u<k>, the sums ws and us, and the slots m<i> and h<i>. Some mean another
+// thing than the header letter: "r" counts retries (in a header, deaths),
+// "d" dead letters (a due time), "f" finishes (failures), "u<k>" runs (a
+// unique key), "h<i>" an hour (a healthy hold). They keep their names
+// because they are stored: a stats hash holds seven days of them, under
+// names the README documents, and each client version's scripts write the
+// names they know, so a rename would make an upgraded reader miss the
+// counts stored, leave the old fields behind for good (stats_roll clears
+// only the names it knows) and, while a fleet is upgraded, split one
+// counter between two names. The header letters are stored too, in every
+// task entry, and are not renamed either.
+
+// HeaderFields are the letters of a task entry's header fields, as laid
+// out above: the scripts and the store write no others
+// (TestRecordLayoutIsDocumented).
+const HeaderFields = "afmtwpRudrhDWK"
+
+// ResultFields are the letters of an outcome record's fields.
+const ResultFields = "sSEaK"
+
+// MetaFields are the fields of a queue's meta hash.
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx"}
 
 // OwnerLen is the width of a worker id in process records: worker ids are
 // UUID strings, and scripts slice the owner out at this width.

@@ -38,7 +38,9 @@ const (
 )
 
 // StatCounters are the counters' one-letter names, in the order of
-// StatsSlot.Counts.
+// StatsSlot.Counts: names of the stats hash's own, unrelated to the
+// header letters of task entries (see records.go for why "r" is not
+// renamed).
 const StatCounters = "esfrqdkx"
 
 // The counters' indexes in StatsSlot.Counts.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,12 +18,15 @@ import (
 	"github.com/worqr/worqr/internal/scripts"
 )
 
-// testRedis is a client of the Redis of WORQR_TEST_REDIS, or of a
-// miniredis.
+// testRedis is a client of the Redis Cluster whose seed nodes
+// WORQR_TEST_CLUSTER lists, or of the Redis of WORQR_TEST_REDIS, or of a
+// miniredis (as the root package's tests choose).
 func testRedis(t *testing.T) rueidis.Client {
 	t.Helper()
 	opt := rueidis.ClientOption{DisableCache: true}
-	if addr := os.Getenv("WORQR_TEST_REDIS"); addr != "" {
+	if seeds := os.Getenv("WORQR_TEST_CLUSTER"); seeds != "" {
+		opt.InitAddress = strings.Split(seeds, ",")
+	} else if addr := os.Getenv("WORQR_TEST_REDIS"); addr != "" {
 		opt.InitAddress = []string{addr}
 	} else {
 		m := miniredis.RunT(t)

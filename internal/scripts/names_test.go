@@ -1,0 +1,115 @@
+package scripts
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every script names its KEYS and ARGV in locals at its top, before its
+// first other line of code, and indexes them by number nowhere else (a
+// loop over a variable tail, such as ARGV[10 + i], is not a number): a
+// reader learns what a script takes from its first lines. The numbers each
+// names run from 1 with no gap.
+func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
+	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\[(\d+)\]`)
+	comment := regexp.MustCompile(`--.*`)
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
+			continue
+		}
+		top := true
+		named := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
+		for i, line := range strings.Split(source(name), "\n") {
+			code := strings.TrimSpace(comment.ReplaceAllString(line, ""))
+			if code == "" {
+				continue
+			}
+			found := numbered.FindAllStringSubmatch(code, -1)
+			if top && strings.HasPrefix(code, "local ") && len(found) > 0 {
+				for _, m := range found {
+					n, _ := strconv.Atoi(m[2])
+					named[m[1]][n] = true
+				}
+				continue
+			}
+			top = false
+			for _, m := range found {
+				t.Errorf("%s:%d: %s below the locals that name them", name, i+1, m[0])
+			}
+		}
+		for table, ns := range named {
+			for n := 1; n <= len(ns); n++ {
+				if !ns[n] {
+					t.Errorf("%s: %s[%d] not named, though a later one is", name, table, n)
+				}
+			}
+		}
+	}
+}
+
+// No script declares a local named as a definition of common.lua: it would
+// hide the helper from the rest of the script, and its name alone makes
+// the script carry the helper (see prelude).
+func TestScriptLocalsDoNotShadowCommon(t *testing.T) {
+	common := make(map[string]bool)
+	for _, p := range splitCommon(commonFor(false, true)) {
+		for _, n := range p.names {
+			common[n] = true
+		}
+	}
+	decl := regexp.MustCompile(`\blocal\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
+	comment := regexp.MustCompile(`--[^\n]*`)
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
+			continue
+		}
+		for _, m := range decl.FindAllStringSubmatch(comment.ReplaceAllString(source(name), ""), -1) {
+			for _, n := range strings.Split(m[1], ",") {
+				if n = strings.TrimSpace(n); common[n] {
+					t.Errorf("%s: local %s hides common.lua's", name, n)
+				}
+			}
+		}
+	}
+}
+
+// A Lua function holds at most 200 active locals, and a script's top level
+// holds both common.lua's and its own: kept well under that, even with the
+// whole of common.lua (WithCommon), so that a new helper or key never
+// makes a script fail to compile.
+func TestScriptsStayUnderTheLocalsLimit(t *testing.T) {
+	top := regexp.MustCompile(`(?m)^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
+	count := func(src string) int {
+		n := 0
+		for _, m := range top.FindAllStringSubmatch(src, -1) {
+			n += len(strings.Split(m[1], ","))
+		}
+		return n
+	}
+	common := count(commonFor(false, true))
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
+			continue
+		}
+		if n := common + count(source(name)); n > 150 {
+			t.Errorf("%s: %d locals at its top level with the whole of common.lua", name, n)
+		}
+	}
+}

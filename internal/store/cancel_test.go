@@ -1,0 +1,127 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cancelSeed is a queue with a task of each kind: waiting (one retained,
+// holding a unique key, with an error), high, delayed and in flight
+// (one retained).
+func cancelSeed(w string) keyState {
+	return keyState{
+		"meta":     hash{"name": "q"},
+		"waiting":  list{"61:same", "62,R1000,uabc:b", "60:same"},
+		"high":     list{"66,ph:same"},
+		"delayed":  zset{"63:same": 5},
+		"procs":    hash{"1": "a" + w + "64,R1000:d", "2": "a" + w + "65:same"},
+		"errors":   hash{"62": "e"},
+		"unique":   hash{"abc": "62"},
+		"retained": zset{"62": inf, "64": inf},
+	}
+}
+
+// cancel_id.lua: a waiting or delayed task is removed, with its error, its
+// unique key and its listing as retained; one in flight is marked
+// cancelled; an id the queue does not hold, or a task cancelled already,
+// changes nothing.
+func TestCancelIDScript(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		id     string
+		want   CancelCount
+		change func(st keyState)
+	}{
+		{"waiting", "62", CancelCount{Removed: 1}, func(st keyState) {
+			st["waiting"] = list{"61:same", "60:same"}
+			delete(st, "errors")
+			delete(st, "unique")
+			st["retained"] = zset{"64": inf}
+		}},
+		{"high", "66", CancelCount{Removed: 1}, func(st keyState) { delete(st, "high") }},
+		{"delayed", "63", CancelCount{Removed: 1}, func(st keyState) { delete(st, "delayed") }},
+		{"in flight", "64", CancelCount{Marked: 1}, func(st keyState) {
+			st["procs"].(hash)["1"] = "c" + st["procs"].(hash)["1"][1:]
+			st["retained"] = zset{"62": inf}
+		}},
+		{"unknown", "99", CancelCount{}, func(keyState) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t)
+			w := e.worker()
+			e.seed(cancelSeed(w))
+			got, err := e.s.CancelID(e.ctx, "q", tc.id)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			want := cancelSeed(w)
+			tc.change(want)
+			e.expect(want)
+		})
+	}
+	t.Run("cancelled already", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		w := e.worker()
+		seeded := keyState{"procs": hash{"1": "c" + w + "64:d"}}
+		e.seed(seeded)
+		got, err := e.s.CancelID(e.ctx, "q", "64")
+		require.NoError(t, err)
+		assert.Equal(t, CancelCount{}, got)
+		e.expect(seeded)
+	})
+}
+
+// cancel.lua: every task with the payload goes, from every list and the
+// delayed set, and every one in flight is marked cancelled.
+func TestCancelPayloadScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	e.seed(cancelSeed(w))
+	got, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
+	require.NoError(t, err)
+	assert.Equal(t, CancelCount{Removed: 4, Marked: 1}, got)
+	want := cancelSeed(w)
+	want["waiting"] = list{"62,R1000,uabc:b"}
+	delete(want, "high")
+	delete(want, "delayed")
+	want["procs"].(hash)["2"] = "c" + w + "65:same"
+	e.expect(want)
+}
+
+// delete.lua: every key of the queue goes but the processes, which are
+// marked deleted, and the meta hash, which keeps its counters while they
+// remain.
+func TestDeleteScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	st := cancelSeed(w)
+	st["meta"] = hash{"name": "q", "registered": "1", "paused": "1", "limit": "5", "rate": "1", "per": "10", "seq": "9", "tid": "8", "wx": "1"}
+	st["dead"] = zset{"70:x": 1}
+	st["results"] = hash{"70": "70,sdead,S1,E1,a1:x"}
+	st["uniquettl"] = zset{"abc": 1}
+	st["starts"] = zset{"1": 1}
+	st["periodic"] = hash{"s": "1"}
+	st["progress"] = hash{"64": "1,5,1:"}
+	st["stats"] = hash{"cur": "1"}
+	st["leases"] = zset{w: 1}
+	st["idle"] = zset{w: 1}
+	st["queues"] = set{"q", "other"}
+	e.seed(st)
+	n, err := e.s.DeleteQueue(e.ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n, "four waiting and one delayed")
+	e.expect(keyState{
+		"meta":   hash{"seq": "9", "tid": "8", "wx": "1"},
+		"procs":  hash{"1": "d" + w + "64,R1000:d", "2": "d" + w + "65:same"},
+		"leases": zset{w: 1},
+		"idle":   zset{w: 1},
+		"queues": set{"other"},
+	})
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every header letter, outcome record letter and meta hash field that the
+// scripts or the store write or read is listed in HeaderFields,
+// ResultFields or MetaFields, and each of those is described in the
+// layout at the top of records.go.
+func TestRecordLayoutIsDocumented(t *testing.T) {
+	t.Parallel()
+	lua := luaSources(t)
+	header := make(map[string][]string) // letter -> where
+	meta := make(map[string][]string)
+	comma := make(map[string][]string) // ',<letter>' in a string
+	for name, src := range lua {
+		for _, call := range luaCalls(src, "header_get", "header_set", "header_has") {
+			if len(call) < 2 {
+				t.Errorf("%s: a header helper called with %q", name, call)
+				continue
+			}
+			if m := regexp.MustCompile(`^'([A-Za-z])'$`).FindStringSubmatch(call[1]); m != nil {
+				header[m[1]] = append(header[m[1]], name)
+			} else if call[1] != "letter" {
+				// A letter the test cannot read: keep them literal.
+				t.Errorf("%s: a header helper called with the letter %s", name, call[1])
+			}
+		}
+		// The letters dead_revived removes.
+		for _, m := range regexp.MustCompile(`ipairs\(\{([^}]*)\}\) do\s+h = header_set\(h, letter, nil\)`).FindAllStringSubmatch(src, -1) {
+			for _, l := range regexp.MustCompile(`'([A-Za-z])'`).FindAllStringSubmatch(m[1], -1) {
+				header[l[1]] = append(header[l[1]], name)
+			}
+		}
+		for _, l := range regexp.MustCompile(`'\,([A-Za-z])`).FindAllStringSubmatch(src, -1) {
+			comma[l[1]] = append(comma[l[1]], name)
+		}
+		// Fields named in a call on the meta hash (a value written is never
+		// a quoted word).
+		for _, call := range luaCalls(src, "redis.call") {
+			if len(call) < 3 || !strings.HasPrefix(call[0], "'H") || (call[1] != "meta" && call[1] != "meta_key") {
+				continue
+			}
+			for _, a := range call[2:] {
+				if m := regexp.MustCompile(`^'([a-z]+)'$`).FindStringSubmatch(a); m != nil {
+					meta[m[1]] = append(meta[m[1]], name)
+				}
+			}
+		}
+	}
+	// The fields the store writes into headers.
+	for _, f := range goStrings(t, `",([A-Za-z])`) {
+		header[f] = append(header[f], "internal/store")
+	}
+	require.Contains(t, header, "a", "the scan found the header letters")
+	require.Contains(t, header, "W")
+	require.Contains(t, meta, "wx", "the scan found the meta fields")
+	require.Contains(t, comma, "E", "the scan found retain's outcome letters")
+
+	for l, where := range header {
+		assert.Contains(t, HeaderFields, l, "header letter %q (in %v) is not in HeaderFields", l, where)
+	}
+	for l, where := range comma {
+		assert.True(t, strings.Contains(HeaderFields, l) || strings.Contains(ResultFields, l),
+			"%q (in %v) is neither a header nor an outcome record letter", ","+l, where)
+	}
+	for f, where := range meta {
+		assert.Contains(t, MetaFields, f, "meta field %q (in %v) is not in MetaFields", f, where)
+	}
+
+	// And records.go describes each.
+	doc, err := os.ReadFile("records.go")
+	require.NoError(t, err)
+	var described []string
+	for _, m := range regexp.MustCompile(`(?m)^//\t([A-Za-z])  `).FindAllStringSubmatch(string(doc), -1) {
+		described = append(described, m[1])
+	}
+	assert.ElementsMatch(t, strings.Split(HeaderFields, ""), described, "the header letters records.go describes")
+	described = nil
+	for _, m := range regexp.MustCompile(`(?m)^//\t([a-z]{2,}(?:, [a-z]{2,})*)  `).FindAllStringSubmatch(string(doc), -1) {
+		described = append(described, strings.Split(m[1], ", ")...)
+	}
+	assert.ElementsMatch(t, MetaFields, described, "the meta fields records.go describes")
+	described = nil
+	format := regexp.MustCompile(`(?m)^//\t<id>(,.*):<body>$`).FindStringSubmatch(string(doc))
+	require.NotNil(t, format, "records.go lays out the outcome record")
+	for _, m := range regexp.MustCompile(`,([A-Za-z])<`).FindAllStringSubmatch(format[1], -1) {
+		described = append(described, m[1])
+	}
+	assert.ElementsMatch(t, strings.Split(ResultFields, ""), described, "the outcome record letters records.go describes")
+	for _, l := range HeaderFields {
+		assert.Equal(t, 1, strings.Count(HeaderFields, string(l)), "%q twice in HeaderFields", l)
+	}
+}
+
+// luaSources are the scripts' texts, comments removed.
+func luaSources(t *testing.T) map[string]string {
+	t.Helper()
+	dir := filepath.Join("..", "scripts")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	comment := regexp.MustCompile(`--[^\n]*`)
+	out := make(map[string]string)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".lua") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = comment.ReplaceAllString(string(b), "")
+	}
+	require.Greater(t, len(out), 10)
+	return out
+}
+
+// goStrings are the first submatches of pattern in the store's Go files
+// (not its tests).
+func goStrings(t *testing.T, pattern string) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	re := regexp.MustCompile(pattern)
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// luaCalls are the arguments of every call of the named functions in src
+// (a definition is not a call): each argument's text, trimmed, split at
+// the commas outside brackets and strings.
+func luaCalls(src string, names ...string) [][]string {
+	var calls [][]string
+	for _, name := range names {
+		re := regexp.MustCompile(`(?:^|[^A-Za-z0-9_.])` + regexp.QuoteMeta(name) + `\(`)
+		for _, loc := range re.FindAllStringIndex(src, -1) {
+			if strings.HasSuffix(strings.TrimSpace(src[:loc[0]+1]), "function") {
+				continue
+			}
+			calls = append(calls, luaArgs(src[loc[1]:]))
+		}
+	}
+	return calls
+}
+
+// luaArgs splits the arguments that s starts with, up to the parenthesis
+// that closes them.
+func luaArgs(s string) []string {
+	var args []string
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '{' || c == '[':
+			depth++
+		case c == ')' || c == '}' || c == ']':
+			if depth == 0 {
+				return append(args, strings.TrimSpace(s[start:i]))
+			}
+			depth--
+		case c == ',' && depth == 0:
+			args = append(args, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	return args
+}

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// promote.lua: the delayed tasks that are due move to the back of their
+// level's list, in due order, and wake the queue; the next due time comes
+// back.
+func TestPromoteScript(t *testing.T) {
+	t.Parallel()
+	t.Run("plain tasks in one push", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		now := e.clock()
+		e.seed(keyState{
+			"waiting": list{"50:old"},
+			"delayed": zset{"52:second": float64(now - 1000), "51:first": float64(now - 2000), "53:later": float64(now + 3_600_000_000)},
+			"idle":    zset{"r1": 1, "r2": 2, "r3": 3, "r4": 4},
+		})
+		p, err := e.s.Promote(e.ctx, "q")
+		require.NoError(t, err)
+		assert.Equal(t, Promoted{Moved: 2, Next: now + 3_600_000_000, Now: p.Now}, p)
+		e.within(p.Now, now, e.clock(), "the promotion's clock")
+		e.expect(keyState{
+			"waiting": list{"52:second", "51:first", "50:old"},
+			"delayed": zset{"53:later": float64(now + 3_600_000_000)},
+			"idle":    zset{"r4": 4},
+		})
+	})
+	t.Run("a task with a priority to its level's list", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		now := e.clock()
+		e.seed(keyState{
+			"delayed": zset{"51:first": float64(now - 3000), "52,ph:high": float64(now - 2000), "53,pl:low": float64(now - 1000)},
+		})
+		p, err := e.s.Promote(e.ctx, "q")
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, p.Moved)
+		assert.EqualValues(t, -1, p.Next)
+		e.expect(keyState{
+			"waiting": list{"51:first"},
+			"high":    list{"52,ph:high"},
+			"low":     list{"53,pl:low"},
+		})
+	})
+}
+
+// tick.lua: one tick of a periodic schedule enqueues its task once, with
+// an id from the meta hash's counter, and records the tick; a tick not
+// later than the last, or still to come, changes nothing; tick 0 records
+// now for a schedule never seen.
+func TestTickScript(t *testing.T) {
+	t.Parallel()
+	t.Run("a new tick enqueues", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		x := e.clock() + 1e9
+		tick := e.clockMs() - 10
+		e.seed(keyState{
+			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x)},
+			"periodic": hash{"s": decOf(tick - 1000), "other": "5"},
+			"idle":     zset{"r1": 1, "r2": 2, "r3": 3},
+		})
+		got, err := e.s.Tick(e.ctx, "q", "s", tick, []byte("p"), EnqueueArgs{MaxAttempts: 2, Retain: 1500 * 1e6})
+		require.NoError(t, err)
+		assert.Equal(t, TickEnqueued, got.Status)
+		assert.Equal(t, tick, got.Last)
+		assert.Equal(t, hexOf(x+1), got.ID)
+		e.expect(keyState{
+			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1)},
+			"periodic": hash{"s": decOf(tick), "other": "5"},
+			"waiting":  list{hexOf(x+1) + ",m2,R1500:p"},
+			"retained": zset{hexOf(x + 1): inf},
+			"idle":     zset{"r3": 3},
+		})
+	})
+	t.Run("a tick not later than the last changes nothing", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		tick := e.clockMs() - 10
+		seeded := keyState{
+			"meta":     hash{"name": "q", "registered": "1", "tid": "7"},
+			"periodic": hash{"s": decOf(tick)},
+		}
+		e.seed(seeded)
+		got, err := e.s.Tick(e.ctx, "q", "s", tick, []byte("p"), EnqueueArgs{})
+		require.NoError(t, err)
+		assert.Equal(t, TickSkipped, got.Status)
+		assert.Equal(t, tick, got.Last)
+		e.expect(seeded)
+	})
+	t.Run("a tick still to come changes nothing", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		seeded := keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}}
+		e.seed(seeded)
+		got, err := e.s.Tick(e.ctx, "q", "s", e.clockMs()+hour, []byte("p"), EnqueueArgs{})
+		require.NoError(t, err)
+		assert.Equal(t, TickEarly, got.Status)
+		e.expect(seeded)
+	})
+	t.Run("tick 0 records now for a schedule never seen", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		before := e.clockMs()
+		got, err := e.s.Tick(e.ctx, "q", "s", 0, []byte("p"), EnqueueArgs{})
+		require.NoError(t, err)
+		assert.Equal(t, TickSkipped, got.Status)
+		e.within(got.Last, before, e.clockMs(), "the first tick recorded")
+		e.expect(keyState{"periodic": hash{"s": decOf(got.Last)}})
+	})
+}

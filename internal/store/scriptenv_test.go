@@ -1,0 +1,214 @@
+package store
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+)
+
+// The script tests: each seeds a queue's keys (and the registry's), runs
+// one script through its Store method, and compares every key afterwards
+// with what the script must have left, whole. Values the Redis clock
+// decides are read back, checked against the clock around the call, and
+// then written into the expected keys.
+//
+// Keys are named as in keyState. Their values are typed by kind: list
+// (from its left end, the back of a queue, to its right end, the front),
+// hash, zset (member -> score) and set.
+type (
+	list     []string
+	hash     map[string]string
+	zset     map[string]float64
+	set      []string // sorted
+	keyState map[string]any
+)
+
+// scriptEnv is one test's store, under a prefix of its own, and its queue
+// "q".
+type scriptEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	rdb     rueidis.Client
+	s       *Store
+	k       QueueKeys
+	workers []string // whose queue sets ("wq:<id>") are read too
+}
+
+// newScriptEnv is a store without stats (which the scripts would write
+// under the clock's minute), on testRedis.
+func newScriptEnv(t *testing.T) *scriptEnv {
+	t.Helper()
+	rdb := testRedis(t)
+	e := &scriptEnv{t: t, ctx: context.Background(), rdb: rdb}
+	e.s = New(rdb, "worqrtest-"+uuid.NewString()[:8], false, false)
+	e.k = e.s.Keys().Queue("q")
+	t.Cleanup(func() {
+		for _, key := range e.keys() {
+			rdb.Do(context.Background(), rdb.B().Del().Key(key).Build())
+		}
+	})
+	return e
+}
+
+// worker is a new worker id, whose queue set the dumps include.
+func (e *scriptEnv) worker() string {
+	id := uuid.NewString()
+	e.workers = append(e.workers, id)
+	return id
+}
+
+// keys are every key a dump reads, by name: the queue's by their suffix
+// ("waiting", "meta", ...), and the registry's ("workers", "reclaiming",
+// "queues", "wq:<worker id>").
+func (e *scriptEnv) keys() map[string]string {
+	out := map[string]string{
+		"workers":    e.s.Keys().Workers(),
+		"reclaiming": e.s.Keys().Reclaiming(),
+		"queues":     e.s.Keys().Queues(),
+	}
+	for _, id := range e.workers {
+		out["wq:"+id] = e.s.Keys().WorkerQueues(id)
+	}
+	for _, key := range e.k.all() {
+		out[key[strings.LastIndexByte(key, ':')+1:]] = key
+	}
+	return out
+}
+
+// seed writes the keys of st.
+func (e *scriptEnv) seed(st keyState) {
+	e.t.Helper()
+	keys := e.keys()
+	for name, v := range st {
+		key, ok := keys[name]
+		require.True(e.t, ok, "no key named %q", name)
+		b := e.rdb.B()
+		var cmd rueidis.Completed
+		switch v := v.(type) {
+		case list:
+			cmd = b.Rpush().Key(key).Element(v...).Build()
+		case hash:
+			c := b.Hset().Key(key).FieldValue()
+			for f, x := range v {
+				c = c.FieldValue(f, x)
+			}
+			cmd = c.Build()
+		case zset:
+			c := b.Zadd().Key(key).ScoreMember()
+			for m, score := range v {
+				c = c.ScoreMember(score, m)
+			}
+			cmd = c.Build()
+		case set:
+			cmd = b.Sadd().Key(key).Member(v...).Build()
+		default:
+			e.t.Fatalf("seed %s: a %T", name, v)
+		}
+		require.NoError(e.t, e.rdb.Do(e.ctx, cmd).Error(), name)
+	}
+}
+
+// dump reads every key that exists.
+func (e *scriptEnv) dump() keyState {
+	e.t.Helper()
+	out := keyState{}
+	for name, key := range e.keys() {
+		b := e.rdb.B()
+		kind, err := e.rdb.Do(e.ctx, b.Type().Key(key).Build()).ToString()
+		require.NoError(e.t, err)
+		switch kind {
+		case "none":
+		case "list":
+			v, err := e.rdb.Do(e.ctx, b.Lrange().Key(key).Start(0).Stop(-1).Build()).AsStrSlice()
+			require.NoError(e.t, err)
+			out[name] = list(v)
+		case "hash":
+			v, err := e.rdb.Do(e.ctx, b.Hgetall().Key(key).Build()).AsStrMap()
+			require.NoError(e.t, err)
+			out[name] = hash(v)
+		case "zset":
+			v, err := e.rdb.Do(e.ctx, b.Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+			require.NoError(e.t, err)
+			z := zset{}
+			for _, m := range v {
+				z[m.Member] = m.Score
+			}
+			out[name] = z
+		case "set":
+			v, err := e.rdb.Do(e.ctx, b.Smembers().Key(key).Build()).AsStrSlice()
+			require.NoError(e.t, err)
+			slices.Sort(v)
+			out[name] = set(v)
+		default:
+			e.t.Fatalf("%s is a %s", name, kind)
+		}
+	}
+	return out
+}
+
+// expect compares every key with want.
+func (e *scriptEnv) expect(want keyState) {
+	e.t.Helper()
+	require.Equal(e.t, want, e.dump())
+}
+
+// clock is the Redis clock, in µs.
+func (e *scriptEnv) clock() int64 {
+	e.t.Helper()
+	t, err := e.rdb.Do(e.ctx, e.rdb.B().Time().Build()).AsStrSlice()
+	require.NoError(e.t, err)
+	require.Len(e.t, t, 2)
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	usec, err2 := strconv.ParseInt(t[1], 10, 64)
+	require.NoError(e.t, err1)
+	require.NoError(e.t, err2)
+	return sec*1_000_000 + usec
+}
+
+// clockMs is the Redis clock, in ms.
+func (e *scriptEnv) clockMs() int64 { return e.clock() / 1000 }
+
+// within checks that v lies in [lo, hi] (the clock read around a call,
+// plus whatever the script adds) and returns it.
+func (e *scriptEnv) within(v, lo, hi int64, what string) int64 {
+	e.t.Helper()
+	require.GreaterOrEqual(e.t, v, lo, what)
+	require.LessOrEqual(e.t, v, hi, what)
+	return v
+}
+
+// field is the value of header field letter in entry e, as a number in
+// base (16 for 'd').
+func field(t *testing.T, entry, letter string, base int) int64 {
+	t.Helper()
+	header, _, _ := strings.Cut(entry, ":")
+	for _, f := range strings.Split(header, ",")[1:] {
+		if strings.HasPrefix(f, letter) {
+			n, err := strconv.ParseInt(f[len(letter):], base, 64)
+			require.NoError(t, err, entry)
+			return n
+		}
+	}
+	t.Fatalf("no field %s in %q", letter, entry)
+	return 0
+}
+
+// hexOf is a number as the scripts write ids and due times.
+func hexOf(n int64) string { return strconv.FormatInt(n, 16) }
+
+// decOf is a number as the scripts write counters.
+func decOf(n int64) string { return strconv.FormatInt(n, 10) }
+
+// inf is the score of a retained task that has not ended (outcome_pending).
+var inf = math.Inf(1)
+
+// hour is an hour in ms, to put leases well before or after the clock.
+const hour = int64(time.Hour / time.Millisecond)

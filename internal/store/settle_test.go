@@ -1,0 +1,224 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// finish.lua: each process of a live lease's worker goes, with its
+// progress report, its error, its unique key and, if it asked for one, a
+// retained outcome; the others (lease gone, not the worker's) stay.
+func TestFinishScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w, dead := e.worker(), e.worker()
+	now := e.clockMs()
+	lease := float64(now + hour)
+	pid := hexOf(1_700_000_000_123_456) // started at ms 1_700_000_000_123
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9", "wx": "1"},
+		"leases": zset{w: lease, dead: float64(now - 1)},
+		"procs": hash{
+			pid: "a" + w + "31,a1,R5000,w2,uabc:x",
+			"2": "c" + w + "32:y",
+			"3": "a" + dead + "33:z",
+		},
+		"errors":   hash{"31": "e"},
+		"progress": hash{"31": pid + ",50,1:half", "33": "3,10,1:"},
+		"unique":   hash{"abc": "31"},
+		"retained": zset{"31": inf, "old": 1},
+		"results":  hash{"old": "old,sok,S1,E1,a1:gone"},
+	})
+	before := e.clockMs()
+	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: pid, Result: "done"}, {Worker: w, PID: "2"}, {Worker: dead, PID: "3"}, {Worker: w, PID: "4"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasCancelled, LeaseGone, NotOwned}, out)
+	got := e.dump()
+	r, ok := ParseResult(got["results"].(hash)["31"])
+	require.True(t, ok)
+	ended := e.within(r.Ended, before, e.clockMs(), "when it ended")
+	require.Equal(t, keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: lease, dead: float64(now - 1)},
+		"procs":    hash{"3": "a" + dead + "33:z"},
+		"progress": hash{"33": "3,10,1:"},
+		"retained": zset{"31": float64(ended + 5000)},
+		"results":  hash{"31": "31,sok,S1700000000123,E" + decOf(ended) + ",a2:done"},
+	}, got, "the expired outcome is dropped as the new one is kept")
+}
+
+// retry.lua: each process's task goes back to waiting, or to the delayed
+// set, with one more start and one more failure and its due time, and its
+// error recorded; a task of a deleted queue is dropped.
+func TestRetryScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: lease},
+		"procs":    hash{"1": "a" + w + "41,a1,f1:x", "2": "a" + w + "42,ph:y", "3": "d" + w + "43,uabc:z", "4": "a" + w + "44:w"},
+		"errors":   hash{"43": "old"},
+		"progress": hash{"41": "1,5,1:"},
+		"unique":   hash{"abc": "43"},
+		"idle":     zset{"r1": 1, "r2": 2, "r3": 3, "r4": 4},
+	})
+	before := e.clock()
+	out, err := e.s.Retry(e.ctx, "q", []RetryRef{
+		{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "e1"},
+		{ProcRef: ProcRef{Worker: w, PID: "2"}},
+		{ProcRef: ProcRef{Worker: w, PID: "3"}, Err: "e3"},
+		{ProcRef: ProcRef{Worker: w, PID: "4"}, Delay: 5 * time.Second},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive, WasDeleted, WasActive}, out)
+	got := e.dump()
+	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+	due := now + 5_000_000
+	require.Equal(t, keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"leases":  zset{w: lease},
+		"waiting": list{"41,a2,f2,d" + hexOf(now) + ":x"},
+		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + ":y"},
+		"delayed": zset{"44,a1,f1,d" + hexOf(due) + ":w": float64(due)},
+		"errors":  hash{"41": "e1"},
+		"idle":    zset{"r4": 4}, // one work event for the two: it names three runtimes
+	}, got)
+}
+
+// stop.lua: Requeue puts the task at the back with one more start (not a
+// failure); GiveBack puts a handed-off task back at the front as it was; a
+// cancelled task is dropped.
+func TestStopScript(t *testing.T) {
+	t.Parallel()
+	t.Run("requeue", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		w := e.worker()
+		lease := float64(e.clockMs() + hour)
+		e.seed(keyState{
+			"meta":     hash{"name": "q", "seq": "9", "wx": "2"},
+			"leases":   zset{w: lease},
+			"procs":    hash{"1": "a" + w + "51,w3:x"},
+			"progress": hash{"51": "1,5,1:"},
+			"waiting":  list{"50:old"},
+		})
+		before := e.clock()
+		out, err := e.s.Requeue(e.ctx, "q", ProcRef{Worker: w, PID: "1"})
+		require.NoError(t, err)
+		assert.Equal(t, WasActive, out)
+		got := e.dump()
+		now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the requeue's clock")
+		require.Equal(t, keyState{
+			"meta":    hash{"name": "q", "seq": "9"},
+			"leases":  zset{w: lease},
+			"waiting": list{"51,w3,a1,d" + hexOf(now) + ":x", "50:old"},
+		}, got)
+	})
+	t.Run("give back", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		w := e.worker()
+		lease := float64(e.clockMs() + hour)
+		e.seed(keyState{
+			"meta":    hash{"name": "q", "seq": "9"},
+			"leases":  zset{w: lease},
+			"procs":   hash{"1": "a" + w + "51:x"},
+			"waiting": list{"52:new", "50:old"},
+			"idle":    zset{"r1": 1, "r2": 2, "r3": 3},
+		})
+		out, err := e.s.GiveBack(e.ctx, "q", ProcRef{Worker: w, PID: "1"})
+		require.NoError(t, err)
+		assert.Equal(t, WasActive, out)
+		e.expect(keyState{
+			"meta":    hash{"name": "q", "seq": "9"},
+			"leases":  zset{w: lease},
+			"waiting": list{"52:new", "50:old", "51:x"},
+			"idle":    zset{"r3": 3},
+		})
+	})
+	t.Run("a cancelled task is dropped", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		w := e.worker()
+		lease := float64(e.clockMs() + hour)
+		e.seed(keyState{
+			"meta":   hash{"name": "q", "seq": "9"},
+			"leases": zset{w: lease},
+			"procs":  hash{"1": "c" + w + "51,a1,uabc:x"},
+			"errors": hash{"51": "e"},
+			"unique": hash{"abc": "51"},
+		})
+		out, err := e.s.Requeue(e.ctx, "q", ProcRef{Worker: w, PID: "1"})
+		require.NoError(t, err)
+		assert.Equal(t, WasCancelled, out)
+		e.expect(keyState{
+			"meta":   hash{"name": "q", "seq": "9"},
+			"leases": zset{w: lease},
+		})
+	})
+	t.Run("the last process of a deleted queue takes its meta hash along", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		w := e.worker()
+		lease := float64(e.clockMs() + hour)
+		e.seed(keyState{
+			"meta":   hash{"seq": "9"},
+			"leases": zset{w: lease},
+			"procs":  hash{"1": "d" + w + "51:x"},
+		})
+		out, err := e.s.Requeue(e.ctx, "q", ProcRef{Worker: w, PID: "1"})
+		require.NoError(t, err)
+		assert.Equal(t, WasDeleted, out)
+		e.expect(keyState{"leases": zset{w: lease}})
+	})
+}
+
+// bury.lua: the task goes to the dead letters with when, who and why,
+// its error recorded, and the dead letters trimmed to their bounds.
+func TestBuryScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	now := e.clockMs()
+	lease := float64(now + hour)
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: lease},
+		"procs":    hash{"1": "a" + w + "61,a1,f1,uabc:x"},
+		"progress": hash{"61": "1,5,1:"},
+		"unique":   hash{"abc": "61"},
+		"dead": zset{
+			"58,Dold:too old":  float64(now - 2*hour),
+			"59,Da:oldest":     float64(now - 3000),
+			"60,Db:next":       float64(now - 2000),
+			"62,Dc:the newest": float64(now - 1000),
+		},
+		"errors": hash{"58": "e58", "59": "e59", "60": "e60"},
+	})
+	before := e.clockMs()
+	out, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "1"}, "error", "boom", DeadBounds{MaxCount: 3, MaxAge: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, WasActive, out)
+	got := e.dump()
+	var died int64
+	for entry := range got["dead"].(zset) {
+		if entry[:3] == "61," {
+			died = e.within(field(t, entry, "D", 10), before, e.clockMs(), "when it died")
+		}
+	}
+	require.Equal(t, keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"dead": zset{
+			"60,Db:next":       float64(now - 2000),
+			"62,Dc:the newest": float64(now - 1000),
+			"61,f1,uabc,a2,D" + decOf(died) + ",W" + w + ",Kerror:x": float64(died),
+		},
+		"errors": hash{"60": "e60", "61": "boom"},
+	}, got, "the unique key is given up; the oldest and the too old dead letters go, with their errors")
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// renew.lua: a live lease is extended to ttl from now; one run out is
+// never revived.
+func TestRenewScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w, gone := e.worker(), e.worker()
+	now := e.clockMs()
+	e.seed(keyState{"leases": zset{w: float64(now + 1000), gone: float64(now - 1)}})
+	require.NoError(t, e.s.RenewQueueLease(e.ctx, "q", w, time.Minute))
+	require.ErrorIs(t, e.s.RenewQueueLease(e.ctx, "q", gone, time.Minute), ErrLeaseGone)
+	got := e.dump()
+	expiry := e.within(int64(got["leases"].(zset)[w]), now+60_000, e.clockMs()+60_000, "the renewed lease")
+	require.Equal(t, keyState{"leases": zset{w: float64(expiry), gone: float64(now - 1)}}, got)
+}
+
+// keepalive.lua: live registry leases are renewed, with the queue leases
+// of their workers that are live; a worker whose registry lease ran out
+// has none of its leases touched; the caller learns of the expired worker
+// no peer claimed.
+func TestKeepaliveScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w1, w2, w3, dead := e.worker(), e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	// Live leases run out in 30 s: renewed for a minute (one that runs out
+	// later already is never shortened).
+	soon, past := float64(now+30_000), float64(now-hour)
+	e.seed(keyState{
+		"workers": zset{w1: soon, w2: soon, w3: past, dead: past - 1},
+		"leases":  zset{w1: soon, w2: past, w3: soon},
+	})
+	// On a Cluster queue leases are renewed apart (RenewQueueLease): the
+	// registry's slot is not theirs.
+	joint := e.s.JointRenewals()
+	var queues []string
+	if joint {
+		queues = []string{"q"}
+	}
+	ks := []Keepalive{{Worker: w1, Queues: queues}, {Worker: w2, Queues: queues}, {Worker: w3, Queues: queues}}
+	out, err := e.s.Keepalive(e.ctx, time.Minute, ks)
+	require.NoError(t, err)
+	require.Len(t, out, 3)
+	assert.False(t, out[0].Gone)
+	assert.True(t, out[0].Dead, "an expired worker waits unclaimed")
+	assert.False(t, out[1].Gone)
+	assert.True(t, out[2].Gone)
+	got := e.dump()
+	expiry := float64(e.within(int64(got["workers"].(zset)[w1]), now+60_000, e.clockMs()+60_000, "the renewed leases"))
+	want := keyState{
+		"workers": zset{w1: expiry, w2: expiry, w3: past, dead: past - 1},
+		"leases":  zset{w1: soon, w2: past, w3: soon},
+	}
+	if joint {
+		assert.Equal(t, []bool{false}, out[0].QueueGone)
+		assert.Equal(t, []bool{true}, out[1].QueueGone)
+		assert.Equal(t, []bool{false}, out[2].QueueGone, "left alone")
+		want["leases"] = zset{w1: expiry, w2: past, w3: soon}
+	}
+	require.Equal(t, want, got)
+}
+
+// expired.lua: the expired workers no peer has claimed, but the caller,
+// are claimed for it; claims run out are dropped.
+func TestExpiredScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	self, w1, w2, live := e.worker(), e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	e.seed(keyState{
+		"workers":    zset{self: float64(now - 3000), w1: float64(now - 2000), w2: float64(now - 1000), live: float64(now + hour)},
+		"reclaiming": zset{w2: float64(now + hour), "gone": float64(now - 1)},
+	})
+	got, err := e.s.ExpiredWorkers(e.ctx, 5, self, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []string{w1}, got.Dead)
+	assert.Greater(t, got.Next, 59*time.Minute, "until the live worker's lease runs out")
+	st := e.dump()
+	claim := e.within(int64(st["reclaiming"].(zset)[w1]), now+10_000, e.clockMs()+10_000, "the claim")
+	require.Equal(t, keyState{
+		"workers":    zset{self: float64(now - 3000), w1: float64(now - 2000), w2: float64(now - 1000), live: float64(now + hour)},
+		"reclaiming": zset{w2: float64(now + hour), w1: float64(claim)},
+	}, st)
+}
+
+// register.lua, serve.lua, join.lua and deregister.lua: a worker enters
+// the registry, serves a queue (its queue set) and takes a lease there
+// that ends with its registry lease, the queue named by it; it leaves
+// the registry, with its claim and its queue set.
+func TestWorkerRegistryScripts(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	before := e.clockMs()
+	require.NoError(t, e.s.RegisterWorker(e.ctx, w, time.Minute))
+	got := e.dump()
+	expiry := e.within(int64(got["workers"].(zset)[w]), before+60_000, e.clockMs()+60_000, "the registry lease")
+	require.Equal(t, keyState{"workers": zset{w: float64(expiry)}}, got)
+
+	unregistered, err := e.s.JoinQueue(e.ctx, "q", w)
+	require.NoError(t, err)
+	assert.True(t, unregistered)
+	e.expect(keyState{
+		"workers": zset{w: float64(expiry)},
+		"wq:" + w: set{"q"},
+		"leases":  zset{w: float64(expiry)},
+		"meta":    hash{"name": "q"},
+	})
+
+	e.seed(keyState{"reclaiming": zset{w: 1}})
+	ok, err := e.s.Deregister(e.ctx, w, true)
+	require.NoError(t, err)
+	assert.False(t, ok, "a reclaimer is refused while the lease is live")
+	ok, err = e.s.Deregister(e.ctx, w, false)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	e.expect(keyState{
+		"leases": zset{w: float64(expiry)},
+		"meta":   hash{"name": "q"},
+	})
+}
+
+// A worker whose registry lease ran out cannot serve a queue.
+func TestJoinAfterTheRegistryLease(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	seeded := keyState{"workers": zset{w: float64(e.clockMs() - 1)}}
+	e.seed(seeded)
+	_, err := e.s.JoinQueue(e.ctx, "q", w)
+	require.ErrorIs(t, err, ErrLeaseGone)
+	e.expect(seeded)
+}
