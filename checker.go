@@ -349,7 +349,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL, false)
+		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL, true)
 		fixed.Requeued += r.requeued
 		switch {
 		case err != nil:

@@ -138,10 +138,10 @@ type Options struct {
 	// died soon after starting it (within twice the reclaiming worker's
 	// TTL) this many times in a row goes to the dead letters, kind
 	// KindPoison, instead of killing worker after worker. A death counts
-	// only when the holder had been up for that window before it started
-	// the task and the task was never held for that long (so a persistent
-	// task is never buried by its holders' restarts); see Poison pills in
-	// docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
+	// only when the task was never held for that long (so a persistent
+	// task is never buried by its holders' restarts), and the holder had
+	// been up for that window before it started the task or the task
+	// already counts a death; see Poison pills in docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
 	// off. Give every client of a fleet the same.
 	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the

@@ -646,8 +646,12 @@ end
 --     passed since its start, which its pid tells): a task held longer did
 --     not kill its holder;
 --   - the holder had been up for a window before it started the task
---     (poison.born, the ms it joined; 0 if unknown): a worker that dies
---     young (a restart, a crash loop, a bad deploy) dies of its own;
+--     (poison.born, the ms it joined; 0 if unknown), or the task already
+--     counts a death: a worker that dies young (a restart, a crash loop, a
+--     bad deploy) may die of its own, but once a worker that had been up
+--     for long died of the task, its restarted successors dying of it
+--     count too (else a fleet of one worker, restarted each time, would
+--     run a pill for ever);
 --   - the task was never held for a window ('h' field, set when a task
 --     held longer comes back): a task that once ran healthy, such as a
 --     persistent one, is not a pill that kills its holder at once.
@@ -669,7 +673,7 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
     local started = p.seq / 1000
     local young = poison and poison.now - started < poison.window
     if entry and young and poison.count and not header_has(entry, 'h')
-        and started - poison.born >= poison.window then
+        and (started - poison.born >= poison.window or header_has(entry, 'r')) then
       local h, payload = entry_split(entry)
       local deaths = (tonumber(header_get(h, 'r') or '0') or 0) + 1
       entry = header_set(h, 'r', deaths) .. ':' .. payload
