@@ -27,7 +27,7 @@ var ErrUnroutable = errors.New("no handler for the task's kind")
 //	worqr.RouteJSON(r, sendReceipt) // a Kinded type's kind
 //	w.Handle(ctx, "mail", r.Serve, worqr.HandleOptions{})
 type Router struct {
-	mu     sync.Mutex                          // serialises registrations
+	mu     sync.Mutex                         // serialises registrations
 	routes atomic.Pointer[map[string]Handler] // read by Serve without a lock; replaced whole
 }
 
