@@ -21,9 +21,10 @@ type DeadLetter struct {
 	DiedAt time.Time
 	// Worker is the id of the worker that held the task when it died.
 	Worker string
-	// Kind is the kind of failure: one given with WithKind, else
+	// Kind is the kind of failure (the task's own kind, what it is, is
+	// TaskInfo.Kind): one given with WithKind, else
 	// KindPermanent, KindExhausted, KindPanic, KindManual, KindTimeout,
-	// KindPoison or KindDecode.
+	// KindPoison, KindDecode or KindUnroutable.
 	Kind string
 	// Error is the text of the error the last attempt failed with (at
 	// most 4,096 bytes), "" if none was recorded.
@@ -31,7 +32,7 @@ type DeadLetter struct {
 }
 
 func deadLetter(queue string, d store.DeadLetter) DeadLetter {
-	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Kind: d.Task.Kind, Error: d.Error}
+	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Kind: d.Task.FailKind, Error: d.Error}
 	if d.Task.Died > 0 {
 		dl.DiedAt = time.UnixMilli(d.Task.Died)
 	}

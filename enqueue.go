@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -25,14 +26,19 @@ type enqueueOptions struct {
 	unique      string
 	uniqueTTL   time.Duration
 	uniqueSet   bool
+	kind        string
 }
 
 // plain reports whether no option was given: such calls on one queue can
 // be joined into one script call.
 func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 
+// kindOnly reports whether a kind and no other option was given: such
+// calls on one queue with the same kind can be joined too.
+func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
+
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority)}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority), Kind: o.kind}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -60,7 +66,33 @@ func (o enqueueOptions) check() error {
 	case o.uniqueTTL < 0:
 		return fmt.Errorf("%w: negative unique TTL %v", ErrInvalidOptions, o.uniqueTTL)
 	}
+	return checkKind(o.kind)
+}
+
+// MaxKindLen is the longest task kind, in bytes (see Kind).
+const MaxKindLen = 64
+
+// checkKind refuses a task kind that is not "" or a valid one (see Kind).
+func checkKind(kind string) error {
+	if len(kind) > MaxKindLen {
+		return fmt.Errorf("%w: kind of %d bytes, limit %d", ErrInvalidOptions, len(kind), MaxKindLen)
+	}
+	for i := 0; i < len(kind); i++ {
+		if !kindByte(kind[i]) {
+			return fmt.Errorf("%w: kind %q: byte %q is not a letter, a digit or one of \"-_./\"", ErrInvalidOptions, kind, kind[i])
+		}
+	}
 	return nil
+}
+
+// kindByte reports whether b may appear in a task kind: never ',' or ':',
+// which end a header field and the header.
+func kindByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '_', b == '.', b == '/':
+		return true
+	}
+	return false
 }
 
 func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
@@ -159,6 +191,19 @@ func UniqueFor(key string, ttl time.Duration) EnqueueOption {
 // at once.
 func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.retain = d } }
 
+// Kind gives the tasks a kind: a short name of what they are, such as
+// "email.welcome", which a Router serving their queue dispatches on
+// (Process.Kind). A kind is 1 to MaxKindLen bytes of ASCII letters,
+// digits and "-_./" (ErrInvalidOptions otherwise); "" means none, as
+// without the option. A task keeps its kind when it is retried,
+// reclaimed or requeued from the dead letters, and the inspection calls
+// show it (TaskInfo.Kind). A task without a kind carries nothing for it.
+// The typed calls set it from the value's type (see Kinded).
+//
+// A task's kind says what the task is; a dead letter's failure kind
+// (DeadLetter.Kind, WithKind) says how it died.
+func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.kind = name } }
+
 // Timeout bounds the run of each attempt of the tasks, overriding the
 // queue's HandleOptions.Timeout (whole milliseconds; at least 1 ms).
 func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.timeout = d } }
@@ -185,7 +230,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	if err := o.check(); err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	if !o.plain() {
+	if !o.plain() && !o.kindOnly() {
 		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
 		if errors.Is(err, ErrDuplicate) {
 			return ids[0], err
@@ -195,7 +240,14 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		}
 		return ids[0], nil
 	}
-	id, err := c.enqueues.do(ctx, queue, task)
+	var id string
+	var err error
+	if o.plain() {
+		id, err = c.enqueues.do(ctx, queue, task)
+	} else {
+		// A kind never holds a NUL byte: the key splits at the first.
+		id, err = c.kindEnqueues.do(ctx, o.kind+"\x00"+queue, task)
+	}
 	if err != nil {
 		if err == ctx.Err() { // gave up waiting for a batch
 			return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
@@ -250,6 +302,13 @@ func sizeText(n int) string {
 // from overlapping calls.
 func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]string, error) {
 	return c.enqueue(ctx, queue, tasks, enqueueOptions{})
+}
+
+// enqueueKindJoined is enqueueJoined for calls with a kind and no other
+// option: key is the kind, a NUL byte, and the queue.
+func (c *Client) enqueueKindJoined(ctx context.Context, key string, tasks [][]byte) ([]string, error) {
+	kind, queue, _ := strings.Cut(key, "\x00")
+	return c.enqueue(ctx, queue, tasks, enqueueOptions{kind: kind})
 }
 
 // EnqueueBatch adds tasks, in order, at the back of a queue in one round

@@ -443,3 +443,74 @@ func ExampleHandleJSON() {
 	// dead decode
 	// welcome, Ada <ada@example.com>
 }
+
+// SignupEmail and ReceiptEmail are task types that name their kinds
+// (worqr.Kinded): producers and workers share these definitions.
+type SignupEmail struct{ To string }
+
+func (SignupEmail) Kind() string { return "email.signup" }
+
+type ReceiptEmail struct{ Order int }
+
+func (ReceiptEmail) Kind() string { return "email.receipt" }
+
+// Serve one queue with a handler per task kind.
+func ExampleRouter() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+
+	router := &worqr.Router{}
+	done := make(chan struct{}, 2)
+	if err := worqr.RouteJSON(router, func(ctx context.Context, p *worqr.Process, m SignupEmail) error {
+		fmt.Printf("%s: welcome, %s\n", p.Kind(), m.To)
+		done <- struct{}{}
+		return nil
+	}); err != nil {
+		panic(err)
+	}
+	if err := worqr.RouteJSON(router, func(ctx context.Context, p *worqr.Process, m ReceiptEmail) error {
+		fmt.Printf("%s: order %d\n", p.Kind(), m.Order)
+		done <- struct{}{}
+		return nil
+	}); err != nil {
+		panic(err)
+	}
+
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	// One task at a time, so that the output has their order.
+	if err := worker.Handle(ctx, "mail", router.Serve, worqr.HandleOptions{Concurrency: 1}); err != nil {
+		panic(err)
+	}
+	if _, err := worqr.EnqueueJSON(ctx, client, "mail", SignupEmail{To: "ada@example.com"}); err != nil {
+		panic(err)
+	}
+	if _, err := worqr.EnqueueJSON(ctx, client, "mail", ReceiptEmail{Order: 42}); err != nil {
+		panic(err)
+	}
+	<-done
+	<-done
+
+	// A kind the router has no handler for: dead at once, not retried.
+	id, err := client.Enqueue(ctx, "mail", []byte("{}"), worqr.Kind("email.unknown"), worqr.Retain(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	outcome, err := client.Wait(ctx, "mail", id)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(outcome.Status, outcome.Kind, outcome.Attempts)
+	fmt.Println(outcome.Error)
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// email.signup: welcome, ada@example.com
+	// email.receipt: order 42
+	// dead unroutable 1
+	// no handler for the task's kind: "email.unknown"
+}

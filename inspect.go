@@ -19,6 +19,9 @@ type TaskInfo struct {
 	ID string
 	// Queue is the queue the task is in.
 	Queue string
+	// Kind is the task's kind (see the Kind enqueue option), "" if it has
+	// none. (A DeadLetter's own Kind field is its kind of failure.)
+	Kind string
 	// Attempts counts the times the task was started (dequeued).
 	Attempts int
 	// EnqueuedAt is when the task was enqueued, by the Redis clock (read
@@ -41,7 +44,7 @@ type TaskInfo struct {
 }
 
 func taskInfo(queue string, t store.Task) TaskInfo {
-	info := TaskInfo{ID: t.ID, Queue: queue, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
+	info := TaskInfo{ID: t.ID, Queue: queue, Kind: t.Kind, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
 	if t.ID != "" {
 		info.EnqueuedAt = t.EnqueuedAt()
 	}
@@ -230,6 +233,8 @@ type ProcessInfo struct {
 	TaskID string
 	// Attempt is the task's attempt this process runs (1 for the first).
 	Attempt int
+	// TaskKind is its task's kind, "" if it has none.
+	TaskKind string
 	// Task is the task's payload: its first bytes only when the call was
 	// given PayloadPrefix.
 	Task []byte
@@ -245,7 +250,7 @@ type ProcessInfo struct {
 }
 
 func processInfo(queue string, p store.Proc) ProcessInfo {
-	info := ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, Task: []byte(p.Task.Payload), TaskSize: p.Task.Size, Weight: max(p.Task.Weight, 1)}
+	info := ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, TaskKind: p.Task.Kind, Task: []byte(p.Task.Payload), TaskSize: p.Task.Size, Weight: max(p.Task.Weight, 1)}
 	if p.Progress != nil {
 		tp := taskProgress(p.Task.ID, *p.Progress)
 		info.Progress = &tp

@@ -22,6 +22,7 @@ type Process struct {
 	queue      string
 	owner      string
 	taskID     string
+	kind       string
 	attempt    int
 	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
@@ -64,7 +65,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
+		taskID: sp.Task.ID, kind: sp.Task.Kind, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}
@@ -83,6 +84,10 @@ func (p *Process) ID() string { return p.id }
 
 // TaskID is the id Enqueue returned for the task.
 func (p *Process) TaskID() string { return p.taskID }
+
+// Kind is the task's kind (see the Kind enqueue option), "" if it has
+// none: what a Router dispatches on.
+func (p *Process) Kind() string { return p.kind }
 
 // Attempt is the task's attempt this process runs: 1 the first time the
 // task is started, counting every start since (retries, reclaims after a
@@ -419,6 +424,8 @@ type DetachedOptions struct {
 	// TaskID is Process.TaskID, and Process.ID too. Default an id as
 	// Enqueue makes them: the clock in microseconds, in hex.
 	TaskID string
+	// Kind is Process.Kind. Default none.
+	Kind string
 	// Attempt is Process.Attempt. Default 1.
 	Attempt int
 	// LastError is Process.LastError: the error the previous attempt
@@ -454,7 +461,7 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 		opts.DueAt = opts.EnqueuedAt
 	}
 	return &Process{
-		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, attempt: opts.Attempt,
+		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, attempt: opts.Attempt,
 		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
 		started: now, done: make(chan struct{}),
 	}

@@ -20,8 +20,8 @@ const (
 	DefaultBackoffCap  = 10 * time.Minute
 	// maxErrorLen bounds the error text recorded with a task.
 	maxErrorLen = 4096
-	// maxKindLen bounds a failure kind.
-	maxKindLen = 64
+	// maxFailureKindLen bounds a failure kind.
+	maxFailureKindLen = 64
 )
 
 // RetryPolicy says how a Handle runtime retries a task whose handler
@@ -176,6 +176,9 @@ const (
 	// KindDecode: its payload did not decode into its typed handler's
 	// type (see Typed).
 	KindDecode = "decode"
+	// KindUnroutable: a Router had no handler for its task kind (see
+	// ErrUnroutable).
+	KindUnroutable = "unroutable"
 )
 
 // KindOf returns the failure kind err carries, as a dead letter would
@@ -199,8 +202,8 @@ func kindOf(err error, fallback string) string {
 }
 
 func cleanKind(kind string) string {
-	if len(kind) > maxKindLen {
-		kind = kind[:maxKindLen]
+	if len(kind) > maxFailureKindLen {
+		kind = kind[:maxFailureKindLen]
 	}
 	if kind == "" {
 		return "_"

@@ -34,15 +34,45 @@ func (JSON[T]) Unmarshal(data []byte, v *T) error { return json.Unmarshal(data, 
 // once, kind KindDecode.
 var ErrDecode = errors.New("payload does not decode")
 
+// Kinded is a task type that names its kind, so that producers and
+// workers share one definition of it: EnqueueJSON and EnqueueWith give
+// the tasks of such a type its kind (the Kind enqueue option), and
+// RouteJSON and Route register a Router's handler under it. Kind is
+// called on a zero T (on a new value, if T is a pointer type) and must
+// return the same valid kind (see Kind) for every value of the type:
+//
+//	type Welcome struct{ Email string }
+//
+//	func (Welcome) Kind() string { return "email.welcome" }
+type Kinded interface {
+	// Kind is the kind of the type's tasks, such as "email.welcome".
+	Kind() string
+}
+
+// typeKind is T's kind, if T is Kinded.
+func typeKind[T any]() (string, bool) {
+	var v T
+	if rt := reflect.TypeFor[T](); rt.Kind() == reflect.Pointer {
+		v = reflect.New(rt.Elem()).Interface().(T)
+	}
+	k, ok := any(v).(Kinded)
+	if !ok {
+		return "", false
+	}
+	return k.Kind(), true
+}
+
 // EnqueueJSON enqueues v encoded as JSON, as Enqueue does with a payload,
-// and returns the task's id. HandleJSON[T] handles such tasks.
+// and returns the task's id. HandleJSON[T] handles such tasks, and a
+// Router's RouteJSON[T] if T is Kinded: the task then gets T's kind.
 func EnqueueJSON[T any](ctx context.Context, c *Client, queue string, v T, opts ...EnqueueOption) (string, error) {
 	return EnqueueWith(ctx, c, JSON[T]{}, queue, v, opts...)
 }
 
 // EnqueueWith enqueues v encoded with codec (JSON when nil), as Enqueue
-// does with a payload, and returns the task's id. An encoding error is
-// returned wrapped; nothing is enqueued then.
+// does with a payload, and returns the task's id. If T is Kinded, the task
+// gets T's kind (a Kind option among opts overrides it). An encoding
+// error is returned wrapped; nothing is enqueued then.
 func EnqueueWith[T any](ctx context.Context, c *Client, codec Codec[T], queue string, v T, opts ...EnqueueOption) (string, error) {
 	if codec == nil {
 		codec = JSON[T]{}
@@ -50,6 +80,9 @@ func EnqueueWith[T any](ctx context.Context, c *Client, codec Codec[T], queue st
 	data, err := codec.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: encode %s: %w", queue, typeName[T](), err)
+	}
+	if kind, ok := typeKind[T](); ok {
+		opts = append([]EnqueueOption{Kind(kind)}, opts...)
 	}
 	return c.Enqueue(ctx, queue, data, opts...)
 }

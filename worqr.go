@@ -183,6 +183,9 @@ type Client struct {
 	enqueues *coalescer[[]byte, string]
 	finishes *coalescer[*Process, store.Outcome]
 	retries  *coalescer[store.RetryRef, store.Outcome]
+	// kindEnqueues joins Enqueue calls with a kind and no other option,
+	// per kind and queue (see enqueueKindJoined).
+	kindEnqueues *coalescer[[]byte, string]
 
 	waiters *waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
@@ -264,6 +267,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
+	c.kindEnqueues = newCoalescer(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
 	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/worqr/worqr"
 )
 
 func deadCommands() []*command {
@@ -10,7 +12,8 @@ func deadCommands() []*command {
 		{name: "dead", synopsis: "<queue>", group: "Dead letters", summary: "list dead letters, newest first", run: cmdDead, help: `
 Lists a queue's dead letters, newest first, a page at a time: task id,
 attempts, when it died, the kind of failure, the error's text and a
-preview of the payload (--json adds the worker that held it, and whole
+preview of the payload, and the task's own kind when any has one
+(--json adds the worker that held it, and whole
 payloads). "worqr dead list <queue>" is the same, for a queue named like
 a subcommand.`},
 		{name: "dead requeue", synopsis: "<queue> <id>|--all", group: "Dead letters", summary: "put dead letters back at the back of the queue", run: cmdDeadRequeue, help: `
@@ -36,7 +39,8 @@ type deadRow struct {
 	EnqueuedAt  *time.Time `json:"enqueuedAt"`
 	DiedAt      *time.Time `json:"diedAt"`
 	Worker      string     `json:"worker"`
-	Kind        string     `json:"kind"`
+	Kind        string     `json:"kind"` // of failure
+	TaskKind    string     `json:"taskKind,omitempty"`
 	Error       string     `json:"error"`
 	payloadJSON
 }
@@ -68,7 +72,7 @@ func cmdDead(e *env, args []string) error {
 		rows := make([]deadRow, len(ds))
 		for i, d := range ds {
 			rows[i] = deadRow{ID: d.ID, Queue: d.Queue, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts,
-				EnqueuedAt: jsonTime(d.EnqueuedAt), DiedAt: jsonTime(d.DiedAt), Worker: d.Worker, Kind: d.Kind, Error: d.Error,
+				EnqueuedAt: jsonTime(d.EnqueuedAt), DiedAt: jsonTime(d.DiedAt), Worker: d.Worker, Kind: d.Kind, TaskKind: d.TaskInfo.Kind, Error: d.Error,
 				payloadJSON: payloadOf(d.Payload)}
 		}
 		return e.printJSON(rows)
@@ -86,10 +90,11 @@ func cmdDead(e *env, args []string) error {
 		return nil
 	}
 	now := time.Now()
-	t := e.table("ID", "ATTEMPTS", "DIED", "KIND", "ERROR", "SIZE", "PAYLOAD")
+	kinds := anyKind(ds, func(d worqr.DeadLetter) string { return d.TaskInfo.Kind })
+	t := e.table(withKind([]string{"ID", "ATTEMPTS", "DIED", "KIND", "ERROR", "SIZE", "PAYLOAD"}, 1, kinds, "TASK-KIND")...)
 	for _, d := range ds {
-		t.row(d.ID, itoa(d.Attempts), ago(now, d.DiedAt), escape(d.Kind), preview([]byte(d.Error), previewLen),
-			itoa(len(d.Payload)), preview(d.Payload, previewLen))
+		t.row(withKind([]string{d.ID, itoa(d.Attempts), ago(now, d.DiedAt), escape(d.Kind), preview([]byte(d.Error), previewLen),
+			itoa(len(d.Payload)), preview(d.Payload, previewLen)}, 1, kinds, d.TaskInfo.Kind)...)
 	}
 	if err := t.flush(); err != nil {
 		return err

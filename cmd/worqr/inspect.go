@@ -209,12 +209,14 @@ func owners(ctx context.Context, c *worqr.Client, queues []string) (map[string]i
 
 // processRow is one in-flight process.
 type processRow struct {
-	ID      string `json:"id"`
-	Queue   string `json:"queue"`
-	TaskID  string `json:"taskId"`
-	Attempt int    `json:"attempt"`
-	Owner   string `json:"owner"`
-	State   string `json:"state"`
+	ID     string `json:"id"`
+	Queue  string `json:"queue"`
+	TaskID string `json:"taskId"`
+	// TaskKind is its task's kind, if it has one.
+	TaskKind string `json:"taskKind,omitempty"`
+	Attempt  int    `json:"attempt"`
+	Owner    string `json:"owner"`
+	State    string `json:"state"`
 	// Progress is the process's last progress report, if it made one.
 	Progress *progressJSON `json:"progress,omitempty"`
 	payloadJSON
@@ -256,7 +258,7 @@ func cmdProcesses(e *env, args []string) error {
 	if e.g.json {
 		rows := make([]processRow, len(ps))
 		for i, p := range ps {
-			rows[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
+			rows[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, TaskKind: p.TaskKind, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
 			if pr := p.Progress; pr != nil {
 				rows[i].Progress = &progressJSON{Percent: pr.Percent, Note: pr.Note, At: pr.At}
 			}
@@ -267,9 +269,10 @@ func cmdProcesses(e *env, args []string) error {
 		e.note("no tasks in flight in %q", escape(queue))
 		return nil
 	}
-	t := e.table("PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "PROGRESS", "SIZE", "PAYLOAD")
+	kinds := anyKind(ps, func(p worqr.ProcessInfo) string { return p.TaskKind })
+	t := e.table(withKind([]string{"PROCESS", "TASK", "ATTEMPT", "OWNER", "STATE", "PROGRESS", "SIZE", "PAYLOAD"}, 2, kinds, "KIND")...)
 	for _, p := range ps {
-		t.row(p.ID, p.TaskID, itoa(p.Attempt), p.Owner, string(p.State), progressText(p.Progress), itoa(len(p.Task)), preview(p.Task, previewLen))
+		t.row(withKind([]string{p.ID, p.TaskID, itoa(p.Attempt), p.Owner, string(p.State), progressText(p.Progress), itoa(len(p.Task)), preview(p.Task, previewLen)}, 2, kinds, p.TaskKind)...)
 	}
 	return t.flush()
 }
@@ -279,11 +282,34 @@ type taskRow struct {
 	Position    int64      `json:"position"`
 	ID          string     `json:"id"`
 	Queue       string     `json:"queue"`
+	Kind        string     `json:"kind,omitempty"`
 	Attempts    int        `json:"attempts"`
 	MaxAttempts int        `json:"maxAttempts,omitempty"`
 	EnqueuedAt  *time.Time `json:"enqueuedAt"`
 	DueAt       *time.Time `json:"dueAt,omitempty"`
 	payloadJSON
+}
+
+// anyKind reports whether any of kinds is set: a listing shows a KIND
+// column only then, so a queue of tasks without kinds reads as before.
+func anyKind[T any](rows []T, kind func(T) string) bool {
+	for _, r := range rows {
+		if kind(r) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// withKind is cells with kind inserted at i when shown.
+func withKind(cells []string, i int, shown bool, kind string) []string {
+	if !shown {
+		return cells
+	}
+	if kind == "" {
+		kind = "-"
+	}
+	return append(cells[:i:i], append([]string{escape(kind)}, cells[i:]...)...)
 }
 
 func cmdPeek(e *env, args []string) error {
@@ -371,7 +397,7 @@ func listTasks(e *env, queueName string, args []string, list int) error {
 	}
 	rows := make([]taskRow, len(tasks))
 	for i, t := range tasks {
-		rows[i] = taskRow{Position: first + int64(i), ID: t.ID, Queue: t.Queue, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts,
+		rows[i] = taskRow{Position: first + int64(i), ID: t.ID, Queue: t.Queue, Kind: t.Kind, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts,
 			EnqueuedAt: jsonTime(t.EnqueuedAt), DueAt: jsonTime(t.DueAt), payloadJSON: payloadOf(t.Payload)}
 	}
 	if e.g.json {
@@ -390,11 +416,12 @@ func listTasks(e *env, queueName string, args []string, list int) error {
 		return nil
 	}
 	now := time.Now()
+	kinds := anyKind(rows, func(r taskRow) string { return r.Kind })
 	var t *table
 	if delayed {
-		t = e.table("POS", "ID", "ATTEMPTS", "ENQUEUED", "DUE", "SIZE", "PAYLOAD")
+		t = e.table(withKind([]string{"POS", "ID", "ATTEMPTS", "ENQUEUED", "DUE", "SIZE", "PAYLOAD"}, 2, kinds, "KIND")...)
 	} else {
-		t = e.table("POS", "ID", "ATTEMPTS", "ENQUEUED", "SIZE", "PAYLOAD")
+		t = e.table(withKind([]string{"POS", "ID", "ATTEMPTS", "ENQUEUED", "SIZE", "PAYLOAD"}, 2, kinds, "KIND")...)
 	}
 	for i, r := range rows {
 		attempts := itoa(r.Attempts)
@@ -408,7 +435,7 @@ func listTasks(e *env, queueName string, args []string, list int) error {
 		if delayed {
 			cells = append(cells, ago(now, tasks[i].DueAt))
 		}
-		t.row(append(cells, itoa(r.Size), preview(tasks[i].Payload, previewLen))...)
+		t.row(withKind(append(cells, itoa(r.Size), preview(tasks[i].Payload, previewLen)), 2, kinds, r.Kind)...)
 	}
 	if err := t.flush(); err != nil {
 		return err

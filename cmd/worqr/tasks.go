@@ -57,6 +57,7 @@ func cmdEnqueue(e *env, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, "the task's own attempt `budget`, overriding the queue's (negative: no limit)")
 	retain := duration(fs, "retain", "keep the task's outcome for this `duration` after it ends (for result and wait)")
 	taskTimeout := duration(fs, "task-timeout", "bound each attempt's run to this `duration`, overriding the queue's")
+	kind := fs.String("kind", "", "the task's `kind`, for a Router (letters, digits and -_./)")
 	pos, err := e.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
@@ -99,6 +100,9 @@ func cmdEnqueue(e *env, args []string) error {
 	}
 	if *taskTimeout > 0 {
 		opts = append(opts, worqr.Timeout(*taskTimeout))
+	}
+	if *kind != "" {
+		opts = append(opts, worqr.Kind(*kind))
 	}
 	payload, err := e.payload(pos[1])
 	if err != nil {

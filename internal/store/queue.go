@@ -47,6 +47,9 @@ type EnqueueArgs struct {
 	// than while the task lives.
 	Unique    string
 	UniqueTTL time.Duration
+	// Kind is the tasks' kind ("": none), checked by the caller: free of
+	// ',' and ':'.
+	Kind string
 }
 
 // fields are the header fields every task enqueued with args gets.
@@ -63,6 +66,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Weight > 1 {
 		fields += ",w" + strconv.Itoa(args.Weight)
+	}
+	if args.Kind != "" {
+		fields += ",k" + args.Kind
 	}
 	return fields
 }

@@ -54,8 +54,12 @@ import (
 //	D  a dead letter's: when it died, Unix ms by the Redis clock.
 //	W  a dead letter's: the worker that held it.
 //	K  a dead letter's: the kind of failure (such as "poison").
+//	k  the task's kind, a name a Router dispatches on (such as
+//	   "email.welcome"; EnqueueArgs); absent, none. Only Go reads it:
+//	   the scripts carry it as they carry the payload.
 //
-// A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived).
+// A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
+// and keeps its kind.
 //
 // A process record (a value of the procs hash, under its pid) is one state
 // byte (State), the owner's id (OwnerLen bytes), then the task entry.
@@ -107,7 +111,7 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWK"
+const HeaderFields = "afmtwpRudrhDWKk"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
@@ -141,10 +145,13 @@ type Task struct {
 	// Due is when the task became due, if not at its enqueue (Unix µs,
 	// Redis clock): a delayed task, or one sent back to wait. 0 if none.
 	Due int64
-	// Died (Unix ms), Worker and Kind are set on a dead letter.
-	Died   int64
-	Worker string
-	Kind   string
+	// Kind is the task's kind, "" if it has none.
+	Kind string
+	// Died (Unix ms), Worker and FailKind (the kind of failure) are set
+	// on a dead letter.
+	Died     int64
+	Worker   string
+	FailKind string
 	// Payload is the task's bytes, or their first bytes when a listing
 	// cut them (see CutTask).
 	Payload string
@@ -239,6 +246,8 @@ func parseTask(e string) (Task, bool) {
 		case 'W':
 			t.Worker = v
 		case 'K':
+			t.FailKind = v
+		case 'k':
 			t.Kind = v
 		}
 		if err != nil {
