@@ -47,6 +47,10 @@ type StartEvent struct {
 	TaskID    string
 	ProcessID string
 	WorkerID  string
+	// Kind is the task's kind (Process.Kind), "" if it has none. Kinds
+	// are the producers' to choose: a metric labelled with them needs a
+	// bound on how many it keeps apart.
+	Kind string
 	// Attempt is the task's attempt this is: 1 for the first start.
 	Attempt int
 	// EnqueuedAt is when the task was enqueued, by the Redis clock: the
@@ -88,8 +92,10 @@ type FinishEvent struct {
 	TaskID    string
 	ProcessID string
 	WorkerID  string
-	Attempt   int
-	Outcome   Outcome
+	// Kind is the task's kind (Process.Kind), "" if it has none.
+	Kind    string
+	Attempt int
+	Outcome Outcome
 	// Duration is how long the process ran, from its dequeue on the
 	// worker's clock.
 	Duration time.Duration
@@ -149,7 +155,7 @@ func (o observers) enqueued(ctx context.Context, e EnqueueEvent) {
 
 func (o observers) started(ctx context.Context, p *Process) {
 	if o.start != nil {
-		o.start.ObserveStart(ctx, StartEvent{Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Attempt: p.attempt, EnqueuedAt: p.enqueuedAt})
+		o.start.ObserveStart(ctx, StartEvent{Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt, EnqueuedAt: p.enqueuedAt})
 	}
 }
 

@@ -253,7 +253,7 @@ func (p *Process) observeEnd(outcome Outcome, err error) {
 	p.mu.Unlock()
 	if !already {
 		obs.ObserveFinish(context.Background(), FinishEvent{
-			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Attempt: p.attempt,
+			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
 			Outcome: outcome, Duration: time.Since(p.started), Err: err,
 		})
 	}

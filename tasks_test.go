@@ -534,3 +534,28 @@ func TestCancelRemovedCountsWaitingAndDelayed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, CancelResult{Removed: 2, Marked: 1}, res, "one waiting and one delayed removed, one in flight marked")
 }
+
+// Start and finish events carry the task's kind, "" for a task without one.
+func TestObserverSeesTheKind(t *testing.T) {
+	t.Parallel()
+	_, c, obs, ctx := observed(t)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	kinded, err := c.Enqueue(ctx, "q", []byte("a"), Kind("email.welcome"))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "q", []byte("b"))
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, "both finished", func() bool { return len(obs.outcomes()) == 2 })
+
+	want := map[string]string{kinded: "email.welcome", plain: ""}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Len(t, obs.started, 2)
+	for _, e := range obs.started {
+		assert.Equal(t, want[e.TaskID], e.Kind, "start of %s", e.TaskID)
+	}
+	require.Len(t, obs.finished, 2)
+	for _, e := range obs.finished {
+		assert.Equal(t, want[e.TaskID], e.Kind, "finish of %s", e.TaskID)
+	}
+}

@@ -6,7 +6,7 @@
 // "process <queue>", with the attributes of OpenTelemetry's messaging
 // semantic conventions (messaging.system "worqr",
 // messaging.destination.name, messaging.message.id, ...) and worqr's own
-// (worqr.attempt, worqr.process.id). Payloads are opaque to worqr, so no
+// (worqr.attempt, worqr.process.id, worqr.task.kind). Payloads are opaque to worqr, so no
 // trace context travels with a task: a handler's span is a root span, or
 // a child of whatever the handler's context carries.
 //
@@ -18,6 +18,8 @@
 // translates names turns them into the names the prometheus sub-package
 // uses (worqr_process_duration_seconds), though the labels differ (the
 // queue is messaging.destination.name here, as the conventions have it).
+// The metrics of processes carry the task's kind, worqr.task.kind, with a
+// bound on how many kinds they keep apart (Options.MaxKinds).
 // Queue names may be any bytes; in span names and attributes, bytes that
 // are not UTF-8 become U+FFFD.
 //

@@ -119,7 +119,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")}); err != nil {
+	if _, err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")}, worqr.Kind("email.welcome")); err != nil {
 		panic(err)
 	}
 	wg.Wait()
@@ -134,13 +134,13 @@ func Example() {
 	// Output:
 	// process emails consumer
 	// process emails consumer
-	// worqr.process.duration count messaging.destination.name=emails,worqr.outcome=succeeded 2
+	// worqr.process.duration count messaging.destination.name=emails,worqr.outcome=succeeded,worqr.task.kind=email.welcome 2
 	// worqr.queue.tasks messaging.destination.name=emails,worqr.task.state=dead 0
 	// worqr.queue.tasks messaging.destination.name=emails,worqr.task.state=delayed 0
 	// worqr.queue.tasks messaging.destination.name=emails,worqr.task.state=in_flight 0
 	// worqr.queue.tasks messaging.destination.name=emails,worqr.task.state=waiting 0
 	// worqr.tasks.enqueued messaging.destination.name=emails 2
-	// worqr.tasks.finished messaging.destination.name=emails,worqr.outcome=succeeded 2
+	// worqr.tasks.finished messaging.destination.name=emails,worqr.outcome=succeeded,worqr.task.kind=email.welcome 2
 }
 
 // With zero Options the middleware uses the global tracer provider; spans

@@ -36,6 +36,10 @@ const (
 	// TaskStateKey is the state of the tasks counted by worqr.queue.tasks:
 	// "waiting", "delayed", "in_flight" or "dead".
 	TaskStateKey = attribute.Key("worqr.task.state")
+	// TaskKindKey is the task's kind (worqr.Process.Kind), absent for a
+	// task without one: on spans, and on the metrics of processes bounded
+	// by Options.MaxKinds.
+	TaskKindKey = attribute.Key("worqr.task.kind")
 	// QueueKey is the queue's name: the semantic conventions' destination.
 	QueueKey = semconv.MessagingDestinationNameKey
 )
@@ -58,6 +62,16 @@ type Options struct {
 	// PickupBuckets are the bucket boundaries, in seconds, of
 	// worqr.pickup.latency. Default DefaultBuckets.
 	PickupBuckets []float64
+	// MaxKinds bounds the values of worqr.task.kind on NewObserver's
+	// metrics: the first MaxKinds task kinds the Observer sees are their
+	// own value, for as long as it lives, and the tasks of any other kind
+	// have OtherKind. A task without a kind has no worqr.task.kind. Set it
+	// to at least the number of kinds the workers handle (say,
+	// len(router.Kinds())), or the kinds first seen take the places,
+	// which may differ from process to process. Default DefaultMaxKinds;
+	// negative: none, every task with a kind is OtherKind. Spans, which
+	// have no such limit, carry every kind.
+	MaxKinds int
 }
 
 // Middleware returns a worqr.Middleware that runs each handler in a span
@@ -74,6 +88,7 @@ type Options struct {
 //	messaging.client.id         the worker's id (worqr.Process.Owner)
 //	worqr.attempt               the attempt (1 for the first)
 //	worqr.process.id            the process id
+//	worqr.task.kind             the task's kind, if it has one
 //
 // A handler that returns an error has it recorded on the span (an
 // exception event), the span's status set to Error and error.type set;
@@ -106,6 +121,9 @@ func Middleware(opts Options) worqr.Middleware {
 					AttemptKey.Int(p.Attempt()),
 					ProcessIDKey.String(p.ID()),
 				))
+			if kind := p.Kind(); kind != "" {
+				span.SetAttributes(TaskKindKey.String(queuestats.Label(kind)))
+			}
 			defer func() {
 				if v := recover(); v != nil {
 					msg := fmt.Sprintf("panic: %v", v)

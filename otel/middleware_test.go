@@ -183,3 +183,42 @@ func TestMiddlewareUsesTheGlobalProvider(t *testing.T) {
 	require.Len(t, rec.Ended(), 1)
 	assert.Equal(t, "process q", rec.Ended()[0].Name())
 }
+
+// A task's kind is on its span; a task without one has no worqr.task.kind.
+func TestMiddlewareRecordsTheKind(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	c := clientOn(t, redisOn(t, backend(t)), nil)
+	ctx := context.Background()
+	w := newWorker(t, c, worqr.WorkerOptions{Middleware: []worqr.Middleware{worqrotel.Middleware(worqrotel.Options{TracerProvider: tp})}})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	require.NoError(t, w.Handle(ctx, "mail", func(context.Context, *worqr.Process) error {
+		wg.Done()
+		return nil
+	}, worqr.HandleOptions{}))
+	kinded, err := c.Enqueue(ctx, "mail", []byte("a"), worqr.Kind("email.welcome"))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "mail", []byte("b"))
+	require.NoError(t, err)
+	wg.Wait()
+	require.NoError(t, w.Shutdown(ctx))
+
+	spans := rec.Ended()
+	require.Len(t, spans, 2)
+	for _, s := range spans {
+		a := attrs(s)
+		kind, ok := a[worqrotel.TaskKindKey]
+		switch a["messaging.message.id"].AsString() {
+		case kinded:
+			assert.Equal(t, "email.welcome", kind.AsString())
+		case plain:
+			assert.False(t, ok, "a task without a kind has no %s", worqrotel.TaskKindKey)
+		default:
+			t.Errorf("span of an unknown task: %v", a)
+		}
+	}
+}

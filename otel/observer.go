@@ -20,6 +20,16 @@ import (
 // from quick calls to long batch jobs.
 var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
+// Bounds of worqr.task.kind on metrics (see Options.MaxKinds).
+const (
+	// DefaultMaxKinds is the number of task kinds an Observer keeps apart
+	// when Options.MaxKinds is 0.
+	DefaultMaxKinds = queuestats.DefaultMaxKinds
+	// OtherKind is the worqr.task.kind of the tasks whose kind is past the
+	// bound: it cannot be a task's kind (kinds have no parentheses).
+	OtherKind = queuestats.OtherKind
+)
+
 // Values of worqr.fence.scope.
 const (
 	// ScopeWorker is a fence of a whole worker: it lost its lease.
@@ -32,14 +42,16 @@ const (
 // Client and Workers do. Pass it as worqr.Options.Observer; it implements
 // every worqr observer interface. Safe for concurrent use.
 //
-// Instruments (messaging.destination.name is the queue):
+// Instruments (messaging.destination.name is the queue, worqr.task.kind
+// the task's kind, absent for a task without one, bounded by
+// Options.MaxKinds):
 //
 //	worqr.tasks.enqueued    counter {task}    messaging.destination.name
 //	worqr.enqueue.errors    counter {error}   messaging.destination.name (failed Enqueue/EnqueueBatch calls)
-//	worqr.tasks.started     counter {task}    messaging.destination.name (every attempt)
-//	worqr.tasks.finished    counter {task}    messaging.destination.name, worqr.outcome
-//	worqr.process.duration  histogram s       messaging.destination.name, worqr.outcome (dequeue to end)
-//	worqr.pickup.latency    histogram s       messaging.destination.name (enqueue to first start)
+//	worqr.tasks.started     counter {task}    messaging.destination.name, worqr.task.kind (every attempt)
+//	worqr.tasks.finished    counter {task}    messaging.destination.name, worqr.task.kind, worqr.outcome
+//	worqr.process.duration  histogram s       messaging.destination.name, worqr.task.kind, worqr.outcome (dequeue to end)
+//	worqr.pickup.latency    histogram s       messaging.destination.name, worqr.task.kind (enqueue to first start)
 //	worqr.reclaims          counter {reclaim} (dead workers whose tasks were returned)
 //	worqr.tasks.reclaimed   counter {task}    (tasks so returned)
 //	worqr.fences            counter {fence}   worqr.fence.scope ("worker" or "queue")
@@ -54,7 +66,15 @@ type Observer struct {
 	reclaimed     metric.Int64Counter
 	fences        metric.Int64Counter
 
-	attrs sync.Map // attribute sets by queue, or queue "\x00" outcome
+	kinds *queuestats.Kinds // the values of worqr.task.kind, bounded
+	attrs sync.Map          // attribute sets by attrKey
+}
+
+// attrKey is what an attribute set is made of: a queue, and a kind and an
+// outcome if not "".
+type attrKey struct {
+	queue, kind string
+	outcome     worqr.Outcome
 }
 
 // The observer interfaces it implements.
@@ -101,6 +121,7 @@ func NewObserver(opts Options) (*Observer, error) {
 		reclaims:  counter("worqr.reclaims", "{reclaim}", "Dead workers whose tasks this process's workers returned to their queues."),
 		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this process's workers returned to their queues."),
 		fences:    counter("worqr.fences", "{fence}", `Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
+		kinds:     queuestats.NewKinds(opts.MaxKinds),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -108,17 +129,17 @@ func NewObserver(opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// queueAttrs are the attributes of a queue, or of a queue and an
-// outcome, made once.
-func (o *Observer) queueAttrs(queue string, outcome worqr.Outcome) metric.MeasurementOption {
-	key := queue
-	if outcome != "" {
-		key += "\x00" + string(outcome)
-	}
+// queueAttrs are the attributes of a queue, with a kind (a label value,
+// already bounded) and an outcome if not "", made once.
+func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome) metric.MeasurementOption {
+	key := attrKey{queue, kind, outcome}
 	if a, ok := o.attrs.Load(key); ok {
 		return a.(metric.MeasurementOption)
 	}
 	kvs := []attribute.KeyValue{QueueKey.String(queuestats.Label(queue))}
+	if kind != "" {
+		kvs = append(kvs, TaskKindKey.String(kind))
+	}
 	if outcome != "" {
 		kvs = append(kvs, OutcomeKey.String(string(outcome)))
 	}
@@ -129,15 +150,15 @@ func (o *Observer) queueAttrs(queue string, outcome worqr.Outcome) metric.Measur
 // ObserveEnqueue implements worqr.EnqueueObserver.
 func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
 	if e.Err != nil {
-		o.enqueueErrors.Add(ctx, 1, o.queueAttrs(e.Queue, ""))
+		o.enqueueErrors.Add(ctx, 1, o.queueAttrs(e.Queue, "", ""))
 		return
 	}
-	o.enqueued.Add(ctx, int64(len(e.TaskIDs)), o.queueAttrs(e.Queue, ""))
+	o.enqueued.Add(ctx, int64(len(e.TaskIDs)), o.queueAttrs(e.Queue, "", ""))
 }
 
 // ObserveStart implements worqr.StartObserver.
 func (o *Observer) ObserveStart(ctx context.Context, e worqr.StartEvent) {
-	attrs := o.queueAttrs(e.Queue, "")
+	attrs := o.queueAttrs(e.Queue, o.kinds.Label(e.Kind), "")
 	o.started.Add(ctx, 1, attrs)
 	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
 		o.pickup.Record(ctx, max(time.Since(e.EnqueuedAt).Seconds(), 0), attrs)
@@ -146,7 +167,7 @@ func (o *Observer) ObserveStart(ctx context.Context, e worqr.StartEvent) {
 
 // ObserveFinish implements worqr.FinishObserver.
 func (o *Observer) ObserveFinish(ctx context.Context, e worqr.FinishEvent) {
-	attrs := o.queueAttrs(e.Queue, e.Outcome)
+	attrs := o.queueAttrs(e.Queue, o.kinds.Label(e.Kind), e.Outcome)
 	o.finished.Add(ctx, 1, attrs)
 	o.duration.Record(ctx, e.Duration.Seconds(), attrs)
 }

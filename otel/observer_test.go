@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/worqr/worqr"
 	worqrotel "github.com/worqr/worqr/otel"
@@ -29,6 +30,51 @@ func newObserver(t *testing.T) (*worqrotel.Observer, *sdkmetric.ManualReader) {
 	obs, err := worqrotel.NewObserver(worqrotel.Options{MeterProvider: mp})
 	require.NoError(t, err)
 	return obs, reader
+}
+
+// worqr.task.kind: a task's kind, absent for none, and past MaxKinds the
+// kinds seen later are OtherKind.
+func TestObserverRecordsKindsUpToMaxKinds(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	obs, err := worqrotel.NewObserver(worqrotel.Options{MeterProvider: mp, MaxKinds: 2})
+	require.NoError(t, err)
+	c := clientOn(t, redisOn(t, backend(t)), obs)
+	ctx := context.Background()
+
+	// Started one at a time, so that the first two kinds seen are a and b.
+	for _, kind := range []string{"a", "b", "", "c", "other", "a"} {
+		_, err := c.Enqueue(ctx, "jobs", []byte(kind), worqr.Kind(kind))
+		require.NoError(t, err)
+	}
+	w := newWorker(t, c, worqr.WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "jobs", worqr.Events{}))
+	for range 6 {
+		p, err := w.Dequeue(ctx, "jobs")
+		require.NoError(t, err)
+		require.NoError(t, p.Finish(ctx))
+	}
+
+	rm := collect(t, reader)
+	for _, name := range []string{"worqr.tasks.started", "worqr.tasks.finished"} {
+		data, ok := find(t, rm, name).Data.(metricdata.Sum[int64])
+		require.True(t, ok)
+		got := map[string]int64{}
+		for _, dp := range data.DataPoints {
+			kind, ok := dp.Attributes.Value(worqrotel.TaskKindKey)
+			label := "(none)"
+			if ok {
+				label = kind.AsString()
+			}
+			got[label] += dp.Value
+		}
+		assert.Equal(t, map[string]int64{"a": 2, "b": 1, worqrotel.OtherKind: 2, "(none)": 1}, got, name)
+	}
+	succeeded := outcome(worqr.OutcomeSucceeded)
+	assert.Equal(t, uint64(2), histogram(t, rm, "worqr.process.duration", queue("jobs"), worqrotel.TaskKindKey.String(worqrotel.OtherKind), succeeded).Count)
+	assert.Equal(t, uint64(2), histogram(t, rm, "worqr.pickup.latency", queue("jobs"), worqrotel.TaskKindKey.String("a")).Count)
 }
 
 func TestObserverRecordsTasksThroughAWorker(t *testing.T) {

@@ -12,8 +12,8 @@
 // it.
 //
 // Names follow Prometheus's conventions: the worqr_ prefix, _total on
-// counters, base units (_seconds), and the labels queue, outcome (a
-// worqr.Outcome), state and scope. Queue names may be any bytes, label
-// values must be UTF-8: bytes that are not become U+FFFD in the queue
-// label.
+// counters, base units (_seconds), and the labels queue, kind (the task's
+// kind, bounded by ObserverOptions.MaxKinds), outcome (a worqr.Outcome),
+// state and scope. Queue names may be any bytes, label values must be
+// UTF-8: bytes that are not become U+FFFD in the queue label.
 package worqrprom

@@ -88,7 +88,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")}); err != nil {
+	if _, err := client.EnqueueBatch(ctx, "emails", [][]byte{[]byte("to:ada"), []byte("to:grace")}, worqr.Kind("email.welcome")); err != nil {
 		panic(err)
 	}
 	wg.Wait()
@@ -101,14 +101,14 @@ func Example() {
 
 	scrape(srv.URL,
 		"worqr_tasks_enqueued_total",
-		`worqr_tasks_finished_total{outcome="succeeded"`,
+		`worqr_tasks_finished_total{kind="email.welcome",outcome="succeeded"`,
 		"worqr_process_duration_seconds_count",
 		`worqr_queue_tasks{queue="emails",state="waiting"}`)
 	// Output:
-	// worqr_process_duration_seconds_count{outcome="succeeded",queue="emails"} 2
+	// worqr_process_duration_seconds_count{kind="email.welcome",outcome="succeeded",queue="emails"} 2
 	// worqr_queue_tasks{queue="emails",state="waiting"} 1
 	// worqr_tasks_enqueued_total{queue="emails"} 3
-	// worqr_tasks_finished_total{outcome="succeeded",queue="emails"} 2
+	// worqr_tasks_finished_total{kind="email.welcome",outcome="succeeded",queue="emails"} 2
 }
 
 // A Collector alone, in a process that runs no workers (a sidecar, or the

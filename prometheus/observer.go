@@ -22,6 +22,16 @@ var outcomes = []worqr.Outcome{
 	worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost,
 }
 
+// Bounds of the kind label (see ObserverOptions.MaxKinds).
+const (
+	// DefaultMaxKinds is the number of task kinds an Observer keeps apart
+	// when ObserverOptions.MaxKinds is 0.
+	DefaultMaxKinds = queuestats.DefaultMaxKinds
+	// OtherKind is the kind label of the tasks whose kind is past the
+	// bound: it cannot be a task's kind (kinds have no parentheses).
+	OtherKind = queuestats.OtherKind
+)
+
 // Values of the scope label of worqr_fences_total.
 const (
 	// ScopeWorker is a fence of a whole worker: it lost its lease.
@@ -40,6 +50,16 @@ type ObserverOptions struct {
 	// PickupBuckets are the buckets of worqr_pickup_latency_seconds.
 	// Default DefaultBuckets.
 	PickupBuckets []float64
+	// MaxKinds bounds the values of the kind label: the first MaxKinds
+	// task kinds the Observer sees are labelled with their name, for as
+	// long as it lives, and the tasks of any other kind with OtherKind. A
+	// task without a kind has kind "" (the same as no label to
+	// Prometheus). Set it to at least the number of kinds the workers
+	// handle (say, len(router.Kinds())), or the kinds first seen take the
+	// places, which may differ from process to process. Default
+	// DefaultMaxKinds; negative: none, every task with a kind is
+	// OtherKind.
+	MaxKinds int
 }
 
 // Observer counts what one process's worqr Client and Workers do, as
@@ -48,14 +68,17 @@ type ObserverOptions struct {
 // interface and prometheus.Collector. Its metrics are local to the
 // process: sum them across processes in queries. Safe for concurrent use.
 //
+// The kind label is the task's kind (worqr.Process.Kind), "" for a task
+// without one, bounded by ObserverOptions.MaxKinds.
+//
 // Metrics:
 //
 //	worqr_tasks_enqueued_total{queue}          tasks enqueued by this process
 //	worqr_enqueue_errors_total{queue}          Enqueue and EnqueueBatch calls that failed
-//	worqr_tasks_started_total{queue}           processes started (every attempt)
-//	worqr_tasks_finished_total{queue,outcome}  processes ended, by worqr.Outcome
-//	worqr_process_duration_seconds{queue,outcome}  histogram: dequeue to end
-//	worqr_pickup_latency_seconds{queue}        histogram: enqueue to first start
+//	worqr_tasks_started_total{queue,kind}      processes started (every attempt)
+//	worqr_tasks_finished_total{queue,kind,outcome}  processes ended, by worqr.Outcome
+//	worqr_process_duration_seconds{queue,kind,outcome}  histogram: dequeue to end
+//	worqr_pickup_latency_seconds{queue,kind}   histogram: enqueue to first start
 //	worqr_reclaims_total                       dead workers whose tasks this process returned
 //	worqr_tasks_reclaimed_total                tasks so returned to their queues
 //	worqr_fences_total{scope}                  fences: scope "worker" or "queue"
@@ -70,7 +93,8 @@ type Observer struct {
 	reclaimed     prometheus.Counter
 	fences        *prometheus.CounterVec
 
-	seen sync.Map // queue names whose finished counters exist
+	kinds *queuestats.Kinds // the kind label's values, bounded
+	seen  sync.Map          // labelPairs whose finished counters exist
 }
 
 // The observer interfaces it implements.
@@ -101,22 +125,22 @@ func NewObserver(opts ObserverOptions) *Observer {
 		enqueueErrors: counter("worqr_enqueue_errors_total",
 			"Enqueue and EnqueueBatch calls of this process that failed.", "queue"),
 		started: counter("worqr_tasks_started_total",
-			"Processes started by this process's workers: every attempt of a task counts.", "queue"),
+			"Processes started by this process's workers: every attempt of a task counts.", "queue", "kind"),
 		finished: counter("worqr_tasks_finished_total",
-			"Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "outcome"),
+			"Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "kind", "outcome"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        "worqr_process_duration_seconds",
 			Help:        "How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock, by queue and outcome.",
 			ConstLabels: opts.ConstLabels,
 			Buckets:     buckets(opts.DurationBuckets),
-		}, []string{"queue", "outcome"}),
+		}, []string{"queue", "kind", "outcome"}),
 		pickup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "worqr_pickup_latency_seconds",
 			Help: "Time from a task's enqueue to its first start (first attempts only; a delayed task's delay included). " +
 				"The enqueue time is by the Redis clock, the start by this process's clock: skew between the two shifts it (negative values count as 0).",
 			ConstLabels: opts.ConstLabels,
 			Buckets:     buckets(opts.PickupBuckets),
-		}, []string{"queue"}),
+		}, []string{"queue", "kind"}),
 		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "worqr_reclaims_total", Help: "Dead workers whose tasks this process's workers returned to their queues.", ConstLabels: opts.ConstLabels,
 		}),
@@ -125,6 +149,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 		}),
 		fences: counter("worqr_fences_total",
 			`Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
+		kinds: queuestats.NewKinds(opts.MaxKinds),
 	}
 	o.fences.WithLabelValues(ScopeWorker)
 	o.fences.WithLabelValues(ScopeQueue)
@@ -150,17 +175,26 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ready creates a queue's finished counters at zero the first time the
-// queue is seen, so that rates over them start from its first task.
-func (o *Observer) ready(queue string) {
-	if _, ok := o.seen.Load(queue); ok {
+// labelPair is a queue and a kind, as labels.
+type labelPair struct{ queue, kind string }
+
+// labels are the queue and kind labels of a process's task.
+func (o *Observer) labels(queue, kind string) labelPair {
+	return labelPair{queuestats.Label(queue), o.kinds.Label(kind)}
+}
+
+// ready creates the finished counters of a queue and kind at zero the
+// first time the pair is seen, so that rates over them start from its
+// first task.
+func (o *Observer) ready(l labelPair) {
+	if _, ok := o.seen.Load(l); ok {
 		return
 	}
-	if _, loaded := o.seen.LoadOrStore(queue, struct{}{}); loaded {
+	if _, loaded := o.seen.LoadOrStore(l, struct{}{}); loaded {
 		return
 	}
 	for _, out := range outcomes {
-		o.finished.WithLabelValues(queue, string(out))
+		o.finished.WithLabelValues(l.queue, l.kind, string(out))
 	}
 }
 
@@ -176,20 +210,20 @@ func (o *Observer) ObserveEnqueue(_ context.Context, e worqr.EnqueueEvent) {
 
 // ObserveStart implements worqr.StartObserver.
 func (o *Observer) ObserveStart(_ context.Context, e worqr.StartEvent) {
-	queue := queuestats.Label(e.Queue)
-	o.ready(queue)
-	o.started.WithLabelValues(queue).Inc()
+	l := o.labels(e.Queue, e.Kind)
+	o.ready(l)
+	o.started.WithLabelValues(l.queue, l.kind).Inc()
 	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
-		o.pickup.WithLabelValues(queue).Observe(max(time.Since(e.EnqueuedAt).Seconds(), 0))
+		o.pickup.WithLabelValues(l.queue, l.kind).Observe(max(time.Since(e.EnqueuedAt).Seconds(), 0))
 	}
 }
 
 // ObserveFinish implements worqr.FinishObserver.
 func (o *Observer) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
-	queue := queuestats.Label(e.Queue)
-	o.ready(queue)
-	o.finished.WithLabelValues(queue, string(e.Outcome)).Inc()
-	o.duration.WithLabelValues(queue, string(e.Outcome)).Observe(e.Duration.Seconds())
+	l := o.labels(e.Queue, e.Kind)
+	o.ready(l)
+	o.finished.WithLabelValues(l.queue, l.kind, string(e.Outcome)).Inc()
+	o.duration.WithLabelValues(l.queue, l.kind, string(e.Outcome)).Observe(e.Duration.Seconds())
 }
 
 // ObserveReclaim implements worqr.ReclaimObserver.

@@ -3,6 +3,7 @@ package worqrprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,15 +89,15 @@ func TestObserverCountsTasksThroughAWorker(t *testing.T) {
 worqr_tasks_enqueued_total{queue="mail"} 4
 # HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
 # TYPE worqr_tasks_started_total counter
-worqr_tasks_started_total{queue="mail"} 5
+worqr_tasks_started_total{kind="",queue="mail"} 5
 # HELP worqr_tasks_finished_total Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
 # TYPE worqr_tasks_finished_total counter
-worqr_tasks_finished_total{outcome="cancelled",queue="mail"} 0
-worqr_tasks_finished_total{outcome="dead",queue="mail"} 1
-worqr_tasks_finished_total{outcome="deleted",queue="mail"} 0
-worqr_tasks_finished_total{outcome="lost",queue="mail"} 0
-worqr_tasks_finished_total{outcome="retried",queue="mail"} 1
-worqr_tasks_finished_total{outcome="succeeded",queue="mail"} 3
+worqr_tasks_finished_total{kind="",outcome="cancelled",queue="mail"} 0
+worqr_tasks_finished_total{kind="",outcome="dead",queue="mail"} 1
+worqr_tasks_finished_total{kind="",outcome="deleted",queue="mail"} 0
+worqr_tasks_finished_total{kind="",outcome="lost",queue="mail"} 0
+worqr_tasks_finished_total{kind="",outcome="retried",queue="mail"} 1
+worqr_tasks_finished_total{kind="",outcome="succeeded",queue="mail"} 3
 # HELP worqr_reclaims_total Dead workers whose tasks this process's workers returned to their queues.
 # TYPE worqr_reclaims_total counter
 worqr_reclaims_total 0
@@ -122,6 +123,61 @@ worqr_fences_total{scope="worker"} 0
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 	require.NoError(t, w.Shutdown(ctx))
+}
+
+// The kind label: a task's kind, "" for none, and past MaxKinds the
+// kinds seen later are OtherKind.
+func TestObserverLabelsKindsUpToMaxKinds(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	obs := worqrprom.NewObserver(worqrprom.ObserverOptions{MaxKinds: 2})
+	reg.MustRegister(obs)
+	c := clientOn(t, redisOn(t, backend(t)), obs)
+	ctx := context.Background()
+
+	// Started one at a time, so that the first two kinds seen are a and b.
+	for _, kind := range []string{"a", "b", "", "c", "other", "a"} {
+		_, err := c.Enqueue(ctx, "jobs", []byte(kind), worqr.Kind(kind))
+		require.NoError(t, err)
+	}
+	w := newWorker(t, c, worqr.WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "jobs", worqr.Events{}))
+	for range 6 {
+		p, err := w.Dequeue(ctx, "jobs")
+		require.NoError(t, err)
+		require.NoError(t, p.Finish(ctx))
+	}
+
+	var want strings.Builder
+	want.WriteString(`
+# HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
+# TYPE worqr_tasks_started_total counter
+worqr_tasks_started_total{kind="",queue="jobs"} 1
+worqr_tasks_started_total{kind="(other)",queue="jobs"} 2
+worqr_tasks_started_total{kind="a",queue="jobs"} 2
+worqr_tasks_started_total{kind="b",queue="jobs"} 1
+# HELP worqr_tasks_finished_total Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
+# TYPE worqr_tasks_finished_total counter
+`)
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"", 1}, {worqrprom.OtherKind, 2}, {"a", 2}, {"b", 1}} {
+		for _, o := range []string{"cancelled", "dead", "deleted", "lost", "retried", "succeeded"} {
+			n := 0
+			if o == "succeeded" {
+				n = k.n
+			}
+			fmt.Fprintf(&want, "worqr_tasks_finished_total{kind=%q,outcome=%q,queue=\"jobs\"} %d\n", k.kind, o, n)
+		}
+	}
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want.String()), "worqr_tasks_started_total", "worqr_tasks_finished_total"))
+	assert.Equal(t, uint64(2), histogram(t, reg, "worqr_process_duration_seconds", map[string]string{"queue": "jobs", "kind": worqrprom.OtherKind, "outcome": "succeeded"}).GetSampleCount())
+	assert.Equal(t, uint64(2), histogram(t, reg, "worqr_pickup_latency_seconds", map[string]string{"queue": "jobs", "kind": "a"}).GetSampleCount())
+	assert.Equal(t, uint64(1), histogram(t, reg, "worqr_pickup_latency_seconds", map[string]string{"queue": "jobs", "kind": ""}).GetSampleCount())
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
 
 // counterValue is the value of a counter with the given labels, 0 if it

@@ -34,19 +34,26 @@ Lists a queue's in-flight processes in dequeue order: process id, task id,
 attempt, the worker that holds it, its state (active, or cancelled or
 deleted while its holder has not let go), its handler's last progress
 report (percent and note, "-" if none; with --json also when it was
-made) and a preview of the payload.`},
+made) and a preview of the payload. A KIND column after the task id shows
+each task's kind once any process listed has one ("-" for a task without;
+taskKind with --json).`},
 		{name: "peek", synopsis: "<queue>", group: "Inspect", summary: "the task dequeued next", run: cmdPeek, help: `
-Shows the task that would be dequeued next: id, attempts, when it was
-enqueued, and a preview of its payload. --json prints a list of at most
-one task, as range does, with the payload whole.`},
+Shows the task that would be dequeued next: id, its kind in a KIND column
+if it has one, attempts, when it was enqueued, and a preview of its
+payload. --json prints a list of at most one task, as range does, with
+the payload whole.`},
 		{name: "range", synopsis: "<queue> [start] [stop]", group: "Inspect", summary: "waiting tasks by position (0 is next out)", run: cmdRange, help: `
 Lists waiting tasks in dequeue order from position start to stop,
 inclusive; 0 is the next task out and negative positions count from the
 back (-1 is the last), as in LRANGE. start defaults to 0 and stop to a page
-of 100 after start (to -1 when start is negative).`},
+of 100 after start (to -1 when start is negative). Each row: position, id,
+attempts, when it was enqueued, size and a preview of the payload, and a
+KIND column after the id once any task listed has a kind ("-" for a task
+without; kind with --json).`},
 		{name: "delayed", synopsis: "<queue> [start] [stop]", group: "Inspect", summary: "delayed tasks by due time", run: cmdDelayed, help: `
 Lists delayed tasks, the next due first, from position start to stop as
-range does, with when each is due by the Redis clock.`},
+range does, with when each is due by the Redis clock, and a KIND column
+as in range.`},
 	}
 }
 

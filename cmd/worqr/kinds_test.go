@@ -61,3 +61,18 @@ func TestKindsInListings(t *testing.T) {
 	assert.Equal(t, "email.welcome", ds[0].TaskKind)
 	assert.Equal(t, worqr.KindManual, ds[0].Kind)
 }
+
+// The help of the listings that show a KIND column says so, and enqueue's
+// lists --kind.
+func TestHelpNamesTheKind(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	for _, name := range []string{"processes", "peek", "range", "delayed"} {
+		r := execute(t, b.bare(name, "-h"), "")
+		require.Equal(t, exitOK, r.code, "worqr %s -h\n%s", name, r)
+		assert.Contains(t, r.stdout, "KIND column", "worqr %s -h", name)
+	}
+	r := execute(t, b.bare("enqueue", "-h"), "")
+	require.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "  --kind ")
+}

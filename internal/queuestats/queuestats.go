@@ -1,6 +1,7 @@
 // Package queuestats reads the sizes of worqr's queues from Redis for the
 // metrics packages (prometheus and otel): one read per scrape, bounded in
-// time and in the number of queues, and shared by scrapes that overlap.
+// time and in the number of queues, and shared by scrapes that overlap;
+// and makes the label values of queue names and task kinds.
 package queuestats
 
 import (
