@@ -58,7 +58,13 @@ func (o *outage) ok(sent uint64) {
 	for _, k := range slices.Sorted(maps.Keys(fails)) {
 		counts = append(counts, slog.Int(k, fails[k]))
 	}
-	down = down.Round(100 * time.Millisecond)
+	// A short outage (a connection killed and made again) is told in ms,
+	// not rounded to nothing.
+	if down < time.Second {
+		down = down.Round(time.Millisecond)
+	} else {
+		down = down.Round(100 * time.Millisecond)
+	}
 	o.log.Info(fmt.Sprintf("worqr: Redis back after %v", down), "down", down, slog.Group("failed", counts...))
 }
 
