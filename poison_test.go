@@ -1,12 +1,10 @@
 package worqr
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +15,12 @@ import (
 // poisonSetup is a client with the given poison limit whose logs are kept,
 // a fast worker that reclaims dead peers (the guard's window is twice its
 // TTL: 2 s), and one task enqueued on "q".
-func poisonSetup(t *testing.T, limit int) (*Client, *logBuffer, context.Context) {
+func poisonSetup(t *testing.T, limit int) (*Client, *logRecorder, context.Context) {
 	t.Helper()
 	b := newBackend(t)
 	ctx := ctxT(t)
-	logs := &logBuffer{}
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: slog.New(slog.NewTextHandler(logs, nil)), PoisonLimit: limit})
+	log, logs := recordLogs(t)
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: log, PoisonLimit: limit})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	newWorker(t, c, fast)
@@ -30,33 +28,16 @@ func poisonSetup(t *testing.T, limit int) (*Client, *logBuffer, context.Context)
 	return c, logs, ctx
 }
 
-// logBuffer keeps what a text handler writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// reclaimsOf are the lines logged for the reclaim of the dead worker id.
+func reclaimsOf(logs *logRecorder, id string) []logged {
+	return logs.where(func(l logged) bool {
+		return strings.Contains(l.msg, "reclaimed dead worker") && l.attrs["dead"].String() == id
+	})
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// lines are the lines logged so far that contain every one of parts.
-func (l *logBuffer) lines(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for line := range strings.Lines(l.buf.String()) {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			out = append(out, line)
-		}
-	}
-	return out
+// burials are the lines logged for tasks buried as poison.
+func burials(logs *logRecorder) []logged {
+	return logs.where(func(l logged) bool { return strings.Contains(l.msg, "buried as poison") })
 }
 
 // poisonWindow is the guard's window for the fast workers.
@@ -120,7 +101,7 @@ func TestPoisonPill(t *testing.T) {
 	takeTask(t, ctx, young)
 	young.crash()
 	eventually(t, 10*time.Second, "the young holder is reclaimed", func() bool {
-		return len(logs.lines("reclaimed dead worker", "dead="+young.ID())) == 1
+		return len(reclaimsOf(logs, young.ID())) == 1
 	})
 	assert.NotContains(t, waitingEntry(t, c), ",r", "a young holder's death alone counts nothing")
 
@@ -144,16 +125,16 @@ func TestPoisonPill(t *testing.T) {
 	assert.Equal(t, 3, ds[0].Attempts)
 
 	eventually(t, 5*time.Second, "the reclaim is logged", func() bool {
-		return len(logs.lines("reclaimed dead worker", "dead="+restarted.ID())) == 1
+		return len(reclaimsOf(logs, restarted.ID())) == 1
 	})
-	reclaimed := logs.lines("reclaimed dead worker", "dead="+restarted.ID())[0]
-	assert.Contains(t, reclaimed, "requeued=0")
-	assert.Contains(t, reclaimed, "poison=1")
-	buried := logs.lines("buried as poison")
+	reclaimed := reclaimsOf(logs, restarted.ID())[0]
+	assert.EqualValues(t, 0, reclaimed.attrs["requeued"].Int64())
+	assert.EqualValues(t, 1, reclaimed.attrs["poison"].Int64())
+	buried := burials(logs)
 	require.Len(t, buried, 1)
-	assert.Contains(t, buried[0], "level=WARN")
-	assert.Contains(t, buried[0], "task="+id)
-	assert.Contains(t, buried[0], "queue=q")
+	assert.Equal(t, slog.LevelWarn, buried[0].level)
+	assert.Equal(t, id, buried[0].attrs["task"].String())
+	assert.Equal(t, "q", buried[0].attrs["queue"].String())
 }
 
 // A task that was once held for longer than the guard's window ran
@@ -176,13 +157,13 @@ func TestPersistentTaskIsNeverPoison(t *testing.T) {
 		takeTask(t, ctx, w)
 		w.crash()
 		eventually(t, 10*time.Second, "the holder is reclaimed", func() bool {
-			return len(logs.lines("reclaimed dead worker", "dead="+w.ID())) == 1
+			return len(reclaimsOf(logs, w.ID())) == 1
 		})
 		entry := waitingEntry(t, c)
 		assert.NotContains(t, entry, ",r", "no death is counted")
 	}
 	assert.Empty(t, deadPayloads(t, c, "q"), "a persistent task is not poison")
-	assert.Empty(t, logs.lines("buried as poison"))
+	assert.Empty(t, burials(logs))
 }
 
 // A worker that gives back a task it held longer than the poison-pill
