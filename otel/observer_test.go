@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/testenv"
 	worqrotel "github.com/worqr/worqr/otel"
 )
 
@@ -42,20 +43,9 @@ func TestObserverRecordsKindsUpToMaxKinds(t *testing.T) {
 	obs, err := worqrotel.NewObserver(worqrotel.Options{MeterProvider: mp, MaxKinds: 2})
 	require.NoError(t, err)
 	c := clientOn(t, redisOn(t, backend(t)), obs)
-	ctx := context.Background()
 
 	// Started one at a time, so that the first two kinds seen are a and b.
-	for _, kind := range []string{"a", "b", "", "c", "other", "a"} {
-		_, err := c.Enqueue(ctx, "jobs", []byte(kind), worqr.Kind(kind))
-		require.NoError(t, err)
-	}
-	w := newWorker(t, c, worqr.WorkerOptions{})
-	require.NoError(t, w.StartWork(ctx, "jobs", worqr.Events{}))
-	for range 6 {
-		p, err := w.Dequeue(ctx, "jobs")
-		require.NoError(t, err)
-		require.NoError(t, p.Finish(ctx))
-	}
+	testenv.RunKinds(t, c, "jobs", "a", "b", "", "c", "other", "a")
 
 	rm := collect(t, reader)
 	for _, name := range []string{"worqr.tasks.started", "worqr.tasks.finished"} {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/testenv"
 	worqrprom "github.com/worqr/worqr/prometheus"
 )
 
@@ -133,20 +134,9 @@ func TestObserverLabelsKindsUpToMaxKinds(t *testing.T) {
 	obs := worqrprom.NewObserver(worqrprom.ObserverOptions{MaxKinds: 2})
 	reg.MustRegister(obs)
 	c := clientOn(t, redisOn(t, backend(t)), obs)
-	ctx := context.Background()
 
 	// Started one at a time, so that the first two kinds seen are a and b.
-	for _, kind := range []string{"a", "b", "", "c", "other", "a"} {
-		_, err := c.Enqueue(ctx, "jobs", []byte(kind), worqr.Kind(kind))
-		require.NoError(t, err)
-	}
-	w := newWorker(t, c, worqr.WorkerOptions{})
-	require.NoError(t, w.StartWork(ctx, "jobs", worqr.Events{}))
-	for range 6 {
-		p, err := w.Dequeue(ctx, "jobs")
-		require.NoError(t, err)
-		require.NoError(t, p.Finish(ctx))
-	}
+	testenv.RunKinds(t, c, "jobs", "a", "b", "", "c", "other", "a")
 
 	var want strings.Builder
 	want.WriteString(`

@@ -99,3 +99,23 @@ func RequireCoreWithoutMetrics(t *testing.T) {
 		}
 	}
 }
+
+// RunKinds enqueues one task of each kind on queue with c, in order, and
+// has a worker of c take and finish them one at a time, so that an
+// observer sees the kinds started in that order ("" is a task without a
+// kind).
+func RunKinds(t *testing.T, c *worqr.Client, queue string, kinds ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, kind := range kinds {
+		_, err := c.Enqueue(ctx, queue, []byte(kind), worqr.Kind(kind))
+		require.NoError(t, err)
+	}
+	w := NewWorker(t, c, worqr.WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, queue, worqr.Events{}))
+	for range kinds {
+		p, err := w.Dequeue(ctx, queue)
+		require.NoError(t, err)
+		require.NoError(t, p.Finish(ctx))
+	}
+}
