@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -161,6 +162,9 @@ type Options struct {
 	// every client of a fleet the same setting, or the stats count only
 	// what the others do.
 	NoStats bool
+
+	// clock is the engine's time; tests in this package set a Fake.
+	clock clock.Clock
 }
 
 // Client enqueues, cancels and inspects work, and creates Workers. It is
@@ -170,6 +174,7 @@ type Client struct {
 	ownsRedis   bool
 	store       *store.Store // every call to Redis goes through it
 	log         *slog.Logger
+	clock       clock.Clock // every time.Now and timer of the engine
 	maxTaskSize int
 	obs         observers
 	deadBounds  store.DeadBounds
@@ -252,9 +257,11 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
+	clk := clock.Or(opts.clock)
 	c := &Client{
 		rdb:         opts.Redis,
 		log:         opts.Logger,
+		clock:       clk,
 		maxTaskSize: opts.MaxTaskSize,
 		obs:         newObservers(opts.Observer),
 		deadBounds:  opts.DeadLetters.bounds(),
@@ -263,7 +270,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		workers:     make(map[*Worker]struct{}),
 		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
-		born:        time.Now(),
+		born:        clk.Now(),
 	}
 	c.waiters = newWaiters(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
