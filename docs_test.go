@@ -237,3 +237,32 @@ func TestDocPagesAreIndexed(t *testing.T) {
 		assert.Contains(t, string(index), "]("+filepath.Base(page)+")", "the index does not list %s", page)
 	}
 }
+
+// recipeBlock matches a recipe's Go block in docs/recipes.md and the
+// program file it is.
+var recipeBlock = regexp.MustCompile("(?s)<!-- check: program ([a-z0-9]+/[a-z0-9_]+\\.go) \\| -->\n```go\n(.*?)```")
+
+// Every recipe on the recipes page is a program under examples/recipes,
+// word for word, so that the program CI runs (.ci/recipe) is the one the
+// page shows; and every file there is on the page.
+func TestRecipesAreExamples(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("docs", "recipes.md"))
+	require.NoError(t, err)
+	shown := map[string]bool{}
+	for _, m := range recipeBlock.FindAllSubmatch(doc, -1) {
+		name := string(m[1])
+		shown[name] = true
+		file, err := os.ReadFile(filepath.Join("examples", "recipes", filepath.FromSlash(name)))
+		if !assert.NoError(t, err, "docs/recipes.md shows %s: it must be examples/recipes/%[1]s", name) {
+			continue
+		}
+		assert.Equal(t, string(file), string(m[2]), "docs/recipes.md's %s differs from examples/recipes/%[1]s", name)
+	}
+	require.NotEmpty(t, shown, "no recipes found in docs/recipes.md")
+	files, err := filepath.Glob(filepath.Join("examples", "recipes", "*", "*.go"))
+	require.NoError(t, err)
+	for _, f := range files {
+		rel := filepath.ToSlash(strings.TrimPrefix(f, filepath.Join("examples", "recipes")+string(filepath.Separator)))
+		assert.True(t, shown[rel], "examples/recipes/%s is not on docs/recipes.md", rel)
+	}
+}
