@@ -73,7 +73,8 @@
 // processes, workers), dead.go (listing, requeuing and deleting dead
 // letters), retry.go (retry policies, failure kinds, dead-letter bounds),
 // typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
-// check.go and checker.go (the consistency check), observer.go,
+// check.go and checker.go (the consistency check), observer.go, trace.go
+// (the Tracer that carries a trace across the queue),
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock

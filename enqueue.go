@@ -27,6 +27,7 @@ type enqueueOptions struct {
 	uniqueTTL   time.Duration
 	uniqueSet   bool
 	kind        string
+	trace       string // set by the client's Tracer, not by an option
 }
 
 // plain reports whether no option was given: such calls on one queue can
@@ -38,7 +39,7 @@ func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority), Kind: o.kind}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority), Kind: o.kind, Trace: o.trace}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -219,7 +220,7 @@ func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o
 // If Enqueue returns an error wrapping ErrUnavailable the task may or may
 // not have been queued (the reply was lost); retrying can queue it twice.
 // The same holds when ctx ends while the call waits for its reply.
-func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ...EnqueueOption) (string, error) {
+func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ...EnqueueOption) (id string, err error) {
 	if err := c.validate(ctx, "enqueue", queue); err != nil {
 		return "", err
 	}
@@ -230,6 +231,17 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	if err := o.check(); err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
+	end, err := c.traceEnqueue(ctx, queue, &o, 1)
+	if err != nil {
+		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	defer func() {
+		var ids []string
+		if id != "" {
+			ids = []string{id}
+		}
+		end(ids, err)
+	}()
 	if !o.plain() && !o.kindOnly() {
 		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
 		if errors.Is(err, ErrDuplicate) {
@@ -240,8 +252,6 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		}
 		return ids[0], nil
 	}
-	var id string
-	var err error
 	if o.plain() {
 		id, err = c.enqueues.do(ctx, queue, task)
 	} else {
@@ -335,7 +345,13 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 	if len(tasks) == 0 {
 		return []string{}, nil
 	}
-	return c.enqueue(ctx, queue, tasks, o)
+	end, err := c.traceEnqueue(ctx, queue, &o, len(tasks))
+	if err != nil {
+		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	ids, err := c.enqueue(ctx, queue, tasks, o)
+	end(ids, err)
+	return ids, err
 }
 
 // enqueue sends checked tasks and tells the observer.

@@ -23,6 +23,7 @@ type Process struct {
 	owner      string
 	taskID     string
 	kind       string
+	trace      string // the trace context the task carries
 	attempt    int
 	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
@@ -65,7 +66,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
+		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}
@@ -88,6 +89,10 @@ func (p *Process) TaskID() string { return p.taskID }
 // Kind is the task's kind (see the Kind enqueue option), "" if it has
 // none: what a Router dispatches on.
 func (p *Process) Kind() string { return p.kind }
+
+// Trace is the trace context the task carries from the enqueue that made
+// it (see Tracer), "" if none: the same on every attempt.
+func (p *Process) Trace() string { return p.trace }
 
 // Attempt is the task's attempt this process runs: 1 the first time the
 // task is started, counting every start since (retries, reclaims after a
@@ -426,6 +431,8 @@ type DetachedOptions struct {
 	TaskID string
 	// Kind is Process.Kind. Default none.
 	Kind string
+	// Trace is Process.Trace. Default none.
+	Trace string
 	// Attempt is Process.Attempt. Default 1.
 	Attempt int
 	// LastError is Process.LastError: the error the previous attempt
@@ -461,7 +468,7 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 		opts.DueAt = opts.EnqueuedAt
 	}
 	return &Process{
-		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, attempt: opts.Attempt,
+		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt,
 		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
 		started: now, done: make(chan struct{}),
 	}

@@ -162,6 +162,10 @@ type Options struct {
 	// every client of a fleet the same setting, or the stats count only
 	// what the others do.
 	NoStats bool
+	// Tracer, if set, gives each Enqueue and EnqueueBatch call a trace
+	// context its tasks carry to their handlers (Process.Trace); the otel
+	// module's NewTracer makes one.
+	Tracer Tracer
 
 	// clock is the engine's time; tests in this package set a Fake.
 	clock clock.Clock
@@ -177,6 +181,7 @@ type Client struct {
 	clock       clock.Clock // every time.Now and timer of the engine
 	maxTaskSize int
 	obs         observers
+	tracer      Tracer
 	deadBounds  store.DeadBounds
 	poisonLimit int // 0: the guard is off
 	// outage logs Redis going out of reach, and coming back, once for
@@ -264,6 +269,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		clock:       clk,
 		maxTaskSize: opts.MaxTaskSize,
 		obs:         newObservers(opts.Observer),
+		tracer:      opts.Tracer,
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		outage:      newOutage(opts.Logger),

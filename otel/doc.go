@@ -6,9 +6,14 @@
 // "process <queue>", with the attributes of OpenTelemetry's messaging
 // semantic conventions (messaging.system "worqr",
 // messaging.destination.name, messaging.message.id, ...) and worqr's own
-// (worqr.attempt, worqr.process.id, worqr.task.kind). Payloads are opaque to worqr, so no
-// trace context travels with a task: a handler's span is a root span, or
-// a child of whatever the handler's context carries.
+// (worqr.attempt, worqr.process.id, worqr.task.kind). NewTracer, passed
+// as worqr.Options.Tracer, runs each enqueue in a producer span "send
+// <queue>" and has its tasks carry that span's context, so that their
+// process spans continue the producer's trace (a child of the send span;
+// a link, for the tasks of a batch) through every retry, delay and
+// reclaim. A task enqueued without it starts no trace of its own: its
+// handler's span is a root span, or a child of whatever the handler's
+// context carries.
 //
 // Observer, passed as worqr.Options.Observer, records metrics of what the
 // process's own Client and Workers do; RegisterQueueMetrics reports the

@@ -183,3 +183,45 @@ func ExampleMiddleware() {
 	// Output:
 	// process thumbnails has the child resize true
 }
+
+// A request's trace continues in the handler of the task it enqueued.
+func ExampleNewTracer() {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	opts := worqrotel.Options{TracerProvider: tp}
+
+	client, stop := embedded(worqr.Options{Tracer: worqrotel.NewTracer(opts)})
+	defer stop()
+	ctx := context.Background()
+	worker, err := client.NewWorker(ctx, worqr.WorkerOptions{
+		Middleware: []worqr.Middleware{worqrotel.Middleware(opts)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	err = worker.Handle(ctx, "invoices", func(ctx context.Context, p *worqr.Process) error {
+		close(done)
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+
+	reqCtx, request := tp.Tracer("shop").Start(ctx, "POST /checkout")
+	if _, err := client.Enqueue(reqCtx, "invoices", []byte("order 7")); err != nil {
+		panic(err)
+	}
+	request.End()
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	for _, s := range spans.Ended() {
+		fmt.Println(s.Name(), s.SpanContext().TraceID() == request.SpanContext().TraceID())
+	}
+	// Unordered output:
+	// send invoices true
+	// POST /checkout true
+	// process invoices true
+}

@@ -75,8 +75,10 @@ type Options struct {
 }
 
 // Middleware returns a worqr.Middleware that runs each handler in a span
-// of its own, a child of the span in the handler's context if any: kind
-// consumer, named "process <queue>" (the conventions' "{operation}
+// of its own: kind consumer, a child of the send span of the enqueue that
+// made the task when the task carries its context (see Tracer; for a task
+// of an EnqueueBatch, a link to it), else of the span in the handler's
+// context if any, named "process <queue>" (the conventions' "{operation}
 // {destination}"), with the attributes
 //
 //	messaging.system            "worqr"
@@ -108,7 +110,14 @@ func Middleware(opts Options) worqr.Middleware {
 	return func(next worqr.Handler) worqr.Handler {
 		return func(ctx context.Context, p *worqr.Process) (err error) {
 			queue := queuestats.Label(p.Queue())
-			ctx, span := tracer.Start(ctx, "process "+queue,
+			var from []trace.SpanStartOption
+			if sc, link := carried(p); sc.IsValid() {
+				from = append(from, trace.WithLinks(trace.Link{SpanContext: sc}))
+				if !link {
+					ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+				}
+			}
+			ctx, span := tracer.Start(ctx, "process "+queue, append(from,
 				trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(
 					system,
@@ -120,7 +129,7 @@ func Middleware(opts Options) worqr.Middleware {
 					semconv.MessagingClientID(p.Owner()),
 					AttemptKey.Int(p.Attempt()),
 					ProcessIDKey.String(p.ID()),
-				))
+				))...)
 			if kind := p.Kind(); kind != "" {
 				span.SetAttributes(TaskKindKey.String(queuestats.Label(kind)))
 			}

@@ -50,6 +50,9 @@ type EnqueueArgs struct {
 	// Kind is the tasks' kind ("": none), checked by the caller: free of
 	// ',' and ':'.
 	Kind string
+	// Trace is the tasks' trace context ("": none), checked by the
+	// caller: free of ',' and ':'.
+	Trace string
 }
 
 // fields are the header fields every task enqueued with args gets.
@@ -69,6 +72,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Kind != "" {
 		fields += ",k" + args.Kind
+	}
+	if args.Trace != "" {
+		fields += ",T" + args.Trace
 	}
 	return fields
 }

@@ -57,9 +57,12 @@ import (
 //	k  the task's kind, a name a Router dispatches on (such as
 //	   "email.welcome"; EnqueueArgs); absent, none. Only Go reads it:
 //	   the scripts carry it as they carry the payload.
+//	T  the trace context the task carries (a W3C traceparent, say) from
+//	   the enqueue that made it (EnqueueArgs; worqr's Tracer); absent,
+//	   none. Only Go reads it.
 //
 // A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
-// and keeps its kind.
+// and keeps its kind and its trace context.
 //
 // A process record (a value of the procs hash, under its pid) is one state
 // byte (State), the owner's id (OwnerLen bytes), then the task entry.
@@ -111,7 +114,7 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWKk"
+const HeaderFields = "afmtwpRudrhDWKkT"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
@@ -147,6 +150,8 @@ type Task struct {
 	Due int64
 	// Kind is the task's kind, "" if it has none.
 	Kind string
+	// Trace is the trace context the task carries, "" if none.
+	Trace string
 	// Died (Unix ms), Worker and FailKind (the kind of failure) are set
 	// on a dead letter.
 	Died     int64
@@ -249,6 +254,8 @@ func parseTask(e string) (Task, bool) {
 			t.FailKind = v
 		case 'k':
 			t.Kind = v
+		case 'T':
+			t.Trace = v
 		}
 		if err != nil {
 			return Task{}, false
