@@ -72,7 +72,18 @@ type Options struct {
 	// negative: none, every task with a kind is OtherKind. Spans, which
 	// have no such limit, carry every kind.
 	MaxKinds int
+	// MaxQueues bounds the queue names in NewObserver's metrics (the
+	// values of messaging.destination.name) and in the span names of
+	// Middleware and NewTracer ("process <queue>", "send <queue>"): the
+	// first MaxQueues queues each sees are their own name, the others
+	// OtherQueue, so that a program with a queue per tenant does not grow
+	// series or span names without end. Span attributes keep every name.
+	// Default DefaultMaxQueues; negative: every queue is OtherQueue.
+	MaxQueues int
 }
+
+// OtherQueue is the queue name past the bound of Options.MaxQueues.
+const OtherQueue = queuestats.OtherQueue
 
 // Middleware returns a worqr.Middleware that runs each handler in a span
 // of its own: kind consumer, a child of the send span of the enqueue that
@@ -107,6 +118,7 @@ func Middleware(opts Options) worqr.Middleware {
 		tp = otel.GetTracerProvider()
 	}
 	tracer := tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
+	names := queuestats.NewQueues(opts.MaxQueues)
 	return func(next worqr.Handler) worqr.Handler {
 		return func(ctx context.Context, p *worqr.Process) (err error) {
 			queue := queuestats.Label(p.Queue())
@@ -117,7 +129,7 @@ func Middleware(opts Options) worqr.Middleware {
 					ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 				}
 			}
-			ctx, span := tracer.Start(ctx, "process "+queue, append(from,
+			ctx, span := tracer.Start(ctx, "process "+names.Label(p.Queue()), append(from,
 				trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(
 					system,

@@ -66,8 +66,9 @@ type Observer struct {
 	reclaimed     metric.Int64Counter
 	fences        metric.Int64Counter
 
-	kinds *queuestats.Kinds // the values of worqr.task.kind, bounded
-	attrs sync.Map          // attribute sets by attrKey
+	kinds  *queuestats.Kinds  // the values of worqr.task.kind, bounded
+	queues *queuestats.Queues // the values of messaging.destination.name, bounded
+	attrs  sync.Map           // attribute sets by attrKey
 }
 
 // attrKey is what an attribute set is made of: a queue, and a kind and an
@@ -122,6 +123,7 @@ func NewObserver(opts Options) (*Observer, error) {
 		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this process's workers returned to their queues."),
 		fences:    counter("worqr.fences", "{fence}", `Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
 		kinds:     queuestats.NewKinds(opts.MaxKinds),
+		queues:    queuestats.NewQueues(opts.MaxQueues),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -129,14 +131,14 @@ func NewObserver(opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// queueAttrs are the attributes of a queue, with a kind (a label value,
-// already bounded) and an outcome if not "", made once.
+// queueAttrs are the attributes of a queue (bounded here), with a kind (a
+// label value, already bounded) and an outcome if not "", made once.
 func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome) metric.MeasurementOption {
-	key := attrKey{queue, kind, outcome}
+	key := attrKey{o.queues.Label(queue), kind, outcome}
 	if a, ok := o.attrs.Load(key); ok {
 		return a.(metric.MeasurementOption)
 	}
-	kvs := []attribute.KeyValue{QueueKey.String(queuestats.Label(queue))}
+	kvs := []attribute.KeyValue{QueueKey.String(key.queue)}
 	if kind != "" {
 		kvs = append(kvs, TaskKindKey.String(kind))
 	}
@@ -149,11 +151,14 @@ func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome) metric.
 
 // ObserveEnqueue implements worqr.EnqueueObserver.
 func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
+	attrs := o.queueAttrs(e.Queue, "", "")
 	if e.Err != nil {
-		o.enqueueErrors.Add(ctx, 1, o.queueAttrs(e.Queue, "", ""))
+		o.enqueueErrors.Add(ctx, 1, attrs)
+		o.enqueued.Add(ctx, 0, attrs)
 		return
 	}
-	o.enqueued.Add(ctx, int64(len(e.TaskIDs)), o.queueAttrs(e.Queue, "", ""))
+	o.enqueued.Add(ctx, int64(len(e.TaskIDs)), attrs)
+	o.enqueueErrors.Add(ctx, 0, attrs) // the series exists before the first error
 }
 
 // ObserveStart implements worqr.StartObserver.

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/worqr/worqr"
 	"github.com/worqr/worqr/internal/testenv"
@@ -189,4 +191,39 @@ func TestObserverUsesTheGlobalProvider(t *testing.T) {
 	_, err = c.Enqueue(context.Background(), "q", []byte("x"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), sum(t, collect(t, reader), "worqr.tasks.enqueued", queue("q")))
+}
+
+// The queue names in metrics and span names are bounded by MaxQueues;
+// span attributes keep every name. A queue's error counter exists at zero
+// from its first enqueue.
+func TestQueueNamesAreBoundedByMaxQueues(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	opts := worqrotel.Options{MeterProvider: mp, TracerProvider: tp, MaxQueues: 1}
+	obs, err := worqrotel.NewObserver(opts)
+	require.NoError(t, err)
+	c, err := worqr.New(worqr.Options{Redis: redisOn(t, backend(t)), Observer: obs, Tracer: worqrotel.NewTracer(opts)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := context.Background()
+	for _, q := range []string{"tenant-1", "tenant-2", "tenant-3"} {
+		_, err := c.Enqueue(ctx, q, []byte("x"))
+		require.NoError(t, err)
+	}
+	rm := collect(t, reader)
+	assert.Equal(t, int64(1), sum(t, rm, "worqr.tasks.enqueued", queue("tenant-1")))
+	assert.Equal(t, int64(2), sum(t, rm, "worqr.tasks.enqueued", queue(worqrotel.OtherQueue)))
+	assert.Equal(t, int64(-1), sum(t, rm, "worqr.tasks.enqueued", queue("tenant-2")))
+	assert.Equal(t, int64(0), sum(t, rm, "worqr.enqueue.errors", queue("tenant-1")))
+
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name()+" "+attrs(s)["messaging.destination.name"].AsString())
+	}
+	assert.Equal(t, []string{"send tenant-1 tenant-1", "send (other) tenant-2", "send (other) tenant-3"}, names)
 }

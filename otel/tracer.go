@@ -40,6 +40,7 @@ const batchMark = "l/"
 // W3C tracestate is not carried.
 type Tracer struct {
 	tracer trace.Tracer
+	names  *queuestats.Queues // the queues in span names, bounded
 }
 
 // NewTracer makes a Tracer on opts.TracerProvider (default the global
@@ -49,13 +50,13 @@ func NewTracer(opts Options) *Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return &Tracer{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))}
+	return &Tracer{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), names: queuestats.NewQueues(opts.MaxQueues)}
 }
 
 // StartEnqueue starts the send span and returns its traceparent.
 func (t *Tracer) StartEnqueue(ctx context.Context, e worqr.EnqueueStart) (string, func([]string, error)) {
 	queue := queuestats.Label(e.Queue)
-	ctx, span := t.tracer.Start(ctx, "send "+queue,
+	ctx, span := t.tracer.Start(ctx, "send "+t.names.Label(e.Queue),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			system,

@@ -30,6 +30,9 @@ const (
 	// OtherKind is the kind label of the tasks whose kind is past the
 	// bound: it cannot be a task's kind (kinds have no parentheses).
 	OtherKind = queuestats.OtherKind
+	// OtherQueue is the queue label of the queues past the bound of
+	// ObserverOptions.MaxQueues.
+	OtherQueue = queuestats.OtherQueue
 )
 
 // Values of the scope label of worqr_fences_total.
@@ -60,6 +63,12 @@ type ObserverOptions struct {
 	// DefaultMaxKinds; negative: none, every task with a kind is
 	// OtherKind.
 	MaxKinds int
+	// MaxQueues bounds the values of the queue label as MaxKinds does
+	// those of kind: the first MaxQueues queues the Observer sees are
+	// labelled with their name, the others with OtherQueue, so that a
+	// program with a queue per tenant does not grow series without end.
+	// Default DefaultMaxQueues; negative: every queue is OtherQueue.
+	MaxQueues int
 }
 
 // Observer counts what one process's worqr Client and Workers do, as
@@ -69,7 +78,10 @@ type ObserverOptions struct {
 // process: sum them across processes in queries. Safe for concurrent use.
 //
 // The kind label is the task's kind (worqr.Process.Kind), "" for a task
-// without one, bounded by ObserverOptions.MaxKinds.
+// without one, bounded by ObserverOptions.MaxKinds; the queue label is
+// bounded by ObserverOptions.MaxQueues. A queue's enqueue counters, and a
+// queue and kind's finished counters, exist at zero from the first event
+// of the queue (or pair), so that rate() over them starts there.
 //
 // Metrics:
 //
@@ -93,8 +105,9 @@ type Observer struct {
 	reclaimed     prometheus.Counter
 	fences        *prometheus.CounterVec
 
-	kinds *queuestats.Kinds // the kind label's values, bounded
-	seen  sync.Map          // labelPairs whose finished counters exist
+	kinds  *queuestats.Kinds  // the kind label's values, bounded
+	queues *queuestats.Queues // the queue label's values, bounded
+	seen   sync.Map           // labelPairs whose finished counters exist, and queues whose enqueue counters do
 }
 
 // The observer interfaces it implements.
@@ -149,7 +162,8 @@ func NewObserver(opts ObserverOptions) *Observer {
 		}),
 		fences: counter("worqr_fences_total",
 			`Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
-		kinds: queuestats.NewKinds(opts.MaxKinds),
+		kinds:  queuestats.NewKinds(opts.MaxKinds),
+		queues: queuestats.NewQueues(opts.MaxQueues),
 	}
 	o.fences.WithLabelValues(ScopeWorker)
 	o.fences.WithLabelValues(ScopeQueue)
@@ -180,7 +194,7 @@ type labelPair struct{ queue, kind string }
 
 // labels are the queue and kind labels of a process's task.
 func (o *Observer) labels(queue, kind string) labelPair {
-	return labelPair{queuestats.Label(queue), o.kinds.Label(kind)}
+	return labelPair{o.queues.Label(queue), o.kinds.Label(kind)}
 }
 
 // ready creates the finished counters of a queue and kind at zero the
@@ -200,7 +214,13 @@ func (o *Observer) ready(l labelPair) {
 
 // ObserveEnqueue implements worqr.EnqueueObserver.
 func (o *Observer) ObserveEnqueue(_ context.Context, e worqr.EnqueueEvent) {
-	queue := queuestats.Label(e.Queue)
+	queue := o.queues.Label(e.Queue)
+	if _, ok := o.seen.Load(queue); !ok {
+		if _, loaded := o.seen.LoadOrStore(queue, struct{}{}); !loaded {
+			o.enqueued.WithLabelValues(queue)
+			o.enqueueErrors.WithLabelValues(queue)
+		}
+	}
 	if e.Err != nil {
 		o.enqueueErrors.WithLabelValues(queue).Inc()
 		return

@@ -85,6 +85,9 @@ func TestObserverCountsTasksThroughAWorker(t *testing.T) {
 	})
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this process that failed.
+# TYPE worqr_enqueue_errors_total counter
+worqr_enqueue_errors_total{queue="mail"} 0
 # HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
 # TYPE worqr_tasks_enqueued_total counter
 worqr_tasks_enqueued_total{queue="mail"} 4
@@ -206,7 +209,45 @@ func TestObserverCountsEnqueueErrors(t *testing.T) {
 # HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this process that failed.
 # TYPE worqr_enqueue_errors_total counter
 worqr_enqueue_errors_total{queue="invoices",service="billing"} 1
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# TYPE worqr_tasks_enqueued_total counter
+worqr_tasks_enqueued_total{queue="invoices",service="billing"} 0
 `), "worqr_enqueue_errors_total", "worqr_tasks_enqueued_total"))
+}
+
+// The queue label keeps MaxQueues queues apart and labels the rest
+// OtherQueue, in every metric of the Observer.
+func TestObserverBoundsTheQueueLabel(t *testing.T) {
+	t.Parallel()
+	obs := worqrprom.NewObserver(worqrprom.ObserverOptions{MaxQueues: 2})
+	m := backend(t)
+	c := clientOn(t, redisOn(t, m), obs)
+	ctx := context.Background()
+	for _, q := range []string{"tenant-1", "tenant-2", "tenant-3", "tenant-4", "tenant-1"} {
+		_, err := c.Enqueue(ctx, q, []byte("x"))
+		require.NoError(t, err)
+	}
+	w := newWorker(t, c, worqr.WorkerOptions{})
+	done := make(chan struct{}, 5)
+	for _, q := range []string{"tenant-1", "tenant-2", "tenant-3", "tenant-4"} {
+		require.NoError(t, w.Handle(ctx, q, func(context.Context, *worqr.Process) error { done <- struct{}{}; return nil }, worqr.HandleOptions{}))
+	}
+	for range 5 {
+		<-done
+	}
+	require.NoError(t, w.Shutdown(ctx))
+	require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(`
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# TYPE worqr_tasks_enqueued_total counter
+worqr_tasks_enqueued_total{queue="(other)"} 2
+worqr_tasks_enqueued_total{queue="tenant-1"} 2
+worqr_tasks_enqueued_total{queue="tenant-2"} 1
+# HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
+# TYPE worqr_tasks_started_total counter
+worqr_tasks_started_total{kind="",queue="(other)"} 2
+worqr_tasks_started_total{kind="",queue="tenant-1"} 2
+worqr_tasks_started_total{kind="",queue="tenant-2"} 1
+`), "worqr_tasks_enqueued_total", "worqr_tasks_started_total"))
 }
 
 // A worker cut off from Redis fences itself; a peer reclaims its task.

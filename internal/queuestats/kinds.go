@@ -21,28 +21,11 @@ const DefaultMaxKinds = 10
 // without a bound a metric labelled with them could grow without limit.
 // "" (a task without a kind) is always its own value and takes no place.
 // Safe for concurrent use.
-type Kinds struct {
-	max   int
-	known sync.Map // kinds that are their own value
-	full  atomic.Bool
-
-	mu sync.Mutex // serialises the admission of new kinds
-	n  int        // len(known), under mu
-}
+type Kinds struct{ b *bound }
 
 // NewKinds returns a Kinds that keeps max kinds apart: DefaultMaxKinds if
 // max is 0, none if it is negative (every task with a kind is OtherKind).
-func NewKinds(max int) *Kinds {
-	switch {
-	case max == 0:
-		max = DefaultMaxKinds
-	case max < 0:
-		max = 0
-	}
-	k := &Kinds{max: max}
-	k.full.Store(max == 0)
-	return k
-}
+func NewKinds(max int) *Kinds { return &Kinds{b: newBound(max, DefaultMaxKinds)} }
 
 // Label is kind's label value: kind itself if it is "" or one of the kinds
 // kept apart (admitting it if there is room), OtherKind otherwise.
@@ -50,24 +33,82 @@ func (k *Kinds) Label(kind string) string {
 	if kind == "" {
 		return ""
 	}
-	if _, ok := k.known.Load(kind); ok {
-		return kind
-	}
-	if k.full.Load() || !validKind(kind) {
+	if !validKind(kind) || !k.b.admit(kind) {
 		return OtherKind
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.known.Load(kind); ok {
-		return kind
-	}
-	if k.n >= k.max {
-		return OtherKind
-	}
-	k.known.Store(kind, struct{}{})
-	k.n++
-	k.full.Store(k.n >= k.max)
 	return kind
+}
+
+// OtherQueue is the label value of the queues past a Queues's bound. A
+// queue named so shares it.
+const OtherQueue = "(other)"
+
+// Queues turns queue names into metric label values as Kinds does kinds:
+// the first queues it is asked about are their own value (their name, made
+// UTF-8 by Label), later ones OtherQueue. A program with a queue per
+// tenant would otherwise grow a series per tenant without end. Safe for
+// concurrent use.
+type Queues struct{ b *bound }
+
+// NewQueues returns a Queues that keeps max queues apart: DefaultMaxQueues
+// if max is 0, none if it is negative (every queue is OtherQueue).
+func NewQueues(max int) *Queues { return &Queues{b: newBound(max, DefaultMaxQueues)} }
+
+// Label is queue's label value: Label(queue) if it is one of the queues
+// kept apart (admitting it if there is room), OtherQueue otherwise.
+func (q *Queues) Label(queue string) string {
+	l := Label(queue)
+	if !q.b.admit(l) {
+		return OtherQueue
+	}
+	return l
+}
+
+// bound admits at most max values, the first asked about, for as long as
+// it lives.
+type bound struct {
+	max   int
+	known sync.Map // the values admitted
+	full  atomic.Bool
+
+	mu sync.Mutex // serialises the admission of new values
+	n  int        // len(known), under mu
+}
+
+// newBound returns a bound of max values: def if max is 0, none if it is
+// negative.
+func newBound(max, def int) *bound {
+	switch {
+	case max == 0:
+		max = def
+	case max < 0:
+		max = 0
+	}
+	b := &bound{max: max}
+	b.full.Store(max == 0)
+	return b
+}
+
+// admit reports whether v is admitted, admitting it if there is room.
+func (b *bound) admit(v string) bool {
+	if _, ok := b.known.Load(v); ok {
+		return true
+	}
+	if b.full.Load() {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.known.Load(v); ok {
+		return true
+	}
+	if b.n >= b.max {
+		return false
+	}
+	b.known.Store(v, struct{}{})
+	b.n++
+	b.full.Store(b.n >= b.max)
+	return true
 }
 
 // validKind reports whether kind is one worqr.Kind accepts: the kind of a

@@ -107,3 +107,32 @@ func TestValidKindAgreesWithWorqr(t *testing.T) {
 		}
 	}
 }
+
+func TestQueuesBound(t *testing.T) {
+	q := NewQueues(2)
+	for _, c := range []struct{ in, want string }{
+		{"a", "a"},
+		{"b\xff", "b\uFFFD"}, // made UTF-8, then admitted
+		{"c", OtherQueue},
+		{"a", "a"},
+		{"b\xff", "b\uFFFD"},
+	} {
+		if got := q.Label(c.in); got != c.want {
+			t.Errorf("Label(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	def := NewQueues(0)
+	for i := range DefaultMaxQueues + 1 {
+		name := "q" + strings.Repeat("x", i)
+		want := name
+		if i == DefaultMaxQueues {
+			want = OtherQueue
+		}
+		if got := def.Label(name); got != want {
+			t.Fatalf("default bound: Label(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := NewQueues(-1).Label("a"); got != OtherQueue {
+		t.Errorf("no queues kept apart: Label(a) = %q", got)
+	}
+}
