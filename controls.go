@@ -125,6 +125,12 @@ type QueueInfo struct {
 	// limit. An unreadable stored value reads as 0, as for Concurrency.
 	Rate int
 	Per  time.Duration
+	// WaitingSince is when the task that has waited longest became due
+	// (its enqueue, or the end of its delay or backoff), by the Redis
+	// clock; zero when none waits. Its age is what a backlog alert
+	// watches: a queue that keeps up has a young oldest task however long
+	// it is.
+	WaitingSince time.Time
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -136,5 +142,9 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	if err != nil {
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
-	return QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}, nil
+	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}
+	if st.Oldest > 0 {
+		info.WaitingSince = time.UnixMicro(st.Oldest)
+	}
+	return info, nil
 }

@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -459,4 +460,49 @@ func TestLimitsAboveMaxLimitAreRefused(t *testing.T) {
 	p, err := w.Dequeue(ctx, "q")
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(p.Task()))
+}
+
+// QueueInfo.WaitingSince is when the task next to wait longest became
+// due, over every level: its enqueue, or the end of its delay.
+func TestQueueInfoTellsWhenTheOldestWaitingTaskBecameDue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.True(t, info.WaitingSince.IsZero(), "nothing waits")
+
+	since := func(id string) time.Time {
+		us, err := strconv.ParseInt(id, 16, 64)
+		require.NoError(t, err)
+		return time.UnixMicro(us)
+	}
+	low, err := c.Enqueue(ctx, "q", []byte("low"), WithPriority(PriorityLow))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("normal"))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("high"), WithPriority(PriorityHigh))
+	require.NoError(t, err)
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, since(low), info.WaitingSince, "the low task waits longest, though it goes last")
+
+	// Taken, and sent back after a delay: it waits from the delay's end.
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	for range 3 {
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		if string(p.Task()) == "low" {
+			require.NoError(t, p.Retry(ctx, 20*time.Millisecond, errors.New("later")))
+		} else {
+			require.NoError(t, p.Finish(ctx))
+		}
+	}
+	eventually(t, 10*time.Second, "the retried task to wait again", func() bool {
+		info, err = c.QueueInfo(ctx, "q")
+		require.NoError(t, err)
+		return info.Waiting == 1
+	})
+	assert.True(t, info.WaitingSince.After(since(low).Add(20*time.Millisecond)) || info.WaitingSince.Equal(since(low).Add(20*time.Millisecond)),
+		"waits from its backoff's end (%v), not its enqueue (%v)", info.WaitingSince, since(low))
 }

@@ -88,7 +88,9 @@ func RegisterQueueMetrics(client *worqr.Client, opts QueueMetricsOptions) (metri
 		metric.WithDescription("Collections of the queue sizes in which a read from Redis failed or timed out (the numbers not read were left out)."))
 	took, err5 := meter.Float64ObservableGauge("worqr.scrape.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the last collection took to read the queue sizes from Redis."))
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	oldest, err6 := meter.Float64ObservableGauge("worqr.queue.oldest_waiting", metric.WithUnit("s"),
+		metric.WithDescription("How long the task of a queue that has waited longest (since its enqueue, or the end of its delay or backoff) has waited, by the Redis clock against this process's; 0 when none waits."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return nil, err
 	}
 
@@ -103,6 +105,9 @@ func RegisterQueueMetrics(client *worqr.Client, opts QueueMetricsOptions) (metri
 				if n.OK {
 					o.ObserveInt64(tasks, n.N, metric.WithAttributes(queue, states[i]))
 				}
+			}
+			if q.Waiting.OK {
+				o.ObserveFloat64(oldest, q.OldestWaiting(time.Now()).Seconds(), metric.WithAttributes(queue))
 			}
 		}
 		if s.QueueCount.OK {
@@ -120,5 +125,5 @@ func RegisterQueueMetrics(client *worqr.Client, opts QueueMetricsOptions) (metri
 		}
 		o.ObserveInt64(scrapeErrors, failed.Load())
 		return nil
-	}, tasks, queues, workers, scrapeErrors, took)
+	}, tasks, oldest, queues, workers, scrapeErrors, took)
 }

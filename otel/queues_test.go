@@ -109,3 +109,29 @@ func TestQueueMetricsCountErrors(t *testing.T) {
 	assert.Equal(t, int64(1), sum(t, rm, "worqr.scrape.errors"))
 	assert.Equal(t, int64(2), sum(t, rm, "worqr.queues"))
 }
+
+// worqr.queue.oldest_waiting is the age of each queue's task that has
+// waited longest, by the Redis clock: 0 for a queue where none waits.
+func TestQueueMetricsReportTheOldestWaitingTasksAge(t *testing.T) {
+	t.Parallel()
+	m := backend(t)
+	c := clientOn(t, redisOn(t, m), nil)
+	ctx := context.Background()
+	m.SetTime(time.Now().Add(-time.Hour)) // the Redis clock, which gives task ids
+	_, err := c.Enqueue(ctx, "backlog", []byte("old"))
+	require.NoError(t, err)
+	m.SetTime(time.Now())
+	_, err = c.Enqueue(ctx, "drained", []byte("x"), worqr.In(time.Hour))
+	require.NoError(t, err)
+	rm := collect(t, queueMetrics(t, c, worqrotel.QueueMetricsOptions{}))
+	oldest := find(t, rm, "worqr.queue.oldest_waiting")
+	assert.Equal(t, "s", oldest.Unit)
+	ages := map[string]float64{}
+	for _, dp := range oldest.Data.(metricdata.Gauge[float64]).DataPoints {
+		v, _ := dp.Attributes.Value(worqrotel.QueueKey)
+		ages[v.AsString()] = dp.Value
+	}
+	require.Len(t, ages, 2)
+	assert.InDelta(t, time.Hour.Seconds(), ages["backlog"], 60)
+	assert.Zero(t, ages["drained"])
+}

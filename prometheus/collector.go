@@ -60,6 +60,7 @@ type CollectorOptions struct {
 // Metrics:
 //
 //	worqr_queue_tasks{queue,state}   tasks by state: waiting, delayed, in_flight, dead
+//	worqr_queue_oldest_waiting_seconds{queue}  how long its task waiting longest has waited (0: none waits)
 //	worqr_queues                     queues in the registry (reported or not)
 //	worqr_workers                    workers whose lease is live
 //	worqr_scrape_errors_total        scrapes in which a read failed or timed out
@@ -71,7 +72,7 @@ type Collector struct {
 	reader  *queuestats.Reader
 	onError func(error)
 
-	tasks, queues, workers, took *prometheus.Desc
+	tasks, oldest, queues, workers, took *prometheus.Desc
 	errors                       prometheus.Counter
 }
 
@@ -89,6 +90,9 @@ func NewCollector(client *worqr.Client, opts CollectorOptions) *Collector {
 		tasks: desc("worqr_queue_tasks",
 			"Tasks of a queue by state: waiting (ready to run), delayed (scheduled, or waiting out a retry backoff), in_flight (held by a worker), dead (dead letters).",
 			"queue", "state"),
+		oldest: desc("worqr_queue_oldest_waiting_seconds",
+			"How long the task of a queue that has waited longest (since its enqueue, or the end of its delay or backoff) has waited, by the Redis clock against this process's; 0 when none waits. A queue that keeps up has a young oldest task however many wait.",
+			"queue"),
 		queues:  desc("worqr_queues", "Queues in the registry, including any beyond the collector's limit of queues reported."),
 		workers: desc("worqr_workers", "Workers whose lease is live."),
 		took:    desc("worqr_scrape_duration_seconds", "How long the last scrape took to read the queue sizes from Redis."),
@@ -103,6 +107,7 @@ func NewCollector(client *worqr.Client, opts CollectorOptions) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tasks
+	ch <- c.oldest
 	ch <- c.queues
 	ch <- c.workers
 	ch <- c.took
@@ -123,6 +128,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.tasks, q.Delayed, name, StateDelayed)
 		gauge(c.tasks, q.InFlight, name, StateInFlight)
 		gauge(c.tasks, q.Dead, name, StateDead)
+		if q.Waiting.OK {
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, q.OldestWaiting(time.Now()).Seconds(), name)
+		}
 	}
 	gauge(c.queues, s.QueueCount)
 	gauge(c.workers, s.Workers)

@@ -137,3 +137,37 @@ func TestCollectorTimesOut(t *testing.T) {
 worqr_scrape_errors_total 1
 `), "worqr_queue_tasks", "worqr_queues", "worqr_workers", "worqr_scrape_errors_total"))
 }
+
+// worqr_queue_oldest_waiting_seconds is the age of each queue's task that
+// has waited longest, by the Redis clock: 0 for a queue where none waits.
+func TestCollectorReportsTheOldestWaitingTasksAge(t *testing.T) {
+	t.Parallel()
+	m := backend(t)
+	c := clientOn(t, redisOn(t, m), nil)
+	ctx := context.Background()
+	m.SetTime(time.Now().Add(-time.Hour)) // the Redis clock, which gives task ids
+	_, err := c.Enqueue(ctx, "backlog", []byte("old"))
+	require.NoError(t, err)
+	m.SetTime(time.Now())
+	_, err = c.Enqueue(ctx, "backlog", []byte("new"))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "drained", []byte("x"), worqr.In(time.Hour)) // a queue where none waits
+	require.NoError(t, err)
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(worqrprom.NewCollector(c, worqrprom.CollectorOptions{}))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	ages := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "worqr_queue_oldest_waiting_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			ages[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	require.Len(t, ages, 2)
+	assert.InDelta(t, time.Hour.Seconds(), ages["backlog"], 60)
+	assert.Zero(t, ages["drained"])
+}

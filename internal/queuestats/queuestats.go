@@ -38,6 +38,18 @@ type Queue struct {
 	Delayed  Count
 	InFlight Count
 	Dead     Count
+	// WaitingSince is when its task waiting longest became due (zero
+	// when none waits), read with Waiting.
+	WaitingSince time.Time
+}
+
+// OldestWaiting is how long q's task waiting longest has waited at now,
+// 0 when none waits.
+func (q Queue) OldestWaiting(now time.Time) time.Duration {
+	if q.WaitingSince.IsZero() {
+		return 0
+	}
+	return max(now.Sub(q.WaitingSince), 0)
 }
 
 // Snapshot is the result of one read.
@@ -141,6 +153,7 @@ func (r *Reader) read(ctx context.Context) Snapshot {
 			}
 			q.Waiting, q.Delayed = Count{info.Waiting, true}, Count{info.Delayed, true}
 			q.InFlight, q.Dead = Count{info.InFlight, true}, Count{info.Dead, true}
+			q.WaitingSince = info.WaitingSince
 			return nil
 		})
 	}

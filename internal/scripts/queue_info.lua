@@ -1,12 +1,28 @@
 -- Read a queue's counts and controls at one instant (a pipeline of reads
 -- could see the weight counter and the processes at different times).
 -- Returns {waiting (every level), delayed, in flight, dead, paused (0/1),
---          limit, rate, per (ms), extra weight in flight ('wx')}: 0 for a
---          control that is not set.
+--          limit, rate, per (ms), extra weight in flight ('wx'),
+--          oldest}: 0 for a control that is not set; oldest is when the
+--          task waiting longest became due (Unix µs, Redis clock; 0 when
+--          none waits): of the next task of each level, the earliest.
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key, high_key, low_key = KEYS[5], KEYS[6], KEYS[7]
 
+-- When the task next out of a list became due (µs), or nil: its 'd' field,
+-- else its id (its enqueue time). Only the header is copied.
+local function next_due(key)
+  local e = redis.call('LINDEX', key, -1)
+  if not e then return nil end
+  local h = string.match(e, '^[^:]*')
+  return tonumber(header_get(h, 'd') or entry_id(h), 16)
+end
+
 set_lists(waiting_key, high_key, low_key)
 local paused, limit, rate, per, extra = queue_controls(meta_key)
+local oldest = 0
+for _, key in ipairs({waiting_key, high_key, low_key}) do
+  local due = next_due(key)
+  if due and (oldest == 0 or due < oldest) then oldest = due end
+end
 return {waiting_len(waiting_key), redis.call('ZCARD', delayed_key), redis.call('HLEN', procs_key),
-  redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra}
+  redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra, oldest}

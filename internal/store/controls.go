@@ -62,6 +62,9 @@ type QueueState struct {
 	Limit          int // 0: none
 	Rate           int // 0: none
 	Per            time.Duration
+	// Oldest is when the task waiting longest became due (Unix µs, Redis
+	// clock), 0 when none waits.
+	Oldest int64
 }
 
 // QueueState reads a queue's counts and controls, at one instant
@@ -73,12 +76,12 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 9 {
+	if err == nil && len(n) != 10 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
 		return QueueState{}, err
 	}
 	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
-		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8]}, nil
+		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9]}, nil
 }
