@@ -46,8 +46,10 @@ type slotScheduler struct {
 	turn sync.Mutex
 
 	// current is the smooth weighted round robin's state, per member. The
-	// loop's own.
+	// loop's own, as are room and shares, which fill reuses.
 	current []int
+	room    []int
+	shares  []share
 
 	mu sync.Mutex // guards the fields below and every member's slots and work flags
 	slots
@@ -103,6 +105,7 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 	s.members = append(s.members, r)
 	s.weights = append(s.weights, weight)
 	s.current = append(s.current, 0)
+	s.room = append(s.room, 0)
 	return r
 }
 
@@ -181,11 +184,12 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	n, room := s.reserve()
+	n := s.reserve(s.room)
 	if n <= 0 {
 		return false
 	}
-	shares := plan(s.order, n, room, s.weights, s.current)
+	shares := plan(s.order, n, s.room, s.weights, s.current, s.shares[:0])
+	s.shares = shares
 	planned := 0
 	for _, sh := range shares {
 		planned += sh.n
@@ -205,20 +209,20 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 }
 
 // reserve marks the free slots as asked for by the dequeues about to be
-// planned, and returns how many they are and each member's room for them.
-func (s *slotScheduler) reserve() (int, []int) {
+// planned, and returns how many they are; room gets each member's room
+// for them.
+func (s *slotScheduler) reserve(room []int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := slotsFree(s.size, s.busy, s.settling)
 	if n <= 0 {
-		return n, nil
+		return n
 	}
 	s.asking += n
-	room := make([]int, len(s.members))
 	for i, r := range s.members {
 		room[i] = r.roomLocked()
 	}
-	return n, room
+	return n
 }
 
 // share is a number of slots planned for a member (its index).
@@ -229,10 +233,9 @@ type share struct {
 
 // plan shares n free slots among members with room for them (room, per
 // member: 0 for one that has no work or cannot take it), by order, in the
-// order the dequeues are to be made. current is the smooth weighted round
-// robin's state, which plan updates.
-func plan(order Order, n int, room, weights, current []int) []share {
-	var out []share
+// order the dequeues are to be made, appended to out. current is the
+// smooth weighted round robin's state, which plan updates.
+func plan(order Order, n int, room, weights, current []int, out []share) []share {
 	if order == OrderStrict {
 		for i := range room {
 			if k := min(n, room[i]); k > 0 {

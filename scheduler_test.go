@@ -35,7 +35,7 @@ func planned(s *slotScheduler, n int) string {
 	}
 	s.mu.Unlock()
 	var parts []string
-	for _, sh := range plan(s.order, n, room, s.weights, s.current) {
+	for _, sh := range plan(s.order, n, room, s.weights, s.current, nil) {
 		parts = append(parts, fmt.Sprintf("%s%d", s.members[sh.member].queue, sh.n))
 	}
 	return strings.Join(parts, " ")
@@ -66,7 +66,7 @@ func TestSchedulerPlan(t *testing.T) {
 	s = schedulerOf(nil, OrderWeighted, 60, []int{3, 2, 1}, []int{0, 0, 0})
 	got := map[string]int{}
 	for i := range 200 {
-		for _, sh := range plan(s.order, 1+i%5, []int{60, 60, 60}, s.weights, s.current) { // batches of 1 to 5
+		for _, sh := range plan(s.order, 1+i%5, []int{60, 60, 60}, s.weights, s.current, nil) { // batches of 1 to 5
 			got[s.members[sh.member].queue] += sh.n
 		}
 	}
@@ -91,7 +91,8 @@ func TestSchedulerCounts(t *testing.T) {
 		return fmt.Sprintf("%+v a%+v b%+v", s.slots, a.slots, b.slots)
 	}
 
-	n, room := s.reserve()
+	room := make([]int, 2)
+	n := s.reserve(room)
 	assert.Equal(t, 2, n, "both slots free")
 	assert.Equal(t, []int{2, 1}, room, "b's MaxSlots is 1")
 	_, ok := a.claim()
