@@ -235,3 +235,40 @@ func TestDequeueFailureAppliedToAMember(t *testing.T) {
 	r.stopTaking()
 	assert.Zero(t, fake.Timers(), "stopping the member stops its timer")
 }
+
+// The scheduler's loop runs while a member takes work and stops with the
+// last one; once the worker closes, none of the goroutines it started
+// (handler goroutines, outcome writes) outlives the close, and it starts
+// no more.
+func TestSchedulerStopsWithItsMembersAndItsGoroutinesWithTheWorker(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	done := make(chan string, 10)
+	h := func(_ context.Context, p *Process) error { done <- string(p.Task()); return nil }
+	require.NoError(t, w.Handle(ctx, "one", h, HandleOptions{Concurrency: 2}))
+	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{{Queue: "a", Handler: h}, {Queue: "b", Handler: h}}, PoolOptions{}))
+	one, a, b := runnerOf(w, "one").sched, runnerOf(w, "a").sched, runnerOf(w, "b").sched
+	require.Same(t, a, b, "a pool is one scheduler")
+	recv(t, one.Started(), 5*time.Second, "Handle's loop started")
+	recv(t, a.Started(), 5*time.Second, "the pool's loop started")
+
+	poolStopped, oneStopped := a.Stopped(), one.Stopped() // this run's
+	require.NoError(t, w.StopWork(ctx, "a"))
+	select {
+	case <-poolStopped:
+		t.Fatal("the pool's loop stopped while b is served")
+	default:
+	}
+	require.NoError(t, w.StopWork(ctx, "b"))
+	recv(t, poolStopped, 5*time.Second, "the pool's loop stopped with its last member")
+
+	for _, task := range []string{"x", "y", "z"} {
+		require.NoError(t, second(c.Enqueue(ctx, "one", []byte(task))))
+		recv(t, done, 5*time.Second, "handled")
+	}
+	settledQueue(t, c, "one")
+	require.NoError(t, w.Close(ctx))
+	recv(t, oneStopped, 5*time.Second, "Handle's loop stopped")
+	assert.False(t, one.jobs.Go(func() {}), "the handler goroutines were waited for and no more start")
+}
