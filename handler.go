@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// DefaultConcurrency is how many handlers run at once per queue when
-// HandleOptions.Concurrency is zero, and across a pool's queues when
-// PoolOptions.Concurrency is.
+// DefaultConcurrency is the slots (handlers that may run at once) of a
+// Handle whose HandleOptions.Concurrency is zero, and of a HandleQueues
+// pool whose PoolOptions.Concurrency is.
 const DefaultConcurrency = 10
 
 // Causes of a handler's context ending, as context.Cause reports them.
@@ -74,8 +74,10 @@ type Handler func(ctx context.Context, p *Process) error
 
 // HandleOptions configure Handle.
 type HandleOptions struct {
-	// Concurrency is how many handlers may run at once for the queue.
-	// Default DefaultConcurrency.
+	// Concurrency is how many handlers may run at once for the queue: its
+	// slots. Zero means DefaultConcurrency. In a QueueSpec it must be
+	// zero: a pool's slots are PoolOptions.Concurrency, and a queue's
+	// share of them is QueueSpec.MaxSlots.
 	Concurrency int
 	// PanicIsPermanent sends the task of a handler that panicked to the
 	// dead letters at once, instead of retrying it.

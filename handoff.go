@@ -35,12 +35,12 @@ import (
 // for the queue. It runs on the queue's dispatcher.
 func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 	r := s.runner
-	idle, stop, ok := r.claim()
+	quit, ok := r.claim()
 	if !ok {
 		w.giveBack(ctx, s, e)
-		// The task waits now: the runtime looks when a slot frees (a pool
-		// plans for it), as after a work event, rather than when the
-		// give-back's own event comes.
+		// The task waits now: the scheduler plans for it when a slot
+		// frees, as after a work event, rather than when the give-back's
+		// own event comes.
 		r.workArrived()
 		return
 	}
@@ -52,7 +52,7 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 	}
 	w.c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
 	w.c.obs.started(ctx, p)                   // before anything can end it
-	r.launch(idle, stop, p, true)
+	r.launch(quit, p, true)
 }
 
 // lookAgain makes the runtime dequeue for its free slots, after a process
@@ -61,8 +61,8 @@ func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
 // marks that the queue may hold tasks, as a work event does, so the loop
 // looks again when a slot frees if it has none now: a hand-off that took
 // the last free slot would otherwise leave the runtime unparked, out of
-// every later hand-off, until some other enqueue's work event (and a
-// pool would plan no dequeue for a member not so marked).
+// every later hand-off, until some other enqueue's work event (and the
+// scheduler plans no dequeue for a member not so marked).
 func (r *runner) lookAgain() {
 	r.workArrived()
 }

@@ -450,7 +450,7 @@ func TestHandOffsRunEveryTaskOnce(t *testing.T) {
 			h := handler(i, map[string]int{fmt.Sprint(i): 2, fmt.Sprint(i, "/q"): 1})
 			require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
 				{Queue: "other", Handler: h},
-				{Queue: "q", Handler: h, Options: HandleOptions{Concurrency: 1}},
+				{Queue: "q", Handler: h, MaxSlots: 1},
 			}, PoolOptions{Concurrency: 2}))
 		}
 	}

@@ -66,8 +66,8 @@ func TestSlotIsHandedOnWhenTheHandlerReturns(t *testing.T) {
 	r := w.serving["q"].runner
 	w.mu.Unlock()
 	eventually(t, 5*time.Second, "both outcomes being written", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.sched.mu.Lock()
+		defer r.sched.mu.Unlock()
 		return r.busy == 0 && r.settling == 2
 	})
 	assert.Equal(t, 0, r.free(), "no slot while a slot's worth of outcomes is unwritten")
@@ -84,8 +84,8 @@ func TestSlotIsHandedOnWhenTheHandlerReturns(t *testing.T) {
 	assert.Equal(t, "t0002", recv(t, started, 5*time.Second, "the third task, once the finishes are written"))
 	settledQueue(t, c, "q")
 	require.NoError(t, w.Shutdown(ctx))
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.sched.mu.Lock()
+	defer r.sched.mu.Unlock()
 	assert.Zero(t, r.settling)
 }
 

@@ -176,7 +176,7 @@ func TestPoolNeverExceedsItsConcurrency(t *testing.T) {
 		require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
 			{Queue: "x-" + suffix, Handler: run(nil), Weight: 2},
 			{Queue: "y-" + suffix, Handler: run(nil)},
-			{Queue: "z-" + suffix, Handler: run(&capped), Options: HandleOptions{Concurrency: 1}},
+			{Queue: "z-" + suffix, Handler: run(&capped), MaxSlots: 1},
 		}, PoolOptions{Concurrency: 3, Order: order}))
 		handled.Store(0)
 		for _, q := range []string{"x-", "y-", "z-"} {
@@ -355,7 +355,8 @@ func TestPoolOptionsAreChecked(t *testing.T) {
 		"nil handler":          {[]QueueSpec{{Queue: "a"}}, PoolOptions{}},
 		"twice":                {[]QueueSpec{{Queue: "a", Handler: h}, {Queue: "a", Handler: h}}, PoolOptions{}},
 		"negative weight":      {[]QueueSpec{{Queue: "a", Handler: h, Weight: -1}}, PoolOptions{}},
-		"negative cap":         {[]QueueSpec{{Queue: "a", Handler: h, Options: HandleOptions{Concurrency: -1}}}, PoolOptions{}},
+		"negative cap":         {[]QueueSpec{{Queue: "a", Handler: h, MaxSlots: -1}}, PoolOptions{}},
+		"queue's concurrency":  {[]QueueSpec{{Queue: "a", Handler: h, Options: HandleOptions{Concurrency: 2}}}, PoolOptions{}},
 		"negative concurrency": {[]QueueSpec{{Queue: "a", Handler: h}}, PoolOptions{Concurrency: -1}},
 		"unknown order":        {[]QueueSpec{{Queue: "a", Handler: h}}, PoolOptions{Order: 7}},
 	} {
@@ -494,56 +495,6 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	eventually(t, 10*time.Second, "new tasks handled", func() bool { return a.get("a/new") == 1 && a.get("b/new") == 1 })
 	settledQueue(t, direct, "a")
 	settledQueue(t, direct, "b")
-}
-
-// The plan, on its own: strict fills the first queue with room first;
-// weighted is smooth weighted round robin one slot at a time, and in
-// batches keeps the shares over time.
-func TestPoolPlan(t *testing.T) {
-	t.Parallel()
-	mk := func(order Order, size int, weights []int, caps []int) *pool {
-		p := newPool(nil, PoolOptions{Concurrency: size, Order: order})
-		t.Cleanup(p.cancel)
-		for i, w := range weights {
-			lc := &loopControl{ctx: context.Background()}
-			r := &runner{queue: string(rune('A' + i)), pool: p, loop: lc, more: true, opts: HandleOptions{Concurrency: caps[i]}}
-			p.members = append(p.members, r)
-			p.weights = append(p.weights, w)
-		}
-		p.current = make([]int, len(p.members))
-		return p
-	}
-	str := func(plan []share) string {
-		var parts []string
-		for _, s := range plan {
-			parts = append(parts, fmt.Sprintf("%s%d", s.r.queue, s.n))
-		}
-		return strings.Join(parts, " ")
-	}
-
-	p := mk(OrderStrict, 5, []int{1, 1, 1}, []int{2, 0, 0})
-	assert.Equal(t, "A2 B3", str(p.plan(5)), "strict: the first queue up to its cap, the rest to the next")
-	p.members[0].more = false
-	assert.Equal(t, "B5", str(p.plan(5)), "strict: a queue without work is passed over")
-
-	p = mk(OrderWeighted, 4, []int{3, 1}, []int{0, 0})
-	var seq []string
-	for range 8 {
-		seq = append(seq, str(p.plan(1)))
-	}
-	assert.Equal(t, "A1 A1 B1 A1 A1 A1 B1 A1", strings.Join(seq, " "), "weighted, one slot at a time")
-
-	p = mk(OrderWeighted, 60, []int{3, 2, 1}, []int{0, 0, 0})
-	got := map[string]int{}
-	for i := range 200 {
-		for _, s := range p.plan(1 + i%5) { // batches of 1 to 5
-			got[s.r.queue] += s.n
-		}
-	}
-	total := got["A"] + got["B"] + got["C"]
-	assert.InDelta(t, 3.0/6, float64(got["A"])/float64(total), 0.02, "%v", got)
-	assert.InDelta(t, 2.0/6, float64(got["B"])/float64(total), 0.02, "%v", got)
-	assert.InDelta(t, 1.0/6, float64(got["C"])/float64(total), 0.02, "%v", got)
 }
 
 // A queue whose dequeues fail is retried after a backoff while the pool

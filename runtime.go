@@ -8,89 +8,85 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/worqr/worqr/internal/clock"
 )
 
-// runner is the runtime of one queue served by Handle: it dequeues while it
-// has free slots and the queue may have tasks, and runs the handler for
-// each process. A member of a pool (HandleQueues) has no dequeue loop of
-// its own: the pool's loop dequeues for it, into the pool's slots.
+// runner is a queue served by a slot scheduler (Handle's, of one queue,
+// or HandleQueues'): a member, which holds what is per queue (its handler,
+// options, work flag, timers). The scheduler dequeues for it into its
+// slots and keeps its counts.
 type runner struct {
-	w       *Worker // set when made, as are the next four
+	w       *Worker // set when made, as are the next five
 	queue   string
 	handler Handler // with the middleware around it
 	opts    HandleOptions
-	pool    *pool // the pool it is a member of, if any
+	// maxSlots caps how many of the scheduler's slots the member holds at
+	// once (QueueSpec.MaxSlots); 0: as many as there are.
+	maxSlots int
+	sched    *slotScheduler
+	// retry is the backoff of its dequeues that failed on the connection.
+	// The scheduler's loop's own.
+	retry *backoff
 
-	wake chan struct{} // a work event came, or a slot was freed (not for a pool member)
-
-	mu sync.Mutex // guards the fields below
-	// busy counts the handlers running (a slot is taken from the dequeue
-	// until the handler returns). The processes themselves are in the
-	// worker's books, serving.procs.
-	busy int
-	// settling counts the outcomes of returned handlers being written. A
-	// slot is handed on when its handler returns, not when Redis has the
-	// outcome, so the next task's dequeue overlaps the finish; settling
-	// bounds how far the writes may lag (see free).
-	settling int
-	// asking counts the slots a dequeue in flight asked for: a process an
-	// enqueue hands over meanwhile (claim) must not take one of them.
-	asking int
+	// Guarded by sched.mu.
+	slots // its share of the scheduler's
+	// takes is set while the member takes work (between startLoop and
+	// stopTaking).
+	takes bool
 	// more is true while the queue may still hold tasks: set by work
 	// events, cleared when a dequeue comes back short.
 	more bool
 	gen  uint64 // counts work events
-	// blocked is set when a pool member could not take work (fenced,
-	// not serving, or Redis failed) until the next work event; the pool
+	// blocked is set when the member could not take work (fenced, not
+	// serving, or Redis failed) until the next work event; the scheduler
 	// passes it over.
 	blocked bool
-	// retryAt unblocks a pool member whose dequeue failed, after its
-	// backoff (retry, the pool loop's own).
-	retryAt *time.Timer
-	retry   *backoff
-	// loop controls the running dequeue loop; nil before it starts.
-	loop *loopControl
-	// limited wakes the loop when the queue's rate limit allows the next
-	// start; limitedAt is when (Unix µs, Redis clock).
-	limited   *time.Timer
-	limitedAt int64
+	// abort ends the dequeue in flight for the member, if any.
+	abort context.CancelFunc
 	// drain is closed when no handler runs and no outcome is being
 	// written (busy and settling both zero), for those waiting for that
 	// (drained): a Finish is written after the handler's goroutine went
 	// back for work (see finishLater), and stopTaking's callers wait for
 	// it too. Made when one asks while handlers run, dropped once closed.
 	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
-	// cancel, and whose release failed, starts the loop again while its
+	// cancel, and whose release failed, starts the member again while its
 	// waiting goroutine still waits, and a WaitGroup's Add then races that
 	// Wait (and may panic, "reused before previous Wait has returned").
 	drain chan struct{}
+
+	mu sync.Mutex // guards the timers below; a leaf
+	// retryAt unblocks a member whose dequeue failed, after its backoff.
+	retryAt clock.Timer
+	// limited wakes the member when the queue's rate limit allows the
+	// next start; limitedAt is when (Unix µs, Redis clock).
+	limited   clock.Timer
+	limitedAt int64
 }
 
 // Handle serves a queue with a handler: the worker starts work on it and,
 // woken by work events, dequeues while fewer than Concurrency handlers run
 // and tasks wait, several at a time when several slots are free. It never
 // polls: after a missed notification the check on resubscribing wakes it.
+// It is HandleQueues with one queue.
 func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts HandleOptions) error {
 	if h == nil {
 		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
 	}
-	if opts.Concurrency == 0 {
-		opts.Concurrency = DefaultConcurrency
+	size, err := slotsOf(opts.Concurrency)
+	if err != nil {
+		return fmt.Errorf("worqr: handle %q: %w", queue, err)
 	}
-	if opts.Concurrency < 0 {
-		return fmt.Errorf("worqr: handle %q: negative concurrency: %w", queue, ErrInvalidOptions)
-	}
-	r := &runner{
-		w: w, queue: queue, handler: chain(h, w.opts.Middleware, opts.Middleware), opts: opts,
-		wake: make(chan struct{}, 1),
-	}
-	// The worker tells the runtime of work events itself (workArrived),
+	s := newSlotScheduler(w, size, OrderStrict)
+	r := s.add(queue, chain(h, w.opts.Middleware, opts.Middleware), opts, 0, 1)
+	s.ready = true // one member: ready once it is served
+	// The worker tells the member of work events itself (workArrived),
 	// before it calls these.
 	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
-		s := w.serving[queue]
+		sv := w.serving[queue]
 		w.mu.Unlock()
-		if s == nil || s.runner != r {
+		if sv == nil || sv.runner != r {
 			r.stopTaking()
 		}
 		return err
@@ -98,205 +94,105 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	return nil
 }
 
-// loopControl starts and stops one run of the dequeue loop.
-type loopControl struct {
-	ctx    context.Context // ends to stop taking tasks; bounds the dequeues
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the loop has ended
-	// idle hands a task to a handler goroutine that has finished its last
-	// one and waits for more; they leave when ctx ends.
-	idle chan job
-}
-
-// job is a process to run, with its runner and its handler's context.
-type job struct {
-	r      *runner
-	p      *Process
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// handed marks a process an enqueue handed over (see handoff.go).
-	handed bool
-}
-
-// startLoop starts the dequeue loop (again, after a StopWork that failed
-// and left the queue served), marked as maybe having work so that it
-// looks. A pool member's loop is the pool's: it is only marked so, and
-// the pool looks.
-func (r *runner) startLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	lc := &loopControl{ctx: ctx, cancel: cancel, done: make(chan struct{}), idle: make(chan job)}
-	r.mu.Lock()
-	r.loop = lc
-	// The first dequeue parks the runtime (or takes what waits).
-	r.more, r.blocked = true, false
-	r.mu.Unlock()
-	if r.pool != nil {
-		close(lc.done)
-	} else {
-		go r.run(lc)
+// slotsOf is the slots for a Concurrency option: DefaultConcurrency for
+// zero.
+func slotsOf(concurrency int) (int, error) {
+	switch {
+	case concurrency == 0:
+		return DefaultConcurrency, nil
+	case concurrency < 0:
+		return 0, fmt.Errorf("negative concurrency: %w", ErrInvalidOptions)
 	}
-	r.poke()
+	return concurrency, nil
 }
 
-// taking reports whether the dequeue loop runs.
-func (r *runner) taking() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.loop != nil && r.loop.ctx.Err() == nil
+// startLoop makes the member take work (again, after a StopWork that
+// failed and left the queue served), marked as maybe having work so that
+// the scheduler looks; it starts the scheduler's loop if it is ready and
+// not running.
+func (r *runner) startLoop() {
+	s := r.sched
+	s.mu.Lock()
+	r.takes = true
+	// The first dequeue parks the member (or takes what waits).
+	r.more, r.blocked = true, false
+	r.gen++
+	s.mu.Unlock()
+	_ = s.Start(r.w.life)
+	s.poke()
 }
 
-// workArrived records that the queue may hold tasks and wakes the loop:
-// a work event named this worker, or named nobody, or the worker has
-// (re)subscribed.
+// workArrived records that the queue may hold tasks and wakes the
+// scheduler: a work event named this worker, or named nobody, or the
+// worker has (re)subscribed.
 func (r *runner) workArrived() {
-	r.mu.Lock()
+	s := r.sched
+	s.mu.Lock()
 	r.more = true
 	r.blocked = false
 	r.gen++
-	r.mu.Unlock()
-	r.poke()
+	s.mu.Unlock()
+	s.poke()
 }
 
-func (r *runner) poke() {
-	if r.pool != nil {
-		r.pool.poke()
-		return
+// roomLocked is how many slots the member may take now: none unless it
+// takes work, may have tasks and is not blocked; else up to its maxSlots,
+// or the scheduler's size. Callers hold sched.mu.
+func (r *runner) roomLocked() int {
+	if !r.takes || !r.more || r.blocked {
+		return 0
 	}
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if r.maxSlots > 0 {
+		return r.maxSlots - r.busy - r.asking
 	}
+	return r.sched.size
 }
 
-// block passes a pool member over until the next work event, unless one
+// block passes the member over until the next work event, unless one
 // came since gen was read.
 func (r *runner) block(gen uint64) {
-	r.mu.Lock()
+	r.sched.mu.Lock()
 	if r.gen == gen {
 		r.blocked = true
 	}
-	r.mu.Unlock()
-}
-
-// retryLater blocks a pool member whose dequeue failed (unless a work
-// event came since gen was read) and unblocks it after its backoff, as if
-// told of work: the pool serves its other queues meanwhile. The timer ends
-// with the member's loop.
-func (r *runner) retryLater(lc *loopControl, gen uint64) {
-	d := r.retry.step()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.gen == gen {
-		r.blocked = true
-	}
-	if r.retryAt != nil {
-		r.retryAt.Stop()
-	}
-	r.retryAt = time.AfterFunc(d, func() {
-		if lc.ctx.Err() == nil {
-			r.workArrived()
-		}
-	})
-}
-
-func (r *runner) run(lc *loopControl) {
-	defer close(lc.done)
-	retry := newBackoff(10*time.Millisecond, time.Second)
-	for {
-		select {
-		case <-lc.ctx.Done():
-			return
-		case <-r.wake:
-		}
-		for {
-			n, gen := r.ask()
-			if n <= 0 {
-				break // a handler that ends wakes the loop
-			}
-			sent := r.w.c.outage.begin()
-			ps, until, err := r.w.dequeue(lc.ctx, r.queue, n, true)
-			r.took(n, len(ps))
-			if until > 0 {
-				// The rate limit is used up: look again when the next
-				// start is allowed, and not before.
-				r.wakeAt(lc, until)
-			}
-			switch {
-			case err != nil && lc.ctx.Err() != nil:
-				return
-			case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
-				r.w.c.outage.ok(sent)
-				r.clearMore(gen)
-			case errors.Is(err, ErrWorkerFenced):
-				// Registering again raises a work event.
-			case errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
-				return
-			case err != nil:
-				if !r.w.c.outage.failed(sent, "dequeue", err) {
-					r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
-				}
-				if !retry.wait(lc.ctx) {
-					return
-				}
-				r.poke()
-			}
-			if err != nil {
-				break
-			}
-			r.w.c.outage.ok(sent)
-			retry.reset()
-			if len(ps) < n {
-				r.clearMore(gen)
-			}
-			for _, p := range ps {
-				r.launch(lc.idle, lc.ctx, p, false)
-			}
-			if len(ps) < n {
-				break
-			}
-		}
-	}
+	r.sched.mu.Unlock()
 }
 
 // clearMore records that the queue looked empty, unless a work event
 // came since gen was read.
 func (r *runner) clearMore(gen uint64) {
-	r.mu.Lock()
+	r.sched.mu.Lock()
 	if r.gen == gen {
 		r.more = false
 	}
-	r.mu.Unlock()
+	r.sched.mu.Unlock()
 }
 
-// launch runs the handler for p, whose slot is taken (took, claim), on a
-// handler goroutine: one that finished its last task and waits for
-// another if there is one, else a new one. On a busy queue goroutines (and
-// the stacks they have grown) are reused rather than started for every
-// task. The handler's context ends when the process ends for a reason the
-// worker learns of (cancel, delete, fencing), with that reason as its
-// cause. Goroutines wait on idle for their next job until stop ends: the
-// loop's (a pool's goroutines serve every member).
-func (r *runner) launch(idle chan job, stop context.Context, p *Process, handed bool) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	p.onEnd(cancel)
-	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
-	select {
-	case idle <- j:
-	default:
-		go serve(idle, stop, j)
+// retryLater unblocks the member after its backoff, as if told of work,
+// for a dequeue that failed: the scheduler serves its other members
+// meanwhile. stopTaking stops the timer.
+func (r *runner) retryLater() {
+	d := r.retry.step()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.retryAt != nil {
+		r.retryAt.Stop()
+	}
+	r.retryAt = r.w.c.clock.AfterFunc(d, r.wakeIfTaking)
+}
+
+// wakeIfTaking is workArrived for a member that takes work.
+func (r *runner) wakeIfTaking() {
+	if r.taking() {
+		r.workArrived()
 	}
 }
 
-// serve runs j, then the jobs the loop hands it while the loop runs.
-func serve(idle chan job, stop context.Context, j job) {
-	for {
-		j.r.runJob(j)
-		select {
-		case j = <-idle:
-		case <-stop.Done():
-			return
-		}
-	}
+// taking reports whether the member takes work.
+func (r *runner) taking() bool {
+	r.sched.mu.Lock()
+	defer r.sched.mu.Unlock()
+	return r.takes
 }
 
 // runJob runs the handler for one process and settles its outcome. A
@@ -325,12 +221,7 @@ func (r *runner) runJob(j job) {
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
-	r.mu.Lock()
-	r.busy--
-	r.settling++
-	more := r.more
-	r.mu.Unlock()
-	r.handOn(more, 1)
+	r.sched.returned(r)
 	if err == nil && j.p.Err() == nil {
 		r.finishLater(j) // what settle would do: Finish
 		return
@@ -339,32 +230,14 @@ func (r *runner) runJob(j job) {
 	r.settled(j)
 }
 
-// settled ends a job whose outcome was written (or given up): its
-// context ends, it stops counting against the writes in flight, and the
-// handler is done (stopTaking and shutdown wait for that).
-func (r *runner) settled(j job) {
-	j.cancel(nil)
-	r.mu.Lock()
-	r.settling--
-	more := r.more
-	drained := r.takeDrainLocked()
-	r.mu.Unlock()
-	r.handOn(more, -1)
-	if drained != nil {
-		close(drained)
-	}
-}
-
 // drained returns a channel closed once no handler runs and no outcome
 // is being written: at once if none is. A waiter waits for that once,
 // whatever handlers start after it.
 func (r *runner) drained() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.sched.mu.Lock()
+	defer r.sched.mu.Unlock()
 	if r.busy+r.settling == 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
+		return closedChan
 	}
 	if r.drain == nil {
 		r.drain = make(chan struct{})
@@ -373,7 +246,8 @@ func (r *runner) drained() <-chan struct{} {
 }
 
 // takeDrainLocked returns the drain channel to close, if handlers have
-// just all ended and someone waits, and forgets it. Callers hold mu.
+// just all ended and someone waits, and forgets it. Callers hold
+// sched.mu.
 func (r *runner) takeDrainLocked() chan struct{} {
 	d := r.drain
 	if d == nil || r.busy+r.settling > 0 {
@@ -383,15 +257,12 @@ func (r *runner) takeDrainLocked() chan struct{} {
 	return d
 }
 
-// handOn wakes the dequeue loop for a slot that freed (d 1: a handler
-// returned; d -1: its outcome was written, which frees one only when the
-// writes were at their bound).
-func (r *runner) handOn(more bool, d int) {
-	if r.pool != nil {
-		r.pool.release(d) // the slot may go to any member
-	} else if more {
-		r.poke()
-	}
+// idle reports whether none of the member's handlers runs or has its
+// outcome being written.
+func (r *runner) idle() bool {
+	r.sched.mu.Lock()
+	defer r.sched.mu.Unlock()
+	return r.busy+r.settling == 0
 }
 
 // timeout is how long p's handler may run: the task's own timeout, else
@@ -424,26 +295,35 @@ func (r *runner) call(ctx context.Context, p *Process) (err error) {
 	return r.handler(ctx, p)
 }
 
-// stopTaking stops the dequeue loop and waits for it.
+// stopTaking makes the member stop taking work: its dequeue in flight
+// ends, and once it returns no handler starts for it. The last member to
+// stop stops the scheduler's loop. Its running handlers are drained's.
 func (r *runner) stopTaking() {
-	r.mu.Lock()
-	lc := r.loop
-	r.mu.Unlock()
-	if lc == nil {
-		return
+	s := r.sched
+	s.mu.Lock()
+	r.takes = false
+	abort := r.abort
+	last := true
+	for _, m := range s.members {
+		if m.takes {
+			last = false
+		}
 	}
-	lc.cancel()
-	<-lc.done
-	if r.pool != nil {
-		// Wait out a dequeue of the pool's that may be starting handlers
-		// for this queue; any later one sees lc ended.
-		r.pool.turn.Lock()
-		//lint:ignore SA2001 an empty critical section is the barrier
-		r.pool.turn.Unlock()
+	s.mu.Unlock()
+	if abort != nil {
+		abort()
 	}
+	if last {
+		s.Stop()
+	}
+	// Wait out a dequeue of the scheduler's that may be starting handlers
+	// for this member; any later one sees it stopped.
+	s.turn.Lock()
+	//lint:ignore SA2001 an empty critical section is the barrier
+	s.turn.Unlock()
 	r.mu.Lock()
 	if r.limited != nil {
-		// Forgotten too: a loop started again (after a StopWork that
+		// Forgotten too: a member started again (after a StopWork that
 		// failed) must arm its own, not take this one as armed.
 		r.limited.Stop()
 		r.limitedAt = 0
@@ -467,10 +347,11 @@ func (r *runner) cancelAll(cause error) {
 	}
 }
 
-// wakeAt arms the runtime's timer for when the rate limit allows the next
+// wakeAt arms the member's timer for when the rate limit allows the next
 // start (Unix µs, Redis clock), unless it is armed for an earlier time; it
-// then looks for work as if told of it. The timer ends with the loop.
-func (r *runner) wakeAt(lc *loopControl, until int64) {
+// then looks for work as if told of it, if it still takes work.
+// stopTaking stops the timer.
+func (r *runner) wakeAt(until int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.limited != nil && r.limitedAt != 0 && r.limitedAt <= until {
@@ -482,12 +363,10 @@ func (r *runner) wakeAt(lc *loopControl, until int64) {
 		r.mu.Lock()
 		r.limitedAt = 0
 		r.mu.Unlock()
-		if lc.ctx.Err() == nil {
-			r.workArrived()
-		}
+		r.wakeIfTaking()
 	}
 	if r.limited != nil {
 		r.limited.Stop()
 	}
-	r.limited = time.AfterFunc(d, fire)
+	r.limited = r.w.c.clock.AfterFunc(d, fire)
 }

@@ -54,8 +54,8 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 // back for its next job. The goroutine that sends the batch records the
 // outcome when it returns, as Finish would (recordSettled), and ends the
 // job (settled). A write that failed on the connection is tried again,
-// as settle does, on a goroutine of its own: the batch's callbacks must
-// not wait.
+// as settle does, on a goroutine of its own (the scheduler's, see
+// slotScheduler.jobs): the batch's callbacks must not wait.
 func (r *runner) finishLater(j job) {
 	p := j.p
 	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
@@ -71,9 +71,7 @@ func (r *runner) finishLater(j job) {
 			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
-		if retryable(err) && r.w.life.Err() == nil {
-			go rest()
-		} else {
+		if !retryable(err) || r.w.life.Err() != nil || !r.sched.jobs.Go(rest) {
 			rest()
 		}
 	})

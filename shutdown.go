@@ -177,10 +177,7 @@ func (w *Worker) runnersLocked() []*runner {
 // its outcome.
 func idle(runners []*runner) bool {
 	for _, r := range runners {
-		r.mu.Lock()
-		n := r.busy + r.settling
-		r.mu.Unlock()
-		if n > 0 {
+		if !r.idle() {
 			return false
 		}
 	}

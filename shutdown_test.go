@@ -70,16 +70,17 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 // handlers started after that concern later waiters only, and one started
 // while it waits delays it.
 func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
-	r := &runner{wake: make(chan struct{}, 1)}
+	r := newSlotScheduler(nil, 3, OrderStrict).add("q", nil, HandleOptions{}, 0, 1)
 	select {
 	case <-r.drained():
 	default:
 		t.Fatal("nothing running: drained at once")
 	}
 	start := func(n int) {
-		r.mu.Lock()
+		r.sched.mu.Lock()
 		r.busy += n
-		r.mu.Unlock()
+		r.sched.busy += n
+		r.sched.mu.Unlock()
 	}
 	start(1)
 	first := r.drained()

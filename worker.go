@@ -85,8 +85,8 @@ type FenceEvent struct {
 // and per periodic schedule a timer (periodic.go); shutdown.go stops them
 // all. Its state is one lifecycle (state.go).
 //
-// Lock order: membership, then a pool's turn, then a queue's gate, then mu. runner.mu and
-// Process.mu are leaves: nothing else is locked while they are held.
+// Lock order: membership, then a slot scheduler's turn, then a queue's gate, then mu.
+// slotScheduler.mu, runner.mu and Process.mu are leaves: nothing else is locked while they are held.
 // Client.mu is taken under membership, never with mu held.
 type Worker struct {
 	c    *Client
@@ -116,9 +116,9 @@ type Worker struct {
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
 	periodics map[periodicKey]*periodic
-	// pools are the shared slot pools of HandleQueues, each a running
-	// loop. Guarded by mu.
-	pools []*pool
+	// pools are the slot schedulers of HandleQueues, each a running loop
+	// (Handle's are reached through the queues served). Guarded by mu.
+	pools []*slotScheduler
 
 	life context.Context    // the worker's lifetime; ends when it closes
 	stop context.CancelFunc // ends life

@@ -1,0 +1,572 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/startstop"
+)
+
+// slotScheduler owns the handler slots of one Handle or HandleQueues call
+// and the loop that fills them: woken by a member's work event or a slot
+// freeing, it plans which members the free slots go to (by its order) and
+// dequeues for each, several tasks at a time. Handle is a scheduler with
+// one member. A member (runner) holds what is per queue: its handler,
+// options, work flag, timers; the counts of slots (busy, settling, asking)
+// are kept here, the scheduler's and each member's share of them, under
+// one lock.
+//
+// A slot is taken from a dequeue's request (asking) or a hand-off's claim
+// until the handler returns; the outcomes still being written (settling)
+// hold new starts back when they lag (see slotsFree).
+type slotScheduler struct {
+	startstop.Base // the loop's run
+
+	w       *Worker // set when made, as are the next four
+	size    int     // the slots
+	order   Order
+	members []*runner // in the order given
+	weights []int     // members' weights
+
+	wake chan struct{} // a member may have work, or a slot freed
+
+	// idle hands a job to a handler goroutine that finished its last one
+	// and waits for more, of any member; they leave when the run they were
+	// started in ends (quit).
+	idle chan job
+	// jobs tracks the goroutines the scheduler starts: handler goroutines
+	// and outcome writes that are tried again (see finishLater).
+	jobs startstop.Group
+
+	// turn is held by the loop while it dequeues for a member and starts
+	// its handlers. A member that stops taking waits for it, so no handler
+	// starts for the member once it has stopped.
+	turn sync.Mutex
+
+	// current is the smooth weighted round robin's state, per member. The
+	// loop's own, as are room and shares, which fill reuses.
+	current []int
+	room    []int
+	shares  []share
+
+	mu sync.Mutex // guards the fields below and every member's slots and work flags
+	slots
+	// ready is set once every member is served: the loop runs only then,
+	// so that the first slots already follow the order.
+	ready bool
+	// quit is closed when the running loop ends (closed while none runs):
+	// handler goroutines leave on it.
+	quit <-chan struct{}
+}
+
+// slots counts a scheduler's slots in use, or a member's share of them.
+type slots struct {
+	// busy counts the handlers running (a slot is taken from the dequeue
+	// or claim until the handler returns). The processes themselves are in
+	// the worker's books, serving.procs.
+	busy int
+	// settling counts the outcomes of returned handlers being written. A
+	// slot is handed on when its handler returns, not when Redis has the
+	// outcome, so the next task's dequeue overlaps the finish; settling
+	// bounds how far the writes may lag (see slotsFree).
+	settling int
+	// asking counts the slots a dequeue in flight asked for: a process an
+	// enqueue hands over meanwhile (claim) must not take one of them.
+	asking int
+}
+
+// slotsFree is how many of size slots are free with busy handlers running
+// and settling outcomes being written: a slot frees when its handler
+// returns, while at most size outcomes are being written (a Redis that
+// answers slowly holds new starts back rather than gathering unwritten
+// outcomes).
+func slotsFree(size, busy, settling int) int {
+	return min(size-busy, 2*size-busy-settling)
+}
+
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+func newSlotScheduler(w *Worker, size int, order Order) *slotScheduler {
+	return &slotScheduler{
+		w: w, size: size, order: order,
+		wake: make(chan struct{}, 1), idle: make(chan job), quit: closedChan,
+	}
+}
+
+// add makes a member serving queue with handler h (the middleware around
+// it), at most maxSlots of the slots at once (0: as many as there are).
+func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, weight int) *runner {
+	r := &runner{
+		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
+		retry: newBackoff(dequeueRetryMin, dequeueRetryMax),
+	}
+	s.members = append(s.members, r)
+	s.weights = append(s.weights, weight)
+	s.current = append(s.current, 0)
+	s.room = append(s.room, 0)
+	return r
+}
+
+// Start runs the loop on ctx (the worker's life): it ends with ctx or
+// Stop. It does nothing before the scheduler is ready (setReady), or
+// while the loop runs.
+func (s *slotScheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	if !ready {
+		return nil
+	}
+	ctx, ok, started, stopped := s.Begin(ctx)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	s.quit = ctx.Done()
+	s.mu.Unlock()
+	go func() {
+		defer stopped()
+		started()
+		s.run(ctx)
+	}()
+	s.poke()
+	return nil
+}
+
+// setReady marks every member served and starts the loop.
+func (s *slotScheduler) setReady() {
+	s.mu.Lock()
+	s.ready = true
+	s.mu.Unlock()
+	_ = s.Start(s.w.life)
+}
+
+// close ends the loop for good, as the worker closes: the handler
+// goroutines waiting for a job leave, and no goroutine of the scheduler's
+// is started again. Once no handler runs, it waits for them all; a
+// handler that outlived its cancel (stopRunners gave up on it) is the
+// application's, and its goroutine leaves as soon as it returns.
+func (s *slotScheduler) close() {
+	s.Stop()
+	s.mu.Lock()
+	done := s.busy+s.settling == 0
+	s.mu.Unlock()
+	if done {
+		s.jobs.Close()
+	}
+}
+
+func (s *slotScheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *slotScheduler) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for s.fill(ctx) {
+		}
+	}
+}
+
+// fill plans the free slots and dequeues for each member planned. It
+// reports whether to plan again: a member came back short, or could not
+// take work (it is passed over then, so the slots left go elsewhere).
+func (s *slotScheduler) fill(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	n := s.reserve(s.room)
+	if n <= 0 {
+		return false
+	}
+	shares := plan(s.order, n, s.room, s.weights, s.current, s.shares[:0])
+	s.shares = shares
+	planned := 0
+	for _, sh := range shares {
+		planned += sh.n
+	}
+	if planned < n {
+		s.mu.Lock()
+		s.asking -= n - planned // the slots no member was planned for
+		s.mu.Unlock()
+	}
+	again := false
+	for _, sh := range shares {
+		if !s.take(ctx, s.members[sh.member], sh.n) {
+			again = true
+		}
+	}
+	return again
+}
+
+// reserve marks the free slots as asked for by the dequeues about to be
+// planned, and returns how many they are; room gets each member's room
+// for them.
+func (s *slotScheduler) reserve(room []int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := slotsFree(s.size, s.busy, s.settling)
+	if n <= 0 {
+		return n
+	}
+	s.asking += n
+	for i, r := range s.members {
+		room[i] = r.roomLocked()
+	}
+	return n
+}
+
+// share is a number of slots planned for a member (its index).
+type share struct {
+	member int
+	n      int
+}
+
+// plan shares n free slots among members with room for them (room, per
+// member: 0 for one that has no work or cannot take it), by order, in the
+// order the dequeues are to be made, appended to out. current is the
+// smooth weighted round robin's state, which plan updates.
+func plan(order Order, n int, room, weights, current []int, out []share) []share {
+	if order == OrderStrict {
+		for i := range room {
+			if k := min(n, room[i]); k > 0 {
+				out = append(out, share{i, k})
+				n -= k
+			}
+			if n == 0 {
+				break
+			}
+		}
+		return out
+	}
+	// Smooth weighted round robin by tasks: the next slot goes to the
+	// member SWRR would give it to, and so do as many more as it has room
+	// for, in one dequeue; every member with room is credited its weight
+	// for each of them and the chosen one debited the total. One slot at a
+	// time this is SWRR exactly; in batches the shares stay proportional
+	// over time, and each member planned costs one dequeue. A member
+	// without room is taken out of the round (its state reset, so it does
+	// not come back with a burst).
+	chosen := make([]bool, len(room))
+	for n > 0 {
+		total, best := 0, -1
+		for i := range room {
+			if room[i] <= 0 || chosen[i] {
+				if room[i] <= 0 {
+					current[i] = 0
+				}
+				continue
+			}
+			total += weights[i]
+			if best < 0 || current[i]+weights[i] > current[best]+weights[best] {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		k := min(n, room[best])
+		for i := range room {
+			if room[i] > 0 && !chosen[i] {
+				current[i] += k * weights[i]
+			}
+		}
+		current[best] -= k * total
+		chosen[best] = true
+		out = append(out, share{best, k})
+		n -= k
+	}
+	return out
+}
+
+// take dequeues up to n tasks (slots reserved for them) for a member and
+// starts their handlers. It reports whether it got them all; when not, the
+// member is passed over until it may have work again (see afterDequeue).
+func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
+	s.turn.Lock()
+	defer s.turn.Unlock()
+	s.mu.Lock()
+	if !r.takes {
+		s.asking -= n
+		s.mu.Unlock()
+		return true // stopped: it has no room in any plan from now on
+	}
+	gen := r.gen
+	r.asking += n
+	// The dequeue ends with the loop, or when the member stops taking.
+	dctx, cancel := context.WithCancel(ctx)
+	r.abort = cancel
+	s.mu.Unlock()
+	sent := s.w.c.outage.begin()
+	ps, until, err := s.w.dequeue(dctx, r.queue, n, true)
+	s.mu.Lock()
+	r.abort = nil
+	r.asking -= n
+	s.asking -= n
+	r.busy += len(ps)
+	s.busy += len(ps)
+	s.mu.Unlock()
+	stopped := dctx.Err() != nil
+	cancel()
+	if until > 0 {
+		// The rate limit is used up: look again when the next start is
+		// allowed, and not before.
+		r.wakeAt(until)
+	}
+	if err != nil {
+		if stopped {
+			return true // the member or the loop stopped
+		}
+		r.afterDequeue(decideDequeue(err), sent, gen, err)
+		return false
+	}
+	s.w.c.outage.ok(sent)
+	r.retry.reset()
+	if len(ps) < n {
+		r.clearMore(gen)
+	}
+	quit := ctx.Done()
+	for _, p := range ps {
+		r.launch(quit, p, false)
+	}
+	return len(ps) == n
+}
+
+// Dequeue retries: a member whose dequeue failed on the connection looks
+// again after a backoff from dequeueRetryMin, doubling up to
+// dequeueRetryMax.
+const (
+	dequeueRetryMin = 10 * time.Millisecond
+	dequeueRetryMax = time.Second
+)
+
+// dequeueFailure is what a failed dequeue makes of its member.
+type dequeueFailure uint8
+
+const (
+	// dequeueEmpty: no task waits, or the rate limit allows none yet. The
+	// member's work flag is cleared until the next work event (a rate
+	// limit's wake-up is one).
+	dequeueEmpty dequeueFailure = iota
+	// dequeueBlocked: the worker or the queue is fenced, the worker
+	// closed, or the queue no longer served. The member is passed over
+	// until the next work event: a rejoin or re-registration raises one.
+	dequeueBlocked
+	// dequeueRetry: Redis failed. The member is passed over, while the
+	// others are served, and looks again after its backoff.
+	dequeueRetry
+)
+
+// decideDequeue is the one policy for a failed dequeue, whatever the
+// member.
+func decideDequeue(err error) dequeueFailure {
+	switch {
+	case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
+		return dequeueEmpty
+	case errors.Is(err, ErrWorkerFenced), errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
+		return dequeueBlocked
+	}
+	return dequeueRetry
+}
+
+// afterDequeue applies decision to the member whose dequeue, sent at
+// outage epoch sent with gen work events counted, failed with err.
+func (r *runner) afterDequeue(decision dequeueFailure, sent uint64, gen uint64, err error) {
+	switch decision {
+	case dequeueEmpty:
+		r.w.c.outage.ok(sent)
+		r.clearMore(gen)
+	case dequeueBlocked:
+		r.block(gen)
+	case dequeueRetry:
+		if !r.w.c.outage.failed(sent, "dequeue", err) {
+			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
+		}
+		r.block(gen)
+		r.retryLater()
+	}
+}
+
+// launch runs the handler for p, whose slot is taken (take, claim), on a
+// handler goroutine: one that finished its last task and waits for
+// another if there is one, else a new one. On a busy queue goroutines (and
+// the stacks they have grown) are reused rather than started for every
+// task. The handler's context ends when the process ends for a reason the
+// worker learns of (cancel, delete, fencing), with that reason as its
+// cause. A new goroutine waits for its next job until quit is closed (the
+// run of the loop it was started in ends).
+func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
+	s := r.sched
+	ctx, cancel := context.WithCancelCause(context.Background())
+	p.onEnd(cancel)
+	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
+	select {
+	case s.idle <- j:
+	default:
+		if !s.jobs.Go(func() { serve(s.idle, quit, j) }) {
+			// The worker is closed: the process is left held, to be given
+			// back with the others.
+			cancel(ErrShutdown)
+			r.unclaim()
+		}
+	}
+}
+
+// job is a process to run, with its member and its handler's context.
+type job struct {
+	r      *runner
+	p      *Process
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// handed marks a process an enqueue handed over (see handoff.go).
+	handed bool
+}
+
+// serve runs j, then the jobs the loop hands it until quit is closed.
+func serve(idle chan job, quit <-chan struct{}, j job) {
+	for {
+		j.r.runJob(j)
+		select {
+		case j = <-idle:
+		case <-quit:
+			return
+		}
+	}
+}
+
+// returned hands on the slot of a member's handler that returned, while
+// its outcome is written: the next task's dequeue goes out meanwhile.
+func (s *slotScheduler) returned(r *runner) {
+	s.mu.Lock()
+	r.busy--
+	r.settling++
+	s.busy--
+	s.settling++
+	wanted := s.wantedLocked()
+	s.mu.Unlock()
+	if wanted {
+		s.poke()
+	}
+}
+
+// settled ends a job whose outcome was written (or given up): its
+// context ends, it stops counting against the writes in flight, and the
+// handler is done (stopTaking and shutdown wait for that).
+func (r *runner) settled(j job) {
+	j.cancel(nil)
+	s := r.sched
+	s.mu.Lock()
+	r.settling--
+	s.settling--
+	wanted := s.wantedLocked()
+	drained := r.takeDrainLocked()
+	s.mu.Unlock()
+	if wanted {
+		s.poke() // a slot frees if the writes were at their bound
+	}
+	if drained != nil {
+		close(drained)
+	}
+}
+
+// wantedLocked reports whether a member may take a slot that frees:
+// whether the loop has something to plan. Callers hold mu.
+func (s *slotScheduler) wantedLocked() bool {
+	for _, r := range s.members {
+		if r.takes && r.more && !r.blocked {
+			return true
+		}
+	}
+	return false
+}
+
+// claim takes a slot for a process an enqueue handed the member, if it
+// takes work and one is free that no dequeue in flight asked for (and the
+// member is under its maxSlots): a hand-off never runs more handlers than
+// the slots allow. It returns what the handler goroutine leaves on
+// (launch).
+func (r *runner) claim() (quit <-chan struct{}, ok bool) {
+	s := r.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok = r.takes && slotsFree(s.size, s.busy+s.asking, s.settling) > 0 &&
+		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
+	if !ok {
+		return nil, false
+	}
+	// Under mu: stopTaking clears taking under mu, so a handler counted
+	// here is waited for, and none starts after.
+	r.busy++
+	s.busy++
+	return s.quit, true
+}
+
+// unclaim gives back the slot claim took, for a process not adopted.
+func (r *runner) unclaim() {
+	s := r.sched
+	s.mu.Lock()
+	r.busy--
+	s.busy--
+	wanted := s.wantedLocked()
+	drained := r.takeDrainLocked()
+	s.mu.Unlock()
+	if drained != nil {
+		close(drained)
+	}
+	if wanted {
+		s.poke()
+	}
+}
+
+// full reports whether the member could not start a handler now for want
+// of a slot: the scheduler's are all taken, or its maxSlots is reached.
+func (r *runner) full() bool {
+	s := r.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slotsFree(s.size, s.busy, s.settling) <= 0 || (r.maxSlots > 0 && r.busy >= r.maxSlots)
+}
+
+// free is how many more handlers the member may start now.
+func (r *runner) free() int {
+	s := r.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := slotsFree(s.size, s.busy, s.settling)
+	if r.maxSlots > 0 {
+		n = min(n, r.maxSlots-r.busy)
+	}
+	return n
+}
+
+// stopPools ends the loops of the worker's slot schedulers (HandleQueues'
+// and those of the queues Handle serves), for good: the worker is closing.
+func (w *Worker) stopPools() {
+	w.mu.Lock()
+	scheds := w.pools
+	w.pools = nil
+	for _, sv := range w.serving {
+		if sv.runner != nil {
+			scheds = append(scheds, sv.runner.sched)
+		}
+	}
+	w.mu.Unlock()
+	seen := make(map[*slotScheduler]bool, len(scheds))
+	var wg sync.WaitGroup
+	for _, s := range scheds {
+		if !seen[s] {
+			seen[s] = true
+			wg.Go(s.close)
+		}
+	}
+	wg.Wait()
+}
