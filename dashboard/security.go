@@ -110,10 +110,24 @@ func cookies(r *http.Request, name string) []string {
 
 // sessions are the browsers signed in: random ids, each good for
 // sessionLifetime or until signed out. They are kept by their SHA-256,
-// so a lookup's timing says nothing of the ids.
+// so a lookup's timing says nothing of the ids. Each has a channel closed
+// when it ends, so that what it holds open (its live stream) ends too.
 type sessions struct {
 	mu sync.Mutex
-	m  map[[32]byte]time.Time // expiry
+	m  map[[32]byte]*session
+}
+
+type session struct {
+	expiry time.Time
+	done   chan struct{}
+}
+
+// drop ends the session under key k. Called with s.mu held.
+func (s *sessions) drop(k [32]byte) {
+	if e, ok := s.m[k]; ok {
+		close(e.done)
+		delete(s.m, k)
+	}
 }
 
 func (s *sessions) create(now time.Time) string {
@@ -121,42 +135,47 @@ func (s *sessions) create(now time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[[32]byte]time.Time)
+		s.m = make(map[[32]byte]*session)
 	}
 	if len(s.m) >= maxSessions {
 		var oldest [32]byte
 		var first time.Time
-		for k, exp := range s.m {
-			if !exp.After(now) {
-				delete(s.m, k)
-			} else if first.IsZero() || exp.Before(first) {
-				oldest, first = k, exp
+		for k, e := range s.m {
+			if !e.expiry.After(now) {
+				s.drop(k)
+			} else if first.IsZero() || e.expiry.Before(first) {
+				oldest, first = k, e.expiry
 			}
 		}
 		if len(s.m) >= maxSessions {
-			delete(s.m, oldest)
+			s.drop(oldest)
 		}
 	}
-	s.m[sha256.Sum256([]byte(id))] = now.Add(sessionLifetime)
+	s.m[sha256.Sum256([]byte(id))] = &session{expiry: now.Add(sessionLifetime), done: make(chan struct{})}
 	return id
 }
 
-func (s *sessions) valid(id string, now time.Time) bool {
+// valid says whether id is a live session, and returns a channel closed
+// when it ends.
+func (s *sessions) valid(id string, now time.Time) (<-chan struct{}, bool) {
 	k := sha256.Sum256([]byte(id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exp, ok := s.m[k]
-	if ok && !exp.After(now) {
-		delete(s.m, k)
-		return false
+	e, ok := s.m[k]
+	if !ok {
+		return nil, false
 	}
-	return ok
+	if !e.expiry.After(now) {
+		s.drop(k)
+		return nil, false
+	}
+	return e.done, true
 }
 
 func (s *sessions) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, sha256.Sum256([]byte(id)))
+	s.drop(sha256.Sum256([]byte(id)))
 }
 
 // session returns r's session id if it carries a live one, else "".
@@ -166,7 +185,7 @@ func (h *handler) session(r *http.Request) string {
 	}
 	now := h.now()
 	for _, v := range cookies(r, sessionCookie) {
-		if v != "" && h.sessions.valid(v, now) {
+		if _, ok := h.sessions.valid(v, now); v != "" && ok {
 			return v
 		}
 	}
