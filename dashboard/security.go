@@ -25,14 +25,21 @@ const (
 
 	// A client may fail clientBurst credentials at once, then one per
 	// clientEvery; all clients together globalBurst, then one per
-	// globalEvery. The global cap bounds a guesser with many addresses.
+	// globalEvery. Past the global cap only clients that failed in the
+	// last suspectFor are refused: a guesser with many addresses is slowed
+	// to one guess per address per suspectFor beyond the global rate, and
+	// cannot lock out a client that has not failed, such as the owner.
 	clientBurst = 5
 	clientEvery = 12 * time.Second
 	globalBurst = 60
 	globalEvery = time.Second
-	// maxClients is how many clients' failures are kept before the
-	// forgiven ones are swept out.
-	maxClients = 1024
+	suspectFor  = time.Hour
+	// maxClients is how many clients' failures are kept; when full, those
+	// older than suspectFor are swept out, at most once per sweepEvery
+	// (a sweep reads them all). While it stays full, a client without a
+	// record counts as failed.
+	maxClients = 1 << 16
+	sweepEvery = time.Minute
 )
 
 // random returns n random bytes in hex.
@@ -244,17 +251,22 @@ func validNonce(v string) bool {
 }
 
 // limiter counts failed credentials, per client and in all, as leaky
-// buckets, and refuses to check any more while either is full.
+// buckets. It refuses to check a client's credential while the client's
+// own bucket is full, or while the global one is and the client failed
+// in the last suspectFor: a client with no failure on record is always
+// checked, so that guesses from other addresses never refuse it.
 type limiter struct {
 	mu      sync.Mutex
 	clients map[string]*bucket
 	global  bucket
+	swept   time.Time // the last sweep of clients
 }
 
 // bucket holds the failures not yet forgiven: one drains every per.
 type bucket struct {
-	used float64
-	at   time.Time
+	used   float64
+	at     time.Time
+	failed time.Time // the last failure
 }
 
 func (b *bucket) drain(now time.Time, per time.Duration) {
@@ -272,19 +284,29 @@ func (b *bucket) wait(burst float64, per time.Duration) time.Duration {
 	return 0
 }
 
-// try runs check, a comparison of a credential, unless client or all
-// clients failed too often; the check and the counting of its failure
-// are one step, so that parallel guesses cannot slip past the limit. It
-// returns check's answer, or how long to wait if it did not run.
+// try runs check, a comparison of a credential, unless the limits above
+// refuse client; the check and the counting of its failure are one step,
+// so that parallel guesses cannot slip past the limit. It returns check's
+// answer, or how long to wait if it did not run.
 func (l *limiter) try(client string, now time.Time, check func() bool) (ok bool, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.global.drain(now, globalEvery)
-	wait = l.global.wait(globalBurst, globalEvery)
+	if l.clients == nil {
+		l.clients = make(map[string]*bucket)
+	}
 	c := l.clients[client]
+	if c == nil && len(l.clients) >= maxClients {
+		l.sweep(now)
+	}
+	suspect := c != nil && now.Sub(c.failed) < suspectFor ||
+		c == nil && len(l.clients) >= maxClients
 	if c != nil {
 		c.drain(now, clientEvery)
-		wait = max(wait, c.wait(clientBurst, clientEvery))
+		wait = c.wait(clientBurst, clientEvery)
+	}
+	l.global.drain(now, globalEvery)
+	if suspect {
+		wait = max(wait, l.global.wait(globalBurst, globalEvery))
 	}
 	if wait > 0 {
 		return false, wait
@@ -293,22 +315,29 @@ func (l *limiter) try(client string, now time.Time, check func() bool) (ok bool,
 		return true, 0
 	}
 	if c == nil {
-		if l.clients == nil {
-			l.clients = make(map[string]*bucket)
-		}
-		if len(l.clients) >= maxClients {
-			for k, b := range l.clients {
-				if b.drain(now, clientEvery); b.used == 0 {
-					delete(l.clients, k)
-				}
-			}
-		}
 		c = &bucket{at: now}
-		l.clients[client] = c
+		if len(l.clients) < maxClients {
+			l.clients[client] = c
+		}
 	}
 	c.used++
+	c.failed = now
 	l.global.used++
 	return false, 0
+}
+
+// sweep forgets the clients that last failed suspectFor ago or more, if
+// it did not sweep in the last sweepEvery. Called with l.mu held.
+func (l *limiter) sweep(now time.Time) {
+	if now.Sub(l.swept) < sweepEvery {
+		return
+	}
+	l.swept = now
+	for k, b := range l.clients {
+		if now.Sub(b.failed) >= suspectFor {
+			delete(l.clients, k)
+		}
+	}
 }
 
 // clientOf is whom a request's failures count against: its address, or
