@@ -109,7 +109,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		back = "overview"
 	case "cancel":
 		var res worqr.CancelResult
-		res, err = h.c.CancelTask(ctx, queue, id)
+		if !h.lookup(w, r, func() { res, err = h.c.CancelTask(ctx, queue, id) }) {
+			return
+		}
 		if err == nil && res.Removed+res.Marked == 0 {
 			done = "nothing"
 		}

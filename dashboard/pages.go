@@ -210,7 +210,11 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	d, err := h.findTask(ctx, name, id)
+	var d taskData
+	var err error
+	if !h.lookup(w, r, func() { d, err = h.findTask(ctx, name, id) }) {
+		return
+	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
