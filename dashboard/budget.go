@@ -75,7 +75,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, f func()) bool 
 	if end == nil {
 		secs := int64((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		h.log.Warn("worqr dashboard: lookup refused: budget spent", "remote", r.RemoteAddr, "wait", wait)
+		h.warnRefused("worqr dashboard: lookup refused: budget spent", "remote", r.RemoteAddr, "wait", wait)
 		h.fail(w, r, http.StatusTooManyRequests, "too many task lookups: each scans a queue in Redis, and together they may take a tenth of its time; try again in "+strconv.FormatInt(secs, 10)+" s")
 		return false
 	}
@@ -114,7 +114,7 @@ func (visitData) title() string { return "open page" }
 // link followed) gets a page with a link to the same address, which reads
 // nothing; anything else (an image, a script, a fetch) is refused.
 func (h *handler) crossSite(w http.ResponseWriter, r *http.Request) {
-	h.log.Warn("worqr dashboard: page refused: cross-site", "path", r.URL.Path, "fetch-site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+	h.warnRefused("worqr dashboard: page refused: cross-site", "path", r.URL.Path, "fetch-site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
 	if r.Method != http.MethodGet || r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.URL.Path == "/events" {
 		http.Error(w, "forbidden: cross-origin request (open the dashboard's pages from the dashboard)", http.StatusForbidden)
 		return

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -110,4 +111,23 @@ func TestCrossSitePagesReadNothing(t *testing.T) {
 	} {
 		assert.Equal(t, http.StatusNotFound, e.raw(task, nil, header...).code, "%v", header)
 	}
+}
+
+// A flood of refused requests is a log line per refusalEvery, which
+// counts the ones not logged, not a line each.
+func TestRefusalsLogQuietly(t *testing.T) {
+	t.Parallel()
+	recs := &records{}
+	e := newEnv(t, Options{Logger: slog.New(recs)})
+	advance := e.frozen()
+	img := []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image"}
+	for range 50 {
+		require.Equal(t, http.StatusForbidden, e.raw("/task?q="+qx("q")+"&id=x", nil, img...).code)
+	}
+	require.Len(t, recs.at(slog.LevelWarn), 1)
+	advance(refusalEvery)
+	require.Equal(t, http.StatusForbidden, e.raw("/", nil, img...).code)
+	warns := recs.at(slog.LevelWarn)
+	require.Len(t, warns, 2)
+	assert.EqualValues(t, 49, warns[1].attrs["unlogged"].Int64())
 }

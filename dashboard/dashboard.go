@@ -99,6 +99,7 @@ type handler struct {
 	sessions sessions
 	limit    limiter
 	lookups  lookups
+	refusals refusals
 	now      func() time.Time
 }
 
@@ -139,7 +140,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 
 	if !h.hostAllowed(r.Host) {
-		h.log.Warn("worqr dashboard: request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
 		http.Error(w, "forbidden: this dashboard does not answer to that host name", http.StatusForbidden)
 		return
 	}
@@ -147,7 +148,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// dashboard's own pages (Sec-Fetch-Site, else Origin against Host);
 	// SameSite cookies alone let in pages on another port of the host.
 	if err := h.origin.Check(r); err != nil {
-		h.log.Warn("worqr dashboard: request refused: cross-origin", "origin", r.Header.Get("Origin"), "fetch-site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: request refused: cross-origin", "origin", r.Header.Get("Origin"), "fetch-site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
 		http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
 		return
 	}
@@ -311,7 +312,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	token := r.PostFormValue("token")
 	ok, wait := h.limit.try(clientOf(r), h.now(), func() bool { return equal(token, h.opts.Token) })
 	if wait > 0 {
-		h.log.Warn("worqr dashboard: login refused: too many failures", "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: login refused: too many failures", "remote", r.RemoteAddr)
 		h.tooMany(w, r, wait)
 		return
 	}
