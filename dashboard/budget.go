@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -68,9 +69,15 @@ func (l *lookups) begin(now time.Time) (end func(time.Time), wait time.Duration)
 	}, 0
 }
 
+// lookupTimeout bounds a lookup's call.
+const lookupTimeout = 10 * time.Second
+
 // lookup runs f, a lookup, within the dashboard's budget; if the budget
-// refuses it, it answers 429 with Retry-After and returns false.
-func (h *handler) lookup(w http.ResponseWriter, r *http.Request, f func()) bool {
+// refuses it, it answers 429 with Retry-After and returns false. f's
+// context does not end with the request: a script sent to Redis runs to
+// its end, so a client that hangs up must not free the slot, nor cut the
+// duration charged, before it does.
+func (h *handler) lookup(w http.ResponseWriter, r *http.Request, f func(context.Context)) bool {
 	end, wait := h.lookups.begin(h.now())
 	if end == nil {
 		secs := int64((wait + time.Second - 1) / time.Second)
@@ -80,7 +87,9 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, f func()) bool 
 		return false
 	}
 	defer func() { end(h.now()) }()
-	f()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), lookupTimeout)
+	defer cancel()
+	f(ctx)
 	return true
 }
 

@@ -1,14 +1,18 @@
 package dashboard
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -130,4 +134,49 @@ func TestRefusalsLogQuietly(t *testing.T) {
 	warns := recs.at(slog.LevelWarn)
 	require.Len(t, warns, 2)
 	assert.EqualValues(t, 49, warns[1].attrs["unlogged"].Int64())
+}
+
+// A lookup's call does not end with its request: the script it sent runs
+// on in Redis, so a client that hangs up must not free the budget's slot
+// before the call returns.
+func TestLookupOutlivesItsRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	entered := make(chan context.Context, 1)
+	release := make(chan struct{})
+	hold := func(ctx context.Context, cmd rueidis.Completed) {
+		if slices.Contains(cmd.Commands(), "held-id") {
+			select { // the first command; the ones after it go through
+			case entered <- ctx:
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+	e.rdb.hold.Store(&hold)
+	busy := func() bool {
+		e.h.lookups.mu.Lock()
+		defer e.h.lookups.mu.Unlock()
+		return e.h.lookups.busy
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/task?q="+qx("q")+"&id=held-id", nil).WithContext(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.h.ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	call := <-entered
+	cancel() // the client hangs up
+	assert.NoError(t, call.Err(), "the lookup's call ended with its request")
+	assert.True(t, busy())
+	close(release)
+	<-done
+	assert.False(t, busy())
 }
