@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -109,7 +110,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		back = "overview"
 	case "cancel":
 		var res worqr.CancelResult
-		res, err = h.c.CancelTask(ctx, queue, id)
+		if !h.lookup(w, r, func(ctx context.Context) { res, err = h.c.CancelTask(ctx, queue, id) }) {
+			return
+		}
 		if err == nil && res.Removed+res.Marked == 0 {
 			done = "nothing"
 		}

@@ -353,3 +353,55 @@ func TestBrowserRebinding(t *testing.T) {
 	assert.Contains(t, text("http://localhost"+port+e.prefix+"/"), "emails")
 	assert.Contains(t, text(e.url("/")), "emails")
 }
+
+// crossSitePage is another site's page: images of the dashboard's task
+// page (unknown ids, each a scan of the queue), and a link to one.
+const crossSitePage = `<!doctype html><title>loading</title>
+<script>var left = {{len .Images}}; function one() { if (--left === 0) document.title = "loaded"; }</script>
+{{range .Images}}<img src="{{.}}" onerror="one()" onload="one()">{{end}}
+<a id="link" href="{{.Link}}">a task</a>`
+
+// TestBrowserCrossSiteGET: another site's images of the task page make
+// the dashboard read nothing from Redis, and a link from it reaches the
+// task page through one more click.
+func TestBrowserCrossSiteGET(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "emails", []byte("x"))
+	require.NoError(t, err)
+	task := func(id string) string { return e.url("/task?q=" + qx("emails") + "&id=" + id) }
+	var images []string
+	for i := range 20 {
+		images = append(images, task(fmt.Sprintf("unknown-%d", i)))
+	}
+	tmpl := template.Must(template.New("attack").Parse(crossSitePage))
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = tmpl.Execute(w, map[string]any{"Images": images, "Link": task("unknown-link")})
+	}))
+	defer attacker.Close()
+	port := attacker.URL[strings.LastIndex(attacker.URL, ":"):]
+	bctx := browser(t, bin, chromedp.Flag("host-resolver-rules", "MAP attacker.example 127.0.0.1"))
+
+	looked := func() bool { // whether a lookup began
+		e.h.lookups.mu.Lock()
+		defer e.h.lookups.mu.Unlock()
+		return !e.h.lookups.at.IsZero()
+	}
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate("http://attacker.example"+port+"/"),
+		until(`document.title === "loaded"`),
+	))
+	assert.False(t, looked(), "another site's images looked tasks up")
+
+	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#link`), chromedp.NodeVisible)))
+	text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`main`), chromedp.NodeVisible))
+	require.NoError(t, err)
+	assert.Contains(t, text, "Open this page?")
+	assert.False(t, looked(), "a link from another site looked a task up")
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`main a`), chromedp.NodeVisible),
+		chromedp.WaitVisible(chromedp.CSS(`#where`)),
+	))
+	assert.True(t, looked(), "the dashboard's own link")
+}

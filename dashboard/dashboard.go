@@ -5,7 +5,22 @@
 // protection (signed tokens and an origin check). Without a credential it
 // answers only to loopback host names and Options.AllowedHosts, against
 // DNS rebinding; with a token, browsers sign in for a session of 12 hours,
-// and wrong tokens are rate-limited.
+// whose sign-out or expiry also ends its live stream.
+//
+// Wrong credentials are rate-limited per client address (5 at once, then
+// one every 12 s) and in all (60 at once, then one a second); past the
+// global limit only clients that failed in the last hour are refused, so
+// that guesses from many addresses slow the guessers but never lock out
+// a client that has not failed, such as the owner.
+//
+// Its pages read Redis only for requests from its own pages or from none
+// (an address typed in, a script), by Sec-Fetch-Site or Origin: an image
+// on another site's page gets 403, a link followed from one a page that
+// links to the same address. Looking a task up by id scans its queue in
+// one script (see worqr.Client.FindTask), as does cancelling by id: these
+// lookups share one budget across all clients, a tenth of the time
+// measured as their calls' durations, one at a time, and past it get 429
+// with Retry-After.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -83,6 +98,8 @@ type handler struct {
 	origin   *http.CrossOriginProtection
 	sessions sessions
 	limit    limiter
+	lookups  lookups
+	refusals refusals
 	now      func() time.Time
 }
 
@@ -123,7 +140,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 
 	if !h.hostAllowed(r.Host) {
-		h.log.Warn("worqr dashboard: request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
 		http.Error(w, "forbidden: this dashboard does not answer to that host name", http.StatusForbidden)
 		return
 	}
@@ -131,7 +148,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// dashboard's own pages (Sec-Fetch-Site, else Origin against Host);
 	// SameSite cookies alone let in pages on another port of the host.
 	if err := h.origin.Check(r); err != nil {
-		h.log.Warn("worqr dashboard: request refused: cross-origin", "origin", r.Header.Get("Origin"), "fetch-site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: request refused: cross-origin", "origin", r.Header.Get("Origin"), "fetch-site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
 		http.Error(w, "forbidden: cross-origin request", http.StatusForbidden)
 		return
 	}
@@ -145,6 +162,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch path {
+	case "/", "/queue", "/task", "/workers", "/events":
+		// Pages that read Redis, some a lot (a task's page scans its
+		// queue): only for the dashboard's own pages, not an image on
+		// another site's, which a browser sends with the credentials it has.
+		if !sameOrigin(r) {
+			h.crossSite(w, r)
+			return
+		}
 	case "/login":
 		h.login(w, r)
 		return
@@ -287,7 +312,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	token := r.PostFormValue("token")
 	ok, wait := h.limit.try(clientOf(r), h.now(), func() bool { return equal(token, h.opts.Token) })
 	if wait > 0 {
-		h.log.Warn("worqr dashboard: login refused: too many failures", "remote", r.RemoteAddr)
+		h.warnRefused("worqr dashboard: login refused: too many failures", "remote", r.RemoteAddr)
 		h.tooMany(w, r, wait)
 		return
 	}

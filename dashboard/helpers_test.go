@@ -26,10 +26,21 @@ type counting struct {
 	rueidis.Client
 	n     atomic.Int64
 	bytes atomic.Int64
+	// hold, if set, is called with each command before it is sent.
+	hold atomic.Pointer[func(context.Context, rueidis.Completed)]
+}
+
+func (c *counting) held(ctx context.Context, cmds ...rueidis.Completed) {
+	if hold := c.hold.Load(); hold != nil {
+		for _, cmd := range cmds {
+			(*hold)(ctx, cmd)
+		}
+	}
 }
 
 func (c *counting) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	c.n.Add(1)
+	c.held(ctx, cmd)
 	res := c.Client.Do(ctx, cmd)
 	c.bytes.Add(replyBytes(res))
 	return res
@@ -37,6 +48,7 @@ func (c *counting) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 
 func (c *counting) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	c.n.Add(int64(len(cmds)))
+	c.held(ctx, cmds...)
 	results := c.Client.DoMulti(ctx, cmds...)
 	for _, res := range results {
 		c.bytes.Add(replyBytes(res))

@@ -208,9 +208,11 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "give a queue (q, in hex) and a task id (id)")
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.findTask(ctx, name, id)
+	var d taskData
+	var err error
+	if !h.lookup(w, r, func(ctx context.Context) { d, err = h.findTask(ctx, name, id) }) {
+		return
+	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return

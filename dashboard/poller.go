@@ -263,8 +263,19 @@ func readStats(ctx context.Context, c *worqr.Client, infos []worqr.QueueInfo, si
 	return out, nil
 }
 
-// events streams the counts to one viewer as Server-Sent Events.
+// events streams the counts to one viewer as Server-Sent Events. A
+// viewer signed in with a session is streamed to while the session lasts:
+// its sign-out ends the stream at once, its expiry at the next event.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	var ended <-chan struct{} // nil, which never fires, without a session
+	sid := h.session(r)
+	if sid != "" {
+		var ok bool
+		if ended, ok = h.sessions.valid(sid, h.now()); !ok {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+	}
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
@@ -282,7 +293,14 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-ended:
+			return
 		case b := <-ch:
+			if sid != "" {
+				if _, ok := h.sessions.valid(sid, h.now()); !ok {
+					return
+				}
+			}
 			if _, err := fmt.Fprintf(w, "event: counts\ndata: %s\n\n", b); err != nil {
 				return
 			}

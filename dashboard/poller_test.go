@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +28,16 @@ type viewer struct {
 	done   chan struct{}
 }
 
-func (e *env) watch() *viewer {
+// watch opens /events with the headers given as name, value pairs.
+func (e *env) watch(header ...string) *viewer {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	v := &viewer{cancel: cancel, done: make(chan struct{})}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url("/events"), nil)
 	require.NoError(e.t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	require.Equal(e.t, http.StatusOK, res.StatusCode)
@@ -234,4 +239,48 @@ func TestPollerLogsTheStartAndEndOfFailures(t *testing.T) {
 	assert.Positive(t, infos[0].attrs["down"].Duration())
 	assert.Len(t, logs.at(slog.LevelWarn), 1)
 	assert.Empty(t, logs.at(slog.LevelError))
+}
+
+// ended says whether v's stream ended on the server's side before the
+// deadline.
+func (v *viewer) ended(t *testing.T) bool {
+	t.Helper()
+	select {
+	case <-v.done:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// A signed-in browser's live stream lasts as long as its session: its
+// sign-out ends it at once, and its expiry at the next event; a stream
+// opened with a bearer token is not a session's.
+func TestEventsEndWithSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{Token: testToken, PollInterval: 20 * time.Millisecond})
+	clk := e.clock()
+	signIn := func() string {
+		t.Helper()
+		code, _ := e.post("/login", url.Values{"token": {testToken}})
+		require.Equal(t, http.StatusSeeOther, code)
+		return e.jarCookie(sessionCookie)
+	}
+
+	sid := signIn()
+	v := e.watch("Cookie", sessionCookie+"="+sid)
+	bearer := e.watch("Authorization", "Bearer "+testToken)
+	eventually(t, "an event", func() bool { return v.events.Load() > 0 })
+	code, _ := e.post("/logout", url.Values{"csrf": {e.csrf()}})
+	require.Equal(t, http.StatusSeeOther, code)
+	assert.True(t, v.ended(t), "the stream outlived its sign-out")
+	seen := bearer.events.Load()
+	eventually(t, "the bearer stream goes on", func() bool { return bearer.events.Load() > seen })
+
+	sid = signIn()
+	v = e.watch("Cookie", sessionCookie+"="+sid)
+	eventually(t, "an event", func() bool { return v.events.Load() > 0 })
+	clk.advance(sessionLifetime)
+	assert.True(t, v.ended(t), "the stream outlived its session")
+	assert.Equal(t, http.StatusUnauthorized, e.raw("/events", nil, "Cookie", sessionCookie+"="+sid).code)
 }

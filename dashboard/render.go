@@ -60,7 +60,7 @@ func act(p view, op, back, queue, id, label string) actForm {
 var pages = func() map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "queue", "task", "workers", "login", "confirm", "error"} {
+	for _, name := range []string{"overview", "queue", "task", "workers", "login", "confirm", "error", "visit"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	return out
@@ -84,7 +84,7 @@ type view struct {
 // value for page.Data.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, status int, data any) {
 	p := view{Base: base(r), ReadOnly: h.opts.ReadOnly, Nav: name, Data: data}
-	if name != "login" {
+	if name != "login" && name != "visit" { // pages shown to anyone
 		p.CSRF = h.csrfToken(w, r)
 		p.Authed = true
 		p.SignOut = h.session(r) != ""

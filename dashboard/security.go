@@ -25,14 +25,21 @@ const (
 
 	// A client may fail clientBurst credentials at once, then one per
 	// clientEvery; all clients together globalBurst, then one per
-	// globalEvery. The global cap bounds a guesser with many addresses.
+	// globalEvery. Past the global cap only clients that failed in the
+	// last suspectFor are refused: a guesser with many addresses is slowed
+	// to one guess per address per suspectFor beyond the global rate, and
+	// cannot lock out a client that has not failed, such as the owner.
 	clientBurst = 5
 	clientEvery = 12 * time.Second
 	globalBurst = 60
 	globalEvery = time.Second
-	// maxClients is how many clients' failures are kept before the
-	// forgiven ones are swept out.
-	maxClients = 1024
+	suspectFor  = time.Hour
+	// maxClients is how many clients' failures are kept; when full, those
+	// older than suspectFor are swept out, at most once per sweepEvery
+	// (a sweep reads them all). While it stays full, a client without a
+	// record counts as failed.
+	maxClients = 1 << 16
+	sweepEvery = time.Minute
 )
 
 // random returns n random bytes in hex.
@@ -110,10 +117,24 @@ func cookies(r *http.Request, name string) []string {
 
 // sessions are the browsers signed in: random ids, each good for
 // sessionLifetime or until signed out. They are kept by their SHA-256,
-// so a lookup's timing says nothing of the ids.
+// so a lookup's timing says nothing of the ids. Each has a channel closed
+// when it ends, so that what it holds open (its live stream) ends too.
 type sessions struct {
 	mu sync.Mutex
-	m  map[[32]byte]time.Time // expiry
+	m  map[[32]byte]*session
+}
+
+type session struct {
+	expiry time.Time
+	done   chan struct{}
+}
+
+// drop ends the session under key k. Called with s.mu held.
+func (s *sessions) drop(k [32]byte) {
+	if e, ok := s.m[k]; ok {
+		close(e.done)
+		delete(s.m, k)
+	}
 }
 
 func (s *sessions) create(now time.Time) string {
@@ -121,42 +142,47 @@ func (s *sessions) create(now time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[[32]byte]time.Time)
+		s.m = make(map[[32]byte]*session)
 	}
 	if len(s.m) >= maxSessions {
 		var oldest [32]byte
 		var first time.Time
-		for k, exp := range s.m {
-			if !exp.After(now) {
-				delete(s.m, k)
-			} else if first.IsZero() || exp.Before(first) {
-				oldest, first = k, exp
+		for k, e := range s.m {
+			if !e.expiry.After(now) {
+				s.drop(k)
+			} else if first.IsZero() || e.expiry.Before(first) {
+				oldest, first = k, e.expiry
 			}
 		}
 		if len(s.m) >= maxSessions {
-			delete(s.m, oldest)
+			s.drop(oldest)
 		}
 	}
-	s.m[sha256.Sum256([]byte(id))] = now.Add(sessionLifetime)
+	s.m[sha256.Sum256([]byte(id))] = &session{expiry: now.Add(sessionLifetime), done: make(chan struct{})}
 	return id
 }
 
-func (s *sessions) valid(id string, now time.Time) bool {
+// valid says whether id is a live session, and returns a channel closed
+// when it ends.
+func (s *sessions) valid(id string, now time.Time) (<-chan struct{}, bool) {
 	k := sha256.Sum256([]byte(id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exp, ok := s.m[k]
-	if ok && !exp.After(now) {
-		delete(s.m, k)
-		return false
+	e, ok := s.m[k]
+	if !ok {
+		return nil, false
 	}
-	return ok
+	if !e.expiry.After(now) {
+		s.drop(k)
+		return nil, false
+	}
+	return e.done, true
 }
 
 func (s *sessions) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, sha256.Sum256([]byte(id)))
+	s.drop(sha256.Sum256([]byte(id)))
 }
 
 // session returns r's session id if it carries a live one, else "".
@@ -166,7 +192,7 @@ func (h *handler) session(r *http.Request) string {
 	}
 	now := h.now()
 	for _, v := range cookies(r, sessionCookie) {
-		if v != "" && h.sessions.valid(v, now) {
+		if _, ok := h.sessions.valid(v, now); v != "" && ok {
 			return v
 		}
 	}
@@ -225,17 +251,22 @@ func validNonce(v string) bool {
 }
 
 // limiter counts failed credentials, per client and in all, as leaky
-// buckets, and refuses to check any more while either is full.
+// buckets. It refuses to check a client's credential while the client's
+// own bucket is full, or while the global one is and the client failed
+// in the last suspectFor: a client with no failure on record is always
+// checked, so that guesses from other addresses never refuse it.
 type limiter struct {
 	mu      sync.Mutex
 	clients map[string]*bucket
 	global  bucket
+	swept   time.Time // the last sweep of clients
 }
 
 // bucket holds the failures not yet forgiven: one drains every per.
 type bucket struct {
-	used float64
-	at   time.Time
+	used   float64
+	at     time.Time
+	failed time.Time // the last failure
 }
 
 func (b *bucket) drain(now time.Time, per time.Duration) {
@@ -253,19 +284,29 @@ func (b *bucket) wait(burst float64, per time.Duration) time.Duration {
 	return 0
 }
 
-// try runs check, a comparison of a credential, unless client or all
-// clients failed too often; the check and the counting of its failure
-// are one step, so that parallel guesses cannot slip past the limit. It
-// returns check's answer, or how long to wait if it did not run.
+// try runs check, a comparison of a credential, unless the limits above
+// refuse client; the check and the counting of its failure are one step,
+// so that parallel guesses cannot slip past the limit. It returns check's
+// answer, or how long to wait if it did not run.
 func (l *limiter) try(client string, now time.Time, check func() bool) (ok bool, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.global.drain(now, globalEvery)
-	wait = l.global.wait(globalBurst, globalEvery)
+	if l.clients == nil {
+		l.clients = make(map[string]*bucket)
+	}
 	c := l.clients[client]
+	if c == nil && len(l.clients) >= maxClients {
+		l.sweep(now)
+	}
+	suspect := c != nil && now.Sub(c.failed) < suspectFor ||
+		c == nil && len(l.clients) >= maxClients
 	if c != nil {
 		c.drain(now, clientEvery)
-		wait = max(wait, c.wait(clientBurst, clientEvery))
+		wait = c.wait(clientBurst, clientEvery)
+	}
+	l.global.drain(now, globalEvery)
+	if suspect {
+		wait = max(wait, l.global.wait(globalBurst, globalEvery))
 	}
 	if wait > 0 {
 		return false, wait
@@ -274,22 +315,29 @@ func (l *limiter) try(client string, now time.Time, check func() bool) (ok bool,
 		return true, 0
 	}
 	if c == nil {
-		if l.clients == nil {
-			l.clients = make(map[string]*bucket)
-		}
-		if len(l.clients) >= maxClients {
-			for k, b := range l.clients {
-				if b.drain(now, clientEvery); b.used == 0 {
-					delete(l.clients, k)
-				}
-			}
-		}
 		c = &bucket{at: now}
-		l.clients[client] = c
+		if len(l.clients) < maxClients {
+			l.clients[client] = c
+		}
 	}
 	c.used++
+	c.failed = now
 	l.global.used++
 	return false, 0
+}
+
+// sweep forgets the clients that last failed suspectFor ago or more, if
+// it did not sweep in the last sweepEvery. Called with l.mu held.
+func (l *limiter) sweep(now time.Time) {
+	if now.Sub(l.swept) < sweepEvery {
+		return
+	}
+	l.swept = now
+	for k, b := range l.clients {
+		if now.Sub(b.failed) >= suspectFor {
+			delete(l.clients, k)
+		}
+	}
 }
 
 // clientOf is whom a request's failures count against: its address, or

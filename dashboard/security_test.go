@@ -348,7 +348,8 @@ func TestLoginRateLimit(t *testing.T) {
 	assert.EqualValues(t, 30-clientBurst, limited.Load())
 }
 
-// The global cap holds against guesses from many addresses.
+// The global cap holds against guesses from many addresses: past it, a
+// client that failed waits for it, and one that had not gets one check.
 func TestLimiterGlobalCap(t *testing.T) {
 	t.Parallel()
 	var l limiter
@@ -359,17 +360,85 @@ func TestLimiterGlobalCap(t *testing.T) {
 		require.False(t, ok)
 		require.Zero(t, wait, "client %d", i)
 	}
-	_, wait := l.try("198.51.100.1", now, wrong)
-	assert.Equal(t, globalEvery, wait, "a new client waits for the global cap")
-	ok, _ := l.try("198.51.100.1", now.Add(globalEvery), func() bool { return true })
+	_, wait := l.try("192.0.2.1", now, wrong)
+	assert.Equal(t, globalEvery, wait, "a client that failed waits for the global cap")
+	ok, wait := l.try("198.51.100.1", now, func() bool { return true })
+	assert.True(t, ok, "a client that had not failed is checked")
+	assert.Zero(t, wait)
+	ok, wait = l.try("198.51.100.2", now, wrong)
+	assert.False(t, ok)
+	assert.Zero(t, wait, "checked once")
+	_, wait = l.try("198.51.100.2", now, wrong)
+	assert.Equal(t, 2*globalEvery, wait, "then it waits for the global cap too")
+	ok, _ = l.try("192.0.2.1", now.Add(2*globalEvery), func() bool { return true })
 	assert.True(t, ok)
-	assert.LessOrEqual(t, len(l.clients), globalBurst)
+	assert.Len(t, l.clients, globalBurst+1)
+
+	// Past suspectFor a failure no longer makes its client wait for the
+	// global cap, and a full table is swept of such clients.
+	later := now.Add(suspectFor)
+	l.global = bucket{used: globalBurst, at: later}
+	ok, _ = l.try("192.0.2.2", later, func() bool { return true })
+	assert.True(t, ok, "a failure suspectFor ago")
+	for i := len(l.clients); i < maxClients; i++ {
+		l.clients[fmt.Sprintf("fill-%d", i)] = &bucket{at: later, failed: later}
+	}
+	_, wait = l.try("203.0.113.1", later, wrong)
+	assert.Zero(t, wait, "the sweep made room")
+	assert.Len(t, l.clients, maxClients-globalBurst)
+	for i := len(l.clients); i < maxClients; i++ {
+		l.clients[fmt.Sprintf("more-%d", i)] = &bucket{at: later, failed: later}
+	}
+	l.global.used = globalBurst
+	_, wait = l.try("203.0.113.2", later, func() bool { return true })
+	assert.Positive(t, wait, "past the global cap with a full table of recent failures, a new client counts as failed")
 
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:5555"
 	assert.Equal(t, "2001:db8:1:2::/64", clientOf(r))
 	r.RemoteAddr = "192.0.2.7:5555"
 	assert.Equal(t, "192.0.2.7", clientOf(r))
+}
+
+// Failures from many addresses do not lock out a client that has not
+// failed: the owner signs in, with the form or a bearer token, while the
+// guessers wait.
+func TestLoginNotLockedOutByOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{Token: testToken})
+	clk := e.clock()
+	from := func(addr, path string, form url.Values, header ...string) int {
+		method, body := http.MethodGet, ""
+		if form != nil {
+			method, body = http.MethodPost, form.Encode()
+		}
+		r := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
+		r.RemoteAddr = addr + ":40000"
+		if form != nil {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	guess := url.Values{"token": {"wrong-guess-wrong-guess"}}
+	attackers := 2 * globalBurst
+	for i := range attackers {
+		assert.Equal(t, http.StatusUnauthorized, from(fmt.Sprintf("192.0.2.%d", i), "/login", guess), "attacker %d's first guess is checked", i)
+	}
+	for i := range attackers {
+		assert.Equal(t, http.StatusTooManyRequests, from(fmt.Sprintf("192.0.2.%d", i), "/login", guess), "attacker %d's second guess waits", i)
+	}
+	assert.Equal(t, http.StatusSeeOther, from("203.0.113.7", "/login", url.Values{"token": {testToken}}), "the owner signs in")
+	assert.Equal(t, http.StatusOK, from("203.0.113.8", "/workers", nil, "Authorization", "Bearer "+testToken), "a script with the token")
+	assert.Equal(t, http.StatusUnauthorized, from("203.0.113.9", "/login", guess), "a new address gets one check")
+	assert.Equal(t, http.StatusTooManyRequests, from("203.0.113.9", "/login", url.Values{"token": {testToken}}), "then waits, even with the right token")
+
+	clk.advance(time.Duration(attackers+1) * globalEvery)
+	assert.Equal(t, http.StatusSeeOther, from("192.0.2.0", "/login", url.Values{"token": {testToken}}), "the global cap drained")
 }
 
 // A check and the counting of its failure are one step: guesses in
