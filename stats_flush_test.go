@@ -185,11 +185,7 @@ func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
 			assert.Zero(t, statsTotal(t, reader, queue, time.Minute).Counts.Started, "held")
 			if how == "shutdown" {
 				require.NoError(t, w.Shutdown(ctx))
-				eventually(t, 5*time.Second, "the client's timer goroutine gone, nothing being pending", func() bool {
-					c.statsFlusher.mu.Lock()
-					defer c.statsFlusher.mu.Unlock()
-					return c.statsFlusher.running == nil
-				})
+				recv(t, c.statsFlusher.Stopped(), 5*time.Second, "the client's flusher stopped, nothing being pending")
 			} else {
 				require.NoError(t, c.Close(ctx))
 			}
