@@ -453,9 +453,17 @@ func holdScript(h *hooked, q, sha string, hang *atomic.Bool) (held <-chan struct
 	return heldCh, sync.OnceFunc(func() { close(releaseCh) })
 }
 
-// workerGoroutines lists the stacks of goroutines running a function of
-// a worker or of the client's loops (the caller's excepted).
+// workerGoroutines lists the stacks of goroutines running a method of a
+// worker or of the client's loops (the caller's excepted).
 func workerGoroutines() []string {
+	return goroutinesRunning(func(frame string) bool {
+		return strings.Contains(frame, "worqr/worqr.(*") && !strings.Contains(frame, "worqr/worqr.(*hooked)")
+	})
+}
+
+// goroutinesRunning lists the stacks of goroutines (the caller's
+// excepted) with a frame that matches.
+func goroutinesRunning(match func(frame string) bool) []string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -474,7 +482,7 @@ func workerGoroutines() []string {
 			if strings.HasPrefix(line, "created by") || strings.HasPrefix(line, "\t") {
 				continue // who started it, or a file:line
 			}
-			if strings.Contains(line, "worqr/worqr.(*") && !strings.Contains(line, "worqr/worqr.(*hooked)") {
+			if match(line) {
 				out = append(out, g)
 				break
 			}
