@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/worqr/worqr/internal/startstop"
 )
 
 // coalescer merges concurrent calls on the same queue into one script
@@ -25,6 +27,9 @@ type coalescer[I, O any] struct {
 
 	mu     sync.Mutex
 	queues map[string]*pending[I, O] // queues with a batch in flight
+	// senders are the goroutines that send the batches queued behind one
+	// that returned (next); close waits for them.
+	senders startstop.Group
 }
 
 // pending are the batches of one queue waiting to go out behind the one in
@@ -206,8 +211,9 @@ func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
 }
 
 // next sends the batches that queued up behind the one that just returned,
-// on a goroutine of its own so that the caller that sent it returns now,
-// and forgets the queue once none is left.
+// on a goroutine of its own (tracked: close waits for it) so that the
+// caller that sent it returns now, and forgets the queue once none is
+// left. Once the coalescer is closed the caller sends them itself.
 func (c *coalescer[I, O]) next(queue string) {
 	c.mu.Lock()
 	if len(c.queues[queue].batches) == 0 {
@@ -216,20 +222,38 @@ func (c *coalescer[I, O]) next(queue string) {
 		return
 	}
 	c.mu.Unlock()
-	go func() {
-		for {
-			c.mu.Lock()
-			p := c.queues[queue]
-			if len(p.batches) == 0 {
-				delete(c.queues, queue)
-				c.mu.Unlock()
-				return
-			}
-			b := p.batches[0]
-			p.batches = p.batches[1:]
-			b.sent = true
+	if !c.senders.Go(func() { c.sendQueued(queue) }) {
+		c.sendQueued(queue)
+	}
+}
+
+// sendQueued sends the batches queued on queue, one after another, until
+// none is left, and forgets the queue.
+func (c *coalescer[I, O]) sendQueued(queue string) {
+	for {
+		c.mu.Lock()
+		p := c.queues[queue]
+		if len(p.batches) == 0 {
+			delete(c.queues, queue)
 			c.mu.Unlock()
-			c.run(queue, b)
+			return
 		}
-	}()
+		b := p.batches[0]
+		p.batches = p.batches[1:]
+		b.sent = true
+		c.mu.Unlock()
+		c.run(queue, b)
+	}
+}
+
+// close waits for the batches being sent behind others; later ones are
+// sent by their callers' goroutines.
+func (c *coalescer[I, O]) close() { c.senders.Close() }
+
+// closeCoalescers closes the client's coalescers (see coalescer.close).
+func (c *Client) closeCoalescers() {
+	c.enqueues.close()
+	c.kindEnqueues.close()
+	c.finishes.close()
+	c.retries.close()
 }

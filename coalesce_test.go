@@ -411,3 +411,64 @@ func outText(out string, err error) string {
 	}
 	return out
 }
+
+// The goroutine that sends the batches queued behind one is tracked:
+// close waits for it; once closed, the caller whose batch returned sends
+// the ones behind itself.
+func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
+	sent := make(chan []int, 10)
+	gate := make(chan struct{})
+	c := newCoalescer(3, func(_ context.Context, _ string, items []int) ([]string, error) {
+		sent <- slices.Clone(items)
+		<-gate
+		out := make([]string, len(items))
+		for i, it := range items {
+			out[i] = fmt.Sprint("done ", it)
+		}
+		return out, nil
+	})
+	ctx := ctxT(t)
+	results := make(chan string, 10)
+	call := func(i int) {
+		out, err := c.do(ctx, "q", i)
+		if err != nil {
+			out = err.Error()
+		}
+		results <- out
+	}
+	joined := func(n int) {
+		eventually(t, 5*time.Second, "call joined", func() bool {
+			items, _ := queued(c, "q")
+			return items == n
+		})
+	}
+
+	go call(0)
+	require.Equal(t, []int{0}, recv(t, sent, 5*time.Second, "first batch"))
+	go call(1)
+	joined(1)
+	gate <- struct{}{}
+	require.Equal(t, "done 0", recv(t, results, 5*time.Second, "first answered"))
+	require.Equal(t, []int{1}, recv(t, sent, 5*time.Second, "the batch behind, sent by the sender"))
+	closed := make(chan struct{})
+	go func() { c.close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("close returned while the sender was sending")
+	case <-time.After(50 * time.Millisecond):
+	}
+	gate <- struct{}{}
+	recv(t, closed, 5*time.Second, "close returned once the sender did")
+	require.Equal(t, "done 1", recv(t, results, 5*time.Second, "second answered"))
+
+	go call(2)
+	require.Equal(t, []int{2}, recv(t, sent, 5*time.Second, "sent at once"))
+	go call(3)
+	joined(1)
+	gate <- struct{}{}
+	require.Equal(t, []int{3}, recv(t, sent, 5*time.Second, "the batch behind, sent by the caller itself"))
+	gate <- struct{}{}
+	assert.ElementsMatch(t, []string{"done 2", "done 3"}, []string{
+		recv(t, results, 5*time.Second, "answered"), recv(t, results, 5*time.Second, "answered"),
+	})
+}

@@ -87,8 +87,7 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
 	expiresBy := s.deadlineAt.Add(w.lease.margin())
-	w.wg.Add(1)
-	go w.rejoin(w.life, id, s, expiresBy)
+	w.tasks.Go(func() { w.rejoin(w.life, id, s, expiresBy) })
 	w.mu.Unlock()
 
 	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)

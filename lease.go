@@ -62,7 +62,7 @@ func (k *leaseKeeper) start(life context.Context) {
 // stop stops the timer, leaves the beat and stops the loop, waiting for
 // it. Once it returns, the beat neither sends nor takes in a renewal of
 // this worker (one already sent may still reach Redis). Queue renewals
-// started before run on, counted by the worker's wg.
+// started before run on, tracked by the worker's tasks.
 func (k *leaseKeeper) stop() {
 	k.timer.Stop()
 	k.beatMu.Lock()
@@ -322,8 +322,8 @@ func (w *Worker) renewal() (renewal, bool) {
 			r.with = append(r.with, queueRenewal{s: s, gen: s.leaseGen})
 			names = append(names, s.name)
 		default:
-			w.wg.Add(1)
-			go w.renewQueue(w.life, r.id, s, s.leaseGen)
+			id, gen := r.id, s.leaseGen
+			w.tasks.Go(func() { w.renewQueue(w.life, id, s, gen) })
 		}
 	}
 	r.keepalive = store.Keepalive{Worker: r.id, Queues: names}
@@ -367,11 +367,7 @@ func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store
 		// Not on the beat's goroutine: a reconciliation waits for the
 		// dequeues on its queue. (The worker is not closed: closing
 		// leaves the beat first, and this runs under beatMu.)
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			w.reconcile(w.life, id, renewed)
-		}()
+		w.tasks.Go(func() { w.reconcile(w.life, id, renewed) })
 	}
 }
 
@@ -395,7 +391,6 @@ type queueRenewal struct {
 // renewQueue extends the worker's lease on the queue s, whose lease
 // generation was gen when the round began, then reconciles the queue.
 func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint64) {
-	defer w.wg.Done()
 	c := w.c
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()

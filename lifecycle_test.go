@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // startTimes records when each task's handler started.
@@ -410,4 +417,203 @@ func TestHandlerTimeout(t *testing.T) {
 	assert.Contains(t, vals[0], ",K"+KindTimeout)
 	settledQueue(t, c, "q")
 	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), Timeout(-time.Second))), ErrInvalidOptions)
+}
+
+// holdScript makes the first call on queue q of the script sha hang,
+// whatever its context says, until release is called; held is closed once
+// it hangs. While hang is set, the other calls on q hang until their
+// context ends (the queue's node is unreachable).
+func holdScript(h *hooked, q, sha string, hang *atomic.Bool) (held <-chan struct{}, release func()) {
+	heldCh, releaseCh := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			if !onQueue(cmd, q) {
+				return next()
+			}
+			if scriptOf(cmd) == sha && once.CompareAndSwap(false, true) {
+				close(heldCh)
+				<-releaseCh
+				return rueidis.NewErrorResult(fmt.Errorf("node of queue %s: connection reset (test): %w", q, io.ErrUnexpectedEOF))
+			}
+			if hang.Load() {
+				<-ctx.Done()
+				return rueidis.NewErrorResult(ctx.Err())
+			}
+			return next()
+		}
+		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
+			if !hang.Load() {
+				return next()
+			}
+			return h.divertMulti(ctx, cmds, func(cmd rueidis.Completed) bool { return onQueue(cmd, q) },
+				func() rueidis.RedisResult { <-ctx.Done(); return rueidis.NewErrorResult(ctx.Err()) })
+		}
+	})
+	return heldCh, sync.OnceFunc(func() { close(releaseCh) })
+}
+
+// workerGoroutines lists the stacks of goroutines running a method of a
+// worker or of the client's loops (the caller's excepted).
+func workerGoroutines() []string {
+	return goroutinesRunning(func(frame string) bool {
+		return strings.Contains(frame, "worqr/worqr.(*") && !strings.Contains(frame, "worqr/worqr.(*hooked)")
+	})
+}
+
+// goroutinesRunning lists the stacks of goroutines (the caller's
+// excepted) with a frame that matches.
+func goroutinesRunning(match func(frame string) bool) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 {
+			continue // this goroutine
+		}
+		for _, line := range strings.Split(g, "\n") {
+			if strings.HasPrefix(line, "created by") || strings.HasPrefix(line, "\t") {
+				continue // who started it, or a file:line
+			}
+			if match(line) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// closeWhileHeld closes w while a call of one of its goroutines is held,
+// and checks that Close waits for that goroutine, which ends once the
+// call returns (its context ended with the worker), and that no
+// goroutine of the worker outlives Close.
+func closeWhileHeld(t *testing.T, w *Worker, release func()) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close(context.Background()) }()
+	recv(t, w.life.Done(), 5*time.Second, "Close ended the worker's life")
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a goroutine of the worker was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	require.NoError(t, recv(t, closed, 10*time.Second, "Close returned"))
+	assert.Empty(t, workerGoroutines(), "goroutines of the worker outlived Close")
+}
+
+// leakCheck fails the test if a goroutine started during it outlives it
+// (its cleanups included: register it first, so that it runs last).
+func leakCheck(t *testing.T) {
+	t.Helper()
+	current := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, current,
+			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+	})
+}
+
+// holdLog is a log handler that holds the first record whose message
+// starts with msg until release is called; held is closed once it holds.
+type holdLog struct {
+	slog.Handler
+	*holdState
+}
+
+type holdState struct {
+	msg     string
+	once    atomic.Bool
+	held    chan struct{}
+	release func()
+	waiting chan struct{}
+}
+
+func newHoldLog(h slog.Handler, msg string) *holdLog {
+	waiting := make(chan struct{})
+	return &holdLog{Handler: h, holdState: &holdState{
+		msg: msg, held: make(chan struct{}), waiting: waiting,
+		release: sync.OnceFunc(func() { close(waiting) }),
+	}}
+}
+
+func (h *holdLog) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.msg) && h.once.CompareAndSwap(false, true) {
+		close(h.held)
+		<-h.waiting
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *holdLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &holdLog{Handler: h.Handler.WithAttrs(as), holdState: h.holdState}
+}
+
+func (h *holdLog) WithGroup(name string) slog.Handler {
+	return &holdLog{Handler: h.Handler.WithGroup(name), holdState: h.holdState}
+}
+
+// Close waits for the rejoin of a fenced queue, caught between two
+// attempts (in its log line, which the test holds) while it holds no lock
+// that Close takes, and leaves no goroutine behind. Not parallel: the
+// leak check sees every goroutine.
+func TestCloseEndsARejoinInFlight(t *testing.T) {
+	leakCheck(t)
+	b, _, ctx := setup(t)
+	logs := newHoldLog(testLogger(t).Handler(), "worqr: taking a lease on the queue again failed")
+	h := &hooked{Client: b.redis()}
+	c, err := New(Options{Redis: h, Prefix: b.prefix, Logger: slog.New(logs)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	t.Cleanup(logs.release)
+	c.store.RenewApart() // each queue's lease renewed on its own
+	releaseSHA := c.store.Scripts().Release.SHA1()
+	var down atomic.Bool
+	h.set(func(h *hooked) {
+		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
+			switch {
+			case !down.Load() || !onQueue(cmd, "a"):
+				return next()
+			case scriptOf(cmd) == releaseSHA:
+				// Refused, not an outage: the rejoin logs its failure.
+				return rueidis.NewErrorResult(fmt.Errorf("release refused (test): %w", context.Canceled))
+			}
+			<-ctx.Done() // the renewals of a's lease get no answer
+			return rueidis.NewErrorResult(ctx.Err())
+		}
+	})
+	w, fences := fencingWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+
+	down.Store(true)
+	ev := recv(t, fences, 5*time.Second, "queue a fenced")
+	require.Equal(t, "a", ev.Queue)
+	recv(t, logs.held, 5*time.Second, "the rejoin of a between attempts")
+	down.Store(false) // Close's own calls go through
+	closeWhileHeld(t, w, logs.release)
+}
+
+// Close waits for a renewal of a queue lease that is in a call to Redis,
+// and leaves no goroutine behind.
+func TestCloseEndsAQueueRenewalInFlight(t *testing.T) {
+	leakCheck(t)
+	b, _, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	c.store.RenewApart()
+	var hang atomic.Bool
+	held, release := holdScript(h, "a", c.store.Scripts().Renew.SHA1(), &hang)
+	t.Cleanup(release)
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	recv(t, held, 5*time.Second, "a renewal of a's lease in its call")
+	closeWhileHeld(t, w, release)
 }

@@ -173,7 +173,7 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if r := s.runner; r != nil {
 		// End the handlers, with no grace, before their tasks are given
 		// away.
-		w.stopRunners(expired(), ctx, []*runner{r})
+		w.stopRunners(expired(ctx), ctx, []*runner{r})
 	}
 	err := w.leave(ctx, id, s)
 	if err != nil && s.runner != nil {

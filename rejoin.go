@@ -14,7 +14,6 @@ import (
 // queue's node answers. It gives up when the worker left the queue, was
 // closed, or fenced itself as a whole (re-registration rejoins then).
 func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.Time) {
-	defer w.wg.Done()
 	t := time.NewTimer(time.Until(after))
 	defer t.Stop()
 	select {
@@ -145,8 +144,8 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	for _, s := range unreachable {
 		s.fenced = true
 		s.leaseGen++
-		w.wg.Add(1)
-		go w.rejoin(w.life, id, s, time.Now())
+		after := time.Now()
+		w.tasks.Go(func() { w.rejoin(w.life, id, s, after) })
 	}
 	w.lease.extend(sent)
 	w.mu.Unlock()

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -102,24 +103,21 @@ func (sc *scheduler) stop() {
 
 // redisClock estimates the Redis clock from the worker's: the offset seen
 // in the last reply that carried the Redis time, taken at the midpoint of
-// the round trip. Before any, it assumes the clocks agree.
+// the round trip. Before any, it assumes the clocks agree. It takes no
+// lock (the offset is one atomic word), so that it can be read under any
+// of the worker's.
 type redisClock struct {
-	mu     sync.Mutex
-	offset time.Duration // Redis time minus local time
+	offset atomic.Int64 // Redis time minus local time, a time.Duration
 }
 
 // now is the Redis clock's time now, as far as known.
 func (c *redisClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
+	return time.Now().Add(time.Duration(c.offset.Load()))
 }
 
 // observe records a Redis time (Unix µs) read by a call sent and answered
 // at the given local times.
 func (c *redisClock) observe(redisUs int64, sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
-	c.mu.Lock()
-	c.offset = time.UnixMicro(redisUs).Sub(mid)
-	c.mu.Unlock()
+	c.offset.Store(int64(time.UnixMicro(redisUs).Sub(mid)))
 }

@@ -1,24 +1,23 @@
 package worqr
 
-import "context"
+import (
+	"context"
 
-// service runs one background loop of a worker, with a start and a stop:
-// the lease keeper and the reclaimer are services.
-type service struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+	"github.com/worqr/worqr/internal/startstop"
+)
+
+// service is a background loop of a worker or a client on the one
+// lifecycle (startstop.Loop), for the components that start theirs with
+// startService: the lease keeper's loop, the beat, the reclaimer and the
+// periodic schedules.
+type service struct{ *startstop.Loop }
 
 // startService runs loop on a goroutine of its own until parent ends or
 // the service is stopped.
 func startService(parent context.Context, loop func(ctx context.Context)) *service {
-	ctx, cancel := context.WithCancel(parent)
-	s := &service{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		loop(ctx)
-	}()
-	return s
+	l := startstop.NewLoop(loop)
+	_ = l.Start(parent) // a Loop's Start does not fail
+	return &service{l}
 }
 
 // stop ends the loop and waits for it to return. It is safe on a nil
@@ -27,6 +26,5 @@ func (s *service) stop() {
 	if s == nil {
 		return
 	}
-	s.cancel()
-	<-s.done
+	s.Stop()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/worqr/worqr/internal/startstop"
 )
 
 // Fail returns every task the worker holds to the front of its queue and
@@ -13,7 +15,7 @@ import (
 //
 // Deprecated: "fail" says nothing of what it does; use Close.
 func (w *Worker) Fail(ctx context.Context) error {
-	w.drainNow()
+	w.drainNow(ctx)
 	return w.shutdown(ctx, "fail")
 }
 
@@ -26,7 +28,7 @@ func (w *Worker) Fail(ctx context.Context) error {
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
-	w.drainNow()
+	w.drainNow(ctx)
 	err := w.shutdown(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
@@ -35,11 +37,11 @@ func (w *Worker) Close(ctx context.Context) error {
 }
 
 // drainNow stops taking tasks and cancels running handlers at once.
-func (w *Worker) drainNow() { _ = w.drain(expired()) }
+func (w *Worker) drainNow(ctx context.Context) { _ = w.drain(expired(ctx)) }
 
-// expired is a context that has already ended: no grace period.
-func expired() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+// expired is a context of parent that has already ended: no grace period.
+func expired(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
 	cancel()
 	return ctx
 }
@@ -70,17 +72,35 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	return w.deregister(ctx, id)
 }
 
-// stopComponents stops the lease keeper, the reclaimer, the periodic
-// schedules and the pools' loops, and waits for the renewals and rejoins they started. It runs
+// stopComponents ends the worker's life, stops its services in parallel
+// (the lease keeper, the reclaimer, the periodic schedules, the pools'
+// loops and the queues' dispatchers), and waits for the one-shot
+// goroutines (renewals, reconciliations, rejoins) they started. It runs
 // once the worker is closed, before membership is taken: a
 // re-registration in progress holds it and ends when its context does.
 func (w *Worker) stopComponents() {
 	w.stop()
-	w.lease.stop()
-	w.reclaimer.leave(w)
-	w.stopPeriodics()
-	w.stopPools()
-	w.wg.Wait()
+	w.mu.Lock()
+	dispatchers := make([]startstop.Service, 0, len(w.serving))
+	for _, s := range w.serving {
+		// A dispatcher in a callback (which may be this Close) ends when
+		// the callback returns: its context ended with life, so it starts
+		// no other (see serving.call).
+		if !s.inCallback.Load() {
+			dispatchers = append(dispatchers, s.sub)
+		}
+	}
+	w.mu.Unlock()
+	// The components of other files stop through their own calls, each
+	// on a goroutine of this group, beside the dispatchers.
+	var stops startstop.Group
+	stops.Go(w.lease.stop)
+	stops.Go(func() { w.reclaimer.leave(w) })
+	stops.Go(w.stopPeriodics)
+	stops.Go(w.stopPools)
+	startstop.StopAll(dispatchers...)
+	stops.Close()
+	w.tasks.Close()
 }
 
 // detachAll drops every queue the worker serves from its books: each
@@ -97,7 +117,7 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 		if unsubscribe {
 			s.sub.stop(ctx)
 		} else {
-			s.sub.halt()
+			s.sub.halt(ctx)
 		}
 		s.sched.stop()
 		w.endAll(s, reason)
@@ -155,7 +175,9 @@ func (w *Worker) drain(ctx context.Context) error {
 	runners := w.runnersLocked()
 	w.mu.Unlock()
 	w.stopPeriodics() // a draining worker enqueues no more ticks
-	if !w.stopRunners(ctx, context.Background(), runners) {
+	// The wait after the handlers were cancelled is ShutdownCancelWait,
+	// whether or not ctx (the grace period) has ended.
+	if !w.stopRunners(ctx, context.WithoutCancel(ctx), runners) {
 		return ctx.Err()
 	}
 	return nil
@@ -192,23 +214,12 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	for _, r := range runners {
 		r.stopTaking()
 	}
-	done := make(chan struct{})
-	go func() {
-		for _, r := range runners {
-			<-r.drained()
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
+	if drainedAll(runners, grace.Done(), nil) {
 		return true
-	case <-grace.Done():
 	}
 	// A grace period that was over before it began outlasted no handler
-	// if none was running (http.Server.Shutdown returns nil then too); the
-	// goroutine above may just not have noticed yet.
+	// if none was running (http.Server.Shutdown returns nil then too).
 	if idle(runners) {
-		<-done
 		return true
 	}
 	for _, r := range runners {
@@ -216,11 +227,24 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	}
 	t := time.NewTimer(ShutdownCancelWait)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-t.C:
+	if !drainedAll(runners, ctx.Done(), t.C) && ctx.Err() == nil {
 		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
 	}
 	return false
+}
+
+// drainedAll waits, on the caller's goroutine, until no handler of the
+// runners is running or writing its outcome, or until stop or timeout
+// fires; it reports whether they all drained.
+func drainedAll(runners []*runner, stop <-chan struct{}, timeout <-chan time.Time) bool {
+	for _, r := range runners {
+		select {
+		case <-r.drained():
+		case <-stop:
+			return false
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,28 @@ func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
 	}
 	r.unclaim()
 	recv(t, second, time.Second, "the new waiter drained")
+}
+
+// Shutdown waits for the handlers on its own goroutine: one that outlasts
+// the grace period and the wait after its cancel leaves nothing of
+// Shutdown's behind waiting for it. Not parallel: it looks at every
+// goroutine.
+func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	started, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the worker's Close
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		close(started)
+		<-release // deaf to its context
+		return nil
+	}, HandleOptions{}))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	recv(t, started, 5*time.Second, "handler running")
+	grace, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, w.Shutdown(grace), context.DeadlineExceeded)
+	assert.Empty(t, goroutinesRunning(func(frame string) bool {
+		return strings.Contains(frame, "worqr.(*Worker).stopRunners")
+	}), "a goroutine of Shutdown still waits for the handler")
 }

@@ -185,11 +185,7 @@ func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
 			assert.Zero(t, statsTotal(t, reader, queue, time.Minute).Counts.Started, "held")
 			if how == "shutdown" {
 				require.NoError(t, w.Shutdown(ctx))
-				eventually(t, 5*time.Second, "the client's timer goroutine gone, nothing being pending", func() bool {
-					c.statsFlusher.mu.Lock()
-					defer c.statsFlusher.mu.Unlock()
-					return c.statsFlusher.running == nil
-				})
+				recv(t, c.statsFlusher.Stopped(), 5*time.Second, "the client's flusher stopped, nothing being pending")
 			} else {
 				require.NoError(t, c.Close(ctx))
 			}
@@ -285,4 +281,34 @@ func TestStatsOfADeletedQueueAreDropped(t *testing.T) {
 	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no stats hash for the deleted queue")
+}
+
+// The flusher is a service whose run lasts while counts are pending: the
+// first count starts it, it stops by itself once it wrote them, the next
+// count starts another, and Close stops the one going.
+func TestStatsFlusherRunsWhileCountsArePending(t *testing.T) {
+	t.Parallel()
+	b, _, ctx := setup(t)
+	reader := b.client()
+	c := b.client()
+	f := c.statsFlusher
+	c.store.SetStatsTiming(10*time.Millisecond, 10*time.Millisecond)
+
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("1")))) // counts: a run starts
+	recv(t, f.Started(), 5*time.Second, "a run started")
+	recv(t, f.Stopped(), 5*time.Second, "the run stopped by itself, the counts written")
+	assert.EqualValues(t, 1, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
+
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("2"))))
+	stopped := f.Stopped() // the new run's, begun as the count was made
+	recv(t, stopped, 5*time.Second, "the next run stopped by itself")
+	assert.EqualValues(t, 2, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
+
+	c.store.SetStatsTiming(time.Hour, 0) // a run that would wait an hour
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("3"))))
+	stopped = f.Stopped()
+	recv(t, f.Started(), 5*time.Second, "a third run started")
+	require.NoError(t, c.Close(ctx))
+	recv(t, stopped, time.Second, "Close stopped the run")
+	assert.EqualValues(t, 3, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "Close wrote the counts")
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -14,43 +15,60 @@ const statsFlushTimeout = 5 * time.Second
 
 // statsFlusher writes the stats counts a client holds for queues that went
 // idle (store.FlushIdleStats): a busy queue's counts ride on its own
-// dequeue, finish and retry calls, but an idle queue makes none. It is one
-// goroutine per client, which runs only while counts are pending: a
-// client that holds none (every client whose workers have shut down, which
-// writes them) has none running, closed or not.
+// dequeue, finish and retry calls, but an idle queue makes none. It is a
+// service (startstop) of the client whose run lasts only while counts are
+// pending: a client that holds none (every client whose workers have shut
+// down, which writes them) has no goroutine running, closed or not. Each
+// run ends by itself once nothing is pending, and the next pending count
+// starts another.
 type statsFlusher struct {
+	startstop.Base
 	store *store.Store
 	log   *slog.Logger
 	kick  chan struct{} // buffered (1): look again, counts were written
-	stop  chan struct{} // closed by close
 
-	mu sync.Mutex // guards running and closed
-	// running is closed when the goroutine returns; nil when none runs.
-	running chan struct{}
-	closed  bool
+	mu sync.Mutex // guards closed, and the start and the end of a run
+	// closed is set by close: no run starts again.
+	closed bool
 }
 
 func newStatsFlusher(s *store.Store, log *slog.Logger) *statsFlusher {
-	f := &statsFlusher{store: s, log: log, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	f := &statsFlusher{store: s, log: log, kick: make(chan struct{}, 1)}
 	s.OnStatsPending(f.pending)
 	return f
 }
 
 // pending is told that a queue has counts pending while it had none: it
-// starts the goroutine if none runs. It never blocks for long: the store
-// calls it as it counts.
+// starts a run if none goes on. It never blocks for long: the store calls
+// it as it counts.
 func (f *statsFlusher) pending() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.running != nil || f.closed {
+	if f.closed {
 		return
 	}
-	f.running = make(chan struct{})
-	go f.loop(f.running)
+	// The client has no context of its own: the run lasts until nothing
+	// is pending or close stops it.
+	_ = f.Start(context.Background())
 }
 
-// written tells the goroutine that counts were written by others (Close,
-// Shutdown): it looks again, and returns if none are left.
+// Start begins a run on ctx, unless one goes on. It is called under mu
+// (pending), as a run's end is decided: a count that became pending after
+// the run's last look either is seen by it or starts the next run.
+func (f *statsFlusher) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := f.Begin(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		started()
+		f.loop(ctx, stopped)
+	}()
+	return nil
+}
+
+// written tells the run that counts were written by others (Close,
+// Shutdown): it looks again, and ends if none are left.
 func (f *statsFlusher) written() {
 	select {
 	case f.kick <- struct{}{}:
@@ -59,18 +77,18 @@ func (f *statsFlusher) written() {
 }
 
 // loop waits until the first queue's counts may be written, writes the
-// idle ones, and again, until none are pending.
-func (f *statsFlusher) loop(done chan struct{}) {
-	defer close(done)
+// idle ones, and again, until none are pending or ctx ends; stopped is the
+// last thing it calls.
+func (f *statsFlusher) loop(ctx context.Context, stopped func()) {
 	for {
 		next := f.store.StatsNextIdle()
 		if next.IsZero() {
-			// Counts that became pending after the look above found
-			// running set and started nothing: look again, under mu,
-			// which pending takes.
+			// Counts that became pending after the look above found this
+			// run going and started nothing: look again, under mu, which
+			// pending takes, and end the run under it too.
 			f.mu.Lock()
 			if f.store.StatsNextIdle().IsZero() {
-				f.running = nil
+				stopped()
 				f.mu.Unlock()
 				return
 			}
@@ -83,42 +101,39 @@ func (f *statsFlusher) loop(done chan struct{}) {
 		case <-f.kick:
 			t.Stop()
 			continue
-		case <-f.stop:
+		case <-ctx.Done():
 			t.Stop()
+			stopped()
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), statsFlushTimeout)
-		_, err := f.store.FlushIdleStats(ctx)
+		// A write under way when the flusher stops is finished (bounded),
+		// not abandoned: counts it took are written once, by it.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsFlushTimeout)
+		_, err := f.store.FlushIdleStats(wctx)
 		cancel()
 		if err != nil {
 			f.log.Debug("worqr: writing stats of idle queues", "err", err)
 			// Counts given back (Redis loading, say) are due at once:
 			// wait a while before the next try.
+			t := time.NewTimer(store.StatsFlushEvery)
 			select {
-			case <-time.After(store.StatsFlushEvery):
-			case <-f.stop:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				stopped()
 				return
 			}
 		}
 	}
 }
 
-// close stops the goroutine for good and waits for it until ctx ends (a
-// write in progress finishes first).
-func (f *statsFlusher) close(ctx context.Context) {
+// close stops the flusher for good and waits for its run to end (a write
+// in progress finishes first, within statsFlushTimeout).
+func (f *statsFlusher) close() {
 	f.mu.Lock()
-	running := f.running
-	if !f.closed {
-		f.closed = true
-		close(f.stop)
-	}
+	f.closed = true
 	f.mu.Unlock()
-	if running != nil {
-		select {
-		case <-running:
-		case <-ctx.Done():
-		}
-	}
+	f.Stop()
 }
 
 // flushStats writes the stats counts the client holds, for every queue or

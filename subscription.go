@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -27,28 +28,30 @@ func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
 // store.Listen), subscribed again whenever the server drops it; every
 // confirmation queues a check, so a notification missed in between cannot
 // strand a task.
+//
+// Its dispatcher is a service (startstop) on the worker's life: Started
+// once it runs, Stopped once it has returned.
 type subscription struct {
+	startstop.Base
 	w        *Worker
 	s        *serving
 	box      *mailbox
-	cancel   context.CancelFunc
 	listener *store.Listener
+	// release ends the dispatcher's run without waiting for it: a
+	// callback that stops its own subscription cannot wait for itself.
+	release context.CancelFunc
 	// ready is closed when the server first confirms the subscription.
 	ready     chan struct{}
 	readyOnce sync.Once
 	// confirmed counts the confirmations heard: the first makes the
 	// subscription ready, later ones say events may have been missed.
 	confirmed atomic.Int64
-	// dispatched is closed when the dispatcher ends.
-	dispatched chan struct{}
 }
 
+// subscribe starts the dispatcher of a queue's events, on the worker's
+// life, and listens on the queue's channel.
 func (w *Worker) subscribe(s *serving) *subscription {
-	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{
-		w: w, s: s, box: newMailbox(), cancel: cancel,
-		ready: make(chan struct{}), dispatched: make(chan struct{}),
-	}
+	sub := &subscription{w: w, s: s, box: newMailbox(), ready: make(chan struct{})}
 	subscribed := func() {
 		// Ready first: the dispatcher may handle the event before this
 		// goroutine runs again, and its check wakes the runtime, whose
@@ -64,9 +67,26 @@ func (w *Worker) subscribe(s *serving) *subscription {
 			sub.box.push(event{Event: e})
 		}
 	}
-	go sub.dispatch(ctx)
+	run, release := context.WithCancel(w.life)
+	sub.release = release
+	_ = sub.Start(run)
 	sub.listener = w.c.store.Listen(s.name, subscribed, message)
 	return sub
+}
+
+// Start runs the dispatcher on ctx, until ctx ends or the subscription
+// stops.
+func (sub *subscription) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := sub.Begin(ctx)
+	if !ok {
+		return nil
+	}
+	go func() {
+		defer stopped()
+		started()
+		sub.dispatch(ctx)
+	}()
+	return nil
 }
 
 func (m *mailbox) push(e event) {
@@ -116,7 +136,6 @@ func (sub *subscription) isReady() bool {
 func (sub *subscription) stop(ctx context.Context) { sub.end(ctx, true) }
 
 func (sub *subscription) dispatch(ctx context.Context) {
-	defer close(sub.dispatched)
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,12 +152,12 @@ func (sub *subscription) dispatch(ctx context.Context) {
 }
 
 // halt ends the subscription, as stop does, without telling the server.
-func (sub *subscription) halt() { sub.end(context.Background(), false) }
+func (sub *subscription) halt(ctx context.Context) { sub.end(ctx, false) }
 
 func (sub *subscription) end(ctx context.Context, unsubscribe bool) {
 	sub.listener.Stop(ctx, unsubscribe)
-	sub.cancel()
+	sub.release()
 	if !sub.s.inCallback.Load() {
-		<-sub.dispatched
+		sub.Stop()
 	}
 }

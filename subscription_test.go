@@ -191,3 +191,53 @@ func TestSubscriptionDroppedAtOnceBacksOff(t *testing.T) {
 	// With a backoff doubling from 10 ms: about log2(window/10ms).
 	assert.LessOrEqual(t, n, int64(15), "subscriptions in %v", window)
 }
+
+// A queue's dispatcher is a service: it has started once StartWork
+// returns, stops with StopWork, and, for the queues still served, with
+// Close.
+func TestDispatcherStartsAndStopsWithItsQueue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	subOf := func(q string) *subscription {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.serving[q].sub
+	}
+	require.NoError(t, w.StartWork(ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(ctx, "b", Events{}))
+	a, b := subOf("a"), subOf("b")
+	recv(t, a.Started(), 5*time.Second, "a's dispatcher started")
+	recv(t, b.Started(), 5*time.Second, "b's dispatcher started")
+	aStopped, bStopped := a.Stopped(), b.Stopped()
+
+	require.NoError(t, w.StopWork(ctx, "a"))
+	recv(t, aStopped, time.Second, "a's dispatcher stopped by StopWork")
+	select {
+	case <-bStopped:
+		t.Fatal("b's dispatcher stopped with a's")
+	default:
+	}
+	require.NoError(t, w.Close(ctx))
+	recv(t, bStopped, time.Second, "b's dispatcher stopped by Close")
+}
+
+// A callback that stops its own queue does not wait for its own
+// dispatcher, which stops once the callback returns.
+func TestDispatcherStopsAfterACallbackThatStoppedIt(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	stopped := make(chan error, 1)
+	var once sync.Once
+	require.NoError(t, w.StartWork(ctx, "q", Events{Work: func(q string, _ int64) {
+		once.Do(func() { stopped <- w.StopWork(ctx, q) })
+	}}))
+	w.mu.Lock()
+	sub := w.serving["q"].sub
+	w.mu.Unlock()
+	dispatcherStopped := sub.Stopped()
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	require.NoError(t, recv(t, stopped, 5*time.Second, "StopWork from the callback returned"))
+	recv(t, dispatcherStopped, 5*time.Second, "the dispatcher stopped after its callback")
+}

@@ -438,3 +438,40 @@ func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, listed(plain))
 }
+
+// A queue's subscription for Wait is a service: it starts with the
+// queue's first waiter, lasts while any waits, stops with the last, and
+// with the client.
+func TestWaitSubscriptionStartsAndStopsWithItsWaiters(t *testing.T) {
+	t.Parallel()
+	b, _, _ := setup(t)
+	c := b.client()
+	ws := c.waiters
+	listenOf := func(q string) *queueWaiter {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return ws.queues[q]
+	}
+	w1 := ws.add("q", "t1", false)
+	qw := listenOf("q")
+	recv(t, qw.listen.Started(), 5*time.Second, "the queue's subscription started")
+	stopped := qw.listen.Stopped()
+	w2 := ws.add("q", "t2", true)
+	require.Same(t, qw, listenOf("q"), "one subscription per queue")
+	ws.remove("q", "t1", w1)
+	select {
+	case <-stopped:
+		t.Fatal("stopped while a waiter was left")
+	default:
+	}
+	ws.remove("q", "t2", w2)
+	recv(t, stopped, time.Second, "stopped with the last waiter")
+	require.Nil(t, listenOf("q"))
+
+	ws.add("r", "t3", false)
+	other := listenOf("r").listen
+	recv(t, other.Started(), 5*time.Second, "r's subscription started")
+	otherStopped := other.Stopped()
+	require.NoError(t, c.Close(context.Background()))
+	recv(t, otherStopped, time.Second, "stopped with the client")
+}

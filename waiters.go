@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -23,11 +24,11 @@ type waiters struct {
 	once   sync.Once
 }
 
-// queueWaiter is one queue's waiters and its subscription.
+// queueWaiter is one queue's waiters and its subscription, a service
+// (startstop) that listens until it is stopped.
 type queueWaiter struct {
 	ids    map[string]map[*waiter]struct{} // guarded by waiters.mu
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the subscription's goroutine ends
+	listen *startstop.Loop
 }
 
 // waiter is one Wait call.
@@ -61,10 +62,13 @@ func (ws *waiters) add(queue, id string, withProgress bool) *waiter {
 	defer ws.mu.Unlock()
 	qw, ok := ws.queues[queue]
 	if !ok {
-		ctx, cancel := context.WithCancel(context.Background())
-		qw = &queueWaiter{ids: make(map[string]map[*waiter]struct{}), cancel: cancel, done: make(chan struct{})}
+		qw = &queueWaiter{ids: make(map[string]map[*waiter]struct{})}
+		qw.listen = startstop.NewLoop(func(ctx context.Context) { ws.listen(ctx, queue, qw) })
 		ws.queues[queue] = qw
-		go ws.listen(ctx, queue, qw)
+		// The subscription serves every Wait on the queue, not the one
+		// that made it, and the client has no context of its own: it
+		// runs until the queue's last waiter leaves or the client closes.
+		_ = qw.listen.Start(context.Background())
 	} else {
 		w.poke() // subscribed already (or about to be: then it pokes again)
 	}
@@ -94,8 +98,7 @@ func (ws *waiters) remove(queue, id string, w *waiter) {
 	}
 	ws.mu.Unlock()
 	if last {
-		qw.cancel()
-		<-qw.done
+		qw.listen.Stop()
 	}
 }
 
@@ -182,7 +185,6 @@ func (w *waiter) takeReport() *store.ProgressRecord {
 
 // listen keeps the queue's channel subscribed while it has waiters.
 func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
-	defer close(qw.done)
 	subscribed := func() { ws.wakeAll(qw, "") }
 	message := func(msg string) {
 		e, ok := store.ParseEvent(msg)
@@ -214,14 +216,11 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 func (ws *waiters) close() {
 	ws.once.Do(func() { close(ws.closed) })
 	ws.mu.Lock()
-	qws := make([]*queueWaiter, 0, len(ws.queues))
+	listens := make([]startstop.Service, 0, len(ws.queues))
 	for q, qw := range ws.queues {
-		qws = append(qws, qw)
+		listens = append(listens, qw.listen)
 		delete(ws.queues, q)
 	}
 	ws.mu.Unlock()
-	for _, qw := range qws {
-		qw.cancel()
-		<-qw.done
-	}
+	startstop.StopAll(listens...)
 }

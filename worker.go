@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/worqr/worqr/internal/startstop"
 )
 
 // Worker defaults and limits.
@@ -85,9 +87,44 @@ type FenceEvent struct {
 // and per periodic schedule a timer (periodic.go); shutdown.go stops them
 // all. Its state is one lifecycle (state.go).
 //
-// Lock order: membership, then a slot scheduler's turn, then a queue's gate, then mu.
-// slotScheduler.mu, runner.mu and Process.mu are leaves: nothing else is locked while they are held.
-// Client.mu is taken under membership, never with mu held.
+// # Lock order
+//
+// Every mutex of the package, and those of internal/store that call back
+// into it, in the one order they are taken: a goroutine holding one takes
+// only those after it. Each edge of the package's nesting (a lock taken
+// while another is held) goes forward in this list, so the order is
+// acyclic.
+//
+//  1. Worker.membership
+//  2. slotScheduler.turn (held while it dequeues for a member and starts
+//     its handlers)
+//  3. serving.gate (a queue's gate; dequeues hold it shared)
+//  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
+//     answers, under it: it is held around Worker.mu, Process.mu,
+//     reclaimer.mu and the worker's tasks)
+//  5. Worker.mu
+//  6. Client.beatsMu, then Client.reclaimMu (each around its loop's members)
+//  7. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
+//     run under them: they take mailbox.mu, or waiters.mu)
+//  8. waiters.mu, then waiter.mu
+//  9. statsFlusher.mu (it takes the store's statsBuf.mu, and starts a run)
+//  10. startstop.Base.mu of a service (taken to start one: under
+//     Worker.mu for a periodic schedule, under waiters.mu for a Wait's
+//     subscription, under statsFlusher.mu for the flusher's run), then
+//     startstop.Group.mu (the worker's tasks, taken under Worker.mu and
+//     beatMu)
+//  11. The leaves, under which nothing else is locked: slotScheduler.mu,
+//     runner.mu, Process.mu, reclaimer.mu, scheduler.mu (a queue's timer
+//     of delayed tasks), members.mu,
+//     mailbox.mu, outage.mu, coalescer.mu, Client.mu, Router.mu,
+//     boundDials.mu and the store's statsBuf.mu. (redisClock takes no
+//     lock: slotScheduler.mu and scheduler.mu read it.)
+//
+// A service's Stop holds its Base.mu until the run has ended, so it is
+// called holding no lock its run takes: the worker stops its services
+// (stopComponents) holding none, and the stats flusher is stopped only
+// after it was closed under statsFlusher.mu, so that pending, which
+// starts a run under that lock, no longer does.
 type Worker struct {
 	c    *Client
 	opts WorkerOptions
@@ -120,14 +157,17 @@ type Worker struct {
 	// (Handle's are reached through the queues served). Guarded by mu.
 	pools []*slotScheduler
 
-	life context.Context    // the worker's lifetime; ends when it closes
+	// life is the worker's run context: every loop and one-shot
+	// goroutine of the worker runs on it (or on a context derived from
+	// it), and shutdown ends it (stop) before it stops them.
+	life context.Context
 	stop context.CancelFunc // ends life
 	// writes bounds the outcome writes after handlers (runner.settle).
 	writes writeDeadline
-	// wg counts the one-shot goroutines on life: queue lease renewals and
-	// rejoins. Adds happen only while the worker is not closed, under mu
-	// or on the lease keeper's goroutine, so never after shutdown waits.
-	wg sync.WaitGroup
+	// tasks tracks the worker's one-shot goroutines on life: queue lease
+	// renewals, reconciliations after them, and rejoins. Shutdown closes
+	// it after life ended and waits for them; once closed it starts none.
+	tasks startstop.Group
 }
 
 // call runs an application callback, unless the subscription was stopped.
@@ -170,7 +210,9 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, err
 	}
 	w.id = id
-	w.life, w.stop = context.WithCancel(context.Background())
+	// ctx bounds only the registration: the worker's life keeps its
+	// values but not its end.
+	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
 	w.lease = newLeaseKeeper(w)
 	w.reclaimer = c.joinReclaimer(w)
 

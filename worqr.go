@@ -541,12 +541,14 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
-	c.statsFlusher.close(ctx)
+	c.statsFlusher.close()
 	c.flushStats(ctx, "")
 	c.waiters.close()
 	if c.ownsRedis {
 		c.rdb.Close()
 	}
+	// After the connection closed: a batch still being sent fails at once.
+	c.closeCoalescers()
 	return errors.Join(errs...)
 }
 
