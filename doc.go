@@ -77,8 +77,9 @@
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper
-// and the fencing deadline; the client's beat, which renews), fence.go,
+// order, NewWorker), state.go (its lifecycle), keepalive.go (the lease
+// keeper and the client's beat, which renews), lease.go (the fencing
+// deadline), fence.go,
 // rejoin.go (a fenced queue or worker taking a lease again), reconcile.go
 // (dequeue replies and hand-off events lost),
 // schedule.go (the timer that moves delayed tasks when they are due),

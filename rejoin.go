@@ -15,14 +15,11 @@ import (
 // closed, or fenced itself as a whole (re-registration rejoins then).
 func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.Time) {
 	defer w.wg.Done()
-	t := time.NewTimer(time.Until(after))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	clk := w.c.clock
+	if !sleepCtx(ctx, clk, clk.Until(after)) {
 		return
-	case <-t.C:
 	}
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(clk)
 	for {
 		// Each attempt is bounded: it holds the membership lock and the
 		// queue's gate, and the node may hang rather than refuse.
@@ -72,6 +69,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 	w.mu.Unlock()
 	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
 	s.sub.box.push(event{subscribed: true}) // look for work at once
+	c.signals.rejoined.Signal(s.name)
 	return true, nil
 }
 
@@ -79,7 +77,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 // queues again, retrying with backoff until Redis answers or ctx ends.
 // It reports whether the worker is registered again.
 func (w *Worker) reregister(ctx context.Context) bool {
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(w.c.clock)
 	for {
 		sent := w.c.outage.begin()
 		ok, err := w.tryReregister(ctx)
@@ -146,7 +144,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 		s.fenced = true
 		s.leaseGen++
 		w.wg.Add(1)
-		go w.rejoin(w.life, id, s, time.Now())
+		go w.rejoin(w.life, id, s, w.c.clock.Now())
 	}
 	w.lease.extend(sent)
 	w.mu.Unlock()

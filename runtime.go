@@ -477,7 +477,7 @@ func (r *runner) wakeAt(lc *loopControl, until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.clock.now())
+	d := time.UnixMicro(until).Sub(r.w.redisNow())
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0
