@@ -334,6 +334,7 @@ type queueRenewal struct {
 func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint64) {
 	defer w.wg.Done()
 	c := w.c
+	defer c.signals.queueRenewed.Signal(s.name)
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent, at := c.clock.Now(), c.outage.begin()

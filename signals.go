@@ -16,6 +16,9 @@ type signals struct {
 	// beat: a beat's round took in its answers; the number of workers
 	// it renewed.
 	beat testsignal.Signal[int]
+	// queueRenewed: a renewal of a queue lease sent apart from the
+	// registry's (see renewQueue) was answered, or failed; the queue.
+	queueRenewed testsignal.Signal[string]
 	// looked: a reclaimer's look ended; the tasks it sent back.
 	looked testsignal.Signal[int64]
 	// promoted: a scheduler ran a promotion of its queue's due tasks.
