@@ -49,6 +49,15 @@ func setupClocked(t *testing.T) *clocked {
 	return &clocked{t: t, b: b, clk: clk, c: c, ctx: ctxT(t), start: start}
 }
 
+// client is another client on the same Redis and the same Fake clock.
+func (k *clocked) client() *Client {
+	k.t.Helper()
+	c, err := New(Options{Redis: k.b.redis(), Prefix: k.b.prefix, Logger: testLogger(k.t), clock: k.clk})
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
 // advance moves Redis's clock, then the client's (whose timers fire), by d.
 func (k *clocked) advance(d time.Duration) {
 	k.b.mini.SetTime(k.clk.Now().Add(d))

@@ -353,3 +353,28 @@ func redisPassed(t *testing.T, c *Client, at time.Time) {
 		return time.Unix(now[0], now[1]*1000).After(at)
 	})
 }
+
+// A periodic schedule's tick fires when the client's clock (and Redis's)
+// reaches it, and the next an interval later: no real time passes.
+func TestPeriodicTickFiresOnAdvance(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.c.signals.ticked.Init(t)
+	w := newWorker(t, k.c, long)
+	require.NoError(t, w.Periodic(k.ctx, "hourly", "q", Every(time.Hour), nil, PeriodicOptions{Payload: tickPayload}))
+	first := Every(time.Hour).Next(k.start)
+
+	if d := first.Sub(k.clk.Now()); d > time.Millisecond {
+		k.advance(d - time.Millisecond)
+	}
+	k.c.signals.ticked.RequireEmpty()
+	require.Empty(t, periodicTicks(t, k.c, "q"), "a tick enqueued before its time")
+
+	k.advance(time.Millisecond)
+	require.Equal(t, first, k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, []int64{first.UnixMilli()}, periodicTicks(t, k.c, "q"))
+
+	k.advance(time.Hour)
+	require.Equal(t, first.Add(time.Hour), k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, []int64{first.UnixMilli(), first.Add(time.Hour).UnixMilli()}, periodicTicks(t, k.c, "q"))
+}

@@ -297,3 +297,33 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 		return rueidis.IsRedisNil(err) && n == 0
 	})
 }
+
+// One reclaim pass, run by hand (the reclaimer's runOnce): a dead
+// worker's processes go back to the front of their queue, in order, and
+// the worker leaves the registry.
+func TestReclaimPassReturnsADeadWorkersTasksToTheFront(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	dead := newWorker(t, k.c, fast)
+	require.NoError(t, dead.StartWork(k.ctx, "q", Events{}))
+	enqueueNumbered(t, k.c, "q", 3)
+	dequeueAll(t, dead, "q", 2)
+	dead.crash()
+
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	peer := newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
+	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the first look: the dead worker's lease is live")
+	require.Equal(t, []string{"t0002"}, waiting(t, k.c, "q"))
+
+	// Redis's clock passes the dead worker's lease; the peer's does not
+	// move, so its loop stays asleep and the pass is the test's.
+	k.b.mini.SetTime(k.at(fast.TTL + time.Millisecond))
+	peer.reclaimer.look(k.ctx)
+	require.Equal(t, int64(2), pc.signals.looked.WaitOrTimeout())
+	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, k.c, "q"))
+	ws, err := k.c.Workers(k.ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1, "the dead worker is deregistered")
+	assert.Equal(t, peer.ID(), ws[0].ID)
+}

@@ -68,6 +68,7 @@ func (sc *scheduler) run(ctx context.Context) {
 			t.Stop()
 		} else {
 			t.Reset(time.UnixMicro(at).Sub(sc.w.redisNow()))
+			sc.w.c.signals.armed.Signal(at)
 		}
 		select {
 		case <-ctx.Done():

@@ -21,6 +21,9 @@ type signals struct {
 	queueRenewed testsignal.Signal[string]
 	// looked: a reclaimer's look ended; the tasks it sent back.
 	looked testsignal.Signal[int64]
+	// armed: a scheduler set its timer for a due time (Unix µs, Redis
+	// clock).
+	armed testsignal.Signal[int64]
 	// promoted: a scheduler ran a promotion of its queue's due tasks.
 	promoted testsignal.Signal[string]
 	// ticked: a periodic schedule ran a tick (the tick's time).
