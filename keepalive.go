@@ -166,15 +166,16 @@ func (b *beat) run(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		b.round(ctx)
+		n := b.round(ctx)
 		// On the client's beat however long the round took; a round that
 		// took longer than a RenewInterval skips the beats it overran.
 		t.Reset(b.c.beatIn(b.key.every))
+		b.c.signals.beat.Signal(n)
 	}
 }
 
-// round renews every member's leases once.
-func (b *beat) round(ctx context.Context) {
+// round renews every member's leases once, and says how many it renewed.
+func (b *beat) round(ctx context.Context) int {
 	ws := b.members.list()
 	rs := make([]renewal, 0, len(ws))
 	for _, w := range ws {
@@ -211,7 +212,7 @@ func (b *beat) round(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	b.c.signals.beat.Signal(len(rs))
+	return len(rs)
 }
 
 // renewal is one worker's part of a round: the leases it renews.

@@ -21,29 +21,71 @@ import (
 )
 
 // clocked is a test whose client runs on a Fake clock, and whose Redis (a
-// miniredis) reads the same time: advance moves both.
+// miniredis) reads the same time: advance moves both. On a real Redis
+// (setupTimed) the clock is the system's and run waits for the time to
+// pass.
 type clocked struct {
 	t     *testing.T
 	b     *backend
-	clk   *clock.Fake
+	clk   *clock.Fake // nil on a real Redis
 	c     *Client
 	ctx   context.Context
 	start time.Time
 }
 
+// setupTimed is setupClockedWith, or, on a real Redis, whose clock a test
+// cannot move, a client on the system clock: for the tests that only let
+// time pass (run), which then waits for it.
+func setupTimed(t *testing.T, opt func(*Options)) *clocked {
+	t.Helper()
+	b := newBackend(t)
+	if b.mini != nil {
+		return setupClockedOn(t, b, opt)
+	}
+	opts := Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t)}
+	if opt != nil {
+		opt(&opts)
+	}
+	c, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return &clocked{t: t, b: b, c: c, ctx: ctxT(t), start: time.Now()}
+}
+
+// beats turns on the client's beat signal, which run waits on, on a Fake
+// clock.
+func (k *clocked) beats() {
+	if k.clk != nil {
+		k.c.signals.beat.Init(k.t)
+	}
+}
+
 // setupClocked is setup on a Fake clock. It skips the test on a real
 // Redis, whose clock a test cannot move.
-func setupClocked(t *testing.T) *clocked {
+func setupClocked(t *testing.T) *clocked { t.Helper(); return setupClockedWith(t, nil) }
+
+// setupClockedWith is setupClocked with the client's options changed by
+// opt (when set).
+func setupClockedWith(t *testing.T, opt func(*Options)) *clocked {
 	t.Helper()
 	b := newBackend(t)
 	if b.mini == nil {
 		t.Skip("a Fake clock needs a Redis whose clock the test moves (miniredis)")
 	}
+	return setupClockedOn(t, b, opt)
+}
+
+func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
+	t.Helper()
 	// Near the real time: worker ids (UUIDv7) carry the real one.
 	start := time.Now().UTC().Truncate(time.Millisecond)
 	clk := clock.NewFake(start)
 	b.mini.SetTime(start)
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: clk})
+	opts := Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: clk}
+	if opt != nil {
+		opt(&opts)
+	}
+	c, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return &clocked{t: t, b: b, clk: clk, c: c, ctx: ctxT(t), start: start}
@@ -62,6 +104,45 @@ func (k *clocked) client() *Client {
 func (k *clocked) advance(d time.Duration) {
 	k.b.mini.SetTime(k.clk.Now().Add(d))
 	k.clk.Advance(d)
+}
+
+// run moves the clocks on by d as time would pass for the fast workers of
+// the client: beat by beat (every fast.RenewInterval from the client's
+// start), waiting at each for the beat's round, so that the workers renew
+// their leases on the way. The test turns c.signals.beat on, and keeps a
+// fast worker of the client alive.
+func (k *clocked) run(d time.Duration) {
+	k.t.Helper()
+	if k.clk == nil {
+		deadline := time.Now().Add(d)
+		eventually(k.t, 2*d, "the time passes", func() bool { return !time.Now().Before(deadline) })
+		return
+	}
+	every := fast.RenewInterval
+	end := k.clk.Now().Add(d)
+	for {
+		now := k.clk.Now()
+		next := k.start.Add((now.Sub(k.start)/every + 1) * every)
+		if next.After(end) {
+			if end.After(now) {
+				k.advance(end.Sub(now))
+			}
+			return
+		}
+		k.advance(next.Sub(now))
+		k.c.signals.beat.WaitOrTimeout()
+	}
+}
+
+// idle moves the clocks on by d while the client has no live worker (no
+// beat to wait for), or on a real Redis waits for d to pass.
+func (k *clocked) idle(d time.Duration) {
+	k.t.Helper()
+	if k.clk == nil {
+		k.run(d)
+		return
+	}
+	k.advance(d)
 }
 
 // at is the time d after the test's start.

@@ -13,8 +13,8 @@ import (
 // signals are a client's test signals. A test turns one on (Init) after
 // New and before the components it watches start.
 type signals struct {
-	// beat: a beat's round took in its answers; the number of workers
-	// it renewed.
+	// beat: a beat's round took in its answers, and the beat's timer is
+	// set for the next; the number of workers it renewed.
 	beat testsignal.Signal[int]
 	// queueRenewed: a renewal of a queue lease sent apart from the
 	// registry's (see renewQueue) was answered, or failed; the queue.
