@@ -100,6 +100,17 @@ func (k *clocked) client() *Client {
 	return c
 }
 
+// hooked is a client on the same Redis and Fake clock whose commands go
+// through a hook (see hookedClient).
+func (k *clocked) hooked() (*Client, *hooked) {
+	k.t.Helper()
+	h := &hooked{Client: k.b.redis()}
+	c, err := New(Options{Redis: h, Prefix: k.b.prefix, Logger: testLogger(k.t), clock: k.clk})
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c, h
+}
+
 // advance moves Redis's clock, then the client's (whose timers fire), by d.
 func (k *clocked) advance(d time.Duration) {
 	k.b.mini.SetTime(k.clk.Now().Add(d))
