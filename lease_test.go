@@ -31,6 +31,8 @@ type clocked struct {
 	c     *Client
 	ctx   context.Context
 	start time.Time
+	// beating are the clients whose beats run waits for (beats).
+	beating []*Client
 }
 
 // setupTimed is setupClockedWith, or, on a real Redis, whose clock a test
@@ -52,11 +54,12 @@ func setupTimed(t *testing.T, opt func(*Options)) *clocked {
 	return &clocked{t: t, b: b, c: c, ctx: ctxT(t), start: time.Now()}
 }
 
-// beats turns on the client's beat signal, which run waits on, on a Fake
-// clock.
+// beats turns on the beat signal of the client k.c, which run waits on,
+// on a Fake clock.
 func (k *clocked) beats() {
 	if k.clk != nil {
 		k.c.signals.beat.Init(k.t)
+		k.beating = append(k.beating, k.c)
 	}
 }
 
@@ -117,11 +120,11 @@ func (k *clocked) advance(d time.Duration) {
 	k.clk.Advance(d)
 }
 
-// run moves the clocks on by d as time would pass for the fast workers of
-// the client: beat by beat (every fast.RenewInterval from the client's
-// start), waiting at each for the beat's round, so that the workers renew
-// their leases on the way. The test turns c.signals.beat on, and keeps a
-// fast worker of the client alive.
+// run moves the clocks on by d as time would pass for workers renewing
+// every fast.RenewInterval: beat by beat (from the clients' start),
+// waiting at each for the round of the beats the test turned on (beats),
+// so that the workers renew their leases on the way. Each of those
+// clients keeps a worker of that RenewInterval alive.
 func (k *clocked) run(d time.Duration) {
 	k.t.Helper()
 	if k.clk == nil {
@@ -141,7 +144,9 @@ func (k *clocked) run(d time.Duration) {
 			return
 		}
 		k.advance(next.Sub(now))
-		k.c.signals.beat.WaitOrTimeout()
+		for _, c := range k.beating {
+			c.signals.beat.WaitOrTimeout()
+		}
 	}
 }
 
