@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -97,10 +98,19 @@ func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
 // client is another client on the same Redis and the same Fake clock.
 func (k *clocked) client() *Client {
 	k.t.Helper()
-	c, err := New(Options{Redis: k.b.redis(), Prefix: k.b.prefix, Logger: testLogger(k.t), clock: k.clk})
+	c, err := New(k.options(k.b.redis()))
 	require.NoError(k.t, err)
 	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
+}
+
+// options are those of a client on rdb with the test's prefix and clock.
+func (k *clocked) options(rdb rueidis.Client) Options {
+	opts := Options{Redis: rdb, Prefix: k.b.prefix, Logger: testLogger(k.t)}
+	if k.clk != nil { // not a nil *Fake in the interface
+		opts.clock = k.clk
+	}
+	return opts
 }
 
 // hooked is a client on the same Redis and Fake clock whose commands go
@@ -108,7 +118,7 @@ func (k *clocked) client() *Client {
 func (k *clocked) hooked() (*Client, *hooked) {
 	k.t.Helper()
 	h := &hooked{Client: k.b.redis()}
-	c, err := New(Options{Redis: h, Prefix: k.b.prefix, Logger: testLogger(k.t), clock: k.clk})
+	c, err := New(k.options(h))
 	require.NoError(k.t, err)
 	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c, h

@@ -52,18 +52,20 @@ func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 // deregistering the worker drops its claim.
 func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
 	dead.crash()
-	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+	k.idle(fast.TTL + time.Millisecond)
+	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 
 	const peers = 8
 	var mu sync.Mutex
 	var got [][]string
 	var wg sync.WaitGroup
 	for range peers {
-		rc := b.client()
+		rc := k.client()
 		wg.Go(func() {
 			exp, err := rc.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 			assert.NoError(t, err)
@@ -92,17 +94,20 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 // the next peer that looks after the claim has run out.
 func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
 	dead.crash()
-	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+	k.idle(fast.TTL + time.Millisecond)
+	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, []string{id}, exp.Dead)
 	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, exp.Dead, "claimed")
+	k.idle(300*time.Millisecond + time.Millisecond)
 	eventually(t, 5*time.Second, "the claim runs out", func() bool {
 		exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 		require.NoError(t, err)
