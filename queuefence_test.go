@@ -179,6 +179,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c // the clock runs beat by beat on the worker's client
 	k.beats()
+	c.signals.queueRenewed.Init(t)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown := hangQueue(h, "a")
 	w, fences := fencingWorker(t, c)
@@ -190,12 +191,21 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
+	// run runs the clock beat by beat, each beat once b's renewal (a
+	// goroutine of its own) has been answered.
+	run := func(d time.Duration) {
+		for range d / fast.RenewInterval {
+			k.run(fast.RenewInterval)
+			for c.signals.queueRenewed.WaitOrTimeout() != "b" { // a's end when its node gives up
+			}
+		}
+	}
 	setDown(true)
-	k.run(fast.TTL) // a's deadline, 0.9 TTL after its last renewal, passes
+	run(fast.TTL) // a's deadline, 0.9 TTL after its last renewal, passes
 	ev := recv(t, fences, testsignal.Wait, "a fence")
 	assert.Equal(t, "a", ev.Queue, "the whole worker fenced itself: %v", ev.Cause)
 	// Two more TTLs with a still hung: the rest of the worker is unharmed.
-	k.run(2 * fast.TTL)
+	run(2 * fast.TTL)
 	noFence(t, fences)
 	now := k.clk.Now()
 	assert.True(t, w.registryDeadline().After(now), "the registry lease's deadline passed")
