@@ -89,7 +89,8 @@
 // events.go (a queue's events and their dispatch), handler.go, runtime.go and slots.go (Handle),
 // handoff.go (a task an enqueue hands straight to an idle runtime), pool.go
 // (HandleQueues: one pool of slots over several queues), process.go,
-// shutdown.go, service.go and backoff.go (loops).
+// shutdown.go, backoff.go (the loops retrying Redis) and signals.go (the
+// test signals of the lease side).
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per
