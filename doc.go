@@ -78,8 +78,9 @@
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), lease.go (the lease keeper
-// and the fencing deadline; the client's beat, which renews), fence.go,
+// order, NewWorker), state.go (its lifecycle), keepalive.go (the lease
+// keeper and the client's beat, which renews), lease.go (the fencing
+// deadline), fence.go,
 // rejoin.go (a fenced queue or worker taking a lease again), reconcile.go
 // (dequeue replies and hand-off events lost),
 // schedule.go (the timer that moves delayed tasks when they are due),
@@ -89,7 +90,8 @@
 // events.go (a queue's events and their dispatch), handler.go, runtime.go and slots.go (Handle),
 // handoff.go (a task an enqueue hands straight to an idle runtime), pool.go
 // (HandleQueues: one pool of slots over several queues), process.go,
-// shutdown.go, service.go and backoff.go (loops).
+// shutdown.go, backoff.go (the loops retrying Redis) and signals.go (the
+// test signals of the lease side).
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per

@@ -1,9 +1,6 @@
 package worqr
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // leaseLost handles evidence from a script that the lease of worker id on
 // a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
@@ -33,7 +30,7 @@ func (w *Worker) fence(id string, cause error) {
 		w.mu.Unlock()
 		return
 	}
-	w.fencedAt = time.Now()
+	w.fencedAt = w.c.clock.Now()
 	w.lease.timer.Stop()
 	var lost []*Process
 	for _, s := range w.serving {

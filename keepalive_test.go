@@ -15,6 +15,7 @@ import (
 
 	"github.com/worqr/worqr/internal/scripts"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // scriptCounter counts the scripts a hooked client sends, by name.
@@ -94,14 +95,17 @@ func (sc *scriptCounter) otherNames() []string {
 // registry lease and all its queue leases.
 func TestIdleFleetOnlyRenews(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
+	k := setupClocked(t)
+	ctx := k.ctx
 	// A TTL long against the renew interval: a renewal would have to be
 	// seconds late for a peer to wake.
-	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: 100 * time.Millisecond}
+	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval}
 	var counters []*scriptCounter
 	var joint bool
 	for range 2 {
-		c, h := hookedClient(t, b)
+		c, h := k.hooked()
+		k.c = c
+		k.beats()
 		joint = c.store.JointRenewals()
 		counters = append(counters, countScripts(c, h))
 		w := newWorker(t, c, opts)
@@ -119,20 +123,25 @@ func TestIdleFleetOnlyRenews(t *testing.T) {
 	// joined, and each queue's check after subscribing (its promote),
 	// which runs on the queue's dispatcher after StartWork returns: late,
 	// on a loaded machine.
-	eventually(t, 5*time.Second, "the fleet settles", func() bool {
+	eventually(t, testsignal.Wait, "each queue's check after subscribing", func() bool {
 		for _, sc := range counters {
 			if sc.counts()["promote"] < 2 {
 				return false
 			}
 		}
-		return total("keepalive") >= 6
+		return true
 	})
+	for beats := 0; total("keepalive") < 6; beats++ {
+		require.Less(t, beats, 10, "the fleet does not settle")
+		k.run(opts.RenewInterval)
+	}
 	before := make([]map[string]int, len(counters))
 	for i, sc := range counters {
 		before[i] = sc.counts()
 	}
 	from := total("keepalive")
-	eventually(t, 5*time.Second, "ten rounds of renewals", func() bool { return total("keepalive") >= from+20 })
+	k.run(10 * opts.RenewInterval)
+	require.Equal(t, from+20, total("keepalive"), "ten rounds of renewals")
 	for i, sc := range counters {
 		after := sc.counts()
 		rounds := after["keepalive"] - before[i]["keepalive"]
@@ -267,8 +276,11 @@ func TestKeepaliveOfSeveralWorkers(t *testing.T) {
 // first and another for the rest.
 func TestWorkersOfAClientRenewTogether(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupClocked(t)
+	ctx := k.ctx
+	c, h := k.hooked()
+	k.c = c
+	k.beats()
 	keepaliveSHA := c.store.Scripts().Keepalive.SHA1()
 	var mu sync.Mutex
 	var calls []int // workers renewed by each keepalive call
@@ -290,20 +302,10 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 		w := newWorker(t, c, fast)
 		require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	}
-	mu.Lock()
-	from := len(calls) // rounds before the fifth joined renewed fewer
-	mu.Unlock()
-	eventually(t, 5*time.Second, "four more rounds", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(calls) >= from+4
-	})
+	k.run(4 * fast.RenewInterval)
 	mu.Lock()
 	defer mu.Unlock()
-	// The first may have been under way as the fifth joined.
-	for _, n := range calls[from+1 : from+4] {
-		assert.Equal(t, 5, n, "workers in one keepalive call: %v", calls[from:])
-	}
+	assert.Equal(t, []int{5, 5, 5, 5}, calls, "workers in each keepalive call of four rounds")
 }
 
 // A joint renewal of many workers costs a few calls while none of the

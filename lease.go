@@ -1,84 +1,24 @@
 package worqr
 
+// The lease deadline: when the worker's leases may have run out by its own
+// clock, and the timer that fences the worker, or one of its queues, then.
+// The renewals that move the deadline are keepalive.go's; the fence itself
+// is fence.go's.
+
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
-
-	"github.com/worqr/worqr/internal/store"
 )
 
-// The lease keeper renews the worker's leases, one in the registry and one in
-// each queue it serves, every RenewInterval (on its client's beat, together
-// with the client's other workers), and judges its own liveness on
-// its own monotonic clock: the leases Redis holds were set when Redis ran
-// the renewal, which is after the worker sent it, so a worker that counts
-// TTL from the send time of its last successful renewal always believes
-// itself dead no later than Redis does. The margin adds room for the
-// timer firing late and for clocks that run at slightly different rates.
-
-// leaseKeeper is the worker's lease component: its client's beat renews
-// the leases every RenewInterval, its loop registers the worker again
-// once it was fenced, and its timer fences the worker, or one of its
-// queues, when a lease may have run out. Its deadlines are guarded by the
-// worker's mu.
-type leaseKeeper struct {
-	w *Worker
-	// kick wakes the loop: a fenced worker registers again at once.
-	kick chan struct{}
-	// timer fires at the earliest deadline (arm).
-	timer *time.Timer
-	// at is when the registry lease may expire, by the worker's clock,
-	// less the margin. Guarded by w.mu. (Each queue lease has its own,
-	// serving.deadlineAt.)
-	at  time.Time
-	svc *service
-	// beat renews the leases, with those of the client's other workers
-	// of the same options (see beat).
-	beat *beat
-	// beatMu is held while the beat reads what to renew or takes in an
-	// answer; left, guarded by it, is set when the keeper stops, after
-	// which the beat does neither.
-	beatMu sync.Mutex
-	left   bool
-}
-
-func newLeaseKeeper(w *Worker) *leaseKeeper {
-	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1)}
-	k.timer = time.AfterFunc(time.Hour, w.onDeadline)
-	return k
-}
-
-// start joins the client's beat, which renews the leases, and runs the
-// loop that registers a fenced worker again, on life.
-func (k *leaseKeeper) start(life context.Context) {
-	k.beat = k.w.c.joinBeat(k.w)
-	k.svc = startService(life, k.w.keepalive)
-}
-
-// stop stops the timer, leaves the beat and stops the loop, waiting for
-// it. Once it returns, the beat neither sends nor takes in a renewal of
-// this worker (one already sent may still reach Redis). Queue renewals
-// started before run on, tracked by the worker's tasks.
-func (k *leaseKeeper) stop() {
-	k.timer.Stop()
-	k.beatMu.Lock()
-	k.left = true
-	k.beatMu.Unlock()
-	k.beat.leave(k.w)
-	k.svc.stop()
-}
-
-// wake asks the loop to run now.
-func (k *leaseKeeper) wake() {
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
-}
+// A worker judges its own liveness on its own monotonic clock: the leases
+// Redis holds were set when Redis ran the renewal, which is after the
+// worker sent it, so a worker that counts TTL from the send time of its
+// last successful renewal always believes itself dead no later than Redis
+// does. The margin adds room for the timer firing late and for clocks
+// that run at slightly different rates. Send times are read from the
+// client's clock, whose real form keeps Go's monotonic reading, so a wall
+// clock step does not move the deadline.
 
 // margin is how long before the lease's earliest expiry a worker fences
 // itself.
@@ -107,7 +47,7 @@ func (k *leaseKeeper) arm() {
 			earliest = s.deadlineAt
 		}
 	}
-	k.timer.Reset(time.Until(earliest))
+	k.timer.Reset(k.w.c.clock.Until(earliest))
 }
 
 // onDeadline fences the worker under its current id when its registry
@@ -120,7 +60,7 @@ func (w *Worker) onDeadline() {
 		w.mu.Unlock()
 		return
 	}
-	id, now := w.id, time.Now()
+	id, now := w.id, w.c.clock.Now()
 	if !now.Before(w.lease.at) {
 		w.mu.Unlock()
 		w.fence(id, errors.New("lease not renewed in time"))
@@ -141,304 +81,4 @@ func (w *Worker) onDeadline() {
 		w.lease.arm()
 	}
 	w.mu.Unlock()
-}
-
-// beatIn is how long until the client's next beat of period every: the
-// workers of one client that share a RenewInterval renew at the same
-// moments. The workers of different processes still renew at moments of
-// their own.
-func (c *Client) beatIn(every time.Duration) time.Duration {
-	return every - time.Since(c.born)%every
-}
-
-// keepalive is the lease keeper's loop: it registers the worker again
-// once it fenced itself (fence wakes it), unless it stays fenced. The
-// renewals themselves are the beat's.
-func (w *Worker) keepalive(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.lease.kick:
-		}
-		w.mu.Lock()
-		fenced := w.isFenced()
-		w.mu.Unlock()
-		if fenced && (w.opts.StayFenced || !w.reregister(ctx)) {
-			return
-		}
-	}
-}
-
-// beat renews the leases of a client's workers that share a TTL and a
-// RenewInterval, every RenewInterval on the client's beat (see beatIn):
-// one loop reads what each worker holds, renews them all in scripts of up
-// to store.MaxWorkersPerKeepalive workers, sent at once (rueidis
-// pipelines them), and hands each worker its answer. An idle worker thus
-// costs Redis a share of one short script a RenewInterval, and its
-// process no timer or goroutine wake-up of its own. (Each worker used to
-// renew on a ticker of its own, its renewal merged with those that came
-// while one was in flight: the first of a beat went alone, and a client
-// of 10 workers sent three scripts a beat.)
-type beat struct {
-	c   *Client
-	key groupKey
-	svc *service
-	// members are the workers it renews; it stops with the last.
-	members members
-}
-
-// joinBeat makes w a member of its client's beat for its options,
-// starting one if there is none.
-func (c *Client) joinBeat(w *Worker) *beat {
-	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
-	c.beatsMu.Lock()
-	defer c.beatsMu.Unlock()
-	b := c.beats[key]
-	if b != nil {
-		b.members.add(w)
-		return b
-	}
-	b = &beat{c: c, key: key}
-	b.members.add(w)
-	c.beats[key] = b
-	b.svc = startService(context.Background(), b.loop)
-	return b
-}
-
-// leave removes w from the members, and stops the beat (waiting for its
-// loop) when w was the last.
-func (b *beat) leave(w *Worker) {
-	c := b.c
-	c.beatsMu.Lock()
-	last := b.members.remove(w)
-	if last && c.beats[b.key] == b {
-		delete(c.beats, b.key)
-	}
-	c.beatsMu.Unlock()
-	if last {
-		b.svc.stop()
-	}
-}
-
-func (b *beat) loop(ctx context.Context) {
-	t := time.NewTimer(b.c.beatIn(b.key.every))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		b.round(ctx)
-		// On the client's beat however long the round took; a round that
-		// took longer than a RenewInterval skips the beats it overran.
-		t.Reset(b.c.beatIn(b.key.every))
-	}
-}
-
-// round renews every member's leases once.
-func (b *beat) round(ctx context.Context) {
-	ws := b.members.list()
-	rs := make([]renewal, 0, len(ws))
-	for _, w := range ws {
-		if r, ok := w.renewal(); ok {
-			rs = append(rs, r)
-		}
-	}
-	var wg sync.WaitGroup
-	for chunk := range slices.Chunk(rs, store.MaxWorkersPerKeepalive) {
-		wg.Go(func() {
-			ks := make([]store.Keepalive, len(chunk))
-			for i, r := range chunk {
-				ks[i] = r.keepalive
-			}
-			sent, at := time.Now(), b.c.outage.begin()
-			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
-			switch {
-			case err == nil:
-				b.c.outage.ok(at)
-			case ctx.Err() != nil: // the beat stopped
-			default:
-				err = b.c.fail("renew", "", err)
-				if !b.c.outage.failed(at, "renewal", err) {
-					b.c.log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
-				}
-			}
-			for i, r := range chunk {
-				var k store.KeptAlive
-				if err == nil {
-					k = kept[i]
-				}
-				r.w.renewed(ctx, r, sent, k, err)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// renewal is one worker's part of a round: the leases it renews.
-type renewal struct {
-	w         *Worker
-	id        string
-	keepalive store.Keepalive
-	with      []queueRenewal // the queue leases renewed with the registry lease
-}
-
-// renewal reads which leases the worker renews, unless it has left the
-// beat, its life has ended, or it is fenced (its loop registers it again)
-// or closed. Each
-// deadline moves only with its own lease. On a single Redis one script
-// renews them all (see store.JointRenewals), with those of the client's
-// other workers on the beat: an idle worker costs Redis a share of one
-// short script a RenewInterval. On a Cluster a shard that cannot be
-// reached must cost the worker its work on that shard's queues, not the
-// rest: so each queue lease is renewed on a goroutine of its own, which
-// the registry renewal and the next round do not wait for. A pipeline
-// answers when its slowest node does, and a node that hangs (rather than
-// refusing) would otherwise hold up the answers about every other lease,
-// the registry's included, until the worker fenced itself as a whole.
-// (rueidis pipelines concurrent calls to one node, so this costs no extra
-// round trips.)
-func (w *Worker) renewal() (renewal, bool) {
-	k := w.lease
-	k.beatMu.Lock()
-	defer k.beatMu.Unlock()
-	if k.left || w.life.Err() != nil {
-		return renewal{}, false
-	}
-	joint := w.c.store.JointRenewals()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.isFenced() || w.isClosed() {
-		return renewal{}, false
-	}
-	r := renewal{w: w, id: w.id}
-	var names []string
-	for _, s := range w.serving {
-		switch {
-		case s.fenced: // its lease is abandoned until the queue is rejoined
-		case joint:
-			r.with = append(r.with, queueRenewal{s: s, gen: s.leaseGen})
-			names = append(names, s.name)
-		default:
-			id, gen := r.id, s.leaseGen
-			w.tasks.Go(func() { w.renewQueue(w.life, id, s, gen) })
-		}
-	}
-	r.keepalive = store.Keepalive{Worker: r.id, Queues: names}
-	return r, true
-}
-
-// renewed takes in the answer to a renewal sent at sent (err, or k),
-// unless the worker has left the beat meanwhile.
-//
-// The registry renewal also tells the reclaimer when the next peer's lease
-// runs out, and whether a dead worker waits (see reclaim.go): a healthy
-// fleet makes no other call.
-func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store.KeptAlive, err error) {
-	lk := w.lease
-	lk.beatMu.Lock()
-	defer lk.beatMu.Unlock()
-	if lk.left {
-		return
-	}
-	id, with := r.id, r.with
-	switch {
-	case err != nil: // logged by the beat, once for its workers
-		return
-	case k.Gone:
-		w.fence(id, errors.New("renewal found the registry lease gone"))
-		return
-	}
-	w.mu.Lock()
-	if w.isCurrent(id) {
-		w.lease.extend(sent)
-	}
-	w.mu.Unlock()
-	w.reclaimer.heard(k.Next, k.Dead)
-	if len(with) == 0 {
-		return
-	}
-	for i := range with {
-		with[i].gone = k.QueueGone[i]
-	}
-	if renewed := w.queuesRenewed(id, sent, with); w.anyUnsure(renewed) {
-		// Not on the beat's goroutine: a reconciliation waits for the
-		// dequeues on its queue. (The worker is not closed: closing
-		// leaves the beat first, and this runs under beatMu.)
-		w.tasks.Go(func() { w.reconcile(w.life, id, renewed) })
-	}
-}
-
-// keepaliveJoined renews the leases of workers that share a TTL in one
-// call (see keepalive.lua), bounded by the TTL: an answer after it is
-// useless.
-func (c *Client) keepaliveJoined(ctx context.Context, ttl time.Duration, ks []store.Keepalive) ([]store.KeptAlive, error) {
-	ctx, cancel := context.WithTimeout(ctx, ttl)
-	defer cancel()
-	return c.store.Keepalive(ctx, ttl, ks)
-}
-
-// queueRenewal is the answer to the renewal of the lease on queue s, sent
-// while its lease generation was gen.
-type queueRenewal struct {
-	s    *serving
-	gen  uint64
-	gone bool // the lease was gone
-}
-
-// renewQueue extends the worker's lease on the queue s, whose lease
-// generation was gen when the round began, then reconciles the queue.
-func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint64) {
-	c := w.c
-	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
-	defer cancel()
-	sent, at := time.Now(), c.outage.begin()
-	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
-	gone := errors.Is(err, store.ErrLeaseGone)
-	if err != nil && !gone {
-		if ctx.Err() == nil {
-			if err = c.fail("renew", s.name, err); !c.outage.failed(at, "renewal", err) {
-				w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
-			}
-		}
-		return
-	}
-	c.outage.ok(at)
-	w.reconcile(ctx, id, w.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
-}
-
-// queuesRenewed takes the answers to renewals of queue leases sent at
-// sent, and returns the queues whose lease was renewed. A renewal may still
-// be in flight when the next round sends another, so a deadline only ever
-// moves later, and an answer about a lease the worker has since given up
-// (fenceQueue) is ignored. A lease found gone fences the worker, unless
-// the worker left the queue meanwhile (see leaseLost).
-func (w *Worker) queuesRenewed(id string, sent time.Time, rs []queueRenewal) []*serving {
-	var renewed, lost []*serving
-	w.mu.Lock()
-	for _, r := range rs {
-		s := r.s
-		switch current := w.isCurrent(id) && !s.fenced && s.leaseGen == r.gen; {
-		case !current:
-		case r.gone:
-			lost = append(lost, s)
-		default:
-			if d := w.lease.deadline(sent); d.After(s.deadlineAt) {
-				s.deadlineAt = d
-			}
-			renewed = append(renewed, s)
-		}
-	}
-	if len(renewed) > 0 {
-		w.lease.arm()
-	}
-	w.mu.Unlock()
-	for _, s := range lost {
-		// Sent for this service of the queue: if the worker left the queue
-		// meanwhile (and maybe started on it again), it is no evidence.
-		w.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
-	}
-	return renewed
 }

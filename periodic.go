@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -90,7 +91,7 @@ type periodic struct {
 	sched   Schedule
 	payload []byte
 	opts    PeriodicOptions
-	svc     *service
+	loop    *startstop.Loop
 }
 
 // retryTickAfter is how long a tick that failed waits to try again.
@@ -126,7 +127,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if err := c.validate(ctx, "periodic", queue); err != nil {
 		return err
 	}
-	if err := checkPeriodic(name, sched, opts); err != nil {
+	if err := checkPeriodic(name, sched, opts, c.clock.Now()); err != nil {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
 	}
 	if len(payload) > c.maxTaskSize {
@@ -140,12 +141,12 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if taken {
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
-	sent := time.Now()
+	sent := c.clock.Now()
 	t, err := c.store.Tick(ctx, queue, name, 0, nil, store.EnqueueArgs{})
 	if err != nil {
 		return c.fail("periodic", queue, err)
 	}
-	w.clock.observe(t.Now, sent, time.Now())
+	w.clock.observe(t.Now, sent, c.clock.Now())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state.phase != phaseServing {
@@ -158,7 +159,8 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		w.periodics = make(map[periodicKey]*periodic)
 	}
 	last := time.UnixMilli(t.Last).UTC()
-	p.svc = startService(w.life, func(ctx context.Context) { p.loop(ctx, last) })
+	p.loop = startstop.NewLoop(func(ctx context.Context) { p.run(ctx, last) })
+	_ = p.loop.Start(w.life) // a Loop's Start does not fail
 	w.periodics[key] = p
 	return nil
 }
@@ -173,7 +175,7 @@ func (w *Worker) StopPeriodic(name, queue string) bool {
 	delete(w.periodics, key)
 	w.mu.Unlock()
 	if ok {
-		p.svc.stop()
+		p.loop.Stop()
 	}
 	return ok
 }
@@ -185,12 +187,12 @@ func (w *Worker) stopPeriodics() {
 	w.periodics = nil
 	w.mu.Unlock()
 	for _, p := range ps {
-		p.svc.stop()
+		p.loop.Stop()
 	}
 }
 
-// checkPeriodic refuses a schedule that cannot work.
-func checkPeriodic(name string, sched Schedule, opts PeriodicOptions) error {
+// checkPeriodic refuses a schedule that cannot work, judged at now.
+func checkPeriodic(name string, sched Schedule, opts PeriodicOptions, now time.Time) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidOptions)
@@ -209,7 +211,7 @@ func checkPeriodic(name string, sched Schedule, opts PeriodicOptions) error {
 	}
 	// Ticks are told apart by the millisecond: two in a row must be at
 	// least that far apart, and later than the time asked about.
-	now := time.Now().UTC()
+	now = now.UTC()
 	t1 := sched.Next(now)
 	if t1.IsZero() || tickMs(t1) <= now.UnixMilli() {
 		return fmt.Errorf("%w: the schedule has no tick after now (%v)", ErrInvalidOptions, t1)
@@ -230,11 +232,12 @@ func tickMs(t time.Time) int64 {
 	return ms
 }
 
-// loop runs the schedule: it waits for the tick after last (the last tick
+// run runs the schedule: it waits for the tick after last (the last tick
 // enqueued, as far as the worker knows) and enqueues it, or, when several
 // are due already, the latest of them.
-func (p *periodic) loop(ctx context.Context, last time.Time) {
+func (p *periodic) run(ctx context.Context, last time.Time) {
 	w := p.w
+	clk := w.c.clock
 	for ctx.Err() == nil {
 		next := p.sched.Next(last)
 		if next.IsZero() {
@@ -243,8 +246,8 @@ func (p *periodic) loop(ctx context.Context, last time.Time) {
 			return
 		}
 		next = next.UTC()
-		if now := w.clock.now(); next.After(now) {
-			if !sleepCtx(ctx, next.Sub(now)) {
+		if now := w.redisNow(); next.After(now) {
+			if !sleepCtx(ctx, clk, next.Sub(now)) {
 				return
 			}
 		} else {
@@ -255,6 +258,7 @@ func (p *periodic) loop(ctx context.Context, last time.Time) {
 		if err == nil {
 			w.c.outage.ok(sent)
 		}
+		w.c.signals.ticked.Signal(next)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -263,12 +267,12 @@ func (p *periodic) loop(ctx context.Context, last time.Time) {
 			if !w.c.outage.failed(sent, "periodic", err) {
 				w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
 			}
-			if !sleepCtx(ctx, retryTickAfter) {
+			if !sleepCtx(ctx, clk, retryTickAfter) {
 				return
 			}
 		case t.Status == store.TickEarly:
 			// The clock estimate ran ahead of Redis's; wait the rest.
-			if !sleepCtx(ctx, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
+			if !sleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
 				return
 			}
 		default:
@@ -295,10 +299,10 @@ func (p *periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error)
 	}
 	tctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
-	sent := time.Now()
+	sent := w.c.clock.Now()
 	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
 	if t.Now > 0 {
-		w.clock.observe(t.Now, sent, time.Now())
+		w.clock.observe(t.Now, sent, w.c.clock.Now())
 	}
 	if err != nil {
 		return t, w.c.fail("periodic", p.queue, err)
@@ -328,16 +332,4 @@ func latestDue(s Schedule, first, now time.Time) time.Time {
 		latest = t
 	}
 	return latest.UTC()
-}
-
-// sleepCtx sleeps for d, or until ctx ends: it reports whether it slept.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -195,7 +195,7 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	redisPassed(t, c, time.UnixMilli(lastBefore).Add(5*period)) // four ticks or more with no worker
 	w2 := newWorker(t, c, fast)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	registered := w2.clock.now().UnixMilli()
+	registered := w2.redisNow().UnixMilli()
 	eventually(t, period/2, "the catch-up task", func() bool { return len(periodicTicks(t, c, "periodic")) > len(before) })
 	caughtUp := periodicTicks(t, c, "periodic")[len(before)]
 	// One task, for the latest tick missed; the earlier ones skipped.
@@ -352,4 +352,29 @@ func redisPassed(t *testing.T, c *Client, at time.Time) {
 		require.NoError(t, err)
 		return time.Unix(now[0], now[1]*1000).After(at)
 	})
+}
+
+// A periodic schedule's tick fires when the client's clock (and Redis's)
+// reaches it, and the next an interval later: no real time passes.
+func TestPeriodicTickFiresOnAdvance(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.c.signals.ticked.Init(t)
+	w := newWorker(t, k.c, long)
+	require.NoError(t, w.Periodic(k.ctx, "hourly", "q", Every(time.Hour), nil, PeriodicOptions{Payload: tickPayload}))
+	first := Every(time.Hour).Next(k.start)
+
+	if d := first.Sub(k.clk.Now()); d > time.Millisecond {
+		k.advance(d - time.Millisecond)
+	}
+	k.c.signals.ticked.RequireEmpty()
+	require.Empty(t, periodicTicks(t, k.c, "q"), "a tick enqueued before its time")
+
+	k.advance(time.Millisecond)
+	require.Equal(t, first, k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, []int64{first.UnixMilli()}, periodicTicks(t, k.c, "q"))
+
+	k.advance(time.Hour)
+	require.Equal(t, first.Add(time.Hour), k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, []int64{first.UnixMilli(), first.Add(time.Hour).UnixMilli()}, periodicTicks(t, k.c, "q"))
 }

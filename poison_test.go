@@ -28,6 +28,44 @@ func poisonSetup(t *testing.T, limit int) (*Client, *logRecorder, context.Contex
 	return c, logs, ctx
 }
 
+// poisonSetupTimed is poisonSetup on a Fake clock (on miniredis), which
+// the test moves with run: the guard's window and the leases pass
+// without waiting for them.
+func poisonSetupTimed(t *testing.T, limit int) (*clocked, *logRecorder) {
+	t.Helper()
+	log, logs := recordLogs(t)
+	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, limit })
+	k.beats()
+	newWorker(t, k.c, fast)
+	require.NoError(t, second(k.c.Enqueue(k.ctx, "q", []byte("task"))))
+	return k, logs
+}
+
+// matureWorkers is matureWorkers with the time run on k's clock.
+func (k *clocked) matureWorkers(n int) []*Worker {
+	k.t.Helper()
+	ws := make([]*Worker, n)
+	for i := range ws {
+		ws[i] = newWorker(k.t, k.c, fast)
+	}
+	d := poisonWindow + 100*time.Millisecond
+	if k.clk != nil {
+		// The guard reads a worker's age from its id, a UUIDv7 of the
+		// system's time: the Fake clock runs ahead of it by as much as
+		// the system's time passed since the workers joined.
+		d = max(d, time.Now().Add(d).Sub(k.clk.Now()))
+	}
+	k.run(d)
+	return ws
+}
+
+// expire runs the clock until a worker that stopped renewing now has
+// lost its leases, and its peers have had the time to reclaim it.
+func (k *clocked) expire() {
+	k.t.Helper()
+	k.run(fast.TTL + fast.RenewInterval)
+}
+
 // reclaimsOf are the lines logged for the reclaim of the dead worker id.
 func reclaimsOf(logs *logRecorder, id string) []logged {
 	return logs.where(func(l logged) bool {
@@ -144,18 +182,21 @@ func TestPoisonPill(t *testing.T) {
 // out), as a stalled VM or a long GC pause would.
 func TestPersistentTaskIsNeverPoison(t *testing.T) {
 	t.Parallel()
-	c, logs, ctx := poisonSetup(t, 2)
-	ws := matureWorkers(t, c, 4)
+	k, logs := poisonSetupTimed(t, 2)
+	c, ctx := k.c, k.ctx
+	ws := k.matureWorkers(4)
 
-	p := takeTask(t, ctx, ws[0])
-	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	takeTask(t, ctx, ws[0])
+	k.run(poisonWindow + 100*time.Millisecond) // held past the window
 	ws[0].freeze()
+	k.expire()
 	entry := waitingEntry(t, c)
 	assert.Contains(t, entry, ",h1", "marked as held healthy")
 
 	for _, w := range ws[1:] {
 		takeTask(t, ctx, w)
 		w.crash()
+		k.expire()
 		eventually(t, 10*time.Second, "the holder is reclaimed", func() bool {
 			return len(reclaimsOf(logs, w.ID())) == 1
 		})
@@ -171,15 +212,17 @@ func TestPersistentTaskIsNeverPoison(t *testing.T) {
 // clears its count of deaths.
 func TestHealthyHandBackMarksTheTask(t *testing.T) {
 	t.Parallel()
-	c, _, ctx := poisonSetup(t, 2)
-	ws := matureWorkers(t, c, 3)
+	k, _ := poisonSetupTimed(t, 2)
+	c, ctx := k.c, k.ctx
+	ws := k.matureWorkers(3)
 
 	takeTask(t, ctx, ws[0])
 	ws[0].crash()
+	k.expire()
 	require.Contains(t, waitingEntry(t, c), ",r1", "the death is counted")
 
-	p := takeTask(t, ctx, ws[1])
-	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	takeTask(t, ctx, ws[1])
+	k.run(poisonWindow + 100*time.Millisecond) // held past the window
 	require.NoError(t, ws[1].StopWork(ctx, "q"))
 	entry := waitingEntry(t, c)
 	assert.NotContains(t, entry, ",r", "the count is cleared")
@@ -187,6 +230,7 @@ func TestHealthyHandBackMarksTheTask(t *testing.T) {
 
 	takeTask(t, ctx, ws[2])
 	ws[2].crash()
+	k.expire()
 	assert.NotContains(t, waitingEntry(t, c), ",r", "no death is counted")
 	assert.Empty(t, deadPayloads(t, c, "q"))
 }
@@ -195,10 +239,11 @@ func TestHealthyHandBackMarksTheTask(t *testing.T) {
 // hold goes with its counts.
 func TestRequeuedDeadLetterForgetsItsHealthyHold(t *testing.T) {
 	t.Parallel()
-	c, _, ctx := poisonSetup(t, 2)
-	ws := matureWorkers(t, c, 1)
-	p := takeTask(t, ctx, ws[0])
-	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(p.started) > poisonWindow+100*time.Millisecond })
+	k, _ := poisonSetupTimed(t, 2)
+	c, ctx := k.c, k.ctx
+	ws := k.matureWorkers(1)
+	takeTask(t, ctx, ws[0])
+	k.run(poisonWindow + 100*time.Millisecond) // held past the window
 	require.NoError(t, ws[0].StopWork(ctx, "q"))
 	require.Contains(t, waitingEntry(t, c), ",h1")
 
@@ -215,22 +260,23 @@ func TestRequeuedDeadLetterForgetsItsHealthyHold(t *testing.T) {
 // must not leave a persistent task open to later deaths.
 func TestOutageReclaimMarksButDoesNotCount(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	ctx := ctxT(t)
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), PoisonLimit: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	k := setupTimed(t, func(o *Options) { o.PoisonLimit = 1 })
+	k.beats()
+	c, ctx := k.c, k.ctx
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("long"))))
-	ws := matureWorkers(t, c, 2)
-	long := takeTask(t, ctx, ws[0])
-	eventually(t, 2*poisonWindow, "held past the window", func() bool { return time.Since(long.started) > poisonWindow+100*time.Millisecond })
+	ws := k.matureWorkers(2)
+	takeTask(t, ctx, ws[0])
+	k.run(poisonWindow + 100*time.Millisecond) // held past the window
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("young"))))
 	takeTask(t, ctx, ws[1])
 	ws[0].freeze()
 	ws[1].freeze()
-	eventually(t, 10*time.Second, "both leases ran out", func() bool {
-		return leasesExpired(t, c, ws[0].ID(), "q") && leasesExpired(t, c, ws[1].ID(), "q")
-	})
+	k.idle(fast.TTL + fast.RenewInterval)
+	if k.clk == nil {
+		eventually(t, 10*time.Second, "both leases ran out", func() bool {
+			return leasesExpired(t, c, ws[0].ID(), "q") && leasesExpired(t, c, ws[1].ID(), "q")
+		})
+	}
 
 	pass, err := c.reclaimDead(ctx, c.log, reclaimPass{window: poisonWindow, claim: time.Second})
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ type Process struct {
 }
 
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
-	return newProcessAt(w, queue, sp, time.Now())
+	return newProcessAt(w, queue, sp, w.c.clock.Now())
 }
 
 // newProcessAt is newProcess for a process that started at started (the
@@ -259,7 +259,7 @@ func (p *Process) observeEnd(outcome Outcome, err error) {
 	if !already {
 		obs.ObserveFinish(context.Background(), FinishEvent{
 			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
-			Outcome: outcome, Duration: time.Since(p.started), Err: err,
+			Outcome: outcome, Duration: p.w.c.clock.Since(p.started), Err: err,
 		})
 	}
 }

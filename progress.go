@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -52,7 +53,7 @@ type progressState struct {
 	sent    time.Time
 	sending bool
 	dirty   bool
-	timer   *time.Timer
+	timer   clock.Timer
 }
 
 // ReportProgress reports how far the handler has got with the task:
@@ -100,13 +101,13 @@ func (p *Process) ReportProgress(ctx context.Context, percent int, note string) 
 		p.mu.Unlock()
 		return nil
 	}
-	if wait := ProgressInterval - time.Since(pr.sent); wait > 0 {
+	if wait := ProgressInterval - p.w.c.clock.Since(pr.sent); wait > 0 {
 		pr.dirty = true
-		pr.timer = time.AfterFunc(wait, p.flushProgress)
+		pr.timer = p.w.c.clock.AfterFunc(wait, p.flushProgress)
 		p.mu.Unlock()
 		return nil
 	}
-	pr.sending, pr.dirty, pr.sent = true, false, time.Now()
+	pr.sending, pr.dirty, pr.sent = true, false, p.w.c.clock.Now()
 	p.mu.Unlock()
 	return p.writeProgress(ctx, percent, note)
 }
@@ -129,7 +130,7 @@ func (p *Process) flushProgress() {
 		return
 	}
 	percent, note := pr.percent, pr.note
-	pr.sending, pr.dirty, pr.sent = true, false, time.Now()
+	pr.sending, pr.dirty, pr.sent = true, false, p.w.c.clock.Now()
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(p.w.life, p.w.opts.TTL)
 	defer cancel()
@@ -148,7 +149,7 @@ func (p *Process) writeProgress(ctx context.Context, percent int, note string) e
 	pr := &p.progress
 	pr.sending = false
 	if pr.dirty && pr.timer == nil && p.err == nil {
-		pr.timer = time.AfterFunc(max(ProgressInterval-time.Since(pr.sent), 0), p.flushProgress)
+		pr.timer = p.w.c.clock.AfterFunc(max(ProgressInterval-p.w.c.clock.Since(pr.sent), 0), p.flushProgress)
 	}
 	p.mu.Unlock()
 	return err

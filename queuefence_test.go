@@ -17,6 +17,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // onQueue reports whether a command touches queue q's slot.
@@ -172,12 +174,16 @@ func hangQueueFor(h *hooked, q string, giveUp time.Duration, onHang func(rueidis
 // though it succeeded at once, counted only after TTL, too late.
 func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
-	b, admin, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupClocked(t)
+	admin, ctx := k.c, k.ctx
+	c, h := k.hooked()
+	k.c = c // the clock runs beat by beat on the worker's client
+	k.beats()
+	c.signals.queueRenewed.Init(t)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown := hangQueue(h, "a")
-	t.Cleanup(func() { setDown(false) })
 	w, fences := fencingWorker(t, c)
+	t.Cleanup(func() { setDown(false) }) // before the worker's Close
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -185,19 +191,28 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
-	setDown(true)
-	ev := recv(t, fences, 3*time.Second, "a fence")
-	assert.Equal(t, "a", ev.Queue, "the whole worker fenced itself: %v", ev.Cause)
-	// Two more TTLs with a still hung: the rest of the worker is unharmed.
-	deadline := time.After(2 * fast.TTL)
-	for done := false; !done; {
-		select {
-		case ev := <-fences:
-			t.Fatalf("another fence: queue %q, cause %v", ev.Queue, ev.Cause)
-		case <-deadline:
-			done = true
+	// run runs the clock beat by beat, each beat once b's renewal (a
+	// goroutine of its own) has been answered.
+	run := func(d time.Duration) {
+		for range d / fast.RenewInterval {
+			k.run(fast.RenewInterval)
+			for c.signals.queueRenewed.WaitOrTimeout() != "b" { // a's end when its node gives up
+			}
 		}
 	}
+	setDown(true)
+	run(fast.TTL) // a's deadline, 0.9 TTL after its last renewal, passes
+	ev := recv(t, fences, testsignal.Wait, "a fence")
+	assert.Equal(t, "a", ev.Queue, "the whole worker fenced itself: %v", ev.Cause)
+	// Two more TTLs with a still hung: the rest of the worker is unharmed.
+	run(2 * fast.TTL)
+	noFence(t, fences)
+	now := k.clk.Now()
+	assert.True(t, w.registryDeadline().After(now), "the registry lease's deadline passed")
+	w.mu.Lock()
+	deadlineB := w.serving["b"].deadlineAt
+	w.mu.Unlock()
+	assert.True(t, deadlineB.After(now), "b's deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -46,10 +47,10 @@ const reclaimMargin = 2 * time.Millisecond
 
 // reclaimer reclaims dead peers for the workers of a client that share a
 // TTL and a RenewInterval: they see the same registry, so one look serves
-// them all. (A reclaimer per worker woke every worker of the client at a
-// peer's expiry, and each looked: a client of 10,000 workers sent 10,000
-// scripts for every peer that died.) Each member's renewals tell it when
-// the next peer's lease runs out (heard); its loop looks then, once.
+// them all, where a reclaimer per worker would wake every worker of the
+// client at a peer's expiry (10,000 scripts for a peer that died, from a
+// client of 10,000 workers). Each member's renewals tell it when the next
+// peer's lease runs out (heard); its loop looks then, once.
 type reclaimer struct {
 	c *Client
 	// every is the RenewInterval: how long a look's claims last, and
@@ -60,7 +61,7 @@ type reclaimer struct {
 	// interval later) counts, and one that held its task a while does
 	// not.
 	window time.Duration
-	svc    *service
+	loop   *startstop.Loop
 	// kick tells the loop that the times below moved earlier than it
 	// had armed its timer for.
 	kick chan struct{}
@@ -103,7 +104,8 @@ func (c *Client) joinReclaimer(w *Worker) *reclaimer {
 	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
 	r.members.add(w)
 	c.reclaimers[key] = r
-	r.svc = startService(context.Background(), r.loop)
+	r.loop = startstop.NewLoop(r.run)
+	_ = r.loop.Start(context.Background()) // a Loop's Start does not fail
 	return r
 }
 
@@ -118,7 +120,7 @@ func (r *reclaimer) leave(w *Worker) {
 	}
 	c.reclaimMu.Unlock()
 	if last {
-		r.svc.stop()
+		r.loop.Stop()
 	}
 }
 
@@ -126,7 +128,7 @@ func (r *reclaimer) leave(w *Worker) {
 // registry: how long until the next peer's lease runs out (0: no peer),
 // and whether a dead worker waits unclaimed.
 func (r *reclaimer) heard(next time.Duration, dead bool) {
-	now := time.Now()
+	now := r.c.clock.Now()
 	r.mu.Lock()
 	r.peer = time.Time{}
 	if next > 0 {
@@ -155,9 +157,12 @@ func (r *reclaimer) next() time.Time {
 	return at
 }
 
-func (r *reclaimer) loop(ctx context.Context) {
+// run is the reclaimer's loop: it looks at once, then whenever a look is
+// due.
+func (r *reclaimer) run(ctx context.Context) {
+	clk := r.c.clock
 	r.look(ctx) // at once: the first worker learns of its peers
-	t := time.NewTimer(time.Hour)
+	t := clk.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		r.mu.Lock()
@@ -167,17 +172,17 @@ func (r *reclaimer) loop(ctx context.Context) {
 		if at.IsZero() {
 			t.Stop()
 		} else {
-			t.Reset(time.Until(at))
+			t.Reset(clk.Until(at))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.kick:
-		case <-t.C:
+		case <-t.C():
 			r.mu.Lock()
 			at := r.next()
 			r.mu.Unlock()
-			if !at.IsZero() && !time.Now().Before(at) {
+			if !at.IsZero() && !clk.Now().Before(at) {
 				r.look(ctx)
 			}
 		}
@@ -199,12 +204,15 @@ func (r *reclaimer) lastFenced() time.Duration {
 	return since
 }
 
-// look runs one pass, and sets when to look next from what it found.
+// look runs one pass, and sets when to look next from what it found: the
+// loop's one run, which a test calls by hand.
 func (r *reclaimer) look(ctx context.Context) {
 	w := r.member()
 	if w == nil {
 		return
 	}
+	var tasks int64
+	defer func() { r.c.signals.looked.Signal(tasks) }()
 	// A worker that just came back from an outage does not count its
 	// peers' deaths in the outage as poison.
 	outage := r.lastFenced() < 2*r.window
@@ -217,7 +225,8 @@ func (r *reclaimer) look(ctx context.Context) {
 	case ctx.Err() == nil && !r.c.outage.failed(sent, "reclaim", err):
 		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
-	now := time.Now()
+	tasks = pass.tasks
+	now := r.c.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.again = time.Time{}

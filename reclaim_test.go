@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // A peer comes back for a dead worker when its lease runs out, not at its
@@ -21,21 +22,24 @@ import (
 // tasks are still back within a few seconds of its 1 s lease's expiry.
 func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
 	// The dead worker joins first: a peer learns of a new worker at its
 	// next pass, and here that is a minute away.
 	dead := newWorker(t, c, fast)
 	slow := WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute}
-	peer := newWorker(t, b.client(), slow)
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	peer := newWorker(t, pc, slow)
+	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, dead, "q", 2)
-	// The peer's first pass saw the dead worker's lease, and each pass
-	// since has followed its renewals.
+	// The peer's first pass saw the dead worker's lease, which runs out
+	// 1 s after it registered (it never renewed).
 	dead.crash()
-	eventually(t, fast.TTL+5*time.Second, "the dead worker's tasks are back", func() bool {
-		return len(waiting(t, c, "q")) == 3
-	})
+	k.advance(fast.TTL + 10*time.Millisecond)
+	require.Equal(t, int64(2), pc.signals.looked.WaitOrTimeout(), "the peer looked at the expiry")
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, c, "q"))
 	ws, err := c.Workers(ctx)
 	require.NoError(t, err)
@@ -48,18 +52,20 @@ func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 // deregistering the worker drops its claim.
 func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
 	dead.crash()
-	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+	k.idle(fast.TTL + time.Millisecond)
+	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 
 	const peers = 8
 	var mu sync.Mutex
 	var got [][]string
 	var wg sync.WaitGroup
 	for range peers {
-		rc := b.client()
+		rc := k.client()
 		wg.Go(func() {
 			exp, err := rc.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 			assert.NoError(t, err)
@@ -88,17 +94,20 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 // the next peer that looks after the claim has run out.
 func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
 	dead.crash()
-	eventually(t, fast.TTL+5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
+	k.idle(fast.TTL + time.Millisecond)
+	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, []string{id}, exp.Dead)
 	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, exp.Dead, "claimed")
+	k.idle(300*time.Millisecond + time.Millisecond)
 	eventually(t, 5*time.Second, "the claim runs out", func() bool {
 		exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
 		require.NoError(t, err)
@@ -259,8 +268,9 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 // script its ACL user may not run; Redis down).
 func TestFailingLooksDoNotSpin(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupClocked(t)
+	c, h := k.hooked()
+	ctx := k.ctx
 	expiredSHA := c.store.Scripts().Expired.SHA1()
 	var failing atomic.Bool
 	var failed atomic.Int64
@@ -273,27 +283,36 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 			return next()
 		}
 	})
-	opts := WorkerOptions{TTL: time.Second, RenewInterval: 100 * time.Millisecond}
-	newWorker(t, c, opts)
-	peer := newWorker(t, b.client(), opts)
+	k.c = c // the clock runs beat by beat on the reclaimer's client
+	k.beats()
+	newWorker(t, c, fast)
+	peer := newWorker(t, k.client(), fast)
 	id := peer.ID()
 	failing.Store(true)
 	peer.crash()
 	// The reclaimer wakes at the peer's expiry and its look fails; from
 	// then on it may look about every RenewInterval (and once more for
 	// each renewal that sees the dead worker).
-	eventually(t, 5*time.Second, "a look fails", func() bool { return failed.Load() > 0 })
-	from, start := failed.Load(), time.Now()
-	eventually(t, 5*time.Second, "the looks go on failing", func() bool { return failed.Load() >= from+3 })
-	time.Sleep(500 * time.Millisecond)
-	looks, took := failed.Load()-from, time.Since(start)
-	assert.LessOrEqual(t, float64(looks), 2*took.Seconds()/opts.RenewInterval.Seconds()+4,
+	k.run(fast.TTL + fast.RenewInterval)
+	eventually(t, testsignal.Wait, "a look fails", func() bool { return failed.Load() > 0 })
+	from := failed.Load()
+	const took = 2 * time.Second
+	k.run(took)
+	eventually(t, testsignal.Wait, "the looks go on failing", func() bool { return failed.Load() >= from+3 })
+	looks := failed.Load() - from
+	assert.LessOrEqual(t, float64(looks), 2*took.Seconds()/fast.RenewInterval.Seconds()+4,
 		"%d failed looks in %v", looks, took)
 
 	// Once the looks succeed the dead peer is reclaimed.
+	// A look that failed may still be on its way: the clock runs on, beat
+	// by beat, until the next one.
 	failing.Store(false)
-	eventually(t, 5*time.Second, "the dead peer is reclaimed", func() bool {
+	reclaimed := func() bool {
 		n, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(c.store.Keys().Workers()).Member(id).Build()).AsFloat64()
 		return rueidis.IsRedisNil(err) && n == 0
-	})
+	}
+	for beats := 0; !reclaimed(); beats++ {
+		require.Less(t, beats, 40, "the dead peer is not reclaimed")
+		k.run(fast.RenewInterval)
+	}
 }

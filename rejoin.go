@@ -14,14 +14,11 @@ import (
 // queue's node answers. It gives up when the worker left the queue, was
 // closed, or fenced itself as a whole (re-registration rejoins then).
 func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.Time) {
-	t := time.NewTimer(time.Until(after))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	clk := w.c.clock
+	if !sleepCtx(ctx, clk, clk.Until(after)) {
 		return
-	case <-t.C:
 	}
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(clk)
 	for {
 		// Each attempt is bounded: it holds the membership lock and the
 		// queue's gate, and the node may hang rather than refuse.
@@ -71,6 +68,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 	w.mu.Unlock()
 	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
 	s.sub.box.push(event{subscribed: true}) // look for work at once
+	c.signals.rejoined.Signal(s.name)
 	return true, nil
 }
 
@@ -78,7 +76,7 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 // queues again, retrying with backoff until Redis answers or ctx ends.
 // It reports whether the worker is registered again.
 func (w *Worker) reregister(ctx context.Context) bool {
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval)
+	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(w.c.clock)
 	for {
 		sent := w.c.outage.begin()
 		ok, err := w.tryReregister(ctx)
@@ -144,7 +142,7 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 	for _, s := range unreachable {
 		s.fenced = true
 		s.leaseGen++
-		after := time.Now()
+		after := w.c.clock.Now()
 		w.tasks.Go(func() { w.rejoin(w.life, id, s, after) })
 	}
 	w.lease.extend(sent)

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // A renewal that was on its way while the worker left a queue and started
@@ -18,8 +20,11 @@ import (
 // which starts and stops work on queues all the time.)
 func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupClocked(t)
+	ctx := k.ctx
+	c, h := k.hooked()
+	k.c = c
+	k.beats()
 	w, fenced := fencingWorker(t, c)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
@@ -39,12 +44,13 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 			return res
 		}
 	})
-	require.NoError(t, recv(t, raced, 5*time.Second, "the race"))
-	select {
-	case ev := <-fenced:
-		t.Fatalf("fenced: %v", ev.Cause)
-	case <-time.After(3 * fast.RenewInterval):
-	}
+	k.run(fast.RenewInterval) // the first renewal races
+	require.NoError(t, recv(t, raced, testsignal.Wait, "the race"))
+	k.run(3 * fast.RenewInterval)
+	_, err := w.current("test")
+	require.NoError(t, err, "fenced")
+	noFence(t, fenced)
+	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	p, err := w.Dequeue(ctx, "q")
@@ -96,8 +102,11 @@ func TestFinishRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 // covered every lease.
 func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupClocked(t)
+	ctx := k.ctx
+	c, h := k.hooked()
+	k.c = c
+	k.beats()
 	w, fenced := fencingWorker(t, c)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
@@ -109,30 +118,32 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			// Every scheduled renewal races; one sent at once after it
 			// does not (nothing else is leaving then).
-			if !renewsLeaseOn(c, cmd, leases) || time.Since(last) < fast.RenewInterval/2 {
+			if !renewsLeaseOn(c, cmd, leases) || k.clk.Since(last) < fast.RenewInterval/2 {
 				return next()
 			}
-			last = time.Now()
+			last = k.clk.Now()
 			err := w.StopWork(context.Background(), "q")
 			res := next()
 			races <- errors.Join(err, w.StartWork(context.Background(), "q", Events{}))
 			return res
 		}
 	})
-	deadline := time.After(3 * fast.TTL)
+	k.run(3 * fast.TTL)
 	n := 0
 	for done := false; !done; {
 		select {
 		case err := <-races:
 			require.NoError(t, err)
 			n++
-		case ev := <-fenced:
-			t.Fatalf("fenced after %d races: %v", n, ev.Cause)
-		case <-deadline:
+		default:
 			done = true
 		}
 	}
+	_, err := w.current("test")
+	require.NoError(t, err, "fenced after %d races", n)
+	noFence(t, fenced)
 	require.Greater(t, n, 5, "renewals raced")
+	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 }
 

@@ -358,7 +358,7 @@ func (r *runner) wakeAt(until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.clock.now())
+	d := time.UnixMicro(until).Sub(r.w.redisNow())
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0

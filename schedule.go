@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -14,20 +15,29 @@ import (
 // schedule events, and from the promotion run after every subscription)
 // and, when that time comes, moves every due task of the queue to its back
 // in one script (promote.lua), which also says when the next is due. It
-// never polls: a queue with no delayed task arms nothing. Due times are by
-// the Redis clock; the worker's estimate of it (clock) turns them into
-// timers, and promote.lua never moves a task early whatever a timer says.
+// never polls: its loop starts with the first due time heard of, so a
+// queue with no delayed task has neither loop nor timer. Due times are by
+// the Redis clock; the worker's estimate of it (redisClock) turns them
+// into timers, and promote.lua never moves a task early whatever a timer
+// says.
 type scheduler struct {
-	w     *Worker // set when made, as is queue
+	w     *Worker // set when made, as are queue, loop and kick
 	queue string
+	loop  *startstop.Loop
+	// kick tells the loop that the due time moved earlier.
+	kick chan struct{}
 
-	mu      sync.Mutex  // guards the fields below
-	timer   *time.Timer // nil until first armed
-	at      int64       // the due time armed (Unix µs, Redis clock); 0 when none
+	mu      sync.Mutex // guards the fields below
+	at      int64      // the earliest due time heard of (Unix µs, Redis clock); 0 when none
+	started bool       // the loop was started
 	stopped bool
 }
 
-func newScheduler(w *Worker, queue string) *scheduler { return &scheduler{w: w, queue: queue} }
+func newScheduler(w *Worker, queue string) *scheduler {
+	sc := &scheduler{w: w, queue: queue, kick: make(chan struct{}, 1)}
+	sc.loop = startstop.NewLoop(sc.run)
+	return sc
+}
 
 // learn arms the timer for a due time, unless an earlier one is armed.
 func (sc *scheduler) learn(due int64) {
@@ -37,34 +47,59 @@ func (sc *scheduler) learn(due int64) {
 		return
 	}
 	sc.at = due
-	d := time.UnixMicro(due).Sub(sc.w.clock.now())
-	if sc.timer == nil {
-		sc.timer = time.AfterFunc(d, sc.fire)
-	} else {
-		sc.timer.Reset(d)
+	if !sc.started {
+		sc.started = true
+		_ = sc.loop.Start(sc.w.life) // a Loop's Start does not fail
+	}
+	select {
+	case sc.kick <- struct{}{}:
+	default:
 	}
 }
 
-// fire promotes the due tasks and arms the timer for the next one.
-func (sc *scheduler) fire() {
-	sc.mu.Lock()
-	if sc.stopped {
+// run is the loop: it waits for the earliest due time, then promotes.
+func (sc *scheduler) run(ctx context.Context) {
+	t := sc.w.c.clock.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		sc.mu.Lock()
+		at := sc.at
 		sc.mu.Unlock()
-		return
+		if at == 0 {
+			t.Stop()
+		} else {
+			t.Reset(time.UnixMicro(at).Sub(sc.w.redisNow()))
+			sc.w.c.signals.armed.Signal(at)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sc.kick:
+			continue
+		case <-t.C():
+		}
+		sc.runOnce(ctx)
 	}
+}
+
+// runOnce promotes the due tasks, which arms the timer for the next one,
+// or arms it to try again soon if the promotion failed.
+func (sc *scheduler) runOnce(ctx context.Context) {
+	sc.mu.Lock()
 	sc.at = 0
 	sc.mu.Unlock()
 	c := sc.w.c
 	sent := c.outage.begin()
-	switch err := sc.promote(sc.w.life); {
+	switch err := sc.promote(ctx); {
 	case err == nil:
 		c.outage.ok(sent)
-	case sc.w.life.Err() == nil:
+	case ctx.Err() == nil:
 		if err = c.fail("promote", sc.queue, err); !c.outage.failed(sent, "promote", err) {
 			sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
 		}
-		sc.learn(sc.w.clock.now().Add(retryPromoteAfter).UnixMicro())
+		sc.learn(sc.w.redisNow().Add(retryPromoteAfter).UnixMicro())
 	}
+	c.signals.promoted.Signal(sc.queue)
 }
 
 // retryPromoteAfter is how long a failed promotion waits to try again.
@@ -75,13 +110,13 @@ const retryPromoteAfter = 250 * time.Millisecond
 func (sc *scheduler) promote(ctx context.Context) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, sc.w.opts.TTL)
-		sent := time.Now()
+		sent := sc.w.c.clock.Now()
 		p, err := sc.w.c.store.Promote(pctx, sc.queue)
 		cancel()
 		if err != nil {
 			return err
 		}
-		sc.w.clock.observe(p.Now, sent, time.Now())
+		sc.w.clock.observe(p.Now, sent, sc.w.c.clock.Now())
 		if p.Moved < store.PromoteCap {
 			if p.Next > 0 {
 				sc.learn(p.Next)
@@ -91,29 +126,33 @@ func (sc *scheduler) promote(ctx context.Context) error {
 	}
 }
 
-// stop disarms the timer for good.
+// stop stops the loop for good, waiting for a promotion under way.
 func (sc *scheduler) stop() {
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
 	sc.stopped = true
-	if sc.timer != nil {
-		sc.timer.Stop()
-	}
+	sc.mu.Unlock()
+	sc.loop.Stop()
 }
 
-// redisClock estimates the Redis clock from the worker's: the offset seen
-// in the last reply that carried the Redis time, taken at the midpoint of
-// the round trip. Before any, it assumes the clocks agree. It takes no
+// redisClock estimates the Redis clock from the worker's (the client's
+// clock): the offset seen in the last reply that carried the Redis time,
+// taken at the midpoint of the round trip. Before any, it assumes the
+// clocks agree. The Redis time itself stays Redis's: only the worker's
+// readings of its own time go through the client's clock. It takes no
 // lock (the offset is one atomic word), so that it can be read under any
 // of the worker's.
 type redisClock struct {
 	offset atomic.Int64 // Redis time minus local time, a time.Duration
 }
 
-// now is the Redis clock's time now, as far as known.
-func (c *redisClock) now() time.Time {
-	return time.Now().Add(time.Duration(c.offset.Load()))
+// at is the Redis clock's time when the worker's reads local, as far as
+// known.
+func (c *redisClock) at(local time.Time) time.Time {
+	return local.Add(time.Duration(c.offset.Load()))
 }
+
+// redisNow is the Redis clock's time now, as far as the worker knows.
+func (w *Worker) redisNow() time.Time { return w.clock.at(w.c.clock.Now()) }
 
 // observe records a Redis time (Unix µs) read by a call sent and answered
 // at the given local times.

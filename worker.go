@@ -239,9 +239,9 @@ func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err e
 	// A UUIDv7 tells when the worker joined (see joinedAt).
 	u, err := uuid.NewV7()
 	if err != nil {
-		return "", time.Now(), fmt.Errorf("worqr: register worker: %w", err)
+		return "", c.clock.Now(), fmt.Errorf("worqr: register worker: %w", err)
 	}
-	id, sent = u.String(), time.Now()
+	id, sent = u.String(), c.clock.Now()
 	if err := c.store.RegisterWorker(ctx, id, w.opts.TTL); err != nil {
 		return "", sent, c.fail("register worker", "", err)
 	}
@@ -290,5 +290,5 @@ func (w *Worker) fencedSince() time.Duration {
 	if w.fencedAt.IsZero() {
 		return 24 * time.Hour
 	}
-	return time.Since(w.fencedAt)
+	return w.c.clock.Since(w.fencedAt)
 }

@@ -179,6 +179,7 @@ type Client struct {
 	store       *store.Store // every call to Redis goes through it
 	log         *slog.Logger
 	clock       clock.Clock // every time.Now and timer of the engine
+	signals     signals     // for tests (signals.go)
 	maxTaskSize int
 	obs         observers
 	tracer      Tracer
@@ -302,6 +303,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("worqr: asking the cluster for sharded pub/sub: %w: %w", ErrUnavailable, err)
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
+	c.store.SetClock(clk)
 	c.statsFlusher = newStatsFlusher(c.store, c.log)
 	return c, nil
 }

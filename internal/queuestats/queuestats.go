@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/clock"
 )
 
 // Defaults for the zero values of Reader's bounds.
@@ -79,6 +80,8 @@ type Reader struct {
 	// Parallel bounds the requests in flight at once. Default
 	// DefaultParallel.
 	Parallel int
+	// Clock tells the time of the reads. Default the system clock.
+	Clock clock.Clock
 
 	mu    sync.Mutex // held during a read: overlapping reads wait and share
 	last  Snapshot
@@ -88,14 +91,15 @@ type Reader struct {
 // Read reads the sizes of the queues, or returns those of a read that
 // ended after this call began (one that was under way when it was made).
 func (r *Reader) Read(ctx context.Context) Snapshot {
-	asked := time.Now()
+	clk := clock.Or(r.Clock)
+	asked := clk.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.ended.IsZero() && r.ended.After(asked) {
 		return r.last
 	}
 	r.last = r.read(ctx)
-	r.ended = time.Now()
+	r.ended = clk.Now()
 	return r.last
 }
 
@@ -107,7 +111,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 }
 
 func (r *Reader) read(ctx context.Context) Snapshot {
-	start := time.Now()
+	clk := clock.Or(r.Clock)
+	start := clk.Now()
 	ctx, cancel := context.WithTimeout(ctx, orDefault(r.Timeout, DefaultTimeout))
 	defer cancel()
 
@@ -159,7 +164,7 @@ func (r *Reader) read(ctx context.Context) Snapshot {
 	}
 	_ = g.Wait()
 	s.Failures, s.Err = int(failures.Load()), firstErr
-	s.Took = time.Since(start)
+	s.Took = clk.Since(start)
 	return s
 }
 

@@ -187,7 +187,7 @@ func (s *Store) receive(ctx context.Context, h *hub) {
 	hooked := rueidis.WithOnSubscriptionHook(ctx, h.confirm)
 	deliver := func(m rueidis.PubSubMessage) { h.deliver(m.Message) }
 	for {
-		start := time.Now()
+		start := s.clock.Now()
 		err := s.enter(ctx, OpSubscribe, h.queue)
 		if err == nil {
 			err = s.rdb.Receive(hooked, s.subscribeCmd(h.channel), deliver)
@@ -198,18 +198,18 @@ func (s *Store) receive(ctx context.Context, h *hub) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil && time.Since(start) >= most {
+		if err == nil && s.clock.Since(start) >= most {
 			// Dropped by the server after it held a while: come straight
 			// back. One dropped as soon as it was made backs off like an
 			// error: each comeback makes every listener check its queue.
 			wait = first
 		}
-		t := time.NewTimer(wait)
+		t := s.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		wait = min(2*wait, most)
 	}

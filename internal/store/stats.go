@@ -96,7 +96,7 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 	k := s.queueKeys(queue)
 	var names []string
 	read := s.b().Hgetall().Key(k.Stats).Build().Pin()
-	if local := time.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {
+	if local := s.clock.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {
 		// A minute of margin each side for the two clocks.
 		names = append(names, "cur")
 		for _, n := range statsValueNames {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/internal/clock"
 )
 
 // The hot path's stats (enqueued, started and the waits, finished, retried
@@ -47,6 +49,9 @@ type statsBuf struct {
 	// (the client's timer starts then). Set before the store is used.
 	notify func()
 
+	// clock tells the time (the store's). Set before the store is used.
+	clock clock.Clock
+
 	mu sync.Mutex // guards every, idle and queues, and each pendingStats in queues
 	// every and idle are StatsFlushEvery and statsIdleAfter; tests change
 	// them (SetStatsTiming).
@@ -63,8 +68,8 @@ type pendingStats struct {
 	lastCall                             time.Time // the last call of the queue seen
 }
 
-func newStatsBuf() *statsBuf {
-	return &statsBuf{every: StatsFlushEvery, idle: statsIdleAfter, queues: make(map[string]*pendingStats)}
+func newStatsBuf(clk clock.Clock) *statsBuf {
+	return &statsBuf{clock: clk, every: StatsFlushEvery, idle: statsIdleAfter, queues: make(map[string]*pendingStats)}
 }
 
 // statsCarry are counts taken out of the buffer to be written by one
@@ -146,7 +151,7 @@ func (b *statsBuf) take(queue string) statsCarry {
 	if b == nil {
 		return statsCarry{}
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.queues[queue]
@@ -172,7 +177,7 @@ func (b *statsBuf) sent(c statsCarry, sendErr error, res rueidis.RedisResult) {
 	if sendErr == nil && !scriptNotRun(res.Error()) {
 		return
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	p, made := b.pending(c.queue, now)
 	p.enqueued += c.p.enqueued
@@ -217,7 +222,7 @@ func (b *statsBuf) enqueued(queue string, n int) {
 		return
 	}
 	b.mu.Lock()
-	p, made := b.pending(queue, time.Now())
+	p, made := b.pending(queue, b.clock.Now())
 	p.enqueued += int64(n)
 	b.mu.Unlock()
 	if made && b.notify != nil {
@@ -232,7 +237,7 @@ func (b *statsBuf) started(queue string, procs []Proc) {
 	if b == nil || len(procs) == 0 {
 		return
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	p, made := b.pending(queue, now)
 	p.started += int64(len(procs))
@@ -267,7 +272,7 @@ func (b *statsBuf) ended(queue string, retried bool, clock int64, pids []string,
 	if n == 0 {
 		return
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	p, made := b.pending(queue, now)
 	if retried {
@@ -300,7 +305,7 @@ func (b *statsBuf) takeAll(queue string, idle bool) []statsCarry {
 	if b == nil {
 		return nil
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []statsCarry

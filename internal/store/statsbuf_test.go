@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"github.com/worqr/worqr/internal/clock"
 	"math"
 	"os"
 	"strconv"
@@ -127,7 +128,7 @@ func TestStatsCarriedCountsAreWritten(t *testing.T) {
 // finish of their 14 processes (the batch the process benchmark settles
 // at), with the mutex uncontended.
 func BenchmarkStatsCount(b *testing.B) {
-	buf := newStatsBuf()
+	buf := newStatsBuf(clock.Real())
 	procs := make([]Proc, 14)
 	pids := make([]string, len(procs))
 	outs := make([]Outcome, len(procs))

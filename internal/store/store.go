@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/scripts"
 )
 
@@ -79,6 +80,9 @@ type Store struct {
 	sharded bool
 	fault   atomic.Pointer[Fault]
 	stats   *statsBuf // the stats counted here (statsbuf.go); nil when off
+	// clock is the client's: the store reads the process's time through
+	// it (SetClock). Redis's time stays Redis's.
+	clock clock.Clock
 	// apart makes queue leases be renewed apart from the registry lease,
 	// as they must be on a Cluster (see JointRenewals).
 	apart atomic.Bool
@@ -98,12 +102,21 @@ type Store struct {
 // sharded pub/sub (SPUBLISH, SSUBSCRIBE) for events, on Redis Cluster;
 // stats makes the scripts keep each queue's stats (see Stats).
 func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
-	s := &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded}
+	s := &Store{rdb: rdb, keys: NewKeys(prefix), scripts: scripts.Load(sharded, stats), sharded: sharded, clock: clock.Real()}
 	if stats {
-		s.stats = newStatsBuf()
+		s.stats = newStatsBuf(s.clock)
 	}
 	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
 	return s
+}
+
+// SetClock makes the store read the time, and set its timers, on c (the
+// client's clock). Call it before the store is used.
+func (s *Store) SetClock(c clock.Clock) {
+	s.clock = clock.Or(c)
+	if s.stats != nil {
+		s.stats.clock = s.clock
+	}
 }
 
 // maxCachedQueues bounds the queues whose keys the Store keeps.

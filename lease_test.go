@@ -1,0 +1,336 @@
+package worqr
+
+// The lease deadline (lease.go), the renewals that move it
+// (keepalive.go), and the fences and rejoins it leads to (fence.go,
+// rejoin.go), driven by a Fake clock: the tests move the client's clock
+// and miniredis's together, and wait on the components' test signals.
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// clocked is a test whose client runs on a Fake clock, and whose Redis (a
+// miniredis) reads the same time: advance moves both. On a real Redis
+// (setupTimed) the clock is the system's and run waits for the time to
+// pass.
+type clocked struct {
+	t     *testing.T
+	b     *backend
+	clk   *clock.Fake // nil on a real Redis
+	c     *Client
+	ctx   context.Context
+	start time.Time
+	// beating are the clients whose beats run waits for (beats).
+	beating []*Client
+}
+
+// setupTimed is setupClockedWith, or, on a real Redis, whose clock a test
+// cannot move, a client on the system clock: for the tests that only let
+// time pass (run), which then waits for it.
+func setupTimed(t *testing.T, opt func(*Options)) *clocked {
+	t.Helper()
+	b := newBackend(t)
+	if b.mini != nil {
+		return setupClockedOn(t, b, opt)
+	}
+	opts := Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t)}
+	if opt != nil {
+		opt(&opts)
+	}
+	c, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return &clocked{t: t, b: b, c: c, ctx: ctxT(t), start: time.Now()}
+}
+
+// beats turns on the beat signal of the client k.c, which run waits on,
+// on a Fake clock.
+func (k *clocked) beats() {
+	if k.clk != nil {
+		k.c.signals.beat.Init(k.t)
+		k.beating = append(k.beating, k.c)
+	}
+}
+
+// setupClocked is setup on a Fake clock. It skips the test on a real
+// Redis, whose clock a test cannot move.
+func setupClocked(t *testing.T) *clocked { t.Helper(); return setupClockedWith(t, nil) }
+
+// setupClockedWith is setupClocked with the client's options changed by
+// opt (when set).
+func setupClockedWith(t *testing.T, opt func(*Options)) *clocked {
+	t.Helper()
+	b := newBackend(t)
+	if b.mini == nil {
+		t.Skip("a Fake clock needs a Redis whose clock the test moves (miniredis)")
+	}
+	return setupClockedOn(t, b, opt)
+}
+
+func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
+	t.Helper()
+	// Near the real time: worker ids (UUIDv7) carry the real one.
+	start := time.Now().UTC().Truncate(time.Millisecond)
+	clk := clock.NewFake(start)
+	b.mini.SetTime(start)
+	opts := Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: clk}
+	if opt != nil {
+		opt(&opts)
+	}
+	c, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return &clocked{t: t, b: b, clk: clk, c: c, ctx: ctxT(t), start: start}
+}
+
+// client is another client on the same Redis and the same Fake clock.
+func (k *clocked) client() *Client {
+	k.t.Helper()
+	c, err := New(k.options(k.b.redis()))
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// options are those of a client on rdb with the test's prefix and clock.
+func (k *clocked) options(rdb rueidis.Client) Options {
+	opts := Options{Redis: rdb, Prefix: k.b.prefix, Logger: testLogger(k.t)}
+	if k.clk != nil { // not a nil *Fake in the interface
+		opts.clock = k.clk
+	}
+	return opts
+}
+
+// hooked is a client on the same Redis and Fake clock whose commands go
+// through a hook (see hookedClient).
+func (k *clocked) hooked() (*Client, *hooked) {
+	k.t.Helper()
+	h := &hooked{Client: k.b.redis()}
+	c, err := New(k.options(h))
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c, h
+}
+
+// advance moves Redis's clock, then the client's (whose timers fire), by d.
+func (k *clocked) advance(d time.Duration) {
+	k.b.mini.SetTime(k.clk.Now().Add(d))
+	k.clk.Advance(d)
+}
+
+// run moves the clocks on by d as time would pass for workers renewing
+// every fast.RenewInterval: beat by beat (from the clients' start),
+// waiting at each for the round of the beats the test turned on (beats),
+// so that the workers renew their leases on the way. Each of those
+// clients keeps a worker of that RenewInterval alive.
+func (k *clocked) run(d time.Duration) {
+	k.t.Helper()
+	if k.clk == nil {
+		deadline := time.Now().Add(d)
+		eventually(k.t, 2*d, "the time passes", func() bool { return !time.Now().Before(deadline) })
+		return
+	}
+	every := fast.RenewInterval
+	end := k.clk.Now().Add(d)
+	for {
+		now := k.clk.Now()
+		next := k.start.Add((now.Sub(k.start)/every + 1) * every)
+		if next.After(end) {
+			if end.After(now) {
+				k.advance(end.Sub(now))
+			}
+			return
+		}
+		k.advance(next.Sub(now))
+		for _, c := range k.beating {
+			c.signals.beat.WaitOrTimeout()
+		}
+	}
+}
+
+// idle moves the clocks on by d while the client has no live worker (no
+// beat to wait for), or on a real Redis waits for d to pass.
+func (k *clocked) idle(d time.Duration) {
+	k.t.Helper()
+	if k.clk == nil {
+		k.run(d)
+		return
+	}
+	k.advance(d)
+}
+
+// at is the time d after the test's start.
+func (k *clocked) at(d time.Duration) time.Time { return k.start.Add(d) }
+
+// waitTimers waits until n of the client's timers are pending.
+func (k *clocked) waitTimers(n int) {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(k.ctx, testsignal.Wait)
+	defer cancel()
+	require.NoError(k.t, k.clk.WaitTimers(ctx, n), "timers set")
+}
+
+// failing makes the client's store calls of kind op fail (on queue, or
+// every queue when queue is "") while on is set; it returns the switch.
+func failing(c *Client, op store.Op, queue string) (set func(bool)) {
+	on := new(atomic.Bool)
+	c.store.SetFault(func(_ context.Context, got store.Op, q string) error {
+		if on.Load() && got == op && (queue == "" || q == queue) {
+			return errors.New("renewal refused (test)")
+		}
+		return nil
+	})
+	return on.Store
+}
+
+// registryDeadline is the worker's registry lease deadline.
+func (w *Worker) registryDeadline() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lease.at
+}
+
+// noFence fails the test if a fence event waits.
+func noFence(t *testing.T, fences <-chan FenceEvent) {
+	t.Helper()
+	select {
+	case ev := <-fences:
+		t.Fatalf("fenced: queue %q, cause %v", ev.Queue, ev.Cause)
+	default:
+	}
+}
+
+// A worker that cannot renew fences itself when TTL less the margin (0.9
+// TTL) has passed since it registered, by its own clock, and not before.
+func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.c.signals.beat.Init(t)
+	refuse := failing(k.c, store.OpRenew, "")
+	refuse(true)
+	w, fences := fencingWorker(t, k.c)
+	id := w.ID()
+	require.Equal(t, k.at(900*time.Millisecond), w.registryDeadline())
+	k.waitTimers(2) // the deadline, the beat
+
+	k.advance(899 * time.Millisecond)
+	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat tried to renew the worker")
+	noFence(t, fences)
+	_, err := w.current("test")
+	require.NoError(t, err, "fenced before its deadline")
+
+	k.advance(time.Millisecond)
+	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")
+	assert.Equal(t, id, ev.WorkerID)
+	assert.Empty(t, ev.Queue)
+	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
+	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
+	w.mu.Lock()
+	fencedAt := w.fencedAt
+	w.mu.Unlock()
+	assert.Equal(t, k.at(900*time.Millisecond), fencedAt)
+}
+
+// A renewal that succeeds moves the deadline to 0.9 TTL after it was
+// sent: the worker outlives its first deadline, and fences itself at the
+// renewal's.
+func TestRenewalMovesTheDeadline(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.c.signals.beat.Init(t)
+	refuse := failing(k.c, store.OpRenew, "")
+	w, fences := fencingWorker(t, k.c)
+	k.waitTimers(2)
+
+	k.advance(250 * time.Millisecond) // the first beat
+	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
+	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "sent at 250 ms, renewed to 250 + 900 ms")
+
+	refuse(true)
+	k.advance(899 * time.Millisecond) // past the first deadline (900 ms)
+	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat of 500 ms tried")
+	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "a failed renewal moved the deadline")
+
+	k.advance(time.Millisecond)
+	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")
+	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
+	w.mu.Lock()
+	fencedAt := w.fencedAt
+	w.mu.Unlock()
+	assert.Equal(t, k.at(1150*time.Millisecond), fencedAt, "fenced at the renewal's deadline, not the first")
+}
+
+// A queue lease that cannot be renewed (its node unreachable, on a
+// Cluster) fences that queue alone at its deadline: the worker keeps its
+// id and its other queue. Once the old lease has surely run out (TTL
+// after the last renewal that reached it) and the node answers, the
+// worker takes the queue's lease again.
+func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.c.store.RenewApart() // as on a Cluster
+	k.c.signals.beat.Init(t)
+	k.c.signals.queueRenewed.Init(t)
+	k.c.signals.rejoined.Init(t)
+	refuse := failing(k.c, store.OpRenewQueue, "a")
+	w, fences := fencingWorker(t, k.c)
+	id := w.ID()
+	require.NoError(t, w.StartWork(k.ctx, "a", Events{}))
+	require.NoError(t, w.StartWork(k.ctx, "b", Events{}))
+	refuse(true)
+	k.waitTimers(2)
+
+	k.advance(250 * time.Millisecond)
+	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
+	renewedQueues := []string{k.c.signals.queueRenewed.WaitOrTimeout(), k.c.signals.queueRenewed.WaitOrTimeout()}
+	require.ElementsMatch(t, []string{"a", "b"}, renewedQueues)
+	w.mu.Lock()
+	da, db := w.serving["a"].deadlineAt, w.serving["b"].deadlineAt
+	w.mu.Unlock()
+	require.Equal(t, k.at(900*time.Millisecond), da, "a's failed renewal moved its deadline")
+	require.Equal(t, k.at(1150*time.Millisecond), db)
+	noFence(t, fences)
+
+	k.advance(650 * time.Millisecond) // a's deadline: 900 ms
+	ev := recv(t, fences, testsignal.Wait, "queue a fenced")
+	assert.Equal(t, "a", ev.Queue)
+	assert.Equal(t, id, ev.WorkerID)
+	assert.ErrorContains(t, ev.Cause, `lease on "a" not renewed in time`)
+	_, err := w.current("test")
+	require.NoError(t, err, "the whole worker fenced itself")
+	assert.Equal(t, id, w.ID())
+	w.mu.Lock()
+	fencedA, fencedB := w.serving["a"].fenced, w.serving["b"].fenced
+	w.mu.Unlock()
+	assert.True(t, fencedA)
+	assert.False(t, fencedB, "queue b fenced")
+
+	// The rejoin waits for the old lease to run out: 900 ms + the margin.
+	refuse(false)
+	k.advance(99 * time.Millisecond)
+	select {
+	case q := <-k.c.signals.rejoined.C():
+		t.Fatalf("%s rejoined before its old lease ran out", q)
+	default:
+	}
+	k.advance(time.Millisecond)
+	require.Equal(t, "a", k.c.signals.rejoined.WaitOrTimeout())
+	w.mu.Lock()
+	fencedA = w.serving["a"].fenced
+	w.mu.Unlock()
+	assert.False(t, fencedA, "a is still fenced after the rejoin")
+	assert.Equal(t, id, w.ID())
+	noFence(t, fences)
+}
