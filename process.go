@@ -345,12 +345,6 @@ func (p *Process) requeue(ctx context.Context, cause error) error {
 	return dropped("requeue", p, got, err)
 }
 
-// Stop is Requeue.
-//
-// Deprecated: Stop is named for what it does to the process, not the
-// task; use Requeue.
-func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
-
 // settle runs the script that ends the process (write) and records the
 // outcome locally and with the observer.
 func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
@@ -495,12 +489,6 @@ func (p *Process) Status(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Check is Status.
-//
-// Deprecated: "check" also names Client.Check, the consistency check; use
-// Status.
-func (p *Process) Check(ctx context.Context) error { return p.Status(ctx) }
 
 // stateErr maps a state from the states script to an error.
 func stateErr(s store.State) error {

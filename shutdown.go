@@ -7,16 +7,6 @@ import (
 	"time"
 )
 
-// Fail returns every task the worker holds to the front of its queue and
-// deregisters the worker at once, as Close does, but returns
-// ErrWorkerClosed when the worker was already closed.
-//
-// Deprecated: "fail" says nothing of what it does; use Close.
-func (w *Worker) Fail(ctx context.Context) error {
-	w.drainNow()
-	return w.shutdown(ctx, "fail")
-}
-
 // Close stops the worker at once: it stops taking tasks, cancels running
 // handlers (cause ErrShutdown) and gives them ShutdownCancelWait to
 // return, gives every task it holds back to the front of its queue and
