@@ -42,7 +42,7 @@
 // EnqueueJSON and HandleJSON carry values of a type of the program's
 // instead of bytes; EnqueueWith and Typed take any Codec (protobuf,
 // msgpack). A payload that does not decode goes to the dead letters at
-// once, kind KindDecode.
+// once, with reason ReasonDecode.
 //
 // # Outcomes
 //

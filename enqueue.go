@@ -200,8 +200,8 @@ func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.
 // show it (TaskInfo.Kind). A task without a kind carries nothing for it.
 // The typed calls set it from the value's type (see Kinded).
 //
-// A task's kind says what the task is; a dead letter's failure kind
-// (DeadLetter.Kind, WithKind) says how it died.
+// A task's kind says what the task is; a dead letter's reason
+// (DeadLetter.Reason, WithReason) says why it died.
 func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.kind = name } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the

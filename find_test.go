@@ -77,7 +77,7 @@ func TestFindTask(t *testing.T) {
 	require.NotNil(t, l.Dead)
 	assert.Equal(t, "high-task", string(l.Dead.Payload))
 	assert.Equal(t, "boom", l.Dead.Error)
-	assert.Equal(t, KindManual, l.Dead.Kind)
+	assert.Equal(t, ReasonManual, l.Dead.Reason)
 
 	for _, id := range []string{"ffffffffffffff", ids[0][:len(ids[0])-1], "*", ids[2] + ","} {
 		assert.False(t, where(id).Found(), id)

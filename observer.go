@@ -115,7 +115,7 @@ type ReclaimEvent struct {
 	// Tasks counts the tasks that went back to the front of their queues.
 	Tasks int64
 	// Poison counts the tasks the poison-pill guard sent to the dead
-	// letters, kind KindPoison, instead (see Options.PoisonLimit).
+	// letters, reason ReasonPoison, instead (see Options.PoisonLimit).
 	Poison int64
 	// Dropped counts the tasks dropped instead: cancelled, or of a deleted
 	// queue.

@@ -31,9 +31,10 @@ type TaskOutcome struct {
 	EnqueuedAt, StartedAt, EndedAt, ExpiresAt time.Time
 	// Result is what the handler set with Process.SetResult (succeeded).
 	Result []byte
-	// Error and Kind say why it died (dead).
-	Error string
-	Kind  string
+	// Error and Reason say why it died (dead): Reason is its dead
+	// letter's (see DeadLetter.Reason).
+	Error  string
+	Reason string
 }
 
 func taskOutcome(queue string, r store.Result) TaskOutcome {
@@ -43,7 +44,7 @@ func taskOutcome(queue string, r store.Result) TaskOutcome {
 		StartedAt:  time.UnixMilli(r.Started), EndedAt: time.UnixMilli(r.Ended), ExpiresAt: time.UnixMilli(r.Expires),
 	}
 	if r.Status == "dead" {
-		o.Status, o.Error, o.Kind = TaskDead, r.Body, r.Kind
+		o.Status, o.Error, o.Reason = TaskDead, r.Body, r.Reason
 	} else {
 		o.Status, o.Result = TaskSucceeded, []byte(r.Body)
 	}

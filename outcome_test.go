@@ -36,7 +36,7 @@ func TestRetainedOutcomes(t *testing.T) {
 			p.SetResult([]byte("at last"))
 			return nil
 		case "bad":
-			return WithKind("bad-input", Permanent(errors.New("no such user")))
+			return WithReason("bad-input", Permanent(errors.New("no such user")))
 		default:
 			p.SetResult([]byte("result of " + string(p.Task())))
 			return nil
@@ -74,7 +74,7 @@ func TestRetainedOutcomes(t *testing.T) {
 	assert.False(t, got[good].StartedAt.Before(got[good].EnqueuedAt.Truncate(time.Millisecond)))
 	assert.True(t, got[good].ExpiresAt.After(got[good].EndedAt.Add(50*time.Second)))
 	assert.Equal(t, TaskDead, got[bad].Status)
-	assert.Equal(t, "bad-input", got[bad].Kind)
+	assert.Equal(t, "bad-input", got[bad].Reason)
 	assert.Contains(t, got[bad].Error, "no such user")
 	assert.Equal(t, 1, got[bad].Attempts)
 	assert.Equal(t, TaskSucceeded, got[flaky].Status)

@@ -298,17 +298,18 @@ func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) e
 }
 
 // DeadLetter moves the task to its queue's dead letters now, with cause
-// as its error and cause's kind (see WithKind; KindManual if it has none).
+// as its error and cause's reason (see WithReason; ReasonManual if it has
+// none).
 // Dropped tasks and a process no longer this worker's give the same errors
 // as Requeue.
 func (p *Process) DeadLetter(ctx context.Context, cause error) error {
-	return p.bury(ctx, kindOf(cause, KindManual), cause)
+	return p.bury(ctx, reasonOf(cause, ReasonManual), cause)
 }
 
-func (p *Process) bury(ctx context.Context, kind string, cause error) error {
+func (p *Process) bury(ctx context.Context, reason string, cause error) error {
 	got, err := p.settle(ctx, "dead-letter", OutcomeDead, cause, func(ctx context.Context) (store.Outcome, error) {
 		c := p.w.c
-		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, kind, errorText(cause), c.deadBounds)
+		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
 	})
 	return dropped("dead-letter", p, got, err)
 }

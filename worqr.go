@@ -138,7 +138,7 @@ type Options struct {
 	// PoisonLimit is the poison-pill guard: a task whose holding workers
 	// died soon after starting it (within twice the reclaiming worker's
 	// TTL) this many times in a row goes to the dead letters, kind
-	// KindPoison, instead of killing worker after worker. A death counts
+	// ReasonPoison, instead of killing worker after worker. A death counts
 	// only when the task was never held for that long (so a persistent
 	// task is never buried by its holders' restarts), and the holder had
 	// been up for that window before it started the task or the task
