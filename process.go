@@ -160,15 +160,13 @@ func (p *Process) Done() <-chan struct{} {
 }
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
-// ErrProcessLost, or errEnded after Finish or Requeue.
+// ErrProcessLost, or ErrProcessEnded after the process's own Finish,
+// Requeue, Retry or DeadLetter.
 func (p *Process) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
-
-// errEnded is Err after a successful Finish or Requeue.
-var errEnded = errors.New("process finished or requeued")
 
 // end closes Done with a reason; the first reason wins. It reports whether
 // this call ended the process. A process lost (settled, ErrProcessLost) is
@@ -391,7 +389,7 @@ func (p *Process) recordSettled(op string, want Outcome, cause error, got store.
 		want = OutcomeDeleted
 	}
 	p.observeEnd(want, cause)
-	p.w.forget(p, errEnded)
+	p.w.forget(p, ErrProcessEnded)
 	return got, nil
 }
 

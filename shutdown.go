@@ -132,7 +132,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	return errors.Join(grace, err)
 }
 
-// ShutdownCancelWait is how long Shutdown, Close and Fail wait for handlers
+// ShutdownCancelWait is how long Shutdown and Close wait for handlers
 // to return once their contexts were cancelled.
 const ShutdownCancelWait = time.Second
 

@@ -347,7 +347,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 }
 
 // Semantics 6: stop puts the task at the back and wakes the queue.
-func TestStopRequeuesAtTheBack(t *testing.T) {
+func TestRequeueGoesToTheBack(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
@@ -359,7 +359,7 @@ func TestStopRequeuesAtTheBack(t *testing.T) {
 	expectMessage(t, events, "w1")
 	assert.Equal(t, []string{"t0001", "t0000"}, waiting(t, c, "q"))
 	<-p.Done()
-	assert.ErrorIs(t, p.Err(), errEnded)
+	assert.ErrorIs(t, p.Err(), ErrProcessEnded)
 }
 
 // Close gives every task back at once and deregisters, without a TTL wait.
