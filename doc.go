@@ -23,7 +23,7 @@
 //	err = worker.Shutdown(shutdownCtx)
 //
 // Worker.HandleQueues serves several queues from one pool of handler
-// slots, in strict or weighted order.
+// slots, in strict or shared order.
 //
 // # Without a Redis server
 //

@@ -18,13 +18,14 @@ const (
 	// earlier one is empty (or paused, rate limited, at its concurrency
 	// limit or at its cap in the pool).
 	OrderStrict Order = iota
-	// OrderWeighted shares the slots among the queues that may hold tasks
-	// in proportion to their weights, by smooth weighted round robin
-	// counted in tasks: with weights 3 and 1, both queues backed up and
-	// slots freeing one at a time, starts go A A B A, A A B A, ... Slots
-	// that are free together go to one queue in one dequeue where it has
-	// room for them, and the shares even out over the next ones.
-	OrderWeighted
+	// OrderShared shares the slots among the queues that may hold tasks
+	// in proportion to their shares (QueueSpec.Share), by smooth weighted
+	// round robin counted in tasks: with shares 3 and 1, both queues
+	// backed up and slots freeing one at a time, starts go A A B A,
+	// A A B A, ... Slots that are free together go to one queue in one
+	// dequeue where it has room for them, and the shares even out over
+	// the next ones.
+	OrderShared
 )
 
 // String names the order.
@@ -32,8 +33,8 @@ func (o Order) String() string {
 	switch o {
 	case OrderStrict:
 		return "strict"
-	case OrderWeighted:
-		return "weighted"
+	case OrderShared:
+		return "shared"
 	}
 	return fmt.Sprintf("Order(%d)", uint8(o))
 }
@@ -44,9 +45,11 @@ type QueueSpec struct {
 	Queue string
 	// Handler runs the queue's tasks.
 	Handler Handler
-	// Weight is the queue's share of the slots under OrderWeighted
-	// (default 1); OrderStrict ignores it.
-	Weight int
+	// Share is the queue's share of the slots under OrderShared (default
+	// 1); OrderStrict ignores it. (A task's weight, the Weight enqueue
+	// option, is another thing: the slots of its queue's concurrency
+	// limit it holds.)
+	Share int
 	// Options are the queue's own: Retry, Timeout, PanicIsPermanent,
 	// Middleware and Events work as they do for Handle. Concurrency, if
 	// set, caps how many of the pool's slots the queue holds at once; zero
@@ -74,7 +77,7 @@ type pool struct {
 	size    int
 	order   Order
 	members []*runner // in the order given
-	weights []int     // members' weights
+	shares  []int     // members' shares
 
 	wake chan struct{} // a member may have work, or a slot freed
 
@@ -110,8 +113,8 @@ type pool struct {
 // HandleQueues serves several queues from one pool of Concurrency handler
 // slots: at most that many handlers run at once across the queues, and a
 // free slot goes to a queue with work in the pool's Order (strict: the
-// first queue given that has work; weighted: in proportion to the
-// queues' weights). Like Handle it never polls: a slot freeing or a work
+// first queue given that has work; shared: in proportion to the
+// queues' shares). Like Handle it never polls: a slot freeing or a work
 // event on any of the queues makes it dequeue, several tasks at a time when
 // several slots are free, and a pool with free slots that found every
 // queue empty is parked in each queue's idle set, where an enqueue on any
@@ -125,16 +128,16 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	}
 	p := newPool(w, opts)
 	for _, q := range queues {
-		weight := q.Weight
-		if weight == 0 {
-			weight = 1
+		share := q.Share
+		if share == 0 {
+			share = 1
 		}
 		r := &runner{
 			w: w, queue: q.Queue, handler: chain(q.Handler, w.opts.Middleware, q.Options.Middleware),
 			opts: q.Options, pool: p, retry: newBackoff(10*time.Millisecond, time.Second),
 		}
 		p.members = append(p.members, r)
-		p.weights = append(p.weights, weight)
+		p.shares = append(p.shares, share)
 	}
 	p.current = make([]int, len(p.members))
 	for i, r := range p.members {
@@ -187,7 +190,7 @@ func validatePool(queues []QueueSpec, opts *PoolOptions) error {
 	if opts.Concurrency < 0 {
 		return fmt.Errorf("worqr: handle queues: negative concurrency: %w", ErrInvalidOptions)
 	}
-	if opts.Order > OrderWeighted {
+	if opts.Order > OrderShared {
 		return fmt.Errorf("worqr: handle queues: unknown order %v: %w", opts.Order, ErrInvalidOptions)
 	}
 	seen := make(map[string]bool, len(queues))
@@ -195,8 +198,8 @@ func validatePool(queues []QueueSpec, opts *PoolOptions) error {
 		switch {
 		case q.Handler == nil:
 			return fmt.Errorf("worqr: handle queues: %q: nil handler: %w", q.Queue, ErrInvalidOptions)
-		case q.Weight < 0:
-			return fmt.Errorf("worqr: handle queues: %q: negative weight: %w", q.Queue, ErrInvalidOptions)
+		case q.Share < 0:
+			return fmt.Errorf("worqr: handle queues: %q: negative share: %w", q.Queue, ErrInvalidOptions)
 		case q.Options.Concurrency < 0:
 			return fmt.Errorf("worqr: handle queues: %q: negative concurrency: %w", q.Queue, ErrInvalidOptions)
 		case seen[q.Queue]:
@@ -361,7 +364,7 @@ func (p *pool) plan(n int) []share {
 	}
 	// Smooth weighted round robin by tasks: the next slot goes to the
 	// member SWRR would give it to, and so do as many more as it has room
-	// for, in one dequeue; every member with room is credited its weight
+	// for, in one dequeue; every member with room is credited its share
 	// for each of them and the chosen one debited the total. One slot at a
 	// time this is SWRR exactly; in batches the shares stay proportional
 	// over time, and each member planned costs one dequeue. A member
@@ -377,8 +380,8 @@ func (p *pool) plan(n int) []share {
 				}
 				continue
 			}
-			total += p.weights[i]
-			if best < 0 || p.current[i]+p.weights[i] > p.current[best]+p.weights[best] {
+			total += p.shares[i]
+			if best < 0 || p.current[i]+p.shares[i] > p.current[best]+p.shares[best] {
 				best = i
 			}
 		}
@@ -388,7 +391,7 @@ func (p *pool) plan(n int) []share {
 		k := min(n, room[best])
 		for i := range p.members {
 			if room[i] > 0 && !chosen[i] {
-				p.current[i] += k * p.weights[i]
+				p.current[i] += k * p.shares[i]
 			}
 		}
 		p.current[best] -= k * total
