@@ -268,9 +268,9 @@ func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	require.NoError(t, err)
 	plain, err := c.EnqueueBatch(ctx, "q", tasks)
 	require.NoError(t, err)
-	high, err := c.Enqueue(ctx, "q", []byte("high"), Retain(time.Hour), WithPriority(PriorityHigh))
+	high, err := c.Enqueue(ctx, "q", []byte("high"), Retain(time.Hour), HighPriority())
 	require.NoError(t, err)
-	low, err := c.Enqueue(ctx, "q", []byte("low"), Retain(time.Hour), WithPriority(PriorityLow))
+	low, err := c.Enqueue(ctx, "q", []byte("low"), Retain(time.Hour), LowPriority())
 	require.NoError(t, err)
 	later, err := c.Enqueue(ctx, "q", []byte("later"), Retain(time.Hour), In(time.Hour))
 	require.NoError(t, err)
@@ -414,7 +414,7 @@ func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 		return math.IsInf(score, 1)
 	}
 	var ids []string
-	for _, opts := range [][]EnqueueOption{{}, {In(time.Hour)}, {WithPriority(PriorityHigh)}, {AtFront()}} {
+	for _, opts := range [][]EnqueueOption{{}, {In(time.Hour)}, {HighPriority()}, {AtFront()}} {
 		id, err := c.Enqueue(ctx, "q", []byte("x"), append(opts, Retain(time.Hour))...)
 		require.NoError(t, err)
 		ids = append(ids, id)
