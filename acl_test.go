@@ -183,7 +183,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	require.NoError(t, err)
 	o, err := c.Wait(ctx, "l", kept)
 	require.NoError(t, err)
-	assert.Equal(t, TaskSucceeded, o.Status)
+	assert.Equal(t, OutcomeSucceeded, o.Status)
 	_, err = c.TaskResult(ctx, "l", kept)
 	require.NoError(t, err)
 

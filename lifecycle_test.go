@@ -267,7 +267,7 @@ func TestNegativeMaxAttemptsMeansNoLimit(t *testing.T) {
 	defer cancel()
 	out, err := c.Wait(waitCtx, "q", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
+	assert.Equal(t, OutcomeSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
 	assert.Equal(t, 5, out.Attempts)
 }
 

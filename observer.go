@@ -64,7 +64,9 @@ type FinishObserver interface {
 	ObserveFinish(ctx context.Context, e FinishEvent)
 }
 
-// Outcome is how a process ended, for observers.
+// Outcome is how a process ended: observers are told each one, and a
+// retained task's outcome (TaskOutcome.Status) is that of the process that
+// ended the task, OutcomeSucceeded or OutcomeDead.
 type Outcome string
 
 // Outcomes.

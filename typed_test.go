@@ -59,7 +59,7 @@ func TestUndecodablePayloadIsDeadLettered(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Wait(ctx, "signups", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskDead, out.Status)
+	assert.Equal(t, OutcomeDead, out.Status)
 	assert.Equal(t, ReasonDecode, out.Reason)
 	assert.Equal(t, 1, out.Attempts)
 	assert.Contains(t, out.Error, "does not decode into worqr.signup")

@@ -230,10 +230,10 @@ func TestWaitNeverMissesATaskEndingAsItStarts(t *testing.T) {
 		switch {
 		case retain && i%2 == 0:
 			require.NoError(t, err, "round %d", i)
-			require.Equal(t, TaskSucceeded, o.Status, "round %d", i)
+			require.Equal(t, OutcomeSucceeded, o.Status, "round %d", i)
 		case retain:
 			require.NoError(t, err, "round %d", i)
-			require.Equal(t, TaskDead, o.Status, "round %d", i)
+			require.Equal(t, OutcomeDead, o.Status, "round %d", i)
 		case i%2 == 0: // finished and gone, or seen in flight
 			require.True(t, errors.Is(err, ErrNoTask) || errors.Is(err, ErrNotRetained), "round %d: %v", i, err)
 		default: // dead: still there
@@ -304,7 +304,7 @@ func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	})
 	require.Empty(t, outcomes)
 	require.NoError(t, p.Finish(ctx))
-	assert.Equal(t, TaskSucceeded, recv(t, outcomes, 10*time.Second, "the outcome").Status)
+	assert.Equal(t, OutcomeSucceeded, recv(t, outcomes, 10*time.Second, "the outcome").Status)
 }
 
 // The look that tells why no outcome will come reads a queue's waiting

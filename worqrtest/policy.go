@@ -93,8 +93,8 @@ type Attempt struct {
 type PolicyResult struct {
 	Attempts []Attempt
 	// Outcome is the task's outcome, as worqr.Client.Wait returns it:
-	// Status worqr.TaskSucceeded (with the Result its handler set) or
-	// worqr.TaskDead (with the dead letter's Reason and Error).
+	// Status worqr.OutcomeSucceeded (with the Result its handler set) or
+	// worqr.OutcomeDead (with the dead letter's Reason and Error).
 	Outcome worqr.TaskOutcome
 }
 

@@ -133,7 +133,7 @@ func TestRunPolicyDeadAfterItsAttempts(t *testing.T) {
 	assert.Equal(t, []int{1, 2}, asked)
 	mu.Unlock()
 
-	assert.Equal(t, worqr.TaskDead, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeDead, res.Outcome.Status)
 	assert.Equal(t, worqr.ReasonExhausted, res.Outcome.Reason)
 	assert.Equal(t, "smtp down", res.Outcome.Error)
 	assert.Equal(t, 3, res.Outcome.Attempts)
@@ -155,7 +155,7 @@ func TestRunPolicyPanics(t *testing.T) {
 	}
 	assert.Equal(t, worqr.OutcomeRetried, res.Attempts[0].Outcome)
 	assert.Positive(t, res.Attempts[0].Delay, "DefaultBackoff's delay")
-	assert.Equal(t, worqr.TaskDead, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeDead, res.Outcome.Status)
 	assert.Equal(t, worqr.ReasonPanic, res.Outcome.Reason)
 	assert.Equal(t, "handler panicked: nil map", res.Outcome.Error)
 
@@ -198,7 +198,7 @@ func TestRunPolicyOptionsRetryAfterAndTimeout(t *testing.T) {
 	assert.Equal(t, worqr.OutcomeRetried, res.Attempts[1].Outcome)
 	assert.Equal(t, worqr.OutcomeSucceeded, res.Attempts[2].Outcome)
 	assert.NoError(t, res.Attempts[2].Err)
-	assert.Equal(t, worqr.TaskSucceeded, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeSucceeded, res.Outcome.Status)
 	assert.Equal(t, "sent", string(res.Outcome.Result))
 	assert.Equal(t, "mail", res.Outcome.Queue)
 }
@@ -233,7 +233,7 @@ func TestRunPolicyJSON(t *testing.T) {
 		return nil
 	}, welcome{Email: "ada@example.com"}, policyOptions(t, worqrtest.PolicyOptions{}))
 	require.NoError(t, err)
-	assert.Equal(t, worqr.TaskSucceeded, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeSucceeded, res.Outcome.Status)
 	assert.Equal(t, welcome{Email: "ada@example.com"}, got)
 
 	res, err = worqrtest.RunPolicy(ctxT(t), worqr.Typed(worqr.JSON[welcome]{}, func(context.Context, *worqr.Process, welcome) error {

@@ -274,14 +274,14 @@ func (e *env) printOutcome(o worqr.TaskOutcome) error {
 		j := outcomeJSON{ID: o.ID, Queue: o.Queue, Status: string(o.Status), Attempts: o.Attempts,
 			EnqueuedAt: jsonTime(o.EnqueuedAt), StartedAt: jsonTime(o.StartedAt), EndedAt: jsonTime(o.EndedAt), ExpiresAt: jsonTime(o.ExpiresAt),
 			Error: o.Error, Reason: o.Reason}
-		if o.Status == worqr.TaskSucceeded {
+		if o.Status == worqr.OutcomeSucceeded {
 			j.Result, j.ResultBase64 = textOrBase64(o.Result)
 		}
 		return e.printJSON(j)
 	}
 	lines := []string{"task", o.ID, "queue", escape(o.Queue), "status", string(o.Status), "attempts", itoa(o.Attempts),
 		"enqueued", stamp(o.EnqueuedAt), "started", stamp(o.StartedAt), "ended", stamp(o.EndedAt), "expires", stamp(o.ExpiresAt)}
-	if o.Status == worqr.TaskSucceeded {
+	if o.Status == worqr.OutcomeSucceeded {
 		lines = append(lines, "result", fmt.Sprintf("%s (%d bytes)", preview(o.Result, 4*previewLen), len(o.Result)))
 	} else {
 		lines = append(lines, "reason", escape(o.Reason), "error", preview([]byte(o.Error), 4*previewLen))
