@@ -183,7 +183,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	require.NoError(t, err)
 	o, err := c.Wait(ctx, "l", kept)
 	require.NoError(t, err)
-	assert.Equal(t, TaskSucceeded, o.Status)
+	assert.Equal(t, OutcomeSucceeded, o.Status)
 	_, err = c.TaskResult(ctx, "l", kept)
 	require.NoError(t, err)
 
@@ -192,7 +192,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	enqueueNumbered(t, c, "m", 3)
 	ps := dequeueAll(t, w, "m", 2)
 	require.NoError(t, ps[0].Status(ctx))
-	require.NoError(t, ps[0].Stop(ctx))
+	require.NoError(t, ps[0].Requeue(ctx))
 	require.NoError(t, ps[1].Finish(ctx))
 	head, err := c.Peek(ctx, "m")
 	require.NoError(t, err)

@@ -21,18 +21,18 @@ type DeadLetter struct {
 	DiedAt time.Time
 	// Worker is the id of the worker that held the task when it died.
 	Worker string
-	// Kind is the kind of failure (the task's own kind, what it is, is
-	// TaskInfo.Kind): one given with WithKind, else
-	// KindPermanent, KindExhausted, KindPanic, KindManual, KindTimeout,
-	// KindPoison, KindDecode or KindUnroutable.
-	Kind string
+	// Reason says why the task died (its kind, TaskInfo.Kind, says what
+	// it is): the one its error was given with WithReason, else
+	// ReasonPermanent, ReasonExhausted, ReasonPanic, ReasonManual,
+	// ReasonTimeout, ReasonPoison, ReasonDecode or ReasonUnroutable.
+	Reason string
 	// Error is the text of the error the last attempt failed with (at
 	// most 4,096 bytes), "" if none was recorded.
 	Error string
 }
 
 func deadLetter(queue string, d store.DeadLetter) DeadLetter {
-	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Kind: d.Task.FailKind, Error: d.Error}
+	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Reason: d.Task.Reason, Error: d.Error}
 	if d.Task.Died > 0 {
 		dl.DiedAt = time.UnixMilli(d.Task.Died)
 	}

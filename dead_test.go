@@ -22,8 +22,8 @@ type run struct {
 }
 
 // dying serves a queue with a handler under which a task dies as its
-// payload says: "perm..." with a Permanent error, "kind..." with a
-// Permanent error of kind bad-input, "flaky..." by failing every attempt
+// payload says: "perm..." with a Permanent error, "reason..." with a
+// Permanent error with reason bad-input, "flaky..." by failing every attempt
 // (retried at once) until its budget is spent. Any other task succeeds.
 // Every start is reported on the channel.
 func dying(t *testing.T, c *Client, queue string) (*Worker, <-chan run) {
@@ -37,8 +37,8 @@ func dying(t *testing.T, c *Client, queue string) (*Worker, <-chan run) {
 		switch {
 		case strings.HasPrefix(task, "perm"):
 			return Permanent(errors.New("broken: " + task))
-		case strings.HasPrefix(task, "kind"):
-			return WithKind("bad-input", Permanent(errors.New("bad input: "+task)))
+		case strings.HasPrefix(task, "reason"):
+			return WithReason("bad-input", Permanent(errors.New("bad input: "+task)))
 		case strings.HasPrefix(task, "flaky"):
 			return errors.New("flaky: " + task)
 		}
@@ -120,12 +120,12 @@ func TestDeadLettersAreListedNewestFirst(t *testing.T) {
 	w, runs := dying(t, c, "q")
 	before := time.Now()
 	perm := die(t, c, "q", "perm")
-	kind := die(t, c, "q", "kind")
+	reason := die(t, c, "q", "reason")
 	flaky := die(t, c, "q", "flaky", MaxAttempts(2))
 	after := time.Now()
 
 	assert.Equal(t, run{"perm", 1, ""}, recv(t, runs, time.Second, "perm ran"))
-	assert.Equal(t, run{"kind", 1, ""}, recv(t, runs, time.Second, "kind ran"))
+	assert.Equal(t, run{"reason", 1, ""}, recv(t, runs, time.Second, "reason ran"))
 	assert.Equal(t, run{"flaky", 1, ""}, recv(t, runs, time.Second, "flaky ran"))
 	assert.Equal(t, run{"flaky", 2, "flaky: flaky"}, recv(t, runs, time.Second, "flaky ran again"))
 
@@ -134,18 +134,18 @@ func TestDeadLettersAreListedNewestFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ds, 3)
 	want := []struct {
-		id, payload, kind, err string
-		attempts               int
+		id, payload, reason, err string
+		attempts                 int
 	}{
-		{flaky, "flaky", KindExhausted, "flaky: flaky", 2},
-		{kind, "kind", "bad-input", "bad input: kind", 1},
-		{perm, "perm", KindPermanent, "broken: perm", 1},
+		{flaky, "flaky", ReasonExhausted, "flaky: flaky", 2},
+		{reason, "reason", "bad-input", "bad input: reason", 1},
+		{perm, "perm", ReasonPermanent, "broken: perm", 1},
 	}
 	for i, d := range ds {
 		assert.Equal(t, want[i].id, d.ID)
 		assert.Equal(t, "q", d.Queue)
 		assert.Equal(t, want[i].payload, string(d.Payload))
-		assert.Equal(t, want[i].kind, d.Kind)
+		assert.Equal(t, want[i].reason, d.Reason)
 		assert.Equal(t, want[i].err, d.Error)
 		assert.Equal(t, want[i].attempts, d.Attempts, "starts, the last included")
 		assert.Equal(t, w.ID(), d.Worker)
@@ -159,12 +159,12 @@ func TestDeadLettersAreListedNewestFirst(t *testing.T) {
 
 	// Pages count from the newest.
 	assert.Equal(t, []string{flaky}, deadIDs(t, c, "q", 0, 1))
-	assert.Equal(t, []string{kind}, deadIDs(t, c, "q", 1, 1))
-	assert.Equal(t, []string{kind, perm}, deadIDs(t, c, "q", 1, 5))
+	assert.Equal(t, []string{reason}, deadIDs(t, c, "q", 1, 1))
+	assert.Equal(t, []string{reason, perm}, deadIDs(t, c, "q", 1, 5))
 	assert.Equal(t, []string{perm}, deadIDs(t, c, "q", 2, 100))
 	assert.Empty(t, deadIDs(t, c, "q", 3, 1))
 	assert.Empty(t, deadIDs(t, c, "q", math.MaxInt, 1))
-	assert.Equal(t, []string{flaky, kind, perm}, deadIDs(t, c, "q", 0, math.MaxInt))
+	assert.Equal(t, []string{flaky, reason, perm}, deadIDs(t, c, "q", 0, math.MaxInt))
 	assert.Empty(t, deadIDs(t, c, "none", 0, 10), "a queue with no dead letters")
 	assert.Zero(t, deadCount(t, c, "none"))
 
@@ -211,7 +211,7 @@ func TestRequeueDeadLetter(t *testing.T) {
 	ds, err = c.DeadLetters(ctx, "q", 0, 1)
 	require.NoError(t, err)
 	assert.Equal(t, 2, ds[0].Attempts)
-	assert.Equal(t, KindExhausted, ds[0].Kind)
+	assert.Equal(t, ReasonExhausted, ds[0].Reason)
 	settledQueue(t, c, "q")
 	select {
 	case r := <-runs:
@@ -239,7 +239,7 @@ func TestRequeueAllDeadLetters(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	w, _ := dying(t, c, "q")
-	ids := []string{die(t, c, "q", "perm-1"), die(t, c, "q", "perm-2"), die(t, c, "q", "kind-1")}
+	ids := []string{die(t, c, "q", "perm-1"), die(t, c, "q", "perm-2"), die(t, c, "q", "reason-1")}
 	require.NoError(t, w.Close(ctx)) // nothing runs them again yet
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("plain"))))
 	events := b.listen(c.store.Keys().Queue("q").Channel)
@@ -266,7 +266,7 @@ func TestRequeueAllDeadLetters(t *testing.T) {
 		r := recv(t, runs, 5*time.Second, "the tasks run again")
 		got[r.payload] = r
 	}
-	for _, task := range []string{"plain", "perm-1", "perm-2", "kind-1"} {
+	for _, task := range []string{"plain", "perm-1", "perm-2", "reason-1"} {
 		assert.Equal(t, run{task, 1, ""}, got[task])
 	}
 	eventually(t, 5*time.Second, "dead again", func() bool { return deadCount(t, c, "q") == 3 })

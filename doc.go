@@ -1,5 +1,5 @@
-// Package worqr runs work across many processes with Redis as the only
-// moving part.
+// Package worqr runs work across many programs and machines with Redis as
+// the only moving part.
 //
 // # The model
 //
@@ -23,7 +23,52 @@
 //	err = worker.Shutdown(shutdownCtx)
 //
 // Worker.HandleQueues serves several queues from one pool of handler
-// slots, in strict or weighted order.
+// slots, in strict or shared order.
+//
+// # Words
+//
+// Each of these words means one thing, in the code and in the docs:
+//
+//   - task: an opaque payload with an id, enqueued to a queue; what the
+//     system keeps until the work is done.
+//   - queue: a named FIFO of tasks, waiting, delayed and in flight, with
+//     its own dead letters, controls and channel.
+//   - kind: what a task is ("email.welcome"; the Kind enqueue option),
+//     which a Router dispatches on. Only a task has a kind.
+//   - worker: a Worker, one member of the fleet, with an id and a lease,
+//     taking tasks from the queues it serves.
+//   - lease: a worker's claim in Redis, renewed while it lives and gone
+//     after its TTL (WorkerOptions.TTL) when it does not.
+//   - process: one attempt at a task, held by one worker (a Process),
+//     from its dequeue to its end. An operating-system process is a
+//     program.
+//   - handler: the function that runs a process's task (Handler), called
+//     by a worker's runtime (Worker.Handle, HandleQueues).
+//   - fence: a worker whose lease ran out stops itself: it takes no more
+//     work and drops its processes, which belong to its peers now.
+//   - reclaim: peers put the processes of a worker whose lease is gone
+//     back at the front of their queues.
+//   - dead letter: a task that will not run again unless requeued
+//     (DeadLetter): its handler gave up on it, its attempts ran out, or
+//     DeadLetter was called.
+//   - reason: why a task died (DeadLetter.Reason; WithReason,
+//     ReasonPermanent, ReasonExhausted...), never called its kind.
+//   - outcome: how a process ended (Outcome: succeeded, retried, dead,
+//     cancelled, deleted, lost); a retained task's outcome (TaskOutcome)
+//     is that of the process that ended it, succeeded or dead.
+//   - state: where a process in flight stands in Redis (ProcessState:
+//     active, cancelled, deleted), asked with Process.Status.
+//   - result: the bytes a handler sets for a retained task
+//     (Process.SetResult), read with its outcome.
+//   - priority: a task's place among its queue's tasks (HighPriority,
+//     LowPriority, or normal).
+//   - weight: the slots of its queue's concurrency limit
+//     (Client.SetConcurrency) a task holds while in flight (Weight).
+//   - share: a queue's part of a pool's handler slots under OrderShared
+//     (QueueSpec.Share).
+//   - slot: room for one handler to run (HandleOptions.Concurrency,
+//     PoolOptions.Concurrency), or one unit of a queue's concurrency
+//     limit, held by a task's weight.
 //
 // # Without a Redis server
 //
@@ -42,7 +87,7 @@
 // EnqueueJSON and HandleJSON carry values of a type of the program's
 // instead of bytes; EnqueueWith and Typed take any Codec (protobuf,
 // msgpack). A payload that does not decode goes to the dead letters at
-// once, kind KindDecode.
+// once, with reason ReasonDecode.
 //
 // # Outcomes
 //

@@ -21,7 +21,7 @@ type enqueueOptions struct {
 	maxAttempts int
 	timeout     time.Duration
 	retain      time.Duration
-	priority    Priority
+	priority    string // "h" high, "" normal, "l" low
 	weight      int
 	unique      string
 	uniqueTTL   time.Duration
@@ -39,7 +39,7 @@ func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: string(o.priority), Kind: o.kind, Trace: o.trace}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -60,8 +60,6 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
 	case o.weight < 0 || o.weight > MaxWeight:
 		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidOptions, o.weight, MaxWeight)
-	case o.priority != PriorityNormal && o.priority != PriorityHigh && o.priority != PriorityLow:
-		return fmt.Errorf("%w: unknown priority %q", ErrInvalidOptions, string(o.priority))
 	case o.uniqueSet && o.unique == "":
 		return fmt.Errorf("%w: empty unique key", ErrInvalidOptions)
 	case o.uniqueTTL < 0:
@@ -130,23 +128,19 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // hand), and 0 means the queue's budget.
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
-// Priority is a task's level in its queue. Dequeues take high-priority
-// tasks first, then normal, then low; FIFO within a level.
-type Priority string
+// HighPriority puts the tasks at their queue's high priority: dequeues
+// take high-priority tasks first, then those of normal priority (without
+// HighPriority or LowPriority), then low-priority ones; FIFO within a
+// priority, so a high one is dequeued before every normal and low one,
+// whenever it was enqueued. A task keeps its priority when it is retried,
+// reclaimed or requeued. A busy queue's low tasks wait while higher ones
+// keep coming (starvation): give work that must not wait a queue of its
+// own. The last of HighPriority and LowPriority given wins.
+func HighPriority() EnqueueOption { return func(o *enqueueOptions) { o.priority = "h" } }
 
-// Priorities.
-const (
-	PriorityHigh   Priority = "h"
-	PriorityNormal Priority = ""
-	PriorityLow    Priority = "l"
-)
-
-// WithPriority puts the tasks at a level of their queue: a high one is
-// dequeued before every normal and low one, whenever it was enqueued. A
-// task keeps its level when it is retried, reclaimed or requeued. A busy
-// queue's low tasks wait while higher ones keep coming (starvation): give
-// work that must not wait a queue of its own.
-func WithPriority(p Priority) EnqueueOption { return func(o *enqueueOptions) { o.priority = p } }
+// LowPriority puts the tasks at their queue's low priority: they are
+// dequeued after every high and normal one (see HighPriority).
+func LowPriority() EnqueueOption { return func(o *enqueueOptions) { o.priority = "l" } }
 
 // MaxWeight is the largest task weight (see Weight).
 const MaxWeight = 1 << 20
@@ -201,8 +195,8 @@ func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.
 // show it (TaskInfo.Kind). A task without a kind carries nothing for it.
 // The typed calls set it from the value's type (see Kinded).
 //
-// A task's kind says what the task is; a dead letter's failure kind
-// (DeadLetter.Kind, WithKind) says how it died.
+// A task's kind says what the task is; a dead letter's reason
+// (DeadLetter.Reason, WithReason) says why it died.
 func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.kind = name } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the

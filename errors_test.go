@@ -52,7 +52,6 @@ func TestErrorTextsSayWorqrOnce(t *testing.T) {
 
 	for name, err := range map[string]error{
 		"Enqueue negative delay":     second(c.Enqueue(ctx, "q", nil, In(-time.Second))),
-		"Enqueue bad priority":       second(c.Enqueue(ctx, "q", nil, WithPriority("x"))),
 		"Enqueue duplicate":          second(c.Enqueue(ctx, "u", []byte("y"), Unique("k"))),
 		"EnqueueBatch unique":        second(c.EnqueueBatch(ctx, "q", [][]byte{nil}, Unique("k"))),
 		"EnqueueBatch bad weight":    second(c.EnqueueBatch(ctx, "q", [][]byte{nil}, Weight(-1))),

@@ -256,7 +256,7 @@ func TestDeleteQueue(t *testing.T) {
 	<-held[0].Done()
 	assert.ErrorIs(t, held[0].Err(), ErrQueueDeleted)
 	require.NoError(t, held[0].Finish(ctx))
-	assert.ErrorIs(t, held[1].Stop(ctx), ErrQueueDeleted)
+	assert.ErrorIs(t, held[1].Requeue(ctx), ErrQueueDeleted)
 	dead.crash()
 	eventually(t, 5*time.Second, "dead worker reclaimed", func() bool {
 		procs, err := c.Processes(ctx, "q")

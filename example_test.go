@@ -430,7 +430,7 @@ func ExampleHandleJSON() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(outcome.Status, outcome.Kind)
+	fmt.Println(outcome.Status, outcome.Reason)
 
 	if _, err := worqr.EnqueueJSON(ctx, client, "welcome", Welcome{Email: "ada@example.com", Name: "Ada"}); err != nil {
 		panic(err)
@@ -503,7 +503,7 @@ func ExampleRouter() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(outcome.Status, outcome.Kind, outcome.Attempts)
+	fmt.Println(outcome.Status, outcome.Reason, outcome.Attempts)
 	fmt.Println(outcome.Error)
 	if err := worker.Shutdown(ctx); err != nil {
 		panic(err)

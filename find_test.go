@@ -17,11 +17,11 @@ import (
 func TestFindTask(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	low, err := c.Enqueue(ctx, "q", []byte("low-task"), WithPriority(PriorityLow))
+	low, err := c.Enqueue(ctx, "q", []byte("low-task"), LowPriority())
 	require.NoError(t, err)
 	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("runs"), []byte("normal-1"), []byte("normal-2"), []byte("normal-3")})
 	require.NoError(t, err)
-	high, err := c.Enqueue(ctx, "q", []byte("high-task"), WithPriority(PriorityHigh))
+	high, err := c.Enqueue(ctx, "q", []byte("high-task"), HighPriority())
 	require.NoError(t, err)
 	delayed, err := c.Enqueue(ctx, "q", []byte("later"), In(time.Hour))
 	require.NoError(t, err)
@@ -77,7 +77,7 @@ func TestFindTask(t *testing.T) {
 	require.NotNil(t, l.Dead)
 	assert.Equal(t, "high-task", string(l.Dead.Payload))
 	assert.Equal(t, "boom", l.Dead.Error)
-	assert.Equal(t, KindManual, l.Dead.Kind)
+	assert.Equal(t, ReasonManual, l.Dead.Reason)
 
 	for _, id := range []string{"ffffffffffffff", ids[0][:len(ids[0])-1], "*", ids[2] + ","} {
 		assert.False(t, where(id).Found(), id)
@@ -137,9 +137,9 @@ func TestListingsCutPayloads(t *testing.T) {
 	}
 	_, err := c.EnqueueBatch(ctx, "q", payloads[:60])
 	require.NoError(t, err)
-	_, err = c.EnqueueBatch(ctx, "q", payloads[60:65], WithPriority(PriorityHigh))
+	_, err = c.EnqueueBatch(ctx, "q", payloads[60:65], HighPriority())
 	require.NoError(t, err)
-	_, err = c.EnqueueBatch(ctx, "q", payloads[65:], WithPriority(PriorityLow))
+	_, err = c.EnqueueBatch(ctx, "q", payloads[65:], LowPriority())
 	require.NoError(t, err)
 	_, err = c.EnqueueBatch(ctx, "q", payloads[:40], In(time.Hour))
 	require.NoError(t, err)

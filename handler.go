@@ -31,7 +31,7 @@ var (
 // as its worker is concerned: the worker recovers the panic, logs it with
 // its stack, and treats it as this error (wrapped, with the panic's value
 // in its text; wrapped with Permanent too under
-// HandleOptions.PanicIsPermanent), of kind KindPanic.
+// HandleOptions.PanicIsPermanent), with reason ReasonPanic.
 var ErrHandlerPanicked = errors.New("handler panicked")
 
 // Middleware wraps a Handler with behaviour of its own (tracing, metrics,
@@ -93,20 +93,20 @@ type HandleOptions struct {
 	Retry RetryPolicy
 	// Timeout bounds each handler's run: its context ends with the cause
 	// ErrTaskTimeout, and if it then returns an error the task is retried
-	// under Retry (kind KindTimeout when it dies). A task's own Timeout
+	// under Retry (reason ReasonTimeout when it dies). A task's own Timeout
 	// enqueue option overrides it. Zero means no limit.
 	Timeout time.Duration
 }
 
 // permanentError marks a handler error that must not be retried. Its
-// text is err's: the dead letter's kind says it was permanent.
+// text is err's: the dead letter's reason says it was permanent.
 type permanentError struct{ err error }
 
 func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
 // Permanent wraps a handler's error so the task goes to the dead letters at
-// once (kind KindPermanent, unless it carries one: see WithKind) instead
+// once (reason ReasonPermanent, unless it carries one: see WithReason) instead
 // of being retried. Its text is err's, and so is the dead letter's error.
 func Permanent(err error) error {
 	if err == nil {

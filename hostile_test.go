@@ -249,7 +249,6 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 		"Dequeue":   second(closedW.Dequeue(ctx, "q")),
 		"DequeueN":  second(closedW.DequeueN(ctx, "q", 3)),
 		"Handle":    closedW.Handle(ctx, "r", h, HandleOptions{}),
-		"Fail":      closedW.Fail(ctx),
 	} {
 		assert.ErrorIs(t, err, ErrWorkerClosed, name)
 		saysWorqrOnce(t, err, name)
@@ -259,7 +258,7 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 	assert.Empty(t, closedW.Queues())
 	<-cp.Done()
 	assert.ErrorIs(t, cp.Err(), ErrProcessLost)
-	for name, err := range map[string]error{"Finish": cp.Finish(ctx), "Stop": cp.Stop(ctx), "Check": cp.Status(ctx)} {
+	for name, err := range map[string]error{"Finish": cp.Finish(ctx), "Requeue": cp.Requeue(ctx), "Status": cp.Status(ctx)} {
 		assert.ErrorIs(t, err, ErrProcessLost, name)
 		saysWorqrOnce(t, err, name)
 	}
@@ -271,7 +270,6 @@ func TestCallsOnClosedClientAndWorker(t *testing.T) {
 		saysWorqrOnce(t, err, name)
 	}
 	assert.NoError(t, w.Close(ctx), "the client closed it already")
-	assert.ErrorIs(t, w.Fail(ctx), ErrWorkerClosed)
 }
 
 // everyCall makes every call of the client, the worker w (on queue "q",

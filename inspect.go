@@ -20,7 +20,7 @@ type TaskInfo struct {
 	// Queue is the queue the task is in.
 	Queue string
 	// Kind is the task's kind (see the Kind enqueue option), "" if it has
-	// none. (A DeadLetter's own Kind field is its kind of failure.)
+	// none.
 	Kind string
 	// Attempts counts the times the task was started (dequeued).
 	Attempts int

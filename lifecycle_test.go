@@ -167,7 +167,7 @@ func TestRetryBackoffAndBudget(t *testing.T) {
 }
 
 // RetryAfter overrides the backoff, the MaxAttempts option the budget, and
-// WithKind names the failure in the dead letter.
+// WithReason names the failure in the dead letter.
 func TestRetryAfterMaxAttemptsAndKind(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -178,7 +178,7 @@ func TestRetryAfterMaxAttemptsAndKind(t *testing.T) {
 		if p.Attempt() == 1 {
 			return RetryAfter(200*time.Millisecond, errors.New("slow down"))
 		}
-		return WithKind("rate limit!", errors.New("still limited"))
+		return WithReason("rate limit!", errors.New("still limited"))
 	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 10, Backoff: func(int, error) time.Duration { return time.Hour }}}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(2))))
 	first := recv(t, starts, 5*time.Second, "first attempt")
@@ -204,7 +204,7 @@ func TestManualRetryAndDeadLetter(t *testing.T) {
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("later"), []byte("dead")})))
 	ps := dequeueAll(t, w, "q", 2)
 	require.NoError(t, ps[0].Retry(ctx, 100*time.Millisecond, errors.New("not yet")))
-	require.NoError(t, ps[1].DeadLetter(ctx, WithKind("bad-input", errors.New("no such user"))))
+	require.NoError(t, ps[1].DeadLetter(ctx, WithReason("bad-input", errors.New("no such user"))))
 	assert.ErrorIs(t, ps[1].Requeue(ctx), ErrProcessLost, "ended")
 	eventually(t, 5*time.Second, "due again", func() bool { return len(waiting(t, c, "q")) == 1 })
 	p := dequeueAll(t, w, "q", 1)[0]
@@ -274,7 +274,7 @@ func TestNegativeMaxAttemptsMeansNoLimit(t *testing.T) {
 	defer cancel()
 	out, err := c.Wait(waitCtx, "q", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
+	assert.Equal(t, OutcomeSucceeded, out.Status, "dead-lettered on the queue's budget: %+v", out)
 	assert.Equal(t, 5, out.Attempts)
 }
 
@@ -333,15 +333,15 @@ func TestExponentialBackoff(t *testing.T) {
 	}
 }
 
-// KindOf and RetryAfterDelay read what WithKind, a panic and RetryAfter
+// ReasonOf and RetryAfterDelay read what WithReason, a panic and RetryAfter
 // put in an error, through wrapping.
 func TestKindOfAndRetryAfterDelay(t *testing.T) {
 	base := errors.New("boom")
-	assert.Equal(t, "", KindOf(base))
-	assert.Equal(t, "", KindOf(nil))
-	assert.Equal(t, "smtp-5xx", KindOf(fmt.Errorf("send: %w", WithKind("smtp-5xx", base))))
-	assert.Equal(t, KindPanic, KindOf(Permanent(fmt.Errorf("%w: oops", ErrHandlerPanicked))))
-	assert.Equal(t, "bad_input", KindOf(WithKind("bad input", Permanent(base))))
+	assert.Equal(t, "", ReasonOf(base))
+	assert.Equal(t, "", ReasonOf(nil))
+	assert.Equal(t, "smtp-5xx", ReasonOf(fmt.Errorf("send: %w", WithReason("smtp-5xx", base))))
+	assert.Equal(t, ReasonPanic, ReasonOf(Permanent(fmt.Errorf("%w: oops", ErrHandlerPanicked))))
+	assert.Equal(t, "bad_input", ReasonOf(WithReason("bad input", Permanent(base))))
 
 	_, ok := RetryAfterDelay(base)
 	assert.False(t, ok)
@@ -391,7 +391,7 @@ func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
 
 // A handler that outlives its timeout has its context ended with
 // ErrTaskTimeout and is retried; the task's own Timeout overrides the
-// queue's, and on its last attempt it dies of kind timeout.
+// queue's, and on its last attempt it dies with reason timeout.
 func TestHandlerTimeout(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -414,7 +414,7 @@ func TestHandlerTimeout(t *testing.T) {
 	eventually(t, 5*time.Second, "dead after two attempts", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
 	vals, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(c.store.Keys().Queue("q").Dead).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
-	assert.Contains(t, vals[0], ",K"+KindTimeout)
+	assert.Contains(t, vals[0], ",K"+ReasonTimeout)
 	settledQueue(t, c, "q")
 	assert.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("x"), Timeout(-time.Second))), ErrInvalidOptions)
 }

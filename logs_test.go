@@ -222,7 +222,7 @@ func TestPermanentFailureIsNotLoggedAsAnError(t *testing.T) {
 	require.Len(t, lines, 1)
 	assert.Equal(t, slog.LevelWarn, lines[0].level)
 	assert.Equal(t, "bad input", lines[0].attrs["err"].String())
-	assert.Equal(t, KindPermanent, lines[0].attrs["kind"].String())
+	assert.Equal(t, ReasonPermanent, lines[0].attrs["reason"].String())
 }
 
 // A handler that panics on every attempt has its stack logged once, with

@@ -64,7 +64,9 @@ type FinishObserver interface {
 	ObserveFinish(ctx context.Context, e FinishEvent)
 }
 
-// Outcome is how a process ended, for observers.
+// Outcome is how a process ended: observers are told each one, and a
+// retained task's outcome (TaskOutcome.Status) is that of the process that
+// ended the task, OutcomeSucceeded or OutcomeDead.
 type Outcome string
 
 // Outcomes.
@@ -115,7 +117,7 @@ type ReclaimEvent struct {
 	// Tasks counts the tasks that went back to the front of their queues.
 	Tasks int64
 	// Poison counts the tasks the poison-pill guard sent to the dead
-	// letters, kind KindPoison, instead (see Options.PoisonLimit).
+	// letters, reason ReasonPoison, instead (see Options.PoisonLimit).
 	Poison int64
 	// Dropped counts the tasks dropped instead: cancelled, or of a deleted
 	// queue.

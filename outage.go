@@ -17,7 +17,7 @@ import (
 // logging its failure, they report here: the first to fail on the
 // connection after Redis answered logs one WARN, the ones after it are
 // only counted, and the first answer after them logs one INFO line, with
-// how long Redis was away and the failed calls by kind. A failure that
+// how long Redis was away and the failed calls by name. A failure that
 // is not an outage (an error reply) is the caller's to log.
 type outage struct {
 	log *slog.Logger
@@ -31,7 +31,7 @@ type outage struct {
 
 	mu    sync.Mutex     // guards the fields below, and the changes of epoch
 	since time.Time      // when the outage began
-	fails map[string]int // the calls failed in it, by kind
+	fails map[string]int // the calls failed in it, by name
 }
 
 func newOutage(log *slog.Logger) *outage { return &outage{log: log} }
@@ -68,18 +68,18 @@ func (o *outage) ok(sent uint64) {
 	o.log.Info(fmt.Sprintf("worqr: Redis back after %v", down), "down", down, slog.Group("failed", counts...))
 }
 
-// failed records a call of kind ("dequeue", "renewal", "finish"...),
+// failed records a call ("dequeue", "renewal", "finish"...),
 // sent at epoch sent, that failed with err. It reports whether err is an
 // outage (ErrUnavailable, or no answer before a deadline), which it has
 // logged or counted; any other error is the caller's to log.
-func (o *outage) failed(sent uint64, kind string, err error) bool {
+func (o *outage) failed(sent uint64, call string, err error) bool {
 	if !retryable(err) {
 		return false
 	}
 	o.mu.Lock()
 	switch now := o.epoch.Load(); {
 	case now%2 == 1:
-		o.fails[kind]++
+		o.fails[call]++
 		o.mu.Unlock()
 		return true
 	case now != sent:
@@ -88,13 +88,13 @@ func (o *outage) failed(sent uint64, kind string, err error) bool {
 		return true
 	}
 	o.epoch.Add(1)
-	o.since, o.fails = time.Now(), map[string]int{kind: 1}
+	o.since, o.fails = time.Now(), map[string]int{call: 1}
 	o.mu.Unlock()
-	o.log.Warn("worqr: Redis unreachable; retrying until it answers", "call", kind, "err", err)
+	o.log.Warn("worqr: Redis unreachable; retrying until it answers", "call", call, "err", err)
 	return true
 }
 
-// counts returns the calls failed in the outage under way, by kind (nil
+// counts returns the calls failed in the outage under way, by name (nil
 // when there is none).
 func (o *outage) counts() map[string]int {
 	o.mu.Lock()

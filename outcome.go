@@ -8,22 +8,15 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// TaskStatus is how a retained task ended.
-type TaskStatus string
-
-// Task statuses.
-const (
-	// TaskSucceeded: its handler returned nil (or Finish was called).
-	TaskSucceeded TaskStatus = "succeeded"
-	// TaskDead: it went to the dead letters.
-	TaskDead TaskStatus = "dead"
-)
-
-// TaskOutcome is a retained task's outcome (see Retain).
+// TaskOutcome is a retained task's outcome (see Retain): how its last
+// process ended, which ended the task.
 type TaskOutcome struct {
-	ID     string
-	Queue  string
-	Status TaskStatus
+	ID    string
+	Queue string
+	// Status is OutcomeSucceeded (its handler returned nil, or Finish was
+	// called) or OutcomeDead (it went to the dead letters): the outcomes
+	// that end a task.
+	Status Outcome
 	// Attempts counts the task's starts, the last one included.
 	Attempts int
 	// EnqueuedAt, StartedAt (its last attempt) and EndedAt are by the
@@ -31,9 +24,10 @@ type TaskOutcome struct {
 	EnqueuedAt, StartedAt, EndedAt, ExpiresAt time.Time
 	// Result is what the handler set with Process.SetResult (succeeded).
 	Result []byte
-	// Error and Kind say why it died (dead).
-	Error string
-	Kind  string
+	// Error and Reason say why it died (dead): Reason is its dead
+	// letter's (see DeadLetter.Reason).
+	Error  string
+	Reason string
 }
 
 func taskOutcome(queue string, r store.Result) TaskOutcome {
@@ -43,9 +37,9 @@ func taskOutcome(queue string, r store.Result) TaskOutcome {
 		StartedAt:  time.UnixMilli(r.Started), EndedAt: time.UnixMilli(r.Ended), ExpiresAt: time.UnixMilli(r.Expires),
 	}
 	if r.Status == "dead" {
-		o.Status, o.Error, o.Kind = TaskDead, r.Body, r.Kind
+		o.Status, o.Error, o.Reason = OutcomeDead, r.Body, r.Reason
 	} else {
-		o.Status, o.Result = TaskSucceeded, []byte(r.Body)
+		o.Status, o.Result = OutcomeSucceeded, []byte(r.Body)
 	}
 	return o
 }

@@ -36,7 +36,7 @@ func TestRetainedOutcomes(t *testing.T) {
 			p.SetResult([]byte("at last"))
 			return nil
 		case "bad":
-			return WithKind("bad-input", Permanent(errors.New("no such user")))
+			return WithReason("bad-input", Permanent(errors.New("no such user")))
 		default:
 			p.SetResult([]byte("result of " + string(p.Task())))
 			return nil
@@ -67,17 +67,17 @@ func TestRetainedOutcomes(t *testing.T) {
 		o := recv(t, outcomes, 5*time.Second, "an outcome")
 		got[o.ID] = o
 	}
-	assert.Equal(t, TaskSucceeded, got[good].Status)
+	assert.Equal(t, OutcomeSucceeded, got[good].Status)
 	assert.Equal(t, "result of good", string(got[good].Result))
 	assert.Equal(t, 1, got[good].Attempts)
 	assert.False(t, got[good].EndedAt.Before(got[good].StartedAt))
 	assert.False(t, got[good].StartedAt.Before(got[good].EnqueuedAt.Truncate(time.Millisecond)))
 	assert.True(t, got[good].ExpiresAt.After(got[good].EndedAt.Add(50*time.Second)))
-	assert.Equal(t, TaskDead, got[bad].Status)
-	assert.Equal(t, "bad-input", got[bad].Kind)
+	assert.Equal(t, OutcomeDead, got[bad].Status)
+	assert.Equal(t, "bad-input", got[bad].Reason)
 	assert.Contains(t, got[bad].Error, "no such user")
 	assert.Equal(t, 1, got[bad].Attempts)
-	assert.Equal(t, TaskSucceeded, got[flaky].Status)
+	assert.Equal(t, OutcomeSucceeded, got[flaky].Status)
 	assert.Equal(t, "at last", string(got[flaky].Result))
 	assert.Equal(t, 2, got[flaky].Attempts, "the failed start counts")
 	again, err := c.TaskResult(ctx, "q", good)
@@ -129,7 +129,7 @@ func TestThousandWaitersDoNotPoll(t *testing.T) {
 	for _, id := range ids {
 		wg.Go(func() {
 			o, err := c.Wait(ctx, "q", id)
-			if assert.NoError(t, err) && assert.Equal(t, TaskSucceeded, o.Status) {
+			if assert.NoError(t, err) && assert.Equal(t, OutcomeSucceeded, o.Status) {
 				done.Add(1)
 			}
 		})
@@ -220,7 +220,7 @@ func killRetained(t *testing.T, c *Client, w *Worker, queue string, n int) []Tas
 		require.NoError(t, p.DeadLetter(ctx, errors.New("broken")))
 		o, err := c.Wait(ctx, queue, p.TaskID())
 		require.NoError(t, err)
-		require.Equal(t, TaskDead, o.Status)
+		require.Equal(t, OutcomeDead, o.Status)
 		out = append(out, o)
 	}
 	return out
@@ -272,7 +272,7 @@ func TestRequeuedDeadLetterForgetsItsOutcome(t *testing.T) {
 	}
 	for range ids {
 		o := recv(t, outcomes, 10*time.Second, "the outcome of the run after the requeue")
-		assert.Equal(t, TaskSucceeded, o.Status)
+		assert.Equal(t, OutcomeSucceeded, o.Status)
 		assert.Equal(t, "fixed", string(o.Result))
 		assert.Equal(t, 1, o.Attempts)
 	}
@@ -329,5 +329,5 @@ func TestWaiterReadingAfterTheRequeueWaitsForTheNextRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
 	o := recv(t, outcomes, 10*time.Second, "the outcome of the run after the requeue")
-	assert.Equal(t, TaskSucceeded, o.Status)
+	assert.Equal(t, OutcomeSucceeded, o.Status)
 }

@@ -127,7 +127,7 @@ func waitingEntry(t *testing.T, c *Client) string {
 }
 
 // A task whose holders die soon after starting it goes to the dead letters
-// (kind poison) once that happened PoisonLimit times in a row, logged at
+// (reason poison) once that happened PoisonLimit times in a row, logged at
 // WARN with its id. A holder that itself had just joined may die of its
 // own (a restart, a crash loop): its death counts only once a holder that
 // had been up for long died of the task, so that a fleet of one worker,
@@ -158,7 +158,7 @@ func TestPoisonPill(t *testing.T) {
 	ds, err := c.DeadLetters(ctx, "q", 0, 1)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	assert.Equal(t, KindPoison, ds[0].Kind)
+	assert.Equal(t, ReasonPoison, ds[0].Reason)
 	assert.Contains(t, ds[0].Error, "2 times")
 	assert.Equal(t, 3, ds[0].Attempts)
 

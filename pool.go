@@ -16,13 +16,14 @@ const (
 	// earlier one is empty (or paused, rate limited, at its concurrency
 	// limit or at its MaxSlots).
 	OrderStrict Order = iota
-	// OrderWeighted shares the slots among the queues that may hold tasks
-	// in proportion to their weights, by smooth weighted round robin
-	// counted in tasks: with weights 3 and 1, both queues backed up and
-	// slots freeing one at a time, starts go A A B A, A A B A, ... Slots
-	// that are free together go to one queue in one dequeue where it has
-	// room for them, and the shares even out over the next ones.
-	OrderWeighted
+	// OrderShared shares the slots among the queues that may hold tasks
+	// in proportion to their shares (QueueSpec.Share), by smooth weighted
+	// round robin counted in tasks: with shares 3 and 1, both queues
+	// backed up and slots freeing one at a time, starts go A A B A,
+	// A A B A, ... Slots that are free together go to one queue in one
+	// dequeue where it has room for them, and the shares even out over
+	// the next ones.
+	OrderShared
 )
 
 // String names the order.
@@ -30,8 +31,8 @@ func (o Order) String() string {
 	switch o {
 	case OrderStrict:
 		return "strict"
-	case OrderWeighted:
-		return "weighted"
+	case OrderShared:
+		return "shared"
 	}
 	return fmt.Sprintf("Order(%d)", uint8(o))
 }
@@ -42,9 +43,11 @@ type QueueSpec struct {
 	Queue string
 	// Handler runs the queue's tasks.
 	Handler Handler
-	// Weight is the queue's share of the slots under OrderWeighted
-	// (default 1); OrderStrict ignores it.
-	Weight int
+	// Share is the queue's share of the slots under OrderShared (default
+	// 1); OrderStrict ignores it. (A task's weight, the Weight enqueue
+	// option, is another thing: the slots of its queue's concurrency
+	// limit it holds.)
+	Share int
 	// MaxSlots caps how many of the pool's slots the queue holds at once.
 	// Zero means no cap but the pool's Concurrency.
 	MaxSlots int
@@ -68,8 +71,8 @@ type PoolOptions struct {
 // HandleQueues serves several queues from one pool of Concurrency handler
 // slots: at most that many handlers run at once across the queues, and a
 // free slot goes to a queue with work in the pool's Order (strict: the
-// first queue given that has work; weighted: in proportion to the
-// queues' weights). Like Handle it never polls: a slot freeing or a work
+// first queue given that has work; shared: in proportion to the
+// queues' shares). Like Handle it never polls: a slot freeing or a work
 // event on any of the queues makes it dequeue, several tasks at a time when
 // several slots are free, and a pool with free slots that found every
 // queue empty is parked in each queue's idle set, where an enqueue on any
@@ -84,11 +87,11 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	}
 	s := newSlotScheduler(w, size, opts.Order)
 	for _, q := range queues {
-		weight := q.Weight
-		if weight == 0 {
-			weight = 1
+		share := q.Share
+		if share == 0 {
+			share = 1
 		}
-		s.add(q.Queue, chain(q.Handler, w.opts.Middleware, q.Options.Middleware), q.Options, q.MaxSlots, weight)
+		s.add(q.Queue, chain(q.Handler, w.opts.Middleware, q.Options.Middleware), q.Options, q.MaxSlots, share)
 	}
 	for i, r := range s.members {
 		err := w.startWork(ctx, r.queue, queues[i].Options.Events, r)
@@ -138,7 +141,7 @@ func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("worqr: handle queues: %w", err)
 	}
-	if opts.Order > OrderWeighted {
+	if opts.Order > OrderShared {
 		return 0, fmt.Errorf("worqr: handle queues: unknown order %v: %w", opts.Order, ErrInvalidOptions)
 	}
 	seen := make(map[string]bool, len(queues))
@@ -146,8 +149,8 @@ func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
 		switch {
 		case q.Handler == nil:
 			return 0, fmt.Errorf("worqr: handle queues: %q: nil handler: %w", q.Queue, ErrInvalidOptions)
-		case q.Weight < 0:
-			return 0, fmt.Errorf("worqr: handle queues: %q: negative weight: %w", q.Queue, ErrInvalidOptions)
+		case q.Share < 0:
+			return 0, fmt.Errorf("worqr: handle queues: %q: negative share: %w", q.Queue, ErrInvalidOptions)
 		case q.MaxSlots < 0:
 			return 0, fmt.Errorf("worqr: handle queues: %q: negative max slots: %w", q.Queue, ErrInvalidOptions)
 		case q.Options.Concurrency != 0:

@@ -113,9 +113,9 @@ func TestPoolStrictOrder(t *testing.T) {
 	assert.Equal(t, want, order)
 }
 
-// With weights 3:1 and both queues backed up, three starts in four go to
+// With shares 3:1 and both queues backed up, three starts in four go to
 // the heavier queue; once it is empty the other gets every slot.
-func TestPoolWeightedShare(t *testing.T) {
+func TestPoolSharedOrder(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	const n = 200
@@ -130,9 +130,9 @@ func TestPoolWeightedShare(t *testing.T) {
 	}
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
-		{Queue: "a", Handler: handler, Weight: 3},
-		{Queue: "b", Handler: handler, Weight: 1},
-	}, PoolOptions{Concurrency: 4, Order: OrderWeighted}))
+		{Queue: "a", Handler: handler, Share: 3},
+		{Queue: "b", Handler: handler, Share: 1},
+	}, PoolOptions{Concurrency: 4, Order: OrderShared}))
 	eventually(t, 20*time.Second, "all handled", func() bool { return handled.Load() == 2*n })
 	settledQueue(t, c, "a")
 	settledQueue(t, c, "b")
@@ -147,7 +147,7 @@ func TestPoolWeightedShare(t *testing.T) {
 		}
 	}
 	share := float64(fromA) / float64(len(first))
-	assert.InDelta(t, 0.75, share, 0.05, "share of starts from the weight-3 queue: %d of %d", fromA, len(first))
+	assert.InDelta(t, 0.75, share, 0.05, "share of starts from the share-3 queue: %d of %d", fromA, len(first))
 }
 
 // The slots are shared: across three queues, never more handlers run at
@@ -170,11 +170,11 @@ func TestPoolNeverExceedsItsConcurrency(t *testing.T) {
 			return nil
 		}
 	}
-	for _, order := range []Order{OrderStrict, OrderWeighted} {
+	for _, order := range []Order{OrderStrict, OrderShared} {
 		suffix := order.String()
 		w := newWorker(t, c, WorkerOptions{})
 		require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
-			{Queue: "x-" + suffix, Handler: run(nil), Weight: 2},
+			{Queue: "x-" + suffix, Handler: run(nil), Share: 2},
 			{Queue: "y-" + suffix, Handler: run(nil)},
 			{Queue: "z-" + suffix, Handler: run(&capped), MaxSlots: 1},
 		}, PoolOptions{Concurrency: 3, Order: order}))
@@ -206,7 +206,7 @@ func TestPoolIdleIsWokenByAnyQueue(t *testing.T) {
 	for _, q := range queues {
 		specs = append(specs, QueueSpec{Queue: q, Handler: handler})
 	}
-	require.NoError(t, w.HandleQueues(ctx, specs, PoolOptions{Concurrency: 2, Order: OrderWeighted}))
+	require.NoError(t, w.HandleQueues(ctx, specs, PoolOptions{Concurrency: 2, Order: OrderShared}))
 	for _, q := range queues {
 		assert.Equal(t, []string{w.ID()}, settledParking(t, c, q, 1), "parked on %s", q)
 	}
@@ -235,7 +235,7 @@ func TestPoolShutdownDrainsInFlightHandlers(t *testing.T) {
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
 		{Queue: "a", Handler: handler},
 		{Queue: "b", Handler: handler},
-	}, PoolOptions{Concurrency: 2, Order: OrderWeighted}))
+	}, PoolOptions{Concurrency: 2, Order: OrderShared}))
 	// One task at a time, each seen started before the next is enqueued:
 	// enqueued together, the pool may take both of b's before a's event
 	// arrives, as it is free to.
@@ -297,7 +297,7 @@ func TestPoolCrashedWorkerIsReclaimedOnEveryQueue(t *testing.T) {
 	dead.crash()
 
 	peer := newWorker(t, c, fast)
-	require.NoError(t, peer.HandleQueues(ctx, specs(), PoolOptions{Concurrency: 1, Order: OrderWeighted}))
+	require.NoError(t, peer.HandleQueues(ctx, specs(), PoolOptions{Concurrency: 1, Order: OrderShared}))
 	eventually(t, 10*time.Second, "run again after the reclaim", func() bool {
 		return a.get("a") == 2 && a.get("b") == 2 && a.get("c") == 2
 	})
@@ -354,7 +354,7 @@ func TestPoolOptionsAreChecked(t *testing.T) {
 		"no queue":             {nil, PoolOptions{}},
 		"nil handler":          {[]QueueSpec{{Queue: "a"}}, PoolOptions{}},
 		"twice":                {[]QueueSpec{{Queue: "a", Handler: h}, {Queue: "a", Handler: h}}, PoolOptions{}},
-		"negative weight":      {[]QueueSpec{{Queue: "a", Handler: h, Weight: -1}}, PoolOptions{}},
+		"negative share":       {[]QueueSpec{{Queue: "a", Handler: h, Share: -1}}, PoolOptions{}},
 		"negative cap":         {[]QueueSpec{{Queue: "a", Handler: h, MaxSlots: -1}}, PoolOptions{}},
 		"queue's concurrency":  {[]QueueSpec{{Queue: "a", Handler: h, Options: HandleOptions{Concurrency: 2}}}, PoolOptions{}},
 		"negative concurrency": {[]QueueSpec{{Queue: "a", Handler: h}}, PoolOptions{Concurrency: -1}},
@@ -476,7 +476,7 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
 		{Queue: "a", Handler: handler},
 		{Queue: "b", Handler: handler},
-	}, PoolOptions{Concurrency: 2, Order: OrderWeighted}))
+	}, PoolOptions{Concurrency: 2, Order: OrderShared}))
 	for _, q := range []string{"a", "b"} {
 		require.NoError(t, second(direct.Enqueue(ctx, q, []byte("held"))))
 	}

@@ -165,15 +165,13 @@ func (p *Process) Done() <-chan struct{} {
 }
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
-// ErrProcessLost, or errEnded after Finish or Requeue.
+// ErrProcessLost, or ErrProcessEnded after the process's own Finish,
+// Requeue, Retry or DeadLetter.
 func (p *Process) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
-
-// errEnded is Err after a successful Finish or Requeue.
-var errEnded = errors.New("process finished or requeued")
 
 // end closes Done with a reason; the first reason wins. It reports whether
 // this call ended the process. A process lost (settled, ErrProcessLost) is
@@ -303,17 +301,18 @@ func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) e
 }
 
 // DeadLetter moves the task to its queue's dead letters now, with cause
-// as its error and cause's kind (see WithKind; KindManual if it has none).
+// as its error and cause's reason (see WithReason; ReasonManual if it has
+// none).
 // Dropped tasks and a process no longer this worker's give the same errors
 // as Requeue.
 func (p *Process) DeadLetter(ctx context.Context, cause error) error {
-	return p.bury(ctx, kindOf(cause, KindManual), cause)
+	return p.bury(ctx, reasonOf(cause, ReasonManual), cause)
 }
 
-func (p *Process) bury(ctx context.Context, kind string, cause error) error {
+func (p *Process) bury(ctx context.Context, reason string, cause error) error {
 	got, err := p.settle(ctx, "dead-letter", OutcomeDead, cause, func(ctx context.Context) (store.Outcome, error) {
 		c := p.w.c
-		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, kind, errorText(cause), c.deadBounds)
+		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
 	})
 	return dropped("dead-letter", p, got, err)
 }
@@ -349,12 +348,6 @@ func (p *Process) requeue(ctx context.Context, cause error) error {
 	})
 	return dropped("requeue", p, got, err)
 }
-
-// Stop is Requeue.
-//
-// Deprecated: Stop is named for what it does to the process, not the
-// task; use Requeue.
-func (p *Process) Stop(ctx context.Context) error { return p.Requeue(ctx) }
 
 // settle runs the script that ends the process (write) and records the
 // outcome locally and with the observer.
@@ -401,7 +394,7 @@ func (p *Process) recordSettled(op string, want Outcome, cause error, got store.
 		want = OutcomeDeleted
 	}
 	p.observeEnd(want, cause)
-	p.w.forget(p, errEnded)
+	p.w.forget(p, ErrProcessEnded)
 	return got, nil
 }
 
@@ -502,12 +495,6 @@ func (p *Process) Status(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Check is Status.
-//
-// Deprecated: "check" also names Client.Check, the consistency check; use
-// Status.
-func (p *Process) Check(ctx context.Context) error { return p.Status(ctx) }
 
 // stateErr maps a state from the states script to an error.
 func stateErr(s store.State) error {

@@ -273,7 +273,7 @@ func TestWaitWithProgress(t *testing.T) {
 	close(step)
 	close(done)
 	o := recv(t, outcome, 5*time.Second, "outcome")
-	assert.Equal(t, TaskSucceeded, o.Status)
+	assert.Equal(t, OutcomeSucceeded, o.Status)
 	assert.Equal(t, "ok", string(o.Result))
 	mu.Lock()
 	defer mu.Unlock()

@@ -20,8 +20,8 @@ const (
 	DefaultBackoffCap  = 10 * time.Minute
 	// maxErrorLen bounds the error text recorded with a task.
 	maxErrorLen = 4096
-	// maxFailureKindLen bounds a failure kind.
-	maxFailureKindLen = 64
+	// maxReasonLen bounds a reason.
+	maxReasonLen = 64
 )
 
 // RetryPolicy says how a Handle runtime retries a task whose handler
@@ -137,75 +137,76 @@ func RetryAfterDelay(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// kindError gives an error a failure kind.
-type kindError struct {
-	kind string
-	err  error
+// reasonError gives an error a reason.
+type reasonError struct {
+	reason string
+	err    error
 }
 
-func (e kindError) Error() string { return e.err.Error() }
-func (e kindError) Unwrap() error { return e.err }
+func (e reasonError) Error() string { return e.err.Error() }
+func (e reasonError) Unwrap() error { return e.err }
 
-// WithKind gives a handler's error a short kind ("timeout", "bad-input",
-// "smtp-5xx") under which dead letters are grouped. A kind is at most 64
-// bytes of letters, digits and "-_."; other bytes become "_". A nil err
-// gives nil.
-func WithKind(kind string, err error) error {
+// WithReason gives a handler's error a reason: a short word ("timeout",
+// "bad-input", "smtp-5xx") that says why its task failed, under which
+// dead letters are grouped. A task's kind says what the task is; its
+// reason says why it died. A reason is at most 64 bytes of letters,
+// digits and "-_."; other bytes become "_". A nil err gives nil.
+func WithReason(reason string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return kindError{kind: cleanKind(kind), err: err}
+	return reasonError{reason: cleanReason(reason), err: err}
 }
 
-// Failure kinds worqr gives a dead letter whose error has none of its own.
+// Reasons worqr gives a dead letter whose error has none of its own.
 const (
-	// KindPermanent: the handler returned a Permanent error.
-	KindPermanent = "permanent"
-	// KindExhausted: the task failed on its last allowed attempt.
-	KindExhausted = "exhausted"
-	// KindPanic: the handler panicked (with PanicIsPermanent, or on its
+	// ReasonPermanent: the handler returned a Permanent error.
+	ReasonPermanent = "permanent"
+	// ReasonExhausted: the task failed on its last allowed attempt.
+	ReasonExhausted = "exhausted"
+	// ReasonPanic: the handler panicked (with PanicIsPermanent, or on its
 	// last attempt).
-	KindPanic = "panic"
-	// KindManual: DeadLetter was called with an error of no kind.
-	KindManual = "manual"
-	// KindTimeout: the task's last attempt ran out of time.
-	KindTimeout = "timeout"
-	// KindPoison: its holders died soon after starting it, PoisonLimit
+	ReasonPanic = "panic"
+	// ReasonManual: DeadLetter was called with an error of no reason.
+	ReasonManual = "manual"
+	// ReasonTimeout: the task's last attempt ran out of time.
+	ReasonTimeout = "timeout"
+	// ReasonPoison: its holders died soon after starting it, PoisonLimit
 	// times (see Options.PoisonLimit).
-	KindPoison = "poison"
-	// KindDecode: its payload did not decode into its typed handler's
+	ReasonPoison = "poison"
+	// ReasonDecode: its payload did not decode into its typed handler's
 	// type (see Typed).
-	KindDecode = "decode"
-	// KindUnroutable: a Router had no handler for its task kind (see
+	ReasonDecode = "decode"
+	// ReasonUnroutable: a Router had no handler for its task's kind (see
 	// ErrUnroutable).
-	KindUnroutable = "unroutable"
+	ReasonUnroutable = "unroutable"
 )
 
-// KindOf returns the failure kind err carries, as a dead letter would
-// record it: the kind WithKind gave it (the outermost), KindPanic for a
-// handler's panic (ErrHandlerPanicked), or "" for an error of no kind (a
-// dead letter then gets KindPermanent, KindExhausted or KindManual, from
-// how it died). A handler whose time ran out fails with kind KindTimeout,
-// unless its error named one.
-func KindOf(err error) string { return kindOf(err, "") }
+// ReasonOf returns the reason err carries, as a dead letter would record
+// it: the reason WithReason gave it (the outermost), ReasonPanic for a
+// handler's panic (ErrHandlerPanicked), or "" for an error of no reason
+// (a dead letter then gets ReasonPermanent, ReasonExhausted or
+// ReasonManual, from how it died). A handler whose time ran out fails
+// with ReasonTimeout, unless its error gave one.
+func ReasonOf(err error) string { return reasonOf(err, "") }
 
-// kindOf is err's kind, or fallback.
-func kindOf(err error, fallback string) string {
-	var k kindError
-	if errors.As(err, &k) {
-		return k.kind
+// reasonOf is err's reason, or fallback.
+func reasonOf(err error, fallback string) string {
+	var r reasonError
+	if errors.As(err, &r) {
+		return r.reason
 	}
 	if errors.Is(err, ErrHandlerPanicked) {
-		return KindPanic
+		return ReasonPanic
 	}
 	return fallback
 }
 
-func cleanKind(kind string) string {
-	if len(kind) > maxFailureKindLen {
-		kind = kind[:maxFailureKindLen]
+func cleanReason(reason string) string {
+	if len(reason) > maxReasonLen {
+		reason = reason[:maxReasonLen]
 	}
-	if kind == "" {
+	if reason == "" {
 		return "_"
 	}
 	return strings.Map(func(r rune) rune {
@@ -214,7 +215,7 @@ func cleanKind(kind string) string {
 			return r
 		}
 		return '_'
-	}, kind)
+	}, reason)
 }
 
 // errorText is the text recorded for err: at most maxErrorLen bytes.

@@ -11,7 +11,7 @@ import (
 // ErrUnroutable is the error of a task that a Router has no handler for:
 // its kind has none (or it has no kind, and the Router no handler for
 // tasks without one). The task goes to the dead letters at once, kind
-// KindUnroutable, with an error that names the task's kind: no retry
+// ReasonUnroutable, with an error that names the task's kind: no retry
 // would find a handler the worker does not have.
 var ErrUnroutable = errors.New("no handler for the task's kind")
 
@@ -79,7 +79,7 @@ func (r *Router) Kinds() []string {
 
 // Serve runs a task with the handler registered for its kind: it is the
 // Router's Handler. A task whose kind has no handler is not run: Serve
-// returns a Permanent error of kind KindUnroutable that wraps
+// returns a Permanent error with reason ReasonUnroutable that wraps
 // ErrUnroutable and names the kind, so the task goes to the dead letters
 // at once.
 func (r *Router) Serve(ctx context.Context, p *Process) error {
@@ -92,7 +92,7 @@ func (r *Router) Serve(ctx context.Context, p *Process) error {
 	if p.Kind() != "" {
 		kind = fmt.Sprintf("%q", p.Kind())
 	}
-	return WithKind(KindUnroutable, Permanent(fmt.Errorf("%w: %s", ErrUnroutable, kind)))
+	return WithReason(ReasonUnroutable, Permanent(fmt.Errorf("%w: %s", ErrUnroutable, kind)))
 }
 
 // RouteJSON registers h with r, as Router.Handle does, for the tasks of

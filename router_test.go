@@ -88,7 +88,7 @@ func TestInvalidKindIsRefused(t *testing.T) {
 }
 
 // A task retried keeps its kind; a dead letter keeps its task's kind
-// beside its kind of failure, and a dead letter requeued keeps its kind.
+// beside its reason, and a dead letter requeued keeps its kind.
 func TestKindSurvivesRetriesAndTheDeadLetters(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -103,12 +103,12 @@ func TestKindSurvivesRetriesAndTheDeadLetters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "report.daily", p.Kind())
 	assert.Equal(t, 2, p.Attempt())
-	require.NoError(t, p.DeadLetter(ctx, WithKind("bad-input", errors.New("no"))))
+	require.NoError(t, p.DeadLetter(ctx, WithReason("bad-input", errors.New("no"))))
 	dead, err := c.DeadLetters(ctx, "q", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
-	assert.Equal(t, "report.daily", dead[0].TaskInfo.Kind)
-	assert.Equal(t, "bad-input", dead[0].Kind)
+	assert.Equal(t, "report.daily", dead[0].Kind)
+	assert.Equal(t, "bad-input", dead[0].Reason)
 
 	ok, err := c.RequeueDeadLetter(ctx, "q", id)
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestRouterRoutesByKind(t *testing.T) {
 }
 
 // A task whose kind the Router has no handler for goes to the dead letters
-// on its first attempt, kind unroutable, its error naming the kind; so
+// on its first attempt, reason unroutable, its error naming the kind; so
 // does a task without a kind when nothing handles those.
 func TestUnroutableTaskIsDeadLetteredAtOnce(t *testing.T) {
 	t.Parallel()
@@ -238,8 +238,8 @@ func TestUnroutableTaskIsDeadLetteredAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Wait(ctx, "q", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskDead, out.Status)
-	assert.Equal(t, KindUnroutable, out.Kind)
+	assert.Equal(t, OutcomeDead, out.Status)
+	assert.Equal(t, ReasonUnroutable, out.Reason)
 	assert.Equal(t, 1, out.Attempts, "retried")
 	assert.Contains(t, out.Error, `"email.welcom"`)
 	herr := recv(t, seen, 10*time.Second, "the router's error")
@@ -250,16 +250,16 @@ func TestUnroutableTaskIsDeadLetteredAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	out, err = c.Wait(ctx, "q", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskDead, out.Status)
-	assert.Equal(t, KindUnroutable, out.Kind)
+	assert.Equal(t, OutcomeDead, out.Status)
+	assert.Equal(t, ReasonUnroutable, out.Reason)
 	assert.Equal(t, 1, out.Attempts, "retried")
 	assert.Contains(t, out.Error, "none")
 
 	dead, err := c.DeadLetters(ctx, "q", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 2)
-	assert.Equal(t, KindUnroutable, dead[1].Kind)
-	assert.Equal(t, "email.welcom", dead[1].TaskInfo.Kind)
+	assert.Equal(t, ReasonUnroutable, dead[1].Reason)
+	assert.Equal(t, "email.welcom", dead[1].Kind)
 	assert.Equal(t, `no handler for the task's kind: "email.welcom"`, dead[1].Error)
 	assert.Empty(t, ran, "the known kind's handler ran")
 }
@@ -334,5 +334,5 @@ func TestRouterServesDetachedProcesses(t *testing.T) {
 	assert.NoError(t, r.Serve(ctx, NewDetachedProcess([]byte(`{"email":"a@b"}`), DetachedOptions{Kind: "email.welcome"})))
 	err := r.Serve(ctx, NewDetachedProcess([]byte(`{}`), DetachedOptions{Kind: "email.other"}))
 	assert.ErrorIs(t, err, ErrUnroutable)
-	assert.Equal(t, KindUnroutable, KindOf(err))
+	assert.Equal(t, ReasonUnroutable, ReasonOf(err))
 }

@@ -212,12 +212,12 @@ func (r *runner) runJob(j job) {
 	err := r.call(ctx, j.p)
 	if err != nil && errors.Is(context.Cause(ctx), ErrTaskTimeout) {
 		// The handler gave up because its time ran out: a retry, under
-		// the policy, of kind timeout (unless it named one itself), whose
+		// the policy, with reason timeout (unless it gave one itself), whose
 		// error says so once (a handler may return the cause itself).
 		if !errors.Is(err, ErrTaskTimeout) {
 			err = fmt.Errorf("%w: %w", ErrTaskTimeout, err)
 		}
-		err = WithKind(kindOf(err, KindTimeout), err)
+		err = WithReason(reasonOf(err, ReasonTimeout), err)
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).

@@ -28,7 +28,7 @@ type slotScheduler struct {
 	size    int     // the slots
 	order   Order
 	members []*runner // in the order given
-	weights []int     // members' weights
+	parts   []int     // members' shares (QueueSpec.Share)
 
 	wake chan struct{} // a member may have work, or a slot freed
 
@@ -97,13 +97,13 @@ func newSlotScheduler(w *Worker, size int, order Order) *slotScheduler {
 
 // add makes a member serving queue with handler h (the middleware around
 // it), at most maxSlots of the slots at once (0: as many as there are).
-func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, weight int) *runner {
+func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, share int) *runner {
 	r := &runner{
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
 		retry: newBackoff(dequeueRetryMin, dequeueRetryMax),
 	}
 	s.members = append(s.members, r)
-	s.weights = append(s.weights, weight)
+	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)
 	s.room = append(s.room, 0)
 	return r
@@ -188,7 +188,7 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 	if n <= 0 {
 		return false
 	}
-	shares := plan(s.order, n, s.room, s.weights, s.current, s.shares[:0])
+	shares := plan(s.order, n, s.room, s.parts, s.current, s.shares[:0])
 	s.shares = shares
 	planned := 0
 	for _, sh := range shares {
@@ -235,7 +235,7 @@ type share struct {
 // member: 0 for one that has no work or cannot take it), by order, in the
 // order the dequeues are to be made, appended to out. current is the
 // smooth weighted round robin's state, which plan updates.
-func plan(order Order, n int, room, weights, current []int, out []share) []share {
+func plan(order Order, n int, room, parts, current []int, out []share) []share {
 	if order == OrderStrict {
 		for i := range room {
 			if k := min(n, room[i]); k > 0 {
@@ -250,7 +250,7 @@ func plan(order Order, n int, room, weights, current []int, out []share) []share
 	}
 	// Smooth weighted round robin by tasks: the next slot goes to the
 	// member SWRR would give it to, and so do as many more as it has room
-	// for, in one dequeue; every member with room is credited its weight
+	// for, in one dequeue; every member with room is credited its share
 	// for each of them and the chosen one debited the total. One slot at a
 	// time this is SWRR exactly; in batches the shares stay proportional
 	// over time, and each member planned costs one dequeue. A member
@@ -266,8 +266,8 @@ func plan(order Order, n int, room, weights, current []int, out []share) []share
 				}
 				continue
 			}
-			total += weights[i]
-			if best < 0 || current[i]+weights[i] > current[best]+weights[best] {
+			total += parts[i]
+			if best < 0 || current[i]+parts[i] > current[best]+parts[best] {
 				best = i
 			}
 		}
@@ -277,7 +277,7 @@ func plan(order Order, n int, room, weights, current []int, out []share) []share
 		k := min(n, room[best])
 		for i := range room {
 			if room[i] > 0 && !chosen[i] {
-				current[i] += k * weights[i]
+				current[i] += k * parts[i]
 			}
 		}
 		current[best] -= k * total

@@ -35,7 +35,7 @@ func planned(s *slotScheduler, n int) string {
 	}
 	s.mu.Unlock()
 	var parts []string
-	for _, sh := range plan(s.order, n, room, s.weights, s.current, nil) {
+	for _, sh := range plan(s.order, n, room, s.parts, s.current, nil) {
 		parts = append(parts, fmt.Sprintf("%s%d", s.members[sh.member].queue, sh.n))
 	}
 	return strings.Join(parts, " ")
@@ -56,17 +56,17 @@ func TestSchedulerPlan(t *testing.T) {
 	s.members[2].takes = false
 	assert.Empty(t, planned(s, 5), "a queue that stopped taking has no room")
 
-	s = schedulerOf(nil, OrderWeighted, 4, []int{3, 1}, []int{0, 0})
+	s = schedulerOf(nil, OrderShared, 4, []int{3, 1}, []int{0, 0})
 	var seq []string
 	for range 8 {
 		seq = append(seq, planned(s, 1))
 	}
 	assert.Equal(t, "A1 A1 B1 A1 A1 A1 B1 A1", strings.Join(seq, " "), "weighted, one slot at a time")
 
-	s = schedulerOf(nil, OrderWeighted, 60, []int{3, 2, 1}, []int{0, 0, 0})
+	s = schedulerOf(nil, OrderShared, 60, []int{3, 2, 1}, []int{0, 0, 0})
 	got := map[string]int{}
 	for i := range 200 {
-		for _, sh := range plan(s.order, 1+i%5, []int{60, 60, 60}, s.weights, s.current, nil) { // batches of 1 to 5
+		for _, sh := range plan(s.order, 1+i%5, []int{60, 60, 60}, s.parts, s.current, nil) { // batches of 1 to 5
 			got[s.members[sh.member].queue] += sh.n
 		}
 	}

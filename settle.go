@@ -16,7 +16,7 @@ import (
 // settle applies the outcome of a handler to its process.
 func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	var write func(context.Context) error
-	kind := "requeue" // what the write is, for the outage's counts
+	op := "requeue" // what the write is, for the outage's counts
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
 		return // fenced or given back: the task is not ours to touch
@@ -29,23 +29,23 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
 		return // still held: shutting down returns it to the front
 	case err == nil:
-		write, kind = p.Finish, "finish"
+		write, op = p.Finish, "finish"
 	case IsPermanent(err):
 		// The handler's own verdict, not a fault of the system: WARN,
 		// as a failure that is retried, since the dead letter waits for
 		// someone to requeue or delete it.
-		r.log(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "kind", kindOf(err, KindPermanent), "attempt", p.Attempt())
-		write, kind = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindPermanent), err) }, "dead-letter"
+		r.log(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
+		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
 	case r.opts.Retry.exhausted(p.failures+1, p.budget):
 		r.log(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
-		write, kind = func(ctx context.Context) error { return p.bury(ctx, kindOf(err, KindExhausted), err) }, "dead-letter"
+		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
 		delay := r.opts.Retry.delay(p.Attempt(), err)
 		r.log(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
-		write, kind = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
+		write, op = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
 	}
 	sent := r.w.c.outage.begin()
-	r.persist(p, kind, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+	r.persist(p, op, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
 }
 
 // finishLater is settle for a handler that succeeded on a process that
@@ -77,7 +77,7 @@ func (r *runner) finishLater(j job) {
 	})
 }
 
-// persist sees an outcome write of kind through, given what its first
+// persist sees an outcome write (op) through, given what its first
 // try, sent at outage epoch sent, returned (outcome): writes after the
 // handler must not hang on a dead Redis for ever; one that failed on the
 // connection left the process ours in Redis, so it is tried again while
@@ -86,7 +86,7 @@ func (r *runner) finishLater(j job) {
 // a fence that ends the process meanwhile drops the write, and counts it
 // (see Worker.fence). It returns at once unless the write is to be tried
 // again.
-func (r *runner) persist(p *Process, kind string, write func(context.Context) error, sent uint64, outcome error) {
+func (r *runner) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
 	var b *backoff
 	for {
 		switch {
@@ -95,7 +95,7 @@ func (r *runner) persist(p *Process, kind string, write func(context.Context) er
 			return
 		case errors.Is(outcome, ErrProcessLost):
 			return
-		case !r.w.c.outage.failed(sent, kind, outcome):
+		case !r.w.c.outage.failed(sent, op, outcome):
 			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}

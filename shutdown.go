@@ -9,16 +9,6 @@ import (
 	"github.com/worqr/worqr/internal/startstop"
 )
 
-// Fail returns every task the worker holds to the front of its queue and
-// deregisters the worker at once, as Close does, but returns
-// ErrWorkerClosed when the worker was already closed.
-//
-// Deprecated: "fail" says nothing of what it does; use Close.
-func (w *Worker) Fail(ctx context.Context) error {
-	w.drainNow(ctx)
-	return w.shutdown(ctx, "fail")
-}
-
 // Close stops the worker at once: it stops taking tasks, cancels running
 // handlers (cause ErrShutdown) and gives them ShutdownCancelWait to
 // return, gives every task it holds back to the front of its queue and
@@ -162,7 +152,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	return errors.Join(grace, err)
 }
 
-// ShutdownCancelWait is how long Shutdown, Close and Fail wait for handlers
+// ShutdownCancelWait is how long Shutdown and Close wait for handlers
 // to return once their contexts were cancelled.
 const ShutdownCancelWait = time.Second
 

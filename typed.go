@@ -31,7 +31,7 @@ func (JSON[T]) Unmarshal(data []byte, v *T) error { return json.Unmarshal(data, 
 
 // ErrDecode is the error of a typed handler whose task's payload does not
 // decode into its type (see Typed): the task goes to the dead letters at
-// once, kind KindDecode.
+// once, reason ReasonDecode.
 var ErrDecode = errors.New("payload does not decode")
 
 // Kinded is a task type that names its kind, so that producers and
@@ -94,7 +94,7 @@ type TypedHandler[T any] func(ctx context.Context, p *Process, v T) error
 // Typed returns a Handler that decodes each task's payload into a T with
 // codec (JSON when nil) and calls h with it. A payload that does not
 // decode is not retried (it never will): h is not called, and the task
-// goes to the dead letters at once, kind KindDecode, with an error that
+// goes to the dead letters at once, reason ReasonDecode, with an error that
 // wraps ErrDecode and names T. Serve a queue with it with Worker.Handle.
 // A nil h gives a nil Handler.
 func Typed[T any](codec Codec[T], h TypedHandler[T]) Handler {
@@ -107,7 +107,7 @@ func Typed[T any](codec Codec[T], h TypedHandler[T]) Handler {
 	return func(ctx context.Context, p *Process) error {
 		var v T
 		if err := codec.Unmarshal(p.Task(), &v); err != nil {
-			return WithKind(KindDecode, Permanent(fmt.Errorf("%w into %s: %w", ErrDecode, typeName[T](), err)))
+			return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w into %s: %w", ErrDecode, typeName[T](), err)))
 		}
 		return h(ctx, p, v)
 	}

@@ -35,7 +35,7 @@ func TestEnqueueJSONHandleJSON(t *testing.T) {
 }
 
 // A payload that does not decode goes to the dead letters on its first
-// attempt, kind decode, with an error naming the type; the handler is
+// attempt, reason decode, with an error naming the type; the handler is
 // never called, and the error reaches middleware wrapping ErrDecode.
 func TestUndecodablePayloadIsDeadLettered(t *testing.T) {
 	t.Parallel()
@@ -59,8 +59,8 @@ func TestUndecodablePayloadIsDeadLettered(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Wait(ctx, "signups", id)
 	require.NoError(t, err)
-	assert.Equal(t, TaskDead, out.Status)
-	assert.Equal(t, KindDecode, out.Kind)
+	assert.Equal(t, OutcomeDead, out.Status)
+	assert.Equal(t, ReasonDecode, out.Reason)
 	assert.Equal(t, 1, out.Attempts)
 	assert.Contains(t, out.Error, "does not decode into worqr.signup")
 
@@ -73,7 +73,7 @@ func TestUndecodablePayloadIsDeadLettered(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	assert.Equal(t, id, dead[0].ID)
-	assert.Equal(t, KindDecode, dead[0].Kind)
+	assert.Equal(t, ReasonDecode, dead[0].Reason)
 	assert.Equal(t, "not json", string(dead[0].Payload))
 }
 
@@ -141,7 +141,7 @@ func TestTypedWithoutRedis(t *testing.T) {
 
 	err := h(context.Background(), NewDetachedProcess([]byte(`{"email":7}`), DetachedOptions{}))
 	assert.ErrorIs(t, err, ErrDecode)
-	assert.Equal(t, KindDecode, kindOf(err, KindPermanent))
+	assert.Equal(t, ReasonDecode, reasonOf(err, ReasonPermanent))
 	assert.Contains(t, err.Error(), "worqr.signup")
 
 	_, err = JSON[chan int]{}.Marshal(make(chan int))

@@ -230,10 +230,10 @@ func TestWaitNeverMissesATaskEndingAsItStarts(t *testing.T) {
 		switch {
 		case retain && i%2 == 0:
 			require.NoError(t, err, "round %d", i)
-			require.Equal(t, TaskSucceeded, o.Status, "round %d", i)
+			require.Equal(t, OutcomeSucceeded, o.Status, "round %d", i)
 		case retain:
 			require.NoError(t, err, "round %d", i)
-			require.Equal(t, TaskDead, o.Status, "round %d", i)
+			require.Equal(t, OutcomeDead, o.Status, "round %d", i)
 		case i%2 == 0: // finished and gone, or seen in flight
 			require.True(t, errors.Is(err, ErrNoTask) || errors.Is(err, ErrNotRetained), "round %d: %v", i, err)
 		default: // dead: still there
@@ -268,9 +268,9 @@ func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	require.NoError(t, err)
 	plain, err := c.EnqueueBatch(ctx, "q", tasks)
 	require.NoError(t, err)
-	high, err := c.Enqueue(ctx, "q", []byte("high"), Retain(time.Hour), WithPriority(PriorityHigh))
+	high, err := c.Enqueue(ctx, "q", []byte("high"), Retain(time.Hour), HighPriority())
 	require.NoError(t, err)
-	low, err := c.Enqueue(ctx, "q", []byte("low"), Retain(time.Hour), WithPriority(PriorityLow))
+	low, err := c.Enqueue(ctx, "q", []byte("low"), Retain(time.Hour), LowPriority())
 	require.NoError(t, err)
 	later, err := c.Enqueue(ctx, "q", []byte("later"), Retain(time.Hour), In(time.Hour))
 	require.NoError(t, err)
@@ -304,7 +304,7 @@ func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	})
 	require.Empty(t, outcomes)
 	require.NoError(t, p.Finish(ctx))
-	assert.Equal(t, TaskSucceeded, recv(t, outcomes, 10*time.Second, "the outcome").Status)
+	assert.Equal(t, OutcomeSucceeded, recv(t, outcomes, 10*time.Second, "the outcome").Status)
 }
 
 // The look that tells why no outcome will come reads a queue's waiting
@@ -414,7 +414,7 @@ func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 		return math.IsInf(score, 1)
 	}
 	var ids []string
-	for _, opts := range [][]EnqueueOption{{}, {In(time.Hour)}, {WithPriority(PriorityHigh)}, {AtFront()}} {
+	for _, opts := range [][]EnqueueOption{{}, {In(time.Hour)}, {HighPriority()}, {AtFront()}} {
 		id, err := c.Enqueue(ctx, "q", []byte("x"), append(opts, Retain(time.Hour))...)
 		require.NoError(t, err)
 		ids = append(ids, id)

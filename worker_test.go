@@ -124,9 +124,9 @@ func TestExactlyOneFinishSucceeds(t *testing.T) {
 	assert.EqualValues(t, 1, ok.Load())
 	assert.EqualValues(t, 7, lost.Load())
 
-	require.NoError(t, ps[1].Stop(ctx))
+	require.NoError(t, ps[1].Requeue(ctx))
 	assert.ErrorIs(t, ps[1].Finish(ctx), ErrProcessLost)
-	assert.ErrorIs(t, ps[1].Stop(ctx), ErrProcessLost)
+	assert.ErrorIs(t, ps[1].Requeue(ctx), ErrProcessLost)
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "the stopped task is queued once")
 	<-ps[0].Done()
 	<-ps[1].Done()
@@ -161,7 +161,7 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 		return err == nil
 	})
 	assert.Equal(t, "t0000", string(taken.Task()))
-	assert.ErrorIs(t, held.Stop(ctx), ErrProcessLost)
+	assert.ErrorIs(t, held.Requeue(ctx), ErrProcessLost)
 	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
 	assert.Empty(t, waiting(t, c, "q"), "the zombie's stop requeued nothing")
 	require.NoError(t, taken.Finish(ctx))
@@ -347,7 +347,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 }
 
 // Semantics 6: stop puts the task at the back and wakes the queue.
-func TestStopRequeuesAtTheBack(t *testing.T) {
+func TestRequeueGoesToTheBack(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
@@ -359,11 +359,11 @@ func TestStopRequeuesAtTheBack(t *testing.T) {
 	expectMessage(t, events, "w1")
 	assert.Equal(t, []string{"t0001", "t0000"}, waiting(t, c, "q"))
 	<-p.Done()
-	assert.ErrorIs(t, p.Err(), errEnded)
+	assert.ErrorIs(t, p.Err(), ErrProcessEnded)
 }
 
-// Fail gives every task back at once and deregisters, without a TTL wait.
-func TestFailReturnsEverythingAtOnce(t *testing.T) {
+// Close gives every task back at once and deregisters, without a TTL wait.
+func TestCloseReturnsEverythingAtOnce(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute})
@@ -375,7 +375,7 @@ func TestFailReturnsEverythingAtOnce(t *testing.T) {
 	dequeueAll(t, w, "b", 1)
 	id := w.ID()
 
-	require.NoError(t, w.Fail(ctx))
+	require.NoError(t, w.Close(ctx))
 	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0003"}, waiting(t, c, "a"))
 	assert.Equal(t, []string{"t0000"}, waiting(t, c, "b"))
 	assert.False(t, leaseLive(t, c, id))

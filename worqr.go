@@ -71,18 +71,21 @@ var (
 	// it could not renew it in time: it takes no work until it has
 	// registered again under a new id.
 	ErrWorkerFenced = errors.New("worker fenced (lease lost)")
-	// ErrProcessLost is returned by Finish, Stop and Check when the process
-	// no longer belongs to this worker: it was reclaimed by peers, given
-	// back by StopWork, Fail or Close, or already finished or stopped.
-	// Nothing was changed in Redis.
+	// ErrProcessLost is returned by Finish, Requeue and Status when the
+	// process no longer belongs to this worker: it was reclaimed by peers,
+	// given back by StopWork, Shutdown or Close, or already finished or
+	// requeued. Nothing was changed in Redis.
 	ErrProcessLost = errors.New("process lost")
-	// ErrTaskCancelled is returned by Stop and Check for a process whose
-	// task was cancelled; Stop dropped it instead of requeuing it. Wait
-	// returns it for a cancelled task (see Wait).
+	// ErrProcessEnded is a process's Err once its own Finish, Requeue,
+	// Retry or DeadLetter has ended it.
+	ErrProcessEnded = errors.New("process ended")
+	// ErrTaskCancelled is returned by Requeue and Status for a process
+	// whose task was cancelled; Requeue dropped it instead of requeuing
+	// it. Wait returns it for a cancelled task (see Wait).
 	ErrTaskCancelled = errors.New("task cancelled")
-	// ErrQueueDeleted is returned by Stop and Check for a process whose
-	// queue was deleted; Stop dropped it instead of recreating the queue.
-	// Wait returns it for a task of a deleted queue (see Wait).
+	// ErrQueueDeleted is returned by Requeue and Status for a process
+	// whose queue was deleted; Requeue dropped it instead of recreating
+	// the queue. Wait returns it for a task of a deleted queue (see Wait).
 	ErrQueueDeleted = errors.New("queue deleted")
 	// ErrNoQueue is returned by Pause, Resume, SetConcurrency and
 	// SetRateLimit for a queue that does not exist (Queues does not list
@@ -138,7 +141,7 @@ type Options struct {
 	// PoisonLimit is the poison-pill guard: a task whose holding workers
 	// died soon after starting it (within twice the reclaiming worker's
 	// TTL) this many times in a row goes to the dead letters, kind
-	// KindPoison, instead of killing worker after worker. A death counts
+	// ReasonPoison, instead of killing worker after worker. A death counts
 	// only when the task was never held for that long (so a persistent
 	// task is never buried by its holders' restarts), and the holder had
 	// been up for that window before it started the task or the task

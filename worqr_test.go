@@ -208,7 +208,6 @@ func TestBadInput(t *testing.T) {
 		require.NoError(t, w.Close(ctx))
 		require.NoError(t, w.Close(ctx), "second Close")
 		for name, err := range map[string]error{
-			"Fail":      w.Fail(ctx),
 			"Dequeue":   second(w.Dequeue(ctx, "q")),
 			"StartWork": w.StartWork(ctx, "other", Events{}),
 		} {

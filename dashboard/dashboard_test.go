@@ -53,7 +53,7 @@ func TestPagesRender(t *testing.T) {
 
 	code, body = e.get("/queue?q=" + qx("emails"))
 	require.Equal(t, http.StatusOK, code, body)
-	for _, s := range []string{"waits-1", "waits-2", "later", "to-run", "to-die", "boom: &lt;b&gt;bad&lt;/b&gt;", worqr.KindManual, inFlight, dead, `value="pause"`, `name="n"`} {
+	for _, s := range []string{"waits-1", "waits-2", "later", "to-run", "to-die", "boom: &lt;b&gt;bad&lt;/b&gt;", worqr.ReasonManual, inFlight, dead, `value="pause"`, `name="n"`} {
 		assert.Contains(t, body, s)
 	}
 

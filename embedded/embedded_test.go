@@ -57,7 +57,7 @@ func TestStartGivesAWorkingClient(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Wait(ctx, "q", id)
 	require.NoError(t, err)
-	assert.Equal(t, worqr.TaskSucceeded, out.Status)
+	assert.Equal(t, worqr.OutcomeSucceeded, out.Status)
 	assert.Equal(t, "did it", string(out.Result))
 	require.NoError(t, w.Shutdown(ctx))
 }

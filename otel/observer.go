@@ -38,7 +38,7 @@ const (
 	ScopeQueue = "queue"
 )
 
-// Observer records OpenTelemetry metrics of what one process's worqr
+// Observer records OpenTelemetry metrics of what one program's worqr
 // Client and Workers do. Pass it as worqr.Options.Observer; it implements
 // every worqr observer interface. Safe for concurrent use.
 //
@@ -110,18 +110,18 @@ func NewObserver(opts Options) (*Observer, error) {
 		return h
 	}
 	o := &Observer{
-		enqueued:      counter("worqr.tasks.enqueued", "{task}", "Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task)."),
-		enqueueErrors: counter("worqr.enqueue.errors", "{error}", "Enqueue and EnqueueBatch calls of this process that failed."),
-		started:       counter("worqr.tasks.started", "{task}", "Processes started by this process's workers: every attempt of a task counts."),
-		finished:      counter("worqr.tasks.finished", "{task}", "Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost)."),
+		enqueued:      counter("worqr.tasks.enqueued", "{task}", "Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task)."),
+		enqueueErrors: counter("worqr.enqueue.errors", "{error}", "Enqueue and EnqueueBatch calls of this program that failed."),
+		started:       counter("worqr.tasks.started", "{task}", "Processes started by this program's workers: every attempt of a task counts."),
+		finished:      counter("worqr.tasks.finished", "{task}", "Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost)."),
 		duration: histogram("worqr.process.duration",
 			"How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock.", opts.DurationBuckets),
 		pickup: histogram("worqr.pickup.latency",
 			"Time from a task's enqueue to its first start (first attempts only; a delayed task's delay included). "+
-				"The enqueue time is by the Redis clock, the start by this process's clock: skew between the two shifts it (negative values count as 0).", opts.PickupBuckets),
-		reclaims:  counter("worqr.reclaims", "{reclaim}", "Dead workers whose tasks this process's workers returned to their queues."),
-		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this process's workers returned to their queues."),
-		fences:    counter("worqr.fences", "{fence}", `Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
+				"The enqueue time is by the Redis clock, the start by this program's clock: skew between the two shifts it (negative values count as 0).", opts.PickupBuckets),
+		reclaims:  counter("worqr.reclaims", "{reclaim}", "Dead workers whose tasks this program's workers returned to their queues."),
+		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this program's workers returned to their queues."),
+		fences:    counter("worqr.fences", "{fence}", `Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
 		kinds:     queuestats.NewKinds(opts.MaxKinds),
 		queues:    queuestats.NewQueues(opts.MaxQueues),
 	}

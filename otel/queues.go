@@ -56,7 +56,7 @@ type QueueMetricsOptions struct {
 // RegisterQueueMetrics registers asynchronous instruments that read, each
 // time the meter's reader collects, the sizes of the queues and the number
 // of live workers from Redis through client: numbers shared by every
-// process, so register them in one process (or aggregate with max, not
+// program, so register them in one program (or aggregate with max, not
 // sum). A collection makes four reads per queue (the in-flight count
 // reads the processes' payloads) and two more, bounded by opts;
 // collections that overlap share one read. Unregister the returned

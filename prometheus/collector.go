@@ -73,7 +73,7 @@ type Collector struct {
 	onError func(error)
 
 	tasks, oldest, queues, workers, took *prometheus.Desc
-	errors                       prometheus.Counter
+	errors                               prometheus.Counter
 }
 
 var _ prometheus.Collector = (*Collector)(nil)

@@ -8,7 +8,7 @@
 // run and of the time tasks wait before their first start. A Collector
 // reads, on each scrape, the sizes of the queues from Redis (waiting,
 // delayed, in flight, dead letters) and the number of live workers: the
-// same for every process, so one process (or a sidecar) should register
+// same for every program, so one program (or a sidecar) should register
 // it.
 //
 // Names follow Prometheus's conventions: the worqr_ prefix, _total on

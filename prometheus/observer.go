@@ -71,7 +71,7 @@ type ObserverOptions struct {
 	MaxQueues int
 }
 
-// Observer counts what one process's worqr Client and Workers do, as
+// Observer counts what one program's worqr Client and Workers do, as
 // Prometheus metrics. Pass it as worqr.Options.Observer and register it
 // with a prometheus.Registerer; it implements every worqr observer
 // interface and prometheus.Collector. Its metrics are local to the
@@ -85,13 +85,13 @@ type ObserverOptions struct {
 //
 // Metrics:
 //
-//	worqr_tasks_enqueued_total{queue}          tasks enqueued by this process
+//	worqr_tasks_enqueued_total{queue}          tasks enqueued by this program
 //	worqr_enqueue_errors_total{queue}          Enqueue and EnqueueBatch calls that failed
 //	worqr_tasks_started_total{queue,kind}      processes started (every attempt)
 //	worqr_tasks_finished_total{queue,kind,outcome}  processes ended, by worqr.Outcome
 //	worqr_process_duration_seconds{queue,kind,outcome}  histogram: dequeue to end
 //	worqr_pickup_latency_seconds{queue,kind}   histogram: enqueue to first start
-//	worqr_reclaims_total                       dead workers whose tasks this process returned
+//	worqr_reclaims_total                       dead workers whose tasks this program returned
 //	worqr_tasks_reclaimed_total                tasks so returned to their queues
 //	worqr_fences_total{scope}                  fences: scope "worker" or "queue"
 type Observer struct {
@@ -134,13 +134,13 @@ func NewObserver(opts ObserverOptions) *Observer {
 	}
 	o := &Observer{
 		enqueued: counter("worqr_tasks_enqueued_total",
-			"Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).", "queue"),
+			"Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task).", "queue"),
 		enqueueErrors: counter("worqr_enqueue_errors_total",
-			"Enqueue and EnqueueBatch calls of this process that failed.", "queue"),
+			"Enqueue and EnqueueBatch calls of this program that failed.", "queue"),
 		started: counter("worqr_tasks_started_total",
-			"Processes started by this process's workers: every attempt of a task counts.", "queue", "kind"),
+			"Processes started by this program's workers: every attempt of a task counts.", "queue", "kind"),
 		finished: counter("worqr_tasks_finished_total",
-			"Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "kind", "outcome"),
+			"Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "kind", "outcome"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        "worqr_process_duration_seconds",
 			Help:        "How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock, by queue and outcome.",
@@ -150,18 +150,18 @@ func NewObserver(opts ObserverOptions) *Observer {
 		pickup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "worqr_pickup_latency_seconds",
 			Help: "Time from a task's enqueue to its first start (first attempts only; a delayed task's delay included). " +
-				"The enqueue time is by the Redis clock, the start by this process's clock: skew between the two shifts it (negative values count as 0).",
+				"The enqueue time is by the Redis clock, the start by this program's clock: skew between the two shifts it (negative values count as 0).",
 			ConstLabels: opts.ConstLabels,
 			Buckets:     buckets(opts.PickupBuckets),
 		}, []string{"queue", "kind"}),
 		reclaims: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "worqr_reclaims_total", Help: "Dead workers whose tasks this process's workers returned to their queues.", ConstLabels: opts.ConstLabels,
+			Name: "worqr_reclaims_total", Help: "Dead workers whose tasks this program's workers returned to their queues.", ConstLabels: opts.ConstLabels,
 		}),
 		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "worqr_tasks_reclaimed_total", Help: "Tasks of dead workers that this process's workers returned to their queues.", ConstLabels: opts.ConstLabels,
+			Name: "worqr_tasks_reclaimed_total", Help: "Tasks of dead workers that this program's workers returned to their queues.", ConstLabels: opts.ConstLabels,
 		}),
 		fences: counter("worqr_fences_total",
-			`Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
+			`Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
 		kinds:  queuestats.NewKinds(opts.MaxKinds),
 		queues: queuestats.NewQueues(opts.MaxQueues),
 	}

@@ -85,16 +85,16 @@ func TestObserverCountsTasksThroughAWorker(t *testing.T) {
 	})
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this process that failed.
+# HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this program that failed.
 # TYPE worqr_enqueue_errors_total counter
 worqr_enqueue_errors_total{queue="mail"} 0
-# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task).
 # TYPE worqr_tasks_enqueued_total counter
 worqr_tasks_enqueued_total{queue="mail"} 4
-# HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
+# HELP worqr_tasks_started_total Processes started by this program's workers: every attempt of a task counts.
 # TYPE worqr_tasks_started_total counter
 worqr_tasks_started_total{kind="",queue="mail"} 5
-# HELP worqr_tasks_finished_total Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
+# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
 # TYPE worqr_tasks_finished_total counter
 worqr_tasks_finished_total{kind="",outcome="cancelled",queue="mail"} 0
 worqr_tasks_finished_total{kind="",outcome="dead",queue="mail"} 1
@@ -102,10 +102,10 @@ worqr_tasks_finished_total{kind="",outcome="deleted",queue="mail"} 0
 worqr_tasks_finished_total{kind="",outcome="lost",queue="mail"} 0
 worqr_tasks_finished_total{kind="",outcome="retried",queue="mail"} 1
 worqr_tasks_finished_total{kind="",outcome="succeeded",queue="mail"} 3
-# HELP worqr_reclaims_total Dead workers whose tasks this process's workers returned to their queues.
+# HELP worqr_reclaims_total Dead workers whose tasks this program's workers returned to their queues.
 # TYPE worqr_reclaims_total counter
 worqr_reclaims_total 0
-# HELP worqr_fences_total Times this process's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.
+# HELP worqr_fences_total Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.
 # TYPE worqr_fences_total counter
 worqr_fences_total{scope="queue"} 0
 worqr_fences_total{scope="worker"} 0
@@ -143,13 +143,13 @@ func TestObserverLabelsKindsUpToMaxKinds(t *testing.T) {
 
 	var want strings.Builder
 	want.WriteString(`
-# HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
+# HELP worqr_tasks_started_total Processes started by this program's workers: every attempt of a task counts.
 # TYPE worqr_tasks_started_total counter
 worqr_tasks_started_total{kind="",queue="jobs"} 1
 worqr_tasks_started_total{kind="(other)",queue="jobs"} 2
 worqr_tasks_started_total{kind="a",queue="jobs"} 2
 worqr_tasks_started_total{kind="b",queue="jobs"} 1
-# HELP worqr_tasks_finished_total Processes of this process's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
+# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
 # TYPE worqr_tasks_finished_total counter
 `)
 	for _, k := range []struct {
@@ -206,10 +206,10 @@ func TestObserverCountsEnqueueErrors(t *testing.T) {
 	require.Error(t, err)
 	m.SetError("")
 	require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(`
-# HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this process that failed.
+# HELP worqr_enqueue_errors_total Enqueue and EnqueueBatch calls of this program that failed.
 # TYPE worqr_enqueue_errors_total counter
 worqr_enqueue_errors_total{queue="invoices",service="billing"} 1
-# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task).
 # TYPE worqr_tasks_enqueued_total counter
 worqr_tasks_enqueued_total{queue="invoices",service="billing"} 0
 `), "worqr_enqueue_errors_total", "worqr_tasks_enqueued_total"))
@@ -237,12 +237,12 @@ func TestObserverBoundsTheQueueLabel(t *testing.T) {
 	}
 	require.NoError(t, w.Shutdown(ctx))
 	require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(`
-# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task).
 # TYPE worqr_tasks_enqueued_total counter
 worqr_tasks_enqueued_total{queue="(other)"} 2
 worqr_tasks_enqueued_total{queue="tenant-1"} 2
 worqr_tasks_enqueued_total{queue="tenant-2"} 1
-# HELP worqr_tasks_started_total Processes started by this process's workers: every attempt of a task counts.
+# HELP worqr_tasks_started_total Processes started by this program's workers: every attempt of a task counts.
 # TYPE worqr_tasks_started_total counter
 worqr_tasks_started_total{kind="",queue="(other)"} 2
 worqr_tasks_started_total{kind="",queue="tenant-1"} 2
@@ -314,7 +314,7 @@ func TestQueueNamesThatAreNotUTF8(t *testing.T) {
 		return counterValue(t, reg, "worqr_tasks_finished_total", map[string]string{"queue": "jobs-\uFFFD", "outcome": "succeeded"}) == 1
 	})
 	want := strings.ReplaceAll(`
-# HELP worqr_tasks_enqueued_total Tasks enqueued by this process (Enqueue and EnqueueBatch calls that succeeded, counted per task).
+# HELP worqr_tasks_enqueued_total Tasks enqueued by this program (Enqueue and EnqueueBatch calls that succeeded, counted per task).
 # TYPE worqr_tasks_enqueued_total counter
 worqr_tasks_enqueued_total{queue="jobs-\uFFFD"} 1
 # HELP worqr_queue_tasks Tasks of a queue by state: waiting (ready to run), delayed (scheduled, or waiting out a retry backoff), in_flight (held by a worker), dead (dead letters).

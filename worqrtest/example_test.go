@@ -58,9 +58,9 @@ func ExampleRunPolicy() {
 		return
 	}
 	for _, a := range res.Attempts {
-		fmt.Printf("attempt %d: %s %q, next after %v\n", a.Number, a.Outcome, a.Kind, a.Delay)
+		fmt.Printf("attempt %d: %s %q, next after %v\n", a.Number, a.Outcome, a.Reason, a.Delay)
 	}
-	fmt.Println(res.Outcome.Status, res.Outcome.Kind, res.Outcome.Error)
+	fmt.Println(res.Outcome.Status, res.Outcome.Reason, res.Outcome.Error)
 	// Output:
 	// attempt 1: retried "", next after 1m0s
 	// attempt 2: retried "", next after 2m0s

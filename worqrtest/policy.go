@@ -77,11 +77,11 @@ type Attempt struct {
 	// worqr.ErrHandlerPanicked, a handler whose time ran out wrapped with
 	// worqr.ErrTaskTimeout; nil if it succeeded.
 	Err error
-	// Kind is the failure's kind: for the attempt that sent the task to
-	// the dead letters, the kind of its dead letter (worqr.KindExhausted,
-	// KindPanic...); for another, the kind its error carries (see
-	// worqr.KindOf), "" if none.
-	Kind string
+	// Reason is why the attempt failed: for the attempt that sent the
+	// task to the dead letters, its dead letter's reason
+	// (worqr.ReasonExhausted, ReasonPanic...); for another, the reason its
+	// error carries (see worqr.ReasonOf), "" if none.
+	Reason string
 	// Delay is the delay the policy put before the next attempt (its
 	// Backoff's answer, or a worqr.RetryAfter error's), before Scale; 0
 	// if the attempt was not retried by the policy.
@@ -93,8 +93,8 @@ type Attempt struct {
 type PolicyResult struct {
 	Attempts []Attempt
 	// Outcome is the task's outcome, as worqr.Client.Wait returns it:
-	// Status worqr.TaskSucceeded (with the Result its handler set) or
-	// worqr.TaskDead (with the dead letter's Kind and Error).
+	// Status worqr.OutcomeSucceeded (with the Result its handler set) or
+	// worqr.OutcomeDead (with the dead letter's Reason and Error).
 	Outcome worqr.TaskOutcome
 }
 
@@ -172,7 +172,7 @@ func RunPolicy(ctx context.Context, h worqr.Handler, payload []byte, opts Policy
 		return res, fmt.Errorf("worqrtest: run policy: %w", err)
 	}
 	if last := len(res.Attempts) - 1; last >= 0 && res.Attempts[last].Outcome == worqr.OutcomeDead {
-		res.Attempts[last].Kind = res.Outcome.Kind
+		res.Attempts[last].Reason = res.Outcome.Reason
 	}
 	return res, nil
 }
@@ -298,7 +298,7 @@ func (r *recorder) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
 		if a.processID != e.ProcessID {
 			continue
 		}
-		a.End, a.Outcome, a.Err, a.Kind = time.Now(), e.Outcome, e.Err, worqr.KindOf(e.Err)
+		a.End, a.Outcome, a.Err, a.Reason = time.Now(), e.Outcome, e.Err, worqr.ReasonOf(e.Err)
 		if e.Outcome == worqr.OutcomeRetried {
 			a.Delay = r.delays[e.Attempt]
 		}

@@ -47,7 +47,7 @@ func policyOptions(t *testing.T, opts worqrtest.PolicyOptions) worqrtest.PolicyO
 func panics(context.Context, *worqr.Process) error { panic("nil map") }
 
 // A panic in Run's handler is recovered and becomes the error a worker
-// would retry (or, with PanicIsPermanent, dead-letter), of kind panic,
+// would retry (or, with PanicIsPermanent, dead-letter), reason panic,
 // logged with its stack as a worker logs it: it does not crash the test.
 func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 	t.Parallel()
@@ -59,7 +59,7 @@ func TestRunRecoversAPanicAsAWorkerDoes(t *testing.T) {
 	}, []byte("x"), worqrtest.RunOptions{Queue: "q", Logger: logger})
 	require.ErrorIs(t, err, worqr.ErrHandlerPanicked)
 	assert.EqualError(t, err, "handler panicked: nil map")
-	assert.Equal(t, worqr.KindPanic, worqr.KindOf(err))
+	assert.Equal(t, worqr.ReasonPanic, worqr.ReasonOf(err))
 	assert.False(t, worqr.IsPermanent(err), "retried, as a worker would")
 	assert.Equal(t, "partial", string(result))
 	assert.Contains(t, logs.String(), "worqr: handler panicked")
@@ -128,18 +128,18 @@ func TestRunPolicyDeadAfterItsAttempts(t *testing.T) {
 		[]worqr.Outcome{res.Attempts[0].Outcome, res.Attempts[1].Outcome, res.Attempts[2].Outcome})
 	assert.Equal(t, []time.Duration{time.Minute, 2 * time.Minute, 0},
 		[]time.Duration{res.Attempts[0].Delay, res.Attempts[1].Delay, res.Attempts[2].Delay}, "the policy's delays, unscaled")
-	assert.Equal(t, []string{"", "", worqr.KindExhausted}, []string{res.Attempts[0].Kind, res.Attempts[1].Kind, res.Attempts[2].Kind})
+	assert.Equal(t, []string{"", "", worqr.ReasonExhausted}, []string{res.Attempts[0].Reason, res.Attempts[1].Reason, res.Attempts[2].Reason})
 	mu.Lock()
 	assert.Equal(t, []int{1, 2}, asked)
 	mu.Unlock()
 
-	assert.Equal(t, worqr.TaskDead, res.Outcome.Status)
-	assert.Equal(t, worqr.KindExhausted, res.Outcome.Kind)
+	assert.Equal(t, worqr.OutcomeDead, res.Outcome.Status)
+	assert.Equal(t, worqr.ReasonExhausted, res.Outcome.Reason)
 	assert.Equal(t, "smtp down", res.Outcome.Error)
 	assert.Equal(t, 3, res.Outcome.Attempts)
 }
 
-// A panic under RunPolicy is what a worker makes of it: retried, of kind
+// A panic under RunPolicy is what a worker makes of it: retried, reason
 // panic, and dead-lettered as panic when the attempts run out, or at
 // once with PanicIsPermanent.
 func TestRunPolicyPanics(t *testing.T) {
@@ -151,12 +151,12 @@ func TestRunPolicyPanics(t *testing.T) {
 	require.Len(t, res.Attempts, 2)
 	for _, a := range res.Attempts {
 		assert.ErrorIs(t, a.Err, worqr.ErrHandlerPanicked)
-		assert.Equal(t, worqr.KindPanic, a.Kind)
+		assert.Equal(t, worqr.ReasonPanic, a.Reason)
 	}
 	assert.Equal(t, worqr.OutcomeRetried, res.Attempts[0].Outcome)
 	assert.Positive(t, res.Attempts[0].Delay, "DefaultBackoff's delay")
-	assert.Equal(t, worqr.TaskDead, res.Outcome.Status)
-	assert.Equal(t, worqr.KindPanic, res.Outcome.Kind)
+	assert.Equal(t, worqr.OutcomeDead, res.Outcome.Status)
+	assert.Equal(t, worqr.ReasonPanic, res.Outcome.Reason)
 	assert.Equal(t, "handler panicked: nil map", res.Outcome.Error)
 
 	res, err = worqrtest.RunPolicy(ctxT(t), panics, nil, policyOptions(t, worqrtest.PolicyOptions{
@@ -166,12 +166,12 @@ func TestRunPolicyPanics(t *testing.T) {
 	require.Len(t, res.Attempts, 1)
 	assert.Equal(t, worqr.OutcomeDead, res.Attempts[0].Outcome)
 	assert.True(t, worqr.IsPermanent(res.Attempts[0].Err))
-	assert.Equal(t, worqr.KindPanic, res.Outcome.Kind)
+	assert.Equal(t, worqr.ReasonPanic, res.Outcome.Reason)
 }
 
 // The task's own options override the queue's; a RetryAfter's delay is
 // recorded and scaled as the backoff's is; a handler that runs out of
-// time fails with kind timeout; a success ends the run with its result.
+// time fails with reason timeout; a success ends the run with its result.
 func TestRunPolicyOptionsRetryAfterAndTimeout(t *testing.T) {
 	t.Parallel()
 	res, err := worqrtest.RunPolicy(ctxT(t), func(ctx context.Context, p *worqr.Process) error {
@@ -194,11 +194,11 @@ func TestRunPolicyOptionsRetryAfterAndTimeout(t *testing.T) {
 	assert.Equal(t, time.Hour, res.Attempts[0].Delay, "RetryAfter's, unscaled")
 	assert.EqualError(t, res.Attempts[0].Err, "rate limited")
 	assert.ErrorIs(t, res.Attempts[1].Err, worqr.ErrTaskTimeout)
-	assert.Equal(t, worqr.KindTimeout, res.Attempts[1].Kind)
+	assert.Equal(t, worqr.ReasonTimeout, res.Attempts[1].Reason)
 	assert.Equal(t, worqr.OutcomeRetried, res.Attempts[1].Outcome)
 	assert.Equal(t, worqr.OutcomeSucceeded, res.Attempts[2].Outcome)
 	assert.NoError(t, res.Attempts[2].Err)
-	assert.Equal(t, worqr.TaskSucceeded, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeSucceeded, res.Outcome.Status)
 	assert.Equal(t, "sent", string(res.Outcome.Result))
 	assert.Equal(t, "mail", res.Outcome.Queue)
 }
@@ -233,7 +233,7 @@ func TestRunPolicyJSON(t *testing.T) {
 		return nil
 	}, welcome{Email: "ada@example.com"}, policyOptions(t, worqrtest.PolicyOptions{}))
 	require.NoError(t, err)
-	assert.Equal(t, worqr.TaskSucceeded, res.Outcome.Status)
+	assert.Equal(t, worqr.OutcomeSucceeded, res.Outcome.Status)
 	assert.Equal(t, welcome{Email: "ada@example.com"}, got)
 
 	res, err = worqrtest.RunPolicy(ctxT(t), worqr.Typed(worqr.JSON[welcome]{}, func(context.Context, *worqr.Process, welcome) error {
@@ -242,7 +242,7 @@ func TestRunPolicyJSON(t *testing.T) {
 	}), []byte("{"), policyOptions(t, worqrtest.PolicyOptions{}))
 	require.NoError(t, err)
 	require.Len(t, res.Attempts, 1)
-	assert.Equal(t, worqr.KindDecode, res.Outcome.Kind)
+	assert.Equal(t, worqr.ReasonDecode, res.Outcome.Reason)
 	assert.ErrorIs(t, res.Attempts[0].Err, worqr.ErrDecode)
 }
 

@@ -51,7 +51,7 @@ type RunOptions struct {
 // would dead-letter it, any other would retry it. A panic in h is
 // recovered and logged as a worker does it, and returned as the error a
 // worker would retry (or, with PanicIsPermanent, dead-letter): one that
-// errors.Is matches to worqr.ErrHandlerPanicked, of kind worqr.KindPanic.
+// errors.Is matches to worqr.ErrHandlerPanicked, with reason worqr.ReasonPanic.
 // A process's Finish, Requeue, Retry, DeadLetter and Status return
 // worqr.ErrDetached. To see what the retry policy then does with the
 // errors, attempt after attempt, see RunPolicy.

@@ -186,7 +186,7 @@ func runPriorities(ctx context.Context, b *bench) (*result, error) {
 	run := uuid.NewString()[:8]
 	res := &result{}
 	opts := worqr.HandleOptions{Concurrency: b.cfg.concurrency}
-	levels := []worqr.Priority{worqr.PriorityHigh, worqr.PriorityNormal, worqr.PriorityLow}
+	levels := [][]worqr.EnqueueOption{{worqr.HighPriority()}, nil, {worqr.LowPriority()}} // high, normal, low
 	load := func(three bool) func(*worqr.Client) error {
 		return func(c *worqr.Client) error {
 			if !three {
@@ -200,7 +200,7 @@ func runPriorities(ctx context.Context, b *bench) (*result, error) {
 						for i := start + li; i < start+n; i += len(levels) {
 							tasks = append(tasks, payload(run, qi*perQueue+i))
 						}
-						if _, err := c.EnqueueBatch(ctx, q, tasks, worqr.WithPriority(level)); err != nil {
+						if _, err := c.EnqueueBatch(ctx, q, tasks, level...); err != nil {
 							return err
 						}
 					}

@@ -31,9 +31,9 @@ func runMultiqueue(ctx context.Context, b *bench) (*result, error) {
 		d, err = drainWith(ctx, b, queues, total/3, func(ctx context.Context, w *worqr.Worker, h worqr.Handler) error {
 			specs := make([]worqr.QueueSpec, len(queues))
 			for i, q := range queues {
-				specs[i] = worqr.QueueSpec{Queue: q, Handler: h, Weight: len(queues) - i}
+				specs[i] = worqr.QueueSpec{Queue: q, Handler: h, Share: len(queues) - i}
 			}
-			return w.HandleQueues(ctx, specs, worqr.PoolOptions{Concurrency: conc, Order: worqr.OrderWeighted})
+			return w.HandleQueues(ctx, specs, worqr.PoolOptions{Concurrency: conc, Order: worqr.OrderShared})
 		})
 		if err != nil {
 			return nil, err

@@ -397,7 +397,7 @@ func (info *taskInfo) dueUs() int64 {
 // deadLetter is a dead letter as the checker read it from Redis.
 type deadLetter struct {
 	id       string
-	kind     string
+	reason   string
 	err      string // the error recorded with it
 	attempts int    // the task's starts
 }
@@ -481,7 +481,7 @@ type verdict struct {
 	// The lifecycle: runs whose handler failed, and of those the ones
 	// retried; runs that timed out, and those no plan called for; the
 	// delayed tasks; starts before their due time (a delay or a retry's
-	// backoff); the jobs' dead letters by kind, and the poison verdicts
+	// backoff); the jobs' dead letters by reason, and the poison verdicts
 	// the ledger explains; failed runs whose outcome write may have gone
 	// through though the worker heard "lost" (its reply was lost and the
 	// write sent again); and tasks that did not end as planned.
@@ -489,7 +489,7 @@ type verdict struct {
 	timeouts, unplanned int
 	delayed             int
 	early               []string
-	deadByKind          map[string]int
+	deadByReason        map[string]int
 	poisonExplained     int
 	ambiguous           int
 	endings             []string
@@ -507,7 +507,7 @@ type verdict struct {
 func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter, t0 int64) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := verdict{fences: l.fences, problems: slices.Clone(l.problems), deadByKind: make(map[string]int)}
+	v := verdict{fences: l.fences, problems: slices.Clone(l.problems), deadByReason: make(map[string]int)}
 	names := make([]string, 0, len(tasks))
 	for t := range tasks {
 		names = append(names, t)
@@ -660,8 +660,8 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 			}
 			v.persistentDead += len(dead[t])
 			for _, dl := range dead[t] {
-				v.endings = append(v.endings, fmt.Sprintf("persistent task %s dead-lettered, kind %s (%s): %s",
-					t, dl.kind, dl.err, l.historyLocked(t, t0)))
+				v.endings = append(v.endings, fmt.Sprintf("persistent task %s dead-lettered, reason %s (%s): %s",
+					t, dl.reason, dl.err, l.historyLocked(t, t0)))
 			}
 			// Once the workers shut down, every persistent task waits in
 			// its queue (shutdown gives it back), once.
@@ -679,7 +679,7 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 				v.unexplained = append(v.unexplained, fmt.Sprintf("probe %s ran twice: %s", t, l.historyLocked(t, t0)))
 			}
 			for _, dl := range dead[t] {
-				v.endings = append(v.endings, fmt.Sprintf("probe %s dead-lettered, kind %s (%s)", t, dl.kind, dl.err))
+				v.endings = append(v.endings, fmt.Sprintf("probe %s dead-lettered, reason %s (%s)", t, dl.reason, dl.err))
 			}
 		}
 	}
@@ -688,9 +688,9 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 }
 
 // judgeJobLocked checks how a job ended against its plan: exactly one of
-// finished (a handler completed it) and dead-lettered, with the kind and
-// error the plan calls for, or of kind poison when as many of its holders
-// died soon after starting it; no more failed attempts than planned; no
+// finished (a handler completed it) and dead-lettered, with the reason
+// and error the plan calls for, or with reason poison when as many of its
+// holders died soon after starting it; no more failed attempts than planned; no
 // start before its due time or its retry's backoff; attempts counted up.
 func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*run, dls []deadLetter, t0 int64) {
 	pl := info.plan
@@ -751,25 +751,25 @@ func (l *ledger) judgeJobLocked(v *verdict, t string, info *taskInfo, runs []*ru
 	}
 
 	// How it ended.
-	want := pl.deadKind()
+	want := pl.deadReason()
 	if len(dls) > copies {
 		bad("dead-lettered %d times, enqueued %d", len(dls), copies)
 	}
 	for _, dl := range dls {
-		v.deadByKind[dl.kind]++
+		v.deadByReason[dl.reason]++
 		switch {
-		case dl.kind == worqr.KindPoison:
+		case dl.reason == worqr.ReasonPoison:
 			if why := l.poisonLocked(runs); why != "" {
 				bad("dead-lettered as poison (%s), but %s", dl.err, why)
 			} else {
 				v.poisonExplained++
 			}
 		case want == "":
-			bad("planned to finish, dead-lettered: kind %s (%s)", dl.kind, dl.err)
-		case dl.kind != want:
-			bad("planned to die %s, dead-lettered %s (%s)", want, dl.kind, dl.err)
+			bad("planned to finish, dead-lettered: reason %s (%s)", dl.reason, dl.err)
+		case dl.reason != want:
+			bad("planned to die %s, dead-lettered %s (%s)", want, dl.reason, dl.err)
 		case !pl.deadError(dl.err):
-			bad("dead-lettered %s with the error %q", dl.kind, dl.err)
+			bad("dead-lettered %s with the error %q", dl.reason, dl.err)
 		}
 		if single && dl.attempts < len(runs) {
 			bad("its dead letter counts %d attempts, %d runs started", dl.attempts, len(runs))

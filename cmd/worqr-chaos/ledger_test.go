@@ -301,7 +301,7 @@ func okRun(l *ledger, inst, task, pid string, t int64) {
 const gap = int64(time.Second / time.Microsecond)
 
 func exhausted(attempts int) map[string][]deadLetter {
-	return map[string][]deadLetter{"job-1.x": {{id: "1", kind: "exhausted", err: plannedFailure + "3", attempts: attempts}}}
+	return map[string][]deadLetter{"job-1.x": {{id: "1", reason: "exhausted", err: plannedFailure + "3", attempts: attempts}}}
 }
 
 func clean(t *testing.T, v verdict) {
@@ -319,8 +319,8 @@ func TestExhaustedTaskRetriedThenDead(t *testing.T) {
 	failRun(l, "w1.1", "job-1.x", "3", 10+2*gap, failPlanned, outDead)
 	v := l.judge(planned("job-1.x"), exhausted(3), 0)
 	clean(t, v)
-	if v.failedRuns != 3 || v.retried != 2 || v.duplicates != 0 || v.deadByKind["exhausted"] != 1 {
-		t.Errorf("failed %d, retried %d, duplicates %d, dead %v", v.failedRuns, v.retried, v.duplicates, v.deadByKind)
+	if v.failedRuns != 3 || v.retried != 2 || v.duplicates != 0 || v.deadByReason["exhausted"] != 1 {
+		t.Errorf("failed %d, retried %d, duplicates %d, dead %v", v.failedRuns, v.retried, v.duplicates, v.deadByReason)
 	}
 	// A reclaim in between does not use the budget up, and is a release.
 	l = newLedger()
@@ -410,12 +410,12 @@ func TestDeadLettersMustMatchThePlan(t *testing.T) {
 		dl      deadLetter
 		bad     bool
 	}{
-		{"permanent", "job-1.p", deadLetter{kind: "permanent", err: plannedPermanent, attempts: 1}, false},
-		{"permanent as exhausted", "job-1.p", deadLetter{kind: "exhausted", err: plannedPermanent, attempts: 1}, true},
-		{"exhausted too soon", "job-1.x", deadLetter{kind: "exhausted", err: plannedFailure + "2", attempts: 1}, true},
-		{"timeouts", "job-1.T", deadLetter{kind: "timeout", err: "task timed out: context deadline exceeded", attempts: 1}, false},
-		{"ordinary job dead", "job-1", deadLetter{kind: "permanent", err: "x", attempts: 1}, true},
-		{"too few attempts", "job-1.p", deadLetter{kind: "permanent", err: plannedPermanent, attempts: 0}, true},
+		{"permanent", "job-1.p", deadLetter{reason: "permanent", err: plannedPermanent, attempts: 1}, false},
+		{"permanent as exhausted", "job-1.p", deadLetter{reason: "exhausted", err: plannedPermanent, attempts: 1}, true},
+		{"exhausted too soon", "job-1.x", deadLetter{reason: "exhausted", err: plannedFailure + "2", attempts: 1}, true},
+		{"timeouts", "job-1.T", deadLetter{reason: "timeout", err: "task timed out: context deadline exceeded", attempts: 1}, false},
+		{"ordinary job dead", "job-1", deadLetter{reason: "permanent", err: "x", attempts: 1}, true},
+		{"too few attempts", "job-1.p", deadLetter{reason: "permanent", err: plannedPermanent, attempts: 0}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLedger()
@@ -448,7 +448,7 @@ func TestEndingsThatContradictThePlan(t *testing.T) {
 	// Finished, and dead too.
 	l := newLedger()
 	okRun(l, "w1.1", "job-1", "1", 10)
-	dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "x", attempts: 5}}}
+	dead := map[string][]deadLetter{"job-1": {{reason: "poison", err: "x", attempts: 5}}}
 	if v := l.judge(planned("job-1"), dead, 0); !strings.Contains(strings.Join(v.endings, "\n"), "finished, and dead-lettered") {
 		t.Errorf("finished and dead: endings %v", v.endings)
 	}
@@ -467,7 +467,7 @@ func TestEndingsThatContradictThePlan(t *testing.T) {
 	// Dead twice though enqueued once; and a dead letter no one enqueued.
 	l = newLedger()
 	failRun(l, "w1.1", "job-1.p", "1", 10, failPermanent, outDead)
-	dl := deadLetter{kind: "permanent", err: plannedPermanent, attempts: 1}
+	dl := deadLetter{reason: "permanent", err: plannedPermanent, attempts: 1}
 	dead = map[string][]deadLetter{"job-1.p": {dl, dl}, "job-9": {dl}}
 	if v := l.judge(planned("job-1.p"), dead, 0); len(v.endings) != 2 {
 		t.Errorf("endings %v", v.endings)
@@ -475,7 +475,7 @@ func TestEndingsThatContradictThePlan(t *testing.T) {
 	// A persistent task must never die.
 	l = newLedger()
 	start(l, "w1.1", "conn-0", "1", 10)
-	if v := l.judge(conn(), map[string][]deadLetter{"conn-0": {{kind: "poison"}}}, 0); len(v.endings) != 1 {
+	if v := l.judge(conn(), map[string][]deadLetter{"conn-0": {{reason: "poison"}}}, 0); len(v.endings) != 1 {
 		t.Errorf("dead persistent task: endings %v", v.endings)
 	}
 }
@@ -506,7 +506,7 @@ func TestPoisonVerdictNeedsHoldersThatDiedSoonAfterStarting(t *testing.T) {
 				}
 				at += d + 10*second
 			}
-			dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
+			dead := map[string][]deadLetter{"job-1": {{reason: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
 			v := l.judge(planned("job-1"), dead, 0)
 			if got := len(v.endings) == 0 && v.poisonExplained == 1; got != tc.ok {
 				t.Errorf("endings %v, explained %d", v.endings, v.poisonExplained)
@@ -774,7 +774,7 @@ func TestFrozenHoldersCountForThePoisonVerdict(t *testing.T) {
 		endAt(l, inst, pid, at+4503*ms, fencedCause, "")
 		at += 3000 * ms // the next holder took it while this one was frozen
 	}
-	dead := map[string][]deadLetter{"job-1": {{kind: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
+	dead := map[string][]deadLetter{"job-1": {{reason: "poison", err: "its holder died soon after starting it, 3 times", attempts: 3}}}
 	tasks := planned("job-1")
 	v := l.judge(tasks, dead, 0)
 	if len(v.endings) != 0 || v.poisonExplained != 1 || len(v.unexplained) != 0 {
@@ -802,7 +802,7 @@ func TestPersistentTaskMustBeInItsQueueAtTheEnd(t *testing.T) {
 			tasks["conn-0"].atEnd, tasks["conn-0"].checkedAtEnd = tc.atEnd, true
 			var dead map[string][]deadLetter
 			if tc.dead {
-				dead = map[string][]deadLetter{"conn-0": {{kind: "poison"}}}
+				dead = map[string][]deadLetter{"conn-0": {{reason: "poison"}}}
 			}
 			v := l.judge(tasks, dead, 0)
 			if len(v.lost) != tc.lost || len(v.endings) != tc.endings {

@@ -364,21 +364,21 @@ func runChaos(cfg config) (ok bool, err error) {
 			}
 		}
 	}
-	// Dead letters by kind: those the plans and the poison guard make,
+	// Dead letters by reason: those the plans and the poison guard make,
 	// then any other (each also a violation).
-	known := []string{worqr.KindPermanent, worqr.KindExhausted, worqr.KindTimeout, worqr.KindPoison}
+	known := []string{worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonTimeout, worqr.ReasonPoison}
 	var others []string
-	for k := range v.deadByKind {
+	for k := range v.deadByReason {
 		if !slices.Contains(known, k) {
 			others = append(others, k)
 		}
 	}
 	slices.Sort(others)
-	var deadKinds []string
+	var deadReasons []string
 	deadTotal := 0
 	for _, k := range append(known, others...) {
-		deadKinds = append(deadKinds, fmt.Sprintf("%s=%d", k, v.deadByKind[k]))
-		deadTotal += v.deadByKind[k]
+		deadReasons = append(deadReasons, fmt.Sprintf("%s=%d", k, v.deadByReason[k]))
+		deadTotal += v.deadByReason[k]
 	}
 	fmt.Printf("worqr-chaos %s: %v mode=%s seed=%d workers=%d persistent=%d tasks=%d runs=%d faults=%d (%s; skipped=%d; connections killed normal=%d pubsub=%d) fences=%d enqueue-retries=%d/%d lost=%d duplicates=%d explained=%d (released=%d retried=%d) orphans=%d overlaps=%d wedged=%d handovers=%d max-rehold=%v woken-handlers=%d (ended at most %v after SIGCONT) latency p50=%v p99=%v max=%v failures=%d (retries=%d ambiguous=%d) dead=%d (%s; poison explained=%d) persistent-dead=%d delayed=%d early=%d timeouts=%d (unplanned=%d)\n",
 		verdict, cfg.duration, cfg.mode, cfg.seed, cfg.workers, cfg.persistent, v.tasks, v.runs, total, strings.Join(kinds, " "), fa.skipped,
@@ -386,7 +386,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		len(v.lost), v.duplicates, v.explained, v.byRelease, v.byRetry, orphans, len(v.overlaps), len(wedged),
 		v.handovers, v.maxRehold.Round(10*time.Millisecond), v.thawEnds, v.maxThawEnd.Round(time.Millisecond),
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
-		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadKinds, " "), v.poisonExplained, v.persistentDead,
+		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadReasons, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
 	return len(violations) == 0, nil
 }

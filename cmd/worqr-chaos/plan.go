@@ -16,10 +16,10 @@ import (
 //
 //	job-17            ordinary work, then nil: finished
 //	job-17.f2         fails its first 2 attempts, then succeeds: finished
-//	job-17.x          always fails; MaxAttempts(3): dead, kind exhausted
-//	job-17.p          returns worqr.Permanent: dead at once, kind permanent
+//	job-17.x          always fails; MaxAttempts(3): dead, reason exhausted
+//	job-17.p          returns worqr.Permanent: dead at once, reason permanent
 //	job-17.t          outlives HandleOptions.Timeout once, then succeeds
-//	job-17.T          always outlives it; MaxAttempts(2): dead, kind timeout
+//	job-17.T          always outlives it; MaxAttempts(2): dead, reason timeout
 //	job-17.f1.d850    ... and enqueued with worqr.In(850ms)
 //
 // A handler counts the failures before it from Process.LastError (each
@@ -195,16 +195,16 @@ func (p plan) plannedTimeouts() int {
 	return 0
 }
 
-// deadKind is the dead-letter kind the task must end with, or "" if it
-// must finish.
-func (p plan) deadKind() string {
+// deadReason is the reason of the dead letter the task must end as, or ""
+// if it must finish.
+func (p plan) deadReason() string {
 	switch p.behave {
 	case behaveExhaust:
-		return worqr.KindExhausted
+		return worqr.ReasonExhausted
 	case behavePermanent:
-		return worqr.KindPermanent
+		return worqr.ReasonPermanent
 	case behaveTimeouts:
-		return worqr.KindTimeout
+		return worqr.ReasonTimeout
 	}
 	return ""
 }

@@ -11,10 +11,10 @@ func deadCommands() []*command {
 	return []*command{
 		{name: "dead", synopsis: "<queue>", group: "Dead letters", summary: "list dead letters, newest first", run: cmdDead, help: `
 Lists a queue's dead letters, newest first, a page at a time: task id,
-attempts, when it died, the kind of failure, the error's text and a
-preview of the payload, and the task's own kind when any has one
-(--json adds the worker that held it, and whole
-payloads). "worqr dead list <queue>" is the same, for a queue named like
+attempts, when it died, the reason (why it died: see worqr.WithReason),
+the error's text and a preview of the payload, and a KIND column after
+the id once any task listed has a kind ("-" for a task without) (--json
+adds the worker that held it, and whole payloads). "worqr dead list <queue>" is the same, for a queue named like
 a subcommand.`},
 		{name: "dead requeue", synopsis: "<queue> <id>|--all", group: "Dead letters", summary: "put dead letters back at the back of the queue", run: cmdDeadRequeue, help: `
 Puts the dead letter of a task back at the back of its queue, or every dead
@@ -39,8 +39,8 @@ type deadRow struct {
 	EnqueuedAt  *time.Time `json:"enqueuedAt"`
 	DiedAt      *time.Time `json:"diedAt"`
 	Worker      string     `json:"worker"`
-	Kind        string     `json:"kind"` // of failure
-	TaskKind    string     `json:"taskKind,omitempty"`
+	Kind        string     `json:"kind,omitempty"`
+	Reason      string     `json:"reason"`
 	Error       string     `json:"error"`
 	payloadJSON
 }
@@ -72,7 +72,7 @@ func cmdDead(e *env, args []string) error {
 		rows := make([]deadRow, len(ds))
 		for i, d := range ds {
 			rows[i] = deadRow{ID: d.ID, Queue: d.Queue, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts,
-				EnqueuedAt: jsonTime(d.EnqueuedAt), DiedAt: jsonTime(d.DiedAt), Worker: d.Worker, Kind: d.Kind, TaskKind: d.TaskInfo.Kind, Error: d.Error,
+				EnqueuedAt: jsonTime(d.EnqueuedAt), DiedAt: jsonTime(d.DiedAt), Worker: d.Worker, Kind: d.Kind, Reason: d.Reason, Error: d.Error,
 				payloadJSON: payloadOf(d.Payload)}
 		}
 		return e.printJSON(rows)
@@ -90,11 +90,11 @@ func cmdDead(e *env, args []string) error {
 		return nil
 	}
 	now := time.Now()
-	kinds := anyKind(ds, func(d worqr.DeadLetter) string { return d.TaskInfo.Kind })
-	t := e.table(withKind([]string{"ID", "ATTEMPTS", "DIED", "KIND", "ERROR", "SIZE", "PAYLOAD"}, 1, kinds, "TASK-KIND")...)
+	kinds := anyKind(ds, func(d worqr.DeadLetter) string { return d.Kind })
+	t := e.table(withKind([]string{"ID", "ATTEMPTS", "DIED", "REASON", "ERROR", "SIZE", "PAYLOAD"}, 1, kinds, "KIND")...)
 	for _, d := range ds {
-		t.row(withKind([]string{d.ID, itoa(d.Attempts), ago(now, d.DiedAt), escape(d.Kind), preview([]byte(d.Error), previewLen),
-			itoa(len(d.Payload)), preview(d.Payload, previewLen)}, 1, kinds, d.TaskInfo.Kind)...)
+		t.row(withKind([]string{d.ID, itoa(d.Attempts), ago(now, d.DiedAt), escape(d.Reason), preview([]byte(d.Error), previewLen),
+			itoa(len(d.Payload)), preview(d.Payload, previewLen)}, 1, kinds, d.Kind)...)
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -24,7 +24,7 @@ func bury(t *testing.T, c *worqr.Client, queue string, want int64) string {
 	require.NoError(t, w.Handle(ctx, queue, func(_ context.Context, p *worqr.Process) error {
 		err := errors.New("cannot import " + string(p.Task()))
 		if strings.HasPrefix(string(p.Task()), "csv") {
-			return worqr.WithKind("bad-input", worqr.Permanent(err))
+			return worqr.WithReason("bad-input", worqr.Permanent(err))
 		}
 		return worqr.Permanent(err)
 	}, worqr.HandleOptions{}))
@@ -61,12 +61,12 @@ func TestDeadLetters(t *testing.T) {
 		assert.Contains(t, d.Error, "cannot import "+*d.Payload)
 		assert.WithinDuration(t, time.Now(), *d.DiedAt, time.Minute)
 	}
-	assert.Equal(t, "bad-input", byID[ids[0]].Kind)
-	assert.Equal(t, "permanent", byID[ids[2]].Kind)
+	assert.Equal(t, "bad-input", byID[ids[0]].Reason)
+	assert.Equal(t, "permanent", byID[ids[2]].Reason)
 	assert.Equal(t, "line\n5", *byID[ids[4]].Payload)
 
 	out := b.ok("dead", "imports").stdout
-	assert.Equal(t, []string{"ID", "ATTEMPTS", "DIED", "KIND", "ERROR", "SIZE", "PAYLOAD"}, rows(out)[0])
+	assert.Equal(t, []string{"ID", "ATTEMPTS", "DIED", "REASON", "ERROR", "SIZE", "PAYLOAD"}, rows(out)[0])
 	r := row(t, out, ids[4])
 	assert.Equal(t, []string{"1"}, r[1:2])
 	assert.Regexp(t, `ago$`, r[2])

@@ -51,15 +51,15 @@ func TestKindsInListings(t *testing.T) {
 	require.Len(t, ps, 1)
 	assert.Equal(t, "email.welcome", ps[0].TaskKind)
 
-	// Dead: the task's kind beside the kind of failure.
+	// Dead: the task's kind beside its reason.
 	require.NoError(t, p.DeadLetter(ctx, errors.New("gave up")))
 	out = b.ok("dead", "mail").stdout
-	assert.Equal(t, []string{"ID", "TASK-KIND", "ATTEMPTS", "DIED"}, rows(out)[0][:4])
+	assert.Equal(t, []string{"ID", "KIND", "ATTEMPTS", "DIED"}, rows(out)[0][:4])
 	assert.Equal(t, "email.welcome", row(t, out, p.TaskID())[1])
 	ds := jsonOf[[]deadRow](b, "dead", "mail")
 	require.Len(t, ds, 1)
-	assert.Equal(t, "email.welcome", ds[0].TaskKind)
-	assert.Equal(t, worqr.KindManual, ds[0].Kind)
+	assert.Equal(t, "email.welcome", ds[0].Kind)
+	assert.Equal(t, worqr.ReasonManual, ds[0].Reason)
 }
 
 // The help of the listings that show a KIND column says so, and enqueue's

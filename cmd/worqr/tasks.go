@@ -34,7 +34,7 @@ delete, and exits 2. Exits 1 when there is no such queue.`},
 		{name: "result", synopsis: "<queue> <id>", group: "Outcomes", summary: "a retained task's outcome", run: cmdResult, help: `
 Shows the outcome of a task enqueued with --retain (or worqr.Retain):
 succeeded, with the result its handler set, or dead, with its error and
-kind. Exits 1 when there is none: the task has not ended, was not
+reason. Exits 1 when there is none: the task has not ended, was not
 retained, or its retention ran out.`},
 		{name: "wait", synopsis: "<queue> <id>", group: "Outcomes", summary: "wait for a retained task's outcome", noLimit: true, run: cmdWait, help: `
 Waits until a task enqueued with --retain has ended and shows its outcome,
@@ -266,25 +266,25 @@ type outcomeJSON struct {
 	Result       *string    `json:"result,omitempty"`
 	ResultBase64 string     `json:"resultBase64,omitempty"`
 	Error        string     `json:"error,omitempty"`
-	Kind         string     `json:"kind,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
 }
 
 func (e *env) printOutcome(o worqr.TaskOutcome) error {
 	if e.g.json {
 		j := outcomeJSON{ID: o.ID, Queue: o.Queue, Status: string(o.Status), Attempts: o.Attempts,
 			EnqueuedAt: jsonTime(o.EnqueuedAt), StartedAt: jsonTime(o.StartedAt), EndedAt: jsonTime(o.EndedAt), ExpiresAt: jsonTime(o.ExpiresAt),
-			Error: o.Error, Kind: o.Kind}
-		if o.Status == worqr.TaskSucceeded {
+			Error: o.Error, Reason: o.Reason}
+		if o.Status == worqr.OutcomeSucceeded {
 			j.Result, j.ResultBase64 = textOrBase64(o.Result)
 		}
 		return e.printJSON(j)
 	}
 	lines := []string{"task", o.ID, "queue", escape(o.Queue), "status", string(o.Status), "attempts", itoa(o.Attempts),
 		"enqueued", stamp(o.EnqueuedAt), "started", stamp(o.StartedAt), "ended", stamp(o.EndedAt), "expires", stamp(o.ExpiresAt)}
-	if o.Status == worqr.TaskSucceeded {
+	if o.Status == worqr.OutcomeSucceeded {
 		lines = append(lines, "result", fmt.Sprintf("%s (%d bytes)", preview(o.Result, 4*previewLen), len(o.Result)))
 	} else {
-		lines = append(lines, "kind", escape(o.Kind), "error", preview([]byte(o.Error), 4*previewLen))
+		lines = append(lines, "reason", escape(o.Reason), "error", preview([]byte(o.Error), 4*previewLen))
 	}
 	return writeLines(e.stdout, lines...)
 }

@@ -187,7 +187,7 @@ type outcome struct {
 	EnqueuedAt, StartedAt, EndedAt, ExpiresAt *time.Time
 	Result                                    *string
 	ResultBase64                              string
-	Error, Kind                               string
+	Error, Reason                             string
 }
 
 func TestResultAndWait(t *testing.T) {
@@ -217,7 +217,7 @@ func TestResultAndWait(t *testing.T) {
 	w := newWorker(t, c)
 	require.NoError(t, w.Handle(ctx, "thumbs", func(_ context.Context, p *worqr.Process) error {
 		if string(p.Task()) == "boom" {
-			return worqr.WithKind("bad-image", worqr.Permanent(errors.New("cannot decode boom")))
+			return worqr.WithReason("bad-image", worqr.Permanent(errors.New("cannot decode boom")))
 		}
 		p.SetResult([]byte("thumb of " + string(p.Task())))
 		return nil
@@ -244,11 +244,11 @@ func TestResultAndWait(t *testing.T) {
 
 	o = jsonOf[outcome](b, "wait", "thumbs", boom)
 	assert.Equal(t, "dead", o.Status)
-	assert.Equal(t, "bad-image", o.Kind)
+	assert.Equal(t, "bad-image", o.Reason)
 	assert.Contains(t, o.Error, "cannot decode boom")
 	assert.Nil(t, o.Result)
 	out = b.ok("result", "thumbs", boom).stdout
-	assert.Contains(t, out, "kind:      bad-image\n")
+	assert.Contains(t, out, "reason:    bad-image\n")
 }
 
 // wait exits 1 at once, saying why, for a task that will have no outcome:

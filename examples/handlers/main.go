@@ -28,7 +28,7 @@ import (
 	"github.com/worqr/worqr/examples/internal/demo"
 )
 
-// The special tasks, one per kind of failure.
+// The special tasks, one per way of failing.
 const (
 	flaky   = "flaky-signup"   // emails: fails once, succeeds on the retry
 	corrupt = "corrupt.png"    // images: fails permanently, never retried

@@ -76,14 +76,14 @@ type DeadBounds struct {
 	MaxAge   time.Duration
 }
 
-// Bury moves a process's task to the queue's dead letters, with kind and
+// Bury moves a process's task to the queue's dead letters, with reason and
 // error, and trims them to bounds; if the process still belongs to the
 // worker and its lease is live. A cancelled task, or one of a deleted
 // queue, is dropped.
-func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, kind, errText string, bounds DeadBounds) (Outcome, error) {
+func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, reason, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats},
-		[]string{p.Worker, p.PID, kind, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
+		[]string{p.Worker, p.PID, reason, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }
 

@@ -53,7 +53,7 @@ import (
 //	   no longer counted (return_to_front).
 //	D  a dead letter's: when it died, Unix ms by the Redis clock.
 //	W  a dead letter's: the worker that held it.
-//	K  a dead letter's: the kind of failure (such as "poison").
+//	K  a dead letter's: its reason, why it died (such as "poison").
 //	k  the task's kind, a name a Router dispatches on (such as
 //	   "email.welcome"; EnqueueArgs); absent, none. Only Go reads it:
 //	   the scripts carry it as they carry the payload.
@@ -70,11 +70,11 @@ import (
 // A retained task's outcome record (a value of the results hash, under its
 // id; see Result, and retain in common.lua) is
 //
-//	<id>,s<status>,S<started ms>,E<ended ms>,a<attempts>[,K<kind>]:<body>
+//	<id>,s<status>,S<started ms>,E<ended ms>,a<attempts>[,K<reason>]:<body>
 //
 // its letters (ResultFields) being the status ("ok" or "dead"), when its
 // last attempt started and ended (Unix ms, Redis clock), the attempts, and
-// the kind of failure (dead only); the body is the handler's result, or
+// the reason (dead only); the body is the handler's result, or
 // the error.
 //
 // A progress record (a value of the progress hash) is laid out at
@@ -152,11 +152,11 @@ type Task struct {
 	Kind string
 	// Trace is the trace context the task carries, "" if none.
 	Trace string
-	// Died (Unix ms), Worker and FailKind (the kind of failure) are set
-	// on a dead letter.
-	Died     int64
-	Worker   string
-	FailKind string
+	// Died (Unix ms), Worker and Reason (why it died) are set on a dead
+	// letter.
+	Died   int64
+	Worker string
+	Reason string
 	// Payload is the task's bytes, or their first bytes when a listing
 	// cut them (see CutTask).
 	Payload string
@@ -251,7 +251,7 @@ func parseTask(e string) (Task, bool) {
 		case 'W':
 			t.Worker = v
 		case 'K':
-			t.FailKind = v
+			t.Reason = v
 		case 'k':
 			t.Kind = v
 		case 'T':
@@ -485,7 +485,7 @@ type Result struct {
 	Ended    int64
 	Expires  int64
 	Attempts int
-	Kind     string // dead only
+	Reason   string // why it died (dead only)
 	Body     string // the handler's result, or the error (dead)
 }
 
@@ -514,7 +514,7 @@ func ParseResult(v string) (Result, bool) {
 		case 'a':
 			r.Attempts, err = strconv.Atoi(v)
 		case 'K':
-			r.Kind = v
+			r.Reason = v
 		}
 		if err != nil {
 			return Result{}, false

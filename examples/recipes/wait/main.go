@@ -56,8 +56,8 @@ func run(addr string) error {
 	case err != nil:
 		return err // ErrTaskCancelled, ErrQueueDeleted, ErrNoTask (the outcome expired)...
 	}
-	if outcome.Status == worqr.TaskDead {
-		return fmt.Errorf("task %s died (%s): %s", id, outcome.Kind, outcome.Error)
+	if outcome.Status == worqr.OutcomeDead {
+		return fmt.Errorf("task %s died (%s): %s", id, outcome.Reason, outcome.Error)
 	}
 	fmt.Printf("%s after %d attempt(s), in %v\n", outcome.Result, outcome.Attempts, outcome.EndedAt.Sub(outcome.EnqueuedAt))
 	return nil

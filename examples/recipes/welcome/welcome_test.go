@@ -34,7 +34,7 @@ func TestHandleRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Attempts) != 3 || res.Outcome.Status != worqr.TaskSucceeded {
+	if len(res.Attempts) != 3 || res.Outcome.Status != worqr.OutcomeSucceeded {
 		t.Fatalf("got %+v", res)
 	}
 }
@@ -47,7 +47,7 @@ func TestHandleNoAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Attempts) != 1 || res.Outcome.Status != worqr.TaskDead || res.Outcome.Kind != worqr.KindPermanent {
+	if len(res.Attempts) != 1 || res.Outcome.Status != worqr.OutcomeDead || res.Outcome.Reason != worqr.ReasonPermanent {
 		t.Fatalf("got %+v", res)
 	}
 }
