@@ -113,30 +113,37 @@
 //
 // # Map of the files
 //
-// The client: worqr.go (options, errors, New, Close), enqueue.go (Enqueue,
-// options, Cancel, DeleteQueue), inspect.go (queues, tasks, delayed tasks,
-// processes, workers), dead.go (listing, requeuing and deleting dead
-// letters), retry.go (retry policies, failure kinds, dead-letter bounds),
-// typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
-// check.go and checker.go (the consistency check), observer.go, trace.go
-// (the Tracer that carries a trace across the queue),
+// doc.go is this text. The client: worqr.go (options, errors, New,
+// Close), enqueue.go (Enqueue, options, Cancel, DeleteQueue), inspect.go
+// (queues, tasks, delayed tasks, processes, workers), controls.go (pause, limits, QueueInfo), dead.go
+// (listing, requeuing and deleting dead letters), retry.go (retry
+// policies, reasons, dead-letter bounds), outcome.go (TaskResult, Wait),
+// waiters.go (Wait's subscriptions), stats.go and statsflush.go (a
+// queue's stats, and the writes of idle queues' counts), typed.go (typed
+// payloads: Codec, EnqueueJSON, HandleJSON, Typed), router.go (a handler
+// per kind), check.go and checker.go (the consistency check), observer.go,
+// trace.go (the Tracer that carries a trace across the queue), outage.go
+// (one log line when Redis goes out of reach, one when it is back),
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), keepalive.go (the lease
 // keeper and the client's beat, which renews), lease.go (the fencing
-// deadline), fence.go,
-// rejoin.go (a fenced queue or worker taking a lease again), reconcile.go
-// (dequeue replies and hand-off events lost),
+// deadline), fence.go, rejoin.go (a fenced queue or worker taking a lease
+// again), reconcile.go (dequeue replies and hand-off events lost),
 // schedule.go (the timer that moves delayed tasks when they are due),
 // reclaim.go (the reclaimer of dead peers, one per client and options),
 // periodic.go (periodic schedules: a timer per schedule and tick.lua),
-// membership.go (StartWork, StopWork), dequeue.go, subscription.go and
-// events.go (a queue's events and their dispatch), handler.go, runtime.go and slots.go (Handle),
-// handoff.go (a task an enqueue hands straight to an idle runtime), pool.go
-// (HandleQueues: one pool of slots over several queues), process.go,
-// shutdown.go, backoff.go (the loops retrying Redis) and signals.go (the
-// test signals of the lease side).
+// membership.go and members.go (StartWork, StopWork, the queues served),
+// dequeue.go, subscription.go and events.go (a queue's events and their
+// dispatch), scheduler.go (the slots of a Handle or HandleQueues call and
+// the loop that fills them), runtime.go (a queue a scheduler serves),
+// handler.go (Handler, HandleOptions, middleware), pool.go (HandleQueues'
+// options), handoff.go (a task an enqueue hands straight to an idle
+// member), settle.go (writing a handler's outcome), process.go and
+// progress.go (a process and its progress reports), writedeadline.go (the
+// bound on those writes), shutdown.go, backoff.go (the loops retrying
+// Redis) and signals.go (the test signals of the lease side).
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per

@@ -266,3 +266,29 @@ func TestRecipesAreExamples(t *testing.T) {
 		assert.True(t, shown[rel], "examples/recipes/%s is not on docs/recipes.md", rel)
 	}
 }
+
+// The package doc's map of the files names every source file of the
+// package, and no file that is gone.
+func TestTheMapOfTheFilesMatchesTheTree(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	start := bytes.Index(doc, []byte("// # Map of the files"))
+	require.NotEqual(t, -1, start, "doc.go has no map of the files")
+	mapText := string(doc[start:])
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b([a-z0-9_]+\.go)\b`).FindAllStringSubmatch(mapText, -1) {
+		named[m[1]] = true
+	}
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		assert.True(t, named[f], "doc.go's map of the files does not name %s", f)
+		delete(named, f)
+	}
+	for f := range named {
+		assert.Fail(t, "doc.go's map of the files names a file that is not in the package", f)
+	}
+}
