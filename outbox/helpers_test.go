@@ -118,8 +118,7 @@ func (e *env) deleteKeys() {
 
 // relay makes a relay of the outbox into c (the test's client when nil),
 // with a huge sweep unless opts says otherwise, so that only
-// notifications move rows, and turns its idle signal on. It is stopped at
-// the end of the test.
+// notifications move rows. It is stopped at the end of the test.
 func (e *env) relay(c *worqr.Client, opts RelayOptions) *Relay {
 	e.t.Helper()
 	if c == nil {
@@ -131,15 +130,15 @@ func (e *env) relay(c *worqr.Client, opts RelayOptions) *Relay {
 	opts.Logger = testLogger(e.t)
 	r, err := e.ob.NewRelay(e.pool, c, opts)
 	require.NoError(e.t, err)
-	r.idle.Init(e.t)
 	e.t.Cleanup(r.Stop)
 	return r
 }
 
-// start starts r and waits until it has moved what the table held and
-// listens.
+// start turns r's idle signal on, starts r and waits until it listens
+// and has moved what the table held.
 func (e *env) start(r *Relay) {
 	e.t.Helper()
+	r.idle.Init(e.t)
 	require.NoError(e.t, r.Start(e.ctx))
 	r.idle.WaitOrTimeout()
 }

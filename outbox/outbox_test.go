@@ -61,8 +61,10 @@ func TestTwoRelaysMoveEachRowOnce(t *testing.T) {
 	e := newEnv(t, "")
 	a := e.relay(e.newClient(), RelayOptions{BatchSize: 37})
 	b := e.relay(e.newClient(), RelayOptions{BatchSize: 50})
-	e.start(a)
-	e.start(b)
+	for _, r := range []*Relay{a, b} {
+		require.NoError(t, r.Start(e.ctx))
+		<-r.Started()
+	}
 	const n, perTx = 1000, 20
 	var wg sync.WaitGroup
 	for i := 0; i < n; i += perTx {
