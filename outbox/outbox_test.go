@@ -293,3 +293,44 @@ func TestRowOptions(t *testing.T) {
 	require.True(t, slices.IsSorted(ids), "ids are time-ordered: %v", ids)
 	require.Equal(t, fmt.Sprint(len(row{}.enqueueOptions(time.Minute))), "1", "a bare row gets its dedupe key")
 }
+
+// With no notification (the trigger dropped), the sweep moves the rows.
+func TestSweepMovesRowsWithoutANotification(t *testing.T) {
+	e := newEnv(t, "")
+	_, err := e.pool.Exec(e.ctx, "DROP TRIGGER "+pgx.Identifier{DefaultTable + "_notify"}.Sanitize()+" ON "+e.ob.Table())
+	require.NoError(t, err)
+	e.start(e.relay(nil, RelayOptions{Sweep: 50 * time.Millisecond}))
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("swept"))
+		require.NoError(t, err)
+	})
+	eventually(t, "the sweep moved the row", func() bool { return e.rows() == 0 })
+	require.Equal(t, []string{"swept"}, e.payloads("q"))
+}
+
+// A relay whose listening connection is cut connects and listens again
+// (and looks for rows committed meanwhile), and notifications wake it
+// again.
+func TestRelayListensAgainAfterItsConnectionIsCut(t *testing.T) {
+	e := newEnv(t, "")
+	r := e.relay(nil, RelayOptions{Sweep: time.Hour})
+	e.start(r)
+	var cut int
+	require.NoError(t, e.pool.QueryRow(e.ctx,
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1",
+		"LISTEN "+pgx.Identifier{e.ob.Channel()}.Sanitize()).Scan(&cut))
+	require.Equal(t, 1, cut)
+	r.idle.WaitOrTimeout() // listening again: it looked for rows missed
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("after the cut"))
+		require.NoError(t, err)
+	})
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads("q"), []string{"after the cut"}) {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			t.Fatal("the relay did not move the row within 10s")
+		}
+	}
+}
