@@ -54,7 +54,7 @@ type RelayOptions struct {
 // process. Start and Stop it (Start runs it until Stop or until its
 // context ends).
 type Relay struct {
-	startstop.Base
+	base   startstop.Base
 	o      *Outbox
 	pool   *pgxpool.Pool
 	client *worqr.Client
@@ -112,7 +112,7 @@ FROM ` + o.qTable + ` WHERE error IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP L
 // at once; Started is closed once the relay listens. Starting a running
 // relay does nothing.
 func (r *Relay) Start(ctx context.Context) error {
-	ctx, ok, started, stopped := r.Begin(ctx)
+	ctx, ok, started, stopped := r.base.Begin(ctx)
 	if !ok {
 		return nil
 	}
@@ -125,6 +125,17 @@ func (r *Relay) Start(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Stop stops the relay and waits until it has: a move under way is cut
+// short, and its rows are left for the next move (see docs/outbox.md). It
+// is safe on a relay never started and to call twice.
+func (r *Relay) Stop() { r.base.Stop() }
+
+// Started is closed once the relay listens for notifications.
+func (r *Relay) Started() <-chan struct{} { return r.base.Started() }
+
+// Stopped is closed once the relay has stopped.
+func (r *Relay) Stopped() <-chan struct{} { return r.base.Stopped() }
 
 // poke wakes the mover; a wake already pending covers this one.
 func (r *Relay) poke() {
