@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
@@ -333,4 +335,25 @@ func TestRelayListensAgainAfterItsConnectionIsCut(t *testing.T) {
 			t.Fatal("the relay did not move the row within 10s")
 		}
 	}
+}
+
+// A dedupe window must outlast a stuck move and the sweep after it.
+func TestNewRelayRefusesAShortDedupeWindow(t *testing.T) {
+	ob, err := New(Config{})
+	require.NoError(t, err)
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none") // connects lazily
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m := miniredis.RunT(t)
+	client, err := worqr.New(worqr.Options{Addr: m.Addr(), Logger: discard()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close(context.Background()) })
+
+	_, err = ob.NewRelay(pool, client, RelayOptions{Sweep: time.Minute, MoveTimeout: time.Minute, DedupeWindow: 3 * time.Minute})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	r, err := ob.NewRelay(pool, client, RelayOptions{Sweep: time.Hour})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, r.opts.DedupeWindow, 2*(time.Hour+DefaultMoveTimeout), "the default grows with the sweep")
+	_, err = ob.NewRelay(nil, client, RelayOptions{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
 }
