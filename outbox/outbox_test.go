@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -356,4 +358,22 @@ func TestNewRelayRefusesAShortDedupeWindow(t *testing.T) {
 	require.GreaterOrEqual(t, r.opts.DedupeWindow, 2*(time.Hour+DefaultMoveTimeout), "the default grows with the sweep")
 	_, err = ob.NewRelay(nil, client, RelayOptions{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// The core package stays free of database drivers: programs that import
+// only worqr must not build pgx.
+func TestCoreHasNoDatabaseDependencies(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "github.com/worqr/worqr").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/worqr/worqr")
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/jackc/") || dep == "database/sql" {
+			t.Errorf("the core package depends on %s", dep)
+		}
+	}
 }
