@@ -377,3 +377,36 @@ func TestCoreHasNoDatabaseDependencies(t *testing.T) {
 		}
 	}
 }
+
+// A relay that hangs mid-move does not hold its rows for ever: Postgres
+// ends its session after MoveTimeout idle in the transaction, and the
+// rows move again, without a second task.
+func TestPostgresEndsAHungMove(t *testing.T) {
+	e := newEnv(t, "")
+	r := e.relay(nil, RelayOptions{MoveTimeout: 300 * time.Millisecond})
+	var hung, ended atomic.Bool
+	r.afterEnqueue = func(ctx context.Context, tx pgx.Tx) error {
+		if hung.Swap(true) {
+			return nil
+		}
+		// Hangs until Postgres has ended the session (or 30s).
+		pid := tx.Conn().PgConn().PID()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			var n int
+			err := e.pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)
+			if err == nil && n == 0 {
+				ended.Store(true)
+				return nil
+			}
+		}
+		return nil
+	}
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("hung"))
+		require.NoError(t, err)
+	})
+	require.NoError(t, r.Start(e.ctx))
+	eventually(t, "the row moved", func() bool { return e.rows() == 0 })
+	require.True(t, ended.Load(), "Postgres ended the hung move's session")
+	require.Equal(t, []string{"hung"}, e.payloads("q"))
+}
