@@ -42,7 +42,7 @@ type RelayOptions struct {
 	// DedupeWindow is how long the row's id stays a task's unique key in
 	// Redis after the move: a row moved again within it (its first relay
 	// died before the delete) adds no second task. It must exceed
-	// MoveTimeout plus Sweep by a margin (New refuses less than twice
+	// MoveTimeout plus Sweep by a margin (NewRelay refuses less than twice
 	// their sum); each task holds a key for that long
 	// (DefaultDedupeWindow). See docs/outbox.md for the cost.
 	DedupeWindow time.Duration
@@ -90,7 +90,7 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 		opts.DedupeWindow = max(DefaultDedupeWindow, 2*(opts.Sweep+opts.MoveTimeout))
 	}
 	if opts.DedupeWindow < 2*(opts.Sweep+opts.MoveTimeout) {
-		return nil, fmt.Errorf("worqroutbox: relay: %w: DedupeWindow %v is under twice Sweep plus MoveTimeout (%v)",
+		return nil, fmt.Errorf("worqroutbox: relay: %w: DedupeWindow %v is under twice the sum of Sweep and MoveTimeout (%v)",
 			ErrInvalidConfig, opts.DedupeWindow, 2*(opts.Sweep+opts.MoveTimeout))
 	}
 	log := opts.Logger
