@@ -44,7 +44,8 @@ type RelayOptions struct {
 	// died before the delete) adds no second task. It must exceed
 	// MoveTimeout plus Sweep by a margin (NewRelay refuses less than twice
 	// their sum); each task holds a key for that long
-	// (DefaultDedupeWindow). See docs/outbox.md for the cost.
+	// (DefaultDedupeWindow, or twice the sum if that is longer). See
+	// docs/outbox.md for the cost.
 	DedupeWindow time.Duration
 	// Logger gets the relay's errors; none when nil.
 	Logger *slog.Logger
