@@ -1,0 +1,51 @@
+-- The outbox table, its notify trigger and the function the trigger runs.
+-- Idempotent: Migrate runs it at every start. {{.Schema}}, {{.Table}},
+-- {{.Function}} and {{.Trigger}} are quoted identifiers, filled in by
+-- Migrate.
+SELECT pg_advisory_xact_lock({{.Lock}});
+
+CREATE SCHEMA IF NOT EXISTS {{.Schema}};
+
+-- One row per task not yet moved into worqr. id is a UUIDv7 made by the
+-- producer: time-ordered (the relay moves oldest first) and unique across
+-- tables and databases (it becomes the task's unique key in Redis). The
+-- options are NULL when not given. error and failed_at are set when worqr
+-- refuses the task for good; the relay skips such rows.
+CREATE TABLE IF NOT EXISTS {{.Table}} (
+    id            uuid        PRIMARY KEY,
+    queue         text        NOT NULL,
+    payload       bytea       NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    run_at        timestamptz,
+    front         boolean     NOT NULL DEFAULT false,
+    max_attempts  integer,
+    timeout_ms    bigint,
+    retain_ms     bigint,
+    priority      text,
+    weight        integer,
+    kind          text,
+    unique_key    text,
+    unique_ttl_ms bigint,
+    error         text,
+    failed_at     timestamptz
+);
+
+-- Wakes the relays: one notification per inserting statement, and
+-- Postgres folds those of one transaction into one, delivered at commit.
+-- The channel is schema.table, or a digest of it when that is over 63
+-- bytes (as Outbox.Channel makes it).
+CREATE OR REPLACE FUNCTION {{.Function}}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    channel text := TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME;
+BEGIN
+    IF octet_length(channel) > 63 THEN
+        channel := 'worqr_outbox_' || md5(convert_to(channel, 'UTF8'));
+    END IF;
+    PERFORM pg_notify(channel, '');
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS {{.Trigger}} ON {{.Table}};
+CREATE TRIGGER {{.Trigger}} AFTER INSERT ON {{.Table}}
+    FOR EACH STATEMENT EXECUTE FUNCTION {{.Function}}();

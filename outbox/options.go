@@ -1,0 +1,216 @@
+package worqroutbox
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+// Option changes how Enqueue stores a task, and so how the relay enqueues
+// it into worqr. Each is the outbox's form of the worqr enqueue option of
+// the same name: worqr's options are functions the outbox cannot read, so
+// the outbox keeps its own, stores them in the row's columns, and the
+// relay turns them back into worqr's.
+type Option func(*options)
+
+// options are the options of one Enqueue, as the row stores them.
+type options struct {
+	at          time.Time // the due time: In and At, made absolute
+	in          time.Duration
+	front       bool
+	maxAttempts *int32
+	timeout     time.Duration
+	retain      time.Duration
+	priority    worqr.Priority
+	weight      int
+	kind        string
+	unique      string
+	uniqueTTL   time.Duration
+	uniqueSet   bool
+}
+
+// In delays the task until d after the Enqueue call, by the producer's
+// clock (the delay counts from the insert, not from the move, so a relay
+// that is late does not add to it). See worqr.In.
+func In(d time.Duration) Option { return func(o *options) { o.in = d } }
+
+// At delays the task until t; with In as well, the later of the two wins.
+// See worqr.At.
+func At(t time.Time) Option { return func(o *options) { o.at = t } }
+
+// AtFront adds the task at the front of its queue. See worqr.AtFront.
+func AtFront() Option { return func(o *options) { o.front = true } }
+
+// MaxAttempts gives the task an attempt budget of its own. See
+// worqr.MaxAttempts.
+func MaxAttempts(n int) Option {
+	return func(o *options) {
+		v := int32(min(max(n, -1), 1<<31-1))
+		o.maxAttempts = &v
+	}
+}
+
+// Timeout bounds each attempt's run. See worqr.Timeout.
+func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// Retain keeps the task's outcome for d after it ends. See worqr.Retain.
+func Retain(d time.Duration) Option { return func(o *options) { o.retain = d } }
+
+// WithPriority puts the task at a level of its queue. See
+// worqr.WithPriority.
+func WithPriority(p worqr.Priority) Option { return func(o *options) { o.priority = p } }
+
+// Weight gives the task a weight. See worqr.Weight.
+func Weight(n int) Option { return func(o *options) { o.weight = n } }
+
+// Kind gives the task a kind. See worqr.Kind.
+func Kind(name string) Option { return func(o *options) { o.kind = name } }
+
+// Unique makes the task unique by key while it lives. See worqr.Unique.
+//
+// The key replaces the row's id as the task's unique key, so a relay that
+// dies between the enqueue and the delete is covered by this key instead:
+// once the first task has ended and given the key up, a second move of
+// the row adds a second task. UniqueFor with a ttl longer than the
+// relay's DedupeWindow keeps the outbox's guarantee.
+func Unique(key string) Option {
+	return func(o *options) { o.unique, o.uniqueTTL, o.uniqueSet = key, 0, true }
+}
+
+// UniqueFor makes the task unique by key for ttl from its enqueue into
+// worqr. See worqr.UniqueFor and Unique.
+func UniqueFor(key string, ttl time.Duration) Option {
+	return func(o *options) { o.unique, o.uniqueTTL, o.uniqueSet = key, ttl, true }
+}
+
+// collect applies opts and makes the delay absolute from now.
+func collect(now time.Time, opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.in > 0 {
+		if due := now.Add(o.in); due.After(o.at) {
+			o.at = due
+		}
+	}
+	return o
+}
+
+// check refuses, at the insert, options worqr would refuse at the move:
+// the caller's transaction learns of them while it can still roll back.
+func (o options) check() error {
+	switch {
+	case o.in < 0:
+		return fmt.Errorf("%w: negative delay %v", worqr.ErrInvalidOptions, o.in)
+	case o.timeout < 0:
+		return fmt.Errorf("%w: negative Timeout %v", worqr.ErrInvalidOptions, o.timeout)
+	case o.retain < 0:
+		return fmt.Errorf("%w: negative Retain %v", worqr.ErrInvalidOptions, o.retain)
+	case o.weight < 0 || o.weight > worqr.MaxWeight:
+		return fmt.Errorf("%w: weight %d not in 0..%d", worqr.ErrInvalidOptions, o.weight, worqr.MaxWeight)
+	case o.priority != worqr.PriorityNormal && o.priority != worqr.PriorityHigh && o.priority != worqr.PriorityLow:
+		return fmt.Errorf("%w: unknown priority %q", worqr.ErrInvalidOptions, string(o.priority))
+	case o.uniqueSet && o.unique == "":
+		return fmt.Errorf("%w: empty unique key", worqr.ErrInvalidOptions)
+	case o.uniqueTTL < 0:
+		return fmt.Errorf("%w: negative unique TTL %v", worqr.ErrInvalidOptions, o.uniqueTTL)
+	}
+	return checkKind(o.kind)
+}
+
+// checkKind refuses a kind worqr.Kind would refuse: over
+// worqr.MaxKindLen bytes, or a byte that is not a letter, a digit or one
+// of "-_./".
+func checkKind(kind string) error {
+	if len(kind) > worqr.MaxKindLen {
+		return fmt.Errorf("%w: kind of %d bytes, limit %d", worqr.ErrInvalidOptions, len(kind), worqr.MaxKindLen)
+	}
+	for i := 0; i < len(kind); i++ {
+		b := kind[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_' || b == '.' || b == '/') {
+			return fmt.Errorf("%w: kind %q: byte %q is not a letter, a digit or one of \"-_./\"", worqr.ErrInvalidOptions, kind, b)
+		}
+	}
+	return nil
+}
+
+// millis is d in whole milliseconds, rounded up so that a positive d
+// stays positive; nil for none.
+func millis(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	return &ms
+}
+
+// nullString is s, or nil for "".
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// row is one outbox row as the relay reads it.
+type row struct {
+	id          string
+	queue       string
+	payload     []byte
+	at          *time.Time
+	front       bool
+	maxAttempts *int32
+	timeoutMs   *int64
+	retainMs    *int64
+	priority    *string
+	weight      *int32
+	kind        *string
+	unique      *string
+	uniqueTTLMs *int64
+}
+
+// dedupePrefix starts the unique key a row's id gives its task.
+const dedupePrefix = "outbox:"
+
+// enqueueOptions are the worqr options that enqueue r: its own, and a
+// unique key (the row's id, held for window, unless the row has one).
+func (r row) enqueueOptions(window time.Duration) []worqr.EnqueueOption {
+	opts := make([]worqr.EnqueueOption, 0, 10)
+	if r.at != nil {
+		opts = append(opts, worqr.At(*r.at))
+	}
+	if r.front {
+		opts = append(opts, worqr.AtFront())
+	}
+	if r.maxAttempts != nil {
+		opts = append(opts, worqr.MaxAttempts(int(*r.maxAttempts)))
+	}
+	if r.timeoutMs != nil {
+		opts = append(opts, worqr.Timeout(time.Duration(*r.timeoutMs)*time.Millisecond))
+	}
+	if r.retainMs != nil {
+		opts = append(opts, worqr.Retain(time.Duration(*r.retainMs)*time.Millisecond))
+	}
+	if r.priority != nil {
+		opts = append(opts, worqr.WithPriority(worqr.Priority(*r.priority)))
+	}
+	if r.weight != nil {
+		opts = append(opts, worqr.Weight(int(*r.weight)))
+	}
+	if r.kind != nil {
+		opts = append(opts, worqr.Kind(*r.kind))
+	}
+	switch {
+	case r.unique != nil && r.uniqueTTLMs != nil:
+		opts = append(opts, worqr.UniqueFor(*r.unique, time.Duration(*r.uniqueTTLMs)*time.Millisecond))
+	case r.unique != nil:
+		opts = append(opts, worqr.Unique(*r.unique))
+	default:
+		opts = append(opts, worqr.UniqueFor(dedupePrefix+r.id, window))
+	}
+	return opts
+}

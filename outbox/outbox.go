@@ -1,0 +1,234 @@
+package worqroutbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"database/sql"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/worqr/worqr"
+)
+
+// Defaults of Config.
+const (
+	DefaultSchema = "public"
+	DefaultTable  = "worqr_outbox"
+)
+
+// ErrInvalidConfig is returned by New for a Config it cannot use.
+var ErrInvalidConfig = errors.New("invalid outbox config")
+
+// Config names the outbox table.
+type Config struct {
+	// Schema holds the table; DefaultSchema when empty.
+	Schema string
+	// Table is the table's name; DefaultTable when empty. Migrate makes a
+	// trigger function named after it (Table + "_notify") in Schema.
+	Table string
+}
+
+// Outbox is one outbox table: where Enqueue inserts and a Relay moves
+// from. It is safe for concurrent use.
+type Outbox struct {
+	schema, table string
+	qTable        string // schema.table, quoted
+	channel       string // the notification channel
+	insertSQL     string
+}
+
+// New checks cfg and returns its outbox. Names are quoted wherever they
+// appear in SQL, so any name Postgres accepts works (up to 63 bytes, no
+// NUL byte).
+func New(cfg Config) (*Outbox, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	for _, name := range []string{cfg.Schema, cfg.Table} {
+		if len(name) > 63 || strings.IndexByte(name, 0) >= 0 {
+			return nil, fmt.Errorf("worqroutbox: %w: name %q is over 63 bytes or holds a NUL byte", ErrInvalidConfig, name)
+		}
+	}
+	o := &Outbox{schema: cfg.Schema, table: cfg.Table}
+	o.qTable = pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	// A channel name is an identifier (63 bytes at most): a long
+	// schema.table gives way to a digest of it.
+	o.channel = cfg.Schema + "." + cfg.Table
+	if len(o.channel) > 63 {
+		sum := md5.Sum([]byte(o.channel)) // Postgres's md5, in the trigger
+		o.channel = "worqr_outbox_" + hex.EncodeToString(sum[:])
+	}
+	o.insertSQL = `INSERT INTO ` + o.qTable + ` (id, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	return o, nil
+}
+
+// Table is the outbox table's name, schema-qualified and quoted, for the
+// application's own queries (a backlog count, say).
+func (o *Outbox) Table() string { return o.qTable }
+
+// Channel is the channel the insert trigger notifies and the relays
+// listen on.
+func (o *Outbox) Channel() string { return o.channel }
+
+// Execer runs a statement. A pgx.Tx is one, as are *pgx.Conn and
+// *pgxpool.Pool; SQL makes one of a database/sql transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error)
+}
+
+// SQLExecer is what SQL wraps: a *sql.Tx, *sql.Conn or *sql.DB.
+type SQLExecer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// SQL makes an Execer of a database/sql transaction (or connection or
+// database), so that Enqueue and Migrate can use it. The driver must
+// handle bytea, uuid and timestamptz arguments; pgx's stdlib driver does.
+func SQL(tx SQLExecer) Execer { return sqlExecer{tx} }
+
+type sqlExecer struct{ tx SQLExecer }
+
+func (s sqlExecer) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	res, err := s.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return pgconn.CommandTag{}, nil // the count is not needed
+	}
+	return pgconn.NewCommandTag(fmt.Sprintf("EXEC %d", n)), nil
+}
+
+// Enqueue inserts a task into the outbox in the caller's transaction tx
+// and returns the row's id: the task exists, once a relay has moved it,
+// if and only if tx commits. The id is the task's unique key in worqr
+// ("outbox:" and the id), not its worqr task id, which the relay learns
+// only at the move.
+//
+// The queue name and the options are checked here as far as the outbox
+// can (worqr.ErrInvalidQueueName, worqr.ErrInvalidOptions), so the caller
+// can still roll back; the payload's size is checked at the move, against
+// the relay's client (see RelayOptions and docs/outbox.md).
+func (o *Outbox) Enqueue(ctx context.Context, tx Execer, queue string, payload []byte, opts ...Option) (string, error) {
+	if err := checkQueue(queue); err != nil {
+		return "", fmt.Errorf("worqroutbox: enqueue %q: %w", queue, err)
+	}
+	op := collect(time.Now(), opts)
+	if err := op.check(); err != nil {
+		return "", fmt.Errorf("worqroutbox: enqueue %q: %w", queue, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("worqroutbox: enqueue %q: make id: %w", queue, err)
+	}
+	if payload == nil {
+		payload = []byte{} // the column is NOT NULL; an empty task is a task
+	}
+	var at *time.Time
+	if !op.at.IsZero() {
+		at = &op.at
+	}
+	var weight *int32
+	if op.weight > 1 {
+		w := int32(op.weight)
+		weight = &w
+	}
+	var unique *string
+	if op.uniqueSet {
+		unique = &op.unique
+	}
+	_, err = tx.Exec(ctx, o.insertSQL, id.String(), queue, payload, at, op.front, op.maxAttempts,
+		millis(op.timeout), millis(op.retain), nullString(string(op.priority)), weight,
+		nullString(op.kind), unique, millis(op.uniqueTTL))
+	if err != nil {
+		return "", fmt.Errorf("worqroutbox: enqueue %q: %w", queue, err)
+	}
+	return id.String(), nil
+}
+
+// EnqueueJSON inserts v encoded as JSON, as Enqueue does with a payload.
+// If T is worqr.Kinded, the task gets T's kind (a Kind option among opts
+// overrides it), as with worqr.EnqueueJSON.
+func EnqueueJSON[T any](ctx context.Context, o *Outbox, tx Execer, queue string, v T, opts ...Option) (string, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("worqroutbox: enqueue %q: encode %s: %w", queue, reflect.TypeFor[T](), err)
+	}
+	var zero T
+	if rt := reflect.TypeFor[T](); rt.Kind() == reflect.Pointer {
+		zero = reflect.New(rt.Elem()).Interface().(T)
+	}
+	if k, ok := any(zero).(worqr.Kinded); ok {
+		opts = append([]Option{Kind(k.Kind())}, opts...)
+	}
+	return o.Enqueue(ctx, tx, queue, data, opts...)
+}
+
+// checkQueue refuses a queue name worqr refuses: empty, or holding '{',
+// '}' or a NUL byte (which also cannot go in a text column).
+func checkQueue(queue string) error {
+	if queue == "" || strings.ContainsAny(queue, "{}\x00") {
+		return fmt.Errorf("%w: %q", worqr.ErrInvalidQueueName, queue)
+	}
+	return nil
+}
+
+//go:embed migrations/outbox.sql
+var migrationSQL string
+
+var migration = template.Must(template.New("outbox.sql").Parse(migrationSQL))
+
+// Migrate makes the outbox's schema, table and notify trigger if they are
+// missing, in one transaction (a lock keeps concurrent calls apart). It is
+// safe to run at every start. db runs the script as one multi-statement
+// string without arguments: pgx runs such a string in the simple
+// protocol, as one implicit transaction.
+func (o *Outbox) Migrate(ctx context.Context, db Execer) error {
+	script, err := o.MigrationSQL()
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, script); err != nil {
+		return fmt.Errorf("worqroutbox: migrate %s: %w", o.qTable, err)
+	}
+	return nil
+}
+
+// MigrationSQL is the script Migrate runs, for a migration tool of the
+// application's own.
+func (o *Outbox) MigrationSQL() (string, error) {
+	// The lock's key is the table's, so migrations of two outboxes do not
+	// wait for each other.
+	sum := sha1.Sum([]byte("worqroutbox:" + o.schema + "." + o.table))
+	var buf bytes.Buffer
+	err := migration.Execute(&buf, map[string]any{
+		"Lock":     int64(binary.BigEndian.Uint64(sum[:8])),
+		"Schema":   pgx.Identifier{o.schema}.Sanitize(),
+		"Table":    o.qTable,
+		"Function": pgx.Identifier{o.schema, o.table + "_notify"}.Sanitize(),
+		"Trigger":  pgx.Identifier{o.table + "_notify"}.Sanitize(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("worqroutbox: migration script: %w", err)
+	}
+	return buf.String(), nil
+}

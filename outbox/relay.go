@@ -1,0 +1,350 @@
+package worqroutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/startstop"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// Defaults of RelayOptions.
+const (
+	DefaultBatchSize    = 100
+	DefaultSweep        = 30 * time.Second
+	DefaultMoveTimeout  = 30 * time.Second
+	DefaultDedupeWindow = 15 * time.Minute
+)
+
+// RelayOptions configure a Relay. Zero values mean the defaults.
+type RelayOptions struct {
+	// BatchSize is the most rows one move takes (DefaultBatchSize).
+	BatchSize int
+	// Sweep is how often the relay looks for rows with no notification:
+	// one missed while its listening connection was down
+	// (DefaultSweep).
+	Sweep time.Duration
+	// MoveTimeout bounds one move, from taking the rows to the commit that
+	// deletes them; Postgres ends the move's session if it idles in its
+	// transaction for that long, which frees the rows of a relay that hung
+	// or lost its connection (DefaultMoveTimeout).
+	MoveTimeout time.Duration
+	// DedupeWindow is how long the row's id stays a task's unique key in
+	// Redis after the move: a row moved again within it (its first relay
+	// died before the delete) adds no second task. It must exceed
+	// MoveTimeout plus Sweep by a margin (NewRelay refuses less than twice
+	// their sum); each task holds a key for that long
+	// (DefaultDedupeWindow, or twice the sum if that is longer). See
+	// docs/outbox.md for the cost.
+	DedupeWindow time.Duration
+	// Logger gets the relay's errors; none when nil.
+	Logger *slog.Logger
+}
+
+// Relay moves committed outbox rows into worqr: run one in every worker
+// process. Start and Stop it (Start runs it until Stop or until its
+// context ends).
+type Relay struct {
+	base   startstop.Base
+	o      *Outbox
+	pool   *pgxpool.Pool
+	client *worqr.Client
+	opts   RelayOptions
+	log    *slog.Logger
+
+	selectSQL, deleteSQL, failSQL string
+
+	wake chan struct{}
+
+	// Tests: afterEnqueue runs between the enqueues and the delete (an
+	// error aborts the move, as a relay dying there would); idle signals
+	// each time the relay has drained the table and waits.
+	afterEnqueue func(ctx context.Context, tx pgx.Tx) error
+	idle         testsignal.Signal[struct{}]
+}
+
+// NewRelay makes a relay of o's rows into client's queues, on pool.
+func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOptions) (*Relay, error) {
+	if pool == nil || client == nil {
+		return nil, fmt.Errorf("worqroutbox: relay: %w: a pool and a client are required", ErrInvalidConfig)
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.Sweep <= 0 {
+		opts.Sweep = DefaultSweep
+	}
+	if opts.MoveTimeout <= 0 {
+		opts.MoveTimeout = DefaultMoveTimeout
+	}
+	if opts.DedupeWindow <= 0 {
+		opts.DedupeWindow = max(DefaultDedupeWindow, 2*(opts.Sweep+opts.MoveTimeout))
+	}
+	if opts.DedupeWindow < 2*(opts.Sweep+opts.MoveTimeout) {
+		return nil, fmt.Errorf("worqroutbox: relay: %w: DedupeWindow %v is under twice the sum of Sweep and MoveTimeout (%v)",
+			ErrInvalidConfig, opts.DedupeWindow, 2*(opts.Sweep+opts.MoveTimeout))
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Relay{
+		o: o, pool: pool, client: client, opts: opts, log: log.With("outbox", o.qTable),
+		selectSQL: `SELECT id::text, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms
+FROM ` + o.qTable + ` WHERE error IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+		deleteSQL: `DELETE FROM ` + o.qTable + ` WHERE id = ANY($1::uuid[])`,
+		failSQL:   `UPDATE ` + o.qTable + ` SET error = $2, failed_at = now() WHERE id = $1::uuid`,
+		wake:      make(chan struct{}, 1),
+	}, nil
+}
+
+// Start starts the relay on ctx: it listens for the insert trigger's
+// notifications and moves rows until Stop or until ctx ends. It returns
+// at once; Started is closed once the relay listens. Starting a running
+// relay does nothing.
+func (r *Relay) Start(ctx context.Context) error {
+	ctx, ok, started, stopped := r.base.Begin(ctx)
+	if !ok {
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.listen(ctx, started) })
+	wg.Go(func() { r.run(ctx) })
+	go func() {
+		wg.Wait()
+		stopped()
+	}()
+	return nil
+}
+
+// Stop stops the relay and waits until it has: a move under way is cut
+// short, and its rows are left for the next move (see docs/outbox.md). It
+// is safe on a relay never started and to call twice.
+func (r *Relay) Stop() { r.base.Stop() }
+
+// Started is closed once the relay listens for notifications.
+func (r *Relay) Started() <-chan struct{} { return r.base.Started() }
+
+// Stopped is closed once the relay has stopped.
+func (r *Relay) Stopped() <-chan struct{} { return r.base.Stopped() }
+
+// poke wakes the mover; a wake already pending covers this one.
+func (r *Relay) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listen holds a connection of its own that LISTENs on the outbox's
+// channel and pokes the mover on each notification, and once more each
+// time it has (re)started listening: notifications sent while it was not
+// are lost, and the rows behind them wait for that move.
+func (r *Relay) listen(ctx context.Context, started func()) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, func() {
+			started()
+			backoff = 100 * time.Millisecond
+			r.poke()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("worqroutbox: listening failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, r.opts.Sweep)
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.o.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	listening()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		r.poke()
+	}
+}
+
+// run moves rows each time it is poked or the sweep comes round, until
+// the table has none left to move, then waits.
+func (r *Relay) run(ctx context.Context) {
+	sweep := time.NewTicker(r.opts.Sweep)
+	defer sweep.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-sweep.C:
+		}
+		if err := r.drain(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), r.opts.Sweep)
+			r.log.Warn("worqroutbox: move failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			r.poke()
+			continue
+		}
+		backoff = 0
+		r.idle.Signal(struct{}{})
+	}
+}
+
+// drain moves batches until one comes back short.
+func (r *Relay) drain(ctx context.Context) error {
+	for {
+		n, err := r.move(ctx)
+		if err != nil {
+			return err
+		}
+		if n < r.opts.BatchSize {
+			return nil
+		}
+	}
+}
+
+// move moves one batch: it takes up to BatchSize rows no other relay
+// holds, enqueues their tasks, deletes the rows of those enqueued (or
+// found already enqueued: a duplicate of the row's key), marks those
+// worqr refuses for good, and commits. It returns how many rows it took.
+// A row whose enqueue failed otherwise (Redis unavailable) stays for a
+// later move, and the move returns that error after committing the rest.
+func (r *Relay) move(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.MoveTimeout)
+	defer cancel()
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("worqroutbox: move: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	timeout := strconv.FormatInt(max(r.opts.MoveTimeout.Milliseconds(), 1), 10)
+	if _, err := tx.Exec(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout); err != nil {
+		return 0, fmt.Errorf("worqroutbox: move: %w", err)
+	}
+	rows, err := r.take(ctx, tx)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+
+	done := make([]string, 0, len(rows))
+	type failure struct{ id, err string }
+	var failed []failure
+	var retryErr error
+	errs := r.enqueue(ctx, rows)
+	for i, err := range errs {
+		switch {
+		case err == nil, errors.Is(err, worqr.ErrDuplicate):
+			done = append(done, rows[i].id)
+		case refused(err):
+			r.log.Error("worqroutbox: worqr refuses the task; the row is kept, marked failed", "id", rows[i].id, "queue", rows[i].queue, "err", err)
+			failed = append(failed, failure{rows[i].id, err.Error()})
+		default:
+			retryErr = err
+		}
+	}
+	if r.afterEnqueue != nil {
+		if err := r.afterEnqueue(ctx, tx); err != nil {
+			return 0, err
+		}
+	}
+	if len(done) > 0 {
+		if _, err := tx.Exec(ctx, r.deleteSQL, done); err != nil {
+			return 0, fmt.Errorf("worqroutbox: move: delete: %w", err)
+		}
+	}
+	for _, f := range failed {
+		if _, err := tx.Exec(ctx, r.failSQL, f.id, f.err); err != nil {
+			return 0, fmt.Errorf("worqroutbox: move: mark failed: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("worqroutbox: move: commit: %w", err)
+	}
+	if retryErr != nil {
+		return len(rows), fmt.Errorf("worqroutbox: move: %d of %d rows wait for the next move: %w", len(rows)-len(done)-len(failed), len(rows), retryErr)
+	}
+	return len(rows), nil
+}
+
+// enqueue enqueues the rows' tasks and returns each one's error. The
+// rows of a queue go one after another, in the order taken (ids in order:
+// the producers' order), so a queue's tasks keep it; queues go
+// concurrently, and their calls share the client's connection in one
+// pipeline.
+func (r *Relay) enqueue(ctx context.Context, rows []row) []error {
+	errs := make([]error, len(rows))
+	byQueue := make(map[string][]int)
+	for i, w := range rows {
+		byQueue[w.queue] = append(byQueue[w.queue], i)
+	}
+	var wg sync.WaitGroup
+	for _, idx := range byQueue {
+		wg.Go(func() {
+			for _, i := range idx {
+				w := rows[i]
+				_, errs[i] = r.client.Enqueue(ctx, w.queue, w.payload, w.enqueueOptions(r.opts.DedupeWindow)...)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// take locks and reads the next batch of rows.
+func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
+	q, err := tx.Query(ctx, r.selectSQL, r.opts.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("worqroutbox: move: take rows: %w", err)
+	}
+	rows, err := pgx.CollectRows(q, func(q pgx.CollectableRow) (row, error) {
+		var w row
+		err := q.Scan(&w.id, &w.queue, &w.payload, &w.at, &w.front, &w.maxAttempts, &w.timeoutMs, &w.retainMs,
+			&w.priority, &w.weight, &w.kind, &w.unique, &w.uniqueTTLMs)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worqroutbox: move: take rows: %w", err)
+	}
+	return rows, nil
+}
+
+// refused reports whether worqr refused a task for good: trying again
+// would fail again.
+func refused(err error) bool {
+	return errors.Is(err, worqr.ErrInvalidOptions) || errors.Is(err, worqr.ErrInvalidQueueName) || errors.Is(err, worqr.ErrTaskTooLarge)
+}
