@@ -22,7 +22,7 @@ type options struct {
 	maxAttempts *int32
 	timeout     time.Duration
 	retain      time.Duration
-	priority    worqr.Priority
+	priority    string // "h" high, "l" low, "" normal, as the core stores it
 	weight      int
 	kind        string
 	unique      string
@@ -57,9 +57,13 @@ func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d }
 // Retain keeps the task's outcome for d after it ends. See worqr.Retain.
 func Retain(d time.Duration) Option { return func(o *options) { o.retain = d } }
 
-// WithPriority puts the task at a level of its queue. See
-// worqr.WithPriority.
-func WithPriority(p worqr.Priority) Option { return func(o *options) { o.priority = p } }
+// HighPriority puts the task in its queue's high level. See
+// worqr.HighPriority.
+func HighPriority() Option { return func(o *options) { o.priority = "h" } }
+
+// LowPriority puts the task in its queue's low level. See
+// worqr.LowPriority.
+func LowPriority() Option { return func(o *options) { o.priority = "l" } }
 
 // Weight gives the task a weight. See worqr.Weight.
 func Weight(n int) Option { return func(o *options) { o.weight = n } }
@@ -112,8 +116,6 @@ func (o options) check() error {
 		return fmt.Errorf("%w: negative Retain %v", worqr.ErrInvalidOptions, o.retain)
 	case o.weight < 0 || o.weight > worqr.MaxWeight:
 		return fmt.Errorf("%w: weight %d not in 0..%d", worqr.ErrInvalidOptions, o.weight, worqr.MaxWeight)
-	case o.priority != worqr.PriorityNormal && o.priority != worqr.PriorityHigh && o.priority != worqr.PriorityLow:
-		return fmt.Errorf("%w: unknown priority %q", worqr.ErrInvalidOptions, string(o.priority))
 	case o.uniqueSet && o.unique == "":
 		return fmt.Errorf("%w: empty unique key", worqr.ErrInvalidOptions)
 	case o.uniqueTTL < 0:
@@ -196,7 +198,13 @@ func (r row) enqueueOptions(window time.Duration) []worqr.EnqueueOption {
 		opts = append(opts, worqr.Retain(time.Duration(*r.retainMs)*time.Millisecond))
 	}
 	if r.priority != nil {
-		opts = append(opts, worqr.WithPriority(worqr.Priority(*r.priority)))
+		switch *r.priority {
+		case "h":
+			opts = append(opts, worqr.HighPriority())
+		case "l":
+			opts = append(opts, worqr.LowPriority())
+		}
+		// Anything else (a row written by hand) waits at the normal level.
 	}
 	if r.weight != nil {
 		opts = append(opts, worqr.Weight(int(*r.weight)))

@@ -157,7 +157,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Execer, queue string, payload [
 		unique = &op.unique
 	}
 	_, err = tx.Exec(ctx, o.insertSQL, id.String(), queue, payload, at, op.front, op.maxAttempts,
-		millis(op.timeout), millis(op.retain), nullString(string(op.priority)), weight,
+		millis(op.timeout), millis(op.retain), nullString(op.priority), weight,
 		nullString(op.kind), unique, millis(op.uniqueTTL))
 	if err != nil {
 		return "", fmt.Errorf("worqroutbox: enqueue %q: %w", queue, err)

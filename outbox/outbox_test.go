@@ -161,7 +161,7 @@ func TestOptionsReachWorqr(t *testing.T) {
 		require.NoError(t, err)
 		_, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("later"), In(time.Hour))
 		require.NoError(t, err)
-		_, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("first"), WithPriority(worqr.PriorityHigh), Kind("k"))
+		_, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("first"), HighPriority(), Kind("k"))
 		require.NoError(t, err)
 		_, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("unique"), UniqueFor("u", time.Hour))
 		require.NoError(t, err)
@@ -254,7 +254,6 @@ func TestEnqueueRefusesBadOptionsAndNames(t *testing.T) {
 		"negative timeout": Timeout(-1),
 		"negative retain":  Retain(-1),
 		"weight":           Weight(worqr.MaxWeight + 1),
-		"priority":         WithPriority("x"),
 		"empty unique":     Unique(""),
 		"negative ttl":     UniqueFor("k", -1),
 		"kind":             Kind("a,b"),
