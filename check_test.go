@@ -370,13 +370,14 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		}
 		workers = append(workers, w)
 	}
-	// Two checkers, on clients of their own, repair at the same time.
+	// Two checkers, on clients of their own, repair at the same time. They
+	// stop before the test ends, however it ends: a checker's t.Errorf
+	// after that would panic the whole package.
 	stop := make(chan struct{})
-	checked := make(chan int, 2)
-	for _, checker := range []*Client{c, b.client()} {
-		go func() {
-			n := 0
-			defer func() { checked <- n }()
+	var checkers sync.WaitGroup
+	counts := make([]int, 2)
+	for i, checker := range []*Client{c, b.client()} {
+		checkers.Go(func() {
 			for {
 				select {
 				case <-stop:
@@ -387,10 +388,13 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 					t.Errorf("check: %v", err)
 					return
 				}
-				n++
+				counts[i]++
 			}
-		}()
+		})
 	}
+	var halted sync.Once
+	halt := func() { halted.Do(func() { close(stop); checkers.Wait() }) }
+	t.Cleanup(halt)
 	const perQueue = 100
 	want := make(map[string]bool)
 	for _, q := range queues {
@@ -408,8 +412,8 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		defer mu.Unlock()
 		return len(runs) == len(want)
 	})
-	close(stop)
-	t.Logf("%d and %d checks ran", <-checked, <-checked)
+	halt()
+	t.Logf("%d and %d checks ran", counts[0], counts[1])
 	mu.Lock()
 	defer mu.Unlock()
 	for task := range want {
