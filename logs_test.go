@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -179,7 +180,7 @@ func TestAnOutageLogsOneLineWhenItStartsAndOneWhenItEnds(t *testing.T) {
 func TestOutageIgnoresCallsSentBeforeItChanged(t *testing.T) {
 	t.Parallel()
 	log, rec := recordLogs(t)
-	o := newOutage(log)
+	o := newOutage(log, clock.Real())
 	down := fmt.Errorf("x: %w", ErrUnavailable)
 
 	before := o.begin()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/worqr/worqr/internal/clock"
 )
 
 // outage is the client's account, for its logs, of Redis being out of
@@ -20,7 +22,8 @@ import (
 // how long Redis was away and the failed calls by name. A failure that
 // is not an outage (an error reply) is the caller's to log.
 type outage struct {
-	log *slog.Logger
+	log   *slog.Logger
+	clock clock.Clock
 	// epoch counts the outages begun and ended: it is odd while one
 	// lasts. A call reads it before it is sent (begin) and reports with
 	// it, so that calls in flight across a change, which return in any
@@ -34,7 +37,9 @@ type outage struct {
 	fails map[string]int // the calls failed in it, by name
 }
 
-func newOutage(log *slog.Logger) *outage { return &outage{log: log} }
+func newOutage(log *slog.Logger, clk clock.Clock) *outage {
+	return &outage{log: log, clock: clk}
+}
 
 // begin is read before a call is sent; ok or failed are given it after.
 func (o *outage) begin() uint64 { return o.epoch.Load() }
@@ -51,7 +56,7 @@ func (o *outage) ok(sent uint64) {
 		return // ended already
 	}
 	o.epoch.Add(1)
-	down, fails := time.Since(o.since), o.fails
+	down, fails := o.clock.Since(o.since), o.fails
 	o.fails = nil
 	o.mu.Unlock()
 	counts := make([]any, 0, len(fails))
@@ -88,7 +93,7 @@ func (o *outage) failed(sent uint64, call string, err error) bool {
 		return true
 	}
 	o.epoch.Add(1)
-	o.since, o.fails = time.Now(), map[string]int{call: 1}
+	o.since, o.fails = o.clock.Now(), map[string]int{call: 1}
 	o.mu.Unlock()
 	o.log.Warn("worqr: Redis unreachable; retrying until it answers", "call", call, "err", err)
 	return true

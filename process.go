@@ -444,7 +444,8 @@ type DetachedOptions struct {
 // DeadLetter and Status return ErrDetached; Done is never closed (the
 // context given to the handler stands for every reason to stop).
 func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
-	now := time.Now()
+	now := time.Now() // no client, so no clock of the engine's: the system's
+
 	if opts.Queue == "" {
 		opts.Queue = "detached"
 	}

@@ -215,9 +215,9 @@ func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool
 	for _, r := range runners {
 		r.cancelAll(ErrShutdown)
 	}
-	t := time.NewTimer(ShutdownCancelWait)
+	t := w.c.clock.NewTimer(ShutdownCancelWait)
 	defer t.Stop()
-	if !drainedAll(runners, ctx.Done(), t.C) && ctx.Err() == nil {
+	if !drainedAll(runners, ctx.Done(), t.C()) && ctx.Err() == nil {
 		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -25,6 +26,7 @@ type statsFlusher struct {
 	startstop.Base
 	store *store.Store
 	log   *slog.Logger
+	clock clock.Clock   // the store's: it dates the counts pending
 	kick  chan struct{} // buffered (1): look again, counts were written
 
 	mu sync.Mutex // guards closed, and the start and the end of a run
@@ -32,8 +34,8 @@ type statsFlusher struct {
 	closed bool
 }
 
-func newStatsFlusher(s *store.Store, log *slog.Logger) *statsFlusher {
-	f := &statsFlusher{store: s, log: log, kick: make(chan struct{}, 1)}
+func newStatsFlusher(s *store.Store, log *slog.Logger, clk clock.Clock) *statsFlusher {
+	f := &statsFlusher{store: s, log: log, clock: clk, kick: make(chan struct{}, 1)}
 	s.OnStatsPending(f.pending)
 	return f
 }
@@ -95,9 +97,9 @@ func (f *statsFlusher) loop(ctx context.Context, stopped func()) {
 			f.mu.Unlock()
 			continue
 		}
-		t := time.NewTimer(time.Until(next))
+		t := f.clock.NewTimer(f.clock.Until(next))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-f.kick:
 			t.Stop()
 			continue
@@ -115,9 +117,9 @@ func (f *statsFlusher) loop(ctx context.Context, stopped func()) {
 			f.log.Debug("worqr: writing stats of idle queues", "err", err)
 			// Counts given back (Redis loading, say) are due at once:
 			// wait a while before the next try.
-			t := time.NewTimer(store.StatsFlushEvery)
+			t := f.clock.NewTimer(store.StatsFlushEvery)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-ctx.Done():
 				t.Stop()
 				stopped()

@@ -276,7 +276,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		tracer:      opts.Tracer,
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
-		outage:      newOutage(opts.Logger),
+		outage:      newOutage(opts.Logger, clk),
 		workers:     make(map[*Worker]struct{}),
 		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
@@ -307,7 +307,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
-	c.statsFlusher = newStatsFlusher(c.store, c.log)
+	c.statsFlusher = newStatsFlusher(c.store, c.log, c.clock)
 	return c, nil
 }
 

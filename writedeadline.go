@@ -25,7 +25,9 @@ type sharedDeadline struct {
 	until time.Time
 }
 
-// ctx returns the context for a write that starts now.
+// ctx returns the context for a write that starts now. It reads the
+// system clock, not the client's: the context's deadline is the runtime's,
+// which only the system clock moves.
 func (d *writeDeadline) ctx(life context.Context, ttl time.Duration) context.Context {
 	now := time.Now()
 	if s := d.cur.Load(); s != nil && !now.After(s.until) {
