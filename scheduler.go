@@ -445,16 +445,27 @@ func serve(idle chan job, quit <-chan struct{}, j job) {
 
 // returned hands on the slot of a member's handler that returned, while
 // its outcome is written: the next task's dequeue goes out meanwhile.
-func (s *slotScheduler) returned(r *runner) {
+func (s *slotScheduler) returned(r *runner) { r.count(-1, +1) }
+
+// count moves the member's slot counts, and the scheduler's, by busy and
+// settling; then, if a member may take the slot that freed, it wakes the
+// loop, and if the member's handlers have all ended it closes the drain
+// channel those waiting for that hold.
+func (r *runner) count(busy, settling int) {
+	s := r.sched
 	s.mu.Lock()
-	r.busy--
-	r.settling++
-	s.busy--
-	s.settling++
+	r.busy += busy
+	r.settling += settling
+	s.busy += busy
+	s.settling += settling
 	wanted := s.wantedLocked()
+	drained := r.takeDrainLocked()
 	s.mu.Unlock()
 	if wanted {
 		s.poke()
+	}
+	if drained != nil {
+		close(drained)
 	}
 }
 
@@ -463,19 +474,7 @@ func (s *slotScheduler) returned(r *runner) {
 // handler is done (stopTaking and shutdown wait for that).
 func (r *runner) settled(j job) {
 	j.cancel(nil)
-	s := r.sched
-	s.mu.Lock()
-	r.settling--
-	s.settling--
-	wanted := s.wantedLocked()
-	drained := r.takeDrainLocked()
-	s.mu.Unlock()
-	if wanted {
-		s.poke() // a slot frees if the writes were at their bound
-	}
-	if drained != nil {
-		close(drained)
-	}
+	r.count(0, -1) // a slot frees if the writes were at their bound
 }
 
 // wantedLocked reports whether a member may take a slot that frees:
@@ -511,21 +510,7 @@ func (r *runner) claim() (quit <-chan struct{}, ok bool) {
 }
 
 // unclaim gives back the slot claim took, for a process not adopted.
-func (r *runner) unclaim() {
-	s := r.sched
-	s.mu.Lock()
-	r.busy--
-	s.busy--
-	wanted := s.wantedLocked()
-	drained := r.takeDrainLocked()
-	s.mu.Unlock()
-	if drained != nil {
-		close(drained)
-	}
-	if wanted {
-		s.poke()
-	}
-}
+func (r *runner) unclaim() { r.count(-1, 0) }
 
 // full reports whether the member could not start a handler now for want
 // of a slot: the scheduler's are all taken, or its maxSlots is reached.
