@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr"
+	"github.com/worqr/worqr/internal/testenv"
 )
 
 func TestRolledBackEnqueuesNothingCommittedEnqueuesOne(t *testing.T) {
@@ -362,19 +361,7 @@ func TestNewRelayRefusesAShortDedupeWindow(t *testing.T) {
 // The core package stays free of database drivers: programs that import
 // only worqr must not build pgx.
 func TestCoreHasNoDatabaseDependencies(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "github.com/worqr/worqr").Output()
-	require.NoError(t, err)
-	deps := strings.Fields(string(out))
-	require.Contains(t, deps, "github.com/worqr/worqr")
-	for _, dep := range deps {
-		if strings.HasPrefix(dep, "github.com/jackc/") || dep == "database/sql" {
-			t.Errorf("the core package depends on %s", dep)
-		}
-	}
+	testenv.RequireCoreWithout(t, "github.com/jackc/", "database/sql")
 }
 
 // A relay that hangs mid-move does not hold its rows for ever: Postgres

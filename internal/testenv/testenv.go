@@ -78,10 +78,11 @@ func Eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// RequireCoreWithoutMetrics fails the test if the core package depends
-// on Prometheus or OpenTelemetry: programs that import only worqr must
-// not build them.
-func RequireCoreWithoutMetrics(t *testing.T) {
+// RequireCoreWithout fails the test if the core package depends on a
+// package whose path starts with one of banned: programs that import only
+// worqr must not build the metrics libraries or database drivers that
+// modules of their own bring in.
+func RequireCoreWithout(t *testing.T, banned ...string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -92,12 +93,19 @@ func RequireCoreWithoutMetrics(t *testing.T) {
 	deps := strings.Fields(string(out))
 	require.Contains(t, deps, "github.com/worqr/worqr")
 	for _, dep := range deps {
-		for _, banned := range []string{"github.com/prometheus/", "go.opentelemetry.io/"} {
-			if strings.HasPrefix(dep, banned) {
+		for _, b := range banned {
+			if strings.HasPrefix(dep, b) {
 				t.Errorf("the core package depends on %s", dep)
 			}
 		}
 	}
+}
+
+// RequireCoreWithoutMetrics fails the test if the core package depends
+// on Prometheus or OpenTelemetry.
+func RequireCoreWithoutMetrics(t *testing.T) {
+	t.Helper()
+	RequireCoreWithout(t, "github.com/prometheus/", "go.opentelemetry.io/")
 }
 
 // RunKinds enqueues one task of each kind on queue with c, in order, and
