@@ -78,10 +78,10 @@ func Eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// RequireCoreWithout fails the test if the core package depends on a
-// package whose path starts with one of banned: programs that import only
-// worqr must not build the metrics libraries or database drivers that
-// modules of their own bring in.
+// RequireCoreWithout fails the test if the core package depends on one
+// of banned: a package path, or, ending in "/", every path under it.
+// Programs that import only worqr must not build the metrics libraries or
+// database drivers that modules of their own bring in.
 func RequireCoreWithout(t *testing.T, banned ...string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -94,7 +94,7 @@ func RequireCoreWithout(t *testing.T, banned ...string) {
 	require.Contains(t, deps, "github.com/worqr/worqr")
 	for _, dep := range deps {
 		for _, b := range banned {
-			if strings.HasPrefix(dep, b) {
+			if dep == b || strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b) {
 				t.Errorf("the core package depends on %s", dep)
 			}
 		}
