@@ -49,6 +49,7 @@ type Outbox struct {
 	qTable        string // schema.table, quoted
 	channel       string // the notification channel
 	insertSQL     string
+	statsSQL      string
 }
 
 // New checks cfg and returns its outbox. Names are quoted wherever they
@@ -77,12 +78,17 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	o.insertSQL = `INSERT INTO ` + o.qTable + ` (id, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	o.statsSQL = statsQuery(o.qTable)
 	return o, nil
 }
 
 // Table is the outbox table's name, schema-qualified and quoted, for the
 // application's own queries (a backlog count, say).
 func (o *Outbox) Table() string { return o.qTable }
+
+// Name is the outbox table's name, schema-qualified and unquoted
+// ("public.worqr_outbox"), for logs and metric labels.
+func (o *Outbox) Name() string { return o.schema + "." + o.table }
 
 // Channel is the channel the insert trigger notifies and the relays
 // listen on.
