@@ -17,6 +17,16 @@
 // the task's unique key (worqr.UniqueFor, for RelayOptions.DedupeWindow)
 // and adds nothing, so each committed row becomes one task.
 //
+// FinishTx records a task's finish in its handler's own transaction, and
+// the SkipFinished middleware skips a later attempt at a task so
+// recorded, so that work written to Postgres is done once even when the
+// worker dies between the commit and worqr's record of the finish.
+//
+// Outbox.Stats reads the backlog, the age of its oldest row and the rows
+// worqr refused; the packages worqroutboxprom (outbox/prometheus) and
+// worqroutboxotel (outbox/otel) export them as metrics, and the
+// worqr-outbox command prints them.
+//
 // Both pgx (a pgx.Tx, *pgx.Conn or pool) and database/sql (through SQL)
 // can enqueue; the relay needs a pgxpool.Pool, as LISTEN needs a
 // connection of its own. See docs/outbox.md for when to use it, how it

@@ -30,6 +30,9 @@ const (
 	DefaultTable  = "worqr_outbox"
 )
 
+// maxIdentifier is the longest identifier Postgres keeps whole, in bytes.
+const maxIdentifier = 63
+
 // ErrInvalidConfig is returned by New for a Config it cannot use.
 var ErrInvalidConfig = errors.New("invalid outbox config")
 
@@ -38,22 +41,26 @@ type Config struct {
 	// Schema holds the table; DefaultSchema when empty.
 	Schema string
 	// Table is the table's name; DefaultTable when empty. Migrate makes a
-	// trigger function named after it (Table + "_notify") in Schema.
+	// trigger function named after it (Table + "_notify") in Schema, and
+	// the table of tasks finished in a transaction (Table + "_finished").
 	Table string
 }
 
 // Outbox is one outbox table: where Enqueue inserts and a Relay moves
 // from. It is safe for concurrent use.
 type Outbox struct {
-	schema, table string
-	qTable        string // schema.table, quoted
-	channel       string // the notification channel
-	insertSQL     string
-	statsSQL      string
+	schema, table                    string
+	qTable                           string // schema.table, quoted
+	qFinished                        string // schema.table_finished, quoted: see FinishTx
+	channel                          string // the notification channel
+	insertSQL                        string
+	statsSQL                         string
+	finishSQL, finishedSQL, pruneSQL string
 }
 
 // New checks cfg and returns its outbox. Names are quoted wherever they
-// appear in SQL, so any name Postgres accepts works (up to 63 bytes, no
+// appear in SQL, so any name Postgres accepts works (a schema up to 63
+// bytes, a table up to 51, since Migrate names others after it; no
 // NUL byte).
 func New(cfg Config) (*Outbox, error) {
 	if cfg.Schema == "" {
@@ -62,13 +69,20 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
-	for _, name := range []string{cfg.Schema, cfg.Table} {
-		if len(name) > 63 || strings.IndexByte(name, 0) >= 0 {
-			return nil, fmt.Errorf("worqroutbox: %w: name %q is over 63 bytes or holds a NUL byte", ErrInvalidConfig, name)
+	// Postgres cuts identifiers at 63 bytes: the names made of the
+	// table's (the longest, Table + "_finished_at") must fit whole, or
+	// they could come out the same as the table's own.
+	for _, n := range []struct {
+		name string
+		max  int
+	}{{cfg.Schema, maxIdentifier}, {cfg.Table, maxIdentifier - len("_finished_at")}} {
+		if len(n.name) > n.max || strings.IndexByte(n.name, 0) >= 0 {
+			return nil, fmt.Errorf("worqroutbox: %w: name %q is over %d bytes or holds a NUL byte", ErrInvalidConfig, n.name, n.max)
 		}
 	}
 	o := &Outbox{schema: cfg.Schema, table: cfg.Table}
 	o.qTable = pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	o.qFinished = pgx.Identifier{cfg.Schema, cfg.Table + "_finished"}.Sanitize()
 	// A channel name is an identifier (63 bytes at most): a long
 	// schema.table gives way to a digest of it.
 	o.channel = cfg.Schema + "." + cfg.Table
@@ -79,6 +93,9 @@ func New(cfg Config) (*Outbox, error) {
 	o.insertSQL = `INSERT INTO ` + o.qTable + ` (id, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 	o.statsSQL = statsQuery(o.qTable)
+	o.finishSQL = `INSERT INTO ` + o.qFinished + ` (queue, task_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	o.finishedSQL = `SELECT 1 FROM ` + o.qFinished + ` WHERE queue = $1 AND task_id = $2`
+	o.pruneSQL = `DELETE FROM ` + o.qFinished + ` WHERE finished_at < now() - make_interval(secs => $1::bigint / 1000000.0)`
 	return o, nil
 }
 
@@ -232,6 +249,9 @@ func (o *Outbox) MigrationSQL() (string, error) {
 		"Table":    o.qTable,
 		"Function": pgx.Identifier{o.schema, o.table + "_notify"}.Sanitize(),
 		"Trigger":  pgx.Identifier{o.table + "_notify"}.Sanitize(),
+		"Finished": o.qFinished,
+		// An index's name is the schema's, as the table's.
+		"FinishedIndex": pgx.Identifier{o.table + "_finished_at"}.Sanitize(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("worqroutbox: migration script: %w", err)

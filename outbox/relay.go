@@ -24,6 +24,7 @@ const (
 	DefaultSweep        = 30 * time.Second
 	DefaultMoveTimeout  = 30 * time.Second
 	DefaultDedupeWindow = 15 * time.Minute
+	DefaultKeepFinished = 7 * 24 * time.Hour
 )
 
 // RelayOptions configure a Relay. Zero values mean the defaults.
@@ -47,6 +48,11 @@ type RelayOptions struct {
 	// (DefaultDedupeWindow, or twice the sum if that is longer). See
 	// docs/outbox.md for the cost.
 	DedupeWindow time.Duration
+	// KeepFinished is how long a task's record of its finish (FinishTx)
+	// is kept: it must outlast the longest time from a handler's commit to
+	// a later attempt at its task (a retry's backoff, a reclaim). Relays
+	// delete older records at every sweep (DefaultKeepFinished).
+	KeepFinished time.Duration
 	// Logger gets the relay's errors; none when nil.
 	Logger *slog.Logger
 }
@@ -86,6 +92,9 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 	}
 	if opts.MoveTimeout <= 0 {
 		opts.MoveTimeout = DefaultMoveTimeout
+	}
+	if opts.KeepFinished <= 0 {
+		opts.KeepFinished = DefaultKeepFinished
 	}
 	if opts.DedupeWindow <= 0 {
 		opts.DedupeWindow = max(DefaultDedupeWindow, 2*(opts.Sweep+opts.MoveTimeout))
@@ -205,6 +214,7 @@ func (r *Relay) run(ctx context.Context) {
 			return
 		case <-r.wake:
 		case <-sweep.C:
+			r.prune(ctx)
 		}
 		if err := r.drain(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -222,6 +232,16 @@ func (r *Relay) run(ctx context.Context) {
 		}
 		backoff = 0
 		r.idle.Signal(struct{}{})
+	}
+}
+
+// prune deletes the records of finishes older than KeepFinished; a
+// failure is logged, and the next sweep tries again.
+func (r *Relay) prune(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.MoveTimeout)
+	defer cancel()
+	if _, err := r.o.PruneFinished(ctx, r.pool, r.opts.KeepFinished); err != nil && ctx.Err() == nil {
+		r.log.Warn("worqroutbox: pruning finished tasks failed; the next sweep tries again", "err", err)
 	}
 }
 

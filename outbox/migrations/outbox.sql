@@ -1,6 +1,7 @@
--- The outbox table, its notify trigger and the function the trigger runs.
--- Idempotent: Migrate runs it at every start. {{.Schema}}, {{.Table}},
--- {{.Function}} and {{.Trigger}} are quoted identifiers, filled in by
+-- The outbox table, its notify trigger and the function the trigger runs,
+-- and the table of tasks finished in a handler's transaction. Idempotent:
+-- Migrate runs it at every start. {{.Schema}}, {{.Table}}, {{.Function}},
+-- {{.Trigger}} and {{.Finished}} are quoted identifiers, filled in by
 -- Migrate.
 SELECT pg_advisory_xact_lock({{.Lock}});
 
@@ -49,3 +50,15 @@ $$;
 DROP TRIGGER IF EXISTS {{.Trigger}} ON {{.Table}};
 CREATE TRIGGER {{.Trigger}} AFTER INSERT ON {{.Table}}
     FOR EACH STATEMENT EXECUTE FUNCTION {{.Function}}();
+
+-- One row per task a handler recorded as finished in its own transaction
+-- (Outbox.FinishTx): a later attempt at the task (its finish was lost with
+-- its worker) finds it and does not do the work again. Relays delete rows
+-- older than RelayOptions.KeepFinished.
+CREATE TABLE IF NOT EXISTS {{.Finished}} (
+    queue       text        NOT NULL,
+    task_id     text        NOT NULL,
+    finished_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, task_id)
+);
+CREATE INDEX IF NOT EXISTS {{.FinishedIndex}} ON {{.Finished}} (finished_at);
