@@ -113,3 +113,18 @@ func TestNewRefusesATableNameThatWouldBeCut(t *testing.T) {
 	_, err = New(Config{Table: long + "x"})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
+
+// A relay prunes the records older than KeepFinished at its sweep.
+func TestRelaySweepPrunesFinishedRecords(t *testing.T) {
+	e := newEnv(t, "")
+	p := worqr.NewDetachedProcess(nil, worqr.DetachedOptions{Queue: "q", TaskID: "t0"})
+	e.inTx(false, func(tx pgx.Tx) { require.NoError(t, e.ob.FinishTx(e.ctx, tx, p)) })
+	_, err := e.pool.Exec(e.ctx, "UPDATE "+e.ob.qFinished+" SET finished_at = now() - interval '2 days'")
+	require.NoError(t, err)
+	r := e.relay(nil, RelayOptions{Sweep: 50 * time.Millisecond, KeepFinished: 24 * time.Hour})
+	e.start(r)
+	r.idle.WaitOrTimeout() // a sweep's prune comes before its move, and the move's end signals
+	got, err := e.ob.Finished(e.ctx, e.pool, p)
+	require.NoError(t, err)
+	require.False(t, got)
+}
