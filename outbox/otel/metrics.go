@@ -47,10 +47,13 @@ type Options struct {
 //
 // Instruments, each with the attribute worqr.outbox.table:
 //
-//	worqr.outbox.backlog         updowncounter {row}  rows committed and not yet moved into worqr
-//	worqr.outbox.oldest_waiting  gauge s              how long the oldest of them has waited (0: none)
-//	worqr.outbox.failed          updowncounter {row}  rows worqr refused for good, kept and skipped
-//	worqr.outbox.scrape.errors   counter {error}      collections whose query failed or timed out
+//	worqr.outbox.backlog         gauge {row}      rows committed and not yet moved into worqr
+//	worqr.outbox.oldest_waiting  gauge s          how long the oldest of them has waited (0: none)
+//	worqr.outbox.failed          gauge {row}      rows worqr refused for good, kept and skipped
+//	worqr.outbox.scrape.errors   counter {error}  collections whose query failed or timed out
+//
+// The numbers are gauges, not up-down counters: every program that
+// registers them reports the same numbers, which do not add up.
 func Register(ob *worqroutbox.Outbox, db worqroutbox.Querier, opts Options) (metric.Registration, error) {
 	mp := opts.MeterProvider
 	if mp == nil {
@@ -60,11 +63,11 @@ func Register(ob *worqroutbox.Outbox, db worqroutbox.Querier, opts Options) (met
 		opts.Timeout = DefaultTimeout
 	}
 	meter := mp.Meter(ScopeName)
-	backlog, err1 := meter.Int64ObservableUpDownCounter("worqr.outbox.backlog", metric.WithUnit("{row}"),
+	backlog, err1 := meter.Int64ObservableGauge("worqr.outbox.backlog", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows of the outbox committed and not yet moved into worqr. Near zero on a healthy fleet: every commit wakes the relays."))
 	oldest, err2 := meter.Float64ObservableGauge("worqr.outbox.oldest_waiting", metric.WithUnit("s"),
 		metric.WithDescription("How long the oldest row of the outbox's backlog has waited, by the database's clock; 0 when none waits."))
-	failed, err3 := meter.Int64ObservableUpDownCounter("worqr.outbox.failed", metric.WithUnit("{row}"),
+	failed, err3 := meter.Int64ObservableGauge("worqr.outbox.failed", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows of the outbox that worqr refused for good: kept and skipped by the relays until someone fixes or deletes them."))
 	scrapeErrors, err4 := meter.Int64ObservableCounter("worqr.outbox.scrape.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Collections of the outbox's state whose query failed or timed out (they reported no numbers)."))
