@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,11 +23,12 @@ import (
 // names (a DSN: "postgres://postgres@127.0.0.1:5499/postgres", as
 // .ci/postgres start prints) and skip without it, so `go test ./...`
 // passes with no database. Each uses a schema of its own, dropped at its
-// end. Redis is miniredis, or the server WORQR_TEST_REDIS names, under a
-// prefix of the test's own.
+// end. Redis is miniredis, or the server WORQR_TEST_REDIS names, or the
+// cluster WORQR_TEST_CLUSTER names, under a prefix of the test's own.
 const (
 	envPostgres = "WORQR_TEST_POSTGRES"
 	envRedis    = "WORQR_TEST_REDIS"
+	envCluster  = "WORQR_TEST_CLUSTER" // a Redis Cluster's seed nodes, comma-separated
 )
 
 // env is one test's Postgres schema, outbox, Redis and worqr client.
@@ -67,7 +69,10 @@ func newEnv(t *testing.T, table string) *env {
 
 	e.prefix = "worqroutboxtest-" + uuid.NewString()[:8]
 	opt := rueidis.ClientOption{DisableCache: true}
-	if addr := os.Getenv(envRedis); addr != "" {
+	cluster := os.Getenv(envCluster)
+	if cluster != "" {
+		opt.InitAddress = strings.Split(cluster, ",")
+	} else if addr := os.Getenv(envRedis); addr != "" {
 		opt.InitAddress = []string{addr}
 	} else {
 		m := miniredis.NewMiniRedis()
@@ -80,7 +85,9 @@ func newEnv(t *testing.T, table string) *env {
 	e.rdb, err = rueidis.NewClient(opt)
 	require.NoError(t, err)
 	t.Cleanup(e.rdb.Close)
-	if os.Getenv(envRedis) != "" {
+	// A cluster's keys are spread over its nodes, and CI's is thrown away
+	// after the run: only a single Redis is cleaned.
+	if cluster == "" && os.Getenv(envRedis) != "" {
 		t.Cleanup(e.deleteKeys)
 	}
 	e.client = e.newClient()
