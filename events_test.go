@@ -324,14 +324,14 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	ps := dequeueAll(t, w, "q", 2)
 	p := ps[1]
 	w.mu.Lock()
-	s := w.serving["q"]
+	s := w.sessions["q"]
 	w.mu.Unlock()
 
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
 	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
 	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 

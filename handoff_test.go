@@ -393,7 +393,7 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 	e, ok := store.ParseEvent(m)
 	require.True(t, ok)
 	w.mu.Lock()
-	s := w.serving["q"]
+	s := w.sessions["q"]
 	w.mu.Unlock()
 	s.sub.box.push(event{Event: e})
 	settledParking(t, c, "q", 1)

@@ -99,7 +99,7 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 
 	// The worker as a whole is unharmed: same id, not fenced, and its
 	// process on b is still running.
-	_, err = w.current("test")
+	_, err = currentID(w)
 	assert.NoError(t, err, "the whole worker fenced itself")
 	assert.Equal(t, id, w.ID())
 	assert.NoError(t, pb.Err(), "the process on b was ended")
@@ -209,9 +209,9 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	noFence(t, fences)
 	now := k.clk.Now()
 	assert.True(t, w.registryDeadline().After(now), "the registry lease's deadline passed")
-	w.mu.Lock()
-	deadlineB := w.serving["b"].deadlineAt
-	w.mu.Unlock()
+	var deadlineB time.Time
+	b := sessionOf(w, "b")
+	lookAt(b, func() { deadlineB = b.deadlineAt })
 	assert.True(t, deadlineB.After(now), "b's deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")

@@ -47,7 +47,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	k.run(fast.RenewInterval) // the first renewal races
 	require.NoError(t, recv(t, raced, testsignal.Wait, "the race"))
 	k.run(3 * fast.RenewInterval)
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "fenced")
 	noFence(t, fenced)
 	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
@@ -139,7 +139,7 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 			done = true
 		}
 	}
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "fenced after %d races", n)
 	noFence(t, fenced)
 	require.Greater(t, n, 5, "renewals raced")

@@ -84,7 +84,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	// before it calls these.
 	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
-		sv := w.serving[queue]
+		sv := w.sessions[queue]
 		w.mu.Unlock()
 		if sv == nil || sv.runner != r {
 			r.stopTaking()
@@ -338,9 +338,12 @@ func (r *runner) stopTaking() {
 // runs for a process the worker holds in the queue, or for one that has
 // ended already, whose context ended with it.
 func (r *runner) cancelAll(cause error) {
-	r.w.mu.Lock()
-	defer r.w.mu.Unlock()
-	if s := r.w.serving[r.queue]; s != nil {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sessions[r.queue]; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		for _, p := range s.procs {
 			p.interrupt(cause)
 		}
@@ -358,7 +361,7 @@ func (r *runner) wakeAt(until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.redisNow())
+	d := time.UnixMicro(until).Sub(r.w.clock.now(r.w.c.clock))
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0

@@ -191,7 +191,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
 	id := settledParking(t, c, "q", 1)[0]
 	w.mu.Lock()
-	r := w.serving["q"].runner
+	r := w.sessions["q"].runner
 	w.mu.Unlock()
 	r.stopTaking() // as Shutdown does before its grace period
 

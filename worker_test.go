@@ -426,9 +426,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	// Run the dequeue script as the worker, dropping the reply.
 	k := c.store.Keys().Queue("q")
 	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{w.ID(), "1", "0"}).Error())
-	w.mu.Lock()
-	w.serving["q"].unsure = unsurePasses
-	w.mu.Unlock()
+	sessionOf(w, "q").markUnsure(unsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
 		return len(waiting(t, c, "q")) == 2
