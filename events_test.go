@@ -228,7 +228,7 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	dequeueAll(t, dead, "q", 2)
 	_, err := c.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
-	dead.crash()
+	crash(dead)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
@@ -257,7 +257,7 @@ func TestDeleteQueue(t *testing.T) {
 	assert.ErrorIs(t, held[0].Err(), ErrQueueDeleted)
 	require.NoError(t, held[0].Finish(ctx))
 	assert.ErrorIs(t, held[1].Requeue(ctx), ErrQueueDeleted)
-	dead.crash()
+	crash(dead)
 	eventually(t, 5*time.Second, "dead worker reclaimed", func() bool {
 		procs, err := c.Processes(ctx, "q")
 		require.NoError(t, err)

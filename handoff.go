@@ -47,25 +47,13 @@ func (s *session) handedOff(ctx context.Context, e store.Event) {
 	p := s.adoptHanded(e)
 	if p == nil {
 		r.unclaim()
-		r.lookAgain()
+		r.workArrived() // look again (see runner.runJob)
 		return
 	}
 	c := s.w.c
 	c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
 	c.obs.started(ctx, p)                   // before anything can end it
 	r.launch(quit, p, true)
-}
-
-// lookAgain makes the runtime dequeue for its free slots, after a process
-// handed over started (or could not be adopted): that parks it again if
-// the queue is empty, for the enqueue took it out of the idle set. It
-// marks that the queue may hold tasks, as a work event does, so the loop
-// looks again when a slot frees if it has none now: a hand-off that took
-// the last free slot would otherwise leave the runtime unparked, out of
-// every later hand-off, until some other enqueue's work event (and the
-// scheduler plans no dequeue for a member not so marked).
-func (r *runner) lookAgain() {
-	r.workArrived()
 }
 
 // adoptHanded puts a handed process in the session's books, as dequeue

@@ -202,7 +202,7 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.
-func (w *Worker) crash() {
+func crash(w *Worker) {
 	w.mu.Lock()
 	closing := w.state.toClosed()
 	runners := w.sessions.runners()
@@ -226,7 +226,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
-func (w *Worker) freeze() {
+func freeze(w *Worker) {
 	w.stopComponents()
 }
 

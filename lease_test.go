@@ -196,7 +196,7 @@ func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 }
 
 // registryDeadline is the worker's registry lease deadline.
-func (w *Worker) registryDeadline() time.Time {
+func registryDeadline(w *Worker) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lease.at
@@ -222,7 +222,7 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	refuse(true)
 	w, fences := fencingWorker(t, k.c)
 	id := w.ID()
-	require.Equal(t, k.at(900*time.Millisecond), w.registryDeadline())
+	require.Equal(t, k.at(900*time.Millisecond), registryDeadline(w))
 	k.waitTimers(2) // the deadline, the beat
 
 	k.advance(899 * time.Millisecond)
@@ -256,12 +256,12 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 
 	k.advance(250 * time.Millisecond) // the first beat
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
-	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "sent at 250 ms, renewed to 250 + 900 ms")
+	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "sent at 250 ms, renewed to 250 + 900 ms")
 
 	refuse(true)
 	k.advance(899 * time.Millisecond) // past the first deadline (900 ms)
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat of 500 ms tried")
-	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "a failed renewal moved the deadline")
+	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "a failed renewal moved the deadline")
 
 	k.advance(time.Millisecond)
 	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")

@@ -170,7 +170,7 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 		require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	}
 	eventually(t, 10*time.Second, "three ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 3 })
-	w1.crash()
+	crash(w1)
 	crashed := time.Now()
 	eventually(t, 10*time.Second, "five ticks after the crash", func() bool {
 		ticks := periodicTicks(t, c, "periodic")

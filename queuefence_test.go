@@ -208,7 +208,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	run(2 * fast.TTL)
 	noFence(t, fences)
 	now := k.clk.Now()
-	assert.True(t, w.registryDeadline().After(now), "the registry lease's deadline passed")
+	assert.True(t, registryDeadline(w).After(now), "the registry lease's deadline passed")
 	var deadlineB time.Time
 	b := sessionOf(w, "b")
 	lookAt(b, func() { deadlineB = b.deadlineAt })

@@ -50,7 +50,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	_, err := currentID(w)
 	require.NoError(t, err, "fenced")
 	noFence(t, fenced)
-	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
+	assert.True(t, registryDeadline(w).After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	p, err := w.Dequeue(ctx, "q")
@@ -143,7 +143,7 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	require.NoError(t, err, "fenced after %d races", n)
 	noFence(t, fenced)
 	require.Greater(t, n, 5, "renewals raced")
-	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
+	assert.True(t, registryDeadline(w).After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 }
 

@@ -162,7 +162,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 const ShutdownCancelWait = time.Second
 
 // drain stops every runner taking tasks and waits for their handlers
-// until ctx ends, then cancels them (see stopRunners). It returns ctx's
+// until ctx ends, then cancels them (see runners.stop). It returns ctx's
 // error if the handlers outlasted it.
 func (w *Worker) drain(ctx context.Context) error {
 	w.mu.Lock()

@@ -147,8 +147,8 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 		byID[w.ID()] = w
 	}
 	ids := settledParking(t, c, "q", 3)
-	byID[ids[0]].crash() // the two the next enqueue will name
-	byID[ids[1]].crash()
+	crash(byID[ids[0]]) // the two the next enqueue will name
+	crash(byID[ids[1]])
 	start := time.Now()
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
 	select {
