@@ -1,6 +1,6 @@
 package worqr
 
-// Per-queue fencing (keepalive.go: fenceQueue, rejoin) under faults
+// Per-queue fencing (fence.go: session.fence; rejoin.go) under faults
 // injected command by command through the hooked client.
 
 import (

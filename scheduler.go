@@ -146,7 +146,7 @@ func (s *slotScheduler) setReady() {
 // close ends the loop for good, as the worker closes: the handler
 // goroutines waiting for a job leave, and no goroutine of the scheduler's
 // is started again. Once no handler runs, it waits for them all; a
-// handler that outlived its cancel (stopRunners gave up on it) is the
+// handler that outlived its cancel (runners.stop gave up on it) is the
 // application's, and its goroutine leaves as soon as it returns.
 func (s *slotScheduler) close() {
 	s.Stop()

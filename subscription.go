@@ -33,7 +33,6 @@ func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
 // once it runs, Stopped once it has returned.
 type subscription struct {
 	startstop.Base
-	w        *Worker
 	s        *session
 	box      *mailbox
 	listener *store.Listener
@@ -52,7 +51,7 @@ type subscription struct {
 // life, and listens on the queue's channel.
 func (s *session) subscribe() *subscription {
 	w := s.w
-	sub := &subscription{w: w, s: s, box: newMailbox(), ready: make(chan struct{})}
+	sub := &subscription{s: s, box: newMailbox(), ready: make(chan struct{})}
 	subscribed := func() {
 		// Ready first: the dispatcher may handle the event before this
 		// goroutine runs again, and its check wakes the runtime, whose
