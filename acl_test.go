@@ -203,7 +203,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "m", Events{}))
 	dequeueAll(t, dead, "m", 1)
-	dead.crash()
+	crash(dead)
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "m")) == 2 })
 	tasks, err := c.Tasks(ctx, "m", 0, -1, PayloadPrefix(1))
 	require.NoError(t, err)

@@ -87,7 +87,7 @@ func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
 	_, err := c.Cancel(ctx, "other", []byte("x"))
 	require.NoError(t, err)
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, "q", "other") })
 
 	rep := check(t, c, false)
@@ -258,7 +258,7 @@ func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 	assert.Equal(t, []string{"q"}, wq)
 
 	// So its work is found when it dies.
-	w.crash()
+	crash(w)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 10*time.Second, "reclaimed", func() bool { return slices.Equal(waiting(t, c, "q"), []string{"t0000"}) })
@@ -278,7 +278,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 	dequeueAll(t, dead, "q", 1)
 	dequeueAll(t, dead, "r", 1)
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	live := newWorker(t, notReclaiming(t, b), WorkerOptions{})
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, admin, id, "q", "r") })
@@ -406,7 +406,7 @@ func TestCheckRepairNeverTouchesLiveWork(t *testing.T) {
 		require.NoError(t, second(c.EnqueueBatch(ctx, q, tasks)))
 	}
 	recv(t, victimStarted, 5*time.Second, "the victim holds tasks")
-	victim.crash()
+	crash(victim)
 	eventually(t, 20*time.Second, "every task finished", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -493,7 +493,7 @@ func TestCheckOnRedisCluster(t *testing.T) {
 		dequeueAll(t, dead, names[i], 1)
 	}
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build()) // and its registry entry is lost
 	do(t, c, c.rdb.B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build())
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, names...) })

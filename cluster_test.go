@@ -145,7 +145,7 @@ func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
 		require.Equal(t, q+"/held", string(p.Task()))
 	}
 	id := victim.ID()
-	victim.crash()
+	crash(victim)
 	newWorker(t, b.client(), fast) // a peer, which reclaims
 
 	eventually(t, 5*time.Second, "reclaimed on every shard", func() bool {

@@ -279,7 +279,7 @@ func TestPriorities(t *testing.T) {
 	require.NoError(t, ps[0].Requeue(ctx))
 	require.NoError(t, ps[1].Retry(ctx, 50*time.Millisecond, nil))
 	require.NoError(t, ps[3].Finish(ctx))
-	w.crash()
+	crash(w)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 10*time.Second, "back at their levels", func() bool {

@@ -39,9 +39,14 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: count %d: %w", queue, n, ErrInvalidOptions)
 	}
 	w.mu.Lock()
-	s, ok := w.serving[queue]
-	id, refused := w.id, w.takesWork()
-	fenced := errors.Is(refused, ErrWorkerFenced) || (ok && s.fenced)
+	s, ok := w.sessions[queue]
+	id, refused := w.state.id, w.state.takesWork()
+	fenced := errors.Is(refused, ErrWorkerFenced)
+	if ok {
+		s.mu.Lock()
+		fenced = fenced || s.state.isFenced()
+		s.mu.Unlock()
+	}
 	w.mu.Unlock()
 	switch {
 	case errors.Is(refused, ErrWorkerClosed):
@@ -56,7 +61,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	w.mu.Lock()
-	left := w.serving[queue] != s
+	left := w.sessions[queue] != s
 	w.mu.Unlock()
 	if left { // StopWork ran while this call waited at the gate
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNotServing)
@@ -80,9 +85,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
 			// The script may have run and its reply been lost: reconcile
 			// once Redis answers, so no process stays ours unknowingly.
-			w.mu.Lock()
-			s.unsure = unsurePasses
-			w.mu.Unlock()
+			s.markUnsure(unsurePasses, false)
 		}
 		return nil, 0, c.fail("dequeue", queue, err)
 	}
@@ -98,13 +101,15 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
-	fenced = w.id != id || w.isFenced() || s.fenced
-	adopted := !fenced && w.serving[queue] == s
+	s.mu.Lock()
+	fenced = w.state.id != id || w.state.isFenced() || s.state.isFenced()
+	adopted := !fenced && w.sessions[queue] == s
 	if adopted {
 		for _, p := range ps {
 			s.procs[p.id] = p
 		}
 	}
+	s.mu.Unlock()
 	w.mu.Unlock()
 	if !adopted {
 		// The worker fenced itself while the script ran: these processes
@@ -118,24 +123,13 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	return ps, until, nil
 }
 
-// forget drops a process from the worker's books and ends it.
+// forget drops a process from the books of its queue's session and ends
+// it.
 func (w *Worker) forget(p *Process, reason error) {
 	w.mu.Lock()
-	if s := w.serving[p.queue]; s != nil && s.procs[p.id] == p {
-		delete(s.procs, p.id)
+	if s := w.sessions[p.queue]; s != nil {
+		s.drop(p)
 	}
 	w.mu.Unlock()
 	p.end(reason, true)
-}
-
-// endAll ends every process the worker holds in a queue it no longer
-// serves (the caller removed s from w.serving).
-func (w *Worker) endAll(s *serving, reason error) {
-	w.mu.Lock()
-	procs := s.procs
-	s.procs = make(map[string]*Process)
-	w.mu.Unlock()
-	for _, p := range procs {
-		p.end(reason, true)
-	}
 }

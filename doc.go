@@ -39,13 +39,18 @@
 //     taking tasks from the queues it serves.
 //   - lease: a worker's claim in Redis, renewed while it lives and gone
 //     after its TTL (WorkerOptions.TTL) when it does not.
+//   - session: a worker's service of one queue, from StartWork (or Handle,
+//     HandleQueues) to StopWork or the worker's shutdown: the lease on
+//     that queue, the processes held there and the queue's events. A
+//     worker has one session per queue it serves.
 //   - process: one attempt at a task, held by one worker (a Process),
 //     from its dequeue to its end. An operating-system process is a
 //     program.
 //   - handler: the function that runs a process's task (Handler), called
 //     by a worker's runtime (Worker.Handle, HandleQueues).
 //   - fence: a worker whose lease ran out stops itself: it takes no more
-//     work and drops its processes, which belong to its peers now.
+//     work and drops its processes, which belong to its peers now. A
+//     session whose queue lease ran out fences alone, and rejoins.
 //   - reclaim: peers put the processes of a worker whose lease is gone
 //     back at the front of their queues.
 //   - dead letter: a task that will not run again unless requeued
@@ -127,10 +132,12 @@
 // coalesce.go (joining overlapping calls into one script call).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), keepalive.go (the lease
-// keeper and the client's beat, which renews), lease.go (the fencing
-// deadline), fence.go, rejoin.go (a fenced queue or worker taking a lease
-// again), reconcile.go (dequeue replies and hand-off events lost),
+// order, NewWorker), state.go (its lifecycle), session.go (a queue served:
+// its state, its processes), keepalive.go (the lease keeper and the
+// client's beat, which renews), lease.go (the fencing deadline), fence.go
+// (of the worker, or of a session), rejoin.go (a fenced session or worker
+// taking a lease again), reconcile.go (dequeue replies and hand-off events
+// lost),
 // schedule.go (the timer that moves delayed tasks when they are due),
 // reclaim.go (the reclaimer of dead peers, one per client and options),
 // periodic.go (periodic schedules: a timer per schedule and tick.lua),

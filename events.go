@@ -42,23 +42,22 @@ type event struct {
 	again bool
 }
 
-// handle applies an event to the worker's own processes, then calls the
+// handle applies an event to the session's processes, then calls the
 // application's callback. It runs on the queue's dispatcher goroutine.
-func (w *Worker) handle(ctx context.Context, s *serving, e event) {
+func (s *session) handle(ctx context.Context, e event) {
+	w := s.w
 	if e.subscribed {
 		if e.again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
-			w.mu.Lock()
-			s.unsure = max(s.unsure, 1)
-			w.mu.Unlock()
+			s.markUnsure(1, true)
 		}
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
 		b := newBackoff(10*time.Millisecond, time.Second)
 		for {
-			err := w.catchUp(ctx, s)
+			err := s.catchUp(ctx)
 			if err == nil || ctx.Err() != nil {
 				return // stopped meanwhile
 			}
@@ -80,12 +79,12 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 					// A pool member is parked in every queue it found
 					// empty, also while its slots are taken by other
 					// queues: named then, it lets the idle runtimes know.
-					w.passOn(ctx, s, e.Count)
+					s.passOn(ctx, e.Count)
 				}
 			} else if e.To != "" {
 				// Named while stopping (Shutdown's grace period, StopWork):
 				// the tasks are someone else's to take.
-				w.passOn(ctx, s, e.Count)
+				s.passOn(ctx, e.Count)
 			}
 		}
 		if s.events.Work != nil {
@@ -93,7 +92,7 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 		}
 	case store.EventHandOff:
 		if s.runner != nil && e.To == w.ID() {
-			w.handedOff(ctx, s, e.Event)
+			s.handedOff(ctx, e.Event)
 		}
 		if s.events.Work != nil {
 			s.call(ctx, func() { s.events.Work(s.name, 1) })
@@ -108,7 +107,7 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 				ids[id] = true
 			}
 		}
-		w.endMatching(s, func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
+		s.endMatching(func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
 			for _, id := range e.TaskIDs {
 				s.call(ctx, func() { s.events.Cancel(s.name, id) })
@@ -117,7 +116,7 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 	case store.EventSchedule:
 		s.sched.learn(e.Due)
 	case store.EventDelete:
-		w.endMatching(s, func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
+		s.endMatching(func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
 			s.call(ctx, func() { s.events.Delete(s.name) })
 		}
@@ -128,32 +127,16 @@ func (w *Worker) handle(ctx context.Context, s *serving, e event) {
 // this one when it could not take work. Best effort: a failure leaves the
 // tasks to the next event, a catch-up, or the wake that releasing the
 // queue publishes.
-func (w *Worker) passOn(ctx context.Context, s *serving, count int64) {
-	c := w.c
+func (s *session) passOn(ctx context.Context, count int64) {
+	c := s.w.c
 	sent := c.outage.begin()
 	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
 	case err == nil:
 		c.outage.ok(sent)
 	case ctx.Err() == nil:
 		if err = c.fail("publish", s.name, err); !c.outage.failed(sent, "publish", err) {
-			w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 		}
-	}
-}
-
-// endMatching ends (without settling: Finish still works) the processes of
-// a queue that match.
-func (w *Worker) endMatching(s *serving, match func(*Process) bool, reason error) {
-	w.mu.Lock()
-	var hit []*Process
-	for _, p := range s.procs {
-		if match(p) {
-			hit = append(hit, p)
-		}
-	}
-	w.mu.Unlock()
-	for _, p := range hit {
-		p.end(reason, false)
 	}
 }
 
@@ -161,14 +144,12 @@ func (w *Worker) endMatching(s *serving, match func(*Process) bool, reason error
 // the events a missed notification would have raised. Cancel and delete
 // marks on the worker's processes are found through the states script,
 // and waiting tasks through the queue's length.
-func (w *Worker) catchUp(ctx context.Context, s *serving) error {
+func (s *session) catchUp(ctx context.Context) error {
+	w := s.w
 	c := w.c
 	w.mu.Lock()
-	id := w.id
-	procs := make([]*Process, 0, len(s.procs))
-	for _, p := range s.procs {
-		procs = append(procs, p)
-	}
+	id := w.state.id
+	procs := s.processes() // with the id they were held under
 	w.mu.Unlock()
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))
@@ -179,7 +160,7 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 		if err != nil {
 			return err
 		}
-		w.applyStates(ctx, s, procs, states)
+		s.applyStates(ctx, procs, states)
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
@@ -203,14 +184,14 @@ func (w *Worker) catchUp(ctx context.Context, s *serving) error {
 
 // applyStates ends processes whose state in Redis says they should end and
 // raises one Cancel event per cancelled payload and one Delete event.
-func (w *Worker) applyStates(ctx context.Context, s *serving, procs []*Process, states []store.State) {
+func (s *session) applyStates(ctx context.Context, procs []*Process, states []store.State) {
 	cancelled := make(map[string]bool)
 	deleted := false
 	for i, p := range procs {
 		switch err := stateErr(states[i]); {
 		case err == nil:
 		case errors.Is(err, ErrProcessLost):
-			w.forget(p, ErrProcessLost)
+			s.w.forget(p, ErrProcessLost)
 		case errors.Is(err, ErrTaskCancelled):
 			// Raise the event only if the message did not already.
 			if p.end(err, false) {

@@ -228,7 +228,7 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	dequeueAll(t, dead, "q", 2)
 	_, err := c.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
-	dead.crash()
+	crash(dead)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
@@ -257,7 +257,7 @@ func TestDeleteQueue(t *testing.T) {
 	assert.ErrorIs(t, held[0].Err(), ErrQueueDeleted)
 	require.NoError(t, held[0].Finish(ctx))
 	assert.ErrorIs(t, held[1].Requeue(ctx), ErrQueueDeleted)
-	dead.crash()
+	crash(dead)
 	eventually(t, 5*time.Second, "dead worker reclaimed", func() bool {
 		procs, err := c.Processes(ctx, "q")
 		require.NoError(t, err)
@@ -324,14 +324,14 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	ps := dequeueAll(t, w, "q", 2)
 	p := ps[1]
 	w.mu.Lock()
-	s := w.serving["q"]
+	s := w.sessions["q"]
 	w.mu.Unlock()
 
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
 	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
-	w.handle(ctx, s, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
+	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
 	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 

@@ -1,6 +1,9 @@
 package worqr
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // leaseLost handles evidence from a script that the lease of worker id on
 // a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
@@ -11,10 +14,16 @@ import "fmt"
 // service of the queue (sent) that has since ended, or about a process (p)
 // the service no longer holds: the worker left the queue while the script
 // was on its way, and may have started work on it again, under a new lease.
-func (w *Worker) leaseLost(id, queue string, sent *serving, p *Process, cause error) {
+func (w *Worker) leaseLost(id, queue string, sent *session, p *Process, cause error) {
 	w.mu.Lock()
-	s := w.serving[queue]
-	left := s == nil || s.leaving || s.fenced || (sent != nil && s != sent) || (p != nil && s.procs[p.id] != p)
+	s := w.sessions[queue]
+	left := s == nil || (sent != nil && s != sent)
+	if !left {
+		s.mu.Lock()
+		// Leaving, fenced or left: the lease was given up, or is being.
+		left = s.state != sessionServing || (p != nil && s.procs[p.id] != p)
+		s.mu.Unlock()
+	}
 	w.mu.Unlock()
 	if !left {
 		w.fence(id, cause)
@@ -26,19 +35,15 @@ func (w *Worker) leaseLost(id, queue string, sent *serving, p *Process, cause er
 // lease keeper to register again under a new id.
 func (w *Worker) fence(id string, cause error) {
 	w.mu.Lock()
-	if !w.toFenced(id) {
+	if !w.state.toFenced(id, w.c.clock.Now()) {
 		w.mu.Unlock()
 		return
 	}
-	w.fencedAt = w.c.clock.Now()
 	w.lease.timer.Stop()
 	var lost []*Process
-	for _, s := range w.serving {
-		for _, p := range s.procs {
-			lost = append(lost, p)
-		}
-		s.procs = make(map[string]*Process)
-		s.unsure = 0 // the peers reclaim everything under id
+	for _, s := range w.sessions {
+		// The peers reclaim everything under id: nothing to reconcile.
+		lost = append(lost, s.takeAll()...)
 	}
 	w.mu.Unlock()
 
@@ -54,25 +59,32 @@ func (w *Worker) fence(id string, cause error) {
 	// the peers run the tasks again, and so does this worker once back.
 	w.logger().Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
 		"cause", cause, "processes", len(lost), "next", next)
-	w.logDropped(lost)
+	logDropped(w.logger(), lost)
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
-	w.tellFenced(ev)
+	w.c.tellFenced(w.opts.OnFenced, ev)
 	w.lease.wake()
 }
 
-// fenceQueue makes the worker treat its lease on one queue as lost, when
-// it could not renew that lease in time (its node unreachable) while the
-// rest of its leases are fine. It takes no work there and ends the
-// processes it held there, like a fence of the whole worker, but keeps its
-// id and its other queues; rejoin gives the queue's tasks back and takes a
-// new lease once the node answers.
-func (w *Worker) fenceQueue(id string, s *serving, cause error) {
+// fence makes the worker treat its lease on this queue as lost, when it
+// could not renew that lease in time (its node unreachable) while the rest
+// of its leases are fine. It takes no work here and ends the processes it
+// held here, like a fence of the whole worker, but keeps its id and its
+// other queues; rejoin gives the queue's tasks back and takes a new lease
+// once the node answers. It does nothing unless id is the worker's
+// current id and the session is serving and still the worker's.
+func (s *session) fence(id string, cause error) {
+	w := s.w
 	w.mu.Lock()
-	if !w.isCurrent(id) || s.fenced || s.leaving || w.serving[s.name] != s {
+	if !w.state.isCurrent(id) || w.sessions[s.name] != s {
 		w.mu.Unlock()
 		return
 	}
-	s.fenced = true
+	s.mu.Lock()
+	if !s.state.fence() {
+		s.mu.Unlock()
+		w.mu.Unlock()
+		return
+	}
 	s.leaseGen++
 	lost := make([]*Process, 0, len(s.procs))
 	for _, p := range s.procs {
@@ -84,18 +96,20 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
 	expiresBy := s.deadlineAt.Add(w.lease.margin())
-	w.tasks.Go(func() { w.rejoin(w.life, id, s, expiresBy) })
+	s.mu.Unlock()
+	w.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
 	w.mu.Unlock()
 
 	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
 	for _, p := range lost {
 		p.end(reason, true)
 	}
-	w.logger().Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
+	log := w.logger()
+	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
 		"queue", s.name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
-	w.logDropped(lost)
+	logDropped(log, lost)
 	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
-	w.tellFenced(ev)
+	w.c.tellFenced(w.opts.OnFenced, ev)
 }
 
 // logDropped says, in one line, how many of the processes a fence ended
@@ -103,7 +117,7 @@ func (w *Worker) fenceQueue(id string, s *serving, cause error) {
 // writes failed on the connection and were being tried again (see
 // persist). The fence drops them; their tasks go back with the rest, so
 // they may run again.
-func (w *Worker) logDropped(lost []*Process) {
+func logDropped(log *slog.Logger, lost []*Process) {
 	n := 0
 	for _, p := range lost {
 		if p.isUnwritten() {
@@ -111,7 +125,7 @@ func (w *Worker) logDropped(lost []*Process) {
 		}
 	}
 	if n > 0 {
-		w.logger().Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
+		log.Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
 	}
 }
 
@@ -119,11 +133,11 @@ func (w *Worker) logDropped(lost []*Process) {
 // observer, each on a goroutine of its own: a fence happens on the lease
 // keeper's goroutine and under the worker's locks, and either may well
 // call StopWork or Close.
-func (w *Worker) tellFenced(ev FenceEvent) {
-	if w.opts.OnFenced != nil {
-		go w.opts.OnFenced(ev)
+func (c *Client) tellFenced(onFenced func(FenceEvent), ev FenceEvent) {
+	if onFenced != nil {
+		go onFenced(ev)
 	}
-	if w.c.obs.fence != nil {
-		go w.c.obs.fenced(ev)
+	if c.obs.fence != nil {
+		go c.obs.fenced(ev)
 	}
 }

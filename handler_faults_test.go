@@ -232,7 +232,7 @@ func TestCloseWhileHandleWaitsForItsSubscription(t *testing.T) {
 	eventually(t, 5*time.Second, "runner registered", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.serving["q"] != nil
+		return w.sessions["q"] != nil
 	})
 	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

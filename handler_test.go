@@ -435,7 +435,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		fences.Unlock()
 		planned += l.heldBy(victim.name)
 		if round%2 == 0 {
-			victim.w.crash() // killed: no cleanup at all
+			crash(victim.w) // killed: no cleanup at all
 		} else {
 			victim.px.cut() // cut off: it fences itself, then is closed
 			t.Cleanup(func() { _ = victim.w.Close(context.Background()) })

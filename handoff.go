@@ -26,59 +26,54 @@ import (
 //     the queue is then reconciled (see handle), which gives back what
 //     Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
-//     the queue's last process id (serving.releasedUpTo): an event for one
+//     the queue's last process id (session.releasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
 
 // handedOff takes a process an enqueue handed to this worker's runtime
 // for the queue. It runs on the queue's dispatcher.
-func (w *Worker) handedOff(ctx context.Context, s *serving, e store.Event) {
+func (s *session) handedOff(ctx context.Context, e store.Event) {
 	r := s.runner
 	quit, ok := r.claim()
 	if !ok {
-		w.giveBack(ctx, s, e)
+		s.giveBack(ctx, e)
 		// The task waits now: the scheduler plans for it when a slot
 		// frees, as after a work event, rather than when the give-back's
 		// own event comes.
 		r.workArrived()
 		return
 	}
-	p := w.adoptHanded(s, e)
+	p := s.adoptHanded(e)
 	if p == nil {
 		r.unclaim()
-		r.lookAgain()
+		r.workArrived() // look again (see runner.runJob)
 		return
 	}
-	w.c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
-	w.c.obs.started(ctx, p)                   // before anything can end it
+	c := s.w.c
+	c.store.Started(s.name, e.HandedProc()) // the stats' started and wait, as a dequeue's
+	c.obs.started(ctx, p)                   // before anything can end it
 	r.launch(quit, p, true)
 }
 
-// lookAgain makes the runtime dequeue for its free slots, after a process
-// handed over started (or could not be adopted): that parks it again if
-// the queue is empty, for the enqueue took it out of the idle set. It
-// marks that the queue may hold tasks, as a work event does, so the loop
-// looks again when a slot frees if it has none now: a hand-off that took
-// the last free slot would otherwise leave the runtime unparked, out of
-// every later hand-off, until some other enqueue's work event (and the
-// scheduler plans no dequeue for a member not so marked).
-func (r *runner) lookAgain() {
-	r.workArrived()
-}
-
-// adoptHanded puts a handed process in the worker's books, as dequeue does
-// with those it took, unless the event came too late for it (see above):
-// the worker is fenced, closed, or left the queue, or the process went
-// back with others it did not know of. It holds the queue's gate, so no
-// reconciliation, rejoin or leaving overlaps it.
-func (w *Worker) adoptHanded(s *serving, e store.Event) *Process {
+// adoptHanded puts a handed process in the session's books, as dequeue
+// does with those it took, unless the event came too late for it (see
+// above): the worker is fenced, closed, or left the queue, the queue is
+// fenced, or the process went back with others it did not know of. It
+// holds the queue's gate, so no reconciliation, rejoin or leaving overlaps
+// it, and the worker's mu, so no fence of the worker does.
+func (s *session) adoptHanded(e store.Event) *Process {
+	w := s.w
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.isCurrent(e.To) || s.fenced || w.serving[s.name] != s ||
-		store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
+	if !w.state.isCurrent(e.To) || w.sessions[s.name] != s {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.isFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
 		return nil
 	}
 	p := newProcess(w, s.name, e.HandedProc())
@@ -91,9 +86,12 @@ func (w *Worker) adoptHanded(s *serving, e store.Event) *Process {
 // after it. A fenced, closed or departed worker leaves it to its lease, its
 // rejoin or the release that leaving made, which cover it. If Redis may
 // not have had the give-back, the queue is reconciled.
-func (w *Worker) giveBack(ctx context.Context, s *serving, e store.Event) {
+func (s *session) giveBack(ctx context.Context, e store.Event) {
+	w := s.w
 	w.mu.Lock()
-	mine := w.isCurrent(e.To) && !s.fenced && w.serving[s.name] == s
+	s.mu.Lock()
+	mine := w.state.isCurrent(e.To) && !s.state.isFenced() && w.sessions[s.name] == s
+	s.mu.Unlock()
 	w.mu.Unlock()
 	if !mine {
 		return
@@ -109,9 +107,7 @@ func (w *Worker) giveBack(ctx context.Context, s *serving, e store.Event) {
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		w.mu.Lock()
-		s.unsure = unsurePasses
-		w.mu.Unlock()
+		s.markUnsure(unsurePasses, false)
 	}
 	if err = w.c.fail("give back", s.name, err); !w.c.outage.failed(sent, "give back", err) {
 		w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)

@@ -317,7 +317,7 @@ func TestHandOffToAWorkerThatDiedIsReclaimed(t *testing.T) {
 	settledParking(t, c, "q", 2)
 	idleFirst(t, c, "q", doomed)
 	id := doomed.ID()
-	doomed.crash()
+	crash(doomed)
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+id+","), "handed to the dead worker")
@@ -393,7 +393,7 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 	e, ok := store.ParseEvent(m)
 	require.True(t, ok)
 	w.mu.Lock()
-	s := w.serving["q"]
+	s := w.sessions["q"]
 	w.mu.Unlock()
 	s.sub.box.push(event{Event: e})
 	settledParking(t, c, "q", 1)

@@ -202,10 +202,10 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.
-func (w *Worker) crash() {
+func crash(w *Worker) {
 	w.mu.Lock()
-	closing := w.toClosed()
-	runners := w.runnersLocked()
+	closing := w.state.toClosed()
+	runners := w.sessions.runners()
 	w.mu.Unlock()
 	if !closing {
 		return
@@ -226,7 +226,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
-func (w *Worker) freeze() {
+func freeze(w *Worker) {
 	w.stopComponents()
 }
 
@@ -548,4 +548,25 @@ func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *runner {
 	r := runnerOf(w, queue)
 	require.True(t, r.taking(), "loop restarted")
 	return r
+}
+
+// currentID is the worker's id if it may act: not closed, not fenced.
+func currentID(w *Worker) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state.current("test")
+}
+
+// sessionOf is the session of queue on w (nil if it does not serve it).
+func sessionOf(w *Worker, queue string) *session {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sessions[queue]
+}
+
+// lookAt reads a session's fields under its lock.
+func lookAt(s *session, f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
 }

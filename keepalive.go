@@ -32,9 +32,9 @@ type leaseKeeper struct {
 	timer clock.Timer
 	// at is when the registry lease may expire, by the worker's clock,
 	// less the margin. Guarded by w.mu. (Each queue lease has its own,
-	// serving.deadlineAt.)
+	// session.deadlineAt.)
 	at time.Time
-	// loop registers the worker again once it was fenced (keepalive).
+	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
 	// beat renews the leases, with those of the client's other workers
 	// of the same options (see beat).
@@ -47,8 +47,9 @@ type leaseKeeper struct {
 }
 
 func newLeaseKeeper(w *Worker) *leaseKeeper {
-	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1), loop: startstop.NewLoop(w.keepalive)}
-	k.timer = w.c.clock.AfterFunc(time.Hour, w.onDeadline)
+	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1)}
+	k.loop = startstop.NewLoop(k.run)
+	k.timer = w.c.clock.AfterFunc(time.Hour, k.onDeadline)
 	return k
 }
 
@@ -88,20 +89,21 @@ func (c *Client) beatIn(every time.Duration) time.Duration {
 	return every - c.clock.Since(c.born)%every
 }
 
-// keepalive is the lease keeper's loop: it registers the worker again
-// once it fenced itself (fence wakes it), unless it stays fenced. The
-// renewals themselves are the beat's.
-func (w *Worker) keepalive(ctx context.Context) {
+// run is the lease keeper's loop: it registers the worker again once it
+// fenced itself (fence wakes it), unless it stays fenced. The renewals
+// themselves are the beat's.
+func (k *leaseKeeper) run(ctx context.Context) {
+	w := k.w
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.lease.kick:
+		case <-k.kick:
 		}
 		w.mu.Lock()
-		fenced := w.isFenced()
+		fenced := w.state.isFenced()
 		w.mu.Unlock()
-		if fenced && (w.opts.StayFenced || !w.reregister(ctx)) {
+		if fenced && (w.opts.StayFenced || !k.reregister(ctx)) {
 			return
 		}
 	}
@@ -179,7 +181,7 @@ func (b *beat) round(ctx context.Context) int {
 	ws := b.members.list()
 	rs := make([]renewal, 0, len(ws))
 	for _, w := range ws {
-		if r, ok := w.renewal(); ok {
+		if r, ok := w.lease.renewal(); ok {
 			rs = append(rs, r)
 		}
 	}
@@ -207,7 +209,7 @@ func (b *beat) round(ctx context.Context) int {
 				if err == nil {
 					k = kept[i]
 				}
-				r.w.renewed(ctx, r, sent, k, err)
+				r.w.lease.renewed(r, sent, k, err)
 			}
 		})
 	}
@@ -238,8 +240,8 @@ type renewal struct {
 // the registry's included, until the worker fenced itself as a whole.
 // (rueidis pipelines concurrent calls to one node, so this costs no extra
 // round trips.)
-func (w *Worker) renewal() (renewal, bool) {
-	k := w.lease
+func (k *leaseKeeper) renewal() (renewal, bool) {
+	w := k.w
 	k.beatMu.Lock()
 	defer k.beatMu.Unlock()
 	if k.left || w.life.Err() != nil {
@@ -248,20 +250,23 @@ func (w *Worker) renewal() (renewal, bool) {
 	joint := w.c.store.JointRenewals()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.isFenced() || w.isClosed() {
+	if w.state.isFenced() || w.state.isClosed() {
 		return renewal{}, false
 	}
-	r := renewal{w: w, id: w.id}
+	r := renewal{w: w, id: w.state.id}
 	var names []string
-	for _, s := range w.serving {
+	for _, s := range w.sessions {
+		s.mu.Lock()
+		leased, gen := s.state.leased(), s.leaseGen
+		s.mu.Unlock()
 		switch {
-		case s.fenced: // its lease is abandoned until the queue is rejoined
+		case !leased: // its lease is abandoned until the queue is rejoined
 		case joint:
-			r.with = append(r.with, queueRenewal{s: s, gen: s.leaseGen})
+			r.with = append(r.with, queueRenewal{s: s, gen: gen})
 			names = append(names, s.name)
 		default:
-			id, gen := r.id, s.leaseGen
-			w.tasks.Go(func() { w.renewQueue(w.life, id, s, gen) })
+			id := r.id
+			w.tasks.Go(func() { s.renew(w.life, id, gen) })
 		}
 	}
 	r.keepalive = store.Keepalive{Worker: r.id, Queues: names}
@@ -274,8 +279,8 @@ func (w *Worker) renewal() (renewal, bool) {
 // The registry renewal also tells the reclaimer when the next peer's lease
 // runs out, and whether a dead worker waits (see reclaim.go): a healthy
 // fleet makes no other call.
-func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store.KeptAlive, err error) {
-	lk := w.lease
+func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
+	w := lk.w
 	lk.beatMu.Lock()
 	defer lk.beatMu.Unlock()
 	if lk.left {
@@ -290,8 +295,8 @@ func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store
 		return
 	}
 	w.mu.Lock()
-	if w.isCurrent(id) {
-		w.lease.extend(sent)
+	if w.state.isCurrent(id) {
+		lk.extend(sent)
 	}
 	w.mu.Unlock()
 	w.reclaimer.heard(k.Next, k.Dead)
@@ -301,11 +306,11 @@ func (w *Worker) renewed(ctx context.Context, r renewal, sent time.Time, k store
 	for i := range with {
 		with[i].gone = k.QueueGone[i]
 	}
-	if renewed := w.queuesRenewed(id, sent, with); w.anyUnsure(renewed) {
+	if renewed := lk.queuesRenewed(id, sent, with); anyUnsure(renewed) {
 		// Not on the beat's goroutine: a reconciliation waits for the
 		// dequeues on its queue. (The worker is not closed: closing
 		// leaves the beat first, and this runs under beatMu.)
-		w.tasks.Go(func() { w.reconcile(w.life, id, renewed) })
+		w.tasks.Go(func() { lk.reconcile(w.life, id, renewed) })
 	}
 }
 
@@ -318,17 +323,18 @@ func (c *Client) keepaliveJoined(ctx context.Context, ttl time.Duration, ks []st
 	return c.store.Keepalive(ctx, ttl, ks)
 }
 
-// queueRenewal is the answer to the renewal of the lease on queue s, sent
-// while its lease generation was gen.
+// queueRenewal is the answer to the renewal of the lease on the queue of
+// session s, sent while its lease generation was gen.
 type queueRenewal struct {
-	s    *serving
+	s    *session
 	gen  uint64
 	gone bool // the lease was gone
 }
 
-// renewQueue extends the worker's lease on the queue s, whose lease
-// generation was gen when the round began, then reconciles the queue.
-func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint64) {
+// renew extends the worker's lease on the queue, whose lease generation
+// was gen when the round began, then reconciles the queue.
+func (s *session) renew(ctx context.Context, id string, gen uint64) {
+	w := s.w
 	c := w.c
 	defer c.signals.queueRenewed.Signal(s.name)
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
@@ -345,37 +351,57 @@ func (w *Worker) renewQueue(ctx context.Context, id string, s *serving, gen uint
 		return
 	}
 	c.outage.ok(at)
-	w.reconcile(ctx, id, w.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
+	w.lease.reconcile(ctx, id, w.lease.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
+}
+
+// renewed takes in the answer to a renewal of the queue's lease sent
+// while its lease generation was gen, by a worker whose id was current
+// (whether it still is: the caller holds w.mu): it moves the deadline
+// to deadline if that is later, and reports whether the lease was renewed,
+// or found gone. An answer about a lease the session has since given up
+// (a fence), or held under an id no longer current, says neither. (A
+// session that has left is not told apart here: leaseLost ignores a lease
+// it finds gone.)
+func (s *session) renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !current || s.state.isFenced() || s.leaseGen != gen:
+		return false, false
+	case gone:
+		return false, true
+	}
+	if deadline.After(s.deadlineAt) {
+		s.deadlineAt = deadline
+	}
+	return true, false
 }
 
 // queuesRenewed takes the answers to renewals of queue leases sent at
-// sent, and returns the queues whose lease was renewed. A renewal may still
-// be in flight when the next round sends another, so a deadline only ever
-// moves later, and an answer about a lease the worker has since given up
-// (fenceQueue) is ignored. A lease found gone fences the worker, unless
-// the worker left the queue meanwhile (see leaseLost).
-func (w *Worker) queuesRenewed(id string, sent time.Time, rs []queueRenewal) []*serving {
-	var renewed, lost []*serving
+// sent, and returns the sessions whose lease was renewed. A renewal may
+// still be in flight when the next round sends another, so a deadline only
+// ever moves later, and an answer about a lease the worker has since given
+// up (a session's fence) is ignored. A lease found gone fences the worker,
+// unless the worker left the queue meanwhile (see leaseLost).
+func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal) []*session {
+	w := k.w
+	var renewed, lost []*session
 	w.mu.Lock()
+	current, deadline := w.state.isCurrent(id), k.deadline(sent)
 	for _, r := range rs {
-		s := r.s
-		switch current := w.isCurrent(id) && !s.fenced && s.leaseGen == r.gen; {
-		case !current:
-		case r.gone:
-			lost = append(lost, s)
-		default:
-			if d := w.lease.deadline(sent); d.After(s.deadlineAt) {
-				s.deadlineAt = d
-			}
-			renewed = append(renewed, s)
+		switch ok, gone := r.s.renewed(current, r.gen, r.gone, deadline); {
+		case gone:
+			lost = append(lost, r.s)
+		case ok:
+			renewed = append(renewed, r.s)
 		}
 	}
 	if len(renewed) > 0 {
-		w.lease.arm()
+		k.arm()
 	}
 	w.mu.Unlock()
 	for _, s := range lost {
-		// Sent for this service of the queue: if the worker left the queue
+		// Sent for this session of the queue: if the worker left the queue
 		// meanwhile (and maybe started on it again), it is no evidence.
 		w.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
 	}

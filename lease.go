@@ -2,8 +2,8 @@ package worqr
 
 // The lease deadline: when the worker's leases may have run out by its own
 // clock, and the timer that fences the worker, or one of its queues, then.
-// The renewals that move the deadline are keepalive.go's; the fence itself
-// is fence.go's.
+// The renewals that move the deadline are keepalive.go's; the fences
+// themselves are fence.go's.
 
 import (
 	"errors"
@@ -42,10 +42,12 @@ func (k *leaseKeeper) deadline(sent time.Time) time.Time {
 // that of one of the queue leases still held. Callers hold w.mu.
 func (k *leaseKeeper) arm() {
 	earliest := k.at
-	for _, s := range k.w.serving {
-		if !s.fenced && !s.leaving && s.deadlineAt.Before(earliest) {
+	for _, s := range k.w.sessions {
+		s.mu.Lock()
+		if s.state == sessionServing && s.deadlineAt.Before(earliest) {
 			earliest = s.deadlineAt
 		}
+		s.mu.Unlock()
 	}
 	k.timer.Reset(k.w.c.clock.Until(earliest))
 }
@@ -54,31 +56,34 @@ func (k *leaseKeeper) arm() {
 // lease may have expired, or just the queues whose lease may have (their
 // node could not be reached: on a cluster, a shard failing over), unless
 // renewals have moved the deadlines since the timer was set.
-func (w *Worker) onDeadline() {
+func (k *leaseKeeper) onDeadline() {
+	w := k.w
 	w.mu.Lock()
-	if w.isClosed() || w.isFenced() {
+	if w.state.isClosed() || w.state.isFenced() {
 		w.mu.Unlock()
 		return
 	}
-	id, now := w.id, w.c.clock.Now()
-	if !now.Before(w.lease.at) {
+	id, now := w.state.id, w.c.clock.Now()
+	if !now.Before(k.at) {
 		w.mu.Unlock()
 		w.fence(id, errors.New("lease not renewed in time"))
 		return
 	}
-	var due []*serving
-	for _, s := range w.serving {
-		if !s.fenced && !s.leaving && !now.Before(s.deadlineAt) {
+	var due []*session
+	for _, s := range w.sessions {
+		s.mu.Lock()
+		if s.state == sessionServing && !now.Before(s.deadlineAt) {
 			due = append(due, s)
 		}
+		s.mu.Unlock()
 	}
 	w.mu.Unlock()
 	for _, s := range due {
-		w.fenceQueue(id, s, fmt.Errorf("lease on %q not renewed in time", s.name))
+		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.name))
 	}
 	w.mu.Lock()
-	if !w.isClosed() {
-		w.lease.arm()
+	if !w.state.isClosed() {
+		k.arm()
 	}
 	w.mu.Unlock()
 }

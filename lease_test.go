@@ -196,7 +196,7 @@ func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 }
 
 // registryDeadline is the worker's registry lease deadline.
-func (w *Worker) registryDeadline() time.Time {
+func registryDeadline(w *Worker) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lease.at
@@ -222,13 +222,13 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	refuse(true)
 	w, fences := fencingWorker(t, k.c)
 	id := w.ID()
-	require.Equal(t, k.at(900*time.Millisecond), w.registryDeadline())
+	require.Equal(t, k.at(900*time.Millisecond), registryDeadline(w))
 	k.waitTimers(2) // the deadline, the beat
 
 	k.advance(899 * time.Millisecond)
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat tried to renew the worker")
 	noFence(t, fences)
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "fenced before its deadline")
 
 	k.advance(time.Millisecond)
@@ -238,7 +238,7 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
 	w.mu.Lock()
-	fencedAt := w.fencedAt
+	fencedAt := w.state.fencedAt
 	w.mu.Unlock()
 	assert.Equal(t, k.at(900*time.Millisecond), fencedAt)
 }
@@ -256,18 +256,18 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 
 	k.advance(250 * time.Millisecond) // the first beat
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
-	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "sent at 250 ms, renewed to 250 + 900 ms")
+	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "sent at 250 ms, renewed to 250 + 900 ms")
 
 	refuse(true)
 	k.advance(899 * time.Millisecond) // past the first deadline (900 ms)
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat of 500 ms tried")
-	require.Equal(t, k.at(1150*time.Millisecond), w.registryDeadline(), "a failed renewal moved the deadline")
+	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "a failed renewal moved the deadline")
 
 	k.advance(time.Millisecond)
 	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
 	w.mu.Lock()
-	fencedAt := w.fencedAt
+	fencedAt := w.state.fencedAt
 	w.mu.Unlock()
 	assert.Equal(t, k.at(1150*time.Millisecond), fencedAt, "fenced at the renewal's deadline, not the first")
 }
@@ -296,9 +296,9 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
 	renewedQueues := []string{k.c.signals.queueRenewed.WaitOrTimeout(), k.c.signals.queueRenewed.WaitOrTimeout()}
 	require.ElementsMatch(t, []string{"a", "b"}, renewedQueues)
-	w.mu.Lock()
-	da, db := w.serving["a"].deadlineAt, w.serving["b"].deadlineAt
-	w.mu.Unlock()
+	var da, db time.Time
+	lookAt(sessionOf(w, "a"), func() { da = sessionOf(w, "a").deadlineAt })
+	lookAt(sessionOf(w, "b"), func() { db = sessionOf(w, "b").deadlineAt })
 	require.Equal(t, k.at(900*time.Millisecond), da, "a's failed renewal moved its deadline")
 	require.Equal(t, k.at(1150*time.Millisecond), db)
 	noFence(t, fences)
@@ -308,12 +308,13 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	assert.Equal(t, "a", ev.Queue)
 	assert.Equal(t, id, ev.WorkerID)
 	assert.ErrorContains(t, ev.Cause, `lease on "a" not renewed in time`)
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "the whole worker fenced itself")
 	assert.Equal(t, id, w.ID())
-	w.mu.Lock()
-	fencedA, fencedB := w.serving["a"].fenced, w.serving["b"].fenced
-	w.mu.Unlock()
+	a, b := sessionOf(w, "a"), sessionOf(w, "b")
+	var fencedA, fencedB bool
+	lookAt(a, func() { fencedA = a.state == sessionFenced })
+	lookAt(b, func() { fencedB = b.state == sessionFenced })
 	assert.True(t, fencedA)
 	assert.False(t, fencedB, "queue b fenced")
 
@@ -327,9 +328,7 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	}
 	k.advance(time.Millisecond)
 	require.Equal(t, "a", k.c.signals.rejoined.WaitOrTimeout())
-	w.mu.Lock()
-	fencedA = w.serving["a"].fenced
-	w.mu.Unlock()
+	lookAt(a, func() { fencedA = a.state == sessionFenced })
 	assert.False(t, fencedA, "a is still fenced after the rejoin")
 	assert.Equal(t, id, w.ID())
 	noFence(t, fences)

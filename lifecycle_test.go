@@ -95,7 +95,7 @@ func TestDelayedTaskSurvivesWithoutWorkers(t *testing.T) {
 	delayed, err := c.Delayed(ctx, "q", 0, 0)
 	require.NoError(t, err)
 	require.Len(t, delayed, 1)
-	dead.crash() // its armed timer dies with it
+	crash(dead) // its armed timer dies with it
 	eventually(t, 5*time.Second, "the due time passes with nobody serving", func() bool {
 		return time.Now().After(delayed[0].DueAt.Add(50 * time.Millisecond))
 	})
@@ -372,7 +372,7 @@ func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	dequeueAll(t, dead, "q", 1)
-	dead.crash()
+	crash(dead)
 
 	w := newWorker(t, b.client(), fast)
 	attempts := make(chan int, 5)

@@ -246,7 +246,7 @@ func (p *periodic) run(ctx context.Context, last time.Time) {
 			return
 		}
 		next = next.UTC()
-		if now := w.redisNow(); next.After(now) {
+		if now := w.clock.now(w.c.clock); next.After(now) {
 			if !sleepCtx(ctx, clk, next.Sub(now)) {
 				return
 			}

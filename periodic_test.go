@@ -170,7 +170,7 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 		require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	}
 	eventually(t, 10*time.Second, "three ticks", func() bool { return len(periodicTicks(t, c, "periodic")) >= 3 })
-	w1.crash()
+	crash(w1)
 	crashed := time.Now()
 	eventually(t, 10*time.Second, "five ticks after the crash", func() bool {
 		ticks := periodicTicks(t, c, "periodic")
@@ -195,7 +195,7 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	redisPassed(t, c, time.UnixMilli(lastBefore).Add(5*period)) // four ticks or more with no worker
 	w2 := newWorker(t, c, fast)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	registered := w2.redisNow().UnixMilli()
+	registered := w2.clock.now(w2.c.clock).UnixMilli()
 	eventually(t, period/2, "the catch-up task", func() bool { return len(periodicTicks(t, c, "periodic")) > len(before) })
 	caughtUp := periodicTicks(t, c, "periodic")[len(before)]
 	// One task, for the latest tick missed; the earlier ones skipped.

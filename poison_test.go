@@ -137,7 +137,7 @@ func TestPoisonPill(t *testing.T) {
 	c, logs, ctx := poisonSetup(t, 2)
 	young := newWorker(t, c, fast)
 	takeTask(t, ctx, young)
-	young.crash()
+	crash(young)
 	eventually(t, 10*time.Second, "the young holder is reclaimed", func() bool {
 		return len(reclaimsOf(logs, young.ID())) == 1
 	})
@@ -145,14 +145,14 @@ func TestPoisonPill(t *testing.T) {
 
 	ws := matureWorkers(t, c, 1)
 	takeTask(t, ctx, ws[0])
-	ws[0].crash()
+	crash(ws[0])
 	assert.Contains(t, waitingEntry(t, c), ",r1", "a mature holder's death counts")
 	assert.Empty(t, deadPayloads(t, c, "q"))
 
 	restarted := newWorker(t, c, fast)
 	p := takeTask(t, ctx, restarted)
 	id := p.TaskID()
-	restarted.crash()
+	crash(restarted)
 	eventually(t, 10*time.Second, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
 	assert.Empty(t, waiting(t, c, "q"))
 	ds, err := c.DeadLetters(ctx, "q", 0, 1)
@@ -188,14 +188,14 @@ func TestPersistentTaskIsNeverPoison(t *testing.T) {
 
 	takeTask(t, ctx, ws[0])
 	k.run(poisonWindow + 100*time.Millisecond) // held past the window
-	ws[0].freeze()
+	freeze(ws[0])
 	k.expire()
 	entry := waitingEntry(t, c)
 	assert.Contains(t, entry, ",h1", "marked as held healthy")
 
 	for _, w := range ws[1:] {
 		takeTask(t, ctx, w)
-		w.crash()
+		crash(w)
 		k.expire()
 		eventually(t, 10*time.Second, "the holder is reclaimed", func() bool {
 			return len(reclaimsOf(logs, w.ID())) == 1
@@ -217,7 +217,7 @@ func TestHealthyHandBackMarksTheTask(t *testing.T) {
 	ws := k.matureWorkers(3)
 
 	takeTask(t, ctx, ws[0])
-	ws[0].crash()
+	crash(ws[0])
 	k.expire()
 	require.Contains(t, waitingEntry(t, c), ",r1", "the death is counted")
 
@@ -229,7 +229,7 @@ func TestHealthyHandBackMarksTheTask(t *testing.T) {
 	assert.Contains(t, entry, ",h1", "marked as held healthy")
 
 	takeTask(t, ctx, ws[2])
-	ws[2].crash()
+	crash(ws[2])
 	k.expire()
 	assert.NotContains(t, waitingEntry(t, c), ",r", "no death is counted")
 	assert.Empty(t, deadPayloads(t, c, "q"))
@@ -269,8 +269,8 @@ func TestOutageReclaimMarksButDoesNotCount(t *testing.T) {
 	k.run(poisonWindow + 100*time.Millisecond) // held past the window
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("young"))))
 	takeTask(t, ctx, ws[1])
-	ws[0].freeze()
-	ws[1].freeze()
+	freeze(ws[0])
+	freeze(ws[1])
 	k.idle(fast.TTL + fast.RenewInterval)
 	if k.clk == nil {
 		eventually(t, 10*time.Second, "both leases ran out", func() bool {

@@ -99,7 +99,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 			continue
 		}
 		w.mu.Lock()
-		sv := w.serving[r.queue]
+		sv := w.sessions[r.queue]
 		w.mu.Unlock()
 		if sv == nil || sv.runner != r {
 			r.stopTaking()
@@ -117,9 +117,10 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	}
 	// The loop starts once every member is served (each with its work flag
 	// set), so that the first slots already follow the order.
-	// Under w.mu, so that a worker closing meanwhile (stopPools) finds it.
+	// Under w.mu, so that a worker closing meanwhile (stopComponents)
+	// finds it.
 	w.mu.Lock()
-	closed := w.isClosed()
+	closed := w.state.isClosed()
 	if !closed {
 		w.pools = append(w.pools, s)
 		s.setReady()

@@ -294,7 +294,7 @@ func TestPoolCrashedWorkerIsReclaimedOnEveryQueue(t *testing.T) {
 		held = append(held, recv(t, running, 5*time.Second, "handler running"))
 	}
 	assert.ElementsMatch(t, queues, held)
-	dead.crash()
+	crash(dead)
 
 	peer := newWorker(t, c, fast)
 	require.NoError(t, peer.HandleQueues(ctx, specs(), PoolOptions{Concurrency: 1, Order: OrderShared}))

@@ -149,7 +149,7 @@ func TestZombieCannotReportProgress(t *testing.T) {
 	require.NoError(t, err)
 	held := dequeueAll(t, zombie, "q", 1)[0]
 	require.NoError(t, held.ReportProgress(ctx, 30, "zombie"))
-	zombie.freeze()
+	freeze(zombie)
 	eventually(t, 5*time.Second, "zombie leases expire", func() bool { return leasesExpired(t, c, zombie.ID(), "q") })
 
 	peer := newWorker(t, c, fast)

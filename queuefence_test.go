@@ -1,6 +1,6 @@
 package worqr
 
-// Per-queue fencing (keepalive.go: fenceQueue, rejoin) under faults
+// Per-queue fencing (fence.go: session.fence; rejoin.go) under faults
 // injected command by command through the hooked client.
 
 import (
@@ -99,7 +99,7 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 
 	// The worker as a whole is unharmed: same id, not fenced, and its
 	// process on b is still running.
-	_, err = w.current("test")
+	_, err = currentID(w)
 	assert.NoError(t, err, "the whole worker fenced itself")
 	assert.Equal(t, id, w.ID())
 	assert.NoError(t, pb.Err(), "the process on b was ended")
@@ -208,10 +208,10 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	run(2 * fast.TTL)
 	noFence(t, fences)
 	now := k.clk.Now()
-	assert.True(t, w.registryDeadline().After(now), "the registry lease's deadline passed")
-	w.mu.Lock()
-	deadlineB := w.serving["b"].deadlineAt
-	w.mu.Unlock()
+	assert.True(t, registryDeadline(w).After(now), "the registry lease's deadline passed")
+	var deadlineB time.Time
+	b := sessionOf(w, "b")
+	lookAt(b, func() { deadlineB = b.deadlineAt })
 	assert.True(t, deadlineB.After(now), "b's deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")

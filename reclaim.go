@@ -199,9 +199,19 @@ func (r *reclaimer) member() *Worker { return r.members.one() }
 func (r *reclaimer) lastFenced() time.Duration {
 	since := 24 * time.Hour
 	for _, w := range r.members.list() {
-		since = min(since, w.fencedSince())
+		w.mu.Lock()
+		since = min(since, w.state.fencedSince(w.c.clock.Now()))
+		w.mu.Unlock()
 	}
 	return since
+}
+
+// healthyAfter is the poison-pill guard of a worker giving its own work
+// back: a task it held longer than the guard's window was healthy, and its
+// count of deaths in a row is cleared (a persistent task given back at
+// every deploy or fence is never taken for a poison pill).
+func (r *reclaimer) healthyAfter() store.Poison {
+	return store.Poison{Window: r.window}
 }
 
 // look runs one pass, and sets when to look next from what it found: the

@@ -37,7 +37,7 @@ func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 	dequeueAll(t, dead, "q", 2)
 	// The peer's first pass saw the dead worker's lease, which runs out
 	// 1 s after it registered (it never renewed).
-	dead.crash()
+	crash(dead)
 	k.advance(fast.TTL + 10*time.Millisecond)
 	require.Equal(t, int64(2), pc.signals.looked.WaitOrTimeout(), "the peer looked at the expiry")
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, c, "q"))
@@ -56,7 +56,7 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	k.idle(fast.TTL + time.Millisecond)
 	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 
@@ -98,7 +98,7 @@ func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	k.idle(fast.TTL + time.Millisecond)
 	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
 	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", 300*time.Millisecond)
@@ -177,7 +177,7 @@ func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 	// every 250 ms, and the peer's lease runs out first once it stops.
 	eventually(t, 5*time.Second, "the first looks", func() bool { return looks.Load() >= 2 })
 	before := looks.Load()
-	dead.crash()
+	crash(dead)
 	eventually(t, fast.TTL+5*time.Second, "the dead peer is reclaimed", func() bool {
 		ws, err := c.Workers(ctx)
 		require.NoError(t, err)
@@ -289,7 +289,7 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	peer := newWorker(t, k.client(), fast)
 	id := peer.ID()
 	failing.Store(true)
-	peer.crash()
+	crash(peer)
 	// The reclaimer wakes at the peer's expiry and its look fails; from
 	// then on it may look about every RenewInterval (and once more for
 	// each renewal that sees the dead worker).

@@ -13,7 +13,8 @@ import (
 // mode force) and takes a new lease, retrying with backoff until the
 // queue's node answers. It gives up when the worker left the queue, was
 // closed, or fenced itself as a whole (re-registration rejoins then).
-func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.Time) {
+func (s *session) rejoin(ctx context.Context, id string, after time.Time) {
+	w := s.w
 	clk := w.c.clock
 	if !sleepCtx(ctx, clk, clk.Until(after)) {
 		return
@@ -24,7 +25,7 @@ func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.T
 		// queue's gate, and the node may hang rather than refuse.
 		actx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 		sent := w.c.outage.begin()
-		done, err := w.tryRejoin(actx, id, s)
+		done, err := s.tryRejoin(actx, id)
 		cancel()
 		if done || ctx.Err() != nil {
 			return
@@ -38,20 +39,23 @@ func (w *Worker) rejoin(ctx context.Context, id string, s *serving, after time.T
 	}
 }
 
-func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done bool, err error) {
+func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err error) {
+	w := s.w
 	w.membership.Lock()
 	defer w.membership.Unlock()
 	s.gate.Lock() // no dequeue in between
 	defer s.gate.Unlock()
 	w.mu.Lock()
-	current := w.isCurrent(id) && s.fenced && w.serving[s.name] == s
+	s.mu.Lock()
+	current := w.state.isCurrent(id) && s.state.isFenced() && w.sessions[s.name] == s
+	s.mu.Unlock()
 	before := w.lease.at // the registry lease the new queue lease derives from
 	w.mu.Unlock()
 	if !current || ctx.Err() != nil {
 		return true, nil
 	}
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.healthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.healthyAfter()})
 	if r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}
@@ -59,10 +63,13 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 		return errors.Is(err, ErrWorkerFenced), err
 	}
 	w.mu.Lock()
-	if w.id == id && !w.isClosed() {
+	if w.state.id == id && !w.state.isClosed() {
+		s.mu.Lock()
 		// Hand-off events for the processes given back may still come.
 		s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
-		s.fenced, s.deadlineAt = false, before
+		s.state.rejoin()
+		s.deadlineAt = before
+		s.mu.Unlock()
 		w.lease.arm()
 	}
 	w.mu.Unlock()
@@ -75,11 +82,12 @@ func (w *Worker) tryRejoin(ctx context.Context, id string, s *serving) (done boo
 // reregister registers the worker under a new id and takes leases on its
 // queues again, retrying with backoff until Redis answers or ctx ends.
 // It reports whether the worker is registered again.
-func (w *Worker) reregister(ctx context.Context) bool {
+func (k *leaseKeeper) reregister(ctx context.Context) bool {
+	w := k.w
 	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(w.c.clock)
 	for {
 		sent := w.c.outage.begin()
-		ok, err := w.tryReregister(ctx)
+		ok, err := k.tryReregister(ctx)
 		if ok {
 			w.c.outage.ok(sent)
 			return true
@@ -96,7 +104,8 @@ func (w *Worker) reregister(ctx context.Context) bool {
 	}
 }
 
-func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
+func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
+	w := k.w
 	w.membership.Lock()
 	defer w.membership.Unlock()
 	if ctx.Err() != nil {
@@ -107,9 +116,9 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	w.mu.Lock()
-	ss := w.served()
+	ss := w.sessions.list()
 	w.mu.Unlock()
-	var joined, unreachable []*serving
+	var joined, unreachable []*session
 	for _, s := range ss {
 		sent := w.c.outage.begin()
 		err := w.join(ctx, id, s.name)
@@ -131,21 +140,26 @@ func (w *Worker) tryReregister(ctx context.Context) (bool, error) {
 		}
 	}
 	w.mu.Lock()
-	old := w.id
-	if !w.toRegistered(id) {
+	old := w.state.id
+	if !w.state.toRegistered(id) {
 		w.mu.Unlock()
 		return false, ErrWorkerClosed
 	}
 	for _, s := range joined {
-		s.fenced, s.deadlineAt = false, w.lease.deadline(sent)
+		s.mu.Lock()
+		s.state.rejoin()
+		s.deadlineAt = k.deadline(sent)
+		s.mu.Unlock()
 	}
 	for _, s := range unreachable {
-		s.fenced = true
+		s.mu.Lock()
+		s.state.lose()
 		s.leaseGen++
+		s.mu.Unlock()
 		after := w.c.clock.Now()
-		w.tasks.Go(func() { w.rejoin(w.life, id, s, after) })
+		w.tasks.Go(func() { s.rejoin(w.life, id, after) })
 	}
-	w.lease.extend(sent)
+	k.extend(sent)
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {

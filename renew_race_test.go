@@ -47,10 +47,10 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	k.run(fast.RenewInterval) // the first renewal races
 	require.NoError(t, recv(t, raced, testsignal.Wait, "the race"))
 	k.run(3 * fast.RenewInterval)
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "fenced")
 	noFence(t, fenced)
-	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
+	assert.True(t, registryDeadline(w).After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	p, err := w.Dequeue(ctx, "q")
@@ -139,11 +139,11 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 			done = true
 		}
 	}
-	_, err := w.current("test")
+	_, err := currentID(w)
 	require.NoError(t, err, "fenced after %d races", n)
 	noFence(t, fenced)
 	require.Greater(t, n, 5, "renewals raced")
-	assert.True(t, w.registryDeadline().After(k.clk.Now()), "the deadline passed")
+	assert.True(t, registryDeadline(w).After(k.clk.Now()), "the deadline passed")
 	assert.Equal(t, id, w.ID())
 }
 

@@ -84,7 +84,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	// before it calls these.
 	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
-		sv := w.serving[queue]
+		sv := w.sessions[queue]
 		w.mu.Unlock()
 		if sv == nil || sv.runner != r {
 			r.stopTaking()
@@ -201,10 +201,20 @@ func (r *runner) taking() bool {
 // rest of the settling, up to settled, runs when the write returns.
 func (r *runner) runJob(j job) {
 	if j.handed {
-		r.lookAgain() // from here: the handler's goroutine runs first
+		// Dequeue for the free slots after a process handed over started
+		// (or, from handedOff, could not be adopted): that parks the
+		// runtime again if the queue is empty, for the enqueue took it out
+		// of the idle set. It marks that the queue may hold tasks, as a
+		// work event does, so the loop looks again when a slot frees if it
+		// has none now: a hand-off that took the last free slot would
+		// otherwise leave the runtime unparked, out of every later
+		// hand-off, until some other enqueue's work event (and the
+		// scheduler plans no dequeue for a member not so marked). From
+		// here: the handler's goroutine runs first.
+		r.workArrived()
 	}
 	ctx := j.ctx
-	if d := r.timeout(j.p); d > 0 {
+	if d := handlerTimeout(j.p, r.opts.Timeout); d > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeoutCause(ctx, d, ErrTaskTimeout)
 		defer stop()
@@ -265,13 +275,13 @@ func (r *runner) idle() bool {
 	return r.busy+r.settling == 0
 }
 
-// timeout is how long p's handler may run: the task's own timeout, else
-// the queue's; 0 for no limit.
-func (r *runner) timeout(p *Process) time.Duration {
+// handlerTimeout is how long p's handler may run: the task's own timeout,
+// else the queue's (queue); 0 for no limit.
+func handlerTimeout(p *Process, queue time.Duration) time.Duration {
 	if p.timeout > 0 {
 		return p.timeout
 	}
-	return r.opts.Timeout
+	return queue
 }
 
 func (r *runner) call(ctx context.Context, p *Process) (err error) {
@@ -338,9 +348,12 @@ func (r *runner) stopTaking() {
 // runs for a process the worker holds in the queue, or for one that has
 // ended already, whose context ended with it.
 func (r *runner) cancelAll(cause error) {
-	r.w.mu.Lock()
-	defer r.w.mu.Unlock()
-	if s := r.w.serving[r.queue]; s != nil {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sessions[r.queue]; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		for _, p := range s.procs {
 			p.interrupt(cause)
 		}
@@ -358,7 +371,7 @@ func (r *runner) wakeAt(until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.redisNow())
+	d := time.UnixMicro(until).Sub(r.w.clock.now(r.w.c.clock))
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -68,7 +69,7 @@ func (sc *scheduler) run(ctx context.Context) {
 		if at == 0 {
 			t.Stop()
 		} else {
-			t.Reset(time.UnixMicro(at).Sub(sc.w.redisNow()))
+			t.Reset(time.UnixMicro(at).Sub(sc.w.clock.now(sc.w.c.clock)))
 			sc.w.c.signals.armed.Signal(at)
 		}
 		select {
@@ -97,7 +98,7 @@ func (sc *scheduler) runOnce(ctx context.Context) {
 		if err = c.fail("promote", sc.queue, err); !c.outage.failed(sent, "promote", err) {
 			sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
 		}
-		sc.learn(sc.w.redisNow().Add(retryPromoteAfter).UnixMicro())
+		sc.learn(sc.w.clock.now(sc.w.c.clock).Add(retryPromoteAfter).UnixMicro())
 	}
 	c.signals.promoted.Signal(sc.queue)
 }
@@ -151,8 +152,9 @@ func (c *redisClock) at(local time.Time) time.Time {
 	return local.Add(time.Duration(c.offset.Load()))
 }
 
-// redisNow is the Redis clock's time now, as far as the worker knows.
-func (w *Worker) redisNow() time.Time { return w.clock.at(w.c.clock.Now()) }
+// now is the Redis clock's time when local reads now, as far as the
+// worker knows.
+func (c *redisClock) now(local clock.Clock) time.Time { return c.at(local.Now()) }
 
 // observe records a Redis time (Unix µs) read by a call sent and answered
 // at the given local times.

@@ -48,7 +48,7 @@ func TestSchedulerOfAQueueWithNoDelayedTaskArmsNothing(t *testing.T) {
 	w := newWorker(t, k.c, fast)
 	require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
 	w.mu.Lock()
-	sc := w.serving["q"].sched
+	sc := w.sessions["q"].sched
 	w.mu.Unlock()
 	sc.mu.Lock()
 	started, at := sc.started, sc.at

@@ -65,7 +65,7 @@ type slotScheduler struct {
 type slots struct {
 	// busy counts the handlers running (a slot is taken from the dequeue
 	// or claim until the handler returns). The processes themselves are in
-	// the worker's books, serving.procs.
+	// the worker's books, session.procs.
 	busy int
 	// settling counts the outcomes of returned handlers being written. A
 	// slot is handed on when its handler returns, not when Redis has the
@@ -146,7 +146,7 @@ func (s *slotScheduler) setReady() {
 // close ends the loop for good, as the worker closes: the handler
 // goroutines waiting for a job leave, and no goroutine of the scheduler's
 // is started again. Once no handler runs, it waits for them all; a
-// handler that outlived its cancel (stopRunners gave up on it) is the
+// handler that outlived its cancel (runners.stop gave up on it) is the
 // application's, and its goroutine leaves as soon as it returns.
 func (s *slotScheduler) close() {
 	s.Stop()
@@ -533,18 +533,9 @@ func (r *runner) free() int {
 	return n
 }
 
-// stopPools ends the loops of the worker's slot schedulers (HandleQueues'
-// and those of the queues Handle serves), for good: the worker is closing.
-func (w *Worker) stopPools() {
-	w.mu.Lock()
-	scheds := w.pools
-	w.pools = nil
-	for _, sv := range w.serving {
-		if sv.runner != nil {
-			scheds = append(scheds, sv.runner.sched)
-		}
-	}
-	w.mu.Unlock()
+// closeAll ends the loops of slot schedulers, each once and all at once,
+// for good: their worker is closing.
+func closeAll(scheds []*slotScheduler) {
 	seen := make(map[*slotScheduler]bool, len(scheds))
 	var wg sync.WaitGroup
 	for _, s := range scheds {

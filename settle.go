@@ -34,14 +34,14 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		// The handler's own verdict, not a fault of the system: WARN,
 		// as a failure that is retried, since the dead letter waits for
 		// someone to requeue or delete it.
-		r.log(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
+		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
 	case r.opts.Retry.exhausted(p.failures+1, p.budget):
-		r.log(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
 		delay := r.opts.Retry.delay(p.Attempt(), err)
-		r.log(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
 		write, op = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
 	}
 	sent := r.w.c.outage.begin()
@@ -96,7 +96,7 @@ func (r *runner) persist(p *Process, op string, write func(context.Context) erro
 		case errors.Is(outcome, ErrProcessLost):
 			return
 		case !r.w.c.outage.failed(sent, op, outcome):
-			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		if b == nil {
@@ -104,7 +104,7 @@ func (r *runner) persist(p *Process, op string, write func(context.Context) erro
 			p.setUnwritten()
 		}
 		if !b.wait(r.w.life) {
-			r.log(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		sent = r.w.c.outage.begin()
@@ -112,15 +112,15 @@ func (r *runner) persist(p *Process, op string, write func(context.Context) erro
 	}
 }
 
-// log writes one record about p's outcome, with the process's attributes,
-// without a derived logger (With copies the handler's state): settle runs
-// once per task, and once per failed attempt logs.
-func (r *runner) log(p *Process, level slog.Level, msg string, args ...any) {
-	l := r.w.logger()
+// logOutcome writes one record about p's outcome, with the process's
+// attributes, without a derived logger (With copies the handler's state):
+// settle runs once per task, and once per failed attempt logs.
+func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
+	l := p.w.logger()
 	if !l.Enabled(context.Background(), level) {
 		return
 	}
-	l.Log(context.Background(), level, msg, append([]any{"queue", r.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	l.Log(context.Background(), level, msg, append([]any{"queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
 }
 
 // retryable tells whether an outcome write may not have reached Redis and

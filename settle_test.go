@@ -57,7 +57,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 func runnerOf(w *Worker, queue string) *runner {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.serving[queue].runner
+	return w.sessions[queue].runner
 }
 
 // outcomesAre checks that the observer saw each task end once, with want.
@@ -112,7 +112,7 @@ func TestFailedBatchedFinishIsRetried(t *testing.T) {
 	close(release)
 	settledQueue(t, c, "q")
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runners{r}.idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 2})
 	assert.EqualValues(t, 2, runs.Load())
 }
@@ -172,7 +172,7 @@ func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	})
 	g.open()
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return idle([]*runner{r}) })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runners{r}.idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
 	obs.mu.Lock()
 	defer obs.mu.Unlock()

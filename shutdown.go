@@ -18,16 +18,13 @@ import (
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
-	w.drainNow(ctx)
+	_ = w.drain(expired(ctx)) // stop taking tasks, and cancel handlers at once
 	err := w.shutdown(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
 	}
 	return err
 }
-
-// drainNow stops taking tasks and cancels running handlers at once.
-func (w *Worker) drainNow(ctx context.Context) { _ = w.drain(expired(ctx)) }
 
 // expired is a context of parent that has already ended: no grace period.
 func expired(parent context.Context) context.Context {
@@ -41,7 +38,7 @@ func expired(parent context.Context) context.Context {
 // deregisters. Running handlers were stopped before (drain).
 func (w *Worker) shutdown(ctx context.Context, op string) error {
 	w.mu.Lock()
-	closing := w.toClosed()
+	closing := w.state.toClosed()
 	w.mu.Unlock()
 	if !closing {
 		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
@@ -53,13 +50,17 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)
 	}
-	if err := w.releaseOwn(ctx, id, ss); err != nil {
+	if err := releaseOwn(ctx, w.c, id, w.reclaimer.healthyAfter(), ss); err != nil {
 		return err
 	}
 	// The stats its processes counted, not yet written (the client's, of
 	// every queue: it may hold others' too, which is harmless).
 	w.c.flushStats(ctx, "")
-	return w.deregister(ctx, id)
+	// Out of the registry at once, rather than when its lease expires.
+	if _, err := w.c.store.Deregister(ctx, id, false); err != nil {
+		return w.c.fail("deregister", "", err)
+	}
+	return nil
 }
 
 // stopComponents ends the worker's life, stops its services in parallel
@@ -71,14 +72,21 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 func (w *Worker) stopComponents() {
 	w.stop()
 	w.mu.Lock()
-	dispatchers := make([]startstop.Service, 0, len(w.serving))
-	for _, s := range w.serving {
+	dispatchers := make([]startstop.Service, 0, len(w.sessions))
+	for _, s := range w.sessions {
 		// A dispatcher in a callback (which may be this Close) ends when
 		// the callback returns: its context ended with life, so it starts
-		// no other (see serving.call).
+		// no other (see session.call).
 		if !s.inCallback.Load() {
 			dispatchers = append(dispatchers, s.sub)
 		}
+	}
+	// The loops of the worker's slot schedulers (HandleQueues' and those
+	// of the queues Handle serves) end for good.
+	pools := w.pools
+	w.pools = nil
+	for _, r := range w.sessions.runners() {
+		pools = append(pools, r.sched)
 	}
 	w.mu.Unlock()
 	// The components of other files stop through their own calls, each
@@ -87,7 +95,7 @@ func (w *Worker) stopComponents() {
 	stops.Go(w.lease.stop)
 	stops.Go(func() { w.reclaimer.leave(w) })
 	stops.Go(w.stopPeriodics)
-	stops.Go(w.stopPools)
+	stops.Go(func() { closeAll(pools) })
 	startstop.StopAll(dispatchers...)
 	stops.Close()
 	w.tasks.Close()
@@ -98,10 +106,15 @@ func (w *Worker) stopComponents() {
 // and each process still held ends with reason. Nothing is written to
 // Redis. It returns the worker's id and the queues it served. The worker
 // is closed, so nothing serves a queue again.
-func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*serving) {
+func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*session) {
 	w.mu.Lock()
-	id, ss := w.id, w.served()
-	w.serving = make(map[string]*serving)
+	id, ss := w.state.id, w.sessions.list()
+	w.sessions = make(sessions)
+	for _, s := range ss {
+		s.mu.Lock()
+		s.state.left()
+		s.mu.Unlock()
+	}
 	w.mu.Unlock()
 	for _, s := range ss {
 		if unsubscribe {
@@ -110,20 +123,12 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 			s.sub.halt(ctx)
 		}
 		s.sched.stop()
-		w.endAll(s, reason)
+		s.endAll(reason)
 	}
 	w.c.mu.Lock()
 	delete(w.c.workers, w)
 	w.c.mu.Unlock()
 	return id, ss
-}
-
-// deregister removes a worker id from the registry at once.
-func (w *Worker) deregister(ctx context.Context, id string) error {
-	if _, err := w.c.store.Deregister(ctx, id, false); err != nil {
-		return w.c.fail("deregister", "", err)
-	}
-	return nil
 }
 
 // Shutdown stops the worker gracefully, like http.Server.Shutdown: it
@@ -137,7 +142,7 @@ func (w *Worker) deregister(ctx context.Context, id string) error {
 // context with a deadline.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
-	closed := w.isClosed()
+	closed := w.state.isClosed()
 	w.mu.Unlock()
 	if closed {
 		return nil
@@ -157,38 +162,30 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 const ShutdownCancelWait = time.Second
 
 // drain stops every runner taking tasks and waits for their handlers
-// until ctx ends, then cancels them (see stopRunners). It returns ctx's
+// until ctx ends, then cancels them (see runners.stop). It returns ctx's
 // error if the handlers outlasted it.
 func (w *Worker) drain(ctx context.Context) error {
 	w.mu.Lock()
-	w.toDraining()
-	runners := w.runnersLocked()
+	w.state.toDraining()
+	runners := w.sessions.runners()
 	w.mu.Unlock()
 	w.stopPeriodics() // a draining worker enqueues no more ticks
 	// The wait after the handlers were cancelled is ShutdownCancelWait,
 	// whether or not ctx (the grace period) has ended.
-	if !w.stopRunners(ctx, context.WithoutCancel(ctx), runners) {
+	if !runners.stop(ctx, context.WithoutCancel(ctx), w) {
 		return ctx.Err()
 	}
 	return nil
 }
 
-// runnersLocked lists the Handle runtimes of the served queues. Callers
-// hold w.mu.
-func (w *Worker) runnersLocked() []*runner {
-	var rs []*runner
-	for _, s := range w.serving {
-		if s.runner != nil {
-			rs = append(rs, s.runner)
-		}
-	}
-	return rs
-}
+// runners are Handle runtimes stopped together: a StopWork's, or those of
+// a draining worker.
+type runners []*runner
 
 // idle reports whether no handler of the runners is running or writing
 // its outcome.
-func idle(runners []*runner) bool {
-	for _, r := range runners {
+func (rs runners) idle() bool {
+	for _, r := range rs {
 		if !r.idle() {
 			return false
 		}
@@ -196,38 +193,39 @@ func idle(runners []*runner) bool {
 	return true
 }
 
-// stopRunners stops the runners taking tasks and waits for their handlers
-// until grace ends; then it cancels the handlers' contexts (cause
-// ErrShutdown) and waits up to ShutdownCancelWait more, or until ctx ends.
-// It reports whether the handlers ended within grace.
-func (w *Worker) stopRunners(grace, ctx context.Context, runners []*runner) bool {
-	for _, r := range runners {
+// stop stops the runners taking tasks and waits for their handlers until
+// grace ends; then it cancels the handlers' contexts (cause ErrShutdown)
+// and waits up to ShutdownCancelWait more, or until ctx ends. It reports
+// whether the handlers ended within grace. w is their worker, whose clock
+// times the wait and whose logger says when it ran out.
+func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
+	for _, r := range rs {
 		r.stopTaking()
 	}
-	if drainedAll(runners, grace.Done(), nil) {
+	if rs.drained(grace.Done(), nil) {
 		return true
 	}
 	// A grace period that was over before it began outlasted no handler
 	// if none was running (http.Server.Shutdown returns nil then too).
-	if idle(runners) {
+	if rs.idle() {
 		return true
 	}
-	for _, r := range runners {
+	for _, r := range rs {
 		r.cancelAll(ErrShutdown)
 	}
 	t := w.c.clock.NewTimer(ShutdownCancelWait)
 	defer t.Stop()
-	if !drainedAll(runners, ctx.Done(), t.C()) && ctx.Err() == nil {
+	if !rs.drained(ctx.Done(), t.C()) && ctx.Err() == nil {
 		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
 	}
 	return false
 }
 
-// drainedAll waits, on the caller's goroutine, until no handler of the
+// drained waits, on the caller's goroutine, until no handler of the
 // runners is running or writing its outcome, or until stop or timeout
 // fires; it reports whether they all drained.
-func drainedAll(runners []*runner, stop <-chan struct{}, timeout <-chan time.Time) bool {
-	for _, r := range runners {
+func (rs runners) drained(stop <-chan struct{}, timeout <-chan time.Time) bool {
+	for _, r := range rs {
 		select {
 		case <-r.drained():
 		case <-stop:

@@ -62,7 +62,7 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
 	// waiter sees no handler running.
-	eventually(t, 5*time.Second, "the stuck handler done", func() bool { return idle([]*runner{r}) })
+	eventually(t, 5*time.Second, "the stuck handler done", func() bool { return runners{r}.idle() })
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("next"))))
 	assert.Equal(t, "next", recv(t, started, 5*time.Second, "the restarted loop's handler"))
 }
@@ -126,6 +126,6 @@ func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
 	defer cancel()
 	assert.ErrorIs(t, w.Shutdown(grace), context.DeadlineExceeded)
 	assert.Empty(t, goroutinesRunning(func(frame string) bool {
-		return strings.Contains(frame, "worqr.(*Worker).stopRunners")
+		return strings.Contains(frame, "worqr.runners.stop")
 	}), "a goroutine of Shutdown still waits for the handler")
 }

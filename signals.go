@@ -17,7 +17,7 @@ type signals struct {
 	// set for the next; the number of workers it renewed.
 	beat testsignal.Signal[int]
 	// queueRenewed: a renewal of a queue lease sent apart from the
-	// registry's (see renewQueue) was answered, or failed; the queue.
+	// registry's (see session.renew) was answered, or failed; the queue.
 	queueRenewed testsignal.Signal[string]
 	// looked: a reclaimer's look ended; the tasks it sent back.
 	looked testsignal.Signal[int64]

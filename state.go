@@ -1,6 +1,9 @@
 package worqr
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // phase is where a worker is in its life. It only moves forward:
 //
@@ -19,93 +22,105 @@ const (
 	phaseClosed
 )
 
-// lifecycle is a worker's state: its phase, and whether its registry
-// lease stands. The two are independent (a worker may lose its lease while
-// it drains), and each changes only through the transitions below, all
-// made under w.mu:
+// lifecycle is a worker's state: its identity, its phase, and whether its
+// registry lease stands. Phase and fence are independent (a worker may
+// lose its lease while it drains), and each changes only through the
+// transitions below, all made under w.mu (every method of lifecycle is
+// called with w.mu held):
 //
 //	live --fence--> fenced --registered(new id)--> live
 //
 // A fenced worker takes no work under its old id: the peers reclaim
-// everything it held.
+// everything it held. Each queue's lease has a state of its own
+// (sessionState).
 type lifecycle struct {
+	// id is the worker's current identity; it changes when a fenced
+	// worker registers again.
+	id     string
 	phase  phase
 	fenced bool
+	// fencedAt is when the worker last fenced itself (zero if never).
+	fencedAt time.Time
 }
 
 // isCurrent reports whether id is the worker's live identity: it is its
 // id, it is not fenced and not closed. An answer from Redis about an id
-// that is no longer current says nothing about the worker now. Callers
-// hold w.mu.
-func (w *Worker) isCurrent(id string) bool {
-	return w.id == id && !w.state.fenced && w.state.phase != phaseClosed
+// that is no longer current says nothing about the worker now.
+func (l *lifecycle) isCurrent(id string) bool {
+	return l.id == id && !l.fenced && l.phase != phaseClosed
 }
 
-// toFenced fences the worker under id, unless id is no longer current.
-// It reports whether it did. Callers hold w.mu.
-func (w *Worker) toFenced(id string) bool {
-	if !w.isCurrent(id) {
+// toFenced fences the worker under id at now, unless id is no longer
+// current. It reports whether it did.
+func (l *lifecycle) toFenced(id string, now time.Time) bool {
+	if !l.isCurrent(id) {
 		return false
 	}
-	w.state.fenced = true
+	l.fenced, l.fencedAt = true, now
 	return true
 }
 
 // toRegistered makes id, a fresh registration, the worker's identity and
-// ends its fence. It refuses (false) once the worker is closed. Callers
-// hold w.mu.
-func (w *Worker) toRegistered(id string) bool {
-	if w.state.phase == phaseClosed {
+// ends its fence. It refuses (false) once the worker is closed.
+func (l *lifecycle) toRegistered(id string) bool {
+	if l.phase == phaseClosed {
 		return false
 	}
-	w.id, w.state.fenced = id, false
+	l.id, l.fenced = id, false
 	return true
 }
 
-// toDraining stops the taking of work. Callers hold w.mu.
-func (w *Worker) toDraining() {
-	if w.state.phase == phaseServing {
-		w.state.phase = phaseDraining
+// toDraining stops the taking of work.
+func (l *lifecycle) toDraining() {
+	if l.phase == phaseServing {
+		l.phase = phaseDraining
 	}
 }
 
-// toClosed closes the worker; false if it already was. Callers hold w.mu.
-func (w *Worker) toClosed() bool {
-	if w.state.phase == phaseClosed {
+// toClosed closes the worker; false if it already was.
+func (l *lifecycle) toClosed() bool {
+	if l.phase == phaseClosed {
 		return false
 	}
-	w.state.phase = phaseClosed
+	l.phase = phaseClosed
 	return true
 }
 
-// isClosed reports whether the worker is closed. Callers hold w.mu.
-func (w *Worker) isClosed() bool { return w.state.phase == phaseClosed }
+// isClosed reports whether the worker is closed.
+func (l *lifecycle) isClosed() bool { return l.phase == phaseClosed }
 
-// isFenced reports whether the worker is fenced. Callers hold w.mu.
-func (w *Worker) isFenced() bool { return w.state.fenced }
+// isFenced reports whether the worker is fenced.
+func (l *lifecycle) isFenced() bool { return l.fenced }
 
 // takesWork reports why the worker may not take work now, if it may not:
 // ErrWorkerClosed once it drains or is closed, ErrWorkerFenced while it is
-// fenced. Callers hold w.mu.
-func (w *Worker) takesWork() error {
+// fenced.
+func (l *lifecycle) takesWork() error {
 	switch {
-	case w.state.phase != phaseServing:
+	case l.phase != phaseServing:
 		return ErrWorkerClosed
-	case w.state.fenced:
+	case l.fenced:
 		return ErrWorkerFenced
 	}
 	return nil
 }
 
 // current returns the worker's id if it may act: not closed, not fenced.
-func (w *Worker) current(op string) (string, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (l *lifecycle) current(op string) (string, error) {
 	switch {
-	case w.state.phase == phaseClosed:
+	case l.phase == phaseClosed:
 		return "", fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
-	case w.state.fenced:
+	case l.fenced:
 		return "", fmt.Errorf("worqr: %s: %w", op, ErrWorkerFenced)
 	}
-	return w.id, nil
+	return l.id, nil
+}
+
+// fencedSince is how long before now the worker last fenced itself, or a
+// day if it never did.
+func (l *lifecycle) fencedSince(now time.Time) time.Duration {
+	if l.fencedAt.IsZero() {
+		return 24 * time.Hour
+	}
+	return now.Sub(l.fencedAt)
 }

@@ -216,7 +216,7 @@ func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 		require.NoError(t, p.Finish(ctx))
 	}
 	dequeueAll(t, dead, "q", 2) // held as it dies
-	dead.crash()
+	crash(dead)
 	// Its connection gone: Close can write nothing. (Closing rdb is not
 	// enough: a cluster client closes its connections in the background,
 	// and Close's writes could still get through.)

@@ -80,7 +80,7 @@ func TestStatsCountReclaimsAndGiveBacks(t *testing.T) {
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, dead, "q", 2)
-	dead.crash()
+	crash(dead)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 10*time.Second, "the dead worker's tasks reclaimed", func() bool {

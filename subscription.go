@@ -33,8 +33,7 @@ func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
 // once it runs, Stopped once it has returned.
 type subscription struct {
 	startstop.Base
-	w        *Worker
-	s        *serving
+	s        *session
 	box      *mailbox
 	listener *store.Listener
 	// release ends the dispatcher's run without waiting for it: a
@@ -48,10 +47,11 @@ type subscription struct {
 	confirmed atomic.Int64
 }
 
-// subscribe starts the dispatcher of a queue's events, on the worker's
+// subscribe starts the dispatcher of the queue's events, on the worker's
 // life, and listens on the queue's channel.
-func (w *Worker) subscribe(s *serving) *subscription {
-	sub := &subscription{w: w, s: s, box: newMailbox(), ready: make(chan struct{})}
+func (s *session) subscribe() *subscription {
+	w := s.w
+	sub := &subscription{s: s, box: newMailbox(), ready: make(chan struct{})}
 	subscribed := func() {
 		// Ready first: the dispatcher may handle the event before this
 		// goroutine runs again, and its check wakes the runtime, whose
@@ -146,7 +146,7 @@ func (sub *subscription) dispatch(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			sub.w.handle(ctx, sub.s, e)
+			sub.s.handle(ctx, e)
 		}
 	}
 }

@@ -92,11 +92,11 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 		handled <- w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{})
 	}()
 	recv(t, entered, 5*time.Second, "subscribing")
-	var s *serving
+	var s *session
 	eventually(t, 5*time.Second, "serving q", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		s = w.serving["q"]
+		s = w.sessions["q"]
 		return s != nil
 	})
 	s.sub.box.mu.Lock() // the reader will stop at the mailbox
@@ -136,7 +136,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		w := newWorker(t, c, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 		w.mu.Lock()
-		subs[i] = w.serving["q"].sub
+		subs[i] = w.sessions["q"].sub
 		w.mu.Unlock()
 	}
 	// One more, last: rueidis reads the connection in order, so every
@@ -202,7 +202,7 @@ func TestDispatcherStartsAndStopsWithItsQueue(t *testing.T) {
 	subOf := func(q string) *subscription {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.serving[q].sub
+		return w.sessions[q].sub
 	}
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -234,7 +234,7 @@ func TestDispatcherStopsAfterACallbackThatStoppedIt(t *testing.T) {
 		once.Do(func() { stopped <- w.StopWork(ctx, q) })
 	}}))
 	w.mu.Lock()
-	sub := w.serving["q"].sub
+	sub := w.sessions["q"].sub
 	w.mu.Unlock()
 	dispatcherStopped := sub.Stopped()
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))

@@ -90,7 +90,7 @@ func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
 
 	p = dequeueAll(t, dead, "q", 1)[0]
 	assert.Equal(t, 2, p.Attempt())
-	dead.crash()
+	crash(dead)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
@@ -355,7 +355,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	require.NoError(t, err)
 	p := dequeueAll(t, dead, "m", 1)[0]
 	deadID := dead.ID()
-	dead.crash()
+	crash(dead)
 	assert.Equal(t, []Outcome{OutcomeLost}, obs.outcomes()[lostID])
 	eventually(t, 5*time.Second, "the dead worker reclaimed", func() bool {
 		obs.mu.Lock()
@@ -441,7 +441,7 @@ func TestObserverSeesFencing(t *testing.T) {
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
-	w.freeze() // no renewals: the lease runs out, and the next call finds it gone
+	freeze(w) // no renewals: the lease runs out, and the next call finds it gone
 	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
 	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)

@@ -113,7 +113,7 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	assert.Equal(t, parentA, p.Trace())
 
 	// Its holder dies: a peer reclaims it, and the trace goes on.
-	w.crash()
+	crash(w)
 	peer := newWorker(t, c, WorkerOptions{TTL: MinTTL})
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	var back *Process

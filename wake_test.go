@@ -147,8 +147,8 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 		byID[w.ID()] = w
 	}
 	ids := settledParking(t, c, "q", 3)
-	byID[ids[0]].crash() // the two the next enqueue will name
-	byID[ids[1]].crash()
+	crash(byID[ids[0]]) // the two the next enqueue will name
+	crash(byID[ids[1]])
 	start := time.Now()
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t"))))
 	select {
@@ -191,7 +191,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
 	id := settledParking(t, c, "q", 1)[0]
 	w.mu.Lock()
-	r := w.serving["q"].runner
+	r := w.sessions["q"].runner
 	w.mu.Unlock()
 	r.stopTaking() // as Shutdown does before its grace period
 

@@ -161,7 +161,7 @@ func TestWeightKeptAndFreedEverywhere(t *testing.T) {
 	victim := newWorker(t, b.client(), fast)
 	require.NoError(t, victim.StartWork(ctx, "q", Events{}))
 	weightOf(dequeueOne(t, victim, "q"))
-	victim.crash()
+	crash(victim)
 	peer := newWorker(t, b.client(), fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	eventually(t, 10*time.Second, "the dead holder's task is reclaimed", func() bool {

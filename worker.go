@@ -73,19 +73,20 @@ type FenceEvent struct {
 // renews it, fences itself when it cannot, and reclaims dead peers' work.
 // It is safe for concurrent use.
 //
-// A worker is a few components, each in a file of its own: the lease
-// keeper (lease.go: the fencing deadline; the renewals are its client's
-// beat's), fencing and the rejoin of a fenced queue or worker (fence.go,
-// rejoin.go), the reconciliation of lost dequeue replies and hand-off
-// events (reconcile.go), the reclaimer of dead peers (reclaim.go, shared
-// with the client's workers of the same options), per queue a listener
-// on the client's subscription and its dispatcher (subscription.go,
-// events.go) and, for
-// Handle, a runtime (runtime.go) that also takes the tasks enqueues hand
-// it (handoff.go), whose dequeues, for HandleQueues, one pool loop makes
-// (pool.go),
-// and per periodic schedule a timer (periodic.go); shutdown.go stops them
-// all. Its state is one lifecycle (state.go).
+// A worker is the set of its sessions, one per queue it serves
+// (session.go), and the worker-wide components around them: its lifecycle
+// (state.go), the lease keeper (keepalive.go: the renewals, on its
+// client's beat, and the re-registration of a fenced worker; lease.go: the
+// fencing deadline), the fence of the whole worker (fence.go), the
+// reclaimer of dead peers (reclaim.go, shared with the client's workers of
+// the same options), the slot schedulers of its Handle and HandleQueues
+// calls (scheduler.go, pool.go) and per periodic schedule a timer
+// (periodic.go); shutdown.go stops them all. A session owns its lease
+// deadline, its processes, its dispatcher (subscription.go, events.go),
+// its timer of delayed tasks (schedule.go) and, for Handle, its runtime
+// (runtime.go), which also takes the tasks enqueues hand it (handoff.go);
+// a fence of one queue, its rejoin and its reconciliation are the
+// session's (fence.go, rejoin.go, reconcile.go).
 //
 // # Lock order
 //
@@ -98,22 +99,27 @@ type FenceEvent struct {
 //  1. Worker.membership
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
-//  3. serving.gate (a queue's gate; dequeues hold it shared)
+//  3. session.gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
-//     answers, under it: it is held around Worker.mu, Process.mu,
-//     reclaimer.mu and the worker's tasks)
+//     answers, under it: it is held around Worker.mu, session.mu,
+//     Process.mu, reclaimer.mu and the worker's tasks)
 //  5. Worker.mu
-//  6. Client.beatsMu, then Client.reclaimMu (each around its loop's members)
-//  7. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
+//  6. session.mu (taken under Worker.mu where a session's decision must
+//     be atomic with the worker's identity and lifecycle, or alone; a
+//     session never takes Worker.mu while holding its mu, and holds one
+//     session's mu at a time; under it only Process.mu is taken, by
+//     runner.cancelAll)
+//  7. Client.beatsMu, then Client.reclaimMu (each around its loop's members)
+//  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
 //     run under them: they take mailbox.mu, or waiters.mu)
-//  8. waiters.mu, then waiter.mu
-//  9. statsFlusher.mu (it takes the store's statsBuf.mu, and starts a run)
-//  10. startstop.Base.mu of a service (taken to start one: under
+//  9. waiters.mu, then waiter.mu
+//  10. statsFlusher.mu (it takes the store's statsBuf.mu, and starts a run)
+//  11. startstop.Base.mu of a service (taken to start one: under
 //     Worker.mu for a periodic schedule, under waiters.mu for a Wait's
 //     subscription, under statsFlusher.mu for the flusher's run), then
 //     startstop.Group.mu (the worker's tasks, taken under Worker.mu and
 //     beatMu)
-//  11. The leaves, under which nothing else is locked: slotScheduler.mu,
+//  12. The leaves, under which nothing else is locked: slotScheduler.mu,
 //     runner.mu, Process.mu, reclaimer.mu, scheduler.mu (a queue's timer
 //     of delayed tasks), members.mu,
 //     mailbox.mu, outage.mu, coalescer.mu, Client.mu, Router.mu,
@@ -135,17 +141,12 @@ type Worker struct {
 	membership sync.Mutex
 
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
-	// id is the worker's current identity; it changes when a fenced
-	// worker registers again. Guarded by mu.
-	id string
-	// state is the worker's lifecycle. Guarded by mu.
-	state lifecycle
-	// fencedAt is when the worker last fenced itself (zero if never).
+	// state is the worker's lifecycle: its id, its phase, its fence.
 	// Guarded by mu.
-	fencedAt time.Time
-	// serving holds the queues served, by name; each holds its in-flight
-	// processes (serving.procs, the one map of them). Guarded by mu.
-	serving map[string]*serving
+	state lifecycle
+	// sessions are the queues served, by name; each holds its in-flight
+	// processes (session.procs, the one map of them). Guarded by mu.
+	sessions sessions
 
 	lease     *leaseKeeper // renews the leases; fences the worker
 	reclaimer *reclaimer   // returns dead peers' work (the client's, shared)
@@ -168,17 +169,6 @@ type Worker struct {
 	// renewals, reconciliations after them, and rejoins. Shutdown closes
 	// it after life ended and waits for them; once closed it starts none.
 	tasks startstop.Group
-}
-
-// call runs an application callback, unless the subscription was stopped.
-// Setting inCallback before checking ctx means a stop that cancelled ctx
-// first skips the callback, and one that cancelled it later does not wait.
-func (s *serving) call(ctx context.Context, f func()) {
-	s.inCallback.Store(true)
-	defer s.inCallback.Store(false)
-	if ctx.Err() == nil {
-		f()
-	}
 }
 
 // NewWorker registers a new worker and starts its components: the lease
@@ -204,12 +194,12 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/3 {
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
 	}
-	w := &Worker{c: c, opts: opts, serving: make(map[string]*serving)}
+	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
 	id, sent, err := w.register(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w.id = id
+	w.state.id = id
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
 	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
@@ -253,16 +243,7 @@ func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err e
 func (w *Worker) ID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.id
-}
-
-// served lists the queues being served. Callers hold w.mu.
-func (w *Worker) served() []*serving {
-	ss := make([]*serving, 0, len(w.serving))
-	for _, s := range w.serving {
-		ss = append(ss, s)
-	}
-	return ss
+	return w.state.id
 }
 
 // logger is the client's logger with the worker's current id. Never call
@@ -275,20 +256,9 @@ func (w *Worker) logger() *slog.Logger {
 func (w *Worker) Queues() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]string, 0, len(w.serving))
-	for q := range w.serving {
+	out := make([]string, 0, len(w.sessions))
+	for q := range w.sessions {
 		out = append(out, q)
 	}
 	return out
-}
-
-// fencedSince is how long ago the worker last fenced itself, or a day if
-// it never did.
-func (w *Worker) fencedSince() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fencedAt.IsZero() {
-		return 24 * time.Hour
-	}
-	return w.c.clock.Since(w.fencedAt)
 }

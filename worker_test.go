@@ -141,7 +141,7 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 	require.NoError(t, zombie.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 1)
 	held := dequeueAll(t, zombie, "q", 1)[0]
-	zombie.freeze()
+	freeze(zombie)
 
 	// Alone, its lease expires but nobody has reclaimed it yet: it still
 	// may not finish, and the process stays for a reclaimer.
@@ -174,7 +174,7 @@ func TestExpiredWorkerCannotDequeue(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	w.freeze()
+	freeze(w)
 	eventually(t, 5*time.Second, "leases expire", func() bool { return leasesExpired(t, c, w.ID(), "q") })
 	enqueueNumbered(t, c, "q", 1)
 
@@ -209,7 +209,7 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 
 	crashed := time.Now()
-	dead.crash()
+	crash(dead)
 	// The reclaim is one script per queue: wait for both.
 	eventually(t, fast.TTL+fast.RenewInterval+time.Second, "dead worker's tasks are back", func() bool {
 		return len(waiting(t, c, "q")) == 5 && len(waiting(t, c, "other")) == 1
@@ -248,7 +248,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	names := enqueueNumbered(t, c, "q", 50)
 	dequeueAll(t, dead, "q", 50)
 	id := dead.ID()
-	dead.crash()
+	crash(dead)
 	eventually(t, 5*time.Second, "leases expire", func() bool { return leasesExpired(t, c, id, "q") })
 
 	var moved atomic.Int64
@@ -426,9 +426,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	// Run the dequeue script as the worker, dropping the reply.
 	k := c.store.Keys().Queue("q")
 	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{w.ID(), "1", "0"}).Error())
-	w.mu.Lock()
-	w.serving["q"].unsure = unsurePasses
-	w.mu.Unlock()
+	sessionOf(w, "q").markUnsure(unsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
 		return len(waiting(t, c, "q")) == 2

@@ -1,0 +1,293 @@
+package worqr
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// session is one queue a worker serves, from StartWork (or Handle,
+// HandleQueues) to StopWork or the worker's shutdown. It owns the queue's
+// part of the worker: its lease deadline, its in-flight processes, its
+// dispatcher (sub), its timer of delayed tasks (sched) and, for Handle, its
+// runtime. Its fences, rejoins, reconciliations, hand-off adoptions and
+// renewals are its own methods, in the files of those components (fence.go,
+// rejoin.go, reconcile.go, handoff.go, keepalive.go, events.go).
+//
+// w, name, events, sub, sched and runner are set when it is made and never
+// change; the fields marked so are guarded by mu. A session reads the
+// worker's state (its id, its lifecycle) only where a decision must be
+// atomic with it, taking w.mu before mu (see the lock order in worker.go).
+type session struct {
+	w      *Worker
+	name   string
+	events Events
+	sub    *subscription
+	// sched moves the queue's delayed tasks when they are due.
+	sched *scheduler
+	// runner is the Handle runtime serving the queue, if any.
+	runner *runner
+
+	// gate lets a reconciliation, a rejoin or leaving the queue stop
+	// dequeues on it while they decide which processes in Redis the worker
+	// really holds (dequeues hold it shared). It is taken before w.mu and
+	// mu.
+	gate sync.RWMutex
+
+	mu sync.Mutex // guards the fields below
+	// state is where the session stands with its lease (see sessionState).
+	// Guarded by mu.
+	state sessionState
+	// procs are the worker's in-flight processes in this queue, by process
+	// id: the one map of them. Guarded by mu.
+	procs map[string]*Process
+	// unsure counts the renewals that will still look for processes Redis
+	// says the worker holds but it does not know of. A dequeue whose reply
+	// was lost sets it; it stays set for more than one pass because the
+	// lost command may still run late on another pooled connection.
+	// Guarded by mu.
+	unsure int
+	// releasedUpTo is the queue's last process id (as a number) when the
+	// worker last gave back processes Redis said it held that it did not
+	// know of (a reconciliation, a rejoin): a hand-off event for one of
+	// them that comes later is ignored (see handoff.go). Guarded by mu.
+	releasedUpTo uint64
+	// deadlineAt is when the worker's lease on this queue may expire, by
+	// its own clock, less the fence margin (see lease.go). Guarded by mu.
+	deadlineAt time.Time
+	// leaseGen counts the times the worker gave up its lease on this
+	// queue (fence, or a re-registration that could not reach it): an
+	// answer to a renewal sent before says nothing about the lease it
+	// holds now. Guarded by mu.
+	leaseGen uint64
+
+	// inCallback is set while the dispatcher runs one of the application's
+	// callbacks, which may itself call StopWork or Close: stopping the
+	// subscription then does not wait for the dispatcher. It is not set
+	// during the dispatcher's own Redis calls (the catch-up), so stopping
+	// waits for those.
+	inCallback atomic.Bool
+}
+
+// sessionState is where a session stands with its queue lease. It changes
+// only through the transitions below, each made under the session's mu:
+//
+//	serving --fence--> fenced --rejoin--> serving
+//	serving --leave--> leaving --stay--> serving
+//	fenced  --leave--> leavingFenced --stay--> fenced
+//	leaving, leavingFenced --left--> left
+//	serving, fenced --lose--> fenced     (re-registration could not reach the queue)
+//	any --left--> left                   (the worker closed)
+//
+// Leaving and rejoining both hold the membership lock and the queue's gate,
+// so no rejoin runs while a session leaves; a fence refuses a session that
+// is not serving.
+type sessionState uint8
+
+const (
+	// sessionServing: the worker holds the queue's lease, renews it and
+	// takes work there.
+	sessionServing sessionState = iota
+	// sessionFenced: the lease was given up (not renewed in time, or not
+	// reachable when the worker registered again); the worker takes no
+	// work there, and a rejoin is on its way.
+	sessionFenced
+	// sessionLeaving: StopWork (or a StartWork undone) is releasing the
+	// queue while its lease is held: a lease found gone then is no
+	// evidence that the worker is dead.
+	sessionLeaving
+	// sessionLeavingFenced: the same, for a fenced session.
+	sessionLeavingFenced
+	// sessionLeft: the worker no longer serves the queue.
+	sessionLeft
+)
+
+var sessionStateNames = [...]string{"serving", "fenced", "leaving", "leaving fenced", "left"}
+
+func (st sessionState) String() string { return sessionStateNames[st] }
+
+// leased reports whether the worker holds (and renews) the queue's lease.
+func (st sessionState) leased() bool { return st == sessionServing || st == sessionLeaving }
+
+// isFenced reports whether the lease was given up and not yet taken again.
+func (st sessionState) isFenced() bool { return st == sessionFenced || st == sessionLeavingFenced }
+
+// fence gives up the lease of a serving session; false for any other.
+func (st *sessionState) fence() bool {
+	if *st != sessionServing {
+		return false
+	}
+	*st = sessionFenced
+	return true
+}
+
+// lose gives up the lease whatever it was (serving or fenced: a
+// re-registration could not take the queue's lease).
+func (st *sessionState) lose() {
+	switch *st {
+	case sessionServing:
+		*st = sessionFenced
+	case sessionLeaving:
+		*st = sessionLeavingFenced
+	}
+}
+
+// rejoin marks a new lease taken.
+func (st *sessionState) rejoin() {
+	switch *st {
+	case sessionFenced:
+		*st = sessionServing
+	case sessionLeavingFenced:
+		*st = sessionLeaving
+	}
+}
+
+// leave marks the session being released.
+func (st *sessionState) leave() {
+	switch *st {
+	case sessionServing:
+		*st = sessionLeaving
+	case sessionFenced:
+		*st = sessionLeavingFenced
+	}
+}
+
+// stay undoes leave, after releasing the queue failed.
+func (st *sessionState) stay() {
+	switch *st {
+	case sessionLeaving:
+		*st = sessionServing
+	case sessionLeavingFenced:
+		*st = sessionFenced
+	}
+}
+
+// left ends the session.
+func (st *sessionState) left() { *st = sessionLeft }
+
+// newSession makes the session of a queue, serving under a lease whose
+// deadline is deadline, and subscribes to the queue's events.
+func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
+	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: newScheduler(w, queue)}
+	s.sub = s.subscribe()
+	return s
+}
+
+// call runs an application callback, unless the subscription was stopped.
+// Setting inCallback before checking ctx means a stop that cancelled ctx
+// first skips the callback, and one that cancelled it later does not wait.
+func (s *session) call(ctx context.Context, f func()) {
+	s.inCallback.Store(true)
+	defer s.inCallback.Store(false)
+	if ctx.Err() == nil {
+		f()
+	}
+}
+
+// processes is a copy of the session's in-flight processes. Callers may
+// hold w.mu.
+func (s *session) processes() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// takeAll empties the session's books and returns what they held, with
+// no reconciliation left to run (whoever takes them gives back everything
+// under the worker's id). Callers may hold w.mu.
+func (s *session) takeAll() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lost := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		lost = append(lost, p)
+	}
+	s.procs = make(map[string]*Process)
+	s.unsure = 0
+	return lost
+}
+
+// endAll ends every process the session holds, once it has ended (the
+// worker no longer serves the queue).
+func (s *session) endAll(reason error) {
+	s.mu.Lock()
+	procs := s.procs
+	s.procs = make(map[string]*Process)
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.end(reason, true)
+	}
+}
+
+// endMatching ends (without settling: Finish still works) the processes
+// of the queue that match.
+func (s *session) endMatching(match func(*Process) bool, reason error) {
+	s.mu.Lock()
+	var hit []*Process
+	for _, p := range s.procs {
+		if match(p) {
+			hit = append(hit, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range hit {
+		p.end(reason, false)
+	}
+}
+
+// drop takes p out of the session's books, if it is there.
+func (s *session) drop(p *Process) {
+	s.mu.Lock()
+	if s.procs[p.id] == p {
+		delete(s.procs, p.id)
+	}
+	s.mu.Unlock()
+}
+
+// holds reports whether p is in the session's books.
+func (s *session) holds(p *Process) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[p.id] == p
+}
+
+// markUnsure makes the next passes renewals make look for processes
+// Redis says the worker holds that it does not know of: at least, or
+// (exactly) reset to passes.
+func (s *session) markUnsure(passes int, atLeast bool) {
+	s.mu.Lock()
+	if atLeast {
+		s.unsure = max(s.unsure, passes)
+	} else {
+		s.unsure = passes
+	}
+	s.mu.Unlock()
+}
+
+// sessions are the queues a worker serves, by name. Guarded by w.mu.
+type sessions map[string]*session
+
+// list is the sessions, in no order.
+func (ss sessions) list() []*session {
+	out := make([]*session, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s)
+	}
+	return out
+}
+
+// runners lists the Handle runtimes of the sessions.
+func (ss sessions) runners() runners {
+	var rs runners
+	for _, s := range ss {
+		if s.runner != nil {
+			rs = append(rs, s.runner)
+		}
+	}
+	return rs
+}

@@ -1,0 +1,216 @@
+package worqr
+
+// A session on its own (session.go): its state's transitions, its fence,
+// its answers to renewals and its reconciliation, driven by a Fake clock
+// and the components' test signals.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// Every transition from every state: where it goes, and whether a fence
+// was taken.
+func TestSessionStateTransitions(t *testing.T) {
+	t.Parallel()
+	all := []sessionState{sessionServing, sessionFenced, sessionLeaving, sessionLeavingFenced, sessionLeft}
+	type move struct {
+		name string
+		do   func(*sessionState)
+		to   map[sessionState]sessionState // from -> to; absent: unchanged
+	}
+	moves := []move{
+		{"fence", func(st *sessionState) { st.fence() }, map[sessionState]sessionState{sessionServing: sessionFenced}},
+		{"lose", (*sessionState).lose, map[sessionState]sessionState{sessionServing: sessionFenced, sessionLeaving: sessionLeavingFenced}},
+		{"rejoin", (*sessionState).rejoin, map[sessionState]sessionState{sessionFenced: sessionServing, sessionLeavingFenced: sessionLeaving}},
+		{"leave", (*sessionState).leave, map[sessionState]sessionState{sessionServing: sessionLeaving, sessionFenced: sessionLeavingFenced}},
+		{"stay", (*sessionState).stay, map[sessionState]sessionState{sessionLeaving: sessionServing, sessionLeavingFenced: sessionFenced}},
+		{"left", (*sessionState).left, map[sessionState]sessionState{sessionServing: sessionLeft, sessionFenced: sessionLeft, sessionLeaving: sessionLeft, sessionLeavingFenced: sessionLeft, sessionLeft: sessionLeft}},
+	}
+	for _, m := range moves {
+		for _, from := range all {
+			want, ok := m.to[from]
+			if !ok {
+				want = from
+			}
+			st := from
+			m.do(&st)
+			assert.Equal(t, want, st, "%s from %s", m.name, from)
+		}
+	}
+	for _, from := range all {
+		st := from
+		assert.Equal(t, from == sessionServing, st.fence(), "fence from %s reports whether it fenced", from)
+	}
+	// What the worker reads off a state.
+	leased := map[sessionState]bool{sessionServing: true, sessionLeaving: true}
+	fenced := map[sessionState]bool{sessionFenced: true, sessionLeavingFenced: true}
+	for _, st := range all {
+		assert.Equal(t, leased[st], st.leased(), "%s leased", st)
+		assert.Equal(t, fenced[st], st.isFenced(), "%s fenced", st)
+	}
+}
+
+// servedSession is a worker of fast options on k's client, serving q, with
+// its session and the channel its fences arrive on.
+func servedSession(t *testing.T, k *clocked) (*Worker, *session, <-chan FenceEvent) {
+	t.Helper()
+	w, fences := fencingWorker(t, k.c)
+	require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
+	s := sessionOf(w, "q")
+	require.NotNil(t, s)
+	return w, s, fences
+}
+
+// A session's fence ends its processes with ErrProcessLost, refuses
+// dequeues on its queue while the worker stays live, is told once, and
+// ends when the rejoin has given the tasks back and taken a new lease, no
+// earlier than the old lease could have run out.
+func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.beats()
+	k.c.signals.rejoined.Init(t)
+	w, s, fences := servedSession(t, k)
+	enqueueNumbered(t, k.c, "q", 2)
+	p := dequeueAll(t, w, "q", 1)[0]
+	id := w.ID()
+	var gen uint64
+	lookAt(s, func() { gen = s.leaseGen })
+
+	s.fence(id, errors.New("queue lease lost (test)"))
+	ev := recv(t, fences, testsignal.Wait, "the session's fence told")
+	assert.Equal(t, "q", ev.Queue)
+	assert.Equal(t, id, ev.WorkerID)
+	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
+	require.Len(t, ev.Lost, 1)
+	assert.Same(t, p, ev.Lost[0])
+	recv(t, p.Done(), testsignal.Wait, "the process ended")
+	assert.ErrorIs(t, p.Err(), ErrProcessLost)
+	assert.ErrorIs(t, p.Err(), ErrWorkerFenced)
+
+	var state sessionState
+	var procs int
+	lookAt(s, func() { state, procs = s.state, len(s.procs) })
+	assert.Equal(t, sessionFenced, state)
+	assert.Zero(t, procs, "the session still holds processes")
+	lookAt(s, func() { assert.Equal(t, gen+1, s.leaseGen, "the lease generation did not move") })
+	_, err := w.Dequeue(k.ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+	_, err = currentID(w)
+	require.NoError(t, err, "the whole worker fenced itself")
+
+	s.fence(id, errors.New("again (test)")) // a fenced session is not fenced twice
+	noFence(t, fences)
+
+	// The rejoin waits for the old lease, renewed last at the start, to run
+	// out (0.9 TTL + the margin), while the worker's beat renews the rest.
+	k.run(fast.TTL - time.Millisecond)
+	select {
+	case q := <-k.c.signals.rejoined.C():
+		t.Fatalf("%s rejoined before its old lease ran out", q)
+	default:
+	}
+	k.run(time.Millisecond)
+	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
+	lookAt(s, func() { state = s.state })
+	assert.Equal(t, sessionServing, state)
+	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, k.c, "q"), "the fenced process's task back at the front")
+	again := dequeueAll(t, w, "q", 1)[0]
+	assert.Equal(t, p.TaskID(), again.TaskID())
+	assert.Equal(t, id, w.ID())
+	noFence(t, fences)
+}
+
+// An answer to a renewal sent under an earlier lease generation of the
+// session (before a fence) says nothing about the lease it holds now:
+// not that it is gone, nor when it expires.
+func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.beats()
+	k.c.signals.rejoined.Init(t)
+	w, s, fences := servedSession(t, k)
+	id := w.ID()
+	var old uint64
+	lookAt(s, func() { old = s.leaseGen })
+	s.fence(id, errors.New("queue lease lost (test)"))
+	recv(t, fences, testsignal.Wait, "the session's fence told")
+	k.run(fast.TTL)
+	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
+	var deadline time.Time
+	var gen uint64
+	lookAt(s, func() { deadline, gen = s.deadlineAt, s.leaseGen })
+	require.Equal(t, old+1, gen)
+
+	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
+	renewed := w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old, gone: true}})
+	assert.Empty(t, renewed)
+	noFence(t, fences)
+	_, err := currentID(w)
+	require.NoError(t, err, "an earlier lease found gone fenced the worker")
+	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old}})
+	assert.Empty(t, renewed)
+	var now time.Time
+	var state sessionState
+	lookAt(s, func() { now, state = s.deadlineAt, s.state })
+	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
+	assert.Equal(t, sessionServing, state)
+
+	// The same answer about the lease it holds is taken in.
+	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: gen}})
+	assert.Equal(t, []*session{s}, renewed)
+	lookAt(s, func() { now = s.deadlineAt })
+	assert.Equal(t, w.lease.deadline(later), now)
+}
+
+// A reconciliation gives back what Redis says the worker holds in the
+// queue and the session does not know of (a dequeue whose reply was lost),
+// keeps what it knows, and ignores a hand-off event that comes later for
+// a process it gave back.
+func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	w, s, _ := servedSession(t, k)
+	c, ctx := k.c, k.ctx
+	enqueueNumbered(t, c, "q", 3)
+	known := dequeueAll(t, w, "q", 1)[0]
+	qk := c.store.Keys().Queue("q")
+	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{qk.Waiting, qk.Procs, qk.Leases, qk.Meta, qk.Idle, qk.Errors, qk.Starts, qk.High, qk.Low, qk.Stats}, []string{w.ID(), "1", "0"}).Error())
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 2)
+	orphan := procs[0].ID
+	if orphan == known.ID() {
+		orphan = procs[1].ID
+	}
+
+	ss := []*session{s}
+	require.False(t, anyUnsure(ss))
+	w.lease.reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
+	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"))
+
+	s.markUnsure(1, false)
+	require.True(t, anyUnsure(ss))
+	w.lease.reconcile(ctx, w.ID(), ss)
+	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "the orphan back at the front")
+	procs, err = c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
+	assert.False(t, anyUnsure(ss), "one pass done")
+	var upTo uint64
+	lookAt(s, func() { upTo = s.releasedUpTo })
+	assert.GreaterOrEqual(t, upTo, store.PIDSeq(orphan))
+
+	// A hand-off event for the orphan that comes only now is not adopted.
+	assert.Nil(t, s.adoptHanded(store.Event{Kind: store.EventHandOff, To: w.ID(), PID: orphan}))
+	require.NoError(t, known.Finish(ctx))
+}
