@@ -65,6 +65,10 @@ func printMetrics(reader sdkmetric.Reader, names ...string) {
 					for _, dp := range d.DataPoints {
 						line(m.Name, dp.Attributes, dp.Value)
 					}
+				case metricdata.Gauge[int64]:
+					for _, dp := range d.DataPoints {
+						line(m.Name, dp.Attributes, dp.Value)
+					}
 				case metricdata.Histogram[float64]:
 					for _, dp := range d.DataPoints {
 						line(m.Name+" count", dp.Attributes, dp.Count)
