@@ -48,7 +48,10 @@ const (
 
 // Observer records OpenTelemetry metrics of what one program's worqr
 // Client and Workers do. Pass it as worqr.Options.Observer; it implements
-// every worqr observer interface. Safe for concurrent use.
+// every worqr observer interface. Safe for concurrent use. A queue's
+// enqueue counts, and a queue and kind's finished counts (every outcome,
+// and dead with every built-in reason), are recorded at zero from the
+// first event of the queue (or pair), so that rates over them start there.
 //
 // Instruments (messaging.destination.name is the queue, worqr.task.kind
 // the task's kind, absent for a task without one, bounded by
@@ -81,7 +84,22 @@ type Observer struct {
 	queues  *queuestats.Queues  // the values of messaging.destination.name, bounded
 	reasons *queuestats.Reasons // the values of worqr.reason, bounded
 	attrs   sync.Map            // attribute sets by attrKey
+	ready   sync.Map            // attrKeys (queue and kind) whose finished counts exist
 }
+
+// outcomes are every worqr.Outcome but OutcomeDead, and deadReasons the
+// built-in reasons a process's end can carry (a poison pill dies in a
+// reclaim), for the finished counts made ready at zero.
+var (
+	outcomes = []worqr.Outcome{
+		worqr.OutcomeSucceeded, worqr.OutcomeRetried,
+		worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost,
+	}
+	deadReasons = []string{
+		worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual,
+		worqr.ReasonTimeout, worqr.ReasonDecode, worqr.ReasonUnroutable,
+	}
+)
 
 // attrKey is what an attribute set is made of: a queue, and a kind, an
 // outcome and a reason if not "".
@@ -182,10 +200,31 @@ func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
 
 // ObserveStart implements worqr.StartObserver.
 func (o *Observer) ObserveStart(ctx context.Context, e worqr.StartEvent) {
-	attrs := o.queueAttrs(e.Queue, o.kinds.Label(e.Kind), "", "")
+	kind := o.kinds.Label(e.Kind)
+	attrs := o.queueAttrs(e.Queue, kind, "", "")
+	o.readyFinished(ctx, e.Queue, kind)
 	o.started.Add(ctx, 1, attrs)
 	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
 		o.pickup.Record(ctx, max(time.Since(e.EnqueuedAt).Seconds(), 0), attrs)
+	}
+}
+
+// readyFinished records 0 to the finished counts of a queue and kind, of
+// every outcome and of dead with every built-in reason, the first time
+// the pair starts a process, so that rates over them start there.
+func (o *Observer) readyFinished(ctx context.Context, queue, kind string) {
+	key := attrKey{queue: o.queues.Label(queue), kind: kind}
+	if _, ok := o.ready.Load(key); ok {
+		return
+	}
+	if _, loaded := o.ready.LoadOrStore(key, struct{}{}); loaded {
+		return
+	}
+	for _, out := range outcomes {
+		o.finished.Add(ctx, 0, o.queueAttrs(queue, kind, out, ""))
+	}
+	for _, reason := range deadReasons {
+		o.finished.Add(ctx, 0, o.queueAttrs(queue, kind, worqr.OutcomeDead, reason))
 	}
 }
 

@@ -268,6 +268,17 @@ func TestObserverRecordsDeadReasonsUpToMaxReasons(t *testing.T) {
 		"dead/timeout": 1, "dead/exhausted": 1,
 	}, got)
 	assert.Equal(t, int64(2), sum(t, rm, "worqr.tasks.poisoned"))
+
+	// A queue's finished counts exist at zero from its first start, every
+	// outcome and dead with each built-in reason a process can end with.
+	obs.ObserveStart(ctx, worqr.StartEvent{Queue: "fresh", Attempt: 1})
+	rm = collect(t, reader)
+	for _, o := range []worqr.Outcome{worqr.OutcomeSucceeded, worqr.OutcomeRetried, worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost} {
+		assert.Equal(t, int64(0), sum(t, rm, "worqr.tasks.finished", queue("fresh"), outcome(o)), o)
+	}
+	for _, r := range []string{worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual, worqr.ReasonTimeout, worqr.ReasonDecode, worqr.ReasonUnroutable} {
+		assert.Equal(t, int64(0), sum(t, rm, "worqr.tasks.finished", queue("fresh"), outcome(worqr.OutcomeDead), worqrotel.ReasonKey.String(r)), r)
+	}
 	// The duration histogram is not split by reason.
 	assert.Equal(t, uint64(9), histogram(t, rm, "worqr.process.duration", queue("mail"), outcome(worqr.OutcomeDead)).Count)
 }
