@@ -112,9 +112,13 @@
 // Middleware wraps handlers (WorkerOptions.Middleware for every queue,
 // HandleOptions.Middleware for one), for tracing, logging or timeouts.
 // Options.Observer is told of enqueues, starts, ends with their outcome
-// and duration, reclaims and fencing, for metrics: it implements any of
-// EnqueueObserver, StartObserver, FinishObserver, ReclaimObserver and
-// FenceObserver.
+// (and a dead letter's reason) and duration, reclaims and fencing, for
+// metrics: it implements any of EnqueueObserver, StartObserver,
+// FinishObserver, ReclaimObserver and FenceObserver. Worker.Slots and
+// Client.Slots read each pool's busy and free handler slots, for
+// saturation metrics collected on scrape. Options.Tracer carries a trace
+// across the queue. The sub-packages prometheus and otel build on them
+// (docs/observability.md).
 //
 // # Map of the files
 //
@@ -143,8 +147,8 @@
 // periodic.go (periodic schedules: a timer per schedule and tick.lua),
 // membership.go and members.go (StartWork, StopWork, the queues served),
 // dequeue.go, subscription.go and events.go (a queue's events and their
-// dispatch), scheduler.go (the slots of a Handle or HandleQueues call and
-// the loop that fills them), runtime.go (a queue a scheduler serves),
+// dispatch), scheduler.go (the slots of a Handle or HandleQueues call, the
+// loop that fills them, and their snapshot, Slots), runtime.go (a queue a scheduler serves),
 // handler.go (Handler, HandleOptions, middleware), pool.go (HandleQueues'
 // options), handoff.go (a task an enqueue hands straight to an idle
 // member), settle.go (writing a handler's outcome), process.go and

@@ -98,6 +98,12 @@ type FinishEvent struct {
 	Kind    string
 	Attempt int
 	Outcome Outcome
+	// Reason is why the task died, for OutcomeDead: the dead letter's
+	// reason (DeadLetter.Reason), one of the Reason constants or an
+	// application's own (WithReason). It is "" for every other outcome.
+	// Reasons an application gives are its own to choose: a metric
+	// labelled with them needs a bound on how many it keeps apart.
+	Reason string
 	// Duration is how long the process ran, from its dequeue on the
 	// worker's clock.
 	Duration time.Duration

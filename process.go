@@ -197,7 +197,7 @@ func (p *Process) end(reason error, settled bool) bool {
 	}
 	p.mu.Unlock()
 	if newlySettled && errors.Is(reason, ErrProcessLost) {
-		p.observeEnd(OutcomeLost, reason)
+		p.observeEnd(OutcomeLost, "", reason)
 	}
 	return first
 }
@@ -244,8 +244,9 @@ func (p *Process) isSettled() bool {
 	return p.settled
 }
 
-// observeEnd tells the observer, once, how the process ended.
-func (p *Process) observeEnd(outcome Outcome, err error) {
+// observeEnd tells the observer, once, how the process ended (and, for
+// OutcomeDead, the dead letter's reason).
+func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 	obs := p.w.c.obs.finish
 	if obs == nil {
 		return
@@ -257,7 +258,7 @@ func (p *Process) observeEnd(outcome Outcome, err error) {
 	if !already {
 		obs.ObserveFinish(context.Background(), FinishEvent{
 			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
-			Outcome: outcome, Duration: p.w.c.clock.Since(p.started), Err: err,
+			Outcome: outcome, Reason: reason, Duration: p.w.c.clock.Since(p.started), Err: err,
 		})
 	}
 }
@@ -274,7 +275,7 @@ func (p *Process) Finish(ctx context.Context) error {
 
 // finish is Finish, telling the observer outcome (and the handler's err).
 func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
-	_, err := p.settle(ctx, "finish", outcome, cause, func(ctx context.Context) (store.Outcome, error) {
+	_, err := p.settle(ctx, "finish", outcome, "", cause, func(ctx context.Context) (store.Outcome, error) {
 		return p.w.c.finishes.do(ctx, p.queue, p)
 	})
 	return err
@@ -294,7 +295,7 @@ func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) e
 }
 
 func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
-	got, err := p.settle(ctx, "retry", OutcomeRetried, cause, func(ctx context.Context) (store.Outcome, error) {
+	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
 		return p.w.c.retries.do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
 	})
 	return dropped("retry", p, got, err)
@@ -310,7 +311,7 @@ func (p *Process) DeadLetter(ctx context.Context, cause error) error {
 }
 
 func (p *Process) bury(ctx context.Context, reason string, cause error) error {
-	got, err := p.settle(ctx, "dead-letter", OutcomeDead, cause, func(ctx context.Context) (store.Outcome, error) {
+	got, err := p.settle(ctx, "dead-letter", OutcomeDead, reason, cause, func(ctx context.Context) (store.Outcome, error) {
 		c := p.w.c
 		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
 	})
@@ -343,7 +344,7 @@ func (p *Process) Requeue(ctx context.Context) error {
 
 // requeue is Requeue, telling the observer the handler's error.
 func (p *Process) requeue(ctx context.Context, cause error) error {
-	got, err := p.settle(ctx, "requeue", OutcomeRetried, cause, func(ctx context.Context) (store.Outcome, error) {
+	got, err := p.settle(ctx, "requeue", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
 		return p.w.c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
 	})
 	return dropped("requeue", p, got, err)
@@ -351,12 +352,12 @@ func (p *Process) requeue(ctx context.Context, cause error) error {
 
 // settle runs the script that ends the process (write) and records the
 // outcome locally and with the observer.
-func (p *Process) settle(ctx context.Context, op string, want Outcome, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
+func (p *Process) settle(ctx context.Context, op string, want Outcome, reason string, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
 	if err := p.canSettle(ctx, op); err != nil {
 		return 0, err
 	}
 	got, err := write(ctx)
-	return p.recordSettled(op, want, cause, got, err)
+	return p.recordSettled(op, want, reason, cause, got, err)
 }
 
 // canSettle tells why a script that ends the process cannot be sent, if
@@ -376,8 +377,9 @@ func (p *Process) canSettle(ctx context.Context, op string) error {
 
 // recordSettled records the outcome of the script that ended the process (got,
 // or the error it failed with) locally and with the observer, and
-// returns them as settle does.
-func (p *Process) recordSettled(op string, want Outcome, cause error, got store.Outcome, err error) (store.Outcome, error) {
+// returns them as settle does. reason is the dead letter's, for want
+// OutcomeDead.
+func (p *Process) recordSettled(op string, want Outcome, reason string, cause error, got store.Outcome, err error) (store.Outcome, error) {
 	if err != nil {
 		return 0, p.w.c.fail(op, p.queue, err)
 	}
@@ -389,11 +391,11 @@ func (p *Process) recordSettled(op string, want Outcome, cause error, got store.
 		p.w.forget(p, ErrProcessLost)
 		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrProcessLost)
 	case store.WasCancelled:
-		want = OutcomeCancelled
+		want, reason = OutcomeCancelled, ""
 	case store.WasDeleted:
-		want = OutcomeDeleted
+		want, reason = OutcomeDeleted, ""
 	}
-	p.observeEnd(want, cause)
+	p.observeEnd(want, reason, cause)
 	p.w.forget(p, ErrProcessEnded)
 	return got, nil
 }

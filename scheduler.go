@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -545,4 +547,89 @@ func closeAll(scheds []*slotScheduler) {
 		}
 	}
 	wg.Wait()
+}
+
+// PoolSlots is a snapshot of the handler slots of one Handle or
+// HandleQueues call of a worker: a pool (Handle's is a pool of one
+// queue). Busy + Free is at most Size: the slots of handlers that
+// returned while their outcomes are still being written, past the bound
+// on those writes, are neither.
+type PoolSlots struct {
+	// Worker is the id of the worker the pool is of.
+	Worker string
+	// Queues are the queues the pool serves, in the order given: one for
+	// Handle.
+	Queues []string
+	// Size is the pool's slots (HandleOptions.Concurrency,
+	// PoolOptions.Concurrency).
+	Size int
+	// Busy counts the handlers running.
+	Busy int
+	// Free counts the slots a handler could start in now.
+	Free int
+}
+
+// Slots returns a snapshot of the handler slots of the worker's pools,
+// those with a queue still served, for saturation metrics (busy against
+// free). It reads counts the pools keep anyway, one pool's lock at a
+// time: nothing is counted for it on the way of a task, so a collector may
+// call it on every scrape.
+func (w *Worker) Slots() []PoolSlots {
+	w.mu.Lock()
+	id := w.id
+	scheds := append([]*slotScheduler(nil), w.pools...)
+	queues := make([]string, 0, len(w.serving))
+	for q, sv := range w.serving {
+		if sv.runner != nil {
+			queues = append(queues, q)
+		}
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		scheds = append(scheds, w.serving[q].runner.sched)
+	}
+	w.mu.Unlock()
+	var out []PoolSlots
+	seen := make(map[*slotScheduler]bool, len(scheds))
+	for _, s := range scheds {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if ps, ok := s.snapshot(); ok {
+			ps.Worker = id
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+// snapshot is the scheduler's slots, if any of its members takes work.
+func (s *slotScheduler) snapshot() (PoolSlots, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := PoolSlots{Queues: make([]string, len(s.members)), Size: s.size, Busy: s.busy, Free: max(slotsFree(s.size, s.busy, s.settling), 0)}
+	taking := false
+	for i, r := range s.members {
+		ps.Queues[i] = r.queue
+		taking = taking || r.takes
+	}
+	return ps, taking
+}
+
+// Slots returns Worker.Slots of every worker of the client that is not
+// closed, in the order of their ids.
+func (c *Client) Slots() []PoolSlots {
+	c.mu.Lock()
+	workers := make([]*Worker, 0, len(c.workers))
+	for w := range c.workers {
+		workers = append(workers, w)
+	}
+	c.mu.Unlock()
+	var out []PoolSlots
+	for _, w := range workers {
+		out = append(out, w.Slots()...)
+	}
+	slices.SortStableFunc(out, func(a, b PoolSlots) int { return strings.Compare(a.Worker, b.Worker) })
+	return out
 }

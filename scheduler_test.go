@@ -272,3 +272,55 @@ func TestSchedulerStopsWithItsMembersAndItsGoroutinesWithTheWorker(t *testing.T)
 	recv(t, oneStopped, 5*time.Second, "Handle's loop stopped")
 	assert.False(t, one.jobs.Go(func() {}), "the handler goroutines were waited for and no more start")
 }
+
+// Slots reports each pool's busy and free slots exactly while handlers
+// are held, per worker and for the client, and the slots freed when they
+// return; a pool whose queues are all left is not reported.
+func TestSlotsReportBusyAndFreeHandlersPerPool(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	hold := func(ctx context.Context, p *Process) error {
+		started <- p.Queue()
+		<-release
+		return nil
+	}
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "a", hold, HandleOptions{Concurrency: 3}))
+	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{{Queue: "b", Handler: hold}, {Queue: "c", Handler: hold}}, PoolOptions{Concurrency: 4}))
+	other := newWorker(t, c, fast)
+	require.NoError(t, other.Handle(ctx, "d", hold, HandleOptions{Concurrency: 2}))
+
+	for _, q := range []string{"a", "a", "b", "c", "c", "d"} {
+		_, err := c.Enqueue(ctx, q, []byte("t"))
+		require.NoError(t, err)
+	}
+	for range 6 {
+		recv(t, started, 5*time.Second, "a handler started")
+	}
+	want := []PoolSlots{
+		{Worker: w.ID(), Queues: []string{"b", "c"}, Size: 4, Busy: 3, Free: 1},
+		{Worker: w.ID(), Queues: []string{"a"}, Size: 3, Busy: 2, Free: 1},
+	}
+	assert.Equal(t, want, w.Slots())
+	assert.Equal(t, []PoolSlots{{Worker: other.ID(), Queues: []string{"d"}, Size: 2, Busy: 1, Free: 1}}, other.Slots())
+	all := c.Slots()
+	assert.Len(t, all, 3)
+	assert.Subset(t, all, append(want, other.Slots()...))
+
+	close(release)
+	eventually(t, 5*time.Second, "the slots freed", func() bool {
+		for _, ps := range c.Slots() {
+			if ps.Busy != 0 || ps.Free != ps.Size {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, w.StopWork(ctx, "a"))
+	assert.Equal(t, []PoolSlots{{Worker: w.ID(), Queues: []string{"b", "c"}, Size: 4, Busy: 0, Free: 4}}, w.Slots())
+	require.NoError(t, other.Close(ctx))
+	assert.Empty(t, other.Slots())
+	assert.Len(t, c.Slots(), 1)
+}

@@ -66,7 +66,7 @@ func (r *runner) finishLater(j job) {
 		return
 	}
 	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
-		_, err = p.recordSettled("finish", OutcomeSucceeded, nil, got, err)
+		_, err = p.recordSettled("finish", OutcomeSucceeded, "", nil, got, err)
 		rest := func() {
 			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
 			r.settled(j)

@@ -391,6 +391,53 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	assert.Empty(t, obs.fences)
 }
 
+// A dead outcome carries the dead letter's reason, the built-in ones and
+// an application's own; every other outcome carries none.
+func TestObserverSeesTheReasonOfADeadOutcome(t *testing.T) {
+	t.Parallel()
+	_, c, obs, ctx := observed(t)
+	errBoom := errors.New("boom")
+	w := newWorker(t, c, fast)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		switch string(p.Task()) {
+		case "permanent":
+			return Permanent(errBoom)
+		case "exhausted":
+			return errBoom
+		case "own":
+			return WithReason("smtp-5xx", Permanent(errBoom))
+		case "manual":
+			return p.DeadLetter(ctx, errBoom)
+		case "timeout":
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{MaxAttempts: 1}}))
+	want := map[string]string{}
+	for task, reason := range map[string]string{
+		"ok": "", "permanent": ReasonPermanent, "exhausted": ReasonExhausted,
+		"own": "smtp-5xx", "manual": ReasonManual, "timeout": ReasonTimeout,
+	} {
+		var opts []EnqueueOption
+		if task == "timeout" {
+			opts = append(opts, Timeout(time.Millisecond))
+		}
+		id, err := c.Enqueue(ctx, "q", []byte(task), opts...)
+		require.NoError(t, err)
+		want[id] = reason
+	}
+	eventually(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == len(want) })
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	got := map[string]string{}
+	for _, e := range obs.finished {
+		got[e.TaskID] = e.Reason
+		assert.Equal(t, want[e.TaskID] != "", e.Outcome == OutcomeDead, "task %s: outcome %s", e.TaskID, e.Outcome)
+	}
+	assert.Equal(t, want, got)
+}
+
 // A process ended by a cancel event and lost later (Close) is reported
 // once, as lost.
 func TestObserverSeesACancelledProcessLost(t *testing.T) {

@@ -17,7 +17,9 @@
 //
 // Observer, passed as worqr.Options.Observer, records metrics of what the
 // process's own Client and Workers do; RegisterQueueMetrics reports the
-// sizes of the queues, read from Redis when the metrics are collected.
+// sizes of the queues, read from Redis when the metrics are collected;
+// RegisterSlotMetrics reports the handler slots of the program's own
+// pools, busy and free (their saturation).
 // Metric names are dotted and carry their units as instrument units
 // (worqr.process.duration in "s"); an exporter to Prometheus that
 // translates names turns them into the names the prometheus sub-package

@@ -43,8 +43,8 @@ func embedded(opts worqr.Options) (*worqr.Client, func()) {
 	return client, func() { _ = client.Close(context.Background()); rdb.Close(); m.Close() }
 }
 
-// printMetrics prints the sums and histogram counts a reader collects,
-// one line per data point, sorted.
+// printMetrics prints the sums (those not zero), gauges and histogram
+// counts a reader collects, one line per data point, sorted.
 func printMetrics(reader sdkmetric.Reader, names ...string) {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -62,6 +62,12 @@ func printMetrics(reader sdkmetric.Reader, names ...string) {
 				}
 				switch d := m.Data.(type) {
 				case metricdata.Sum[int64]:
+					for _, dp := range d.DataPoints {
+						if dp.Value != 0 { // the counts made ready at zero
+							line(m.Name, dp.Attributes, dp.Value)
+						}
+					}
+				case metricdata.Gauge[int64]:
 					for _, dp := range d.DataPoints {
 						line(m.Name, dp.Attributes, dp.Value)
 					}

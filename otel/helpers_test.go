@@ -59,14 +59,21 @@ func has(set attribute.Set, kvs ...attribute.KeyValue) bool {
 	return true
 }
 
-// sum is the total of an int64 sum's data points with the attributes kvs
-// (and -1 if it has none).
+// sum is the total of the data points of an int64 sum or gauge with the
+// attributes kvs (and -1 if it has none).
 func sum(t *testing.T, rm metricdata.ResourceMetrics, name string, kvs ...attribute.KeyValue) int64 {
 	t.Helper()
-	data, ok := find(t, rm, name).Data.(metricdata.Sum[int64])
-	require.True(t, ok, "%s is an int64 sum", name)
+	var points []metricdata.DataPoint[int64]
+	switch data := find(t, rm, name).Data.(type) {
+	case metricdata.Sum[int64]:
+		points = data.DataPoints
+	case metricdata.Gauge[int64]:
+		points = data.DataPoints
+	default:
+		t.Fatalf("%s is %T, not an int64 sum or gauge", name, data)
+	}
 	total, found := int64(0), false
-	for _, dp := range data.DataPoints {
+	for _, dp := range points {
 		if has(dp.Attributes, kvs...) {
 			total, found = total+dp.Value, true
 		}

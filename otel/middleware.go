@@ -30,6 +30,8 @@ const (
 	ContextCauseKey = attribute.Key("worqr.context.cause")
 	// OutcomeKey is how a process ended (a worqr.Outcome), on metrics.
 	OutcomeKey = attribute.Key("worqr.outcome")
+	// ReasonKey is why a task died, on dead outcomes (worqr.FinishEvent.Reason).
+	ReasonKey = attribute.Key("worqr.reason")
 	// FenceScopeKey is what a fence took, on worqr.fences: "worker" or
 	// "queue".
 	FenceScopeKey = attribute.Key("worqr.fence.scope")
@@ -80,6 +82,13 @@ type Options struct {
 	// series or span names without end. Span attributes keep every name.
 	// Default DefaultMaxQueues; negative: every queue is OtherQueue.
 	MaxQueues int
+	// MaxReasons bounds the values of worqr.reason on NewObserver's
+	// worqr.tasks.finished: the built-in reasons (worqr.ReasonPermanent,
+	// ReasonExhausted...) are always their own value, and so are the first
+	// MaxReasons reasons of the application's own (worqr.WithReason) the
+	// Observer sees; any other is OtherReason. Default DefaultMaxReasons;
+	// negative: every reason of the application's own is OtherReason.
+	MaxReasons int
 }
 
 // OtherQueue is the queue name past the bound of Options.MaxQueues.

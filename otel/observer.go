@@ -28,6 +28,14 @@ const (
 	// OtherKind is the worqr.task.kind of the tasks whose kind is past the
 	// bound: it cannot be a task's kind (kinds have no parentheses).
 	OtherKind = queuestats.OtherKind
+	// DefaultMaxReasons is the number of the application's own reasons
+	// (worqr.WithReason) an Observer keeps apart when Options.MaxReasons
+	// is 0.
+	DefaultMaxReasons = queuestats.DefaultMaxReasons
+	// OtherReason is the worqr.reason of the dead outcomes whose reason is
+	// the application's own and past the bound: it cannot be a reason
+	// (reasons have no parentheses).
+	OtherReason = queuestats.OtherReason
 )
 
 // Values of worqr.fence.scope.
@@ -40,20 +48,25 @@ const (
 
 // Observer records OpenTelemetry metrics of what one program's worqr
 // Client and Workers do. Pass it as worqr.Options.Observer; it implements
-// every worqr observer interface. Safe for concurrent use.
+// every worqr observer interface. Safe for concurrent use. A queue's
+// enqueue counts, and a queue and kind's finished counts (every outcome,
+// and dead with every built-in reason), are recorded at zero from the
+// first event of the queue (or pair), so that rates over them start there.
 //
 // Instruments (messaging.destination.name is the queue, worqr.task.kind
 // the task's kind, absent for a task without one, bounded by
-// Options.MaxKinds):
+// Options.MaxKinds; worqr.reason why a task died, on dead outcomes only,
+// bounded by Options.MaxReasons):
 //
 //	worqr.tasks.enqueued    counter {task}    messaging.destination.name
 //	worqr.enqueue.errors    counter {error}   messaging.destination.name (failed Enqueue/EnqueueBatch calls)
 //	worqr.tasks.started     counter {task}    messaging.destination.name, worqr.task.kind (every attempt)
-//	worqr.tasks.finished    counter {task}    messaging.destination.name, worqr.task.kind, worqr.outcome
+//	worqr.tasks.finished    counter {task}    messaging.destination.name, worqr.task.kind, worqr.outcome, worqr.reason
 //	worqr.process.duration  histogram s       messaging.destination.name, worqr.task.kind, worqr.outcome (dequeue to end)
 //	worqr.pickup.latency    histogram s       messaging.destination.name, worqr.task.kind (enqueue to first start)
 //	worqr.reclaims          counter {reclaim} (dead workers whose tasks were returned)
 //	worqr.tasks.reclaimed   counter {task}    (tasks so returned)
+//	worqr.tasks.poisoned    counter {task}    (tasks of dead workers sent to the dead letters instead, reason "poison")
 //	worqr.fences            counter {fence}   worqr.fence.scope ("worker" or "queue")
 type Observer struct {
 	enqueued      metric.Int64Counter
@@ -64,18 +77,36 @@ type Observer struct {
 	pickup        metric.Float64Histogram
 	reclaims      metric.Int64Counter
 	reclaimed     metric.Int64Counter
+	poisoned      metric.Int64Counter
 	fences        metric.Int64Counter
 
-	kinds  *queuestats.Kinds  // the values of worqr.task.kind, bounded
-	queues *queuestats.Queues // the values of messaging.destination.name, bounded
-	attrs  sync.Map           // attribute sets by attrKey
+	kinds   *queuestats.Kinds   // the values of worqr.task.kind, bounded
+	queues  *queuestats.Queues  // the values of messaging.destination.name, bounded
+	reasons *queuestats.Reasons // the values of worqr.reason, bounded
+	attrs   sync.Map            // attribute sets by attrKey
+	ready   sync.Map            // attrKeys (queue and kind) whose finished counts exist
 }
 
-// attrKey is what an attribute set is made of: a queue, and a kind and an
-// outcome if not "".
+// outcomes are every worqr.Outcome but OutcomeDead, and deadReasons the
+// built-in reasons a process's end can carry (a poison pill dies in a
+// reclaim), for the finished counts made ready at zero.
+var (
+	outcomes = []worqr.Outcome{
+		worqr.OutcomeSucceeded, worqr.OutcomeRetried,
+		worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost,
+	}
+	deadReasons = []string{
+		worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual,
+		worqr.ReasonTimeout, worqr.ReasonDecode, worqr.ReasonUnroutable,
+	}
+)
+
+// attrKey is what an attribute set is made of: a queue, and a kind, an
+// outcome and a reason if not "".
 type attrKey struct {
 	queue, kind string
 	outcome     worqr.Outcome
+	reason      string
 }
 
 // The observer interfaces it implements.
@@ -121,9 +152,11 @@ func NewObserver(opts Options) (*Observer, error) {
 				"The enqueue time is by the Redis clock, the start by this program's clock: skew between the two shifts it (negative values count as 0).", opts.PickupBuckets),
 		reclaims:  counter("worqr.reclaims", "{reclaim}", "Dead workers whose tasks this program's workers returned to their queues."),
 		reclaimed: counter("worqr.tasks.reclaimed", "{task}", "Tasks of dead workers that this program's workers returned to their queues."),
+		poisoned:  counter("worqr.tasks.poisoned", "{task}", `Tasks of dead workers that this program's workers sent to the dead letters, reason "poison", instead of their queues (see worqr.Options.PoisonLimit).`),
 		fences:    counter("worqr.fences", "{fence}", `Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`),
 		kinds:     queuestats.NewKinds(opts.MaxKinds),
 		queues:    queuestats.NewQueues(opts.MaxQueues),
+		reasons:   queuestats.NewReasons(opts.MaxReasons),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -131,10 +164,11 @@ func NewObserver(opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// queueAttrs are the attributes of a queue (bounded here), with a kind (a
-// label value, already bounded) and an outcome if not "", made once.
-func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome) metric.MeasurementOption {
-	key := attrKey{o.queues.Label(queue), kind, outcome}
+// queueAttrs are the attributes of a queue (bounded here), with a kind
+// and a reason (label values, already bounded) and an outcome if not "",
+// made once.
+func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome, reason string) metric.MeasurementOption {
+	key := attrKey{o.queues.Label(queue), kind, outcome, reason}
 	if a, ok := o.attrs.Load(key); ok {
 		return a.(metric.MeasurementOption)
 	}
@@ -145,13 +179,16 @@ func (o *Observer) queueAttrs(queue, kind string, outcome worqr.Outcome) metric.
 	if outcome != "" {
 		kvs = append(kvs, OutcomeKey.String(string(outcome)))
 	}
+	if reason != "" {
+		kvs = append(kvs, ReasonKey.String(reason))
+	}
 	a, _ := o.attrs.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(kvs...)))
 	return a.(metric.MeasurementOption)
 }
 
 // ObserveEnqueue implements worqr.EnqueueObserver.
 func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
-	attrs := o.queueAttrs(e.Queue, "", "")
+	attrs := o.queueAttrs(e.Queue, "", "", "")
 	if e.Err != nil {
 		o.enqueueErrors.Add(ctx, 1, attrs)
 		o.enqueued.Add(ctx, 0, attrs)
@@ -163,17 +200,43 @@ func (o *Observer) ObserveEnqueue(ctx context.Context, e worqr.EnqueueEvent) {
 
 // ObserveStart implements worqr.StartObserver.
 func (o *Observer) ObserveStart(ctx context.Context, e worqr.StartEvent) {
-	attrs := o.queueAttrs(e.Queue, o.kinds.Label(e.Kind), "")
+	kind := o.kinds.Label(e.Kind)
+	attrs := o.queueAttrs(e.Queue, kind, "", "")
+	o.readyFinished(ctx, e.Queue, kind)
 	o.started.Add(ctx, 1, attrs)
 	if e.Attempt == 1 && !e.EnqueuedAt.IsZero() {
 		o.pickup.Record(ctx, max(time.Since(e.EnqueuedAt).Seconds(), 0), attrs)
 	}
 }
 
+// readyFinished records 0 to the finished counts of a queue and kind, of
+// every outcome and of dead with every built-in reason, the first time
+// the pair starts a process, so that rates over them start there.
+func (o *Observer) readyFinished(ctx context.Context, queue, kind string) {
+	key := attrKey{queue: o.queues.Label(queue), kind: kind}
+	if _, ok := o.ready.Load(key); ok {
+		return
+	}
+	if _, loaded := o.ready.LoadOrStore(key, struct{}{}); loaded {
+		return
+	}
+	for _, out := range outcomes {
+		o.finished.Add(ctx, 0, o.queueAttrs(queue, kind, out, ""))
+	}
+	for _, reason := range deadReasons {
+		o.finished.Add(ctx, 0, o.queueAttrs(queue, kind, worqr.OutcomeDead, reason))
+	}
+}
+
 // ObserveFinish implements worqr.FinishObserver.
 func (o *Observer) ObserveFinish(ctx context.Context, e worqr.FinishEvent) {
-	attrs := o.queueAttrs(e.Queue, o.kinds.Label(e.Kind), e.Outcome)
-	o.finished.Add(ctx, 1, attrs)
+	kind := o.kinds.Label(e.Kind)
+	attrs := o.queueAttrs(e.Queue, kind, e.Outcome, "")
+	if e.Outcome == worqr.OutcomeDead {
+		o.finished.Add(ctx, 1, o.queueAttrs(e.Queue, kind, e.Outcome, o.reasons.Label(e.Reason)))
+	} else {
+		o.finished.Add(ctx, 1, attrs)
+	}
 	o.duration.Record(ctx, e.Duration.Seconds(), attrs)
 }
 
@@ -181,6 +244,7 @@ func (o *Observer) ObserveFinish(ctx context.Context, e worqr.FinishEvent) {
 func (o *Observer) ObserveReclaim(ctx context.Context, e worqr.ReclaimEvent) {
 	o.reclaims.Add(ctx, 1)
 	o.reclaimed.Add(ctx, e.Tasks)
+	o.poisoned.Add(ctx, e.Poison)
 }
 
 // ObserveFence implements worqr.FenceObserver.

@@ -227,3 +227,58 @@ func TestQueueNamesAreBoundedByMaxQueues(t *testing.T) {
 	}
 	assert.Equal(t, []string{"send tenant-1 tenant-1", "send (other) tenant-2", "send (other) tenant-3"}, names)
 }
+
+// worqr.reason on dead outcomes: the built-in reasons as themselves, the
+// application's own up to MaxReasons, then OtherReason; absent on every
+// other outcome. Poison pills, which die in a reclaim, have a counter of
+// their own.
+func TestObserverRecordsDeadReasonsUpToMaxReasons(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	obs, err := worqrotel.NewObserver(worqrotel.Options{MeterProvider: mp, MaxReasons: 2})
+	require.NoError(t, err)
+	ctx := context.Background()
+	finish := func(o worqr.Outcome, reason string) {
+		obs.ObserveFinish(ctx, worqr.FinishEvent{Queue: "mail", Outcome: o, Reason: reason, Duration: time.Millisecond})
+	}
+	finish(worqr.OutcomeSucceeded, "")
+	finish(worqr.OutcomeRetried, "")
+	for _, r := range []string{worqr.ReasonPermanent, worqr.ReasonPermanent, "smtp-5xx", "bad-input", "quota", "over", "smtp-5xx", worqr.ReasonTimeout, worqr.ReasonExhausted} {
+		finish(worqr.OutcomeDead, r)
+	}
+	obs.ObserveReclaim(ctx, worqr.ReclaimEvent{DeadWorker: "w", Tasks: 1, Poison: 2})
+
+	rm := collect(t, reader)
+	data, ok := find(t, rm, "worqr.tasks.finished").Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	got := map[string]int64{}
+	for _, dp := range data.DataPoints {
+		o, _ := dp.Attributes.Value(worqrotel.OutcomeKey)
+		key := o.AsString()
+		if r, ok := dp.Attributes.Value(worqrotel.ReasonKey); ok {
+			key += "/" + r.AsString()
+		}
+		got[key] += dp.Value
+	}
+	assert.Equal(t, map[string]int64{
+		"succeeded": 1, "retried": 1,
+		"dead/permanent": 2, "dead/smtp-5xx": 2, "dead/bad-input": 1, "dead/" + worqrotel.OtherReason: 2,
+		"dead/timeout": 1, "dead/exhausted": 1,
+	}, got)
+	assert.Equal(t, int64(2), sum(t, rm, "worqr.tasks.poisoned"))
+
+	// A queue's finished counts exist at zero from its first start, every
+	// outcome and dead with each built-in reason a process can end with.
+	obs.ObserveStart(ctx, worqr.StartEvent{Queue: "fresh", Attempt: 1})
+	rm = collect(t, reader)
+	for _, o := range []worqr.Outcome{worqr.OutcomeSucceeded, worqr.OutcomeRetried, worqr.OutcomeCancelled, worqr.OutcomeDeleted, worqr.OutcomeLost} {
+		assert.Equal(t, int64(0), sum(t, rm, "worqr.tasks.finished", queue("fresh"), outcome(o)), o)
+	}
+	for _, r := range []string{worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual, worqr.ReasonTimeout, worqr.ReasonDecode, worqr.ReasonUnroutable} {
+		assert.Equal(t, int64(0), sum(t, rm, "worqr.tasks.finished", queue("fresh"), outcome(worqr.OutcomeDead), worqrotel.ReasonKey.String(r)), r)
+	}
+	// The duration histogram is not split by reason.
+	assert.Equal(t, uint64(9), histogram(t, rm, "worqr.process.duration", queue("mail"), outcome(worqr.OutcomeDead)).Count)
+}

@@ -64,11 +64,16 @@ type QueueMetricsOptions struct {
 //
 // Instruments:
 //
-//	worqr.queue.tasks      updowncounter {task}  messaging.destination.name, worqr.task.state
-//	worqr.queues           updowncounter {queue} (queues in the registry, reported or not)
-//	worqr.workers          updowncounter {worker} (workers whose lease is live)
-//	worqr.scrape.errors    counter {error}       (collections in which a read failed or timed out)
-//	worqr.scrape.duration  gauge s               (how long the last collection's reads took)
+//	worqr.queue.tasks           gauge {task}    messaging.destination.name, worqr.task.state
+//	worqr.queue.oldest_waiting  gauge s         messaging.destination.name (how long its task waiting longest has waited; 0: none waits)
+//	worqr.queues                gauge {queue}   (queues in the registry, reported or not)
+//	worqr.workers               gauge {worker}  (workers whose lease is live)
+//	worqr.scrape.errors         counter {error} (collections in which a read failed or timed out)
+//	worqr.scrape.duration       gauge s         (how long the last collection's reads took)
+//
+// The sizes are gauges, not sums: every program that registers them
+// reports the same fleet-wide numbers, which add up to nothing across
+// programs (aggregate them with max, or last value).
 //
 // A number whose read failed is left out of the collection rather than
 // reported as zero.
@@ -78,11 +83,11 @@ func RegisterQueueMetrics(client *worqr.Client, opts QueueMetricsOptions) (metri
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
-	tasks, err1 := meter.Int64ObservableUpDownCounter("worqr.queue.tasks", metric.WithUnit("{task}"),
+	tasks, err1 := meter.Int64ObservableGauge("worqr.queue.tasks", metric.WithUnit("{task}"),
 		metric.WithDescription("Tasks of a queue by state: waiting (ready to run), delayed (scheduled, or waiting out a retry backoff), in_flight (held by a worker), dead (dead letters)."))
-	queues, err2 := meter.Int64ObservableUpDownCounter("worqr.queues", metric.WithUnit("{queue}"),
+	queues, err2 := meter.Int64ObservableGauge("worqr.queues", metric.WithUnit("{queue}"),
 		metric.WithDescription("Queues in the registry, including any beyond the limit of queues reported."))
-	workers, err3 := meter.Int64ObservableUpDownCounter("worqr.workers", metric.WithUnit("{worker}"),
+	workers, err3 := meter.Int64ObservableGauge("worqr.workers", metric.WithUnit("{worker}"),
 		metric.WithDescription("Workers whose lease is live."))
 	scrapeErrors, err4 := meter.Int64ObservableCounter("worqr.scrape.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Collections of the queue sizes in which a read from Redis failed or timed out (the numbers not read were left out)."))

@@ -68,8 +68,12 @@ func TestQueueMetricsReadQueueSizes(t *testing.T) {
 	}
 	tasks := find(t, rm, "worqr.queue.tasks")
 	assert.Equal(t, "{task}", tasks.Unit)
-	assert.False(t, tasks.Data.(metricdata.Sum[int64]).IsMonotonic)
-	assert.Len(t, tasks.Data.(metricdata.Sum[int64]).DataPoints, 8)
+	gauge, ok := tasks.Data.(metricdata.Gauge[int64])
+	require.True(t, ok, "worqr.queue.tasks is a gauge: every program reports the same sizes, which do not add up")
+	assert.Len(t, gauge.DataPoints, 8)
+	for _, name := range []string{"worqr.queues", "worqr.workers"} {
+		assert.IsType(t, metricdata.Gauge[int64]{}, find(t, rm, name).Data, name)
+	}
 	assert.Equal(t, int64(2), sum(t, rm, "worqr.queues"))
 	assert.Equal(t, int64(1), sum(t, rm, "worqr.workers"))
 	assert.Equal(t, int64(0), sum(t, rm, "worqr.scrape.errors"))
@@ -81,7 +85,7 @@ func TestQueueMetricsBoundTheQueuesReported(t *testing.T) {
 	c := clientOn(t, redisOn(t, backend(t)), nil)
 	fill(t, c)
 	rm := collect(t, queueMetrics(t, c, worqrotel.QueueMetricsOptions{MaxQueues: 1}))
-	assert.Len(t, find(t, rm, "worqr.queue.tasks").Data.(metricdata.Sum[int64]).DataPoints, 4)
+	assert.Len(t, find(t, rm, "worqr.queue.tasks").Data.(metricdata.Gauge[int64]).DataPoints, 4)
 	assert.Equal(t, int64(-1), sum(t, rm, "worqr.queue.tasks", queue("b")))
 	assert.Equal(t, int64(2), sum(t, rm, "worqr.queues"))
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -35,13 +37,13 @@ func tracedClient(t *testing.T, rdb rueidis.Client, tp trace.TracerProvider) *wo
 }
 
 // One trace runs from the producer's span through the send span to every
-// process span of the task: a failed attempt retried after a delay, an
-// attempt whose worker died and a peer reclaimed, and the run that
-// finished it.
+// process span of the task, as the SDK's in-memory exporter has them: a
+// failed attempt retried after a delay, an attempt whose worker died and a
+// peer reclaimed, and the run that finished it.
 func TestATraceCrossesTheQueueThroughRetriesDelaysAndReclaims(t *testing.T) {
 	t.Parallel()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	m := backend(t)
 	producer := tracedClient(t, redisOn(t, m), tp)
@@ -83,36 +85,51 @@ func TestATraceCrossesTheQueueThroughRetriesDelaysAndReclaims(t *testing.T) {
 	}
 	require.NoError(t, peer.Shutdown(ctx))
 
-	var send sdktrace.ReadOnlySpan
-	var runs []sdktrace.ReadOnlySpan
+	var send *tracetest.SpanStub
+	var runs []tracetest.SpanStub
 	eventually(t, 10*time.Second, "three process spans", func() bool {
 		send, runs = nil, nil
-		for _, s := range rec.Ended() {
-			switch s.Name() {
+		for _, s := range exp.GetSpans() {
+			switch s.Name {
 			case "send orders":
-				send = s
+				send = &s
 			case "process orders":
 				runs = append(runs, s)
 			}
 		}
 		return send != nil && len(runs) == 3
 	})
-	a := attrs(send)
-	assert.Equal(t, trace.SpanKindProducer, send.SpanKind())
+	a := stubAttrs(*send)
+	assert.Equal(t, trace.SpanKindProducer, send.SpanKind)
 	assert.Equal(t, "send", a["messaging.operation.type"].AsString())
 	assert.Equal(t, "orders", a["messaging.destination.name"].AsString())
 	assert.Equal(t, id, a["messaging.message.id"].AsString())
-	assert.Equal(t, checkout.SpanContext().SpanID(), send.Parent().SpanID(), "the send span is the producer's child")
-	assert.Equal(t, checkout.SpanContext().TraceID(), send.SpanContext().TraceID())
+	assert.Equal(t, checkout.SpanContext().SpanID(), send.Parent.SpanID(), "the send span is the producer's child")
+	assert.Equal(t, checkout.SpanContext().TraceID(), send.SpanContext.TraceID())
 
-	attempts := map[int64]bool{}
+	byAttempt := map[int64]tracetest.SpanStub{}
 	for _, r := range runs {
-		assert.Equal(t, send.SpanContext().TraceID(), r.SpanContext().TraceID(), "every run is in the producer's trace")
-		assert.Equal(t, send.SpanContext().SpanID(), r.Parent().SpanID(), "every run is a child of the send span")
-		assert.Equal(t, id, attrs(r)["messaging.message.id"].AsString())
-		attempts[attrs(r)["worqr.attempt"].AsInt64()] = true
+		assert.Equal(t, send.SpanContext.TraceID(), r.SpanContext.TraceID(), "every run is in the producer's trace")
+		assert.Equal(t, send.SpanContext.SpanID(), r.Parent.SpanID(), "every run is a child of the send span")
+		assert.Equal(t, id, stubAttrs(r)["messaging.message.id"].AsString())
+		byAttempt[stubAttrs(r)["worqr.attempt"].AsInt64()] = r
 	}
-	assert.Equal(t, map[int64]bool{1: true, 2: true, 3: true}, attempts)
+	require.Len(t, byAttempt, 3, "attempts 1, 2 and 3")
+	first, held, last := byAttempt[1], byAttempt[2], byAttempt[3]
+	assert.Equal(t, codes.Error, first.Status.Code, "attempt 1 failed")
+	assert.GreaterOrEqual(t, held.StartTime.Sub(first.EndTime), 50*time.Millisecond, "attempt 2 waited out its retry's delay")
+	assert.Equal(t, doomed.ID(), stubAttrs(held)["messaging.client.id"].AsString(), "attempt 2 ran on the worker that died")
+	assert.Equal(t, peer.ID(), stubAttrs(last)["messaging.client.id"].AsString(), "attempt 3 ran on the peer that reclaimed it")
+	assert.NotEqual(t, codes.Error, last.Status.Code, "the final run succeeded")
+}
+
+// stubAttrs are an exported span's attributes by key.
+func stubAttrs(s tracetest.SpanStub) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, kv := range s.Attributes {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
 }
 
 // The tasks of an EnqueueBatch link their process spans to the batch's

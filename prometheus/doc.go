@@ -9,11 +9,14 @@
 // reads, on each scrape, the sizes of the queues from Redis (waiting,
 // delayed, in flight, dead letters) and the number of live workers: the
 // same for every program, so one program (or a sidecar) should register
-// it.
+// it. A SlotCollector reports the handler slots of the program's own
+// pools, busy and free (their saturation), from the workers' counts: every
+// program that runs workers registers one.
 //
 // Names follow Prometheus's conventions: the worqr_ prefix, _total on
 // counters, base units (_seconds), and the labels queue, kind (the task's
 // kind, bounded by ObserverOptions.MaxKinds), outcome (a worqr.Outcome),
-// state and scope. Queue names may be any bytes, label values must be
+// reason (why a task died, bounded by ObserverOptions.MaxReasons), state,
+// scope and pool. Queue names may be any bytes, label values must be
 // UTF-8: bytes that are not become U+FFFD in the queue label.
 package worqrprom

@@ -108,7 +108,7 @@ func Example() {
 	// worqr_process_duration_seconds_count{kind="email.welcome",outcome="succeeded",queue="emails"} 2
 	// worqr_queue_tasks{queue="emails",state="waiting"} 1
 	// worqr_tasks_enqueued_total{queue="emails"} 3
-	// worqr_tasks_finished_total{kind="email.welcome",outcome="succeeded",queue="emails"} 2
+	// worqr_tasks_finished_total{kind="email.welcome",outcome="succeeded",queue="emails",reason=""} 2
 }
 
 // A Collector alone, in a process that runs no workers (a sidecar, or the

@@ -33,7 +33,23 @@ const (
 	// OtherQueue is the queue label of the queues past the bound of
 	// ObserverOptions.MaxQueues.
 	OtherQueue = queuestats.OtherQueue
+	// DefaultMaxReasons is the number of the application's own reasons
+	// (worqr.WithReason) an Observer keeps apart when
+	// ObserverOptions.MaxReasons is 0.
+	DefaultMaxReasons = queuestats.DefaultMaxReasons
+	// OtherReason is the reason label of the dead outcomes whose reason is
+	// the application's own and past the bound: it cannot be a reason
+	// (reasons have no parentheses).
+	OtherReason = queuestats.OtherReason
 )
+
+// deadReasons are the built-in reasons a process's end can carry (a
+// poison pill dies in a reclaim, not at the end of a process), whose dead
+// counters are made ready at zero.
+var deadReasons = []string{
+	worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual,
+	worqr.ReasonTimeout, worqr.ReasonDecode, worqr.ReasonUnroutable,
+}
 
 // Values of the scope label of worqr_fences_total.
 const (
@@ -69,6 +85,13 @@ type ObserverOptions struct {
 	// program with a queue per tenant does not grow series without end.
 	// Default DefaultMaxQueues; negative: every queue is OtherQueue.
 	MaxQueues int
+	// MaxReasons bounds the values of the reason label of dead outcomes:
+	// the built-in reasons (worqr.ReasonPermanent, ReasonExhausted...) are
+	// always labelled as themselves, and so are the first MaxReasons
+	// reasons of the application's own (worqr.WithReason) the Observer
+	// sees; any other is OtherReason. Default DefaultMaxReasons;
+	// negative: every reason of the application's own is OtherReason.
+	MaxReasons int
 }
 
 // Observer counts what one program's worqr Client and Workers do, as
@@ -79,20 +102,25 @@ type ObserverOptions struct {
 //
 // The kind label is the task's kind (worqr.Process.Kind), "" for a task
 // without one, bounded by ObserverOptions.MaxKinds; the queue label is
-// bounded by ObserverOptions.MaxQueues. A queue's enqueue counters, and a
-// queue and kind's finished counters, exist at zero from the first event
-// of the queue (or pair), so that rate() over them starts there.
+// bounded by ObserverOptions.MaxQueues. The reason label is why a task
+// died, for outcome "dead" (worqr.FinishEvent.Reason), bounded by
+// ObserverOptions.MaxReasons, and "" for every other outcome. A queue's
+// enqueue counters, and a queue and kind's finished counters (every
+// outcome, and "dead" with every built-in reason), exist at zero from the
+// first event of the queue (or pair), so that rate() over them starts
+// there.
 //
 // Metrics:
 //
 //	worqr_tasks_enqueued_total{queue}          tasks enqueued by this program
 //	worqr_enqueue_errors_total{queue}          Enqueue and EnqueueBatch calls that failed
 //	worqr_tasks_started_total{queue,kind}      processes started (every attempt)
-//	worqr_tasks_finished_total{queue,kind,outcome}  processes ended, by worqr.Outcome
+//	worqr_tasks_finished_total{queue,kind,outcome,reason}  processes ended, by worqr.Outcome (and reason, when dead)
 //	worqr_process_duration_seconds{queue,kind,outcome}  histogram: dequeue to end
 //	worqr_pickup_latency_seconds{queue,kind}   histogram: enqueue to first start
 //	worqr_reclaims_total                       dead workers whose tasks this program returned
 //	worqr_tasks_reclaimed_total                tasks so returned to their queues
+//	worqr_tasks_poisoned_total                 tasks of dead workers sent to the dead letters instead, reason "poison"
 //	worqr_fences_total{scope}                  fences: scope "worker" or "queue"
 type Observer struct {
 	enqueued      *prometheus.CounterVec
@@ -103,11 +131,13 @@ type Observer struct {
 	pickup        *prometheus.HistogramVec
 	reclaims      prometheus.Counter
 	reclaimed     prometheus.Counter
+	poisoned      prometheus.Counter
 	fences        *prometheus.CounterVec
 
-	kinds  *queuestats.Kinds  // the kind label's values, bounded
-	queues *queuestats.Queues // the queue label's values, bounded
-	seen   sync.Map           // labelPairs whose finished counters exist, and queues whose enqueue counters do
+	kinds   *queuestats.Kinds   // the kind label's values, bounded
+	queues  *queuestats.Queues  // the queue label's values, bounded
+	reasons *queuestats.Reasons // the reason label's values, bounded
+	seen    sync.Map            // labelPairs whose finished counters exist, and queues whose enqueue counters do
 }
 
 // The observer interfaces it implements.
@@ -140,7 +170,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 		started: counter("worqr_tasks_started_total",
 			"Processes started by this program's workers: every attempt of a task counts.", "queue", "kind"),
 		finished: counter("worqr_tasks_finished_total",
-			"Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).", "queue", "kind", "outcome"),
+			"Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost) and, for dead, the dead letter's reason.", "queue", "kind", "outcome", "reason"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        "worqr_process_duration_seconds",
 			Help:        "How long processes ran, from dequeue to their end (the handler's run and the write that settled it), on the worker's clock, by queue and outcome.",
@@ -160,10 +190,14 @@ func NewObserver(opts ObserverOptions) *Observer {
 		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "worqr_tasks_reclaimed_total", Help: "Tasks of dead workers that this program's workers returned to their queues.", ConstLabels: opts.ConstLabels,
 		}),
+		poisoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "worqr_tasks_poisoned_total", Help: `Tasks of dead workers that this program's workers sent to the dead letters, reason "poison", instead of their queues (see worqr.Options.PoisonLimit).`, ConstLabels: opts.ConstLabels,
+		}),
 		fences: counter("worqr_fences_total",
 			`Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.`, "scope"),
-		kinds:  queuestats.NewKinds(opts.MaxKinds),
-		queues: queuestats.NewQueues(opts.MaxQueues),
+		kinds:   queuestats.NewKinds(opts.MaxKinds),
+		queues:  queuestats.NewQueues(opts.MaxQueues),
+		reasons: queuestats.NewReasons(opts.MaxReasons),
 	}
 	o.fences.WithLabelValues(ScopeWorker)
 	o.fences.WithLabelValues(ScopeQueue)
@@ -172,7 +206,7 @@ func NewObserver(opts ObserverOptions) *Observer {
 
 // collectors are the Observer's metrics.
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.enqueued, o.enqueueErrors, o.started, o.finished, o.duration, o.pickup, o.reclaims, o.reclaimed, o.fences}
+	return []prometheus.Collector{o.enqueued, o.enqueueErrors, o.started, o.finished, o.duration, o.pickup, o.reclaims, o.reclaimed, o.poisoned, o.fences}
 }
 
 // Describe implements prometheus.Collector.
@@ -208,7 +242,12 @@ func (o *Observer) ready(l labelPair) {
 		return
 	}
 	for _, out := range outcomes {
-		o.finished.WithLabelValues(l.queue, l.kind, string(out))
+		if out != worqr.OutcomeDead {
+			o.finished.WithLabelValues(l.queue, l.kind, string(out), "")
+		}
+	}
+	for _, reason := range deadReasons {
+		o.finished.WithLabelValues(l.queue, l.kind, string(worqr.OutcomeDead), reason)
 	}
 }
 
@@ -242,7 +281,11 @@ func (o *Observer) ObserveStart(_ context.Context, e worqr.StartEvent) {
 func (o *Observer) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
 	l := o.labels(e.Queue, e.Kind)
 	o.ready(l)
-	o.finished.WithLabelValues(l.queue, l.kind, string(e.Outcome)).Inc()
+	reason := ""
+	if e.Outcome == worqr.OutcomeDead {
+		reason = o.reasons.Label(e.Reason)
+	}
+	o.finished.WithLabelValues(l.queue, l.kind, string(e.Outcome), reason).Inc()
 	o.duration.WithLabelValues(l.queue, l.kind, string(e.Outcome)).Observe(e.Duration.Seconds())
 }
 
@@ -250,6 +293,7 @@ func (o *Observer) ObserveFinish(_ context.Context, e worqr.FinishEvent) {
 func (o *Observer) ObserveReclaim(_ context.Context, e worqr.ReclaimEvent) {
 	o.reclaims.Inc()
 	o.reclaimed.Add(float64(e.Tasks))
+	o.poisoned.Add(float64(e.Poison))
 }
 
 // ObserveFence implements worqr.FenceObserver.

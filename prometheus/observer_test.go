@@ -94,15 +94,9 @@ worqr_tasks_enqueued_total{queue="mail"} 4
 # HELP worqr_tasks_started_total Processes started by this program's workers: every attempt of a task counts.
 # TYPE worqr_tasks_started_total counter
 worqr_tasks_started_total{kind="",queue="mail"} 5
-# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
+# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost) and, for dead, the dead letter's reason.
 # TYPE worqr_tasks_finished_total counter
-worqr_tasks_finished_total{kind="",outcome="cancelled",queue="mail"} 0
-worqr_tasks_finished_total{kind="",outcome="dead",queue="mail"} 1
-worqr_tasks_finished_total{kind="",outcome="deleted",queue="mail"} 0
-worqr_tasks_finished_total{kind="",outcome="lost",queue="mail"} 0
-worqr_tasks_finished_total{kind="",outcome="retried",queue="mail"} 1
-worqr_tasks_finished_total{kind="",outcome="succeeded",queue="mail"} 3
-# HELP worqr_reclaims_total Dead workers whose tasks this program's workers returned to their queues.
+`+finishedLines("mail", "", map[string]int{"dead/permanent": 1, "retried": 1, "succeeded": 3})+`# HELP worqr_reclaims_total Dead workers whose tasks this program's workers returned to their queues.
 # TYPE worqr_reclaims_total counter
 worqr_reclaims_total 0
 # HELP worqr_fences_total Times this program's workers fenced themselves: scope "worker" when a worker lost its lease, "queue" when it lost its lease on one queue.
@@ -149,20 +143,14 @@ worqr_tasks_started_total{kind="",queue="jobs"} 1
 worqr_tasks_started_total{kind="(other)",queue="jobs"} 2
 worqr_tasks_started_total{kind="a",queue="jobs"} 2
 worqr_tasks_started_total{kind="b",queue="jobs"} 1
-# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost).
+# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost) and, for dead, the dead letter's reason.
 # TYPE worqr_tasks_finished_total counter
 `)
 	for _, k := range []struct {
 		kind string
 		n    int
 	}{{"", 1}, {worqrprom.OtherKind, 2}, {"a", 2}, {"b", 1}} {
-		for _, o := range []string{"cancelled", "dead", "deleted", "lost", "retried", "succeeded"} {
-			n := 0
-			if o == "succeeded" {
-				n = k.n
-			}
-			fmt.Fprintf(&want, "worqr_tasks_finished_total{kind=%q,outcome=%q,queue=\"jobs\"} %d\n", k.kind, o, n)
-		}
+		want.WriteString(finishedLines("jobs", k.kind, map[string]int{"succeeded": k.n}))
 	}
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want.String()), "worqr_tasks_started_total", "worqr_tasks_finished_total"))
 	assert.Equal(t, uint64(2), histogram(t, reg, "worqr_process_duration_seconds", map[string]string{"queue": "jobs", "kind": worqrprom.OtherKind, "outcome": "succeeded"}).GetSampleCount())
@@ -173,12 +161,34 @@ worqr_tasks_started_total{kind="b",queue="jobs"} 1
 	assert.Empty(t, problems)
 }
 
-// counterValue is the value of a counter with the given labels, 0 if it
-// has none yet.
+// finishedLines are the lines of worqr_tasks_finished_total of a queue
+// and kind in the text format: every series made ready at zero, with the
+// counts given by outcome, or "dead/<reason>".
+func finishedLines(queue, kind string, counts map[string]int) string {
+	var b strings.Builder
+	line := func(outcome, reason string) {
+		key := outcome
+		if outcome == "dead" {
+			key += "/" + reason
+		}
+		fmt.Fprintf(&b, "worqr_tasks_finished_total{kind=%q,outcome=%q,queue=%q,reason=%q} %d\n", kind, outcome, queue, reason, counts[key])
+	}
+	for _, o := range []string{"cancelled", "deleted", "lost", "retried", "succeeded"} {
+		line(o, "")
+	}
+	for _, r := range []string{"decode", "exhausted", "manual", "panic", "permanent", "timeout", "unroutable"} {
+		line("dead", r)
+	}
+	return b.String()
+}
+
+// counterValue is the sum of the counters with the given labels, 0 if
+// there are none yet.
 func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
+	sum := 0.0
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -190,10 +200,10 @@ func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map
 					continue next
 				}
 			}
-			return m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue()
 		}
 	}
-	return 0
+	return sum
 }
 
 func TestObserverCountsEnqueueErrors(t *testing.T) {
@@ -325,4 +335,49 @@ worqr_queue_tasks{queue="jobs-\uFFFD",state="in_flight"} 0
 worqr_queue_tasks{queue="jobs-\uFFFD",state="waiting"} 0
 `, `\uFFFD`, "\uFFFD")
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "worqr_tasks_enqueued_total", "worqr_queue_tasks"))
+}
+
+// The reason label of dead outcomes: the built-in reasons as themselves,
+// the application's own up to MaxReasons, then OtherReason; "" for the
+// other outcomes. Poison pills, which die in a reclaim, have a counter of
+// their own.
+func TestObserverLabelsDeadReasonsUpToMaxReasons(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	obs := worqrprom.NewObserver(worqrprom.ObserverOptions{MaxReasons: 2})
+	reg.MustRegister(obs)
+	ctx := context.Background()
+	finish := func(outcome worqr.Outcome, reason string) {
+		obs.ObserveFinish(ctx, worqr.FinishEvent{Queue: "mail", Outcome: outcome, Reason: reason, Duration: time.Millisecond})
+	}
+	finish(worqr.OutcomeSucceeded, "")
+	finish(worqr.OutcomeRetried, "")
+	finish(worqr.OutcomeDead, worqr.ReasonPermanent)
+	finish(worqr.OutcomeDead, worqr.ReasonPermanent)
+	finish(worqr.OutcomeDead, "smtp-5xx")
+	finish(worqr.OutcomeDead, "bad-input")
+	finish(worqr.OutcomeDead, "quota") // past the bound
+	finish(worqr.OutcomeDead, "over")  // past the bound
+	finish(worqr.OutcomeDead, "smtp-5xx")
+	finish(worqr.OutcomeDead, worqr.ReasonTimeout) // built in: past the bound too
+	finish(worqr.OutcomeDead, worqr.ReasonExhausted)
+	obs.ObserveReclaim(ctx, worqr.ReclaimEvent{DeadWorker: "w", Tasks: 1, Poison: 2})
+
+	want := finishedLines("mail", "", map[string]int{"succeeded": 1, "retried": 1, "dead/permanent": 2, "dead/timeout": 1, "dead/exhausted": 1})
+	want += `worqr_tasks_finished_total{kind="",outcome="dead",queue="mail",reason="(other)"} 2
+worqr_tasks_finished_total{kind="",outcome="dead",queue="mail",reason="bad-input"} 1
+worqr_tasks_finished_total{kind="",outcome="dead",queue="mail",reason="smtp-5xx"} 2
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP worqr_tasks_finished_total Processes of this program's workers that ended, by outcome (succeeded, retried, dead, cancelled, deleted, lost) and, for dead, the dead letter's reason.
+# TYPE worqr_tasks_finished_total counter
+`+want+`# HELP worqr_tasks_poisoned_total Tasks of dead workers that this program's workers sent to the dead letters, reason "poison", instead of their queues (see worqr.Options.PoisonLimit).
+# TYPE worqr_tasks_poisoned_total counter
+worqr_tasks_poisoned_total 2
+`), "worqr_tasks_finished_total", "worqr_tasks_poisoned_total"))
+	// The duration histogram is not split by reason.
+	assert.Equal(t, uint64(9), histogram(t, reg, "worqr_process_duration_seconds", map[string]string{"queue": "mail", "outcome": "dead"}).GetSampleCount())
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }

@@ -127,3 +127,68 @@ func validKind(kind string) bool {
 	}
 	return true
 }
+
+// OtherReason is the label value of the reasons past a Reasons's bound,
+// and of one that is not a valid reason: it cannot be a dead letter's
+// reason, since reasons have no parentheses.
+const OtherReason = "(other)"
+
+// DefaultMaxReasons is the bound of a Reasons whose max is 0.
+const DefaultMaxReasons = 10
+
+// BuiltinReasons are the reasons worqr gives dead letters itself: always
+// their own label value, outside the bound.
+var BuiltinReasons = []string{
+	worqr.ReasonPermanent, worqr.ReasonExhausted, worqr.ReasonPanic, worqr.ReasonManual,
+	worqr.ReasonTimeout, worqr.ReasonPoison, worqr.ReasonDecode, worqr.ReasonUnroutable,
+}
+
+// Reasons turns dead letters' reasons into metric label values: the
+// built-in reasons are always their own value, and so are the first max
+// reasons of the application's own (WithReason) it is asked about; later
+// ones are OtherReason. "" (an outcome that is not dead) is its own value.
+// Safe for concurrent use.
+type Reasons struct{ b *bound }
+
+// NewReasons returns a Reasons that keeps max reasons of the
+// application's apart besides the built-in ones: DefaultMaxReasons if max
+// is 0, none if it is negative.
+func NewReasons(max int) *Reasons { return &Reasons{b: newBound(max, DefaultMaxReasons)} }
+
+// Label is reason's label value: reason itself if it is "", built in, or
+// one of the reasons kept apart (admitting it if there is room),
+// OtherReason otherwise.
+func (r *Reasons) Label(reason string) string {
+	if reason == "" || builtinReason(reason) {
+		return reason
+	}
+	if !validReason(reason) || !r.b.admit(reason) {
+		return OtherReason
+	}
+	return reason
+}
+
+func builtinReason(reason string) bool {
+	for _, b := range BuiltinReasons {
+		if reason == b {
+			return true
+		}
+	}
+	return false
+}
+
+// validReason reports whether reason is one WithReason could give: at
+// most 64 bytes of letters, digits and "-_.".
+func validReason(reason string) bool {
+	if len(reason) > 64 {
+		return false
+	}
+	for i := 0; i < len(reason); i++ {
+		switch b := reason[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '_', b == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -136,3 +136,44 @@ func TestQueuesBound(t *testing.T) {
 		t.Errorf("no queues kept apart: Label(a) = %q", got)
 	}
 }
+
+// The built-in reasons are always their own label and take no place; the
+// application's own are kept apart up to the bound, then OtherReason.
+func TestReasonsBound(t *testing.T) {
+	r := NewReasons(2)
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{worqr.ReasonPermanent, worqr.ReasonPermanent},
+		{"smtp-5xx", "smtp-5xx"},
+		{"bad-input", "bad-input"},
+		{"quota", OtherReason}, // past the bound
+		{"smtp-5xx", "smtp-5xx"},
+		{worqr.ReasonPoison, worqr.ReasonPoison}, // built in: past the bound too
+		{"a b", OtherReason},                     // not a reason WithReason gives
+		{strings.Repeat("x", 65), OtherReason},
+	} {
+		if got := r.Label(c.in); got != c.want {
+			t.Errorf("Label(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	none := NewReasons(-1)
+	for _, b := range BuiltinReasons {
+		if got := none.Label(b); got != b {
+			t.Errorf("no reasons kept apart: Label(%q) = %q, want itself", b, got)
+		}
+	}
+	if got := none.Label("mine"); got != OtherReason {
+		t.Errorf("no reasons kept apart: Label(mine) = %q, want %q", got, OtherReason)
+	}
+	def := NewReasons(0)
+	for i := range DefaultMaxReasons + 1 {
+		reason := "r" + strings.Repeat("x", i)
+		want := reason
+		if i >= DefaultMaxReasons {
+			want = OtherReason
+		}
+		if got := def.Label(reason); got != want {
+			t.Errorf("default bound: Label(%q) = %q, want %q", reason, got, want)
+		}
+	}
+}
