@@ -369,3 +369,22 @@ func TestHandleRunsGroupsUnderALimit(t *testing.T) {
 	mu.Unlock()
 	eventually(t, 5*time.Second, "the groups' keys go", func() bool { return len(groupKeys(t, c, "q")) == 0 })
 }
+
+// CancelTask finds a task waiting in a group by its id and removes it,
+// with its unique key; the group's other tasks stay.
+func TestCancelAGroupedTask(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.Enqueue(ctx, "q", []byte("a1"), Group("a"), Unique("k"))
+	require.NoError(t, err)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a2"), Group("a"))))
+	res, err := c.CancelTask(ctx, "q", id)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, res.Removed)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a3"), Group("a"), Unique("k"))), "the key was given up")
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ps, err := w.DequeueN(ctx, "q", 5)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a2", "a3"}, taskNames(ps))
+}

@@ -357,7 +357,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
