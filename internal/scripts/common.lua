@@ -446,24 +446,40 @@ end
 
 -- Give back what the processes ended in this script held in their
 -- groups: each group's count goes down (its field goes at 0), and a group
--- with tasks waiting becomes ready (keeping its turn if it was), and the
--- runtimes parked in the idle set are woken for it. Nothing ended in a
--- group costs one compare.
+-- out of turn (not ready: held at its limit, or found empty) with tasks
+-- waiting becomes ready, and the runtimes parked in the idle set are woken
+-- for it. A fixed number of calls however many groups (one HMGET, HSET and
+-- HDEL of the counts, one ZMSCORE of the turns), but for a look at the
+-- front of each group out of turn; nothing ended in a group costs one
+-- compare.
 local function groups_settle(idle, channel)
   if next(group_freed) == nil then return end
-  local now, woken = nil, 0
-  for g, w in pairs(group_freed) do
-    if redis.call('HINCRBY', GROUPS.running, g, -w) <= 0 then
-      redis.call('HDEL', GROUPS.running, g)
+  local names = {}
+  for g in pairs(group_freed) do names[#names + 1] = g end
+  local held = redis.call('HMGET', GROUPS.running, unpack(names))
+  local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+  local set, gone, ready = {}, {}, {}
+  local now
+  for i, g in ipairs(names) do
+    local r = (tonumber(held[i] or '0') or 0) - group_freed[g]
+    if r > 0 then
+      set[#set + 1] = g
+      set[#set + 1] = r
+    elseif held[i] then
+      gone[#gone + 1] = g
     end
-    if #group_front(g, 1) > 0 then
+    if not turns[i] and #group_front(g, 1) > 0 then
       now = now or ms(now_us())
-      woken = woken + redis.call('ZADD', GROUPS.ready, 'NX', now, g)
+      ready[#ready + 1] = now
+      ready[#ready + 1] = g
     end
   end
   group_freed = {}
-  if woken > 0 and idle then
-    wake_parked(idle, channel, woken)
+  if #set > 0 then redis.call('HSET', GROUPS.running, unpack(set)) end
+  if #gone > 0 then redis.call('HDEL', GROUPS.running, unpack(gone)) end
+  if #ready > 0 then
+    redis.call('ZADD', GROUPS.ready, unpack(ready))
+    if idle then wake_parked(idle, channel, #ready / 2) end
   end
 end
 

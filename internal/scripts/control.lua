@@ -53,7 +53,13 @@ elseif op == 'glimit' then
     redis.call('HDEL', key, field)
   end
   local now = ms(now_us())
-  for _, g in ipairs(group ~= '' and {group} or redis.call('HKEYS', grunning_key)) do
+  local names = {group}
+  if group == '' then
+    names = {}
+    local running = redis.call('HGETALL', grunning_key)
+    for i = 1, #running, 2 do names[#names + 1] = running[i] end
+  end
+  for _, g in ipairs(names) do
     if #group_front(g, 1) > 0 and redis.call('ZADD', gready_key, 'NX', now, g) == 1 then
       wake_all = true
     end

@@ -31,8 +31,9 @@ end
 -- with tasks waiting is one or both, see GROUPS), counted once.
 local ready = redis.call('ZCARD', gready_key)
 local groups = ready
-for _, g in ipairs(redis.call('HKEYS', grunning_key)) do
-  if not redis.call('ZSCORE', gready_key, g) then groups = groups + 1 end
+local running = redis.call('HGETALL', grunning_key)
+for i = 1, #running, 2 do
+  if not redis.call('ZSCORE', gready_key, running[i]) then groups = groups + 1 end
 end
 return {waiting_len(waiting_key), redis.call('ZCARD', delayed_key), redis.call('HLEN', procs_key),
   redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra, oldest,
