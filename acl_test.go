@@ -29,7 +29,7 @@ const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen +hscan " +
-	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin +zscan " +
+	"+zadd +zrem +zscore +zmscore +zcard +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zpopmin +zscan " +
 	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 

@@ -86,6 +86,14 @@ func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time
 }
 
 func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration, opts []ControlOption) error {
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.Control(ctx, queue, cop, n, per, create)
+	})
+}
+
+// controlWith runs one change of a queue's controls (set: the store's
+// call, told whether to make the queue) and says its error once.
+func (c *Client) controlWith(ctx context.Context, op, queue string, opts []ControlOption, set func(create bool) error) error {
 	if err := c.validate(ctx, op, queue); err != nil {
 		return err
 	}
@@ -95,7 +103,7 @@ func (c *Client) control(ctx context.Context, op, queue string, cop store.Contro
 			opt(&o)
 		}
 	}
-	err := c.store.Control(ctx, queue, cop, n, per, o.create)
+	err := set(o.create)
 	switch {
 	case errors.Is(err, store.ErrNoQueue):
 		return fmt.Errorf("worqr: %s %q: %w (CreateQueue makes it)", op, queue, ErrNoQueue)
@@ -131,6 +139,13 @@ type QueueInfo struct {
 	// watches: a queue that keeps up has a young oldest task however long
 	// it is.
 	WaitingSince time.Time
+	// Groups counts its groups (see Group) with tasks waiting or in
+	// flight, and GroupsReady those of them not held back at their
+	// limit. Waiting counts grouped tasks too.
+	Groups, GroupsReady int64
+	// GroupConcurrency is every group's default limit
+	// (SetGroupConcurrency with group ""); 0 for none.
+	GroupConcurrency int
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -142,7 +157,8 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	if err != nil {
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
-	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per}
+	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
+		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

@@ -27,6 +27,8 @@ type enqueueOptions struct {
 	uniqueTTL   time.Duration
 	uniqueSet   bool
 	kind        string
+	group       string
+	groupSet    bool
 	trace       string // set by the client's Tracer, not by an option
 }
 
@@ -39,7 +41,7 @@ func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace, Group: o.group}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -64,6 +66,9 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: empty unique key", ErrInvalidOptions)
 	case o.uniqueTTL < 0:
 		return fmt.Errorf("%w: negative unique TTL %v", ErrInvalidOptions, o.uniqueTTL)
+	}
+	if err := checkGroup(o.group, o.groupSet); err != nil {
+		return err
 	}
 	return checkKind(o.kind)
 }

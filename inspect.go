@@ -22,6 +22,8 @@ type TaskInfo struct {
 	// Kind is the task's kind (see the Kind enqueue option), "" if it has
 	// none.
 	Kind string
+	// Group is the task's group key (see Group), "" if it has none.
+	Group string
 	// Attempts counts the times the task was started (dequeued).
 	Attempts int
 	// EnqueuedAt is when the task was enqueued, by the Redis clock (read
@@ -44,7 +46,7 @@ type TaskInfo struct {
 }
 
 func taskInfo(queue string, t store.Task) TaskInfo {
-	info := TaskInfo{ID: t.ID, Queue: queue, Kind: t.Kind, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
+	info := TaskInfo{ID: t.ID, Queue: queue, Kind: t.Kind, Group: t.Group, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
 	if t.ID != "" {
 		info.EnqueuedAt = t.EnqueuedAt()
 	}

@@ -425,7 +425,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 
 	// Run the dequeue script as the worker, dropping the reply.
 	k := c.store.Keys().Queue("q")
-	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{w.ID(), "1", "0"}).Error())
+	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats, k.GroupWait, k.GroupReady, k.GroupRunning, k.GroupLimits}, []string{w.ID(), "1", "0"}).Error())
 	sessionOf(w, "q").markUnsure(unsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {

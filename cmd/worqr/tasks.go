@@ -58,6 +58,7 @@ func cmdEnqueue(e *env, args []string) error {
 	retain := duration(fs, "retain", "keep the task's outcome for this `duration` after it ends (for result and wait)")
 	taskTimeout := duration(fs, "task-timeout", "bound each attempt's run to this `duration`, overriding the queue's")
 	kind := fs.String("kind", "", "the task's `kind`, for a Router (letters, digits and -_./)")
+	group := fs.String("group", "", "the task's `group` key: groups take turns, each under its own concurrency limit")
 	pos, err := e.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
@@ -103,6 +104,9 @@ func cmdEnqueue(e *env, args []string) error {
 	}
 	if *kind != "" {
 		opts = append(opts, worqr.Kind(*kind))
+	}
+	if *group != "" {
+		opts = append(opts, worqr.Group(*group))
 	}
 	payload, err := e.payload(pos[1])
 	if err != nil {

@@ -14,8 +14,9 @@ local progress_key, stats_key = KEYS[13], KEYS[14]
 local worker, pid, kind, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- err: '' for none
 local dead_max, dead_age = tonumber(ARGV[5]), tonumber(ARGV[6]) -- the dead letters' bounds (age in ms)
 local channel = ARGV[7]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common.lua
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local v, refused = take_own_process(procs_key, leases_key, meta_key, progress_key, worker, pid)
 if not v then
   return refused
@@ -25,6 +26,7 @@ local entry = proc_task(v)
 local id = entry_id(entry)
 release_unique(unique_key, entry)
 slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(entry))
+groups_settle(idle_key, channel)
 if state ~= 'a' then
   redis.call('HDEL', errors_key, id)
   return STATE_CODE[state]

@@ -11,8 +11,9 @@
 --          {control, value, ...}}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, high_key, low_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local gwait_key = KEYS[9] -- see GROUPS in common.lua
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key)
 local now = now_ms()
 local live, owners = {}, {}
 local function see(id)

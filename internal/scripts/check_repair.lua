@@ -15,9 +15,10 @@
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local now = now_ms()
 local live = {}
 local orphans = {}
@@ -60,6 +61,7 @@ if holds > 0 and redis.call('HEXISTS', meta_key, 'name') == 0 then
   name_queue(meta_key, queue)
 end
 drop_meta_if_gone(procs_key, meta_key)
+groups_settle(idle_key, channel)
 if requeued > 0 then
   publish(channel, 'w' .. requeued)
 else

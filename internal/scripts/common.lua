@@ -241,8 +241,27 @@ end
 -- counts what waits names the lists first (set_lists): then list_of and
 -- waiting_len see all three.
 local PRIO = {}
-local function set_lists(normal, high, low)
+-- Groups (docs/flow-control.md): a task enqueued with a group key carries
+-- a 'g' field, the key as the client escaped it (free of ',', ':', '%'
+-- and bytes up to ' ', so free of the '\0' below), and waits, not in a
+-- list, but in GROUPS.wait: one sorted set for all the queue's groups, its
+-- members all scored 0 and so sorted by their bytes,
+-- '<group>\0<class><rank><entry>' (see group_member): one group's tasks lie
+-- together, in the order they are to start, and ZRANGEBYLEX finds a
+-- group's front in O(log N) without a key per group (a key computed in a
+-- script is not allowed on Redis Cluster). GROUPS.ready holds the groups
+-- whose front may start, scored by their turn (the Redis clock, µs, when
+-- they last started a task or became ready): dequeue.lua serves the lowest
+-- first, one task each. GROUPS.running counts the slots each group's
+-- processes hold (absent at 0), and GROUPS.limits holds the groups' own
+-- concurrency limits (the meta field 'glimit' is the default). A script
+-- that puts tasks back or ends processes names these keys with set_lists;
+-- one that does not sees grouped entries as plain ones (they then wait in
+-- the lists, still carrying their group).
+local GROUPS = {}
+local function set_lists(normal, high, low, gwait, gready, grunning, glimits)
   PRIO.n, PRIO.h, PRIO.l = normal, high, low
+  GROUPS.wait, GROUPS.ready, GROUPS.running, GROUPS.limits = gwait, gready, grunning, glimits
 end
 
 -- The list an entry waits in: its level's, else normal.
@@ -261,7 +280,19 @@ local function waiting_len(normal)
   if PRIO.h then
     n = n + redis.call('LLEN', PRIO.h) + redis.call('LLEN', PRIO.l)
   end
+  if GROUPS.wait then
+    n = n + redis.call('ZCARD', GROUPS.wait)
+  end
   return n
+end
+
+-- Whether any task waits, at any level or in any group: one call.
+local function any_waiting(normal)
+  if not PRIO.h then return redis.call('LLEN', normal) > 0 end
+  if GROUPS.wait then
+    return redis.call('EXISTS', normal, PRIO.h, PRIO.l, GROUPS.wait) > 0
+  end
+  return redis.call('EXISTS', normal, PRIO.h, PRIO.l) > 0
 end
 
 -- A control's stored value (the meta fields 'limit', 'rate' and 'per') as a
@@ -294,14 +325,20 @@ end
 -- parked in the idle set (a runtime the limit held back parks there), if
 -- tasks wait. Without a limit nobody waits for a slot: busy runtimes come
 -- back by themselves.
-local function slots_freed(meta, waiting, idle, channel, n)
-  if n <= 0 or not redis.call('HGET', meta, 'limit') then return end
-  if waiting_len(waiting) == 0 then return end
+-- Wake up to n + 1 runtimes parked in the idle set, if any: nobody else
+-- waits for a slot.
+local function wake_parked(idle, channel, n)
   local parked = redis.call('ZPOPMIN', idle, n + 1)
   if #parked == 0 then return end
   local ids = {}
   for i = 1, #parked, 2 do ids[#ids + 1] = parked[i] end
   publish(channel, 'w' .. n .. ':' .. table.concat(ids, ','))
+end
+
+local function slots_freed(meta, waiting, idle, channel, n)
+  if n <= 0 or not redis.call('HGET', meta, 'limit') then return end
+  if not any_waiting(waiting) then return end
+  wake_parked(idle, channel, n)
 end
 
 -- Task weights: a task enqueued with a weight w of 2 or more carries a 'w'
@@ -323,6 +360,126 @@ local function weight_moved(meta, x)
   if x == 0 then return end
   if redis.call('HINCRBY', meta, 'wx', x) <= 0 then
     redis.call('HDEL', meta, 'wx')
+  end
+end
+
+-- The group of an entry (its 'g' field), or nil.
+local function entry_group(e)
+  if not header_has(e, 'g') then return nil end
+  return header_get(entry_split(e), 'g')
+end
+
+-- An entry's member in GROUPS.wait: its group, '\0', its class ('0'
+-- enqueued at the front, '1' high priority, '2' normal, '3' low) and its
+-- rank (16 hex digits: the task id, so that a task sent back, by a retry,
+-- a reclaim or its due time, takes its place by its enqueue; at the front
+-- the complement of front, a number, so that the last put there goes
+-- first), then the entry. group_entry cuts the entry back out.
+local GROUP_CLASS = {h = '1', l = '3'}
+local function group_member(g, e, front)
+  if front then
+    return g .. '\0' .. '0' .. string.format('%016x', 9007199254740991 - front) .. e
+  end
+  local id = entry_id(e)
+  local class = '2'
+  if header_has(e, 'p') then
+    class = GROUP_CLASS[header_get(entry_split(e), 'p')] or '2'
+  end
+  return g .. '\0' .. class .. string.rep('0', 16 - #id) .. id .. e
+end
+local function group_entry(g, m) return string.sub(m, #g + 19) end
+
+-- The first (up to) n members of group g in GROUPS.wait.
+local function group_front(g, n)
+  return redis.call('ZRANGEBYLEX', GROUPS.wait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, n)
+end
+
+-- Entries of groups go to wait in their groups, and their groups become
+-- ready, each keeping its turn if it was (NX); one at its limit is let go
+-- again by the next dequeue. front: enqueued at the front, the entries
+-- listed as enqueue.lua lists them for a list's front, last task first
+-- (ids counting down): the first task is given the highest rank.
+local function group_push(entries, front)
+  local members, ready, seen = {}, {}, {}
+  local now = ms(now_us())
+  local low = front and tonumber(entry_id(entries[#entries]), 16)
+  for i, e in ipairs(entries) do
+    local g = entry_group(e)
+    members[#members + 1] = '0'
+    members[#members + 1] = group_member(g, e, front and low + i - 1)
+    if not seen[g] then
+      seen[g] = true
+      ready[#ready + 1] = now
+      ready[#ready + 1] = g
+    end
+  end
+  for i = 1, #members, 1000 do
+    redis.call('ZADD', GROUPS.wait, unpack(members, i, math.min(i + 999, #members)))
+  end
+  for i = 1, #ready, 1000 do
+    redis.call('ZADD', GROUPS.ready, 'NX', unpack(ready, i, math.min(i + 999, #ready)))
+  end
+end
+
+-- Put an entry back to wait: in its group if it has one (and the script
+-- named the group keys), where it takes its place by its id, else at the
+-- back of its level's list (front: at its front).
+local function push_waiting(e, normal, front)
+  if GROUPS.wait and header_has(e, 'g') then
+    group_push({e}, false)
+  elseif front then
+    redis.call('RPUSH', list_of(e, normal), e)
+  else
+    redis.call('LPUSH', list_of(e, normal), e)
+  end
+end
+
+-- The slots freed, per group, by the processes ended in this script
+-- (group_released), which groups_settle gives back.
+local group_freed = {}
+local function group_released(e)
+  if GROUPS.running and header_has(e, 'g') then
+    local g = header_get(entry_split(e), 'g')
+    group_freed[g] = (group_freed[g] or 0) + entry_weight(e)
+  end
+end
+
+-- Give back what the processes ended in this script held in their
+-- groups: each group's count goes down (its field goes at 0), and a group
+-- out of turn (not ready: held at its limit, or found empty) with tasks
+-- waiting becomes ready, and the runtimes parked in the idle set are woken
+-- for it. A fixed number of calls however many groups (one HMGET, HSET and
+-- HDEL of the counts, one ZMSCORE of the turns), but for a look at the
+-- front of each group out of turn; nothing ended in a group costs one
+-- compare.
+local function groups_settle(idle, channel)
+  if next(group_freed) == nil then return end
+  local names = {}
+  for g in pairs(group_freed) do names[#names + 1] = g end
+  local held = redis.call('HMGET', GROUPS.running, unpack(names))
+  local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+  local set, gone, ready = {}, {}, {}
+  local now
+  for i, g in ipairs(names) do
+    local r = (tonumber(held[i] or '0') or 0) - group_freed[g]
+    if r > 0 then
+      set[#set + 1] = g
+      set[#set + 1] = r
+    elseif held[i] then
+      gone[#gone + 1] = g
+    end
+    if not turns[i] and #group_front(g, 1) > 0 then
+      now = now or ms(now_us())
+      ready[#ready + 1] = now
+      ready[#ready + 1] = g
+    end
+  end
+  group_freed = {}
+  if #set > 0 then redis.call('HSET', GROUPS.running, unpack(set)) end
+  if #gone > 0 then redis.call('HDEL', GROUPS.running, unpack(gone)) end
+  if #ready > 0 then
+    redis.call('ZADD', GROUPS.ready, unpack(ready))
+    if idle then wake_parked(idle, channel, #ready / 2) end
   end
 end
 
@@ -668,6 +825,7 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
   for _, p in ipairs(list) do
     redis.call('HDEL', procs, p.pid)
     freed = freed + entry_weight(proc_task(p.v))
+    group_released(proc_task(p.v))
     ids[#ids + 1] = entry_id(proc_task(p.v))
     local entry = proc_state(p.v) == 'a' and entry_ran(proc_task(p.v))
     local started = p.seq / 1000
@@ -689,7 +847,7 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
     end
     if entry then
       entry = entry_due_now(entry)
-      redis.call('RPUSH', list_of(entry, waiting), entry)
+      push_waiting(entry, waiting, true)
       requeued = requeued + 1
     elseif proc_state(p.v) ~= 'a' then
       redis.call('HDEL', errors, entry_id(proc_task(p.v)))
@@ -717,6 +875,7 @@ local function take_own_process(procs, leases, meta, progress, worker, pid)
   end
   redis.call('HDEL', procs, pid)
   weight_moved(meta, 1 - entry_weight(proc_task(v)))
+  group_released(proc_task(v))
   redis.call('HDEL', progress, entry_id(proc_task(v)))
   -- Only a deleted queue can have lost its name: an active or cancelled
   -- process means the queue still exists.

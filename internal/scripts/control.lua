@@ -13,15 +13,17 @@
 -- "0"; else 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua): the caller then registers it; else 0.
 local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate
+local op = ARGV[3] -- pause | resume | limit | rate | glimit
+local group = ARGV[7] -- glimit: the group, escaped ('' for every group's default)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
 
 if create ~= '1' and redis.call('HEXISTS', meta_key, 'name') == 0 then
   return -1
 end
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local wake_all = false
 local set = value ~= '0'
 if set and not control_value(value) then
@@ -38,6 +40,30 @@ elseif op == 'rate' then
     redis.call('HDEL', meta_key, 'rate', 'per')
   end
   wake_all = true
+elseif op == 'glimit' then
+  -- A group limit: the default ('glimit') or a group's own. A group
+  -- held back (it has processes in flight and tasks waiting, and is not
+  -- ready) gets its turn again: the next dequeue lets it go if it is
+  -- still at its limit.
+  local key, field = meta_key, 'glimit'
+  if group ~= '' then key, field = glimits_key, group end
+  if set then
+    redis.call('HSET', key, field, value)
+  else
+    redis.call('HDEL', key, field)
+  end
+  local now = ms(now_us())
+  local names = {group}
+  if group == '' then
+    names = {}
+    local running = redis.call('HGETALL', grunning_key)
+    for i = 1, #running, 2 do names[#names + 1] = running[i] end
+  end
+  for _, g in ipairs(names) do
+    if #group_front(g, 1) > 0 and redis.call('ZADD', gready_key, 'NX', now, g) == 1 then
+      wake_all = true
+    end
+  end
 else
   local old = control_value(redis.call('HGET', meta_key, 'limit'))
   if set then

@@ -8,11 +8,11 @@
 -- enqueue.lua, when the caller must register the queue.
 local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local results_key, retained_key = KEYS[9], KEYS[10]
+local results_key, retained_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 local id, pattern = ARGV[3], ARGV[4] -- the task's id, and the ZSCAN pattern for it (see find_dead)
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local e = find_dead(dead_key, id, pattern)
 if not e then
   return {0, 0}
@@ -21,7 +21,7 @@ redis.call('ZREM', dead_key, e)
 redis.call('HDEL', errors_key, id)
 dead_outcome_cleared(results_key, retained_key, {e})
 local revived = dead_revived(e)
-redis.call('LPUSH', list_of(revived, waiting_key), revived)
+push_waiting(revived, waiting_key)
 wake(idle_key, channel, 1)
 stat('q', 1)
 stats_flush(stats_key)

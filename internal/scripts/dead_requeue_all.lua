@@ -5,10 +5,10 @@
 -- when the caller must register the queue.
 local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local results_key, retained_key = KEYS[9], KEYS[10]
+local results_key, retained_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local n = 0
 while true do
   local chunk = redis.call('ZRANGE', dead_key, 0, 999)
@@ -25,7 +25,7 @@ while true do
   dead_outcome_cleared(results_key, retained_key, chunk)
   -- LPUSH puts the first given nearest the front (the right end).
   for _, e in ipairs(entries) do
-    redis.call('LPUSH', list_of(e, waiting_key), e)
+    push_waiting(e, waiting_key)
   end
   n = n + #chunk
 end

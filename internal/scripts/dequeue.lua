@@ -22,12 +22,13 @@
 -- than taking one.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, errors_key, starts_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local low_key, stats_key = KEYS[9], KEYS[10]
+local low_key, stats_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local grunning_key, glimits_key = KEYS[13], KEYS[14] -- see GROUPS in common.lua
 local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
 local park = ARGV[3] -- "1" for a Handle runtime
 local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local now = now_ms()
 stats_client(stats_key, meta_key, counts, now)
 if not lease_live(leases_key, worker, now) then
@@ -116,12 +117,98 @@ local function take(list, k)
     end
   end
 end
+-- Groups (see GROUPS in common.lua): the normal list and the ready
+-- groups take turns, one task a turn, lowest turn first; the normal list's
+-- turn is the meta field 'gp', a group's its score in the ready set. A
+-- group starts a task only while the slots its processes hold (a weighted
+-- task's its weight, a dead worker's until reclaimed) leave room for it
+-- under its limit (its own in the limits hash, else the default 'glimit';
+-- a task heavier than the limit starts alone): one at its limit, or found
+-- empty, leaves the ready set until a process of it ends (groups_settle)
+-- or a task joins it (group_push). k is the most tasks to take. With no
+-- group ready this is the normal list's take.
+local function take_turns(k)
+  if k <= 0 or blocked then return end
+  local ready = redis.call('ZRANGE', gready_key, 0, k - 1, 'WITHSCORES')
+  if #ready == 0 then return take(waiting_key, k) end
+  local m = redis.call('HMGET', meta_key, 'glimit', 'gp')
+  local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
+  local plain_left, plain_took = true, false
+  local t0, step = now_us(), 0
+  local function turn()
+    step = step + 1
+    return t0 + step
+  end
+  local running = {} -- group -> the slots it holds, once it took a task
+  while k > 0 and not blocked and #ready > 0 do
+    local names = {}
+    for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
+    local held = redis.call('HMGET', grunning_key, unpack(names))
+    local own = redis.call('HMGET', glimits_key, unpack(names))
+    local took, out, again = {}, {}, {}
+    for i, g in ipairs(names) do
+      while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do
+        local before = #tasks
+        take(waiting_key, 1)
+        if blocked then break end
+        if #tasks == before then
+          plain_left = false
+        else
+          k, plain, plain_took = k - 1, turn(), true
+        end
+      end
+      if k == 0 or blocked then break end
+      local limit = control_value(own[i]) or default
+      local r = running[g] or tonumber(held[i] or '0') or 0
+      local front = group_front(g, 2)
+      if #front == 0 then
+        out[#out + 1] = g
+      else
+        local e = group_entry(g, front[1])
+        local w = entry_weight(e)
+        if limit and r > 0 and r + w > limit then
+          out[#out + 1] = g
+        elseif fits(e) then
+          took[#took + 1] = front[1]
+          table.insert(tasks, 1, e)
+          k, r = k - 1, r + w
+          running[g] = r
+          if #front > 1 and (not limit or r < limit) then
+            again[#again + 1] = ms(turn())
+            again[#again + 1] = g
+          else
+            out[#out + 1] = g
+          end
+        end
+      end
+    end
+    if #took > 0 then redis.call('ZREM', gwait_key, unpack(took)) end
+    if #out > 0 then redis.call('ZREM', gready_key, unpack(out)) end
+    if #again > 0 then redis.call('ZADD', gready_key, unpack(again)) end
+    if (#took == 0 and #out == 0) or k == 0 or blocked then break end
+    ready = redis.call('ZRANGE', gready_key, 0, k - 1, 'WITHSCORES')
+  end
+  local counts = {}
+  for g, r in pairs(running) do
+    counts[#counts + 1] = g
+    counts[#counts + 1] = r
+  end
+  if #counts > 0 then redis.call('HSET', grunning_key, unpack(counts)) end
+  -- No group ready: the normal list has the turns left.
+  if k > 0 and not blocked and plain_left and #ready == 0 then
+    local before = #tasks
+    take(waiting_key, k)
+    if #tasks > before then plain, plain_took = turn(), true end
+  end
+  if plain_took then redis.call('HSET', meta_key, 'gp', ms(plain)) end
+end
 if want > 0 then
-  -- Priorities: high, then normal, then low. Without them (the usual
-  -- case) one EXISTS finds both other lists empty.
-  if redis.call('EXISTS', high_key, low_key) > 0 then
+  -- Priorities: high, then normal (and the groups), then low. Without
+  -- them or groups (the usual case) one EXISTS finds the other lists and
+  -- the ready set empty.
+  if redis.call('EXISTS', high_key, low_key, gready_key) > 0 then
     take(high_key, want)
-    take(waiting_key, want - #tasks)
+    take_turns(want - #tasks)
     take(low_key, want - #tasks)
   else
     take(waiting_key, want)

@@ -35,7 +35,7 @@
 local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: the tasks' level's
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- every level's list
-local retained_key = KEYS[13]
+local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
 local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
 local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
 local fields = ARGV[6] -- the header fields every task gets ('' for none; see records.go)
@@ -47,6 +47,10 @@ local counts = ARGV[10]
 local n = #ARGV - 10 -- the payloads: ARGV[11...]
 
 local header = fields
+-- Tasks of a group (a 'g' field) wait in it (see group_push), and are
+-- never handed off: their group's limit is the dequeue's to apply.
+local grouped = string.find(fields, ',g', 1, true) ~= nil
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 if sha ~= '' then
   -- Keys held for a time are dropped once it has passed (a hundred a call).
   local stale = redis.call('ZRANGEBYSCORE', unique_ttl_key, '-inf', ms(now_ms()), 'LIMIT', 0, 100)
@@ -81,7 +85,7 @@ local sets = {'tid', ms(first + n - 1)}
 -- idle set (see above); false when it cannot go. The checks go cheapest
 -- first for a busy queue (tasks wait), then for one held back (controls).
 local function hand_off(entry, worker)
-  if redis.call('EXISTS', waiting_key, high_key, low_key) > 0 then
+  if redis.call('EXISTS', waiting_key, high_key, low_key, gready_key) > 0 then
     return false
   end
   if meta[3] or meta[4] or meta[5] or not lease_live(leases_key, worker, math.floor(now / 1000)) then
@@ -131,11 +135,13 @@ else
   -- first, as the wake would: with none parked (a busy queue) that is all
   -- the hand-off costs.
   local popped
-  if hand == '1' and n == 1 then
+  if hand == '1' and n == 1 and not grouped then
     popped = redis.call('ZPOPMIN', idle_key)
   end
   if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
-    if front then
+    if grouped then
+      group_push(entries, front)
+    elseif front then
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.
       for i = 1, n, 1000 do

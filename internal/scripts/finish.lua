@@ -14,10 +14,11 @@
 local procs_key, leases_key, meta_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, retained_key, waiting_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local unique_key, high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[14], KEYS[15], KEYS[16], KEYS[17] -- see GROUPS in common.lua
 local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
 -- Then per process j, ARGV[3j...3j + 2]: worker, pid, result.
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 3)
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
@@ -49,6 +50,7 @@ for j = 1, #pids do
     if find(id, ',', 1, true) then
       local entry = proc_task(v)
       freed = freed + entry_weight(entry)
+      group_released(entry)
       id = entry_id(entry)
       -- Only a task started before can have an error recorded.
       if header_has(entry, 'a') then
@@ -69,6 +71,7 @@ if #gone > 0 then
   redis.call('HDEL', progress_key, unpack(ids))
   weight_moved(meta_key, #gone - freed)
   slots_freed(meta_key, waiting_key, idle_key, channel, freed)
+  groups_settle(idle_key, channel)
 end
 if #failed > 0 then
   redis.call('HDEL', errors_key, unpack(failed))

@@ -25,7 +25,8 @@
 -- shortened) says by its count whether all of them were: one ZRANGE and
 -- one ZADD for a hundred workers, where a ZSCORE each cost a shared
 -- client's renewal of 1,000 idle workers most of its Redis time (not
--- ZMSCORE: a restricted ACL user, see the README, is not granted it). A
+-- ZMSCORE: a restricted ACL user of a fleet without groups, see
+-- docs/security.md, may not be granted it). A
 -- key with a lease run out, or a worker missing, is asked worker by
 -- worker. For one worker serving one queue, while nobody has expired,
 -- six calls in all with TIME and one ZRANGE of the registry's first two

@@ -7,9 +7,10 @@
 -- calls again.
 -- Returns {moved, next due (µs; -1 when none), now (µs)}.
 local waiting_key, delayed_key, idle_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common.lua
 local channel, cap = ARGV[1], tonumber(ARGV[2]) -- cap: the most tasks to move
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local now = now_us()
 local moved = 0
 while moved < cap do
@@ -17,13 +18,13 @@ while moved < cap do
   if #due == 0 then break end
   local plain = true
   for _, e in ipairs(due) do
-    if header_has(e, 'p') then plain = false break end
+    if header_has(e, 'p') or header_has(e, 'g') then plain = false break end
   end
   if plain then
     redis.call('LPUSH', waiting_key, unpack(due))
   else
     for _, e in ipairs(due) do
-      redis.call('LPUSH', list_of(e, waiting_key), e)
+      push_waiting(e, waiting_key)
     end
   end
   redis.call('ZREM', delayed_key, unpack(due))

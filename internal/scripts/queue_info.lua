@@ -4,9 +4,12 @@
 --          limit, rate, per (ms), extra weight in flight ('wx'),
 --          oldest}: 0 for a control that is not set; oldest is when the
 --          task waiting longest became due (Unix µs, Redis clock; 0 when
---          none waits): of the next task of each level, the earliest.
+--          none waits): of the next task of each level, the earliest;
+--          groups (ready or running), groups ready, the default group
+--          limit (0: none).
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local meta_key, high_key, low_key = KEYS[5], KEYS[6], KEYS[7]
+local meta_key, high_key, low_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
 
 -- When the task next out of a list became due (µs), or nil: its 'd' field,
 -- else its id (its enqueue time). Only the header is copied.
@@ -17,12 +20,21 @@ local function next_due(key)
   return tonumber(header_get(h, 'd') or entry_id(h), 16)
 end
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key)
 local paused, limit, rate, per, extra = queue_controls(meta_key)
 local oldest = 0
 for _, key in ipairs({waiting_key, high_key, low_key}) do
   local due = next_due(key)
   if due and (oldest == 0 or due < oldest) then oldest = due end
 end
+-- The groups: those ready, and those with processes in flight (a group
+-- with tasks waiting is one or both, see GROUPS), counted once.
+local ready = redis.call('ZCARD', gready_key)
+local groups = ready
+local running = redis.call('HGETALL', grunning_key)
+for i = 1, #running, 2 do
+  if not redis.call('ZSCORE', gready_key, running[i]) then groups = groups + 1 end
+end
 return {waiting_len(waiting_key), redis.call('ZCARD', delayed_key), redis.call('HLEN', procs_key),
-  redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra, oldest}
+  redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra, oldest,
+  groups, ready, control_value(redis.call('HGET', meta_key, 'glimit')) or 0}

@@ -23,6 +23,7 @@ local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], 
 local idle_key, errors_key, dead_key, unique_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local results_key, retained_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local progress_key, stats_key = KEYS[13], KEYS[14]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common.lua
 local worker, channel, mode = ARGV[1], ARGV[2], ARGV[3] -- mode: expired | force | orphans
 local poison_limit, poison_window = tonumber(ARGV[4]), tonumber(ARGV[5]) -- window in ms
 local dead_max, dead_age = tonumber(ARGV[6]), tonumber(ARGV[7]) -- the dead letters' bounds (age in ms)
@@ -30,7 +31,7 @@ local born = tonumber(ARGV[8]) -- when the worker joined (ms; 0: unknown)
 local keep = {} -- ARGV[9...]: pids to keep
 for i = 9, #ARGV do keep[ARGV[i]] = true end
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 if mode == 'expired' then
   local now = now_ms()
   local score = redis.call('ZSCORE', leases_key, worker)
@@ -71,6 +72,7 @@ end
 local upto = redis.call('HGET', meta_key, 'seq') or '0'
 local returned, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, mine, poison)
 drop_meta_if_gone(procs_key, meta_key)
+groups_settle(idle_key, channel)
 -- A peer reclaims a dead worker's tasks; a worker giving its own back
 -- (force, or orphans: those whose dequeue reply it lost) requeues them.
 stat(mode == 'expired' and 'k' or 'q', returned)

@@ -17,11 +17,12 @@
 local procs_key, leases_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, idle_key, unique_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[13], KEYS[14], KEYS[15], KEYS[16] -- see GROUPS in common.lua
 local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
 -- Then per process j, ARGV[4j - 1...4j + 2]: worker, pid, delay (µs), error
 -- ('' for none).
 
-set_lists(waiting_key, high_key, low_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local t_us, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 4)
 local live, taken, gone, ids, out = {}, {}, {}, {}, {}
 local errs, pushed, delayed = {}, {}, {}
@@ -48,6 +49,7 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     ids[#ids + 1] = id
     local weight = entry_weight(entry)
     extra = extra + weight - 1
+    group_released(entry)
     if state ~= 'a' then
       deleted = deleted or state == 'd'
       redis.call('HDEL', errors_key, id)
@@ -69,7 +71,7 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
         freed = freed + weight
       else
         entry = entry_due(entry, t_us)
-        local list = list_of(entry, waiting_key)
+        local list = header_has(entry, 'g') and gwait_key or list_of(entry, waiting_key)
         pushed[list] = pushed[list] or {}
         table.insert(pushed[list], entry)
         npushed = npushed + 1
@@ -90,12 +92,17 @@ if #delayed > 0 then
   publish(channel, 's' .. ms(first))
 end
 for list, entries in pairs(pushed) do
-  redis.call('LPUSH', list, unpack(entries))
+  if list == gwait_key then
+    group_push(entries)
+  else
+    redis.call('LPUSH', list, unpack(entries))
+  end
 end
 if npushed > 0 then
   wake(idle_key, channel, npushed)
 end
 slots_freed(meta_key, waiting_key, idle_key, channel, freed)
+groups_settle(idle_key, channel)
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then
   drop_meta_if_gone(procs_key, meta_key)

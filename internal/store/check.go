@@ -127,7 +127,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress}}
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress, k.GroupWait}}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -302,7 +302,7 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Repair, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle, k.High, k.Low, k.Progress}, Args: []string{k.Channel, name}}
+		calls[i] = scripts.Call{Script: sets.Repair, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.Errors, k.Unique, k.Idle, k.High, k.Low, k.Progress}, k.groups()...), Args: []string{k.Channel, name}}
 	}
 	out := make([]QueueRepair, len(names))
 	results, err := s.runMulti(ctx, OpCheck, "", calls)

@@ -17,6 +17,8 @@ const (
 	Resume ControlOp = "resume"
 	Limit  ControlOp = "limit"
 	Rate   ControlOp = "rate"
+	// GroupLimit sets a group's concurrency limit (see ControlGroup).
+	GroupLimit ControlOp = "glimit"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -28,13 +30,25 @@ var ErrNoQueue = errors.New("no such queue")
 // (and registered) when create is set; otherwise nothing changes and the
 // error is ErrNoQueue.
 func (s *Store) Control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool) error {
+	return s.control(ctx, queue, op, limit, per, create, "")
+}
+
+// ControlGroup sets the concurrency limit of a queue's group (0 removes
+// it: the default applies), or with group "" the default of every group
+// without one of its own (0 removes it: no limit), as Control does the
+// queue's.
+func (s *Store) ControlGroup(ctx context.Context, queue, group string, limit int, create bool) error {
+	return s.control(ctx, queue, GroupLimit, limit, 0, create, EscapeGroup(group))
+}
+
+func (s *Store) control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool, group string) error {
 	k := s.queueKeys(queue)
 	mk := "0"
 	if create {
 		mk = "1"
 	}
-	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, []string{k.Meta, k.Waiting, k.High, k.Low},
-		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10), mk})
+	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, append([]string{k.Meta, k.Waiting, k.High, k.Low}, k.groups()...),
+		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10), mk, group})
 	if err != nil {
 		return err
 	}
@@ -65,23 +79,29 @@ type QueueState struct {
 	// Oldest is when the task waiting longest became due (Unix µs, Redis
 	// clock), 0 when none waits.
 	Oldest int64
+	// Groups counts the groups with tasks waiting or in flight, and
+	// GroupsReady those whose turn may come (not held at their limit).
+	Groups, GroupsReady int64
+	// GroupLimit is every group's default concurrency limit, 0 if none.
+	GroupLimit int
 }
 
 // QueueState reads a queue's counts and controls, at one instant
 // (queue_info.lua).
 func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low}, nil)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low, k.GroupWait, k.GroupReady, k.GroupRunning}, nil)
 	if err != nil {
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 10 {
+	if err == nil && len(n) != 13 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
 		return QueueState{}, err
 	}
 	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
-		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9]}, nil
+		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9],
+		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12])}, nil
 }

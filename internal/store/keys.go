@@ -50,8 +50,16 @@ type QueueKeys struct {
 	Progress string // HASH task id -> progress record
 	// Stats holds the queue's counters and histograms in two rings of
 	// time slots (see StatsSlot and common.lua's stats_flush).
-	Stats   string // HASH slot stamp and '<slot>:<name>' -> count
-	Channel string // pub/sub channel for work, schedule, cancel and delete events
+	Stats string // HASH slot stamp and '<slot>:<name>' -> count
+	// The groups (see common.lua's GROUPS and docs/flow-control.md): the
+	// waiting tasks of every group in one sorted set, ordered by group
+	// then start order, the groups whose turn may come, the slots each
+	// group's processes hold, and the groups' own concurrency limits.
+	GroupWait    string // ZSET (all scored 0) '<group>\0<class><rank><entry>'
+	GroupReady   string // ZSET group -> its turn (µs, Redis clock)
+	GroupRunning string // HASH group -> slots its processes hold
+	GroupLimits  string // HASH group -> its own concurrency limit
+	Channel      string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -60,32 +68,43 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 func (k Keys) Queue(name string) QueueKeys {
 	base := k.prefix + ":{q:" + tagEscaper.Replace(name) + "}:"
 	return QueueKeys{
-		Waiting:   base + "waiting",
-		High:      base + "high",
-		Low:       base + "low",
-		Procs:     base + "procs",
-		Leases:    base + "leases",
-		Meta:      base + "meta",
-		Idle:      base + "idle",
-		Delayed:   base + "delayed",
-		Dead:      base + "dead",
-		Errors:    base + "errors",
-		Results:   base + "results",
-		Retained:  base + "retained",
-		Unique:    base + "unique",
-		UniqueTTL: base + "uniquettl",
-		Starts:    base + "starts",
-		Periodic:  base + "periodic",
-		Progress:  base + "progress",
-		Stats:     base + "stats",
-		Channel:   base + "events",
+		Waiting:      base + "waiting",
+		High:         base + "high",
+		Low:          base + "low",
+		Procs:        base + "procs",
+		Leases:       base + "leases",
+		Meta:         base + "meta",
+		Idle:         base + "idle",
+		Delayed:      base + "delayed",
+		Dead:         base + "dead",
+		Errors:       base + "errors",
+		Results:      base + "results",
+		Retained:     base + "retained",
+		Unique:       base + "unique",
+		UniqueTTL:    base + "uniquettl",
+		Starts:       base + "starts",
+		Periodic:     base + "periodic",
+		Progress:     base + "progress",
+		Stats:        base + "stats",
+		GroupWait:    base + "gwait",
+		GroupReady:   base + "gready",
+		GroupRunning: base + "grunning",
+		GroupLimits:  base + "glimits",
+		Channel:      base + "events",
 	}
 }
 
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
-		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Progress, q.Stats}
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
+		q.GroupRunning, q.GroupLimits}
+}
+
+// groups are the group keys, in the order the scripts take them after
+// their own (see common.lua's set_lists).
+func (q QueueKeys) groups() []string {
+	return []string{q.GroupWait, q.GroupReady, q.GroupRunning, q.GroupLimits}
 }
 
 // Queues is the SET of known queue names.

@@ -40,7 +40,7 @@ func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Ou
 		args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
 		pids[i] = p.PID
 	}
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ type DeadBounds struct {
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, reason, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, []string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats},
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, append([]string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...),
 		[]string{p.Worker, p.PID, reason, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }
@@ -106,7 +106,7 @@ const PromoteCap = 10_000
 // back, in due order, and says when the next is due.
 func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low}, []string{k.Channel, strconv.Itoa(PromoteCap)})
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low, k.GroupWait, k.GroupReady}, []string{k.Channel, strconv.Itoa(PromoteCap)})
 	if err != nil {
 		return Promoted{}, err
 	}

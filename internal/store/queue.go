@@ -53,6 +53,9 @@ type EnqueueArgs struct {
 	// Trace is the tasks' trace context ("": none), checked by the
 	// caller: free of ',' and ':'.
 	Trace string
+	// Group is the tasks' group key ("": none), checked by the caller
+	// (not empty when set; stored escaped, see EscapeGroup).
+	Group string
 }
 
 // fields are the header fields every task enqueued with args gets.
@@ -75,6 +78,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Trace != "" {
 		fields += ",T" + args.Trace
+	}
+	if args.Group != "" {
+		fields += ",g" + EscapeGroup(args.Group)
 	}
 	return fields
 }
@@ -154,7 +160,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			argv = append(argv, joined[:len(t)])
 			joined = joined[len(t):]
 		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained}, Args: argv})
+		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}, Args: argv})
 	}
 	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
 	s.stats.sent(carry, err, firstResult(results))
@@ -249,7 +255,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		p = "1"
 	}
 	carry := s.stats.take(queue)
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, []string{worker, strconv.Itoa(n), p, carry.counts()})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, k.groups()...), []string{worker, strconv.Itoa(n), p, carry.counts()})
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, 0, 0, err
@@ -298,7 +304,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 		args = append(args, p.Worker, p.PID, p.Result)
 		pids[i] = p.PID
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, []string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
@@ -329,7 +335,7 @@ func (s *Store) GiveBack(ctx context.Context, queue string, p ProcRef) (Outcome,
 // stop runs stop.lua: Requeue, or with mode "front" GiveBack.
 func (s *Store) stop(ctx context.Context, queue string, p ProcRef, mode string) (Outcome, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, []string{p.Worker, p.PID, k.Channel, mode})
+	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Stop, append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Idle, k.Unique, k.Errors, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), []string{p.Worker, p.PID, k.Channel, mode})
 	return outcome(res, err)
 }
 
@@ -351,7 +357,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -377,7 +383,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.queueKeys(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.GroupWait, k.GroupReady, k.GroupLimits}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -487,7 +493,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10), strconv.FormatInt(born, 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {

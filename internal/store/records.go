@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ import (
 //	T  the trace context the task carries (a W3C traceparent, say) from
 //	   the enqueue that made it (EnqueueArgs; worqr's Tracer); absent,
 //	   none. Only Go reads it.
+//	g  the task's group key, escaped (EscapeGroup): the task waits in its
+//	   group and starts under its group's limit (group_push, take_turns,
+//	   groups_settle in the scripts); absent, none.
 //
 // A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
 // and keeps its kind and its trace context.
@@ -91,6 +95,10 @@ import (
 //	rate, per   the rate limit: at most rate starts in any per ms
 //	wx          the extra weight in flight: w - 1 summed over the
 //	            processes (entry_weight); absent when 0
+//	glimit      every group's concurrency limit but for those with
+//	            their own (GroupLimits; control_value)
+//	gp          the normal list's turn among the groups (µs, Redis
+//	            clock; dequeue.lua's take_turns)
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -114,13 +122,13 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWKkT"
+const HeaderFields = "afmtwpRudrhDWKkTg"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp"}
 
 // OwnerLen is the width of a worker id in process records: worker ids are
 // UUID strings, and scripts slice the owner out at this width.
@@ -152,6 +160,8 @@ type Task struct {
 	Kind string
 	// Trace is the trace context the task carries, "" if none.
 	Trace string
+	// Group is the task's group key (unescaped), "" if it has none.
+	Group string
 	// Died (Unix ms), Worker and Reason (why it died) are set on a dead
 	// letter.
 	Died   int64
@@ -256,6 +266,8 @@ func parseTask(e string) (Task, bool) {
 			t.Kind = v
 		case 'T':
 			t.Trace = v
+		case 'g':
+			t.Group, err = UnescapeGroup(v)
 		}
 		if err != nil {
 			return Task{}, false
@@ -552,4 +564,47 @@ func ParseProgress(v string) (ProgressRecord, bool) {
 		return ProgressRecord{}, false
 	}
 	return ProgressRecord{PID: parts[0], Percent: pct, At: at, Note: note}, true
+}
+
+// EscapeGroup is a group key as tasks and the group keys store it: '%',
+// ',', ':' and the bytes up to ' ' and from 0x7f as %XX (hex), so that it
+// fits in a header field and never holds the byte that ends a group in
+// the group waiting set (see group_member in common.lua).
+func EscapeGroup(g string) string {
+	var b strings.Builder
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == ',' || c == ':' {
+			b.WriteByte('%')
+			b.WriteByte("0123456789ABCDEF"[c>>4])
+			b.WriteByte("0123456789ABCDEF"[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// UnescapeGroup undoes EscapeGroup.
+func UnescapeGroup(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("group %q: a cut escape", s)
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("group %q: %w", s, err)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/worqr/worqr"
+)
+
+// runGroups measures groups (worqr.Group): the throughput of tasks spread
+// over many groups with no limit that binds, and over fewer groups each
+// limited to one task at a time, against the same tasks without groups,
+// drained by one worker of -concurrency no-op handlers in ABBA order
+// (plain, grouped, grouped, plain) to cancel drift; the memory a waiting
+// grouped task costs against a plain one; and the fairness of the turns:
+// one group floods the queue, then 99 groups enqueue 10 tasks each, and
+// the flooder's starts before the last small group's task starts are
+// counted (start order is process id order, which is the dequeue
+// script's).
+func runGroups(ctx context.Context, b *bench) (*result, error) {
+	total := b.pick(50_000, 2_000) / len(b.queues) * len(b.queues)
+	conc := b.cfg.concurrency
+	run := uuid.NewString()[:8]
+	res := &result{}
+	opts := worqr.HandleOptions{Concurrency: conc}
+
+	for _, v := range []struct {
+		name   string
+		groups int
+		limit  int
+	}{{"groups10k", b.pick(10_000, 500), 0}, {"limit1_groups1k", b.pick(1_000, 100), 1}} {
+		variant := func(groups int) (float64, error) {
+			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
+				if groups == 0 {
+					return fill(ctx, c, b.queues, total/len(b.queues), run)
+				}
+				if v.limit > 0 {
+					for _, q := range b.queues {
+						if err := c.SetGroupConcurrency(ctx, q, "", v.limit, worqr.CreateQueue()); err != nil {
+							return err
+						}
+					}
+				}
+				return fillGroups(ctx, c, b.queues, total/len(b.queues), groups, run)
+			})
+			return float64(total) / sp.elapsed.Seconds(), err
+		}
+		var plain, grouped float64
+		for _, g := range []int{0, v.groups, v.groups, 0} {
+			rate, err := variant(g)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", v.name, err)
+			}
+			if g == 0 {
+				plain += rate / 2
+			} else {
+				grouped += rate / 2
+			}
+		}
+		res.add(v.name+"_tasks_per_s", "tasks/s", grouped)
+		res.add(v.name+"_plain_tasks_per_s", "tasks/s", plain)
+		res.add(v.name+"_ratio", "×", grouped/plain)
+	}
+	if err := groupsMemory(ctx, b, res, total, run); err != nil {
+		return nil, err
+	}
+	if err := groupsFairness(ctx, b, res, run); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// fillGroups enqueues perQueue tasks on each queue, task i in group
+// i mod groups, untimed: one batch per group, 16 at a time.
+func fillGroups(ctx context.Context, c *worqr.Client, queues []string, perQueue, groups int, run string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for qi, q := range queues {
+		for k := range min(groups, perQueue) {
+			g.Go(func() error {
+				var tasks [][]byte
+				for i := k; i < perQueue; i += groups {
+					tasks = append(tasks, payload(run, qi*perQueue+i))
+				}
+				_, err := c.EnqueueBatch(gctx, q, tasks, worqr.Group("tenant-"+strconv.Itoa(k)))
+				return err
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// groupsMemory reports the Redis memory (MEMORY USAGE of the keys, summed)
+// of n waiting tasks in 10,000 groups (at most n/10) against n plain ones.
+func groupsMemory(ctx context.Context, b *bench, res *result, n int, run string) error {
+	if b.embedded {
+		res.note("memory skipped: miniredis reports no memory")
+		return nil
+	}
+	usage := func(groups int) (int64, error) {
+		c, prefix, err := b.newClient()
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+		if groups == 0 {
+			err = fill(ctx, c, b.queues, n/len(b.queues), run)
+		} else {
+			err = fillGroups(ctx, c, b.queues, n/len(b.queues), groups, run)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return keysUsage(ctx, b.rdb, prefix)
+	}
+	plain, err := usage(0)
+	if err != nil {
+		return err
+	}
+	groups := min(10_000, n/10)
+	grouped, err := usage(groups)
+	if err != nil {
+		return err
+	}
+	res.add("waiting_bytes_per_plain_task", "B", float64(plain)/float64(n))
+	res.add("waiting_bytes_per_grouped_task", "B", float64(grouped)/float64(n))
+	return nil
+}
+
+// groupsFairness floods one group, then gives 99 groups 10 tasks each,
+// and reports how many of the flooder's tasks started before the last
+// small group's task did.
+func groupsFairness(ctx context.Context, b *bench, res *result, run string) error {
+	flood, small, each := b.pick(100_000, 2_000), 99, 10
+	q := b.queues[0]
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	if err := fillGroups(ctx, c, []string{q}, flood, 1, run); err != nil {
+		return err
+	}
+	for g := range small {
+		tasks := make([][]byte, each)
+		for i := range tasks {
+			tasks[i] = []byte("s")
+		}
+		if _, err := c.EnqueueBatch(ctx, q, tasks, worqr.Group("small-"+strconv.Itoa(g))); err != nil {
+			return err
+		}
+	}
+	type start struct {
+		pid   uint64
+		small bool
+	}
+	var mu sync.Mutex
+	starts := make([]start, 0, flood+small*each)
+	p, err := startPoolWith(ctx, c, []string{q}, 1, int64(flood+small*each), func(proc *worqr.Process) error {
+		pid, _ := strconv.ParseUint(proc.ID(), 16, 64)
+		mu.Lock()
+		starts = append(starts, start{pid, string(proc.Task()) == "s"})
+		mu.Unlock()
+		return nil
+	}, worqr.HandleOptions{Concurrency: b.cfg.concurrency})
+	if err != nil {
+		return err
+	}
+	err = p.wait(ctx, c, []string{q}, timeout(b.cfg.short))
+	p.close(ctx)
+	if err != nil {
+		return fmt.Errorf("fairness: %w", err)
+	}
+	slices.SortFunc(starts, func(a, b start) int {
+		switch {
+		case a.pid < b.pid:
+			return -1
+		case a.pid > b.pid:
+			return 1
+		}
+		return 0
+	})
+	floods, seen := 0, 0
+	for _, s := range starts {
+		if !s.small {
+			floods++
+			continue
+		}
+		if seen++; seen == small*each {
+			break
+		}
+	}
+	res.add("fair_flood_starts_before_last_small", "tasks", float64(floods))
+	return nil
+}

@@ -1,0 +1,78 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+)
+
+// MaxGroupLen is the longest group key, in bytes (see Group).
+const MaxGroupLen = 128
+
+// Group puts the tasks in a group of their queue, named by key (a tenant,
+// a customer, an account: any bytes, 1 to MaxGroupLen of them;
+// ErrInvalidOptions otherwise). Groups are not declared: a key used once
+// makes the group, and a group whose tasks are gone costs nothing.
+//
+// A queue's dequeues serve its groups in turn, one task a turn, and the
+// tasks without a group as one more group, so a group with 100,000 tasks
+// waiting does not hold back one with ten: fair round-robin. Within a
+// group, tasks start by priority (HighPriority, LowPriority), then in the
+// order they were enqueued: a retried, reclaimed or delayed task takes its
+// place by its id when it waits again, ahead of the group's tasks enqueued
+// after it (AtFront puts tasks ahead of the group's others, the last put
+// there first). High-priority tasks without a group start before every
+// group's turn, and low-priority ones after.
+//
+// A group runs at most its concurrency limit of tasks at once, across the
+// fleet (SetGroupConcurrency); a group at its limit waits out of turn
+// without holding back other groups. Every other control applies to
+// grouped tasks as to any: Pause, the queue's SetConcurrency and
+// SetRateLimit, Weight (a task holds its weight in its group's limit as in
+// the queue's), In and At, Unique, retries and dead letters. A grouped
+// task is never handed straight to an idle worker: it waits for a dequeue,
+// which applies its group's limit.
+//
+// "" means none, as without the option. See docs/flow-control.md.
+func Group(key string) EnqueueOption {
+	return func(o *enqueueOptions) { o.group, o.groupSet = key, true }
+}
+
+// checkGroup refuses a group key that is empty (when given) or too long.
+func checkGroup(key string, set bool) error {
+	switch {
+	case set && key == "":
+		return fmt.Errorf("%w: empty group key", ErrInvalidOptions)
+	case len(key) > MaxGroupLen:
+		return fmt.Errorf("%w: group key of %d bytes, limit %d", ErrInvalidOptions, len(key), MaxGroupLen)
+	}
+	return nil
+}
+
+// SetGroupConcurrency limits how many tasks of one group of a queue (see
+// Group) are in flight at once across all workers, to n; with group "",
+// it sets the default of every group that has no limit of its own. n = 0
+// removes the limit: a group's own falls back to the default, and the
+// default to none. Like SetConcurrency, the limit is kept in Redis and
+// enforced inside the dequeue script for the whole fleet: a process counts
+// until it ends, a dead worker's until it is reclaimed, and a weighted
+// task counts its weight (one heavier than the limit starts alone). A
+// group at its limit is passed over until one of its processes ends, which
+// wakes a worker at once; none polls. Limits are kept for named groups
+// whether or not they have tasks. n must be in 0..MaxLimit and group at
+// most MaxGroupLen bytes (ErrInvalidOptions). A queue that does not exist
+// gives ErrNoQueue, unless CreateQueue is given.
+//
+// With a limit of 1 a group runs its tasks one at a time, in the order
+// Group describes.
+func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n int, opts ...ControlOption) error {
+	const op = "set group concurrency"
+	if n < 0 || int64(n) > MaxLimit {
+		return fmt.Errorf("worqr: %s %q: limit %d not in 0..%d: %w", op, queue, n, int64(MaxLimit), ErrInvalidOptions)
+	}
+	if err := checkGroup(group, false); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroup(ctx, queue, group, n, create)
+	})
+}

@@ -1,0 +1,161 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// member is a grouped entry's member in the group waiting set (see
+// group_member in common.lua): normal priority, ranked by its id.
+func member(group, entry string) string {
+	id, _, _ := strings.Cut(entry, ",")
+	id, _, _ = strings.Cut(id, ":")
+	return group + "\x00" + "2" + strings.Repeat("0", 16-len(id)) + id + entry
+}
+
+// enqueue.lua: grouped tasks wait in the group set, not the list, with
+// their group in the header (escaped), and their group becomes ready;
+// none is handed off. A group's key escapes ',', ':', '%' and controls.
+func TestEnqueueGroupedScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{"leases": zset{w: lease}, "idle": zset{w: 1}})
+	before := e.clock()
+	ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("x"), []byte("y")}, EnqueueArgs{Group: "t:1,%"})
+	require.NoError(t, err)
+	got := e.dump()
+	g := "t%3A1%2C%25"
+	turn := e.within(int64(got["gready"].(zset)[g]), before, e.clock(), "the group's turn")
+	assert.Equal(t, zset{member(g, ids[0]+",g"+g+":x"): 0, member(g, ids[1]+",g"+g+":y"): 0}, got["gwait"])
+	assert.Equal(t, zset{g: float64(turn)}, got["gready"])
+	assert.Nil(t, got["waiting"], "not in the list")
+	assert.Nil(t, got["procs"], "not handed off")
+	assert.Nil(t, got["idle"], "the parked runtime is woken")
+
+	back, err := UnescapeGroup(g)
+	require.NoError(t, err)
+	assert.Equal(t, "t:1,%", back)
+	assert.Equal(t, "a%00b%20%7F", EscapeGroup("a\x00b \x7f"))
+}
+
+// dequeue.lua: the ready groups take turns, lowest turn first, one task a
+// turn with the normal list as one more; a group at its limit leaves the
+// ready set; the slots each holds are counted.
+func TestDequeueGroupsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	x := e.clock() + 1e9
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	a1, a2, b1, c1 := "11,ga:a1", "12,ga:a2", "13,gb,w2:b1", "14,gc:c1"
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": decOf(x), "glimit": "1", "gp": "5"},
+		"leases":   zset{w: lease},
+		"waiting":  list{"16:p2", "15:p1"},
+		"gwait":    zset{member("a", a1): 0, member("a", a2): 0, member("b", b1): 0, member("c", c1): 0},
+		"gready":   zset{"a": 1, "b": 7, "c": 9},
+		"glimits":  hash{"b": "3"},
+		"grunning": hash{"c": "1"},
+	})
+	before := e.clock()
+	procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 10, false)
+	require.NoError(t, err)
+	var tasks []string
+	for _, p := range procs {
+		tasks = append(tasks, p.Task.Payload)
+	}
+	// a (turn 1), the list (5), b (7: its own limit 3 holds its weight 2),
+	// c at the default limit 1: out; then a is at its limit; the list
+	// takes the rest.
+	assert.Equal(t, []string{"a1", "p1", "b1", "p2"}, tasks)
+	got := e.dump()
+	gp := e.within(mustInt(t, got["meta"].(hash)["gp"]), before, e.clock()+10, "the list's last turn")
+	assert.Equal(t, hash{"name": "q", "seq": decOf(x + 4), "glimit": "1", "gp": decOf(gp), "wx": "1"}, got["meta"])
+	assert.Equal(t, zset{member("a", a2): 0, member("c", c1): 0}, got["gwait"])
+	assert.Nil(t, got["gready"], "a and c at their limit, b empty")
+	assert.Equal(t, hash{"a": "1", "b": "2", "c": "1"}, got["grunning"])
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// finish.lua and retry.lua: a grouped process's end gives back its slots
+// in its group, which, with tasks waiting, becomes ready again; a retry
+// puts the task back in its group, where it takes its place by its id.
+func TestSettleGroupedScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: lease},
+		"procs":    hash{"1": "a" + w + "11,ga:a1", "2": "a" + w + "13,gb:b1", "3": "a" + w + "14,gc,w3:c1"},
+		"gwait":    zset{member("a", "12,ga:a2"): 0, member("b", "15,gb:b2"): 0},
+		"grunning": hash{"a": "1", "b": "1", "c": "3"},
+		"gready":   zset{"b": 1},
+	})
+	before := e.clock()
+	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "3"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
+	_, err = e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e"}})
+	require.NoError(t, err)
+	got := e.dump()
+	turn := e.within(int64(got["gready"].(zset)["a"]), before, e.clock(), "a's turn")
+	assert.Equal(t, zset{"a": float64(turn), "b": 1}, got["gready"], "a ready again; b keeps its turn")
+	assert.Nil(t, got["grunning"], "no slot held")
+	var retried string
+	for m := range got["gwait"].(zset) {
+		if strings.HasPrefix(m, "b\x00") && strings.Contains(m, ":b1") {
+			retried = m
+		}
+	}
+	require.NotEmpty(t, retried)
+	assert.True(t, retried < member("b", "15,gb:b2"), "the retried task goes before the group's later one")
+	assert.Contains(t, retried, ",a1,f1,")
+	assert.Nil(t, got["procs"])
+}
+
+// promote.lua and release.lua: a delayed grouped task joins its group
+// when due; a reclaimed one goes back to its group and frees its slot.
+func TestPromoteAndReleaseGroupedScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	due := float64(e.clock() - 1000)
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: 1},
+		"delayed":  zset{"21,ga,d1:late": due},
+		"procs":    hash{"5": "a" + w + "22,ga:held"},
+		"grunning": hash{"a": "1"},
+	})
+	moved, err := e.s.Promote(e.ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, moved.Moved)
+	r := e.s.ReleaseOne(e.ctx, Release{Queue: "q", Worker: w, Mode: ReleaseExpired, Poison: Poison{Bounds: DeadBounds{MaxCount: 10, MaxAge: time.Hour}}})
+	require.NoError(t, r.Err)
+	assert.EqualValues(t, 1, r.Returned)
+	got := e.dump()
+	var members []string
+	for m := range got["gwait"].(zset) {
+		members = append(members, m)
+	}
+	require.Len(t, members, 2)
+	assert.Contains(t, got["gready"], "a")
+	assert.Nil(t, got["grunning"])
+	assert.Nil(t, got["delayed"])
+	assert.Nil(t, got["waiting"])
+}
