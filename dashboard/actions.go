@@ -2,11 +2,11 @@ package dashboard
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/worqr/worqr"
 )
@@ -138,15 +138,16 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 // backURL is where an action returns to: built here, never taken from the
 // request, so it cannot point elsewhere.
 func backURL(base, back, queue, id, done string) string {
-	v := url.Values{"done": {done}}
+	v := url.Values{"done": {done}}.Encode()
+	u := queuePath(base, queue)
 	switch back {
 	case "overview":
-		return base + "/?" + v.Encode()
+		return base + "/?" + v
 	case "task":
-		v.Set("q", hex.EncodeToString([]byte(queue)))
-		v.Set("id", id)
-		return base + "/task?" + v.Encode()
+		u = taskPath(base, queue, id)
 	}
-	v.Set("q", hex.EncodeToString([]byte(queue)))
-	return base + "/queue?" + v.Encode()
+	if strings.Contains(u, "?") {
+		return u + "&" + v
+	}
+	return u + "?" + v
 }

@@ -419,3 +419,61 @@ func bodyOnceLoaded(t *testing.T, bctx context.Context, want string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestBrowserNarrow: at 420 px wide, with a queue name far longer than
+// the window, no page is wider than the window (tables scroll in their
+// own box, names wrap); the search box finds a task by id from the
+// overview and lands on its readable address.
+func TestBrowserNarrow(t *testing.T) {
+	bin := chromium(t)
+	artifacts := os.Getenv("WORQR_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(artifacts, 0o755))
+	e := newEnv(t, Options{PollInterval: 100 * time.Millisecond})
+	long := "tenant-" + strings.Repeat("averyveryverylongsegment-", 8) + "orders"
+	dead, _ := fill(t, e, long)
+	id, err := e.c.Enqueue(e.ctx(), "emails", []byte(`{"to":"ann@example.com","template":"welcome","vars":{"name":"Ann","plan":"pro"}}`))
+	require.NoError(t, err)
+
+	bctx := browser(t, bin, chromedp.WindowSize(420, 860))
+	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(420, 860)))
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	fits := until(`document.documentElement.scrollWidth <= window.innerWidth`)
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(artifacts, name+".png"), png, 0o644)
+		})
+	}
+	for _, p := range []struct{ name, path, sel string }{
+		{"narrow-overview", "/", `#queues`},
+		{"narrow-queue", queuePath("", long), `#waiting`},
+		{"narrow-task", taskPath("", long, dead), `#payload`},
+	} {
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Navigate(e.url(p.path)),
+			chromedp.WaitVisible(css(p.sel)),
+			fits,
+			shot(p.name),
+		), "%s fits in 420 px", p.path)
+	}
+
+	// The search box, from the overview, without a queue.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/")),
+		chromedp.SendKeys(css(`form.search input[name="id"]`), id, chromedp.NodeVisible),
+		chromedp.Submit(css(`form.search`)),
+		chromedp.WaitVisible(css(`#payload`)),
+	))
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.Equal(t, e.url("/task/emails/"+id), loc, "the readable address")
+	payload, err := chromedp.Run(bctx, chromedp.Text(css(`#payload`)))
+	require.NoError(t, err)
+	assert.Contains(t, payload, "\n  \"vars\": {\n    \"name\": \"Ann\",", "pretty-printed")
+}

@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -33,7 +36,7 @@ type overviewData struct {
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	qs, err := readQueues(ctx, h.c)
+	qs, err := readQueues(ctx, h.c) // sorted by name
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
@@ -50,6 +53,77 @@ func queueParam(r *http.Request, key string) (string, bool) {
 	return string(b), true
 }
 
+// maxIDLen bounds a task id taken from a request.
+const maxIDLen = 64
+
+// folded says whether a path segment is one that browsers and servers
+// fold away ("." and "..", or empty): such a name is linked to by its hex.
+func folded(s string) bool { return s == "" || s == "." || s == ".." }
+
+// queuePath is a queue page's address: /queue/<name>, the name escaped as
+// one path segment, or /queue?q=<hex> for a name a path cannot carry.
+func queuePath(base, name string) string {
+	if folded(name) {
+		return base + "/queue?q=" + hex.EncodeToString([]byte(name))
+	}
+	return base + "/queue/" + url.PathEscape(name)
+}
+
+// taskPath is a task page's address: /task/<queue>/<id>, or the query
+// form for names a path cannot carry.
+func taskPath(base, queue, id string) string {
+	if folded(queue) || folded(id) {
+		return base + "/task?" + url.Values{"q": {hex.EncodeToString([]byte(queue))}, "id": {id}}.Encode()
+	}
+	return base + "/task/" + url.PathEscape(queue) + "/" + url.PathEscape(id)
+}
+
+// pathSegments returns the escaped segments of r's path after prefix
+// (such as "/queue/"), unescaped: ok false if the path does not start
+// with prefix or a segment is not a valid escape.
+func pathSegments(r *http.Request, prefix string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), prefix)
+	if !ok {
+		return nil, false
+	}
+	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, false
+		}
+		parts[i] = u
+	}
+	return parts, true
+}
+
+// queueFrom reads the queue a page is for: /queue/<name>, or q in hex.
+func queueFrom(r *http.Request) (string, bool) {
+	if !strings.HasPrefix(r.URL.Path, "/queue/") {
+		return queueParam(r, "q")
+	}
+	parts, ok := pathSegments(r, "/queue/")
+	if !ok || len(parts) != 1 || parts[0] == "" || len(parts[0]) > worqr.MaxQueueNameLen {
+		return "", false
+	}
+	return parts[0], true
+}
+
+// taskFrom reads the task a page is for: /task/<queue>/<id>, or q in hex
+// and id.
+func taskFrom(r *http.Request) (queue, id string, ok bool) {
+	if !strings.HasPrefix(r.URL.Path, "/task/") {
+		queue, ok = queueParam(r, "q")
+		id = r.URL.Query().Get("id")
+	} else if parts, pok := pathSegments(r, "/task/"); pok && len(parts) == 2 {
+		queue, id, ok = parts[0], parts[1], parts[0] != "" && len(parts[0]) <= worqr.MaxQueueNameLen
+	}
+	if !ok || id == "" || len(id) > maxIDLen {
+		return "", "", false
+	}
+	return queue, id, true
+}
+
 func offsetParam(r *http.Request, key string) int {
 	n, err := strconv.Atoi(r.URL.Query().Get(key))
 	if err != nil || n < 0 {
@@ -59,10 +133,12 @@ func offsetParam(r *http.Request, key string) int {
 }
 
 type queueData struct {
+	Base        string // the mount prefix, for links
 	Info        worqr.QueueInfo
 	Waiting     []worqr.TaskInfo
 	WaitingFrom int
 	Delayed     []worqr.TaskInfo
+	DelayedFrom int
 	Procs       []worqr.ProcessInfo
 	Dead        []worqr.DeadLetter
 	DeadFrom    int
@@ -72,21 +148,39 @@ type queueData struct {
 
 func (d queueData) title() string { return "queue " + display(d.Info.Name) }
 
-// Prev and next offsets for the pagers.
-func (d queueData) WaitingPrev() int { return max(d.WaitingFrom-pageSize, 0) }
-func (d queueData) WaitingNext() int { return d.WaitingFrom + pageSize }
-func (d queueData) DeadPrev() int    { return max(d.DeadFrom-pageSize, 0) }
-func (d queueData) DeadNext() int    { return d.DeadFrom + pageSize }
+func (d queueData) queueName() string { return d.Info.Name }
+
+// Page is the address of this queue's page with one list moved: list is
+// "wo" (waiting), "lo" (delayed) or "do" (dead), by pages pages (-1 back,
+// 1 on); the other lists stay where they are.
+func (d queueData) Page(list string, pages int) string {
+	v := url.Values{}
+	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom}
+	at[list] = max(at[list]+pages*pageSize, 0)
+	for _, k := range []string{"wo", "lo", "do"} {
+		if at[k] > 0 {
+			v.Set(k, strconv.Itoa(at[k]))
+		}
+	}
+	u := queuePath(d.Base, d.Info.Name)
+	if len(v) == 0 {
+		return u
+	}
+	if strings.Contains(u, "?") {
+		return u + "&" + v.Encode()
+	}
+	return u + "?" + v.Encode()
+}
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
-	name, ok := queueParam(r, "q")
+	name, ok := queueFrom(r)
 	if !ok {
-		h.fail(w, r, http.StatusBadRequest, "no queue given (q, the name in hex)")
+		h.fail(w, r, http.StatusBadRequest, "no queue given (/queue/<name>, or q, the name in hex)")
 		return
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	d := queueData{WaitingFrom: offsetParam(r, "wo"), DeadFrom: offsetParam(r, "do"), PageSize: pageSize}
+	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), PageSize: pageSize}
 	var err error
 	read := func(f func() error) {
 		if err == nil {
@@ -99,7 +193,10 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		d.Waiting, e = h.c.Tasks(ctx, name, int64(d.WaitingFrom), int64(d.WaitingFrom+pageSize-1), cut)
 		return
 	})
-	read(func() (e error) { d.Delayed, e = h.c.Delayed(ctx, name, 0, pageSize-1, cut); return })
+	read(func() (e error) {
+		d.Delayed, e = h.c.Delayed(ctx, name, int64(d.DelayedFrom), int64(d.DelayedFrom+pageSize-1), cut)
+		return
+	})
 	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
 	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize, cut); return })
 	read(func() error {
@@ -168,6 +265,8 @@ type taskData struct {
 
 func (d taskData) title() string { return "task " + d.ID }
 
+func (d taskData) queueName() string { return d.Queue }
+
 // Found says whether the task was found anywhere.
 func (d taskData) Found() bool { return d.TaskLocation.Found() || d.Outcome != nil }
 
@@ -190,7 +289,7 @@ func (d taskData) Payload() ([]byte, int) {
 // Preview is the payload as the page shows it.
 func (d taskData) Preview() previewed {
 	b, size := d.Payload()
-	return preview(b, size, taskPreview)
+	return pretty(preview(b, size, taskPreview))
 }
 
 // HasPayload says whether Payload was found.
@@ -202,10 +301,9 @@ func (d taskData) HasPayload() bool {
 func (d taskData) Cancellable() bool { return d.Waiting != nil || d.Delayed != nil || d.Process != nil }
 
 func (h *handler) task(w http.ResponseWriter, r *http.Request) {
-	name, ok := queueParam(r, "q")
-	id := r.URL.Query().Get("id")
-	if !ok || id == "" || len(id) > 64 {
-		h.fail(w, r, http.StatusBadRequest, "give a queue (q, in hex) and a task id (id)")
+	name, id, ok := taskFrom(r)
+	if !ok {
+		h.fail(w, r, http.StatusBadRequest, "give a queue and a task id (/task/<queue>/<id>, or q in hex and id)")
 		return
 	}
 	var d taskData
@@ -241,4 +339,86 @@ func (h *handler) findTask(ctx context.Context, queue, id string) (taskData, err
 		return d, err
 	}
 	return d, nil
+}
+
+// searchQueues bounds the queues a search by id without a queue looks in,
+// all within one lookup of the budget.
+const searchQueues = 50
+
+// search finds a task by id, from the box on every page: in the queue
+// given, else in each queue (the first searchQueues, by name) until found,
+// and answers with a redirect to its page.
+func (h *handler) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	queue, id := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("id"))
+	switch {
+	case id == "" || len(id) > maxIDLen:
+		h.fail(w, r, http.StatusBadRequest, "give a task id (at most 64 characters)")
+		return
+	case len(queue) > worqr.MaxQueueNameLen:
+		h.fail(w, r, http.StatusBadRequest, "the queue name is too long")
+		return
+	case queue != "":
+		http.Redirect(w, r, taskPath(base(r), queue, id), http.StatusSeeOther)
+		return
+	}
+	var found string
+	var looked int
+	var more bool
+	var err error
+	if !h.lookup(w, r, func(ctx context.Context) { found, looked, more, err = h.findAnywhere(ctx, id) }) {
+		return
+	}
+	if err != nil {
+		h.fail(w, r, errorStatus(err), err.Error())
+		return
+	}
+	if looked > 0 && found != "" {
+		http.Redirect(w, r, taskPath(base(r), found, id), http.StatusSeeOther)
+		return
+	}
+	msg := "No task " + strconv.Quote(id) + " in any of the " + strconv.Itoa(looked) + " queues."
+	if more {
+		msg = "No task " + strconv.Quote(id) + " in the first " + strconv.Itoa(looked) + " queues by name: give its queue to look further."
+	}
+	h.fail(w, r, http.StatusNotFound, msg)
+}
+
+// findAnywhere looks for a task by id in each queue, by name, up to
+// searchQueues of them: it returns the queue it is in ("" if none), the
+// queues looked in, and whether there were more.
+func (h *handler) findAnywhere(ctx context.Context, id string) (queue string, looked int, more bool, err error) {
+	names, err := h.c.Queues(ctx)
+	if err != nil {
+		return "", 0, false, err
+	}
+	slices.Sort(names)
+	if len(names) > searchQueues {
+		names, more = names[:searchQueues], true
+	}
+	for _, name := range names {
+		looked++
+		l, err := h.c.FindTask(ctx, name, id, worqr.PayloadPrefix(0))
+		if err != nil {
+			return "", looked, more, err
+		}
+		if l.Found() {
+			return name, looked, more, nil
+		}
+		if _, err := h.c.TaskResult(ctx, name, id); err == nil {
+			return name, looked, more, nil
+		} else if !errors.Is(err, worqr.ErrNoTask) {
+			return "", looked, more, err
+		}
+	}
+	return "", looked, more, nil
+}
+
+// Hourly is the address of this queue's page with its stats per hour.
+func (d queueData) Hourly() string {
+	u := queuePath(d.Base, d.Info.Name)
+	if strings.Contains(u, "?") {
+		return u + "&res=h"
+	}
+	return u + "?res=h"
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -231,13 +232,14 @@ func (h *history) next(s worqr.Stats) (rate float64, ok bool) {
 	return rate, ok
 }
 
-// readQueues reads every queue's counts and controls: the registry, then
-// one round trip per queue.
+// readQueues reads every queue's counts and controls, sorted by name:
+// the registry, then one round trip per queue.
 func readQueues(ctx context.Context, c *worqr.Client) ([]worqr.QueueInfo, error) {
 	names, err := c.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(names)
 	out := make([]worqr.QueueInfo, 0, len(names))
 	for _, n := range names {
 		qi, err := c.QueueInfo(ctx, n)

@@ -54,6 +54,7 @@
     var td = document.createElement("td");
     var a = document.createElement("a");
     a.href = base + "/queue?q=" + encodeURIComponent(q.k);
+    td.className = "qname";
     a.textContent = q.name;
     td.appendChild(a);
     tr.appendChild(td);
@@ -74,7 +75,12 @@
     svg.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "polyline"));
     st.appendChild(svg);
     tr.appendChild(st);
-    tbody.appendChild(tr);
+    // Rows sort by name: their hex keys sort as the names' bytes do.
+    var after = null;
+    tbody.querySelectorAll("tr[data-row]").forEach(function (row) {
+      if (!after && row.getAttribute("data-row") > q.k) after = row;
+    });
+    tbody.insertBefore(tr, after);
   }
 
   var es = new EventSource(base + "/events");
