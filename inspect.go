@@ -368,6 +368,13 @@ type WorkerInfo struct {
 	ID string
 	// LeaseLeftMillis is how long its lease has left, by the Redis clock.
 	LeaseLeftMillis int64
+	// Host and PID are the host name and process id of the process the
+	// worker runs in, and StartedAt when it registered, by the Redis
+	// clock: as it registered them, so empty or zero for a worker of a
+	// release that did not.
+	Host      string
+	PID       int
+	StartedAt time.Time
 }
 
 // Workers lists the workers whose lease is live.
@@ -381,7 +388,10 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	out := make([]WorkerInfo, len(ls))
 	for i, l := range ls {
-		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec}
+		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec, Host: l.Host, PID: l.PID}
+		if l.StartedMs > 0 {
+			out[i].StartedAt = time.UnixMilli(l.StartedMs)
+		}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -212,10 +213,26 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "queue", http.StatusOK, d)
 }
 
+// maxRunningShown bounds the tasks in flight the workers page lists for
+// each worker (it counts them all).
+const maxRunningShown = 20
+
+// workerQueue is a queue a worker serves: the tasks it holds there, and
+// the queue's concurrency limit (0: none).
+type workerQueue struct {
+	Name     string
+	InFlight int
+	Limit    int
+}
+
 type workerRow struct {
 	worqr.WorkerInfo
-	Queues   []string
+	Queues   []workerQueue
 	InFlight int
+	// Running are its tasks in flight, the first maxRunningShown by queue
+	// name; More counts the rest.
+	Running []worqr.ProcessInfo
+	More    int
 }
 
 type workersData struct{ Workers []workerRow }
@@ -228,24 +245,43 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	held := map[string]int{}
-	names, err := h.c.Queues(ctx)
-	for _, q := range names {
+	qs, err := readQueues(ctx, h.c)
+	// Processes by worker, and by worker and queue; the payloads are not
+	// read.
+	procs := map[string][]worqr.ProcessInfo{}
+	held := map[[2]string]int{}
+	limits := map[string]int{}
+	for _, qi := range qs {
 		if err != nil {
 			break
 		}
+		limits[qi.Name] = qi.Concurrency
 		var ps []worqr.ProcessInfo
-		ps, err = h.c.Processes(ctx, q, worqr.PayloadPrefix(0)) // counted, not shown
+		ps, err = h.c.Processes(ctx, qi.Name, worqr.PayloadPrefix(0))
 		for _, p := range ps {
-			held[p.Owner]++
+			procs[p.Owner] = append(procs[p.Owner], p)
+			held[[2]string{p.Owner, qi.Name}]++
 		}
 	}
+	slices.SortFunc(ws, func(a, b worqr.WorkerInfo) int {
+		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
+	})
 	d := workersData{Workers: make([]workerRow, len(ws))}
 	for i, wi := range ws {
-		d.Workers[i] = workerRow{WorkerInfo: wi, InFlight: held[wi.ID]}
-		if err == nil {
-			d.Workers[i].Queues, err = h.c.WorkerQueues(ctx, wi.ID)
+		row := workerRow{WorkerInfo: wi, InFlight: len(procs[wi.ID])}
+		row.Running = procs[wi.ID]
+		if len(row.Running) > maxRunningShown {
+			row.Running, row.More = row.Running[:maxRunningShown], len(row.Running)-maxRunningShown
 		}
+		var names []string
+		if err == nil {
+			names, err = h.c.WorkerQueues(ctx, wi.ID)
+		}
+		slices.Sort(names)
+		for _, q := range names {
+			row.Queues = append(row.Queues, workerQueue{Name: q, InFlight: held[[2]string{wi.ID, q}], Limit: limits[q]})
+		}
+		d.Workers[i] = row
 	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())

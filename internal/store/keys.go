@@ -94,6 +94,10 @@ func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }
 // Workers is the ZSET of worker ids scored by registry lease expiry.
 func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
 
+// WorkerInfo is the HASH of what each registered worker said of itself
+// (see register.lua), by worker id.
+func (k Keys) WorkerInfo() string { return k.prefix + ":{r}:winfo" }
+
 // Reclaiming is the ZSET of dead workers a peer is reclaiming, scored by
 // when its claim runs out (see expired.lua).
 func (k Keys) Reclaiming() string { return k.prefix + ":{r}:reclaiming" }
@@ -121,7 +125,7 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 		return KeyUnknown, ""
 	}
 	switch {
-	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming():
+	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming() || key == k.WorkerInfo():
 		return KeyRegistry, ""
 	case strings.HasPrefix(key, k.WorkerQueues("")):
 		if id := key[len(k.WorkerQueues("")):]; id != "" {

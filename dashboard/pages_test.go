@@ -3,7 +3,9 @@ package dashboard
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +201,43 @@ func sectionOf(body, marker string) string {
 		s = s[:j]
 	}
 	return s
+}
+
+// The workers page: each worker's host, process id and start as it
+// registered them (escaped; "—" for a worker registered without), its
+// queues with the tasks it holds there and their limits, and what it
+// runs, linked.
+func TestWorkersPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	_, inFlight := fill(t, e, "emails")
+	require.NoError(t, e.c.SetConcurrency(e.ctx(), "emails", 8))
+
+	code, body := e.get("/workers")
+	require.Equal(t, http.StatusOK, code)
+	host, _ := os.Hostname()
+	assert.Contains(t, body, ">"+templateEscape(host)+"<")
+	assert.Contains(t, body, ">"+strconv.Itoa(os.Getpid())+"<")
+	assert.Contains(t, body, `<a href="/ops/queue/emails">emails</a> <small>1/8</small>`)
+	assert.Contains(t, body, `<a href="/ops/task/emails/`+inFlight+`">`+inFlight+`</a> <small>emails, attempt 1, 35%</small>`)
+	assert.Regexp(t, regexp.MustCompile(`<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z</td>`), body, "the start")
+
+	// What a worker says of itself is shown as text; one without is "—".
+	var info string
+	for _, k := range e.m.Keys() {
+		if strings.HasSuffix(k, ":{r}:winfo") {
+			info = k
+		}
+	}
+	require.NotEmpty(t, info)
+	ws, err := e.c.Workers(e.ctx())
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	e.m.HSet(info, ws[0].ID, "1\n2\n<script>alert(1)</script>")
+	_, body = e.get("/workers")
+	assert.NotContains(t, body, "<script>alert")
+	assert.Contains(t, body, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	e.m.HDel(info, ws[0].ID)
+	_, body = e.get("/workers")
+	assert.Contains(t, body, `<td class="qname">—</td>`+"\n"+`<td class="n">—</td>`+"\n<td>—</td>", "no host, pid or start")
 }
