@@ -559,3 +559,55 @@ func TestObserverSeesTheKind(t *testing.T) {
 		assert.Equal(t, want[e.TaskID], e.Kind, "finish of %s", e.TaskID)
 	}
 }
+
+// CancelWaiting removes waiting tasks in bulk, by id, by kind or all,
+// leaving delayed ones; a removed task's unique key is free again and a
+// retained one is no longer waited for; bad selections are refused.
+func TestCancelWaiting(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	mail, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("m1"), []byte("m2")}, Kind("mail"))
+	require.NoError(t, err)
+	kept, err := c.Enqueue(ctx, "q", []byte("sms"), Kind("sms"))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "q", []byte("plain"), Unique("only-one"), Retain(time.Minute))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("later"), Kind("mail"), In(time.Hour))
+	require.NoError(t, err)
+
+	removed, more, err := c.CancelWaiting(ctx, "q", WaitingSelection{Kind: "mail"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), removed)
+	assert.False(t, more)
+	ts, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	assert.Equal(t, []string{kept, plain}, []string{ts[0].ID, ts[1].ID})
+	n, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the delayed task of that kind stays")
+
+	removed, _, err = c.CancelWaiting(ctx, "q", WaitingSelection{IDs: []string{plain, mail[0]}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), removed, "the one still waiting")
+	// No outcome will come: a Wait ends at once (a retained task still
+	// listed would make it wait).
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = c.Wait(wctx, "q", plain)
+	require.ErrorIs(t, err, ErrNoTask)
+	_, err = c.Enqueue(ctx, "q", []byte("plain"), Unique("only-one"))
+	require.NoError(t, err, "the unique key is free")
+
+	removed, _, err = c.CancelWaiting(ctx, "q", WaitingSelection{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), removed)
+	l, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, l)
+
+	for _, sel := range []WaitingSelection{{IDs: []string{""}}, {IDs: make([]string, MaxCancelIDs+1)}, {Kind: "a,b"}} {
+		_, _, err := c.CancelWaiting(ctx, "q", sel)
+		require.ErrorIs(t, err, ErrInvalidOptions)
+	}
+}
