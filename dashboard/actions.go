@@ -43,10 +43,16 @@ var doneMessages = map[string]string{
 	"requeued":    "Dead letter requeued.",
 	"deadDeleted": "Dead letter deleted.",
 	"nothing":     "Nothing to do: the task was not there any more.",
+	// With the count the redirect carries (n).
+	"bulkCancelled":     "%d waiting tasks cancelled.",
+	"bulkCancelledMore": "%d waiting tasks cancelled; the search stopped at 10,000 tasks, and more may match further back.",
+	"bulkRequeued":      "%d dead letters requeued.",
+	"bulkDeleted":       "%d dead letters deleted.",
 }
 
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
+	Bulk                         *bulkForm
 }
 
 func (confirmData) title() string { return "confirm" }
@@ -67,6 +73,10 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := r.PostFormValue("op")
+	if op == "bulk" {
+		h.bulkAction(w, r)
+		return
+	}
 	spec, ok := actions[op]
 	queue, qok := queueParam(r, "q")
 	id, nText := r.PostFormValue("id"), r.PostFormValue("n")
@@ -150,4 +160,33 @@ func backURL(base, back, queue, id, done string) string {
 		return u + "&" + v
 	}
 	return u + "?" + v
+}
+
+// bulkAction is a bulk action's request (op "bulk"): checked, confirmed,
+// then run.
+func (h *handler) bulkAction(w http.ResponseWriter, r *http.Request) {
+	queue, ok := queueParam(r, "q")
+	if !ok {
+		h.fail(w, r, http.StatusBadRequest, "no queue given")
+		return
+	}
+	f, msg := readBulk(r)
+	if msg != "" {
+		h.fail(w, r, http.StatusBadRequest, msg)
+		return
+	}
+	if r.PostFormValue("confirmed") != "yes" {
+		h.render(w, r, "confirm", http.StatusOK, confirmData{Op: "bulk", Verb: f.Question(), Queue: queue, Back: "queue", Bulk: &f})
+		return
+	}
+	done, n, answered, err := h.bulk(w, r, queue, f)
+	if answered {
+		return
+	}
+	h.log.Info("worqr dashboard: action", "op", "bulk", "by", f.By, "queue", queue, "ids", len(f.IDs), "kind", f.Kind, "n", n, "remote", r.RemoteAddr, "err", err)
+	if err != nil {
+		h.fail(w, r, errorStatus(err), fmt.Sprintf("%s failed after %d: %v", f.By, n, err))
+		return
+	}
+	http.Redirect(w, r, backURL(base(r), "queue", queue, "", done)+"&n="+strconv.FormatInt(n, 10), http.StatusSeeOther)
 }

@@ -477,3 +477,67 @@ func TestBrowserNarrow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, payload, "\n  \"vars\": {\n    \"name\": \"Ann\",", "pretty-printed")
 }
+
+// TestBrowserBulk: on a queue page, two waiting tasks ticked and "Cancel
+// selected" clicked (its own confirm() accepted) cancel those two; the
+// dead letters with an error chosen from the list are requeued.
+func TestBrowserBulk(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{PollInterval: 100 * time.Millisecond})
+	ctx := e.ctx()
+	ids, err := e.c.EnqueueBatch(ctx, "orders", [][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`), []byte(`{"n":3}`)}, worqr.Kind("order.paid"))
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, "failing", worqr.Events{}))
+	bury(t, e, w, "failing", "order.refund", "card declined")
+	bury(t, e, w, "failing", "order.refund", "card declined")
+	bury(t, e, w, "failing", "order.refund", "timeout")
+
+	bctx := browser(t, bin)
+	var dialogs []string
+	var mu sync.Mutex
+	opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opened {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	notice := func(want string) chromedp.Action[chromedp.Void] {
+		return until(fmt.Sprintf(`!!document.querySelector(".notice") && document.querySelector(".notice").textContent.trim() === %q`, want))
+	}
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders")),
+		chromedp.Click(css(fmt.Sprintf(`input[value="%s"]`, ids[0])), chromedp.NodeVisible),
+		chromedp.Click(css(fmt.Sprintf(`input[value="%s"]`, ids[2])), chromedp.NodeVisible),
+		chromedp.Click(css(`button[value="waiting-cancel-selected"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)), // the page after the redirect
+		notice("2 waiting tasks cancelled."),
+	))
+	ts, err := e.c.Tasks(ctx, "orders", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	assert.Equal(t, ids[1], ts[0].ID)
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/failing")),
+		chromedp.SetValue(css(`select[name="err"]`), "card declined", chromedp.NodeVisible),
+		chromedp.Click(css(`button[value="dead-requeue-error"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)),
+		notice("2 dead letters requeued."),
+	))
+	n, err := e.c.DeadLetterCount(ctx, "failing")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"Cancel the selected waiting tasks of queue orders?", "Requeue the dead letters with that error (among the newest 1000) of queue failing?"}, dialogs)
+}

@@ -145,6 +145,10 @@ type queueData struct {
 	DeadFrom    int
 	PageSize    int
 	Stats       statsView
+	// The choices the bulk forms offer: the kinds of the waiting tasks
+	// shown, and the kinds and errors of the dead letters shown.
+	WaitingKinds, DeadKinds []string
+	DeadErrors              []errorChoice
 }
 
 func (d queueData) title() string { return "queue " + display(d.Info.Name) }
@@ -210,6 +214,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
+	d.WaitingKinds = kinds(d.Waiting)
+	d.DeadKinds, d.DeadErrors = deadChoices(d.Dead)
 	h.render(w, r, "queue", http.StatusOK, d)
 }
 

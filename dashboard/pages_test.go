@@ -169,7 +169,7 @@ func TestOverviewSortedAndListsPaged(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.c.EnqueueBatch(e.ctx(), "big", tasks, worqr.In(time.Hour))
 	require.NoError(t, err)
-	positions := regexp.MustCompile(`<tr>\n<td class="n">(\d+)</td>`)
+	positions := regexp.MustCompile(`<td class="n">(\d+)</td>\n<td class="id">`)
 
 	_, body = e.get("/queue/big")
 	p := positions.FindAllStringSubmatch(body, -1)

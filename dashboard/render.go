@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -104,6 +105,9 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, st
 	}
 	if d := r.URL.Query().Get("done"); d != "" {
 		p.Done = doneMessages[d]
+		if strings.Contains(p.Done, "%d") {
+			p.Done = fmt.Sprintf(p.Done, countParam(r))
+		}
 	}
 	var buf bytes.Buffer
 	if err := pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {

@@ -10,7 +10,9 @@
   document.addEventListener("submit", function (ev) {
     var form = ev.target;
     if (!form.classList || !form.classList.contains("act")) return;
-    var msg = form.getAttribute("data-confirm") || "Are you sure?";
+    // A form with several buttons (the bulk ones) asks the clicked one's question.
+    var by = ev.submitter && ev.submitter.getAttribute("data-confirm");
+    var msg = by || form.getAttribute("data-confirm") || "Are you sure?";
     if (!window.confirm(msg)) { ev.preventDefault(); return; }
     var c = form.querySelector("input[name=confirmed]");
     if (c) c.value = "yes";
