@@ -414,6 +414,25 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 	return CancelResult(n), nil
 }
 
+// RunNow moves a delayed task, a retry waiting out its backoff or one
+// enqueued to run later, to the back of its queue now, and wakes the
+// queue's workers. It reports false, with no error, when the queue has no
+// delayed task of that id (it ran already, or was never delayed). The
+// delayed set is not indexed by id: this is a scan of it, in one script.
+func (c *Client) RunNow(ctx context.Context, queue, id string) (bool, error) {
+	if err := c.validate(ctx, "run now", queue); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, fmt.Errorf("worqr: run now %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	ok, err := c.store.RunNow(ctx, queue, id)
+	if err != nil {
+		return false, c.fail("run now", queue, err)
+	}
+	return ok, nil
+}
+
 // WaitingSelection chooses the waiting tasks CancelWaiting removes: those
 // with IDs if any are given (at most MaxCancelIDs), else those of Kind if
 // it is set, else all of them.

@@ -368,10 +368,10 @@ type WorkerInfo struct {
 	ID string
 	// LeaseLeftMillis is how long its lease has left, by the Redis clock.
 	LeaseLeftMillis int64
-	// Host and PID are the host name and process id of the process the
-	// worker runs in, and StartedAt when it registered, by the Redis
-	// clock: as it registered them, so empty or zero for a worker of a
-	// release that did not.
+	// Host is the name of the machine the worker's program runs on, PID
+	// the program's operating-system process id, and StartedAt when the
+	// worker registered, by the Redis clock: as it registered them, so
+	// empty or zero for a worker of a release that did not.
 	Host      string
 	PID       int
 	StartedAt time.Time

@@ -611,3 +611,32 @@ func TestCancelWaiting(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOptions)
 	}
 }
+
+// RunNow moves a delayed task to the back of its queue at once, and a
+// worker takes it; an id not delayed (unknown, or waiting already) is
+// false; an empty id is refused.
+func TestRunNow(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	first, err := c.Enqueue(ctx, "q", []byte("first"))
+	require.NoError(t, err)
+	later, err := c.Enqueue(ctx, "q", []byte("later"), In(time.Hour))
+	require.NoError(t, err)
+	for _, id := range []string{"unknown", first} {
+		ok, err := c.RunNow(ctx, "q", id)
+		require.NoError(t, err)
+		assert.False(t, ok, id)
+	}
+	ok, err := c.RunNow(ctx, "q", later)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	n, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	ts, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	assert.Equal(t, []string{first, later}, []string{ts[0].ID, ts[1].ID}, "at the back")
+	_, err = c.RunNow(ctx, "q", "")
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}

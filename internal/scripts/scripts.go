@@ -31,6 +31,7 @@ type Set struct {
 	CancelWaiting *Script
 	Delete        *Script
 	Promote       *Script
+	RunNow        *Script
 	Control       *Script
 	QueueInfo     *Script
 	Retry         *Script
@@ -82,6 +83,7 @@ func Load(sharded, stats bool) *Set {
 		CancelWaiting: load("cancel_waiting.lua"),
 		Delete:        load("delete.lua"),
 		Promote:       load("promote.lua"),
+		RunNow:        load("run_now.lua"),
 		Control:       load("control.lua"),
 		QueueInfo:     load("queue_info.lua"),
 		Retry:         load("retry.lua"),

@@ -120,6 +120,19 @@ func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	return Promoted{Moved: n[0], Next: n[1], Now: n[2]}, nil
 }
 
+// RunNow moves one delayed task, by id, to the back of its queue now (see
+// run_now.lua). It reports false when the queue has no delayed task of
+// that id.
+func (s *Store) RunNow(ctx context.Context, queue, id string) (bool, error) {
+	k := s.queueKeys(queue)
+	n, err := s.run(ctx, OpPromote, queue, s.scripts.RunNow, []string{k.Delayed, k.Waiting, k.Idle, k.High, k.Low}, []string{k.Channel, id, deadPattern(id)})
+	if err != nil {
+		return false, err
+	}
+	moved, err := n.AsInt64()
+	return moved == 1, err
+}
+
 // DelayedTask is a delayed task and when it is due.
 type DelayedTask struct {
 	Task

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,4 +116,48 @@ func TestTickScript(t *testing.T) {
 		e.within(got.Last, before, e.clockMs(), "the first tick recorded")
 		e.expect(keyState{"periodic": hash{"s": decOf(got.Last)}})
 	})
+}
+
+// run_now.lua: one delayed task, by id (not a prefix of one), goes to the
+// back of its level's list with its due time set to now, and a runtime is
+// woken; an id not delayed changes nothing.
+func TestRunNowScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	now := e.clock()
+	hour := float64(now + 3_600_000_000)
+	seed := keyState{
+		"waiting": list{"50:old"},
+		"delayed": zset{"51,a1,d1:retry": hour, "52:later": hour + 1, "53,ph:high": hour + 2},
+	}
+	e.seed(seed)
+	for _, id := range []string{"5", "99", "50"} {
+		ok, err := e.s.RunNow(e.ctx, "q", id)
+		require.NoError(t, err)
+		assert.False(t, ok, id)
+	}
+	e.expect(seed)
+
+	ok, err := e.s.RunNow(e.ctx, "q", "51")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = e.s.RunNow(e.ctx, "q", "53")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got := e.dump()
+	moved := got["waiting"].(list)[0]
+	due, ok := strings.CutPrefix(moved, "51,a1,d")
+	require.True(t, ok, moved)
+	due, ok = strings.CutSuffix(due, ":retry")
+	require.True(t, ok, moved)
+	at, err := strconv.ParseInt(due, 16, 64)
+	require.NoError(t, err)
+	e.within(at, now, e.clock(), "the due time, now")
+	high := got["high"].(list)[0]
+	require.True(t, strings.HasPrefix(high, "53,ph,d") && strings.HasSuffix(high, ":high"), high)
+	require.Equal(t, keyState{
+		"waiting": list{moved, "50:old"},
+		"high":    list{high},
+		"delayed": zset{"52:later": hour + 1},
+	}, got)
 }

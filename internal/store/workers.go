@@ -13,7 +13,8 @@ import (
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // RegisterWorker enters a new worker id in the registry with a lease of
-// ttl, with this process's id and host name for inspection (LiveWorkers).
+// ttl, with this program's operating-system process id and host name for
+// inspection (LiveWorkers).
 func (s *Store) RegisterWorker(ctx context.Context, id string, ttl time.Duration) error {
 	host, _ := os.Hostname() // "" if unknown: shown as such
 	res, err := s.run(ctx, OpRegisterWorker, "", s.scripts.Register, []string{s.keys.Workers(), s.keys.WorkerInfo()},
@@ -234,8 +235,9 @@ func (s *Store) ExpiredWorkers(ctx context.Context, limit int, self string, clai
 }
 
 // WorkerLease is a live worker, how long its lease has left, and what it
-// said of itself when it registered: its process id, host and start by
-// the Redis clock (zero values for a worker registered without them).
+// said of itself when it registered: its program's operating-system
+// process id, its host and its start by the Redis clock (zero values for
+// a worker registered without them).
 type WorkerLease struct {
 	ID        string
 	LeftMsec  int64
