@@ -29,6 +29,7 @@ var actions = map[string]actionSpec{
 	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
 	"requeue":     {verb: "Requeue dead letter", needID: true, done: "requeued"},
 	"deletedead":  {verb: "Delete dead letter", needID: true, done: "deadDeleted"},
+	"runnow":      {verb: "Run now: queue", needID: true, done: "ranNow"},
 }
 
 // doneMessages are the notices shown after an action, by done code (never
@@ -42,6 +43,7 @@ var doneMessages = map[string]string{
 	"cancelled":   "Task cancelled.",
 	"requeued":    "Dead letter requeued.",
 	"deadDeleted": "Dead letter deleted.",
+	"ranNow":      "Task moved to the back of the queue, to run now.",
 	"nothing":     "Nothing to do: the task was not there any more.",
 	// With the count the redirect carries (n).
 	"bulkCancelled":     "%d waiting tasks cancelled.",
@@ -124,6 +126,15 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == nil && res.Removed+res.Marked == 0 {
+			done = "nothing"
+		}
+	case "runnow":
+		// A scan of the delayed set: a lookup.
+		var found bool
+		if !h.lookup(w, r, func(ctx context.Context) { found, err = h.c.RunNow(ctx, queue, id) }) {
+			return
+		}
+		if err == nil && !found {
 			done = "nothing"
 		}
 	case "requeue", "deletedead":

@@ -140,6 +140,10 @@ type queueData struct {
 	WaitingFrom int
 	Delayed     []worqr.TaskInfo
 	DelayedFrom int
+	// DelayedOnly is "retries" or "scheduled" when the delayed list shows
+	// only those; DelayedNext is where its next page starts, 0 if none.
+	DelayedOnly string
+	DelayedNext int
 	Procs       []worqr.ProcessInfo
 	Dead        []worqr.DeadLetter
 	DeadFrom    int
@@ -162,11 +166,36 @@ func (d queueData) Page(list string, pages int) string {
 	v := url.Values{}
 	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom}
 	at[list] = max(at[list]+pages*pageSize, 0)
+	if list == "lo" && pages > 0 && d.DelayedNext > 0 {
+		at[list] = d.DelayedNext
+	}
 	for _, k := range []string{"wo", "lo", "do"} {
 		if at[k] > 0 {
 			v.Set(k, strconv.Itoa(at[k]))
 		}
 	}
+	if d.DelayedOnly != "" {
+		v.Set("only", d.DelayedOnly)
+	}
+	return d.link(v)
+}
+
+// Only is the address of this queue's page with the delayed list showing
+// only retries or scheduled tasks ("" for all), from its start.
+func (d queueData) Only(only string) string {
+	v := url.Values{}
+	for k, at := range map[string]int{"wo": d.WaitingFrom, "do": d.DeadFrom} {
+		if at > 0 {
+			v.Set(k, strconv.Itoa(at))
+		}
+	}
+	if only != "" {
+		v.Set("only", only)
+	}
+	return d.link(v)
+}
+
+func (d queueData) link(v url.Values) string {
 	u := queuePath(d.Base, d.Info.Name)
 	if len(v) == 0 {
 		return u
@@ -199,7 +228,16 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	})
 	read(func() (e error) {
-		d.Delayed, e = h.c.Delayed(ctx, name, int64(d.DelayedFrom), int64(d.DelayedFrom+pageSize-1), cut)
+		switch d.DelayedOnly = r.URL.Query().Get("only"); d.DelayedOnly {
+		case "retries", "scheduled":
+			d.Delayed, d.DelayedNext, e = h.delayedOnly(ctx, name, d.DelayedFrom, d.DelayedOnly == "retries")
+		default:
+			d.DelayedOnly = ""
+			d.Delayed, e = h.c.Delayed(ctx, name, int64(d.DelayedFrom), int64(d.DelayedFrom+pageSize-1), cut)
+			if len(d.Delayed) == pageSize {
+				d.DelayedNext = d.DelayedFrom + pageSize
+			}
+		}
 		return
 	})
 	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
@@ -463,4 +501,37 @@ func (d queueData) Hourly() string {
 		return u + "&res=h"
 	}
 	return u + "?res=h"
+}
+
+// delayedScan bounds the delayed tasks one page of retries (or of
+// scheduled tasks) reads past its start.
+const delayedScan = 1000
+
+// delayedOnly reads a page of the delayed tasks that are retries (they
+// ran before: Attempts > 0) or, if not retries, that are scheduled (never
+// ran), from position from, reading delayedScan of them at most: it
+// returns them and the position the next page starts at, 0 if none.
+func (h *handler) delayedOnly(ctx context.Context, queue string, from int, retries bool) ([]worqr.TaskInfo, int, error) {
+	const chunk = 200
+	var out []worqr.TaskInfo
+	at := from
+	for at-from < delayedScan {
+		ts, err := h.c.Delayed(ctx, queue, int64(at), int64(at+chunk-1), worqr.PayloadPrefix(rowPreview))
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, t := range ts {
+			if (t.Attempts > 0) == retries {
+				out = append(out, t)
+				if len(out) == pageSize {
+					return out, at + i + 1, nil
+				}
+			}
+		}
+		if len(ts) < chunk {
+			return out, 0, nil
+		}
+		at += chunk
+	}
+	return out, at, nil
 }
