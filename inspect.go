@@ -407,3 +407,41 @@ func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, e
 	}
 	return qs, nil
 }
+
+// KeptOutcome is an outcome in a listing (Outcomes): with PayloadPrefix
+// its Result, or its Error, is cut, and Size is the whole size of either.
+type KeptOutcome struct {
+	TaskOutcome
+	Size int
+}
+
+// maxOutcomesLimit bounds one Outcomes call.
+const maxOutcomesLimit = 1000
+
+// Outcomes lists the outcomes a queue keeps (of tasks enqueued with
+// Retain that ended, until their retention runs out), latest to expire
+// first, so the latest to end first among tasks retained alike: up to
+// limit of them (1 to 1,000), after skipping offset. Offsets shift as
+// outcomes come and expire, as DeadLetters' do. With PayloadPrefix each
+// result or error is cut in Redis.
+func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]KeptOutcome, error) {
+	if err := c.validate(ctx, "outcomes", queue); err != nil {
+		return nil, err
+	}
+	if offset < 0 || limit <= 0 || limit > maxOutcomesLimit {
+		return nil, fmt.Errorf("worqr: outcomes %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
+	}
+	cut, err := inspectCut("outcomes", queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := c.store.Outcomes(ctx, queue, offset, limit, cut)
+	if err != nil {
+		return nil, c.fail("outcomes", queue, err)
+	}
+	out := make([]KeptOutcome, len(rs))
+	for i, r := range rs {
+		out[i] = KeptOutcome{TaskOutcome: taskOutcome(queue, r.Result), Size: r.Size}
+	}
+	return out, nil
+}

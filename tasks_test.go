@@ -640,3 +640,51 @@ func TestRunNow(t *testing.T) {
 	_, err = c.RunNow(ctx, "q", "")
 	require.ErrorIs(t, err, ErrInvalidOptions)
 }
+
+// Outcomes lists the kept outcomes, latest to expire first, cut as asked;
+// tasks not retained, or not ended, are not listed.
+func TestOutcomesListed(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w, err := c.NewWorker(ctx, WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	short, err := c.Enqueue(ctx, "q", []byte("a"), Retain(time.Minute))
+	require.NoError(t, err)
+	long, err := c.Enqueue(ctx, "q", []byte("b"), Retain(time.Hour))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("c")) // not retained
+	require.NoError(t, err)
+	pending, err := c.Enqueue(ctx, "q", []byte("d"), Retain(time.Hour))
+	require.NoError(t, err)
+	for range 3 {
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		if p.TaskID() == long {
+			require.NoError(t, p.DeadLetter(ctx, errors.New("a long error text")))
+			continue
+		}
+		p.SetResult([]byte("the whole result"))
+		require.NoError(t, p.Finish(ctx))
+	}
+	os, err := c.Outcomes(ctx, "q", 0, 10, PayloadPrefix(4))
+	require.NoError(t, err)
+	require.Len(t, os, 2)
+	assert.Equal(t, long, os[0].ID)
+	assert.Equal(t, OutcomeDead, os[0].Status)
+	assert.Equal(t, "a lo", os[0].Error)
+	assert.Equal(t, len("a long error text"), os[0].Size)
+	assert.Equal(t, short, os[1].ID)
+	assert.Equal(t, OutcomeSucceeded, os[1].Status)
+	assert.Equal(t, "the ", string(os[1].Result))
+	assert.NotEqual(t, pending, os[1].ID)
+	os, err = c.Outcomes(ctx, "q", 1, 1)
+	require.NoError(t, err)
+	require.Len(t, os, 1)
+	assert.Equal(t, "the whole result", string(os[0].Result))
+	for _, bad := range [][2]int{{-1, 1}, {0, 0}, {0, 1001}} {
+		_, err := c.Outcomes(ctx, "q", bad[0], bad[1])
+		require.ErrorIs(t, err, ErrInvalidOptions)
+	}
+}

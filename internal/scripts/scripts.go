@@ -51,6 +51,7 @@ type Set struct {
 	Progress      *Script // a handler's progress report
 	Stats         *Script // a client's stats counts, when no other call carried them
 	Outcome       *Script // a task's retained outcome, or whether one will come
+	OutcomeList   *Script // the kept outcomes, latest to expire first
 	// Inspection with payloads cut to a prefix, and a task found by id.
 	WaitingList *Script
 	DelayedList *Script
@@ -103,6 +104,7 @@ func Load(sharded, stats bool) *Set {
 		Progress:      load("progress.lua"),
 		Stats:         load("stats.lua"),
 		Outcome:       load("outcome.lua"),
+		OutcomeList:   load("outcome_list.lua"),
 
 		WaitingList: load("waiting_list.lua"),
 		DelayedList: load("delayed_list.lua"),

@@ -161,3 +161,32 @@ func TestRunNowScript(t *testing.T) {
 		"delayed": zset{"52:later": hour + 1},
 	}, got)
 }
+
+// outcome_list.lua: the kept outcomes, latest to expire first, their
+// bodies cut; pending tasks and expired outcomes are left out.
+func TestOutcomeListScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	now := e.clockMs()
+	e.seed(keyState{
+		"retained": zset{"70": inf, "71": float64(now + 10_000), "72": float64(now + 50_000), "73": float64(now - 1)},
+		"results": hash{
+			"71": "71,sok,S1000,E2000,a1:result of 71",
+			"72": "72,sdead,S1000,E3000,a2,Ktimeout:boom",
+			"73": "73,sok,S1,E2,a1:gone",
+		},
+	})
+	got, err := e.s.Outcomes(e.ctx, "q", 0, 10, 4)
+	require.NoError(t, err)
+	require.Equal(t, []KeptOutcome{
+		{Result: Result{ID: "72", Status: "dead", Started: 1000, Ended: 3000, Expires: now + 50_000, Attempts: 2, Reason: "timeout", Body: "boom"}, Size: 4},
+		{Result: Result{ID: "71", Status: "ok", Started: 1000, Ended: 2000, Expires: now + 10_000, Attempts: 1, Body: "resu"}, Size: 12},
+	}, got)
+	got, err = e.s.Outcomes(e.ctx, "q", 1, 1, -1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "result of 71", got[0].Body)
+	got, err = e.s.Outcomes(e.ctx, "q", 2, 10, -1)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
