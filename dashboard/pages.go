@@ -147,8 +147,12 @@ type queueData struct {
 	Procs       []worqr.ProcessInfo
 	Dead        []worqr.DeadLetter
 	DeadFrom    int
-	PageSize    int
-	Stats       statsView
+	// Finished are the kept outcomes (retained tasks that ended), latest
+	// to expire first, from FinishedFrom.
+	Finished     []worqr.KeptOutcome
+	FinishedFrom int
+	PageSize     int
+	Stats        statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
 	WaitingKinds, DeadKinds []string
@@ -164,12 +168,12 @@ func (d queueData) queueName() string { return d.Info.Name }
 // 1 on); the other lists stay where they are.
 func (d queueData) Page(list string, pages int) string {
 	v := url.Values{}
-	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom}
+	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom, "fo": d.FinishedFrom}
 	at[list] = max(at[list]+pages*pageSize, 0)
 	if list == "lo" && pages > 0 && d.DelayedNext > 0 {
 		at[list] = d.DelayedNext
 	}
-	for _, k := range []string{"wo", "lo", "do"} {
+	for _, k := range []string{"wo", "lo", "do", "fo"} {
 		if at[k] > 0 {
 			v.Set(k, strconv.Itoa(at[k]))
 		}
@@ -184,7 +188,7 @@ func (d queueData) Page(list string, pages int) string {
 // only retries or scheduled tasks ("" for all), from its start.
 func (d queueData) Only(only string) string {
 	v := url.Values{}
-	for k, at := range map[string]int{"wo": d.WaitingFrom, "do": d.DeadFrom} {
+	for k, at := range map[string]int{"wo": d.WaitingFrom, "do": d.DeadFrom, "fo": d.FinishedFrom} {
 		if at > 0 {
 			v.Set(k, strconv.Itoa(at))
 		}
@@ -214,7 +218,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), PageSize: pageSize}
+	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), FinishedFrom: offsetParam(r, "fo"), PageSize: pageSize}
 	var err error
 	read := func(f func() error) {
 		if err == nil {
@@ -242,6 +246,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	})
 	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
 	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize, cut); return })
+	read(func() (e error) { d.Finished, e = h.c.Outcomes(ctx, name, d.FinishedFrom, pageSize, cut); return })
 	read(func() error {
 		res, n := statsWindow(r)
 		s, e := h.c.Stats(ctx, name, worqr.StatsOptions{Resolution: res})

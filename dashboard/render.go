@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 	"queueURL": queuePath,
 	"taskURL":  taskPath,
 	"add":      func(a, b int) int { return a + b },
+	"bytes":    func(s string) []byte { return []byte(s) },
 	"maxLimit": func() int64 { return worqr.MaxLimit },
 }
 

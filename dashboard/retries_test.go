@@ -90,3 +90,43 @@ func TestRetriesAndRunNow(t *testing.T) {
 	_, loc = e.post("/action", form(tok, retries[0]))
 	assert.Contains(t, loc, "done=nothing", "waiting already")
 }
+
+// The queue page lists the kept outcomes: succeeded with their result,
+// dead with their reason and error, escaped and cut; tasks not retained
+// are not listed.
+func TestFinishedListed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	ok, err := e.c.Enqueue(ctx, "q", []byte("a"), worqr.Retain(time.Hour))
+	require.NoError(t, err)
+	bad, err := e.c.Enqueue(ctx, "q", []byte("b"), worqr.Retain(2*time.Hour))
+	require.NoError(t, err)
+	plain, err := e.c.Enqueue(ctx, "q", []byte("c"))
+	require.NoError(t, err)
+	for range 3 {
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		if p.TaskID() == bad {
+			require.NoError(t, p.DeadLetter(ctx, errors.New("<script>alert(1)</script>")))
+			continue
+		}
+		p.SetResult([]byte(`<img src=x onerror=alert(2)>` + strings.Repeat("r", 200)))
+		require.NoError(t, p.Finish(ctx))
+	}
+	_, body := e.get("/queue/q")
+	rows := sectionOf(body, `id="finished"`)
+	assert.Contains(t, rows, ok)
+	assert.Contains(t, rows, bad)
+	assert.NotContains(t, rows, plain)
+	assert.Less(t, strings.Index(rows, bad), strings.Index(rows, ok), "latest to expire first")
+	assert.Contains(t, rows, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	assert.Contains(t, rows, "&lt;img src=x onerror=alert(2)&gt;rrr")
+	assert.NotContains(t, rows, strings.Repeat("r", 100), "cut")
+	assert.NotContains(t, body, "<script>alert")
+	assert.NotContains(t, body, "<img src=x")
+}
