@@ -445,3 +445,33 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 	}
 	return out, nil
 }
+
+// ScheduleInfo is what Redis keeps of one periodic schedule of a queue
+// (see Worker.Periodic): the schedule itself lives in the workers that
+// register it.
+type ScheduleInfo struct {
+	Name  string
+	Queue string
+	// LastTick is the last tick enqueued, by the Redis clock, or when the
+	// schedule was first seen if none was yet.
+	LastTick time.Time
+	// TaskID is the id of the last tick's task, "" if none is known (no
+	// tick yet, or one enqueued by a release that did not keep it).
+	TaskID string
+}
+
+// Schedules lists a queue's periodic schedules, by name.
+func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, error) {
+	if err := c.validate(ctx, "schedules", queue); err != nil {
+		return nil, err
+	}
+	ss, err := c.store.Schedules(ctx, queue)
+	if err != nil {
+		return nil, c.fail("schedules", queue, err)
+	}
+	out := make([]ScheduleInfo, len(ss))
+	for i, s := range ss {
+		out[i] = ScheduleInfo{Name: s.Name, Queue: queue, LastTick: time.UnixMilli(s.Last), TaskID: s.TaskID}
+	}
+	return out, nil
+}

@@ -48,6 +48,7 @@ type Set struct {
 	Live          *Script
 	States        *Script
 	Tick          *Script // periodic tasks
+	PeriodicList  *Script // the periodic schedules, for inspection
 	Progress      *Script // a handler's progress report
 	Stats         *Script // a client's stats counts, when no other call carried them
 	Outcome       *Script // a task's retained outcome, or whether one will come
@@ -101,6 +102,7 @@ func Load(sharded, stats bool) *Set {
 		Live:          load("live.lua"),
 		States:        load("states.lua"),
 		Tick:          load("tick.lua"),
+		PeriodicList:  load("periodic_list.lua"),
 		Progress:      load("progress.lua"),
 		Stats:         load("stats.lua"),
 		Outcome:       load("outcome.lua"),

@@ -108,6 +108,7 @@ func TestDeleteScript(t *testing.T) {
 	st["uniquettl"] = zset{"abc": 1}
 	st["starts"] = zset{"1": 1}
 	st["periodic"] = hash{"s": "1"}
+	st["ticks"] = hash{"s": "60"}
 	st["progress"] = hash{"64": "1,5,1:"}
 	st["stats"] = hash{"cur": "1"}
 	st["leases"] = zset{w: 1}

@@ -44,6 +44,7 @@ type QueueKeys struct {
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
 	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
+	Ticks     string // HASH schedule name -> the id of the task of its last tick enqueued
 	// Progress holds the last progress report of tasks in flight, written
 	// only when a handler reports and removed by every script that ends a
 	// process (see ProgressRecord).
@@ -76,6 +77,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		UniqueTTL: base + "uniquettl",
 		Starts:    base + "starts",
 		Periodic:  base + "periodic",
+		Ticks:     base + "ticks",
 		Progress:  base + "progress",
 		Stats:     base + "stats",
 		Channel:   base + "events",
@@ -85,7 +87,7 @@ func (k Keys) Queue(name string) QueueKeys {
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
-		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Progress, q.Stats}
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats}
 }
 
 // Queues is the SET of known queue names.

@@ -53,7 +53,8 @@ func TestPromoteScript(t *testing.T) {
 }
 
 // tick.lua: one tick of a periodic schedule enqueues its task once, with
-// an id from the meta hash's counter, and records the tick; a tick not
+// an id from the meta hash's counter, and records the tick and its task's
+// id; a tick not
 // later than the last, or still to come, changes nothing; tick 0 records
 // now for a schedule never seen.
 func TestTickScript(t *testing.T) {
@@ -76,6 +77,7 @@ func TestTickScript(t *testing.T) {
 		e.expect(keyState{
 			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1)},
 			"periodic": hash{"s": decOf(tick), "other": "5"},
+			"ticks":    hash{"s": hexOf(x + 1)},
 			"waiting":  list{hexOf(x+1) + ",m2,R1500:p"},
 			"retained": zset{hexOf(x + 1): inf},
 			"idle":     zset{"r3": 3},
@@ -189,4 +191,18 @@ func TestOutcomeListScript(t *testing.T) {
 	got, err = e.s.Outcomes(e.ctx, "q", 2, 10, -1)
 	require.NoError(t, err)
 	assert.Empty(t, got)
+}
+
+// periodic_list.lua: each schedule's last tick and its task's id, "" for
+// one whose tick's task is not known.
+func TestPeriodicListScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	e.seed(keyState{
+		"periodic": hash{"nightly": "1000", "heartbeat": "2000"},
+		"ticks":    hash{"heartbeat": "66", "gone": "67"},
+	})
+	got, err := e.s.Schedules(e.ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, []ScheduleState{{Name: "heartbeat", Last: 2000, TaskID: "66"}, {Name: "nightly", Last: 1000}}, got)
 }
