@@ -168,7 +168,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch route {
-	case "/", "/queue", "/task", "/workers", "/search", "/events":
+	case "/", "/queue", "/task", "/workers", "/periodic", "/search", "/events":
 		// Pages that read Redis, some a lot (a task's page scans its
 		// queue): only for the dashboard's own pages, not an image on
 		// another site's, which a browser sends with the credentials it has.
@@ -211,6 +211,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.task(w, r)
 	case "/workers":
 		h.workers(w, r)
+	case "/periodic":
+		h.periodic(w, r)
 	case "/events":
 		h.events(w, r)
 	default:

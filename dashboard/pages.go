@@ -540,3 +540,31 @@ func (h *handler) delayedOnly(ctx context.Context, queue string, from int, retri
 	}
 	return out, at, nil
 }
+
+type periodicData struct {
+	Schedules []worqr.ScheduleInfo
+}
+
+func (periodicData) title() string { return "periodic" }
+
+// periodic lists every queue's periodic schedules, by queue and name.
+func (h *handler) periodic(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	names, err := h.c.Queues(ctx)
+	slices.Sort(names)
+	var d periodicData
+	for _, q := range names {
+		if err != nil {
+			break
+		}
+		var ss []worqr.ScheduleInfo
+		ss, err = h.c.Schedules(ctx, q)
+		d.Schedules = append(d.Schedules, ss...)
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	h.render(w, r, "periodic", http.StatusOK, d)
+}

@@ -241,3 +241,36 @@ func TestWorkersPage(t *testing.T) {
 	_, body = e.get("/workers")
 	assert.Contains(t, body, `<td class="qname">—</td>`+"\n"+`<td class="n">—</td>`+"\n<td>—</td>", "no host, pid or start")
 }
+
+// The periodic page lists every queue's schedules with their last tick
+// and its task, linked; names are shown as text.
+func TestPeriodicPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	id, err := e.c.Enqueue(e.ctx(), "maintenance", []byte("cleanup"))
+	require.NoError(t, err)
+	_, err = e.c.Enqueue(e.ctx(), "reports", []byte("x"))
+	require.NoError(t, err)
+	var periodic, ticks string
+	for _, k := range e.m.Keys() {
+		switch {
+		case strings.HasSuffix(k, "{q:maintenance}:meta"):
+			periodic = strings.TrimSuffix(k, "meta") + "periodic"
+			ticks = strings.TrimSuffix(k, "meta") + "ticks"
+		}
+	}
+	require.NotEmpty(t, periodic)
+	e.m.HSet(periodic, "nightly-cleanup", "1700000000000", "<script>x</script>", "1700000001000")
+	e.m.HSet(ticks, "nightly-cleanup", id)
+
+	code, body := e.get("/periodic")
+	require.Equal(t, http.StatusOK, code)
+	rows := sectionOf(body, `id="periodic"`)
+	assert.Contains(t, rows, "nightly-cleanup")
+	assert.Contains(t, rows, "2023-11-14 22:13:20.000Z")
+	assert.Contains(t, rows, `href="/ops/task/maintenance/`+id+`"`)
+	assert.Contains(t, rows, "&lt;script&gt;x&lt;/script&gt;")
+	assert.NotContains(t, body, "<script>x")
+	assert.Less(t, strings.Index(rows, "&lt;script"), strings.Index(rows, "nightly"), "by name")
+	assert.Contains(t, body, `href="/ops/periodic" class="on"`)
+}
