@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -540,4 +542,168 @@ func TestBrowserBulk(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{"Cancel the selected waiting tasks of queue orders?", "Requeue the dead letters with that error (among the newest 1000) of queue failing?"}, dialogs)
+}
+
+// TestBrowserPages drives every page over a queue with tasks in each
+// state (waiting with kinds, scheduled, a retry, in flight with
+// progress, dead, finished), a worker and a periodic schedule, checks
+// what each shows, and saves each as a PNG in $WORQR_ARTIFACTS: the
+// screenshots in docs/dashboard are made by
+//
+//	WORQR_ARTIFACTS=$PWD/docs/dashboard go test -run 'TestBrowserPages|TestBrowserNarrow' ./dashboard
+func TestBrowserPages(t *testing.T) {
+	bin := chromium(t)
+	artifacts := os.Getenv("WORQR_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(artifacts, 0o755))
+	e := newEnv(t, Options{PollInterval: 200 * time.Millisecond})
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancelCtx()
+
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, "orders", worqr.Events{}))
+	// Finished: one succeeded, one dead, retained; a dead letter each
+	// of two errors; a retry; one in flight.
+	run := func(payload string, end func(p *worqr.Process) error, opts ...worqr.EnqueueOption) string {
+		id, err := e.c.Enqueue(ctx, "orders", []byte(payload), opts...)
+		require.NoError(t, err)
+		p, err := w.Dequeue(ctx, "orders")
+		require.NoError(t, err)
+		require.Equal(t, id, p.TaskID())
+		if end != nil {
+			require.NoError(t, end(p))
+		}
+		return id
+	}
+	paid := worqr.Kind("order.paid")
+	run(`{"order":1001,"total":"12.50"}`, func(p *worqr.Process) error {
+		p.SetResult([]byte(`{"invoice":"INV-1001","sent":true}`))
+		return p.Finish(ctx)
+	}, paid, worqr.Retain(time.Hour))
+	run(`{"order":1002,"total":"99.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("card declined: insufficient funds"))
+	}, paid, worqr.Retain(time.Hour))
+	run(`{"order":1003,"total":"5.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("card declined: insufficient funds"))
+	}, paid)
+	run(`{"order":1004,"refund":"5.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("gateway timeout after 30s"))
+	}, worqr.Kind("order.refund"))
+	retry := run(`{"order":1005,"total":"42.00"}`, func(p *worqr.Process) error {
+		return p.Retry(ctx, time.Hour, errors.New("connection reset by peer"))
+	}, paid)
+	inFlight := run(`{"order":1006,"total":"7.25"}`, func(p *worqr.Process) error { return p.ReportProgress(ctx, 60, "charging") }, paid)
+	var waiting []string
+	for i := range 6 {
+		id, err := e.c.Enqueue(ctx, "orders", fmt.Appendf(nil, `{"order":%d,"total":"%d.00","items":[{"sku":"A-%d","qty":1}]}`, 1010+i, 10+i, i), paid)
+		require.NoError(t, err)
+		waiting = append(waiting, id)
+	}
+	_, err = e.c.Enqueue(ctx, "orders", []byte(`{"report":"daily"}`), worqr.Kind("order.report"), worqr.In(2*time.Hour))
+	require.NoError(t, err)
+	_, err = e.c.EnqueueBatch(ctx, "emails", [][]byte{[]byte(`{"to":"ann@example.com"}`), []byte(`{"to":"bob@example.com"}`)})
+	require.NoError(t, err)
+	_, err = e.c.Enqueue(ctx, "tenant-acme-corporation-international-holdings-eu-west-1-invoices-reminders", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, w.Periodic(ctx, "heartbeat", "maintenance", worqr.Every(time.Second), []byte("beat"), worqr.PeriodicOptions{}))
+	eventually(t, "a periodic tick", func() bool {
+		ss, err := e.c.Schedules(ctx, "maintenance")
+		return err == nil && len(ss) == 1 && ss[0].TaskID != ""
+	})
+
+	bctx := browser(t, bin)
+	opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range opened {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(artifacts, name+".png"), png, 0o644)
+		})
+	}
+	fits := until(`document.documentElement.scrollWidth <= window.innerWidth`)
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(css(sel)))
+		require.NoError(t, err)
+		return s
+	}
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/")),
+		chromedp.WaitVisible(css(`#queues`)),
+		chromedp.WaitReady(css(`#live[data-at]`)),
+		fits,
+		shot("overview"),
+	))
+	names := text(`#queues tbody`)
+	assert.Regexp(t, `(?s)emails.*maintenance.*orders.*tenant-acme`, names, "by name")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders")),
+		chromedp.WaitVisible(css(`#finished`)),
+		chromedp.WaitReady(css(`#live[data-at]`)),
+		fits,
+		shot("queue"),
+	))
+	assert.Contains(t, text(`#delayed`), "retry")
+	assert.Contains(t, text(`#finished`), "INV-1001")
+	assert.Contains(t, text(`#dead`), "gateway timeout")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders?only=retries")),
+		chromedp.WaitVisible(css(`#delayed`)),
+	))
+	assert.Contains(t, text(`#delayed`), retry)
+	assert.NotContains(t, text(`#delayed`), "scheduled")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/task/orders/"+waiting[0])),
+		chromedp.WaitVisible(css(`#payload`)),
+		fits,
+		shot("task"),
+	))
+	assert.Contains(t, text(`#payload`), "\"items\": [\n    {\n      \"sku\": \"A-0\",")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/task/orders/"+retry)),
+		chromedp.WaitVisible(css(`button[data-op="runnow"]`)),
+		shot("task-retry"),
+		chromedp.Click(css(`button[data-op="runnow"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)),
+		until(`document.querySelector(".notice").textContent.indexOf("run now") >= 0`),
+	))
+	assert.Contains(t, text(`#where`), "Waiting", "run now")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/workers")),
+		chromedp.WaitVisible(css(`#workers`)),
+		fits,
+		shot("workers"),
+	))
+	ws := text(`#workers tbody`)
+	assert.Contains(t, ws, inFlight)
+	assert.Contains(t, ws, strconv.Itoa(os.Getpid()))
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/periodic")),
+		chromedp.WaitVisible(css(`#periodic`)),
+		fits,
+		shot("periodic"),
+	))
+	assert.Contains(t, text(`#periodic tbody`), "heartbeat")
 }

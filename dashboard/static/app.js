@@ -58,16 +58,19 @@
     a.href = base + "/queue?q=" + encodeURIComponent(q.k);
     td.className = "qname";
     a.textContent = q.name;
+    a.className = "clamp";
+    a.title = q.name;
     td.appendChild(a);
     tr.appendChild(td);
     ["waiting", "delayed", "inFlight", "dead", "paused", "limit", "rate"].forEach(function (f) {
       var c = document.createElement("td");
-      if (f !== "paused") c.className = "n";
+      c.className = (f !== "paused" ? "n" : "") + (f === "paused" || f === "limit" ? " wide" : "");
       c.setAttribute("data-k", q.k);
       c.setAttribute("data-f", f);
       tr.appendChild(c);
     });
     var st = document.createElement("td");
+    st.className = "wide";
     var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.setAttribute("class", "spark");
     svg.setAttribute("viewBox", "0 0 120 24");
