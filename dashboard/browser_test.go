@@ -653,9 +653,23 @@ func TestBrowserPages(t *testing.T) {
 	names := text(`#queues tbody`)
 	assert.Regexp(t, `(?s)emails.*maintenance.*orders.*tenant-acme`, names, "by name")
 
+	// The charts: dead and retried stacked on finished, and the
+	// percentiles (the stats may come a flush later: reload until then).
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/queue/orders")),
 		chromedp.WaitVisible(css(`#finished`)),
+	))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#statschart rect.dead").length + document.querySelectorAll("#statschart rect.retried").length + (document.querySelector("#latchart polyline.run") && document.querySelector("#latchart polyline.run").getAttribute("points") ? 1 : 0)`))
+		require.NoError(t, err)
+		if n >= 3 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the charts never showed dead, retried and run times")
+		require.NoError(t, chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(css(`#finished`))))
+	}
+	require.NoError(t, chromedp.Do(bctx,
 		chromedp.WaitReady(css(`#live[data-at]`)),
 		fits,
 		shot("queue"),

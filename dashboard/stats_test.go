@@ -157,3 +157,39 @@ func TestQueuePageStats(t *testing.T) {
 		}
 	}
 }
+
+// The chart stacks retried and dead on finished, scaled together with
+// started, and the percentile chart draws each percentile of each bucket
+// that counted some, scaled to the largest p99.
+func TestStatsViewLayout(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(6000*60, 0).Add(30 * time.Second)
+	hist := func(k int, n int64) worqr.Histogram { // n durations of 2^k µs
+		var h worqr.Histogram
+		h.Buckets[k] = n
+		return h
+	}
+	s := worqr.Stats{Now: now, Buckets: []worqr.StatsBucket{
+		{Start: time.Unix(5999*60, 0), Counts: worqr.StatsCounts{Finished: 6, Retried: 2, Dead: 2, Started: 8}, Wait: hist(10, 8), Run: hist(12, 8)},
+		{Start: time.Unix(6000*60, 0), Counts: worqr.StatsCounts{Finished: 5, Started: 5}, Run: hist(14, 5)},
+	}}
+	v := newStatsView(s, time.Minute, 60)
+	require.Len(t, v.Bars, 2)
+	assert.EqualValues(t, 10, v.Max, "finished, retried and dead together")
+	b := v.Bars[0]
+	assert.InDelta(t, 6*11.8, b.H, 1e-9)
+	assert.InDelta(t, 2*11.8, b.RetriedH, 1e-9)
+	assert.InDelta(t, 2*11.8, b.DeadH, 1e-9)
+	assert.InDelta(t, chartH-10*11.8, b.DeadY, 1e-9, "on top of the others")
+	assert.Zero(t, v.Bars[1].RetriedH)
+	assert.Equal(t, hist(14, 5).Quantile(0.99).Round(time.Microsecond).String(), v.LatMax, "the largest p99")
+	assert.Equal(t, 1, len(strings.Fields(v.WaitP50Line)), "one bucket counted waits")
+	assert.Equal(t, 2, len(strings.Fields(v.RunP99Line)))
+	assert.True(t, strings.HasSuffix(v.RunP99Line, ",1.0"), "the largest at the top: %s", v.RunP99Line)
+
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "jobs", []byte("x"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/jobs")
+	assert.NotContains(t, body, `id="latchart"`, "no percentiles yet: no chart")
+}
