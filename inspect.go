@@ -52,7 +52,7 @@ func taskInfo(queue string, t store.Task) TaskInfo {
 }
 
 // InspectOption changes what the inspection calls (Tasks, Delayed,
-// Processes, DeadLetters and FindTask) return.
+// Processes, DeadLetters, Outcomes and FindTask) return.
 type InspectOption func(*inspectOptions)
 
 type inspectOptions struct {

@@ -678,6 +678,17 @@ func TestBrowserPages(t *testing.T) {
 	assert.Contains(t, text(`#finished`), "INV-1001")
 	assert.Contains(t, text(`#dead`), "gateway timeout")
 
+	// Search the payloads from the queue's page.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.SendKeys(css(`form.payload-search input[name="payload"]`), `"A-2"`, chromedp.NodeVisible),
+		chromedp.Submit(css(`form.payload-search`)),
+		chromedp.WaitVisible(css(`#found`)),
+		shot("search-payloads"),
+	))
+	found := text(`#found tbody`)
+	assert.Contains(t, found, waiting[2])
+	assert.NotContains(t, found, waiting[1])
+
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/queue/orders?only=retries")),
 		chromedp.WaitVisible(css(`#delayed`)),

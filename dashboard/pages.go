@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/hex"
@@ -436,6 +437,17 @@ const searchQueues = 50
 func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	queue, id := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("id"))
+	if text := q.Get("payload"); text != "" || q.Has("payload") {
+		switch {
+		case queue == "" || len(queue) > worqr.MaxQueueNameLen:
+			h.fail(w, r, http.StatusBadRequest, "give the queue whose payloads to search")
+		case text == "" || len(text) > maxNeedle:
+			h.fail(w, r, http.StatusBadRequest, "give a text to look for (at most 256 bytes)")
+		default:
+			h.searchPayloads(w, r, queue, text)
+		}
+		return
+	}
 	switch {
 	case id == "" || len(id) > maxIDLen:
 		h.fail(w, r, http.StatusBadRequest, "give a task id (at most 64 characters)")
@@ -567,4 +579,94 @@ func (h *handler) periodic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, "periodic", http.StatusOK, d)
+}
+
+// A search of payloads reads, in its queue, the first searchScan waiting
+// and delayed tasks and dead letters each, the first searchPrefix bytes
+// of each payload (cut in Redis), a chunk at a time, within one lookup of
+// the budget, and lists the first pageSize that hold the text.
+const (
+	searchScan   = 5000
+	searchPrefix = 1024
+	searchChunk  = 500
+	maxNeedle    = 256
+)
+
+// foundTask is a task whose payload holds the text searched for.
+type foundTask struct {
+	Where string // "waiting", "delayed" or "dead"
+	worqr.TaskInfo
+}
+
+type foundData struct {
+	Queue, Text string
+	Found       []foundTask
+	// Full is set when the search stopped at pageSize matches; Scanned
+	// says how many tasks it read.
+	Full    bool
+	Scanned int
+}
+
+func (d foundData) title() string     { return "search " + display(d.Queue) }
+func (d foundData) queueName() string { return d.Queue }
+
+// searchPayloads lists a queue's tasks whose payload's first searchPrefix
+// bytes hold text.
+func (h *handler) searchPayloads(w http.ResponseWriter, r *http.Request, queue, text string) {
+	d := foundData{Queue: queue, Text: text}
+	var err error
+	if !h.lookup(w, r, func(ctx context.Context) { err = h.scanPayloads(ctx, &d) }) {
+		return
+	}
+	if err != nil {
+		h.fail(w, r, errorStatus(err), err.Error())
+		return
+	}
+	h.render(w, r, "found", http.StatusOK, d)
+}
+
+func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
+	needle := []byte(d.Text)
+	cut := worqr.PayloadPrefix(searchPrefix)
+	lists := []struct {
+		where string
+		read  func(from int) ([]worqr.TaskInfo, error)
+	}{
+		{"waiting", func(from int) ([]worqr.TaskInfo, error) {
+			return h.c.Tasks(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		}},
+		{"delayed", func(from int) ([]worqr.TaskInfo, error) {
+			return h.c.Delayed(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		}},
+		{"dead", func(from int) ([]worqr.TaskInfo, error) {
+			ds, err := h.c.DeadLetters(ctx, d.Queue, from, searchChunk, cut)
+			ts := make([]worqr.TaskInfo, len(ds))
+			for i, dl := range ds {
+				ts[i] = dl.TaskInfo
+			}
+			return ts, err
+		}},
+	}
+	for _, l := range lists {
+		for from := 0; from < searchScan; from += searchChunk {
+			ts, err := l.read(from)
+			if err != nil {
+				return err
+			}
+			d.Scanned += len(ts)
+			for _, t := range ts {
+				if bytes.Contains(t.Payload, needle) {
+					d.Found = append(d.Found, foundTask{Where: l.where, TaskInfo: t})
+					if len(d.Found) == pageSize {
+						d.Full = true
+						return nil
+					}
+				}
+			}
+			if len(ts) < searchChunk {
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -274,3 +274,45 @@ func TestPeriodicPage(t *testing.T) {
 	assert.Less(t, strings.Index(rows, "&lt;script"), strings.Index(rows, "nightly"), "by name")
 	assert.Contains(t, body, `href="/ops/periodic" class="on"`)
 }
+
+// A search of payloads lists the tasks, waiting, delayed or dead, whose
+// payload's first KiB holds the text, escaped; bad input gets 400 and the
+// lookup budget bounds it.
+func TestSearchPayloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	waiting, err := e.c.Enqueue(ctx, "q", []byte(`{"order":"<b>42</b>"}`))
+	require.NoError(t, err)
+	_, err = e.c.Enqueue(ctx, "q", []byte(`{"order":"43"}`))
+	require.NoError(t, err)
+	delayed, err := e.c.Enqueue(ctx, "q", []byte(`later <b>42</b>`), worqr.In(time.Hour))
+	require.NoError(t, err)
+	_, err = e.c.Enqueue(ctx, "q", append(make([]byte, 2000), []byte("<b>42</b>")...)) // past the first KiB
+	require.NoError(t, err)
+
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `name="payload"`, "the queue page has the search")
+	code, body := e.get("/search?queue=q&payload=" + url.QueryEscape("<b>42</b>"))
+	require.Equal(t, http.StatusOK, code)
+	rows := sectionOf(body, `id="found"`)
+	assert.Contains(t, rows, `href="/ops/task/q/`+waiting+`"`)
+	assert.Contains(t, rows, `href="/ops/task/q/`+delayed+`"`)
+	assert.Equal(t, 2, strings.Count(rows, "<tr>")-1, "the one past the first KiB is not read")
+	assert.Contains(t, rows, "<td>delayed</td>")
+	assert.Contains(t, body, `<span class="name">&#34;&lt;b&gt;42&lt;/b&gt;&#34;</span>`, "the text shown quoted, escaped")
+	assert.NotContains(t, body, "<b>42")
+	assert.Contains(t, body, "Read 4 tasks")
+
+	for _, path := range []string{"/search?payload=x", "/search?queue=q&payload=", "/search?queue=q&payload=" + strings.Repeat("x", 257)} {
+		code, _ := e.get(path)
+		assert.Equal(t, http.StatusBadRequest, code, path)
+	}
+	e.h.lookups.mu.Lock()
+	e.h.lookups.avail, e.h.lookups.at = 0, time.Now()
+	e.h.lookups.mu.Unlock()
+	before := e.rdb.n.Load()
+	code, _ = e.get("/search?queue=q&payload=42")
+	assert.Equal(t, http.StatusTooManyRequests, code)
+	assert.Equal(t, before, e.rdb.n.Load())
+}

@@ -67,7 +67,7 @@ func act(p view, op, back, queue, id, label string) actForm {
 var pages = func() map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "queue", "task", "workers", "periodic", "login", "confirm", "error", "visit"} {
+	for _, name := range []string{"overview", "queue", "task", "workers", "periodic", "found", "login", "confirm", "error", "visit"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	return out
