@@ -419,6 +419,69 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 	return CancelResult(n), nil
 }
 
+// RunNow moves a delayed task, a retry waiting out its backoff or one
+// enqueued to run later, to the back of its queue now, and wakes the
+// queue's workers. It reports false, with no error, when the queue has no
+// delayed task of that id (it ran already, or was never delayed). The
+// delayed set is not indexed by id: this is a scan of it, in one script.
+func (c *Client) RunNow(ctx context.Context, queue, id string) (bool, error) {
+	if err := c.validate(ctx, "run now", queue); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, fmt.Errorf("worqr: run now %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	ok, err := c.store.RunNow(ctx, queue, id)
+	if err != nil {
+		return false, c.fail("run now", queue, err)
+	}
+	return ok, nil
+}
+
+// WaitingSelection chooses the waiting tasks CancelWaiting removes: those
+// with IDs if any are given (at most MaxCancelIDs), else those of Kind if
+// it is set, else all of them.
+type WaitingSelection struct {
+	IDs  []string
+	Kind string
+}
+
+// MaxCancelIDs bounds WaitingSelection.IDs.
+const MaxCancelIDs = 1000
+
+// cancelWaitingLimit bounds the entries one CancelWaiting looks at.
+const cancelWaitingLimit = 10000
+
+// CancelWaiting removes waiting tasks of a queue in bulk, in one script:
+// those sel chooses, each as CancelTask removes one (its unique key
+// freed; a Wait for it returns ErrTaskCancelled). Delayed and in-flight
+// tasks are left alone. It looks at 10,000 waiting tasks at most, in
+// dequeue order, so that Redis is held up for a bounded time: more
+// reports that it stopped there, leaving the tasks further back
+// unlooked at (a call without IDs or Kind, which removes all it looks
+// at, goes on where the last stopped). It returns how many it removed.
+func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSelection) (removed int64, more bool, err error) {
+	if err := c.validate(ctx, "cancel waiting", queue); err != nil {
+		return 0, false, err
+	}
+	if len(sel.IDs) > MaxCancelIDs {
+		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %d ids, limit %d: %w", queue, len(sel.IDs), MaxCancelIDs, ErrInvalidOptions)
+	}
+	for _, id := range sel.IDs {
+		if id == "" {
+			return 0, false, fmt.Errorf("worqr: cancel waiting %q: empty task id: %w", queue, ErrInvalidOptions)
+		}
+	}
+	if err := checkKind(sel.Kind); err != nil {
+		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %w", queue, err)
+	}
+	removed, more, err = c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
+	if err != nil {
+		return removed, more, c.fail("cancel waiting", queue, err)
+	}
+	return removed, more, nil
+}
+
 // DeleteQueue removes a queue's waiting tasks and the queue itself, and
 // publishes a delete event. Processes already in flight can still finish;
 // requeuing them, or reclaiming them from a dead worker, drops them

@@ -54,7 +54,7 @@ func taskInfo(queue string, t store.Task) TaskInfo {
 }
 
 // InspectOption changes what the inspection calls (Tasks, Delayed,
-// Processes, DeadLetters and FindTask) return.
+// Processes, DeadLetters, Outcomes and FindTask) return.
 type InspectOption func(*inspectOptions)
 
 type inspectOptions struct {
@@ -370,6 +370,13 @@ type WorkerInfo struct {
 	ID string
 	// LeaseLeftMillis is how long its lease has left, by the Redis clock.
 	LeaseLeftMillis int64
+	// Host is the name of the machine the worker's program runs on, PID
+	// the program's operating-system process id, and StartedAt when the
+	// worker registered, by the Redis clock: as it registered them, so
+	// empty or zero for a worker of a release that did not.
+	Host      string
+	PID       int
+	StartedAt time.Time
 }
 
 // Workers lists the workers whose lease is live.
@@ -383,7 +390,10 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	out := make([]WorkerInfo, len(ls))
 	for i, l := range ls {
-		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec}
+		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec, Host: l.Host, PID: l.PID}
+		if l.StartedMs > 0 {
+			out[i].StartedAt = time.UnixMilli(l.StartedMs)
+		}
 	}
 	return out, nil
 }
@@ -398,4 +408,72 @@ func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, e
 		return nil, c.fail("worker queues", "", err)
 	}
 	return qs, nil
+}
+
+// KeptOutcome is an outcome in a listing (Outcomes): with PayloadPrefix
+// its Result, or its Error, is cut, and Size is the whole size of either.
+type KeptOutcome struct {
+	TaskOutcome
+	Size int
+}
+
+// maxOutcomesLimit bounds one Outcomes call.
+const maxOutcomesLimit = 1000
+
+// Outcomes lists the outcomes a queue keeps (of tasks enqueued with
+// Retain that ended, until their retention runs out), latest to expire
+// first, so the latest to end first among tasks retained alike: up to
+// limit of them (1 to 1,000), after skipping offset. Offsets shift as
+// outcomes come and expire, as DeadLetters' do. With PayloadPrefix each
+// result or error is cut in Redis.
+func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]KeptOutcome, error) {
+	if err := c.validate(ctx, "outcomes", queue); err != nil {
+		return nil, err
+	}
+	if offset < 0 || limit <= 0 || limit > maxOutcomesLimit {
+		return nil, fmt.Errorf("worqr: outcomes %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
+	}
+	cut, err := inspectCut("outcomes", queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := c.store.Outcomes(ctx, queue, offset, limit, cut)
+	if err != nil {
+		return nil, c.fail("outcomes", queue, err)
+	}
+	out := make([]KeptOutcome, len(rs))
+	for i, r := range rs {
+		out[i] = KeptOutcome{TaskOutcome: taskOutcome(queue, r.Result), Size: r.Size}
+	}
+	return out, nil
+}
+
+// ScheduleInfo is what Redis keeps of one periodic schedule of a queue
+// (see Worker.Periodic): the schedule itself lives in the workers that
+// register it.
+type ScheduleInfo struct {
+	Name  string
+	Queue string
+	// LastTick is the last tick enqueued, by the Redis clock, or when the
+	// schedule was first seen if none was yet.
+	LastTick time.Time
+	// TaskID is the id of the last tick's task, "" if none is known (no
+	// tick yet, or one enqueued by a release that did not keep it).
+	TaskID string
+}
+
+// Schedules lists a queue's periodic schedules, by name.
+func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, error) {
+	if err := c.validate(ctx, "schedules", queue); err != nil {
+		return nil, err
+	}
+	ss, err := c.store.Schedules(ctx, queue)
+	if err != nil {
+		return nil, c.fail("schedules", queue, err)
+	}
+	out := make([]ScheduleInfo, len(ss))
+	for i, s := range ss {
+		out[i] = ScheduleInfo{Name: s.Name, Queue: queue, LastTick: time.UnixMilli(s.Last), TaskID: s.TaskID}
+	}
+	return out, nil
 }

@@ -152,6 +152,16 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 	ticks := periodicTicks(t, c, "periodic")
 	t.Logf("%d ticks: %v", len(ticks), ticks)
 	requireOncePerTick(t, ticks, period, stalls)
+	// Schedules tells the last tick and its task, the last one enqueued.
+	ss, err := c.Schedules(ctx, "periodic")
+	require.NoError(t, err)
+	require.Len(t, ss, 1)
+	require.Equal(t, "beat", ss[0].Name)
+	require.Equal(t, ticks[len(ticks)-1], ss[0].LastTick.UnixMilli())
+	ts, err := c.Tasks(ctx, "periodic", -1, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, ts[0].ID, ss[0].TaskID)
 	// A new schedule has nothing to catch up: its first tick follows the
 	// registration.
 	require.Greater(t, ticks[0], start.UnixMilli()-50)

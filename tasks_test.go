@@ -606,3 +606,132 @@ func TestObserverSeesTheKind(t *testing.T) {
 		assert.Equal(t, want[e.TaskID], e.Kind, "finish of %s", e.TaskID)
 	}
 }
+
+// CancelWaiting removes waiting tasks in bulk, by id, by kind or all,
+// leaving delayed ones; a removed task's unique key is free again and a
+// retained one is no longer waited for; bad selections are refused.
+func TestCancelWaiting(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	mail, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("m1"), []byte("m2")}, Kind("mail"))
+	require.NoError(t, err)
+	kept, err := c.Enqueue(ctx, "q", []byte("sms"), Kind("sms"))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "q", []byte("plain"), Unique("only-one"), Retain(time.Minute))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("later"), Kind("mail"), In(time.Hour))
+	require.NoError(t, err)
+
+	removed, more, err := c.CancelWaiting(ctx, "q", WaitingSelection{Kind: "mail"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), removed)
+	assert.False(t, more)
+	ts, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	assert.Equal(t, []string{kept, plain}, []string{ts[0].ID, ts[1].ID})
+	n, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the delayed task of that kind stays")
+
+	removed, _, err = c.CancelWaiting(ctx, "q", WaitingSelection{IDs: []string{plain, mail[0]}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), removed, "the one still waiting")
+	// No outcome will come: a Wait ends at once (a retained task still
+	// listed would make it wait).
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = c.Wait(wctx, "q", plain)
+	require.ErrorIs(t, err, ErrNoTask)
+	_, err = c.Enqueue(ctx, "q", []byte("plain"), Unique("only-one"))
+	require.NoError(t, err, "the unique key is free")
+
+	removed, _, err = c.CancelWaiting(ctx, "q", WaitingSelection{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), removed)
+	l, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, l)
+
+	for _, sel := range []WaitingSelection{{IDs: []string{""}}, {IDs: make([]string, MaxCancelIDs+1)}, {Kind: "a,b"}} {
+		_, _, err := c.CancelWaiting(ctx, "q", sel)
+		require.ErrorIs(t, err, ErrInvalidOptions)
+	}
+}
+
+// RunNow moves a delayed task to the back of its queue at once, and a
+// worker takes it; an id not delayed (unknown, or waiting already) is
+// false; an empty id is refused.
+func TestRunNow(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	first, err := c.Enqueue(ctx, "q", []byte("first"))
+	require.NoError(t, err)
+	later, err := c.Enqueue(ctx, "q", []byte("later"), In(time.Hour))
+	require.NoError(t, err)
+	for _, id := range []string{"unknown", first} {
+		ok, err := c.RunNow(ctx, "q", id)
+		require.NoError(t, err)
+		assert.False(t, ok, id)
+	}
+	ok, err := c.RunNow(ctx, "q", later)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	n, err := c.DelayedLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	ts, err := c.Tasks(ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	assert.Equal(t, []string{first, later}, []string{ts[0].ID, ts[1].ID}, "at the back")
+	_, err = c.RunNow(ctx, "q", "")
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// Outcomes lists the kept outcomes, latest to expire first, cut as asked;
+// tasks not retained, or not ended, are not listed.
+func TestOutcomesListed(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w, err := c.NewWorker(ctx, WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	short, err := c.Enqueue(ctx, "q", []byte("a"), Retain(time.Minute))
+	require.NoError(t, err)
+	long, err := c.Enqueue(ctx, "q", []byte("b"), Retain(time.Hour))
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "q", []byte("c")) // not retained
+	require.NoError(t, err)
+	pending, err := c.Enqueue(ctx, "q", []byte("d"), Retain(time.Hour))
+	require.NoError(t, err)
+	for range 3 {
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		if p.TaskID() == long {
+			require.NoError(t, p.DeadLetter(ctx, errors.New("a long error text")))
+			continue
+		}
+		p.SetResult([]byte("the whole result"))
+		require.NoError(t, p.Finish(ctx))
+	}
+	os, err := c.Outcomes(ctx, "q", 0, 10, PayloadPrefix(4))
+	require.NoError(t, err)
+	require.Len(t, os, 2)
+	assert.Equal(t, long, os[0].ID)
+	assert.Equal(t, OutcomeDead, os[0].Status)
+	assert.Equal(t, "a lo", os[0].Error)
+	assert.Equal(t, len("a long error text"), os[0].Size)
+	assert.Equal(t, short, os[1].ID)
+	assert.Equal(t, OutcomeSucceeded, os[1].Status)
+	assert.Equal(t, "the ", string(os[1].Result))
+	assert.NotEqual(t, pending, os[1].ID)
+	os, err = c.Outcomes(ctx, "q", 1, 1)
+	require.NoError(t, err)
+	require.Len(t, os, 1)
+	assert.Equal(t, "the whole result", string(os[0].Result))
+	for _, bad := range [][2]int{{-1, 1}, {0, 0}, {0, 1001}} {
+		_, err := c.Outcomes(ctx, "q", bad[0], bad[1])
+		require.ErrorIs(t, err, ErrInvalidOptions)
+	}
+}

@@ -2,11 +2,11 @@ package dashboard
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/worqr/worqr"
 )
@@ -29,6 +29,7 @@ var actions = map[string]actionSpec{
 	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
 	"requeue":     {verb: "Requeue dead letter", needID: true, done: "requeued"},
 	"deletedead":  {verb: "Delete dead letter", needID: true, done: "deadDeleted"},
+	"runnow":      {verb: "Run now: queue", needID: true, done: "ranNow"},
 }
 
 // doneMessages are the notices shown after an action, by done code (never
@@ -42,11 +43,18 @@ var doneMessages = map[string]string{
 	"cancelled":   "Task cancelled.",
 	"requeued":    "Dead letter requeued.",
 	"deadDeleted": "Dead letter deleted.",
+	"ranNow":      "Task moved to the back of the queue, to run now.",
 	"nothing":     "Nothing to do: the task was not there any more.",
+	// With the count the redirect carries (n).
+	"bulkCancelled":     "%d waiting tasks cancelled.",
+	"bulkCancelledMore": "%d waiting tasks cancelled; the search stopped at 10,000 tasks, and more may match further back.",
+	"bulkRequeued":      "%d dead letters requeued.",
+	"bulkDeleted":       "%d dead letters deleted.",
 }
 
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
+	Bulk                         *bulkForm
 }
 
 func (confirmData) title() string { return "confirm" }
@@ -67,6 +75,10 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := r.PostFormValue("op")
+	if op == "bulk" {
+		h.bulkAction(w, r)
+		return
+	}
 	spec, ok := actions[op]
 	queue, qok := queueParam(r, "q")
 	id, nText := r.PostFormValue("id"), r.PostFormValue("n")
@@ -116,6 +128,15 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		if err == nil && res.Removed+res.Marked == 0 {
 			done = "nothing"
 		}
+	case "runnow":
+		// A scan of the delayed set: a lookup.
+		var found bool
+		if !h.lookup(w, r, func(ctx context.Context) { found, err = h.c.RunNow(ctx, queue, id) }) {
+			return
+		}
+		if err == nil && !found {
+			done = "nothing"
+		}
 	case "requeue", "deletedead":
 		var found bool
 		if op == "requeue" {
@@ -138,15 +159,45 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 // backURL is where an action returns to: built here, never taken from the
 // request, so it cannot point elsewhere.
 func backURL(base, back, queue, id, done string) string {
-	v := url.Values{"done": {done}}
+	v := url.Values{"done": {done}}.Encode()
+	u := queuePath(base, queue)
 	switch back {
 	case "overview":
-		return base + "/?" + v.Encode()
+		return base + "/?" + v
 	case "task":
-		v.Set("q", hex.EncodeToString([]byte(queue)))
-		v.Set("id", id)
-		return base + "/task?" + v.Encode()
+		u = taskPath(base, queue, id)
 	}
-	v.Set("q", hex.EncodeToString([]byte(queue)))
-	return base + "/queue?" + v.Encode()
+	if strings.Contains(u, "?") {
+		return u + "&" + v
+	}
+	return u + "?" + v
+}
+
+// bulkAction is a bulk action's request (op "bulk"): checked, confirmed,
+// then run.
+func (h *handler) bulkAction(w http.ResponseWriter, r *http.Request) {
+	queue, ok := queueParam(r, "q")
+	if !ok {
+		h.fail(w, r, http.StatusBadRequest, "no queue given")
+		return
+	}
+	f, msg := readBulk(r)
+	if msg != "" {
+		h.fail(w, r, http.StatusBadRequest, msg)
+		return
+	}
+	if r.PostFormValue("confirmed") != "yes" {
+		h.render(w, r, "confirm", http.StatusOK, confirmData{Op: "bulk", Verb: f.Question(), Queue: queue, Back: "queue", Bulk: &f})
+		return
+	}
+	done, n, answered, err := h.bulk(w, r, queue, f)
+	if answered {
+		return
+	}
+	h.log.Info("worqr dashboard: action", "op", "bulk", "by", f.By, "queue", queue, "ids", len(f.IDs), "kind", f.Kind, "n", n, "remote", r.RemoteAddr, "err", err)
+	if err != nil {
+		h.fail(w, r, errorStatus(err), fmt.Sprintf("%s failed after %d: %v", f.By, n, err))
+		return
+	}
+	http.Redirect(w, r, backURL(base(r), "queue", queue, "", done)+"&n="+strconv.FormatInt(n, 10), http.StatusSeeOther)
 }

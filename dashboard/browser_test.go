@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -418,4 +420,315 @@ func bodyOnceLoaded(t *testing.T, bctx context.Context, want string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestBrowserNarrow: at 420 px wide, with a queue name far longer than
+// the window, no page is wider than the window (tables scroll in their
+// own box, names wrap); the search box finds a task by id from the
+// overview and lands on its readable address.
+func TestBrowserNarrow(t *testing.T) {
+	bin := chromium(t)
+	artifacts := os.Getenv("WORQR_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(artifacts, 0o755))
+	e := newEnv(t, Options{PollInterval: 100 * time.Millisecond})
+	long := "tenant-" + strings.Repeat("averyveryverylongsegment-", 8) + "orders"
+	dead, _ := fill(t, e, long)
+	id, err := e.c.Enqueue(e.ctx(), "emails", []byte(`{"to":"ann@example.com","template":"welcome","vars":{"name":"Ann","plan":"pro"}}`))
+	require.NoError(t, err)
+
+	bctx := browser(t, bin, chromedp.WindowSize(420, 860))
+	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(420, 860)))
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	fits := until(`document.documentElement.scrollWidth <= window.innerWidth`)
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(artifacts, name+".png"), png, 0o644)
+		})
+	}
+	for _, p := range []struct{ name, path, sel string }{
+		{"narrow-overview", "/", `#queues`},
+		{"narrow-queue", queuePath("", long), `#waiting`},
+		{"narrow-task", taskPath("", long, dead), `#payload`},
+	} {
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Navigate(e.url(p.path)),
+			chromedp.WaitVisible(css(p.sel)),
+			fits,
+			shot(p.name),
+		), "%s fits in 420 px", p.path)
+	}
+
+	// The search box, from the overview, without a queue.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/")),
+		chromedp.SendKeys(css(`form.search input[name="id"]`), id, chromedp.NodeVisible),
+		chromedp.Submit(css(`form.search`)),
+		chromedp.WaitVisible(css(`#payload`)),
+	))
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.Equal(t, e.url("/task/emails/"+id), loc, "the readable address")
+	payload, err := chromedp.Run(bctx, chromedp.Text(css(`#payload`)))
+	require.NoError(t, err)
+	assert.Contains(t, payload, "\n  \"vars\": {\n    \"name\": \"Ann\",", "pretty-printed")
+}
+
+// TestBrowserBulk: on a queue page, two waiting tasks ticked and "Cancel
+// selected" clicked (its own confirm() accepted) cancel those two; the
+// dead letters with an error chosen from the list are requeued.
+func TestBrowserBulk(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{PollInterval: 100 * time.Millisecond})
+	ctx := e.ctx()
+	ids, err := e.c.EnqueueBatch(ctx, "orders", [][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`), []byte(`{"n":3}`)}, worqr.Kind("order.paid"))
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, "failing", worqr.Events{}))
+	bury(t, e, w, "failing", "order.refund", "card declined")
+	bury(t, e, w, "failing", "order.refund", "card declined")
+	bury(t, e, w, "failing", "order.refund", "timeout")
+
+	bctx := browser(t, bin)
+	var dialogs []string
+	var mu sync.Mutex
+	opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opened {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	notice := func(want string) chromedp.Action[chromedp.Void] {
+		return until(fmt.Sprintf(`!!document.querySelector(".notice") && document.querySelector(".notice").textContent.trim() === %q`, want))
+	}
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders")),
+		chromedp.Click(css(fmt.Sprintf(`input[value="%s"]`, ids[0])), chromedp.NodeVisible),
+		chromedp.Click(css(fmt.Sprintf(`input[value="%s"]`, ids[2])), chromedp.NodeVisible),
+		chromedp.Click(css(`button[value="waiting-cancel-selected"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)), // the page after the redirect
+		notice("2 waiting tasks cancelled."),
+	))
+	ts, err := e.c.Tasks(ctx, "orders", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	assert.Equal(t, ids[1], ts[0].ID)
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/failing")),
+		chromedp.SetValue(css(`select[name="err"]`), "card declined", chromedp.NodeVisible),
+		chromedp.Click(css(`button[value="dead-requeue-error"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)),
+		notice("2 dead letters requeued."),
+	))
+	n, err := e.c.DeadLetterCount(ctx, "failing")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"Cancel the selected waiting tasks of queue orders?", "Requeue the dead letters with that error (among the newest 1000) of queue failing?"}, dialogs)
+}
+
+// TestBrowserPages drives every page over a queue with tasks in each
+// state (waiting with kinds, scheduled, a retry, in flight with
+// progress, dead, finished), a worker and a periodic schedule, checks
+// what each shows, and saves each as a PNG in $WORQR_ARTIFACTS: the
+// screenshots in docs/dashboard are made by
+//
+//	WORQR_ARTIFACTS=$PWD/docs/dashboard go test -run 'TestBrowserPages|TestBrowserNarrow' ./dashboard
+func TestBrowserPages(t *testing.T) {
+	bin := chromium(t)
+	artifacts := os.Getenv("WORQR_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(artifacts, 0o755))
+	e := newEnv(t, Options{PollInterval: 200 * time.Millisecond})
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancelCtx()
+
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, "orders", worqr.Events{}))
+	// Finished: one succeeded, one dead, retained; a dead letter each
+	// of two errors; a retry; one in flight.
+	run := func(payload string, end func(p *worqr.Process) error, opts ...worqr.EnqueueOption) string {
+		id, err := e.c.Enqueue(ctx, "orders", []byte(payload), opts...)
+		require.NoError(t, err)
+		p, err := w.Dequeue(ctx, "orders")
+		require.NoError(t, err)
+		require.Equal(t, id, p.TaskID())
+		if end != nil {
+			require.NoError(t, end(p))
+		}
+		return id
+	}
+	paid := worqr.Kind("order.paid")
+	run(`{"order":1001,"total":"12.50"}`, func(p *worqr.Process) error {
+		p.SetResult([]byte(`{"invoice":"INV-1001","sent":true}`))
+		return p.Finish(ctx)
+	}, paid, worqr.Retain(time.Hour))
+	run(`{"order":1002,"total":"99.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("card declined: insufficient funds"))
+	}, paid, worqr.Retain(time.Hour))
+	run(`{"order":1003,"total":"5.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("card declined: insufficient funds"))
+	}, paid)
+	run(`{"order":1004,"refund":"5.00"}`, func(p *worqr.Process) error {
+		return p.DeadLetter(ctx, errors.New("gateway timeout after 30s"))
+	}, worqr.Kind("order.refund"))
+	retry := run(`{"order":1005,"total":"42.00"}`, func(p *worqr.Process) error {
+		return p.Retry(ctx, time.Hour, errors.New("connection reset by peer"))
+	}, paid)
+	inFlight := run(`{"order":1006,"total":"7.25"}`, func(p *worqr.Process) error { return p.ReportProgress(ctx, 60, "charging") }, paid)
+	var waiting []string
+	for i := range 6 {
+		id, err := e.c.Enqueue(ctx, "orders", fmt.Appendf(nil, `{"order":%d,"total":"%d.00","items":[{"sku":"A-%d","qty":1}]}`, 1010+i, 10+i, i), paid)
+		require.NoError(t, err)
+		waiting = append(waiting, id)
+	}
+	_, err = e.c.Enqueue(ctx, "orders", []byte(`{"report":"daily"}`), worqr.Kind("order.report"), worqr.In(2*time.Hour))
+	require.NoError(t, err)
+	_, err = e.c.EnqueueBatch(ctx, "emails", [][]byte{[]byte(`{"to":"ann@example.com"}`), []byte(`{"to":"bob@example.com"}`)})
+	require.NoError(t, err)
+	_, err = e.c.Enqueue(ctx, "tenant-acme-corporation-international-holdings-eu-west-1-invoices-reminders", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, w.Periodic(ctx, "heartbeat", "maintenance", worqr.Every(time.Second), []byte("beat"), worqr.PeriodicOptions{}))
+	eventually(t, "a periodic tick", func() bool {
+		ss, err := e.c.Schedules(ctx, "maintenance")
+		return err == nil && len(ss) == 1 && ss[0].TaskID != ""
+	})
+
+	bctx := browser(t, bin)
+	opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range opened {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(artifacts, name+".png"), png, 0o644)
+		})
+	}
+	fits := until(`document.documentElement.scrollWidth <= window.innerWidth`)
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(css(sel)))
+		require.NoError(t, err)
+		return s
+	}
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/")),
+		chromedp.WaitVisible(css(`#queues`)),
+		chromedp.WaitReady(css(`#live[data-at]`)),
+		fits,
+		shot("overview"),
+	))
+	names := text(`#queues tbody`)
+	assert.Regexp(t, `(?s)emails.*maintenance.*orders.*tenant-acme`, names, "by name")
+
+	// The charts: dead and retried stacked on finished, and the
+	// percentiles (the stats may come a flush later: reload until then).
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders")),
+		chromedp.WaitVisible(css(`#finished`)),
+	))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#statschart rect.dead").length + document.querySelectorAll("#statschart rect.retried").length + (document.querySelector("#latchart polyline.run") && document.querySelector("#latchart polyline.run").getAttribute("points") ? 1 : 0)`))
+		require.NoError(t, err)
+		if n >= 3 {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the charts never showed dead, retried and run times")
+		require.NoError(t, chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(css(`#finished`))))
+	}
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.WaitReady(css(`#live[data-at]`)),
+		fits,
+		shot("queue"),
+	))
+	assert.Contains(t, text(`#delayed`), "retry")
+	assert.Contains(t, text(`#finished`), "INV-1001")
+	assert.Contains(t, text(`#dead`), "gateway timeout")
+
+	// Search the payloads from the queue's page.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.SendKeys(css(`form.payload-search input[name="payload"]`), `"A-2"`, chromedp.NodeVisible),
+		chromedp.Submit(css(`form.payload-search`)),
+		chromedp.WaitVisible(css(`#found`)),
+		shot("search-payloads"),
+	))
+	found := text(`#found tbody`)
+	assert.Contains(t, found, waiting[2])
+	assert.NotContains(t, found, waiting[1])
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/queue/orders?only=retries")),
+		chromedp.WaitVisible(css(`#delayed`)),
+	))
+	assert.Contains(t, text(`#delayed`), retry)
+	assert.NotContains(t, text(`#delayed`), "scheduled")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/task/orders/"+waiting[0])),
+		chromedp.WaitVisible(css(`#payload`)),
+		fits,
+		shot("task"),
+	))
+	assert.Contains(t, text(`#payload`), "\"items\": [\n    {\n      \"sku\": \"A-0\",")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/task/orders/"+retry)),
+		chromedp.WaitVisible(css(`button[data-op="runnow"]`)),
+		shot("task-retry"),
+		chromedp.Click(css(`button[data-op="runnow"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)),
+		until(`document.querySelector(".notice").textContent.indexOf("run now") >= 0`),
+	))
+	assert.Contains(t, text(`#where`), "Waiting", "run now")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/workers")),
+		chromedp.WaitVisible(css(`#workers`)),
+		fits,
+		shot("workers"),
+	))
+	ws := text(`#workers tbody`)
+	assert.Contains(t, ws, inFlight)
+	assert.Contains(t, ws, strconv.Itoa(os.Getpid()))
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/periodic")),
+		chromedp.WaitVisible(css(`#periodic`)),
+		fits,
+		shot("periodic"),
+	))
+	assert.Contains(t, text(`#periodic tbody`), "heartbeat")
 }

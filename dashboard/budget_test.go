@@ -88,7 +88,7 @@ func TestCrossSitePagesReadNothing(t *testing.T) {
 	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
 	require.NoError(t, err)
 	task := "/task?q=" + qx("q") + "&id=unknown"
-	for _, path := range []string{task, "/", "/queue?q=" + qx("q"), "/workers", "/events"} {
+	for _, path := range []string{task, "/", "/queue?q=" + qx("q"), "/queue/q", "/task/q/unknown", "/search?id=unknown", "/search?queue=q&id=unknown", "/workers", "/periodic", "/events"} {
 		for _, header := range [][]string{
 			{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "image"},
 			{"Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "cors", "Origin", "http://127.0.0.1:1"},

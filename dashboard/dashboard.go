@@ -161,8 +161,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStatic(w, r, path)
 		return
 	}
-	switch path {
-	case "/", "/queue", "/task", "/workers", "/events":
+	route := path
+	for _, prefix := range []string{"/queue/", "/task/"} {
+		if strings.HasPrefix(path, prefix) {
+			route = strings.TrimSuffix(prefix, "/")
+		}
+	}
+	switch route {
+	case "/", "/queue", "/task", "/workers", "/periodic", "/search", "/events":
 		// Pages that read Redis, some a lot (a task's page scans its
 		// queue): only for the dashboard's own pages, not an image on
 		// another site's, which a browser sends with the credentials it has.
@@ -194,15 +200,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	switch path {
+	switch route {
 	case "/":
 		h.overview(w, r)
+	case "/search":
+		h.search(w, r)
 	case "/queue":
 		h.queue(w, r)
 	case "/task":
 		h.task(w, r)
 	case "/workers":
 		h.workers(w, r)
+	case "/periodic":
+		h.periodic(w, r)
 	case "/events":
 		h.events(w, r)
 	default:

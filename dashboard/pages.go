@@ -1,11 +1,16 @@
 package dashboard
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -33,7 +38,7 @@ type overviewData struct {
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	qs, err := readQueues(ctx, h.c)
+	qs, err := readQueues(ctx, h.c) // sorted by name
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
@@ -50,6 +55,77 @@ func queueParam(r *http.Request, key string) (string, bool) {
 	return string(b), true
 }
 
+// maxIDLen bounds a task id taken from a request.
+const maxIDLen = 64
+
+// folded says whether a path segment is one that browsers and servers
+// fold away ("." and "..", or empty): such a name is linked to by its hex.
+func folded(s string) bool { return s == "" || s == "." || s == ".." }
+
+// queuePath is a queue page's address: /queue/<name>, the name escaped as
+// one path segment, or /queue?q=<hex> for a name a path cannot carry.
+func queuePath(base, name string) string {
+	if folded(name) {
+		return base + "/queue?q=" + hex.EncodeToString([]byte(name))
+	}
+	return base + "/queue/" + url.PathEscape(name)
+}
+
+// taskPath is a task page's address: /task/<queue>/<id>, or the query
+// form for names a path cannot carry.
+func taskPath(base, queue, id string) string {
+	if folded(queue) || folded(id) {
+		return base + "/task?" + url.Values{"q": {hex.EncodeToString([]byte(queue))}, "id": {id}}.Encode()
+	}
+	return base + "/task/" + url.PathEscape(queue) + "/" + url.PathEscape(id)
+}
+
+// pathSegments returns the escaped segments of r's path after prefix
+// (such as "/queue/"), unescaped: ok false if the path does not start
+// with prefix or a segment is not a valid escape.
+func pathSegments(r *http.Request, prefix string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), prefix)
+	if !ok {
+		return nil, false
+	}
+	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, false
+		}
+		parts[i] = u
+	}
+	return parts, true
+}
+
+// queueFrom reads the queue a page is for: /queue/<name>, or q in hex.
+func queueFrom(r *http.Request) (string, bool) {
+	if !strings.HasPrefix(r.URL.Path, "/queue/") {
+		return queueParam(r, "q")
+	}
+	parts, ok := pathSegments(r, "/queue/")
+	if !ok || len(parts) != 1 || parts[0] == "" || len(parts[0]) > worqr.MaxQueueNameLen {
+		return "", false
+	}
+	return parts[0], true
+}
+
+// taskFrom reads the task a page is for: /task/<queue>/<id>, or q in hex
+// and id.
+func taskFrom(r *http.Request) (queue, id string, ok bool) {
+	if !strings.HasPrefix(r.URL.Path, "/task/") {
+		queue, ok = queueParam(r, "q")
+		id = r.URL.Query().Get("id")
+	} else if parts, pok := pathSegments(r, "/task/"); pok && len(parts) == 2 {
+		queue, id, ok = parts[0], parts[1], parts[0] != "" && len(parts[0]) <= worqr.MaxQueueNameLen
+	}
+	if !ok || id == "" || len(id) > maxIDLen {
+		return "", "", false
+	}
+	return queue, id, true
+}
+
 func offsetParam(r *http.Request, key string) int {
 	n, err := strconv.Atoi(r.URL.Query().Get(key))
 	if err != nil || n < 0 {
@@ -59,34 +135,91 @@ func offsetParam(r *http.Request, key string) int {
 }
 
 type queueData struct {
+	Base        string // the mount prefix, for links
 	Info        worqr.QueueInfo
 	Waiting     []worqr.TaskInfo
 	WaitingFrom int
 	Delayed     []worqr.TaskInfo
+	DelayedFrom int
+	// DelayedOnly is "retries" or "scheduled" when the delayed list shows
+	// only those; DelayedNext is where its next page starts, 0 if none.
+	DelayedOnly string
+	DelayedNext int
 	Procs       []worqr.ProcessInfo
 	Dead        []worqr.DeadLetter
 	DeadFrom    int
-	PageSize    int
-	Stats       statsView
+	// Finished are the kept outcomes (retained tasks that ended), latest
+	// to expire first, from FinishedFrom.
+	Finished     []worqr.KeptOutcome
+	FinishedFrom int
+	PageSize     int
+	Stats        statsView
+	// The choices the bulk forms offer: the kinds of the waiting tasks
+	// shown, and the kinds and errors of the dead letters shown.
+	WaitingKinds, DeadKinds []string
+	DeadErrors              []errorChoice
 }
 
 func (d queueData) title() string { return "queue " + display(d.Info.Name) }
 
-// Prev and next offsets for the pagers.
-func (d queueData) WaitingPrev() int { return max(d.WaitingFrom-pageSize, 0) }
-func (d queueData) WaitingNext() int { return d.WaitingFrom + pageSize }
-func (d queueData) DeadPrev() int    { return max(d.DeadFrom-pageSize, 0) }
-func (d queueData) DeadNext() int    { return d.DeadFrom + pageSize }
+func (d queueData) queueName() string { return d.Info.Name }
+
+// Page is the address of this queue's page with one list moved: list is
+// "wo" (waiting), "lo" (delayed) or "do" (dead), by pages pages (-1 back,
+// 1 on); the other lists stay where they are.
+func (d queueData) Page(list string, pages int) string {
+	v := url.Values{}
+	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom, "fo": d.FinishedFrom}
+	at[list] = max(at[list]+pages*pageSize, 0)
+	if list == "lo" && pages > 0 && d.DelayedNext > 0 {
+		at[list] = d.DelayedNext
+	}
+	for _, k := range []string{"wo", "lo", "do", "fo"} {
+		if at[k] > 0 {
+			v.Set(k, strconv.Itoa(at[k]))
+		}
+	}
+	if d.DelayedOnly != "" {
+		v.Set("only", d.DelayedOnly)
+	}
+	return d.link(v)
+}
+
+// Only is the address of this queue's page with the delayed list showing
+// only retries or scheduled tasks ("" for all), from its start.
+func (d queueData) Only(only string) string {
+	v := url.Values{}
+	for k, at := range map[string]int{"wo": d.WaitingFrom, "do": d.DeadFrom, "fo": d.FinishedFrom} {
+		if at > 0 {
+			v.Set(k, strconv.Itoa(at))
+		}
+	}
+	if only != "" {
+		v.Set("only", only)
+	}
+	return d.link(v)
+}
+
+func (d queueData) link(v url.Values) string {
+	u := queuePath(d.Base, d.Info.Name)
+	if len(v) == 0 {
+		return u
+	}
+	if strings.Contains(u, "?") {
+		return u + "&" + v.Encode()
+	}
+	return u + "?" + v.Encode()
+}
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
-	name, ok := queueParam(r, "q")
+	name, ok := queueFrom(r)
 	if !ok {
-		h.fail(w, r, http.StatusBadRequest, "no queue given (q, the name in hex)")
+		h.fail(w, r, http.StatusBadRequest, "no queue given (/queue/<name>, or q, the name in hex)")
 		return
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	d := queueData{WaitingFrom: offsetParam(r, "wo"), DeadFrom: offsetParam(r, "do"), PageSize: pageSize}
+	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), FinishedFrom: offsetParam(r, "fo"), PageSize: pageSize}
 	var err error
 	read := func(f func() error) {
 		if err == nil {
@@ -99,9 +232,22 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		d.Waiting, e = h.c.Tasks(ctx, name, int64(d.WaitingFrom), int64(d.WaitingFrom+pageSize-1), cut)
 		return
 	})
-	read(func() (e error) { d.Delayed, e = h.c.Delayed(ctx, name, 0, pageSize-1, cut); return })
+	read(func() (e error) {
+		switch d.DelayedOnly = r.URL.Query().Get("only"); d.DelayedOnly {
+		case "retries", "scheduled":
+			d.Delayed, d.DelayedNext, e = h.delayedOnly(ctx, name, d.DelayedFrom, d.DelayedOnly == "retries")
+		default:
+			d.DelayedOnly = ""
+			d.Delayed, e = h.c.Delayed(ctx, name, int64(d.DelayedFrom), int64(d.DelayedFrom+pageSize-1), cut)
+			if len(d.Delayed) == pageSize {
+				d.DelayedNext = d.DelayedFrom + pageSize
+			}
+		}
+		return
+	})
 	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
 	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize, cut); return })
+	read(func() (e error) { d.Finished, e = h.c.Outcomes(ctx, name, d.FinishedFrom, pageSize, cut); return })
 	read(func() error {
 		res, n := statsWindow(r)
 		s, e := h.c.Stats(ctx, name, worqr.StatsOptions{Resolution: res})
@@ -112,13 +258,31 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
+	d.WaitingKinds = kinds(d.Waiting)
+	d.DeadKinds, d.DeadErrors = deadChoices(d.Dead)
 	h.render(w, r, "queue", http.StatusOK, d)
+}
+
+// maxRunningShown bounds the tasks in flight the workers page lists for
+// each worker (it counts them all).
+const maxRunningShown = 20
+
+// workerQueue is a queue a worker serves: the tasks it holds there, and
+// the queue's concurrency limit (0: none).
+type workerQueue struct {
+	Name     string
+	InFlight int
+	Limit    int
 }
 
 type workerRow struct {
 	worqr.WorkerInfo
-	Queues   []string
+	Queues   []workerQueue
 	InFlight int
+	// Running are its tasks in flight, the first maxRunningShown by queue
+	// name; More counts the rest.
+	Running []worqr.ProcessInfo
+	More    int
 }
 
 type workersData struct{ Workers []workerRow }
@@ -131,24 +295,43 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	held := map[string]int{}
-	names, err := h.c.Queues(ctx)
-	for _, q := range names {
+	qs, err := readQueues(ctx, h.c)
+	// Processes by worker, and by worker and queue; the payloads are not
+	// read.
+	procs := map[string][]worqr.ProcessInfo{}
+	held := map[[2]string]int{}
+	limits := map[string]int{}
+	for _, qi := range qs {
 		if err != nil {
 			break
 		}
+		limits[qi.Name] = qi.Concurrency
 		var ps []worqr.ProcessInfo
-		ps, err = h.c.Processes(ctx, q, worqr.PayloadPrefix(0)) // counted, not shown
+		ps, err = h.c.Processes(ctx, qi.Name, worqr.PayloadPrefix(0))
 		for _, p := range ps {
-			held[p.Owner]++
+			procs[p.Owner] = append(procs[p.Owner], p)
+			held[[2]string{p.Owner, qi.Name}]++
 		}
 	}
+	slices.SortFunc(ws, func(a, b worqr.WorkerInfo) int {
+		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
+	})
 	d := workersData{Workers: make([]workerRow, len(ws))}
 	for i, wi := range ws {
-		d.Workers[i] = workerRow{WorkerInfo: wi, InFlight: held[wi.ID]}
-		if err == nil {
-			d.Workers[i].Queues, err = h.c.WorkerQueues(ctx, wi.ID)
+		row := workerRow{WorkerInfo: wi, InFlight: len(procs[wi.ID])}
+		row.Running = procs[wi.ID]
+		if len(row.Running) > maxRunningShown {
+			row.Running, row.More = row.Running[:maxRunningShown], len(row.Running)-maxRunningShown
 		}
+		var names []string
+		if err == nil {
+			names, err = h.c.WorkerQueues(ctx, wi.ID)
+		}
+		slices.Sort(names)
+		for _, q := range names {
+			row.Queues = append(row.Queues, workerQueue{Name: q, InFlight: held[[2]string{wi.ID, q}], Limit: limits[q]})
+		}
+		d.Workers[i] = row
 	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
@@ -167,6 +350,8 @@ type taskData struct {
 }
 
 func (d taskData) title() string { return "task " + d.ID }
+
+func (d taskData) queueName() string { return d.Queue }
 
 // Found says whether the task was found anywhere.
 func (d taskData) Found() bool { return d.TaskLocation.Found() || d.Outcome != nil }
@@ -190,7 +375,7 @@ func (d taskData) Payload() ([]byte, int) {
 // Preview is the payload as the page shows it.
 func (d taskData) Preview() previewed {
 	b, size := d.Payload()
-	return preview(b, size, taskPreview)
+	return pretty(preview(b, size, taskPreview))
 }
 
 // HasPayload says whether Payload was found.
@@ -202,10 +387,9 @@ func (d taskData) HasPayload() bool {
 func (d taskData) Cancellable() bool { return d.Waiting != nil || d.Delayed != nil || d.Process != nil }
 
 func (h *handler) task(w http.ResponseWriter, r *http.Request) {
-	name, ok := queueParam(r, "q")
-	id := r.URL.Query().Get("id")
-	if !ok || id == "" || len(id) > 64 {
-		h.fail(w, r, http.StatusBadRequest, "give a queue (q, in hex) and a task id (id)")
+	name, id, ok := taskFrom(r)
+	if !ok {
+		h.fail(w, r, http.StatusBadRequest, "give a queue and a task id (/task/<queue>/<id>, or q in hex and id)")
 		return
 	}
 	var d taskData
@@ -241,4 +425,248 @@ func (h *handler) findTask(ctx context.Context, queue, id string) (taskData, err
 		return d, err
 	}
 	return d, nil
+}
+
+// searchQueues bounds the queues a search by id without a queue looks in,
+// all within one lookup of the budget.
+const searchQueues = 50
+
+// search finds a task by id, from the box on every page: in the queue
+// given, else in each queue (the first searchQueues, by name) until found,
+// and answers with a redirect to its page.
+func (h *handler) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	queue, id := strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("id"))
+	if text := q.Get("payload"); text != "" || q.Has("payload") {
+		switch {
+		case queue == "" || len(queue) > worqr.MaxQueueNameLen:
+			h.fail(w, r, http.StatusBadRequest, "give the queue whose payloads to search")
+		case text == "" || len(text) > maxNeedle:
+			h.fail(w, r, http.StatusBadRequest, "give a text to look for (at most 256 bytes)")
+		default:
+			h.searchPayloads(w, r, queue, text)
+		}
+		return
+	}
+	switch {
+	case id == "" || len(id) > maxIDLen:
+		h.fail(w, r, http.StatusBadRequest, "give a task id (at most 64 characters)")
+		return
+	case len(queue) > worqr.MaxQueueNameLen:
+		h.fail(w, r, http.StatusBadRequest, "the queue name is too long")
+		return
+	case queue != "":
+		http.Redirect(w, r, taskPath(base(r), queue, id), http.StatusSeeOther)
+		return
+	}
+	var found string
+	var looked int
+	var more bool
+	var err error
+	if !h.lookup(w, r, func(ctx context.Context) { found, looked, more, err = h.findAnywhere(ctx, id) }) {
+		return
+	}
+	if err != nil {
+		h.fail(w, r, errorStatus(err), err.Error())
+		return
+	}
+	if looked > 0 && found != "" {
+		http.Redirect(w, r, taskPath(base(r), found, id), http.StatusSeeOther)
+		return
+	}
+	msg := "No task " + strconv.Quote(id) + " in any of the " + strconv.Itoa(looked) + " queues."
+	if more {
+		msg = "No task " + strconv.Quote(id) + " in the first " + strconv.Itoa(looked) + " queues by name: give its queue to look further."
+	}
+	h.fail(w, r, http.StatusNotFound, msg)
+}
+
+// findAnywhere looks for a task by id in each queue, by name, up to
+// searchQueues of them: it returns the queue it is in ("" if none), the
+// queues looked in, and whether there were more.
+func (h *handler) findAnywhere(ctx context.Context, id string) (queue string, looked int, more bool, err error) {
+	names, err := h.c.Queues(ctx)
+	if err != nil {
+		return "", 0, false, err
+	}
+	slices.Sort(names)
+	if len(names) > searchQueues {
+		names, more = names[:searchQueues], true
+	}
+	for _, name := range names {
+		looked++
+		l, err := h.c.FindTask(ctx, name, id, worqr.PayloadPrefix(0))
+		if err != nil {
+			return "", looked, more, err
+		}
+		if l.Found() {
+			return name, looked, more, nil
+		}
+		if _, err := h.c.TaskResult(ctx, name, id); err == nil {
+			return name, looked, more, nil
+		} else if !errors.Is(err, worqr.ErrNoTask) {
+			return "", looked, more, err
+		}
+	}
+	return "", looked, more, nil
+}
+
+// Hourly is the address of this queue's page with its stats per hour.
+func (d queueData) Hourly() string {
+	u := queuePath(d.Base, d.Info.Name)
+	if strings.Contains(u, "?") {
+		return u + "&res=h"
+	}
+	return u + "?res=h"
+}
+
+// delayedScan bounds the delayed tasks one page of retries (or of
+// scheduled tasks) reads past its start.
+const delayedScan = 1000
+
+// delayedOnly reads a page of the delayed tasks that are retries (they
+// ran before: Attempts > 0) or, if not retries, that are scheduled (never
+// ran), from position from, reading delayedScan of them at most: it
+// returns them and the position the next page starts at, 0 if none.
+func (h *handler) delayedOnly(ctx context.Context, queue string, from int, retries bool) ([]worqr.TaskInfo, int, error) {
+	const chunk = 200
+	var out []worqr.TaskInfo
+	at := from
+	for at-from < delayedScan {
+		ts, err := h.c.Delayed(ctx, queue, int64(at), int64(at+chunk-1), worqr.PayloadPrefix(rowPreview))
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, t := range ts {
+			if (t.Attempts > 0) == retries {
+				out = append(out, t)
+				if len(out) == pageSize {
+					return out, at + i + 1, nil
+				}
+			}
+		}
+		if len(ts) < chunk {
+			return out, 0, nil
+		}
+		at += chunk
+	}
+	return out, at, nil
+}
+
+type periodicData struct {
+	Schedules []worqr.ScheduleInfo
+}
+
+func (periodicData) title() string { return "periodic" }
+
+// periodic lists every queue's periodic schedules, by queue and name.
+func (h *handler) periodic(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	names, err := h.c.Queues(ctx)
+	slices.Sort(names)
+	var d periodicData
+	for _, q := range names {
+		if err != nil {
+			break
+		}
+		var ss []worqr.ScheduleInfo
+		ss, err = h.c.Schedules(ctx, q)
+		d.Schedules = append(d.Schedules, ss...)
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	h.render(w, r, "periodic", http.StatusOK, d)
+}
+
+// A search of payloads reads, in its queue, the first searchScan waiting
+// and delayed tasks and dead letters each, the first searchPrefix bytes
+// of each payload (cut in Redis), a chunk at a time, within one lookup of
+// the budget, and lists the first pageSize that hold the text.
+const (
+	searchScan   = 5000
+	searchPrefix = 1024
+	searchChunk  = 500
+	maxNeedle    = 256
+)
+
+// foundTask is a task whose payload holds the text searched for.
+type foundTask struct {
+	Where string // "waiting", "delayed" or "dead"
+	worqr.TaskInfo
+}
+
+type foundData struct {
+	Queue, Text string
+	Found       []foundTask
+	// Full is set when the search stopped at pageSize matches; Scanned
+	// says how many tasks it read.
+	Full    bool
+	Scanned int
+}
+
+func (d foundData) title() string     { return "search " + display(d.Queue) }
+func (d foundData) queueName() string { return d.Queue }
+
+// searchPayloads lists a queue's tasks whose payload's first searchPrefix
+// bytes hold text.
+func (h *handler) searchPayloads(w http.ResponseWriter, r *http.Request, queue, text string) {
+	d := foundData{Queue: queue, Text: text}
+	var err error
+	if !h.lookup(w, r, func(ctx context.Context) { err = h.scanPayloads(ctx, &d) }) {
+		return
+	}
+	if err != nil {
+		h.fail(w, r, errorStatus(err), err.Error())
+		return
+	}
+	h.render(w, r, "found", http.StatusOK, d)
+}
+
+func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
+	needle := []byte(d.Text)
+	cut := worqr.PayloadPrefix(searchPrefix)
+	lists := []struct {
+		where string
+		read  func(from int) ([]worqr.TaskInfo, error)
+	}{
+		{"waiting", func(from int) ([]worqr.TaskInfo, error) {
+			return h.c.Tasks(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		}},
+		{"delayed", func(from int) ([]worqr.TaskInfo, error) {
+			return h.c.Delayed(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		}},
+		{"dead", func(from int) ([]worqr.TaskInfo, error) {
+			ds, err := h.c.DeadLetters(ctx, d.Queue, from, searchChunk, cut)
+			ts := make([]worqr.TaskInfo, len(ds))
+			for i, dl := range ds {
+				ts[i] = dl.TaskInfo
+			}
+			return ts, err
+		}},
+	}
+	for _, l := range lists {
+		for from := 0; from < searchScan; from += searchChunk {
+			ts, err := l.read(from)
+			if err != nil {
+				return err
+			}
+			d.Scanned += len(ts)
+			for _, t := range ts {
+				if bytes.Contains(t.Payload, needle) {
+					d.Found = append(d.Found, foundTask{Where: l.where, TaskInfo: t})
+					if len(d.Found) == pageSize {
+						d.Full = true
+						return nil
+					}
+				}
+			}
+			if len(ts) < searchChunk {
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,9 @@ type poller struct {
 	c     *worqr.Client
 	every time.Duration
 	log   *slog.Logger
+	// window is how far back the rates look: rateWindow, set shorter by
+	// tests. Read only under mu.
+	window time.Duration
 
 	mu     sync.Mutex
 	subs   map[chan []byte]struct{}
@@ -44,11 +48,13 @@ type poller struct {
 type history struct {
 	finished map[int64]int64 // minute start (Unix s) -> tasks finished
 	at       time.Time
+	gains    []gain        // the reads of the last window
+	window   time.Duration // rateWindow, unless a test sets it
 	rates    []float64
 }
 
 func newPoller(c *worqr.Client, every time.Duration, log *slog.Logger) *poller {
-	return &poller{c: c, every: every, log: log, subs: make(map[chan []byte]struct{}), hist: make(map[string]*history)}
+	return &poller{c: c, every: every, log: log, window: rateWindow, subs: make(map[chan []byte]struct{}), hist: make(map[string]*history)}
 }
 
 // subscribe adds a viewer, starting the poll if it is the first. The
@@ -146,7 +152,7 @@ func (p *poller) pollOnce(ctx context.Context) {
 		seen[qi.Name] = true
 		h := p.hist[qi.Name]
 		if h == nil {
-			h = &history{}
+			h = &history{window: p.window}
 			p.hist[qi.Name] = h
 		}
 		var rate float64
@@ -208,11 +214,17 @@ func (p *poller) account(now time.Time, err error) {
 	}
 }
 
+// rateWindow is how far back a queue's finished/s looks (poller.window):
+// the stats flusher writes its counts in batches, so that the tasks
+// finished between two polls come in jumps; over a minute of polls they
+// add up to a steady rate.
+const rateWindow = time.Minute
+
 // next takes a new read of a queue's recent minutes and returns the
-// tasks finished per second since the last read (ok false on the first).
-// A minute's count only grows while it lasts, so the tasks finished
-// between two reads are what each minute that had not ended at the
-// first gained since.
+// tasks finished per second over the polls of the last rateWindow (ok
+// false on the first read). A minute's count only grows while it lasts,
+// so the tasks finished between two reads are what each minute that had
+// not ended at the first gained since.
 func (h *history) next(s worqr.Stats) (rate float64, ok bool) {
 	finished := make(map[int64]int64, len(s.Buckets))
 	var gained int64
@@ -224,20 +236,43 @@ func (h *history) next(s worqr.Stats) (rate float64, ok bool) {
 		}
 	}
 	ok = !h.at.IsZero()
-	if dt := s.Now.Sub(h.at).Seconds(); ok && dt > 0 && gained > 0 {
-		rate = float64(gained) / dt
+	if ok && s.Now.After(h.at) {
+		h.gains = append(h.gains, gain{from: h.at, to: s.Now, n: max(gained, 0)})
 	}
 	h.finished, h.at = finished, s.Now
+	window := h.window
+	if window <= 0 {
+		window = rateWindow
+	}
+	for len(h.gains) > 0 && !h.gains[0].to.After(s.Now.Add(-window)) {
+		h.gains = h.gains[1:]
+	}
+	if len(h.gains) > 0 {
+		var n int64
+		for _, g := range h.gains {
+			n += g.n
+		}
+		if dt := s.Now.Sub(h.gains[0].from).Seconds(); dt > 0 {
+			rate = float64(n) / dt
+		}
+	}
 	return rate, ok
 }
 
-// readQueues reads every queue's counts and controls: the registry, then
-// one round trip per queue.
+// gain is the tasks a queue finished between two reads.
+type gain struct {
+	from, to time.Time
+	n        int64
+}
+
+// readQueues reads every queue's counts and controls, sorted by name:
+// the registry, then one round trip per queue.
 func readQueues(ctx context.Context, c *worqr.Client) ([]worqr.QueueInfo, error) {
 	names, err := c.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(names)
 	out := make([]worqr.QueueInfo, 0, len(names))
 	for _, n := range names {
 		qi, err := c.QueueInfo(ctx, n)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -30,10 +32,15 @@ var funcs = template.FuncMap{
 	"display":  display,
 	"qhex":     func(s string) string { return hex.EncodeToString([]byte(s)) },
 	"preview":  preview,
+	"pretty":   pretty,
 	"short":    short,
 	"when":     when,
 	"millis":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
 	"act":      act,
+	"queueURL": queuePath,
+	"taskURL":  taskPath,
+	"add":      func(a, b int) int { return a + b },
+	"bytes":    func(s string) []byte { return []byte(s) },
 	"maxLimit": func() int64 { return worqr.MaxLimit },
 }
 
@@ -60,7 +67,7 @@ func act(p view, op, back, queue, id, label string) actForm {
 var pages = func() map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "queue", "task", "workers", "login", "confirm", "error", "visit"} {
+	for _, name := range []string{"overview", "queue", "task", "workers", "periodic", "found", "login", "confirm", "error", "visit"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	return out
@@ -76,6 +83,7 @@ type view struct {
 	SignOut  bool // signed in with a session, which can be ended
 	Title    string
 	Nav      string
+	Queue    string // the queue the page is about, for the search box
 	Done     string
 	Data     any
 }
@@ -93,8 +101,14 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, st
 	if t, ok := data.(titled); ok {
 		p.Title = t.title()
 	}
+	if q, ok := data.(interface{ queueName() string }); ok {
+		p.Queue = q.queueName()
+	}
 	if d := r.URL.Query().Get("done"); d != "" {
 		p.Done = doneMessages[d]
+		if strings.Contains(p.Done, "%d") {
+			p.Done = fmt.Sprintf(p.Done, countParam(r))
+		}
 	}
 	var buf bytes.Buffer
 	if err := pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
@@ -161,6 +175,7 @@ type previewed struct {
 	Binary    bool
 	Size      int
 	Truncated bool
+	JSON      bool // indented by pretty
 }
 
 // preview shows at most limit bytes of b, the first bytes of a payload of
@@ -177,6 +192,23 @@ func preview(b []byte, size, limit int) previewed {
 	}
 	p.Binary = true
 	p.Text = strings.TrimRight(hex.Dump(b), "\n")
+	return p
+}
+
+// pretty indents a whole JSON text (not one cut short), for the task
+// page; it stays text, escaped as any other when rendered.
+func pretty(p previewed) previewed {
+	if p.Binary || p.Truncated {
+		return p
+	}
+	t := strings.TrimSpace(p.Text)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return p
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(t), "", "  ") == nil {
+		p.Text, p.JSON = buf.String(), true
+	}
 	return p
 }
 

@@ -203,7 +203,7 @@ func TestForeignHostRefused(t *testing.T) {
 	port := e.srv.Listener.Addr().String()
 	port = port[strings.LastIndex(port, ":"):]
 	evil := "rebind.attacker.example" + port
-	for _, path := range []string{"/", "/queue?q=" + qx("q"), "/workers", "/events", "/static/app.js", "/login"} {
+	for _, path := range []string{"/", "/queue?q=" + qx("q"), "/queue/q", "/task/q/x", "/search?id=x", "/workers", "/periodic", "/events", "/static/app.js", "/login"} {
 		res := e.raw(path, nil, "Host", evil)
 		assert.Equal(t, http.StatusForbidden, res.code, path)
 		assert.NotContains(t, res.body, "csrf", path)

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -14,25 +15,33 @@ const (
 	chartH = 120
 )
 
-// statsView is the queue page's stats: a chart of the tasks finished and
-// started per minute (or hour), and the totals of the window.
+// statsView is the queue page's stats: a chart of the tasks finished,
+// retried and dead (stacked) and started per minute (or hour), a chart of
+// the wait and run percentiles, and the totals of the window.
 type statsView struct {
-	Hourly  bool
-	Window  string // "last hour", "last 7 days"
-	Bars    []statsBar
-	Max     int64 // the chart's top: the most started or finished in a bucket
-	Total   worqr.StatsBucket
-	Off     bool // nothing counted at all: stats may be off
-	WaitP50 string
-	WaitP99 string
-	RunP50  string
-	RunP99  string
+	Hourly bool
+	Window string // "last hour", "last 7 days"
+	Bars   []statsBar
+	Max    int64 // the chart's top: the most started, or ended (finished, retried, dead), in a bucket
+	// The percentile chart: one polyline each (SVG points), scaled to
+	// LatMax, the largest p99, as text.
+	WaitP50Line, WaitP99Line, RunP50Line, RunP99Line string
+	LatMax                                           string
+	Total                                            worqr.StatsBucket
+	Off                                              bool // nothing counted at all: stats may be off
+	WaitP50                                          string
+	WaitP99                                          string
+	RunP50                                           string
+	RunP99                                           string
 }
 
-// statsBar is one bucket of the chart: finished as a bar, started as a
-// mark, both scaled to the chart's height, with a tooltip.
+// statsBar is one bucket of the chart: finished as a bar, retried and
+// dead stacked on it, started as a mark, all scaled to the chart's
+// height, with a tooltip.
 type statsBar struct {
 	X, W, Y, H, StartedY float64
+	RetriedY, RetriedH   float64
+	DeadY, DeadH         float64
 	Title                string
 }
 
@@ -56,7 +65,8 @@ func newStatsView(s worqr.Stats, res time.Duration, n int) statsView {
 	for _, b := range s.Buckets {
 		if !b.Start.Before(first) {
 			in = append(in, b)
-			v.Max = max(v.Max, b.Counts.Finished, b.Counts.Started)
+			c := b.Counts
+			v.Max = max(v.Max, c.Finished+c.Retried+c.Dead, c.Started)
 		}
 	}
 	v.Total = worqr.Stats{Buckets: in}.Total()
@@ -78,14 +88,60 @@ func newStatsView(s worqr.Stats, res time.Duration, n int) statsView {
 	for _, b := range in {
 		i := int(b.Start.Sub(first) / res)
 		h := scale(b.Counts.Finished)
+		rh, dh := scale(b.Counts.Retried), scale(b.Counts.Dead)
 		v.Bars = append(v.Bars, statsBar{
 			X: float64(i)*w + 0.5, W: max(w-1, 0.5), Y: chartH - h, H: h, StartedY: chartH - scale(b.Counts.Started),
+			RetriedY: chartH - h - rh, RetriedH: rh, DeadY: chartH - h - rh - dh, DeadH: dh,
 			Title: fmt.Sprintf("%s UTC: finished %d, started %d, enqueued %d, retried %d, dead %d; wait p50 %s, run p50 %s",
 				b.Start.UTC().Format(layout), b.Counts.Finished, b.Counts.Started, b.Counts.Enqueued, b.Counts.Retried, b.Counts.Dead,
 				latency(b.Wait, 0.5), latency(b.Run, 0.5)),
 		})
 	}
+	v.percentileLines(in, first, res, w)
 	return v
+}
+
+// percentileLines draws the wait and run p50 and p99 of each bucket that
+// counted some, at the bucket's middle, scaled to the largest p99.
+func (v *statsView) percentileLines(in []worqr.StatsBucket, first time.Time, res time.Duration, w float64) {
+	var top time.Duration
+	for _, b := range in {
+		if b.Wait.Count() > 0 {
+			top = max(top, b.Wait.Quantile(0.99))
+		}
+		if b.Run.Count() > 0 {
+			top = max(top, b.Run.Quantile(0.99))
+		}
+	}
+	if top <= 0 {
+		return
+	}
+	v.LatMax = top.Round(time.Microsecond).String()
+	line := func(pick func(worqr.StatsBucket) (time.Duration, bool)) string {
+		var pts []string
+		for _, b := range in {
+			d, ok := pick(b)
+			if !ok {
+				continue
+			}
+			x := (float64(b.Start.Sub(first)/res) + 0.5) * w
+			y := chartH - 1 - float64(d)*(chartH-2)/float64(top)
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+		}
+		return strings.Join(pts, " ")
+	}
+	q := func(h func(worqr.StatsBucket) worqr.Histogram, p float64) func(worqr.StatsBucket) (time.Duration, bool) {
+		return func(b worqr.StatsBucket) (time.Duration, bool) {
+			if h(b).Count() == 0 {
+				return 0, false
+			}
+			return h(b).Quantile(p), true
+		}
+	}
+	wait := func(b worqr.StatsBucket) worqr.Histogram { return b.Wait }
+	run := func(b worqr.StatsBucket) worqr.Histogram { return b.Run }
+	v.WaitP50Line, v.WaitP99Line = line(q(wait, 0.5)), line(q(wait, 0.99))
+	v.RunP50Line, v.RunP99Line = line(q(run, 0.5)), line(q(run, 0.99))
 }
 
 // latency is a percentile for people: "—" when nothing was counted.

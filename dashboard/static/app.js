@@ -10,7 +10,9 @@
   document.addEventListener("submit", function (ev) {
     var form = ev.target;
     if (!form.classList || !form.classList.contains("act")) return;
-    var msg = form.getAttribute("data-confirm") || "Are you sure?";
+    // A form with several buttons (the bulk ones) asks the clicked one's question.
+    var by = ev.submitter && ev.submitter.getAttribute("data-confirm");
+    var msg = by || form.getAttribute("data-confirm") || "Are you sure?";
     if (!window.confirm(msg)) { ev.preventDefault(); return; }
     var c = form.querySelector("input[name=confirmed]");
     if (c) c.value = "yes";
@@ -54,17 +56,21 @@
     var td = document.createElement("td");
     var a = document.createElement("a");
     a.href = base + "/queue?q=" + encodeURIComponent(q.k);
+    td.className = "qname";
     a.textContent = q.name;
+    a.className = "clamp";
+    a.title = q.name;
     td.appendChild(a);
     tr.appendChild(td);
     ["waiting", "delayed", "inFlight", "dead", "paused", "limit", "rate"].forEach(function (f) {
       var c = document.createElement("td");
-      if (f !== "paused") c.className = "n";
+      c.className = (f !== "paused" ? "n" : "") + (f === "paused" || f === "limit" ? " wide" : "");
       c.setAttribute("data-k", q.k);
       c.setAttribute("data-f", f);
       tr.appendChild(c);
     });
     var st = document.createElement("td");
+    st.className = "wide";
     var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.setAttribute("class", "spark");
     svg.setAttribute("viewBox", "0 0 120 24");
@@ -74,7 +80,12 @@
     svg.appendChild(document.createElementNS("http://www.w3.org/2000/svg", "polyline"));
     st.appendChild(svg);
     tr.appendChild(st);
-    tbody.appendChild(tr);
+    // Rows sort by name: their hex keys sort as the names' bytes do.
+    var after = null;
+    tbody.querySelectorAll("tr[data-row]").forEach(function (row) {
+      if (!after && row.getAttribute("data-row") > q.k) after = row;
+    });
+    tbody.insertBefore(tr, after);
   }
 
   var es = new EventSource(base + "/events");

@@ -22,33 +22,37 @@ var files embed.FS
 
 // Set is every script worqr runs.
 type Set struct {
-	Enqueue    *Script
-	Dequeue    *Script
-	Finish     *Script
-	Stop       *Script
-	Cancel     *Script
-	CancelID   *Script
-	Delete     *Script
-	Promote    *Script
-	Control    *Script
-	QueueInfo  *Script
-	Retry      *Script
-	Bury       *Script
-	Release    *Script
-	Join       *Script
-	Registered *Script
-	Renew      *Script
-	Keepalive  *Script
-	Register   *Script
-	Serve      *Script
-	Deregister *Script
-	Expired    *Script
-	Live       *Script
-	States     *Script
-	Tick       *Script // periodic tasks
-	Progress   *Script // a handler's progress report
-	Stats      *Script // a client's stats counts, when no other call carried them
-	Outcome    *Script // a task's retained outcome, or whether one will come
+	Enqueue       *Script
+	Dequeue       *Script
+	Finish        *Script
+	Stop          *Script
+	Cancel        *Script
+	CancelID      *Script
+	CancelWaiting *Script
+	Delete        *Script
+	Promote       *Script
+	RunNow        *Script
+	Control       *Script
+	QueueInfo     *Script
+	Retry         *Script
+	Bury          *Script
+	Release       *Script
+	Join          *Script
+	Registered    *Script
+	Renew         *Script
+	Keepalive     *Script
+	Register      *Script
+	Serve         *Script
+	Deregister    *Script
+	Expired       *Script
+	Live          *Script
+	States        *Script
+	Tick          *Script // periodic tasks
+	PeriodicList  *Script // the periodic schedules, for inspection
+	Progress      *Script // a handler's progress report
+	Stats         *Script // a client's stats counts, when no other call carried them
+	Outcome       *Script // a task's retained outcome, or whether one will come
+	OutcomeList   *Script // the kept outcomes, latest to expire first
 	// Inspection with payloads cut to a prefix, and a task found by id.
 	WaitingList *Script
 	DelayedList *Script
@@ -72,33 +76,37 @@ func Load(sharded, stats bool) *Set {
 	// they call TIME, which miniredis refuses in read-only scripts.
 	load := loader(sharded, stats)
 	return &Set{
-		Enqueue:    load("enqueue.lua"),
-		Dequeue:    load("dequeue.lua"),
-		Finish:     load("finish.lua"),
-		Stop:       load("stop.lua"),
-		Cancel:     load("cancel.lua"),
-		CancelID:   load("cancel_id.lua"),
-		Delete:     load("delete.lua"),
-		Promote:    load("promote.lua"),
-		Control:    load("control.lua"),
-		QueueInfo:  load("queue_info.lua"),
-		Retry:      load("retry.lua"),
-		Bury:       load("bury.lua"),
-		Release:    load("release.lua"),
-		Join:       load("join.lua"),
-		Registered: load("registered.lua"),
-		Renew:      load("renew.lua"),
-		Keepalive:  load("keepalive.lua"),
-		Register:   load("register.lua"),
-		Serve:      load("serve.lua"),
-		Deregister: load("deregister.lua"),
-		Expired:    load("expired.lua"),
-		Live:       load("live.lua"),
-		States:     load("states.lua"),
-		Tick:       load("tick.lua"),
-		Progress:   load("progress.lua"),
-		Stats:      load("stats.lua"),
-		Outcome:    load("outcome.lua"),
+		Enqueue:       load("enqueue.lua"),
+		Dequeue:       load("dequeue.lua"),
+		Finish:        load("finish.lua"),
+		Stop:          load("stop.lua"),
+		Cancel:        load("cancel.lua"),
+		CancelID:      load("cancel_id.lua"),
+		CancelWaiting: load("cancel_waiting.lua"),
+		Delete:        load("delete.lua"),
+		Promote:       load("promote.lua"),
+		RunNow:        load("run_now.lua"),
+		Control:       load("control.lua"),
+		QueueInfo:     load("queue_info.lua"),
+		Retry:         load("retry.lua"),
+		Bury:          load("bury.lua"),
+		Release:       load("release.lua"),
+		Join:          load("join.lua"),
+		Registered:    load("registered.lua"),
+		Renew:         load("renew.lua"),
+		Keepalive:     load("keepalive.lua"),
+		Register:      load("register.lua"),
+		Serve:         load("serve.lua"),
+		Deregister:    load("deregister.lua"),
+		Expired:       load("expired.lua"),
+		Live:          load("live.lua"),
+		States:        load("states.lua"),
+		Tick:          load("tick.lua"),
+		PeriodicList:  load("periodic_list.lua"),
+		Progress:      load("progress.lua"),
+		Stats:         load("stats.lua"),
+		Outcome:       load("outcome.lua"),
+		OutcomeList:   load("outcome_list.lua"),
 
 		WaitingList: load("waiting_list.lua"),
 		DelayedList: load("delayed_list.lua"),

@@ -7,14 +7,14 @@
 -- Tick 0 only reads the record, first setting it to now for a schedule
 -- never seen, so that a new schedule has no missed ticks to catch up.
 -- The task goes to the back of the queue, as enqueue.lua puts it, with an
--- id and a work event.
+-- id and a work event; the ticks hash keeps its id, for inspection.
 -- Returns {status, last tick (ms), now (µs), task id or '', unregistered
 -- (0/1)}, all as strings: status 1 when the task was added (last is then
 -- the tick), 0 when the tick was not later than the last one enqueued
 -- (or tick 0), 2 when the tick is later than now (nothing changed).
 -- unregistered is as enqueue.lua's.
 local waiting_key, meta_key, idle_key = KEYS[1], KEYS[2], KEYS[3]
-local periodic_key, stats_key, retained_key = KEYS[4], KEYS[5], KEYS[6]
+local periodic_key, stats_key, retained_key, ticks_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local channel, queue, schedule = ARGV[1], ARGV[2], ARGV[3] -- queue, schedule: their names
 local tick = tonumber(ARGV[4]) -- ms, Redis clock; 0: read
 -- The task's header fields (',m<budget>,t<timeout ms>,R<retain ms>,w<weight>',
@@ -39,6 +39,7 @@ end
 redis.call('HSET', periodic_key, schedule, ms(tick))
 local id = string.format('%x', next_task_ids(meta_key, 1))
 redis.call('LPUSH', waiting_key, id .. fields .. ':' .. payload)
+redis.call('HSET', ticks_key, schedule, id)
 if string.find(fields, ',R', 1, true) then
   outcome_pending(retained_key, {id})
 end

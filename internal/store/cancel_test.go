@@ -108,6 +108,7 @@ func TestDeleteScript(t *testing.T) {
 	st["uniquettl"] = zset{"abc": 1}
 	st["starts"] = zset{"1": 1}
 	st["periodic"] = hash{"s": "1"}
+	st["ticks"] = hash{"s": "60"}
 	st["progress"] = hash{"64": "1,5,1:"}
 	st["stats"] = hash{"cur": "1"}
 	st["leases"] = zset{w: 1}
@@ -124,4 +125,78 @@ func TestDeleteScript(t *testing.T) {
 		"idle":   zset{w: 1},
 		"queues": set{"other"},
 	})
+}
+
+// cancel_waiting.lua: waiting tasks go in bulk, by id, by kind (the whole
+// kind, not a prefix) or all, in dequeue order (high, then each list from
+// its front), with their errors, unique keys and listings as retained;
+// delayed and in-flight tasks stay; at most limit entries are looked at.
+func TestCancelWaitingScript(t *testing.T) {
+	t.Parallel()
+	seed := func() keyState {
+		return keyState{
+			"meta":     hash{"name": "q"},
+			"waiting":  list{"71,kmail:x", "77,kmailer:m", "72:y", "73,kmail,R1000,uabc:z"},
+			"high":     list{"74,ph,kmail:h"},
+			"low":      list{"75,pl:l"},
+			"delayed":  zset{"76,kmail:d": 5},
+			"errors":   hash{"73": "e", "72": "f"},
+			"unique":   hash{"abc": "73"},
+			"retained": zset{"73": inf},
+		}
+	}
+	cases := []struct {
+		name    string
+		sel     CancelSelection
+		limit   int
+		removed int64
+		more    bool
+		change  func(st keyState)
+	}{
+		{"ids", CancelSelection{IDs: []string{"73", "75", "99", "73"}}, 100, 2, false, func(st keyState) {
+			st["waiting"] = list{"71,kmail:x", "77,kmailer:m", "72:y"}
+			delete(st, "low")
+			st["errors"] = hash{"72": "f"}
+			delete(st, "unique")
+			delete(st, "retained")
+		}},
+		{"kind", CancelSelection{Kind: "mail"}, 100, 3, false, func(st keyState) {
+			st["waiting"] = list{"77,kmailer:m", "72:y"}
+			delete(st, "high")
+			st["errors"] = hash{"72": "f"}
+			delete(st, "unique")
+			delete(st, "retained")
+		}},
+		{"all", CancelSelection{}, 100, 6, false, func(st keyState) {
+			delete(st, "waiting")
+			delete(st, "high")
+			delete(st, "low")
+			delete(st, "errors")
+			delete(st, "unique")
+			delete(st, "retained")
+		}},
+		{"all, bounded", CancelSelection{}, 2, 2, true, func(st keyState) {
+			st["waiting"] = list{"71,kmail:x", "77,kmailer:m", "72:y"}
+			delete(st, "high")
+			st["errors"] = hash{"72": "f"}
+			delete(st, "unique")
+			delete(st, "retained")
+		}},
+		{"kind, bounded", CancelSelection{Kind: "mailer"}, 3, 0, true, func(keyState) {}},
+		{"unknown kind", CancelSelection{Kind: "sms"}, 100, 0, false, func(keyState) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t)
+			e.seed(seed())
+			removed, more, err := e.s.CancelWaiting(e.ctx, "q", tc.sel, tc.limit)
+			require.NoError(t, err)
+			assert.Equal(t, tc.removed, removed)
+			assert.Equal(t, tc.more, more)
+			want := seed()
+			tc.change(want)
+			e.expect(want)
+		})
+	}
 }

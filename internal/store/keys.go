@@ -44,6 +44,7 @@ type QueueKeys struct {
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
 	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
+	Ticks     string // HASH schedule name -> the id of the task of its last tick enqueued
 	// Progress holds the last progress report of tasks in flight, written
 	// only when a handler reports and removed by every script that ends a
 	// process (see ProgressRecord).
@@ -84,6 +85,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		UniqueTTL:    base + "uniquettl",
 		Starts:       base + "starts",
 		Periodic:     base + "periodic",
+		Ticks:        base + "ticks",
 		Progress:     base + "progress",
 		Stats:        base + "stats",
 		GroupWait:    base + "gwait",
@@ -97,7 +99,7 @@ func (k Keys) Queue(name string) QueueKeys {
 // all are the queue's keys that hold data (not the channel).
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
-		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
+		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
 		q.GroupRunning, q.GroupLimits}
 }
 
@@ -112,6 +114,10 @@ func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }
 
 // Workers is the ZSET of worker ids scored by registry lease expiry.
 func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
+
+// WorkerInfo is the HASH of what each registered worker said of itself
+// (see register.lua), by worker id.
+func (k Keys) WorkerInfo() string { return k.prefix + ":{r}:winfo" }
 
 // Reclaiming is the ZSET of dead workers a peer is reclaiming, scored by
 // when its claim runs out (see expired.lua).
@@ -140,7 +146,7 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 		return KeyUnknown, ""
 	}
 	switch {
-	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming():
+	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming() || key == k.WorkerInfo():
 		return KeyRegistry, ""
 	case strings.HasPrefix(key, k.WorkerQueues("")):
 		if id := key[len(k.WorkerQueues("")):]; id != "" {

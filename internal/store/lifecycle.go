@@ -120,6 +120,54 @@ func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	return Promoted{Moved: n[0], Next: n[1], Now: n[2]}, nil
 }
 
+// KeptOutcome is a kept outcome in a listing: its record, its body cut
+// as asked, and the body's whole size.
+type KeptOutcome struct {
+	Result
+	Size int
+}
+
+// Outcomes lists a queue's kept outcomes, latest to expire first, from
+// offset, up to limit of them, each body cut to cut bytes (< 0: whole):
+// see outcome_list.lua.
+func (s *Store) Outcomes(ctx context.Context, queue string, offset, limit, cut int) ([]KeptOutcome, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.OutcomeList, []string{k.Results, k.Retained},
+		[]string{strconv.Itoa(offset), strconv.Itoa(limit), strconv.Itoa(cut)})
+	if err != nil {
+		return nil, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeptOutcome, 0, len(vals)/3)
+	for i := 0; i+2 < len(vals); i += 3 {
+		r, ok := ParseResult(vals[i+2])
+		exp, err1 := strconv.ParseFloat(vals[i], 64)
+		size, err2 := strconv.Atoi(vals[i+1])
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("outcome_list.lua: record %q unreadable", vals[i+2])
+		}
+		r.Expires = int64(exp)
+		out = append(out, KeptOutcome{Result: r, Size: size})
+	}
+	return out, nil
+}
+
+// RunNow moves one delayed task, by id, to the back of its queue now (see
+// run_now.lua). It reports false when the queue has no delayed task of
+// that id.
+func (s *Store) RunNow(ctx context.Context, queue, id string) (bool, error) {
+	k := s.queueKeys(queue)
+	n, err := s.run(ctx, OpPromote, queue, s.scripts.RunNow, []string{k.Delayed, k.Waiting, k.Idle, k.High, k.Low}, []string{k.Channel, id, deadPattern(id)})
+	if err != nil {
+		return false, err
+	}
+	moved, err := n.AsInt64()
+	return moved == 1, err
+}
+
 // DelayedTask is a delayed task and when it is due.
 type DelayedTask struct {
 	Task

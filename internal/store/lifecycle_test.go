@@ -1,6 +1,8 @@
 package store
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,7 +53,8 @@ func TestPromoteScript(t *testing.T) {
 }
 
 // tick.lua: one tick of a periodic schedule enqueues its task once, with
-// an id from the meta hash's counter, and records the tick; a tick not
+// an id from the meta hash's counter, and records the tick and its task's
+// id; a tick not
 // later than the last, or still to come, changes nothing; tick 0 records
 // now for a schedule never seen.
 func TestTickScript(t *testing.T) {
@@ -74,6 +77,7 @@ func TestTickScript(t *testing.T) {
 		e.expect(keyState{
 			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1)},
 			"periodic": hash{"s": decOf(tick), "other": "5"},
+			"ticks":    hash{"s": hexOf(x + 1)},
 			"waiting":  list{hexOf(x+1) + ",m2,R1500:p"},
 			"retained": zset{hexOf(x + 1): inf},
 			"idle":     zset{"r3": 3},
@@ -114,4 +118,91 @@ func TestTickScript(t *testing.T) {
 		e.within(got.Last, before, e.clockMs(), "the first tick recorded")
 		e.expect(keyState{"periodic": hash{"s": decOf(got.Last)}})
 	})
+}
+
+// run_now.lua: one delayed task, by id (not a prefix of one), goes to the
+// back of its level's list with its due time set to now, and a runtime is
+// woken; an id not delayed changes nothing.
+func TestRunNowScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	now := e.clock()
+	hour := float64(now + 3_600_000_000)
+	seed := keyState{
+		"waiting": list{"50:old"},
+		"delayed": zset{"51,a1,d1:retry": hour, "52:later": hour + 1, "53,ph:high": hour + 2},
+	}
+	e.seed(seed)
+	for _, id := range []string{"5", "99", "50"} {
+		ok, err := e.s.RunNow(e.ctx, "q", id)
+		require.NoError(t, err)
+		assert.False(t, ok, id)
+	}
+	e.expect(seed)
+
+	ok, err := e.s.RunNow(e.ctx, "q", "51")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = e.s.RunNow(e.ctx, "q", "53")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got := e.dump()
+	moved := got["waiting"].(list)[0]
+	due, ok := strings.CutPrefix(moved, "51,a1,d")
+	require.True(t, ok, moved)
+	due, ok = strings.CutSuffix(due, ":retry")
+	require.True(t, ok, moved)
+	at, err := strconv.ParseInt(due, 16, 64)
+	require.NoError(t, err)
+	e.within(at, now, e.clock(), "the due time, now")
+	high := got["high"].(list)[0]
+	require.True(t, strings.HasPrefix(high, "53,ph,d") && strings.HasSuffix(high, ":high"), high)
+	require.Equal(t, keyState{
+		"waiting": list{moved, "50:old"},
+		"high":    list{high},
+		"delayed": zset{"52:later": hour + 1},
+	}, got)
+}
+
+// outcome_list.lua: the kept outcomes, latest to expire first, their
+// bodies cut; pending tasks and expired outcomes are left out.
+func TestOutcomeListScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	now := e.clockMs()
+	e.seed(keyState{
+		"retained": zset{"70": inf, "71": float64(now + 10_000), "72": float64(now + 50_000), "73": float64(now - 1)},
+		"results": hash{
+			"71": "71,sok,S1000,E2000,a1:result of 71",
+			"72": "72,sdead,S1000,E3000,a2,Ktimeout:boom",
+			"73": "73,sok,S1,E2,a1:gone",
+		},
+	})
+	got, err := e.s.Outcomes(e.ctx, "q", 0, 10, 4)
+	require.NoError(t, err)
+	require.Equal(t, []KeptOutcome{
+		{Result: Result{ID: "72", Status: "dead", Started: 1000, Ended: 3000, Expires: now + 50_000, Attempts: 2, Reason: "timeout", Body: "boom"}, Size: 4},
+		{Result: Result{ID: "71", Status: "ok", Started: 1000, Ended: 2000, Expires: now + 10_000, Attempts: 1, Body: "resu"}, Size: 12},
+	}, got)
+	got, err = e.s.Outcomes(e.ctx, "q", 1, 1, -1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "result of 71", got[0].Body)
+	got, err = e.s.Outcomes(e.ctx, "q", 2, 10, -1)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
+
+// periodic_list.lua: each schedule's last tick and its task's id, "" for
+// one whose tick's task is not known.
+func TestPeriodicListScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	e.seed(keyState{
+		"periodic": hash{"nightly": "1000", "heartbeat": "2000"},
+		"ticks":    hash{"heartbeat": "66", "gone": "67"},
+	})
+	got, err := e.s.Schedules(e.ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, []ScheduleState{{Name: "heartbeat", Last: 2000, TaskID: "66"}, {Name: "nightly", Last: 1000}}, got)
 }

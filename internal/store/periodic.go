@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // TickStatus is what Tick did.
@@ -40,7 +42,7 @@ type Ticked struct {
 // are ignored.
 func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats, k.Retained},
+	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats, k.Retained, k.Ticks},
 		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload)})
 	if err != nil {
 		return Ticked{}, err
@@ -66,4 +68,38 @@ func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payloa
 		}
 	}
 	return t, nil
+}
+
+// ScheduleState is what Redis keeps of one periodic schedule of a queue.
+type ScheduleState struct {
+	Name string
+	// Last is the last tick enqueued (Unix ms, Redis clock), or when the
+	// schedule was first seen if none was yet.
+	Last int64
+	// TaskID is the id of the last tick's task, "" if none is known.
+	TaskID string
+}
+
+// Schedules reads a queue's periodic schedules: their last ticks and
+// those ticks' tasks (periodic_list.lua), sorted by name.
+func (s *Store) Schedules(ctx context.Context, queue string) ([]ScheduleState, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.PeriodicList, []string{k.Periodic, k.Ticks}, nil)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ScheduleState, 0, len(vals)/3)
+	for i := 0; i+2 < len(vals); i += 3 {
+		last, err := strconv.ParseInt(vals[i+1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("periodic_list.lua: last tick %q unreadable", vals[i+1])
+		}
+		out = append(out, ScheduleState{Name: vals[i], Last: last, TaskID: vals[i+2]})
+	}
+	slices.SortFunc(out, func(a, b ScheduleState) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -371,6 +371,41 @@ func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg strin
 	return CancelCount{Removed: n[0], Marked: n[1]}, nil
 }
 
+// CancelSelection chooses the waiting tasks CancelWaiting removes: those
+// with IDs if any, else those of Kind if set, else all.
+type CancelSelection struct {
+	IDs  []string
+	Kind string
+}
+
+// CancelWaiting removes waiting tasks in bulk (see cancel_waiting.lua),
+// looking at limit entries at most: it returns how many it removed and
+// whether it left entries unlooked at.
+func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelection, limit int) (int64, bool, error) {
+	k := s.queueKeys(queue)
+	args := []string{k.Channel, "all", strconv.Itoa(limit)}
+	switch {
+	case len(sel.IDs) > 0:
+		args[1] = "ids"
+		args = append(args, sel.IDs...)
+	case sel.Kind != "":
+		args[1] = "kind"
+		args = append(args, sel.Kind)
+	}
+	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained}, args)
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.AsIntSlice()
+	if err == nil && len(n) != 2 {
+		err = fmt.Errorf("cancel waiting answered %d values", len(n))
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return n[0], n[1] == 1, nil
+}
+
 // DeleteQueue removes a queue from the registry, then drops its waiting
 // tasks and marks its in-flight processes deleted. It returns the number
 // of waiting tasks dropped. If the second step fails the queue is put back
@@ -383,7 +418,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	k := s.queueKeys(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.GroupWait, k.GroupReady, k.GroupLimits}, []string{k.Channel}).AsInt64()
+	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits}, []string{k.Channel}).AsInt64()
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()

@@ -56,8 +56,8 @@ import (
 //	W  a dead letter's: the worker that held it.
 //	K  a dead letter's: its reason, why it died (such as "poison").
 //	k  the task's kind, a name a Router dispatches on (such as
-//	   "email.welcome"; EnqueueArgs); absent, none. Only Go reads it:
-//	   the scripts carry it as they carry the payload.
+//	   "email.welcome"; EnqueueArgs); absent, none. The scripts carry
+//	   it as they carry the payload; cancel_waiting.lua matches it.
 //	T  the trace context the task carries (a W3C traceparent, say) from
 //	   the enqueue that made it (EnqueueArgs; worqr's Tracer); absent,
 //	   none. Only Go reads it.

@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // RegisterWorker enters a new worker id in the registry with a lease of
-// ttl.
+// ttl, with this program's operating-system process id and host name for
+// inspection (LiveWorkers).
 func (s *Store) RegisterWorker(ctx context.Context, id string, ttl time.Duration) error {
-	res, err := s.run(ctx, OpRegisterWorker, "", s.scripts.Register, []string{s.keys.Workers()}, []string{id, ms(ttl)})
+	host, _ := os.Hostname() // "" if unknown: shown as such
+	res, err := s.run(ctx, OpRegisterWorker, "", s.scripts.Register, []string{s.keys.Workers(), s.keys.WorkerInfo()},
+		[]string{id, ms(ttl), strconv.Itoa(os.Getpid()), host})
 	if err != nil {
 		return err
 	}
@@ -177,7 +182,7 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 	if expired {
 		mode = "expired"
 	}
-	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id), s.keys.Reclaiming()}, []string{id, mode})
+	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id), s.keys.Reclaiming(), s.keys.WorkerInfo()}, []string{id, mode})
 	if err != nil {
 		return false, err
 	}
@@ -229,15 +234,21 @@ func (s *Store) ExpiredWorkers(ctx context.Context, limit int, self string, clai
 	return out, nil
 }
 
-// WorkerLease is a live worker and how long its lease has left.
+// WorkerLease is a live worker, how long its lease has left, and what it
+// said of itself when it registered: its program's operating-system
+// process id, its host and its start by the Redis clock (zero values for
+// a worker registered without them).
 type WorkerLease struct {
-	ID       string
-	LeftMsec int64
+	ID        string
+	LeftMsec  int64
+	PID       int
+	Host      string
+	StartedMs int64
 }
 
 // LiveWorkers lists the workers whose registry lease is live.
 func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
-	res, err := s.run(ctx, OpRead, "", s.scripts.Live, []string{s.keys.Workers()}, nil)
+	res, err := s.run(ctx, OpRead, "", s.scripts.Live, []string{s.keys.Workers(), s.keys.WorkerInfo()}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -245,10 +256,16 @@ func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]WorkerLease, 0, len(vals)/2)
-	for i := 0; i+1 < len(vals); i += 2 {
+	out := make([]WorkerLease, 0, len(vals)/3)
+	for i := 0; i+2 < len(vals); i += 3 {
 		left, _ := strconv.ParseInt(vals[i+1], 10, 64)
-		out = append(out, WorkerLease{ID: vals[i], LeftMsec: left})
+		l := WorkerLease{ID: vals[i], LeftMsec: left}
+		if f := strings.SplitN(vals[i+2], "\n", 3); len(f) == 3 {
+			l.PID, _ = strconv.Atoi(f[0])
+			l.StartedMs, _ = strconv.ParseInt(f[1], 10, 64)
+			l.Host = f[2]
+		}
+		out = append(out, l)
 	}
 	return out, nil
 }

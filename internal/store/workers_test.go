@@ -1,6 +1,9 @@
 package store
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,9 +96,10 @@ func TestExpiredScript(t *testing.T) {
 }
 
 // register.lua, serve.lua, join.lua and deregister.lua: a worker enters
-// the registry, serves a queue (its queue set) and takes a lease there
-// that ends with its registry lease, the queue named by it; it leaves
-// the registry, with its claim and its queue set.
+// the registry, with its process id, start and host, serves a queue (its
+// queue set) and takes a lease there that ends with its registry lease,
+// the queue named by it; it leaves the registry, with its claim, its
+// queue set and its info.
 func TestWorkerRegistryScripts(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t)
@@ -104,13 +108,27 @@ func TestWorkerRegistryScripts(t *testing.T) {
 	require.NoError(t, e.s.RegisterWorker(e.ctx, w, time.Minute))
 	got := e.dump()
 	expiry := e.within(int64(got["workers"].(zset)[w]), before+60_000, e.clockMs()+60_000, "the registry lease")
-	require.Equal(t, keyState{"workers": zset{w: float64(expiry)}}, got)
+	host, _ := os.Hostname()
+	info := got["winfo"].(hash)[w]
+	parts := strings.SplitN(info, "\n", 3)
+	require.Len(t, parts, 3, info)
+	started, err := strconv.ParseInt(parts[1], 10, 64)
+	require.NoError(t, err)
+	e.within(started, before, e.clockMs(), "the start")
+	require.Equal(t, keyState{"workers": zset{w: float64(expiry)},
+		"winfo": hash{w: strconv.Itoa(os.Getpid()) + "\n" + parts[1] + "\n" + host}}, got)
+
+	live, err := e.s.LiveWorkers(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	assert.Equal(t, WorkerLease{ID: w, LeftMsec: live[0].LeftMsec, PID: os.Getpid(), Host: host, StartedMs: started}, live[0])
 
 	unregistered, err := e.s.JoinQueue(e.ctx, "q", w)
 	require.NoError(t, err)
 	assert.True(t, unregistered)
 	e.expect(keyState{
 		"workers": zset{w: float64(expiry)},
+		"winfo":   hash{w: info},
 		"wq:" + w: set{"q"},
 		"leases":  zset{w: float64(expiry)},
 		"meta":    hash{"name": "q"},
@@ -127,6 +145,27 @@ func TestWorkerRegistryScripts(t *testing.T) {
 		"leases": zset{w: float64(expiry)},
 		"meta":   hash{"name": "q"},
 	})
+}
+
+// live.lua: the live workers with the time their lease has left and
+// their info; one registered without info (an older release) reads with
+// none; expired ones are left out.
+func TestLiveScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w, old, gone := e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	e.seed(keyState{
+		"workers": zset{w: float64(now + 60_000), old: float64(now + 30_000), gone: float64(now - 1)},
+		"winfo":   hash{w: "42\n1700000000000\nhost\nwith a newline", gone: "7\n1\nx"},
+	})
+	live, err := e.s.LiveWorkers(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, live, 2)
+	assert.Equal(t, old, live[0].ID, "by expiry")
+	assert.Equal(t, WorkerLease{ID: old, LeftMsec: live[0].LeftMsec}, live[0])
+	assert.InDelta(t, 30_000, live[0].LeftMsec, 5_000)
+	assert.Equal(t, WorkerLease{ID: w, LeftMsec: live[1].LeftMsec, PID: 42, StartedMs: 1700000000000, Host: "host\nwith a newline"}, live[1])
 }
 
 // A worker whose registry lease ran out cannot serve a queue.
