@@ -142,7 +142,7 @@ func TestGroupCountsADeadWorkersProcessesUntilReclaimed(t *testing.T) {
 	dead := newWorker(t, b.client(), fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	assert.Equal(t, "g1", string(dequeueOne(t, dead, "q").Task()))
-	dead.crash()
+	crash(dead)
 
 	live := newWorker(t, c, fast)
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))

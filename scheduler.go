@@ -576,17 +576,17 @@ type PoolSlots struct {
 // call it on every scrape.
 func (w *Worker) Slots() []PoolSlots {
 	w.mu.Lock()
-	id := w.id
+	id := w.state.id
 	scheds := append([]*slotScheduler(nil), w.pools...)
-	queues := make([]string, 0, len(w.serving))
-	for q, sv := range w.serving {
-		if sv.runner != nil {
+	queues := make([]string, 0, len(w.sessions))
+	for q, s := range w.sessions {
+		if s.runner != nil {
 			queues = append(queues, q)
 		}
 	}
 	slices.Sort(queues)
 	for _, q := range queues {
-		scheds = append(scheds, w.serving[q].runner.sched)
+		scheds = append(scheds, w.sessions[q].runner.sched)
 	}
 	w.mu.Unlock()
 	var out []PoolSlots
