@@ -182,8 +182,8 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	enqueueNumbered(t, c, "q", 3)
 	known := dequeueAll(t, w, "q", 1)[0]
-	qk := c.store.Keys().Queue("q")
-	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{qk.Waiting, qk.Procs, qk.Leases, qk.Meta, qk.Idle, qk.Errors, qk.Starts, qk.High, qk.Low, qk.Stats}, []string{w.ID(), "1", "0"}).Error())
+	_, _, _, err := c.store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
+	require.NoError(t, err)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 2)

@@ -424,8 +424,8 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	known := dequeueAll(t, w, "q", 1)[0]
 
 	// Run the dequeue script as the worker, dropping the reply.
-	k := c.store.Keys().Queue("q")
-	require.NoError(t, c.store.Scripts().Dequeue.Exec(ctx, c.rdb, []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats, k.GroupWait, k.GroupReady, k.GroupRunning, k.GroupLimits}, []string{w.ID(), "1", "0"}).Error())
+	_, _, _, err := c.store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
+	require.NoError(t, err)
 	sessionOf(w, "q").markUnsure(unsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
