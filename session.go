@@ -249,13 +249,6 @@ func (s *session) drop(p *Process) {
 	s.mu.Unlock()
 }
 
-// holds reports whether p is in the session's books.
-func (s *session) holds(p *Process) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.procs[p.id] == p
-}
-
 // markUnsure makes the next passes renewals make look for processes
 // Redis says the worker holds that it does not know of: at least, or
 // (exactly) reset to passes.
