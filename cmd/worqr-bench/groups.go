@@ -24,7 +24,7 @@ import (
 // counted (start order is process id order, which is the dequeue
 // script's).
 func runGroups(ctx context.Context, b *bench) (*result, error) {
-	total := b.pick(50_000, 2_000) / len(b.queues) * len(b.queues)
+	total := b.pick(50_000, 600) / len(b.queues) * len(b.queues)
 	conc := b.cfg.concurrency
 	run := uuid.NewString()[:8]
 	res := &result{}
@@ -34,7 +34,7 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 		name   string
 		groups int
 		limit  int
-	}{{"groups10k", b.pick(10_000, 500), 0}, {"limit1_groups1k", b.pick(1_000, 100), 1}} {
+	}{{"groups10k", b.pick(10_000, 100), 0}, {"limit1_groups1k", b.pick(1_000, 50), 1}} {
 		variant := func(groups int) (float64, error) {
 			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
 				if groups == 0 {
@@ -137,7 +137,7 @@ func groupsMemory(ctx context.Context, b *bench, res *result, n int, run string)
 // and reports how many of the flooder's tasks started before the last
 // small group's task did.
 func groupsFairness(ctx context.Context, b *bench, res *result, run string) error {
-	flood, small, each := b.pick(100_000, 2_000), 99, 10
+	flood, small, each := b.pick(100_000, 500), b.pick(99, 9), 10
 	q := b.queues[0]
 	c, prefix, err := b.newClient()
 	if err != nil {
