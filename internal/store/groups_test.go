@@ -159,3 +159,26 @@ func TestPromoteAndReleaseGroupedScript(t *testing.T) {
 	assert.Nil(t, got["delayed"])
 	assert.Nil(t, got["waiting"])
 }
+
+// run_now.lua: a grouped delayed task run now goes to its group, not the
+// list, and its group becomes ready.
+func TestRunNowGroupedScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	later := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"delayed": zset{"21,ga,d1:later": later},
+	})
+	ok, err := e.s.RunNow(e.ctx, "q", "21")
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := e.dump()
+	assert.Nil(t, got["waiting"], "not in the list")
+	assert.Nil(t, got["delayed"])
+	require.Len(t, got["gwait"], 1)
+	for m := range got["gwait"].(zset) {
+		assert.True(t, strings.HasPrefix(m, "a\x00"+"2"+strings.Repeat("0", 14)+"21"+"21,ga,d"), "%q", m)
+	}
+	assert.Contains(t, got["gready"], "a")
+}

@@ -160,7 +160,7 @@ func (s *Store) Outcomes(ctx context.Context, queue string, offset, limit, cut i
 // that id.
 func (s *Store) RunNow(ctx context.Context, queue, id string) (bool, error) {
 	k := s.queueKeys(queue)
-	n, err := s.run(ctx, OpPromote, queue, s.scripts.RunNow, []string{k.Delayed, k.Waiting, k.Idle, k.High, k.Low}, []string{k.Channel, id, deadPattern(id)})
+	n, err := s.run(ctx, OpPromote, queue, s.scripts.RunNow, []string{k.Delayed, k.Waiting, k.Idle, k.High, k.Low, k.GroupWait, k.GroupReady}, []string{k.Channel, id, deadPattern(id)})
 	if err != nil {
 		return false, err
 	}
