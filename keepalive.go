@@ -359,14 +359,14 @@ func (s *session) renew(ctx context.Context, id string, gen uint64) {
 // (whether it still is: the caller holds w.mu): it moves the deadline
 // to deadline if that is later, and reports whether the lease was renewed,
 // or found gone. An answer about a lease the session has since given up
-// (a fence), or held under an id no longer current, says neither. (A
-// session that has left is not told apart here: leaseLost ignores a lease
-// it finds gone.)
+// (a fence, or leaving the queue), or held under an id no longer current,
+// says neither: the worker may serve the queue again by then, under
+// another session.
 func (s *session) renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case !current || s.state.isFenced() || s.leaseGen != gen:
+	case !current || s.state.isFenced() || s.state == sessionLeft || s.leaseGen != gen:
 		return false, false
 	case gone:
 		return false, true

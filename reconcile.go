@@ -59,6 +59,14 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 		return nil
 	}
 	s.mu.Lock()
+	// Only the session serving the queue now knows which of the worker's
+	// processes there are live: one that has left would give back those
+	// of a session that followed it.
+	if s.state == sessionLeft || w.sessions[s.name] != s {
+		s.mu.Unlock()
+		w.mu.Unlock()
+		return nil
+	}
 	keep := make([]string, 0, len(s.procs))
 	for pid := range s.procs {
 		keep = append(keep, pid)

@@ -214,3 +214,34 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	assert.Nil(t, s.adoptHanded(store.Event{Kind: store.EventHandOff, To: w.ID(), PID: orphan}))
 	require.NoError(t, known.Finish(ctx))
 }
+
+// A session the worker has left (StopWork) reconciles nothing, even when
+// a renewal sent before it left comes back unsure: the worker may serve
+// the queue again by then, under a new session whose processes the old
+// one does not know of, and giving those back would let a peer run them
+// while their holder still does. Its renewal's answer is not counted.
+func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	w, old, _ := servedSession(t, k)
+	c, ctx := k.c, k.ctx
+	old.markUnsure(unsurePasses, false)
+	var gen uint64
+	lookAt(old, func() { gen = old.leaseGen })
+	require.NoError(t, w.StopWork(ctx, "q"))
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	fresh := sessionOf(w, "q")
+	require.NotSame(t, old, fresh)
+	enqueueNumbered(t, c, "q", 1)
+	held := dequeueAll(t, w, "q", 1)[0]
+
+	ok, gone := old.renewed(true, gen, false, k.clk.Now().Add(time.Hour))
+	assert.False(t, ok || gone, "an answer for a session that left")
+	w.lease.reconcile(ctx, w.ID(), []*session{old})
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1, "the new session's process is still held")
+	assert.Equal(t, held.ID(), procs[0].ID)
+	assert.Empty(t, waiting(t, c, "q"))
+	require.NoError(t, held.Finish(ctx))
+}
