@@ -186,6 +186,21 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	assert.Equal(t, OutcomeSucceeded, o.Status)
 	_, err = c.TaskResult(ctx, "l", kept)
 	require.NoError(t, err)
+	kepts, err := c.Outcomes(ctx, "l", 0, 10, PayloadPrefix(2))
+	require.NoError(t, err)
+	assert.NotEmpty(t, kepts)
+	_, err = c.Schedules(ctx, "l")
+	require.NoError(t, err)
+
+	// The dashboard's: run a delayed task now, cancel waiting ones in bulk.
+	later, err := c.Enqueue(ctx, "n", []byte("later"), In(time.Hour), Kind("k"))
+	require.NoError(t, err)
+	moved, err := c.RunNow(ctx, "n", later)
+	require.NoError(t, err)
+	assert.True(t, moved)
+	removed, _, err := c.CancelWaiting(ctx, "n", WaitingSelection{Kind: "k"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, removed)
 
 	// By hand: dequeue, stop, finish, peek, range.
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))
