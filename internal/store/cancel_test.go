@@ -143,6 +143,7 @@ func TestCancelWaitingScript(t *testing.T) {
 			"errors":   hash{"73": "e", "72": "f"},
 			"unique":   hash{"abc": "73"},
 			"retained": zset{"73": inf},
+			"gwait":    zset{member("a", "81,ga,kmail:g1"): 0, member("a", "82,ga:g2"): 0},
 		}
 	}
 	cases := []struct {
@@ -153,22 +154,25 @@ func TestCancelWaitingScript(t *testing.T) {
 		more    bool
 		change  func(st keyState)
 	}{
-		{"ids", CancelSelection{IDs: []string{"73", "75", "99", "73"}}, 100, 2, false, func(st keyState) {
+		{"ids", CancelSelection{IDs: []string{"73", "75", "99", "73", "81"}}, 100, 3, false, func(st keyState) {
 			st["waiting"] = list{"71,kmail:x", "77,kmailer:m", "72:y"}
+			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
 			delete(st, "low")
 			st["errors"] = hash{"72": "f"}
 			delete(st, "unique")
 			delete(st, "retained")
 		}},
-		{"kind", CancelSelection{Kind: "mail"}, 100, 3, false, func(st keyState) {
+		{"kind", CancelSelection{Kind: "mail"}, 100, 4, false, func(st keyState) {
 			st["waiting"] = list{"77,kmailer:m", "72:y"}
+			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
 			delete(st, "high")
 			st["errors"] = hash{"72": "f"}
 			delete(st, "unique")
 			delete(st, "retained")
 		}},
-		{"all", CancelSelection{}, 100, 6, false, func(st keyState) {
+		{"all", CancelSelection{}, 100, 8, false, func(st keyState) {
 			delete(st, "waiting")
+			delete(st, "gwait")
 			delete(st, "high")
 			delete(st, "low")
 			delete(st, "errors")
@@ -181,6 +185,15 @@ func TestCancelWaitingScript(t *testing.T) {
 			st["errors"] = hash{"72": "f"}
 			delete(st, "unique")
 			delete(st, "retained")
+		}},
+		{"all, bounded in the groups", CancelSelection{}, 7, 7, true, func(st keyState) {
+			delete(st, "waiting")
+			delete(st, "high")
+			delete(st, "low")
+			delete(st, "errors")
+			delete(st, "unique")
+			delete(st, "retained")
+			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
 		}},
 		{"kind, bounded", CancelSelection{Kind: "mailer"}, 3, 0, true, func(keyState) {}},
 		{"unknown kind", CancelSelection{Kind: "sms"}, 100, 0, false, func(keyState) {}},
