@@ -78,10 +78,7 @@ type config struct {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == relayFlag {
-		if err := runRelay(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
+		log.Fatal(runRelay(os.Args[2:])) // it returns only on failure
 	}
 	var cfg config
 	flag.StringVar(&cfg.dsn, "postgres", os.Getenv("DATABASE_URL"), "Postgres DSN")
@@ -539,7 +536,8 @@ func (f *relays) stopAll() {
 	}
 }
 
-// runRelay is a relay process: it moves rows until it is killed.
+// runRelay is a relay process: it moves rows until it is killed, and
+// returns only on failure.
 func runRelay(args []string) error {
 	if len(args) != 3 {
 		return fmt.Errorf("%s DSN REDIS SCHEMA", relayFlag)
