@@ -93,3 +93,40 @@ func TestCancelByPayloadRemovesGroupedTasks(t *testing.T) {
 	}
 	assert.Empty(t, groupKeys(t, c, "q"))
 }
+
+// Check finds a group whose count of slots held does not match its
+// processes, and a repair sets it from them: a group held back by a
+// count too high starts its next task again.
+func TestCheckRepairsTheGroupCounts(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetGroupConcurrency(ctx, "q", "", 4, CreateQueue()))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a1"), []byte("a2")}, Group("a"), Weight(2))))
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	p := dequeueOne(t, w, "q")
+	assert.Equal(t, "a1", string(p.Task()))
+	requireClean(t, c)
+
+	k := c.store.Keys().Queue("q")
+	do(t, c, c.rdb.B().Hset().Key(k.GroupRunning).FieldValue().FieldValue("a", "3").FieldValue("ghost", "1").Build())
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrNoTask, "the count too high holds a2 back")
+
+	rep := check(t, c, false)
+	assert.Equal(t, []GroupCount{{Queue: "q", Group: "a", Counted: 3, Held: 2}, {Queue: "q", Group: "ghost", Counted: 1, Held: 0}}, rep.MiscountedGroups)
+	assert.Equal(t, 2, rep.Problems())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 2, rep.Repaired.RecountedGroups)
+	held := do(t, c, c.rdb.B().Hgetall().Key(k.GroupRunning).Build())
+	m, err := held.AsStrMap()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "2"}, m)
+	requireClean(t, c)
+
+	p2 := dequeueOne(t, w, "q")
+	assert.Equal(t, "a2", string(p2.Task()), "a's turn came back with its count set right")
+	require.NoError(t, p.Finish(ctx))
+	require.NoError(t, p2.Finish(ctx))
+	assert.Empty(t, groupKeys(t, c, "q"))
+}

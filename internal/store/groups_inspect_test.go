@@ -133,3 +133,51 @@ func TestCancelPayloadGroupedScript(t *testing.T) {
 	delete(want, "retained")
 	e.expect(want)
 }
+
+// check_queue.lua and check_repair.lua: a group's count of slots held is
+// judged against the weights of all its processes (cancelled ones too),
+// each miscount reported with its group unescaped; the repair sets the
+// counts to what the processes that stay hold (an orphan goes back to its
+// group), and a group whose count fell with tasks waiting out of turn
+// takes its turn again, waking a parked runtime.
+func TestCheckGroupsScripts(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	gone, live := e.worker(), e.worker()
+	now := e.clockMs()
+	seeded := keyState{
+		"meta":   hash{"name": "q", "seq": "40", "wx": "1"},
+		"leases": zset{gone: float64(now - 1), live: float64(now + hour)},
+		"procs": hash{"10": "a" + gone + "51,ga:orphan", "20": "a" + live + "52,ga,w2:held", "30": "a" + live + "53,gb:b",
+			"40": "c" + live + "54,gc%2C:c"},
+		"grunning": hash{"a": "1", "b": "1", "d": "2", "e": "x"},
+		"gwait":    zset{member("d", "60,gd:dw"): 0},
+		"idle":     zset{live: 1},
+	}
+	e.seed(seeded)
+	sets := e.s.CheckScripts()
+	looks, err := e.s.LookQueues(e.ctx, []string{"q"}, sets)
+	require.NoError(t, err)
+	require.Len(t, looks, 1)
+	require.NoError(t, looks[0].Err)
+	assert.Equal(t, []GroupCount{{Group: "a", Counted: 1, Held: 3}, {Group: "c,", Counted: 0, Held: 1}, {Group: "d", Counted: 2, Held: 0}, {Group: "e", Counted: -1, Held: 0}}, looks[0].MiscountedGroups)
+	assert.Equal(t, looks[0].Counted, looks[0].Held, "the queue's own count is right")
+	e.expect(seeded)
+
+	before := e.clock()
+	r := e.s.RepairQueues(e.ctx, []string{"q"}, sets)
+	require.Len(t, r, 1)
+	require.NoError(t, r[0].Err)
+	assert.Equal(t, QueueRepair{Requeued: 1, LeasesRemoved: 1, Regrouped: 4}, r[0])
+	got := e.dump()
+	assert.Equal(t, hash{"a": "2", "b": "1", "c%2C": "1"}, got["grunning"])
+	ready := got["gready"].(zset)
+	require.Len(t, ready, 2, "a (its orphan back) and d (below its count now) take turns: %v", ready)
+	e.within(int64(ready["a"]), before, e.clock(), "a's turn")
+	e.within(int64(ready["d"]), before, e.clock(), "d's turn")
+	assert.Nil(t, got["idle"], "the parked runtime is woken")
+	assert.Len(t, got["gwait"], 2)
+	looks, err = e.s.LookQueues(e.ctx, []string{"q"}, sets)
+	require.NoError(t, err)
+	assert.Empty(t, looks[0].MiscountedGroups, "nothing left to repair")
+}
