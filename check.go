@@ -28,7 +28,9 @@ import (
 //   - every key under the prefix is one of worqr's, of the type worqr
 //     writes (UnknownKeys, BrokenQueues);
 //   - a queue's count of weight in flight, which its concurrency limit
-//     reads, matches the weights of its processes (MiscountedQueues);
+//     reads, matches the weights of its processes (MiscountedQueues), and
+//     so does each group's count of the slots its processes hold, which
+//     the group's limit reads (MiscountedGroups);
 //   - a queue's stored controls can be read by the scripts
 //     (UnreadableControls).
 //
@@ -100,6 +102,13 @@ type CheckReport struct {
 	// tasks start. Every script keeps the count, so only a key edited by
 	// hand, or a bug, makes one.
 	MiscountedQueues []string
+	// MiscountedGroups are groups (see Group) whose count of the slots
+	// their processes hold, which their concurrency limit reads (see
+	// SetGroupConcurrency), does not match the weights of those
+	// processes: the group lets too many or too few tasks start. Every
+	// script keeps the counts, so only a key edited by hand, or a bug,
+	// makes one. A repair sets the counts from the processes.
+	MiscountedGroups []GroupCount
 	// UnreadableControls are queue controls whose stored value the
 	// scripts cannot read: not a whole number in 1..MaxLimit (written by
 	// hand, or by an older worqr, which stored a limit above 2^53 as a
@@ -118,6 +127,17 @@ type CheckReport struct {
 
 	// Repaired is what Repair changed; zero without it.
 	Repaired CheckRepairs
+}
+
+// GroupCount is a group's count of the slots its processes hold, for
+// CheckReport.
+type GroupCount struct {
+	Queue string
+	Group string
+	// Counted is the count as stored (-1 if it is not a number); Held the
+	// sum of the weights of the group's processes, whatever their state
+	// (a process holds its slots until it ends).
+	Counted, Held int64
 }
 
 // QueueControl is a queue's control as stored, for CheckReport.
@@ -158,32 +178,36 @@ type CheckRepairs struct {
 	// RecountedQueues had their count of weight in flight set to what
 	// their processes hold.
 	RecountedQueues []string
+	// RecountedGroups counts the groups whose count of slots held was set
+	// to what their processes hold (a group whose count fell and that has
+	// tasks waiting takes its turn again).
+	RecountedGroups int64
 }
 
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
-		len(r.UnreadableControls) + int(r.StaleProgress)
+		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, unreadable controls %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d) in %d queues, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.UnreadableControls),
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls),
 		r.QueuesChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
-			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues))
+			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups)
 	}
 	return b.String()
 }
 
 func (p CheckRepairs) changed() bool {
-	return p.Requeued+p.Dropped+p.LeasesRemoved > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
+	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
 		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues) > 0
 }
 
@@ -210,7 +234,9 @@ func (p CheckRepairs) changed() bool {
 //     registered (as dead) until that lease expires;
 //   - queues missing from the registry are registered, and registry
 //     entries with no queue behind them are removed. Keys that are not
-//     worqr's are left alone.
+//     worqr's are left alone;
+//   - a queue's count of weight in flight, and its groups' counts of the
+//     slots their processes hold, are set from the processes that stay.
 //
 // The check is safe to run while workers run, from any number of
 // clients. Under concurrent changes a finding can be stale by the time it

@@ -42,6 +42,9 @@ type queueLook struct {
 	// miscounted is set when the queue's count of weight in flight does
 	// not match its processes.
 	miscounted bool
+	// groups are the groups whose count of slots held does not match
+	// their processes.
+	groups     []store.GroupCount
 	stale      int64       // progress reports whose process is gone
 	unreadable [][2]string // controls the scripts cannot read: name, value
 }
@@ -133,7 +136,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 			case l.Err != nil:
 				return nil, c.fail("consistency check", batch[i], l.Err)
 			}
-			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, stale: l.StaleProgress, unreadable: l.Unreadable}
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, groups: l.MiscountedGroups, stale: l.StaleProgress, unreadable: l.Unreadable}
 			for _, p := range l.Orphans {
 				q.orphans = append(q.orphans, processInfo(batch[i], p))
 			}
@@ -215,10 +218,13 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 		if q.miscounted {
 			rep.MiscountedQueues = append(rep.MiscountedQueues, name)
 		}
+		for _, g := range q.groups {
+			rep.MiscountedGroups = append(rep.MiscountedGroups, GroupCount{Queue: name, Group: g.Group, Counted: g.Counted, Held: g.Held})
+		}
 		for _, u := range q.unreadable {
 			rep.UnreadableControls = append(rep.UnreadableControls, QueueControl{Queue: name, Control: u[0], Value: u[1]})
 		}
-		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || q.stale > 0 {
+		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || len(q.groups) > 0 || q.stale > 0 {
 			ck.repairQueues = append(ck.repairQueues, name)
 		}
 		q2, ok := second[name]
@@ -320,6 +326,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		if r.Recounted {
 			fixed.RecountedQueues = append(fixed.RecountedQueues, ck.repairQueues[i])
 		}
+		fixed.RecountedGroups += r.Regrouped
 	}
 
 	// 2. Workers the registry does not cover, entered so reclaim finds

@@ -404,7 +404,8 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 // Cancel cancels every task of a queue whose payload is task: waiting and
 // delayed ones are removed, in-flight ones are marked cancelled and their
 // holders get a cancel event, as CancelTask describes. It reads every
-// waiting and delayed task.
+// waiting and delayed task, those waiting in groups (see Group) too; a
+// group none of whose tasks waits any more leaves the groups' turns.
 func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err

@@ -101,7 +101,8 @@ func (c *Client) Queues(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// QueueLen returns the number of tasks waiting in a queue.
+// QueueLen returns the number of tasks waiting in a queue, those waiting
+// in groups (see Group) included.
 func (c *Client) QueueLen(ctx context.Context, queue string) (int64, error) {
 	if err := c.validate(ctx, "queue length", queue); err != nil {
 		return 0, err
@@ -113,8 +114,9 @@ func (c *Client) QueueLen(ctx context.Context, queue string) (int64, error) {
 	return n, nil
 }
 
-// Peek returns the payload of the task that would be dequeued next, or
-// ErrNoTask.
+// Peek returns the payload of the first waiting task in Range's order, or
+// ErrNoTask: the task that would be dequeued next, unless tasks wait in
+// groups (see Range).
 func (c *Client) Peek(ctx context.Context, queue string) ([]byte, error) {
 	tasks, err := c.Range(ctx, queue, 0, 0)
 	if err != nil {
@@ -126,10 +128,20 @@ func (c *Client) Peek(ctx context.Context, queue string) ([]byte, error) {
 	return tasks[0], nil
 }
 
-// Range returns the payloads of waiting tasks in dequeue order, from
-// position start to stop inclusive, where 0 is the next task out.
-// Negative positions count from the back, as in LRANGE (-1 is the last
-// task). Tasks returns the same with ids and metadata.
+// Range returns the payloads of waiting tasks, from position start to stop
+// inclusive, where 0 is the first listed. Negative positions count from
+// the back, as in LRANGE (-1 is the last task). Tasks returns the same
+// with ids and metadata.
+//
+// The order: first the tasks without a group, in dequeue order (high,
+// normal, then low priority; 0 is the next out), then the tasks waiting
+// in groups (see Group), group by group, the groups in the byte order of
+// their keys as stored (a byte that Group's storage escapes, such as ','
+// or ':', sorts as its escape, "%2C", "%3A"), each group's tasks in the
+// order they are to start. Dequeues interleave the groups in turns whose
+// order depends on when each last started a task, so the grouped part is
+// not dequeue order across groups. A call reads only the positions it
+// asks for: reaching a position among the grouped tasks costs O(log N).
 func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([][]byte, error) {
 	tasks, err := c.Tasks(ctx, queue, start, stop)
 	if err != nil {
@@ -142,8 +154,8 @@ func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([]
 	return out, nil
 }
 
-// Tasks returns waiting tasks in dequeue order, as Range does, with their
-// ids and metadata. With PayloadPrefix their payloads are cut in Redis.
+// Tasks returns waiting tasks in Range's order, with their ids and
+// metadata (TaskInfo.Group names a grouped task's group). With PayloadPrefix their payloads are cut in Redis.
 func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opts ...InspectOption) ([]TaskInfo, error) {
 	if err := c.validate(ctx, "range", queue); err != nil {
 		return nil, err
@@ -294,8 +306,8 @@ func sortProcessInfos(ps []ProcessInfo) {
 // Process and Dead is nil unless the task is there (a task is in one place
 // at a time, but FindTask looks in every place).
 type TaskLocation struct {
-	// Waiting is the task if it waits, Position its place in dequeue
-	// order (0: the next out).
+	// Waiting is the task if it waits, Position its place in Range's
+	// order (0: the first listed), grouped tasks included.
 	Waiting  *TaskInfo
 	Position int64
 	// Delayed is the task if it is delayed (TaskInfo.DueAt says until
@@ -327,7 +339,9 @@ var findBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
 // time grows with their bytes (some 2 ms per MiB on a loaded 2-core
 // machine), and Redis serves nothing else meanwhile: in each of the four
 // places it looks at 20,000 tasks and 16 MiB of them at most, and past a
-// bound sets TaskLocation.Partial. An unknown id is not an error: nothing
+// bound sets TaskLocation.Partial. A task waiting in a group is looked
+// for after the lists, among at most 20,000 more tasks, matched by Redis
+// so that only the task found is read. An unknown id is not an error: nothing
 // is found. An empty id is ErrInvalidOptions.
 func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...InspectOption) (TaskLocation, error) {
 	if err := c.validate(ctx, "find task", queue); err != nil {

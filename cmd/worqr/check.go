@@ -12,7 +12,8 @@ func maintenanceCommands() []*command {
 Compares every key under the prefix with worqr's registries (a SCAN of each
 Redis node, never KEYS) and lists what does not add up: orphaned
 processes, dead or unregistered workers, unlisted, unregistered, stale,
-broken or miscounted queues, controls it cannot read, unknown keys. With
+broken or miscounted queues, miscounted groups, controls it cannot read,
+unknown keys. With
 --repair it also fixes what it can, as a peer would: orphaned tasks back
 to the front of their queues, dead workers reclaimed, registries mended;
 broken queues, unreadable controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
@@ -36,6 +37,7 @@ type checkJSON struct {
 	BrokenQueues        []string          `json:"brokenQueues"`
 	UnknownKeys         []string          `json:"unknownKeys"`
 	MiscountedQueues    []string          `json:"miscountedQueues"`
+	MiscountedGroups    []groupCountJSON  `json:"miscountedGroups"`
 	UnreadableControls  []controlJSON     `json:"unreadableControls"`
 	NodesScanned        int               `json:"nodesScanned"`
 	KeysScanned         int               `json:"keysScanned"`
@@ -46,6 +48,13 @@ type checkJSON struct {
 type workerQueueJSON struct {
 	Worker string `json:"worker"`
 	Queue  string `json:"queue"`
+}
+
+type groupCountJSON struct {
+	Queue   string `json:"queue"`
+	Group   string `json:"group"`
+	Counted int64  `json:"counted"`
+	Held    int64  `json:"held"`
 }
 
 type controlJSON struct {
@@ -65,6 +74,7 @@ type repairsJSON struct {
 	RegisteredQueues []string          `json:"registeredQueues"`
 	RemovedQueues    []string          `json:"removedQueues"`
 	RecountedQueues  []string          `json:"recountedQueues"`
+	RecountedGroups  int64             `json:"recountedGroups"`
 }
 
 func list(s []string) []string {
@@ -87,11 +97,14 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		Problems: r.Problems(), OrphanedProcesses: make([]processRow, len(r.OrphanedProcesses)),
 		DeadWorkers: list(r.DeadWorkers), UnregisteredWorkers: list(r.UnregisteredWorkers), UnlistedQueues: workerQueues(r.UnlistedQueues),
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
-		MiscountedQueues: list(r.MiscountedQueues), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
+		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		NodesScanned: r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
 	}
 	for i, u := range r.UnreadableControls {
 		j.UnreadableControls[i] = controlJSON(u)
+	}
+	for i, g := range r.MiscountedGroups {
+		j.MiscountedGroups[i] = groupCountJSON(g)
 	}
 	for i, p := range r.OrphanedProcesses {
 		j.OrphanedProcesses[i] = processRow{ID: p.ID, Queue: p.Queue, TaskID: p.TaskID, Attempt: p.Attempt, Owner: p.Owner, State: string(p.State), payloadJSON: payloadOf(p.Task)}
@@ -101,7 +114,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		j.Repaired = &repairsJSON{Requeued: p.Requeued, Dropped: p.Dropped, LeasesRemoved: p.LeasesRemoved,
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
-			RecountedQueues: list(p.RecountedQueues)}
+			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups}
 	}
 	return j
 }
@@ -163,6 +176,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		rows("stale queue", r.StaleQueues)
 		rows("broken queue", r.BrokenQueues)
 		rows("miscounted queue", r.MiscountedQueues)
+		for _, g := range r.MiscountedGroups {
+			t.row("miscounted group", fmt.Sprintf("queue %q group %q counted %d held %d", escape(g.Queue), escape(g.Group), g.Counted, g.Held))
+		}
 		for _, u := range r.UnreadableControls {
 			t.row("unreadable control", fmt.Sprintf("queue %q %s = %q", escape(u.Queue), u.Control, escape(u.Value)))
 		}
@@ -177,7 +193,8 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"requeued", itoa(p.Requeued), "dropped", itoa(p.Dropped), "leases removed", itoa(p.LeasesRemoved),
 			"workers adopted", itoa(len(p.AdoptedWorkers)), "queues listed", itoa(len(p.ListedQueues)),
 			"workers reclaimed", itoa(len(p.ReclaimedWorkers)), "workers pending", itoa(len(p.PendingWorkers)),
-			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)))
+			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
+			"groups recounted", itoa(p.RecountedGroups))
 		if err != nil {
 			return err
 		}

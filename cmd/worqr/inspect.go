@@ -44,7 +44,8 @@ payload. --json prints a list of at most one task, as range does, with
 the payload whole.`},
 		{name: "range", synopsis: "<queue> [start] [stop]", group: "Inspect", summary: "waiting tasks by position (0 is next out)", run: cmdRange, help: `
 Lists waiting tasks in dequeue order from position start to stop,
-inclusive; 0 is the next task out and negative positions count from the
+inclusive (tasks waiting in groups come after the others, group by group:
+see Client.Range); 0 is the next task out and negative positions count from the
 back (-1 is the last), as in LRANGE. start defaults to 0 and stop to a page
 of 100 after start (to -1 when start is negative). Each row: position, id,
 attempts, when it was enqueued, size and a preview of the payload, and a

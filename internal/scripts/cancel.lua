@@ -4,6 +4,9 @@
 -- event naming the in-flight tasks. Retained tasks are unlisted (see
 -- outcome_pending), and those removed before they started are announced
 -- to waiters with an 'x<id>,<id>...' event, as no outcome will come.
+-- Tasks waiting in groups are removed from the group set too (read 1,000
+-- members at a time, by rank), and a group none of whose tasks waits any
+-- more leaves the ready set (groups_emptied).
 -- Returns {removed, marked}.
 --
 -- A few waiting matches are replaced by a tombstone each (LSET) and removed
@@ -11,6 +14,7 @@
 -- since each LSET walks the list: the cost stays linear in its length.
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
 local channel, payload = ARGV[1], ARGV[2]
 
 set_lists(waiting_key, high_key, low_key)
@@ -62,6 +66,24 @@ for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
     if header_has(e, 'R') then unlist[#unlist + 1] = e end
   end
 end
+local members, groups = {}, {}
+local grouped = redis.call('ZCARD', gwait_key)
+for start = 0, grouped - 1, 1000 do
+  for _, m in ipairs(redis.call('ZRANGE', gwait_key, start, start + 999)) do
+    local e, g = group_member_split(m)
+    if entry_payload(e) == payload then
+      members[#members + 1] = m
+      groups[g] = true
+      ids[#ids + 1] = entry_id(e)
+      release_unique(unique_key, e)
+      if header_has(e, 'R') then unlist[#unlist + 1] = e end
+    end
+  end
+end
+for i = 1, #members, 1000 do
+  redis.call('ZREM', gwait_key, unpack(members, i, math.min(i + 999, #members)))
+end
+groups_emptied(gwait_key, gready_key, groups)
 local removed = #ids
 for i = 1, #ids, 1000 do
   redis.call('HDEL', errors_key, unpack(ids, i, math.min(i + 999, #ids)))

@@ -5,11 +5,12 @@
 -- started is announced to waiters with an 'x<id>' event, as no outcome
 -- will come (an in-flight one's cancel event tells them).
 -- A task waiting in a group is found in the group set by its id (see
--- group_member: the entry follows the '\0', the class and the rank).
+-- group_find); its group leaves the ready set if no task of it waits any
+-- more (groups_emptied).
 -- Returns {removed, marked}: each 0 or 1.
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local gwait_key = KEYS[10] -- see GROUPS in common.lua
+local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
 local channel, id = ARGV[1], ARGV[2] -- id: the task to cancel
 
 set_lists(waiting_key, high_key, low_key)
@@ -36,25 +37,18 @@ for _, list in ipairs({waiting_key, high_key, low_key}) do
     end
   end
 end
-local cursor = '0'
-repeat
-  local page = redis.call('ZSCAN', gwait_key, cursor, 'MATCH', '*' .. id .. '[,:]*', 'COUNT', 1000)
-  cursor = page[1]
-  local found = page[2]
-  for i = 1, #found, 2 do
-    local m = found[i]
-    local e = string.sub(m, (string.find(m, '\0', 1, true) or 0) + 18)
-    if entry_id(e) == id then
-      redis.call('ZREM', gwait_key, m)
-      redis.call('HDEL', errors_key, id)
-      release_unique(unique_key, e)
-      removed(e)
-      stat('x', 1)
-      stats_flush(stats_key)
-      return {1, 0}
-    end
-  end
-until cursor == '0'
+local m = group_find(gwait_key, id)
+if m then
+  local e, g = group_member_split(m)
+  redis.call('ZREM', gwait_key, m)
+  groups_emptied(gwait_key, gready_key, {[g] = true})
+  redis.call('HDEL', errors_key, id)
+  release_unique(unique_key, e)
+  removed(e)
+  stat('x', 1)
+  stats_flush(stats_key)
+  return {1, 0}
+end
 for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
   if entry_id(e) == id then
     redis.call('ZREM', delayed_key, e)

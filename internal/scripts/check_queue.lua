@@ -5,13 +5,16 @@
 -- the extra weight in flight as counted (meta 'wx') and as the processes
 -- hold it (see entry_weight), the progress reports whose process is
 -- gone, and the controls whose stored value the scripts cannot read (see
--- control_value; the value cut to 64 bytes).
+-- control_value; the value cut to 64 bytes), and the groups whose count
+-- of slots held (GROUPS.running) is not what their processes hold (the
+-- sum of their weights, whatever their state: a process holds its slots
+-- until it ends), the group as stored (escaped).
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
 --          {pid, owner, state, task, ...}, {counted, held}, stray reports,
---          {control, value, ...}}.
+--          {control, value, ...}, {group, counted, held, ...}}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, high_key, low_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local gwait_key = KEYS[9] -- see GROUPS in common.lua
+local gwait_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
 
 set_lists(waiting_key, high_key, low_key, gwait_key)
 local now = now_ms()
@@ -28,13 +31,17 @@ for _, id in ipairs(redis.call('ZRANGE', leases_key, 0, -1)) do
 end
 local orphans = {}
 local extra = 0
+local held = {} -- group -> the slots its processes hold
 local all = redis.call('HGETALL', procs_key)
 for i = 1, #all, 2 do
   local pid, v = all[i], all[i + 1]
   if #v >= 1 + OWNER_LEN then -- anything shorter was never written by worqr
     local owner = proc_owner(v)
     see(owner)
-    extra = extra + entry_weight(proc_task(v)) - 1
+    local w = entry_weight(proc_task(v))
+    extra = extra + w - 1
+    local g = entry_group(proc_task(v))
+    if g then held[g] = (held[g] or 0) + w end
     if live[owner] == 0 then
       orphans[#orphans + 1] = pid
       orphans[#orphans + 1] = owner
@@ -62,4 +69,20 @@ for i, name in ipairs(controls) do
     unreadable[#unreadable + 1] = string.sub(v, 1, 64)
   end
 end
-return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable}
+local miscounted = {}
+local counts = redis.call('HGETALL', grunning_key)
+for i = 1, #counts, 2 do
+  local g, n = counts[i], tonumber(counts[i + 1]) -- nil: not a number
+  if n ~= (held[g] or 0) then
+    miscounted[#miscounted + 1] = g
+    miscounted[#miscounted + 1] = n or -1
+    miscounted[#miscounted + 1] = held[g] or 0
+  end
+  held[g] = nil
+end
+for g, n in pairs(held) do
+  miscounted[#miscounted + 1] = g
+  miscounted[#miscounted + 1] = 0
+  miscounted[#miscounted + 1] = n
+end
+return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted}

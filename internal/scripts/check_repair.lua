@@ -6,12 +6,15 @@
 -- those of a deleted queue are dropped, not requeued); expired lease
 -- entries are removed; and a queue holding waiting tasks whose record was
 -- lost gets its name back; the count of weight in flight (meta 'wx', see
--- entry_weight) is set to what the processes left hold; and progress
+-- entry_weight) is set to what the processes left hold, and so is each
+-- group's count of slots held (GROUPS.running: a group whose count falls
+-- and that has tasks waiting out of turn is made ready, and parked
+-- runtimes woken, as groups_settle does when processes end); and progress
 -- reports whose process is gone are removed. Owners are judged here, when
 -- the repair runs, never from the check's earlier look: a process a live
 -- worker dequeued in between, or one whose owner is live, is not touched.
 -- Returns {requeued, dropped, lease entries removed, has name (0/1),
---          weight count corrected (0/1)}.
+--          weight count corrected (0/1), groups whose count was corrected}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
@@ -23,6 +26,7 @@ local now = now_ms()
 local live = {}
 local orphans = {}
 local extra = 0 -- the extra weight of the processes that stay
+local all_held, live_held = {}, {} -- group -> the slots of all its processes, of those that stay
 local all = redis.call('HGETALL', procs_key)
 for i = 1, #all, 2 do
   local pid, v = all[i], all[i + 1]
@@ -31,11 +35,31 @@ for i = 1, #all, 2 do
     if live[owner] == nil then
       live[owner] = lease_live(leases_key, owner, now) and true or false
     end
+    local w, g = entry_weight(proc_task(v)), entry_group(proc_task(v))
+    if g then all_held[g] = (all_held[g] or 0) + w end
     if not live[owner] then
       orphans[#orphans + 1] = {pid = pid, v = v}
     else
-      extra = extra + entry_weight(proc_task(v)) - 1
+      extra = extra + w - 1
+      if g then live_held[g] = (live_held[g] or 0) + w end
     end
+  end
+end
+-- The groups' counts as stored, judged against all the processes; the
+-- orphans' slots are given back with them, below.
+local counts = {}
+local regrouped = 0
+local stored = redis.call('HGETALL', grunning_key)
+for i = 1, #stored, 2 do
+  local g, n = stored[i], tonumber(stored[i + 1]) -- nil: not a number
+  if n ~= (all_held[g] or 0) then regrouped = regrouped + 1 end
+  if not n then redis.call('HDEL', grunning_key, g) end -- read as 0 below
+  counts[g] = n or 0
+end
+for g in pairs(all_held) do
+  if not counts[g] then
+    counts[g] = 0
+    regrouped = regrouped + 1
   end
 end
 local requeued, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, orphans)
@@ -61,10 +85,19 @@ if holds > 0 and redis.call('HEXISTS', meta_key, 'name') == 0 then
   name_queue(meta_key, queue)
 end
 drop_meta_if_gone(procs_key, meta_key)
+if regrouped > 0 then
+  -- What return_to_front gave back is replaced by what brings each
+  -- group's count to what its processes that stay hold (a negative
+  -- amount raises a count).
+  group_freed = {}
+  for g, n in pairs(counts) do
+    if n ~= (live_held[g] or 0) then group_freed[g] = n - (live_held[g] or 0) end
+  end
+end
 groups_settle(idle_key, channel)
 if requeued > 0 then
   publish(channel, 'w' .. requeued)
 else
   slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 end
-return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected}
+return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected, regrouped}

@@ -394,6 +394,51 @@ local function group_front(g, n)
   return redis.call('ZRANGEBYLEX', GROUPS.wait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, n)
 end
 
+-- The entry of a member of a group waiting set, and its group (the bytes
+-- before the '\0', see group_member), for a script that does not know the
+-- group.
+local function group_member_split(m)
+  local at = string.find(m, '\0', 1, true) or 0
+  return string.sub(m, at + 18), string.sub(m, 1, at - 1)
+end
+
+-- The member of the group waiting set gwait that holds task id, found by
+-- ZSCAN: Redis matches the members ('<id>' then ',' or ':', glob
+-- characters escaped), and the script reads only those that match, so
+-- the search copies no payload it does not return. max bounds the members
+-- looked at (ZSCAN's COUNT, a hint; nil: no bound). Returns the member or
+-- nil, and whether the bound stopped the search before the end.
+local function group_find(gwait, id, max)
+  local pattern = '*' .. (string.gsub(id, '[%*%?%[%]\\]', '\\%0')) .. '[,:]*'
+  local cursor, looked = '0', 0
+  repeat
+    if max and looked >= max then return nil, true end
+    local page = redis.call('ZSCAN', gwait, cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor, looked = page[1], looked + 1000
+    local found = page[2]
+    for i = 1, #found, 2 do
+      if entry_is(group_member_split(found[i]), id) then return found[i], false end
+    end
+  until cursor == '0'
+  return nil, false
+end
+
+-- Groups some of whose waiting tasks were removed (a set of their names)
+-- leave the ready set if none waits any more, so that no dequeue spends a
+-- turn on them; a group with processes in flight comes back when one
+-- ends and a task waits (groups_settle), or when a task joins it.
+local function groups_emptied(gwait, gready, names)
+  local gone = {}
+  for g in pairs(names) do
+    if #redis.call('ZRANGEBYLEX', gwait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) == 0 then
+      gone[#gone + 1] = g
+    end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('ZREM', gready, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+end
+
 -- Entries of groups go to wait in their groups, and their groups become
 -- ready, each keeping its turn if it was (NX); one at its limit is let go
 -- again by the next dequeue. front: enqueued at the front, the entries

@@ -6,7 +6,11 @@
 -- megabyte or so at a time (see chunk_size), so its time grows with the
 -- bytes it reads: each of the four places is searched up to limit entries
 -- and budget bytes. A search that stopped at a bound before the end is
--- partial: the task may be where it did not look.
+-- partial: the task may be where it did not look. A task waiting in a
+-- group is looked for after the lists, in the group set by ZSCAN (see
+-- group_find: Redis matches the members, so only the member found is
+-- read), at most limit members; its position follows the lists', as
+-- waiting_list.lua orders them.
 -- Returns {partial (0/1), waiting, delayed, process, dead}, each {} when
 -- not found, else:
 --   waiting: {position in dequeue order, size, entry}
@@ -15,6 +19,7 @@
 --   dead:    {size, entry, error or ''}
 local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local gwait_key = KEYS[9] -- see GROUPS in common.lua
 local id, cut = ARGV[1], tonumber(ARGV[2]) -- cut < 0: whole
 local limit, budget = tonumber(ARGV[3]), tonumber(ARGV[4]) -- budget in bytes
 
@@ -118,5 +123,13 @@ for _, list in ipairs({high_key, waiting_key, low_key}) do
     break
   end
   offset = offset + len
+end
+if #waiting == 0 and not (t.seen >= limit or t.bytes >= budget) then
+  local m, stopped = group_find(gwait_key, id, limit)
+  if stopped then partial = 1 end
+  if m then
+    local cut_e, size = entry_cut((group_member_split(m)), cut)
+    waiting = {offset + redis.call('ZRANK', gwait_key, m), size, cut_e}
+  end
 end
 return {partial, waiting, delayed, proc, dead}

@@ -112,6 +112,9 @@ type QueueLook struct {
 	Counted, Held int64
 	// StaleProgress counts progress reports whose process is gone.
 	StaleProgress int64
+	// MiscountedGroups are the groups whose count of slots held does not
+	// match the weights of their processes, by group (unescaped).
+	MiscountedGroups []GroupCount
 	// Unreadable are the controls whose stored value the scripts cannot
 	// read (control name, then the value, cut to 64 bytes), in the order
 	// limit, rate, per.
@@ -127,7 +130,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress, k.GroupWait}}
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress, k.GroupWait, k.GroupRunning}}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -146,7 +149,7 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		_, reply := rueidis.IsRedisErr(err)
 		return QueueLook{Err: err, Broken: reply}
 	}
-	if len(parts) != 7 {
+	if len(parts) != 8 {
 		return QueueLook{Err: fmt.Errorf("check_queue.lua answered %d parts", len(parts))}
 	}
 	exists, err1 := parts[0].AsInt64()
@@ -159,7 +162,8 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 	}
 	stray, err6 := parts[5].AsInt64()
 	unreadable, err7 := parts[6].AsStrSlice()
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	groups, err8 := parts[7].ToArray()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 		return QueueLook{Err: err}
 	}
 	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2), Counted: weights[0], Held: weights[1], StaleProgress: stray}
@@ -171,6 +175,19 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		}
 		q.Owners[id] = live == 1
 	}
+	for i := 0; i+2 < len(groups); i += 3 {
+		g, err1 := groups[i].ToString()
+		counted, err2 := groups[i+1].AsInt64()
+		held, err3 := groups[i+2].AsInt64()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return QueueLook{Err: err}
+		}
+		if u, err := UnescapeGroup(g); err == nil {
+			g = u
+		}
+		q.MiscountedGroups = append(q.MiscountedGroups, GroupCount{Group: g, Counted: counted, Held: held})
+	}
+	slices.SortFunc(q.MiscountedGroups, func(a, b GroupCount) int { return strings.Compare(a.Group, b.Group) })
 	for i := 0; i+1 < len(unreadable); i += 2 {
 		q.Unreadable = append(q.Unreadable, [2]string{unreadable[i], unreadable[i+1]})
 	}
@@ -182,6 +199,13 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		q.Orphans = append(q.Orphans, p)
 	}
 	return q
+}
+
+// GroupCount is a group's count of slots held as stored (-1: not a
+// number) and as its processes hold them.
+type GroupCount struct {
+	Group         string
+	Counted, Held int64
 }
 
 // RegistryLook is the registries as check_registry.lua saw them.
@@ -294,6 +318,9 @@ type QueueRepair struct {
 	// Recounted is set when the count of weight in flight was wrong and
 	// was set right.
 	Recounted bool
+	// Regrouped counts the groups whose count of slots held was wrong and
+	// was set right.
+	Regrouped int64
 	Err       error
 }
 
@@ -312,14 +339,14 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 			continue
 		}
 		n, err := results[i].AsIntSlice()
-		if err == nil && len(n) != 5 {
+		if err == nil && len(n) != 6 {
 			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
 		}
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2], Recounted: n[4] == 1}
+		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2], Recounted: n[4] == 1, Regrouped: n[5]}
 	}
 	return out
 }

@@ -35,7 +35,7 @@ type Found struct {
 // the scan is O(n) on the server, within bounds.
 func (s *Store) FindTask(ctx context.Context, queue, id string, cut int, bounds FindBounds) (Found, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRead, queue, s.scripts.TaskFind, []string{k.High, k.Waiting, k.Low, k.Delayed, k.Procs, k.Dead, k.Errors, k.Progress},
+	res, err := s.run(ctx, OpRead, queue, s.scripts.TaskFind, []string{k.High, k.Waiting, k.Low, k.Delayed, k.Procs, k.Dead, k.Errors, k.Progress, k.GroupWait},
 		[]string{id, strconv.Itoa(cut), strconv.Itoa(bounds.Limit), strconv.FormatInt(bounds.Budget, 10)})
 	if err != nil {
 		return Found{}, err

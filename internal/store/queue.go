@@ -357,7 +357,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, er
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, err
 	}
@@ -634,16 +634,17 @@ func (s *Store) QueueLen(ctx context.Context, queue string) (int64, error) {
 		return 0, err
 	}
 	lens, err := s.lens(ctx, s.queueKeys(queue))
-	return lens[0] + lens[1] + lens[2], err
+	return lens[0] + lens[1] + lens[2] + lens[3], err
 }
 
-// lens are the lengths of a queue's high, normal and low lists. They are
-// read one command at a time, not pipelined: rueidis retries a single
-// read through an outage until the context's deadline is near and then
-// gives up (reads fail with ErrUnavailable before the caller's deadline),
-// which it does not do for a pipeline on a cluster.
-func (s *Store) lens(ctx context.Context, k QueueKeys) ([3]int64, error) {
-	var out [3]int64
+// lens are the lengths of a queue's high, normal and low lists and of its
+// group waiting set, in the order Range lists them. They are read one
+// command at a time, not pipelined: rueidis retries a single read through
+// an outage until the context's deadline is near and then gives up (reads
+// fail with ErrUnavailable before the caller's deadline), which it does
+// not do for a pipeline on a cluster.
+func (s *Store) lens(ctx context.Context, k QueueKeys) ([4]int64, error) {
+	var out [4]int64
 	for i, key := range []string{k.High, k.Waiting, k.Low} {
 		n, err := s.rdb.Do(ctx, s.b().Llen().Key(key).Build().Pin()).AsInt64()
 		if err != nil {
@@ -651,22 +652,28 @@ func (s *Store) lens(ctx context.Context, k QueueKeys) ([3]int64, error) {
 		}
 		out[i] = n
 	}
-	return out, nil
+	n, err := s.rdb.Do(ctx, s.b().Zcard().Key(k.GroupWait).Build().Pin()).AsInt64()
+	out[3] = n
+	return out, err
 }
 
-// Range returns waiting tasks in dequeue order (high, normal, then low
-// priority), from position start to stop inclusive, where 0 is the next
-// task out; negative positions count from the back, as in LRANGE. With
-// cut >= 0 each payload is cut to its first cut bytes in Redis (see
-// Task.Size), in one script call (waiting_list.lua); with cut < 0 the
-// tasks come whole.
+// Range returns waiting tasks: first those without a group in dequeue
+// order (high, normal, then low priority), then those waiting in groups,
+// group by group (in the byte order of the escaped group keys), each
+// group's in the order they are to start; from position start to stop
+// inclusive, where 0 is the first listed; negative positions count from
+// the back, as in LRANGE. With cut >= 0 each payload is cut to its first
+// cut bytes in Redis (see Task.Size), in one script call
+// (waiting_list.lua); with cut < 0 the tasks come whole. The group set is
+// read by rank: O(log N) to reach a position, and no more than the range
+// asked for.
 func (s *Store) Range(ctx context.Context, queue string, start, stop int64, cut int) ([]Task, error) {
 	if err := s.enter(ctx, OpRead, queue); err != nil {
 		return nil, err
 	}
 	k := s.queueKeys(queue)
 	if cut >= 0 {
-		res := s.scripts.WaitingList.Exec(ctx, s.rdb, []string{k.High, k.Waiting, k.Low},
+		res := s.scripts.WaitingList.Exec(ctx, s.rdb, []string{k.High, k.Waiting, k.Low, k.GroupWait},
 			[]string{strconv.FormatInt(start, 10), strconv.FormatInt(stop, 10), strconv.Itoa(cut)})
 		return cutTasks("waiting_list.lua", res, 2, nil)
 	}
@@ -674,7 +681,7 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64, cut 
 	if err != nil {
 		return nil, err
 	}
-	total := lens[0] + lens[1] + lens[2]
+	total := lens[0] + lens[1] + lens[2] + lens[3]
 	if start < 0 {
 		start += total
 	}
@@ -701,7 +708,27 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64, cut 
 			out = append(out, t)
 		}
 	}
+	if from, to := max(start-offset, 0), min(stop-offset, lens[3]-1); from <= to {
+		vals, err := s.rdb.Do(ctx, s.b().Zrange().Key(k.GroupWait).Min(strconv.FormatInt(from, 10)).Max(strconv.FormatInt(to, 10)).Build().Pin()).AsStrSlice()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range vals {
+			out = append(out, TaskOrRaw(groupMemberEntry(m)))
+		}
+	}
 	return out, nil
+}
+
+// groupMemberEntry is the entry a member of the group waiting set holds:
+// what follows its group, the '\0', the class and the 16 digits of rank
+// (see group_member in common.lua).
+func groupMemberEntry(m string) string {
+	at := strings.IndexByte(m, 0)
+	if at < 0 || len(m) < at+18 {
+		return m
+	}
+	return m[at+18:]
 }
 
 // Procs lists the in-flight processes of a queue, in no order, with their
