@@ -5,10 +5,11 @@
 -- entries are looked at, in dequeue order (high, normal, low; each from its
 -- front, the right end), then the tasks waiting in groups (in group order),
 -- so that the script holds Redis up for a bounded time. A group left empty
--- leaves its turn at the next dequeue, as one that ran dry does.
+-- leaves the turns, as cancel.lua's do.
 -- Returns {removed, more}: more is 1 when entries were left unlooked at.
 local waiting_key, errors_key, unique_key, high_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local low_key, stats_key, retained_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- gwait: see GROUPS in common.lua
+local low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7]
+local gwait_key, gready_key = KEYS[8], KEYS[9] -- see GROUPS in common.lua
 local channel, mode, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]) -- mode: ids | kind | all
 local first_arg = 4 -- ARGV[4...]: the ids (mode ids), or the kind (mode kind)
 
@@ -59,10 +60,9 @@ local function scan(list)
     redis.call('LREM', list, 0, TOMBSTONE)
   end
 end
--- The group set, by rank: a member is its group, '\0', its class and rank
--- (17 bytes), then the entry (see group_member).
+-- The group set, by rank (see group_member).
 local function scan_groups()
-  local at, gone = 0, {}
+  local at, gone, groups = 0, {}, {}
   while more == 0 and not (mode == 'ids' and found >= wanted) do
     if looked >= limit then
       if redis.call('ZCARD', gwait_key) > at then more = 1 end
@@ -72,9 +72,10 @@ local function scan_groups()
     local page = redis.call('ZRANGE', gwait_key, at, at + n - 1)
     for _, m in ipairs(page) do
       looked = looked + 1
-      local e = string.sub(m, string.find(m, '\0', 1, true) + 18)
+      local e, g = group_member_split(m)
       if matches(e) then
         gone[#gone + 1] = m
+        groups[g] = true
         removed[#removed + 1] = e
         found = found + 1
       end
@@ -85,6 +86,7 @@ local function scan_groups()
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gwait_key, unpack(gone, i, math.min(i + 999, #gone)))
   end
+  groups_emptied(gwait_key, gready_key, groups)
 end
 if mode == 'ids' or mode == 'kind' or mode == 'all' then
   for _, list in ipairs({high_key, waiting_key, low_key}) do

@@ -143,7 +143,8 @@ func TestCancelWaitingScript(t *testing.T) {
 			"errors":   hash{"73": "e", "72": "f"},
 			"unique":   hash{"abc": "73"},
 			"retained": zset{"73": inf},
-			"gwait":    zset{member("a", "81,ga,kmail:g1"): 0, member("a", "82,ga:g2"): 0},
+			"gwait":    zset{member("a", "81,ga,kmail:g1"): 0, member("a", "82,ga:g2"): 0, member("b", "83,gb,kmail:g3"): 0},
+			"gready":   zset{"a": 1, "b": 2},
 		}
 	}
 	cases := []struct {
@@ -154,25 +155,28 @@ func TestCancelWaitingScript(t *testing.T) {
 		more    bool
 		change  func(st keyState)
 	}{
-		{"ids", CancelSelection{IDs: []string{"73", "75", "99", "73", "81"}}, 100, 3, false, func(st keyState) {
+		{"ids", CancelSelection{IDs: []string{"73", "75", "99", "73", "81", "83"}}, 100, 4, false, func(st keyState) {
 			st["waiting"] = list{"71,kmail:x", "77,kmailer:m", "72:y"}
 			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
+			st["gready"] = zset{"a": 1} // b emptied leaves the turns; a still waits
 			delete(st, "low")
 			st["errors"] = hash{"72": "f"}
 			delete(st, "unique")
 			delete(st, "retained")
 		}},
-		{"kind", CancelSelection{Kind: "mail"}, 100, 4, false, func(st keyState) {
+		{"kind", CancelSelection{Kind: "mail"}, 100, 5, false, func(st keyState) {
 			st["waiting"] = list{"77,kmailer:m", "72:y"}
 			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
+			st["gready"] = zset{"a": 1}
 			delete(st, "high")
 			st["errors"] = hash{"72": "f"}
 			delete(st, "unique")
 			delete(st, "retained")
 		}},
-		{"all", CancelSelection{}, 100, 8, false, func(st keyState) {
+		{"all", CancelSelection{}, 100, 9, false, func(st keyState) {
 			delete(st, "waiting")
 			delete(st, "gwait")
+			delete(st, "gready")
 			delete(st, "high")
 			delete(st, "low")
 			delete(st, "errors")
@@ -193,7 +197,7 @@ func TestCancelWaitingScript(t *testing.T) {
 			delete(st, "errors")
 			delete(st, "unique")
 			delete(st, "retained")
-			st["gwait"] = zset{member("a", "82,ga:g2"): 0}
+			st["gwait"] = zset{member("a", "82,ga:g2"): 0, member("b", "83,gb,kmail:g3"): 0}
 		}},
 		{"kind, bounded", CancelSelection{Kind: "mailer"}, 3, 0, true, func(keyState) {}},
 		{"unknown kind", CancelSelection{Kind: "sms"}, 100, 0, false, func(keyState) {}},

@@ -392,7 +392,7 @@ func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelec
 		args[1] = "kind"
 		args = append(args, sel.Kind)
 	}
-	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait}, args)
+	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady}, args)
 	if err != nil {
 		return 0, false, err
 	}
