@@ -70,6 +70,7 @@ type config struct {
 	drain     time.Duration
 	relays    int
 	producers int
+	rate      int
 	queues    int
 	redis     string
 	sabotage  string
@@ -87,6 +88,7 @@ func main() {
 	flag.DurationVar(&cfg.drain, "drain", time.Minute, "longest wait for the outbox to drain once the faults stop")
 	flag.IntVar(&cfg.relays, "relays", 3, "relay processes")
 	flag.IntVar(&cfg.producers, "producers", 4, "producer goroutines")
+	flag.IntVar(&cfg.rate, "rate", 300, "transactions per second, all producers together (the relays must keep up, or the run cannot drain)")
 	flag.IntVar(&cfg.queues, "queues", 3, "queues the tasks go to")
 	flag.StringVar(&cfg.redis, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "break the run on purpose (drop, phantom or twice): it must FAIL")
@@ -95,7 +97,7 @@ func main() {
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
 	}
-	if cfg.dsn == "" || cfg.relays < 1 || cfg.producers < 1 || cfg.queues < 1 ||
+	if cfg.dsn == "" || cfg.relays < 1 || cfg.producers < 1 || cfg.queues < 1 || cfg.rate < 1 ||
 		(cfg.sabotage != "" && cfg.sabotage != "drop" && cfg.sabotage != "phantom" && cfg.sabotage != "twice") {
 		flag.Usage()
 		os.Exit(2)
@@ -109,13 +111,18 @@ func main() {
 }
 
 // run is one chaos run.
-func run(ctx context.Context, cfg config) error {
+func run(ctx context.Context, cfg config) (err error) {
 	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed>>1|1))
 	dir, err := os.MkdirTemp("", "worqr-outbox-chaos-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	// The relays' logs stay for a run that failed.
+	defer func() {
+		if err == nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 
 	rs, err := startRedis(cfg.redis, dir)
 	if err != nil {
@@ -164,10 +171,18 @@ func run(ctx context.Context, cfg config) error {
 		stopProducers()
 		wg.Wait()
 	}()
+	// One transaction per tick, shared by the producers.
+	tick := time.NewTicker(time.Second / time.Duration(cfg.rate))
+	defer tick.Stop()
 	for p := range cfg.producers {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(cfg.seed+uint64(p), uint64(p)))
 			for prodCtx.Err() == nil {
+				select {
+				case <-prodCtx.Done():
+					return
+				case <-tick.C:
+				}
 				queue := "q" + strconv.Itoa(r.IntN(cfg.queues))
 				rollback := r.IntN(10) == 0
 				err := produce(prodCtx, pool, ob, ledger, queue, rollback)
@@ -226,6 +241,16 @@ faultLoop:
 			cancel()
 		}
 		faults[fault]++
+		// A relay that died of itself is started again, as a deployment
+		// would restart it.
+		for i := range cfg.relays {
+			if !fleet.alive(i) {
+				faults["relay-exited"]++
+				if err := fleet.start(i); err != nil {
+					return err
+				}
+			}
+		}
 		if cfg.sabotage != "" && !sabotaged {
 			sabotaged = sabotage(ctx, cfg.sabotage, pool, ob, ledger, rs.addr)
 		}
@@ -548,9 +573,14 @@ func runRelay(args []string) error {
 	if err != nil {
 		return err
 	}
-	client, err := newClient(redis)
-	if err != nil {
-		return err
+	// Redis may be restarting as the relay starts: it tries until it
+	// connects, as a relay started by a deployment would be restarted.
+	var client *worqr.Client
+	for {
+		if client, err = newClient(redis); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	ob, err := worqroutbox.New(worqroutbox.Config{Schema: schema})
 	if err != nil {
