@@ -2,41 +2,22 @@ package worqroutboxprom
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	worqroutbox "github.com/worqr/worqr/outbox"
+	"github.com/worqr/worqr/outbox/internal/outboxtest"
 )
 
-// newOutbox migrates an outbox in a schema of its own on the Postgres
-// WORQR_TEST_POSTGRES names, or skips.
 func newOutbox(t *testing.T) (*worqroutbox.Outbox, *pgxpool.Pool) {
 	t.Helper()
-	dsn := os.Getenv("WORQR_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("WORQR_TEST_POSTGRES is not set: this test needs a Postgres (.ci/postgres start prints a DSN for it)")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := "worqr_outbox_prom_" + uuid.NewString()[:8]
-	t.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		require.NoError(t, err)
-	})
-	ob, err := worqroutbox.New(worqroutbox.Config{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, ob.Migrate(ctx, pool))
-	return ob, pool
+	return outboxtest.New(t, "worqr_outbox_prom_")
 }
 
 // gather returns the registry's gauges and counters by metric name.

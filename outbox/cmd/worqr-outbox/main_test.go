@@ -5,34 +5,21 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	worqroutbox "github.com/worqr/worqr/outbox"
+	"github.com/worqr/worqr/outbox/internal/outboxtest"
 )
 
 func TestStatsAndFailed(t *testing.T) {
-	dsn := os.Getenv("WORQR_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("WORQR_TEST_POSTGRES is not set: this test needs a Postgres (.ci/postgres start prints a DSN for it)")
-	}
+	ob, pool := outboxtest.New(t, "worqr_outbox_cli_")
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := "worqr_outbox_cli_" + uuid.NewString()[:8]
-	t.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		require.NoError(t, err)
-	})
-	ob, err := worqroutbox.New(worqroutbox.Config{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, ob.Migrate(ctx, pool))
-	_, err = ob.Enqueue(ctx, pool, "q", []byte("x"))
+	dsn, schema := os.Getenv("WORQR_TEST_POSTGRES"), strings.TrimSuffix(ob.Name(), "."+worqroutbox.DefaultTable)
+	_, err := ob.Enqueue(ctx, pool, "q", []byte("x"))
 	require.NoError(t, err)
 
 	cli := func(args ...string) (string, error) {
