@@ -66,24 +66,13 @@ for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
     if header_has(e, 'R') then unlist[#unlist + 1] = e end
   end
 end
-local members, groups = {}, {}
-local grouped = redis.call('ZCARD', gwait_key)
-for start = 0, grouped - 1, 1000 do
-  for _, m in ipairs(redis.call('ZRANGE', gwait_key, start, start + 999)) do
-    local e, g = group_member_split(m)
-    if entry_payload(e) == payload then
-      members[#members + 1] = m
-      groups[g] = true
-      ids[#ids + 1] = entry_id(e)
-      release_unique(unique_key, e)
-      if header_has(e, 'R') then unlist[#unlist + 1] = e end
-    end
-  end
-end
-for i = 1, #members, 1000 do
-  redis.call('ZREM', gwait_key, unpack(members, i, math.min(i + 999, #members)))
-end
-groups_emptied(gwait_key, gready_key, groups)
+groups_remove(gwait_key, gready_key, function(e)
+  if entry_payload(e) ~= payload then return false end
+  ids[#ids + 1] = entry_id(e)
+  release_unique(unique_key, e)
+  if header_has(e, 'R') then unlist[#unlist + 1] = e end
+  return true
+end)
 local removed = #ids
 for i = 1, #ids, 1000 do
   redis.call('HDEL', errors_key, unpack(ids, i, math.min(i + 999, #ids)))

@@ -60,39 +60,21 @@ local function scan(list)
     redis.call('LREM', list, 0, TOMBSTONE)
   end
 end
--- The group set, by rank (see group_member).
-local function scan_groups()
-  local at, gone, groups = 0, {}, {}
-  while more == 0 and not (mode == 'ids' and found >= wanted) do
-    if looked >= limit then
-      if redis.call('ZCARD', gwait_key) > at then more = 1 end
-      break
-    end
-    local n = math.min(1000, limit - looked)
-    local page = redis.call('ZRANGE', gwait_key, at, at + n - 1)
-    for _, m in ipairs(page) do
-      looked = looked + 1
-      local e, g = group_member_split(m)
-      if matches(e) then
-        gone[#gone + 1] = m
-        groups[g] = true
-        removed[#removed + 1] = e
-        found = found + 1
-      end
-    end
-    if #page < n then break end
-    at = at + n
-  end
-  for i = 1, #gone, 1000 do
-    redis.call('ZREM', gwait_key, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  groups_emptied(gwait_key, gready_key, groups)
-end
 if mode == 'ids' or mode == 'kind' or mode == 'all' then
   for _, list in ipairs({high_key, waiting_key, low_key}) do
     scan(list)
   end
-  scan_groups()
+  if more == 0 and not (mode == 'ids' and found >= wanted) then
+    local taken, n, left = groups_remove(gwait_key, gready_key, function(e)
+      if not matches(e) then return false end
+      found = found + 1
+      if mode == 'ids' and found >= wanted then return 'stop' end
+      return true
+    end, limit - looked)
+    for _, e in ipairs(taken) do removed[#removed + 1] = e end
+    looked = looked + n
+    if left then more = 1 end
+  end
 end
 if #removed == 0 then
   return {0, more}

@@ -439,6 +439,45 @@ local function groups_emptied(gwait, gready, names)
   end
 end
 
+-- Remove the tasks waiting in groups whose entry take(e) accepts: the
+-- members of gwait are looked at by rank, a page at a time, at most max of
+-- them (nil: all), until take returns 'stop'; a group left empty leaves
+-- the turns (groups_emptied). Returns the entries removed, the members
+-- looked at, and whether members were left unlooked at.
+local function groups_remove(gwait, gready, take, max)
+  local at, gone, groups, removed = 0, {}, {}, {}
+  local left = false
+  while true do
+    if max and at >= max then
+      left = redis.call('ZCARD', gwait) > at
+      break
+    end
+    local n = max and math.min(1000, max - at) or 1000
+    local page = redis.call('ZRANGE', gwait, at, at + n - 1)
+    local stop = false
+    for _, m in ipairs(page) do
+      at = at + 1
+      local e, g = group_member_split(m)
+      local verdict = take(e)
+      if verdict then
+        gone[#gone + 1] = m
+        groups[g] = true
+        removed[#removed + 1] = e
+      end
+      if verdict == 'stop' then
+        stop = true
+        break
+      end
+    end
+    if stop or #page < n then break end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('ZREM', gwait, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  groups_emptied(gwait, gready, groups)
+  return removed, at, left
+end
+
 -- Entries of groups go to wait in their groups, and their groups become
 -- ready, each keeping its turn if it was (NX); one at its limit is let go
 -- again by the next dequeue. front: enqueued at the front, the entries
