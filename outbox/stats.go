@@ -33,8 +33,8 @@ type Stats struct {
 
 // Stats reads the outbox's backlog, the age of its oldest row and its
 // failed rows, in one query. The oldest row is found through the primary
-// key (ids are time-ordered); the counts scan the table, which on a
-// healthy fleet holds few rows.
+// key (ids are time-ordered); the counts scan the table once, which on
+// a healthy fleet holds few rows.
 func (o *Outbox) Stats(ctx context.Context, db Querier) (Stats, error) {
 	var s Stats
 	var oldest *time.Time
@@ -54,10 +54,14 @@ func (o *Outbox) Stats(ctx context.Context, db Querier) (Stats, error) {
 func statsQuery(qTable string) string {
 	return `WITH oldest AS (
     SELECT created_at FROM ` + qTable + ` WHERE error IS NULL ORDER BY id LIMIT 1
+), counts AS (
+    SELECT count(*) FILTER (WHERE error IS NULL) AS backlog, count(*) FILTER (WHERE error IS NOT NULL) AS failed
+    FROM ` + qTable + `
 )
 SELECT
-    (SELECT count(*) FROM ` + qTable + ` WHERE error IS NULL),
-    (SELECT count(*) FROM ` + qTable + ` WHERE error IS NOT NULL),
+    counts.backlog,
+    counts.failed,
     (SELECT created_at FROM oldest),
-    (SELECT (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint FROM oldest)`
+    (SELECT (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint FROM oldest)
+FROM counts`
 }
