@@ -414,8 +414,8 @@ func clickUntil(t *testing.T, bctx context.Context, css, want string) {
 	for {
 		clicked, err := chromedp.Run(bctx, chromedp.Evaluate[bool](click))
 		for range 20 {
-			text, terr := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`body`)))
-			if terr == nil && strings.Contains(text, want) {
+			text, terr, ok := bodyHas(bctx, want)
+			if ok {
 				return
 			}
 			if time.Now().After(deadline) {
@@ -433,8 +433,8 @@ func bodyOnceLoaded(t *testing.T, bctx context.Context, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`body`)))
-		if err == nil && strings.Contains(text, want) {
+		text, err, ok := bodyHas(bctx, want)
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -442,6 +442,13 @@ func bodyOnceLoaded(t *testing.T, bctx context.Context, want string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// bodyHas reads the page's body once and reports whether it holds want;
+// a read of a page being left fails, or finds the old text.
+func bodyHas(bctx context.Context, want string) (text string, err error, ok bool) {
+	text, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`body`)))
+	return text, err, err == nil && strings.Contains(text, want)
 }
 
 // TestBrowserNarrow: at 420 px wide, with a queue name far longer than
