@@ -4,7 +4,8 @@
 -- their errors. Only the worker that holds the process, while its lease on
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
--- A task that asked for it keeps its outcome too (see retain).
+-- A task that asked for it keeps its outcome too (see retain), and the
+-- attempt is noted in its history (see attempt_note).
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
 local procs_key, leases_key, meta_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -28,7 +29,7 @@ release_unique(unique_key, entry)
 slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(entry))
 groups_settle(idle_key, channel)
 if state ~= 'a' then
-  redis.call('HDEL', errors_key, id)
+  errors_drop(errors_key, {id})
   return STATE_CODE[state]
 end
 local now = now_ms()
@@ -39,6 +40,7 @@ redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)
 if err ~= '' then
   redis.call('HSET', errors_key, id, err)
 end
+attempt_note(errors_key, id, now, 'd', worker, err)
 trim_dead(dead_key, errors_key, dead_max, now - dead_age)
 stat('d', 1)
 if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end

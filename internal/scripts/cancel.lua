@@ -75,7 +75,7 @@ groups_remove(gwait_key, gready_key, function(e)
 end)
 local removed = #ids
 for i = 1, #ids, 1000 do
-  redis.call('HDEL', errors_key, unpack(ids, i, math.min(i + 999, #ids)))
+  errors_drop(errors_key, ids, i, math.min(i + 999, #ids))
 end
 local gone = outcome_unlisted(retained_key, unlist)
 for i = 1, #gone, 1000 do

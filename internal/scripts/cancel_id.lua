@@ -27,7 +27,7 @@ for _, list in ipairs({waiting_key, high_key, low_key}) do
       if entry_id(e) == id then
         redis.call('LSET', list, start + j - 1, TOMBSTONE)
         redis.call('LREM', list, 1, TOMBSTONE)
-        redis.call('HDEL', errors_key, id)
+        errors_drop(errors_key, {id})
         release_unique(unique_key, e)
         removed(e)
         stat('x', 1)
@@ -42,7 +42,7 @@ if m then
   local e, g = group_member_split(m)
   redis.call('ZREM', gwait_key, m)
   groups_emptied(gwait_key, gready_key, {[g] = true})
-  redis.call('HDEL', errors_key, id)
+  errors_drop(errors_key, {id})
   release_unique(unique_key, e)
   removed(e)
   stat('x', 1)
@@ -52,7 +52,7 @@ end
 for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
   if entry_id(e) == id then
     redis.call('ZREM', delayed_key, e)
-    redis.call('HDEL', errors_key, id)
+    errors_drop(errors_key, {id})
     release_unique(unique_key, e)
     removed(e)
     stat('x', 1)

@@ -85,7 +85,7 @@ for i, e in ipairs(removed) do
   release_unique(unique_key, e)
 end
 for i = 1, #ids, 1000 do
-  redis.call('HDEL', errors_key, unpack(ids, i, math.min(i + 999, #ids)))
+  errors_drop(errors_key, ids, i, math.min(i + 999, #ids))
 end
 local unlisted = outcome_unlisted(retained_key, removed)
 for i = 1, #unlisted, 1000 do

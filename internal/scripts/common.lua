@@ -871,6 +871,50 @@ local function batch_refusal(leases, now, live, taken, worker, pid, v)
   return nil
 end
 
+-- ATTEMPTS: a task's attempt history, the failed attempts it made, kept in
+-- the errors hash beside its last error under the field '<id>:a' (ids are
+-- hex, so no id is such a field): its last ATTEMPTS_KEPT records, oldest
+-- first, each '<ended ms>,<how>,<worker bytes>,<error bytes>:<worker><error>'
+-- with how r (retried), d (dead) or k (reclaimed: its worker was lost),
+-- the error cut to ATTEMPT_ERROR_MAX bytes. Written only when an attempt
+-- fails, and removed with the task's error (errors_drop), so a task that
+-- never failed costs nothing.
+local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
+
+-- Note a failed attempt of task id in its history, which keeps the last
+-- ATTEMPTS_KEPT.
+local function attempt_note(errors, id, ended, how, worker, err)
+  local field = id .. ':a'
+  err = string.sub(err or '', 1, ATTEMPT_ERROR_MAX)
+  local v = (redis.call('HGET', errors, field) or '') .. ms(ended) .. ',' .. how .. ','
+    .. #worker .. ',' .. #err .. ':' .. worker .. err
+  local starts, p = {}, 1
+  while p <= #v do
+    local colon = string.find(v, ':', p, true)
+    local wl, el = string.match(string.sub(v, p, (colon or p) - 1), '^%d+,%a,(%d+),(%d+)$')
+    if not wl then break end
+    starts[#starts + 1] = p
+    p = colon + 1 + tonumber(wl) + tonumber(el)
+  end
+  if #starts > ATTEMPTS_KEPT then
+    v = string.sub(v, starts[#starts - ATTEMPTS_KEPT + 1])
+  end
+  redis.call('HSET', errors, field, v)
+end
+
+-- Remove the errors, and attempt histories, of the tasks ids[i..j] (1,000
+-- at most: unpack puts every value on the Lua stack).
+local function errors_drop(errors, ids, i, j)
+  local fields = {}
+  for k = i or 1, j or #ids do
+    fields[#fields + 1] = ids[k]
+    fields[#fields + 1] = ids[k] .. ':a'
+  end
+  if #fields > 0 then
+    redis.call('HDEL', errors, unpack(fields))
+  end
+end
+
 -- Give processes back to their queue: each is removed from procs, and an
 -- active one's task goes to the FRONT of the queue, the oldest frontmost
 -- (process ids count up in dequeue order). Cancelled processes and those
@@ -900,7 +944,9 @@ end
 -- instead of requeued. A task held for a window clears its count and is
 -- marked 'h'. poison.count false (a worker giving its own work back) only
 -- marks and clears.
-local function return_to_front(waiting, procs, meta, errors, unique, progress, list, poison)
+-- lost, when given (a reclaim: when, in ms), notes each active task's
+-- attempt in its history as reclaimed (see attempt_note).
+local function return_to_front(waiting, procs, meta, errors, unique, progress, list, poison, lost)
   for _, p in ipairs(list) do p.seq = tonumber(p.pid, 16) or 0 end
   -- Newest first, so the oldest ends up at the very front.
   table.sort(list, function(a, b) return a.seq > b.seq end)
@@ -930,11 +976,14 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
       entry = header_set(header_set(h, 'r', nil), 'h', 1) .. ':' .. payload
     end
     if entry then
+      if lost then
+        attempt_note(errors, entry_id(entry), lost, 'k', proc_owner(p.v), '')
+      end
       entry = entry_due_now(entry)
       push_waiting(entry, waiting, true)
       requeued = requeued + 1
     elseif proc_state(p.v) ~= 'a' then
-      redis.call('HDEL', errors, entry_id(proc_task(p.v)))
+      errors_drop(errors, {entry_id(proc_task(p.v))})
       release_unique(unique, proc_task(p.v))
       dropped = dropped + 1
     end
@@ -983,7 +1032,7 @@ local function trim_dead(dead, errors, max, oldest)
     redis.call('ZREM', dead, unpack(chunk))
     local ids = {}
     for j, r in ipairs(chunk) do ids[j] = entry_id(r) end
-    redis.call('HDEL', errors, unpack(ids))
+    errors_drop(errors, ids)
   end
 end
 

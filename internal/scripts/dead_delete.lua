@@ -8,5 +8,5 @@ if not e then
   return 0
 end
 redis.call('ZREM', dead_key, e)
-redis.call('HDEL', errors_key, id)
+errors_drop(errors_key, {id})
 return 1

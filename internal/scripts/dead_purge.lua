@@ -12,7 +12,7 @@ for i = 0, n - 1, 1000 do
     ids[j] = entry_id(e)
   end
   if #ids > 0 then
-    redis.call('HDEL', errors_key, unpack(ids))
+    errors_drop(errors_key, ids)
   end
 end
 redis.call('DEL', dead_key)

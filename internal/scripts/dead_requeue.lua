@@ -18,7 +18,7 @@ if not e then
   return {0, 0}
 end
 redis.call('ZREM', dead_key, e)
-redis.call('HDEL', errors_key, id)
+errors_drop(errors_key, {id})
 dead_outcome_cleared(results_key, retained_key, {e})
 local revived = dead_revived(e)
 push_waiting(revived, waiting_key)

@@ -21,7 +21,7 @@ while true do
     ids[i] = entry_id(e)
   end
   redis.call('ZREM', dead_key, unpack(chunk))
-  redis.call('HDEL', errors_key, unpack(ids))
+  errors_drop(errors_key, ids)
   dead_outcome_cleared(results_key, retained_key, chunk)
   -- LPUSH puts the first given nearest the front (the right end).
   for _, e in ipairs(entries) do

@@ -74,7 +74,7 @@ if #gone > 0 then
   groups_settle(idle_key, channel)
 end
 if #failed > 0 then
-  redis.call('HDEL', errors_key, unpack(failed))
+  errors_drop(errors_key, failed)
 end
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then

@@ -64,13 +64,15 @@ if poison_window > 0 then
     h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
     redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)
     redis.call('HSET', errors_key, entry_id(entry), why)
+    attempt_note(errors_key, entry_id(entry), now, 'd', holder, why)
     trim_dead(dead_key, errors_key, dead_max, now - dead_age)
     stat('d', 1)
     buried[#buried + 1] = entry_id(entry)
   end
 end
 local upto = redis.call('HGET', meta_key, 'seq') or '0'
-local returned, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, mine, poison)
+local returned, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, mine, poison,
+  mode == 'expired' and now_ms() or nil)
 drop_meta_if_gone(procs_key, meta_key)
 groups_settle(idle_key, channel)
 -- A peer reclaims a dead worker's tasks; a worker giving its own back

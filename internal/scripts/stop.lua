@@ -36,7 +36,7 @@ elseif state == 'a' then
   publish(channel, 'w1')
 else
   release_unique(unique_key, proc_task(v))
-  redis.call('HDEL', errors_key, entry_id(proc_task(v)))
+  errors_drop(errors_key, {entry_id(proc_task(v))})
   slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(proc_task(v)))
 end
 return STATE_CODE[state]

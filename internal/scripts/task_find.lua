@@ -11,12 +11,14 @@
 -- group_find: Redis matches the members, so only the member found is
 -- read), at most limit members; its position follows the lists', as
 -- waiting_list.lua orders them.
--- Returns {partial (0/1), waiting, delayed, process, dead}, each {} when
+-- Returns {partial (0/1), waiting, delayed, process, dead, history}, each {} when
 -- not found, else:
 --   waiting: {position in dequeue order, size, entry}
 --   delayed: {size, entry, due (µs)}
 --   process: {pid, size, record (state, owner, entry), progress report or ''}
 --   dead:    {size, entry, error or ''}
+-- then the task's attempt history ('' if none: see attempt_note), wherever
+-- it is.
 local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gwait_key = KEYS[9] -- see GROUPS in common.lua
@@ -132,4 +134,4 @@ if #waiting == 0 and not (t.seen >= limit or t.bytes >= budget) then
     waiting = {offset + redis.call('ZRANK', gwait_key, m), size, cut_e}
   end
 end
-return {partial, waiting, delayed, proc, dead}
+return {partial, waiting, delayed, proc, dead, redis.call('HGET', errors_key, id .. ':a') or ''}

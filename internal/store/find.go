@@ -25,6 +25,9 @@ type Found struct {
 	Delayed  *DelayedTask
 	Proc     *Proc
 	Dead     *DeadLetter
+	// Attempts is the task's attempt history, oldest first, wherever it
+	// is (see ParseAttempts).
+	Attempts []Attempt
 	// Partial is set when a search stopped at a bound before the end.
 	Partial bool
 }
@@ -41,7 +44,7 @@ func (s *Store) FindTask(ctx context.Context, queue, id string, cut int, bounds 
 		return Found{}, err
 	}
 	parts, err := res.ToArray()
-	if err == nil && len(parts) != 5 {
+	if err == nil && len(parts) != 6 {
 		err = fmt.Errorf("task_find.lua answered %d parts", len(parts))
 	}
 	if err != nil {
@@ -51,7 +54,11 @@ func (s *Store) FindTask(ctx context.Context, queue, id string, cut int, bounds 
 	if err != nil {
 		return Found{}, err
 	}
-	f := Found{Partial: partial == 1}
+	history, err := parts[5].ToString()
+	if err != nil {
+		return Found{}, err
+	}
+	f := Found{Partial: partial == 1, Attempts: ParseAttempts(history)}
 	part := func(i, n int) ([]rueidis.RedisMessage, error) {
 		vals, err := parts[i].ToArray()
 		if err == nil && len(vals) != 0 && len(vals) != n {

@@ -24,7 +24,7 @@ func TestReleaseScript(t *testing.T) {
 		"waiting":  list{"40:waits"},
 		"high":     list{"41,ph:waits"},
 		"procs":    hash{"10": "a" + dead + "51:older", "20": "a" + dead + "52,ph,w3:newer", "25": "c" + dead + "53,uabc:gone", "28": "a" + other + "54:stays"},
-		"errors":   hash{"53": "e"},
+		"errors":   hash{"53": "e", "53:a": attemptRecord(1, 'r', dead, "e")},
 		"unique":   hash{"abc": "53"},
 		"progress": hash{"51": "10,5,1:", "54": "28,5,1:"},
 	})
@@ -36,7 +36,11 @@ func TestReleaseScript(t *testing.T) {
 	after := e.clock()
 	due := e.within(field(t, got["waiting"].(list)[1], "d", 16), before, after, "when it became due")
 	dueHigh := e.within(field(t, got["high"].(list)[1], "d", 16), before, after, "when it became due")
+	lost := ParseAttempts(got["errors"].(hash)["51:a"])
+	require.Len(t, lost, 1, "the reclaimed attempt is noted")
+	at := e.within(lost[0].Ended, before/1000, after/1000, "when it was reclaimed")
 	require.Equal(t, keyState{
+		"errors":   hash{"51:a": attemptRecord(at, 'k', dead, ""), "52:a": attemptRecord(at, 'k', dead, "")},
 		"meta":     hash{"name": "q", "seq": "30"},
 		"leases":   zset{other: float64(now + hour)},
 		"idle":     zset{other: 2},

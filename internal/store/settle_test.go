@@ -62,7 +62,7 @@ func TestRetryScript(t *testing.T) {
 		"meta":     hash{"name": "q", "seq": "9"},
 		"leases":   zset{w: lease},
 		"procs":    hash{"1": "a" + w + "41,a1,f1:x", "2": "a" + w + "42,ph:y", "3": "d" + w + "43,uabc:z", "4": "a" + w + "44:w"},
-		"errors":   hash{"43": "old"},
+		"errors":   hash{"43": "old", "43:a": attemptRecord(1, 'r', w, "old")},
 		"progress": hash{"41": "1,5,1:"},
 		"unique":   hash{"abc": "43"},
 		"idle":     zset{"r1": 1, "r2": 2, "r3": 3, "r4": 4},
@@ -85,7 +85,8 @@ func TestRetryScript(t *testing.T) {
 		"waiting": list{"41,a2,f2,d" + hexOf(now) + ":x"},
 		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + ":y"},
 		"delayed": zset{"44,a1,f1,d" + hexOf(due) + ":w": float64(due)},
-		"errors":  hash{"41": "e1"},
+		"errors": hash{"41": "e1", "41:a": attemptRecord(now/1000, 'r', w, "e1"), "42:a": attemptRecord(now/1000, 'r', w, ""),
+			"44:a": attemptRecord(now/1000, 'r', w, "")}, // each retried attempt noted; the dropped task's history goes
 		"idle":    zset{"r4": 4}, // one work event for the two: it names three runtimes
 	}, got)
 }
@@ -198,7 +199,7 @@ func TestBuryScript(t *testing.T) {
 			"60,Db:next":       float64(now - 2000),
 			"62,Dc:the newest": float64(now - 1000),
 		},
-		"errors": hash{"58": "e58", "59": "e59", "60": "e60"},
+		"errors": hash{"58": "e58", "58:a": attemptRecord(1, 'd', "x", "e58"), "59": "e59", "60": "e60", "61:a": attemptRecord(7, 'r', w, "first")},
 	})
 	before := e.clockMs()
 	out, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "1"}, "error", "boom", DeadBounds{MaxCount: 3, MaxAge: time.Hour})
@@ -219,6 +220,6 @@ func TestBuryScript(t *testing.T) {
 			"62,Dc:the newest": float64(now - 1000),
 			"61,f1,uabc,a2,D" + decOf(died) + ",W" + w + ",Kerror:x": float64(died),
 		},
-		"errors": hash{"60": "e60", "61": "boom"},
-	}, got, "the unique key is given up; the oldest and the too old dead letters go, with their errors")
+		"errors": hash{"60": "e60", "61": "boom", "61:a": attemptRecord(7, 'r', w, "first") + attemptRecord(died, 'd', w, "boom")},
+	}, got, "the unique key is given up; the oldest and the too old dead letters go, with their errors and histories; the attempt is noted")
 }
