@@ -87,7 +87,7 @@ func TestRetryScript(t *testing.T) {
 		"delayed": zset{"44,a1,f1,d" + hexOf(due) + ":w": float64(due)},
 		"errors": hash{"41": "e1", "41:a": attemptRecord(now/1000, 'r', w, "e1"), "42:a": attemptRecord(now/1000, 'r', w, ""),
 			"44:a": attemptRecord(now/1000, 'r', w, "")}, // each retried attempt noted; the dropped task's history goes
-		"idle":    zset{"r4": 4}, // one work event for the two: it names three runtimes
+		"idle": zset{"r4": 4}, // one work event for the two: it names three runtimes
 	}, got)
 }
 
