@@ -317,6 +317,9 @@ type TaskLocation struct {
 	Process *ProcessInfo
 	// Dead is the task's dead letter.
 	Dead *DeadLetter
+	// History is the task's failed attempts, oldest first, wherever it is
+	// (see Attempt): nil for a task that never failed.
+	History []Attempt
 	// Partial is set when the search stopped at one of its bounds before
 	// the end (see FindTask): the task may be where it did not look.
 	Partial bool
@@ -358,7 +361,7 @@ func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...Inspect
 	if err != nil {
 		return TaskLocation{}, c.fail("find task", queue, err)
 	}
-	l := TaskLocation{Position: f.Position, Partial: f.Partial}
+	l := TaskLocation{Position: f.Position, Partial: f.Partial, History: attemptHistory(f.Attempts)}
 	if f.Waiting != nil {
 		t := taskInfo(queue, *f.Waiting)
 		l.Waiting = &t

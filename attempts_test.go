@@ -1,0 +1,76 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A task that fails twice and dies on its third attempt has a history of
+// three attempts, oldest first, each with the worker, the error and how it
+// ended; a task that never failed has none.
+func TestAttemptHistory(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w, runs := dying(t, c, "q")
+	before := time.Now().Add(-time.Minute) // the Redis clock may lag the test's
+	id := die(t, c, "q", "flaky-3", MaxAttempts(3))
+	for range 3 {
+		recv(t, runs, 5*time.Second, "a start")
+	}
+	l, err := c.FindTask(ctx, "q", id)
+	require.NoError(t, err)
+	require.NotNil(t, l.Dead)
+	require.Len(t, l.History, 3)
+	for i, want := range []AttemptEnd{AttemptRetried, AttemptRetried, AttemptDead} {
+		a := l.History[i]
+		assert.Equal(t, want, a.End, "attempt %d", i+1)
+		assert.Equal(t, w.ID(), a.Worker, "attempt %d", i+1)
+		assert.Equal(t, "flaky: flaky-3", a.Error, "attempt %d", i+1)
+		assert.True(t, a.EndedAt.After(before), "attempt %d ended at %v", i+1, a.EndedAt)
+		if i > 0 {
+			assert.False(t, a.EndedAt.Before(l.History[i-1].EndedAt), "attempt %d in order", i+1)
+		}
+	}
+
+	// A task that fails once, then finishes, leaves no history behind.
+	w2 := newWorker(t, c, WorkerOptions{})
+	seen := make(chan Attempt, 1)
+	require.NoError(t, w2.Handle(ctx, "q2", func(ctx context.Context, p *Process) error {
+		if p.Attempt() == 1 {
+			return errors.New("once")
+		}
+		l, err := c.FindTask(ctx, "q2", p.TaskID())
+		if err == nil && len(l.History) == 1 {
+			seen <- l.History[0]
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}}))
+	second, err := c.Enqueue(ctx, "q2", []byte("fails once"), Retain(time.Hour))
+	require.NoError(t, err)
+	_, err = c.Wait(ctx, "q2", second)
+	require.NoError(t, err)
+	a := recv(t, seen, 5*time.Second, "the history while it runs again")
+	assert.Equal(t, AttemptRetried, a.End)
+	assert.Equal(t, "once", a.Error)
+	assert.Empty(t, hashFields(t, c, "q2"), "the finished task's history is gone")
+
+	deleted, err := c.DeleteDeadLetter(ctx, "q", id)
+	require.NoError(t, err)
+	require.True(t, deleted)
+	l, err = c.FindTask(ctx, "q", id)
+	require.NoError(t, err)
+	assert.Nil(t, l.History, "the history goes with the dead letter")
+}
+
+// hashFields lists the fields of a queue's errors hash.
+func hashFields(t *testing.T, c *Client, queue string) []string {
+	t.Helper()
+	fields, err := c.rdb.Do(ctxT(t), c.rdb.B().Hkeys().Key(c.store.Keys().Queue(queue).Errors).Build()).AsStrSlice()
+	require.NoError(t, err)
+	return fields
+}
