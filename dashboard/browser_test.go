@@ -622,8 +622,16 @@ func TestBrowserPages(t *testing.T) {
 	run(`{"order":1004,"refund":"5.00"}`, func(p *worqr.Process) error {
 		return p.DeadLetter(ctx, errors.New("gateway timeout after 30s"))
 	}, worqr.Kind("order.refund"))
+	// The retry fails twice: its page shows the two attempts.
 	retry := run(`{"order":1005,"total":"42.00"}`, func(p *worqr.Process) error {
-		return p.Retry(ctx, time.Hour, errors.New("connection reset by peer"))
+		if err := p.Retry(ctx, 0, errors.New("connection reset by peer")); err != nil {
+			return err
+		}
+		again, err := w.Dequeue(ctx, "orders")
+		if err != nil {
+			return err
+		}
+		return again.Retry(ctx, time.Hour, errors.New("upstream answered 503"))
 	}, paid)
 	inFlight := run(`{"order":1006,"total":"7.25"}`, func(p *worqr.Process) error { return p.ReportProgress(ctx, 60, "charging") }, paid)
 	var waiting []string
@@ -736,11 +744,14 @@ func TestBrowserPages(t *testing.T) {
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/task/orders/"+retry)),
 		chromedp.WaitVisible(css(`button[data-op="runnow"]`)),
+		chromedp.WaitVisible(css(`#attempts`)),
 		shot("task-retry"),
 		chromedp.Click(css(`button[data-op="runnow"]`), chromedp.NodeVisible),
 		chromedp.WaitVisible(css(`.notice`)),
 		until(`document.querySelector(".notice").textContent.indexOf("run now") >= 0`),
 	))
+	history := text(`#attempts tbody`)
+	assert.Regexp(t, `(?s)1.*retried.*connection reset by peer.*2.*retried.*upstream answered 503`, history, "the attempts, oldest first")
 	assert.Contains(t, text(`#where`), "Waiting", "run now")
 
 	require.NoError(t, chromedp.Do(bctx,

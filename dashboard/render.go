@@ -29,19 +29,20 @@ var embedded embed.FS
 var staticFS fs.FS = embedded
 
 var funcs = template.FuncMap{
-	"display":  display,
-	"qhex":     func(s string) string { return hex.EncodeToString([]byte(s)) },
-	"preview":  preview,
-	"pretty":   pretty,
-	"short":    short,
-	"when":     when,
-	"millis":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
-	"act":      act,
-	"queueURL": queuePath,
-	"taskURL":  taskPath,
-	"add":      func(a, b int) int { return a + b },
-	"bytes":    func(s string) []byte { return []byte(s) },
-	"maxLimit": func() int64 { return worqr.MaxLimit },
+	"display":           display,
+	"qhex":              func(s string) string { return hex.EncodeToString([]byte(s)) },
+	"preview":           preview,
+	"pretty":            pretty,
+	"short":             short,
+	"when":              when,
+	"millis":            func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"act":               act,
+	"queueURL":          queuePath,
+	"taskURL":           taskPath,
+	"add":               func(a, b int) int { return a + b },
+	"bytes":             func(s string) []byte { return []byte(s) },
+	"maxLimit":          func() int64 { return worqr.MaxLimit },
+	"maxAttemptHistory": func() int { return worqr.MaxAttemptHistory },
 }
 
 // actForm is what the "act" template renders: one action's form.
