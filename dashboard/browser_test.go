@@ -714,6 +714,15 @@ func TestBrowserPages(t *testing.T) {
 	assert.Contains(t, text(`#delayed`), "retry")
 	assert.Contains(t, text(`#finished`), "INV-1001")
 	assert.Contains(t, text(`#dead`), "gateway timeout")
+	assert.Contains(t, text(`#kinds`), "order.refund")
+
+	// Pick a kind: the lists show only its tasks.
+	clickUntil(t, bctx, `#kinds a[href*="kind=order.refund"]`, "of kind order.refund")
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(css(`#dead`)), fits, shot("queue-kind")))
+	assert.Contains(t, text(`#dead`), "gateway timeout")
+	assert.NotContains(t, text(`#dead`), "card declined")
+	assert.NotContains(t, text(`body`), waiting[0], "the waiting tasks are of another kind")
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(e.url("/queue/orders")), chromedp.WaitVisible(css(`#finished`))))
 
 	// Search the payloads from the queue's page.
 	require.NoError(t, chromedp.Do(bctx,

@@ -153,7 +153,17 @@ type queueData struct {
 	Finished     []worqr.KeptOutcome
 	FinishedFrom int
 	PageSize     int
-	Stats        statsView
+	// Kind, when set, shows only the tasks of that kind (noKind: those
+	// without one) in the waiting, delayed, in-flight and dead lists, each
+	// page read by a bounded scan (see filtered); WaitingNext and DeadNext
+	// are where their next pages start, 0 if none.
+	Kind                  string
+	WaitingNext, DeadNext int
+	// Kinds counts the tasks by kind (see kindCounts); KindsMore says a
+	// list held more than was counted.
+	Kinds     []kindCount
+	KindsMore bool
+	Stats     statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
 	WaitingKinds, DeadKinds []string
@@ -171,8 +181,9 @@ func (d queueData) Page(list string, pages int) string {
 	v := url.Values{}
 	at := map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom, "fo": d.FinishedFrom}
 	at[list] = max(at[list]+pages*pageSize, 0)
-	if list == "lo" && pages > 0 && d.DelayedNext > 0 {
-		at[list] = d.DelayedNext
+	next := map[string]int{"wo": d.WaitingNext, "lo": d.DelayedNext, "do": d.DeadNext}
+	if pages > 0 && next[list] > 0 {
+		at[list] = next[list]
 	}
 	for _, k := range []string{"wo", "lo", "do", "fo"} {
 		if at[k] > 0 {
@@ -184,6 +195,35 @@ func (d queueData) Page(list string, pages int) string {
 	}
 	return d.link(v)
 }
+
+// First is the address of this queue's page with one list ("wo", "lo" or
+// "do") back at its start: a filtered list cannot page back.
+func (d queueData) First(list string) string {
+	v := url.Values{}
+	for k, at := range map[string]int{"wo": d.WaitingFrom, "lo": d.DelayedFrom, "do": d.DeadFrom, "fo": d.FinishedFrom} {
+		if at > 0 && k != list {
+			v.Set(k, strconv.Itoa(at))
+		}
+	}
+	if d.DelayedOnly != "" {
+		v.Set("only", d.DelayedOnly)
+	}
+	return d.link(v)
+}
+
+// OfKind is the address of this queue's page showing only the tasks of
+// kind (noKind: those without one; "": all), every list from its start.
+func (d queueData) OfKind(kind string) string {
+	v := url.Values{}
+	if d.DelayedOnly != "" {
+		v.Set("only", d.DelayedOnly)
+	}
+	d.Kind = kind
+	return d.link(v)
+}
+
+// Filtered says whether the lists show only some kind.
+func (d queueData) Filtered() bool { return d.Kind != "" }
 
 // Only is the address of this queue's page with the delayed list showing
 // only retries or scheduled tasks ("" for all), from its start.
@@ -201,6 +241,9 @@ func (d queueData) Only(only string) string {
 }
 
 func (d queueData) link(v url.Values) string {
+	if d.Kind != "" {
+		v.Set("kind", d.Kind)
+	}
 	u := queuePath(d.Base, d.Info.Name)
 	if len(v) == 0 {
 		return u
@@ -220,6 +263,12 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), FinishedFrom: offsetParam(r, "fo"), PageSize: pageSize}
+	d.Kind = r.URL.Query().Get("kind")
+	if len(d.Kind) > worqr.MaxKindLen {
+		h.fail(w, r, http.StatusBadRequest, "the kind is too long")
+		return
+	}
+	ofKind := func(kind string) bool { return d.Kind == "" || kind == d.Kind || d.Kind == noKind && kind == "" }
 	var err error
 	read := func(f func() error) {
 		if err == nil {
@@ -228,25 +277,44 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	read(func() (e error) { d.Info, e = h.c.QueueInfo(ctx, name); return })
 	cut := worqr.PayloadPrefix(rowPreview)
+	tasks := func(from, n int) ([]worqr.TaskInfo, error) {
+		return h.c.Tasks(ctx, name, int64(from), int64(from+n-1), cut)
+	}
+	delayed := func(from, n int) ([]worqr.TaskInfo, error) {
+		return h.c.Delayed(ctx, name, int64(from), int64(from+n-1), cut)
+	}
+	dead := func(from, n int) ([]worqr.DeadLetter, error) { return h.c.DeadLetters(ctx, name, from, n, cut) }
 	read(func() (e error) {
-		d.Waiting, e = h.c.Tasks(ctx, name, int64(d.WaitingFrom), int64(d.WaitingFrom+pageSize-1), cut)
+		d.Waiting, d.WaitingNext, e = pageOf(d.WaitingFrom, d.Filtered(), tasks, func(t worqr.TaskInfo) bool { return ofKind(t.Kind) })
 		return
 	})
 	read(func() (e error) {
 		switch d.DelayedOnly = r.URL.Query().Get("only"); d.DelayedOnly {
 		case "retries", "scheduled":
-			d.Delayed, d.DelayedNext, e = h.delayedOnly(ctx, name, d.DelayedFrom, d.DelayedOnly == "retries")
 		default:
 			d.DelayedOnly = ""
-			d.Delayed, e = h.c.Delayed(ctx, name, int64(d.DelayedFrom), int64(d.DelayedFrom+pageSize-1), cut)
-			if len(d.Delayed) == pageSize {
-				d.DelayedNext = d.DelayedFrom + pageSize
+		}
+		retries := d.DelayedOnly == "retries"
+		d.Delayed, d.DelayedNext, e = pageOf(d.DelayedFrom, d.Filtered() || d.DelayedOnly != "", delayed, func(t worqr.TaskInfo) bool {
+			return ofKind(t.Kind) && (d.DelayedOnly == "" || (t.Attempts > 0) == retries)
+		})
+		return
+	})
+	var procs []worqr.ProcessInfo // all of them, for the kinds' counts
+	read(func() (e error) {
+		procs, e = h.c.Processes(ctx, name, cut)
+		for _, p := range procs {
+			if ofKind(p.TaskKind) {
+				d.Procs = append(d.Procs, p)
 			}
 		}
 		return
 	})
-	read(func() (e error) { d.Procs, e = h.c.Processes(ctx, name, cut); return })
-	read(func() (e error) { d.Dead, e = h.c.DeadLetters(ctx, name, d.DeadFrom, pageSize, cut); return })
+	read(func() (e error) {
+		d.Dead, d.DeadNext, e = pageOf(d.DeadFrom, d.Filtered(), dead, func(t worqr.DeadLetter) bool { return ofKind(t.Kind) })
+		return
+	})
+	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
 	read(func() (e error) { d.Finished, e = h.c.Outcomes(ctx, name, d.FinishedFrom, pageSize, cut); return })
 	read(func() error {
 		res, n := statsWindow(r)
@@ -518,39 +586,6 @@ func (d queueData) Hourly() string {
 		return u + "&res=h"
 	}
 	return u + "?res=h"
-}
-
-// delayedScan bounds the delayed tasks one page of retries (or of
-// scheduled tasks) reads past its start.
-const delayedScan = 1000
-
-// delayedOnly reads a page of the delayed tasks that are retries (they
-// ran before: Attempts > 0) or, if not retries, that are scheduled (never
-// ran), from position from, reading delayedScan of them at most: it
-// returns them and the position the next page starts at, 0 if none.
-func (h *handler) delayedOnly(ctx context.Context, queue string, from int, retries bool) ([]worqr.TaskInfo, int, error) {
-	const chunk = 200
-	var out []worqr.TaskInfo
-	at := from
-	for at-from < delayedScan {
-		ts, err := h.c.Delayed(ctx, queue, int64(at), int64(at+chunk-1), worqr.PayloadPrefix(rowPreview))
-		if err != nil {
-			return nil, 0, err
-		}
-		for i, t := range ts {
-			if (t.Attempts > 0) == retries {
-				out = append(out, t)
-				if len(out) == pageSize {
-					return out, at + i + 1, nil
-				}
-			}
-		}
-		if len(ts) < chunk {
-			return out, 0, nil
-		}
-		at += chunk
-	}
-	return out, at, nil
 }
 
 type periodicData struct {

@@ -1,0 +1,138 @@
+package dashboard
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/worqr/worqr"
+)
+
+// filterScan bounds the tasks of a list one filtered page (by kind, or
+// the delayed list's retries or scheduled tasks) reads past its start, and
+// the tasks of each list the kinds' counts read.
+const filterScan = 1000
+
+// filterChunk is the tasks a filtered page reads at a time.
+const filterChunk = 200
+
+// filtered reads a page of the tasks keep accepts, from position from,
+// filterChunk at a time through read (the tasks at positions from to from
+// + n - 1), filterScan of them at most: it returns them and the position
+// the next page starts at, 0 if none.
+func filtered[T any](from int, read func(from, n int) ([]T, error), keep func(T) bool) ([]T, int, error) {
+	var out []T
+	at := from
+	for at-from < filterScan {
+		ts, err := read(at, filterChunk)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, t := range ts {
+			if keep(t) {
+				out = append(out, t)
+				if len(out) == pageSize {
+					return out, at + i + 1, nil
+				}
+			}
+		}
+		if len(ts) < filterChunk {
+			return out, 0, nil
+		}
+		at += filterChunk
+	}
+	return out, at, nil
+}
+
+// kindCount is what a queue holds of one kind ("" for the tasks without
+// one) among the first filterScan waiting, delayed and dead tasks, and
+// its tasks in flight.
+type kindCount struct {
+	Kind                             string
+	Waiting, Delayed, InFlight, Dead int
+}
+
+// Total is the kind's tasks counted in every list.
+func (k kindCount) Total() int { return k.Waiting + k.Delayed + k.InFlight + k.Dead }
+
+// kindCounts counts a queue's tasks by kind: the first filterScan of its
+// waiting and delayed tasks and dead letters, newest first, their
+// payloads not read, and procs, its tasks in flight. It returns the counts,
+// most tasks first, and whether a list held more than it read.
+func (h *handler) kindCounts(ctx context.Context, queue string, procs []worqr.ProcessInfo) ([]kindCount, bool, error) {
+	by := map[string]*kindCount{}
+	count := func(kind string) *kindCount {
+		k := by[kind]
+		if k == nil {
+			k = &kindCount{Kind: kind}
+			by[kind] = k
+		}
+		return k
+	}
+	none := worqr.PayloadPrefix(0)
+	waiting, err := h.c.Tasks(ctx, queue, 0, filterScan-1, none)
+	if err != nil {
+		return nil, false, err
+	}
+	delayed, err := h.c.Delayed(ctx, queue, 0, filterScan-1, none)
+	if err != nil {
+		return nil, false, err
+	}
+	dead, err := h.c.DeadLetters(ctx, queue, 0, filterScan, none)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, t := range waiting {
+		count(t.Kind).Waiting++
+	}
+	for _, t := range delayed {
+		count(t.Kind).Delayed++
+	}
+	for _, p := range procs {
+		count(p.TaskKind).InFlight++
+	}
+	for _, d := range dead {
+		count(d.Kind).Dead++
+	}
+	out := make([]kindCount, 0, len(by))
+	for _, k := range by {
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b kindCount) int {
+		return cmp.Or(cmp.Compare(b.Total(), a.Total()), cmp.Compare(a.Kind, b.Kind))
+	})
+	more := len(waiting) == filterScan || len(delayed) == filterScan || len(dead) == filterScan
+	return out, more, nil
+}
+
+// noKind is the kind filter's value for the tasks without a kind: kinds
+// have no parentheses, so no kind is named so.
+const noKind = "(none)"
+
+// pageOf reads a page of a list from position from: through filtered when
+// only some tasks are to be shown, else the pageSize tasks from there. It
+// returns them and where the next page starts, 0 if none.
+func pageOf[T any](from int, filter bool, read func(from, n int) ([]T, error), keep func(T) bool) ([]T, int, error) {
+	if filter {
+		return filtered(from, read, keep)
+	}
+	ts, err := read(from, pageSize)
+	if err != nil || len(ts) < pageSize {
+		return ts, 0, err
+	}
+	return ts, from + pageSize, nil
+}
+
+// Param is the kind filter's value that shows this kind's tasks.
+func (k kindCount) Param() string {
+	if k.Kind == "" {
+		return noKind
+	}
+	return k.Kind
+}
+
+// ShowKinds says whether the queue's page has a kinds section: some task
+// counted has a kind, or the lists are filtered by one.
+func (d queueData) ShowKinds() bool {
+	return d.Kind != "" || len(d.Kinds) > 1 || len(d.Kinds) == 1 && d.Kinds[0].Kind != ""
+}
