@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,4 +31,41 @@ func TestEnqueueGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ps, 1, "the group's limit of 1")
 	assert.Equal(t, "one", string(ps[0].Task()))
+}
+
+// groups ranks a queue's groups by waiting and running and names those
+// held back at their limit, as a table and as JSON.
+func TestGroupsCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	require.NoError(t, c.SetGroupConcurrency(ctx, "q", "", 1, worqr.CreateQueue()))
+	b.ok("enqueue", "--group", "held", "q", "h1")
+	b.ok("enqueue", "--group", "held", "q", "h2")
+	w := newWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	ps, err := w.DequeueN(ctx, "q", 1)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	for _, p := range []string{"b1", "b2", "b3"} {
+		b.ok("enqueue", "--group", "big", "q", p)
+	}
+
+	r := b.ok("groups", "q")
+	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 5, "%s", r.stdout)
+	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT$`, lines[0])
+	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1$`, lines[1])
+	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1$`, lines[2])
+	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1$`, lines[3])
+	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1$`, lines[4])
+
+	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
+	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1,
+		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1}},
+		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}},
+		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}}}, got)
+	b.fails(2, "--top must be in 1..1000", "groups", "q", "--top", "0")
 }

@@ -58,6 +58,7 @@ type Set struct {
 	DelayedList *Script
 	ProcsList   *Script
 	TaskFind    *Script
+	GroupsList  *Script // a queue's groups, for operators
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -112,6 +113,7 @@ func Load(sharded, stats bool) *Set {
 		DelayedList: load("delayed_list.lua"),
 		ProcsList:   load("procs_list.lua"),
 		TaskFind:    load("task_find.lua"),
+		GroupsList:  load("groups_list.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),

@@ -1,0 +1,102 @@
+package worqr
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// MaxGroupsRead bounds the groups one Groups call reads: that many of the
+// groups whose turn may come (the next served first), and that many of
+// those with tasks in flight.
+const MaxGroupsRead = 1000
+
+// GroupInfo is one group of a queue (see Group), for operators.
+type GroupInfo struct {
+	// Key is the group's key, as given to Group.
+	Key string
+	// Waiting counts its tasks waiting.
+	Waiting int64
+	// Running is the slots its tasks in flight hold (a task enqueued with
+	// Weight holds its weight), a dead worker's until they are reclaimed.
+	Running int64
+	// Limit is its concurrency limit: its own (SetGroupConcurrency), else
+	// the queue's default for groups; 0 for none.
+	Limit int
+	// HeldBack is set when tasks wait in the group but it is at its limit:
+	// dequeues pass it over until one of its processes ends.
+	HeldBack bool
+}
+
+// GroupsReport is what Groups read of a queue's groups.
+type GroupsReport struct {
+	Queue string
+	// Ready counts the groups whose turn may come and Running those with
+	// tasks in flight: all of them, not only those read.
+	Ready, Running int64
+	// DefaultLimit is every group's default concurrency limit
+	// (SetGroupConcurrency with group ""), 0 for none.
+	DefaultLimit int
+	// TopWaiting are the groups with the most tasks waiting, most first
+	// (then by key), TopRunning those whose tasks in flight hold the most
+	// slots, and HeldBack those held back at their limit, the most tasks
+	// waiting first: up to n of each.
+	TopWaiting, TopRunning, HeldBack []GroupInfo
+	// Partial is set when the queue had more groups than one call reads
+	// (MaxGroupsRead of each kind): a group not read is not ranked.
+	Partial bool
+}
+
+// Groups reads a queue's groups for operators, in one script call: the
+// top n groups by tasks waiting and by slots running, and the groups held
+// back by their concurrency limit, with the counts of groups ready and
+// running (QueueInfo counts them too). It reads the groups with tasks in
+// flight and the next MaxGroupsRead groups to be served, MaxGroupsRead of
+// each at most, counting each one's waiting tasks in O(log N): its cost
+// does not grow with the number of groups past that bound
+// (GroupsReport.Partial says when it was reached). n must be in
+// 1..MaxGroupsRead (ErrInvalidOptions).
+func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport, error) {
+	const op = "groups"
+	if err := c.validate(ctx, op, queue); err != nil {
+		return GroupsReport{}, err
+	}
+	if n < 1 || n > MaxGroupsRead {
+		return GroupsReport{}, fmt.Errorf("worqr: %s %q: n %d not in 1..%d: %w", op, queue, n, MaxGroupsRead, ErrInvalidOptions)
+	}
+	st, err := c.store.GroupsRead(ctx, queue, MaxGroupsRead)
+	if err != nil {
+		return GroupsReport{}, c.fail(op, queue, err)
+	}
+	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit, Partial: st.Partial}
+	all := make([]GroupInfo, len(st.Groups))
+	for i, g := range st.Groups {
+		all[i] = groupInfo(g, st.DefaultLimit)
+	}
+	top := func(keep func(GroupInfo) bool, by func(GroupInfo) int64) []GroupInfo {
+		var out []GroupInfo
+		for _, g := range all {
+			if keep(g) {
+				out = append(out, g)
+			}
+		}
+		slices.SortFunc(out, func(a, b GroupInfo) int { return cmp.Or(cmp.Compare(by(b), by(a)), cmp.Compare(a.Key, b.Key)) })
+		return out[:min(n, len(out))]
+	}
+	waiting := func(g GroupInfo) int64 { return g.Waiting }
+	r.TopWaiting = top(func(g GroupInfo) bool { return g.Waiting > 0 }, waiting)
+	r.TopRunning = top(func(g GroupInfo) bool { return g.Running > 0 }, func(g GroupInfo) int64 { return g.Running })
+	r.HeldBack = top(func(g GroupInfo) bool { return g.HeldBack }, waiting)
+	return r, nil
+}
+
+func groupInfo(g store.GroupState, defaultLimit int) GroupInfo {
+	limit := g.Limit
+	if limit == 0 {
+		limit = defaultLimit
+	}
+	return GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: limit, HeldBack: g.Waiting > 0 && !g.Ready}
+}

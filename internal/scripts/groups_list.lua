@@ -1,0 +1,54 @@
+-- Read a queue's groups for operators (see GROUPS in common.lua): the
+-- groups with processes in flight (those of GROUPS.running) and the first
+-- scan groups whose turn may come (GROUPS.ready, next served first), each
+-- once, with its tasks waiting (a ZLEXCOUNT of its part of GROUPS.wait:
+-- O(log N)), the slots its processes hold, its own concurrency limit, and
+-- whether it is ready: a group with tasks waiting that is not ready is
+-- held back at its limit. At most scan groups of each set are read, so the
+-- call is O(scan log N) whatever the number of groups.
+-- Returns {partial (1 when either set held more than scan), ready groups,
+-- groups with processes, the default group limit (0: none), then per
+-- group: key, waiting, running, own limit (0: none), ready (0/1)}.
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta_key = KEYS[5]
+local scan = tonumber(ARGV[1]) -- groups read of each set, at most
+
+local partial = 0
+local running, order = {}, {}
+local cursor, seen = '0', 0
+repeat
+  local page = redis.call('HSCAN', grunning_key, cursor, 'COUNT', 100)
+  cursor = page[1]
+  for i = 1, #page[2], 2 do
+    local g = page[2][i]
+    if seen < scan and not running[g] then
+      running[g] = tonumber(page[2][i + 1]) or 0
+      order[#order + 1] = g
+      seen = seen + 1
+    elseif not running[g] then
+      partial = 1
+    end
+  end
+until cursor == '0' or seen >= scan
+if cursor ~= '0' then partial = 1 end
+local nready = redis.call('ZCARD', gready_key)
+if nready > scan then partial = 1 end
+local ready = {}
+for _, g in ipairs(redis.call('ZRANGE', gready_key, 0, scan - 1)) do
+  ready[g] = true
+  if not running[g] then order[#order + 1] = g end
+end
+local out = {partial, nready, redis.call('HLEN', grunning_key),
+  control_value(redis.call('HGET', meta_key, 'glimit')) or 0}
+for i = 1, #order, 1000 do
+  local chunk = {unpack(order, i, math.min(i + 999, #order))}
+  local limits = redis.call('HMGET', glimits_key, unpack(chunk))
+  for j, g in ipairs(chunk) do
+    out[#out + 1] = g
+    out[#out + 1] = redis.call('ZLEXCOUNT', gwait_key, '[' .. g .. '\0', '(' .. g .. '\1')
+    out[#out + 1] = running[g] or 0
+    out[#out + 1] = control_value(limits[j]) or 0
+    out[#out + 1] = ready[g] and 1 or 0
+  end
+end
+return out

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// GroupState is one group of a queue as GroupsRead found it.
+type GroupState struct {
+	Key     string
+	Waiting int64 // tasks waiting in the group
+	Running int64 // slots its processes hold
+	Limit   int   // its own concurrency limit, 0 if none
+	Ready   bool  // its turn may come: not held back at its limit
+}
+
+// GroupsState is what GroupsRead read of a queue's groups.
+type GroupsState struct {
+	// Groups are those with processes in flight and the first scan
+	// ready ones, each once.
+	Groups []GroupState
+	// Ready and Running count the groups ready and those with processes
+	// in flight, all of them.
+	Ready, Running int64
+	// DefaultLimit is every group's default limit, 0 if none.
+	DefaultLimit int
+	// Partial says a set held more groups than scan: some were not read.
+	Partial bool
+}
+
+// GroupsRead reads a queue's groups for operators, in one script call
+// (groups_list.lua): the groups with processes in flight and the first
+// scan groups whose turn may come, at most scan of each, with their
+// waiting tasks, running slots, own limits and readiness. This is the one
+// place that reads the group keys for inspection.
+func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsState, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.GroupsList, []string{k.GroupWait, k.GroupReady, k.GroupRunning, k.GroupLimits, k.Meta},
+		[]string{strconv.Itoa(scan)})
+	if err != nil {
+		return GroupsState{}, err
+	}
+	vals, err := res.ToArray()
+	if err == nil && (len(vals) < 4 || (len(vals)-4)%5 != 0) {
+		err = fmt.Errorf("groups_list.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return GroupsState{}, err
+	}
+	var head [4]int64
+	for i := range head {
+		if head[i], err = vals[i].AsInt64(); err != nil {
+			return GroupsState{}, err
+		}
+	}
+	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3])}
+	for i := 4; i < len(vals); i += 5 {
+		raw, err := vals[i].ToString()
+		if err != nil {
+			return GroupsState{}, err
+		}
+		key, err := UnescapeGroup(raw)
+		if err != nil {
+			key = raw // not written by worqr: shown as stored (Client.Check reports the keys it cannot read)
+		}
+		var n [4]int64
+		for j := range n {
+			if n[j], err = vals[i+1+j].AsInt64(); err != nil {
+				return GroupsState{}, err
+			}
+		}
+		st.Groups = append(st.Groups, GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1})
+	}
+	return st, nil
+}
