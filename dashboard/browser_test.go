@@ -640,6 +640,10 @@ func TestBrowserPages(t *testing.T) {
 		require.NoError(t, err)
 		waiting = append(waiting, id)
 	}
+	for i, tenant := range []string{"tenant-acme", "tenant-acme", "tenant-zeta"} {
+		_, err := e.c.Enqueue(ctx, "orders", fmt.Appendf(nil, `{"order":%d,"total":"3.00"}`, 1020+i), paid, worqr.Group(tenant))
+		require.NoError(t, err)
+	}
 	_, err = e.c.Enqueue(ctx, "orders", []byte(`{"report":"daily"}`), worqr.Kind("order.report"), worqr.In(2*time.Hour))
 	require.NoError(t, err)
 	_, err = e.c.EnqueueBatch(ctx, "emails", [][]byte{[]byte(`{"to":"ann@example.com"}`), []byte(`{"to":"bob@example.com"}`)})
@@ -715,6 +719,7 @@ func TestBrowserPages(t *testing.T) {
 	assert.Contains(t, text(`#finished`), "INV-1001")
 	assert.Contains(t, text(`#dead`), "gateway timeout")
 	assert.Contains(t, text(`#kinds`), "order.refund")
+	assert.Regexp(t, `(?s)tenant-acme.*2.*tenant-zeta.*1`, text(`#groups tbody`), "the groups, most waiting first")
 
 	// Pick a kind: the lists show only its tasks.
 	clickUntil(t, bctx, `#kinds a[href*="kind=order.refund"]`, "of kind order.refund")

@@ -13,6 +13,10 @@ import (
 // the tasks of each list the kinds' counts read.
 const filterScan = 1000
 
+// groupsShown is how many groups a queue's page lists in each of its
+// groups' tables.
+const groupsShown = 10
+
 // filterChunk is the tasks a filtered page reads at a time.
 const filterChunk = 200
 

@@ -163,6 +163,9 @@ type queueData struct {
 	// list held more than was counted.
 	Kinds     []kindCount
 	KindsMore bool
+	// Groups is the queue's groups (see worqr.Client.Groups), read only
+	// when it has some.
+	Groups *worqr.GroupsReport
 	Stats     statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
@@ -315,6 +318,14 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	})
 	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
+	read(func() error {
+		if d.Info.Groups == 0 {
+			return nil
+		}
+		g, e := h.c.Groups(ctx, name, groupsShown)
+		d.Groups = &g
+		return e
+	})
 	read(func() (e error) { d.Finished, e = h.c.Outcomes(ctx, name, d.FinishedFrom, pageSize, cut); return })
 	read(func() error {
 		res, n := statsWindow(r)
