@@ -166,7 +166,7 @@ type queueData struct {
 	// Groups is the queue's groups (see worqr.Client.Groups), read only
 	// when it has some.
 	Groups *worqr.GroupsReport
-	Stats     statsView
+	Stats  statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
 	WaitingKinds, DeadKinds []string
