@@ -74,3 +74,31 @@ func hashFields(t *testing.T, c *Client, queue string) []string {
 	require.NoError(t, err)
 	return fields
 }
+
+// A task whose worker died holding it is reclaimed by a peer, and its
+// history notes the attempt as reclaimed, on the dead worker, with no
+// error.
+func TestAttemptHistoryReclaimed(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	dead := newWorker(t, c, fast)
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
+	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	dequeueAll(t, dead, "q", 1)
+	crash(dead)
+	k.advance(fast.TTL + 10*time.Millisecond)
+	require.Equal(t, int64(1), pc.signals.looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
+	l, err := c.FindTask(ctx, "q", id)
+	require.NoError(t, err)
+	require.NotNil(t, l.Waiting, "back to wait")
+	require.Len(t, l.History, 1)
+	assert.Equal(t, AttemptReclaimed, l.History[0].End)
+	assert.Equal(t, dead.ID(), l.History[0].Worker)
+	assert.Empty(t, l.History[0].Error)
+}
