@@ -124,8 +124,10 @@
 //
 // doc.go is this text. The client: worqr.go (options, errors, New,
 // Close), enqueue.go (Enqueue, options, Cancel, DeleteQueue), inspect.go
-// (queues, tasks, delayed tasks, processes, workers), controls.go (pause, limits, QueueInfo), groups.go (groups of a queue:
-// the Group option, their limits), dead.go
+// (queues, tasks, delayed tasks, processes, workers), attempts.go (a
+// task's attempt history), controls.go (pause, limits, QueueInfo), groups.go (groups of a queue:
+// the Group option, their limits), groupsinfo.go (Groups: the top groups
+// and those held back), dead.go
 // (listing, requeuing and deleting dead letters), retry.go (retry
 // policies, reasons, dead-letter bounds), outcome.go (TaskResult, Wait),
 // waiters.go (Wait's subscriptions), stats.go and statsflush.go (a
