@@ -24,6 +24,7 @@ var actions = map[string]actionSpec{
 	"pause":       {verb: "Pause queue", done: "paused"},
 	"resume":      {verb: "Resume queue", done: "resumed"},
 	"limit":       {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
+	"grouplimit":  {verb: "Set a group concurrency limit of queue", needN: true, done: "groupLimited"},
 	"purge":       {verb: "Delete every dead letter of queue", done: "purged"},
 	"deletequeue": {verb: "Delete queue (its waiting tasks are dropped)", done: "deleted"},
 	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
@@ -35,16 +36,17 @@ var actions = map[string]actionSpec{
 // doneMessages are the notices shown after an action, by done code (never
 // text from the request).
 var doneMessages = map[string]string{
-	"paused":      "Queue paused.",
-	"resumed":     "Queue resumed.",
-	"limited":     "Concurrency limit set.",
-	"purged":      "Dead letters purged.",
-	"deleted":     "Queue deleted.",
-	"cancelled":   "Task cancelled.",
-	"requeued":    "Dead letter requeued.",
-	"deadDeleted": "Dead letter deleted.",
-	"ranNow":      "Task moved to the back of the queue, to run now.",
-	"nothing":     "Nothing to do: the task was not there any more.",
+	"paused":       "Queue paused.",
+	"resumed":      "Queue resumed.",
+	"limited":      "Concurrency limit set.",
+	"groupLimited": "Group concurrency limit set.",
+	"purged":       "Dead letters purged.",
+	"deleted":      "Queue deleted.",
+	"cancelled":    "Task cancelled.",
+	"requeued":     "Dead letter requeued.",
+	"deadDeleted":  "Dead letter deleted.",
+	"ranNow":       "Task moved to the back of the queue, to run now.",
+	"nothing":      "Nothing to do: the task was not there any more.",
 	// With the count the redirect carries (n).
 	"bulkCancelled":     "%d waiting tasks cancelled.",
 	"bulkCancelledMore": "%d waiting tasks cancelled; the search stopped at 10,000 tasks, and more may match further back.",
@@ -54,7 +56,9 @@ var doneMessages = map[string]string{
 
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
-	Bulk                         *bulkForm
+	// Group is the group of a group limit ("": every group's default).
+	Group string
+	Bulk  *bulkForm
 }
 
 func (confirmData) title() string { return "confirm" }
@@ -81,7 +85,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	}
 	spec, ok := actions[op]
 	queue, qok := queueParam(r, "q")
-	id, nText := r.PostFormValue("id"), r.PostFormValue("n")
+	id, nText, group := r.PostFormValue("id"), r.PostFormValue("n"), r.PostFormValue("group")
 	n, nerr := strconv.Atoi(nText)
 	switch {
 	case !ok:
@@ -96,11 +100,14 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	case spec.needN && (nerr != nil || n < 0):
 		h.fail(w, r, http.StatusBadRequest, "the limit must be a whole number, 0 for none")
 		return
+	case len(group) > worqr.MaxGroupLen:
+		h.fail(w, r, http.StatusBadRequest, "the group key is too long")
+		return
 	}
 	back := r.PostFormValue("back")
 	if r.PostFormValue("confirmed") != "yes" {
 		// Without the script's confirm(), ask here.
-		d := confirmData{Op: op, Verb: spec.verb, Queue: queue, ID: id, N: nText, Back: back}
+		d := confirmData{Op: op, Verb: spec.verb, Queue: queue, ID: id, N: nText, Back: back, Group: group}
 		h.render(w, r, "confirm", http.StatusOK, d)
 		return
 	}
@@ -115,6 +122,8 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		err = h.c.Resume(ctx, queue)
 	case "limit":
 		err = h.c.SetConcurrency(ctx, queue, n)
+	case "grouplimit":
+		err = h.c.SetGroupConcurrency(ctx, queue, group, n)
 	case "purge":
 		_, err = h.c.PurgeDeadLetters(ctx, queue)
 	case "deletequeue":
@@ -148,7 +157,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 			done = "nothing"
 		}
 	}
-	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "remote", r.RemoteAddr, "err", err)
+	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "group", group, "remote", r.RemoteAddr, "err", err)
 	if err != nil {
 		h.fail(w, r, errorStatus(err), fmt.Sprintf("%s failed: %v", op, err))
 		return

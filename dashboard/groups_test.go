@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -72,4 +73,54 @@ func TestGroupsSection(t *testing.T) {
 	require.NoError(t, err)
 	_, body = e.get("/queue/plain")
 	assert.NotContains(t, body, `id="groups"`)
+}
+
+// The queue's page sets a group's limit, or every group's default, behind
+// a confirmation that names the group and the CSRF check; a key too long
+// is refused.
+func TestGroupLimitAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	_, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("tenant <7>"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `value="grouplimit"`)
+
+	tok := e.csrf()
+	form := func(group, n, confirmed string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"grouplimit"}, "q": {qx("q")}, "group": {group}, "n": {n}, "back": {"queue"}, "confirmed": {confirmed}}
+	}
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	ask := e.raw("/action", form("tenant <7>", "3", ""), "Cookie", cookie)
+	require.Equal(t, http.StatusOK, ask.code)
+	body = ask.body
+	assert.Contains(t, body, `group <span class="name">tenant &lt;7&gt;</span>, to 3?`, "asks first, naming the group")
+	assert.Contains(t, body, `name="group" value="tenant &lt;7&gt;"`)
+	r, err := e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	require.Len(t, r.TopWaiting, 1)
+	assert.Zero(t, r.TopWaiting[0].Limit, "not yet")
+
+	code, _ := e.post("/action", form("tenant <7>", "3", "yes"))
+	require.Equal(t, http.StatusSeeOther, code, "back to the queue's page")
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.TopWaiting[0].Limit)
+
+	assert.Contains(t, e.raw("/action", form("", "2", ""), "Cookie", cookie).body, "the default of every group, to 2?")
+	code, _ = e.post("/action", form("", "2", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.DefaultLimit)
+
+	bad := form("", "2", "yes")
+	bad.Set("csrf", "")
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code)
+	code, _ = e.post("/action", form(strings.Repeat("g", worqr.MaxGroupLen+1), "2", "yes"))
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = e.post("/action", form("g", "-1", "yes"))
+	assert.Equal(t, http.StatusBadRequest, code)
 }

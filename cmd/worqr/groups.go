@@ -17,6 +17,13 @@ RUNNING or HELD), the group's key, its tasks waiting, its slots running,
 and its limit (its own, else the default; "-" for none). It reads the groups
 with tasks in flight and the next 1,000 groups to be served, 1,000 of each
 at most (see Client.Groups): past that a note says the ranking is partial.`},
+		{name: "group-limit", synopsis: "<queue> <n> [--group key] [--create]", group: "Change", summary: "limit one group's tasks in flight across the fleet, or every group's by default (0: none)", run: cmdGroupLimit, help: `
+Sets the concurrency limit of the group named by --group in a queue (see
+Client.SetGroupConcurrency): at most n of its tasks in flight across the
+fleet, 0 to fall back to the default. Without --group it sets the default
+of every group without a limit of its own (0: no limit). A queue that does
+not exist is an error (exit 1) unless --create is given. Prints the
+queue's groups after, as worqr groups does.`},
 	}
 }
 
@@ -63,7 +70,12 @@ func cmdGroups(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.Groups(e.ctx, queue, *top)
+	return showGroups(e, c, queue, *top)
+}
+
+// showGroups prints a queue's groups, the top n of each section.
+func showGroups(e *env, c *worqr.Client, queue string, n int) error {
+	r, err := c.Groups(e.ctx, queue, n)
 	if err != nil {
 		return err
 	}
@@ -95,4 +107,38 @@ func cmdGroups(e *env, args []string) error {
 		}
 	}
 	return t.flush()
+}
+
+func cmdGroupLimit(e *env, args []string) error {
+	fs := e.flags()
+	opts := createFlag(fs)
+	var group string
+	groupSet := false
+	fs.Func("group", "the group's key (else: every group's default)", func(s string) error {
+		group, groupSet = s, true
+		return nil
+	})
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(pos[1], 10, 64)
+	if err != nil || n < 0 || n > worqr.MaxLimit {
+		return usagef("group-limit: %q is not a count from 0 (no limit) to %d", pos[1], int64(worqr.MaxLimit))
+	}
+	if groupSet && (group == "" || len(group) > worqr.MaxGroupLen) {
+		return usagef("group-limit: --group takes a key of 1 to %d bytes", worqr.MaxGroupLen)
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	if err := c.SetGroupConcurrency(e.ctx, queue, group, int(n), opts()...); err != nil {
+		return noQueue(err, queue)
+	}
+	return showGroups(e, c, queue, 10)
 }

@@ -69,3 +69,25 @@ func TestGroupsCommand(t *testing.T) {
 		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}}}, got)
 	b.fails(2, "--top must be in 1..1000", "groups", "q", "--top", "0")
 }
+
+// group-limit sets one group's limit, or with no --group every group's
+// default, and prints the groups; a queue that does not exist is refused
+// unless --create is given.
+func TestGroupLimitCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "group-limit", "q", "2")
+	b.ok("group-limit", "q", "2", "--create")
+	b.ok("enqueue", "--group", "tenant-42", "q", "one")
+	r := b.ok("group-limit", "q", "5", "--group", "tenant-42")
+	assert.Regexp(t, `WAITING\s+tenant-42\s+1\s+0\s+5`, r.stdout)
+	got, err := c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.DefaultLimit)
+	require.Len(t, got.TopWaiting, 1)
+	assert.Equal(t, 5, got.TopWaiting[0].Limit)
+	b.fails(2, "not a count", "group-limit", "q", "-1")
+	b.fails(2, "--group takes a key", "group-limit", "q", "1", "--group", "")
+}
