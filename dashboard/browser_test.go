@@ -651,6 +651,12 @@ func TestBrowserPages(t *testing.T) {
 	_, err = e.c.Enqueue(ctx, "tenant-acme-corporation-international-holdings-eu-west-1-invoices-reminders", []byte("x"))
 	require.NoError(t, err)
 	require.NoError(t, w.Periodic(ctx, "heartbeat", "maintenance", worqr.Every(time.Second), []byte("beat"), worqr.PeriodicOptions{}))
+	// A worker with a pool of 4 handlers serves the ticks: the workers
+	// page shows its pool.
+	pooled, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = pooled.Close(e.ctx()) }()
+	require.NoError(t, pooled.Handle(ctx, "maintenance", func(context.Context, *worqr.Process) error { return nil }, worqr.HandleOptions{Concurrency: 4}))
 	eventually(t, "a periodic tick", func() bool {
 		ss, err := e.c.Schedules(ctx, "maintenance")
 		return err == nil && len(ss) == 1 && ss[0].TaskID != ""
@@ -777,6 +783,7 @@ func TestBrowserPages(t *testing.T) {
 	ws := text(`#workers tbody`)
 	assert.Contains(t, ws, inFlight)
 	assert.Contains(t, ws, strconv.Itoa(os.Getpid()))
+	assert.Regexp(t, `maintenance [0-4]/4`, ws, "the pool's concurrency")
 
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/periodic")),

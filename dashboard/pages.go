@@ -362,6 +362,10 @@ type workerRow struct {
 	// name; More counts the rest.
 	Running []worqr.ProcessInfo
 	More    int
+	// Pools are its handler pools' slots, known only for a worker of the
+	// dashboard's own client (worqr.Client.Slots): a pool's concurrency
+	// lives in its process, not in Redis.
+	Pools []worqr.PoolSlots
 }
 
 type workersData struct{ Workers []workerRow }
@@ -395,9 +399,13 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(ws, func(a, b worqr.WorkerInfo) int {
 		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), cmp.Compare(a.ID, b.ID))
 	})
+	pools := map[string][]worqr.PoolSlots{}
+	for _, ps := range h.c.Slots() {
+		pools[ps.Worker] = append(pools[ps.Worker], ps)
+	}
 	d := workersData{Workers: make([]workerRow, len(ws))}
 	for i, wi := range ws {
-		row := workerRow{WorkerInfo: wi, InFlight: len(procs[wi.ID])}
+		row := workerRow{WorkerInfo: wi, InFlight: len(procs[wi.ID]), Pools: pools[wi.ID]}
 		row.Running = procs[wi.ID]
 		if len(row.Running) > maxRunningShown {
 			row.Running, row.More = row.Running[:maxRunningShown], len(row.Running)-maxRunningShown
