@@ -18,7 +18,8 @@ const (
 	// letters (with its reason, DeadLetter.Reason).
 	AttemptDead AttemptEnd = "dead"
 	// AttemptReclaimed: the worker that held the process was lost (its
-	// lease ran out) and a peer reclaimed the task.
+	// lease ran out) and a peer, or Client.Check's repair, gave the task
+	// back to its queue.
 	AttemptReclaimed AttemptEnd = "reclaimed"
 )
 

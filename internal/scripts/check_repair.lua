@@ -62,7 +62,8 @@ for g in pairs(all_held) do
     regrouped = regrouped + 1
   end
 end
-local requeued, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, orphans)
+-- An orphan's holder was lost: its attempt is noted as reclaimed.
+local requeued, dropped, freed = return_to_front(waiting_key, procs_key, meta_key, errors_key, unique_key, progress_key, orphans, nil, now)
 local counted = tonumber(redis.call('HGET', meta_key, 'wx') or '0') or 0
 local corrected = 0
 if counted ~= extra then

@@ -81,7 +81,7 @@ func TestProgressScript(t *testing.T) {
 }
 
 // check_repair.lua: processes whose owner holds no live lease go back to
-// the front, expired lease entries and stray progress reports go, and the
+// the front (their attempts noted as reclaimed), expired lease entries and stray progress reports go, and the
 // count of weight in flight is set to what the processes left hold.
 func TestCheckRepairScript(t *testing.T) {
 	t.Parallel()
@@ -102,7 +102,11 @@ func TestCheckRepairScript(t *testing.T) {
 	assert.Equal(t, QueueRepair{Requeued: 1, LeasesRemoved: 1, Recounted: true}, r[0])
 	got := e.dump()
 	due := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "when it became due")
+	lost := ParseAttempts(got["errors"].(hash)["51:a"])
+	require.Len(t, lost, 1, "the orphan's attempt is noted")
+	at := e.within(lost[0].Ended, before/1000, e.clockMs(), "when it was reclaimed")
 	require.Equal(t, keyState{
+		"errors":   hash{"51:a": attemptRecord(at, 'k', gone, "")},
 		"meta":     hash{"name": "q", "seq": "30", "wx": "2"},
 		"leases":   zset{live: float64(now + hour)},
 		"procs":    hash{"20": "a" + live + "52,w3:held"},
