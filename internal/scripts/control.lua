@@ -60,7 +60,7 @@ elseif op == 'glimit' then
     for i = 1, #running, 2 do names[#names + 1] = running[i] end
   end
   for _, g in ipairs(names) do
-    if #group_front(g, 1) > 0 and redis.call('ZADD', gready_key, 'NX', now, g) == 1 then
+    if #group_lib().front(g, 1) > 0 and redis.call('ZADD', gready_key, 'NX', now, g) == 1 then
       wake_all = true
     end
   end

@@ -125,12 +125,13 @@ end
 -- under its limit (its own in the limits hash, else the default 'glimit';
 -- a task heavier than the limit starts alone): one at its limit, or found
 -- empty, leaves the ready set until a process of it ends (groups_settle)
--- or a task joins it (group_push). k is the most tasks to take. With no
+-- or a task joins it (group_lib().push). k is the most tasks to take. With no
 -- group ready this is the normal list's take.
 local function take_turns(k)
   if k <= 0 or blocked then return end
   local ready = redis.call('ZRANGE', gready_key, 0, k - 1, 'WITHSCORES')
   if #ready == 0 then return take(waiting_key, k) end
+  local G = group_lib()
   local m = redis.call('HMGET', meta_key, 'glimit', 'gp')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
   local plain_left, plain_took = true, false
@@ -160,11 +161,11 @@ local function take_turns(k)
       if k == 0 or blocked then break end
       local limit = control_value(own[i]) or default
       local r = running[g] or tonumber(held[i] or '0') or 0
-      local front = group_front(g, 2)
+      local front = G.front(g, 2)
       if #front == 0 then
         out[#out + 1] = g
       else
-        local e = group_entry(g, front[1])
+        local e = G.entry(g, front[1])
         local w = entry_weight(e)
         if limit and r > 0 and r + w > limit then
           out[#out + 1] = g

@@ -93,7 +93,7 @@ if #delayed > 0 then
 end
 for list, entries in pairs(pushed) do
   if list == gwait_key then
-    group_push(entries)
+    group_lib().push(entries)
   else
     redis.call('LPUSH', list, unpack(entries))
   end
