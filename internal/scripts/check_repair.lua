@@ -95,7 +95,7 @@ if regrouped > 0 then
     if n ~= (live_held[g] or 0) then G.freed[g] = n - (live_held[g] or 0) end
   end
 end
-groups_settle(idle_key, channel)
+groups_settle(idle_key, channel, true)
 if requeued > 0 then
   publish(channel, 'w' .. requeued)
 else

@@ -453,6 +453,13 @@ local function groups_remove(gwait, gready, take, max)
   return removed, at, left
 end
 
+-- Whether a group's score in the ready set (a reply's text, false when
+-- it has none) is that of a group held at its limit: +inf ('inf' as
+-- Redis writes it).
+local function group_held(score)
+  return score and string.find(string.lower(score), 'inf', 1, true) ~= nil
+end
+
 -- The group helpers of the scripts that take, put back or end tasks
 -- (member, entry, front, push, freed and settle, below): a script
 -- makes a closure for every helper it carries on every call, so these are
@@ -520,12 +527,16 @@ local function group_lib()
 
   -- Give back what the processes ended in this script held in their
   -- groups: each group's count goes down (its field goes at 0), and a
-  -- group out of turn (not ready: held at its limit, or found empty) with
-  -- tasks waiting becomes ready, and the runtimes parked in the idle set
-  -- are woken for it. A fixed number of calls however many groups (one
-  -- HMGET, HSET and HDEL of the counts, one ZMSCORE of the turns), but for
-  -- a look at the front of each group out of turn.
-  function G.settle(idle, channel)
+  -- group held at its limit (scored +inf in the ready set, see
+  -- dequeue.lua) gets a turn again, and the runtimes parked in the idle
+  -- set are woken for it. A group not in the ready set has no task
+  -- waiting (one found empty leaves it, and a task that joins a group puts
+  -- it back), so no group's tasks are looked at: a fixed number of calls
+  -- however many groups (one HMGET, HSET and HDEL of the counts, one
+  -- ZMSCORE of the turns). look (Check's repair) looks at the front of
+  -- each group not in the ready set too, and makes one with tasks waiting
+  -- ready: a repair must not trust what it repairs.
+  function G.settle(idle, channel, look)
     if next(G.freed) == nil then return end
     local names = {}
     for g in pairs(G.freed) do names[#names + 1] = g end
@@ -541,7 +552,7 @@ local function group_lib()
       elseif held[i] then
         gone[#gone + 1] = g
       end
-      if not turns[i] and #G.front(g, 1) > 0 then
+      if group_held(turns[i]) or (look and not turns[i] and #G.front(g, 1) > 0) then
         now = now or ms(now_us())
         ready[#ready + 1] = now
         ready[#ready + 1] = g
@@ -585,8 +596,8 @@ end
 
 -- Give back what the processes ended in this script held in their groups
 -- (see G.settle); nothing ended in a group costs one compare.
-local function groups_settle(idle, channel)
-  if GROUP_LIB then GROUP_LIB.settle(idle, channel) end
+local function groups_settle(idle, channel, look)
+  if GROUP_LIB then GROUP_LIB.settle(idle, channel, look) end
 end
 
 -- The hex digits, in order: the last digit of a process id (start_procs).
