@@ -589,7 +589,8 @@ end
 local function group_released(e)
   if GROUPS.running and header_has(e, 'g') then
     local freed = group_lib().freed
-    local g = header_get(entry_split(e), 'g')
+    -- The first ',g' is the header's: it has one.
+    local g = string.match(e, ',g([^,:]*)')
     freed[g] = (freed[g] or 0) + entry_weight(e)
   end
 end
