@@ -147,15 +147,16 @@ func (r *runner) persist(p *Process, op string, write func(context.Context) erro
 	}
 }
 
-// logOutcome writes one record about p's outcome, with the process's
-// attributes, without a derived logger (With copies the handler's state):
-// settle runs once per task, and once per failed attempt logs.
+// logOutcome writes one record about p's outcome, with the worker's and
+// the process's attributes, without a derived logger (With, as
+// Worker.logger does, copies and formats the handler's state): settle runs
+// once per task, and once per failed attempt logs.
 func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
-	l := p.w.logger()
+	l := p.w.c.log
 	if !l.Enabled(context.Background(), level) {
 		return
 	}
-	l.Log(context.Background(), level, msg, append([]any{"queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	l.Log(context.Background(), level, msg, append([]any{"worker", p.w.ID(), "queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
 }
 
 // retryable tells whether an outcome write may not have reached Redis and
