@@ -117,6 +117,11 @@ local function take(list, k)
     end
   end
 end
+-- The (up to) k ready groups of lowest turn, and their turns: not those
+-- held (turns are clock readings, far below 2^53).
+local function ready_groups(k)
+  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '9007199254740991', 'WITHSCORES', 'LIMIT', 0, k)
+end
 -- Groups (see GROUPS in common.lua): the normal list and the ready
 -- groups take turns, lowest turn first; the normal list's turn is the meta
 -- field 'gp', a group's its score in the ready set. A turn takes one task
@@ -133,11 +138,6 @@ end
 -- in it, held: scored +inf, past every turn, until a process of it ends
 -- (groups_settle gives it a turn again, with no look at its tasks) or its
 -- limit changes. With no group ready this is the normal list's take.
--- The (up to) k ready groups of lowest turn, and their turns: not those
--- held (turns are clock readings, far below 2^53).
-local function ready_groups(k)
-  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '9007199254740991', 'WITHSCORES', 'LIMIT', 0, k)
-end
 local function take_turns(k)
   if k <= 0 or blocked then return end
   local ready = ready_groups(k)
