@@ -13,8 +13,9 @@ const MaxGroupLen = 128
 // ErrInvalidOptions otherwise). Groups are not declared: a key used once
 // makes the group, and a group whose tasks are gone costs nothing.
 //
-// A queue's dequeues serve its groups in turn, one task a turn, and the
-// tasks without a group as one more group, so a group with 100,000 tasks
+// A queue's dequeues serve its groups in turn, one task a turn (an equal
+// share of a dequeue's tasks when fewer groups are ready), and the tasks
+// without a group as one more group, so a group with 100,000 tasks
 // waiting does not hold back one with ten: fair round-robin. Within a
 // group, tasks start by priority (HighPriority, LowPriority), then in the
 // order they were enqueued: a retried, reclaimed or delayed task takes its

@@ -236,8 +236,7 @@ func (r *runner) runJob(j job) {
 		r.finishLater(j) // what settle would do: Finish
 		return
 	}
-	r.settle(ctx, j.p, err)
-	r.settled(j)
+	r.settle(ctx, j, err)
 }
 
 // drained returns a channel closed once no handler runs and no outcome

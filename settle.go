@@ -13,12 +13,16 @@ import (
 // dead letter or a requeue, kept trying while the worker lives if it
 // failed on the connection.
 
-// settle applies the outcome of a handler to its process.
-func (r *runner) settle(ctx context.Context, p *Process, err error) {
+// settle applies the outcome of a handler to its process, and ends the
+// job (settled) once it is written: a retry without waiting (see
+// failLater), the others before it returns.
+func (r *runner) settle(ctx context.Context, j job, err error) {
+	p := j.p
 	var write func(context.Context) error
 	op := "requeue" // what the write is, for the outage's counts
 	switch ended := p.Err(); {
 	case errors.Is(ended, ErrProcessLost):
+		r.settled(j)
 		return // fenced or given back: the task is not ours to touch
 	case errors.Is(ended, ErrTaskCancelled), errors.Is(ended, ErrQueueDeleted):
 		// Requeue, not Finish: Requeue drops a process Redis has marked
@@ -27,6 +31,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		// allowed to publish on the channel) cannot lose the task.
 		write = func(ctx context.Context) error { return p.requeue(ctx, err) }
 	case errors.Is(context.Cause(ctx), ErrShutdown) && err != nil:
+		r.settled(j)
 		return // still held: shutting down returns it to the front
 	case err == nil:
 		write, op = p.Finish, "finish"
@@ -42,10 +47,12 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 	default:
 		delay := r.opts.Retry.delay(p.Attempt(), err)
 		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
-		write, op = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
+		r.failLater(j, delay, err)
+		return
 	}
 	sent := r.w.c.outage.begin()
 	r.persist(p, op, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+	r.settled(j)
 }
 
 // finishLater is settle for a handler that succeeded on a process that
@@ -58,17 +65,45 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 // slotScheduler.jobs): the batch's callbacks must not wait.
 func (r *runner) finishLater(j job) {
 	p := j.p
+	r.writeLater(j, "finish", p.Finish, func(ctx context.Context, done func(store.Outcome, error)) {
+		r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
+			_, err = p.recordSettled("finish", OutcomeSucceeded, "", nil, got, err)
+			done(got, err)
+		})
+	})
+}
+
+// failLater is settle's retry (after delay, the handler's error cause),
+// written as finishLater writes a Finish: it joins the next batch of the
+// queue's retries without waiting for it.
+func (r *runner) failLater(j job, delay time.Duration, cause error) {
+	p := j.p
+	write := func(ctx context.Context) error { return p.retry(ctx, delay, cause) }
+	r.writeLater(j, "retry", write, func(ctx context.Context, done func(store.Outcome, error)) {
+		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)}
+		r.w.c.retries.then(ctx, p.queue, ref, func(got store.Outcome, err error) {
+			got, err = p.recordSettled("retry", OutcomeRetried, "", cause, got, err)
+			done(got, dropped("retry", p, got, err))
+		})
+	})
+}
+
+// writeLater sends the outcome write op of job j through join, which
+// calls done with its outcome once written, without waiting for it, then
+// sees it through (persist: write tries it again) and ends the job, as
+// finishLater says.
+func (r *runner) writeLater(j job, op string, write func(context.Context) error, join func(ctx context.Context, done func(store.Outcome, error))) {
+	p := j.p
 	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
 	sent := r.w.c.outage.begin()
-	if err := p.canSettle(ctx, "finish"); err != nil {
-		r.persist(p, "finish", p.Finish, sent, err)
+	if err := p.canSettle(ctx, op); err != nil {
+		r.persist(p, op, write, sent, err)
 		r.settled(j)
 		return
 	}
-	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
-		_, err = p.recordSettled("finish", OutcomeSucceeded, "", nil, got, err)
+	join(ctx, func(_ store.Outcome, err error) {
 		rest := func() {
-			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
+			r.persist(p, op, write, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
 		if !retryable(err) || r.w.life.Err() != nil || !r.sched.jobs.Go(rest) {
@@ -112,15 +147,16 @@ func (r *runner) persist(p *Process, op string, write func(context.Context) erro
 	}
 }
 
-// logOutcome writes one record about p's outcome, with the process's
-// attributes, without a derived logger (With copies the handler's state):
-// settle runs once per task, and once per failed attempt logs.
+// logOutcome writes one record about p's outcome, with the worker's and
+// the process's attributes, without a derived logger (With, as
+// Worker.logger does, copies and formats the handler's state): settle runs
+// once per task, and once per failed attempt logs.
 func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
-	l := p.w.logger()
+	l := p.w.c.log
 	if !l.Enabled(context.Background(), level) {
 		return
 	}
-	l.Log(context.Background(), level, msg, append([]any{"queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	l.Log(context.Background(), level, msg, append([]any{"worker", p.w.ID(), "queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
 }
 
 // retryable tells whether an outcome write may not have reached Redis and

@@ -14,7 +14,8 @@ import (
 )
 
 // runGroups measures groups (worqr.Group): the throughput of tasks spread
-// over many groups with no limit that binds, and over fewer groups each
+// over few groups and over many groups with no limit that binds, and over
+// fewer groups each
 // limited to one task at a time, against the same tasks without groups,
 // drained by one worker of -concurrency no-op handlers in ABBA order
 // (plain, grouped, grouped, plain) to cancel drift; the memory a waiting
@@ -34,7 +35,7 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 		name   string
 		groups int
 		limit  int
-	}{{"groups10k", b.pick(10_000, 100), 0}, {"limit1_groups1k", b.pick(1_000, 50), 1}} {
+	}{{"groups10", 10, 0}, {"groups10k", b.pick(10_000, 100), 0}, {"limit1_groups1k", b.pick(1_000, 50), 1}} {
 		variant := func(groups int) (float64, error) {
 			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
 				if groups == 0 {

@@ -117,7 +117,7 @@ func scenarios() []scenario {
 		{"rate", runRate, []target{atMost("max_starts_in_window", 100), atMost("early", 0)}},
 		{"stats", runStats, []target{atLeast("ratio", 0.95)}},
 		{"groups", runGroups, []target{
-			atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
+			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
 			atMost("fair_flood_starts_before_last_small", 2000),
 		}},
 	}

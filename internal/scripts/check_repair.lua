@@ -90,12 +90,13 @@ if regrouped > 0 then
   -- What return_to_front gave back is replaced by what brings each
   -- group's count to what its processes that stay hold (a negative
   -- amount raises a count).
-  group_freed = {}
+  local G = group_lib()
+  G.freed = {}
   for g, n in pairs(counts) do
-    if n ~= (live_held[g] or 0) then group_freed[g] = n - (live_held[g] or 0) end
+    if n ~= (live_held[g] or 0) then G.freed[g] = n - (live_held[g] or 0) end
   end
 end
-groups_settle(idle_key, channel)
+groups_settle(idle_key, channel, true)
 if requeued > 0 then
   publish(channel, 'w' .. requeued)
 else

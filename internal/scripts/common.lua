@@ -246,7 +246,7 @@ local PRIO = {}
 -- and bytes up to ' ', so free of the '\0' below), and waits, not in a
 -- list, but in GROUPS.wait: one sorted set for all the queue's groups, its
 -- members all scored 0 and so sorted by their bytes,
--- '<group>\0<class><rank><entry>' (see group_member): one group's tasks lie
+-- '<group>\0<class><rank><entry>' (see group_lib().member): one group's tasks lie
 -- together, in the order they are to start, and ZRANGEBYLEX finds a
 -- group's front in O(log N) without a key per group (a key computed in a
 -- script is not allowed on Redis Cluster). GROUPS.ready holds the groups
@@ -369,33 +369,8 @@ local function entry_group(e)
   return header_get(entry_split(e), 'g')
 end
 
--- An entry's member in GROUPS.wait: its group, '\0', its class ('0'
--- enqueued at the front, '1' high priority, '2' normal, '3' low) and its
--- rank (16 hex digits: the task id, so that a task sent back, by a retry,
--- a reclaim or its due time, takes its place by its enqueue; at the front
--- the complement of front, a number, so that the last put there goes
--- first), then the entry. group_entry cuts the entry back out.
-local GROUP_CLASS = {h = '1', l = '3'}
-local function group_member(g, e, front)
-  if front then
-    return g .. '\0' .. '0' .. string.format('%016x', 9007199254740991 - front) .. e
-  end
-  local id = entry_id(e)
-  local class = '2'
-  if header_has(e, 'p') then
-    class = GROUP_CLASS[header_get(entry_split(e), 'p')] or '2'
-  end
-  return g .. '\0' .. class .. string.rep('0', 16 - #id) .. id .. e
-end
-local function group_entry(g, m) return string.sub(m, #g + 19) end
-
--- The first (up to) n members of group g in GROUPS.wait.
-local function group_front(g, n)
-  return redis.call('ZRANGEBYLEX', GROUPS.wait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, n)
-end
-
 -- The entry of a member of a group waiting set, and its group (the bytes
--- before the '\0', see group_member), for a script that does not know the
+-- before the '\0', see group_lib().member), for a script that does not know the
 -- group.
 local function group_member_split(m)
   local at = string.find(m, '\0', 1, true) or 0
@@ -478,31 +453,121 @@ local function groups_remove(gwait, gready, take, max)
   return removed, at, left
 end
 
--- Entries of groups go to wait in their groups, and their groups become
--- ready, each keeping its turn if it was (NX); one at its limit is let go
--- again by the next dequeue. front: enqueued at the front, the entries
--- listed as enqueue.lua lists them for a list's front, last task first
--- (ids counting down): the first task is given the highest rank.
-local function group_push(entries, front)
-  local members, ready, seen = {}, {}, {}
-  local now = ms(now_us())
-  local low = front and tonumber(entry_id(entries[#entries]), 16)
-  for i, e in ipairs(entries) do
-    local g = entry_group(e)
-    members[#members + 1] = '0'
-    members[#members + 1] = group_member(g, e, front and low + i - 1)
-    if not seen[g] then
-      seen[g] = true
-      ready[#ready + 1] = now
-      ready[#ready + 1] = g
+-- Whether a group's score in the ready set (a reply's text, false when
+-- it has none) is that of a group held at its limit: +inf ('inf' as
+-- Redis writes it).
+local function group_held(score)
+  return score and string.find(string.lower(score), 'inf', 1, true) ~= nil
+end
+
+-- The group helpers of the scripts that take, put back or end tasks
+-- (member, entry, front, push, freed and settle, below): a script
+-- makes a closure for every helper it carries on every call, so these are
+-- made by group_lib() on first use, in one table, and a script that meets no
+-- grouped task makes none of them.
+local GROUP_LIB = nil -- until group_lib() makes it
+local function group_lib()
+  if GROUP_LIB then return GROUP_LIB end
+  local G = {}
+  -- An entry's member in GROUPS.wait: its group, '\0', its class ('0'
+  -- enqueued at the front, '1' high priority, '2' normal, '3' low) and its
+  -- rank (16 hex digits: the task id, so that a task sent back, by a retry,
+  -- a reclaim or its due time, takes its place by its enqueue; at the front
+  -- the complement of front, a number, so that the last put there goes
+  -- first), then the entry. G.entry cuts the entry back out.
+  local CLASS = {h = '1', l = '3'}
+  function G.member(g, e, front)
+    if front then
+      return g .. '\0' .. '0' .. string.format('%016x', 9007199254740991 - front) .. e
+    end
+    local id = entry_id(e)
+    local class = '2'
+    if header_has(e, 'p') then
+      class = CLASS[header_get(entry_split(e), 'p')] or '2'
+    end
+    return g .. '\0' .. class .. string.rep('0', 16 - #id) .. id .. e
+  end
+  function G.entry(g, m) return string.sub(m, #g + 19) end
+
+  -- The first (up to) n members of group g in GROUPS.wait.
+  function G.front(g, n)
+    return redis.call('ZRANGEBYLEX', GROUPS.wait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, n)
+  end
+
+  -- Entries of groups go to wait in their groups, and their groups become
+  -- ready, each keeping its turn if it was (NX); one at its limit is let go
+  -- again by the next dequeue. front: enqueued at the front, the entries
+  -- listed as enqueue.lua lists them for a list's front, last task first
+  -- (ids counting down): the first task is given the highest rank.
+  function G.push(entries, front)
+    local members, ready, seen = {}, {}, {}
+    local now = ms(now_us())
+    local low = front and tonumber(entry_id(entries[#entries]), 16)
+    for i, e in ipairs(entries) do
+      local g = header_get(entry_split(e), 'g')
+      members[#members + 1] = '0'
+      members[#members + 1] = G.member(g, e, front and low + i - 1)
+      if not seen[g] then
+        seen[g] = true
+        ready[#ready + 1] = now
+        ready[#ready + 1] = g
+      end
+    end
+    for i = 1, #members, 1000 do
+      redis.call('ZADD', GROUPS.wait, unpack(members, i, math.min(i + 999, #members)))
+    end
+    for i = 1, #ready, 1000 do
+      redis.call('ZADD', GROUPS.ready, 'NX', unpack(ready, i, math.min(i + 999, #ready)))
     end
   end
-  for i = 1, #members, 1000 do
-    redis.call('ZADD', GROUPS.wait, unpack(members, i, math.min(i + 999, #members)))
+
+  -- The slots freed, per group, by the processes ended in this script
+  -- (group_released), which G.settle gives back.
+  G.freed = {}
+
+  -- Give back what the processes ended in this script held in their
+  -- groups: each group's count goes down (its field goes at 0), and a
+  -- group held at its limit (scored +inf in the ready set, see
+  -- dequeue.lua) gets a turn again, and the runtimes parked in the idle
+  -- set are woken for it. A group not in the ready set has no task
+  -- waiting (one found empty leaves it, and a task that joins a group puts
+  -- it back), so no group's tasks are looked at: a fixed number of calls
+  -- however many groups (one HMGET, HSET and HDEL of the counts, one
+  -- ZMSCORE of the turns). look (Check's repair) looks at the front of
+  -- each group not in the ready set too, and makes one with tasks waiting
+  -- ready: a repair must not trust what it repairs.
+  function G.settle(idle, channel, look)
+    if next(G.freed) == nil then return end
+    local names = {}
+    for g in pairs(G.freed) do names[#names + 1] = g end
+    local held = redis.call('HMGET', GROUPS.running, unpack(names))
+    local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+    local set, gone, ready = {}, {}, {}
+    local now
+    for i, g in ipairs(names) do
+      local r = (tonumber(held[i] or '0') or 0) - G.freed[g]
+      if r > 0 then
+        set[#set + 1] = g
+        set[#set + 1] = r
+      elseif held[i] then
+        gone[#gone + 1] = g
+      end
+      if group_held(turns[i]) or (look and not turns[i] and #G.front(g, 1) > 0) then
+        now = now or ms(now_us())
+        ready[#ready + 1] = now
+        ready[#ready + 1] = g
+      end
+    end
+    G.freed = {}
+    if #set > 0 then redis.call('HSET', GROUPS.running, unpack(set)) end
+    if #gone > 0 then redis.call('HDEL', GROUPS.running, unpack(gone)) end
+    if #ready > 0 then
+      redis.call('ZADD', GROUPS.ready, unpack(ready))
+      if idle then wake_parked(idle, channel, #ready / 2) end
+    end
   end
-  for i = 1, #ready, 1000 do
-    redis.call('ZADD', GROUPS.ready, 'NX', unpack(ready, i, math.min(i + 999, #ready)))
-  end
+  GROUP_LIB = G
+  return G
 end
 
 -- Put an entry back to wait: in its group if it has one (and the script
@@ -510,7 +575,7 @@ end
 -- back of its level's list (front: at its front).
 local function push_waiting(e, normal, front)
   if GROUPS.wait and header_has(e, 'g') then
-    group_push({e}, false)
+    group_lib().push({e}, false)
   elseif front then
     redis.call('RPUSH', list_of(e, normal), e)
   else
@@ -518,53 +583,22 @@ local function push_waiting(e, normal, front)
   end
 end
 
--- The slots freed, per group, by the processes ended in this script
--- (group_released), which groups_settle gives back.
-local group_freed = {}
+-- A process of entry e ended in this script: the slots it held in its
+-- group, if it has one (and the script named the group keys), are given
+-- back by groups_settle.
 local function group_released(e)
   if GROUPS.running and header_has(e, 'g') then
-    local g = header_get(entry_split(e), 'g')
-    group_freed[g] = (group_freed[g] or 0) + entry_weight(e)
+    local freed = group_lib().freed
+    -- The first ',g' is the header's: it has one.
+    local g = string.match(e, ',g([^,:]*)')
+    freed[g] = (freed[g] or 0) + entry_weight(e)
   end
 end
 
--- Give back what the processes ended in this script held in their
--- groups: each group's count goes down (its field goes at 0), and a group
--- out of turn (not ready: held at its limit, or found empty) with tasks
--- waiting becomes ready, and the runtimes parked in the idle set are woken
--- for it. A fixed number of calls however many groups (one HMGET, HSET and
--- HDEL of the counts, one ZMSCORE of the turns), but for a look at the
--- front of each group out of turn; nothing ended in a group costs one
--- compare.
-local function groups_settle(idle, channel)
-  if next(group_freed) == nil then return end
-  local names = {}
-  for g in pairs(group_freed) do names[#names + 1] = g end
-  local held = redis.call('HMGET', GROUPS.running, unpack(names))
-  local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
-  local set, gone, ready = {}, {}, {}
-  local now
-  for i, g in ipairs(names) do
-    local r = (tonumber(held[i] or '0') or 0) - group_freed[g]
-    if r > 0 then
-      set[#set + 1] = g
-      set[#set + 1] = r
-    elseif held[i] then
-      gone[#gone + 1] = g
-    end
-    if not turns[i] and #group_front(g, 1) > 0 then
-      now = now or ms(now_us())
-      ready[#ready + 1] = now
-      ready[#ready + 1] = g
-    end
-  end
-  group_freed = {}
-  if #set > 0 then redis.call('HSET', GROUPS.running, unpack(set)) end
-  if #gone > 0 then redis.call('HDEL', GROUPS.running, unpack(gone)) end
-  if #ready > 0 then
-    redis.call('ZADD', GROUPS.ready, unpack(ready))
-    if idle then wake_parked(idle, channel, #ready / 2) end
-  end
+-- Give back what the processes ended in this script held in their groups
+-- (see G.settle); nothing ended in a group costs one compare.
+local function groups_settle(idle, channel, look)
+  if GROUP_LIB then GROUP_LIB.settle(idle, channel, look) end
 end
 
 -- The hex digits, in order: the last digit of a process id (start_procs).
@@ -705,116 +739,138 @@ local function stat_run(us)
   stat('us', us)
 end
 
--- Every value name a slot can have.
-local function stats_value_names()
-  local all = {'e', 's', 'f', 'r', 'q', 'd', 'k', 'x', 'ws', 'us'}
-  for k = 0, STATS_TOP do
-    all[#all + 1] = 'w' .. k
-    all[#all + 1] = 'u' .. k
+-- The rest of the stats (reading a client's counts, writing the current
+-- minute, rolling the slots) is needed about once a second per queue,
+-- far less often than the scripts run: a script makes a closure for every
+-- helper it carries on every call, so these are made by stats_writer on
+-- first use, in one table, and a call with nothing to count makes none.
+local STATS_WRITER = nil -- until stats_writer() makes it
+local function stats_writer()
+  if STATS_WRITER then return STATS_WRITER end
+  local W = {}
+  -- Every value name a slot can have.
+  local function stats_value_names()
+    local all = {'e', 's', 'f', 'r', 'q', 'd', 'k', 'x', 'ws', 'us'}
+    for k = 0, STATS_TOP do
+      all[#all + 1] = 'w' .. k
+      all[#all + 1] = 'u' .. k
+    end
+    return all
   end
-  return all
+
+  -- Count what a client counted (internal/store/statsbuf.go): counts is
+  -- space-separated '<name>=<n>', each name a value name and n a whole
+  -- number. Names it does not know are skipped.
+  local function stats_known(name)
+    if #name == 1 then return string.find('esfrqdkx', name, 1, true) ~= nil end
+    if name == 'ws' or name == 'us' then return true end
+    local k = string.match(name, '^[wu](%d%d?)$')
+    return k ~= nil and tonumber(k) <= STATS_TOP
+  end
+  function W.add(counts)
+    for name, n in string.gmatch(counts, '(%w+)=(%d+)') do
+      if stats_known(name) then stat(name, tonumber(n)) end
+    end
+  end
+
+  -- The fields of a slot's values.
+  local function stats_fields(slot, names)
+    local f = {}
+    for i, name in ipairs(names) do
+      f[i] = slot .. ':' .. name
+    end
+    return f
+  end
+
+  -- A new minute (once a minute per queue at most): the values of minute
+  -- cur (nil if none) go to its slot in the minute ring, which is cleared
+  -- first, and are added to its hour's slot, cleared first if it held an
+  -- older hour; then they are deleted. Either ring is skipped when cur is
+  -- past its window.
+  local function stats_roll(key, cur, minute)
+    local names = stats_value_names()
+    local cf = stats_fields('c', names)
+    if cur then
+      local v = redis.call('HMGET', key, unpack(cf))
+      local have = {}
+      for i = 1, #names do
+        if v[i] then have[#have + 1] = i end
+      end
+      if #have > 0 and minute - cur < STATS_MINUTES then
+        local mslot = 'm' .. (cur % STATS_MINUTES)
+        local mf = stats_fields(mslot, names)
+        redis.call('HDEL', key, unpack(mf))
+        local set = {mslot, cur}
+        for _, i in ipairs(have) do
+          set[#set + 1] = mf[i]
+          set[#set + 1] = v[i]
+        end
+        redis.call('HSET', key, unpack(set))
+      end
+      local hour = math.floor(cur / 60)
+      if #have > 0 and math.floor(minute / 60) - hour < STATS_HOURS then
+        local hslot = 'h' .. (hour % STATS_HOURS)
+        local hf = stats_fields(hslot, names)
+        local get = {hslot}
+        for _, i in ipairs(have) do get[#get + 1] = hf[i] end
+        local hv = redis.call('HMGET', key, unpack(get))
+        local fresh = tonumber(hv[1]) == hour
+        if not fresh then redis.call('HDEL', key, unpack(hf)) end
+        local set = {hslot, hour}
+        for j, i in ipairs(have) do
+          set[#set + 1] = hf[i]
+          set[#set + 1] = (tonumber(v[i]) or 0) + (fresh and tonumber(hv[j + 1]) or 0)
+        end
+        redis.call('HSET', key, unpack(set))
+      end
+    end
+    redis.call('HDEL', key, unpack(cf))
+  end
+
+  -- Add what was counted to the current minute of key. now is the Redis
+  -- clock in ms, if the caller has it.
+  function W.flush(key, now)
+    local fields, incs = {'cur'}, {}
+    for name, n in pairs(stats_acc) do
+      fields[#fields + 1] = 'c:' .. name
+      incs[#incs + 1] = n
+    end
+    stats_acc = {}
+    local minute = math.floor((now or now_ms()) / 60000)
+    local vals = redis.call('HMGET', key, unpack(fields))
+    local set
+    if tonumber(vals[1]) == minute then
+      set = {}
+      for i, n in ipairs(incs) do
+        set[2 * i - 1] = fields[i + 1]
+        set[2 * i] = n + (tonumber(vals[i + 1]) or 0)
+      end
+    else
+      stats_roll(key, tonumber(vals[1]), minute)
+      set = {'cur', minute}
+      for i, n in ipairs(incs) do
+        set[#set + 1] = fields[i + 1]
+        set[#set + 1] = n
+      end
+    end
+    redis.call('HSET', key, unpack(set))
+  end
+  STATS_WRITER = W
+  return W
 end
 
--- Count what a client counted (internal/store/statsbuf.go): counts is ''
--- (nothing, the usual case: one compare) or space-separated '<name>=<n>',
--- each name a value name and n a whole number. Names it does not know
--- are skipped.
-local function stats_known(name)
-  if #name == 1 then return string.find('esfrqdkx', name, 1, true) ~= nil end
-  if name == 'ws' or name == 'us' then return true end
-  local k = string.match(name, '^[wu](%d%d?)$')
-  return k ~= nil and tonumber(k) <= STATS_TOP
-end
+-- Count what a client counted: counts is '' (nothing, the usual case: one
+-- compare), else see W.add above.
 local function stats_add(counts)
   if not STATS or counts == nil or counts == '' then return end
-  for name, n in string.gmatch(counts, '(%w+)=(%d+)') do
-    if stats_known(name) then stat(name, tonumber(n)) end
-  end
+  stats_writer().add(counts)
 end
 
--- The fields of a slot's values.
-local function stats_fields(slot, names)
-  local f = {}
-  for i, name in ipairs(names) do
-    f[i] = slot .. ':' .. name
-  end
-  return f
-end
-
--- A new minute (once a minute per queue at most): the values of minute
--- cur (nil if none) go to its slot in the minute ring, which is cleared
--- first, and are added to its hour's slot, cleared first if it held an
--- older hour; then they are deleted. Either ring is skipped when cur is
--- past its window.
-local function stats_roll(key, cur, minute)
-  local names = stats_value_names()
-  local cf = stats_fields('c', names)
-  if cur then
-    local v = redis.call('HMGET', key, unpack(cf))
-    local have = {}
-    for i = 1, #names do
-      if v[i] then have[#have + 1] = i end
-    end
-    if #have > 0 and minute - cur < STATS_MINUTES then
-      local mslot = 'm' .. (cur % STATS_MINUTES)
-      local mf = stats_fields(mslot, names)
-      redis.call('HDEL', key, unpack(mf))
-      local set = {mslot, cur}
-      for _, i in ipairs(have) do
-        set[#set + 1] = mf[i]
-        set[#set + 1] = v[i]
-      end
-      redis.call('HSET', key, unpack(set))
-    end
-    local hour = math.floor(cur / 60)
-    if #have > 0 and math.floor(minute / 60) - hour < STATS_HOURS then
-      local hslot = 'h' .. (hour % STATS_HOURS)
-      local hf = stats_fields(hslot, names)
-      local get = {hslot}
-      for _, i in ipairs(have) do get[#get + 1] = hf[i] end
-      local hv = redis.call('HMGET', key, unpack(get))
-      local fresh = tonumber(hv[1]) == hour
-      if not fresh then redis.call('HDEL', key, unpack(hf)) end
-      local set = {hslot, hour}
-      for j, i in ipairs(have) do
-        set[#set + 1] = hf[i]
-        set[#set + 1] = (tonumber(v[i]) or 0) + (fresh and tonumber(hv[j + 1]) or 0)
-      end
-      redis.call('HSET', key, unpack(set))
-    end
-  end
-  redis.call('HDEL', key, unpack(cf))
-end
-
--- Add what was counted to the current minute of key. now is the Redis
--- clock in ms, if the caller has it. Once per script run, at most; nothing
--- counted costs one compare.
+-- Add what was counted to the current minute of key: see W.flush above.
+-- Once per script run, at most; nothing counted costs one compare.
 local function stats_flush(key, now)
   if not STATS or next(stats_acc) == nil then return end
-  local fields, incs = {'cur'}, {}
-  for name, n in pairs(stats_acc) do
-    fields[#fields + 1] = 'c:' .. name
-    incs[#incs + 1] = n
-  end
-  stats_acc = {}
-  local minute = math.floor((now or now_ms()) / 60000)
-  local vals = redis.call('HMGET', key, unpack(fields))
-  local set
-  if tonumber(vals[1]) == minute then
-    set = {}
-    for i, n in ipairs(incs) do
-      set[2 * i - 1] = fields[i + 1]
-      set[2 * i] = n + (tonumber(vals[i + 1]) or 0)
-    end
-  else
-    stats_roll(key, tonumber(vals[1]), minute)
-    set = {'cur', minute}
-    for i, n in ipairs(incs) do
-      set[#set + 1] = fields[i + 1]
-      set[#set + 1] = n
-    end
-  end
-  redis.call('HSET', key, unpack(set))
+  stats_writer().flush(key, now)
 end
 
 -- What a client counted (stats_add), written to key at once (before

@@ -42,9 +42,9 @@ elseif op == 'rate' then
   wake_all = true
 elseif op == 'glimit' then
   -- A group limit: the default ('glimit') or a group's own. A group
-  -- held back (it has processes in flight and tasks waiting, and is not
-  -- ready) gets its turn again: the next dequeue lets it go if it is
-  -- still at its limit.
+  -- held back (it has processes in flight and tasks waiting: held in the
+  -- ready set, see dequeue.lua, or out of it) gets its turn again: the
+  -- next dequeue holds it again if it is still at its limit.
   local key, field = meta_key, 'glimit'
   if group ~= '' then key, field = glimits_key, group end
   if set then
@@ -60,7 +60,9 @@ elseif op == 'glimit' then
     for i = 1, #running, 2 do names[#names + 1] = running[i] end
   end
   for _, g in ipairs(names) do
-    if #group_front(g, 1) > 0 and redis.call('ZADD', gready_key, 'NX', now, g) == 1 then
+    local score = redis.call('ZSCORE', gready_key, g)
+    if group_held(score) or (not score and #group_lib().front(g, 1) > 0) then
+      redis.call('ZADD', gready_key, now, g)
       wake_all = true
     end
   end

@@ -117,76 +117,95 @@ local function take(list, k)
     end
   end
 end
+-- The (up to) k ready groups of lowest turn, and their turns: not those
+-- held (turns are clock readings, far below 2^53).
+local function ready_groups(k)
+  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '9007199254740991', 'WITHSCORES', 'LIMIT', 0, k)
+end
 -- Groups (see GROUPS in common.lua): the normal list and the ready
--- groups take turns, one task a turn, lowest turn first; the normal list's
--- turn is the meta field 'gp', a group's its score in the ready set. A
--- group starts a task only while the slots its processes hold (a weighted
--- task's its weight, a dead worker's until reclaimed) leave room for it
--- under its limit (its own in the limits hash, else the default 'glimit';
--- a task heavier than the limit starts alone): one at its limit, or found
--- empty, leaves the ready set until a process of it ends (groups_settle)
--- or a task joins it (group_push). k is the most tasks to take. With no
--- group ready this is the normal list's take.
+-- groups take turns, lowest turn first; the normal list's turn is the meta
+-- field 'gp', a group's its score in the ready set. A turn takes one task
+-- when at least k groups are ready (k: the most tasks to take), else up to
+-- k / (groups ready) of them, a share, from the front of the group (one
+-- ZRANGEBYLEX for them all) or of the list, and each task taken moves the
+-- taker's turn one step on: shares are equal, and a dequeue of few groups
+-- costs a call per group, not per task. A group starts a task only while
+-- the slots its processes hold (a weighted task's its weight, a dead
+-- worker's until reclaimed) leave room for it under its limit (its own in
+-- the limits hash, else the default 'glimit'; a task heavier than the
+-- limit starts alone). One found empty leaves the ready set, until a task
+-- joins it (group_lib().push); one at its limit with tasks waiting stays
+-- in it, held: scored +inf, past every turn, until a process of it ends
+-- (groups_settle gives it a turn again, with no look at its tasks) or its
+-- limit changes. With no group ready this is the normal list's take.
 local function take_turns(k)
   if k <= 0 or blocked then return end
-  local ready = redis.call('ZRANGE', gready_key, 0, k - 1, 'WITHSCORES')
+  local ready = ready_groups(k)
   if #ready == 0 then return take(waiting_key, k) end
+  local G = group_lib()
   local m = redis.call('HMGET', meta_key, 'glimit', 'gp')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
   local plain_left, plain_took = true, false
   local t0, step = now_us(), 0
-  local function turn()
-    step = step + 1
+  local function turn(n)
+    step = step + n
     return t0 + step
   end
   local running = {} -- group -> the slots it holds, once it took a task
   while k > 0 and not blocked and #ready > 0 do
     local names = {}
     for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
+    local share = math.ceil(k / #names)
     local held = redis.call('HMGET', grunning_key, unpack(names))
     local own = redis.call('HMGET', glimits_key, unpack(names))
-    local took, out, again = {}, {}, {}
+    local took, out, again, hold = {}, {}, {}, {}
     for i, g in ipairs(names) do
       while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do
         local before = #tasks
-        take(waiting_key, 1)
-        if blocked then break end
-        if #tasks == before then
-          plain_left = false
-        else
-          k, plain, plain_took = k - 1, turn(), true
+        take(waiting_key, math.min(share, k))
+        local got = #tasks - before
+        if got > 0 then
+          k, plain, plain_took = k - got, turn(got), true
         end
+        if blocked then break end
+        if got < math.min(share, k + got) then plain_left = false end
       end
       if k == 0 or blocked then break end
       local limit = control_value(own[i]) or default
       local r = running[g] or tonumber(held[i] or '0') or 0
-      local front = group_front(g, 2)
-      if #front == 0 then
-        out[#out + 1] = g
-      else
-        local e = group_entry(g, front[1])
+      local front = G.front(g, math.min(share, k) + 1)
+      local got, full = 0, false
+      for f = 1, math.min(share, k, #front) do
+        local e = G.entry(g, front[f])
         local w = entry_weight(e)
         if limit and r > 0 and r + w > limit then
-          out[#out + 1] = g
-        elseif fits(e) then
-          took[#took + 1] = front[1]
-          table.insert(tasks, 1, e)
-          k, r = k - 1, r + w
-          running[g] = r
-          if #front > 1 and (not limit or r < limit) then
-            again[#again + 1] = ms(turn())
-            again[#again + 1] = g
-          else
-            out[#out + 1] = g
-          end
+          full = true
+          break
         end
+        if not fits(e) then break end
+        took[#took + 1] = front[f]
+        table.insert(tasks, 1, e)
+        got, r = got + 1, r + w
       end
+      k = k - got
+      if got > 0 then running[g] = r end
+      if got == #front then
+        out[#out + 1] = g -- none left
+      elseif full or (limit and r >= limit) then
+        hold[#hold + 1] = 'inf'
+        hold[#hold + 1] = g
+      elseif got > 0 then
+        again[#again + 1] = ms(turn(got))
+        again[#again + 1] = g
+      end
+      if blocked then break end
     end
     if #took > 0 then redis.call('ZREM', gwait_key, unpack(took)) end
     if #out > 0 then redis.call('ZREM', gready_key, unpack(out)) end
     if #again > 0 then redis.call('ZADD', gready_key, unpack(again)) end
-    if (#took == 0 and #out == 0) or k == 0 or blocked then break end
-    ready = redis.call('ZRANGE', gready_key, 0, k - 1, 'WITHSCORES')
+    if #hold > 0 then redis.call('ZADD', gready_key, unpack(hold)) end
+    if (#took == 0 and #out == 0 and #hold == 0) or k == 0 or blocked then break end
+    ready = ready_groups(k)
   end
   local counts = {}
   for g, r in pairs(running) do
@@ -198,7 +217,7 @@ local function take_turns(k)
   if k > 0 and not blocked and plain_left and #ready == 0 then
     local before = #tasks
     take(waiting_key, k)
-    if #tasks > before then plain, plain_took = turn(), true end
+    if #tasks > before then plain, plain_took = turn(#tasks - before), true end
   end
   if plain_took then redis.call('HSET', meta_key, 'gp', ms(plain)) end
 end

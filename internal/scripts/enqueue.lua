@@ -47,7 +47,7 @@ local counts = ARGV[10]
 local n = #ARGV - 10 -- the payloads: ARGV[11...]
 
 local header = fields
--- Tasks of a group (a 'g' field) wait in it (see group_push), and are
+-- Tasks of a group (a 'g' field) wait in it (see group_lib().push), and are
 -- never handed off: their group's limit is the dequeue's to apply.
 local grouped = string.find(fields, ',g', 1, true) ~= nil
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
@@ -140,7 +140,7 @@ else
   end
   if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
     if grouped then
-      group_push(entries, front)
+      group_lib().push(entries, front)
     elseif front then
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.

@@ -48,18 +48,20 @@ for j = 1, #pids do
     -- unless it holds a ','.
     local id = sub(v, at, (find(v, ':', at, true) or 0) - 1)
     if find(id, ',', 1, true) then
-      local entry = proc_task(v)
-      freed = freed + entry_weight(entry)
-      group_released(entry)
-      id = entry_id(entry)
+      -- The helpers read the header alone (with its ':'), never a copy
+      -- of the payload; a field is looked for in the header only.
+      local head = id .. ':'
+      freed = freed + (find(id, ',w', 1, true) and entry_weight(head) or 1)
+      if find(id, ',g', 1, true) then group_released(head) end
+      id = entry_id(head)
       -- Only a task started before can have an error recorded.
-      if header_has(entry, 'a') then
+      if find(head, ',a', 1, true) then
         failed[#failed + 1] = id
       end
-      if state == 'a' then
-        retain(results_key, retained_key, channel, entry, 'ok', pid, 1, argv[3 * j + 2])
+      if state == 'a' and find(head, ',R', 1, true) then
+        retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[3 * j + 2])
       end
-      release_unique(unique_key, entry)
+      if find(head, ',u', 1, true) then release_unique(unique_key, head) end
     else
       freed = freed + 1
     end

@@ -25,15 +25,51 @@ var localDef = regexp.MustCompile(`^local (?:function ([A-Za-z_][A-Za-z0-9_]*)|(
 
 var ident = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
 
-// identifiers are the words of src that could name a helper. Comments and
-// strings count too: that may carry a part a script does not need, never
-// leave out one it does.
+// identifiers are the words of src's code that could name a helper.
+// Strings count too: that may carry a part a script does not need, never
+// leave out one it does. Comments do not: their words ("wake the
+// runtimes", "see group_push") would carry helpers nobody calls, each a
+// closure made on every call of the script.
 func identifiers(src string) map[string]bool {
 	out := make(map[string]bool)
-	for _, w := range ident.FindAllString(src, -1) {
+	for _, w := range ident.FindAllString(uncommented(src), -1) {
 		out[w] = true
 	}
 	return out
+}
+
+// uncommented is src without its comments ('--' to the end of the line,
+// outside a quoted string). The scripts have no long strings or long
+// comments ('[[', '--[[').
+func uncommented(src string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(src, "\n") {
+		var quote byte // the quote of the string the scan is in, or 0
+		cut := len(line)
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case quote != 0 && c == '\\':
+				i++ // an escaped byte
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '\'' || c == '"':
+				quote = c
+			case c == '-' && i+1 < len(line) && line[i+1] == '-':
+				cut = i
+			}
+			if cut < len(line) {
+				break
+			}
+		}
+		b.WriteString(line[:cut])
+		if cut < len(line) {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // splitCommon cuts common.lua into its parts, in order. Text before the

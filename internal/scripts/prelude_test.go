@@ -103,3 +103,22 @@ func TestSplitCommonLosesNothing(t *testing.T) {
 		t.Error("parts joined again differ from common.lua")
 	}
 }
+
+// A helper named only in a comment is not carried (each carried helper
+// costs a closure per call); one named after a string holding '--' is.
+func TestPreludeSkipsComments(t *testing.T) {
+	parts := splitCommon(commonFor(true, true))
+	p := prelude(parts, "-- see now_us and wake\nlocal x = now_ms() -- not stat\n")
+	if !strings.Contains(p, "local function now_ms(") {
+		t.Errorf("now_ms missing from\n%s", p)
+	}
+	for _, name := range []string{"now_us", "wake", "stat"} {
+		if strings.Contains(p, "local function "+name+"(") {
+			t.Errorf("%s, named in a comment only, carried", name)
+		}
+	}
+	p = prelude(parts, "local s = 'a--b\\'--' .. ms(1) -- wake\n")
+	if !strings.Contains(p, "local function ms(") || strings.Contains(p, "local function wake(") {
+		t.Errorf("a string's '--' is not a comment:\n%s", p)
+	}
+}

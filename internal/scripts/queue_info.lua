@@ -27,10 +27,12 @@ for _, key in ipairs({waiting_key, high_key, low_key}) do
   local due = next_due(key)
   if due and (oldest == 0 or due < oldest) then oldest = due end
 end
--- The groups: those ready, and those with processes in flight (a group
--- with tasks waiting is one or both, see GROUPS), counted once.
-local ready = redis.call('ZCARD', gready_key)
-local groups = ready
+-- The groups: those in the ready set, and those with processes in flight
+-- (a group with tasks waiting is one or both, see GROUPS), counted once.
+local groups = redis.call('ZCARD', gready_key)
+-- Those held at their limit stay in the ready set, scored +inf (see
+-- dequeue.lua): they are not ready.
+local ready = groups - #redis.call('ZRANGEBYSCORE', gready_key, '+inf', '+inf')
 local running = redis.call('HGETALL', grunning_key)
 for i = 1, #running, 2 do
   if not redis.call('ZSCORE', gready_key, running[i]) then groups = groups + 1 end

@@ -30,6 +30,14 @@ local errs, pushed, delayed = {}, {}, {}
 local npushed, freed, first = 0, 0, nil
 local extra = 0 -- the extra weight of the processes removed
 local deleted = false
+-- Per process, the usual task (a header that is only its id: its first
+-- failure, no weight, group, priority or unique key) costs a few string
+-- calls: its new header is written in one go, and its payload copied
+-- once. Only a header with fields goes through the helpers that read
+-- them, and they read the header alone, never a copy of the payload.
+local find, sub = string.find, string.sub
+local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
+local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
   local worker, v = ARGV[4 * j - 1], vals[j]
   local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
@@ -37,24 +45,33 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     out[j] = refused
   else
     gone[#gone + 1] = pid
-    local state = proc_state(v)
+    local state = sub(v, 1, 1) -- proc_state
     out[j] = STATE_CODE[state]
+    -- The header, and where the payload starts (a value without a
+    -- header is all payload, with the header '0': see entry_split).
+    local c = find(v, ':', at, true)
+    local h = c and sub(v, at, c - 1) or '0'
+    local body = c and c + 1 or at
+    local id, weight, head = h, 1, nil -- head: h with a ':', for the helpers
     -- One more start, and one more failure: the attempt budget counts
-    -- these, not the starts whose holder died or gave the task back. (What
-    -- entry_ran does, with the payload copied once, not three times.)
-    local h, payload = entry_split(proc_task(v))
-    h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
-    h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
-    local entry = h .. ':' .. payload
-    local id = entry_id(h)
+    -- these, not the starts whose holder died or gave the task back.
+    if not find(h, ',', 1, true) then
+      h = h .. ',a1,f1'
+    else
+      h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
+      h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
+      h = header_set(h, 'd', nil)
+      head = h .. ':'
+      id = entry_id(head)
+      weight = entry_weight(head)
+      group_released(head)
+    end
     ids[#ids + 1] = id
-    local weight = entry_weight(entry)
     extra = extra + weight - 1
-    group_released(entry)
     if state ~= 'a' then
       deleted = deleted or state == 'd'
       errors_drop(errors_key, {id})
-      release_unique(unique_key, entry)
+      if head then release_unique(unique_key, head) end
       freed = freed + weight
     else
       local err = ARGV[4 * j + 2]
@@ -66,14 +83,16 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       local delay = tonumber(ARGV[4 * j + 1]) or 0
       if delay > 0 then
         local due = t_us + delay
-        entry = entry_due(entry, due)
         delayed[#delayed + 1] = ms(due)
-        delayed[#delayed + 1] = entry
+        delayed[#delayed + 1] = h .. ',d' .. string.format('%x', due) .. ':' .. sub(v, body)
         if not first or due < first then first = due end
         freed = freed + weight
       else
-        entry = entry_due(entry, t_us)
-        local list = header_has(entry, 'g') and gwait_key or list_of(entry, waiting_key)
+        local entry = h .. due_now .. ':' .. sub(v, body)
+        local list = waiting_key
+        if head then
+          list = find(h, ',g', 1, true) and gwait_key or list_of(entry, waiting_key)
+        end
         pushed[list] = pushed[list] or {}
         table.insert(pushed[list], entry)
         npushed = npushed + 1
@@ -95,7 +114,7 @@ if #delayed > 0 then
 end
 for list, entries in pairs(pushed) do
   if list == gwait_key then
-    group_push(entries)
+    group_lib().push(entries)
   else
     redis.call('LPUSH', list, unpack(entries))
   end

@@ -1,7 +1,7 @@
 -- List a queue's waiting tasks: first those without a group in dequeue
 -- order (high, normal, then low priority), then the grouped ones group by
 -- group (groups in the byte order of their escaped keys, each group's
--- tasks in the order they are to start: see group_member), from position
+-- tasks in the order they are to start: see group_lib().member), from position
 -- start to stop inclusive (0 is the first listed; negative positions count
 -- from the back, as in LRANGE), each with its payload cut to its first cut
 -- bytes (see entry_cut), so that the reply grows with cut, not with the

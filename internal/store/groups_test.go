@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,16 +72,51 @@ func TestDequeueGroupsScript(t *testing.T) {
 	for _, p := range procs {
 		tasks = append(tasks, p.Task.Payload)
 	}
-	// a (turn 1), the list (5), b (7: its own limit 3 holds its weight 2),
-	// c at the default limit 1: out; then a is at its limit; the list
-	// takes the rest.
-	assert.Equal(t, []string{"a1", "p1", "b1", "p2"}, tasks)
+	// Three groups ready for 10 tasks: a turn takes a share of up to 4.
+	// a (turn 1) takes one and is at the default limit 1, the list (5) takes
+	// both of its tasks, b (7: its own limit 3 holds its weight 2) its
+	// one; c is at the default limit.
+	assert.Equal(t, []string{"a1", "p1", "p2", "b1"}, tasks)
 	got := e.dump()
 	gp := e.within(mustInt(t, got["meta"].(hash)["gp"]), before, e.clock()+10, "the list's last turn")
 	assert.Equal(t, hash{"name": "q", "seq": decOf(x + 4), "glimit": "1", "gp": decOf(gp), "wx": "1"}, got["meta"])
 	assert.Equal(t, zset{member("a", a2): 0, member("c", c1): 0}, got["gwait"])
-	assert.Nil(t, got["gready"], "a and c at their limit, b empty")
+	assert.Equal(t, zset{"a": inf, "c": inf}, got["gready"], "a and c held at their limit, b empty")
 	assert.Equal(t, hash{"a": "1", "b": "2", "c": "1"}, got["grunning"])
+}
+
+// dequeue.lua: with fewer groups ready than tasks asked for, a turn takes
+// a share of them from its group's front, and each task moves the group's
+// turn a step; a group held at its limit (scored +inf) is passed over.
+func TestDequeueGroupSharesScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	seeded := zset{}
+	for i := range 4 {
+		seeded[member("a", fmt.Sprintf("%x,ga:a%d", 0x20+i, i))] = 0
+		seeded[member("b", fmt.Sprintf("%x,gb:b%d", 0x30+i, i))] = 0
+		seeded[member("h", fmt.Sprintf("%x,gh:h%d", 0x40+i, i))] = 0
+	}
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9"},
+		"leases":   zset{w: float64(e.clockMs() + hour)},
+		"gwait":    seeded,
+		"gready":   zset{"a": 1, "b": 2, "h": inf},
+		"glimits":  hash{"h": "1"},
+		"grunning": hash{"h": "1"},
+	})
+	procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 6, false)
+	require.NoError(t, err)
+	var tasks []string
+	for _, p := range procs {
+		tasks = append(tasks, p.Task.Payload)
+	}
+	assert.Equal(t, []string{"a0", "a1", "a2", "b0", "b1", "b2"}, tasks, "two groups ready: a share of 3 each; h held")
+	ready := e.dump()["gready"].(zset)
+	assert.Equal(t, inf, ready["h"], "h stays held")
+	assert.Less(t, ready["a"], ready["b"], "a's turn came first")
+	assert.Equal(t, ready["a"]+3, ready["b"], "each task taken moves a turn a step")
 }
 
 func mustInt(t *testing.T, s string) int64 {
@@ -91,7 +127,7 @@ func mustInt(t *testing.T, s string) int64 {
 }
 
 // finish.lua and retry.lua: a grouped process's end gives back its slots
-// in its group, which, with tasks waiting, becomes ready again; a retry
+// in its group, which, held with tasks waiting, becomes ready again; a retry
 // puts the task back in its group, where it takes its place by its id.
 func TestSettleGroupedScript(t *testing.T) {
 	t.Parallel()
@@ -104,7 +140,7 @@ func TestSettleGroupedScript(t *testing.T) {
 		"procs":    hash{"1": "a" + w + "11,ga:a1", "2": "a" + w + "13,gb:b1", "3": "a" + w + "14,gc,w3:c1"},
 		"gwait":    zset{member("a", "12,ga:a2"): 0, member("b", "15,gb:b2"): 0},
 		"grunning": hash{"a": "1", "b": "1", "c": "3"},
-		"gready":   zset{"b": 1},
+		"gready":   zset{"a": inf, "b": 1}, // a held at its limit
 	})
 	before := e.clock()
 	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "3"}})
