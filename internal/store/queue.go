@@ -56,6 +56,9 @@ type EnqueueArgs struct {
 	// Group is the tasks' group key ("": none), checked by the caller
 	// (not empty when set; stored escaped, see EscapeGroup).
 	Group string
+	// Flow is the workflow step the tasks run, '<workflow id>.<step>'
+	// ("": none), checked by the caller: free of ',' and ':'.
+	Flow string
 }
 
 // fields are the header fields every task enqueued with args gets.
@@ -81,6 +84,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Group != "" {
 		fields += ",g" + EscapeGroup(args.Group)
+	}
+	if args.Flow != "" {
+		fields += ",F" + args.Flow
 	}
 	return fields
 }
@@ -304,7 +310,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 		args = append(args, p.Worker, p.PID, p.Result)
 		pids[i] = p.PID
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...), args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
@@ -528,7 +534,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10), strconv.FormatInt(born, 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...), Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {

@@ -1,0 +1,183 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// FlowSweepAge is how old a workflow task's notice must be before a sweep
+// carries it to its workflow (see workflow.go): the worker that ended the
+// task carries it within milliseconds, unless it crashed or lost Redis.
+const FlowSweepAge = 10 * time.Second
+
+// FlowSweepEvery is how often a client with workers sweeps the queues
+// they have served for notices left by a crash.
+const FlowSweepEvery = 30 * time.Second
+
+// flowSweepLimit bounds the notices one sweep of a queue carries.
+const flowSweepLimit = 1000
+
+// flows is the client's component that carries workflow tasks' notices
+// to their workflows: at once, for a task one of its workers ended, and
+// in sweeps, for those a crash left behind.
+type flows struct {
+	c      *Client
+	ctx    context.Context // ended by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the carries and sweeps under way, and the loop
+
+	mu      sync.Mutex
+	queues  map[string]bool // the queues the client's workers served: swept
+	looping bool
+	closed  bool
+}
+
+func newFlows(c *Client) *flows {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &flows{c: c, ctx: ctx, cancel: cancel, queues: make(map[string]bool)}
+}
+
+// goLocked runs fn on a goroutine the client's close waits for, unless the
+// client is closing. Callers hold mu.
+func (f *flows) goLocked(fn func(ctx context.Context)) {
+	if f.closed {
+		return
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		fn(f.ctx)
+	}()
+}
+
+// ended carries the notice of a workflow task that the worker just ended
+// (finished or dead-lettered: the script that ended it wrote the notice),
+// without holding up the caller.
+func (f *flows) ended(queue, flow, taskID string, want Outcome) {
+	status := "ok"
+	if want == OutcomeDead {
+		status = "dead"
+	}
+	n, ok := store.ParseNotice(flow + "," + taskID + "," + status)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.goLocked(func(ctx context.Context) {
+		if err := f.c.carry(ctx, queue, n); err != nil && ctx.Err() == nil {
+			// The notice stays: a sweep carries it later.
+			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
+		}
+	})
+}
+
+// served adds a queue to those swept, sweeps it once now (notices a
+// crash of an earlier worker left) and starts the periodic sweep.
+func (f *flows) served(queue string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.queues[queue] {
+		return
+	}
+	f.queues[queue] = true
+	f.goLocked(func(ctx context.Context) { f.sweepLogged(ctx, queue) })
+	if !f.looping {
+		f.looping = true
+		f.goLocked(f.loop)
+	}
+}
+
+// loop sweeps every queue served every FlowSweepEvery.
+func (f *flows) loop(ctx context.Context) {
+	t := f.c.clock.NewTimer(FlowSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		f.mu.Lock()
+		queues := make([]string, 0, len(f.queues))
+		for q := range f.queues {
+			queues = append(queues, q)
+		}
+		f.mu.Unlock()
+		for _, q := range queues {
+			f.sweepLogged(ctx, q)
+		}
+		t.Reset(FlowSweepEvery)
+	}
+}
+
+func (f *flows) sweepLogged(ctx context.Context, queue string) {
+	if _, err := f.c.sweepFlows(ctx, queue, FlowSweepAge); err != nil && ctx.Err() == nil {
+		f.c.log.Warn("worqr: workflow sweep failed", "queue", queue, "err", err)
+	}
+}
+
+// close ends the sweeps and waits for the carries under way.
+func (f *flows) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+}
+
+// sweepFlows carries a queue's notices at least age old to their
+// workflows, and returns how many it carried.
+func (c *Client) sweepFlows(ctx context.Context, queue string, age time.Duration) (int, error) {
+	raw, err := c.store.FlowNotices(ctx, queue, age, flowSweepLimit)
+	if err != nil {
+		return 0, c.fail("workflow sweep", queue, err)
+	}
+	done := 0
+	for _, r := range raw {
+		n, ok := store.ParseNotice(r)
+		if !ok { // not worqr's: nothing to carry
+			if err := c.store.ForgetNotices(ctx, queue, []string{r}); err != nil {
+				return done, c.fail("workflow sweep", queue, err)
+			}
+			continue
+		}
+		if err := c.carry(ctx, queue, n); err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
+}
+
+// carry takes one notice to its workflow: it reads the task's result
+// (kept with its outcome, for a task that finished), records the step's
+// end (idempotent), enqueues the steps that end made ready (idempotent)
+// and then removes the notice. Any step may be run again.
+func (c *Client) carry(ctx context.Context, queue string, n store.Notice) error {
+	var result string
+	if n.Status == "ok" {
+		r, state, err := c.store.TaskOutcome(ctx, queue, n.Task, false)
+		if err != nil {
+			return c.fail("workflow release", queue, err)
+		}
+		if state == store.OutcomeKept {
+			result = r.Body
+		}
+	}
+	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Status, result)
+	if err != nil {
+		return c.fail("workflow release", queue, err)
+	}
+	if err := c.enqueueSteps(ctx, n.Workflow, ready); err != nil {
+		return fmt.Errorf("worqr: workflow %s: %w", n.Workflow, err)
+	}
+	if err := c.store.ForgetNotices(ctx, queue, []string{n.Raw}); err != nil {
+		return c.fail("workflow release", queue, err)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+-- Record the end of a workflow step's task, as its queue's notice told
+-- it (flow_notice in common.lua): the step's result and state ('ok' or
+-- 'dead'), then what that means for its children: a child's count of
+-- parents left goes down, and one with none left becomes ready ('r'); a
+-- child of a step that died is cancelled ('x'), with its descendants,
+-- unless the dependency lets it run whatever its parent's end (a '+'
+-- before it in kids: then the count goes down as for a success). Once
+-- every step has ended the workflow ends (flow_close): 'failed' if one
+-- died, else 'succeeded'.
+-- Idempotent: a step that has ended already (or of a workflow that has,
+-- or is gone) changes nothing, so a notice carried twice (a sweep's
+-- replay after a crash) records nothing twice. Either way the script
+-- answers with the steps this step's end made ready (kept in freed) that
+-- are still ready, not yet marked queued (wf_enqueued.lua): a replay after
+-- a crash between this script and their enqueues gets them again.
+-- Returns {step, spec, ...} per such step.
+local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local freed_key = KEYS[9]
+local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead'
+
+local state = redis.call('HGET', flow_key, 'state')
+local cur = redis.call('HGET', steps_key, step)
+if state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
+  if status == 'ok' then
+    redis.call('HSET', results_key, step, result)
+  end
+  local open = flow_step_end(flow_key, steps_key, step, status)
+  local freed = {}
+  -- Steps ended, whose children are still to settle: {name, whether
+  -- its end lets them run}.
+  local todo = {{step, status == 'ok'}}
+  while #todo > 0 do
+    local top = table.remove(todo)
+    local good = top[2]
+    for kid in string.gmatch(redis.call('HGET', kids_key, top[1]) or '', '[^,]+') do
+      local runs = string.sub(kid, 1, 1) == '+'
+      if runs then kid = string.sub(kid, 2) end
+      if good or runs then
+        local left = redis.call('HINCRBY', left_key, kid, -1)
+        if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
+          redis.call('HSET', steps_key, kid, 'r')
+          freed[#freed + 1] = kid
+        end
+      elseif redis.call('HGET', steps_key, kid) == 'w' then
+        open = flow_step_end(flow_key, steps_key, kid, 'x')
+        todo[#todo + 1] = {kid, false}
+      end
+    end
+  end
+  if #freed > 0 then
+    redis.call('HSET', freed_key, step, table.concat(freed, ','))
+  end
+  if open <= 0 then
+    local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
+    flow_close(KEYS, channel, dead > 0 and 'failed' or 'succeeded')
+  end
+end
+local out = {}
+for kid in string.gmatch(redis.call('HGET', freed_key, step) or '', '[^,]+') do
+  if redis.call('HGET', steps_key, kid) == 'r' then
+    out[#out + 1] = kid
+    out[#out + 1] = redis.call('HGET', spec_key, kid)
+  end
+end
+return out
