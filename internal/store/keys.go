@@ -139,6 +139,7 @@ const (
 	KeyRegistry                    // the queue or worker registry
 	KeyWorkerQueues                // a worker's queue set; the value is its id
 	KeyQueue                       // a queue's key; the value is its name
+	KeyWorkflow                    // a workflow's key; the value is its id
 )
 
 // Parse says what a key under the prefix is. Queue names are recovered
@@ -157,6 +158,9 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 			return KeyWorkerQueues, id
 		}
 		return KeyUnknown, ""
+	}
+	if id, ok := k.workflowOf(rest); ok {
+		return KeyWorkflow, id
 	}
 	tag, ok := strings.CutPrefix(rest, "{q:")
 	if !ok {
@@ -258,4 +262,24 @@ func (k Keys) Workflow(id string) WorkflowKeys {
 // all are the workflow's keys, in the order its scripts take them.
 func (w WorkflowKeys) all() []string {
 	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed}
+}
+
+// workflowOf is the workflow id of rest, a key without its prefix, if it
+// is one of a workflow's keys.
+func (k Keys) workflowOf(rest string) (string, bool) {
+	tag, ok := strings.CutPrefix(rest, "{wf:")
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(tag, "}")
+	if !ok || id == "" {
+		return "", false
+	}
+	key := k.prefix + ":" + rest
+	for _, own := range k.Workflow(id).all() {
+		if key == own {
+			return id, true
+		}
+	}
+	return "", false
 }
