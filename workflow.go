@@ -535,3 +535,35 @@ func (p *Process) Workflow() (id, step string) {
 	id, step, _ = strings.Cut(p.flow, ".")
 	return id, step
 }
+
+// ParentResult decodes the result of one of a step's parents with codec
+// (JSON[T]{} for JSON), for a typed step: what ParentResults returns under
+// parent's name. It reports false, with no error, when that parent left
+// no result (it died or was cancelled, and the step runs after it with
+// Step.AfterEnded).
+func ParentResult[T any](ctx context.Context, p *Process, codec Codec[T], parent string) (v T, ok bool, err error) {
+	results, err := p.ParentResults(ctx)
+	if err != nil {
+		return v, false, err
+	}
+	data, ok := results[parent]
+	if !ok {
+		return v, false, nil
+	}
+	if err := codec.Unmarshal(data, &v); err != nil {
+		return v, false, fmt.Errorf("worqr: result of step %q: %w", parent, err)
+	}
+	return v, true, nil
+}
+
+// SetResultWith encodes v with codec (JSON[T]{} for JSON) and sets it as
+// the process's result (Process.SetResult), for a typed step whose
+// children read it with ParentResult.
+func SetResultWith[T any](p *Process, codec Codec[T], v T) error {
+	data, err := codec.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("worqr: set result of task %s: %w", p.taskID, err)
+	}
+	p.SetResult(data)
+	return nil
+}

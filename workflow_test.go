@@ -403,3 +403,46 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowSucceeded, info.State)
 }
+
+// A typed step sets its result with a codec, and its child decodes it.
+func TestWorkflowTypedResults(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	type rows struct{ Count int }
+	got := make(chan rows, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		switch _, step := p.Workflow(); step {
+		case "count":
+			return SetResultWith(p, JSON[rows]{}, rows{Count: 42})
+		case "report":
+			v, ok, err := ParentResult(ctx, p, JSON[rows]{}, "count")
+			assert.True(t, ok)
+			_, none, err2 := ParentResult(ctx, p, JSON[rows]{}, "nope")
+			assert.False(t, none)
+			assert.NoError(t, err2)
+			got <- v
+			return err
+		}
+		return nil
+	}, HandleOptions{}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "count", Queue: "q"},
+		{Name: "report", Queue: "q", After: []string{"count"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, rows{Count: 42}, recv(t, got, testsignal.Wait, "the report"))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+
+	// A task of no workflow has no parents to read.
+	_, err = c.Enqueue(ctx, "plain", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, w.StartWork(ctx, "plain", Events{}))
+	p, err := w.Dequeue(ctx, "plain")
+	require.NoError(t, err)
+	_, err = p.ParentResults(ctx)
+	assert.ErrorIs(t, err, ErrNoWorkflow)
+	require.NoError(t, p.Finish(ctx))
+}
