@@ -318,8 +318,9 @@ func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.Read
 	if len(ready) == 0 {
 		return nil
 	}
-	queued := make([]store.QueuedStep, 0, len(ready))
 	var errs []error
+	tasks := make([]store.EnqueueOne, 0, len(ready))
+	steps := make([]store.ReadyStep, 0, len(ready))
 	for _, r := range ready {
 		var spec stepSpec
 		if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
@@ -330,15 +331,22 @@ func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.Read
 		args.Flow = id + "." + r.Name
 		args.Unique = "worqr/workflow/" + id + "/" + r.Name
 		args.UniqueTTL = args.Retain + stepUniqueHold
-		ids, err := c.store.Enqueue(ctx, spec.Queue, [][]byte{spec.Task}, args)
-		if err != nil && !errors.Is(err, store.ErrDuplicate) {
-			errs = append(errs, c.fail("enqueue", spec.Queue, err))
+		tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
+		steps = append(steps, r)
+	}
+	// One round trip for them all (one per node on a cluster): a fan-out
+	// of thousands is released at once.
+	ids, errsOf := c.store.EnqueueEach(ctx, tasks)
+	queued := make([]store.QueuedStep, 0, len(steps))
+	for i, t := range tasks {
+		switch err := errsOf[i]; {
+		case err == nil:
+			c.obs.enqueued(ctx, EnqueueEvent{Queue: t.Queue, TaskIDs: ids[i : i+1]})
+		case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
+			errs = append(errs, c.fail("enqueue", t.Queue, err))
 			continue
 		}
-		if err == nil {
-			c.obs.enqueued(ctx, EnqueueEvent{Queue: spec.Queue, TaskIDs: ids})
-		}
-		queued = append(queued, store.QueuedStep{Name: r.Name, TaskID: ids[0], Spec: r.Spec})
+		queued = append(queued, store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
 	}
 	cancelled, err := c.store.StepsEnqueued(ctx, id, queued)
 	if err != nil {
