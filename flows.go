@@ -154,22 +154,39 @@ func (c *Client) sweepFlows(ctx context.Context, queue string, age time.Duration
 	return done, nil
 }
 
-// carry takes one notice to its workflow: it reads the task's result
-// (kept with its outcome, for a task that finished), records the step's
-// end (idempotent), enqueues the steps that end made ready (idempotent)
-// and then removes the notice. Any step may be run again.
-func (c *Client) carry(ctx context.Context, queue string, n store.Notice) error {
-	var result string
-	if n.Status == "ok" {
-		r, state, err := c.store.TaskOutcome(ctx, queue, n.Task, false)
-		if err != nil {
-			return c.fail("workflow release", queue, err)
-		}
-		if state == store.OutcomeKept {
-			result = r.Body
+// carryRevived carries a queue's notices of workflow tasks requeued from
+// the dead letters, after a requeue: their workflows run again by the
+// time the requeue returns. One that fails is left to the sweep.
+func (c *Client) carryRevived(ctx context.Context, queue string) {
+	raw, err := c.store.FlowNotices(ctx, queue, 0, flowSweepLimit)
+	for _, r := range raw {
+		if n, ok := store.ParseNotice(r); ok && n.Status == "revived" && err == nil {
+			err = c.carry(ctx, queue, n)
 		}
 	}
-	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Status, result)
+	if err != nil {
+		c.log.Warn("worqr: could not tell a workflow of its step requeued; a sweep will", "queue", queue, "err", err)
+	}
+}
+
+// carry takes one notice to its workflow: it reads when the notice was
+// written and the task's result (kept with its outcome, for a task that
+// finished), records the step's end (idempotent), enqueues the steps that
+// end made ready (idempotent) and then removes the notice. Any step may be
+// run again; a notice gone was carried already.
+func (c *Client) carry(ctx context.Context, queue string, n store.Notice) error {
+	at, found, r, kept, err := c.store.FlowRead(ctx, queue, n)
+	if err != nil {
+		return c.fail("workflow release", queue, err)
+	}
+	if !found {
+		return nil
+	}
+	var result string
+	if n.Status == "ok" && kept {
+		result = r.Body
+	}
+	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Status, result, at)
 	if err != nil {
 		return c.fail("workflow release", queue, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -445,4 +446,42 @@ func TestWorkflowTypedResults(t *testing.T) {
 	_, err = p.ParentResults(ctx)
 	assert.ErrorIs(t, err, ErrNoWorkflow)
 	require.NoError(t, p.Finish(ctx))
+}
+
+// A dead step requeued from the dead letters runs again, and its workflow,
+// which had failed, carries on: the child its death cancelled runs.
+func TestWorkflowDeadStepRequeued(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	var broken atomic.Bool
+	broken.Store(true)
+	log := &stepLog{}
+	inner := flowHandler(t, log)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		if _, step := p.Workflow(); step == "flaky" && broken.Load() {
+			return Permanent(errors.New("broken for now"))
+		}
+		return inner(ctx, p)
+	}, HandleOptions{}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "flaky", Queue: "q"},
+		{Name: "child", Queue: "q", After: []string{"flaky"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, WorkflowFailed, info.State)
+	assert.Equal(t, StepCancelled, info.Steps[0].State) // child
+	assert.Empty(t, log.order())
+
+	broken.Store(false)
+	ok, err := c.RequeueDeadLetter(ctx, "q", info.Steps[1].TaskID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	info, err = c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	assert.Equal(t, []string{"flaky", "child"}, log.order())
+	assert.Equal(t, map[string]string{"flaky": "flaky-done"}, log.parentsOf("child"))
 }

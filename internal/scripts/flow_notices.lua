@@ -4,4 +4,4 @@
 local flows_key = KEYS[1]
 local age, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 
-return redis.call('ZRANGEBYSCORE', flows_key, '-inf', ms(now_ms() - age), 'LIMIT', 0, limit)
+return redis.call('ZRANGEBYSCORE', flows_key, '-inf', ms(now_us() - age * 1000), 'LIMIT', 0, limit)

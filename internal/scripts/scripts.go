@@ -74,6 +74,7 @@ type Set struct {
 	WorkflowState    *Script
 	WorkflowResults  *Script
 	FlowNotices      *Script
+	FlowRead         *Script
 	FlowForget       *Script
 }
 
@@ -137,6 +138,7 @@ func Load(sharded, stats bool) *Set {
 		WorkflowState:    load("wf_state.lua"),
 		WorkflowResults:  load("wf_results.lua"),
 		FlowNotices:      load("flow_notices.lua"),
+		FlowRead:         load("flow_read.lua"),
 		FlowForget:       load("flow_forget.lua"),
 	}
 }

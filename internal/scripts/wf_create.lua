@@ -11,7 +11,7 @@
 -- Returns {'new' | 'same' | 'taken', then step, spec per ready step}.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local freed_key = KEYS[9]
+local freed_key, seen_key = KEYS[9], KEYS[10]
 local sum, keep = ARGV[1], ARGV[2] -- the workflow's checksum; how long it is kept once ended (ms)
 -- Then per step, ARGV[3 + 5(i - 1) ...]: its name, spec, parents and
 -- children (',' between; see kids in keys.go), and its count of parents.

@@ -7,21 +7,89 @@
 -- before it in kids: then the count goes down as for a success). Once
 -- every step has ended the workflow ends (flow_close): 'failed' if one
 -- died, else 'succeeded'.
--- Idempotent: a step that has ended already (or of a workflow that has,
--- or is gone) changes nothing, so a notice carried twice (a sweep's
--- replay after a crash) records nothing twice. Either way the script
--- answers with the steps this step's end made ready (kept in freed) that
--- are still ready, not yet marked queued (wf_enqueued.lua): a replay after
--- a crash between this script and their enqueues gets them again.
+-- A notice 'revived' (a dead step's task requeued from the dead letters)
+-- undoes a death: the step is queued again, its descendants that its
+-- death cancelled wait again (those no other death or cancel holds), and
+-- a workflow that had failed runs again, its keys kept. So does an end
+-- newer than the death recorded, whose 'revived' notice (older) is not
+-- carried yet: notices may be carried in any order.
+-- Idempotent: a notice no later than the last recorded of the step (in
+-- seen), a step that has ended already, or a workflow that has ended (or
+-- is gone) changes nothing, so a notice carried twice (a sweep's replay
+-- after a crash) records nothing twice, and an old one carried late
+-- cannot undo a newer. Either way the script answers with the steps this
+-- step's end made ready (kept in freed) that are still ready, not yet
+-- marked queued (wf_enqueued.lua): a replay after a crash between this
+-- script and their enqueues gets them again.
 -- Returns {step, spec, ...} per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local freed_key = KEYS[9]
-local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead'
+local freed_key, seen_key = KEYS[9], KEYS[10]
+local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
+local at = tonumber(ARGV[5]) -- when the notice was written (µs)
 
+-- Whether parent's end lets kid run ('+' before kid in parent's kids).
+local function runs_anyway(parent, kid)
+  local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
+  return string.find(kids, ',+' .. kid .. ',', 1, true) ~= nil
+end
+
+-- Undo step's death (see above).
+local function revive()
+  local state = redis.call('HGET', flow_key, 'state')
+  if state == 'failed' then
+    redis.call('HSET', flow_key, 'state', 'running')
+    redis.call('HDEL', flow_key, 'ended')
+    for _, k in ipairs(KEYS) do
+      redis.call('PERSIST', k)
+    end
+  elseif state ~= 'running' then
+    return
+  end
+  redis.call('HSET', steps_key, step, 'q')
+  redis.call('HINCRBY', flow_key, 'dead', -1)
+  redis.call('HINCRBY', flow_key, 'open', 1)
+  local todo = {step}
+  while #todo > 0 do
+    local parent = table.remove(todo)
+    for kid in string.gmatch(redis.call('HGET', kids_key, parent) or '', '[^,]+') do
+      if string.sub(kid, 1, 1) ~= '+' and redis.call('HGET', steps_key, kid) == 'x' then
+        -- It waits again unless another parent's end still cancels it;
+        -- its parents left are those that have not ended.
+        local held, left = false, 0
+        for p in string.gmatch(redis.call('HGET', parents_key, kid) or '', '[^,]+') do
+          local st = redis.call('HGET', steps_key, p)
+          if st == 'w' or st == 'r' or st == 'q' then
+            left = left + 1
+          elseif st ~= 'ok' and not runs_anyway(p, kid) then
+            held = true
+          end
+        end
+        if not held then
+          redis.call('HSET', steps_key, kid, 'w')
+          redis.call('HSET', left_key, kid, left)
+          redis.call('HINCRBY', flow_key, 'open', 1)
+          todo[#todo + 1] = kid
+        end
+      end
+    end
+  end
+end
+
+local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
 local state = redis.call('HGET', flow_key, 'state')
 local cur = redis.call('HGET', steps_key, step)
-if state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
+if at > seen and cur then
+  redis.call('HSET', seen_key, step, ARGV[5])
+  if cur == 'dead' then
+    -- Revived: by this notice, or by one not carried yet, since an end
+    -- newer than the death recorded comes only after a requeue.
+    revive()
+    state, cur = redis.call('HGET', flow_key, 'state'), redis.call('HGET', steps_key, step)
+  end
+end
+if at == tonumber(redis.call('HGET', seen_key, step) or '0') and status ~= 'revived' and
+    state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
   if status == 'ok' then
     redis.call('HSET', results_key, step, result)
   end

@@ -62,7 +62,7 @@ type QueueKeys struct {
 	GroupLimits  string // HASH group -> its own concurrency limit
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
 	// bury.lua), until their workflow has recorded them (see workflow.go).
-	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead>' -> when written (ms)
+	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead|revived>' -> when written (µs)
 	Channel string // pub/sub channel for work, schedule, cancel and delete events
 }
 
@@ -239,6 +239,7 @@ type WorkflowKeys struct {
 	Spec    string // HASH step -> its spec: the queue, options and payload its task is enqueued with (Go's)
 	Results string // HASH step -> the result its task set
 	Freed   string // HASH step -> the steps its end made ready, ',' between
+	Seen    string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
 	Channel string // pub/sub channel: 'e' when the workflow ends
 }
 
@@ -255,13 +256,14 @@ func (k Keys) Workflow(id string) WorkflowKeys {
 		Spec:    base + "spec",
 		Results: base + "results",
 		Freed:   base + "freed",
+		Seen:    base + "seen",
 		Channel: base + "events",
 	}
 }
 
 // all are the workflow's keys, in the order its scripts take them.
 func (w WorkflowKeys) all() []string {
-	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed}
+	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed, w.Seen}
 }
 
 // workflowOf is the workflow id of rest, a key without its prefix, if it

@@ -70,12 +70,14 @@ func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Du
 }
 
 // ReleaseStep records the end of a step's task (status "ok" with its
-// result, or "dead"), as its notice told it (wf_release.lua), and returns
-// the steps that end made ready and that are not yet marked queued.
-// Idempotent: a second call records nothing and returns those steps again.
-func (s *Store) ReleaseStep(ctx context.Context, id, step, status, result string) ([]ReadyStep, error) {
+// result, or "dead"), or its revival ("revived": requeued from the dead
+// letters), as its notice, written at at (µs, Redis clock), told it
+// (wf_release.lua), and returns the steps that end made ready and that
+// are not yet marked queued. Idempotent: a second call records nothing
+// and returns those steps again.
+func (s *Store) ReleaseStep(ctx context.Context, id, step, status, result string, at int64) ([]ReadyStep, error) {
 	w := s.keys.Workflow(id)
-	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result})
+	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10)})
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +220,13 @@ func queuedSteps(script string, vals []string) ([]QueuedStep, error) {
 	return out, nil
 }
 
-// Notice is a queue's notice of a workflow task's end (flow_notice in
-// common.lua): '<workflow id>.<step>,<task id>,<ok|dead>'.
+// Notice is a queue's notice of a workflow task's end, or of its
+// requeue from the dead letters (flow_notice in common.lua):
+// '<workflow id>.<step>,<task id>,<ok|dead|revived>'.
 type Notice struct {
 	Raw                  string // as stored: the member to remove
 	Workflow, Step, Task string
-	Status               string // "ok" or "dead"
+	Status               string // "ok", "dead" or "revived"
 }
 
 // ParseNotice reads a notice; false if it is not one.
@@ -231,7 +234,7 @@ func ParseNotice(raw string) (Notice, bool) {
 	flow, rest, ok1 := strings.Cut(raw, ",")
 	task, status, ok2 := strings.Cut(rest, ",")
 	wf, step, ok3 := strings.Cut(flow, ".")
-	if !ok1 || !ok2 || !ok3 || wf == "" || step == "" || task == "" || (status != "ok" && status != "dead") {
+	if !ok1 || !ok2 || !ok3 || wf == "" || step == "" || task == "" || (status != "ok" && status != "dead" && status != "revived") {
 		return Notice{}, false
 	}
 	return Notice{Raw: raw, Workflow: wf, Step: step, Task: task, Status: status}, true
@@ -246,6 +249,33 @@ func (s *Store) FlowNotices(ctx context.Context, queue string, age time.Duration
 		return nil, err
 	}
 	return res.AsStrSlice()
+}
+
+// FlowRead reads what carrying a notice needs (flow_read.lua): when it
+// was written (µs, Redis clock), false if it is gone (carried already),
+// and its task's outcome, if one is kept.
+func (s *Store) FlowRead(ctx context.Context, queue string, n Notice) (at int64, found bool, r Result, kept bool, err error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, []string{n.Raw, n.Task})
+	if err != nil {
+		return 0, false, Result{}, false, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return 0, false, Result{}, false, err
+	}
+	if len(vals) != 2 {
+		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %d values", len(vals))
+	}
+	if vals[0] == "" {
+		return 0, false, Result{}, false, nil
+	}
+	at, err = strconv.ParseInt(vals[0], 10, 64)
+	if err != nil {
+		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %q", vals[0])
+	}
+	r, kept = ParseResult(vals[1])
+	return at, true, r, kept, nil
 }
 
 // ForgetNotices removes a queue's notices once their workflows have

@@ -26,14 +26,14 @@ func TestFlowNoticeScripts(t *testing.T) {
 			"3": "a" + w + "33,Fwf1.load:z",
 		},
 	})
-	before := e.clockMs()
+	before := e.clock()
 	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}})
 	require.NoError(t, err)
 	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
 	got, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "3"}, "permanent", "bad", DeadBounds{MaxCount: 10, MaxAge: time.Hour})
 	require.NoError(t, err)
 	assert.Equal(t, WasActive, got)
-	after := e.clockMs()
+	after := e.clock()
 	state := e.dump()
 	flows := state["flows"].(zset)
 	require.Len(t, flows, 2)
@@ -124,7 +124,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, cancelled)
 
-	ready, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "top's result")
+	ready, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "top's result", 10)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "left", Spec: "S-left"}, {Name: "right", Spec: "S-right"}}, ready)
 	once := e.dump()
@@ -134,24 +134,24 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	assert.Equal(t, hash{"top": "top's result"}, once["wf.results"])
 	assert.Equal(t, "4", once["wf.flow"].(hash)["open"])
 
-	again, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "another result")
+	again, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "another result", 10)
 	require.NoError(t, err)
-	assert.Equal(t, ready, again, "a replay answers the freed steps still ready")
+	assert.Equal(t, ready, again, "a replay (the same notice) answers the freed steps still ready")
 	e.expect(once)
 
 	cancelled, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}, {Name: "right", TaskID: "t3"}})
 	require.NoError(t, err)
 	assert.Empty(t, cancelled)
-	again, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "")
+	again, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "", 10)
 	require.NoError(t, err)
 	assert.Empty(t, again, "queued: not answered again")
 
-	ready, err = e.s.ReleaseStep(e.ctx, id, "left", "dead", "")
+	ready, err = e.s.ReleaseStep(e.ctx, id, "left", "dead", "", 40)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "cleanup", Spec: "S-cleanup"}}, ready)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "cleanup", TaskID: "t4"}})
 	require.NoError(t, err)
-	ready, err = e.s.ReleaseStep(e.ctx, id, "right", "ok", "r")
+	ready, err = e.s.ReleaseStep(e.ctx, id, "right", "ok", "r", 50)
 	require.NoError(t, err)
 	assert.Empty(t, ready, "bottom was cancelled with left's death")
 	got := e.dump()
@@ -160,7 +160,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	assert.Equal(t, "1", got["wf.flow"].(hash)["open"])
 	assert.Equal(t, "running", got["wf.flow"].(hash)["state"])
 
-	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "ok", "c")
+	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "ok", "c", 60)
 	require.NoError(t, err)
 	rec, ok, err := e.s.WorkflowState(e.ctx, id)
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestWorkflowCancelScript(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
 	require.NoError(t, err)
-	_, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "")
+	_, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "", 70)
 	require.NoError(t, err)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}})
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func TestWorkflowCancelScript(t *testing.T) {
 	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "right", TaskID: "t3"}})
 	require.NoError(t, err)
 	assert.Equal(t, []QueuedStep{{Name: "right", TaskID: "t3", Spec: "S-right"}}, cancelled)
-	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "ok", "late")
+	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "ok", "late", 80)
 	require.NoError(t, err)
 	assert.Empty(t, ready)
 	assert.NotContains(t, e.dump()["wf.results"], "left", "an end after the cancel records nothing")
@@ -222,4 +222,86 @@ func TestWorkflowCancelScript(t *testing.T) {
 	was, _, err = e.s.CancelWorkflow(e.ctx, "unknown")
 	require.NoError(t, err)
 	assert.Equal(t, "", was)
+}
+
+// wf_release.lua's 'revived': a dead step requeued from the dead letters
+// runs again, the descendants its death cancelled wait again, and a
+// workflow that had failed runs again, its keys kept; an older notice
+// carried late changes nothing.
+func TestWorkflowReviveScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	step := func(name, status string, at int64) []ReadyStep {
+		t.Helper()
+		ready, err := e.s.ReleaseStep(e.ctx, id, name, status, name+"'s result", at)
+		require.NoError(t, err)
+		var q []QueuedStep
+		for _, r := range ready {
+			q = append(q, QueuedStep{Name: r.Name, TaskID: "t-" + r.Name})
+		}
+		_, err = e.s.StepsEnqueued(e.ctx, id, q)
+		require.NoError(t, err)
+		return ready
+	}
+	step("top", "ok", 10)
+	step("left", "dead", 20)
+	step("right", "ok", 30)
+	step("cleanup", "ok", 40)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", rec.State)
+
+	assert.Empty(t, step("left", "revived", 50))
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "q", "right": "ok", "bottom": "w", "cleanup": "ok"}, got["wf.steps"])
+	assert.Equal(t, "1", got["wf.left"].(hash)["bottom"], "bottom waits for left alone")
+	assert.Equal(t, "running", got["wf.flow"].(hash)["state"])
+	assert.Equal(t, "2", got["wf.flow"].(hash)["open"])
+	assert.Equal(t, "0", got["wf.flow"].(hash)["dead"])
+	assert.NotContains(t, got["wf.flow"].(hash), "ended")
+	for _, key := range e.s.Keys().Workflow(id).all() {
+		ttl, err := e.rdb.Do(e.ctx, e.rdb.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.Less(t, ttl, int64(0), "%s is kept again", key)
+	}
+
+	step("left", "dead", 20) // the old death, carried late
+	e.expect(got)
+
+	assert.Equal(t, []ReadyStep{{Name: "bottom", Spec: "S-bottom"}}, step("left", "ok", 60))
+	step("bottom", "ok", 70)
+	rec, _, err = e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", rec.State)
+}
+
+// A revived step's end carried before the notice of its revival revives
+// it all the same; the revival, carried late, changes nothing.
+func TestWorkflowReviveOutOfOrderScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "a", Spec: "S-a", Kids: []string{"b"}},
+		{Name: "b", Spec: "S-b", Parents: []string{"a"}},
+	})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "a", "dead", "", 10)
+	require.NoError(t, err)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "failed", rec.State)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "ok", "a's result", 30)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
+	before := e.dump()
+	ready, err = e.s.ReleaseStep(e.ctx, id, "a", "revived", "", 20)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
+	e.expect(before)
+	assert.Equal(t, hash{"a": "ok", "b": "r"}, before["wf.steps"])
+	assert.Equal(t, "running", before["wf.flow"].(hash)["state"])
 }
