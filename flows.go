@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // FlowSweepAge is how old a workflow task's notice must be before a sweep
@@ -30,6 +31,11 @@ type flows struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the carries and sweeps under way, and the loop
 
+	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
+	// test signal: a sweep of a queue ended, with the notices it carried.
+	age   time.Duration
+	swept testsignal.Signal[int]
+
 	mu      sync.Mutex
 	queues  map[string]bool // the queues the client's workers served: swept
 	looping bool
@@ -38,7 +44,7 @@ type flows struct {
 
 func newFlows(c *Client) *flows {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &flows{c: c, ctx: ctx, cancel: cancel, queues: make(map[string]bool)}
+	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool)}
 }
 
 // goLocked runs fn on a goroutine the client's close waits for, unless the
@@ -116,9 +122,11 @@ func (f *flows) loop(ctx context.Context) {
 }
 
 func (f *flows) sweepLogged(ctx context.Context, queue string) {
-	if _, err := f.c.sweepFlows(ctx, queue, FlowSweepAge); err != nil && ctx.Err() == nil {
+	n, err := f.c.sweepFlows(ctx, queue, f.age)
+	if err != nil && ctx.Err() == nil {
 		f.c.log.Warn("worqr: workflow sweep failed", "queue", queue, "err", err)
 	}
+	f.swept.Signal(n)
 }
 
 // close ends the sweeps and waits for the carries under way.

@@ -9,10 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -484,4 +486,68 @@ func TestWorkflowDeadStepRequeued(t *testing.T) {
 	assert.Equal(t, WorkflowSucceeded, info.State)
 	assert.Equal(t, []string{"flaky", "child"}, log.order())
 	assert.Equal(t, map[string]string{"flaky": "flaky-done"}, log.parentsOf("child"))
+}
+
+// leaveNotice finishes the parent of a two-step workflow on queue p while
+// its carry fails, as if the worker died right after the finish: the
+// notice stays and the child is not released. It returns the workflow's
+// id.
+func leaveNotice(t *testing.T, c *Client, ctx context.Context, w *Worker) string {
+	t.Helper()
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	tried := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow {
+			select {
+			case tried <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed before the release")
+		}
+		return nil
+	})
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	recv(t, tried, testsignal.Wait, "the carry's try")
+	c.store.SetFault(nil)
+	return id
+}
+
+// A worker that starts serving a queue sweeps it for notices a crash
+// left, and its client sweeps again every FlowSweepEvery.
+func TestWorkflowSweeps(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	first := leaveNotice(t, c, ctx, w)
+
+	fake := clock.NewFake(time.Now())
+	c2, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: fake})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close(context.Background()) })
+	c2.flows.age = 0
+	c2.flows.swept.Init(t)
+	w2 := newWorker(t, c2, WorkerOptions{})
+	require.NoError(t, w2.StartWork(ctx, "p", Events{}))
+	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the join's sweep carried the notice")
+	info, err := c.Workflow(ctx, first)
+	require.NoError(t, err)
+	assert.Equal(t, StepQueued, info.Steps[0].State) // child
+
+	second := leaveNotice(t, c, ctx, w)
+	c2.flows.swept.RequireEmpty()
+	fake.Advance(FlowSweepEvery)
+	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the periodic sweep carried the notice")
+	info, err = c.Workflow(ctx, second)
+	require.NoError(t, err)
+	assert.Equal(t, StepQueued, info.Steps[0].State)
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "each child once")
 }
