@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -24,22 +25,23 @@ const flowSweepLimit = 1000
 
 // flows is the client's component that carries workflow tasks' notices
 // to their workflows: at once, for a task one of its workers ended, and
-// in sweeps, for those a crash left behind.
+// in sweeps, for those a crash left behind. No goroutine of its own waits
+// between sweeps (a timer calls the next), so none outlives a worker.
 type flows struct {
 	c      *Client
 	ctx    context.Context // ended by close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the carries and sweeps under way, and the loop
+	wg     sync.WaitGroup // the carries and the sweeps under way
 
 	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
 	// test signal: a sweep of a queue ended, with the notices it carried.
 	age   time.Duration
 	swept testsignal.Signal[int]
 
-	mu      sync.Mutex
-	queues  map[string]bool // the queues the client's workers served: swept
-	looping bool
-	closed  bool
+	mu     sync.Mutex
+	queues map[string]bool // the queues the client's workers served: swept
+	timer  clock.Timer     // the next periodic sweep; nil until a queue is served
+	closed bool
 }
 
 func newFlows(c *Client) *flows {
@@ -47,22 +49,10 @@ func newFlows(c *Client) *flows {
 	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool)}
 }
 
-// goLocked runs fn on a goroutine the client's close waits for, unless the
-// client is closing. Callers hold mu.
-func (f *flows) goLocked(fn func(ctx context.Context)) {
-	if f.closed {
-		return
-	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		fn(f.ctx)
-	}()
-}
-
 // ended carries the notice of a workflow task that the worker just ended
 // (finished or dead-lettered: the script that ended it wrote the notice),
-// without holding up the caller.
+// on a goroutine of its own, without holding up the caller; the client's
+// close waits for it.
 func (f *flows) ended(queue, flow, taskID string, want Outcome) {
 	status := "ok"
 	if want == OutcomeDead {
@@ -74,50 +64,56 @@ func (f *flows) ended(queue, flow, taskID string, want Outcome) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.goLocked(func(ctx context.Context) {
-		if err := f.c.carry(ctx, queue, n); err != nil && ctx.Err() == nil {
+	if f.closed {
+		return // the notice stays: a sweep carries it
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := f.c.carry(f.ctx, queue, n); err != nil && f.ctx.Err() == nil {
 			// The notice stays: a sweep carries it later.
 			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
 		}
-	})
+	}()
 }
 
-// served adds a queue to those swept, sweeps it once now (notices a
-// crash of an earlier worker left) and starts the periodic sweep.
-func (f *flows) served(queue string) {
+// served adds a queue a worker starts serving to those swept, and sweeps
+// it now, the first time, for notices a crash of an earlier worker left;
+// the first queue arms the periodic sweep.
+func (f *flows) served(ctx context.Context, queue string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.queues[queue] {
+	first := !f.closed && !f.queues[queue]
+	f.queues[queue] = true
+	if !f.closed && f.timer == nil {
+		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
+	}
+	f.mu.Unlock()
+	if first {
+		f.sweepLogged(ctx, queue)
+	}
+}
+
+// tick sweeps every queue served, then arms the next tick.
+func (f *flows) tick() {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
 		return
 	}
-	f.queues[queue] = true
-	f.goLocked(func(ctx context.Context) { f.sweepLogged(ctx, queue) })
-	if !f.looping {
-		f.looping = true
-		f.goLocked(f.loop)
+	f.wg.Add(1)
+	defer f.wg.Done()
+	queues := make([]string, 0, len(f.queues))
+	for q := range f.queues {
+		queues = append(queues, q)
 	}
-}
-
-// loop sweeps every queue served every FlowSweepEvery.
-func (f *flows) loop(ctx context.Context) {
-	t := f.c.clock.NewTimer(FlowSweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		f.mu.Lock()
-		queues := make([]string, 0, len(f.queues))
-		for q := range f.queues {
-			queues = append(queues, q)
-		}
-		f.mu.Unlock()
-		for _, q := range queues {
-			f.sweepLogged(ctx, q)
-		}
-		t.Reset(FlowSweepEvery)
+	f.mu.Unlock()
+	for _, q := range queues {
+		f.sweepLogged(f.ctx, q)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
 	}
 }
 
@@ -133,6 +129,9 @@ func (f *flows) sweepLogged(ctx context.Context, queue string) {
 func (f *flows) close() {
 	f.mu.Lock()
 	f.closed = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
 	f.mu.Unlock()
 	f.cancel()
 	f.wg.Wait()

@@ -26,7 +26,8 @@ local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key = KEYS[9], KEYS[10]
 local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
-local at = tonumber(ARGV[5]) -- when the notice was written (µs)
+local stamp = ARGV[5] -- when the notice was written (µs)
+local at = tonumber(stamp)
 
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
 local function runs_anyway(parent, kid)
@@ -80,7 +81,7 @@ local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
 local state = redis.call('HGET', flow_key, 'state')
 local cur = redis.call('HGET', steps_key, step)
 if at > seen and cur then
-  redis.call('HSET', seen_key, step, ARGV[5])
+  redis.call('HSET', seen_key, step, stamp)
   if cur == 'dead' then
     -- Revived: by this notice, or by one not carried yet, since an end
     -- newer than the death recorded comes only after a requeue.
