@@ -193,7 +193,7 @@ func (c *Client) carry(ctx context.Context, queue string, n store.Notice) error 
 	if n.Status == "ok" && kept {
 		result = r.Body
 	}
-	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Status, result, at)
+	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Task, n.Status, result, at)
 	if err != nil {
 		return c.fail("workflow release", queue, err)
 	}

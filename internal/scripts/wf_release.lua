@@ -28,6 +28,7 @@ local freed_key, seen_key = KEYS[9], KEYS[10]
 local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
 local stamp = ARGV[5] -- when the notice was written (µs)
 local at = tonumber(stamp)
+local task = ARGV[6] -- the id of the step's task
 
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
 local function runs_anyway(parent, kid)
@@ -94,6 +95,8 @@ if at == tonumber(redis.call('HGET', seen_key, step) or '0') and status ~= 'revi
   if status == 'ok' then
     redis.call('HSET', results_key, step, result)
   end
+  -- Its id, if its end came before its mark as queued (wf_enqueued.lua).
+  redis.call('HSETNX', ids_key, step, task)
   local open = flow_step_end(flow_key, steps_key, step, status)
   local freed = {}
   -- Steps ended, whose children are still to settle: {name, whether

@@ -69,15 +69,15 @@ func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Du
 	return vals[0], readySteps(vals[1:]), nil
 }
 
-// ReleaseStep records the end of a step's task (status "ok" with its
+// ReleaseStep records the end of a step's task (of id task; status "ok" with its
 // result, or "dead"), or its revival ("revived": requeued from the dead
 // letters), as its notice, written at at (µs, Redis clock), told it
 // (wf_release.lua), and returns the steps that end made ready and that
 // are not yet marked queued. Idempotent: a second call records nothing
 // and returns those steps again.
-func (s *Store) ReleaseStep(ctx context.Context, id, step, status, result string, at int64) ([]ReadyStep, error) {
+func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result string, at int64) ([]ReadyStep, error) {
 	w := s.keys.Workflow(id)
-	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10)})
+	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10), task})
 	if err != nil {
 		return nil, err
 	}

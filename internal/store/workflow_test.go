@@ -124,7 +124,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, cancelled)
 
-	ready, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "top's result", 10)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "top's result", 10)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "left", Spec: "S-left"}, {Name: "right", Spec: "S-right"}}, ready)
 	once := e.dump()
@@ -134,7 +134,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	assert.Equal(t, hash{"top": "top's result"}, once["wf.results"])
 	assert.Equal(t, "4", once["wf.flow"].(hash)["open"])
 
-	again, err := e.s.ReleaseStep(e.ctx, id, "top", "ok", "another result", 10)
+	again, err := e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "another result", 10)
 	require.NoError(t, err)
 	assert.Equal(t, ready, again, "a replay (the same notice) answers the freed steps still ready")
 	e.expect(once)
@@ -142,16 +142,16 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	cancelled, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}, {Name: "right", TaskID: "t3"}})
 	require.NoError(t, err)
 	assert.Empty(t, cancelled)
-	again, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "", 10)
+	again, err = e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "", 10)
 	require.NoError(t, err)
 	assert.Empty(t, again, "queued: not answered again")
 
-	ready, err = e.s.ReleaseStep(e.ctx, id, "left", "dead", "", 40)
+	ready, err = e.s.ReleaseStep(e.ctx, id, "left", "t-"+"left", "dead", "", 40)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "cleanup", Spec: "S-cleanup"}}, ready)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "cleanup", TaskID: "t4"}})
 	require.NoError(t, err)
-	ready, err = e.s.ReleaseStep(e.ctx, id, "right", "ok", "r", 50)
+	ready, err = e.s.ReleaseStep(e.ctx, id, "right", "t-"+"right", "ok", "r", 50)
 	require.NoError(t, err)
 	assert.Empty(t, ready, "bottom was cancelled with left's death")
 	got := e.dump()
@@ -160,7 +160,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 	assert.Equal(t, "1", got["wf.flow"].(hash)["open"])
 	assert.Equal(t, "running", got["wf.flow"].(hash)["state"])
 
-	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "ok", "c", 60)
+	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "t-"+"cleanup", "ok", "c", 60)
 	require.NoError(t, err)
 	rec, ok, err := e.s.WorkflowState(e.ctx, id)
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestWorkflowCancelScript(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
 	require.NoError(t, err)
-	_, err = e.s.ReleaseStep(e.ctx, id, "top", "ok", "", 70)
+	_, err = e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "", 70)
 	require.NoError(t, err)
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}})
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func TestWorkflowCancelScript(t *testing.T) {
 	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "right", TaskID: "t3"}})
 	require.NoError(t, err)
 	assert.Equal(t, []QueuedStep{{Name: "right", TaskID: "t3", Spec: "S-right"}}, cancelled)
-	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "ok", "late", 80)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "t-"+"left", "ok", "late", 80)
 	require.NoError(t, err)
 	assert.Empty(t, ready)
 	assert.NotContains(t, e.dump()["wf.results"], "left", "an end after the cancel records nothing")
@@ -236,7 +236,7 @@ func TestWorkflowReviveScript(t *testing.T) {
 	require.NoError(t, err)
 	step := func(name, status string, at int64) []ReadyStep {
 		t.Helper()
-		ready, err := e.s.ReleaseStep(e.ctx, id, name, status, name+"'s result", at)
+		ready, err := e.s.ReleaseStep(e.ctx, id, name, "t-"+name, status, name+"'s result", at)
 		require.NoError(t, err)
 		var q []QueuedStep
 		for _, r := range ready {
@@ -289,19 +289,40 @@ func TestWorkflowReviveOutOfOrderScript(t *testing.T) {
 		{Name: "b", Spec: "S-b", Parents: []string{"a"}},
 	})
 	require.NoError(t, err)
-	_, err = e.s.ReleaseStep(e.ctx, id, "a", "dead", "", 10)
+	_, err = e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "dead", "", 10)
 	require.NoError(t, err)
 	rec, _, err := e.s.WorkflowState(e.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "failed", rec.State)
-	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "ok", "a's result", 30)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "ok", "a's result", 30)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
 	before := e.dump()
-	ready, err = e.s.ReleaseStep(e.ctx, id, "a", "revived", "", 20)
+	ready, err = e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "revived", "", 20)
 	require.NoError(t, err)
 	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
 	e.expect(before)
 	assert.Equal(t, hash{"a": "ok", "b": "r"}, before["wf.steps"])
 	assert.Equal(t, "running", before["wf.flow"].(hash)["state"])
+}
+
+// A step whose task ends before it is marked queued (its enqueue's caller
+// slow) has its task's id recorded by its end all the same; the mark
+// after changes nothing.
+func TestWorkflowEndBeforeMarkScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{{Name: "a", Spec: "S-a"}})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "a", "t-a", "ok", "done", 10)
+	require.NoError(t, err)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", rec.State)
+	assert.Equal(t, []StepRecord{{Name: "a", State: "ok", TaskID: "t-a", Spec: "S-a"}}, rec.Steps)
+	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "a", TaskID: "t-a"}})
+	require.NoError(t, err)
+	assert.Empty(t, cancelled)
+	assert.Equal(t, hash{"a": "ok"}, e.dump()["wf.steps"])
 }
