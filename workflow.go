@@ -37,7 +37,7 @@ import (
 //  4. the notice is removed.
 //
 // A crash between any two of these leaves the notice, and a sweep
-// (flows.sweep: when a worker starts serving a queue, and every
+// (flows.go: when a worker starts serving a queue, and every
 // FlowSweepEvery) carries every notice older than FlowSweepAge again;
 // each step being idempotent, the replay neither loses a child nor
 // enqueues one twice.
