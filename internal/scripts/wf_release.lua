@@ -26,9 +26,8 @@ local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key = KEYS[9], KEYS[10]
 local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
-local stamp = ARGV[5] -- when the notice was written (µs)
+local stamp, task = ARGV[5], ARGV[6] -- when the notice was written (µs); the id of the step's task
 local at = tonumber(stamp)
-local task = ARGV[6] -- the id of the step's task
 
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
 local function runs_anyway(parent, kid)
