@@ -524,3 +524,50 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	}
 	assert.Equal(t, id, w.ID())
 }
+
+// A workflow whose steps are on queues of three masters, its own state
+// in a slot of a fourth tag: each release crosses from a queue's slot to
+// the workflow's and back, and the diamond and the fan-in run in order,
+// each step once.
+func TestClusterWorkflowAcrossShards(t *testing.T) {
+	t.Parallel()
+	b := clusterBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	names, masters := queuePerShard(t, c)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	for _, q := range names {
+		require.NoError(t, w.Handle(ctx, q, flowHandler(t, log), HandleOptions{Concurrency: 4}))
+	}
+	steps := []Step{
+		{Name: "top", Queue: names[0]},
+		{Name: "left", Queue: names[1], After: []string{"top"}},
+		{Name: "right", Queue: names[2], After: []string{"top"}},
+	}
+	var fan []string
+	for i := range 12 {
+		name := fmt.Sprintf("part-%02d", i)
+		fan = append(fan, name)
+		steps = append(steps, Step{Name: name, Queue: names[i%3], After: []string{"left", "right"}})
+	}
+	steps = append(steps, Step{Name: "summary", Queue: names[0], After: fan})
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{})
+	require.NoError(t, err)
+	flowMaster := masterOf(t, c.rdb, c.store.Keys().Workflow(id).Flow)
+	t.Logf("queues on %v, the workflow on %s", masters, flowMaster)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	order := log.order()
+	require.Len(t, order, 16, "every step once")
+	assert.Equal(t, "top", order[0])
+	assert.ElementsMatch(t, []string{"left", "right"}, order[1:3])
+	assert.Equal(t, "summary", order[15])
+	assert.Len(t, log.parentsOf("summary"), 12)
+	for _, q := range names {
+		notices, err := c.store.FlowNotices(ctx, q, 0, 10)
+		require.NoError(t, err)
+		assert.Empty(t, notices, "every notice carried and removed")
+	}
+}

@@ -110,6 +110,9 @@ func (c *Client) RequeueDeadLetter(ctx context.Context, queue, id string) (bool,
 	if err != nil {
 		return ok, c.fail("requeue dead letter", queue, err)
 	}
+	if ok {
+		c.carryRevived(ctx, queue) // a workflow's step: its workflow carries on
+	}
 	return ok, nil
 }
 
@@ -126,6 +129,9 @@ func (c *Client) RequeueDeadLetters(ctx context.Context, queue string) (int64, e
 	n, err := c.store.RequeueAllDead(ctx, queue)
 	if err != nil {
 		return n, c.fail("requeue dead letters", queue, err)
+	}
+	if n > 0 {
+		c.carryRevived(ctx, queue) // workflows' steps: their workflows carry on
 	}
 	return n, nil
 }

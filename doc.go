@@ -71,6 +71,12 @@
 //     (Client.SetConcurrency) a task holds while in flight (Weight).
 //   - share: a queue's part of a pool's handler slots under OrderShared
 //     (QueueSpec.Share).
+//   - workflow: a set of tasks enqueued together with dependencies
+//     between them (EnqueueWorkflow), with its own state in Redis.
+//   - step: one task of a workflow, named in it (Step); its parents are
+//     the steps it waits for, its children those that wait for it.
+//   - notice: the record a workflow task's end leaves in its queue, until
+//     the workflow has recorded that end (see docs/workflows.md).
 //   - slot: room for one handler to run (HandleOptions.Concurrency,
 //     PoolOptions.Concurrency), or one unit of a queue's concurrency
 //     limit, held by a task's weight.
@@ -107,6 +113,16 @@
 // id, or a task ended and gone: an outcome that expired looks like an
 // unknown id). A dead letter requeued loses its outcome with the requeue.
 //
+// # Workflows
+//
+// EnqueueWorkflow enqueues steps on any queues with dependencies between
+// them: a step waits outside its queue until its parents have ended, and
+// the end of the last one releases it, without polling. A step reads its
+// parents' results (Process.ParentResults); a parent that dies cancels
+// its descendants unless the dependency lets them run (Step.AfterEnded);
+// CancelWorkflow, Workflow and WaitWorkflow cancel, read and wait for a
+// whole workflow (docs/workflows.md).
+//
 // # Extension points
 //
 // Middleware wraps handlers (WorkerOptions.Middleware for every queue,
@@ -136,7 +152,10 @@
 // per kind), check.go and checker.go (the consistency check), observer.go,
 // trace.go (the Tracer that carries a trace across the queue), outage.go
 // (one log line when Redis goes out of reach, one when it is back),
-// coalesce.go (joining overlapping calls into one script call).
+// coalesce.go (joining overlapping calls into one script call),
+// workflow.go (workflows: EnqueueWorkflow, their state, cancel and wait,
+// a step's parents' results) and flows.go (carrying workflow tasks'
+// notices to their workflows, and the sweep).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), session.go (a queue served:

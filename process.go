@@ -24,6 +24,7 @@ type Process struct {
 	taskID     string
 	kind       string
 	trace      string // the trace context the task carries
+	flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
 	attempt    int
 	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
@@ -66,7 +67,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
+		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}
@@ -397,6 +398,9 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	}
 	p.observeEnd(want, reason, cause)
 	p.w.forget(p, ErrProcessEnded)
+	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
+		p.w.c.flows.ended(p.queue, p.flow, p.taskID, want) // its workflow's next steps
+	}
 	return got, nil
 }
 

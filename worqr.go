@@ -202,6 +202,7 @@ type Client struct {
 	kindEnqueues *coalescer[[]byte, string]
 
 	waiters *waiters // Wait's subscriptions
+	flows   *flows   // workflow tasks' notices carried to their workflows
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsFlusher
 	// born is when the client was made: the beat its workers renew on
@@ -283,6 +284,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		born:        clk.Now(),
 	}
 	c.waiters = newWaiters(c)
+	c.flows = newFlows(c)
 	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = newCoalescer(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
@@ -546,6 +548,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
+	c.flows.close()
 	c.statsFlusher.close()
 	c.flushStats(ctx, "")
 	c.waiters.close()

@@ -116,6 +116,7 @@ func scenarios() []scenario {
 		{"priorities", runPriorities, nil},
 		{"rate", runRate, []target{atMost("max_starts_in_window", 100), atMost("early", 0)}},
 		{"stats", runStats, []target{atLeast("ratio", 0.95)}},
+		{"workflow", runWorkflow, []target{atMost("per_task_ratio", 1.5)}},
 		{"groups", runGroups, []target{
 			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
 			atMost("fair_flood_starts_before_last_small", 2000),
@@ -142,7 +143,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, stats, groups, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, stats, groups, workflow, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")

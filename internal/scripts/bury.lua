@@ -16,6 +16,7 @@ local worker, pid, kind, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- err: '' for
 local dead_max, dead_age = tonumber(ARGV[5]), tonumber(ARGV[6]) -- the dead letters' bounds (age in ms)
 local channel = ARGV[7]
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common.lua
+local flows_key = KEYS[19] -- workflow tasks' notices (see flow_notice)
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local v, refused = take_own_process(procs_key, leases_key, meta_key, progress_key, worker, pid)
@@ -34,6 +35,7 @@ if state ~= 'a' then
 end
 local now = now_ms()
 retain(results_key, retained_key, channel, entry, 'dead', pid, 1, err, kind)
+flow_notice(flows_key, entry, 'dead')
 local h, payload = entry_split(entry_ran(entry))
 h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', worker), 'K', kind)
 redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)

@@ -1231,3 +1231,43 @@ local function retain(results, retained, channel, entry, status, pid, ran, body,
   end
   publish(channel, 'o' .. id)
 end
+
+-- A workflow's task (one with an 'F' field: '<workflow id>.<step>') that
+-- ended, finished (status 'ok') or dead ('dead'), or a dead one requeued
+-- ('revived'), leaves a notice in the queue's flows set, written in the
+-- same script as its end: the workflow's state lives in a slot of its
+-- own, which this script cannot reach, so the worker (or, after a crash,
+-- a sweep) carries the notice there (wf_release.lua) and then removes it
+-- (flow_forget.lua). Scored by when it was written (µs, Redis clock), for
+-- the sweep's age and for the workflow, which records no end older than
+-- the last it recorded of the step.
+local function flow_notice(flows, entry, status)
+  if not header_has(entry, 'F') then return end
+  local f = header_get(entry_split(entry), 'F')
+  redis.call('ZADD', flows, ms(now_us()), f .. ',' .. entry_id(entry) .. ',' .. status)
+end
+
+-- Workflows. A workflow's keys share the tag {wf:<id>} (WorkflowKeys in
+-- internal/store/keys.go); its scripts take them all, in this order:
+-- flow, steps, ids, left, kids, parents, spec, results, freed, seen.
+
+-- End a workflow step: its state set to st ('ok', 'dead' or 'x'), the
+-- workflow's count of open steps one lower, and its deaths counted.
+-- Returns the steps still open.
+local function flow_step_end(flow, steps, name, st)
+  redis.call('HSET', steps, name, st)
+  if st == 'dead' then redis.call('HINCRBY', flow, 'dead', 1) end
+  return redis.call('HINCRBY', flow, 'open', -1)
+end
+
+-- End a workflow as state ('succeeded', 'failed', 'cancelled'): its keys
+-- expire once its keep has passed, and an 'e<state>' event on its channel
+-- tells its waiters.
+local function flow_close(keys, channel, state)
+  local keep = tonumber(redis.call('HGET', keys[1], 'keep')) or 0
+  redis.call('HSET', keys[1], 'state', state, 'ended', ms(now_ms()))
+  for _, k in ipairs(keys) do
+    redis.call('PEXPIRE', k, math.max(keep, 1))
+  end
+  publish(channel, 'e' .. state)
+end

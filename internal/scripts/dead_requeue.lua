@@ -9,6 +9,7 @@
 local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local results_key, retained_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local flows_key = KEYS[13] -- workflow tasks' notices (see flow_notice)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 local id, pattern = ARGV[3], ARGV[4] -- the task's id, and the ZSCAN pattern for it (see find_dead)
 
@@ -22,6 +23,7 @@ errors_drop(errors_key, {id})
 dead_outcome_cleared(results_key, retained_key, {e})
 local revived = dead_revived(e)
 push_waiting(revived, waiting_key)
+flow_notice(flows_key, revived, 'revived')
 wake(idle_key, channel, 1)
 stat('q', 1)
 stats_flush(stats_key)

@@ -24,6 +24,7 @@ local idle_key, errors_key, dead_key, unique_key = KEYS[5], KEYS[6], KEYS[7], KE
 local results_key, retained_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local progress_key, stats_key = KEYS[13], KEYS[14]
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common.lua
+local flows_key = KEYS[19] -- workflow tasks' notices (see flow_notice)
 local worker, channel, mode = ARGV[1], ARGV[2], ARGV[3] -- mode: expired | force | orphans
 local poison_limit, poison_window = tonumber(ARGV[4]), tonumber(ARGV[5]) -- window in ms
 local dead_max, dead_age = tonumber(ARGV[6]), tonumber(ARGV[7]) -- the dead letters' bounds (age in ms)
@@ -60,6 +61,7 @@ if poison_window > 0 then
   poison.bury = function(entry, holder, deaths, pid)
     local why = 'its holder died soon after starting it, ' .. deaths .. ' times'
     retain(results_key, retained_key, channel, entry, 'dead', pid, 0, why, 'poison')
+    flow_notice(flows_key, entry, 'dead')
     local h, payload = entry_split(entry)
     h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
     redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)

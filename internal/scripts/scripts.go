@@ -65,6 +65,18 @@ type Set struct {
 	DeadRequeueAll *Script
 	DeadDelete     *Script
 	DeadPurge      *Script
+	// Workflows: in the workflow's slot, create, record a step's end,
+	// mark steps queued, cancel, read; in a queue's, list and remove
+	// the notices of its workflow tasks' ends.
+	WorkflowCreate   *Script
+	WorkflowRelease  *Script
+	WorkflowEnqueued *Script
+	WorkflowCancel   *Script
+	WorkflowState    *Script
+	WorkflowResults  *Script
+	FlowNotices      *Script
+	FlowRead         *Script
+	FlowForget       *Script
 }
 
 // Load builds the script set. It returns a fresh value (no package state),
@@ -120,6 +132,16 @@ func Load(sharded, stats bool) *Set {
 		DeadRequeueAll: load("dead_requeue_all.lua"),
 		DeadDelete:     load("dead_delete.lua"),
 		DeadPurge:      load("dead_purge.lua"),
+
+		WorkflowCreate:   load("wf_create.lua"),
+		WorkflowRelease:  load("wf_release.lua"),
+		WorkflowEnqueued: load("wf_enqueued.lua"),
+		WorkflowCancel:   load("wf_cancel.lua"),
+		WorkflowState:    load("wf_state.lua"),
+		WorkflowResults:  load("wf_results.lua"),
+		FlowNotices:      load("flow_notices.lua"),
+		FlowRead:         load("flow_read.lua"),
+		FlowForget:       load("flow_forget.lua"),
 	}
 }
 

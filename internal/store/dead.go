@@ -56,7 +56,7 @@ func (s *Store) DeadCount(ctx context.Context, queue string) (int64, error) {
 // when the queue has no dead letter of that id.
 func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady},
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows},
 		[]string{k.Channel, queue, id, deadPattern(id)})
 	n, err := s.requeued(ctx, queue, "dead_requeue.lua", res, err)
 	return n == 1, err
@@ -66,7 +66,7 @@ func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error)
 // queue, in one script call, and returns how many it requeued.
 func (s *Store) RequeueAllDead(ctx context.Context, queue string) (int64, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady},
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows},
 		[]string{k.Channel, queue})
 	return s.requeued(ctx, queue, "dead_requeue_all.lua", res, err)
 }

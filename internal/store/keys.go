@@ -60,7 +60,10 @@ type QueueKeys struct {
 	GroupReady   string // ZSET group -> its turn (µs, Redis clock)
 	GroupRunning string // HASH group -> slots its processes hold
 	GroupLimits  string // HASH group -> its own concurrency limit
-	Channel      string // pub/sub channel for work, schedule, cancel and delete events
+	// Flows holds the notices of workflow tasks that ended (finish.lua,
+	// bury.lua), until their workflow has recorded them (see workflow.go).
+	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead|revived>' -> when written (µs)
+	Channel string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -92,6 +95,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		GroupReady:   base + "gready",
 		GroupRunning: base + "grunning",
 		GroupLimits:  base + "glimits",
+		Flows:        base + "flows",
 		Channel:      base + "events",
 	}
 }
@@ -100,7 +104,7 @@ func (k Keys) Queue(name string) QueueKeys {
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
 		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
-		q.GroupRunning, q.GroupLimits}
+		q.GroupRunning, q.GroupLimits, q.Flows}
 }
 
 // groups are the group keys, in the order the scripts take them after
@@ -135,6 +139,7 @@ const (
 	KeyRegistry                    // the queue or worker registry
 	KeyWorkerQueues                // a worker's queue set; the value is its id
 	KeyQueue                       // a queue's key; the value is its name
+	KeyWorkflow                    // a workflow's key; the value is its id
 )
 
 // Parse says what a key under the prefix is. Queue names are recovered
@@ -153,6 +158,9 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 			return KeyWorkerQueues, id
 		}
 		return KeyUnknown, ""
+	}
+	if id, ok := k.workflowOf(rest); ok {
+		return KeyWorkflow, id
 	}
 	tag, ok := strings.CutPrefix(rest, "{q:")
 	if !ok {
@@ -215,4 +223,65 @@ func globEscape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// WorkflowKeys are the keys and the channel of one workflow, all under the
+// hash tag {wf:<id>}: a slot of the workflow's own, apart from its
+// queues' (see wf_release.lua for how the two meet). Workflow ids are
+// letters, digits, '-' and '_', so they need no escaping.
+type WorkflowKeys struct {
+	Flow    string // HASH the workflow: state, open (steps not ended), keep (ms), sum, created, ended
+	Steps   string // HASH step -> its state: w (waiting for parents), r (ready), q (queued), ok, dead, x (cancelled)
+	IDs     string // HASH step -> the id of its task, once queued
+	Left    string // HASH step -> its parents not yet ended in a way that lets it run
+	Kids    string // HASH step -> its children, ',' between, '+' before one that runs whatever the step's end
+	Parents string // HASH step -> its parents, ',' between
+	Spec    string // HASH step -> its spec: the queue, options and payload its task is enqueued with (Go's)
+	Results string // HASH step -> the result its task set
+	Freed   string // HASH step -> the steps its end made ready, ',' between
+	Seen    string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
+	Channel string // pub/sub channel: 'e' when the workflow ends
+}
+
+// Workflow names the keys of one workflow.
+func (k Keys) Workflow(id string) WorkflowKeys {
+	base := k.prefix + ":{wf:" + id + "}:"
+	return WorkflowKeys{
+		Flow:    base + "flow",
+		Steps:   base + "steps",
+		IDs:     base + "ids",
+		Left:    base + "left",
+		Kids:    base + "kids",
+		Parents: base + "parents",
+		Spec:    base + "spec",
+		Results: base + "results",
+		Freed:   base + "freed",
+		Seen:    base + "seen",
+		Channel: base + "events",
+	}
+}
+
+// all are the workflow's keys, in the order its scripts take them.
+func (w WorkflowKeys) all() []string {
+	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed, w.Seen}
+}
+
+// workflowOf is the workflow id of rest, a key without its prefix, if it
+// is one of a workflow's keys.
+func (k Keys) workflowOf(rest string) (string, bool) {
+	tag, ok := strings.CutPrefix(rest, "{wf:")
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(tag, "}")
+	if !ok || id == "" {
+		return "", false
+	}
+	key := k.prefix + ":" + rest
+	for _, own := range k.Workflow(id).all() {
+		if key == own {
+			return id, true
+		}
+	}
+	return "", false
 }

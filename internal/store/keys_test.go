@@ -18,6 +18,11 @@ func TestKeyParseRoundTrips(t *testing.T) {
 			assert.Equal(t, name, got, key)
 		}
 	}
+	for _, key := range k.Workflow("w1").all() {
+		kind, got := k.Parse(key, valid)
+		assert.Equal(t, KeyWorkflow, kind, key)
+		assert.Equal(t, "w1", got, key)
+	}
 	for key, want := range map[string]KeyKind{
 		"p:x:{r}:queues":         KeyRegistry,
 		"p:x:{r}:workers":        KeyRegistry,
@@ -33,6 +38,10 @@ func TestKeyParseRoundTrips(t *testing.T) {
 		"p:x:{q:a":               KeyUnknown,
 		"p:x:junk":               KeyUnknown,
 		"p:{q:a}:waiting":        KeyUnknown,
+		"p:x:{wf:w1}:steps":      KeyWorkflow,
+		"p:x:{wf:w1}:events":     KeyUnknown,
+		"p:x:{wf:}:steps":        KeyUnknown,
+		"p:x:{wf:w1}:other":      KeyUnknown,
 	} {
 		kind, _ := k.Parse(key, valid)
 		assert.Equal(t, want, kind, key)

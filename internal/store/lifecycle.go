@@ -82,7 +82,7 @@ type DeadBounds struct {
 // queue, is dropped.
 func (s *Store) Bury(ctx context.Context, queue string, p ProcRef, reason, errText string, bounds DeadBounds) (Outcome, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, append([]string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...),
+	res, err := s.run(ctx, OpBury, queue, s.scripts.Bury, append([]string{k.Procs, k.Leases, k.Meta, k.Dead, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...),
 		[]string{p.Worker, p.PID, reason, errText, strconv.Itoa(bounds.MaxCount), strconv.FormatInt(bounds.MaxAge.Milliseconds(), 10), k.Channel})
 	return outcome(res, err)
 }

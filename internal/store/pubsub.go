@@ -75,7 +75,16 @@ type hub struct {
 // rueidis's reader or the channel's receiving goroutine, one listener
 // after another.
 func (s *Store) Listen(queue string, subscribed func(), message func(string)) *Listener {
-	channel := s.queueKeys(queue).Channel
+	return s.listen(queue, s.queueKeys(queue).Channel, subscribed, message)
+}
+
+// ListenWorkflow is Listen on a workflow's channel (see WorkflowKeys).
+func (s *Store) ListenWorkflow(id string, subscribed func(), message func(string)) *Listener {
+	return s.listen(workflowOp(id), s.keys.Workflow(id).Channel, subscribed, message)
+}
+
+// listen is Listen on channel; queue names the channel for faults.
+func (s *Store) listen(queue, channel string, subscribed func(), message func(string)) *Listener {
 	l := &Listener{s: s, subscribed: subscribed, message: message}
 	s.hubsMu.Lock()
 	defer s.hubsMu.Unlock()

@@ -56,6 +56,9 @@ type EnqueueArgs struct {
 	// Group is the tasks' group key ("": none), checked by the caller
 	// (not empty when set; stored escaped, see EscapeGroup).
 	Group string
+	// Flow is the workflow step the tasks run, '<workflow id>.<step>'
+	// ("": none), checked by the caller: free of ',' and ':'.
+	Flow string
 }
 
 // fields are the header fields every task enqueued with args gets.
@@ -82,6 +85,9 @@ func (args EnqueueArgs) fields() string {
 	if args.Group != "" {
 		fields += ",g" + EscapeGroup(args.Group)
 	}
+	if args.Flow != "" {
+		fields += ",F" + args.Flow
+	}
 	return fields
 }
 
@@ -106,6 +112,61 @@ func handOff(chunk [][]byte) string {
 // ids, in order; on error those of the calls that failed are empty.
 func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, args EnqueueArgs) ([]string, error) {
 	k := s.queueKeys(queue)
+	// Tasks go 1,000 a script call, except a batch for the front, which
+	// goes in one: calls pipelined in order would each put their tasks
+	// ahead of the last call's.
+	per := MaxTasksPerScript
+	if args.Front {
+		per = max(len(payloads), 1)
+	}
+	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
+	// The first call carries the client's stats counts, if due.
+	carry := s.stats.take(queue)
+	counts := carry.counts()
+	for start := 0; start < len(payloads); start += per {
+		chunk := payloads[start:min(start+per, len(payloads))]
+		calls = append(calls, s.enqueueCall(k, queue, chunk, args, counts))
+		counts = ""
+	}
+	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
+	s.stats.sent(carry, err, firstResult(results))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(payloads))
+	unregistered, duplicate := false, false
+	var firstErr error
+	for i, res := range results {
+		start := i * per
+		n := min(per, len(payloads)-start)
+		chunk, flag, dup, err := enqueued(res, n)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		copy(ids[start:], chunk)
+		duplicate = duplicate || dup
+		if !dup {
+			s.stats.enqueued(queue, n)
+		}
+		unregistered = unregistered || flag
+	}
+	if unregistered {
+		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if duplicate && firstErr == nil {
+		return ids, ErrDuplicate
+	}
+	return ids, firstErr
+}
+
+// enqueueCall is enqueue.lua's call for one chunk of tasks of a queue,
+// carrying the client's stats counts ("" for none).
+func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, args EnqueueArgs, counts string) scripts.Call {
 	front := "0"
 	if args.Front {
 		front = "1"
@@ -128,94 +189,115 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 			uttl = strconv.FormatInt(max(args.UniqueTTL.Milliseconds(), 1), 10)
 		}
 	}
-	// Tasks go 1,000 a script call, except a batch for the front, which
-	// goes in one: calls pipelined in order would each put their tasks
-	// ahead of the last call's.
-	per := MaxTasksPerScript
-	if args.Front {
-		per = max(len(payloads), 1)
+	argv := make([]string, 0, 10+len(chunk))
+	argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk), counts)
+	// One copy of the chunk's bytes into one string, sliced per task,
+	// rather than an allocation per task.
+	size := 0
+	for _, t := range chunk {
+		size += len(t)
 	}
-	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
-	// The first call carries the client's stats counts, if due.
-	carry := s.stats.take(queue)
-	counts := carry.counts()
-	for start := 0; start < len(payloads); start += per {
-		chunk := payloads[start:min(start+per, len(payloads))]
-		argv := make([]string, 0, 10+len(chunk))
-		argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk), counts)
-		counts = ""
-		// One copy of the chunk's bytes into one string, sliced per task,
-		// rather than an allocation per task.
-		size := 0
-		for _, t := range chunk {
-			size += len(t)
-		}
-		var all strings.Builder
-		all.Grow(size)
-		for _, t := range chunk {
-			all.Write(t)
-		}
-		joined := all.String()
-		for _, t := range chunk {
-			argv = append(argv, joined[:len(t)])
-			joined = joined[len(t):]
-		}
-		calls = append(calls, scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}, Args: argv})
+	var all strings.Builder
+	all.Grow(size)
+	for _, t := range chunk {
+		all.Write(t)
 	}
-	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
-	s.stats.sent(carry, err, firstResult(results))
+	joined := all.String()
+	for _, t := range chunk {
+		argv = append(argv, joined[:len(t)])
+		joined = joined[len(t):]
+	}
+	return scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}, Args: argv}
+}
+
+// enqueued reads enqueue.lua's reply for a call of n tasks: their ids,
+// whether the queue is unregistered, and whether a unique key was held
+// (the ids are then the holder's).
+func enqueued(res rueidis.RedisResult, n int) (ids []string, unregistered, duplicate bool, err error) {
+	vals, err := res.ToArray()
 	if err != nil {
-		return nil, err
+		return nil, false, false, err
 	}
-	ids := make([]string, len(payloads))
-	unregistered, duplicate := false, false
-	var firstErr error
-	for i, res := range results {
-		vals, err := res.ToArray()
-		var flag, dup int64
-		var first string
-		if err == nil && len(vals) == 3 {
-			flag, err = vals[0].AsInt64()
-			if err == nil {
-				first, err = vals[1].ToString()
-			}
-			if err == nil {
-				dup, err = vals[2].AsInt64()
-				duplicate = duplicate || dup == 1
-			}
-		} else if err == nil {
-			err = fmt.Errorf("enqueue.lua answered %d values", len(vals))
+	if len(vals) != 3 {
+		return nil, false, false, fmt.Errorf("enqueue.lua answered %d values", len(vals))
+	}
+	flag, err := vals[0].AsInt64()
+	if err != nil {
+		return nil, false, false, err
+	}
+	first, err := vals[1].ToString()
+	if err != nil {
+		return nil, false, false, err
+	}
+	dup, err := vals[2].AsInt64()
+	if err != nil {
+		return nil, false, false, err
+	}
+	ids, ok := taskIDs(first, n)
+	if !ok {
+		return nil, false, false, fmt.Errorf("enqueue.lua answered id %q", first)
+	}
+	return ids, flag == 1, dup == 1, nil
+}
+
+// EnqueueOne is one task of an EnqueueEach call.
+type EnqueueOne struct {
+	Queue   string
+	Payload []byte
+	Args    EnqueueArgs
+}
+
+// EnqueueEach enqueues single tasks, each to its queue with args of its
+// own, pipelined in one round trip (one per node on a cluster), and
+// registers the queues that are new. It returns each task's id (for one
+// whose unique key was held, the holder's, with ErrDuplicate among the
+// errors) and each one's error.
+func (s *Store) EnqueueEach(ctx context.Context, tasks []EnqueueOne) ([]string, []error) {
+	ids, errs := make([]string, len(tasks)), make([]error, len(tasks))
+	calls := make([]scripts.Call, len(tasks))
+	entered := make(map[string]error)
+	for i, t := range tasks {
+		if _, ok := entered[t.Queue]; !ok {
+			entered[t.Queue] = s.enter(ctx, OpEnqueue, t.Queue)
 		}
-		start := i * per
-		n := min(per, len(payloads)-start)
-		if err == nil {
-			chunk, ok := taskIDs(first, n)
-			if !ok {
-				err = fmt.Errorf("enqueue.lua answered id %q", first)
-			} else {
-				copy(ids[start:], chunk)
-			}
+		calls[i] = s.enqueueCall(s.queueKeys(t.Queue), t.Queue, [][]byte{t.Payload}, t.Args, "")
+	}
+	var send []scripts.Call
+	var at []int
+	for i, t := range tasks {
+		if errs[i] = entered[t.Queue]; errs[i] == nil {
+			send, at = append(send, calls[i]), append(at, i)
 		}
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
+	}
+	unregistered := make(map[string]bool)
+	for j, res := range scripts.ExecMulti(ctx, s.rdb, send) {
+		i, q := at[j], tasks[at[j]].Queue
+		chunk, flag, dup, err := enqueued(res, 1)
+		switch {
+		case err != nil:
+			errs[i] = err
+			continue
+		case dup:
+			errs[i] = ErrDuplicate
+		default:
+			s.stats.enqueued(q, 1)
+		}
+		ids[i] = chunk[0]
+		unregistered[q] = unregistered[q] || flag
+	}
+	for q, un := range unregistered {
+		if !un {
 			continue
 		}
-		if dup == 0 {
-			s.stats.enqueued(queue, n)
-		}
-		unregistered = unregistered || flag == 1
-	}
-	if unregistered {
-		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {
-			firstErr = err
+		if err := s.RegisterQueue(ctx, q); err != nil {
+			for i, t := range tasks {
+				if t.Queue == q && errs[i] == nil {
+					errs[i] = err
+				}
+			}
 		}
 	}
-	if duplicate && firstErr == nil {
-		return ids, ErrDuplicate
-	}
-	return ids, firstErr
+	return ids, errs
 }
 
 // firstResult is the reply of the first of several calls (none: zero).
@@ -304,7 +386,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 		args = append(args, p.Worker, p.PID, p.Result)
 		pids[i] = p.PID
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...), args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
@@ -528,7 +610,7 @@ func (s *Store) releaseCall(r Release) scripts.Call {
 	}
 	args := append([]string{r.Worker, k.Channel, string(r.Mode), strconv.Itoa(max(p.Limit, 0)), strconv.FormatInt(p.Window.Milliseconds(), 10),
 		strconv.Itoa(p.Bounds.MaxCount), strconv.FormatInt(p.Bounds.MaxAge.Milliseconds(), 10), strconv.FormatInt(born, 10)}, r.Keep...)
-	return scripts.Call{Script: s.scripts.Release, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), Args: args}
+	return scripts.Call{Script: s.scripts.Release, Keys: append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Dead, k.Unique, k.Results, k.Retained, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...), Args: args}
 }
 
 func released(res rueidis.RedisResult) Released {

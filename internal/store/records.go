@@ -64,6 +64,9 @@ import (
 //	g  the task's group key, escaped (EscapeGroup): the task waits in its
 //	   group and starts under its group's limit (group_push, take_turns,
 //	   groups_settle in the scripts); absent, none.
+//	F  the workflow step the task runs, '<workflow id>.<step name>'
+//	   (EnqueueArgs.Flow): its end leaves a notice for the workflow
+//	   (flow_notice); absent, none.
 //
 // A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
 // and keeps its kind and its trace context.
@@ -122,7 +125,7 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWKkTg"
+const HeaderFields = "afmtwpRudrhDWKkTgF"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
@@ -162,6 +165,9 @@ type Task struct {
 	Trace string
 	// Group is the task's group key (unescaped), "" if it has none.
 	Group string
+	// Flow is the workflow step the task runs, '<workflow id>.<step>',
+	// "" if none.
+	Flow string
 	// Died (Unix ms), Worker and Reason (why it died) are set on a dead
 	// letter.
 	Died   int64
@@ -268,6 +274,8 @@ func parseTask(e string) (Task, bool) {
 			t.Trace = v
 		case 'g':
 			t.Group, err = UnescapeGroup(v)
+		case 'F':
+			t.Flow = v
 		}
 		if err != nil {
 			return Task{}, false

@@ -40,6 +40,7 @@ type scriptEnv struct {
 	s       *Store
 	k       QueueKeys
 	workers []string // whose queue sets ("wq:<id>") are read too
+	flows   []string // workflows whose keys ("wf.<suffix>") are read too
 }
 
 // newScriptEnv is a store without stats (which the scripts would write
@@ -56,6 +57,13 @@ func newScriptEnv(t *testing.T) *scriptEnv {
 		}
 	})
 	return e
+}
+
+// workflow is a new workflow id, whose keys the dumps include.
+func (e *scriptEnv) workflow() string {
+	id := uuid.NewString()[:8]
+	e.flows = append(e.flows, id)
+	return id
 }
 
 // worker is a new worker id, whose queue set the dumps include.
@@ -80,6 +88,11 @@ func (e *scriptEnv) keys() map[string]string {
 	}
 	for _, key := range e.k.all() {
 		out[key[strings.LastIndexByte(key, ':')+1:]] = key
+	}
+	for _, id := range e.flows {
+		for _, key := range e.s.Keys().Workflow(id).all() {
+			out["wf."+key[strings.LastIndexByte(key, ':')+1:]] = key
+		}
 	}
 	return out
 }

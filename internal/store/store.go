@@ -63,6 +63,7 @@ const (
 	OpRequeueDead    Op = "requeue dead letters" // one or all
 	OpDeleteDead     Op = "delete dead letters"  // one or all
 	OpStats          Op = "stats"                // a client's stats counts, written by a call of their own
+	OpWorkflow       Op = "workflow"             // a workflow's script, in its own slot (the queue told to a Fault is "wf:<id>")
 )
 
 // Fault is a test seam: when set, it runs before every call to Redis with

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+// runWorkflow measures a workflow of one parent, n children and a fan-in
+// back to one (n = 10,000; -short 1,000) against the same n + 2 tasks
+// enqueued plain, in the same run: each drained by one worker with
+// -concurrency no-op handlers on one queue, from the enqueue until the
+// last task finished (WaitWorkflow for the workflow, a count for the
+// plain tasks). per_task_ratio is the workflow's time over the plain
+// tasks'. fanin_release_ms is from the last child's handler returning to
+// the fan-in's handler starting: the child's finish, the carry of its
+// notice (the release) and the fan-in's enqueue and dequeue.
+func runWorkflow(ctx context.Context, b *bench) (*result, error) {
+	n := b.pick(10_000, 1_000)
+	queue := b.queues[0]
+	opts := worqr.HandleOptions{Concurrency: b.cfg.concurrency}
+	res := &result{}
+
+	plain, err := timeDrain(ctx, b, queue, opts, n+2, func(ctx context.Context, c *worqr.Client) error {
+		tasks := make([][]byte, n+2)
+		for i := range tasks {
+			tasks[i] = []byte("t")
+		}
+		_, err := c.EnqueueBatch(ctx, queue, tasks)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("plain: %w", err)
+	}
+
+	var lastChild, summaryStart atomic.Int64
+	var enqueueTook time.Duration
+	flow, err := timeDrain(ctx, b, queue, opts, n+2, func(ctx context.Context, c *worqr.Client) error {
+		steps := make([]worqr.Step, 0, n+2)
+		steps = append(steps, worqr.Step{Name: "parent", Queue: queue, Task: []byte("t")})
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("c%d", i)
+			steps = append(steps, worqr.Step{Name: parts[i], Queue: queue, Task: []byte("t"), After: []string{"parent"}})
+		}
+		steps = append(steps, worqr.Step{Name: "summary", Queue: queue, Task: []byte("t"), After: parts})
+		start := time.Now()
+		id, err := c.EnqueueWorkflow(ctx, steps, worqr.WorkflowOptions{Keep: time.Minute})
+		enqueueTook = time.Since(start)
+		if err != nil {
+			return err
+		}
+		info, err := c.WaitWorkflow(ctx, id)
+		if err == nil && info.State != worqr.WorkflowSucceeded {
+			err = fmt.Errorf("workflow ended %s", info.State)
+		}
+		return err
+	}, func(p *worqr.Process) {
+		now := time.Now().UnixNano()
+		switch _, step := p.Workflow(); step {
+		case "parent":
+		case "summary":
+			summaryStart.Store(now)
+		default:
+			for last := lastChild.Load(); now > last && !lastChild.CompareAndSwap(last, now); last = lastChild.Load() {
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workflow: %w", err)
+	}
+	res.add("workflow_s", "s", flow.Seconds())
+	res.add("plain_s", "s", plain.Seconds())
+	res.add("per_task_ratio", "×", flow.Seconds()/plain.Seconds())
+	res.add("enqueue_workflow_ms", "ms", float64(enqueueTook.Microseconds())/1000)
+	res.add("fanin_release_ms", "ms", float64(summaryStart.Load()-lastChild.Load())/1e6)
+	return res, nil
+}
+
+// timeDrain runs one worker on queue with a handler that calls seen (if
+// set) and counts, then load, and returns how long load and the handling
+// of want tasks took.
+func timeDrain(ctx context.Context, b *bench, queue string, opts worqr.HandleOptions, want int,
+	load func(context.Context, *worqr.Client) error, seen func(*worqr.Process)) (time.Duration, error) {
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	w, err := c.NewWorker(ctx, worqr.WorkerOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = w.Close(ctx) }()
+	var done atomic.Int64
+	all := make(chan struct{})
+	err = w.Handle(ctx, queue, func(_ context.Context, p *worqr.Process) error {
+		if seen != nil {
+			seen(p)
+		}
+		if done.Add(1) == int64(want) {
+			close(all)
+		}
+		return nil
+	}, opts)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := load(ctx, c); err != nil {
+		return 0, err
+	}
+	select {
+	case <-all:
+	case <-time.After(timeout(b.cfg.short)):
+		return 0, fmt.Errorf("%d of %d tasks handled", done.Load(), want)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return time.Since(start), nil
+}

@@ -1,0 +1,53 @@
+-- Create a workflow in its own slot: its state ('running'), and each
+-- step's: its spec (what its task is enqueued with), parents, children
+-- and count of parents left. A step without parents is ready ('r') at
+-- once; the others wait ('w') outside their queues until wf_release.lua
+-- frees them. The caller enqueues the ready steps and then marks them
+-- queued (wf_enqueued.lua).
+-- A workflow of that id that exists is left as it is: one with the same
+-- checksum (a retried call whose reply was lost, or that failed half way)
+-- answers 'same' with its steps still ready, which the caller enqueues
+-- again, idempotently; one with another answers 'taken'.
+-- Returns {'new' | 'same' | 'taken', then step, spec per ready step}.
+local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local freed_key, seen_key = KEYS[9], KEYS[10]
+local sum, keep = ARGV[1], ARGV[2] -- the workflow's checksum; how long it is kept once ended (ms)
+-- Then per step, ARGV[3 + 5(i - 1) ...]: its name, spec, parents and
+-- children (',' between; see kids in keys.go), and its count of parents.
+
+local out = {'new'}
+if redis.call('EXISTS', flow_key) == 1 then
+  if redis.call('HGET', flow_key, 'sum') ~= sum then
+    return {'taken'}
+  end
+  out[1] = 'same'
+  local all = redis.call('HGETALL', steps_key)
+  for i = 1, #all, 2 do
+    if all[i + 1] == 'r' then
+      out[#out + 1] = all[i]
+      out[#out + 1] = redis.call('HGET', spec_key, all[i])
+    end
+  end
+  return out
+end
+local n = (#ARGV - 2) / 5
+redis.call('HSET', flow_key, 'state', 'running', 'open', n, 'keep', keep, 'sum', sum, 'created', ms(now_ms()))
+for i = 0, n - 1 do
+  local at = 3 + 5 * i
+  local name, spec, parents, kids, count = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], tonumber(ARGV[at + 4])
+  redis.call('HSET', spec_key, name, spec)
+  if count > 0 then
+    redis.call('HSET', left_key, name, count)
+    redis.call('HSET', parents_key, name, parents)
+    redis.call('HSET', steps_key, name, 'w')
+  else
+    redis.call('HSET', steps_key, name, 'r')
+    out[#out + 1] = name
+    out[#out + 1] = spec
+  end
+  if kids ~= '' then
+    redis.call('HSET', kids_key, name, kids)
+  end
+end
+return out

@@ -1,0 +1,137 @@
+-- Record the end of a workflow step's task, as its queue's notice told
+-- it (flow_notice in common.lua): the step's result and state ('ok' or
+-- 'dead'), then what that means for its children: a child's count of
+-- parents left goes down, and one with none left becomes ready ('r'); a
+-- child of a step that died is cancelled ('x'), with its descendants,
+-- unless the dependency lets it run whatever its parent's end (a '+'
+-- before it in kids: then the count goes down as for a success). Once
+-- every step has ended the workflow ends (flow_close): 'failed' if one
+-- died, else 'succeeded'.
+-- A notice 'revived' (a dead step's task requeued from the dead letters)
+-- undoes a death: the step is queued again, its descendants that its
+-- death cancelled wait again (those no other death or cancel holds), and
+-- a workflow that had failed runs again, its keys kept. So does an end
+-- newer than the death recorded, whose 'revived' notice (older) is not
+-- carried yet: notices may be carried in any order.
+-- Idempotent: a notice no later than the last recorded of the step (in
+-- seen), a step that has ended already, or a workflow that has ended (or
+-- is gone) changes nothing, so a notice carried twice (a sweep's replay
+-- after a crash) records nothing twice, and an old one carried late
+-- cannot undo a newer. Either way the script answers with the steps this
+-- step's end made ready (kept in freed) that are still ready, not yet
+-- marked queued (wf_enqueued.lua): a replay after a crash between this
+-- script and their enqueues gets them again.
+-- Returns {step, spec, ...} per such step.
+local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local freed_key, seen_key = KEYS[9], KEYS[10]
+local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
+local stamp, task = ARGV[5], ARGV[6] -- when the notice was written (µs); the id of the step's task
+local at = tonumber(stamp)
+
+-- Whether parent's end lets kid run ('+' before kid in parent's kids).
+local function runs_anyway(parent, kid)
+  local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
+  return string.find(kids, ',+' .. kid .. ',', 1, true) ~= nil
+end
+
+-- Undo step's death (see above).
+local function revive()
+  local state = redis.call('HGET', flow_key, 'state')
+  if state == 'failed' then
+    redis.call('HSET', flow_key, 'state', 'running')
+    redis.call('HDEL', flow_key, 'ended')
+    for _, k in ipairs(KEYS) do
+      redis.call('PERSIST', k)
+    end
+  elseif state ~= 'running' then
+    return
+  end
+  redis.call('HSET', steps_key, step, 'q')
+  redis.call('HINCRBY', flow_key, 'dead', -1)
+  redis.call('HINCRBY', flow_key, 'open', 1)
+  local todo = {step}
+  while #todo > 0 do
+    local parent = table.remove(todo)
+    for kid in string.gmatch(redis.call('HGET', kids_key, parent) or '', '[^,]+') do
+      if string.sub(kid, 1, 1) ~= '+' and redis.call('HGET', steps_key, kid) == 'x' then
+        -- It waits again unless another parent's end still cancels it;
+        -- its parents left are those that have not ended.
+        local held, left = false, 0
+        for p in string.gmatch(redis.call('HGET', parents_key, kid) or '', '[^,]+') do
+          local st = redis.call('HGET', steps_key, p)
+          if st == 'w' or st == 'r' or st == 'q' then
+            left = left + 1
+          elseif st ~= 'ok' and not runs_anyway(p, kid) then
+            held = true
+          end
+        end
+        if not held then
+          redis.call('HSET', steps_key, kid, 'w')
+          redis.call('HSET', left_key, kid, left)
+          redis.call('HINCRBY', flow_key, 'open', 1)
+          todo[#todo + 1] = kid
+        end
+      end
+    end
+  end
+end
+
+local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
+local state = redis.call('HGET', flow_key, 'state')
+local cur = redis.call('HGET', steps_key, step)
+if at > seen and cur then
+  redis.call('HSET', seen_key, step, stamp)
+  if cur == 'dead' then
+    -- Revived: by this notice, or by one not carried yet, since an end
+    -- newer than the death recorded comes only after a requeue.
+    revive()
+    state, cur = redis.call('HGET', flow_key, 'state'), redis.call('HGET', steps_key, step)
+  end
+end
+if at == tonumber(redis.call('HGET', seen_key, step) or '0') and status ~= 'revived' and
+    state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
+  if status == 'ok' then
+    redis.call('HSET', results_key, step, result)
+  end
+  -- Its id, if its end came before its mark as queued (wf_enqueued.lua).
+  redis.call('HSETNX', ids_key, step, task)
+  local open = flow_step_end(flow_key, steps_key, step, status)
+  local freed = {}
+  -- Steps ended, whose children are still to settle: {name, whether
+  -- its end lets them run}.
+  local todo = {{step, status == 'ok'}}
+  while #todo > 0 do
+    local top = table.remove(todo)
+    local good = top[2]
+    for kid in string.gmatch(redis.call('HGET', kids_key, top[1]) or '', '[^,]+') do
+      local runs = string.sub(kid, 1, 1) == '+'
+      if runs then kid = string.sub(kid, 2) end
+      if good or runs then
+        local left = redis.call('HINCRBY', left_key, kid, -1)
+        if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
+          redis.call('HSET', steps_key, kid, 'r')
+          freed[#freed + 1] = kid
+        end
+      elseif redis.call('HGET', steps_key, kid) == 'w' then
+        open = flow_step_end(flow_key, steps_key, kid, 'x')
+        todo[#todo + 1] = {kid, false}
+      end
+    end
+  end
+  if #freed > 0 then
+    redis.call('HSET', freed_key, step, table.concat(freed, ','))
+  end
+  if open <= 0 then
+    local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
+    flow_close(KEYS, channel, dead > 0 and 'failed' or 'succeeded')
+  end
+end
+local out = {}
+for kid in string.gmatch(redis.call('HGET', freed_key, step) or '', '[^,]+') do
+  if redis.call('HGET', steps_key, kid) == 'r' then
+    out[#out + 1] = kid
+    out[#out + 1] = redis.call('HGET', spec_key, kid)
+  end
+end
+return out

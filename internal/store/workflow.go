@@ -1,0 +1,293 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// A workflow's state lives in a slot of its own, {wf:<id>} (see
+// WorkflowKeys), and its tasks in their queues' slots: the scripts here
+// run in the workflow's slot, except FlowNotices and ForgetNotices, which
+// run in a queue's. How the two meet is described in wf_release.lua and in
+// docs/workflows.md.
+
+// workflowOp is the name a Fault is told for a workflow's calls.
+func workflowOp(id string) string { return "wf:" + id }
+
+// WorkflowStep is one step of a workflow to create.
+type WorkflowStep struct {
+	Name string
+	// Spec is what its task is enqueued with, as the caller encodes it;
+	// the scripts store and return it as it is.
+	Spec string
+	// Parents are the steps it waits for; Kids the steps that wait for
+	// it, each with a '+' before it if it runs whatever this step's end.
+	Parents []string
+	Kids    []string
+}
+
+// ReadyStep is a step whose parents have all ended so that it may run, to
+// be enqueued with its spec.
+type ReadyStep struct {
+	Name, Spec string
+}
+
+// QueuedStep is a step whose task is in a queue (or was), with its id.
+type QueuedStep struct {
+	Name, TaskID, Spec string
+}
+
+// Workflow creation outcomes (CreateWorkflow).
+const (
+	WorkflowNew   = "new"   // created
+	WorkflowSame  = "same"  // existed with the same checksum: a retried call
+	WorkflowTaken = "taken" // existed with another checksum
+)
+
+// CreateWorkflow creates a workflow with its steps (wf_create.lua), unless
+// one of that id exists. It returns what it did and the steps that are
+// ready to be enqueued: those without parents (or, for WorkflowSame, those
+// still not marked queued).
+func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Duration, steps []WorkflowStep) (string, []ReadyStep, error) {
+	args := make([]string, 0, 2+5*len(steps))
+	args = append(args, sum, strconv.FormatInt(max(keep.Milliseconds(), 1), 10))
+	for _, st := range steps {
+		args = append(args, st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","), strconv.Itoa(len(st.Parents)))
+	}
+	vals, err := s.workflowCall(ctx, id, "wf_create.lua", s.scripts.WorkflowCreate, args)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(vals) == 0 || len(vals)%2 != 1 {
+		return "", nil, fmt.Errorf("wf_create.lua answered %d values", len(vals))
+	}
+	return vals[0], readySteps(vals[1:]), nil
+}
+
+// ReleaseStep records the end of a step's task (of id task; status "ok" with its
+// result, or "dead"), or its revival ("revived": requeued from the dead
+// letters), as its notice, written at at (µs, Redis clock), told it
+// (wf_release.lua), and returns the steps that end made ready and that
+// are not yet marked queued. Idempotent: a second call records nothing
+// and returns those steps again.
+func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result string, at int64) ([]ReadyStep, error) {
+	w := s.keys.Workflow(id)
+	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10), task})
+	if err != nil {
+		return nil, err
+	}
+	if len(vals)%2 != 0 {
+		return nil, fmt.Errorf("wf_release.lua answered %d values", len(vals))
+	}
+	return readySteps(vals), nil
+}
+
+// StepsEnqueued marks steps queued with their tasks' ids (wf_enqueued.lua),
+// and returns those that were cancelled meanwhile, whose tasks the caller
+// cancels.
+func (s *Store) StepsEnqueued(ctx context.Context, id string, queued []QueuedStep) ([]QueuedStep, error) {
+	if len(queued) == 0 {
+		return nil, nil
+	}
+	args := make([]string, 0, 2*len(queued))
+	for _, q := range queued {
+		args = append(args, q.Name, q.TaskID)
+	}
+	vals, err := s.workflowCall(ctx, id, "wf_enqueued.lua", s.scripts.WorkflowEnqueued, args)
+	if err != nil {
+		return nil, err
+	}
+	return queuedSteps("wf_enqueued.lua", vals)
+}
+
+// CancelWorkflow cancels a running workflow's steps that have not ended
+// (wf_cancel.lua). It returns the workflow's state before ("" for none;
+// "running" if it cancelled it) and the steps whose tasks are queued, for
+// the caller to cancel in their queues.
+func (s *Store) CancelWorkflow(ctx context.Context, id string) (string, []QueuedStep, error) {
+	w := s.keys.Workflow(id)
+	vals, err := s.workflowCall(ctx, id, "wf_cancel.lua", s.scripts.WorkflowCancel, []string{w.Channel})
+	if err != nil {
+		return "", nil, err
+	}
+	if len(vals) == 0 {
+		return "", nil, fmt.Errorf("wf_cancel.lua answered nothing")
+	}
+	if vals[0] != "running" {
+		return vals[0], nil, nil
+	}
+	q, err := queuedSteps("wf_cancel.lua", vals[1:])
+	return vals[0], q, err
+}
+
+// WorkflowRecord is a workflow's state as stored.
+type WorkflowRecord struct {
+	State   string // running, succeeded, failed, cancelled
+	Created int64  // Unix ms, Redis clock
+	Ended   int64  // Unix ms, Redis clock; 0 while running
+	Steps   []StepRecord
+}
+
+// StepRecord is one step's state as stored.
+type StepRecord struct {
+	Name    string
+	State   string // w, r, q, ok, dead, x (see WorkflowKeys.Steps)
+	TaskID  string // "" until queued
+	Parents []string
+	Spec    string
+}
+
+// WorkflowState reads a workflow's state (wf_state.lua); false if the
+// workflow is unknown, or ended and expired.
+func (s *Store) WorkflowState(ctx context.Context, id string) (WorkflowRecord, bool, error) {
+	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, nil)
+	if err != nil {
+		return WorkflowRecord{}, false, err
+	}
+	if len(vals) == 0 {
+		return WorkflowRecord{}, false, nil
+	}
+	if len(vals) < 3 || (len(vals)-3)%5 != 0 {
+		return WorkflowRecord{}, false, fmt.Errorf("wf_state.lua answered %d values", len(vals))
+	}
+	r := WorkflowRecord{State: vals[0]}
+	r.Created, _ = strconv.ParseInt(vals[1], 10, 64)
+	r.Ended, _ = strconv.ParseInt(vals[2], 10, 64)
+	for i := 3; i < len(vals); i += 5 {
+		st := StepRecord{Name: vals[i], State: vals[i+1], TaskID: vals[i+2], Spec: vals[i+4]}
+		if vals[i+3] != "" {
+			st.Parents = strings.Split(vals[i+3], ",")
+		}
+		r.Steps = append(r.Steps, st)
+	}
+	return r, true, nil
+}
+
+// StepResults reads the results of a step's parents that succeeded
+// (wf_results.lua), by parent; false if the workflow has no such step.
+func (s *Store) StepResults(ctx context.Context, id, step string) (map[string][]byte, bool, error) {
+	vals, err := s.workflowCall(ctx, id, "wf_results.lua", s.scripts.WorkflowResults, []string{step})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(vals) == 0 || len(vals)%2 != 1 {
+		return nil, false, fmt.Errorf("wf_results.lua answered %d values", len(vals))
+	}
+	if vals[0] != "1" {
+		return nil, false, nil
+	}
+	out := make(map[string][]byte, len(vals)/2)
+	for i := 1; i < len(vals); i += 2 {
+		out[vals[i]] = []byte(vals[i+1])
+	}
+	return out, true, nil
+}
+
+// workflowCall runs one of a workflow's scripts, on all its keys, and
+// reads its reply as strings.
+func (s *Store) workflowCall(ctx context.Context, id, name string, sc *scripts.Script, args []string) ([]string, error) {
+	if err := s.enter(ctx, OpWorkflow, workflowOp(id)); err != nil {
+		return nil, err
+	}
+	vals, err := sc.Exec(ctx, s.rdb, s.keys.Workflow(id).all(), args).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return vals, nil
+}
+
+func readySteps(vals []string) []ReadyStep {
+	out := make([]ReadyStep, 0, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		out = append(out, ReadyStep{Name: vals[i], Spec: vals[i+1]})
+	}
+	return out
+}
+
+func queuedSteps(script string, vals []string) ([]QueuedStep, error) {
+	if len(vals)%3 != 0 {
+		return nil, fmt.Errorf("%s answered %d values", script, len(vals))
+	}
+	out := make([]QueuedStep, 0, len(vals)/3)
+	for i := 0; i < len(vals); i += 3 {
+		out = append(out, QueuedStep{Name: vals[i], TaskID: vals[i+1], Spec: vals[i+2]})
+	}
+	return out, nil
+}
+
+// Notice is a queue's notice of a workflow task's end, or of its
+// requeue from the dead letters (flow_notice in common.lua):
+// '<workflow id>.<step>,<task id>,<ok|dead|revived>'.
+type Notice struct {
+	Raw                  string // as stored: the member to remove
+	Workflow, Step, Task string
+	Status               string // "ok", "dead" or "revived"
+}
+
+// ParseNotice reads a notice; false if it is not one.
+func ParseNotice(raw string) (Notice, bool) {
+	flow, rest, ok1 := strings.Cut(raw, ",")
+	task, status, ok2 := strings.Cut(rest, ",")
+	wf, step, ok3 := strings.Cut(flow, ".")
+	if !ok1 || !ok2 || !ok3 || wf == "" || step == "" || task == "" || (status != "ok" && status != "dead" && status != "revived") {
+		return Notice{}, false
+	}
+	return Notice{Raw: raw, Workflow: wf, Step: step, Task: task, Status: status}, true
+}
+
+// FlowNotices lists a queue's notices written at least age ago, oldest
+// first, up to limit (flow_notices.lua).
+func (s *Store) FlowNotices(ctx context.Context, queue string, age time.Duration, limit int) ([]string, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowNotices, []string{k.Flows}, []string{strconv.FormatInt(age.Milliseconds(), 10), strconv.Itoa(limit)})
+	if err != nil {
+		return nil, err
+	}
+	return res.AsStrSlice()
+}
+
+// FlowRead reads what carrying a notice needs (flow_read.lua): when it
+// was written (µs, Redis clock), false if it is gone (carried already),
+// and its task's outcome, if one is kept.
+func (s *Store) FlowRead(ctx context.Context, queue string, n Notice) (at int64, found bool, r Result, kept bool, err error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, []string{n.Raw, n.Task})
+	if err != nil {
+		return 0, false, Result{}, false, err
+	}
+	vals, err := res.AsStrSlice()
+	if err != nil {
+		return 0, false, Result{}, false, err
+	}
+	if len(vals) != 2 {
+		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %d values", len(vals))
+	}
+	if vals[0] == "" {
+		return 0, false, Result{}, false, nil
+	}
+	at, err = strconv.ParseInt(vals[0], 10, 64)
+	if err != nil {
+		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %q", vals[0])
+	}
+	r, kept = ParseResult(vals[1])
+	return at, true, r, kept, nil
+}
+
+// ForgetNotices removes a queue's notices once their workflows have
+// recorded them (flow_forget.lua).
+func (s *Store) ForgetNotices(ctx context.Context, queue string, notices []string) error {
+	if len(notices) == 0 {
+		return nil
+	}
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.FlowForget, []string{k.Flows}, notices)
+	if err != nil {
+		return err
+	}
+	return res.Error()
+}

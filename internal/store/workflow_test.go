@@ -1,0 +1,328 @@
+package store
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// finish.lua and bury.lua: a workflow task's end leaves a notice in the
+// queue's flows set, in the same script, scored by when; a task of no
+// workflow leaves none.
+func TestFlowNoticeScripts(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"procs": hash{
+			"1": "a" + w + "31,Fwf1.extract:x",
+			"2": "a" + w + "32:y",
+			"3": "a" + w + "33,Fwf1.load:z",
+		},
+	})
+	before := e.clock()
+	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
+	got, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "3"}, "permanent", "bad", DeadBounds{MaxCount: 10, MaxAge: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, WasActive, got)
+	after := e.clock()
+	state := e.dump()
+	flows := state["flows"].(zset)
+	require.Len(t, flows, 2)
+	for m, at := range flows {
+		e.within(int64(at), before, after, m)
+	}
+	assert.Contains(t, flows, "wf1.extract,31,ok")
+	assert.Contains(t, flows, "wf1.load,33,dead")
+	assert.NotContains(t, state, "procs")
+
+	// flow_notices.lua lists them once old enough; flow_forget.lua removes.
+	old, err := e.s.FlowNotices(e.ctx, "q", 0, 10)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"wf1.extract,31,ok", "wf1.load,33,dead"}, old)
+	young, err := e.s.FlowNotices(e.ctx, "q", 3_600_000_000_000, 10)
+	require.NoError(t, err)
+	assert.Empty(t, young)
+	require.NoError(t, e.s.ForgetNotices(e.ctx, "q", []string{"wf1.extract,31,ok"}))
+	assert.Equal(t, zset{"wf1.load,33,dead": flows["wf1.load,33,dead"]}, e.dump()["flows"])
+	n, ok := ParseNotice("wf1.load,33,dead")
+	assert.True(t, ok)
+	assert.Equal(t, Notice{Raw: "wf1.load,33,dead", Workflow: "wf1", Step: "load", Task: "33", Status: "dead"}, n)
+	_, ok = ParseNotice("wf1,33,dead")
+	assert.False(t, ok)
+}
+
+// A diamond: top, then left and right, then bottom (after both), and
+// cleanup, which runs whatever left's end.
+func diamond() []WorkflowStep {
+	return []WorkflowStep{
+		{Name: "top", Spec: "S-top", Kids: []string{"left", "right"}},
+		{Name: "left", Spec: "S-left", Parents: []string{"top"}, Kids: []string{"bottom", "+cleanup"}},
+		{Name: "right", Spec: "S-right", Parents: []string{"top"}, Kids: []string{"bottom"}},
+		{Name: "bottom", Spec: "S-bottom", Parents: []string{"left", "right"}},
+		{Name: "cleanup", Spec: "S-cleanup", Parents: []string{"left"}},
+	}
+}
+
+// wf_create.lua writes the workflow's keys and answers the steps without
+// parents; again with the same checksum it answers those still ready and
+// writes nothing, with another it refuses.
+func TestWorkflowCreateScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	before := e.clockMs()
+	did, ready, err := e.s.CreateWorkflow(e.ctx, id, "sum1", time.Minute, diamond())
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowNew, did)
+	assert.Equal(t, []ReadyStep{{Name: "top", Spec: "S-top"}}, ready)
+	got := e.dump()
+	created := got["wf.flow"].(hash)["created"]
+	at, err := strconv.ParseInt(created, 10, 64)
+	require.NoError(t, err)
+	e.within(at, before, e.clockMs(), "created")
+	want := keyState{
+		"wf.flow":    hash{"state": "running", "open": "5", "keep": "60000", "sum": "sum1", "created": created},
+		"wf.steps":   hash{"top": "r", "left": "w", "right": "w", "bottom": "w", "cleanup": "w"},
+		"wf.left":    hash{"left": "1", "right": "1", "bottom": "2", "cleanup": "1"},
+		"wf.kids":    hash{"top": "left,right", "left": "bottom,+cleanup", "right": "bottom"},
+		"wf.parents": hash{"left": "top", "right": "top", "bottom": "left,right", "cleanup": "left"},
+		"wf.spec":    hash{"top": "S-top", "left": "S-left", "right": "S-right", "bottom": "S-bottom", "cleanup": "S-cleanup"},
+	}
+	require.Equal(t, want, got)
+
+	did, ready, err = e.s.CreateWorkflow(e.ctx, id, "sum1", time.Minute, diamond())
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSame, did)
+	assert.Equal(t, []ReadyStep{{Name: "top", Spec: "S-top"}}, ready)
+	did, ready, err = e.s.CreateWorkflow(e.ctx, id, "sum2", time.Minute, diamond()[:1])
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowTaken, did)
+	assert.Empty(t, ready)
+	e.expect(want)
+}
+
+// wf_release.lua and wf_enqueued.lua through a diamond whose left step
+// dies: the top's end frees left and right (again on a replay, until they
+// are marked queued); left's death cancels bottom but frees cleanup; the
+// last end closes the workflow, failed, its keys set to expire.
+func TestWorkflowReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
+	require.NoError(t, err)
+	assert.Empty(t, cancelled)
+
+	ready, err := e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "top's result", 10)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "left", Spec: "S-left"}, {Name: "right", Spec: "S-right"}}, ready)
+	once := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "r", "right": "r", "bottom": "w", "cleanup": "w"}, once["wf.steps"])
+	assert.Equal(t, hash{"left": "0", "right": "0", "bottom": "2", "cleanup": "1"}, once["wf.left"])
+	assert.Equal(t, hash{"top": "left,right"}, once["wf.freed"])
+	assert.Equal(t, hash{"top": "top's result"}, once["wf.results"])
+	assert.Equal(t, "4", once["wf.flow"].(hash)["open"])
+
+	again, err := e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "another result", 10)
+	require.NoError(t, err)
+	assert.Equal(t, ready, again, "a replay (the same notice) answers the freed steps still ready")
+	e.expect(once)
+
+	cancelled, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}, {Name: "right", TaskID: "t3"}})
+	require.NoError(t, err)
+	assert.Empty(t, cancelled)
+	again, err = e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "", 10)
+	require.NoError(t, err)
+	assert.Empty(t, again, "queued: not answered again")
+
+	ready, err = e.s.ReleaseStep(e.ctx, id, "left", "t-"+"left", "dead", "", 40)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "cleanup", Spec: "S-cleanup"}}, ready)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "cleanup", TaskID: "t4"}})
+	require.NoError(t, err)
+	ready, err = e.s.ReleaseStep(e.ctx, id, "right", "t-"+"right", "ok", "r", 50)
+	require.NoError(t, err)
+	assert.Empty(t, ready, "bottom was cancelled with left's death")
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "dead", "right": "ok", "bottom": "x", "cleanup": "q"}, got["wf.steps"])
+	assert.Equal(t, hash{"top": "t1", "left": "t2", "right": "t3", "cleanup": "t4"}, got["wf.ids"])
+	assert.Equal(t, "1", got["wf.flow"].(hash)["open"])
+	assert.Equal(t, "running", got["wf.flow"].(hash)["state"])
+
+	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "t-"+"cleanup", "ok", "c", 60)
+	require.NoError(t, err)
+	rec, ok, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "failed", rec.State)
+	assert.NotZero(t, rec.Ended)
+	assert.Len(t, rec.Steps, 5)
+	for _, key := range e.s.Keys().Workflow(id).all() {
+		ttl, err := e.rdb.Do(e.ctx, e.rdb.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.True(t, ttl > 0 && ttl <= 60_000, "%s expires with the keep: %d", key, ttl)
+	}
+	results, found, err := e.s.StepResults(e.ctx, id, "bottom")
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, map[string][]byte{"right": []byte("r")}, results, "a dead parent has no result")
+	_, found, err = e.s.StepResults(e.ctx, id, "nope")
+	require.NoError(t, err)
+	assert.False(t, found)
+}
+
+// wf_cancel.lua cancels the steps not ended, answers the queued ones and
+// closes the workflow; a step whose enqueue was under way is answered by
+// wf_enqueued.lua, to be cancelled in its queue.
+func TestWorkflowCancelScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "top", "t-"+"top", "ok", "", 70)
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}})
+	require.NoError(t, err)
+	// right is ready, its enqueue under way.
+	was, queued, err := e.s.CancelWorkflow(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "running", was)
+	assert.Equal(t, []QueuedStep{{Name: "left", TaskID: "t2", Spec: "S-left"}}, queued)
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "x", "right": "x", "bottom": "x", "cleanup": "x"}, got["wf.steps"])
+	assert.Equal(t, "cancelled", got["wf.flow"].(hash)["state"])
+	assert.Equal(t, "0", got["wf.flow"].(hash)["open"])
+
+	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "right", TaskID: "t3"}})
+	require.NoError(t, err)
+	assert.Equal(t, []QueuedStep{{Name: "right", TaskID: "t3", Spec: "S-right"}}, cancelled)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "t-"+"left", "ok", "late", 80)
+	require.NoError(t, err)
+	assert.Empty(t, ready)
+	assert.NotContains(t, e.dump()["wf.results"], "left", "an end after the cancel records nothing")
+
+	was, queued, err = e.s.CancelWorkflow(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", was)
+	assert.Empty(t, queued)
+	was, _, err = e.s.CancelWorkflow(e.ctx, "unknown")
+	require.NoError(t, err)
+	assert.Equal(t, "", was)
+}
+
+// wf_release.lua's 'revived': a dead step requeued from the dead letters
+// runs again, the descendants its death cancelled wait again, and a
+// workflow that had failed runs again, its keys kept; an older notice
+// carried late changes nothing.
+func TestWorkflowReviveScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	step := func(name, status string, at int64) []ReadyStep {
+		t.Helper()
+		ready, err := e.s.ReleaseStep(e.ctx, id, name, "t-"+name, status, name+"'s result", at)
+		require.NoError(t, err)
+		var q []QueuedStep
+		for _, r := range ready {
+			q = append(q, QueuedStep{Name: r.Name, TaskID: "t-" + r.Name})
+		}
+		_, err = e.s.StepsEnqueued(e.ctx, id, q)
+		require.NoError(t, err)
+		return ready
+	}
+	step("top", "ok", 10)
+	step("left", "dead", 20)
+	step("right", "ok", 30)
+	step("cleanup", "ok", 40)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", rec.State)
+
+	assert.Empty(t, step("left", "revived", 50))
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "q", "right": "ok", "bottom": "w", "cleanup": "ok"}, got["wf.steps"])
+	assert.Equal(t, "1", got["wf.left"].(hash)["bottom"], "bottom waits for left alone")
+	assert.Equal(t, "running", got["wf.flow"].(hash)["state"])
+	assert.Equal(t, "2", got["wf.flow"].(hash)["open"])
+	assert.Equal(t, "0", got["wf.flow"].(hash)["dead"])
+	assert.NotContains(t, got["wf.flow"].(hash), "ended")
+	for _, key := range e.s.Keys().Workflow(id).all() {
+		ttl, err := e.rdb.Do(e.ctx, e.rdb.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.Less(t, ttl, int64(0), "%s is kept again", key)
+	}
+
+	step("left", "dead", 20) // the old death, carried late
+	e.expect(got)
+
+	assert.Equal(t, []ReadyStep{{Name: "bottom", Spec: "S-bottom"}}, step("left", "ok", 60))
+	step("bottom", "ok", 70)
+	rec, _, err = e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", rec.State)
+}
+
+// A revived step's end carried before the notice of its revival revives
+// it all the same; the revival, carried late, changes nothing.
+func TestWorkflowReviveOutOfOrderScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "a", Spec: "S-a", Kids: []string{"b"}},
+		{Name: "b", Spec: "S-b", Parents: []string{"a"}},
+	})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "dead", "", 10)
+	require.NoError(t, err)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "failed", rec.State)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "ok", "a's result", 30)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
+	before := e.dump()
+	ready, err = e.s.ReleaseStep(e.ctx, id, "a", "t-"+"a", "revived", "", 20)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "b", Spec: "S-b"}}, ready)
+	e.expect(before)
+	assert.Equal(t, hash{"a": "ok", "b": "r"}, before["wf.steps"])
+	assert.Equal(t, "running", before["wf.flow"].(hash)["state"])
+}
+
+// A step whose task ends before it is marked queued (its enqueue's caller
+// slow) has its task's id recorded by its end all the same; the mark
+// after changes nothing.
+func TestWorkflowEndBeforeMarkScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{{Name: "a", Spec: "S-a"}})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "a", "t-a", "ok", "done", 10)
+	require.NoError(t, err)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", rec.State)
+	assert.Equal(t, []StepRecord{{Name: "a", State: "ok", TaskID: "t-a", Spec: "S-a"}}, rec.Steps)
+	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "a", TaskID: "t-a"}})
+	require.NoError(t, err)
+	assert.Empty(t, cancelled)
+	assert.Equal(t, hash{"a": "ok"}, e.dump()["wf.steps"])
+}

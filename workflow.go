@@ -1,0 +1,577 @@
+package worqr
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// A workflow is a set of tasks, its steps, on any queues, with
+// dependencies between them, enqueued in one call (EnqueueWorkflow). A
+// step whose parents have not all ended waits outside its queue, in the
+// workflow's state; the end of its last parent releases it into its
+// queue. How that stays exact across slots (a workflow's state and its
+// queues live in different slots of a cluster) is told in
+// docs/workflows.md; in short:
+//
+//  1. finish.lua and bury.lua (and release.lua for a poison pill) leave a
+//     notice of a workflow task's end in its queue's flows set, in the
+//     script that ends it;
+//  2. the worker that ended it then carries the notice to the workflow
+//     (wf_release.lua, in the workflow's slot), which records the step's
+//     end once (a second carry records nothing) and answers the steps
+//     that end made ready;
+//  3. each ready step is enqueued with a unique key of its own, held for
+//     the workflow's keep and a day more, so a second enqueue adds
+//     nothing and answers the first task's id; then marked queued
+//     (wf_enqueued.lua);
+//  4. the notice is removed.
+//
+// A crash between any two of these leaves the notice, and a sweep
+// (flows.go: when a worker starts serving a queue, and every
+// FlowSweepEvery) carries every notice older than FlowSweepAge again;
+// each step being idempotent, the replay neither loses a child nor
+// enqueues one twice.
+
+// Errors of EnqueueWorkflow, matched with errors.Is.
+var (
+	// ErrWorkflowCycle: the dependencies of a workflow's steps make a
+	// cycle (a step that waits, through others, for itself).
+	ErrWorkflowCycle = errors.New("workflow has a cycle")
+	// ErrUnknownStep: a step waits for a step the workflow does not
+	// have.
+	ErrUnknownStep = errors.New("unknown workflow step")
+	// ErrDuplicateStep: two steps of a workflow have the same name.
+	ErrDuplicateStep = errors.New("duplicate workflow step")
+	// ErrWorkflowExists: a workflow of that id (WorkflowOptions.ID)
+	// exists with other steps.
+	ErrWorkflowExists = errors.New("workflow id taken")
+	// ErrNoWorkflow: no workflow of that id is known (never enqueued, or
+	// ended and its keep passed), or the process runs no workflow step.
+	ErrNoWorkflow = errors.New("no such workflow")
+)
+
+// Step is one task of a workflow.
+type Step struct {
+	// Name names the step in its workflow: 1 to MaxKindLen bytes of
+	// ASCII letters, digits and "-_./".
+	Name string
+	// Queue and Task are the queue the step's task goes to and its
+	// payload.
+	Queue string
+	Task  []byte
+	// After are the steps it waits for, which must all succeed: if one
+	// dies (goes to the dead letters) or is cancelled, this step is
+	// cancelled, with its own descendants, and never runs (unless
+	// WorkflowOptions.RunAfterFailure).
+	After []string
+	// AfterEnded are steps it waits for whatever their end: it runs once
+	// each has succeeded, died or been cancelled.
+	AfterEnded []string
+	// Options are the step's enqueue options, applied when it is
+	// released into its queue (In and At count from then). Unique and
+	// UniqueFor are refused: a workflow's step holds a unique key of its
+	// own. Retain is set to the workflow's keep if it is shorter.
+	Options []EnqueueOption
+}
+
+// WorkflowOptions change how EnqueueWorkflow creates a workflow.
+type WorkflowOptions struct {
+	// ID is the workflow's id: 1 to 64 ASCII letters, digits, '-' and
+	// '_'; "" gives it a random one. A call with the id of a workflow
+	// that exists with the same steps adds nothing and returns that id
+	// (so a call that failed, or whose reply was lost, can be retried);
+	// with other steps, ErrWorkflowExists.
+	ID string
+	// Keep is how long the workflow's state and its steps' results are
+	// kept once it has ended; 0 means DefaultWorkflowKeep.
+	Keep time.Duration
+	// RunAfterFailure makes every dependency as Step.AfterEnded: a step
+	// runs once its parents have ended, whatever their end.
+	RunAfterFailure bool
+}
+
+// DefaultWorkflowKeep is WorkflowOptions.Keep's default.
+const DefaultWorkflowKeep = 24 * time.Hour
+
+// MaxWorkflowIDLen is the longest workflow id.
+const MaxWorkflowIDLen = 64
+
+// stepSpec is what a step's task is enqueued with, kept in the
+// workflow's state until the step is released.
+type stepSpec struct {
+	Queue string            `json:"q"`
+	Args  store.EnqueueArgs `json:"a"`
+	Task  []byte            `json:"p"`
+}
+
+// EnqueueWorkflow creates a workflow of steps and enqueues those without
+// parents; each other step is enqueued once its parents have ended (see
+// Step.After), by the worker that ended the last of them, without
+// polling. It returns the workflow's id. The steps are checked first:
+// ErrDuplicateStep, ErrUnknownStep and ErrWorkflowCycle (all matched by
+// errors.Is) refuse the workflow, and nothing is written.
+//
+// Every task of a workflow keeps its outcome for Keep (as Retain), and
+// its result is passed on to its children (Process.ParentResults).
+// Cancel a workflow with CancelWorkflow, not a step's task with
+// CancelTask: a step cancelled alone leaves its workflow waiting for it.
+//
+// On ErrUnavailable the workflow may have been created, in part: retry
+// with the same WorkflowOptions.ID, which completes it.
+func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts WorkflowOptions) (string, error) {
+	if err := c.validateCtx(ctx, "enqueue workflow"); err != nil {
+		return "", err
+	}
+	keep := opts.Keep
+	if keep == 0 {
+		keep = DefaultWorkflowKeep
+	}
+	if keep < 0 {
+		return "", fmt.Errorf("worqr: enqueue workflow: negative Keep %v: %w", keep, ErrInvalidOptions)
+	}
+	id := opts.ID
+	if id == "" {
+		id = newWorkflowID()
+	} else if err := checkWorkflowID(id); err != nil {
+		return "", fmt.Errorf("worqr: enqueue workflow: %w", err)
+	}
+	plan, err := c.planWorkflow(steps, keep, opts.RunAfterFailure)
+	if err != nil {
+		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
+	}
+	sum := sha1.New()
+	for _, st := range plan {
+		fmt.Fprintf(sum, "%s\x00%s\x00%s\x00%s\x00", st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","))
+	}
+	fmt.Fprintf(sum, "%d", keep.Milliseconds())
+	did, ready, err := c.store.CreateWorkflow(ctx, id, hex.EncodeToString(sum.Sum(nil)), keep, plan)
+	if err != nil {
+		return "", c.fail("enqueue workflow", "", err)
+	}
+	if did == store.WorkflowTaken {
+		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, ErrWorkflowExists)
+	}
+	if err := c.enqueueSteps(ctx, id, ready); err != nil {
+		return id, fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// newWorkflowID is a random workflow id: 16 bytes, in hex.
+func newWorkflowID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// checkWorkflowID refuses an id that is not 1 to MaxWorkflowIDLen bytes
+// of letters, digits, '-' and '_' (it goes in a hash tag and a header
+// field).
+func checkWorkflowID(id string) error {
+	if id == "" || len(id) > MaxWorkflowIDLen {
+		return fmt.Errorf("%w: workflow id of %d bytes, limit %d", ErrInvalidOptions, len(id), MaxWorkflowIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if b := id[i]; b == '.' || b == '/' || !kindByte(b) {
+			return fmt.Errorf("%w: workflow id %q: byte %q is not a letter, a digit, '-' or '_'", ErrInvalidOptions, id, b)
+		}
+	}
+	return nil
+}
+
+// planWorkflow checks steps and lays them out for the store: each with
+// its spec, parents and children, in the order given.
+func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure bool) ([]store.WorkflowStep, error) {
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("no steps: %w", ErrInvalidOptions)
+	}
+	index := make(map[string]int, len(steps))
+	for i, st := range steps {
+		if st.Name == "" {
+			return nil, fmt.Errorf("step %d has no name: %w", i, ErrInvalidOptions)
+		}
+		if err := checkKind(st.Name); err != nil {
+			return nil, fmt.Errorf("step name: %w", err)
+		}
+		if _, dup := index[st.Name]; dup {
+			return nil, fmt.Errorf("step %q: %w", st.Name, ErrDuplicateStep)
+		}
+		index[st.Name] = i
+	}
+	plan := make([]store.WorkflowStep, len(steps))
+	for i, st := range steps {
+		if err := validQueue("enqueue workflow", st.Queue); err != nil {
+			return nil, fmt.Errorf("step %q: %w", st.Name, err)
+		}
+		if len(st.Task) > c.maxTaskSize {
+			return nil, fmt.Errorf("step %q: %w", st.Name, c.tooLarge(-1, len(st.Task)))
+		}
+		o := collectEnqueueOptions(st.Options)
+		if err := o.check(); err != nil {
+			return nil, fmt.Errorf("step %q: %w", st.Name, err)
+		}
+		if o.uniqueSet {
+			return nil, fmt.Errorf("step %q: a workflow's step holds a unique key of its own: %w", st.Name, ErrInvalidOptions)
+		}
+		o.retain = max(o.retain, keep)
+		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.args(), Task: st.Task})
+		if err != nil {
+			return nil, fmt.Errorf("step %q: %w", st.Name, err)
+		}
+		plan[i].Name, plan[i].Spec = st.Name, string(spec)
+		seen := make(map[string]bool)
+		edge := func(parent string, runs bool) error {
+			j, ok := index[parent]
+			switch {
+			case !ok:
+				return fmt.Errorf("step %q waits for %q: %w", st.Name, parent, ErrUnknownStep)
+			case parent == st.Name:
+				return fmt.Errorf("step %q waits for itself: %w", st.Name, ErrWorkflowCycle)
+			case seen[parent]:
+				return nil
+			}
+			seen[parent] = true
+			plan[i].Parents = append(plan[i].Parents, parent)
+			kid := st.Name
+			if runs || runAfterFailure {
+				kid = "+" + kid
+			}
+			plan[j].Kids = append(plan[j].Kids, kid)
+			return nil
+		}
+		for _, p := range st.After {
+			if err := edge(p, false); err != nil {
+				return nil, err
+			}
+		}
+		for _, p := range st.AfterEnded {
+			if err := edge(p, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cycle := findCycle(plan, index); cycle != nil {
+		return nil, fmt.Errorf("steps %s: %w", strings.Join(cycle, " -> "), ErrWorkflowCycle)
+	}
+	return plan, nil
+}
+
+// findCycle returns the steps of a cycle, the first repeated at the end,
+// or nil when there is none (a depth-first walk along the parents).
+func findCycle(plan []store.WorkflowStep, index map[string]int) []string {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	mark := make([]int, len(plan))
+	var path []string
+	var walk func(i int) []string
+	walk = func(i int) []string {
+		mark[i] = open
+		path = append(path, plan[i].Name)
+		for _, p := range plan[i].Parents {
+			j := index[p]
+			switch mark[j] {
+			case open:
+				at := slices.Index(path, p)
+				return append(slices.Clone(path[at:]), p)
+			case unseen:
+				if c := walk(j); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		mark[i] = done
+		return nil
+	}
+	for i := range plan {
+		if mark[i] == unseen {
+			if c := walk(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// stepUniqueHold is how long past the workflow's keep a step's unique
+// key is held: a replay of the step's release within it finds the task
+// enqueued and adds nothing (see the file's comment).
+const stepUniqueHold = 24 * time.Hour
+
+// enqueueSteps enqueues a workflow's ready steps, each to its queue with
+// a unique key of its own (idempotent), then marks them queued; those
+// cancelled meanwhile have their tasks cancelled.
+func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
+	if len(ready) == 0 {
+		return nil
+	}
+	var errs []error
+	tasks := make([]store.EnqueueOne, 0, len(ready))
+	steps := make([]store.ReadyStep, 0, len(ready))
+	for _, r := range ready {
+		var spec stepSpec
+		if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
+			errs = append(errs, fmt.Errorf("step %q: spec unreadable: %w", r.Name, err))
+			continue
+		}
+		args := spec.Args
+		args.Flow = id + "." + r.Name
+		args.Unique = "worqr/workflow/" + id + "/" + r.Name
+		args.UniqueTTL = args.Retain + stepUniqueHold
+		tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
+		steps = append(steps, r)
+	}
+	// One round trip for them all (one per node on a cluster): a fan-out
+	// of thousands is released at once.
+	ids, errsOf := c.store.EnqueueEach(ctx, tasks)
+	queued := make([]store.QueuedStep, 0, len(steps))
+	for i, t := range tasks {
+		switch err := errsOf[i]; {
+		case err == nil:
+			c.obs.enqueued(ctx, EnqueueEvent{Queue: t.Queue, TaskIDs: ids[i : i+1]})
+		case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
+			errs = append(errs, c.fail("enqueue", t.Queue, err))
+			continue
+		}
+		queued = append(queued, store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
+	}
+	cancelled, err := c.store.StepsEnqueued(ctx, id, queued)
+	if err != nil {
+		return errors.Join(append(errs, c.fail("enqueue workflow", "", err))...)
+	}
+	errs = append(errs, c.cancelSteps(ctx, cancelled))
+	return errors.Join(errs...)
+}
+
+// cancelSteps cancels the tasks of steps in their queues.
+func (c *Client) cancelSteps(ctx context.Context, steps []store.QueuedStep) error {
+	var errs []error
+	for _, st := range steps {
+		var spec stepSpec
+		if err := json.Unmarshal([]byte(st.Spec), &spec); err != nil || st.TaskID == "" {
+			continue
+		}
+		if _, err := c.CancelTask(ctx, spec.Queue, st.TaskID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CancelWorkflow cancels a running workflow: its steps that have not
+// ended never run (those waiting for parents, or in their queues), the
+// tasks of those in flight are cancelled (as CancelTask does), and the
+// workflow ends cancelled. It reports false, with no error, for a
+// workflow that has ended already; ErrNoWorkflow for one unknown.
+func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
+	if err := c.validateCtx(ctx, "cancel workflow"); err != nil {
+		return false, err
+	}
+	if err := checkWorkflowID(id); err != nil {
+		return false, fmt.Errorf("worqr: cancel workflow: %w", err)
+	}
+	was, queued, err := c.store.CancelWorkflow(ctx, id)
+	if err != nil {
+		return false, c.fail("cancel workflow", "", err)
+	}
+	switch was {
+	case "":
+		return false, fmt.Errorf("worqr: cancel workflow %s: %w", id, ErrNoWorkflow)
+	case "running":
+		return true, c.cancelSteps(ctx, queued)
+	}
+	return false, nil
+}
+
+// WorkflowState is where a workflow stands.
+type WorkflowState string
+
+// The states of a workflow.
+const (
+	WorkflowRunning   WorkflowState = "running"   // some step has not ended
+	WorkflowSucceeded WorkflowState = "succeeded" // every step succeeded (or, after a failure, ran)
+	WorkflowFailed    WorkflowState = "failed"    // every step ended, and one died
+	WorkflowCancelled WorkflowState = "cancelled" // CancelWorkflow ended it
+)
+
+// StepState is where a workflow's step stands.
+type StepState string
+
+// The states of a step.
+const (
+	StepWaiting   StepState = "waiting"   // for its parents, outside its queue
+	StepReady     StepState = "ready"     // its parents ended; its task is being enqueued
+	StepQueued    StepState = "queued"    // its task is in its queue: waiting, delayed or in flight
+	StepSucceeded StepState = "succeeded" // its task finished
+	StepDead      StepState = "dead"      // its task went to the dead letters
+	StepCancelled StepState = "cancelled" // it will not run: a parent failed, or the workflow was cancelled
+)
+
+var stepStates = map[string]StepState{"w": StepWaiting, "r": StepReady, "q": StepQueued, "ok": StepSucceeded, "dead": StepDead, "x": StepCancelled}
+
+// WorkflowInfo is a workflow's state and each of its steps'.
+type WorkflowInfo struct {
+	ID      string
+	State   WorkflowState
+	Created time.Time // by the Redis clock
+	Ended   time.Time // zero while running
+	Steps   []StepInfo
+}
+
+// StepInfo is one step of a workflow.
+type StepInfo struct {
+	Name    string
+	Queue   string
+	State   StepState
+	TaskID  string   // its task's id in Queue, once queued; "" before
+	Parents []string // the steps it waits for
+}
+
+// Workflow reads a workflow's state and its steps', sorted by name; it
+// returns ErrNoWorkflow for one unknown, or ended and past its keep.
+func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
+	if err := c.validateCtx(ctx, "workflow"); err != nil {
+		return WorkflowInfo{}, err
+	}
+	if err := checkWorkflowID(id); err != nil {
+		return WorkflowInfo{}, fmt.Errorf("worqr: workflow: %w", err)
+	}
+	rec, ok, err := c.store.WorkflowState(ctx, id)
+	if err != nil {
+		return WorkflowInfo{}, c.fail("workflow", "", err)
+	}
+	if !ok {
+		return WorkflowInfo{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
+	}
+	info := WorkflowInfo{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created)}
+	if rec.Ended > 0 {
+		info.Ended = time.UnixMilli(rec.Ended)
+	}
+	for _, st := range rec.Steps {
+		var spec stepSpec
+		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
+		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State], TaskID: st.TaskID, Parents: st.Parents})
+	}
+	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
+	return info, nil
+}
+
+// WaitWorkflow waits until a workflow has ended and returns its state,
+// without polling: it listens on the workflow's channel, where its end is
+// announced, and reads the state when it subscribes and when it hears
+// the end. It returns ErrNoWorkflow for a workflow unknown, or ended and
+// past its keep, and ctx's error if ctx ends first.
+func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, error) {
+	if err := c.validateCtx(ctx, "wait workflow"); err != nil {
+		return WorkflowInfo{}, err
+	}
+	if err := checkWorkflowID(id); err != nil {
+		return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow: %w", err)
+	}
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	l := c.store.ListenWorkflow(id, poke, func(msg string) {
+		if strings.HasPrefix(msg, "e") {
+			poke()
+		}
+	})
+	defer l.Stop(context.WithoutCancel(ctx), true)
+	for {
+		select {
+		case <-ctx.Done():
+			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ctx.Err())
+		case <-c.waiters.closed:
+			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrClientClosed)
+		case <-wake:
+		}
+		info, err := c.Workflow(ctx, id)
+		if err != nil || info.State != WorkflowRunning {
+			return info, err
+		}
+	}
+}
+
+// ParentResults reads the results of the step's parents that succeeded,
+// by step name (Process.SetResult set them; a parent that set none gives
+// an empty slice), for a process running a workflow's step. A parent
+// that died or was cancelled is absent (a step runs after one only with
+// Step.AfterEnded or RunAfterFailure). It returns ErrNoWorkflow for a
+// task that is no workflow's step, or whose workflow is gone.
+func (p *Process) ParentResults(ctx context.Context) (map[string][]byte, error) {
+	wf, step, ok := strings.Cut(p.flow, ".")
+	if !ok {
+		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.taskID, ErrNoWorkflow)
+	}
+	if p.w == nil {
+		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.taskID, ErrDetached)
+	}
+	c := p.w.c
+	if err := c.validateCtx(ctx, "parent results"); err != nil {
+		return nil, err
+	}
+	out, found, err := c.store.StepResults(ctx, wf, step)
+	if err != nil {
+		return nil, c.fail("parent results", "", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("worqr: parent results of task %s: workflow %s: %w", p.taskID, wf, ErrNoWorkflow)
+	}
+	return out, nil
+}
+
+// Workflow is the id of the workflow whose step the process runs, and
+// the step's name; "", "" for a task that is no workflow's step.
+func (p *Process) Workflow() (id, step string) {
+	id, step, _ = strings.Cut(p.flow, ".")
+	return id, step
+}
+
+// ParentResult decodes the result of one of a step's parents with codec
+// (JSON[T]{} for JSON), for a typed step: what ParentResults returns under
+// parent's name. It reports false, with no error, when that parent left
+// no result (it died or was cancelled, and the step runs after it with
+// Step.AfterEnded).
+func ParentResult[T any](ctx context.Context, p *Process, codec Codec[T], parent string) (v T, ok bool, err error) {
+	results, err := p.ParentResults(ctx)
+	if err != nil {
+		return v, false, err
+	}
+	data, ok := results[parent]
+	if !ok {
+		return v, false, nil
+	}
+	if err := codec.Unmarshal(data, &v); err != nil {
+		return v, false, fmt.Errorf("worqr: result of step %q: %w", parent, err)
+	}
+	return v, true, nil
+}
+
+// SetResultWith encodes v with codec (JSON[T]{} for JSON) and sets it as
+// the process's result (Process.SetResult), for a typed step whose
+// children read it with ParentResult.
+func SetResultWith[T any](p *Process, codec Codec[T], v T) error {
+	data, err := codec.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("worqr: set result of task %s: %w", p.taskID, err)
+	}
+	p.SetResult(data)
+	return nil
+}

@@ -1,0 +1,553 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// stepLog records which steps ran, in order, and what each read of its
+// parents' results.
+type stepLog struct {
+	mu      sync.Mutex
+	ran     []string
+	parents map[string]map[string]string
+}
+
+func (l *stepLog) add(step string, parents map[string][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ran = append(l.ran, step)
+	if l.parents == nil {
+		l.parents = make(map[string]map[string]string)
+	}
+	m := make(map[string]string, len(parents))
+	for k, v := range parents {
+		m[k] = string(v)
+	}
+	l.parents[step] = m
+}
+
+func (l *stepLog) order() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ran)
+}
+
+func (l *stepLog) parentsOf(step string) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.parents[step]
+}
+
+// flowHandler runs workflow steps: each records itself and its parents'
+// results, sets the result "<step>-done", and fails permanently when its
+// payload is "fail".
+func flowHandler(t *testing.T, log *stepLog) Handler {
+	return func(ctx context.Context, p *Process) error {
+		parents, err := p.ParentResults(ctx)
+		if !assert.NoError(t, err) {
+			return err
+		}
+		_, step := p.Workflow()
+		log.add(step, parents)
+		if string(p.Task()) == "fail" {
+			return Permanent(errors.New("step failed"))
+		}
+		p.SetResult([]byte(step + "-done"))
+		return nil
+	}
+}
+
+// A chain runs in order, each step after its parent succeeded, and reads
+// its parent's result; the workflow ends succeeded, waited for by event.
+func TestWorkflowChain(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	require.NoError(t, w.Handle(ctx, "etl", flowHandler(t, log), HandleOptions{Concurrency: 4}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "load", Queue: "etl", Task: []byte("l"), After: []string{"transform"}},
+		{Name: "extract", Queue: "etl", Task: []byte("e")},
+		{Name: "transform", Queue: "etl", Task: []byte("t"), After: []string{"extract"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	assert.Equal(t, []string{"extract", "transform", "load"}, log.order())
+	assert.Equal(t, map[string]string{}, log.parentsOf("extract"))
+	assert.Equal(t, map[string]string{"extract": "extract-done"}, log.parentsOf("transform"))
+	assert.Equal(t, map[string]string{"transform": "transform-done"}, log.parentsOf("load"))
+	require.Len(t, info.Steps, 3)
+	for _, st := range info.Steps {
+		assert.Equal(t, StepSucceeded, st.State, st.Name)
+		assert.Equal(t, "etl", st.Queue)
+		assert.NotEmpty(t, st.TaskID, st.Name)
+		o, err := c.TaskResult(ctx, "etl", st.TaskID)
+		require.NoError(t, err, st.Name)
+		assert.Equal(t, st.Name+"-done", string(o.Result))
+	}
+	assert.Equal(t, "load", info.Steps[1].Name, "sorted by name")
+	assert.Equal(t, []string{"transform"}, info.Steps[1].Parents)
+}
+
+// A diamond's last step waits for both its parents, on other queues, and
+// reads both results.
+func TestWorkflowDiamond(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	for _, q := range []string{"a", "b", "c"} {
+		require.NoError(t, w.Handle(ctx, q, flowHandler(t, log), HandleOptions{Concurrency: 2}))
+	}
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "top", Queue: "a"},
+		{Name: "left", Queue: "b", After: []string{"top"}},
+		{Name: "right", Queue: "c", After: []string{"top"}},
+		{Name: "bottom", Queue: "a", After: []string{"left", "right"}},
+	}, WorkflowOptions{ID: "diamond-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "diamond-1", id)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	order := log.order()
+	require.Len(t, order, 4)
+	assert.Equal(t, "top", order[0])
+	assert.Equal(t, "bottom", order[3])
+	assert.Equal(t, map[string]string{"left": "left-done", "right": "right-done"}, log.parentsOf("bottom"))
+
+	// The same call again adds nothing; other steps under the id are refused.
+	again, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "top", Queue: "a"},
+		{Name: "left", Queue: "b", After: []string{"top"}},
+		{Name: "right", Queue: "c", After: []string{"top"}},
+		{Name: "bottom", Queue: "a", After: []string{"left", "right"}},
+	}, WorkflowOptions{ID: "diamond-1"})
+	require.NoError(t, err)
+	assert.Equal(t, id, again)
+	_, err = c.EnqueueWorkflow(ctx, []Step{{Name: "other", Queue: "a"}}, WorkflowOptions{ID: "diamond-1"})
+	assert.ErrorIs(t, err, ErrWorkflowExists)
+	assert.Len(t, log.order(), 4, "nothing ran again")
+}
+
+// A fan-out of 100 steps and a fan-in: the summary runs once, after all
+// of them, and reads every result.
+func TestWorkflowFanOutFanIn(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	require.NoError(t, w.Handle(ctx, "files", flowHandler(t, log), HandleOptions{Concurrency: 16}))
+	require.NoError(t, w.Handle(ctx, "summary", flowHandler(t, log), HandleOptions{}))
+	steps := []Step{{Name: "list", Queue: "files"}}
+	var parts []string
+	for i := range 100 {
+		name := fmt.Sprintf("file-%03d", i)
+		parts = append(parts, name)
+		steps = append(steps, Step{Name: name, Queue: "files", After: []string{"list"}})
+	}
+	steps = append(steps, Step{Name: "summary", Queue: "summary", After: parts})
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	order := log.order()
+	require.Len(t, order, 102, "every step once")
+	assert.Equal(t, "list", order[0])
+	assert.Equal(t, "summary", order[101])
+	got := log.parentsOf("summary")
+	assert.Len(t, got, 100)
+	for _, p := range parts {
+		assert.Equal(t, p+"-done", got[p])
+	}
+}
+
+// Cycles, unknown parents and duplicate names are refused at enqueue, and
+// nothing is written.
+func TestWorkflowRefused(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	for _, tc := range []struct {
+		name  string
+		steps []Step
+		want  error
+	}{
+		{"cycle", []Step{
+			{Name: "a", Queue: "q", After: []string{"c"}},
+			{Name: "b", Queue: "q", After: []string{"a"}},
+			{Name: "c", Queue: "q", After: []string{"b"}},
+			{Name: "d", Queue: "q"},
+		}, ErrWorkflowCycle},
+		{"self", []Step{{Name: "a", Queue: "q", After: []string{"a"}}}, ErrWorkflowCycle},
+		{"unknown", []Step{{Name: "a", Queue: "q", After: []string{"nope"}}}, ErrUnknownStep},
+		{"duplicate", []Step{{Name: "a", Queue: "q"}, {Name: "a", Queue: "q"}}, ErrDuplicateStep},
+		{"unique", []Step{{Name: "a", Queue: "q", Options: []EnqueueOption{Unique("k")}}}, ErrInvalidOptions},
+		{"name", []Step{{Name: "a,b", Queue: "q"}}, ErrInvalidOptions},
+		{"empty", nil, ErrInvalidOptions},
+	} {
+		_, err := c.EnqueueWorkflow(ctx, tc.steps, WorkflowOptions{ID: "refused-" + tc.name})
+		assert.ErrorIs(t, err, tc.want, tc.name)
+		_, err = c.Workflow(ctx, "refused-"+tc.name)
+		assert.ErrorIs(t, err, ErrNoWorkflow, tc.name)
+	}
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	_, err = c.EnqueueWorkflow(ctx, []Step{{Name: "a", Queue: "q"}}, WorkflowOptions{ID: "no{tag}"})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// A parent dead-lettered cancels its descendants, which never run, but
+// not a step that waits for it whatever its end; the workflow fails.
+func TestWorkflowParentDeadCancelsDescendants(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	require.NoError(t, w.Handle(ctx, "q", flowHandler(t, log), HandleOptions{Concurrency: 4}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "root", Queue: "q"},
+		{Name: "bad", Queue: "q", Task: []byte("fail"), After: []string{"root"}},
+		{Name: "child", Queue: "q", After: []string{"bad"}},
+		{Name: "grandchild", Queue: "q", After: []string{"child", "root"}},
+		{Name: "cleanup", Queue: "q", AfterEnded: []string{"bad"}},
+		{Name: "after-cleanup", Queue: "q", After: []string{"cleanup"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowFailed, info.State)
+	states := map[string]StepState{}
+	for _, st := range info.Steps {
+		states[st.Name] = st.State
+	}
+	assert.Equal(t, map[string]StepState{
+		"root": StepSucceeded, "bad": StepDead, "child": StepCancelled, "grandchild": StepCancelled,
+		"cleanup": StepSucceeded, "after-cleanup": StepSucceeded,
+	}, states)
+	ran := log.order()
+	sort.Strings(ran)
+	assert.Equal(t, []string{"after-cleanup", "bad", "cleanup", "root"}, ran)
+	assert.Equal(t, map[string]string{}, log.parentsOf("cleanup"), "a dead parent passes no result")
+	dead, err := c.DeadLetters(ctx, "q", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+}
+
+// With RunAfterFailure every step runs once its parents have ended.
+func TestWorkflowRunAfterFailure(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	log := &stepLog{}
+	require.NoError(t, w.Handle(ctx, "q", flowHandler(t, log), HandleOptions{}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "bad", Queue: "q", Task: []byte("fail")},
+		{Name: "next", Queue: "q", After: []string{"bad"}},
+	}, WorkflowOptions{RunAfterFailure: true})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowFailed, info.State)
+	assert.Equal(t, []string{"bad", "next"}, log.order())
+}
+
+// CancelWorkflow cancels the steps not ended: a queued one is taken out of
+// its queue and one waiting for parents never runs; the workflow ends
+// cancelled, and its waiter hears it.
+func TestWorkflowCancel(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "first", Queue: "q"},
+		{Name: "second", Queue: "q", After: []string{"first"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowRunning, info.State)
+	assert.Equal(t, StepQueued, info.Steps[0].State)
+	assert.Equal(t, StepWaiting, info.Steps[1].State)
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+
+	waited := make(chan WorkflowInfo, 1)
+	go func() {
+		info, err := c.WaitWorkflow(ctx, id)
+		assert.NoError(t, err)
+		waited <- info
+	}()
+	ok, err := c.CancelWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	info = recv(t, waited, testsignal.Wait, "the workflow's end")
+	assert.Equal(t, WorkflowCancelled, info.State)
+	for _, st := range info.Steps {
+		assert.Equal(t, StepCancelled, st.State, st.Name)
+	}
+	n, err = c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, n, "the queued step's task is gone")
+	ok, err = c.CancelWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, ok, "ended already")
+	_, err = c.CancelWorkflow(ctx, "unknown")
+	assert.ErrorIs(t, err, ErrNoWorkflow)
+	_, err = c.WaitWorkflow(ctx, "unknown")
+	assert.ErrorIs(t, err, ErrNoWorkflow)
+}
+
+// A crash between a task's finish and its workflow's release leaves the
+// notice; the sweep carries it, and a second carry (or a sweep that finds
+// the step enqueued but not marked) adds no child twice.
+func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	// A worker by hand: it dequeues and finishes the parent, and its
+	// carry of the notice fails, as if it died right after the finish.
+	w := newWorker(t, c, WorkerOptions{})
+	tried := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow {
+			tried <- struct{}{}
+			return errors.New("crashed before the release")
+		}
+		return nil
+	})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	p.SetResult([]byte("parent's result"))
+	require.NoError(t, p.Finish(ctx))
+	recv(t, tried, testsignal.Wait, "the carry's try")
+	c.store.SetFault(nil)
+
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Zero(t, n, "not released yet")
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "the notice stays")
+
+	// The sweep carries it; crash again after the child's enqueue, before
+	// it is marked queued and the notice removed.
+	var enqueues int
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpEnqueue && q == "k" {
+			enqueues++
+		}
+		if op == store.OpWorkflow && enqueues > 0 {
+			return errors.New("crashed after the enqueue")
+		}
+		return nil
+	})
+	_, err = c.sweepFlows(ctx, "p", 0)
+	require.Error(t, err)
+	c.store.SetFault(nil)
+	n, err = c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the child is enqueued")
+
+	// Two sweeps more: the child is not enqueued again.
+	for range 2 {
+		_, err = c.sweepFlows(ctx, "p", 0)
+		require.NoError(t, err)
+	}
+	n, err = c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "no child doubled")
+	notices, err = c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, notices)
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, StepSucceeded, info.Steps[1].State, info.Steps) // parent
+	assert.Equal(t, StepQueued, info.Steps[0].State)                // child
+	tasks, err := c.Tasks(ctx, "k", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, info.Steps[0].TaskID, tasks[0].ID)
+
+	// The child runs and reads the parent's result, which the release
+	// copied into the workflow.
+	w2 := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w2.StartWork(ctx, "k", Events{}))
+	child, err := w2.Dequeue(ctx, "k")
+	require.NoError(t, err)
+	got, err := child.ParentResults(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"parent": []byte("parent's result")}, got)
+	require.NoError(t, child.Finish(ctx))
+	info, err = c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+}
+
+// A typed step sets its result with a codec, and its child decodes it.
+func TestWorkflowTypedResults(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	type rows struct{ Count int }
+	got := make(chan rows, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		switch _, step := p.Workflow(); step {
+		case "count":
+			return SetResultWith(p, JSON[rows]{}, rows{Count: 42})
+		case "report":
+			v, ok, err := ParentResult(ctx, p, JSON[rows]{}, "count")
+			assert.True(t, ok)
+			_, none, err2 := ParentResult(ctx, p, JSON[rows]{}, "nope")
+			assert.False(t, none)
+			assert.NoError(t, err2)
+			got <- v
+			return err
+		}
+		return nil
+	}, HandleOptions{}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "count", Queue: "q"},
+		{Name: "report", Queue: "q", After: []string{"count"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, rows{Count: 42}, recv(t, got, testsignal.Wait, "the report"))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+
+	// A task of no workflow has no parents to read.
+	_, err = c.Enqueue(ctx, "plain", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, w.StartWork(ctx, "plain", Events{}))
+	p, err := w.Dequeue(ctx, "plain")
+	require.NoError(t, err)
+	_, err = p.ParentResults(ctx)
+	assert.ErrorIs(t, err, ErrNoWorkflow)
+	require.NoError(t, p.Finish(ctx))
+}
+
+// A dead step requeued from the dead letters runs again, and its workflow,
+// which had failed, carries on: the child its death cancelled runs.
+func TestWorkflowDeadStepRequeued(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	var broken atomic.Bool
+	broken.Store(true)
+	log := &stepLog{}
+	inner := flowHandler(t, log)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		if _, step := p.Workflow(); step == "flaky" && broken.Load() {
+			return Permanent(errors.New("broken for now"))
+		}
+		return inner(ctx, p)
+	}, HandleOptions{}))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "flaky", Queue: "q"},
+		{Name: "child", Queue: "q", After: []string{"flaky"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, WorkflowFailed, info.State)
+	assert.Equal(t, StepCancelled, info.Steps[0].State) // child
+	assert.Empty(t, log.order())
+
+	broken.Store(false)
+	ok, err := c.RequeueDeadLetter(ctx, "q", info.Steps[1].TaskID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	info, err = c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	assert.Equal(t, []string{"flaky", "child"}, log.order())
+	assert.Equal(t, map[string]string{"flaky": "flaky-done"}, log.parentsOf("child"))
+}
+
+// leaveNotice finishes the parent of a two-step workflow on queue p while
+// its carry fails, as if the worker died right after the finish: the
+// notice stays and the child is not released. It returns the workflow's
+// id.
+func leaveNotice(t *testing.T, c *Client, ctx context.Context, w *Worker) string {
+	t.Helper()
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	tried := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow {
+			select {
+			case tried <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed before the release")
+		}
+		return nil
+	})
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	recv(t, tried, testsignal.Wait, "the carry's try")
+	c.store.SetFault(nil)
+	return id
+}
+
+// A worker that starts serving a queue sweeps it for notices a crash
+// left, and its client sweeps again every FlowSweepEvery.
+func TestWorkflowSweeps(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	first := leaveNotice(t, c, ctx, w)
+
+	fake := clock.NewFake(time.Now())
+	c2, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: fake})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close(context.Background()) })
+	c2.flows.age = 0
+	c2.flows.swept.Init(t)
+	w2 := newWorker(t, c2, WorkerOptions{})
+	require.NoError(t, w2.StartWork(ctx, "p", Events{}))
+	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the join's sweep carried the notice")
+	info, err := c.Workflow(ctx, first)
+	require.NoError(t, err)
+	assert.Equal(t, StepQueued, info.Steps[0].State) // child
+
+	second := leaveNotice(t, c, ctx, w)
+	c2.flows.swept.RequireEmpty()
+	fake.Advance(FlowSweepEvery)
+	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the periodic sweep carried the notice")
+	info, err = c.Workflow(ctx, second)
+	require.NoError(t, err)
+	assert.Equal(t, StepQueued, info.Steps[0].State)
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "each child once")
+}
