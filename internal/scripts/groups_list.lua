@@ -4,8 +4,9 @@
 -- once, with its tasks waiting (a ZLEXCOUNT of its part of GROUPS.wait:
 -- O(log N)), the slots its processes hold, its own concurrency limit, and
 -- whether it is ready: a group with tasks waiting that is not ready is
--- held back at its limit. At most scan groups of each set are read, so the
--- call is O(scan log N) whatever the number of groups.
+-- held back at its limit (scored +inf in the ready set, or not in it).
+-- At most scan groups of each set are read, so the call is O(scan log N)
+-- whatever the number of groups.
 -- Returns {partial (1 when either set held more than scan), ready groups,
 -- groups with processes, the default group limit (0: none), then per
 -- group: key, waiting, running, own limit (0: none), ready (0/1)}.
@@ -31,11 +32,15 @@ repeat
   end
 until cursor == '0' or seen >= scan
 if cursor ~= '0' then partial = 1 end
-local nready = redis.call('ZCARD', gready_key)
-if nready > scan then partial = 1 end
+-- Groups held at their limit stay in the ready set, scored +inf (see
+-- group_held), so they come last in it and are not counted as ready.
+if redis.call('ZCARD', gready_key) > scan then partial = 1 end
+local nready = redis.call('ZCOUNT', gready_key, '-inf', '9007199254740991')
 local ready = {}
-for _, g in ipairs(redis.call('ZRANGE', gready_key, 0, scan - 1)) do
-  ready[g] = true
+local first = redis.call('ZRANGE', gready_key, 0, scan - 1, 'WITHSCORES')
+for i = 1, #first, 2 do
+  local g = first[i]
+  ready[g] = not group_held(first[i + 1])
   if not running[g] then order[#order + 1] = g end
 end
 local out = {partial, nready, redis.call('HLEN', grunning_key),
