@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -55,14 +56,14 @@ func (s *session) handle(ctx context.Context, e event) {
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
-		b := newBackoff(10*time.Millisecond, time.Second)
+		b := backoff.New(10*time.Millisecond, time.Second)
 		for {
 			err := s.catchUp(ctx)
 			if err == nil || ctx.Err() != nil {
 				return // stopped meanwhile
 			}
 			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
-			if !b.wait(ctx) {
+			if !b.Wait(ctx) {
 				return
 			}
 		}
@@ -129,12 +130,12 @@ func (s *session) handle(ctx context.Context, e event) {
 // queue publishes.
 func (s *session) passOn(ctx context.Context, count int64) {
 	c := s.w.c
-	sent := c.outage.begin()
+	sent := c.outage.Begin()
 	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
 	case err == nil:
-		c.outage.ok(sent)
+		c.outage.OK(sent)
 	case ctx.Err() == nil:
-		if err = c.fail("publish", s.name, err); !c.outage.failed(sent, "publish", err) {
+		if err = c.fail("publish", s.name, err); !c.outage.Failed(sent, "publish", err) {
 			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 		}
 	}

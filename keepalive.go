@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/members"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -121,7 +122,7 @@ type beat struct {
 	key  groupKey
 	loop *startstop.Loop
 	// members are the workers it renews; it stops with the last.
-	members members
+	members members.Set[*Worker]
 }
 
 // joinBeat makes w a member of its client's beat for its options,
@@ -132,11 +133,11 @@ func (c *Client) joinBeat(w *Worker) *beat {
 	defer c.beatsMu.Unlock()
 	b := c.beats[key]
 	if b != nil {
-		b.members.add(w)
+		b.members.Add(w)
 		return b
 	}
 	b = &beat{c: c, key: key}
-	b.members.add(w)
+	b.members.Add(w)
 	c.beats[key] = b
 	b.loop = startstop.NewLoop(b.run)
 	_ = b.loop.Start(context.Background()) // a Loop's Start does not fail
@@ -148,7 +149,7 @@ func (c *Client) joinBeat(w *Worker) *beat {
 func (b *beat) leave(w *Worker) {
 	c := b.c
 	c.beatsMu.Lock()
-	last := b.members.remove(w)
+	last := b.members.Remove(w)
 	if last && c.beats[b.key] == b {
 		delete(c.beats, b.key)
 	}
@@ -178,7 +179,7 @@ func (b *beat) run(ctx context.Context) {
 
 // round renews every member's leases once, and says how many it renewed.
 func (b *beat) round(ctx context.Context) int {
-	ws := b.members.list()
+	ws := b.members.List()
 	rs := make([]renewal, 0, len(ws))
 	for _, w := range ws {
 		if r, ok := w.lease.renewal(); ok {
@@ -192,15 +193,15 @@ func (b *beat) round(ctx context.Context) int {
 			for i, r := range chunk {
 				ks[i] = r.keepalive
 			}
-			sent, at := b.c.clock.Now(), b.c.outage.begin()
+			sent, at := b.c.clock.Now(), b.c.outage.Begin()
 			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
 			switch {
 			case err == nil:
-				b.c.outage.ok(at)
+				b.c.outage.OK(at)
 			case ctx.Err() != nil: // the beat stopped
 			default:
 				err = b.c.fail("renew", "", err)
-				if !b.c.outage.failed(at, "renewal", err) {
+				if !b.c.outage.Failed(at, "renewal", err) {
 					b.c.log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
 				}
 			}
@@ -339,18 +340,18 @@ func (s *session) renew(ctx context.Context, id string, gen uint64) {
 	defer c.signals.queueRenewed.Signal(s.name)
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
-	sent, at := c.clock.Now(), c.outage.begin()
+	sent, at := c.clock.Now(), c.outage.Begin()
 	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
 	gone := errors.Is(err, store.ErrLeaseGone)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			if err = c.fail("renew", s.name, err); !c.outage.failed(at, "renewal", err) {
+			if err = c.fail("renew", s.name, err); !c.outage.Failed(at, "renewal", err) {
 				w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
 			}
 		}
 		return
 	}
-	c.outage.ok(at)
+	c.outage.OK(at)
 	w.lease.reconcile(ctx, id, w.lease.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
 }
 

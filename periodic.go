@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -247,16 +248,16 @@ func (p *periodic) run(ctx context.Context, last time.Time) {
 		}
 		next = next.UTC()
 		if now := w.clock.now(w.c.clock); next.After(now) {
-			if !sleepCtx(ctx, clk, next.Sub(now)) {
+			if !backoff.SleepCtx(ctx, clk, next.Sub(now)) {
 				return
 			}
 		} else {
 			next = latestDue(p.sched, next, now.UTC())
 		}
-		sent := w.c.outage.begin()
+		sent := w.c.outage.Begin()
 		t, err := p.tick(ctx, next)
 		if err == nil {
-			w.c.outage.ok(sent)
+			w.c.outage.OK(sent)
 		}
 		w.c.signals.ticked.Signal(next)
 		switch {
@@ -264,15 +265,15 @@ func (p *periodic) run(ctx context.Context, last time.Time) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !w.c.outage.failed(sent, "periodic", err) {
+			if !w.c.outage.Failed(sent, "periodic", err) {
 				w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
 			}
-			if !sleepCtx(ctx, clk, retryTickAfter) {
+			if !backoff.SleepCtx(ctx, clk, retryTickAfter) {
 				return
 			}
 		case t.Status == store.TickEarly:
 			// The clock estimate ran ahead of Redis's; wait the rest.
-			if !sleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
+			if !backoff.SleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
 				return
 			}
 		default:

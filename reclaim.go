@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/worqr/worqr/internal/members"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -67,7 +68,7 @@ type reclaimer struct {
 	kick chan struct{}
 
 	// members are the workers it reclaims for; it stops with the last.
-	members members
+	members members.Set[*Worker]
 
 	mu sync.Mutex // guards the fields below
 	// peer is when the next peer's lease runs out, as last heard (zero:
@@ -98,11 +99,11 @@ func (c *Client) joinReclaimer(w *Worker) *reclaimer {
 	defer c.reclaimMu.Unlock()
 	r := c.reclaimers[key]
 	if r != nil {
-		r.members.add(w)
+		r.members.Add(w)
 		return r
 	}
 	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
-	r.members.add(w)
+	r.members.Add(w)
 	c.reclaimers[key] = r
 	r.loop = startstop.NewLoop(r.run)
 	_ = r.loop.Start(context.Background()) // a Loop's Start does not fail
@@ -114,7 +115,7 @@ func (c *Client) joinReclaimer(w *Worker) *reclaimer {
 func (r *reclaimer) leave(w *Worker) {
 	c := r.c
 	c.reclaimMu.Lock()
-	last := r.members.remove(w)
+	last := r.members.Remove(w)
 	if last && c.reclaimers[groupKey{ttl: r.window / 2, every: r.every}] == r {
 		delete(c.reclaimers, groupKey{ttl: r.window / 2, every: r.every})
 	}
@@ -192,13 +193,13 @@ func (r *reclaimer) run(ctx context.Context) {
 // member is one of the members (nil if none): the look runs under its
 // id, which the registry does not count as a peer's. The members renew
 // together, so their leases run out together.
-func (r *reclaimer) member() *Worker { return r.members.one() }
+func (r *reclaimer) member() *Worker { return r.members.One() }
 
 // lastFenced is how long ago the member that fenced itself last did so
 // (a large value if none ever did).
 func (r *reclaimer) lastFenced() time.Duration {
 	since := 24 * time.Hour
-	for _, w := range r.members.list() {
+	for _, w := range r.members.List() {
 		w.mu.Lock()
 		since = min(since, w.state.fencedSince(w.c.clock.Now()))
 		w.mu.Unlock()
@@ -227,12 +228,12 @@ func (r *reclaimer) look(ctx context.Context) {
 	// peers' deaths in the outage as poison.
 	outage := r.lastFenced() < 2*r.window
 	log := w.logger()
-	sent := r.c.outage.begin()
+	sent := r.c.outage.Begin()
 	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: r.window, outage: outage, claim: r.every})
 	switch {
 	case err == nil:
-		r.c.outage.ok(sent)
-	case ctx.Err() == nil && !r.c.outage.failed(sent, "reclaim", err):
+		r.c.outage.OK(sent)
+	case ctx.Err() == nil && !r.c.outage.Failed(sent, "reclaim", err):
 		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
 	tasks = pass.tasks

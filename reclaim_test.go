@@ -201,7 +201,7 @@ func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int)
 	defer c.reclaimMu.Unlock()
 	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
 	require.NotNil(t, r)
-	return r, len(r.members.list())
+	return r, len(r.members.List())
 }
 
 // Whether a dead worker waits unclaimed costs a renewal a few calls

@@ -23,11 +23,11 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 		if !unsure {
 			continue
 		}
-		sent := c.outage.begin()
+		sent := c.outage.Begin()
 		switch err := s.reconcile(ctx, id); {
 		case err == nil:
-			c.outage.ok(sent)
-		case !c.outage.failed(sent, "reconcile", err):
+			c.outage.OK(sent)
+		case !c.outage.Failed(sent, "reconcile", err):
 			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
 		}
 	}

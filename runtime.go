@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/clock"
 )
 
@@ -27,7 +28,7 @@ type runner struct {
 	sched    *slotScheduler
 	// retry is the backoff of its dequeues that failed on the connection.
 	// The scheduler's loop's own.
-	retry *backoff
+	retry *backoff.Backoff
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
@@ -172,7 +173,7 @@ func (r *runner) clearMore(gen uint64) {
 // for a dequeue that failed: the scheduler serves its other members
 // meanwhile. stopTaking stops the timer.
 func (r *runner) retryLater() {
-	d := r.retry.step()
+	d := r.retry.Step()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.retryAt != nil {

@@ -90,12 +90,12 @@ func (sc *scheduler) runOnce(ctx context.Context) {
 	sc.at = 0
 	sc.mu.Unlock()
 	c := sc.w.c
-	sent := c.outage.begin()
+	sent := c.outage.Begin()
 	switch err := sc.promote(ctx); {
 	case err == nil:
-		c.outage.ok(sent)
+		c.outage.OK(sent)
 	case ctx.Err() == nil:
-		if err = c.fail("promote", sc.queue, err); !c.outage.failed(sent, "promote", err) {
+		if err = c.fail("promote", sc.queue, err); !c.outage.Failed(sent, "promote", err) {
 			sc.w.logger().Warn("worqr: moving due tasks failed; retrying", "queue", sc.queue, "err", err)
 		}
 		sc.learn(sc.w.clock.now(sc.w.c.clock).Add(retryPromoteAfter).UnixMicro())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -44,8 +45,8 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
 		write, op = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
 	}
-	sent := r.w.c.outage.begin()
-	r.persist(p, op, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+	sent := r.w.c.outage.Begin()
+	r.persist(p, op, write, sent, write(r.w.writes.Ctx(r.w.life, r.w.opts.TTL)))
 }
 
 // finishLater is settle for a handler that succeeded on a process that
@@ -58,14 +59,14 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 // slotScheduler.jobs): the batch's callbacks must not wait.
 func (r *runner) finishLater(j job) {
 	p := j.p
-	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
-	sent := r.w.c.outage.begin()
+	ctx := r.w.writes.Ctx(r.w.life, r.w.opts.TTL)
+	sent := r.w.c.outage.Begin()
 	if err := p.canSettle(ctx, "finish"); err != nil {
 		r.persist(p, "finish", p.Finish, sent, err)
 		r.settled(j)
 		return
 	}
-	r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
+	r.w.c.finishes.Then(ctx, p.queue, p, func(got store.Outcome, err error) {
 		_, err = p.recordSettled("finish", OutcomeSucceeded, "", nil, got, err)
 		rest := func() {
 			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
@@ -87,28 +88,28 @@ func (r *runner) finishLater(j job) {
 // (see Worker.fence). It returns at once unless the write is to be tried
 // again.
 func (r *runner) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
-	var b *backoff
+	var b *backoff.Backoff
 	for {
 		switch {
 		case outcome == nil, errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
-			r.w.c.outage.ok(sent)
+			r.w.c.outage.OK(sent)
 			return
 		case errors.Is(outcome, ErrProcessLost):
 			return
-		case !r.w.c.outage.failed(sent, op, outcome):
+		case !r.w.c.outage.Failed(sent, op, outcome):
 			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		if b == nil {
-			b = newBackoff(50*time.Millisecond, time.Second)
+			b = backoff.New(50*time.Millisecond, time.Second)
 			p.setUnwritten()
 		}
-		if !b.wait(r.w.life) {
+		if !b.Wait(r.w.life) {
 			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
-		sent = r.w.c.outage.begin()
-		outcome = write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
+		sent = r.w.c.outage.Begin()
+		outcome = write(r.w.writes.Ctx(r.w.life, r.w.opts.TTL))
 	}
 }
 

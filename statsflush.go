@@ -142,12 +142,12 @@ func (f *statsFlusher) close() {
 // one (queue set). A failure is logged, not returned: it costs counts
 // only, never work.
 func (c *Client) flushStats(ctx context.Context, queue string) {
-	sent := c.outage.begin()
+	sent := c.outage.Begin()
 	err := c.store.FlushStats(ctx, queue)
 	c.statsFlusher.written()
 	if err == nil {
-		c.outage.ok(sent)
-	} else if err = c.fail("write stats", queue, err); !c.outage.failed(sent, "stats", err) {
+		c.outage.OK(sent)
+	} else if err = c.fail("write stats", queue, err); !c.outage.Failed(sent, "stats", err) {
 		c.log.Warn("worqr: could not write stats counts", "queue", queue, "err", err)
 	}
 }

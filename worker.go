@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worqr/worqr/internal/startstop"
+	"github.com/worqr/worqr/internal/writedeadline"
 )
 
 // Worker defaults and limits.
@@ -164,7 +165,7 @@ type Worker struct {
 	life context.Context
 	stop context.CancelFunc // ends life
 	// writes bounds the outcome writes after handlers (runner.settle).
-	writes writeDeadline
+	writes writedeadline.Deadline
 	// tasks tracks the worker's one-shot goroutines on life: queue lease
 	// renewals, reconciliations after them, and rejoins. Shutdown closes
 	// it after life ended and waits for them; once closed it starts none.

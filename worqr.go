@@ -17,6 +17,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -190,16 +192,16 @@ type Client struct {
 	poisonLimit int // 0: the guard is off
 	// outage logs Redis going out of reach, and coming back, once for
 	// the failures of all the calls the client makes on its own.
-	outage *outage
+	outage *outage.Outage
 
 	// enqueues, finishes and retries merge overlapping Enqueue, Finish
 	// and Retry calls (a handler's error included) on a queue.
-	enqueues *coalescer[[]byte, string]
-	finishes *coalescer[*Process, store.Outcome]
-	retries  *coalescer[store.RetryRef, store.Outcome]
+	enqueues *coalesce.Coalescer[[]byte, string]
+	finishes *coalesce.Coalescer[*Process, store.Outcome]
+	retries  *coalesce.Coalescer[store.RetryRef, store.Outcome]
 	// kindEnqueues joins Enqueue calls with a kind and no other option,
 	// per kind and queue (see enqueueKindJoined).
-	kindEnqueues *coalescer[[]byte, string]
+	kindEnqueues *coalesce.Coalescer[[]byte, string]
 
 	waiters *waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
@@ -276,17 +278,17 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		tracer:      opts.Tracer,
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
-		outage:      newOutage(opts.Logger, clk),
+		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
 		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
 		born:        clk.Now(),
 	}
 	c.waiters = newWaiters(c)
-	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
-	c.kindEnqueues = newCoalescer(maxTasksPerScript, c.enqueueKindJoined)
-	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
-	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
+	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
+	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
+	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})
 	if c.rdb == nil {
@@ -526,6 +528,14 @@ func refusedLogin(err error) bool {
 	}
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
+}
+
+// closeCoalescers closes the client's coalescers (see coalesce.Coalescer.Close).
+func (c *Client) closeCoalescers() {
+	c.enqueues.Close()
+	c.kindEnqueues.Close()
+	c.finishes.Close()
+	c.retries.Close()
 }
 
 // Close closes every Worker created by this client that is still running
