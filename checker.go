@@ -356,12 +356,12 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL, true)
-		fixed.Requeued += r.requeued
+		r, err := c.reclaimers.Worker(ctx, c.log, id, 2*DefaultTTL, true)
+		fixed.Requeued += r.Requeued
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case r.done:
+		case r.Done:
 			fixed.ReclaimedWorkers = append(fixed.ReclaimedWorkers, id)
 		default:
 			fixed.PendingWorkers = append(fixed.PendingWorkers, id)

@@ -110,6 +110,10 @@ func (k *leaseKeeper) run(ctx context.Context) {
 	}
 }
 
+// groupKey groups the workers of a client that one beat, and one
+// reclaimer, serve: those of the same TTL and RenewInterval.
+type groupKey struct{ ttl, every time.Duration }
+
 // beat renews the leases of a client's workers that share a TTL and a
 // RenewInterval, every RenewInterval on the client's beat (see beatIn):
 // one loop reads what each worker holds, renews them all in scripts of up
@@ -300,7 +304,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		lk.extend(sent)
 	}
 	w.mu.Unlock()
-	w.reclaimer.heard(k.Next, k.Dead)
+	w.reclaimer.Heard(k.Next, k.Dead)
 	if len(with) == 0 {
 		return
 	}

@@ -138,7 +138,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 	s.mu.Lock()
 	s.state.leave()
 	s.mu.Unlock()
-	err := releaseOwn(ctx, w.c, id, w.reclaimer.healthyAfter(), []*session{s})
+	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
 	s.mu.Lock()
 	if err == nil && w.sessions[s.name] == s {

@@ -74,7 +74,7 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 	s.mu.Unlock()
 	w.mu.Unlock()
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.healthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
 		return c.fail("reconcile", s.name, r.Err)
 	}

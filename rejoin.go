@@ -56,7 +56,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 		return true, nil
 	}
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.healthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}

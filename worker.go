@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/writedeadline"
 )
@@ -149,9 +150,9 @@ type Worker struct {
 	// processes (session.procs, the one map of them). Guarded by mu.
 	sessions sessions
 
-	lease     *leaseKeeper // renews the leases; fences the worker
-	reclaimer *reclaimer   // returns dead peers' work (the client's, shared)
-	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
+	lease     *leaseKeeper                      // renews the leases; fences the worker
+	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
+	clock     redisClock                        // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
 	periodics map[periodicKey]*periodic
@@ -205,7 +206,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	// values but not its end.
 	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = c.joinReclaimer(w)
+	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
 	w.mu.Lock()
 	w.lease.extend(sent)

@@ -19,6 +19,7 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -211,9 +212,8 @@ type Client struct {
 	born time.Time
 
 	// reclaimers reclaim dead peers for the client's workers, one for
-	// the workers of each TTL and RenewInterval (see reclaimer).
-	reclaimMu  sync.Mutex
-	reclaimers map[groupKey]*reclaimer // guarded by reclaimMu
+	// the workers of each TTL and RenewInterval (see internal/reclaim).
+	reclaimers *reclaim.Reclaimers[reclaimMember]
 	// beats renew the leases of the client's workers, one for the
 	// workers of each TTL and RenewInterval (see beat).
 	beatsMu sync.Mutex
@@ -280,7 +280,6 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
-		reclaimers:  make(map[groupKey]*reclaimer),
 		beats:       make(map[groupKey]*beat),
 		born:        clk.Now(),
 	}
@@ -310,6 +309,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
 	c.statsFlusher = newStatsFlusher(c.store, c.log, c.clock)
+	c.reclaimers = reclaim.New[reclaimMember](c.reclaimEnv())
 	return c, nil
 }
 
