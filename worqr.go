@@ -20,6 +20,7 @@ import (
 	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/reclaim"
+	"github.com/worqr/worqr/internal/statsflush"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -206,7 +207,7 @@ type Client struct {
 
 	waiters *waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
-	statsFlusher *statsFlusher
+	statsFlusher *statsflush.Flusher
 	// born is when the client was made: the beat its workers renew on
 	// counts from it (see beatIn).
 	born time.Time
@@ -308,7 +309,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
-	c.statsFlusher = newStatsFlusher(c.store, c.log, c.clock)
+	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
 	c.reclaimers = reclaim.New[reclaimMember](c.reclaimEnv())
 	return c, nil
 }
@@ -556,7 +557,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
-	c.statsFlusher.close()
+	c.statsFlusher.Close()
 	c.flushStats(ctx, "")
 	c.waiters.close()
 	if c.ownsRedis {
