@@ -22,6 +22,7 @@ import (
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/statsflush"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/waiters"
 )
 
 // Limits and defaults.
@@ -205,7 +206,7 @@ type Client struct {
 	// per kind and queue (see enqueueKindJoined).
 	kindEnqueues *coalesce.Coalescer[[]byte, string]
 
-	waiters *waiters // Wait's subscriptions
+	waiters *waiters.Waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
 	// born is when the client was made: the beat its workers renew on
@@ -284,7 +285,6 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		beats:       make(map[groupKey]*beat),
 		born:        clk.Now(),
 	}
-	c.waiters = newWaiters(c)
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
@@ -310,6 +310,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
+	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
 	c.reclaimers = reclaim.New[reclaimMember](c.reclaimEnv())
 	return c, nil
 }
@@ -559,7 +560,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.statsFlusher.Close()
 	c.flushStats(ctx, "")
-	c.waiters.close()
+	c.waiters.Close()
 	if c.ownsRedis {
 		c.rdb.Close()
 	}
