@@ -69,7 +69,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	// A runtime parks in the idle set, where enqueues hand it tasks in
 	// events, only once it hears the queue's events.
 	sent := c.clock.Now()
-	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
+	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.IsReady())
 	got := c.clock.Now() // also when the processes started
 	if now > 0 {
 		// The rate limit's wake-up (runner.wakeAt) is timed by the

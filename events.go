@@ -8,6 +8,7 @@ import (
 
 	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // Events are a worker's callbacks for one queue, given to StartWork. Each
@@ -32,23 +33,12 @@ type Events struct {
 	Delete func(queue string)
 }
 
-// event is a message from a queue's channel, or (subscribed) a request
-// to the dispatcher to look for anything missed while no subscription was
-// in place.
-type event struct {
-	store.Event
-	subscribed bool
-	// again marks a subscription that came back: events published while
-	// it was away were missed.
-	again bool
-}
-
 // handle applies an event to the session's processes, then calls the
 // application's callback. It runs on the queue's dispatcher goroutine.
-func (s *session) handle(ctx context.Context, e event) {
+func (s *session) handle(ctx context.Context, e subscription.Event) {
 	w := s.w
-	if e.subscribed {
-		if e.again {
+	if e.Subscribed {
+		if e.Again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
 			s.markUnsure(1, true)

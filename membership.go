@@ -58,7 +58,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	// Return once events published from now on will be heard.
 	var why error
 	select {
-	case <-s.sub.ready:
+	case <-s.sub.Ready():
 		return nil
 	case <-ctx.Done():
 		why = ctx.Err()
@@ -153,7 +153,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	s.sub.stop(ctx)
+	s.sub.Unsubscribe(ctx)
 	s.sched.stop()
 	s.endAll(ErrProcessLost)
 	c := w.c

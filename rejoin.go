@@ -7,6 +7,7 @@ import (
 
 	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // rejoin brings a fenced queue back: after the old lease has surely run
@@ -75,7 +76,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	}
 	w.mu.Unlock()
 	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
-	s.sub.box.push(event{subscribed: true}) // look for work at once
+	s.sub.Push(subscription.Event{Subscribed: true}) // look for work at once
 	c.signals.rejoined.Signal(s.name)
 	return true, nil
 }
@@ -164,7 +165,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
-		s.sub.box.push(event{subscribed: true})
+		s.sub.Push(subscription.Event{Subscribed: true})
 	}
 	return true, nil
 }

@@ -118,9 +118,9 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 	w.mu.Unlock()
 	for _, s := range ss {
 		if unsubscribe {
-			s.sub.stop(ctx)
+			s.sub.Unsubscribe(ctx)
 		} else {
-			s.sub.halt(ctx)
+			s.sub.Halt(ctx)
 		}
 		s.sched.stop()
 		s.endAll(reason)
