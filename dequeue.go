@@ -75,7 +75,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		// The rate limit's wake-up (runner.wakeAt) is timed by the
 		// estimate: one that ran ahead of Redis would wake before until,
 		// be told until again, and find it past, again and again.
-		w.clock.observe(now, sent, got)
+		w.clock.Observe(now, sent, got)
 	}
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))

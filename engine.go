@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/reclaim"
 )
 
@@ -25,6 +26,22 @@ func (c *Client) reclaimEnv() *reclaim.Env {
 		PoisonLimit:  c.poisonLimit,
 		DeadBounds:   c.deadBounds,
 		DefaultClaim: DefaultRenewInterval,
+	}
+}
+
+// delayedEnv is what the timers of the worker's queues' delayed tasks
+// take of it.
+func (w *Worker) delayedEnv() *delayed.Env {
+	return &delayed.Env{
+		Clock:    w.c.clock,
+		Redis:    &w.clock,
+		Store:    w.c.store,
+		Outage:   w.c.outage,
+		Fail:     w.c.fail,
+		Log:      w.logger,
+		TTL:      w.opts.TTL,
+		Armed:    &w.c.signals.armed,
+		Promoted: &w.c.signals.promoted,
 	}
 }
 

@@ -105,7 +105,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 			}
 		}
 	case store.EventSchedule:
-		s.sched.learn(e.Due)
+		s.sched.Learn(e.Due)
 	case store.EventDelete:
 		s.endMatching(func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
@@ -155,7 +155,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
-	if err := s.sched.promote(ctx); err != nil {
+	if err := s.sched.Promote(ctx); err != nil {
 		return err
 	}
 	n, err := c.store.QueueLen(ctx, s.name)

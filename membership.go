@@ -154,7 +154,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 		return err
 	}
 	s.sub.Unsubscribe(ctx)
-	s.sched.stop()
+	s.sched.Stop()
 	s.endAll(ErrProcessLost)
 	c := w.c
 	// The queue is left. A failure here leaves only a name in the worker's

@@ -147,7 +147,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if err != nil {
 		return c.fail("periodic", queue, err)
 	}
-	w.clock.observe(t.Now, sent, c.clock.Now())
+	w.clock.Observe(t.Now, sent, c.clock.Now())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state.phase != phaseServing {
@@ -247,7 +247,7 @@ func (p *periodic) run(ctx context.Context, last time.Time) {
 			return
 		}
 		next = next.UTC()
-		if now := w.clock.now(w.c.clock); next.After(now) {
+		if now := w.clock.Now(w.c.clock); next.After(now) {
 			if !backoff.SleepCtx(ctx, clk, next.Sub(now)) {
 				return
 			}
@@ -303,7 +303,7 @@ func (p *periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error)
 	sent := w.c.clock.Now()
 	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
 	if t.Now > 0 {
-		w.clock.observe(t.Now, sent, w.c.clock.Now())
+		w.clock.Observe(t.Now, sent, w.c.clock.Now())
 	}
 	if err != nil {
 		return t, w.c.fail("periodic", p.queue, err)

@@ -205,7 +205,7 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	redisPassed(t, c, time.UnixMilli(lastBefore).Add(5*period)) // four ticks or more with no worker
 	w2 := newWorker(t, c, fast)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	registered := w2.clock.now(w2.c.clock).UnixMilli()
+	registered := w2.clock.Now(w2.c.clock).UnixMilli()
 	eventually(t, period/2, "the catch-up task", func() bool { return len(periodicTicks(t, c, "periodic")) > len(before) })
 	caughtUp := periodicTicks(t, c, "periodic")[len(before)]
 	// One task, for the latest tick missed; the earlier ones skipped.

@@ -372,7 +372,7 @@ func (r *runner) wakeAt(until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.clock.now(r.w.c.clock))
+	d := time.UnixMicro(until).Sub(r.w.clock.Now(r.w.c.clock))
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0

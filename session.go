@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/subscription"
 )
 
@@ -27,7 +28,7 @@ type session struct {
 	events Events
 	sub    *subscription.Subscription
 	// sched moves the queue's delayed tasks when they are due.
-	sched *scheduler
+	sched *delayed.Scheduler
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 
@@ -171,7 +172,7 @@ func (st *sessionState) left() { *st = sessionLeft }
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
-	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: newScheduler(w, queue)}
+	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: delayed.New(w.delayedEnv(), w.life, queue)}
 	s.sub = subscription.New(w.life, w.c.store, s.name, s.handle, s.inCallback.Load)
 	return s
 }

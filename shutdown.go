@@ -122,7 +122,7 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 		} else {
 			s.sub.Halt(ctx)
 		}
-		s.sched.stop()
+		s.sched.Stop()
 		s.endAll(reason)
 	}
 	w.c.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/writedeadline"
@@ -152,7 +153,7 @@ type Worker struct {
 
 	lease     *leaseKeeper                      // renews the leases; fences the worker
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
-	clock     redisClock                        // the Redis clock, as far as the worker knows it (its own lock)
+	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
 	periodics map[periodicKey]*periodic
