@@ -29,6 +29,8 @@ type runner struct {
 	// retry is the backoff of its dequeues that failed on the connection.
 	// The scheduler's loop's own.
 	retry *backoff.Backoff
+	// settler writes its handlers' outcomes (settle.go).
+	settler settler
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
@@ -234,10 +236,10 @@ func (r *runner) runJob(j job) {
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
 	if err == nil && j.p.Err() == nil {
-		r.finishLater(j) // what settle would do: Finish
+		r.settler.finishLater(j) // what settle would do: Finish
 		return
 	}
-	r.settle(ctx, j.p, err)
+	r.settler.settle(ctx, j.p, err)
 	r.settled(j)
 }
 

@@ -105,6 +105,7 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
 		retry: backoff.New(dequeueRetryMin, dequeueRetryMax),
 	}
+	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -14,8 +15,19 @@ import (
 // dead letter or a requeue, kept trying while the worker lives if it
 // failed on the connection.
 
+// settler writes the outcomes of one runner's handlers.
+type settler struct {
+	w     *Worker
+	retry RetryPolicy // the runner's (HandleOptions.Retry)
+	// jobs are the slot scheduler's goroutines (see slotScheduler.jobs),
+	// on which a Finish that failed on the connection is tried again.
+	jobs *startstop.Group
+	// settled ends a job once its outcome is written (runner.settled).
+	settled func(job)
+}
+
 // settle applies the outcome of a handler to its process.
-func (r *runner) settle(ctx context.Context, p *Process, err error) {
+func (r *settler) settle(ctx context.Context, p *Process, err error) {
 	var write func(context.Context) error
 	op := "requeue" // what the write is, for the outage's counts
 	switch ended := p.Err(); {
@@ -37,11 +49,11 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 		// someone to requeue or delete it.
 		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
-	case r.opts.Retry.exhausted(p.failures+1, p.budget):
+	case r.retry.exhausted(p.failures+1, p.budget):
 		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
-		delay := r.opts.Retry.delay(p.Attempt(), err)
+		delay := r.retry.delay(p.Attempt(), err)
 		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
 		write, op = func(ctx context.Context) error { return p.retry(ctx, delay, err) }, "retry"
 	}
@@ -57,7 +69,7 @@ func (r *runner) settle(ctx context.Context, p *Process, err error) {
 // job (settled). A write that failed on the connection is tried again,
 // as settle does, on a goroutine of its own (the scheduler's, see
 // slotScheduler.jobs): the batch's callbacks must not wait.
-func (r *runner) finishLater(j job) {
+func (r *settler) finishLater(j job) {
 	p := j.p
 	ctx := r.w.writes.Ctx(r.w.life, r.w.opts.TTL)
 	sent := r.w.c.outage.Begin()
@@ -72,7 +84,7 @@ func (r *runner) finishLater(j job) {
 			r.persist(p, "finish", p.Finish, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
-		if !retryable(err) || r.w.life.Err() != nil || !r.sched.jobs.Go(rest) {
+		if !retryable(err) || r.w.life.Err() != nil || !r.jobs.Go(rest) {
 			rest()
 		}
 	})
@@ -87,7 +99,7 @@ func (r *runner) finishLater(j job) {
 // a fence that ends the process meanwhile drops the write, and counts it
 // (see Worker.fence). It returns at once unless the write is to be tried
 // again.
-func (r *runner) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
+func (r *settler) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
 	var b *backoff.Backoff
 	for {
 		switch {
