@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/reclaim"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // reclaimEnv is what the client's reclaimers take of it.
@@ -43,6 +45,32 @@ func (w *Worker) delayedEnv() *delayed.Env {
 		Armed:    &w.c.signals.armed,
 		Promoted: &w.c.signals.promoted,
 	}
+}
+
+// beatEnv is what the client's beats take of it; born is when it was
+// made, from which its beats count.
+func (c *Client) beatEnv(born time.Time) *beat.Env {
+	return &beat.Env{
+		Clock:  c.clock,
+		Store:  c.store,
+		Outage: c.outage,
+		Log:    c.log,
+		Fail:   c.fail,
+		Born:   born,
+		Beat:   &c.signals.beat,
+	}
+}
+
+// beatMember is a worker's lease keeper as a member of its client's beat.
+type beatMember struct{ k *leaseKeeper }
+
+func (m beatMember) Renewal() (renewal, store.Keepalive, bool) {
+	r, ok := m.k.renewal()
+	return r, r.keepalive, ok
+}
+
+func (m beatMember) Renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
+	m.k.renewed(r, sent, k, err)
 }
 
 // reclaimMember is a worker as a member of its client's reclaimer.

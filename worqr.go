@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/outage"
@@ -209,17 +210,13 @@ type Client struct {
 	waiters *waiters.Waiters // Wait's subscriptions
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
-	// born is when the client was made: the beat its workers renew on
-	// counts from it (see beatIn).
-	born time.Time
 
 	// reclaimers reclaim dead peers for the client's workers, one for
 	// the workers of each TTL and RenewInterval (see internal/reclaim).
 	reclaimers *reclaim.Reclaimers[reclaimMember]
 	// beats renew the leases of the client's workers, one for the
-	// workers of each TTL and RenewInterval (see beat).
-	beatsMu sync.Mutex
-	beats   map[groupKey]*beat // guarded by beatsMu
+	// workers of each TTL and RenewInterval (see internal/beat).
+	beats *beat.Beats[renewal, beatMember]
 
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
@@ -271,6 +268,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		}
 	}
 	clk := clock.Or(opts.clock)
+	born := clk.Now() // the client's beats count from it
 	c := &Client{
 		rdb:         opts.Redis,
 		log:         opts.Logger,
@@ -282,8 +280,6 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		poisonLimit: poisonLimit(opts.PoisonLimit),
 		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
-		beats:       make(map[groupKey]*beat),
-		born:        clk.Now(),
 	}
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
@@ -312,6 +308,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
 	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
 	c.reclaimers = reclaim.New[reclaimMember](c.reclaimEnv())
+	c.beats = beat.New[renewal, beatMember](c.beatEnv(born))
 	return c, nil
 }
 
