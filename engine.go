@@ -10,6 +10,7 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -71,6 +72,25 @@ func (m beatMember) Renewal() (renewal, store.Keepalive, bool) {
 
 func (m beatMember) Renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
 	m.k.renewed(r, sent, k, err)
+}
+
+// periodicEnv is what the worker's periodic schedules take of it.
+func (w *Worker) periodicEnv() *periodic.Env {
+	c := w.c
+	return &periodic.Env{
+		Clock:       c.clock,
+		Redis:       &w.clock,
+		Store:       c.store,
+		Outage:      c.outage,
+		Fail:        c.fail,
+		Log:         w.logger,
+		TTL:         w.opts.TTL,
+		MaxTaskSize: c.maxTaskSize,
+		Enqueued: func(ctx context.Context, queue, id string) {
+			c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: []string{id}})
+		},
+		Ticked: &c.signals.ticked,
+	}
 }
 
 // reclaimMember is a worker as a member of its client's reclaimer.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/writedeadline"
@@ -156,7 +157,7 @@ type Worker struct {
 	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
-	periodics map[periodicKey]*periodic
+	periodics map[periodicKey]*periodic.Periodic
 	// pools are the slot schedulers of HandleQueues, each a running loop
 	// (Handle's are reached through the queues served). Guarded by mu.
 	pools []*slotScheduler
