@@ -160,7 +160,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 // unless the worker has left the beat meanwhile.
 //
 // The registry renewal also tells the reclaimer when the next peer's lease
-// runs out, and whether a dead worker waits (see reclaim.go): a healthy
+// runs out, and whether a dead worker waits (see internal/reclaim): a healthy
 // fleet makes no other call.
 func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
 	w := lk.w

@@ -4,7 +4,7 @@ package members
 import "sync"
 
 // Set is the set of workers that a client-wide loop serves: a beat
-// (keepalive.go) or a reclaimer (reclaim.go), one of each per TTL and
+// (internal/beat) or a reclaimer (internal/reclaim), one of each per TTL and
 // RenewInterval (groupKey). Its owner adds and removes members while it
 // holds the client's lock for such loops, so that a loop found in the
 // client's map is never one whose last member has left.
