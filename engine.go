@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
+	"github.com/worqr/worqr/internal/checker"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -90,6 +91,18 @@ func (w *Worker) periodicEnv() *periodic.Env {
 			c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: []string{id}})
 		},
 		Ticked: &c.signals.ticked,
+	}
+}
+
+// checkEnv is what a consistency check takes of the client.
+func (c *Client) checkEnv() *checker.Env {
+	return &checker.Env{
+		Store: c.store,
+		Fail:  c.fail,
+		Valid: func(queue string) bool { return validQueue("", queue) == nil },
+		Reclaim: func(ctx context.Context, id string) (reclaim.Reclaimed, error) {
+			return c.reclaimers.Worker(ctx, c.log, id, 2*DefaultTTL, true)
+		},
 	}
 }
 
