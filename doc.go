@@ -130,9 +130,9 @@
 // retry.go (retry policies, reasons, dead-letter bounds), outcome.go
 // (TaskResult, Wait), stats.go (a queue's stats, and writing the counts
 // the client holds), typed.go (typed payloads: Codec, EnqueueJSON,
-// HandleJSON, Typed), router.go (a handler per kind), check.go and
-// checker.go (the consistency check), observer.go, trace.go (the Tracer
-// that carries a trace across the queue).
+// HandleJSON, Typed), router.go (a handler per kind), check.go (the
+// consistency check: Check and its report), observer.go, trace.go (the
+// Tracer that carries a trace across the queue).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), session.go (a queue served:
@@ -157,7 +157,8 @@
 // The engine's components under internal/, each with tests of its own:
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
-// options), delayed (a queue's timer that moves its delayed tasks when
+// options), checker (one run of the consistency check and its repair),
+// delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
