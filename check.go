@@ -248,7 +248,7 @@ func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, err
 	if err := c.validateCtx(ctx, "consistency check"); err != nil {
 		return CheckReport{}, err
 	}
-	rep, err := checker.Run(ctx, c.checkEnv(), opts.Repair)
+	rep, err := checker.Run(ctx, checkEnv(c), opts.Repair)
 	return checkReport(rep), err
 }
 

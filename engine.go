@@ -17,7 +17,7 @@ import (
 )
 
 // reclaimEnv is what the client's reclaimers take of it.
-func (c *Client) reclaimEnv() *reclaim.Env {
+func reclaimEnv(c *Client) *reclaim.Env {
 	return &reclaim.Env{
 		Clock:  c.clock,
 		Store:  c.store,
@@ -35,7 +35,7 @@ func (c *Client) reclaimEnv() *reclaim.Env {
 
 // delayedEnv is what the timers of the worker's queues' delayed tasks
 // take of it.
-func (w *Worker) delayedEnv() *delayed.Env {
+func delayedEnv(w *Worker) *delayed.Env {
 	return &delayed.Env{
 		Clock:    w.c.clock,
 		Redis:    &w.clock,
@@ -51,7 +51,7 @@ func (w *Worker) delayedEnv() *delayed.Env {
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.
-func (c *Client) beatEnv(born time.Time) *beat.Env {
+func beatEnv(c *Client, born time.Time) *beat.Env {
 	return &beat.Env{
 		Clock:  c.clock,
 		Store:  c.store,
@@ -76,7 +76,7 @@ func (m beatMember) Renewed(r renewal, sent time.Time, k store.KeptAlive, err er
 }
 
 // periodicEnv is what the worker's periodic schedules take of it.
-func (w *Worker) periodicEnv() *periodic.Env {
+func periodicEnv(w *Worker) *periodic.Env {
 	c := w.c
 	return &periodic.Env{
 		Clock:       c.clock,
@@ -95,7 +95,7 @@ func (w *Worker) periodicEnv() *periodic.Env {
 }
 
 // checkEnv is what a consistency check takes of the client.
-func (c *Client) checkEnv() *checker.Env {
+func checkEnv(c *Client) *checker.Env {
 	return &checker.Env{
 		Store: c.store,
 		Fail:  c.fail,

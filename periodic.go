@@ -116,7 +116,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if len(payload) > c.maxTaskSize {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
-	p := periodic.New(w.periodicEnv(), queue, name, sched, payload, periodic.Options(opts))
+	p := periodic.New(periodicEnv(w), queue, name, sched, payload, periodic.Options(opts))
 	key := periodicKey{queue, name}
 	w.mu.Lock()
 	_, taken := w.periodics[key]

@@ -172,7 +172,7 @@ func (st *sessionState) left() { *st = sessionLeft }
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
-	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: delayed.New(w.delayedEnv(), w.life, queue)}
+	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: delayed.New(delayedEnv(w), w.life, queue)}
 	s.sub = subscription.New(w.life, w.c.store, s.name, s.handle, s.inCallback.Load)
 	return s
 }

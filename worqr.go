@@ -307,8 +307,8 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.store.SetClock(clk)
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
 	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
-	c.reclaimers = reclaim.New[reclaimMember](c.reclaimEnv())
-	c.beats = beat.New[renewal, beatMember](c.beatEnv(born))
+	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
+	c.beats = beat.New[renewal, beatMember](beatEnv(c, born))
 	return c, nil
 }
 
