@@ -63,7 +63,7 @@ func (r *settler) settle(ctx context.Context, p *Process, err error) {
 
 // finishLater is settle for a handler that succeeded on a process that
 // has not ended, without waiting: the Finish joins the next batch of the
-// queue's finishes (see coalescer.then) and the handler's goroutine goes
+// queue's finishes (see coalesce.Coalescer.Then) and the handler's goroutine goes
 // back for its next job. The goroutine that sends the batch records the
 // outcome when it returns, as Finish would (recordSettled), and ends the
 // job (settled). A write that failed on the connection is tried again,
@@ -139,7 +139,7 @@ func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
 // retryable tells whether an outcome write may not have reached Redis and
 // can be sent again (the scripts check ownership, so a repeat is safe): it
 // failed on the connection, or got no answer within its deadline (a TTL
-// and at most an eighth more, see writeDeadline) while the worker lives (a
+// and at most an eighth more, see writedeadline.Deadline) while the worker lives (a
 // hung node).
 func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)

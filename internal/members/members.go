@@ -5,7 +5,7 @@ import "sync"
 
 // Set is the set of workers that a client-wide loop serves: a beat
 // (internal/beat) or a reclaimer (internal/reclaim), one of each per TTL and
-// RenewInterval (groupKey). Its owner adds and removes members while it
+// RenewInterval. Its owner adds and removes members while it
 // holds the client's lock for such loops, so that a loop found in the
 // client's map is never one whose last member has left.
 type Set[W comparable] struct {
