@@ -243,19 +243,3 @@ func BenchmarkParseEvent(b *testing.B) {
 		i++
 	}
 }
-
-// BenchmarkMailbox is the hand-over from the Redis reader to the
-// dispatcher: a push and, every few pushes, a take.
-func BenchmarkMailbox(b *testing.B) {
-	m := newMailbox()
-	e := event{Event: store.Event{Kind: store.EventWork, Count: 1}}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		m.push(e)
-		if i++; i%4 == 0 {
-			<-m.signal
-			_ = m.take()
-		}
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/worqr/worqr/internal/checker"
 )
 
 // The consistency check is worqr's deep clean. The peers' reclaim is the
@@ -243,18 +245,62 @@ func (p CheckRepairs) changed() bool {
 // is reported, but a repair never moves work that a live worker holds.
 // On error the report holds what was found and repaired until then.
 func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
-	var rep CheckReport
 	if err := c.validateCtx(ctx, "consistency check"); err != nil {
-		return rep, err
+		return CheckReport{}, err
 	}
-	ck := &checker{c: c, s: c.store.CheckScripts(), rep: &rep, broken: make(map[string]struct{})}
-	if err := ck.run(ctx); err != nil {
-		return rep, err
+	rep, err := checker.Run(ctx, checkEnv(c), opts.Repair)
+	return checkReport(rep), err
+}
+
+// checkReport is the report of a check, as the API says it.
+func checkReport(r checker.Report) CheckReport {
+	rep := CheckReport{
+		DeadWorkers:         r.DeadWorkers,
+		UnregisteredWorkers: r.UnregisteredWorkers,
+		UnlistedQueues:      workerQueues(r.UnlistedQueues),
+		UnregisteredQueues:  r.UnregisteredQueues,
+		StaleQueues:         r.StaleQueues,
+		BrokenQueues:        r.BrokenQueues,
+		StaleProgress:       r.StaleProgress,
+		UnknownKeys:         r.UnknownKeys,
+		MiscountedQueues:    r.MiscountedQueues,
+		NodesScanned:        r.NodesScanned,
+		KeysScanned:         r.KeysScanned,
+		QueuesChecked:       r.QueuesChecked,
 	}
-	if opts.Repair {
-		if err := ck.repair(ctx); err != nil {
-			return rep, err
-		}
+	for _, o := range r.OrphanedProcesses {
+		rep.OrphanedProcesses = append(rep.OrphanedProcesses, processInfo(o.Queue, o.Proc))
 	}
-	return rep, nil
+	for _, g := range r.MiscountedGroups {
+		rep.MiscountedGroups = append(rep.MiscountedGroups, GroupCount(g))
+	}
+	for _, u := range r.UnreadableControls {
+		rep.UnreadableControls = append(rep.UnreadableControls, QueueControl(u))
+	}
+	f := r.Repaired
+	rep.Repaired = CheckRepairs{
+		Requeued:         f.Requeued,
+		Dropped:          f.Dropped,
+		LeasesRemoved:    f.LeasesRemoved,
+		AdoptedWorkers:   f.AdoptedWorkers,
+		ListedQueues:     workerQueues(f.ListedQueues),
+		ReclaimedWorkers: f.ReclaimedWorkers,
+		PendingWorkers:   f.PendingWorkers,
+		RegisteredQueues: f.RegisteredQueues,
+		RemovedQueues:    f.RemovedQueues,
+		RecountedQueues:  f.RecountedQueues,
+		RecountedGroups:  f.RecountedGroups,
+	}
+	return rep
+}
+
+func workerQueues(wqs []checker.WorkerQueue) []WorkerQueue {
+	if wqs == nil {
+		return nil
+	}
+	out := make([]WorkerQueue, len(wqs))
+	for i, wq := range wqs {
+		out[i] = WorkerQueue(wq)
+	}
+	return out
 }

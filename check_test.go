@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/reclaim"
 )
 
 // The inconsistencies in these tests are made the way they happen: a
@@ -136,9 +138,9 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	recv(t, fenced, 5*time.Second, "the worker fences itself")
 	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
 	// A reclaim pass, as the peer runs every interval, cannot find it.
-	pass, err := c.reclaimDead(ctx, testLogger(t), reclaimPass{window: 2 * DefaultTTL})
+	pass, err := c.reclaimers.Dead(ctx, testLogger(t), reclaim.Pass{Window: 2 * DefaultTTL})
 	require.NoError(t, err)
-	require.Zero(t, pass.tasks)
+	require.Zero(t, pass.Tasks)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 2, "the lost worker's processes stay orphaned")
@@ -292,7 +294,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 				// Between the check's look and its repair: a live worker
 				// takes the task at the front of q, and a reclaim (as a
 				// peer's) returns the dead worker's work in r.
-				_, err := admin.reclaimWorker(ctx, admin.log, id, 2*DefaultTTL, false)
+				_, err := admin.reclaimers.Worker(ctx, admin.log, id, 2*DefaultTTL, false)
 				require.NoError(t, err)
 				taken, err = live.Dequeue(ctx, "q")
 				require.NoError(t, err)

@@ -330,7 +330,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	// The check after subscribing has read the Redis clock (its promotion)
 	// by the time it raises the work event; nothing reads it after.
 	recv(t, caughtUp, 5*time.Second, "the check after subscribing")
-	w.clock.offset.Add(int64(ahead))
+	w.clock.Shift(ahead)
 	from := dequeues.Load()
 	eventually(t, 5*time.Second, "all three started", func() bool { return started.Load() == 3 })
 	// Without the spin: a dequeue or two per start, and one more for each

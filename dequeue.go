@@ -69,13 +69,13 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	// A runtime parks in the idle set, where enqueues hand it tasks in
 	// events, only once it hears the queue's events.
 	sent := c.clock.Now()
-	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.isReady())
+	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.IsReady())
 	got := c.clock.Now() // also when the processes started
 	if now > 0 {
 		// The rate limit's wake-up (runner.wakeAt) is timed by the
 		// estimate: one that ran ahead of Redis would wake before until,
 		// be told until again, and find it past, again and again.
-		w.clock.observe(now, sent, got)
+		w.clock.Observe(now, sent, got)
 	}
 	if errors.Is(err, store.ErrLeaseGone) {
 		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))

@@ -141,42 +141,56 @@
 // doc.go is this text. The client: worqr.go (options, errors, New,
 // Close), enqueue.go (Enqueue, options, Cancel, DeleteQueue), inspect.go
 // (queues, tasks, delayed tasks, processes, workers), attempts.go (a
-// task's attempt history), controls.go (pause, limits, QueueInfo), groups.go (groups of a queue:
-// the Group option, their limits), groupsinfo.go (Groups: the top groups
-// and those held back), dead.go
+// task's attempt history), controls.go (pause, limits, QueueInfo),
+// groups.go (groups of a queue: the Group option, their limits),
+// groupsinfo.go (Groups: the top groups and those held back), dead.go
 // (listing, requeuing and deleting dead letters), retry.go (retry
 // policies, reasons, dead-letter bounds), outcome.go (TaskResult, Wait),
-// waiters.go (Wait's subscriptions), stats.go and statsflush.go (a
-// queue's stats, and the writes of idle queues' counts), typed.go (typed
-// payloads: Codec, EnqueueJSON, HandleJSON, Typed), router.go (a handler
-// per kind), check.go and checker.go (the consistency check), observer.go,
-// trace.go (the Tracer that carries a trace across the queue), outage.go
-// (one log line when Redis goes out of reach, one when it is back),
-// coalesce.go (joining overlapping calls into one script call),
-// workflow.go (workflows: EnqueueWorkflow, their state, cancel and wait,
-// a step's parents' results) and flows.go (carrying workflow tasks'
-// notices to their workflows, and the sweep).
+// stats.go (a queue's stats, and writing the counts the client holds),
+// typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
+// router.go (a handler per kind), check.go (the consistency check: Check
+// and its report), observer.go, trace.go (the Tracer that carries a trace
+// across the queue), workflow.go (workflows: EnqueueWorkflow, their
+// state, cancel and wait, a step's parents' results) and flows.go
+// (carrying workflow tasks' notices to their workflows, and the sweep).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), session.go (a queue served:
-// its state, its processes), keepalive.go (the lease keeper and the
-// client's beat, which renews), lease.go (the fencing deadline), fence.go
-// (of the worker, or of a session), rejoin.go (a fenced session or worker
-// taking a lease again), reconcile.go (dequeue replies and hand-off events
-// lost),
-// schedule.go (the timer that moves delayed tasks when they are due),
-// reclaim.go (the reclaimer of dead peers, one per client and options),
-// periodic.go (periodic schedules: a timer per schedule and tick.lua),
-// membership.go and members.go (StartWork, StopWork, the queues served),
-// dequeue.go, subscription.go and events.go (a queue's events and their
-// dispatch), scheduler.go (the slots of a Handle or HandleQueues call, the
-// loop that fills them, and their snapshot, Slots), runtime.go (a queue a scheduler serves),
-// handler.go (Handler, HandleOptions, middleware), pool.go (HandleQueues'
-// options), handoff.go (a task an enqueue hands straight to an idle
-// member), settle.go (writing a handler's outcome), process.go and
-// progress.go (a process and its progress reports), writedeadline.go (the
-// bound on those writes), shutdown.go, backoff.go (the loops retrying
-// Redis) and signals.go (the test signals of the lease side).
+// its state, its processes), keepalive.go (the lease keeper: what the
+// client's beat renews, and the re-registration of a fenced worker),
+// lease.go (the fencing deadline), fence.go (of the worker, or of a
+// session), rejoin.go (a fenced session or worker taking a lease again),
+// reconcile.go (dequeue replies and hand-off events lost), periodic.go
+// (periodic schedules: Periodic, Every, their checks), membership.go
+// (StartWork, StopWork, the queues served), dequeue.go, events.go (a
+// queue's events, applied to its session), scheduler.go (the slots of a
+// Handle or HandleQueues call, the loop that fills them, and their
+// snapshot, Slots), runtime.go (a queue a scheduler serves), handler.go
+// (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
+// handoff.go (a task an enqueue hands straight to an idle member),
+// settle.go (the settler, writing a handler's outcome), process.go and
+// progress.go (a process and its progress reports), shutdown.go and
+// signals.go (the test signals of the engine's components). engine.go
+// gives each component under internal/ what it takes of the client and
+// the worker.
+//
+// The engine's components under internal/, each with tests of its own:
+// beat (the client's beat, renewing its workers' leases in joint
+// scripts), reclaim (the reclaimer of dead peers, one per client and
+// options), checker (one run of the consistency check and its repair),
+// delayed (a queue's timer that moves its delayed tasks when
+// they are due, and the worker's estimate of the Redis clock), periodic
+// (a periodic schedule's loop and tick.lua), subscription (a queue's
+// listener and the dispatcher of its events), waiters (Wait's
+// subscriptions), statsflush (the writes of idle queues' stats counts),
+// coalesce (joining overlapping calls into one script call), outage (one
+// log line when Redis goes out of reach, one when it is back), backoff
+// (the loops retrying Redis), writedeadline (the bound on outcome
+// writes), members (the workers a client-wide loop serves), startstop
+// (the lifecycle of every loop), clock (the engine's clock, and a fake
+// one for tests), testsignal (the components' test signals), queuestats
+// (the stats readers) and testenv (the sub-packages' tests' Redis and
+// clients).
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per

@@ -252,10 +252,10 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		return ids[0], nil
 	}
 	if o.plain() {
-		id, err = c.enqueues.do(ctx, queue, task)
+		id, err = c.enqueues.Do(ctx, queue, task)
 	} else {
 		// A kind never holds a NUL byte: the key splits at the first.
-		id, err = c.kindEnqueues.do(ctx, o.kind+"\x00"+queue, task)
+		id, err = c.kindEnqueues.Do(ctx, o.kind+"\x00"+queue, task)
 	}
 	if err != nil {
 		if err == ctx.Err() { // gave up waiting for a batch

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // Events are a worker's callbacks for one queue, given to StartWork. Each
@@ -31,23 +33,12 @@ type Events struct {
 	Delete func(queue string)
 }
 
-// event is a message from a queue's channel, or (subscribed) a request
-// to the dispatcher to look for anything missed while no subscription was
-// in place.
-type event struct {
-	store.Event
-	subscribed bool
-	// again marks a subscription that came back: events published while
-	// it was away were missed.
-	again bool
-}
-
 // handle applies an event to the session's processes, then calls the
 // application's callback. It runs on the queue's dispatcher goroutine.
-func (s *session) handle(ctx context.Context, e event) {
+func (s *session) handle(ctx context.Context, e subscription.Event) {
 	w := s.w
-	if e.subscribed {
-		if e.again {
+	if e.Subscribed {
+		if e.Again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
 			s.markUnsure(1, true)
@@ -55,14 +46,14 @@ func (s *session) handle(ctx context.Context, e event) {
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
-		b := newBackoff(10*time.Millisecond, time.Second)
+		b := backoff.New(10*time.Millisecond, time.Second)
 		for {
 			err := s.catchUp(ctx)
 			if err == nil || ctx.Err() != nil {
 				return // stopped meanwhile
 			}
 			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
-			if !b.wait(ctx) {
+			if !b.Wait(ctx) {
 				return
 			}
 		}
@@ -114,7 +105,7 @@ func (s *session) handle(ctx context.Context, e event) {
 			}
 		}
 	case store.EventSchedule:
-		s.sched.learn(e.Due)
+		s.sched.Learn(e.Due)
 	case store.EventDelete:
 		s.endMatching(func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
@@ -129,12 +120,12 @@ func (s *session) handle(ctx context.Context, e event) {
 // queue publishes.
 func (s *session) passOn(ctx context.Context, count int64) {
 	c := s.w.c
-	sent := c.outage.begin()
+	sent := c.outage.Begin()
 	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
 	case err == nil:
-		c.outage.ok(sent)
+		c.outage.OK(sent)
 	case ctx.Err() == nil:
-		if err = c.fail("publish", s.name, err); !c.outage.failed(sent, "publish", err) {
+		if err = c.fail("publish", s.name, err); !c.outage.Failed(sent, "publish", err) {
 			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
 		}
 	}
@@ -164,7 +155,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
-	if err := s.sched.promote(ctx); err != nil {
+	if err := s.sched.Promote(ctx); err != nil {
 		return err
 	}
 	n, err := c.store.QueueLen(ctx, s.name)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // recorder collects a worker's events for one queue on channels.
@@ -327,11 +328,11 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	s := w.sessions["q"]
 	w.mu.Unlock()
 
-	s.handle(ctx, event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
-	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
+	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
+	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
 	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
-	s.handle(ctx, event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
+	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
 	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 

@@ -98,18 +98,18 @@ func (s *session) giveBack(ctx context.Context, e store.Event) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
-	sent := w.c.outage.begin()
+	sent := w.c.outage.Begin()
 	_, err := w.c.store.GiveBack(ctx, s.name, store.ProcRef{Worker: e.To, PID: e.PID})
 	if err == nil {
 		// Any outcome will do: given back; or no longer the worker's
 		// (reconciled, or its lease gone: the peers reclaim it).
-		w.c.outage.ok(sent)
+		w.c.outage.OK(sent)
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
 		s.markUnsure(unsurePasses, false)
 	}
-	if err = w.c.fail("give back", s.name, err); !w.c.outage.failed(sent, "give back", err) {
+	if err = w.c.fail("give back", s.name, err); !w.c.outage.Failed(sent, "give back", err) {
 		w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // idleFirst makes w's runtime the longest idle in the queue's idle set, so
@@ -395,7 +396,7 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 	w.mu.Lock()
 	s := w.sessions["q"]
 	w.mu.Unlock()
-	s.sub.box.push(event{Event: e})
+	s.sub.Push(subscription.Event{Event: e})
 	settledParking(t, c, "q", 1)
 	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("y"))))
 	assert.Equal(t, "y", recv(t, h.got, 5*time.Second, "y run"))

@@ -132,32 +132,6 @@ func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
 	px.restore()
 }
 
-// The reconnect loops back off exponentially, and no further than their
-// cap, so a worker comes back soon after a long outage.
-func TestBackoffIsCapped(t *testing.T) {
-	b := newBackoff(time.Millisecond, 8*time.Millisecond)
-	ctx := context.Background()
-	var delays []time.Duration
-	for range 6 {
-		delays = append(delays, b.next)
-		require.True(t, b.wait(ctx))
-	}
-	assert.Equal(t, []time.Duration{1, 2, 4, 8, 8, 8}, scale(delays, time.Millisecond))
-	b.reset()
-	assert.Equal(t, time.Millisecond, b.next)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	assert.False(t, b.wait(cancelled))
-}
-
-func scale(ds []time.Duration, unit time.Duration) []time.Duration {
-	out := make([]time.Duration, len(ds))
-	for i, d := range ds {
-		out[i] = d / unit
-	}
-	return out
-}
-
 // A worker running handlers through a Redis that flaps, short cuts and
 // one longer than its TTL (it fences itself and registers again), keeps
 // taking work by itself, loses no task, and is left with no more

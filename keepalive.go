@@ -10,10 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
@@ -37,8 +37,8 @@ type leaseKeeper struct {
 	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
 	// beat renews the leases, with those of the client's other workers
-	// of the same options (see beat).
-	beat *beat
+	// of the same options (see internal/beat).
+	beat *beat.Beat[renewal, beatMember]
 	// beatMu is held while the beat reads what to renew or takes in an
 	// answer; left, guarded by it, is set when the keeper stops, after
 	// which the beat does neither.
@@ -56,7 +56,7 @@ func newLeaseKeeper(w *Worker) *leaseKeeper {
 // start joins the client's beat, which renews the leases, and runs the
 // loop that registers a fenced worker again, on life.
 func (k *leaseKeeper) start(life context.Context) {
-	k.beat = k.w.c.joinBeat(k.w)
+	k.beat = k.w.c.beats.Join(beatMember{k}, k.w.opts.TTL, k.w.opts.RenewInterval)
 	_ = k.loop.Start(life) // a Loop's Start does not fail
 }
 
@@ -69,7 +69,7 @@ func (k *leaseKeeper) stop() {
 	k.beatMu.Lock()
 	k.left = true
 	k.beatMu.Unlock()
-	k.beat.leave(k.w)
+	k.beat.Leave(beatMember{k})
 	k.loop.Stop()
 }
 
@@ -79,14 +79,6 @@ func (k *leaseKeeper) wake() {
 	case k.kick <- struct{}{}:
 	default:
 	}
-}
-
-// beatIn is how long until the client's next beat of period every: the
-// workers of one client that share a RenewInterval renew at the same
-// moments. The workers of different processes still renew at moments of
-// their own.
-func (c *Client) beatIn(every time.Duration) time.Duration {
-	return every - c.clock.Since(c.born)%every
 }
 
 // run is the lease keeper's loop: it registers the worker again once it
@@ -109,117 +101,8 @@ func (k *leaseKeeper) run(ctx context.Context) {
 	}
 }
 
-// beat renews the leases of a client's workers that share a TTL and a
-// RenewInterval, every RenewInterval on the client's beat (see beatIn):
-// one loop reads what each worker holds, renews them all in scripts of up
-// to store.MaxWorkersPerKeepalive workers, sent at once (rueidis
-// pipelines them), and hands each worker its answer. An idle worker thus
-// costs Redis a share of one short script a RenewInterval, and its
-// process no timer or goroutine wake-up of its own.
-type beat struct {
-	c    *Client
-	key  groupKey
-	loop *startstop.Loop
-	// members are the workers it renews; it stops with the last.
-	members members
-}
-
-// joinBeat makes w a member of its client's beat for its options,
-// starting one if there is none.
-func (c *Client) joinBeat(w *Worker) *beat {
-	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
-	c.beatsMu.Lock()
-	defer c.beatsMu.Unlock()
-	b := c.beats[key]
-	if b != nil {
-		b.members.add(w)
-		return b
-	}
-	b = &beat{c: c, key: key}
-	b.members.add(w)
-	c.beats[key] = b
-	b.loop = startstop.NewLoop(b.run)
-	_ = b.loop.Start(context.Background()) // a Loop's Start does not fail
-	return b
-}
-
-// leave removes w from the members, and stops the beat (waiting for its
-// loop) when w was the last.
-func (b *beat) leave(w *Worker) {
-	c := b.c
-	c.beatsMu.Lock()
-	last := b.members.remove(w)
-	if last && c.beats[b.key] == b {
-		delete(c.beats, b.key)
-	}
-	c.beatsMu.Unlock()
-	if last {
-		b.loop.Stop()
-	}
-}
-
-// run is the beat's loop: a round on every beat.
-func (b *beat) run(ctx context.Context) {
-	t := b.c.clock.NewTimer(b.c.beatIn(b.key.every))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		n := b.round(ctx)
-		// On the client's beat however long the round took; a round that
-		// took longer than a RenewInterval skips the beats it overran.
-		t.Reset(b.c.beatIn(b.key.every))
-		b.c.signals.beat.Signal(n)
-	}
-}
-
-// round renews every member's leases once, and says how many it renewed.
-func (b *beat) round(ctx context.Context) int {
-	ws := b.members.list()
-	rs := make([]renewal, 0, len(ws))
-	for _, w := range ws {
-		if r, ok := w.lease.renewal(); ok {
-			rs = append(rs, r)
-		}
-	}
-	var wg sync.WaitGroup
-	for chunk := range slices.Chunk(rs, store.MaxWorkersPerKeepalive) {
-		wg.Go(func() {
-			ks := make([]store.Keepalive, len(chunk))
-			for i, r := range chunk {
-				ks[i] = r.keepalive
-			}
-			sent, at := b.c.clock.Now(), b.c.outage.begin()
-			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
-			switch {
-			case err == nil:
-				b.c.outage.ok(at)
-			case ctx.Err() != nil: // the beat stopped
-			default:
-				err = b.c.fail("renew", "", err)
-				if !b.c.outage.failed(at, "renewal", err) {
-					b.c.log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
-				}
-			}
-			for i, r := range chunk {
-				var k store.KeptAlive
-				if err == nil {
-					k = kept[i]
-				}
-				r.w.lease.renewed(r, sent, k, err)
-			}
-		})
-	}
-	wg.Wait()
-	return len(rs)
-}
-
 // renewal is one worker's part of a round: the leases it renews.
 type renewal struct {
-	w         *Worker
 	id        string
 	keepalive store.Keepalive
 	with      []queueRenewal // the queue leases renewed with the registry lease
@@ -253,7 +136,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 	if w.state.isFenced() || w.state.isClosed() {
 		return renewal{}, false
 	}
-	r := renewal{w: w, id: w.state.id}
+	r := renewal{id: w.state.id}
 	var names []string
 	for _, s := range w.sessions {
 		s.mu.Lock()
@@ -277,7 +160,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 // unless the worker has left the beat meanwhile.
 //
 // The registry renewal also tells the reclaimer when the next peer's lease
-// runs out, and whether a dead worker waits (see reclaim.go): a healthy
+// runs out, and whether a dead worker waits (see internal/reclaim): a healthy
 // fleet makes no other call.
 func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
 	w := lk.w
@@ -299,7 +182,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		lk.extend(sent)
 	}
 	w.mu.Unlock()
-	w.reclaimer.heard(k.Next, k.Dead)
+	w.reclaimer.Heard(k.Next, k.Dead)
 	if len(with) == 0 {
 		return
 	}
@@ -312,15 +195,6 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		// leaves the beat first, and this runs under beatMu.)
 		w.tasks.Go(func() { lk.reconcile(w.life, id, renewed) })
 	}
-}
-
-// keepaliveJoined renews the leases of workers that share a TTL in one
-// call (see keepalive.lua), bounded by the TTL: an answer after it is
-// useless.
-func (c *Client) keepaliveJoined(ctx context.Context, ttl time.Duration, ks []store.Keepalive) ([]store.KeptAlive, error) {
-	ctx, cancel := context.WithTimeout(ctx, ttl)
-	defer cancel()
-	return c.store.Keepalive(ctx, ttl, ks)
 }
 
 // queueRenewal is the answer to the renewal of the lease on the queue of
@@ -339,18 +213,18 @@ func (s *session) renew(ctx context.Context, id string, gen uint64) {
 	defer c.signals.queueRenewed.Signal(s.name)
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
-	sent, at := c.clock.Now(), c.outage.begin()
+	sent, at := c.clock.Now(), c.outage.Begin()
 	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
 	gone := errors.Is(err, store.ErrLeaseGone)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			if err = c.fail("renew", s.name, err); !c.outage.failed(at, "renewal", err) {
+			if err = c.fail("renew", s.name, err); !c.outage.Failed(at, "renewal", err) {
 				w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
 			}
 		}
 		return
 	}
-	c.outage.ok(at)
+	c.outage.OK(at)
 	w.lease.reconcile(ctx, id, w.lease.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
 }
 

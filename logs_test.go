@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -147,7 +146,7 @@ func TestAnOutageLogsOneLineWhenItStartsAndOneWhenItEnds(t *testing.T) {
 	px.cut()
 	close(release) // their finishes fail, and their slots free: dequeues fail too
 	eventually(t, 20*time.Second, "finishes, dequeues and renewals failed, several times each", func() bool {
-		f := c.outage.counts()
+		f := c.outage.Counts()
 		return f["finish"] >= 2 && f["dequeue"] >= 2 && f["renewal"] >= 2
 	})
 	px.restore()
@@ -171,36 +170,6 @@ func TestAnOutageLogsOneLineWhenItStartsAndOneWhenItEnds(t *testing.T) {
 	assert.GreaterOrEqual(t, back[0].attrs["failed.dequeue"].Int64(), int64(2), "%v", back[0])
 	assert.GreaterOrEqual(t, back[0].attrs["failed.renewal"].Int64(), int64(2), "%v", back[0])
 	assert.Positive(t, back[0].attrs["down"].Duration())
-}
-
-// The outage's state does not flap when calls in flight across its start
-// or end return in any order: an answer to a call sent before it began
-// does not end it, and a failure of one sent before it ended does not
-// begin another.
-func TestOutageIgnoresCallsSentBeforeItChanged(t *testing.T) {
-	t.Parallel()
-	log, rec := recordLogs(t)
-	o := newOutage(log, clock.Real())
-	down := fmt.Errorf("x: %w", ErrUnavailable)
-
-	before := o.begin()
-	require.True(t, o.failed(o.begin(), "dequeue", down))
-	o.ok(before) // sent before the outage: no news
-	assert.NotNil(t, o.counts(), "still out")
-	during := o.begin()
-	require.True(t, o.failed(during, "renewal", down))
-	assert.False(t, o.failed(during, "finish", errors.New("an error reply")), "not an outage: the caller's to log")
-	o.ok(during)
-	assert.Nil(t, o.counts(), "back")
-	require.True(t, o.failed(during, "finish", down), "a late failure is still an outage error")
-	assert.Nil(t, o.counts(), "but begins no outage")
-
-	assert.Len(t, rec.from(slog.LevelWarn), 1)
-	back := rec.saying("worqr: Redis back after ")
-	require.Len(t, back, 1)
-	assert.EqualValues(t, 1, back[0].attrs["failed.dequeue"].Int64())
-	assert.EqualValues(t, 1, back[0].attrs["failed.renewal"].Int64())
-	assert.NotContains(t, back[0].attrs, "failed.finish")
 }
 
 // A task a handler fails with Permanent is the handler's verdict, not a
@@ -289,7 +258,7 @@ func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 		recv(t, ran, 10*time.Second, "handler ran")
 	}
 	// Every finish failed and is being tried again.
-	eventually(t, 10*time.Second, "finishes failing", func() bool { return c.outage.counts()["finish"] >= n })
+	eventually(t, 10*time.Second, "finishes failing", func() bool { return c.outage.Counts()["finish"] >= n })
 	renewalsFail.Store(true)
 	recv(t, fences, 10*time.Second, "fenced")
 	c.store.SetFault(nil)

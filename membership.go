@@ -58,7 +58,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	// Return once events published from now on will be heard.
 	var why error
 	select {
-	case <-s.sub.ready:
+	case <-s.sub.Ready():
 		return nil
 	case <-ctx.Done():
 		why = ctx.Err()
@@ -139,7 +139,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 	s.mu.Lock()
 	s.state.leave()
 	s.mu.Unlock()
-	err := releaseOwn(ctx, w.c, id, w.reclaimer.healthyAfter(), []*session{s})
+	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
 	s.mu.Lock()
 	if err == nil && w.sessions[s.name] == s {
@@ -154,8 +154,8 @@ func (s *session) leave(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	s.sub.stop(ctx)
-	s.sched.stop()
+	s.sub.Unsubscribe(ctx)
+	s.sched.Stop()
 	s.endAll(ErrProcessLost)
 	c := w.c
 	// The queue is left. A failure here leaves only a name in the worker's

@@ -120,8 +120,8 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	w := c.waiters.add(queue, id, onProgress != nil)
-	defer c.waiters.remove(queue, id, w)
+	w := c.waiters.Add(queue, id, onProgress != nil)
+	defer c.waiters.Remove(queue, id, w)
 	var last store.ProgressRecord // the last report given to onProgress
 	pending := false              // a read saw the task pending its outcome
 	deliver := func(r store.ProgressRecord) {
@@ -132,15 +132,15 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	}
 	for {
 		select {
-		case <-w.wake:
-		case <-w.progress: // nil without onProgress: never ready
-			if r := w.takeReport(); r != nil {
+		case <-w.Wake():
+		case <-w.Progress(): // nil without onProgress: never ready
+			if r := w.TakeReport(); r != nil {
 				deliver(*r)
 			}
 			continue
 		case <-ctx.Done():
 			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ctx.Err())
-		case <-w.closed:
+		case <-w.Closed():
 			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrClientClosed)
 		}
 		// Why the task may have gone without an outcome, if an event
@@ -148,7 +148,7 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 		// what the read can see, and trusted only if an earlier read saw
 		// the task pending, so that it explains that task's going (an
 		// event can reach a waiter that began after it was published).
-		gone := w.takeGone()
+		gone := w.TakeGone()
 		r, state, err := c.store.TaskOutcome(ctx, queue, id, true)
 		if err != nil {
 			return TaskOutcome{}, c.fail("wait", queue, err)

@@ -172,25 +172,14 @@ func waitersAsleep(t *testing.T, c *Client, queue string, n int) bool {
 	if i := strings.IndexByte(test, '/'); i >= 0 {
 		test = test[:i]
 	}
-	ws := c.waiters
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	qw := ws.queues[queue]
-	if qw == nil {
-		return false
-	}
-	registered := 0
-	for _, set := range qw.ids {
-		for w := range set {
-			registered++
-			if len(w.wake) > 0 {
-				return false
-			}
-		}
-	}
-	if registered != n {
-		return false
-	}
+	return c.waiters.Quiet(queue, func(registered int) bool {
+		return registered == n && waitersInSelect(t, test, n)
+	})
+}
+
+// waitersInSelect reports whether n goroutines of the test are blocked in
+// Wait's select.
+func waitersInSelect(t *testing.T, test string, n int) bool {
 	// Blocked, not runnable: a wake sent to a goroutine blocked in the
 	// select goes to it, not into the channel's buffer.
 	var buf bytes.Buffer

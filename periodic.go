@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/worqr/worqr/internal/startstop"
+	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -83,23 +83,6 @@ const MaxPeriodicNameLen = 1024
 // periodicKey names a schedule on a worker: its queue and name.
 type periodicKey struct{ queue, name string }
 
-// periodic is one registered schedule's component on a worker.
-type periodic struct {
-	w       *Worker
-	queue   string
-	name    string
-	sched   Schedule
-	payload []byte
-	opts    PeriodicOptions
-	loop    *startstop.Loop
-}
-
-// retryTickAfter is how long a tick that failed waits to try again.
-const retryTickAfter = 250 * time.Millisecond
-
-// maxCatchUpSteps bounds the walk to the latest missed tick.
-const maxCatchUpSteps = 10_000
-
 // Periodic registers a schedule: from now on, at every tick of sched, the
 // worker enqueues payload on queue, as long as the worker runs (until
 // Shutdown, Close or StopPeriodic). Register the same schedule, under the
@@ -133,7 +116,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if len(payload) > c.maxTaskSize {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
-	p := &periodic{w: w, queue: queue, name: name, sched: sched, payload: payload, opts: opts}
+	p := periodic.New(periodicEnv(w), queue, name, sched, payload, periodic.Options(opts))
 	key := periodicKey{queue, name}
 	w.mu.Lock()
 	_, taken := w.periodics[key]
@@ -146,7 +129,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if err != nil {
 		return c.fail("periodic", queue, err)
 	}
-	w.clock.observe(t.Now, sent, c.clock.Now())
+	w.clock.Observe(t.Now, sent, c.clock.Now())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state.phase != phaseServing {
@@ -156,11 +139,9 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
 	if w.periodics == nil {
-		w.periodics = make(map[periodicKey]*periodic)
+		w.periodics = make(map[periodicKey]*periodic.Periodic)
 	}
-	last := time.UnixMilli(t.Last).UTC()
-	p.loop = startstop.NewLoop(func(ctx context.Context) { p.run(ctx, last) })
-	_ = p.loop.Start(w.life) // a Loop's Start does not fail
+	p.Start(w.life, time.UnixMilli(t.Last).UTC())
 	w.periodics[key] = p
 	return nil
 }
@@ -175,7 +156,7 @@ func (w *Worker) StopPeriodic(name, queue string) bool {
 	delete(w.periodics, key)
 	w.mu.Unlock()
 	if ok {
-		p.loop.Stop()
+		p.Stop()
 	}
 	return ok
 }
@@ -187,7 +168,7 @@ func (w *Worker) stopPeriodics() {
 	w.periodics = nil
 	w.mu.Unlock()
 	for _, p := range ps {
-		p.loop.Stop()
+		p.Stop()
 	}
 }
 
@@ -213,123 +194,11 @@ func checkPeriodic(name string, sched Schedule, opts PeriodicOptions, now time.T
 	// least that far apart, and later than the time asked about.
 	now = now.UTC()
 	t1 := sched.Next(now)
-	if t1.IsZero() || tickMs(t1) <= now.UnixMilli() {
+	if t1.IsZero() || periodic.TickMs(t1) <= now.UnixMilli() {
 		return fmt.Errorf("%w: the schedule has no tick after now (%v)", ErrInvalidOptions, t1)
 	}
-	if t2 := sched.Next(t1); t2.IsZero() || tickMs(t2) <= tickMs(t1) {
+	if t2 := sched.Next(t1); t2.IsZero() || periodic.TickMs(t2) <= periodic.TickMs(t1) {
 		return fmt.Errorf("%w: the schedule's ticks do not advance by a millisecond (%v, then %v)", ErrInvalidOptions, t1, t2)
 	}
 	return nil
-}
-
-// tickMs is a tick's identity: its time in Unix ms, rounded up, so that
-// its task is never enqueued before it.
-func tickMs(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Sub(time.UnixMilli(ms)) > 0 {
-		ms++
-	}
-	return ms
-}
-
-// run runs the schedule: it waits for the tick after last (the last tick
-// enqueued, as far as the worker knows) and enqueues it, or, when several
-// are due already, the latest of them.
-func (p *periodic) run(ctx context.Context, last time.Time) {
-	w := p.w
-	clk := w.c.clock
-	for ctx.Err() == nil {
-		next := p.sched.Next(last)
-		if next.IsZero() {
-			w.logger().Warn("worqr: periodic schedule has no more ticks", "queue", p.queue, "name", p.name)
-			<-ctx.Done()
-			return
-		}
-		next = next.UTC()
-		if now := w.clock.now(w.c.clock); next.After(now) {
-			if !sleepCtx(ctx, clk, next.Sub(now)) {
-				return
-			}
-		} else {
-			next = latestDue(p.sched, next, now.UTC())
-		}
-		sent := w.c.outage.begin()
-		t, err := p.tick(ctx, next)
-		if err == nil {
-			w.c.outage.ok(sent)
-		}
-		w.c.signals.ticked.Signal(next)
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return
-			}
-			if !w.c.outage.failed(sent, "periodic", err) {
-				w.logger().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
-			}
-			if !sleepCtx(ctx, clk, retryTickAfter) {
-				return
-			}
-		case t.Status == store.TickEarly:
-			// The clock estimate ran ahead of Redis's; wait the rest.
-			if !sleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(tickMs(next)).Sub(time.UnixMicro(t.Now)))) {
-				return
-			}
-		default:
-			if l := time.UnixMilli(t.Last).UTC(); l.After(last) {
-				last = l
-			}
-			if !next.Before(last) {
-				last = next // a tick whose ms rounds up stays behind us
-			}
-		}
-	}
-}
-
-// tick runs tick.lua for one tick, keeping the clock estimate fresh.
-func (p *periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error) {
-	w := p.w
-	payload := p.payload
-	if p.opts.Payload != nil {
-		payload = p.opts.Payload(at)
-		if len(payload) > w.c.maxTaskSize {
-			w.logger().Error("worqr: periodic payload too large; tick skipped", "queue", p.queue, "name", p.name, "tick", at, "size", len(payload), "limit", w.c.maxTaskSize)
-			return store.Ticked{Status: store.TickSkipped, Last: tickMs(at)}, nil
-		}
-	}
-	tctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
-	defer cancel()
-	sent := w.c.clock.Now()
-	t, err := w.c.store.Tick(tctx, p.queue, p.name, tickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
-	if t.Now > 0 {
-		w.clock.observe(t.Now, sent, w.c.clock.Now())
-	}
-	if err != nil {
-		return t, w.c.fail("periodic", p.queue, err)
-	}
-	if t.Status == store.TickEnqueued {
-		w.c.obs.enqueued(ctx, EnqueueEvent{Queue: p.queue, TaskIDs: []string{t.ID}})
-	}
-	return t, nil
-}
-
-// latestDue is the latest tick of s not after now, given first, a tick
-// not after now. It jumps close to now before walking, so that a schedule
-// idle for long does not walk every tick it missed.
-func latestDue(s Schedule, first, now time.Time) time.Time {
-	latest := first
-	for d := time.Millisecond; now.Add(-d).After(latest); d *= 2 {
-		if t := s.Next(now.Add(-d)); !t.IsZero() && !t.After(now) && t.After(latest) {
-			latest = t
-			break
-		}
-	}
-	for range maxCatchUpSteps {
-		t := s.Next(latest)
-		if t.IsZero() || t.After(now) || !t.After(latest) {
-			break
-		}
-		latest = t
-	}
-	return latest.UTC()
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/reclaim"
 )
 
 // poisonSetup is a client with the given poison limit whose logs are kept,
@@ -278,9 +280,9 @@ func TestOutageReclaimMarksButDoesNotCount(t *testing.T) {
 		})
 	}
 
-	pass, err := c.reclaimDead(ctx, c.log, reclaimPass{window: poisonWindow, claim: time.Second})
+	pass, err := c.reclaimers.Dead(ctx, c.log, reclaim.Pass{Window: poisonWindow, Claim: time.Second})
 	require.NoError(t, err)
-	require.EqualValues(t, 2, pass.tasks, "both tasks are back")
+	require.EqualValues(t, 2, pass.Tasks, "both tasks are back")
 	entries, err := c.rdb.Do(ctx, c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.Len(t, entries, 2)

@@ -277,7 +277,7 @@ func (p *Process) Finish(ctx context.Context) error {
 // finish is Finish, telling the observer outcome (and the handler's err).
 func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
 	_, err := p.settle(ctx, "finish", outcome, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.finishes.do(ctx, p.queue, p)
+		return p.w.c.finishes.Do(ctx, p.queue, p)
 	})
 	return err
 }
@@ -297,7 +297,7 @@ func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) e
 
 func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
 	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.retries.do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
+		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
 	})
 	return dropped("retry", p, got, err)
 }

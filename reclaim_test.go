@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -67,7 +68,7 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	for range peers {
 		rc := k.client()
 		wg.Go(func() {
-			exp, err := rc.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+			exp, err := rc.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 			assert.NoError(t, err)
 			mu.Lock()
 			got = append(got, exp.Dead)
@@ -82,9 +83,9 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	assert.Equal(t, []string{id}, handed, "one peer of %d is handed the dead worker", peers)
 
 	// The claimer deregisters it; nothing is left claimed.
-	r, err := c.reclaimWorker(ctx, c.log, id, 0, false)
+	r, err := c.reclaimers.Worker(ctx, c.log, id, 0, false)
 	require.NoError(t, err)
-	require.True(t, r.done)
+	require.True(t, r.Done)
 	n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Reclaiming()).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "deregistering drops the claim")
@@ -101,15 +102,15 @@ func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 	crash(dead)
 	k.idle(fast.TTL + time.Millisecond)
 	eventually(t, 5*time.Second, "the lease expires", func() bool { return !leaseLive(t, c, id) })
-	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", 300*time.Millisecond)
+	exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, "", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, []string{id}, exp.Dead)
-	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, exp.Dead, "claimed")
 	k.idle(300*time.Millisecond + time.Millisecond)
 	eventually(t, 5*time.Second, "the claim runs out", func() bool {
-		exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, "", time.Minute)
+		exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 		require.NoError(t, err)
 		return len(exp.Dead) == 1 && exp.Dead[0] == id
 	})
@@ -121,18 +122,18 @@ func TestExpiredWorkersTellsTheNextPeerExpiry(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	self := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond})
-	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, self.ID(), time.Second)
+	exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
 	require.NoError(t, err)
 	assert.Zero(t, exp.Next, "no peer: nothing to wait for")
 
 	peer := newWorker(t, b.client(), WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
-	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, self.ID(), time.Second)
+	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
 	require.NoError(t, err)
 	assert.Empty(t, exp.Dead)
 	assert.Greater(t, exp.Next, 50*time.Second, "the peer's lease, not the caller's shorter one")
 	assert.LessOrEqual(t, exp.Next, time.Minute)
 
-	exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, peer.ID(), time.Second)
+	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, peer.ID(), time.Second)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, exp.Next, time.Second, "from the peer's side, the 1 s lease is next")
 	assert.Greater(t, exp.Next, time.Duration(0))
@@ -146,11 +147,11 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	r, err := c.reclaimWorker(ctx, c.log, w.ID(), 0, false)
+	r, err := c.reclaimers.Worker(ctx, c.log, w.ID(), 0, false)
 	require.NoError(t, err)
-	assert.False(t, r.done)
-	assert.Greater(t, r.left, 50*time.Second)
-	assert.LessOrEqual(t, r.left, time.Minute)
+	assert.False(t, r.Done)
+	assert.Greater(t, r.Left, 50*time.Second)
+	assert.LessOrEqual(t, r.Left, time.Minute)
 }
 
 // The workers of a client share one reclaimer: a peer's death costs the
@@ -195,13 +196,11 @@ func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 
 // reclaimerOf is the client's reclaimer for workers with opts, and how
 // many members it has.
-func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaimer, int) {
+func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaim.Reclaimer[reclaimMember], int) {
 	t.Helper()
-	c.reclaimMu.Lock()
-	defer c.reclaimMu.Unlock()
-	r := c.reclaimers[groupKey{ttl: opts.TTL, every: opts.RenewInterval}]
+	r, n := c.reclaimers.Lookup(opts.TTL, opts.RenewInterval)
 	require.NotNil(t, r)
-	return r, len(r.members.list())
+	return r, n
 }
 
 // Whether a dead worker waits unclaimed costs a renewal a few calls
@@ -251,7 +250,7 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	_, err := c.store.ExpiredWorkers(ctx, 0, "live", time.Hour) // loads the script
 	require.NoError(t, err)
 	n = calls(func() {
-		exp, err = c.store.ExpiredWorkers(ctx, reclaimBatch, "live", time.Hour)
+		exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, "live", time.Hour)
 		require.NoError(t, err)
 	})
 	assert.Equal(t, []string{fmt.Sprintf("dead-%03d", dead-1)}, exp.Dead, "the unclaimed one is handed out")

@@ -23,11 +23,11 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 		if !unsure {
 			continue
 		}
-		sent := c.outage.begin()
+		sent := c.outage.Begin()
 		switch err := s.reconcile(ctx, id); {
 		case err == nil:
-			c.outage.ok(sent)
-		case !c.outage.failed(sent, "reconcile", err):
+			c.outage.OK(sent)
+		case !c.outage.Failed(sent, "reconcile", err):
 			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
 		}
 	}
@@ -74,7 +74,7 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 	s.mu.Unlock()
 	w.mu.Unlock()
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.healthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
 		return c.fail("reconcile", s.name, r.Err)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // rejoin brings a fenced queue back: after the old lease has surely run
@@ -16,24 +18,24 @@ import (
 func (s *session) rejoin(ctx context.Context, id string, after time.Time) {
 	w := s.w
 	clk := w.c.clock
-	if !sleepCtx(ctx, clk, clk.Until(after)) {
+	if !backoff.SleepCtx(ctx, clk, clk.Until(after)) {
 		return
 	}
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(clk)
+	b := backoff.New(50*time.Millisecond, w.opts.RenewInterval).On(clk)
 	for {
 		// Each attempt is bounded: it holds the membership lock and the
 		// queue's gate, and the node may hang rather than refuse.
 		actx, cancel := context.WithTimeout(ctx, w.opts.TTL)
-		sent := w.c.outage.begin()
+		sent := w.c.outage.Begin()
 		done, err := s.tryRejoin(actx, id)
 		cancel()
 		if done || ctx.Err() != nil {
 			return
 		}
-		if !w.c.outage.failed(sent, "rejoin", err) {
+		if !w.c.outage.Failed(sent, "rejoin", err) {
 			w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return
 		}
 	}
@@ -55,7 +57,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 		return true, nil
 	}
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.healthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}
@@ -74,7 +76,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	}
 	w.mu.Unlock()
 	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
-	s.sub.box.push(event{subscribed: true}) // look for work at once
+	s.sub.Push(subscription.Event{Subscribed: true}) // look for work at once
 	c.signals.rejoined.Signal(s.name)
 	return true, nil
 }
@@ -84,21 +86,21 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 // It reports whether the worker is registered again.
 func (k *leaseKeeper) reregister(ctx context.Context) bool {
 	w := k.w
-	b := newBackoff(50*time.Millisecond, w.opts.RenewInterval).on(w.c.clock)
+	b := backoff.New(50*time.Millisecond, w.opts.RenewInterval).On(w.c.clock)
 	for {
-		sent := w.c.outage.begin()
+		sent := w.c.outage.Begin()
 		ok, err := k.tryReregister(ctx)
 		if ok {
-			w.c.outage.ok(sent)
+			w.c.outage.OK(sent)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		if !w.c.outage.failed(sent, "register", err) {
+		if !w.c.outage.Failed(sent, "register", err) {
 			w.logger().Warn("worqr: registering again failed; retrying", "err", err)
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return false
 		}
 	}
@@ -120,7 +122,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Unlock()
 	var joined, unreachable []*session
 	for _, s := range ss {
-		sent := w.c.outage.begin()
+		sent := w.c.outage.Begin()
 		err := w.join(ctx, id, s.name)
 		switch {
 		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
@@ -131,7 +133,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 			// Its node cannot be reached (on a cluster, a shard failing
 			// over): serve the other queues, and rejoin this one once
 			// the node answers, as after losing only its lease.
-			if !w.c.outage.failed(sent, "rejoin", err) {
+			if !w.c.outage.Failed(sent, "rejoin", err) {
 				w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.name, "err", err)
 			}
 			unreachable = append(unreachable, s)
@@ -163,7 +165,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w.mu.Unlock()
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
-		s.sub.box.push(event{subscribed: true})
+		s.sub.Push(subscription.Event{Subscribed: true})
 	}
 	return true, nil
 }

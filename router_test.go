@@ -139,7 +139,7 @@ func TestOverlappingKindedEnqueuesAreJoined(t *testing.T) {
 		go func() { errs <- second(c.Enqueue(ctx, "q", []byte("x"), Kind("k"))) }()
 	}
 	eventually(t, 5*time.Second, "the other enqueues wait behind the first", func() bool {
-		items, _ := queued(c.kindEnqueues, "k\x00q")
+		items, _ := c.kindEnqueues.Queued("k\x00q")
 		return items == n-1
 	})
 	close(release)

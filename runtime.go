@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/clock"
 )
 
@@ -27,7 +28,9 @@ type runner struct {
 	sched    *slotScheduler
 	// retry is the backoff of its dequeues that failed on the connection.
 	// The scheduler's loop's own.
-	retry *backoff
+	retry *backoff.Backoff
+	// settler writes its handlers' outcomes (settle.go).
+	settler settler
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
@@ -172,7 +175,7 @@ func (r *runner) clearMore(gen uint64) {
 // for a dequeue that failed: the scheduler serves its other members
 // meanwhile. stopTaking stops the timer.
 func (r *runner) retryLater() {
-	d := r.retry.step()
+	d := r.retry.Step()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.retryAt != nil {
@@ -233,10 +236,10 @@ func (r *runner) runJob(j job) {
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
 	if err == nil && j.p.Err() == nil {
-		r.finishLater(j) // what settle would do: Finish
+		r.settler.finishLater(j) // what settle would do: Finish
 		return
 	}
-	r.settle(ctx, j, err)
+	r.settler.settle(ctx, j, err)
 }
 
 // drained returns a channel closed once no handler runs and no outcome
@@ -370,7 +373,7 @@ func (r *runner) wakeAt(until int64) {
 		return
 	}
 	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.clock.now(r.w.c.clock))
+	d := time.UnixMicro(until).Sub(r.w.clock.Now(r.w.c.clock))
 	fire := func() {
 		r.mu.Lock()
 		r.limitedAt = 0

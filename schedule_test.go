@@ -1,6 +1,6 @@
 package worqr
 
-// The scheduler (schedule.go) on a Fake clock: its timer is set for a
+// The timer of delayed tasks (internal/delayed) on a Fake clock: its timer is set for a
 // delayed task's due time and fires when the clock passes it. The
 // promotion itself is promote.lua, on Redis's clock: the test moves
 // miniredis's with the client's.
@@ -39,20 +39,4 @@ func TestDelayedTaskIsPromotedWhenTheClockPassesItsTime(t *testing.T) {
 	info, err := k.c.QueueInfo(k.ctx, "q")
 	require.NoError(t, err)
 	assert.Zero(t, info.Delayed)
-}
-
-// A scheduler that heard of no delayed task has no loop and no timer.
-func TestSchedulerOfAQueueWithNoDelayedTaskArmsNothing(t *testing.T) {
-	t.Parallel()
-	k := setupClocked(t)
-	w := newWorker(t, k.c, fast)
-	require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
-	w.mu.Lock()
-	sc := w.sessions["q"].sched
-	w.mu.Unlock()
-	sc.mu.Lock()
-	started, at := sc.started, sc.at
-	sc.mu.Unlock()
-	assert.False(t, started, "the scheduler's loop started")
-	assert.Zero(t, at)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/startstop"
 )
 
@@ -102,8 +103,9 @@ func newSlotScheduler(w *Worker, size int, order Order) *slotScheduler {
 func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, share int) *runner {
 	r := &runner{
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
-		retry: newBackoff(dequeueRetryMin, dequeueRetryMax),
+		retry: backoff.New(dequeueRetryMin, dequeueRetryMax),
 	}
+	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)
@@ -308,7 +310,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	dctx, cancel := context.WithCancel(ctx)
 	r.abort = cancel
 	s.mu.Unlock()
-	sent := s.w.c.outage.begin()
+	sent := s.w.c.outage.Begin()
 	ps, until, err := s.w.dequeue(dctx, r.queue, n, true)
 	s.mu.Lock()
 	r.abort = nil
@@ -331,8 +333,8 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		r.afterDequeue(decideDequeue(err), sent, gen, err)
 		return false
 	}
-	s.w.c.outage.ok(sent)
-	r.retry.reset()
+	s.w.c.outage.OK(sent)
+	r.retry.Reset()
 	if len(ps) < n {
 		r.clearMore(gen)
 	}
@@ -385,12 +387,12 @@ func decideDequeue(err error) dequeueFailure {
 func (r *runner) afterDequeue(decision dequeueFailure, sent uint64, gen uint64, err error) {
 	switch decision {
 	case dequeueEmpty:
-		r.w.c.outage.ok(sent)
+		r.w.c.outage.OK(sent)
 		r.clearMore(gen)
 	case dequeueBlocked:
 		r.block(gen)
 	case dequeueRetry:
-		if !r.w.c.outage.failed(sent, "dequeue", err) {
+		if !r.w.c.outage.Failed(sent, "dequeue", err) {
 			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
 		}
 		r.block(gen)

@@ -207,7 +207,7 @@ func TestDequeueFailureAppliedToAMember(t *testing.T) {
 		s.mu.Lock()
 		gen := r.gen
 		s.mu.Unlock()
-		r.afterDequeue(decideDequeue(err), c.outage.begin(), gen, err)
+		r.afterDequeue(decideDequeue(err), c.outage.Begin(), gen, err)
 	}
 
 	fail(ErrNoTask)

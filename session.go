@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // session is one queue a worker serves, from StartWork (or Handle,
@@ -23,9 +26,9 @@ type session struct {
 	w      *Worker
 	name   string
 	events Events
-	sub    *subscription
+	sub    *subscription.Subscription
 	// sched moves the queue's delayed tasks when they are due.
-	sched *scheduler
+	sched *delayed.Scheduler
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 
@@ -169,8 +172,8 @@ func (st *sessionState) left() { *st = sessionLeft }
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
-	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: newScheduler(w, queue)}
-	s.sub = s.subscribe()
+	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: delayed.New(delayedEnv(w), w.life, queue)}
+	s.sub = subscription.New(w.life, w.c.store, s.name, s.handle, s.inCallback.Load)
 	return s
 }
 

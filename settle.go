@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -13,10 +15,21 @@ import (
 // dead letter or a requeue, kept trying while the worker lives if it
 // failed on the connection.
 
+// settler writes the outcomes of one runner's handlers.
+type settler struct {
+	w     *Worker
+	retry RetryPolicy // the runner's (HandleOptions.Retry)
+	// jobs are the slot scheduler's goroutines (see slotScheduler.jobs),
+	// on which a Finish that failed on the connection is tried again.
+	jobs *startstop.Group
+	// settled ends a job once its outcome is written (runner.settled).
+	settled func(job)
+}
+
 // settle applies the outcome of a handler to its process, and ends the
 // job (settled) once it is written: a retry without waiting (see
 // failLater), the others before it returns.
-func (r *runner) settle(ctx context.Context, j job, err error) {
+func (r *settler) settle(ctx context.Context, j job, err error) {
 	p := j.p
 	var write func(context.Context) error
 	op := "requeue" // what the write is, for the outage's counts
@@ -41,32 +54,32 @@ func (r *runner) settle(ctx context.Context, j job, err error) {
 		// someone to requeue or delete it.
 		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
-	case r.opts.Retry.exhausted(p.failures+1, p.budget):
+	case r.retry.exhausted(p.failures+1, p.budget):
 		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
-		delay := r.opts.Retry.delay(p.Attempt(), err)
+		delay := r.retry.delay(p.Attempt(), err)
 		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
 		r.failLater(j, delay, err)
 		return
 	}
-	sent := r.w.c.outage.begin()
-	r.persist(p, op, write, sent, write(r.w.writes.ctx(r.w.life, r.w.opts.TTL)))
+	sent := r.w.c.outage.Begin()
+	r.persist(p, op, write, sent, write(r.w.writes.Ctx(r.w.life, r.w.opts.TTL)))
 	r.settled(j)
 }
 
 // finishLater is settle for a handler that succeeded on a process that
 // has not ended, without waiting: the Finish joins the next batch of the
-// queue's finishes (see coalescer.then) and the handler's goroutine goes
+// queue's finishes (see coalesce.Coalescer.Then) and the handler's goroutine goes
 // back for its next job. The goroutine that sends the batch records the
 // outcome when it returns, as Finish would (recordSettled), and ends the
 // job (settled). A write that failed on the connection is tried again,
 // as settle does, on a goroutine of its own (the scheduler's, see
 // slotScheduler.jobs): the batch's callbacks must not wait.
-func (r *runner) finishLater(j job) {
+func (r *settler) finishLater(j job) {
 	p := j.p
 	r.writeLater(j, "finish", p.Finish, func(ctx context.Context, done func(store.Outcome, error)) {
-		r.w.c.finishes.then(ctx, p.queue, p, func(got store.Outcome, err error) {
+		r.w.c.finishes.Then(ctx, p.queue, p, func(got store.Outcome, err error) {
 			_, err = p.recordSettled("finish", OutcomeSucceeded, "", nil, got, err)
 			done(got, err)
 		})
@@ -76,12 +89,12 @@ func (r *runner) finishLater(j job) {
 // failLater is settle's retry (after delay, the handler's error cause),
 // written as finishLater writes a Finish: it joins the next batch of the
 // queue's retries without waiting for it.
-func (r *runner) failLater(j job, delay time.Duration, cause error) {
+func (r *settler) failLater(j job, delay time.Duration, cause error) {
 	p := j.p
 	write := func(ctx context.Context) error { return p.retry(ctx, delay, cause) }
 	r.writeLater(j, "retry", write, func(ctx context.Context, done func(store.Outcome, error)) {
 		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)}
-		r.w.c.retries.then(ctx, p.queue, ref, func(got store.Outcome, err error) {
+		r.w.c.retries.Then(ctx, p.queue, ref, func(got store.Outcome, err error) {
 			got, err = p.recordSettled("retry", OutcomeRetried, "", cause, got, err)
 			done(got, dropped("retry", p, got, err))
 		})
@@ -92,10 +105,10 @@ func (r *runner) failLater(j job, delay time.Duration, cause error) {
 // calls done with its outcome once written, without waiting for it, then
 // sees it through (persist: write tries it again) and ends the job, as
 // finishLater says.
-func (r *runner) writeLater(j job, op string, write func(context.Context) error, join func(ctx context.Context, done func(store.Outcome, error))) {
+func (r *settler) writeLater(j job, op string, write func(context.Context) error, join func(ctx context.Context, done func(store.Outcome, error))) {
 	p := j.p
-	ctx := r.w.writes.ctx(r.w.life, r.w.opts.TTL)
-	sent := r.w.c.outage.begin()
+	ctx := r.w.writes.Ctx(r.w.life, r.w.opts.TTL)
+	sent := r.w.c.outage.Begin()
 	if err := p.canSettle(ctx, op); err != nil {
 		r.persist(p, op, write, sent, err)
 		r.settled(j)
@@ -106,7 +119,7 @@ func (r *runner) writeLater(j job, op string, write func(context.Context) error,
 			r.persist(p, op, write, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
-		if !retryable(err) || r.w.life.Err() != nil || !r.sched.jobs.Go(rest) {
+		if !retryable(err) || r.w.life.Err() != nil || !r.jobs.Go(rest) {
 			rest()
 		}
 	})
@@ -121,29 +134,29 @@ func (r *runner) writeLater(j job, op string, write func(context.Context) error,
 // a fence that ends the process meanwhile drops the write, and counts it
 // (see Worker.fence). It returns at once unless the write is to be tried
 // again.
-func (r *runner) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
-	var b *backoff
+func (r *settler) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
+	var b *backoff.Backoff
 	for {
 		switch {
 		case outcome == nil, errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
-			r.w.c.outage.ok(sent)
+			r.w.c.outage.OK(sent)
 			return
 		case errors.Is(outcome, ErrProcessLost):
 			return
-		case !r.w.c.outage.failed(sent, op, outcome):
+		case !r.w.c.outage.Failed(sent, op, outcome):
 			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
 		if b == nil {
-			b = newBackoff(50*time.Millisecond, time.Second)
+			b = backoff.New(50*time.Millisecond, time.Second)
 			p.setUnwritten()
 		}
-		if !b.wait(r.w.life) {
+		if !b.Wait(r.w.life) {
 			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
 			return
 		}
-		sent = r.w.c.outage.begin()
-		outcome = write(r.w.writes.ctx(r.w.life, r.w.opts.TTL))
+		sent = r.w.c.outage.Begin()
+		outcome = write(r.w.writes.Ctx(r.w.life, r.w.opts.TTL))
 	}
 }
 
@@ -162,7 +175,7 @@ func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
 // retryable tells whether an outcome write may not have reached Redis and
 // can be sent again (the scripts check ownership, so a repeat is safe): it
 // failed on the connection, or got no answer within its deadline (a TTL
-// and at most an eighth more, see writeDeadline) while the worker lives (a
+// and at most an eighth more, see writedeadline.Deadline) while the worker lives (a
 // hung node).
 func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)

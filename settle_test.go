@@ -47,7 +47,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("b"))))
 	recv(t, entered, 5*time.Second, "first finish sent")
 	eventually(t, 5*time.Second, "second finish queued behind it", func() bool {
-		n, _ := queued(c.finishes, "q")
+		n, _ := c.finishes.Queued("q")
 		return n == 1
 	})
 	return release, runs

@@ -50,7 +50,7 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)
 	}
-	if err := releaseOwn(ctx, w.c, id, w.reclaimer.healthyAfter(), ss); err != nil {
+	if err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), ss); err != nil {
 		return err
 	}
 	// The stats its processes counted, not yet written (the client's, of
@@ -93,7 +93,7 @@ func (w *Worker) stopComponents() {
 	// on a goroutine of this group, beside the dispatchers.
 	var stops startstop.Group
 	stops.Go(w.lease.stop)
-	stops.Go(func() { w.reclaimer.leave(w) })
+	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
 	stops.Go(w.stopPeriodics)
 	stops.Go(func() { closeAll(pools) })
 	startstop.StopAll(dispatchers...)
@@ -118,11 +118,11 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 	w.mu.Unlock()
 	for _, s := range ss {
 		if unsubscribe {
-			s.sub.stop(ctx)
+			s.sub.Unsubscribe(ctx)
 		} else {
-			s.sub.halt(ctx)
+			s.sub.Halt(ctx)
 		}
-		s.sched.stop()
+		s.sched.Stop()
 		s.endAll(reason)
 	}
 	w.c.mu.Lock()

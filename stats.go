@@ -182,7 +182,7 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 	// This client's own counts of the queue not yet written are written
 	// first, so that it reads what it did. A failure shows in the read.
 	_ = c.store.FlushStats(ctx, queue)
-	c.statsFlusher.written()
+	c.statsFlusher.Written()
 	since := opts.Since
 	if res != time.Minute {
 		since = time.Time{} // hours come from the whole hash
@@ -212,4 +212,18 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 		out.Buckets = append(out.Buckets, b)
 	}
 	return out, nil
+}
+
+// flushStats writes the stats counts the client holds, for every queue or
+// one (queue set). A failure is logged, not returned: it costs counts
+// only, never work.
+func (c *Client) flushStats(ctx context.Context, queue string) {
+	sent := c.outage.Begin()
+	err := c.store.FlushStats(ctx, queue)
+	c.statsFlusher.Written()
+	if err == nil {
+		c.outage.OK(sent)
+	} else if err = c.fail("write stats", queue, err); !c.outage.Failed(sent, "stats", err) {
+		c.log.Warn("worqr: could not write stats counts", "queue", queue, "err", err)
+	}
 }

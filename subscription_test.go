@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/subscription"
 )
 
 // Workers of one client share its subscription to a queue's channel: a
@@ -99,11 +100,10 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 		s = w.sessions["q"]
 		return s != nil
 	})
-	s.sub.box.mu.Lock() // the reader will stop at the mailbox
-	unlock := sync.OnceFunc(s.sub.box.mu.Unlock)
+	unlock := s.sub.Hold() // the reader will stop at the mailbox
 	defer unlock()
 	close(release)
-	eventually(t, 5*time.Second, "ready while the confirmation waits at the mailbox", s.sub.isReady)
+	eventually(t, 5*time.Second, "ready while the confirmation waits at the mailbox", s.sub.IsReady)
 	unlock()
 	require.NoError(t, recv(t, handled, 5*time.Second, "Handle returned"))
 	settledParking(t, c, "q", 1)
@@ -131,7 +131,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		return nil
 	})
 	const n = 20
-	subs := make([]*subscription, n)
+	subs := make([]*subscription.Subscription, n)
 	for i := range subs {
 		w := newWorker(t, c, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
@@ -145,7 +145,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 	require.NoError(t, last.StartWork(ctx, "q", Events{}))
 
 	for i, sub := range subs {
-		assert.EqualValues(t, 1, sub.confirmed.Load(), "worker %d heard the confirmation of a later worker's subscription", i)
+		assert.EqualValues(t, 1, sub.Confirmed(), "worker %d heard the confirmation of a later worker's subscription", i)
 	}
 	assert.EqualValues(t, 1, subscribes.Load(), "the client subscribed to the channel once")
 	listeners, subscribed := c.store.Listeners("q")
@@ -199,7 +199,7 @@ func TestDispatcherStartsAndStopsWithItsQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
-	subOf := func(q string) *subscription {
+	subOf := func(q string) *subscription.Subscription {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.sessions[q].sub

@@ -163,23 +163,6 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 	assert.Equal(t, []string{ids[2]}, h.by["t"])
 }
 
-func TestMailboxMergesWorkEvents(t *testing.T) {
-	work := func(count int64, to string) event {
-		return event{Event: store.Event{Kind: store.EventWork, Count: count, To: to}}
-	}
-	m := newMailbox()
-	m.push(work(1, "a"))
-	m.push(work(2, "b"))
-	assert.Equal(t, []event{work(3, "a,b")}, m.take(), "targets add up")
-	m.push(work(1, "a"))
-	m.push(work(1, ""))
-	assert.Equal(t, []event{work(2, "")}, m.take(), "an untargeted event wakes everyone")
-	m.push(work(1, ""))
-	m.push(event{subscribed: true})
-	m.push(work(1, ""))
-	assert.Len(t, m.take(), 3, "a catch-up request is not merged away")
-}
-
 // A runtime named while it no longer takes work (Shutdown's grace period,
 // StopWork) passes the event on to everyone; and leaving the queue wakes
 // everyone if tasks wait, for events it missed once unsubscribed.

@@ -9,7 +9,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/periodic"
+	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
+	"github.com/worqr/worqr/internal/writedeadline"
 )
 
 // Worker defaults and limits.
@@ -76,25 +80,27 @@ type FenceEvent struct {
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
 // (state.go), the lease keeper (keepalive.go: the renewals, on its
-// client's beat, and the re-registration of a fenced worker; lease.go: the
-// fencing deadline), the fence of the whole worker (fence.go), the
-// reclaimer of dead peers (reclaim.go, shared with the client's workers of
-// the same options), the slot schedulers of its Handle and HandleQueues
-// calls (scheduler.go, pool.go) and per periodic schedule a timer
-// (periodic.go); shutdown.go stops them all. A session owns its lease
-// deadline, its processes, its dispatcher (subscription.go, events.go),
-// its timer of delayed tasks (schedule.go) and, for Handle, its runtime
-// (runtime.go), which also takes the tasks enqueues hand it (handoff.go);
-// a fence of one queue, its rejoin and its reconciliation are the
-// session's (fence.go, rejoin.go, reconcile.go).
+// client's beat, internal/beat, and the re-registration of a fenced
+// worker; lease.go: the fencing deadline), the fence of the whole worker
+// (fence.go), the reclaimer of dead peers (internal/reclaim, shared with
+// the client's workers of the same options), the slot schedulers of its
+// Handle and HandleQueues calls (scheduler.go, pool.go) and per periodic
+// schedule a timer (periodic.go, internal/periodic); shutdown.go stops
+// them all. A session owns its lease deadline, its processes, its
+// dispatcher (internal/subscription, events.go), its timer of delayed
+// tasks (internal/delayed) and, for Handle, its runtime (runtime.go),
+// which also takes the tasks enqueues hand it (handoff.go); a fence of
+// one queue, its rejoin and its reconciliation are the session's
+// (fence.go, rejoin.go, reconcile.go). engine.go gives each component
+// under internal/ what it takes of the client and the worker.
 //
 // # Lock order
 //
-// Every mutex of the package, and those of internal/store that call back
-// into it, in the one order they are taken: a goroutine holding one takes
-// only those after it. Each edge of the package's nesting (a lock taken
-// while another is held) goes forward in this list, so the order is
-// acyclic.
+// Every mutex of the package and of the engine's packages under internal/
+// (named by package where they are not the root's), in the one order they
+// are taken: a goroutine holding one takes only those after it. Each edge
+// of the nesting (a lock taken while another is held) goes forward in
+// this list, so the order is acyclic.
 //
 //  1. Worker.membership
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
@@ -102,34 +108,44 @@ type FenceEvent struct {
 //  3. session.gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
 //     answers, under it: it is held around Worker.mu, session.mu,
-//     Process.mu, reclaimer.mu and the worker's tasks)
+//     Process.mu, reclaim.Reclaimer.mu and the worker's tasks)
 //  5. Worker.mu
 //  6. session.mu (taken under Worker.mu where a session's decision must
 //     be atomic with the worker's identity and lifecycle, or alone; a
 //     session never takes Worker.mu while holding its mu, and holds one
 //     session's mu at a time; under it only Process.mu is taken, by
 //     runner.cancelAll)
-//  7. Client.beatsMu, then Client.reclaimMu (each around its loop's members)
+//  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
+//     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
-//     run under them: they take mailbox.mu, or waiters.mu)
-//  9. waiters.mu, then waiter.mu
-//  10. statsFlusher.mu (it takes the store's statsBuf.mu, and starts a run)
+//     run under them: they take subscription.Mailbox.mu, or
+//     waiters.Waiters.mu)
+//  9. waiters.Waiters.mu, then waiters.Waiter.mu
+//  10. statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
+//     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
+//     it starts its loop under it)
 //  11. startstop.Base.mu of a service (taken to start one: under
-//     Worker.mu for a periodic schedule, under waiters.mu for a Wait's
-//     subscription, under statsFlusher.mu for the flusher's run), then
-//     startstop.Group.mu (the worker's tasks, taken under Worker.mu and
-//     beatMu)
+//     Worker.mu for a periodic schedule, under delayed.Scheduler.mu for
+//     a timer of delayed tasks, under beat.Beats.mu or
+//     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
+//     a Wait's subscription, under statsflush.Flusher.mu for the
+//     flusher's run), then startstop.Group.mu (the worker's tasks, taken
+//     under Worker.mu and beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
-//     runner.mu, Process.mu, reclaimer.mu, scheduler.mu (a queue's timer
-//     of delayed tasks), members.mu,
-//     mailbox.mu, outage.mu, coalescer.mu, Client.mu, Router.mu,
-//     boundDials.mu and the store's statsBuf.mu. (redisClock takes no
-//     lock: slotScheduler.mu and scheduler.mu read it.)
+//     runner.mu, Process.mu, reclaim.Reclaimer.mu, members.Set.mu,
+//     subscription.Mailbox.mu, outage.Outage.mu, coalesce.Coalescer.mu,
+//     Client.mu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
+//     queuestats' read lock and admission lock (taken by the stats
+//     readers under no other). (The worker's delayed.RedisClock takes no
+//     lock: slotScheduler.mu and delayed.Scheduler.mu read it.)
+//  13. In tests, clock.Fake.mu: timers are set and stopped under any of
+//     the above, and its AfterFunc callbacks run on goroutines of their
+//     own.
 //
 // A service's Stop holds its Base.mu until the run has ended, so it is
 // called holding no lock its run takes: the worker stops its services
 // (stopComponents) holding none, and the stats flusher is stopped only
-// after it was closed under statsFlusher.mu, so that pending, which
+// after it was closed under statsflush.Flusher.mu, so that pending, which
 // starts a run under that lock, no longer does.
 type Worker struct {
 	c    *Client
@@ -148,12 +164,12 @@ type Worker struct {
 	// processes (session.procs, the one map of them). Guarded by mu.
 	sessions sessions
 
-	lease     *leaseKeeper // renews the leases; fences the worker
-	reclaimer *reclaimer   // returns dead peers' work (the client's, shared)
-	clock     redisClock   // the Redis clock, as far as the worker knows it (its own lock)
+	lease     *leaseKeeper                      // renews the leases; fences the worker
+	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
+	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
 	// component. Guarded by mu.
-	periodics map[periodicKey]*periodic
+	periodics map[periodicKey]*periodic.Periodic
 	// pools are the slot schedulers of HandleQueues, each a running loop
 	// (Handle's are reached through the queues served). Guarded by mu.
 	pools []*slotScheduler
@@ -164,7 +180,7 @@ type Worker struct {
 	life context.Context
 	stop context.CancelFunc // ends life
 	// writes bounds the outcome writes after handlers (runner.settle).
-	writes writeDeadline
+	writes writedeadline.Deadline
 	// tasks tracks the worker's one-shot goroutines on life: queue lease
 	// renewals, reconciliations after them, and rejoins. Shutdown closes
 	// it after life ended and waits for them; once closed it starts none.
@@ -204,7 +220,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	// values but not its end.
 	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
 	w.lease = newLeaseKeeper(w)
-	w.reclaimer = c.joinReclaimer(w)
+	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
 	w.mu.Lock()
 	w.lease.extend(sent)

@@ -256,8 +256,8 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := b.client()
 		g.Go(func() error {
-			r, err := rc.reclaimWorker(ctx, rc.log, id, 2*DefaultTTL, false)
-			moved.Add(r.requeued)
+			r, err := rc.reclaimers.Worker(ctx, rc.log, id, 2*DefaultTTL, false)
+			moved.Add(r.Requeued)
 			return err
 		})
 	}

@@ -498,7 +498,7 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 		select {
 		case <-ctx.Done():
 			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ctx.Err())
-		case <-c.waiters.closed:
+		case <-c.waiters.Closed():
 			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrClientClosed)
 		case <-wake:
 		}

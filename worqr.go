@@ -16,8 +16,14 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/reclaim"
+	"github.com/worqr/worqr/internal/statsflush"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/waiters"
 )
 
 // Limits and defaults.
@@ -190,33 +196,28 @@ type Client struct {
 	poisonLimit int // 0: the guard is off
 	// outage logs Redis going out of reach, and coming back, once for
 	// the failures of all the calls the client makes on its own.
-	outage *outage
+	outage *outage.Outage
 
 	// enqueues, finishes and retries merge overlapping Enqueue, Finish
 	// and Retry calls (a handler's error included) on a queue.
-	enqueues *coalescer[[]byte, string]
-	finishes *coalescer[*Process, store.Outcome]
-	retries  *coalescer[store.RetryRef, store.Outcome]
+	enqueues *coalesce.Coalescer[[]byte, string]
+	finishes *coalesce.Coalescer[*Process, store.Outcome]
+	retries  *coalesce.Coalescer[store.RetryRef, store.Outcome]
 	// kindEnqueues joins Enqueue calls with a kind and no other option,
 	// per kind and queue (see enqueueKindJoined).
-	kindEnqueues *coalescer[[]byte, string]
+	kindEnqueues *coalesce.Coalescer[[]byte, string]
 
-	waiters *waiters // Wait's subscriptions
-	flows   *flows   // workflow tasks' notices carried to their workflows
+	waiters *waiters.Waiters // Wait's subscriptions
+	flows   *flows           // workflow tasks' notices carried to their workflows
 	// statsFlusher writes the stats counts of queues that went idle.
-	statsFlusher *statsFlusher
-	// born is when the client was made: the beat its workers renew on
-	// counts from it (see beatIn).
-	born time.Time
+	statsFlusher *statsflush.Flusher
 
 	// reclaimers reclaim dead peers for the client's workers, one for
-	// the workers of each TTL and RenewInterval (see reclaimer).
-	reclaimMu  sync.Mutex
-	reclaimers map[groupKey]*reclaimer // guarded by reclaimMu
+	// the workers of each TTL and RenewInterval (see internal/reclaim).
+	reclaimers *reclaim.Reclaimers[reclaimMember]
 	// beats renew the leases of the client's workers, one for the
-	// workers of each TTL and RenewInterval (see beat).
-	beatsMu sync.Mutex
-	beats   map[groupKey]*beat // guarded by beatsMu
+	// workers of each TTL and RenewInterval (see internal/beat).
+	beats *beat.Beats[renewal, beatMember]
 
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
@@ -268,6 +269,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		}
 	}
 	clk := clock.Or(opts.clock)
+	born := clk.Now() // the client's beats count from it
 	c := &Client{
 		rdb:         opts.Redis,
 		log:         opts.Logger,
@@ -277,18 +279,14 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		tracer:      opts.Tracer,
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
-		outage:      newOutage(opts.Logger, clk),
+		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
-		reclaimers:  make(map[groupKey]*reclaimer),
-		beats:       make(map[groupKey]*beat),
-		born:        clk.Now(),
 	}
-	c.waiters = newWaiters(c)
 	c.flows = newFlows(c)
-	c.enqueues = newCoalescer(maxTasksPerScript, c.enqueueJoined)
-	c.kindEnqueues = newCoalescer(maxTasksPerScript, c.enqueueKindJoined)
-	c.finishes = newCoalescer(maxTasksPerScript, c.finishJoined)
-	c.retries = newCoalescer(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
+	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
+	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
+	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
 		return c.store.Retry(ctx, queue, refs)
 	})
 	if c.rdb == nil {
@@ -309,7 +307,10 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
-	c.statsFlusher = newStatsFlusher(c.store, c.log, c.clock)
+	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
+	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
+	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
+	c.beats = beat.New[renewal, beatMember](beatEnv(c, born))
 	return c, nil
 }
 
@@ -530,6 +531,14 @@ func refusedLogin(err error) bool {
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
 }
 
+// closeCoalescers closes the client's coalescers (see coalesce.Coalescer.Close).
+func (c *Client) closeCoalescers() {
+	c.enqueues.Close()
+	c.kindEnqueues.Close()
+	c.finishes.Close()
+	c.retries.Close()
+}
+
 // Close closes every Worker created by this client that is still running
 // (see Worker.Close), writes the stats counts it holds (see Client.Stats),
 // then closes the Redis connection if the client opened it. Further calls
@@ -549,9 +558,9 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = append(errs, w.Close(ctx))
 	}
 	c.flows.close()
-	c.statsFlusher.close()
+	c.statsFlusher.Close()
 	c.flushStats(ctx, "")
-	c.waiters.close()
+	c.waiters.Close()
 	if c.ownsRedis {
 		c.rdb.Close()
 	}

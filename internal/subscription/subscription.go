@@ -1,4 +1,7 @@
-package worqr
+// Package subscription is a worker's listener on one queue's channel and
+// the dispatcher that hands its events, one at a time, to the queue's
+// session.
+package subscription
 
 import (
 	"context"
@@ -9,19 +12,20 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// mailbox hands events from the Redis reader goroutine to a dispatcher
+// Mailbox hands events from the Redis reader goroutine to a dispatcher
 // without ever blocking the reader: push only appends under a mutex.
-type mailbox struct {
+type Mailbox struct {
 	mu      sync.Mutex
-	pending []event
+	pending []Event
 	signal  chan struct{}
 }
 
-func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
+// NewMailbox is an empty mailbox.
+func NewMailbox() *Mailbox { return &Mailbox{signal: make(chan struct{}, 1)} }
 
-func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
+func isWork(e Event) bool { return !e.Subscribed && e.Kind == store.EventWork }
 
-// subscription is a worker's listener on one queue's channel, and feeds
+// Subscription is a worker's listener on one queue's channel, and feeds
 // its dispatcher. On Redis Cluster the channel is a shard channel
 // (SSUBSCRIBE), on the node that owns the queue's slot. The store keeps
 // one subscription per channel for all the client's listeners (see
@@ -31,11 +35,15 @@ func isWork(e event) bool { return !e.subscribed && e.Kind == store.EventWork }
 //
 // Its dispatcher is a service (startstop) on the worker's life: Started
 // once it runs, Stopped once it has returned.
-type subscription struct {
+type Subscription struct {
 	startstop.Base
-	s        *session
-	box      *mailbox
-	listener *store.Listener
+	// handle applies an event to the queue's session.
+	handle func(context.Context, Event)
+	// inCallback says whether an application's callback of the queue is
+	// running (see end).
+	inCallback func() bool
+	box        *Mailbox
+	listener   *store.Listener
 	// release ends the dispatcher's run without waiting for it: a
 	// callback that stops its own subscription cannot wait for itself.
 	release context.CancelFunc
@@ -47,36 +55,35 @@ type subscription struct {
 	confirmed atomic.Int64
 }
 
-// subscribe starts the dispatcher of the queue's events, on the worker's
-// life, and listens on the queue's channel.
-func (s *session) subscribe() *subscription {
-	w := s.w
-	sub := &subscription{s: s, box: newMailbox(), ready: make(chan struct{})}
+// New starts the dispatcher of the queue's events, on the worker's life,
+// handing each to handle, and listens on the queue's channel through st.
+func New(life context.Context, st *store.Store, queue string, handle func(context.Context, Event), inCallback func() bool) *Subscription {
+	sub := &Subscription{handle: handle, inCallback: inCallback, box: NewMailbox(), ready: make(chan struct{})}
 	subscribed := func() {
 		// Ready first: the dispatcher may handle the event before this
 		// goroutine runs again, and its check wakes the runtime, whose
 		// dequeue parks it in the idle set only if the subscription is
-		// ready by then (see Worker.dequeue). Closed after the push, a
+		// ready by then (see the root's Worker.dequeue). Closed after the push, a
 		// runtime could miss its parking dequeue and stay out of the idle
 		// set until its next event.
 		sub.readyOnce.Do(func() { close(sub.ready) })
-		sub.box.push(event{subscribed: true, again: sub.confirmed.Add(1) > 1})
+		sub.box.Push(Event{Subscribed: true, Again: sub.confirmed.Add(1) > 1})
 	}
 	message := func(msg string) {
 		if e, ok := store.ParseEvent(msg); ok {
-			sub.box.push(event{Event: e})
+			sub.box.Push(Event{Event: e})
 		}
 	}
-	run, release := context.WithCancel(w.life)
+	run, release := context.WithCancel(life)
 	sub.release = release
 	_ = sub.Start(run)
-	sub.listener = w.c.store.Listen(s.name, subscribed, message)
+	sub.listener = st.Listen(queue, subscribed, message)
 	return sub
 }
 
 // Start runs the dispatcher on ctx, until ctx ends or the subscription
 // stops.
-func (sub *subscription) Start(ctx context.Context) error {
+func (sub *Subscription) Start(ctx context.Context) error {
 	ctx, ok, started, stopped := sub.Begin(ctx)
 	if !ok {
 		return nil
@@ -89,7 +96,8 @@ func (sub *subscription) Start(ctx context.Context) error {
 	return nil
 }
 
-func (m *mailbox) push(e event) {
+// Push adds an event, merging work events that pile up.
+func (m *Mailbox) Push(e Event) {
 	m.mu.Lock()
 	if n := len(m.pending); isWork(e) && n > 0 && isWork(m.pending[n-1]) {
 		last := &m.pending[n-1]
@@ -109,7 +117,8 @@ func (m *mailbox) push(e event) {
 	}
 }
 
-func (m *mailbox) take() []event {
+// Take is the events pushed since the last Take.
+func (m *Mailbox) Take() []Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := m.pending
@@ -117,10 +126,10 @@ func (m *mailbox) take() []event {
 	return out
 }
 
-// isReady reports whether the server has confirmed the subscription once:
+// IsReady reports whether the server has confirmed the subscription once:
 // events published since are heard, or, if it drops, the subscription that
 // comes back says they may have been missed.
-func (sub *subscription) isReady() bool {
+func (sub *Subscription) IsReady() bool {
 	select {
 	case <-sub.ready:
 		return true
@@ -129,35 +138,35 @@ func (sub *subscription) isReady() bool {
 	}
 }
 
-// stop ends the subscription and waits for its dispatcher, except for a
+// Unsubscribe ends the subscription and waits for its dispatcher, except for a
 // callback that is running: that may be the caller itself (a Delete
 // callback calling StopWork), and the dispatcher ends when it returns. The
 // queue's last listener of the client unsubscribes on the server too.
-func (sub *subscription) stop(ctx context.Context) { sub.end(ctx, true) }
+func (sub *Subscription) Unsubscribe(ctx context.Context) { sub.end(ctx, true) }
 
-func (sub *subscription) dispatch(ctx context.Context) {
+func (sub *Subscription) dispatch(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sub.box.signal:
 		}
-		for _, e := range sub.box.take() {
+		for _, e := range sub.box.Take() {
 			if ctx.Err() != nil {
 				return
 			}
-			sub.s.handle(ctx, e)
+			sub.handle(ctx, e)
 		}
 	}
 }
 
-// halt ends the subscription, as stop does, without telling the server.
-func (sub *subscription) halt(ctx context.Context) { sub.end(ctx, false) }
+// Halt ends the subscription, as Unsubscribe does, without telling the server.
+func (sub *Subscription) Halt(ctx context.Context) { sub.end(ctx, false) }
 
-func (sub *subscription) end(ctx context.Context, unsubscribe bool) {
+func (sub *Subscription) end(ctx context.Context, unsubscribe bool) {
 	sub.listener.Stop(ctx, unsubscribe)
 	sub.release()
-	if !sub.s.inCallback.Load() {
+	if !sub.inCallback() {
 		sub.Stop()
 	}
 }

@@ -1,4 +1,6 @@
-package worqr
+// Package outage is a client's account, for its logs, of Redis being out
+// of reach.
+package outage
 
 import (
 	"fmt"
@@ -12,7 +14,7 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 )
 
-// outage is the client's account, for its logs, of Redis being out of
+// Outage is the client's account, for its logs, of Redis being out of
 // reach. The calls worqr makes on its own (dequeues of the runtimes,
 // outcome writes, lease renewals, reclaims, registering again...) retry
 // through an outage: a 3 s one fails dozens of them. Rather than each
@@ -21,9 +23,12 @@ import (
 // only counted, and the first answer after them logs one INFO line, with
 // how long Redis was away and the failed calls by name. A failure that
 // is not an outage (an error reply) is the caller's to log.
-type outage struct {
+type Outage struct {
 	log   *slog.Logger
 	clock clock.Clock
+	// retryable says whether an error is an outage (no answer), rather
+	// than an error reply.
+	retryable func(error) bool
 	// epoch counts the outages begun and ended: it is odd while one
 	// lasts. A call reads it before it is sent (begin) and reports with
 	// it, so that calls in flight across a change, which return in any
@@ -37,16 +42,18 @@ type outage struct {
 	fails map[string]int // the calls failed in it, by name
 }
 
-func newOutage(log *slog.Logger, clk clock.Clock) *outage {
-	return &outage{log: log, clock: clk}
+// New is an Outage that logs on log, times on clk, and takes the errors
+// retryable says yes to for an outage.
+func New(log *slog.Logger, clk clock.Clock, retryable func(error) bool) *Outage {
+	return &Outage{log: log, clock: clk, retryable: retryable}
 }
 
-// begin is read before a call is sent; ok or failed are given it after.
-func (o *outage) begin() uint64 { return o.epoch.Load() }
+// Begin is read before a call is sent; ok or failed are given it after.
+func (o *Outage) Begin() uint64 { return o.epoch.Load() }
 
-// ok records that Redis answered a call sent at epoch sent: if that was
+// OK records that Redis answered a call sent at epoch sent: if that was
 // during an outage that still lasts, the outage is over.
-func (o *outage) ok(sent uint64) {
+func (o *Outage) OK(sent uint64) {
 	if sent%2 == 0 {
 		return // sent while Redis answered: nothing to end
 	}
@@ -73,12 +80,12 @@ func (o *outage) ok(sent uint64) {
 	o.log.Info(fmt.Sprintf("worqr: Redis back after %v", down), "down", down, slog.Group("failed", counts...))
 }
 
-// failed records a call ("dequeue", "renewal", "finish"...),
+// Failed records a call ("dequeue", "renewal", "finish"...),
 // sent at epoch sent, that failed with err. It reports whether err is an
-// outage (ErrUnavailable, or no answer before a deadline), which it has
+// outage (retryable: ErrUnavailable, or no answer before a deadline), which it has
 // logged or counted; any other error is the caller's to log.
-func (o *outage) failed(sent uint64, call string, err error) bool {
-	if !retryable(err) {
+func (o *Outage) Failed(sent uint64, call string, err error) bool {
+	if !o.retryable(err) {
 		return false
 	}
 	o.mu.Lock()
@@ -99,9 +106,9 @@ func (o *outage) failed(sent uint64, call string, err error) bool {
 	return true
 }
 
-// counts returns the calls failed in the outage under way, by name (nil
+// Counts returns the calls failed in the outage under way, by name (nil
 // when there is none).
-func (o *outage) counts() map[string]int {
+func (o *Outage) Counts() map[string]int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.epoch.Load()%2 == 0 {

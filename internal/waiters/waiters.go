@@ -1,4 +1,7 @@
-package worqr
+// Package waiters is the client's component for Wait: one subscription
+// per queue with waiters, which wakes them when an outcome may be there to
+// read.
+package waiters
 
 import (
 	"context"
@@ -8,7 +11,7 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// waiters is the client's component for Wait: per queue with waiters, one
+// Waiters is the client's component for Wait: per queue with waiters, one
 // subscription to the queue's channel, which wakes the waiters of a task
 // when its outcome event comes, and every waiter of the queue after each
 // (re)subscription (an event may have been missed). Events that say no
@@ -16,23 +19,26 @@ import (
 // before it started, the queue deleted) wake them too, with the reason,
 // which Wait returns if its read finds the task gone. The subscription
 // ends when the queue's last waiter leaves.
-type waiters struct {
-	c      *Client
-	mu     sync.Mutex              // guards queues and closed
-	queues map[string]*queueWaiter // queues with waiters
-	closed chan struct{}           // closed when the client closes
-	once   sync.Once
+type Waiters struct {
+	store *store.Store
+	// cancelled and deleted are the errors a waiter is told when an event
+	// says its task, or its queue, went without an outcome.
+	cancelled, deleted error
+	mu                 sync.Mutex              // guards queues and closed
+	queues             map[string]*queueWaiter // queues with waiters
+	closed             chan struct{}           // closed when the client closes
+	once               sync.Once
 }
 
 // queueWaiter is one queue's waiters and its subscription, a service
 // (startstop) that listens until it is stopped.
 type queueWaiter struct {
-	ids    map[string]map[*waiter]struct{} // guarded by waiters.mu
+	ids    map[string]map[*Waiter]struct{} // guarded by Waiters.mu
 	listen *startstop.Loop
 }
 
-// waiter is one Wait call.
-type waiter struct {
+// Waiter is one Wait call.
+type Waiter struct {
 	wake   chan struct{} // a signal to read the outcome (buffered, 1)
 	closed chan struct{} // the client's
 	// progress, for WaitWithProgress only (else nil), signals a report
@@ -46,15 +52,18 @@ type waiter struct {
 	gone error
 }
 
-func newWaiters(c *Client) *waiters {
-	return &waiters{c: c, queues: make(map[string]*queueWaiter), closed: make(chan struct{})}
+// New is the waiters of the tasks of store s; cancelled and deleted are
+// what a waiter is told when an event says its task was cancelled, or its
+// queue deleted.
+func New(s *store.Store, cancelled, deleted error) *Waiters {
+	return &Waiters{store: s, cancelled: cancelled, deleted: deleted, queues: make(map[string]*queueWaiter), closed: make(chan struct{})}
 }
 
-// add registers a waiter for a task, subscribing to its queue if needed.
+// Add registers a waiter for a task, subscribing to its queue if needed.
 // The waiter is woken once the subscription is confirmed. withProgress
 // makes it hear the task's progress reports too.
-func (ws *waiters) add(queue, id string, withProgress bool) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1), closed: ws.closed}
+func (ws *Waiters) Add(queue, id string, withProgress bool) *Waiter {
+	w := &Waiter{wake: make(chan struct{}, 1), closed: ws.closed}
 	if withProgress {
 		w.progress = make(chan struct{}, 1)
 	}
@@ -62,7 +71,7 @@ func (ws *waiters) add(queue, id string, withProgress bool) *waiter {
 	defer ws.mu.Unlock()
 	qw, ok := ws.queues[queue]
 	if !ok {
-		qw = &queueWaiter{ids: make(map[string]map[*waiter]struct{})}
+		qw = &queueWaiter{ids: make(map[string]map[*Waiter]struct{})}
 		qw.listen = startstop.NewLoop(func(ctx context.Context) { ws.listen(ctx, queue, qw) })
 		ws.queues[queue] = qw
 		// The subscription serves every Wait on the queue, not the one
@@ -73,15 +82,15 @@ func (ws *waiters) add(queue, id string, withProgress bool) *waiter {
 		w.poke() // subscribed already (or about to be: then it pokes again)
 	}
 	if qw.ids[id] == nil {
-		qw.ids[id] = make(map[*waiter]struct{})
+		qw.ids[id] = make(map[*Waiter]struct{})
 	}
 	qw.ids[id][w] = struct{}{}
 	return w
 }
 
-// remove unregisters a waiter, and ends the queue's subscription once it
+// Remove unregisters a waiter, and ends the queue's subscription once it
 // has no waiter left.
-func (ws *waiters) remove(queue, id string, w *waiter) {
+func (ws *Waiters) Remove(queue, id string, w *Waiter) {
 	ws.mu.Lock()
 	qw := ws.queues[queue]
 	if qw == nil {
@@ -102,7 +111,17 @@ func (ws *waiters) remove(queue, id string, w *waiter) {
 	}
 }
 
-func (w *waiter) poke() {
+// Wake is signalled when the task's outcome may be there to read.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Progress is signalled when a report was heard (TakeReport); nil, never
+// ready, for a waiter added without progress.
+func (w *Waiter) Progress() <-chan struct{} { return w.progress }
+
+// Closed is closed when the client closes.
+func (w *Waiter) Closed() <-chan struct{} { return w.closed }
+
+func (w *Waiter) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -110,7 +129,7 @@ func (w *waiter) poke() {
 }
 
 // wakeAll pokes every waiter of a queue, or those of one task.
-func (ws *waiters) wakeAll(qw *queueWaiter, id string) {
+func (ws *Waiters) wakeAll(qw *queueWaiter, id string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for tid, set := range qw.ids {
@@ -125,10 +144,10 @@ func (ws *waiters) wakeAll(qw *queueWaiter, id string) {
 
 // ended wakes the waiters of a task (every waiter of the queue for id "")
 // with why it may have ended without an outcome.
-func (ws *waiters) ended(qw *queueWaiter, id string, why error) {
+func (ws *Waiters) ended(qw *queueWaiter, id string, why error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	tell := func(set map[*waiter]struct{}) {
+	tell := func(set map[*Waiter]struct{}) {
 		for w := range set {
 			w.mu.Lock()
 			w.gone = why
@@ -145,9 +164,9 @@ func (ws *waiters) ended(qw *queueWaiter, id string, why error) {
 	}
 }
 
-// takeGone is why the task may have ended without an outcome, as the last
+// TakeGone is why the task may have ended without an outcome, as the last
 // event heard said, once; nil if none said so since the last call.
-func (w *waiter) takeGone() error {
+func (w *Waiter) TakeGone() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	why := w.gone
@@ -157,7 +176,7 @@ func (w *waiter) takeGone() error {
 
 // heard hands a progress report to the waiters of its task that listen for
 // them.
-func (ws *waiters) heard(qw *queueWaiter, id string, r store.ProgressRecord) {
+func (ws *Waiters) heard(qw *queueWaiter, id string, r store.ProgressRecord) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for w := range qw.ids[id] {
@@ -174,8 +193,8 @@ func (ws *waiters) heard(qw *queueWaiter, id string, r store.ProgressRecord) {
 	}
 }
 
-// takeReport is the last report heard, once; nil if none is new.
-func (w *waiter) takeReport() *store.ProgressRecord {
+// TakeReport is the last report heard, once; nil if none is new.
+func (w *Waiter) TakeReport() *store.ProgressRecord {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := w.report
@@ -184,7 +203,7 @@ func (w *waiter) takeReport() *store.ProgressRecord {
 }
 
 // listen keeps the queue's channel subscribed while it has waiters.
-func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
+func (ws *Waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 	subscribed := func() { ws.wakeAll(qw, "") }
 	message := func(msg string) {
 		e, ok := store.ParseEvent(msg)
@@ -193,17 +212,17 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 			ws.wakeAll(qw, e.TaskIDs[0])
 		case ok && (e.Kind == store.EventCancel || e.Kind == store.EventNoOutcome):
 			for _, id := range e.TaskIDs {
-				ws.ended(qw, id, ErrTaskCancelled)
+				ws.ended(qw, id, ws.cancelled)
 			}
 		case ok && e.Kind == store.EventDelete:
-			ws.ended(qw, "", ErrQueueDeleted)
+			ws.ended(qw, "", ws.deleted)
 		case ok && e.Kind == store.EventProgress:
 			ws.heard(qw, e.TaskIDs[0], e.Progress)
 		}
 	}
 	// The store keeps the channel subscribed, and subscribes it again
 	// whenever the server drops it, until the last listener leaves.
-	l := ws.c.store.Listen(queue, subscribed, message)
+	l := ws.store.Listen(queue, subscribed, message)
 	<-ctx.Done()
 	// No UNSUBSCRIBE, which would hold up the last Wait's return for a
 	// round trip: the channel stays subscribed on the connection until
@@ -212,8 +231,34 @@ func (ws *waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 	l.Stop(ctx, false)
 }
 
-// close ends every waiter (ErrClientClosed) and subscription.
-func (ws *waiters) close() {
+// Quiet calls f with the number of the queue's waiters, under the lock
+// the wakes are sent under, unless the queue has none or a wake waits to
+// be taken; it returns f's answer, or false.
+func (ws *Waiters) Quiet(queue string, f func(waiters int) bool) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	qw := ws.queues[queue]
+	if qw == nil {
+		return false
+	}
+	registered := 0
+	for _, set := range qw.ids {
+		for w := range set {
+			registered++
+			if len(w.wake) > 0 {
+				return false
+			}
+		}
+	}
+	return f(registered)
+}
+
+// Closed is closed when the client closes: a wait of another kind (a
+// workflow's) ends with the client too.
+func (ws *Waiters) Closed() <-chan struct{} { return ws.closed }
+
+// Close ends every waiter (Closed) and subscription.
+func (ws *Waiters) Close() {
 	ws.once.Do(func() { close(ws.closed) })
 	ws.mu.Lock()
 	listens := make([]startstop.Service, 0, len(ws.queues))

@@ -1,4 +1,6 @@
-package worqr
+// Package writedeadline gives the outcome writes after handlers a shared
+// context with a deadline.
+package writedeadline
 
 import (
 	"context"
@@ -6,14 +8,14 @@ import (
 	"time"
 )
 
-// writeDeadline hands the outcome writes after handlers a context that
+// Deadline hands the outcome writes after handlers a context that
 // ends with the worker and gives each write at least the worker's TTL
 // (and at most an eighth more) to get its answer. The writes share the
 // context, which is replaced once less than a TTL is left on it: one
 // timer, context and Done channel an eighth of a TTL instead of one of
 // each per task (about four allocations and a timer-heap insert and
 // delete). A context that is replaced is left to end on its own.
-type writeDeadline struct {
+type Deadline struct {
 	cur atomic.Pointer[sharedDeadline]
 }
 
@@ -25,10 +27,10 @@ type sharedDeadline struct {
 	until time.Time
 }
 
-// ctx returns the context for a write that starts now. It reads the
+// Ctx returns the context for a write that starts now. It reads the
 // system clock, not the client's: the context's deadline is the runtime's,
 // which only the system clock moves.
-func (d *writeDeadline) ctx(life context.Context, ttl time.Duration) context.Context {
+func (d *Deadline) Ctx(life context.Context, ttl time.Duration) context.Context {
 	now := time.Now()
 	if s := d.cur.Load(); s != nil && !now.After(s.until) {
 		return s.ctx

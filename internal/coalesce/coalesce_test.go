@@ -1,4 +1,4 @@
-package worqr
+package coalesce
 
 import (
 	"context"
@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/worqr/worqr/internal/store"
 )
 
 // fakeSend records the batches a coalescer sends and holds each until the
@@ -41,30 +39,15 @@ func (f *fakeSend) send(_ context.Context, _ string, items []int) ([]string, err
 	return out, nil
 }
 
-// queued counts the calls (items) and the batches of queue that wait
-// behind the one in flight in c.
-func queued[I, O any](c *coalescer[I, O], queue string) (items, batches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.queues[queue]
-	if p == nil {
-		return 0, 0
-	}
-	for _, b := range p.batches {
-		items += len(b.items)
-	}
-	return items, len(p.batches)
-}
-
 func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	f := newFakeSend()
-	c := newCoalescer(3, f.send)
+	c := New(3, f.send)
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	results := make([]string, 6)
 	call := func(i int) {
 		defer wg.Done()
-		out, err := c.do(ctx, "q", i)
+		out, err := c.Do(ctx, "q", i)
 		if err == nil {
 			results[i] = out
 		}
@@ -77,7 +60,7 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 		go call(i)
 		// Wait until the call has joined a batch, so the order is known.
 		eventually(t, 5*time.Second, "call joined", func() bool {
-			n, _ := queued(c, "q")
+			n, _ := c.Queued("q")
 			return n == i
 		})
 	}
@@ -85,7 +68,7 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		out, err := c.do(ctx, "other", 5)
+		out, err := c.Do(ctx, "other", 5)
 		if err == nil {
 			results[5] = out
 		}
@@ -109,33 +92,33 @@ func TestCoalescerBatchesCallsBehindTheOneInFlight(t *testing.T) {
 
 func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 	f := newFakeSend()
-	c := newCoalescer(10, f.send)
+	c := New(10, f.send)
 	ctx := ctxT(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = c.do(ctx, "q", 0)
+		_, _ = c.Do(ctx, "q", 0)
 	}()
 	recv(t, f.started, 5*time.Second, "first call sent")
 	quit, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
 	go func() {
-		_, err := c.do(quit, "q", 1)
+		_, err := c.Do(quit, "q", 1)
 		gaveUp <- err
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		n, _ := queued(c, "q")
+		n, _ := c.Queued("q")
 		return n == 1
 	})
 	cancel()
 	require.True(t, errors.Is(recv(t, gaveUp, 5*time.Second, "gave up"), context.Canceled))
 	stays := make(chan string, 1)
 	go func() {
-		out, _ := c.do(ctx, "q", 2)
+		out, _ := c.Do(ctx, "q", 2)
 		stays <- out
 	}()
 	eventually(t, 5*time.Second, "call joined", func() bool {
-		n, _ := queued(c, "q")
+		n, _ := c.Queued("q")
 		return n == 2 // in one batch: it holds up to 10
 	})
 	close(f.release)
@@ -151,141 +134,6 @@ func TestCoalescerLeavesOutCallersThatGaveUp(t *testing.T) {
 	require.Equal(t, [][]int{{0}, {2}}, f.batches, "the caller that gave up was left out")
 }
 
-func TestConcurrentEnqueuesAllArriveInOrderPerCaller(t *testing.T) {
-	_, c, ctx := setup(t)
-	const callers, each = 20, 25
-	var wg sync.WaitGroup
-	for g := range callers {
-		wg.Go(func() {
-			for i := range each {
-				require.NoError(t, second(c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d-%02d", g, i))))
-			}
-		})
-	}
-	wg.Wait()
-	tasks, err := c.Range(ctx, "q", 0, -1)
-	require.NoError(t, err)
-	require.Len(t, tasks, callers*each)
-	next := make([]int, callers)
-	for _, task := range tasks {
-		var g, i int
-		_, err := fmt.Sscanf(string(task), "%02d-%02d", &g, &i)
-		require.NoError(t, err)
-		require.Equal(t, next[g], i, "caller %d's tasks out of order", g)
-		next[g]++
-	}
-}
-
-// twoHolders starts two workers on queue q and hands them a task each of
-// owners names (0 the first worker, 1 the second), in order: the tasks
-// "a", "b", ... enqueued at once and dequeued one at a time.
-func twoHolders(t *testing.T, c *Client, owners ...int) ([2]*Worker, []*Process) {
-	t.Helper()
-	ctx := context.Background()
-	ws := [2]*Worker{newWorker(t, c, WorkerOptions{}), newWorker(t, c, WorkerOptions{})}
-	tasks := make([][]byte, len(owners))
-	for i := range tasks {
-		tasks[i] = []byte{byte('a' + i)}
-	}
-	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
-	for _, w := range ws {
-		require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	}
-	ps := make([]*Process, len(owners))
-	for i, o := range owners {
-		p, err := ws[o].Dequeue(ctx, "q")
-		require.NoError(t, err)
-		ps[i] = p
-	}
-	return ws, ps
-}
-
-// One finish script call settles processes of several workers; a process
-// listed twice is finished once, and one that is not the worker's is lost.
-func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
-	_, c, ctx := setup(t)
-	ws, ps := twoHolders(t, c, 0, 1, 1)
-	w1, p1, p2, p3 := ws[0], ps[0], ps[1], ps[2]
-	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
-	codes, err := c.finishJoined(ctx, "q", []*Process{p1, p2, p1, stolen})
-	require.NoError(t, err)
-	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned}, codes)
-	procs, err := c.Processes(ctx, "q")
-	require.NoError(t, err)
-	require.Len(t, procs, 1)
-	require.Equal(t, p3.ID(), procs[0].ID)
-}
-
-// One retry script call settles processes of several workers, each its
-// own way (at once, delayed, with and without an error); a process listed
-// twice is retried once, one that is not the worker's is lost, and a
-// cancelled one is dropped.
-func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
-	_, c, ctx := setup(t)
-	ws, ps := twoHolders(t, c, 0, 1, 1, 0)
-	w1, p1, p2, p3, p4 := ws[0], ps[0], ps[1], ps[2], ps[3]
-	_, err := c.CancelTask(ctx, "q", p4.TaskID())
-	require.NoError(t, err)
-	ref := func(p *Process, d time.Duration, e string) store.RetryRef {
-		return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner(), PID: p.ID()}, Delay: d, Err: e}
-	}
-	stolen := ref(p3, 0, "")
-	stolen.Worker = w1.ID() // w1 claims w2's process
-	codes, err := c.store.Retry(ctx, "q", []store.RetryRef{
-		ref(p1, 0, "first"), ref(p2, time.Hour, "second"), ref(p1, 0, "again"), stolen, ref(p4, 0, "x"),
-	})
-	require.NoError(t, err)
-	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned, store.WasCancelled}, codes)
-	procs, err := c.Processes(ctx, "q")
-	require.NoError(t, err)
-	require.Len(t, procs, 1)
-	require.Equal(t, p3.ID(), procs[0].ID)
-	assert.Equal(t, []string{"a"}, waiting(t, c, "q"), "p1's task is back; p4's was cancelled")
-	delayed, err := c.store.DelayedLen(ctx, "q")
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, delayed, "p2's task waits an hour")
-	again, err := w1.Dequeue(ctx, "q")
-	require.NoError(t, err)
-	assert.Equal(t, "first", again.LastError())
-	assert.Equal(t, 2, again.Attempt())
-}
-
-// Retry calls that arrive while one is in flight go out together, in one
-// script call, each caller getting its own outcome.
-func TestOverlappingRetriesAreJoined(t *testing.T) {
-	_, c, ctx := setup(t)
-	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	const n = 20
-	enqueueNumbered(t, c, "q", n)
-	ps := dequeueAll(t, w, "q", n)
-	var calls atomic.Int64
-	first, release := make(chan struct{}), make(chan struct{})
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpRequeue && calls.Add(1) == 1 {
-			close(first)
-			<-release
-		}
-		return nil
-	})
-	errs := make(chan error, n)
-	go func() { errs <- ps[0].Retry(ctx, 0, errors.New("e0")) }()
-	<-first
-	for _, p := range ps[1:] {
-		go func() { errs <- p.Retry(ctx, 0, errors.New("e")) }()
-	}
-	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool {
-		items, _ := queued(c.retries, "q")
-		return items == n-1
-	})
-	close(release)
-	for range n {
-		require.NoError(t, recv(t, errs, 5*time.Second, "retry returned"))
-	}
-	assert.EqualValues(t, 2, calls.Load(), "one call, then one for the rest")
-	assert.Len(t, waiting(t, c, "q"), n)
-}
-
 // then does not wait: with nothing in flight it sends at once and calls
 // back before it returns; behind a call in flight its item joins the next
 // batch, and the goroutine that sends that batch calls back, with the
@@ -293,7 +141,7 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 // ended before the batch went out.
 func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 	f := newFakeSend()
-	c := newCoalescer(10, f.send)
+	c := New(10, f.send)
 	ctx := ctxT(t)
 	got := make(chan string, 3)
 	callback := func(out string, err error) { got <- outText(out, err) }
@@ -301,12 +149,12 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = c.do(ctx, "q", 0)
+		_, _ = c.Do(ctx, "q", 0)
 	}()
 	recv(t, f.started, 5*time.Second, "first call sent")
 	quit, cancel := context.WithCancel(ctx)
-	c.then(ctx, "q", 1, callback)
-	c.then(quit, "q", 2, callback)
+	c.Then(ctx, "q", 1, callback)
+	c.Then(quit, "q", 2, callback)
 	cancel()
 	select {
 	case g := <-got:
@@ -325,7 +173,7 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 		defer c.mu.Unlock()
 		return len(c.queues) == 0
 	})
-	c.then(ctx, "q", 3, callback)
+	c.Then(ctx, "q", 3, callback)
 	select {
 	case g := <-got:
 		assert.Equal(t, "done 3", g)
@@ -338,23 +186,23 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 // then whose context ended: each item gets its own output.
 func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
 	f := newFakeSend()
-	c := newCoalescer(10, f.send)
+	c := New(10, f.send)
 	ctx := ctxT(t)
-	go func() { _, _ = c.do(ctx, "q", 0) }()
+	go func() { _, _ = c.Do(ctx, "q", 0) }()
 	recv(t, f.started, 5*time.Second, "first call sent")
 	doOut := make(chan string, 2)
 	gaveUp, giveUp := context.WithCancel(ctx)
-	go func() { doOut <- outText(c.do(gaveUp, "q", 10)) }()
-	eventually(t, 5*time.Second, "10 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
+	go func() { doOut <- outText(c.Do(gaveUp, "q", 10)) }()
+	eventually(t, 5*time.Second, "10 queued", func() bool { n, _ := c.Queued("q"); return n == 1 })
 	got := make(chan string, 3)
 	cb := func(out string, err error) { got <- outText(out, err) }
-	c.then(ctx, "q", 11, cb)
-	go func() { doOut <- outText(c.do(ctx, "q", 12)) }()
-	eventually(t, 5*time.Second, "12 queued", func() bool { n, _ := queued(c, "q"); return n == 3 })
+	c.Then(ctx, "q", 11, cb)
+	go func() { doOut <- outText(c.Do(ctx, "q", 12)) }()
+	eventually(t, 5*time.Second, "12 queued", func() bool { n, _ := c.Queued("q"); return n == 3 })
 	ended, end := context.WithCancel(ctx)
-	c.then(ended, "q", 13, cb)
+	c.Then(ended, "q", 13, cb)
 	end()
-	c.then(ctx, "q", 14, cb)
+	c.Then(ctx, "q", 14, cb)
 	giveUp()
 	require.Equal(t, "error: context canceled", recv(t, doOut, 5*time.Second, "10 gave up"))
 	close(f.release)
@@ -376,17 +224,17 @@ func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
 // (which a fence would otherwise report as lost, though it succeeded).
 func TestCoalescerThenSentAtOnceCallsBackBeforeTheBatchesBehind(t *testing.T) {
 	f := newFakeSend()
-	c := newCoalescer(10, f.send)
+	c := New(10, f.send)
 	ctx := ctxT(t)
 	calledBack, hold := make(chan string, 1), make(chan struct{})
-	go c.then(ctx, "q", 0, func(out string, err error) {
+	go c.Then(ctx, "q", 0, func(out string, err error) {
 		calledBack <- out
 		<-hold
 	})
 	recv(t, f.started, 5*time.Second, "0 sent at once")
 	doOut := make(chan string, 1)
-	go func() { doOut <- outText(c.do(ctx, "q", 1)) }()
-	eventually(t, 5*time.Second, "1 queued", func() bool { n, _ := queued(c, "q"); return n == 1 })
+	go func() { doOut <- outText(c.Do(ctx, "q", 1)) }()
+	eventually(t, 5*time.Second, "1 queued", func() bool { n, _ := c.Queued("q"); return n == 1 })
 	close(f.release)
 	require.Equal(t, "done 0", recv(t, calledBack, 5*time.Second, "0 called back"))
 	// Sending the batch behind is a goroutine's work away: were it not held
@@ -418,7 +266,7 @@ func outText(out string, err error) string {
 func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
 	sent := make(chan []int, 10)
 	gate := make(chan struct{})
-	c := newCoalescer(3, func(_ context.Context, _ string, items []int) ([]string, error) {
+	c := New(3, func(_ context.Context, _ string, items []int) ([]string, error) {
 		sent <- slices.Clone(items)
 		<-gate
 		out := make([]string, len(items))
@@ -430,7 +278,7 @@ func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
 	ctx := ctxT(t)
 	results := make(chan string, 10)
 	call := func(i int) {
-		out, err := c.do(ctx, "q", i)
+		out, err := c.Do(ctx, "q", i)
 		if err != nil {
 			out = err.Error()
 		}
@@ -438,7 +286,7 @@ func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
 	}
 	joined := func(n int) {
 		eventually(t, 5*time.Second, "call joined", func() bool {
-			items, _ := queued(c, "q")
+			items, _ := c.Queued("q")
 			return items == n
 		})
 	}
@@ -451,7 +299,7 @@ func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
 	require.Equal(t, "done 0", recv(t, results, 5*time.Second, "first answered"))
 	require.Equal(t, []int{1}, recv(t, sent, 5*time.Second, "the batch behind, sent by the sender"))
 	closed := make(chan struct{})
-	go func() { c.close(); close(closed) }()
+	go func() { c.Close(); close(closed) }()
 	select {
 	case <-closed:
 		t.Fatal("close returned while the sender was sending")
@@ -471,4 +319,35 @@ func TestCoalescerCloseWaitsForItsSender(t *testing.T) {
 	assert.ElementsMatch(t, []string{"done 2", "done 3"}, []string{
 		recv(t, results, 5*time.Second, "answered"), recv(t, results, 5*time.Second, "answered"),
 	})
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recv waits for a value on ch up to a deadline.
+func recv[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("not within %v: %s", within, what)
+		var zero T
+		return zero
+	}
+}
+
+// eventually polls cond until it holds, up to a deadline.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

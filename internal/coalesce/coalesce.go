@@ -1,4 +1,6 @@
-package worqr
+// Package coalesce joins concurrent calls on the same queue into one
+// script call.
+package coalesce
 
 import (
 	"context"
@@ -8,7 +10,7 @@ import (
 	"github.com/worqr/worqr/internal/startstop"
 )
 
-// coalescer merges concurrent calls on the same queue into one script
+// Coalescer merges concurrent calls on the same queue into one script
 // call. A call on a queue with nothing in flight goes out at once, alone.
 // Calls that arrive while one is in flight wait and go out together, as
 // soon as it returns, so batches grow with the load and nothing ever
@@ -18,7 +20,7 @@ import (
 // much again to start the script, far more than on the data of one task,
 // so under load this is what keeps worqr's cost per task near a bare
 // LPUSH's.
-type coalescer[I, O any] struct {
+type Coalescer[I, O any] struct {
 	// max is the most items in one batch.
 	max int
 	// send runs one batch and returns one output per item, or an error
@@ -64,14 +66,15 @@ type later[O any] struct {
 // beyond it.
 const batchCap = 16
 
-func newCoalescer[I, O any](max int, send func(context.Context, string, []I) ([]O, error)) *coalescer[I, O] {
-	return &coalescer[I, O]{max: max, send: send, queues: make(map[string]*pending[I, O])}
+// New is a Coalescer of batches of up to max items, sent by send.
+func New[I, O any](max int, send func(context.Context, string, []I) ([]O, error)) *Coalescer[I, O] {
+	return &Coalescer[I, O]{max: max, send: send, queues: make(map[string]*pending[I, O])}
 }
 
-// do runs item in the next batch of queue and returns its output. If ctx
+// Do runs item in the next batch of queue and returns its output. If ctx
 // ends before the batch went out, the item is left out of it; if it ends
 // later, do returns at once and the outcome is unknown to the caller.
-func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, error) {
+func (c *Coalescer[I, O]) Do(ctx context.Context, queue string, item I) (O, error) {
 	var zero O
 	b, i := c.join(ctx, queue, item, nil)
 	if b.done == nil { // sent at once, on this goroutine
@@ -91,7 +94,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 	}
 }
 
-// then runs item in the next batch of queue, as do does, but does not
+// Then runs item in the next batch of queue, as Do does, but does not
 // wait for it: done is called with its output when the batch returns, on
 // the goroutine that sent it (this one, if nothing was in flight: then
 // only after it returned), or with ctx's error, leaving the item out, if
@@ -101,7 +104,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, queue string, item I) (O, erro
 // wait for it, behind a batch sent at once too (what one of them finds,
 // such as a Finish finding the lease gone, which fences the worker, must
 // not overtake the outcome done records).
-func (c *coalescer[I, O]) then(ctx context.Context, queue string, item I, done func(O, error)) {
+func (c *Coalescer[I, O]) Then(ctx context.Context, queue string, item I, done func(O, error)) {
 	if b, _ := c.join(ctx, queue, item, done); b.done == nil {
 		done(b.output(0))
 		c.next(queue)
@@ -113,7 +116,7 @@ func (c *coalescer[I, O]) then(ctx context.Context, queue string, item I, done f
 // the batch is sent at once, on this goroutine, before join returns; it
 // has no done channel then, and the caller calls next once it has used
 // the output: the batches behind stay queued until then.
-func (c *coalescer[I, O]) join(ctx context.Context, queue string, item I, done func(O, error)) (*batch[I, O], int) {
+func (c *Coalescer[I, O]) join(ctx context.Context, queue string, item I, done func(O, error)) (*batch[I, O], int) {
 	c.mu.Lock()
 	p, busy := c.queues[queue]
 	if !busy {
@@ -165,7 +168,7 @@ func (b *batch[I, O]) output(i int) (O, error) {
 // contexts, given to then, ended), records the outcome and calls the
 // callbacks then was given. The batch is marked sent, so gone no longer
 // changes but here.
-func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
+func (c *Coalescer[I, O]) run(queue string, b *batch[I, O]) {
 	for i, l := range b.later {
 		if l.done != nil && l.ctx.Err() != nil {
 			b.leaveOut(i, c.max)
@@ -214,7 +217,7 @@ func (c *coalescer[I, O]) run(queue string, b *batch[I, O]) {
 // on a goroutine of its own (tracked: close waits for it) so that the
 // caller that sent it returns now, and forgets the queue once none is
 // left. Once the coalescer is closed the caller sends them itself.
-func (c *coalescer[I, O]) next(queue string) {
+func (c *Coalescer[I, O]) next(queue string) {
 	c.mu.Lock()
 	if len(c.queues[queue].batches) == 0 {
 		delete(c.queues, queue)
@@ -229,7 +232,7 @@ func (c *coalescer[I, O]) next(queue string) {
 
 // sendQueued sends the batches queued on queue, one after another, until
 // none is left, and forgets the queue.
-func (c *coalescer[I, O]) sendQueued(queue string) {
+func (c *Coalescer[I, O]) sendQueued(queue string) {
 	for {
 		c.mu.Lock()
 		p := c.queues[queue]
@@ -246,14 +249,21 @@ func (c *coalescer[I, O]) sendQueued(queue string) {
 	}
 }
 
-// close waits for the batches being sent behind others; later ones are
-// sent by their callers' goroutines.
-func (c *coalescer[I, O]) close() { c.senders.Close() }
-
-// closeCoalescers closes the client's coalescers (see coalescer.close).
-func (c *Client) closeCoalescers() {
-	c.enqueues.close()
-	c.kindEnqueues.close()
-	c.finishes.close()
-	c.retries.close()
+// Queued counts the calls (items) and the batches of queue that wait
+// behind the one in flight.
+func (c *Coalescer[I, O]) Queued(queue string) (items, batches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.queues[queue]
+	if p == nil {
+		return 0, 0
+	}
+	for _, b := range p.batches {
+		items += len(b.items)
+	}
+	return items, len(p.batches)
 }
+
+// Close waits for the batches being sent behind others; later ones are
+// sent by their callers' goroutines.
+func (c *Coalescer[I, O]) Close() { c.senders.Close() }

@@ -1,4 +1,6 @@
-package worqr
+// Package reclaim is the reclaimer of dead peers: it returns the work of
+// workers whose lease is gone to the front of their queues.
+package reclaim
 
 import (
 	"context"
@@ -9,8 +11,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/members"
+	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // Peers reclaim the work of dead workers. A live worker asks the registry
@@ -38,21 +44,68 @@ import (
 // RenewInterval, see expired.lua); the others' calls cost one short
 // script each.
 
+// Env is what the reclaimers take of their client.
+type Env struct {
+	Clock  clock.Clock
+	Store  *store.Store
+	Outage *outage.Outage
+	// Fail wraps an error of the call op (on queue, if any) as the
+	// client's errors say it.
+	Fail func(op, queue string, err error) error
+	// Reclaimed tells the client's observer of a dead worker reclaimed.
+	Reclaimed func(ctx context.Context, dead string, tasks, poison, dropped int64)
+	// Looked is the test signal of a look's end (the tasks it sent back).
+	Looked *testsignal.Signal[int64]
+	// PoisonLimit is the poison-pill guard's count of deaths (0: off).
+	PoisonLimit int
+	DeadBounds  store.DeadBounds
+	// DefaultClaim is how long a pass without a claim of its own keeps
+	// the dead it is handed.
+	DefaultClaim time.Duration
+}
+
+// Member is a worker a reclaimer serves.
+type Member interface {
+	comparable
+	// ID is the worker's id.
+	ID() string
+	// Logger is the worker's logger.
+	Logger() *slog.Logger
+	// FencedSince is how long before now the worker last fenced itself
+	// (a large value if it never did).
+	FencedSince(now time.Time) time.Duration
+}
+
+// Reclaimers are a client's reclaimers, one per groupKey.
+type Reclaimers[M Member] struct {
+	*Env
+	mu sync.Mutex
+	m  map[groupKey]*Reclaimer[M] // guarded by mu
+}
+
+// New makes a client's set of reclaimers.
+func New[M Member](env *Env) *Reclaimers[M] {
+	return &Reclaimers[M]{Env: env, m: make(map[groupKey]*Reclaimer[M])}
+}
+
 // reclaimBatch bounds how many dead workers one pass handles.
-const reclaimBatch = 100
+const reclaimBatch = Batch
+
+// Batch bounds how many dead workers one pass handles.
+const Batch = 100
 
 // reclaimMargin is added to a peer's lease expiry before asking: Redis
 // judges leases in whole milliseconds.
 const reclaimMargin = 2 * time.Millisecond
 
-// reclaimer reclaims dead peers for the workers of a client that share a
+// Reclaimer reclaims dead peers for the workers of a client that share a
 // TTL and a RenewInterval: they see the same registry, so one look serves
 // them all, where a reclaimer per worker would wake every worker of the
 // client at a peer's expiry (10,000 scripts for a peer that died, from a
 // client of 10,000 workers). Each member's renewals tell it when the next
 // peer's lease runs out (heard); its loop looks then, once.
-type reclaimer struct {
-	c *Client
+type Reclaimer[M Member] struct {
+	c *Reclaimers[M]
 	// every is the RenewInterval: how long a look's claims last, and
 	// about how long to wait after a look that failed.
 	every time.Duration
@@ -67,7 +120,7 @@ type reclaimer struct {
 	kick chan struct{}
 
 	// members are the workers it reclaims for; it stops with the last.
-	members members
+	members members.Set[M]
 
 	mu sync.Mutex // guards the fields below
 	// peer is when the next peer's lease runs out, as last heard (zero:
@@ -89,46 +142,58 @@ type reclaimer struct {
 // beat, serve: those of the same TTL and RenewInterval.
 type groupKey struct{ ttl, every time.Duration }
 
-// joinReclaimer makes w a member of its client's reclaimer for its
-// options, starting one (which looks at once, so the first worker learns
-// of its peers) if there is none.
-func (c *Client) joinReclaimer(w *Worker) *reclaimer {
-	key := groupKey{ttl: w.opts.TTL, every: w.opts.RenewInterval}
-	c.reclaimMu.Lock()
-	defer c.reclaimMu.Unlock()
-	r := c.reclaimers[key]
+// Join makes w a member of its client's reclaimer for its options (ttl
+// and every, its RenewInterval), starting one (which looks at once, so the
+// first worker learns of its peers) if there is none.
+func (c *Reclaimers[M]) Join(w M, ttl, every time.Duration) *Reclaimer[M] {
+	key := groupKey{ttl: ttl, every: every}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.m[key]
 	if r != nil {
-		r.members.add(w)
+		r.members.Add(w)
 		return r
 	}
-	r = &reclaimer{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
-	r.members.add(w)
-	c.reclaimers[key] = r
+	r = &Reclaimer[M]{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
+	r.members.Add(w)
+	c.m[key] = r
 	r.loop = startstop.NewLoop(r.run)
 	_ = r.loop.Start(context.Background()) // a Loop's Start does not fail
 	return r
 }
 
-// leave removes w from the reclaimer's members, and stops the reclaimer
-// (waiting for its loop) when w was the last.
-func (r *reclaimer) leave(w *Worker) {
-	c := r.c
-	c.reclaimMu.Lock()
-	last := r.members.remove(w)
-	if last && c.reclaimers[groupKey{ttl: r.window / 2, every: r.every}] == r {
-		delete(c.reclaimers, groupKey{ttl: r.window / 2, every: r.every})
+// Lookup is the reclaimer of the workers of ttl and every (nil if none),
+// and how many members it has.
+func (c *Reclaimers[M]) Lookup(ttl, every time.Duration) (*Reclaimer[M], int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.m[groupKey{ttl: ttl, every: every}]
+	if r == nil {
+		return nil, 0
 	}
-	c.reclaimMu.Unlock()
+	return r, len(r.members.List())
+}
+
+// Leave removes w from the reclaimer's members, and stops the reclaimer
+// (waiting for its loop) when w was the last.
+func (r *Reclaimer[M]) Leave(w M) {
+	c := r.c
+	c.mu.Lock()
+	last := r.members.Remove(w)
+	if last && c.m[groupKey{ttl: r.window / 2, every: r.every}] == r {
+		delete(c.m, groupKey{ttl: r.window / 2, every: r.every})
+	}
+	c.mu.Unlock()
 	if last {
 		r.loop.Stop()
 	}
 }
 
-// heard takes what a renewal of a member's lease learned from the
+// Heard takes what a renewal of a member's lease learned from the
 // registry: how long until the next peer's lease runs out (0: no peer),
 // and whether a dead worker waits unclaimed.
-func (r *reclaimer) heard(next time.Duration, dead bool) {
-	now := r.c.clock.Now()
+func (r *Reclaimer[M]) Heard(next time.Duration, dead bool) {
+	now := r.c.Clock.Now()
 	r.mu.Lock()
 	r.peer = time.Time{}
 	if next > 0 {
@@ -149,7 +214,7 @@ func (r *reclaimer) heard(next time.Duration, dead bool) {
 }
 
 // next is when the next look is due (zero: none). Callers hold mu.
-func (r *reclaimer) next() time.Time {
+func (r *Reclaimer[M]) next() time.Time {
 	at := r.peer
 	if !r.again.IsZero() && (at.IsZero() || r.again.Before(at)) {
 		at = r.again
@@ -159,8 +224,8 @@ func (r *reclaimer) next() time.Time {
 
 // run is the reclaimer's loop: it looks at once, then whenever a look is
 // due.
-func (r *reclaimer) run(ctx context.Context) {
-	clk := r.c.clock
+func (r *Reclaimer[M]) run(ctx context.Context) {
+	clk := r.c.Clock
 	r.look(ctx) // at once: the first worker learns of its peers
 	t := clk.NewTimer(time.Hour)
 	defer t.Stop()
@@ -192,51 +257,53 @@ func (r *reclaimer) run(ctx context.Context) {
 // member is one of the members (nil if none): the look runs under its
 // id, which the registry does not count as a peer's. The members renew
 // together, so their leases run out together.
-func (r *reclaimer) member() *Worker { return r.members.one() }
+func (r *Reclaimer[M]) member() (M, bool) {
+	w := r.members.One()
+	var none M
+	return w, w != none
+}
 
 // lastFenced is how long ago the member that fenced itself last did so
 // (a large value if none ever did).
-func (r *reclaimer) lastFenced() time.Duration {
+func (r *Reclaimer[M]) lastFenced() time.Duration {
 	since := 24 * time.Hour
-	for _, w := range r.members.list() {
-		w.mu.Lock()
-		since = min(since, w.state.fencedSince(w.c.clock.Now()))
-		w.mu.Unlock()
+	for _, w := range r.members.List() {
+		since = min(since, w.FencedSince(r.c.Clock.Now()))
 	}
 	return since
 }
 
-// healthyAfter is the poison-pill guard of a worker giving its own work
+// HealthyAfter is the poison-pill guard of a worker giving its own work
 // back: a task it held longer than the guard's window was healthy, and its
 // count of deaths in a row is cleared (a persistent task given back at
 // every deploy or fence is never taken for a poison pill).
-func (r *reclaimer) healthyAfter() store.Poison {
+func (r *Reclaimer[M]) HealthyAfter() store.Poison {
 	return store.Poison{Window: r.window}
 }
 
 // look runs one pass, and sets when to look next from what it found: the
 // loop's one run, which a test calls by hand.
-func (r *reclaimer) look(ctx context.Context) {
-	w := r.member()
-	if w == nil {
+func (r *Reclaimer[M]) look(ctx context.Context) {
+	w, ok := r.member()
+	if !ok {
 		return
 	}
 	var tasks int64
-	defer func() { r.c.signals.looked.Signal(tasks) }()
+	defer func() { r.c.Looked.Signal(tasks) }()
 	// A worker that just came back from an outage does not count its
 	// peers' deaths in the outage as poison.
 	outage := r.lastFenced() < 2*r.window
-	log := w.logger()
-	sent := r.c.outage.begin()
-	pass, err := r.c.reclaimDead(ctx, log, reclaimPass{self: w.ID(), window: r.window, outage: outage, claim: r.every})
+	log := w.Logger()
+	sent := r.c.Outage.Begin()
+	pass, err := r.c.Dead(ctx, log, Pass{Self: w.ID(), Window: r.window, Outage: outage, Claim: r.every})
 	switch {
 	case err == nil:
-		r.c.outage.ok(sent)
-	case ctx.Err() == nil && !r.c.outage.failed(sent, "reclaim", err):
+		r.c.Outage.OK(sent)
+	case ctx.Err() == nil && !r.c.Outage.Failed(sent, "reclaim", err):
 		log.Warn("worqr: reclaiming dead workers failed", "err", err)
 	}
-	tasks = pass.tasks
-	now := r.c.clock.Now()
+	tasks = pass.Tasks
+	now := r.c.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.again = time.Time{}
@@ -248,93 +315,93 @@ func (r *reclaimer) look(ctx context.Context) {
 		// look again at once, and again, for as long as the looks fail.
 		r.again = now.Add(r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10)
 		r.peer = time.Time{}
-	case pass.again > 0:
-		r.again = now.Add(pass.again)
+	case pass.Again > 0:
+		r.again = now.Add(pass.Again)
 	}
 	if err == nil {
 		r.peer = time.Time{}
-		if pass.next > 0 {
-			r.peer = now.Add(pass.next + reclaimMargin)
+		if pass.Next > 0 {
+			r.peer = now.Add(pass.Next + reclaimMargin)
 		}
 	}
 }
 
-// reclaimPass is one pass's parameters.
-type reclaimPass struct {
-	self   string        // the caller's worker id, if any
-	window time.Duration // the poison-pill guard's (see reclaimWorker)
-	outage bool          // the guard counts no deaths (see reclaimWorker)
-	claim  time.Duration // how long the registry keeps the dead for the caller
+// Pass is one pass's parameters.
+type Pass struct {
+	Self   string        // the caller's worker id, if any
+	Window time.Duration // the poison-pill guard's (see Worker)
+	Outage bool          // the guard counts no deaths (see Worker)
+	Claim  time.Duration // how long the registry keeps the dead for the caller
 }
 
-// reclaimed is what one pass did and when the next should run.
-type reclaimed struct {
-	tasks int64
-	// next is how long until the next peer's lease runs out (0: no peer).
-	next time.Duration
-	// again is when to look again whatever the peers do (0: no need): when
+// Passed is what one pass did and when the next should run.
+type Passed struct {
+	Tasks int64
+	// Next is how long until the next peer's lease runs out (0: no peer).
+	Next time.Duration
+	// Again is when to look again whatever the peers do (0: no need): when
 	// a dead worker's queue lease that outlived its registry lease runs
 	// out, or at once if the pass was full.
-	again time.Duration
+	Again time.Duration
 }
 
-// soonest lowers r.again to d (d > 0).
-func (r *reclaimed) soonest(d time.Duration) {
-	if r.again == 0 || d < r.again {
-		r.again = d
+// soonest lowers r.Again to d (d > 0).
+func (r *Passed) soonest(d time.Duration) {
+	if r.Again == 0 || d < r.Again {
+		r.Again = d
 	}
 }
 
-// reclaimDead reclaims the workers whose registry lease has expired and
+// Dead reclaims the workers whose registry lease has expired and
 // that no peer has claimed.
-func (c *Client) reclaimDead(ctx context.Context, log *slog.Logger, p reclaimPass) (reclaimed, error) {
-	var out reclaimed
-	claim := p.claim
+func (c *Env) Dead(ctx context.Context, log *slog.Logger, p Pass) (Passed, error) {
+	var out Passed
+	claim := p.Claim
 	if claim <= 0 {
-		claim = DefaultRenewInterval
+		claim = c.DefaultClaim
 	}
-	exp, err := c.store.ExpiredWorkers(ctx, reclaimBatch, p.self, claim)
+	exp, err := c.Store.ExpiredWorkers(ctx, reclaimBatch, p.Self, claim)
 	if err != nil {
-		return out, c.fail("find dead workers", "", err)
+		return out, c.Fail("find dead workers", "", err)
 	}
-	out.next = exp.Next
+	out.Next = exp.Next
 	if len(exp.Dead) == reclaimBatch {
 		out.soonest(time.Millisecond)
 	}
 	// Several workers dead at once is an outage (Redis paused, restarted
 	// or failing over, a network cut), not a task killing its worker: the
 	// poison-pill guard counts nothing then.
-	outage := p.outage || len(exp.Dead) > 1
+	outage := p.Outage || len(exp.Dead) > 1
 	var errs []error
 	for _, id := range exp.Dead {
-		r, err := c.reclaimWorker(ctx, log, id, p.window, outage)
-		out.tasks += r.requeued
+		r, err := c.Worker(ctx, log, id, p.Window, outage)
+		out.Tasks += r.Requeued
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if r.left > 0 {
-			out.soonest(r.left + reclaimMargin)
+		if r.Left > 0 {
+			out.soonest(r.Left + reclaimMargin)
 		}
-		if r.done {
-			log.Info("worqr: reclaimed dead worker", "dead", id, "requeued", r.requeued, "poison", r.buried, "dropped", r.dropped)
-			c.obs.reclaimed(ctx, ReclaimEvent{DeadWorker: id, Tasks: r.requeued, Poison: r.buried, Dropped: r.dropped})
+		if r.Done {
+			log.Info("worqr: reclaimed dead worker", "dead", id, "requeued", r.Requeued, "poison", r.Buried, "dropped", r.Dropped)
+			c.Reclaimed(ctx, id, r.Requeued, r.Buried, r.Dropped)
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
-// reclaim is what reclaiming one dead worker did.
-type reclaim struct {
-	requeued int64 // tasks back at the front of their queues
-	buried   int64 // tasks the poison-pill guard sent to the dead letters
-	dropped  int64 // cancelled tasks, and those of deleted queues
-	// done is false while the worker still holds a live lease on some
-	// queue; left then says how long the longest such lease has to run.
-	done bool
-	left time.Duration
+// Reclaimed is what reclaiming one dead worker did.
+type Reclaimed struct {
+	Requeued int64 // tasks back at the front of their queues
+	Buried   int64 // tasks the poison-pill guard sent to the dead letters
+	Dropped  int64 // cancelled tasks, and those of deleted queues
+	// Done is false while the worker still holds a live lease on some
+	// queue; Left then says how long the longest such lease has to run.
+	Done bool
+	Left time.Duration
 }
 
-// reclaimWorker returns one dead worker's processes in every queue it
+// Worker returns one dead worker's processes in every queue it
 // served, then deregisters it. It leaves the worker registered for a later
 // pass while the worker still holds a live lease on some queue (its
 // registry lease expired first, or it joined a queue late). Each task the
@@ -345,12 +412,12 @@ type reclaim struct {
 // in common.lua, which says what else a death needs to count), and one
 // held longer is marked as healthy. In an outage no death is counted,
 // but the marks are made.
-func (c *Client) reclaimWorker(ctx context.Context, log *slog.Logger, id string, window time.Duration, outage bool) (out reclaim, err error) {
-	queues, err := c.store.WorkerQueues(ctx, id)
+func (c *Env) Worker(ctx context.Context, log *slog.Logger, id string, window time.Duration, outage bool) (out Reclaimed, err error) {
+	queues, err := c.Store.WorkerQueues(ctx, id)
 	if err != nil {
-		return out, c.fail("reclaim", "", err)
+		return out, c.Fail("reclaim", "", err)
 	}
-	poison := store.Poison{Limit: c.poisonLimit, Window: window, Born: joinedAt(id), Bounds: c.deadBounds}
+	poison := store.Poison{Limit: c.PoisonLimit, Window: window, Born: joinedAt(id), Bounds: c.DeadBounds}
 	if outage {
 		poison.Limit = 0
 	}
@@ -359,29 +426,29 @@ func (c *Client) reclaimWorker(ctx context.Context, log *slog.Logger, id string,
 		rs[i] = store.Release{Queue: q, Worker: id, Mode: store.ReleaseExpired, Poison: poison}
 	}
 	leased := false
-	for i, r := range c.store.ReleaseAll(ctx, rs) {
+	for i, r := range c.Store.ReleaseAll(ctx, rs) {
 		if r.Err != nil {
-			return out, c.fail("reclaim", queues[i], r.Err)
+			return out, c.Fail("reclaim", queues[i], r.Err)
 		}
 		if r.Refused {
 			leased = true
-			out.left = max(out.left, r.LeaseLeft)
+			out.Left = max(out.Left, r.LeaseLeft)
 		}
-		out.requeued += r.Returned
-		out.dropped += r.Dropped
-		out.buried += int64(len(r.Buried))
+		out.Requeued += r.Returned
+		out.Dropped += r.Dropped
+		out.Buried += int64(len(r.Buried))
 		for _, task := range r.Buried {
 			log.Warn("worqr: task buried as poison: its holders died soon after starting it",
-				"queue", queues[i], "task", task, "deaths", c.poisonLimit, "dead", id)
+				"queue", queues[i], "task", task, "deaths", c.PoisonLimit, "dead", id)
 		}
 	}
 	if leased {
 		return out, nil
 	}
-	if _, err := c.store.Deregister(ctx, id, true); err != nil {
-		return out, c.fail("reclaim", "", err)
+	if _, err := c.Store.Deregister(ctx, id, true); err != nil {
+		return out, c.Fail("reclaim", "", err)
 	}
-	out.done = true
+	out.Done = true
 	return out, nil
 }
 

@@ -1,4 +1,6 @@
-package worqr
+// Package statsflush writes the stats counts a client holds for queues
+// that went idle.
+package statsflush
 
 import (
 	"context"
@@ -14,7 +16,7 @@ import (
 // statsFlushTimeout bounds one timer flush of idle queues' stats.
 const statsFlushTimeout = 5 * time.Second
 
-// statsFlusher writes the stats counts a client holds for queues that went
+// Flusher writes the stats counts a client holds for queues that went
 // idle (store.FlushIdleStats): a busy queue's counts ride on its own
 // dequeue, finish and retry calls, but an idle queue makes none. It is a
 // service (startstop) of the client whose run lasts only while counts are
@@ -22,7 +24,7 @@ const statsFlushTimeout = 5 * time.Second
 // down, which writes them) has no goroutine running, closed or not. Each
 // run ends by itself once nothing is pending, and the next pending count
 // starts another.
-type statsFlusher struct {
+type Flusher struct {
 	startstop.Base
 	store *store.Store
 	log   *slog.Logger
@@ -34,8 +36,9 @@ type statsFlusher struct {
 	closed bool
 }
 
-func newStatsFlusher(s *store.Store, log *slog.Logger, clk clock.Clock) *statsFlusher {
-	f := &statsFlusher{store: s, log: log, clock: clk, kick: make(chan struct{}, 1)}
+// New is the flusher of the counts s holds, logging on log.
+func New(s *store.Store, log *slog.Logger, clk clock.Clock) *Flusher {
+	f := &Flusher{store: s, log: log, clock: clk, kick: make(chan struct{}, 1)}
 	s.OnStatsPending(f.pending)
 	return f
 }
@@ -43,7 +46,7 @@ func newStatsFlusher(s *store.Store, log *slog.Logger, clk clock.Clock) *statsFl
 // pending is told that a queue has counts pending while it had none: it
 // starts a run if none goes on. It never blocks for long: the store calls
 // it as it counts.
-func (f *statsFlusher) pending() {
+func (f *Flusher) pending() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -57,7 +60,7 @@ func (f *statsFlusher) pending() {
 // Start begins a run on ctx, unless one goes on. It is called under mu
 // (pending), as a run's end is decided: a count that became pending after
 // the run's last look either is seen by it or starts the next run.
-func (f *statsFlusher) Start(ctx context.Context) error {
+func (f *Flusher) Start(ctx context.Context) error {
 	ctx, ok, started, stopped := f.Begin(ctx)
 	if !ok {
 		return nil
@@ -69,9 +72,9 @@ func (f *statsFlusher) Start(ctx context.Context) error {
 	return nil
 }
 
-// written tells the run that counts were written by others (Close,
+// Written tells the run that counts were written by others (Close,
 // Shutdown): it looks again, and ends if none are left.
-func (f *statsFlusher) written() {
+func (f *Flusher) Written() {
 	select {
 	case f.kick <- struct{}{}:
 	default: // a kick is waiting already
@@ -81,7 +84,7 @@ func (f *statsFlusher) written() {
 // loop waits until the first queue's counts may be written, writes the
 // idle ones, and again, until none are pending or ctx ends; stopped is the
 // last thing it calls.
-func (f *statsFlusher) loop(ctx context.Context, stopped func()) {
+func (f *Flusher) loop(ctx context.Context, stopped func()) {
 	for {
 		next := f.store.StatsNextIdle()
 		if next.IsZero() {
@@ -129,25 +132,11 @@ func (f *statsFlusher) loop(ctx context.Context, stopped func()) {
 	}
 }
 
-// close stops the flusher for good and waits for its run to end (a write
+// Close stops the flusher for good and waits for its run to end (a write
 // in progress finishes first, within statsFlushTimeout).
-func (f *statsFlusher) close() {
+func (f *Flusher) Close() {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
 	f.Stop()
-}
-
-// flushStats writes the stats counts the client holds, for every queue or
-// one (queue set). A failure is logged, not returned: it costs counts
-// only, never work.
-func (c *Client) flushStats(ctx context.Context, queue string) {
-	sent := c.outage.begin()
-	err := c.store.FlushStats(ctx, queue)
-	c.statsFlusher.written()
-	if err == nil {
-		c.outage.ok(sent)
-	} else if err = c.fail("write stats", queue, err); !c.outage.failed(sent, "stats", err) {
-		c.log.Warn("worqr: could not write stats counts", "queue", queue, "err", err)
-	}
 }

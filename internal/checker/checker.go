@@ -1,21 +1,54 @@
-package worqr
+// Package checker is one run of the consistency check (Client.Check):
+// it compares every key under the client's prefix with the registries,
+// and repairs what it found.
+package checker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/scripts"
 	"github.com/worqr/worqr/internal/store"
 )
 
+// Env is what a check takes of its client.
+type Env struct {
+	Store *store.Store
+	// Fail wraps an error of the call op (on queue, if any) as the
+	// client's errors say it.
+	Fail func(op, queue string, err error) error
+	// Valid says whether a queue may have this name.
+	Valid func(queue string) bool
+	// Reclaim reclaims a dead worker, as peers would.
+	Reclaim func(ctx context.Context, id string) (reclaim.Reclaimed, error)
+}
+
+// Run checks, and with repair repairs what it found. On error the report
+// holds what was found and repaired until then.
+func Run(ctx context.Context, env *Env, repair bool) (Report, error) {
+	var rep Report
+	ck := &checker{c: env, s: env.Store.CheckScripts(), rep: &rep, broken: make(map[string]struct{})}
+	if err := ck.run(ctx); err != nil {
+		return rep, err
+	}
+	if repair {
+		if err := ck.repair(ctx); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
 // checker holds one run of Check.
 type checker struct {
-	c   *Client
+	c   *Env
 	s   *scripts.CheckSet
-	rep *CheckReport
+	rep *Report
 
 	// What the scan found.
 	names  map[string]struct{} // queues, by name
@@ -38,7 +71,7 @@ type queueLook struct {
 	exists  bool            // its meta record holds its name
 	waiting int64           // tasks waiting
 	owners  map[string]bool // workers with a lease entry or process -> lease live
-	orphans []ProcessInfo
+	orphans []Orphan
 	// miscounted is set when the queue's count of weight in flight does
 	// not match its processes.
 	miscounted bool
@@ -52,7 +85,7 @@ type queueLook struct {
 // registryLook is the registries as check_registry.lua saw them.
 type registryLook = store.RegistryLook
 
-func (ck *checker) fail(err error) error { return ck.c.fail("consistency check", "", err) }
+func (ck *checker) fail(err error) error { return ck.c.Fail("consistency check", "", err) }
 
 func (ck *checker) run(ctx context.Context) error {
 	c := ck.c
@@ -61,12 +94,12 @@ func (ck *checker) run(ctx context.Context) error {
 	}
 	// Registry names are read before the queues are looked at, so that a
 	// registry entry with nothing behind it is looked at too.
-	registered, err := c.store.RegisteredQueueNames(ctx)
+	registered, err := c.Store.RegisteredQueueNames(ctx)
 	if err != nil {
 		return ck.fail(err)
 	}
 	for _, name := range registered {
-		if validQueue("", name) == nil {
+		if c.Valid(name) {
 			ck.names[name] = struct{}{}
 		} else {
 			// No queue can have this name (written by hand?): stale.
@@ -90,12 +123,12 @@ func (ck *checker) scan(ctx context.Context) error {
 	ck.names = make(map[string]struct{})
 	ck.sets = make(map[string]struct{})
 	unknown := make(map[string]struct{})
-	keys := c.store.Keys()
-	valid := func(name string) bool { return validQueue("", name) == nil }
+	keys := c.Store.Keys()
+	valid := c.Valid
 	// Only what is needed is kept, in sets (a replica repeats its master's
 	// keys, and SCAN may return a key twice): memory grows with the
 	// queues and workers, not with the keys.
-	scanned, err := c.store.ScanKeys(ctx, func(key string) {
+	scanned, err := c.Store.ScanKeys(ctx, func(key string) {
 		switch kind, val := keys.Parse(key, valid); kind {
 		case store.KeyQueue:
 			ck.names[val] = struct{}{}
@@ -107,7 +140,7 @@ func (ck *checker) scan(ctx context.Context) error {
 	})
 	ck.rep.NodesScanned, ck.rep.KeysScanned = scanned.Nodes, scanned.Keys
 	if err != nil {
-		return ck.c.fail("consistency check", "", err)
+		return ck.c.Fail("consistency check", "", err)
 	}
 	ck.rep.UnknownKeys = slices.Sorted(maps.Keys(unknown))
 	return nil
@@ -122,7 +155,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 	out := make(map[string]*queueLook, len(names))
 	for start := 0; start < len(names); start += lookBatch {
 		batch := names[start:min(start+lookBatch, len(names))]
-		looks, err := c.store.LookQueues(ctx, batch, ck.s)
+		looks, err := c.Store.LookQueues(ctx, batch, ck.s)
 		if err != nil {
 			return nil, ck.fail(err)
 		}
@@ -134,13 +167,15 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 				ck.broken[batch[i]] = struct{}{}
 				continue
 			case l.Err != nil:
-				return nil, c.fail("consistency check", batch[i], l.Err)
+				return nil, c.Fail("consistency check", batch[i], l.Err)
 			}
 			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, groups: l.MiscountedGroups, stale: l.StaleProgress, unreadable: l.Unreadable}
 			for _, p := range l.Orphans {
-				q.orphans = append(q.orphans, processInfo(batch[i], p))
+				q.orphans = append(q.orphans, Orphan{Queue: batch[i], Proc: p})
 			}
-			sortProcessInfos(q.orphans)
+			slices.SortFunc(q.orphans, func(a, b Orphan) int {
+				return cmp.Compare(store.PIDSeq(a.Proc.PID), store.PIDSeq(b.Proc.PID))
+			})
 			out[batch[i]] = q
 		}
 	}
@@ -161,7 +196,7 @@ func (ck *checker) readRegistry(ctx context.Context) error {
 			where[id] = nil
 		}
 	}
-	reg, err := ck.c.store.ReadRegistry(ctx, where, ck.s)
+	reg, err := ck.c.Store.ReadRegistry(ctx, where, ck.s)
 	if err != nil {
 		return ck.fail(err)
 	}
@@ -291,7 +326,7 @@ func (ck *checker) confirmUnregistered(ctx context.Context) error {
 	if len(names) == 0 {
 		return nil
 	}
-	ins, err := c.store.InQueueRegistry(ctx, names)
+	ins, err := c.Store.InQueueRegistry(ctx, names)
 	if err != nil {
 		return ck.fail(err)
 	}
@@ -315,9 +350,9 @@ func (ck *checker) repair(ctx context.Context) error {
 	var errs []error
 
 	// 1. Orphans back to the front; dead lease entries out.
-	for i, r := range c.store.RepairQueues(ctx, ck.repairQueues, ck.s) {
+	for i, r := range c.Store.RepairQueues(ctx, ck.repairQueues, ck.s) {
 		if r.Err != nil {
-			errs = append(errs, c.fail("consistency repair", ck.repairQueues[i], r.Err))
+			errs = append(errs, c.Fail("consistency repair", ck.repairQueues[i], r.Err))
 			continue
 		}
 		fixed.Requeued += r.Requeued
@@ -336,9 +371,9 @@ func (ck *checker) repair(ctx context.Context) error {
 	for i, id := range ids {
 		queues[i] = ck.adopt[id]
 	}
-	for i, a := range c.store.Adopt(ctx, ids, queues, ck.s) {
+	for i, a := range c.Store.Adopt(ctx, ids, queues, ck.s) {
 		if a.Err != nil {
-			errs = append(errs, c.fail("consistency repair", "", a.Err))
+			errs = append(errs, c.Fail("consistency repair", "", a.Err))
 			continue
 		}
 		id := ids[i]
@@ -356,12 +391,12 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(ck.reclaim)) {
-		r, err := c.reclaimWorker(ctx, c.log, id, 2*DefaultTTL, true)
-		fixed.Requeued += r.requeued
+		r, err := c.Reclaim(ctx, id)
+		fixed.Requeued += r.Requeued
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case r.done:
+		case r.Done:
 			fixed.ReclaimedWorkers = append(fixed.ReclaimedWorkers, id)
 		default:
 			fixed.PendingWorkers = append(fixed.PendingWorkers, id)
@@ -370,8 +405,8 @@ func (ck *checker) repair(ctx context.Context) error {
 
 	// 4. The queue registry.
 	for _, name := range ck.rep.UnregisteredQueues {
-		if err := c.store.RegisterQueue(ctx, name); err != nil {
-			errs = append(errs, c.fail("consistency repair", name, err))
+		if err := c.Store.RegisterQueue(ctx, name); err != nil {
+			errs = append(errs, c.Fail("consistency repair", name, err))
 			continue
 		}
 		fixed.RegisteredQueues = append(fixed.RegisteredQueues, name)
@@ -380,14 +415,14 @@ func (ck *checker) repair(ctx context.Context) error {
 		// Removed first, then the queue is asked whether it exists after
 		// all (made meanwhile): the order DeleteQueue uses, so a queue
 		// holding tasks is never left out of the registry for good.
-		exists, err := c.store.UnregisterQueue(ctx, name, ck.s)
+		exists, err := c.Store.UnregisterQueue(ctx, name, ck.s)
 		if err != nil {
-			errs = append(errs, c.fail("consistency repair", name, err))
+			errs = append(errs, c.Fail("consistency repair", name, err))
 			continue
 		}
 		if exists {
-			if err := c.store.RegisterQueue(ctx, name); err != nil {
-				errs = append(errs, c.fail("consistency repair", name, err))
+			if err := c.Store.RegisterQueue(ctx, name); err != nil {
+				errs = append(errs, c.Fail("consistency repair", name, err))
 			}
 			continue
 		}

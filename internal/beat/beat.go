@@ -1,0 +1,190 @@
+// Package beat renews the leases of a client's workers that share a TTL
+// and a RenewInterval, on the client's beat, in as few scripts as it can.
+package beat
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/members"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/startstop"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// Env is what the beats take of their client.
+type Env struct {
+	Clock  clock.Clock
+	Store  *store.Store
+	Outage *outage.Outage
+	Log    *slog.Logger
+	// Fail wraps an error of the call op as the client's errors say it.
+	Fail func(op, queue string, err error) error
+	// Born is when the client was made: its beats count from it.
+	Born time.Time
+	// Beat is the test signal of a round's end (the workers it renewed).
+	Beat *testsignal.Signal[int]
+}
+
+// Member is a worker a beat renews; R is its part of a round.
+type Member[R any] interface {
+	comparable
+	// Renewal reads which leases the member renews now, unless it renews
+	// none (it left, is fenced or closed).
+	Renewal() (R, store.Keepalive, bool)
+	// Renewed takes in the answer to its renewal r, sent at sent: err, or
+	// k.
+	Renewed(r R, sent time.Time, k store.KeptAlive, err error)
+}
+
+// Beats are a client's beats, one per TTL and RenewInterval.
+type Beats[R any, M Member[R]] struct {
+	*Env
+	mu sync.Mutex
+	m  map[key]*Beat[R, M] // guarded by mu
+}
+
+// New makes a client's set of beats.
+func New[R any, M Member[R]](env *Env) *Beats[R, M] {
+	return &Beats[R, M]{Env: env, m: make(map[key]*Beat[R, M])}
+}
+
+// key groups the workers of a client that one beat serves.
+type key struct{ ttl, every time.Duration }
+
+// In is how long until the client's next beat of period every: the
+// workers of one client that share a RenewInterval renew at the same
+// moments. The workers of different processes still renew at moments of
+// their own.
+func (c *Env) In(every time.Duration) time.Duration {
+	return every - c.Clock.Since(c.Born)%every
+}
+
+// Beat renews the leases of a client's workers that share a TTL and a
+// RenewInterval, every RenewInterval on the client's beat (see In): one
+// loop reads what each worker holds, renews them all in scripts of up to
+// store.MaxWorkersPerKeepalive workers, sent at once (rueidis pipelines
+// them), and hands each worker its answer. An idle worker thus costs
+// Redis a share of one short script a RenewInterval, and its process no
+// timer or goroutine wake-up of its own.
+type Beat[R any, M Member[R]] struct {
+	c    *Beats[R, M]
+	key  key
+	loop *startstop.Loop
+	// members are the workers it renews; it stops with the last.
+	members members.Set[M]
+}
+
+// Join makes w a member of its client's beat for its TTL and
+// RenewInterval (every), starting one if there is none.
+func (c *Beats[R, M]) Join(w M, ttl, every time.Duration) *Beat[R, M] {
+	k := key{ttl: ttl, every: every}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[k]
+	if b != nil {
+		b.members.Add(w)
+		return b
+	}
+	b = &Beat[R, M]{c: c, key: k}
+	b.members.Add(w)
+	c.m[k] = b
+	b.loop = startstop.NewLoop(b.run)
+	_ = b.loop.Start(context.Background()) // a Loop's Start does not fail
+	return b
+}
+
+// Leave removes w from the members, and stops the beat (waiting for its
+// loop) when w was the last.
+func (b *Beat[R, M]) Leave(w M) {
+	c := b.c
+	c.mu.Lock()
+	last := b.members.Remove(w)
+	if last && c.m[b.key] == b {
+		delete(c.m, b.key)
+	}
+	c.mu.Unlock()
+	if last {
+		b.loop.Stop()
+	}
+}
+
+// run is the beat's loop: a round on every beat.
+func (b *Beat[R, M]) run(ctx context.Context) {
+	t := b.c.Clock.NewTimer(b.c.In(b.key.every))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		n := b.round(ctx)
+		// On the client's beat however long the round took; a round that
+		// took longer than a RenewInterval skips the beats it overran.
+		t.Reset(b.c.In(b.key.every))
+		b.c.Beat.Signal(n)
+	}
+}
+
+// renewal is one member's part of a round.
+type renewal[R any, M Member[R]] struct {
+	m         M
+	r         R
+	keepalive store.Keepalive
+}
+
+// round renews every member's leases once, and says how many it renewed.
+func (b *Beat[R, M]) round(ctx context.Context) int {
+	ws := b.members.List()
+	rs := make([]renewal[R, M], 0, len(ws))
+	for _, w := range ws {
+		if r, k, ok := w.Renewal(); ok {
+			rs = append(rs, renewal[R, M]{m: w, r: r, keepalive: k})
+		}
+	}
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(rs, store.MaxWorkersPerKeepalive) {
+		wg.Go(func() {
+			ks := make([]store.Keepalive, len(chunk))
+			for i, r := range chunk {
+				ks[i] = r.keepalive
+			}
+			sent, at := b.c.Clock.Now(), b.c.Outage.Begin()
+			kept, err := b.c.keepaliveJoined(ctx, b.key.ttl, ks)
+			switch {
+			case err == nil:
+				b.c.Outage.OK(at)
+			case ctx.Err() != nil: // the beat stopped
+			default:
+				err = b.c.Fail("renew", "", err)
+				if !b.c.Outage.Failed(at, "renewal", err) {
+					b.c.Log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
+				}
+			}
+			for i, r := range chunk {
+				var k store.KeptAlive
+				if err == nil {
+					k = kept[i]
+				}
+				r.m.Renewed(r.r, sent, k, err)
+			}
+		})
+	}
+	wg.Wait()
+	return len(rs)
+}
+
+// keepaliveJoined renews the leases of workers that share a TTL in one
+// call (see keepalive.lua), bounded by the TTL: an answer after it is
+// useless.
+func (c *Env) keepaliveJoined(ctx context.Context, ttl time.Duration, ks []store.Keepalive) ([]store.KeptAlive, error) {
+	ctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	return c.Store.Keepalive(ctx, ttl, ks)
+}

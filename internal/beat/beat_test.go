@@ -1,0 +1,125 @@
+package beat
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// member is a worker as the tests give it to a beat: it renews its
+// registry lease, unless off, and keeps the answers.
+type member struct {
+	id  string
+	mu  sync.Mutex
+	off bool
+	got []store.KeptAlive
+	err []error
+}
+
+func (m *member) Renewal() (string, store.Keepalive, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.id, store.Keepalive{Worker: m.id}, !m.off
+}
+
+func (m *member) Renewed(r string, _ time.Time, k store.KeptAlive, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r != m.id {
+		panic("another member's renewal")
+	}
+	m.got = append(m.got, k)
+	m.err = append(m.err, err)
+}
+
+func (m *member) answers() ([]store.KeptAlive, []error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]store.KeptAlive(nil), m.got...), append([]error(nil), m.err...)
+}
+
+func newBeats(t *testing.T) (*Beats[string, *member], *clock.Fake, *miniredis.Miniredis) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	log := slog.New(slog.DiscardHandler)
+	env := &Env{
+		Clock:  clk,
+		Store:  store.New(rdb, "beattest", false, false),
+		Outage: outage.New(log, clk, func(error) bool { return true }),
+		Log:    log,
+		Fail:   func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
+		Born:   clk.Now().Add(-300 * time.Millisecond),
+		Beat:   new(testsignal.Signal[int]),
+	}
+	env.Beat.Init(t)
+	return New[string, *member](env), clk, m
+}
+
+// The members of one TTL and RenewInterval share a beat, which renews
+// them all in one round on the client's beat and hands each its answer; a
+// member that renews nothing now is left out; the beat stops with its
+// last member.
+func TestMembersShareOneBeatOnTheClientsBeat(t *testing.T) {
+	bs, clk, _ := newBeats(t)
+	ctx := context.Background()
+	a, b, idle := &member{id: "a"}, &member{id: "b"}, &member{id: "idle", off: true}
+	for _, m := range []*member{a, b, idle} {
+		require.NoError(t, bs.Store.RegisterWorker(ctx, m.id, time.Minute))
+	}
+	const ttl, every = 3 * time.Second, time.Second
+	ba := bs.Join(a, ttl, every)
+	assert.Same(t, ba, bs.Join(b, ttl, every), "one beat for one TTL and RenewInterval")
+	other := bs.Join(idle, 2*ttl, every)
+	assert.NotSame(t, ba, other)
+	assert.Equal(t, 700*time.Millisecond, bs.In(every), "on the client's beat, counted from its birth")
+
+	require.NoError(t, clk.WaitTimers(ctx, 2))
+	clk.Advance(700 * time.Millisecond)
+	assert.Equal(t, 2, bs.Beat.WaitOrTimeout()+bs.Beat.WaitOrTimeout(), "a and b renewed, idle not")
+	for _, m := range []*member{a, b} {
+		got, errs := m.answers()
+		require.Len(t, got, 1, m.id)
+		assert.NoError(t, errs[0])
+		assert.False(t, got[0].Gone, "%s's lease is there", m.id)
+	}
+	got, _ := idle.answers()
+	assert.Empty(t, got)
+
+	ba.Leave(a)
+	ba.Leave(b)
+	other.Leave(idle)
+	assert.Zero(t, clk.Timers(), "the beats stopped with their last members")
+}
+
+// A round that fails hands each member the error.
+func TestAFailedRoundTellsEveryMember(t *testing.T) {
+	bs, clk, m := newBeats(t)
+	ctx := context.Background()
+	a := &member{id: "a"}
+	b := bs.Join(a, 3*time.Second, time.Second)
+	defer b.Leave(a)
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	clk.Advance(time.Second)
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout())
+	_, errs := a.answers()
+	require.Len(t, errs, 1)
+	assert.ErrorContains(t, errs[0], "renew")
+}

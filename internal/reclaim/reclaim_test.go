@@ -1,0 +1,113 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// member is a worker as the tests give it to a reclaimer.
+type member struct{ id string }
+
+func (m *member) ID() string                          { return m.id }
+func (m *member) Logger() *slog.Logger                { return slog.New(slog.DiscardHandler) }
+func (m *member) FencedSince(time.Time) time.Duration { return 24 * time.Hour }
+
+// A worker id tells when the worker registered.
+func TestJoinedAtReadsTheIDsTime(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	id, err := uuid.NewV7()
+	require.NoError(t, err)
+	ms := at.UnixMilli()
+	for i := range 6 {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	assert.Equal(t, at, joinedAt(id.String()))
+	assert.True(t, joinedAt("not-a-uuid").IsZero())
+	assert.True(t, joinedAt(uuid.NewString()).IsZero(), "a v4 says nothing")
+}
+
+// A renewal that hears of a peer's expiry earlier than the loop's timer
+// wakes the loop; one that hears of a later one, or the same, does not
+// (the fleet's renewals move the time on every RenewInterval); a dead
+// worker waiting wakes it at once.
+func TestHeardWakesTheLoopOnlyForAnEarlierLook(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	r := &Reclaimer[*member]{c: New[*member](&Env{Clock: clk}), kick: make(chan struct{}, 1)}
+	woken := func() bool {
+		select {
+		case <-r.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	r.Heard(10*time.Second, false)
+	require.True(t, woken(), "nothing armed yet")
+	r.armed = r.next()
+	r.Heard(20*time.Second, false)
+	assert.False(t, woken(), "later than armed")
+	r.Heard(5*time.Second, false)
+	assert.True(t, woken(), "earlier than armed")
+	r.armed = r.next()
+	r.Heard(0, true)
+	assert.True(t, woken(), "a dead worker waits")
+	assert.Equal(t, clk.Now(), r.next())
+}
+
+// A pass hands the dead it finds to Worker, which deregisters a worker
+// that held nothing, and tells the client's observer; a pass that cannot
+// reach Redis fails with the client's error.
+func TestDeadReclaimsAWorkerWhoseLeaseRanOut(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	ctx := context.Background()
+	s := store.New(rdb, "reclaimtest", false, false)
+	var looked testsignal.Signal[int64]
+	var told []string
+	env := &Env{
+		Clock:  clock.Real(),
+		Store:  s,
+		Outage: outage.New(slog.New(slog.DiscardHandler), clock.Real(), func(error) bool { return false }),
+		Fail:   func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
+		Reclaimed: func(_ context.Context, dead string, _, _, _ int64) {
+			told = append(told, dead)
+		},
+		Looked:       &looked,
+		DefaultClaim: time.Second,
+	}
+	dead := uuid.NewString()
+	require.NoError(t, s.RegisterWorker(ctx, dead, time.Second))
+	pass, err := env.Dead(ctx, slog.New(slog.DiscardHandler), Pass{Self: "me", Window: time.Minute})
+	require.NoError(t, err)
+	assert.Positive(t, pass.Next, "the peer's lease runs out later")
+	assert.Empty(t, told)
+
+	m.SetTime(time.Now().Add(time.Minute))
+	pass, err = env.Dead(ctx, slog.New(slog.DiscardHandler), Pass{Self: "me", Window: time.Minute})
+	require.NoError(t, err)
+	assert.Zero(t, pass.Next, "no peer left")
+	assert.Equal(t, []string{dead}, told)
+	ws, err := s.WorkerQueues(ctx, dead)
+	require.NoError(t, err)
+	assert.Empty(t, ws)
+
+	m.Close()
+	_, err = env.Dead(ctx, slog.New(slog.DiscardHandler), Pass{Self: "me"})
+	require.ErrorContains(t, err, "find dead workers")
+}
