@@ -1,5 +1,5 @@
 // Package dashboard is worqr's web dashboard: an http.Handler that shows
-// queues, their tasks, dead letters, workers and single tasks, with live
+// queues, their tasks, dead letters, workers, single tasks and workflows, with live
 // counts pushed over Server-Sent Events, and actions (cancel, requeue,
 // delete, purge, pause, resume, limit) behind a confirmation and CSRF
 // protection (signed tokens and an origin check). Without a credential it
@@ -162,13 +162,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route := path
-	for _, prefix := range []string{"/queue/", "/task/"} {
+	for _, prefix := range []string{"/queue/", "/task/", "/workflow/"} {
 		if strings.HasPrefix(path, prefix) {
 			route = strings.TrimSuffix(prefix, "/")
 		}
 	}
 	switch route {
-	case "/", "/queue", "/task", "/workers", "/periodic", "/search", "/events":
+	case "/", "/queue", "/task", "/workflow", "/workers", "/periodic", "/search", "/events":
 		// Pages that read Redis, some a lot (a task's page scans its
 		// queue): only for the dashboard's own pages, not an image on
 		// another site's, which a browser sends with the credentials it has.
@@ -209,6 +209,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.queue(w, r)
 	case "/task":
 		h.task(w, r)
+	case "/workflow":
+		h.workflow(w, r)
 	case "/workers":
 		h.workers(w, r)
 	case "/periodic":
