@@ -77,6 +77,13 @@ func TestWorkflowPage(t *testing.T) {
 		assert.NotContains(t, body, `id="steps"`, path)
 	}
 
+	// Another site's image reads nothing.
+	before := e.rdb.n.Load()
+	code, body = e.get("/workflow/diamond-1", "Sec-Fetch-Site", "cross-site")
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.NotContains(t, body, `id="steps"`)
+	assert.Equal(t, before, e.rdb.n.Load(), "no read of Redis")
+
 	// The lookup box goes to the page's address.
 	req, err := http.NewRequest(http.MethodGet, e.url("/workflow?id=diamond-1"), nil)
 	require.NoError(t, err)
