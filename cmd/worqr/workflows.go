@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -10,13 +11,15 @@ import (
 
 func workflowCommands() []*command {
 	return []*command{
-		{name: "workflow", synopsis: "<id>", group: "Inspect", summary: "a workflow's state and its steps, in dependency order", run: cmdWorkflow, help: `
+		{name: "workflow", synopsis: "<id> [--offset n] [--limit n]", group: "Inspect", summary: "a workflow's state and its steps, in dependency order", run: cmdWorkflow, help: `
 Shows a workflow (see worqr.Client.EnqueueWorkflow): its state (running,
 succeeded, failed or cancelled), when it was created and ended, and its
 steps in dependency order (each after the steps it waits for), one row
 each: the step's name, its state (waiting, ready, queued, succeeded, dead
 or cancelled), its queue, its task's id ("-" before it is enqueued) and
-the steps it waits for. Exits 1 when there is no such workflow (never
+the steps it waits for (the first 10, then how many more; --json lists
+them all). It shows --limit steps (1,000 by default) from --offset, and
+says on stderr when there are more. Exits 1 when there is no such workflow (never
 enqueued, or ended and past its keep). "worqr workflow show <id>" is the
 same, for a workflow named like a subcommand.`},
 		{name: "workflow cancel", synopsis: "<id>", group: "Change", summary: "cancel a running workflow: its steps that have not ended never run", run: cmdWorkflowCancel, help: `
@@ -43,8 +46,14 @@ type workflowJSON struct {
 	State   string     `json:"state"`
 	Created time.Time  `json:"created"`
 	Ended   *time.Time `json:"ended"`
-	Steps   []stepRow  `json:"steps"`
+	// Total counts the workflow's steps; Steps are those from Offset.
+	Total  int       `json:"total"`
+	Offset int       `json:"offset"`
+	Steps  []stepRow `json:"steps"`
 }
+
+// maxParentsShown bounds the parents a table row lists.
+const maxParentsShown = 10
 
 // workflowArg checks a workflow id given on the command line.
 func workflowArg(id string) (string, error) {
@@ -63,9 +72,15 @@ func noWorkflow(err error, id string) error {
 }
 
 func cmdWorkflow(e *env, args []string) error {
-	pos, err := e.parse(e.flags(), args, 1, 1)
+	fs := e.flags()
+	offset := fs.Int("offset", 0, "skip this many steps, in dependency order")
+	limit := fs.Int("limit", 1000, "show at most this many steps")
+	pos, err := e.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	if *offset < 0 || *limit <= 0 {
+		return usagef("--offset must not be negative and --limit must be positive")
 	}
 	id, err := workflowArg(pos[0])
 	if err != nil {
@@ -79,9 +94,12 @@ func cmdWorkflow(e *env, args []string) error {
 	if err != nil {
 		return noWorkflow(err, id)
 	}
-	steps := info.InOrder()
+	all := info.InOrder()
+	from := min(*offset, len(all))
+	steps := all[from:min(from+*limit, len(all))]
 	if e.g.json {
-		out := workflowJSON{ID: info.ID, State: string(info.State), Created: info.Created, Ended: jsonTime(info.Ended), Steps: make([]stepRow, len(steps))}
+		out := workflowJSON{ID: info.ID, State: string(info.State), Created: info.Created, Ended: jsonTime(info.Ended),
+			Total: len(all), Offset: from, Steps: make([]stepRow, len(steps))}
 		for i, st := range steps {
 			out.Steps[i] = stepRow{Name: st.Name, State: string(st.State), Queue: st.Queue, TaskID: st.TaskID, Parents: st.Parents}
 			if out.Steps[i].Parents == nil {
@@ -94,15 +112,22 @@ func cmdWorkflow(e *env, args []string) error {
 	if !info.Ended.IsZero() {
 		ended = ", ended " + stamp(info.Ended)
 	}
-	e.note("workflow %s: %s, created %s%s, %d steps", info.ID, info.State, stamp(info.Created), ended, len(steps))
+	e.note("workflow %s: %s, created %s%s, %d steps", info.ID, info.State, stamp(info.Created), ended, len(all))
+	if len(steps) < len(all) {
+		e.note("steps %d to %d of %d, in dependency order (--offset and --limit for others)", from+1, from+len(steps), len(all))
+	}
 	t := e.table("STEP", "STATE", "QUEUE", "TASK", "AFTER")
 	for _, st := range steps {
-		task, after := st.TaskID, strings.Join(st.Parents, ",")
+		parents := st.Parents[:min(len(st.Parents), maxParentsShown)]
+		task, after := st.TaskID, strings.Join(parents, ",")
 		if task == "" {
 			task = "-"
 		}
 		if after == "" {
 			after = "-"
+		}
+		if more := len(st.Parents) - len(parents); more > 0 {
+			after += fmt.Sprintf(" and %d more", more)
 		}
 		t.row(st.Name, string(st.State), escape(st.Queue), task, after)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,12 +57,21 @@ func TestWorkflowCommand(t *testing.T) {
 	assert.Equal(t, "running", j.State)
 	assert.False(t, j.Created.IsZero())
 	assert.Nil(t, j.Ended)
+	assert.Equal(t, 4, j.Total)
 	assert.Equal(t, []stepRow{
 		{Name: "extract", State: "succeeded", Queue: "etl", TaskID: task["extract"], Parents: []string{}},
 		{Name: "clean", State: "succeeded", Queue: "etl", TaskID: task["clean"], Parents: []string{"extract"}},
 		{Name: "enrich", State: "queued", Queue: "geo", TaskID: task["enrich"], Parents: []string{"extract"}},
 		{Name: "load", State: "waiting", Queue: "etl", Parents: []string{"clean", "enrich"}},
 	}, j.Steps)
+
+	r = b.ok("workflow", "nightly", "--offset", "1", "--limit", "2")
+	assert.Contains(t, r.stderr, "steps 2 to 3 of 4")
+	assert.Equal(t, [][]string{got[0], got[2], got[3]}, rows(r.stdout))
+	j = jsonOf[workflowJSON](b, "workflow", "nightly", "--offset", "3")
+	assert.Equal(t, 3, j.Offset)
+	assert.Equal(t, []string{"load"}, []string{j.Steps[0].Name})
+	b.fails(2, "--limit must be positive", "workflow", "nightly", "--limit", "0")
 
 	b.fails(1, "no workflow unknown: never enqueued, or ended and past its keep", "workflow", "unknown")
 	b.fails(2, "a workflow id has 1 to 64", "workflow", strings.Repeat("w", 65))
@@ -99,4 +109,26 @@ func TestWorkflowCancelCommand(t *testing.T) {
 	assert.Equal(t, map[string]any{"id": "doomed", "cancelled": false}, jsonOf[map[string]any](b, "workflow", "cancel", "doomed"))
 	b.fails(1, "no workflow unknown", "workflow", "cancel", "unknown")
 	b.fails(2, "too many arguments", "workflow", "cancel", "a", "b")
+}
+
+// A step with many parents lists the first 10 of them in the table, and
+// how many more; --json lists them all.
+func TestWorkflowCommandManyParents(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c, ctx := b.client(), ctxT(t)
+	steps := []worqr.Step{}
+	var parents []string
+	for i := range 12 {
+		name := fmt.Sprintf("part-%02d", i)
+		parents = append(parents, name)
+		steps = append(steps, worqr.Step{Name: name, Queue: "q"})
+	}
+	steps = append(steps, worqr.Step{Name: "summary", Queue: "q", After: parents})
+	_, err := c.EnqueueWorkflow(ctx, steps, worqr.WorkflowOptions{ID: "wide"})
+	require.NoError(t, err)
+	summary := row(t, b.ok("workflow", "wide").stdout, "summary")
+	assert.Equal(t, strings.Join(parents[:10], ",")+" and 2 more", summary[len(summary)-1])
+	j := jsonOf[workflowJSON](b, "workflow", "wide")
+	assert.Equal(t, parents, j.Steps[len(j.Steps)-1].Parents)
 }
