@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -43,10 +44,15 @@ type TaskInfo struct {
 	// Size is the payload's whole size in bytes: len(Payload), unless
 	// PayloadPrefix cut it.
 	Size int
+	// Workflow and Step are the workflow whose step the task runs and the
+	// step's name (see Client.EnqueueWorkflow), "" for a task that is no
+	// workflow's step.
+	Workflow, Step string
 }
 
 func taskInfo(queue string, t store.Task) TaskInfo {
 	info := TaskInfo{ID: t.ID, Queue: queue, Kind: t.Kind, Group: t.Group, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
+	info.Workflow, info.Step, _ = strings.Cut(t.Flow, ".")
 	if t.ID != "" {
 		info.EnqueuedAt = t.EnqueuedAt()
 	}
@@ -261,10 +267,14 @@ type ProcessInfo struct {
 	// Progress is the process's last progress report (see
 	// Process.ReportProgress), nil if it made none.
 	Progress *TaskProgress
+	// Workflow and Step are the workflow whose step its task runs and the
+	// step's name, "" for a task that is no workflow's step.
+	Workflow, Step string
 }
 
 func processInfo(queue string, p store.Proc) ProcessInfo {
 	info := ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, TaskKind: p.Task.Kind, Task: []byte(p.Task.Payload), TaskSize: p.Task.Size, Weight: max(p.Task.Weight, 1)}
+	info.Workflow, info.Step, _ = strings.Cut(p.Task.Flow, ".")
 	if p.Progress != nil {
 		tp := taskProgress(p.Task.ID, *p.Progress)
 		info.Progress = &tp

@@ -1,6 +1,7 @@
 package worqr
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
@@ -467,6 +468,58 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	}
 	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
 	return info, nil
+}
+
+// InOrder returns the workflow's steps in dependency order: each after
+// all its parents, and among those whose parents are all listed, in the
+// order of Steps (by name, as Workflow returns them), so a chain reads
+// from its first step to its last.
+func (w WorkflowInfo) InOrder() []StepInfo {
+	at := make(map[string]int, len(w.Steps))
+	for i, st := range w.Steps {
+		at[st.Name] = i
+	}
+	left := make([]int, len(w.Steps)) // parents not yet listed
+	kids := make([][]int, len(w.Steps))
+	for i, st := range w.Steps {
+		for _, p := range st.Parents {
+			if j, ok := at[p]; ok {
+				left[i]++
+				kids[j] = append(kids[j], i)
+			}
+		}
+	}
+	ready := &stepHeap{}
+	for i := range w.Steps {
+		if left[i] == 0 {
+			ready.ints = append(ready.ints, i)
+		}
+	}
+	out := make([]StepInfo, 0, len(w.Steps))
+	for ready.Len() > 0 {
+		i := heap.Pop(ready).(int)
+		out = append(out, w.Steps[i])
+		for _, k := range kids[i] {
+			if left[k]--; left[k] == 0 {
+				heap.Push(ready, k)
+			}
+		}
+	}
+	return out
+}
+
+// stepHeap is a min-heap of indexes into WorkflowInfo.Steps.
+type stepHeap struct{ ints []int }
+
+func (h *stepHeap) Len() int           { return len(h.ints) }
+func (h *stepHeap) Less(i, j int) bool { return h.ints[i] < h.ints[j] }
+func (h *stepHeap) Swap(i, j int)      { h.ints[i], h.ints[j] = h.ints[j], h.ints[i] }
+func (h *stepHeap) Push(x any)         { h.ints = append(h.ints, x.(int)) }
+func (h *stepHeap) Pop() any {
+	n := len(h.ints) - 1
+	x := h.ints[n]
+	h.ints = h.ints[:n]
+	return x
 }
 
 // WaitWorkflow waits until a workflow has ended and returns its state,

@@ -36,17 +36,19 @@ var actions = map[string]actionSpec{
 // doneMessages are the notices shown after an action, by done code (never
 // text from the request).
 var doneMessages = map[string]string{
-	"paused":       "Queue paused.",
-	"resumed":      "Queue resumed.",
-	"limited":      "Concurrency limit set.",
-	"groupLimited": "Group concurrency limit set.",
-	"purged":       "Dead letters purged.",
-	"deleted":      "Queue deleted.",
-	"cancelled":    "Task cancelled.",
-	"requeued":     "Dead letter requeued.",
-	"deadDeleted":  "Dead letter deleted.",
-	"ranNow":       "Task moved to the back of the queue, to run now.",
-	"nothing":      "Nothing to do: the task was not there any more.",
+	"paused":            "Queue paused.",
+	"resumed":           "Queue resumed.",
+	"limited":           "Concurrency limit set.",
+	"groupLimited":      "Group concurrency limit set.",
+	"purged":            "Dead letters purged.",
+	"deleted":           "Queue deleted.",
+	"cancelled":         "Task cancelled.",
+	"requeued":          "Dead letter requeued.",
+	"deadDeleted":       "Dead letter deleted.",
+	"ranNow":            "Task moved to the back of the queue, to run now.",
+	"nothing":           "Nothing to do: the task was not there any more.",
+	"workflowCancelled": "Workflow cancelled: its steps that had not ended will not run.",
+	"workflowEnded":     "Nothing to do: the workflow had ended.",
 	// With the count the redirect carries (n).
 	"bulkCancelled":     "%d waiting tasks cancelled.",
 	"bulkCancelledMore": "%d waiting tasks cancelled; the search stopped at 10,000 tasks, and more may match further back.",
@@ -59,6 +61,8 @@ type confirmData struct {
 	// Group is the group of a group limit ("": every group's default).
 	Group string
 	Bulk  *bulkForm
+	// Workflow is the workflow of a workflow's action (Queue is "").
+	Workflow string
 }
 
 func (confirmData) title() string { return "confirm" }
@@ -79,8 +83,12 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := r.PostFormValue("op")
-	if op == "bulk" {
+	switch op {
+	case "bulk":
 		h.bulkAction(w, r)
+		return
+	case "cancelworkflow":
+		h.workflowAction(w, r)
 		return
 	}
 	spec, ok := actions[op]

@@ -793,3 +793,115 @@ func TestBrowserPages(t *testing.T) {
 	))
 	assert.Contains(t, text(`#periodic tbody`), "heartbeat")
 }
+
+// TestBrowserWorkflow: a diamond workflow, its top and one side done,
+// the other side waiting in its queue: the lookup box opens its page,
+// which lists the 4 steps in dependency order with their states; a
+// step's link leads to its task's page, which links back; Cancel
+// workflow, its confirm() accepted, ends it. The page is saved as
+// workflow.png in $WORQR_ARTIFACTS.
+func TestBrowserWorkflow(t *testing.T) {
+	bin := chromium(t)
+	artifacts := os.Getenv("WORQR_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(artifacts, 0o755))
+	e := newEnv(t, Options{PollInterval: 200 * time.Millisecond})
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancelCtx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.Handle(ctx, "etl", func(_ context.Context, p *worqr.Process) error {
+		p.SetResult([]byte(`{"rows":1200}`))
+		return nil
+	}, worqr.HandleOptions{}))
+	_, err = e.c.EnqueueWorkflow(ctx, []worqr.Step{
+		{Name: "extract", Queue: "etl", Task: []byte(`{"source":"s3://bucket/day.csv"}`)},
+		{Name: "clean", Queue: "etl", After: []string{"extract"}},
+		{Name: "enrich", Queue: "geo", After: []string{"extract"}},
+		{Name: "load", Queue: "etl", After: []string{"clean", "enrich"}},
+	}, worqr.WorkflowOptions{ID: "nightly-2026-11-27"})
+	require.NoError(t, err)
+	// No one serves geo: enrich waits in its queue, load for it.
+	eventually(t, "extract and clean done", func() bool {
+		info, err := e.c.Workflow(ctx, "nightly-2026-11-27")
+		if err != nil {
+			return false
+		}
+		states := map[string]worqr.StepState{}
+		for _, st := range info.Steps {
+			states[st.Name] = st.State
+		}
+		return states["extract"] == worqr.StepSucceeded && states["clean"] == worqr.StepSucceeded && states["enrich"] == worqr.StepQueued
+	})
+
+	bctx := browser(t, bin)
+	var dialogs []string
+	var mu sync.Mutex
+	opened := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opened {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(css(sel)))
+		require.NoError(t, err)
+		return s
+	}
+
+	// The lookup box, from the overview.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(e.url("/")),
+		chromedp.WaitVisible(css(`#queues`)),
+		chromedp.SendKeys(css(`input[name="id"][aria-label="workflow id"]`), "nightly-2026-11-27", chromedp.NodeVisible),
+	))
+	clickUntil(t, bctx, `#findwf`, "In dependency order")
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.WaitVisible(css(`#steps`)),
+		until(`document.documentElement.scrollWidth <= window.innerWidth`),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(artifacts, "workflow.png"), png, 0o644)
+		}),
+	))
+	assert.Equal(t, "running", text(`#workflow-state`))
+	rows := text(`#steps tbody`)
+	assert.Regexp(t, `(?s)extract\s+succeeded.*clean\s+succeeded.*enrich\s+queued.*load\s+waiting`, rows, "4 steps, in dependency order, with their states")
+
+	// Follow enrich's task link: its task's page, which links back.
+	clickUntil(t, bctx, `#steps a[href*="/task/geo/"]`, "Waiting")
+	assert.Contains(t, text(`#where`), "step enrich of workflow nightly-2026-11-27")
+	clickUntil(t, bctx, `#workflow-link`, "In dependency order")
+
+	// A finished step's task page links back too.
+	clickUntil(t, bctx, `#steps a[href*="/task/etl/"]`, "Outcome")
+	assert.Contains(t, text(`#where`), "step extract of workflow")
+	clickUntil(t, bctx, `#workflow-link`, "In dependency order")
+
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(css(`button[data-op="cancelworkflow"]`), chromedp.NodeVisible),
+		chromedp.WaitVisible(css(`.notice`)),
+		until(`document.querySelector(".notice").textContent.indexOf("Workflow cancelled") >= 0`),
+	))
+	assert.Equal(t, "cancelled", text(`#workflow-state`))
+	mu.Lock()
+	assert.Contains(t, strings.Join(dialogs, "\n"), "Cancel workflow nightly-2026-11-27?")
+	mu.Unlock()
+	info, err := e.c.Workflow(ctx, "nightly-2026-11-27")
+	require.NoError(t, err)
+	assert.Equal(t, worqr.WorkflowCancelled, info.State)
+}

@@ -1,11 +1,12 @@
 // Package dashboard is worqr's web dashboard: an http.Handler that shows
-// queues, their tasks, dead letters, workers and single tasks, with live
-// counts pushed over Server-Sent Events, and actions (cancel, requeue,
-// delete, purge, pause, resume, limit) behind a confirmation and CSRF
-// protection (signed tokens and an origin check). Without a credential it
-// answers only to loopback host names and Options.AllowedHosts, against
-// DNS rebinding; with a token, browsers sign in for a session of 12 hours,
-// whose sign-out or expiry also ends its live stream.
+// queues, their tasks, dead letters, workers, single tasks and workflows,
+// with live counts pushed over Server-Sent Events, and actions (cancel,
+// requeue, delete, purge, pause, resume, limit, cancel a workflow) behind
+// a confirmation and CSRF protection (signed tokens and an origin check).
+// Without a credential it answers only to loopback host names and
+// Options.AllowedHosts, against DNS rebinding; with a token, browsers sign
+// in for a session of 12 hours, whose sign-out or expiry also ends its
+// live stream.
 //
 // Wrong credentials are rate-limited per client address (5 at once, then
 // one every 12 s) and in all (60 at once, then one a second); past the
@@ -17,10 +18,10 @@
 // (an address typed in, a script), by Sec-Fetch-Site or Origin: an image
 // on another site's page gets 403, a link followed from one a page that
 // links to the same address. Looking a task up by id scans its queue in
-// one script (see worqr.Client.FindTask), as does cancelling by id: these
-// lookups share one budget across all clients, a tenth of the time
-// measured as their calls' durations, one at a time, and past it get 429
-// with Retry-After.
+// one script (see worqr.Client.FindTask), as does cancelling by id, and a
+// workflow's page reads all its steps: these lookups share one budget
+// across all clients, a tenth of the time measured as their calls'
+// durations, one at a time, and past it get 429 with Retry-After.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -162,13 +163,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route := path
-	for _, prefix := range []string{"/queue/", "/task/"} {
+	for _, prefix := range []string{"/queue/", "/task/", "/workflow/"} {
 		if strings.HasPrefix(path, prefix) {
 			route = strings.TrimSuffix(prefix, "/")
 		}
 	}
 	switch route {
-	case "/", "/queue", "/task", "/workers", "/periodic", "/search", "/events":
+	case "/", "/queue", "/task", "/workflow", "/workers", "/periodic", "/search", "/events":
 		// Pages that read Redis, some a lot (a task's page scans its
 		// queue): only for the dashboard's own pages, not an image on
 		// another site's, which a browser sends with the credentials it has.
@@ -209,6 +210,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.queue(w, r)
 	case "/task":
 		h.task(w, r)
+	case "/workflow":
+		h.workflow(w, r)
 	case "/workers":
 		h.workers(w, r)
 	case "/periodic":

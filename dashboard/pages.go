@@ -434,6 +434,7 @@ type taskData struct {
 	// retained outcome.
 	worqr.TaskLocation
 	Outcome *worqr.TaskOutcome
+	step    *flowRef // see stepOf
 }
 
 func (d taskData) title() string { return "task " + d.ID }
@@ -481,7 +482,11 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	}
 	var d taskData
 	var err error
-	if !h.lookup(w, r, func(ctx context.Context) { d, err = h.findTask(ctx, name, id) }) {
+	if !h.lookup(w, r, func(ctx context.Context) {
+		if d, err = h.findTask(ctx, name, id); err == nil {
+			h.stepOf(ctx, &d, r.URL.Query().Get("wf"))
+		}
+	}) {
 		return
 	}
 	if err != nil {

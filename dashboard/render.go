@@ -39,6 +39,7 @@ var funcs = template.FuncMap{
 	"act":               act,
 	"queueURL":          queuePath,
 	"taskURL":           taskPath,
+	"workflowURL":       workflowPath,
 	"add":               func(a, b int) int { return a + b },
 	"bytes":             func(s string) []byte { return []byte(s) },
 	"maxLimit":          func() int64 { return worqr.MaxLimit },
@@ -68,7 +69,7 @@ func act(p view, op, back, queue, id, label string) actForm {
 var pages = func() map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template)
-	for _, name := range []string{"overview", "queue", "task", "workers", "periodic", "found", "login", "confirm", "error", "visit"} {
+	for _, name := range []string{"overview", "queue", "task", "workers", "periodic", "found", "login", "confirm", "error", "visit", "workflow"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
 	}
 	return out

@@ -47,14 +47,15 @@ var groups = []string{"Inspect", "Change", "Dead letters", "Outcomes", "Maintena
 // commands lists every command, in the order worqr help shows them.
 func commands() []*command {
 	var all []*command
-	for _, part := range [][]*command{inspectCommands(), groupsCommands(), statsCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands(), uiCommands()} {
+	for _, part := range [][]*command{inspectCommands(), groupsCommands(), workflowCommands(), statsCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands(), uiCommands()} {
 		all = append(all, part...)
 	}
 	return all
 }
 
 // lookup finds the command that args start with, and returns the
-// arguments after its name. "dead list" is another name for "dead".
+// arguments after its name. "dead list" is another name for "dead", and
+// "workflow show" for "workflow".
 func lookup(args []string) (*command, []string) {
 	find := func(name string) *command {
 		for _, c := range commands() {
@@ -64,11 +65,14 @@ func lookup(args []string) (*command, []string) {
 		}
 		return nil
 	}
-	if len(args) > 1 && args[0] == "dead" {
-		if args[1] == "list" {
-			return find("dead"), args[2:]
+	for _, parent := range []struct{ name, alias string }{{"dead", "list"}, {"workflow", "show"}} {
+		if len(args) < 2 || args[0] != parent.name {
+			continue
 		}
-		if c := find("dead " + args[1]); c != nil {
+		if args[1] == parent.alias {
+			return find(parent.name), args[2:]
+		}
+		if c := find(parent.name + " " + args[1]); c != nil {
 			return c, args[2:]
 		}
 	}

@@ -2,7 +2,7 @@
 // and scripts: what waits, what is delayed, in flight and dead, which
 // workers are live, what each queue did per minute (stats), and the
 // changes an operator makes by hand (enqueue,
-// cancel, delete a queue, requeue or purge dead letters, wait for an
+// cancel a task or a workflow, delete a queue, requeue or purge dead letters, wait for an
 // outcome, run the consistency check). It uses only worqr's public API.
 //
 //	worqr [global flags] <command> [arguments] [flags]
@@ -13,6 +13,8 @@
 //	worqr peek <queue>                          the task dequeued next
 //	worqr range <queue> [start] [stop]          waiting tasks by position (0 is next out)
 //	worqr delayed <queue> [start] [stop]        delayed tasks by due time
+//	worqr workflow <id>                         a workflow's state and steps, in dependency order
+//	worqr workflow cancel <id>                  cancel a running workflow
 //	worqr stats <queue> [--hourly]              counts, wait and run times per minute
 //	worqr enqueue <queue> <payload>|-           add a task, print its id
 //	worqr cancel <queue> <id>                   cancel a task by id
@@ -41,7 +43,7 @@
 //
 // Exit status: 0 on success; 1 on failure, including "not found" (a task
 // id with no task, no outcome retained, or none to wait for, a dead letter
-// that is not there)
+// or a workflow that is not there)
 // and a check that found problems; 2 on a usage error (unknown command or
 // flag, missing or malformed argument, a destructive command without
 // --yes).
