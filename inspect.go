@@ -487,6 +487,12 @@ type ScheduleInfo struct {
 	// TaskID is the id of the last tick's task, "" if none is known (no
 	// tick yet, or one enqueued by a release that did not keep it).
 	TaskID string
+	// NextTick is the schedule's tick after LastTick, as the worker that
+	// enqueued the last tick (or registered the schedule) computed it: the
+	// schedule lives in the workers, so this is what the fleet last said.
+	// Zero if unknown (a schedule with no more ticks, or one last ticked
+	// by a release that did not keep it).
+	NextTick time.Time
 }
 
 // Schedules lists a queue's periodic schedules, by name.
@@ -501,6 +507,9 @@ func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, e
 	out := make([]ScheduleInfo, len(ss))
 	for i, s := range ss {
 		out[i] = ScheduleInfo{Name: s.Name, Queue: queue, LastTick: time.UnixMilli(s.Last), TaskID: s.TaskID}
+		if s.Next > 0 {
+			out[i].NextTick = time.UnixMilli(s.Next)
+		}
 	}
 	return out, nil
 }

@@ -125,7 +125,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
 	sent := c.clock.Now()
-	t, err := c.store.Tick(ctx, queue, name, 0, nil, store.EnqueueArgs{})
+	t, err := c.store.Tick(ctx, queue, name, 0, p.NextMs(w.clock.Now(c.clock)), nil, store.EnqueueArgs{})
 	if err != nil {
 		return c.fail("periodic", queue, err)
 	}

@@ -162,6 +162,7 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ts, 1)
 	require.Equal(t, ts[0].ID, ss[0].TaskID)
+	require.Equal(t, ss[0].LastTick.Add(period), ss[0].NextTick, "the tick after the last")
 	// A new schedule has nothing to catch up: its first tick follows the
 	// registration.
 	require.Greater(t, ticks[0], start.UnixMilli()-50)

@@ -422,11 +422,11 @@ func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 	batch, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}, Retain(time.Hour))
 	require.NoError(t, err)
 	ids = append(ids, batch...)
-	last, err := c.store.Tick(ctx, "q", "every", 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
+	last, err := c.store.Tick(ctx, "q", "every", 0, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
 	require.NoError(t, err)
 	var ticked store.Ticked
 	eventually(t, 5*time.Second, "a tick enqueued", func() bool {
-		ticked, err = c.store.Tick(ctx, "q", "every", last.Last+1, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
+		ticked, err = c.store.Tick(ctx, "q", "every", last.Last+1, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
 		require.NoError(t, err)
 		return ticked.Status == store.TickEnqueued
 	})

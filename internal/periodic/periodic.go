@@ -163,7 +163,7 @@ func (p *Periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error)
 	tctx, cancel := context.WithTimeout(ctx, w.TTL)
 	defer cancel()
 	sent := w.Clock.Now()
-	t, err := w.Store.Tick(tctx, p.queue, p.name, TickMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
+	t, err := w.Store.Tick(tctx, p.queue, p.name, TickMs(at), p.NextMs(at), payload, store.EnqueueArgs{MaxAttempts: p.opts.MaxAttempts, Timeout: p.opts.Timeout, Retain: p.opts.Retain, Weight: p.opts.Weight})
 	if t.Now > 0 {
 		w.Redis.Observe(t.Now, sent, w.Clock.Now())
 	}
@@ -174,6 +174,16 @@ func (p *Periodic) tick(ctx context.Context, at time.Time) (store.Ticked, error)
 		w.Enqueued(ctx, p.queue, t.ID)
 	}
 	return t, nil
+}
+
+// NextMs is the schedule's first tick after t (Unix ms, as TickMs), 0 if
+// none: what Redis keeps of when the schedule ticks next, for inspection.
+func (p *Periodic) NextMs(t time.Time) int64 {
+	next := p.sched.Next(t)
+	if next.IsZero() {
+		return 0
+	}
+	return TickMs(next)
 }
 
 // latestDue is the latest tick of s not after now, given first, a tick

@@ -1,7 +1,9 @@
 -- List a queue's periodic schedules: each name, its last tick enqueued (ms;
--- or when it was first seen) and the id of that tick's task ('' if none is
--- known: no tick yet, or enqueued by a worqr that did not keep it).
--- Returns {name, last tick, task id, ...}.
+-- or when it was first seen) and the ticks hash's record of it: the id of
+-- that tick's task ('' if none is known: no tick yet, or enqueued by a
+-- worqr that did not keep it), then ',<next tick ms>' when known (see
+-- tick.lua).
+-- Returns {name, last tick, record, ...}.
 local periodic_key, ticks_key = KEYS[1], KEYS[2]
 
 local out = {}

@@ -53,10 +53,11 @@ func TestPromoteScript(t *testing.T) {
 }
 
 // tick.lua: one tick of a periodic schedule enqueues its task once, with
-// an id from the meta hash's counter, and records the tick and its task's
-// id; a tick not
-// later than the last, or still to come, changes nothing; tick 0 records
-// now for a schedule never seen.
+// an id from the meta hash's counter, and records the tick, its task's id
+// and the tick after it; a tick not later than the last, or still to
+// come, changes nothing; tick 0 records now for a schedule never seen,
+// and the next tick the registering worker gives, keeping the last task's
+// id.
 func TestTickScript(t *testing.T) {
 	t.Parallel()
 	t.Run("a new tick enqueues", func(t *testing.T) {
@@ -69,7 +70,7 @@ func TestTickScript(t *testing.T) {
 			"periodic": hash{"s": decOf(tick - 1000), "other": "5"},
 			"idle":     zset{"r1": 1, "r2": 2, "r3": 3},
 		})
-		got, err := e.s.Tick(e.ctx, "q", "s", tick, []byte("p"), EnqueueArgs{MaxAttempts: 2, Retain: 1500 * 1e6})
+		got, err := e.s.Tick(e.ctx, "q", "s", tick, tick+60_000, []byte("p"), EnqueueArgs{MaxAttempts: 2, Retain: 1500 * 1e6})
 		require.NoError(t, err)
 		assert.Equal(t, TickEnqueued, got.Status)
 		assert.Equal(t, tick, got.Last)
@@ -77,7 +78,7 @@ func TestTickScript(t *testing.T) {
 		e.expect(keyState{
 			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1)},
 			"periodic": hash{"s": decOf(tick), "other": "5"},
-			"ticks":    hash{"s": hexOf(x + 1)},
+			"ticks":    hash{"s": hexOf(x+1) + "," + decOf(tick+60_000)},
 			"waiting":  list{hexOf(x+1) + ",m2,R1500:p"},
 			"retained": zset{hexOf(x + 1): inf},
 			"idle":     zset{"r3": 3},
@@ -92,7 +93,7 @@ func TestTickScript(t *testing.T) {
 			"periodic": hash{"s": decOf(tick)},
 		}
 		e.seed(seeded)
-		got, err := e.s.Tick(e.ctx, "q", "s", tick, []byte("p"), EnqueueArgs{})
+		got, err := e.s.Tick(e.ctx, "q", "s", tick, tick+1000, []byte("p"), EnqueueArgs{})
 		require.NoError(t, err)
 		assert.Equal(t, TickSkipped, got.Status)
 		assert.Equal(t, tick, got.Last)
@@ -103,7 +104,7 @@ func TestTickScript(t *testing.T) {
 		e := newScriptEnv(t)
 		seeded := keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}}
 		e.seed(seeded)
-		got, err := e.s.Tick(e.ctx, "q", "s", e.clockMs()+hour, []byte("p"), EnqueueArgs{})
+		got, err := e.s.Tick(e.ctx, "q", "s", e.clockMs()+hour, 0, []byte("p"), EnqueueArgs{})
 		require.NoError(t, err)
 		assert.Equal(t, TickEarly, got.Status)
 		e.expect(seeded)
@@ -112,11 +113,27 @@ func TestTickScript(t *testing.T) {
 		t.Parallel()
 		e := newScriptEnv(t)
 		before := e.clockMs()
-		got, err := e.s.Tick(e.ctx, "q", "s", 0, []byte("p"), EnqueueArgs{})
+		got, err := e.s.Tick(e.ctx, "q", "s", 0, 0, []byte("p"), EnqueueArgs{})
 		require.NoError(t, err)
 		assert.Equal(t, TickSkipped, got.Status)
 		e.within(got.Last, before, e.clockMs(), "the first tick recorded")
 		e.expect(keyState{"periodic": hash{"s": decOf(got.Last)}})
+	})
+	t.Run("tick 0 records the next tick given, keeping the last task's id", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t)
+		e.seed(keyState{
+			"periodic": hash{"s": "1000", "t": "1000"},
+			"ticks":    hash{"s": "6a,2000"},
+		})
+		_, err := e.s.Tick(e.ctx, "q", "s", 0, 5000, nil, EnqueueArgs{})
+		require.NoError(t, err)
+		_, err = e.s.Tick(e.ctx, "q", "t", 0, 7000, nil, EnqueueArgs{})
+		require.NoError(t, err)
+		e.expect(keyState{
+			"periodic": hash{"s": "1000", "t": "1000"},
+			"ticks":    hash{"s": "6a,5000", "t": ",7000"},
+		})
 	})
 }
 
@@ -193,16 +210,16 @@ func TestOutcomeListScript(t *testing.T) {
 	assert.Empty(t, got)
 }
 
-// periodic_list.lua: each schedule's last tick and its task's id, "" for
-// one whose tick's task is not known.
+// periodic_list.lua: each schedule's last tick, its task's id ("" for one
+// whose tick's task is not known) and its next tick when known.
 func TestPeriodicListScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t)
 	e.seed(keyState{
 		"periodic": hash{"nightly": "1000", "heartbeat": "2000"},
-		"ticks":    hash{"heartbeat": "66", "gone": "67"},
+		"ticks":    hash{"heartbeat": "66,3000", "gone": "67", "nightly": ",86401000"},
 	})
 	got, err := e.s.Schedules(e.ctx, "q")
 	require.NoError(t, err)
-	require.Equal(t, []ScheduleState{{Name: "heartbeat", Last: 2000, TaskID: "66"}, {Name: "nightly", Last: 1000}}, got)
+	require.Equal(t, []ScheduleState{{Name: "heartbeat", Last: 2000, TaskID: "66", Next: 3000}, {Name: "nightly", Last: 1000, Next: 86401000}}, got)
 }

@@ -38,12 +38,14 @@ type Ticked struct {
 // the periodic schedule name, unless a tick as late has been enqueued for
 // it already or the tick is still to come (tick.lua). Tick 0 only reads
 // the schedule's last tick, recording now as its last for a schedule never
-// seen. args gives the task's MaxAttempts, Timeout, Retain and Weight; the others
-// are ignored.
-func (s *Store) Tick(ctx context.Context, queue, name string, tick int64, payload []byte, args EnqueueArgs) (Ticked, error) {
+// seen. next is the schedule's tick after this one (after now, for a
+// read; Unix ms, 0 if none), kept for inspection with the tick's task.
+// args gives the task's MaxAttempts, Timeout, Retain and Weight; the
+// others are ignored.
+func (s *Store) Tick(ctx context.Context, queue, name string, tick, next int64, payload []byte, args EnqueueArgs) (Ticked, error) {
 	k := s.queueKeys(queue)
 	res, err := s.run(ctx, OpTick, queue, s.scripts.Tick, []string{k.Waiting, k.Meta, k.Idle, k.Periodic, k.Stats, k.Retained, k.Ticks},
-		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload)})
+		[]string{k.Channel, queue, name, strconv.FormatInt(tick, 10), args.fields(), string(payload), strconv.FormatInt(next, 10)})
 	if err != nil {
 		return Ticked{}, err
 	}
@@ -78,6 +80,10 @@ type ScheduleState struct {
 	Last int64
 	// TaskID is the id of the last tick's task, "" if none is known.
 	TaskID string
+	// Next is the schedule's tick after the last one, as the worker that
+	// enqueued the last one (or registered the schedule) computed it (Unix
+	// ms, Redis clock); 0 if unknown.
+	Next int64
 }
 
 // Schedules reads a queue's periodic schedules: their last ticks and
@@ -98,7 +104,14 @@ func (s *Store) Schedules(ctx context.Context, queue string) ([]ScheduleState, e
 		if err != nil {
 			return nil, fmt.Errorf("periodic_list.lua: last tick %q unreadable", vals[i+1])
 		}
-		out = append(out, ScheduleState{Name: vals[i], Last: last, TaskID: vals[i+2]})
+		id, next, _ := strings.Cut(vals[i+2], ",")
+		st := ScheduleState{Name: vals[i], Last: last, TaskID: id}
+		if next != "" {
+			if st.Next, err = strconv.ParseInt(next, 10, 64); err != nil {
+				return nil, fmt.Errorf("periodic_list.lua: next tick %q unreadable", next)
+			}
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b ScheduleState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
