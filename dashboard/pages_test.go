@@ -242,8 +242,9 @@ func TestWorkersPage(t *testing.T) {
 	assert.Contains(t, body, `<td class="qname">—</td>`+"\n"+`<td class="n">—</td>`+"\n<td>—</td>", "no host, pid or start")
 }
 
-// The periodic page lists every queue's schedules with their last tick
-// and its task, linked; names are shown as text.
+// The periodic page lists every queue's schedules with their last tick,
+// its task, linked, and the next tick when Redis knows it; names are shown
+// as text.
 func TestPeriodicPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})
@@ -261,13 +262,14 @@ func TestPeriodicPage(t *testing.T) {
 	}
 	require.NotEmpty(t, periodic)
 	e.m.HSet(periodic, "nightly-cleanup", "1700000000000", "<script>x</script>", "1700000001000")
-	e.m.HSet(ticks, "nightly-cleanup", id)
+	e.m.HSet(ticks, "nightly-cleanup", id+",1700086400000")
 
 	code, body := e.get("/periodic")
 	require.Equal(t, http.StatusOK, code)
 	rows := sectionOf(body, `id="periodic"`)
 	assert.Contains(t, rows, "nightly-cleanup")
 	assert.Contains(t, rows, "2023-11-14 22:13:20.000Z")
+	assert.Contains(t, rows, "2023-11-15 22:13:20.000Z", "the next tick")
 	assert.Contains(t, rows, `href="/ops/task/maintenance/`+id+`"`)
 	assert.Contains(t, rows, "&lt;script&gt;x&lt;/script&gt;")
 	assert.NotContains(t, body, "<script>x")
