@@ -69,15 +69,30 @@ func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Du
 	return vals[0], readySteps(vals[1:]), nil
 }
 
-// ReleaseStep records the end of a step's task (of id task; status "ok" with its
-// result, or "dead"), or its revival ("revived": requeued from the dead
-// letters), as its notice, written at at (µs, Redis clock), told it
-// (wf_release.lua), and returns the steps that end made ready and that
-// are not yet marked queued. Idempotent: a second call records nothing
-// and returns those steps again.
+// StepEnd is the end of a step's task (of id Task; Status "ok" with its
+// Result, or "dead"), or its revival ("revived": requeued from the dead
+// letters), as its notice, written at At (µs, Redis clock), told it.
+type StepEnd struct {
+	Step, Task, Status, Result string
+	At                         int64
+}
+
+// ReleaseStep records one step's end (ReleaseSteps).
 func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result string, at int64) ([]ReadyStep, error) {
-	w := s.keys.Workflow(id)
-	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10), task})
+	return s.ReleaseSteps(ctx, id, []StepEnd{{Step: step, Task: task, Status: status, Result: result, At: at}})
+}
+
+// ReleaseSteps records the ends of a workflow's steps, in order, in one
+// call (wf_release.lua), and returns the steps those ends made ready and
+// that are not yet marked queued, each once. Idempotent: a second call
+// records nothing and returns those steps again.
+func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]ReadyStep, error) {
+	args := make([]string, 0, 1+5*len(ends))
+	args = append(args, s.keys.Workflow(id).Channel)
+	for _, e := range ends {
+		args = append(args, e.Step, e.Status, e.Result, strconv.FormatInt(e.At, 10), e.Task)
+	}
+	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, args)
 	if err != nil {
 		return nil, err
 	}
@@ -251,31 +266,49 @@ func (s *Store) FlowNotices(ctx context.Context, queue string, age time.Duration
 	return res.AsStrSlice()
 }
 
-// FlowRead reads what carrying a notice needs (flow_read.lua): when it
-// was written (µs, Redis clock), false if it is gone (carried already),
-// and its task's outcome, if one is kept.
-func (s *Store) FlowRead(ctx context.Context, queue string, n Notice) (at int64, found bool, r Result, kept bool, err error) {
+// NoticeRead is what carrying a notice needs (FlowRead): when it was
+// written (µs, Redis clock), false if it is gone (carried already), and
+// its task's outcome, if one is kept.
+type NoticeRead struct {
+	At     int64
+	Found  bool
+	Result Result
+	Kept   bool
+}
+
+// FlowRead reads what carrying notices needs, for all of them in one call
+// (flow_read.lua), in their order.
+func (s *Store) FlowRead(ctx context.Context, queue string, notices []Notice) ([]NoticeRead, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, []string{n.Raw, n.Task})
+	args := make([]string, 0, 2*len(notices))
+	for _, n := range notices {
+		args = append(args, n.Raw, n.Task)
+	}
+	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, args)
 	if err != nil {
-		return 0, false, Result{}, false, err
+		return nil, err
 	}
 	vals, err := res.AsStrSlice()
 	if err != nil {
-		return 0, false, Result{}, false, err
+		return nil, err
 	}
-	if len(vals) != 2 {
-		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %d values", len(vals))
+	if len(vals) != 2*len(notices) {
+		return nil, fmt.Errorf("flow_read.lua answered %d values for %d notices", len(vals), len(notices))
 	}
-	if vals[0] == "" {
-		return 0, false, Result{}, false, nil
+	out := make([]NoticeRead, len(notices))
+	for i := range out {
+		when := vals[2*i]
+		if when == "" {
+			continue
+		}
+		at, err := strconv.ParseInt(when, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("flow_read.lua answered %q", when)
+		}
+		r, kept := ParseResult(vals[2*i+1])
+		out[i] = NoticeRead{At: at, Found: true, Result: r, Kept: kept}
 	}
-	at, err = strconv.ParseInt(vals[0], 10, 64)
-	if err != nil {
-		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %q", vals[0])
-	}
-	r, kept = ParseResult(vals[1])
-	return at, true, r, kept, nil
+	return out, nil
 }
 
 // ForgetNotices removes a queue's notices once their workflows have
