@@ -350,7 +350,7 @@ func (c *Client) enqueueReady(ctx context.Context, flows []wfReady) []error {
 	if len(tasks) > 0 {
 		// One round trip for them all (one per node on a cluster): a
 		// fan-out of thousands is released at once.
-		ids, errsOf := c.store.EnqueueEach(ctx, tasks)
+		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
 		added := make(map[string][]string) // task ids by queue, for the observer
 		for i, t := range tasks {
 			switch err := errsOf[i]; {
@@ -527,9 +527,15 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrClientClosed)
 		case <-wake:
 		}
-		info, err := c.Workflow(ctx, id)
-		if err != nil || info.State != WorkflowRunning {
-			return info, err
+		// Its state alone, until it has ended: the steps' are read once.
+		rec, ok, err := c.store.WorkflowBrief(ctx, id)
+		switch {
+		case err != nil:
+			return WorkflowInfo{}, c.fail("wait workflow", "", err)
+		case !ok:
+			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrNoWorkflow)
+		case rec.State != string(WorkflowRunning):
+			return c.Workflow(ctx, id)
 		}
 	}
 }

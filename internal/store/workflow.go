@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,7 +163,18 @@ type StepRecord struct {
 // WorkflowState reads a workflow's state (wf_state.lua); false if the
 // workflow is unknown, or ended and expired.
 func (s *Store) WorkflowState(ctx context.Context, id string) (WorkflowRecord, bool, error) {
-	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, nil)
+	return s.workflowState(ctx, id, "0")
+}
+
+// WorkflowBrief reads a workflow's state without its steps', as
+// WorkflowState does (Steps is nil), at a cost that does not grow with
+// the steps: for a waiter that needs its steps only once it has ended.
+func (s *Store) WorkflowBrief(ctx context.Context, id string) (WorkflowRecord, bool, error) {
+	return s.workflowState(ctx, id, "1")
+}
+
+func (s *Store) workflowState(ctx context.Context, id, brief string) (WorkflowRecord, bool, error) {
+	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, []string{brief})
 	if err != nil {
 		return WorkflowRecord{}, false, err
 	}
@@ -323,4 +337,86 @@ func (s *Store) ForgetNotices(ctx context.Context, queue string, notices []strin
 		return err
 	}
 	return res.Error()
+}
+
+// EnqueueSteps enqueues workflow steps released together, each with a
+// unique key of its own (Args.Unique, required), as EnqueueEach does, but
+// in one flow_enqueue.lua call per queue (and per MaxTasksPerScript
+// steps) rather than one enqueue.lua call per task, all in one round trip
+// (one per node on a cluster). It returns each step's task id, and an
+// error per step: ErrDuplicate (with the holder's id) for a step whose
+// key is held.
+func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string, []error) {
+	ids, errs := make([]string, len(tasks)), make([]error, len(tasks))
+	byQueue := make(map[string][]int)
+	var queues []string
+	for i, t := range tasks {
+		if _, ok := byQueue[t.Queue]; !ok {
+			queues = append(queues, t.Queue)
+		}
+		byQueue[t.Queue] = append(byQueue[t.Queue], i)
+	}
+	var calls []scripts.Call
+	var of [][]int // the steps of each call
+	for _, q := range queues {
+		if err := s.enter(ctx, OpEnqueue, q); err != nil {
+			for _, i := range byQueue[q] {
+				errs[i] = err
+			}
+			continue
+		}
+		k := s.queueKeys(q)
+		keys := []string{k.Waiting, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}
+		for chunk := range slices.Chunk(byQueue[q], MaxTasksPerScript) {
+			args := make([]string, 0, 2+7*len(chunk))
+			args = append(args, k.Channel, q)
+			for _, i := range chunk {
+				a := tasks[i].Args
+				sum := sha1.Sum([]byte(a.Unique))
+				fields := a.fields()
+				switch a.Priority {
+				case "h":
+					fields += ",ph"
+				case "l":
+					fields += ",pl"
+				}
+				front := "0"
+				if a.Front {
+					front = "1"
+				}
+				args = append(args, hex.EncodeToString(sum[:]), strconv.FormatInt(max(a.UniqueTTL.Milliseconds(), 0), 10), fields,
+					strconv.FormatInt(a.DueAt, 10), strconv.FormatInt(a.Delay.Microseconds(), 10), front, string(tasks[i].Payload))
+			}
+			calls = append(calls, scripts.Call{Script: s.scripts.FlowEnqueue, Keys: keys, Args: args})
+			of = append(of, chunk)
+		}
+	}
+	for c, res := range scripts.ExecMulti(ctx, s.rdb, calls) {
+		chunk := of[c]
+		q := tasks[chunk[0]].Queue
+		vals, err := res.AsStrSlice()
+		if err == nil && len(vals) != 1+2*len(chunk) {
+			err = fmt.Errorf("flow_enqueue.lua answered %d values for %d steps", len(vals), len(chunk))
+		}
+		if err == nil && vals[0] == "1" {
+			err = s.RegisterQueue(ctx, q)
+		}
+		if err != nil {
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("flow_enqueue.lua: %w", err)
+			}
+			continue
+		}
+		added := 0
+		for j, i := range chunk {
+			ids[i] = vals[1+2*j]
+			if vals[2+2*j] == "1" {
+				errs[i] = ErrDuplicate
+			} else {
+				added++
+			}
+		}
+		s.stats.enqueued(q, added)
+	}
+	return ids, errs
 }
