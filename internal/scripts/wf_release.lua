@@ -81,14 +81,19 @@ local function revive(step)
   end
 end
 
--- Record one notice's end of step (see above).
+-- The workflow's state, read once: only a revival and the workflow's
+-- end change it.
+local state = redis.call('HGET', flow_key, 'state')
+
+-- Record one notice's end of step (see above). Returns the steps it
+-- freed if it recorded the end, else nil.
 local function release(step, status, result, stamp, task)
   local at = tonumber(stamp)
   local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
-  local state = redis.call('HGET', flow_key, 'state')
   local cur = redis.call('HGET', steps_key, step)
   if at > seen and cur then
     redis.call('HSET', seen_key, step, stamp)
+    seen = at
     if cur == 'dead' then
       -- Revived: by this notice, or by one not carried yet, since an end
       -- newer than the death recorded comes only after a requeue.
@@ -96,7 +101,7 @@ local function release(step, status, result, stamp, task)
       state, cur = redis.call('HGET', flow_key, 'state'), redis.call('HGET', steps_key, step)
     end
   end
-  if at == tonumber(redis.call('HGET', seen_key, step) or '0') and status ~= 'revived' and
+  if at == seen and status ~= 'revived' and
       state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
     if status == 'ok' then
       redis.call('HSET', results_key, step, result)
@@ -131,22 +136,42 @@ local function release(step, status, result, stamp, task)
     end
     if open <= 0 then
       local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
-      flow_close(KEYS, channel, dead > 0 and 'failed' or 'succeeded')
+      state = dead > 0 and 'failed' or 'succeeded'
+      flow_close(KEYS, channel, state)
     end
+    return freed
   end
 end
 
-local out, told = {}, {}
+local out, told, fresh = {}, {}, {}
 for i = 2, #ARGV, 5 do
-  release(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+  fresh[i] = release(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
 for i = 2, #ARGV, 5 do
-  for kid in string.gmatch(redis.call('HGET', freed_key, ARGV[i]) or '', '[^,]+') do
+  -- The steps freed by the end recorded just now, else by the one
+  -- recorded before (a replay).
+  local freed = fresh[i]
+  if not freed then
+    freed = {}
+    for kid in string.gmatch(redis.call('HGET', freed_key, ARGV[i]) or '', '[^,]+') do
+      freed[#freed + 1] = kid
+    end
+  end
+  for _, kid in ipairs(freed) do
     if not told[kid] and redis.call('HGET', steps_key, kid) == 'r' then
       told[kid] = true
       out[#out + 1] = kid
-      out[#out + 1] = redis.call('HGET', spec_key, kid)
     end
+  end
+end
+-- Their specs, a thousand a call: a fan-out frees thousands at once.
+local names = out
+out = {}
+for i = 1, #names, 1000 do
+  local specs = redis.call('HMGET', spec_key, unpack(names, i, math.min(i + 999, #names)))
+  for j, spec in ipairs(specs) do
+    out[#out + 1] = names[i + j - 1]
+    out[#out + 1] = spec
   end
 end
 return out
