@@ -106,8 +106,11 @@ local function release(step, status, result, stamp, task)
     if status == 'ok' then
       redis.call('HSET', results_key, step, result)
     end
-    -- Its id, if its end came before its mark as queued (wf_enqueued.lua).
-    redis.call('HSETNX', ids_key, step, task)
+    -- Its id, if its end came before its mark as queued (wf_enqueued.lua
+    -- sets it with the mark).
+    if cur ~= 'q' then
+      redis.call('HSETNX', ids_key, step, task)
+    end
     local open = flow_step_end(flow_key, steps_key, step, status)
     local freed = {}
     -- Steps ended, whose children are still to settle: {name, whether
