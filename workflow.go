@@ -32,9 +32,14 @@ import (
 //     that end made ready;
 //  3. each ready step is enqueued with a unique key of its own, held for
 //     the workflow's keep and a day more, so a second enqueue adds
-//     nothing and answers the first task's id; then marked queued
+//     nothing and answers the first task's id (flow_enqueue.lua, many
+//     steps a call, in the queue's slot); then marked queued
 //     (wf_enqueued.lua);
 //  4. the notice is removed.
+//
+// Notices of a queue that arrive close together are carried together
+// (flows.go): one call of each of these per batch (per workflow, for
+// those in its slot), not per notice.
 //
 // A crash between any two of these leaves the notice, and a sweep
 // (flows.go: when a worker starts serving a queue, and every
