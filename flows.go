@@ -1,8 +1,10 @@
 package worqr
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,15 +25,23 @@ const FlowSweepEvery = 30 * time.Second
 // flowSweepLimit bounds the notices one sweep of a queue carries.
 const flowSweepLimit = 1000
 
+// flowBatchMax is the most notices carried together (carryBatch).
+const flowBatchMax = maxTasksPerScript
+
 // flows is the client's component that carries workflow tasks' notices
 // to their workflows: at once, for a task one of its workers ended, and
-// in sweeps, for those a crash left behind. No goroutine of its own waits
-// between sweeps (a timer calls the next), so none outlives a worker.
+// in sweeps, for those a crash left behind. The notices of a queue that
+// arrive while a carry is under way are carried together after it (a
+// coalescer, as finishes are joined), so that a fan-out's children cost
+// a few script calls per batch, not per child. No goroutine of its own
+// waits between sweeps (a timer calls the next), so none outlives a
+// worker.
 type flows struct {
-	c      *Client
-	ctx    context.Context // ended by close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the carries and the sweeps under way
+	c       *Client
+	ctx     context.Context // ended by close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the carries and the sweeps under way
+	carries *coalescer[store.Notice, error]
 
 	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
 	// test signal: a sweep of a queue ended, with the notices it carried.
@@ -46,13 +56,14 @@ type flows struct {
 
 func newFlows(c *Client) *flows {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool)}
+	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool),
+		carries: newCoalescer(flowBatchMax, c.carryBatch)}
 }
 
 // ended carries the notice of a workflow task that the worker just ended
 // (finished or dead-lettered: the script that ended it wrote the notice),
-// on a goroutine of its own, without holding up the caller; the client's
-// close waits for it.
+// in the queue's next batch of carries, on a goroutine of its own,
+// without holding up the caller; the client's close waits for it.
 func (f *flows) ended(queue, flow, taskID string, want Outcome) {
 	status := "ok"
 	if want == OutcomeDead {
@@ -70,7 +81,8 @@ func (f *flows) ended(queue, flow, taskID string, want Outcome) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := f.c.carry(f.ctx, queue, n); err != nil && f.ctx.Err() == nil {
+		failed, err := f.carries.do(f.ctx, queue, n)
+		if err = cmp.Or(err, failed); err != nil && f.ctx.Err() == nil {
 			// The notice stays: a sweep carries it later.
 			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
 		}
@@ -135,6 +147,7 @@ func (f *flows) close() {
 	f.mu.Unlock()
 	f.cancel()
 	f.wg.Wait()
+	f.carries.close()
 }
 
 // sweepFlows carries a queue's notices at least age old to their
@@ -144,21 +157,7 @@ func (c *Client) sweepFlows(ctx context.Context, queue string, age time.Duration
 	if err != nil {
 		return 0, c.fail("workflow sweep", queue, err)
 	}
-	done := 0
-	for _, r := range raw {
-		n, ok := store.ParseNotice(r)
-		if !ok { // not worqr's: nothing to carry
-			if err := c.store.ForgetNotices(ctx, queue, []string{r}); err != nil {
-				return done, c.fail("workflow sweep", queue, err)
-			}
-			continue
-		}
-		if err := c.carry(ctx, queue, n); err != nil {
-			return done, err
-		}
-		done++
-	}
-	return done, nil
+	return c.carryRaw(ctx, queue, raw, func(store.Notice) bool { return true })
 }
 
 // carryRevived carries a queue's notices of workflow tasks requeued from
@@ -166,42 +165,110 @@ func (c *Client) sweepFlows(ctx context.Context, queue string, age time.Duration
 // time the requeue returns. One that fails is left to the sweep.
 func (c *Client) carryRevived(ctx context.Context, queue string) {
 	raw, err := c.store.FlowNotices(ctx, queue, 0, flowSweepLimit)
-	for _, r := range raw {
-		if n, ok := store.ParseNotice(r); ok && n.Status == "revived" && err == nil {
-			err = c.carry(ctx, queue, n)
-		}
+	if err == nil {
+		_, err = c.carryRaw(ctx, queue, raw, func(n store.Notice) bool { return n.Status == "revived" })
 	}
 	if err != nil {
 		c.log.Warn("worqr: could not tell a workflow of its step requeued; a sweep will", "queue", queue, "err", err)
 	}
 }
 
-// carry takes one notice to its workflow: it reads when the notice was
-// written and the task's result (kept with its outcome, for a task that
-// finished), records the step's end (idempotent), enqueues the steps that
-// end made ready (idempotent) and then removes the notice. Any step may be
-// run again; a notice gone was carried already.
-func (c *Client) carry(ctx context.Context, queue string, n store.Notice) error {
-	at, found, r, kept, err := c.store.FlowRead(ctx, queue, n)
+// carryRaw carries the notices of raw that pass want, in batches, and
+// forgets those that are not worqr's; it returns how many it carried
+// and the first error.
+func (c *Client) carryRaw(ctx context.Context, queue string, raw []string, want func(store.Notice) bool) (int, error) {
+	var notices []store.Notice
+	var junk []string
+	for _, r := range raw {
+		n, ok := store.ParseNotice(r)
+		switch {
+		case !ok: // not worqr's: nothing to carry
+			junk = append(junk, r)
+		case want(n):
+			notices = append(notices, n)
+		}
+	}
+	if err := c.store.ForgetNotices(ctx, queue, junk); err != nil {
+		return 0, c.fail("workflow sweep", queue, err)
+	}
+	done := 0
+	for batch := range slices.Chunk(notices, flowBatchMax) {
+		errs, err := c.carryBatch(ctx, queue, batch)
+		if err != nil {
+			return done, err
+		}
+		for _, err := range errs {
+			if err != nil {
+				return done, err
+			}
+			done++
+		}
+	}
+	return done, nil
+}
+
+// carryBatch takes notices of a queue to their workflows, together: it
+// reads when each was written and its task's result (kept with its
+// outcome, for a task that finished) in one call, records the steps'
+// ends in one call per workflow (idempotent), enqueues the steps those
+// ends made ready, of all the workflows, in one round trip (idempotent),
+// and then removes the notices carried, in one call. Any step may be run
+// again; a notice gone was carried already. It returns an error per
+// notice (the notices of a workflow whose release failed stay, for the
+// sweep), or one for all.
+func (c *Client) carryBatch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
+	reads, err := c.store.FlowRead(ctx, queue, notices)
 	if err != nil {
-		return c.fail("workflow release", queue, err)
+		return nil, c.fail("workflow release", queue, err)
 	}
-	if !found {
-		return nil
+	var flows []wfReady
+	var ends [][]store.StepEnd
+	var of [][]int // the notices of each workflow, by index
+	index := make(map[string]int)
+	for i, n := range notices {
+		rd := reads[i]
+		if !rd.Found {
+			continue
+		}
+		var result string
+		if n.Status == "ok" && rd.Kept {
+			result = rd.Result.Body
+		}
+		w, ok := index[n.Workflow]
+		if !ok {
+			w = len(flows)
+			index[n.Workflow] = w
+			flows, ends, of = append(flows, wfReady{id: n.Workflow}), append(ends, nil), append(of, nil)
+		}
+		ends[w] = append(ends[w], store.StepEnd{Step: n.Step, Task: n.Task, Status: n.Status, Result: result, At: rd.At})
+		of[w] = append(of[w], i)
 	}
-	var result string
-	if n.Status == "ok" && kept {
-		result = r.Body
+	errs := make([]error, len(notices))
+	for w := range flows {
+		ready, err := c.store.ReleaseSteps(ctx, flows[w].id, ends[w])
+		if err != nil {
+			err = c.fail("workflow release", queue, err)
+			for _, i := range of[w] {
+				errs[i] = err
+			}
+			continue
+		}
+		flows[w].ready = ready
 	}
-	ready, err := c.store.ReleaseStep(ctx, n.Workflow, n.Step, n.Task, n.Status, result, at)
-	if err != nil {
-		return c.fail("workflow release", queue, err)
+	var forget []string
+	for w, err := range c.enqueueReady(ctx, flows) {
+		for _, i := range of[w] {
+			switch {
+			case errs[i] != nil:
+			case err != nil:
+				errs[i] = fmt.Errorf("worqr: workflow %s: %w", flows[w].id, err)
+			default:
+				forget = append(forget, notices[i].Raw)
+			}
+		}
 	}
-	if err := c.enqueueSteps(ctx, n.Workflow, ready); err != nil {
-		return fmt.Errorf("worqr: workflow %s: %w", n.Workflow, err)
+	if err := c.store.ForgetNotices(ctx, queue, forget); err != nil {
+		return nil, c.fail("workflow release", queue, err)
 	}
-	if err := c.store.ForgetNotices(ctx, queue, []string{n.Raw}); err != nil {
-		return c.fail("workflow release", queue, err)
-	}
-	return nil
+	return errs, nil
 }

@@ -33,9 +33,14 @@ import (
 //     that end made ready;
 //  3. each ready step is enqueued with a unique key of its own, held for
 //     the workflow's keep and a day more, so a second enqueue adds
-//     nothing and answers the first task's id; then marked queued
+//     nothing and answers the first task's id (flow_enqueue.lua, many
+//     steps a call, in the queue's slot); then marked queued
 //     (wf_enqueued.lua);
 //  4. the notice is removed.
+//
+// Notices of a queue that arrive close together are carried together
+// (flows.go): one call of each of these per batch (per workflow, for
+// those in its slot), not per notice.
 //
 // A crash between any two of these leaves the notice, and a sweep
 // (flows.go: when a worker starts serving a queue, and every
@@ -312,49 +317,74 @@ func findCycle(plan []store.WorkflowStep, index map[string]int) []string {
 // enqueued and adds nothing (see the file's comment).
 const stepUniqueHold = 24 * time.Hour
 
-// enqueueSteps enqueues a workflow's ready steps, each to its queue with
-// a unique key of its own (idempotent), then marks them queued; those
-// cancelled meanwhile have their tasks cancelled.
+// wfReady are a workflow's steps ready to be enqueued.
+type wfReady struct {
+	id    string
+	ready []store.ReadyStep
+}
+
+// enqueueSteps enqueues a workflow's ready steps (enqueueReady).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	if len(ready) == 0 {
-		return nil
-	}
-	var errs []error
-	tasks := make([]store.EnqueueOne, 0, len(ready))
-	steps := make([]store.ReadyStep, 0, len(ready))
-	for _, r := range ready {
-		var spec stepSpec
-		if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
-			errs = append(errs, fmt.Errorf("step %q: spec unreadable: %w", r.Name, err))
-			continue
+	return c.enqueueReady(ctx, []wfReady{{id: id, ready: ready}})[0]
+}
+
+// enqueueReady enqueues workflows' ready steps, each to its queue with a
+// unique key of its own (idempotent), then marks them queued; those
+// cancelled meanwhile have their tasks cancelled. It returns an error
+// per workflow.
+func (c *Client) enqueueReady(ctx context.Context, flows []wfReady) []error {
+	errs := make([][]error, len(flows))
+	var tasks []store.EnqueueOne
+	var of []int // the workflow of each task
+	var steps []store.ReadyStep
+	for w, f := range flows {
+		for _, r := range f.ready {
+			var spec stepSpec
+			if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
+				errs[w] = append(errs[w], fmt.Errorf("step %q: spec unreadable: %w", r.Name, err))
+				continue
+			}
+			args := spec.Args
+			args.Flow = f.id + "." + r.Name
+			args.Unique = "worqr/workflow/" + f.id + "/" + r.Name
+			args.UniqueTTL = args.Retain + stepUniqueHold
+			tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
+			of, steps = append(of, w), append(steps, r)
 		}
-		args := spec.Args
-		args.Flow = id + "." + r.Name
-		args.Unique = "worqr/workflow/" + id + "/" + r.Name
-		args.UniqueTTL = args.Retain + stepUniqueHold
-		tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
-		steps = append(steps, r)
 	}
-	// One round trip for them all (one per node on a cluster): a fan-out
-	// of thousands is released at once.
-	ids, errsOf := c.store.EnqueueEach(ctx, tasks)
-	queued := make([]store.QueuedStep, 0, len(steps))
-	for i, t := range tasks {
-		switch err := errsOf[i]; {
-		case err == nil:
-			c.obs.enqueued(ctx, EnqueueEvent{Queue: t.Queue, TaskIDs: ids[i : i+1]})
-		case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
-			errs = append(errs, c.fail("enqueue", t.Queue, err))
-			continue
+	queued := make([][]store.QueuedStep, len(flows))
+	if len(tasks) > 0 {
+		// One round trip for them all (one per node on a cluster): a
+		// fan-out of thousands is released at once.
+		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
+		added := make(map[string][]string) // task ids by queue, for the observer
+		for i, t := range tasks {
+			switch err := errsOf[i]; {
+			case err == nil:
+				added[t.Queue] = append(added[t.Queue], ids[i])
+			case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
+				errs[of[i]] = append(errs[of[i]], c.fail("enqueue", t.Queue, err))
+				continue
+			}
+			queued[of[i]] = append(queued[of[i]], store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
 		}
-		queued = append(queued, store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
+		for q, ids := range added {
+			c.obs.enqueued(ctx, EnqueueEvent{Queue: q, TaskIDs: ids})
+		}
 	}
-	cancelled, err := c.store.StepsEnqueued(ctx, id, queued)
-	if err != nil {
-		return errors.Join(append(errs, c.fail("enqueue workflow", "", err))...)
+	out := make([]error, len(flows))
+	for w, f := range flows {
+		if len(queued[w]) > 0 {
+			cancelled, err := c.store.StepsEnqueued(ctx, f.id, queued[w])
+			if err != nil {
+				errs[w] = append(errs[w], c.fail("enqueue workflow", "", err))
+			} else {
+				errs[w] = append(errs[w], c.cancelSteps(ctx, cancelled))
+			}
+		}
+		out[w] = errors.Join(errs[w]...)
 	}
-	errs = append(errs, c.cancelSteps(ctx, cancelled))
-	return errors.Join(errs...)
+	return out
 }
 
 // cancelSteps cancels the tasks of steps in their queues.
@@ -555,9 +585,15 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrClientClosed)
 		case <-wake:
 		}
-		info, err := c.Workflow(ctx, id)
-		if err != nil || info.State != WorkflowRunning {
-			return info, err
+		// Its state alone, until it has ended: the steps' are read once.
+		rec, ok, err := c.store.WorkflowBrief(ctx, id)
+		switch {
+		case err != nil:
+			return WorkflowInfo{}, c.fail("wait workflow", "", err)
+		case !ok:
+			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrNoWorkflow)
+		case rec.State != string(WorkflowRunning):
+			return c.Workflow(ctx, id)
 		}
 	}
 }

@@ -551,3 +551,104 @@ func TestWorkflowSweeps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n, "each child once")
 }
+
+// Notices carried together: one release per workflow for all of them,
+// one enqueue of the steps they freed and one mark; a notice of a step
+// carried already (its removal lost to a crash) frees nothing twice.
+func TestWorkflowBatchedCarry(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "a", Queue: "p"},
+		{Name: "b", Queue: "p"},
+		{Name: "both", Queue: "k", After: []string{"a", "b"}},
+		{Name: "after-a", Queue: "k", After: []string{"a"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+
+	// A worker by hand ends a and b, and each carry fails: the notices
+	// stay.
+	w := newWorker(t, c, WorkerOptions{})
+	tried := make(chan struct{}, 2)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow {
+			tried <- struct{}{}
+			return errors.New("no release")
+		}
+		return nil
+	})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	for range 2 {
+		p, err := w.Dequeue(ctx, "p")
+		require.NoError(t, err)
+		require.NoError(t, p.Finish(ctx))
+		recv(t, tried, testsignal.Wait, "the carry's try")
+	}
+	c.store.SetFault(nil)
+	notices := func() map[string]store.Notice {
+		raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+		require.NoError(t, err)
+		out := make(map[string]store.Notice)
+		for _, r := range raw {
+			n, ok := store.ParseNotice(r)
+			require.True(t, ok, r)
+			out[n.Step] = n
+		}
+		return out
+	}
+	left := notices()
+	require.Len(t, left, 2)
+
+	// a's notice is carried alone, and the crash comes after after-a's
+	// enqueue, before it is marked queued: the notice stays, and its
+	// replay frees after-a again.
+	enqueued := false
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpEnqueue && q == "k" {
+			enqueued = true
+		}
+		if op == store.OpWorkflow && enqueued {
+			return errors.New("crashed after the enqueue")
+		}
+		return nil
+	})
+	errs, err := c.carryBatch(ctx, "p", []store.Notice{left["a"]})
+	require.NoError(t, err)
+	require.Len(t, errs, 1)
+	require.Error(t, errs[0])
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "after-a is enqueued")
+	require.Len(t, notices(), 2)
+
+	// Both notices in one batch: one release and one mark for the
+	// workflow, one enqueue for the queue; both is enqueued, after-a not
+	// again.
+	var mu sync.Mutex
+	calls := make(map[store.Op]int)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[op]++
+		return nil
+	})
+	errs, err = c.carryBatch(ctx, "p", []store.Notice{left["a"], left["b"]})
+	c.store.SetFault(nil)
+	require.NoError(t, err)
+	assert.Equal(t, []error{nil, nil}, errs)
+	mu.Lock()
+	assert.Equal(t, 2, calls[store.OpWorkflow], "wf_release.lua and wf_enqueued.lua, once each")
+	assert.Equal(t, 1, calls[store.OpEnqueue], "one flow_enqueue.lua")
+	mu.Unlock()
+	n, err = c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "no step doubled")
+	assert.Empty(t, notices())
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	got := make(map[string]StepState)
+	for _, st := range info.Steps {
+		got[st.Name] = st.State
+	}
+	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
+}

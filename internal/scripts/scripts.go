@@ -67,7 +67,7 @@ type Set struct {
 	DeadPurge      *Script
 	// Workflows: in the workflow's slot, create, record a step's end,
 	// mark steps queued, cancel, read; in a queue's, list and remove
-	// the notices of its workflow tasks' ends.
+	// the notices of its workflow tasks' ends, and enqueue released steps.
 	WorkflowCreate   *Script
 	WorkflowRelease  *Script
 	WorkflowEnqueued *Script
@@ -77,6 +77,7 @@ type Set struct {
 	FlowNotices      *Script
 	FlowRead         *Script
 	FlowForget       *Script
+	FlowEnqueue      *Script
 }
 
 // Load builds the script set. It returns a fresh value (no package state),
@@ -142,6 +143,7 @@ func Load(sharded, stats bool) *Set {
 		FlowNotices:      load("flow_notices.lua"),
 		FlowRead:         load("flow_read.lua"),
 		FlowForget:       load("flow_forget.lua"),
+		FlowEnqueue:      load("flow_enqueue.lua"),
 	}
 }
 

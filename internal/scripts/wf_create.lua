@@ -33,21 +33,34 @@ if redis.call('EXISTS', flow_key) == 1 then
 end
 local n = (#ARGV - 2) / 5
 redis.call('HSET', flow_key, 'state', 'running', 'open', n, 'keep', keep, 'sum', sum, 'created', ms(now_ms()))
+-- Each hash's fields are gathered, then written a thousand a call: a
+-- workflow of thousands of steps costs a few calls per hash, not per step.
+local specs, lefts, parentss, states, kidss = {}, {}, {}, {}, {}
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
 for i = 0, n - 1 do
   local at = 3 + 5 * i
   local name, spec, parents, kids, count = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], tonumber(ARGV[at + 4])
-  redis.call('HSET', spec_key, name, spec)
+  put(specs, name, spec)
   if count > 0 then
-    redis.call('HSET', left_key, name, count)
-    redis.call('HSET', parents_key, name, parents)
-    redis.call('HSET', steps_key, name, 'w')
+    put(lefts, name, count)
+    put(parentss, name, parents)
+    put(states, name, 'w')
   else
-    redis.call('HSET', steps_key, name, 'r')
+    put(states, name, 'r')
     out[#out + 1] = name
     out[#out + 1] = spec
   end
   if kids ~= '' then
-    redis.call('HSET', kids_key, name, kids)
+    put(kidss, name, kids)
+  end
+end
+for _, w in ipairs({{spec_key, specs}, {left_key, lefts}, {parents_key, parentss}, {steps_key, states}, {kids_key, kidss}}) do
+  local key, t = w[1], w[2]
+  for i = 1, #t, 2000 do
+    redis.call('HSET', key, unpack(t, i, math.min(i + 1999, #t)))
   end
 end
 return out

@@ -9,19 +9,31 @@ local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], 
 local freed_key, seen_key = KEYS[9], KEYS[10]
 -- ARGV: step, task id, ... per step enqueued.
 
-local out = {}
-for i = 1, #ARGV, 2 do
-  local step, id = ARGV[i], ARGV[i + 1]
-  local st = redis.call('HGET', steps_key, step)
-  if st then
-    redis.call('HSETNX', ids_key, step, id)
-    if st == 'r' then
-      redis.call('HSET', steps_key, step, 'q')
-    elseif st == 'x' then
-      out[#out + 1] = step
-      out[#out + 1] = id
-      out[#out + 1] = redis.call('HGET', spec_key, step)
+-- The steps' states are read, and the marks written, a thousand a call.
+local out, marks = {}, {}
+for from = 1, #ARGV, 2000 do
+  local to = math.min(from + 1999, #ARGV)
+  local names = {}
+  for i = from, to, 2 do
+    names[#names + 1] = ARGV[i]
+  end
+  local states = redis.call('HMGET', steps_key, unpack(names))
+  for j, st in ipairs(states) do
+    local step, id = ARGV[from + 2 * (j - 1)], ARGV[from + 2 * (j - 1) + 1]
+    if st then
+      redis.call('HSETNX', ids_key, step, id)
+      if st == 'r' then
+        marks[#marks + 1] = step
+        marks[#marks + 1] = 'q'
+      elseif st == 'x' then
+        out[#out + 1] = step
+        out[#out + 1] = id
+        out[#out + 1] = redis.call('HGET', spec_key, step)
+      end
     end
   end
+end
+for i = 1, #marks, 2000 do
+  redis.call('HSET', steps_key, unpack(marks, i, math.min(i + 1999, #marks)))
 end
 return out

@@ -21,13 +21,17 @@
 -- step's end made ready (kept in freed) that are still ready, not yet
 -- marked queued (wf_enqueued.lua): a replay after a crash between this
 -- script and their enqueues gets them again.
+-- Several notices of the workflow are recorded in one call (a batch of
+-- carries), one after another, as separate calls would; a step freed by
+-- several of them is answered once.
 -- Returns {step, spec, ...} per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key = KEYS[9], KEYS[10]
-local channel, step, status, result = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- status: 'ok' | 'dead' | 'revived'
-local stamp, task = ARGV[5], ARGV[6] -- when the notice was written (µs); the id of the step's task
-local at = tonumber(stamp)
+local channel = ARGV[1]
+-- Then per notice, ARGV[2 + 5(i - 1) ...]: the step, its status ('ok' |
+-- 'dead' | 'revived'), its result, when the notice was written (µs) and
+-- the id of the step's task.
 
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
 local function runs_anyway(parent, kid)
@@ -36,7 +40,7 @@ local function runs_anyway(parent, kid)
 end
 
 -- Undo step's death (see above).
-local function revive()
+local function revive(step)
   local state = redis.call('HGET', flow_key, 'state')
   if state == 'failed' then
     redis.call('HSET', flow_key, 'state', 'running')
@@ -77,61 +81,100 @@ local function revive()
   end
 end
 
-local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
+-- The workflow's state, read once: only a revival and the workflow's
+-- end change it.
 local state = redis.call('HGET', flow_key, 'state')
-local cur = redis.call('HGET', steps_key, step)
-if at > seen and cur then
-  redis.call('HSET', seen_key, step, stamp)
-  if cur == 'dead' then
-    -- Revived: by this notice, or by one not carried yet, since an end
-    -- newer than the death recorded comes only after a requeue.
-    revive()
-    state, cur = redis.call('HGET', flow_key, 'state'), redis.call('HGET', steps_key, step)
-  end
-end
-if at == tonumber(redis.call('HGET', seen_key, step) or '0') and status ~= 'revived' and
-    state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
-  if status == 'ok' then
-    redis.call('HSET', results_key, step, result)
-  end
-  -- Its id, if its end came before its mark as queued (wf_enqueued.lua).
-  redis.call('HSETNX', ids_key, step, task)
-  local open = flow_step_end(flow_key, steps_key, step, status)
-  local freed = {}
-  -- Steps ended, whose children are still to settle: {name, whether
-  -- its end lets them run}.
-  local todo = {{step, status == 'ok'}}
-  while #todo > 0 do
-    local top = table.remove(todo)
-    local good = top[2]
-    for kid in string.gmatch(redis.call('HGET', kids_key, top[1]) or '', '[^,]+') do
-      local runs = string.sub(kid, 1, 1) == '+'
-      if runs then kid = string.sub(kid, 2) end
-      if good or runs then
-        local left = redis.call('HINCRBY', left_key, kid, -1)
-        if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
-          redis.call('HSET', steps_key, kid, 'r')
-          freed[#freed + 1] = kid
-        end
-      elseif redis.call('HGET', steps_key, kid) == 'w' then
-        open = flow_step_end(flow_key, steps_key, kid, 'x')
-        todo[#todo + 1] = {kid, false}
-      end
+
+-- Record one notice's end of step (see above). Returns the steps it
+-- freed if it recorded the end, else nil.
+local function release(step, status, result, stamp, task)
+  local at = tonumber(stamp)
+  local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
+  local cur = redis.call('HGET', steps_key, step)
+  if at > seen and cur then
+    redis.call('HSET', seen_key, step, stamp)
+    seen = at
+    if cur == 'dead' then
+      -- Revived: by this notice, or by one not carried yet, since an end
+      -- newer than the death recorded comes only after a requeue.
+      revive(step)
+      state, cur = redis.call('HGET', flow_key, 'state'), redis.call('HGET', steps_key, step)
     end
   end
-  if #freed > 0 then
-    redis.call('HSET', freed_key, step, table.concat(freed, ','))
-  end
-  if open <= 0 then
-    local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
-    flow_close(KEYS, channel, dead > 0 and 'failed' or 'succeeded')
+  if at == seen and status ~= 'revived' and
+      state == 'running' and (cur == 'w' or cur == 'r' or cur == 'q') then
+    if status == 'ok' then
+      redis.call('HSET', results_key, step, result)
+    end
+    -- Its id, if its end came before its mark as queued (wf_enqueued.lua
+    -- sets it with the mark).
+    if cur ~= 'q' then
+      redis.call('HSETNX', ids_key, step, task)
+    end
+    local open = flow_step_end(flow_key, steps_key, step, status)
+    local freed = {}
+    -- Steps ended, whose children are still to settle: {name, whether
+    -- its end lets them run}.
+    local todo = {{step, status == 'ok'}}
+    while #todo > 0 do
+      local top = table.remove(todo)
+      local good = top[2]
+      for kid in string.gmatch(redis.call('HGET', kids_key, top[1]) or '', '[^,]+') do
+        local runs = string.sub(kid, 1, 1) == '+'
+        if runs then kid = string.sub(kid, 2) end
+        if good or runs then
+          local left = redis.call('HINCRBY', left_key, kid, -1)
+          if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
+            redis.call('HSET', steps_key, kid, 'r')
+            freed[#freed + 1] = kid
+          end
+        elseif redis.call('HGET', steps_key, kid) == 'w' then
+          open = flow_step_end(flow_key, steps_key, kid, 'x')
+          todo[#todo + 1] = {kid, false}
+        end
+      end
+    end
+    if #freed > 0 then
+      redis.call('HSET', freed_key, step, table.concat(freed, ','))
+    end
+    if open <= 0 then
+      local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
+      state = dead > 0 and 'failed' or 'succeeded'
+      flow_close(KEYS, channel, state)
+    end
+    return freed
   end
 end
-local out = {}
-for kid in string.gmatch(redis.call('HGET', freed_key, step) or '', '[^,]+') do
-  if redis.call('HGET', steps_key, kid) == 'r' then
-    out[#out + 1] = kid
-    out[#out + 1] = redis.call('HGET', spec_key, kid)
+
+local out, told, fresh = {}, {}, {}
+for i = 2, #ARGV, 5 do
+  fresh[i] = release(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+end
+for i = 2, #ARGV, 5 do
+  -- The steps freed by the end recorded just now, else by the one
+  -- recorded before (a replay).
+  local freed = fresh[i]
+  if not freed then
+    freed = {}
+    for kid in string.gmatch(redis.call('HGET', freed_key, ARGV[i]) or '', '[^,]+') do
+      freed[#freed + 1] = kid
+    end
+  end
+  for _, kid in ipairs(freed) do
+    if not told[kid] and redis.call('HGET', steps_key, kid) == 'r' then
+      told[kid] = true
+      out[#out + 1] = kid
+    end
+  end
+end
+-- Their specs, a thousand a call: a fan-out frees thousands at once.
+local names = out
+out = {}
+for i = 1, #names, 1000 do
+  local specs = redis.call('HMGET', spec_key, unpack(names, i, math.min(i + 999, #names)))
+  for j, spec in ipairs(specs) do
+    out[#out + 1] = names[i + j - 1]
+    out[#out + 1] = spec
   end
 end
 return out

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,15 +72,30 @@ func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Du
 	return vals[0], readySteps(vals[1:]), nil
 }
 
-// ReleaseStep records the end of a step's task (of id task; status "ok" with its
-// result, or "dead"), or its revival ("revived": requeued from the dead
-// letters), as its notice, written at at (µs, Redis clock), told it
-// (wf_release.lua), and returns the steps that end made ready and that
-// are not yet marked queued. Idempotent: a second call records nothing
-// and returns those steps again.
+// StepEnd is the end of a step's task (of id Task; Status "ok" with its
+// Result, or "dead"), or its revival ("revived": requeued from the dead
+// letters), as its notice, written at At (µs, Redis clock), told it.
+type StepEnd struct {
+	Step, Task, Status, Result string
+	At                         int64
+}
+
+// ReleaseStep records one step's end (ReleaseSteps).
 func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result string, at int64) ([]ReadyStep, error) {
-	w := s.keys.Workflow(id)
-	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, []string{w.Channel, step, status, result, strconv.FormatInt(at, 10), task})
+	return s.ReleaseSteps(ctx, id, []StepEnd{{Step: step, Task: task, Status: status, Result: result, At: at}})
+}
+
+// ReleaseSteps records the ends of a workflow's steps, in order, in one
+// call (wf_release.lua), and returns the steps those ends made ready and
+// that are not yet marked queued, each once. Idempotent: a second call
+// records nothing and returns those steps again.
+func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]ReadyStep, error) {
+	args := make([]string, 0, 1+5*len(ends))
+	args = append(args, s.keys.Workflow(id).Channel)
+	for _, e := range ends {
+		args = append(args, e.Step, e.Status, e.Result, strconv.FormatInt(e.At, 10), e.Task)
+	}
+	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, args)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +163,18 @@ type StepRecord struct {
 // WorkflowState reads a workflow's state (wf_state.lua); false if the
 // workflow is unknown, or ended and expired.
 func (s *Store) WorkflowState(ctx context.Context, id string) (WorkflowRecord, bool, error) {
-	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, nil)
+	return s.workflowState(ctx, id, "0")
+}
+
+// WorkflowBrief reads a workflow's state without its steps', as
+// WorkflowState does (Steps is nil), at a cost that does not grow with
+// the steps: for a waiter that needs its steps only once it has ended.
+func (s *Store) WorkflowBrief(ctx context.Context, id string) (WorkflowRecord, bool, error) {
+	return s.workflowState(ctx, id, "1")
+}
+
+func (s *Store) workflowState(ctx context.Context, id, brief string) (WorkflowRecord, bool, error) {
+	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, []string{brief})
 	if err != nil {
 		return WorkflowRecord{}, false, err
 	}
@@ -251,31 +280,49 @@ func (s *Store) FlowNotices(ctx context.Context, queue string, age time.Duration
 	return res.AsStrSlice()
 }
 
-// FlowRead reads what carrying a notice needs (flow_read.lua): when it
-// was written (µs, Redis clock), false if it is gone (carried already),
-// and its task's outcome, if one is kept.
-func (s *Store) FlowRead(ctx context.Context, queue string, n Notice) (at int64, found bool, r Result, kept bool, err error) {
+// NoticeRead is what carrying a notice needs (FlowRead): when it was
+// written (µs, Redis clock), false if it is gone (carried already), and
+// its task's outcome, if one is kept.
+type NoticeRead struct {
+	At     int64
+	Found  bool
+	Result Result
+	Kept   bool
+}
+
+// FlowRead reads what carrying notices needs, for all of them in one call
+// (flow_read.lua), in their order.
+func (s *Store) FlowRead(ctx context.Context, queue string, notices []Notice) ([]NoticeRead, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, []string{n.Raw, n.Task})
+	args := make([]string, 0, 2*len(notices))
+	for _, n := range notices {
+		args = append(args, n.Raw, n.Task)
+	}
+	res, err := s.run(ctx, OpRead, queue, s.scripts.FlowRead, []string{k.Flows, k.Results}, args)
 	if err != nil {
-		return 0, false, Result{}, false, err
+		return nil, err
 	}
 	vals, err := res.AsStrSlice()
 	if err != nil {
-		return 0, false, Result{}, false, err
+		return nil, err
 	}
-	if len(vals) != 2 {
-		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %d values", len(vals))
+	if len(vals) != 2*len(notices) {
+		return nil, fmt.Errorf("flow_read.lua answered %d values for %d notices", len(vals), len(notices))
 	}
-	if vals[0] == "" {
-		return 0, false, Result{}, false, nil
+	out := make([]NoticeRead, len(notices))
+	for i := range out {
+		when := vals[2*i]
+		if when == "" {
+			continue
+		}
+		at, err := strconv.ParseInt(when, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("flow_read.lua answered %q", when)
+		}
+		r, kept := ParseResult(vals[2*i+1])
+		out[i] = NoticeRead{At: at, Found: true, Result: r, Kept: kept}
 	}
-	at, err = strconv.ParseInt(vals[0], 10, 64)
-	if err != nil {
-		return 0, false, Result{}, false, fmt.Errorf("flow_read.lua answered %q", vals[0])
-	}
-	r, kept = ParseResult(vals[1])
-	return at, true, r, kept, nil
+	return out, nil
 }
 
 // ForgetNotices removes a queue's notices once their workflows have
@@ -290,4 +337,86 @@ func (s *Store) ForgetNotices(ctx context.Context, queue string, notices []strin
 		return err
 	}
 	return res.Error()
+}
+
+// EnqueueSteps enqueues workflow steps released together, each with a
+// unique key of its own (Args.Unique, required), as EnqueueEach does, but
+// in one flow_enqueue.lua call per queue (and per MaxTasksPerScript
+// steps) rather than one enqueue.lua call per task, all in one round trip
+// (one per node on a cluster). It returns each step's task id, and an
+// error per step: ErrDuplicate (with the holder's id) for a step whose
+// key is held.
+func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string, []error) {
+	ids, errs := make([]string, len(tasks)), make([]error, len(tasks))
+	byQueue := make(map[string][]int)
+	var queues []string
+	for i, t := range tasks {
+		if _, ok := byQueue[t.Queue]; !ok {
+			queues = append(queues, t.Queue)
+		}
+		byQueue[t.Queue] = append(byQueue[t.Queue], i)
+	}
+	var calls []scripts.Call
+	var of [][]int // the steps of each call
+	for _, q := range queues {
+		if err := s.enter(ctx, OpEnqueue, q); err != nil {
+			for _, i := range byQueue[q] {
+				errs[i] = err
+			}
+			continue
+		}
+		k := s.queueKeys(q)
+		keys := []string{k.Waiting, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}
+		for chunk := range slices.Chunk(byQueue[q], MaxTasksPerScript) {
+			args := make([]string, 0, 2+7*len(chunk))
+			args = append(args, k.Channel, q)
+			for _, i := range chunk {
+				a := tasks[i].Args
+				sum := sha1.Sum([]byte(a.Unique))
+				fields := a.fields()
+				switch a.Priority {
+				case "h":
+					fields += ",ph"
+				case "l":
+					fields += ",pl"
+				}
+				front := "0"
+				if a.Front {
+					front = "1"
+				}
+				args = append(args, hex.EncodeToString(sum[:]), strconv.FormatInt(max(a.UniqueTTL.Milliseconds(), 0), 10), fields,
+					strconv.FormatInt(a.DueAt, 10), strconv.FormatInt(a.Delay.Microseconds(), 10), front, string(tasks[i].Payload))
+			}
+			calls = append(calls, scripts.Call{Script: s.scripts.FlowEnqueue, Keys: keys, Args: args})
+			of = append(of, chunk)
+		}
+	}
+	for c, res := range scripts.ExecMulti(ctx, s.rdb, calls) {
+		chunk := of[c]
+		q := tasks[chunk[0]].Queue
+		vals, err := res.AsStrSlice()
+		if err == nil && len(vals) != 1+2*len(chunk) {
+			err = fmt.Errorf("flow_enqueue.lua answered %d values for %d steps", len(vals), len(chunk))
+		}
+		if err == nil && vals[0] == "1" {
+			err = s.RegisterQueue(ctx, q)
+		}
+		if err != nil {
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("flow_enqueue.lua: %w", err)
+			}
+			continue
+		}
+		added := 0
+		for j, i := range chunk {
+			ids[i] = vals[1+2*j]
+			if vals[2+2*j] == "1" {
+				errs[i] = ErrDuplicate
+			} else {
+				added++
+			}
+		}
+		s.stats.enqueued(q, added)
+	}
+	return ids, errs
 }

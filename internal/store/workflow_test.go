@@ -326,3 +326,39 @@ func TestWorkflowEndBeforeMarkScript(t *testing.T) {
 	assert.Empty(t, cancelled)
 	assert.Equal(t, hash{"a": "ok"}, e.dump()["wf.steps"])
 }
+
+// wf_release.lua records several ends in one call, in order, as separate
+// calls would, and answers each step freed once: a step freed by one end
+// of the batch and named again by a replayed one is not answered twice.
+// flow_enqueue.lua enqueues them, and a second time adds nothing.
+func TestWorkflowReleaseBatch(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{
+		{Step: "top", Task: "t-top", Status: "ok", Result: "top's result", At: 10},
+		{Step: "top", Task: "t-top", Status: "ok", Result: "again", At: 10},
+		{Step: "right", Task: "t-right", Status: "ok", Result: "r", At: 20},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "left", Spec: "S-left"}}, ready, "right ended: not ready")
+	state := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "r", "right": "ok", "bottom": "w", "cleanup": "w"}, state["wf.steps"])
+	assert.Equal(t, hash{"top": "top's result", "right": "r"}, state["wf.results"])
+	assert.Equal(t, hash{"left": "0", "right": "0", "bottom": "1", "cleanup": "1"}, state["wf.left"])
+
+	tasks := []EnqueueOne{
+		{Queue: "q", Payload: []byte("L"), Args: EnqueueArgs{Unique: "wf/left", UniqueTTL: time.Hour, Flow: id + ".left"}},
+		{Queue: "q", Payload: []byte("C"), Args: EnqueueArgs{Unique: "wf/cleanup", UniqueTTL: time.Hour, Flow: id + ".cleanup"}},
+	}
+	ids, errs := e.s.EnqueueSteps(e.ctx, tasks)
+	assert.Equal(t, []error{nil, nil}, errs)
+	again, errs := e.s.EnqueueSteps(e.ctx, tasks[:1])
+	assert.ErrorIs(t, errs[0], ErrDuplicate)
+	assert.Equal(t, ids[:1], again, "the holder's id")
+	waiting := e.dump()["waiting"].(list)
+	require.Len(t, waiting, 2)
+	assert.Equal(t, ids[0]+",F"+id+".left:L", waiting[len(waiting)-1], "the first released comes out first")
+}

@@ -1,0 +1,116 @@
+-- Enqueue workflow steps released together (a fan-out, or a batch of
+-- carries), many in one call, in the queue's slot: as enqueue.lua does
+-- for one task with a unique key each, but with one clock read, one read
+-- and one write of the queue's meta hash, one push per list and one wake
+-- for them all, instead of a script each. Each step's unique key (its
+-- sha1, held for ttl ms from now, or while its task lives with ttl 0)
+-- makes its enqueue idempotent: a step whose key is held adds nothing
+-- and answers the holder's id, flagged duplicate. A step is never handed
+-- off: released steps come in numbers, and the wake names the runtimes.
+-- The client's stats counts ride on its other calls (enqueue.lua).
+-- Returns {unregistered, then id (hex), duplicate (0/1) per step}:
+-- unregistered as enqueue.lua answers it.
+local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: unused (enqueue.lua's keys)
+local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats, leases: unused
+local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: unused; every level's list
+local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
+local channel, queue = ARGV[1], ARGV[2] -- queue: its name
+-- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1, how long
+-- it is held (ms; 0: while alive), its header fields (with its level's,
+-- ',ph' or ',pl'), its due time (µs, Redis clock; 0: now), its delay (µs
+-- from now), '1' to put it at the front ('0' the back), its payload.
+
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
+local now = now_us()
+local now_m = math.floor(now / 1000)
+-- Keys held for a time are dropped once it has passed (a hundred a call).
+local stale = redis.call('ZRANGEBYSCORE', unique_ttl_key, '-inf', ms(now_m), 'LIMIT', 0, 100)
+if #stale > 0 then
+  redis.call('HDEL', unique_key, unpack(stale))
+  redis.call('ZREM', unique_ttl_key, unpack(stale))
+end
+local meta = redis.call('HMGET', meta_key, 'tid', 'registered')
+local next_id = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
+local out = {meta[2] and '0' or '1'}
+local pushes = {} -- per list, then per end: the entries to push
+local grouped, retained, delayed, dues, woken, added = {}, {}, {}, {}, 0, 0
+for i = 3, #ARGV, 7 do
+  local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
+  local exp = redis.call('ZSCORE', unique_ttl_key, sha)
+  if exp and tonumber(exp) <= now_m then
+    redis.call('HDEL', unique_key, sha)
+    redis.call('ZREM', unique_ttl_key, sha)
+  end
+  local holder = redis.call('HGET', unique_key, sha)
+  if holder then
+    out[#out + 1] = holder
+    out[#out + 1] = '1'
+  else
+    local id = string.format('%x', next_id)
+    next_id = next_id + 1
+    added = added + 1
+    redis.call('HSET', unique_key, sha, id)
+    if ttl > 0 then
+      redis.call('ZADD', unique_ttl_key, ms(now_m + ttl), sha)
+    else
+      header = header .. ',u' .. sha
+    end
+    if string.find(header, ',R', 1, true) then
+      retained[#retained + 1] = id
+    end
+    local due = math.max(due_at, now + delay)
+    if due > now then
+      -- A delayed task's wait starts when it is due (see entry_due).
+      delayed[#delayed + 1] = ms(due)
+      delayed[#delayed + 1] = id .. header .. ',d' .. string.format('%x', due) .. ':' .. payload
+      dues[ms(due)] = true
+    else
+      local entry = id .. header .. ':' .. payload
+      woken = woken + 1
+      if string.find(header, ',g', 1, true) then
+        grouped[#grouped + 1] = {entry, front}
+      else
+        local list = list_of(entry, waiting_key)
+        local ends = pushes[list] or {back = {}, front = {}}
+        pushes[list] = ends
+        local at = front and ends.front or ends.back
+        at[#at + 1] = entry
+      end
+    end
+    out[#out + 1] = id
+    out[#out + 1] = '0'
+  end
+end
+if #retained > 0 then
+  outcome_pending(retained_key, retained)
+end
+for i = 1, #delayed, 1000 do
+  redis.call('ZADD', delayed_key, unpack(delayed, i, math.min(i + 999, #delayed)))
+end
+for due in pairs(dues) do
+  publish(channel, 's' .. due)
+end
+for list, ends in pairs(pushes) do
+  for i = 1, #ends.back, 1000 do
+    redis.call('LPUSH', list, unpack(ends.back, i, math.min(i + 999, #ends.back)))
+  end
+  -- The front is the right end: each goes there in its turn, so the
+  -- last step released comes out first.
+  for i = 1, #ends.front, 1000 do
+    redis.call('RPUSH', list, unpack(ends.front, i, math.min(i + 999, #ends.front)))
+  end
+end
+for _, g in ipairs(grouped) do
+  group_lib().push({g[1]}, g[2])
+end
+if woken > 0 then
+  wake(idle_key, channel, woken)
+end
+if added > 0 then
+  redis.call('HSET', meta_key, 'tid', ms(next_id - 1))
+  if not meta[2] then
+    name_queue(meta_key, queue)
+  end
+end
+return out
