@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -41,7 +42,7 @@ type flows struct {
 	ctx     context.Context // ended by close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the carries and the sweeps under way
-	carries *coalescer[store.Notice, error]
+	carries *coalesce.Coalescer[store.Notice, error]
 
 	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
 	// test signal: a sweep of a queue ended, with the notices it carried.
@@ -57,7 +58,7 @@ type flows struct {
 func newFlows(c *Client) *flows {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool),
-		carries: newCoalescer(flowBatchMax, c.carryBatch)}
+		carries: coalesce.New(flowBatchMax, c.carryBatch)}
 }
 
 // ended carries the notice of a workflow task that the worker just ended
@@ -81,7 +82,7 @@ func (f *flows) ended(queue, flow, taskID string, want Outcome) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		failed, err := f.carries.do(f.ctx, queue, n)
+		failed, err := f.carries.Do(f.ctx, queue, n)
 		if err = cmp.Or(err, failed); err != nil && f.ctx.Err() == nil {
 			// The notice stays: a sweep carries it later.
 			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
@@ -147,7 +148,7 @@ func (f *flows) close() {
 	f.mu.Unlock()
 	f.cancel()
 	f.wg.Wait()
-	f.carries.close()
+	f.carries.Close()
 }
 
 // sweepFlows carries a queue's notices at least age old to their
