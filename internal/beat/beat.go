@@ -94,7 +94,10 @@ func (c *Beats[R, M]) Join(w M, ttl, every time.Duration) *Beat[R, M] {
 	b = &Beat[R, M]{c: c, key: k}
 	b.members.Add(w)
 	c.m[k] = b
-	b.loop = startstop.NewLoop(b.run)
+	// The first beat's timer is set here, not in the loop's goroutine: a
+	// clock that moves on before that goroutine runs must still find it.
+	t := c.Clock.NewTimer(c.In(k.every))
+	b.loop = startstop.NewLoop(func(ctx context.Context) { b.run(ctx, t) })
 	_ = b.loop.Start(context.Background()) // a Loop's Start does not fail
 	return b
 }
@@ -114,9 +117,8 @@ func (b *Beat[R, M]) Leave(w M) {
 	}
 }
 
-// run is the beat's loop: a round on every beat.
-func (b *Beat[R, M]) run(ctx context.Context) {
-	t := b.c.Clock.NewTimer(b.c.In(b.key.every))
+// run is the beat's loop: a round on every beat, the first when t fires.
+func (b *Beat[R, M]) run(ctx context.Context, t clock.Timer) {
 	defer t.Stop()
 	for {
 		select {
