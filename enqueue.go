@@ -394,10 +394,11 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 	if id == "" {
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	n, err := c.store.CancelID(ctx, queue, id)
+	n, notices, err := c.store.CancelID(ctx, queue, id)
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -413,10 +414,11 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 	if len(task) > c.maxTaskSize {
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
-	n, err := c.store.CancelPayload(ctx, queue, task)
+	n, notices, err := c.store.CancelPayload(ctx, queue, task)
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -476,10 +478,11 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 	if err := checkKind(sel.Kind); err != nil {
 		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %w", queue, err)
 	}
-	removed, more, err = c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
+	removed, more, notices, err := c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
 	if err != nil {
 		return removed, more, c.fail("cancel waiting", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return removed, more, nil
 }
 
@@ -493,9 +496,10 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := c.validate(ctx, "delete", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.DeleteQueue(ctx, queue)
+	n, notices, err := c.store.DeleteQueue(ctx, queue)
 	if err != nil {
 		return 0, c.fail("delete", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return n, nil
 }
