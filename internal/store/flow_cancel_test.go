@@ -3,6 +3,7 @@ package store
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,43 @@ func TestCancelPlainWritesNoNotice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 	assert.NotContains(t, e.dump(), "flows")
+}
+
+// wf_release.lua with a 'cancelled' notice: the step ends cancelled ('x'),
+// its children that need it are cancelled with their descendants, one
+// that runs whatever its parent's end is freed, and the workflow, once
+// every step has ended, fails though no step died.
+func TestWorkflowReleaseCancelledScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
+	require.NoError(t, err)
+	_, err = e.s.ReleaseStep(e.ctx, id, "top", "t1", "ok", "", 10)
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}, {Name: "right", TaskID: "t3"}})
+	require.NoError(t, err)
+
+	ready, err := e.s.ReleaseStep(e.ctx, id, "left", "t2", "cancelled", "", 20)
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "cleanup", Spec: "S-cleanup"}}, ready)
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "x", "right": "q", "bottom": "x", "cleanup": "r"}, got["wf.steps"])
+	assert.Equal(t, "1", got["wf.flow"].(hash)["cancelled"])
+	assert.NotContains(t, got["wf.flow"].(hash), "dead")
+
+	_, err = e.s.ReleaseStep(e.ctx, id, "right", "t3", "ok", "", 30)
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "cleanup", TaskID: "t4"}})
+	require.NoError(t, err)
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "running", rec.State)
+	_, err = e.s.ReleaseStep(e.ctx, id, "cleanup", "t4", "ok", "", 40)
+	require.NoError(t, err)
+	rec, _, err = e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", rec.State, "a step cancelled fails its workflow")
 }
