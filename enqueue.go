@@ -386,7 +386,9 @@ type CancelResult struct {
 // publishes a cancel event. A holder that missed the event finds out when
 // it resubscribes, or when it next touches the process (Requeue and Status
 // return ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled.
-// A task that already ended, or an unknown id, gives a zero result.
+// A task that already ended, or an unknown id, gives a zero result. A
+// workflow step's task cancelled ends the step cancelled: its workflow
+// is told before CancelTask returns (see docs/workflows.md).
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err
@@ -491,7 +493,9 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 // requeuing them, or reclaiming them from a dead worker, drops them
 // instead of bringing the queue back. It returns the number of waiting
 // tasks dropped. Its stats go too. A later Enqueue creates the queue
-// afresh.
+// afresh. Workflow steps whose tasks it drops, waiting or in flight, end
+// cancelled, and their workflows are told before it returns (see
+// docs/workflows.md).
 func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := c.validate(ctx, "delete", queue); err != nil {
 		return 0, err
