@@ -386,7 +386,9 @@ type CancelResult struct {
 // publishes a cancel event. A holder that missed the event finds out when
 // it resubscribes, or when it next touches the process (Requeue and Status
 // return ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled.
-// A task that already ended, or an unknown id, gives a zero result.
+// A task that already ended, or an unknown id, gives a zero result. A
+// workflow step's task cancelled ends the step cancelled: its workflow
+// is told before CancelTask returns (see docs/workflows.md).
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err
@@ -394,10 +396,11 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 	if id == "" {
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	n, err := c.store.CancelID(ctx, queue, id)
+	n, notices, err := c.store.CancelID(ctx, queue, id)
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -413,10 +416,11 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 	if len(task) > c.maxTaskSize {
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
-	n, err := c.store.CancelPayload(ctx, queue, task)
+	n, notices, err := c.store.CancelPayload(ctx, queue, task)
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -476,10 +480,11 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 	if err := checkKind(sel.Kind); err != nil {
 		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %w", queue, err)
 	}
-	removed, more, err = c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
+	removed, more, notices, err := c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
 	if err != nil {
 		return removed, more, c.fail("cancel waiting", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return removed, more, nil
 }
 
@@ -488,14 +493,17 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 // requeuing them, or reclaiming them from a dead worker, drops them
 // instead of bringing the queue back. It returns the number of waiting
 // tasks dropped. Its stats go too. A later Enqueue creates the queue
-// afresh.
+// afresh. Workflow steps whose tasks it drops, waiting or in flight, end
+// cancelled, and their workflows are told before it returns (see
+// docs/workflows.md).
 func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err := c.validate(ctx, "delete", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.DeleteQueue(ctx, queue)
+	n, notices, err := c.store.DeleteQueue(ctx, queue)
 	if err != nil {
 		return 0, c.fail("delete", queue, err)
 	}
+	c.carryCancelled(ctx, queue, notices)
 	return n, nil
 }

@@ -174,6 +174,20 @@ func (c *Client) carryRevived(ctx context.Context, queue string) {
 	}
 }
 
+// carryCancelled carries the notices a cancel or a queue's delete wrote
+// for the workflow tasks it cancelled: their workflows have recorded
+// those steps' ends, and cancelled their descendants, by the time the
+// call returns. Notices that fail to be carried stay in the queue's flows
+// set, for a sweep of that queue.
+func (c *Client) carryCancelled(ctx context.Context, queue string, notices []string) {
+	if len(notices) == 0 {
+		return
+	}
+	if _, err := c.carryRaw(ctx, queue, notices, func(store.Notice) bool { return true }); err != nil {
+		c.log.Warn("worqr: could not tell a workflow of its step cancelled; a sweep will", "queue", queue, "err", err)
+	}
+}
+
 // carryRaw carries the notices of raw that pass want, in batches, and
 // forgets those that are not worqr's; it returns how many it carried
 // and the first error.

@@ -129,8 +129,9 @@ type stepSpec struct {
 //
 // Every task of a workflow keeps its outcome for Keep (as Retain), and
 // its result is passed on to its children (Process.ParentResults).
-// Cancel a workflow with CancelWorkflow, not a step's task with
-// CancelTask: a step cancelled alone leaves its workflow waiting for it.
+// Cancel a workflow with CancelWorkflow. A step's own task cancelled
+// (CancelTask, Cancel, CancelWaiting) or dropped with its queue
+// (DeleteQueue) ends the step cancelled, and its workflow fails.
 //
 // On ErrUnavailable the workflow may have been created, in part: retry
 // with the same WorkflowOptions.ID, which completes it.

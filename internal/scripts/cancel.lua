@@ -7,7 +7,9 @@
 -- Tasks waiting in groups are removed from the group set too (read 1,000
 -- members at a time, by rank), and a group none of whose tasks waits any
 -- more leaves the ready set (groups_emptied).
--- Returns {removed, marked}.
+-- A workflow's task, removed or marked, leaves a 'cancelled' notice
+-- (flow_cancelled in common.lua): its workflow is told by the client.
+-- Returns {removed, marked, then the notices written}.
 --
 -- A few waiting matches are replaced by a tombstone each (LSET) and removed
 -- with one LREM; many are removed by writing the list again without them,
@@ -15,11 +17,13 @@
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
+local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
 local channel, payload = ARGV[1], ARGV[2]
 
 set_lists(waiting_key, high_key, low_key)
 local ids = {}
 local unlist = {} -- the retained entries removed
+local steps = {} -- the workflow tasks (an 'F' field) removed or marked
 -- Each level's list in turn.
 for _, list in ipairs({waiting_key, high_key, low_key}) do
   local at, found = {}, 0
@@ -32,6 +36,7 @@ for _, list in ipairs({waiting_key, high_key, low_key}) do
         found = found + 1
         release_unique(unique_key, e)
         if header_has(e, 'R') then unlist[#unlist + 1] = e end
+        if header_has(e, 'F') then steps[#steps + 1] = e end
         if #at <= 16 then
           at[#at + 1] = start + j - 1
         end
@@ -64,6 +69,7 @@ for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
     ids[#ids + 1] = entry_id(e)
     release_unique(unique_key, e)
     if header_has(e, 'R') then unlist[#unlist + 1] = e end
+    if header_has(e, 'F') then steps[#steps + 1] = e end
   end
 end
 groups_remove(gwait_key, gready_key, function(e)
@@ -71,6 +77,7 @@ groups_remove(gwait_key, gready_key, function(e)
   ids[#ids + 1] = entry_id(e)
   release_unique(unique_key, e)
   if header_has(e, 'R') then unlist[#unlist + 1] = e end
+  if header_has(e, 'F') then steps[#steps + 1] = e end
   return true
 end)
 local removed = #ids
@@ -89,6 +96,7 @@ for i = 1, #all, 2 do
     redis.call('HSET', procs_key, all[i], 'c' .. string.sub(v, 2))
     marked[#marked + 1] = entry_id(proc_task(v))
     if header_has(proc_task(v), 'R') then held[#held + 1] = proc_task(v) end
+    if header_has(proc_task(v), 'F') then steps[#steps + 1] = proc_task(v) end
   end
 end
 outcome_unlisted(retained_key, held)
@@ -97,4 +105,4 @@ stats_flush(stats_key)
 if #marked > 0 then
   publish(channel, 'c' .. table.concat(marked, ','))
 end
-return {removed, #marked}
+return flow_cancelled(flows_key, steps, {removed, #marked})

@@ -7,10 +7,13 @@
 -- A task waiting in a group is found in the group set by its id (see
 -- group_find); its group leaves the ready set if no task of it waits any
 -- more (groups_emptied).
--- Returns {removed, marked}: each 0 or 1.
+-- A workflow's task leaves a 'cancelled' notice (flow_cancelled in
+-- common.lua): its workflow is told by the client.
+-- Returns {removed, marked}: each 0 or 1, then the notice written, if any.
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
+local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
 local channel, id = ARGV[1], ARGV[2] -- id: the task to cancel
 
 set_lists(waiting_key, high_key, low_key)
@@ -32,7 +35,7 @@ for _, list in ipairs({waiting_key, high_key, low_key}) do
         removed(e)
         stat('x', 1)
         stats_flush(stats_key)
-        return {1, 0}
+        return flow_cancelled(flows_key, {e}, {1, 0})
       end
     end
   end
@@ -47,7 +50,7 @@ if m then
   removed(e)
   stat('x', 1)
   stats_flush(stats_key)
-  return {1, 0}
+  return flow_cancelled(flows_key, {e}, {1, 0})
 end
 for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
   if entry_id(e) == id then
@@ -57,7 +60,7 @@ for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
     removed(e)
     stat('x', 1)
     stats_flush(stats_key)
-    return {1, 0}
+    return flow_cancelled(flows_key, {e}, {1, 0})
   end
 end
 local all = redis.call('HGETALL', procs_key)
@@ -72,7 +75,7 @@ for i = 1, #all, 2 do
     publish(channel, 'c' .. id)
     stat('x', 1)
     stats_flush(stats_key)
-    return {0, 1}
+    return flow_cancelled(flows_key, {proc_task(v)}, {0, 1})
   end
 end
 return {0, 0}

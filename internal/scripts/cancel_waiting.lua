@@ -6,10 +6,14 @@
 -- front, the right end), then the tasks waiting in groups (in group order),
 -- so that the script holds Redis up for a bounded time. A group left empty
 -- leaves the turns, as cancel.lua's do.
--- Returns {removed, more}: more is 1 when entries were left unlooked at.
+-- A workflow's task leaves a 'cancelled' notice (flow_cancelled in
+-- common.lua): its workflow is told by the client.
+-- Returns {removed, more, then the notices written}: more is 1 when
+-- entries were left unlooked at.
 local waiting_key, errors_key, unique_key, high_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7]
 local gwait_key, gready_key = KEYS[8], KEYS[9] -- see GROUPS in common.lua
+local flows_key = KEYS[10] -- workflow tasks' notices (see flow_notice)
 local channel, mode, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]) -- mode: ids | kind | all
 local first_arg = 4 -- ARGV[4...]: the ids (mode ids), or the kind (mode kind)
 
@@ -93,4 +97,4 @@ for i = 1, #unlisted, 1000 do
 end
 stat('x', #removed)
 stats_flush(stats_key)
-return {#removed, more}
+return flow_cancelled(flows_key, removed, {#removed, more})

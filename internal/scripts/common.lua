@@ -1233,18 +1233,36 @@ local function retain(results, retained, channel, entry, status, pid, ran, body,
 end
 
 -- A workflow's task (one with an 'F' field: '<workflow id>.<step>') that
--- ended, finished (status 'ok') or dead ('dead'), or a dead one requeued
--- ('revived'), leaves a notice in the queue's flows set, written in the
+-- ended, finished (status 'ok'), dead ('dead') or cancelled ('cancelled':
+-- removed while waiting, marked in flight, or of a queue deleted), or a
+-- dead one requeued ('revived'), leaves a notice in the queue's flows set,
+-- written in the
 -- same script as its end: the workflow's state lives in a slot of its
 -- own, which this script cannot reach, so the worker (or, after a crash,
 -- a sweep) carries the notice there (wf_release.lua) and then removes it
 -- (flow_forget.lua). Scored by when it was written (µs, Redis clock), for
 -- the sweep's age and for the workflow, which records no end older than
 -- the last it recorded of the step.
+-- Returns the notice, or nil for a task of no workflow.
 local function flow_notice(flows, entry, status)
   if not header_has(entry, 'F') then return end
   local f = header_get(entry_split(entry), 'F')
-  redis.call('ZADD', flows, ms(now_us()), f .. ',' .. entry_id(entry) .. ',' .. status)
+  local notice = f .. ',' .. entry_id(entry) .. ',' .. status
+  redis.call('ZADD', flows, ms(now_us()), notice)
+  return notice
+end
+
+-- Write the 'cancelled' notice of each workflow task of entries (see
+-- flow_notice) and append it to out, which the script returns so that
+-- the client carries the notices at once. A plain task costs one plain
+-- find.
+local function flow_cancelled(flows, entries, out)
+  for _, e in ipairs(entries) do
+    if string.find(e, ',F', 1, true) then
+      out[#out + 1] = flow_notice(flows, e, 'cancelled')
+    end
+  end
+  return out
 end
 
 -- Workflows. A workflow's keys share the tag {wf:<id>} (WorkflowKeys in

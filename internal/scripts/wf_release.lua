@@ -1,12 +1,14 @@
 -- Record the end of a workflow step's task, as its queue's notice told
--- it (flow_notice in common.lua): the step's result and state ('ok' or
--- 'dead'), then what that means for its children: a child's count of
--- parents left goes down, and one with none left becomes ready ('r'); a
--- child of a step that died is cancelled ('x'), with its descendants,
--- unless the dependency lets it run whatever its parent's end (a '+'
--- before it in kids: then the count goes down as for a success). Once
--- every step has ended the workflow ends (flow_close): 'failed' if one
--- died, else 'succeeded'.
+-- it (flow_notice in common.lua): the step's result and state ('ok',
+-- 'dead', or 'x' for a task cancelled, whose notice says 'cancelled'),
+-- then what that means for its children: a child's count of parents left
+-- goes down, and one with none left becomes ready ('r'); a child of a
+-- step that died or was cancelled is cancelled ('x'), with its
+-- descendants, unless the dependency lets it run whatever its parent's
+-- end (a '+' before it in kids: then the count goes down as for a
+-- success). Once every step has ended the workflow ends (flow_close):
+-- 'failed' if one died or its task was cancelled (counted in the flow's
+-- 'cancelled' field), else 'succeeded'.
 -- A notice 'revived' (a dead step's task requeued from the dead letters)
 -- undoes a death: the step is queued again, its descendants that its
 -- death cancelled wait again (those no other death or cancel holds), and
@@ -30,7 +32,7 @@ local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], 
 local freed_key, seen_key = KEYS[9], KEYS[10]
 local channel = ARGV[1]
 -- Then per notice, ARGV[2 + 5(i - 1) ...]: the step, its status ('ok' |
--- 'dead' | 'revived'), its result, when the notice was written (µs) and
+-- 'dead' | 'cancelled' | 'revived'), its result, when the notice was written (µs) and
 -- the id of the step's task.
 
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
@@ -111,7 +113,12 @@ local function release(step, status, result, stamp, task)
     if cur ~= 'q' then
       redis.call('HSETNX', ids_key, step, task)
     end
-    local open = flow_step_end(flow_key, steps_key, step, status)
+    local st = status
+    if status == 'cancelled' then
+      st = 'x'
+      redis.call('HINCRBY', flow_key, 'cancelled', 1)
+    end
+    local open = flow_step_end(flow_key, steps_key, step, st)
     local freed = {}
     -- Steps ended, whose children are still to settle: {name, whether
     -- its end lets them run}.
@@ -139,7 +146,8 @@ local function release(step, status, result, stamp, task)
     end
     if open <= 0 then
       local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
-      state = dead > 0 and 'failed' or 'succeeded'
+      local cancelled = tonumber(redis.call('HGET', flow_key, 'cancelled') or '0')
+      state = (dead > 0 or cancelled > 0) and 'failed' or 'succeeded'
       flow_close(KEYS, channel, state)
     end
     return freed

@@ -55,7 +55,7 @@ func TestCancelIDScript(t *testing.T) {
 			e := newScriptEnv(t)
 			w := e.worker()
 			e.seed(cancelSeed(w))
-			got, err := e.s.CancelID(e.ctx, "q", tc.id)
+			got, _, err := e.s.CancelID(e.ctx, "q", tc.id)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			want := cancelSeed(w)
@@ -69,7 +69,7 @@ func TestCancelIDScript(t *testing.T) {
 		w := e.worker()
 		seeded := keyState{"procs": hash{"1": "c" + w + "64:d"}}
 		e.seed(seeded)
-		got, err := e.s.CancelID(e.ctx, "q", "64")
+		got, _, err := e.s.CancelID(e.ctx, "q", "64")
 		require.NoError(t, err)
 		assert.Equal(t, CancelCount{}, got)
 		e.expect(seeded)
@@ -83,7 +83,7 @@ func TestCancelPayloadScript(t *testing.T) {
 	e := newScriptEnv(t)
 	w := e.worker()
 	e.seed(cancelSeed(w))
-	got, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
+	got, _, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
 	require.NoError(t, err)
 	assert.Equal(t, CancelCount{Removed: 4, Marked: 1}, got)
 	want := cancelSeed(w)
@@ -115,7 +115,7 @@ func TestDeleteScript(t *testing.T) {
 	st["idle"] = zset{w: 1}
 	st["queues"] = set{"q", "other"}
 	e.seed(st)
-	n, err := e.s.DeleteQueue(e.ctx, "q")
+	n, _, err := e.s.DeleteQueue(e.ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, n, "four waiting and one delayed")
 	e.expect(keyState{
@@ -207,7 +207,7 @@ func TestCancelWaitingScript(t *testing.T) {
 			t.Parallel()
 			e := newScriptEnv(t)
 			e.seed(seed())
-			removed, more, err := e.s.CancelWaiting(e.ctx, "q", tc.sel, tc.limit)
+			removed, more, _, err := e.s.CancelWaiting(e.ctx, "q", tc.sel, tc.limit)
 			require.NoError(t, err)
 			assert.Equal(t, tc.removed, removed)
 			assert.Equal(t, tc.more, more)

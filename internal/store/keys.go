@@ -61,8 +61,9 @@ type QueueKeys struct {
 	GroupRunning string // HASH group -> slots its processes hold
 	GroupLimits  string // HASH group -> its own concurrency limit
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
-	// bury.lua), until their workflow has recorded them (see workflow.go).
-	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead|revived>' -> when written (µs)
+	// bury.lua, the cancel scripts, delete.lua), until their workflow has
+	// recorded them (see workflow.go).
+	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
 	Channel string // pub/sub channel for work, schedule, cancel and delete events
 }
 

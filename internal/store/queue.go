@@ -427,30 +427,57 @@ type CancelCount struct {
 	Marked  int64 // in-flight processes marked cancelled
 }
 
-// CancelPayload cancels every task of a queue with this payload.
-func (s *Store) CancelPayload(ctx context.Context, queue string, payload []byte) (CancelCount, error) {
+// CancelPayload cancels every task of a queue with this payload. It
+// returns the notices written for the workflow tasks cancelled (see
+// flow_notice in common.lua), for the caller to carry.
+func (s *Store) CancelPayload(ctx context.Context, queue string, payload []byte) (CancelCount, []string, error) {
 	return s.cancel(ctx, s.scripts.Cancel, queue, string(payload))
 }
 
-// CancelID cancels the task of a queue with this id.
-func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, error) {
+// CancelID cancels the task of a queue with this id, and returns the
+// notice written if it is a workflow task (as CancelPayload).
+func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, []string, error) {
 	return s.cancel(ctx, s.scripts.CancelID, queue, id)
 }
 
-func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, error) {
+func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, []string, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows}, []string{k.Channel, arg})
 	if err != nil {
-		return CancelCount{}, err
+		return CancelCount{}, nil, err
 	}
-	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 2 {
-		err = fmt.Errorf("cancel answered %d values", len(n))
+	n, notices, err := countsAndNotices(res, 2, "cancel")
+	if err != nil {
+		return CancelCount{}, nil, err
+	}
+	return CancelCount{Removed: n[0], Marked: n[1]}, notices, nil
+}
+
+// countsAndNotices reads a script's answer of n counts followed by the
+// notices it wrote (see flow_cancelled in common.lua).
+func countsAndNotices(res rueidis.RedisResult, n int, what string) ([]int64, []string, error) {
+	vals, err := res.ToArray()
+	if err == nil && len(vals) < n {
+		err = fmt.Errorf("%s answered %d values", what, len(vals))
 	}
 	if err != nil {
-		return CancelCount{}, err
+		return nil, nil, err
 	}
-	return CancelCount{Removed: n[0], Marked: n[1]}, nil
+	counts := make([]int64, n)
+	for i := range counts {
+		if counts[i], err = vals[i].AsInt64(); err != nil {
+			return nil, nil, err
+		}
+	}
+	var notices []string
+	for _, v := range vals[n:] {
+		s, err := v.ToString()
+		if err != nil {
+			return nil, nil, err
+		}
+		notices = append(notices, s)
+	}
+	return counts, notices, nil
 }
 
 // CancelSelection chooses the waiting tasks CancelWaiting removes: those
@@ -461,9 +488,10 @@ type CancelSelection struct {
 }
 
 // CancelWaiting removes waiting tasks in bulk (see cancel_waiting.lua),
-// looking at limit entries at most: it returns how many it removed and
-// whether it left entries unlooked at.
-func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelection, limit int) (int64, bool, error) {
+// looking at limit entries at most: it returns how many it removed,
+// whether it left entries unlooked at, and the notices written for the
+// workflow tasks removed (as CancelPayload).
+func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelection, limit int) (int64, bool, []string, error) {
 	k := s.queueKeys(queue)
 	args := []string{k.Channel, "all", strconv.Itoa(limit)}
 	switch {
@@ -474,40 +502,38 @@ func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelec
 		args[1] = "kind"
 		args = append(args, sel.Kind)
 	}
-	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady}, args)
+	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows}, args)
 	if err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
-	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 2 {
-		err = fmt.Errorf("cancel waiting answered %d values", len(n))
-	}
+	n, notices, err := countsAndNotices(res, 2, "cancel waiting")
 	if err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
-	return n[0], n[1] == 1, nil
+	return n[0], n[1] == 1, notices, nil
 }
 
 // DeleteQueue removes a queue from the registry, then drops its waiting
 // tasks and marks its in-flight processes deleted. It returns the number
-// of waiting tasks dropped. If the second step fails the queue is put back
+// of waiting tasks dropped and the notices written for its workflow tasks
+// (delete.lua), for the caller to carry. If the second step fails the queue is put back
 // in the registry (best effort) rather than hidden.
-func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, error) {
+func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, []string, error) {
 	if err := s.enter(ctx, OpDeleteQueue, queue); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := s.rdb.Do(ctx, s.b().Srem().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	k := s.queueKeys(queue)
-	n, err := s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits}, []string{k.Channel}).AsInt64()
+	n, notices, err := countsAndNotices(s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits, k.Flows}, []string{k.Channel}), 1, "delete")
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = s.rdb.Do(undo, s.b().Sadd().Key(s.keys.Queues()).Member(queue).Build().Pin()).Error()
-		return 0, err
+		return 0, nil, err
 	}
-	return n, nil
+	return n[0], notices, nil
 }
 
 // States reports what became of a worker's processes in a queue: each

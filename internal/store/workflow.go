@@ -73,7 +73,7 @@ func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Du
 }
 
 // StepEnd is the end of a step's task (of id Task; Status "ok" with its
-// Result, or "dead"), or its revival ("revived": requeued from the dead
+// Result, "dead" or "cancelled"), or its revival ("revived": requeued from the dead
 // letters), as its notice, written at At (µs, Redis clock), told it.
 type StepEnd struct {
 	Step, Task, Status, Result string
@@ -251,11 +251,11 @@ func queuedSteps(script string, vals []string) ([]QueuedStep, error) {
 
 // Notice is a queue's notice of a workflow task's end, or of its
 // requeue from the dead letters (flow_notice in common.lua):
-// '<workflow id>.<step>,<task id>,<ok|dead|revived>'.
+// '<workflow id>.<step>,<task id>,<ok|dead|cancelled|revived>'.
 type Notice struct {
 	Raw                  string // as stored: the member to remove
 	Workflow, Step, Task string
-	Status               string // "ok", "dead" or "revived"
+	Status               string // "ok", "dead", "cancelled" or "revived"
 }
 
 // ParseNotice reads a notice; false if it is not one.
@@ -263,10 +263,19 @@ func ParseNotice(raw string) (Notice, bool) {
 	flow, rest, ok1 := strings.Cut(raw, ",")
 	task, status, ok2 := strings.Cut(rest, ",")
 	wf, step, ok3 := strings.Cut(flow, ".")
-	if !ok1 || !ok2 || !ok3 || wf == "" || step == "" || task == "" || (status != "ok" && status != "dead" && status != "revived") {
+	if !ok1 || !ok2 || !ok3 || wf == "" || step == "" || task == "" || !knownStatus(status) {
 		return Notice{}, false
 	}
 	return Notice{Raw: raw, Workflow: wf, Step: step, Task: task, Status: status}, true
+}
+
+// knownStatus says whether a notice's status is one flow_notice writes.
+func knownStatus(status string) bool {
+	switch status {
+	case "ok", "dead", "cancelled", "revived":
+		return true
+	}
+	return false
 }
 
 // FlowNotices lists a queue's notices written at least age ago, oldest

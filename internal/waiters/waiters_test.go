@@ -92,7 +92,7 @@ func TestEventsWakeTheirWaitersWithWhy(t *testing.T) {
 	require.NoError(t, err)
 	c := ws.Add("q", ids[0], false)
 	recv(t, c.Wake(), "c, subscribed already")
-	_, err = s.CancelID(ctx, "q", ids[0])
+	_, _, err = s.CancelID(ctx, "q", ids[0])
 	require.NoError(t, err)
 	recv(t, c.Wake(), "c woken by the cancel")
 	assert.ErrorIs(t, c.TakeGone(), errCancelled)
