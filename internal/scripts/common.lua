@@ -937,9 +937,10 @@ end
 -- never failed costs nothing.
 local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
 
--- Note a failed attempt of task id in its history, which keeps the last
--- ATTEMPTS_KEPT.
-local function attempt_note(errors, id, ended, how, worker, err)
+-- A failed attempt of task id added to its history, which keeps the last
+-- ATTEMPTS_KEPT: returns the history's field in the errors hash and its
+-- new value, for a script that writes many fields at once (retry.lua).
+local function attempt_added(errors, id, ended, how, worker, err)
   local field = id .. ':a'
   err = string.sub(err or '', 1, ATTEMPT_ERROR_MAX)
   local v = (redis.call('HGET', errors, field) or '') .. ms(ended) .. ',' .. how .. ','
@@ -955,7 +956,12 @@ local function attempt_note(errors, id, ended, how, worker, err)
   if #starts > ATTEMPTS_KEPT then
     v = string.sub(v, starts[#starts - ATTEMPTS_KEPT + 1])
   end
-  redis.call('HSET', errors, field, v)
+  return field, v
+end
+
+-- Note a failed attempt of task id in its history (see attempt_added).
+local function attempt_note(errors, id, ended, how, worker, err)
+  redis.call('HSET', errors, attempt_added(errors, id, ended, how, worker, err))
 end
 
 -- Remove the errors, and attempt histories, of the tasks ids[i..j] (1,000

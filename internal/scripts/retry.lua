@@ -11,7 +11,7 @@
 -- slots (see entry_weight) with it. A retried task notes when it became
 -- due again (see entry_due) for the wait stats; the client counts it
 -- ('r', and its run time, from the clock this returns), as finish.lua's.
--- Each retried attempt is noted in its task's history (see attempt_note).
+-- Each retried attempt is noted in its task's history (see attempt_added).
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else
 -- the code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
 -- Redis clock (µs).
@@ -79,7 +79,10 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
         errs[#errs + 1] = id
         errs[#errs + 1] = err
       end
-      attempt_note(errors_key, id, math.floor(t_us / 1000), 'r', worker, err)
+      -- The history goes out with the errors, in one HSET for all.
+      local field, history = attempt_added(errors_key, id, math.floor(t_us / 1000), 'r', worker, err)
+      errs[#errs + 1] = field
+      errs[#errs + 1] = history
       local delay = tonumber(ARGV[4 * j + 1]) or 0
       if delay > 0 then
         local due = t_us + delay
