@@ -108,8 +108,14 @@ func (f *flows) served(ctx context.Context, queue string) {
 
 // tick sweeps every queue served, then arms the next tick.
 func (f *flows) tick() {
+	// Sweeps are for the queues the client's workers serve: with no worker
+	// left the timer is not armed again (served arms it for the next).
+	f.c.mu.Lock()
+	idle := len(f.c.workers) == 0
+	f.c.mu.Unlock()
 	f.mu.Lock()
-	if f.closed {
+	if f.closed || idle {
+		f.timer = nil
 		f.mu.Unlock()
 		return
 	}
