@@ -13,6 +13,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -149,7 +150,7 @@ func Load(sharded, stats bool) *Set {
 
 // WithCommon is a script of body after the whole of common.lua (with
 // stats on), for tests of common.lua's helpers.
-func WithCommon(body string) *Script { return newScript(commonFor(false, true) + body) }
+func WithCommon(body string) *Script { return newScript("", commonFor(false, true)+body) }
 
 // loader makes each script from its file and the parts of common.lua it
 // uses, with the publish command events use and the stats switch.
@@ -157,7 +158,7 @@ func loader(sharded, stats bool) func(name string) *Script {
 	parts := splitCommon(commonFor(sharded, stats))
 	return func(name string) *Script {
 		body := source(name)
-		return newScript(prelude(parts, body) + body)
+		return newScript(name, prelude(parts, body)+body)
 	}
 }
 
@@ -189,17 +190,37 @@ func source(name string) string {
 // Write scripts are never retried by rueidis: a retry after a lost reply
 // could run a state change twice.
 type Script struct {
-	src string
-	sha string
+	name string
+	src  string
+	sha  string
 }
 
-func newScript(src string) *Script {
+func newScript(name, src string) *Script {
 	sum := sha1.Sum([]byte(src))
-	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+	return &Script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 // SHA1 is the digest sent in EVALSHA.
 func (s *Script) SHA1() string { return s.sha }
+
+// Name is the script's file ("finish.lua"), "" for one of WithCommon.
+func (s *Script) Name() string { return s.name }
+
+// Files are the names of every embedded script but common.lua, which is
+// no script of its own: the list a test of each script checks against.
+func Files() []string {
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		panic("worqr: embedded scripts unreadable: " + err.Error()) // a build error
+	}
+	var out []string
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".lua") && name != "common.lua" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // Call is one execution of a script, for ExecMulti.
 type Call struct {

@@ -34,7 +34,7 @@ func TestParseAttempts(t *testing.T) {
 // bytes.
 func TestAttemptHistoryBounded(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "retry.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	var old []string
@@ -65,7 +65,7 @@ func TestAttemptHistoryRemoved(t *testing.T) {
 	t.Parallel()
 	t.Run("finish", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "finish.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -91,7 +91,7 @@ func TestAttemptHistoryRemoved(t *testing.T) {
 	}
 	t.Run("dead letter deleted", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dead_delete.lua")
 		e.seed(deadSeed())
 		ok, err := e.s.DeleteDead(e.ctx, "q", "51")
 		require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestAttemptHistoryRemoved(t *testing.T) {
 	})
 	t.Run("dead letters purged", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dead_purge.lua")
 		e.seed(deadSeed())
 		n, err := e.s.PurgeDead(e.ctx, "q")
 		require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestAttemptHistoryRemoved(t *testing.T) {
 	})
 	t.Run("dead letter requeued", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dead_requeue.lua")
 		e.seed(deadSeed())
 		ok, err := e.s.RequeueDead(e.ctx, "q", "52")
 		require.NoError(t, err)

@@ -52,7 +52,7 @@ func TestCancelIDScript(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newScriptEnv(t)
+			e := newScriptEnv(t, "cancel_id.lua")
 			w := e.worker()
 			e.seed(cancelSeed(w))
 			got, _, err := e.s.CancelID(e.ctx, "q", tc.id)
@@ -65,7 +65,7 @@ func TestCancelIDScript(t *testing.T) {
 	}
 	t.Run("cancelled already", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "cancel_id.lua")
 		w := e.worker()
 		seeded := keyState{"procs": hash{"1": "c" + w + "64:d"}}
 		e.seed(seeded)
@@ -80,7 +80,7 @@ func TestCancelIDScript(t *testing.T) {
 // delayed set, and every one in flight is marked cancelled.
 func TestCancelPayloadScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "cancel.lua")
 	w := e.worker()
 	e.seed(cancelSeed(w))
 	got, _, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
@@ -99,7 +99,7 @@ func TestCancelPayloadScript(t *testing.T) {
 // remain.
 func TestDeleteScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "delete.lua")
 	w := e.worker()
 	st := cancelSeed(w)
 	st["meta"] = hash{"name": "q", "registered": "1", "paused": "1", "limit": "5", "rate": "1", "per": "10", "seq": "9", "tid": "8", "wx": "1"}
@@ -205,7 +205,7 @@ func TestCancelWaitingScript(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newScriptEnv(t)
+			e := newScriptEnv(t, "cancel_waiting.lua")
 			e.seed(seed())
 			removed, more, _, err := e.s.CancelWaiting(e.ctx, "q", tc.sel, tc.limit)
 			require.NoError(t, err)

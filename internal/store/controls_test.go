@@ -31,7 +31,7 @@ func TestControlScript(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newScriptEnv(t)
+			e := newScriptEnv(t, "control.lua")
 			meta := hash{"name": "q", "registered": "1"}
 			for f, v := range tc.meta {
 				meta[f] = v
@@ -47,7 +47,7 @@ func TestControlScript(t *testing.T) {
 	}
 	t.Run("a queue that does not exist", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "control.lua")
 		require.ErrorIs(t, e.s.Control(e.ctx, "q", Pause, 0, 0, false), ErrNoQueue)
 		e.expect(keyState{})
 		require.NoError(t, e.s.Control(e.ctx, "q", Pause, 0, 0, true))
@@ -55,7 +55,7 @@ func TestControlScript(t *testing.T) {
 	})
 	t.Run("a value the scripts cannot hold", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "control.lua")
 		seeded := keyState{"meta": hash{"name": "q", "registered": "1", "limit": "2"}}
 		e.seed(seeded)
 		require.ErrorContains(t, e.s.Control(e.ctx, "q", Limit, -1, 0, false), "not a whole number")

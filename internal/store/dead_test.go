@@ -32,7 +32,7 @@ func deadSeed(w string) keyState {
 // registered.
 func TestDeadRequeueScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "dead_requeue.lua")
 	w := e.worker()
 	e.seed(deadSeed(w))
 	before := e.clock()
@@ -61,7 +61,7 @@ func TestDeadRequeueScript(t *testing.T) {
 // dead_requeue_all.lua: every dead letter goes back, oldest first out.
 func TestDeadRequeueAllScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "dead_requeue_all.lua")
 	w := e.worker()
 	e.seed(deadSeed(w))
 	before := e.clock()
@@ -92,7 +92,7 @@ func TestDeadDeleteScripts(t *testing.T) {
 	t.Parallel()
 	t.Run("one", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dead_delete.lua")
 		w := e.worker()
 		e.seed(deadSeed(w))
 		ok, err := e.s.DeleteDead(e.ctx, "q", "7*")
@@ -108,7 +108,7 @@ func TestDeadDeleteScripts(t *testing.T) {
 	})
 	t.Run("all", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dead_purge.lua")
 		w := e.worker()
 		st := deadSeed(w)
 		st["errors"].(hash)["80"] = "a retry's"

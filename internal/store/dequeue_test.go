@@ -16,7 +16,7 @@ func TestDequeueScript(t *testing.T) {
 	t.Parallel()
 	t.Run("high first, then normal, each from its front", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		x := e.clock() + 1e9
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
@@ -52,7 +52,7 @@ func TestDequeueScript(t *testing.T) {
 	})
 	t.Run("a runtime that finds too few parks", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		x := e.clock() + 1e9
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
@@ -76,7 +76,7 @@ func TestDequeueScript(t *testing.T) {
 	})
 	t.Run("under a limit, weights fill the free slots in order", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		x := e.clock() + 1e9
 		w, other := e.worker(), e.worker()
 		lease := float64(e.clockMs() + hour)
@@ -98,7 +98,7 @@ func TestDequeueScript(t *testing.T) {
 	})
 	t.Run("under a rate limit, starts are kept for the window", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		x := e.clock() + 1e9
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
@@ -125,7 +125,7 @@ func TestDequeueScript(t *testing.T) {
 	})
 	t.Run("a paused queue hands out nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		w := e.worker()
 		seeded := keyState{
 			"meta":    hash{"name": "q", "paused": "1"},
@@ -140,7 +140,7 @@ func TestDequeueScript(t *testing.T) {
 	})
 	t.Run("a worker whose lease is gone takes nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "dequeue.lua")
 		w := e.worker()
 		seeded := keyState{
 			"meta":    hash{"name": "q"},

@@ -18,7 +18,7 @@ func TestEnqueueScript(t *testing.T) {
 	t.Parallel()
 	t.Run("a batch at the back wakes the parked runtimes", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		e.seed(keyState{
 			"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x)},
@@ -35,7 +35,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("a batch at the front of its level, on a queue made by it", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		e.seed(keyState{
 			"meta": hash{"tid": decOf(x)},
@@ -52,7 +52,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("delayed tasks wait in the delayed set with their due time", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		due := e.clock() + int64(time.Hour/time.Microsecond)
 		e.seed(keyState{
@@ -75,7 +75,7 @@ func TestEnqueueScript(t *testing.T) {
 	sha := hex.EncodeToString(sum[:])
 	t.Run("a unique key held while the task lives, stale ones dropped", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		kept := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -95,7 +95,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("a unique key held for a time", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x)}})
 		before := e.clockMs()
@@ -112,7 +112,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("a unique key held by another task adds nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		seeded := keyState{
 			"meta":   hash{"name": "q", "registered": "1", "tid": "7"},
 			"unique": hash{sha: "77"},
@@ -125,7 +125,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("a single task goes straight to the longest-idle runtime", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
@@ -146,7 +146,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("no hand-off on a paused queue", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)

@@ -49,39 +49,40 @@ func takeFlows(e *scriptEnv, st keyState, lo, hi int64) []string {
 func TestFlowCancelNoticeScripts(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name string
-		run  func(e *scriptEnv) ([]string, error)
-		want []string
+		name   string
+		script string // the script CancelID, CancelPayload, CancelWaiting or DeleteQueue runs
+		run    func(e *scriptEnv) ([]string, error)
+		want   []string
 	}{
-		{"cancel id waiting", func(e *scriptEnv) ([]string, error) {
+		{"cancel id waiting", "cancel_id.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelID(e.ctx, "q", "61")
 			return n, err
 		}, []string{"wf1.a,61,cancelled"}},
-		{"cancel id delayed", func(e *scriptEnv) ([]string, error) {
+		{"cancel id delayed", "cancel_id.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelID(e.ctx, "q", "63")
 			return n, err
 		}, []string{"wf1.b,63,cancelled"}},
-		{"cancel id in a group", func(e *scriptEnv) ([]string, error) {
+		{"cancel id in a group", "cancel_id.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelID(e.ctx, "q", "66")
 			return n, err
 		}, []string{"wf2.c,66,cancelled"}},
-		{"cancel id in flight", func(e *scriptEnv) ([]string, error) {
+		{"cancel id in flight", "cancel_id.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelID(e.ctx, "q", "64")
 			return n, err
 		}, []string{"wf3.d,64,cancelled"}},
-		{"cancel id plain", func(e *scriptEnv) ([]string, error) {
+		{"cancel id plain", "cancel_id.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelID(e.ctx, "q", "65")
 			return n, err
 		}, nil},
-		{"cancel payload", func(e *scriptEnv) ([]string, error) {
+		{"cancel payload", "cancel.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
 			return n, err
 		}, []string{"wf1.a,61,cancelled", "wf1.b,63,cancelled", "wf2.c,66,cancelled", "wf3.d,64,cancelled"}},
-		{"cancel waiting", func(e *scriptEnv) ([]string, error) {
+		{"cancel waiting", "cancel_waiting.lua", func(e *scriptEnv) ([]string, error) {
 			_, _, n, err := e.s.CancelWaiting(e.ctx, "q", CancelSelection{}, 100)
 			return n, err
 		}, []string{"wf1.a,61,cancelled", "wf2.c,66,cancelled"}},
-		{"delete", func(e *scriptEnv) ([]string, error) {
+		{"delete", "delete.lua", func(e *scriptEnv) ([]string, error) {
 			_, n, err := e.s.DeleteQueue(e.ctx, "q")
 			return n, err
 		}, []string{"wf1.a,61,cancelled", "wf1.b,63,cancelled", "wf2.c,66,cancelled", "wf3.d,64,cancelled"}},
@@ -89,7 +90,7 @@ func TestFlowCancelNoticeScripts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newScriptEnv(t)
+			e := newScriptEnv(t, tc.script)
 			w := e.worker()
 			e.seed(flowSeed(w))
 			before := e.clock()
@@ -111,7 +112,7 @@ func TestFlowCancelNoticeScripts(t *testing.T) {
 // A cancel of plain tasks writes no flows set and answers no notice.
 func TestCancelPlainWritesNoNotice(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "cancel.lua")
 	w := e.worker()
 	e.seed(cancelSeed(w))
 	_, got, err := e.s.CancelPayload(e.ctx, "q", []byte("same"))
@@ -126,7 +127,7 @@ func TestCancelPlainWritesNoNotice(t *testing.T) {
 // every step has ended, fails though no step died.
 func TestWorkflowReleaseCancelledScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ func groupedSeed() keyState {
 // back when negative, and a page reads only its positions.
 func TestRangeGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "waiting_list.lua")
 	e.seed(groupedSeed())
 	all := []string{"h", "n1", "n2", "a-high", "same", "same"}
 	ids := []string{"61", "62", "63", "66", "65", "64"}
@@ -75,7 +75,7 @@ func TestRangeGroupedScript(t *testing.T) {
 // Range's order, its payload cut; an unknown id is not.
 func TestTaskFindGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "task_find.lua")
 	e.seed(groupedSeed())
 	f, err := e.s.FindTask(e.ctx, "q", "64", 2, FindBounds{Limit: 100, Budget: 1 << 20})
 	require.NoError(t, err)
@@ -96,7 +96,7 @@ func TestTaskFindGroupedScript(t *testing.T) {
 // and leaves the ready set with its last.
 func TestCancelIDGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "cancel_id.lua")
 	e.seed(groupedSeed())
 	got, _, err := e.s.CancelID(e.ctx, "q", "65")
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestCancelIDGroupedScript(t *testing.T) {
 // a group left with none waiting leaves the ready set.
 func TestCancelPayloadGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "cancel.lua")
 	st := groupedSeed()
 	st["waiting"] = list{"63:same", "62:n1"}
 	e.seed(st)
@@ -142,7 +142,7 @@ func TestCancelPayloadGroupedScript(t *testing.T) {
 // takes its turn again, waking a parked runtime.
 func TestCheckGroupsScripts(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "check_queue.lua", "check_repair.lua")
 	gone, live := e.worker(), e.worker()
 	now := e.clockMs()
 	seeded := keyState{

@@ -24,7 +24,7 @@ func member(group, entry string) string {
 // none is handed off. A group's key escapes ',', ':', '%' and controls.
 func TestEnqueueGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "enqueue.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	e.seed(keyState{"leases": zset{w: lease}, "idle": zset{w: 1}})
@@ -51,7 +51,7 @@ func TestEnqueueGroupedScript(t *testing.T) {
 // ready set; the slots each holds are counted.
 func TestDequeueGroupsScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "dequeue.lua")
 	x := e.clock() + 1e9
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
@@ -90,7 +90,7 @@ func TestDequeueGroupsScript(t *testing.T) {
 // turn a step; a group held at its limit (scored +inf) is passed over.
 func TestDequeueGroupSharesScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "dequeue.lua")
 	w := e.worker()
 	seeded := zset{}
 	for i := range 4 {
@@ -131,7 +131,7 @@ func mustInt(t *testing.T, s string) int64 {
 // puts the task back in its group, where it takes its place by its id.
 func TestSettleGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "finish.lua", "retry.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	e.seed(keyState{
@@ -168,7 +168,7 @@ func TestSettleGroupedScript(t *testing.T) {
 // when due; a reclaimed one goes back to its group and frees its slot.
 func TestPromoteAndReleaseGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "promote.lua", "release.lua")
 	w := e.worker()
 	due := float64(e.clock() - 1000)
 	e.seed(keyState{
@@ -200,7 +200,7 @@ func TestPromoteAndReleaseGroupedScript(t *testing.T) {
 // list, and its group becomes ready.
 func TestRunNowGroupedScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "run_now.lua")
 	later := float64(e.clockMs() + hour)
 	e.seed(keyState{
 		"meta":    hash{"name": "q", "seq": "9"},

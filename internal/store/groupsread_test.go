@@ -13,7 +13,7 @@ import (
 // reads.
 func TestGroupsReadScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "groups_list.lua")
 	seeded := keyState{
 		"meta": hash{"name": "q", "glimit": "5"},
 		"gwait": zset{member("a", "61,ga:1"): 0, member("a", "62,ga:2"): 0, member("b%2C", "63,gb%2C:3"): 0,

@@ -16,7 +16,7 @@ func TestPromoteScript(t *testing.T) {
 	t.Parallel()
 	t.Run("plain tasks in one push", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "promote.lua")
 		now := e.clock()
 		e.seed(keyState{
 			"waiting": list{"50:old"},
@@ -35,7 +35,7 @@ func TestPromoteScript(t *testing.T) {
 	})
 	t.Run("a task with a priority to its level's list", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "promote.lua")
 		now := e.clock()
 		e.seed(keyState{
 			"delayed": zset{"51:first": float64(now - 3000), "52,ph:high": float64(now - 2000), "53,pl:low": float64(now - 1000)},
@@ -62,7 +62,7 @@ func TestTickScript(t *testing.T) {
 	t.Parallel()
 	t.Run("a new tick enqueues", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "tick.lua")
 		x := e.clock() + 1e9
 		tick := e.clockMs() - 10
 		e.seed(keyState{
@@ -86,7 +86,7 @@ func TestTickScript(t *testing.T) {
 	})
 	t.Run("a tick not later than the last changes nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "tick.lua")
 		tick := e.clockMs() - 10
 		seeded := keyState{
 			"meta":     hash{"name": "q", "registered": "1", "tid": "7"},
@@ -101,7 +101,7 @@ func TestTickScript(t *testing.T) {
 	})
 	t.Run("a tick still to come changes nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "tick.lua")
 		seeded := keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}}
 		e.seed(seeded)
 		got, err := e.s.Tick(e.ctx, "q", "s", e.clockMs()+hour, 0, []byte("p"), EnqueueArgs{})
@@ -111,7 +111,7 @@ func TestTickScript(t *testing.T) {
 	})
 	t.Run("tick 0 records now for a schedule never seen", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "tick.lua")
 		before := e.clockMs()
 		got, err := e.s.Tick(e.ctx, "q", "s", 0, 0, []byte("p"), EnqueueArgs{})
 		require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestTickScript(t *testing.T) {
 	})
 	t.Run("tick 0 records the next tick given, keeping the last task's id", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "tick.lua")
 		e.seed(keyState{
 			"periodic": hash{"s": "1000", "t": "1000"},
 			"ticks":    hash{"s": "6a,2000"},
@@ -142,7 +142,7 @@ func TestTickScript(t *testing.T) {
 // woken; an id not delayed changes nothing.
 func TestRunNowScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "run_now.lua")
 	now := e.clock()
 	hour := float64(now + 3_600_000_000)
 	seed := keyState{
@@ -185,16 +185,17 @@ func TestRunNowScript(t *testing.T) {
 // bodies cut; pending tasks and expired outcomes are left out.
 func TestOutcomeListScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "outcome_list.lua")
 	now := e.clockMs()
-	e.seed(keyState{
+	seeded := keyState{
 		"retained": zset{"70": inf, "71": float64(now + 10_000), "72": float64(now + 50_000), "73": float64(now - 1)},
 		"results": hash{
 			"71": "71,sok,S1000,E2000,a1:result of 71",
 			"72": "72,sdead,S1000,E3000,a2,Ktimeout:boom",
 			"73": "73,sok,S1,E2,a1:gone",
 		},
-	})
+	}
+	e.seed(seeded)
 	got, err := e.s.Outcomes(e.ctx, "q", 0, 10, 4)
 	require.NoError(t, err)
 	require.Equal(t, []KeptOutcome{
@@ -208,18 +209,21 @@ func TestOutcomeListScript(t *testing.T) {
 	got, err = e.s.Outcomes(e.ctx, "q", 2, 10, -1)
 	require.NoError(t, err)
 	assert.Empty(t, got)
+	e.expect(seeded)
 }
 
 // periodic_list.lua: each schedule's last tick, its task's id ("" for one
 // whose tick's task is not known) and its next tick when known.
 func TestPeriodicListScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
-	e.seed(keyState{
+	e := newScriptEnv(t, "periodic_list.lua")
+	seeded := keyState{
 		"periodic": hash{"nightly": "1000", "heartbeat": "2000"},
 		"ticks":    hash{"heartbeat": "66,3000", "gone": "67", "nightly": ",86401000"},
-	})
+	}
+	e.seed(seeded)
 	got, err := e.s.Schedules(e.ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, []ScheduleState{{Name: "heartbeat", Last: 2000, TaskID: "66", Next: 3000}, {Name: "nightly", Last: 1000, Next: 86401000}}, got)
+	e.expect(seeded)
 }

@@ -14,7 +14,7 @@ import (
 // poison-pill guard: TestReleaseRunsThePoisonGuard.)
 func TestReleaseScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "release.lua")
 	dead, other := e.worker(), e.worker()
 	now := e.clockMs()
 	e.seed(keyState{
@@ -55,7 +55,7 @@ func TestReleaseScript(t *testing.T) {
 // id with the time; a cancelled one's is not.
 func TestProgressScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "progress.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	e.seed(keyState{
@@ -85,7 +85,7 @@ func TestProgressScript(t *testing.T) {
 // count of weight in flight is set to what the processes left hold.
 func TestCheckRepairScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "check_repair.lua")
 	gone, live := e.worker(), e.worker()
 	now := e.clockMs()
 	e.seed(keyState{
@@ -120,7 +120,7 @@ func TestCheckRepairScript(t *testing.T) {
 // unregistered that exists after all loses its confirmation.
 func TestCheckAdoptAndUnregisterScripts(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "check_adopt.lua", "check_unregister.lua")
 	known, unknown := e.worker(), e.worker()
 	e.seed(keyState{
 		"workers":     zset{known: 5},

@@ -2,16 +2,22 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/scripts"
 )
 
 // The script tests: each seeds a queue's keys (and the registry's), runs
@@ -41,22 +47,101 @@ type scriptEnv struct {
 	k       QueueKeys
 	workers []string // whose queue sets ("wq:<id>") are read too
 	flows   []string // workflows whose keys ("wf.<suffix>") are read too
+
+	calls    *scriptLog      // the scripts the store ran
+	dumped   int             // how many of calls had run at the last dump
+	compared map[string]bool // the scripts whose keys a dump read
 }
 
 // newScriptEnv is a store without stats (which the scripts would write
-// under the clock's minute), on testRedis.
-func newScriptEnv(t *testing.T) *scriptEnv {
+// under the clock's minute), on testRedis, for a test of the scripts
+// named (their files, "finish.lua"). The test fails unless the keys are
+// read (expect or dump) after each of them ran, with no other read in
+// between: TestEveryScriptHasAKeyTest counts the scripts named here.
+func newScriptEnv(t *testing.T, script string, more ...string) *scriptEnv {
 	t.Helper()
+	named := append([]string{script}, more...)
+	for _, name := range named {
+		require.Contains(t, scripts.Files(), name, "no such script")
+	}
 	rdb := testRedis(t)
-	e := &scriptEnv{t: t, ctx: context.Background(), rdb: rdb}
-	e.s = New(rdb, "worqrtest-"+uuid.NewString()[:8], false, false)
+	e := &scriptEnv{t: t, ctx: context.Background(), rdb: rdb, calls: &scriptLog{}, compared: map[string]bool{}}
+	e.s = New(&logClient{Client: rdb, log: e.calls}, "worqrtest-"+uuid.NewString()[:8], false, false)
 	e.k = e.s.Keys().Queue("q")
 	t.Cleanup(func() {
 		for _, key := range e.keys() {
 			rdb.Do(context.Background(), rdb.B().Del().Key(key).Build())
 		}
+		if t.Failed() || t.Skipped() {
+			return
+		}
+		for _, name := range named {
+			if !e.compared[name] {
+				t.Errorf("a test of %s never read the keys after it ran (it ran %v)", name, e.calls.names())
+			}
+		}
 	})
 	return e
+}
+
+// scriptNames are the scripts by SHA1 (both sets: worqr's, and Check's).
+var scriptNames = func() map[string]string {
+	out := map[string]string{}
+	for _, set := range []any{*scripts.Load(false, false), *scripts.LoadCheck(false)} {
+		v := reflect.ValueOf(set)
+		for i := range v.NumField() {
+			if sc, ok := v.Field(i).Interface().(*scripts.Script); ok {
+				out[sc.SHA1()] = sc.Name()
+			}
+		}
+	}
+	return out
+}()
+
+// scriptLog is the scripts a store ran, by file name, in order.
+type scriptLog struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (l *scriptLog) note(cmds ...rueidis.Completed) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, cmd := range cmds {
+		args := cmd.Commands()
+		if len(args) < 2 {
+			continue
+		}
+		switch strings.ToUpper(args[0]) {
+		case "EVALSHA":
+			l.ran = append(l.ran, scriptNames[args[1]])
+		case "EVAL":
+			sum := sha1.Sum([]byte(args[1]))
+			l.ran = append(l.ran, scriptNames[hex.EncodeToString(sum[:])])
+		}
+	}
+}
+
+func (l *scriptLog) names() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ran)
+}
+
+// logClient notes in log every script its commands run.
+type logClient struct {
+	rueidis.Client
+	log *scriptLog
+}
+
+func (c *logClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.log.note(cmd)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *logClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	c.log.note(cmds...)
+	return c.Client.DoMulti(ctx, cmds...)
 }
 
 // workflow is a new workflow id, whose keys the dumps include.
@@ -130,9 +215,15 @@ func (e *scriptEnv) seed(st keyState) {
 	}
 }
 
-// dump reads every key that exists.
+// dump reads every key that exists, and counts the scripts run since the
+// last dump as compared.
 func (e *scriptEnv) dump() keyState {
 	e.t.Helper()
+	ran := e.calls.names()
+	for _, name := range ran[e.dumped:] {
+		e.compared[name] = true
+	}
+	e.dumped = len(ran)
 	out := keyState{}
 	for name, key := range e.keys() {
 		b := e.rdb.B()

@@ -13,7 +13,7 @@ import (
 // retained outcome; the others (lease gone, not the worker's) stay.
 func TestFinishScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "finish.lua")
 	w, dead := e.worker(), e.worker()
 	now := e.clockMs()
 	lease := float64(now + hour)
@@ -55,7 +55,7 @@ func TestFinishScript(t *testing.T) {
 // error recorded; a task of a deleted queue is dropped.
 func TestRetryScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "retry.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	e.seed(keyState{
@@ -98,7 +98,7 @@ func TestStopScript(t *testing.T) {
 	t.Parallel()
 	t.Run("requeue", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "stop.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -122,7 +122,7 @@ func TestStopScript(t *testing.T) {
 	})
 	t.Run("give back", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "stop.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -144,7 +144,7 @@ func TestStopScript(t *testing.T) {
 	})
 	t.Run("a cancelled task is dropped", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "stop.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -164,7 +164,7 @@ func TestStopScript(t *testing.T) {
 	})
 	t.Run("the last process of a deleted queue takes its meta hash along", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "stop.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
@@ -183,7 +183,7 @@ func TestStopScript(t *testing.T) {
 // its error recorded, and the dead letters trimmed to their bounds.
 func TestBuryScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "bury.lua")
 	w := e.worker()
 	now := e.clockMs()
 	lease := float64(now + hour)

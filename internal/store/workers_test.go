@@ -15,7 +15,7 @@ import (
 // never revived.
 func TestRenewScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "renew.lua")
 	w, gone := e.worker(), e.worker()
 	now := e.clockMs()
 	e.seed(keyState{"leases": zset{w: float64(now + 1000), gone: float64(now - 1)}})
@@ -32,7 +32,7 @@ func TestRenewScript(t *testing.T) {
 // no peer claimed.
 func TestKeepaliveScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "keepalive.lua")
 	w1, w2, w3, dead := e.worker(), e.worker(), e.worker(), e.worker()
 	now := e.clockMs()
 	// Live leases run out in 30 s: renewed for a minute (one that runs out
@@ -76,7 +76,7 @@ func TestKeepaliveScript(t *testing.T) {
 // are claimed for it; claims run out are dropped.
 func TestExpiredScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "expired.lua")
 	self, w1, w2, live := e.worker(), e.worker(), e.worker(), e.worker()
 	now := e.clockMs()
 	e.seed(keyState{
@@ -102,7 +102,7 @@ func TestExpiredScript(t *testing.T) {
 // queue set and its info.
 func TestWorkerRegistryScripts(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "register.lua", "join.lua", "deregister.lua")
 	w := e.worker()
 	before := e.clockMs()
 	require.NoError(t, e.s.RegisterWorker(e.ctx, w, time.Minute))
@@ -152,13 +152,14 @@ func TestWorkerRegistryScripts(t *testing.T) {
 // none; expired ones are left out.
 func TestLiveScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "live.lua")
 	w, old, gone := e.worker(), e.worker(), e.worker()
 	now := e.clockMs()
-	e.seed(keyState{
+	seeded := keyState{
 		"workers": zset{w: float64(now + 60_000), old: float64(now + 30_000), gone: float64(now - 1)},
 		"winfo":   hash{w: "42\n1700000000000\nhost\nwith a newline", gone: "7\n1\nx"},
-	})
+	}
+	e.seed(seeded)
 	live, err := e.s.LiveWorkers(e.ctx)
 	require.NoError(t, err)
 	require.Len(t, live, 2)
@@ -166,12 +167,13 @@ func TestLiveScript(t *testing.T) {
 	assert.Equal(t, WorkerLease{ID: old, LeftMsec: live[0].LeftMsec}, live[0])
 	assert.InDelta(t, 30_000, live[0].LeftMsec, 5_000)
 	assert.Equal(t, WorkerLease{ID: w, LeftMsec: live[1].LeftMsec, PID: 42, StartedMs: 1700000000000, Host: "host\nwith a newline"}, live[1])
+	e.expect(seeded)
 }
 
 // A worker whose registry lease ran out cannot serve a queue.
 func TestJoinAfterTheRegistryLease(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "serve.lua")
 	w := e.worker()
 	seeded := keyState{"workers": zset{w: float64(e.clockMs() - 1)}}
 	e.seed(seeded)

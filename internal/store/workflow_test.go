@@ -14,7 +14,7 @@ import (
 // workflow leaves none.
 func TestFlowNoticeScripts(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "finish.lua", "bury.lua", "flow_notices.lua", "flow_forget.lua")
 	w := e.worker()
 	lease := float64(e.clockMs() + hour)
 	e.seed(keyState{
@@ -77,7 +77,7 @@ func diamond() []WorkflowStep {
 // writes nothing, with another it refuses.
 func TestWorkflowCreateScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_create.lua")
 	id := e.workflow()
 	before := e.clockMs()
 	did, ready, err := e.s.CreateWorkflow(e.ctx, id, "sum1", time.Minute, diamond())
@@ -116,7 +116,7 @@ func TestWorkflowCreateScript(t *testing.T) {
 // last end closes the workflow, failed, its keys set to expire.
 func TestWorkflowReleaseScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestWorkflowReleaseScript(t *testing.T) {
 // wf_enqueued.lua, to be cancelled in its queue.
 func TestWorkflowCancelScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_cancel.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestWorkflowCancelScript(t *testing.T) {
 // carried late changes nothing.
 func TestWorkflowReviveScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestWorkflowReviveScript(t *testing.T) {
 // it all the same; the revival, carried late, changes nothing.
 func TestWorkflowReviveOutOfOrderScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
 		{Name: "a", Spec: "S-a", Kids: []string{"b"}},
@@ -311,7 +311,7 @@ func TestWorkflowReviveOutOfOrderScript(t *testing.T) {
 // after changes nothing.
 func TestWorkflowEndBeforeMarkScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "wf_enqueued.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{{Name: "a", Spec: "S-a"}})
 	require.NoError(t, err)
@@ -333,7 +333,7 @@ func TestWorkflowEndBeforeMarkScript(t *testing.T) {
 // flow_enqueue.lua enqueues them, and a second time adds nothing.
 func TestWorkflowReleaseBatch(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "flow_enqueue.lua")
 	id := e.workflow()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)
