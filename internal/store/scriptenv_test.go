@@ -48,6 +48,7 @@ type scriptEnv struct {
 	workers []string // whose queue sets ("wq:<id>") are read too
 	flows   []string // workflows whose keys ("wf.<suffix>") are read too
 
+	prefix   string          // the store's
 	calls    *scriptLog      // the scripts the store ran
 	dumped   int             // how many of calls had run at the last dump
 	compared map[string]bool // the scripts whose keys a dump read
@@ -66,7 +67,8 @@ func newScriptEnv(t *testing.T, script string, more ...string) *scriptEnv {
 	}
 	rdb := testRedis(t)
 	e := &scriptEnv{t: t, ctx: context.Background(), rdb: rdb, calls: &scriptLog{}, compared: map[string]bool{}}
-	e.s = New(&logClient{Client: rdb, log: e.calls}, "worqrtest-"+uuid.NewString()[:8], false, false)
+	e.prefix = "worqrtest-" + uuid.NewString()[:8]
+	e.s = New(&logClient{Client: rdb, log: e.calls}, e.prefix, false, false)
 	e.k = e.s.Keys().Queue("q")
 	t.Cleanup(func() {
 		for _, key := range e.keys() {
@@ -84,10 +86,11 @@ func newScriptEnv(t *testing.T, script string, more ...string) *scriptEnv {
 	return e
 }
 
-// scriptNames are the scripts by SHA1 (both sets: worqr's, and Check's).
+// scriptNames are the scripts by SHA1: worqr's, with stats off and on,
+// and Check's.
 var scriptNames = func() map[string]string {
 	out := map[string]string{}
-	for _, set := range []any{*scripts.Load(false, false), *scripts.LoadCheck(false)} {
+	for _, set := range []any{*scripts.Load(false, false), *scripts.Load(false, true), *scripts.LoadCheck(false)} {
 		v := reflect.ValueOf(set)
 		for i := range v.NumField() {
 			if sc, ok := v.Field(i).Interface().(*scripts.Script); ok {
@@ -142,6 +145,12 @@ func (c *logClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 func (c *logClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	c.log.note(cmds...)
 	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// statsOn makes the store one that keeps stats, for a test of what the
+// scripts write to a queue's stats hash.
+func (e *scriptEnv) statsOn() {
+	e.s = New(&logClient{Client: e.rdb, log: e.calls}, e.prefix, false, true)
 }
 
 // workflow is a new workflow id, whose keys the dumps include.
@@ -304,6 +313,14 @@ func field(t *testing.T, entry, letter string, base int) int64 {
 	}
 	t.Fatalf("no field %s in %q", letter, entry)
 	return 0
+}
+
+// num is a decimal number the scripts wrote.
+func num(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err, s)
+	return n
 }
 
 // hexOf is a number as the scripts write ids and due times.

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/scripts"
+)
+
+// Every script of internal/scripts has a test of its own in the script
+// test layer: some newScriptEnv in this package's tests names it, and that
+// test fails unless it read the keys after the script ran (see
+// newScriptEnv). A script is named by a literal, at the call, or, where
+// a table of cases names the script of each, anywhere in the function
+// that calls newScriptEnv with a variable.
+func TestEveryScriptHasAKeyTest(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	named := map[string]bool{}
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || fn.Name.Name == "newScriptEnv" {
+				continue
+			}
+			var variable bool
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || !isIdent(call.Fun, "newScriptEnv") {
+					return true
+				}
+				for _, arg := range call.Args[1:] {
+					if s, ok := luaLiteral(arg); ok {
+						named[s] = true
+					} else {
+						variable = true
+					}
+				}
+				return true
+			})
+			if variable {
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if s, ok := luaLiteral(n); ok {
+						named[s] = true
+					}
+					return true
+				})
+			}
+		}
+	}
+	var missing []string
+	for _, name := range scripts.Files() {
+		if !named[name] {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	require.Empty(t, missing, "scripts no newScriptEnv names")
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+// luaLiteral is the value of a string literal naming a script.
+func luaLiteral(n ast.Node) (string, bool) {
+	lit, ok := n.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil && strings.HasSuffix(s, ".lua")
+}
