@@ -75,7 +75,7 @@ func TestDeadRequeueAllScript(t *testing.T) {
 	due1 := e.within(field(t, waiting[1], "d", 16), before, after, "when the first became due")
 	due2 := e.within(field(t, waiting[0], "d", 16), due1, after, "when the last became due")
 	due3 := e.within(field(t, got["high"].(list)[0], "d", 16), before, after, "when the high one became due")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"meta":     hash{"tid": "7", "name": "q", "registered": "1"},
 		"queues":   set{"q"},
 		"waiting":  list{"7*,d" + hexOf(due2) + ":z", "71,m5,R1000,d" + hexOf(due1) + ":x"},

@@ -67,7 +67,7 @@ func TestDequeueScript(t *testing.T) {
 		require.Len(t, procs, 1)
 		got := e.dump()
 		parked := e.within(int64(got["idle"].(zset)[w]), before, e.clockMs(), "when it parked")
-		require.Equal(t, keyState{
+		e.same(keyState{
 			"meta":   hash{"name": "q", "seq": decOf(x + 1)},
 			"leases": zset{w: lease},
 			"procs":  hash{hexOf(x + 1): "a" + w + "11:one"},

@@ -103,7 +103,7 @@ func TestEnqueueScript(t *testing.T) {
 		require.NoError(t, err)
 		got := e.dump()
 		until := e.within(int64(got["uniquettl"].(zset)[sha]), before+60_000, e.clockMs()+60_000, "the key's expiry")
-		require.Equal(t, keyState{
+		e.same(keyState{
 			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 1)},
 			"waiting":   list{hexOf(x+1) + ":p"},
 			"unique":    hash{sha: hexOf(x + 1)},

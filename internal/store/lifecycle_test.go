@@ -174,7 +174,7 @@ func TestRunNowScript(t *testing.T) {
 	e.within(at, now, e.clock(), "the due time, now")
 	high := got["high"].(list)[0]
 	require.True(t, strings.HasPrefix(high, "53,ph,d") && strings.HasSuffix(high, ":high"), high)
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"waiting": list{moved, "50:old"},
 		"high":    list{high},
 		"delayed": zset{"52:later": hour + 1},

@@ -122,7 +122,7 @@ func TestStatsScript(t *testing.T) {
 		require.NoError(t, e.s.scripts.Stats.Exec(e.ctx, e.s.rdb, []string{e.k.Stats, e.k.Meta}, []string{"s=2 w3=1 ws=7 zz=5"}).Error())
 		got := e.dump()
 		cur := e.within(num(t, got["stats"].(hash)["cur"]), before, e.clockMs()/60_000, "the minute")
-		require.Equal(t, keyState{
+		e.same(keyState{
 			"meta":  hash{"name": "q"},
 			"stats": hash{"cur": decOf(cur), "c:s": "2", "c:w3": "1", "c:ws": "7"},
 		}, got)

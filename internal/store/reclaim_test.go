@@ -39,7 +39,7 @@ func TestReleaseScript(t *testing.T) {
 	lost := ParseAttempts(got["errors"].(hash)["51:a"])
 	require.Len(t, lost, 1, "the reclaimed attempt is noted")
 	at := e.within(lost[0].Ended, before/1000, after/1000, "when it was reclaimed")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"errors":   hash{"51:a": attemptRecord(at, 'k', dead, ""), "52:a": attemptRecord(at, 'k', dead, "")},
 		"meta":     hash{"name": "q", "seq": "30"},
 		"leases":   zset{other: float64(now + hour)},
@@ -73,7 +73,7 @@ func TestProgressScript(t *testing.T) {
 	p, ok := ParseProgress(got["progress"].(hash)["61"])
 	require.True(t, ok)
 	at := e.within(p.At, before, e.clockMs(), "when it reported")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"leases":   zset{w: lease},
 		"procs":    hash{"1": "a" + w + "61,a1:x", "2": "c" + w + "62:y"},
 		"progress": hash{"61": "1,40," + decOf(at) + ":a, b: c"},
@@ -105,7 +105,7 @@ func TestCheckRepairScript(t *testing.T) {
 	lost := ParseAttempts(got["errors"].(hash)["51:a"])
 	require.Len(t, lost, 1, "the orphan's attempt is noted")
 	at := e.within(lost[0].Ended, before/1000, e.clockMs(), "when it was reclaimed")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"errors":   hash{"51:a": attemptRecord(at, 'k', gone, "")},
 		"meta":     hash{"name": "q", "seq": "30", "wx": "2"},
 		"leases":   zset{live: float64(now + hour)},

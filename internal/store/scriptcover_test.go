@@ -83,3 +83,33 @@ func luaLiteral(n ast.Node) (string, bool) {
 	s, err := strconv.Unquote(lit.Value)
 	return s, err == nil && strings.HasSuffix(s, ".lua")
 }
+
+// A script test's failure names each key, and each field, member or list
+// position in it, that differs.
+func TestDiffKeysNamesKeyAndField(t *testing.T) {
+	want := keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"waiting": list{"2:b", "1:a"},
+		"leases":  zset{"w": 5},
+		"queues":  set{"q"},
+		"idle":    zset{"w": 1},
+	}
+	got := keyState{
+		"meta":    hash{"name": "q", "seq": "10", "wx": "1"},
+		"waiting": list{"2:b"},
+		"leases":  zset{"w": 6},
+		"queues":  set{"r"},
+		"dead":    zset{"3:c": 1},
+	}
+	require.Equal(t, []string{
+		`idle: missing, want store.zset map[w:1]`,
+		`leases["w"]: 6, want 5`,
+		`meta["seq"]: "10", want "9"`,
+		`meta["wx"]: "1", not wanted`,
+		`queues: no member "q"`,
+		`queues: member "r" not wanted`,
+		`waiting[1]: missing, want "1:a"`,
+		`dead: not wanted, got store.zset map[3:c:1]`,
+	}, diffKeys(want, got))
+	require.Empty(t, diffKeys(want, want))
+}

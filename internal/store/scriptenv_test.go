@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -271,7 +273,108 @@ func (e *scriptEnv) dump() keyState {
 // expect compares every key with want.
 func (e *scriptEnv) expect(want keyState) {
 	e.t.Helper()
-	require.Equal(e.t, want, e.dump())
+	e.same(want, e.dump())
+}
+
+// same fails the test, naming each key and field that differs, unless got
+// is want; why says what the comparison checks.
+func (e *scriptEnv) same(want, got keyState, why ...string) {
+	e.t.Helper()
+	if d := diffKeys(want, got); len(d) > 0 {
+		e.t.Fatalf("%s\n\t%s", strings.Join(append([]string{"the keys differ:"}, why...), " "), strings.Join(d, "\n\t"))
+	}
+}
+
+// diffKeys lists how got differs from want, one line per key, field,
+// member or list position.
+func diffKeys(want, got keyState) []string {
+	var out []string
+	names := slices.Sorted(maps.Keys(want))
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		w, g := want[name], got[name]
+		switch {
+		case g == nil:
+			out = append(out, fmt.Sprintf("%s: missing, want %s", name, show(w)))
+			continue
+		case w == nil:
+			out = append(out, fmt.Sprintf("%s: not wanted, got %s", name, show(g)))
+			continue
+		case reflect.TypeOf(w) != reflect.TypeOf(g):
+			out = append(out, fmt.Sprintf("%s: a %T, want a %T", name, g, w))
+			continue
+		}
+		switch w := w.(type) {
+		case hash:
+			out = append(out, diffFields(name, w, g.(hash))...)
+		case zset:
+			out = append(out, diffFields(name, w, g.(zset))...)
+		case list:
+			out = append(out, diffList(name, w, g.(list))...)
+		case set:
+			g := g.(set)
+			for _, m := range w {
+				if !slices.Contains(g, m) {
+					out = append(out, fmt.Sprintf("%s: no member %q", name, m))
+				}
+			}
+			for _, m := range g {
+				if !slices.Contains(w, m) {
+					out = append(out, fmt.Sprintf("%s: member %q not wanted", name, m))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// diffFields compares a hash's fields, or a sorted set's members.
+func diffFields[V comparable](name string, want, got map[string]V) []string {
+	var out []string
+	for _, f := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[f]; !ok {
+			out = append(out, fmt.Sprintf("%s[%q]: missing, want %s", name, f, value(want[f])))
+		} else if g != want[f] {
+			out = append(out, fmt.Sprintf("%s[%q]: %s, want %s", name, f, value(g), value(want[f])))
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[f]; !ok {
+			out = append(out, fmt.Sprintf("%s[%q]: %s, not wanted", name, f, value(got[f])))
+		}
+	}
+	return out
+}
+
+// diffList compares lists position by position (0 is the left end).
+func diffList(name string, want, got list) []string {
+	var out []string
+	for i := range max(len(want), len(got)) {
+		switch {
+		case i >= len(got):
+			out = append(out, fmt.Sprintf("%s[%d]: missing, want %q", name, i, want[i]))
+		case i >= len(want):
+			out = append(out, fmt.Sprintf("%s[%d]: %q, not wanted", name, i, got[i]))
+		case want[i] != got[i]:
+			out = append(out, fmt.Sprintf("%s[%d]: %q, want %q", name, i, got[i], want[i]))
+		}
+	}
+	return out
+}
+
+// show is a key's value, for a diff.
+func show(v any) string { return fmt.Sprintf("%T %v", v, v) }
+
+// value is a field's value (quoted) or a member's score, for a diff.
+func value(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
 }
 
 // clock is the Redis clock, in µs.

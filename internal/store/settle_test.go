@@ -40,7 +40,7 @@ func TestFinishScript(t *testing.T) {
 	r, ok := ParseResult(got["results"].(hash)["31"])
 	require.True(t, ok)
 	ended := e.within(r.Ended, before, e.clockMs(), "when it ended")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"meta":     hash{"name": "q", "seq": "9"},
 		"leases":   zset{w: lease, dead: float64(now - 1)},
 		"procs":    hash{"3": "a" + dead + "33:z"},
@@ -79,7 +79,7 @@ func TestRetryScript(t *testing.T) {
 	got := e.dump()
 	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
 	due := now + 5_000_000
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"meta":    hash{"name": "q", "seq": "9"},
 		"leases":  zset{w: lease},
 		"waiting": list{"41,a2,f2,d" + hexOf(now) + ":x"},
@@ -114,7 +114,7 @@ func TestStopScript(t *testing.T) {
 		assert.Equal(t, WasActive, out)
 		got := e.dump()
 		now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the requeue's clock")
-		require.Equal(t, keyState{
+		e.same(keyState{
 			"meta":    hash{"name": "q", "seq": "9"},
 			"leases":  zset{w: lease},
 			"waiting": list{"51,w3,a1,d" + hexOf(now) + ":x", "50:old"},
@@ -212,7 +212,7 @@ func TestBuryScript(t *testing.T) {
 			died = e.within(field(t, entry, "D", 10), before, e.clockMs(), "when it died")
 		}
 	}
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"meta":   hash{"name": "q", "seq": "9"},
 		"leases": zset{w: lease},
 		"dead": zset{

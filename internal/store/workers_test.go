@@ -23,7 +23,7 @@ func TestRenewScript(t *testing.T) {
 	require.ErrorIs(t, e.s.RenewQueueLease(e.ctx, "q", gone, time.Minute), ErrLeaseGone)
 	got := e.dump()
 	expiry := e.within(int64(got["leases"].(zset)[w]), now+60_000, e.clockMs()+60_000, "the renewed lease")
-	require.Equal(t, keyState{"leases": zset{w: float64(expiry), gone: float64(now - 1)}}, got)
+	e.same(keyState{"leases": zset{w: float64(expiry), gone: float64(now - 1)}}, got)
 }
 
 // keepalive.lua: live registry leases are renewed, with the queue leases
@@ -89,7 +89,7 @@ func TestExpiredScript(t *testing.T) {
 	assert.Greater(t, got.Next, 59*time.Minute, "until the live worker's lease runs out")
 	st := e.dump()
 	claim := e.within(int64(st["reclaiming"].(zset)[w1]), now+10_000, e.clockMs()+10_000, "the claim")
-	require.Equal(t, keyState{
+	e.same(keyState{
 		"workers":    zset{self: float64(now - 3000), w1: float64(now - 2000), w2: float64(now - 1000), live: float64(now + hour)},
 		"reclaiming": zset{w2: float64(now + hour), w1: float64(claim)},
 	}, st)
@@ -115,7 +115,7 @@ func TestWorkerRegistryScripts(t *testing.T) {
 	started, err := strconv.ParseInt(parts[1], 10, 64)
 	require.NoError(t, err)
 	e.within(started, before, e.clockMs(), "the start")
-	require.Equal(t, keyState{"workers": zset{w: float64(expiry)},
+	e.same(keyState{"workers": zset{w: float64(expiry)},
 		"winfo": hash{w: strconv.Itoa(os.Getpid()) + "\n" + parts[1] + "\n" + host}}, got)
 
 	live, err := e.s.LiveWorkers(e.ctx)
