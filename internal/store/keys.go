@@ -44,7 +44,7 @@ type QueueKeys struct {
 	UniqueTTL string // ZSET key sha1 -> expiry (ms)
 	Starts    string // ZSET pid -> when it started (µs), under a rate limit
 	Periodic  string // HASH schedule name -> the last tick enqueued (ms, Redis clock)
-	Ticks     string // HASH schedule name -> the id of the task of its last tick enqueued
+	Ticks     string // HASH schedule name -> tick record (see records.go)
 	// Progress holds the last progress report of tasks in flight, written
 	// only when a handler reports and removed by every script that ends a
 	// process (see ProgressRecord).
@@ -120,8 +120,8 @@ func (k Keys) Queues() string { return k.prefix + ":{r}:queues" }
 // Workers is the ZSET of worker ids scored by registry lease expiry.
 func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
 
-// WorkerInfo is the HASH of what each registered worker said of itself
-// (see register.lua), by worker id.
+// WorkerInfo is the HASH of what each registered worker said of itself,
+// by worker id (the worker info of records.go).
 func (k Keys) WorkerInfo() string { return k.prefix + ":{r}:winfo" }
 
 // Reclaiming is the ZSET of dead workers a peer is reclaiming, scored by
@@ -231,8 +231,8 @@ func globEscape(s string) string {
 // queues' (see wf_release.lua for how the two meet). Workflow ids are
 // letters, digits, '-' and '_', so they need no escaping.
 type WorkflowKeys struct {
-	Flow    string // HASH the workflow: state, open (steps not ended), keep (ms), sum, created, ended
-	Steps   string // HASH step -> its state: w (waiting for parents), r (ready), q (queued), ok, dead, x (cancelled)
+	Flow    string // HASH the workflow's fields (see WorkflowFields)
+	Steps   string // HASH step -> its state (see StepStates)
 	IDs     string // HASH step -> the id of its task, once queued
 	Left    string // HASH step -> its parents not yet ended in a way that lets it run
 	Kids    string // HASH step -> its children, ',' between, '+' before one that runs whatever the step's end

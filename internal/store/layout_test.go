@@ -56,6 +56,51 @@ func TestRecordLayoutIsDocumented(t *testing.T) {
 			}
 		}
 	}
+	// Fields named in calls on a workflow's flow hash (the field of each
+	// field and value pair of an HSET), and the states written to its
+	// steps hash.
+	flow := make(map[string][]string)
+	steps := make(map[string][]string)
+	quoted := regexp.MustCompile(`^'([a-z]+)'$`)
+	for name, src := range lua {
+		for _, call := range luaCalls(src, "redis.call") {
+			if len(call) < 3 {
+				continue
+			}
+			switch call[1] {
+			case "flow_key", "flow", "keys[1]":
+				step := 1
+				if call[0] == "'HSET'" {
+					step = 2
+				}
+				for i := 2; i < len(call); i += step {
+					if m := quoted.FindStringSubmatch(call[i]); m != nil {
+						flow[m[1]] = append(flow[m[1]], name)
+					}
+				}
+			case "steps_key", "steps":
+				if call[0] == "'HSET'" && len(call) == 4 {
+					if m := quoted.FindStringSubmatch(call[3]); m != nil {
+						steps[m[1]] = append(steps[m[1]], name)
+					}
+				}
+			}
+		}
+		for _, call := range luaCalls(src, "flow_step_end") {
+			if m := quoted.FindStringSubmatch(call[len(call)-1]); m != nil {
+				steps[m[1]] = append(steps[m[1]], name)
+			}
+		}
+	}
+	require.Contains(t, flow, "cancelled", "the scan found the flow hash's fields")
+	require.Contains(t, steps, "x", "the scan found the step states")
+	for f, where := range flow {
+		assert.Contains(t, WorkflowFields, f, "flow hash field %q (in %v) is not in WorkflowFields", f, where)
+	}
+	for st, where := range steps {
+		assert.Contains(t, StepStates, st, "step state %q (in %v) is not in StepStates", st, where)
+	}
+
 	// The fields the store writes into headers.
 	for _, f := range goStrings(t, `",([A-Za-z])`) {
 		header[f] = append(header[f], "internal/store")
@@ -84,11 +129,11 @@ func TestRecordLayoutIsDocumented(t *testing.T) {
 		described = append(described, m[1])
 	}
 	assert.ElementsMatch(t, strings.Split(HeaderFields, ""), described, "the header letters records.go describes")
-	described = nil
-	for _, m := range regexp.MustCompile(`(?m)^//\t([a-z]{2,}(?:, [a-z]{2,})*)  `).FindAllStringSubmatch(string(doc), -1) {
-		described = append(described, strings.Split(m[1], ", ")...)
+	assert.ElementsMatch(t, MetaFields, fieldTable(t, string(doc), "(MetaFields):"), "the meta fields records.go describes")
+	assert.ElementsMatch(t, WorkflowFields, fieldTable(t, string(doc), "(WorkflowFields):"), "the flow hash fields records.go describes")
+	for _, st := range StepStates {
+		assert.Regexp(t, `\b`+st+`\s+(//\s+)?\(`, string(doc), "records.go describes step state %q", st)
 	}
-	assert.ElementsMatch(t, MetaFields, described, "the meta fields records.go describes")
 	described = nil
 	format := regexp.MustCompile(`(?m)^//\t<id>(,.*):<body>$`).FindStringSubmatch(string(doc))
 	require.NotNil(t, format, "records.go lays out the outcome record")
@@ -99,6 +144,21 @@ func TestRecordLayoutIsDocumented(t *testing.T) {
 	for _, l := range HeaderFields {
 		assert.Equal(t, 1, strings.Count(HeaderFields, string(l)), "%q twice in HeaderFields", l)
 	}
+}
+
+// fieldTable is the fields a table of records.go's layout describes: the
+// names (two letters or more, ", " between) that start its lines, in the
+// comment paragraph after the line that ends with heading.
+func fieldTable(t *testing.T, doc, heading string) []string {
+	t.Helper()
+	_, after, ok := strings.Cut(doc, heading+"\n//\n")
+	require.True(t, ok, "records.go has a table %s", heading)
+	table, _, _ := strings.Cut(after, "\n//\n")
+	var out []string
+	for _, m := range regexp.MustCompile(`(?m)^//\t([a-z]{2,}(?:, [a-z]{2,})*)  `).FindAllStringSubmatch(table, -1) {
+		out = append(out, strings.Split(m[1], ", ")...)
+	}
+	return out
 }
 
 // luaSources are the scripts' texts, comments removed.

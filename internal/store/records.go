@@ -108,19 +108,55 @@ import (
 // the counters run ahead of the clock, expires once it passes them
 // (drop_meta_if_gone).
 //
-// The stats hash (stats.go) names its values with letters too: the
-// counters (StatCounters: e s f r q d k x), the histogram buckets w<k> and
-// u<k>, the sums ws and us, and the slots m<i> and h<i>. Some mean another
-// thing than the header letter: "r" counts retries (in a header, deaths),
-// "d" dead letters (a due time), "f" finishes (failures), "u<k>" runs (a
-// unique key), "h<i>" an hour (a healthy hold). They keep their names
-// because they are stored: a stats hash holds seven days of them, under
-// names the README documents, and each client version's scripts write the
-// names they know, so a rename would make an upgraded reader miss the
-// counts stored, leave the old fields behind for good (stats_roll clears
-// only the names it knows) and, while a fleet is upgraded, split one
-// counter between two names. The header letters are stored too, in every
-// task entry, and are not renamed either.
+// A worker's info (a value of the winfo hash, under its id; register.lua)
+// is what it said of itself when it registered, three lines:
+//
+//	<pid>\n<started, Unix ms, Redis clock>\n<host>
+//
+// its program's operating-system process id, its start, and its host,
+// last since it may hold anything (WorkerLease).
+//
+// A schedule's tick record (a value of the ticks hash, under the
+// schedule's name; tick.lua) is
+//
+//	<task id>[,<next tick, Unix ms>]
+//
+// the id of the task of its last tick enqueued ("" when not known) and,
+// when known, the tick after it (ScheduleState).
+//
+// A workflow's flow hash holds these fields (WorkflowFields):
+//
+//	state      running, succeeded, failed or cancelled
+//	created    when it was created (Unix ms, Redis clock)
+//	ended      when it ended (Unix ms, Redis clock); absent while running
+//	open       the count of its steps that have not ended
+//	dead       the count of its steps that died and were not revived
+//	cancelled  the count of its steps whose task was cancelled
+//	keep       how long its keys are kept once it ends (ms)
+//	sum        the checksum of its steps, which tells a repeated create
+//	           from another workflow of the same id (wf_create.lua)
+//
+// A step's state (a value of the workflow's steps hash; StepStates) is w
+// (waiting for its parents), r (ready: to be enqueued), q (queued: its
+// task is in its queue), ok (its task succeeded), dead (its task died) or
+// x (cancelled: its task was, or a parent's end means it never runs).
+//
+// The stats hash (laid out at the top of stats.go: the current minute's
+// values 'c:<name>' and 'cur', the minute they hold; slot stamps m<i> and
+// h<i>, and the slots' values '<slot>:<name>') names its values with
+// letters too: the counters (StatCounters: e enqueued, s started, f
+// finished, r retried, q requeued, d dead, k reclaimed, x cancelled), the
+// histogram buckets w<k> (wait) and u<k> (run), and the sums ws and us.
+// Some mean another thing than the header letter: "r" counts retries (in a
+// header, deaths), "d" dead letters (a due time), "f" finishes (failures),
+// "u<k>" runs (a unique key), "h<i>" an hour (a healthy hold). They keep
+// their names because they are stored: a stats hash holds seven days of
+// them, under names the README documents, and each client version's
+// scripts write the names they know, so a rename would make an upgraded
+// reader miss the counts stored, leave the old fields behind for good
+// (stats_roll clears only the names it knows) and, while a fleet is
+// upgraded, split one counter between two names. The header letters are
+// stored too, in every task entry, and are not renamed either.
 
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
@@ -132,6 +168,12 @@ const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
 var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp"}
+
+// WorkflowFields are the fields of a workflow's flow hash.
+var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
+
+// StepStates are the states of a workflow's steps.
+var StepStates = []string{"w", "r", "q", "ok", "dead", "x"}
 
 // OwnerLen is the width of a worker id in process records: worker ids are
 // UUID strings, and scripts slice the owner out at this width.

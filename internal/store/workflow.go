@@ -154,7 +154,7 @@ type WorkflowRecord struct {
 // StepRecord is one step's state as stored.
 type StepRecord struct {
 	Name    string
-	State   string // w, r, q, ok, dead, x (see WorkflowKeys.Steps)
+	State   string // w, r, q, ok, dead, x (see StepStates)
 	TaskID  string // "" until queued
 	Parents []string
 	Spec    string
