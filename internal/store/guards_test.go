@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 	"testing"
 	"time"
@@ -279,4 +281,44 @@ func TestInspectionScriptsOnNothing(t *testing.T) {
 		assert.Equal(t, GroupsState{}, got)
 		e.expect(keyState{})
 	})
+}
+
+// flow_enqueue.lua: released steps are enqueued at once, each holding its
+// unique key while it lives (its 'u' field), and the parked runtimes are
+// woken; a step whose key is held adds nothing and answers the holder's
+// id.
+func TestFlowEnqueueScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	x := e.clock() + 1e9
+	e.seed(keyState{
+		"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x)},
+		"waiting": list{"5:old"},
+		"idle":    zset{"r1": 1},
+	})
+	steps := []EnqueueOne{
+		{Queue: "q", Payload: []byte("L"), Args: EnqueueArgs{Unique: "wf/left", Flow: "wf1.left"}},
+		{Queue: "q", Payload: []byte("C"), Args: EnqueueArgs{Unique: "wf/cleanup", Flow: "wf1.cleanup", Priority: "h"}},
+	}
+	ids, errs := e.s.EnqueueSteps(e.ctx, steps)
+	require.Equal(t, []error{nil, nil}, errs)
+	require.Equal(t, []string{hexOf(x + 1), hexOf(x + 2)}, ids)
+	enqueued := keyState{
+		"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x + 2)},
+		"waiting": list{hexOf(x+1) + ",Fwf1.left,u" + sha1Hex("wf/left") + ":L", "5:old"},
+		"high":    list{hexOf(x+2) + ",Fwf1.cleanup,ph,u" + sha1Hex("wf/cleanup") + ":C"},
+		"unique":  hash{sha1Hex("wf/left"): hexOf(x + 1), sha1Hex("wf/cleanup"): hexOf(x + 2)},
+	}
+	e.expect(enqueued)
+
+	again, errs := e.s.EnqueueSteps(e.ctx, steps[:1])
+	require.ErrorIs(t, errs[0], ErrDuplicate)
+	assert.Equal(t, ids[:1], again, "the holder's id")
+	e.expect(enqueued)
+}
+
+// sha1Hex is a unique key as the scripts hold it.
+func sha1Hex(key string) string {
+	sum := sha1.Sum([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

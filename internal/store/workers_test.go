@@ -102,7 +102,7 @@ func TestExpiredScript(t *testing.T) {
 // queue set and its info.
 func TestWorkerRegistryScripts(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t, "register.lua", "join.lua", "deregister.lua")
+	e := newScriptEnv(t, "register.lua", "serve.lua", "join.lua", "deregister.lua")
 	w := e.worker()
 	before := e.clockMs()
 	require.NoError(t, e.s.RegisterWorker(e.ctx, w, time.Minute))
