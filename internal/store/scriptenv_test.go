@@ -48,19 +48,18 @@ type scriptEnv struct {
 	s       *Store
 	k       QueueKeys
 	workers []string // whose queue sets ("wq:<id>") are read too
-	flows   []string // workflows whose keys ("wf.<suffix>") are read too
+	flow    string   // the workflow whose keys ("wf.<suffix>") are read too
 
 	prefix   string          // the store's
 	calls    *scriptLog      // the scripts the store ran
-	dumped   int             // how many of calls had run at the last dump
-	compared map[string]bool // the scripts whose keys a dump read
+	compared map[string]bool // the scripts run before a dump
 }
 
 // newScriptEnv is a store without stats (which the scripts would write
 // under the clock's minute), on testRedis, for a test of the scripts
 // named (their files, "finish.lua"). The test fails unless the keys are
-// read (expect or dump) after each of them ran, with no other read in
-// between: TestEveryScriptHasAKeyTest counts the scripts named here.
+// read (expect or dump) after each of them ran: TestEveryScriptHasAKeyTest
+// counts the scripts named here.
 func newScriptEnv(t *testing.T, script string, more ...string) *scriptEnv {
 	t.Helper()
 	named := append([]string{script}, more...)
@@ -155,11 +154,13 @@ func (e *scriptEnv) statsOn() {
 	e.s = New(&logClient{Client: e.rdb, log: e.calls}, e.prefix, false, true)
 }
 
-// workflow is a new workflow id, whose keys the dumps include.
+// workflow is a new workflow id, whose keys the dumps include: one per
+// test, as they are named by their suffix alone.
 func (e *scriptEnv) workflow() string {
-	id := uuid.NewString()[:8]
-	e.flows = append(e.flows, id)
-	return id
+	e.t.Helper()
+	require.Empty(e.t, e.flow, "a second workflow in one test")
+	e.flow = uuid.NewString()[:8]
+	return e.flow
 }
 
 // worker is a new worker id, whose queue set the dumps include.
@@ -185,8 +186,8 @@ func (e *scriptEnv) keys() map[string]string {
 	for _, key := range e.k.all() {
 		out[key[strings.LastIndexByte(key, ':')+1:]] = key
 	}
-	for _, id := range e.flows {
-		for _, key := range e.s.Keys().Workflow(id).all() {
+	if e.flow != "" {
+		for _, key := range e.s.Keys().Workflow(e.flow).all() {
 			out["wf."+key[strings.LastIndexByte(key, ':')+1:]] = key
 		}
 	}
@@ -226,15 +227,13 @@ func (e *scriptEnv) seed(st keyState) {
 	}
 }
 
-// dump reads every key that exists, and counts the scripts run since the
-// last dump as compared.
+// dump reads every key that exists, and counts the scripts run so far as
+// compared.
 func (e *scriptEnv) dump() keyState {
 	e.t.Helper()
-	ran := e.calls.names()
-	for _, name := range ran[e.dumped:] {
+	for _, name := range e.calls.names() {
 		e.compared[name] = true
 	}
-	e.dumped = len(ran)
 	out := keyState{}
 	for name, key := range e.keys() {
 		b := e.rdb.B()
