@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,6 +60,10 @@ func TestEveryScriptHasAKeyTest(t *testing.T) {
 			}
 		}
 	}
+	// The files are the scripts the sets load (scripts.Load and LoadCheck),
+	// no more and no fewer.
+	loaded := slices.Sorted(maps.Values(scriptNames))
+	require.Equal(t, slices.Compact(loaded), scripts.Files(), "the embedded scripts and those loaded")
 	var missing []string
 	for _, name := range scripts.Files() {
 		if !named[name] {
