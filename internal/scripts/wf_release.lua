@@ -93,7 +93,10 @@ local function release(step, status, result, stamp, task)
   local at = tonumber(stamp)
   local seen = tonumber(redis.call('HGET', seen_key, step) or '0')
   local cur = redis.call('HGET', steps_key, step)
-  if at > seen and cur then
+  -- Only a workflow that runs, or a failed one (which a revival may run
+  -- again), notes when it saw the step: one that ended otherwise takes
+  -- nothing, and a seen hash it made now would outlive its other keys.
+  if at > seen and cur and (state == 'running' or state == 'failed') then
     redis.call('HSET', seen_key, step, stamp)
     seen = at
     if cur == 'dead' then

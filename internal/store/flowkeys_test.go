@@ -143,3 +143,21 @@ func TestFlowNoticesAndForgetKeys(t *testing.T) {
 		"wf2.d,64,ok":   float64(now),
 	}})
 }
+
+// wf_release.lua on a workflow that has ended: the notice records
+// nothing. A workflow cancelled while its steps were queued has no seen
+// hash yet (no end was recorded): the notices of its tasks, cancelled in
+// their queues, must not make one, which would outlive the workflow's
+// keys (they expire at its end; a hash made after has no expiry).
+func TestWorkflowReleaseEnded(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	seeded := flowSeeded(hash{"a": "x", "b": "x"})
+	seeded["wf.flow"] = hash{"state": "cancelled", "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+	e.seed(seeded)
+	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "t-a", "ok", "late", 10)
+	require.NoError(t, err)
+	assert.Empty(t, ready)
+	e.expect(seeded)
+}
