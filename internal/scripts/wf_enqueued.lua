@@ -10,7 +10,7 @@ local freed_key, seen_key = KEYS[9], KEYS[10]
 -- ARGV: step, task id, ... per step enqueued.
 
 -- The steps' states are read, and the marks written, a thousand a call.
-local out, marks = {}, {}
+local out, marks, noted = {}, {}, false
 for from = 1, #ARGV, 2000 do
   local to = math.min(from + 1999, #ARGV)
   local names = {}
@@ -21,7 +21,7 @@ for from = 1, #ARGV, 2000 do
   for j, st in ipairs(states) do
     local step, id = ARGV[from + 2 * (j - 1)], ARGV[from + 2 * (j - 1) + 1]
     if st then
-      redis.call('HSETNX', ids_key, step, id)
+      noted = redis.call('HSETNX', ids_key, step, id) == 1 or noted
       if st == 'r' then
         marks[#marks + 1] = step
         marks[#marks + 1] = 'q'
@@ -35,5 +35,14 @@ for from = 1, #ARGV, 2000 do
 end
 for i = 1, #marks, 2000 do
   redis.call('HSET', steps_key, unpack(marks, i, math.min(i + 1999, #marks)))
+end
+-- A workflow that ended (cancelled while an enqueue was under way) has
+-- its keys set to expire (flow_close): an ids hash made only now expires
+-- with them.
+if noted then
+  local ttl = redis.call('PTTL', flow_key)
+  if ttl > 0 and redis.call('PTTL', ids_key) == -1 then
+    redis.call('PEXPIRE', ids_key, ttl)
+  end
 end
 return out

@@ -161,3 +161,30 @@ func TestWorkflowReleaseEnded(t *testing.T) {
 	assert.Empty(t, ready)
 	e.expect(seeded)
 }
+
+// wf_enqueued.lua on a workflow cancelled while a step's enqueue was under
+// way, before any step was queued (so with no ids hash, and its other keys
+// set to expire as it ended): the step is answered, and the id noted
+// expires with the workflow's keys.
+func TestWorkflowEnqueuedAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_enqueued.lua")
+	id := e.workflow()
+	seeded := flowSeeded(hash{"a": "x", "b": "x"})
+	seeded["wf.flow"] = hash{"state": "cancelled", "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+	delete(seeded, "wf.ids")
+	e.seed(seeded)
+	keys := e.keys()
+	for name := range seeded {
+		require.NoError(t, e.rdb.Do(e.ctx, e.rdb.B().Pexpire().Key(keys[name]).Milliseconds(60_000).Build()).Error())
+	}
+	cancelled, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "a", TaskID: "t-a"}})
+	require.NoError(t, err)
+	assert.Equal(t, []QueuedStep{{Name: "a", TaskID: "t-a", Spec: "S-a"}}, cancelled)
+	want := flowSeeded(hash{"a": "x", "b": "x"})
+	want["wf.flow"] = seeded["wf.flow"]
+	e.expect(want)
+	ttl, err := e.rdb.Do(e.ctx, e.rdb.B().Pttl().Key(keys["wf.ids"]).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.True(t, ttl > 0 && ttl <= 60_000, "the ids hash expires with the workflow: %d", ttl)
+}
