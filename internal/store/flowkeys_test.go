@@ -22,6 +22,12 @@ func flowSeeded(steps hash) keyState {
 	}
 }
 
+// endedFlow is the flow hash of flowSeeded's workflow once it ended as
+// state.
+func endedFlow(state string) hash {
+	return hash{"state": state, "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+}
+
 // wf_release.lua: a's end records its result, frees b and answers it,
 // and notes when the notice was written; the same notice again, or an
 // older one, records nothing, and answers b while it is still ready.
@@ -105,7 +111,7 @@ func TestWorkflowCancelKeys(t *testing.T) {
 		e := newScriptEnv(t, "wf_cancel.lua")
 		id := e.workflow()
 		seeded := flowSeeded(hash{"a": "ok", "b": "ok"})
-		seeded["wf.flow"] = hash{"state": "succeeded", "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+		seeded["wf.flow"] = endedFlow("succeeded")
 		e.seed(seeded)
 		was, queued, err := e.s.CancelWorkflow(e.ctx, id)
 		require.NoError(t, err)
@@ -154,7 +160,7 @@ func TestWorkflowReleaseEnded(t *testing.T) {
 	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
 	seeded := flowSeeded(hash{"a": "x", "b": "x"})
-	seeded["wf.flow"] = hash{"state": "cancelled", "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+	seeded["wf.flow"] = endedFlow("cancelled")
 	e.seed(seeded)
 	ready, err := e.s.ReleaseStep(e.ctx, id, "a", "t-a", "ok", "late", 10)
 	require.NoError(t, err)
@@ -171,7 +177,7 @@ func TestWorkflowEnqueuedAfterTheEnd(t *testing.T) {
 	e := newScriptEnv(t, "wf_enqueued.lua")
 	id := e.workflow()
 	seeded := flowSeeded(hash{"a": "x", "b": "x"})
-	seeded["wf.flow"] = hash{"state": "cancelled", "open": "0", "keep": "60000", "sum": "s", "created": "1000", "ended": "2000"}
+	seeded["wf.flow"] = endedFlow("cancelled")
 	delete(seeded, "wf.ids")
 	e.seed(seeded)
 	keys := e.keys()
