@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // MaxGroupLen is the longest group key, in bytes (see Group).
@@ -25,8 +26,9 @@ const MaxGroupLen = 128
 // group's turn, and low-priority ones after.
 //
 // A group runs at most its concurrency limit of tasks at once, across the
-// fleet (SetGroupConcurrency); a group at its limit waits out of turn
-// without holding back other groups. Every other control applies to
+// fleet (SetGroupConcurrency), and starts at most its rate limit of tasks
+// in any window (SetGroupRate); a group at its limit or rate waits out of
+// turn without holding back other groups. Every other control applies to
 // grouped tasks as to any: Pause, the queue's SetConcurrency and
 // SetRateLimit, Weight (a task holds its weight in its group's limit as in
 // the queue's), In and At, Unique, retries and dead letters. A grouped
@@ -75,5 +77,35 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
 		return c.store.ControlGroup(ctx, queue, group, n, create)
+	})
+}
+
+// SetGroupRate limits how many tasks of one group of a queue (see Group)
+// start in any window of per, across all workers, to n; with group "", it
+// sets the default of every group that has no rate of its own. n = 0
+// removes the rate: a group's own falls back to the default, and the
+// default to none. Like SetRateLimit, it is enforced by the Redis clock
+// inside the dequeue script, which keeps each group's starts of its last
+// window: a group that used up its rate waits out of turn, holding back no
+// other group, until its oldest start leaves the window, and a worker that
+// finds nothing else to start learns that time and sleeps until then (no
+// polling). A start counts when a worker takes the task, as SetRateLimit
+// says. Rates are kept for named groups whether or not they have tasks. n
+// must be in 0..MaxLimit, per at least a millisecond when n is not 0, and
+// group at most MaxGroupLen bytes (ErrInvalidOptions). A queue that does
+// not exist gives ErrNoQueue, unless CreateQueue is given.
+//
+// The queue's own SetRateLimit and SetConcurrency apply as well: a task
+// starts only when every limit allows it.
+func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, opts ...ControlOption) error {
+	const op = "set group rate"
+	if n < 0 || int64(n) > MaxLimit || (n > 0 && per < time.Millisecond) {
+		return fmt.Errorf("worqr: %s %q: %d per %v (the count in 0..%d, the window at least 1ms): %w", op, queue, n, per, int64(MaxLimit), ErrInvalidOptions)
+	}
+	if err := checkGroup(group, false); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroupRate(ctx, queue, group, n, per, create)
 	})
 }
