@@ -25,6 +25,13 @@ const MaxGroupLen = 128
 // there first). High-priority tasks without a group start before every
 // group's turn, and low-priority ones after.
 //
+// A group with a concurrency limit of 1 is a sequence: its tasks run one
+// at a time in that order across the fleet, and a failing task holds the
+// group until it succeeds or dies. Retried with a delay, it waits at the
+// front of its group, not in the delayed set, and the group waits until it
+// is due; when it dies, the group's later tasks go on (its dead letter,
+// requeued, goes back to the front).
+//
 // A group runs at most its concurrency limit of tasks at once, across the
 // fleet (SetGroupConcurrency), and starts at most its rate limit of tasks
 // in any window (SetGroupRate); a group at its limit or rate waits out of
@@ -65,8 +72,7 @@ func checkGroup(key string, set bool) error {
 // most MaxGroupLen bytes (ErrInvalidOptions). A queue that does not exist
 // gives ErrNoQueue, unless CreateQueue is given.
 //
-// With a limit of 1 a group runs its tasks one at a time, in the order
-// Group describes.
+// With a limit of 1 a group is a sequence (see Group).
 func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n int, opts ...ControlOption) error {
 	const op = "set group concurrency"
 	if n < 0 || int64(n) > MaxLimit {

@@ -470,7 +470,9 @@ end
 -- one group's lie together, oldest first. A group that used up its rate
 -- waits in the ready set scored GROUP_RATE_BASE + when its next start is
 -- allowed (µs, Redis clock): past every turn (a clock reading, below 2^52
--- until the year 2112) and below +inf (held at its concurrency limit).
+-- until the year 2112) and below +inf (held at its concurrency limit). A
+-- sequence whose front task waits for its retry delay is held the same
+-- way, until that task is due (see retry.lua).
 local GROUP_RATE_BASE = 4503599627370496
 -- A rate as stored ('<n>/<per>'), as n and per (ms), or nil.
 local function group_rate(v)
@@ -480,9 +482,10 @@ local function group_rate(v)
   if not n or not per then return nil end
   return n, per
 end
--- When a group held back by its rate may start again (µs), from its
--- score in the ready set (a reply's text), or nil when it is not so held.
-local function group_rate_until(score)
+-- When a group held back until a time (by its rate, or its front task's
+-- retry delay) may start again (µs), from its score in the ready set (a
+-- reply's text), or nil when it is not so held.
+local function group_held_until(score)
   local v = tonumber(score or nil)
   if not v or v <= GROUP_RATE_BASE or v == math.huge then return nil end
   return v - GROUP_RATE_BASE

@@ -94,9 +94,9 @@ elseif op == 'grate' then
   if group == '' then
     local scored = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), '+inf', 'WITHSCORES')
     for i = 1, #scored, 2 do
-      if group_rate_until(scored[i + 1]) then held[#held + 1] = scored[i] end
+      if group_held_until(scored[i + 1]) then held[#held + 1] = scored[i] end
     end
-  elseif group_rate_until(redis.call('ZSCORE', gready_key, group)) then
+  elseif group_held_until(redis.call('ZSCORE', gready_key, group)) then
     held = {group}
   end
   local back = {}

@@ -124,8 +124,10 @@ end
 local function ready_groups(k)
   return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE), 'WITHSCORES', 'LIMIT', 0, k)
 end
--- Groups held back by their rate whose next start is allowed by t (µs)
--- take turns from t, as if they had just become ready. Returns how many.
+-- Groups held back until a time (by their rate, or a sequence's task
+-- waiting for its retry delay) that has come by t (µs) take turns from t,
+-- as if they had just become ready. One call when none has. Returns how
+-- many.
 local function rate_released(t)
   local due = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), ms(GROUP_RATE_BASE + t))
   if #due == 0 then return 0 end
@@ -163,7 +165,9 @@ local rated, rate_fix = {}, {}
 -- in gstarts, are fewer than its rate; one that used it up with tasks
 -- waiting stays in the ready set scored GROUP_RATE_BASE + when its next
 -- start is allowed, and the first dequeue after that time gives it a turn
--- again (one ZRANGEBYSCORE per dequeue, made only when rates are set).
+-- again (one ZRANGEBYSCORE per dequeue). A group whose front task is due
+-- later (a sequence's task retried with a delay: see retry.lua) is held
+-- the same way until it is due.
 -- With no group ready this is the normal list's take.
 local function take_turns(k)
   if k <= 0 or blocked then return end
@@ -181,7 +185,7 @@ local function take_turns(k)
   local rate_n, rate_per = group_rate(m[3])
   local rates = rate_n ~= nil or m[4] ~= false
   local plain_left, plain_took = true, false
-  if rates and not released and rate_released(t0) > 0 then ready = ready_groups(k) end
+  if not released and rate_released(t0) > 0 then ready = ready_groups(k) end
   if rates then
     -- One recorded start picked at random: its group's starts that left
     -- the window go, all of them if it has no rate any more. A dequeue
@@ -254,8 +258,18 @@ local function take_turns(k)
       if own_n then rn, rper = own_n, own_per end
       local allowed, rate_next = math.huge, nil
       if rn and #front > 0 then allowed, rate_next = rate_room(g, rn, rper) end
+      local due_at -- when the group's next task is due, if later than now
       for f = 1, math.min(share, k, #front, math.max(allowed, 0)) do
         local e = G.entry(g, front[f])
+        -- A sequence's task retried with a delay waits in its group, due
+        -- later (see retry.lua): the tasks behind it wait too.
+        if header_has(e, 'd') then
+          local due = tonumber(header_get(entry_split(e), 'd'), 16)
+          if due and due > t0 then
+            due_at = due
+            break
+          end
+        end
         local w = entry_weight(e)
         if limit and r > 0 and r + w > limit then
           full = true
@@ -274,6 +288,10 @@ local function take_turns(k)
         out[#out + 1] = g -- none left
       elseif full or (limit and r >= limit) then
         hold[#hold + 1] = 'inf'
+        hold[#hold + 1] = g
+      elseif due_at and got == 0 then
+        -- Held until its next task is due, as a group held by its rate.
+        hold[#hold + 1] = ms(GROUP_RATE_BASE + due_at)
         hold[#hold + 1] = g
       elseif got >= allowed then
         -- Its rate is used up: held until its oldest start in the window
@@ -337,7 +355,7 @@ local function next_start()
   local u, at = rate_until(), now_u
   if grouped and n < asked then
     local first = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    local g = group_rate_until(first[2])
+    local g = group_held_until(first[2])
     if g then
       at = at or now_us()
       if u == 0 or g < u then u = g end

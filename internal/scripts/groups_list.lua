@@ -44,7 +44,7 @@ local ready, rate_until = {}, {}
 local first = redis.call('ZRANGE', gready_key, 0, scan - 1, 'WITHSCORES')
 for i = 1, #first, 2 do
   local g = first[i]
-  rate_until[g] = group_rate_until(first[i + 1])
+  rate_until[g] = group_held_until(first[i + 1])
   ready[g] = not group_held(first[i + 1]) and not rate_until[g]
   if not running[g] then order[#order + 1] = g end
 end

@@ -146,3 +146,35 @@ func TestControlGroupRateScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, e.dump(), "gstarts")
 }
+
+// retry.lua and dequeue.lua: a task of a sequence (a group with a limit
+// of 1) retried with a delay waits in its group, at its front, due then;
+// the dequeue holds the group until then, as one held by its rate, and
+// says so; a group with a higher limit lets it wait in the delayed set.
+func TestSequenceRetryHoldsItsGroupScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	w := e.worker()
+	e.seed(keyState{
+		"meta":     hash{"name": "q", "seq": "9", "glimit": "1"},
+		"leases":   zset{w: float64(e.clockMs() + hour)},
+		"procs":    hash{"1": "a" + w + "11,gs:s1", "2": "a" + w + "21,gp:p1"},
+		"gwait":    zset{member("s", "12,gs:s2"): 0},
+		"gready":   zset{"s": inf},
+		"grunning": hash{"s": "1", "p": "1"},
+		"glimits":  hash{"p": "2"},
+	})
+	const delay = int64(hour) * 1000 // µs
+	before := e.clock()
+	_, err := e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "e", Delay: time.Duration(delay) * time.Microsecond},
+		{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e", Delay: time.Duration(delay) * time.Microsecond}})
+	require.NoError(t, err)
+	got := e.dump()
+	assert.Len(t, got["delayed"], 1, "p1: its group is no sequence")
+	require.Len(t, got["gwait"], 2)
+	procs, until, _, err := e.s.Dequeue(e.ctx, "q", w, 5, false)
+	require.NoError(t, err)
+	assert.Empty(t, procs, "s2 waits for s1, which waits for its delay")
+	e.within(until, before+delay, e.clock()+delay, "the reply says when s1 is due")
+	assert.Equal(t, float64(groupRateBase+until), e.dump()["gready"].(zset)["s"], "held until then")
+}
