@@ -491,6 +491,18 @@ local function group_held_until(score)
   return v - GROUP_RATE_BASE
 end
 
+-- Give the groups named a turn at score (ms() text): one ZADD per 1000.
+local function groups_turn(gready, names, score)
+  local args = {}
+  for _, g in ipairs(names) do
+    args[#args + 1] = score
+    args[#args + 1] = g
+  end
+  for i = 1, #args, 2000 do
+    redis.call('ZADD', gready, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+
 -- The group helpers of the scripts that take, put back or end tasks
 -- (member, entry, front, push, freed and settle, below): a script
 -- makes a closure for every helper it carries on every call, so these are

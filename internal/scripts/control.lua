@@ -99,14 +99,7 @@ elseif op == 'grate' then
   elseif group_held_until(redis.call('ZSCORE', gready_key, group)) then
     held = {group}
   end
-  local back = {}
-  for _, g in ipairs(held) do
-    back[#back + 1] = now
-    back[#back + 1] = g
-  end
-  for i = 1, #back, 1000 do
-    redis.call('ZADD', gready_key, unpack(back, i, math.min(i + 999, #back)))
-  end
+  groups_turn(gready_key, held, now)
   wake_all = true
 else
   local old = control_value(redis.call('HGET', meta_key, 'limit'))

@@ -130,13 +130,7 @@ end
 -- many.
 local function rate_released(t)
   local due = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), ms(GROUP_RATE_BASE + t))
-  if #due == 0 then return 0 end
-  local back = {}
-  for _, g in ipairs(due) do
-    back[#back + 1] = ms(t)
-    back[#back + 1] = g
-  end
-  redis.call('ZADD', gready_key, unpack(back))
+  groups_turn(gready_key, due, ms(t))
   return #due
 end
 local grouped = false -- whether take_turns ran: groups may be held by rate
