@@ -27,9 +27,9 @@ import (
 // to work on every Redis 7.)
 const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
-	"+lpush +rpush +rpop +lrem +lset +llen +lrange +ltrim " +
+	"+lpush +rpush +rpop +lrem +lset +llen +lrange +lindex +ltrim " +
 	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen +hscan " +
-	"+zadd +zrem +zscore +zmscore +zcard +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zpopmin +zscan " +
+	"+zadd +zrem +zscore +zmscore +zcard +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zremrangebylex +zcount +zlexcount +zrandmember +zpopmin +zscan " +
 	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
@@ -201,6 +201,24 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	removed, _, err := c.CancelWaiting(ctx, "n", WaitingSelection{Kind: "k"})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, removed)
+
+	// Groups: a limit, rates, a sequence's delayed retry, the groups read.
+	require.NoError(t, c.SetGroupConcurrency(ctx, "g", "", 1, CreateQueue()))
+	require.NoError(t, c.SetGroupRate(ctx, "g", "", 2, time.Hour))
+	require.NoError(t, c.SetGroupRate(ctx, "g", "b", 5, time.Hour))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "g", [][]byte{[]byte("a1"), []byte("a2"), []byte("a3")}, Group("a"))))
+	require.NoError(t, w.StartWork(ctx, "g", Events{}))
+	gp := dequeueAll(t, w, "g", 1)
+	require.NoError(t, gp[0].Retry(ctx, time.Hour, errors.New("later")))
+	_, err = w.Dequeue(ctx, "g")
+	require.ErrorIs(t, err, ErrRateLimited, "the sequence waits for its retried task")
+	_, err = c.Groups(ctx, "g", 10)
+	require.NoError(t, err)
+	_, err = c.QueueInfo(ctx, "g")
+	require.NoError(t, err)
+	require.NoError(t, w.StopWork(ctx, "g"))
+	_, err = c.DeleteQueue(ctx, "g")
+	require.NoError(t, err)
 
 	// By hand: dequeue, stop, finish, peek, range.
 	require.NoError(t, w.StartWork(ctx, "m", Events{}))

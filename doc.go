@@ -142,7 +142,7 @@
 // Close), enqueue.go (Enqueue, options, Cancel, DeleteQueue), inspect.go
 // (queues, tasks, delayed tasks, processes, workers), attempts.go (a
 // task's attempt history), controls.go (pause, limits, QueueInfo),
-// groups.go (groups of a queue: the Group option, their limits),
+// groups.go (groups of a queue: the Group option, their limits and rates),
 // groupsinfo.go (Groups: the top groups and those held back), dead.go
 // (listing, requeuing and deleting dead letters), retry.go (retry
 // policies, reasons, dead-letter bounds), outcome.go (TaskResult, Wait),

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // MaxGroupLen is the longest group key, in bytes (see Group).
@@ -24,9 +25,17 @@ const MaxGroupLen = 128
 // there first). High-priority tasks without a group start before every
 // group's turn, and low-priority ones after.
 //
+// A group with a concurrency limit of 1 is a sequence: its tasks run one
+// at a time in that order across the fleet, and a failing task holds the
+// group until it succeeds or dies. Retried with a delay, it waits at the
+// front of its group, not in the delayed set, and the group waits until it
+// is due; when it dies, the group's later tasks go on (its dead letter,
+// requeued, goes back to the front).
+//
 // A group runs at most its concurrency limit of tasks at once, across the
-// fleet (SetGroupConcurrency); a group at its limit waits out of turn
-// without holding back other groups. Every other control applies to
+// fleet (SetGroupConcurrency), and starts at most its rate limit of tasks
+// in any window (SetGroupRate); a group at its limit or rate waits out of
+// turn without holding back other groups. Every other control applies to
 // grouped tasks as to any: Pause, the queue's SetConcurrency and
 // SetRateLimit, Weight (a task holds its weight in its group's limit as in
 // the queue's), In and At, Unique, retries and dead letters. A grouped
@@ -63,8 +72,7 @@ func checkGroup(key string, set bool) error {
 // most MaxGroupLen bytes (ErrInvalidOptions). A queue that does not exist
 // gives ErrNoQueue, unless CreateQueue is given.
 //
-// With a limit of 1 a group runs its tasks one at a time, in the order
-// Group describes.
+// With a limit of 1 a group is a sequence (see Group).
 func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n int, opts ...ControlOption) error {
 	const op = "set group concurrency"
 	if n < 0 || int64(n) > MaxLimit {
@@ -75,5 +83,35 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
 		return c.store.ControlGroup(ctx, queue, group, n, create)
+	})
+}
+
+// SetGroupRate limits how many tasks of one group of a queue (see Group)
+// start in any window of per, across all workers, to n; with group "", it
+// sets the default of every group that has no rate of its own. n = 0
+// removes the rate: a group's own falls back to the default, and the
+// default to none. Like SetRateLimit, it is enforced by the Redis clock
+// inside the dequeue script, which keeps each group's starts of its last
+// window: a group that used up its rate waits out of turn, holding back no
+// other group, until its oldest start leaves the window, and a worker that
+// finds nothing else to start learns that time and sleeps until then (no
+// polling). A start counts when a worker takes the task, as SetRateLimit
+// says. Rates are kept for named groups whether or not they have tasks. n
+// must be in 0..MaxLimit, per at least a millisecond when n is not 0, and
+// group at most MaxGroupLen bytes (ErrInvalidOptions). A queue that does
+// not exist gives ErrNoQueue, unless CreateQueue is given.
+//
+// The queue's own SetRateLimit and SetConcurrency apply as well: a task
+// starts only when every limit allows it.
+func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, opts ...ControlOption) error {
+	const op = "set group rate"
+	if n < 0 || int64(n) > MaxLimit || (n > 0 && per < time.Millisecond) {
+		return fmt.Errorf("worqr: %s %q: %d per %v (the count in 0..%d, the window at least 1ms): %w", op, queue, n, per, int64(MaxLimit), ErrInvalidOptions)
+	}
+	if err := checkGroup(group, false); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroupRate(ctx, queue, group, n, per, create)
 	})
 }

@@ -185,21 +185,24 @@ func TestGroupRetriesDelaysAndPriorities(t *testing.T) {
 	require.Equal(t, "g1", string(p.Task()), "a retried task keeps its place in its group")
 	assert.Equal(t, "again", p.LastError())
 
-	// With a delay, the group's slot is free while it waits.
+	// With a delay, it holds its group while it waits (a limit of 1: a
+	// sequence), and the group's later task waits for it.
 	require.NoError(t, p.Retry(ctx, 50*time.Millisecond, fmt.Errorf("later")))
-	p2 := dequeueOne(t, w, "q")
-	require.Equal(t, "g2", string(p2.Task()))
-	require.NoError(t, p2.Finish(ctx))
+	_, err := w.Dequeue(ctx, "q")
+	require.ErrorIs(t, err, ErrRateLimited, "the group waits for its retried task, and the error says until when")
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("g3"), Group("g"), In(time.Hour))))
-	eventually(t, 5*time.Second, "the retried task is due and promoted", func() bool {
+	eventually(t, 5*time.Second, "the retried task is due", func() bool {
 		p, err := w.Dequeue(ctx, "q")
 		if err != nil {
 			return false
 		}
-		assert.Equal(t, "g1", string(p.Task()))
+		assert.Equal(t, "g1", string(p.Task()), "the retried task before the group's later one")
 		require.NoError(t, p.Finish(ctx))
 		return true
 	})
+	p2 := dequeueOne(t, w, "q")
+	require.Equal(t, "g2", string(p2.Task()))
+	require.NoError(t, p2.Finish(ctx))
 	info, err := c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, info.Delayed)

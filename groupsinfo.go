@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -26,9 +27,18 @@ type GroupInfo struct {
 	// Limit is its concurrency limit: its own (SetGroupConcurrency), else
 	// the queue's default for groups; 0 for none.
 	Limit int
-	// HeldBack is set when tasks wait in the group but it is at its limit:
-	// dequeues pass it over until one of its processes ends.
+	// Rate and Per are its rate limit, Rate starts in any window of Per:
+	// its own (SetGroupRate), else the queue's default for groups; 0 for
+	// none.
+	Rate int
+	Per  time.Duration
+	// HeldBack is set when tasks wait in the group but it is at its limit
+	// or has used up its rate: dequeues pass it over until one of its
+	// processes ends, or until RateHeldUntil.
 	HeldBack bool
+	// RateHeldUntil is, for a group held back by its rate, when its next
+	// start is allowed (by the Redis clock); zero otherwise.
+	RateHeldUntil time.Time
 }
 
 // GroupsReport is what Groups read of a queue's groups.
@@ -38,12 +48,15 @@ type GroupsReport struct {
 	// tasks in flight: all of them, not only those read.
 	Ready, Running int64
 	// DefaultLimit is every group's default concurrency limit
-	// (SetGroupConcurrency with group ""), 0 for none.
+	// (SetGroupConcurrency with group ""), 0 for none, and DefaultRate and
+	// DefaultPer their default rate limit (SetGroupRate), 0 for none.
 	DefaultLimit int
+	DefaultRate  int
+	DefaultPer   time.Duration
 	// TopWaiting are the groups with the most tasks waiting, most first
 	// (then by key), TopRunning those whose tasks in flight hold the most
-	// slots, and HeldBack those held back at their limit, the most tasks
-	// waiting first: up to n of each.
+	// slots, and HeldBack those held back at their limit or by their rate,
+	// the most tasks waiting first: up to n of each.
 	TopWaiting, TopRunning, HeldBack []GroupInfo
 	// Partial is set when the queue had more groups than one call reads
 	// (MaxGroupsRead of each kind): a group not read is not ranked.
@@ -52,7 +65,7 @@ type GroupsReport struct {
 
 // Groups reads a queue's groups for operators, in one script call: the
 // top n groups by tasks waiting and by slots running, and the groups held
-// back by their concurrency limit, with the counts of groups ready and
+// back by their concurrency limit or rate limit, with the counts of groups ready and
 // running (QueueInfo counts them too). It reads the groups with tasks in
 // flight and the next MaxGroupsRead groups to be served, MaxGroupsRead of
 // each at most, counting each one's waiting tasks in O(log N): its cost
@@ -71,10 +84,11 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 	if err != nil {
 		return GroupsReport{}, c.fail(op, queue, err)
 	}
-	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit, Partial: st.Partial}
+	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit,
+		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, Partial: st.Partial}
 	all := make([]GroupInfo, len(st.Groups))
 	for i, g := range st.Groups {
-		all[i] = groupInfo(g, st.DefaultLimit)
+		all[i] = groupInfo(g, st)
 	}
 	top := func(keep func(GroupInfo) bool, by func(GroupInfo) int64) []GroupInfo {
 		var out []GroupInfo
@@ -93,10 +107,14 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 	return r, nil
 }
 
-func groupInfo(g store.GroupState, defaultLimit int) GroupInfo {
-	limit := g.Limit
-	if limit == 0 {
-		limit = defaultLimit
+func groupInfo(g store.GroupState, st store.GroupsState) GroupInfo {
+	gi := GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: cmp.Or(g.Limit, st.DefaultLimit),
+		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready}
+	if gi.Rate == 0 {
+		gi.Rate, gi.Per = st.DefaultRate, st.DefaultPer
 	}
-	return GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: limit, HeldBack: g.Waiting > 0 && !g.Ready}
+	if g.RateUntil > 0 {
+		gi.RateHeldUntil = time.UnixMicro(g.RateUntil)
+	}
+	return gi
 }

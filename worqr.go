@@ -99,8 +99,11 @@ var (
 	// given CreateQueue. Nothing was changed.
 	ErrNoQueue = errors.New("no such queue")
 	// ErrRateLimited is returned by Dequeue when the queue's rate limit
-	// (Client.SetRateLimit) is used up; the error says when the next start
-	// is allowed.
+	// (Client.SetRateLimit) is used up, or when the only groups with tasks
+	// waiting are held back until a time (by their rate,
+	// Client.SetGroupRate, or as a sequence whose first task waits for its
+	// retry delay: see Group); the error says when the next start is
+	// allowed.
 	ErrRateLimited = errors.New("rate limit used up")
 	// ErrDuplicate is returned by Enqueue with a Unique or UniqueFor key
 	// that a task holds: nothing was added, and the id returned is that

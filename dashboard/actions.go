@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/worqr/worqr"
 )
@@ -25,6 +26,7 @@ var actions = map[string]actionSpec{
 	"resume":      {verb: "Resume queue", done: "resumed"},
 	"limit":       {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
 	"grouplimit":  {verb: "Set a group concurrency limit of queue", needN: true, done: "groupLimited"},
+	"grouprate":   {verb: "Set a group rate limit of queue", needN: true, done: "groupRated"},
 	"purge":       {verb: "Delete every dead letter of queue", done: "purged"},
 	"deletequeue": {verb: "Delete queue (its waiting tasks are dropped)", done: "deleted"},
 	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
@@ -40,6 +42,7 @@ var doneMessages = map[string]string{
 	"resumed":           "Queue resumed.",
 	"limited":           "Concurrency limit set.",
 	"groupLimited":      "Group concurrency limit set.",
+	"groupRated":        "Group rate limit set.",
 	"purged":            "Dead letters purged.",
 	"deleted":           "Queue deleted.",
 	"cancelled":         "Task cancelled.",
@@ -58,9 +61,10 @@ var doneMessages = map[string]string{
 
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
-	// Group is the group of a group limit ("": every group's default).
-	Group string
-	Bulk  *bulkForm
+	// Group is the group of a group limit or rate ("": every group's
+	// default), and Per a group rate's window, as typed (a Go duration).
+	Group, Per string
+	Bulk       *bulkForm
 	// Workflow is the workflow of a workflow's action (Queue is "").
 	Workflow string
 }
@@ -93,8 +97,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	}
 	spec, ok := actions[op]
 	queue, qok := queueParam(r, "q")
-	id, nText, group := r.PostFormValue("id"), r.PostFormValue("n"), r.PostFormValue("group")
+	id, nText, group, perText := r.PostFormValue("id"), r.PostFormValue("n"), r.PostFormValue("group"), r.PostFormValue("per")
 	n, nerr := strconv.Atoi(nText)
+	per, perr := time.ParseDuration(perText)
 	switch {
 	case !ok:
 		h.fail(w, r, http.StatusBadRequest, "unknown action")
@@ -108,6 +113,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	case spec.needN && (nerr != nil || n < 0):
 		h.fail(w, r, http.StatusBadRequest, "the limit must be a whole number, 0 for none")
 		return
+	case op == "grouprate" && n > 0 && (perr != nil || per < time.Millisecond):
+		h.fail(w, r, http.StatusBadRequest, "the window must be a duration of 1ms or more (1m, 500ms)")
+		return
 	case len(group) > worqr.MaxGroupLen:
 		h.fail(w, r, http.StatusBadRequest, "the group key is too long")
 		return
@@ -116,6 +124,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	if r.PostFormValue("confirmed") != "yes" {
 		// Without the script's confirm(), ask here.
 		d := confirmData{Op: op, Verb: spec.verb, Queue: queue, ID: id, N: nText, Back: back, Group: group}
+		if op == "grouprate" {
+			d.Per = perText
+		}
 		h.render(w, r, "confirm", http.StatusOK, d)
 		return
 	}
@@ -132,6 +143,8 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		err = h.c.SetConcurrency(ctx, queue, n)
 	case "grouplimit":
 		err = h.c.SetGroupConcurrency(ctx, queue, group, n)
+	case "grouprate":
+		err = h.c.SetGroupRate(ctx, queue, group, n, per)
 	case "purge":
 		_, err = h.c.PurgeDeadLetters(ctx, queue)
 	case "deletequeue":

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,5 +123,63 @@ func TestGroupLimitAction(t *testing.T) {
 	code, _ = e.post("/action", form(strings.Repeat("g", worqr.MaxGroupLen+1), "2", "yes"))
 	assert.Equal(t, http.StatusBadRequest, code)
 	code, _ = e.post("/action", form("g", "-1", "yes"))
+	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+// The queue's page sets a group's rate, or every group's default, behind
+// a confirmation that names the group and the window and the CSRF check;
+// a bad window is refused, and a group held back by its rate shows until
+// when.
+func TestGroupRateAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	_, err := e.c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("y")}, worqr.Group("key <7>"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `value="grouprate"`)
+
+	tok := e.csrf()
+	form := func(group, n, per, confirmed string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"grouprate"}, "q": {qx("q")}, "group": {group}, "n": {n}, "per": {per}, "back": {"queue"}, "confirmed": {confirmed}}
+	}
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	ask := e.raw("/action", form("key <7>", "1", "1h", ""), "Cookie", cookie)
+	require.Equal(t, http.StatusOK, ask.code)
+	assert.Contains(t, ask.body, `group <span class="name">key &lt;7&gt;</span>, to 1 per 1h?`, "asks first, naming the group and the window")
+	assert.Contains(t, ask.body, `name="per" value="1h"`)
+
+	code, _ := e.post("/action", form("key <7>", "1", "1h", "yes"))
+	require.Equal(t, http.StatusSeeOther, code, "back to the queue's page")
+	r, err := e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	require.Len(t, r.TopWaiting, 1)
+	assert.Equal(t, 1, r.TopWaiting[0].Rate)
+	assert.Equal(t, time.Hour, r.TopWaiting[0].Per)
+
+	// One start uses the rate up: the group shows as held until then.
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	ps, err := w.DequeueN(ctx, "q", 5)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	_, body = e.get("/queue/q")
+	assert.Contains(t, body, "rate: until ")
+
+	code, _ = e.post("/action", form("", "10", "1m", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 10, r.DefaultRate)
+
+	bad := form("", "2", "1m", "yes")
+	bad.Set("csrf", "")
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code)
+	code, _ = e.post("/action", form("g", "2", "soon", "yes"))
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = e.post("/action", form("g", "2", "0s", "yes"))
 	assert.Equal(t, http.StatusBadRequest, code)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/worqr/worqr"
 )
@@ -12,9 +13,11 @@ func groupsCommands() []*command {
 Shows a queue's groups (see worqr.Group): how many are ready and how many
 have tasks in flight, the default group limit, then the top n groups (10 by
 default) by tasks waiting, by slots running, and the groups held back at
-their concurrency limit with tasks waiting. Each row: the section (WAITING,
-RUNNING or HELD), the group's key, its tasks waiting, its slots running,
-and its limit (its own, else the default; "-" for none). It reads the groups
+their concurrency limit or by their rate limit with tasks waiting. Each
+row: the section (WAITING, RUNNING or HELD), the group's key, its tasks
+waiting, its slots running, its limit and its rate (its own, else the
+default; "-" for none), and, for a group held back by its rate, when its
+next start is allowed (NEXT, by the Redis clock). It reads the groups
 with tasks in flight and the next 1,000 groups to be served, 1,000 of each
 at most (see Client.Groups): past that a note says the ranking is partial.`},
 		{name: "group-limit", synopsis: "<queue> <n> [--group key] [--create]", group: "Change", summary: "limit one group's tasks in flight across the fleet, or every group's by default (0: none)", run: cmdGroupLimit, help: `
@@ -24,6 +27,14 @@ fleet, 0 to fall back to the default. Without --group it sets the default
 of every group without a limit of its own (0: no limit). A queue that does
 not exist is an error (exit 1) unless --create is given. Prints the
 queue's groups after, as worqr groups does.`},
+		{name: "group-rate", synopsis: "<queue> <n> <per> [--group key] [--create]", group: "Change", summary: "limit one group's starts to n in any window of per, or every group's by default (0: none)", run: cmdGroupRate, help: `
+Sets the rate limit of the group named by --group in a queue (see
+Client.SetGroupRate): at most n of its tasks start in any window of per (a
+duration: 1m, 500ms) across the fleet, 0 to fall back to the default.
+Without --group it sets the default of every group without a rate of its
+own (0: no rate). "10 calls a minute per API key": group-rate q 10 1m. A
+queue that does not exist is an error (exit 1) unless --create is given.
+Prints the queue's groups after, as worqr groups does.`},
 	}
 }
 
@@ -33,7 +44,12 @@ type groupRow struct {
 	Waiting  int64  `json:"waiting"`
 	Running  int64  `json:"running"`
 	Limit    int    `json:"limit"` // 0: none
+	Rate     int    `json:"rate"`  // 0: none
+	PerMs    int64  `json:"perMs"`
 	HeldBack bool   `json:"heldBack"`
+	// RateHeldUntil is, for a group held back by its rate, when its next
+	// start is allowed (RFC 3339).
+	RateHeldUntil string `json:"rateHeldUntil,omitempty"`
 }
 
 // groupsJSON is the groups command's --json output.
@@ -42,6 +58,8 @@ type groupsJSON struct {
 	Ready        int64      `json:"ready"`
 	Running      int64      `json:"running"`
 	DefaultLimit int        `json:"defaultLimit"` // 0: none
+	DefaultRate  int        `json:"defaultRate"`  // 0: none
+	DefaultPerMs int64      `json:"defaultPerMs"`
 	TopWaiting   []groupRow `json:"topWaiting"`
 	TopRunning   []groupRow `json:"topRunning"`
 	HeldBack     []groupRow `json:"heldBack"`
@@ -51,7 +69,10 @@ type groupsJSON struct {
 func groupRows(gs []worqr.GroupInfo) []groupRow {
 	out := make([]groupRow, len(gs))
 	for i, g := range gs {
-		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, HeldBack: g.HeldBack}
+		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, Rate: g.Rate, PerMs: g.Per.Milliseconds(), HeldBack: g.HeldBack}
+		if !g.RateHeldUntil.IsZero() {
+			out[i].RateHeldUntil = g.RateHeldUntil.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	return out
 }
@@ -81,6 +102,7 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 	}
 	if e.g.json {
 		return e.printJSON(groupsJSON{Queue: queue, Ready: r.Ready, Running: r.Running, DefaultLimit: r.DefaultLimit,
+			DefaultRate: r.DefaultRate, DefaultPerMs: r.DefaultPer.Milliseconds(),
 			TopWaiting: groupRows(r.TopWaiting), TopRunning: groupRows(r.TopRunning), HeldBack: groupRows(r.HeldBack), Partial: r.Partial})
 	}
 	limit := func(n int) string {
@@ -89,7 +111,14 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 		}
 		return strconv.Itoa(n)
 	}
-	e.note("%q: %d groups ready, %d with tasks in flight, default group limit %s", escape(queue), r.Ready, r.Running, limit(r.DefaultLimit))
+	rate := func(n int, per time.Duration) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.Itoa(n) + "/" + per.String()
+	}
+	e.note("%q: %d groups ready, %d with tasks in flight, default group limit %s, rate %s", escape(queue), r.Ready, r.Running,
+		limit(r.DefaultLimit), rate(r.DefaultRate, r.DefaultPer))
 	if r.Partial {
 		e.note("more groups than one read takes (%d of each): the ranking is of those read", worqr.MaxGroupsRead)
 	}
@@ -97,19 +126,28 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 		e.note("no groups with tasks in %q", escape(queue))
 		return nil
 	}
-	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT")
+	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT", "RATE", "NEXT")
 	for _, s := range []struct {
 		name string
 		gs   []worqr.GroupInfo
 	}{{"WAITING", r.TopWaiting}, {"RUNNING", r.TopRunning}, {"HELD", r.HeldBack}} {
 		for _, g := range s.gs {
-			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit))
+			next := "-"
+			if !g.RateHeldUntil.IsZero() {
+				next = g.RateHeldUntil.UTC().Format(time.RFC3339)
+			}
+			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit), rate(g.Rate, g.Per), next)
 		}
 	}
 	return t.flush()
 }
 
-func cmdGroupLimit(e *env, args []string) error {
+// groupControl parses the arguments of a command that sets a group
+// control (name: the command; npos: its positional arguments, the queue
+// and the count first), then runs set with the client, the queue, the
+// group ("" for every group's default), the count and the rest of the
+// arguments, and prints the queue's groups.
+func groupControl(e *env, args []string, name string, npos int, set func(c *worqr.Client, queue, group string, n int, rest []string, opts []worqr.ControlOption) error) error {
 	fs := e.flags()
 	opts := createFlag(fs)
 	var group string
@@ -118,7 +156,7 @@ func cmdGroupLimit(e *env, args []string) error {
 		group, groupSet = s, true
 		return nil
 	})
-	pos, err := e.parse(fs, args, 2, 2)
+	pos, err := e.parse(fs, args, npos, npos)
 	if err != nil {
 		return err
 	}
@@ -128,17 +166,33 @@ func cmdGroupLimit(e *env, args []string) error {
 	}
 	n, err := strconv.ParseInt(pos[1], 10, 64)
 	if err != nil || n < 0 || n > worqr.MaxLimit {
-		return usagef("group-limit: %q is not a count from 0 (no limit) to %d", pos[1], int64(worqr.MaxLimit))
+		return usagef("%s: %q is not a count from 0 (none) to %d", name, pos[1], int64(worqr.MaxLimit))
 	}
 	if groupSet && (group == "" || len(group) > worqr.MaxGroupLen) {
-		return usagef("group-limit: --group takes a key of 1 to %d bytes", worqr.MaxGroupLen)
+		return usagef("%s: --group takes a key of 1 to %d bytes", name, worqr.MaxGroupLen)
 	}
 	c, err := e.client()
 	if err != nil {
 		return err
 	}
-	if err := c.SetGroupConcurrency(e.ctx, queue, group, int(n), opts()...); err != nil {
-		return noQueue(err, queue)
+	if err := set(c, queue, group, int(n), pos[2:], opts()); err != nil {
+		return err
 	}
 	return showGroups(e, c, queue, 10)
+}
+
+func cmdGroupLimit(e *env, args []string) error {
+	return groupControl(e, args, "group-limit", 2, func(c *worqr.Client, queue, group string, n int, _ []string, opts []worqr.ControlOption) error {
+		return noQueue(c.SetGroupConcurrency(e.ctx, queue, group, n, opts...), queue)
+	})
+}
+
+func cmdGroupRate(e *env, args []string) error {
+	return groupControl(e, args, "group-rate", 3, func(c *worqr.Client, queue, group string, n int, rest []string, opts []worqr.ControlOption) error {
+		per, err := time.ParseDuration(rest[0])
+		if err != nil || per < time.Millisecond {
+			return usagef("group-rate: %q is not a window of 1ms or more (1m, 500ms)", rest[0])
+		}
+		return noQueue(c.SetGroupRate(e.ctx, queue, group, n, per, opts...), queue)
+	})
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"strings"
 	"testing"
 
@@ -53,14 +55,14 @@ func TestGroupsCommand(t *testing.T) {
 	}
 
 	r := b.ok("groups", "q")
-	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1")
+	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1, rate -")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 5, "%s", r.stdout)
-	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT$`, lines[0])
-	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1$`, lines[1])
-	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1$`, lines[2])
-	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1$`, lines[3])
-	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1$`, lines[4])
+	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT\s+RATE\s+NEXT$`, lines[0])
+	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1\s+-\s+-$`, lines[1])
+	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[3])
+	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[4])
 
 	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
 	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1,
@@ -90,4 +92,28 @@ func TestGroupLimitCommand(t *testing.T) {
 	assert.Equal(t, 5, got.TopWaiting[0].Limit)
 	b.fails(2, "not a count", "group-limit", "q", "-1")
 	b.fails(2, "--group takes a key", "group-limit", "q", "1", "--group", "")
+}
+
+// group-rate sets one group's rate, or with no --group every group's
+// default, and prints the groups with their rates; bad counts and windows
+// are refused.
+func TestGroupRateCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "group-rate", "q", "2", "1m")
+	b.ok("group-rate", "q", "10", "1m", "--create")
+	b.ok("enqueue", "--group", "key-7", "q", "one")
+	r := b.ok("group-rate", "q", "3", "1s", "--group", "key-7")
+	assert.Regexp(t, `WAITING\s+key-7\s+1\s+0\s+-\s+3/1s`, r.stdout)
+	got, err := c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 10, got.DefaultRate)
+	assert.Equal(t, time.Minute, got.DefaultPer)
+	require.Len(t, got.TopWaiting, 1)
+	assert.Equal(t, 3, got.TopWaiting[0].Rate)
+	b.fails(2, "not a count", "group-rate", "q", "-1", "1m")
+	b.fails(2, "not a window", "group-rate", "q", "1", "0s")
+	b.fails(2, "--group takes a key", "group-rate", "q", "1", "1m", "--group", "")
 }

@@ -460,6 +460,49 @@ local function group_held(score)
   return score and string.find(string.lower(score), 'inf', 1, true) ~= nil
 end
 
+-- Rate limits per group (docs/flow-control.md): at most n starts in any
+-- window of per ms, a group's own (the field '<group>:r' of GROUPS.limits:
+-- a group key holds no ':') else the default (the meta field 'grate'),
+-- each stored as '<n>/<per>'; the meta field 'grx' is set once a group's
+-- own rate was, so that a queue without rates reads nothing more. A
+-- group's starts of its window are members '<group>\0<start µs, 16 hex
+-- digits><task id>' of one sorted set scored 0 (the dequeue's gstarts key):
+-- one group's lie together, oldest first. A group that used up its rate
+-- waits in the ready set scored GROUP_RATE_BASE + when its next start is
+-- allowed (µs, Redis clock): past every turn (a clock reading, below 2^52
+-- until the year 2112) and below +inf (held at its concurrency limit). A
+-- sequence whose front task waits for its retry delay is held the same
+-- way, until that task is due (see retry.lua).
+local GROUP_RATE_BASE = 4503599627370496
+-- A rate as stored ('<n>/<per>'), as n and per (ms), or nil.
+local function group_rate(v)
+  if not v then return nil end
+  local n, per = string.match(v, '^(%d+)/(%d+)$')
+  n, per = control_value(n), control_value(per)
+  if not n or not per then return nil end
+  return n, per
+end
+-- When a group held back until a time (by its rate, or its front task's
+-- retry delay) may start again (µs), from its score in the ready set (a
+-- reply's text), or nil when it is not so held.
+local function group_held_until(score)
+  local v = tonumber(score or nil)
+  if not v or v <= GROUP_RATE_BASE or v == math.huge then return nil end
+  return v - GROUP_RATE_BASE
+end
+
+-- Give the groups named a turn at score (ms() text): one ZADD per 1000.
+local function groups_turn(gready, names, score)
+  local args = {}
+  for _, g in ipairs(names) do
+    args[#args + 1] = score
+    args[#args + 1] = g
+  end
+  for i = 1, #args, 2000 do
+    redis.call('ZADD', gready, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+
 -- The group helpers of the scripts that take, put back or end tasks
 -- (member, entry, front, push, freed and settle, below): a script
 -- makes a closure for every helper it carries on every call, so these are

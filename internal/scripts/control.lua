@@ -3,7 +3,9 @@
 -- limit (the most tasks in flight across all workers; 0 removes it).
 -- Resuming, or raising or removing the limit, wakes every runtime if tasks
 -- wait. A rate limit (op "rate": limit starts in any per ms; 0 removes it)
--- is set the same way.
+-- is set the same way, and so are a group's concurrency limit (op
+-- "glimit") and rate limit (op "grate"), or with group '' every group's
+-- default (see GROUPS and GROUP_RATE_BASE in common.lua).
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.
@@ -14,9 +16,10 @@
 -- registered.lua): the caller then registers it; else 0.
 local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
+local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate | glimit
-local group = ARGV[7] -- glimit: the group, escaped ('' for every group's default)
+local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate
+local group = ARGV[7] -- glimit, grate: the group, escaped ('' for every group's default)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
 
@@ -66,6 +69,38 @@ elseif op == 'glimit' then
       wake_all = true
     end
   end
+elseif op == 'grate' then
+  -- A group rate: the default ('grate') or a group's own ('<group>:r' in
+  -- the limits hash; 'grx' marks that one exists). The groups it holds
+  -- back by their rate get a turn now: the next dequeue holds them again
+  -- if the new rate is used up too. A group left with no rate forgets its
+  -- starts.
+  local key, field = meta_key, 'grate'
+  if group ~= '' then key, field = glimits_key, group .. ':r' end
+  if set then
+    redis.call('HSET', key, field, value .. '/' .. per)
+    if group ~= '' then redis.call('HSET', meta_key, 'grx', 1) end
+  else
+    redis.call('HDEL', key, field)
+  end
+  local r = redis.call('HMGET', meta_key, 'grate', 'grx')
+  if not r[1] and not r[2] then
+    redis.call('DEL', gstarts_key)
+  elseif group ~= '' and not set and not r[1] then
+    redis.call('ZREMRANGEBYLEX', gstarts_key, '[' .. group .. '\0', '(' .. group .. '\1')
+  end
+  local now = ms(now_us())
+  local held = {}
+  if group == '' then
+    local scored = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), '+inf', 'WITHSCORES')
+    for i = 1, #scored, 2 do
+      if group_held_until(scored[i + 1]) then held[#held + 1] = scored[i] end
+    end
+  elseif group_held_until(redis.call('ZSCORE', gready_key, group)) then
+    held = {group}
+  end
+  groups_turn(gready_key, held, now)
+  wake_all = true
 else
   local old = control_value(redis.call('HGET', meta_key, 'limit'))
   if set then

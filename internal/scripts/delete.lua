@@ -4,7 +4,7 @@
 -- afresh), mark its
 -- in-flight processes so that a stop or a reclaim drops them instead of
 -- recreating the queue, and publish the delete event. Its groups' waiting
--- tasks, turns and limits go; their counts of slots held stay while
+-- tasks, turns, limits and rate windows go; their counts of slots held stay while
 -- processes of them remain, which give them back as they end. The meta hash (the
 -- process id counter) goes too, unless processes remain in flight.
 -- Its workflow tasks (waiting, delayed or in flight) leave 'cancelled'
@@ -18,7 +18,7 @@ local dead_key, errors_key, results_key, retained_key = KEYS[5], KEYS[6], KEYS[7
 local unique_key, unique_ttl_key, starts_key, high_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local low_key, periodic_key, progress_key, stats_key = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local ticks_key, gwait_key, gready_key, glimits_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20] -- groups: see GROUPS in common.lua
-local flows_key = KEYS[21] -- workflow tasks' notices (see flow_notice)
+local flows_key, gstarts_key = KEYS[21], KEYS[22] -- workflow tasks' notices (see flow_notice), the groups' rate windows
 local channel = ARGV[1]
 
 set_lists(waiting_key, high_key, low_key, gwait_key)
@@ -41,7 +41,7 @@ for start = 0, redis.call('ZCARD', gwait_key) - 1, 1000 do
     if string.find(m, ',F', 1, true) then look((group_member_split(m))) end
   end
 end
-redis.call('DEL', waiting_key, delayed_key, dead_key, errors_key, results_key, retained_key, unique_key, unique_ttl_key, starts_key, high_key, low_key, periodic_key, progress_key, stats_key, ticks_key, gwait_key, gready_key, glimits_key)
+redis.call('DEL', waiting_key, delayed_key, dead_key, errors_key, results_key, retained_key, unique_key, unique_ttl_key, starts_key, high_key, low_key, periodic_key, progress_key, stats_key, ticks_key, gwait_key, gready_key, glimits_key, gstarts_key)
 local all = redis.call('HGETALL', procs_key)
 for i = 1, #all, 2 do
   local v = all[i + 1]

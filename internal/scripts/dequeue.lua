@@ -3,7 +3,9 @@
 -- (a fenced or reclaimed worker must never take work).
 -- Returns -1 when the lease is not live, else {until, now, pid, entry,
 -- error, pid, entry, error, ...}: until is, under a rate limit that is used
--- up, when the next start is allowed (µs, Redis clock; 0 otherwise), and
+-- up (the queue's, or, when the dequeue took fewer tasks than asked, a
+-- group's: the earliest of those held back by theirs), when the next start
+-- is allowed (µs, Redis clock; 0 otherwise), and
 -- now the Redis clock the limit was judged by (µs; 0 when none was), so
 -- that the caller times its wake-up by Redis's clock; then each
 -- entry as it waited, its count of earlier starts unchanged (the process
@@ -23,7 +25,7 @@
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, errors_key, starts_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local low_key, stats_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local grunning_key, glimits_key = KEYS[13], KEYS[14] -- see GROUPS in common.lua
+local grunning_key, glimits_key, gstarts_key = KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
 local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
 local park = ARGV[3] -- "1" for a Handle runtime
 local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
@@ -120,8 +122,23 @@ end
 -- The (up to) k ready groups of lowest turn, and their turns: not those
 -- held (turns are clock readings, far below 2^53).
 local function ready_groups(k)
-  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '9007199254740991', 'WITHSCORES', 'LIMIT', 0, k)
+  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE), 'WITHSCORES', 'LIMIT', 0, k)
 end
+-- Groups held back until a time (by their rate, or a sequence's task
+-- waiting for its retry delay) that has come by t (µs) take turns from t,
+-- as if they had just become ready. One call when none has. Returns how
+-- many.
+local function rate_released(t)
+  local due = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), ms(GROUP_RATE_BASE + t))
+  groups_turn(gready_key, due, ms(t))
+  return #due
+end
+local grouped = false -- whether take_turns ran: groups may be held by rate
+-- Under group rates: the group of each task taken (by its entry), whose
+-- start is recorded by its process id once it has one, and the rate
+-- window (ms) of each group held back by a start of this call, whose
+-- score is then set by that start's id (see rate_recorded).
+local rated, rate_fix = {}, {}
 -- Groups (see GROUPS in common.lua): the normal list and the ready
 -- groups take turns, lowest turn first; the normal list's turn is the meta
 -- field 'gp', a group's its score in the ready set. A turn takes one task
@@ -137,16 +154,65 @@ end
 -- joins it (group_lib().push); one at its limit with tasks waiting stays
 -- in it, held: scored +inf, past every turn, until a process of it ends
 -- (groups_settle gives it a turn again, with no look at its tasks) or its
--- limit changes. With no group ready this is the normal list's take.
+-- limit changes. A group with a rate limit (see GROUP_RATE_BASE in
+-- common.lua) starts a task only while its starts in the window, recorded
+-- in gstarts, are fewer than its rate; one that used it up with tasks
+-- waiting stays in the ready set scored GROUP_RATE_BASE + when its next
+-- start is allowed, and the first dequeue after that time gives it a turn
+-- again (one ZRANGEBYSCORE per dequeue). A group whose front task is due
+-- later (a sequence's task retried with a delay: see retry.lua) is held
+-- the same way until it is due.
+-- With no group ready this is the normal list's take.
 local function take_turns(k)
   if k <= 0 or blocked then return end
-  local ready = ready_groups(k)
-  if #ready == 0 then return take(waiting_key, k) end
-  local G = group_lib()
-  local m = redis.call('HMGET', meta_key, 'glimit', 'gp')
-  local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
-  local plain_left, plain_took = true, false
+  grouped = true
   local t0, step = now_us(), 0
+  local ready = ready_groups(k)
+  local released = false
+  if #ready == 0 then
+    if rate_released(t0) == 0 then return take(waiting_key, k) end
+    released, ready = true, ready_groups(k)
+  end
+  local G = group_lib()
+  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx')
+  local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
+  local rate_n, rate_per = group_rate(m[3])
+  local rates = rate_n ~= nil or m[4] ~= false
+  local plain_left, plain_took = true, false
+  if not released and rate_released(t0) > 0 then ready = ready_groups(k) end
+  if rates then
+    -- One recorded start picked at random: its group's starts that left
+    -- the window go, all of them if it has no rate any more. A dequeue
+    -- trims only the groups it serves, and this sampling (as Redis
+    -- expires keys) clears the starts of groups no longer served.
+    local m1 = redis.call('ZRANDMEMBER', gstarts_key)
+    if m1 then
+      local g = string.sub(m1, 1, string.find(m1, '\0', 1, true) - 1)
+      local n, per = rate_n, rate_per
+      if m[4] then
+        local own_n, own_per = group_rate(redis.call('HGET', glimits_key, g .. ':r'))
+        if own_n then n, per = own_n, own_per end
+      end
+      local to = '(' .. g .. '\1'
+      if n then to = '(' .. g .. '\0' .. string.format('%016x', t0 - per * 1000 + 1) end
+      redis.call('ZREMRANGEBYLEX', gstarts_key, '[' .. g .. '\0', to)
+    end
+  end
+  local now_rated = {} -- group -> its tasks taken in this call under a rate
+  -- The starts group g may still make under rate n per per ms, after its
+  -- starts that left the window are dropped, and when its oldest start in
+  -- the window leaves it (µs; nil when that is one of this call's).
+  local function rate_room(g, n, per)
+    local from, to = '[' .. g .. '\0', '(' .. g .. '\1'
+    redis.call('ZREMRANGEBYLEX', gstarts_key, from, '(' .. g .. '\0' .. string.format('%016x', t0 - per * 1000 + 1))
+    local used = redis.call('ZLEXCOUNT', gstarts_key, from, to)
+    local oldest
+    if used > 0 then
+      local first = redis.call('ZRANGEBYLEX', gstarts_key, from, to, 'LIMIT', 0, 1)[1]
+      oldest = tonumber(string.sub(first, #g + 2, #g + 17), 16) + per * 1000 + 1
+    end
+    return n - used - (now_rated[g] or 0), oldest
+  end
   local function turn(n)
     step = step + n
     return t0 + step
@@ -158,6 +224,12 @@ local function take_turns(k)
     local share = math.ceil(k / #names)
     local held = redis.call('HMGET', grunning_key, unpack(names))
     local own = redis.call('HMGET', glimits_key, unpack(names))
+    local own_rate = {}
+    if m[4] then
+      local fields = {}
+      for i, g in ipairs(names) do fields[i] = g .. ':r' end
+      own_rate = redis.call('HMGET', glimits_key, unpack(fields))
+    end
     local took, out, again, hold = {}, {}, {}, {}
     for i, g in ipairs(names) do
       while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do
@@ -175,8 +247,23 @@ local function take_turns(k)
       local r = running[g] or tonumber(held[i] or '0') or 0
       local front = G.front(g, math.min(share, k) + 1)
       local got, full = 0, false
-      for f = 1, math.min(share, k, #front) do
+      local rn, rper = rate_n, rate_per
+      local own_n, own_per = group_rate(own_rate[i])
+      if own_n then rn, rper = own_n, own_per end
+      local allowed, rate_next = math.huge, nil
+      if rn and #front > 0 then allowed, rate_next = rate_room(g, rn, rper) end
+      local due_at -- when the group's next task is due, if later than now
+      for f = 1, math.min(share, k, #front, math.max(allowed, 0)) do
         local e = G.entry(g, front[f])
+        -- A sequence's task retried with a delay waits in its group, due
+        -- later (see retry.lua): the tasks behind it wait too.
+        if header_has(e, 'd') then
+          local due = tonumber(header_get(entry_split(e), 'd'), 16)
+          if due and due > t0 then
+            due_at = due
+            break
+          end
+        end
         local w = entry_weight(e)
         if limit and r > 0 and r + w > limit then
           full = true
@@ -184,15 +271,28 @@ local function take_turns(k)
         end
         if not fits(e) then break end
         took[#took + 1] = front[f]
+        if rn then rated[e] = g end
         table.insert(tasks, 1, e)
         got, r = got + 1, r + w
       end
       k = k - got
       if got > 0 then running[g] = r end
+      if rn and got > 0 then now_rated[g] = (now_rated[g] or 0) + got end
       if got == #front then
         out[#out + 1] = g -- none left
       elseif full or (limit and r >= limit) then
         hold[#hold + 1] = 'inf'
+        hold[#hold + 1] = g
+      elseif due_at and got == 0 then
+        -- Held until its next task is due, as a group held by its rate.
+        hold[#hold + 1] = ms(GROUP_RATE_BASE + due_at)
+        hold[#hold + 1] = g
+      elseif got >= allowed then
+        -- Its rate is used up: held until its oldest start in the window
+        -- leaves it (one of this call's: its score is set once the start
+        -- has its id).
+        if not rate_next then rate_fix[g], rate_next = rper, t0 + rper * 1000 + 1 end
+        hold[#hold + 1] = ms(GROUP_RATE_BASE + rate_next)
         hold[#hold + 1] = g
       elseif got > 0 then
         again[#again + 1] = ms(turn(got))
@@ -241,10 +341,50 @@ if park == '1' then
     redis.call('ZREM', idle_key, worker)
   end
 end
+-- The earliest start allowed: the queue's rate, and, for a dequeue that
+-- came short, the first group held back by its rate (so that the runtime
+-- sleeps until then instead of polling).
+-- Returns it (0: none) and the clock it was judged by (nil: none).
+local function next_start()
+  local u, at = rate_until(), now_u
+  if grouped and n < asked then
+    local first = redis.call('ZRANGEBYSCORE', gready_key, '(' .. ms(GROUP_RATE_BASE), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local g = group_held_until(first[2])
+    if g then
+      at = at or now_us()
+      if u == 0 or g < u then u = g end
+    end
+  end
+  return u, at
+end
 if n == 0 then
-  return {ms(rate_until()), ms(now_u or 0)}
+  local u, at = next_start()
+  return {ms(u), ms(at or 0)}
 end
 local pids = start_procs(procs_key, meta_key, worker, tasks, nil, seq)
+-- The starts of groups under a rate, recorded by their process ids (the
+-- Redis clock at their start, as the queue's rate counts them), and the
+-- groups held back by them scored by their first.
+local function rate_recorded()
+  local members, first = {}, {}
+  for j = 1, #pids do
+    local t = tasks[n - j + 1]
+    local g = rated[t]
+    if g then
+      local pid = pids[j]
+      members[#members + 1] = '0'
+      members[#members + 1] = g .. '\0' .. string.rep('0', 16 - #pid) .. pid .. entry_id(t)
+      if rate_fix[g] and not first[g] then
+        first[g] = true
+        redis.call('ZADD', gready_key, 'XX', ms(GROUP_RATE_BASE + tonumber(pid, 16) + rate_fix[g] * 1000 + 1), g)
+      end
+    end
+  end
+  for i = 1, #members, 1000 do
+    redis.call('ZADD', gstarts_key, unpack(members, i, math.min(i + 999, #members)))
+  end
+end
+if next(rated) then rate_recorded() end
 local out, retried, started = {'0', '0'}, {}, {}
 -- Per task, the usual one (a header that is only its id: started never
 -- before) costs one string call: see finish.lua.
@@ -269,8 +409,9 @@ for j = 1, #pids do
 end
 if now_u then
   redis.call('ZADD', starts_key, unpack(started))
-  out[1], out[2] = ms(rate_until()), ms(now_u)
 end
+local u, at = next_start()
+if at then out[1], out[2] = ms(u), ms(at) end
 -- Only a task started before can have an error recorded.
 if #retried > 0 then
   local ids = {}

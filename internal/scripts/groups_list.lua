@@ -4,12 +4,16 @@
 -- once, with its tasks waiting (a ZLEXCOUNT of its part of GROUPS.wait:
 -- O(log N)), the slots its processes hold, its own concurrency limit, and
 -- whether it is ready: a group with tasks waiting that is not ready is
--- held back at its limit (scored +inf in the ready set, or not in it).
+-- held back at its limit (scored +inf in the ready set, or not in it) or
+-- by its rate (scored past GROUP_RATE_BASE: see common.lua).
 -- At most scan groups of each set are read, so the call is O(scan log N)
 -- whatever the number of groups.
 -- Returns {partial (1 when either set held more than scan), ready groups,
--- groups with processes, the default group limit (0: none), then per
--- group: key, waiting, running, own limit (0: none), ready (0/1)}.
+-- groups with processes, the default group limit (0: none), the default
+-- group rate and its window (ms; 0 0: none), then per group: key, waiting,
+-- running, own limit (0: none), ready (0/1), own rate and window (0 0:
+-- none), when its rate allows its next start (µs, Redis clock; 0 unless
+-- held back by its rate)}.
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key = KEYS[5]
 local scan = tonumber(ARGV[1]) -- groups read of each set, at most
@@ -35,25 +39,34 @@ if cursor ~= '0' then partial = 1 end
 -- Groups held at their limit stay in the ready set, scored +inf (see
 -- group_held), so they come last in it and are not counted as ready.
 if redis.call('ZCARD', gready_key) > scan then partial = 1 end
-local nready = redis.call('ZCOUNT', gready_key, '-inf', '9007199254740991')
-local ready = {}
+local nready = redis.call('ZCOUNT', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE))
+local ready, rate_until = {}, {}
 local first = redis.call('ZRANGE', gready_key, 0, scan - 1, 'WITHSCORES')
 for i = 1, #first, 2 do
   local g = first[i]
-  ready[g] = not group_held(first[i + 1])
+  rate_until[g] = group_held_until(first[i + 1])
+  ready[g] = not group_held(first[i + 1]) and not rate_until[g]
   if not running[g] then order[#order + 1] = g end
 end
-local out = {partial, nready, redis.call('HLEN', grunning_key),
-  control_value(redis.call('HGET', meta_key, 'glimit')) or 0}
+local m = redis.call('HMGET', meta_key, 'glimit', 'grate')
+local rate_n, rate_per = group_rate(m[2])
+local out = {partial, nready, redis.call('HLEN', grunning_key), control_value(m[1]) or 0, rate_n or 0, rate_per or 0}
 for i = 1, #order, 1000 do
   local chunk = {unpack(order, i, math.min(i + 999, #order))}
   local limits = redis.call('HMGET', glimits_key, unpack(chunk))
+  local fields = {}
+  for j, g in ipairs(chunk) do fields[j] = g .. ':r' end
+  local rates = redis.call('HMGET', glimits_key, unpack(fields))
   for j, g in ipairs(chunk) do
+    local n, per = group_rate(rates[j])
     out[#out + 1] = g
     out[#out + 1] = redis.call('ZLEXCOUNT', gwait_key, '[' .. g .. '\0', '(' .. g .. '\1')
     out[#out + 1] = running[g] or 0
     out[#out + 1] = control_value(limits[j]) or 0
     out[#out + 1] = ready[g] and 1 or 0
+    out[#out + 1] = n or 0
+    out[#out + 1] = per or 0
+    out[#out + 1] = rate_until[g] or 0
   end
 end
 return out

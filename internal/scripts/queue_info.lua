@@ -30,9 +30,10 @@ end
 -- The groups: those in the ready set, and those with processes in flight
 -- (a group with tasks waiting is one or both, see GROUPS), counted once.
 local groups = redis.call('ZCARD', gready_key)
--- Those held at their limit stay in the ready set, scored +inf (see
--- dequeue.lua): they are not ready.
-local ready = groups - #redis.call('ZRANGEBYSCORE', gready_key, '+inf', '+inf')
+-- Those held at their limit or by their rate stay in the ready set,
+-- scored +inf or past GROUP_RATE_BASE (see dequeue.lua): they are not
+-- ready.
+local ready = redis.call('ZCOUNT', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE))
 local running = redis.call('HGETALL', grunning_key)
 for i = 1, #running, 2 do
   if not redis.call('ZSCORE', gready_key, running[i]) then groups = groups + 1 end

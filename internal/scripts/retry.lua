@@ -1,5 +1,7 @@
 -- Retry processes' tasks: record each one's error, then put it at the back
--- of the queue (no delay) or in the delayed set until now + delay, and
+-- of the queue (no delay) or in the delayed set until now + delay (a task
+-- of a sequence, a group with a limit of 1, waits in its group instead, at
+-- its front, due then: see sequence_of), and
 -- wake the queue (one work event for all that went back at once, naming
 -- parked runtimes as an enqueue's does: see wake) or announce the earliest
 -- due time. Each only if it still belongs to its
@@ -36,6 +38,21 @@ local deleted = false
 -- once. Only a header with fields goes through the helpers that read
 -- them, and they read the header alone, never a copy of the payload.
 local find, sub = string.find, string.sub
+-- Whether the group of a retried task (its header with a ':') is a
+-- sequence: a concurrency limit of 1, its own or the default. A task of a
+-- sequence retried with a delay waits in its group, in its place (the
+-- front, by its id), carrying its due time: the dequeue holds the group
+-- until then (see dequeue.lua), so that its later tasks do not start
+-- before it.
+local glimit -- the default group limit, once read
+local function sequence_of(head)
+  local limit = control_value(redis.call('HGET', glimits_key, entry_group(head)))
+  if not limit then
+    if glimit == nil then glimit = control_value(redis.call('HGET', meta_key, 'glimit')) or false end
+    limit = glimit
+  end
+  return limit == 1
+end
 local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
 local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
@@ -84,7 +101,14 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       errs[#errs + 1] = field
       errs[#errs + 1] = history
       local delay = tonumber(ARGV[4 * j + 1]) or 0
-      if delay > 0 then
+      if delay > 0 and head and find(h, ',g', 1, true) and sequence_of(head) then
+        pushed[gwait_key] = pushed[gwait_key] or {}
+        table.insert(pushed[gwait_key], h .. ',d' .. string.format('%x', t_us + delay) .. ':' .. sub(v, body))
+        -- Its queue slot is free; a runtime woken finds the group held
+        -- until the task is due, and sleeps until then.
+        npushed = npushed + 1
+        freed = freed + weight
+      elseif delay > 0 then
         local due = t_us + delay
         delayed[#delayed + 1] = ms(due)
         delayed[#delayed + 1] = h .. ',d' .. string.format('%x', due) .. ':' .. sub(v, body)

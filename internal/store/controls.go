@@ -19,6 +19,8 @@ const (
 	Rate   ControlOp = "rate"
 	// GroupLimit sets a group's concurrency limit (see ControlGroup).
 	GroupLimit ControlOp = "glimit"
+	// GroupRate sets a group's rate limit (see ControlGroupRate).
+	GroupRate ControlOp = "grate"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -41,13 +43,21 @@ func (s *Store) ControlGroup(ctx context.Context, queue, group string, limit int
 	return s.control(ctx, queue, GroupLimit, limit, 0, create, EscapeGroup(group))
 }
 
+// ControlGroupRate sets the rate limit of a queue's group, n starts in
+// any window of per (n = 0 removes it: the default applies), or with group
+// "" the default of every group without one of its own (0 removes it: no
+// rate), as Control does the queue's.
+func (s *Store) ControlGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, create bool) error {
+	return s.control(ctx, queue, GroupRate, n, per, create, EscapeGroup(group))
+}
+
 func (s *Store) control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool, group string) error {
 	k := s.queueKeys(queue)
 	mk := "0"
 	if create {
 		mk = "1"
 	}
-	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, append([]string{k.Meta, k.Waiting, k.High, k.Low}, k.groups()...),
+	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, append([]string{k.Meta, k.Waiting, k.High, k.Low}, append(k.groups(), k.GroupStarts)...),
 		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10), mk, group})
 	if err != nil {
 		return err

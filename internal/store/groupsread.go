@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // GroupState is one group of a queue as GroupsRead found it.
@@ -12,7 +13,13 @@ type GroupState struct {
 	Waiting int64 // tasks waiting in the group
 	Running int64 // slots its processes hold
 	Limit   int   // its own concurrency limit, 0 if none
-	Ready   bool  // its turn may come: not held back at its limit
+	Ready   bool  // its turn may come: not held back at its limit or rate
+	// Rate and Per are its own rate limit, 0 if none.
+	Rate int
+	Per  time.Duration
+	// RateUntil is, when it is held back by its rate, when its next start
+	// is allowed (Unix µs, Redis clock), else 0.
+	RateUntil int64
 }
 
 // GroupsState is what GroupsRead read of a queue's groups.
@@ -23,8 +30,11 @@ type GroupsState struct {
 	// Ready and Running count the groups ready and those with processes
 	// in flight, all of them.
 	Ready, Running int64
-	// DefaultLimit is every group's default limit, 0 if none.
+	// DefaultLimit is every group's default limit, 0 if none, and
+	// DefaultRate and DefaultPer their default rate, 0 if none.
 	DefaultLimit int
+	DefaultRate  int
+	DefaultPer   time.Duration
 	// Partial says a set held more groups than scan: some were not read.
 	Partial bool
 }
@@ -42,20 +52,21 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		return GroupsState{}, err
 	}
 	vals, err := res.ToArray()
-	if err == nil && (len(vals) < 4 || (len(vals)-4)%5 != 0) {
+	if err == nil && (len(vals) < 6 || (len(vals)-6)%8 != 0) {
 		err = fmt.Errorf("groups_list.lua answered %d values", len(vals))
 	}
 	if err != nil {
 		return GroupsState{}, err
 	}
-	var head [4]int64
+	var head [6]int64
 	for i := range head {
 		if head[i], err = vals[i].AsInt64(); err != nil {
 			return GroupsState{}, err
 		}
 	}
-	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3])}
-	for i := 4; i < len(vals); i += 5 {
+	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3]),
+		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond}
+	for i := 6; i < len(vals); i += 8 {
 		raw, err := vals[i].ToString()
 		if err != nil {
 			return GroupsState{}, err
@@ -64,13 +75,14 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		if err != nil {
 			key = raw // not written by worqr: shown as stored (Client.Check reports the keys it cannot read)
 		}
-		var n [4]int64
+		var n [7]int64
 		for j := range n {
 			if n[j], err = vals[i+1+j].AsInt64(); err != nil {
 				return GroupsState{}, err
 			}
 		}
-		st.Groups = append(st.Groups, GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1})
+		st.Groups = append(st.Groups, GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1,
+			Rate: int(n[4]), Per: time.Duration(n[5]) * time.Millisecond, RateUntil: n[6]})
 	}
 	return st, nil
 }

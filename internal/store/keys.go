@@ -55,11 +55,13 @@ type QueueKeys struct {
 	// The groups (see common.lua's GROUPS and docs/flow-control.md): the
 	// waiting tasks of every group in one sorted set, ordered by group
 	// then start order, the groups whose turn may come, the slots each
-	// group's processes hold, and the groups' own concurrency limits.
+	// group's processes hold, the groups' own concurrency and rate limits,
+	// and the starts of the groups under a rate limit in its window.
 	GroupWait    string // ZSET (all scored 0) '<group>\0<class><rank><entry>'
 	GroupReady   string // ZSET group -> its turn (µs, Redis clock)
 	GroupRunning string // HASH group -> slots its processes hold
-	GroupLimits  string // HASH group -> its own concurrency limit
+	GroupLimits  string // HASH group -> its own concurrency limit, '<group>:r' -> its own rate '<n>/<per ms>'
+	GroupStarts  string // ZSET (all scored 0) '<group>\0<start µs, 16 hex digits><task id>', under group rate limits
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
 	// bury.lua, the cancel scripts, delete.lua), until their workflow has
 	// recorded them (see workflow.go).
@@ -96,6 +98,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		GroupReady:   base + "gready",
 		GroupRunning: base + "grunning",
 		GroupLimits:  base + "glimits",
+		GroupStarts:  base + "gstarts",
 		Flows:        base + "flows",
 		Channel:      base + "events",
 	}
@@ -105,7 +108,7 @@ func (k Keys) Queue(name string) QueueKeys {
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
 		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
-		q.GroupRunning, q.GroupLimits, q.Flows}
+		q.GroupRunning, q.GroupLimits, q.GroupStarts, q.Flows}
 }
 
 // groups are the group keys, in the order the scripts take them after

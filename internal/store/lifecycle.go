@@ -26,7 +26,8 @@ type RetryRef struct {
 }
 
 // Retry records each process's error (none if empty) and puts its task at
-// the back of the queue, or, with a delay, in the delayed set until then;
+// the back of the queue, or, with a delay, in the delayed set until then (a
+// sequence's task in its group: see retry.lua);
 // each only if the process still belongs to its worker and that worker's
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
 // One script call for all of them; one outcome per process.

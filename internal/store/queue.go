@@ -328,8 +328,9 @@ func (s *Store) RegisterQueue(ctx context.Context, queue string) error {
 // worker, whose lease on the queue must be live (else ErrLeaseGone). park
 // marks a Handle runtime, which parks in the idle set when it finds fewer
 // tasks than it asked for. until is, when the queue's rate limit is used
-// up, when the next start is allowed (Unix µs, Redis clock), else 0; now is
-// the Redis clock (Unix µs) the rate limit was judged by, 0 when none was.
+// up, or when it took fewer than n and a group waits for its rate limit,
+// when the next start is allowed (Unix µs, Redis clock), else 0; now is the
+// Redis clock (Unix µs) the rate limit was judged by, 0 when none was.
 func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park bool) (procs []Proc, until, now int64, err error) {
 	k := s.queueKeys(queue)
 	p := "0"
@@ -337,7 +338,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		p = "1"
 	}
 	carry := s.stats.take(queue)
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, k.groups()...), []string{worker, strconv.Itoa(n), p, carry.counts()})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, append(k.groups(), k.GroupStarts)...), []string{worker, strconv.Itoa(n), p, carry.counts()})
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, 0, 0, err
@@ -526,7 +527,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, []string,
 		return 0, nil, err
 	}
 	k := s.queueKeys(queue)
-	n, notices, err := countsAndNotices(s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits, k.Flows}, []string{k.Channel}), 1, "delete")
+	n, notices, err := countsAndNotices(s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits, k.Flows, k.GroupStarts}, []string{k.Channel}), 1, "delete")
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()

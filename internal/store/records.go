@@ -102,6 +102,9 @@ import (
 //	            their own (GroupLimits; control_value)
 //	gp          the normal list's turn among the groups (µs, Redis
 //	            clock; dequeue.lua's take_turns)
+//	grate       every group's rate limit but for those with their own
+//	            ('<n>/<per ms>'; common.lua's group_rate)
+//	grx         "1" once a group had a rate of its own (GroupLimits)
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -167,7 +170,7 @@ const HeaderFields = "afmtwpRudrhDWKkTgF"
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
 var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
