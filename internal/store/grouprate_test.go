@@ -25,7 +25,7 @@ func startRecord(group string, at int64, id string) string {
 // left the window no longer count.
 func TestDequeueGroupRateScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "dequeue.lua")
 	w := e.worker()
 	const perMs = hour
 	now := e.clock()
@@ -89,16 +89,18 @@ func TestDequeueGroupRateScript(t *testing.T) {
 // until when; own rates and the default are read.
 func TestGroupsReadRateScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "groups_list.lua")
 	until := e.clock() + 5e6
-	e.seed(keyState{
+	seeded := keyState{
 		"meta":    hash{"name": "q", "grate": "2/60000", "grx": "1"},
 		"gwait":   zset{member("a", "61,ga:1"): 0, member("b", "62,gb:2"): 0},
 		"gready":  zset{"a": float64(groupRateBase + until), "b": 1},
 		"glimits": hash{"a:r": "3/1000"},
-	})
+	}
+	e.seed(seeded)
 	got, err := e.s.GroupsRead(e.ctx, "q", 10)
 	require.NoError(t, err)
+	e.expect(seeded) // a read writes nothing
 	assert.ElementsMatch(t, []GroupState{
 		{Key: "a", Waiting: 1, Rate: 3, Per: time.Second, RateUntil: until},
 		{Key: "b", Waiting: 1, Ready: true},
@@ -112,7 +114,7 @@ func TestGroupsReadRateScript(t *testing.T) {
 // once; a queue left with no rate forgets the starts.
 func TestControlGroupRateScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "control.lua", "dequeue.lua")
 	held := float64(groupRateBase + e.clock() + 1e9)
 	e.seed(keyState{
 		"meta":    hash{"name": "q", "registered": "1"},
@@ -153,7 +155,7 @@ func TestControlGroupRateScript(t *testing.T) {
 // says so; a group with a higher limit lets it wait in the delayed set.
 func TestSequenceRetryHoldsItsGroupScript(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "retry.lua", "dequeue.lua")
 	w := e.worker()
 	e.seed(keyState{
 		"meta":     hash{"name": "q", "seq": "9", "glimit": "1"},
