@@ -152,7 +152,8 @@
 // and its report), observer.go, trace.go (the Tracer that carries a trace
 // across the queue), workflow.go (workflows: EnqueueWorkflow, their
 // state, cancel and wait, a step's parents' results) and flows.go
-// (carrying workflow tasks' notices to their workflows, and the sweep).
+// (carrying workflow tasks' notices to their workflows: one carry, a
+// sweep).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), session.go (a queue served:
@@ -182,7 +183,9 @@
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions), statsflush (the writes of idle queues' stats counts),
+// subscriptions), flows (when workflow tasks' notices are carried: at a
+// task's end, and the sweeper, running while the client has workers),
+// statsflush (the writes of idle queues' stats counts),
 // coalesce (joining overlapping calls into one script call), outage (one
 // log line when Redis goes out of reach, one when it is back), backoff
 // (the loops retrying Redis), writedeadline (the bound on outcome

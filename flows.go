@@ -1,17 +1,13 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
-	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // FlowSweepAge is how old a workflow task's notice must be before a sweep
@@ -29,132 +25,32 @@ const flowSweepLimit = 1000
 // flowBatchMax is the most notices carried together (carryBatch).
 const flowBatchMax = maxTasksPerScript
 
-// flows is the client's component that carries workflow tasks' notices
-// to their workflows: at once, for a task one of its workers ended, and
-// in sweeps, for those a crash left behind. The notices of a queue that
-// arrive while a carry is under way are carried together after it (a
-// coalescer, as finishes are joined), so that a fan-out's children cost
-// a few script calls per batch, not per child. No goroutine of its own
-// waits between sweeps (a timer calls the next), so none outlives a
-// worker.
-type flows struct {
-	c       *Client
-	ctx     context.Context // ended by close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the carries and the sweeps under way
-	carries *coalesce.Coalescer[store.Notice, error]
-
-	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
-	// test signal: a sweep of a queue ended, with the notices it carried.
-	age   time.Duration
-	swept testsignal.Signal[int]
-
-	mu     sync.Mutex
-	queues map[string]bool // the queues the client's workers served: swept
-	timer  clock.Timer     // the next periodic sweep; nil until a queue is served
-	closed bool
+// flowsEnv is what the client's carries and sweeps of workflow notices
+// (internal/flows) take of it.
+func flowsEnv(c *Client) *flows.Env {
+	return &flows.Env{
+		Clock:    c.clock,
+		Log:      c.log,
+		Carry:    c.carryBatch,
+		Sweep:    c.sweepFlows,
+		BatchMax: flowBatchMax,
+		Every:    FlowSweepEvery,
+		Age:      FlowSweepAge,
+		Swept:    &c.signals.swept,
+	}
 }
 
-func newFlows(c *Client) *flows {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool),
-		carries: coalesce.New(flowBatchMax, c.carryBatch)}
-}
-
-// ended carries the notice of a workflow task that the worker just ended
-// (finished or dead-lettered: the script that ended it wrote the notice),
-// in the queue's next batch of carries, on a goroutine of its own,
-// without holding up the caller; the client's close waits for it.
-func (f *flows) ended(queue, flow, taskID string, want Outcome) {
+// flowEnded carries the notice of a workflow task that a worker of the
+// client just ended, finished or dead (the script that ended it wrote
+// the notice), without holding up the caller.
+func (c *Client) flowEnded(queue, flow, taskID string, want Outcome) {
 	status := "ok"
 	if want == OutcomeDead {
 		status = "dead"
 	}
-	n, ok := store.ParseNotice(flow + "," + taskID + "," + status)
-	if !ok {
-		return
+	if n, ok := store.ParseNotice(flow + "," + taskID + "," + status); ok {
+		c.flows.Ended(queue, n)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return // the notice stays: a sweep carries it
-	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		failed, err := f.carries.Do(f.ctx, queue, n)
-		if err = cmp.Or(err, failed); err != nil && f.ctx.Err() == nil {
-			// The notice stays: a sweep carries it later.
-			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
-		}
-	}()
-}
-
-// served adds a queue a worker starts serving to those swept, and sweeps
-// it now, the first time, for notices a crash of an earlier worker left;
-// the first queue arms the periodic sweep.
-func (f *flows) served(ctx context.Context, queue string) {
-	f.mu.Lock()
-	first := !f.closed && !f.queues[queue]
-	f.queues[queue] = true
-	if !f.closed && f.timer == nil {
-		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
-	}
-	f.mu.Unlock()
-	if first {
-		f.sweepLogged(ctx, queue)
-	}
-}
-
-// tick sweeps every queue served, then arms the next tick.
-func (f *flows) tick() {
-	// Sweeps are for the queues the client's workers serve: with no worker
-	// left the timer is not armed again (served arms it for the next).
-	f.c.mu.Lock()
-	idle := len(f.c.workers) == 0
-	f.c.mu.Unlock()
-	f.mu.Lock()
-	if f.closed || idle {
-		f.timer = nil
-		f.mu.Unlock()
-		return
-	}
-	f.wg.Add(1)
-	defer f.wg.Done()
-	queues := make([]string, 0, len(f.queues))
-	for q := range f.queues {
-		queues = append(queues, q)
-	}
-	f.mu.Unlock()
-	for _, q := range queues {
-		f.sweepLogged(f.ctx, q)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
-	}
-}
-
-func (f *flows) sweepLogged(ctx context.Context, queue string) {
-	n, err := f.c.sweepFlows(ctx, queue, f.age)
-	if err != nil && ctx.Err() == nil {
-		f.c.log.Warn("worqr: workflow sweep failed", "queue", queue, "err", err)
-	}
-	f.swept.Signal(n)
-}
-
-// close ends the sweeps and waits for the carries under way.
-func (f *flows) close() {
-	f.mu.Lock()
-	f.closed = true
-	if f.timer != nil {
-		f.timer.Stop()
-	}
-	f.mu.Unlock()
-	f.cancel()
-	f.wg.Wait()
-	f.carries.Close()
 }
 
 // sweepFlows carries a queue's notices at least age old to their

@@ -89,7 +89,7 @@ func (w *Worker) join(ctx context.Context, id, queue string) error {
 			return c.fail("register queue", queue, err)
 		}
 	}
-	c.flows.served(ctx, queue) // sweeps its workflow notices: now, then now and then
+	c.flows.Served(ctx, queue) // sweeps its workflow notices: now, then now and then
 	return nil
 }
 

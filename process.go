@@ -399,7 +399,7 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	p.observeEnd(want, reason, cause)
 	p.w.forget(p, ErrProcessEnded)
 	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
-		p.w.c.flows.ended(p.queue, p.flow, p.taskID, want) // its workflow's next steps
+		p.w.c.flowEnded(p.queue, p.flow, p.taskID, want) // its workflow's next steps
 	}
 	return got, nil
 }

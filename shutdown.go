@@ -126,8 +126,12 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 		s.endAll(reason)
 	}
 	w.c.mu.Lock()
+	_, member := w.c.workers[w]
 	delete(w.c.workers, w)
 	w.c.mu.Unlock()
+	if member {
+		w.c.flows.Left() // the last worker's leaving stops the sweeps
+	}
 	return id, ss
 }
 

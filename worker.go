@@ -234,6 +234,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w", ErrClientClosed)
 	}
 	c.workers[w] = struct{}{}
+	c.flows.Joined()
 	c.mu.Unlock()
 	return w, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/statsflush"
@@ -208,7 +209,7 @@ type Client struct {
 	kindEnqueues *coalesce.Coalescer[[]byte, string]
 
 	waiters *waiters.Waiters // Wait's subscriptions
-	flows   *flows           // workflow tasks' notices carried to their workflows
+	flows   *flows.Flows     // workflow tasks' notices carried to their workflows
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
 
@@ -282,7 +283,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
 	}
-	c.flows = newFlows(c)
+	c.flows = flows.New(flowsEnv(c))
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
@@ -557,7 +558,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
-	c.flows.close()
+	c.flows.Close()
 	c.statsFlusher.Close()
 	c.flushStats(ctx, "")
 	c.waiters.Close()
