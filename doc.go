@@ -191,7 +191,8 @@
 // (the loops retrying Redis), writedeadline (the bound on outcome
 // writes), members (the workers a client-wide loop serves), startstop
 // (the lifecycle of every loop), clock (the engine's clock, and a fake
-// one for tests), testsignal (the components' test signals), queuestats
+// one for tests), errs (the sentinel errors the engine returns, which the
+// package re-exports), testsignal (the components' test signals), queuestats
 // (the stats readers) and testenv (the sub-packages' tests' Redis and
 // clients).
 //
