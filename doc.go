@@ -166,7 +166,7 @@
 // (StartWork, StopWork, the queues served), dequeue.go, events.go (a
 // queue's events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
-// snapshot, Slots), runtime.go (a queue a scheduler serves), handler.go
+// snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
 // handoff.go (a task an enqueue hands straight to an idle member),
 // settle.go (the settler, writing a handler's outcome), process.go and
@@ -186,6 +186,8 @@
 // subscriptions), flows (when workflow tasks' notices are carried: at a
 // task's end, and the sweeper, running while the client has workers),
 // statsflush (the writes of idle queues' stats counts),
+// slotpolicy (the slot scheduler's policy: free slots, their sharing
+// among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one
 // log line when Redis goes out of reach, one when it is back), backoff
 // (the loops retrying Redis), writedeadline (the bound on outcome
