@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -450,7 +451,7 @@ type DetachedOptions struct {
 // DeadLetter and Status return ErrDetached; Done is never closed (the
 // context given to the handler stands for every reason to stop).
 func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
-	now := time.Now() // no client, so no clock of the engine's: the system's
+	now := clock.Real().Now() // no client, so no client's clock: the system's
 
 	if opts.Queue == "" {
 		opts.Queue = "detached"
