@@ -152,8 +152,8 @@
 // and its report), observer.go, trace.go (the Tracer that carries a trace
 // across the queue), workflow.go (workflows: EnqueueWorkflow, their
 // state, cancel and wait, a step's parents' results) and flows.go
-// (carrying workflow tasks' notices to their workflows: one carry, a
-// sweep).
+// (what internal/flows takes of the client, and the carries a requeue or
+// a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), state.go (its lifecycle), session.go (a queue served:
@@ -183,8 +183,9 @@
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions), flows (when workflow tasks' notices are carried: at a
-// task's end, and the sweeper, running while the client has workers),
+// subscriptions), flows (carrying workflow tasks' notices to their
+// workflows: at a task's end, and the sweeper, running while the client
+// has workers),
 // statsflush (the writes of idle queues' stats counts),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),

@@ -365,7 +365,7 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = c.sweepFlows(ctx, "p", 0)
+	_, err = c.carrier.Sweep(ctx, "p", 0)
 	require.Error(t, err)
 	c.store.SetFault(nil)
 	n, err = c.QueueLen(ctx, "k")
@@ -374,7 +374,7 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 
 	// Two sweeps more: the child is not enqueued again.
 	for range 2 {
-		_, err = c.sweepFlows(ctx, "p", 0)
+		_, err = c.carrier.Sweep(ctx, "p", 0)
 		require.NoError(t, err)
 	}
 	n, err = c.QueueLen(ctx, "k")
@@ -612,7 +612,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		}
 		return nil
 	})
-	errs, err := c.carryBatch(ctx, "p", []store.Notice{left["a"]})
+	errs, err := c.carrier.Batch(ctx, "p", []store.Notice{left["a"]})
 	require.NoError(t, err)
 	require.Len(t, errs, 1)
 	require.Error(t, errs[0])
@@ -632,7 +632,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		calls[op]++
 		return nil
 	})
-	errs, err = c.carryBatch(ctx, "p", []store.Notice{left["a"], left["b"]})
+	errs, err = c.carrier.Batch(ctx, "p", []store.Notice{left["a"], left["b"]})
 	c.store.SetFault(nil)
 	require.NoError(t, err)
 	assert.Equal(t, []error{nil, nil}, errs)

@@ -211,6 +211,7 @@ type Client struct {
 
 	waiters *waiters.Waiters // Wait's subscriptions
 	flows   *flows.Flows     // workflow tasks' notices carried to their workflows
+	carrier *flows.Carrier   // what a carry of notices does
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
 
@@ -284,7 +285,6 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
 	}
-	c.flows = flows.New(flowsEnv(c))
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
@@ -309,6 +309,8 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
+	c.carrier = flowsCarrier(c)
+	c.flows = flows.New(flowsEnv(c))
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
 	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
 	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))

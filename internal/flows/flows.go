@@ -1,7 +1,8 @@
 // Package flows carries workflow tasks' notices to their workflows: at
 // once, for a task one of the client's workers ended, and in sweeps, for
-// the notices a crash left behind. What a carry does (read, release,
-// enqueue, forget) is the client's; this package decides when.
+// the notices a crash left behind. A carry (carry.go: read, release,
+// enqueue the steps made ready, forget) takes the client's store and its
+// enqueue of ready steps; flows.go decides when carries and sweeps run.
 package flows
 
 import (
