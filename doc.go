@@ -156,7 +156,7 @@
 // a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), session.go (a queue served:
+// order, NewWorker), session.go (a queue served:
 // its state, its processes), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
 // lease.go (the fencing deadline), fence.go (of the worker, or of a
@@ -176,6 +176,8 @@
 // the worker.
 //
 // The engine's components under internal/, each with tests of its own:
+// lifecycle (the worker's state and a session's: their named
+// transitions),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),

@@ -477,7 +477,7 @@ type PoolSlots struct {
 // call it on every scrape.
 func (w *Worker) Slots() []PoolSlots {
 	w.mu.Lock()
-	id := w.state.id
+	id := w.state.ID()
 	scheds := append([]*slotScheduler(nil), w.pools...)
 	queues := make([]string, 0, len(w.sessions))
 	for q, s := range w.sessions {

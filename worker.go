@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
@@ -79,7 +80,7 @@ type FenceEvent struct {
 //
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
-// (state.go), the lease keeper (keepalive.go: the renewals, on its
+// (internal/lifecycle), the lease keeper (keepalive.go: the renewals, on its
 // client's beat, internal/beat, and the re-registration of a fenced
 // worker; lease.go: the fencing deadline), the fence of the whole worker
 // (fence.go), the reclaimer of dead peers (internal/reclaim, shared with
@@ -159,7 +160,7 @@ type Worker struct {
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
 	// state is the worker's lifecycle: its id, its phase, its fence.
 	// Guarded by mu.
-	state lifecycle
+	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
 	// processes (session.procs, the one map of them). Guarded by mu.
 	sessions sessions
@@ -215,7 +216,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if err != nil {
 		return nil, err
 	}
-	w.state.id = id
+	w.state.ToRegistered(id)
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
 	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
@@ -260,7 +261,7 @@ func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err e
 func (w *Worker) ID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.state.id
+	return w.state.ID()
 }
 
 // logger is the client's logger with the worker's current id. Never call
