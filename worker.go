@@ -124,18 +124,20 @@ type FenceEvent struct {
 //  9. waiters.Waiters.mu, then waiters.Waiter.mu
 //  10. statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
-//     it starts its loop under it)
+//     it starts its loop under it), Client.mu then flows.Flows.mu (a new
+//     worker is counted in under both; the workflow sweeper starts and
+//     stops under flows.Flows.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
 //     Worker.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
-//     flusher's run), then startstop.Group.mu (the worker's tasks, taken
+//     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
 //     runner.mu, Process.mu, reclaim.Reclaimer.mu, members.Set.mu,
 //     subscription.Mailbox.mu, outage.Outage.mu, coalesce.Coalescer.mu,
-//     Client.mu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
+//     flows.Flows.qmu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
 //     queuestats' read lock and admission lock (taken by the stats
 //     readers under no other). (The worker's delayed.RedisClock takes no
 //     lock: slotScheduler.mu and delayed.Scheduler.mu read it.)
@@ -147,7 +149,8 @@ type FenceEvent struct {
 // called holding no lock its run takes: the worker stops its services
 // (stopComponents) holding none, and the stats flusher is stopped only
 // after it was closed under statsflush.Flusher.mu, so that pending, which
-// starts a run under that lock, no longer does.
+// starts a run under that lock, no longer does. The workflow sweeper is
+// stopped under flows.Flows.mu, which its run never takes.
 type Worker struct {
 	c    *Client
 	opts WorkerOptions
