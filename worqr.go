@@ -312,7 +312,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.carrier = flowsCarrier(c)
 	c.flows = flows.New(flowsEnv(c))
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
-	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
+	c.waiters = waiters.New(c.store)
 	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
 	c.beats = beat.New[renewal, beatMember](beatEnv(c, born))
 	return c, nil
