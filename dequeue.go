@@ -40,11 +40,11 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	w.mu.Lock()
 	s, ok := w.sessions[queue]
-	id, refused := w.state.id, w.state.takesWork()
+	id, refused := w.state.ID(), w.state.TakesWork()
 	fenced := errors.Is(refused, ErrWorkerFenced)
 	if ok {
 		s.mu.Lock()
-		fenced = fenced || s.state.isFenced()
+		fenced = fenced || s.state.IsFenced()
 		s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -102,7 +102,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	w.mu.Lock()
 	s.mu.Lock()
-	fenced = w.state.id != id || w.state.isFenced() || s.state.isFenced()
+	fenced = w.state.ID() != id || w.state.IsFenced() || s.state.IsFenced()
 	adopted := !fenced && w.sessions[queue] == s
 	if adopted {
 		for _, p := range ps {

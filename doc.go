@@ -152,10 +152,11 @@
 // and its report), observer.go, trace.go (the Tracer that carries a trace
 // across the queue), workflow.go (workflows: EnqueueWorkflow, their
 // state, cancel and wait, a step's parents' results) and flows.go
-// (carrying workflow tasks' notices to their workflows, and the sweep).
+// (what internal/flows takes of the client, and the carries a requeue or
+// a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), state.go (its lifecycle), session.go (a queue served:
+// order, NewWorker), session.go (a queue served:
 // its state, its processes), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
 // lease.go (the fencing deadline), fence.go (of the worker, or of a
@@ -165,7 +166,7 @@
 // (StartWork, StopWork, the queues served), dequeue.go, events.go (a
 // queue's events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
-// snapshot, Slots), runtime.go (a queue a scheduler serves), handler.go
+// snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
 // handoff.go (a task an enqueue hands straight to an idle member),
 // settle.go (the settler, writing a handler's outcome), process.go and
@@ -175,6 +176,8 @@
 // the worker.
 //
 // The engine's components under internal/, each with tests of its own:
+// lifecycle (the worker's state and a session's: their named
+// transitions),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
@@ -182,13 +185,19 @@
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions), statsflush (the writes of idle queues' stats counts),
+// subscriptions), flows (carrying workflow tasks' notices to their
+// workflows: at a task's end, and the sweeper, running while the client
+// has workers),
+// statsflush (the writes of idle queues' stats counts),
+// slotpolicy (the slot scheduler's policy: free slots, their sharing
+// among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one
 // log line when Redis goes out of reach, one when it is back), backoff
 // (the loops retrying Redis), writedeadline (the bound on outcome
 // writes), members (the workers a client-wide loop serves), startstop
 // (the lifecycle of every loop), clock (the engine's clock, and a fake
-// one for tests), testsignal (the components' test signals), queuestats
+// one for tests), errs (the sentinel errors the engine returns, which the
+// package re-exports), testsignal (the components' test signals), queuestats
 // (the stats readers) and testenv (the sub-packages' tests' Redis and
 // clients).
 //

@@ -115,5 +115,5 @@ func (m reclaimMember) Logger() *slog.Logger { return m.w.logger() }
 func (m reclaimMember) FencedSince(now time.Time) time.Duration {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
-	return m.w.state.fencedSince(now)
+	return m.w.state.FencedSince(now)
 }

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -218,5 +220,38 @@ func TestNewContextIsBoundedByItsContext(t *testing.T) {
 		c, err := NewContext(dead, Options{Redis: b.redis(), Prefix: b.prefix})
 		require.NoError(t, err)
 		require.NoError(t, c.Close(context.Background()))
+	}
+}
+
+// The sentinels the engine returns are the root's very values: an error
+// the engine wrapped matches the root's name with errors.Is.
+func TestSentinelsAreTheEngines(t *testing.T) {
+	t.Parallel()
+	for name, pair := range map[string][2]error{
+		"ErrClientClosed":     {ErrClientClosed, errs.ErrClientClosed},
+		"ErrWorkerClosed":     {ErrWorkerClosed, errs.ErrWorkerClosed},
+		"ErrInvalidOptions":   {ErrInvalidOptions, errs.ErrInvalidOptions},
+		"ErrInvalidQueueName": {ErrInvalidQueueName, errs.ErrInvalidQueueName},
+		"ErrTaskTooLarge":     {ErrTaskTooLarge, errs.ErrTaskTooLarge},
+		"ErrNoTask":           {ErrNoTask, errs.ErrNoTask},
+		"ErrNotRetained":      {ErrNotRetained, errs.ErrNotRetained},
+		"ErrNotServing":       {ErrNotServing, errs.ErrNotServing},
+		"ErrAlreadyServing":   {ErrAlreadyServing, errs.ErrAlreadyServing},
+		"ErrWorkerFenced":     {ErrWorkerFenced, errs.ErrWorkerFenced},
+		"ErrProcessLost":      {ErrProcessLost, errs.ErrProcessLost},
+		"ErrProcessEnded":     {ErrProcessEnded, errs.ErrProcessEnded},
+		"ErrTaskCancelled":    {ErrTaskCancelled, errs.ErrTaskCancelled},
+		"ErrQueueDeleted":     {ErrQueueDeleted, errs.ErrQueueDeleted},
+		"ErrNoQueue":          {ErrNoQueue, errs.ErrNoQueue},
+		"ErrRateLimited":      {ErrRateLimited, errs.ErrRateLimited},
+		"ErrDuplicate":        {ErrDuplicate, errs.ErrDuplicate},
+		"ErrUnavailable":      {ErrUnavailable, errs.ErrUnavailable},
+		"ErrShutdown":         {ErrShutdown, errs.ErrShutdown},
+		"ErrTaskTimeout":      {ErrTaskTimeout, errs.ErrTaskTimeout},
+		"ErrHandledQueue":     {ErrHandledQueue, errs.ErrHandledQueue},
+		"ErrHandlerPanicked":  {ErrHandlerPanicked, errs.ErrHandlerPanicked},
+	} {
+		assert.True(t, pair[0] == pair[1], name)
+		assert.ErrorIs(t, fmt.Errorf("worqr: op: %w", pair[1]), pair[0], name)
 	}
 }

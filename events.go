@@ -139,7 +139,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	w := s.w
 	c := w.c
 	w.mu.Lock()
-	id := w.state.id
+	id := w.state.ID()
 	procs := s.processes() // with the id they were held under
 	w.mu.Unlock()
 	if len(procs) > 0 {

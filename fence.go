@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"fmt"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"log/slog"
 )
 
@@ -21,7 +22,7 @@ func (w *Worker) leaseLost(id, queue string, sent *session, p *Process, cause er
 	if !left {
 		s.mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.state != sessionServing || (p != nil && s.procs[p.id] != p)
+		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.id] != p)
 		s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -35,7 +36,7 @@ func (w *Worker) leaseLost(id, queue string, sent *session, p *Process, cause er
 // lease keeper to register again under a new id.
 func (w *Worker) fence(id string, cause error) {
 	w.mu.Lock()
-	if !w.state.toFenced(id, w.c.clock.Now()) {
+	if !w.state.ToFenced(id, w.c.clock.Now()) {
 		w.mu.Unlock()
 		return
 	}
@@ -75,12 +76,12 @@ func (w *Worker) fence(id string, cause error) {
 func (s *session) fence(id string, cause error) {
 	w := s.w
 	w.mu.Lock()
-	if !w.state.isCurrent(id) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(id) || w.sessions[s.name] != s {
 		w.mu.Unlock()
 		return
 	}
 	s.mu.Lock()
-	if !s.state.fence() {
+	if !s.state.Fence() {
 		s.mu.Unlock()
 		w.mu.Unlock()
 		return

@@ -1,17 +1,11 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
-	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // FlowSweepAge is how old a workflow task's notice must be before a sweep
@@ -23,157 +17,49 @@ const FlowSweepAge = 10 * time.Second
 // they have served for notices left by a crash.
 const FlowSweepEvery = 30 * time.Second
 
-// flowSweepLimit bounds the notices one sweep of a queue carries.
-const flowSweepLimit = 1000
-
-// flowBatchMax is the most notices carried together (carryBatch).
+// flowBatchMax is the most notices carried together.
 const flowBatchMax = maxTasksPerScript
 
-// flows is the client's component that carries workflow tasks' notices
-// to their workflows: at once, for a task one of its workers ended, and
-// in sweeps, for those a crash left behind. The notices of a queue that
-// arrive while a carry is under way are carried together after it (a
-// coalescer, as finishes are joined), so that a fan-out's children cost
-// a few script calls per batch, not per child. No goroutine of its own
-// waits between sweeps (a timer calls the next), so none outlives a
-// worker.
-type flows struct {
-	c       *Client
-	ctx     context.Context // ended by close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the carries and the sweeps under way
-	carries *coalesce.Coalescer[store.Notice, error]
-
-	// age is the sweeps' FlowSweepAge (a test's may be 0), and swept a
-	// test signal: a sweep of a queue ended, with the notices it carried.
-	age   time.Duration
-	swept testsignal.Signal[int]
-
-	mu     sync.Mutex
-	queues map[string]bool // the queues the client's workers served: swept
-	timer  clock.Timer     // the next periodic sweep; nil until a queue is served
-	closed bool
+// flowsCarrier is what a carry of workflow notices takes of the client.
+func flowsCarrier(c *Client) *flows.Carrier {
+	return &flows.Carrier{Store: c.store, Fail: c.fail, Enqueue: c.enqueueReady, BatchMax: flowBatchMax}
 }
 
-func newFlows(c *Client) *flows {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &flows{c: c, ctx: ctx, cancel: cancel, age: FlowSweepAge, queues: make(map[string]bool),
-		carries: coalesce.New(flowBatchMax, c.carryBatch)}
+// flowsEnv is what the client's carries and sweeps of workflow notices
+// (internal/flows) take of it.
+func flowsEnv(c *Client) *flows.Env {
+	return &flows.Env{
+		Clock:    c.clock,
+		Log:      c.log,
+		Carry:    c.carrier.Batch,
+		Sweep:    c.carrier.Sweep,
+		BatchMax: flowBatchMax,
+		Every:    FlowSweepEvery,
+		Age:      FlowSweepAge,
+		Swept:    &c.signals.swept,
+	}
 }
 
-// ended carries the notice of a workflow task that the worker just ended
-// (finished or dead-lettered: the script that ended it wrote the notice),
-// in the queue's next batch of carries, on a goroutine of its own,
-// without holding up the caller; the client's close waits for it.
-func (f *flows) ended(queue, flow, taskID string, want Outcome) {
+// flowEnded carries the notice of a workflow task that a worker of the
+// client just ended, finished or dead (the script that ended it wrote
+// the notice), without holding up the caller.
+func (c *Client) flowEnded(queue, flow, taskID string, want Outcome) {
 	status := "ok"
 	if want == OutcomeDead {
 		status = "dead"
 	}
-	n, ok := store.ParseNotice(flow + "," + taskID + "," + status)
-	if !ok {
-		return
+	if n, ok := store.ParseNotice(flow + "," + taskID + "," + status); ok {
+		c.flows.Ended(queue, n)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return // the notice stays: a sweep carries it
-	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		failed, err := f.carries.Do(f.ctx, queue, n)
-		if err = cmp.Or(err, failed); err != nil && f.ctx.Err() == nil {
-			// The notice stays: a sweep carries it later.
-			f.c.log.Warn("worqr: could not release a workflow's next steps; a sweep will", "queue", queue, "workflow", n.Workflow, "step", n.Step, "err", err)
-		}
-	}()
-}
-
-// served adds a queue a worker starts serving to those swept, and sweeps
-// it now, the first time, for notices a crash of an earlier worker left;
-// the first queue arms the periodic sweep.
-func (f *flows) served(ctx context.Context, queue string) {
-	f.mu.Lock()
-	first := !f.closed && !f.queues[queue]
-	f.queues[queue] = true
-	if !f.closed && f.timer == nil {
-		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
-	}
-	f.mu.Unlock()
-	if first {
-		f.sweepLogged(ctx, queue)
-	}
-}
-
-// tick sweeps every queue served, then arms the next tick.
-func (f *flows) tick() {
-	// Sweeps are for the queues the client's workers serve: with no worker
-	// left the timer is not armed again (served arms it for the next).
-	f.c.mu.Lock()
-	idle := len(f.c.workers) == 0
-	f.c.mu.Unlock()
-	f.mu.Lock()
-	if f.closed || idle {
-		f.timer = nil
-		f.mu.Unlock()
-		return
-	}
-	f.wg.Add(1)
-	defer f.wg.Done()
-	queues := make([]string, 0, len(f.queues))
-	for q := range f.queues {
-		queues = append(queues, q)
-	}
-	f.mu.Unlock()
-	for _, q := range queues {
-		f.sweepLogged(f.ctx, q)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.timer = f.c.clock.AfterFunc(FlowSweepEvery, f.tick)
-	}
-}
-
-func (f *flows) sweepLogged(ctx context.Context, queue string) {
-	n, err := f.c.sweepFlows(ctx, queue, f.age)
-	if err != nil && ctx.Err() == nil {
-		f.c.log.Warn("worqr: workflow sweep failed", "queue", queue, "err", err)
-	}
-	f.swept.Signal(n)
-}
-
-// close ends the sweeps and waits for the carries under way.
-func (f *flows) close() {
-	f.mu.Lock()
-	f.closed = true
-	if f.timer != nil {
-		f.timer.Stop()
-	}
-	f.mu.Unlock()
-	f.cancel()
-	f.wg.Wait()
-	f.carries.Close()
-}
-
-// sweepFlows carries a queue's notices at least age old to their
-// workflows, and returns how many it carried.
-func (c *Client) sweepFlows(ctx context.Context, queue string, age time.Duration) (int, error) {
-	raw, err := c.store.FlowNotices(ctx, queue, age, flowSweepLimit)
-	if err != nil {
-		return 0, c.fail("workflow sweep", queue, err)
-	}
-	return c.carryRaw(ctx, queue, raw, func(store.Notice) bool { return true })
 }
 
 // carryRevived carries a queue's notices of workflow tasks requeued from
 // the dead letters, after a requeue: their workflows run again by the
 // time the requeue returns. One that fails is left to the sweep.
 func (c *Client) carryRevived(ctx context.Context, queue string) {
-	raw, err := c.store.FlowNotices(ctx, queue, 0, flowSweepLimit)
+	raw, err := c.store.FlowNotices(ctx, queue, 0, flows.SweepLimit)
 	if err == nil {
-		_, err = c.carryRaw(ctx, queue, raw, func(n store.Notice) bool { return n.Status == "revived" })
+		_, err = c.carrier.Raw(ctx, queue, raw, func(n store.Notice) bool { return n.Status == "revived" })
 	}
 	if err != nil {
 		c.log.Warn("worqr: could not tell a workflow of its step requeued; a sweep will", "queue", queue, "err", err)
@@ -189,107 +75,7 @@ func (c *Client) carryCancelled(ctx context.Context, queue string, notices []str
 	if len(notices) == 0 {
 		return
 	}
-	if _, err := c.carryRaw(ctx, queue, notices, func(store.Notice) bool { return true }); err != nil {
+	if _, err := c.carrier.Raw(ctx, queue, notices, func(store.Notice) bool { return true }); err != nil {
 		c.log.Warn("worqr: could not tell a workflow of its step cancelled; a sweep will", "queue", queue, "err", err)
 	}
-}
-
-// carryRaw carries the notices of raw that pass want, in batches, and
-// forgets those that are not worqr's; it returns how many it carried
-// and the first error.
-func (c *Client) carryRaw(ctx context.Context, queue string, raw []string, want func(store.Notice) bool) (int, error) {
-	var notices []store.Notice
-	var junk []string
-	for _, r := range raw {
-		n, ok := store.ParseNotice(r)
-		switch {
-		case !ok: // not worqr's: nothing to carry
-			junk = append(junk, r)
-		case want(n):
-			notices = append(notices, n)
-		}
-	}
-	if err := c.store.ForgetNotices(ctx, queue, junk); err != nil {
-		return 0, c.fail("workflow sweep", queue, err)
-	}
-	done := 0
-	for batch := range slices.Chunk(notices, flowBatchMax) {
-		errs, err := c.carryBatch(ctx, queue, batch)
-		if err != nil {
-			return done, err
-		}
-		for _, err := range errs {
-			if err != nil {
-				return done, err
-			}
-			done++
-		}
-	}
-	return done, nil
-}
-
-// carryBatch takes notices of a queue to their workflows, together: it
-// reads when each was written and its task's result (kept with its
-// outcome, for a task that finished) in one call, records the steps'
-// ends in one call per workflow (idempotent), enqueues the steps those
-// ends made ready, of all the workflows, in one round trip (idempotent),
-// and then removes the notices carried, in one call. Any step may be run
-// again; a notice gone was carried already. It returns an error per
-// notice (the notices of a workflow whose release failed stay, for the
-// sweep), or one for all.
-func (c *Client) carryBatch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
-	reads, err := c.store.FlowRead(ctx, queue, notices)
-	if err != nil {
-		return nil, c.fail("workflow release", queue, err)
-	}
-	var flows []wfReady
-	var ends [][]store.StepEnd
-	var of [][]int // the notices of each workflow, by index
-	index := make(map[string]int)
-	for i, n := range notices {
-		rd := reads[i]
-		if !rd.Found {
-			continue
-		}
-		var result string
-		if n.Status == "ok" && rd.Kept {
-			result = rd.Result.Body
-		}
-		w, ok := index[n.Workflow]
-		if !ok {
-			w = len(flows)
-			index[n.Workflow] = w
-			flows, ends, of = append(flows, wfReady{id: n.Workflow}), append(ends, nil), append(of, nil)
-		}
-		ends[w] = append(ends[w], store.StepEnd{Step: n.Step, Task: n.Task, Status: n.Status, Result: result, At: rd.At})
-		of[w] = append(of[w], i)
-	}
-	errs := make([]error, len(notices))
-	for w := range flows {
-		ready, err := c.store.ReleaseSteps(ctx, flows[w].id, ends[w])
-		if err != nil {
-			err = c.fail("workflow release", queue, err)
-			for _, i := range of[w] {
-				errs[i] = err
-			}
-			continue
-		}
-		flows[w].ready = ready
-	}
-	var forget []string
-	for w, err := range c.enqueueReady(ctx, flows) {
-		for _, i := range of[w] {
-			switch {
-			case errs[i] != nil:
-			case err != nil:
-				errs[i] = fmt.Errorf("worqr: workflow %s: %w", flows[w].id, err)
-			default:
-				forget = append(forget, notices[i].Raw)
-			}
-		}
-	}
-	if err := c.store.ForgetNotices(ctx, queue, forget); err != nil {
-		return nil, c.fail("workflow release", queue, err)
-	}
-	return errs, nil
 }

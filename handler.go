@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/worqr/worqr/internal/errs"
 )
 
 // DefaultConcurrency is the slots (handlers that may run at once) of a
@@ -16,15 +18,15 @@ const DefaultConcurrency = 10
 var (
 	// ErrShutdown is the cause when Shutdown's grace period ended, or the
 	// worker was closed or failed, while the handler ran.
-	ErrShutdown = errors.New("worker shutting down")
+	ErrShutdown = errs.ErrShutdown
 	// ErrTaskTimeout is the cause of a handler's context ending because
 	// its time (HandleOptions.Timeout, or the task's Timeout option) ran
 	// out.
-	ErrTaskTimeout = errors.New("task timed out")
+	ErrTaskTimeout = errs.ErrTaskTimeout
 	// ErrHandledQueue is returned by Dequeue on a queue served by Handle:
 	// its runtime does the dequeuing, so that its concurrency accounting
 	// stays right.
-	ErrHandledQueue = errors.New("queue is served by Handle")
+	ErrHandledQueue = errs.ErrHandledQueue
 )
 
 // ErrHandlerPanicked is what a handler that panicked failed with, as far
@@ -32,7 +34,7 @@ var (
 // its stack, and treats it as this error (wrapped, with the panic's value
 // in its text; wrapped with Permanent too under
 // HandleOptions.PanicIsPermanent), with reason ReasonPanic.
-var ErrHandlerPanicked = errors.New("handler panicked")
+var ErrHandlerPanicked = errs.ErrHandlerPanicked
 
 // Middleware wraps a Handler with behaviour of its own (tracing, metrics,
 // logging, a timeout, recovering from panics its own way). It returns the

@@ -68,12 +68,12 @@ func (s *session) adoptHanded(e store.Event) *Process {
 	defer s.gate.RUnlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.state.isCurrent(e.To) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(e.To) || w.sessions[s.name] != s {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.isFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
+	if s.state.IsFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
 		return nil
 	}
 	p := newProcess(w, s.name, e.HandedProc())
@@ -90,7 +90,7 @@ func (s *session) giveBack(ctx context.Context, e store.Event) {
 	w := s.w
 	w.mu.Lock()
 	s.mu.Lock()
-	mine := w.state.isCurrent(e.To) && !s.state.isFenced() && w.sessions[s.name] == s
+	mine := w.state.IsCurrent(e.To) && !s.state.IsFenced() && w.sessions[s.name] == s
 	s.mu.Unlock()
 	w.mu.Unlock()
 	if !mine {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -287,7 +288,7 @@ func TestHandOffToAStoppingWorkerGoesBack(t *testing.T) {
 	eventually(t, 5*time.Second, "draining", func() bool {
 		stopping.mu.Lock()
 		defer stopping.mu.Unlock()
-		return stopping.state.phase == phaseDraining
+		return stopping.state.Phase() == lifecycle.Draining
 	})
 	idleFirst(t, c, "q", stopping)
 	events := b.listen(c.store.Keys().Queue("q").Channel)

@@ -204,7 +204,7 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 // reclaim, no events, no handlers, and nothing written to Redis.
 func crash(w *Worker) {
 	w.mu.Lock()
-	closing := w.state.toClosed()
+	closing := w.state.ToClosed()
 	runners := w.sessions.runners()
 	w.mu.Unlock()
 	if !closing {
@@ -554,7 +554,7 @@ func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *runner {
 func currentID(w *Worker) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.state.current("test")
+	return w.state.Current("test")
 }
 
 // sessionOf is the session of queue on w (nil if it does not serve it).

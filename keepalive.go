@@ -15,6 +15,7 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -93,7 +94,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 		case <-k.kick:
 		}
 		w.mu.Lock()
-		fenced := w.state.isFenced()
+		fenced := w.state.IsFenced()
 		w.mu.Unlock()
 		if fenced && (w.opts.StayFenced || !k.reregister(ctx)) {
 			return
@@ -133,14 +134,14 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 	joint := w.c.store.JointRenewals()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state.isFenced() || w.state.isClosed() {
+	if w.state.IsFenced() || w.state.IsClosed() {
 		return renewal{}, false
 	}
-	r := renewal{id: w.state.id}
+	r := renewal{id: w.state.ID()}
 	var names []string
 	for _, s := range w.sessions {
 		s.mu.Lock()
-		leased, gen := s.state.leased(), s.leaseGen
+		leased, gen := s.state.Leased(), s.leaseGen
 		s.mu.Unlock()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
@@ -178,7 +179,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		return
 	}
 	w.mu.Lock()
-	if w.state.isCurrent(id) {
+	if w.state.IsCurrent(id) {
 		lk.extend(sent)
 	}
 	w.mu.Unlock()
@@ -240,7 +241,7 @@ func (s *session) renewed(current bool, gen uint64, gone bool, deadline time.Tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case !current || s.state.isFenced() || s.state == sessionLeft || s.leaseGen != gen:
+	case !current || s.state.IsFenced() || s.state == lifecycle.SessionLeft || s.leaseGen != gen:
 		return false, false
 	case gone:
 		return false, true
@@ -261,7 +262,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	w := k.w
 	var renewed, lost []*session
 	w.mu.Lock()
-	current, deadline := w.state.isCurrent(id), k.deadline(sent)
+	current, deadline := w.state.IsCurrent(id), k.deadline(sent)
 	for _, r := range rs {
 		switch ok, gone := r.s.renewed(current, r.gen, r.gone, deadline); {
 		case gone:

@@ -8,6 +8,7 @@ package worqr
 import (
 	"errors"
 	"fmt"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"time"
 )
 
@@ -44,7 +45,7 @@ func (k *leaseKeeper) arm() {
 	earliest := k.at
 	for _, s := range k.w.sessions {
 		s.mu.Lock()
-		if s.state == sessionServing && s.deadlineAt.Before(earliest) {
+		if s.state == lifecycle.SessionServing && s.deadlineAt.Before(earliest) {
 			earliest = s.deadlineAt
 		}
 		s.mu.Unlock()
@@ -59,11 +60,11 @@ func (k *leaseKeeper) arm() {
 func (k *leaseKeeper) onDeadline() {
 	w := k.w
 	w.mu.Lock()
-	if w.state.isClosed() || w.state.isFenced() {
+	if w.state.IsClosed() || w.state.IsFenced() {
 		w.mu.Unlock()
 		return
 	}
-	id, now := w.state.id, w.c.clock.Now()
+	id, now := w.state.ID(), w.c.clock.Now()
 	if !now.Before(k.at) {
 		w.mu.Unlock()
 		w.fence(id, errors.New("lease not renewed in time"))
@@ -72,7 +73,7 @@ func (k *leaseKeeper) onDeadline() {
 	var due []*session
 	for _, s := range w.sessions {
 		s.mu.Lock()
-		if s.state == sessionServing && !now.Before(s.deadlineAt) {
+		if s.state == lifecycle.SessionServing && !now.Before(s.deadlineAt) {
 			due = append(due, s)
 		}
 		s.mu.Unlock()
@@ -82,7 +83,7 @@ func (k *leaseKeeper) onDeadline() {
 		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.name))
 	}
 	w.mu.Lock()
-	if !w.state.isClosed() {
+	if !w.state.IsClosed() {
 		k.arm()
 	}
 	w.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -238,7 +239,7 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
 	w.mu.Lock()
-	fencedAt := w.state.fencedAt
+	fencedAt := w.state.FencedAt()
 	w.mu.Unlock()
 	assert.Equal(t, k.at(900*time.Millisecond), fencedAt)
 }
@@ -267,7 +268,7 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
 	w.mu.Lock()
-	fencedAt := w.state.fencedAt
+	fencedAt := w.state.FencedAt()
 	w.mu.Unlock()
 	assert.Equal(t, k.at(1150*time.Millisecond), fencedAt, "fenced at the renewal's deadline, not the first")
 }
@@ -313,8 +314,8 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 	a, b := sessionOf(w, "a"), sessionOf(w, "b")
 	var fencedA, fencedB bool
-	lookAt(a, func() { fencedA = a.state == sessionFenced })
-	lookAt(b, func() { fencedB = b.state == sessionFenced })
+	lookAt(a, func() { fencedA = a.state == lifecycle.SessionFenced })
+	lookAt(b, func() { fencedB = b.state == lifecycle.SessionFenced })
 	assert.True(t, fencedA)
 	assert.False(t, fencedB, "queue b fenced")
 
@@ -328,7 +329,7 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	}
 	k.advance(time.Millisecond)
 	require.Equal(t, "a", k.c.signals.rejoined.WaitOrTimeout())
-	lookAt(a, func() { fencedA = a.state == sessionFenced })
+	lookAt(a, func() { fencedA = a.state == lifecycle.SessionFenced })
 	assert.False(t, fencedA, "a is still fenced after the rejoin")
 	assert.Equal(t, id, w.ID())
 	noFence(t, fences)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -24,7 +25,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	w.membership.Lock()
 	defer w.membership.Unlock()
 	w.mu.Lock()
-	id, err := w.state.current("start work")
+	id, err := w.state.Current("start work")
 	_, already := w.sessions[queue]
 	w.mu.Unlock()
 	if err != nil {
@@ -44,7 +45,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	s := newSession(w, queue, events, r, deadline)
 	w.mu.Lock()
 	w.sessions[queue] = s
-	draining := w.state.phase != phaseServing
+	draining := w.state.Phase() != lifecycle.Serving
 	if r != nil && !draining {
 		r.startLoop() // a served queue's runner always has a loop to stop
 	}
@@ -89,7 +90,7 @@ func (w *Worker) join(ctx context.Context, id, queue string) error {
 			return c.fail("register queue", queue, err)
 		}
 	}
-	c.flows.served(ctx, queue) // sweeps its workflow notices: now, then now and then
+	c.flows.Served(ctx, queue) // sweeps its workflow notices: now, then now and then
 	return nil
 }
 
@@ -107,7 +108,7 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	defer w.membership.Unlock()
 	w.mu.Lock()
 	s, ok := w.sessions[queue]
-	id, closed := w.state.id, w.state.isClosed()
+	id, closed := w.state.ID(), w.state.IsClosed()
 	w.mu.Unlock()
 	if closed {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrWorkerClosed)
@@ -137,16 +138,16 @@ func (s *session) leave(ctx context.Context, id string) error {
 	w := s.w
 	s.gate.Lock()
 	s.mu.Lock()
-	s.state.leave()
+	s.state.Leave()
 	s.mu.Unlock()
 	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
 	s.mu.Lock()
 	if err == nil && w.sessions[s.name] == s {
 		delete(w.sessions, s.name)
-		s.state.left()
+		s.state.Left()
 	} else {
-		s.state.stay()
+		s.state.Stay()
 	}
 	s.mu.Unlock()
 	w.mu.Unlock()

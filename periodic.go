@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -132,7 +133,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	w.clock.Observe(t.Now, sent, c.clock.Now())
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state.phase != phaseServing {
+	if w.state.Phase() != lifecycle.Serving {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
 	}
 	if _, taken := w.periodics[key]; taken {

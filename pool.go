@@ -120,7 +120,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	// Under w.mu, so that a worker closing meanwhile (stopComponents)
 	// finds it.
 	w.mu.Lock()
-	closed := w.state.isClosed()
+	closed := w.state.IsClosed()
 	if !closed {
 		w.pools = append(w.pools, s)
 		s.setReady()

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,7 +251,7 @@ func TestPoolShutdownDrainsInFlightHandlers(t *testing.T) {
 	eventually(t, 5*time.Second, "draining", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.state.phase != phaseServing
+		return w.state.Phase() != lifecycle.Serving
 	})
 	close(release)
 	require.NoError(t, recv(t, done, 10*time.Second, "shutdown"))

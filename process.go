@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -399,7 +400,7 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	p.observeEnd(want, reason, cause)
 	p.w.forget(p, ErrProcessEnded)
 	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
-		p.w.c.flows.ended(p.queue, p.flow, p.taskID, want) // its workflow's next steps
+		p.w.c.flowEnded(p.queue, p.flow, p.taskID, want) // its workflow's next steps
 	}
 	return got, nil
 }
@@ -450,7 +451,7 @@ type DetachedOptions struct {
 // DeadLetter and Status return ErrDetached; Done is never closed (the
 // context given to the handler stands for every reason to stop).
 func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
-	now := time.Now() // no client, so no clock of the engine's: the system's
+	now := clock.Real().Now() // no client, so no client's clock: the system's
 
 	if opts.Queue == "" {
 		opts.Queue = "detached"

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -54,7 +55,7 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	w.mu.Lock()
-	if w.state.id != id || w.state.isFenced() {
+	if w.state.ID() != id || w.state.IsFenced() {
 		w.mu.Unlock()
 		return nil
 	}
@@ -62,7 +63,7 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 	// Only the session serving the queue now knows which of the worker's
 	// processes there are live: one that has left would give back those
 	// of a session that followed it.
-	if s.state == sessionLeft || w.sessions[s.name] != s {
+	if s.state == lifecycle.SessionLeft || w.sessions[s.name] != s {
 		s.mu.Unlock()
 		w.mu.Unlock()
 		return nil

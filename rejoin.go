@@ -49,7 +49,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	defer s.gate.Unlock()
 	w.mu.Lock()
 	s.mu.Lock()
-	current := w.state.isCurrent(id) && s.state.isFenced() && w.sessions[s.name] == s
+	current := w.state.IsCurrent(id) && s.state.IsFenced() && w.sessions[s.name] == s
 	s.mu.Unlock()
 	before := w.lease.at // the registry lease the new queue lease derives from
 	w.mu.Unlock()
@@ -65,11 +65,11 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 		return errors.Is(err, ErrWorkerFenced), err
 	}
 	w.mu.Lock()
-	if w.state.id == id && !w.state.isClosed() {
+	if w.state.ID() == id && !w.state.IsClosed() {
 		s.mu.Lock()
 		// Hand-off events for the processes given back may still come.
 		s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
-		s.state.rejoin()
+		s.state.Rejoin()
 		s.deadlineAt = before
 		s.mu.Unlock()
 		w.lease.arm()
@@ -142,20 +142,20 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 		}
 	}
 	w.mu.Lock()
-	old := w.state.id
-	if !w.state.toRegistered(id) {
+	old := w.state.ID()
+	if !w.state.ToRegistered(id) {
 		w.mu.Unlock()
 		return false, ErrWorkerClosed
 	}
 	for _, s := range joined {
 		s.mu.Lock()
-		s.state.rejoin()
+		s.state.Rejoin()
 		s.deadlineAt = k.deadline(sent)
 		s.mu.Unlock()
 	}
 	for _, s := range unreachable {
 		s.mu.Lock()
-		s.state.lose()
+		s.state.Lose()
 		s.leaseGen++
 		s.mu.Unlock()
 		after := w.c.clock.Now()

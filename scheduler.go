@@ -2,13 +2,13 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/startstop"
 )
 
@@ -23,7 +23,7 @@ import (
 //
 // A slot is taken from a dequeue's request (asking) or a hand-off's claim
 // until the handler returns; the outcomes still being written (settling)
-// hold new starts back when they lag (see slotsFree).
+// hold new starts back when they lag (see slots.Free).
 type slotScheduler struct {
 	startstop.Base // the loop's run
 
@@ -52,7 +52,7 @@ type slotScheduler struct {
 	// loop's own, as are room and shares, which fill reuses.
 	current []int
 	room    []int
-	shares  []share
+	shares  []slotpolicy.Share
 
 	mu sync.Mutex // guards the fields below and every member's slots and work flags
 	slots
@@ -73,20 +73,11 @@ type slots struct {
 	// settling counts the outcomes of returned handlers being written. A
 	// slot is handed on when its handler returns, not when Redis has the
 	// outcome, so the next task's dequeue overlaps the finish; settling
-	// bounds how far the writes may lag (see slotsFree).
+	// bounds how far the writes may lag (see slots.Free).
 	settling int
 	// asking counts the slots a dequeue in flight asked for: a process an
 	// enqueue hands over meanwhile (claim) must not take one of them.
 	asking int
-}
-
-// slotsFree is how many of size slots are free with busy handlers running
-// and settling outcomes being written: a slot frees when its handler
-// returns, while at most size outcomes are being written (a Redis that
-// answers slowly holds new starts back rather than gathering unwritten
-// outcomes).
-func slotsFree(size, busy, settling int) int {
-	return min(size-busy, 2*size-busy-settling)
 }
 
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
@@ -192,11 +183,11 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 	if n <= 0 {
 		return false
 	}
-	shares := plan(s.order, n, s.room, s.parts, s.current, s.shares[:0])
+	shares := slotpolicy.Plan(s.order == OrderStrict, n, s.room, s.parts, s.current, s.shares[:0])
 	s.shares = shares
 	planned := 0
 	for _, sh := range shares {
-		planned += sh.n
+		planned += sh.N
 	}
 	if planned < n {
 		s.mu.Lock()
@@ -205,7 +196,7 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 	}
 	again := false
 	for _, sh := range shares {
-		if !s.take(ctx, s.members[sh.member], sh.n) {
+		if !s.take(ctx, s.members[sh.Member], sh.N) {
 			again = true
 		}
 	}
@@ -218,7 +209,7 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 func (s *slotScheduler) reserve(room []int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := slotsFree(s.size, s.busy, s.settling)
+	n := slotpolicy.Free(s.size, s.busy, s.settling)
 	if n <= 0 {
 		return n
 	}
@@ -227,69 +218,6 @@ func (s *slotScheduler) reserve(room []int) int {
 		room[i] = r.roomLocked()
 	}
 	return n
-}
-
-// share is a number of slots planned for a member (its index).
-type share struct {
-	member int
-	n      int
-}
-
-// plan shares n free slots among members with room for them (room, per
-// member: 0 for one that has no work or cannot take it), by order, in the
-// order the dequeues are to be made, appended to out. current is the
-// smooth weighted round robin's state, which plan updates.
-func plan(order Order, n int, room, parts, current []int, out []share) []share {
-	if order == OrderStrict {
-		for i := range room {
-			if k := min(n, room[i]); k > 0 {
-				out = append(out, share{i, k})
-				n -= k
-			}
-			if n == 0 {
-				break
-			}
-		}
-		return out
-	}
-	// Smooth weighted round robin by tasks: the next slot goes to the
-	// member SWRR would give it to, and so do as many more as it has room
-	// for, in one dequeue; every member with room is credited its share
-	// for each of them and the chosen one debited the total. One slot at a
-	// time this is SWRR exactly; in batches the shares stay proportional
-	// over time, and each member planned costs one dequeue. A member
-	// without room is taken out of the round (its state reset, so it does
-	// not come back with a burst).
-	chosen := make([]bool, len(room))
-	for n > 0 {
-		total, best := 0, -1
-		for i := range room {
-			if room[i] <= 0 || chosen[i] {
-				if room[i] <= 0 {
-					current[i] = 0
-				}
-				continue
-			}
-			total += parts[i]
-			if best < 0 || current[i]+parts[i] > current[best]+parts[best] {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		k := min(n, room[best])
-		for i := range room {
-			if room[i] > 0 && !chosen[i] {
-				current[i] += k * parts[i]
-			}
-		}
-		current[best] -= k * total
-		chosen[best] = true
-		out = append(out, share{best, k})
-		n -= k
-	}
-	return out
 }
 
 // take dequeues up to n tasks (slots reserved for them) for a member and
@@ -330,7 +258,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		if stopped {
 			return true // the member or the loop stopped
 		}
-		r.afterDequeue(decideDequeue(err), sent, gen, err)
+		r.afterDequeue(slotpolicy.Decide(err), sent, gen, err)
 		return false
 	}
 	s.w.c.outage.OK(sent)
@@ -353,45 +281,16 @@ const (
 	dequeueRetryMax = time.Second
 )
 
-// dequeueFailure is what a failed dequeue makes of its member.
-type dequeueFailure uint8
-
-const (
-	// dequeueEmpty: no task waits, or the rate limit allows none yet. The
-	// member's work flag is cleared until the next work event (a rate
-	// limit's wake-up is one).
-	dequeueEmpty dequeueFailure = iota
-	// dequeueBlocked: the worker or the queue is fenced, the worker
-	// closed, or the queue no longer served. The member is passed over
-	// until the next work event: a rejoin or re-registration raises one.
-	dequeueBlocked
-	// dequeueRetry: Redis failed. The member is passed over, while the
-	// others are served, and looks again after its backoff.
-	dequeueRetry
-)
-
-// decideDequeue is the one policy for a failed dequeue, whatever the
-// member.
-func decideDequeue(err error) dequeueFailure {
-	switch {
-	case errors.Is(err, ErrNoTask), errors.Is(err, ErrRateLimited):
-		return dequeueEmpty
-	case errors.Is(err, ErrWorkerFenced), errors.Is(err, ErrWorkerClosed), errors.Is(err, ErrNotServing):
-		return dequeueBlocked
-	}
-	return dequeueRetry
-}
-
 // afterDequeue applies decision to the member whose dequeue, sent at
 // outage epoch sent with gen work events counted, failed with err.
-func (r *runner) afterDequeue(decision dequeueFailure, sent uint64, gen uint64, err error) {
+func (r *runner) afterDequeue(decision slotpolicy.Failure, sent uint64, gen uint64, err error) {
 	switch decision {
-	case dequeueEmpty:
+	case slotpolicy.Empty:
 		r.w.c.outage.OK(sent)
 		r.clearMore(gen)
-	case dequeueBlocked:
+	case slotpolicy.Blocked:
 		r.block(gen)
-	case dequeueRetry:
+	case slotpolicy.Retry:
 		if !r.w.c.outage.Failed(sent, "dequeue", err) {
 			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
 		}
@@ -501,7 +400,7 @@ func (r *runner) claim() (quit <-chan struct{}, ok bool) {
 	s := r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok = r.takes && slotsFree(s.size, s.busy+s.asking, s.settling) > 0 &&
+	ok = r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
 		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
 	if !ok {
 		return nil, false
@@ -522,7 +421,7 @@ func (r *runner) full() bool {
 	s := r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slotsFree(s.size, s.busy, s.settling) <= 0 || (r.maxSlots > 0 && r.busy >= r.maxSlots)
+	return slotpolicy.Free(s.size, s.busy, s.settling) <= 0 || (r.maxSlots > 0 && r.busy >= r.maxSlots)
 }
 
 // free is how many more handlers the member may start now.
@@ -530,7 +429,7 @@ func (r *runner) free() int {
 	s := r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := slotsFree(s.size, s.busy, s.settling)
+	n := slotpolicy.Free(s.size, s.busy, s.settling)
 	if r.maxSlots > 0 {
 		n = min(n, r.maxSlots-r.busy)
 	}
@@ -578,7 +477,7 @@ type PoolSlots struct {
 // call it on every scrape.
 func (w *Worker) Slots() []PoolSlots {
 	w.mu.Lock()
-	id := w.state.id
+	id := w.state.ID()
 	scheds := append([]*slotScheduler(nil), w.pools...)
 	queues := make([]string, 0, len(w.sessions))
 	for q, s := range w.sessions {
@@ -610,7 +509,7 @@ func (w *Worker) Slots() []PoolSlots {
 func (s *slotScheduler) snapshot() (PoolSlots, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := PoolSlots{Queues: make([]string, len(s.members)), Size: s.size, Busy: s.busy, Free: max(slotsFree(s.size, s.busy, s.settling), 0)}
+	ps := PoolSlots{Queues: make([]string, len(s.members)), Size: s.size, Busy: s.busy, Free: max(slotpolicy.Free(s.size, s.busy, s.settling), 0)}
 	taking := false
 	for i, r := range s.members {
 		ps.Queues[i] = r.queue

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/subscription"
 )
 
@@ -39,9 +40,9 @@ type session struct {
 	gate sync.RWMutex
 
 	mu sync.Mutex // guards the fields below
-	// state is where the session stands with its lease (see sessionState).
+	// state is where the session stands with its lease (see lifecycle.Session).
 	// Guarded by mu.
-	state sessionState
+	state lifecycle.Session
 	// procs are the worker's in-flight processes in this queue, by process
 	// id: the one map of them. Guarded by mu.
 	procs map[string]*Process
@@ -72,102 +73,6 @@ type session struct {
 	// waits for those.
 	inCallback atomic.Bool
 }
-
-// sessionState is where a session stands with its queue lease. It changes
-// only through the transitions below, each made under the session's mu:
-//
-//	serving --fence--> fenced --rejoin--> serving
-//	serving --leave--> leaving --stay--> serving
-//	fenced  --leave--> leavingFenced --stay--> fenced
-//	leaving, leavingFenced --left--> left
-//	serving, fenced --lose--> fenced     (re-registration could not reach the queue)
-//	any --left--> left                   (the worker closed)
-//
-// Leaving and rejoining both hold the membership lock and the queue's gate,
-// so no rejoin runs while a session leaves; a fence refuses a session that
-// is not serving.
-type sessionState uint8
-
-const (
-	// sessionServing: the worker holds the queue's lease, renews it and
-	// takes work there.
-	sessionServing sessionState = iota
-	// sessionFenced: the lease was given up (not renewed in time, or not
-	// reachable when the worker registered again); the worker takes no
-	// work there, and a rejoin is on its way.
-	sessionFenced
-	// sessionLeaving: StopWork (or a StartWork undone) is releasing the
-	// queue while its lease is held: a lease found gone then is no
-	// evidence that the worker is dead.
-	sessionLeaving
-	// sessionLeavingFenced: the same, for a fenced session.
-	sessionLeavingFenced
-	// sessionLeft: the worker no longer serves the queue.
-	sessionLeft
-)
-
-var sessionStateNames = [...]string{"serving", "fenced", "leaving", "leaving fenced", "left"}
-
-func (st sessionState) String() string { return sessionStateNames[st] }
-
-// leased reports whether the worker holds (and renews) the queue's lease.
-func (st sessionState) leased() bool { return st == sessionServing || st == sessionLeaving }
-
-// isFenced reports whether the lease was given up and not yet taken again.
-func (st sessionState) isFenced() bool { return st == sessionFenced || st == sessionLeavingFenced }
-
-// fence gives up the lease of a serving session; false for any other.
-func (st *sessionState) fence() bool {
-	if *st != sessionServing {
-		return false
-	}
-	*st = sessionFenced
-	return true
-}
-
-// lose gives up the lease whatever it was (serving or fenced: a
-// re-registration could not take the queue's lease).
-func (st *sessionState) lose() {
-	switch *st {
-	case sessionServing:
-		*st = sessionFenced
-	case sessionLeaving:
-		*st = sessionLeavingFenced
-	}
-}
-
-// rejoin marks a new lease taken.
-func (st *sessionState) rejoin() {
-	switch *st {
-	case sessionFenced:
-		*st = sessionServing
-	case sessionLeavingFenced:
-		*st = sessionLeaving
-	}
-}
-
-// leave marks the session being released.
-func (st *sessionState) leave() {
-	switch *st {
-	case sessionServing:
-		*st = sessionLeaving
-	case sessionFenced:
-		*st = sessionLeavingFenced
-	}
-}
-
-// stay undoes leave, after releasing the queue failed.
-func (st *sessionState) stay() {
-	switch *st {
-	case sessionLeaving:
-		*st = sessionServing
-	case sessionLeavingFenced:
-		*st = sessionFenced
-	}
-}
-
-// left ends the session.
-func (st *sessionState) left() { *st = sessionLeft }
 
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.

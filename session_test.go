@@ -12,51 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
-
-// Every transition from every state: where it goes, and whether a fence
-// was taken.
-func TestSessionStateTransitions(t *testing.T) {
-	t.Parallel()
-	all := []sessionState{sessionServing, sessionFenced, sessionLeaving, sessionLeavingFenced, sessionLeft}
-	type move struct {
-		name string
-		do   func(*sessionState)
-		to   map[sessionState]sessionState // from -> to; absent: unchanged
-	}
-	moves := []move{
-		{"fence", func(st *sessionState) { st.fence() }, map[sessionState]sessionState{sessionServing: sessionFenced}},
-		{"lose", (*sessionState).lose, map[sessionState]sessionState{sessionServing: sessionFenced, sessionLeaving: sessionLeavingFenced}},
-		{"rejoin", (*sessionState).rejoin, map[sessionState]sessionState{sessionFenced: sessionServing, sessionLeavingFenced: sessionLeaving}},
-		{"leave", (*sessionState).leave, map[sessionState]sessionState{sessionServing: sessionLeaving, sessionFenced: sessionLeavingFenced}},
-		{"stay", (*sessionState).stay, map[sessionState]sessionState{sessionLeaving: sessionServing, sessionLeavingFenced: sessionFenced}},
-		{"left", (*sessionState).left, map[sessionState]sessionState{sessionServing: sessionLeft, sessionFenced: sessionLeft, sessionLeaving: sessionLeft, sessionLeavingFenced: sessionLeft, sessionLeft: sessionLeft}},
-	}
-	for _, m := range moves {
-		for _, from := range all {
-			want, ok := m.to[from]
-			if !ok {
-				want = from
-			}
-			st := from
-			m.do(&st)
-			assert.Equal(t, want, st, "%s from %s", m.name, from)
-		}
-	}
-	for _, from := range all {
-		st := from
-		assert.Equal(t, from == sessionServing, st.fence(), "fence from %s reports whether it fenced", from)
-	}
-	// What the worker reads off a state.
-	leased := map[sessionState]bool{sessionServing: true, sessionLeaving: true}
-	fenced := map[sessionState]bool{sessionFenced: true, sessionLeavingFenced: true}
-	for _, st := range all {
-		assert.Equal(t, leased[st], st.leased(), "%s leased", st)
-		assert.Equal(t, fenced[st], st.isFenced(), "%s fenced", st)
-	}
-}
 
 // servedSession is a worker of fast options on k's client, serving q, with
 // its session and the channel its fences arrive on.
@@ -96,10 +55,10 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	assert.ErrorIs(t, p.Err(), ErrProcessLost)
 	assert.ErrorIs(t, p.Err(), ErrWorkerFenced)
 
-	var state sessionState
+	var state lifecycle.Session
 	var procs int
 	lookAt(s, func() { state, procs = s.state, len(s.procs) })
-	assert.Equal(t, sessionFenced, state)
+	assert.Equal(t, lifecycle.SessionFenced, state)
 	assert.Zero(t, procs, "the session still holds processes")
 	lookAt(s, func() { assert.Equal(t, gen+1, s.leaseGen, "the lease generation did not move") })
 	_, err := w.Dequeue(k.ctx, "q")
@@ -121,7 +80,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	k.run(time.Millisecond)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
 	lookAt(s, func() { state = s.state })
-	assert.Equal(t, sessionServing, state)
+	assert.Equal(t, lifecycle.SessionServing, state)
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, k.c, "q"), "the fenced process's task back at the front")
 	again := dequeueAll(t, w, "q", 1)[0]
 	assert.Equal(t, p.TaskID(), again.TaskID())
@@ -159,10 +118,10 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old}})
 	assert.Empty(t, renewed)
 	var now time.Time
-	var state sessionState
+	var state lifecycle.Session
 	lookAt(s, func() { now, state = s.deadlineAt, s.state })
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
-	assert.Equal(t, sessionServing, state)
+	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
 	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: gen}})

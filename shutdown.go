@@ -38,7 +38,7 @@ func expired(parent context.Context) context.Context {
 // deregisters. Running handlers were stopped before (drain).
 func (w *Worker) shutdown(ctx context.Context, op string) error {
 	w.mu.Lock()
-	closing := w.state.toClosed()
+	closing := w.state.ToClosed()
 	w.mu.Unlock()
 	if !closing {
 		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
@@ -108,11 +108,11 @@ func (w *Worker) stopComponents() {
 // is closed, so nothing serves a queue again.
 func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*session) {
 	w.mu.Lock()
-	id, ss := w.state.id, w.sessions.list()
+	id, ss := w.state.ID(), w.sessions.list()
 	w.sessions = make(sessions)
 	for _, s := range ss {
 		s.mu.Lock()
-		s.state.left()
+		s.state.Left()
 		s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -126,8 +126,12 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 		s.endAll(reason)
 	}
 	w.c.mu.Lock()
+	_, member := w.c.workers[w]
 	delete(w.c.workers, w)
 	w.c.mu.Unlock()
+	if member {
+		w.c.flows.Left() // the last worker's leaving stops the sweeps
+	}
 	return id, ss
 }
 
@@ -142,7 +146,7 @@ func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 // context with a deadline.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
-	closed := w.state.isClosed()
+	closed := w.state.IsClosed()
 	w.mu.Unlock()
 	if closed {
 		return nil
@@ -166,7 +170,7 @@ const ShutdownCancelWait = time.Second
 // error if the handlers outlasted it.
 func (w *Worker) drain(ctx context.Context) error {
 	w.mu.Lock()
-	w.state.toDraining()
+	w.state.ToDraining()
 	runners := w.sessions.runners()
 	w.mu.Unlock()
 	w.stopPeriodics() // a draining worker enqueues no more ticks

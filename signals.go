@@ -30,4 +30,6 @@ type signals struct {
 	ticked testsignal.Signal[time.Time]
 	// rejoined: a fenced queue's lease was taken again.
 	rejoined testsignal.Signal[string]
+	// swept: a workflow sweep of a queue ended; the notices it carried.
+	swept testsignal.Signal[int]
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/startstop"
@@ -79,7 +80,7 @@ type FenceEvent struct {
 //
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
-// (state.go), the lease keeper (keepalive.go: the renewals, on its
+// (internal/lifecycle), the lease keeper (keepalive.go: the renewals, on its
 // client's beat, internal/beat, and the re-registration of a fenced
 // worker; lease.go: the fencing deadline), the fence of the whole worker
 // (fence.go), the reclaimer of dead peers (internal/reclaim, shared with
@@ -123,18 +124,20 @@ type FenceEvent struct {
 //  9. waiters.Waiters.mu, then waiters.Waiter.mu
 //  10. statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
-//     it starts its loop under it)
+//     it starts its loop under it), Client.mu then flows.Flows.mu (a new
+//     worker is counted in under both; the workflow sweeper starts and
+//     stops under flows.Flows.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
 //     Worker.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
-//     flusher's run), then startstop.Group.mu (the worker's tasks, taken
+//     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
 //     runner.mu, Process.mu, reclaim.Reclaimer.mu, members.Set.mu,
 //     subscription.Mailbox.mu, outage.Outage.mu, coalesce.Coalescer.mu,
-//     Client.mu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
+//     flows.Flows.qmu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
 //     queuestats' read lock and admission lock (taken by the stats
 //     readers under no other). (The worker's delayed.RedisClock takes no
 //     lock: slotScheduler.mu and delayed.Scheduler.mu read it.)
@@ -146,7 +149,8 @@ type FenceEvent struct {
 // called holding no lock its run takes: the worker stops its services
 // (stopComponents) holding none, and the stats flusher is stopped only
 // after it was closed under statsflush.Flusher.mu, so that pending, which
-// starts a run under that lock, no longer does.
+// starts a run under that lock, no longer does. The workflow sweeper is
+// stopped under flows.Flows.mu, which its run never takes.
 type Worker struct {
 	c    *Client
 	opts WorkerOptions
@@ -159,7 +163,7 @@ type Worker struct {
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
 	// state is the worker's lifecycle: its id, its phase, its fence.
 	// Guarded by mu.
-	state lifecycle
+	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
 	// processes (session.procs, the one map of them). Guarded by mu.
 	sessions sessions
@@ -215,7 +219,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if err != nil {
 		return nil, err
 	}
-	w.state.id = id
+	w.state.ToRegistered(id)
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
 	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
@@ -234,6 +238,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w", ErrClientClosed)
 	}
 	c.workers[w] = struct{}{}
+	c.flows.Joined()
 	c.mu.Unlock()
 	return w, nil
 }
@@ -259,7 +264,7 @@ func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err e
 func (w *Worker) ID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.state.id
+	return w.state.ID()
 }
 
 // logger is the client's logger with the worker's current id. Never call

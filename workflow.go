@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -318,42 +319,36 @@ func findCycle(plan []store.WorkflowStep, index map[string]int) []string {
 // enqueued and adds nothing (see the file's comment).
 const stepUniqueHold = 24 * time.Hour
 
-// wfReady are a workflow's steps ready to be enqueued.
-type wfReady struct {
-	id    string
-	ready []store.ReadyStep
-}
-
 // enqueueSteps enqueues a workflow's ready steps (enqueueReady).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	return c.enqueueReady(ctx, []wfReady{{id: id, ready: ready}})[0]
+	return c.enqueueReady(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
 // enqueueReady enqueues workflows' ready steps, each to its queue with a
 // unique key of its own (idempotent), then marks them queued; those
 // cancelled meanwhile have their tasks cancelled. It returns an error
 // per workflow.
-func (c *Client) enqueueReady(ctx context.Context, flows []wfReady) []error {
-	errs := make([][]error, len(flows))
+func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
+	errs := make([][]error, len(wfs))
 	var tasks []store.EnqueueOne
 	var of []int // the workflow of each task
 	var steps []store.ReadyStep
-	for w, f := range flows {
-		for _, r := range f.ready {
+	for w, f := range wfs {
+		for _, r := range f.Steps {
 			var spec stepSpec
 			if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
 				errs[w] = append(errs[w], fmt.Errorf("step %q: spec unreadable: %w", r.Name, err))
 				continue
 			}
 			args := spec.Args
-			args.Flow = f.id + "." + r.Name
-			args.Unique = "worqr/workflow/" + f.id + "/" + r.Name
+			args.Flow = f.ID + "." + r.Name
+			args.Unique = "worqr/workflow/" + f.ID + "/" + r.Name
 			args.UniqueTTL = args.Retain + stepUniqueHold
 			tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
 			of, steps = append(of, w), append(steps, r)
 		}
 	}
-	queued := make([][]store.QueuedStep, len(flows))
+	queued := make([][]store.QueuedStep, len(wfs))
 	if len(tasks) > 0 {
 		// One round trip for them all (one per node on a cluster): a
 		// fan-out of thousands is released at once.
@@ -373,10 +368,10 @@ func (c *Client) enqueueReady(ctx context.Context, flows []wfReady) []error {
 			c.obs.enqueued(ctx, EnqueueEvent{Queue: q, TaskIDs: ids})
 		}
 	}
-	out := make([]error, len(flows))
-	for w, f := range flows {
+	out := make([]error, len(wfs))
+	for w, f := range wfs {
 		if len(queued[w]) > 0 {
-			cancelled, err := c.store.StepsEnqueued(ctx, f.id, queued[w])
+			cancelled, err := c.store.StepsEnqueued(ctx, f.ID, queued[w])
 			if err != nil {
 				errs[w] = append(errs[w], c.fail("enqueue workflow", "", err))
 			} else {

@@ -365,7 +365,7 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = c.sweepFlows(ctx, "p", 0)
+	_, err = c.carrier.Sweep(ctx, "p", 0)
 	require.Error(t, err)
 	c.store.SetFault(nil)
 	n, err = c.QueueLen(ctx, "k")
@@ -374,7 +374,7 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 
 	// Two sweeps more: the child is not enqueued again.
 	for range 2 {
-		_, err = c.sweepFlows(ctx, "p", 0)
+		_, err = c.carrier.Sweep(ctx, "p", 0)
 		require.NoError(t, err)
 	}
 	n, err = c.QueueLen(ctx, "k")
@@ -531,19 +531,19 @@ func TestWorkflowSweeps(t *testing.T) {
 	c2, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: fake})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close(context.Background()) })
-	c2.flows.age = 0
-	c2.flows.swept.Init(t)
+	c2.flows.SetAge(0)
+	c2.signals.swept.Init(t)
 	w2 := newWorker(t, c2, WorkerOptions{})
 	require.NoError(t, w2.StartWork(ctx, "p", Events{}))
-	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the join's sweep carried the notice")
+	assert.Equal(t, 1, c2.signals.swept.WaitOrTimeout(), "the join's sweep carried the notice")
 	info, err := c.Workflow(ctx, first)
 	require.NoError(t, err)
 	assert.Equal(t, StepQueued, info.Steps[0].State) // child
 
 	second := leaveNotice(t, c, ctx, w)
-	c2.flows.swept.RequireEmpty()
+	c2.signals.swept.RequireEmpty()
 	fake.Advance(FlowSweepEvery)
-	assert.Equal(t, 1, c2.flows.swept.WaitOrTimeout(), "the periodic sweep carried the notice")
+	assert.Equal(t, 1, c2.signals.swept.WaitOrTimeout(), "the periodic sweep carried the notice")
 	info, err = c.Workflow(ctx, second)
 	require.NoError(t, err)
 	assert.Equal(t, StepQueued, info.Steps[0].State)
@@ -612,7 +612,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		}
 		return nil
 	})
-	errs, err := c.carryBatch(ctx, "p", []store.Notice{left["a"]})
+	errs, err := c.carrier.Batch(ctx, "p", []store.Notice{left["a"]})
 	require.NoError(t, err)
 	require.Len(t, errs, 1)
 	require.Error(t, errs[0])
@@ -632,7 +632,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		calls[op]++
 		return nil
 	})
-	errs, err = c.carryBatch(ctx, "p", []store.Notice{left["a"], left["b"]})
+	errs, err = c.carrier.Batch(ctx, "p", []store.Notice{left["a"], left["b"]})
 	c.store.SetFault(nil)
 	require.NoError(t, err)
 	assert.Equal(t, []error{nil, nil}, errs)

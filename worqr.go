@@ -19,6 +19,8 @@ import (
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/errs"
+	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/statsflush"
@@ -47,72 +49,72 @@ const (
 // ("worqr: enqueue \"q\": invalid options: negative delay -1s").
 var (
 	// ErrClientClosed is returned by calls on a closed Client.
-	ErrClientClosed = errors.New("client closed")
+	ErrClientClosed = errs.ErrClientClosed
 	// ErrWorkerClosed is returned by calls on a closed or failed Worker.
-	ErrWorkerClosed = errors.New("worker closed")
+	ErrWorkerClosed = errs.ErrWorkerClosed
 	// ErrInvalidOptions is returned for options that cannot work,
 	// including credentials that Redis refuses.
-	ErrInvalidOptions = errors.New("invalid options")
+	ErrInvalidOptions = errs.ErrInvalidOptions
 	// ErrInvalidQueueName is returned for an empty queue name or one longer
 	// than MaxQueueNameLen.
-	ErrInvalidQueueName = errors.New("invalid queue name")
+	ErrInvalidQueueName = errs.ErrInvalidQueueName
 	// ErrTaskTooLarge is returned for a task larger than Options.MaxTaskSize.
-	ErrTaskTooLarge = errors.New("task too large")
+	ErrTaskTooLarge = errs.ErrTaskTooLarge
 	// ErrNoTask is returned by Dequeue and Peek when the queue has no
 	// waiting task, by TaskResult when no outcome of the task is kept, by
 	// TaskProgress when it has none, and by Wait when the queue knows
 	// nothing of the task and keeps no outcome of it (see Wait).
-	ErrNoTask = errors.New("no task waiting")
+	ErrNoTask = errs.ErrNoTask
 	// ErrNotRetained is returned by Wait for a task its queue holds
 	// (waiting, delayed, in flight or dead) that was enqueued without
 	// Retain: no outcome of it will be kept, so none can be waited for.
-	ErrNotRetained = errors.New("task not retained")
+	ErrNotRetained = errs.ErrNotRetained
 	// ErrNotServing is returned by Dequeue and StopWork for a queue the
 	// worker has not started work on.
-	ErrNotServing = errors.New("worker does not serve this queue")
+	ErrNotServing = errs.ErrNotServing
 	// ErrAlreadyServing is returned by StartWork for a queue the worker
 	// already serves.
-	ErrAlreadyServing = errors.New("worker already serves this queue")
+	ErrAlreadyServing = errs.ErrAlreadyServing
 	// ErrWorkerFenced is returned when the worker's lease has expired, or
 	// it could not renew it in time: it takes no work until it has
 	// registered again under a new id.
-	ErrWorkerFenced = errors.New("worker fenced (lease lost)")
+	ErrWorkerFenced = errs.ErrWorkerFenced
 	// ErrProcessLost is returned by Finish, Requeue and Status when the
 	// process no longer belongs to this worker: it was reclaimed by peers,
 	// given back by StopWork, Shutdown or Close, or already finished or
 	// requeued. Nothing was changed in Redis.
-	ErrProcessLost = errors.New("process lost")
+	ErrProcessLost = errs.ErrProcessLost
 	// ErrProcessEnded is a process's Err once its own Finish, Requeue,
 	// Retry or DeadLetter has ended it.
-	ErrProcessEnded = errors.New("process ended")
+	ErrProcessEnded = errs.ErrProcessEnded
 	// ErrTaskCancelled is returned by Requeue and Status for a process
 	// whose task was cancelled; Requeue dropped it instead of requeuing
 	// it. Wait returns it for a cancelled task (see Wait).
-	ErrTaskCancelled = errors.New("task cancelled")
+	ErrTaskCancelled = errs.ErrTaskCancelled
 	// ErrQueueDeleted is returned by Requeue and Status for a process
 	// whose queue was deleted; Requeue dropped it instead of recreating
 	// the queue. Wait returns it for a task of a deleted queue (see Wait).
-	ErrQueueDeleted = errors.New("queue deleted")
+	ErrQueueDeleted = errs.ErrQueueDeleted
 	// ErrNoQueue is returned by Pause, Resume, SetConcurrency and
 	// SetRateLimit for a queue that does not exist (Queues does not list
 	// it: never enqueued to nor served, or deleted since), unless they are
 	// given CreateQueue. Nothing was changed.
-	ErrNoQueue = errors.New("no such queue")
+	ErrNoQueue = errs.ErrNoQueue
 	// ErrRateLimited is returned by Dequeue when the queue's rate limit
 	// (Client.SetRateLimit) is used up, or when the only groups with tasks
 	// waiting are held back until a time (by their rate,
 	// Client.SetGroupRate, or as a sequence whose first task waits for its
 	// retry delay: see Group); the error says when the next start is
 	// allowed.
-	ErrRateLimited = errors.New("rate limit used up")
+	ErrRateLimited = errs.ErrRateLimited
 	// ErrDuplicate is returned by Enqueue with a Unique or UniqueFor key
 	// that a task holds: nothing was added, and the id returned is that
 	// task's.
-	ErrDuplicate = errors.New("duplicate task")
+	ErrDuplicate = errs.ErrDuplicate
 	// ErrUnavailable wraps errors talking to Redis (connection refused,
 	// reset, closed). The outcome of a state change that failed this way
 	// may be unknown: see docs/guarantees.md on at-least-once delivery.
-	ErrUnavailable = errors.New("redis unavailable")
+	ErrUnavailable = errs.ErrUnavailable
 )
 
 // Options configure a Client.
@@ -211,7 +213,8 @@ type Client struct {
 	kindEnqueues *coalesce.Coalescer[[]byte, string]
 
 	waiters *waiters.Waiters // Wait's subscriptions
-	flows   *flows           // workflow tasks' notices carried to their workflows
+	flows   *flows.Flows     // workflow tasks' notices carried to their workflows
+	carrier *flows.Carrier   // what a carry of notices does
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
 
@@ -285,7 +288,6 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		outage:      outage.New(opts.Logger, clk, retryable),
 		workers:     make(map[*Worker]struct{}),
 	}
-	c.flows = newFlows(c)
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
@@ -310,8 +312,10 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
+	c.carrier = flowsCarrier(c)
+	c.flows = flows.New(flowsEnv(c))
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
-	c.waiters = waiters.New(c.store, ErrTaskCancelled, ErrQueueDeleted)
+	c.waiters = waiters.New(c.store)
 	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
 	c.beats = beat.New[renewal, beatMember](beatEnv(c, born))
 	return c, nil
@@ -560,7 +564,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, w := range workers {
 		errs = append(errs, w.Close(ctx))
 	}
-	c.flows.close()
+	c.flows.Close()
 	c.statsFlusher.Close()
 	c.flushStats(ctx, "")
 	c.waiters.Close()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -20,14 +21,11 @@ import (
 // which Wait returns if its read finds the task gone. The subscription
 // ends when the queue's last waiter leaves.
 type Waiters struct {
-	store *store.Store
-	// cancelled and deleted are the errors a waiter is told when an event
-	// says its task, or its queue, went without an outcome.
-	cancelled, deleted error
-	mu                 sync.Mutex              // guards queues and closed
-	queues             map[string]*queueWaiter // queues with waiters
-	closed             chan struct{}           // closed when the client closes
-	once               sync.Once
+	store  *store.Store
+	mu     sync.Mutex              // guards queues and closed
+	queues map[string]*queueWaiter // queues with waiters
+	closed chan struct{}           // closed when the client closes
+	once   sync.Once
 }
 
 // queueWaiter is one queue's waiters and its subscription, a service
@@ -52,11 +50,9 @@ type Waiter struct {
 	gone error
 }
 
-// New is the waiters of the tasks of store s; cancelled and deleted are
-// what a waiter is told when an event says its task was cancelled, or its
-// queue deleted.
-func New(s *store.Store, cancelled, deleted error) *Waiters {
-	return &Waiters{store: s, cancelled: cancelled, deleted: deleted, queues: make(map[string]*queueWaiter), closed: make(chan struct{})}
+// New is the waiters of the tasks of store s.
+func New(s *store.Store) *Waiters {
+	return &Waiters{store: s, queues: make(map[string]*queueWaiter), closed: make(chan struct{})}
 }
 
 // Add registers a waiter for a task, subscribing to its queue if needed.
@@ -212,10 +208,10 @@ func (ws *Waiters) listen(ctx context.Context, queue string, qw *queueWaiter) {
 			ws.wakeAll(qw, e.TaskIDs[0])
 		case ok && (e.Kind == store.EventCancel || e.Kind == store.EventNoOutcome):
 			for _, id := range e.TaskIDs {
-				ws.ended(qw, id, ws.cancelled)
+				ws.ended(qw, id, errs.ErrTaskCancelled)
 			}
 		case ok && e.Kind == store.EventDelete:
-			ws.ended(qw, "", ws.deleted)
+			ws.ended(qw, "", errs.ErrQueueDeleted)
 		case ok && e.Kind == store.EventProgress:
 			ws.heard(qw, e.TaskIDs[0], e.Progress)
 		}

@@ -2,7 +2,6 @@ package waiters
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -11,10 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
 )
-
-var errCancelled, errDeleted = errors.New("cancelled"), errors.New("deleted")
 
 func newWaiters(t *testing.T) (*Waiters, *store.Store) {
 	t.Helper()
@@ -23,7 +21,7 @@ func newWaiters(t *testing.T) (*Waiters, *store.Store) {
 	require.NoError(t, err)
 	t.Cleanup(rdb.Close)
 	s := store.New(rdb, "waitertest", false, false)
-	ws := New(s, errCancelled, errDeleted)
+	ws := New(s)
 	t.Cleanup(ws.Close)
 	return ws, s
 }
@@ -95,7 +93,7 @@ func TestEventsWakeTheirWaitersWithWhy(t *testing.T) {
 	_, _, err = s.CancelID(ctx, "q", ids[0])
 	require.NoError(t, err)
 	recv(t, c.Wake(), "c woken by the cancel")
-	assert.ErrorIs(t, c.TakeGone(), errCancelled)
+	assert.ErrorIs(t, c.TakeGone(), errs.ErrTaskCancelled)
 	assert.NoError(t, c.TakeGone(), "told once")
 	select {
 	case <-a.Wake():

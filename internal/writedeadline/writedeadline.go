@@ -6,6 +6,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/worqr/worqr/internal/clock"
 )
 
 // Deadline hands the outcome writes after handlers a context that
@@ -31,7 +33,7 @@ type sharedDeadline struct {
 // system clock, not the client's: the context's deadline is the runtime's,
 // which only the system clock moves.
 func (d *Deadline) Ctx(life context.Context, ttl time.Duration) context.Context {
-	now := time.Now()
+	now := clock.Real().Now()
 	if s := d.cur.Load(); s != nil && !now.After(s.until) {
 		return s.ctx
 	}
