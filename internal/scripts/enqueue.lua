@@ -109,9 +109,14 @@ if shas ~= '' then
   for t in string.gmatch(unique_ttls, '[^,]+') do
     ttls[#ttls + 1] = tonumber(t)
   end
+  -- The keys, and their holders read in one call once those held past
+  -- their time are dropped.
+  local sha_of, asked = {}, {}
   for i = 1, n do
     local sha = string.sub(shas, 40 * i - 39, 40 * i)
     if sha ~= NO_KEY then
+      sha_of[i] = sha
+      asked[#asked + 1] = sha
       if timed then
         local exp = redis.call('ZSCORE', unique_ttl_key, sha)
         if exp and tonumber(exp) <= now_ms() then
@@ -119,7 +124,19 @@ if shas ~= '' then
           redis.call('ZREM', unique_ttl_key, sha)
         end
       end
-      local holder = taken[sha] and id_of(taken[sha]) or redis.call('HGET', unique_key, sha)
+    end
+  end
+  local holders = {}
+  for i = 1, #asked, 1000 do
+    local got = redis.call('HMGET', unique_key, unpack(asked, i, math.min(i + 999, #asked)))
+    for j = 1, #got do
+      if got[j] then holders[asked[i + j - 1]] = got[j] end
+    end
+  end
+  for i = 1, n do
+    local sha = sha_of[i]
+    if sha then
+      local holder = taken[sha] and id_of(taken[sha]) or holders[sha]
       if holder then
         skip[i] = true
         dups[#dups + 1] = i
