@@ -164,20 +164,33 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 		counts = ""
 	}
 	var results []rueidis.RedisResult
-	if err = s.enter(ctx, OpEnqueue, queue); err == nil {
+	var sendErr error
+	if sendErr = s.enter(ctx, OpEnqueue, queue); sendErr == nil {
 		if whole {
-			results, err = s.bulk.Do(ctx, queue, calls)
+			// A large batch goes maxBulkJoined calls a round trip, so that
+			// Redis reads a pipeline of bounded size and starts on the
+			// first calls while the client sends the next ones.
+			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkJoined {
+				var got []rueidis.RedisResult
+				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkJoined, len(calls))])
+				results = append(results, got...)
+			}
 		} else {
 			results = scripts.ExecMulti(ctx, s.rdb, sendable(calls))
 		}
 	}
-	s.stats.sent(carry, err, firstResult(results))
-	if err != nil {
-		return nil, nil, err
+	// The counts went with the first call, if that was sent.
+	headErr := sendErr
+	if len(results) > 0 {
+		headErr = nil
+	}
+	s.stats.sent(carry, headErr, firstResult(results))
+	if len(results) == 0 {
+		return nil, nil, sendErr
 	}
 	ids, dup = make([]string, len(payloads)), make([]bool, len(payloads))
 	unregistered := false
-	var firstErr error
+	firstErr := sendErr // the calls not sent, if any
 	for i, res := range results {
 		start := i * per
 		n := min(per, len(payloads)-start)
