@@ -334,12 +334,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(t)))
 		}
 	}
-	o := collectEnqueueOptions(opts)
-	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-	}
-	if o.uniqueSet {
-		return nil, fmt.Errorf("worqr: enqueue %q: a unique key fits one task; use Enqueue: %w", queue, ErrInvalidOptions)
+	o, err := batchOptions(queue, opts, "a unique key fits one task; use Enqueue")
+	if err != nil {
+		return nil, err
 	}
 	if len(tasks) == 0 {
 		return []string{}, nil
@@ -412,12 +409,9 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 			keys[i] = store.UniqueKey{Key: it.UniqueKey, TTL: it.UniqueFor}
 		}
 	}
-	o := collectEnqueueOptions(opts)
-	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-	}
-	if o.uniqueSet {
-		return nil, fmt.Errorf("worqr: enqueue %q: unique keys go in the items (BatchItem.UniqueKey): %w", queue, ErrInvalidOptions)
+	o, err := batchOptions(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
+	if err != nil {
+		return nil, err
 	}
 	if len(items) == 0 {
 		return []BatchResult{}, nil
@@ -444,6 +438,19 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: added})
 	end(added, nil)
 	return results, nil
+}
+
+// batchOptions are a batch's options, checked: a unique key among them
+// is refused with why, since it would fit one task only.
+func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOptions, error) {
+	o := collectEnqueueOptions(opts)
+	if err := o.check(); err != nil {
+		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	if o.uniqueSet {
+		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, ErrInvalidOptions)
+	}
+	return o, nil
 }
 
 // enqueue sends checked tasks and tells the observer.

@@ -27,16 +27,10 @@ func runBulk(ctx context.Context, b *bench) (*result, error) {
 	run := uuid.NewString()[:8]
 	pool := newPayloadPool(run)
 
-	w := openWindow(ctx, b.rdb)
-	took, err := baseEnqueue(ctx, b.rdb, keys, conc, total, batch, pool)
-	base := w.close(ctx)
+	baseRate, base, err := timedBaseEnqueue(ctx, b.rdb, keys, conc, total, batch, pool)
 	if err != nil {
-		return nil, fmt.Errorf("baseline LPUSH of %d: %w", batch, err)
-	}
-	if err := cleanup(ctx, b.rdb, keys[0].prefix); err != nil {
 		return nil, err
 	}
-	baseRate := float64(total) / took.Seconds()
 
 	c, prefix, err := b.newClient()
 	if err != nil {
