@@ -167,12 +167,11 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 	var sendErr error
 	if sendErr = s.enter(ctx, OpEnqueue, queue); sendErr == nil {
 		if whole {
-			// A large batch goes maxBulkJoined calls a round trip, so that
-			// Redis reads a pipeline of bounded size and starts on the
-			// first calls while the client sends the next ones.
-			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkJoined {
+			// A large batch goes maxBulkCalls calls a round trip, so that
+			// pipelines stay of bounded size.
+			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkCalls {
 				var got []rueidis.RedisResult
-				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkJoined, len(calls))])
+				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkCalls, len(calls))])
 				results = append(results, got...)
 			}
 		} else {

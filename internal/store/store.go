@@ -127,9 +127,14 @@ func (s *Store) SetClock(c clock.Clock) {
 	}
 }
 
-// maxBulkJoined bounds the Enqueues of whole entries sent together (see
-// sendBulk).
-const maxBulkJoined = 64
+// A batch of whole entries goes maxBulkCalls script calls a round trip,
+// and up to maxBulkJoined such groups of a queue's batches go together
+// (see sendBulk): a pipeline holds at most 256 calls, 256,000 tasks, so
+// that Redis starts on the first calls while the client sends the next.
+const (
+	maxBulkCalls  = 16
+	maxBulkJoined = 16
+)
 
 // maxCachedQueues bounds the queues whose keys the Store keeps.
 const maxCachedQueues = 1024
