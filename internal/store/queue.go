@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 
@@ -257,6 +258,8 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []Un
 	var own []string
 	if keyed(keys) {
 		own = make([]string, len(chunk))
+		shas.Grow(len(noKey) * len(keys))
+		ttls.Grow(2 * len(keys))
 		for i, key := range keys {
 			if i > 0 {
 				ttls.WriteByte(',')
@@ -380,7 +383,10 @@ func (c *enqueueCall) fill(first uint64) {
 		}
 	}
 	c.Args[10] = given
-	joined := string(c.buf)
+	// The entries are read as a string in place, not copied: buf is
+	// written no more once its ids are in.
+	joined := unsafe.String(unsafe.SliceData(c.buf), len(c.buf))
+	c.buf = nil
 	for _, n := range c.lens {
 		c.Args = append(c.Args, joined[:n])
 		joined = joined[n:]
