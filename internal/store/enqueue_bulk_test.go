@@ -3,10 +3,14 @@ package store
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/clock"
@@ -137,4 +141,57 @@ func mustHex(t *testing.T, s string) uint64 {
 	v, err := strconv.ParseUint(s, 16, 64)
 	require.NoError(t, err)
 	return v
+}
+
+// Batches of one queue sent at once from many goroutines, and one batch
+// of more calls than a round trip takes, each get ids of their own, in
+// order, for the tasks stored under them.
+func TestEnqueueBulkConcurrentAndLarge(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t)
+	const callers, batches, size = 8, 4, 50
+	got := make([][]string, callers*batches)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for b := range batches {
+				payloads := make([][]byte, size)
+				for i := range payloads {
+					payloads[i] = []byte(fmt.Sprintf("c%d-b%d-%d", c, b, i))
+				}
+				ids, err := e.s.Enqueue(e.ctx, "q", payloads, EnqueueArgs{})
+				assert.NoError(t, err)
+				got[c*batches+b] = ids
+			}
+		})
+	}
+	wg.Wait()
+	large := make([][]byte, maxBulkCalls*MaxTasksPerScript+1)
+	for i := range large {
+		large[i] = []byte("large-" + strconv.Itoa(i))
+	}
+	ids, err := e.s.Enqueue(e.ctx, "q", large, EnqueueArgs{})
+	require.NoError(t, err)
+	for i := 1; i < len(ids); i++ {
+		require.Less(t, mustHex(t, ids[i-1]), mustHex(t, ids[i]), "ids count up in the batch's order")
+	}
+
+	want := make(map[string]string) // entry id -> payload
+	for k, ids := range got {
+		require.Len(t, ids, size)
+		for i, id := range ids {
+			want[id] = fmt.Sprintf("c%d-b%d-%d", k/batches, k%batches, i)
+		}
+	}
+	for i, id := range ids {
+		want[id] = "large-" + strconv.Itoa(i)
+	}
+	require.Len(t, want, callers*batches*size+len(large), "no id given twice")
+	entries := e.dump()["waiting"].(list)
+	require.Len(t, entries, len(want))
+	for _, entry := range entries {
+		id, payload, ok := strings.Cut(entry, ":")
+		require.True(t, ok, entry)
+		require.Equal(t, want[id], payload, "the entry of id %s", id)
+	}
 }
