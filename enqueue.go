@@ -334,12 +334,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(t)))
 		}
 	}
-	o := collectEnqueueOptions(opts)
-	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-	}
-	if o.uniqueSet {
-		return nil, fmt.Errorf("worqr: enqueue %q: a unique key fits one task; use Enqueue: %w", queue, ErrInvalidOptions)
+	o, err := batchOptions(queue, opts, "a unique key fits one task; use Enqueue")
+	if err != nil {
+		return nil, err
 	}
 	if len(tasks) == 0 {
 		return []string{}, nil
@@ -351,6 +348,109 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 	ids, err := c.enqueue(ctx, queue, tasks, o)
 	end(ids, err)
 	return ids, err
+}
+
+// BatchItem is one task of EnqueueBatchItems: its payload and,
+// optionally, a unique key of its own.
+type BatchItem struct {
+	Payload []byte
+	// UniqueKey makes the task unique by key, as Unique does for
+	// Enqueue: "" for none.
+	UniqueKey string
+	// UniqueFor holds UniqueKey for this long from the enqueue, whether
+	// the task has ended or not, as the UniqueFor option does; 0 holds it
+	// while the task lives.
+	UniqueFor time.Duration
+}
+
+// BatchResult is what EnqueueBatchItems did with one item.
+type BatchResult struct {
+	// ID is the task's id; for a duplicate, the id of the task holding
+	// its unique key.
+	ID string
+	// Duplicate reports that the item's unique key was held, by a task
+	// enqueued before or by an earlier item of the same call, so that
+	// nothing was added for it.
+	Duplicate bool
+}
+
+// EnqueueBatchItems is EnqueueBatch for tasks that may each have a unique
+// key (BatchItem.UniqueKey): an item whose key is held is left out, and
+// its result is the holder's id with Duplicate set, while the others are
+// added. A batch with duplicates is no error. It returns one result per
+// item, in order. opts apply to every item; Unique and UniqueFor are
+// refused (ErrInvalidOptions): the keys go in the items. An item with a
+// negative UniqueFor, or a payload over the limit, fails the whole call
+// before anything is sent (ErrInvalidOptions, ErrTaskTooLarge, naming the
+// item's index).
+//
+// Each 1,000 items are one script call, atomic: keys checked and taken,
+// tasks added, workers woken. A larger batch is several such calls in one
+// round trip, not one atomic step; on ErrUnavailable some of them may have
+// run.
+func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []BatchItem, opts ...EnqueueOption) ([]BatchResult, error) {
+	if err := c.validate(ctx, "enqueue", queue); err != nil {
+		return nil, err
+	}
+	tasks := make([][]byte, len(items))
+	var keys []store.UniqueKey
+	for i, it := range items {
+		if len(it.Payload) > c.maxTaskSize {
+			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(it.Payload)))
+		}
+		if it.UniqueFor < 0 {
+			return nil, fmt.Errorf("worqr: enqueue %q: item %d: negative UniqueFor %v: %w", queue, i, it.UniqueFor, ErrInvalidOptions)
+		}
+		tasks[i] = it.Payload
+		if it.UniqueKey != "" {
+			if keys == nil {
+				keys = make([]store.UniqueKey, len(items))
+			}
+			keys[i] = store.UniqueKey{Key: it.UniqueKey, TTL: it.UniqueFor}
+		}
+	}
+	o, err := batchOptions(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return []BatchResult{}, nil
+	}
+	end, err := c.traceEnqueue(ctx, queue, &o, len(items))
+	if err != nil {
+		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	ids, dup, err := c.store.EnqueueKeyed(ctx, queue, tasks, keys, o.args())
+	if err != nil {
+		err = c.fail("enqueue", queue, err)
+		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
+		end(nil, err)
+		return nil, err
+	}
+	results := make([]BatchResult, len(items))
+	added := make([]string, 0, len(items))
+	for i, id := range ids {
+		results[i] = BatchResult{ID: id, Duplicate: dup[i]}
+		if !dup[i] {
+			added = append(added, id)
+		}
+	}
+	c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: added})
+	end(added, nil)
+	return results, nil
+}
+
+// batchOptions are a batch's options, checked: a unique key among them
+// is refused with why, since it would fit one task only.
+func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOptions, error) {
+	o := collectEnqueueOptions(opts)
+	if err := o.check(); err != nil {
+		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	if o.uniqueSet {
+		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, ErrInvalidOptions)
+	}
+	return o, nil
 }
 
 // enqueue sends checked tasks and tells the observer.

@@ -181,6 +181,34 @@ const dedupePrefix = "outbox:"
 // enqueueOptions are the worqr options that enqueue r: its own, and a
 // unique key (the row's id, held for window, unless the row has one).
 func (r row) enqueueOptions(window time.Duration) []worqr.EnqueueOption {
+	key, ttl := r.uniqueKey(window)
+	if ttl > 0 {
+		return append(r.batchOptions(), worqr.UniqueFor(key, ttl))
+	}
+	return append(r.batchOptions(), worqr.Unique(key))
+}
+
+// uniqueKey is the unique key of r's task, and how long it is held (0:
+// while the task lives): the row's own, else its id, held for window.
+func (r row) uniqueKey(window time.Duration) (string, time.Duration) {
+	switch {
+	case r.unique != nil && r.uniqueTTLMs != nil:
+		return *r.unique, time.Duration(*r.uniqueTTLMs) * time.Millisecond
+	case r.unique != nil:
+		return *r.unique, 0
+	}
+	return dedupePrefix + r.id, window
+}
+
+// item is r's task as an item of a batch with its unique key.
+func (r row) item(window time.Duration) worqr.BatchItem {
+	key, ttl := r.uniqueKey(window)
+	return worqr.BatchItem{Payload: r.payload, UniqueKey: key, UniqueFor: ttl}
+}
+
+// batchOptions are r's worqr options but its unique key: those rows must
+// share to go in one batch (see sameOptions).
+func (r row) batchOptions() []worqr.EnqueueOption {
 	opts := make([]worqr.EnqueueOption, 0, 10)
 	if r.at != nil {
 		opts = append(opts, worqr.At(*r.at))
@@ -212,13 +240,20 @@ func (r row) enqueueOptions(window time.Duration) []worqr.EnqueueOption {
 	if r.kind != nil {
 		opts = append(opts, worqr.Kind(*r.kind))
 	}
-	switch {
-	case r.unique != nil && r.uniqueTTLMs != nil:
-		opts = append(opts, worqr.UniqueFor(*r.unique, time.Duration(*r.uniqueTTLMs)*time.Millisecond))
-	case r.unique != nil:
-		opts = append(opts, worqr.Unique(*r.unique))
-	default:
-		opts = append(opts, worqr.UniqueFor(dedupePrefix+r.id, window))
-	}
 	return opts
+}
+
+// sameOptions reports whether rows a and b have the same batchOptions.
+func sameOptions(a, b row) bool {
+	return (a.at == nil) == (b.at == nil) && (a.at == nil || a.at.Equal(*b.at)) && a.front == b.front && eqPtr(a.maxAttempts, b.maxAttempts) &&
+		eqPtr(a.timeoutMs, b.timeoutMs) && eqPtr(a.retainMs, b.retainMs) && eqPtr(a.priority, b.priority) &&
+		eqPtr(a.weight, b.weight) && eqPtr(a.kind, b.kind)
+}
+
+// eqPtr reports whether a and b are both nil or point to equal values.
+func eqPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -184,6 +184,42 @@ func TestOptionsReachWorqr(t *testing.T) {
 	require.Equal(t, int64(1), info.Delayed)
 }
 
+// enqueueCounter counts a client's enqueue calls that reached Redis.
+type enqueueCounter struct{ calls, tasks atomic.Int32 }
+
+func (c *enqueueCounter) ObserveEnqueue(_ context.Context, e worqr.EnqueueEvent) {
+	c.calls.Add(1)
+	c.tasks.Add(int32(len(e.TaskIDs)))
+}
+
+// The rows of a queue with the same options move in one enqueue call,
+// each keyed by its row; a row of other options starts a call of its own,
+// in order.
+func TestRelayMovesARunOfRowsInOneCall(t *testing.T) {
+	e := newEnv(t, "")
+	var seen enqueueCounter
+	c, err := worqr.New(worqr.Options{Redis: e.rdb, Prefix: e.prefix, Logger: discard(), Observer: &seen})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	const n = 40
+	e.inTx(false, func(tx pgx.Tx) {
+		for i := range n {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(strconv.Itoa(i)))
+			require.NoError(t, err)
+		}
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("kinded"), Kind("k"))
+		require.NoError(t, err)
+	})
+	e.start(e.relay(c, RelayOptions{}))
+	require.Zero(t, e.rows())
+	require.Equal(t, int32(n+1), seen.tasks.Load())
+	require.Equal(t, int32(2), seen.calls.Load(), "a call for the run, one for the row of other options")
+	got := e.payloads("q")
+	require.Len(t, got, n+1)
+	require.Equal(t, "0", got[0], "in the rows' order")
+	require.Equal(t, "kinded", got[n])
+}
+
 // A row worqr refuses for good (too large for the relay's client) is
 // marked failed and kept; the rows behind it move.
 func TestRefusedRowIsMarkedAndSkipped(t *testing.T) {

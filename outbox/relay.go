@@ -322,10 +322,11 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 }
 
 // enqueue enqueues the rows' tasks and returns each one's error. The
-// rows of a queue go one after another, in the order taken (ids in order:
-// the producers' order), so a queue's tasks keep it; queues go
-// concurrently, and their calls share the client's connection in one
-// pipeline.
+// rows of a queue go one call after another, in the order taken (ids in
+// order: the producers' order), so a queue's tasks keep it: a run of
+// rows with the same options in one EnqueueBatchItems, each keyed as its
+// row says. Queues go concurrently, and their calls share the client's
+// connection in one pipeline.
 func (r *Relay) enqueue(ctx context.Context, rows []row) []error {
 	errs := make([]error, len(rows))
 	byQueue := make(map[string][]int)
@@ -335,14 +336,49 @@ func (r *Relay) enqueue(ctx context.Context, rows []row) []error {
 	var wg sync.WaitGroup
 	for _, idx := range byQueue {
 		wg.Go(func() {
-			for _, i := range idx {
-				w := rows[i]
-				_, errs[i] = r.client.Enqueue(ctx, w.queue, w.payload, w.enqueueOptions(r.opts.DedupeWindow)...)
+			for len(idx) > 0 {
+				n := 1
+				for n < len(idx) && sameOptions(rows[idx[0]], rows[idx[n]]) {
+					n++
+				}
+				r.enqueueRun(ctx, rows, idx[:n], errs)
+				idx = idx[n:]
 			}
 		})
 	}
 	wg.Wait()
 	return errs
+}
+
+// enqueueRun enqueues the rows at idx, of one queue and with the same
+// options, in one call, and sets their errors in errs. A row left out as a
+// duplicate of its key counts as enqueued. When worqr refuses the batch
+// (a bad row), or a row has an empty unique key, which a batch item
+// cannot carry, the rows go one Enqueue each, so that only the bad ones
+// fail.
+func (r *Relay) enqueueRun(ctx context.Context, rows []row, idx []int, errs []error) {
+	single := len(idx) == 1
+	for _, i := range idx {
+		single = single || (rows[i].unique != nil && *rows[i].unique == "")
+	}
+	if !single {
+		items := make([]worqr.BatchItem, len(idx))
+		for j, i := range idx {
+			items[j] = rows[i].item(r.opts.DedupeWindow)
+		}
+		first := rows[idx[0]]
+		_, err := r.client.EnqueueBatchItems(ctx, first.queue, items, first.batchOptions()...)
+		if !refused(err) {
+			for _, i := range idx {
+				errs[i] = err
+			}
+			return
+		}
+	}
+	for _, i := range idx {
+		w := rows[i]
+		_, errs[i] = r.client.Enqueue(ctx, w.queue, w.payload, w.enqueueOptions(r.opts.DedupeWindow)...)
+	}
 }
 
 // take locks and reads the next batch of rows.

@@ -22,16 +22,10 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 	// much the same machine.
 	keys := baseKeysFor(b.queues)
 	pool := newPayloadPool(uuid.NewString()[:8])
-	w := openWindow(ctx, b.rdb)
-	took, err := baseEnqueue(ctx, b.rdb, keys, conc, single, 1, pool)
-	baseSingle := w.close(ctx)
+	baseSingleRate, baseSingle, err := timedBaseEnqueue(ctx, b.rdb, keys, conc, single, 1, pool)
 	if err != nil {
-		return nil, fmt.Errorf("baseline LPUSH: %w", err)
-	}
-	if err := cleanup(ctx, b.rdb, keys[0].prefix); err != nil {
 		return nil, err
 	}
-	baseSingleRate := float64(single) / took.Seconds()
 
 	c, prefix, err := b.newClient()
 	if err != nil {
@@ -45,13 +39,13 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 			return nil, err
 		}
 	}
-	w = openWindow(ctx, b.rdb)
+	w := openWindow(ctx, b.rdb)
 	start := time.Now()
 	err = parallel(conc, single, func(i int) error {
 		_, err := c.Enqueue(ctx, b.queues[i%len(b.queues)], pool.bytes[i%poolSize])
 		return err
 	})
-	took = time.Since(start)
+	took := time.Since(start)
 	worqrSingle := w.close(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("worqr Enqueue: %w", err)
@@ -61,16 +55,10 @@ func runEnqueue(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 
-	w = openWindow(ctx, b.rdb)
-	took, err = baseEnqueue(ctx, b.rdb, keys, conc, batched, batch, pool)
-	baseBatch := w.close(ctx)
+	baseBatchRate, baseBatch, err := timedBaseEnqueue(ctx, b.rdb, keys, conc, batched, batch, pool)
 	if err != nil {
-		return nil, fmt.Errorf("baseline LPUSH of %d: %w", batch, err)
-	}
-	if err := cleanup(ctx, b.rdb, keys[0].prefix); err != nil {
 		return nil, err
 	}
-	baseBatchRate := float64(batched) / took.Seconds()
 
 	calls := (batched + batch - 1) / batch
 	w = openWindow(ctx, b.rdb)

@@ -92,6 +92,7 @@ type scenario struct {
 func scenarios() []scenario {
 	return []scenario{
 		{"enqueue", runEnqueue, []target{atLeast("batch_tasks_per_s", 1e6), atLeast("single_ratio", 0.8)}},
+		{"bulk", runBulk, []target{atLeast("batch_ratio", 0.54)}},
 		{"process", runProcess, []target{atLeast("ratio", 0.7)}},
 		{"latency", runLatency, []target{atMost("p99_ms", 2), atMost("p99_ratio", 1.2), atMost("started_twice", 0)}},
 		{"recovery", runRecovery, []target{
@@ -143,7 +144,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, stats, groups, workflow, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, stats, groups, workflow, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")

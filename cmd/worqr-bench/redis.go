@@ -126,6 +126,21 @@ func baseEnqueue(ctx context.Context, rdb rueidis.Client, keys []baseKeys, conc,
 	return time.Since(start), err
 }
 
+// timedBaseEnqueue is baseEnqueue in a measuring window, with the
+// baseline's keys removed after: its rate (tasks/s) and what it cost.
+func timedBaseEnqueue(ctx context.Context, rdb rueidis.Client, keys []baseKeys, conc, total, batch int, pool payloadPool) (float64, span, error) {
+	w := openWindow(ctx, rdb)
+	took, err := baseEnqueue(ctx, rdb, keys, conc, total, batch, pool)
+	sp := w.close(ctx)
+	if err != nil {
+		return 0, sp, fmt.Errorf("baseline LPUSH of %d: %w", batch, err)
+	}
+	if err := cleanup(ctx, rdb, keys[0].prefix); err != nil {
+		return 0, sp, err
+	}
+	return float64(total) / took.Seconds(), sp, nil
+}
+
 // baseFill loads tasks into the baseline queues without timing it.
 func baseFill(ctx context.Context, rdb rueidis.Client, keys []baseKeys, perQueue int, run string) error {
 	for qi, k := range keys {

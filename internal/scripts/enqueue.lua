@@ -3,15 +3,29 @@
 -- delayed set. Each task gets an id (as next_task_ids gives them) and is
 -- stored as an entry '<id><fields>:<payload>'.
 --
--- With a unique key (its sha1; one task only) the task is added only if no
+-- The caller may send the entries whole instead of the payloads, with ids
+-- of its choosing counting up from given (hex, all of one length): that
+-- spares the script building a string per task, most of its cost for a
+-- batch. The ids are taken as they are when they are ones next_task_ids
+-- could have given: past the last id given, and within a second of the
+-- clock (or of the last id, when bulk loads have run it ahead of the
+-- clock), so that each still tells when its task was enqueued. Otherwise
+-- the script gives the tasks ids of its own, as for payloads, and the
+-- caller learns them from the reply. The caller sends whole entries only
+-- for tasks due now and not for the front.
+--
+-- A task may have a unique key (its sha1): the task is added only if no
 -- task holds the key: while alive (ttl 0: the key is given up when the
--- task ends, finished, dead or cancelled) or for ttl ms from now. If one
--- does, nothing is added and its id is returned, flagged duplicate (the
--- client's counts it carries are written all the same).
--- Returns {unregistered, first id (hex), duplicate (0/1)}: unregistered is
--- 1 while the queue is not yet confirmed in the registry (see
--- registered.lua), and the caller then registers it; the tasks' ids count
--- up by one from the first.
+-- task ends, finished, dead or cancelled; the entry carries ',u<sha1>') or
+-- for ttl ms from now. If one does (or an earlier task of the same call
+-- takes it), the task is left out, its id unused, and the holder's id is
+-- reported; the other tasks are added. When every task is left out,
+-- nothing else changes but the client's counts the call carries, which
+-- are written all the same.
+-- Returns {unregistered, first id (hex), duplicates, {index, holder id}
+-- for each duplicate...}: unregistered is 1 while the queue is not yet
+-- confirmed in the registry (see registered.lua), and the caller then
+-- registers it; the tasks' ids count up by one from the first, in order.
 --
 -- The work event names the handler runtimes that should wake: up to n + 1
 -- of those parked in the idle set (see dequeue.lua), longest idle first,
@@ -39,38 +53,24 @@ local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the 
 local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
 local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
 local fields = ARGV[6] -- the header fields every task gets ('' for none; see records.go)
-local sha, unique_ttl = ARGV[7], tonumber(ARGV[8]) -- the unique key's sha1 (or ''); ms (0: while alive)
+-- The tasks' unique keys: one 40-byte sha1 per task ('-' * 40 for a task
+-- without one), or '' when no task has one; and their ttls, ms (0: while
+-- alive), one per task, comma-separated.
+local shas, unique_ttls = ARGV[7], ARGV[8]
 local hand = ARGV[9] -- "1": the task may be handed to an idle runtime (see below); "0"
 -- The client's stats counts (see stats_add; its own count of enqueued
 -- tasks among them: this script counts none).
 local counts = ARGV[10]
-local n = #ARGV - 10 -- the payloads: ARGV[11...]
+-- given: the first id of whole entries in ARGV[12...] (hex), or '' when
+-- those are the payloads.
+local given = ARGV[11]
+local n = #ARGV - 11
+local NO_KEY = string.rep('-', 40)
 
-local header = fields
 -- Tasks of a group (a 'g' field) wait in it (see group_lib().push), and are
 -- never handed off: their group's limit is the dequeue's to apply.
 local grouped = string.find(fields, ',g', 1, true) ~= nil
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
-if sha ~= '' then
-  -- Keys held for a time are dropped once it has passed (a hundred a call).
-  local stale = redis.call('ZRANGEBYSCORE', unique_ttl_key, '-inf', ms(now_ms()), 'LIMIT', 0, 100)
-  if #stale > 0 then
-    redis.call('HDEL', unique_key, unpack(stale))
-    redis.call('ZREM', unique_ttl_key, unpack(stale))
-  end
-  local exp = redis.call('ZSCORE', unique_ttl_key, sha)
-  if exp and tonumber(exp) <= now_ms() then
-    redis.call('HDEL', unique_key, sha)
-    redis.call('ZREM', unique_ttl_key, sha)
-  end
-  local holder = redis.call('HGET', unique_key, sha)
-  if holder then
-    -- Nothing is added, but the counts this call carries are written
-    -- (the client takes them as written once the script ran).
-    stats_client(stats_key, meta_key, counts)
-    return {0, holder, 1}
-  end
-end
 -- Due times are kept in µs (exact in a score until the year 2255).
 local now = now_us()
 -- The queue's meta hash is read once, and written once at the end (sets):
@@ -79,7 +79,83 @@ local now = now_us()
 -- process id counter a hand-off counts on (see start_procs). On an idle
 -- queue the script's cost is mostly its number of calls.
 local meta = redis.call('HMGET', meta_key, 'tid', 'registered', 'paused', 'limit', 'rate', 'seq')
-local first = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
+local last = tonumber(meta[1] or '0') or 0
+local first = math.max(now, last + 1)
+-- Whole entries whose ids are taken as given (see above).
+local whole = false
+if given ~= '' then
+  local g = tonumber(given, 16)
+  if g and g > last and g >= now - 1000000 and g <= first + 1000000 then
+    first, whole = g, true
+  end
+end
+local function id_of(i)
+  return string.format('%x', first + i - 1)
+end
+
+-- Tasks left out, their unique key held: skip[i] for each, and {index,
+-- holder id, ...} for the reply.
+local skip, dups = {}, {}
+local keyed = {} -- {sha, ttl, index} of each task that takes a key
+if shas ~= '' then
+  -- Keys held for a time are dropped once it has passed (a hundred a call).
+  local stale = redis.call('ZRANGEBYSCORE', unique_ttl_key, '-inf', ms(now_ms()), 'LIMIT', 0, 100)
+  if #stale > 0 then
+    redis.call('HDEL', unique_key, unpack(stale))
+    redis.call('ZREM', unique_ttl_key, unpack(stale))
+  end
+  local timed = redis.call('EXISTS', unique_ttl_key) == 1
+  local ttls, taken = {}, {}
+  for t in string.gmatch(unique_ttls, '[^,]+') do
+    ttls[#ttls + 1] = tonumber(t)
+  end
+  -- The keys, and their holders read in one call once those held past
+  -- their time are dropped.
+  local sha_of, asked = {}, {}
+  for i = 1, n do
+    local sha = string.sub(shas, 40 * i - 39, 40 * i)
+    if sha ~= NO_KEY then
+      sha_of[i] = sha
+      asked[#asked + 1] = sha
+      if timed then
+        local exp = redis.call('ZSCORE', unique_ttl_key, sha)
+        if exp and tonumber(exp) <= now_ms() then
+          redis.call('HDEL', unique_key, sha)
+          redis.call('ZREM', unique_ttl_key, sha)
+        end
+      end
+    end
+  end
+  local holders = {}
+  for i = 1, #asked, 1000 do
+    local got = redis.call('HMGET', unique_key, unpack(asked, i, math.min(i + 999, #asked)))
+    for j = 1, #got do
+      if got[j] then holders[asked[i + j - 1]] = got[j] end
+    end
+  end
+  for i = 1, n do
+    local sha = sha_of[i]
+    if sha then
+      local holder = taken[sha] and id_of(taken[sha]) or holders[sha]
+      if holder then
+        skip[i] = true
+        dups[#dups + 1] = i
+        dups[#dups + 1] = holder
+      else
+        taken[sha] = i
+        keyed[#keyed + 1] = {sha, ttls[i] or 0, i}
+      end
+    end
+  end
+  if #dups / 2 == n then
+    -- Nothing is added, but the counts this call carries are written
+    -- (the client takes them as written once the script ran).
+    stats_client(stats_key, meta_key, counts)
+    local reply = {0, id_of(1), n}
+    for _, v in ipairs(dups) do reply[#reply + 1] = v end
+    return reply
+  end
+end
 local sets = {'tid', ms(first + n - 1)}
 -- Hand entry to worker, the longest-idle runtime, just taken out of the
 -- idle set (see above); false when it cannot go. The checks go cheapest
@@ -95,41 +171,74 @@ local function hand_off(entry, worker)
   publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
   return true
 end
-if sha ~= '' then
-  redis.call('HSET', unique_key, sha, string.format('%x', first))
-  if unique_ttl > 0 then
-    redis.call('ZADD', unique_ttl_key, ms(now_ms() + unique_ttl), sha)
-  else
-    header = header .. ',u' .. sha
+-- The header each task gets past the call's fields: its unique key, when
+-- held while it lives (whole entries carry it already).
+local own = {}
+if #keyed > 0 then
+  local held, timed = {}, {}
+  for _, k in ipairs(keyed) do
+    local id = id_of(k[3])
+    held[#held + 1] = k[1]
+    held[#held + 1] = id
+    if k[2] > 0 then
+      timed[#timed + 1] = ms(now_ms() + k[2])
+      timed[#timed + 1] = k[1]
+    else
+      own[k[3]] = ',u' .. k[1]
+    end
+  end
+  for i = 1, #held, 1000 do
+    redis.call('HSET', unique_key, unpack(held, i, math.min(i + 999, #held)))
+  end
+  for i = 1, #timed, 1000 do
+    redis.call('ZADD', unique_ttl_key, unpack(timed, i, math.min(i + 999, #timed)))
   end
 end
+local added = n - #dups / 2
 -- Retained tasks are listed as pending an outcome (see outcome_pending).
 if string.find(fields, ',R', 1, true) then
   local ids = {}
   for i = 1, n do
-    ids[i] = string.format('%x', first + i - 1)
+    if not skip[i] then ids[#ids + 1] = id_of(i) end
   end
   outcome_pending(retained_key, ids)
+end
+-- Task i's entry: as given when its id is, else with the id given
+-- replaced (ids given are all of one length), else made from its payload.
+local id_len = #given
+local function entry(i, header)
+  local arg = ARGV[11 + i]
+  if whole then return arg end
+  if given ~= '' then return id_of(i) .. string.sub(arg, id_len + 1) end
+  return id_of(i) .. header .. (own[i] or '') .. ':' .. arg
 end
 local due = math.max(due_at, now + delay)
 local entries = {}
 if due > now then
   -- A delayed task's wait starts when it is due (see entry_due).
-  header = header .. ',d' .. string.format('%x', due)
-  for i = 1, n do -- the payloads, ARGV[11...]
-    entries[#entries + 1] = ms(due)
-    entries[#entries + 1] = string.format('%x', first + i - 1) .. header .. ':' .. ARGV[10 + i]
+  local header = fields .. ',d' .. string.format('%x', due)
+  for i = 1, n do
+    if not skip[i] then
+      entries[#entries + 1] = ms(due)
+      entries[#entries + 1] = entry(i, header)
+    end
   end
   for i = 1, #entries, 1000 do
     redis.call('ZADD', delayed_key, unpack(entries, i, math.min(i + 999, #entries)))
   end
   publish(channel, 's' .. ms(due))
+elseif whole and added == n and not grouped and n > 1 then
+  -- The usual bulk call: the entries go as they came.
+  redis.call('LPUSH', list_key, unpack(ARGV, 12, 11 + n))
+  wake(idle_key, channel, n)
 else
   -- The front is the right end: a batch for the front is listed last task
   -- first, so it comes out in its own order.
-  for i = 1, n do -- the payloads, ARGV[11...]
-    local k = front and n - i + 1 or i
-    entries[i] = string.format('%x', first + k - 1) .. header .. ':' .. ARGV[10 + k]
+  for j = 1, n do
+    local i = front and n - j + 1 or j
+    if not skip[i] then
+      entries[#entries + 1] = entry(i, fields)
+    end
   end
   -- A single task takes the longest-idle runtime out of the idle set
   -- first, as the wake would: with none parked (a busy queue) that is all
@@ -141,20 +250,20 @@ else
   if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
     if grouped then
       group_lib().push(entries, front)
-    elseif front then
+    else
       -- A batch at the front comes in one call, however large, so it
       -- pushes in slices.
-      for i = 1, n, 1000 do
-        redis.call('RPUSH', list_key, unpack(entries, i, math.min(i + 999, n)))
+      local push = front and 'RPUSH' or 'LPUSH'
+      for i = 1, #entries, 1000 do
+        redis.call(push, list_key, unpack(entries, i, math.min(i + 999, #entries)))
       end
-    else
-      redis.call('LPUSH', list_key, unpack(entries))
     end
-    wake(idle_key, channel, n, popped)
+    wake(idle_key, channel, added, popped)
   end
 end
 redis.call('HSET', meta_key, unpack(sets))
-local id = string.format('%x', first)
+local reply = {0, id_of(1), #dups / 2}
+for _, v in ipairs(dups) do reply[#reply + 1] = v end
 -- The client counts what it enqueued (internal/store/statsbuf.go) and
 -- carries its counts about once a second: the usual call writes no stats.
 stats_add(counts)
@@ -162,7 +271,8 @@ stats_flush(stats_key, math.floor(now / 1000))
 -- A confirmed queue has its name (delete.lua removes both together), so
 -- the usual enqueue stops here.
 if meta[2] then
-  return {0, id, 0}
+  return reply
 end
 name_queue(meta_key, queue)
-return {1, id, 0}
+reply[1] = 1
+return reply

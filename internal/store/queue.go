@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/rueidis"
 
@@ -107,10 +109,37 @@ func handOff(chunk [][]byte) string {
 	return "0"
 }
 
+// UniqueKey is a task's unique key: the task is added only if no task
+// holds Key, held while the task lives (TTL 0) or for TTL from now.
+type UniqueKey struct {
+	Key string
+	TTL time.Duration
+}
+
 // Enqueue adds payloads to a queue, 1,000 per script call, all in one
 // round trip, and registers the queue if it is new. It returns the tasks'
-// ids, in order; on error those of the calls that failed are empty.
+// ids, in order; on error those of the calls that failed are empty. With
+// args.Unique (one task only) held by a task, it returns the holder's id
+// and ErrDuplicate.
 func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, args EnqueueArgs) ([]string, error) {
+	var keys []UniqueKey
+	if args.Unique != "" {
+		keys = make([]UniqueKey, len(payloads))
+		keys[0] = UniqueKey{Key: args.Unique, TTL: args.UniqueTTL}
+	}
+	ids, dup, err := s.EnqueueKeyed(ctx, queue, payloads, keys, args)
+	if err == nil && slices.Contains(dup, true) {
+		return ids, ErrDuplicate
+	}
+	return ids, err
+}
+
+// EnqueueKeyed is Enqueue with a unique key per task (keys[i] for
+// payloads[i], Key "" for none; keys nil for no key at all; args.Unique
+// is not read). A task whose key is held, by a task already enqueued or
+// by an earlier one of the call, is left out: its id is the holder's and
+// dup[i] is set. The other tasks are added.
+func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byte, keys []UniqueKey, args EnqueueArgs) (ids []string, dup []bool, err error) {
 	k := s.queueKeys(queue)
 	// Tasks go 1,000 a script call, except a batch for the front, which
 	// goes in one: calls pipelined in order would each put their tasks
@@ -119,54 +148,96 @@ func (s *Store) Enqueue(ctx context.Context, queue string, payloads [][]byte, ar
 	if args.Front {
 		per = max(len(payloads), 1)
 	}
-	calls := make([]scripts.Call, 0, (len(payloads)+per-1)/per)
+	calls := make([]*enqueueCall, 0, (len(payloads)+per-1)/per)
 	// The first call carries the client's stats counts, if due.
 	carry := s.stats.take(queue)
 	counts := carry.counts()
+	whole := false
 	for start := 0; start < len(payloads); start += per {
-		chunk := payloads[start:min(start+per, len(payloads))]
-		calls = append(calls, s.enqueueCall(k, queue, chunk, args, counts))
+		end := min(start+per, len(payloads))
+		var chunkKeys []UniqueKey
+		if keys != nil {
+			chunkKeys = keys[start:end]
+		}
+		c := s.enqueueCall(k, queue, payloads[start:end], chunkKeys, args, counts)
+		calls = append(calls, c)
+		whole = whole || c.buf != nil
 		counts = ""
 	}
-	results, err := s.runMulti(ctx, OpEnqueue, queue, calls)
-	s.stats.sent(carry, err, firstResult(results))
-	if err != nil {
-		return nil, err
+	var results []rueidis.RedisResult
+	var sendErr error
+	if sendErr = s.enter(ctx, OpEnqueue, queue); sendErr == nil {
+		if whole {
+			// A large batch goes maxBulkCalls calls a round trip, so that
+			// pipelines stay of bounded size.
+			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkCalls {
+				var got []rueidis.RedisResult
+				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkCalls, len(calls))])
+				results = append(results, got...)
+			}
+		} else {
+			results = scripts.ExecMulti(ctx, s.rdb, sendable(calls))
+		}
 	}
-	ids := make([]string, len(payloads))
-	unregistered, duplicate := false, false
-	var firstErr error
+	// The counts went with the first call, if that was sent.
+	headErr := sendErr
+	if len(results) > 0 {
+		headErr = nil
+	}
+	s.stats.sent(carry, headErr, firstResult(results))
+	if len(results) == 0 {
+		return nil, nil, sendErr
+	}
+	ids, dup = make([]string, len(payloads)), make([]bool, len(payloads))
+	unregistered := false
+	firstErr := sendErr // the calls not sent, if any
 	for i, res := range results {
 		start := i * per
 		n := min(per, len(payloads)-start)
-		chunk, flag, dup, err := enqueued(res, n)
+		r, err := enqueued(res, n)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
-		copy(ids[start:], chunk)
-		duplicate = duplicate || dup
-		if !dup {
-			s.stats.enqueued(queue, n)
+		s.idHints.seen(queue, r.next)
+		copy(ids[start:], r.ids)
+		for j, holder := range r.dups {
+			ids[start+j], dup[start+j] = holder, true
 		}
-		unregistered = unregistered || flag
+		if added := n - len(r.dups); added > 0 {
+			s.stats.enqueued(queue, added)
+		}
+		unregistered = unregistered || r.unregistered
 	}
 	if unregistered {
 		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
-	if duplicate && firstErr == nil {
-		return ids, ErrDuplicate
-	}
-	return ids, firstErr
+	return ids, dup, firstErr
+}
+
+// noKey stands for a task without a unique key in enqueue.lua's list of
+// the tasks' keys' sha1s.
+var noKey = strings.Repeat("-", sha1.Size*2)
+
+// enqueueCall is enqueue.lua's call for one chunk of tasks of a queue.
+// A call of whole entries (see enqueue.lua) has its entries in buf, each
+// starting with a placeholder id of width digits, until sendBulk gives
+// them their ids and completes its arguments.
+type enqueueCall struct {
+	scripts.Call
+	buf   []byte
+	lens  []int // each entry's length in buf
+	width int
 }
 
 // enqueueCall is enqueue.lua's call for one chunk of tasks of a queue,
-// carrying the client's stats counts ("" for none).
-func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, args EnqueueArgs, counts string) scripts.Call {
+// with their unique keys (nil for none), carrying the client's stats
+// counts ("" for none).
+func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []UniqueKey, args EnqueueArgs, counts string) *enqueueCall {
 	front := "0"
 	if args.Front {
 		front = "1"
@@ -181,16 +252,66 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, args Enqu
 	case "l":
 		list, fields = k.Low, fields+",pl"
 	}
-	sha, uttl := "", "0"
-	if args.Unique != "" {
-		sum := sha1.Sum([]byte(args.Unique))
-		sha = hex.EncodeToString(sum[:])
-		if args.UniqueTTL > 0 {
-			uttl = strconv.FormatInt(max(args.UniqueTTL.Milliseconds(), 1), 10)
+	// own[i] is the header field task i gets for its unique key, if it is
+	// held while the task lives.
+	var shas, ttls strings.Builder
+	var own []string
+	if keyed(keys) {
+		own = make([]string, len(chunk))
+		shas.Grow(len(noKey) * len(keys))
+		ttls.Grow(2 * len(keys))
+		for i, key := range keys {
+			if i > 0 {
+				ttls.WriteByte(',')
+			}
+			if key.Key == "" {
+				shas.WriteString(noKey)
+				ttls.WriteByte('0')
+				continue
+			}
+			sum := sha1.Sum([]byte(key.Key))
+			sha := hex.EncodeToString(sum[:])
+			shas.WriteString(sha)
+			if key.TTL > 0 {
+				ttls.WriteString(strconv.FormatInt(max(key.TTL.Milliseconds(), 1), 10))
+			} else {
+				ttls.WriteByte('0')
+				own[i] = ",u" + sha
+			}
 		}
 	}
-	argv := make([]string, 0, 10+len(chunk))
-	argv = append(argv, k.Channel, queue, front, due, delay, fields, sha, uttl, handOff(chunk), counts)
+	c := &enqueueCall{}
+	argv := make([]string, 0, 11+len(chunk))
+	argv = append(argv, k.Channel, queue, front, due, delay, fields, shas.String(), ttls.String(), handOff(chunk), counts, "")
+	c.Call = scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}, Args: argv}
+	// Tasks due now, for the back, go as whole entries, so that the script
+	// need not build them; a single task goes as its payload, for the
+	// hand-off.
+	if !args.Front && args.DueAt == 0 && args.Delay == 0 && len(chunk) > 1 {
+		c.width = len(strconv.FormatInt(max(s.clock.Now().UnixMicro(), 1), 16))
+		size := 0
+		for i, t := range chunk {
+			size += c.width + len(fields) + 1 + len(t)
+			if own != nil {
+				size += len(own[i])
+			}
+		}
+		c.buf, c.lens = make([]byte, 0, size), make([]int, len(chunk))
+		for i, t := range chunk {
+			at := len(c.buf)
+			for range c.width {
+				c.buf = append(c.buf, '0')
+			}
+			c.buf = append(c.buf, fields...)
+			if own != nil {
+				c.buf = append(c.buf, own[i]...)
+			}
+			c.buf = append(c.buf, ':')
+			c.buf = append(c.buf, t...)
+			c.lens[i] = len(c.buf) - at
+		}
+		return c
+	}
 	// One copy of the chunk's bytes into one string, sliced per task,
 	// rather than an allocation per task.
 	size := 0
@@ -204,40 +325,140 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, args Enqu
 	}
 	joined := all.String()
 	for _, t := range chunk {
-		argv = append(argv, joined[:len(t)])
+		c.Args = append(c.Args, joined[:len(t)])
 		joined = joined[len(t):]
 	}
-	return scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}, Args: argv}
+	return c
 }
 
-// enqueued reads enqueue.lua's reply for a call of n tasks: their ids,
-// whether the queue is unregistered, and whether a unique key was held
-// (the ids are then the holder's).
-func enqueued(res rueidis.RedisResult, n int) (ids []string, unregistered, duplicate bool, err error) {
+// sendable are the script calls of calls.
+func sendable(calls []*enqueueCall) []scripts.Call {
+	out := make([]scripts.Call, len(calls))
+	for i, c := range calls {
+		out[i] = c.Call
+	}
+	return out
+}
+
+// sendBulk sends the calls of several Enqueues of one queue, in order, in
+// one round trip, and returns each one's replies. The store sends one
+// such batch per queue at a time (s.bulk), so that the ids it gives the
+// whole entries here count up in the order the scripts run: a call whose
+// ids are below those of one run before it would have its entries built
+// anew by the script.
+func (s *Store) sendBulk(ctx context.Context, queue string, items [][]*enqueueCall) ([][]rueidis.RedisResult, error) {
+	var all []scripts.Call
+	now := uint64(max(s.clock.Now().UnixMicro(), 0))
+	for _, calls := range items {
+		for _, c := range calls {
+			if c.buf != nil {
+				c.fill(s.idHints.reserve(queue, now, len(c.lens)))
+			}
+			all = append(all, c.Call)
+		}
+	}
+	results := scripts.ExecMulti(ctx, s.rdb, all)
+	out := make([][]rueidis.RedisResult, len(items))
+	for i, calls := range items {
+		out[i], results = results[:len(calls)], results[len(calls):]
+	}
+	return out, nil
+}
+
+// fill writes the ids counting up from first into the entries and
+// completes the call's arguments. Ids of another width than the
+// placeholders' are not written: the script is given zeros, which it
+// never takes, and gives the ids itself.
+func (c *enqueueCall) fill(first uint64) {
+	given := strconv.FormatUint(first, 16)
+	if len(given) != c.width || len(strconv.FormatUint(first+uint64(len(c.lens))-1, 16)) != c.width {
+		given = strings.Repeat("0", c.width)
+	} else {
+		at := 0
+		var id []byte
+		for i, n := range c.lens {
+			id = strconv.AppendUint(id[:0], first+uint64(i), 16)
+			copy(c.buf[at:], id)
+			at += n
+		}
+	}
+	c.Args[10] = given
+	// The entries are read as a string in place, not copied: buf is
+	// written no more once its ids are in.
+	joined := unsafe.String(unsafe.SliceData(c.buf), len(c.buf))
+	c.buf = nil
+	for _, n := range c.lens {
+		c.Args = append(c.Args, joined[:n])
+		joined = joined[n:]
+	}
+}
+
+// keyed reports whether any of keys is set.
+func keyed(keys []UniqueKey) bool {
+	for _, k := range keys {
+		if k.Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueReply is enqueue.lua's reply for a call of n tasks.
+type enqueueReply struct {
+	ids          []string
+	dups         map[int]string // index in the call -> the holder's id
+	unregistered bool
+	next         uint64 // one past the last id the call took
+}
+
+// enqueued reads enqueue.lua's reply for a call of n tasks.
+func enqueued(res rueidis.RedisResult, n int) (enqueueReply, error) {
 	vals, err := res.ToArray()
 	if err != nil {
-		return nil, false, false, err
+		return enqueueReply{}, err
 	}
-	if len(vals) != 3 {
-		return nil, false, false, fmt.Errorf("enqueue.lua answered %d values", len(vals))
+	if len(vals) < 3 {
+		return enqueueReply{}, fmt.Errorf("enqueue.lua answered %d values", len(vals))
 	}
 	flag, err := vals[0].AsInt64()
 	if err != nil {
-		return nil, false, false, err
+		return enqueueReply{}, err
 	}
 	first, err := vals[1].ToString()
 	if err != nil {
-		return nil, false, false, err
+		return enqueueReply{}, err
 	}
-	dup, err := vals[2].AsInt64()
+	d, err := vals[2].AsInt64()
 	if err != nil {
-		return nil, false, false, err
+		return enqueueReply{}, err
+	}
+	if int64(len(vals)) != 3+2*d {
+		return enqueueReply{}, fmt.Errorf("enqueue.lua answered %d values for %d duplicates", len(vals), d)
 	}
 	ids, ok := taskIDs(first, n)
 	if !ok {
-		return nil, false, false, fmt.Errorf("enqueue.lua answered id %q", first)
+		return enqueueReply{}, fmt.Errorf("enqueue.lua answered id %q", first)
 	}
-	return ids, flag == 1, dup == 1, nil
+	base, _ := strconv.ParseUint(first, 16, 64)
+	r := enqueueReply{ids: ids, unregistered: flag == 1, next: base + uint64(n)}
+	if d > 0 {
+		r.dups = make(map[int]string, d)
+	}
+	for i := 3; i < len(vals); i += 2 {
+		at, err := vals[i].AsInt64()
+		if err != nil {
+			return enqueueReply{}, err
+		}
+		holder, err := vals[i+1].ToString()
+		if err != nil {
+			return enqueueReply{}, err
+		}
+		if at < 1 || at > int64(n) {
+			return enqueueReply{}, fmt.Errorf("enqueue.lua answered duplicate %d of %d tasks", at, n)
+		}
+		r.dups[int(at-1)] = holder
+	}
+	return r, nil
 }
 
 // EnqueueOne is one task of an EnqueueEach call.
@@ -260,7 +481,11 @@ func (s *Store) EnqueueEach(ctx context.Context, tasks []EnqueueOne) ([]string, 
 		if _, ok := entered[t.Queue]; !ok {
 			entered[t.Queue] = s.enter(ctx, OpEnqueue, t.Queue)
 		}
-		calls[i] = s.enqueueCall(s.queueKeys(t.Queue), t.Queue, [][]byte{t.Payload}, t.Args, "")
+		var keys []UniqueKey
+		if t.Args.Unique != "" {
+			keys = []UniqueKey{{Key: t.Args.Unique, TTL: t.Args.UniqueTTL}}
+		}
+		calls[i] = s.enqueueCall(s.queueKeys(t.Queue), t.Queue, [][]byte{t.Payload}, keys, t.Args, "").Call
 	}
 	var send []scripts.Call
 	var at []int
@@ -272,18 +497,18 @@ func (s *Store) EnqueueEach(ctx context.Context, tasks []EnqueueOne) ([]string, 
 	unregistered := make(map[string]bool)
 	for j, res := range scripts.ExecMulti(ctx, s.rdb, send) {
 		i, q := at[j], tasks[at[j]].Queue
-		chunk, flag, dup, err := enqueued(res, 1)
+		r, err := enqueued(res, 1)
 		switch {
 		case err != nil:
 			errs[i] = err
 			continue
-		case dup:
-			errs[i] = ErrDuplicate
+		case len(r.dups) > 0:
+			ids[i], errs[i] = r.dups[0], ErrDuplicate
 		default:
+			ids[i] = r.ids[0]
 			s.stats.enqueued(q, 1)
 		}
-		ids[i] = chunk[0]
-		unregistered[q] = unregistered[q] || flag
+		unregistered[q] = unregistered[q] || r.unregistered
 	}
 	for q, un := range unregistered {
 		if !un {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/scripts"
 )
 
@@ -93,6 +94,11 @@ type Store struct {
 	queueKeysCache sync.Map // queue name -> *QueueKeys
 	queueKeysCount atomic.Int64
 
+	// idHints guess the ids of bulk enqueues (idhints.go), which bulk
+	// sends, one batch per queue at a time (see sendBulk).
+	idHints idHints
+	bulk    *coalesce.Coalescer[[]*enqueueCall, []rueidis.RedisResult]
+
 	hubsMu sync.Mutex // guards hubs
 	// hubs are the subscriptions, one per channel listened to, each shared
 	// by the channel's listeners (see pubsub.go).
@@ -107,6 +113,7 @@ func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
 	if stats {
 		s.stats = newStatsBuf(s.clock)
 	}
+	s.bulk = coalesce.New(maxBulkJoined, s.sendBulk)
 	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
 	return s
 }
@@ -119,6 +126,15 @@ func (s *Store) SetClock(c clock.Clock) {
 		s.stats.clock = s.clock
 	}
 }
+
+// A batch of whole entries goes maxBulkCalls script calls a round trip,
+// and up to maxBulkJoined such groups of a queue's batches go together
+// (see sendBulk): a pipeline holds at most 256 calls, 256,000 tasks, so
+// that Redis starts on the first calls while the client sends the next.
+const (
+	maxBulkCalls  = 16
+	maxBulkJoined = 16
+)
 
 // maxCachedQueues bounds the queues whose keys the Store keeps.
 const maxCachedQueues = 1024
