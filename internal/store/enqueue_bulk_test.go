@@ -33,7 +33,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	}
 	t.Run("ids guessed within the clock's second are taken", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		g := e.clock() + 500_000 // ahead of Redis, by less than a second
 		guessAt(e, g)
 		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}})
@@ -51,7 +51,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	})
 	t.Run("ids guessed at or below the last id are given anew", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x)}})
 		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p1"), []byte("p2")}, EnqueueArgs{Kind: "k", Priority: "h"})
@@ -64,7 +64,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	})
 	t.Run("ids guessed from a clock far from Redis's are given anew", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		guessAt(e, e.clock()+10_000_000)
 		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}})
 		before := e.clock()
@@ -79,7 +79,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	})
 	t.Run("each task's unique key, held or not", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		x := e.clock() + 1e9
 		e.seed(keyState{
 			"meta":   hash{"name": "q", "registered": "1", "tid": decOf(x)},
@@ -103,7 +103,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	})
 	t.Run("unique keys in whole entries", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		g := e.clock() + 500_000
 		guessAt(e, g)
 		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": "7"}})
@@ -121,7 +121,7 @@ func TestEnqueueScriptBulk(t *testing.T) {
 	})
 	t.Run("every key held adds nothing", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t)
+		e := newScriptEnv(t, "enqueue.lua")
 		seeded := keyState{
 			"meta":   hash{"name": "q", "registered": "1", "tid": "7"},
 			"unique": hash{shaOf("a"): "77", shaOf("b"): "78"},
@@ -148,7 +148,7 @@ func mustHex(t *testing.T, s string) uint64 {
 // order, for the tasks stored under them.
 func TestEnqueueBulkConcurrentAndLarge(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t)
+	e := newScriptEnv(t, "enqueue.lua")
 	const callers, batches, size = 8, 4, 50
 	got := make([][]string, callers*batches)
 	var wg sync.WaitGroup
