@@ -137,7 +137,8 @@ type QueueInfo struct {
 	// (its enqueue, or the end of its delay or backoff), by the Redis
 	// clock; zero when none waits. Its age is what a backlog alert
 	// watches: a queue that keeps up has a young oldest task however long
-	// it is.
+	// it is. Of a queue's groups, the next task of each of the first
+	// MaxGroupsRead to be served counts.
 	WaitingSince time.Time
 	// Groups counts its groups (see Group) with tasks waiting or in
 	// flight, and GroupsReady those of them not held back at their

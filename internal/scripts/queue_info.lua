@@ -4,20 +4,32 @@
 --          limit, rate, per (ms), extra weight in flight ('wx'),
 --          oldest}: 0 for a control that is not set; oldest is when the
 --          task waiting longest became due (Unix µs, Redis clock; 0 when
---          none waits): of the next task of each level, the earliest;
+--          none waits): of the next task of each level and of each of the
+--          first MAX_GROUPS groups to be served, the earliest;
 --          groups (ready or running), groups ready, the default group
 --          limit (0: none).
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key, high_key, low_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
 
--- When the task next out of a list became due (µs), or nil: its 'd' field,
--- else its id (its enqueue time). Only the header is copied.
+-- Groups whose next task is read for oldest: those next to be served, a
+-- bound so that the read does not grow with the number of groups (as
+-- groups_list.lua's).
+local MAX_GROUPS = 1000
+
+-- When an entry (or its header) became due (µs): its 'd' field, else its
+-- id (its enqueue time).
+local function due_of(e)
+  local h = string.match(e, '^[^:]*')
+  return tonumber(header_get(h, 'd') or entry_id(h), 16)
+end
+
+-- When the task next out of a list became due (µs), or nil. Only the
+-- header is copied.
 local function next_due(key)
   local e = redis.call('LINDEX', key, -1)
   if not e then return nil end
-  local h = string.match(e, '^[^:]*')
-  return tonumber(header_get(h, 'd') or entry_id(h), 16)
+  return due_of(e)
 end
 
 set_lists(waiting_key, high_key, low_key, gwait_key)
@@ -26,6 +38,18 @@ local oldest = 0
 for _, key in ipairs({waiting_key, high_key, low_key}) do
   local due = next_due(key)
   if due and (oldest == 0 or due < oldest) then oldest = due end
+end
+-- A group's tasks wait in GROUPS.wait, each group's next first (see
+-- group_lib().member: '<group>\0<class><rank>' and then the entry); a group
+-- with tasks waiting is in the ready set, held or not.
+if redis.call('EXISTS', gwait_key) == 1 then
+  for _, g in ipairs(redis.call('ZRANGE', gready_key, 0, MAX_GROUPS - 1)) do
+    local m = redis.call('ZRANGEBYLEX', gwait_key, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1)[1]
+    if m then
+      local due = due_of(string.sub(m, #g + 19))
+      if due and (oldest == 0 or due < oldest) then oldest = due end
+    end
+  end
 end
 -- The groups: those in the ready set, and those with processes in flight
 -- (a group with tasks waiting is one or both, see GROUPS), counted once.

@@ -99,6 +99,43 @@ func TestQueueInfoScript(t *testing.T) {
 		}, got)
 		e.expect(seeded)
 	})
+	t.Run("grouped tasks count for the oldest", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "queue_info.lua")
+		seeded := keyState{
+			"meta":    hash{"name": "q"},
+			"waiting": list{"90:plain"},
+			// g1's next task is due at 0x40 (its 'd'), g2's (held at its
+			// limit) was enqueued at 0x30: the oldest of all.
+			"gwait": zset{
+				"g1\x00" + "2" + "0000000000000050" + "50,gg1,d40:a": 0,
+				"g1\x00" + "2" + "0000000000000060" + "60,gg1:b":     0,
+				"g2\x00" + "2" + "0000000000000030" + "30,gg2:c":     0,
+			},
+			"gready": zset{"g1": 1, "g2": inf},
+		}
+		e.seed(seeded)
+		got, err := e.s.QueueState(e.ctx, "q")
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, got.Waiting)
+		assert.EqualValues(t, 0x30, got.Oldest, "the held group's task")
+		e.expect(seeded)
+	})
+	t.Run("a queue whose only waiting task is grouped has an oldest", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "queue_info.lua")
+		seeded := keyState{
+			"meta":   hash{"name": "q"},
+			"gwait":  zset{"g1\x00" + "2" + "0000000000000061" + "61,gg1:a": 0},
+			"gready": zset{"g1": 1},
+		}
+		e.seed(seeded)
+		got, err := e.s.QueueState(e.ctx, "q")
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, got.Waiting)
+		assert.EqualValues(t, 0x61, got.Oldest)
+		e.expect(seeded)
+	})
 	t.Run("a queue that does not exist reads empty", func(t *testing.T) {
 		t.Parallel()
 		e := newScriptEnv(t, "queue_info.lua")
