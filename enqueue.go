@@ -323,8 +323,9 @@ func (c *Client) enqueueKindJoined(ctx context.Context, key string, tasks [][]by
 // EnqueueBatch adds tasks, in order, at the back of a queue in one round
 // trip, wakes its workers once per 1,000 tasks, and returns the tasks'
 // ids in the same order. Either every task is checked and sent or, on a
-// validation error, none is. On ErrUnavailable some of the tasks may have
-// been queued.
+// validation error, none is. On ErrUnavailable the first tasks of the
+// batch (whole calls of 1,000, in order) may have been queued, never
+// later ones without them.
 func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte, opts ...EnqueueOption) ([]string, error) {
 	if err := c.validate(ctx, "enqueue", queue); err != nil {
 		return nil, err
@@ -386,8 +387,9 @@ type BatchResult struct {
 //
 // Each 1,000 items are one script call, atomic: keys checked and taken,
 // tasks added, workers woken. A larger batch is several such calls in one
-// round trip, not one atomic step; on ErrUnavailable some of them may have
-// run.
+// round trip, not one atomic step; on ErrUnavailable the first of them may
+// have run, never later ones without them, and a retry of the whole batch
+// finds the keys of those that ran held (Duplicate).
 func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []BatchItem, opts ...EnqueueOption) ([]BatchResult, error) {
 	if err := c.validate(ctx, "enqueue", queue); err != nil {
 		return nil, err

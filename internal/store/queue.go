@@ -170,10 +170,17 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 		if whole {
 			// A large batch goes maxBulkCalls calls a round trip, so that
 			// pipelines stay of bounded size.
+			// A round trip with a failed call ends the batch: the later
+			// ones, sent on a new connection, would store the batch's tail
+			// without its head, so that what a failed call stored is always
+			// a prefix of the batch, as one pipeline's is.
 			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkCalls {
 				var got []rueidis.RedisResult
 				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkCalls, len(calls))])
 				results = append(results, got...)
+				if anyFailed(got) {
+					break
+				}
 			}
 		} else {
 			results = scripts.ExecMulti(ctx, s.rdb, sendable(calls))
@@ -217,6 +224,16 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 		}
 	}
 	return ids, dup, firstErr
+}
+
+// anyFailed reports whether any of a round trip's results is an error.
+func anyFailed(results []rueidis.RedisResult) bool {
+	for _, r := range results {
+		if r.Error() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // noKey stands for a task without a unique key in enqueue.lua's list of
