@@ -166,7 +166,8 @@ func TestEnqueueBulkConcurrentAndLarge(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	large := make([][]byte, maxBulkCalls*MaxTasksPerScript+1)
+	e.s.bulkCalls = 2 // three calls, two round trips
+	large := make([][]byte, e.s.bulkCalls*MaxTasksPerScript+1)
 	for i := range large {
 		large[i] = []byte("large-" + strconv.Itoa(i))
 	}

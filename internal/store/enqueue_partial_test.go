@@ -12,18 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// resetOnce fails the first pipeline of at least maxBulkCalls commands
+// resetOnce fails the first pipeline of at least calls commands
 // without running it, as a connection reset before the write would; later
 // pipelines go through, as they would on rueidis's new connection.
 type resetOnce struct {
 	rueidis.Client
-	mu   sync.Mutex
-	done bool
+	calls int
+	mu    sync.Mutex
+	done  bool
 }
 
 func (c *resetOnce) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	c.mu.Lock()
-	fail := !c.done && len(cmds) >= maxBulkCalls
+	fail := !c.done && len(cmds) >= c.calls
 	c.done = c.done || fail
 	c.mu.Unlock()
 	if fail {
@@ -36,15 +37,16 @@ func (c *resetOnce) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []ru
 	return c.Client.DoMulti(ctx, cmds...)
 }
 
-// A batch of 17 script calls goes in two round trips (16 + 1). When the
+// A batch of 3 script calls goes in two round trips (2 + 1). When the
 // first fails, the second is not sent: otherwise the batch's tail would
 // wait ahead of its head, and a caller told of the error and retrying
 // the batch would enqueue the tail twice.
 func TestEnqueueBulkStopsAtAFailedRoundTrip(t *testing.T) {
 	t.Parallel()
 	rdb := testRedis(t)
-	s := New(&resetOnce{Client: rdb}, "worqrtest-"+uuid.NewString()[:8], false, false)
-	payloads := make([][]byte, maxBulkCalls*MaxTasksPerScript+MaxTasksPerScript)
+	s := New(&resetOnce{Client: rdb, calls: 2}, "worqrtest-"+uuid.NewString()[:8], false, false)
+	s.bulkCalls = 2
+	payloads := make([][]byte, 3*MaxTasksPerScript)
 	for i := range payloads {
 		payloads[i] = []byte("p" + strconv.Itoa(i))
 	}

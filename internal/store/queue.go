@@ -168,15 +168,15 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 	var sendErr error
 	if sendErr = s.enter(ctx, OpEnqueue, queue); sendErr == nil {
 		if whole {
-			// A large batch goes maxBulkCalls calls a round trip, so that
+			// A large batch goes bulkCalls calls a round trip, so that
 			// pipelines stay of bounded size.
 			// A round trip with a failed call ends the batch: the later
 			// ones, sent on a new connection, would store the batch's tail
 			// without its head, so that what a failed call stored is always
 			// a prefix of the batch, as one pipeline's is.
-			for from := 0; from < len(calls) && sendErr == nil; from += maxBulkCalls {
+			for from := 0; from < len(calls) && sendErr == nil; from += s.bulkCalls {
 				var got []rueidis.RedisResult
-				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+maxBulkCalls, len(calls))])
+				got, sendErr = s.bulk.Do(ctx, queue, calls[from:min(from+s.bulkCalls, len(calls))])
 				results = append(results, got...)
 				if anyFailed(got) {
 					break

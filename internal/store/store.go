@@ -98,6 +98,10 @@ type Store struct {
 	// sends, one batch per queue at a time (see sendBulk).
 	idHints idHints
 	bulk    *coalesce.Coalescer[[]*enqueueCall, []rueidis.RedisResult]
+	// bulkCalls is the script calls a round trip of a bulk enqueue takes:
+	// maxBulkCalls, fewer in tests, so that a batch of several round
+	// trips stays small.
+	bulkCalls int
 
 	hubsMu sync.Mutex // guards hubs
 	// hubs are the subscriptions, one per channel listened to, each shared
@@ -114,6 +118,7 @@ func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
 		s.stats = newStatsBuf(s.clock)
 	}
 	s.bulk = coalesce.New(maxBulkJoined, s.sendBulk)
+	s.bulkCalls = maxBulkCalls
 	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
 	return s
 }
