@@ -194,7 +194,7 @@ local function take_turns(k)
         if own_n then n, per = own_n, own_per end
       end
       local to = '(' .. g .. '\1'
-      if n then to = '(' .. g .. '\0' .. string.format('%016x', t0 - per * 1000 + 1) end
+      if n then to = '(' .. g .. '\0' .. string.format('%016x', math.max(t0 - per * 1000 + 1, 0)) end
       redis.call('ZREMRANGEBYLEX', gstarts_key, '[' .. g .. '\0', to)
     end
   end
@@ -204,7 +204,7 @@ local function take_turns(k)
   -- the window leaves it (µs; nil when that is one of this call's).
   local function rate_room(g, n, per)
     local from, to = '[' .. g .. '\0', '(' .. g .. '\1'
-    redis.call('ZREMRANGEBYLEX', gstarts_key, from, '(' .. g .. '\0' .. string.format('%016x', t0 - per * 1000 + 1))
+    redis.call('ZREMRANGEBYLEX', gstarts_key, from, '(' .. g .. '\0' .. string.format('%016x', math.max(t0 - per * 1000 + 1, 0)))
     local used = redis.call('ZLEXCOUNT', gstarts_key, from, to)
     local oldest
     if used > 0 then

@@ -180,3 +180,32 @@ func TestSequenceRetryHoldsItsGroupScript(t *testing.T) {
 	e.within(until, before+delay, e.clock()+delay, "the reply says when s1 is due")
 	assert.Equal(t, float64(groupRateBase+until), e.dump()["gready"].(zset)["s"], "held until then")
 }
+
+// dequeue.lua: a rate window longer than the Redis clock's count of µs
+// since 1970 still holds (the cut-off of the starts that left it is 0, not
+// a negative number, which Redis's Lua prints as 16 f's and would drop
+// every start).
+func TestDequeueGroupRateLongWindowScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "dequeue.lua")
+	w := e.worker()
+	const perMs = 100 * 365 * 24 * hour
+	gwait := zset{}
+	for i := range 6 {
+		gwait[member("a", fmt.Sprintf("%x,ga:a%d", 0x20+i, i))] = 0
+	}
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9", "grate": fmt.Sprintf("2/%d", perMs)},
+		"leases": zset{w: float64(e.clockMs() + hour)},
+		"gwait":  gwait,
+		"gready": zset{"a": 1},
+	})
+	total := 0
+	for range 3 {
+		procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 1, false)
+		require.NoError(t, err)
+		total += len(procs)
+	}
+	assert.Equal(t, 2, total, "a rate of 2 a window starts 2 tasks")
+	assert.Len(t, e.dump()["gstarts"], 2, "both starts in the window")
+}
