@@ -244,7 +244,14 @@ func (r row) batchOptions() []worqr.EnqueueOption {
 }
 
 // sameOptions reports whether rows a and b have the same batchOptions.
+//
+// Rows for the front of their queue are never joined: one at a time, the
+// newest row's task goes first, as Enqueue(AtFront) calls in the
+// producers' order put it, where a batch at the front keeps its own order.
 func sameOptions(a, b row) bool {
+	if a.front || b.front {
+		return false
+	}
 	return (a.at == nil) == (b.at == nil) && (a.at == nil || a.at.Equal(*b.at)) && a.front == b.front && eqPtr(a.maxAttempts, b.maxAttempts) &&
 		eqPtr(a.timeoutMs, b.timeoutMs) && eqPtr(a.retainMs, b.retainMs) && eqPtr(a.priority, b.priority) &&
 		eqPtr(a.weight, b.weight) && eqPtr(a.kind, b.kind)

@@ -220,6 +220,22 @@ func TestRelayMovesARunOfRowsInOneCall(t *testing.T) {
 	require.Equal(t, "kinded", got[n])
 }
 
+// Rows for the front of their queue move one at a time, so the newest
+// runs first, as Enqueue(AtFront) calls made in the producers' order put
+// it.
+func TestRelayMovesFrontRowsOneAtATime(t *testing.T) {
+	e := newEnv(t, "")
+	e.inTx(false, func(tx pgx.Tx) {
+		for _, p := range []string{"a", "b", "c"} {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(p), AtFront())
+			require.NoError(t, err)
+		}
+	})
+	e.start(e.relay(e.client, RelayOptions{}))
+	require.Zero(t, e.rows())
+	require.Equal(t, []string{"c", "b", "a"}, e.payloads("q"))
+}
+
 // A row worqr refuses for good (too large for the relay's client) is
 // marked failed and kept; the rows behind it move.
 func TestRefusedRowIsMarkedAndSkipped(t *testing.T) {
