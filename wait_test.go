@@ -322,13 +322,22 @@ func TestWaitLooksAtAQueueAMegabyteAtATime(t *testing.T) {
 	for range 12 {
 		require.NoError(t, second(c.Enqueue(ctx, "large", big)))
 	}
-	look := func(queue string) (int, bool) {
+	// The count covers every command the server ran meanwhile, and the
+	// client's own loops only ever add to it: the fewest of a few looks is
+	// the look's own.
+	look := func(queue string) (fewest int, ok bool) {
 		t.Helper()
-		return b.commandsOf(func() {
-			_, state, err := c.store.TaskOutcome(ctx, queue, "1", true)
-			require.NoError(t, err)
-			assert.Equal(t, store.OutcomeNone, state)
-		})
+		for i := range 5 {
+			n, counted := b.commandsOf(func() {
+				_, state, err := c.store.TaskOutcome(ctx, queue, "1", true)
+				require.NoError(t, err)
+				assert.Equal(t, store.OutcomeNone, state)
+			})
+			if i == 0 || n < fewest {
+				fewest, ok = n, counted
+			}
+		}
+		return fewest, ok
 	}
 	small, ok := look("small")
 	large, _ := look("large")
