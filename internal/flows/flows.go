@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
@@ -56,12 +57,14 @@ type Flows struct {
 	carryCtx   context.Context
 	endCarries context.CancelFunc
 	carrying   startstop.Group
-	mu         sync.Mutex // guards members and closed, and the sweeper's start and stop
+	mu         sync.Mutex // guards members, and the sweeper's start and stop
 	members    int        // the client's workers
-	closed     bool
-	qmu        sync.Mutex      // a leaf: the sweeper takes it
-	queues     map[string]bool // the queues the client's workers served: swept
-	age        time.Duration   // Env.Age, or a test's (SetAge)
+	// closed is set by Close before it stops anything: a sweep that fails
+	// because the client is closing says nothing.
+	closed atomic.Bool
+	qmu    sync.Mutex      // a leaf: the sweeper takes it
+	queues map[string]bool // the queues the client's workers served: swept
+	age    time.Duration   // Env.Age, or a test's (SetAge)
 }
 
 // New makes the carrier of env's client.
@@ -115,7 +118,7 @@ func (f *Flows) Served(ctx context.Context, queue string) {
 	f.queues[queue] = true
 	f.qmu.Unlock()
 	f.mu.Lock()
-	live := !f.closed && f.members > 0
+	live := !f.closed.Load() && f.members > 0
 	if live {
 		// The sweeper's own context: it runs until the last worker
 		// leaves or Close, not for the caller's call.
@@ -137,8 +140,8 @@ func (f *Flows) SetAge(age time.Duration) {
 
 // Close stops the sweeper and the carries, and waits for those under way.
 func (f *Flows) Close() {
+	f.closed.Store(true)
 	f.mu.Lock()
-	f.closed = true
 	f.sweeper.Stop()
 	f.mu.Unlock()
 	f.endCarries()
@@ -167,7 +170,7 @@ func (f *Flows) sweep(ctx context.Context, queue string) {
 	age := f.age
 	f.qmu.Unlock()
 	n, err := f.env.Sweep(ctx, queue, age)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !f.closed.Load() {
 		f.env.Log.Warn("worqr: workflow sweep failed", "queue", queue, "err", err)
 	}
 	if f.env.Swept != nil {

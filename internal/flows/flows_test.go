@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -150,4 +151,45 @@ func TestCloseStopsTheSweeperAndWaitsForCarries(t *testing.T) {
 	assert.Equal(t, 0, fake.Timers(), "the sweeper stopped")
 	f.Ended("p", n)
 	assert.Equal(t, 1, calls, "no carry after Close")
+}
+
+// A sweep that fails because the client closed under it logs nothing (the
+// client's store refuses calls once closed); one that fails otherwise
+// logs one line.
+func TestSweepFailingAsTheClientClosesLogsNothing(t *testing.T) {
+	for _, closing := range []bool{false, true} {
+		var logged bytes.Buffer
+		entered := make(chan struct{})
+		release := make(chan struct{})
+		f := New(&Env{
+			Clock: clock.NewFake(time.Unix(1_700_000_000, 0)),
+			Log:   slog.New(slog.NewTextHandler(&logged, nil)),
+			Carry: func(context.Context, string, []store.Notice) ([]error, error) { return nil, nil },
+			Sweep: func(context.Context, string, time.Duration) (int, error) {
+				close(entered)
+				<-release
+				return 0, errors.New("client closed")
+			},
+			BatchMax: 10,
+			Every:    every,
+		})
+		f.Joined()
+		served := make(chan struct{})
+		go func() {
+			f.Served(t.Context(), "p")
+			close(served)
+		}()
+		recv(t, entered, "the first sweep")
+		if closing {
+			f.Close()
+		}
+		close(release)
+		recv(t, served, "Served's return")
+		if closing {
+			assert.NotContains(t, logged.String(), "sweep failed", "closing: %v", closing)
+		} else {
+			assert.Contains(t, logged.String(), "sweep failed", "closing: %v", closing)
+			f.Close()
+		}
+	}
 }
