@@ -481,17 +481,18 @@ func ExampleRouter() {
 	if err != nil {
 		panic(err)
 	}
-	// One task at a time, so that the output has their order.
-	if err := worker.Handle(ctx, "mail", router.Serve, worqr.HandleOptions{Concurrency: 1}); err != nil {
+	if err := worker.Handle(ctx, "mail", router.Serve, worqr.HandleOptions{}); err != nil {
 		panic(err)
 	}
+	// Each task is waited for before the next goes, so that the output
+	// has their order.
 	if _, err := worqr.EnqueueJSON(ctx, client, "mail", SignupEmail{To: "ada@example.com"}); err != nil {
 		panic(err)
 	}
+	<-done
 	if _, err := worqr.EnqueueJSON(ctx, client, "mail", ReceiptEmail{Order: 42}); err != nil {
 		panic(err)
 	}
-	<-done
 	<-done
 
 	// A kind the router has no handler for: dead at once, not retried.
