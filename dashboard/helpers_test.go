@@ -126,8 +126,11 @@ func newEnv(t *testing.T, opts Options) *env {
 	return e
 }
 
+// ctx is a context for the test's calls, ended with it or after a minute:
+// a browser test holds one across Chromium's start and every page it
+// drives, which take more than ten seconds on a loaded machine.
 func (e *env) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	e.t.Cleanup(cancel)
 	return ctx
 }
