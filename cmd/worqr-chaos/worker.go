@@ -47,7 +47,7 @@ const workerFlag = "-worker-process"
 
 // Queues of the run and how many handlers each worker runs on each.
 var (
-	jobQueues = []string{"jobs-a", "jobs-b"}
+	jobQueues = []string{"jobs-a", "jobs-b", groupQueue}
 	connQueue = "conns"
 )
 
