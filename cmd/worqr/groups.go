@@ -237,8 +237,8 @@ func cmdGroupLimit(e *env, args []string) error {
 func cmdGroupRate(e *env, args []string) error {
 	return groupControl(e, args, "group-rate", 3, func(c *worqr.Client, queue, group string, n int, rest []string, opts []worqr.ControlOption) error {
 		per, err := time.ParseDuration(rest[0])
-		if err != nil || per < time.Millisecond {
-			return usagef("group-rate: %q is not a window of 1ms or more (1m, 500ms)", rest[0])
+		if err != nil || per < time.Millisecond || per%time.Millisecond != 0 {
+			return usagef("group-rate: %q is not a window of 1ms or more, in whole milliseconds (1m, 500ms)", rest[0])
 		}
 		return noQueue(c.SetGroupRate(e.ctx, queue, group, n, per, opts...), queue)
 	})

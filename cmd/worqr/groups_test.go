@@ -117,6 +117,7 @@ func TestGroupRateCommand(t *testing.T) {
 	assert.Equal(t, 3, got.TopWaiting[0].Rate)
 	b.fails(2, "not a count", "group-rate", "q", "-1", "1m")
 	b.fails(2, "not a window", "group-rate", "q", "1", "0s")
+	b.fails(2, "not a window", "group-rate", "q", "1", "1.5ms") // Redis keeps whole ms: 1ms would be set
 	b.fails(2, "--group takes a key", "group-rate", "q", "1", "1m", "--group", "")
 }
 
