@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -235,4 +236,27 @@ func TestGroupRateActionHostile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, r.DefaultRate)
 	assert.Equal(t, 2562047*time.Hour, r.DefaultPer)
+}
+
+// A sequence held on its dead task (SetSequenceHold) shows on the queue's
+// page with the dead task's id, with tasks waiting or not.
+func TestGroupHeldOnDeadTaskShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetGroupConcurrency(ctx, "q", "", 1, worqr.CreateQueue()))
+	require.NoError(t, e.c.SetSequenceHold(ctx, "q", true))
+	id, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("seq-<1>"))
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.DeadLetter(ctx, errors.New("no")))
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `id="groups-dead"`, "listed with nothing waiting")
+	assert.Contains(t, body, "seq-&lt;1&gt;")
+	assert.Contains(t, body, "held: dead task "+id)
 }
