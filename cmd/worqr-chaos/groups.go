@@ -10,14 +10,15 @@ import (
 )
 
 // setGroupLimits sets groupQueue's group limits (see groupLimit) before
-// the run: each group's own, and the default.
-func setGroupLimits(ctx context.Context, c *worqr.Client) error {
-	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit, worqr.CreateQueue()); err != nil {
+// the run: each group's own, and the default; extra more than that
+// (-sabotage groups).
+func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
+	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit+extra, worqr.CreateQueue()); err != nil {
 		return err
 	}
 	for _, g := range groups {
 		if n, own := groupLimit(g); own {
-			if err := c.SetGroupConcurrency(ctx, groupQueue, g, n); err != nil {
+			if err := c.SetGroupConcurrency(ctx, groupQueue, g, n+extra); err != nil {
 				return err
 			}
 		}

@@ -91,13 +91,14 @@ func main() {
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
-		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings)")
+		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings);\n"+
+		"groups: the group limits are set one higher than the checks judge by (group limit, sequence order)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
 		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
 		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
-	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle {
-		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge or lifecycle")
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle or groups")
 		os.Exit(2)
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
@@ -224,7 +225,11 @@ func runChaos(cfg config) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err = client.EnqueueBatch(ctx, connQueue, batch)
 	if err == nil {
-		err = setGroupLimits(ctx, client)
+		extra := 0
+		if cfg.sabotage == sabotageGroups {
+			extra = 1
+		}
+		err = setGroupLimits(ctx, client, extra)
 	}
 	cancel()
 	if err != nil {
