@@ -127,6 +127,9 @@ func TestSequenceHoldsOnDeadTask(t *testing.T) {
 	assert.Equal(t, ids[0], rep.HeldOnDead[0].DeadTask)
 	assert.EqualValues(t, 2, rep.HeldOnDead[0].Waiting)
 	assert.True(t, rep.HeldOnDead[0].HeldBack)
+	chk, err := c.Check(ctx, CheckOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, chk.Problems(), "a hold is no inconsistency: %s", chk)
 
 	// A task enqueued to the held group does not free it.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("s3"), Group("seq"))))
