@@ -91,9 +91,9 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 // SetSequenceHold makes a queue hold each of its sequences (a group with
 // a concurrency limit of 1, its own or the default: see Group) whose task
 // dies (its attempts used up, buried, or a poison pill) until its dead
-// letter is requeued (RequeueDead, RequeueAllDead: it goes back to the
-// front of its group) or deleted (DeleteDead, PurgeDead, or trimmed by
-// the dead letters' bounds), so that a sequence never runs a task after
+// letter is requeued (RequeueDeadLetter, RequeueDeadLetters: it goes
+// back to the front of its group) or deleted (DeleteDeadLetter,
+// PurgeDeadLetters, or trimmed by the dead letters' bounds), so that a sequence never runs a task after
 // one that failed for good. on false stops it, and every sequence so held
 // goes on at once; the default is off (the later tasks go on). The
 // setting is the queue's, for all its sequences, kept in Redis like
