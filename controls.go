@@ -147,6 +147,11 @@ type QueueInfo struct {
 	// GroupConcurrency is every group's default limit
 	// (SetGroupConcurrency with group ""); 0 for none.
 	GroupConcurrency int
+	// SequenceHold says the queue holds its sequences on a dead task
+	// (SetSequenceHold), and GroupsHeldOnDead counts the groups so held
+	// until their dead letter is requeued or deleted.
+	SequenceHold     bool
+	GroupsHeldOnDead int64
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -159,7 +164,8 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
 	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
-		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit}
+		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
+		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

@@ -30,7 +30,9 @@ const MaxGroupLen = 128
 // group until it succeeds or dies. Retried with a delay, it waits at the
 // front of its group, not in the delayed set, and the group waits until it
 // is due; when it dies, the group's later tasks go on (its dead letter,
-// requeued, goes back to the front).
+// requeued, goes back to the front), unless the queue holds its sequences
+// on a dead task (SetSequenceHold): then the group waits until the dead
+// letter is requeued or deleted.
 //
 // A group runs at most its concurrency limit of tasks at once, across the
 // fleet (SetGroupConcurrency), and starts at most its rate limit of tasks
@@ -83,6 +85,28 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
 		return c.store.ControlGroup(ctx, queue, group, n, create)
+	})
+}
+
+// SetSequenceHold makes a queue hold each of its sequences (a group with
+// a concurrency limit of 1, its own or the default: see Group) whose task
+// dies (its attempts used up, buried, or a poison pill) until its dead
+// letter is requeued (RequeueDeadLetter, RequeueDeadLetters: it goes
+// back to the front of its group) or deleted (DeleteDeadLetter,
+// PurgeDeadLetters, or trimmed by the dead letters' bounds), so that a sequence never runs a task after
+// one that failed for good. on false stops it, and every sequence so held
+// goes on at once; the default is off (the later tasks go on). The
+// setting is the queue's, for all its sequences, kept in Redis like
+// SetGroupConcurrency's limits; a group is held only when its task dies
+// while the setting is on and the group is a sequence, and stays held
+// (whatever its limit becomes) until its dead letter is dealt with. The
+// first dead task holds the group: one that dies after it (its limit was
+// raised meanwhile) does not. QueueInfo counts the groups held
+// (GroupsHeldOnDead), and Groups lists them (GroupInfo.DeadTask). A
+// queue that does not exist gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) SetSequenceHold(ctx context.Context, queue string, on bool, opts ...ControlOption) error {
+	return c.controlWith(ctx, "set sequence hold", queue, opts, func(create bool) error {
+		return c.store.ControlSequenceHold(ctx, queue, on, create)
 	})
 }
 

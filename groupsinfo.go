@@ -39,6 +39,11 @@ type GroupInfo struct {
 	// RateHeldUntil is, for a group held back by its rate, when its next
 	// start is allowed (by the Redis clock); zero otherwise.
 	RateHeldUntil time.Time
+	// DeadTask is, for a sequence held on its dead task (see
+	// SetSequenceHold), the id of that task, whose dead letter requeued
+	// or deleted lets the group go on; "" otherwise. Such a group starts
+	// nothing, with tasks waiting (HeldBack) or not.
+	DeadTask string
 }
 
 // GroupsReport is what Groups read of a queue's groups.
@@ -56,8 +61,10 @@ type GroupsReport struct {
 	// TopWaiting are the groups with the most tasks waiting, most first
 	// (then by key), TopRunning those whose tasks in flight hold the most
 	// slots, and HeldBack those held back at their limit or by their rate,
+	// the most tasks waiting first, and HeldOnDead the sequences held on
+	// their dead task (see SetSequenceHold), with tasks waiting or not,
 	// the most tasks waiting first: up to n of each.
-	TopWaiting, TopRunning, HeldBack []GroupInfo
+	TopWaiting, TopRunning, HeldBack, HeldOnDead []GroupInfo
 	// Partial is set when the queue had more groups than one call reads
 	// (MaxGroupsRead of each kind): a group not read is not ranked.
 	Partial bool
@@ -104,12 +111,13 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 	r.TopWaiting = top(func(g GroupInfo) bool { return g.Waiting > 0 }, waiting)
 	r.TopRunning = top(func(g GroupInfo) bool { return g.Running > 0 }, func(g GroupInfo) int64 { return g.Running })
 	r.HeldBack = top(func(g GroupInfo) bool { return g.HeldBack }, waiting)
+	r.HeldOnDead = top(func(g GroupInfo) bool { return g.DeadTask != "" }, waiting)
 	return r, nil
 }
 
 func groupInfo(g store.GroupState, st store.GroupsState) GroupInfo {
 	gi := GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: cmp.Or(g.Limit, st.DefaultLimit),
-		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready}
+		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready, DeadTask: g.DeadTask}
 	if gi.Rate == 0 {
 		gi.Rate, gi.Per = st.DefaultRate, st.DefaultPer
 	}

@@ -113,8 +113,10 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	case spec.needN && (nerr != nil || n < 0):
 		h.fail(w, r, http.StatusBadRequest, "the limit must be a whole number, 0 for none")
 		return
-	case op == "grouprate" && n > 0 && (perr != nil || per < time.Millisecond):
-		h.fail(w, r, http.StatusBadRequest, "the window must be a duration of 1ms or more (1m, 500ms)")
+	case op == "grouprate" && n > 0 && (perr != nil || per < time.Millisecond || per%time.Millisecond != 0):
+		// Redis keeps the window in whole milliseconds: 1.5ms would be
+		// stored as 1ms, not what the confirmation said.
+		h.fail(w, r, http.StatusBadRequest, "the window must be a duration of 1ms or more, in whole milliseconds (1m, 500ms)")
 		return
 	case len(group) > worqr.MaxGroupLen:
 		h.fail(w, r, http.StatusBadRequest, "the group key is too long")

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -182,4 +183,80 @@ func TestGroupRateAction(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	code, _ = e.post("/action", form("g", "2", "0s", "yes"))
 	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+// The group rate form under hostile input: counts past MaxLimit or not
+// whole numbers, windows that are no duration, negative, past what a
+// duration holds, or not whole milliseconds (what would be stored is not
+// what the confirmation said) are refused, changing nothing; so are a
+// foreign Host and a form without the token. Removing a rate needs no
+// window. A group key of any bytes is stored and shown escaped.
+func TestGroupRateActionHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetGroupRate(ctx, "q", "", 5, time.Minute, worqr.CreateQueue()))
+	tok := e.csrf()
+	form := func(group, n, per string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"grouprate"}, "q": {qx("q")}, "group": {group}, "n": {n}, "per": {per}, "back": {"queue"}, "confirmed": {"yes"}}
+	}
+	for _, c := range []struct{ n, per string }{
+		{"9007199254740992", "1m"}, {"99999999999999999999", "1m"}, {"1e3", "1m"}, {"NaN", "1m"}, {"-1", "1m"}, {"", "1m"},
+		{"2", "NaN"}, {"2", "-1m"}, {"2", "1e400s"}, {"2", "99999999999999999h"}, {"2", ""}, {"2", "1.5ms"}, {"2", "999us"},
+		{"2", "2562047h47m16.854775807s"}, {"2", strings.Repeat("9", 60000) + "h"},
+	} {
+		code, _ := e.post("/action", form("", c.n, c.per))
+		assert.Equal(t, http.StatusBadRequest, code, "%.40s per %.40s", c.n, c.per)
+	}
+	r, err := e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 5, r.DefaultRate, "nothing changed")
+	assert.Equal(t, time.Minute, r.DefaultPer)
+
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	for _, host := range []string{"evil.example", "evil.example:80", "127.0.0.1.nip.io"} {
+		res := e.raw("/action", form("", "7", "2562047h"), "Host", host, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Host: %s", host)
+	}
+	res := e.raw("/action", form("", "5", "1m"), "Host", "localhost:1", "Cookie", cookie)
+	assert.Equal(t, http.StatusSeeOther, res.code, "another port of a loopback name: no rebinding (the token is what stops a page there)")
+	bad := form("", "7", "1m")
+	bad.Del("csrf")
+	code, _ := e.post("/action", bad, "Origin", "http://localhost:1")
+	assert.Equal(t, http.StatusForbidden, code, "another origin without the token")
+
+	code, _ = e.post("/action", form("", "7", "2562047h"))
+	assert.Equal(t, http.StatusSeeOther, code, "the longest window a duration holds, in whole ms")
+	key := "\x00<b>\xff" + strings.Repeat("é", 60)
+	code, _ = e.post("/action", form(key, "3", "1s"))
+	require.Equal(t, http.StatusSeeOther, code)
+	code, _ = e.post("/action", form(key, "0", "garbage"))
+	assert.Equal(t, http.StatusSeeOther, code, "removing a rate needs no window")
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 7, r.DefaultRate)
+	assert.Equal(t, 2562047*time.Hour, r.DefaultPer)
+}
+
+// A sequence held on its dead task (SetSequenceHold) shows on the queue's
+// page with the dead task's id, with tasks waiting or not.
+func TestGroupHeldOnDeadTaskShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetGroupConcurrency(ctx, "q", "", 1, worqr.CreateQueue()))
+	require.NoError(t, e.c.SetSequenceHold(ctx, "q", true))
+	id, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("seq-<1>"))
+	require.NoError(t, err)
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.DeadLetter(ctx, errors.New("no")))
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `id="groups-dead"`, "listed with nothing waiting")
+	assert.Contains(t, body, "seq-&lt;1&gt;")
+	assert.Contains(t, body, "held: dead task "+id)
 }

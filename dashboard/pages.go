@@ -319,7 +319,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	})
 	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
 	read(func() error {
-		if d.Info.Groups == 0 {
+		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 {
 			return nil
 		}
 		g, e := h.c.Groups(ctx, name, groupsShown)

@@ -6,7 +6,10 @@
 // in their payloads (plan.go): some fail and are retried, some exhaust
 // their budget or fail permanently and must end in the dead letters with
 // the right kind, some time out, some are delayed and must not start
-// before they are due.
+// before they are due. A third job queue's tasks are grouped, under each
+// group's concurrency limit, some groups sequences (a limit of 1): no
+// group may have more than its limit in flight, judged by the Redis clock,
+// and no sequence may start a task after a later one (groups.go).
 //
 // It starts its own redis-server (a free loopback port, a temporary
 // directory, append-only file on), several worker processes (this binary
@@ -88,13 +91,14 @@ func main() {
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
-		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings)")
+		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings);\n"+
+		"groups: the group limits are set one higher than the checks judge by (group limit, sequence order)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
 		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
 		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
-	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle {
-		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge or lifecycle")
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle or groups")
 		os.Exit(2)
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
@@ -220,6 +224,13 @@ func runChaos(cfg config) (ok bool, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err = client.EnqueueBatch(ctx, connQueue, batch)
+	if err == nil {
+		extra := 0
+		if cfg.sabotage == sabotageGroups {
+			extra = 1
+		}
+		err = setGroupLimits(ctx, client, extra)
+	}
 	cancel()
 	if err != nil {
 		return false, err
@@ -308,6 +319,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	found = append(found, found2...)
 
 	v := l.judge(tasks, dead, t0)
+	gv := l.judgeGroups(tasks)
 	if v.delayStarts > 0 && v.retryStarts > 0 {
 		// Redis rounds due times down to the millisecond: a margin down
 		// to -1ms is on time (see earlyTolerance).
@@ -339,6 +351,8 @@ func runChaos(cfg config) (ok bool, err error) {
 	add("outcome not recorded: ", v.unsettled)
 	add("orphan: ", found)
 	add("wedged: ", wedged)
+	add("group limit: ", gv.overLimit)
+	add("sequence order: ", gv.outOfOrder)
 	violations = nil
 	for _, c := range classes {
 		violations = append(violations, c...)
@@ -388,5 +402,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
 		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadReasons, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
+	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d\n",
+		gv.runs, gv.most[1], gv.most[2], defaultGroupLimit, gv.most[defaultGroupLimit], len(gv.overLimit), gv.seqStarts, gv.seqSkipped, len(gv.outOfOrder))
 	return len(violations) == 0, nil
 }

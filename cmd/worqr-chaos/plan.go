@@ -21,6 +21,7 @@ import (
 //	job-17.t          outlives HandleOptions.Timeout once, then succeeds
 //	job-17.T          always outlives it; MaxAttempts(2): dead, reason timeout
 //	job-17.f1.d850    ... and enqueued with worqr.In(850ms)
+//	job-17.f1.gs0     ... and enqueued with worqr.Group("s0") (groupQueue)
 //
 // A handler counts the failures before it from Process.LastError (each
 // planned failure says its number), not from Process.Attempt, which also
@@ -80,6 +81,30 @@ type plan struct {
 	behave string
 	fails  int           // behaveFail: how many attempts fail
 	delay  time.Duration // enqueued with worqr.In(delay); 0: not delayed
+	group  string        // enqueued with worqr.Group(group) to groupQueue; "": none
+}
+
+// groupQueue is the job queue whose tasks are grouped: each in one of
+// groups, whose concurrency limits (groupLimit) the harness sets before
+// the run. The groups named s… are sequences (limit 1, their own), l…
+// have a limit of 2 of their own, and u… the queue's default, 3.
+const groupQueue = "jobs-g"
+
+var groups = []string{"s0", "s1", "s2", "l0", "l1", "u0"}
+
+// defaultGroupLimit is groupQueue's default group limit.
+const defaultGroupLimit = 3
+
+// groupLimit is a group's concurrency limit in groupQueue, as the harness
+// sets it; own says it is the group's own (else the default).
+func groupLimit(g string) (n int, own bool) {
+	switch g[0] {
+	case 's':
+		return 1, true
+	case 'l':
+		return 2, true
+	}
+	return defaultGroupLimit, false
 }
 
 // randomPlan draws a job's plan: most are ordinary; 6% fail once or twice
@@ -119,6 +144,9 @@ func (p plan) payload(seq int) string {
 	if p.delay > 0 {
 		s += ".d" + strconv.FormatInt(p.delay.Milliseconds(), 10)
 	}
+	if p.group != "" {
+		s += ".g" + p.group
+	}
 	return s
 }
 
@@ -139,6 +167,8 @@ func parsePlan(payload string) (plan, error) {
 				return plan{}, fmt.Errorf("bad failure count in %q", payload)
 			}
 			p.behave, p.fails = behaveFail, n
+		case strings.HasPrefix(f, "g") && len(f) > 1:
+			p.group = f[1:]
 		case strings.HasPrefix(f, "d"):
 			ms, err := strconv.Atoi(f[1:])
 			if err != nil || ms < 1 {
@@ -161,8 +191,11 @@ func (p plan) options() []worqr.EnqueueOption {
 	case behaveTimeouts:
 		opts = append(opts, worqr.MaxAttempts(timeoutBudget))
 	}
+	if p.group != "" {
+		opts = append(opts, worqr.Group(p.group))
+	}
 	if p.delay > 0 {
-		opts = append(opts, worqr.In(p.delay))
+		opts = append(opts, worqr.In(p.delay)) // last: see producer.noDelay
 	}
 	return opts
 }

@@ -70,18 +70,26 @@ func (p *producer) run(stop <-chan struct{}) error {
 			q      string
 			budget int
 			delay  time.Duration
+			group  string
 		}
 		var batches []*batch
 		byKey := make(map[key]*batch)
 		for range n {
 			q := jobQueues[p.rng.IntN(len(jobQueues))]
 			pl := randomPlan(p.rng)
+			if q == groupQueue {
+				// Grouped tasks are not delayed: a delayed task takes its
+				// place in its group by its enqueue when it comes due, so
+				// the order a sequence runs them in would not be the order
+				// the verifier knows.
+				pl.delay, pl.group = 0, groups[p.rng.IntN(len(groups))]
+			}
 			p.mu.Lock()
 			p.seq++
 			task := pl.payload(p.seq)
 			p.tasks[task] = &taskInfo{queue: q, kind: "job", plan: pl}
 			p.mu.Unlock()
-			k := key{q: q, delay: pl.delay}
+			k := key{q: q, delay: pl.delay, group: pl.group}
 			if pl.behave == behaveExhaust || pl.behave == behaveTimeouts {
 				k.budget = pl.budget()
 			}

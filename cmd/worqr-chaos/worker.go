@@ -47,7 +47,7 @@ const workerFlag = "-worker-process"
 
 // Queues of the run and how many handlers each worker runs on each.
 var (
-	jobQueues = []string{"jobs-a", "jobs-b"}
+	jobQueues = []string{"jobs-a", "jobs-b", groupQueue}
 	connQueue = "conns"
 )
 
@@ -58,6 +58,9 @@ const (
 	// The producer drops delayed tasks' delays, and handlers complete
 	// tasks planned to exhaust their budget on their second attempt.
 	sabotageLifecycle = "lifecycle"
+	// The harness sets every group limit one higher than the verifier
+	// judges by: groups run over their limit, sequences two at once.
+	sabotageGroups = "groups"
 )
 
 const (

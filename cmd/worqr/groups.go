@@ -12,12 +12,15 @@ func groupsCommands() []*command {
 		{name: "groups", synopsis: "<queue> [--top n]", group: "Inspect", summary: "a queue's groups: the most waiting, the most running, those held back", run: cmdGroups, help: `
 Shows a queue's groups (see worqr.Group): how many are ready and how many
 have tasks in flight, the default group limit, then the top n groups (10 by
-default) by tasks waiting, by slots running, and the groups held back at
-their concurrency limit or by their rate limit with tasks waiting. Each
-row: the section (WAITING, RUNNING or HELD), the group's key, its tasks
+default) by tasks waiting, by slots running, the groups held back at
+their concurrency limit or by their rate limit with tasks waiting, and the
+sequences held on a dead task (see worqr sequence-hold). Each
+row: the section (WAITING, RUNNING, HELD or DEAD), the group's key, its tasks
 waiting, its slots running, its limit and its rate (its own, else the
 default; "-" for none), and, for a group held back by its rate, when its
-next start is allowed (NEXT, by the Redis clock). It reads the groups
+next start is allowed (NEXT, by the Redis clock), and, for a sequence held
+on its dead task, that task's id (DEADTASK): requeue or delete its dead
+letter to let the group go on. It reads the groups
 with tasks in flight and the next 1,000 groups to be served, 1,000 of each
 at most (see Client.Groups): past that a note says the ranking is partial.`},
 		{name: "group-limit", synopsis: "<queue> <n> [--group key] [--create]", group: "Change", summary: "limit one group's tasks in flight across the fleet, or every group's by default (0: none)", run: cmdGroupLimit, help: `
@@ -35,7 +38,43 @@ Without --group it sets the default of every group without a rate of its
 own (0: no rate). "10 calls a minute per API key": group-rate q 10 1m. A
 queue that does not exist is an error (exit 1) unless --create is given.
 Prints the queue's groups after, as worqr groups does.`},
+		{name: "sequence-hold", synopsis: "<queue> on|off [--create]", group: "Change", summary: "hold a queue's sequences when their task dies, until its dead letter is requeued or deleted", run: cmdSequenceHold, help: `
+Makes a queue hold each of its sequences (groups with a concurrency limit
+of 1) whose task dies, until its dead letter is requeued or deleted (see
+Client.SetSequenceHold): "on". "off" (the default) lets the later tasks go
+on, and releases every sequence so held at once. A queue that does not
+exist is an error (exit 1) unless --create is given. Prints the queue's
+groups after, as worqr groups does.`},
 	}
+}
+
+func cmdSequenceHold(e *env, args []string) error {
+	fs := e.flags()
+	opts := createFlag(fs)
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	var on bool
+	switch pos[1] {
+	case "on":
+		on = true
+	case "off":
+	default:
+		return usagef("sequence-hold: %q is neither on nor off", pos[1])
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	if err := noQueue(c.SetSequenceHold(e.ctx, queue, on, opts()...), queue); err != nil {
+		return err
+	}
+	return showGroups(e, c, queue, 10)
 }
 
 // groupRow is one group in a groups listing.
@@ -50,6 +89,8 @@ type groupRow struct {
 	// RateHeldUntil is, for a group held back by its rate, when its next
 	// start is allowed (RFC 3339).
 	RateHeldUntil string `json:"rateHeldUntil,omitempty"`
+	// DeadTask is, for a sequence held on its dead task, that task's id.
+	DeadTask string `json:"deadTask,omitempty"`
 }
 
 // groupsJSON is the groups command's --json output.
@@ -63,13 +104,14 @@ type groupsJSON struct {
 	TopWaiting   []groupRow `json:"topWaiting"`
 	TopRunning   []groupRow `json:"topRunning"`
 	HeldBack     []groupRow `json:"heldBack"`
+	HeldOnDead   []groupRow `json:"heldOnDead"`
 	Partial      bool       `json:"partial"`
 }
 
 func groupRows(gs []worqr.GroupInfo) []groupRow {
 	out := make([]groupRow, len(gs))
 	for i, g := range gs {
-		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, Rate: g.Rate, PerMs: g.Per.Milliseconds(), HeldBack: g.HeldBack}
+		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, Rate: g.Rate, PerMs: g.Per.Milliseconds(), HeldBack: g.HeldBack, DeadTask: g.DeadTask}
 		if !g.RateHeldUntil.IsZero() {
 			out[i].RateHeldUntil = g.RateHeldUntil.UTC().Format(time.RFC3339Nano)
 		}
@@ -103,7 +145,8 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 	if e.g.json {
 		return e.printJSON(groupsJSON{Queue: queue, Ready: r.Ready, Running: r.Running, DefaultLimit: r.DefaultLimit,
 			DefaultRate: r.DefaultRate, DefaultPerMs: r.DefaultPer.Milliseconds(),
-			TopWaiting: groupRows(r.TopWaiting), TopRunning: groupRows(r.TopRunning), HeldBack: groupRows(r.HeldBack), Partial: r.Partial})
+			TopWaiting: groupRows(r.TopWaiting), TopRunning: groupRows(r.TopRunning), HeldBack: groupRows(r.HeldBack),
+			HeldOnDead: groupRows(r.HeldOnDead), Partial: r.Partial})
 	}
 	limit := func(n int) string {
 		if n == 0 {
@@ -122,21 +165,25 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 	if r.Partial {
 		e.note("more groups than one read takes (%d of each): the ranking is of those read", worqr.MaxGroupsRead)
 	}
-	if len(r.TopWaiting)+len(r.TopRunning) == 0 {
+	if len(r.TopWaiting)+len(r.TopRunning)+len(r.HeldOnDead) == 0 {
 		e.note("no groups with tasks in %q", escape(queue))
 		return nil
 	}
-	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT", "RATE", "NEXT")
+	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT", "RATE", "NEXT", "DEADTASK")
 	for _, s := range []struct {
 		name string
 		gs   []worqr.GroupInfo
-	}{{"WAITING", r.TopWaiting}, {"RUNNING", r.TopRunning}, {"HELD", r.HeldBack}} {
+	}{{"WAITING", r.TopWaiting}, {"RUNNING", r.TopRunning}, {"HELD", r.HeldBack}, {"DEAD", r.HeldOnDead}} {
 		for _, g := range s.gs {
 			next := "-"
 			if !g.RateHeldUntil.IsZero() {
 				next = g.RateHeldUntil.UTC().Format(time.RFC3339)
 			}
-			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit), rate(g.Rate, g.Per), next)
+			dead := "-"
+			if g.DeadTask != "" {
+				dead = g.DeadTask
+			}
+			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit), rate(g.Rate, g.Per), next, dead)
 		}
 	}
 	return t.flush()
@@ -190,8 +237,8 @@ func cmdGroupLimit(e *env, args []string) error {
 func cmdGroupRate(e *env, args []string) error {
 	return groupControl(e, args, "group-rate", 3, func(c *worqr.Client, queue, group string, n int, rest []string, opts []worqr.ControlOption) error {
 		per, err := time.ParseDuration(rest[0])
-		if err != nil || per < time.Millisecond {
-			return usagef("group-rate: %q is not a window of 1ms or more (1m, 500ms)", rest[0])
+		if err != nil || per < time.Millisecond || per%time.Millisecond != 0 {
+			return usagef("group-rate: %q is not a window of 1ms or more, in whole milliseconds (1m, 500ms)", rest[0])
 		}
 		return noQueue(c.SetGroupRate(e.ctx, queue, group, n, per, opts...), queue)
 	})

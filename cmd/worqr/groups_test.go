@@ -3,6 +3,8 @@ package main
 import (
 	"time"
 
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,17 +60,17 @@ func TestGroupsCommand(t *testing.T) {
 	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1, rate -")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 5, "%s", r.stdout)
-	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT\s+RATE\s+NEXT$`, lines[0])
-	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1\s+-\s+-$`, lines[1])
-	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[2])
-	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[3])
-	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+-$`, lines[4])
+	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT\s+RATE\s+NEXT\s+DEADTASK$`, lines[0])
+	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1\s+-\s+-\s+-$`, lines[1])
+	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[3])
+	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[4])
 
 	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
 	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1,
 		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1}},
 		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}},
-		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}}}, got)
+		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}}, HeldOnDead: []groupRow{}}, got)
 	b.fails(2, "--top must be in 1..1000", "groups", "q", "--top", "0")
 }
 
@@ -115,5 +117,36 @@ func TestGroupRateCommand(t *testing.T) {
 	assert.Equal(t, 3, got.TopWaiting[0].Rate)
 	b.fails(2, "not a count", "group-rate", "q", "-1", "1m")
 	b.fails(2, "not a window", "group-rate", "q", "1", "0s")
+	b.fails(2, "not a window", "group-rate", "q", "1", "1.5ms") // Redis keeps whole ms: 1ms would be set
 	b.fails(2, "--group takes a key", "group-rate", "q", "1", "1m", "--group", "")
+}
+
+// sequence-hold on holds a sequence whose task died, shown in the DEAD
+// section with its dead task's id; off lets it go on.
+func TestSequenceHoldCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "sequence-hold", "q", "on")
+	b.fails(2, "neither on nor off", "sequence-hold", "q", "maybe", "--create")
+	b.ok("sequence-hold", "q", "on", "--create")
+	b.ok("group-limit", "q", "1", "--group", "s")
+	b.ok("enqueue", "--group", "s", "q", "s0")
+	b.ok("enqueue", "--group", "s", "q", "s1")
+	w := newWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.DeadLetter(ctx, errors.New("for good")))
+	r := b.ok("groups", "q")
+	assert.Regexp(t, `(?m)^DEAD\s+s\s+1\s+0\s+1\s+-\s+-\s+`+regexp.QuoteMeta(p.TaskID())+`$`, r.stdout)
+	got := jsonOf[groupsJSON](b, "groups", "q")
+	require.Len(t, got.HeldOnDead, 1)
+	assert.Equal(t, p.TaskID(), got.HeldOnDead[0].DeadTask)
+	r = b.ok("sequence-hold", "q", "off")
+	assert.NotContains(t, r.stdout, "DEAD ")
+	p, err = w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, "s1", string(p.Task()))
 }

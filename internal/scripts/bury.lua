@@ -5,7 +5,8 @@
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
 -- A task that asked for it keeps its outcome too (see retain), and the
--- attempt is noted in its history (see attempt_note).
+-- attempt is noted in its history (see attempt_note). A sequence's task
+-- may hold its group (see sequence_died).
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
 local procs_key, leases_key, meta_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -26,6 +27,10 @@ end
 local state = proc_state(v)
 local entry = proc_task(v)
 local id = entry_id(entry)
+if state == 'a' then
+  -- Before groups_settle, which would give its group a turn.
+  sequence_died(meta_key, entry)
+end
 release_unique(unique_key, entry)
 slots_freed(meta_key, waiting_key, idle_key, channel, entry_weight(entry))
 groups_settle(idle_key, channel)
@@ -43,7 +48,7 @@ if err ~= '' then
   redis.call('HSET', errors_key, id, err)
 end
 attempt_note(errors_key, id, now, 'd', worker, err)
-trim_dead(dead_key, errors_key, dead_max, now - dead_age)
+trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
 stat('d', 1)
 if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end
 stats_flush(stats_key)

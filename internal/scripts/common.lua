@@ -474,6 +474,8 @@ end
 -- sequence whose front task waits for its retry delay is held the same
 -- way, until that task is due (see retry.lua).
 local GROUP_RATE_BASE = 4503599627370496
+-- The score of a group held on its sequence's dead task (see sequence_died).
+local GROUP_DEAD_HOLD = 9007199254740992
 -- A rate as stored ('<n>/<per>'), as n and per (ms), or nil.
 local function group_rate(v)
   if not v then return nil end
@@ -487,8 +489,91 @@ end
 -- reply's text), or nil when it is not so held.
 local function group_held_until(score)
   local v = tonumber(score or nil)
-  if not v or v <= GROUP_RATE_BASE or v == math.huge then return nil end
+  if not v or v <= GROUP_RATE_BASE or v >= GROUP_DEAD_HOLD then return nil end
   return v - GROUP_RATE_BASE
+end
+
+-- A sequence held on a dead task (docs/flow-control.md): when the queue
+-- asks for it (the meta field 'ghold'), a task of a sequence (a group
+-- with a limit of 1) that dies holds its group until its dead letter is
+-- requeued or deleted (by hand, by a purge, or trimmed by the dead
+-- letters' bounds), or the queue stops asking. The hold is the field
+-- '<group>:d' of GROUPS.limits (a group key holds no ':'), the dead
+-- task's id; the meta field 'gdead' counts the holds, so that a dequeue
+-- of a queue without any reads nothing more. A held group with tasks
+-- waiting waits in the ready set scored GROUP_DEAD_HOLD (2^53): past every time
+-- a rate or a retry delay holds a group until (below 2^53 - 2^52) and
+-- below +inf; a dequeue that meets a held group with another score (a
+-- task joined it after it was emptied) scores it so.
+
+-- The task of entry e, of a group, died: if the queue holds its sequences
+-- on a dead task and e's group is one, the group is held by it (the
+-- first dead task holds it while it is held). Needs the group keys named
+-- (set_lists). Call it before groups_settle, which would give the group
+-- a turn.
+local function sequence_died(meta, e)
+  if not GROUPS.limits or not header_has(e, 'g') then return end
+  local m = redis.call('HMGET', meta, 'ghold', 'glimit')
+  if not m[1] then return end
+  local g = entry_group(e)
+  local limit = control_value(redis.call('HGET', GROUPS.limits, g)) or control_value(m[2])
+  if limit ~= 1 then return end
+  if redis.call('HSETNX', GROUPS.limits, g .. ':d', entry_id(e)) == 1 then
+    redis.call('HINCRBY', meta, 'gdead', 1)
+  end
+  redis.call('ZADD', GROUPS.ready, 'XX', ms(GROUP_DEAD_HOLD), g)
+end
+
+-- The holds of groups (a list of names, nil: every hold) are released
+-- when they are those of the dead tasks named (ids: a set of ids; nil:
+-- whatever task holds them): each held group with tasks waiting gets a
+-- turn now. Needs the ready set and the limits hash named (set_lists).
+-- Returns how many were released. Reads nothing when no group is held.
+local function dead_holds_released(meta, names, ids)
+  if not GROUPS.limits or not tonumber(redis.call('HGET', meta, 'gdead') or nil) then return 0 end
+  if not names then
+    names = {}
+    local cursor = '0'
+    repeat
+      local page = redis.call('HSCAN', GROUPS.limits, cursor, 'MATCH', '*:d', 'COUNT', 1000)
+      cursor = page[1]
+      for i = 1, #page[2], 2 do
+        local f = page[2][i]
+        names[#names + 1] = string.sub(f, 1, #f - 2)
+      end
+    until cursor == '0'
+  end
+  local released = 0
+  local now
+  for _, g in ipairs(names) do
+    local held = redis.call('HGET', GROUPS.limits, g .. ':d')
+    if held and (not ids or ids[held]) then
+      redis.call('HDEL', GROUPS.limits, g .. ':d')
+      released = released + 1
+      if tonumber(redis.call('ZSCORE', GROUPS.ready, g) or nil) == GROUP_DEAD_HOLD then
+        now = now or ms(now_us())
+        redis.call('ZADD', GROUPS.ready, now, g)
+      end
+    end
+  end
+  if released > 0 and redis.call('HINCRBY', meta, 'gdead', -released) <= 0 then
+    redis.call('HDEL', meta, 'gdead')
+  end
+  return released
+end
+
+-- The holds of the dead letters (entries) that left the dead letters are
+-- released (see dead_holds_released). Returns how many.
+local function dead_letters_gone(meta, entries)
+  local names, ids = {}, {}
+  for _, e in ipairs(entries) do
+    if header_has(e, 'g') then
+      names[#names + 1] = entry_group(e)
+      ids[entry_id(e)] = true
+    end
+  end
+  if #names == 0 then return 0 end
+  return dead_holds_released(meta, names, ids)
 end
 
 -- Give the groups named a turn at score (ms() text): one ZADD per 1000.
@@ -1125,7 +1210,9 @@ end
 
 -- Trim a queue's dead letters to at most max, none dead before oldest (ms),
 -- dropping the errors of those removed.
-local function trim_dead(dead, errors, max, oldest)
+-- The holds of sequences on the dead letters trimmed are released (see
+-- dead_letters_gone), when meta is given.
+local function trim_dead(dead, errors, max, oldest, meta)
   local gone = redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. ms(oldest))
   local over = redis.call('ZCARD', dead) - #gone - max
   if over > 0 then
@@ -1138,6 +1225,7 @@ local function trim_dead(dead, errors, max, oldest)
     local ids = {}
     for j, r in ipairs(chunk) do ids[j] = entry_id(r) end
     errors_drop(errors, ids)
+    if meta then dead_letters_gone(meta, chunk) end
   end
 end
 

@@ -5,7 +5,9 @@
 -- wait. A rate limit (op "rate": limit starts in any per ms; 0 removes it)
 -- is set the same way, and so are a group's concurrency limit (op
 -- "glimit") and rate limit (op "grate"), or with group '' every group's
--- default (see GROUPS and GROUP_RATE_BASE in common.lua).
+-- default (see GROUPS and GROUP_RATE_BASE in common.lua). Op "ghold"
+-- (value 1 or 0) makes the queue hold its sequences on a dead task, or
+-- stop: every group so held goes on (see sequence_died in common.lua).
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.
@@ -18,7 +20,7 @@ local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
 local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate
+local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold
 local group = ARGV[7] -- glimit, grate: the group, escaped ('' for every group's default)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
@@ -43,6 +45,13 @@ elseif op == 'rate' then
     redis.call('HDEL', meta_key, 'rate', 'per')
   end
   wake_all = true
+elseif op == 'ghold' then
+  if set then
+    redis.call('HSET', meta_key, 'ghold', 1)
+  else
+    redis.call('HDEL', meta_key, 'ghold')
+    wake_all = dead_holds_released(meta_key) > 0
+  end
 elseif op == 'glimit' then
   -- A group limit: the default ('glimit') or a group's own. A group
   -- held back (it has processes in flight and tasks waiting: held in the

@@ -6,10 +6,10 @@
 local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local results_key, retained_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local flows_key = KEYS[13] -- workflow tasks' notices (see flow_notice)
+local flows_key, glimits_key = KEYS[13], KEYS[14] -- workflow tasks' notices (see flow_notice); see GROUPS in common.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 
-set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
+set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, nil, glimits_key)
 local n = 0
 while true do
   local chunk = redis.call('ZRANGE', dead_key, 0, 999)
@@ -23,6 +23,7 @@ while true do
   end
   redis.call('ZREM', dead_key, unpack(chunk))
   errors_drop(errors_key, ids)
+  dead_letters_gone(meta_key, chunk)
   dead_outcome_cleared(results_key, retained_key, chunk)
   -- LPUSH puts the first given nearest the front (the right end).
   for _, e in ipairs(entries) do

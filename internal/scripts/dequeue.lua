@@ -161,7 +161,9 @@ local rated, rate_fix = {}, {}
 -- start is allowed, and the first dequeue after that time gives it a turn
 -- again (one ZRANGEBYSCORE per dequeue). A group whose front task is due
 -- later (a sequence's task retried with a delay: see retry.lua) is held
--- the same way until it is due.
+-- the same way until it is due. A sequence held on its dead task (see
+-- sequence_died in common.lua) is scored GROUP_DEAD_HOLD, which no
+-- dequeue takes, until its hold is released.
 -- With no group ready this is the normal list's take.
 local function take_turns(k)
   if k <= 0 or blocked then return end
@@ -174,10 +176,11 @@ local function take_turns(k)
     released, ready = true, ready_groups(k)
   end
   local G = group_lib()
-  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx')
+  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
   local rate_n, rate_per = group_rate(m[3])
   local rates = rate_n ~= nil or m[4] ~= false
+  local holds = tonumber(m[5] or nil) ~= nil -- groups held on a dead task (see sequence_died)
   local plain_left, plain_took = true, false
   if not released and rate_released(t0) > 0 then ready = ready_groups(k) end
   if rates then
@@ -230,6 +233,12 @@ local function take_turns(k)
       for i, g in ipairs(names) do fields[i] = g .. ':r' end
       own_rate = redis.call('HMGET', glimits_key, unpack(fields))
     end
+    local dead = {}
+    if holds then
+      local fields = {}
+      for i, g in ipairs(names) do fields[i] = g .. ':d' end
+      dead = redis.call('HMGET', glimits_key, unpack(fields))
+    end
     local took, out, again, hold = {}, {}, {}, {}
     for i, g in ipairs(names) do
       while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do
@@ -245,7 +254,8 @@ local function take_turns(k)
       if k == 0 or blocked then break end
       local limit = control_value(own[i]) or default
       local r = running[g] or tonumber(held[i] or '0') or 0
-      local front = G.front(g, math.min(share, k) + 1)
+      -- A sequence held on its dead task starts nothing.
+      local front = dead[i] and {} or G.front(g, math.min(share, k) + 1)
       local got, full = 0, false
       local rn, rper = rate_n, rate_per
       local own_n, own_per = group_rate(own_rate[i])
@@ -278,7 +288,10 @@ local function take_turns(k)
       k = k - got
       if got > 0 then running[g] = r end
       if rn and got > 0 then now_rated[g] = (now_rated[g] or 0) + got end
-      if got == #front then
+      if dead[i] then
+        hold[#hold + 1] = ms(GROUP_DEAD_HOLD)
+        hold[#hold + 1] = g
+      elseif got == #front then
         out[#out + 1] = g -- none left
       elseif full or (limit and r >= limit) then
         hold[#hold + 1] = 'inf'

@@ -5,7 +5,9 @@
 -- O(log N)), the slots its processes hold, its own concurrency limit, and
 -- whether it is ready: a group with tasks waiting that is not ready is
 -- held back at its limit (scored +inf in the ready set, or not in it) or
--- by its rate (scored past GROUP_RATE_BASE: see common.lua).
+-- by its rate (scored past GROUP_RATE_BASE: see common.lua) or on its
+-- sequence's dead task (see sequence_died: those are read too, up to
+-- scan of them, from the limits hash).
 -- At most scan groups of each set are read, so the call is O(scan log N)
 -- whatever the number of groups.
 -- Returns {partial (1 when either set held more than scan), ready groups,
@@ -13,7 +15,8 @@
 -- group rate and its window (ms; 0 0: none), then per group: key, waiting,
 -- running, own limit (0: none), ready (0/1), own rate and window (0 0:
 -- none), when its rate allows its next start (µs, Redis clock; 0 unless
--- held back by its rate)}.
+-- held back by its rate), the id of the dead task that holds it ('' for
+-- none)}.
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key = KEYS[5]
 local scan = tonumber(ARGV[1]) -- groups read of each set, at most
@@ -45,10 +48,32 @@ local first = redis.call('ZRANGE', gready_key, 0, scan - 1, 'WITHSCORES')
 for i = 1, #first, 2 do
   local g = first[i]
   rate_until[g] = group_held_until(first[i + 1])
-  ready[g] = not group_held(first[i + 1]) and not rate_until[g]
+  ready[g] = (tonumber(first[i + 1]) or math.huge) < GROUP_RATE_BASE
   if not running[g] then order[#order + 1] = g end
 end
-local m = redis.call('HMGET', meta_key, 'glimit', 'grate')
+local m = redis.call('HMGET', meta_key, 'glimit', 'grate', 'gdead')
+-- Groups held on a dead task, with no task waiting or running, are read
+-- from their holds.
+if tonumber(m[3] or nil) then
+  local listed = {}
+  for _, g in ipairs(order) do listed[g] = true end
+  local found = 0
+  cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', glimits_key, cursor, 'MATCH', '*:d', 'COUNT', 100)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do
+      local g = string.sub(page[2][i], 1, -3)
+      if found >= scan then
+        partial = 1
+      elseif not listed[g] then
+        listed[g] = true
+        order[#order + 1] = g
+        found = found + 1
+      end
+    end
+  until cursor == '0' or found >= scan
+end
 local rate_n, rate_per = group_rate(m[2])
 local out = {partial, nready, redis.call('HLEN', grunning_key), control_value(m[1]) or 0, rate_n or 0, rate_per or 0}
 for i = 1, #order, 1000 do
@@ -57,6 +82,8 @@ for i = 1, #order, 1000 do
   local fields = {}
   for j, g in ipairs(chunk) do fields[j] = g .. ':r' end
   local rates = redis.call('HMGET', glimits_key, unpack(fields))
+  for j, g in ipairs(chunk) do fields[j] = g .. ':d' end
+  local dead = redis.call('HMGET', glimits_key, unpack(fields))
   for j, g in ipairs(chunk) do
     local n, per = group_rate(rates[j])
     out[#out + 1] = g
@@ -67,6 +94,7 @@ for i = 1, #order, 1000 do
     out[#out + 1] = n or 0
     out[#out + 1] = per or 0
     out[#out + 1] = rate_until[g] or 0
+    out[#out + 1] = dead[j] or ''
   end
 end
 return out

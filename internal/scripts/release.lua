@@ -65,9 +65,10 @@ if poison_window > 0 then
     local h, payload = entry_split(entry)
     h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', holder), 'K', 'poison')
     redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)
+    sequence_died(meta_key, entry)
     redis.call('HSET', errors_key, entry_id(entry), why)
     attempt_note(errors_key, entry_id(entry), now, 'd', holder, why)
-    trim_dead(dead_key, errors_key, dead_max, now - dead_age)
+    trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
     stat('d', 1)
     buried[#buried + 1] = entry_id(entry)
   end

@@ -21,6 +21,9 @@ const (
 	GroupLimit ControlOp = "glimit"
 	// GroupRate sets a group's rate limit (see ControlGroupRate).
 	GroupRate ControlOp = "grate"
+	// SequenceHold makes a queue hold its sequences on a dead task, or
+	// stop (see ControlSequenceHold).
+	SequenceHold ControlOp = "ghold"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -49,6 +52,17 @@ func (s *Store) ControlGroup(ctx context.Context, queue, group string, limit int
 // rate), as Control does the queue's.
 func (s *Store) ControlGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, create bool) error {
 	return s.control(ctx, queue, GroupRate, n, per, create, EscapeGroup(group))
+}
+
+// ControlSequenceHold makes a queue hold a sequence (a group with a limit
+// of 1) whose task dies until its dead letter is requeued or deleted
+// (on), or stop, letting every sequence so held go on (off).
+func (s *Store) ControlSequenceHold(ctx context.Context, queue string, on bool, create bool) error {
+	n := 0
+	if on {
+		n = 1
+	}
+	return s.control(ctx, queue, SequenceHold, n, 0, create, "")
 }
 
 func (s *Store) control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool, group string) error {
@@ -94,6 +108,10 @@ type QueueState struct {
 	Groups, GroupsReady int64
 	// GroupLimit is every group's default concurrency limit, 0 if none.
 	GroupLimit int
+	// SequenceHold says the queue holds its sequences on a dead task, and
+	// GroupsDeadHeld counts the groups so held.
+	SequenceHold   bool
+	GroupsDeadHeld int64
 }
 
 // QueueState reads a queue's counts and controls, at one instant
@@ -105,7 +123,7 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 13 {
+	if err == nil && len(n) != 15 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
@@ -113,5 +131,5 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 	}
 	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
 		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9],
-		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12])}, nil
+		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12]), SequenceHold: n[13] == 1, GroupsDeadHeld: n[14]}, nil
 }

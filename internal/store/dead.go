@@ -56,7 +56,7 @@ func (s *Store) DeadCount(ctx context.Context, queue string) (int64, error) {
 // when the queue has no dead letter of that id.
 func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows},
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeue, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows, k.GroupLimits},
 		[]string{k.Channel, queue, id, deadPattern(id)})
 	n, err := s.requeued(ctx, queue, "dead_requeue.lua", res, err)
 	return n == 1, err
@@ -66,7 +66,7 @@ func (s *Store) RequeueDead(ctx context.Context, queue, id string) (bool, error)
 // queue, in one script call, and returns how many it requeued.
 func (s *Store) RequeueAllDead(ctx context.Context, queue string) (int64, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows},
+	res, err := s.run(ctx, OpRequeueDead, queue, s.scripts.DeadRequeueAll, []string{k.Dead, k.Errors, k.Waiting, k.Meta, k.Idle, k.High, k.Low, k.Stats, k.Results, k.Retained, k.GroupWait, k.GroupReady, k.Flows, k.GroupLimits},
 		[]string{k.Channel, queue})
 	return s.requeued(ctx, queue, "dead_requeue_all.lua", res, err)
 }
@@ -93,11 +93,13 @@ func (s *Store) requeued(ctx context.Context, queue, script string, res rueidis.
 	return n[0], nil
 }
 
-// DeleteDead deletes the dead letter of task id, and its error. It reports
+// DeleteDead deletes the dead letter of task id, and its error, and lets
+// a sequence it held go on (see ControlSequenceHold). It reports
 // false when the queue has no dead letter of that id.
 func (s *Store) DeleteDead(ctx context.Context, queue, id string) (bool, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadDelete, []string{k.Dead, k.Errors}, []string{id, deadPattern(id)})
+	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadDelete, []string{k.Dead, k.Errors, k.Meta, k.Idle, k.GroupWait, k.GroupReady, k.GroupLimits},
+		[]string{id, deadPattern(id), k.Channel})
 	if err != nil {
 		return false, err
 	}
@@ -105,11 +107,12 @@ func (s *Store) DeleteDead(ctx context.Context, queue, id string) (bool, error) 
 	return n == 1, err
 }
 
-// PurgeDead deletes every dead letter of a queue, and their errors, and
-// returns how many there were.
+// PurgeDead deletes every dead letter of a queue, and their errors, lets
+// every sequence they held go on, and returns how many there were.
 func (s *Store) PurgeDead(ctx context.Context, queue string) (int64, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadPurge, []string{k.Dead, k.Errors}, nil)
+	res, err := s.run(ctx, OpDeleteDead, queue, s.scripts.DeadPurge, []string{k.Dead, k.Errors, k.Meta, k.Idle, k.GroupWait, k.GroupReady, k.GroupLimits},
+		[]string{k.Channel})
 	if err != nil {
 		return 0, err
 	}

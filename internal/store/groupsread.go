@@ -20,6 +20,9 @@ type GroupState struct {
 	// RateUntil is, when it is held back by its rate, when its next start
 	// is allowed (Unix µs, Redis clock), else 0.
 	RateUntil int64
+	// DeadTask is the id of the dead task its sequence is held on, "" if
+	// none.
+	DeadTask string
 }
 
 // GroupsState is what GroupsRead read of a queue's groups.
@@ -52,7 +55,7 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		return GroupsState{}, err
 	}
 	vals, err := res.ToArray()
-	if err == nil && (len(vals) < 6 || (len(vals)-6)%8 != 0) {
+	if err == nil && (len(vals) < 6 || (len(vals)-6)%9 != 0) {
 		err = fmt.Errorf("groups_list.lua answered %d values", len(vals))
 	}
 	if err != nil {
@@ -66,7 +69,7 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 	}
 	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3]),
 		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond}
-	for i := 6; i < len(vals); i += 8 {
+	for i := 6; i < len(vals); i += 9 {
 		raw, err := vals[i].ToString()
 		if err != nil {
 			return GroupsState{}, err
@@ -81,8 +84,12 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 				return GroupsState{}, err
 			}
 		}
+		dead, err := vals[i+8].ToString()
+		if err != nil {
+			return GroupsState{}, err
+		}
 		st.Groups = append(st.Groups, GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1,
-			Rate: int(n[4]), Per: time.Duration(n[5]) * time.Millisecond, RateUntil: n[6]})
+			Rate: int(n[4]), Per: time.Duration(n[5]) * time.Millisecond, RateUntil: n[6], DeadTask: dead})
 	}
 	return st, nil
 }

@@ -105,6 +105,10 @@ import (
 //	grate       every group's rate limit but for those with their own
 //	            ('<n>/<per ms>'; common.lua's group_rate)
 //	grx         "1" once a group had a rate of its own (GroupLimits)
+//	ghold       "1" while the queue holds its sequences on a dead task
+//	            (common.lua's sequence_died)
+//	gdead       how many groups are so held ('<group>:d' in
+//	            GroupLimits); absent when 0
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -170,7 +174,7 @@ const HeaderFields = "afmtwpRudrhDWKkTgF"
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
 var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/worqr/worqr"
+)
+
+// setGroupLimits sets groupQueue's group limits (see groupLimit) before
+// the run: each group's own, and the default; extra more than that
+// (-sabotage groups).
+func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
+	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit+extra, worqr.CreateQueue()); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if n, own := groupLimit(g); own {
+			if err := c.SetGroupConcurrency(ctx, groupQueue, g, n+extra); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// groupVerdict is what the group checks found.
+type groupVerdict struct {
+	// runs are the grouped tasks' runs judged; most is, per group limit,
+	// the most runs of one group found in flight at once.
+	runs int
+	most map[int]int
+	// overLimit are starts of a group's task while its limit of runs was
+	// already in flight, by the Redis clock.
+	overLimit []string
+	// seqStarts are the starts of sequences' tasks judged for order, and
+	// seqSkipped those of tasks an enqueue may have queued twice (their
+	// place in the order is not known); outOfOrder are starts of a
+	// sequence's task after a later task of it had started.
+	seqStarts, seqSkipped int
+	outOfOrder            []string
+}
+
+// judgeGroups checks groupQueue's runs against the groups' limits and
+// the sequences' order, by the Redis clock.
+//
+// A run's process, in Redis, is in flight from its process id (the
+// Redis clock at its dequeue) until the script that settles it; for a run
+// its own worker settled (finished, retried or dead: not lost, fenced or
+// killed), that script ran after the handler's end report, whose wall
+// clock (the workers run on Redis's host, whose clock TIME reads) is so a
+// time the process was still in flight. So a run that started, by its id,
+// between another's id and that one's end report started while the other
+// held a slot of its group: more such at once than the limit is a
+// violation, whatever the faults (a lost run is not counted: its slot may
+// have been freed by a reclaim before its handler ended).
+//
+// In a sequence, the tasks start in enqueue order (their ids), a retried
+// or reclaimed one again before any later one: the starts of its runs,
+// in process id order, must never go back to an earlier task.
+func (l *ledger) judgeGroups(tasks map[string]*taskInfo) groupVerdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := groupVerdict{most: make(map[int]int)}
+	type start struct {
+		task       string
+		pid, until int64 // until: the end report's wall clock, 0 unless settled by its worker
+		order      int64 // the task's enqueue (its id), 0 if it may have two copies
+	}
+	byGroup := make(map[string][]start)
+	for t, info := range tasks {
+		if info.queue != groupQueue || info.kind != "job" {
+			continue
+		}
+		order := info.enqueuedUs
+		if len(info.copies) != 1 {
+			order = 0
+		}
+		for _, ru := range l.byTask[t] {
+			if ru.q != groupQueue {
+				continue
+			}
+			pid, err := strconv.ParseInt(ru.pid, 16, 64)
+			if err != nil {
+				l.problem("a run of %s has a process id %q that is no Redis clock reading", t, ru.pid)
+				continue
+			}
+			s := start{task: t, pid: pid, order: order}
+			switch ru.settled {
+			case outFinished, outRetried, outDead:
+				if ru.wEnd > 0 {
+					s.until = ru.wEnd
+				}
+			}
+			byGroup[info.plan.group] = append(byGroup[info.plan.group], s)
+		}
+	}
+	for g, starts := range byGroup {
+		limit, _ := groupLimit(g)
+		slices.SortFunc(starts, func(a, b start) int { return int(a.pid - b.pid) })
+		v.runs += len(starts)
+		for i, s := range starts {
+			n := 1
+			for _, r := range starts[:i] {
+				if r.until > s.pid {
+					n++
+				}
+			}
+			v.most[limit] = max(v.most[limit], n)
+			if n > limit {
+				v.overLimit = append(v.overLimit, fmt.Sprintf("group %s (limit %d): %s started (pid %x) while %d of its runs were in flight", g, limit, s.task, s.pid, n-1))
+			}
+		}
+		if limit != 1 {
+			continue
+		}
+		var last start
+		for _, s := range starts {
+			if s.order == 0 {
+				v.seqSkipped++
+				continue
+			}
+			v.seqStarts++
+			if last.order > s.order {
+				v.outOfOrder = append(v.outOfOrder, fmt.Sprintf("sequence %s: %s (enqueued %d) started (pid %x) after %s, enqueued after it, had (pid %x)", g, s.task, s.order, s.pid, last.task, last.pid))
+			}
+			if s.order > last.order {
+				last = s
+			}
+		}
+	}
+	return v
+}
