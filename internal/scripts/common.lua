@@ -398,15 +398,55 @@ local function group_find(gwait, id, max)
   return nil, false
 end
 
+-- Rate limits per group (docs/flow-control.md): at most n starts in any
+-- window of per ms, a group's own (the field '<group>:r' of GROUPS.limits:
+-- a group key holds no ':') else the default (the meta field 'grate'),
+-- each stored as '<n>/<per>'; the meta field 'grx' is set once a group's
+-- own rate was, so that a queue without rates reads nothing more. A
+-- group's starts of its window are members '<group>\0<start µs, 16 hex
+-- digits><task id>' of one sorted set scored 0 (the dequeue's gstarts key):
+-- one group's lie together, oldest first. A group that used up its rate
+-- waits in the ready set scored GROUP_RATE_BASE + when its next start is
+-- allowed (µs, Redis clock): past every turn (a clock reading, below 2^52
+-- until the year 2112) and below +inf (held at its concurrency limit). A
+-- sequence whose front task waits for its retry delay is held the same
+-- way, until that task is due (see retry.lua).
+local GROUP_RATE_BASE = 4503599627370496
+-- The score of a group held on its sequence's dead task (see sequence_died).
+local GROUP_DEAD_HOLD = 9007199254740992
+-- A rate as stored ('<n>/<per>'), as n and per (ms), or nil.
+local function group_rate(v)
+  if not v then return nil end
+  local n, per = string.match(v, '^(%d+)/(%d+)$')
+  n, per = control_value(n), control_value(per)
+  if not n or not per then return nil end
+  return n, per
+end
+-- When a group held back until a time (by its rate, or its front task's
+-- retry delay) may start again (µs), from its score in the ready set (a
+-- reply's text), or nil when it is not so held.
+local function group_held_until(score)
+  local v = tonumber(score or nil)
+  if not v or v <= GROUP_RATE_BASE or v >= GROUP_DEAD_HOLD then return nil end
+  return v - GROUP_RATE_BASE
+end
+
 -- Groups some of whose waiting tasks were removed (a set of their names)
 -- leave the ready set if none waits any more, so that no dequeue spends a
 -- turn on them; a group with processes in flight comes back when one
--- ends and a task waits (groups_settle), or when a task joins it.
+-- ends and a task waits (groups_settle), or when a task joins it. One
+-- with tasks left that was held until a time (a sequence whose front
+-- task waits for its retry delay, or a rate) takes a turn now: the task
+-- removed may have been that front one, and the dequeue judges the rate
+-- again.
 local function groups_emptied(gwait, gready, names)
-  local gone = {}
+  local gone, now = {}, nil
   for g in pairs(names) do
     if #redis.call('ZRANGEBYLEX', gwait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) == 0 then
       gone[#gone + 1] = g
+    elseif group_held_until(redis.call('ZSCORE', gready, g)) then
+      now = now or ms(now_us())
+      redis.call('ZADD', gready, 'XX', now, g)
     end
   end
   for i = 1, #gone, 1000 do
@@ -458,39 +498,6 @@ end
 -- Redis writes it).
 local function group_held(score)
   return score and string.find(string.lower(score), 'inf', 1, true) ~= nil
-end
-
--- Rate limits per group (docs/flow-control.md): at most n starts in any
--- window of per ms, a group's own (the field '<group>:r' of GROUPS.limits:
--- a group key holds no ':') else the default (the meta field 'grate'),
--- each stored as '<n>/<per>'; the meta field 'grx' is set once a group's
--- own rate was, so that a queue without rates reads nothing more. A
--- group's starts of its window are members '<group>\0<start µs, 16 hex
--- digits><task id>' of one sorted set scored 0 (the dequeue's gstarts key):
--- one group's lie together, oldest first. A group that used up its rate
--- waits in the ready set scored GROUP_RATE_BASE + when its next start is
--- allowed (µs, Redis clock): past every turn (a clock reading, below 2^52
--- until the year 2112) and below +inf (held at its concurrency limit). A
--- sequence whose front task waits for its retry delay is held the same
--- way, until that task is due (see retry.lua).
-local GROUP_RATE_BASE = 4503599627370496
--- The score of a group held on its sequence's dead task (see sequence_died).
-local GROUP_DEAD_HOLD = 9007199254740992
--- A rate as stored ('<n>/<per>'), as n and per (ms), or nil.
-local function group_rate(v)
-  if not v then return nil end
-  local n, per = string.match(v, '^(%d+)/(%d+)$')
-  n, per = control_value(n), control_value(per)
-  if not n or not per then return nil end
-  return n, per
-end
--- When a group held back until a time (by its rate, or its front task's
--- retry delay) may start again (µs), from its score in the ready set (a
--- reply's text), or nil when it is not so held.
-local function group_held_until(score)
-  local v = tonumber(score or nil)
-  if not v or v <= GROUP_RATE_BASE or v >= GROUP_DEAD_HOLD then return nil end
-  return v - GROUP_RATE_BASE
 end
 
 -- A sequence held on a dead task (docs/flow-control.md): when the queue

@@ -183,6 +183,12 @@ local function take_turns(k)
   local holds = tonumber(m[5] or nil) ~= nil -- groups held on a dead task (see sequence_died)
   local plain_left, plain_took = true, false
   if not released and rate_released(t0) > 0 then ready = ready_groups(k) end
+  -- The bound below which group g's starts have left a window of per ms
+  -- ending now, as ZRANGEBYLEX takes it: 0 when the window is longer
+  -- than the Redis clock's µs since 1970.
+  local function window_from(g, per)
+    return '(' .. g .. '\0' .. string.format('%016x', math.max(t0 - per * 1000 + 1, 0))
+  end
   if rates then
     -- One recorded start picked at random: its group's starts that left
     -- the window go, all of them if it has no rate any more. A dequeue
@@ -197,7 +203,7 @@ local function take_turns(k)
         if own_n then n, per = own_n, own_per end
       end
       local to = '(' .. g .. '\1'
-      if n then to = '(' .. g .. '\0' .. string.format('%016x', math.max(t0 - per * 1000 + 1, 0)) end
+      if n then to = window_from(g, per) end
       redis.call('ZREMRANGEBYLEX', gstarts_key, '[' .. g .. '\0', to)
     end
   end
@@ -207,7 +213,7 @@ local function take_turns(k)
   -- the window leaves it (µs; nil when that is one of this call's).
   local function rate_room(g, n, per)
     local from, to = '[' .. g .. '\0', '(' .. g .. '\1'
-    redis.call('ZREMRANGEBYLEX', gstarts_key, from, '(' .. g .. '\0' .. string.format('%016x', math.max(t0 - per * 1000 + 1, 0)))
+    redis.call('ZREMRANGEBYLEX', gstarts_key, from, window_from(g, per))
     local used = redis.call('ZLEXCOUNT', gstarts_key, from, to)
     local oldest
     if used > 0 then

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -216,4 +218,36 @@ func TestCancelWaitingScript(t *testing.T) {
 			e.expect(want)
 		})
 	}
+}
+
+// cancel_id.lua: a group held until its front task is due (a sequence's
+// retry delay) takes a turn now when that task is cancelled and others
+// wait, so that they need not wait for a task that is gone; a group held
+// at its limit or on its dead task stays held.
+func TestCancelIDReleasesAHeldGroupScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "cancel_id.lua")
+	now := e.clock()
+	due := fmt.Sprintf("%x", now+int64(time.Hour/time.Microsecond))
+	rateBase := float64(1 << 52)
+	e.seed(keyState{
+		"meta": hash{"name": "q"},
+		"gwait": zset{
+			member("s", "11,gs,d"+due+":s1"): 0, member("s", "12,gs:s2"): 0,
+			member("l", "21,gl:l1"): 0, member("l", "22,gl:l2"): 0,
+			member("h", "31,gh:h1"): 0, member("h", "32,gh:h2"): 0,
+		},
+		"gready": zset{"s": rateBase + float64(now) + float64(time.Hour/time.Microsecond), "l": inf, "h": deadHold},
+	})
+	for _, id := range []string{"11", "21", "31"} {
+		got, _, err := e.s.CancelID(e.ctx, "q", id)
+		require.NoError(t, err)
+		assert.Equal(t, CancelCount{Removed: 1}, got, id)
+	}
+	got := e.dump()
+	ready := got["gready"].(zset)
+	e.within(int64(ready["s"]), now, e.clock(), "s's turn, now")
+	assert.Equal(t, inf, ready["l"], "l held at its limit")
+	assert.Equal(t, float64(deadHold), ready["h"], "h held on its dead task")
+	assert.Equal(t, zset{member("s", "12,gs:s2"): 0, member("l", "22,gl:l2"): 0, member("h", "32,gh:h2"): 0}, got["gwait"])
 }
