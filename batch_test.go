@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/clock"
 )
 
 // batchSeen is a batch handler's record of what it was given: each batch
@@ -47,29 +48,32 @@ func TestBatchFillsToSize(t *testing.T) {
 
 // A batch that is not full starts MaxWait after its first task came, not
 // before, with what it holds; the worker holds no task in hand longer.
+// The batch's timer runs on a Fake clock of its own, the only timer on
+// it: Advance takes a timer due off the clock before it fires.
 func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	t.Parallel()
-	k := setupClocked(t)
+	_, c, ctx := setup(t)
 	seen := make(batchSeen, 10)
-	w := newWorker(t, k.c, WorkerOptions{})
+	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
 		seen.add(batch)
 		return nil
 	}, BatchOptions{Size: 5, MaxWait: 100 * time.Millisecond})
 	require.NoError(t, err)
-	require.NoError(t, b.handle(k.ctx))
-	enqueueNumbered(t, k.c, "q", 3)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake
+	require.NoError(t, b.handle(ctx))
+	enqueueNumbered(t, c, "q", 3)
 	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+	require.Equal(t, 1, fake.Timers(), "the batch's timer")
 
-	k.advance(99 * time.Millisecond)
-	select {
-	case got := <-seen:
-		t.Fatalf("a batch of %v started before its MaxWait", got)
-	default:
-	}
-	k.advance(time.Millisecond)
+	fake.Advance(99 * time.Millisecond)
+	assert.Equal(t, 1, fake.Timers(), "the batch's timer fired before its MaxWait")
+	assert.Equal(t, 3, b.pending())
+	fake.Advance(time.Millisecond)
+	assert.Zero(t, fake.Timers())
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, recv(t, seen, 5*time.Second, "the partial batch"))
-	settledQueue(t, k.c, "q")
+	settledQueue(t, c, "q")
 	assert.Zero(t, b.pending())
 }
 
