@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -297,4 +298,17 @@ func TestBatchOptionsChecked(t *testing.T) {
 	assert.Equal(t, DefaultBatchSize, b.size)
 	assert.Equal(t, DefaultBatchWait, b.wait)
 	assert.Equal(t, 1, b.batches)
+}
+
+// BatchErrors says how many tasks failed and the first one's error, and
+// is found through a wrapping error.
+func TestBatchErrorsText(t *testing.T) {
+	t.Parallel()
+	a, b := &Process{id: "p1"}, &Process{id: "p2"}
+	errs := BatchErrors{b: errors.New("late"), a: errors.New("bad row"), &Process{id: "p3"}: nil}
+	assert.Equal(t, "worqr: batch: 2 task(s) failed; process p1: bad row", errs.Error())
+	assert.Equal(t, "worqr: batch: no task failed", BatchErrors{a: nil}.Error())
+	var got BatchErrors
+	require.ErrorAs(t, fmt.Errorf("insert: %w", errs), &got)
+	assert.Len(t, got, 3)
 }
