@@ -168,6 +168,7 @@
 // Handle or HandleQueues call, the loop that fills them, and their
 // snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
+// batch.go (HandleBatch: a Handle whose handler calls gather into batches),
 // handoff.go (a task an enqueue hands straight to an idle member),
 // settle.go (the settler, writing a handler's outcome), process.go and
 // progress.go (a process and its progress reports), shutdown.go and

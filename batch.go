@@ -1,0 +1,340 @@
+package worqr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worqr/worqr/internal/clock"
+)
+
+// Batch handler defaults, for a zero BatchOptions.Size and MaxWait.
+const (
+	DefaultBatchSize = 100
+	DefaultBatchWait = 100 * time.Millisecond
+)
+
+// BatchHandler runs a batch of tasks at once (a bulk insert, one call to
+// an API that takes many items). Each task of the batch is still a
+// process of its own, settled on its own as a Handler's is:
+//
+//   - returning nil finishes every process of the batch;
+//   - returning a BatchErrors (or an error wrapping one) settles each
+//     process by its entry: a process without one (or with nil) is
+//     finished, one with an error is retried, or dead-lettered once its
+//     attempts are spent or at once if the error is Permanent, as a
+//     Handler's error would;
+//   - returning any other error applies it to every process of the batch.
+//
+// A process that ended while the batch ran (its task cancelled, its queue
+// deleted, the worker fenced: p.Err() says which, and p.Done() is closed)
+// is settled as it would be under Handle, whatever the handler returns for
+// it; a handler with a long batch may look at p.Err() and skip those. A
+// handler may also settle a process itself (p.Retry, p.DeadLetter), as
+// under Handle.
+//
+// The batch's context ends with the cause ErrShutdown when Shutdown's grace
+// period ended (a process for which the handler then returns an error goes
+// back to the front of its queue, one for which it returns nil is
+// finished); with ErrTaskTimeout when BatchOptions.Timeout ran out; and,
+// with the last one's cause, once every process of the batch has ended.
+// The processes are in the order their handler calls joined the batch,
+// which need not be the order their tasks were dequeued in.
+type BatchHandler func(ctx context.Context, batch []*Process) error
+
+// BatchErrors is a batch handler's outcome per process: the processes it
+// names with a non-nil error fail with it, the others of the batch are
+// finished. Entries for processes not in the batch are ignored.
+type BatchErrors map[*Process]error
+
+// Error summarizes the failures: how many, and the first task's error.
+func (e BatchErrors) Error() string {
+	var first *Process
+	n := 0
+	for p, err := range e {
+		if err == nil {
+			continue
+		}
+		n++
+		if first == nil || p.id < first.id {
+			first = p
+		}
+	}
+	if first == nil {
+		return "worqr: batch: no task failed"
+	}
+	return fmt.Sprintf("worqr: batch: %d task(s) failed; process %s: %v", n, first.id, e[first])
+}
+
+// BatchOptions configure HandleBatch.
+type BatchOptions struct {
+	// Size is the most tasks in one batch. Zero means DefaultBatchSize.
+	Size int
+	// MaxWait is how long a batch that is not full waits for more tasks,
+	// from the moment its first task was dequeued: a batch starts when it
+	// holds Size tasks or MaxWait has passed, whichever comes first. Zero
+	// means DefaultBatchWait.
+	MaxWait time.Duration
+	// Batches is how many full batches may be in hand at once (running,
+	// or one filling while the others run): the worker holds at most
+	// Size × Batches tasks of the queue. Zero means 1, and with it the next
+	// batch is dequeued once the tasks of the last one are settled.
+	Batches int
+	// Timeout bounds each batch's run: the batch's context ends with the
+	// cause ErrTaskTimeout, and the processes the handler then fails are
+	// retried under Retry (reason ReasonTimeout when they die). Zero means
+	// no limit. A task's own Timeout enqueue option still ends that
+	// process's wait and run from its dequeue on.
+	Timeout time.Duration
+	// Retry, PanicIsPermanent, Events and Middleware are as in
+	// HandleOptions; the middleware wraps each task's part (from its
+	// dequeue until its batch has returned), not the batch.
+	Retry            RetryPolicy
+	PanicIsPermanent bool
+	Events           Events
+	Middleware       []Middleware
+}
+
+// HandleBatch serves a queue with a batch handler: the worker takes up to
+// Size tasks at a time and hands them to h together, then settles each
+// task on its own (finished, retried or dead-lettered, see BatchHandler).
+//
+// It is Handle underneath, with Size × Batches slots: each task of a
+// batch is a process holding a slot of its own, so leases, fencing,
+// cancellation, the queue's controls (a concurrency limit counts each
+// task of a batch) and the retry and dead-letter bookkeeping are those of
+// single tasks. The dequeues take as many tasks per round trip as slots
+// are free, and the finishes and retries of a batch are written together
+// with those of the queue's other handlers (a few round trips for a
+// batch, not one per task).
+//
+// A batch starts when it holds Size tasks, or MaxWait after its first
+// task was dequeued, whichever comes first: a task never waits in hand for
+// its batch longer than MaxWait. A task whose process ends while it waits
+// (cancelled, its own Timeout, Shutdown's grace period ending) leaves the
+// batch before it starts and is settled as under Handle (after Shutdown's
+// grace, back to the front of its queue).
+func (w *Worker) HandleBatch(ctx context.Context, queue string, h BatchHandler, opts BatchOptions) error {
+	b, err := newBatcher(w, queue, h, opts)
+	if err != nil {
+		return err
+	}
+	return b.handle(ctx)
+}
+
+// handle serves the batcher's queue with Handle, join its handler.
+func (b *batcher) handle(ctx context.Context) error {
+	return b.w.Handle(ctx, b.queue, b.join, HandleOptions{
+		Concurrency:      b.size * b.batches,
+		PanicIsPermanent: b.opts.PanicIsPermanent,
+		Events:           b.opts.Events,
+		Middleware:       b.opts.Middleware,
+		Retry:            b.opts.Retry,
+	})
+}
+
+// pending is how many processes the batch filling holds.
+func (b *batcher) pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open == nil {
+		return 0
+	}
+	return len(b.open.members)
+}
+
+// batcher gathers the processes of a HandleBatch's handler calls into
+// batches. Each process's handler call (join) waits until its batch has
+// run and returns the process's own outcome, which the runtime settles as
+// any handler's.
+type batcher struct {
+	w       *Worker
+	queue   string
+	h       BatchHandler
+	opts    BatchOptions
+	size    int
+	wait    time.Duration
+	batches int
+	clock   clock.Clock
+
+	mu   sync.Mutex
+	open *batch // the batch filling, if any
+}
+
+// batch is a set of processes handed to the handler together.
+type batch struct {
+	members []*member
+	timer   clock.Timer // starts it after MaxWait
+}
+
+// member is one process of a batch, with its handler call's context; done
+// is closed once err, its outcome, is set.
+type member struct {
+	p    *Process
+	ctx  context.Context
+	done chan struct{}
+	err  error
+}
+
+func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*batcher, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("worqr: handle batch %q: %s: %w", queue, what, ErrInvalidOptions)
+	}
+	switch {
+	case h == nil:
+		return nil, bad("nil handler")
+	case opts.Size < 0:
+		return nil, bad("negative size")
+	case opts.MaxWait < 0:
+		return nil, bad("negative max wait")
+	case opts.Batches < 0:
+		return nil, bad("negative batches")
+	case opts.Timeout < 0:
+		return nil, bad("negative timeout")
+	}
+	b := &batcher{w: w, queue: queue, h: h, opts: opts, size: opts.Size, wait: opts.MaxWait, batches: opts.Batches, clock: w.c.clock}
+	if b.size == 0 {
+		b.size = DefaultBatchSize
+	}
+	if b.wait == 0 {
+		b.wait = DefaultBatchWait
+	}
+	if b.batches == 0 {
+		b.batches = 1
+	}
+	return b, nil
+}
+
+// join is the Handler of each process: it adds the process to the batch
+// filling (starting one, with its MaxWait timer, if none is), runs the
+// batch if that filled it, and returns the process's outcome once its
+// batch has run. A process whose context ends before its batch starts
+// leaves it.
+func (b *batcher) join(ctx context.Context, p *Process) error {
+	m := &member{p: p, ctx: ctx, done: make(chan struct{})}
+	b.mu.Lock()
+	bt := b.open
+	if bt == nil {
+		bt = &batch{}
+		b.open = bt
+		bt.timer = b.clock.AfterFunc(b.wait, func() { b.startOpen(bt) })
+	}
+	bt.members = append(bt.members, m)
+	full := len(bt.members) >= b.size
+	if full {
+		b.open = nil
+		bt.timer.Stop()
+	}
+	b.mu.Unlock()
+	if full {
+		b.run(bt.members) // on this process's goroutine: the others wait
+	}
+	select {
+	case <-m.done:
+		return m.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if b.open == bt { // not started: leave it
+		bt.members = slices.DeleteFunc(bt.members, func(o *member) bool { return o == m })
+		if len(bt.members) == 0 {
+			bt.timer.Stop()
+			b.open = nil
+		}
+		b.mu.Unlock()
+		return context.Cause(ctx)
+	}
+	b.mu.Unlock()
+	<-m.done // the batch holds the process: its outcome is the batch's
+	return m.err
+}
+
+// startOpen runs bt, the batch filling when its MaxWait timer was armed,
+// if it has not started (full) or emptied since.
+func (b *batcher) startOpen(bt *batch) {
+	b.mu.Lock()
+	if b.open != bt {
+		b.mu.Unlock()
+		return
+	}
+	b.open = nil
+	b.mu.Unlock()
+	b.run(bt.members)
+}
+
+// run calls the handler with the processes of a batch whose contexts have
+// not ended, and gives every member its outcome.
+func (b *batcher) run(members []*member) {
+	live := make([]*member, 0, len(members))
+	for _, m := range members {
+		if m.ctx.Err() != nil {
+			// Ended as the batch started: settled as its context says.
+			m.err = context.Cause(m.ctx)
+			close(m.done)
+			continue
+		}
+		live = append(live, m)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if b.opts.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, b.opts.Timeout, ErrTaskTimeout)
+		defer stop()
+	}
+	// The batch's context ends on shutdown (every process is interrupted
+	// together then), or once no process of it is left.
+	left := atomic.Int64{}
+	left.Store(int64(len(live)))
+	procs := make([]*Process, len(live))
+	for i, m := range live {
+		procs[i] = m.p
+		stop := context.AfterFunc(m.ctx, func() {
+			cause := context.Cause(m.ctx)
+			if left.Add(-1) == 0 || errors.Is(cause, ErrShutdown) {
+				cancel(cause)
+			}
+		})
+		defer stop()
+	}
+	err := b.call(ctx, procs)
+	var per BatchErrors
+	perTask := errors.As(err, &per)
+	timedOut := errors.Is(context.Cause(ctx), ErrTaskTimeout)
+	for _, m := range live {
+		e := err
+		if perTask {
+			e = per[m.p]
+		}
+		if e != nil && timedOut && !errors.Is(e, ErrTaskTimeout) {
+			// As runJob marks a handler that gave up on its time.
+			e = WithReason(reasonOf(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
+		}
+		m.err = e
+		close(m.done)
+	}
+}
+
+// call runs the handler on a batch, recovering a panic: every process of
+// the batch then fails with ErrHandlerPanicked.
+func (b *batcher) call(ctx context.Context, procs []*Process) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.w.logger().Error("worqr: batch handler panicked", "queue", b.queue, "tasks", len(procs),
+				"first_process", procs[0].ID(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
+			if b.opts.PanicIsPermanent {
+				err = Permanent(err)
+			}
+		}
+	}()
+	return b.h(ctx, procs)
+}
