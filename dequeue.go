@@ -122,14 +122,3 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	}
 	return ps, until, nil
 }
-
-// forget drops a process from the books of its queue's session and ends
-// it.
-func (w *Worker) forget(p *Process, reason error) {
-	w.mu.Lock()
-	if s := w.sessions[p.queue]; s != nil {
-		s.drop(p)
-	}
-	w.mu.Unlock()
-	p.end(reason, true)
-}

@@ -82,31 +82,6 @@ func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt 
 	}
 }
 
-// delay is the policy's delay before the attempt after attempt.
-func (r RetryPolicy) delay(attempt int, err error) time.Duration {
-	if d, ok := RetryAfterDelay(err); ok {
-		return d
-	}
-	if r.Backoff != nil {
-		return max(r.Backoff(attempt, err), 0)
-	}
-	return DefaultBackoff(attempt, err)
-}
-
-// exhausted reports whether a task whose failed attempts number failed
-// (this one included), with its own budget own (0: none; negative: no
-// limit), has no attempt left.
-func (r RetryPolicy) exhausted(failed, own int) bool {
-	budget := own
-	if budget == 0 {
-		budget = r.MaxAttempts
-	}
-	if budget == 0 {
-		budget = DefaultMaxAttempts
-	}
-	return budget > 0 && failed >= budget
-}
-
 // retryAfterError asks for a retry after a given delay.
 type retryAfterError struct {
 	err   error
@@ -190,18 +165,6 @@ const (
 // with ReasonTimeout, unless its error gave one.
 func ReasonOf(err error) string { return reasonOf(err, "") }
 
-// reasonOf is err's reason, or fallback.
-func reasonOf(err error, fallback string) string {
-	var r reasonError
-	if errors.As(err, &r) {
-		return r.reason
-	}
-	if errors.Is(err, ErrHandlerPanicked) {
-		return ReasonPanic
-	}
-	return fallback
-}
-
 func cleanReason(reason string) string {
 	if len(reason) > maxReasonLen {
 		reason = reason[:maxReasonLen]
@@ -216,18 +179,6 @@ func cleanReason(reason string) string {
 		}
 		return '_'
 	}, reason)
-}
-
-// errorText is the text recorded for err: at most maxErrorLen bytes.
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	s := err.Error()
-	if len(s) > maxErrorLen {
-		s = s[:maxErrorLen]
-	}
-	return s
 }
 
 // Dead-letter defaults.

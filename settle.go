@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,9 +12,13 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Writing the outcome of a handler that returned: Finish, a retry, a
-// dead letter or a requeue, kept trying while the worker lives if it
-// failed on the connection.
+// Ending a process, in one place: the retry decision for a handler that
+// failed (the attempt budget, the backoff, dead-lettering and its
+// reason), the scripts that end a process (Finish, a retry, a dead
+// letter or a requeue, whether a handler's outcome or the application's
+// call) with their batched sends, and the books and the observer told of
+// the end. A handler's outcome is kept trying while the worker lives if
+// its write failed on the connection.
 
 // settler writes the outcomes of one runner's handlers.
 type settler struct {
@@ -179,4 +184,199 @@ func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
 // hung node).
 func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// delay is the policy's delay before the attempt after attempt.
+func (r RetryPolicy) delay(attempt int, err error) time.Duration {
+	if d, ok := RetryAfterDelay(err); ok {
+		return d
+	}
+	if r.Backoff != nil {
+		return max(r.Backoff(attempt, err), 0)
+	}
+	return DefaultBackoff(attempt, err)
+}
+
+// exhausted reports whether a task whose failed attempts number failed
+// (this one included), with its own budget own (0: none; negative: no
+// limit), has no attempt left.
+func (r RetryPolicy) exhausted(failed, own int) bool {
+	budget := own
+	if budget == 0 {
+		budget = r.MaxAttempts
+	}
+	if budget == 0 {
+		budget = DefaultMaxAttempts
+	}
+	return budget > 0 && failed >= budget
+}
+
+// reasonOf is err's reason, or fallback.
+func reasonOf(err error, fallback string) string {
+	var r reasonError
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	if errors.Is(err, ErrHandlerPanicked) {
+		return ReasonPanic
+	}
+	return fallback
+}
+
+// errorText is the text recorded for err: at most maxErrorLen bytes.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > maxErrorLen {
+		s = s[:maxErrorLen]
+	}
+	return s
+}
+
+// finish is Finish, telling the observer outcome (and the handler's err).
+func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
+	_, err := p.settle(ctx, "finish", outcome, "", cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.finishes.Do(ctx, p.queue, p)
+	})
+	return err
+}
+
+func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
+	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
+	})
+	return dropped("retry", p, got, err)
+}
+
+func (p *Process) bury(ctx context.Context, reason string, cause error) error {
+	got, err := p.settle(ctx, "dead-letter", OutcomeDead, reason, cause, func(ctx context.Context) (store.Outcome, error) {
+		c := p.w.c
+		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
+	})
+	return dropped("dead-letter", p, got, err)
+}
+
+// dropped turns the outcome of a retry or dead-letter write into the
+// error for a task that was dropped instead.
+func dropped(op string, p *Process, got store.Outcome, err error) error {
+	if err != nil {
+		return err
+	}
+	switch got {
+	case store.WasCancelled:
+		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrTaskCancelled)
+	case store.WasDeleted:
+		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrQueueDeleted)
+	}
+	return nil
+}
+
+// requeue is Requeue, telling the observer the handler's error.
+func (p *Process) requeue(ctx context.Context, cause error) error {
+	got, err := p.settle(ctx, "requeue", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
+		return p.w.c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
+	})
+	return dropped("requeue", p, got, err)
+}
+
+// settle runs the script that ends the process (write) and records the
+// outcome locally and with the observer.
+func (p *Process) settle(ctx context.Context, op string, want Outcome, reason string, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
+	if err := p.canSettle(ctx, op); err != nil {
+		return 0, err
+	}
+	got, err := write(ctx)
+	return p.recordSettled(op, want, reason, cause, got, err)
+}
+
+// canSettle tells why a script that ends the process cannot be sent, if
+// it cannot.
+func (p *Process) canSettle(ctx context.Context, op string) error {
+	if p.w == nil {
+		return fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrDetached)
+	}
+	if err := p.w.c.validateCtx(ctx, op); err != nil {
+		return err
+	}
+	if p.isSettled() {
+		return fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
+	}
+	return nil
+}
+
+// recordSettled records the outcome of the script that ended the process (got,
+// or the error it failed with) locally and with the observer, and
+// returns them as settle does. reason is the dead letter's, for want
+// OutcomeDead.
+func (p *Process) recordSettled(op string, want Outcome, reason string, cause error, got store.Outcome, err error) (store.Outcome, error) {
+	if err != nil {
+		return 0, p.w.c.fail(op, p.queue, err)
+	}
+	switch got {
+	case store.LeaseGone:
+		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
+		fallthrough
+	case store.NotOwned:
+		forget(p, ErrProcessLost)
+		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrProcessLost)
+	case store.WasCancelled:
+		want, reason = OutcomeCancelled, ""
+	case store.WasDeleted:
+		want, reason = OutcomeDeleted, ""
+	}
+	p.observeEnd(want, reason, cause)
+	forget(p, ErrProcessEnded)
+	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
+		p.w.c.flowEnded(p.queue, p.flow, p.taskID, want) // its workflow's next steps
+	}
+	return got, nil
+}
+
+// observeEnd tells the observer, once, how the process ended (and, for
+// OutcomeDead, the dead letter's reason).
+func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
+	obs := p.w.c.obs.finish
+	if obs == nil {
+		return
+	}
+	p.mu.Lock()
+	already := p.observed
+	p.observed = true
+	p.mu.Unlock()
+	if !already {
+		obs.ObserveFinish(context.Background(), FinishEvent{
+			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
+			Outcome: outcome, Reason: reason, Duration: p.w.c.clock.Since(p.started), Err: err,
+		})
+	}
+}
+
+// finishJoined is the coalescer's send for Finish: the processes of one
+// queue from overlapping calls, in one script call.
+func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
+	refs := make([]store.ProcRef, len(ps))
+	for i, p := range ps {
+		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText()}
+	}
+	return c.store.Finish(ctx, queue, refs)
+}
+
+// forget drops a process from the books of its queue's session and ends
+// it.
+func forget(p *Process, reason error) {
+	w := p.w
+	w.mu.Lock()
+	if s := w.sessions[p.queue]; s != nil {
+		s.drop(p)
+	}
+	w.mu.Unlock()
+	p.end(reason, true)
+}
+
+// retryJoined is the coalescer's send for retries: the retries of one
+// queue from overlapping calls, in one script call.
+func (c *Client) retryJoined(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+	return c.store.Retry(ctx, queue, refs)
 }

@@ -291,9 +291,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
 	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
-	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
-		return c.store.Retry(ctx, queue, refs)
-	})
+	c.retries = coalesce.New(maxTasksPerScript, c.retryJoined)
 	if c.rdb == nil {
 		rdb, err := dial(ctx, dialOpt, opts.Addr, opts.Logger)
 		if err != nil {
