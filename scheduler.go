@@ -391,30 +391,6 @@ func (s *slotScheduler) wantedLocked() bool {
 	return false
 }
 
-// claim takes a slot for a process an enqueue handed the member, if it
-// takes work and one is free that no dequeue in flight asked for (and the
-// member is under its maxSlots): a hand-off never runs more handlers than
-// the slots allow. It returns what the handler goroutine leaves on
-// (launch).
-func (r *runner) claim() (quit <-chan struct{}, ok bool) {
-	s := r.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ok = r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
-		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
-	if !ok {
-		return nil, false
-	}
-	// Under mu: stopTaking clears taking under mu, so a handler counted
-	// here is waited for, and none starts after.
-	r.busy++
-	s.busy++
-	return s.quit, true
-}
-
-// unclaim gives back the slot claim took, for a process not adopted.
-func (r *runner) unclaim() { r.count(-1, 0) }
-
 // full reports whether the member could not start a handler now for want
 // of a slot: the scheduler's are all taken, or its maxSlots is reached.
 func (r *runner) full() bool {
