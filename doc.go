@@ -198,7 +198,8 @@
 // (the lifecycle of every loop), clock (the engine's clock, and a fake
 // one for tests), errs (the sentinel errors the engine returns, which the
 // package re-exports), testsignal (the components' test signals), queuestats
-// (the stats readers) and testenv (the sub-packages' tests' Redis and
+// (the stats readers), connect (opening the Redis connection from
+// Options.Addr, and sorting its failures) and testenv (the sub-packages' tests' Redis and
 // clients).
 //
 // Redis is reached only through internal/store, one method per script
