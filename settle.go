@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
@@ -12,13 +13,114 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Ending a process, in one place: the retry decision for a handler that
-// failed (the attempt budget, the backoff, dead-lettering and its
-// reason), the scripts that end a process (Finish, a retry, a dead
-// letter or a requeue, whether a handler's outcome or the application's
-// call) with their batched sends, and the books and the observer told of
-// the end. A handler's outcome is kept trying while the worker lives if
-// its write failed on the connection.
+// Ending a process, in one place: the retry policy (RetryPolicy, its
+// backoffs, RetryAfter) and its decision for a handler that failed (the
+// attempt budget, the backoff, dead-lettering and its reason); the
+// scripts that end a process (Finish, a retry, a dead letter or a
+// requeue, a handler's outcome or the application's call) with their
+// batched sends; and the books and the observer told of the end. A
+// handler's outcome is tried again while the worker lives if its write
+// failed on the connection.
+
+// Retry defaults.
+const (
+	// DefaultMaxAttempts is a task's attempt budget when neither
+	// RetryPolicy.MaxAttempts nor the MaxAttempts enqueue option sets one.
+	DefaultMaxAttempts = 10
+	// DefaultBackoffBase and DefaultBackoffCap shape DefaultBackoff.
+	DefaultBackoffBase = time.Second
+	DefaultBackoffCap  = 10 * time.Minute
+	// maxErrorLen bounds the error text recorded with a task.
+	maxErrorLen = 4096
+)
+
+// RetryPolicy says how a Handle runtime retries a task whose handler
+// failed. The zero value is the default: DefaultMaxAttempts attempts,
+// DefaultBackoff between them.
+type RetryPolicy struct {
+	// MaxAttempts is the attempt budget: a task whose MaxAttempts-th
+	// attempt failed goes to the dead letters. Only attempts that failed
+	// count (the handler returned an error, or Retry was called): a start
+	// whose worker died or was fenced, or that shutdown or StopWork gave
+	// back, does not, so persistent tasks survive any number of restarts.
+	// A task's own MaxAttempts enqueue option overrides it. 0 means
+	// DefaultMaxAttempts; negative means no limit.
+	MaxAttempts int
+	// Backoff is the delay before the next attempt, given the attempt that
+	// failed (1 for the first) and its error. Nil means DefaultBackoff. A
+	// handler's RetryAfter error overrides it for that retry.
+	Backoff func(attempt int, err error) time.Duration
+}
+
+// DefaultBackoff is exponential with jitter and a cap: about
+// DefaultBackoffBase after the first failure, doubling with each, at most
+// DefaultBackoffCap, each delay drawn between half and all of that so that
+// tasks that failed together do not come back together. It is
+// ExponentialBackoff(DefaultBackoffBase, DefaultBackoffCap, 0.5).
+func DefaultBackoff(attempt int, err error) time.Duration {
+	return defaultBackoff(attempt, err)
+}
+
+var defaultBackoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffCap, 0.5)
+
+// ExponentialBackoff returns a RetryPolicy.Backoff: base after the first
+// failed attempt, doubling with each one after, never more than limit
+// (however many attempts), with up to jitter (0 to 1) of each delay taken
+// off at random: a delay is drawn between (1-jitter) and all of it, never
+// 0, so that tasks that failed together do not all come back together.
+// A jitter of 0 gives exactly base, 2·base, 4·base... It panics, with an
+// error that errors.Is matches to ErrInvalidOptions, unless
+// 0 < base <= limit and 0 <= jitter <= 1: like a regular expression
+// given to regexp.MustCompile, its arguments are the program's own.
+func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt int, err error) time.Duration {
+	if base <= 0 || limit < base || !(jitter >= 0 && jitter <= 1) {
+		panic(fmt.Errorf("worqr: ExponentialBackoff(%v, %v, %v): %w: want 0 < base <= limit and 0 <= jitter <= 1", base, limit, jitter, ErrInvalidOptions))
+	}
+	return func(attempt int, _ error) time.Duration {
+		d := limit
+		if n := max(attempt-1, 0); base <= limit>>n { // base<<n <= limit, without overflowing
+			d = base << n
+		}
+		span := d // what jitter may take off: d·jitter, at most d
+		if f := float64(d) * jitter; f < float64(d) {
+			span = time.Duration(f)
+		}
+		if span <= 0 {
+			return d
+		}
+		return d - time.Duration(rand.Int64N(int64(span))) // in (d-span, d]
+	}
+}
+
+// retryAfterError asks for a retry after a given delay.
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter wraps a handler's error so the task is retried after d (an
+// outside service said "retry after 30 s"), instead of after the policy's
+// backoff. It still counts against the attempt budget. A nil err gives nil.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return retryAfterError{err: err, after: max(d, 0)}
+}
+
+// RetryAfterDelay reports the delay err asks for with RetryAfter (the
+// outermost, if it was wrapped more than once), and whether it asks for
+// one.
+func RetryAfterDelay(err error) (time.Duration, bool) {
+	var ra retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
+}
 
 // settler writes the outcomes of one runner's handlers.
 type settler struct {
