@@ -358,9 +358,9 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	recv(t, started, 5*time.Second, "first start")
 	r := runnerOf(w, "q")
 	eventually(t, 5*time.Second, "rate-limit timer armed", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.limitedAt != 0
+		r.pace.mu.Lock()
+		defer r.pace.mu.Unlock()
+		return r.pace.limitedAt != 0
 	})
 	failStopWork(t, c, w, "q")
 	// The window is one second: the next start is due within it.

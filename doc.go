@@ -144,8 +144,8 @@
 // task's attempt history), controls.go (pause, limits, QueueInfo),
 // groups.go (groups of a queue: the Group option, their limits and rates),
 // groupsinfo.go (Groups: the top groups and those held back), dead.go
-// (listing, requeuing and deleting dead letters), retry.go (retry
-// policies, reasons, dead-letter bounds), outcome.go (TaskResult, Wait),
+// (listing, requeuing and deleting dead letters), reasons.go (why a
+// task died: reasons, dead-letter bounds, the poison limit), outcome.go (TaskResult, Wait),
 // stats.go (a queue's stats, and writing the counts the client holds),
 // typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
 // router.go (a handler per kind), check.go (the consistency check: Check
@@ -163,14 +163,18 @@
 // session), rejoin.go (a fenced session or worker taking a lease again),
 // reconcile.go (dequeue replies and hand-off events lost), periodic.go
 // (periodic schedules: Periodic, Every, their checks), membership.go
-// (StartWork, StopWork, the queues served), dequeue.go, events.go (a
-// queue's events, applied to its session), scheduler.go (the slots of a
+// (StartWork, StopWork, the queues served), dequeue.go (a dequeue, and
+// what its reply makes of a runtime: an empty queue, the queue's limits
+// and their wake-up, a failed call's backoff), events.go (a queue's
+// events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
 // snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
 // batch.go (HandleBatch: a Handle whose handler calls gather into batches),
-// handoff.go (a task an enqueue hands straight to an idle member),
-// settle.go (the settler, writing a handler's outcome), process.go and
+// handoff.go (a task an enqueue hands straight to an idle member: the
+// slot it claims, its adoption or its give-back), settle.go (a process's
+// end: the retry policy and its decision, the scripts that end a process
+// and their batched sends, and the settler writing a handler's outcome), process.go and
 // progress.go (a process and its progress reports), shutdown.go and
 // signals.go (the test signals of the engine's components). engine.go
 // gives each component under internal/ what it takes of the client and
@@ -199,7 +203,8 @@
 // (the lifecycle of every loop), clock (the engine's clock, and a fake
 // one for tests), errs (the sentinel errors the engine returns, which the
 // package re-exports), testsignal (the components' test signals), queuestats
-// (the stats readers) and testenv (the sub-packages' tests' Redis and
+// (the stats readers), connect (opening the Redis connection from
+// Options.Addr, and sorting its failures) and testenv (the sub-packages' tests' Redis and
 // clients).
 //
 // Redis is reached only through internal/store, one method per script

@@ -182,7 +182,7 @@ func (s *session) applyStates(ctx context.Context, procs []*Process, states []st
 		switch err := stateErr(states[i]); {
 		case err == nil:
 		case errors.Is(err, ErrProcessLost):
-			s.w.forget(p, ErrProcessLost)
+			forget(p, ErrProcessLost)
 		case errors.Is(err, ErrTaskCancelled):
 			// Raise the event only if the message did not already.
 			if p.end(err, false) {

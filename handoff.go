@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -17,9 +18,11 @@ import (
 // covers every other.
 //
 // The worker hears of it on the queue's dispatcher (handedOff) and either
-// starts it, in a slot of the runtime's, or gives it back to the front of
-// the queue (store.GiveBack): the runtime stops taking work, or has no
-// free slot (its dequeue, or other queues of its pool, took them first).
+// starts it, in a slot of the runtime's it claims (claim), or gives it
+// back to the front of the queue (store.GiveBack): the runtime stops
+// taking work, or has no free slot (its dequeue, or other queues of its
+// pool, took them first). This file holds the whole of that decision;
+// the start itself is a dequeue's (runner.launch).
 // Three things keep a handed process from being lost or run twice:
 //   - a runtime parks only once its queue's channel is subscribed (see
 //     dequeue), and a subscription that comes back may have missed events:
@@ -113,3 +116,27 @@ func (s *session) giveBack(ctx context.Context, e store.Event) {
 		w.logger().Warn("worqr: could not give back a task handed over by its enqueue; reconciling", "queue", s.name, "process", e.PID, "err", err)
 	}
 }
+
+// claim takes a slot for a process an enqueue handed the member, if it
+// takes work and one is free that no dequeue in flight asked for (and the
+// member is under its maxSlots): a hand-off never runs more handlers than
+// the slots allow. It returns what the handler goroutine leaves on
+// (launch).
+func (r *runner) claim() (quit <-chan struct{}, ok bool) {
+	s := r.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok = r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
+		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
+	if !ok {
+		return nil, false
+	}
+	// Under mu: stopTaking clears taking under mu, so a handler counted
+	// here is waited for, and none starts after.
+	r.busy++
+	s.busy++
+	return s.quit, true
+}
+
+// unclaim gives back the slot claim took, for a process not adopted.
+func (r *runner) unclaim() { r.count(-1, 0) }

@@ -246,25 +246,6 @@ func (p *Process) isSettled() bool {
 	return p.settled
 }
 
-// observeEnd tells the observer, once, how the process ended (and, for
-// OutcomeDead, the dead letter's reason).
-func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
-	obs := p.w.c.obs.finish
-	if obs == nil {
-		return
-	}
-	p.mu.Lock()
-	already := p.observed
-	p.observed = true
-	p.mu.Unlock()
-	if !already {
-		obs.ObserveFinish(context.Background(), FinishEvent{
-			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
-			Outcome: outcome, Reason: reason, Duration: p.w.c.clock.Since(p.started), Err: err,
-		})
-	}
-}
-
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
 // (see Client.Enqueue). It returns ErrProcessLost, and changes nothing, if
@@ -273,14 +254,6 @@ func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 // or one whose queue was deleted, succeeds.
 func (p *Process) Finish(ctx context.Context) error {
 	return p.finish(ctx, OutcomeSucceeded, nil)
-}
-
-// finish is Finish, telling the observer outcome (and the handler's err).
-func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
-	_, err := p.settle(ctx, "finish", outcome, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.finishes.Do(ctx, p.queue, p)
-	})
-	return err
 }
 
 // Retry puts the task back to run again after delay (at once when 0: at
@@ -296,13 +269,6 @@ func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) e
 	return p.retry(ctx, delay, cause)
 }
 
-func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
-	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
-	})
-	return dropped("retry", p, got, err)
-}
-
 // DeadLetter moves the task to its queue's dead letters now, with cause
 // as its error and cause's reason (see WithReason; ReasonManual if it has
 // none).
@@ -312,29 +278,6 @@ func (p *Process) DeadLetter(ctx context.Context, cause error) error {
 	return p.bury(ctx, reasonOf(cause, ReasonManual), cause)
 }
 
-func (p *Process) bury(ctx context.Context, reason string, cause error) error {
-	got, err := p.settle(ctx, "dead-letter", OutcomeDead, reason, cause, func(ctx context.Context) (store.Outcome, error) {
-		c := p.w.c
-		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
-	})
-	return dropped("dead-letter", p, got, err)
-}
-
-// dropped turns the outcome of a retry or dead-letter write into the
-// error for a task that was dropped instead.
-func dropped(op string, p *Process, got store.Outcome, err error) error {
-	if err != nil {
-		return err
-	}
-	switch got {
-	case store.WasCancelled:
-		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrTaskCancelled)
-	case store.WasDeleted:
-		return fmt.Errorf("worqr: %s %q process %s: dropped: %w", op, p.queue, p.id, ErrQueueDeleted)
-	}
-	return nil
-}
-
 // Requeue puts the task back at the back of its queue, to run again (a
 // retry), and wakes the queue. If the task was cancelled, or its queue
 // deleted, it is dropped instead and Requeue returns ErrTaskCancelled or
@@ -342,77 +285,6 @@ func dropped(op string, p *Process, got store.Outcome, err error) error {
 // process no longer belongs to this worker.
 func (p *Process) Requeue(ctx context.Context) error {
 	return p.requeue(ctx, nil)
-}
-
-// requeue is Requeue, telling the observer the handler's error.
-func (p *Process) requeue(ctx context.Context, cause error) error {
-	got, err := p.settle(ctx, "requeue", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.store.Requeue(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id})
-	})
-	return dropped("requeue", p, got, err)
-}
-
-// settle runs the script that ends the process (write) and records the
-// outcome locally and with the observer.
-func (p *Process) settle(ctx context.Context, op string, want Outcome, reason string, cause error, write func(context.Context) (store.Outcome, error)) (store.Outcome, error) {
-	if err := p.canSettle(ctx, op); err != nil {
-		return 0, err
-	}
-	got, err := write(ctx)
-	return p.recordSettled(op, want, reason, cause, got, err)
-}
-
-// canSettle tells why a script that ends the process cannot be sent, if
-// it cannot.
-func (p *Process) canSettle(ctx context.Context, op string) error {
-	if p.w == nil {
-		return fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrDetached)
-	}
-	if err := p.w.c.validateCtx(ctx, op); err != nil {
-		return err
-	}
-	if p.isSettled() {
-		return fmt.Errorf("worqr: %s %q process %s: already ended: %w", op, p.queue, p.id, ErrProcessLost)
-	}
-	return nil
-}
-
-// recordSettled records the outcome of the script that ended the process (got,
-// or the error it failed with) locally and with the observer, and
-// returns them as settle does. reason is the dead letter's, for want
-// OutcomeDead.
-func (p *Process) recordSettled(op string, want Outcome, reason string, cause error, got store.Outcome, err error) (store.Outcome, error) {
-	if err != nil {
-		return 0, p.w.c.fail(op, p.queue, err)
-	}
-	switch got {
-	case store.LeaseGone:
-		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
-		fallthrough
-	case store.NotOwned:
-		p.w.forget(p, ErrProcessLost)
-		return 0, fmt.Errorf("worqr: %s %q process %s: %w", op, p.queue, p.id, ErrProcessLost)
-	case store.WasCancelled:
-		want, reason = OutcomeCancelled, ""
-	case store.WasDeleted:
-		want, reason = OutcomeDeleted, ""
-	}
-	p.observeEnd(want, reason, cause)
-	p.w.forget(p, ErrProcessEnded)
-	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
-		p.w.c.flowEnded(p.queue, p.flow, p.taskID, want) // its workflow's next steps
-	}
-	return got, nil
-}
-
-// finishJoined is the coalescer's send for Finish: the processes of one
-// queue from overlapping calls, in one script call.
-func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
-	refs := make([]store.ProcRef, len(ps))
-	for i, p := range ps {
-		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText()}
-	}
-	return c.store.Finish(ctx, queue, refs)
 }
 
 // ErrDetached is returned by the methods of a detached process (see
@@ -495,7 +367,7 @@ func (p *Process) Status(ctx context.Context) error {
 	}
 	if err := stateErr(states[0]); err != nil {
 		if errors.Is(err, ErrProcessLost) {
-			p.w.forget(p, ErrProcessLost)
+			forget(p, ErrProcessLost)
 		} else {
 			p.end(err, false)
 		}

@@ -173,10 +173,10 @@ func (p *Process) sendProgress(ctx context.Context, percent int, note string) er
 			break // it ended meanwhile, by this worker's own hand
 		}
 		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("progress found the lease on %q gone", p.queue))
-		p.w.forget(p, ErrProcessLost)
+		forget(p, ErrProcessLost)
 	case store.NotOwned:
 		if !p.isSettled() {
-			p.w.forget(p, ErrProcessLost)
+			forget(p, ErrProcessLost)
 		}
 	case store.WasCancelled:
 		p.end(ErrTaskCancelled, false)

@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/worqr/worqr/internal/backoff"
-	"github.com/worqr/worqr/internal/clock"
 )
 
 // runner is a queue served by a slot scheduler (Handle's, of one queue,
@@ -26,9 +22,8 @@ type runner struct {
 	// once (QueueSpec.MaxSlots); 0: as many as there are.
 	maxSlots int
 	sched    *slotScheduler
-	// retry is the backoff of its dequeues that failed on the connection.
-	// The scheduler's loop's own.
-	retry *backoff.Backoff
+	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
+	pace pacer
 	// settler writes its handlers' outcomes (settle.go).
 	settler settler
 
@@ -57,14 +52,6 @@ type runner struct {
 	// waiting goroutine still waits, and a WaitGroup's Add then races that
 	// Wait (and may panic, "reused before previous Wait has returned").
 	drain chan struct{}
-
-	mu sync.Mutex // guards the timers below; a leaf
-	// retryAt unblocks a member whose dequeue failed, after its backoff.
-	retryAt clock.Timer
-	// limited wakes the member when the queue's rate limit allows the
-	// next start; limitedAt is when (Unix µs, Redis clock).
-	limited   clock.Timer
-	limitedAt int64
 }
 
 // Handle serves a queue with a handler: the worker starts work on it and,
@@ -149,39 +136,6 @@ func (r *runner) roomLocked() int {
 		return r.maxSlots - r.busy - r.asking
 	}
 	return r.sched.size
-}
-
-// block passes the member over until the next work event, unless one
-// came since gen was read.
-func (r *runner) block(gen uint64) {
-	r.sched.mu.Lock()
-	if r.gen == gen {
-		r.blocked = true
-	}
-	r.sched.mu.Unlock()
-}
-
-// clearMore records that the queue looked empty, unless a work event
-// came since gen was read.
-func (r *runner) clearMore(gen uint64) {
-	r.sched.mu.Lock()
-	if r.gen == gen {
-		r.more = false
-	}
-	r.sched.mu.Unlock()
-}
-
-// retryLater unblocks the member after its backoff, as if told of work,
-// for a dequeue that failed: the scheduler serves its other members
-// meanwhile. stopTaking stops the timer.
-func (r *runner) retryLater() {
-	d := r.retry.Step()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.retryAt != nil {
-		r.retryAt.Stop()
-	}
-	r.retryAt = r.w.c.clock.AfterFunc(d, r.wakeIfTaking)
 }
 
 // wakeIfTaking is workArrived for a member that takes work.
@@ -333,17 +287,7 @@ func (r *runner) stopTaking() {
 	s.turn.Lock()
 	//lint:ignore SA2001 an empty critical section is the barrier
 	s.turn.Unlock()
-	r.mu.Lock()
-	if r.limited != nil {
-		// Forgotten too: a member started again (after a StopWork that
-		// failed) must arm its own, not take this one as armed.
-		r.limited.Stop()
-		r.limitedAt = 0
-	}
-	if r.retryAt != nil {
-		r.retryAt.Stop()
-	}
-	r.mu.Unlock()
+	r.pace.stop()
 }
 
 // cancelAll ends every running handler's context with cause. A handler
@@ -360,28 +304,4 @@ func (r *runner) cancelAll(cause error) {
 			p.interrupt(cause)
 		}
 	}
-}
-
-// wakeAt arms the member's timer for when the rate limit allows the next
-// start (Unix µs, Redis clock), unless it is armed for an earlier time; it
-// then looks for work as if told of it, if it still takes work.
-// stopTaking stops the timer.
-func (r *runner) wakeAt(until int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.limited != nil && r.limitedAt != 0 && r.limitedAt <= until {
-		return
-	}
-	r.limitedAt = until
-	d := time.UnixMicro(until).Sub(r.w.clock.Now(r.w.c.clock))
-	fire := func() {
-		r.mu.Lock()
-		r.limitedAt = 0
-		r.mu.Unlock()
-		r.wakeIfTaking()
-	}
-	if r.limited != nil {
-		r.limited.Stop()
-	}
-	r.limited = r.w.c.clock.AfterFunc(d, fire)
 }

@@ -5,9 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/startstop"
 )
@@ -94,8 +92,8 @@ func newSlotScheduler(w *Worker, size int, order Order) *slotScheduler {
 func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, share int) *runner {
 	r := &runner{
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
-		retry: backoff.New(dequeueRetryMin, dequeueRetryMax),
 	}
+	r.pace = newPacer(s.w, r.wakeIfTaking)
 	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
@@ -252,7 +250,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	if until > 0 {
 		// The rate limit is used up: look again when the next start is
 		// allowed, and not before.
-		r.wakeAt(until)
+		r.pace.wakeAt(until)
 	}
 	if err != nil {
 		if stopped {
@@ -262,7 +260,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		return false
 	}
 	s.w.c.outage.OK(sent)
-	r.retry.Reset()
+	r.pace.retry.Reset()
 	if len(ps) < n {
 		r.clearMore(gen)
 	}
@@ -271,32 +269,6 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		r.launch(quit, p, false)
 	}
 	return len(ps) == n
-}
-
-// Dequeue retries: a member whose dequeue failed on the connection looks
-// again after a backoff from dequeueRetryMin, doubling up to
-// dequeueRetryMax.
-const (
-	dequeueRetryMin = 10 * time.Millisecond
-	dequeueRetryMax = time.Second
-)
-
-// afterDequeue applies decision to the member whose dequeue, sent at
-// outage epoch sent with gen work events counted, failed with err.
-func (r *runner) afterDequeue(decision slotpolicy.Failure, sent uint64, gen uint64, err error) {
-	switch decision {
-	case slotpolicy.Empty:
-		r.w.c.outage.OK(sent)
-		r.clearMore(gen)
-	case slotpolicy.Blocked:
-		r.block(gen)
-	case slotpolicy.Retry:
-		if !r.w.c.outage.Failed(sent, "dequeue", err) {
-			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
-		}
-		r.block(gen)
-		r.retryLater()
-	}
 }
 
 // launch runs the handler for p, whose slot is taken (take, claim), on a
@@ -390,30 +362,6 @@ func (s *slotScheduler) wantedLocked() bool {
 	}
 	return false
 }
-
-// claim takes a slot for a process an enqueue handed the member, if it
-// takes work and one is free that no dequeue in flight asked for (and the
-// member is under its maxSlots): a hand-off never runs more handlers than
-// the slots allow. It returns what the handler goroutine leaves on
-// (launch).
-func (r *runner) claim() (quit <-chan struct{}, ok bool) {
-	s := r.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ok = r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
-		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
-	if !ok {
-		return nil, false
-	}
-	// Under mu: stopTaking clears taking under mu, so a handler counted
-	// here is waited for, and none starts after.
-	r.busy++
-	s.busy++
-	return s.quit, true
-}
-
-// unclaim gives back the slot claim took, for a process not adopted.
-func (r *runner) unclaim() { r.count(-1, 0) }
 
 // full reports whether the member could not start a handler now for want
 // of a slot: the scheduler's are all taken, or its maxSlots is reached.
