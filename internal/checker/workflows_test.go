@@ -146,3 +146,32 @@ func TestCheckFindsAndRepairsStalledSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.StalledSteps)
 }
+
+// A step whose release completes while the check reads its parents'
+// queues (marked queued, then its notice removed) is not stalled: the
+// workflow is looked at again after the notices were read.
+func TestCheckDoesNotJudgeAStepReleasedMeanwhileStalled(t *testing.T) {
+	env, _ := newEnv(t)
+	ctx := context.Background()
+	s := env.Store
+	steps := chain()
+	steps[0].Spec = "racing"
+	_, _, err := s.CreateWorkflow(ctx, "w", "sum", time.Hour, steps)
+	require.NoError(t, err)
+	_, err = s.StepsEnqueued(ctx, "w", []store.QueuedStep{{Name: "a", TaskID: "t1"}})
+	require.NoError(t, err)
+	_, err = s.ReleaseStep(ctx, "w", "a", "t1", "ok", "", 70)
+	require.NoError(t, err)
+	// The carrier marks b queued as the check asks for a's queue, before
+	// its notice is read (and found gone).
+	env.StepQueue = func(spec string) (string, bool) {
+		if spec == "racing" {
+			_, err := s.StepsEnqueued(ctx, "w", []store.QueuedStep{{Name: "b", TaskID: "t2"}})
+			require.NoError(t, err)
+		}
+		return spec, true
+	}
+	rep, err := Run(ctx, env, false)
+	require.NoError(t, err)
+	assert.Empty(t, rep.StalledSteps)
+}

@@ -90,11 +90,12 @@ func TestCheckWorkflowRepairScript(t *testing.T) {
 	require.NoError(t, err)
 	ended := e.dump()
 	assert.Equal(t, WorkflowRepair{}, repair(), "an ended workflow whose keys expire")
+	require.NoError(t, e.rdb.Do(e.ctx, e.rdb.B().Pexpire().Key(k.Flow).Milliseconds(10*60*1000).Build()).Error())
 	persist(k.Steps, k.Spec)
 	assert.Equal(t, WorkflowRepair{Expiring: true, Keys: 2}, repair())
 	e.expect(ended)
 	for _, key := range []string{k.Steps, k.Spec} {
-		assert.InDelta(t, pttl(k.Flow), pttl(key), 50, "expires with the flow hash")
+		assert.InDelta(t, 10*60*1000, pttl(key), 2000, "expires with the flow hash")
 	}
 
 	// None expires: the keep counts from the end.
