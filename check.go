@@ -38,7 +38,8 @@ import (
 //   - a workflow's keys exist only with its flow hash (LeftoverWorkflows),
 //     an ended workflow's keys all expire (LastingWorkflows), and a
 //     running workflow's step released to its queue is on its way there
-//     (StalledSteps).
+//     (StalledSteps), and a queued one's task is in its queue or has left
+//     a notice of its end (LostSteps).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -140,6 +141,14 @@ type CheckReport struct {
 	// enqueues them as the release would (idempotent: a step enqueued
 	// already is not enqueued twice).
 	StalledSteps []WorkflowStep
+	// LostSteps are queued steps of running workflows whose task ended,
+	// or is gone from its queue, without leaving a notice of its end to
+	// carry to the workflow (lost with a failover, or deleted by hand),
+	// with their task's id: the workflow never ends. A task not ended yet
+	// is presumed in its queue (finding it costs a scan of the queue).
+	// They are reported, never touched: how the task ended cannot be told
+	// for sure. Cancel the workflow, or enqueue its work anew.
+	LostSteps []WorkflowStep
 	// BrokenWorkflows could not be read: a key of theirs holds a type
 	// worqr never writes there. They are reported, never touched.
 	BrokenWorkflows []string
@@ -184,6 +193,7 @@ type QueueControl struct {
 type WorkflowStep struct {
 	Workflow string // the workflow's id
 	Step     string // the step's name
+	Task     string // its task's id, in LostSteps
 }
 
 // CheckRepairs says what a repair changed.
@@ -231,16 +241,16 @@ func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
 		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) +
-		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.BrokenWorkflows)
+		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, leftover workflows %d, lasting workflows %d, stalled steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
 		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls),
-		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.BrokenWorkflows),
+		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.BrokenWorkflows),
 		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
 		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, workflows deleted %d, set to expire %d, steps enqueued %d",
@@ -317,6 +327,7 @@ func checkReport(r checker.Report) CheckReport {
 		LeftoverWorkflows:   r.LeftoverWorkflows,
 		LastingWorkflows:    r.LastingWorkflows,
 		StalledSteps:        workflowSteps(r.StalledSteps),
+		LostSteps:           workflowSteps(r.LostSteps),
 		BrokenWorkflows:     r.BrokenWorkflows,
 		WorkflowsChecked:    r.WorkflowsChecked,
 	}

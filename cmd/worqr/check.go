@@ -13,13 +13,13 @@ Compares every key under the prefix with worqr's registries (a SCAN of each
 Redis node, never KEYS) and lists what does not add up: orphaned
 processes, dead or unregistered workers, unlisted, unregistered, stale,
 broken or miscounted queues, miscounted groups, controls it cannot read,
-unknown keys, workflows' leftover or lasting keys, broken workflows and
-stalled steps. With
+unknown keys, workflows' leftover or lasting keys, broken workflows,
+stalled steps and lost ones. With
 --repair it also fixes what it can, as a peer would: orphaned tasks back
 to the front of their queues, dead workers reclaimed, registries mended,
 workflows' leftover keys deleted and lasting ones set to expire, stalled
-steps enqueued; broken queues and workflows, unreadable controls and
-unknown keys are only reported. Safe while workers run. Its cost grows with the whole
+steps enqueued; broken queues and workflows, lost steps, unreadable
+controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
 keyspace: a large one may need a longer --timeout.
 
 It exits 1 when it found problems, repaired or not, after printing the
@@ -45,6 +45,7 @@ type checkJSON struct {
 	LeftoverWorkflows   []string           `json:"leftoverWorkflows"`
 	LastingWorkflows    []string           `json:"lastingWorkflows"`
 	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
+	LostSteps           []workflowStepJSON `json:"lostSteps"`
 	BrokenWorkflows     []string           `json:"brokenWorkflows"`
 	NodesScanned        int                `json:"nodesScanned"`
 	KeysScanned         int                `json:"keysScanned"`
@@ -61,6 +62,7 @@ type workerQueueJSON struct {
 type workflowStepJSON struct {
 	Workflow string `json:"workflow"`
 	Step     string `json:"step"`
+	Task     string `json:"task,omitempty"`
 }
 
 func workflowSteps(steps []worqr.WorkflowStep) []workflowStepJSON {
@@ -123,6 +125,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
+		LostSteps:       workflowSteps(r.LostSteps),
 		BrokenWorkflows: list(r.BrokenWorkflows),
 		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
@@ -214,6 +217,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		rows("lasting workflow", r.LastingWorkflows)
 		for _, st := range r.StalledSteps {
 			t.row("stalled step", fmt.Sprintf("workflow %s step %q", st.Workflow, escape(st.Step)))
+		}
+		for _, st := range r.LostSteps {
+			t.row("lost step", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
 		}
 		rows("broken workflow", r.BrokenWorkflows)
 		if err := t.flush(); err != nil {

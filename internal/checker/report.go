@@ -21,6 +21,7 @@ type Report struct {
 	LeftoverWorkflows   []string
 	LastingWorkflows    []string
 	StalledSteps        []WorkflowStep
+	LostSteps           []WorkflowStep
 	BrokenWorkflows     []string
 
 	NodesScanned     int
@@ -49,11 +50,12 @@ type Repairs struct {
 	EnqueuedSteps     []WorkflowStep
 }
 
-// WorkflowStep names a workflow and one of its steps (the root's
-// WorkflowStep).
+// WorkflowStep names a workflow and one of its steps, and its task if
+// known (the root's WorkflowStep).
 type WorkflowStep struct {
 	Workflow string
 	Step     string
+	Task     string
 }
 
 // Orphan is an in-flight process of queue whose owner holds no live lease

@@ -14,10 +14,12 @@ import (
 // ready (released, to be enqueued) that nothing carries into its queue
 // any more: no notice of a parent's end pending (a sweep replays those),
 // and no parent at all for a step that was ready from the start (only
-// the call that created the workflow enqueues those). Such a step is
-// confirmed by looking at its workflow again after the notices were
-// read: the carrier marks a step queued before it removes the notice,
-// so a step still ready at both looks had none pending between them.
+// the call that created the workflow enqueues those); or a step queued
+// whose task ended, or is gone, with no notice of its end left to carry.
+// Such a step is confirmed by looking at its workflow again after the
+// notices were read: the carrier marks a step queued (or ended) before
+// it removes the notice, so a step in the same state at both looks had
+// none pending between them.
 func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	rep := ck.rep
 	ck.stalled = make(map[string][]store.ReadyStep)
@@ -31,8 +33,18 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 		flow, step string
 		prefix     string
 	}
-	var asks map[string][]pending = make(map[string][]pending) // queue -> notices asked about
-	candidates := make(map[string]map[string]bool)             // workflow -> step -> carried
+	type queued struct {
+		flow, step, task string
+	}
+	asks := make(map[string][]pending)             // queue -> notices asked about
+	tasks := make(map[string][]queued)             // queue -> queued steps' tasks
+	candidates := make(map[string]map[string]bool) // workflow -> step -> carried
+	candidate := func(id, step string) {
+		if candidates[id] == nil {
+			candidates[id] = make(map[string]bool)
+		}
+		candidates[id][step] = false
+	}
 	for _, id := range slices.Sorted(maps.Keys(first)) {
 		w := first[id]
 		switch {
@@ -42,23 +54,46 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			rep.LastingWorkflows = append(rep.LastingWorkflows, id)
 		}
 		for _, st := range w.Steps {
-			if st.State != "r" {
+			switch {
+			case st.State == "r":
+				candidate(id, st.Name)
+				for _, p := range st.FreedBy {
+					q, ok := ck.c.StepQueue(w.Specs[p])
+					if !ok {
+						// Its parent's queue cannot be told: the step is
+						// not judged.
+						candidates[id][st.Name] = true
+						continue
+					}
+					asks[q] = append(asks[q], pending{flow: id, step: st.Name, prefix: id + "." + p + ","})
+				}
+			case st.State == "q" && st.TaskID != "":
+				if q, ok := ck.c.StepQueue(st.Spec); ok {
+					candidate(id, st.Name)
+					tasks[q] = append(tasks[q], queued{flow: id, step: st.Name, task: st.TaskID})
+				}
+			}
+		}
+	}
+	// A queued step's task that has not ended carries the step (its end
+	// will leave a notice); one that ended, or whose outcome is gone, left
+	// its notice by then, in the same script, so its notices are read
+	// after this.
+	for _, q := range slices.Sorted(maps.Keys(tasks)) {
+		ids := make([]string, len(tasks[q]))
+		for i, t := range tasks[q] {
+			ids[i] = t.task
+		}
+		states, err := ck.c.Store.TaskOutcomes(ctx, q, ids)
+		if err != nil {
+			return ck.c.Fail("consistency check", q, err)
+		}
+		for i, t := range tasks[q] {
+			if states[i] == store.RetainedPending {
+				candidates[t.flow][t.step] = true
 				continue
 			}
-			if candidates[id] == nil {
-				candidates[id] = make(map[string]bool)
-			}
-			candidates[id][st.Name] = false
-			for _, p := range st.FreedBy {
-				q, ok := ck.c.StepQueue(w.Specs[p])
-				if !ok {
-					// Its parent's queue cannot be told: the step is not
-					// judged.
-					candidates[id][st.Name] = true
-					continue
-				}
-				asks[q] = append(asks[q], pending{flow: id, step: st.Name, prefix: id + "." + p + ","})
-			}
+			asks[q] = append(asks[q], pending{flow: t.flow, step: t.step, prefix: t.flow + "." + t.step + "," + t.task + ","})
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(asks)) {
@@ -95,10 +130,21 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 		if !ok || w.State != "running" {
 			continue
 		}
+		was := make(map[string]store.LookedStep, len(first[id].Steps))
+		for _, st := range first[id].Steps {
+			was[st.Name] = st
+		}
 		for _, st := range w.Steps {
-			if carried, ok := candidates[id][st.Name]; ok && !carried && st.State == "r" {
-				rep.StalledSteps = append(rep.StalledSteps, WorkflowStep{Workflow: id, Step: st.Name})
+			if carried, ok := candidates[id][st.Name]; !ok || carried || st.State != was[st.Name].State || st.TaskID != was[st.Name].TaskID {
+				continue
+			}
+			ws := WorkflowStep{Workflow: id, Step: st.Name}
+			if st.State == "r" {
+				rep.StalledSteps = append(rep.StalledSteps, ws)
 				ck.stalled[id] = append(ck.stalled[id], store.ReadyStep{Name: st.Name, Spec: st.Spec})
+			} else {
+				ws.Task = st.TaskID
+				rep.LostSteps = append(rep.LostSteps, ws)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -62,6 +63,8 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 		_, _, err := s.CancelWorkflow(ctx, id)
 		require.NoError(t, err)
 	}
+	_, err := m.ZAdd("checktest:{q:qa}:retained", math.Inf(1), "t1") // a's task, not ended yet
+	require.NoError(t, err)
 	rep, err := Run(ctx, env, false)
 	require.NoError(t, err)
 	assert.Equal(t, 4, rep.WorkflowsChecked)
@@ -69,6 +72,7 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 	assert.Empty(t, rep.LeftoverWorkflows)
 	assert.Empty(t, rep.LastingWorkflows)
 	assert.Empty(t, rep.StalledSteps, "a queued step is carried by its task")
+	assert.Empty(t, rep.LostSteps)
 
 	m.Del("checktest:{wf:lost}:flow")
 	persist(t, m, "checktest:{wf:lasting}:steps", "checktest:{wf:lasting}:flow")
@@ -148,8 +152,9 @@ func TestCheckFindsAndRepairsStalledSteps(t *testing.T) {
 }
 
 // A step whose release completes while the check reads its parents'
-// queues (marked queued, then its notice removed) is not stalled: the
-// workflow is looked at again after the notices were read.
+// queues (marked queued, then its notice removed) is not stalled, nor is
+// a queued step whose end is carried meanwhile lost: the workflow is
+// looked at again after the notices were read.
 func TestCheckDoesNotJudgeAStepReleasedMeanwhileStalled(t *testing.T) {
 	env, _ := newEnv(t)
 	ctx := context.Background()
@@ -162,11 +167,23 @@ func TestCheckDoesNotJudgeAStepReleasedMeanwhileStalled(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.ReleaseStep(ctx, "w", "a", "t1", "ok", "", 70)
 	require.NoError(t, err)
+	// And a queued step whose task ends, and whose end is carried, while
+	// the check reads its queue.
+	steps = chain()
+	steps[0].Spec = "ending"
+	_, _, err = s.CreateWorkflow(ctx, "v", "sum", time.Hour, steps)
+	require.NoError(t, err)
+	_, err = s.StepsEnqueued(ctx, "v", []store.QueuedStep{{Name: "a", TaskID: "t1"}})
+	require.NoError(t, err)
 	// The carrier marks b queued as the check asks for a's queue, before
-	// its notice is read (and found gone).
+	// its notice is read (and found gone); v's a ends and is recorded.
 	env.StepQueue = func(spec string) (string, bool) {
-		if spec == "racing" {
+		switch spec {
+		case "racing":
 			_, err := s.StepsEnqueued(ctx, "w", []store.QueuedStep{{Name: "b", TaskID: "t2"}})
+			require.NoError(t, err)
+		case "ending":
+			_, err := s.ReleaseStep(ctx, "v", "a", "t1", "ok", "", 70)
 			require.NoError(t, err)
 		}
 		return spec, true
@@ -174,4 +191,35 @@ func TestCheckDoesNotJudgeAStepReleasedMeanwhileStalled(t *testing.T) {
 	rep, err := Run(ctx, env, false)
 	require.NoError(t, err)
 	assert.Empty(t, rep.StalledSteps)
+	assert.Empty(t, rep.LostSteps)
+}
+
+// A queued step whose task has not ended is carried by it, and one whose
+// task ended is carried by the notice its end left; a step whose task
+// ended, or whose outcome is gone, with no notice left is lost, and
+// reported only.
+func TestCheckFindsLostSteps(t *testing.T) {
+	env, m := newEnv(t)
+	ctx := context.Background()
+	s := env.Store
+	for _, id := range []string{"alive", "noticed", "unnoticed", "gone"} {
+		_, _, err := s.CreateWorkflow(ctx, id, "sum", time.Hour, chain())
+		require.NoError(t, err)
+		_, err = s.StepsEnqueued(ctx, id, []store.QueuedStep{{Name: "a", TaskID: "t-" + id}})
+		require.NoError(t, err)
+	}
+	for task, score := range map[string]float64{"t-alive": math.Inf(1), "t-noticed": 5, "t-unnoticed": 5} {
+		_, err := m.ZAdd("checktest:{q:qa}:retained", score, task)
+		require.NoError(t, err)
+	}
+	_, err := m.ZAdd("checktest:{q:qa}:flows", 70, "noticed.a,t-noticed,ok")
+	require.NoError(t, err)
+	_, err = m.ZAdd("checktest:{q:qa}:flows", 70, "unnoticed.a,t-other,ok")
+	require.NoError(t, err)
+
+	rep, err := Run(ctx, env, true)
+	require.NoError(t, err)
+	assert.Equal(t, []WorkflowStep{{Workflow: "gone", Step: "a", Task: "t-gone"}, {Workflow: "unnoticed", Step: "a", Task: "t-unnoticed"}}, rep.LostSteps)
+	assert.Empty(t, rep.StalledSteps)
+	assert.Zero(t, rep.Repaired, "a lost step is not repaired")
 }

@@ -545,3 +545,39 @@ func (s *Store) PendingNotices(ctx context.Context, queue string, prefixes []str
 	}
 	return out, nil
 }
+
+// Retained states of a task, as TaskOutcomes reads them.
+const (
+	RetainedNone    = iota // no outcome listed: never retained, unlisted, expired or lost
+	RetainedPending        // listed, not ended yet
+	RetainedEnded          // ended, its outcome kept
+)
+
+// TaskOutcomes reads, for each task id of a queue, whether its retained
+// outcome is listed and whether the task has ended (its score in the
+// queue's retained set: +inf until it ends).
+func (s *Store) TaskOutcomes(ctx context.Context, queue string, ids []string) ([]int, error) {
+	if err := s.enter(ctx, OpCheck, queue); err != nil {
+		return nil, err
+	}
+	key := s.queueKeys(queue).Retained
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.b().Zscore().Key(key).Member(id).Build()
+	}
+	out := make([]int, len(ids))
+	for i, res := range s.rdb.DoMulti(ctx, cmds...) {
+		score, err := res.ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+			out[i] = RetainedNone
+		case err != nil:
+			return nil, err
+		case score == "inf" || score == "+inf":
+			out[i] = RetainedPending
+		default:
+			out[i] = RetainedEnded
+		}
+	}
+	return out, nil
+}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -120,4 +122,23 @@ func TestCheckWorkflowRepairScript(t *testing.T) {
 	e.expect(keyState{})
 	assert.Equal(t, WorkflowRepair{}, repair(), "nothing left")
 	e.expect(keyState{})
+}
+
+// TaskOutcomes tells a retained task not ended yet from one ended and
+// from one not listed; PendingNotices finds a notice by its start.
+func TestCheckReadsOfAQueue(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	s := New(rdb, "worqrtest-"+strconv.FormatInt(time.Now().UnixNano(), 36), false, false)
+	k := s.Keys().Queue("q")
+	t.Cleanup(func() { rdb.Do(context.Background(), rdb.B().Del().Key(k.Retained, k.Flows).Build()) })
+	ctx := context.Background()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Zadd().Key(k.Retained).ScoreMember().ScoreMember(math.Inf(1), "a").ScoreMember(5, "b").Build()).Error())
+	require.NoError(t, rdb.Do(ctx, rdb.B().Zadd().Key(k.Flows).ScoreMember().ScoreMember(1, "w.s,a,ok").ScoreMember(2, "w*.s,b,ok").Build()).Error())
+	got, err := s.TaskOutcomes(ctx, "q", []string{"a", "b", "c"})
+	require.NoError(t, err)
+	assert.Equal(t, []int{RetainedPending, RetainedEnded, RetainedNone}, got)
+	found, err := s.PendingNotices(ctx, "q", []string{"w.s,", "w.s,a,", "w.s,b,", "w.t,", "w*.s,b,", "w"})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, false, false, true, true}, found)
 }
