@@ -527,7 +527,12 @@ func (s *Store) PendingNotices(ctx context.Context, queue string, prefixes []str
 	}
 	key := s.queueKeys(queue).Flows
 	out := make([]bool, len(prefixes))
+	seen := make(map[string]bool) // a parent's notice is asked about once per child
 	for i, p := range prefixes {
+		if found, ok := seen[p]; ok {
+			out[i] = found
+			continue
+		}
 		var cursor uint64
 		for {
 			e, err := s.rdb.Do(ctx, s.b().Zscan().Key(key).Cursor(cursor).Match(globEscape(p)+"*").Count(1000).Build()).AsScanEntry()
@@ -542,6 +547,7 @@ func (s *Store) PendingNotices(ctx context.Context, queue string, prefixes []str
 				break
 			}
 		}
+		seen[p] = out[i]
 	}
 	return out, nil
 }

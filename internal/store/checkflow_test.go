@@ -138,7 +138,7 @@ func TestCheckReadsOfAQueue(t *testing.T) {
 	got, err := s.TaskOutcomes(ctx, "q", []string{"a", "b", "c"})
 	require.NoError(t, err)
 	assert.Equal(t, []int{RetainedPending, RetainedEnded, RetainedNone}, got)
-	found, err := s.PendingNotices(ctx, "q", []string{"w.s,", "w.s,a,", "w.s,b,", "w.t,", "w*.s,b,", "w"})
+	found, err := s.PendingNotices(ctx, "q", []string{"w.s,", "w.s,a,", "w.s,b,", "w.t,", "w*.s,b,", "w", "w.t,", "w.s,"})
 	require.NoError(t, err)
-	assert.Equal(t, []bool{true, true, false, false, true, true}, found)
+	assert.Equal(t, []bool{true, true, false, false, true, true, false, true}, found)
 }
