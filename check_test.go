@@ -650,4 +650,7 @@ func TestCheckFindsAndRepairsAStalledWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowSucceeded, info.State)
 	assert.Equal(t, task, info.Steps[0].TaskID)
+	_, err = c.WaitWorkflow(ctx, "healthy")
+	require.NoError(t, err)
+	requireClean(t, c)
 }
