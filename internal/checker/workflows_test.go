@@ -48,7 +48,8 @@ func persist(t *testing.T, m *miniredis.Miniredis, keys ...string) {
 // A running workflow and an ended one are no finding, and their keys are
 // no unknown keys; a workflow whose flow hash was lost leaves keys behind,
 // which a repair deletes; an ended workflow whose keys were made to last
-// is set to expire again.
+// is set to expire again; one whose key holds a type worqr never writes
+// there is reported and left alone.
 func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 	env, m := newEnv(t)
 	ctx := context.Background()
@@ -75,12 +76,14 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 	assert.Empty(t, rep.LostSteps)
 
 	m.Del("checktest:{wf:lost}:flow")
+	require.NoError(t, m.Set("checktest:{wf:bad}:flow", "not a hash"))
 	persist(t, m, "checktest:{wf:lasting}:steps", "checktest:{wf:lasting}:flow")
 	ended := wfKeys(m, "ended")
 	rep, err = Run(ctx, env, false)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"lost"}, rep.LeftoverWorkflows)
 	assert.Equal(t, []string{"lasting"}, rep.LastingWorkflows)
+	assert.Equal(t, []string{"bad"}, rep.BrokenWorkflows)
 	assert.Zero(t, rep.Repaired, "no repair without asking")
 	assert.NotEmpty(t, wfKeys(m, "lost"))
 
@@ -100,7 +103,11 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.LeftoverWorkflows, "repaired")
 	assert.Empty(t, rep.LastingWorkflows, "repaired")
-	assert.Equal(t, 3, rep.WorkflowsChecked)
+	assert.Equal(t, []string{"bad"}, rep.BrokenWorkflows, "reported, never touched")
+	bad, err := m.Get("checktest:{wf:bad}:flow")
+	require.NoError(t, err)
+	assert.Equal(t, "not a hash", bad)
+	assert.Equal(t, 4, rep.WorkflowsChecked)
 }
 
 // A step released whose enqueue nothing carries any more is stalled: one
