@@ -34,7 +34,12 @@ import (
 //     so does each group's count of the slots its processes hold, which
 //     the group's limit reads (MiscountedGroups);
 //   - a queue's stored controls can be read by the scripts
-//     (UnreadableControls).
+//     (UnreadableControls);
+//   - a workflow's keys exist only with its flow hash (LeftoverWorkflows),
+//     an ended workflow's keys all expire (LastingWorkflows), and a
+//     running workflow's step released to its queue is on its way there
+//     (StalledSteps), and a queued one's task is in its queue or has left
+//     a notice of its end (LostSteps).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -118,6 +123,35 @@ type CheckReport struct {
 	// unset. They are reported, never touched: set the control again
 	// (SetConcurrency, SetRateLimit) to replace the value.
 	UnreadableControls []QueueControl
+	// LeftoverWorkflows are workflows whose keys remain but whose flow
+	// hash, the record every call reads first, is gone (lost, evicted or
+	// deleted by hand): nothing reads the rest. A repair deletes them.
+	LeftoverWorkflows []string
+	// LastingWorkflows are ended workflows with keys that do not expire
+	// (made persistent by hand, or restored without their expiry), so
+	// they outlive their WorkflowOptions.Keep for good. A repair sets them
+	// to expire with the workflow's flow hash, or once the keep has passed
+	// since its end.
+	LastingWorkflows []string
+	// StalledSteps are steps of running workflows released to their queue
+	// (their parents ended) that nothing carries there: no notice of a
+	// parent's end is pending in the parent's queue for a sweep to replay,
+	// or, for a step without parents, the call that created the workflow
+	// failed before enqueuing it. The workflow never ends. A repair
+	// enqueues them as the release would (idempotent: a step enqueued
+	// already is not enqueued twice).
+	StalledSteps []WorkflowStep
+	// LostSteps are queued steps of running workflows whose task ended,
+	// or is gone from its queue, without leaving a notice of its end to
+	// carry to the workflow (lost with a failover, or deleted by hand),
+	// with their task's id: the workflow never ends. A task not ended yet
+	// is presumed in its queue (finding it costs a scan of the queue).
+	// They are reported, never touched: how the task ended cannot be told
+	// for sure. Cancel the workflow, or enqueue its work anew.
+	LostSteps []WorkflowStep
+	// BrokenWorkflows could not be read: a key of theirs holds a type
+	// worqr never writes there. They are reported, never touched.
+	BrokenWorkflows []string
 
 	// NodesScanned is how many Redis nodes the keyspace scan visited.
 	NodesScanned int
@@ -126,6 +160,9 @@ type CheckReport struct {
 	KeysScanned int
 	// QueuesChecked is how many queues were looked at.
 	QueuesChecked int
+	// WorkflowsChecked is how many workflows were looked at (those the
+	// scan found a key of).
+	WorkflowsChecked int
 
 	// Repaired is what Repair changed; zero without it.
 	Repaired CheckRepairs
@@ -150,6 +187,13 @@ type QueueControl struct {
 	Control string
 	// Value is the stored value, cut to 64 bytes.
 	Value string
+}
+
+// WorkflowStep names a workflow and one of its steps, for CheckReport.
+type WorkflowStep struct {
+	Workflow string // the workflow's id
+	Step     string // the step's name
+	Task     string // its task's id, in LostSteps
 }
 
 // CheckRepairs says what a repair changed.
@@ -184,33 +228,43 @@ type CheckRepairs struct {
 	// to what their processes hold (a group whose count fell and that has
 	// tasks waiting takes its turn again).
 	RecountedGroups int64
+	// DeletedWorkflows had their leftover keys deleted.
+	DeletedWorkflows []string
+	// ExpiringWorkflows had their keys that did not expire set to.
+	ExpiringWorkflows []string
+	// EnqueuedSteps were enqueued to their queues and marked queued.
+	EnqueuedSteps []WorkflowStep
 }
 
 // Problems is the number of problems the check found, before any repair.
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
-		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress)
+		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) +
+		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d) in %d queues, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
 		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls),
-		r.QueuesChecked, r.KeysScanned, r.NodesScanned)
+		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.BrokenWorkflows),
+		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, workflows deleted %d, set to expire %d, steps enqueued %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
-			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups)
+			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups,
+			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps))
 	}
 	return b.String()
 }
 
 func (p CheckRepairs) changed() bool {
 	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
-		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues) > 0
+		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues)+
+		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps) > 0
 }
 
 // Check compares every key under the client's prefix with the registries
@@ -238,7 +292,10 @@ func (p CheckRepairs) changed() bool {
 //     entries with no queue behind them are removed. Keys that are not
 //     worqr's are left alone;
 //   - a queue's count of weight in flight, and its groups' counts of the
-//     slots their processes hold, are set from the processes that stay.
+//     slots their processes hold, are set from the processes that stay;
+//   - a workflow's keys left without its flow hash are deleted, an ended
+//     workflow's keys that do not expire are set to, and a stalled step is
+//     enqueued as its release would (see CheckReport.StalledSteps).
 //
 // The check is safe to run while workers run, from any number of
 // clients. Under concurrent changes a finding can be stale by the time it
@@ -267,6 +324,12 @@ func checkReport(r checker.Report) CheckReport {
 		NodesScanned:        r.NodesScanned,
 		KeysScanned:         r.KeysScanned,
 		QueuesChecked:       r.QueuesChecked,
+		LeftoverWorkflows:   r.LeftoverWorkflows,
+		LastingWorkflows:    r.LastingWorkflows,
+		StalledSteps:        workflowSteps(r.StalledSteps),
+		LostSteps:           workflowSteps(r.LostSteps),
+		BrokenWorkflows:     r.BrokenWorkflows,
+		WorkflowsChecked:    r.WorkflowsChecked,
 	}
 	for _, o := range r.OrphanedProcesses {
 		rep.OrphanedProcesses = append(rep.OrphanedProcesses, processInfo(o.Queue, o.Proc))
@@ -279,17 +342,20 @@ func checkReport(r checker.Report) CheckReport {
 	}
 	f := r.Repaired
 	rep.Repaired = CheckRepairs{
-		Requeued:         f.Requeued,
-		Dropped:          f.Dropped,
-		LeasesRemoved:    f.LeasesRemoved,
-		AdoptedWorkers:   f.AdoptedWorkers,
-		ListedQueues:     workerQueues(f.ListedQueues),
-		ReclaimedWorkers: f.ReclaimedWorkers,
-		PendingWorkers:   f.PendingWorkers,
-		RegisteredQueues: f.RegisteredQueues,
-		RemovedQueues:    f.RemovedQueues,
-		RecountedQueues:  f.RecountedQueues,
-		RecountedGroups:  f.RecountedGroups,
+		Requeued:          f.Requeued,
+		Dropped:           f.Dropped,
+		LeasesRemoved:     f.LeasesRemoved,
+		AdoptedWorkers:    f.AdoptedWorkers,
+		ListedQueues:      workerQueues(f.ListedQueues),
+		ReclaimedWorkers:  f.ReclaimedWorkers,
+		PendingWorkers:    f.PendingWorkers,
+		RegisteredQueues:  f.RegisteredQueues,
+		RemovedQueues:     f.RemovedQueues,
+		RecountedQueues:   f.RecountedQueues,
+		RecountedGroups:   f.RecountedGroups,
+		DeletedWorkflows:  f.DeletedWorkflows,
+		ExpiringWorkflows: f.ExpiringWorkflows,
+		EnqueuedSteps:     workflowSteps(f.EnqueuedSteps),
 	}
 	return rep
 }
@@ -301,6 +367,17 @@ func workerQueues(wqs []checker.WorkerQueue) []WorkerQueue {
 	out := make([]WorkerQueue, len(wqs))
 	for i, wq := range wqs {
 		out[i] = WorkerQueue(wq)
+	}
+	return out
+}
+
+func workflowSteps(steps []checker.WorkflowStep) []WorkflowStep {
+	if steps == nil {
+		return nil
+	}
+	out := make([]WorkflowStep, len(steps))
+	for i, st := range steps {
+		out[i] = WorkflowStep(st)
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/reclaim"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The inconsistencies in these tests are made the way they happen: a
@@ -589,4 +590,67 @@ func TestCheckReportsUnreadableControls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.UnreadableControls)
 	assert.Zero(t, rep.Problems())
+}
+
+// A workflow whose creator stopped after writing it, before enqueuing its
+// first step, never runs: Check finds the step stalled, and its repair
+// enqueues it as EnqueueWorkflow would (a second repair adds nothing),
+// after which the workflow runs to its end. A workflow that runs, and one
+// that ended, are no finding; one whose flow hash was lost leaves keys
+// that a repair deletes.
+func TestCheckFindsAndRepairsAStalledWorkflow(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	steps := []Step{{Name: "a", Queue: "wq", Task: []byte("x")}, {Name: "b", Queue: "wq", Task: []byte("y"), After: []string{"a"}}}
+	_, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "healthy"})
+	require.NoError(t, err)
+	_, err = c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "ended"})
+	require.NoError(t, err)
+	_, err = c.CancelWorkflow(ctx, "ended")
+	require.NoError(t, err)
+	_, err = c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "lost"})
+	require.NoError(t, err)
+	requireClean(t, c)
+
+	// The creator's crash: the workflow written, its first step not
+	// enqueued.
+	plan, err := c.planWorkflow(steps, time.Hour, false)
+	require.NoError(t, err)
+	_, _, err = c.store.CreateWorkflow(ctx, "stuck", "sum", time.Hour, plan)
+	require.NoError(t, err)
+	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Workflow("lost").Flow).Build())
+
+	rep := check(t, c, false)
+	assert.Equal(t, []WorkflowStep{{Workflow: "stuck", Step: "a"}}, rep.StalledSteps)
+	assert.Equal(t, []string{"lost"}, rep.LeftoverWorkflows)
+	assert.Empty(t, rep.UnknownKeys)
+	assert.Equal(t, 2, rep.Problems(), "%+v", rep)
+	assert.Equal(t, 4, rep.WorkflowsChecked)
+
+	rep = check(t, c, true)
+	assert.Equal(t, []WorkflowStep{{Workflow: "stuck", Step: "a"}}, rep.Repaired.EnqueuedSteps)
+	assert.Equal(t, []string{"lost"}, rep.Repaired.DeletedWorkflows)
+	info, err := c.Workflow(ctx, "stuck")
+	require.NoError(t, err)
+	require.Equal(t, StepQueued, info.Steps[0].State)
+	task := info.Steps[0].TaskID
+	require.NotEmpty(t, task)
+	requireClean(t, c)
+
+	// Run again as a replay would be: the step's unique key holds, so
+	// nothing is added.
+	require.NoError(t, c.enqueueSteps(ctx, "stuck", []store.ReadyStep{{Name: "a", Spec: plan[0].Spec}}))
+	qi, err := c.QueueInfo(ctx, "wq")
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), qi.Waiting, "healthy's, lost's and stuck's first steps, once each")
+
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "wq", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	info, err = c.WaitWorkflow(ctx, "stuck")
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	assert.Equal(t, task, info.Steps[0].TaskID)
+	_, err = c.WaitWorkflow(ctx, "healthy")
+	require.NoError(t, err)
+	requireClean(t, c)
 }

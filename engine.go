@@ -5,6 +5,7 @@ package worqr
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -103,6 +104,14 @@ func checkEnv(c *Client) *checker.Env {
 		Reclaim: func(ctx context.Context, id string) (reclaim.Reclaimed, error) {
 			return c.reclaimers.Worker(ctx, c.log, id, 2*DefaultTTL, true)
 		},
+		StepQueue: func(spec string) (string, bool) {
+			var s stepSpec
+			if err := json.Unmarshal([]byte(spec), &s); err != nil {
+				return "", false
+			}
+			return s.Queue, true
+		},
+		EnqueueSteps: c.enqueueSteps,
 	}
 }
 

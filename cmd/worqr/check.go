@@ -13,10 +13,13 @@ Compares every key under the prefix with worqr's registries (a SCAN of each
 Redis node, never KEYS) and lists what does not add up: orphaned
 processes, dead or unregistered workers, unlisted, unregistered, stale,
 broken or miscounted queues, miscounted groups, controls it cannot read,
-unknown keys. With
+unknown keys, workflows' leftover or lasting keys, broken workflows,
+stalled steps and lost ones. With
 --repair it also fixes what it can, as a peer would: orphaned tasks back
-to the front of their queues, dead workers reclaimed, registries mended;
-broken queues, unreadable controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
+to the front of their queues, dead workers reclaimed, registries mended,
+workflows' leftover keys deleted and lasting ones set to expire, stalled
+steps enqueued; broken queues and workflows, lost steps, unreadable
+controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
 keyspace: a large one may need a longer --timeout.
 
 It exits 1 when it found problems, repaired or not, after printing the
@@ -27,27 +30,47 @@ report, so that "worqr check" can alert.`},
 
 // checkJSON is a CheckReport, with empty lists as [] rather than null.
 type checkJSON struct {
-	Problems            int               `json:"problems"`
-	OrphanedProcesses   []processRow      `json:"orphanedProcesses"`
-	DeadWorkers         []string          `json:"deadWorkers"`
-	UnregisteredWorkers []string          `json:"unregisteredWorkers"`
-	UnlistedQueues      []workerQueueJSON `json:"unlistedQueues"`
-	UnregisteredQueues  []string          `json:"unregisteredQueues"`
-	StaleQueues         []string          `json:"staleQueues"`
-	BrokenQueues        []string          `json:"brokenQueues"`
-	UnknownKeys         []string          `json:"unknownKeys"`
-	MiscountedQueues    []string          `json:"miscountedQueues"`
-	MiscountedGroups    []groupCountJSON  `json:"miscountedGroups"`
-	UnreadableControls  []controlJSON     `json:"unreadableControls"`
-	NodesScanned        int               `json:"nodesScanned"`
-	KeysScanned         int               `json:"keysScanned"`
-	QueuesChecked       int               `json:"queuesChecked"`
-	Repaired            *repairsJSON      `json:"repaired,omitempty"`
+	Problems            int                `json:"problems"`
+	OrphanedProcesses   []processRow       `json:"orphanedProcesses"`
+	DeadWorkers         []string           `json:"deadWorkers"`
+	UnregisteredWorkers []string           `json:"unregisteredWorkers"`
+	UnlistedQueues      []workerQueueJSON  `json:"unlistedQueues"`
+	UnregisteredQueues  []string           `json:"unregisteredQueues"`
+	StaleQueues         []string           `json:"staleQueues"`
+	BrokenQueues        []string           `json:"brokenQueues"`
+	UnknownKeys         []string           `json:"unknownKeys"`
+	MiscountedQueues    []string           `json:"miscountedQueues"`
+	MiscountedGroups    []groupCountJSON   `json:"miscountedGroups"`
+	UnreadableControls  []controlJSON      `json:"unreadableControls"`
+	LeftoverWorkflows   []string           `json:"leftoverWorkflows"`
+	LastingWorkflows    []string           `json:"lastingWorkflows"`
+	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
+	LostSteps           []workflowStepJSON `json:"lostSteps"`
+	BrokenWorkflows     []string           `json:"brokenWorkflows"`
+	NodesScanned        int                `json:"nodesScanned"`
+	KeysScanned         int                `json:"keysScanned"`
+	QueuesChecked       int                `json:"queuesChecked"`
+	WorkflowsChecked    int                `json:"workflowsChecked"`
+	Repaired            *repairsJSON       `json:"repaired,omitempty"`
 }
 
 type workerQueueJSON struct {
 	Worker string `json:"worker"`
 	Queue  string `json:"queue"`
+}
+
+type workflowStepJSON struct {
+	Workflow string `json:"workflow"`
+	Step     string `json:"step"`
+	Task     string `json:"task,omitempty"`
+}
+
+func workflowSteps(steps []worqr.WorkflowStep) []workflowStepJSON {
+	out := make([]workflowStepJSON, len(steps))
+	for i, st := range steps {
+		out[i] = workflowStepJSON(st)
+	}
+	return out
 }
 
 type groupCountJSON struct {
@@ -64,17 +87,20 @@ type controlJSON struct {
 }
 
 type repairsJSON struct {
-	Requeued         int64             `json:"requeued"`
-	Dropped          int64             `json:"dropped"`
-	LeasesRemoved    int64             `json:"leasesRemoved"`
-	AdoptedWorkers   []string          `json:"adoptedWorkers"`
-	ListedQueues     []workerQueueJSON `json:"listedQueues"`
-	ReclaimedWorkers []string          `json:"reclaimedWorkers"`
-	PendingWorkers   []string          `json:"pendingWorkers"`
-	RegisteredQueues []string          `json:"registeredQueues"`
-	RemovedQueues    []string          `json:"removedQueues"`
-	RecountedQueues  []string          `json:"recountedQueues"`
-	RecountedGroups  int64             `json:"recountedGroups"`
+	Requeued          int64              `json:"requeued"`
+	Dropped           int64              `json:"dropped"`
+	LeasesRemoved     int64              `json:"leasesRemoved"`
+	AdoptedWorkers    []string           `json:"adoptedWorkers"`
+	ListedQueues      []workerQueueJSON  `json:"listedQueues"`
+	ReclaimedWorkers  []string           `json:"reclaimedWorkers"`
+	PendingWorkers    []string           `json:"pendingWorkers"`
+	RegisteredQueues  []string           `json:"registeredQueues"`
+	RemovedQueues     []string           `json:"removedQueues"`
+	RecountedQueues   []string           `json:"recountedQueues"`
+	RecountedGroups   int64              `json:"recountedGroups"`
+	DeletedWorkflows  []string           `json:"deletedWorkflows"`
+	ExpiringWorkflows []string           `json:"expiringWorkflows"`
+	EnqueuedSteps     []workflowStepJSON `json:"enqueuedSteps"`
 }
 
 func list(s []string) []string {
@@ -98,7 +124,10 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		DeadWorkers: list(r.DeadWorkers), UnregisteredWorkers: list(r.UnregisteredWorkers), UnlistedQueues: workerQueues(r.UnlistedQueues),
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
-		NodesScanned: r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked,
+		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
+		LostSteps:       workflowSteps(r.LostSteps),
+		BrokenWorkflows: list(r.BrokenWorkflows),
+		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
 	for i, u := range r.UnreadableControls {
 		j.UnreadableControls[i] = controlJSON(u)
@@ -114,7 +143,8 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		j.Repaired = &repairsJSON{Requeued: p.Requeued, Dropped: p.Dropped, LeasesRemoved: p.LeasesRemoved,
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
-			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups}
+			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups,
+			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps)}
 	}
 	return j
 }
@@ -183,6 +213,15 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			t.row("unreadable control", fmt.Sprintf("queue %q %s = %q", escape(u.Queue), u.Control, escape(u.Value)))
 		}
 		rows("unknown key", r.UnknownKeys)
+		rows("leftover workflow", r.LeftoverWorkflows)
+		rows("lasting workflow", r.LastingWorkflows)
+		for _, st := range r.StalledSteps {
+			t.row("stalled step", fmt.Sprintf("workflow %s step %q", st.Workflow, escape(st.Step)))
+		}
+		for _, st := range r.LostSteps {
+			t.row("lost step", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
+		}
+		rows("broken workflow", r.BrokenWorkflows)
 		if err := t.flush(); err != nil {
 			return err
 		}
@@ -194,7 +233,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"workers adopted", itoa(len(p.AdoptedWorkers)), "queues listed", itoa(len(p.ListedQueues)),
 			"workers reclaimed", itoa(len(p.ReclaimedWorkers)), "workers pending", itoa(len(p.PendingWorkers)),
 			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
-			"groups recounted", itoa(p.RecountedGroups))
+			"groups recounted", itoa(p.RecountedGroups),
+			"workflows deleted", itoa(len(p.DeletedWorkflows)), "workflows set to expire", itoa(len(p.ExpiringWorkflows)),
+			"steps enqueued", itoa(len(p.EnqueuedSteps)))
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, err)
 
 	out := b.ok("check").stdout
-	assert.Regexp(t, `^0 problems \(.*\) in 1 queues, \d+ keys, 1 nodes\n$`, out)
+	assert.Regexp(t, `^0 problems \(.*\) in 1 queues, 0 workflows, \d+ keys, 1 nodes\n$`, out)
 	clean := jsonOf[checkJSON](b, "check")
 	assert.Zero(t, clean.Problems)
 	assert.Equal(t, []string{}, clean.UnregisteredQueues, "empty lists are [], not null")
@@ -46,7 +46,27 @@ func TestCheck(t *testing.T) {
 	assert.Equal(t, []string{"orders"}, queues)
 	b.ok("check")
 	out = b.ok("check", "--repair").stdout
-	assert.Contains(t, out, "queues registered:  0\n")
+	assert.Regexp(t, `(?m)^queues registered: +0$`, out)
+}
+
+// check reports the keys a workflow left without its flow hash, and
+// --repair deletes them.
+func TestCheckReportsALeftoverWorkflow(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := ctxT(t)
+	rdb := b.redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(b.prefix+":{wf:gone}:steps").FieldValue().FieldValue("a", "q").Build()).Error())
+
+	r := b.fails(exitFailure, "1 problems found", "check")
+	assert.Equal(t, []string{"leftover workflow", "gone"}, row(t, r.stdout, "leftover workflow"))
+	r = b.fails(exitFailure, "1 problems found", "check", "--repair", "--json")
+	var rep checkJSON
+	require.NoError(t, jsonDecode(r.stdout, &rep))
+	assert.Equal(t, []string{"gone"}, rep.LeftoverWorkflows)
+	assert.Equal(t, []string{"gone"}, rep.Repaired.DeletedWorkflows)
+	assert.Equal(t, []workflowStepJSON{}, rep.StalledSteps)
+	b.ok("check")
 }
 
 // check reports a control whose stored value the scripts cannot read, and

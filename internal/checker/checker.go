@@ -26,6 +26,12 @@ type Env struct {
 	Valid func(queue string) bool
 	// Reclaim reclaims a dead worker, as peers would.
 	Reclaim func(ctx context.Context, id string) (reclaim.Reclaimed, error)
+	// StepQueue reads the queue of a workflow step from its spec; false if
+	// the spec cannot be read.
+	StepQueue func(spec string) (string, bool)
+	// EnqueueSteps enqueues a workflow's ready steps and marks them
+	// queued, idempotently, as the workflow's carriers do.
+	EnqueueSteps func(ctx context.Context, id string, steps []store.ReadyStep) error
 }
 
 // Run checks, and with repair repairs what it found. On error the report
@@ -54,16 +60,18 @@ type checker struct {
 	names  map[string]struct{} // queues, by name
 	broken map[string]struct{} // queues that could not be read
 	sets   map[string]struct{} // workers with a queue set, by id
+	flows  map[string]struct{} // workflows with a key, by id
 
 	first    map[string]*queueLook // queues as first seen
 	registry registryLook          // the registries, read after that
 
 	// Findings to repair, beyond those in the report.
-	repairQueues []string             // queues with orphans, dead leases or no record
-	adopt        map[string][]string  // worker -> queues to add to its set
-	reclaim      map[string]struct{}  // dead workers to reclaim
-	listed       map[WorkerQueue]bool // UnlistedQueues, for the repair report
-	unregistered map[string]struct{}  // UnregisteredWorkers
+	repairQueues []string                     // queues with orphans, dead leases or no record
+	adopt        map[string][]string          // worker -> queues to add to its set
+	reclaim      map[string]struct{}          // dead workers to reclaim
+	listed       map[WorkerQueue]bool         // UnlistedQueues, for the repair report
+	unregistered map[string]struct{}          // UnregisteredWorkers
+	stalled      map[string][]store.ReadyStep // workflow -> its ready steps nothing carries
 }
 
 // queueLook is one queue as check_queue.lua saw it.
@@ -114,7 +122,10 @@ func (ck *checker) run(ctx context.Context) error {
 	if err := ck.readRegistry(ctx); err != nil {
 		return err
 	}
-	return ck.judge(ctx, registered)
+	if err := ck.judge(ctx, registered); err != nil {
+		return err
+	}
+	return ck.judgeWorkflows(ctx)
 }
 
 // scan walks every node's keyspace under the prefix.
@@ -122,6 +133,7 @@ func (ck *checker) scan(ctx context.Context) error {
 	c := ck.c
 	ck.names = make(map[string]struct{})
 	ck.sets = make(map[string]struct{})
+	ck.flows = make(map[string]struct{})
 	unknown := make(map[string]struct{})
 	keys := c.Store.Keys()
 	valid := c.Valid
@@ -134,6 +146,8 @@ func (ck *checker) scan(ctx context.Context) error {
 			ck.names[val] = struct{}{}
 		case store.KeyWorkerQueues:
 			ck.sets[val] = struct{}{}
+		case store.KeyWorkflow:
+			ck.flows[val] = struct{}{}
 		case store.KeyUnknown:
 			unknown[key] = struct{}{}
 		}
@@ -366,17 +380,17 @@ func (ck *checker) repair(ctx context.Context) error {
 
 	// 2. Workers the registry does not cover, entered so reclaim finds
 	// them; 3. dead workers reclaimed as peers would.
-	ids := slices.Sorted(maps.Keys(ck.adopt))
-	queues := make([][]string, len(ids))
-	for i, id := range ids {
+	workers := slices.Sorted(maps.Keys(ck.adopt))
+	queues := make([][]string, len(workers))
+	for i, id := range workers {
 		queues[i] = ck.adopt[id]
 	}
-	for i, a := range c.Store.Adopt(ctx, ids, queues, ck.s) {
+	for i, a := range c.Store.Adopt(ctx, workers, queues, ck.s) {
 		if a.Err != nil {
 			errs = append(errs, c.Fail("consistency repair", "", a.Err))
 			continue
 		}
-		id := ids[i]
+		id := workers[i]
 		entered := a.Entered
 		if entered {
 			fixed.AdoptedWorkers = append(fixed.AdoptedWorkers, id)
@@ -403,7 +417,31 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 	}
 
-	// 4. The queue registry.
+	// 4. Workflows: leftovers deleted, ended ones set to expire, ready
+	// steps nothing carries enqueued.
+	ids := slices.Concat(ck.rep.LeftoverWorkflows, ck.rep.LastingWorkflows)
+	for i, r := range c.Store.RepairWorkflows(ctx, ids, ck.s) {
+		switch {
+		case r.Err != nil:
+			errs = append(errs, c.Fail("consistency repair", "", r.Err))
+		case r.Deleted:
+			fixed.DeletedWorkflows = append(fixed.DeletedWorkflows, ids[i])
+		case r.Expiring:
+			fixed.ExpiringWorkflows = append(fixed.ExpiringWorkflows, ids[i])
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ck.stalled)) {
+		steps := ck.stalled[id]
+		if err := c.EnqueueSteps(ctx, id, steps); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, st := range steps {
+			fixed.EnqueuedSteps = append(fixed.EnqueuedSteps, WorkflowStep{Workflow: id, Step: st.Name})
+		}
+	}
+
+	// 5. The queue registry.
 	for _, name := range ck.rep.UnregisteredQueues {
 		if err := c.Store.RegisterQueue(ctx, name); err != nil {
 			errs = append(errs, c.Fail("consistency repair", name, err))

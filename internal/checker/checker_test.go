@@ -28,6 +28,10 @@ func newEnv(t *testing.T) (*Env, *miniredis.Miniredis) {
 		Reclaim: func(context.Context, string) (reclaim.Reclaimed, error) {
 			return reclaim.Reclaimed{}, errors.New("no dead worker expected")
 		},
+		StepQueue: func(spec string) (string, bool) { return spec, true }, // a step's spec is its queue's name
+		EnqueueSteps: func(context.Context, string, []store.ReadyStep) error {
+			return errors.New("no stalled step expected")
+		},
 	}, m
 }
 

@@ -18,27 +18,44 @@ type Report struct {
 	MiscountedQueues    []string
 	MiscountedGroups    []GroupCount
 	UnreadableControls  []QueueControl
+	LeftoverWorkflows   []string
+	LastingWorkflows    []string
+	StalledSteps        []WorkflowStep
+	LostSteps           []WorkflowStep
+	BrokenWorkflows     []string
 
-	NodesScanned  int
-	KeysScanned   int
-	QueuesChecked int
+	NodesScanned     int
+	KeysScanned      int
+	QueuesChecked    int
+	WorkflowsChecked int
 
 	Repaired Repairs
 }
 
 // Repairs is what a repair changed: the root's CheckRepairs.
 type Repairs struct {
-	Requeued         int64
-	Dropped          int64
-	LeasesRemoved    int64
-	AdoptedWorkers   []string
-	ListedQueues     []WorkerQueue
-	ReclaimedWorkers []string
-	PendingWorkers   []string
-	RegisteredQueues []string
-	RemovedQueues    []string
-	RecountedQueues  []string
-	RecountedGroups  int64
+	Requeued          int64
+	Dropped           int64
+	LeasesRemoved     int64
+	AdoptedWorkers    []string
+	ListedQueues      []WorkerQueue
+	ReclaimedWorkers  []string
+	PendingWorkers    []string
+	RegisteredQueues  []string
+	RemovedQueues     []string
+	RecountedQueues   []string
+	RecountedGroups   int64
+	DeletedWorkflows  []string
+	ExpiringWorkflows []string
+	EnqueuedSteps     []WorkflowStep
+}
+
+// WorkflowStep names a workflow and one of its steps, and its task if
+// known (the root's WorkflowStep).
+type WorkflowStep struct {
+	Workflow string
+	Step     string
+	Task     string
 }
 
 // Orphan is an in-flight process of queue whose owner holds no live lease

@@ -8,6 +8,8 @@ type CheckSet struct {
 	Registry   *Script // check_registry.lua
 	Adopt      *Script // check_adopt.lua
 	Unregister *Script // check_unregister.lua
+	Workflow   *Script // check_workflow.lua
+	WfRepair   *Script // check_wf_repair.lua
 }
 
 // LoadCheck builds the check scripts. Like Load it returns a fresh value,
@@ -20,5 +22,7 @@ func LoadCheck(sharded bool) *CheckSet {
 		Registry:   load("check_registry.lua"),
 		Adopt:      load("check_adopt.lua"),
 		Unregister: load("check_unregister.lua"),
+		Workflow:   load("check_workflow.lua"),
+		WfRepair:   load("check_wf_repair.lua"),
 	}
 }

@@ -393,3 +393,197 @@ func (s *Store) UnregisterQueue(ctx context.Context, name string, sets *scripts.
 
 // CheckScripts builds the check's scripts (rare: built per check).
 func (s *Store) CheckScripts() *scripts.CheckSet { return scripts.LoadCheck(s.sharded) }
+
+// WorkflowLook is one workflow as check_workflow.lua saw it.
+type WorkflowLook struct {
+	// State is the workflow's state; "" when its flow hash is gone, "?"
+	// when that holds no state.
+	State string
+	// Keys counts its keys that exist; Lasting those that do not expire.
+	Keys, Lasting int64
+	// Steps are, while it runs, its steps ready or queued; Specs the
+	// specs of the steps their FreedBy name, by step.
+	Steps []LookedStep
+	Specs map[string]string
+	// Err is set when the workflow could not be read; Broken when that
+	// was because one of its keys holds what worqr never writes there.
+	Err    error
+	Broken bool
+}
+
+// LookedStep is a workflow's step that is ready (being enqueued) or queued.
+type LookedStep struct {
+	Name, State string
+	// TaskID is its task's id, "" until the workflow knows it.
+	TaskID string
+	Spec   string
+	// FreedBy are the steps whose end made it ready (none if it had no
+	// parents).
+	FreedBy []string
+}
+
+// Ended says whether a workflow's state is one of an ended workflow.
+func Ended(state string) bool {
+	return state == "succeeded" || state == "failed" || state == "cancelled"
+}
+
+// LookWorkflows runs check_workflow.lua on each workflow, pipelined.
+func (s *Store) LookWorkflows(ctx context.Context, ids []string, sets *scripts.CheckSet) ([]WorkflowLook, error) {
+	calls := make([]scripts.Call, len(ids))
+	for i, id := range ids {
+		calls[i] = scripts.Call{Script: sets.Workflow, Keys: s.keys.Workflow(id).all()}
+	}
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkflowLook, len(ids))
+	for i, res := range results {
+		out[i] = parseWorkflowLook(res)
+	}
+	return out, nil
+}
+
+func parseWorkflowLook(res rueidis.RedisResult) WorkflowLook {
+	parts, err := res.ToArray()
+	if err != nil {
+		_, reply := rueidis.IsRedisErr(err)
+		return WorkflowLook{Err: err, Broken: reply}
+	}
+	if len(parts) != 5 {
+		return WorkflowLook{Err: fmt.Errorf("check_workflow.lua answered %d parts", len(parts))}
+	}
+	state, err1 := parts[0].ToString()
+	keys, err2 := parts[1].AsInt64()
+	lasting, err3 := parts[2].AsInt64()
+	steps, err4 := parts[3].AsStrSlice()
+	named, err5 := parts[4].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return WorkflowLook{Err: err}
+	}
+	w := WorkflowLook{State: state, Keys: keys, Lasting: lasting, Specs: make(map[string]string, len(named)/2)}
+	for i := 0; i+1 < len(named); i += 2 {
+		w.Specs[named[i]] = named[i+1]
+	}
+	for i := 0; i+4 < len(steps); i += 5 {
+		st := LookedStep{Name: steps[i], State: steps[i+1], TaskID: steps[i+2], Spec: steps[i+3]}
+		if steps[i+4] != "" {
+			st.FreedBy = strings.Split(steps[i+4], ",")
+		}
+		w.Steps = append(w.Steps, st)
+	}
+	slices.SortFunc(w.Steps, func(a, b LookedStep) int { return strings.Compare(a.Name, b.Name) })
+	return w
+}
+
+// WorkflowRepair is what check_wf_repair.lua did to one workflow.
+type WorkflowRepair struct {
+	// Deleted is set when its keys were deleted, its flow hash being gone;
+	// Expiring when its keys that did not expire were set to. Keys counts
+	// the keys changed.
+	Deleted, Expiring bool
+	Keys              int64
+	Err               error
+}
+
+// RepairWorkflows runs check_wf_repair.lua on each workflow, pipelined.
+func (s *Store) RepairWorkflows(ctx context.Context, ids []string, sets *scripts.CheckSet) []WorkflowRepair {
+	calls := make([]scripts.Call, len(ids))
+	for i, id := range ids {
+		calls[i] = scripts.Call{Script: sets.WfRepair, Keys: s.keys.Workflow(id).all()}
+	}
+	out := make([]WorkflowRepair, len(ids))
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		parts, err := results[i].ToArray()
+		if err == nil && len(parts) != 2 {
+			err = fmt.Errorf("check_wf_repair.lua answered %d parts", len(parts))
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		done, err1 := parts[0].ToString()
+		n, err2 := parts[1].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = WorkflowRepair{Deleted: done == "deleted", Expiring: done == "expiring", Keys: n}
+	}
+	return out
+}
+
+// PendingNotices says, for each notice prefix ("<workflow>.<step>," or
+// with the task's id after it), whether a queue's flows set holds a notice
+// that starts with it: one that a carry or a sweep will carry.
+func (s *Store) PendingNotices(ctx context.Context, queue string, prefixes []string) ([]bool, error) {
+	if err := s.enter(ctx, OpCheck, queue); err != nil {
+		return nil, err
+	}
+	key := s.queueKeys(queue).Flows
+	out := make([]bool, len(prefixes))
+	seen := make(map[string]bool) // a parent's notice is asked about once per child
+	for i, p := range prefixes {
+		if found, ok := seen[p]; ok {
+			out[i] = found
+			continue
+		}
+		var cursor uint64
+		for {
+			e, err := s.rdb.Do(ctx, s.b().Zscan().Key(key).Cursor(cursor).Match(globEscape(p)+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return nil, err
+			}
+			if len(e.Elements) > 0 {
+				out[i] = true
+				break
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+		seen[p] = out[i]
+	}
+	return out, nil
+}
+
+// Retained states of a task, as TaskOutcomes reads them.
+const (
+	RetainedNone    = iota // no outcome listed: never retained, unlisted, expired or lost
+	RetainedPending        // listed, not ended yet
+	RetainedEnded          // ended, its outcome kept
+)
+
+// TaskOutcomes reads, for each task id of a queue, whether its retained
+// outcome is listed and whether the task has ended (its score in the
+// queue's retained set: +inf until it ends).
+func (s *Store) TaskOutcomes(ctx context.Context, queue string, ids []string) ([]int, error) {
+	if err := s.enter(ctx, OpCheck, queue); err != nil {
+		return nil, err
+	}
+	key := s.queueKeys(queue).Retained
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.b().Zscore().Key(key).Member(id).Build()
+	}
+	out := make([]int, len(ids))
+	for i, res := range s.rdb.DoMulti(ctx, cmds...) {
+		score, err := res.ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+			out[i] = RetainedNone
+		case err != nil:
+			return nil, err
+		case score == "inf" || score == "+inf":
+			out[i] = RetainedPending
+		default:
+			out[i] = RetainedEnded
+		}
+	}
+	return out, nil
+}
