@@ -1218,10 +1218,12 @@ end
 -- Trim a queue's dead letters to at most max, none dead before oldest (ms),
 -- dropping the errors of those removed.
 -- The holds of sequences on the dead letters trimmed are released (see
--- dead_letters_gone), when meta is given.
+-- dead_letters_gone), when meta is given. Returns how many holds were
+-- released: the caller wakes the runtimes for them (nobody polls).
 local function trim_dead(dead, errors, max, oldest, meta)
   local gone = redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. ms(oldest))
   local over = redis.call('ZCARD', dead) - #gone - max
+  local released = 0
   if over > 0 then
     local more = redis.call('ZRANGE', dead, #gone, #gone + over - 1)
     for _, r in ipairs(more) do gone[#gone + 1] = r end
@@ -1232,8 +1234,9 @@ local function trim_dead(dead, errors, max, oldest, meta)
     local ids = {}
     for j, r in ipairs(chunk) do ids[j] = entry_id(r) end
     errors_drop(errors, ids)
-    if meta then dead_letters_gone(meta, chunk) end
+    if meta then released = released + dead_letters_gone(meta, chunk) end
   end
+  return released
 end
 
 -- Tell a queue's runtimes of n tasks that just became waiting: the work
