@@ -72,3 +72,42 @@ func TestSequenceHoldTrimmedLetterWakesWorkers(t *testing.T) {
 		t.Fatalf("s1 still waits (%d waiting) with the worker idle: the release woke no runtime", info.Waiting)
 	}
 }
+
+// A sequence whose front task waits for its retry delay takes its turn
+// at once when that task is cancelled (common.lua groups_emptied): the
+// worker idle since the retry must be woken for the tasks behind it, not
+// left to look again when the cancelled task would have been due.
+func TestSequenceCancelledRetryWakesWorkers(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetGroupConcurrency(ctx, "q", "seq", 1, CreateQueue()))
+	ran := make(chan string, 10)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		ran <- string(p.Task())
+		if string(p.Task()) == "s0" {
+			return RetryAfter(time.Hour, errors.New("later"))
+		}
+		return nil
+	}, HandleOptions{Concurrency: 4}))
+	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s0"), []byte("s1")}, Group("seq"))
+	require.NoError(t, err)
+	assert.Equal(t, "s0", <-ran)
+	eventually(t, 5*time.Second, "s0 back in its group, due in an hour", func() bool {
+		info, err := c.QueueInfo(ctx, "q")
+		require.NoError(t, err)
+		return info.InFlight == 0 && info.Waiting+info.Delayed == 2
+	})
+	res, err := c.CancelTask(ctx, "q", ids[0])
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Removed, "%+v", res)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.GroupsReady, "seq has its turn in Redis")
+	select {
+	case got := <-ran:
+		assert.Equal(t, "s1", got)
+	case <-time.After(3 * time.Second):
+		t.Fatal("s1 still waits with the worker idle: the cancel gave seq its turn in Redis but woke no runtime")
+	}
+}
