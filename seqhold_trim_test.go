@@ -38,20 +38,15 @@ func TestSequenceHoldTrimmedLetterWakesWorkers(t *testing.T) {
 	}, HandleOptions{Concurrency: 4}))
 	waitDead := func(n int64) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		eventually(t, 5*time.Second, "the task dead-lettered", func() bool {
 			info, err := c.QueueInfo(ctx, "q")
 			require.NoError(t, err)
-			if info.Dead == n && info.InFlight == 0 {
-				return
-			}
-			require.True(t, time.Now().Before(deadline), "dead letters: %d, want %d", info.Dead, n)
-			time.Sleep(5 * time.Millisecond)
-		}
+			return info.Dead == n && info.InFlight == 0
+		})
 	}
 
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s0"), []byte("s1")}, Group("seq"))))
-	assert.Equal(t, "s0", <-ran)
+	assert.Equal(t, "s0", recv(t, ran, 5*time.Second, "s0 run"))
 	waitDead(1)
 	info, err := c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
@@ -59,7 +54,7 @@ func TestSequenceHoldTrimmedLetterWakesWorkers(t *testing.T) {
 
 	// x0's death trims s0's letter (MaxCount 1): seq is held no more.
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x0"))))
-	assert.Equal(t, "x0", <-ran)
+	assert.Equal(t, "x0", recv(t, ran, 5*time.Second, "x0 run"))
 	waitDead(1)
 	info, err = c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
@@ -92,7 +87,7 @@ func TestSequenceCancelledRetryWakesWorkers(t *testing.T) {
 	}, HandleOptions{Concurrency: 4}))
 	ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("s0"), []byte("s1")}, Group("seq"))
 	require.NoError(t, err)
-	assert.Equal(t, "s0", <-ran)
+	assert.Equal(t, "s0", recv(t, ran, 5*time.Second, "s0 run"))
 	eventually(t, 5*time.Second, "s0 back in its group, due in an hour", func() bool {
 		info, err := c.QueueInfo(ctx, "q")
 		require.NoError(t, err)
