@@ -48,7 +48,9 @@ if err ~= '' then
   redis.call('HSET', errors_key, id, err)
 end
 attempt_note(errors_key, id, now, 'd', worker, err)
-trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
+-- A sequence whose dead letter the bounds trimmed goes on: nobody polls.
+local released = trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
+if released > 0 then wake(idle_key, channel, released) end
 stat('d', 1)
 if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end
 stats_flush(stats_key)

@@ -72,7 +72,7 @@ for _, e in ipairs(redis.call('ZRANGE', delayed_key, 0, -1)) do
     if header_has(e, 'F') then steps[#steps + 1] = e end
   end
 end
-groups_remove(gwait_key, gready_key, function(e)
+local _, _, _, turned = groups_remove(gwait_key, gready_key, function(e)
   if entry_payload(e) ~= payload then return false end
   ids[#ids + 1] = entry_id(e)
   release_unique(unique_key, e)
@@ -80,6 +80,7 @@ groups_remove(gwait_key, gready_key, function(e)
   if header_has(e, 'F') then steps[#steps + 1] = e end
   return true
 end)
+if turned > 0 then publish(channel, 'w' .. turned) end
 local removed = #ids
 for i = 1, #ids, 1000 do
   errors_drop(errors_key, ids, i, math.min(i + 999, #ids))

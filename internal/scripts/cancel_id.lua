@@ -44,7 +44,8 @@ local m = group_find(gwait_key, id)
 if m then
   local e, g = group_member_split(m)
   redis.call('ZREM', gwait_key, m)
-  groups_emptied(gwait_key, gready_key, {[g] = true})
+  local turned = groups_emptied(gwait_key, gready_key, {[g] = true})
+  if turned > 0 then publish(channel, 'w' .. turned) end
   errors_drop(errors_key, {id})
   release_unique(unique_key, e)
   removed(e)

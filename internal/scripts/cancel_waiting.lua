@@ -69,7 +69,7 @@ if mode == 'ids' or mode == 'kind' or mode == 'all' then
     scan(list)
   end
   if more == 0 and not (mode == 'ids' and found >= wanted) then
-    local taken, n, left = groups_remove(gwait_key, gready_key, function(e)
+    local taken, n, left, turned = groups_remove(gwait_key, gready_key, function(e)
       if not matches(e) then return false end
       found = found + 1
       if mode == 'ids' and found >= wanted then return 'stop' end
@@ -78,6 +78,7 @@ if mode == 'ids' or mode == 'kind' or mode == 'all' then
     for _, e in ipairs(taken) do removed[#removed + 1] = e end
     looked = looked + n
     if left then more = 1 end
+    if turned > 0 then publish(channel, 'w' .. turned) end
   end
 end
 if #removed == 0 then

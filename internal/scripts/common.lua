@@ -438,27 +438,32 @@ end
 -- with tasks left that was held until a time (a sequence whose front
 -- task waits for its retry delay, or a rate) takes a turn now: the task
 -- removed may have been that front one, and the dequeue judges the rate
--- again.
+-- again. Returns how many groups took a turn so: the caller wakes the
+-- runtimes for them (a work event naming none wakes every one), since
+-- nobody polls.
 local function groups_emptied(gwait, gready, names)
-  local gone, now = {}, nil
+  local gone, now, turned = {}, nil, 0
   for g in pairs(names) do
     if #redis.call('ZRANGEBYLEX', gwait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) == 0 then
       gone[#gone + 1] = g
     elseif group_held_until(redis.call('ZSCORE', gready, g)) then
       now = now or ms(now_us())
       redis.call('ZADD', gready, 'XX', now, g)
+      turned = turned + 1
     end
   end
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gready, unpack(gone, i, math.min(i + 999, #gone)))
   end
+  return turned
 end
 
 -- Remove the tasks waiting in groups whose entry take(e) accepts: the
 -- members of gwait are looked at by rank, a page at a time, at most max of
 -- them (nil: all), until take returns 'stop'; a group left empty leaves
 -- the turns (groups_emptied). Returns the entries removed, the members
--- looked at, and whether members were left unlooked at.
+-- looked at, whether members were left unlooked at, and how many groups
+-- groups_emptied gave a turn.
 local function groups_remove(gwait, gready, take, max)
   local at, gone, groups, removed = 0, {}, {}, {}
   local left = false
@@ -489,8 +494,8 @@ local function groups_remove(gwait, gready, take, max)
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gwait, unpack(gone, i, math.min(i + 999, #gone)))
   end
-  groups_emptied(gwait, gready, groups)
-  return removed, at, left
+  local turned = groups_emptied(gwait, gready, groups)
+  return removed, at, left, turned
 end
 
 -- Whether a group's score in the ready set (a reply's text, false when
@@ -1218,10 +1223,12 @@ end
 -- Trim a queue's dead letters to at most max, none dead before oldest (ms),
 -- dropping the errors of those removed.
 -- The holds of sequences on the dead letters trimmed are released (see
--- dead_letters_gone), when meta is given.
+-- dead_letters_gone), when meta is given. Returns how many holds were
+-- released: the caller wakes the runtimes for them (nobody polls).
 local function trim_dead(dead, errors, max, oldest, meta)
   local gone = redis.call('ZRANGEBYSCORE', dead, '-inf', '(' .. ms(oldest))
   local over = redis.call('ZCARD', dead) - #gone - max
+  local released = 0
   if over > 0 then
     local more = redis.call('ZRANGE', dead, #gone, #gone + over - 1)
     for _, r in ipairs(more) do gone[#gone + 1] = r end
@@ -1232,8 +1239,9 @@ local function trim_dead(dead, errors, max, oldest, meta)
     local ids = {}
     for j, r in ipairs(chunk) do ids[j] = entry_id(r) end
     errors_drop(errors, ids)
-    if meta then dead_letters_gone(meta, chunk) end
+    if meta then released = released + dead_letters_gone(meta, chunk) end
   end
+  return released
 end
 
 -- Tell a queue's runtimes of n tasks that just became waiting: the work

@@ -54,6 +54,7 @@ end
 -- counts a death.
 local poison
 local buried = {}
+local holds_released = 0 -- sequences whose dead letter the bounds trimmed (see trim_dead)
 if poison_window > 0 then
   local now = now_ms()
   poison = {now = now, window = poison_window, limit = poison_limit, born = born,
@@ -68,7 +69,7 @@ if poison_window > 0 then
     sequence_died(meta_key, entry)
     redis.call('HSET', errors_key, entry_id(entry), why)
     attempt_note(errors_key, entry_id(entry), now, 'd', holder, why)
-    trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
+    holds_released = holds_released + trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
     stat('d', 1)
     buried[#buried + 1] = entry_id(entry)
   end
@@ -100,6 +101,8 @@ else
     publish(channel, 'w' .. waiting)
   end
 end
+-- A sequence whose dead letter the bounds trimmed goes on: nobody polls.
+if holds_released > 0 then wake(idle_key, channel, holds_released) end
 local out = {returned, upto, dropped - #buried}
 for _, id in ipairs(buried) do out[#out + 1] = id end
 return out
