@@ -67,9 +67,9 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts .
 // Redis clock inside the dequeue script, which keeps the starts of the last
 // window: a worker that finds the limit used up learns when the next start
 // is allowed and sleeps exactly until then (no polling). A manual Dequeue
-// gets ErrRateLimited. n must be in 0..MaxLimit, and per at least a
-// millisecond when n is not 0 (ErrInvalidOptions). A queue that does not
-// exist gives ErrNoQueue, unless CreateQueue is given.
+// gets ErrRateLimited. n must be in 0..MaxLimit, and per a whole number
+// of milliseconds, at least one, when n is not 0 (ErrInvalidOptions). A
+// queue that does not exist gives ErrNoQueue, unless CreateQueue is given.
 //
 // A start is counted when a worker takes the task (the dequeue script
 // hands it out), not when its handler runs: every dequeue counts, a
@@ -79,10 +79,20 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts .
 // dequeue (the reply's round trip, a goroutine), so handlers' own starts
 // may bunch slightly more than n across the edge of a window.
 func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration, opts ...ControlOption) error {
-	if n < 0 || int64(n) > MaxLimit || (n > 0 && per < time.Millisecond) {
-		return fmt.Errorf("worqr: set rate limit %q: %d per %v (the count in 0..%d, the window at least 1ms): %w", queue, n, per, int64(MaxLimit), ErrInvalidOptions)
+	if err := checkRate(n, per); err != nil {
+		return fmt.Errorf("worqr: set rate limit %q: %w", queue, err)
 	}
 	return c.control(ctx, "set rate limit", queue, store.Rate, n, per, opts)
+}
+
+// checkRate refuses a rate limit Redis could not keep as given: a count
+// outside 0..MaxLimit, or a window under a millisecond or not a whole
+// number of them (Redis keeps whole milliseconds: 1.5ms would be 1ms).
+func checkRate(n int, per time.Duration) error {
+	if n < 0 || int64(n) > MaxLimit || (n > 0 && (per < time.Millisecond || per%time.Millisecond != 0)) {
+		return fmt.Errorf("%d per %v (the count in 0..%d, the window whole milliseconds, at least 1ms): %w", n, per, int64(MaxLimit), ErrInvalidOptions)
+	}
+	return nil
 }
 
 func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration, opts []ControlOption) error {

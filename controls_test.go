@@ -233,6 +233,7 @@ func TestRateLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, info.Rate)
 	assert.ErrorIs(t, c.SetRateLimit(ctx, "q", 1, 0), ErrInvalidOptions)
+	assert.ErrorIs(t, c.SetRateLimit(ctx, "q", 1, 1500*time.Microsecond), ErrInvalidOptions, "Redis would keep 1ms")
 
 	// By hand: ErrRateLimited, saying when.
 	require.NoError(t, c.SetRateLimit(ctx, "m", 1, time.Minute, CreateQueue()))

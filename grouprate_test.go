@@ -95,6 +95,7 @@ func TestGroupRate(t *testing.T) {
 	assert.Len(t, ps, 1)
 
 	assert.ErrorIs(t, c.SetGroupRate(ctx, "r", "", 1, 0), ErrInvalidOptions)
+	assert.ErrorIs(t, c.SetGroupRate(ctx, "r", "", 1, 1500*time.Microsecond), ErrInvalidOptions, "Redis would keep 1ms")
 	assert.ErrorIs(t, c.SetGroupRate(ctx, "r", "", -1, time.Second), ErrInvalidOptions)
 	assert.ErrorIs(t, c.SetGroupRate(ctx, "r", strings.Repeat("x", MaxGroupLen+1), 1, time.Second), ErrInvalidOptions)
 	assert.ErrorIs(t, c.SetGroupRate(ctx, "nosuch", "", 1, time.Second), ErrNoQueue)

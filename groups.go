@@ -121,16 +121,17 @@ func (c *Client) SetSequenceHold(ctx context.Context, queue string, on bool, opt
 // finds nothing else to start learns that time and sleeps until then (no
 // polling). A start counts when a worker takes the task, as SetRateLimit
 // says. Rates are kept for named groups whether or not they have tasks. n
-// must be in 0..MaxLimit, per at least a millisecond when n is not 0, and
-// group at most MaxGroupLen bytes (ErrInvalidOptions). A queue that does
-// not exist gives ErrNoQueue, unless CreateQueue is given.
+// must be in 0..MaxLimit, per a whole number of milliseconds (at least
+// one) when n is not 0, and group at most MaxGroupLen bytes
+// (ErrInvalidOptions). A queue that does not exist gives ErrNoQueue,
+// unless CreateQueue is given.
 //
 // The queue's own SetRateLimit and SetConcurrency apply as well: a task
 // starts only when every limit allows it.
 func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, opts ...ControlOption) error {
 	const op = "set group rate"
-	if n < 0 || int64(n) > MaxLimit || (n > 0 && per < time.Millisecond) {
-		return fmt.Errorf("worqr: %s %q: %d per %v (the count in 0..%d, the window at least 1ms): %w", op, queue, n, per, int64(MaxLimit), ErrInvalidOptions)
+	if err := checkRate(n, per); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	if err := checkGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
