@@ -13,6 +13,10 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 )
 
+// maxBatchSlots bounds Size × Batches, the slots a HandleBatch holds: far
+// above any useful batch, and far from overflowing an int.
+const maxBatchSlots = 1 << 24
+
 // Batch handler defaults, for a zero BatchOptions.Size and MaxWait.
 const (
 	DefaultBatchSize = 100
@@ -82,8 +86,10 @@ type BatchOptions struct {
 	MaxWait time.Duration
 	// Batches is how many full batches may be in hand at once (running,
 	// or one filling while the others run): the worker holds at most
-	// Size × Batches tasks of the queue. Zero means 1, and with it the next
-	// batch is dequeued once the tasks of the last one are settled.
+	// Size × Batches tasks of the queue. Zero means 1: a full batch's
+	// tasks are then settled before the next batch's are taken, while the
+	// slots a partial batch (started by MaxWait) left free fill the next
+	// batch as it runs.
 	Batches int
 	// Timeout bounds each batch's run: the batch's context ends with the
 	// cause ErrTaskTimeout, and the processes the handler then fails are
@@ -206,6 +212,9 @@ func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*ba
 	}
 	if b.batches == 0 {
 		b.batches = 1
+	}
+	if b.batches > maxBatchSlots/b.size {
+		return nil, bad(fmt.Sprintf("size × batches over %d", maxBatchSlots))
 	}
 	return b, nil
 }

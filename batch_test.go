@@ -2,6 +2,7 @@ package worqr
 
 import (
 	"context"
+	"math"
 	"errors"
 	"fmt"
 	"slices"
@@ -289,6 +290,7 @@ func TestBatchOptionsChecked(t *testing.T) {
 	h := func(context.Context, []*Process) error { return nil }
 	for name, opts := range map[string]BatchOptions{
 		"size": {Size: -1}, "wait": {MaxWait: -1}, "batches": {Batches: -1}, "timeout": {Timeout: -1},
+		"overflow": {Size: math.MaxInt / 2, Batches: 3},
 	} {
 		assert.ErrorIs(t, w.HandleBatch(ctx, "q", h, opts), ErrInvalidOptions, name)
 	}
