@@ -2,9 +2,9 @@ package worqr
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
