@@ -32,9 +32,11 @@ type GroupInfo struct {
 	// none.
 	Rate int
 	Per  time.Duration
-	// HeldBack is set when tasks wait in the group but it is at its limit
-	// or has used up its rate: dequeues pass it over until one of its
-	// processes ends, or until RateHeldUntil.
+	// HeldBack is set when tasks wait in the group but it is at its limit,
+	// has used up its rate, or is a sequence held on its dead task:
+	// dequeues pass it over until one of its processes ends, until
+	// RateHeldUntil, or until DeadTask's dead letter is requeued or
+	// deleted.
 	HeldBack bool
 	// RateHeldUntil is, for a group held back by its rate, when its next
 	// start is allowed (by the Redis clock); zero otherwise.
@@ -60,7 +62,8 @@ type GroupsReport struct {
 	DefaultPer   time.Duration
 	// TopWaiting are the groups with the most tasks waiting, most first
 	// (then by key), TopRunning those whose tasks in flight hold the most
-	// slots, and HeldBack those held back at their limit or by their rate,
+	// slots, and HeldBack those held back at their limit or by their rate
+	// (not those in HeldOnDead),
 	// the most tasks waiting first, and HeldOnDead the sequences held on
 	// their dead task (see SetSequenceHold), with tasks waiting or not,
 	// the most tasks waiting first: up to n of each.
@@ -110,7 +113,7 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 	waiting := func(g GroupInfo) int64 { return g.Waiting }
 	r.TopWaiting = top(func(g GroupInfo) bool { return g.Waiting > 0 }, waiting)
 	r.TopRunning = top(func(g GroupInfo) bool { return g.Running > 0 }, func(g GroupInfo) int64 { return g.Running })
-	r.HeldBack = top(func(g GroupInfo) bool { return g.HeldBack }, waiting)
+	r.HeldBack = top(func(g GroupInfo) bool { return g.HeldBack && g.DeadTask == "" }, waiting)
 	r.HeldOnDead = top(func(g GroupInfo) bool { return g.DeadTask != "" }, waiting)
 	return r, nil
 }

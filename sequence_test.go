@@ -127,6 +127,7 @@ func TestSequenceHoldsOnDeadTask(t *testing.T) {
 	assert.Equal(t, ids[0], rep.HeldOnDead[0].DeadTask)
 	assert.EqualValues(t, 2, rep.HeldOnDead[0].Waiting)
 	assert.True(t, rep.HeldOnDead[0].HeldBack)
+	assert.Empty(t, rep.HeldBack, "listed once, as held on its dead task")
 	chk, err := c.Check(ctx, CheckOptions{})
 	require.NoError(t, err)
 	assert.Zero(t, chk.Problems(), "a hold is no inconsistency: %s", chk)
