@@ -303,6 +303,22 @@ func TestClientFromAddressOrURL(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 }
 
+// A client New builds from Addr lets its connections stay quiet for 3 s
+// before rueidis PINGs them (not rueidis's 1 s: a fleet of one-worker
+// processes drew a PING a worker a second), and gives up a connection
+// that stopped answering after rueidis's 10 s, unless a URL sets its own.
+func TestClientFromAddressPingsQuietConnectionsAfterThreeSeconds(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:6379", "a:1,b:2", "redis://127.0.0.1:6379/0", "rediss://u:p@h:6380"} {
+		opt, err := addrOptions(addr)
+		require.NoError(t, err, addr)
+		assert.Equal(t, 3*time.Second, opt.Dialer.KeepAlive, addr)
+		assert.Equal(t, 10*time.Second, opt.ConnWriteTimeout, addr)
+	}
+	opt, err := addrOptions("redis://127.0.0.1:6379/0?write_timeout=2s")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, opt.ConnWriteTimeout, "the URL's own")
+}
+
 // New given a miniredis's address (plain or as a URL) speaks RESP2 to it,
 // so that workers, their subscriptions and Wait all work. miniredis
 // answers HELLO 3 but refuses commands on a connection with a
