@@ -325,17 +325,17 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 // rueidis PINGs a connection that received nothing for Dialer.KeepAlive
 // (1 s by default), and gives it up when a PING or a pending call goes
 // unanswered for ConnWriteTimeout (ten keep-alives by default). A worker
-// renews its leases every second, on one of the client's two connections
-// (four from four CPUs) at random: after 1 s of quiet, the connection that
-// answered no renewal in that second draws a PING, about one a worker a
-// second, as many requests to Redis as the renewals, each costing an
-// otherwise idle Redis a wake-up. After 3 s of quiet, a worker renewing
-// every second draws a PING about once in twelve seconds. The write
-// timeout stays at 10 s, so a connection that stopped answering is given
-// up within 13 s rather than 11 s (a worker fences itself at its TTL
-// regardless).
+// renews its leases every second on one of the client's connections at
+// random: two from two CPUs, four from four. After 1 s of quiet, the
+// connections that answered no renewal in that second draw a PING each,
+// one to three a worker a second, each a request that costs an otherwise
+// idle Redis a wake-up, as the renewal does. After 5 s of quiet, a worker
+// renewing every second draws one about once in 80 s on two connections,
+// once in 5 s on four. The write timeout stays at 10 s, so a connection
+// that stopped answering is given up within 15 s rather than 11 s (a
+// worker fences itself at its TTL regardless).
 const (
-	dialKeepAlive    = 3 * time.Second
+	dialKeepAlive    = 5 * time.Second
 	dialWriteTimeout = 10 * time.Second
 )
 

@@ -303,15 +303,15 @@ func TestClientFromAddressOrURL(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 }
 
-// A client New builds from Addr lets its connections stay quiet for 3 s
+// A client New builds from Addr lets its connections stay quiet for 5 s
 // before rueidis PINGs them (not rueidis's 1 s: a fleet of one-worker
-// processes drew a PING a worker a second), and gives up a connection
+// processes would draw a PING a worker a second), and gives up a connection
 // that stopped answering after rueidis's 10 s, unless a URL sets its own.
-func TestClientFromAddressPingsQuietConnectionsAfterThreeSeconds(t *testing.T) {
+func TestClientFromAddressPingsQuietConnectionsAfterFiveSeconds(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:6379", "a:1,b:2", "redis://127.0.0.1:6379/0", "rediss://u:p@h:6380"} {
 		opt, err := addrOptions(addr)
 		require.NoError(t, err, addr)
-		assert.Equal(t, 3*time.Second, opt.Dialer.KeepAlive, addr)
+		assert.Equal(t, 5*time.Second, opt.Dialer.KeepAlive, addr)
 		assert.Equal(t, 10*time.Second, opt.ConnWriteTimeout, addr)
 	}
 	opt, err := addrOptions("redis://127.0.0.1:6379/0?write_timeout=2s")
