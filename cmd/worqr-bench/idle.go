@@ -83,6 +83,9 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 		})
 	}
 	change := func(o *rueidis.ClientOption) {
+		// A one-worker process's calls take a few hundred bytes: rueidis's
+		// 0.5 MiB buffers each way would hold 10,000 clients' 10 GiB.
+		o.ReadBufferEachConn, o.WriteBufferEachConn = 64<<10, 64<<10
 		for _, c := range changes {
 			c(o)
 		}

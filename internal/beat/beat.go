@@ -63,10 +63,12 @@ type key struct{ ttl, every time.Duration }
 // own. On a VM a request to an otherwise idle Redis costs it a wake-up of
 // some 50 µs, several times the renewal itself, and Redis answers the
 // requests that arrive together in one wake-up: 1,000 one-worker
-// processes cost it about a third less. A burst holds the clients started
-// within the same Grid (or whose clocks agree to within it), so each
-// stalls Redis for little more than their scripts' few µs each.
-const Grid = 10 * time.Millisecond
+// processes renewing every second cost it half as much (BENCHMARKS.md,
+// Idle). A burst holds the clients started within the same Grid (or whose
+// clocks agree to within it): about 50 of 1,000 processes, which stall
+// other calls for a millisecond or two; a step of 10 ms saved a third
+// less.
+const Grid = 50 * time.Millisecond
 
 // In is how long until the client's next beat of period every: the
 // workers of one client that share a RenewInterval renew at the same
