@@ -70,6 +70,8 @@ type config struct {
 	// scenario's own clients: how long a connection stays quiet before
 	// rueidis PINGs it (metrics w<N>_..._ka<interval>_).
 	fleetKeepAlive time.Duration
+	// recoveryTTLs, if set, are the TTLs the recovery scenario measures.
+	recoveryTTLs []time.Duration
 }
 
 // bench is what every scenario runs against.
@@ -160,6 +162,7 @@ func main() {
 	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1s, TTL 3s)")
 	fleetOneConn := flag.Bool("fleet-one-conn", false, "idle scenario, with -fleet-apart or -fleet-clients: each client gets one connection (rueidis PipelineMultiplex -1), pinged by rueidis only after it has been quiet for the renew interval (Dialer.KeepAlive; metrics w<N>_..._1c_)")
 	fleetKeepAlive := flag.Duration("fleet-keepalive", 0, "idle scenario, with -fleet-apart or -fleet-clients: the clients' rueidis Dialer.KeepAlive, how long a connection stays quiet before rueidis PINGs it, with ConnWriteTimeout kept at its default 10s (metrics w<N>_..._ka<interval>_); 0 is rueidis's default (1s), or the renew interval with -fleet-one-conn")
+	recoveryTTL := flag.String("recovery-ttl", "", "recovery scenario: comma-separated worker TTLs, each renewed every third of it (metrics ttl<N>s_...); empty is 3s,1s")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
@@ -171,6 +174,17 @@ func main() {
 	}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
+	}
+	for _, f := range strings.Split(*recoveryTTL, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 3*time.Millisecond {
+			fmt.Fprintf(os.Stderr, "worqr-bench: -recovery-ttl %q: want durations of 3ms or more\n", *recoveryTTL)
+			os.Exit(2)
+		}
+		cfg.recoveryTTLs = append(cfg.recoveryTTLs, d)
 	}
 	for _, f := range strings.Split(*fleet, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
