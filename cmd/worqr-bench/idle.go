@@ -85,7 +85,8 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	change := func(o *rueidis.ClientOption) {
 		// A one-worker process's calls take a few hundred bytes: rueidis's
 		// 0.5 MiB buffers each way would hold 10,000 clients' 10 GiB.
-		o.ReadBufferEachConn, o.WriteBufferEachConn = 64<<10, 64<<10
+		o.ReadBufferEachConn, o.WriteBufferEachConn = 16<<10, 16<<10
+		o.RingScaleEachConn = 8
 		for _, c := range changes {
 			c(o)
 		}
