@@ -63,11 +63,12 @@ type key struct{ ttl, every time.Duration }
 // own. On a VM a request to an otherwise idle Redis costs it a wake-up of
 // some 50 µs, several times the renewal itself, and Redis answers the
 // requests that arrive together in one wake-up: 1,000 one-worker
-// processes renewing every second cost it half as much (BENCHMARKS.md,
-// Idle). A burst holds the clients started within the same Grid (or whose
-// clocks agree to within it): about 50 of 1,000 processes, which stall
-// other calls for a millisecond or two; a step of 10 ms saved a third
-// less.
+// processes renewing every second cost it 40 % less (4.4 % of a core, not
+// 7.0–7.5 %; BENCHMARKS.md, Idle). A step of 10 ms saved 25 %, and one of
+// 100 ms little more than 50 ms, for bursts twice as large. A burst holds
+// the clients born in the same step of the interval (and whose clocks
+// agree to within a step): about 50 of 1,000 processes, which stall other
+// calls for a millisecond or two.
 const Grid = 50 * time.Millisecond
 
 // In is how long until the client's next beat of period every: the
