@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
@@ -82,8 +83,10 @@ func setupClockedWith(t *testing.T, opt func(*Options)) *clocked {
 
 func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
 	t.Helper()
-	// Near the real time: worker ids (UUIDv7) carry the real one.
-	start := time.Now().UTC().Truncate(time.Millisecond)
+	// Near the real time: worker ids (UUIDv7) carry the real one. On a
+	// step of the beats' grid, so that the clients' beats fall at the
+	// start and every RenewInterval after it (see run).
+	start := time.Now().UTC().Truncate(beat.Grid)
 	clk := clock.NewFake(start)
 	b.mini.SetTime(start)
 	opts := Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: clk}

@@ -65,12 +65,30 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	if r := b.cfg.fleetRenew; r > 0 {
 		renew, name = r, fmt.Sprintf("%sr%v_", name, r)
 	}
-	var change func(*rueidis.ClientOption)
+	var changes []func(*rueidis.ClientOption)
 	if b.cfg.fleetOneConn && clients > 1 {
 		name += "1c_"
-		change = func(o *rueidis.ClientOption) {
+		changes = append(changes, func(o *rueidis.ClientOption) {
 			o.PipelineMultiplex = -1
 			o.Dialer.KeepAlive = max(renew, rueidis.DefaultTCPKeepAlive)
+		})
+	}
+	if ka := b.cfg.fleetKeepAlive; ka > 0 && clients > 1 {
+		name += fmt.Sprintf("ka%v_", ka)
+		changes = append(changes, func(o *rueidis.ClientOption) {
+			o.Dialer.KeepAlive = ka
+			// rueidis's default is ten keep-alives: kept at 10 s, so
+			// that only the PINGs' period changes.
+			o.ConnWriteTimeout = 10 * rueidis.DefaultTCPKeepAlive
+		})
+	}
+	change := func(o *rueidis.ClientOption) {
+		// A one-worker process's calls take a few hundred bytes: rueidis's
+		// 0.5 MiB buffers each way would hold 10,000 clients' 10 GiB.
+		o.ReadBufferEachConn, o.WriteBufferEachConn = 16<<10, 16<<10
+		o.RingScaleEachConn = 8
+		for _, c := range changes {
+			c(o)
 		}
 	}
 	cs := []*worqr.Client{c}

@@ -66,6 +66,12 @@ type config struct {
 	// connection, pinged only after it has been quiet for the renew
 	// interval (metrics w<N>_..._1c_).
 	fleetOneConn bool
+	// fleetKeepAlive, if set, is the rueidis Dialer.KeepAlive of the idle
+	// scenario's own clients: how long a connection stays quiet before
+	// rueidis PINGs it (metrics w<N>_..._ka<interval>_).
+	fleetKeepAlive time.Duration
+	// recoveryTTLs, if set, are the TTLs the recovery scenario measures.
+	recoveryTTLs []time.Duration
 }
 
 // bench is what every scenario runs against.
@@ -156,17 +162,30 @@ func main() {
 	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
 	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1s, TTL 3s)")
 	fleetOneConn := flag.Bool("fleet-one-conn", false, "idle scenario, with -fleet-apart or -fleet-clients: each client gets one connection (rueidis PipelineMultiplex -1), pinged by rueidis only after it has been quiet for the renew interval (Dialer.KeepAlive; metrics w<N>_..._1c_)")
+	fleetKeepAlive := flag.Duration("fleet-keepalive", 0, "idle scenario, with -fleet-apart or -fleet-clients: the clients' rueidis Dialer.KeepAlive, how long a connection stays quiet before rueidis PINGs it, with ConnWriteTimeout kept at its default 10s (metrics w<N>_..._ka<interval>_); 0 is rueidis's default (1s), or the renew interval with -fleet-one-conn")
+	recoveryTTL := flag.String("recovery-ttl", "", "recovery scenario: comma-separated worker TTLs, each renewed every third of it (metrics ttl<N>s_...); empty is 3s,1s")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn, fleetKeepAlive: *fleetKeepAlive}
 	if cfg.fleetClients < 1 {
 		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
 		os.Exit(2)
 	}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
+	}
+	for _, f := range strings.Split(*recoveryTTL, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 3*time.Millisecond {
+			fmt.Fprintf(os.Stderr, "worqr-bench: -recovery-ttl %q: want durations of 3ms or more\n", *recoveryTTL)
+			os.Exit(2)
+		}
+		cfg.recoveryTTLs = append(cfg.recoveryTTLs, d)
 	}
 	for _, f := range strings.Split(*fleet, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -27,12 +27,17 @@ const recoveryTasks = 20
 
 // runRecovery SIGKILLs a worker process holding slow tasks while a second
 // worker runs, and measures the time from the kill until the second one
-// has started every task, for a TTL of 3 s and of 1 s (-short: 1 s only).
+// has started every task, for a TTL of 3 s and of 1 s (-short: 1 s only),
+// or -recovery-ttl's, the workers renewing every third of it (the default
+// for these two).
 func runRecovery(ctx context.Context, b *bench) (*result, error) {
 	res := &result{}
 	ttls := []time.Duration{3 * time.Second, time.Second}
 	if b.cfg.short {
 		ttls = ttls[1:]
+	}
+	if len(b.cfg.recoveryTTLs) > 0 {
+		ttls = b.cfg.recoveryTTLs
 	}
 	var lost int
 	for _, ttl := range ttls {
@@ -131,7 +136,7 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, er
 	}
 
 	// The survivor: it holds what it takes until it is closed.
-	survivor, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: ttl})
+	survivor, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: ttl, RenewInterval: ttl / 3})
 	if err != nil {
 		return recovery{}, err
 	}
@@ -222,7 +227,7 @@ func crashChild(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	w, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: *ttl})
+	w, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: *ttl, RenewInterval: *ttl / 3})
 	if err != nil {
 		return err
 	}

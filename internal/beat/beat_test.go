@@ -108,6 +108,20 @@ func TestMembersShareOneBeatOnTheClientsBeat(t *testing.T) {
 	assert.Zero(t, clk.Timers(), "the beats stopped with their last members")
 }
 
+// Clients born within one Grid step renew at the same moments, on a step
+// of the wall clock's Grid, so that a fleet's renewals reach Redis in
+// bursts.
+func TestBeatsFallOnTheWallClocksGrid(t *testing.T) {
+	bs, clk, _ := newBeats(t)
+	const every = time.Second
+	for _, off := range []time.Duration{0, time.Millisecond, Grid - time.Nanosecond} {
+		bs.Born = time.Unix(999, 0).Add(off) // the clock reads 1000 s
+		in := bs.In(every)
+		assert.Equal(t, time.Second, in, "born %v after a step", off)
+		assert.Zero(t, clk.Now().Add(in).UnixNano()%int64(Grid), "born %v after a step", off)
+	}
+}
+
 // A round that fails hands each member the error.
 func TestAFailedRoundTellsEveryMember(t *testing.T) {
 	bs, clk, m := newBeats(t)

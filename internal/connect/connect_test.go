@@ -90,3 +90,19 @@ func TestDialSpeaksRESP2ToMiniredis(t *testing.T) {
 		t.Fatalf("subscribe: %v", err)
 	}
 }
+
+// A client New builds from Addr lets its connections stay quiet for 5 s
+// before rueidis PINGs them (not rueidis's 1 s: a fleet of one-worker
+// processes would draw a PING a worker a second), and gives up a connection
+// that stopped answering after rueidis's 10 s, unless a URL sets its own.
+func TestClientFromAddressPingsQuietConnectionsAfterFiveSeconds(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:6379", "a:1,b:2", "redis://127.0.0.1:6379/0", "rediss://u:p@h:6380"} {
+		opt, err := Options(addr)
+		require.NoError(t, err, addr)
+		assert.Equal(t, 5*time.Second, opt.Dialer.KeepAlive, addr)
+		assert.Equal(t, 10*time.Second, opt.ConnWriteTimeout, addr)
+	}
+	opt, err := Options("redis://127.0.0.1:6379/0?write_timeout=2s")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, opt.ConnWriteTimeout, "the URL's own")
+}

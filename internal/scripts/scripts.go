@@ -14,6 +14,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
@@ -81,12 +82,33 @@ type Set struct {
 	FlowEnqueue      *Script
 }
 
-// Load builds the script set. It returns a fresh value (no package state),
-// so every client owns its scripts. sharded selects SPUBLISH for events
-// (Redis Cluster) instead of PUBLISH; the two sets differ only in that
-// line, and so in their SHA1s. stats makes the scripts keep each queue's
-// stats (common.lua's STATS); without it they skip that work.
+// Load returns the script set: a fresh Set, so every client owns its
+// choice of scripts, of Scripts (which never change) built once per
+// process for each sharded and stats. Building a set, each script's
+// source and SHA1, takes about 0.4 MB and a millisecond or two: a process
+// of many clients (a fleet's simulation, tests) would spend them for each.
+// sharded selects SPUBLISH for events (Redis Cluster) instead of PUBLISH;
+// the two sets differ only in that line, and so in their SHA1s. stats
+// makes the scripts keep each queue's stats (common.lua's STATS); without
+// it they skip that work.
 func Load(sharded, stats bool) *Set {
+	k := setKey{sharded, stats}
+	built, ok := sets.Load(k)
+	if !ok {
+		built, _ = sets.LoadOrStore(k, build(sharded, stats))
+	}
+	set := *built.(*Set)
+	return &set
+}
+
+// setKey picks one of the sets Load builds.
+type setKey struct{ sharded, stats bool }
+
+// sets are the sets Load built, by setKey.
+var sets sync.Map
+
+// build makes a script set.
+func build(sharded, stats bool) *Set {
 	// Even the scripts that only read are sent as EVAL, not EVAL_RO:
 	// they call TIME, which miniredis refuses in read-only scripts.
 	load := loader(sharded, stats)
