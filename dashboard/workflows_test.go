@@ -155,12 +155,12 @@ func TestWorkflowCancelAction(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "no CSRF token")
 	// The real token with its first character changed (one forged as a
 	// fixed prefix would be the real one whenever it begins so).
-	real := e.csrf()
+	token := e.csrf()
 	first := "0"
-	if real[0] == '0' {
+	if token[0] == '0' {
 		first = "1"
 	}
-	form.Set("csrf", first+real[1:])
+	form.Set("csrf", first+token[1:])
 	code, _ = e.post("/action", form, "Origin", e.srv.URL)
 	assert.Equal(t, http.StatusForbidden, code, "a forged token")
 	form.Set("csrf", e.csrf())
