@@ -362,3 +362,63 @@ func TestWorkflowReleaseBatch(t *testing.T) {
 	require.Len(t, waiting, 2)
 	assert.Equal(t, ids[0]+",F"+id+".left:L", waiting[len(waiting)-1], "the first released comes out first")
 }
+
+// A child that runs whatever its parent's end, freed by the parent's
+// death and never enqueued (a crash between the release and the enqueue),
+// is answered still once the parent, revived, succeeds and frees others:
+// by that success's release, and by a replay of the death or the revival
+// (the sweep of the notices the crash left), until it is marked queued.
+func TestWorkflowReviveKeepsFreedScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	carry := func(ends ...StepEnd) []string {
+		t.Helper()
+		ready, err := e.s.ReleaseSteps(e.ctx, id, ends)
+		require.NoError(t, err)
+		var names []string
+		for _, r := range ready {
+			names = append(names, r.Name)
+		}
+		return names
+	}
+	enqueued := func(names []string) {
+		t.Helper()
+		var q []QueuedStep
+		for _, n := range names {
+			q = append(q, QueuedStep{Name: n, TaskID: "t-" + n})
+		}
+		_, err := e.s.StepsEnqueued(e.ctx, id, q)
+		require.NoError(t, err)
+	}
+	enqueued(carry(StepEnd{Step: "top", Task: "t-top", Status: "ok", At: 10}))
+	enqueued(carry(StepEnd{Step: "right", Task: "t-right", Status: "ok", At: 15}))
+	// left dies; its release frees cleanup, and the carry crashes before
+	// cleanup's enqueue: the notice stays.
+	dead := StepEnd{Step: "left", Task: "t-left", Status: "dead", At: 20}
+	require.Equal(t, []string{"cleanup"}, carry(dead))
+	// left is requeued from the dead letters and succeeds; its end is
+	// carried before the notice of its revival (any order), and frees
+	// bottom.
+	revived := StepEnd{Step: "left", Task: "t-left", Status: "revived", At: 30}
+	ok := StepEnd{Step: "left", Task: "t-left", Status: "ok", Result: "left's result", At: 40}
+	answered := carry(ok)
+	assert.Contains(t, answered, "bottom")
+	assert.Contains(t, answered, "cleanup", "the success's release answers the step the death freed, still ready")
+	// Crash again before any enqueue: the sweep replays all three.
+	assert.ElementsMatch(t, []string{"bottom", "cleanup"}, carry(dead, revived, ok))
+	// Bottom alone is enqueued (and the success's notice removed): the
+	// death's and the revival's notices, replayed, answer cleanup.
+	enqueued([]string{"bottom"})
+	assert.Equal(t, []string{"cleanup"}, carry(dead), "a replay of the death answers the step it freed")
+	assert.Equal(t, []string{"cleanup"}, carry(revived))
+	enqueued([]string{"cleanup"})
+	assert.Empty(t, carry(dead, revived, ok))
+	enqueued(carry(StepEnd{Step: "bottom", Task: "t-bottom", Status: "ok", At: 50}))
+	enqueued(carry(StepEnd{Step: "cleanup", Task: "t-cleanup", Status: "ok", At: 60}))
+	rec, _, err := e.s.WorkflowState(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", rec.State)
+}
