@@ -20,9 +20,10 @@
 -- is gone) changes nothing, so a notice carried twice (a sweep's replay
 -- after a crash) records nothing twice, and an old one carried late
 -- cannot undo a newer. Either way the script answers with the steps this
--- step's end made ready (kept in freed) that are still ready, not yet
--- marked queued (wf_enqueued.lua): a replay after a crash between this
--- script and their enqueues gets them again.
+-- step's ends made ready (kept in freed: a revived step's success adds to
+-- those its death freed) that are still ready, not yet marked queued
+-- (wf_enqueued.lua): a replay of any of its notices after a crash between
+-- this script and their enqueues gets them again.
 -- Several notices of the workflow are recorded in one call (a batch of
 -- carries), one after another, as separate calls would; a step freed by
 -- several of them is answered once.
@@ -144,8 +145,21 @@ local function release(step, status, result, stamp, task)
         end
       end
     end
+    -- Added to those an earlier end of the step freed (a death, before
+    -- its revival): a crash may have left them unqueued, and a replay of
+    -- that end's notice answers from this list.
+    local before = redis.call('HGET', freed_key, step)
     if #freed > 0 then
-      redis.call('HSET', freed_key, step, table.concat(freed, ','))
+      local list = table.concat(freed, ',')
+      if before then
+        list = before .. ',' .. list
+      end
+      redis.call('HSET', freed_key, step, list)
+    end
+    if before then
+      for kid in string.gmatch(before, '[^,]+') do
+        freed[#freed + 1] = kid
+      end
     end
     if open <= 0 then
       local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')

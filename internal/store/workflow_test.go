@@ -407,6 +407,7 @@ func TestWorkflowReviveKeepsFreedScript(t *testing.T) {
 	answered := carry(ok)
 	assert.Contains(t, answered, "bottom")
 	assert.Contains(t, answered, "cleanup", "the success's release answers the step the death freed, still ready")
+	assert.Equal(t, hash{"top": "left,right", "left": "cleanup,bottom"}, e.dump()["wf.freed"], "left's success adds to what its death freed")
 	// Crash again before any enqueue: the sweep replays all three.
 	assert.ElementsMatch(t, []string{"bottom", "cleanup"}, carry(dead, revived, ok))
 	// Bottom alone is enqueued (and the success's notice removed): the
