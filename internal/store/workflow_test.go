@@ -423,3 +423,32 @@ func TestWorkflowReviveKeepsFreedScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "succeeded", rec.State)
 }
+
+// A child that runs whatever one parent's end waits for its other parents
+// still: that parent's death, then its revival and success, count as one
+// end, not two, so the child is not freed while another parent runs.
+func TestWorkflowReviveCountsOneEndScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "a", Spec: "S-a", Kids: []string{"+c"}},
+		{Name: "b", Spec: "S-b", Kids: []string{"c"}},
+		{Name: "c", Spec: "S-c", Parents: []string{"a", "b"}},
+	})
+	require.NoError(t, err)
+	release := func(step, status string, at int64) []ReadyStep {
+		t.Helper()
+		ready, err := e.s.ReleaseStep(e.ctx, id, step, "t-"+step, status, "", at)
+		require.NoError(t, err)
+		return ready
+	}
+	assert.Empty(t, release("a", "dead", 10))
+	assert.Equal(t, "1", e.dump()["wf.left"].(hash)["c"], "c waits for b")
+	assert.Empty(t, release("a", "revived", 20))
+	assert.Empty(t, release("a", "ok", 30), "c waits for b still")
+	got := e.dump()
+	assert.Equal(t, hash{"a": "ok", "b": "r", "c": "w"}, got["wf.steps"])
+	assert.Equal(t, "1", got["wf.left"].(hash)["c"])
+	assert.Equal(t, []ReadyStep{{Name: "c", Spec: "S-c"}}, release("b", "ok", 40))
+}
