@@ -11,7 +11,8 @@
 -- 'cancelled' field), else 'succeeded'.
 -- A notice 'revived' (a dead step's task requeued from the dead letters)
 -- undoes a death: the step is queued again, its descendants that its
--- death cancelled wait again (those no other death or cancel holds), and
+-- death cancelled wait again (those no other death or cancel holds), a
+-- child still waiting that runs whatever its end waits for it again, and
 -- a workflow that had failed runs again, its keys kept. So does an end
 -- newer than the death recorded, whose 'revived' notice (older) is not
 -- carried yet: notices may be carried in any order.
@@ -57,27 +58,50 @@ local function revive(step)
   redis.call('HSET', steps_key, step, 'q')
   redis.call('HINCRBY', flow_key, 'dead', -1)
   redis.call('HINCRBY', flow_key, 'open', 1)
-  local todo = {step}
+  -- The steps that wait again: step, then the descendants its death
+  -- cancelled, unless another parent's end still cancels them.
+  local todo, waits, again = {step}, {step}, {[step] = true}
   while #todo > 0 do
     local parent = table.remove(todo)
     for kid in string.gmatch(redis.call('HGET', kids_key, parent) or '', '[^,]+') do
       if string.sub(kid, 1, 1) ~= '+' and redis.call('HGET', steps_key, kid) == 'x' then
-        -- It waits again unless another parent's end still cancels it;
-        -- its parents left are those that have not ended.
-        local held, left = false, 0
+        local held = false
         for p in string.gmatch(redis.call('HGET', parents_key, kid) or '', '[^,]+') do
           local st = redis.call('HGET', steps_key, p)
-          if st == 'w' or st == 'r' or st == 'q' then
-            left = left + 1
-          elseif st ~= 'ok' and not runs_anyway(p, kid) then
+          if st ~= 'w' and st ~= 'r' and st ~= 'q' and st ~= 'ok' and not runs_anyway(p, kid) then
             held = true
           end
         end
         if not held then
           redis.call('HSET', steps_key, kid, 'w')
-          redis.call('HSET', left_key, kid, left)
           redis.call('HINCRBY', flow_key, 'open', 1)
           todo[#todo + 1] = kid
+          waits[#waits + 1] = kid
+          again[kid] = true
+        end
+      end
+    end
+  end
+  -- Counted once all wait again (one may be the parent of another):
+  -- the parents left of a step that waits again are those that have not
+  -- ended; a child still waiting that runs whatever the end of one that
+  -- waits again had that end counted, and waits for it again.
+  for _, w in ipairs(waits) do
+    if w ~= step then
+      local left = 0
+      for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
+        local st = redis.call('HGET', steps_key, p)
+        if st == 'w' or st == 'r' or st == 'q' then
+          left = left + 1
+        end
+      end
+      redis.call('HSET', left_key, w, left)
+    end
+    for kid in string.gmatch(redis.call('HGET', kids_key, w) or '', '[^,]+') do
+      if string.sub(kid, 1, 1) == '+' then
+        kid = string.sub(kid, 2)
+        if not again[kid] and redis.call('HGET', steps_key, kid) == 'w' then
+          redis.call('HINCRBY', left_key, kid, 1)
         end
       end
     end
