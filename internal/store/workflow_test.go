@@ -452,3 +452,32 @@ func TestWorkflowReviveCountsOneEndScript(t *testing.T) {
 	assert.Equal(t, "1", got["wf.left"].(hash)["c"])
 	assert.Equal(t, []ReadyStep{{Name: "c", Spec: "S-c"}}, release("b", "ok", 40))
 }
+
+// A revival counts the parents left of the steps that wait again once
+// all of them wait: a step that waits for another one that waits again
+// (by a dependency that runs whatever that one's end) counts it, whichever
+// was found first.
+func TestWorkflowReviveCountsLateParentsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "s", Spec: "S-s", Kids: []string{"g", "k"}},
+		{Name: "k", Spec: "S-k", Parents: []string{"s"}, Kids: []string{"+g"}},
+		{Name: "g", Spec: "S-g", Parents: []string{"s", "k"}},
+	})
+	require.NoError(t, err)
+	release := func(step, status string, at int64) []ReadyStep {
+		t.Helper()
+		ready, err := e.s.ReleaseStep(e.ctx, id, step, "t-"+step, status, "", at)
+		require.NoError(t, err)
+		return ready
+	}
+	assert.Empty(t, release("s", "dead", 10))
+	assert.Empty(t, release("s", "revived", 20))
+	got := e.dump()
+	assert.Equal(t, hash{"s": "q", "k": "w", "g": "w"}, got["wf.steps"])
+	assert.Equal(t, hash{"k": "1", "g": "2"}, got["wf.left"], "g waits for s and k")
+	assert.Equal(t, []ReadyStep{{Name: "k", Spec: "S-k"}}, release("s", "ok", 30))
+	assert.Equal(t, []ReadyStep{{Name: "g", Spec: "S-g"}}, release("k", "ok", 40))
+}
