@@ -652,3 +652,62 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	}
 	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
 }
+
+// A step's death frees a child that runs whatever its end, and crashes
+// keep that child from being enqueued (by the death's carry and by the
+// revival's); the step, requeued, succeeds and frees another. The sweep
+// of the notices the crashes left enqueues the child all the same.
+func TestWorkflowCrashAfterDeathThenRevived(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "flaky", Queue: "p"},
+		{Name: "next", Queue: "b", After: []string{"flaky"}},
+		{Name: "cleanup", Queue: "k", AfterEnded: []string{"flaky"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	tried := make(chan struct{}, 2)
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpEnqueue && q == "k" {
+			select {
+			case tried <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed before cleanup's enqueue")
+		}
+		return nil
+	})
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.DeadLetter(ctx, errors.New("broken for now")))
+	recv(t, tried, testsignal.Wait, "the death's carry")
+	ok, err := c.RequeueDeadLetter(ctx, "p", p.TaskID())
+	require.NoError(t, err)
+	require.True(t, ok)
+	recv(t, tried, testsignal.Wait, "the revival's carry")
+
+	// The crashes hold until the success's release is done and next
+	// enqueued: no carry enqueues cleanup before.
+	p, err = w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	eventually(t, testsignal.Wait, "next enqueued", func() bool {
+		n, err := c.QueueLen(ctx, "b")
+		return err == nil && n == 1
+	})
+	c.store.SetFault(nil)
+	_, err = c.carrier.Sweep(ctx, "p", 0)
+	require.NoError(t, err)
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "cleanup enqueued")
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	for _, st := range info.Steps {
+		if st.Name == "cleanup" {
+			assert.Equal(t, StepQueued, st.State)
+		}
+	}
+}
