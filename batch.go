@@ -81,8 +81,10 @@ type BatchOptions struct {
 	Size int
 	// MaxWait is how long a batch that is not full waits for more tasks,
 	// from the moment its first task was dequeued: a batch starts when it
-	// holds Size tasks or MaxWait has passed, whichever comes first. Zero
-	// means DefaultBatchWait.
+	// holds Size tasks or MaxWait has passed, whichever comes first, or
+	// at once when the worker stops taking work (Shutdown, Close,
+	// StopWork of the queue; see HandleBatch). Zero means
+	// DefaultBatchWait.
 	MaxWait time.Duration
 	// Batches is how many full batches may be in hand at once (running,
 	// or one filling while the others run): the worker holds at most
@@ -122,9 +124,18 @@ type BatchOptions struct {
 // A batch starts when it holds Size tasks, or MaxWait after its first
 // task was dequeued, whichever comes first: a task never waits in hand for
 // its batch longer than MaxWait. A task whose process ends while it waits
-// (cancelled, its own Timeout, Shutdown's grace period ending) leaves the
-// batch before it starts and is settled as under Handle (after Shutdown's
-// grace, back to the front of its queue).
+// (cancelled, its own Timeout) leaves the batch before it starts and is
+// settled as under Handle.
+//
+// When the worker stops taking work from the queue (Shutdown begins,
+// Close, StopWork of the queue), the batch filling starts at once with
+// the tasks it holds, and so does the batch of a task whose handler call
+// joins after that (its task was dequeued just before): under Shutdown
+// the tasks in hand run within the grace period rather than wait out
+// MaxWait, and are settled as the handler says. Close and StopWork give
+// no grace: the tasks are cancelled at once (ErrShutdown), as those of a
+// running batch are, and go back to the front of their queue unless the
+// handler, if it was still called, returned nil for them.
 func (w *Worker) HandleBatch(ctx context.Context, queue string, h BatchHandler, opts BatchOptions) error {
 	b, err := newBatcher(w, queue, h, opts)
 	if err != nil {
@@ -135,12 +146,15 @@ func (w *Worker) HandleBatch(ctx context.Context, queue string, h BatchHandler, 
 
 // handle serves the batcher's queue with Handle, join its handler.
 func (b *batcher) handle(ctx context.Context) error {
-	return b.w.Handle(ctx, b.queue, b.join, HandleOptions{
+	return b.w.handle(ctx, b.queue, b.join, HandleOptions{
 		Concurrency:      b.size * b.batches,
 		PanicIsPermanent: b.opts.PanicIsPermanent,
 		Events:           b.opts.Events,
 		Middleware:       b.opts.Middleware,
 		Retry:            b.opts.Retry,
+	}, func(r *runner) {
+		b.r = r
+		r.stopped = b.stopped
 	})
 }
 
@@ -167,6 +181,9 @@ type batcher struct {
 	wait    time.Duration
 	batches int
 	clock   clock.Clock
+	// r is the Handle runtime serving the queue, set before it takes
+	// work: a batch starts at once while it does not (see join).
+	r *runner
 
 	mu   sync.Mutex
 	open *batch // the batch filling, if any
@@ -234,7 +251,11 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 		bt.timer = b.clock.AfterFunc(b.wait, func() { b.startOpen(bt) })
 	}
 	bt.members = append(bt.members, m)
-	full := len(bt.members) >= b.size
+	// Once the runtime stops taking work no task is coming to fill the
+	// batch: a handler that joins after its stop (started just before it)
+	// runs at once. Read under b.mu, after stopped would have started
+	// the batch: one of the two starts it.
+	full := len(bt.members) >= b.size || !b.r.taking()
 	if full {
 		b.open = nil
 		bt.timer.Stop()
@@ -274,6 +295,24 @@ func (b *batcher) startOpen(bt *batch) {
 	b.open = nil
 	b.mu.Unlock()
 	b.run(bt.members)
+}
+
+// stopped starts the batch filling, if any, as the runtime stops taking
+// work (Shutdown, Close, StopWork): its tasks are all it will get, and
+// they run within the grace period rather than wait out MaxWait. The
+// batch runs on a goroutine of its own, as after MaxWait: stopTaking's
+// caller goes on to wait for the handlers.
+func (b *batcher) stopped() {
+	b.mu.Lock()
+	bt := b.open
+	if bt != nil {
+		b.open = nil
+		bt.timer.Stop()
+	}
+	b.mu.Unlock()
+	if bt != nil {
+		go b.run(bt.members)
+	}
 }
 
 // run calls the handler with the processes of a batch whose contexts have

@@ -189,7 +189,8 @@ func TestBatchCancelledTask(t *testing.T) {
 // Shutdown's grace period ending mid-batch ends the batch's context with
 // ErrShutdown; the tasks the handler then fails go back to the front of
 // the queue, in their order, before those never dequeued, and so do the
-// tasks waiting for a batch to fill.
+// tasks of a batch that was filling (Shutdown started it, and it outlasted
+// the grace period too).
 func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -214,14 +215,140 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	grace, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, w.Shutdown(grace), context.DeadlineExceeded)
-	assert.ErrorIs(t, recv(t, causes, time.Second, "the batch cancelled"), ErrShutdown)
+	assert.Equal(t, []string{"t0000", "t0001"}, recv(t, running, time.Second, "the filling batch started"))
+	for range 2 {
+		assert.ErrorIs(t, recv(t, causes, time.Second, "a batch cancelled"), ErrShutdown)
+	}
 	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0003", "t0004"}, waiting(t, c, "q"))
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "filling"))
 	assert.Zero(t, b.pending())
+}
+
+// Shutdown starts a batch still filling at once, rather than let it wait
+// out MaxWait: its tasks run within the grace period and are finished,
+// not given back. MaxWait's timer is on a Fake clock of the batch's own
+// that nothing advances: only the stop can start the batch.
+func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	seen := make(batchSeen, 10)
+	var a attempts
+	w := newWorker(t, c, WorkerOptions{})
+	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
+		for _, p := range batch {
+			a.add(string(p.Task()))
+		}
+		seen.add(batch)
+		return nil
+	}, BatchOptions{Size: 10, MaxWait: time.Hour})
+	require.NoError(t, err)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake
+	require.NoError(t, b.handle(ctx))
+	enqueueNumbered(t, c, "q", 3)
+	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+
+	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, w.Shutdown(grace), "the batch ran within the grace period")
+	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, recv(t, seen, time.Second, "the batch"))
+	assert.Zero(t, fake.Timers(), "MaxWait's timer stopped")
+	assert.Empty(t, waiting(t, c, "q"), "no task given back")
+	settledQueue(t, c, "q")
+	for _, task := range []string{"t0000", "t0001", "t0002"} {
+		assert.Equal(t, 1, a.get(task), task)
+	}
 	select {
-	case got := <-running:
-		t.Fatalf("the filling batch %v ran", got)
+	case got := <-seen:
+		t.Fatalf("another batch %v", got)
 	default:
+	}
+}
+
+// A task whose handler joins after the stop (dequeued before it, its
+// middleware held here until the stop's batch ran) starts a batch of its
+// own at once: it does not join the batch the stop started, which it
+// would fill (Size 3), and so that batch is not started twice.
+func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	seen := make(batchSeen, 10)
+	var a attempts
+	release := make(chan struct{})
+	late := make(chan struct{})
+	w := newWorker(t, c, WorkerOptions{})
+	hold := func(next Handler) Handler {
+		return func(ctx context.Context, p *Process) error {
+			if string(p.Task()) == "t0002" {
+				close(late)
+				<-release
+			}
+			return next(ctx, p)
+		}
+	}
+	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
+		for _, p := range batch {
+			a.add(string(p.Task()))
+		}
+		seen.add(batch)
+		return nil
+	}, BatchOptions{Size: 3, MaxWait: time.Hour, Middleware: []Middleware{hold}})
+	require.NoError(t, err)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake
+	require.NoError(t, b.handle(ctx))
+	enqueueNumbered(t, c, "q", 3)
+	recv(t, late, 5*time.Second, "the third task's handler")
+	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+
+	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Shutdown(grace) }()
+	assert.Equal(t, []string{"t0000", "t0001"}, recv(t, seen, 5*time.Second, "the batch the stop started"))
+	close(release)
+	assert.Equal(t, []string{"t0002"}, recv(t, seen, 5*time.Second, "the late task's batch"))
+	require.NoError(t, recv(t, done, 5*time.Second, "Shutdown"))
+	assert.Zero(t, fake.Timers(), "no MaxWait timer left")
+	assert.Empty(t, waiting(t, c, "q"), "no task given back")
+	for _, task := range []string{"t0000", "t0001", "t0002"} {
+		assert.Equal(t, 1, a.get(task), task)
+	}
+	select {
+	case got := <-seen:
+		t.Fatalf("another batch %v", got)
+	default:
+	}
+}
+
+// StopWork gives no grace: a batch still filling is started and cancelled
+// at once (it may not reach the handler), and its tasks go back to the
+// front of the queue; StopWork does not wait for MaxWait.
+func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	causes := make(chan error, 1)
+	w := newWorker(t, c, WorkerOptions{})
+	b, err := newBatcher(w, "q", func(bctx context.Context, batch []*Process) error {
+		<-bctx.Done()
+		causes <- context.Cause(bctx)
+		return bctx.Err()
+	}, BatchOptions{Size: 3, MaxWait: time.Hour})
+	require.NoError(t, err)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake
+	require.NoError(t, b.handle(ctx))
+	enqueueNumbered(t, c, "q", 2)
+	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+
+	require.NoError(t, w.StopWork(ctx, "q"))
+	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"))
+	assert.Zero(t, b.pending())
+	assert.Zero(t, fake.Timers(), "MaxWait's timer stopped")
+	select {
+	case cause := <-causes:
+		assert.ErrorIs(t, cause, ErrShutdown)
+	default: // cancelled before the batch reached the handler
 	}
 }
 

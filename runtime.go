@@ -42,6 +42,11 @@ type runner struct {
 	blocked bool
 	// abort ends the dequeue in flight for the member, if any.
 	abort context.CancelFunc
+	// stopped, if set, is called each time the member stops taking work
+	// (stopTaking: Shutdown, Close, StopWork), once no handler starts for
+	// it any more, holding no lock. HandleBatch's batcher starts its
+	// filling batch then. Set when made.
+	stopped func()
 	// drain is closed when no handler runs and no outcome is being
 	// written (busy and settling both zero), for those waiting for that
 	// (drained): a Finish is written after the handler's goroutine went
@@ -60,6 +65,12 @@ type runner struct {
 // polls: after a missed notification the check on resubscribing wakes it.
 // It is HandleQueues with one queue.
 func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts HandleOptions) error {
+	return w.handle(ctx, queue, h, opts, nil)
+}
+
+// handle is Handle; attach, if set, is given the runtime before it takes
+// work (HandleBatch's batcher sets its stopped hook there).
+func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts HandleOptions, attach func(*runner)) error {
 	if h == nil {
 		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
 	}
@@ -70,6 +81,9 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 	s := newSlotScheduler(w, size, OrderStrict)
 	r := s.add(queue, chain(h, w.opts.Middleware, opts.Middleware), opts, 0, 1)
 	s.ready = true // one member: ready once it is served
+	if attach != nil {
+		attach(r)
+	}
 	// The worker tells the member of work events itself (workArrived),
 	// before it calls these.
 	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
@@ -288,6 +302,9 @@ func (r *runner) stopTaking() {
 	//lint:ignore SA2001 an empty critical section is the barrier
 	s.turn.Unlock()
 	r.pace.stop()
+	if r.stopped != nil {
+		r.stopped()
+	}
 }
 
 // cancelAll ends every running handler's context with cause. A handler
