@@ -438,6 +438,15 @@ const settleWithin = 15 * time.Second
 // is no overlap, and a fence reported within it dates from the freeze.
 const thawGrace = time.Second
 
+// copySkew is how much earlier than an enqueue attempt's start a run may
+// seem to begin. A run on a worker just thawed begins, for the ledger,
+// when it was dequeued (begunLocked), read from its process id (the
+// Redis clock) through the worker's clocks, while the attempt's start is
+// read on the harness's: the two agree to within about a millisecond,
+// and a task handed to an idle worker is dequeued by its enqueue script,
+// within that of the attempt's start.
+const copySkew = int64(5 * time.Millisecond)
+
 // poisonSlack widens the poison-pill guard's window (twice the TTL from
 // the start to the reclaim) for the check that a poison verdict had as
 // many holders die soon after starting the task: the ledger times a death
@@ -570,7 +579,7 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 		}
 		var marks []mark
 		for i, at := range info.copies {
-			marks = append(marks, mark{at: at, release: true, retry: i > 0})
+			marks = append(marks, mark{at: at - copySkew, release: true, retry: i > 0})
 		}
 		for _, ru := range runs {
 			marks = append(marks, mark{at: l.begunLocked(ru), run: ru})

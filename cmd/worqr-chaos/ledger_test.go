@@ -814,3 +814,32 @@ func TestPersistentTaskMustBeInItsQueueAtTheEnd(t *testing.T) {
 		})
 	}
 }
+
+// A run on a worker just thawed begins when its process id says it was
+// dequeued, on another clock than the enqueue attempt's start: a task
+// handed over by its enqueue may seem to start a millisecond before the
+// attempt did, which is no run without a copy; one that seems to start
+// well before any attempt is.
+func TestRunMaySeemToBeginJustBeforeItsEnqueue(t *testing.T) {
+	const frozeAt, cont = 1000 * ms, 5000 * ms
+	for _, tc := range []struct {
+		name        string
+		copyAt      int64
+		unexplained int
+	}{
+		{name: "a millisecond before", copyAt: cont + 2*ms},
+		{name: "50 ms before", copyAt: cont + 51*ms, unexplained: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger()
+			freezeAt(l, "w1.1", frozeAt, cont)
+			pid := startAt(l, "w1.1", "job-1", cont+ms, cont+60*ms)
+			l.apply("w1.1", report{Ev: "end", T: cont + 61*ms, W: (cont + 61*ms) / 1000, Q: "q", PID: pid, OK: true})
+			settled(l, "w1.1", pid, outFinished)
+			v := l.judge(planned("job-1", tc.copyAt), nil, 0)
+			if len(v.unexplained) != tc.unexplained {
+				t.Errorf("unexplained %v; want %d", v.unexplained, tc.unexplained)
+			}
+		})
+	}
+}
