@@ -319,7 +319,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	})
 	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
 	read(func() error {
-		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 {
+		// A sequence hold on shows the section, to turn it off.
+		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 && !d.Info.SequenceHold {
 			return nil
 		}
 		g, e := h.c.Groups(ctx, name, groupsShown)
