@@ -138,7 +138,8 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 
 // recordSlots writes, for inspection (WorkerInfo.Slots), the handler
 // slots the worker has in each queue it handles, as Handle or
-// HandleQueues starts on a queue or StopWork ends one: never per renewal.
+// HandleQueues starts on a queue or StopWork ends one, and under its new
+// id when it registers again after fencing: never per renewal.
 // The caller holds the membership lock, so the records are written in
 // the order of the changes. A failure is only logged: the worker works
 // the same without it, and its deregistration removes the record.
