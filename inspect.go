@@ -417,8 +417,8 @@ type WorkerInfo struct {
 // QueueSlots is how many handler slots a worker has in a queue (see
 // WorkerInfo.Slots).
 type QueueSlots struct {
-	Queue string
-	Slots int
+	Queue string // the queue's name
+	Slots int    // the handlers that may run at once there
 }
 
 // Workers lists the workers whose lease is live.
