@@ -404,6 +404,21 @@ type WorkerInfo struct {
 	Host      string
 	PID       int
 	StartedAt time.Time
+	// Slots are its handler slots in each queue it handles, by queue
+	// name: a Handle's Concurrency, or the size of the HandleQueues pool
+	// that serves the queue (shared with the pool's other queues). The
+	// worker records them as Handle or HandleQueues starts on a queue and
+	// StopWork ends one, so they are known for the workers of every
+	// process; none for a queue served with StartWork alone, or by a
+	// worker of a release that did not record them.
+	Slots []QueueSlots
+}
+
+// QueueSlots is how many handler slots a worker has in a queue (see
+// WorkerInfo.Slots).
+type QueueSlots struct {
+	Queue string // the queue's name
+	Slots int    // the handlers that may run at once there
 }
 
 // Workers lists the workers whose lease is live.
@@ -420,6 +435,9 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec, Host: l.Host, PID: l.PID}
 		if l.StartedMs > 0 {
 			out[i].StartedAt = time.UnixMilli(l.StartedMs)
+		}
+		for _, s := range l.Slots {
+			out[i].Slots = append(out[i].Slots, QueueSlots{Queue: s.Queue, Slots: s.Slots})
 		}
 	}
 	return out, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
@@ -60,6 +62,9 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	var why error
 	select {
 	case <-s.sub.Ready():
+		if r != nil {
+			w.recordSlots(ctx, id)
+		}
 		return nil
 	case <-ctx.Done():
 		why = ctx.Err()
@@ -125,7 +130,33 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if err != nil && s.runner != nil {
 		s.runner.startLoop() // the queue is still served: keep handling it
 	}
+	if err == nil && s.runner != nil {
+		w.recordSlots(ctx, id)
+	}
 	return err
+}
+
+// recordSlots writes, for inspection (WorkerInfo.Slots), the handler
+// slots the worker has in each queue it handles, as Handle or
+// HandleQueues starts on a queue or StopWork ends one, and under its new
+// id when it registers again after fencing: never per renewal.
+// The caller holds the membership lock, so the records are written in
+// the order of the changes. A failure is only logged: the worker works
+// the same without it, and its deregistration removes the record.
+func (w *Worker) recordSlots(ctx context.Context, id string) {
+	w.mu.Lock()
+	var qs []store.QueueSlots
+	for name, s := range w.sessions {
+		if s.runner != nil {
+			qs = append(qs, store.QueueSlots{Queue: name, Slots: s.runner.sched.size})
+		}
+	}
+	w.mu.Unlock()
+	slices.SortFunc(qs, func(a, b store.QueueSlots) int { return strings.Compare(a.Queue, b.Queue) })
+	err := w.c.store.SetWorkerSlots(ctx, id, qs)
+	if err != nil && !errors.Is(err, store.ErrLeaseGone) {
+		w.logger().Warn("worqr: could not record the worker's handler slots (shown by Workers)", "worker", id, "err", err)
+	}
 }
 
 // leave ends the worker's service of the queue. It first gives the

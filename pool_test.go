@@ -459,7 +459,7 @@ func TestPoolControlsAndMiddleware(t *testing.T) {
 // A pool's worker that fences itself ends the handlers of every queue
 // with ErrWorkerFenced, writes nothing for them, and once it has
 // registered again serves all its queues again: the reclaimed tasks, and
-// new ones.
+// new ones, with its slots recorded under its new id.
 func TestPoolRidesOutAFence(t *testing.T) {
 	t.Parallel()
 	px, c, direct, ctx := setupBehindProxy(t)
@@ -494,6 +494,11 @@ func TestPoolRidesOutAFence(t *testing.T) {
 		require.NoError(t, second(direct.Enqueue(ctx, q, []byte("new"))))
 	}
 	eventually(t, 10*time.Second, "new tasks handled", func() bool { return a.get("a/new") == 1 && a.get("b/new") == 1 })
+	ws, err := direct.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, w.ID(), ws[0].ID)
+	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, ws[0].Slots, "the slots recorded again under the new id")
 	settledQueue(t, direct, "a")
 	settledQueue(t, direct, "b")
 }

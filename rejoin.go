@@ -163,6 +163,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	}
 	k.extend(sent)
 	w.mu.Unlock()
+	w.recordSlots(ctx, id) // under the new id: the old one's went with it
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
 		s.sub.Push(subscription.Event{Subscribed: true})

@@ -22,17 +22,19 @@ type actionSpec struct {
 }
 
 var actions = map[string]actionSpec{
-	"pause":       {verb: "Pause queue", done: "paused"},
-	"resume":      {verb: "Resume queue", done: "resumed"},
-	"limit":       {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
-	"grouplimit":  {verb: "Set a group concurrency limit of queue", needN: true, done: "groupLimited"},
-	"grouprate":   {verb: "Set a group rate limit of queue", needN: true, done: "groupRated"},
-	"purge":       {verb: "Delete every dead letter of queue", done: "purged"},
-	"deletequeue": {verb: "Delete queue (its waiting tasks are dropped)", done: "deleted"},
-	"cancel":      {verb: "Cancel task", needID: true, done: "cancelled"},
-	"requeue":     {verb: "Requeue dead letter", needID: true, done: "requeued"},
-	"deletedead":  {verb: "Delete dead letter", needID: true, done: "deadDeleted"},
-	"runnow":      {verb: "Run now: queue", needID: true, done: "ranNow"},
+	"pause":      {verb: "Pause queue", done: "paused"},
+	"resume":     {verb: "Resume queue", done: "resumed"},
+	"limit":      {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
+	"grouplimit": {verb: "Set a group concurrency limit of queue", needN: true, done: "groupLimited"},
+	"grouprate":  {verb: "Set a group rate limit of queue", needN: true, done: "groupRated"},
+	// The verb of "sequencehold" depends on its hold (on or off): see holdVerbs.
+	"sequencehold": {done: "sequenceHold"},
+	"purge":        {verb: "Delete every dead letter of queue", done: "purged"},
+	"deletequeue":  {verb: "Delete queue (its waiting tasks are dropped)", done: "deleted"},
+	"cancel":       {verb: "Cancel task", needID: true, done: "cancelled"},
+	"requeue":      {verb: "Requeue dead letter", needID: true, done: "requeued"},
+	"deletedead":   {verb: "Delete dead letter", needID: true, done: "deadDeleted"},
+	"runnow":       {verb: "Run now: queue", needID: true, done: "ranNow"},
 }
 
 // doneMessages are the notices shown after an action, by done code (never
@@ -43,6 +45,7 @@ var doneMessages = map[string]string{
 	"limited":           "Concurrency limit set.",
 	"groupLimited":      "Group concurrency limit set.",
 	"groupRated":        "Group rate limit set.",
+	"sequenceHold":      "Sequence hold set.",
 	"purged":            "Dead letters purged.",
 	"deleted":           "Queue deleted.",
 	"cancelled":         "Task cancelled.",
@@ -59,12 +62,21 @@ var doneMessages = map[string]string{
 	"bulkDeleted":       "%d dead letters deleted.",
 }
 
+// holdVerbs are the confirmations of "sequencehold", by its hold value;
+// any other value is refused.
+var holdVerbs = map[string]string{
+	"on":  "Hold each sequence (a group with limit 1) on its dead task, until the dead letter is requeued or deleted, in queue",
+	"off": "Stop holding sequences on a dead task (each one held goes on at once) in queue",
+}
+
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
 	// Group is the group of a group limit or rate ("": every group's
 	// default), and Per a group rate's window, as typed (a Go duration).
 	Group, Per string
-	Bulk       *bulkForm
+	// Hold is a sequence hold's setting: "on" or "off".
+	Hold string
+	Bulk *bulkForm
 	// Workflow is the workflow of a workflow's action (Queue is "").
 	Workflow string
 }
@@ -98,6 +110,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	spec, ok := actions[op]
 	queue, qok := queueParam(r, "q")
 	id, nText, group, perText := r.PostFormValue("id"), r.PostFormValue("n"), r.PostFormValue("group"), r.PostFormValue("per")
+	hold := r.PostFormValue("hold")
 	n, nerr := strconv.Atoi(nText)
 	per, perr := time.ParseDuration(perText)
 	switch {
@@ -118,6 +131,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		// stored as 1ms, not what the confirmation said.
 		h.fail(w, r, http.StatusBadRequest, "the window must be a duration of 1ms or more, in whole milliseconds (1m, 500ms)")
 		return
+	case op == "sequencehold" && holdVerbs[hold] == "":
+		h.fail(w, r, http.StatusBadRequest, "the sequence hold must be on or off")
+		return
 	case len(group) > worqr.MaxGroupLen:
 		h.fail(w, r, http.StatusBadRequest, "the group key is too long")
 		return
@@ -126,8 +142,11 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	if r.PostFormValue("confirmed") != "yes" {
 		// Without the script's confirm(), ask here.
 		d := confirmData{Op: op, Verb: spec.verb, Queue: queue, ID: id, N: nText, Back: back, Group: group}
-		if op == "grouprate" {
+		switch op {
+		case "grouprate":
 			d.Per = perText
+		case "sequencehold":
+			d.Verb, d.Hold = holdVerbs[hold], hold
 		}
 		h.render(w, r, "confirm", http.StatusOK, d)
 		return
@@ -147,6 +166,8 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		err = h.c.SetGroupConcurrency(ctx, queue, group, n)
 	case "grouprate":
 		err = h.c.SetGroupRate(ctx, queue, group, n, per)
+	case "sequencehold":
+		err = h.c.SetSequenceHold(ctx, queue, hold == "on")
 	case "purge":
 		_, err = h.c.PurgeDeadLetters(ctx, queue)
 	case "deletequeue":
@@ -180,7 +201,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 			done = "nothing"
 		}
 	}
-	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "group", group, "remote", r.RemoteAddr, "err", err)
+	h.log.Info("worqr dashboard: action", "op", op, "queue", queue, "id", id, "n", nText, "group", group, "hold", hold, "remote", r.RemoteAddr, "err", err)
 	if err != nil {
 		h.fail(w, r, errorStatus(err), fmt.Sprintf("%s failed: %v", op, err))
 		return

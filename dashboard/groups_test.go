@@ -260,3 +260,127 @@ func TestGroupHeldOnDeadTaskShown(t *testing.T) {
 	assert.Contains(t, body, "seq-&lt;1&gt;")
 	assert.Contains(t, body, "held: dead task "+id)
 }
+
+// The queue's page shows its sequence hold and turns it on and off behind
+// a confirmation that says which, through the CSRF check; the Groups
+// section shows while the hold is on, groups or not, to turn it off.
+func TestSequenceHoldAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	_, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("g"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `value="sequencehold"`)
+	assert.Contains(t, body, `Sequence hold: <b>off</b>`)
+	assert.Contains(t, body, `<option value="off" selected>`)
+
+	tok := e.csrf()
+	form := func(hold, confirmed string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("q")}, "hold": {hold}, "back": {"queue"}, "confirmed": {confirmed}}
+	}
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	ask := e.raw("/action", form("on", ""), "Cookie", cookie)
+	require.Equal(t, http.StatusOK, ask.code)
+	assert.Contains(t, ask.body, holdVerbs["on"]+` <span class="name">q</span>?`, "asks first, saying what on means")
+	assert.Contains(t, ask.body, `name="hold" value="on"`)
+	info, err := e.c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.False(t, info.SequenceHold, "not yet")
+
+	code, _ := e.post("/action", form("on", "yes"))
+	require.Equal(t, http.StatusSeeOther, code, "back to the queue's page")
+	info, err = e.c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.True(t, info.SequenceHold)
+
+	// With no group left, the section still shows, to turn the hold off.
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	_, body = e.get("/queue/q")
+	assert.Contains(t, body, `Sequence hold: <b>on</b>`)
+	assert.Contains(t, body, `<option value="on" selected>`)
+
+	assert.Contains(t, e.raw("/action", form("off", ""), "Cookie", cookie).body, holdVerbs["off"])
+	code, _ = e.post("/action", form("off", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	info, err = e.c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.False(t, info.SequenceHold)
+	_, body = e.get("/queue/q")
+	assert.NotContains(t, body, `id="sequence-hold"`, "no groups and no hold: no Groups section")
+
+	ro := newEnv(t, Options{ReadOnly: true})
+	require.NoError(t, ro.c.SetSequenceHold(ro.ctx(), "q", true, worqr.CreateQueue()))
+	_, body = ro.get("/queue/q")
+	assert.Contains(t, body, `Sequence hold: <b>on</b>`, "a read-only dashboard shows the setting")
+	assert.NotContains(t, body, `value="sequencehold"`, "but no form")
+}
+
+// The sequence hold under hostile input: a form without the token, with a
+// forged one, from a foreign Origin or Host, or with a hold other than on
+// or off is refused, changing nothing.
+func TestSequenceHoldActionHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetSequenceHold(ctx, "q", true, worqr.CreateQueue()))
+	tok := e.csrf()
+	form := func(hold string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("q")}, "hold": {hold}, "back": {"queue"}, "confirmed": {"yes"}}
+	}
+	held := func() bool {
+		info, err := e.c.QueueInfo(ctx, "q")
+		require.NoError(t, err)
+		return info.SequenceHold
+	}
+
+	for _, hold := range []string{"", "On", "OFF", "1", "0", "true", "false", "off ", " off", "off\x00", "<off>", strings.Repeat("off", 20000)} {
+		code, _ := e.post("/action", form(hold))
+		assert.Equal(t, http.StatusBadRequest, code, "hold %.40q", hold)
+		code, _ = e.post("/action", url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("q")}, "hold": {hold}})
+		assert.Equal(t, http.StatusBadRequest, code, "hold %.40q, unconfirmed: no confirmation asked", hold)
+	}
+	two := form("off")
+	two.Add("hold", "on")
+	code, _ := e.post("/action", two)
+	require.Equal(t, http.StatusSeeOther, code, "the first value counts")
+	assert.False(t, held(), "the first value, off, was set")
+	require.NoError(t, e.c.SetSequenceHold(ctx, "q", true))
+
+	bad := form("off")
+	bad.Del("csrf")
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code, "no token")
+	real := tok
+	first := "0"
+	if real[0] == '0' {
+		first = "1"
+	}
+	bad.Set("csrf", first+real[1:])
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code, "a forged token")
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	for _, host := range []string{"evil.example", "evil.example:80", "127.0.0.1.nip.io"} {
+		res := e.raw("/action", form("off"), "Host", host, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Host: %s", host)
+	}
+	for _, origin := range []string{"https://evil.example", "null"} {
+		res := e.raw("/action", form("off"), "Origin", origin, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Origin: %s", origin)
+	}
+	code, _ = e.post("/action", form("off"), "Origin", "http://localhost:1")
+	assert.Equal(t, http.StatusForbidden, code, "another origin")
+	assert.True(t, held(), "nothing changed")
+
+	code, _ = e.post("/action", form("off"), "Origin", e.srv.URL)
+	assert.Equal(t, http.StatusSeeOther, code, "the dashboard's own origin, with the token")
+	assert.False(t, held())
+	code, _ = e.post("/action", url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("nosuch")}, "hold": {"on"}, "confirmed": {"yes"}})
+	assert.Equal(t, http.StatusNotFound, code, "no such queue: not created")
+}

@@ -319,7 +319,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	})
 	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
 	read(func() error {
-		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 {
+		// A sequence hold on shows the section, to turn it off.
+		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 && !d.Info.SequenceHold {
 			return nil
 		}
 		g, e := h.c.Groups(ctx, name, groupsShown)
@@ -346,12 +347,14 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 // each worker (it counts them all).
 const maxRunningShown = 20
 
-// workerQueue is a queue a worker serves: the tasks it holds there, and
-// the queue's concurrency limit (0: none).
+// workerQueue is a queue a worker serves: the tasks it holds there, the
+// queue's concurrency limit (0: none), and the worker's handler slots
+// there as it recorded them (worqr.WorkerInfo.Slots; 0: none known).
 type workerQueue struct {
 	Name     string
 	InFlight int
 	Limit    int
+	Slots    int
 }
 
 type workerRow struct {
@@ -362,9 +365,9 @@ type workerRow struct {
 	// name; More counts the rest.
 	Running []worqr.ProcessInfo
 	More    int
-	// Pools are its handler pools' slots, known only for a worker of the
-	// dashboard's own client (worqr.Client.Slots): a pool's concurrency
-	// lives in its process, not in Redis.
+	// Pools are its handler pools' slots, busy and free, known only for a
+	// worker of the dashboard's own client (worqr.Client.Slots); every
+	// worker's slots per queue are in Queues.
 	Pools []worqr.PoolSlots
 }
 
@@ -415,8 +418,12 @@ func (h *handler) workers(w http.ResponseWriter, r *http.Request) {
 			names, err = h.c.WorkerQueues(ctx, wi.ID)
 		}
 		slices.Sort(names)
+		slots := make(map[string]int, len(wi.Slots))
+		for _, s := range wi.Slots {
+			slots[s.Queue] = s.Slots
+		}
 		for _, q := range names {
-			row.Queues = append(row.Queues, workerQueue{Name: q, InFlight: held[[2]string{wi.ID, q}], Limit: limits[q]})
+			row.Queues = append(row.Queues, workerQueue{Name: q, InFlight: held[[2]string{wi.ID, q}], Limit: limits[q], Slots: slots[q]})
 		}
 		d.Workers[i] = row
 	}

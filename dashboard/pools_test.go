@@ -15,8 +15,9 @@ import (
 )
 
 // The workers page shows the handler pools of the workers of the
-// dashboard's own client, with their concurrency; another process's
-// worker, whose pools Redis does not know, shows "—".
+// dashboard's own client, busy and their concurrency; another process's
+// worker, whose pools' use Redis does not know, shows "—" there, but the
+// slots it recorded per queue show for both.
 func TestWorkersPagePools(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})
@@ -47,4 +48,6 @@ func TestWorkersPagePools(t *testing.T) {
 	assert.Contains(t, rowOf(own.ID()), `<td class="qname">jobs <small>0/4</small></td>`)
 	assert.Contains(t, rowOf(elsewhere.ID()), `<td class="qname">—</td>`+"\n"+`<td class="running">`)
 	assert.NotContains(t, body, "0/7")
+	assert.Contains(t, rowOf(own.ID()), `jobs</a> <small>0/∞ · 4 slots</small>`)
+	assert.Contains(t, rowOf(elsewhere.ID()), `jobs</a> <small>0/∞ · 7 slots</small>`, "another process's worker's slots, from Redis")
 }

@@ -48,6 +48,7 @@ type Set struct {
 	Deregister    *Script
 	Expired       *Script
 	Live          *Script
+	WorkerSlots   *Script // a worker's handler slots, for inspection
 	States        *Script
 	Tick          *Script // periodic tasks
 	PeriodicList  *Script // the periodic schedules, for inspection
@@ -137,6 +138,7 @@ func build(sharded, stats bool) *Set {
 		Deregister:    load("deregister.lua"),
 		Expired:       load("expired.lua"),
 		Live:          load("live.lua"),
+		WorkerSlots:   load("worker_slots.lua"),
 		States:        load("states.lua"),
 		Tick:          load("tick.lua"),
 		PeriodicList:  load("periodic_list.lua"),

@@ -127,6 +127,10 @@ func (k Keys) Workers() string { return k.prefix + ":{r}:workers" }
 // by worker id (the worker info of records.go).
 func (k Keys) WorkerInfo() string { return k.prefix + ":{r}:winfo" }
 
+// WorkerSlots is the hash of each live worker's handler slots per queue
+// (worker_slots.lua), in the registry's slot with its info.
+func (k Keys) WorkerSlots() string { return k.prefix + ":{r}:wslots" }
+
 // Reclaiming is the ZSET of dead workers a peer is reclaiming, scored by
 // when its claim runs out (see expired.lua).
 func (k Keys) Reclaiming() string { return k.prefix + ":{r}:reclaiming" }
@@ -155,7 +159,7 @@ func (k Keys) Parse(key string, valid func(name string) bool) (KeyKind, string) 
 		return KeyUnknown, ""
 	}
 	switch {
-	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming() || key == k.WorkerInfo():
+	case key == k.Queues() || key == k.Workers() || key == k.Reclaiming() || key == k.WorkerInfo() || key == k.WorkerSlots():
 		return KeyRegistry, ""
 	case strings.HasPrefix(key, k.WorkerQueues("")):
 		if id := key[len(k.WorkerQueues("")):]; id != "" {

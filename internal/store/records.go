@@ -123,6 +123,14 @@ import (
 // its program's operating-system process id, its start, and its host,
 // last since it may hold anything (WorkerLease).
 //
+// A worker's slots record (a value of the wslots hash, under its id;
+// worker_slots.lua) is, for each queue it handles, one after the other,
+//
+//	<slots>,<name length, bytes>:<name>
+//
+// its handler slots there and the queue's name, prefixed by its length
+// since it may hold anything (QueueSlots; decodeWorkerSlots).
+//
 // A schedule's tick record (a value of the ticks hash, under the
 // schedule's name; tick.lua) is
 //

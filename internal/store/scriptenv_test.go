@@ -172,13 +172,14 @@ func (e *scriptEnv) worker() string {
 
 // keys are every key a dump reads, by name: the queue's by their suffix
 // ("waiting", "meta", ...), and the registry's ("workers", "reclaiming",
-// "queues", "winfo", "wq:<worker id>").
+// "queues", "winfo", "wslots", "wq:<worker id>").
 func (e *scriptEnv) keys() map[string]string {
 	out := map[string]string{
 		"workers":    e.s.Keys().Workers(),
 		"reclaiming": e.s.Keys().Reclaiming(),
 		"queues":     e.s.Keys().Queues(),
 		"winfo":      e.s.Keys().WorkerInfo(),
+		"wslots":     e.s.Keys().WorkerSlots(),
 	}
 	for _, id := range e.workers {
 		out["wq:"+id] = e.s.Keys().WorkerQueues(id)

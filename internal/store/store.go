@@ -56,6 +56,7 @@ const (
 	OpJoin           Op = "join"
 	OpLeaveQueue     Op = "leave queue"
 	OpDeregister     Op = "deregister"
+	OpWorkerSlots    Op = "worker slots" // a worker's handler slots, written as Handle starts or StopWork ends
 	OpExpired        Op = "expired"
 	OpPublish        Op = "publish"
 	OpSubscribe      Op = "subscribe"

@@ -182,7 +182,7 @@ func (s *Store) Deregister(ctx context.Context, id string, expired bool) (bool, 
 	if expired {
 		mode = "expired"
 	}
-	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id), s.keys.Reclaiming(), s.keys.WorkerInfo()}, []string{id, mode})
+	res, err := s.run(ctx, OpDeregister, "", s.scripts.Deregister, []string{s.keys.Workers(), s.keys.WorkerQueues(id), s.keys.Reclaiming(), s.keys.WorkerInfo(), s.keys.WorkerSlots()}, []string{id, mode})
 	if err != nil {
 		return false, err
 	}
@@ -244,11 +244,69 @@ type WorkerLease struct {
 	PID       int
 	Host      string
 	StartedMs int64
+	// Slots are its handlers' slots per queue, as it last recorded them
+	// (SetWorkerSlots); none for a worker that handles no queue, or of a
+	// release that did not record them.
+	Slots []QueueSlots
+}
+
+// QueueSlots is how many handler slots a worker has in a queue: a
+// Handle's concurrency, or the size of the HandleQueues pool that serves
+// the queue (shared with the pool's other queues).
+type QueueSlots struct {
+	Queue string
+	Slots int
+}
+
+// encodeWorkerSlots is a worker's slots record (see records.go): per
+// queue '<slots>,<name length>:<name>', one after the other.
+func encodeWorkerSlots(qs []QueueSlots) string {
+	var b strings.Builder
+	for _, q := range qs {
+		fmt.Fprintf(&b, "%d,%d:%s", q.Slots, len(q.Queue), q.Queue)
+	}
+	return b.String()
+}
+
+// decodeWorkerSlots reads a slots record; what it cannot read (a record
+// of another layout) ends the list there.
+func decodeWorkerSlots(rec string) []QueueSlots {
+	var out []QueueSlots
+	for rec != "" {
+		n, rest, ok1 := strings.Cut(rec, ",")
+		size, rest, ok2 := strings.Cut(rest, ":")
+		slots, err1 := strconv.Atoi(n)
+		l, err2 := strconv.Atoi(size)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || l < 0 || l > len(rest) {
+			break
+		}
+		out = append(out, QueueSlots{Queue: rest[:l], Slots: slots})
+		rec = rest[l:]
+	}
+	return out
+}
+
+// SetWorkerSlots records a live worker's handler slots, every queue it
+// handles in one record (none: removed); ErrLeaseGone, writing nothing,
+// if its registry lease has expired.
+func (s *Store) SetWorkerSlots(ctx context.Context, id string, qs []QueueSlots) error {
+	res, err := s.run(ctx, OpWorkerSlots, "", s.scripts.WorkerSlots, []string{s.keys.Workers(), s.keys.WorkerSlots()}, []string{id, encodeWorkerSlots(qs)})
+	if err != nil {
+		return err
+	}
+	n, err := res.AsInt64()
+	switch {
+	case err != nil:
+		return err
+	case n < 0:
+		return ErrLeaseGone
+	}
+	return nil
 }
 
 // LiveWorkers lists the workers whose registry lease is live.
 func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
-	res, err := s.run(ctx, OpRead, "", s.scripts.Live, []string{s.keys.Workers(), s.keys.WorkerInfo()}, nil)
+	res, err := s.run(ctx, OpRead, "", s.scripts.Live, []string{s.keys.Workers(), s.keys.WorkerInfo(), s.keys.WorkerSlots()}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -256,8 +314,8 @@ func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]WorkerLease, 0, len(vals)/3)
-	for i := 0; i+2 < len(vals); i += 3 {
+	out := make([]WorkerLease, 0, len(vals)/4)
+	for i := 0; i+3 < len(vals); i += 4 {
 		left, _ := strconv.ParseInt(vals[i+1], 10, 64)
 		l := WorkerLease{ID: vals[i], LeftMsec: left}
 		if f := strings.SplitN(vals[i+2], "\n", 3); len(f) == 3 {
@@ -265,6 +323,7 @@ func (s *Store) LiveWorkers(ctx context.Context) ([]WorkerLease, error) {
 			l.StartedMs, _ = strconv.ParseInt(f[1], 10, 64)
 			l.Host = f[2]
 		}
+		l.Slots = decodeWorkerSlots(vals[i+3])
 		out = append(out, l)
 	}
 	return out, nil

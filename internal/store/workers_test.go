@@ -99,7 +99,7 @@ func TestExpiredScript(t *testing.T) {
 // the registry, with its process id, start and host, serves a queue (its
 // queue set) and takes a lease there that ends with its registry lease,
 // the queue named by it; it leaves the registry, with its claim, its
-// queue set and its info.
+// queue set, its info and its slots.
 func TestWorkerRegistryScripts(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "register.lua", "serve.lua", "join.lua", "deregister.lua")
@@ -134,7 +134,7 @@ func TestWorkerRegistryScripts(t *testing.T) {
 		"meta":    hash{"name": "q"},
 	})
 
-	e.seed(keyState{"reclaiming": zset{w: 1}})
+	e.seed(keyState{"reclaiming": zset{w: 1}, "wslots": hash{w: "4,1:q"}})
 	ok, err := e.s.Deregister(e.ctx, w, true)
 	require.NoError(t, err)
 	assert.False(t, ok, "a reclaimer is refused while the lease is live")
@@ -147,9 +147,9 @@ func TestWorkerRegistryScripts(t *testing.T) {
 	})
 }
 
-// live.lua: the live workers with the time their lease has left and
-// their info; one registered without info (an older release) reads with
-// none; expired ones are left out.
+// live.lua: the live workers with the time their lease has left, their
+// info and their slots; one registered without info or slots (an older
+// release) reads with none; expired ones are left out.
 func TestLiveScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "live.lua")
@@ -158,6 +158,7 @@ func TestLiveScript(t *testing.T) {
 	seeded := keyState{
 		"workers": zset{w: float64(now + 60_000), old: float64(now + 30_000), gone: float64(now - 1)},
 		"winfo":   hash{w: "42\n1700000000000\nhost\nwith a newline", gone: "7\n1\nx"},
+		"wslots":  hash{w: "8,5:a,1:b3,0:", gone: "1,1:q"},
 	}
 	e.seed(seeded)
 	live, err := e.s.LiveWorkers(e.ctx)
@@ -166,7 +167,8 @@ func TestLiveScript(t *testing.T) {
 	assert.Equal(t, old, live[0].ID, "by expiry")
 	assert.Equal(t, WorkerLease{ID: old, LeftMsec: live[0].LeftMsec}, live[0])
 	assert.InDelta(t, 30_000, live[0].LeftMsec, 5_000)
-	assert.Equal(t, WorkerLease{ID: w, LeftMsec: live[1].LeftMsec, PID: 42, StartedMs: 1700000000000, Host: "host\nwith a newline"}, live[1])
+	assert.Equal(t, WorkerLease{ID: w, LeftMsec: live[1].LeftMsec, PID: 42, StartedMs: 1700000000000, Host: "host\nwith a newline",
+		Slots: []QueueSlots{{Queue: "a,1:b", Slots: 8}, {Queue: "", Slots: 3}}}, live[1])
 	e.expect(seeded)
 }
 
@@ -180,4 +182,29 @@ func TestJoinAfterTheRegistryLease(t *testing.T) {
 	_, err := e.s.JoinQueue(e.ctx, "q", w)
 	require.ErrorIs(t, err, ErrLeaseGone)
 	e.expect(seeded)
+}
+
+// worker_slots.lua: a live worker's slots record is written whole, and
+// removed when empty; nothing is written for a worker whose lease is gone.
+func TestWorkerSlotsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "worker_slots.lua")
+	w, other, gone := e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	workers := zset{w: float64(now + 60_000), other: float64(now + 60_000), gone: float64(now - 1)}
+	e.seed(keyState{"workers": workers, "wslots": hash{other: "1,1:x"}})
+
+	qs := []QueueSlots{{Queue: "emails", Slots: 10}, {Queue: "q:{x}\n,9:", Slots: 4}}
+	require.NoError(t, e.s.SetWorkerSlots(e.ctx, w, qs))
+	e.expect(keyState{"workers": workers, "wslots": hash{other: "1,1:x", w: "10,6:emails4,9:q:{x}\n,9:"}})
+	assert.Equal(t, qs, decodeWorkerSlots(encodeWorkerSlots(qs)), "read back whole, whatever the names hold")
+
+	require.NoError(t, e.s.SetWorkerSlots(e.ctx, w, qs[1:]))
+	e.expect(keyState{"workers": workers, "wslots": hash{other: "1,1:x", w: "4,9:q:{x}\n,9:"}})
+	require.NoError(t, e.s.SetWorkerSlots(e.ctx, w, nil))
+	e.expect(keyState{"workers": workers, "wslots": hash{other: "1,1:x"}})
+
+	require.ErrorIs(t, e.s.SetWorkerSlots(e.ctx, gone, qs), ErrLeaseGone)
+	require.ErrorIs(t, e.s.SetWorkerSlots(e.ctx, e.worker(), qs), ErrLeaseGone, "never registered")
+	e.expect(keyState{"workers": workers, "wslots": hash{other: "1,1:x"}})
 }
