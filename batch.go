@@ -202,6 +202,22 @@ type member struct {
 	ctx  context.Context
 	done chan struct{}
 	err  error
+	// shutdown is set with err when Shutdown's grace period ended the
+	// batch: the runtime is ending every handler's context, this one's
+	// too, and its outcome is settled as that context says once it has.
+	shutdown bool
+}
+
+// outcome is the member's outcome once its batch has run: after the
+// batch was cut by Shutdown, only once the member's own context has
+// ended too (a moment later), so that the runtime settles it as a
+// handler interrupted by Shutdown (back to the front of its queue), not
+// as a failure to retry.
+func (m *member) outcome() error {
+	if m.shutdown {
+		<-m.ctx.Done()
+	}
+	return m.err
 }
 
 func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*batcher, error) {
@@ -266,7 +282,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 	}
 	select {
 	case <-m.done:
-		return m.err
+		return m.outcome()
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -281,7 +297,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 	}
 	b.mu.Unlock()
 	<-m.done // the batch holds the process: its outcome is the batch's
-	return m.err
+	return m.outcome()
 }
 
 // startOpen runs bt, the batch filling when its MaxWait timer was armed,
@@ -357,6 +373,7 @@ func (b *batcher) run(members []*member) {
 	var per BatchErrors
 	perTask := errors.As(err, &per)
 	timedOut := errors.Is(context.Cause(ctx), ErrTaskTimeout)
+	shutdown := errors.Is(context.Cause(ctx), ErrShutdown)
 	for _, m := range live {
 		e := err
 		if perTask {
@@ -366,7 +383,7 @@ func (b *batcher) run(members []*member) {
 			// As runJob marks a handler that gave up on its time.
 			e = WithReason(reasonOf(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
 		}
-		m.err = e
+		m.err, m.shutdown = e, shutdown
 		close(m.done)
 	}
 }
