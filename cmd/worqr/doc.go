@@ -8,7 +8,7 @@
 //	worqr [global flags] <command> [arguments] [flags]
 //
 //	worqr queues                                every queue: waiting, delayed, in flight, dead
-//	worqr workers                               live workers: lease left, in flight, queues
+//	worqr workers                               live workers: lease left, in flight, queues, handler slots
 //	worqr processes <queue>                     a queue's in-flight processes
 //	worqr peek <queue>                          the task dequeued next
 //	worqr range <queue> [start] [stop]          waiting tasks by position (0 is next out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,12 @@ func inspectCommands() []*command {
 Lists every queue the registry knows, by name, with its tasks waiting,
 delayed, in flight (processes held by workers) and dead (dead letters),
 whether it is paused and its concurrency limit (one round trip a queue).`},
-		{name: "workers", group: "Inspect", summary: "live workers: lease left, in flight, queues", run: cmdWorkers, help: `
+		{name: "workers", group: "Inspect", summary: "live workers: lease left, in flight, queues, handler slots", run: cmdWorkers, help: `
 Lists the workers whose lease is live, with the time their lease has left
-by the Redis clock, how many processes each holds, and the queues it
-serves. Counting processes reads every queue's processes.`},
+by the Redis clock, how many processes each holds, the queues it serves,
+and the handler slots it has in each queue it handles (queue:slots, "-"
+for a worker that handles none). Counting processes reads every queue's
+processes.`},
 		{name: "processes", synopsis: "<queue>", group: "Inspect", summary: "a queue's in-flight processes", run: cmdProcesses, help: `
 Lists a queue's in-flight processes in dequeue order: process id, task id,
 attempt, the worker that holds it, its state (active, or cancelled or
@@ -130,6 +133,9 @@ type workerRow struct {
 	LeaseLeftMs int64    `json:"leaseLeftMs"`
 	InFlight    int      `json:"inFlight"`
 	Queues      []string `json:"queues"`
+	// Slots are the handler slots the worker has in each queue it
+	// handles (Handle, HandleQueues), as it recorded them.
+	Slots map[string]int `json:"slots,omitempty"`
 }
 
 func cmdWorkers(e *env, args []string) error {
@@ -149,6 +155,12 @@ func cmdWorkers(e *env, args []string) error {
 	g.SetLimit(parallel)
 	for i, w := range live {
 		rows[i] = workerRow{ID: w.ID, LeaseLeftMs: w.LeaseLeftMillis}
+		for _, qs := range w.Slots {
+			if rows[i].Slots == nil {
+				rows[i].Slots = make(map[string]int, len(w.Slots))
+			}
+			rows[i].Slots[qs.Queue] = qs.Slots
+		}
 		g.Go(func() error {
 			qs, err := c.WorkerQueues(ctx, w.ID)
 			slices.Sort(qs)
@@ -184,13 +196,21 @@ func cmdWorkers(e *env, args []string) error {
 		e.note("no live workers (prefix %q)", e.g.prefix)
 		return nil
 	}
-	t := e.table("WORKER", "LEASE-LEFT", "IN-FLIGHT", "QUEUES")
+	t := e.table("WORKER", "LEASE-LEFT", "IN-FLIGHT", "QUEUES", "SLOTS")
 	for _, r := range rows {
 		names := make([]string, len(r.Queues))
 		for i, q := range r.Queues {
 			names[i] = escape(q)
 		}
-		t.row(r.ID, span(time.Duration(r.LeaseLeftMs)*time.Millisecond), itoa(r.InFlight), strings.Join(names, ","))
+		slots := "-"
+		if len(r.Slots) > 0 {
+			each := make([]string, 0, len(r.Slots))
+			for _, q := range slices.Sorted(maps.Keys(r.Slots)) {
+				each = append(each, escape(q)+":"+itoa(r.Slots[q]))
+			}
+			slots = strings.Join(each, ",")
+		}
+		t.row(r.ID, span(time.Duration(r.LeaseLeftMs)*time.Millisecond), itoa(r.InFlight), strings.Join(names, ","), slots)
 	}
 	return t.flush()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,17 +100,19 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, []string{"reports"}, holder.Queues)
 		assert.Equal(t, 0, handler.InFlight)
 		assert.Equal(t, []string{"imports"}, handler.Queues)
+		assert.Nil(t, holder.Slots, "a worker that only dequeues has no handler slots")
+		assert.Equal(t, map[string]int{"imports": worqr.DefaultConcurrency}, handler.Slots)
 		for _, w := range ws {
 			assert.Greater(t, w.LeaseLeftMs, int64(0))
 			assert.LessOrEqual(t, w.LeaseLeftMs, int64(3000))
 		}
 
 		out := b.ok("workers").stdout
-		assert.Equal(t, []string{"WORKER", "LEASE-LEFT", "IN-FLIGHT", "QUEUES"}, rows(out)[0])
+		assert.Equal(t, []string{"WORKER", "LEASE-LEFT", "IN-FLIGHT", "QUEUES", "SLOTS"}, rows(out)[0])
 		r := row(t, out, s.holder.ID())
-		assert.Equal(t, []string{"2", "reports"}, r[2:])
+		assert.Equal(t, []string{"2", "reports", "-"}, r[2:])
 		assert.Regexp(t, `^[0-9.]+m?s$`, r[1])
-		assert.Equal(t, []string{"0", "imports"}, row(t, out, s.handler.ID())[2:])
+		assert.Equal(t, []string{"0", "imports", "imports:" + strconv.Itoa(worqr.DefaultConcurrency)}, row(t, out, s.handler.ID())[2:])
 	})
 
 	t.Run("processes", func(t *testing.T) {
