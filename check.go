@@ -230,7 +230,8 @@ type CheckRepairs struct {
 	RecountedGroups int64
 	// DeletedWorkflows had their leftover keys deleted.
 	DeletedWorkflows []string
-	// ExpiringWorkflows had their keys that did not expire set to.
+	// ExpiringWorkflows had their keys that did not expire set to expire
+	// with the workflow's flow hash (or its keep, counted from its end).
 	ExpiringWorkflows []string
 	// EnqueuedSteps were enqueued to their queues and marked queued.
 	EnqueuedSteps []WorkflowStep
