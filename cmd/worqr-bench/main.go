@@ -9,10 +9,12 @@
 //	go run ./cmd/worqr-bench -redis 127.0.0.1:6391                 # every scenario, 3 runs
 //	go run ./cmd/worqr-bench -redis 127.0.0.1:6391 -scenario enqueue,latency -runs 5
 //	go run ./cmd/worqr-bench -redis 10.0.0.1:7000,10.0.0.2:7000 -queues 3  # a Redis Cluster
+//	go run ./cmd/worqr-bench -redis 127.0.0.1:7101 -single 127.0.0.1:6391 -scenario shards -queues 30
 //	go run ./cmd/worqr-bench -short                               # smoke run on an embedded miniredis
 //
-// Scenarios: enqueue, process, latency, recovery, memory, fanout, delay,
-// burst, retry, idle, limits, priorities, rate, multiqueue, batch, stats (see
+// Scenarios: enqueue, bulk, process, latency, recovery, memory, fanout,
+// delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch,
+// stats, shards, groups, workflow (see
 // BENCHMARKS.md for what each does and its target). Each
 // prints one JSON line on standard output and a human summary on standard
 // error. Targets are reported, never enforced: the exit status says only
@@ -72,6 +74,9 @@ type config struct {
 	fleetKeepAlive time.Duration
 	// recoveryTTLs, if set, are the TTLs the recovery scenario measures.
 	recoveryTTLs []time.Duration
+	// single are the addresses of the single Redis the shards scenario
+	// compares a Cluster with.
+	single []string
 }
 
 // bench is what every scenario runs against.
@@ -85,6 +90,9 @@ type bench struct {
 	// slot space, so that on a Cluster they land on different shards.
 	queues []string
 	log    *slog.Logger
+	// single, if set (-single), is a bench on a single Redis that the
+	// shards scenario runs its workload on too, as its baseline.
+	single *bench
 }
 
 // scenario is one group of measurements.
@@ -125,6 +133,7 @@ func scenarios() []scenario {
 		{"rate", runRate, []target{atMost("max_starts_in_window", 100), atMost("early", 0)}},
 		{"stats", runStats, []target{atLeast("ratio", 0.95)}},
 		{"workflow", runWorkflow, []target{atMost("per_task_ratio", 1.5)}},
+		{"shards", runShards, nil},
 		{"groups", runGroups, []target{
 			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
 			atMost("fair_flood_starts_before_last_small", 2000),
@@ -151,7 +160,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, stats, groups, workflow, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, stats, shards, groups, workflow, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")
@@ -165,6 +174,7 @@ func main() {
 	fleetKeepAlive := flag.Duration("fleet-keepalive", 0, "idle scenario, with -fleet-apart or -fleet-clients: the clients' rueidis Dialer.KeepAlive, how long a connection stays quiet before rueidis PINGs it, with ConnWriteTimeout kept at its default 10s (metrics w<N>_..._ka<interval>_); 0 is rueidis's default (1s), or the renew interval with -fleet-one-conn")
 	recoveryTTL := flag.String("recovery-ttl", "", "recovery scenario: comma-separated worker TTLs, each renewed every third of it (metrics ttl<N>s_...); empty is 3s,1s")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
+	single := flag.String("single", "", "shards scenario: the address of a single Redis to run the same workload on, alternated with -redis (a Cluster), as its baseline")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
@@ -175,6 +185,9 @@ func main() {
 	}
 	if *redisFlag != "" {
 		cfg.addrs = strings.Split(*redisFlag, ",")
+	}
+	if *single != "" {
+		cfg.single = strings.Split(*single, ",")
 	}
 	for _, f := range strings.Split(*recoveryTTL, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -268,6 +281,15 @@ func run(cfg config, all []scenario) error {
 	defer rdb.Close()
 	b.rdb = rdb
 	b.cfg.addrs = addrs
+	if len(cfg.single) > 0 {
+		single, err := connect(cfg.single, false, cfg.resp2)
+		if err != nil {
+			return fmt.Errorf("-single: %w", err)
+		}
+		defer single.Close()
+		b.single = &bench{cfg: b.cfg, rdb: single, queues: b.queues, log: b.log}
+		b.single.cfg.addrs = cfg.single
+	}
 	ctx := context.Background()
 	describe(ctx, b)
 
