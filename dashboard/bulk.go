@@ -165,7 +165,9 @@ func (h *handler) bulk(w http.ResponseWriter, r *http.Request, queue string, f b
 func (h *handler) eachDead(ctx context.Context, queue string, f bulkForm) (int64, error) {
 	ids := f.IDs
 	if f.spec.which != "selected" {
-		dls, err := h.c.DeadLetters(ctx, queue, 0, deadScan, worqr.PayloadPrefix(0))
+		dls, err := whole(func(from, n int) ([]worqr.DeadLetter, error) {
+			return h.c.DeadLetters(ctx, queue, from, n, worqr.PayloadPrefix(0))
+		}, deadSize)(0, deadScan)
 		if err != nil {
 			return 0, err
 		}
