@@ -560,7 +560,7 @@ func TestBrowserBulk(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Navigate(e.url("/queue/failing")),
-		chromedp.SetValue(css(`select[name="err"]`), "card declined", chromedp.NodeVisible),
+		chromedp.SetValue(css(`select[name="errx"]`), qx("card declined"), chromedp.NodeVisible),
 		chromedp.Click(css(`button[value="dead-requeue-error"]`), chromedp.NodeVisible),
 		chromedp.WaitVisible(css(`.notice`)),
 		notice("2 dead letters requeued."),
@@ -904,4 +904,46 @@ func TestBrowserWorkflow(t *testing.T) {
 	info, err := e.c.Workflow(ctx, "nightly-2026-11-27")
 	require.NoError(t, err)
 	assert.Equal(t, worqr.WorkflowCancelled, info.State)
+}
+
+// TestBrowserBulkByErrorOfAnyText: the dead letters whose error is
+// chosen from the list are requeued whatever the error's text: several
+// lines (a browser sends a form value's line breaks as CRLF), or bytes
+// that are not UTF-8 (which a page cannot carry as they are).
+func TestBrowserBulkByErrorOfAnyText(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, "failing", worqr.Events{}))
+	errs := []string{"panic: boom\n\ngoroutine 1 [running]:\nmain.main()", "bad byte \xff\x00 here", "tab\tand\r\nCRLF"}
+	for _, msg := range errs {
+		bury(t, e, w, "failing", "", msg)
+		bury(t, e, w, "failing", "", msg)
+	}
+	bctx := browser(t, bin)
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(e.url("/queue/failing"))))
+	for i := range errs {
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Navigate(e.url("/queue/failing")),
+			chromedp.WaitVisible(chromedp.CSS(`select[name="errx"]`)),
+		))
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelector('select[name="errx"]').options.length`))
+		require.NoError(t, err)
+		require.Equal(t, len(errs)-i, n, "the errors left to choose from")
+		_, err = chromedp.Run(bctx, chromedp.Evaluate[int](`window.confirm = () => true; document.querySelector('select[name="errx"]').selectedIndex = 0; 0`))
+		require.NoError(t, err)
+		require.NoError(t, chromedp.Do(bctx,
+			chromedp.Click(chromedp.CSS(`button[value="dead-requeue-error"]`), chromedp.NodeVisible),
+			chromedp.WaitVisible(chromedp.CSS(`.notice`)),
+		))
+		notice, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`.notice`)))
+		require.NoError(t, err)
+		assert.Equal(t, "2 dead letters requeued.", notice, fmt.Sprintf("choice %d", i))
+	}
+	n, err := e.c.DeadLetterCount(ctx, "failing")
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n)
 }

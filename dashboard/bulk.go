@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -62,6 +63,17 @@ func readBulk(r *http.Request) (f bulkForm, msg string) {
 	}
 	f.spec = spec
 	f.IDs, f.Kind, f.Err = r.PostForm["ids"], r.PostFormValue("kind"), r.PostFormValue("err")
+	// The queue page's forms send the error's bytes in hex, as a name's:
+	// a browser sends a value's line breaks as CRLF, and a page cannot
+	// carry bytes that are not UTF-8, so that the text itself of an error
+	// of several lines (a panic's stack) or of any bytes would match none.
+	if x := r.PostFormValue("errx"); x != "" {
+		b, err := hex.DecodeString(x)
+		if err != nil {
+			return f, "the error's text (errx) is not in hex"
+		}
+		f.Err = string(b)
+	}
 	switch spec.which {
 	case "selected":
 		if len(f.IDs) == 0 {
@@ -153,7 +165,9 @@ func (h *handler) bulk(w http.ResponseWriter, r *http.Request, queue string, f b
 func (h *handler) eachDead(ctx context.Context, queue string, f bulkForm) (int64, error) {
 	ids := f.IDs
 	if f.spec.which != "selected" {
-		dls, err := h.c.DeadLetters(ctx, queue, 0, deadScan, worqr.PayloadPrefix(0))
+		dls, err := whole(func(from, n int) ([]worqr.DeadLetter, error) {
+			return h.c.DeadLetters(ctx, queue, from, n, worqr.PayloadPrefix(0))
+		}, deadSize)(0, deadScan)
 		if err != nil {
 			return 0, err
 		}

@@ -108,7 +108,7 @@ func TestBulkActions(t *testing.T) {
 		return ids
 	}
 	_, body = e.get("/queue/d")
-	assert.Contains(t, body, `<option value="timeout &lt;x&gt;">timeout &lt;x&gt;</option>`, "the errors to choose from, escaped")
+	assert.Contains(t, body, `<option value="`+qx("timeout <x>")+`">timeout &lt;x&gt;</option>`, "the errors to choose from, in hex, labelled escaped")
 	assert.Contains(t, body, `form="bulk-dead"`)
 
 	f = bulkPost(tok, "d", "dead-delete-error", "err", "timeout <x>")
@@ -132,6 +132,53 @@ func TestBulkActions(t *testing.T) {
 	assert.Contains(t, loc, "n=2")
 	assert.Empty(t, dead())
 	_ = a1
+}
+
+// A dead letter's error is chosen from the queue page's list by its
+// bytes in hex (errx), as queue names are: a browser sends a value's line
+// breaks as CRLF, and a page carries no byte that is not UTF-8, so that
+// an error of several lines (a panic's stack) or of any bytes sent as
+// text would match nothing. The confirmation passes it on the same way.
+func TestBulkByErrorOfAnyText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "d", worqr.Events{}))
+	errs := []string{"panic: boom\n\ngoroutine 1 [running]:\nmain.main()", "bad byte \xff\x00 <here>"}
+	for _, msg := range errs {
+		bury(t, e, w, "d", "", msg)
+		bury(t, e, w, "d", "", msg)
+	}
+	keep := bury(t, e, w, "d", "", "panic: boom\r\n\r\ngoroutine 1 [running]:\r\nmain.main()")
+	tok := e.csrf()
+	_, body := e.get("/queue/d")
+	for _, msg := range errs {
+		require.Contains(t, body, `<option value="`+qx(msg)+`">`, "%q offered by its bytes", msg)
+
+		f := bulkPost(tok, "d", "dead-requeue-error", "errx", qx(msg))
+		f.Set("confirmed", "")
+		res := e.raw("/action", f, "Cookie", csrfCookie+"="+e.jarCookie(csrfCookie))
+		require.Equal(t, http.StatusOK, res.code, res.body)
+		require.Contains(t, res.body, `<input type="hidden" name="errx" value="`+qx(msg)+`">`, "the confirmation passes it on")
+
+		_, loc := e.post("/action", bulkPost(tok, "d", "dead-requeue-error", "errx", qx(msg)))
+		assert.Contains(t, loc, "done=bulkRequeued&n=2", "%q", msg)
+	}
+	ds, err := e.c.DeadLetters(ctx, "d", 0, 100)
+	require.NoError(t, err)
+	require.Len(t, ds, 1, "the error with CRLF is another error")
+	assert.Equal(t, keep, ds[0].ID)
+
+	for _, bad := range []string{"zz", "abc", strings.Repeat("65", maxErrorLen+1)} {
+		code, _ := e.post("/action", bulkPost(tok, "d", "dead-delete-error", "errx", bad))
+		assert.Equal(t, http.StatusBadRequest, code, "errx %.20q", bad)
+	}
+	ds, err = e.c.DeadLetters(ctx, "d", 0, 100)
+	require.NoError(t, err)
+	assert.Len(t, ds, 1, "nothing deleted")
 }
 
 // Bulk actions refused: no CSRF token, another origin, a foreign Host, a

@@ -9,19 +9,24 @@
 // live stream.
 //
 // Wrong credentials are rate-limited per client address (5 at once, then
-// one every 12 s) and in all (60 at once, then one a second); past the
-// global limit only clients that failed in the last hour are refused, so
-// that guesses from many addresses slow the guessers but never lock out
-// a client that has not failed, such as the owner.
+// one every 12 s; those sent to a name that is not a loopback one apart,
+// so that a page rebound to 127.0.0.1 cannot lock out its owner) and in
+// all (60 at once, then one a second); past the global limit only
+// clients that failed in the last hour are refused, so that guesses from
+// many addresses slow the guessers but never lock out a client that has
+// not failed, such as the owner.
 //
 // Its pages read Redis only for requests from its own pages or from none
 // (an address typed in, a script), by Sec-Fetch-Site or Origin: an image
 // on another site's page gets 403, a link followed from one a page that
 // links to the same address. Looking a task up by id scans its queue in
-// one script (see worqr.Client.FindTask), as does cancelling by id, and a
-// workflow's page reads all its steps: these lookups share one budget
-// across all clients, a tenth of the time measured as their calls'
-// durations, one at a time, and past it get 429 with Retry-After.
+// one script (see worqr.Client.FindTask), as does cancelling by id, a
+// workflow's page reads all its steps, and a page filtered by kind and a
+// search of payloads read thousands of tasks: these lookups share one
+// budget across all clients, a tenth of the time measured as their calls'
+// durations, one at a time, and past it get 429 with Retry-After. Lists
+// of tasks are read in calls of about a megabyte of payloads each, which
+// Redis reads whole.
 //
 // Mount it under any path with http.StripPrefix:
 //

@@ -22,23 +22,28 @@ const filterChunk = 200
 
 // filtered reads a page of the tasks keep accepts, from position from,
 // filterChunk at a time through read (the tasks at positions from to from
-// + n - 1), filterScan of them at most: it returns them and the position
+// + n - 1, each of size bytes: see sized), filterScan of them and
+// filterBytes of their payloads at most: it returns them and the position
 // the next page starts at, 0 if none.
-func filtered[T any](from int, read func(from, n int) ([]T, error), keep func(T) bool) ([]T, int, error) {
+func filtered[T any](from int, read func(from, n int) ([]T, error), keep func(T) bool, size func(T) int) ([]T, int, error) {
 	var out []T
-	at := from
+	at, bytes := from, 0
 	for at-from < filterScan {
-		ts, err := read(at, filterChunk)
+		ts, cut, err := sized(read, size, filterBytes-bytes)(at, filterChunk)
 		if err != nil {
 			return nil, 0, err
 		}
 		for i, t := range ts {
+			bytes += size(t) + entryOverhead
 			if keep(t) {
 				out = append(out, t)
 				if len(out) == pageSize {
 					return out, at + i + 1, nil
 				}
 			}
+		}
+		if cut {
+			return out, at + len(ts), nil
 		}
 		if len(ts) < filterChunk {
 			return out, 0, nil
@@ -73,16 +78,24 @@ func (h *handler) kindCounts(ctx context.Context, queue string, procs []worqr.Pr
 		}
 		return k
 	}
+	// Each list read to kindBytes at most (see sized): cutW, cutL and
+	// cutD say one was cut short.
 	none := worqr.PayloadPrefix(0)
-	waiting, err := h.c.Tasks(ctx, queue, 0, filterScan-1, none)
+	waiting, cutW, err := sized(func(from, n int) ([]worqr.TaskInfo, error) {
+		return h.c.Tasks(ctx, queue, int64(from), int64(from+n-1), none)
+	}, taskSize, kindBytes)(0, filterScan)
 	if err != nil {
 		return nil, false, err
 	}
-	delayed, err := h.c.Delayed(ctx, queue, 0, filterScan-1, none)
+	delayed, cutL, err := sized(func(from, n int) ([]worqr.TaskInfo, error) {
+		return h.c.Delayed(ctx, queue, int64(from), int64(from+n-1), none)
+	}, taskSize, kindBytes)(0, filterScan)
 	if err != nil {
 		return nil, false, err
 	}
-	dead, err := h.c.DeadLetters(ctx, queue, 0, filterScan, none)
+	dead, cutD, err := sized(func(from, n int) ([]worqr.DeadLetter, error) {
+		return h.c.DeadLetters(ctx, queue, from, n, none)
+	}, deadSize, kindBytes)(0, filterScan)
 	if err != nil {
 		return nil, false, err
 	}
@@ -105,7 +118,7 @@ func (h *handler) kindCounts(ctx context.Context, queue string, procs []worqr.Pr
 	slices.SortFunc(out, func(a, b kindCount) int {
 		return cmp.Or(cmp.Compare(b.Total(), a.Total()), cmp.Compare(a.Kind, b.Kind))
 	})
-	more := len(waiting) == filterScan || len(delayed) == filterScan || len(dead) == filterScan
+	more := len(waiting) == filterScan || len(delayed) == filterScan || len(dead) == filterScan || cutW || cutL || cutD
 	return out, more, nil
 }
 
@@ -114,13 +127,14 @@ func (h *handler) kindCounts(ctx context.Context, queue string, procs []worqr.Pr
 const noKind = "(none)"
 
 // pageOf reads a page of a list from position from: through filtered when
-// only some tasks are to be shown, else the pageSize tasks from there. It
-// returns them and where the next page starts, 0 if none.
-func pageOf[T any](from int, filter bool, read func(from, n int) ([]T, error), keep func(T) bool) ([]T, int, error) {
+// only some tasks are to be shown, else the pageSize tasks from there,
+// in calls of about callBytes (see sized). It returns them and where the
+// next page starts, 0 if none.
+func pageOf[T any](from int, filter bool, read func(from, n int) ([]T, error), keep func(T) bool, size func(T) int) ([]T, int, error) {
 	if filter {
-		return filtered(from, read, keep)
+		return filtered(from, read, keep, size)
 	}
-	ts, err := read(from, pageSize)
+	ts, err := whole(read, size)(from, pageSize)
 	if err != nil || len(ts) < pageSize {
 		return ts, 0, err
 	}

@@ -263,14 +263,42 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "no queue given (/queue/<name>, or q, the name in hex)")
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	d := queueData{Base: base(r), WaitingFrom: offsetParam(r, "wo"), DelayedFrom: offsetParam(r, "lo"), DeadFrom: offsetParam(r, "do"), FinishedFrom: offsetParam(r, "fo"), PageSize: pageSize}
 	d.Kind = r.URL.Query().Get("kind")
 	if len(d.Kind) > worqr.MaxKindLen {
 		h.fail(w, r, http.StatusBadRequest, "the kind is too long")
 		return
 	}
+	switch d.DelayedOnly = r.URL.Query().Get("only"); d.DelayedOnly {
+	case "retries", "scheduled":
+	default:
+		d.DelayedOnly = ""
+	}
+	var err error
+	if d.Filtered() || d.DelayedOnly != "" {
+		// A filtered page may read a thousand tasks of each list: a
+		// lookup, as a search is.
+		if !h.lookup(w, r, func(ctx context.Context) { err = h.readQueue(ctx, r, name, &d) }) {
+			return
+		}
+	} else {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		err = h.readQueue(ctx, r, name, &d)
+	}
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	d.WaitingKinds = kinds(d.Waiting)
+	d.DeadKinds, d.DeadErrors = deadChoices(d.Dead)
+	h.render(w, r, "queue", http.StatusOK, d)
+}
+
+// readQueue reads what a queue's page shows into d, whose positions,
+// kind and delayed filter are set. Each list is read in calls of about
+// callBytes (see sized).
+func (h *handler) readQueue(ctx context.Context, r *http.Request, name string, d *queueData) error {
 	ofKind := func(kind string) bool { return d.Kind == "" || kind == d.Kind || d.Kind == noKind && kind == "" }
 	var err error
 	read := func(f func() error) {
@@ -288,19 +316,14 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	dead := func(from, n int) ([]worqr.DeadLetter, error) { return h.c.DeadLetters(ctx, name, from, n, cut) }
 	read(func() (e error) {
-		d.Waiting, d.WaitingNext, e = pageOf(d.WaitingFrom, d.Filtered(), tasks, func(t worqr.TaskInfo) bool { return ofKind(t.Kind) })
+		d.Waiting, d.WaitingNext, e = pageOf(d.WaitingFrom, d.Filtered(), tasks, func(t worqr.TaskInfo) bool { return ofKind(t.Kind) }, taskSize)
 		return
 	})
 	read(func() (e error) {
-		switch d.DelayedOnly = r.URL.Query().Get("only"); d.DelayedOnly {
-		case "retries", "scheduled":
-		default:
-			d.DelayedOnly = ""
-		}
 		retries := d.DelayedOnly == "retries"
 		d.Delayed, d.DelayedNext, e = pageOf(d.DelayedFrom, d.Filtered() || d.DelayedOnly != "", delayed, func(t worqr.TaskInfo) bool {
 			return ofKind(t.Kind) && (d.DelayedOnly == "" || (t.Attempts > 0) == retries)
-		})
+		}, taskSize)
 		return
 	})
 	var procs []worqr.ProcessInfo // all of them, for the kinds' counts
@@ -314,7 +337,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	})
 	read(func() (e error) {
-		d.Dead, d.DeadNext, e = pageOf(d.DeadFrom, d.Filtered(), dead, func(t worqr.DeadLetter) bool { return ofKind(t.Kind) })
+		d.Dead, d.DeadNext, e = pageOf(d.DeadFrom, d.Filtered(), dead, func(t worqr.DeadLetter) bool { return ofKind(t.Kind) }, deadSize)
 		return
 	})
 	read(func() (e error) { d.Kinds, d.KindsMore, e = h.kindCounts(ctx, name, procs); return })
@@ -334,13 +357,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		d.Stats = newStatsView(s, res, n)
 		return e
 	})
-	if err != nil {
-		h.fail(w, r, http.StatusBadGateway, err.Error())
-		return
-	}
-	d.WaitingKinds = kinds(d.Waiting)
-	d.DeadKinds, d.DeadErrors = deadChoices(d.Dead)
-	h.render(w, r, "queue", http.StatusOK, d)
+	return err
 }
 
 // maxRunningShown bounds the tasks in flight the workers page lists for
@@ -656,6 +673,9 @@ const (
 	searchPrefix = 1024
 	searchChunk  = 500
 	maxNeedle    = 256
+	// searchBytes bounds the bytes of the payloads a search reads in all
+	// (the scripts read each whole: see sized).
+	searchBytes = 64 << 20
 )
 
 // foundTask is a task whose payload holds the text searched for.
@@ -667,10 +687,10 @@ type foundTask struct {
 type foundData struct {
 	Queue, Text string
 	Found       []foundTask
-	// Full is set when the search stopped at pageSize matches; Scanned
-	// says how many tasks it read.
-	Full    bool
-	Scanned int
+	// Full is set when the search stopped at pageSize matches, Cut when
+	// it stopped at searchBytes; Scanned says how many tasks it read.
+	Full, Cut bool
+	Scanned   int
 }
 
 func (d foundData) title() string     { return "search " + display(d.Queue) }
@@ -696,16 +716,16 @@ func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
 	cut := worqr.PayloadPrefix(searchPrefix)
 	lists := []struct {
 		where string
-		read  func(from int) ([]worqr.TaskInfo, error)
+		read  func(from, n int) ([]worqr.TaskInfo, error)
 	}{
-		{"waiting", func(from int) ([]worqr.TaskInfo, error) {
-			return h.c.Tasks(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		{"waiting", func(from, n int) ([]worqr.TaskInfo, error) {
+			return h.c.Tasks(ctx, d.Queue, int64(from), int64(from+n-1), cut)
 		}},
-		{"delayed", func(from int) ([]worqr.TaskInfo, error) {
-			return h.c.Delayed(ctx, d.Queue, int64(from), int64(from+searchChunk-1), cut)
+		{"delayed", func(from, n int) ([]worqr.TaskInfo, error) {
+			return h.c.Delayed(ctx, d.Queue, int64(from), int64(from+n-1), cut)
 		}},
-		{"dead", func(from int) ([]worqr.TaskInfo, error) {
-			ds, err := h.c.DeadLetters(ctx, d.Queue, from, searchChunk, cut)
+		{"dead", func(from, n int) ([]worqr.TaskInfo, error) {
+			ds, err := h.c.DeadLetters(ctx, d.Queue, from, n, cut)
 			ts := make([]worqr.TaskInfo, len(ds))
 			for i, dl := range ds {
 				ts[i] = dl.TaskInfo
@@ -713,14 +733,16 @@ func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
 			return ts, err
 		}},
 	}
+	read := 0 // payload bytes, for searchBytes
 	for _, l := range lists {
 		for from := 0; from < searchScan; from += searchChunk {
-			ts, err := l.read(from)
+			ts, stop, err := sized(l.read, taskSize, searchBytes-read)(from, searchChunk)
 			if err != nil {
 				return err
 			}
 			d.Scanned += len(ts)
 			for _, t := range ts {
+				read += t.Size + entryOverhead
 				if bytes.Contains(t.Payload, needle) {
 					d.Found = append(d.Found, foundTask{Where: l.where, TaskInfo: t})
 					if len(d.Found) == pageSize {
@@ -728,6 +750,10 @@ func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
 						return nil
 					}
 				}
+			}
+			if stop {
+				d.Cut = true
+				return nil
 			}
 			if len(ts) < searchChunk {
 				break

@@ -59,13 +59,17 @@ func (h *handler) hostAllowed(hostport string) bool {
 		return true
 	}
 	host := normalHost(hostport)
+	return loopbackName(host) || host != "" && slices.Contains(h.hosts, host)
+}
+
+// loopbackName says whether host (see normalHost) is localhost or a
+// loopback address: a name no other site can rebind.
+func loopbackName(host string) bool {
 	if host == "localhost" {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return host != "" && slices.Contains(h.hosts, host)
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // normalHost is the host of a Host header (or an AllowedHosts entry):
@@ -341,8 +345,23 @@ func (l *limiter) sweep(now time.Time) {
 }
 
 // clientOf is whom a request's failures count against: its address, or
-// for IPv6 its /64, which one host can usually pick addresses from.
+// for IPv6 its /64, which one host can usually pick addresses from; the
+// requests from there sent to a name other than a loopback one apart
+// from the others. A browser sends the requests of a page rebound to
+// this machine (see hostAllowed) from its own address, which for a
+// dashboard on loopback is the owner's: counted together, any site the
+// owner visits could keep the owner from signing in. Every such name
+// shares one count, so that a guesser gains nothing from more names.
 func clientOf(r *http.Request) string {
+	who := clientAddr(r)
+	if !loopbackName(normalHost(r.Host)) {
+		who += " named"
+	}
+	return who
+}
+
+// clientAddr is a request's address, or for IPv6 its /64.
+func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr

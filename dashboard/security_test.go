@@ -393,11 +393,13 @@ func TestLimiterGlobalCap(t *testing.T) {
 	_, wait = l.try("203.0.113.2", later, func() bool { return true })
 	assert.Positive(t, wait, "past the global cap with a full table of recent failures, a new client counts as failed")
 
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r := httptest.NewRequest(http.MethodGet, "http://localhost/", nil)
 	r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:5555"
 	assert.Equal(t, "2001:db8:1:2::/64", clientOf(r))
 	r.RemoteAddr = "192.0.2.7:5555"
 	assert.Equal(t, "192.0.2.7", clientOf(r))
+	r.Host = "ops.example:8080"
+	assert.Equal(t, "192.0.2.7 named", clientOf(r))
 }
 
 // Failures from many addresses do not lock out a client that has not
@@ -523,4 +525,36 @@ func TestTLSCookiesHostPrefixed(t *testing.T) {
 	require.Len(t, cs, 1)
 	assert.Equal(t, "__Host-"+csrfCookie, cs[0].Name)
 	assert.True(t, cs[0].Secure)
+}
+
+// A page of another site whose name is rebound to this machine (DNS
+// rebinding) is served when a token is set and AllowedHosts is not, and
+// its guesses come from the browser's own address, loopback, as the
+// owner's do: they must not lock the owner out. Requests sent to a
+// loopback name (which no site can rebind) are counted apart from those
+// sent to any other name.
+func TestRebindingCannotLockOutTheOwner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{Token: testToken})
+	port := e.srv.Listener.Addr().String()
+	port = port[strings.LastIndex(port, ":"):]
+	evil := "rebind.attacker.example" + port
+	rebound := []string{"Host", evil, "Origin", "http://" + evil, "Sec-Fetch-Site", "same-origin"}
+	for i := range clientBurst + 3 {
+		res := e.raw("/login", url.Values{"token": {"guess-" + strconv.Itoa(i)}}, rebound...)
+		if i < clientBurst {
+			require.Equal(t, http.StatusUnauthorized, res.code, "guess %d is checked", i)
+		} else {
+			require.Equal(t, http.StatusTooManyRequests, res.code, "guess %d waits", i)
+		}
+	}
+	assert.Equal(t, http.StatusTooManyRequests, e.raw("/", nil, append(rebound, "Authorization", "Bearer guess")...).code, "bearer guesses from the page wait too")
+	assert.Equal(t, http.StatusTooManyRequests, e.raw("/login", url.Values{"token": {testToken}}, "Host", "other.attacker.example"+port).code,
+		"every rebound name shares one count: a new name is no new client")
+
+	for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "[::1]" + port} {
+		res := e.raw("/login", url.Values{"token": {testToken}}, "Host", host, "Origin", "http://"+host)
+		assert.Equal(t, http.StatusSeeOther, res.code, "the owner signs in at %s", host)
+		assert.Equal(t, http.StatusOK, e.raw("/workers", nil, "Host", host, "Authorization", "Bearer "+testToken).code, "a script with the token at %s", host)
+	}
 }
