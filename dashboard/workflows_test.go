@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -214,6 +215,9 @@ func TestWorkflowPageBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})
 	e.frozen() // its reads are slow on miniredis: not this test's budget
+	// Nor its time: the page reads the whole workflow, which takes
+	// seconds on miniredis under -race.
+	e.http.Timeout = time.Minute
 	const n = 10_000
 	steps := []worqr.Step{{Name: "root", Queue: "fan"}}
 	var all []string
