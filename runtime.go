@@ -27,6 +27,10 @@ type runner struct {
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
+	// held are processes enqueues handed over while the member's dequeue
+	// was in flight and had asked for the last free slots: that dequeue's
+	// reply starts them or gives them back (see claimOrHold).
+	held []store.Event
 	// takes is set while the member takes work (between startLoop and
 	// stopTaking).
 	takes bool
@@ -40,10 +44,6 @@ type runner struct {
 	blocked bool
 	// abort ends the dequeue in flight for the member, if any.
 	abort context.CancelFunc
-	// held are processes enqueues handed over while the member's dequeue
-	// was in flight and had asked for the last free slots: that dequeue's
-	// reply starts them or gives them back (see claimOrHold).
-	held []store.Event
 	// stopped, if set, is called each time the member stops taking work
 	// (stopTaking: Shutdown, Close, StopWork), once no handler starts for
 	// it any more, holding no lock. HandleBatch's batcher starts its
