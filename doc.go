@@ -171,8 +171,11 @@
 // snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
 // batch.go (HandleBatch: a Handle whose handler calls gather into batches),
-// handoff.go (a task an enqueue hands straight to an idle member: the
-// slot it claims, its adoption or its give-back), settle.go (a process's
+// start.go (a process's start, whether a dequeue's reply or an
+// enqueue's hand-off brought its task: the slot a hand-off claims, or
+// holds for the dequeue in flight, the choice of the earlier task when
+// they race, adoption, give-back, the handler goroutines and runJob),
+// settle.go (a process's
 // end: the retry policy and its decision, the scripts that end a process
 // and their batched sends, and the settler writing a handler's outcome), process.go and
 // progress.go (a process and its progress reports), shutdown.go and

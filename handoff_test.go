@@ -197,64 +197,182 @@ func TestHandOffToAFullRuntimeGoesBackToTheFront(t *testing.T) {
 	assert.Equal(t, 1, attempts["x"], "a task given back unstarted is not counted as a start")
 }
 
-// A task handed to a runtime while its dequeue is on its way does not take
-// a slot that dequeue asked for: with one slot, the task goes back to the
-// front, and the dequeue takes it, not the task enqueued after it.
-func TestHandOffDuringADequeueTakesNoExtraSlot(t *testing.T) {
-	t.Parallel()
-	b, c, ctx := setup(t)
+// raceRuntime is a runtime of one slot on a hooked client, for the race
+// of a hand-off with the runtime's own dequeue: its handlers report their
+// task (started) and hold their slot until release is closed; handed gets
+// a value each time the dispatcher is done with an event of count 1 (a
+// hand-off's), and most is the most handlers that ran at once.
+type raceRuntime struct {
+	w        *Worker
+	hc       *Client
+	h        *hooked
+	started  chan string
+	attempts sync.Map // task -> attempt
+	handed   chan struct{}
+	release  chan struct{}
+	most     atomic.Int32
+}
+
+func newRaceRuntime(t *testing.T, b *backend, c *Client, ctx context.Context) *raceRuntime {
+	t.Helper()
 	hc, h := hookedClient(t, b)
-	started := make(chan string, 10)
-	release := make(chan struct{})
-	w := newWorker(t, hc, WorkerOptions{})
-	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
-		started <- string(p.Task())
+	rr := &raceRuntime{hc: hc, h: h, started: make(chan string, 10), handed: make(chan struct{}, 10), release: make(chan struct{})}
+	t.Cleanup(func() {
 		select {
-		case <-release:
+		case <-rr.release:
+		default:
+			close(rr.release)
+		}
+	})
+	var running atomic.Int32
+	rr.w = newWorker(t, hc, WorkerOptions{})
+	require.NoError(t, rr.w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := rr.most.Load(); n > m && !rr.most.CompareAndSwap(m, n); m = rr.most.Load() {
+		}
+		rr.attempts.Store(string(p.Task()), p.Attempt())
+		rr.started <- string(p.Task())
+		select {
+		case <-rr.release:
 		case <-hctx.Done():
 		}
 		return nil
-	}, HandleOptions{Concurrency: 1}))
+	}, HandleOptions{Concurrency: 1, Events: Events{Work: func(_ string, n int64) {
+		if n == 1 {
+			rr.handed <- struct{}{}
+		}
+	}}}))
 	settledParking(t, c, "q", 1)
+	return rr
+}
 
-	dequeueSHA := hc.store.Scripts().Dequeue.SHA1()
-	entered, allow, dequeued := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
+// holdDequeue holds the runtime's next dequeue: it signals entered and
+// waits for allowScript before its script runs, then signals ran and
+// waits for allowReply before the runtime has the reply.
+func (rr *raceRuntime) holdDequeue() (entered, ran chan struct{}, allowScript, allowReply chan struct{}) {
+	sha := rr.hc.store.Scripts().Dequeue.SHA1()
+	entered, ran = make(chan struct{}, 1), make(chan struct{}, 1)
+	allowScript, allowReply = make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
 	armed.Store(true)
-	h.set(func(h *hooked) {
+	rr.h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if scriptOf(cmd) != dequeueSHA || !armed.CompareAndSwap(true, false) {
+			if scriptOf(cmd) != sha || !armed.CompareAndSwap(true, false) {
 				return next()
 			}
 			entered <- struct{}{}
 			select {
-			case <-allow:
+			case <-allowScript:
 			case <-ctx.Done():
 			}
 			res := next()
-			dequeued <- struct{}{}
+			ran <- struct{}{}
+			select {
+			case <-allowReply:
+			case <-ctx.Done():
+			}
 			return res
 		}
 	})
-	// A work event (forged: the queue is empty) sends the runtime's
-	// dequeue, which waits on its way; the runtime is still parked.
-	require.NoError(t, c.store.Publish(ctx, "q", "w1"))
+	return entered, ran, allowScript, allowReply
+}
+
+// The race of a hand-off with the runtime's own dequeue, for the last
+// slot: the dequeue is on its way when an enqueue hands task x to the
+// (still parked) runtime; y is enqueued next and the dequeue takes it.
+// x was enqueued first and runs first: it waits for the dequeue's reply
+// (one round trip; it is not given back meanwhile), then takes the slot,
+// and y goes back to the front, unstarted, and runs next. No handler runs
+// beyond the slot.
+func TestHandOffDuringADequeueRunsBeforeTheTaskTheDequeueTook(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	rr := newRaceRuntime(t, b, c, ctx)
+	entered, ran, allowScript, allowReply := rr.holdDequeue()
+	givingBack, allowGive := make(chan struct{}, 10), make(chan struct{})
+	var gaveBack atomic.Int32
+	rr.hc.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpRequeue && queue == "q" {
+			gaveBack.Add(1)
+			givingBack <- struct{}{}
+			select {
+			case <-allowGive:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	// A work event (forged: the queue is empty; count 7, not a hand-off's)
+	// sends the runtime's dequeue, which waits on its way; the runtime is
+	// still parked.
+	require.NoError(t, c.store.Publish(ctx, "q", "w7"))
 	recv(t, entered, 5*time.Second, "the dequeue on its way")
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
-	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+w.ID()+","), "handed to the runtime")
-	eventually(t, 5*time.Second, "x given back", func() bool {
-		got := waiting(t, c, "q")
-		return len(got) == 1 && got[0] == "x"
-	})
+	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+rr.w.ID()+","), "handed to the runtime")
+	// The dispatcher is done with the hand-off, or (the race lost) it is
+	// giving x back while the dequeue waits.
+	select {
+	case <-rr.handed:
+	case <-givingBack:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hand-off not taken in")
+	}
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("y"))))
-	close(allow)
-	recv(t, dequeued, 5*time.Second, "the dequeue done")
-	assert.Equal(t, []string{"y"}, waiting(t, c, "q"), "the dequeue took x, and only x")
-	assert.Equal(t, "x", recv(t, started, 5*time.Second, "x started"))
-	close(release)
-	assert.Equal(t, "y", recv(t, started, 5*time.Second, "y started"))
+	close(allowScript)
+	recv(t, ran, 5*time.Second, "the dequeue's script ran")
+	assert.Empty(t, waiting(t, c, "q"), "the dequeue took y")
+	close(allowReply)
+	close(allowGive)
+	assert.Equal(t, "x", recv(t, rr.started, 5*time.Second, "a task started"), "the task enqueued first runs first")
+	eventually(t, 5*time.Second, "y back at the front", func() bool {
+		got := waiting(t, c, "q")
+		return len(got) == 1 && got[0] == "y"
+	})
+	close(rr.release)
+	assert.Equal(t, "y", recv(t, rr.started, 5*time.Second, "y started"))
 	settledQueue(t, c, "q")
+	assert.EqualValues(t, 1, rr.most.Load(), "one slot, one handler at a time")
+	assert.EqualValues(t, 1, gaveBack.Load(), "one give-back: y's")
+	for _, task := range []string{"x", "y"} {
+		a, _ := rr.attempts.Load(task)
+		assert.Equal(t, 1, a, "%s: a task given back unstarted is not counted as a start", task)
+	}
+}
+
+// A task handed to a runtime whose dequeue, on its way, asked for the last
+// slot waits for that dequeue's reply: when the dequeue found the queue
+// empty, the slot is free and the task starts there, with no give-back
+// and no second dequeue.
+func TestHandOffHeldForADequeueThatFoundNothingStarts(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	rr := newRaceRuntime(t, b, c, ctx)
+	entered, ran, allowScript, allowReply := rr.holdDequeue()
+	var gaveBack atomic.Int32
+	rr.hc.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpRequeue && queue == "q" {
+			gaveBack.Add(1)
+		}
+		return nil
+	})
+	require.NoError(t, c.store.Publish(ctx, "q", "w7"))
+	recv(t, entered, 5*time.Second, "the dequeue on its way")
+	close(allowScript)
+	recv(t, ran, 5*time.Second, "the dequeue found the queue empty (and parked the runtime)")
+	events := b.listen(c.store.Keys().Queue("q").Channel)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
+	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+rr.w.ID()+","), "handed to the runtime")
+	recv(t, rr.handed, 5*time.Second, "the dispatcher done with the hand-off")
+	close(allowReply)
+	assert.Equal(t, "x", recv(t, rr.started, 5*time.Second, "x started"))
+	close(rr.release)
+	settledQueue(t, c, "q")
+	assert.Zero(t, gaveBack.Load(), "x was not given back")
+	a, _ := rr.attempts.Load("x")
+	assert.Equal(t, 1, a)
 }
 
 // A worker that stopped taking work (Shutdown's grace period, here with a

@@ -59,26 +59,6 @@ type Process struct {
 	unwritten bool
 }
 
-func newProcess(w *Worker, queue string, sp store.Proc) *Process {
-	return newProcessAt(w, queue, sp, w.c.clock.Now())
-}
-
-// newProcessAt is newProcess for a process that started at started (the
-// processes of one dequeue share one reading of the clock).
-func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
-	p := &Process{
-		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
-		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
-		started: started,
-	}
-	p.dueAt = p.enqueuedAt
-	if sp.Task.Due > 0 {
-		p.dueAt = time.UnixMicro(sp.Task.Due)
-	}
-	return p
-}
-
 // ID is the process id: unique among the processes of its queue, ever,
 // and increasing in dequeue order: the Redis clock in microseconds at the
 // dequeue, in hex, bumped by one when taken. Each start of a task is a new

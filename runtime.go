@@ -2,11 +2,9 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
-	"strings"
-	"time"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // runner is a queue served by a slot scheduler (Handle's, of one queue,
@@ -29,6 +27,10 @@ type runner struct {
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
+	// held are processes enqueues handed over while the member's dequeue
+	// was in flight and had asked for the last free slots: that dequeue's
+	// reply starts them or gives them back (see claimOrHold).
+	held []store.Event
 	// takes is set while the member takes work (between startLoop and
 	// stopTaking).
 	takes bool
@@ -166,50 +168,6 @@ func (r *runner) taking() bool {
 	return r.takes
 }
 
-// runJob runs the handler for one process and settles its outcome. A
-// handler that succeeded has its Finish written asynchronously (see
-// finishLater): its goroutine is free for the next job at once, and the
-// rest of the settling, up to settled, runs when the write returns.
-func (r *runner) runJob(j job) {
-	if j.handed {
-		// Dequeue for the free slots after a process handed over started
-		// (or, from handedOff, could not be adopted): that parks the
-		// runtime again if the queue is empty, for the enqueue took it out
-		// of the idle set. It marks that the queue may hold tasks, as a
-		// work event does, so the loop looks again when a slot frees if it
-		// has none now: a hand-off that took the last free slot would
-		// otherwise leave the runtime unparked, out of every later
-		// hand-off, until some other enqueue's work event (and the
-		// scheduler plans no dequeue for a member not so marked). From
-		// here: the handler's goroutine runs first.
-		r.workArrived()
-	}
-	ctx := j.ctx
-	if d := handlerTimeout(j.p, r.opts.Timeout); d > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, d, ErrTaskTimeout)
-		defer stop()
-	}
-	err := r.call(ctx, j.p)
-	if err != nil && errors.Is(context.Cause(ctx), ErrTaskTimeout) {
-		// The handler gave up because its time ran out: a retry, under
-		// the policy, with reason timeout (unless it gave one itself), whose
-		// error says so once (a handler may return the cause itself).
-		if !errors.Is(err, ErrTaskTimeout) {
-			err = fmt.Errorf("%w: %w", ErrTaskTimeout, err)
-		}
-		err = WithReason(reasonOf(err, ReasonTimeout), err)
-	}
-	// The slot is handed on now: the next task's dequeue goes out while
-	// this outcome is written (both ride the same pipeline).
-	r.sched.returned(r)
-	if err == nil && j.p.Err() == nil {
-		r.settler.finishLater(j) // what settle would do: Finish
-		return
-	}
-	r.settler.settle(ctx, j, err)
-}
-
 // drained returns a channel closed once no handler runs and no outcome
 // is being written: at once if none is. A waiter waits for that once,
 // whatever handlers start after it.
@@ -243,36 +201,6 @@ func (r *runner) idle() bool {
 	r.sched.mu.Lock()
 	defer r.sched.mu.Unlock()
 	return r.busy+r.settling == 0
-}
-
-// handlerTimeout is how long p's handler may run: the task's own timeout,
-// else the queue's (queue); 0 for no limit.
-func handlerTimeout(p *Process, queue time.Duration) time.Duration {
-	if p.timeout > 0 {
-		return p.timeout
-	}
-	return queue
-}
-
-func (r *runner) call(ctx context.Context, p *Process) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			// The stack once a task, not on every retry of a task that
-			// panics each time: not when its previous attempt panicked too,
-			// as the error recorded with its retry says.
-			stack := "as at the previous attempt"
-			if !strings.HasPrefix(p.LastError(), ErrHandlerPanicked.Error()) {
-				stack = string(debug.Stack())
-			}
-			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "task", p.TaskID(),
-				"attempt", p.Attempt(), "panic", v, "stack", stack)
-			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
-			if r.opts.PanicIsPermanent {
-				err = Permanent(err)
-			}
-		}
-	}()
-	return r.handler(ctx, p)
 }
 
 // stopTaking makes the member stop taking work: its dequeue in flight

@@ -244,6 +244,10 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	s.asking -= n
 	r.busy += len(ps)
 	s.busy += len(ps)
+	// Processes handed over while the dequeue was in flight waited for
+	// this reply: they take the slots it left free, or compete with the
+	// tasks it took for those (start).
+	held, room := r.takeHeldLocked()
 	s.mu.Unlock()
 	stopped := dctx.Err() != nil
 	cancel()
@@ -253,69 +257,37 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		r.pace.wakeAt(until)
 	}
 	if err != nil {
-		if stopped {
-			return true // the member or the loop stopped
+		if !stopped {
+			r.afterDequeue(slotpolicy.Decide(err), sent, gen, err)
 		}
-		r.afterDequeue(slotpolicy.Decide(err), sent, gen, err)
-		return false
+	} else {
+		s.w.c.outage.OK(sent)
+		r.pace.retry.Reset()
+		if len(ps) < n {
+			r.clearMore(gen)
+		}
 	}
-	s.w.c.outage.OK(sent)
-	r.pace.retry.Reset()
-	if len(ps) < n {
-		r.clearMore(gen)
+	var sess *session
+	if len(held) > 0 {
+		sess = r.session()
 	}
-	quit := ctx.Done()
-	for _, p := range ps {
-		r.launch(quit, p, false)
+	r.start(ctx, ctx.Done(), sess, ps, held, len(ps)+room)
+	if err != nil {
+		return stopped // the member or the loop stopped: nothing to plan again
 	}
 	return len(ps) == n
 }
 
-// launch runs the handler for p, whose slot is taken (take, claim), on a
-// handler goroutine: one that finished its last task and waits for
-// another if there is one, else a new one. On a busy queue goroutines (and
-// the stacks they have grown) are reused rather than started for every
-// task. The handler's context ends when the process ends for a reason the
-// worker learns of (cancel, delete, fencing), with that reason as its
-// cause. A new goroutine waits for its next job until quit is closed (the
-// run of the loop it was started in ends).
-func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
-	s := r.sched
-	ctx, cancel := context.WithCancelCause(context.Background())
-	p.onEnd(cancel)
-	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
-	select {
-	case s.idle <- j:
-	default:
-		if !s.jobs.Go(func() { serve(s.idle, quit, j) }) {
-			// The worker is closed: the process is left held, to be given
-			// back with the others.
-			cancel(ErrShutdown)
-			r.unclaim()
-		}
+// session is the session serving the member's queue, nil if none does
+// (it left the queue).
+func (r *runner) session() *session {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.sessions[r.queue]; s != nil && s.runner == r {
+		return s
 	}
-}
-
-// job is a process to run, with its member and its handler's context.
-type job struct {
-	r      *runner
-	p      *Process
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// handed marks a process an enqueue handed over (see handoff.go).
-	handed bool
-}
-
-// serve runs j, then the jobs the loop hands it until quit is closed.
-func serve(idle chan job, quit <-chan struct{}, j job) {
-	for {
-		j.r.runJob(j)
-		select {
-		case j = <-idle:
-		case <-quit:
-			return
-		}
-	}
+	return nil
 }
 
 // returned hands on the slot of a member's handler that returned, while

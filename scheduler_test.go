@@ -12,6 +12,7 @@ import (
 
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/slotpolicy"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // schedulerOf makes a slot scheduler of size slots, not started, with a
@@ -294,4 +295,52 @@ func TestSlotsReportBusyAndFreeHandlersPerPool(t *testing.T) {
 	require.NoError(t, other.Close(ctx))
 	assert.Empty(t, other.Slots())
 	assert.Len(t, c.Slots(), 1)
+}
+
+// A hand-off that finds no free slot waits for the reply of its member's
+// own dequeue when that dequeue asked for the last slots, and takes a
+// slot the reply leaves free; one whose slots another member's dequeue
+// asked for, or a member that stops taking, goes back at once.
+func TestHandOffHeldForTheMembersDequeue(t *testing.T) {
+	t.Parallel()
+	s := schedulerOf(nil, OrderStrict, 1, []int{1, 1}, []int{0, 0})
+	a, b := s.members[0], s.members[1]
+	e := store.Event{Kind: store.EventHandOff, PID: "1"}
+
+	s.mu.Lock()
+	s.asking, a.asking = 1, 1 // a's dequeue asked for the slot
+	s.mu.Unlock()
+	_, room := b.claimOrHold(e)
+	assert.Equal(t, 0, room, "b's slot went to a's dequeue: b gives it back")
+	_, room = a.claimOrHold(e)
+	assert.Equal(t, -1, room, "held for a's dequeue")
+
+	s.mu.Lock()
+	s.asking, a.asking = 0, 0 // the reply came back empty
+	held, room := a.takeHeldLocked()
+	s.mu.Unlock()
+	assert.Equal(t, []store.Event{e}, held)
+	assert.Equal(t, 1, room, "the slot the reply left free")
+
+	s.mu.Lock()
+	s.asking, a.asking = 1, 1 // and a full one takes the slot
+	s.mu.Unlock()
+	_, room = a.claimOrHold(e)
+	require.Equal(t, -1, room)
+	s.mu.Lock()
+	s.asking, a.asking = 0, 0
+	a.busy++
+	s.busy++
+	held, room = a.takeHeldLocked()
+	s.mu.Unlock()
+	assert.Len(t, held, 1)
+	assert.Zero(t, room, "no slot beyond the dequeue's: start chooses between them")
+	assert.Nil(t, a.held)
+
+	a.stopTaking()
+	s.mu.Lock()
+	a.asking = 1
+	s.mu.Unlock()
+	_, room = a.claimOrHold(e)
+	assert.Equal(t, 0, room, "a member that stopped taking gives it back")
 }

@@ -17,7 +17,7 @@ import (
 // dispatcher (sub), its timer of delayed tasks (sched) and, for Handle, its
 // runtime. Its fences, rejoins, reconciliations, hand-off adoptions and
 // renewals are its own methods, in the files of those components (fence.go,
-// rejoin.go, reconcile.go, handoff.go, keepalive.go, events.go).
+// rejoin.go, reconcile.go, start.go, keepalive.go, events.go).
 //
 // w, name, events, sub, sched and runner are set when it is made and never
 // change; the fields marked so are guarded by mu. A session reads the
@@ -55,7 +55,7 @@ type session struct {
 	// releasedUpTo is the queue's last process id (as a number) when the
 	// worker last gave back processes Redis said it held that it did not
 	// know of (a reconciliation, a rejoin): a hand-off event for one of
-	// them that comes later is ignored (see handoff.go). Guarded by mu.
+	// them that comes later is ignored (see start.go). Guarded by mu.
 	releasedUpTo uint64
 	// deadlineAt is when the worker's lease on this queue may expire, by
 	// its own clock, less the fence margin (see lease.go). Guarded by mu.
