@@ -26,6 +26,7 @@ type Process struct {
 	kind       string
 	trace      string // the trace context the task carries
 	flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
+	aggregated int    // the tasks it gathers, for an aggregated task (see Aggregate); else 0
 	attempt    int
 	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
@@ -68,7 +69,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
+		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, aggregated: sp.Task.Aggregated, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}
