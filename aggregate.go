@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +132,20 @@ func (p *Process) Aggregated() ([]AggregateMember, bool) {
 		out[i] = AggregateMember{TaskID: m.ID, Task: m.Payload}
 	}
 	return out, true
+}
+
+// encodeAggregated is the payload of an aggregated task of these
+// members, as the scripts lay it out (see Process.Aggregated).
+func encodeAggregated(ms []AggregateMember) []byte {
+	var out []byte
+	for _, m := range ms {
+		out = append(out, m.TaskID...)
+		out = append(out, ',')
+		out = strconv.AppendInt(out, int64(len(m.Task)), 10)
+		out = append(out, ':')
+		out = append(out, m.Task...)
+	}
+	return out
 }
 
 // AggregatedHandler is a handler of an aggregated task's members decoded

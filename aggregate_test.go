@@ -247,3 +247,25 @@ func TestAggregateDeleteAndRefusals(t *testing.T) {
 	_, ok := store.ParseAggregated([]byte("1,5:abc"))
 	assert.False(t, ok, "a length past the end")
 }
+
+// A detached process can stand for an aggregated task's, for a handler's
+// unit test: its members, payloads with ',' and ':' among them, come back
+// whole from Aggregated and decoded from TypedAggregated.
+func TestDetachedAggregatedProcess(t *testing.T) {
+	t.Parallel()
+	members := []AggregateMember{{TaskID: "a1", Task: []byte(`{"To":"x,y:z"}`)}, {TaskID: "a2", Task: []byte(`{"To":""}`)}}
+	p := NewDetachedProcess(nil, DetachedOptions{Members: members})
+	got, ok := p.Aggregated()
+	require.True(t, ok)
+	assert.Equal(t, members, got)
+	type email struct{ To string }
+	var decoded []email
+	h := TypedAggregated[email](nil, func(_ context.Context, _ *Process, es []email) error {
+		decoded = es
+		return nil
+	})
+	require.NoError(t, h(context.Background(), p))
+	assert.Equal(t, []email{{"x,y:z"}, {""}}, decoded)
+	_, ok = NewDetachedProcess([]byte("a1,3:abc"), DetachedOptions{}).Aggregated()
+	assert.False(t, ok, "a plain task's payload is never read as members")
+}

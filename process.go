@@ -315,6 +315,11 @@ type DetachedOptions struct {
 	EnqueuedAt time.Time
 	// DueAt is Process.DueAt. Default EnqueuedAt.
 	DueAt time.Time
+	// Members, when not nil, make the process an aggregated task's (see
+	// Aggregate): Process.Aggregated returns them, and Process.Task
+	// holds them encoded; the task NewDetachedProcess is given is not
+	// used.
+	Members []AggregateMember
 }
 
 // NewDetachedProcess makes a Process for a task with this payload that
@@ -341,8 +346,12 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	if opts.DueAt.IsZero() {
 		opts.DueAt = opts.EnqueuedAt
 	}
+	aggregated := 0
+	if opts.Members != nil {
+		task, aggregated = encodeAggregated(opts.Members), len(opts.Members)
+	}
 	return &Process{
-		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt,
+		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt, aggregated: aggregated,
 		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
 		started: now, done: make(chan struct{}),
 	}
