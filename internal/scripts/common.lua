@@ -751,13 +751,22 @@ end
 -- 'A<count>', whose payload is each member, in order, as
 -- '<id>,<payload length>:<payload>'; it goes to wait as push_waiting puts
 -- it (set_lists first). The members go; so does the deadline, when none
--- is left. Returns the members flushed (0: the gathering was empty).
-function AGG.flush(gather, due, key, max, id, normal)
-  local got = redis.call('ZRANGEBYLEX', gather, '[' .. key .. '\0', '(' .. key .. '\1', 'LIMIT', 0, max)
-  if #got == 0 then
+-- is left. more, when given, are entries of tasks newer than every one
+-- gathered, not stored (an enqueue's own): they come last, in their
+-- order, and count among the max. Returns the members flushed (0: the
+-- gathering was empty).
+function AGG.flush(gather, due, key, max, id, normal, more)
+  more = more or {}
+  local got = {}
+  if max > #more then
+    got = redis.call('ZRANGEBYLEX', gather, '[' .. key .. '\0', '(' .. key .. '\1', 'LIMIT', 0, max - #more)
+  end
+  if #got + #more == 0 then
     redis.call('ZREM', due, key)
     return 0
   end
+  local stored = #got
+  for _, e in ipairs(more) do got[#got + 1] = key .. '\0' .. e end
   local parts, fields = {}, nil
   for i, m in ipairs(got) do
     local e = string.sub(m, #key + 2)
@@ -766,7 +775,9 @@ function AGG.flush(gather, due, key, max, id, normal)
     if i == 1 then fields = string.match(h, '^[^,]*(.*)$') end
     parts[i] = entry_id(h) .. ',' .. #p .. ':' .. p
   end
-  redis.call('ZREMRANGEBYLEX', gather, '[' .. got[1], '[' .. got[#got])
+  if stored > 0 then
+    redis.call('ZREMRANGEBYLEX', gather, '[' .. got[1], '[' .. got[stored])
+  end
   if AGG.count(gather, key) == 0 then redis.call('ZREM', due, key) end
   push_waiting(id .. fields .. ',A' .. #got .. ':' .. table.concat(parts), normal)
   return #got

@@ -223,24 +223,40 @@ if agg ~= '' then
   -- rather than in the queue; the first opens the gathering, with its
   -- deadline, which every worker serving the queue arms its timer for
   -- (the schedule event, as for a delayed task); the max-th flushes it
-  -- into one task, whose id is the next after the call's own.
+  -- into one task, whose id is the next after the call's own. The call's
+  -- tasks are stored only when their gathering is still open at its end:
+  -- those a flush of this call takes go from the arguments straight into
+  -- the aggregated task.
   local max, wait = AGG.settings(meta_key)
   max = math.max(max, 1)
   local count = AGG.count(gather_key, agg)
   local open = count > 0
   local extra, flushed = 0, 0
+  local held = {} -- the call's entries not yet flushed nor stored
   for i = 1, n do
     if not skip[i] then
-      redis.call('ZADD', gather_key, 0, agg .. '\0' .. entry(i, fields))
+      held[#held + 1] = entry(i, fields)
       count = count + 1
       while count >= max do
         extra = extra + 1
-        local took = AGG.flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key)
+        -- The gathering's stored tasks are older than the call's: with
+        -- max of them or more (the setting lowered), they go first alone.
+        local more = count - #held < max and held or nil
+        local took = AGG.flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key, more)
+        if more then held = {} end
         count = took > 0 and count - took or 0
         flushed = flushed + 1
         open = false
       end
     end
+  end
+  for i = 1, #held, 500 do
+    local args = {}
+    for j = i, math.min(i + 499, #held) do
+      args[#args + 1] = 0
+      args[#args + 1] = agg .. '\0' .. held[j]
+    end
+    redis.call('ZADD', gather_key, unpack(args))
   end
   if extra > 0 then
     sets[2] = ms(first + n + extra - 1)

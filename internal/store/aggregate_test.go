@@ -160,3 +160,26 @@ func TestAggregateQueueInfoAndDeleteScripts(t *testing.T) {
 	assert.EqualValues(t, 4, n)
 	e.expect(keyState{})
 }
+
+// enqueue.lua on a gathering holding more than a lowered max: its stored
+// tasks, older, are flushed first, max at a time, and the call's task
+// joins the next flush or the gathering left open.
+func TestEnqueueAggregateLoweredMaxScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "enqueue.lua")
+	x := e.clock() + 1e9
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x), "amax": "2"},
+		"gather":    zset{gathered("a", "10:p1"): 0, gathered("a", "11:p2"): 0, gathered("a", "12:p3"): 0},
+		"gatherdue": zset{"a": 100},
+	})
+	ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p4")}, EnqueueArgs{Aggregate: "a"})
+	require.NoError(t, err)
+	e.expect(keyState{
+		"meta": hash{"name": "q", "registered": "1", "tid": decOf(x + 3), "amax": "2"},
+		"waiting": list{
+			hexOf(x+3) + ",A2:" + aggregated("12", "p3", ids[0], "p4"),
+			hexOf(x+2) + ",A2:" + aggregated("10", "p1", "11", "p2"),
+		},
+	})
+}
