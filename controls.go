@@ -1,6 +1,7 @@
 package worqr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,6 +163,12 @@ type QueueInfo struct {
 	// until their dead letter is requeued or deleted.
 	SequenceHold     bool
 	GroupsHeldOnDead int64
+	// Gatherings counts its open gatherings of tasks enqueued with an
+	// aggregation key (see Aggregate), and Gathering the tasks they hold,
+	// which Waiting does not count. Aggregation is the settings in force
+	// (SetAggregation), defaults filled in.
+	Gatherings, Gathering int64
+	Aggregation           AggregateSettings
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -175,7 +182,8 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	}
 	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
 		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
-		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld}
+		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld,
+		Gatherings: st.Gatherings, Gathering: st.Gathering, Aggregation: AggregateSettings{MaxSize: cmp.Or(st.AggregateMax, DefaultAggregateMaxSize), MaxDelay: cmp.Or(st.AggregateDelay, DefaultAggregateMaxDelay)}}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

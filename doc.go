@@ -77,6 +77,9 @@
 //     the steps it waits for, its children those that wait for it.
 //   - notice: the record a workflow task's end leaves in its queue, until
 //     the workflow has recorded that end (see docs/workflows.md).
+//   - gathering: the tasks enqueued with one aggregation key (Aggregate)
+//     on one queue, waiting outside it until they go to it as one
+//     aggregated task, whose members they are then.
 //   - slot: room for one handler to run (HandleOptions.Concurrency,
 //     PoolOptions.Concurrency), or one unit of a queue's concurrency
 //     limit, held by a task's weight.
@@ -143,6 +146,8 @@
 // (queues, tasks, delayed tasks, processes, workers), attempts.go (a
 // task's attempt history), controls.go (pause, limits, QueueInfo),
 // groups.go (groups of a queue: the Group option, their limits and rates),
+// aggregate.go (aggregation: the Aggregate option, a queue's settings, an
+// aggregated task's members),
 // groupsinfo.go (Groups: the top groups and those held back), dead.go
 // (listing, requeuing and deleting dead letters), reasons.go (why a
 // task died: reasons, dead-letter bounds, the poison limit), outcome.go (TaskResult, Wait),

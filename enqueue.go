@@ -15,21 +15,23 @@ type EnqueueOption func(*enqueueOptions)
 
 // enqueueOptions are the options of one Enqueue or EnqueueBatch call.
 type enqueueOptions struct {
-	front       bool
-	at          time.Time
-	in          time.Duration
-	maxAttempts int
-	timeout     time.Duration
-	retain      time.Duration
-	priority    string // "h" high, "" normal, "l" low
-	weight      int
-	unique      string
-	uniqueTTL   time.Duration
-	uniqueSet   bool
-	kind        string
-	group       string
-	groupSet    bool
-	trace       string // set by the client's Tracer, not by an option
+	front        bool
+	at           time.Time
+	in           time.Duration
+	maxAttempts  int
+	timeout      time.Duration
+	retain       time.Duration
+	priority     string // "h" high, "" normal, "l" low
+	weight       int
+	unique       string
+	uniqueTTL    time.Duration
+	uniqueSet    bool
+	kind         string
+	group        string
+	groupSet     bool
+	aggregate    string
+	aggregateSet bool
+	trace        string // set by the client's Tracer, not by an option
 }
 
 // plain reports whether no option was given: such calls on one queue can
@@ -41,7 +43,7 @@ func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
 func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
 
 func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace, Group: o.group}
+	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace, Group: o.group, Aggregate: o.aggregate}
 	if !o.at.IsZero() {
 		a.DueAt = o.at.UnixMicro()
 		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
@@ -68,6 +70,9 @@ func (o enqueueOptions) check() error {
 		return fmt.Errorf("%w: negative unique TTL %v", ErrInvalidOptions, o.uniqueTTL)
 	}
 	if err := checkGroup(o.group, o.groupSet); err != nil {
+		return err
+	}
+	if err := o.checkAggregate(); err != nil {
 		return err
 	}
 	return checkKind(o.kind)

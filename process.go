@@ -26,6 +26,7 @@ type Process struct {
 	kind       string
 	trace      string // the trace context the task carries
 	flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
+	aggregated int    // the tasks it gathers, for an aggregated task (see Aggregate); else 0
 	attempt    int
 	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	failures   int           // its earlier attempts that failed
@@ -294,6 +295,11 @@ type DetachedOptions struct {
 	EnqueuedAt time.Time
 	// DueAt is Process.DueAt. Default EnqueuedAt.
 	DueAt time.Time
+	// Members, when not nil, make the process an aggregated task's (see
+	// Aggregate): Process.Aggregated returns them, and Process.Task
+	// holds them encoded; the task NewDetachedProcess is given is not
+	// used.
+	Members []AggregateMember
 }
 
 // NewDetachedProcess makes a Process for a task with this payload that
@@ -320,8 +326,12 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	if opts.DueAt.IsZero() {
 		opts.DueAt = opts.EnqueuedAt
 	}
+	aggregated := 0
+	if opts.Members != nil {
+		task, aggregated = encodeAggregated(opts.Members), len(opts.Members)
+	}
 	return &Process{
-		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt,
+		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt, aggregated: aggregated,
 		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
 		started: now, done: make(chan struct{}),
 	}

@@ -72,7 +72,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{
 		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
+		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, aggregated: sp.Task.Aggregated, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
 		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
 		started: started,
 	}

@@ -231,6 +231,9 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 		if o.uniqueSet {
 			return nil, fmt.Errorf("step %q: a workflow's step holds a unique key of its own: %w", st.Name, ErrInvalidOptions)
 		}
+		if o.aggregateSet {
+			return nil, fmt.Errorf("step %q: a workflow's step is one task of its own, never aggregated: %w", st.Name, ErrInvalidOptions)
+		}
 		o.retain = max(o.retain, keep)
 		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.args(), Task: st.Task})
 		if err != nil {

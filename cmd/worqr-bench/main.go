@@ -14,7 +14,7 @@
 //
 // Scenarios: enqueue, bulk, process, latency, recovery, memory, fanout,
 // delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch,
-// stats, shards, groups, workflow (see
+// aggregate, stats, shards, groups, workflow (see
 // BENCHMARKS.md for what each does and its target). Each
 // prints one JSON line on standard output and a human summary on standard
 // error. Targets are reported, never enforced: the exit status says only
@@ -122,6 +122,7 @@ func scenarios() []scenario {
 		{"burst", runBurst, []target{atLeast("ratio", 0.8)}},
 		{"multiqueue", runMultiqueue, nil},
 		{"batch", runBatch, nil},
+		{"aggregate", runAggregate, nil},
 		{"retry", runRetry, []target{atLeast("ratio", 0.45)}},
 		{"idle", runIdle, []target{atMost("w1000_redis_cpu_pct", 1)}},
 		{"limits", runLimits, []target{
@@ -160,7 +161,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, stats, shards, groups, workflow, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, aggregate, stats, shards, groups, workflow, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")

@@ -2,9 +2,12 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr"
 )
 
 // pause, resume and limit change the queue's controls in Redis, and
@@ -70,4 +73,23 @@ func TestLimitOutOfRange(t *testing.T) {
 	got := jsonOf[queueRow](b, "limit", "jobs", "9007199254740991")
 	assert.Equal(t, 9007199254740991, got.Concurrency)
 	assert.Equal(t, []string{"jobs", "1", "0", "0", "0", "9007199254740991"}, row(t, b.ok("queues").stdout, "jobs"))
+}
+
+// aggregate sets the aggregation settings and prints them with the open
+// gatherings; 0 puts back a default.
+func TestAggregateSettings(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	_, err := c.Enqueue(ctx, "jobs", []byte("x"), worqr.Aggregate("k"))
+	require.NoError(t, err)
+	got := jsonOf[aggregateRow](b, "aggregate", "jobs", "20", "90s")
+	assert.Equal(t, aggregateRow{Queue: "jobs", MaxSize: 20, MaxDelayMs: 90_000, Gatherings: 1, Gathering: 1}, got)
+	info, err := c.QueueInfo(ctx, "jobs")
+	require.NoError(t, err)
+	assert.Equal(t, worqr.AggregateSettings{MaxSize: 20, MaxDelay: 90 * time.Second}, info.Aggregation)
+	assert.Contains(t, b.ok("aggregate", "jobs", "0", "90s").stdout, "up to 100, flushed 1m30s after the first; 1 gatherings open, holding 1 tasks")
+	b.fails(exitUsage, "not a duration", "aggregate", "jobs", "5", "1.5ms")
+	b.fails(exitFailure, `no queue "other"`, "aggregate", "other", "5", "1s")
 }

@@ -353,7 +353,64 @@ removes the limit. Enforced in Redis, for every worker. n is a whole
 number from 0 to 9007199254740991 (2^53 - 1, the largest the scripts hold
 exactly). Exits 1, changing nothing, when there is no such queue, unless
 --create is given.`},
+		{name: "aggregate", synopsis: "<queue> <max-size> <max-delay> [--create]", group: "Change", summary: "set when a queue's gatherings of aggregated tasks are flushed", run: cmdAggregate, help: `
+Sets a queue's aggregation settings, for the whole fleet: the tasks
+enqueued with an aggregation key (the Aggregate option) gather until
+max-size of them have arrived, or max-delay (a duration, such as 10m, in
+whole milliseconds) has passed since the first, and then go to the queue
+as one task. 0 for either puts back its default (100 tasks, 1m). Prints
+the settings and the open gatherings. Exits 1, changing nothing, when
+there is no such queue, unless --create is given.`},
 	}
+}
+
+// aggregateRow is what aggregate prints: the settings in force and the
+// gatherings open.
+type aggregateRow struct {
+	Queue      string `json:"queue"`
+	MaxSize    int    `json:"max_size"`
+	MaxDelayMs int64  `json:"max_delay_ms"`
+	Gatherings int64  `json:"gatherings"`
+	Gathering  int64  `json:"gathering"`
+}
+
+func cmdAggregate(e *env, args []string) error {
+	fs := e.flags()
+	opts := createFlag(fs)
+	pos, err := e.parse(fs, args, 3, 3)
+	if err != nil {
+		return err
+	}
+	queue, err := queueArg(pos[0])
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(pos[1], 10, 64)
+	if err != nil || n < 0 || n > worqr.MaxLimit {
+		return usagef("aggregate: %q is not a count from 0 (the default) to %d", pos[1], int64(worqr.MaxLimit))
+	}
+	d, err := time.ParseDuration(pos[2])
+	if err != nil || d < 0 || d%time.Millisecond != 0 {
+		return usagef("aggregate: %q is not a duration of whole milliseconds from 0 (the default)", pos[2])
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	if err := c.SetAggregation(e.ctx, queue, worqr.AggregateSettings{MaxSize: int(n), MaxDelay: d}, opts()...); err != nil {
+		return noQueue(err, queue)
+	}
+	info, err := c.QueueInfo(e.ctx, queue)
+	if err != nil {
+		return err
+	}
+	r := aggregateRow{Queue: queue, MaxSize: info.Aggregation.MaxSize, MaxDelayMs: info.Aggregation.MaxDelay.Milliseconds(), Gatherings: info.Gatherings, Gathering: info.Gathering}
+	if e.g.json {
+		return e.printJSON(r)
+	}
+	_, err = fmt.Fprintf(e.stdout, "queue %q: aggregated tasks of up to %d, flushed %v after the first; %d gatherings open, holding %d tasks\n",
+		escape(queue), r.MaxSize, info.Aggregation.MaxDelay, r.Gatherings, r.Gathering)
+	return err
 }
 
 func cmdPause(e *env, args []string) error { return control(e, args, "paused", (*worqr.Client).Pause) }

@@ -723,6 +723,66 @@ local function push_waiting(e, normal, front)
   end
 end
 
+-- Aggregation (the Aggregate enqueue option): a queue's gathering tasks
+-- wait in one sorted set, all scored 0, as '<key>\0<entry>', so that each
+-- key's tasks lie together in id order; an open gathering's deadline (µs,
+-- Redis clock) is in another, key -> deadline, which promote.lua reads as
+-- it reads the delayed set. A key holds no NUL byte (the client checks).
+-- The queue's meta hash may hold its settings: 'amax' tasks at most per
+-- aggregated task, 'adelay' ms at most from a gathering's first task to
+-- its flush; AGG.max and AGG.delay when not set (as the client's
+-- DefaultAggregateMaxSize and DefaultAggregateMaxDelay say). One table,
+-- so that the helpers cost a script's top level one local.
+local AGG = {max = 100, delay = 60000}
+
+-- The queue's settings: max, delay (ms).
+function AGG.settings(meta)
+  local v = redis.call('HMGET', meta, 'amax', 'adelay')
+  return tonumber(v[1] or '') or AGG.max, tonumber(v[2] or '') or AGG.delay
+end
+
+-- The tasks gathered under key so far.
+function AGG.count(gather, key)
+  return redis.call('ZLEXCOUNT', gather, '[' .. key .. '\0', '(' .. key .. '\1')
+end
+
+-- Flush key's gathering: its first max tasks (in id order) become one task
+-- of id id (hex), with the header fields of the first of them and
+-- 'A<count>', whose payload is each member, in order, as
+-- '<id>,<payload length>:<payload>'; it goes to wait as push_waiting puts
+-- it (set_lists first). The members go; so does the deadline, when none
+-- is left. more, when given, are entries of tasks newer than every one
+-- gathered, not stored (an enqueue's own): they come last, in their
+-- order, and count among the max. Returns the members flushed (0: the
+-- gathering was empty).
+function AGG.flush(gather, due, key, max, id, normal, more)
+  more = more or {}
+  local got = {}
+  if max > #more then
+    got = redis.call('ZRANGEBYLEX', gather, '[' .. key .. '\0', '(' .. key .. '\1', 'LIMIT', 0, max - #more)
+  end
+  if #got + #more == 0 then
+    redis.call('ZREM', due, key)
+    return 0
+  end
+  local stored = #got
+  for _, e in ipairs(more) do got[#got + 1] = key .. '\0' .. e end
+  local parts, fields = {}, nil
+  for i, m in ipairs(got) do
+    local e = string.sub(m, #key + 2)
+    local c = string.find(e, ':', 1, true)
+    local h, p = string.sub(e, 1, c - 1), string.sub(e, c + 1)
+    if i == 1 then fields = string.match(h, '^[^,]*(.*)$') end
+    parts[i] = entry_id(h) .. ',' .. #p .. ':' .. p
+  end
+  if stored > 0 then
+    redis.call('ZREMRANGEBYLEX', gather, '[' .. got[1], '[' .. got[stored])
+  end
+  if AGG.count(gather, key) == 0 then redis.call('ZREM', due, key) end
+  push_waiting(id .. fields .. ',A' .. #got .. ':' .. table.concat(parts), normal)
+  return #got
+end
+
 -- A process of entry e ended in this script: the slots it held in its
 -- group, if it has one (and the script named the group keys), are given
 -- back by groups_settle.
@@ -741,8 +801,6 @@ local function groups_settle(idle, channel, look)
   if GROUP_LIB then GROUP_LIB.settle(idle, channel, look) end
 end
 
--- The hex digits, in order: the last digit of a process id (start_procs).
-local HEX_DIGIT = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'}
 
 -- New processes of worker for tasks (entries in list order, the first out
 -- last, as dequeue takes them): each gets an id and a record in procs, and
@@ -786,7 +844,7 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
     if d == 0 or not high then
       high = seq >= 16 and format('%x', (seq - d) / 16) or ''
     end
-    local pid, t = high .. HEX_DIGIT[d + 1], tasks[i]
+    local pid, t = high .. string.sub('0123456789abcdef', d + 1, d + 1), tasks[i]
     local j = n - i + 1
     pids[j] = pid
     fields[2 * j - 1] = pid

@@ -8,6 +8,10 @@
 -- default (see GROUPS and GROUP_RATE_BASE in common.lua). Op "ghold"
 -- (value 1 or 0) makes the queue hold its sequences on a dead task, or
 -- stop: every group so held goes on (see sequence_died in common.lua).
+-- Op "agg" sets the aggregation settings (see AGG in common.lua): the
+-- value is the most tasks per aggregated task, per the longest wait in
+-- ms from a gathering's first task; 0 for either puts back its default.
+-- Gatherings already open keep their deadlines.
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.
@@ -20,7 +24,7 @@ local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
 local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold
+local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | agg
 local group = ARGV[7] -- glimit, grate: the group, escaped ('' for every group's default)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
@@ -45,6 +49,17 @@ elseif op == 'rate' then
     redis.call('HDEL', meta_key, 'rate', 'per')
   end
   wake_all = true
+elseif op == 'agg' then
+  if per ~= '0' and not control_value(per) then
+    return redis.error_reply('ERR worqr control agg: ' .. per .. ' is not a whole number in 0..9007199254740991')
+  end
+  for _, fv in ipairs({{'amax', value}, {'adelay', per}}) do
+    if fv[2] ~= '0' then
+      redis.call('HSET', meta_key, fv[1], fv[2])
+    else
+      redis.call('HDEL', meta_key, fv[1])
+    end
+  end
 elseif op == 'ghold' then
   if set then
     redis.call('HSET', meta_key, 'ghold', 1)

@@ -5,9 +5,15 @@
 -- due time (in µs, by the clock in µs). The cap keeps one call short
 -- however many tasks came due at once: a caller that moved a full cap
 -- calls again.
--- Returns {moved, next due (µs; -1 when none), now (µs)}.
+-- It flushes, the same way, each gathering of tasks (see AGG.flush in
+-- common.lua) whose deadline has passed into one task at the back of the
+-- queue: the first caller flushes it, the others find no deadline due.
+-- Each flush counts as one task moved.
+-- Returns {moved, next due (µs; -1 when none): of the delayed tasks and
+-- the gatherings' deadlines, the earliest, now (µs)}.
 local waiting_key, delayed_key, idle_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common.lua
+local meta_key, gather_key, gather_due_key = KEYS[8], KEYS[9], KEYS[10] -- see AGG in common.lua
 local channel, cap = ARGV[1], tonumber(ARGV[2]) -- cap: the most tasks to move
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
@@ -30,12 +36,28 @@ while moved < cap do
   redis.call('ZREM', delayed_key, unpack(due))
   moved = moved + #due
 end
+-- Each gathering due is flushed whole, max tasks an aggregated task.
+if moved < cap and redis.call('EXISTS', gather_due_key) == 1 then
+  local keys = redis.call('ZRANGEBYSCORE', gather_due_key, '-inf', ms(now), 'LIMIT', 0, cap - moved)
+  if #keys > 0 then
+    local max = math.max(AGG.settings(meta_key), 1)
+    for _, key in ipairs(keys) do
+      while AGG.count(gather_key, key) > 0 do
+        AGG.flush(gather_key, gather_due_key, key, max, string.format('%x', next_task_ids(meta_key, 1, now)), waiting_key)
+        moved = moved + 1
+      end
+      redis.call('ZREM', gather_due_key, key)
+    end
+  end
+end
 if moved > 0 then
   wake(idle_key, channel, moved)
 end
-local next = redis.call('ZRANGE', delayed_key, 0, 0, 'WITHSCORES')
 local at = -1
-if #next > 0 then
-  at = tonumber(next[2])
+for _, key in ipairs({delayed_key, gather_due_key}) do
+  local next = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #next > 0 and (at == -1 or tonumber(next[2]) < at) then
+    at = tonumber(next[2])
+  end
 end
 return {moved, ms(at), ms(now)}

@@ -24,6 +24,9 @@ const (
 	// SequenceHold makes a queue hold its sequences on a dead task, or
 	// stop (see ControlSequenceHold).
 	SequenceHold ControlOp = "ghold"
+	// Aggregation sets a queue's aggregation settings (see
+	// ControlAggregation).
+	Aggregation ControlOp = "agg"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -65,14 +68,25 @@ func (s *Store) ControlSequenceHold(ctx context.Context, queue string, on bool, 
 	return s.control(ctx, queue, SequenceHold, n, 0, create, "")
 }
 
+// ControlAggregation sets a queue's aggregation settings: the most tasks
+// an aggregated task gathers, and the longest a gathering waits from its
+// first task (whole ms); 0 for either puts back its default.
+func (s *Store) ControlAggregation(ctx context.Context, queue string, maxSize int, maxDelay time.Duration, create bool) error {
+	return s.controlArgs(ctx, queue, Aggregation, maxSize, strconv.FormatInt(maxDelay.Milliseconds(), 10), create, "")
+}
+
 func (s *Store) control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool, group string) error {
+	return s.controlArgs(ctx, queue, op, limit, strconv.FormatInt(max(per.Milliseconds(), 1), 10), create, group)
+}
+
+func (s *Store) controlArgs(ctx context.Context, queue string, op ControlOp, limit int, per string, create bool, group string) error {
 	k := s.queueKeys(queue)
 	mk := "0"
 	if create {
 		mk = "1"
 	}
 	res, err := s.run(ctx, OpControl, queue, s.scripts.Control, append([]string{k.Meta, k.Waiting, k.High, k.Low}, append(k.groups(), k.GroupStarts)...),
-		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), strconv.FormatInt(max(per.Milliseconds(), 1), 10), mk, group})
+		[]string{k.Channel, queue, string(op), strconv.Itoa(limit), per, mk, group})
 	if err != nil {
 		return err
 	}
@@ -112,18 +126,24 @@ type QueueState struct {
 	// GroupsDeadHeld counts the groups so held.
 	SequenceHold   bool
 	GroupsDeadHeld int64
+	// Gatherings counts the open gatherings of aggregated tasks, and
+	// Gathering the tasks they hold; AggregateMax and AggregateDelay are
+	// the aggregation settings set, 0 for those not set (the defaults).
+	Gatherings, Gathering int64
+	AggregateMax          int
+	AggregateDelay        time.Duration
 }
 
 // QueueState reads a queue's counts and controls, at one instant
 // (queue_info.lua).
 func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low, k.GroupWait, k.GroupReady, k.GroupRunning}, nil)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.QueueInfo, []string{k.Waiting, k.Delayed, k.Procs, k.Dead, k.Meta, k.High, k.Low, k.GroupWait, k.GroupReady, k.GroupRunning, k.Gather, k.GatherDue}, nil)
 	if err != nil {
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 15 {
+	if err == nil && len(n) != 19 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
@@ -131,5 +151,6 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 	}
 	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
 		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9],
-		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12]), SequenceHold: n[13] == 1, GroupsDeadHeld: n[14]}, nil
+		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12]), SequenceHold: n[13] == 1, GroupsDeadHeld: n[14],
+		Gatherings: n[15], Gathering: n[16], AggregateMax: int(n[17]), AggregateDelay: time.Duration(n[18]) * time.Millisecond}, nil
 }

@@ -65,8 +65,13 @@ type QueueKeys struct {
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
 	// bury.lua, the cancel scripts, delete.lua), until their workflow has
 	// recorded them (see workflow.go).
-	Flows   string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
-	Channel string // pub/sub channel for work, schedule, cancel and delete events
+	Flows string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
+	// The gatherings of tasks enqueued with an aggregation key (see
+	// common.lua's AGG.flush): the tasks gathered, of every key, and the
+	// deadline of each open gathering.
+	Gather    string // ZSET (all scored 0) '<aggregation key>\0<entry>'
+	GatherDue string // ZSET aggregation key -> its flush deadline (µs, Redis clock)
+	Channel   string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -100,6 +105,8 @@ func (k Keys) Queue(name string) QueueKeys {
 		GroupLimits:  base + "glimits",
 		GroupStarts:  base + "gstarts",
 		Flows:        base + "flows",
+		Gather:       base + "gather",
+		GatherDue:    base + "gatherdue",
 		Channel:      base + "events",
 	}
 }
@@ -108,7 +115,7 @@ func (k Keys) Queue(name string) QueueKeys {
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
 		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
-		q.GroupRunning, q.GroupLimits, q.GroupStarts, q.Flows}
+		q.GroupRunning, q.GroupLimits, q.GroupStarts, q.Flows, q.Gather, q.GatherDue}
 }
 
 // groups are the group keys, in the order the scripts take them after

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,5 +84,25 @@ func TestParseTask(t *testing.T) {
 	for _, bad := range []string{"", "payload without header", ":x", "1f,ax:y"} {
 		_, ok := ParseTask(bad)
 		assert.False(t, ok, bad)
+	}
+}
+
+// Every key of a queue, the gatherings' included, has the queue's hash tag
+// as the first '{...}' of its name, so that Redis Cluster puts them in one
+// slot and each script's keys are in one slot.
+func TestQueueKeysShareOneHashTag(t *testing.T) {
+	k := NewKeys("p").Queue("a{b}c")
+	for _, key := range append(k.all(), k.Channel) {
+		open := strings.IndexByte(key, '{')
+		end := strings.IndexByte(key[open+1:], '}')
+		if open < 0 || end < 0 {
+			t.Fatalf("%s has no hash tag", key)
+		}
+		if tag := key[open+1 : open+1+end]; tag != "q:a%7Bb%7Dc" {
+			t.Errorf("%s hashes on %q", key, tag)
+		}
+	}
+	if !slices.Contains(k.all(), k.Gather) || !slices.Contains(k.all(), k.GatherDue) {
+		t.Error("the gathering keys are not among the queue's")
 	}
 }

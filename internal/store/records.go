@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -67,6 +68,10 @@ import (
 //	F  the workflow step the task runs, '<workflow id>.<step name>'
 //	   (EnqueueArgs.Flow): its end leaves a notice for the workflow
 //	   (flow_notice); absent, none.
+//	A  an aggregated task's: the tasks it gathers (AGG.flush in common.lua);
+//	   its payload is each of them, in order, as
+//	   '<id>,<payload length, decimal>:<payload>' (ParseAggregated).
+//	   Absent for any other task.
 //
 // A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
 // and keeps its kind and its trace context.
@@ -109,6 +114,10 @@ import (
 //	            (common.lua's sequence_died)
 //	gdead       how many groups are so held ('<group>:d' in
 //	            GroupLimits); absent when 0
+//	amax        the most tasks an aggregated task gathers (AGG.settings
+//	            in common.lua); absent, 100
+//	adelay      the longest a gathering waits from its first task, ms;
+//	            absent, 60000
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -176,13 +185,13 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWKkTgF"
+const HeaderFields = "afmtwpRudrhDWKkTgFA"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
 var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
@@ -225,6 +234,9 @@ type Task struct {
 	// Flow is the workflow step the task runs, '<workflow id>.<step>',
 	// "" if none.
 	Flow string
+	// Aggregated is the number of tasks an aggregated task gathers (its
+	// payload holds them: ParseAggregated); 0 for any other task.
+	Aggregated int
 	// Died (Unix ms), Worker and Reason (why it died) are set on a dead
 	// letter.
 	Died   int64
@@ -333,12 +345,45 @@ func parseTask(e string) (Task, bool) {
 			t.Group, err = UnescapeGroup(v)
 		case 'F':
 			t.Flow = v
+		case 'A':
+			t.Aggregated, err = strconv.Atoi(v)
 		}
 		if err != nil {
 			return Task{}, false
 		}
 	}
 	return t, true
+}
+
+// Member is one task an aggregated task gathers: its id and payload.
+type Member struct {
+	ID      string
+	Payload []byte
+}
+
+// ParseAggregated splits an aggregated task's payload into its members
+// (see the 'A' header field), in the order they were enqueued. It reports
+// false for a payload not so laid out.
+func ParseAggregated(payload []byte) ([]Member, bool) {
+	var out []Member
+	for len(payload) > 0 {
+		comma := bytes.IndexByte(payload, ',')
+		if comma <= 0 {
+			return nil, false
+		}
+		colon := bytes.IndexByte(payload[comma:], ':')
+		if colon < 0 {
+			return nil, false
+		}
+		n, err := strconv.Atoi(string(payload[comma+1 : comma+colon]))
+		start := comma + colon + 1
+		if err != nil || n < 0 || n > len(payload)-start {
+			return nil, false
+		}
+		out = append(out, Member{ID: string(payload[:comma]), Payload: payload[start : start+n : start+n]})
+		payload = payload[start+n:]
+	}
+	return out, true
 }
 
 // State is what has happened to an in-flight process, as its record's

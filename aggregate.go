@@ -1,0 +1,188 @@
+package worqr
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// MaxAggregateKeyLen is the longest aggregation key, in bytes (see
+// Aggregate).
+const MaxAggregateKeyLen = 1024
+
+// Aggregate gathers the tasks under an aggregation key instead of queuing
+// them: the tasks enqueued with the same key on the same queue wait in
+// its gathering until MaxSize of them have arrived, or MaxDelay has
+// passed since the first (the queue's AggregateSettings), and then go to
+// the back of the queue together as one aggregated task, whose handler
+// reads them with Process.Aggregated. Each keeps the id its enqueue
+// returned, which Aggregated reports with its payload.
+//
+// The flush is one script either way: the enqueue of the MaxSize-th task
+// makes the aggregated task itself, and a gathering whose MaxDelay has
+// passed is flushed by the workers serving the queue when they move its
+// delayed tasks, at that time by the Redis clock, without polling; the
+// first to come flushes it and the others find nothing. A gathering is
+// never lost or flushed twice, by a crash or by several workers at once.
+// MaxDelay runs only while a worker serves the queue, as a delayed task's
+// due time does.
+//
+// The aggregated task takes the options of the first task of its
+// gathering: its kind, priority, attempt budget, timeout and weight. It is
+// one task from then on: started, retried, dead-lettered, reclaimed from
+// a dead worker and cancelled whole, with all its members (CancelTask
+// takes its id, which Process.TaskID gives). Tasks still gathering are
+// not waiting tasks: QueueInfo counts them apart (Gatherings, Gathering),
+// the listings and Cancel do not see them, and DeleteQueue drops them.
+//
+// A key is 1 to MaxAggregateKeyLen bytes, without a NUL byte. Aggregate
+// cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or
+// Group, nor given to a workflow's step (ErrInvalidOptions): a task that
+// waits to be gathered has none of those to honour.
+//
+// Aggregation is unrelated to Group, which limits a key's tasks' flow
+// without joining them.
+func Aggregate(key string) EnqueueOption {
+	return func(o *enqueueOptions) { o.aggregate, o.aggregateSet = key, true }
+}
+
+// checkAggregate refuses an aggregation key that is not valid, or options
+// an aggregated task cannot honour.
+func (o enqueueOptions) checkAggregate() error {
+	if !o.aggregateSet {
+		return nil
+	}
+	switch {
+	case o.aggregate == "" || len(o.aggregate) > MaxAggregateKeyLen:
+		return fmt.Errorf("%w: aggregation key of %d bytes, not in 1..%d", ErrInvalidOptions, len(o.aggregate), MaxAggregateKeyLen)
+	case strings.IndexByte(o.aggregate, 0) >= 0:
+		return fmt.Errorf("%w: aggregation key %q holds a NUL byte", ErrInvalidOptions, o.aggregate)
+	case o.front || !o.at.IsZero() || o.in != 0 || o.uniqueSet || o.retain != 0 || o.groupSet:
+		return fmt.Errorf("%w: Aggregate cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or Group", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// Default aggregation settings, for a queue without its own (see
+// SetAggregation).
+const (
+	DefaultAggregateMaxSize  = 100
+	DefaultAggregateMaxDelay = time.Minute
+)
+
+// AggregateSettings say when a queue's gatherings are flushed (see
+// Aggregate).
+type AggregateSettings struct {
+	// MaxSize is the most tasks an aggregated task gathers: the enqueue
+	// of the MaxSize-th flushes the gathering. 0 means
+	// DefaultAggregateMaxSize.
+	MaxSize int
+	// MaxDelay is the longest a gathering waits from its first task
+	// before it is flushed with the tasks it has, a whole number of
+	// milliseconds. 0 means DefaultAggregateMaxDelay.
+	MaxDelay time.Duration
+}
+
+// SetAggregation sets a queue's aggregation settings for the whole fleet,
+// kept in Redis; zero fields put back the defaults. A gathering already
+// open keeps the deadline it got from its first task; one holding
+// MaxSize tasks or more is flushed by its next task, MaxSize at a time.
+// MaxSize must be in 0..MaxLimit and MaxDelay a whole number of
+// milliseconds in 0..MaxLimit ms (ErrInvalidOptions). A queue that does
+// not exist gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSettings, opts ...ControlOption) error {
+	if s.MaxSize < 0 || int64(s.MaxSize) > MaxLimit || s.MaxDelay < 0 || s.MaxDelay%time.Millisecond != 0 || s.MaxDelay.Milliseconds() > MaxLimit {
+		return fmt.Errorf("worqr: set aggregation %q: max size %d, max delay %v (the size in 0..%d, the delay whole milliseconds): %w", queue, s.MaxSize, s.MaxDelay, int64(MaxLimit), ErrInvalidOptions)
+	}
+	return c.controlWith(ctx, "set aggregation", queue, opts, func(create bool) error {
+		return c.store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
+	})
+}
+
+// AggregateMember is one task an aggregated task gathers.
+type AggregateMember struct {
+	// TaskID is the id its Enqueue returned.
+	TaskID string
+	// Task is its payload.
+	Task []byte
+}
+
+// Aggregated returns the tasks an aggregated task gathers (see
+// Aggregate), in the order they were enqueued, and true; for any other
+// task, nil and false. The members' payloads share the process's task
+// bytes: they are the handler's to read, not to keep past its return
+// unless copied.
+//
+// Process.Task holds them encoded, each as
+// '<task id>,<payload length, decimal>:<payload>', one after the other.
+func (p *Process) Aggregated() ([]AggregateMember, bool) {
+	if p.aggregated == 0 {
+		return nil, false
+	}
+	ms, ok := store.ParseAggregated(p.task)
+	if !ok {
+		return nil, false
+	}
+	out := make([]AggregateMember, len(ms))
+	for i, m := range ms {
+		out[i] = AggregateMember{TaskID: m.ID, Task: m.Payload}
+	}
+	return out, true
+}
+
+// encodeAggregated is the payload of an aggregated task of these
+// members, as the scripts lay it out (see Process.Aggregated).
+func encodeAggregated(ms []AggregateMember) []byte {
+	var out []byte
+	for _, m := range ms {
+		out = append(out, m.TaskID...)
+		out = append(out, ',')
+		out = strconv.AppendInt(out, int64(len(m.Task)), 10)
+		out = append(out, ':')
+		out = append(out, m.Task...)
+	}
+	return out
+}
+
+// AggregatedHandler is a handler of an aggregated task's members decoded
+// into values of type T (see TypedAggregated).
+type AggregatedHandler[T any] func(ctx context.Context, p *Process, members []T) error
+
+// TypedAggregated is a Handler of aggregated tasks (see Aggregate) that
+// decodes each member's payload with codec (JSON when nil) and calls h
+// with them, in the order they were enqueued. A task that is not
+// aggregated is taken as a gathering of one. A member that does not decode
+// sends the whole aggregated task to the dead letters at once, with reason
+// ReasonDecode.
+func TypedAggregated[T any](codec Codec[T], h AggregatedHandler[T]) Handler {
+	if h == nil {
+		return nil
+	}
+	if codec == nil {
+		codec = JSON[T]{}
+	}
+	return func(ctx context.Context, p *Process) error {
+		ms, ok := p.Aggregated()
+		if !ok {
+			ms = []AggregateMember{{TaskID: p.TaskID(), Task: p.Task()}}
+		}
+		vs := make([]T, len(ms))
+		for i, m := range ms {
+			if err := codec.Unmarshal(m.Task, &vs[i]); err != nil {
+				return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w: task %s into %s: %w", ErrDecode, m.TaskID, typeName[T](), err)))
+			}
+		}
+		return h(ctx, p, vs)
+	}
+}
+
+// HandleAggregatedJSON serves a queue, as Worker.Handle does, with a
+// handler of aggregated tasks whose members are JSON values of type T
+// (see TypedAggregated, EnqueueJSON with Aggregate).
+func HandleAggregatedJSON[T any](ctx context.Context, w *Worker, queue string, h AggregatedHandler[T], opts HandleOptions) error {
+	return w.Handle(ctx, queue, TypedAggregated(JSON[T]{}, h), opts)
+}

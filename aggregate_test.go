@@ -1,0 +1,271 @@
+package worqr
+
+// Aggregation (Aggregate): tasks gathered under a key become one task when
+// the MaxSize-th arrives, or when MaxDelay has passed since the first,
+// exactly once, whoever enqueues or promotes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/store"
+)
+
+// aggregatedWaiting dequeues every waiting task of queue with a worker of
+// its own and returns each one's members (nil for a task not aggregated).
+func aggregatedWaiting(t *testing.T, c *Client, queue string) [][]AggregateMember {
+	t.Helper()
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, queue, Events{}))
+	var out [][]AggregateMember
+	for {
+		p, err := w.Dequeue(ctx, queue)
+		if errors.Is(err, ErrNoTask) {
+			return out
+		}
+		require.NoError(t, err)
+		ms, _ := p.Aggregated()
+		out = append(out, ms)
+		require.NoError(t, p.Finish(ctx))
+	}
+}
+
+// The MaxSize-th task's enqueue flushes the gathering, when the tasks come
+// from many goroutines of two clients at once: one aggregated task, with
+// every task enqueued once, in id order; the tasks beyond are the next
+// gathering's.
+func TestAggregateMaxSizeReachedByConcurrentEnqueuers(t *testing.T) {
+	t.Parallel()
+	b, c1, ctx := setup(t)
+	c2 := b.client()
+	const size = 40
+	require.NoError(t, c1.SetAggregation(ctx, "q", AggregateSettings{MaxSize: size, MaxDelay: time.Hour}, CreateQueue()))
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for i := range size {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		wg.Go(func() {
+			id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "t%02d", i), Aggregate("customer:7"), Kind("digest"))
+			assert.NoError(t, err)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	info, err := c1.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.Waiting, "one aggregated task")
+	assert.Zero(t, info.Gatherings)
+	assert.Zero(t, info.Gathering)
+
+	// One more opens the next gathering.
+	extra, err := c2.Enqueue(ctx, "q", []byte("next"), Aggregate("customer:7"))
+	require.NoError(t, err)
+	info, err = c1.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.Gatherings)
+	assert.EqualValues(t, 1, info.Gathering)
+	assert.Equal(t, AggregateSettings{MaxSize: size, MaxDelay: time.Hour}, info.Aggregation)
+
+	got := aggregatedWaiting(t, c1, "q")
+	require.Len(t, got, 1)
+	slices.Sort(ids)
+	var gotIDs []string
+	payloads := map[string]bool{}
+	for _, m := range got[0] {
+		gotIDs = append(gotIDs, m.TaskID)
+		payloads[string(m.Task)] = true
+	}
+	assert.Equal(t, ids, gotIDs, "every task once, in id order")
+	assert.Len(t, payloads, size)
+	assert.NotContains(t, gotIDs, extra)
+}
+
+// A gathering whose MaxDelay has passed is flushed by the workers' timers
+// (the Fake clock and miniredis's moved together), exactly once though
+// two workers of two clients promote the queue at that time.
+func TestAggregateMaxDelayFlushesOnceWithTwoPromoters(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c2 := k.client()
+	for _, c := range []*Client{k.c, c2} {
+		c.signals.armed.Init(t)
+		c.signals.promoted.Init(t)
+		w := newWorker(t, c, long)
+		require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
+	}
+	require.NoError(t, k.c.SetAggregation(k.ctx, "q", AggregateSettings{MaxSize: 10, MaxDelay: time.Hour}))
+	var ids []string
+	for i := range 3 {
+		id, err := k.c.Enqueue(k.ctx, "q", fmt.Appendf(nil, "m%d", i), Aggregate("k"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		if i == 0 {
+			due := k.at(time.Hour).UnixMicro()
+			for _, c := range []*Client{k.c, c2} {
+				require.Equal(t, due, c.signals.armed.WaitOrTimeout(), "the timer is set for the deadline")
+			}
+		}
+		k.advance(time.Minute)
+	}
+	k.advance(time.Hour - 3*time.Minute - time.Millisecond)
+	for _, c := range []*Client{k.c, c2} {
+		c.signals.promoted.RequireEmpty()
+	}
+	info, err := k.c.QueueInfo(k.ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, info.Waiting, "flushed early")
+	assert.EqualValues(t, 3, info.Gathering)
+
+	k.advance(time.Millisecond)
+	for _, c := range []*Client{k.c, c2} {
+		require.Equal(t, "q", c.signals.promoted.WaitOrTimeout(), "both promote")
+	}
+	info, err = k.c.QueueInfo(k.ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.Waiting, "one flush")
+	assert.Zero(t, info.Gatherings)
+	got := aggregatedWaiting(t, k.c, "q")
+	require.Len(t, got, 1)
+	var gotIDs []string
+	for _, m := range got[0] {
+		gotIDs = append(gotIDs, m.TaskID)
+	}
+	assert.Equal(t, ids, gotIDs)
+}
+
+// An aggregated task held by a worker that dies is reclaimed whole and
+// runs again, with all its members.
+func TestAggregatedTaskReclaimedWithItsMembers(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 3}, CreateQueue()))
+	dead := newWorker(t, c, fast)
+	started := make(chan struct{}, 1)
+	require.NoError(t, dead.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}, HandleOptions{}))
+	for _, s := range []string{"a", "b", "c"} {
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(s), Aggregate("k"))))
+	}
+	recv(t, started, 5*time.Second, "the aggregated task started")
+	crash(dead)
+
+	peer := newWorker(t, c, fast)
+	ran := make(chan []string, 1)
+	require.NoError(t, peer.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		ms, ok := p.Aggregated()
+		if !ok {
+			return Permanent(errors.New("not aggregated"))
+		}
+		var got []string
+		for _, m := range ms {
+			got = append(got, string(m.Task))
+		}
+		got = append(got, fmt.Sprint("attempt ", p.Attempt()))
+		ran <- got
+		return nil
+	}, HandleOptions{}))
+	assert.Equal(t, []string{"a", "b", "c", "attempt 2"}, recv(t, ran, 10*time.Second, "the peer ran it"))
+}
+
+// A typed handler gets the members decoded; a task without the option is
+// a gathering of one to it.
+func TestAggregatedJSON(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 2}, CreateQueue()))
+	type email struct{ To string }
+	w := newWorker(t, c, WorkerOptions{})
+	got := make(chan []email, 2)
+	require.NoError(t, HandleAggregatedJSON(ctx, w, "q", func(_ context.Context, _ *Process, es []email) error {
+		got <- es
+		return nil
+	}, HandleOptions{}))
+	require.NoError(t, second(EnqueueJSON(ctx, c, "q", email{To: "ada"}, Aggregate("k"))))
+	require.NoError(t, second(EnqueueJSON(ctx, c, "q", email{To: "bob"}, Aggregate("k"))))
+	assert.Equal(t, []email{{"ada"}, {"bob"}}, recv(t, got, 5*time.Second, "the aggregated task"))
+	require.NoError(t, second(EnqueueJSON(ctx, c, "q", email{To: "cy"})))
+	assert.Equal(t, []email{{"cy"}}, recv(t, got, 5*time.Second, "a plain task"))
+}
+
+// DeleteQueue drops the gatherings and their deadlines; options an
+// aggregated task cannot honour are refused.
+func TestAggregateDeleteAndRefusals(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	for _, key := range []string{"a", "b"} {
+		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), Aggregate(key))))
+	}
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("plain"))))
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, info.Gatherings)
+	assert.EqualValues(t, 2, info.Gathering)
+	assert.EqualValues(t, 1, info.Waiting)
+	assert.Equal(t, AggregateSettings{MaxSize: DefaultAggregateMaxSize, MaxDelay: DefaultAggregateMaxDelay}, info.Aggregation)
+	n, err := c.DeleteQueue(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+	k := c.store.Keys().Queue("q")
+	rdb := c.store.Redis()
+	for _, key := range []string{k.Gather, k.GatherDue} {
+		exists, err := rdb.Do(ctx, rdb.B().Exists().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.Zero(t, exists, key)
+	}
+
+	for name, opts := range map[string][]EnqueueOption{
+		"empty key": {Aggregate("")},
+		"NUL":       {Aggregate("a\x00b")},
+		"front":     {Aggregate("k"), AtFront()},
+		"delay":     {Aggregate("k"), In(time.Second)},
+		"unique":    {Aggregate("k"), Unique("u")},
+		"retain":    {Aggregate("k"), Retain(time.Minute)},
+		"group":     {Aggregate("k"), Group("g")},
+	} {
+		_, err := c.Enqueue(ctx, "q", []byte("x"), opts...)
+		assert.ErrorIs(t, err, ErrInvalidOptions, name)
+	}
+	assert.ErrorIs(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxDelay: time.Microsecond}, CreateQueue()), ErrInvalidOptions)
+	_, ok := store.ParseAggregated([]byte("1,5:abc"))
+	assert.False(t, ok, "a length past the end")
+}
+
+// A detached process can stand for an aggregated task's, for a handler's
+// unit test: its members, payloads with ',' and ':' among them, come back
+// whole from Aggregated and decoded from TypedAggregated.
+func TestDetachedAggregatedProcess(t *testing.T) {
+	t.Parallel()
+	members := []AggregateMember{{TaskID: "a1", Task: []byte(`{"To":"x,y:z"}`)}, {TaskID: "a2", Task: []byte(`{"To":""}`)}}
+	p := NewDetachedProcess(nil, DetachedOptions{Members: members})
+	got, ok := p.Aggregated()
+	require.True(t, ok)
+	assert.Equal(t, members, got)
+	type email struct{ To string }
+	var decoded []email
+	h := TypedAggregated[email](nil, func(_ context.Context, _ *Process, es []email) error {
+		decoded = es
+		return nil
+	})
+	require.NoError(t, h(context.Background(), p))
+	assert.Equal(t, []email{{"x,y:z"}, {""}}, decoded)
+	_, ok = NewDetachedProcess([]byte("a1,3:abc"), DetachedOptions{}).Aggregated()
+	assert.False(t, ok, "a plain task's payload is never read as members")
+}

@@ -1,0 +1,47 @@
+package worqr_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/worqr/worqr"
+)
+
+// Gather a customer's events into one digest: the third event's enqueue
+// makes the aggregated task, and its handler reads the three.
+func ExampleAggregate() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	err := client.SetAggregation(ctx, "digests", worqr.AggregateSettings{MaxSize: 3, MaxDelay: time.Hour}, worqr.CreateQueue())
+	if err != nil {
+		panic(err)
+	}
+	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
+	done := make(chan struct{})
+	err = worker.Handle(ctx, "digests", func(ctx context.Context, p *worqr.Process) error {
+		members, _ := p.Aggregated()
+		fmt.Printf("one task of kind %q with %d members:", p.Kind(), len(members))
+		for _, m := range members {
+			fmt.Printf(" %s", m.Task)
+		}
+		fmt.Println()
+		close(done)
+		return nil
+	}, worqr.HandleOptions{})
+	if err != nil {
+		panic(err)
+	}
+	for _, event := range []string{"login", "order", "logout"} {
+		if _, err := client.Enqueue(ctx, "digests", []byte(event), worqr.Aggregate("customer:42"), worqr.Kind("digest")); err != nil {
+			panic(err)
+		}
+	}
+	<-done
+	if err := worker.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// one task of kind "digest" with 3 members: login order logout
+}

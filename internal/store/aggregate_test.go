@@ -1,0 +1,185 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gathered is a gathering's member as stored: the key, NUL, the entry.
+func gathered(key, entry string) string { return key + "\x00" + entry }
+
+// aggregated is the payload of an aggregated task of these members, each
+// an id and a payload.
+func aggregated(members ...string) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(members); i += 2 {
+		b.WriteString(members[i] + "," + decOf(int64(len(members[i+1]))) + ":" + members[i+1])
+	}
+	return b.String()
+}
+
+// enqueue.lua with an aggregation key: the first task opens the gathering
+// with its deadline; the max-th flushes it
+// into one task, with the first member's fields, an id past the call's
+// own, and the members in id order; another key's gathering stays.
+func TestEnqueueAggregateScript(t *testing.T) {
+	t.Parallel()
+	t.Run("the first task opens a gathering", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "enqueue.lua")
+		x := e.clock() + 1e9
+		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x), "adelay": "5000"}})
+		before := e.clock()
+		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p1")}, EnqueueArgs{Kind: "k", Aggregate: "a:1"})
+		require.NoError(t, err)
+		require.Equal(t, []string{hexOf(x + 1)}, ids)
+		got := e.dump()
+		due := int64(got["gatherdue"].(zset)["a:1"])
+		e.within(due, before+5_000_000, e.clock()+5_000_000, "the deadline")
+		e.same(keyState{
+			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "adelay": "5000"},
+			"gather":    zset{gathered("a:1", hexOf(x+1)+",kk:p1"): 0},
+			"gatherdue": zset{"a:1": float64(due)},
+		}, got)
+	})
+	t.Run("the max-th task flushes the gathering", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "enqueue.lua")
+		x := e.clock() + 1e9
+		e.seed(keyState{
+			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x), "amax": "3"},
+			"gather":    zset{gathered("a", "10,kk,m2:p1"): 0, gathered("a", "11:p2"): 0, gathered("b", "12:other"): 0},
+			"gatherdue": zset{"a": 100, "b": 200},
+			"idle":      zset{"r1": 1, "r2": 2, "r3": 3},
+		})
+		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p:3")}, EnqueueArgs{Aggregate: "a"})
+		require.NoError(t, err)
+		require.Equal(t, []string{hexOf(x + 1)}, ids)
+		e.expect(keyState{
+			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 2), "amax": "3"},
+			"waiting":   list{hexOf(x+2) + ",kk,m2,A3:" + aggregated("10", "p1", "11", "p2", hexOf(x+1), "p:3")},
+			"gather":    zset{gathered("b", "12:other"): 0},
+			"gatherdue": zset{"b": 200},
+			"idle":      zset{"r3": 3},
+		})
+	})
+	t.Run("a batch flushes each time it reaches max, and opens the next", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "enqueue.lua")
+		x := e.clock() + 1e9
+		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x), "amax": "2", "adelay": "1000"}})
+		before := e.clock()
+		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}, EnqueueArgs{Aggregate: "k", Priority: "h"})
+		require.NoError(t, err)
+		require.Len(t, ids, 5)
+		got := e.dump()
+		due := int64(got["gatherdue"].(zset)["k"])
+		e.within(due, before+1_000_000, e.clock()+1_000_000, "the new gathering's deadline")
+		e.same(keyState{
+			"meta": hash{"name": "q", "registered": "1", "tid": decOf(x + 7), "amax": "2", "adelay": "1000"},
+			"high": list{
+				hexOf(x+7) + ",ph,A2:" + aggregated(ids[2], "c", ids[3], "d"),
+				hexOf(x+6) + ",ph,A2:" + aggregated(ids[0], "a", ids[1], "b"),
+			},
+			"gather":    zset{gathered("k", ids[4]+",ph:e"): 0},
+			"gatherdue": zset{"k": float64(due)},
+		}, got)
+	})
+}
+
+// promote.lua: a gathering whose deadline has passed is flushed whole
+// into one task at the back of the queue (its id from the meta hash's
+// counter) and counted as one moved; one still to come stays; the next
+// due time is the earliest of the delayed tasks and the deadlines. A
+// second promotion finds nothing.
+func TestPromoteAggregateScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "promote.lua")
+	now := e.clock()
+	x := now + 1e9
+	later := float64(now + 3_600_000_000)
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "tid": decOf(x)},
+		"waiting":   list{"50:old"},
+		"delayed":   zset{"52:later": later + 1},
+		"gather":    zset{gathered("due", "10,kk:p1"): 0, gathered("due", "11,kk:p2"): 0, gathered("not", "12:p3"): 0},
+		"gatherdue": zset{"due": float64(now - 1000), "not": later},
+		"idle":      zset{"r1": 1, "r2": 2, "r3": 3},
+	})
+	p, err := e.s.Promote(e.ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, Promoted{Moved: 1, Next: int64(later), Now: p.Now}, p)
+	want := keyState{
+		"meta":      hash{"name": "q", "tid": decOf(x + 1)},
+		"waiting":   list{hexOf(x+1) + ",kk,A2:" + aggregated("10", "p1", "11", "p2"), "50:old"},
+		"delayed":   zset{"52:later": later + 1},
+		"gather":    zset{gathered("not", "12:p3"): 0},
+		"gatherdue": zset{"not": later},
+		"idle":      zset{"r3": 3},
+	}
+	e.expect(want)
+	p, err = e.s.Promote(e.ctx, "q")
+	require.NoError(t, err)
+	assert.Zero(t, p.Moved, "flushed once")
+	e.expect(want)
+}
+
+// control.lua op agg: the settings are written, and 0 removes each.
+func TestControlAggregationScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "control.lua")
+	e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "amax": "7"}})
+	require.NoError(t, e.s.ControlAggregation(e.ctx, "q", 0, 1500*time.Millisecond, false))
+	e.expect(keyState{"meta": hash{"name": "q", "registered": "1", "adelay": "1500"}})
+	require.NoError(t, e.s.ControlAggregation(e.ctx, "q", 20, 0, false))
+	e.expect(keyState{"meta": hash{"name": "q", "registered": "1", "amax": "20"}})
+}
+
+// delete.lua drops the gatherings, counted with the waiting tasks, and
+// queue_info.lua counts them and reads the settings.
+func TestAggregateQueueInfoAndDeleteScripts(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "queue_info.lua", "delete.lua")
+	seeded := keyState{
+		"meta":      hash{"name": "q", "registered": "1", "tid": "8", "amax": "5"},
+		"waiting":   list{"20:w"},
+		"gather":    zset{gathered("a", "10:p1"): 0, gathered("a", "11:p2"): 0, gathered("b", "12:p3"): 0},
+		"gatherdue": zset{"a": 1, "b": 2},
+	}
+	e.seed(seeded)
+	st, err := e.s.QueueState(e.ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, QueueState{Waiting: 1, Oldest: 0x20, Gatherings: 2, Gathering: 3, AggregateMax: 5}, st)
+	e.expect(seeded)
+	n, _, err := e.s.DeleteQueue(e.ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, n)
+	e.expect(keyState{})
+}
+
+// enqueue.lua on a gathering holding more than a lowered max: its stored
+// tasks, older, are flushed first, max at a time, and the call's task
+// joins the next flush or the gathering left open.
+func TestEnqueueAggregateLoweredMaxScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "enqueue.lua")
+	x := e.clock() + 1e9
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x), "amax": "2"},
+		"gather":    zset{gathered("a", "10:p1"): 0, gathered("a", "11:p2"): 0, gathered("a", "12:p3"): 0},
+		"gatherdue": zset{"a": 100},
+	})
+	ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p4")}, EnqueueArgs{Aggregate: "a"})
+	require.NoError(t, err)
+	e.expect(keyState{
+		"meta": hash{"name": "q", "registered": "1", "tid": decOf(x + 3), "amax": "2"},
+		"waiting": list{
+			hexOf(x+3) + ",A2:" + aggregated("12", "p3", ids[0], "p4"),
+			hexOf(x+2) + ",A2:" + aggregated("10", "p1", "11", "p2"),
+		},
+	})
+}
