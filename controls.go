@@ -1,6 +1,7 @@
 package worqr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,6 +163,9 @@ type QueueInfo struct {
 	// until their dead letter is requeued or deleted.
 	SequenceHold     bool
 	GroupsHeldOnDead int64
+	// GroupTurns is every group's default turns in a row (SetGroupTurns
+	// with group ""); 1 when none was set.
+	GroupTurns int
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -175,7 +179,7 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	}
 	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
 		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
-		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld}
+		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld, GroupTurns: cmp.Or(st.GroupTurns, 1)}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

@@ -435,18 +435,7 @@ end
 -- score (a group given a new turn since, by a limit's release or a task
 -- joining it after it left the ready set, starts a new run), and dropped
 -- when its run ends.
--- A group's turns (own, a stored value; default, a number) and the turns
--- it used of its run (counter, stored; score, its score in the ready set
--- as a reply's text): always at least one turn left.
-local function group_turns(own, counter, score, default)
-  local w = control_value(own) or default
-  local used = 0
-  if counter then
-    local u, at = string.match(counter, '^(%d+)/(.+)$')
-    if u and tonumber(at) == tonumber(score) then used = math.min(tonumber(u), w - 1) end
-  end
-  return w, used
-end
+-- (dequeue.lua's group_turns reads them.)
 
 -- When a group held back until a time (by its rate, or its front task's
 -- retry delay) may start again (µs), from its score in the ready set (a

@@ -183,6 +183,18 @@ local function take_turns(k)
   -- turns; a queue without them reads no more.
   local turns_default = control_value(m[6]) or 1
   local turned = turns_default > 1 or m[7] ~= false
+  -- A group's turns (own, a stored value; default, a number) and the turns
+  -- it used of its run (counter, stored; score, its score in the ready set
+  -- as a reply's text): always at least one turn left.
+  local function group_turns(own, counter, score, default)
+    local w = control_value(own) or default
+    local used = 0
+    if counter then
+      local u, at = string.match(counter, '^(%d+)/(.+)$')
+      if u and tonumber(at) == tonumber(score) then used = math.min(tonumber(u), w - 1) end
+    end
+    return w, used
+  end
   local rate_n, rate_per = group_rate(m[3])
   local rates = rate_n ~= nil or m[4] ~= false
   local holds = tonumber(m[5] or nil) ~= nil -- groups held on a dead task (see sequence_died)
@@ -246,19 +258,23 @@ local function take_turns(k)
     end
     local own = redis.call('HMGET', glimits_key, unpack(fields))
     -- A turn is a share of the tasks asked for: one task when there are
-    -- as many turns to give as tasks, else an equal share of them; a
-    -- group of w turns takes up to w of them in a row, as many as are
-    -- left of its run (see group_turns).
-    local runs, sum = {}, #names
+    -- as many groups ready as tasks, else an equal share of them. Under
+    -- turns, a turn is one task, and a group of w turns takes its run
+    -- of w in a row, what is left of it when it used some (see
+    -- group_turns); when the tasks asked for are at least twice the
+    -- turns of the groups read, each takes as many whole runs as fit
+    -- (the share, in runs; the passes below give the rest).
+    local runs = {}
+    local share = math.ceil(k / #names)
     if turned then
-      sum = 0
+      local sum = 0
       for i = 1, #names do
         local w, used = group_turns(own[#names + i], own[2 * #names + i], ready[2 * i], turns_default)
         runs[i] = {w = w, used = used, had = own[2 * #names + i] ~= false}
-        sum = sum + w - used
+        sum = sum + w
       end
+      share = math.max(math.floor(k / sum), 1)
     end
-    local share = math.ceil(k / sum)
     local counters, dropped = {}, {}
     local own_rate = {}
     if m[4] then
@@ -289,7 +305,7 @@ local function take_turns(k)
       local r = running[g] or tonumber(held[i] or '0') or 0
       local run = runs[i]
       local quota = share
-      if run then quota = share * (run.w - run.used) end
+      if run then quota = share * run.w - run.used end
       -- A sequence held on its dead task starts nothing.
       local front = dead[i] and {} or G.front(g, math.min(quota, k) + 1)
       local got, full = 0, false
@@ -344,11 +360,10 @@ local function take_turns(k)
         hold[#hold + 1] = ms(GROUP_RATE_BASE + rate_next)
         hold[#hold + 1] = g
       elseif got > 0 and run and got < quota then
-        -- A group of more turns than it used keeps its place: the turns
-        -- it used (each a share, the last perhaps not whole) are kept
-        -- with its turn, until its run is over.
-        local used = run.used + math.ceil(got / share)
-        if used < run.w then
+        -- A group in the middle of a run keeps its place: the turns it
+        -- used of it are kept with its turn, until its run is over.
+        local used = (run.used + got) % run.w
+        if used > 0 then
           counters[#counters + 1] = g .. ':u'
           counters[#counters + 1] = used .. '/' .. ready[2 * i]
           run.had = false -- written anew

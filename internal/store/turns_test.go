@@ -165,12 +165,13 @@ func TestControlGroupTurnsScript(t *testing.T) {
 func TestGroupTurnsReadScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "queue_info.lua", "groups_list.lua")
-	e.seed(keyState{
+	seed := keyState{
 		"meta":    hash{"name": "q", "gturns": "2"},
 		"gwait":   zset{member("a", "11,ga:a1"): 0, member("b", "12,gb:b1"): 0, member("c", "13,gc:c1"): 0},
 		"gready":  zset{"a": 1, "b": 2, "c": 3},
 		"glimits": hash{"a:t": "4", "a:h": "1", "b:h": "0"},
-	})
+	}
+	e.seed(seed)
 	st, err := e.s.QueueState(e.ctx, "q")
 	require.NoError(t, err)
 	assert.Equal(t, 2, st.GroupTurns)
@@ -186,7 +187,7 @@ func TestGroupTurnsReadScript(t *testing.T) {
 	assert.Equal(t, GroupHoldOff, byKey["b"].Hold)
 	assert.Equal(t, GroupHoldAsQueue, byKey["c"].Hold)
 	assert.Equal(t, 0, byKey["c"].Turns)
-	e.dump()
+	e.expect(seed)
 }
 
 // bury.lua with a group's own sequence-hold setting: on holds its
