@@ -248,15 +248,20 @@ local function take_turns(k)
     local names = {}
     for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
     local held = redis.call('HMGET', grunning_key, unpack(names))
-    -- Each group's own limit and, under turns, its own turns and the
-    -- turns it used of its current run (one HMGET for them all).
-    local fields = names
+    local own = redis.call('HMGET', glimits_key, unpack(names))
+    -- Under turns, each group's own turns and the turns it used of its
+    -- current run: one HMGET per 1000 groups.
+    local tu = {}
     if turned then
-      fields = {unpack(names)}
-      for _, g in ipairs(names) do fields[#fields + 1] = g .. ':t' end
-      for _, g in ipairs(names) do fields[#fields + 1] = g .. ':u' end
+      for i = 1, #names, 1000 do
+        local fields = {}
+        for j = i, math.min(i + 999, #names) do
+          fields[#fields + 1] = names[j] .. ':t'
+          fields[#fields + 1] = names[j] .. ':u'
+        end
+        for _, v in ipairs(redis.call('HMGET', glimits_key, unpack(fields))) do tu[#tu + 1] = v end
+      end
     end
-    local own = redis.call('HMGET', glimits_key, unpack(fields))
     -- A turn is a share of the tasks asked for: one task when there are
     -- as many groups ready as tasks, else an equal share of them. Under
     -- turns, a turn is one task, and a group of w turns takes its run
@@ -269,8 +274,8 @@ local function take_turns(k)
     if turned then
       local sum = 0
       for i = 1, #names do
-        local w, used = group_turns(own[#names + i], own[2 * #names + i], ready[2 * i], turns_default)
-        runs[i] = {w = w, used = used, had = own[2 * #names + i] ~= false}
+        local w, used = group_turns(tu[2 * i - 1], tu[2 * i], ready[2 * i], turns_default)
+        runs[i] = {w = w, used = used, had = tu[2 * i] ~= false}
         sum = sum + w
       end
       share = math.max(math.floor(k / sum), 1)
