@@ -423,10 +423,10 @@ local function group_rate(v)
   return n, per
 end
 -- Turns per group (docs/flow-control.md): a group of w turns keeps its
--- place in the ready set for w turns in a row (a turn is one task, or a
--- share of a dequeue's tasks when fewer groups are ready: see dequeue.lua)
--- before it moves behind the others, so while groups have work each
--- takes turns in proportion to its w. w is a group's own (the field
+-- place in the ready set for w turns in a row (a turn is one task: a
+-- dequeue of many gives each group whole runs of its turns, see
+-- dequeue.lua) before it moves behind the others, so while groups have
+-- work each takes turns in proportion to its w. w is a group's own (the field
 -- '<group>:t' of GROUPS.limits) else the default (the meta field
 -- 'gturns'), else 1; the meta field 'gtx' is set once a group's own was,
 -- so that a queue without turns reads nothing more. A group in the

@@ -11,7 +11,7 @@
 -- own (see sequence_died in common.lua); with a group, it sets that
 -- group's own setting: value 1 on, 2 off, 0 as the queue's. Op "gturns"
 -- sets a group's turns, or with group '' every group's default (see
--- GROUP_TURNS in common.lua).
+-- "Turns per group" in common.lua).
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.

@@ -178,7 +178,7 @@ local function take_turns(k)
   local G = group_lib()
   local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
-  -- Turns (see GROUP_TURNS in common.lua): every group's default, and
+  -- Turns (see "Turns per group" in common.lua): every group's default, and
   -- whether a group has turns of its own or may be in the middle of its
   -- turns; a queue without them reads no more.
   local turns_default = control_value(m[6]) or 1

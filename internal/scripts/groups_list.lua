@@ -13,7 +13,7 @@
 -- Returns {partial (1 when either set held more than scan), ready groups,
 -- groups with processes, the default group limit (0: none), the default
 -- group rate and its window (ms; 0 0: none), the default turns (0: none,
--- see GROUP_TURNS in common.lua), then per group: key, waiting,
+-- see "Turns per group" in common.lua), then per group: key, waiting,
 -- running, own limit (0: none), ready (0/1), own rate and window (0 0:
 -- none), when its rate allows its next start (µs, Redis clock; 0 unless
 -- held back by its rate), the id of the dead task that holds it ('' for

@@ -9,7 +9,7 @@
 --          groups (ready or running), groups ready, the default group
 --          limit (0: none), whether it holds its sequences on a dead
 --          task (0/1), the groups so held (see sequence_died), and the
---          groups' default turns (0: none; see GROUP_TURNS).
+--          groups' default turns (0: none; see "Turns per group" in common.lua).
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key, high_key, low_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
