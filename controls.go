@@ -169,6 +169,9 @@ type QueueInfo struct {
 	// (SetAggregation), defaults filled in.
 	Gatherings, Gathering int64
 	Aggregation           AggregateSettings
+	// GroupTurns is every group's default turns in a row (SetGroupTurns
+	// with group ""); 1 when none was set.
+	GroupTurns int
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -183,7 +186,8 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
 		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
 		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld,
-		Gatherings: st.Gatherings, Gathering: st.Gathering, Aggregation: AggregateSettings{MaxSize: cmp.Or(st.AggregateMax, DefaultAggregateMaxSize), MaxDelay: cmp.Or(st.AggregateDelay, DefaultAggregateMaxDelay)}}
+		Gatherings: st.Gatherings, Gathering: st.Gathering, Aggregation: AggregateSettings{MaxSize: cmp.Or(st.AggregateMax, DefaultAggregateMaxSize), MaxDelay: cmp.Or(st.AggregateDelay, DefaultAggregateMaxDelay)},
+		GroupTurns: cmp.Or(st.GroupTurns, 1)}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

@@ -71,6 +71,8 @@
 //     (Client.SetConcurrency) a task holds while in flight (Weight).
 //   - share: a queue's part of a pool's handler slots under OrderShared
 //     (QueueSpec.Share).
+//   - turns: a group's picks in a row among its queue's groups
+//     (SetGroupTurns): its part of the starts while groups have work.
 //   - workflow: a set of tasks enqueued together with dependencies
 //     between them (EnqueueWorkflow), with its own state in Redis.
 //   - step: one task of a workflow, named in it (Step); its parents are

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/worqr/worqr/internal/store"
 )
 
 // MaxGroupLen is the longest group key, in bytes (see Group).
@@ -17,7 +19,8 @@ const MaxGroupLen = 128
 // A queue's dequeues serve its groups in turn, one task a turn (an equal
 // share of a dequeue's tasks when fewer groups are ready), and the tasks
 // without a group as one more group, so a group with 100,000 tasks
-// waiting does not hold back one with ten: fair round-robin. Within a
+// waiting does not hold back one with ten: fair round-robin. A group
+// given more turns (SetGroupTurns) takes that many in a row. Within a
 // group, tasks start by priority (HighPriority, LowPriority), then in the
 // order they were enqueued: a retried, reclaimed or delayed task takes its
 // place by its id when it waits again, ahead of the group's tasks enqueued
@@ -104,9 +107,96 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 // raised meanwhile) does not. QueueInfo counts the groups held
 // (GroupsHeldOnDead), and Groups lists them (GroupInfo.DeadTask). A
 // queue that does not exist gives ErrNoQueue, unless CreateQueue is given.
+//
+// A group's own setting (SetGroupSequenceHold) goes over the queue's: off
+// here lets go of every held group but those whose own setting is on.
 func (c *Client) SetSequenceHold(ctx context.Context, queue string, on bool, opts ...ControlOption) error {
 	return c.controlWith(ctx, "set sequence hold", queue, opts, func(create bool) error {
 		return c.store.ControlSequenceHold(ctx, queue, on, create)
+	})
+}
+
+// SetGroupTurns gives one group of a queue (see Group) n turns in a row
+// among the queue's groups, where every other group takes its own (1
+// unless set): while groups have tasks waiting, a group of 3 turns starts
+// 3 tasks for every one of a group of 1 (a premium tenant's share). With
+// group "", it sets the default of every group without turns of its own.
+// n = 0 removes them: a group's own fall back to the default, and the
+// default to 1. A turn is one task, or an equal share of a dequeue's
+// tasks when fewer turns are to be given than tasks asked for (see
+// Group): a group of n turns keeps its place in the rotation for n of
+// them, then moves behind the others. Turns share out the starts among
+// the groups with work; they do not raise a group's limits
+// (SetGroupConcurrency, SetGroupRate), which stop its turns as ever. The
+// turns are kept in Redis and applied inside the dequeue script, for the
+// whole fleet, at the same O(log G) per pick. The tasks without a group
+// take one turn. n must be in 0..MaxLimit and group at most MaxGroupLen
+// bytes (ErrInvalidOptions). A queue that does not exist gives
+// ErrNoQueue, unless CreateQueue is given.
+//
+// Turns are not Weight: a task's weight is the slots of the concurrency
+// limits it holds while it runs, a group's turns its part of the starts.
+func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, opts ...ControlOption) error {
+	const op = "set group turns"
+	if n < 0 || int64(n) > MaxLimit {
+		return fmt.Errorf("worqr: %s %q: turns %d not in 0..%d: %w", op, queue, n, int64(MaxLimit), ErrInvalidOptions)
+	}
+	if err := checkGroup(group, false); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroupTurns(ctx, queue, group, n, create)
+	})
+}
+
+// GroupHold is a group's own sequence-hold setting (SetGroupSequenceHold).
+type GroupHold int
+
+// A group's own sequence-hold settings.
+const (
+	// GroupHoldAsQueue: the queue's setting (SetSequenceHold) applies to
+	// the group, the default.
+	GroupHoldAsQueue GroupHold = iota
+	// GroupHoldOn holds the group's sequence on a dead task, whatever the
+	// queue's setting.
+	GroupHoldOn
+	// GroupHoldOff never holds it.
+	GroupHoldOff
+)
+
+// String is "queue", "on" or "off".
+func (h GroupHold) String() string {
+	switch h {
+	case GroupHoldOn:
+		return "on"
+	case GroupHoldOff:
+		return "off"
+	case GroupHoldAsQueue:
+		return "queue"
+	}
+	return fmt.Sprintf("GroupHold(%d)", int(h))
+}
+
+// SetGroupSequenceHold sets one group's own sequence-hold setting, over
+// the queue's (SetSequenceHold): GroupHoldOn holds the group, if it is a
+// sequence, when its task dies, though the queue does not hold its
+// sequences; GroupHoldOff never holds it; GroupHoldAsQueue (the default)
+// follows the queue. A group that the new setting no longer holds goes on
+// at once, as when the queue's setting goes off; turning the queue's off
+// does not let go of the groups whose own setting is on. The setting is
+// kept in Redis whether or not the group has tasks. group must be 1 to
+// MaxGroupLen bytes and h one of the three (ErrInvalidOptions). A queue
+// that does not exist gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) SetGroupSequenceHold(ctx context.Context, queue, group string, h GroupHold, opts ...ControlOption) error {
+	const op = "set group sequence hold"
+	if h < GroupHoldAsQueue || h > GroupHoldOff {
+		return fmt.Errorf("worqr: %s %q: %v: %w", op, queue, h, ErrInvalidOptions)
+	}
+	if err := checkGroup(group, true); err != nil {
+		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroupHold(ctx, queue, group, store.GroupHold(h), create)
 	})
 }
 

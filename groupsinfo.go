@@ -19,6 +19,11 @@ const MaxGroupsRead = 1000
 type GroupInfo struct {
 	// Key is the group's key, as given to Group.
 	Key string
+	// Turns is its turns in a row (SetGroupTurns): its own, else the
+	// queue's default for groups, else 1.
+	Turns int
+	// Hold is its own sequence-hold setting (SetGroupSequenceHold).
+	Hold GroupHold
 	// Waiting counts its tasks waiting.
 	Waiting int64
 	// Running is the slots its tasks in flight hold (a task enqueued with
@@ -60,6 +65,9 @@ type GroupsReport struct {
 	DefaultLimit int
 	DefaultRate  int
 	DefaultPer   time.Duration
+	// DefaultTurns is every group's default turns (SetGroupTurns with
+	// group ""), 1 when none was set.
+	DefaultTurns int
 	// TopWaiting are the groups with the most tasks waiting, most first
 	// (then by key), TopRunning those whose tasks in flight hold the most
 	// slots, and HeldBack those held back at their limit or by their rate
@@ -95,7 +103,7 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 		return GroupsReport{}, c.fail(op, queue, err)
 	}
 	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit,
-		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, Partial: st.Partial}
+		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, DefaultTurns: cmp.Or(st.DefaultTurns, 1), Partial: st.Partial}
 	all := make([]GroupInfo, len(st.Groups))
 	for i, g := range st.Groups {
 		all[i] = groupInfo(g, st)
@@ -120,7 +128,8 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 
 func groupInfo(g store.GroupState, st store.GroupsState) GroupInfo {
 	gi := GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: cmp.Or(g.Limit, st.DefaultLimit),
-		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready, DeadTask: g.DeadTask}
+		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready, DeadTask: g.DeadTask,
+		Turns: cmp.Or(g.Turns, st.DefaultTurns, 1), Hold: GroupHold(g.Hold)}
 	if gi.Rate == 0 {
 		gi.Rate, gi.Per = st.DefaultRate, st.DefaultPer
 	}

@@ -34,12 +34,12 @@ func TestGroupsReport(t *testing.T) {
 	assert.Equal(t, 1, r.DefaultLimit)
 	assert.False(t, r.Partial)
 	assert.Equal(t, []GroupInfo{
-		{Key: "big", Waiting: 4, Limit: 5},
-		{Key: "held", Waiting: 2, Running: 1, Limit: 1, HeldBack: true},
-		{Key: "small, with a comma", Waiting: 1, Limit: 1},
+		{Key: "big", Turns: 1, Waiting: 4, Limit: 5},
+		{Key: "held", Turns: 1, Waiting: 2, Running: 1, Limit: 1, HeldBack: true},
+		{Key: "small, with a comma", Turns: 1, Waiting: 1, Limit: 1},
 	}, r.TopWaiting)
-	assert.Equal(t, []GroupInfo{{Key: "held", Waiting: 2, Running: 1, Limit: 1, HeldBack: true}}, r.TopRunning)
-	assert.Equal(t, []GroupInfo{{Key: "held", Waiting: 2, Running: 1, Limit: 1, HeldBack: true}}, r.HeldBack)
+	assert.Equal(t, []GroupInfo{{Key: "held", Turns: 1, Waiting: 2, Running: 1, Limit: 1, HeldBack: true}}, r.TopRunning)
+	assert.Equal(t, []GroupInfo{{Key: "held", Turns: 1, Waiting: 2, Running: 1, Limit: 1, HeldBack: true}}, r.HeldBack)
 
 	r, err = c.Groups(ctx, "q", 1)
 	require.NoError(t, err)

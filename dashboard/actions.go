@@ -27,6 +27,7 @@ var actions = map[string]actionSpec{
 	"limit":      {verb: "Set the concurrency limit of queue", needN: true, done: "limited"},
 	"grouplimit": {verb: "Set a group concurrency limit of queue", needN: true, done: "groupLimited"},
 	"grouprate":  {verb: "Set a group rate limit of queue", needN: true, done: "groupRated"},
+	"groupturns": {verb: "Set the turns in a row of a group of queue", needN: true, done: "groupTurned"},
 	// The verb of "sequencehold" depends on its hold (on or off): see holdVerbs.
 	"sequencehold": {done: "sequenceHold"},
 	"purge":        {verb: "Delete every dead letter of queue", done: "purged"},
@@ -45,6 +46,7 @@ var doneMessages = map[string]string{
 	"limited":           "Concurrency limit set.",
 	"groupLimited":      "Group concurrency limit set.",
 	"groupRated":        "Group rate limit set.",
+	"groupTurned":       "Group turns set.",
 	"sequenceHold":      "Sequence hold set.",
 	"purged":            "Dead letters purged.",
 	"deleted":           "Queue deleted.",
@@ -69,12 +71,25 @@ var holdVerbs = map[string]string{
 	"off": "Stop holding sequences on a dead task (each one held goes on at once) in queue",
 }
 
+// groupHoldVerbs are the confirmations of "sequencehold" for one group,
+// by its hold value.
+var groupHoldVerbs = map[string]string{
+	"on":    "Hold this group's sequence on its dead task whatever the queue's setting, in queue",
+	"off":   "Never hold this group's sequence on a dead task (if held, it goes on at once), in queue",
+	"queue": "Let this group follow the queue's sequence hold, in queue",
+}
+
+// groupHolds are a group's own settings, by their hold value.
+var groupHolds = map[string]worqr.GroupHold{"on": worqr.GroupHoldOn, "off": worqr.GroupHoldOff, "queue": worqr.GroupHoldAsQueue}
+
 type confirmData struct {
 	Op, Verb, Queue, ID, N, Back string
-	// Group is the group of a group limit or rate ("": every group's
-	// default), and Per a group rate's window, as typed (a Go duration).
+	// Group is the group of a group limit, rate or turns ("": every
+	// group's default) or of a sequence hold ("": the queue's), and Per a
+	// group rate's window, as typed (a Go duration).
 	Group, Per string
-	// Hold is a sequence hold's setting: "on" or "off".
+	// Hold is a sequence hold's setting: "on" or "off", or for a group's
+	// own, "queue" too.
 	Hold string
 	Bulk *bulkForm
 	// Workflow is the workflow of a workflow's action (Queue is "").
@@ -131,8 +146,11 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		// stored as 1ms, not what the confirmation said.
 		h.fail(w, r, http.StatusBadRequest, "the window must be a duration of 1ms or more, in whole milliseconds (1m, 500ms)")
 		return
-	case op == "sequencehold" && holdVerbs[hold] == "":
+	case op == "sequencehold" && group == "" && holdVerbs[hold] == "":
 		h.fail(w, r, http.StatusBadRequest, "the sequence hold must be on or off")
+		return
+	case op == "sequencehold" && group != "" && groupHoldVerbs[hold] == "":
+		h.fail(w, r, http.StatusBadRequest, "a group's sequence hold must be on, off or queue")
 		return
 	case len(group) > worqr.MaxGroupLen:
 		h.fail(w, r, http.StatusBadRequest, "the group key is too long")
@@ -147,6 +165,9 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 			d.Per = perText
 		case "sequencehold":
 			d.Verb, d.Hold = holdVerbs[hold], hold
+			if group != "" {
+				d.Verb = groupHoldVerbs[hold]
+			}
 		}
 		h.render(w, r, "confirm", http.StatusOK, d)
 		return
@@ -166,8 +187,14 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		err = h.c.SetGroupConcurrency(ctx, queue, group, n)
 	case "grouprate":
 		err = h.c.SetGroupRate(ctx, queue, group, n, per)
+	case "groupturns":
+		err = h.c.SetGroupTurns(ctx, queue, group, n)
 	case "sequencehold":
-		err = h.c.SetSequenceHold(ctx, queue, hold == "on")
+		if group != "" {
+			err = h.c.SetGroupSequenceHold(ctx, queue, group, groupHolds[hold])
+		} else {
+			err = h.c.SetSequenceHold(ctx, queue, hold == "on")
+		}
 	case "purge":
 		_, err = h.c.PurgeDeadLetters(ctx, queue)
 	case "deletequeue":

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,7 +66,7 @@ func TestGroupsSection(t *testing.T) {
 	top := sectionOf(body, `id="groups"`)
 	big, held := strings.Index(top, "tenant-&lt;big&gt;"), strings.Index(top, "tenant-held")
 	assert.True(t, big > 0 && held > big, "most waiting first: %d %d", big, held)
-	assert.Contains(t, top, `<td class="n">3</td><td class="n">0</td><td class="n">1</td><td>ready</td>`)
+	assert.Contains(t, top, `<td class="n">3</td><td class="n">0</td><td class="n">1</td><td class="n">1</td><td>ready</td>`)
 	heldRows := sectionOf(body, `id="groups-held"`)
 	assert.Contains(t, heldRows, "tenant-held")
 	assert.NotContains(t, heldRows, "big")
@@ -382,5 +383,140 @@ func TestSequenceHoldActionHostile(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, code, "the dashboard's own origin, with the token")
 	assert.False(t, held())
 	code, _ = e.post("/action", url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("nosuch")}, "hold": {"on"}, "confirmed": {"yes"}})
+	assert.Equal(t, http.StatusNotFound, code, "no such queue: not created")
+}
+
+// The queue's page sets a group's turns, or every group's default, and a
+// group's own sequence hold, behind a confirmation that names the group,
+// through the CSRF check; the groups' rows show their turns and own hold.
+func TestGroupTurnsAndHoldActions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	_, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("premium"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/q")
+	assert.Contains(t, body, `value="groupturns"`)
+	assert.Contains(t, body, `id="group-sequence-hold"`)
+	assert.Contains(t, body, ", turns 1</small>")
+
+	tok := e.csrf()
+	turns := func(group, n, confirmed string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"groupturns"}, "q": {qx("q")}, "group": {group}, "n": {n}, "back": {"queue"}, "confirmed": {confirmed}}
+	}
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	ask := e.raw("/action", turns("premium", "3", ""), "Cookie", cookie)
+	require.Equal(t, http.StatusOK, ask.code)
+	assert.Contains(t, ask.body, `group <span class="name">premium</span>, to 3?`)
+	code, _ := e.post("/action", turns("premium", "3", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	code, _ = e.post("/action", turns("", "2", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	r, err := e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.DefaultTurns)
+	require.Len(t, r.TopWaiting, 1)
+	assert.Equal(t, 3, r.TopWaiting[0].Turns)
+
+	hold := func(group, h, confirmed string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("q")}, "group": {group}, "hold": {h}, "back": {"queue"}, "confirmed": {confirmed}}
+	}
+	ask = e.raw("/action", hold("premium", "on", ""), "Cookie", cookie)
+	require.Equal(t, http.StatusOK, ask.code)
+	assert.Contains(t, ask.body, html.EscapeString(groupHoldVerbs["on"])+` <span class="name">q</span>, group <span class="name">premium</span>?`)
+	code, _ = e.post("/action", hold("premium", "on", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, worqr.GroupHoldOn, r.TopWaiting[0].Hold)
+	info, err := e.c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.False(t, info.SequenceHold, "the queue's own setting is untouched")
+	_, body = e.get("/queue/q")
+	row := sectionOf(body, `id="groups"`)
+	assert.Contains(t, row, `<td class="n">3</td><td><span class="tag" title="its own sequence hold, over the queue's">hold on</span>`)
+	code, _ = e.post("/action", hold("premium", "queue", "yes"))
+	require.Equal(t, http.StatusSeeOther, code)
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, worqr.GroupHoldAsQueue, r.TopWaiting[0].Hold)
+}
+
+// The group turns and a group's sequence hold under hostile input: counts
+// past MaxLimit or not whole numbers, hold values other than on, off and
+// queue (queue without a group), group keys too long, a form without the
+// token or with a forged one, a foreign Host or Origin: each is refused,
+// changing nothing. A group key of any bytes is stored and shown escaped.
+func TestGroupTurnsActionHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	require.NoError(t, e.c.SetGroupTurns(ctx, "q", "", 4, worqr.CreateQueue()))
+	tok := e.csrf()
+	turns := func(group, n string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"groupturns"}, "q": {qx("q")}, "group": {group}, "n": {n}, "back": {"queue"}, "confirmed": {"yes"}}
+	}
+	hold := func(group, h string) url.Values {
+		return url.Values{"csrf": {tok}, "op": {"sequencehold"}, "q": {qx("q")}, "group": {group}, "hold": {h}, "back": {"queue"}, "confirmed": {"yes"}}
+	}
+	for _, n := range []string{"9007199254740992", "99999999999999999999", "1e3", "NaN", "-1", "", "3.5", " 3", "0x10", strings.Repeat("9", 60000)} {
+		code, _ := e.post("/action", turns("", n))
+		assert.Equal(t, http.StatusBadRequest, code, "turns %.40q", n)
+		code, _ = e.post("/action", turns("g", n))
+		assert.Equal(t, http.StatusBadRequest, code, "a group's turns %.40q", n)
+	}
+	code, _ := e.post("/action", turns(strings.Repeat("k", worqr.MaxGroupLen+1), "2"))
+	assert.Equal(t, http.StatusBadRequest, code, "a group key too long")
+	for _, h := range []string{"", "On", "QUEUE", "1", "2", "as queue", "queue\x00", "<on>", strings.Repeat("on", 20000)} {
+		code, _ := e.post("/action", hold("g", h))
+		assert.Equal(t, http.StatusBadRequest, code, "a group's hold %.40q", h)
+	}
+	code, _ = e.post("/action", hold("", "queue"))
+	assert.Equal(t, http.StatusBadRequest, code, "queue is a group's setting only")
+	code, _ = e.post("/action", hold(strings.Repeat("k", worqr.MaxGroupLen+1), "on"))
+	assert.Equal(t, http.StatusBadRequest, code, "a group key too long")
+
+	bad := turns("", "9")
+	bad.Del("csrf")
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code, "no token")
+	first := "0"
+	if tok[0] == '0' {
+		first = "1"
+	}
+	bad.Set("csrf", first+tok[1:])
+	code, _ = e.post("/action", bad)
+	assert.Equal(t, http.StatusForbidden, code, "a forged token")
+	cookie := csrfCookie + "=" + e.jarCookie(csrfCookie)
+	for _, host := range []string{"evil.example", "evil.example:80", "127.0.0.1.nip.io"} {
+		res := e.raw("/action", turns("", "9"), "Host", host, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Host: %s", host)
+		res = e.raw("/action", hold("g", "on"), "Host", host, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Host: %s", host)
+	}
+	for _, origin := range []string{"https://evil.example", "null", "http://localhost:1"} {
+		res := e.raw("/action", turns("", "9"), "Origin", origin, "Cookie", cookie)
+		assert.Equal(t, http.StatusForbidden, res.code, "a foreign Origin: %s", origin)
+	}
+	r, err := e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 4, r.DefaultTurns, "nothing changed")
+
+	key := "\x00<b>\xff" + strings.Repeat("é", 60)
+	code, _ = e.post("/action", turns(key, "3"))
+	require.Equal(t, http.StatusSeeOther, code)
+	code, _ = e.post("/action", hold(key, "off"))
+	require.Equal(t, http.StatusSeeOther, code)
+	_, err = e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group(key))
+	require.NoError(t, err)
+	r, err = e.c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	require.Len(t, r.TopWaiting, 1)
+	assert.Equal(t, key, r.TopWaiting[0].Key)
+	assert.Equal(t, 3, r.TopWaiting[0].Turns)
+	assert.Equal(t, worqr.GroupHoldOff, r.TopWaiting[0].Hold)
+	_, body := e.get("/queue/q")
+	assert.NotContains(t, body, "<b>\xff", "the key is shown escaped")
+	code, _ = e.post("/action", url.Values{"csrf": {tok}, "op": {"groupturns"}, "q": {qx("nosuch")}, "n": {"2"}, "confirmed": {"yes"}})
 	assert.Equal(t, http.StatusNotFound, code, "no such queue: not created")
 }

@@ -23,7 +23,10 @@ import (
 // one group floods the queue, then 99 groups enqueue 10 tasks each, and
 // the flooder's starts before the last small group's task starts are
 // counted (start order is process id order, which is the dequeue
-// script's).
+// script's). Two variants give groups turns (worqr.SetGroupTurns): 10
+// groups, half of them of 3 turns, for what turns cost, and a group of 3
+// turns against one of 1, whose starts while both have work should be
+// 3:1.
 func runGroups(ctx context.Context, b *bench) (*result, error) {
 	total := b.pick(50_000, 600) / len(b.queues) * len(b.queues)
 	conc := b.cfg.concurrency
@@ -35,7 +38,8 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 		name   string
 		groups int
 		limit  int
-	}{{"groups10", 10, 0}, {"groups10k", b.pick(10_000, 100), 0}, {"limit1_groups1k", b.pick(1_000, 50), 1}} {
+		turns  int // of every other group, from tenant-0
+	}{{"groups10", 10, 0, 0}, {"turns_groups10", 10, 0, 3}, {"groups10k", b.pick(10_000, 100), 0, 0}, {"limit1_groups1k", b.pick(1_000, 50), 1, 0}} {
 		variant := func(groups int) (float64, error) {
 			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
 				if groups == 0 {
@@ -44,6 +48,13 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 				if v.limit > 0 {
 					for _, q := range b.queues {
 						if err := c.SetGroupConcurrency(ctx, q, "", v.limit, worqr.CreateQueue()); err != nil {
+							return err
+						}
+					}
+				}
+				for k := 0; v.turns > 0 && k < groups; k += 2 {
+					for _, q := range b.queues {
+						if err := c.SetGroupTurns(ctx, q, "tenant-"+strconv.Itoa(k), v.turns, worqr.CreateQueue()); err != nil {
 							return err
 						}
 					}
@@ -74,7 +85,78 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 	if err := groupsFairness(ctx, b, res, run); err != nil {
 		return nil, err
 	}
+	if err := groupsTurns(ctx, b, res, run); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// groupsTurns reports the starts of a group of 3 turns for each of a
+// group of 1, in start (process id) order, while both have work: the
+// starts up to the last of the group that runs out first.
+func groupsTurns(ctx context.Context, b *bench, res *result, run string) error {
+	each := b.pick(20_000, 400)
+	q := b.queues[0]
+	c, prefix, err := b.newClient()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	if err := c.SetGroupTurns(ctx, q, "premium", 3, worqr.CreateQueue()); err != nil {
+		return err
+	}
+	for _, g := range []string{"premium", "basic"} {
+		tasks := make([][]byte, each)
+		for i := range tasks {
+			tasks[i] = []byte(g)
+		}
+		if _, err := c.EnqueueBatch(ctx, q, tasks, worqr.Group(g)); err != nil {
+			return err
+		}
+	}
+	type start struct {
+		pid     uint64
+		premium bool
+	}
+	var mu sync.Mutex
+	starts := make([]start, 0, 2*each)
+	p, err := startPoolWith(ctx, c, []string{q}, 1, int64(2*each), func(proc *worqr.Process) error {
+		pid, _ := strconv.ParseUint(proc.ID(), 16, 64)
+		mu.Lock()
+		starts = append(starts, start{pid, string(proc.Task()) == "premium"})
+		mu.Unlock()
+		return nil
+	}, worqr.HandleOptions{Concurrency: b.cfg.concurrency})
+	if err != nil {
+		return err
+	}
+	err = p.wait(ctx, c, []string{q}, timeout(b.cfg.short))
+	p.close(ctx)
+	if err != nil {
+		return fmt.Errorf("turns: %w", err)
+	}
+	slices.SortFunc(starts, func(a, b start) int {
+		switch {
+		case a.pid < b.pid:
+			return -1
+		case a.pid > b.pid:
+			return 1
+		}
+		return 0
+	})
+	premium, basic := 0, 0
+	for _, s := range starts {
+		if s.premium {
+			premium++
+		} else {
+			basic++
+		}
+		if premium == each || basic == each {
+			break
+		}
+	}
+	res.add("turns3_starts_per_turns1_start", "×", float64(premium)/float64(max(basic, 1)))
+	return nil
 }
 
 // fillGroups enqueues perQueue tasks on each queue, task i in group

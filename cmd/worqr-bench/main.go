@@ -138,6 +138,7 @@ func scenarios() []scenario {
 		{"groups", runGroups, []target{
 			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
 			atMost("fair_flood_starts_before_last_small", 2000),
+			atLeast("turns3_starts_per_turns1_start", 2.7), atMost("turns3_starts_per_turns1_start", 3.3),
 		}},
 	}
 }

@@ -5,13 +5,24 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/worqr/worqr"
 )
 
+// groupTurns are the turns in a row of groupQueue's groups that have
+// their own (the others take one): the groups take unequal shares of the
+// starts, which must exceed no limit and break no sequence's order.
+var groupTurns = map[string]int{"l0": 3, "u0": 2, "s1": 2}
+
+// unheldGroup is the sequence whose own setting never holds it on a dead
+// task, whatever the queue's (see switchHolds).
+const unheldGroup = "s2"
+
 // setGroupLimits sets groupQueue's group limits (see groupLimit) before
 // the run: each group's own, and the default; extra more than that
-// (-sabotage groups).
+// (-sabotage groups). It sets the groups' turns (groupTurns), and
+// unheldGroup's own sequence hold off.
 func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
 	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit+extra, worqr.CreateQueue()); err != nil {
 		return err
@@ -22,8 +33,59 @@ func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
 				return err
 			}
 		}
+		if n := groupTurns[g]; n > 0 {
+			if err := c.SetGroupTurns(ctx, groupQueue, g, n); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return c.SetGroupSequenceHold(ctx, groupQueue, unheldGroup, worqr.GroupHoldOff)
+}
+
+// holdsVerdict is what switchHolds did.
+type holdsVerdict struct {
+	// on is how long groupQueue held its sequences on a dead task, and
+	// held the sequences so held when it stopped (-1: not read).
+	on   time.Duration
+	held int64
+	err  error
+}
+
+// switchHolds turns groupQueue's sequence hold on at on and off at off,
+// through the run's faults: each call is tried again until it takes (the
+// second until 30 s past off: the queue must not drain with sequences
+// held). Before it stops it reads how many sequences are held.
+func switchHolds(c *worqr.Client, on, off time.Time) holdsVerdict {
+	try := func(until time.Time, f func(ctx context.Context) error) error {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := f(ctx)
+			cancel()
+			if err == nil || time.Now().After(until) {
+				return err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	time.Sleep(time.Until(on))
+	if err := try(off, func(ctx context.Context) error { return c.SetSequenceHold(ctx, groupQueue, true) }); err != nil {
+		return holdsVerdict{err: fmt.Errorf("sequence hold on: %w", err)}
+	}
+	began := time.Now()
+	time.Sleep(time.Until(off))
+	v := holdsVerdict{held: -1}
+	_ = try(time.Now().Add(5*time.Second), func(ctx context.Context) error {
+		info, err := c.QueueInfo(ctx, groupQueue)
+		if err == nil {
+			v.held = info.GroupsHeldOnDead
+		}
+		return err
+	})
+	if err := try(time.Now().Add(30*time.Second), func(ctx context.Context) error { return c.SetSequenceHold(ctx, groupQueue, false) }); err != nil {
+		v.err = fmt.Errorf("sequence hold off: %w", err)
+	}
+	v.on = time.Since(began)
+	return v
 }
 
 // groupVerdict is what the group checks found.

@@ -254,10 +254,16 @@ func runChaos(cfg config) (ok bool, err error) {
 	stopProducing := make(chan struct{})
 	produced := make(chan error, 1)
 	go func() { produced <- prod.run(stopProducing) }()
+	// The group queue holds its sequences on a dead task for the middle
+	// third of the faults.
+	holds := make(chan holdsVerdict, 1)
+	start := time.Now()
+	go func() { holds <- switchHolds(prodClient, start.Add(cfg.duration/3), start.Add(2*cfg.duration/3)) }()
 	fa := newFaults(admin, srv, fl, cfg.ttl, cfg.mode, rng, t0, os.Stderr)
 	faultErr := fa.run(time.Now().Add(cfg.duration))
 	close(stopProducing)
-	if err := errors.Join(faultErr, <-produced); err != nil {
+	hv := <-holds
+	if err := errors.Join(faultErr, <-produced, hv.err); err != nil {
 		return false, err
 	}
 	chk := &checker{client: client, admin: admin, prefix: prefix, fleet: fl, ledger: l, log: os.Stderr, t0: t0, conns: conns}
@@ -402,7 +408,8 @@ func runChaos(cfg config) (ok bool, err error) {
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
 		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadReasons, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
-	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d\n",
-		gv.runs, gv.most[1], gv.most[2], defaultGroupLimit, gv.most[defaultGroupLimit], len(gv.overLimit), gv.seqStarts, gv.seqSkipped, len(gv.outOfOrder))
+	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d turns=%v sequence-hold on for %v (held at its end: %d)\n",
+		gv.runs, gv.most[1], gv.most[2], defaultGroupLimit, gv.most[defaultGroupLimit], len(gv.overLimit), gv.seqStarts, gv.seqSkipped, len(gv.outOfOrder),
+		groupTurns, hv.on.Round(100*time.Millisecond), hv.held)
 	return len(violations) == 0, nil
 }

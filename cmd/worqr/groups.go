@@ -17,7 +17,9 @@ their concurrency limit or by their rate limit with tasks waiting, and the
 sequences held on a dead task (see worqr sequence-hold). Each
 row: the section (WAITING, RUNNING, HELD or DEAD), the group's key, its tasks
 waiting, its slots running, its limit and its rate (its own, else the
-default; "-" for none), and, for a group held back by its rate, when its
+default; "-" for none), its turns in a row (see worqr group-turns), its
+own sequence-hold setting (HOLD: on, off, or "-" for the queue's), and,
+for a group held back by its rate, when its
 next start is allowed (NEXT, by the Redis clock), and, for a sequence held
 on its dead task, that task's id (DEADTASK): requeue or delete its dead
 letter to let the group go on. It reads the groups
@@ -38,19 +40,36 @@ Without --group it sets the default of every group without a rate of its
 own (0: no rate). "10 calls a minute per API key": group-rate q 10 1m. A
 queue that does not exist is an error (exit 1) unless --create is given.
 Prints the queue's groups after, as worqr groups does.`},
-		{name: "sequence-hold", synopsis: "<queue> on|off [--create]", group: "Change", summary: "hold a queue's sequences when their task dies, until its dead letter is requeued or deleted", run: cmdSequenceHold, help: `
+		{name: "sequence-hold", synopsis: "<queue> on|off|queue [--group key] [--create]", group: "Change", summary: "hold a queue's sequences (or one group's) when their task dies, until its dead letter is requeued or deleted", run: cmdSequenceHold, help: `
 Makes a queue hold each of its sequences (groups with a concurrency limit
 of 1) whose task dies, until its dead letter is requeued or deleted (see
 Client.SetSequenceHold): "on". "off" (the default) lets the later tasks go
-on, and releases every sequence so held at once. A queue that does not
-exist is an error (exit 1) unless --create is given. Prints the queue's
-groups after, as worqr groups does.`},
+on, and releases every sequence so held at once but those held by a
+setting of their own. With --group it sets that group's own setting (see
+Client.SetGroupSequenceHold), over the queue's: on, off, or "queue" to
+follow the queue's again. A queue that does not exist is an error (exit
+1) unless --create is given. Prints the queue's groups after, as worqr
+groups does.`},
+		{name: "group-turns", synopsis: "<queue> <n> [--group key] [--create]", group: "Change", summary: "give one group n turns in a row among the queue's groups, or every group by default (0: back to 1)", run: cmdGroupTurns, help: `
+Gives the group named by --group in a queue n turns in a row among the
+queue's groups (see Client.SetGroupTurns): while groups have tasks
+waiting, a group of 3 turns starts 3 tasks for every one of a group of 1
+(a premium tenant's share); 0 falls back to the default. Without --group
+it sets the default of every group without turns of their own (0: one
+turn). A queue that does not exist is an error (exit 1) unless --create
+is given. Prints the queue's groups after, as worqr groups does.`},
 	}
 }
 
 func cmdSequenceHold(e *env, args []string) error {
 	fs := e.flags()
 	opts := createFlag(fs)
+	var group string
+	groupSet := false
+	fs.Func("group", "the group's key (else: the queue's setting)", func(s string) error {
+		group, groupSet = s, true
+		return nil
+	})
 	pos, err := e.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
@@ -59,11 +78,20 @@ func cmdSequenceHold(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var on bool
+	if groupSet && (group == "" || len(group) > worqr.MaxGroupLen) {
+		return usagef("sequence-hold: --group takes a key of 1 to %d bytes", worqr.MaxGroupLen)
+	}
+	var h worqr.GroupHold
 	switch pos[1] {
 	case "on":
-		on = true
+		h = worqr.GroupHoldOn
 	case "off":
+		h = worqr.GroupHoldOff
+	case "queue":
+		if !groupSet {
+			return usagef("sequence-hold: \"queue\" is a group's setting (--group)")
+		}
+		h = worqr.GroupHoldAsQueue
 	default:
 		return usagef("sequence-hold: %q is neither on nor off", pos[1])
 	}
@@ -71,7 +99,12 @@ func cmdSequenceHold(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := noQueue(c.SetSequenceHold(e.ctx, queue, on, opts()...), queue); err != nil {
+	if groupSet {
+		err = c.SetGroupSequenceHold(e.ctx, queue, group, h, opts()...)
+	} else {
+		err = c.SetSequenceHold(e.ctx, queue, h == worqr.GroupHoldOn, opts()...)
+	}
+	if err := noQueue(err, queue); err != nil {
 		return err
 	}
 	return showGroups(e, c, queue, 10)
@@ -85,6 +118,8 @@ type groupRow struct {
 	Limit    int    `json:"limit"` // 0: none
 	Rate     int    `json:"rate"`  // 0: none
 	PerMs    int64  `json:"perMs"`
+	Turns    int    `json:"turns"`
+	Hold     string `json:"hold"` // its own sequence-hold setting: queue, on or off
 	HeldBack bool   `json:"heldBack"`
 	// RateHeldUntil is, for a group held back by its rate, when its next
 	// start is allowed (RFC 3339).
@@ -101,6 +136,7 @@ type groupsJSON struct {
 	DefaultLimit int        `json:"defaultLimit"` // 0: none
 	DefaultRate  int        `json:"defaultRate"`  // 0: none
 	DefaultPerMs int64      `json:"defaultPerMs"`
+	DefaultTurns int        `json:"defaultTurns"`
 	TopWaiting   []groupRow `json:"topWaiting"`
 	TopRunning   []groupRow `json:"topRunning"`
 	HeldBack     []groupRow `json:"heldBack"`
@@ -111,7 +147,7 @@ type groupsJSON struct {
 func groupRows(gs []worqr.GroupInfo) []groupRow {
 	out := make([]groupRow, len(gs))
 	for i, g := range gs {
-		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, Rate: g.Rate, PerMs: g.Per.Milliseconds(), HeldBack: g.HeldBack, DeadTask: g.DeadTask}
+		out[i] = groupRow{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: g.Limit, Rate: g.Rate, PerMs: g.Per.Milliseconds(), Turns: g.Turns, Hold: g.Hold.String(), HeldBack: g.HeldBack, DeadTask: g.DeadTask}
 		if !g.RateHeldUntil.IsZero() {
 			out[i].RateHeldUntil = g.RateHeldUntil.UTC().Format(time.RFC3339Nano)
 		}
@@ -144,7 +180,7 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 	}
 	if e.g.json {
 		return e.printJSON(groupsJSON{Queue: queue, Ready: r.Ready, Running: r.Running, DefaultLimit: r.DefaultLimit,
-			DefaultRate: r.DefaultRate, DefaultPerMs: r.DefaultPer.Milliseconds(),
+			DefaultRate: r.DefaultRate, DefaultPerMs: r.DefaultPer.Milliseconds(), DefaultTurns: r.DefaultTurns,
 			TopWaiting: groupRows(r.TopWaiting), TopRunning: groupRows(r.TopRunning), HeldBack: groupRows(r.HeldBack),
 			HeldOnDead: groupRows(r.HeldOnDead), Partial: r.Partial})
 	}
@@ -160,8 +196,8 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 		}
 		return strconv.Itoa(n) + "/" + per.String()
 	}
-	e.note("%q: %d groups ready, %d with tasks in flight, default group limit %s, rate %s", escape(queue), r.Ready, r.Running,
-		limit(r.DefaultLimit), rate(r.DefaultRate, r.DefaultPer))
+	e.note("%q: %d groups ready, %d with tasks in flight, default group limit %s, rate %s, turns %d", escape(queue), r.Ready, r.Running,
+		limit(r.DefaultLimit), rate(r.DefaultRate, r.DefaultPer), r.DefaultTurns)
 	if r.Partial {
 		e.note("more groups than one read takes (%d of each): the ranking is of those read", worqr.MaxGroupsRead)
 	}
@@ -169,7 +205,7 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 		e.note("no groups with tasks in %q", escape(queue))
 		return nil
 	}
-	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT", "RATE", "NEXT", "DEADTASK")
+	t := e.table("SECTION", "GROUP", "WAITING", "RUNNING", "LIMIT", "RATE", "TURNS", "HOLD", "NEXT", "DEADTASK")
 	for _, s := range []struct {
 		name string
 		gs   []worqr.GroupInfo
@@ -183,7 +219,11 @@ func showGroups(e *env, c *worqr.Client, queue string, n int) error {
 			if g.DeadTask != "" {
 				dead = g.DeadTask
 			}
-			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit), rate(g.Rate, g.Per), next, dead)
+			hold := "-"
+			if g.Hold != worqr.GroupHoldAsQueue {
+				hold = g.Hold.String()
+			}
+			t.row(s.name, escape(g.Key), itoa(g.Waiting), itoa(g.Running), limit(g.Limit), rate(g.Rate, g.Per), strconv.Itoa(g.Turns), hold, next, dead)
 		}
 	}
 	return t.flush()
@@ -231,6 +271,12 @@ func groupControl(e *env, args []string, name string, npos int, set func(c *worq
 func cmdGroupLimit(e *env, args []string) error {
 	return groupControl(e, args, "group-limit", 2, func(c *worqr.Client, queue, group string, n int, _ []string, opts []worqr.ControlOption) error {
 		return noQueue(c.SetGroupConcurrency(e.ctx, queue, group, n, opts...), queue)
+	})
+}
+
+func cmdGroupTurns(e *env, args []string) error {
+	return groupControl(e, args, "group-turns", 2, func(c *worqr.Client, queue, group string, n int, _ []string, opts []worqr.ControlOption) error {
+		return noQueue(c.SetGroupTurns(e.ctx, queue, group, n, opts...), queue)
 	})
 }
 

@@ -57,20 +57,20 @@ func TestGroupsCommand(t *testing.T) {
 	}
 
 	r := b.ok("groups", "q")
-	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1, rate -")
+	assert.Contains(t, r.stderr, "1 groups ready, 1 with tasks in flight, default group limit 1, rate -, turns 1")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 5, "%s", r.stdout)
-	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT\s+RATE\s+NEXT\s+DEADTASK$`, lines[0])
-	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1\s+-\s+-\s+-$`, lines[1])
-	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[2])
-	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[3])
-	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+-\s+-$`, lines[4])
+	assert.Regexp(t, `^SECTION\s+GROUP\s+WAITING\s+RUNNING\s+LIMIT\s+RATE\s+TURNS\s+HOLD\s+NEXT\s+DEADTASK$`, lines[0])
+	assert.Regexp(t, `^WAITING\s+big\s+3\s+0\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[1])
+	assert.Regexp(t, `^WAITING\s+held\s+1\s+1\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[2])
+	assert.Regexp(t, `^RUNNING\s+held\s+1\s+1\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[3])
+	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[4])
 
 	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
-	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1,
-		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1}},
-		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}},
-		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, HeldBack: true}}, HeldOnDead: []groupRow{}}, got)
+	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1, DefaultTurns: 1,
+		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1, Turns: 1, Hold: "queue"}},
+		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}},
+		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}}, HeldOnDead: []groupRow{}}, got)
 	b.fails(2, "--top must be in 1..1000", "groups", "q", "--top", "0")
 }
 
@@ -140,7 +140,7 @@ func TestSequenceHoldCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.DeadLetter(ctx, errors.New("for good")))
 	r := b.ok("groups", "q")
-	assert.Regexp(t, `(?m)^DEAD\s+s\s+1\s+0\s+1\s+-\s+-\s+`+regexp.QuoteMeta(p.TaskID())+`$`, r.stdout)
+	assert.Regexp(t, `(?m)^DEAD\s+s\s+1\s+0\s+1\s+-\s+1\s+-\s+-\s+`+regexp.QuoteMeta(p.TaskID())+`$`, r.stdout)
 	got := jsonOf[groupsJSON](b, "groups", "q")
 	require.Len(t, got.HeldOnDead, 1)
 	assert.Equal(t, p.TaskID(), got.HeldOnDead[0].DeadTask)
@@ -149,4 +149,37 @@ func TestSequenceHoldCommand(t *testing.T) {
 	p, err = w.Dequeue(ctx, "q")
 	require.NoError(t, err)
 	assert.Equal(t, "s1", string(p.Task()))
+}
+
+// group-turns sets one group's turns, or with no --group every group's
+// default, shown in the TURNS column; sequence-hold --group sets a
+// group's own setting, shown in the HOLD column; bad values are refused.
+func TestGroupTurnsAndHoldCommands(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "group-turns", "q", "2")
+	b.ok("group-turns", "q", "2", "--create")
+	b.ok("enqueue", "--group", "premium", "q", "one")
+	r := b.ok("group-turns", "q", "3", "--group", "premium")
+	assert.Contains(t, r.stderr, "turns 2")
+	assert.Regexp(t, `WAITING\s+premium\s+1\s+0\s+-\s+-\s+3\s+-\s`, r.stdout)
+	got, err := c.Groups(ctx, "q", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.DefaultTurns)
+	require.Len(t, got.TopWaiting, 1)
+	assert.Equal(t, 3, got.TopWaiting[0].Turns)
+	b.fails(2, "not a count", "group-turns", "q", "-1")
+	b.fails(2, "--group takes a key", "group-turns", "q", "1", "--group", "")
+
+	r = b.ok("sequence-hold", "q", "on", "--group", "premium")
+	assert.Regexp(t, `WAITING\s+premium\s+1\s+0\s+-\s+-\s+3\s+on\s`, r.stdout)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.False(t, info.SequenceHold, "the queue's setting is untouched")
+	r = b.ok("sequence-hold", "q", "queue", "--group", "premium")
+	assert.Regexp(t, `WAITING\s+premium\s+1\s+0\s+-\s+-\s+3\s+-\s`, r.stdout)
+	b.fails(2, "a group's setting", "sequence-hold", "q", "queue")
+	b.fails(2, "--group takes a key", "sequence-hold", "q", "on", "--group", "")
 }

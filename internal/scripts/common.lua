@@ -422,6 +422,21 @@ local function group_rate(v)
   if not n or not per then return nil end
   return n, per
 end
+-- Turns per group (docs/flow-control.md): a group of w turns keeps its
+-- place in the ready set for w turns in a row (a turn is one task: a
+-- dequeue of many gives each group whole runs of its turns, see
+-- dequeue.lua) before it moves behind the others, so while groups have
+-- work each takes turns in proportion to its w. w is a group's own (the field
+-- '<group>:t' of GROUPS.limits) else the default (the meta field
+-- 'gturns'), else 1; the meta field 'gtx' is set once a group's own was,
+-- so that a queue without turns reads nothing more. A group in the
+-- middle of its run keeps the turns it used in '<group>:u' as
+-- '<used>/<its score>': counted only while the group still holds that
+-- score (a group given a new turn since, by a limit's release or a task
+-- joining it after it left the ready set, starts a new run), and dropped
+-- when its run ends.
+-- (dequeue.lua's group_turns reads them.)
+
 -- When a group held back until a time (by its rate, or its front task's
 -- retry delay) may start again (µs), from its score in the ready set (a
 -- reply's text), or nil when it is not so held.
@@ -525,10 +540,18 @@ end
 -- a turn.
 local function sequence_died(meta, e)
   if not GROUPS.limits or not header_has(e, 'g') then return end
-  local m = redis.call('HMGET', meta, 'ghold', 'glimit')
-  if not m[1] then return end
+  local m = redis.call('HMGET', meta, 'ghold', 'glimit', 'ghx')
+  if not m[1] and not m[3] then return end
   local g = entry_group(e)
-  local limit = control_value(redis.call('HGET', GROUPS.limits, g)) or control_value(m[2])
+  local own = redis.call('HMGET', GROUPS.limits, g, g .. ':h')
+  -- The group's own setting ('<group>:h': '1' on, '0' off) over the
+  -- queue's.
+  if own[2] then
+    if own[2] ~= '1' then return end
+  elseif not m[1] then
+    return
+  end
+  local limit = control_value(own[1]) or control_value(m[2])
   if limit ~= 1 then return end
   if redis.call('HSETNX', GROUPS.limits, g .. ':d', entry_id(e)) == 1 then
     redis.call('HINCRBY', meta, 'gdead', 1)
@@ -539,10 +562,14 @@ end
 -- The holds of groups (a list of names, nil: every hold) are released
 -- when they are those of the dead tasks named (ids: a set of ids; nil:
 -- whatever task holds them): each held group with tasks waiting gets a
--- turn now. Needs the ready set and the limits hash named (set_lists).
--- Returns how many were released. Reads nothing when no group is held.
-local function dead_holds_released(meta, names, ids)
-  if not GROUPS.limits or not tonumber(redis.call('HGET', meta, 'gdead') or nil) then return 0 end
+-- turn now; with own, not those whose own setting holds them ('<group>:h'
+-- '1': the queue's setting went off). Needs the ready set and the limits
+-- hash named (set_lists). Returns how many were released. Reads nothing
+-- when no group is held.
+local function dead_holds_released(meta, names, ids, own)
+  if not GROUPS.limits then return 0 end
+  local m = redis.call('HMGET', meta, 'gdead', 'ghx')
+  if not tonumber(m[1] or nil) then return 0 end
   if not names then
     names = {}
     local cursor = '0'
@@ -559,6 +586,9 @@ local function dead_holds_released(meta, names, ids)
   local now
   for _, g in ipairs(names) do
     local held = redis.call('HGET', GROUPS.limits, g .. ':d')
+    if held and own and m[2] and redis.call('HGET', GROUPS.limits, g .. ':h') == '1' then
+      held = nil
+    end
     if held and (not ids or ids[held]) then
       redis.call('HDEL', GROUPS.limits, g .. ':d')
       released = released + 1

@@ -7,7 +7,11 @@
 -- "glimit") and rate limit (op "grate"), or with group '' every group's
 -- default (see GROUPS and GROUP_RATE_BASE in common.lua). Op "ghold"
 -- (value 1 or 0) makes the queue hold its sequences on a dead task, or
--- stop: every group so held goes on (see sequence_died in common.lua).
+-- stop: every group so held goes on but those held by a setting of their
+-- own (see sequence_died in common.lua); with a group, it sets that
+-- group's own setting: value 1 on, 2 off, 0 as the queue's. Op "gturns"
+-- sets a group's turns, or with group '' every group's default (see
+-- "Turns per group" in common.lua).
 -- Op "agg" sets the aggregation settings (see AGG in common.lua): the
 -- value is the most tasks per aggregated task, per the longest wait in
 -- ms from a gathering's first task; 0 for either puts back its default.
@@ -24,8 +28,8 @@ local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
 local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | agg
-local group = ARGV[7] -- glimit, grate: the group, escaped ('' for every group's default)
+local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | gturns | agg
+local group = ARGV[7] -- glimit, grate, ghold, gturns: the group, escaped ('' for every group's default, or the queue's setting)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
 
@@ -60,12 +64,45 @@ elseif op == 'agg' then
       redis.call('HDEL', meta_key, fv[1])
     end
   end
+elseif op == 'ghold' and group ~= '' then
+  -- A group's own setting ('<group>:h': '1' on, '0' off; 'ghx' marks that
+  -- one exists): a group no longer held by it lets its hold go.
+  if value == '0' then
+    redis.call('HDEL', glimits_key, group .. ':h')
+  else
+    redis.call('HSET', glimits_key, group .. ':h', value == '1' and '1' or '0')
+    redis.call('HSET', meta_key, 'ghx', 1)
+  end
+  if value == '2' or (value == '0' and not redis.call('HGET', meta_key, 'ghold')) then
+    wake_all = dead_holds_released(meta_key, {group}) > 0
+  end
 elseif op == 'ghold' then
   if set then
     redis.call('HSET', meta_key, 'ghold', 1)
   else
     redis.call('HDEL', meta_key, 'ghold')
-    wake_all = dead_holds_released(meta_key) > 0
+    wake_all = dead_holds_released(meta_key, nil, nil, true) > 0
+  end
+elseif op == 'gturns' then
+  -- Turns: the default ('gturns') or a group's own ('<group>:t'; 'gtx'
+  -- marks that one exists). They hold nothing back, so nothing wakes:
+  -- the next dequeue reads them. A queue left without turns forgets the
+  -- turns its groups used.
+  local key, field = meta_key, 'gturns'
+  if group ~= '' then key, field = glimits_key, group .. ':t' end
+  if set then
+    redis.call('HSET', key, field, value)
+    if group ~= '' then redis.call('HSET', meta_key, 'gtx', 1) end
+  else
+    redis.call('HDEL', key, field)
+    if group == '' and not redis.call('HGET', meta_key, 'gtx') then
+      local cursor = '0'
+      repeat
+        local page = redis.call('HSCAN', glimits_key, cursor, 'MATCH', '*:u', 'COUNT', 1000)
+        cursor = page[1]
+        for i = 1, #page[2], 2 do redis.call('HDEL', glimits_key, page[2][i]) end
+      until cursor == '0'
+    end
   end
 elseif op == 'glimit' then
   -- A group limit: the default ('glimit') or a group's own. A group

@@ -176,8 +176,25 @@ local function take_turns(k)
     released, ready = true, ready_groups(k)
   end
   local G = group_lib()
-  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead')
+  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
+  -- Turns (see "Turns per group" in common.lua): every group's default, and
+  -- whether a group has turns of its own or may be in the middle of its
+  -- turns; a queue without them reads no more.
+  local turns_default = control_value(m[6]) or 1
+  local turned = turns_default > 1 or m[7] ~= false
+  -- A group's turns (own, a stored value; default, a number) and the turns
+  -- it used of its run (counter, stored; score, its score in the ready set
+  -- as a reply's text): always at least one turn left.
+  local function group_turns(own, counter, score, default)
+    local w = control_value(own) or default
+    local used = 0
+    if counter then
+      local u, at = string.match(counter, '^(%d+)/(.+)$')
+      if u and tonumber(at) == tonumber(score) then used = math.min(tonumber(u), w - 1) end
+    end
+    return w, used
+  end
   local rate_n, rate_per = group_rate(m[3])
   local rates = rate_n ~= nil or m[4] ~= false
   local holds = tonumber(m[5] or nil) ~= nil -- groups held on a dead task (see sequence_died)
@@ -230,9 +247,40 @@ local function take_turns(k)
   while k > 0 and not blocked and #ready > 0 do
     local names = {}
     for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
-    local share = math.ceil(k / #names)
     local held = redis.call('HMGET', grunning_key, unpack(names))
     local own = redis.call('HMGET', glimits_key, unpack(names))
+    -- Under turns, each group's own turns and the turns it used of its
+    -- current run: one HMGET per 1000 groups.
+    local tu = {}
+    if turned then
+      for i = 1, #names, 1000 do
+        local fields = {}
+        for j = i, math.min(i + 999, #names) do
+          fields[#fields + 1] = names[j] .. ':t'
+          fields[#fields + 1] = names[j] .. ':u'
+        end
+        for _, v in ipairs(redis.call('HMGET', glimits_key, unpack(fields))) do tu[#tu + 1] = v end
+      end
+    end
+    -- A turn is a share of the tasks asked for: one task when there are
+    -- as many groups ready as tasks, else an equal share of them. Under
+    -- turns, a turn is one task, and a group of w turns takes its run
+    -- of w in a row, what is left of it when it used some (see
+    -- group_turns); when the tasks asked for are at least twice the
+    -- turns of the groups read, each takes as many whole runs as fit
+    -- (the share, in runs; the passes below give the rest).
+    local runs = {}
+    local share = math.ceil(k / #names)
+    if turned then
+      local sum = 0
+      for i = 1, #names do
+        local w, used = group_turns(tu[2 * i - 1], tu[2 * i], ready[2 * i], turns_default)
+        runs[i] = {w = w, used = used, had = tu[2 * i] ~= false}
+        sum = sum + w
+      end
+      share = math.max(math.floor(k / sum), 1)
+    end
+    local counters, dropped = {}, {}
     local own_rate = {}
     if m[4] then
       local fields = {}
@@ -260,8 +308,11 @@ local function take_turns(k)
       if k == 0 or blocked then break end
       local limit = control_value(own[i]) or default
       local r = running[g] or tonumber(held[i] or '0') or 0
+      local run = runs[i]
+      local quota = share
+      if run then quota = share * run.w - run.used end
       -- A sequence held on its dead task starts nothing.
-      local front = dead[i] and {} or G.front(g, math.min(share, k) + 1)
+      local front = dead[i] and {} or G.front(g, math.min(quota, k) + 1)
       local got, full = 0, false
       local rn, rper = rate_n, rate_per
       local own_n, own_per = group_rate(own_rate[i])
@@ -269,7 +320,7 @@ local function take_turns(k)
       local allowed, rate_next = math.huge, nil
       if rn and #front > 0 then allowed, rate_next = rate_room(g, rn, rper) end
       local due_at -- when the group's next task is due, if later than now
-      for f = 1, math.min(share, k, #front, math.max(allowed, 0)) do
+      for f = 1, math.min(quota, k, #front, math.max(allowed, 0)) do
         local e = G.entry(g, front[f])
         -- A sequence's task retried with a delay waits in its group, due
         -- later (see retry.lua): the tasks behind it wait too.
@@ -313,12 +364,30 @@ local function take_turns(k)
         if not rate_next then rate_fix[g], rate_next = rper, t0 + rper * 1000 + 1 end
         hold[#hold + 1] = ms(GROUP_RATE_BASE + rate_next)
         hold[#hold + 1] = g
+      elseif got > 0 and run and got < quota then
+        -- A group in the middle of a run keeps its place: the turns it
+        -- used of it are kept with its turn, until its run is over.
+        local used = (run.used + got) % run.w
+        if used > 0 then
+          counters[#counters + 1] = g .. ':u'
+          counters[#counters + 1] = used .. '/' .. ready[2 * i]
+          run.had = false -- written anew
+        else
+          again[#again + 1] = ms(turn(got))
+          again[#again + 1] = g
+        end
       elseif got > 0 then
         again[#again + 1] = ms(turn(got))
         again[#again + 1] = g
       end
+      -- A run over (the group took its turns, left, or is held) forgets
+      -- its turns used; a group that took nothing as the queue's limit
+      -- blocked it keeps its place and them.
+      if run and run.had and (got > 0 or not blocked) then dropped[#dropped + 1] = g .. ':u' end
       if blocked then break end
     end
+    if #counters > 0 then redis.call('HSET', glimits_key, unpack(counters)) end
+    if #dropped > 0 then redis.call('HDEL', glimits_key, unpack(dropped)) end
     if #took > 0 then redis.call('ZREM', gwait_key, unpack(took)) end
     if #out > 0 then redis.call('ZREM', gready_key, unpack(out)) end
     if #again > 0 then redis.call('ZADD', gready_key, unpack(again)) end

@@ -12,11 +12,13 @@
 -- whatever the number of groups.
 -- Returns {partial (1 when either set held more than scan), ready groups,
 -- groups with processes, the default group limit (0: none), the default
--- group rate and its window (ms; 0 0: none), then per group: key, waiting,
+-- group rate and its window (ms; 0 0: none), the default turns (0: none,
+-- see "Turns per group" in common.lua), then per group: key, waiting,
 -- running, own limit (0: none), ready (0/1), own rate and window (0 0:
 -- none), when its rate allows its next start (µs, Redis clock; 0 unless
 -- held back by its rate), the id of the dead task that holds it ('' for
--- none)}.
+-- none), its own turns (0: none), its own sequence-hold setting ('1' on,
+-- '0' off, '' the queue's)}.
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key = KEYS[5]
 local scan = tonumber(ARGV[1]) -- groups read of each set, at most
@@ -51,7 +53,7 @@ for i = 1, #first, 2 do
   ready[g] = (tonumber(first[i + 1]) or math.huge) < GROUP_RATE_BASE
   if not running[g] then order[#order + 1] = g end
 end
-local m = redis.call('HMGET', meta_key, 'glimit', 'grate', 'gdead')
+local m = redis.call('HMGET', meta_key, 'glimit', 'grate', 'gdead', 'gturns')
 -- Groups held on a dead task, with no task waiting or running, are read
 -- from their holds.
 if tonumber(m[3] or nil) then
@@ -75,7 +77,8 @@ if tonumber(m[3] or nil) then
   until cursor == '0' or found >= scan
 end
 local rate_n, rate_per = group_rate(m[2])
-local out = {partial, nready, redis.call('HLEN', grunning_key), control_value(m[1]) or 0, rate_n or 0, rate_per or 0}
+local out = {partial, nready, redis.call('HLEN', grunning_key), control_value(m[1]) or 0, rate_n or 0, rate_per or 0,
+  control_value(m[4]) or 0}
 for i = 1, #order, 1000 do
   local chunk = {unpack(order, i, math.min(i + 999, #order))}
   local limits = redis.call('HMGET', glimits_key, unpack(chunk))
@@ -84,6 +87,11 @@ for i = 1, #order, 1000 do
   local rates = redis.call('HMGET', glimits_key, unpack(fields))
   for j, g in ipairs(chunk) do fields[j] = g .. ':d' end
   local dead = redis.call('HMGET', glimits_key, unpack(fields))
+  local more = {}
+  for j, g in ipairs(chunk) do
+    more[2 * j - 1], more[2 * j] = g .. ':t', g .. ':h'
+  end
+  more = redis.call('HMGET', glimits_key, unpack(more))
   for j, g in ipairs(chunk) do
     local n, per = group_rate(rates[j])
     out[#out + 1] = g
@@ -95,6 +103,8 @@ for i = 1, #order, 1000 do
     out[#out + 1] = per or 0
     out[#out + 1] = rate_until[g] or 0
     out[#out + 1] = dead[j] or ''
+    out[#out + 1] = control_value(more[2 * j - 1]) or 0
+    out[#out + 1] = more[2 * j] or ''
   end
 end
 return out

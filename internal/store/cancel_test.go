@@ -104,7 +104,8 @@ func TestDeleteScript(t *testing.T) {
 	e := newScriptEnv(t, "delete.lua")
 	w := e.worker()
 	st := cancelSeed(w)
-	st["meta"] = hash{"name": "q", "registered": "1", "paused": "1", "limit": "5", "rate": "1", "per": "10", "seq": "9", "tid": "8", "wx": "1"}
+	st["meta"] = hash{"name": "q", "registered": "1", "paused": "1", "limit": "5", "rate": "1", "per": "10", "seq": "9", "tid": "8", "wx": "1",
+		"grate": "1/10", "grx": "1", "ghx": "1", "gturns": "3", "gtx": "1"}
 	st["dead"] = zset{"70:x": 1}
 	st["results"] = hash{"70": "70,sdead,S1,E1,a1:x"}
 	st["uniquettl"] = zset{"abc": 1}

@@ -27,6 +27,8 @@ const (
 	// Aggregation sets a queue's aggregation settings (see
 	// ControlAggregation).
 	Aggregation ControlOp = "agg"
+	// GroupTurns sets a group's turns (see ControlGroupTurns).
+	GroupTurns ControlOp = "gturns"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -73,6 +75,30 @@ func (s *Store) ControlSequenceHold(ctx context.Context, queue string, on bool, 
 // first task (whole ms); 0 for either puts back its default.
 func (s *Store) ControlAggregation(ctx context.Context, queue string, maxSize int, maxDelay time.Duration, create bool) error {
 	return s.controlArgs(ctx, queue, Aggregation, maxSize, strconv.FormatInt(maxDelay.Milliseconds(), 10), create, "")
+}
+
+// ControlGroupTurns sets the turns of a queue's group in a row among
+// the queue's groups (0 removes them: the default applies), or with group
+// "" the default of every group without its own (0 removes it: one turn).
+func (s *Store) ControlGroupTurns(ctx context.Context, queue, group string, n int, create bool) error {
+	return s.control(ctx, queue, GroupTurns, n, 0, create, EscapeGroup(group))
+}
+
+// GroupHold is a group's own sequence-hold setting (ControlGroupHold).
+type GroupHold int
+
+// A group's own sequence-hold settings.
+const (
+	GroupHoldAsQueue GroupHold = 0 // the queue's setting applies
+	GroupHoldOn      GroupHold = 1
+	GroupHoldOff     GroupHold = 2
+)
+
+// ControlGroupHold sets a group's own sequence-hold setting, over the
+// queue's (ControlSequenceHold): a group no longer held by it lets its
+// hold go.
+func (s *Store) ControlGroupHold(ctx context.Context, queue, group string, h GroupHold, create bool) error {
+	return s.control(ctx, queue, SequenceHold, int(h), 0, create, EscapeGroup(group))
 }
 
 func (s *Store) control(ctx context.Context, queue string, op ControlOp, limit int, per time.Duration, create bool, group string) error {
@@ -132,6 +158,8 @@ type QueueState struct {
 	Gatherings, Gathering int64
 	AggregateMax          int
 	AggregateDelay        time.Duration
+	// GroupTurns is every group's default turns, 0 if none.
+	GroupTurns int
 }
 
 // QueueState reads a queue's counts and controls, at one instant
@@ -143,7 +171,7 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 19 {
+	if err == nil && len(n) != 20 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
@@ -152,5 +180,6 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 	return QueueState{Waiting: n[0], Delayed: n[1], InFlight: n[2], Dead: n[3], Paused: n[4] == 1, Limit: int(n[5]), Rate: int(n[6]),
 		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9],
 		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12]), SequenceHold: n[13] == 1, GroupsDeadHeld: n[14],
-		Gatherings: n[15], Gathering: n[16], AggregateMax: int(n[17]), AggregateDelay: time.Duration(n[18]) * time.Millisecond}, nil
+		Gatherings: n[15], Gathering: n[16], AggregateMax: int(n[17]), AggregateDelay: time.Duration(n[18]) * time.Millisecond,
+		GroupTurns: int(n[19])}, nil
 }

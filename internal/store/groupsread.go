@@ -23,6 +23,10 @@ type GroupState struct {
 	// DeadTask is the id of the dead task its sequence is held on, "" if
 	// none.
 	DeadTask string
+	// Turns is its own turns, 0 if none, and Hold its own sequence-hold
+	// setting.
+	Turns int
+	Hold  GroupHold
 }
 
 // GroupsState is what GroupsRead read of a queue's groups.
@@ -38,6 +42,8 @@ type GroupsState struct {
 	DefaultLimit int
 	DefaultRate  int
 	DefaultPer   time.Duration
+	// DefaultTurns is every group's default turns, 0 if none.
+	DefaultTurns int
 	// Partial says a set held more groups than scan: some were not read.
 	Partial bool
 }
@@ -55,21 +61,21 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		return GroupsState{}, err
 	}
 	vals, err := res.ToArray()
-	if err == nil && (len(vals) < 6 || (len(vals)-6)%9 != 0) {
+	if err == nil && (len(vals) < 7 || (len(vals)-7)%11 != 0) {
 		err = fmt.Errorf("groups_list.lua answered %d values", len(vals))
 	}
 	if err != nil {
 		return GroupsState{}, err
 	}
-	var head [6]int64
+	var head [7]int64
 	for i := range head {
 		if head[i], err = vals[i].AsInt64(); err != nil {
 			return GroupsState{}, err
 		}
 	}
 	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3]),
-		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond}
-	for i := 6; i < len(vals); i += 9 {
+		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond, DefaultTurns: int(head[6])}
+	for i := 7; i < len(vals); i += 11 {
 		raw, err := vals[i].ToString()
 		if err != nil {
 			return GroupsState{}, err
@@ -88,8 +94,23 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		if err != nil {
 			return GroupsState{}, err
 		}
-		st.Groups = append(st.Groups, GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1,
-			Rate: int(n[4]), Per: time.Duration(n[5]) * time.Millisecond, RateUntil: n[6], DeadTask: dead})
+		turns, err := vals[i+9].AsInt64()
+		if err != nil {
+			return GroupsState{}, err
+		}
+		hold, err := vals[i+10].ToString()
+		if err != nil {
+			return GroupsState{}, err
+		}
+		g := GroupState{Key: key, Waiting: n[0], Running: n[1], Limit: int(n[2]), Ready: n[3] == 1,
+			Rate: int(n[4]), Per: time.Duration(n[5]) * time.Millisecond, RateUntil: n[6], DeadTask: dead, Turns: int(turns)}
+		switch hold {
+		case "1":
+			g.Hold = GroupHoldOn
+		case "0":
+			g.Hold = GroupHoldOff
+		}
+		st.Groups = append(st.Groups, g)
 	}
 	return st, nil
 }

@@ -60,7 +60,7 @@ type QueueKeys struct {
 	GroupWait    string // ZSET (all scored 0) '<group>\0<class><rank><entry>'
 	GroupReady   string // ZSET group -> its turn (µs, Redis clock)
 	GroupRunning string // HASH group -> slots its processes hold
-	GroupLimits  string // HASH group -> its own concurrency limit, '<group>:r' -> its own rate '<n>/<per ms>', '<group>:d' -> the dead task its sequence is held on
+	GroupLimits  string // HASH group -> its own concurrency limit, '<group>:r' -> its own rate '<n>/<per ms>', '<group>:d' -> the dead task its sequence is held on, '<group>:h' -> its own sequence-hold setting ('1' on, '0' off), '<group>:t' -> its own turns, '<group>:u' -> '<turns used>/<its turn>' in the middle of its run
 	GroupStarts  string // ZSET (all scored 0) '<group>\0<start µs, 16 hex digits><task id>', under group rate limits
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
 	// bury.lua, the cancel scripts, delete.lua), until their workflow has

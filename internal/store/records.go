@@ -118,6 +118,12 @@ import (
 //	            in common.lua); absent, 100
 //	adelay      the longest a gathering waits from its first task, ms;
 //	            absent, 60000
+//	ghx         "1" once a group had a sequence-hold setting of its
+//	            own ('<group>:h' in GroupLimits)
+//	gturns      every group's turns in a row but for those with their
+//	            own (common.lua's group_turns)
+//	gtx         "1" once a group had turns of its own ('<group>:t' in
+//	            GroupLimits)
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -191,7 +197,7 @@ const HeaderFields = "afmtwpRudrhDWKkTgFA"
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay", "ghx", "gturns", "gtx"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
 var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
