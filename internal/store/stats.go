@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,8 +31,10 @@ import (
 // Value names: the counters (StatCounters, one letter each), the
 // histogram buckets "w<k>" (wait) and "u<k>" (run), counting durations v
 // µs with 2^(k-1) < v <= 2^k (k = 0 for v <= 1 µs; the last bucket,
-// HistogramBuckets-1, also holds everything longer), and the sums "ws"
-// and "us" (µs).
+// HistogramBuckets-1, also holds everything longer), the sums "ws"
+// and "us" (µs), and the counts of a kind of tasks: "f/<kind>" finished,
+// "r/<kind>" retried, "d/<kind>" dead. The field "kinds" lists the kinds
+// kept apart (at most StatsKinds; see common.lua's stats_kinds_map).
 const (
 	StatsMinutes     = 360 // slots of the minute ring
 	StatsHours       = 168 // slots of the hour ring
@@ -64,7 +68,19 @@ type StatsSlot struct {
 	// Wait and Run are the histograms, WaitSum and RunSum their sums (µs).
 	Wait, Run       [HistogramBuckets]int64
 	WaitSum, RunSum int64
+	// Kinds are the counts of the tasks of each kind (StatsOtherKind
+	// those of kinds past the bound), by KindFinished etc.; nil when no
+	// task with a kind ended.
+	Kinds map[string][3]int64
 }
+
+// The indexes of a kind's counts in StatsSlot.Kinds, and their letters.
+const (
+	KindFinished = iota
+	KindRetried
+	KindDead
+	kindLetters = "frd"
+)
 
 // statsNearMinutes is how many minutes back a read of recent minutes
 // names its fields (HMGET) rather than reading the whole hash.
@@ -97,15 +113,30 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 	var names []string
 	read := s.b().Hgetall().Key(k.Stats).Build().Pin()
 	if local := s.clock.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {
+		// The kinds kept apart name fields too: one HGET more, which
+		// answers nil for a queue without them.
+		rec, err := s.rdb.Do(ctx, s.b().Hget().Key(k.Stats).Field("kinds").Build()).ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return time.Time{}, nil, err
+		}
+		valueNames := statsValueNames
+		if kinds := statsKindsListed(rec); len(kinds) > 0 {
+			valueNames = slices.Clone(statsValueNames)
+			for _, kind := range append(kinds, StatsOtherKind) {
+				for _, l := range kindLetters {
+					valueNames = append(valueNames, string(l)+"/"+kind)
+				}
+			}
+		}
 		// A minute of margin each side for the two clocks.
 		names = append(names, "cur")
-		for _, n := range statsValueNames {
+		for _, n := range valueNames {
 			names = append(names, "c:"+n)
 		}
 		for m := since.Unix()/60 - 1; m <= local.Unix()/60+1; m++ {
 			slot := "m" + strconv.FormatInt(m%StatsMinutes, 10)
 			names = append(names, slot)
-			for _, n := range statsValueNames {
+			for _, n := range valueNames {
 				names = append(names, slot+":"+n)
 			}
 		}
@@ -220,6 +251,7 @@ func ParseStats(now time.Time, fields map[string]string) []StatsSlot {
 		switch {
 		case slot[0] == 'c' && stamp <= minute && minute-stamp < StatsMinutes:
 			m := *st
+			m.Kinds = maps.Clone(st.Kinds)
 			m.Start = time.Unix(stamp*60, 0)
 			minutes[stamp] = &m
 		case slot[0] == 'm' && stamp <= minute && minute-stamp < StatsMinutes:
@@ -249,9 +281,31 @@ func ParseStats(now time.Time, fields map[string]string) []StatsSlot {
 	return out
 }
 
+// statsKindsListed are the kinds a stats hash's field "kinds" lists.
+func statsKindsListed(rec string) []string {
+	var kinds []string
+	for _, f := range strings.Fields(rec) {
+		if kind, _, ok := strings.Cut(f, "="); ok && kind != "" {
+			kinds = append(kinds, kind)
+		}
+	}
+	return kinds
+}
+
 // add counts n under a value name.
 func (st *StatsSlot) add(name string, n int64) {
 	switch {
+	case len(name) > 2 && name[1] == '/':
+		i := strings.IndexByte(kindLetters, name[0])
+		if i < 0 {
+			return
+		}
+		if st.Kinds == nil {
+			st.Kinds = make(map[string][3]int64)
+		}
+		c := st.Kinds[name[2:]]
+		c[i] += n
+		st.Kinds[name[2:]] = c
 	case len(name) == 1:
 		if c := strings.IndexByte(StatCounters, name[0]); c >= 0 {
 			st.Counts[c] += n
@@ -284,4 +338,14 @@ func (st *StatsSlot) merge(o *StatsSlot) {
 	}
 	st.WaitSum += o.WaitSum
 	st.RunSum += o.RunSum
+	for kind, oc := range o.Kinds {
+		if st.Kinds == nil {
+			st.Kinds = make(map[string][3]int64)
+		}
+		c := st.Kinds[kind]
+		for i := range c {
+			c[i] += oc[i]
+		}
+		st.Kinds[kind] = c
+	}
 }
