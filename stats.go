@@ -201,8 +201,9 @@ func (s Stats) Total() StatsBucket {
 // Worker.Shutdown, at once), so other clients' last second may be missing;
 // this client's own are written first. Reading costs one HGETALL of the
 // queue's stats hash (up to a few hundred kB for a busy queue), or, for
-// minutes since less than 10 minutes ago, one HGET of the kinds the
-// queue keeps apart and one HMGET of those minutes' fields.
+// minutes since less than 10 minutes ago, one HMGET of those minutes'
+// fields (and one more of their kinds' fields, for a queue that counts
+// tasks with a kind).
 func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (Stats, error) {
 	if err := c.validate(ctx, "stats", queue); err != nil {
 		return Stats{}, err

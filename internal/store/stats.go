@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,36 +109,18 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 		return time.Time{}, nil, err
 	}
 	k := s.queueKeys(queue)
-	var names []string
+	var names, near []string
 	read := s.b().Hgetall().Key(k.Stats).Build().Pin()
 	if local := s.clock.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {
-		// The kinds kept apart name fields too: one HGET more, which
-		// answers nil for a queue without them.
-		rec, err := s.rdb.Do(ctx, s.b().Hget().Key(k.Stats).Field("kinds").Build()).ToString()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return time.Time{}, nil, err
-		}
-		valueNames := statsValueNames
-		if kinds := statsKindsListed(rec); len(kinds) > 0 {
-			valueNames = slices.Clone(statsValueNames)
-			for _, kind := range append(kinds, StatsOtherKind) {
-				for _, l := range kindLetters {
-					valueNames = append(valueNames, string(l)+"/"+kind)
-				}
-			}
-		}
 		// A minute of margin each side for the two clocks.
-		names = append(names, "cur")
-		for _, n := range valueNames {
-			names = append(names, "c:"+n)
-		}
+		near = append(near, "c")
 		for m := since.Unix()/60 - 1; m <= local.Unix()/60+1; m++ {
-			slot := "m" + strconv.FormatInt(m%StatsMinutes, 10)
-			names = append(names, slot)
-			for _, n := range valueNames {
-				names = append(names, slot+":"+n)
-			}
+			near = append(near, "m"+strconv.FormatInt(m%StatsMinutes, 10))
 		}
+		// "kinds" too: a queue that keeps kinds apart has their fields
+		// read by a second HMGET.
+		names = append(names, "cur", "kinds")
+		names = statsFieldNames(names, near, statsValueNames)
 		read = s.b().Hmget().Key(k.Stats).Field(names...).Build().Pin()
 	}
 	// Two calls, not one DoMulti: on a cluster whose node cannot be
@@ -163,16 +144,17 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 	if names == nil {
 		fields, err = got.AsStrMap()
 	} else {
-		var vals []rueidis.RedisMessage
-		vals, err = got.ToArray()
-		if err == nil && len(vals) != len(names) {
-			err = fmt.Errorf("HMGET answered %d values for %d fields", len(vals), len(names))
-		}
 		fields = make(map[string]string)
-		for i := 0; err == nil && i < len(vals); i++ {
-			if v, verr := vals[i].ToString(); verr == nil {
-				fields[names[i]] = v
+		err = hmgetInto(fields, names, got)
+		if kinds := statsKindsListed(fields["kinds"]); err == nil && len(kinds) > 0 {
+			var kindNames []string
+			for _, kind := range append(kinds, StatsOtherKind) {
+				for _, l := range kindLetters {
+					kindNames = append(kindNames, string(l)+"/"+kind)
+				}
 			}
+			more := statsFieldNames(nil, near, kindNames)
+			err = hmgetInto(fields, more, s.rdb.Do(ctx, s.b().Hmget().Key(k.Stats).Field(more...).Build()))
 		}
 	}
 	if err != nil {
@@ -279,6 +261,34 @@ func ParseStats(now time.Time, fields map[string]string) []StatsSlot {
 		return out[i].Start.Before(out[j].Start)
 	})
 	return out
+}
+
+// statsFieldNames appends to names the fields of the values named in
+// each slot (and the stamp of each slot but "c").
+func statsFieldNames(names, slots, values []string) []string {
+	for _, slot := range slots {
+		if slot != "c" {
+			names = append(names, slot)
+		}
+		for _, n := range values {
+			names = append(names, slot+":"+n)
+		}
+	}
+	return names
+}
+
+// hmgetInto puts the values an HMGET of names answered into fields.
+func hmgetInto(fields map[string]string, names []string, got rueidis.RedisResult) error {
+	vals, err := got.ToArray()
+	if err == nil && len(vals) != len(names) {
+		err = fmt.Errorf("HMGET answered %d values for %d fields", len(vals), len(names))
+	}
+	for i := 0; err == nil && i < len(vals); i++ {
+		if v, verr := vals[i].ToString(); verr == nil {
+			fields[names[i]] = v
+		}
+	}
+	return err
 }
 
 // statsKindsListed are the kinds a stats hash's field "kinds" lists.
