@@ -855,21 +855,21 @@ local function entry_due_now(e) return entry_due(e, now_us()) end
 -- processes buried or requeued) are counted by their scripts (stat,
 -- stat_run) and written once, at the end (stats_flush): one HMGET and one
 -- HSET however many tasks a call handled.
-local STATS_MINUTES, STATS_HOURS, STATS_TOP, STATS_KINDS = 360, 168, 36, 10
+local STATS_MINUTES, STATS_HOURS, STATS_TOP = 360, 168, 36
 local stats_acc = {} -- value name -> count to add to the current minute
-local function stat(name, n)
+-- Count n under a value name; with entry (the task counted), under
+-- '<name>/<kind>' too if the task has a kind.
+local function stat(name, n, entry)
   if STATS and n ~= 0 then
     stats_acc[name] = (stats_acc[name] or 0) + n
+    if entry then
+      local kind = header_get(entry_split(entry), 'k')
+      if kind and kind ~= '' then
+        name = name .. '/' .. kind
+        stats_acc[name] = (stats_acc[name] or 0) + n
+      end
+    end
   end
-end
-
--- Count a task of entry moved to the dead letters, under its kind too if
--- it has one.
-local function stat_dead(entry)
-  if not STATS then return end
-  stat('d', 1)
-  local kind = header_get(entry_split(entry), 'k')
-  if kind and kind ~= '' then stat('d/' .. kind, 1) end
 end
 
 -- The histogram bucket of a duration of us µs. internal/store/statsbuf.go
@@ -936,7 +936,8 @@ local function stats_writer()
   -- (so in no slot's window) gives its place up, and its values are
   -- deleted from every slot then, so a slot reused later holds none. A
   -- kind that is not one the Kind option accepts is '(other)' too.
-  local OTHER = '(other)'
+  local OTHER, STATS_KINDS = '(other)', 10
+  W.KINDS = STATS_KINDS
   local function stats_kinds_read(key)
     local list, at = {}, {}
     local rec = redis.call('HGET', key, 'kinds')

@@ -19,7 +19,7 @@ import (
 func TestStatsKindsIsTheScripts(t *testing.T) {
 	t.Parallel()
 	rdb := testRedis(t)
-	lua := scripts.WithCommon("return STATS_KINDS")
+	lua := scripts.WithCommon("return stats_writer().KINDS")
 	n, err := lua.Exec(context.Background(), rdb, nil, nil).AsInt64()
 	require.NoError(t, err)
 	assert.EqualValues(t, StatsKinds, n)
