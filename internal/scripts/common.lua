@@ -835,7 +835,7 @@ local function entry_due_now(e) return entry_due(e, now_us()) end
 -- bucket ('w<k>' wait, 'u<k>' run: values v µs with 2^(k-1) < v <= 2^k, k
 -- in 0..36, the last one open) or a sum ('ws', 'us', µs); or a count of
 -- one kind of task ('f/<kind>' finished, 'r/<kind>' retried, 'd/<kind>'
--- dead: see stats_kinds).
+-- dead: see stats_kinds_map).
 --
 -- Scripts write the current minute only: its values are the fields
 -- 'c:<name>', and 'cur' is the minute they hold. The first write of a new

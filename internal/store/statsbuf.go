@@ -14,7 +14,8 @@ import (
 )
 
 // The hot path's stats (enqueued, started and the waits, finished, retried
-// and the runs) are counted here, by the client, from the replies of the
+// and the runs, and finished and retried per kind for tasks with a kind)
+// are counted here, by the client, from the replies of the
 // enqueue, dequeue, finish and retry scripts, and written to the queue's
 // stats hash (see stats.go) about once a second per queue: the counts
 // ride, as one argument, on an enqueue, dequeue, finish or retry call of
