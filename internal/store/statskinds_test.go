@@ -207,3 +207,34 @@ func TestStatsKindsBound(t *testing.T) {
 	require.NotEmpty(t, near)
 	assert.Equal(t, m.Kinds, near[0].Kinds)
 }
+
+// release.lua counts a task its poison guard buries under its kind too.
+func TestPoisonBurialCountsItsKind(t *testing.T) {
+	t.Parallel()
+	rdb := testRedis(t)
+	ctx := context.Background()
+	s := New(rdb, "worqrtest-"+uuid.NewString()[:8], false, true)
+	k := s.Keys().Queue("q")
+	t.Cleanup(func() {
+		rdb.Do(context.Background(), rdb.B().Del().Key(k.Waiting, k.Procs, k.Meta, k.Dead, k.Errors, k.Leases, k.Stats).Build())
+	})
+	clock, err := rdb.Do(ctx, rdb.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	sec, _ := strconv.ParseInt(clock[0], 10, 64)
+	usec, _ := strconv.ParseInt(clock[1], 10, 64)
+	start := time.Unix(sec, usec*1000).Add(-100 * time.Millisecond)
+	worker := uuid.NewString()
+	id := strconv.FormatInt(start.Add(-time.Second).UnixMicro(), 16)
+	pid := strconv.FormatInt(start.UnixMicro(), 16)
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("name", "q").Build()).Error())
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(k.Procs).FieldValue().FieldValue(pid, "a"+worker+id+",a1,r1,kemail.welcome:payload").Build()).Error())
+
+	r := s.ReleaseOne(ctx, Release{Queue: "q", Worker: worker, Mode: ReleaseExpired,
+		Poison: Poison{Limit: 2, Window: 2 * time.Second, Born: start.Add(-10 * time.Second), Bounds: DeadBounds{MaxCount: 10, MaxAge: time.Hour}}})
+	require.NoError(t, r.Err)
+	require.Equal(t, []string{id}, r.Buried)
+	st, err := rdb.Do(ctx, rdb.B().Hgetall().Key(k.Stats).Build()).AsStrMap()
+	require.NoError(t, err)
+	assert.Equal(t, "1", st["c:d"])
+	assert.Equal(t, "1", st["c:d/email.welcome"])
+}
