@@ -58,3 +58,33 @@ func ExampleClient_Groups() {
 	// tenant-b: 3 waiting, 0 running, limit 1, held back false
 	// tenant-a: 1 waiting, 1 running, limit 1, held back true
 }
+
+// Stats counts the tasks with a kind that finished, were retried or died,
+// by kind, for any client to read; a queue keeps StatsKinds kinds apart.
+func ExampleStatsBucket_kinds() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	worker, _ := client.NewWorker(ctx, worqr.WorkerOptions{})
+	defer worker.Close(ctx)
+	_ = worker.StartWork(ctx, "mail", worqr.Events{})
+	for _, kind := range []string{"mail.welcome", "mail.welcome", "mail.receipt"} {
+		_, _ = client.Enqueue(ctx, "mail", []byte("..."), worqr.Kind(kind))
+	}
+	p, _ := worker.Dequeue(ctx, "mail")
+	_ = p.Retry(ctx, 0, errors.New("smtp timeout"))
+	for range 3 {
+		p, _ = worker.Dequeue(ctx, "mail")
+		_ = p.Finish(ctx)
+	}
+
+	s, _ := client.Stats(ctx, "mail", worqr.StatsOptions{})
+	total := s.Total()
+	for _, kind := range []string{"mail.receipt", "mail.welcome"} {
+		c := total.Kinds[kind]
+		fmt.Printf("%s: %d finished, %d retried, %d dead\n", kind, c.Finished, c.Retried, c.Dead)
+	}
+	// Output:
+	// mail.receipt: 1 finished, 0 retried, 0 dead
+	// mail.welcome: 2 finished, 1 retried, 0 dead
+}

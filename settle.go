@@ -200,7 +200,7 @@ func (r *settler) failLater(j job, delay time.Duration, cause error) {
 	p := j.p
 	write := func(ctx context.Context) error { return p.retry(ctx, delay, cause) }
 	r.writeLater(j, "retry", write, func(ctx context.Context, done func(store.Outcome, error)) {
-		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)}
+		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: errorText(cause)}
 		r.w.c.retries.Then(ctx, p.queue, ref, func(got store.Outcome, err error) {
 			got, err = p.recordSettled("retry", OutcomeRetried, "", cause, got, err)
 			done(got, dropped("retry", p, got, err))
@@ -347,7 +347,7 @@ func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) erro
 
 func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
 	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id}, Delay: delay, Err: errorText(cause)})
+		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: errorText(cause)})
 	})
 	return dropped("retry", p, got, err)
 }
@@ -460,7 +460,7 @@ func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
 	refs := make([]store.ProcRef, len(ps))
 	for i, p := range ps {
-		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText()}
+		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText(), Kind: p.kind}
 	}
 	return c.store.Finish(ctx, queue, refs)
 }

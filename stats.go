@@ -132,7 +132,32 @@ type StatsBucket struct {
 	// handler's time plus the round trips). Processes reclaimed from a
 	// dead worker or cancelled are not counted.
 	Run Histogram
+	// Kinds are the counts of the tasks with a kind (see Kind) that
+	// finished, were retried or died, by kind; nil when none did. A
+	// queue's stats keep StatsKinds kinds apart: a kind past them counts
+	// under StatsOtherKind, until a kind kept apart counts nothing for 7
+	// days and gives its place up. Tasks without a kind are in Counts
+	// only.
+	Kinds map[string]KindCounts
 }
+
+// KindCounts are a time bucket's counters of the tasks of one kind.
+type KindCounts struct {
+	Finished int64 // tasks finished
+	Retried  int64 // tasks retried (a handler error, Process.Retry)
+	Dead     int64 // tasks moved to the dead letters (poison pills too)
+}
+
+// StatsKinds is how many kinds of tasks a queue's stats keep apart
+// (StatsBucket.Kinds), across every client: the first kinds counted, the
+// others under StatsOtherKind. The bound keeps a queue's stats from
+// growing with the kinds its producers choose.
+const StatsKinds = store.StatsKinds
+
+// StatsOtherKind is the kind in StatsBucket.Kinds of the tasks whose
+// kinds are past StatsKinds. No task can have it (kinds have no
+// parentheses).
+const StatsOtherKind = store.StatsOtherKind
 
 // Stats are a queue's stats over time.
 type Stats struct {
@@ -154,6 +179,16 @@ func (s Stats) Total() StatsBucket {
 		t.Counts.add(b.Counts)
 		t.Wait.Add(b.Wait)
 		t.Run.Add(b.Run)
+		for kind, c := range b.Kinds {
+			if t.Kinds == nil {
+				t.Kinds = make(map[string]KindCounts)
+			}
+			tc := t.Kinds[kind]
+			tc.Finished += c.Finished
+			tc.Retried += c.Retried
+			tc.Dead += c.Dead
+			t.Kinds[kind] = tc
+		}
 	}
 	return t
 }
@@ -167,7 +202,8 @@ func (s Stats) Total() StatsBucket {
 // this client's own are written first. Reading costs one HGETALL of the
 // queue's stats hash (up to a few hundred kB for a busy queue), or, for
 // minutes since less than 10 minutes ago, one HMGET of those minutes'
-// fields.
+// fields (and one more of their kinds' fields, for a queue that counts
+// tasks with a kind).
 func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (Stats, error) {
 	if err := c.validate(ctx, "stats", queue); err != nil {
 		return Stats{}, err
@@ -209,6 +245,12 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 		}
 		b.Wait = Histogram{Buckets: sl.Wait, Sum: time.Duration(sl.WaitSum) * time.Microsecond}
 		b.Run = Histogram{Buckets: sl.Run, Sum: time.Duration(sl.RunSum) * time.Microsecond}
+		for kind, c := range sl.Kinds {
+			if b.Kinds == nil {
+				b.Kinds = make(map[string]KindCounts, len(sl.Kinds))
+			}
+			b.Kinds[kind] = KindCounts{Finished: c[store.KindFinished], Retried: c[store.KindRetried], Dead: c[store.KindDead]}
+		}
 		out.Buckets = append(out.Buckets, b)
 	}
 	return out, nil

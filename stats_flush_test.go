@@ -312,3 +312,52 @@ func TestStatsFlusherRunsWhileCountsArePending(t *testing.T) {
 	recv(t, stopped, time.Second, "Close stopped the run")
 	assert.EqualValues(t, 3, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "Close wrote the counts")
 }
+
+// Tasks with kinds, finished, retried and dead on one client's worker,
+// are counted by kind in the queue's stats, which another client reads;
+// tasks without a kind count in the totals only.
+func TestStatsKindsReadByAnotherClient(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	c.store.SetStatsTiming(2*time.Millisecond, 0)
+	reader := b.client()
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		switch {
+		case string(p.Task()) == "die":
+			return Permanent(errors.New("no"))
+		case string(p.Task()) == "flaky" && p.Attempt() == 1:
+			return RetryAfter(0, errors.New("again"))
+		}
+		return nil
+	}, HandleOptions{Concurrency: 4}))
+	for _, task := range []struct{ payload, kind string }{
+		{"ok", "email.welcome"}, {"ok", "email.welcome"}, {"flaky", "email.welcome"},
+		{"die", "report/pdf"}, {"ok", "report/pdf"},
+		{"ok", ""}, {"flaky", ""}, {"die", ""},
+	} {
+		var opts []EnqueueOption
+		if task.kind != "" {
+			opts = append(opts, Kind(task.kind))
+		}
+		_, err := c.Enqueue(ctx, "q", []byte(task.payload), opts...)
+		require.NoError(t, err)
+	}
+	settledQueue(t, reader, "q")
+
+	want := map[string]KindCounts{
+		"email.welcome": {Finished: 3, Retried: 1},
+		"report/pdf":    {Finished: 1, Dead: 1},
+	}
+	var tot StatsBucket
+	eventually(t, 10*time.Second, "the kinds' counts written", func() bool {
+		tot = statsTotal(t, reader, "q", time.Minute)
+		return tot.Counts.Finished == 6 && tot.Counts.Retried == 2 && tot.Counts.Dead == 2
+	})
+	assert.Equal(t, want, tot.Kinds)
+	assert.Equal(t, want, statsTotal(t, reader, "q", time.Hour).Kinds, "the hour agrees")
+	// A read of the last minutes only (HMGET) sees them too.
+	recent, err := reader.Stats(ctx, "q", StatsOptions{Since: time.Now().Add(-2 * time.Minute)})
+	require.NoError(t, err)
+	assert.Equal(t, want, recent.Total().Kinds)
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/worqr/worqr"
 )
@@ -59,6 +60,68 @@ func filtered[T any](from int, read func(from, n int) ([]T, error), keep func(T)
 type kindCount struct {
 	Kind                             string
 	Waiting, Delayed, InFlight, Dead int
+	// Ended is what the queue's stats counted of the kind in the stats
+	// window (see addKindStats): Rated is false for the tasks without a
+	// kind, which the stats do not count apart, and when stats are off.
+	Ended worqr.KindCounts
+	Rated bool
+	// per is the stats window in the rates' unit (60 minutes, 168 hours).
+	per float64
+}
+
+// FinishedRate, RetriedRate and DeadRate are the kind's tasks finished,
+// retried and dead per minute (per hour on the hourly page) over the
+// stats window, "—" when not rated.
+func (k kindCount) FinishedRate() string { return k.rate(k.Ended.Finished) }
+func (k kindCount) RetriedRate() string  { return k.rate(k.Ended.Retried) }
+func (k kindCount) DeadRate() string     { return k.rate(k.Ended.Dead) }
+
+func (k kindCount) rate(n int64) string {
+	if !k.Rated || k.per <= 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(float64(n)/k.per, 'f', 2, 64)
+}
+
+// Other says the row is the stats' count of the kinds past their bound
+// (worqr.StatsOtherKind), no kind a task has: it filters nothing.
+func (k kindCount) Other() bool { return k.Kind == worqr.StatsOtherKind }
+
+// addKindStats puts the counts of the kinds' ended tasks in the stats
+// window (st.Total.Kinds) beside the kinds counted, adding a row for a
+// kind the lists no longer hold (and worqr.StatsOtherKind's) after them.
+func addKindStats(kinds []kindCount, st statsView) []kindCount {
+	if st.Off {
+		return kinds
+	}
+	per := 60.0
+	if st.Hourly {
+		per = 168
+	}
+	seen := map[string]bool{}
+	for i := range kinds {
+		if k := kinds[i].Kind; k != "" {
+			kinds[i].Ended, kinds[i].Rated, kinds[i].per = st.Total.Kinds[k], true, per
+			seen[k] = true
+		}
+	}
+	var more []kindCount
+	for k, c := range st.Total.Kinds {
+		if !seen[k] {
+			more = append(more, kindCount{Kind: k, Ended: c, Rated: true, per: per})
+		}
+	}
+	slices.SortFunc(more, func(a, b kindCount) int {
+		return cmp.Or(cmp.Compare(b2i(a.Other()), b2i(b.Other())), cmp.Compare(b.Ended.Finished+b.Ended.Retried+b.Ended.Dead, a.Ended.Finished+a.Ended.Retried+a.Ended.Dead), cmp.Compare(a.Kind, b.Kind))
+	})
+	return append(kinds, more...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Total is the kind's tasks counted in every list.

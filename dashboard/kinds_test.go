@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -111,4 +112,71 @@ func TestKindFilterPages(t *testing.T) {
 	assert.NotContains(t, sectionOf(body, `id="waiting"`), ">b<")
 	assert.Contains(t, body, `href="/ops/queue/q?kind=a">← from the first</a>`)
 	assert.NotContains(t, body, "later →")
+}
+
+// The kinds' table shows each kind's finished, retried and dead tasks per
+// minute over the stats' last hour, with a row for a kind the lists no
+// longer hold and one for the kinds past the stats' bound (no link: no
+// task has that kind); the tasks without a kind are not rated.
+func TestKindRates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	end := func(kind string, how func(p *worqr.Process) error) {
+		t.Helper()
+		var opts []worqr.EnqueueOption
+		if kind != "" {
+			opts = append(opts, worqr.Kind(kind))
+		}
+		_, err := e.c.Enqueue(ctx, "q", []byte(kind), opts...)
+		require.NoError(t, err)
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		require.NoError(t, how(p))
+	}
+	finish := func(p *worqr.Process) error { return p.Finish(ctx) }
+	for range 6 {
+		end("mail.welcome", finish)
+	}
+	for range 3 {
+		end("mail.welcome", func(p *worqr.Process) error { return p.Retry(ctx, 0, errors.New("again")) })
+		_, err := w.Dequeue(ctx, "q") // the retry, left in flight
+		require.NoError(t, err)
+	}
+	end("bill.monthly", func(p *worqr.Process) error { return p.DeadLetter(ctx, errors.New("no")) })
+	end("", finish)
+	// Written now: the kinds of one write are admitted in their order.
+	_, err = e.c.Stats(ctx, "q", worqr.StatsOptions{})
+	require.NoError(t, err)
+	for i := range worqr.StatsKinds {
+		end(fmt.Sprintf("k%02d", i), finish) // the first 8 kept apart, the rest (other)
+	}
+	_, err = e.c.Enqueue(ctx, "q", []byte("plain, waiting"))
+	require.NoError(t, err)
+
+	_, body := e.get("/queue/q")
+	kinds := sectionOf(body, `id="kinds"`)
+	assert.Contains(t, kinds, `Finished/min`)
+	rates := func(kind string) []string {
+		m := regexp.MustCompile(regexp.QuoteMeta(kind) + `</(?:a|span)></td>(?:<td class="n">\d+</td>){4}<td class="n">([^<]+)</td><td class="n">([^<]+)</td><td class="n">([^<]+)</td>`).FindStringSubmatch(kinds)
+		if m == nil {
+			return nil
+		}
+		return m[1:]
+	}
+	assert.Equal(t, []string{"0.10", "0.05", "0.00"}, rates("mail.welcome"), "6 finished, 3 retried in 60 minutes")
+	assert.Equal(t, []string{"0.00", "0.00", "0.02"}, rates("bill.monthly"))
+	assert.Equal(t, []string{"—", "—", "—"}, rates("(none)"))
+	assert.Equal(t, []string{"0.02", "0.00", "0.00"}, rates("k00"), "a kind no list holds")
+	assert.Equal(t, []string{"0.03", "0.00", "0.00"}, rates(worqr.StatsOtherKind), "k08, k09")
+	assert.Nil(t, rates("k09"))
+	assert.NotContains(t, kinds, `kind=%28other%29`, "the other kinds filter nothing")
+	assert.Less(t, strings.Index(kinds, "k07"), strings.Index(kinds, worqr.StatsOtherKind), "other last")
+
+	_, body = e.get("/queue/q?res=h")
+	assert.Contains(t, sectionOf(body, `id="kinds"`), `Finished/h`)
 }

@@ -290,6 +290,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
+	d.Kinds = addKindStats(d.Kinds, d.Stats)
 	d.WaitingKinds = kinds(d.Waiting)
 	d.DeadKinds, d.DeadErrors = deadChoices(d.Dead)
 	h.render(w, r, "queue", http.StatusOK, d)

@@ -30,6 +30,8 @@ var staticFS fs.FS = embedded
 
 var funcs = template.FuncMap{
 	"display":           display,
+	"statsKinds":        func() int { return worqr.StatsKinds },
+	"otherKind":         func() string { return worqr.StatsOtherKind },
 	"qhex":              func(s string) string { return hex.EncodeToString([]byte(s)) },
 	"preview":           preview,
 	"pretty":            pretty,

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -16,7 +20,12 @@ enqueued, started, finished, retried, requeued, dead-lettered, reclaimed
 and cancelled, and the median and 99th percentile of their wait (from due
 to start) and run (from start to end) times, read from log-scale
 histograms (within a factor of 2). --since limits the rows to the last
-duration (like 15m). Times are UTC, by the Redis clock.`},
+duration (like 15m). Times are UTC, by the Redis clock.
+
+When tasks with a kind ended, a second table shows each kind's finished,
+retried and dead tasks over the rows shown and their rates per minute
+(over --since, or from the first row's start to now). A queue's stats keep
+up to 10 kinds apart; tasks of kinds past them count as (other).`},
 	}
 }
 
@@ -44,11 +53,26 @@ type countsJSON struct {
 	Cancelled int64 `json:"cancelled"`
 }
 
+// kindCountsJSON are a kind's counters for --json.
+type kindCountsJSON struct {
+	Finished int64 `json:"finished"`
+	Retried  int64 `json:"retried"`
+	Dead     int64 `json:"dead"`
+}
+
 type statsBucketJSON struct {
-	Start  *time.Time    `json:"start"`
-	Counts countsJSON    `json:"counts"`
-	Wait   histogramJSON `json:"wait"`
-	Run    histogramJSON `json:"run"`
+	Start  *time.Time                `json:"start"`
+	Counts countsJSON                `json:"counts"`
+	Kinds  map[string]kindCountsJSON `json:"kinds,omitempty"` // by task kind, when any had one
+	Wait   histogramJSON             `json:"wait"`
+	Run    histogramJSON             `json:"run"`
+}
+
+// kindRateJSON is a kind's tasks per minute over the span shown.
+type kindRateJSON struct {
+	FinishedPerMin float64 `json:"finishedPerMin"`
+	RetriedPerMin  float64 `json:"retriedPerMin"`
+	DeadPerMin     float64 `json:"deadPerMin"`
 }
 
 type statsJSON struct {
@@ -57,6 +81,10 @@ type statsJSON struct {
 	Now          *time.Time        `json:"now"`
 	Buckets      []statsBucketJSON `json:"buckets"`
 	Total        statsBucketJSON   `json:"total"`
+	// SpanMs is the time the rates are over; KindRates are the rates of
+	// the kinds in Total.Kinds.
+	SpanMs    int64                   `json:"spanMs"`
+	KindRates map[string]kindRateJSON `json:"kindRates,omitempty"`
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -74,8 +102,52 @@ func histogramOf(h worqr.Histogram) histogramJSON {
 }
 
 func bucketOf(b worqr.StatsBucket) statsBucketJSON {
-	return statsBucketJSON{Start: jsonTime(b.Start), Counts: countsJSON(b.Counts), Wait: histogramOf(b.Wait), Run: histogramOf(b.Run)}
+	out := statsBucketJSON{Start: jsonTime(b.Start), Counts: countsJSON(b.Counts), Wait: histogramOf(b.Wait), Run: histogramOf(b.Run)}
+	for kind, c := range b.Kinds {
+		if out.Kinds == nil {
+			out.Kinds = map[string]kindCountsJSON{}
+		}
+		out.Kinds[kind] = kindCountsJSON(c)
+	}
+	return out
 }
+
+// statsSpan is the time the rows shown cover, which the rates are over:
+// the last since, else from the first row's start to now; at least one
+// row's resolution.
+func statsSpan(s worqr.Stats, since time.Duration) time.Duration {
+	span := since
+	if span <= 0 && len(s.Buckets) > 0 {
+		span = s.Now.Sub(s.Buckets[0].Start)
+	}
+	return max(span, s.Resolution)
+}
+
+// kindRates are the kinds' tasks per minute over span.
+func kindRates(kinds map[string]worqr.KindCounts, span time.Duration) map[string]kindRateJSON {
+	if len(kinds) == 0 {
+		return nil
+	}
+	out := make(map[string]kindRateJSON, len(kinds))
+	mins := span.Minutes()
+	for kind, c := range kinds {
+		out[kind] = kindRateJSON{FinishedPerMin: float64(c.Finished) / mins, RetriedPerMin: float64(c.Retried) / mins, DeadPerMin: float64(c.Dead) / mins}
+	}
+	return out
+}
+
+// sortedKinds are the kinds of a stats total in order, StatsOtherKind
+// last.
+func sortedKinds(kinds map[string]worqr.KindCounts) []string {
+	out := slices.Sorted(maps.Keys(kinds))
+	if i := slices.Index(out, worqr.StatsOtherKind); i >= 0 {
+		out = append(slices.Delete(out, i, i+1), worqr.StatsOtherKind)
+	}
+	return out
+}
+
+// rate is a rate per minute for a table, with two decimals.
+func rate(r float64) string { return strconv.FormatFloat(r, 'f', 2, 64) }
 
 // latency is a percentile for a table: "-" when nothing was counted, µs
 // under a millisecond.
@@ -121,8 +193,11 @@ func cmdStats(e *env, args []string) error {
 		s.Buckets = keep
 	}
 	total := s.Total()
+	span := statsSpan(s, *since)
+	rates := kindRates(total.Kinds, span)
 	if e.g.json {
-		out := statsJSON{Queue: queue, ResolutionMs: s.Resolution.Milliseconds(), Now: jsonTime(s.Now), Buckets: []statsBucketJSON{}, Total: bucketOf(total)}
+		out := statsJSON{Queue: queue, ResolutionMs: s.Resolution.Milliseconds(), Now: jsonTime(s.Now), Buckets: []statsBucketJSON{}, Total: bucketOf(total),
+			SpanMs: span.Milliseconds(), KindRates: rates}
 		for _, b := range s.Buckets {
 			out.Buckets = append(out.Buckets, bucketOf(b))
 		}
@@ -143,5 +218,14 @@ func cmdStats(e *env, args []string) error {
 		line(b.Start.UTC().Format(format), b)
 	}
 	line("TOTAL", total)
+	if err := t.flush(); err != nil || len(total.Kinds) == 0 {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+	t = e.table("KIND", "FINISHED", "RETRIED", "DEAD", "FINISHED/MIN", "RETRIED/MIN", "DEAD/MIN")
+	for _, kind := range sortedKinds(total.Kinds) {
+		c, r := total.Kinds[kind], rates[kind]
+		t.row(escape(kind), itoa(c.Finished), itoa(c.Retried), itoa(c.Dead), rate(r.FinishedPerMin), rate(r.RetriedPerMin), rate(r.DeadPerMin))
+	}
 	return t.flush()
 }

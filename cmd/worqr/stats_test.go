@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +68,61 @@ func TestStats(t *testing.T) {
 	assert.Contains(t, r.stderr, "no stats")
 	b.fails(2, "", "stats")
 	b.fails(2, "not a duration", "stats", "jobs", "--since", "soon")
+}
+
+// Tasks with kinds: a second table with each kind's counts and rates per
+// minute over the span shown (in JSON, kinds per bucket and kindRates); a
+// queue without kinds shows none.
+func TestStatsByKind(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	w := newWorker(t, c)
+	require.NoError(t, w.Handle(ctx, "jobs", func(_ context.Context, p *worqr.Process) error {
+		switch {
+		case string(p.Task()) == "die":
+			return worqr.Permanent(errors.New("no"))
+		case string(p.Task()) == "flaky" && p.Attempt() == 1:
+			return worqr.RetryAfter(0, errors.New("again"))
+		}
+		return nil
+	}, worqr.HandleOptions{}))
+	for _, task := range []struct{ payload, kind string }{
+		{"ok", "email.welcome"}, {"flaky", "email.welcome"}, {"die", "report"}, {"ok", ""},
+	} {
+		var opts []worqr.EnqueueOption
+		if task.kind != "" {
+			opts = append(opts, worqr.Kind(task.kind))
+		}
+		_, err := c.Enqueue(ctx, "jobs", []byte(task.payload), opts...)
+		require.NoError(t, err)
+	}
+	eventually(t, "every task ended", func() bool {
+		s, err := c.Stats(ctx, "jobs", worqr.StatsOptions{})
+		return err == nil && s.Total().Counts.Finished == 3 && s.Total().Counts.Dead == 1
+	})
+
+	out := b.ok("stats", "jobs", "--since", "10m").stdout
+	assert.Equal(t, []string{"KIND", "FINISHED", "RETRIED", "DEAD", "FINISHED/MIN", "RETRIED/MIN", "DEAD/MIN"}, row(t, out, "KIND"))
+	assert.Equal(t, []string{"email.welcome", "2", "1", "0", "0.20", "0.10", "0.00"}, row(t, out, "email.welcome"))
+	assert.Equal(t, []string{"report", "0", "0", "1", "0.00", "0.00", "0.10"}, row(t, out, "report"))
+	assert.Len(t, rows(out[strings.Index(out, "KIND"):]), 3, "the kinds' header and two kinds")
+
+	js := jsonOf[statsJSON](b, "stats", "jobs", "--since", "10m")
+	assert.Equal(t, map[string]kindCountsJSON{"email.welcome": {Finished: 2, Retried: 1}, "report": {Dead: 1}}, js.Total.Kinds)
+	assert.Equal(t, int64(600_000), js.SpanMs)
+	assert.InDelta(t, 0.2, js.KindRates["email.welcome"].FinishedPerMin, 1e-9)
+	assert.InDelta(t, 0.1, js.KindRates["report"].DeadPerMin, 1e-9)
+
+	_, err := c.Enqueue(ctx, "plain", []byte("p"))
+	require.NoError(t, err)
+	require.NoError(t, w.Handle(ctx, "plain", func(context.Context, *worqr.Process) error { return nil }, worqr.HandleOptions{}))
+	eventually(t, "plain finished", func() bool {
+		s, err := c.Stats(ctx, "plain", worqr.StatsOptions{})
+		return err == nil && s.Total().Counts.Finished == 1
+	})
+	plain := b.ok("stats", "plain").stdout
+	assert.NotContains(t, plain, "KIND")
+	assert.Nil(t, jsonOf[statsJSON](b, "stats", "plain").KindRates)
 }

@@ -51,7 +51,7 @@ attempt_note(errors_key, id, now, 'd', worker, err)
 -- A sequence whose dead letter the bounds trimmed goes on: nobody polls.
 local released = trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
 if released > 0 then wake(idle_key, channel, released) end
-stat('d', 1)
+stat('d', 1, entry)
 if STATS then stat_run(now_us() - (tonumber(pid, 16) or 0)) end
 stats_flush(stats_key)
 return 1

@@ -921,7 +921,9 @@ local function entry_due_now(e) return entry_due(e, now_us()) end
 -- retried, q requeued, d dead, k reclaimed, x cancelled: the stats hash's
 -- own names, unrelated to the header letters), a histogram
 -- bucket ('w<k>' wait, 'u<k>' run: values v µs with 2^(k-1) < v <= 2^k, k
--- in 0..36, the last one open) or a sum ('ws', 'us', µs).
+-- in 0..36, the last one open) or a sum ('ws', 'us', µs); or a count of
+-- one kind of task ('f/<kind>' finished, 'r/<kind>' retried, 'd/<kind>'
+-- dead: see stats_kinds_map).
 --
 -- Scripts write the current minute only: its values are the fields
 -- 'c:<name>', and 'cur' is the minute they hold. The first write of a new
@@ -943,9 +945,18 @@ local function entry_due_now(e) return entry_due(e, now_us()) end
 -- HSET however many tasks a call handled.
 local STATS_MINUTES, STATS_HOURS, STATS_TOP = 360, 168, 36
 local stats_acc = {} -- value name -> count to add to the current minute
-local function stat(name, n)
+-- Count n under a value name; with entry (the task counted), under
+-- '<name>/<kind>' too if the task has a kind.
+local function stat(name, n, entry)
   if STATS and n ~= 0 then
     stats_acc[name] = (stats_acc[name] or 0) + n
+    if entry then
+      local kind = header_get(entry_split(entry), 'k')
+      if kind and kind ~= '' then
+        name = name .. '/' .. kind
+        stats_acc[name] = (stats_acc[name] or 0) + n
+      end
+    end
   end
 end
 
@@ -992,13 +1003,108 @@ local function stats_writer()
   local function stats_known(name)
     if #name == 1 then return string.find('esfrqdkx', name, 1, true) ~= nil end
     if name == 'ws' or name == 'us' then return true end
+    if string.sub(name, 2, 2) == '/' then
+      return string.find('frd', string.sub(name, 1, 1), 1, true) ~= nil and #name > 2
+    end
     local k = string.match(name, '^[wu](%d%d?)$')
     return k ~= nil and tonumber(k) <= STATS_TOP
   end
   function W.add(counts)
-    for name, n in string.gmatch(counts, '(%w+)=(%d+)') do
+    for name, n in string.gmatch(counts, '([^ =]+)=(%d+)') do
       if stats_known(name) then stat(name, tonumber(n)) end
     end
+  end
+
+  -- The kinds of tasks a queue counts apart (stats_acc's names
+  -- '<letter>/<kind>') are bounded: the field 'kinds' of its stats hash
+  -- lists those kept apart, at most STATS_KINDS, each with the hour it
+  -- was last counted in ('<kind>=<hour> ...', in the order admitted).
+  -- A kind not listed is admitted while there is room, else counted as
+  -- '(other)', which takes no place; a kind not counted for STATS_HOURS
+  -- (so in no slot's window) gives its place up, and its values are
+  -- deleted from every slot then, so a slot reused later holds none. A
+  -- kind that is not one the Kind option accepts is '(other)' too.
+  local OTHER, STATS_KINDS = '(other)', 10
+  W.KINDS = STATS_KINDS
+  local function stats_kinds_read(key)
+    local list, at = {}, {}
+    local rec = redis.call('HGET', key, 'kinds')
+    if rec then
+      for kind, hour in string.gmatch(rec, '([^ =]+)=(%d+)') do
+        list[#list + 1] = kind
+        at[kind] = tonumber(hour)
+      end
+    end
+    return list, at
+  end
+  local function stats_kind_valid(kind)
+    return #kind <= 64 and string.find(kind, '^[%w%-_%./]+$') ~= nil
+  end
+  -- Every field of a kind's values, in every slot.
+  local function stats_kind_fields(kind)
+    local f = {}
+    for _, l in ipairs({'f', 'r', 'd'}) do
+      local name = ':' .. l .. '/' .. kind
+      f[#f + 1] = 'c' .. name
+      for i = 0, STATS_MINUTES - 1 do f[#f + 1] = 'm' .. i .. name end
+      for i = 0, STATS_HOURS - 1 do f[#f + 1] = 'h' .. i .. name end
+    end
+    return f
+  end
+  -- Map stats_acc's kinds to those kept apart (admitting new ones) or
+  -- '(other)'. Returns the 'kinds' field's new value if it changed.
+  local function stats_kinds_map(key, hour)
+    local kinded = {}
+    for name in pairs(stats_acc) do
+      if string.sub(name, 2, 2) == '/' then kinded[#kinded + 1] = name end
+    end
+    if #kinded == 0 then return nil end
+    table.sort(kinded) -- the same admissions on a replica
+    local list, at = stats_kinds_read(key)
+    local changed = false
+    for _, name in ipairs(kinded) do
+      local n = stats_acc[name]
+      local letter, kind = string.sub(name, 1, 1), string.sub(name, 3)
+      if kind ~= OTHER and not at[kind] then
+        if not stats_kind_valid(kind) then
+          kind = OTHER
+        else
+          if #list >= STATS_KINDS then
+            -- Places of kinds gone from every window are given up.
+            local kept = {}
+            for _, k in ipairs(list) do
+              if hour - at[k] >= STATS_HOURS then
+                redis.call('HDEL', key, unpack(stats_kind_fields(k)))
+                at[k] = nil
+              else
+                kept[#kept + 1] = k
+              end
+            end
+            list = kept
+          end
+          if #list < STATS_KINDS then
+            list[#list + 1] = kind
+            at[kind] = hour
+            changed = true
+          else
+            kind = OTHER
+          end
+        end
+      end
+      if at[kind] and at[kind] ~= hour then
+        at[kind] = hour
+        changed = true
+      end
+      local to = letter .. '/' .. kind
+      if to ~= name then
+        stats_acc[name] = nil
+        stats_acc[to] = (stats_acc[to] or 0) + n
+      end
+    end
+    if not changed then return nil end
+    local rec = {}
+    for i, k in ipairs(list) do rec[i] = k .. '=' .. at[k] end
+    return table.concat(rec, ' ')
   end
 
   -- The fields of a slot's values.
@@ -1017,6 +1123,13 @@ local function stats_writer()
   -- past its window.
   local function stats_roll(key, cur, minute)
     local names = stats_value_names()
+    local kinds = stats_kinds_read(key)
+    kinds[#kinds + 1] = OTHER
+    for _, kind in ipairs(kinds) do
+      names[#names + 1] = 'f/' .. kind
+      names[#names + 1] = 'r/' .. kind
+      names[#names + 1] = 'd/' .. kind
+    end
     local cf = stats_fields('c', names)
     if cur then
       local v = redis.call('HMGET', key, unpack(cf))
@@ -1058,13 +1171,14 @@ local function stats_writer()
   -- Add what was counted to the current minute of key. now is the Redis
   -- clock in ms, if the caller has it.
   function W.flush(key, now)
+    local minute = math.floor((now or now_ms()) / 60000)
+    local kinds = stats_kinds_map(key, math.floor(minute / 60))
     local fields, incs = {'cur'}, {}
     for name, n in pairs(stats_acc) do
       fields[#fields + 1] = 'c:' .. name
       incs[#incs + 1] = n
     end
     stats_acc = {}
-    local minute = math.floor((now or now_ms()) / 60000)
     local vals = redis.call('HMGET', key, unpack(fields))
     local set
     if tonumber(vals[1]) == minute then
@@ -1080,6 +1194,10 @@ local function stats_writer()
         set[#set + 1] = fields[i + 1]
         set[#set + 1] = n
       end
+    end
+    if kinds then
+      set[#set + 1] = 'kinds'
+      set[#set + 1] = kinds
     end
     redis.call('HSET', key, unpack(set))
   end

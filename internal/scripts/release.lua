@@ -70,7 +70,7 @@ if poison_window > 0 then
     redis.call('HSET', errors_key, entry_id(entry), why)
     attempt_note(errors_key, entry_id(entry), now, 'd', holder, why)
     holds_released = holds_released + trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
-    stat('d', 1)
+    stat('d', 1, entry)
     buried[#buried + 1] = entry_id(entry)
   end
 end

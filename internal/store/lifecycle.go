@@ -50,7 +50,7 @@ func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Ou
 	if err != nil {
 		return nil, err
 	}
-	s.stats.ended(queue, true, clock, pids, out)
+	s.stats.ended(queue, true, clock, pids, refKinds(len(procs), func(i int) string { return procs[i].Kind }), out)
 	return out, nil
 }
 

@@ -622,6 +622,24 @@ type ProcRef struct {
 	// Result is the handler's result, kept when the task asked for its
 	// outcome to be retained (Finish only).
 	Result string
+	// Kind is the task's kind, counted in the stats when it has one
+	// (Finish and Retry only).
+	Kind string
+}
+
+// refKinds are the kinds of the processes' tasks, nil when none has one
+// (the stats count nothing more then).
+func refKinds(n int, kind func(i int) string) []string {
+	var kinds []string
+	for i := range n {
+		if k := kind(i); k != "" {
+			if kinds == nil {
+				kinds = make([]string, n)
+			}
+			kinds[i] = k
+		}
+	}
+	return kinds
 }
 
 // Finish deletes processes of one queue, each only if it still belongs to
@@ -646,7 +664,7 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	if err != nil {
 		return nil, err
 	}
-	s.stats.ended(queue, false, clock, pids, out)
+	s.stats.ended(queue, false, clock, pids, refKinds(len(procs), func(i int) string { return procs[i].Kind }), out)
 	return out, nil
 }
 

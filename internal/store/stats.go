@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,8 +30,10 @@ import (
 // Value names: the counters (StatCounters, one letter each), the
 // histogram buckets "w<k>" (wait) and "u<k>" (run), counting durations v
 // µs with 2^(k-1) < v <= 2^k (k = 0 for v <= 1 µs; the last bucket,
-// HistogramBuckets-1, also holds everything longer), and the sums "ws"
-// and "us" (µs).
+// HistogramBuckets-1, also holds everything longer), the sums "ws"
+// and "us" (µs), and the counts of a kind of tasks: "f/<kind>" finished,
+// "r/<kind>" retried, "d/<kind>" dead. The field "kinds" lists the kinds
+// kept apart (at most StatsKinds; see common.lua's stats_kinds_map).
 const (
 	StatsMinutes     = 360 // slots of the minute ring
 	StatsHours       = 168 // slots of the hour ring
@@ -64,7 +67,19 @@ type StatsSlot struct {
 	// Wait and Run are the histograms, WaitSum and RunSum their sums (µs).
 	Wait, Run       [HistogramBuckets]int64
 	WaitSum, RunSum int64
+	// Kinds are the counts of the tasks of each kind (StatsOtherKind
+	// those of kinds past the bound), by KindFinished etc.; nil when no
+	// task with a kind ended.
+	Kinds map[string][3]int64
 }
+
+// The indexes of a kind's counts in StatsSlot.Kinds, and their letters.
+const (
+	KindFinished = iota
+	KindRetried
+	KindDead
+	kindLetters = "frd"
+)
 
 // statsNearMinutes is how many minutes back a read of recent minutes
 // names its fields (HMGET) rather than reading the whole hash.
@@ -94,21 +109,18 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 		return time.Time{}, nil, err
 	}
 	k := s.queueKeys(queue)
-	var names []string
+	var names, near []string
 	read := s.b().Hgetall().Key(k.Stats).Build().Pin()
 	if local := s.clock.Now(); !since.IsZero() && local.Sub(since) < statsNearMinutes*time.Minute {
 		// A minute of margin each side for the two clocks.
-		names = append(names, "cur")
-		for _, n := range statsValueNames {
-			names = append(names, "c:"+n)
-		}
+		near = append(near, "c")
 		for m := since.Unix()/60 - 1; m <= local.Unix()/60+1; m++ {
-			slot := "m" + strconv.FormatInt(m%StatsMinutes, 10)
-			names = append(names, slot)
-			for _, n := range statsValueNames {
-				names = append(names, slot+":"+n)
-			}
+			near = append(near, "m"+strconv.FormatInt(m%StatsMinutes, 10))
 		}
+		// "kinds" too: a queue that keeps kinds apart has their fields
+		// read by a second HMGET.
+		names = append(names, "cur", "kinds")
+		names = statsFieldNames(names, near, statsValueNames)
 		read = s.b().Hmget().Key(k.Stats).Field(names...).Build().Pin()
 	}
 	// Two calls, not one DoMulti: on a cluster whose node cannot be
@@ -132,16 +144,17 @@ func (s *Store) Stats(ctx context.Context, queue string, since time.Time) (now t
 	if names == nil {
 		fields, err = got.AsStrMap()
 	} else {
-		var vals []rueidis.RedisMessage
-		vals, err = got.ToArray()
-		if err == nil && len(vals) != len(names) {
-			err = fmt.Errorf("HMGET answered %d values for %d fields", len(vals), len(names))
-		}
 		fields = make(map[string]string)
-		for i := 0; err == nil && i < len(vals); i++ {
-			if v, verr := vals[i].ToString(); verr == nil {
-				fields[names[i]] = v
+		err = hmgetInto(fields, names, got)
+		if kinds := statsKindsListed(fields["kinds"]); err == nil && len(kinds) > 0 {
+			var kindNames []string
+			for _, kind := range append(kinds, StatsOtherKind) {
+				for _, l := range kindLetters {
+					kindNames = append(kindNames, string(l)+"/"+kind)
+				}
 			}
+			more := statsFieldNames(nil, near, kindNames)
+			err = hmgetInto(fields, more, s.rdb.Do(ctx, s.b().Hmget().Key(k.Stats).Field(more...).Build()))
 		}
 	}
 	if err != nil {
@@ -220,6 +233,7 @@ func ParseStats(now time.Time, fields map[string]string) []StatsSlot {
 		switch {
 		case slot[0] == 'c' && stamp <= minute && minute-stamp < StatsMinutes:
 			m := *st
+			m.Kinds = maps.Clone(st.Kinds)
 			m.Start = time.Unix(stamp*60, 0)
 			minutes[stamp] = &m
 		case slot[0] == 'm' && stamp <= minute && minute-stamp < StatsMinutes:
@@ -249,9 +263,59 @@ func ParseStats(now time.Time, fields map[string]string) []StatsSlot {
 	return out
 }
 
+// statsFieldNames appends to names the fields of the values named in
+// each slot (and the stamp of each slot but "c").
+func statsFieldNames(names, slots, values []string) []string {
+	for _, slot := range slots {
+		if slot != "c" {
+			names = append(names, slot)
+		}
+		for _, n := range values {
+			names = append(names, slot+":"+n)
+		}
+	}
+	return names
+}
+
+// hmgetInto puts the values an HMGET of names answered into fields.
+func hmgetInto(fields map[string]string, names []string, got rueidis.RedisResult) error {
+	vals, err := got.ToArray()
+	if err == nil && len(vals) != len(names) {
+		err = fmt.Errorf("HMGET answered %d values for %d fields", len(vals), len(names))
+	}
+	for i := 0; err == nil && i < len(vals); i++ {
+		if v, verr := vals[i].ToString(); verr == nil {
+			fields[names[i]] = v
+		}
+	}
+	return err
+}
+
+// statsKindsListed are the kinds a stats hash's field "kinds" lists.
+func statsKindsListed(rec string) []string {
+	var kinds []string
+	for _, f := range strings.Fields(rec) {
+		if kind, _, ok := strings.Cut(f, "="); ok && kind != "" {
+			kinds = append(kinds, kind)
+		}
+	}
+	return kinds
+}
+
 // add counts n under a value name.
 func (st *StatsSlot) add(name string, n int64) {
 	switch {
+	case len(name) > 2 && name[1] == '/':
+		i := strings.IndexByte(kindLetters, name[0])
+		if i < 0 {
+			return
+		}
+		if st.Kinds == nil {
+			st.Kinds = make(map[string][3]int64)
+		}
+		c := st.Kinds[name[2:]]
+		c[i] += n
+		st.Kinds[name[2:]] = c
 	case len(name) == 1:
 		if c := strings.IndexByte(StatCounters, name[0]); c >= 0 {
 			st.Counts[c] += n
@@ -284,4 +348,14 @@ func (st *StatsSlot) merge(o *StatsSlot) {
 	}
 	st.WaitSum += o.WaitSum
 	st.RunSum += o.RunSum
+	for kind, oc := range o.Kinds {
+		if st.Kinds == nil {
+			st.Kinds = make(map[string][3]int64)
+		}
+		c := st.Kinds[kind]
+		for i := range c {
+			c[i] += oc[i]
+		}
+		st.Kinds[kind] = c
+	}
 }

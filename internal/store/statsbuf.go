@@ -14,7 +14,8 @@ import (
 )
 
 // The hot path's stats (enqueued, started and the waits, finished, retried
-// and the runs) are counted here, by the client, from the replies of the
+// and the runs, and finished and retried per kind for tasks with a kind)
+// are counted here, by the client, from the replies of the
 // enqueue, dequeue, finish and retry scripts, and written to the queue's
 // stats hash (see stats.go) about once a second per queue: the counts
 // ride, as one argument, on an enqueue, dequeue, finish or retry call of
@@ -66,6 +67,49 @@ type pendingStats struct {
 	waitSum, runSum                      int64     // µs
 	since                                time.Time // when the first of them was counted
 	lastCall                             time.Time // the last call of the queue seen
+	// kinds are the finished and retried counts of tasks with a kind,
+	// by kind: nil while none ended (a queue without kinds makes none).
+	// At most statsPendingKinds kinds are kept apart, later ones are
+	// StatsOtherKind; the scripts bound them again (StatsKinds), for the
+	// queue across its clients.
+	kinds map[string]*[2]int64
+}
+
+// StatsKinds is how many kinds of tasks a queue's stats keep apart (see
+// common.lua's stats_kinds_map): the tasks of other kinds are counted
+// under StatsOtherKind.
+const StatsKinds = 10
+
+// StatsOtherKind is the kind the stats count tasks of kinds past
+// StatsKinds under: not a kind a task can have (kinds have no
+// parentheses).
+const StatsOtherKind = "(other)"
+
+// statsPendingKinds bounds the kinds a client holds counts of per queue
+// between two writes. Past StatsKinds, so that a client that sees many
+// kinds at once does not fold into StatsOtherKind a kind the queue keeps
+// apart, unless it sees that many.
+const statsPendingKinds = 4 * StatsKinds
+
+// kind is the counts of a kind, made if need be (StatsOtherKind's past
+// the bound).
+func (p *pendingStats) kind(kind string) *[2]int64 {
+	c := p.kinds[kind]
+	if c != nil {
+		return c
+	}
+	if p.kinds == nil {
+		p.kinds = make(map[string]*[2]int64)
+	}
+	if len(p.kinds) >= statsPendingKinds {
+		kind = StatsOtherKind
+		if c = p.kinds[kind]; c != nil {
+			return c
+		}
+	}
+	c = new([2]int64)
+	p.kinds[kind] = c
+	return c
 }
 
 func newStatsBuf(clk clock.Clock) *statsBuf {
@@ -128,6 +172,10 @@ func (c statsCarry) counts() string {
 		add(runNames[k], n)
 	}
 	add("us", p.runSum)
+	for kind, c := range p.kinds {
+		add("f/"+kind, c[0])
+		add("r/"+kind, c[1])
+	}
 	return b.String()
 }
 
@@ -190,6 +238,11 @@ func (b *statsBuf) sent(c statsCarry, sendErr error, res rueidis.RedisResult) {
 	}
 	p.waitSum += c.p.waitSum
 	p.runSum += c.p.runSum
+	for kind, n := range c.p.kinds {
+		k := p.kind(kind)
+		k[0] += n[0]
+		k[1] += n[1]
+	}
 	if c.p.since.Before(p.since) {
 		p.since = c.p.since
 	}
@@ -258,8 +311,9 @@ func (b *statsBuf) started(queue string, procs []Proc) {
 
 // ended counts the processes a finish (retried false) or a retry of queue
 // ended, those that were active, with their runs: from their dequeue (their
-// process ids) to clock, the script's time (µs, Redis clock).
-func (b *statsBuf) ended(queue string, retried bool, clock int64, pids []string, outs []Outcome) {
+// process ids) to clock, the script's time (µs, Redis clock). kinds are
+// their tasks' kinds, nil when none has one.
+func (b *statsBuf) ended(queue string, retried bool, clock int64, pids, kinds []string, outs []Outcome) {
 	if b == nil {
 		return
 	}
@@ -287,6 +341,14 @@ func (b *statsBuf) ended(queue string, retried bool, clock int64, pids []string,
 		run := max(clock-int64(PIDSeq(pids[i])), 0)
 		p.run[statsBucket(run)]++
 		p.runSum += run
+		if kinds != nil && kinds[i] != "" {
+			k := p.kind(kinds[i])
+			if retried {
+				k[1]++
+			} else {
+				k[0]++
+			}
+		}
 	}
 	b.mu.Unlock()
 	if made && b.notify != nil {

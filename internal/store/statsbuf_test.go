@@ -85,8 +85,8 @@ func TestStatsCarriedCountsAreWritten(t *testing.T) {
 		{PID: strconv.FormatInt(9000, 16), Task: Task{ID: "1", Due: 8000}},
 		{PID: "2710", Task: Task{Payload: "not worqr's"}}, // counted, not timed
 	})
-	s.stats.ended("q", false, 20_000, []string{strconv.FormatInt(19_000, 16), "1"}, []Outcome{WasActive, NotOwned})
-	s.stats.ended("q", true, 20_000, []string{strconv.FormatInt(20_001, 16)}, []Outcome{WasActive})
+	s.stats.ended("q", false, 20_000, []string{strconv.FormatInt(19_000, 16), "1"}, nil, []Outcome{WasActive, NotOwned})
+	s.stats.ended("q", true, 20_000, []string{strconv.FormatInt(20_001, 16)}, nil, []Outcome{WasActive})
 	require.NoError(t, s.FlushStats(ctx, ""))
 	assert.True(t, s.StatsNextIdle().IsZero(), "nothing left")
 
@@ -140,7 +140,7 @@ func BenchmarkStatsCount(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		buf.started("q", procs)
-		buf.ended("q", false, 1_700_000_000_005_000, pids, outs)
+		buf.ended("q", false, 1_700_000_000_005_000, pids, nil, outs)
 		if c := buf.take("q"); c.p != nil {
 			_ = c.counts()
 		}
