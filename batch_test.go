@@ -375,7 +375,7 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	enqueueNumbered(t, c, "q", 2)
 	batch := recv(t, running, 5*time.Second, "the batch")
 
-	w.fence(w.ID(), errors.New("lease lost (test)"))
+	w.lease.fence(w.ID(), errors.New("lease lost (test)"))
 	cause := recv(t, causes, 5*time.Second, "the batch's context ended")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	for _, p := range batch {

@@ -346,8 +346,8 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 
 	enqueueNumbered(t, c, "q", 1)
 	p := dequeueAll(t, w, "q", 1)[0]
-	w.stop() // renewals stop, as if Redis were unreachable; nothing else does
-	w.tasks.Wait()
+	w.closer.stop() // renewals stop, as if Redis were unreachable; nothing else does
+	w.closer.tasks.Wait()
 	ev = recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
 	assert.NotEqual(t, oldID, ev.WorkerID)
 	<-p.Done()
