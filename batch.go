@@ -269,6 +269,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 		go b.startOnStop(bt, b.r.stopping())
 	}
 	bt.members = append(bt.members, m)
+	b.w.c.signals.joined.Signal(batchJoin{b.queue, len(bt.members)})
 	// Once the runtime stops taking work no task is coming to fill the
 	// batch: a handler that joins after its stop (started just before it)
 	// runs at once. Read under b.mu, which the watcher takes only after

@@ -55,6 +55,7 @@ func TestBatchFillsToSize(t *testing.T) {
 func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
@@ -66,7 +67,7 @@ func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
-	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+	waitJoined(t, c, b.queue, 3) // three tasks in the batch
 	require.Equal(t, 1, fake.Timers(), "the batch's timer")
 
 	fake.Advance(99 * time.Millisecond)
@@ -194,6 +195,7 @@ func TestBatchCancelledTask(t *testing.T) {
 func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	running := make(batchSeen, 2)
 	causes := make(chan error, 2)
 	w := newWorker(t, c, WorkerOptions{})
@@ -210,7 +212,7 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	enqueueNumbered(t, c, "q", 5)
 	enqueueNumbered(t, c, "filling", 2)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, recv(t, running, 5*time.Second, "the batch"))
-	eventually(t, 5*time.Second, "two tasks waiting for their batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks waiting for their batch
 
 	grace, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -231,6 +233,7 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	w := newWorker(t, c, WorkerOptions{})
@@ -246,7 +249,7 @@ func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
-	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+	waitJoined(t, c, b.queue, 3) // three tasks in the batch
 
 	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -272,6 +275,7 @@ func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	release := make(chan struct{})
@@ -299,7 +303,7 @@ func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
 	recv(t, late, 5*time.Second, "the third task's handler")
-	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks in the batch
 
 	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -327,6 +331,7 @@ func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	causes := make(chan error, 1)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(bctx context.Context, batch []*Process) error {
@@ -339,7 +344,7 @@ func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 2)
-	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks in the batch
 
 	require.NoError(t, w.StopWork(ctx, "q"))
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"))
@@ -440,4 +445,17 @@ func TestBatchErrorsText(t *testing.T) {
 	var got BatchErrors
 	require.ErrorAs(t, fmt.Errorf("insert: %w", errs), &got)
 	assert.Len(t, got, 3)
+}
+
+// waitJoined waits until the batch filling of queue holds n processes, as
+// its handler calls joined it. The test turned the joined signal on
+// before the tasks were enqueued.
+func waitJoined(t *testing.T, c *Client, queue string, n int) {
+	t.Helper()
+	for {
+		j := c.signals.joined.WaitOrTimeout()
+		if j.queue == queue && j.n == n {
+			return
+		}
+	}
 }
