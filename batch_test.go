@@ -86,11 +86,12 @@ func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 func TestBatchFailsOneTaskAndFinishesTheOthers(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	var a attempts
 	seen := make(batchSeen, 10)
 	errFlaky := errors.New("flaky")
 	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.HandleBatch(ctx, "q", func(_ context.Context, batch []*Process) error {
+	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
 		seen.add(batch)
 		errs := BatchErrors{}
 		for _, p := range batch {
@@ -102,9 +103,16 @@ func TestBatchFailsOneTaskAndFinishesTheOthers(t *testing.T) {
 			}
 		}
 		return errs
-	}, BatchOptions{Size: 4, MaxWait: time.Millisecond, Retry: retryNow}))
+	}, BatchOptions{Size: 4, MaxWait: time.Hour, Retry: retryNow})
+	require.NoError(t, err)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake // the retry's batch starts when the test says
+	require.NoError(t, b.handle(ctx))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok1"), []byte("flaky"), []byte("bad"), []byte("ok2")})))
 	assert.Equal(t, []string{"bad", "flaky", "ok1", "ok2"}, recv(t, seen, 5*time.Second, "the batch"))
+	waitJoined(t, c, "q", 4) // the first batch's joins
+	waitJoined(t, c, "q", 1) // the retry, alone in the next
+	fake.Advance(time.Hour)
 	assert.Equal(t, []string{"flaky"}, recv(t, seen, 5*time.Second, "the retry's batch"))
 	settledQueue(t, c, "q")
 	assert.Equal(t, []string{"bad"}, deadPayloads(t, c, "q"), "only the permanent failure is dead")

@@ -168,5 +168,6 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	for _, s := range joined {
 		s.sub.Push(subscription.Event{Subscribed: true})
 	}
+	w.c.signals.registered.Signal(id)
 	return true, nil
 }

@@ -30,6 +30,8 @@ type signals struct {
 	ticked testsignal.Signal[time.Time]
 	// rejoined: a fenced queue's lease was taken again.
 	rejoined testsignal.Signal[string]
+	// registered: a fenced worker registered again; its new id.
+	registered testsignal.Signal[string]
 	// swept: a workflow sweep of a queue ended; the notices it carried.
 	swept testsignal.Signal[int]
 	// joined: a batch handler's call joined its queue's batch filling
