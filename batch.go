@@ -152,10 +152,7 @@ func (b *batcher) handle(ctx context.Context) error {
 		Events:           b.opts.Events,
 		Middleware:       b.opts.Middleware,
 		Retry:            b.opts.Retry,
-	}, func(r *runner) {
-		b.r = r
-		r.stopped = b.stopped
-	})
+	}, func(r *runner) { b.r = r })
 }
 
 // pending is how many processes the batch filling holds.
@@ -182,7 +179,8 @@ type batcher struct {
 	batches int
 	clock   clock.Clock
 	// r is the Handle runtime serving the queue, set before it takes
-	// work: a batch starts at once while it does not (see join).
+	// work: a batch starts when it stops taking work (startOnStop), and at
+	// once while it does not (see join).
 	r *runner
 
 	mu   sync.Mutex
@@ -193,6 +191,9 @@ type batcher struct {
 type batch struct {
 	members []*member
 	timer   clock.Timer // starts it after MaxWait
+	// gone is closed once the batch is no longer the one filling (it
+	// started, or emptied): its watcher (startOnStop) then returns.
+	gone chan struct{}
 }
 
 // member is one process of a batch, with its handler call's context; done
@@ -262,19 +263,20 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 	b.mu.Lock()
 	bt := b.open
 	if bt == nil {
-		bt = &batch{}
+		bt = &batch{gone: make(chan struct{})}
 		b.open = bt
 		bt.timer = b.clock.AfterFunc(b.wait, func() { b.startOpen(bt) })
+		go b.startOnStop(bt, b.r.stopping())
 	}
 	bt.members = append(bt.members, m)
+	b.w.c.signals.joined.Signal(batchJoin{b.queue, len(bt.members)})
 	// Once the runtime stops taking work no task is coming to fill the
 	// batch: a handler that joins after its stop (started just before it)
-	// runs at once. Read under b.mu, after stopped would have started
-	// the batch: one of the two starts it.
+	// runs at once. Read under b.mu, which the watcher takes only after
+	// the stop: one of the two starts the batch.
 	full := len(bt.members) >= b.size || !b.r.taking()
 	if full {
-		b.open = nil
-		bt.timer.Stop()
+		b.closeOpen()
 	}
 	b.mu.Unlock()
 	if full {
@@ -289,8 +291,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 	if b.open == bt { // not started: leave it
 		bt.members = slices.DeleteFunc(bt.members, func(o *member) bool { return o == m })
 		if len(bt.members) == 0 {
-			bt.timer.Stop()
-			b.open = nil
+			b.closeOpen()
 		}
 		b.mu.Unlock()
 		return context.Cause(ctx)
@@ -308,26 +309,31 @@ func (b *batcher) startOpen(bt *batch) {
 		b.mu.Unlock()
 		return
 	}
-	b.open = nil
+	b.closeOpen()
 	b.mu.Unlock()
 	b.run(bt.members)
 }
 
-// stopped starts the batch filling, if any, as the runtime stops taking
-// work (Shutdown, Close, StopWork): its tasks are all it will get, and
-// they run within the grace period rather than wait out MaxWait. The
-// batch runs on a goroutine of its own, as after MaxWait: stopTaking's
-// caller goes on to wait for the handlers.
-func (b *batcher) stopped() {
-	b.mu.Lock()
+// closeOpen makes the batch filling no longer the open one: it will not
+// take more processes, its timer is stopped and its watcher returns.
+// Callers hold b.mu.
+func (b *batcher) closeOpen() {
 	bt := b.open
-	if bt != nil {
-		b.open = nil
-		bt.timer.Stop()
-	}
-	b.mu.Unlock()
-	if bt != nil {
-		go b.run(bt.members)
+	b.open = nil
+	bt.timer.Stop()
+	close(bt.gone)
+}
+
+// startOnStop is the watcher of bt, a batch filling while the runtime
+// takes work (stop is that period's stopping): it starts bt once the
+// runtime stops taking work (Shutdown, Close, StopWork), since its tasks
+// are all it will get and they should run within the grace period rather
+// than wait out MaxWait. It returns once bt is no longer filling.
+func (b *batcher) startOnStop(bt *batch, stop <-chan struct{}) {
+	select {
+	case <-stop:
+		b.startOpen(bt)
+	case <-bt.gone:
 	}
 }
 

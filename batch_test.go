@@ -55,6 +55,7 @@ func TestBatchFillsToSize(t *testing.T) {
 func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
@@ -66,7 +67,7 @@ func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
-	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+	waitJoined(t, c, b.queue, 3) // three tasks in the batch
 	require.Equal(t, 1, fake.Timers(), "the batch's timer")
 
 	fake.Advance(99 * time.Millisecond)
@@ -85,11 +86,12 @@ func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 func TestBatchFailsOneTaskAndFinishesTheOthers(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	var a attempts
 	seen := make(batchSeen, 10)
 	errFlaky := errors.New("flaky")
 	w := newWorker(t, c, WorkerOptions{})
-	require.NoError(t, w.HandleBatch(ctx, "q", func(_ context.Context, batch []*Process) error {
+	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
 		seen.add(batch)
 		errs := BatchErrors{}
 		for _, p := range batch {
@@ -101,9 +103,16 @@ func TestBatchFailsOneTaskAndFinishesTheOthers(t *testing.T) {
 			}
 		}
 		return errs
-	}, BatchOptions{Size: 4, MaxWait: time.Millisecond, Retry: retryNow}))
+	}, BatchOptions{Size: 4, MaxWait: time.Hour, Retry: retryNow})
+	require.NoError(t, err)
+	fake := clock.NewFake(time.Now())
+	b.clock = fake // the retry's batch starts when the test says
+	require.NoError(t, b.handle(ctx))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("ok1"), []byte("flaky"), []byte("bad"), []byte("ok2")})))
 	assert.Equal(t, []string{"bad", "flaky", "ok1", "ok2"}, recv(t, seen, 5*time.Second, "the batch"))
+	waitJoined(t, c, "q", 4) // the first batch's joins
+	waitJoined(t, c, "q", 1) // the retry, alone in the next
+	fake.Advance(time.Hour)
 	assert.Equal(t, []string{"flaky"}, recv(t, seen, 5*time.Second, "the retry's batch"))
 	settledQueue(t, c, "q")
 	assert.Equal(t, []string{"bad"}, deadPayloads(t, c, "q"), "only the permanent failure is dead")
@@ -194,6 +203,7 @@ func TestBatchCancelledTask(t *testing.T) {
 func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	running := make(batchSeen, 2)
 	causes := make(chan error, 2)
 	w := newWorker(t, c, WorkerOptions{})
@@ -210,7 +220,7 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	enqueueNumbered(t, c, "q", 5)
 	enqueueNumbered(t, c, "filling", 2)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, recv(t, running, 5*time.Second, "the batch"))
-	eventually(t, 5*time.Second, "two tasks waiting for their batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks waiting for their batch
 
 	grace, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -231,6 +241,7 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	w := newWorker(t, c, WorkerOptions{})
@@ -246,7 +257,7 @@ func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
-	eventually(t, 5*time.Second, "three tasks in the batch", func() bool { return b.pending() == 3 })
+	waitJoined(t, c, b.queue, 3) // three tasks in the batch
 
 	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -272,6 +283,7 @@ func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	release := make(chan struct{})
@@ -299,7 +311,7 @@ func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 3)
 	recv(t, late, 5*time.Second, "the third task's handler")
-	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks in the batch
 
 	grace, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -327,6 +339,7 @@ func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	c.signals.joined.Init(t)
 	causes := make(chan error, 1)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(bctx context.Context, batch []*Process) error {
@@ -339,7 +352,7 @@ func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 	b.clock = fake
 	require.NoError(t, b.handle(ctx))
 	enqueueNumbered(t, c, "q", 2)
-	eventually(t, 5*time.Second, "two tasks in the batch", func() bool { return b.pending() == 2 })
+	waitJoined(t, c, b.queue, 2) // two tasks in the batch
 
 	require.NoError(t, w.StopWork(ctx, "q"))
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"))
@@ -375,7 +388,7 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	enqueueNumbered(t, c, "q", 2)
 	batch := recv(t, running, 5*time.Second, "the batch")
 
-	w.fence(w.ID(), errors.New("lease lost (test)"))
+	w.lease.fence(w.ID(), errors.New("lease lost (test)"))
 	cause := recv(t, causes, 5*time.Second, "the batch's context ended")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	for _, p := range batch {
@@ -440,4 +453,17 @@ func TestBatchErrorsText(t *testing.T) {
 	var got BatchErrors
 	require.ErrorAs(t, fmt.Errorf("insert: %w", errs), &got)
 	assert.Len(t, got, 3)
+}
+
+// waitJoined waits until the batch filling of queue holds n processes, as
+// its handler calls joined it. The test turned the joined signal on
+// before the tasks were enqueued.
+func waitJoined(t *testing.T, c *Client, queue string, n int) {
+	t.Helper()
+	for {
+		j := c.signals.joined.WaitOrTimeout()
+		if j.queue == queue && j.n == n {
+			return
+		}
+	}
 }

@@ -82,7 +82,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		w.clock.Observe(now, sent, got)
 	}
 	if errors.Is(err, store.ErrLeaseGone) {
-		w.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
+		w.lease.leaseLost(id, queue, s, nil, fmt.Errorf("dequeue found the lease on %q gone", queue))
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
 	if err != nil {

@@ -166,16 +166,20 @@
 // order, NewWorker), session.go (a queue served:
 // its state, its processes), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
-// lease.go (the fencing deadline), fence.go (of the worker, or of a
-// session), rejoin.go (a fenced session or worker taking a lease again),
-// reconcile.go (dequeue replies and hand-off events lost), periodic.go
-// (periodic schedules: Periodic, Every, their checks), membership.go
-// (StartWork, StopWork, the queues served), dequeue.go (a dequeue, and
+// lease.go (the fencing deadline), fence.go (of the worker, by the lease
+// keeper, or of a session), rejoin.go (a fenced session or worker taking
+// a lease again), reconcile.go (dequeue replies and hand-off events lost),
+// periodic.go (periodic schedules: Periodic, Every, their checks, the
+// worker's set of them), registry.go (the worker's registry entry: its
+// registration, the queues and slots recorded, the lock serialising
+// changes to what it serves), membership.go (StartWork, StopWork, the
+// queues served), dequeue.go (a dequeue, and
 // what its reply makes of a runtime: an empty queue, the queue's limits
 // and their wake-up, a failed call's backoff), events.go (a queue's
 // events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
-// snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves), handler.go
+// snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves, its periods of taking work and
+// the signal that ends each), handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
 // batch.go (HandleBatch: a Handle whose handler calls gather into batches),
 // start.go (a process's start, whether a dequeue's reply or an
@@ -185,8 +189,10 @@
 // settle.go (a process's
 // end: the retry policy and its decision, the scripts that end a process
 // and their batched sends, and the settler writing a handler's outcome), process.go and
-// progress.go (a process and its progress reports), shutdown.go and
-// signals.go (the test signals of the engine's components). engine.go
+// progress.go (a process and its progress reports), shutdown.go (the
+// closer: Shutdown, Close, draining the worker and stopping its
+// components) and signals.go (the test signals of the engine's
+// components). engine.go
 // gives each component under internal/ what it takes of the client and
 // the worker.
 //

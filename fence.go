@@ -1,9 +1,14 @@
 package worqr
 
+// The fences: of the whole worker (the lease keeper's, which owns the
+// deadline timer and the loop that registers a fenced worker again), and
+// of one session, whose lease on its queue alone ran out.
+
 import (
 	"fmt"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"log/slog"
+
+	"github.com/worqr/worqr/internal/lifecycle"
 )
 
 // leaseLost handles evidence from a script that the lease of worker id on
@@ -15,7 +20,8 @@ import (
 // service of the queue (sent) that has since ended, or about a process (p)
 // the service no longer holds: the worker left the queue while the script
 // was on its way, and may have started work on it again, under a new lease.
-func (w *Worker) leaseLost(id, queue string, sent *session, p *Process, cause error) {
+func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *Process, cause error) {
+	w := k.w
 	w.mu.Lock()
 	s := w.sessions[queue]
 	left := s == nil || (sent != nil && s != sent)
@@ -27,20 +33,22 @@ func (w *Worker) leaseLost(id, queue string, sent *session, p *Process, cause er
 	}
 	w.mu.Unlock()
 	if !left {
-		w.fence(id, cause)
+		k.fence(id, cause)
 	}
 }
 
 // fence makes the worker treat itself as dead: it takes no more work under
 // id, ends every process it holds, tells the application, and wakes the
-// lease keeper to register again under a new id.
-func (w *Worker) fence(id string, cause error) {
+// keeper's loop to register again under a new id. The keeper's deadline
+// timer stops: nothing under id is left to fence.
+func (k *leaseKeeper) fence(id string, cause error) {
+	w := k.w
 	w.mu.Lock()
 	if !w.state.ToFenced(id, w.c.clock.Now()) {
 		w.mu.Unlock()
 		return
 	}
-	w.lease.timer.Stop()
+	k.timer.Stop()
 	var lost []*Process
 	for _, s := range w.sessions {
 		// The peers reclaim everything under id: nothing to reconcile.
@@ -63,7 +71,7 @@ func (w *Worker) fence(id string, cause error) {
 	logDropped(w.logger(), lost)
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
 	w.c.tellFenced(w.opts.OnFenced, ev)
-	w.lease.wake()
+	k.wake()
 }
 
 // fence makes the worker treat its lease on this queue as lost, when it
@@ -98,7 +106,7 @@ func (s *session) fence(id string, cause error) {
 	// could have taken them, so handlers have the same time to stop.
 	expiresBy := s.deadlineAt.Add(w.lease.margin())
 	s.mu.Unlock()
-	w.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
+	w.closer.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
 	w.mu.Unlock()
 
 	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)

@@ -42,13 +42,18 @@ func (a *attempts) get(task string) int {
 // waiting to in flight in between would be missed.
 func settledQueue(t *testing.T, c *Client, queue string) {
 	t.Helper()
+	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool { return queueHolds(t, c, queue) == 0 })
+}
+
+// queueHolds is how many tasks a queue has waiting, in flight or delayed,
+// read in one script.
+func queueHolds(t *testing.T, c *Client, queue string) int64 {
+	t.Helper()
 	k := c.store.Keys().Queue(queue)
 	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])`
-	eventually(t, 10*time.Second, "queue "+queue+" settled", func() bool {
-		n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(3).Key(k.Waiting, k.Procs, k.Delayed).Build()).AsInt64()
-		require.NoError(t, err)
-		return n == 0
-	})
+	n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(3).Key(k.Waiting, k.Procs, k.Delayed).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
 }
 
 func TestHandlerOutcomes(t *testing.T) {

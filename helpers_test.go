@@ -210,11 +210,11 @@ func crash(w *Worker) {
 	if !closing {
 		return
 	}
-	w.stopComponents()
+	w.closer.stopComponents()
 	for _, r := range runners {
 		r.stopTaking()
 	}
-	w.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
+	w.closer.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runners {
 		<-r.drained()
 	}
@@ -227,7 +227,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func freeze(w *Worker) {
-	w.stopComponents()
+	w.closer.stopComponents()
 }
 
 // countCalls counts c's store calls of kind op from now on (it replaces

@@ -150,7 +150,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 			names = append(names, s.name)
 		default:
 			id := r.id
-			w.tasks.Go(func() { s.renew(w.life, id, gen) })
+			w.closer.tasks.Go(func() { s.renew(w.life, id, gen) })
 		}
 	}
 	r.keepalive = store.Keepalive{Worker: r.id, Queues: names}
@@ -175,7 +175,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 	case err != nil: // logged by the beat, once for its workers
 		return
 	case k.Gone:
-		w.fence(id, errors.New("renewal found the registry lease gone"))
+		lk.fence(id, errors.New("renewal found the registry lease gone"))
 		return
 	}
 	w.mu.Lock()
@@ -194,7 +194,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		// Not on the beat's goroutine: a reconciliation waits for the
 		// dequeues on its queue. (The worker is not closed: closing
 		// leaves the beat first, and this runs under beatMu.)
-		w.tasks.Go(func() { lk.reconcile(w.life, id, renewed) })
+		w.closer.tasks.Go(func() { lk.reconcile(w.life, id, renewed) })
 	}
 }
 
@@ -278,7 +278,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	for _, s := range lost {
 		// Sent for this session of the queue: if the worker left the queue
 		// meanwhile (and maybe started on it again), it is no evidence.
-		w.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
+		k.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
 	}
 	return renewed
 }

@@ -67,7 +67,7 @@ func (k *leaseKeeper) onDeadline() {
 	id, now := w.state.ID(), w.c.clock.Now()
 	if !now.Before(k.at) {
 		w.mu.Unlock()
-		w.fence(id, errors.New("lease not renewed in time"))
+		k.fence(id, errors.New("lease not renewed in time"))
 		return
 	}
 	var due []*session

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
@@ -24,8 +22,8 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if err := w.c.validate(ctx, "start work", queue); err != nil {
 		return err
 	}
-	w.membership.Lock()
-	defer w.membership.Unlock()
+	w.registry.mu.Lock()
+	defer w.registry.mu.Unlock()
 	w.mu.Lock()
 	id, err := w.state.Current("start work")
 	_, already := w.sessions[queue]
@@ -41,7 +39,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	// which is no earlier than the one this deadline was set for.
 	deadline := w.lease.at
 	w.mu.Unlock()
-	if err := w.join(ctx, id, queue); err != nil {
+	if err := w.registry.join(ctx, id, queue); err != nil {
 		return err
 	}
 	s := newSession(w, queue, events, r, deadline)
@@ -63,7 +61,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	select {
 	case <-s.sub.Ready():
 		if r != nil {
-			w.recordSlots(ctx, id)
+			w.registry.recordSlots(ctx, id)
 		}
 		return nil
 	case <-ctx.Done():
@@ -79,26 +77,6 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, why)
 }
 
-// join records the queue in the worker's registry entry, then takes a lease
-// on it that expires with the registry lease (see join.lua for why).
-func (w *Worker) join(ctx context.Context, id, queue string) error {
-	c := w.c
-	unregistered, err := c.store.JoinQueue(ctx, queue, id)
-	switch {
-	case errors.Is(err, store.ErrLeaseGone):
-		w.fence(id, errors.New("registry lease gone when starting work"))
-		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerFenced)
-	case err != nil:
-		return c.fail("start work", queue, err)
-	case unregistered:
-		if err := c.store.RegisterQueue(ctx, queue); err != nil {
-			return c.fail("register queue", queue, err)
-		}
-	}
-	c.flows.Served(ctx, queue) // sweeps its workflow notices: now, then now and then
-	return nil
-}
-
 // StopWork stops serving a queue: it unsubscribes, returns every task the
 // worker holds in that queue to the front of the queue, and gives up the
 // lease. Processes it held end with ErrProcessLost. On a queue served by
@@ -109,8 +87,8 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if err := w.c.validate(ctx, "stop work", queue); err != nil {
 		return err
 	}
-	w.membership.Lock()
-	defer w.membership.Unlock()
+	w.registry.mu.Lock()
+	defer w.registry.mu.Unlock()
 	w.mu.Lock()
 	s, ok := w.sessions[queue]
 	id, closed := w.state.ID(), w.state.IsClosed()
@@ -131,32 +109,9 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 		s.runner.startLoop() // the queue is still served: keep handling it
 	}
 	if err == nil && s.runner != nil {
-		w.recordSlots(ctx, id)
+		w.registry.recordSlots(ctx, id)
 	}
 	return err
-}
-
-// recordSlots writes, for inspection (WorkerInfo.Slots), the handler
-// slots the worker has in each queue it handles, as Handle or
-// HandleQueues starts on a queue or StopWork ends one, and under its new
-// id when it registers again after fencing: never per renewal.
-// The caller holds the membership lock, so the records are written in
-// the order of the changes. A failure is only logged: the worker works
-// the same without it, and its deregistration removes the record.
-func (w *Worker) recordSlots(ctx context.Context, id string) {
-	w.mu.Lock()
-	var qs []store.QueueSlots
-	for name, s := range w.sessions {
-		if s.runner != nil {
-			qs = append(qs, store.QueueSlots{Queue: name, Slots: s.runner.sched.size})
-		}
-	}
-	w.mu.Unlock()
-	slices.SortFunc(qs, func(a, b store.QueueSlots) int { return strings.Compare(a.Queue, b.Queue) })
-	err := w.c.store.SetWorkerSlots(ctx, id, qs)
-	if err != nil && !errors.Is(err, store.ErrLeaseGone) {
-		w.logger().Warn("worqr: could not record the worker's handler slots (shown by Workers)", "worker", id, "err", err)
-	}
 }
 
 // leave ends the worker's service of the queue. It first gives the
@@ -164,7 +119,7 @@ func (w *Worker) recordSlots(ctx context.Context, id string) {
 // only when that succeeded does the worker stop serving the queue. If it
 // fails the queue stays served (and its lease renewed), so nothing is left
 // in a process that no one would reclaim, and the caller may try again.
-// The caller holds the worker's membership lock.
+// The caller holds the registry's lock.
 func (s *session) leave(ctx context.Context, id string) error {
 	w := s.w
 	s.gate.Lock()

@@ -3,9 +3,9 @@ package worqr
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -119,10 +119,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	}
 	p := periodic.New(periodicEnv(w), queue, name, sched, payload, periodic.Options(opts))
 	key := periodicKey{queue, name}
-	w.mu.Lock()
-	_, taken := w.periodics[key]
-	w.mu.Unlock()
-	if taken {
+	if w.periodics.has(key) {
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
 	sent := c.clock.Now()
@@ -131,19 +128,12 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return c.fail("periodic", queue, err)
 	}
 	w.clock.Observe(t.Now, sent, c.clock.Now())
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.state.Phase() != lifecycle.Serving {
+	switch ok, closed := w.periodics.start(key, p, w.life, time.UnixMilli(t.Last).UTC()); {
+	case closed:
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
-	}
-	if _, taken := w.periodics[key]; taken {
+	case !ok:
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
-	if w.periodics == nil {
-		w.periodics = make(map[periodicKey]*periodic.Periodic)
-	}
-	p.Start(w.life, time.UnixMilli(t.Last).UTC())
-	w.periodics[key] = p
 	return nil
 }
 
@@ -151,24 +141,66 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 // queue on this worker, and reports whether there was one. Other workers
 // that registered it go on; the record of its last tick stays in Redis.
 func (w *Worker) StopPeriodic(name, queue string) bool {
-	key := periodicKey{queue, name}
-	w.mu.Lock()
-	p, ok := w.periodics[key]
-	delete(w.periodics, key)
-	w.mu.Unlock()
+	return w.periodics.stop(periodicKey{queue, name})
+}
+
+// periodics are a worker's running schedules, by queue and name. Once
+// closed (the worker drains) they run none: those running are stopped,
+// and none starts.
+type periodics struct {
+	mu     sync.Mutex // guards the fields below; taken under no other lock
+	closed bool
+	m      map[periodicKey]*periodic.Periodic
+}
+
+// has reports whether a schedule runs under key.
+func (ps *periodics) has(key periodicKey) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	_, ok := ps.m[key]
+	return ok
+}
+
+// start starts p on life from its last tick, under key, unless another
+// runs under it (ok false) or the set is closed (closed true).
+func (ps *periodics) start(key periodicKey, p *periodic.Periodic, life context.Context, last time.Time) (ok, closed bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return false, true
+	}
+	if _, taken := ps.m[key]; taken {
+		return false, false
+	}
+	if ps.m == nil {
+		ps.m = make(map[periodicKey]*periodic.Periodic)
+	}
+	p.Start(life, last)
+	ps.m[key] = p
+	return true, false
+}
+
+// stop stops the schedule under key, waiting for it, and reports whether
+// there was one.
+func (ps *periodics) stop(key periodicKey) bool {
+	ps.mu.Lock()
+	p, ok := ps.m[key]
+	delete(ps.m, key)
+	ps.mu.Unlock()
 	if ok {
 		p.Stop()
 	}
 	return ok
 }
 
-// stopPeriodics stops every schedule's component and waits for them.
-func (w *Worker) stopPeriodics() {
-	w.mu.Lock()
-	ps := w.periodics
-	w.periodics = nil
-	w.mu.Unlock()
-	for _, p := range ps {
+// close stops every schedule and waits for them; none starts after.
+func (ps *periodics) close() {
+	ps.mu.Lock()
+	ps.closed = true
+	m := ps.m
+	ps.m = nil
+	ps.mu.Unlock()
+	for _, p := range m {
 		p.Stop()
 	}
 }

@@ -172,7 +172,7 @@ func (p *Process) sendProgress(ctx context.Context, percent int, note string) er
 		if p.isSettled() {
 			break // it ended meanwhile, by this worker's own hand
 		}
-		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("progress found the lease on %q gone", p.queue))
+		p.w.lease.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("progress found the lease on %q gone", p.queue))
 		forget(p, ErrProcessLost)
 	case store.NotOwned:
 		if !p.isSettled() {

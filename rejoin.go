@@ -23,7 +23,7 @@ func (s *session) rejoin(ctx context.Context, id string, after time.Time) {
 	}
 	b := backoff.New(50*time.Millisecond, w.opts.RenewInterval).On(clk)
 	for {
-		// Each attempt is bounded: it holds the membership lock and the
+		// Each attempt is bounded: it holds the registry's lock and the
 		// queue's gate, and the node may hang rather than refuse.
 		actx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 		sent := w.c.outage.Begin()
@@ -43,8 +43,8 @@ func (s *session) rejoin(ctx context.Context, id string, after time.Time) {
 
 func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err error) {
 	w := s.w
-	w.membership.Lock()
-	defer w.membership.Unlock()
+	w.registry.mu.Lock()
+	defer w.registry.mu.Unlock()
 	s.gate.Lock() // no dequeue in between
 	defer s.gate.Unlock()
 	w.mu.Lock()
@@ -61,7 +61,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	if r.Err != nil {
 		return false, c.fail("rejoin", s.name, r.Err)
 	}
-	if err := w.join(ctx, id, s.name); err != nil {
+	if err := w.registry.join(ctx, id, s.name); err != nil {
 		return errors.Is(err, ErrWorkerFenced), err
 	}
 	w.mu.Lock()
@@ -108,12 +108,12 @@ func (k *leaseKeeper) reregister(ctx context.Context) bool {
 
 func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w := k.w
-	w.membership.Lock()
-	defer w.membership.Unlock()
+	w.registry.mu.Lock()
+	defer w.registry.mu.Unlock()
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	id, sent, err := w.register(ctx)
+	id, sent, err := w.registry.register(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -123,7 +123,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	var joined, unreachable []*session
 	for _, s := range ss {
 		sent := w.c.outage.Begin()
-		err := w.join(ctx, id, s.name)
+		err := w.registry.join(ctx, id, s.name)
 		switch {
 		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
 			// The new id is abandoned: its lease expires and the
@@ -159,14 +159,15 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 		s.leaseGen++
 		s.mu.Unlock()
 		after := w.c.clock.Now()
-		w.tasks.Go(func() { s.rejoin(w.life, id, after) })
+		w.closer.tasks.Go(func() { s.rejoin(w.life, id, after) })
 	}
 	k.extend(sent)
 	w.mu.Unlock()
-	w.recordSlots(ctx, id) // under the new id: the old one's went with it
+	w.registry.recordSlots(ctx, id) // under the new id: the old one's went with it
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
 		s.sub.Push(subscription.Event{Subscribed: true})
 	}
+	w.c.signals.registered.Signal(id)
 	return true, nil
 }

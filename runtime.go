@@ -44,11 +44,11 @@ type runner struct {
 	blocked bool
 	// abort ends the dequeue in flight for the member, if any.
 	abort context.CancelFunc
-	// stopped, if set, is called each time the member stops taking work
-	// (stopTaking: Shutdown, Close, StopWork), once no handler starts for
-	// it any more, holding no lock. HandleBatch's batcher starts its
-	// filling batch then. Set when made.
-	stopped func()
+	// stops is closed when the member stops taking work (stopTaking:
+	// Shutdown, Close, StopWork), once no handler starts for it any more,
+	// for any number of observers (stopping); startLoop makes a new one
+	// each time the member starts taking work again.
+	stops chan struct{}
 	// drain is closed when no handler runs and no outcome is being
 	// written (busy and settling both zero), for those waiting for that
 	// (drained): a Finish is written after the handler's goroutine went
@@ -71,7 +71,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 }
 
 // handle is Handle; attach, if set, is given the runtime before it takes
-// work (HandleBatch's batcher sets its stopped hook there).
+// work (HandleBatch's batcher watches it from its handler calls).
 func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts HandleOptions, attach func(*runner)) error {
 	if h == nil {
 		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
@@ -119,6 +119,9 @@ func slotsOf(concurrency int) (int, error) {
 func (r *runner) startLoop() {
 	s := r.sched
 	s.mu.Lock()
+	if !r.takes {
+		r.stops = make(chan struct{})
+	}
 	r.takes = true
 	// The first dequeue parks the member (or takes what waits).
 	r.more, r.blocked = true, false
@@ -168,6 +171,19 @@ func (r *runner) taking() bool {
 	return r.takes
 }
 
+// stopping returns a channel closed once the member has stopped taking
+// work, and no handler starts for it any more: the current period's if it
+// takes work, else one closed already. Any number may wait on it; a
+// member started again has a new one.
+func (r *runner) stopping() <-chan struct{} {
+	r.sched.mu.Lock()
+	defer r.sched.mu.Unlock()
+	if !r.takes || r.stops == nil {
+		return closedChan
+	}
+	return r.stops
+}
+
 // drained returns a channel closed once no handler runs and no outcome
 // is being written: at once if none is. A waiter waits for that once,
 // whatever handlers start after it.
@@ -204,11 +220,16 @@ func (r *runner) idle() bool {
 }
 
 // stopTaking makes the member stop taking work: its dequeue in flight
-// ends, and once it returns no handler starts for it. The last member to
-// stop stops the scheduler's loop. Its running handlers are drained's.
+// ends, and once it returns no handler starts for it, which it then tells
+// stopping's observers. The last member to stop stops the scheduler's
+// loop. Its running handlers are drained's.
 func (r *runner) stopTaking() {
 	s := r.sched
 	s.mu.Lock()
+	var stops chan struct{} // closed below, if this call ends a period of taking work
+	if r.takes {
+		stops = r.stops
+	}
 	r.takes = false
 	abort := r.abort
 	last := true
@@ -230,8 +251,8 @@ func (r *runner) stopTaking() {
 	//lint:ignore SA2001 an empty critical section is the barrier
 	s.turn.Unlock()
 	r.pace.stop()
-	if r.stopped != nil {
-		r.stopped()
+	if stops != nil {
+		close(stops)
 	}
 }
 

@@ -418,7 +418,7 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	}
 	switch got {
 	case store.LeaseGone:
-		p.w.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
+		p.w.lease.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
 		fallthrough
 	case store.NotOwned:
 		forget(p, ErrProcessLost)

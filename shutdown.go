@@ -18,8 +18,8 @@ import (
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
-	_ = w.drain(expired(ctx)) // stop taking tasks, and cancel handlers at once
-	err := w.shutdown(ctx, "close")
+	_ = w.closer.drain(expired(ctx)) // stop taking tasks, and cancel handlers at once
+	err := w.closer.close(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
 	}
@@ -33,20 +33,35 @@ func expired(parent context.Context) context.Context {
 	return ctx
 }
 
-// shutdown closes the worker: it stops its components, ends its
-// processes, gives their tasks back to the front of their queues and
-// deregisters. Running handlers were stopped before (drain).
-func (w *Worker) shutdown(ctx context.Context, op string) error {
+// closer ends the worker: it drains it (its runtimes stop taking work
+// and their handlers end), then closes it (its components stop, its
+// sessions are detached and their tasks given back, and it deregisters).
+// It owns the end of the worker's life and the worker's one-shot
+// goroutines, which it waits for.
+type closer struct {
+	w    *Worker
+	stop context.CancelFunc // ends w.life
+	// tasks tracks the worker's one-shot goroutines on life: queue lease
+	// renewals, reconciliations after them, and rejoins. close closes it
+	// after life ended and waits for them; once closed it starts none.
+	tasks startstop.Group
+}
+
+// close closes the worker: it stops its components, ends its processes,
+// gives their tasks back to the front of their queues and deregisters.
+// Running handlers were stopped before (drain).
+func (k *closer) close(ctx context.Context, op string) error {
+	w := k.w
 	w.mu.Lock()
 	closing := w.state.ToClosed()
 	w.mu.Unlock()
 	if !closing {
 		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
 	}
-	w.stopComponents()
-	w.membership.Lock()
-	defer w.membership.Unlock()
-	id, ss := w.detachAll(ctx, ErrProcessLost, true)
+	k.stopComponents()
+	w.registry.mu.Lock()
+	defer w.registry.mu.Unlock()
+	id, ss := k.detachAll(ctx, ErrProcessLost, true)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)
 	}
@@ -67,10 +82,11 @@ func (w *Worker) shutdown(ctx context.Context, op string) error {
 // (the lease keeper, the reclaimer, the periodic schedules, the pools'
 // loops and the queues' dispatchers), and waits for the one-shot
 // goroutines (renewals, reconciliations, rejoins) they started. It runs
-// once the worker is closed, before membership is taken: a
+// once the worker is closed, before the registry's lock is taken: a
 // re-registration in progress holds it and ends when its context does.
-func (w *Worker) stopComponents() {
-	w.stop()
+func (k *closer) stopComponents() {
+	w := k.w
+	k.stop()
 	w.mu.Lock()
 	dispatchers := make([]startstop.Service, 0, len(w.sessions))
 	for _, s := range w.sessions {
@@ -94,11 +110,11 @@ func (w *Worker) stopComponents() {
 	var stops startstop.Group
 	stops.Go(w.lease.stop)
 	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
-	stops.Go(w.stopPeriodics)
+	stops.Go(w.periodics.close)
 	stops.Go(func() { closeAll(pools) })
 	startstop.StopAll(dispatchers...)
 	stops.Close()
-	w.tasks.Close()
+	k.tasks.Close()
 }
 
 // detachAll drops every queue the worker serves from its books: each
@@ -106,7 +122,8 @@ func (w *Worker) stopComponents() {
 // and each process still held ends with reason. Nothing is written to
 // Redis. It returns the worker's id and the queues it served. The worker
 // is closed, so nothing serves a queue again.
-func (w *Worker) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*session) {
+func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*session) {
+	w := k.w
 	w.mu.Lock()
 	id, ss := w.state.ID(), w.sessions.list()
 	w.sessions = make(sessions)
@@ -151,10 +168,10 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	if closed {
 		return nil
 	}
-	grace := w.drain(ctx)
+	grace := w.closer.drain(ctx)
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 	defer cancel()
-	err := w.shutdown(closeCtx, "shutdown")
+	err := w.closer.close(closeCtx, "shutdown")
 	if errors.Is(err, ErrWorkerClosed) {
 		err = nil
 	}
@@ -168,12 +185,13 @@ const ShutdownCancelWait = time.Second
 // drain stops every runner taking tasks and waits for their handlers
 // until ctx ends, then cancels them (see runners.stop). It returns ctx's
 // error if the handlers outlasted it.
-func (w *Worker) drain(ctx context.Context) error {
+func (k *closer) drain(ctx context.Context) error {
+	w := k.w
 	w.mu.Lock()
 	w.state.ToDraining()
 	runners := w.sessions.runners()
 	w.mu.Unlock()
-	w.stopPeriodics() // a draining worker enqueues no more ticks
+	w.periodics.close() // a draining worker enqueues no more ticks
 	// The wait after the handlers were cancelled is ShutdownCancelWait,
 	// whether or not ctx (the grace period) has ended.
 	if !runners.stop(ctx, context.WithoutCancel(ctx), w) {

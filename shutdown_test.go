@@ -62,7 +62,7 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
 	// waiter sees no handler running.
-	eventually(t, 5*time.Second, "the stuck handler done", func() bool { return runners{r}.idle() })
+	recv(t, r.drained(), 5*time.Second, "the stuck handler done")
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("next"))))
 	assert.Equal(t, "next", recv(t, started, 5*time.Second, "the restarted loop's handler"))
 }

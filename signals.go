@@ -1,6 +1,6 @@
 package worqr
 
-// The test signals of the lease side's components: each says what it did,
+// The test signals of the engine's components: each says what it did,
 // so that a test that drives the client's clock by hand waits on the event
 // rather than polling. Off (a nil check each) unless a test turns one on.
 
@@ -30,6 +30,17 @@ type signals struct {
 	ticked testsignal.Signal[time.Time]
 	// rejoined: a fenced queue's lease was taken again.
 	rejoined testsignal.Signal[string]
+	// registered: a fenced worker registered again; its new id.
+	registered testsignal.Signal[string]
 	// swept: a workflow sweep of a queue ended; the notices it carried.
 	swept testsignal.Signal[int]
+	// joined: a batch handler's call joined its queue's batch filling
+	// (batcher.join); the queue, and how many the batch then held.
+	joined testsignal.Signal[batchJoin]
+}
+
+// batchJoin is the joined signal's value.
+type batchJoin struct {
+	queue string
+	n     int
 }

@@ -7,13 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
-	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/writedeadline"
 )
 
@@ -80,14 +76,16 @@ type FenceEvent struct {
 //
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
-// (internal/lifecycle), the lease keeper (keepalive.go: the renewals, on its
-// client's beat, internal/beat, and the re-registration of a fenced
-// worker; lease.go: the fencing deadline), the fence of the whole worker
-// (fence.go), the reclaimer of dead peers (internal/reclaim, shared with
-// the client's workers of the same options), the slot schedulers of its
-// Handle and HandleQueues calls (scheduler.go, pool.go) and per periodic
-// schedule a timer (periodic.go, internal/periodic); shutdown.go stops
-// them all. A session owns its lease deadline, its processes, its
+// (internal/lifecycle), its registry entry (registry.go: its id, the
+// queues and slots recorded, and the lock serialising changes to them),
+// the lease keeper (keepalive.go: the renewals, on its client's beat,
+// internal/beat, and the re-registration of a fenced worker; lease.go:
+// the fencing deadline; fence.go: the fence of the whole worker), the
+// reclaimer of dead peers (internal/reclaim, shared with the client's
+// workers of the same options), the slot schedulers of its Handle and
+// HandleQueues calls (scheduler.go, pool.go) and its periodic schedules
+// (periodic.go, internal/periodic); the closer (shutdown.go) drains the
+// worker and stops them all. A session owns its lease deadline, its processes, its
 // dispatcher (internal/subscription, events.go), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (runtime.go),
 // which also takes the tasks enqueues hand it (handoff.go); a fence of
@@ -103,7 +101,7 @@ type FenceEvent struct {
 // of the nesting (a lock taken while another is held) goes forward in
 // this list, so the order is acyclic.
 //
-//  1. Worker.membership
+//  1. registry.mu (the worker's registry: changes to what it serves)
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. session.gate (a queue's gate; dequeues hold it shared)
@@ -122,13 +120,14 @@ type FenceEvent struct {
 //     run under them: they take subscription.Mailbox.mu, or
 //     waiters.Waiters.mu)
 //  9. waiters.Waiters.mu, then waiters.Waiter.mu
-//  10. statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
+//  10. periodics.mu (the worker's schedules: it starts one under it),
+//     statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
 //     it starts its loop under it), Client.mu then flows.Flows.mu (a new
 //     worker is counted in under both; the workflow sweeper starts and
 //     stops under flows.Flows.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
-//     Worker.mu for a periodic schedule, under delayed.Scheduler.mu for
+//     periodics.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
@@ -147,7 +146,7 @@ type FenceEvent struct {
 //
 // A service's Stop holds its Base.mu until the run has ended, so it is
 // called holding no lock its run takes: the worker stops its services
-// (stopComponents) holding none, and the stats flusher is stopped only
+// (closer.stopComponents) holding none, and the stats flusher is stopped only
 // after it was closed under statsflush.Flusher.mu, so that pending, which
 // starts a run under that lock, no longer does. The workflow sweeper is
 // stopped under flows.Flows.mu, which its run never takes.
@@ -155,10 +154,9 @@ type Worker struct {
 	c    *Client
 	opts WorkerOptions
 
-	// membership serialises changes to what the worker is registered as
-	// and serves: StartWork, StopWork, rejoin, re-registration and
-	// shutdown.
-	membership sync.Mutex
+	// registry registers the worker and records what it serves; its
+	// lock serialises changes to those (registry.go).
+	registry registry
 
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
 	// state is the worker's lifecycle: its id, its phase, its fence.
@@ -172,23 +170,21 @@ type Worker struct {
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
 	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
-	// component. Guarded by mu.
-	periodics map[periodicKey]*periodic.Periodic
+	// component (periodic.go; their own lock).
+	periodics periodics
 	// pools are the slot schedulers of HandleQueues, each a running loop
 	// (Handle's are reached through the queues served). Guarded by mu.
 	pools []*slotScheduler
 
 	// life is the worker's run context: every loop and one-shot
 	// goroutine of the worker runs on it (or on a context derived from
-	// it), and shutdown ends it (stop) before it stops them.
+	// it), and the closer ends it before it stops them.
 	life context.Context
-	stop context.CancelFunc // ends life
+	// closer drains and closes the worker (shutdown.go): it owns life's
+	// end and the worker's one-shot goroutines.
+	closer closer
 	// writes bounds the outcome writes after handlers (runner.settle).
 	writes writedeadline.Deadline
-	// tasks tracks the worker's one-shot goroutines on life: queue lease
-	// renewals, reconciliations after them, and rejoins. Shutdown closes
-	// it after life ended and waits for them; once closed it starts none.
-	tasks startstop.Group
 }
 
 // NewWorker registers a new worker and starts its components: the lease
@@ -215,14 +211,15 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
 	}
 	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
-	id, sent, err := w.register(ctx)
+	w.registry.w, w.closer.w = w, w
+	id, sent, err := w.registry.register(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w.state.ToRegistered(id)
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
-	w.life, w.stop = context.WithCancel(context.WithoutCancel(ctx))
+	w.life, w.closer.stop = context.WithCancel(context.WithoutCancel(ctx))
 	w.lease = newLeaseKeeper(w)
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
@@ -241,22 +238,6 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	c.flows.Joined()
 	c.mu.Unlock()
 	return w, nil
-}
-
-// register registers a fresh worker id with a new registry lease, and
-// returns when the registration was sent (the lease counts from then).
-func (w *Worker) register(ctx context.Context) (id string, sent time.Time, err error) {
-	c := w.c
-	// A UUIDv7 tells when the worker joined (see joinedAt).
-	u, err := uuid.NewV7()
-	if err != nil {
-		return "", c.clock.Now(), fmt.Errorf("worqr: register worker: %w", err)
-	}
-	id, sent = u.String(), c.clock.Now()
-	if err := c.store.RegisterWorker(ctx, id, w.opts.TTL); err != nil {
-		return "", sent, c.fail("register worker", "", err)
-	}
-	return id, sent, nil
 }
 
 // ID is the worker's current id. It changes when a fenced worker registers

@@ -279,6 +279,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	fenced := make(chan fencing, 1)
 	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{time.Now(), ev} }
+	c.signals.registered.Init(t)
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, direct, "q", 1)
@@ -308,7 +309,10 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 
 	px.restore()
-	eventually(t, 10*time.Second, "registered again under a new id", func() bool { return w.ID() != oldID && leaseLive(t, direct, w.ID()) })
+	newID := c.signals.registered.WaitOrTimeout()
+	assert.NotEqual(t, oldID, newID, "registered again under a new id")
+	assert.Equal(t, newID, w.ID())
+	assert.True(t, leaseLive(t, direct, newID), "the new id's lease")
 	var again *Process
 	eventually(t, 10*time.Second, "the old id's task is reclaimed and taken again", func() bool {
 		p, err := w.Dequeue(ctx, "q")
@@ -330,6 +334,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	fenced := make(chan FenceEvent, 10)
 	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
+	c.signals.registered.Init(t)
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	oldID := w.ID()
@@ -339,15 +344,18 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	ev := recv(t, fenced, 5*time.Second, "fence event")
 	assert.Equal(t, oldID, ev.WorkerID)
 	assert.ErrorContains(t, ev.Cause, "lease gone")
-	eventually(t, 5*time.Second, "registered again", func() bool { return w.ID() != oldID && leaseLive(t, c, w.ID()) })
+	newID := c.signals.registered.WaitOrTimeout()
+	assert.NotEqual(t, oldID, newID, "registered again under a new id")
+	assert.Equal(t, newID, w.ID())
+	assert.True(t, leaseLive(t, c, newID), "the new id's lease")
 	wq, err := c.WorkerQueues(ctx, w.ID())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"q"}, wq)
 
 	enqueueNumbered(t, c, "q", 1)
 	p := dequeueAll(t, w, "q", 1)[0]
-	w.stop() // renewals stop, as if Redis were unreachable; nothing else does
-	w.tasks.Wait()
+	w.closer.stop() // renewals stop, as if Redis were unreachable; nothing else does
+	w.closer.tasks.Wait()
 	ev = recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
 	assert.NotEqual(t, oldID, ev.WorkerID)
 	<-p.Done()

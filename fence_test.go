@@ -1,0 +1,132 @@
+package worqr
+
+// The fences (fence.go) on their own, called directly: the lease keeper's
+// fence of the whole worker, the evidence leaseLost takes, and a session's
+// fence of its queue alone.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/lifecycle"
+)
+
+// isFenced reports whether the worker as a whole is fenced.
+func isFenced(w *Worker) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state.IsFenced()
+}
+
+// fencedWorker is a worker that stays fenced once fenced, whose fence
+// events come on the channel returned.
+func fencedWorker(t *testing.T, c *Client) (*Worker, chan FenceEvent) {
+	fences := make(chan FenceEvent, 4)
+	return newWorker(t, c, WorkerOptions{StayFenced: true, OnFenced: func(ev FenceEvent) { fences <- ev }}), fences
+}
+
+var errTestLease = errors.New("lease lost (test)")
+
+// The worker's fence ends every process it holds, in every queue, at once
+// (ErrProcessLost, ErrWorkerFenced), tells the application once with the
+// processes lost, and takes no more work; a second fence under the same
+// id does nothing.
+func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	w, fences := fencedWorker(t, c)
+	for _, q := range []string{"a", "b"} {
+		require.NoError(t, w.StartWork(ctx, q, Events{}))
+		enqueueNumbered(t, c, q, 1)
+	}
+	ps := append(dequeueAll(t, w, "a", 1), dequeueAll(t, w, "b", 1)...)
+	id := w.ID()
+
+	w.lease.fence(id, errTestLease)
+	for _, p := range ps {
+		assert.True(t, isClosed(p.Done()), "ended by the fence itself")
+		assert.ErrorIs(t, p.Err(), ErrProcessLost)
+		assert.ErrorIs(t, p.Err(), ErrWorkerFenced)
+	}
+	ev := recv(t, fences, 5*time.Second, "the fence event")
+	assert.Equal(t, id, ev.WorkerID)
+	assert.Empty(t, ev.Queue, "the whole worker")
+	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
+	assert.ErrorIs(t, ev.Cause, errTestLease)
+	assert.ElementsMatch(t, ps, ev.Lost)
+	_, err := w.Dequeue(ctx, "a")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+
+	w.mu.Lock()
+	at := w.state.FencedAt()
+	w.mu.Unlock()
+	k.clk.Advance(time.Millisecond)
+	w.lease.fence(id, errTestLease)
+	w.mu.Lock()
+	assert.Equal(t, at, w.state.FencedAt(), "the second fence changed nothing")
+	w.mu.Unlock()
+}
+
+// leaseLost fences the worker only on evidence about the service it was
+// sent for: not for a queue it does not serve, a session it no longer
+// has, or a process its session no longer holds.
+func TestFenceLeaseLostNeedsEvidence(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	w, fences := fencedWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	ps := dequeueAll(t, w, "q", 2)
+	s, id := sessionOf(w, "q"), w.ID()
+
+	w.lease.leaseLost(id, "other", nil, nil, errTestLease)
+	assert.False(t, isFenced(w), "a queue it does not serve")
+	w.lease.leaseLost(id, "q", &session{}, nil, errTestLease)
+	assert.False(t, isFenced(w), "sent for another session of the queue")
+	s.drop(ps[0])
+	w.lease.leaseLost(id, "q", nil, ps[0], errTestLease)
+	assert.False(t, isFenced(w), "about a process the session no longer holds")
+	require.Nil(t, ps[1].Err())
+
+	w.lease.leaseLost(id, "q", s, ps[1], errTestLease)
+	assert.True(t, isFenced(w), "about the session and a process it holds")
+	assert.ErrorIs(t, ps[1].Err(), ErrWorkerFenced)
+	assert.Equal(t, id, recv(t, fences, 5*time.Second, "the fence event").WorkerID)
+}
+
+// A session's fence ends the processes of its queue only, keeps the
+// worker's id and its other queues, and tells the application with Queue
+// set; one under an id no longer current does nothing.
+func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t) // the rejoin it starts waits for the clock
+	c, ctx := k.c, k.ctx
+	w, fences := fencedWorker(t, c)
+	for _, q := range []string{"a", "b"} {
+		require.NoError(t, w.StartWork(ctx, q, Events{}))
+		enqueueNumbered(t, c, q, 1)
+	}
+	pa, pb := dequeueAll(t, w, "a", 1)[0], dequeueAll(t, w, "b", 1)[0]
+	sa, id := sessionOf(w, "a"), w.ID()
+
+	sa.fence("not-the-id", errTestLease)
+	assert.Nil(t, pa.Err(), "a stale id fences nothing")
+
+	sa.fence(id, errTestLease)
+	assert.ErrorIs(t, pa.Err(), ErrProcessLost)
+	assert.Nil(t, pb.Err(), "the other queue's process goes on")
+	ev := recv(t, fences, 5*time.Second, "the fence event")
+	assert.Equal(t, "a", ev.Queue)
+	assert.Equal(t, []*Process{pa}, ev.Lost)
+	assert.Equal(t, id, w.ID(), "the worker keeps its id")
+	assert.False(t, isFenced(w))
+	lookAt(sa, func() {
+		assert.Equal(t, lifecycle.SessionFenced, sa.state)
+		assert.Empty(t, sa.procs)
+	})
+}
