@@ -88,7 +88,7 @@ type FenceEvent struct {
 // worker and stops them all. A session owns its lease deadline, its processes, its
 // dispatcher (internal/subscription, events.go), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (runtime.go),
-// which also takes the tasks enqueues hand it (handoff.go); a fence of
+// which also takes the tasks enqueues hand it (start.go); a fence of
 // one queue, its rejoin and its reconciliation are the session's
 // (fence.go, rejoin.go, reconcile.go). engine.go gives each component
 // under internal/ what it takes of the client and the worker.
