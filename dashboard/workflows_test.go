@@ -46,6 +46,8 @@ func TestWorkflowPage(t *testing.T) {
 		order = append(order, row[:strings.Index(row, "<")])
 	}
 	assert.Equal(t, []string{"top", "left", "right", "bottom"}, order, "dependency order")
+	_, past := e.get("/workflow/diamond-1?from=5000")
+	assert.Equal(t, 4, strings.Count(sectionOf(past, `id="steps"`), "<tr><td"), "a from past the last step: the last page")
 	assert.NotContains(t, body, hostile, "the queue's name is escaped")
 	assert.Contains(t, steps, templateEscape(hostile))
 	assert.Contains(t, steps, `<span class="name">left</span>, <span class="name">right</span>`, "bottom's parents")
