@@ -69,3 +69,44 @@ func ExampleClient_EnqueueWorkflow() {
 	// succeeded
 	// count-be=2 count-to=2
 }
+
+// A page of a workflow's steps at a time, in dependency order: what a
+// page of a large workflow costs does not grow with the workflow.
+func ExampleClient_WorkflowSteps() {
+	client, stop := embedded()
+	defer stop()
+	ctx := context.Background()
+	steps := []worqr.Step{{Name: "extract", Queue: "etl"}}
+	for _, name := range []string{"clean-a", "clean-b", "clean-c"} {
+		steps = append(steps, worqr.Step{Name: name, Queue: "etl", After: []string{"extract"}})
+	}
+	steps = append(steps, worqr.Step{Name: "load", Queue: "etl", After: []string{"clean-a", "clean-b", "clean-c"}})
+	id, err := client.EnqueueWorkflow(ctx, steps, worqr.WorkflowOptions{ID: "nightly"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for from := 0; ; from += 2 {
+		page, err := client.WorkflowSteps(ctx, id, from, 2)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if from == 0 {
+			fmt.Printf("%s: %d steps, %d not ended\n", page.State, page.Total, page.Open)
+		}
+		for _, st := range page.Steps {
+			fmt.Printf("%d %s %s after %v\n", from, st.Name, st.State, st.Parents)
+		}
+		if from+len(page.Steps) >= page.Total {
+			break
+		}
+	}
+	// Output:
+	// running: 5 steps, 5 not ended
+	// 0 extract queued after []
+	// 0 clean-a waiting after [extract]
+	// 2 clean-b waiting after [extract]
+	// 2 clean-c waiting after [extract]
+	// 4 load waiting after [clean-a clean-b clean-c]
+}

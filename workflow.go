@@ -162,6 +162,7 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 		fmt.Fprintf(sum, "%s\x00%s\x00%s\x00%s\x00", st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","))
 	}
 	fmt.Fprintf(sum, "%d", keep.Milliseconds())
+	placeSteps(plan)
 	did, ready, err := c.store.CreateWorkflow(ctx, id, hex.EncodeToString(sum.Sum(nil)), keep, plan)
 	if err != nil {
 		return "", c.fail("enqueue workflow", "", err)
@@ -275,6 +276,22 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 		return nil, fmt.Errorf("steps %s: %w", strings.Join(cycle, " -> "), ErrWorkflowCycle)
 	}
 	return plan, nil
+}
+
+// placeSteps sets each step's place in dependency order, the order
+// WorkflowInfo.InOrder lists them in, which the workflow keeps so that
+// WorkflowSteps reads a part of it at that part's cost.
+func placeSteps(plan []store.WorkflowStep) {
+	info := WorkflowInfo{Steps: make([]StepInfo, len(plan))}
+	at := make(map[string]int, len(plan))
+	for i, st := range plan {
+		info.Steps[i] = StepInfo{Name: st.Name, Parents: st.Parents}
+		at[st.Name] = i
+	}
+	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
+	for place, st := range info.InOrder() {
+		plan[at[st.Name]].Place = place
+	}
 }
 
 // findCycle returns the steps of a cycle, the first repeated at the end,
@@ -468,6 +485,103 @@ type StepInfo struct {
 	State   StepState
 	TaskID  string   // its task's id in Queue, once queued; "" before
 	Parents []string // the steps it waits for
+	// MoreParents counts the parents not in Parents: WorkflowSteps lists
+	// MaxPageParents at most. Workflow lists them all.
+	MoreParents int
+}
+
+// WorkflowPage is part of a workflow's steps, in dependency order, with
+// the workflow's state (WorkflowSteps).
+type WorkflowPage struct {
+	ID      string
+	State   WorkflowState
+	Created time.Time // by the Redis clock
+	Ended   time.Time // zero while running
+	// Total counts the workflow's steps, Open those that have not ended
+	// (waiting, ready or queued) and Dead those that died.
+	Total, Open, Dead int
+	// From is the place of Steps[0] in dependency order, from 0.
+	From int
+	// Steps are the page's steps: those from From on in the order
+	// WorkflowInfo.InOrder lists them, each with its first
+	// MaxPageParents parents (MoreParents counts the rest).
+	Steps []StepInfo
+}
+
+// MaxPageParents is how many of a step's parents WorkflowSteps lists, so
+// that a page's size does not grow with a fan-in's.
+const MaxPageParents = 10
+
+// MaxPageSteps is the most steps WorkflowSteps reads in one call.
+const MaxPageSteps = 1000
+
+// WorkflowSteps reads limit steps of a workflow (1 to MaxPageSteps), from
+// place from (0: the first) in dependency order, the order
+// WorkflowInfo.InOrder lists them in, with the workflow's state and its
+// counts of steps. Unlike Workflow, which reads every step, its cost is
+// that of the page, whatever the workflow's size: each workflow keeps its
+// steps' order from its creation. A workflow created by a worqr that did
+// not keep it is read whole, as Workflow does. A from past the last step
+// reads no steps. It returns ErrNoWorkflow for a workflow unknown, or
+// ended and past its keep.
+func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
+	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
+		return WorkflowPage{}, err
+	}
+	if err := checkWorkflowID(id); err != nil {
+		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: %w", err)
+	}
+	if from < 0 || limit < 1 || limit > MaxPageSteps {
+		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: from %d, limit %d (1 to %d): %w", from, limit, MaxPageSteps, ErrInvalidOptions)
+	}
+	rec, ok, err := c.store.WorkflowSteps(ctx, id, from, limit, MaxPageParents)
+	if err != nil {
+		return WorkflowPage{}, c.fail("workflow steps", "", err)
+	}
+	if !ok {
+		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
+	}
+	if rec.Total < 0 {
+		return c.workflowStepsWhole(ctx, id, from, limit)
+	}
+	page := WorkflowPage{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created),
+		Total: rec.Total, Open: rec.Open, Dead: rec.Dead, From: from}
+	if rec.Ended > 0 {
+		page.Ended = time.UnixMilli(rec.Ended)
+	}
+	for i, st := range rec.Steps {
+		var spec stepSpec
+		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
+		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State],
+			TaskID: st.TaskID, Parents: st.Parents, MoreParents: rec.MoreOfEach[i]})
+	}
+	return page, nil
+}
+
+// workflowStepsWhole is WorkflowSteps for a workflow that keeps no order
+// of its steps: read whole, ordered here.
+func (c *Client) workflowStepsWhole(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
+	info, err := c.Workflow(ctx, id)
+	if err != nil {
+		return WorkflowPage{}, err
+	}
+	page := WorkflowPage{ID: id, State: info.State, Created: info.Created, Ended: info.Ended, Total: len(info.Steps), From: from}
+	for _, st := range info.Steps {
+		switch st.State {
+		case StepWaiting, StepReady, StepQueued:
+			page.Open++
+		case StepDead:
+			page.Dead++
+		}
+	}
+	ordered := info.InOrder()
+	for _, st := range ordered[min(from, len(ordered)):min(from+limit, len(ordered))] {
+		if len(st.Parents) > MaxPageParents {
+			st.Parents, st.MoreParents = st.Parents[:MaxPageParents], len(st.Parents)-MaxPageParents
+		}
+		page.Steps = append(page.Steps, st)
+	}
+	return page, nil
 }
 
 // Workflow reads a workflow's state and its steps', sorted by name; it

@@ -14,10 +14,11 @@ import (
 
 // A workflow page lists its steps in dependency order, workflowPageSize
 // at a time (?from= pages on), and for each step at most maxParentsShown
-// of its parents: a workflow of any size is a page of bounded size.
+// of its parents: a workflow of any size is a page of bounded size, read
+// at a bounded cost (Client.WorkflowSteps).
 const (
 	workflowPageSize = 200
-	maxParentsShown  = 10
+	maxParentsShown  = worqr.MaxPageParents
 )
 
 // workflowPath is a workflow page's address: /workflow/<id>. Workflow
@@ -43,24 +44,21 @@ func workflowFrom(r *http.Request) (id string, ok bool) {
 // stepRow is one step of a workflow page.
 type stepRow struct {
 	worqr.StepInfo
-	// Parents are its first maxParentsShown parents; MoreParents counts
-	// the rest.
-	Parents     []string
-	MoreParents int
 	// TaskURL is its task's page, which the workflow's id is passed to
 	// (as wf) so that it links back even once the task has ended.
 	TaskURL string
 }
 
-// stateCount is how many of a workflow's steps are in one state.
+// stateCount is how many of a workflow's steps are in one state, or
+// group of states.
 type stateCount struct {
-	State worqr.StepState
+	State string
 	N     int
 }
 
 type workflowData struct {
 	Base string
-	Info worqr.WorkflowInfo // its Steps are not kept: see Steps
+	Info worqr.WorkflowPage // its Steps are not kept: see Steps
 	// Steps are the page's steps, in dependency order, from From (0:
 	// the first) of Total.
 	Steps       []stepRow
@@ -101,10 +99,18 @@ func (h *handler) workflow(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, workflowPath(base(r), id), http.StatusSeeOther)
 		return
 	}
-	var info worqr.WorkflowInfo
+	from := offsetParam(r, "from") / workflowPageSize * workflowPageSize
+	var page worqr.WorkflowPage
 	var err error
-	// A workflow's state is read whole, its size its steps': a lookup.
-	if !h.lookup(w, r, func(ctx context.Context) { info, err = h.c.Workflow(ctx, id) }) {
+	// One page of the steps, at that page's cost: a workflow created by
+	// an older worqr, which keeps no order of its steps, is read whole.
+	if !h.lookup(w, r, func(ctx context.Context) {
+		page, err = h.c.WorkflowSteps(ctx, id, from, workflowPageSize)
+		if err == nil && from > 0 && from >= page.Total {
+			// Past the last step: the last page.
+			page, err = h.c.WorkflowSteps(ctx, id, max(page.Total-1, 0)/workflowPageSize*workflowPageSize, workflowPageSize)
+		}
+	}) {
 		return
 	}
 	switch {
@@ -115,36 +121,29 @@ func (h *handler) workflow(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, errorStatus(err), err.Error())
 		return
 	}
-	h.render(w, r, "workflow", http.StatusOK, workflowPage(base(r), info, offsetParam(r, "from")))
+	h.render(w, r, "workflow", http.StatusOK, workflowPage(base(r), page))
 }
 
-// workflowPage lays out one page of a workflow's steps, from from.
-func workflowPage(base string, info worqr.WorkflowInfo, from int) workflowData {
-	d := workflowData{Base: base}
-	counts := map[worqr.StepState]int{}
-	for _, st := range info.Steps {
-		counts[st.State]++
-	}
-	for _, s := range []worqr.StepState{worqr.StepWaiting, worqr.StepReady, worqr.StepQueued, worqr.StepSucceeded, worqr.StepDead, worqr.StepCancelled} {
-		if counts[s] > 0 {
-			d.Counts = append(d.Counts, stateCount{State: s, N: counts[s]})
+// workflowPage lays out one page of a workflow's steps. Its counts are
+// those the workflow keeps as it runs: a count per state would read
+// every step's.
+func workflowPage(base string, page worqr.WorkflowPage) workflowData {
+	d := workflowData{Base: base, Total: page.Total, From: page.From}
+	ended := page.Total - page.Open - page.Dead
+	for _, c := range []stateCount{{"not ended", page.Open}, {"dead", page.Dead}, {"succeeded or cancelled", ended}} {
+		if c.N > 0 {
+			d.Counts = append(d.Counts, c)
 		}
 	}
-	ordered := info.InOrder()
-	d.Total = len(ordered)
-	info.Steps = nil
-	d.Info = info
-	d.From = min(from/workflowPageSize*workflowPageSize, max(len(ordered)-1, 0)/workflowPageSize*workflowPageSize)
-	for _, st := range ordered[d.From:min(d.From+workflowPageSize, len(ordered))] {
-		row := stepRow{StepInfo: st, Parents: st.Parents}
+	for _, st := range page.Steps {
+		row := stepRow{StepInfo: st}
 		if st.TaskID != "" {
-			row.TaskURL = withParam(taskPath(base, st.Queue, st.TaskID), "wf", info.ID)
-		}
-		if len(row.Parents) > maxParentsShown {
-			row.Parents, row.MoreParents = row.Parents[:maxParentsShown], len(row.Parents)-maxParentsShown
+			row.TaskURL = withParam(taskPath(base, st.Queue, st.TaskID), "wf", page.ID)
 		}
 		d.Steps = append(d.Steps, row)
 	}
+	page.Steps = nil
+	d.Info = page
 	return d
 }
 

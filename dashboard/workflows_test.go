@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,7 +38,7 @@ func TestWorkflowPage(t *testing.T) {
 	code, body := e.get("/workflow/diamond-1")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<dd id="workflow-state">running</dd>`)
-	assert.Contains(t, body, "4; 3 waiting; 1 queued")
+	assert.Contains(t, body, "4; 4 not ended")
 	steps := sectionOf(body, `id="steps"`)
 	require.NotEmpty(t, steps)
 	var order []string
@@ -47,6 +46,8 @@ func TestWorkflowPage(t *testing.T) {
 		order = append(order, row[:strings.Index(row, "<")])
 	}
 	assert.Equal(t, []string{"top", "left", "right", "bottom"}, order, "dependency order")
+	_, past := e.get("/workflow/diamond-1?from=5000")
+	assert.Equal(t, 4, strings.Count(sectionOf(past, `id="steps"`), "<tr><td"), "a from past the last step: the last page")
 	assert.NotContains(t, body, hostile, "the queue's name is escaped")
 	assert.Contains(t, steps, templateEscape(hostile))
 	assert.Contains(t, steps, `<span class="name">left</span>, <span class="name">right</span>`, "bottom's parents")
@@ -209,16 +210,10 @@ func TestWorkflowCancelAction(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code)
 }
 
-// A workflow of 10,000 steps is a page of workflowPageSize of them, the
-// others a page away: the page's size does not grow with the workflow.
-func TestWorkflowPageBounded(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, Options{})
-	e.frozen() // its reads are slow on miniredis: not this test's budget
-	// Nor its time: the page reads the whole workflow, which takes
-	// seconds on miniredis under -race.
-	e.http.Timeout = time.Minute
-	const n = 10_000
+// fanIn enqueues a workflow of id and n steps: root, then n-2 children
+// of root, then summary, which waits for them all.
+func fanIn(t *testing.T, e *env, id string, n int) {
+	t.Helper()
 	steps := []worqr.Step{{Name: "root", Queue: "fan"}}
 	var all []string
 	for i := range n - 2 {
@@ -227,8 +222,18 @@ func TestWorkflowPageBounded(t *testing.T) {
 		steps = append(steps, worqr.Step{Name: name, Queue: "fan", After: []string{"root"}})
 	}
 	steps = append(steps, worqr.Step{Name: "summary", Queue: "fan", After: all})
-	_, err := e.c.EnqueueWorkflow(e.ctx(), steps, worqr.WorkflowOptions{ID: "big"})
+	_, err := e.c.EnqueueWorkflow(e.ctx(), steps, worqr.WorkflowOptions{ID: id})
 	require.NoError(t, err)
+}
+
+// A workflow of 10,000 steps is a page of workflowPageSize of them, the
+// others a page away: the page's size does not grow with the workflow.
+func TestWorkflowPageBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen() // its reads are slow on miniredis: not this test's budget
+	const n = 10_000
+	fanIn(t, e, "big", n)
 
 	code, body := e.get("/workflow/big")
 	require.Equal(t, http.StatusOK, code)
@@ -245,4 +250,35 @@ func TestWorkflowPageBounded(t *testing.T) {
 	assert.Contains(t, steps9800, "<td class=\"name\">summary</td>", "the fan-in last")
 	assert.Contains(t, steps9800, fmt.Sprintf("<small>and %d more</small>", n-2-maxParentsShown), "its parents cut")
 	assert.Contains(t, body, `href="/ops/workflow/big?from=9600"`)
+}
+
+// Viewing a page of a workflow costs Redis the same commands and about
+// the same bytes for 1,000 steps as for 10,000: the first page, one in
+// the middle and the last (with the fan-in, its parents cut).
+func TestWorkflowPageCostBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	fanIn(t, e, "small", 1_000)
+	fanIn(t, e, "large", 10_000)
+	e.get("/workflow/small") // the script's first call loads it
+	cost := func(path string) (cmds, bytes int64) {
+		t.Helper()
+		n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+		code, body := e.get(path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Equal(t, workflowPageSize, strings.Count(sectionOf(body, `id="steps"`), "<tr><td"), path)
+		return e.rdb.n.Load() - n0, e.rdb.bytes.Load() - b0
+	}
+	for _, pages := range [][2]string{
+		{"/workflow/small", "/workflow/large"},
+		{"/workflow/small?from=400", "/workflow/large?from=5000"},
+		{"/workflow/small?from=999", "/workflow/large?from=9999"},
+	} {
+		smallN, smallB := cost(pages[0])
+		largeN, largeB := cost(pages[1])
+		t.Logf("%s: %d commands, %d bytes; %s: %d commands, %d bytes", pages[0], smallN, smallB, pages[1], largeN, largeB)
+		assert.Equal(t, smallN, largeN, "commands of %s and %s", pages[0], pages[1])
+		assert.InEpsilon(t, smallB, largeB, 0.02, "bytes of %s and %s", pages[0], pages[1])
+	}
 }

@@ -97,7 +97,7 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 		assert.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s expires once its keep has passed: %v", k, ttl)
 	}
 	assert.Equal(t, ended, wfKeys(m, "ended"), "an ended workflow's keys stay until they expire")
-	assert.Len(t, wfKeys(m, "running"), 7, "a running workflow is left alone")
+	assert.Len(t, wfKeys(m, "running"), 8, "a running workflow is left alone")
 
 	rep, err = Run(ctx, env, false)
 	require.NoError(t, err)

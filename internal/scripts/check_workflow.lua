@@ -11,7 +11,7 @@
 --          {step, spec, ...} per step named in a freed by}.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local freed_key, seen_key = KEYS[9], KEYS[10]
+local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
 
 local state = ''
 if redis.call('EXISTS', flow_key) == 1 then

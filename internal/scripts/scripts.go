@@ -69,13 +69,14 @@ type Set struct {
 	DeadDelete     *Script
 	DeadPurge      *Script
 	// Workflows: in the workflow's slot, create, record a step's end,
-	// mark steps queued, cancel, read; in a queue's, list and remove
+	// mark steps queued, cancel, read (whole, or a part); in a queue's, list and remove
 	// the notices of its workflow tasks' ends, and enqueue released steps.
 	WorkflowCreate   *Script
 	WorkflowRelease  *Script
 	WorkflowEnqueued *Script
 	WorkflowCancel   *Script
 	WorkflowState    *Script
+	WorkflowSteps    *Script
 	WorkflowResults  *Script
 	FlowNotices      *Script
 	FlowRead         *Script
@@ -164,6 +165,7 @@ func build(sharded, stats bool) *Set {
 		WorkflowEnqueued: load("wf_enqueued.lua"),
 		WorkflowCancel:   load("wf_cancel.lua"),
 		WorkflowState:    load("wf_state.lua"),
+		WorkflowSteps:    load("wf_steps.lua"),
 		WorkflowResults:  load("wf_results.lua"),
 		FlowNotices:      load("flow_notices.lua"),
 		FlowRead:         load("flow_read.lua"),

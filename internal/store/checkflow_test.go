@@ -24,8 +24,8 @@ func TestCheckWorkflowScript(t *testing.T) {
 	looks, err := e.s.LookWorkflows(e.ctx, []string{id, "none"}, sets)
 	require.NoError(t, err)
 	require.Len(t, looks, 2)
-	assert.Equal(t, WorkflowLook{State: "running", Keys: 6, Lasting: 6, Specs: map[string]string{},
-		Steps: []LookedStep{{Name: "top", State: "r", Spec: "S-top"}}}, looks[0], "flow, steps, spec, left, parents, kids")
+	assert.Equal(t, WorkflowLook{State: "running", Keys: 7, Lasting: 7, Specs: map[string]string{},
+		Steps: []LookedStep{{Name: "top", State: "r", Spec: "S-top"}}}, looks[0], "flow, steps, spec, left, parents, kids, order")
 	assert.Equal(t, WorkflowLook{Specs: map[string]string{}}, looks[1], "a workflow with no key")
 
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "top", TaskID: "t1"}})
@@ -37,7 +37,7 @@ func TestCheckWorkflowScript(t *testing.T) {
 	before := e.dump()
 	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, sets)
 	require.NoError(t, err)
-	assert.Equal(t, WorkflowLook{State: "running", Keys: 10, Lasting: 10, Specs: map[string]string{"top": "S-top"},
+	assert.Equal(t, WorkflowLook{State: "running", Keys: 11, Lasting: 11, Specs: map[string]string{"top": "S-top"},
 		Steps: []LookedStep{
 			{Name: "left", State: "q", TaskID: "t2", Spec: "S-left", FreedBy: []string{"top"}},
 			{Name: "right", State: "r", Spec: "S-right", FreedBy: []string{"top"}},
@@ -48,7 +48,7 @@ func TestCheckWorkflowScript(t *testing.T) {
 	require.NoError(t, err)
 	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, sets)
 	require.NoError(t, err)
-	assert.Equal(t, WorkflowLook{State: "cancelled", Keys: 10, Specs: map[string]string{}}, looks[0], "an ended workflow's keys expire; its steps are not listed")
+	assert.Equal(t, WorkflowLook{State: "cancelled", Keys: 11, Specs: map[string]string{}}, looks[0], "an ended workflow's keys expire; its steps are not listed")
 	e.expect(e.dump())
 }
 
@@ -118,7 +118,7 @@ func TestCheckWorkflowRepairScript(t *testing.T) {
 	// The flow hash gone: the rest is deleted.
 	require.NoError(t, e.rdb.Do(e.ctx, e.rdb.B().Del().Key(k.Flow).Build()).Error())
 	persist(k.Steps)
-	assert.Equal(t, WorkflowRepair{Deleted: true, Keys: 5}, repair())
+	assert.Equal(t, WorkflowRepair{Deleted: true, Keys: 6}, repair())
 	e.expect(keyState{})
 	assert.Equal(t, WorkflowRepair{}, repair(), "nothing left")
 	e.expect(keyState{})

@@ -255,6 +255,11 @@ type WorkflowKeys struct {
 	Results string // HASH step -> the result its task set
 	Freed   string // HASH step -> the steps its end made ready, ',' between
 	Seen    string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
+	// Order is ZSET step -> its place in the workflow's dependency order,
+	// from 0, written at create, so that a part of the steps is read at a
+	// cost of its own size (wf_steps.lua). A workflow created before it
+	// was written has none.
+	Order   string
 	Channel string // pub/sub channel: 'e' when the workflow ends
 }
 
@@ -272,13 +277,14 @@ func (k Keys) Workflow(id string) WorkflowKeys {
 		Results: base + "results",
 		Freed:   base + "freed",
 		Seen:    base + "seen",
+		Order:   base + "order",
 		Channel: base + "events",
 	}
 }
 
 // all are the workflow's keys, in the order its scripts take them.
 func (w WorkflowKeys) all() []string {
-	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed, w.Seen}
+	return []string{w.Flow, w.Steps, w.IDs, w.Left, w.Kids, w.Parents, w.Spec, w.Results, w.Freed, w.Seen, w.Order}
 }
 
 // workflowOf is the workflow id of rest, a key without its prefix, if it

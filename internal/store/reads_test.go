@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -325,6 +326,73 @@ func TestWorkflowStateScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "an unknown workflow")
 	e.expect(seeded)
+}
+
+// wf_steps.lua: a part of a workflow's steps in the order kept at
+// create, from a place, with the workflow's counts; a step's parents cut
+// to a bound and the rest counted; a spec cut to its queue (a queue's
+// name may hold what looks like the spec's next field); a workflow
+// without an order reads with no total and no steps; one unknown as not
+// found.
+func TestWorkflowStepsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_steps.lua")
+	id := e.workflow()
+	var many []string
+	for i := range 12 {
+		many = append(many, fmt.Sprintf("p%02d", i))
+	}
+	odd := `{"q":"x\\\",\"a\":{}","a":{"r":1},"p":"cGF5bG9hZA=="}` // its queue: x\","a":{}
+	seeded := keyState{
+		"wf.flow":    hash{"state": "running", "created": "1000", "open": "3", "dead": "1"},
+		"wf.steps":   hash{"a": "ok", "b": "q", "c": "w", "d": "dead"},
+		"wf.ids":     hash{"a": "61", "b": "62", "d": "64"},
+		"wf.parents": hash{"b": "a", "c": strings.Join(many, ","), "d": strings.Join(many[:2], ",")},
+		"wf.spec":    hash{"a": `{"q":"qa","a":{},"p":"QUFB"}`, "b": odd, "c": "unreadable", "d": `{"q":"qd","a":{}}`},
+		"wf.order":   zset{"a": 0, "b": 1, "c": 2, "d": 3},
+	}
+	e.seed(seeded)
+	got, ok, err := e.s.WorkflowSteps(e.ctx, id, 1, 2, 10)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, StepsPage{State: "running", Created: 1000, Total: 4, Open: 3, Dead: 1, Steps: []StepRecord{
+		{Name: "b", State: "q", TaskID: "62", Parents: []string{"a"}, Spec: `{"q":"x\\\",\"a\":{}"}`},
+		{Name: "c", State: "w", Parents: many[:10], Spec: "unreadable"},
+	}, MoreOfEach: []int{0, 2}}, got)
+	e.expect(seeded)
+
+	got, ok, err = e.s.WorkflowSteps(e.ctx, id, 0, 10, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, got.Steps, 4, "to the last")
+	assert.Equal(t, StepRecord{Name: "a", State: "ok", TaskID: "61", Spec: `{"q":"qa"}`}, got.Steps[0])
+	assert.Equal(t, StepRecord{Name: "d", State: "dead", TaskID: "64", Parents: many[:2], Spec: `{"q":"qd"}`}, got.Steps[3])
+	assert.Equal(t, []int{0, 0, 10, 0}, got.MoreOfEach, "two listed: c's other ten counted, d's none")
+	e.expect(seeded)
+
+	got, ok, err = e.s.WorkflowSteps(e.ctx, id, 4, 10, 10)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, StepsPage{State: "running", Created: 1000, Total: 4, Open: 3, Dead: 1}, got, "past the last step")
+	e.expect(seeded)
+
+	require.NoError(t, e.rdb.Do(e.ctx, e.rdb.B().Del().Key(e.s.Keys().Workflow(id).Order).Build()).Error())
+	old := keyState{}
+	for k, v := range seeded {
+		if k != "wf.order" {
+			old[k] = v
+		}
+	}
+	got, ok, err = e.s.WorkflowSteps(e.ctx, id, 0, 10, 10)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, StepsPage{State: "running", Created: 1000, Total: -1, Open: 3, Dead: 1}, got, "created before the order was kept")
+	e.expect(old)
+
+	_, ok, err = e.s.WorkflowSteps(e.ctx, id+"-unknown", 0, 10, 10)
+	require.NoError(t, err)
+	assert.False(t, ok, "an unknown workflow")
+	e.expect(old)
 }
 
 // wf_results.lua: the results of a step's parents that succeeded; a step

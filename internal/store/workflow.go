@@ -32,6 +32,9 @@ type WorkflowStep struct {
 	// it, each with a '+' before it if it runs whatever this step's end.
 	Parents []string
 	Kids    []string
+	// Place is its place in the order WorkflowSteps lists the steps in,
+	// from 0: each place once.
+	Place int
 }
 
 // ReadyStep is a step whose parents have all ended so that it may run, to
@@ -53,14 +56,15 @@ const (
 )
 
 // CreateWorkflow creates a workflow with its steps (wf_create.lua), unless
-// one of that id exists. It returns what it did and the steps that are
+// one of that id exists; each step's Place is kept, the order
+// WorkflowSteps reads them in. It returns what it did and the steps that are
 // ready to be enqueued: those without parents (or, for WorkflowSame, those
 // still not marked queued).
 func (s *Store) CreateWorkflow(ctx context.Context, id, sum string, keep time.Duration, steps []WorkflowStep) (string, []ReadyStep, error) {
-	args := make([]string, 0, 2+5*len(steps))
+	args := make([]string, 0, 2+6*len(steps))
 	args = append(args, sum, strconv.FormatInt(max(keep.Milliseconds(), 1), 10))
 	for _, st := range steps {
-		args = append(args, st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","), strconv.Itoa(len(st.Parents)))
+		args = append(args, st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","), strconv.Itoa(len(st.Parents)), strconv.Itoa(st.Place))
 	}
 	vals, err := s.workflowCall(ctx, id, "wf_create.lua", s.scripts.WorkflowCreate, args)
 	if err != nil {
@@ -195,6 +199,57 @@ func (s *Store) workflowState(ctx context.Context, id, brief string) (WorkflowRe
 		r.Steps = append(r.Steps, st)
 	}
 	return r, true, nil
+}
+
+// StepsPage is part of a workflow's steps, as stored (WorkflowSteps).
+type StepsPage struct {
+	State   string
+	Created int64 // Unix ms, Redis clock
+	Ended   int64 // Unix ms, Redis clock; 0 while running
+	// Total counts its steps; -1 for a workflow created before their
+	// order was kept, whose Steps are empty: read it whole.
+	Total      int
+	Open       int // steps not ended
+	Dead       int // steps dead
+	Steps      []StepRecord
+	MoreOfEach []int // per step of Steps, its parents not in its Parents
+}
+
+// WorkflowSteps reads limit steps of a workflow from place from, in the
+// order kept at create, each with at most maxParents parents
+// (wf_steps.lua); the cost is that of the part, not of the workflow.
+// Each step's Spec holds its queue only. False if the workflow is
+// unknown, or ended and expired.
+func (s *Store) WorkflowSteps(ctx context.Context, id string, from, limit, maxParents int) (StepsPage, bool, error) {
+	vals, err := s.workflowCall(ctx, id, "wf_steps.lua", s.scripts.WorkflowSteps,
+		[]string{strconv.Itoa(from), strconv.Itoa(limit), strconv.Itoa(maxParents)})
+	if err != nil {
+		return StepsPage{}, false, err
+	}
+	if len(vals) == 0 {
+		return StepsPage{}, false, nil
+	}
+	if len(vals) < 6 || (len(vals)-6)%6 != 0 {
+		return StepsPage{}, false, fmt.Errorf("wf_steps.lua answered %d values", len(vals))
+	}
+	p := StepsPage{State: vals[0], Total: -1}
+	p.Created, _ = strconv.ParseInt(vals[1], 10, 64)
+	p.Ended, _ = strconv.ParseInt(vals[2], 10, 64)
+	if vals[3] != "" {
+		p.Total, _ = strconv.Atoi(vals[3])
+	}
+	p.Open, _ = strconv.Atoi(vals[4])
+	p.Dead, _ = strconv.Atoi(vals[5])
+	for i := 6; i < len(vals); i += 6 {
+		st := StepRecord{Name: vals[i], State: vals[i+1], TaskID: vals[i+2], Spec: vals[i+5]}
+		if vals[i+3] != "" {
+			st.Parents = strings.Split(vals[i+3], ",")
+		}
+		more, _ := strconv.Atoi(vals[i+4])
+		p.Steps = append(p.Steps, st)
+		p.MoreOfEach = append(p.MoreOfEach, more)
+	}
+	return p, true, nil
 }
 
 // StepResults reads the results of a step's parents that succeeded

@@ -65,14 +65,15 @@ func TestFlowNoticeScripts(t *testing.T) {
 func diamond() []WorkflowStep {
 	return []WorkflowStep{
 		{Name: "top", Spec: "S-top", Kids: []string{"left", "right"}},
-		{Name: "left", Spec: "S-left", Parents: []string{"top"}, Kids: []string{"bottom", "+cleanup"}},
-		{Name: "right", Spec: "S-right", Parents: []string{"top"}, Kids: []string{"bottom"}},
-		{Name: "bottom", Spec: "S-bottom", Parents: []string{"left", "right"}},
-		{Name: "cleanup", Spec: "S-cleanup", Parents: []string{"left"}},
+		{Name: "left", Spec: "S-left", Parents: []string{"top"}, Kids: []string{"bottom", "+cleanup"}, Place: 1},
+		{Name: "right", Spec: "S-right", Parents: []string{"top"}, Kids: []string{"bottom"}, Place: 3},
+		{Name: "bottom", Spec: "S-bottom", Parents: []string{"left", "right"}, Place: 4},
+		{Name: "cleanup", Spec: "S-cleanup", Parents: []string{"left"}, Place: 2},
 	}
 }
 
-// wf_create.lua writes the workflow's keys and answers the steps without
+// wf_create.lua writes the workflow's keys (each step's place in
+// order) and answers the steps without
 // parents; again with the same checksum it answers those still ready and
 // writes nothing, with another it refuses.
 func TestWorkflowCreateScript(t *testing.T) {
@@ -96,6 +97,7 @@ func TestWorkflowCreateScript(t *testing.T) {
 		"wf.kids":    hash{"top": "left,right", "left": "bottom,+cleanup", "right": "bottom"},
 		"wf.parents": hash{"left": "top", "right": "top", "bottom": "left,right", "cleanup": "left"},
 		"wf.spec":    hash{"top": "S-top", "left": "S-left", "right": "S-right", "bottom": "S-bottom", "cleanup": "S-cleanup"},
+		"wf.order":   zset{"top": 0, "left": 1, "cleanup": 2, "right": 3, "bottom": 4},
 	}
 	require.Equal(t, want, got)
 
