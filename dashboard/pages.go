@@ -745,6 +745,12 @@ func scanLists(d *foundData, limit int, lists []payloadList) error {
 	read := 0 // payload bytes, for limit
 	for _, l := range lists {
 		for from := 0; from < searchScan; from += searchChunk {
+			if read >= limit {
+				// Used up (the last chunk's last read ended past it):
+				// sized would take what is left, 0 or less, as no limit.
+				d.Cut = true
+				return nil
+			}
 			ts, stop, err := sized(l.read, taskSize, limit-read)(from, searchChunk)
 			if err != nil {
 				return err
