@@ -41,8 +41,9 @@ const MaxAggregateKeyLen = 1024
 //
 // A key is 1 to MaxAggregateKeyLen bytes, without a NUL byte. Aggregate
 // cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or
-// Group, nor given to a workflow's step (ErrInvalidOptions): a task that
-// waits to be gathered has none of those to honour.
+// Group, nor with items' unique keys (EnqueueBatchItems), nor given to a
+// workflow's step (ErrInvalidOptions): a task that waits to be gathered
+// has none of those to honour.
 //
 // Aggregation is unrelated to Group, which limits a key's tasks' flow
 // without joining them.

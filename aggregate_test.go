@@ -269,3 +269,20 @@ func TestDetachedAggregatedProcess(t *testing.T) {
 	_, ok = NewDetachedProcess([]byte("a1,3:abc"), DetachedOptions{}).Aggregated()
 	assert.False(t, ok, "a plain task's payload is never read as members")
 }
+
+// Items' unique keys cannot gather: an aggregated task ends under an id
+// of its own, so the keys its members took (held by their ids) would never
+// be given up. EnqueueBatchItems refuses them with Aggregate, and a key
+// an earlier aggregated call might have taken stays free.
+func TestAggregateRefusesItemUniqueKeys(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 1, MaxDelay: time.Hour}, CreateQueue()))
+	_, err := c.EnqueueBatchItems(ctx, "q", []BatchItem{{Payload: []byte("a"), UniqueKey: "k"}}, Aggregate("x"))
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	// Nothing was enqueued, and the key is free.
+	assert.Empty(t, aggregatedWaiting(t, c, "q"))
+	res, err := c.EnqueueBatchItems(ctx, "q", []BatchItem{{Payload: []byte("b"), UniqueKey: "k"}})
+	require.NoError(t, err)
+	assert.False(t, res[0].Duplicate)
+}

@@ -385,7 +385,8 @@ type BatchResult struct {
 // its result is the holder's id with Duplicate set, while the others are
 // added. A batch with duplicates is no error. It returns one result per
 // item, in order. opts apply to every item; Unique and UniqueFor are
-// refused (ErrInvalidOptions): the keys go in the items. An item with a
+// refused (ErrInvalidOptions): the keys go in the items, and so is Aggregate
+// with any item's key (an aggregated task would never give them up). An item with a
 // negative UniqueFor, or a payload over the limit, fails the whole call
 // before anything is sent (ErrInvalidOptions, ErrTaskTooLarge, naming the
 // item's index).
@@ -419,6 +420,11 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	o, err := batchOptions(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
 	if err != nil {
 		return nil, err
+	}
+	if o.aggregateSet && keys != nil {
+		// An aggregated task ends under an id of its own: its members'
+		// keys, held by their ids, would never be given up.
+		return nil, fmt.Errorf("worqr: enqueue %q: Aggregate cannot be combined with items' unique keys: %w", queue, ErrInvalidOptions)
 	}
 	if len(items) == 0 {
 		return []BatchResult{}, nil

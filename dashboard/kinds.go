@@ -30,6 +30,11 @@ func filtered[T any](from int, read func(from, n int) ([]T, error), keep func(T)
 	var out []T
 	at, bytes := from, 0
 	for at-from < filterScan {
+		if bytes >= filterBytes {
+			// Used up (the last chunk's last read ended past it): sized
+			// would take what is left, 0 or less, as no limit.
+			return out, at, nil
+		}
 		ts, cut, err := sized(read, size, filterBytes-bytes)(at, filterChunk)
 		if err != nil {
 			return nil, 0, err

@@ -713,12 +713,8 @@ func (h *handler) searchPayloads(w http.ResponseWriter, r *http.Request, queue, 
 }
 
 func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
-	needle := []byte(d.Text)
 	cut := worqr.PayloadPrefix(searchPrefix)
-	lists := []struct {
-		where string
-		read  func(from, n int) ([]worqr.TaskInfo, error)
-	}{
+	return scanLists(d, searchBytes, []payloadList{
 		{"waiting", func(from, n int) ([]worqr.TaskInfo, error) {
 			return h.c.Tasks(ctx, d.Queue, int64(from), int64(from+n-1), cut)
 		}},
@@ -733,11 +729,29 @@ func (h *handler) scanPayloads(ctx context.Context, d *foundData) error {
 			}
 			return ts, err
 		}},
-	}
-	read := 0 // payload bytes, for searchBytes
+	})
+}
+
+// payloadList is a list a search reads: where its tasks are, and how.
+type payloadList struct {
+	where string
+	read  func(from, n int) ([]worqr.TaskInfo, error)
+}
+
+// scanLists is scanPayloads' search of lists, up to limit bytes of
+// payloads in all.
+func scanLists(d *foundData, limit int, lists []payloadList) error {
+	needle := []byte(d.Text)
+	read := 0 // payload bytes, for limit
 	for _, l := range lists {
 		for from := 0; from < searchScan; from += searchChunk {
-			ts, stop, err := sized(l.read, taskSize, searchBytes-read)(from, searchChunk)
+			if read >= limit {
+				// Used up (the last chunk's last read ended past it):
+				// sized would take what is left, 0 or less, as no limit.
+				d.Cut = true
+				return nil
+			}
+			ts, stop, err := sized(l.read, taskSize, limit-read)(from, searchChunk)
 			if err != nil {
 				return err
 			}

@@ -219,3 +219,60 @@ func TestFilteredStopsAtFilterBytes(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Zero(t, next, "the end of the list")
 }
+
+// A payload search stops at its byte limit however the reads fall: when
+// a chunk's last read, or a list's, ends past the limit, the next list or
+// chunk reads nothing more (a limit used up is no limit to sized).
+func TestScanListsStopsAtItsLimit(t *testing.T) {
+	t.Parallel()
+	const size = 1000
+	var asked int
+	list := func(n int) func(from, k int) ([]worqr.TaskInfo, error) {
+		return func(from, k int) ([]worqr.TaskInfo, error) {
+			var out []worqr.TaskInfo
+			for i := from; i < min(from+k, n); i++ {
+				out = append(out, worqr.TaskInfo{Size: size})
+			}
+			asked += len(out)
+			return out, nil
+		}
+	}
+	// The first list ends just past the limit; the next two are long.
+	limit := 10*(size+entryOverhead) - 1
+	d := foundData{Text: "x"}
+	require.NoError(t, scanLists(&d, limit, []payloadList{{"waiting", list(10)}, {"delayed", list(searchScan)}, {"dead", list(searchScan)}}))
+	assert.True(t, d.Cut, "stopped at the limit")
+	assert.LessOrEqual(t, asked, 11, "read past the limit: %d tasks of %d bytes, the limit %d", asked, size, limit)
+
+	// A chunk whose last read ends past the limit.
+	asked = 0
+	limit = searchChunk*(size+entryOverhead) - 1
+	d = foundData{Text: "x"}
+	require.NoError(t, scanLists(&d, limit, []payloadList{{"waiting", list(searchScan)}}))
+	assert.True(t, d.Cut, "stopped at the limit")
+	assert.LessOrEqual(t, asked, searchChunk+1, "read past the limit: %d tasks of %d bytes, the limit %d", asked, size, limit)
+}
+
+// A filtered page stops at filterBytes when a chunk's last read ends
+// past it: the next chunk reads nothing (a limit used up is no limit to
+// sized).
+func TestFilteredStopsWhenAChunkEndsPastFilterBytes(t *testing.T) {
+	t.Parallel()
+	size := filterBytes / filterChunk // a chunk ends just past filterBytes
+	asked := 0
+	read := func(from, n int) ([]int, error) {
+		k := max(min(n, filterScan-from), 0)
+		asked += k
+		out := make([]int, k)
+		for i := range out {
+			out[i] = size
+		}
+		return out, nil
+	}
+	none := func(int) bool { return false }
+	id := func(s int) int { return s }
+	_, next, err := filtered(0, read, none, id)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, asked, filterChunk+1, "read %d tasks of %d bytes, past filterBytes", asked, size)
+	assert.Equal(t, asked, next, "the next page starts where this one stopped")
+}

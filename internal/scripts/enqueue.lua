@@ -262,7 +262,9 @@ if agg ~= '' then
     sets[2] = ms(first + n + extra - 1)
     wake(idle_key, channel, flushed)
   end
-  if count > 0 and not open then
+  -- A gathering its flushes left stored tasks in keeps their deadline
+  -- (AGG.flush drops it only with the last): only one opened here gets one.
+  if count > 0 and not open and not redis.call('ZSCORE', gather_due_key, agg) then
     local deadline = now + wait * 1000
     redis.call('ZADD', gather_due_key, ms(deadline), agg)
     publish(channel, 's' .. ms(deadline))

@@ -183,3 +183,26 @@ func TestEnqueueAggregateLoweredMaxScript(t *testing.T) {
 		},
 	})
 }
+
+// enqueue.lua on a gathering holding more than a lowered max, where the
+// flushes leave some of its stored tasks: the gathering left open keeps
+// the deadline of its oldest task, not a new one from this call, or a
+// task already waiting its whole MaxDelay would wait it again.
+func TestEnqueueAggregateLoweredMaxKeepsDeadlineScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "enqueue.lua")
+	x := e.clock() + 1e9
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x), "amax": "3"},
+		"gather":    zset{gathered("a", "10:p1"): 0, gathered("a", "11:p2"): 0, gathered("a", "12:p3"): 0, gathered("a", "13:p4"): 0},
+		"gatherdue": zset{"a": 100},
+	})
+	ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p5")}, EnqueueArgs{Aggregate: "a"})
+	require.NoError(t, err)
+	e.expect(keyState{
+		"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 2), "amax": "3"},
+		"waiting":   list{hexOf(x+2) + ",A3:" + aggregated("10", "p1", "11", "p2", "12", "p3")},
+		"gather":    zset{gathered("a", "13:p4"): 0, gathered("a", ids[0]+":p5"): 0},
+		"gatherdue": zset{"a": 100},
+	})
+}
