@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -114,39 +115,13 @@ func groupsTurns(ctx context.Context, b *bench, res *result, run string) error {
 			return err
 		}
 	}
-	type start struct {
-		pid     uint64
-		premium bool
-	}
-	var mu sync.Mutex
-	starts := make([]start, 0, 2*each)
-	p, err := startPoolWith(ctx, c, []string{q}, 1, int64(2*each), func(proc *worqr.Process) error {
-		pid, _ := strconv.ParseUint(proc.ID(), 16, 64)
-		mu.Lock()
-		starts = append(starts, start{pid, string(proc.Task()) == "premium"})
-		mu.Unlock()
-		return nil
-	}, worqr.HandleOptions{Concurrency: b.cfg.concurrency})
-	if err != nil {
-		return err
-	}
-	err = p.wait(ctx, c, []string{q}, timeout(b.cfg.short))
-	p.close(ctx)
+	starts, err := startOrder(ctx, b, c, q, 2*each)
 	if err != nil {
 		return fmt.Errorf("turns: %w", err)
 	}
-	slices.SortFunc(starts, func(a, b start) int {
-		switch {
-		case a.pid < b.pid:
-			return -1
-		case a.pid > b.pid:
-			return 1
-		}
-		return 0
-	})
 	premium, basic := 0, 0
-	for _, s := range starts {
-		if s.premium {
+	for _, g := range starts {
+		if g == "premium" {
 			premium++
 		} else {
 			basic++
@@ -239,39 +214,13 @@ func groupsFairness(ctx context.Context, b *bench, res *result, run string) erro
 			return err
 		}
 	}
-	type start struct {
-		pid   uint64
-		small bool
-	}
-	var mu sync.Mutex
-	starts := make([]start, 0, flood+small*each)
-	p, err := startPoolWith(ctx, c, []string{q}, 1, int64(flood+small*each), func(proc *worqr.Process) error {
-		pid, _ := strconv.ParseUint(proc.ID(), 16, 64)
-		mu.Lock()
-		starts = append(starts, start{pid, string(proc.Task()) == "s"})
-		mu.Unlock()
-		return nil
-	}, worqr.HandleOptions{Concurrency: b.cfg.concurrency})
-	if err != nil {
-		return err
-	}
-	err = p.wait(ctx, c, []string{q}, timeout(b.cfg.short))
-	p.close(ctx)
+	starts, err := startOrder(ctx, b, c, q, flood+small*each)
 	if err != nil {
 		return fmt.Errorf("fairness: %w", err)
 	}
-	slices.SortFunc(starts, func(a, b start) int {
-		switch {
-		case a.pid < b.pid:
-			return -1
-		case a.pid > b.pid:
-			return 1
-		}
-		return 0
-	})
 	floods, seen := 0, 0
-	for _, s := range starts {
-		if !s.small {
+	for _, t := range starts {
+		if t != "s" {
 			floods++
 			continue
 		}
@@ -281,4 +230,37 @@ func groupsFairness(ctx context.Context, b *bench, res *result, run string) erro
 	}
 	res.add("fair_flood_starts_before_last_small", "tasks", float64(floods))
 	return nil
+}
+
+// startOrder handles want tasks of queue q with one worker of the
+// bench's concurrency and returns their payloads in the order Redis
+// started them (by process id, which counts up at each start).
+func startOrder(ctx context.Context, b *bench, c *worqr.Client, q string, want int) ([]string, error) {
+	type start struct {
+		pid     uint64
+		payload string
+	}
+	var mu sync.Mutex
+	starts := make([]start, 0, want)
+	p, err := startPoolWith(ctx, c, []string{q}, 1, int64(want), func(proc *worqr.Process) error {
+		pid, _ := strconv.ParseUint(proc.ID(), 16, 64)
+		mu.Lock()
+		starts = append(starts, start{pid, string(proc.Task())})
+		mu.Unlock()
+		return nil
+	}, worqr.HandleOptions{Concurrency: b.cfg.concurrency})
+	if err != nil {
+		return nil, err
+	}
+	err = p.wait(ctx, c, []string{q}, timeout(b.cfg.short))
+	p.close(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(starts, func(a, b start) int { return cmp.Compare(a.pid, b.pid) })
+	out := make([]string, len(starts))
+	for i, s := range starts {
+		out[i] = s.payload
+	}
+	return out, nil
 }
