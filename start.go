@@ -194,10 +194,12 @@ func (s *session) adoptHanded(e store.Event) *Process {
 // giveBack returns a process the runtime cannot start to the front of the
 // queue, where the next dequeue takes it: not behind tasks enqueued after
 // it. A fenced, closed or departed worker leaves it to its lease, its
-// rejoin or the release that leaving made, which cover it. If Redis may
-// not have had the give-back, the queue is reconciled.
+// rejoin or the release that leaving made, which cover it; so does a
+// runtime whose loop has ended (ctx done: it stops because its worker
+// leaves the queue, closes or is fenced), whose call could only fail and
+// warn. If Redis may not have had the give-back, the queue is reconciled.
 func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
-	if s == nil {
+	if s == nil || ctx.Err() != nil {
 		return
 	}
 	w := s.w
