@@ -947,3 +947,18 @@ func TestBrowserBulkByErrorOfAnyText(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n)
 }
+
+// TestBrowserStreamRefused: a page whose live stream is refused (too
+// many open) says it has no live counts: the browser closed the stream
+// (a 503 is not retried), where a dropped one says it reconnects.
+func TestBrowserStreamRefused(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t, Options{MaxStreams: 1, PollInterval: 100 * time.Millisecond})
+	_, err := e.c.Enqueue(e.ctx(), "emails", []byte("x"))
+	require.NoError(t, err)
+	other := e.watch() // the one stream allowed
+	bctx := browser(t, bin)
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(e.url("/")),
+		until(`document.getElementById("live").textContent === "no live counts: reload later"`)))
+	other.close()
+}

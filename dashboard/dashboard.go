@@ -14,7 +14,8 @@
 // all (60 at once, then one a second); past the global limit only
 // clients that failed in the last hour are refused, so that guesses from
 // many addresses slow the guessers but never lock out a client that has
-// not failed, such as the owner.
+// not failed, such as the owner. In all, guessers get at most 60 guesses
+// at once, then one a second, and two more per address an hour.
 //
 // Its pages read Redis only for requests from its own pages or from none
 // (an address typed in, a script), by Sec-Fetch-Site or Origin: an image
@@ -26,7 +27,9 @@
 // budget across all clients, a tenth of the time measured as their calls'
 // durations, one at a time, and past it get 429 with Retry-After. Lists
 // of tasks are read in calls of about a megabyte of payloads each, which
-// Redis reads whole.
+// Redis reads whole. However many viewers there are, at most
+// Options.MaxPageReads pages and actions (8) read Redis at once; one more
+// waits up to 2 s for a slot, then gets 503 with Retry-After.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -39,7 +42,9 @@
 // Its pages are rendered on the server; its script and style sheet are
 // embedded, and load nothing from elsewhere. However many viewers watch,
 // one goroutine reads Redis once per PollInterval, and only while at least
-// one is connected.
+// one is connected; the live streams are bounded in all and per client
+// address (Options.MaxStreams, 256, and MaxStreamsPerClient, 32), past
+// which a new one gets 503 with Retry-After.
 package dashboard
 
 import (
@@ -81,6 +86,19 @@ type Options struct {
 	// PollInterval is how often the live counts are read from Redis while
 	// anyone watches. Default 1s.
 	PollInterval time.Duration
+	// MaxPageReads bounds the pages (and actions) that read Redis at
+	// once, from all clients together: each costs tens to hundreds of
+	// commands, more with more queues. A request past them waits up to 2 s
+	// for one to end, then gets 503 with Retry-After. Default
+	// DefaultMaxPageReads; negative: no bound.
+	MaxPageReads int
+	// MaxStreams bounds the live streams (one per open page) in all, and
+	// MaxStreamsPerClient those from one client address (an IPv6 /64;
+	// behind a proxy every client has the proxy's); a stream past either
+	// gets 503 with Retry-After, and its page no live counts. However many
+	// there are, one poll reads Redis for all. Defaults DefaultMaxStreams
+	// and DefaultMaxStreamsPerClient; negative: no bound.
+	MaxStreams, MaxStreamsPerClient int
 	// Logger receives a line per action and per error; polls of the live
 	// counts that fail in a row are two lines, a WARN at the first and an
 	// INFO when one succeeds again. Default slog.Default().
@@ -106,6 +124,9 @@ type handler struct {
 	limit    limiter
 	lookups  lookups
 	refusals refusals
+	pages    slots // MaxPageReads
+	pageWait time.Duration
+	streams  streams // MaxStreams, MaxStreamsPerClient
 	now      func() time.Time
 }
 
@@ -123,7 +144,9 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now}
+	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait,
+		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
 		if host == "" || strings.ContainsAny(host, " /") || host != strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")) {
@@ -198,6 +221,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
+		release, ok := h.pageSlot(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 		h.action(w, r)
 		return
 	}
@@ -205,6 +233,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Allow", "GET, HEAD, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
+	}
+	switch route {
+	case "/", "/search", "/queue", "/task", "/workflow", "/workers", "/periodic":
+		// A live stream reads nothing itself (one poll serves them all):
+		// it is bounded in events.
+		release, ok := h.pageSlot(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 	}
 	switch route {
 	case "/":

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -311,6 +312,19 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The poll is shared, so a stream costs no Redis read; what it holds
+	// (a connection, a goroutine, a write per poll) is bounded here.
+	client := clientAddr(r)
+	done, ok := h.streams.open(client)
+	if !ok {
+		all, from := h.streams.count(client)
+		secs := int64(streamBusyWait / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		h.warnRefused("worqr dashboard: live stream refused: too many open", "remote", r.RemoteAddr, "open", all, "fromClient", from)
+		http.Error(w, fmt.Sprintf("too many live streams open (%d, %d from this address); try again in %d s", all, from, secs), http.StatusServiceUnavailable)
+		return
+	}
+	defer done()
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")

@@ -113,5 +113,10 @@
       live.setAttribute("data-at", String(ev.at));
     }
   });
-  es.onerror = function () { if (live) { live.textContent = "reconnecting…"; live.classList.add("bad"); } };
+  es.onerror = function () {
+    if (!live) return;
+    // A stream refused (too many open) is closed, never retried.
+    live.textContent = es.readyState === EventSource.CLOSED ? "no live counts: reload later" : "reconnecting…";
+    live.classList.add("bad");
+  };
 })();

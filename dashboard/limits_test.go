@@ -1,0 +1,237 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// status fetches a page without the env's cookie jar, from any
+// goroutine: its status, Retry-After, and body.
+func (e *env) status(ctx context.Context, path string) (int, string, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url(path), nil)
+	if err != nil {
+		return 0, "", "", err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("Retry-After"), string(b), err
+}
+
+// holdFirst makes the first n Redis commands sent wait until release is
+// closed, each signalling entered as it starts to wait; the commands
+// after them go through.
+func (e *env) holdFirst(n int64) (entered <-chan struct{}, release func()) {
+	in := make(chan struct{}, n)
+	free := make(chan struct{})
+	var seen atomic.Int64
+	hold := func(ctx context.Context, _ rueidis.Completed) {
+		if seen.Add(1) > n {
+			return
+		}
+		in <- struct{}{}
+		select {
+		case <-free:
+		case <-ctx.Done():
+		}
+	}
+	e.rdb.hold.Store(&hold)
+	var once sync.Once
+	release = func() { once.Do(func() { close(free) }) }
+	e.t.Cleanup(release) // before the server's Close, which waits for the held
+	return in, release
+}
+
+// MaxPageReads pages read Redis at once: with that many held in Redis,
+// one more page, or an action, waits, then gets 503 with Retry-After and
+// sends Redis nothing; static files are still served. When the held pages
+// end, every slot is free again.
+func TestPageReadsBoundedHostile(t *testing.T) {
+	t.Parallel()
+	const slots = 3
+	e := newEnv(t, Options{MaxPageReads: slots})
+	e.h.pageWait = 20 * time.Millisecond
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	tok := e.csrf()
+	cookie := e.jarCookie(csrfCookie)
+
+	entered, release := e.holdFirst(slots)
+	codes := make(chan int, slots)
+	for range slots {
+		go func() {
+			code, _, _, err := e.status(context.Background(), "/")
+			if err != nil {
+				code = -1
+			}
+			codes <- code
+		}()
+	}
+	for range slots {
+		<-entered // every slot held, each page inside Redis
+	}
+
+	before := e.rdb.n.Load()
+	for _, path := range []string{"/", "/queue/q", "/workers", "/periodic", "/search?id=x", "/task/q/x", "/workflow/x"} {
+		res := e.raw(path, nil)
+		assert.Equal(t, http.StatusServiceUnavailable, res.code, path)
+		assert.Equal(t, "1", res.header.Get("Retry-After"), path)
+		assert.Contains(t, res.body, "too many pages being read", path)
+	}
+	res := e.raw("/action", pauseForm(tok, "q"), "Cookie", csrfCookie+"="+cookie)
+	assert.Equal(t, http.StatusServiceUnavailable, res.code, "an action")
+	assert.Equal(t, before, e.rdb.n.Load(), "a refused page read Redis")
+	assert.Equal(t, http.StatusOK, e.raw("/static/app.js", nil).code, "static files take no slot")
+
+	release()
+	for range slots {
+		assert.Equal(t, http.StatusOK, <-codes, "a held page")
+	}
+	assert.Zero(t, len(e.h.pages), "slots left taken")
+	assert.Equal(t, http.StatusOK, e.raw("/", nil).code)
+	assert.Equal(t, http.StatusSeeOther, e.raw("/action", pauseForm(tok, "q"), "Cookie", csrfCookie+"="+cookie).code)
+	assert.True(t, e.paused("q"))
+
+	// The defaults: zero is DefaultMaxPageReads, negative no bound.
+	assert.Equal(t, DefaultMaxPageReads, cap(newEnv(t, Options{}).h.pages))
+	assert.Nil(t, newEnv(t, Options{MaxPageReads: -1}).h.pages)
+}
+
+// A request waiting for a slot gets the first one freed; one whose client
+// hangs up while it waits takes none.
+func TestPageSlotWait(t *testing.T) {
+	t.Parallel()
+	s := newSlots(1)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	release, ok := s.acquire(r, time.Hour)
+	require.True(t, ok)
+	got := make(chan func())
+	go func() {
+		next, ok := s.acquire(r, time.Hour)
+		if !ok {
+			next = nil
+		}
+		got <- next
+	}()
+	release()
+	next := <-got
+	require.NotNil(t, next, "the waiter got the freed slot")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan bool)
+	go func() {
+		_, ok := s.acquire(r.WithContext(ctx), time.Hour)
+		gone <- ok
+	}()
+	cancel()
+	assert.False(t, <-gone, "a request whose client left took a slot")
+	next()
+	assert.Zero(t, len(s))
+}
+
+// Live streams are bounded per client address and in all: past either, a
+// new stream gets 503 with Retry-After; streams that end free their
+// place. However many there are, one poll reads Redis for all (see
+// TestPollerReadsOncePerInterval).
+func TestStreamsBoundedHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{MaxStreams: 3, MaxStreamsPerClient: 2, PollInterval: 20 * time.Millisecond})
+	a, b := e.watch(), e.watch()
+	res := e.raw("/events", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, res.code, "a third stream from one address")
+	assert.Equal(t, "10", res.header.Get("Retry-After"))
+	assert.Contains(t, res.body, "too many live streams")
+
+	// From other addresses, up to the total.
+	other := func(ctx context.Context, addr string) *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/events", nil)
+		r.RemoteAddr = addr + ":40000"
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		return w
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	third := make(chan struct{})
+	go func() {
+		defer close(third)
+		other(ctx, "192.0.2.1")
+	}()
+	eventually(t, "the third stream", func() bool { all, _ := e.h.streams.count("192.0.2.1"); return all == 3 })
+	w := other(context.Background(), "192.0.2.2")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "a stream past the total")
+	assert.Equal(t, "10", w.Header().Get("Retry-After"))
+
+	cancel()
+	<-third
+	a.close()
+	b.close()
+	eventually(t, "the streams' places freed", func() bool {
+		all, from := e.h.streams.count("127.0.0.1")
+		return all == 0 && from == 0
+	})
+	e.h.streams.mu.Lock()
+	assert.Empty(t, e.h.streams.clients, "addresses left counted")
+	e.h.streams.mu.Unlock()
+	c := e.watch()
+	eventually(t, "an event", func() bool { return c.events.Load() > 0 })
+
+	d := newEnv(t, Options{MaxStreams: -1, MaxStreamsPerClient: -1})
+	assert.Equal(t, [2]int{-1, -1}, [2]int{d.h.streams.max, d.h.streams.perClient})
+	d = newEnv(t, Options{})
+	assert.Equal(t, [2]int{DefaultMaxStreams, DefaultMaxStreamsPerClient}, [2]int{d.h.streams.max, d.h.streams.perClient})
+}
+
+// Failures sent to a loopback name and to any other are counted apart,
+// so one address has two counts: it may fail twice clientBurst at once,
+// then two every clientEvery, and, past the global cap, two a
+// suspectFor. Guessing as fast as it is let, from both, for an hour,
+// it gets no more than that.
+func TestOneAddressTwoNamesBounded(t *testing.T) {
+	t.Parallel()
+	var l limiter
+	now := time.Now()
+	wrong := func() bool { return false }
+	keys := []string{
+		clientOf(&http.Request{RemoteAddr: "192.0.2.1:1", Host: "localhost"}),
+		clientOf(&http.Request{RemoteAddr: "192.0.2.1:1", Host: "rebind.example"}),
+	}
+	require.NotEqual(t, keys[0], keys[1])
+	checked := 0
+	const hour = time.Hour
+	for at := time.Duration(0); at < hour; at += time.Second {
+		for _, k := range keys {
+			if _, wait := l.try(k, now.Add(at), wrong); wait == 0 {
+				checked++
+			}
+		}
+	}
+	assert.LessOrEqual(t, checked, 2*(clientBurst+int(hour/clientEvery)))
+	assert.Greater(t, checked, int(hour/clientEvery), "both counts are used (else this test shows nothing)")
+
+	// Past the global cap, each of an address's two counts gets one check.
+	l = limiter{}
+	l.global = bucket{used: globalBurst, at: now}
+	for i := range 10 {
+		for _, name := range []string{"127.0.0.1", "rebind.example"} {
+			r := &http.Request{RemoteAddr: fmt.Sprintf("198.51.100.%d:1", i), Host: name}
+			for range 3 {
+				l.try(clientOf(r), now, wrong)
+			}
+		}
+	}
+	assert.InDelta(t, globalBurst+20, l.global.used, 0.001, "two checks per address past the global cap")
+}
