@@ -71,7 +71,8 @@ func hexID(t *testing.T, id string) uint64 {
 // the reclaim of a dead worker; the id stays the task's.
 func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	dead := newWorker(t, c, fast)
@@ -91,9 +92,11 @@ func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
 	p = dequeueAll(t, dead, "q", 1)[0]
 	assert.Equal(t, 2, p.Attempt())
 	crash(dead)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	require.Len(t, waiting(t, c, "q"), 1)
 	p = dequeueAll(t, peer, "q", 1)[0]
 	assert.Equal(t, id, p.TaskID())
 	assert.Equal(t, 3, p.Attempt(), "the run the dead worker started counts")
