@@ -487,12 +487,15 @@ func TestObserveFenceMayCloseTheWorker(t *testing.T) {
 // The observer hears of fencing too, as OnFenced does.
 func TestObserverSeesFencing(t *testing.T) {
 	t.Parallel()
-	b, c, obs, ctx := observed(t)
+	obs := &observer{}
+	k := setupTimed(t, func(o *Options) { o.Observer = obs })
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 	freeze(w) // no renewals: the lease runs out, and the next call finds it gone
-	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
+	k.idle(fast.TTL + time.Millisecond)
+	require.False(t, leaseLive(t, c, id), "lease expired")
 	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)
 	eventually(t, 5*time.Second, "told", func() bool {
