@@ -79,7 +79,8 @@ func TestCheckFindsNothingWrongInAHealthySystem(t *testing.T) {
 // deregisters the worker, as a peer would have.
 func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
@@ -91,7 +92,8 @@ func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
 	require.NoError(t, err)
 	id := dead.ID()
 	crash(dead)
-	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, "q", "other") })
+	k.idle(fast.TTL + time.Millisecond)
+	require.True(t, leasesExpired(t, c, id, "q", "other"), "the dead worker's leases expire")
 
 	rep := check(t, c, false)
 	require.Len(t, rep.OrphanedProcesses, 3)

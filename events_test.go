@@ -222,7 +222,8 @@ func TestMissedCancelIsFoundOnResubscribe(t *testing.T) {
 
 func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("keep")})))
@@ -230,9 +231,10 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 	_, err := c.Cancel(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	crash(dead)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc) // the cancelled one is dropped, not sent back
 	assert.Equal(t, []string{"keep"}, waiting(t, c, "q"))
 }
 

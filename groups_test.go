@@ -136,23 +136,24 @@ func TestGroupLimitHoldsAcrossWorkers(t *testing.T) {
 // first (it takes its place by its id).
 func TestGroupCountsADeadWorkersProcessesUntilReclaimed(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	require.NoError(t, c.SetGroupConcurrency(ctx, "q", "", 1, CreateQueue()))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("g1"), []byte("g2")}, Group("g"))))
-	dead := newWorker(t, b.client(), fast)
+	dead := newWorker(t, k.client(), fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	assert.Equal(t, "g1", string(dequeueOne(t, dead, "q").Task()))
 	crash(dead)
 
-	live := newWorker(t, c, fast)
+	lc, live := k.reclaimingPeer()
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))
 	_, err := live.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrNoTask, "the dead worker's process holds the group's slot")
-	eventually(t, fast.TTL+5*time.Second, "the dead worker is reclaimed", func() bool {
-		info, err := c.QueueInfo(ctx, "q")
-		require.NoError(t, err)
-		return info.InFlight == 0
-	})
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, lc)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	require.Zero(t, info.InFlight, "the dead worker is reclaimed")
 	p := dequeueOne(t, live, "q")
 	assert.Equal(t, "g1", string(p.Task()), "the reclaimed task first: the group keeps its order")
 	assert.Equal(t, 2, p.Attempt())

@@ -309,7 +309,9 @@ func leaseLive(t *testing.T, c *Client, id string) bool {
 // leasesExpired reports whether worker id's leases, in the registry and in
 // each queue, have all expired. Renewals of the queue leases land a few
 // milliseconds after the registry's, so a test that needs the worker dead
-// everywhere waits for all of them. (Redis and the tests share a clock.)
+// everywhere waits for all of them. The time is c's clock's: a Fake
+// clock's moves with miniredis's (clocked.advance), and the system clock
+// is Redis's on a real one.
 func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 	t.Helper()
 	ctx := context.Background()
@@ -323,7 +325,7 @@ func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 			continue
 		}
 		require.NoError(t, err)
-		if int64(score) > time.Now().UnixMilli() {
+		if int64(score) > c.clock.Now().UnixMilli() {
 			return false
 		}
 	}

@@ -8,6 +8,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,11 +60,49 @@ func setupTimed(t *testing.T, opt func(*Options)) *clocked {
 
 // beats turns on the beat signal of the client k.c, which run waits on,
 // on a Fake clock.
-func (k *clocked) beats() {
+func (k *clocked) beats() { k.beatsOf(k.c) }
+
+// beatsOf is beats for c, another client of the test's (client): run
+// waits for its beats too, which keep its workers alive.
+func (k *clocked) beatsOf(c *Client) {
 	if k.clk != nil {
-		k.c.signals.beat.Init(k.t)
-		k.beating = append(k.beating, k.c)
+		c.signals.beat.Init(k.t)
+		k.beating = append(k.beating, c)
 	}
+}
+
+// reclaimingPeer is a live worker of fast's options on a client of its
+// own, whose beats run waits for and whose looks reclaimed counts.
+func (k *clocked) reclaimingPeer() (*Client, *Worker) {
+	k.t.Helper()
+	pc := k.client()
+	k.beatsOf(pc)
+	pc.signals.looked.Init(k.t)
+	return pc, newWorker(k.t, pc, fast)
+}
+
+// reclaimed waits for the reclaimers of cs to have sent back n tasks in
+// all, over one look or several, on their looked signals (each turned on
+// before its client's first worker joined; a look that finds nothing
+// counts none). Several clients whose workers may each wake for the same
+// expiry share the work as the registry hands it out.
+func reclaimed(t *testing.T, n int64, cs ...*Client) {
+	t.Helper()
+	cases := make([]reflect.SelectCase, 0, len(cs)+1)
+	for _, c := range cs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c.signals.looked.C())})
+	}
+	timeout := time.After(testsignal.Wait)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)})
+	var got int64
+	for got < n {
+		i, v, _ := reflect.Select(cases)
+		if i == len(cs) {
+			t.Fatalf("reclaimed %d tasks of %d in %v", got, n, testsignal.Wait)
+		}
+		got += v.Int()
+	}
+	require.Equal(t, n, got, "tasks sent back")
 }
 
 // setupClocked is setup on a Fake clock. It skips the test on a real

@@ -142,7 +142,8 @@ func TestProgressIsOwnerChecked(t *testing.T) {
 // report for it; the peer's report stands.
 func TestZombieCannotReportProgress(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	zombie := newWorker(t, c, fast)
 	require.NoError(t, zombie.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
@@ -150,16 +151,17 @@ func TestZombieCannotReportProgress(t *testing.T) {
 	held := dequeueAll(t, zombie, "q", 1)[0]
 	require.NoError(t, held.ReportProgress(ctx, 30, "zombie"))
 	freeze(zombie)
-	eventually(t, 5*time.Second, "zombie leases expire", func() bool { return leasesExpired(t, c, zombie.ID(), "q") })
+	k.idle(fast.TTL + time.Millisecond)
+	require.True(t, leasesExpired(t, c, zombie.ID(), "q"), "zombie leases expire")
 
-	peer := newWorker(t, c, fast)
+	// A peer's first look, as it joins, finds the expired lease.
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	peer := newWorker(t, pc, fast)
+	reclaimed(t, 1, pc)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	var taken *Process
-	eventually(t, 5*time.Second, "peer takes the reclaimed task", func() bool {
-		p, err := peer.Dequeue(ctx, "q")
-		taken = p
-		return err == nil
-	})
+	taken, err := peer.Dequeue(ctx, "q")
+	require.NoError(t, err, "peer takes the reclaimed task")
 	_, err = c.TaskProgress(ctx, "q", id)
 	assert.ErrorIs(t, err, ErrNoTask, "the reclaim dropped the zombie's report")
 	require.NoError(t, taken.ReportProgress(ctx, 5, "peer"))

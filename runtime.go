@@ -3,8 +3,6 @@ package worqr
 import (
 	"context"
 	"fmt"
-
-	"github.com/worqr/worqr/internal/store"
 )
 
 // runner is a queue served by a slot scheduler (Handle's, of one queue,
@@ -27,10 +25,9 @@ type runner struct {
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
-	// held are processes enqueues handed over while the member's dequeue
-	// was in flight and had asked for the last free slots: that dequeue's
-	// reply starts them or gives them back (see claimOrHold).
-	held []store.Event
+	// hand claims slots for handed processes and holds those that race
+	// the member's dequeue (start.go).
+	hand handoffs
 	// takes is set while the member takes work (between startLoop and
 	// stopTaking).
 	takes bool

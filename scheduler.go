@@ -93,6 +93,7 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 	r := &runner{
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
 	}
+	r.hand.r = r
 	r.pace = newPacer(s.w, r.wakeIfTaking)
 	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
 	s.members = append(s.members, r)
@@ -247,7 +248,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	// Processes handed over while the dequeue was in flight waited for
 	// this reply: they take the slots it left free, or compete with the
 	// tasks it took for those (start).
-	held, room := r.takeHeldLocked()
+	held, room := r.hand.takeHeldLocked()
 	s.mu.Unlock()
 	stopped := dctx.Err() != nil
 	cancel()

@@ -83,19 +83,19 @@ func TestSchedulerCounts(t *testing.T) {
 	n := s.reserve(room)
 	assert.Equal(t, 2, n, "both slots free")
 	assert.Equal(t, []int{2, 1}, room, "b's MaxSlots is 1")
-	_, ok := a.claim()
+	_, ok := a.hand.claim()
 	assert.False(t, ok, "a hand-off does not take a slot a dequeue asked for")
 	s.mu.Lock()
 	s.asking -= n // the dequeues came back with nothing
 	s.mu.Unlock()
 
-	_, ok = b.claim()
+	_, ok = b.hand.claim()
 	require.True(t, ok)
-	_, ok = b.claim()
+	_, ok = b.hand.claim()
 	assert.False(t, ok, "b is at its MaxSlots")
 	assert.True(t, b.full())
 	assert.False(t, a.full())
-	_, ok = a.claim()
+	_, ok = a.hand.claim()
 	require.True(t, ok)
 	assert.Equal(t, "{busy:2 settling:0 asking:0} a{busy:1 settling:0 asking:0} b{busy:1 settling:0 asking:0}", counts())
 	assert.True(t, a.full(), "every slot taken")
@@ -112,7 +112,7 @@ func TestSchedulerCounts(t *testing.T) {
 	}
 	assert.False(t, a.idle())
 
-	quit, ok := a.claim()
+	quit, ok := a.hand.claim()
 	require.True(t, ok)
 	select {
 	case <-quit:
@@ -146,7 +146,7 @@ func TestSchedulerWakesOnlyForAMemberWithWork(t *testing.T) {
 			return false
 		}
 	}
-	_, ok := r.claim()
+	_, ok := r.hand.claim()
 	require.True(t, ok)
 	s.returned(r)
 	assert.True(t, woken(), "a slot freed while the queue may hold tasks")
@@ -310,14 +310,14 @@ func TestHandOffHeldForTheMembersDequeue(t *testing.T) {
 	s.mu.Lock()
 	s.asking, a.asking = 1, 1 // a's dequeue asked for the slot
 	s.mu.Unlock()
-	_, room := b.claimOrHold(e)
+	_, room := b.hand.claimOrHold(e)
 	assert.Equal(t, 0, room, "b's slot went to a's dequeue: b gives it back")
-	_, room = a.claimOrHold(e)
+	_, room = a.hand.claimOrHold(e)
 	assert.Equal(t, -1, room, "held for a's dequeue")
 
 	s.mu.Lock()
 	s.asking, a.asking = 0, 0 // the reply came back empty
-	held, room := a.takeHeldLocked()
+	held, room := a.hand.takeHeldLocked()
 	s.mu.Unlock()
 	assert.Equal(t, []store.Event{e}, held)
 	assert.Equal(t, 1, room, "the slot the reply left free")
@@ -325,22 +325,22 @@ func TestHandOffHeldForTheMembersDequeue(t *testing.T) {
 	s.mu.Lock()
 	s.asking, a.asking = 1, 1 // and a full one takes the slot
 	s.mu.Unlock()
-	_, room = a.claimOrHold(e)
+	_, room = a.hand.claimOrHold(e)
 	require.Equal(t, -1, room)
 	s.mu.Lock()
 	s.asking, a.asking = 0, 0
 	a.busy++
 	s.busy++
-	held, room = a.takeHeldLocked()
+	held, room = a.hand.takeHeldLocked()
 	s.mu.Unlock()
 	assert.Len(t, held, 1)
 	assert.Zero(t, room, "no slot beyond the dequeue's: start chooses between them")
-	assert.Nil(t, a.held)
+	assert.Nil(t, a.hand.held)
 
 	a.stopTaking()
 	s.mu.Lock()
 	a.asking = 1
 	s.mu.Unlock()
-	_, room = a.claimOrHold(e)
+	_, room = a.hand.claimOrHold(e)
 	assert.Equal(t, 0, room, "a member that stopped taking gives it back")
 }

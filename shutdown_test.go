@@ -86,14 +86,14 @@ func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
 	start(1)
 	first := r.drained()
 	start(2) // while first waits
-	r.unclaim()
-	r.unclaim()
+	r.count(-1, 0)
+	r.count(-1, 0)
 	select {
 	case <-first:
 		t.Fatal("drained with one still running")
 	default:
 	}
-	r.unclaim()
+	r.count(-1, 0)
 	recv(t, first, time.Second, "drained once none runs")
 	start(1) // a restarted loop's handler: the old waiter is long gone
 	second := r.drained()
@@ -102,7 +102,7 @@ func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
 		t.Fatal("a new waiter waits for the new handler")
 	default:
 	}
-	r.unclaim()
+	r.count(-1, 0)
 	recv(t, second, time.Second, "the new waiter drained")
 }
 

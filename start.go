@@ -87,7 +87,7 @@ func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Pr
 // for the queue. It runs on the queue's dispatcher.
 func (s *session) handedOff(ctx context.Context, e store.Event) {
 	r := s.runner
-	quit, room := r.claimOrHold(e)
+	quit, room := r.hand.claimOrHold(e)
 	if room < 0 {
 		return // held: the reply of the member's dequeue starts it (take)
 	}
@@ -122,7 +122,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 		p := a.p
 		if p == nil {
 			if p = s.adoptHanded(a.e); p == nil {
-				r.unclaim()
+				r.count(-1, 0)  // the slot claimed for it
 				r.workArrived() // look again (see runJob)
 				continue
 			}
@@ -229,16 +229,29 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	}
 }
 
+// handoffs is the hand-off side of a member's slots: it claims a slot
+// for each process an enqueue hands the member, and holds the ones that
+// race the member's own dequeue until that dequeue's reply (see Order
+// above). Its state is guarded by the scheduler's mu, as the member's
+// slot counts are.
+type handoffs struct {
+	r *runner
+	// held are processes enqueues handed over while the member's dequeue
+	// was in flight and had asked for the last free slots: that dequeue's
+	// reply starts them or gives them back (see claimOrHold).
+	held []store.Event
+}
+
 // claim takes a slot for a process an enqueue handed the member, if it
 // takes work and one is free that no dequeue in flight asked for (and the
 // member is under its maxSlots): a hand-off never runs more handlers than
 // the slots allow. It returns what the handler goroutine leaves on
 // (launch).
-func (r *runner) claim() (quit <-chan struct{}, ok bool) {
-	s := r.sched
+func (h *handoffs) claim() (quit <-chan struct{}, ok bool) {
+	s := h.r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !r.claimLocked() {
+	if !h.claimLocked() {
 		return nil, false
 	}
 	return s.quit, true
@@ -248,15 +261,15 @@ func (r *runner) claim() (quit <-chan struct{}, ok bool) {
 // or none (room 0: it goes back); or, when no slot is free but the
 // member's own dequeue is in flight, held for that dequeue's reply
 // (room -1), whose start chooses between them (see Order above).
-func (r *runner) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
-	s := r.sched
+func (h *handoffs) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
+	r, s := h.r, h.r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case r.claimLocked():
+	case h.claimLocked():
 		return s.quit, 1
 	case r.takes && r.asking > 0:
-		r.held = append(r.held, e)
+		h.held = append(h.held, e)
 		return nil, -1
 	}
 	return nil, 0
@@ -264,8 +277,8 @@ func (r *runner) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
 
 // claimLocked is claim's rule, counting the slot it takes. Callers hold
 // sched.mu.
-func (r *runner) claimLocked() bool {
-	s := r.sched
+func (h *handoffs) claimLocked() bool {
+	r, s := h.r, h.r.sched
 	ok := r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
 		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
 	if ok {
@@ -281,16 +294,13 @@ func (r *runner) claimLocked() bool {
 // dequeue, whose reply has come, and how many of them claimed a slot
 // that is free now. Callers hold sched.mu, with the dequeue's slots
 // counted as busy (those it filled) or free (the rest).
-func (r *runner) takeHeldLocked() (held []store.Event, room int) {
-	held, r.held = r.held, nil
-	for room < len(held) && r.claimLocked() {
+func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
+	held, h.held = h.held, nil
+	for room < len(held) && h.claimLocked() {
 		room++
 	}
 	return held, room
 }
-
-// unclaim gives back the slot claim took, for a process not adopted.
-func (r *runner) unclaim() { r.count(-1, 0) }
 
 // launch runs the handler for p, whose slot is taken (take, claim), on a
 // handler goroutine: one that finished its last task and waits for
@@ -312,7 +322,7 @@ func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
 			// The worker is closed: the process is left held, to be given
 			// back with the others.
 			cancel(ErrShutdown)
-			r.unclaim()
+			r.count(-1, 0) // its slot
 		}
 	}
 }

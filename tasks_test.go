@@ -71,7 +71,8 @@ func hexID(t *testing.T, id string) uint64 {
 // the reclaim of a dead worker; the id stays the task's.
 func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	dead := newWorker(t, c, fast)
@@ -91,9 +92,11 @@ func TestAttemptsAreCarriedAcrossRequeueAndReclaim(t *testing.T) {
 	p = dequeueAll(t, dead, "q", 1)[0]
 	assert.Equal(t, 2, p.Attempt())
 	crash(dead)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 5*time.Second, "reclaimed", func() bool { return len(waiting(t, c, "q")) == 1 })
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	require.Len(t, waiting(t, c, "q"), 1)
 	p = dequeueAll(t, peer, "q", 1)[0]
 	assert.Equal(t, id, p.TaskID())
 	assert.Equal(t, 3, p.Attempt(), "the run the dead worker started counts")
@@ -484,12 +487,15 @@ func TestObserveFenceMayCloseTheWorker(t *testing.T) {
 // The observer hears of fencing too, as OnFenced does.
 func TestObserverSeesFencing(t *testing.T) {
 	t.Parallel()
-	b, c, obs, ctx := observed(t)
+	obs := &observer{}
+	k := setupTimed(t, func(o *Options) { o.Observer = obs })
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 	freeze(w) // no renewals: the lease runs out, and the next call finds it gone
-	eventually(t, 5*time.Second, "lease expired", func() bool { return !leaseLive(t, b.client(), id) })
+	k.idle(fast.TTL + time.Millisecond)
+	require.False(t, leaseLive(t, c, id), "lease expired")
 	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)
 	eventually(t, 5*time.Second, "told", func() bool {

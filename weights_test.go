@@ -124,10 +124,12 @@ func TestWeightsCountedWithoutALimit(t *testing.T) {
 // slots back.
 func TestWeightKeptAndFreedEverywhere(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	require.NoError(t, c.SetConcurrency(ctx, "q", 4, CreateQueue()))
 	id, err := c.Enqueue(ctx, "q", []byte("heavy"), Weight(4))
 	require.NoError(t, err)
+	c.signals.looked.Init(t) // w's reclaimer may be the one that wakes for the victim
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	weightOf := func(p *Process) {
@@ -158,16 +160,17 @@ func TestWeightKeptAndFreedEverywhere(t *testing.T) {
 
 	// Its holder dies: the reclaim gives the slots back, and the task
 	// comes back with its weight.
-	victim := newWorker(t, b.client(), fast)
+	victim := newWorker(t, k.client(), fast)
 	require.NoError(t, victim.StartWork(ctx, "q", Events{}))
 	weightOf(dequeueOne(t, victim, "q"))
 	crash(victim)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 10*time.Second, "the dead holder's task is reclaimed", func() bool {
-		n, err := c.QueueLen(ctx, "q")
-		return err == nil && n == 1
-	})
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc, c)
+	n, err := c.QueueLen(ctx, "q")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the dead holder's task is reclaimed")
 	assert.EqualValues(t, 0, inFlightWeight(t, c, "q"), "reclaim")
 	p = dequeueOne(t, w, "q")
 	weightOf(p)

@@ -136,7 +136,8 @@ func TestExactlyOneFinishSucceeds(t *testing.T) {
 // can neither finish nor stop what it held.
 func TestZombieCannotFinishOrStop(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	zombie := newWorker(t, c, fast)
 	require.NoError(t, zombie.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 1)
@@ -145,21 +146,22 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 
 	// Alone, its lease expires but nobody has reclaimed it yet: it still
 	// may not finish, and the process stays for a reclaimer.
-	eventually(t, 5*time.Second, "zombie leases expire", func() bool { return leasesExpired(t, c, zombie.ID(), "q") })
+	k.idle(fast.TTL + time.Millisecond)
+	require.True(t, leasesExpired(t, c, zombie.ID(), "q"), "zombie leases expire")
 	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	assert.Equal(t, zombie.ID(), procs[0].Owner)
 
-	peer := newWorker(t, c, fast)
+	// A peer's first look, as it joins, finds the expired lease.
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	peer := newWorker(t, pc, fast)
+	reclaimed(t, 1, pc)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	var taken *Process
-	eventually(t, 5*time.Second, "peer takes the reclaimed task", func() bool {
-		p, err := peer.Dequeue(ctx, "q")
-		taken = p
-		return err == nil
-	})
+	taken, err := peer.Dequeue(ctx, "q")
+	require.NoError(t, err, "peer takes the reclaimed task")
 	assert.Equal(t, "t0000", string(taken.Task()))
 	assert.ErrorIs(t, held.Requeue(ctx), ErrProcessLost)
 	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
@@ -171,11 +173,13 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 // stays queued.
 func TestExpiredWorkerCannotDequeue(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	freeze(w)
-	eventually(t, 5*time.Second, "leases expire", func() bool { return leasesExpired(t, c, w.ID(), "q") })
+	k.idle(time.Second + time.Millisecond)
+	require.True(t, leasesExpired(t, c, w.ID(), "q"), "leases expire")
 	enqueueNumbered(t, c, "q", 1)
 
 	_, err := w.Dequeue(ctx, "q")
@@ -192,9 +196,10 @@ func TestExpiredWorkerCannotDequeue(t *testing.T) {
 // of the queue in their original order, wake the queue, and deregister it.
 func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	b, c, ctx := k.b, k.c, k.ctx
 	dead := newWorker(t, c, fast)
-	live := newWorker(t, b.client(), fast)
+	lc, live := k.reclaimingPeer()
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, dead.StartWork(ctx, "other", Events{}))
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))
@@ -208,13 +213,11 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	deadID := dead.ID()
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 
-	crashed := time.Now()
 	crash(dead)
-	// The reclaim is one script per queue: wait for both.
-	eventually(t, fast.TTL+fast.RenewInterval+time.Second, "dead worker's tasks are back", func() bool {
-		return len(waiting(t, c, "q")) == 5 && len(waiting(t, c, "other")) == 1
-	})
-	t.Logf("tasks back %v after the crash (TTL %v, check interval %v)", time.Since(crashed), fast.TTL, fast.RenewInterval)
+	// The live worker's reclaimer wakes at the dead one's expiry; the
+	// reclaim is one script per queue: wait for both.
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 4, lc)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002", "t0004", "t0005"}, waiting(t, c, "q"))
 	assert.Equal(t, []string{"o"}, waiting(t, c, "other"), "queues nobody live serves are reclaimed too")
 	procs, err := c.Processes(ctx, "q")
@@ -225,11 +228,9 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	require.NoError(t, liveHeld[0].Finish(ctx))
 
 	expectMessage(t, events, "w3") // the reclaim woke the queue
-	eventually(t, 5*time.Second, "dead worker deregistered", func() bool {
-		qs, err := c.WorkerQueues(ctx, deadID)
-		require.NoError(t, err)
-		return len(qs) == 0
-	})
+	qs, err := c.WorkerQueues(ctx, deadID)
+	require.NoError(t, err)
+	assert.Empty(t, qs, "dead worker deregistered by the look")
 	ws, err := c.Workers(ctx)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
@@ -242,19 +243,21 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 // Semantics 4: reclaimers racing over one dead worker move each task once.
 func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	names := enqueueNumbered(t, c, "q", 50)
 	dequeueAll(t, dead, "q", 50)
 	id := dead.ID()
 	crash(dead)
-	eventually(t, 5*time.Second, "leases expire", func() bool { return leasesExpired(t, c, id, "q") })
+	k.idle(fast.TTL + time.Millisecond)
+	require.True(t, leasesExpired(t, c, id, "q"), "leases expire")
 
 	var moved atomic.Int64
 	var g errgroup.Group
 	for range 8 {
-		rc := b.client()
+		rc := k.client()
 		g.Go(func() error {
 			r, err := rc.reclaimers.Worker(ctx, rc.log, id, 2*DefaultTTL, false)
 			moved.Add(r.Requeued)
