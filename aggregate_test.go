@@ -286,3 +286,52 @@ func TestAggregateRefusesItemUniqueKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res[0].Duplicate)
 }
+
+// A gathering flushes early, before MaxSize, when its next task would take
+// the aggregated task past the client's MaxTaskSize: every aggregated task
+// a worker gets stays within it, and holds every task once, in order.
+func TestAggregateFlushesBeforePassingMaxTaskSize(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	const limit = 200
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, MaxTaskSize: limit, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := ctxT(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 100, MaxDelay: time.Hour}, CreateQueue()))
+	var ids []string
+	for i := range 8 {
+		id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d%s", i, make([]byte, 58)), Aggregate("k"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	batch, err := c.EnqueueBatch(ctx, "q", [][]byte{fmt.Appendf(nil, "08%s", make([]byte, 58)), fmt.Appendf(nil, "09%s", make([]byte, 58)), fmt.Appendf(nil, "10%s", make([]byte, 58))}, Aggregate("k"))
+	require.NoError(t, err)
+	ids = append(ids, batch...)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.Gatherings, "the last tasks still gather")
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	var got []string
+	for {
+		p, err := w.Dequeue(ctx, "q")
+		if errors.Is(err, ErrNoTask) {
+			break
+		}
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(p.Task()), limit, "an aggregated task within MaxTaskSize")
+		ms, ok := p.Aggregated()
+		require.True(t, ok)
+		assert.Greater(t, len(ms), 1, "the bound flushes, not every task alone")
+		for _, m := range ms {
+			got = append(got, m.TaskID)
+		}
+		require.NoError(t, p.Finish(ctx))
+	}
+	require.NotEmpty(t, got, "flushed before MaxSize")
+	held := len(ids) - len(got)
+	assert.EqualValues(t, held, info.Gathering)
+	assert.Equal(t, ids[:len(got)], got, "every flushed task once, in id order")
+}
