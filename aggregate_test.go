@@ -335,3 +335,34 @@ func TestAggregateFlushesBeforePassingMaxTaskSize(t *testing.T) {
 	assert.EqualValues(t, held, info.Gathering)
 	assert.Equal(t, ids[:len(got)], got, "every flushed task once, in id order")
 }
+
+// A gathering whose deadline entry is lost would never be flushed by
+// time: Check reports it, and its repair gives it a deadline of now, so
+// that a worker serving the queue flushes it; the next Check finds
+// nothing.
+func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 10, MaxDelay: time.Hour}, CreateQueue()))
+	var ids []string
+	for i := range 2 {
+		id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "m%d", i), Aggregate("k"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	requireClean(t, c)
+	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("q").GatherDue).Build())
+
+	rep := check(t, c, false)
+	assert.EqualValues(t, 1, rep.UndueGatherings)
+	assert.Equal(t, 1, rep.Problems())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 1, rep.Repaired.RescheduledGatherings)
+	requireClean(t, c)
+
+	// A worker starting on the queue promotes what is due: the gathering.
+	got := aggregatedWaiting(t, b.client(), "q")
+	require.Len(t, got, 1)
+	require.Len(t, got[0], 2)
+	assert.Equal(t, ids, []string{got[0][0].TaskID, got[0][1].TaskID})
+}

@@ -174,7 +174,7 @@ type queueData struct {
 	// worqr.Client.Gatherings: counted, no payload read), read only when
 	// it has some.
 	Gatherings []worqr.GatheringInfo
-	Stats  statsView
+	Stats      statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
 	WaitingKinds, DeadKinds []string

@@ -800,6 +800,20 @@ function AGG.bytes(gather, sizes, key)
   return b
 end
 
+-- The keys whose gathering holds tasks but has no deadline, which would
+-- never be flushed by time: one ZRANGEBYLEX per key (O(K log N) for K
+-- keys), each reading one of its tasks.
+function AGG.undue(gather, due)
+  local out, from = {}, '-'
+  while true do
+    local m = redis.call('ZRANGEBYLEX', gather, from, '+', 'LIMIT', 0, 1)[1]
+    if not m then return out end
+    local key = string.match(m, '^[^%z]*')
+    if not redis.call('ZSCORE', due, key) then out[#out + 1] = key end
+    from = '[' .. key .. '\1'
+  end
+end
+
 -- Flush key's gathering: its first tasks (in id order), max at most and
 -- limit bytes at most in the payload (at least one, however large), become
 -- one task of id id (hex), with the header fields of the first of them and

@@ -47,7 +47,7 @@ func TestEnqueueAggregateScript(t *testing.T) {
 		due := int64(got["gatherdue"].(zset)["a:1"])
 		e.within(due, before+5_000_000, e.clock()+5_000_000, "the deadline")
 		e.same(keyState{
-			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "adelay": "5000"},
+			"meta":       hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "adelay": "5000"},
 			"gather":     zset{gathered("a:1", hexOf(x+1)+",kk:p1"): 0},
 			"gatherdue":  zset{"a:1": float64(due)},
 			"gathersize": hash{"a:1": memberSize(hexOf(x+1), "p1")},
@@ -208,8 +208,8 @@ func TestEnqueueAggregateLoweredMaxKeepsDeadlineScript(t *testing.T) {
 	ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p5")}, EnqueueArgs{Aggregate: "a"})
 	require.NoError(t, err)
 	e.expect(keyState{
-		"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x + 2), "amax": "3"},
-		"waiting":   list{hexOf(x+2) + ",A3:" + aggregated("10", "p1", "11", "p2", "12", "p3")},
+		"meta":       hash{"name": "q", "registered": "1", "tid": decOf(x + 2), "amax": "3"},
+		"waiting":    list{hexOf(x+2) + ",A3:" + aggregated("10", "p1", "11", "p2", "12", "p3")},
 		"gather":     zset{gathered("a", "13:p4"): 0, gathered("a", ids[0]+":p5"): 0},
 		"gatherdue":  zset{"a": 100},
 		"gathersize": hash{"a": decOf(int64(len(aggregated("13", "p4", ids[0], "p5"))))},
@@ -325,4 +325,42 @@ func TestGatherListScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, gs)
 	e.expect(seeded)
+}
+
+// check_queue.lua and check_repair.lua: a gathering that holds tasks but
+// has no deadline is counted (one of each key, however many tasks, a key
+// that prefixes another kept apart); the repair gives it a deadline of
+// now, and leaves a gathering with one as it is.
+func TestCheckUndueGatheringScripts(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "check_queue.lua", "check_repair.lua")
+	seeded := keyState{
+		"meta": hash{"name": "q"},
+		"gather": zset{gathered("a", "10:p1"): 0, gathered("a", "11:p2"): 0, gathered("ab", "12:p3"): 0,
+			gathered("b", "13:p4"): 0, gathered("c\x01", "14:p5"): 0},
+		"gatherdue": zset{"ab": 500},
+	}
+	e.seed(seeded)
+	sets := e.s.CheckScripts()
+	looks, err := e.s.LookQueues(e.ctx, []string{"q"}, sets)
+	require.NoError(t, err)
+	require.NoError(t, looks[0].Err)
+	assert.EqualValues(t, 3, looks[0].UndueGatherings, "a, b and c\\x01")
+	e.expect(seeded)
+
+	before := e.clock()
+	r := e.s.RepairQueues(e.ctx, []string{"q"}, sets)
+	require.NoError(t, r[0].Err)
+	assert.Equal(t, QueueRepair{Rescheduled: 3}, r[0])
+	got := e.dump()
+	due := got["gatherdue"].(zset)
+	assert.Equal(t, float64(500), due["ab"], "a deadline kept")
+	for _, key := range []string{"a", "b", "c\x01"} {
+		e.within(int64(due[key]), before, e.clock(), "the deadline of "+key)
+	}
+	e.same(keyState{"meta": seeded["meta"], "gather": seeded["gather"],
+		"gatherdue": zset{"ab": 500, "a": due["a"], "b": due["b"], "c\x01": due["c\x01"]}}, got)
+	looks, err = e.s.LookQueues(e.ctx, []string{"q"}, sets)
+	require.NoError(t, err)
+	assert.Zero(t, looks[0].UndueGatherings, "nothing left to repair")
 }

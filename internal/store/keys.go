@@ -70,10 +70,10 @@ type QueueKeys struct {
 	// common.lua's AGG.flush): the tasks gathered, of every key, the
 	// deadline of each open gathering and the bytes its tasks take in an
 	// aggregated task's payload.
-	Gather    string // ZSET (all scored 0) '<aggregation key>\0<entry>'
+	Gather     string // ZSET (all scored 0) '<aggregation key>\0<entry>'
 	GatherDue  string // ZSET aggregation key -> its flush deadline (µs, Redis clock)
 	GatherSize string // HASH aggregation key -> its tasks' bytes as members ('<id>,<length>:<payload>' each)
-	Channel   string // pub/sub channel for work, schedule, cancel and delete events
+	Channel    string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
