@@ -337,19 +337,25 @@ func TestAggregateFlushesBeforePassingMaxTaskSize(t *testing.T) {
 }
 
 // A gathering whose deadline entry is lost would never be flushed by
-// time: Check reports it, and its repair gives it a deadline of now, so
-// that a worker serving the queue flushes it; the next Check finds
-// nothing.
+// time: Check reports it, and its repair gives it a deadline of now, which
+// the worker serving the queue hears of and flushes it for; the next Check
+// finds nothing.
 func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 10, MaxDelay: time.Hour}, CreateQueue()))
+	wc := b.client()
+	wc.signals.armed.Init(t)
+	wc.signals.promoted.Init(t)
+	w := newWorker(t, wc, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	var ids []string
 	for i := range 2 {
 		id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "m%d", i), Aggregate("k"))
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
+	wc.signals.armed.WaitOrTimeout() // the worker hears of the gathering
 	requireClean(t, c)
 	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("q").GatherDue).Build())
 
@@ -358,11 +364,16 @@ func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
 	assert.Equal(t, 1, rep.Problems())
 	rep = check(t, c, true)
 	assert.EqualValues(t, 1, rep.Repaired.RescheduledGatherings)
+	// The worker's timer was armed for the hour; the repair's event brings
+	// the promotion forward.
+	require.Equal(t, "q", wc.signals.promoted.WaitOrTimeout())
 	requireClean(t, c)
 
-	// A worker starting on the queue promotes what is due: the gathering.
-	got := aggregatedWaiting(t, b.client(), "q")
-	require.Len(t, got, 1)
-	require.Len(t, got[0], 2)
-	assert.Equal(t, ids, []string{got[0][0].TaskID, got[0][1].TaskID})
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	ms, ok := p.Aggregated()
+	require.True(t, ok)
+	require.Len(t, ms, 2)
+	assert.Equal(t, ids, []string{ms[0].TaskID, ms[1].TaskID})
+	require.NoError(t, p.Finish(ctx))
 }

@@ -829,10 +829,6 @@ end
 function AGG.flush(gather, due, key, max, id, normal, more, limit, from)
   more = more or {}
   if not limit or limit <= 0 then limit = math.huge end
-  local got = {}
-  if max > 0 then
-    got = redis.call('ZRANGEBYLEX', gather, '[' .. key .. '\0', '(' .. key .. '\1', 'LIMIT', 0, max)
-  end
   local parts, fields, bytes, stored, used = {}, nil, 0, 0, 0
   local function take(e)
     local c = string.find(e, ':', 1, true)
@@ -844,11 +840,20 @@ function AGG.flush(gather, due, key, max, id, normal, more, limit, from)
     bytes = bytes + size
     return true
   end
-  for _, m in ipairs(got) do
-    if not take(string.sub(m, #key + 2)) then break end
-    stored = stored + 1
+  -- The stored tasks are read a few at a time: the bound may take far
+  -- fewer than max of them, and each may be large.
+  local lo, first, last, full = '[' .. key .. '\0', nil, nil, false
+  while not full and #parts < max do
+    local got = redis.call('ZRANGEBYLEX', gather, lo, '(' .. key .. '\1', 'LIMIT', 0, math.min(max - #parts, 16))
+    if #got == 0 then break end
+    for _, m in ipairs(got) do
+      if not take(string.sub(m, #key + 2)) then full = true break end
+      stored = stored + 1
+      first, last = first or m, m
+    end
+    lo = '(' .. last
   end
-  if stored == #got then
+  if not full then
     for j = from or 1, #more do
       if not take(more[j]) then break end
       used = used + 1
@@ -859,7 +864,7 @@ function AGG.flush(gather, due, key, max, id, normal, more, limit, from)
     return 0, 0, 0
   end
   if stored > 0 then
-    redis.call('ZREMRANGEBYLEX', gather, '[' .. got[1], '[' .. got[stored])
+    redis.call('ZREMRANGEBYLEX', gather, '[' .. first, '[' .. last)
   end
   if AGG.count(gather, key) == 0 then redis.call('ZREM', due, key) end
   push_waiting(id .. fields .. ',A' .. #parts .. ':' .. table.concat(parts), normal)

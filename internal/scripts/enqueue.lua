@@ -50,7 +50,10 @@ local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEY
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
-local gather_key, gather_due_key, gather_size_key = KEYS[16], KEYS[17], KEYS[18] -- the gathering tasks, deadlines and sizes (see AGG in common.lua)
+-- The gatherings' keys: their tasks, deadlines and sizes (see AGG in
+-- common.lua), in one local, the script's top level being near Lua's
+-- limit of locals.
+local gather_keys = {KEYS[16], KEYS[17], KEYS[18]}
 local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
 local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
 local fields = ARGV[6] -- the header fields every task gets ('' for none; see records.go)
@@ -230,6 +233,7 @@ if agg ~= '' then
   -- call's tasks are stored only when their gathering is still open at
   -- its end: those a flush of this call takes go from the arguments
   -- straight into the aggregated task.
+  local gather_key, gather_due_key, gather_size_key = unpack(gather_keys)
   local max, wait = AGG.settings(meta_key)
   max = math.max(max, 1)
   local limit = (agg_limit and agg_limit > 0) and agg_limit or math.huge
