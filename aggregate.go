@@ -187,3 +187,46 @@ func TypedAggregated[T any](codec Codec[T], h AggregatedHandler[T]) Handler {
 func HandleAggregatedJSON[T any](ctx context.Context, w *Worker, queue string, h AggregatedHandler[T], opts HandleOptions) error {
 	return w.Handle(ctx, queue, TypedAggregated(JSON[T]{}, h), opts)
 }
+
+// MaxGatheringsRead bounds the gatherings one Gatherings call returns.
+const MaxGatheringsRead = 1000
+
+// GatheringInfo is one open gathering of a queue (see Aggregate), for
+// operators.
+type GatheringInfo struct {
+	// Key is its aggregation key.
+	Key string
+	// Tasks counts the tasks it holds.
+	Tasks int64
+	// Bytes is the size they take in the aggregated task's payload
+	// (Process.Task), which the enqueuing client's MaxTaskSize bounds; -1
+	// when the queue keeps no size for it (its next task measures it).
+	Bytes int64
+	// Deadline is when MaxDelay flushes it, by the Redis clock.
+	Deadline time.Time
+}
+
+// Gatherings lists a queue's open gatherings (see Aggregate), the next to
+// be flushed by its deadline first: up to limit of them from position
+// start (0 is the next to flush), with how many are open. A page costs
+// O(limit log N) and reads no task: a gathering's tasks and bytes are
+// counted, not read. start must be 0 or more and limit in
+// 1..MaxGatheringsRead (ErrInvalidOptions).
+func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limit int) ([]GatheringInfo, int64, error) {
+	const op = "gatherings"
+	if err := c.validate(ctx, op, queue); err != nil {
+		return nil, 0, err
+	}
+	if start < 0 || limit < 1 || limit > MaxGatheringsRead {
+		return nil, 0, fmt.Errorf("worqr: %s %q: start %d, limit %d (start 0 or more, limit in 1..%d): %w", op, queue, start, limit, MaxGatheringsRead, ErrInvalidOptions)
+	}
+	gs, open, err := c.store.Gatherings(ctx, queue, start, limit)
+	if err != nil {
+		return nil, 0, c.fail(op, queue, err)
+	}
+	out := make([]GatheringInfo, len(gs))
+	for i, g := range gs {
+		out[i] = GatheringInfo{Key: g.Key, Tasks: g.Tasks, Bytes: g.Bytes, Deadline: time.UnixMicro(g.Deadline)}
+	}
+	return out, open, nil
+}

@@ -286,3 +286,94 @@ func TestAggregateRefusesItemUniqueKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res[0].Duplicate)
 }
+
+// A gathering flushes early, before MaxSize, when its next task would take
+// the aggregated task past the client's MaxTaskSize: every aggregated task
+// a worker gets stays within it, and holds every task once, in order.
+func TestAggregateFlushesBeforePassingMaxTaskSize(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	const limit = 200
+	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, MaxTaskSize: limit, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := ctxT(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 100, MaxDelay: time.Hour}, CreateQueue()))
+	var ids []string
+	for i := range 8 {
+		id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "%02d%s", i, make([]byte, 58)), Aggregate("k"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	batch, err := c.EnqueueBatch(ctx, "q", [][]byte{fmt.Appendf(nil, "08%s", make([]byte, 58)), fmt.Appendf(nil, "09%s", make([]byte, 58)), fmt.Appendf(nil, "10%s", make([]byte, 58))}, Aggregate("k"))
+	require.NoError(t, err)
+	ids = append(ids, batch...)
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.Gatherings, "the last tasks still gather")
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	var got []string
+	for {
+		p, err := w.Dequeue(ctx, "q")
+		if errors.Is(err, ErrNoTask) {
+			break
+		}
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(p.Task()), limit, "an aggregated task within MaxTaskSize")
+		ms, ok := p.Aggregated()
+		require.True(t, ok)
+		assert.Greater(t, len(ms), 1, "the bound flushes, not every task alone")
+		for _, m := range ms {
+			got = append(got, m.TaskID)
+		}
+		require.NoError(t, p.Finish(ctx))
+	}
+	require.NotEmpty(t, got, "flushed before MaxSize")
+	held := len(ids) - len(got)
+	assert.EqualValues(t, held, info.Gathering)
+	assert.Equal(t, ids[:len(got)], got, "every flushed task once, in id order")
+}
+
+// A gathering whose deadline entry is lost would never be flushed by
+// time: Check reports it, and its repair gives it a deadline of now, which
+// the worker serving the queue hears of and flushes it for; the next Check
+// finds nothing.
+func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 10, MaxDelay: time.Hour}, CreateQueue()))
+	wc := b.client()
+	wc.signals.armed.Init(t)
+	wc.signals.promoted.Init(t)
+	w := newWorker(t, wc, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	var ids []string
+	for i := range 2 {
+		id, err := c.Enqueue(ctx, "q", fmt.Appendf(nil, "m%d", i), Aggregate("k"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	wc.signals.armed.WaitOrTimeout() // the worker hears of the gathering
+	requireClean(t, c)
+	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("q").GatherDue).Build())
+
+	rep := check(t, c, false)
+	assert.EqualValues(t, 1, rep.UndueGatherings)
+	assert.Equal(t, 1, rep.Problems())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 1, rep.Repaired.RescheduledGatherings)
+	// The worker's timer was armed for the hour; the repair's event brings
+	// the promotion forward.
+	require.Equal(t, "q", wc.signals.promoted.WaitOrTimeout())
+	requireClean(t, c)
+
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	ms, ok := p.Aggregated()
+	require.True(t, ok)
+	require.Len(t, ms, 2)
+	assert.Equal(t, ids, []string{ms[0].TaskID, ms[1].TaskID})
+	require.NoError(t, p.Finish(ctx))
+}

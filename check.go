@@ -35,6 +35,9 @@ import (
 //     the group's limit reads (MiscountedGroups);
 //   - a queue's stored controls can be read by the scripts
 //     (UnreadableControls);
+//   - a queue's gathering of aggregated tasks (see Aggregate) has a
+//     deadline, without which MaxDelay would never flush it
+//     (UndueGatherings);
 //   - a workflow's keys exist only with its flow hash (LeftoverWorkflows),
 //     an ended workflow's keys all expire (LastingWorkflows), and a
 //     running workflow's step released to its queue is on its way there
@@ -99,6 +102,13 @@ type CheckReport struct {
 	// report, so these come only from outside writes or lost data. A
 	// repair removes them.
 	StaleProgress int64
+	// UndueGatherings counts gatherings of aggregated tasks (see
+	// Aggregate) that hold tasks but have no deadline: MaxDelay would
+	// never flush them, only their MaxSize-th task. Every script keeps a
+	// deadline with each, so only a key edited by hand, or lost data,
+	// makes one. A repair gives each a deadline of now, so that the
+	// workers serving its queue flush it at once.
+	UndueGatherings int64
 	// UnknownKeys are keys under the prefix that worqr did not write (or
 	// that a client wrote whose prefix is this one followed by ':' and
 	// more). They are reported, never touched.
@@ -228,6 +238,9 @@ type CheckRepairs struct {
 	// to what their processes hold (a group whose count fell and that has
 	// tasks waiting takes its turn again).
 	RecountedGroups int64
+	// RescheduledGatherings counts the gatherings without a deadline
+	// given one of now (see CheckReport.UndueGatherings).
+	RescheduledGatherings int64
 	// DeletedWorkflows had their leftover keys deleted.
 	DeletedWorkflows []string
 	// ExpiringWorkflows had their keys that did not expire set to expire
@@ -241,29 +254,29 @@ type CheckRepairs struct {
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
-		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) +
+		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) + int(r.UndueGatherings) +
 		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls),
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls), r.UndueGatherings,
 		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.BrokenWorkflows),
 		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, workflows deleted %d, set to expire %d, steps enqueued %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, workflows deleted %d, set to expire %d, steps enqueued %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
-			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups,
+			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups, p.RescheduledGatherings,
 			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps))
 	}
 	return b.String()
 }
 
 func (p CheckRepairs) changed() bool {
-	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
+	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups+p.RescheduledGatherings > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
 		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues)+
 		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps) > 0
 }
@@ -320,6 +333,7 @@ func checkReport(r checker.Report) CheckReport {
 		StaleQueues:         r.StaleQueues,
 		BrokenQueues:        r.BrokenQueues,
 		StaleProgress:       r.StaleProgress,
+		UndueGatherings:     r.UndueGatherings,
 		UnknownKeys:         r.UnknownKeys,
 		MiscountedQueues:    r.MiscountedQueues,
 		NodesScanned:        r.NodesScanned,
@@ -343,20 +357,21 @@ func checkReport(r checker.Report) CheckReport {
 	}
 	f := r.Repaired
 	rep.Repaired = CheckRepairs{
-		Requeued:          f.Requeued,
-		Dropped:           f.Dropped,
-		LeasesRemoved:     f.LeasesRemoved,
-		AdoptedWorkers:    f.AdoptedWorkers,
-		ListedQueues:      workerQueues(f.ListedQueues),
-		ReclaimedWorkers:  f.ReclaimedWorkers,
-		PendingWorkers:    f.PendingWorkers,
-		RegisteredQueues:  f.RegisteredQueues,
-		RemovedQueues:     f.RemovedQueues,
-		RecountedQueues:   f.RecountedQueues,
-		RecountedGroups:   f.RecountedGroups,
-		DeletedWorkflows:  f.DeletedWorkflows,
-		ExpiringWorkflows: f.ExpiringWorkflows,
-		EnqueuedSteps:     workflowSteps(f.EnqueuedSteps),
+		Requeued:              f.Requeued,
+		Dropped:               f.Dropped,
+		LeasesRemoved:         f.LeasesRemoved,
+		AdoptedWorkers:        f.AdoptedWorkers,
+		ListedQueues:          workerQueues(f.ListedQueues),
+		ReclaimedWorkers:      f.ReclaimedWorkers,
+		PendingWorkers:        f.PendingWorkers,
+		RegisteredQueues:      f.RegisteredQueues,
+		RemovedQueues:         f.RemovedQueues,
+		RecountedQueues:       f.RecountedQueues,
+		RecountedGroups:       f.RecountedGroups,
+		RescheduledGatherings: f.RescheduledGatherings,
+		DeletedWorkflows:      f.DeletedWorkflows,
+		ExpiringWorkflows:     f.ExpiringWorkflows,
+		EnqueuedSteps:         workflowSteps(f.EnqueuedSteps),
 	}
 	return rep
 }

@@ -306,6 +306,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
+	c.store.SetAggregateLimit(opts.MaxTaskSize)
 	c.carrier = flowsCarrier(c)
 	c.flows = flows.New(flowsEnv(c))
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)

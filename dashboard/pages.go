@@ -134,6 +134,9 @@ func offsetParam(r *http.Request, key string) int {
 	return n
 }
 
+// gatheringsShown is how many open gatherings a queue's page lists.
+const gatheringsShown = 20
+
 type queueData struct {
 	Base        string // the mount prefix, for links
 	Info        worqr.QueueInfo
@@ -166,7 +169,12 @@ type queueData struct {
 	// Groups is the queue's groups (see worqr.Client.Groups), read only
 	// when it has some.
 	Groups *worqr.GroupsReport
-	Stats  statsView
+	// Gatherings is the first gatheringsShown of the queue's open
+	// gatherings of aggregated tasks, the next to flush first (see
+	// worqr.Client.Gatherings: counted, no payload read), read only when
+	// it has some.
+	Gatherings []worqr.GatheringInfo
+	Stats      statsView
 	// The choices the bulk forms offer: the kinds of the waiting tasks
 	// shown, and the kinds and errors of the dead letters shown.
 	WaitingKinds, DeadKinds []string
@@ -350,6 +358,13 @@ func (h *handler) readQueue(ctx context.Context, r *http.Request, name string, d
 		g, e := h.c.Groups(ctx, name, groupsShown)
 		d.Groups = &g
 		return e
+	})
+	read(func() (e error) {
+		if d.Info.Gatherings == 0 {
+			return nil
+		}
+		d.Gatherings, _, e = h.c.Gatherings(ctx, name, 0, gatheringsShown)
+		return
 	})
 	read(func() (e error) { d.Finished, e = h.c.Outcomes(ctx, name, d.FinishedFrom, pageSize, cut); return })
 	read(func() error {

@@ -42,6 +42,7 @@ type checkJSON struct {
 	MiscountedQueues    []string           `json:"miscountedQueues"`
 	MiscountedGroups    []groupCountJSON   `json:"miscountedGroups"`
 	UnreadableControls  []controlJSON      `json:"unreadableControls"`
+	UndueGatherings     int64              `json:"undueGatherings"`
 	LeftoverWorkflows   []string           `json:"leftoverWorkflows"`
 	LastingWorkflows    []string           `json:"lastingWorkflows"`
 	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
@@ -87,20 +88,21 @@ type controlJSON struct {
 }
 
 type repairsJSON struct {
-	Requeued          int64              `json:"requeued"`
-	Dropped           int64              `json:"dropped"`
-	LeasesRemoved     int64              `json:"leasesRemoved"`
-	AdoptedWorkers    []string           `json:"adoptedWorkers"`
-	ListedQueues      []workerQueueJSON  `json:"listedQueues"`
-	ReclaimedWorkers  []string           `json:"reclaimedWorkers"`
-	PendingWorkers    []string           `json:"pendingWorkers"`
-	RegisteredQueues  []string           `json:"registeredQueues"`
-	RemovedQueues     []string           `json:"removedQueues"`
-	RecountedQueues   []string           `json:"recountedQueues"`
-	RecountedGroups   int64              `json:"recountedGroups"`
-	DeletedWorkflows  []string           `json:"deletedWorkflows"`
-	ExpiringWorkflows []string           `json:"expiringWorkflows"`
-	EnqueuedSteps     []workflowStepJSON `json:"enqueuedSteps"`
+	Requeued              int64              `json:"requeued"`
+	Dropped               int64              `json:"dropped"`
+	LeasesRemoved         int64              `json:"leasesRemoved"`
+	AdoptedWorkers        []string           `json:"adoptedWorkers"`
+	ListedQueues          []workerQueueJSON  `json:"listedQueues"`
+	ReclaimedWorkers      []string           `json:"reclaimedWorkers"`
+	PendingWorkers        []string           `json:"pendingWorkers"`
+	RegisteredQueues      []string           `json:"registeredQueues"`
+	RemovedQueues         []string           `json:"removedQueues"`
+	RecountedQueues       []string           `json:"recountedQueues"`
+	RecountedGroups       int64              `json:"recountedGroups"`
+	RescheduledGatherings int64              `json:"rescheduledGatherings"`
+	DeletedWorkflows      []string           `json:"deletedWorkflows"`
+	ExpiringWorkflows     []string           `json:"expiringWorkflows"`
+	EnqueuedSteps         []workflowStepJSON `json:"enqueuedSteps"`
 }
 
 func list(s []string) []string {
@@ -125,7 +127,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
-		LostSteps:       workflowSteps(r.LostSteps),
+		LostSteps: workflowSteps(r.LostSteps), UndueGatherings: r.UndueGatherings,
 		BrokenWorkflows: list(r.BrokenWorkflows),
 		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
@@ -143,7 +145,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		j.Repaired = &repairsJSON{Requeued: p.Requeued, Dropped: p.Dropped, LeasesRemoved: p.LeasesRemoved,
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
-			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups,
+			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups, RescheduledGatherings: p.RescheduledGatherings,
 			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps)}
 	}
 	return j
@@ -212,6 +214,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		for _, u := range r.UnreadableControls {
 			t.row("unreadable control", fmt.Sprintf("queue %q %s = %q", escape(u.Queue), u.Control, escape(u.Value)))
 		}
+		if r.UndueGatherings > 0 {
+			t.row("gathering without a deadline", fmt.Sprintf("%d, never flushed by time (--repair gives each a deadline of now)", r.UndueGatherings))
+		}
 		rows("unknown key", r.UnknownKeys)
 		rows("leftover workflow", r.LeftoverWorkflows)
 		rows("lasting workflow", r.LastingWorkflows)
@@ -233,7 +238,7 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"workers adopted", itoa(len(p.AdoptedWorkers)), "queues listed", itoa(len(p.ListedQueues)),
 			"workers reclaimed", itoa(len(p.ReclaimedWorkers)), "workers pending", itoa(len(p.PendingWorkers)),
 			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
-			"groups recounted", itoa(p.RecountedGroups),
+			"groups recounted", itoa(p.RecountedGroups), "gatherings rescheduled", itoa(p.RescheduledGatherings),
 			"workflows deleted", itoa(len(p.DeletedWorkflows)), "workflows set to expire", itoa(len(p.ExpiringWorkflows)),
 			"steps enqueued", itoa(len(p.EnqueuedSteps)))
 		if err != nil {

@@ -47,7 +47,7 @@ var groups = []string{"Inspect", "Change", "Dead letters", "Outcomes", "Maintena
 // commands lists every command, in the order worqr help shows them.
 func commands() []*command {
 	var all []*command
-	for _, part := range [][]*command{inspectCommands(), groupsCommands(), workflowCommands(), statsCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands(), uiCommands()} {
+	for _, part := range [][]*command{inspectCommands(), groupsCommands(), gatheringsCommands(), workflowCommands(), statsCommands(), taskCommands(), controlCommands(), deadCommands(), maintenanceCommands(), uiCommands()} {
 		all = append(all, part...)
 	}
 	return all

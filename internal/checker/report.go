@@ -14,6 +14,7 @@ type Report struct {
 	StaleQueues         []string
 	BrokenQueues        []string
 	StaleProgress       int64
+	UndueGatherings     int64
 	UnknownKeys         []string
 	MiscountedQueues    []string
 	MiscountedGroups    []GroupCount
@@ -34,20 +35,21 @@ type Report struct {
 
 // Repairs is what a repair changed: the root's CheckRepairs.
 type Repairs struct {
-	Requeued          int64
-	Dropped           int64
-	LeasesRemoved     int64
-	AdoptedWorkers    []string
-	ListedQueues      []WorkerQueue
-	ReclaimedWorkers  []string
-	PendingWorkers    []string
-	RegisteredQueues  []string
-	RemovedQueues     []string
-	RecountedQueues   []string
-	RecountedGroups   int64
-	DeletedWorkflows  []string
-	ExpiringWorkflows []string
-	EnqueuedSteps     []WorkflowStep
+	Requeued              int64
+	Dropped               int64
+	LeasesRemoved         int64
+	AdoptedWorkers        []string
+	ListedQueues          []WorkerQueue
+	ReclaimedWorkers      []string
+	PendingWorkers        []string
+	RegisteredQueues      []string
+	RemovedQueues         []string
+	RecountedQueues       []string
+	RecountedGroups       int64
+	RescheduledGatherings int64
+	DeletedWorkflows      []string
+	ExpiringWorkflows     []string
+	EnqueuedSteps         []WorkflowStep
 }
 
 // WorkflowStep names a workflow and one of its steps, and its task if

@@ -10,15 +10,21 @@
 -- group's count of slots held (GROUPS.running: a group whose count falls
 -- and that has tasks waiting out of turn is made ready, and parked
 -- runtimes woken, as groups_settle does when processes end); and progress
--- reports whose process is gone are removed. Owners are judged here, when
+-- reports whose process is gone are removed; a gathering of aggregated
+-- tasks without a deadline (see AGG.undue), which would never be flushed
+-- by time, gets one of now: its tasks may have waited past MaxDelay
+-- already, so the next promotion flushes it, and the workers serving the
+-- queue hear of it as of a delayed task. Owners are judged here, when
 -- the repair runs, never from the check's earlier look: a process a live
 -- worker dequeued in between, or one whose owner is live, is not touched.
 -- Returns {requeued, dropped, lease entries removed, has name (0/1),
---          weight count corrected (0/1), groups whose count was corrected}.
+--          weight count corrected (0/1), groups whose count was corrected,
+--          gatherings given a deadline}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
+local gather_key, gather_due_key = KEYS[16], KEYS[17] -- see AGG in common.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
@@ -102,4 +108,10 @@ if requeued > 0 then
 else
   slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 end
-return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected, regrouped}
+local undue = AGG.undue(gather_key, gather_due_key)
+if #undue > 0 then
+  local at = now_us()
+  for _, key in ipairs(undue) do redis.call('ZADD', gather_due_key, ms(at), key) end
+  publish(channel, 's' .. ms(at))
+end
+return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected, regrouped, #undue}

@@ -1,5 +1,5 @@
 -- Delete a queue: drop its waiting and delayed tasks, those gathering
--- under an aggregation key (and the gatherings' deadlines), its dead letters and
+-- under an aggregation key (and the gatherings' deadlines and sizes), its dead letters and
 -- their errors, its progress reports and stats, its periodic schedules'
 -- last ticks and their tasks' ids (a schedule of a deleted queue starts
 -- afresh), mark its
@@ -20,7 +20,7 @@ local unique_key, unique_ttl_key, starts_key, high_key = KEYS[9], KEYS[10], KEYS
 local low_key, periodic_key, progress_key, stats_key = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local ticks_key, gwait_key, gready_key, glimits_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20] -- groups: see GROUPS in common.lua
 local flows_key, gstarts_key = KEYS[21], KEYS[22] -- workflow tasks' notices (see flow_notice), the groups' rate windows
-local gather_key, gather_due_key = KEYS[23], KEYS[24] -- the gatherings (see AGG in common.lua)
+local gather_key, gather_due_key, gather_size_key = KEYS[23], KEYS[24], KEYS[25] -- the gatherings (see AGG in common.lua)
 local channel = ARGV[1]
 
 set_lists(waiting_key, high_key, low_key, gwait_key)
@@ -43,7 +43,7 @@ for start = 0, redis.call('ZCARD', gwait_key) - 1, 1000 do
     if string.find(m, ',F', 1, true) then look((group_member_split(m))) end
   end
 end
-redis.call('DEL', waiting_key, delayed_key, dead_key, errors_key, results_key, retained_key, unique_key, unique_ttl_key, starts_key, high_key, low_key, periodic_key, progress_key, stats_key, ticks_key, gwait_key, gready_key, glimits_key, gstarts_key, gather_key, gather_due_key)
+redis.call('DEL', waiting_key, delayed_key, dead_key, errors_key, results_key, retained_key, unique_key, unique_ttl_key, starts_key, high_key, low_key, periodic_key, progress_key, stats_key, ticks_key, gwait_key, gready_key, glimits_key, gstarts_key, gather_key, gather_due_key, gather_size_key)
 local all = redis.call('HGETALL', procs_key)
 for i = 1, #all, 2 do
   local v = all[i + 1]

@@ -50,7 +50,10 @@ local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEY
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
-local gather_key, gather_due_key = KEYS[16], KEYS[17] -- the gathering tasks and deadlines (see AGG in common.lua)
+-- The gatherings' keys: their tasks, deadlines and sizes (see AGG in
+-- common.lua), in one local, the script's top level being near Lua's
+-- limit of locals.
+local gather_keys = {KEYS[16], KEYS[17], KEYS[18]}
 local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
 local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
 local fields = ARGV[6] -- the header fields every task gets ('' for none; see records.go)
@@ -62,13 +65,14 @@ local hand = ARGV[9] -- "1": the task may be handed to an idle runtime (see belo
 -- The client's stats counts (see stats_add; its own count of enqueued
 -- tasks among them: this script counts none).
 local counts = ARGV[10]
--- given: the first id of whole entries in ARGV[13...] (hex), or '' when
+-- given: the first id of whole entries in ARGV[14...] (hex), or '' when
 -- those are the payloads.
 local given = ARGV[11]
 -- agg: the aggregation key the tasks gather under ('' for none; see
--- below).
-local agg = ARGV[12]
-local n = #ARGV - 12
+-- below); agg_limit: the most bytes an aggregated task's payload takes
+-- (the client's task size bound; 0: none).
+local agg, agg_limit = ARGV[12], tonumber(ARGV[13])
+local n = #ARGV - 13
 local NO_KEY = string.rep('-', 40)
 
 -- Tasks of a group (a 'g' field) wait in it (see group_lib().push), and are
@@ -211,7 +215,7 @@ end
 -- replaced (ids given are all of one length), else made from its payload.
 local id_len = #given
 local function entry(i, header)
-  local arg = ARGV[12 + i]
+  local arg = ARGV[13 + i]
   if whole then return arg end
   if given ~= '' then return id_of(i) .. string.sub(arg, id_len + 1) end
   return id_of(i) .. header .. (own[i] or '') .. ':' .. arg
@@ -223,40 +227,56 @@ if agg ~= '' then
   -- rather than in the queue; the first opens the gathering, with its
   -- deadline, which every worker serving the queue arms its timer for
   -- (the schedule event, as for a delayed task); the max-th flushes it
-  -- into one task, whose id is the next after the call's own. The call's
-  -- tasks are stored only when their gathering is still open at its end:
-  -- those a flush of this call takes go from the arguments straight into
-  -- the aggregated task.
+  -- into one task, whose id is the next after the call's own, and so does
+  -- a task that would take the aggregated task's payload past agg_limit
+  -- bytes: the gathering goes without it, and it opens the next. The
+  -- call's tasks are stored only when their gathering is still open at
+  -- its end: those a flush of this call takes go from the arguments
+  -- straight into the aggregated task.
+  local gather_key, gather_due_key, gather_size_key = unpack(gather_keys)
   local max, wait = AGG.settings(meta_key)
   max = math.max(max, 1)
+  local limit = (agg_limit and agg_limit > 0) and agg_limit or math.huge
   local count = AGG.count(gather_key, agg)
+  local bytes = count > 0 and AGG.bytes(gather_key, gather_size_key, agg) or 0
   local open = count > 0
   local extra, flushed = 0, 0
-  local held = {} -- the call's entries not yet flushed nor stored
+  -- The call's entries; those from held[from] on are not yet flushed
+  -- nor stored.
+  local held, from = {}, 1
   for i = 1, n do
     if not skip[i] then
-      held[#held + 1] = entry(i, fields)
-      count = count + 1
-      while count >= max do
+      local e = entry(i, fields)
+      held[#held + 1] = e
+      count, bytes = count + 1, bytes + AGG.size(e)
+      -- The gathering's stored tasks are older than the call's, and go
+      -- first: with max of them or more (the setting lowered), alone.
+      while count >= max or (count > 1 and bytes > limit) do
         extra = extra + 1
-        -- The gathering's stored tasks are older than the call's: with
-        -- max of them or more (the setting lowered), they go first alone.
-        local more = count - #held < max and held or nil
-        local took = AGG.flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key, more)
-        if more then held = {} end
-        count = took > 0 and count - took or 0
+        local took, used, size = AGG.flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key, held, limit, from)
+        from = from + used
+        if took > 0 then
+          count, bytes = count - took, math.max(bytes - size, 0)
+        else
+          count, bytes = 0, 0
+        end
         flushed = flushed + 1
         open = false
       end
     end
   end
-  for i = 1, #held, 500 do
+  for i = from, #held, 500 do
     local args = {}
     for j = i, math.min(i + 499, #held) do
       args[#args + 1] = 0
       args[#args + 1] = agg .. '\0' .. held[j]
     end
     redis.call('ZADD', gather_key, unpack(args))
+  end
+  if count > 0 then
+    redis.call('HSET', gather_size_key, agg, bytes)
+  else
+    redis.call('HDEL', gather_size_key, agg)
   end
   if extra > 0 then
     sets[2] = ms(first + n + extra - 1)
@@ -284,7 +304,7 @@ elseif due > now then
   publish(channel, 's' .. ms(due))
 elseif whole and added == n and not grouped and n > 1 then
   -- The usual bulk call: the entries go as they came.
-  redis.call('LPUSH', list_key, unpack(ARGV, 13, 12 + n))
+  redis.call('LPUSH', list_key, unpack(ARGV, 14, 13 + n))
   wake(idle_key, channel, n)
 else
   -- The front is the right end: a batch for the front is listed last task

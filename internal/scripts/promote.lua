@@ -8,13 +8,17 @@
 -- It flushes, the same way, each gathering of tasks (see AGG.flush in
 -- common.lua) whose deadline has passed into one task at the back of the
 -- queue: the first caller flushes it, the others find no deadline due.
--- Each flush counts as one task moved.
+-- Each aggregated task made counts as one task moved; a gathering whose
+-- tasks take more than limit bytes in one payload makes several.
 -- Returns {moved, next due (µs; -1 when none): of the delayed tasks and
 -- the gatherings' deadlines, the earliest, now (µs)}.
 local waiting_key, delayed_key, idle_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common.lua
-local meta_key, gather_key, gather_due_key = KEYS[8], KEYS[9], KEYS[10] -- see AGG in common.lua
+local meta_key, gather_key, gather_due_key, gather_size_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11] -- see AGG in common.lua
 local channel, cap = ARGV[1], tonumber(ARGV[2]) -- cap: the most tasks to move
+-- limit: the most bytes an aggregated task's payload takes (the client's
+-- task size bound; 0: none).
+local limit = tonumber(ARGV[3] or '0')
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local now = now_us()
@@ -36,17 +40,19 @@ while moved < cap do
   redis.call('ZREM', delayed_key, unpack(due))
   moved = moved + #due
 end
--- Each gathering due is flushed whole, max tasks an aggregated task.
+-- Each gathering due is flushed whole, max tasks and limit bytes at most
+-- an aggregated task.
 if moved < cap and redis.call('EXISTS', gather_due_key) == 1 then
   local keys = redis.call('ZRANGEBYSCORE', gather_due_key, '-inf', ms(now), 'LIMIT', 0, cap - moved)
   if #keys > 0 then
     local max = math.max(AGG.settings(meta_key), 1)
     for _, key in ipairs(keys) do
       while AGG.count(gather_key, key) > 0 do
-        AGG.flush(gather_key, gather_due_key, key, max, string.format('%x', next_task_ids(meta_key, 1, now)), waiting_key)
+        AGG.flush(gather_key, gather_due_key, key, max, string.format('%x', next_task_ids(meta_key, 1, now)), waiting_key, nil, limit)
         moved = moved + 1
       end
       redis.call('ZREM', gather_due_key, key)
+      redis.call('HDEL', gather_size_key, key)
     end
   end
 end

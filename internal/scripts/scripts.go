@@ -62,6 +62,7 @@ type Set struct {
 	ProcsList   *Script
 	TaskFind    *Script
 	GroupsList  *Script // a queue's groups, for operators
+	GatherList  *Script // a queue's open gatherings, for operators
 	// Dead letters: list, requeue one or all, delete one or all.
 	DeadList       *Script
 	DeadRequeue    *Script
@@ -153,6 +154,7 @@ func build(sharded, stats bool) *Set {
 		ProcsList:   load("procs_list.lua"),
 		TaskFind:    load("task_find.lua"),
 		GroupsList:  load("groups_list.lua"),
+		GatherList:  load("gather_list.lua"),
 
 		DeadList:       load("dead_list.lua"),
 		DeadRequeue:    load("dead_requeue.lua"),

@@ -114,3 +114,57 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 	}
 	return st, nil
 }
+
+// Gathering is one open gathering of tasks under an aggregation key, for
+// operators (see gather_list.lua).
+type Gathering struct {
+	Key string
+	// Deadline is when its MaxDelay flushes it (µs, Redis clock).
+	Deadline int64
+	// Tasks counts the tasks it holds.
+	Tasks int64
+	// Bytes is what they take in an aggregated task's payload; -1 when not
+	// kept (a gathering from before sizes were).
+	Bytes int64
+}
+
+// Gatherings reads a queue's open gatherings in deadline order: up to
+// limit from position start (both checked by the caller: start >= 0,
+// limit >= 1), and how many are open. It reads no payload.
+func (s *Store) Gatherings(ctx context.Context, queue string, start int64, limit int) ([]Gathering, int64, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.GatherList, []string{k.Gather, k.GatherDue, k.GatherSize},
+		[]string{strconv.FormatInt(start, 10), strconv.Itoa(limit)})
+	if err != nil {
+		return nil, 0, err
+	}
+	vals, err := res.ToArray()
+	if err == nil && (len(vals) < 1 || (len(vals)-1)%4 != 0) {
+		err = fmt.Errorf("gather_list.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	open, err := vals[0].AsInt64()
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Gathering, 0, (len(vals)-1)/4)
+	for i := 1; i < len(vals); i += 4 {
+		var g Gathering
+		var due float64
+		if g.Key, err = vals[i].ToString(); err == nil {
+			if due, err = vals[i+1].AsFloat64(); err == nil {
+				if g.Tasks, err = vals[i+2].AsInt64(); err == nil {
+					g.Bytes, err = vals[i+3].AsInt64()
+				}
+			}
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("gather_list.lua: %w", err)
+		}
+		g.Deadline = int64(due)
+		out = append(out, g)
+	}
+	return out, open, nil
+}

@@ -67,11 +67,13 @@ type QueueKeys struct {
 	// recorded them (see workflow.go).
 	Flows string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
 	// The gatherings of tasks enqueued with an aggregation key (see
-	// common.lua's AGG.flush): the tasks gathered, of every key, and the
-	// deadline of each open gathering.
-	Gather    string // ZSET (all scored 0) '<aggregation key>\0<entry>'
-	GatherDue string // ZSET aggregation key -> its flush deadline (µs, Redis clock)
-	Channel   string // pub/sub channel for work, schedule, cancel and delete events
+	// common.lua's AGG.flush): the tasks gathered, of every key, the
+	// deadline of each open gathering and the bytes its tasks take in an
+	// aggregated task's payload.
+	Gather     string // ZSET (all scored 0) '<aggregation key>\0<entry>'
+	GatherDue  string // ZSET aggregation key -> its flush deadline (µs, Redis clock)
+	GatherSize string // HASH aggregation key -> its tasks' bytes as members ('<id>,<length>:<payload>' each)
+	Channel    string // pub/sub channel for work, schedule, cancel and delete events
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -107,6 +109,7 @@ func (k Keys) Queue(name string) QueueKeys {
 		Flows:        base + "flows",
 		Gather:       base + "gather",
 		GatherDue:    base + "gatherdue",
+		GatherSize:   base + "gathersize",
 		Channel:      base + "events",
 	}
 }
@@ -115,7 +118,7 @@ func (k Keys) Queue(name string) QueueKeys {
 func (q QueueKeys) all() []string {
 	return []string{q.Waiting, q.High, q.Low, q.Procs, q.Leases, q.Meta, q.Idle, q.Delayed, q.Dead, q.Errors, q.Results,
 		q.Retained, q.Unique, q.UniqueTTL, q.Starts, q.Periodic, q.Ticks, q.Progress, q.Stats, q.GroupWait, q.GroupReady,
-		q.GroupRunning, q.GroupLimits, q.GroupStarts, q.Flows, q.Gather, q.GatherDue}
+		q.GroupRunning, q.GroupLimits, q.GroupStarts, q.Flows, q.Gather, q.GatherDue, q.GatherSize}
 }
 
 // groups are the group keys, in the order the scripts take them after

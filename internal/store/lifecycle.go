@@ -107,7 +107,7 @@ const PromoteCap = 10_000
 // back, in due order, and says when the next is due.
 func (s *Store) Promote(ctx context.Context, queue string) (Promoted, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low, k.GroupWait, k.GroupReady, k.Meta, k.Gather, k.GatherDue}, []string{k.Channel, strconv.Itoa(PromoteCap)})
+	res, err := s.run(ctx, OpPromote, queue, s.scripts.Promote, []string{k.Waiting, k.Delayed, k.Idle, k.High, k.Low, k.GroupWait, k.GroupReady, k.Meta, k.Gather, k.GatherDue, k.GatherSize}, []string{k.Channel, strconv.Itoa(PromoteCap), strconv.Itoa(s.aggLimit)})
 	if err != nil {
 		return Promoted{}, err
 	}

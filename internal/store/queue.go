@@ -302,13 +302,13 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []Un
 		}
 	}
 	c := &enqueueCall{}
-	argv := make([]string, 0, 12+len(chunk))
+	argv := make([]string, 0, 13+len(chunk))
 	hand := handOff(chunk)
 	if args.Aggregate != "" {
 		hand = "0"
 	}
-	argv = append(argv, k.Channel, queue, front, due, delay, fields, shas.String(), ttls.String(), hand, counts, "", args.Aggregate)
-	c.Call = scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady, k.Gather, k.GatherDue}, Args: argv}
+	argv = append(argv, k.Channel, queue, front, due, delay, fields, shas.String(), ttls.String(), hand, counts, "", args.Aggregate, strconv.Itoa(s.aggLimit))
+	c.Call = scripts.Call{Script: s.scripts.Enqueue, Keys: []string{list, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady, k.Gather, k.GatherDue, k.GatherSize}, Args: argv}
 	// Tasks due now, for the back, go as whole entries, so that the script
 	// need not build them; a single task goes as its payload, for the
 	// hand-off.
@@ -795,7 +795,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue string) (int64, []string,
 		return 0, nil, err
 	}
 	k := s.queueKeys(queue)
-	n, notices, err := countsAndNotices(s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits, k.Flows, k.GroupStarts, k.Gather, k.GatherDue}, []string{k.Channel}), 1, "delete")
+	n, notices, err := countsAndNotices(s.scripts.Delete.Exec(ctx, s.rdb, []string{k.Waiting, k.Procs, k.Meta, k.Delayed, k.Dead, k.Errors, k.Results, k.Retained, k.Unique, k.UniqueTTL, k.Starts, k.High, k.Low, k.Periodic, k.Progress, k.Stats, k.Ticks, k.GroupWait, k.GroupReady, k.GroupLimits, k.Flows, k.GroupStarts, k.Gather, k.GatherDue, k.GatherSize}, []string{k.Channel}), 1, "delete")
 	if err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()

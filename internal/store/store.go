@@ -89,6 +89,9 @@ type Store struct {
 	// apart makes queue leases be renewed apart from the registry lease,
 	// as they must be on a Cluster (see JointRenewals).
 	apart atomic.Bool
+	// aggLimit is the most bytes an aggregated task's payload takes (see
+	// SetAggregateLimit); 0: no bound.
+	aggLimit int
 
 	// queueKeys caches the keys of queues (Keys.Queue builds 20 strings),
 	// up to maxCachedQueues of them.
@@ -123,6 +126,12 @@ func New(rdb rueidis.Client, prefix string, sharded, stats bool) *Store {
 	s.apart.Store(rdb.Mode() == rueidis.ClientModeCluster)
 	return s
 }
+
+// SetAggregateLimit bounds the payload of the aggregated tasks the
+// store's scripts make to n bytes (the client's task size bound; 0: no
+// bound): a gathering flushes early rather than pass it. Call it before
+// the store is used.
+func (s *Store) SetAggregateLimit(n int) { s.aggLimit = max(n, 0) }
 
 // SetClock makes the store read the time, and set its timers, on c (the
 // client's clock). Call it before the store is used.
