@@ -14,7 +14,7 @@
 //
 // Scenarios: enqueue, bulk, process, latency, recovery, memory, fanout,
 // delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch,
-// aggregate, stats, shards, groups, workflow (see
+// aggregate, stats, kinds, shards, groups, workflow (see
 // BENCHMARKS.md for what each does and its target). Each
 // prints one JSON line on standard output and a human summary on standard
 // error. Targets are reported, never enforced: the exit status says only
@@ -134,6 +134,7 @@ func scenarios() []scenario {
 		{"rate", runRate, []target{atMost("max_starts_in_window", 100), atMost("early", 0)}},
 		{"stats", runStats, []target{atLeast("ratio", 0.95)}},
 		{"workflow", runWorkflow, []target{atMost("per_task_ratio", 1.5)}},
+		{"kinds", runKinds, []target{atLeast("ratio", 0.95)}},
 		{"shards", runShards, nil},
 		{"groups", runGroups, []target{
 			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
@@ -162,7 +163,7 @@ func main() {
 		return
 	}
 	redisFlag := flag.String("redis", "", "comma-separated Redis addresses (a Cluster is detected); empty runs an embedded miniredis, for smoke runs only")
-	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, aggregate, stats, shards, groups, workflow, or all")
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios: enqueue, bulk, process, latency, recovery, memory, fanout, delay, burst, retry, idle, limits, priorities, rate, multiqueue, batch, aggregate, stats, kinds, shards, groups, workflow, or all")
 	runs := flag.Int("runs", 3, "runs of each scenario; the median and min–max are reported")
 	short := flag.Bool("short", false, "small counts, one run, seconds in all: a smoke test")
 	queues := flag.Int("queues", 1, "queues to spread the work over; names hash to different slots, so a Cluster's shards share it")

@@ -59,17 +59,17 @@ func runMultiqueue(ctx context.Context, b *bench) (*result, error) {
 	return res, nil
 }
 
-// drainWith fills the queues with perQueue no-op tasks each under a client
-// of its own, then times one worker, serving them as serve says, from its
-// start until every task has finished, with what Redis and this process
-// spent meanwhile.
-func drainWith(ctx context.Context, b *bench, queues []string, perQueue int, serve func(context.Context, *worqr.Worker, worqr.Handler) error) (span, error) {
+// drainWith fills the queues with perQueue no-op tasks each (enqueued
+// with opts) under a client of its own, then times one worker, serving
+// them as serve says, from its start until every task has finished, with
+// what Redis and this process spent meanwhile.
+func drainWith(ctx context.Context, b *bench, queues []string, perQueue int, serve func(context.Context, *worqr.Worker, worqr.Handler) error, opts ...worqr.EnqueueOption) (span, error) {
 	c, prefix, err := b.newClient()
 	if err != nil {
 		return span{}, err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
-	if err := fill(ctx, c, queues, perQueue, uuid.NewString()[:8]); err != nil {
+	if err := fill(ctx, c, queues, perQueue, uuid.NewString()[:8], opts...); err != nil {
 		return span{}, err
 	}
 	want := int64(perQueue * len(queues))
