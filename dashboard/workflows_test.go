@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -262,13 +263,19 @@ func TestWorkflowPageCostBounded(t *testing.T) {
 	fanIn(t, e, "small", 1_000)
 	fanIn(t, e, "large", 10_000)
 	e.get("/workflow/small") // the script's first call loads it
+	// The fewest of three views: the client's own background calls (its
+	// workflow sweep, its stats) go through the same counter now and then.
 	cost := func(path string) (cmds, bytes int64) {
 		t.Helper()
-		n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
-		code, body := e.get(path)
-		require.Equal(t, http.StatusOK, code, path)
-		require.Equal(t, workflowPageSize, strings.Count(sectionOf(body, `id="steps"`), "<tr><td"), path)
-		return e.rdb.n.Load() - n0, e.rdb.bytes.Load() - b0
+		cmds, bytes = math.MaxInt64, math.MaxInt64
+		for range 3 {
+			n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+			code, body := e.get(path)
+			require.Equal(t, http.StatusOK, code, path)
+			require.Equal(t, workflowPageSize, strings.Count(sectionOf(body, `id="steps"`), "<tr><td"), path)
+			cmds, bytes = min(cmds, e.rdb.n.Load()-n0), min(bytes, e.rdb.bytes.Load()-b0)
+		}
+		return cmds, bytes
 	}
 	for _, pages := range [][2]string{
 		{"/workflow/small", "/workflow/large"},
