@@ -361,7 +361,7 @@ type taskInfo struct {
 	// the task: the one that succeeded, and any whose outcome was unknown
 	// (a retry after those may queue it twice, as documented).
 	copies []int64
-	kind   string // job, conn or probe
+	kind   string // job, conn, probe or step
 	// plan is a job's plan, read from its payload (see plan.go).
 	plan plan
 	// enqueuedUs is the Redis clock (Unix µs) at the enqueue that
@@ -681,6 +681,15 @@ func (l *ledger) judge(tasks map[string]*taskInfo, dead map[string][]deadLetter,
 			case info.atEnd > 1:
 				v.endings = append(v.endings, fmt.Sprintf("persistent task %s is in its queue %d times at the end: %s",
 					t, info.atEnd, l.historyLocked(t, t0)))
+			}
+		case "step":
+			// A workflow's step: judged against its workflow apart
+			// (judgeWorkflows); here, that it ran again only after a
+			// release.
+			l.unsettledLocked(&v, t, runs, t0)
+			if unexplained > 0 {
+				v.unexplained = append(v.unexplained, fmt.Sprintf("workflow step %s ran %d times, %d releases: %s",
+					t, len(runs), releases, l.historyLocked(t, t0)))
 			}
 		case "probe":
 			l.unsettledLocked(&v, t, runs, t0)

@@ -10,6 +10,11 @@
 // group's concurrency limit, some groups sequences (a limit of 1): no
 // group may have more than its limit in flight, judged by the Redis clock,
 // and no sequence may start a task after a later one (groups.go).
+// Workflows (chains, chords and diamonds, some with a step that fails
+// permanently, some run with RunAfterFailure) share the run's rate: no
+// step may start before its parents succeeded (or ended), none of a
+// cancelled branch may run, and every workflow must end with every step
+// as its parents and plan say (workflows.go).
 //
 // It starts its own redis-server (a free loopback port, a temporary
 // directory, append-only file on), several worker processes (this binary
@@ -92,13 +97,14 @@ func main() {
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
 		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings);\n"+
-		"groups: the group limits are set one higher than the checks judge by (group limit, sequence order)")
+		"groups: the group limits are set one higher than the checks judge by (group limit, sequence order);\n"+
+		"workflows: the first step of some workflows enqueues a child's task itself before its work (a step started early, run twice)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
 		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
 		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
-	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups {
-		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle or groups")
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups && cfg.sabotage != sabotageWorkflows {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle, groups or workflows")
 		os.Exit(2)
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
@@ -249,11 +255,15 @@ func runChaos(cfg config) (ok bool, err error) {
 
 	// Faults and production.
 	t0 := now()
-	prod := newProducer(prodClient, prodRdb, cfg.rate, rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
+	// Workflows' steps take a tenth of the rate, the tasks the rest.
+	wfRate := max(1, cfg.rate/10)
+	prod := newProducer(prodClient, prodRdb, max(1, cfg.rate-wfRate), rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
 	prod.noDelay = cfg.sabotage == sabotageLifecycle
+	wfProd := &wfProducer{client: prodClient, rate: wfRate, rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), sabotage: cfg.sabotage == sabotageWorkflows}
 	stopProducing := make(chan struct{})
-	produced := make(chan error, 1)
+	produced := make(chan error, 2)
 	go func() { produced <- prod.run(stopProducing) }()
+	go func() { produced <- wfProd.run(stopProducing) }()
 	// The group queue holds its sequences on a dead task for the middle
 	// third of the faults.
 	holds := make(chan holdsVerdict, 1)
@@ -263,7 +273,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	faultErr := fa.run(time.Now().Add(cfg.duration))
 	close(stopProducing)
 	hv := <-holds
-	if err := errors.Join(faultErr, <-produced, hv.err); err != nil {
+	if err := errors.Join(faultErr, <-produced, <-produced, hv.err); err != nil {
 		return false, err
 	}
 	chk := &checker{client: client, admin: admin, prefix: prefix, fleet: fl, ledger: l, log: os.Stderr, t0: t0, conns: conns}
@@ -280,6 +290,13 @@ func runChaos(cfg config) (ok bool, err error) {
 		jobNames = append(jobNames, t)
 	}
 	drainStart := time.Now()
+	// Every workflow must end, its last steps released and run: a notice
+	// of a step's end that a fault kept its worker from carrying waits
+	// for a sweep (FlowSweepEvery, once FlowSweepAge old).
+	flows, wfRetries := wfProd.workflows()
+	stepTasks(flows, tasks)
+	wfStates, wfWaited := waitWorkflows(client, flows, cfg.drain)
+	chk.logf("%d of %d workflows ended in %v", countEnded(wfStates), len(flows), wfWaited.Round(100*time.Millisecond))
 	if missing := chk.drained(jobNames, cfg.drain); missing != "" {
 		violations = append(violations, "drain: "+missing)
 	} else {
@@ -326,6 +343,7 @@ func runChaos(cfg config) (ok bool, err error) {
 
 	v := l.judge(tasks, dead, t0)
 	gv := l.judgeGroups(tasks)
+	wv := l.judgeWorkflows(flows, wfStates, dead, t0)
 	if v.delayStarts > 0 && v.retryStarts > 0 {
 		// Redis rounds due times down to the millisecond: a margin down
 		// to -1ms is on time (see earlyTolerance).
@@ -359,6 +377,11 @@ func runChaos(cfg config) (ok bool, err error) {
 	add("wedged: ", wedged)
 	add("group limit: ", gv.overLimit)
 	add("sequence order: ", gv.outOfOrder)
+	add("workflow not ended: ", wv.notEnded)
+	add("workflow step lost: ", wv.lost)
+	add("workflow step early: ", wv.early)
+	add("workflow cancelled step ran: ", wv.cancelledRan)
+	add("workflow end: ", wv.wrongEnds)
 	violations = nil
 	for _, c := range classes {
 		violations = append(violations, c...)
@@ -411,5 +434,17 @@ func runChaos(cfg config) (ok bool, err error) {
 	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d turns=%v sequence-hold on for %v (held at its end: %d)\n",
 		gv.runs, gv.most[1], gv.most[2], defaultGroupLimit, gv.most[defaultGroupLimit], len(gv.overLimit), gv.seqStarts, gv.seqSkipped, len(gv.outOfOrder),
 		groupTurns, hv.on.Round(100*time.Millisecond), hv.held)
+	fmt.Printf("worqr-chaos workflows: %s\n", wv.summary(wfRetries, wfWaited))
 	return len(violations) == 0, nil
+}
+
+// countEnded counts the workflows read ended.
+func countEnded(states map[string]worqr.WorkflowInfo) int {
+	n := 0
+	for _, info := range states {
+		if info.State != worqr.WorkflowRunning {
+			n++
+		}
+	}
+	return n
 }

@@ -32,6 +32,8 @@ import (
 //     what the job's plan says (see plan.go): nil, a planned failure
 //     after 1 to 20 ms of work, a Permanent one, or waiting for the job
 //     queues' timeout;
+//   - wf-N-step…: a workflow's step, 1 to 20 ms of work, then what its
+//     plan says (see workflows.go);
 //   - conn-N: a persistent task, held until the context ends;
 //   - probe-…: held until the harness writes "release" on standard input
 //     (the end-of-run check that every worker still takes work).
@@ -68,7 +70,7 @@ const (
 	connConcurrency = 4
 )
 
-func allQueues() []string { return append(append([]string(nil), jobQueues...), connQueue) }
+func allQueues() []string { return append(append([]string(nil), jobQueues...), wfQueue, connQueue) }
 
 func concurrency(queue string) int {
 	if queue == connQueue {
@@ -190,6 +192,8 @@ func runWorker(name, addr, prefix string, ttl time.Duration, resp2 bool, sabotag
 			if sabotage == sabotageLinger {
 				time.Sleep(2 * ttl) // still using the connection: a broken handler
 			}
+		case strings.HasPrefix(task, "wf-"):
+			err = doStep(hctx, p, client, workTime, sabotage == sabotageWorkflows)
 		default:
 			err = doJob(hctx, p, workTime, sabotage == sabotageLifecycle)
 		}
@@ -300,6 +304,40 @@ func doJob(ctx context.Context, p *worqr.Process, workTime func(short bool) time
 	// Failing attempts work briefly: a slow one would come near the
 	// timeout.
 	t := time.NewTimer(workTime(fail != nil))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return fail
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// doStep runs a workflow's step by its plan: brief work, then nil, a
+// planned failure (a step planned to fail n times fails its first n
+// attempts) or a permanent one. With sabotage, a step that names a child
+// to start early enqueues that child's task, as a plain task, before its
+// own work, which it makes long enough for the child to start first.
+func doStep(ctx context.Context, p *worqr.Process, client *worqr.Client, workTime func(short bool) time.Duration, sabotage bool) error {
+	pl, early, err := parseStep(string(p.Task()))
+	if err != nil {
+		return worqr.Permanent(err) // a harness bug: the verifier reports the dead letter
+	}
+	work := workTime(true)
+	if sabotage && early != "" {
+		if _, err := client.Enqueue(ctx, wfQueue, []byte(early)); err != nil {
+			return err
+		}
+		work = 300 * time.Millisecond
+	}
+	var fail error
+	switch failures := failuresBefore(p.LastError()); {
+	case pl.permanent:
+		fail = worqr.Permanent(errors.New(plannedPermanent))
+	case failures < pl.fails:
+		fail = fmt.Errorf("%s%d", plannedFailure, failures+1)
+	}
+	t := time.NewTimer(work)
 	defer t.Stop()
 	select {
 	case <-t.C:
