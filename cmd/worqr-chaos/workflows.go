@@ -135,8 +135,8 @@ type wfProducer struct {
 	retries int // attempts that failed and were made again
 }
 
-// draw makes workflow n: a random shape; in 3 of 10, one step that fails
-// permanently; each other step in 1 of 8 failing once first; in 2 of 5,
+// draw makes workflow n: a random shape; in 3 of 10, one step with
+// children that fails permanently; each other step in 1 of 8 failing once first; in 2 of 5,
 // RunAfterFailure. With sabotage, every third (the first among them) has
 // its first step enqueue its first child (which then plans no failure)
 // early.
@@ -146,7 +146,7 @@ func (p *wfProducer) draw(n int) *wfInfo {
 		payload: make(map[string]string), plans: make(map[string]wfStepPlan)}
 	perm := -1
 	if p.rng.IntN(10) < 3 {
-		perm = p.rng.IntN(len(sh.steps))
+		perm = p.rng.IntN(len(sh.steps) - 1) // not the last, which has no children to cancel
 	}
 	early := p.sabotage && n%3 == 0
 	for i, st := range sh.steps {
