@@ -5,14 +5,21 @@ package worqr
 // exactly once, whoever enqueues or promotes.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -148,24 +155,67 @@ func TestAggregateMaxDelayFlushesOnceWithTwoPromoters(t *testing.T) {
 	assert.Equal(t, ids, gotIDs)
 }
 
-// An aggregated task held by a worker that dies is reclaimed whole and
-// runs again, with all its members.
+// envAggChild makes the test binary the worker process of
+// TestAggregatedTaskReclaimedWithItsMembers that dies holding the
+// aggregated task: "prefix|mini|seed,seed…" (mini: 1 for miniredis).
+const envAggChild = "WORQR_TEST_AGG_CHILD"
+
+// An aggregated task held by a worker process that is SIGKILLed is
+// reclaimed whole and runs again, with all its members. The holder is
+// this test binary run again (aggChild), on the same Redis.
 func TestAggregatedTaskReclaimedWithItsMembers(t *testing.T) {
+	if spec := os.Getenv(envAggChild); spec != "" {
+		aggChild(t, spec)
+		return
+	}
 	t.Parallel()
-	_, c, ctx := setup(t)
+	b, c, ctx := setup(t)
 	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 3}, CreateQueue()))
-	dead := newWorker(t, c, fast)
-	started := make(chan struct{}, 1)
-	require.NoError(t, dead.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
-		started <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
-	}, HandleOptions{}))
 	for _, s := range []string{"a", "b", "c"} {
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte(s), Aggregate("k"))))
 	}
-	recv(t, started, 5*time.Second, "the aggregated task started")
-	crash(dead)
+
+	mini := "0"
+	if !b.real {
+		mini = "1"
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAggregatedTaskReclaimedWithItsMembers$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envAggChild+"="+strings.Join([]string{b.prefix, mini, strings.Join(b.seeds, ",")}, "|"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == aggChildStarted {
+				close(started)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case <-started:
+	case <-exited:
+		t.Fatalf("the worker process exited before its handler started: %s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the worker process's handler did not start: %s", stderr.String())
+	}
+	procs, err := c.Processes(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, procs, 1, "the aggregated task in flight in the worker process")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	recv(t, exited, 10*time.Second, "the worker process reaped")
 
 	peer := newWorker(t, c, fast)
 	ran := make(chan []string, 1)
@@ -182,7 +232,38 @@ func TestAggregatedTaskReclaimedWithItsMembers(t *testing.T) {
 		ran <- got
 		return nil
 	}, HandleOptions{}))
-	assert.Equal(t, []string{"a", "b", "c", "attempt 2"}, recv(t, ran, 10*time.Second, "the peer ran it"))
+	assert.Equal(t, []string{"a", "b", "c", "attempt 2"}, recv(t, ran, 15*time.Second, "the peer ran it"))
+}
+
+// aggChildStarted is what aggChild writes once its handler holds the
+// task.
+const aggChildStarted = "started"
+
+// aggChild is the worker process of
+// TestAggregatedTaskReclaimedWithItsMembers: it serves queue q, says so
+// on its standard output once a handler holds a task, and holds it until
+// it is killed.
+func aggChild(t *testing.T, spec string) {
+	f := strings.Split(spec, "|")
+	require.Len(t, f, 3)
+	opt := rueidis.ClientOption{InitAddress: strings.Split(f[2], ","), DisableCache: true}
+	if f[1] == "1" {
+		opt.AlwaysRESP2, opt.ForceSingleClient = true, true // miniredis: see backend.redisWith
+	}
+	rdb, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	defer rdb.Close()
+	c, err := New(Options{Redis: rdb, Prefix: f[0], Logger: testLogger(t)})
+	require.NoError(t, err)
+	ctx := context.Background()
+	w, err := c.NewWorker(ctx, fast)
+	require.NoError(t, err)
+	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, _ *Process) error {
+		fmt.Println(aggChildStarted)
+		<-ctx.Done()
+		return ctx.Err()
+	}, HandleOptions{}))
+	select {} // until SIGKILL
 }
 
 // A typed handler gets the members decoded; a task without the option is
