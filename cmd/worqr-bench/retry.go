@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +67,9 @@ func runRetry(ctx context.Context, b *bench) (*result, error) {
 		n := float64(total)
 		res.add("scripts_per_task", "calls", float64(got.calls["evalsha"]+got.calls["eval"])/n)
 		res.add("plain_scripts_per_task", "calls", float64(plain.calls["evalsha"]+plain.calls["eval"])/n)
+		res.add("commands_per_task", "calls", commandsPer(got, n))
+		res.add("plain_commands_per_task", "calls", commandsPer(plain, n))
+		res.note("commands per task, retried (plain): %s", commandsBreakdown(got, plain, n))
 	}
 	got.perTask(res, "", total, scripts...)
 	plain.perTask(res, "plain_", total, scripts...)
@@ -72,4 +77,38 @@ func runRetry(ctx context.Context, b *bench) (*result, error) {
 		res.note("%d start(s) were a third attempt or later, or reported attempt 0", n)
 	}
 	return res, nil
+}
+
+// commandsPer is the commands a span ran per task, those inside scripts
+// counted, the script calls themselves not.
+func commandsPer(sp span, n float64) float64 {
+	var k int64
+	for cmd, c := range sp.calls {
+		if cmd != "evalsha" && cmd != "eval" {
+			k += c
+		}
+	}
+	return float64(k) / n
+}
+
+// commandsBreakdown names each command's calls per task in got, with
+// plain's beside it, the most frequent first, those under 0.005 left out.
+func commandsBreakdown(got, plain span, n float64) string {
+	names := make([]string, 0, len(got.calls))
+	for cmd, c := range got.calls {
+		if float64(c)/n >= 0.005 || float64(plain.calls[cmd])/n >= 0.005 {
+			names = append(names, cmd)
+		}
+	}
+	for cmd, c := range plain.calls {
+		if _, ok := got.calls[cmd]; !ok && float64(c)/n >= 0.005 {
+			names = append(names, cmd)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return got.calls[names[i]] > got.calls[names[j]] })
+	parts := make([]string, len(names))
+	for i, cmd := range names {
+		parts[i] = fmt.Sprintf("%s %.3f (%.3f)", cmd, float64(got.calls[cmd])/n, float64(plain.calls[cmd])/n)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -70,11 +70,15 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     local h = c and sub(v, at, c - 1) or '0'
     local body = c and c + 1 or at
     local id, weight, head = h, 1, nil -- head: h with a ':', for the helpers
+    -- A header that counts no attempt has no history to add to (see
+    -- attempt_added): the usual first failure reads nothing.
+    local fresh = true
     -- One more start, and one more failure: the attempt budget counts
     -- these, not the starts whose holder died or gave the task back.
     if not find(h, ',', 1, true) then
       h = h .. ',a1,f1'
     else
+      fresh = not header_get(h, 'a')
       h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
       h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
       h = header_set(h, 'd', nil)
@@ -97,7 +101,7 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
         errs[#errs + 1] = err
       end
       -- The history goes out with the errors, in one HSET for all.
-      local field, history = attempt_added(errors_key, id, math.floor(t_us / 1000), 'r', worker, err)
+      local field, history = attempt_added(errors_key, id, math.floor(t_us / 1000), 'r', worker, err, fresh)
       errs[#errs + 1] = field
       errs[#errs + 1] = history
       local delay = tonumber(ARGV[4 * j + 1]) or 0

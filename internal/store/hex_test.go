@@ -3,6 +3,9 @@ package store
 import (
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func FuzzParseHex(f *testing.F) {
@@ -18,4 +21,22 @@ func FuzzParseHex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A batch's ids count up in hex across a change of width, each its own
+// string, and cost two allocations whatever their number.
+func TestTaskIDs(t *testing.T) { // not parallel: AllocsPerRun
+	ids, ok := taskIDs("fffe", 4)
+	require.True(t, ok)
+	assert.Equal(t, []string{"fffe", "ffff", "10000", "10001"}, ids)
+	ids, ok = taskIDs("0", 2)
+	require.True(t, ok)
+	assert.Equal(t, []string{"0", "1"}, ids)
+	_, ok = taskIDs("xyz", 2)
+	assert.False(t, ok)
+	ids, ok = taskIDs("5", 0)
+	require.True(t, ok)
+	assert.Empty(t, ids)
+	allocs := testing.AllocsPerRun(20, func() { _, _ = taskIDs("18a7c2f00000000", 1000) })
+	assert.LessOrEqual(t, allocs, 2.0, "allocations for 1,000 ids")
 }

@@ -199,7 +199,10 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 	if len(results) == 0 {
 		return nil, nil, sendErr
 	}
-	ids, dup = make([]string, len(payloads)), make([]bool, len(payloads))
+	ids, dup = nil, make([]bool, len(payloads))
+	if len(results) > 1 || len(payloads) > per {
+		ids = make([]string, len(payloads))
+	}
 	unregistered := false
 	firstErr := sendErr // the calls not sent, if any
 	for i, res := range results {
@@ -213,7 +216,11 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 			continue
 		}
 		s.idHints.seen(queue, r.next)
-		copy(ids[start:], r.ids)
+		if ids == nil {
+			ids = r.ids // the one call's: not copied
+		} else {
+			copy(ids[start:], r.ids)
+		}
 		for j, holder := range r.dups {
 			ids[start+j], dup[start+j] = holder, true
 		}
@@ -221,6 +228,9 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 			s.stats.enqueued(queue, added)
 		}
 		unregistered = unregistered || r.unregistered
+	}
+	if ids == nil { // the one call failed
+		ids = make([]string, len(payloads))
 	}
 	if unregistered {
 		if err := s.RegisterQueue(ctx, queue); err != nil && firstErr == nil {

@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // This file lays out worqr's values in Redis, for Go and Lua alike
@@ -592,17 +594,31 @@ func (e Event) HandedProc() Proc {
 // WorkMessage is the work event for count tasks that wakes every runtime.
 func WorkMessage(count int64) string { return "w" + strconv.FormatInt(count, 10) }
 
-// taskIDs are the ids of n tasks enqueued together, the first given in hex.
+// taskIDs are the ids of n tasks enqueued together, the first given in
+// hex. They are slices of one string, written once: a batch's ids cost
+// two allocations, not one an id (an id kept keeps its batch's few bytes
+// an id).
 func taskIDs(first string, n int) ([]string, bool) {
 	base, err := strconv.ParseUint(first, 16, 64)
-	if err != nil {
-		return nil, false
+	if err != nil || n <= 0 {
+		return []string{}, err == nil
 	}
+	buf := make([]byte, 0, n*hexLen(base+uint64(n-1)))
+	for i := range n {
+		buf = strconv.AppendUint(buf, base+uint64(i), 16)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), len(buf))
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = strconv.FormatUint(base+uint64(i), 16)
+		w := hexLen(base + uint64(i))
+		ids[i], all = all[:w], all[w:]
 	}
 	return ids, true
+}
+
+// hexLen is the number of hex digits of v.
+func hexLen(v uint64) int {
+	return max((bits.Len64(v)+3)/4, 1)
 }
 
 // Result is a retained task's outcome record.

@@ -91,6 +91,43 @@ func TestRetryScript(t *testing.T) {
 	}, got)
 }
 
+// retry.lua: a failed attempt is added to the history of a task whose
+// header counts attempts (here one reclaim); a header that counts none
+// starts a history of its own without reading the errors hash, so that a
+// history left under its id (a task of the same id that ended dead) is
+// replaced, not continued.
+func TestRetryScriptHistory(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "retry.lua")
+	w, lost := e.worker(), e.worker()
+	lease := float64(e.clockMs() + hour)
+	reclaimed := attemptRecord(1_000, 'k', lost, "")
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"procs":  hash{"1": "a" + w + "51,a2:x", "2": "a" + w + "52:y"},
+		"errors": hash{"51:a": reclaimed, "52": "stale", "52:a": attemptRecord(900, 'd', lost, "stale")},
+	})
+	before := e.clock()
+	out, err := e.s.Retry(e.ctx, "q", []RetryRef{
+		{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "e1"},
+		{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e2"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
+	got := e.dump()
+	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+	e.same(keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"leases":  zset{w: lease},
+		"waiting": list{"52,a1,f1,d" + hexOf(now) + ":y", "51,a3,f1,d" + hexOf(now) + ":x"},
+		"errors": hash{
+			"51": "e1", "51:a": reclaimed + attemptRecord(now/1000, 'r', w, "e1"),
+			"52": "e2", "52:a": attemptRecord(now/1000, 'r', w, "e2"),
+		},
+	}, got)
+}
+
 // stop.lua: Requeue puts the task at the back with one more start (not a
 // failure); GiveBack puts a handed-off task back at the front as it was; a
 // cancelled task is dropped.
