@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,29 @@ type RelayOptions struct {
 	KeepFinished time.Duration
 	// Logger gets the relay's errors; none when nil.
 	Logger *slog.Logger
+	// OnMove, when set, is called after each move with its timing (from
+	// the relay's goroutine: it must return quickly), to see where the
+	// time from a commit to its task in Redis goes.
+	OnMove func(MoveTrace)
+}
+
+// MoveTrace is the timing of one move, for RelayOptions.OnMove.
+type MoveTrace struct {
+	// Notified is when the relay last heard a notification before the
+	// move began (zero if it has heard none).
+	Notified time.Time
+	// Begun is when the move began.
+	Begun time.Time
+	// Taken is when the move had its rows locked and read.
+	Taken time.Time
+	// Enqueued is when the rows' tasks were in Redis.
+	Enqueued time.Time
+	// Committed is when the rows' delete had committed.
+	Committed time.Time
+	// Rows is how many rows the move took (0: none were waiting).
+	Rows int
+	// Err is the move's error.
+	Err error
 }
 
 // Relay moves committed outbox rows into worqr: run one in every worker
@@ -70,7 +94,8 @@ type Relay struct {
 
 	selectSQL, deleteSQL, failSQL string
 
-	wake chan struct{}
+	wake     chan struct{}
+	notified atomic.Int64 // unix nanoseconds of the last notification heard
 
 	// Tests: afterEnqueue runs between the enqueues and the delete (an
 	// error aborts the move, as a relay dying there would); idle signals
@@ -198,6 +223,7 @@ func (r *Relay) listenOnce(ctx context.Context, listening func()) error {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return fmt.Errorf("wait for notification: %w", err)
 		}
+		r.notified.Store(time.Now().UnixNano())
 		r.poke()
 	}
 }
@@ -265,6 +291,22 @@ func (r *Relay) drain(ctx context.Context) error {
 // A row whose enqueue failed otherwise (Redis unavailable) stays for a
 // later move, and the move returns that error after committing the rest.
 func (r *Relay) move(ctx context.Context) (int, error) {
+	if r.opts.OnMove == nil {
+		return r.moveTraced(ctx, nil)
+	}
+	var tr MoveTrace
+	if ns := r.notified.Load(); ns != 0 {
+		tr.Notified = time.Unix(0, ns)
+	}
+	tr.Begun = time.Now()
+	n, err := r.moveTraced(ctx, &tr)
+	tr.Rows, tr.Err = n, err
+	r.opts.OnMove(tr)
+	return n, err
+}
+
+// moveTraced is move, noting its times in tr unless tr is nil.
+func (r *Relay) moveTraced(ctx context.Context, tr *MoveTrace) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.MoveTimeout)
 	defer cancel()
 	tx, err := r.pool.Begin(ctx)
@@ -280,12 +322,18 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	if tr != nil {
+		tr.Taken = time.Now()
+	}
 
 	done := make([]string, 0, len(rows))
 	type failure struct{ id, err string }
 	var failed []failure
 	var retryErr error
 	errs := r.enqueue(ctx, rows)
+	if tr != nil {
+		tr.Enqueued = time.Now()
+	}
 	for i, err := range errs {
 		switch {
 		case err == nil, errors.Is(err, worqr.ErrDuplicate):
@@ -314,6 +362,9 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("worqroutbox: move: commit: %w", err)
+	}
+	if tr != nil {
+		tr.Committed = time.Now()
 	}
 	if retryErr != nil {
 		return len(rows), fmt.Errorf("worqroutbox: move: %d of %d rows wait for the next move: %w", len(rows)-len(done)-len(failed), len(rows), retryErr)
