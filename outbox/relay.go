@@ -21,7 +21,7 @@ import (
 
 // Defaults of RelayOptions.
 const (
-	DefaultBatchSize    = 100
+	DefaultBatchSize    = 500
 	DefaultSweep        = 30 * time.Second
 	DefaultMoveTimeout  = 30 * time.Second
 	DefaultDedupeWindow = 15 * time.Minute
