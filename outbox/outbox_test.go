@@ -106,10 +106,10 @@ func TestRelayDyingBeforeTheDeleteAddsNoSecondTask(t *testing.T) {
 	})
 	dying := e.relay(e.newClient(), RelayOptions{})
 	var died atomic.Int32
-	dying.afterEnqueue = func(ctx context.Context, tx pgx.Tx) error {
+	dying.afterEnqueue = func(ctx context.Context, conn *pgx.Conn) error {
 		died.Add(1)
 		// The session dies as its process would: no rollback sent.
-		return tx.Conn().PgConn().Close(ctx)
+		return conn.PgConn().Close(ctx)
 	}
 	require.NoError(t, dying.Start(e.ctx))
 	eventually(t, "the relay enqueued the batch and died", func() bool { return died.Load() > 0 })
@@ -131,7 +131,7 @@ func TestFailedMoveIsRetriedWithoutASecondTask(t *testing.T) {
 	e := newEnv(t, "")
 	r := e.relay(nil, RelayOptions{})
 	var calls atomic.Int32
-	r.afterEnqueue = func(context.Context, pgx.Tx) error {
+	r.afterEnqueue = func(context.Context, *pgx.Conn) error {
 		if calls.Add(1) == 1 {
 			return errors.New("injected: the delete fails")
 		}
@@ -423,12 +423,12 @@ func TestPostgresEndsAHungMove(t *testing.T) {
 	e := newEnv(t, "")
 	r := e.relay(nil, RelayOptions{MoveTimeout: 300 * time.Millisecond})
 	var hung, ended atomic.Bool
-	r.afterEnqueue = func(ctx context.Context, tx pgx.Tx) error {
+	r.afterEnqueue = func(ctx context.Context, conn *pgx.Conn) error {
 		if hung.Swap(true) {
 			return nil
 		}
 		// Hangs until Postgres has ended the session (or 30s).
-		pid := tx.Conn().PgConn().PID()
+		pid := conn.PgConn().PID()
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			var n int
 			err := e.pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)

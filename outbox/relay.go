@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,7 @@ import (
 
 // Defaults of RelayOptions.
 const (
-	DefaultBatchSize    = 100
+	DefaultBatchSize    = 500
 	DefaultSweep        = 30 * time.Second
 	DefaultMoveTimeout  = 30 * time.Second
 	DefaultDedupeWindow = 15 * time.Minute
@@ -55,6 +56,29 @@ type RelayOptions struct {
 	KeepFinished time.Duration
 	// Logger gets the relay's errors; none when nil.
 	Logger *slog.Logger
+	// OnMove, when set, is called after each move with its timing (from
+	// the relay's goroutine: it must return quickly), to see where the
+	// time from a commit to its task in Redis goes.
+	OnMove func(MoveTrace)
+}
+
+// MoveTrace is the timing of one move, for RelayOptions.OnMove.
+type MoveTrace struct {
+	// Notified is when the relay last heard a notification before the
+	// move began (zero if it has heard none).
+	Notified time.Time
+	// Begun is when the move began.
+	Begun time.Time
+	// Taken is when the move had its rows locked and read.
+	Taken time.Time
+	// Enqueued is when the rows' tasks were in Redis.
+	Enqueued time.Time
+	// Committed is when the rows' delete had committed.
+	Committed time.Time
+	// Rows is how many rows the move took (0: none were waiting).
+	Rows int
+	// Err is the move's error.
+	Err error
 }
 
 // Relay moves committed outbox rows into worqr: run one in every worker
@@ -69,13 +93,16 @@ type Relay struct {
 	log    *slog.Logger
 
 	selectSQL, deleteSQL, failSQL string
+	settingsSQL                   string // the move's settings (see take)
+	moveTimeout                   string // MoveTimeout in milliseconds, for idle_in_transaction_session_timeout
 
-	wake chan struct{}
+	wake     chan struct{}
+	notified atomic.Int64 // unix nanoseconds of the last notification heard
 
 	// Tests: afterEnqueue runs between the enqueues and the delete (an
 	// error aborts the move, as a relay dying there would); idle signals
 	// each time the relay has drained the table and waits.
-	afterEnqueue func(ctx context.Context, tx pgx.Tx) error
+	afterEnqueue func(ctx context.Context, conn *pgx.Conn) error
 	idle         testsignal.Signal[struct{}]
 }
 
@@ -109,11 +136,16 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 	}
 	return &Relay{
 		o: o, pool: pool, client: client, opts: opts, log: log.With("outbox", o.qTable),
-		selectSQL: `SELECT id::text, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms
-FROM ` + o.qTable + ` WHERE error IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+		// The order is the column's, o.id, not the text the row is read
+		// as: that order could not use the primary key.
+		selectSQL: `SELECT o.id::text, o.queue, o.payload, o.run_at, o.front, o.max_attempts, o.timeout_ms, o.retain_ms, o.priority, o.weight, o.kind, o.unique_key, o.unique_ttl_ms
+FROM ` + o.qTable + ` AS o WHERE o.error IS NULL ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		deleteSQL: `DELETE FROM ` + o.qTable + ` WHERE id = ANY($1::uuid[])`,
 		failSQL:   `UPDATE ` + o.qTable + ` SET error = $2, failed_at = now() WHERE id = $1::uuid`,
-		wake:      make(chan struct{}, 1),
+		settingsSQL: `SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('synchronous_commit', 'off', true),
+	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`,
+		moveTimeout: strconv.FormatInt(max(opts.MoveTimeout.Milliseconds(), 1), 10),
+		wake:        make(chan struct{}, 1),
 	}, nil
 }
 
@@ -198,6 +230,7 @@ func (r *Relay) listenOnce(ctx context.Context, listening func()) error {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return fmt.Errorf("wait for notification: %w", err)
 		}
+		r.notified.Store(time.Now().UnixNano())
 		r.poke()
 	}
 }
@@ -265,20 +298,49 @@ func (r *Relay) drain(ctx context.Context) error {
 // A row whose enqueue failed otherwise (Redis unavailable) stays for a
 // later move, and the move returns that error after committing the rest.
 func (r *Relay) move(ctx context.Context) (int, error) {
+	if r.opts.OnMove == nil {
+		return r.moveTraced(ctx, nil)
+	}
+	var tr MoveTrace
+	if ns := r.notified.Load(); ns != 0 {
+		tr.Notified = time.Unix(0, ns)
+	}
+	tr.Begun = time.Now()
+	n, err := r.moveTraced(ctx, &tr)
+	tr.Rows, tr.Err = n, err
+	r.opts.OnMove(tr)
+	return n, err
+}
+
+// moveTraced is move, noting its times in tr unless tr is nil.
+//
+// A move is two round trips to Postgres around the enqueue: one sends
+// the begin, the move's settings and the take together, the other the
+// delete and the commit, so that a row waits on as few round trips as
+// can hold its lock across the enqueue.
+func (r *Relay) moveTraced(ctx context.Context, tr *MoveTrace) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.MoveTimeout)
 	defer cancel()
-	tx, err := r.pool.Begin(ctx)
+	pc, err := r.pool.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("worqroutbox: move: begin: %w", err)
+		return 0, fmt.Errorf("worqroutbox: move: acquire a connection: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	timeout := strconv.FormatInt(max(r.opts.MoveTimeout.Milliseconds(), 1), 10)
-	if _, err := tx.Exec(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout); err != nil {
-		return 0, fmt.Errorf("worqroutbox: move: %w", err)
-	}
-	rows, err := r.take(ctx, tx)
+	defer pc.Release() // a connection left in a transaction is closed, not reused
+	conn := pc.Conn()
+	open := true
+	defer func() {
+		if open && !conn.IsClosed() {
+			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_, _ = conn.Exec(rbCtx, "ROLLBACK")
+		}
+	}()
+	rows, err := r.take(ctx, conn)
 	if err != nil || len(rows) == 0 {
 		return 0, err
+	}
+	if tr != nil {
+		tr.Taken = time.Now()
 	}
 
 	done := make([]string, 0, len(rows))
@@ -286,6 +348,9 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 	var failed []failure
 	var retryErr error
 	errs := r.enqueue(ctx, rows)
+	if tr != nil {
+		tr.Enqueued = time.Now()
+	}
 	for i, err := range errs {
 		switch {
 		case err == nil, errors.Is(err, worqr.ErrDuplicate):
@@ -298,22 +363,24 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 		}
 	}
 	if r.afterEnqueue != nil {
-		if err := r.afterEnqueue(ctx, tx); err != nil {
+		if err := r.afterEnqueue(ctx, conn); err != nil {
 			return 0, err
 		}
 	}
+	var b pgx.Batch
 	if len(done) > 0 {
-		if _, err := tx.Exec(ctx, r.deleteSQL, done); err != nil {
-			return 0, fmt.Errorf("worqroutbox: move: delete: %w", err)
-		}
+		b.Queue(r.deleteSQL, done)
 	}
 	for _, f := range failed {
-		if _, err := tx.Exec(ctx, r.failSQL, f.id, f.err); err != nil {
-			return 0, fmt.Errorf("worqroutbox: move: mark failed: %w", err)
-		}
+		b.Queue(r.failSQL, f.id, f.err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("worqroutbox: move: commit: %w", err)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+		return 0, fmt.Errorf("worqroutbox: move: delete and commit: %w", err)
+	}
+	open = false
+	if tr != nil {
+		tr.Committed = time.Now()
 	}
 	if retryErr != nil {
 		return len(rows), fmt.Errorf("worqroutbox: move: %d of %d rows wait for the next move: %w", len(rows)-len(done)-len(failed), len(rows), retryErr)
@@ -381,9 +448,35 @@ func (r *Relay) enqueueRun(ctx context.Context, rows []row, idx []int, errs []er
 	}
 }
 
-// take locks and reads the next batch of rows.
-func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
-	q, err := tx.Query(ctx, r.selectSQL, r.opts.BatchSize)
+// take begins the move's transaction and locks and reads the next batch
+// of rows, in one round trip. The transaction is open when take returns,
+// even with an error.
+//
+// The take must read the table's primary key, oldest first, and stop at
+// the batch's end; an outbox is empty when autovacuum looks at it, so the
+// planner, guessing a few rows from those statistics, would rather scan
+// the whole table and sort it, which takes a backlog's size in time per
+// move just when a backlog has built up. Sequential scans are turned off
+// for the move's transaction, and JIT compiling, which the cost of a plan
+// so penalized could otherwise start (seconds, for a few rows).
+//
+// The relay's commit need not wait for its WAL to reach the disk
+// (synchronous_commit off): a delete a crash loses leaves rows whose
+// tasks are in Redis, which the next move finds held by their keys and
+// deletes again, as after a relay that died mid-move.
+func (r *Relay) take(ctx context.Context, conn *pgx.Conn) ([]row, error) {
+	var b pgx.Batch
+	b.Queue("BEGIN")
+	b.Queue(r.settingsSQL, r.moveTimeout)
+	b.Queue(r.selectSQL, r.opts.BatchSize)
+	br := conn.SendBatch(ctx, &b)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("worqroutbox: move: begin: %w", err)
+		}
+	}
+	q, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("worqroutbox: move: take rows: %w", err)
 	}
@@ -394,6 +487,9 @@ func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
 		return w, err
 	})
 	if err != nil {
+		return nil, fmt.Errorf("worqroutbox: move: take rows: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("worqroutbox: move: take rows: %w", err)
 	}
 	return rows, nil

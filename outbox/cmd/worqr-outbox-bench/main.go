@@ -38,13 +38,14 @@ func main() {
 	relays := flag.Int("relays", 1, "relays (throughput)")
 	batch := flag.Int("batch", worqroutbox.DefaultBatchSize, "relay batch size")
 	latency := flag.Bool("latency", false, "measure commit-to-start latency instead of throughput")
+	gap := flag.Duration("gap", 0, "pause before each row's transaction (latency)")
 	flag.Parse()
-	if err := run(*dsn, *addr, *n, *queues, *relays, *batch, *latency); err != nil {
+	if err := run(*dsn, *addr, *n, *queues, *relays, *batch, *latency, *gap); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dsn, addr string, n, queues, relays, batch int, latency bool) error {
+func run(dsn, addr string, n, queues, relays, batch int, latency bool, gap time.Duration) error {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -81,7 +82,7 @@ func run(dsn, addr string, n, queues, relays, batch int, latency bool) error {
 		}
 	}()
 	if latency {
-		return measureLatency(ctx, pool, client, ob, n, batch)
+		return measureLatency(ctx, pool, client, ob, n, batch, gap)
 	}
 	return measureThroughput(ctx, pool, client, ob, n, queues, relays, batch)
 }
@@ -103,8 +104,25 @@ func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Cl
 	}
 	fmt.Printf("inserted %d rows in %v\n", n, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
+	var mu sync.Mutex
+	var h hops
+	moved := 0
+	all := make(chan struct{})
+	onMove := func(m worqroutbox.MoveTrace) {
+		if m.Rows == 0 || m.Err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if moved += m.Rows; moved == n {
+			close(all)
+		}
+		h.add("take", m.Taken.Sub(m.Begun))
+		h.add("enqueue", m.Enqueued.Sub(m.Taken))
+		h.add("delete+commit", m.Committed.Sub(m.Enqueued))
+	}
 	for range relays {
-		r, err := ob.NewRelay(pool, client, worqroutbox.RelayOptions{BatchSize: batch})
+		r, err := ob.NewRelay(pool, client, worqroutbox.RelayOptions{BatchSize: batch, OnMove: onMove})
 		if err != nil {
 			return err
 		}
@@ -113,23 +131,34 @@ func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Cl
 		}
 		defer r.Stop()
 	}
-	for {
-		var left int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+ob.Table()).Scan(&left); err != nil {
-			return err
-		}
-		if left == 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	// The relays report their moves: no query of the table's own (a
+	// count scans it) takes Postgres's time from them meanwhile.
+	select {
+	case <-all:
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("the relays did not move %d rows within 10m", n)
 	}
 	d := time.Since(start)
 	fmt.Printf("moved %d rows in %v: %.0f rows/s (%d queues, %d relays, batch %d)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds(), queues, relays, batch)
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println("each move's hops, and their sum over the run:")
+	h.print()
 	return nil
 }
 
-func measureLatency(ctx context.Context, pool *pgxpool.Pool, client *worqr.Client, ob *worqroutbox.Outbox, n, batch int) error {
-	r, err := ob.NewRelay(pool, client, worqroutbox.RelayOptions{BatchSize: batch})
+func measureLatency(ctx context.Context, pool *pgxpool.Pool, client *worqr.Client, ob *worqroutbox.Outbox, n, batch int, gap time.Duration) error {
+	// The relay reports each move; in this run each move that takes rows
+	// takes one, the row last committed, so the k-th such move is row k's.
+	moves := make(chan worqroutbox.MoveTrace, n+1)
+	r, err := ob.NewRelay(pool, client, worqroutbox.RelayOptions{BatchSize: batch, OnMove: func(m worqroutbox.MoveTrace) {
+		if m.Rows > 0 {
+			select {
+			case moves <- m:
+			default:
+			}
+		}
+	}})
 	if err != nil {
 		return err
 	}
@@ -143,50 +172,105 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, client *worqr.Clien
 		return err
 	}
 	defer w.Close(ctx)
-	var mu sync.Mutex
-	committed := make(map[string]time.Time, n)
-	started := make(chan time.Duration, n)
+	started := make(chan time.Time, n)
 	err = w.Handle(ctx, "latency", func(_ context.Context, p *worqr.Process) error {
-		now := time.Now()
-		mu.Lock()
-		at, ok := committed[string(p.Task())]
-		mu.Unlock()
-		if ok {
-			started <- now.Sub(at)
-		}
+		started <- time.Now()
 		return nil
 	}, worqr.HandleOptions{})
 	if err != nil {
 		return err
 	}
-	// Each row is committed after the last one's handler started: an
-	// idle fleet. The time is taken before the transaction begins, so
-	// each latency includes the transaction's own round trips (begin,
-	// insert, commit): an upper bound.
-	lat := make([]time.Duration, 0, n)
+	// Each row is committed after the last one has moved and its handler
+	// started: an idle fleet. Each hop is timed on its own: the
+	// producer's begin and insert (before the commit), the commit's round
+	// trip, the notification's arrival at the relay, the relay's wake,
+	// the move's take (begin, lock and read), its enqueue, its delete and
+	// commit, and the worker's pickup (from the enqueue's end to the
+	// handler's start).
+	var h hops
 	for i := range n {
-		key := strconv.Itoa(i)
-		mu.Lock()
-		committed[key] = time.Now()
-		mu.Unlock()
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := ob.Enqueue(ctx, tx, "latency", []byte(key))
-			return err
-		})
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+		begin := time.Now()
+		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
 		}
+		if _, err := ob.Enqueue(ctx, tx, "latency", []byte(strconv.Itoa(i))); err != nil {
+			return err
+		}
+		commit := time.Now()
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		committed := time.Now()
+		var start time.Time
+		var m worqroutbox.MoveTrace
+		timeout := time.After(10 * time.Second)
 		select {
-		case d := <-started:
-			lat = append(lat, d)
-		case <-time.After(10 * time.Second):
+		case start = <-started:
+		case <-timeout:
 			return fmt.Errorf("row %d did not start within 10s", i)
 		}
+		select {
+		case m = <-moves:
+		case <-timeout:
+			return fmt.Errorf("row %d's move was not reported within 10s", i)
+		}
+		if m.Err != nil {
+			return fmt.Errorf("row %d: %w", i, m.Err)
+		}
+		h.add("begin+insert", commit.Sub(begin))
+		h.add("commit", committed.Sub(commit))
+		h.add("commit>notified", m.Notified.Sub(commit))
+		h.add("notified>move", m.Begun.Sub(m.Notified))
+		h.add("take", m.Taken.Sub(m.Begun))
+		h.add("enqueue", m.Enqueued.Sub(m.Taken))
+		h.add("delete+commit", m.Committed.Sub(m.Enqueued))
+		h.add("enqueued>start", start.Sub(m.Enqueued))
+		h.add("COMMIT>START", start.Sub(commit))
+		h.add("begin>start", start.Sub(begin))
+		// The move's report may come after the handler's start: wait for
+		// the move's end, so that the next row finds the relay idle.
+		for len(moves) > 0 {
+			<-moves
+		}
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration {
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
-	}
-	fmt.Printf("commit to handler start over %d rows: p50 %v, p90 %v, p99 %v, max %v\n", n, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
+	fmt.Printf("latency over %d rows, one at a time (gap %v), batch %d:\n", n, gap, batch)
+	h.print()
 	return nil
+}
+
+// hops are the times of each hop, in the order first added.
+type hops struct {
+	names []string
+	times map[string][]time.Duration
+}
+
+func (h *hops) add(name string, d time.Duration) {
+	if h.times == nil {
+		h.times = make(map[string][]time.Duration)
+	}
+	if _, ok := h.times[name]; !ok {
+		h.names = append(h.names, name)
+	}
+	h.times[name] = append(h.times[name], d)
+}
+
+func (h *hops) print() {
+	fmt.Printf("%-16s %9s %9s %9s %9s %9s %10s\n", "hop", "p50", "p90", "p99", "p99.9", "max", "sum")
+	for _, name := range h.names {
+		lat := h.times[name]
+		slices.Sort(lat)
+		q := func(p float64) string {
+			d := lat[min(len(lat)-1, int(p*float64(len(lat))))]
+			return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+		}
+		var sum time.Duration
+		for _, d := range lat {
+			sum += d
+		}
+		fmt.Printf("%-16s %9s %9s %9s %9s %9s %10s\n", name, q(0.5), q(0.9), q(0.99), q(0.999), q(1), sum.Round(time.Millisecond))
+	}
 }
