@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 	"testing"
 	"time"
@@ -590,4 +592,47 @@ func TestWorkflowReleaseMixedBatchScript(t *testing.T) {
 	assert.Equal(t, hash{"left": "0", "right": "0", "bottom": "1", "cleanup": "0"}, got["wf.left"])
 	assert.Equal(t, "1", got["wf.flow"].(hash)["dead"])
 	assert.Equal(t, "1", got["wf.flow"].(hash)["open"])
+}
+
+// flow_enqueue.lua reads the steps' unique keys together and writes those
+// it takes together: a key held answers its holder (flagged duplicate), a
+// key whose hold has passed is taken afresh, and a step twice in one call
+// is added once, the second answered the first's id.
+func TestFlowEnqueueUniqueKeysScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	shaOf := func(key string) string {
+		sum := sha1.Sum([]byte(key))
+		return hex.EncodeToString(sum[:])
+	}
+	later := float64(e.clockMs() + hour)
+	// A hundred older stale holds, which the call's sweep drops first:
+	// old's is found stale by the step's own look.
+	unique, ttls := hash{shaOf("wf/old"): "ff", shaOf("wf/held"): "ee"}, zset{shaOf("wf/old"): 1, shaOf("wf/held"): later}
+	for i := range 100 {
+		unique[shaOf(strconv.Itoa(i))], ttls[shaOf(strconv.Itoa(i))] = "aa", 0
+	}
+	e.seed(keyState{"unique": unique, "uniquettl": ttls})
+	step := func(name string) EnqueueOne {
+		return EnqueueOne{Queue: "q", Payload: []byte(name), Args: EnqueueArgs{Unique: "wf/" + name, UniqueTTL: time.Hour, Flow: "wf." + name}}
+	}
+	before := e.clockMs()
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("old"), step("held"), step("new"), step("new")})
+	after := e.clockMs()
+	require.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], ErrDuplicate)
+	require.NoError(t, errs[2])
+	assert.ErrorIs(t, errs[3], ErrDuplicate)
+	assert.NotEqual(t, "ff", ids[0], "the stale hold is taken afresh")
+	assert.Equal(t, "ee", ids[1])
+	assert.Equal(t, ids[2], ids[3], "the second answers the first's id")
+	got := e.dump()
+	assert.Equal(t, hash{shaOf("wf/old"): ids[0], shaOf("wf/held"): "ee", shaOf("wf/new"): ids[2]}, got["unique"])
+	ttl := got["uniquettl"].(zset)
+	require.Len(t, ttl, 3, "the hundred swept")
+	assert.Equal(t, later, ttl[shaOf("wf/held")])
+	for _, name := range []string{"old", "new"} {
+		e.within(int64(ttl[shaOf("wf/"+name)]), before+hour, after+hour, name)
+	}
+	assert.Equal(t, list{ids[2] + ",Fwf.new:new", ids[0] + ",Fwf.old:old"}, got["waiting"])
 }
