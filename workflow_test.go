@@ -183,7 +183,10 @@ func TestWorkflowFanOutFanIn(t *testing.T) {
 // A wide fan-out and its fan-in, served by two clients' workers whose
 // carries run at once and in batches (the releases in bulk): every child
 // starts once and only after its parent's handler returned, and the
-// fan-in starts once, after every child's handler returned.
+// fan-in starts once, after every child's handler returned. One child,
+// c0000, holds on until the others have returned and then for a second
+// more, unless the fan-in starts (too early) meanwhile: a fan-in
+// released before its last parent's end starts within that second.
 func TestWorkflowWideFanOutFanIn(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
@@ -193,8 +196,10 @@ func TestWorkflowWideFanOutFanIn(t *testing.T) {
 		starts                 = make(map[string]int)
 		early                  []string // steps started before their parents ended
 		parentDone, childrenIn atomic.Int64
+		othersIn               = make(chan struct{}) // every child but c0000 returned
+		summaryIn              = make(chan struct{})
 	)
-	handler := func(_ context.Context, p *Process) error {
+	handler := func(ctx context.Context, p *Process) error {
 		_, step := p.Workflow()
 		mu.Lock()
 		starts[step]++
@@ -204,6 +209,9 @@ func TestWorkflowWideFanOutFanIn(t *testing.T) {
 			if childrenIn.Load() != n {
 				early = append(early, fmt.Sprintf("summary after %d children", childrenIn.Load()))
 			}
+			if starts[step] == 1 {
+				close(summaryIn)
+			}
 		case parentDone.Load() == 0:
 			early = append(early, step)
 		}
@@ -212,8 +220,21 @@ func TestWorkflowWideFanOutFanIn(t *testing.T) {
 		case "parent":
 			parentDone.Store(1)
 		case "summary":
-		default:
+		case "c0000":
+			select {
+			case <-othersIn:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case <-summaryIn:
+			case <-time.After(time.Second):
+			}
 			childrenIn.Add(1)
+		default:
+			if childrenIn.Add(1) == n-1 {
+				close(othersIn)
+			}
 		}
 		return nil
 	}
