@@ -180,6 +180,94 @@ func TestWorkflowFanOutFanIn(t *testing.T) {
 	}
 }
 
+// A wide fan-out and its fan-in, served by two clients' workers whose
+// carries run at once and in batches (the releases in bulk): every child
+// starts once and only after its parent's handler returned, and the
+// fan-in starts once, after every child's handler returned. One child,
+// c0000, holds on until the others have returned and then for a second
+// more, unless the fan-in starts (too early) meanwhile: a fan-in
+// released before its last parent's end starts within that second.
+func TestWorkflowWideFanOutFanIn(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	const n = 2000
+	var (
+		mu                     sync.Mutex
+		starts                 = make(map[string]int)
+		early                  []string // steps started before their parents ended
+		parentDone, childrenIn atomic.Int64
+		othersIn               = make(chan struct{}) // every child but c0000 returned
+		summaryIn              = make(chan struct{})
+	)
+	handler := func(ctx context.Context, p *Process) error {
+		_, step := p.Workflow()
+		mu.Lock()
+		starts[step]++
+		switch {
+		case step == "parent":
+		case step == "summary":
+			if childrenIn.Load() != n {
+				early = append(early, fmt.Sprintf("summary after %d children", childrenIn.Load()))
+			}
+			if starts[step] == 1 {
+				close(summaryIn)
+			}
+		case parentDone.Load() == 0:
+			early = append(early, step)
+		}
+		mu.Unlock()
+		switch step {
+		case "parent":
+			parentDone.Store(1)
+		case "summary":
+		case "c0000":
+			select {
+			case <-othersIn:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case <-summaryIn:
+			case <-time.After(time.Second):
+			}
+			childrenIn.Add(1)
+		default:
+			if childrenIn.Add(1) == n-1 {
+				close(othersIn)
+			}
+		}
+		return nil
+	}
+	for _, cl := range []*Client{c, b.client()} {
+		w := newWorker(t, cl, WorkerOptions{})
+		require.NoError(t, w.Handle(ctx, "wide", handler, HandleOptions{Concurrency: 16}))
+	}
+	steps := []Step{{Name: "parent", Queue: "wide"}}
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("c%04d", i)
+		steps = append(steps, Step{Name: parts[i], Queue: "wide", After: []string{"parent"}})
+	}
+	steps = append(steps, Step{Name: "summary", Queue: "wide", After: parts})
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, early, "started before their parents ended")
+	assert.Len(t, starts, n+2)
+	for step, k := range starts {
+		if k != 1 {
+			t.Errorf("%s started %d times", step, k)
+		}
+	}
+	for _, st := range info.Steps {
+		assert.Equal(t, StepSucceeded, st.State, st.Name)
+	}
+}
+
 // Cycles, unknown parents and duplicate names are refused at enqueue, and
 // nothing is written.
 func TestWorkflowRefused(t *testing.T) {

@@ -17,13 +17,19 @@ import (
 // plain tasks). per_task_ratio is the workflow's time over the plain
 // tasks'. fanin_release_ms is from the last child's handler returning to
 // the fan-in's handler starting: the child's finish, the carry of its
-// notice (the release) and the fan-in's enqueue and dequeue.
+// notice (the release) and the fan-in's enqueue and dequeue. Each drain's
+// Redis CPU and commands (INFO, commands run from Lua counted) per task
+// are reported too (redis_cpu_ratio, commands_per_task), which the
+// machine's load disturbs less than time. release_p99_ms is the p99, over
+// chains of two steps run one after another on the idle worker, from the
+// parent's handler returning to the child's handler starting.
 func runWorkflow(ctx context.Context, b *bench) (*result, error) {
 	n := b.pick(10_000, 1_000)
 	queue := b.queues[0]
 	opts := worqr.HandleOptions{Concurrency: b.cfg.concurrency}
 	res := &result{}
 
+	win := openWindow(ctx, b.rdb)
 	plain, err := timeDrain(ctx, b, queue, opts, n+2, func(ctx context.Context, c *worqr.Client) error {
 		tasks := make([][]byte, n+2)
 		for i := range tasks {
@@ -35,9 +41,11 @@ func runWorkflow(ctx context.Context, b *bench) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plain: %w", err)
 	}
+	plainSpan := win.close(ctx)
 
 	var lastChild, summaryStart atomic.Int64
 	var enqueueTook time.Duration
+	win = openWindow(ctx, b.rdb)
 	flow, err := timeDrain(ctx, b, queue, opts, n+2, func(ctx context.Context, c *worqr.Client) error {
 		steps := make([]worqr.Step, 0, n+2)
 		steps = append(steps, worqr.Step{Name: "parent", Queue: queue, Task: []byte("t")})
@@ -72,12 +80,83 @@ func runWorkflow(ctx context.Context, b *bench) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workflow: %w", err)
 	}
+	flowSpan := win.close(ctx)
 	res.add("workflow_s", "s", flow.Seconds())
 	res.add("plain_s", "s", plain.Seconds())
 	res.add("per_task_ratio", "×", flow.Seconds()/plain.Seconds())
 	res.add("enqueue_workflow_ms", "ms", float64(enqueueTook.Microseconds())/1000)
 	res.add("fanin_release_ms", "ms", float64(summaryStart.Load()-lastChild.Load())/1e6)
+	tasks := int64(n + 2)
+	if plainSpan.serverOK && flowSpan.serverOK {
+		res.add("redis_cpu_ratio", "×", float64(flowSpan.serverCPU)/float64(plainSpan.serverCPU))
+		res.add("plain_commands_per_task", "", float64(commands(plainSpan))/float64(tasks))
+		res.add("workflow_commands_per_task", "", float64(commands(flowSpan))/float64(tasks))
+	}
+	plainSpan.perTask(res, "plain_", tasks, scripts...)
+	flowSpan.perTask(res, "workflow_", tasks, scripts...)
+	p99, err := releaseP99(ctx, b, queue, b.pick(300, 50))
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	res.add("release_p99_ms", "ms", p99)
 	return res, nil
+}
+
+// commands counts the commands a span ran but the INFO reads
+// that measured it, and the script calls themselves (the commands they
+// ran from Lua are counted).
+func commands(sp span) int64 {
+	var n int64
+	for cmd, calls := range sp.calls {
+		switch cmd {
+		case "info", "evalsha", "eval":
+		default:
+			n += calls
+		}
+	}
+	return n
+}
+
+// releaseP99 runs chains of two steps, a parent and its child, one after
+// another on an idle worker, and returns the p99 in ms, from the parent's
+// handler returning to the child's handler starting.
+func releaseP99(ctx context.Context, b *bench, queue string, chains int) (float64, error) {
+	var parentEnd atomic.Int64
+	took := make([]time.Duration, 0, chains)
+	childStarted := make(chan time.Duration, 1)
+	_, err := timeDrain(ctx, b, queue, worqr.HandleOptions{Concurrency: 4}, 2*chains, func(ctx context.Context, c *worqr.Client) error {
+		for i := range chains {
+			id, err := c.EnqueueWorkflow(ctx, []worqr.Step{
+				{Name: "parent", Queue: queue, Task: []byte("t")},
+				{Name: "child", Queue: queue, Task: []byte("t"), After: []string{"parent"}},
+			}, worqr.WorkflowOptions{Keep: time.Minute})
+			if err != nil {
+				return err
+			}
+			select {
+			case d := <-childStarted:
+				took = append(took, d)
+			case <-time.After(timeout(b.cfg.short)):
+				return fmt.Errorf("chain %d (%s): no child", i, id)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}, func(p *worqr.Process) {
+		switch _, step := p.Workflow(); step {
+		case "parent":
+			// The handler returns right after: its end is this, give or
+			// take the counting in timeDrain.
+			parentEnd.Store(time.Now().UnixNano())
+		case "child":
+			childStarted <- time.Duration(time.Now().UnixNano() - parentEnd.Load())
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(pct(took, 99).Microseconds()) / 1000, nil
 }
 
 // timeDrain runs one worker on queue with a handler that calls seen (if

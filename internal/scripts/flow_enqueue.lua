@@ -34,15 +34,33 @@ local next_id = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
 local out = {meta[2] and '0' or '1'}
 local pushes = {} -- per list, then per end: the entries to push
 local grouped, retained, delayed, dues, woken, added = {}, {}, {}, {}, 0, 0
+-- The steps' unique keys' holders, read a thousand a call; a holder's
+-- expiry is looked at only for a key held (a replay's), and the keys
+-- taken are written a thousand a call: a step costs no call of its own.
+local shas = {}
 for i = 3, #ARGV, 7 do
-  local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
+  shas[#shas + 1] = ARGV[i]
+end
+local holders = {}
+for i = 1, #shas, 1000 do
+  local part = redis.call('HMGET', unique_key, unpack(shas, i, math.min(i + 999, #shas)))
+  for j = 1, #part do
+    holders[shas[i + j - 1]] = part[j] or nil
+  end
+end
+for sha, _ in pairs(holders) do
   local exp = redis.call('ZSCORE', unique_ttl_key, sha)
   if exp and tonumber(exp) <= now_m then
     redis.call('HDEL', unique_key, sha)
     redis.call('ZREM', unique_ttl_key, sha)
+    holders[sha] = nil
   end
-  local holder = redis.call('HGET', unique_key, sha)
+end
+local taken, held = {}, {} -- HSET's and ZADD's arguments
+for i = 3, #ARGV, 7 do
+  local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
+  local holder = holders[sha]
   if holder then
     out[#out + 1] = holder
     out[#out + 1] = '1'
@@ -50,9 +68,12 @@ for i = 3, #ARGV, 7 do
     local id = string.format('%x', next_id)
     next_id = next_id + 1
     added = added + 1
-    redis.call('HSET', unique_key, sha, id)
+    holders[sha] = id
+    taken[#taken + 1] = sha
+    taken[#taken + 1] = id
     if ttl > 0 then
-      redis.call('ZADD', unique_ttl_key, ms(now_m + ttl), sha)
+      held[#held + 1] = ms(now_m + ttl)
+      held[#held + 1] = sha
     else
       header = header .. ',u' .. sha
     end
@@ -81,6 +102,12 @@ for i = 3, #ARGV, 7 do
     out[#out + 1] = id
     out[#out + 1] = '0'
   end
+end
+for i = 1, #taken, 2000 do
+  redis.call('HSET', unique_key, unpack(taken, i, math.min(i + 1999, #taken)))
+end
+for i = 1, #held, 2000 do
+  redis.call('ZADD', unique_ttl_key, unpack(held, i, math.min(i + 1999, #held)))
 end
 if #retained > 0 then
   outcome_pending(retained_key, retained)

@@ -18,10 +18,16 @@ for from = 1, #ARGV, 2000 do
     names[#names + 1] = ARGV[i]
   end
   local states = redis.call('HMGET', steps_key, unpack(names))
+  local had = redis.call('HMGET', ids_key, unpack(names))
+  local ids, noting = {}, {} -- the ids not yet noted, written in one call
   for j, st in ipairs(states) do
     local step, id = ARGV[from + 2 * (j - 1)], ARGV[from + 2 * (j - 1) + 1]
     if st then
-      noted = redis.call('HSETNX', ids_key, step, id) == 1 or noted
+      if not had[j] and not noting[step] then
+        noting[step] = true
+        ids[#ids + 1] = step
+        ids[#ids + 1] = id
+      end
       if st == 'r' then
         marks[#marks + 1] = step
         marks[#marks + 1] = 'q'
@@ -31,6 +37,10 @@ for from = 1, #ARGV, 2000 do
         out[#out + 1] = redis.call('HGET', spec_key, step)
       end
     end
+  end
+  if #ids > 0 then
+    redis.call('HSET', ids_key, unpack(ids))
+    noted = true
   end
 end
 for i = 1, #marks, 2000 do

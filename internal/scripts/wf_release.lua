@@ -195,11 +195,166 @@ local function release(step, status, result, stamp, task)
   end
 end
 
-local out, told, fresh = {}, {}, {}
-for i = 2, #ARGV, 5 do
+-- HMGET of names, a thousand a call; the values by index in names.
+local function hmget(key, names)
+  local got = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      got[i + j - 1] = part[j]
+    end
+  end
+  return got
+end
+
+-- Append a field and its value to t.
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
+
+-- HSET of field, value pairs, a thousand a call.
+local function hset(key, pairs_)
+  for i = 1, #pairs_, 2000 do
+    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+  end
+end
+
+-- The common batch in bulk: every notice a first success of a distinct
+-- step that has not ended, none the parent of another, in a workflow
+-- that runs. Its ends are recorded, its children's counts lowered and
+-- those with none left made ready as release does one notice after
+-- another, but each hash read and written a thousand steps a call, not a
+-- few calls per step: a fan-out's children and a fan-in's parents cost
+-- the batch a few calls. Any other batch (a death, a cancel, a revival, a
+-- replay, a late notice) goes one notice after another, below. Returns
+-- the steps freed (those answered), or nil, having written nothing, for
+-- a batch of the other kind.
+local function bulk()
+  if state ~= 'running' then
+    return nil
+  end
+  local names, mine = {}, {}
+  for i = 2, #ARGV, 5 do
+    local step = ARGV[i]
+    if ARGV[i + 1] ~= 'ok' or mine[step] then
+      return nil
+    end
+    mine[step] = true
+    names[#names + 1] = step
+  end
+  local seens, curs = hmget(seen_key, names), hmget(steps_key, names)
+  for j, step in ipairs(names) do
+    local cur = curs[j]
+    if tonumber(ARGV[2 + 5 * (j - 1) + 3]) <= tonumber(seens[j] or '0') or
+        not (cur == 'w' or cur == 'r' or cur == 'q') then
+      return nil
+    end
+  end
+  -- Each child's count goes down by its parents in the batch; the last of
+  -- them in the batch frees it, as one after another would.
+  local kidss = hmget(kids_key, names)
+  local kids, down, by = {}, {}, {}
+  for j, step in ipairs(names) do
+    for kid in string.gmatch(kidss[j] or '', '[^,]+') do
+      if string.sub(kid, 1, 1) == '+' then kid = string.sub(kid, 2) end
+      if mine[kid] then
+        return nil
+      end
+      if not down[kid] then
+        kids[#kids + 1] = kid
+        down[kid] = 0
+      end
+      down[kid] = down[kid] + 1
+      by[kid] = step
+    end
+  end
+  local seen, results, ended = {}, {}, {}
+  for j, step in ipairs(names) do
+    local at = 2 + 5 * (j - 1)
+    put(seen, step, ARGV[at + 3])
+    put(results, step, ARGV[at + 2])
+    put(ended, step, 'ok')
+    -- Its id, if its end came before its mark as queued.
+    if curs[j] ~= 'q' then
+      redis.call('HSETNX', ids_key, step, ARGV[at + 4])
+    end
+  end
+  hset(seen_key, seen)
+  hset(results_key, results)
+  hset(steps_key, ended)
+  local lefts, kstates = hmget(left_key, kids), hmget(steps_key, kids)
+  local newleft, ready, freedby, byorder = {}, {}, {}, {}
+  for j, kid in ipairs(kids) do
+    local left = (tonumber(lefts[j]) or 0) - down[kid]
+    put(newleft, kid, left)
+    if left <= 0 and kstates[j] == 'w' then
+      put(ready, kid, 'r')
+      local step = by[kid]
+      if not freedby[step] then
+        freedby[step] = {}
+        byorder[#byorder + 1] = step
+      end
+      table.insert(freedby[step], kid)
+    end
+  end
+  hset(left_key, newleft)
+  hset(steps_key, ready)
+  local open = redis.call('HINCRBY', flow_key, 'open', -#names)
+  -- Added to those an earlier end of the step freed (a death, before its
+  -- revival), as release does; answered with them.
+  local befores = hmget(freed_key, names)
+  local lists, freed = {}, {}
+  for j, step in ipairs(names) do
+    local list = freedby[step] and table.concat(freedby[step], ',')
+    if befores[j] then
+      for kid in string.gmatch(befores[j], '[^,]+') do
+        freed[#freed + 1] = kid
+      end
+      if list then list = befores[j] .. ',' .. list end
+    end
+    if list then
+      put(lists, step, list)
+      for _, kid in ipairs(freedby[step]) do
+        freed[#freed + 1] = kid
+      end
+    end
+  end
+  hset(freed_key, lists)
+  if open <= 0 then
+    local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
+    local cancelled = tonumber(redis.call('HGET', flow_key, 'cancelled') or '0')
+    state = (dead > 0 or cancelled > 0) and 'failed' or 'succeeded'
+    flow_close(KEYS, channel, state)
+  end
+  -- Those still ready, each once.
+  local told, uniq = {}, {}
+  for _, kid in ipairs(freed) do
+    if not told[kid] then
+      told[kid] = true
+      uniq[#uniq + 1] = kid
+    end
+  end
+  local out, states = {}, hmget(steps_key, uniq)
+  for j, kid in ipairs(uniq) do
+    if states[j] == 'r' then
+      out[#out + 1] = kid
+    end
+  end
+  return out
+end
+
+-- The notices left to release one after another: none once in bulk.
+local out, told, fresh, last = bulk(), {}, {}, #ARGV
+if out then
+  last = 1
+else
+  out = {}
+end
+for i = 2, last, 5 do
   fresh[i] = release(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
-for i = 2, #ARGV, 5 do
+for i = 2, last, 5 do
   -- The steps freed by the end recorded just now, else by the one
   -- recorded before (a replay).
   local freed = fresh[i]

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 	"testing"
 	"time"
@@ -482,4 +484,155 @@ func TestWorkflowReviveCountsLateParentsScript(t *testing.T) {
 	assert.Equal(t, hash{"k": "1", "g": "2"}, got["wf.left"], "g waits for s and k")
 	assert.Equal(t, []ReadyStep{{Name: "k", Spec: "S-k"}}, release("s", "ok", 30))
 	assert.Equal(t, []ReadyStep{{Name: "g", Spec: "S-g"}}, release("k", "ok", 40))
+}
+
+// A batch of first successes of distinct steps is recorded in bulk
+// (wf_release.lua's bulk): its keys end as those of the same notices
+// recorded one after another. Each batch is run twice, in two workflows
+// alike: as it is, and behind a replay of an end recorded already, which
+// sends the whole batch one notice after another; the keys of the two are
+// compared whole after every batch. The steps: p frees a, b and c; d
+// waits for all three (a fan-in), e for c whatever its end; c ends before
+// it is marked queued (its id comes with its end).
+func TestWorkflowReleaseBulkScript(t *testing.T) {
+	t.Parallel()
+	steps := []WorkflowStep{
+		{Name: "p", Spec: "S-p", Kids: []string{"a", "b", "c"}},
+		{Name: "a", Spec: "S-a", Parents: []string{"p"}, Kids: []string{"d"}, Place: 1},
+		{Name: "b", Spec: "S-b", Parents: []string{"p"}, Kids: []string{"d"}, Place: 2},
+		{Name: "c", Spec: "S-c", Parents: []string{"p"}, Kids: []string{"d", "+e"}, Place: 3},
+		{Name: "d", Spec: "S-d", Parents: []string{"a", "b", "c"}, Place: 4},
+		{Name: "e", Spec: "S-e", Parents: []string{"c"}, Place: 5},
+	}
+	bulk, single := newScriptEnv(t, "wf_release.lua"), newScriptEnv(t, "wf_release.lua")
+	ids := map[*scriptEnv]string{bulk: bulk.workflow(), single: single.workflow()}
+	for e, id := range ids {
+		_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+		require.NoError(t, err)
+	}
+	pEnd := StepEnd{Step: "p", Task: "t-p", Status: "ok", Result: "P", At: 5}
+	// compare compares the keys of the two workflows whole, but when each
+	// was created and ended (by the Redis clock).
+	compare := func(why string) {
+		t.Helper()
+		a, b := single.dump(), bulk.dump()
+		for _, st := range []keyState{a, b} {
+			delete(st["wf.flow"].(hash), "created")
+			delete(st["wf.flow"].(hash), "ended")
+		}
+		bulk.same(a, b, why)
+	}
+	// release runs a batch in both workflows, compares their keys, and
+	// answers the bulk's ready steps.
+	release := func(ends ...StepEnd) []ReadyStep {
+		t.Helper()
+		ready, err := bulk.s.ReleaseSteps(bulk.ctx, ids[bulk], ends)
+		require.NoError(t, err)
+		_, err = single.s.ReleaseSteps(single.ctx, ids[single], append([]StepEnd{pEnd}, ends...))
+		require.NoError(t, err)
+		compare("in bulk and one notice after another")
+		return ready
+	}
+	ok := func(step string, at int64) StepEnd {
+		return StepEnd{Step: step, Task: "t-" + step, Status: "ok", Result: "R-" + step, At: at}
+	}
+	ready, err := bulk.s.ReleaseSteps(bulk.ctx, ids[bulk], []StepEnd{pEnd})
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "a", Spec: "S-a"}, {Name: "b", Spec: "S-b"}, {Name: "c", Spec: "S-c"}}, ready)
+	_, err = single.s.ReleaseSteps(single.ctx, ids[single], []StepEnd{pEnd})
+	require.NoError(t, err)
+	for e, id := range ids {
+		_, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "a", TaskID: "t-a"}, {Name: "b", TaskID: "t-b"}})
+		require.NoError(t, err)
+	}
+	compare("after p")
+
+	assert.Empty(t, release(ok("a", 10)), "d waits for b and c")
+	got := bulk.dump()
+	assert.Equal(t, hash{"p": "ok", "a": "ok", "b": "q", "c": "r", "d": "w", "e": "w"}, got["wf.steps"])
+	assert.Equal(t, hash{"a": "0", "b": "0", "c": "0", "d": "2", "e": "1"}, got["wf.left"])
+	assert.Equal(t, hash{"p": "P", "a": "R-a"}, got["wf.results"])
+	assert.Equal(t, hash{"p": "5", "a": "10"}, got["wf.seen"])
+	assert.Equal(t, "4", got["wf.flow"].(hash)["open"])
+
+	assert.Equal(t, []ReadyStep{{Name: "d", Spec: "S-d"}, {Name: "e", Spec: "S-e"}}, release(ok("b", 11), ok("c", 12)))
+	got = bulk.dump()
+	assert.Equal(t, hash{"p": "ok", "a": "ok", "b": "ok", "c": "ok", "d": "r", "e": "r"}, got["wf.steps"])
+	assert.Equal(t, hash{"a": "0", "b": "0", "c": "0", "d": "0", "e": "0"}, got["wf.left"])
+	assert.Equal(t, hash{"p": "a,b,c", "c": "d,e"}, got["wf.freed"], "the last parent in the batch frees the fan-in")
+	assert.Equal(t, "t-c", got["wf.ids"].(hash)["c"], "ended before its mark: its id with its end")
+
+	for e, id := range ids {
+		_, err := e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "d", TaskID: "t-d"}, {Name: "e", TaskID: "t-e"}})
+		require.NoError(t, err)
+	}
+	assert.Empty(t, release(ok("e", 20), ok("d", 21)))
+	got = bulk.dump()
+	assert.Equal(t, "succeeded", got["wf.flow"].(hash)["state"], "the last ends close it")
+	assert.Equal(t, "0", got["wf.flow"].(hash)["open"])
+}
+
+// A batch that is not all first successes (here a death among them, and
+// a step twice) is recorded one notice after another, as separate calls.
+func TestWorkflowReleaseMixedBatchScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
+	require.NoError(t, err)
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{
+		{Step: "top", Task: "t-top", Status: "ok", At: 10},
+		{Step: "left", Task: "t-left", Status: "dead", At: 20},
+		{Step: "right", Task: "t-right", Status: "ok", Result: "r", At: 30},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []ReadyStep{{Name: "cleanup", Spec: "S-cleanup"}}, ready, "left and right ended; bottom cancelled")
+	got := e.dump()
+	assert.Equal(t, hash{"top": "ok", "left": "dead", "right": "ok", "bottom": "x", "cleanup": "r"}, got["wf.steps"])
+	assert.Equal(t, hash{"left": "0", "right": "0", "bottom": "1", "cleanup": "0"}, got["wf.left"])
+	assert.Equal(t, "1", got["wf.flow"].(hash)["dead"])
+	assert.Equal(t, "1", got["wf.flow"].(hash)["open"])
+}
+
+// flow_enqueue.lua reads the steps' unique keys together and writes those
+// it takes together: a key held answers its holder (flagged duplicate), a
+// key whose hold has passed is taken afresh, and a step twice in one call
+// is added once, the second answered the first's id.
+func TestFlowEnqueueUniqueKeysScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	shaOf := func(key string) string {
+		sum := sha1.Sum([]byte(key))
+		return hex.EncodeToString(sum[:])
+	}
+	later := float64(e.clockMs() + hour)
+	// A hundred older stale holds, which the call's sweep drops first:
+	// old's is found stale by the step's own look.
+	unique, ttls := hash{shaOf("wf/old"): "ff", shaOf("wf/held"): "ee"}, zset{shaOf("wf/old"): 1, shaOf("wf/held"): later}
+	for i := range 100 {
+		unique[shaOf(strconv.Itoa(i))], ttls[shaOf(strconv.Itoa(i))] = "aa", 0
+	}
+	e.seed(keyState{"unique": unique, "uniquettl": ttls})
+	step := func(name string) EnqueueOne {
+		return EnqueueOne{Queue: "q", Payload: []byte(name), Args: EnqueueArgs{Unique: "wf/" + name, UniqueTTL: time.Hour, Flow: "wf." + name}}
+	}
+	before := e.clockMs()
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("old"), step("held"), step("new"), step("new")})
+	after := e.clockMs()
+	require.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], ErrDuplicate)
+	require.NoError(t, errs[2])
+	assert.ErrorIs(t, errs[3], ErrDuplicate)
+	assert.NotEqual(t, "ff", ids[0], "the stale hold is taken afresh")
+	assert.Equal(t, "ee", ids[1])
+	assert.Equal(t, ids[2], ids[3], "the second answers the first's id")
+	got := e.dump()
+	assert.Equal(t, hash{shaOf("wf/old"): ids[0], shaOf("wf/held"): "ee", shaOf("wf/new"): ids[2]}, got["unique"])
+	ttl := got["uniquettl"].(zset)
+	require.Len(t, ttl, 3, "the hundred swept")
+	assert.Equal(t, later, ttl[shaOf("wf/held")])
+	for _, name := range []string{"old", "new"} {
+		e.within(int64(ttl[shaOf("wf/"+name)]), before+hour, after+hour, name)
+	}
+	assert.Equal(t, list{ids[2] + ",Fwf.new:new", ids[0] + ",Fwf.old:old"}, got["waiting"])
 }
