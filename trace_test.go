@@ -120,12 +120,8 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	k.run(fast.TTL + fast.RenewInterval)
 	reclaimed(t, 1, c)
-	var back *Process
-	eventually(t, 10*time.Second, "the dead worker's task to be reclaimed", func() bool {
-		var err error
-		back, err = peer.Dequeue(ctx, "q")
-		return err == nil
-	})
+	back, err := peer.Dequeue(ctx, "q")
+	require.NoError(t, err, "the dead worker's task is back")
 	assert.Equal(t, id, back.TaskID())
 	assert.Equal(t, parentA, back.Trace())
 }
