@@ -16,6 +16,7 @@ import (
 
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // The inconsistencies in these tests are made the way they happen: a
@@ -166,20 +167,22 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 // peers' ordinary reclaim returns its work once the lease expires.
 func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
-	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: 250 * time.Millisecond, StayFenced: true}
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
+	opts := WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval, StayFenced: true}
 	fenced := make(chan FenceEvent, 1)
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
-	w := newWorker(t, b.client(), opts)
+	w := newWorker(t, k.client(), opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
 	dequeueAll(t, w, "q", 1)
 	id := w.ID()
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 
 	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
-	recv(t, fenced, 5*time.Second, "the worker fences itself")
+	k.run(fast.RenewInterval) // the worker's next renewal finds its entry gone
+	recv(t, fenced, testsignal.Wait, "the worker fences itself")
 	rep := check(t, c, true)
 	require.False(t, leasesExpired(t, c, id, "q"), "the test needs the lease live during the check")
 	assert.Equal(t, []string{id}, rep.UnregisteredWorkers)
@@ -189,10 +192,10 @@ func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 	assert.Zero(t, rep.Repaired.Requeued, "nothing is moved while the lease is live")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"))
 
-	eventually(t, 10*time.Second, "the peer reclaims the adopted worker", func() bool {
-		return slices.Equal(waiting(t, c, "q"), []string{"t0000", "t0001"})
-	})
-	eventually(t, 5*time.Second, "and deregisters it", func() bool { return check(t, c, false).Problems() == 0 })
+	k.run(opts.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc) // the peer reclaims the adopted worker
+	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"))
+	assert.Zero(t, check(t, c, false).Problems(), "and deregisters it")
 }
 
 func TestCheckRepairsTheQueueRegistry(t *testing.T) {

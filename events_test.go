@@ -242,10 +242,11 @@ func TestCancelledProcessOfDeadWorkerIsDropped(t *testing.T) {
 // processes can finish, and neither stop nor reclaim brings the queue back.
 func TestDeleteQueue(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	rec := newRecorder()
-	w := newWorker(t, b.client(), WorkerOptions{})
-	dead := newWorker(t, b.client(), fast)
+	pc, w := k.reclaimingPeer()
+	dead := newWorker(t, k.client(), fast)
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 4)
@@ -261,7 +262,8 @@ func TestDeleteQueue(t *testing.T) {
 	require.NoError(t, held[0].Finish(ctx))
 	assert.ErrorIs(t, held[1].Requeue(ctx), ErrQueueDeleted)
 	crash(dead)
-	eventually(t, 5*time.Second, "dead worker reclaimed", func() bool {
+	k.run(fast.TTL + fast.RenewInterval)
+	untilLooked(t, pc, "dead worker reclaimed", func() bool {
 		procs, err := c.Processes(ctx, "q")
 		require.NoError(t, err)
 		return len(procs) == 0

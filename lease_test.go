@@ -105,6 +105,21 @@ func reclaimed(t *testing.T, n int64, cs ...*Client) {
 	require.Equal(t, n, got, "tasks sent back")
 }
 
+// untilLooked waits for cond to hold, looking again after each look of
+// c's reclaimers (their looked signal, turned on before c's first worker
+// joined), for a reclaim whose result tells no count of tasks sent back.
+func untilLooked(t *testing.T, c *Client, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(testsignal.Wait)
+	for !cond() {
+		select {
+		case <-c.signals.looked.C():
+		case <-timeout:
+			t.Fatalf("not within %v of looks: %s", testsignal.Wait, what)
+		}
+	}
+}
+
 // setupClocked is setup on a Fake clock. It skips the test on a real
 // Redis, whose clock a test cannot move.
 func setupClocked(t *testing.T) *clocked { t.Helper(); return setupClockedWith(t, nil) }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // What worqr logs, counted line by line.
@@ -230,10 +231,9 @@ func TestPanicStackIsLoggedOncePerTask(t *testing.T) {
 // fenced itself are dropped, and one line says how many.
 func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
 	log, rec := recordLogs(t)
-	c := b.loggedClient(b.redis(), log)
-	ctx := ctxT(t)
+	k := setupTimed(t, func(o *Options) { o.Logger = log })
+	c, ctx := k.c, k.ctx
 	var renewalsFail atomic.Bool
 	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		switch {
@@ -260,7 +260,8 @@ func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 	// Every finish failed and is being tried again.
 	eventually(t, 10*time.Second, "finishes failing", func() bool { return c.outage.Counts()["finish"] >= n })
 	renewalsFail.Store(true)
-	recv(t, fences, 10*time.Second, "fenced")
+	k.idle(fast.TTL) // past the deadline its failed renewals leave where it was
+	recv(t, fences, testsignal.Wait, "fenced")
 	c.store.SetFault(nil)
 
 	fenced := rec.saying("worqr: worker fenced itself")

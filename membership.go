@@ -26,7 +26,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	defer w.registry.mu.Unlock()
 	w.mu.Lock()
 	id, err := w.state.Current("start work")
-	_, already := w.sessions[queue]
+	already := w.sessions.serves(queue)
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -44,11 +44,8 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	}
 	s := newSession(w, queue, events, r, deadline)
 	w.mu.Lock()
-	w.sessions[queue] = s
 	draining := w.state.Phase() != lifecycle.Serving
-	if r != nil && !draining {
-		r.startLoop() // a served queue's runner always has a loop to stop
-	}
+	w.sessions.add(s, !draining)
 	w.mu.Unlock()
 	if draining { // Shutdown or Close began meanwhile: serve nothing new
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
@@ -60,7 +57,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	var why error
 	select {
 	case <-s.sub.Ready():
-		if r != nil {
+		if s.handled() {
 			w.registry.recordSlots(ctx, id)
 		}
 		return nil
@@ -99,19 +96,15 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if !ok {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
-	if r := s.runner; r != nil {
-		// End the handlers, with no grace, before their tasks are given
-		// away.
-		runners{r}.stop(expired(ctx), ctx, w)
+	s.stopHandling(ctx) // before the handlers' tasks are given away
+	if err := s.leave(ctx, id); err != nil {
+		s.resumeHandling() // the queue is still served: keep handling it
+		return err
 	}
-	err := s.leave(ctx, id)
-	if err != nil && s.runner != nil {
-		s.runner.startLoop() // the queue is still served: keep handling it
-	}
-	if err == nil && s.runner != nil {
+	if s.handled() {
 		w.registry.recordSlots(ctx, id)
 	}
-	return err
+	return nil
 }
 
 // leave ends the worker's service of the queue. It first gives the
@@ -129,8 +122,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
 	s.mu.Lock()
-	if err == nil && w.sessions[s.name] == s {
-		delete(w.sessions, s.name)
+	if err == nil && w.sessions.remove(s) {
 		s.state.Left()
 	} else {
 		s.state.Stay()

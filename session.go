@@ -93,6 +93,26 @@ func (s *session) call(ctx context.Context, f func()) {
 	}
 }
 
+// handled reports whether a Handle runtime serves the queue.
+func (s *session) handled() bool { return s.runner != nil }
+
+// stopHandling ends the handlers of a Handle runtime (cause ErrShutdown),
+// giving them no grace once ctx ends, and stops its loop, before the
+// session gives its tasks away; a session without one has nothing to stop.
+func (s *session) stopHandling(ctx context.Context) {
+	if s.runner != nil {
+		runners{s.runner}.stop(expired(ctx), ctx, s.w)
+	}
+}
+
+// resumeHandling starts a Handle runtime's loop again, when leaving the
+// queue failed and the session still serves it.
+func (s *session) resumeHandling() {
+	if s.runner != nil {
+		s.runner.startLoop()
+	}
+}
+
 // processes is a copy of the session's in-flight processes. Callers may
 // hold w.mu.
 func (s *session) processes() []*Process {
@@ -180,6 +200,32 @@ func (ss sessions) list() []*session {
 		out = append(out, s)
 	}
 	return out
+}
+
+// serves reports whether the worker serves queue.
+func (ss sessions) serves(queue string) bool {
+	_, ok := ss[queue]
+	return ok
+}
+
+// add records s as the session of its queue. While the worker serves
+// (serving), a Handle runtime's loop starts with it: a served queue's
+// runtime always has a loop to stop.
+func (ss sessions) add(s *session, serving bool) {
+	ss[s.name] = s
+	if serving && s.runner != nil {
+		s.runner.startLoop()
+	}
+}
+
+// remove drops s, if it is still the session of its queue, and reports
+// whether it was.
+func (ss sessions) remove(s *session) bool {
+	if ss[s.name] != s {
+		return false
+	}
+	delete(ss, s.name)
+	return true
 }
 
 // runners lists the Handle runtimes of the sessions.

@@ -54,10 +54,11 @@ const (
 // dead letters. The Tracer hears of each call's start and end.
 func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
 	tr := &fakeTracer{next: []string{parentA, parentB, ""}}
-	c := tracedClient(t, b, tr)
-	ctx := ctxT(t)
+	k := setupTimed(t, func(o *Options) { o.Tracer = tr })
+	c, ctx := k.c, k.ctx
+	k.beats()
+	c.signals.looked.Init(t) // before its first worker joins
 
 	id, err := c.Enqueue(ctx, "q", []byte("a"), Kind("k1"))
 	require.NoError(t, err)
@@ -70,7 +71,7 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	assert.Equal(t, [][]string{{id}, ids, {none}}, tr.ends)
 	assert.Equal(t, []error{nil, nil, nil}, tr.errs)
 
-	w := newWorker(t, c, WorkerOptions{})
+	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	take := func(want string) *Process {
 		t.Helper()
@@ -99,7 +100,8 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	require.NoError(t, q.Finish(ctx))
 
 	require.NoError(t, p.Retry(ctx, 10*time.Millisecond, errors.New("again")))
-	p = take(id) // promoted from the delayed set
+	k.run(fast.RenewInterval) // past the retry's due time
+	p = take(id)              // promoted from the delayed set
 	assert.Equal(t, parentA, p.Trace())
 	assert.Equal(t, 2, p.Attempt())
 	require.NoError(t, p.Requeue(ctx))
@@ -114,14 +116,12 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 
 	// Its holder dies: a peer reclaims it, and the trace goes on.
 	crash(w)
-	peer := newWorker(t, c, WorkerOptions{TTL: MinTTL})
+	peer := newWorker(t, c, fast)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	var back *Process
-	eventually(t, 20*time.Second, "the dead worker's task to be reclaimed", func() bool {
-		var err error
-		back, err = peer.Dequeue(ctx, "q")
-		return err == nil
-	})
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, c)
+	back, err := peer.Dequeue(ctx, "q")
+	require.NoError(t, err, "the dead worker's task is back")
 	assert.Equal(t, id, back.TaskID())
 	assert.Equal(t, parentA, back.Trace())
 }
