@@ -221,12 +221,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
-		release, ok := h.pageSlot(w, r)
-		if !ok {
+		// The form is read before the slot is taken: a client that sends
+		// it slowly holds no slot meanwhile.
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad form", http.StatusBadRequest)
 			return
 		}
-		defer release()
-		h.action(w, r)
+		h.withSlot(w, r, h.action)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -238,12 +240,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/", "/search", "/queue", "/task", "/workflow", "/workers", "/periodic":
 		// A live stream reads nothing itself (one poll serves them all):
 		// it is bounded in events.
-		release, ok := h.pageSlot(w, r)
-		if !ok {
-			return
-		}
-		defer release()
+		h.withSlot(w, r, func(w http.ResponseWriter, r *http.Request) { h.page(w, r, route) })
+	default:
+		h.page(w, r, route)
 	}
+}
+
+// withSlot serves r with serve while holding a page slot, and then sends
+// its answer: a client that reads the answer slowly, or not at all, holds
+// no slot while it does.
+func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+	release, ok := h.pageSlot(w, r)
+	if !ok {
+		return
+	}
+	b := &buffered{w: w}
+	func() {
+		defer release()
+		serve(b, r)
+	}()
+	b.send()
+}
+
+// page serves the GET of a route.
+func (h *handler) page(w http.ResponseWriter, r *http.Request, route string) {
 	switch route {
 	case "/":
 		h.overview(w, r)

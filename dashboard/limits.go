@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"sync"
@@ -129,4 +130,32 @@ func limitOf(v, def int) int {
 		return -1
 	}
 	return v
+}
+
+// buffered is a ResponseWriter that keeps the answer until send: its
+// headers are the real writer's, not sent before.
+type buffered struct {
+	w      http.ResponseWriter
+	status int
+	body   []byte
+}
+
+func (b *buffered) Header() http.Header { return b.w.Header() }
+
+func (b *buffered) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *buffered) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
+
+// send writes the answer kept.
+func (b *buffered) send() {
+	b.w.WriteHeader(cmp.Or(b.status, http.StatusOK))
+	_, _ = b.w.Write(b.body)
 }

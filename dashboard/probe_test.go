@@ -1,0 +1,117 @@
+package dashboard
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stalled is a ResponseWriter whose client takes nothing: its first
+// Write signals writing and waits until free is closed, as a write to a
+// client that reads nothing does once the socket's buffers are full.
+type stalled struct {
+	*httptest.ResponseRecorder
+	writing chan struct{}
+	free    chan struct{}
+}
+
+func newStalled() *stalled {
+	return &stalled{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), free: make(chan struct{})}
+}
+
+func (s *stalled) Write(b []byte) (int, error) {
+	select {
+	case <-s.writing:
+	default:
+		close(s.writing)
+		<-s.free
+	}
+	return s.ResponseRecorder.Write(b)
+}
+
+// A client that reads nothing of its page's answer holds no page slot
+// while the answer waits for it: the slot bounds the reads of Redis, and
+// the page has read Redis by then. With one slot, a page that cannot be
+// written does not keep the next page out, nor an action.
+func TestSlowReaderHoldsNoSlotHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{MaxPageReads: 1})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	tok := e.csrf()
+	cookie := e.jarCookie(csrfCookie)
+
+	for _, path := range []string{"/", "/queue/q", "/workers"} {
+		w := newStalled()
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
+		}()
+		<-w.writing
+		assert.Zero(t, len(e.h.pages), "%s: a slot held while its answer waits for the client", path)
+		assert.Equal(t, http.StatusOK, e.raw("/queue/q", nil).code, "%s: the next page", path)
+		assert.Equal(t, http.StatusSeeOther, e.raw("/action", pauseForm(tok, "q"), "Cookie", csrfCookie+"="+cookie).code, "%s: an action", path)
+		close(w.free)
+		<-served
+		assert.Equal(t, http.StatusOK, w.Code, path)
+		assert.Contains(t, w.Body.String(), "</html>", "%s: the whole page, once the client reads", path)
+	}
+}
+
+// blockedBody is a request body that sends its first bytes, then
+// nothing until free is closed: a client that sends its form slowly.
+type blockedBody struct {
+	first   io.Reader
+	reading chan struct{}
+	free    chan struct{}
+}
+
+func (b *blockedBody) Read(p []byte) (int, error) {
+	if n, err := b.first.Read(p); n > 0 || err != io.EOF {
+		return n, err
+	}
+	select {
+	case <-b.reading:
+	default:
+		close(b.reading)
+	}
+	<-b.free
+	return 0, io.EOF
+}
+
+func (*blockedBody) Close() error { return nil }
+
+// A client that sends an action's form slowly holds no page slot while
+// it does: the form is read before the slot is taken.
+func TestSlowFormHoldsNoSlotHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{MaxPageReads: 1})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	tok := e.csrf()
+	cookie := e.jarCookie(csrfCookie)
+
+	body := &blockedBody{first: strings.NewReader(pauseForm(tok, "q").Encode() + "&x="), reading: make(chan struct{}), free: make(chan struct{})}
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/action", body)
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Cookie", csrfCookie+"="+cookie)
+	w := httptest.NewRecorder()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		e.h.ServeHTTP(w, r)
+	}()
+	<-body.reading
+	assert.Zero(t, len(e.h.pages), "a slot held while the form arrives")
+	assert.Equal(t, http.StatusOK, e.raw("/queue/q", nil).code, "the next page")
+	close(body.free)
+	<-served
+	assert.Equal(t, http.StatusSeeOther, w.Code, "the slow action, once sent")
+	assert.True(t, e.paused("q"))
+}
