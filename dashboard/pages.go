@@ -126,12 +126,22 @@ func taskFrom(r *http.Request) (queue, id string, ok bool) {
 	return queue, id, true
 }
 
+// maxOffset bounds a position taken from a request: past any list Redis
+// keeps (2³² - 1 entries), and far from overflowing the sums of positions
+// the reads and the pages' links make.
+const maxOffset = 1 << 32
+
+// offsetParam reads a position: 0 if missing, bad or negative, at most
+// maxOffset.
 func offsetParam(r *http.Request, key string) int {
 	n, err := strconv.Atoi(r.URL.Query().Get(key))
 	if err != nil || n < 0 {
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(r.URL.Query().Get(key), "-") {
+			return maxOffset
+		}
 		return 0
 	}
-	return n
+	return min(n, maxOffset)
 }
 
 // gatheringsShown is how many open gatherings a queue's page lists.

@@ -115,3 +115,21 @@ func TestSlowFormHoldsNoSlotHostile(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, w.Code, "the slow action, once sent")
 	assert.True(t, e.paused("q"))
 }
+
+// Offsets past any list, negative or past int64, show a page (empty
+// lists), never a Redis error, and the links of that page stay in range.
+func TestAbsurdOffsetsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	for _, v := range []string{"9223372036854775807", "9223372036854775800", "4294967296", "-9223372036854775808", "1e30", "99999999999999999999"} {
+		for _, k := range []string{"wo", "lo", "do", "fo"} {
+			code, body := e.get("/queue/q?" + k + "=" + v)
+			assert.Equal(t, http.StatusOK, code, "%s=%s: %s", k, v, body)
+			assert.NotContains(t, body, "=-", "%s=%s: a negative offset linked", k, v)
+		}
+		code, _ := e.get("/queue/q?kind=k&only=retries&wo=" + v + "&lo=" + v + "&do=" + v)
+		assert.Equal(t, http.StatusOK, code, "filtered, %s", v)
+	}
+}
