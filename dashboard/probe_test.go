@@ -6,9 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr"
 )
 
 // stalled is a ResponseWriter whose client takes nothing: its first
@@ -131,5 +133,37 @@ func TestAbsurdOffsetsHostile(t *testing.T) {
 		}
 		code, _ := e.get("/queue/q?kind=k&only=retries&wo=" + v + "&lo=" + v + "&do=" + v)
 		assert.Equal(t, http.StatusOK, code, "filtered, %s", v)
+	}
+}
+
+// A queue page's read of its groups (a script over up to 2,000 groups)
+// shares the lookups' budget of Redis time: while it is spent, the page
+// shows everything else and says the groups were not read, with their
+// forms still there; each read of them is charged to it.
+func TestGroupsReadBudgetedHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"), worqr.Group("tenant-<7>"))
+	require.NoError(t, err)
+	e.h.lookups.mu.Lock()
+	e.h.lookups.at, e.h.lookups.avail = e.h.now(), lookupMinCost // one read left
+	e.h.lookups.mu.Unlock()
+
+	code, body := e.get("/queue/q")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, sectionOf(body, `id="groups"`), "tenant-&lt;7&gt;", "read within the budget")
+	e.h.lookups.mu.Lock()
+	left := e.h.lookups.avail
+	e.h.lookups.mu.Unlock()
+	assert.LessOrEqual(t, left, time.Duration(0), "the read charged")
+
+	for range 3 {
+		code, body = e.get("/queue/q")
+		require.Equal(t, http.StatusOK, code)
+		assert.False(t, strings.Contains(body, `id="groups"`), "read past the budget")
+		assert.True(t, strings.Contains(body, `id="groups-unread"`), "says so")
+		assert.True(t, strings.Contains(body, `id="group-limit"`), "the forms are still there")
+		assert.True(t, strings.Contains(body, `id="waiting"`), "the rest of the page")
 	}
 }
