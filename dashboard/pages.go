@@ -548,7 +548,7 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if !h.lookup(w, r, func(ctx context.Context) {
 		if d, err = h.findTask(ctx, name, id); err == nil {
-			h.stepOf(ctx, &d, r.URL.Query().Get("wf"))
+			h.stepOf(ctx, &d, r.URL.Query().Get("wf"), offsetParam(r, "at"))
 		}
 	}) {
 		return

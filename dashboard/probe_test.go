@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,5 +166,36 @@ func TestGroupsReadBudgetedHostile(t *testing.T) {
 		assert.True(t, strings.Contains(body, `id="groups-unread"`), "says so")
 		assert.True(t, strings.Contains(body, `id="group-limit"`), "the forms are still there")
 		assert.True(t, strings.Contains(body, `id="waiting"`), "the rest of the page")
+	}
+}
+
+// A task's page reached from a workflow's (wf) checks the task against
+// one page of the workflow's steps, the one the link says (at), never the
+// whole workflow: for 10,000 steps it costs Redis what it does for 10,
+// with the task found or not.
+func TestTaskPageOfStepCostBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	fanIn(t, e, "small", 10)
+	fanIn(t, e, "large", 10_000)
+	e.get("/task/none/x?wf=small") // the scripts' first calls load them
+	cost := func(path string) (cmds, bytes int64) {
+		t.Helper()
+		cmds, bytes = math.MaxInt64, math.MaxInt64
+		for range 3 { // the fewest: the client's own background calls share the counter
+			n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+			code, _ := e.get(path)
+			require.Equal(t, http.StatusNotFound, code, path)
+			cmds, bytes = min(cmds, e.rdb.n.Load()-n0), min(bytes, e.rdb.bytes.Load()-b0)
+		}
+		return cmds, bytes
+	}
+	for _, at := range []string{"", "&at=5", "&at=9999", "&at=-1", "&at=99999999999999999999"} {
+		smallN, smallB := cost("/task/none/x?wf=small" + at)
+		largeN, largeB := cost("/task/none/x?wf=large" + at)
+		t.Logf("at %q: %d commands, %d bytes; large: %d commands, %d bytes", at, smallN, smallB, largeN, largeB)
+		assert.Equal(t, smallN, largeN, "commands, at %q", at)
+		assert.Less(t, largeB, int64(64<<10), "bytes read, at %q", at)
 	}
 }
