@@ -22,14 +22,18 @@
 // on another site's page gets 403, a link followed from one a page that
 // links to the same address. Looking a task up by id scans its queue in
 // one script (see worqr.Client.FindTask), as does cancelling by id, a
-// workflow's page reads all its steps, and a page filtered by kind and a
-// search of payloads read thousands of tasks: these lookups share one
-// budget across all clients, a tenth of the time measured as their calls'
-// durations, one at a time, and past it get 429 with Retry-After. Lists
+// workflow's page reads a page of its steps, a queue's page its groups
+// (up to 2,000), and a page filtered by kind and a search of payloads
+// read thousands of tasks: these lookups share one budget across all
+// clients, a tenth of the time measured as their calls' durations, one
+// at a time, and past it get 429 with Retry-After (a queue's page is
+// shown without its groups). Lists
 // of tasks are read in calls of about a megabyte of payloads each, which
 // Redis reads whole. However many viewers there are, at most
 // Options.MaxPageReads pages and actions (8) read Redis at once; one more
-// waits up to 2 s for a slot, then gets 503 with Retry-After.
+// waits up to 2 s for a slot, then gets 503 with Retry-After. A slot is
+// held only while Redis is read, not while a client sends its form or
+// reads its answer.
 //
 // Mount it under any path with http.StripPrefix:
 //
