@@ -131,7 +131,10 @@ type handler struct {
 	pages    slots // MaxPageReads
 	pageWait time.Duration
 	streams  streams // MaxStreams, MaxStreamsPerClient
-	now      func() time.Time
+	// streamWait is how long a live stream's write may wait for its
+	// client, which then ends it.
+	streamWait time.Duration
+	now        func() time.Time
 }
 
 // New returns the dashboard for client. The handler keeps no goroutine
@@ -149,7 +152,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 		opts.Logger = slog.Default()
 	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, streamWait: streamWriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)

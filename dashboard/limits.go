@@ -30,6 +30,10 @@ const (
 	// of a live stream, refused for want of a slot.
 	pageBusyWait   = time.Second
 	streamBusyWait = 10 * time.Second
+	// streamWriteWait is how long a live stream's write may wait for a
+	// client that reads nothing before the stream ends: far longer than
+	// a slow network takes over an event.
+	streamWriteWait = 30 * time.Second
 )
 
 // slots is a bound on the requests that read Redis at once: a semaphore,

@@ -5,7 +5,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,4 +200,67 @@ func TestTaskPageOfStepCostBounded(t *testing.T) {
 		assert.Equal(t, smallN, largeN, "commands, at %q", at)
 		assert.Less(t, largeB, int64(64<<10), "bytes read, at %q", at)
 	}
+}
+
+// stuckStream is a live stream's client that takes its first lines,
+// then nothing: a write after them waits until the write deadline set
+// through http.ResponseController, as a socket's write does.
+type stuckStream struct {
+	*httptest.ResponseRecorder
+	mu       sync.Mutex
+	deadline time.Time
+	writes   int
+	stuck    chan struct{}
+}
+
+func (s *stuckStream) SetWriteDeadline(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline = t
+	return nil
+}
+
+func (s *stuckStream) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	s.writes++
+	first, deadline := s.writes == 1, s.deadline
+	s.mu.Unlock()
+	if first {
+		return s.ResponseRecorder.Write(b)
+	}
+	select {
+	case <-s.stuck:
+	default:
+		close(s.stuck)
+	}
+	if deadline.IsZero() {
+		select {} // no deadline: a socket's write waits for ever
+	}
+	time.Sleep(time.Until(deadline))
+	return 0, os.ErrDeadlineExceeded
+}
+
+// A live stream whose client stops reading ends once a write has waited
+// streamWait, and its place among MaxStreamsPerClient is freed: it does
+// not hold the count, nor keep the poll running, for ever.
+func TestStuckStreamEndsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{PollInterval: 10 * time.Millisecond, MaxStreamsPerClient: 1})
+	e.h.streamWait = 50 * time.Millisecond
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	w := &stuckStream{ResponseRecorder: httptest.NewRecorder(), stuck: make(chan struct{})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/events", nil))
+	}()
+	<-w.stuck
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream whose client reads nothing still open")
+	}
+	all, _ := e.h.streams.count("192.0.2.1")
+	assert.Zero(t, all, "its place held")
 }
