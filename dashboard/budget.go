@@ -93,6 +93,21 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, f func(context.
 	return true
 }
 
+// tryLookup runs f, a read that a page can show without, within the
+// dashboard's budget of lookups, as lookup does; if the budget refuses
+// it, it returns how long until it has room, and f is not run.
+func (h *handler) tryLookup(ctx context.Context, f func(context.Context)) (wait time.Duration) {
+	end, wait := h.lookups.begin(h.now())
+	if end == nil {
+		return max(wait, time.Second)
+	}
+	defer func() { end(h.now()) }()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+	defer cancel()
+	f(ctx)
+	return 0
+}
+
 // sameOrigin says whether a request for a page comes from the dashboard's
 // own pages, or from no page (an address typed or bookmarked, a script):
 // by Sec-Fetch-Site where the browser sends it, else by Origin against

@@ -22,14 +22,18 @@
 // on another site's page gets 403, a link followed from one a page that
 // links to the same address. Looking a task up by id scans its queue in
 // one script (see worqr.Client.FindTask), as does cancelling by id, a
-// workflow's page reads all its steps, and a page filtered by kind and a
-// search of payloads read thousands of tasks: these lookups share one
-// budget across all clients, a tenth of the time measured as their calls'
-// durations, one at a time, and past it get 429 with Retry-After. Lists
+// workflow's page reads a page of its steps, a queue's page its groups
+// (up to 2,000), and a page filtered by kind and a search of payloads
+// read thousands of tasks: these lookups share one budget across all
+// clients, a tenth of the time measured as their calls' durations, one
+// at a time, and past it get 429 with Retry-After (a queue's page is
+// shown without its groups). Lists
 // of tasks are read in calls of about a megabyte of payloads each, which
 // Redis reads whole. However many viewers there are, at most
 // Options.MaxPageReads pages and actions (8) read Redis at once; one more
-// waits up to 2 s for a slot, then gets 503 with Retry-After.
+// waits up to 2 s for a slot, then gets 503 with Retry-After. A slot is
+// held only while Redis is read, not while a client sends its form or
+// reads its answer.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -127,7 +131,10 @@ type handler struct {
 	pages    slots // MaxPageReads
 	pageWait time.Duration
 	streams  streams // MaxStreams, MaxStreamsPerClient
-	now      func() time.Time
+	// streamWait is how long a live stream's write may wait for its
+	// client, which then ends it.
+	streamWait time.Duration
+	now        func() time.Time
 }
 
 // New returns the dashboard for client. The handler keeps no goroutine
@@ -145,7 +152,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 		opts.Logger = slog.Default()
 	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, streamWait: streamWriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
@@ -221,12 +228,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
-		release, ok := h.pageSlot(w, r)
-		if !ok {
+		// The form is read before the slot is taken: a client that sends
+		// it slowly holds no slot meanwhile.
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad form", http.StatusBadRequest)
 			return
 		}
-		defer release()
-		h.action(w, r)
+		h.withSlot(w, r, h.action)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -238,12 +247,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/", "/search", "/queue", "/task", "/workflow", "/workers", "/periodic":
 		// A live stream reads nothing itself (one poll serves them all):
 		// it is bounded in events.
-		release, ok := h.pageSlot(w, r)
-		if !ok {
-			return
-		}
-		defer release()
+		h.withSlot(w, r, func(w http.ResponseWriter, r *http.Request) { h.page(w, r, route) })
+	default:
+		h.page(w, r, route)
 	}
+}
+
+// withSlot serves r with serve while holding a page slot, and then sends
+// its answer: a client that reads the answer slowly, or not at all, holds
+// no slot while it does.
+func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+	release, ok := h.pageSlot(w, r)
+	if !ok {
+		return
+	}
+	b := &buffered{w: w}
+	func() {
+		defer release()
+		serve(b, r)
+	}()
+	b.send()
+}
+
+// page serves the GET of a route.
+func (h *handler) page(w http.ResponseWriter, r *http.Request, route string) {
 	switch route {
 	case "/":
 		h.overview(w, r)

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"sync"
@@ -29,6 +30,10 @@ const (
 	// of a live stream, refused for want of a slot.
 	pageBusyWait   = time.Second
 	streamBusyWait = 10 * time.Second
+	// streamWriteWait is how long a live stream's write may wait for a
+	// client that reads nothing before the stream ends: far longer than
+	// a slow network takes over an event.
+	streamWriteWait = 30 * time.Second
 )
 
 // slots is a bound on the requests that read Redis at once: a semaphore,
@@ -129,4 +134,32 @@ func limitOf(v, def int) int {
 		return -1
 	}
 	return v
+}
+
+// buffered is a ResponseWriter that keeps the answer until send: its
+// headers are the real writer's, not sent before.
+type buffered struct {
+	w      http.ResponseWriter
+	status int
+	body   []byte
+}
+
+func (b *buffered) Header() http.Header { return b.w.Header() }
+
+func (b *buffered) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *buffered) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
+
+// send writes the answer kept.
+func (b *buffered) send() {
+	b.w.WriteHeader(cmp.Or(b.status, http.StatusOK))
+	_, _ = b.w.Write(b.body)
 }

@@ -126,12 +126,22 @@ func taskFrom(r *http.Request) (queue, id string, ok bool) {
 	return queue, id, true
 }
 
+// maxOffset bounds a position taken from a request: past any list Redis
+// keeps (2³² - 1 entries), and far from overflowing the sums of positions
+// the reads and the pages' links make.
+const maxOffset = 1 << 32
+
+// offsetParam reads a position: 0 if missing, bad or negative, at most
+// maxOffset.
 func offsetParam(r *http.Request, key string) int {
 	n, err := strconv.Atoi(r.URL.Query().Get(key))
 	if err != nil || n < 0 {
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(r.URL.Query().Get(key), "-") {
+			return maxOffset
+		}
 		return 0
 	}
-	return n
+	return min(n, maxOffset)
 }
 
 // gatheringsShown is how many open gatherings a queue's page lists.
@@ -167,8 +177,11 @@ type queueData struct {
 	Kinds     []kindCount
 	KindsMore bool
 	// Groups is the queue's groups (see worqr.Client.Groups), read only
-	// when it has some.
-	Groups *worqr.GroupsReport
+	// when it has some. GroupsWait, when above zero, says they were not
+	// read, the lookups' budget being spent, and in how many seconds it
+	// has room again: Groups is then empty.
+	Groups     *worqr.GroupsReport
+	GroupsWait int64
 	// Gatherings is the first gatheringsShown of the queue's open
 	// gatherings of aggregated tasks, the next to flush first (see
 	// worqr.Client.Gatherings: counted, no payload read), read only when
@@ -286,13 +299,13 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	if d.Filtered() || d.DelayedOnly != "" {
 		// A filtered page may read a thousand tasks of each list: a
 		// lookup, as a search is.
-		if !h.lookup(w, r, func(ctx context.Context) { err = h.readQueue(ctx, r, name, &d) }) {
+		if !h.lookup(w, r, func(ctx context.Context) { err = h.readQueue(ctx, r, name, &d, true) }) {
 			return
 		}
 	} else {
 		ctx, cancel := h.ctx(r)
 		defer cancel()
-		err = h.readQueue(ctx, r, name, &d)
+		err = h.readQueue(ctx, r, name, &d, false)
 	}
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, err.Error())
@@ -306,8 +319,9 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 
 // readQueue reads what a queue's page shows into d, whose positions,
 // kind and delayed filter are set. Each list is read in calls of about
-// callBytes (see sized).
-func (h *handler) readQueue(ctx context.Context, r *http.Request, name string, d *queueData) error {
+// callBytes (see sized). inLookup says the page is a lookup already,
+// whose budget its groups' read is part of.
+func (h *handler) readQueue(ctx context.Context, r *http.Request, name string, d *queueData, inLookup bool) error {
 	ofKind := func(kind string) bool { return d.Kind == "" || kind == d.Kind || d.Kind == noKind && kind == "" }
 	var err error
 	read := func(f func() error) {
@@ -355,7 +369,17 @@ func (h *handler) readQueue(ctx context.Context, r *http.Request, name string, d
 		if d.Info.Groups == 0 && d.Info.GroupsHeldOnDead == 0 && !d.Info.SequenceHold {
 			return nil
 		}
-		g, e := h.c.Groups(ctx, name, groupsShown)
+		// One script over up to 2 * worqr.MaxGroupsRead groups, however
+		// many pages ask at once: a lookup, but the page is shown
+		// without it when the budget is spent.
+		var g worqr.GroupsReport
+		var e error
+		read := func(ctx context.Context) { g, e = h.c.Groups(ctx, name, groupsShown) }
+		if inLookup {
+			read(ctx)
+		} else if wait := h.tryLookup(ctx, read); wait > 0 {
+			g, d.GroupsWait = worqr.GroupsReport{Queue: name}, int64((wait+time.Second-1)/time.Second)
+		}
 		d.Groups = &g
 		return e
 	})
@@ -524,7 +548,7 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if !h.lookup(w, r, func(ctx context.Context) {
 		if d, err = h.findTask(ctx, name, id); err == nil {
-			h.stepOf(ctx, &d, r.URL.Query().Get("wf"))
+			h.stepOf(ctx, &d, r.URL.Query().Get("wf"), offsetParam(r, "at"))
 		}
 	}) {
 		return

@@ -330,6 +330,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// A client that stops reading would keep a write waiting, and its
+	// stream counted, for ever: each write may wait streamWait. The
+	// connection may serve another request after: no deadline left on it.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	_ = rc.SetWriteDeadline(time.Now().Add(h.streamWait))
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(h.opts.PollInterval.Milliseconds(), 1000)); err != nil {
 		return
 	}
@@ -350,6 +355,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
+			_ = rc.SetWriteDeadline(time.Now().Add(h.streamWait))
 			if _, err := fmt.Fprintf(w, "event: counts\ndata: %s\n\n", b); err != nil {
 				return
 			}

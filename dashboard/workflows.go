@@ -44,8 +44,9 @@ func workflowFrom(r *http.Request) (id string, ok bool) {
 // stepRow is one step of a workflow page.
 type stepRow struct {
 	worqr.StepInfo
-	// TaskURL is its task's page, which the workflow's id is passed to
-	// (as wf) so that it links back even once the task has ended.
+	// TaskURL is its task's page, which the workflow's id and the step's
+	// place are passed to (as wf and at) so that it links back even once
+	// the task has ended.
 	TaskURL string
 }
 
@@ -135,10 +136,10 @@ func workflowPage(base string, page worqr.WorkflowPage) workflowData {
 			d.Counts = append(d.Counts, c)
 		}
 	}
-	for _, st := range page.Steps {
+	for i, st := range page.Steps {
 		row := stepRow{StepInfo: st}
 		if st.TaskID != "" {
-			row.TaskURL = withParam(taskPath(base, st.Queue, st.TaskID), "wf", page.ID)
+			row.TaskURL = withParam(withParam(taskPath(base, st.Queue, st.TaskID), "wf", page.ID), "at", strconv.Itoa(page.From+i))
 		}
 		d.Steps = append(d.Steps, row)
 	}
@@ -190,15 +191,18 @@ func withParam(u, key, value string) string {
 // stepOf finds, when the task's own record does not say (a task found
 // only by its outcome), whether it is a step of workflow wf, the one
 // its page was reached from: by the workflow's state, not the request.
-func (h *handler) stepOf(ctx context.Context, d *taskData, wf string) {
+// It reads one page of the steps, the one holding position at (the
+// step's place, which the workflow page's link gives), so that a page
+// costs the same for a workflow of any size.
+func (h *handler) stepOf(ctx context.Context, d *taskData, wf string, at int) {
 	if d.Flow() != nil || wf == "" || len(wf) > worqr.MaxWorkflowIDLen {
 		return
 	}
-	info, err := h.c.Workflow(ctx, wf)
+	page, err := h.c.WorkflowSteps(ctx, wf, at/workflowPageSize*workflowPageSize, workflowPageSize)
 	if err != nil {
 		return // no link: the page shows the task all the same
 	}
-	for _, st := range info.Steps {
+	for _, st := range page.Steps {
 		if st.TaskID == d.ID && st.Queue == d.Queue {
 			d.step = &flowRef{ID: wf, Step: st.Name}
 			return

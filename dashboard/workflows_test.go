@@ -57,7 +57,7 @@ func TestWorkflowPage(t *testing.T) {
 	info, err := e.c.Workflow(e.ctx(), "diamond-1")
 	require.NoError(t, err)
 	top := info.Steps[slicesIndex(info.Steps, "top")]
-	link := taskPath("/ops", top.Queue, top.TaskID) + "?wf=diamond-1"
+	link := taskPath("/ops", top.Queue, top.TaskID) + "?wf=diamond-1&at=0"
 	assert.Contains(t, steps, `href="`+strings.ReplaceAll(link, "&", "&amp;")+`"`)
 	code, body = e.get(strings.TrimPrefix(taskPath("/ops", top.Queue, top.TaskID), "/ops"))
 	require.Equal(t, http.StatusOK, code)

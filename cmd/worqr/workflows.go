@@ -17,9 +17,10 @@ succeeded, failed or cancelled), when it was created and ended, and its
 steps in dependency order (each after the steps it waits for), one row
 each: the step's name, its state (waiting, ready, queued, succeeded, dead
 or cancelled), its queue, its task's id ("-" before it is enqueued) and
-the steps it waits for (the first 10, then how many more; --json lists
-them all). It shows --limit steps (1,000 by default) from --offset, and
-says on stderr when there are more. Exits 1 when there is no such workflow (never
+the steps it waits for (the first 10, then how many more; in --json,
+moreParents). It shows --limit steps (1,000 by default) from --offset, and
+says on stderr when there are more; it reads those steps only, a page at
+a time, whatever the workflow's size. Exits 1 when there is no such workflow (never
 enqueued, or ended and past its keep). "worqr workflow show <id>" is the
 same, for a workflow named like a subcommand.`},
 		{name: "workflow cancel", synopsis: "<id>", group: "Change", summary: "cancel a running workflow: its steps that have not ended never run", run: cmdWorkflowCancel, help: `
@@ -38,6 +39,9 @@ type stepRow struct {
 	Queue   string   `json:"queue"`
 	TaskID  string   `json:"taskId,omitempty"`
 	Parents []string `json:"parents"`
+	// MoreParents counts the parents not in Parents (see
+	// worqr.StepInfo.MoreParents).
+	MoreParents int `json:"moreParents,omitempty"`
 }
 
 // workflowJSON is the workflow command's --json output.
@@ -90,18 +94,27 @@ func cmdWorkflow(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	info, err := c.Workflow(e.ctx, id)
-	if err != nil {
-		return noWorkflow(err, id)
+	// Page by page (worqr.Client.WorkflowSteps): the steps shown cost
+	// Redis what they are, however many the workflow has.
+	var info worqr.WorkflowPage
+	var steps []worqr.StepInfo
+	for {
+		ask := min(*limit-len(steps), worqr.MaxPageSteps)
+		page, err := c.WorkflowSteps(e.ctx, id, *offset+len(steps), ask)
+		if err != nil {
+			return noWorkflow(err, id)
+		}
+		info, steps = page, append(steps, page.Steps...)
+		if len(page.Steps) < ask || len(steps) >= *limit {
+			break
+		}
 	}
-	all := info.InOrder()
-	from := min(*offset, len(all))
-	steps := all[from:min(from+*limit, len(all))]
+	from := min(*offset, info.Total)
 	if e.g.json {
 		out := workflowJSON{ID: info.ID, State: string(info.State), Created: info.Created, Ended: jsonTime(info.Ended),
-			Total: len(all), Offset: from, Steps: make([]stepRow, len(steps))}
+			Total: info.Total, Offset: from, Steps: make([]stepRow, len(steps))}
 		for i, st := range steps {
-			out.Steps[i] = stepRow{Name: st.Name, State: string(st.State), Queue: st.Queue, TaskID: st.TaskID, Parents: st.Parents}
+			out.Steps[i] = stepRow{Name: st.Name, State: string(st.State), Queue: st.Queue, TaskID: st.TaskID, Parents: st.Parents, MoreParents: st.MoreParents}
 			if out.Steps[i].Parents == nil {
 				out.Steps[i].Parents = []string{}
 			}
@@ -112,9 +125,9 @@ func cmdWorkflow(e *env, args []string) error {
 	if !info.Ended.IsZero() {
 		ended = ", ended " + stamp(info.Ended)
 	}
-	e.note("workflow %s: %s, created %s%s, %d steps", info.ID, info.State, stamp(info.Created), ended, len(all))
-	if len(steps) < len(all) {
-		e.note("steps %d to %d of %d, in dependency order (--offset and --limit for others)", from+1, from+len(steps), len(all))
+	e.note("workflow %s: %s, created %s%s, %d steps", info.ID, info.State, stamp(info.Created), ended, info.Total)
+	if len(steps) < info.Total {
+		e.note("steps %d to %d of %d, in dependency order (--offset and --limit for others)", from+1, from+len(steps), info.Total)
 	}
 	t := e.table("STEP", "STATE", "QUEUE", "TASK", "AFTER")
 	for _, st := range steps {
@@ -126,7 +139,7 @@ func cmdWorkflow(e *env, args []string) error {
 		if after == "" {
 			after = "-"
 		}
-		if more := len(st.Parents) - len(parents); more > 0 {
+		if more := len(st.Parents) - len(parents) + st.MoreParents; more > 0 {
 			after += fmt.Sprintf(" and %d more", more)
 		}
 		t.row(st.Name, string(st.State), escape(st.Queue), task, after)

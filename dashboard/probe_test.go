@@ -1,0 +1,266 @@
+package dashboard
+
+import (
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr"
+)
+
+// stalled is a ResponseWriter whose client takes nothing: its first
+// Write signals writing and waits until free is closed, as a write to a
+// client that reads nothing does once the socket's buffers are full.
+type stalled struct {
+	*httptest.ResponseRecorder
+	writing chan struct{}
+	free    chan struct{}
+}
+
+func newStalled() *stalled {
+	return &stalled{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), free: make(chan struct{})}
+}
+
+func (s *stalled) Write(b []byte) (int, error) {
+	select {
+	case <-s.writing:
+	default:
+		close(s.writing)
+		<-s.free
+	}
+	return s.ResponseRecorder.Write(b)
+}
+
+// A client that reads nothing of its page's answer holds no page slot
+// while the answer waits for it: the slot bounds the reads of Redis, and
+// the page has read Redis by then. With one slot, a page that cannot be
+// written does not keep the next page out, nor an action.
+func TestSlowReaderHoldsNoSlotHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{MaxPageReads: 1})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	tok := e.csrf()
+	cookie := e.jarCookie(csrfCookie)
+
+	for _, path := range []string{"/", "/queue/q", "/workers"} {
+		w := newStalled()
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
+		}()
+		<-w.writing
+		assert.Zero(t, len(e.h.pages), "%s: a slot held while its answer waits for the client", path)
+		assert.Equal(t, http.StatusOK, e.raw("/queue/q", nil).code, "%s: the next page", path)
+		assert.Equal(t, http.StatusSeeOther, e.raw("/action", pauseForm(tok, "q"), "Cookie", csrfCookie+"="+cookie).code, "%s: an action", path)
+		close(w.free)
+		<-served
+		assert.Equal(t, http.StatusOK, w.Code, path)
+		assert.Contains(t, w.Body.String(), "</html>", "%s: the whole page, once the client reads", path)
+	}
+}
+
+// blockedBody is a request body that sends its first bytes, then
+// nothing until free is closed: a client that sends its form slowly.
+type blockedBody struct {
+	first   io.Reader
+	reading chan struct{}
+	free    chan struct{}
+}
+
+func (b *blockedBody) Read(p []byte) (int, error) {
+	if n, err := b.first.Read(p); n > 0 || err != io.EOF {
+		return n, err
+	}
+	select {
+	case <-b.reading:
+	default:
+		close(b.reading)
+	}
+	<-b.free
+	return 0, io.EOF
+}
+
+func (*blockedBody) Close() error { return nil }
+
+// A client that sends an action's form slowly holds no page slot while
+// it does: the form is read before the slot is taken.
+func TestSlowFormHoldsNoSlotHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{MaxPageReads: 1})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	tok := e.csrf()
+	cookie := e.jarCookie(csrfCookie)
+
+	body := &blockedBody{first: strings.NewReader(pauseForm(tok, "q").Encode() + "&x="), reading: make(chan struct{}), free: make(chan struct{})}
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/action", body)
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Cookie", csrfCookie+"="+cookie)
+	w := httptest.NewRecorder()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		e.h.ServeHTTP(w, r)
+	}()
+	<-body.reading
+	assert.Zero(t, len(e.h.pages), "a slot held while the form arrives")
+	assert.Equal(t, http.StatusOK, e.raw("/queue/q", nil).code, "the next page")
+	close(body.free)
+	<-served
+	assert.Equal(t, http.StatusSeeOther, w.Code, "the slow action, once sent")
+	assert.True(t, e.paused("q"))
+}
+
+// Offsets past any list, negative or past int64, show a page (empty
+// lists), never a Redis error, and the links of that page stay in range.
+func TestAbsurdOffsetsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	for _, v := range []string{"9223372036854775807", "9223372036854775800", "4294967296", "-9223372036854775808", "1e30", "99999999999999999999"} {
+		for _, k := range []string{"wo", "lo", "do", "fo"} {
+			code, body := e.get("/queue/q?" + k + "=" + v)
+			assert.Equal(t, http.StatusOK, code, "%s=%s: %s", k, v, body)
+			assert.NotContains(t, body, "=-", "%s=%s: a negative offset linked", k, v)
+		}
+		code, _ := e.get("/queue/q?kind=k&only=retries&wo=" + v + "&lo=" + v + "&do=" + v)
+		assert.Equal(t, http.StatusOK, code, "filtered, %s", v)
+	}
+}
+
+// A queue page's read of its groups (a script over up to 2,000 groups)
+// shares the lookups' budget of Redis time: while it is spent, the page
+// shows everything else and says the groups were not read, with their
+// forms still there; each read of them is charged to it.
+func TestGroupsReadBudgetedHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"), worqr.Group("tenant-<7>"))
+	require.NoError(t, err)
+	e.h.lookups.mu.Lock()
+	e.h.lookups.at, e.h.lookups.avail = e.h.now(), lookupMinCost // one read left
+	e.h.lookups.mu.Unlock()
+
+	code, body := e.get("/queue/q")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, sectionOf(body, `id="groups"`), "tenant-&lt;7&gt;", "read within the budget")
+	e.h.lookups.mu.Lock()
+	left := e.h.lookups.avail
+	e.h.lookups.mu.Unlock()
+	assert.LessOrEqual(t, left, time.Duration(0), "the read charged")
+
+	for range 3 {
+		code, body = e.get("/queue/q")
+		require.Equal(t, http.StatusOK, code)
+		assert.False(t, strings.Contains(body, `id="groups"`), "read past the budget")
+		assert.True(t, strings.Contains(body, `id="groups-unread"`), "says so")
+		assert.True(t, strings.Contains(body, `id="group-limit"`), "the forms are still there")
+		assert.True(t, strings.Contains(body, `id="waiting"`), "the rest of the page")
+	}
+}
+
+// A task's page reached from a workflow's (wf) checks the task against
+// one page of the workflow's steps, the one the link says (at), never the
+// whole workflow: for 10,000 steps it costs Redis what it does for 10,
+// with the task found or not.
+func TestTaskPageOfStepCostBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	fanIn(t, e, "small", 10)
+	fanIn(t, e, "large", 10_000)
+	e.get("/task/none/x?wf=small") // the scripts' first calls load them
+	cost := func(path string) (cmds, bytes int64) {
+		t.Helper()
+		cmds, bytes = math.MaxInt64, math.MaxInt64
+		for range 3 { // the fewest: the client's own background calls share the counter
+			n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+			code, _ := e.get(path)
+			require.Equal(t, http.StatusNotFound, code, path)
+			cmds, bytes = min(cmds, e.rdb.n.Load()-n0), min(bytes, e.rdb.bytes.Load()-b0)
+		}
+		return cmds, bytes
+	}
+	for _, at := range []string{"", "&at=5", "&at=9999", "&at=-1", "&at=99999999999999999999"} {
+		smallN, smallB := cost("/task/none/x?wf=small" + at)
+		largeN, largeB := cost("/task/none/x?wf=large" + at)
+		t.Logf("at %q: %d commands, %d bytes; large: %d commands, %d bytes", at, smallN, smallB, largeN, largeB)
+		assert.Equal(t, smallN, largeN, "commands, at %q", at)
+		assert.Less(t, largeB, int64(64<<10), "bytes read, at %q", at)
+	}
+}
+
+// stuckStream is a live stream's client that takes its first lines,
+// then nothing: a write after them waits until the write deadline set
+// through http.ResponseController, as a socket's write does.
+type stuckStream struct {
+	*httptest.ResponseRecorder
+	mu       sync.Mutex
+	deadline time.Time
+	writes   int
+	stuck    chan struct{}
+}
+
+func (s *stuckStream) SetWriteDeadline(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline = t
+	return nil
+}
+
+func (s *stuckStream) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	s.writes++
+	first, deadline := s.writes == 1, s.deadline
+	s.mu.Unlock()
+	if first {
+		return s.ResponseRecorder.Write(b)
+	}
+	select {
+	case <-s.stuck:
+	default:
+		close(s.stuck)
+	}
+	if deadline.IsZero() {
+		select {} // no deadline: a socket's write waits for ever
+	}
+	time.Sleep(time.Until(deadline))
+	return 0, os.ErrDeadlineExceeded
+}
+
+// A live stream whose client stops reading ends once a write has waited
+// streamWait, and its place among MaxStreamsPerClient is freed: it does
+// not hold the count, nor keep the poll running, for ever.
+func TestStuckStreamEndsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{PollInterval: 10 * time.Millisecond, MaxStreamsPerClient: 1})
+	e.h.streamWait = 50 * time.Millisecond
+	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
+	require.NoError(t, err)
+	w := &stuckStream{ResponseRecorder: httptest.NewRecorder(), stuck: make(chan struct{})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/events", nil))
+	}()
+	<-w.stuck
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream whose client reads nothing still open")
+	}
+	all, _ := e.h.streams.count("192.0.2.1")
+	assert.Zero(t, all, "its place held")
+}
