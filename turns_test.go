@@ -154,16 +154,22 @@ func TestGroupTurnsUnderHandle(t *testing.T) {
 }
 
 // Turns cost a queue that has none no Redis command: a dequeue of grouped
-// tasks makes as many as on a queue whose turns were set and removed,
-// and one of plain tasks as many as on a queue with turns. The client's
-// own loops add commands now and then: each count is the fewest of five.
+// tasks makes as many as on a queue whose turns, the default or its
+// groups' own, were set and removed, and one of plain tasks as many as on
+// a queue with turns. The client's own loops add commands now and then:
+// each count is the fewest of five.
 func TestGroupTurnsCostNoCalls(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	require.NoError(t, c.SetGroupTurns(ctx, "q2", "", 3, CreateQueue()))
 	require.NoError(t, c.SetGroupTurns(ctx, "q2", "", 0))
 	require.NoError(t, c.SetGroupTurns(ctx, "p2", "", 3, CreateQueue()))
-	for _, q := range []string{"q1", "q2"} {
+	// A queue whose groups' own turns all went reads no more either.
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g0", 3, CreateQueue()))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g1", 2))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g0", 0))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g1", 0))
+	for _, q := range []string{"q1", "q2", "q3"} {
 		for g := range 3 {
 			enqueueGroup(t, c, q, fmt.Sprint("g", g), 20)
 		}
@@ -175,12 +181,12 @@ func TestGroupTurnsCostNoCalls(t *testing.T) {
 	}
 	w := newWorker(t, c, WorkerOptions{})
 	counts := map[string]int{}
-	for _, q := range []string{"q1", "q2", "p1", "p2"} {
+	for _, q := range []string{"q1", "q2", "q3", "p1", "p2"} {
 		require.NoError(t, w.StartWork(ctx, q, Events{}))
 		counts[q] = 1 << 30
 	}
 	for range 6 {
-		for _, q := range []string{"q1", "q2", "p1", "p2"} {
+		for _, q := range []string{"q1", "q2", "q3", "p1", "p2"} {
 			n, ok := b.commandsOf(func() {
 				ps, err := w.DequeueN(ctx, q, 2)
 				require.NoError(t, err)
@@ -193,6 +199,7 @@ func TestGroupTurnsCostNoCalls(t *testing.T) {
 		}
 	}
 	assert.Equal(t, counts["q1"], counts["q2"], "grouped tasks, no turns")
+	assert.Equal(t, counts["q1"], counts["q3"], "grouped tasks, own turns gone")
 	assert.Equal(t, counts["p1"], counts["p2"], "plain tasks, turns or not")
 }
 
