@@ -279,3 +279,51 @@ func TestGroupSequenceHold(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, info.GroupsHeldOnDead)
 }
+
+// A group in the middle of its run that a cancel empties forgets the
+// turns it used, whichever cancel empties it: no field of it is left.
+func TestGroupTurnsForgottenWhenACancelEmptiesTheGroup(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"by id", "by payload", "waiting"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			_, c, ctx := setup(t)
+			require.NoError(t, c.SetGroupTurns(ctx, "q", "", 3, CreateQueue()))
+			ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("a"), []byte("a")}, Group("a"))
+			require.NoError(t, err)
+			enqueueGroup(t, c, "q", "b", 3)
+			w := newWorker(t, c, WorkerOptions{})
+			require.NoError(t, w.StartWork(ctx, "q", Events{}))
+			ps, err := w.DequeueN(ctx, "q", 1)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, taskNames(ps))
+			k := c.store.Keys().Queue("q")
+			used := func() int64 {
+				n, err := do(t, c, c.rdb.B().Hexists().Key(k.GroupLimits).Field("a:u").Build()).AsInt64()
+				require.NoError(t, err)
+				return n
+			}
+			require.EqualValues(t, 1, used(), "a is in the middle of its run")
+			switch how {
+			case "by id":
+				for _, id := range ids[1:] {
+					res, err := c.CancelTask(ctx, "q", id)
+					require.NoError(t, err)
+					require.EqualValues(t, 1, res.Removed)
+				}
+			case "by payload":
+				res, err := c.Cancel(ctx, "q", []byte("a"))
+				require.NoError(t, err)
+				require.EqualValues(t, 2, res.Removed)
+			case "waiting":
+				n, _, err := c.CancelWaiting(ctx, "q", WaitingSelection{IDs: ids[1:]})
+				require.NoError(t, err)
+				require.EqualValues(t, 2, n)
+			}
+			assert.EqualValues(t, 0, used(), "a's run ended with its tasks")
+			ps, err = w.DequeueN(ctx, "q", 3)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"b", "b", "b"}, taskNames(ps))
+		})
+	}
+}

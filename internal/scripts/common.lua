@@ -455,8 +455,10 @@ end
 -- removed may have been that front one, and the dequeue judges the rate
 -- again. Returns how many groups took a turn so: the caller wakes the
 -- runtimes for them (a work event naming none wakes every one), since
--- nobody polls.
-local function groups_emptied(gwait, gready, names)
+-- nobody polls. A group that leaves forgets the turns it used of its run
+-- ('<group>:u' in glimits, when given: see "Turns per group"), as one
+-- that a dequeue finds empty does.
+local function groups_emptied(gwait, gready, names, glimits)
   local gone, now, turned = {}, nil, 0
   for g in pairs(names) do
     if #redis.call('ZRANGEBYLEX', gwait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) == 0 then
@@ -469,6 +471,11 @@ local function groups_emptied(gwait, gready, names)
   end
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gready, unpack(gone, i, math.min(i + 999, #gone)))
+    if glimits then
+      local used = {}
+      for j = i, math.min(i + 999, #gone) do used[#used + 1] = gone[j] .. ':u' end
+      redis.call('HDEL', glimits, unpack(used))
+    end
   end
   return turned
 end
@@ -479,7 +486,7 @@ end
 -- the turns (groups_emptied). Returns the entries removed, the members
 -- looked at, whether members were left unlooked at, and how many groups
 -- groups_emptied gave a turn.
-local function groups_remove(gwait, gready, take, max)
+local function groups_remove(gwait, gready, take, max, glimits)
   local at, gone, groups, removed = 0, {}, {}, {}
   local left = false
   while true do
@@ -509,7 +516,7 @@ local function groups_remove(gwait, gready, take, max)
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gwait, unpack(gone, i, math.min(i + 999, #gone)))
   end
-  local turned = groups_emptied(gwait, gready, groups)
+  local turned = groups_emptied(gwait, gready, groups, glimits)
   return removed, at, left, turned
 end
 
