@@ -327,3 +327,43 @@ func TestGroupTurnsForgottenWhenACancelEmptiesTheGroup(t *testing.T) {
 		})
 	}
 }
+
+// Check reports the turn fields no dequeue would read (the mark of a
+// group's own turns when none has any, and a group's turns used kept
+// while it is not ready), and a repair removes them and leaves the turns
+// a group in the middle of its run used.
+func TestCheckFindsStaleTurns(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetGroupTurns(ctx, "q", "", 3, CreateQueue()))
+	enqueueGroup(t, c, "q", "a", 3)
+	enqueueGroup(t, c, "q", "b", 3)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ps, err := w.DequeueN(ctx, "q", 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, taskNames(ps))
+	requireClean(t, c)
+
+	k := c.store.Keys().Queue("q")
+	do(t, c, c.rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("gtx", "1").Build())
+	do(t, c, c.rdb.B().Hset().Key(k.GroupLimits).FieldValue().FieldValue("ghost:u", "1/123").Build())
+	rep := check(t, c, false)
+	assert.EqualValues(t, 2, rep.StaleTurns)
+	assert.Equal(t, 2, rep.Problems())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 2, rep.Repaired.ClearedTurns)
+	fields, err := do(t, c, c.rdb.B().Hkeys().Key(k.GroupLimits).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a:u"}, fields, "a's run goes on")
+	n, err := do(t, c, c.rdb.B().Hexists().Key(k.Meta).Field("gtx").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	requireClean(t, c)
+
+	// A queue left without turns keeps no turns used either.
+	do(t, c, c.rdb.B().Hdel().Key(k.Meta).Field("gturns").Build())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 1, rep.StaleTurns)
+	requireClean(t, c)
+}
