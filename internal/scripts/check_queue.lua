@@ -10,7 +10,7 @@
 -- sum of their weights, whatever their state: a process holds its slots
 -- until it ends), the group as stored (escaped), and the gatherings of
 -- aggregated tasks that hold tasks but have no deadline (see AGG.undue),
--- and the turn fields no dequeue would read (see turns_stale).
+-- and the turn fields no dequeue would read (see group_lib().turns_stale).
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
 --          {pid, owner, state, task, ...}, {counted, held}, stray reports,
 --          {control, value, ...}, {group, counted, held, ...},
@@ -90,4 +90,4 @@ for g, n in pairs(held) do
   miscounted[#miscounted + 1] = 0
   miscounted[#miscounted + 1] = n
 end
-return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #AGG.undue(gather_key, gather_due_key), turns_stale(meta_key, glimits_key, gready_key, false)}
+return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #AGG.undue(gather_key, gather_due_key), group_lib().turns_stale(meta_key, glimits_key, gready_key, false)}
