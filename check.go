@@ -38,6 +38,8 @@ import (
 //   - a queue's gathering of aggregated tasks (see Aggregate) has a
 //     deadline, without which MaxDelay would never flush it
 //     (UndueGatherings);
+//   - a queue keeps no field of its groups' turns that no dequeue would
+//     read, or that one reads for nothing (StaleTurns);
 //   - a workflow's keys exist only with its flow hash (LeftoverWorkflows),
 //     an ended workflow's keys all expire (LastingWorkflows), and a
 //     running workflow's step released to its queue is on its way there
@@ -109,6 +111,15 @@ type CheckReport struct {
 	// makes one. A repair gives each a deadline of now, so that the
 	// workers serving its queue flush it at once.
 	UndueGatherings int64
+	// StaleTurns counts the fields of groups' turns (see SetGroupTurns)
+	// that no dequeue would read, or that one reads for nothing: the mark
+	// that a group has turns of its own when none has (each dequeue of
+	// the queue then reads its groups' turns), and the turns a group used
+	// of its run kept when the group is no longer ready, or was given a
+	// new turn since, or the queue has no turns. Every script drops them,
+	// so only a key edited by hand, or a bug, leaves one. A repair
+	// removes them.
+	StaleTurns int64
 	// UnknownKeys are keys under the prefix that worqr did not write (or
 	// that a client wrote whose prefix is this one followed by ':' and
 	// more). They are reported, never touched.
@@ -241,6 +252,9 @@ type CheckRepairs struct {
 	// RescheduledGatherings counts the gatherings without a deadline
 	// given one of now (see CheckReport.UndueGatherings).
 	RescheduledGatherings int64
+	// ClearedTurns counts the stale fields of groups' turns removed (see
+	// CheckReport.StaleTurns).
+	ClearedTurns int64
 	// DeletedWorkflows had their leftover keys deleted.
 	DeletedWorkflows []string
 	// ExpiringWorkflows had their keys that did not expire set to expire
@@ -254,29 +268,29 @@ type CheckRepairs struct {
 func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
-		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) + int(r.UndueGatherings) +
+		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) + int(r.UndueGatherings) + int(r.StaleTurns) +
 		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, stale turn fields %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
-		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls), r.UndueGatherings,
+		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls), r.UndueGatherings, r.StaleTurns,
 		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.BrokenWorkflows),
 		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, workflows deleted %d, set to expire %d, steps enqueued %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, turn fields removed %d, workflows deleted %d, set to expire %d, steps enqueued %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
-			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups, p.RescheduledGatherings,
+			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups, p.RescheduledGatherings, p.ClearedTurns,
 			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps))
 	}
 	return b.String()
 }
 
 func (p CheckRepairs) changed() bool {
-	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups+p.RescheduledGatherings > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
+	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups+p.RescheduledGatherings+p.ClearedTurns > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
 		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues)+
 		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps) > 0
 }
@@ -306,7 +320,8 @@ func (p CheckRepairs) changed() bool {
 //     entries with no queue behind them are removed. Keys that are not
 //     worqr's are left alone;
 //   - a queue's count of weight in flight, and its groups' counts of the
-//     slots their processes hold, are set from the processes that stay;
+//     slots their processes hold, are set from the processes that stay,
+//     and the stale fields of its groups' turns are removed;
 //   - a workflow's keys left without its flow hash are deleted, an ended
 //     workflow's keys that do not expire are set to, and a stalled step is
 //     enqueued as its release would (see CheckReport.StalledSteps).
@@ -334,6 +349,7 @@ func checkReport(r checker.Report) CheckReport {
 		BrokenQueues:        r.BrokenQueues,
 		StaleProgress:       r.StaleProgress,
 		UndueGatherings:     r.UndueGatherings,
+		StaleTurns:          r.StaleTurns,
 		UnknownKeys:         r.UnknownKeys,
 		MiscountedQueues:    r.MiscountedQueues,
 		NodesScanned:        r.NodesScanned,
@@ -369,6 +385,7 @@ func checkReport(r checker.Report) CheckReport {
 		RecountedQueues:       f.RecountedQueues,
 		RecountedGroups:       f.RecountedGroups,
 		RescheduledGatherings: f.RescheduledGatherings,
+		ClearedTurns:          f.ClearedTurns,
 		DeletedWorkflows:      f.DeletedWorkflows,
 		ExpiringWorkflows:     f.ExpiringWorkflows,
 		EnqueuedSteps:         workflowSteps(f.EnqueuedSteps),

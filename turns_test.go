@@ -154,16 +154,22 @@ func TestGroupTurnsUnderHandle(t *testing.T) {
 }
 
 // Turns cost a queue that has none no Redis command: a dequeue of grouped
-// tasks makes as many as on a queue whose turns were set and removed,
-// and one of plain tasks as many as on a queue with turns. The client's
-// own loops add commands now and then: each count is the fewest of five.
+// tasks makes as many as on a queue whose turns, the default or its
+// groups' own, were set and removed, and one of plain tasks as many as on
+// a queue with turns. The client's own loops add commands now and then:
+// each count is the fewest of five.
 func TestGroupTurnsCostNoCalls(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	require.NoError(t, c.SetGroupTurns(ctx, "q2", "", 3, CreateQueue()))
 	require.NoError(t, c.SetGroupTurns(ctx, "q2", "", 0))
 	require.NoError(t, c.SetGroupTurns(ctx, "p2", "", 3, CreateQueue()))
-	for _, q := range []string{"q1", "q2"} {
+	// A queue whose groups' own turns all went reads no more either.
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g0", 3, CreateQueue()))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g1", 2))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g0", 0))
+	require.NoError(t, c.SetGroupTurns(ctx, "q3", "g1", 0))
+	for _, q := range []string{"q1", "q2", "q3"} {
 		for g := range 3 {
 			enqueueGroup(t, c, q, fmt.Sprint("g", g), 20)
 		}
@@ -175,12 +181,12 @@ func TestGroupTurnsCostNoCalls(t *testing.T) {
 	}
 	w := newWorker(t, c, WorkerOptions{})
 	counts := map[string]int{}
-	for _, q := range []string{"q1", "q2", "p1", "p2"} {
+	for _, q := range []string{"q1", "q2", "q3", "p1", "p2"} {
 		require.NoError(t, w.StartWork(ctx, q, Events{}))
 		counts[q] = 1 << 30
 	}
 	for range 6 {
-		for _, q := range []string{"q1", "q2", "p1", "p2"} {
+		for _, q := range []string{"q1", "q2", "q3", "p1", "p2"} {
 			n, ok := b.commandsOf(func() {
 				ps, err := w.DequeueN(ctx, q, 2)
 				require.NoError(t, err)
@@ -193,6 +199,7 @@ func TestGroupTurnsCostNoCalls(t *testing.T) {
 		}
 	}
 	assert.Equal(t, counts["q1"], counts["q2"], "grouped tasks, no turns")
+	assert.Equal(t, counts["q1"], counts["q3"], "grouped tasks, own turns gone")
 	assert.Equal(t, counts["p1"], counts["p2"], "plain tasks, turns or not")
 }
 
@@ -271,4 +278,92 @@ func TestGroupSequenceHold(t *testing.T) {
 	info, err = c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
 	assert.Zero(t, info.GroupsHeldOnDead)
+}
+
+// A group in the middle of its run that a cancel empties forgets the
+// turns it used, whichever cancel empties it: no field of it is left.
+func TestGroupTurnsForgottenWhenACancelEmptiesTheGroup(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"by id", "by payload", "waiting"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			_, c, ctx := setup(t)
+			require.NoError(t, c.SetGroupTurns(ctx, "q", "", 3, CreateQueue()))
+			ids, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("a"), []byte("a")}, Group("a"))
+			require.NoError(t, err)
+			enqueueGroup(t, c, "q", "b", 3)
+			w := newWorker(t, c, WorkerOptions{})
+			require.NoError(t, w.StartWork(ctx, "q", Events{}))
+			ps, err := w.DequeueN(ctx, "q", 1)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, taskNames(ps))
+			k := c.store.Keys().Queue("q")
+			used := func() int64 {
+				n, err := do(t, c, c.rdb.B().Hexists().Key(k.GroupLimits).Field("a:u").Build()).AsInt64()
+				require.NoError(t, err)
+				return n
+			}
+			require.EqualValues(t, 1, used(), "a is in the middle of its run")
+			switch how {
+			case "by id":
+				for _, id := range ids[1:] {
+					res, err := c.CancelTask(ctx, "q", id)
+					require.NoError(t, err)
+					require.EqualValues(t, 1, res.Removed)
+				}
+			case "by payload":
+				res, err := c.Cancel(ctx, "q", []byte("a"))
+				require.NoError(t, err)
+				require.EqualValues(t, 2, res.Removed)
+			case "waiting":
+				n, _, err := c.CancelWaiting(ctx, "q", WaitingSelection{IDs: ids[1:]})
+				require.NoError(t, err)
+				require.EqualValues(t, 2, n)
+			}
+			assert.EqualValues(t, 0, used(), "a's run ended with its tasks")
+			ps, err = w.DequeueN(ctx, "q", 3)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"b", "b", "b"}, taskNames(ps))
+		})
+	}
+}
+
+// Check reports the turn fields no dequeue would read (the mark of a
+// group's own turns when none has any, and a group's turns used kept
+// while it is not ready), and a repair removes them and leaves the turns
+// a group in the middle of its run used.
+func TestCheckFindsStaleTurns(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.NoError(t, c.SetGroupTurns(ctx, "q", "", 3, CreateQueue()))
+	enqueueGroup(t, c, "q", "a", 3)
+	enqueueGroup(t, c, "q", "b", 3)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	ps, err := w.DequeueN(ctx, "q", 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, taskNames(ps))
+	requireClean(t, c)
+
+	k := c.store.Keys().Queue("q")
+	do(t, c, c.rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("gtx", "1").Build())
+	do(t, c, c.rdb.B().Hset().Key(k.GroupLimits).FieldValue().FieldValue("ghost:u", "1/123").Build())
+	rep := check(t, c, false)
+	assert.EqualValues(t, 2, rep.StaleTurns)
+	assert.Equal(t, 2, rep.Problems())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 2, rep.Repaired.ClearedTurns)
+	fields, err := do(t, c, c.rdb.B().Hkeys().Key(k.GroupLimits).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a:u"}, fields, "a's run goes on")
+	n, err := do(t, c, c.rdb.B().Hexists().Key(k.Meta).Field("gtx").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	requireClean(t, c)
+
+	// A queue left without turns keeps no turns used either.
+	do(t, c, c.rdb.B().Hdel().Key(k.Meta).Field("gturns").Build())
+	rep = check(t, c, true)
+	assert.EqualValues(t, 1, rep.StaleTurns)
+	requireClean(t, c)
 }

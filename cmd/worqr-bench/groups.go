@@ -41,6 +41,10 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 		limit  int
 		turns  int // of every other group, from tenant-0
 	}{{"groups10", 10, 0, 0}, {"turns_groups10", 10, 0, 3}, {"groups10k", b.pick(10_000, 100), 0, 0}, {"limit1_groups1k", b.pick(1_000, 50), 1, 0}} {
+		// Redis per task: its CPU (INFO), the scripts' execution time and
+		// the calls the scripts made (INFO commandstats), load-proof where
+		// the rate is not.
+		var cost [2]struct{ cpu, exec, calls, scripts float64 }
 		variant := func(groups int) (float64, error) {
 			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
 				if groups == 0 {
@@ -62,6 +66,20 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 				}
 				return fillGroups(ctx, c, b.queues, total/len(b.queues), groups, run)
 			})
+			if err == nil && sp.serverOK {
+				c := &cost[min(groups, 1)]
+				c.cpu += float64(sp.serverCPU.Microseconds()) / float64(total) / 2
+				for name, n := range sp.calls {
+					switch name {
+					case "evalsha", "eval":
+						c.exec += float64(sp.usec[name]) / float64(total) / 2
+						c.scripts += float64(n) / float64(total) / 2
+					case "info":
+					default:
+						c.calls += float64(n) / float64(total) / 2
+					}
+				}
+			}
 			return float64(total) / sp.elapsed.Seconds(), err
 		}
 		var plain, grouped float64
@@ -79,6 +97,12 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 		res.add(v.name+"_tasks_per_s", "tasks/s", grouped)
 		res.add(v.name+"_plain_tasks_per_s", "tasks/s", plain)
 		res.add(v.name+"_ratio", "×", grouped/plain)
+		for i, kind := range []string{"_plain", ""} {
+			res.add(v.name+kind+"_redis_cpu_us_per_task", "µs", cost[i].cpu)
+			res.add(v.name+kind+"_script_us_per_task", "µs", cost[i].exec)
+			res.add(v.name+kind+"_calls_per_task", "calls", cost[i].calls)
+			res.add(v.name+kind+"_scripts_per_task", "calls", cost[i].scripts)
+		}
 	}
 	if err := groupsMemory(ctx, b, res, total, run); err != nil {
 		return nil, err

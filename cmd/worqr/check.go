@@ -43,6 +43,7 @@ type checkJSON struct {
 	MiscountedGroups    []groupCountJSON   `json:"miscountedGroups"`
 	UnreadableControls  []controlJSON      `json:"unreadableControls"`
 	UndueGatherings     int64              `json:"undueGatherings"`
+	StaleTurns          int64              `json:"staleTurns"`
 	LeftoverWorkflows   []string           `json:"leftoverWorkflows"`
 	LastingWorkflows    []string           `json:"lastingWorkflows"`
 	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
@@ -100,6 +101,7 @@ type repairsJSON struct {
 	RecountedQueues       []string           `json:"recountedQueues"`
 	RecountedGroups       int64              `json:"recountedGroups"`
 	RescheduledGatherings int64              `json:"rescheduledGatherings"`
+	ClearedTurns          int64              `json:"clearedTurns"`
 	DeletedWorkflows      []string           `json:"deletedWorkflows"`
 	ExpiringWorkflows     []string           `json:"expiringWorkflows"`
 	EnqueuedSteps         []workflowStepJSON `json:"enqueuedSteps"`
@@ -127,7 +129,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
-		LostSteps: workflowSteps(r.LostSteps), UndueGatherings: r.UndueGatherings,
+		LostSteps: workflowSteps(r.LostSteps), UndueGatherings: r.UndueGatherings, StaleTurns: r.StaleTurns,
 		BrokenWorkflows: list(r.BrokenWorkflows),
 		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
@@ -145,7 +147,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		j.Repaired = &repairsJSON{Requeued: p.Requeued, Dropped: p.Dropped, LeasesRemoved: p.LeasesRemoved,
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
-			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups, RescheduledGatherings: p.RescheduledGatherings,
+			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups, RescheduledGatherings: p.RescheduledGatherings, ClearedTurns: p.ClearedTurns,
 			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps)}
 	}
 	return j
@@ -217,6 +219,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		if r.UndueGatherings > 0 {
 			t.row("gathering without a deadline", fmt.Sprintf("%d, never flushed by time (--repair gives each a deadline of now)", r.UndueGatherings))
 		}
+		if r.StaleTurns > 0 {
+			t.row("stale turn fields", fmt.Sprintf("%d, read for nothing or never (--repair removes them)", r.StaleTurns))
+		}
 		rows("unknown key", r.UnknownKeys)
 		rows("leftover workflow", r.LeftoverWorkflows)
 		rows("lasting workflow", r.LastingWorkflows)
@@ -238,7 +243,7 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"workers adopted", itoa(len(p.AdoptedWorkers)), "queues listed", itoa(len(p.ListedQueues)),
 			"workers reclaimed", itoa(len(p.ReclaimedWorkers)), "workers pending", itoa(len(p.PendingWorkers)),
 			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
-			"groups recounted", itoa(p.RecountedGroups), "gatherings rescheduled", itoa(p.RescheduledGatherings),
+			"groups recounted", itoa(p.RecountedGroups), "gatherings rescheduled", itoa(p.RescheduledGatherings), "turn fields removed", itoa(p.ClearedTurns),
 			"workflows deleted", itoa(len(p.DeletedWorkflows)), "workflows set to expire", itoa(len(p.ExpiringWorkflows)),
 			"steps enqueued", itoa(len(p.EnqueuedSteps)))
 		if err != nil {

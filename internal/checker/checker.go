@@ -88,6 +88,7 @@ type queueLook struct {
 	groups     []store.GroupCount
 	stale      int64       // progress reports whose process is gone
 	undue      int64       // gatherings of aggregated tasks without a deadline
+	turns      int64       // turn fields no dequeue would read
 	unreadable [][2]string // controls the scripts cannot read: name, value
 }
 
@@ -184,7 +185,7 @@ func (ck *checker) look(ctx context.Context, names []string) (map[string]*queueL
 			case l.Err != nil:
 				return nil, c.Fail("consistency check", batch[i], l.Err)
 			}
-			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, groups: l.MiscountedGroups, stale: l.StaleProgress, undue: l.UndueGatherings, unreadable: l.Unreadable}
+			q := &queueLook{exists: l.Exists, waiting: l.Waiting, owners: l.Owners, miscounted: l.Counted != l.Held, groups: l.MiscountedGroups, stale: l.StaleProgress, undue: l.UndueGatherings, turns: l.StaleTurns, unreadable: l.Unreadable}
 			for _, p := range l.Orphans {
 				q.orphans = append(q.orphans, Orphan{Queue: batch[i], Proc: p})
 			}
@@ -262,6 +263,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 		rep.OrphanedProcesses = append(rep.OrphanedProcesses, q.orphans...)
 		rep.StaleProgress += q.stale
 		rep.UndueGatherings += q.undue
+		rep.StaleTurns += q.turns
 		live := true
 		for _, ok := range q.owners {
 			live = live && ok
@@ -275,7 +277,7 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 		for _, u := range q.unreadable {
 			rep.UnreadableControls = append(rep.UnreadableControls, QueueControl{Queue: name, Control: u[0], Value: u[1]})
 		}
-		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || len(q.groups) > 0 || q.stale > 0 || q.undue > 0 {
+		if len(q.orphans) > 0 || !live || (q.waiting > 0 && !q.exists) || q.miscounted || len(q.groups) > 0 || q.stale > 0 || q.undue > 0 || q.turns > 0 {
 			ck.repairQueues = append(ck.repairQueues, name)
 		}
 		q2, ok := second[name]
@@ -379,6 +381,7 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 		fixed.RecountedGroups += r.Regrouped
 		fixed.RescheduledGatherings += r.Rescheduled
+		fixed.ClearedTurns += r.Unturned
 	}
 
 	// 2. Workers the registry does not cover, entered so reclaim finds

@@ -15,6 +15,7 @@ type Report struct {
 	BrokenQueues        []string
 	StaleProgress       int64
 	UndueGatherings     int64
+	StaleTurns          int64
 	UnknownKeys         []string
 	MiscountedQueues    []string
 	MiscountedGroups    []GroupCount
@@ -47,6 +48,7 @@ type Repairs struct {
 	RecountedQueues       []string
 	RecountedGroups       int64
 	RescheduledGatherings int64
+	ClearedTurns          int64
 	DeletedWorkflows      []string
 	ExpiringWorkflows     []string
 	EnqueuedSteps         []WorkflowStep

@@ -18,6 +18,7 @@ local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
 local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
+local glimits_key = KEYS[13] -- the groups' settings: a group that goes forgets its turns used
 local channel, payload = ARGV[1], ARGV[2]
 
 set_lists(waiting_key, high_key, low_key)
@@ -79,7 +80,7 @@ local _, _, _, turned = groups_remove(gwait_key, gready_key, function(e)
   if header_has(e, 'R') then unlist[#unlist + 1] = e end
   if header_has(e, 'F') then steps[#steps + 1] = e end
   return true
-end)
+end, nil, glimits_key)
 if turned > 0 then publish(channel, 'w' .. turned) end
 local removed = #ids
 for i = 1, #ids, 1000 do

@@ -14,6 +14,7 @@ local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
 local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
+local glimits_key = KEYS[13] -- the groups' settings: a group that goes forgets its turns used
 local channel, id = ARGV[1], ARGV[2] -- id: the task to cancel
 
 set_lists(waiting_key, high_key, low_key)
@@ -44,7 +45,7 @@ local m = group_find(gwait_key, id)
 if m then
   local e, g = group_member_split(m)
   redis.call('ZREM', gwait_key, m)
-  local turned = groups_emptied(gwait_key, gready_key, {[g] = true})
+  local turned = groups_emptied(gwait_key, gready_key, {[g] = true}, glimits_key)
   if turned > 0 then publish(channel, 'w' .. turned) end
   errors_drop(errors_key, {id})
   release_unique(unique_key, e)

@@ -14,6 +14,7 @@ local waiting_key, errors_key, unique_key, high_key = KEYS[1], KEYS[2], KEYS[3],
 local low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7]
 local gwait_key, gready_key = KEYS[8], KEYS[9] -- see GROUPS in common.lua
 local flows_key = KEYS[10] -- workflow tasks' notices (see flow_notice)
+local glimits_key = KEYS[11] -- the groups' settings: a group that goes forgets its turns used
 local channel, mode, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]) -- mode: ids | kind | all
 local first_arg = 4 -- ARGV[4...]: the ids (mode ids), or the kind (mode kind)
 
@@ -74,7 +75,7 @@ if mode == 'ids' or mode == 'kind' or mode == 'all' then
       found = found + 1
       if mode == 'ids' and found >= wanted then return 'stop' end
       return true
-    end, limit - looked)
+    end, limit - looked, glimits_key)
     for _, e in ipairs(taken) do removed[#removed + 1] = e end
     looked = looked + n
     if left then more = 1 end

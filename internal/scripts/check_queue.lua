@@ -9,15 +9,17 @@
 -- of slots held (GROUPS.running) is not what their processes hold (the
 -- sum of their weights, whatever their state: a process holds its slots
 -- until it ends), the group as stored (escaped), and the gatherings of
--- aggregated tasks that hold tasks but have no deadline (see AGG.undue).
+-- aggregated tasks that hold tasks but have no deadline (see AGG.undue),
+-- and the turn fields no dequeue would read (see group_lib().turns_stale).
 -- Returns {has name (0/1), waiting, {worker, live (0/1), ...},
 --          {pid, owner, state, task, ...}, {counted, held}, stray reports,
 --          {control, value, ...}, {group, counted, held, ...},
---          gatherings without a deadline}.
+--          gatherings without a deadline, stale turn fields}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, high_key, low_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gwait_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
 local gather_key, gather_due_key = KEYS[11], KEYS[12] -- see AGG in common.lua
+local glimits_key, gready_key = KEYS[13], KEYS[14] -- the groups' settings and turns
 
 set_lists(waiting_key, high_key, low_key, gwait_key)
 local now = now_ms()
@@ -88,4 +90,4 @@ for g, n in pairs(held) do
   miscounted[#miscounted + 1] = 0
   miscounted[#miscounted + 1] = n
 end
-return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #AGG.undue(gather_key, gather_due_key)}
+return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #AGG.undue(gather_key, gather_due_key), group_lib().turns_stale(meta_key, glimits_key, gready_key, false)}

@@ -14,12 +14,14 @@
 -- tasks without a deadline (see AGG.undue), which would never be flushed
 -- by time, gets one of now: its tasks may have waited past MaxDelay
 -- already, so the next promotion flushes it, and the workers serving the
--- queue hear of it as of a delayed task. Owners are judged here, when
--- the repair runs, never from the check's earlier look: a process a live
--- worker dequeued in between, or one whose owner is live, is not touched.
+-- queue hear of it as of a delayed task; and the turn fields no dequeue
+-- would read are removed (see group_lib().turns_stale). Owners are
+-- judged here, when the repair runs, never from the check's earlier
+-- look: a process a live worker dequeued in between, or one whose owner
+-- is live, is not touched.
 -- Returns {requeued, dropped, lease entries removed, has name (0/1),
 --          weight count corrected (0/1), groups whose count was corrected,
---          gatherings given a deadline}.
+--          gatherings given a deadline, turn fields removed}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
@@ -114,4 +116,5 @@ if #undue > 0 then
   for _, key in ipairs(undue) do redis.call('ZADD', gather_due_key, ms(at), key) end
   publish(channel, 's' .. ms(at))
 end
-return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected, regrouped, #undue}
+local turns = group_lib().turns_stale(meta_key, glimits_key, gready_key, true)
+return {requeued, dropped, removed, redis.call('HEXISTS', meta_key, 'name'), corrected, regrouped, #undue, turns}

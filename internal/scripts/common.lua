@@ -455,8 +455,10 @@ end
 -- removed may have been that front one, and the dequeue judges the rate
 -- again. Returns how many groups took a turn so: the caller wakes the
 -- runtimes for them (a work event naming none wakes every one), since
--- nobody polls.
-local function groups_emptied(gwait, gready, names)
+-- nobody polls. A group that leaves forgets the turns it used of its run
+-- ('<group>:u' in glimits, when given: see "Turns per group"), as one
+-- that a dequeue finds empty does.
+local function groups_emptied(gwait, gready, names, glimits)
   local gone, now, turned = {}, nil, 0
   for g in pairs(names) do
     if #redis.call('ZRANGEBYLEX', gwait, '[' .. g .. '\0', '(' .. g .. '\1', 'LIMIT', 0, 1) == 0 then
@@ -469,6 +471,11 @@ local function groups_emptied(gwait, gready, names)
   end
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gready, unpack(gone, i, math.min(i + 999, #gone)))
+    if glimits then
+      local used = {}
+      for j = i, math.min(i + 999, #gone) do used[#used + 1] = gone[j] .. ':u' end
+      redis.call('HDEL', glimits, unpack(used))
+    end
   end
   return turned
 end
@@ -479,7 +486,7 @@ end
 -- the turns (groups_emptied). Returns the entries removed, the members
 -- looked at, whether members were left unlooked at, and how many groups
 -- groups_emptied gave a turn.
-local function groups_remove(gwait, gready, take, max)
+local function groups_remove(gwait, gready, take, max, glimits)
   local at, gone, groups, removed = 0, {}, {}, {}
   local left = false
   while true do
@@ -509,7 +516,7 @@ local function groups_remove(gwait, gready, take, max)
   for i = 1, #gone, 1000 do
     redis.call('ZREM', gwait, unpack(gone, i, math.min(i + 999, #gone)))
   end
-  local turned = groups_emptied(gwait, gready, groups)
+  local turned = groups_emptied(gwait, gready, groups, glimits)
   return removed, at, left, turned
 end
 
@@ -631,7 +638,7 @@ local function groups_turn(gready, names, score)
 end
 
 -- The group helpers of the scripts that take, put back or end tasks
--- (member, entry, front, push, freed and settle, below): a script
+-- (member, entry, front, push, freed, settle and turns_stale, below): a script
 -- makes a closure for every helper it carries on every call, so these are
 -- made by group_lib() on first use, in one table, and a script that meets no
 -- grouped task makes none of them.
@@ -735,6 +742,50 @@ local function group_lib()
       redis.call('ZADD', GROUPS.ready, unpack(ready))
       if idle then wake_parked(idle, channel, #ready / 2) end
     end
+  end
+
+  -- The turn fields of a queue that no dequeue would read, or that one
+  -- would read for nothing (Client.Check): 'gtx' with no group's own turns
+  -- left, and a '<group>:u' of a queue without turns, or of a group that
+  -- no longer holds the score it was counted at (out of the ready set, or
+  -- given a new turn since). Every script drops them, so only a key edited
+  -- by hand, or a bug, leaves one. With fix they are removed. Returns how
+  -- many there were.
+  function G.turns_stale(meta, glimits, gready, fix)
+    local m = redis.call('HMGET', meta, 'gturns', 'gtx')
+    local stale = 0
+    local own = false
+    local fields = {}
+    local cursor = '0'
+    repeat
+      local page = redis.call('HSCAN', glimits, cursor, 'MATCH', '*:[tu]', 'COUNT', 1000)
+      cursor = page[1]
+      for i = 1, #page[2], 2 do
+        local f, v = page[2][i], page[2][i + 1]
+        if string.sub(f, -2) == ':t' then
+          own = true
+        else
+          fields[#fields + 1] = f
+          fields[#fields + 1] = v
+        end
+      end
+    until cursor == '0'
+    if m[2] and not own then
+      stale = stale + 1
+      if fix then redis.call('HDEL', meta, 'gtx') end
+    end
+    local turned = own or (control_value(m[1]) or 1) > 1
+    for i = 1, #fields, 2 do
+      local f = fields[i]
+      local g = string.sub(f, 1, -3)
+      local at = string.match(fields[i + 1], '^%d+/(.+)$')
+      local score = redis.call('ZSCORE', gready, g)
+      if not turned or not at or not score or tonumber(at) ~= tonumber(score) then
+        stale = stale + 1
+        if fix then redis.call('HDEL', glimits, f) end
+      end
+    end
+    return stale
   end
   GROUP_LIB = G
   return G

@@ -85,23 +85,37 @@ elseif op == 'ghold' then
   end
 elseif op == 'gturns' then
   -- Turns: the default ('gturns') or a group's own ('<group>:t'; 'gtx'
-  -- marks that one exists). They hold nothing back, so nothing wakes:
-  -- the next dequeue reads them. A queue left without turns forgets the
-  -- turns its groups used.
+  -- marks that one exists, and goes with the last, so that the dequeues
+  -- of a queue left without turns read nothing more). They hold nothing
+  -- back, so nothing wakes: the next dequeue reads them. A queue left
+  -- without turns forgets the turns its groups used.
   local key, field = meta_key, 'gturns'
   if group ~= '' then key, field = glimits_key, group .. ':t' end
+  -- The fields of the limits hash that match pattern, each passed to
+  -- each until it returns true (then this does too).
+  local function scan(pattern, each)
+    local cursor = '0'
+    repeat
+      local page = redis.call('HSCAN', glimits_key, cursor, 'MATCH', pattern, 'COUNT', 1000)
+      cursor = page[1]
+      for i = 1, #page[2], 2 do
+        if each(page[2][i]) then return true end
+      end
+    until cursor == '0'
+    return false
+  end
   if set then
     redis.call('HSET', key, field, value)
     if group ~= '' then redis.call('HSET', meta_key, 'gtx', 1) end
-  else
-    redis.call('HDEL', key, field)
-    if group == '' and not redis.call('HGET', meta_key, 'gtx') then
-      local cursor = '0'
-      repeat
-        local page = redis.call('HSCAN', glimits_key, cursor, 'MATCH', '*:u', 'COUNT', 1000)
-        cursor = page[1]
-        for i = 1, #page[2], 2 do redis.call('HDEL', glimits_key, page[2][i]) end
-      until cursor == '0'
+  elseif redis.call('HDEL', key, field) == 1 then
+    local m = redis.call('HMGET', meta_key, 'gturns', 'gtx')
+    local own = m[2] ~= false
+    if own and group ~= '' and not scan('*:t', function() return true end) then
+      redis.call('HDEL', meta_key, 'gtx')
+      own = false
+    end
+    if not own and (control_value(m[1]) or 1) <= 1 then
+      scan('*:u', function(f) redis.call('HDEL', glimits_key, f) end)
     end
   end
 elseif op == 'glimit' then

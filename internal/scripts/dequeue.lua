@@ -248,19 +248,41 @@ local function take_turns(k)
     local names = {}
     for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
     local held = redis.call('HMGET', grunning_key, unpack(names))
-    local own = redis.call('HMGET', glimits_key, unpack(names))
-    -- Under turns, each group's own turns and the turns it used of its
-    -- current run: one HMGET per 1000 groups.
-    local tu = {}
-    if turned then
-      for i = 1, #names, 1000 do
-        local fields = {}
-        for j = i, math.min(i + 999, #names) do
-          fields[#fields + 1] = names[j] .. ':t'
-          fields[#fields + 1] = names[j] .. ':u'
-        end
-        for _, v in ipairs(redis.call('HMGET', glimits_key, unpack(fields))) do tu[#tu + 1] = v end
+    -- Each group's own limit and, under turns, its own turns and the
+    -- turns it used of its current run, under own rates its own rate, and
+    -- under holds its hold: the fields of the limits hash in one HMGET (one
+    -- per 4000 fields), however many of these the queue uses.
+    local fields, per = {}, 1
+    if turned then per = per + 2 end
+    if m[4] then per = per + 1 end
+    if holds then per = per + 1 end
+    for _, g in ipairs(names) do
+      fields[#fields + 1] = g
+      if turned then
+        fields[#fields + 1] = g .. ':t'
+        fields[#fields + 1] = g .. ':u'
       end
+      if m[4] then fields[#fields + 1] = g .. ':r' end
+      if holds then fields[#fields + 1] = g .. ':d' end
+    end
+    local values = {}
+    for i = 1, #fields, 4000 do
+      local got = redis.call('HMGET', glimits_key, unpack(fields, i, math.min(i + 3999, #fields)))
+      for _, v in ipairs(got) do values[#values + 1] = v end
+    end
+    local own, tu, own_rate, dead = {}, {}, {}, {}
+    for i = 1, #names do
+      local at = (i - 1) * per + 1
+      own[i] = values[at]
+      if turned then
+        tu[2 * i - 1], tu[2 * i] = values[at + 1], values[at + 2]
+        at = at + 2
+      end
+      if m[4] then
+        at = at + 1
+        own_rate[i] = values[at]
+      end
+      if holds then dead[i] = values[at + 1] end
     end
     -- A turn is a share of the tasks asked for: one task when there are
     -- as many groups ready as tasks, else an equal share of them. Under
@@ -281,18 +303,6 @@ local function take_turns(k)
       share = math.max(math.floor(k / sum), 1)
     end
     local counters, dropped = {}, {}
-    local own_rate = {}
-    if m[4] then
-      local fields = {}
-      for i, g in ipairs(names) do fields[i] = g .. ':r' end
-      own_rate = redis.call('HMGET', glimits_key, unpack(fields))
-    end
-    local dead = {}
-    if holds then
-      local fields = {}
-      for i, g in ipairs(names) do fields[i] = g .. ':d' end
-      dead = redis.call('HMGET', glimits_key, unpack(fields))
-    end
     local took, out, again, hold = {}, {}, {}, {}
     for i, g in ipairs(names) do
       while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do

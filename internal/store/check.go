@@ -115,6 +115,8 @@ type QueueLook struct {
 	// UndueGatherings counts the gatherings of aggregated tasks that hold
 	// tasks but have no deadline.
 	UndueGatherings int64
+	// StaleTurns counts the groups' turn fields no dequeue would read.
+	StaleTurns int64
 	// MiscountedGroups are the groups whose count of slots held does not
 	// match the weights of their processes, by group (unescaped).
 	MiscountedGroups []GroupCount
@@ -133,7 +135,7 @@ func (s *Store) LookQueues(ctx context.Context, names []string, sets *scripts.Ch
 	calls := make([]scripts.Call, len(names))
 	for i, name := range names {
 		k := s.keys.Queue(name)
-		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress, k.GroupWait, k.GroupRunning, k.Gather, k.GatherDue}}
+		calls[i] = scripts.Call{Script: sets.Queue, Keys: []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Delayed, k.High, k.Low, k.Progress, k.GroupWait, k.GroupRunning, k.Gather, k.GatherDue, k.GroupLimits, k.GroupReady}}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -152,7 +154,7 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 		_, reply := rueidis.IsRedisErr(err)
 		return QueueLook{Err: err, Broken: reply}
 	}
-	if len(parts) != 9 {
+	if len(parts) != 10 {
 		return QueueLook{Err: fmt.Errorf("check_queue.lua answered %d parts", len(parts))}
 	}
 	exists, err1 := parts[0].AsInt64()
@@ -167,10 +169,11 @@ func parseQueueLook(res rueidis.RedisResult) QueueLook {
 	unreadable, err7 := parts[6].AsStrSlice()
 	groups, err8 := parts[7].ToArray()
 	undue, err9 := parts[8].AsInt64()
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
+	turns, err10 := parts[9].AsInt64()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10); err != nil {
 		return QueueLook{Err: err}
 	}
-	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2), Counted: weights[0], Held: weights[1], StaleProgress: stray, UndueGatherings: undue}
+	q := QueueLook{Exists: exists == 1, Waiting: waiting, Owners: make(map[string]bool, len(owners)/2), Counted: weights[0], Held: weights[1], StaleProgress: stray, UndueGatherings: undue, StaleTurns: turns}
 	for i := 0; i+1 < len(owners); i += 2 {
 		id, err1 := owners[i].ToString()
 		live, err2 := owners[i+1].AsInt64()
@@ -328,7 +331,10 @@ type QueueRepair struct {
 	// Rescheduled counts the gatherings without a deadline that were
 	// given one.
 	Rescheduled int64
-	Err         error
+	// Unturned counts the turn fields no dequeue would read that were
+	// removed.
+	Unturned int64
+	Err      error
 }
 
 // RepairQueues runs check_repair.lua on each queue, pipelined.
@@ -346,14 +352,14 @@ func (s *Store) RepairQueues(ctx context.Context, names []string, sets *scripts.
 			continue
 		}
 		n, err := results[i].AsIntSlice()
-		if err == nil && len(n) != 7 {
+		if err == nil && len(n) != 8 {
 			err = fmt.Errorf("check_repair.lua answered %d values", len(n))
 		}
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2], Recounted: n[4] == 1, Regrouped: n[5], Rescheduled: n[6]}
+		out[i] = QueueRepair{Requeued: n[0], Dropped: n[1], LeasesRemoved: n[2], Recounted: n[4] == 1, Regrouped: n[5], Rescheduled: n[6], Unturned: n[7]}
 	}
 	return out
 }

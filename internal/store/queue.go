@@ -721,7 +721,7 @@ func (s *Store) CancelID(ctx context.Context, queue, id string) (CancelCount, []
 
 func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg string) (CancelCount, []string, error) {
 	k := s.queueKeys(queue)
-	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows}, []string{k.Channel, arg})
+	res, err := s.run(ctx, OpCancel, queue, sc, []string{k.Waiting, k.Procs, k.Delayed, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows, k.GroupLimits}, []string{k.Channel, arg})
 	if err != nil {
 		return CancelCount{}, nil, err
 	}
@@ -781,7 +781,7 @@ func (s *Store) CancelWaiting(ctx context.Context, queue string, sel CancelSelec
 		args[1] = "kind"
 		args = append(args, sel.Kind)
 	}
-	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows}, args)
+	res, err := s.run(ctx, OpCancel, queue, s.scripts.CancelWaiting, []string{k.Waiting, k.Errors, k.Unique, k.High, k.Low, k.Stats, k.Retained, k.GroupWait, k.GroupReady, k.Flows, k.GroupLimits}, args)
 	if err != nil {
 		return 0, false, nil, err
 	}
