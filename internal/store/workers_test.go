@@ -208,3 +208,54 @@ func TestWorkerSlotsScript(t *testing.T) {
 	require.ErrorIs(t, e.s.SetWorkerSlots(e.ctx, e.worker(), qs), ErrLeaseGone, "never registered")
 	e.expect(keyState{"workers": workers, "wslots": hash{other: "1,1:x"}})
 }
+
+// keepalive.lua reads the registry's first two leases before renewing:
+// where a call renews several workers, one of which was among them, the
+// next lease to run out is read again after the renewals, so a worker is
+// not told of a peer's lease that has just been renewed.
+func TestKeepaliveTellsTheNextLeaseAfterTheRenewals(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "keepalive.lua")
+	a, b, c := e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	e.seed(keyState{"workers": zset{a: float64(now + 10_000), b: float64(now + 20_000), c: float64(now + 30_000)}})
+	out, err := e.s.Keepalive(e.ctx, time.Minute, []Keepalive{{Worker: b}, {Worker: a}})
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	assert.False(t, out[0].Gone)
+	assert.False(t, out[1].Gone)
+	// For both, the next lease to run out is c's: a's and b's now run out
+	// in a minute.
+	for i, o := range out {
+		assert.LessOrEqual(t, o.Next, 30*time.Second, i)
+		assert.Greater(t, o.Next, 25*time.Second, i)
+	}
+	got := e.dump()
+	expiry := float64(e.within(int64(got["workers"].(zset)[a]), now+60_000, e.clockMs()+60_000, "the renewed leases"))
+	require.Equal(t, keyState{"workers": zset{a: expiry, b: expiry, c: float64(now + 30_000)}}, got)
+}
+
+// keepalive.lua, one worker alone: whether it held the first, the second
+// or a later lease in the registry, it learns the next peer's.
+func TestKeepaliveOfOneWorkerTellsTheNextPeer(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "keepalive.lua")
+	a, b, c := e.worker(), e.worker(), e.worker()
+	now := e.clockMs()
+	leases := zset{a: float64(now + 10_000), b: float64(now + 20_000), c: float64(now + 30_000)}
+	e.seed(keyState{"workers": leases})
+	for _, tc := range []struct {
+		w    string
+		next time.Duration // from the seeding
+	}{{a, 20 * time.Second}, {b, 30 * time.Second}, {c, time.Minute}} {
+		// After a's renewal the first two are b and c; after b's, c and a
+		// (in a minute).
+		out, err := e.s.Keepalive(e.ctx, time.Minute, []Keepalive{{Worker: tc.w}})
+		require.NoError(t, err)
+		require.False(t, out[0].Gone)
+		assert.LessOrEqual(t, out[0].Next, tc.next, tc.w)
+		assert.Greater(t, out[0].Next, tc.next-5*time.Second, tc.w)
+	}
+	got := e.dump()
+	assert.Len(t, got["workers"].(zset), 3)
+}
