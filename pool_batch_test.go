@@ -13,8 +13,8 @@ import (
 // A pool serves a batched queue and a plain one together: the batched
 // queue's tasks come to its handler in batches of Size, and each task of
 // a batch is settled on its own (finished, retried under the batch's
-// Retry, dead-lettered when Permanent), while the plain queue's tasks
-// run one by one.
+// Retry, dead-lettered when Permanent or out of attempts), while the
+// plain queue's tasks run one by one.
 func TestPoolBatchedAndPlainQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -34,31 +34,33 @@ func TestPoolBatchedAndPlainQueue(t *testing.T) {
 					errs[p] = errFlaky
 				case task == "bad":
 					errs[p] = Permanent(errFlaky)
+				case task == "doomed":
+					errs[p] = errFlaky
 				}
 			}
 			return errs
-		}, BatchOptions: BatchOptions{Size: 4, MaxWait: time.Hour, Retry: retryNow}},
+		}, BatchOptions: BatchOptions{Size: 4, MaxWait: time.Hour, Retry: RetryPolicy{MaxAttempts: 2, Backoff: retryNow.Backoff}}},
 		{Queue: "mail", Handler: func(_ context.Context, p *Process) error {
 			mails <- string(p.Task())
 			return nil
 		}},
 	}, PoolOptions{Concurrency: 8, Order: OrderShared}))
 
-	require.NoError(t, second(c.EnqueueBatch(ctx, "rows", [][]byte{[]byte("ok1"), []byte("flaky"), []byte("bad"), []byte("ok2")})))
+	require.NoError(t, second(c.EnqueueBatch(ctx, "rows", [][]byte{[]byte("ok1"), []byte("flaky"), []byte("bad"), []byte("doomed")})))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "mail", [][]byte{[]byte("m1"), []byte("m2")})))
-	assert.Equal(t, []string{"bad", "flaky", "ok1", "ok2"}, recv(t, seen, 5*time.Second, "the batch"))
+	assert.Equal(t, []string{"bad", "doomed", "flaky", "ok1"}, recv(t, seen, 5*time.Second, "the batch"))
 	waitJoined(t, c, "rows", 4) // the first batch's joins
-	waitJoined(t, c, "rows", 1) // the retry, alone in the next batch
-	require.NoError(t, second(c.EnqueueBatch(ctx, "rows", [][]byte{[]byte("ok3"), []byte("ok4"), []byte("ok5")})))
-	assert.Equal(t, []string{"flaky", "ok3", "ok4", "ok5"}, recv(t, seen, 5*time.Second, "the retry's batch"))
+	waitJoined(t, c, "rows", 2) // the two retries, in the next batch
+	require.NoError(t, second(c.EnqueueBatch(ctx, "rows", [][]byte{[]byte("ok2"), []byte("ok3")})))
+	assert.Equal(t, []string{"doomed", "flaky", "ok2", "ok3"}, recv(t, seen, 5*time.Second, "the retries' batch"))
 	got := []string{recv(t, mails, 5*time.Second, "a mail"), recv(t, mails, 5*time.Second, "a mail")}
 	assert.ElementsMatch(t, []string{"m1", "m2"}, got, "the plain queue's tasks, one call each")
 
 	settledQueue(t, c, "rows")
 	settledQueue(t, c, "mail")
-	assert.Equal(t, []string{"bad"}, deadPayloads(t, c, "rows"), "only the permanent failure is dead")
+	assert.ElementsMatch(t, []string{"bad", "doomed"}, deadPayloads(t, c, "rows"), "the permanent failure, and the one out of attempts")
 	assert.Empty(t, deadPayloads(t, c, "mail"))
-	for task, n := range map[string]int{"ok1": 1, "ok2": 1, "bad": 1, "flaky": 2, "ok3": 1} {
+	for task, n := range map[string]int{"ok1": 1, "ok2": 1, "bad": 1, "flaky": 2, "doomed": 2, "ok3": 1} {
 		assert.Equal(t, n, a.get(task), task)
 	}
 }
