@@ -91,8 +91,9 @@ type PoolOptions struct {
 // queue empty is parked in each queue's idle set, where an enqueue on any
 // of them wakes it. Everything else is per queue, as with Handle: leases,
 // reclaim, fencing, retries, dead letters, controls, StopWork, events and
-// middleware. If one of the queues cannot be served, those already served
-// are left again and the error is returned.
+// middleware. A queue may be served in batches (QueueSpec.Batch), as by
+// HandleBatch, from the pool's slots. If one of the queues cannot be
+// served, those already served are left again and the error is returned.
 func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts PoolOptions) error {
 	size, err := validatePool(queues, opts)
 	if err != nil {
