@@ -146,14 +146,29 @@ func (w *Worker) HandleBatch(ctx context.Context, queue string, h BatchHandler, 
 
 // handle serves the batcher's queue with Handle, join its handler.
 func (b *batcher) handle(ctx context.Context) error {
-	return b.w.handle(ctx, b.queue, b.join, HandleOptions{
-		Concurrency:      b.size * b.batches,
+	opts := b.handleOptions()
+	opts.Concurrency = b.slots()
+	return b.w.handle(ctx, b.queue, b.join, opts, b.attach)
+}
+
+// slots is how many tasks the batcher holds at most: Size × Batches.
+func (b *batcher) slots() int { return b.size * b.batches }
+
+// handleOptions are the options of the Handle runtime (or pool member)
+// serving the batcher's queue, but for its slots: the batch's Timeout is
+// the batcher's own (see run), not each handler call's.
+func (b *batcher) handleOptions() HandleOptions {
+	return HandleOptions{
 		PanicIsPermanent: b.opts.PanicIsPermanent,
 		Events:           b.opts.Events,
 		Middleware:       b.opts.Middleware,
 		Retry:            b.opts.Retry,
-	}, func(r *runner) { b.r = r })
+	}
 }
+
+// attach gives the batcher the runtime serving its queue, before it
+// takes work.
+func (b *batcher) attach(r *runner) { b.r = r }
 
 // pending is how many processes the batch filling holds.
 func (b *batcher) pending() int {
@@ -222,21 +237,39 @@ func (m *member) outcome() error {
 }
 
 func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*batcher, error) {
-	bad := func(what string) error {
-		return fmt.Errorf("worqr: handle batch %q: %s: %w", queue, what, ErrInvalidOptions)
+	if what := checkBatch(h, opts); what != "" {
+		return nil, fmt.Errorf("worqr: handle batch %q: %s: %w", queue, what, ErrInvalidOptions)
 	}
+	return newCheckedBatcher(w, queue, h, opts), nil
+}
+
+// checkBatch says what is wrong with a batch handler and its options, ""
+// if nothing: HandleBatch and HandleQueues check them alike.
+func checkBatch(h BatchHandler, opts BatchOptions) string {
 	switch {
 	case h == nil:
-		return nil, bad("nil handler")
+		return "nil handler"
 	case opts.Size < 0:
-		return nil, bad("negative size")
+		return "negative size"
 	case opts.MaxWait < 0:
-		return nil, bad("negative max wait")
+		return "negative max wait"
 	case opts.Batches < 0:
-		return nil, bad("negative batches")
+		return "negative batches"
 	case opts.Timeout < 0:
-		return nil, bad("negative timeout")
+		return "negative timeout"
 	}
+	size, batches := opts.Size, max(opts.Batches, 1)
+	if size == 0 {
+		size = DefaultBatchSize
+	}
+	if batches > maxBatchSlots/size {
+		return fmt.Sprintf("size × batches over %d", maxBatchSlots)
+	}
+	return ""
+}
+
+// newCheckedBatcher is newBatcher for options checkBatch passed.
+func newCheckedBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) *batcher {
 	b := &batcher{w: w, queue: queue, h: h, opts: opts, size: opts.Size, wait: opts.MaxWait, batches: opts.Batches, clock: w.c.clock}
 	if b.size == 0 {
 		b.size = DefaultBatchSize
@@ -247,10 +280,7 @@ func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*ba
 	if b.batches == 0 {
 		b.batches = 1
 	}
-	if b.batches > maxBatchSlots/b.size {
-		return nil, bad(fmt.Sprintf("size × batches over %d", maxBatchSlots))
-	}
-	return b, nil
+	return b
 }
 
 // join is the Handler of each process: it adds the process to the batch

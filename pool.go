@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Order is how a pool of handler slots shared by several queues
@@ -41,8 +42,19 @@ func (o Order) String() string {
 type QueueSpec struct {
 	// Queue is the queue's name.
 	Queue string
-	// Handler runs the queue's tasks.
+	// Handler runs the queue's tasks. Exactly one of Handler and Batch is
+	// set.
 	Handler Handler
+	// Batch, set instead of Handler, runs the queue's tasks in batches, as
+	// HandleBatch does, under BatchOptions: each task of a batch holds
+	// one of the pool's slots, and is settled on its own. The queue holds
+	// at most Size × Batches slots (fewer under a smaller MaxSlots), and
+	// its share of the pool is counted in tasks, as any queue's: a batch
+	// that does not get Size slots starts MaxWait after its first task.
+	Batch BatchHandler
+	// BatchOptions configure Batch, and are the queue's options then:
+	// Options must be zero. They must be zero without Batch.
+	BatchOptions BatchOptions
 	// Share is the queue's share of the slots under OrderShared (default
 	// 1); OrderStrict ignores it. (A task's weight, the Weight enqueue
 	// option, is another thing: the slots of its queue's concurrency
@@ -54,7 +66,8 @@ type QueueSpec struct {
 	// Options are the queue's own: Retry, Timeout, PanicIsPermanent,
 	// Middleware and Events work as they do for Handle. Its Concurrency
 	// must be zero: the slots are the pool's (PoolOptions.Concurrency),
-	// and a queue's share of them is MaxSlots.
+	// and a queue's share of them is MaxSlots. A batched queue's options
+	// are its BatchOptions instead.
 	Options HandleOptions
 }
 
@@ -78,8 +91,9 @@ type PoolOptions struct {
 // queue empty is parked in each queue's idle set, where an enqueue on any
 // of them wakes it. Everything else is per queue, as with Handle: leases,
 // reclaim, fencing, retries, dead letters, controls, StopWork, events and
-// middleware. If one of the queues cannot be served, those already served
-// are left again and the error is returned.
+// middleware. A queue may be served in batches (QueueSpec.Batch), as by
+// HandleBatch, from the pool's slots. If one of the queues cannot be
+// served, those already served are left again and the error is returned.
 func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts PoolOptions) error {
 	size, err := validatePool(queues, opts)
 	if err != nil {
@@ -91,10 +105,25 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		if share == 0 {
 			share = 1
 		}
-		s.add(q.Queue, chain(q.Handler, w.opts.Middleware, q.Options.Middleware), q.Options, q.MaxSlots, share)
+		h, hopts, maxSlots := q.Handler, q.Options, q.MaxSlots
+		var b *batcher
+		if q.Batch != nil {
+			// HandleBatch's batcher, on a member of the pool: it joins
+			// each task's handler call to a batch, as it does on its own
+			// runtime.
+			b = newCheckedBatcher(w, q.Queue, q.Batch, q.BatchOptions)
+			h, hopts = b.join, b.handleOptions()
+			if maxSlots == 0 || maxSlots > b.slots() {
+				maxSlots = b.slots()
+			}
+		}
+		r := s.add(q.Queue, chain(h, w.opts.Middleware, hopts.Middleware), hopts, maxSlots, share)
+		if b != nil {
+			b.attach(r)
+		}
 	}
 	for i, r := range s.members {
-		err := w.startWork(ctx, r.queue, queues[i].Options.Events, r)
+		err := w.startWork(ctx, r.queue, r.opts.Events, r)
 		if err == nil {
 			continue
 		}
@@ -148,8 +177,18 @@ func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
 	seen := make(map[string]bool, len(queues))
 	for _, q := range queues {
 		switch {
-		case q.Handler == nil:
+		case q.Handler == nil && q.Batch == nil:
 			return 0, fmt.Errorf("worqr: handle queues: %q: nil handler: %w", q.Queue, ErrInvalidOptions)
+		case q.Handler != nil && q.Batch != nil:
+			return 0, fmt.Errorf("worqr: handle queues: %q: both Handler and Batch are set: %w", q.Queue, ErrInvalidOptions)
+		case q.Batch == nil && !reflect.ValueOf(q.BatchOptions).IsZero():
+			return 0, fmt.Errorf("worqr: handle queues: %q: BatchOptions without Batch: %w", q.Queue, ErrInvalidOptions)
+		case q.Batch != nil && !reflect.ValueOf(q.Options).IsZero():
+			// One set of options per queue: a batched queue's are its
+			// BatchOptions, as for HandleBatch.
+			return 0, fmt.Errorf("worqr: handle queues: %q: Options set on a batched queue (its options are BatchOptions): %w", q.Queue, ErrInvalidOptions)
+		case q.Batch != nil && checkBatch(q.Batch, q.BatchOptions) != "":
+			return 0, fmt.Errorf("worqr: handle queues: %q: batch: %s: %w", q.Queue, checkBatch(q.Batch, q.BatchOptions), ErrInvalidOptions)
 		case q.Share < 0:
 			return 0, fmt.Errorf("worqr: handle queues: %q: negative share: %w", q.Queue, ErrInvalidOptions)
 		case q.MaxSlots < 0:

@@ -67,3 +67,54 @@ func ExampleRunPolicy() {
 	// attempt 3: dead "exhausted", next after 0s
 	// dead exhausted smtp: 451 try again later
 }
+
+// Run a handler of aggregated tasks (see worqr.Aggregate) on the members
+// a gathering would hand it.
+func ExampleRun_aggregated() {
+	count := func(_ context.Context, p *worqr.Process) error {
+		members, _ := p.Aggregated()
+		for _, m := range members {
+			fmt.Printf("%s: %s\n", m.TaskID, m.Task)
+		}
+		p.SetResult(fmt.Appendf(nil, "%d clicks", len(members)))
+		return nil
+	}
+	result, err := worqrtest.Run(context.Background(), count, nil, worqrtest.RunOptions{
+		Members: []worqr.AggregateMember{
+			{TaskID: "t1", Task: []byte("click /home")},
+			{TaskID: "t2", Task: []byte("click /about")},
+		},
+	})
+	fmt.Printf("%s %v\n", result, err)
+	// Output:
+	// t1: click /home
+	// t2: click /about
+	// 2 clicks <nil>
+}
+
+// Run a batch handler on one batch: each task comes back with its own
+// outcome, as a worker would settle it.
+func ExampleRunBatch() {
+	insert := func(_ context.Context, batch []*worqr.Process) error {
+		failed := worqr.BatchErrors{}
+		for _, p := range batch {
+			if len(p.Task()) == 0 {
+				failed[p] = worqr.Permanent(errors.New("empty row"))
+			}
+		}
+		return failed
+	}
+	res, err := worqrtest.RunBatch(context.Background(), insert,
+		[][]byte{[]byte("row 1"), nil, []byte("row 3")}, worqrtest.RunOptions{TaskID: "rows"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range res {
+		fmt.Println(r.Task.TaskID(), r.Err, worqr.IsPermanent(r.Err))
+	}
+	// Output:
+	// rows-1 <nil> false
+	// rows-2 empty row true
+	// rows-3 <nil> false
+}
