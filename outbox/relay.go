@@ -138,7 +138,7 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 		o: o, pool: pool, client: client, opts: opts, log: log.With("outbox", o.qTable),
 		// The order is the column's, o.id, not the text the row is read
 		// as: that order could not use the primary key.
-		selectSQL: `SELECT o.id::text, o.queue, o.payload, o.run_at, o.front, o.max_attempts, o.timeout_ms, o.retain_ms, o.priority, o.weight, o.kind, o.unique_key, o.unique_ttl_ms
+		selectSQL: `SELECT o.id::text, o.queue, o.payload, o.run_at, o.front, o.max_attempts, o.timeout_ms, o.retain_ms, o.priority, o.weight, o.kind, o.unique_key, o.unique_ttl_ms, o.group_key
 FROM ` + o.qTable + ` AS o WHERE o.error IS NULL ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		deleteSQL: `DELETE FROM ` + o.qTable + ` WHERE id = ANY($1::uuid[])`,
 		failSQL:   `UPDATE ` + o.qTable + ` SET error = $2, failed_at = now() WHERE id = $1::uuid`,
@@ -483,7 +483,7 @@ func (r *Relay) take(ctx context.Context, conn *pgx.Conn) ([]row, error) {
 	rows, err := pgx.CollectRows(q, func(q pgx.CollectableRow) (row, error) {
 		var w row
 		err := q.Scan(&w.id, &w.queue, &w.payload, &w.at, &w.front, &w.maxAttempts, &w.timeoutMs, &w.retainMs,
-			&w.priority, &w.weight, &w.kind, &w.unique, &w.uniqueTTLMs)
+			&w.priority, &w.weight, &w.kind, &w.unique, &w.uniqueTTLMs, &w.group)
 		return w, err
 	})
 	if err != nil {
