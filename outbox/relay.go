@@ -106,7 +106,10 @@ type Relay struct {
 	idle         testsignal.Signal[struct{}]
 }
 
-// NewRelay makes a relay of o's rows into client's queues, on pool.
+// NewRelay makes a relay of o's rows into client's queues, on pool's
+// Postgres: the relay makes two connections of its own with pool's
+// settings, one that listens and one for its moves (see Start), and
+// prunes finished records through pool.
 func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOptions) (*Relay, error) {
 	if pool == nil || client == nil {
 		return nil, fmt.Errorf("worqroutbox: relay: %w: a pool and a client are required", ErrInvalidConfig)
