@@ -156,6 +156,10 @@ func (e *env) inTx(rollback bool, f func(tx pgx.Tx)) {
 	e.t.Helper()
 	tx, err := e.pool.Begin(e.ctx)
 	require.NoError(e.t, err)
+	// A failed require in f ends the test's goroutine here: the
+	// transaction must not stay open, or its locks hold the cleanup's
+	// DROP SCHEMA forever.
+	defer func() { _ = tx.Rollback(context.Background()) }()
 	f(tx)
 	if rollback {
 		require.NoError(e.t, tx.Rollback(e.ctx))

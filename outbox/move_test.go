@@ -2,6 +2,7 @@ package worqroutbox
 
 import (
 	"context"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -165,4 +166,106 @@ func TestMoveSettings(t *testing.T) {
 	var v string
 	require.NoError(t, e.pool.QueryRow(e.ctx, "SELECT current_setting('enable_seqscan')").Scan(&v))
 	require.Equal(t, "on", v)
+}
+
+// writes counts what a pool's connections write to their sockets: a
+// round trip is one write (a pipeline is sent whole).
+type writes struct{ n atomic.Int64 }
+
+func (w *writes) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, w}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	w *writes
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.w.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// relayOnPool starts a relay of e's outbox on a pool of its own made
+// from cfg, with OnMove's reports sent to moves.
+func (e *env) relayOnPool(cfg *pgxpool.Config, moves chan<- MoveTrace) *Relay {
+	e.t.Helper()
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(e.t, err)
+	e.t.Cleanup(pool.Close)
+	r, err := e.ob.NewRelay(pool, e.client, RelayOptions{Sweep: time.Hour, Logger: testLogger(e.t), OnMove: func(m MoveTrace) {
+		if m.Rows > 0 || m.Err != nil {
+			moves <- m
+		}
+	}})
+	require.NoError(e.t, err)
+	e.t.Cleanup(r.Stop)
+	e.start(r)
+	return r
+}
+
+// commitRow commits a row and returns the report of the move that took
+// it (or failed).
+func (e *env) commitRow(payload string, moves <-chan MoveTrace) MoveTrace {
+	e.t.Helper()
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(payload))
+		require.NoError(e.t, err)
+	})
+	select {
+	case m := <-moves:
+		return m
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("no move within 10s of the commit")
+	}
+	return MoveTrace{}
+}
+
+// A move on a connection idle for over a second (pgxpool's threshold for
+// a ping) is still two round trips: the relay's connection is not pinged.
+func TestIdleMoveIsNotPinged(t *testing.T) {
+	e := newEnv(t, "")
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envPostgres))
+	require.NoError(t, err)
+	var w writes
+	cfg.ConnConfig.DialFunc = w.dial
+	moves := make(chan MoveTrace, 10)
+	e.relayOnPool(cfg, moves)
+	m := e.commitRow("first", moves) // connects and prepares the move's statements
+	require.NoError(t, m.Err)
+	// The precondition, not a wait for an outcome: the connection must
+	// have idled past pgxpool's ping threshold.
+	time.Sleep(1100 * time.Millisecond)
+	w.n.Store(0)
+	m = e.commitRow("second", moves)
+	require.NoError(t, m.Err)
+	require.Equal(t, int64(2), w.n.Load(), "writes of a move after an idle second")
+	require.Equal(t, []string{"first", "second"}, e.payloads("q"))
+}
+
+// A move whose connection died while idle (Postgres restarted, a proxy's
+// idle timeout) takes again on a new one: the move does not fail.
+func TestMoveOnADeadConnectionTakesAgain(t *testing.T) {
+	e := newEnv(t, "")
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envPostgres))
+	require.NoError(t, err)
+	name := "worqr-outbox-test-" + e.schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	moves := make(chan MoveTrace, 10)
+	e.relayOnPool(cfg, moves)
+	require.NoError(t, e.commitRow("first", moves).Err)
+	// The listening connection's last statement is its LISTEN; the
+	// move's, its COMMIT.
+	var killed int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE application_name = $1 AND query NOT LIKE 'LISTEN%') AS t`, name).Scan(&killed))
+	require.Equal(t, 1, killed, "the move's connection")
+	m := e.commitRow("second", moves)
+	require.NoError(t, m.Err)
+	require.Equal(t, 1, m.Rows)
+	require.Equal(t, []string{"first", "second"}, e.payloads("q"))
 }

@@ -2,6 +2,7 @@ package worqroutbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr"
@@ -28,6 +29,9 @@ type options struct {
 	unique      string
 	uniqueTTL   time.Duration
 	uniqueSet   bool
+	group       string
+	groupSet    bool
+	aggregate   bool
 }
 
 // In delays the task until d after the Enqueue call, by the producer's
@@ -88,6 +92,27 @@ func UniqueFor(key string, ttl time.Duration) Option {
 	return func(o *options) { o.unique, o.uniqueTTL, o.uniqueSet = key, ttl, true }
 }
 
+// Group puts the task in a group of its queue, for per-key flow control
+// (round-robin turns, a group's concurrency and rate limits, sequences).
+// A key is 1 to worqr.MaxGroupLen bytes, without a NUL byte (which a text
+// column cannot hold). See worqr.Group.
+//
+// A relay of an earlier version of this package, still running while
+// producers use Group, moves a grouped row without its group: upgrade
+// the relays first.
+func Group(key string) Option { return func(o *options) { o.group, o.groupSet = key, true } }
+
+// Aggregate is refused by Enqueue (worqr.ErrInvalidOptions). worqr's
+// aggregated tasks cannot hold a unique key (an aggregated task ends
+// under an id of its own, so its members' keys would never be given
+// up), and the row's id, held as the task's unique key, is what makes a
+// row moved twice (its relay died between the enqueue and the delete)
+// one task: an aggregated row so moved would join its gathering twice.
+// Enqueue aggregated tasks with worqr.Aggregate from a handler of a task
+// the outbox moved instead, which runs once per row as any task does
+// (see docs/outbox.md).
+func Aggregate(key string) Option { return func(o *options) { o.aggregate = true } }
+
 // collect applies opts and makes the delay absolute from now.
 func collect(now time.Time, opts []Option) options {
 	var o options
@@ -120,6 +145,10 @@ func (o options) check() error {
 		return fmt.Errorf("%w: empty unique key", worqr.ErrInvalidOptions)
 	case o.uniqueTTL < 0:
 		return fmt.Errorf("%w: negative unique TTL %v", worqr.ErrInvalidOptions, o.uniqueTTL)
+	case o.groupSet && (o.group == "" || len(o.group) > worqr.MaxGroupLen || strings.IndexByte(o.group, 0) >= 0):
+		return fmt.Errorf("%w: group key of %d bytes, not in 1..%d, or holding a NUL byte", worqr.ErrInvalidOptions, len(o.group), worqr.MaxGroupLen)
+	case o.aggregate:
+		return fmt.Errorf("%w: Aggregate: an aggregated task cannot hold the row's unique key, so a row moved twice would be gathered twice (see docs/outbox.md)", worqr.ErrInvalidOptions)
 	}
 	return checkKind(o.kind)
 }
@@ -173,6 +202,7 @@ type row struct {
 	kind        *string
 	unique      *string
 	uniqueTTLMs *int64
+	group       *string
 }
 
 // dedupePrefix starts the unique key a row's id gives its task.
@@ -209,7 +239,7 @@ func (r row) item(window time.Duration) worqr.BatchItem {
 // batchOptions are r's worqr options but its unique key: those rows must
 // share to go in one batch (see sameOptions).
 func (r row) batchOptions() []worqr.EnqueueOption {
-	opts := make([]worqr.EnqueueOption, 0, 10)
+	opts := make([]worqr.EnqueueOption, 0, 11)
 	if r.at != nil {
 		opts = append(opts, worqr.At(*r.at))
 	}
@@ -240,6 +270,9 @@ func (r row) batchOptions() []worqr.EnqueueOption {
 	if r.kind != nil {
 		opts = append(opts, worqr.Kind(*r.kind))
 	}
+	if r.group != nil {
+		opts = append(opts, worqr.Group(*r.group))
+	}
 	return opts
 }
 
@@ -254,7 +287,7 @@ func sameOptions(a, b row) bool {
 	}
 	return (a.at == nil) == (b.at == nil) && (a.at == nil || a.at.Equal(*b.at)) && a.front == b.front && eqPtr(a.maxAttempts, b.maxAttempts) &&
 		eqPtr(a.timeoutMs, b.timeoutMs) && eqPtr(a.retainMs, b.retainMs) && eqPtr(a.priority, b.priority) &&
-		eqPtr(a.weight, b.weight) && eqPtr(a.kind, b.kind)
+		eqPtr(a.weight, b.weight) && eqPtr(a.kind, b.kind) && eqPtr(a.group, b.group)
 }
 
 // eqPtr reports whether a and b are both nil or point to equal values.

@@ -6,13 +6,17 @@ import (
 	"crypto/md5"
 	"crypto/sha1"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -90,8 +94,8 @@ func New(cfg Config) (*Outbox, error) {
 		sum := md5.Sum([]byte(o.channel)) // Postgres's md5, in the trigger
 		o.channel = "worqr_outbox_" + hex.EncodeToString(sum[:])
 	}
-	o.insertSQL = `INSERT INTO ` + o.qTable + ` (id, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	o.insertSQL = `INSERT INTO ` + o.qTable + ` (id, queue, payload, run_at, front, max_attempts, timeout_ms, retain_ms, priority, weight, kind, unique_key, unique_ttl_ms, group_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	o.statsSQL = statsQuery(o.qTable)
 	o.finishSQL = `INSERT INTO ` + o.qFinished + ` (queue, task_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	o.finishedSQL = `SELECT 1 FROM ` + o.qFinished + ` WHERE queue = $1 AND task_id = $2`
@@ -181,7 +185,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Execer, queue string, payload [
 	}
 	_, err = tx.Exec(ctx, o.insertSQL, id.String(), queue, payload, at, op.front, op.maxAttempts,
 		millis(op.timeout), millis(op.retain), nullString(op.priority), weight,
-		nullString(op.kind), unique, millis(op.uniqueTTL))
+		nullString(op.kind), unique, millis(op.uniqueTTL), nullString(op.group))
 	if err != nil {
 		return "", fmt.Errorf("worqroutbox: enqueue %q: %w", queue, err)
 	}
@@ -215,16 +219,55 @@ func checkQueue(queue string) error {
 	return nil
 }
 
-//go:embed migrations/outbox.sql
-var migrationSQL string
+// migrationFiles are the outbox's migrations, one file per version of its
+// schema, named by the version's number: Migrate runs them in that order.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
 
-var migration = template.Must(template.New("outbox.sql").Parse(migrationSQL))
+// migrations are the parsed migrationFiles, in order.
+var migrations = parseMigrations()
 
-// Migrate makes the outbox's schema, table and notify trigger if they are
-// missing, in one transaction (a lock keeps concurrent calls apart). It is
-// safe to run at every start. db runs the script as one multi-statement
-// string without arguments: pgx runs such a string in the simple
-// protocol, as one implicit transaction.
+func parseMigrations() []*template.Template {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names) // zero-padded versions: the names' order is theirs
+	ts := make([]*template.Template, len(names))
+	for i, name := range names {
+		// A file's number is its version: none missing, none twice.
+		if v, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0]); err != nil || v != i+1 {
+			panic(fmt.Sprintf("worqroutbox: migration %s is not version %d", name, i+1))
+		}
+		ts[i] = template.Must(template.ParseFS(migrationFiles, name))
+	}
+	return ts
+}
+
+// Migration is one version of the outbox's schema, for a migration tool
+// of the application's own that applies each version once (see
+// Outbox.Migrations).
+type Migration struct {
+	// Version numbers the migrations from 1, in the order they apply.
+	Version int
+	// Name is the migration's file name ("0002_group.sql").
+	Name string
+	// SQL is the migration's script, with the outbox's names filled in.
+	// It is idempotent, and takes the table's migration lock first.
+	SQL string
+}
+
+// Migrate brings the outbox's schema, table and notify trigger up to the
+// current version (making them if they are missing) in one transaction: a
+// lock keeps concurrent calls apart. Every migration is idempotent, so it
+// is safe to run at every start, on an empty database or a table of any
+// earlier version with rows in it. db runs the script as one
+// multi-statement string without arguments: pgx runs such a string in the
+// simple protocol, as one implicit transaction.
+//
+// Run it before the relays or producers of a new version start: they read
+// and write the current version's columns.
 func (o *Outbox) Migrate(ctx context.Context, db Execer) error {
 	script, err := o.MigrationSQL()
 	if err != nil {
@@ -236,15 +279,26 @@ func (o *Outbox) Migrate(ctx context.Context, db Execer) error {
 	return nil
 }
 
-// MigrationSQL is the script Migrate runs, for a migration tool of the
-// application's own.
+// MigrationSQL is the script Migrate runs (every migration, in order,
+// after the table's lock), for a migration tool of the application's own.
 func (o *Outbox) MigrationSQL() (string, error) {
-	// The lock's key is the table's, so migrations of two outboxes do not
-	// wait for each other.
-	sum := sha1.Sum([]byte("worqroutbox:" + o.schema + "." + o.table))
-	var buf bytes.Buffer
-	err := migration.Execute(&buf, map[string]any{
-		"Lock":     int64(binary.BigEndian.Uint64(sum[:8])),
+	ms, err := o.Migrations()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(o.lockSQL())
+	for _, m := range ms {
+		b.WriteString("\n-- " + m.Name + "\n")
+		b.WriteString(strings.TrimPrefix(m.SQL, o.lockSQL()))
+	}
+	return b.String(), nil
+}
+
+// Migrations are the outbox's migrations one by one, in order, for a
+// migration tool that records which versions it has applied.
+func (o *Outbox) Migrations() ([]Migration, error) {
+	data := map[string]any{
 		"Schema":   pgx.Identifier{o.schema}.Sanitize(),
 		"Table":    o.qTable,
 		"Function": pgx.Identifier{o.schema, o.table + "_notify"}.Sanitize(),
@@ -252,9 +306,23 @@ func (o *Outbox) MigrationSQL() (string, error) {
 		"Finished": o.qFinished,
 		// An index's name is the schema's, as the table's.
 		"FinishedIndex": pgx.Identifier{o.table + "_finished_at"}.Sanitize(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("worqroutbox: migration script: %w", err)
 	}
-	return buf.String(), nil
+	ms := make([]Migration, len(migrations))
+	for i, t := range migrations {
+		var buf bytes.Buffer
+		buf.WriteString(o.lockSQL())
+		if err := t.Execute(&buf, data); err != nil {
+			return nil, fmt.Errorf("worqroutbox: migration %s: %w", t.Name(), err)
+		}
+		ms[i] = Migration{Version: i + 1, Name: t.Name(), SQL: buf.String()}
+	}
+	return ms, nil
+}
+
+// lockSQL takes the transaction-level lock that keeps migrations of o's
+// table apart. Its key is the table's, so migrations of two outboxes do
+// not wait for each other.
+func (o *Outbox) lockSQL() string {
+	sum := sha1.Sum([]byte("worqroutbox:" + o.schema + "." + o.table))
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d);\n", int64(binary.BigEndian.Uint64(sum[:8])))
 }

@@ -309,6 +309,10 @@ func TestEnqueueRefusesBadOptionsAndNames(t *testing.T) {
 		"negative ttl":     UniqueFor("k", -1),
 		"kind":             Kind("a,b"),
 		"long kind":        Kind(string(make([]byte, worqr.MaxKindLen+1))),
+		"empty group":      Group(""),
+		"long group":       Group(string(make([]byte, worqr.MaxGroupLen+1))),
+		"nul in group":     Group("a\x00b"),
+		"aggregate":        Aggregate("k"),
 	} {
 		_, err := ob.Enqueue(ctx, noInsert, "q", nil, opt)
 		require.ErrorIs(t, err, worqr.ErrInvalidOptions, name)

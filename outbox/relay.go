@@ -106,7 +106,10 @@ type Relay struct {
 	idle         testsignal.Signal[struct{}]
 }
 
-// NewRelay makes a relay of o's rows into client's queues, on pool.
+// NewRelay makes a relay of o's rows into client's queues, on pool's
+// Postgres: the relay makes two connections of its own with pool's
+// settings, one that listens and one for its moves (see Start), and
+// prunes finished records through pool.
 func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOptions) (*Relay, error) {
 	if pool == nil || client == nil {
 		return nil, fmt.Errorf("worqroutbox: relay: %w: a pool and a client are required", ErrInvalidConfig)
@@ -138,7 +141,7 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 		o: o, pool: pool, client: client, opts: opts, log: log.With("outbox", o.qTable),
 		// The order is the column's, o.id, not the text the row is read
 		// as: that order could not use the primary key.
-		selectSQL: `SELECT o.id::text, o.queue, o.payload, o.run_at, o.front, o.max_attempts, o.timeout_ms, o.retain_ms, o.priority, o.weight, o.kind, o.unique_key, o.unique_ttl_ms
+		selectSQL: `SELECT o.id::text, o.queue, o.payload, o.run_at, o.front, o.max_attempts, o.timeout_ms, o.retain_ms, o.priority, o.weight, o.kind, o.unique_key, o.unique_ttl_ms, o.group_key
 FROM ` + o.qTable + ` AS o WHERE o.error IS NULL ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		deleteSQL: `DELETE FROM ` + o.qTable + ` WHERE id = ANY($1::uuid[])`,
 		failSQL:   `UPDATE ` + o.qTable + ` SET error = $2, failed_at = now() WHERE id = $1::uuid`,
@@ -158,11 +161,27 @@ func (r *Relay) Start(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	// The moves run one at a time on a connection of the relay's own,
+	// from a pool of one made with the given pool's settings that never
+	// pings it: pgxpool pings a connection idle over a second before
+	// handing it out, a round trip more for every move of a quiet fleet.
+	// A connection that died while idle fails its move's first round
+	// trip, before anything is enqueued, and the move starts again on a
+	// new one.
+	cfg := r.pool.Config()
+	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = 1, 0, 0
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	moves, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		stopped()
+		return fmt.Errorf("worqroutbox: relay: the moves' pool: %w", err)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.listen(ctx, started) })
-	wg.Go(func() { r.run(ctx) })
+	wg.Go(func() { r.run(ctx, moves) })
 	go func() {
 		wg.Wait()
+		moves.Close()
 		stopped()
 	}()
 	return nil
@@ -237,7 +256,7 @@ func (r *Relay) listenOnce(ctx context.Context, listening func()) error {
 
 // run moves rows each time it is poked or the sweep comes round, until
 // the table has none left to move, then waits.
-func (r *Relay) run(ctx context.Context) {
+func (r *Relay) run(ctx context.Context, moves *pgxpool.Pool) {
 	sweep := time.NewTicker(r.opts.Sweep)
 	defer sweep.Stop()
 	backoff := time.Duration(0)
@@ -249,7 +268,7 @@ func (r *Relay) run(ctx context.Context) {
 		case <-sweep.C:
 			r.prune(ctx)
 		}
-		if err := r.drain(ctx); err != nil {
+		if err := r.drain(ctx, moves); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -279,9 +298,9 @@ func (r *Relay) prune(ctx context.Context) {
 }
 
 // drain moves batches until one comes back short.
-func (r *Relay) drain(ctx context.Context) error {
+func (r *Relay) drain(ctx context.Context, moves *pgxpool.Pool) error {
 	for {
-		n, err := r.move(ctx)
+		n, err := r.move(ctx, moves)
 		if err != nil {
 			return err
 		}
@@ -297,16 +316,16 @@ func (r *Relay) drain(ctx context.Context) error {
 // worqr refuses for good, and commits. It returns how many rows it took.
 // A row whose enqueue failed otherwise (Redis unavailable) stays for a
 // later move, and the move returns that error after committing the rest.
-func (r *Relay) move(ctx context.Context) (int, error) {
+func (r *Relay) move(ctx context.Context, moves *pgxpool.Pool) (int, error) {
 	if r.opts.OnMove == nil {
-		return r.moveTraced(ctx, nil)
+		return r.moveTraced(ctx, moves, nil)
 	}
 	var tr MoveTrace
 	if ns := r.notified.Load(); ns != 0 {
 		tr.Notified = time.Unix(0, ns)
 	}
 	tr.Begun = time.Now()
-	n, err := r.moveTraced(ctx, &tr)
+	n, err := r.moveTraced(ctx, moves, &tr)
 	tr.Rows, tr.Err = n, err
 	r.opts.OnMove(tr)
 	return n, err
@@ -318,15 +337,29 @@ func (r *Relay) move(ctx context.Context) (int, error) {
 // the begin, the move's settings and the take together, the other the
 // delete and the commit, so that a row waits on as few round trips as
 // can hold its lock across the enqueue.
-func (r *Relay) moveTraced(ctx context.Context, tr *MoveTrace) (int, error) {
+func (r *Relay) moveTraced(ctx context.Context, moves *pgxpool.Pool, tr *MoveTrace) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.MoveTimeout)
 	defer cancel()
-	pc, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("worqroutbox: move: acquire a connection: %w", err)
+	var conn *pgx.Conn
+	var rows []row
+	var err error
+	// The pool does not ping its connection (see Start): one that died
+	// while idle fails the take, which has enqueued nothing, and the
+	// move takes again on a new connection, once.
+	for try := 0; ; try++ {
+		pc, aerr := moves.Acquire(ctx)
+		if aerr != nil {
+			return 0, fmt.Errorf("worqroutbox: move: acquire a connection: %w", aerr)
+		}
+		defer pc.Release() // a connection left in a transaction is closed, not reused
+		conn = pc.Conn()
+		rows, err = r.take(ctx, conn)
+		if err == nil || !conn.IsClosed() || try > 0 || ctx.Err() != nil {
+			break
+		}
+		r.log.Debug("worqroutbox: the move's connection had closed; taking again on a new one", "err", err)
+		pc.Release()
 	}
-	defer pc.Release() // a connection left in a transaction is closed, not reused
-	conn := pc.Conn()
 	open := true
 	defer func() {
 		if open && !conn.IsClosed() {
@@ -335,7 +368,6 @@ func (r *Relay) moveTraced(ctx context.Context, tr *MoveTrace) (int, error) {
 			_, _ = conn.Exec(rbCtx, "ROLLBACK")
 		}
 	}()
-	rows, err := r.take(ctx, conn)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
@@ -483,7 +515,7 @@ func (r *Relay) take(ctx context.Context, conn *pgx.Conn) ([]row, error) {
 	rows, err := pgx.CollectRows(q, func(q pgx.CollectableRow) (row, error) {
 		var w row
 		err := q.Scan(&w.id, &w.queue, &w.payload, &w.at, &w.front, &w.maxAttempts, &w.timeoutMs, &w.retainMs,
-			&w.priority, &w.weight, &w.kind, &w.unique, &w.uniqueTTLMs)
+			&w.priority, &w.weight, &w.kind, &w.unique, &w.uniqueTTLMs, &w.group)
 		return w, err
 	})
 	if err != nil {

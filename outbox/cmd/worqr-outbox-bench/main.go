@@ -39,13 +39,14 @@ func main() {
 	batch := flag.Int("batch", worqroutbox.DefaultBatchSize, "relay batch size")
 	latency := flag.Bool("latency", false, "measure commit-to-start latency instead of throughput")
 	gap := flag.Duration("gap", 0, "pause before each row's transaction (latency)")
+	deadline := flag.Duration("deadline", 5*time.Minute, "longest the relays may take to move the rows (throughput)")
 	flag.Parse()
-	if err := run(*dsn, *addr, *n, *queues, *relays, *batch, *latency, *gap); err != nil {
+	if err := run(*dsn, *addr, *n, *queues, *relays, *batch, *latency, *gap, *deadline); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dsn, addr string, n, queues, relays, batch int, latency bool, gap time.Duration) error {
+func run(dsn, addr string, n, queues, relays, batch int, latency bool, gap, deadline time.Duration) error {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -84,10 +85,10 @@ func run(dsn, addr string, n, queues, relays, batch int, latency bool, gap time.
 	if latency {
 		return measureLatency(ctx, pool, client, ob, n, batch, gap)
 	}
-	return measureThroughput(ctx, pool, client, ob, n, queues, relays, batch)
+	return measureThroughput(ctx, pool, client, ob, n, queues, relays, batch, deadline)
 }
 
-func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Client, ob *worqroutbox.Outbox, n, queues, relays, batch int) error {
+func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Client, ob *worqroutbox.Outbox, n, queues, relays, batch int, deadline time.Duration) error {
 	start := time.Now()
 	for i := 0; i < n; i += 1000 {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -107,13 +108,20 @@ func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Cl
 	var mu sync.Mutex
 	var h hops
 	moved := 0
+	var lastErr error
 	all := make(chan struct{})
 	onMove := func(m worqroutbox.MoveTrace) {
-		if m.Rows == 0 || m.Err != nil {
-			return
-		}
 		mu.Lock()
 		defer mu.Unlock()
+		if m.Err != nil {
+			// A move that partly failed moved some of its rows, which the
+			// report does not say: the table's count below covers them.
+			lastErr = m.Err
+			return
+		}
+		if m.Rows == 0 {
+			return
+		}
 		if moved += m.Rows; moved == n {
 			close(all)
 		}
@@ -132,11 +140,35 @@ func measureThroughput(ctx context.Context, pool *pgxpool.Pool, client *worqr.Cl
 		defer r.Stop()
 	}
 	// The relays report their moves: no query of the table's own (a
-	// count scans it) takes Postgres's time from them meanwhile.
-	select {
-	case <-all:
-	case <-time.After(10 * time.Minute):
-		return fmt.Errorf("the relays did not move %d rows within 10m", n)
+	// count scans it) takes Postgres's time from them meanwhile, but for
+	// a count every few seconds, which ends the run when the reports
+	// cannot (a move that partly failed), and a deadline.
+	count := time.NewTicker(3 * time.Second)
+	defer count.Stop()
+	end := time.After(deadline)
+	countSQL := "SELECT count(*) FILTER (WHERE error IS NULL), count(*) FILTER (WHERE error IS NOT NULL) FROM " + ob.Table()
+wait:
+	for {
+		select {
+		case <-all:
+			break wait
+		case <-count.C:
+			var waiting, failed int
+			if err := pool.QueryRow(ctx, countSQL).Scan(&waiting, &failed); err != nil {
+				log.Printf("count the rows left: %v", err)
+				continue
+			}
+			if failed > 0 {
+				return fmt.Errorf("worqr refused %d rows (marked failed in %s)", failed, ob.Name())
+			}
+			if waiting == 0 {
+				break wait
+			}
+		case <-end:
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Errorf("the relays did not move %d rows within %v (-deadline): %d reported moved, last move error: %v", n, deadline, moved, lastErr)
+		}
 	}
 	d := time.Since(start)
 	fmt.Printf("moved %d rows in %v: %.0f rows/s (%d queues, %d relays, batch %d)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds(), queues, relays, batch)

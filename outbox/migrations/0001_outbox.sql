@@ -1,10 +1,9 @@
--- The outbox table, its notify trigger and the function the trigger runs,
--- and the table of tasks finished in a handler's transaction. Idempotent:
--- Migrate runs it at every start. {{.Schema}}, {{.Table}}, {{.Function}},
--- {{.Trigger}} and {{.Finished}} are quoted identifiers, filled in by
--- Migrate.
-SELECT pg_advisory_xact_lock({{.Lock}});
-
+-- Version 1: the outbox table, its notify trigger and the function the
+-- trigger runs, and the table of tasks finished in a handler's
+-- transaction. Idempotent, as every migration here: Migrate runs them all,
+-- in order, at every start, after taking the table's lock. {{.Schema}},
+-- {{.Table}}, {{.Function}}, {{.Trigger}} and {{.Finished}} are quoted
+-- identifiers, filled in by Migrate.
 CREATE SCHEMA IF NOT EXISTS {{.Schema}};
 
 -- One row per task not yet moved into worqr. id is a UUIDv7 made by the
