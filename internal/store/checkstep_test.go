@@ -13,7 +13,8 @@ import (
 
 // check_step_gone.lua answers gone only for a task listed as pending in
 // the retained set and in none of the places a task lives (waiting,
-// in flight, delayed, dead, the groups' waiting set), changing nothing.
+// in flight, delayed, dead, the groups' waiting set), changing nothing;
+// a search stopped at its bound answers none gone.
 func TestCheckStepGoneScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "check_step_gone.lua")
@@ -33,6 +34,14 @@ func TestCheckStepGoneScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false, false, true, false, false, false, false, false, false}, got,
 		"only c: pending and nowhere (d ended, i not listed)")
+	e.expect(before)
+
+	// A search stopped at its bound confirms none.
+	k := e.k
+	vals, err := e.s.CheckScripts().StepGone.Exec(e.ctx, e.rdb,
+		[]string{k.Procs, k.Delayed, k.Dead, k.High, k.Waiting, k.Low, k.GroupWait, k.Gather, k.Retained}, []string{"3", "1000000", "c"}).AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 0}, vals, "partial")
 	e.expect(before)
 }
 
