@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/worqr/worqr/internal/checker"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The consistency check is worqr's deep clean. The peers' reclaim is the
@@ -44,7 +45,8 @@ import (
 //     an ended workflow's keys all expire (LastingWorkflows), and a
 //     running workflow's step released to its queue is on its way there
 //     (StalledSteps), and a queued one's task is in its queue or has left
-//     a notice of its end (LostSteps).
+//     a notice of its end (LostSteps), and one not ended is in some place
+//     of its queue (VanishedSteps).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -166,10 +168,18 @@ type CheckReport struct {
 	// or is gone from its queue, without leaving a notice of its end to
 	// carry to the workflow (lost with a failover, or deleted by hand),
 	// with their task's id: the workflow never ends. A task not ended yet
-	// is presumed in its queue (finding it costs a scan of the queue).
+	// is looked for in its queue instead (see VanishedSteps).
 	// They are reported, never touched: how the task ended cannot be told
 	// for sure. Cancel the workflow, or enqueue its work anew.
 	LostSteps []WorkflowStep
+	// VanishedSteps are queued steps of running workflows whose task has
+	// not ended (its outcome is still awaited) but is in no place of its
+	// queue: not waiting, delayed, in flight or dead (removed by hand, or
+	// by a bug), with their task's id: the workflow never ends. Finding
+	// one searches the step's queue, at most StepSearchLimit entries a
+	// call: the steps of a queue that holds more are not judged. A repair
+	// enqueues each anew (see CheckRepairs.RequeuedSteps).
+	VanishedSteps []WorkflowStep
 	// BrokenWorkflows could not be read: a key of theirs holds a type
 	// worqr never writes there. They are reported, never touched.
 	BrokenWorkflows []string
@@ -210,11 +220,16 @@ type QueueControl struct {
 	Value string
 }
 
+// StepSearchLimit bounds the entries one call of Client.Check reads from
+// a queue to look for workflow steps' tasks (see
+// CheckReport.VanishedSteps).
+const StepSearchLimit = store.StepSearchLimit
+
 // WorkflowStep names a workflow and one of its steps, for CheckReport.
 type WorkflowStep struct {
 	Workflow string // the workflow's id
 	Step     string // the step's name
-	Task     string // its task's id, in LostSteps
+	Task     string // its task's id, in LostSteps, VanishedSteps and RequeuedSteps
 }
 
 // CheckRepairs says what a repair changed.
@@ -262,6 +277,12 @@ type CheckRepairs struct {
 	ExpiringWorkflows []string
 	// EnqueuedSteps were enqueued to their queues and marked queued.
 	EnqueuedSteps []WorkflowStep
+	// RequeuedSteps are vanished steps (see CheckReport.VanishedSteps)
+	// enqueued anew, with their new task's id. The step's queue judges
+	// again as it enqueues: only while the old task is still awaited and
+	// found nowhere is the step's unique key, which the old task held,
+	// given to the new one; the workflow then follows the new task.
+	RequeuedSteps []WorkflowStep
 }
 
 // Problems is the number of problems the check found, before any repair.
@@ -269,22 +290,22 @@ func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
 		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) + int(r.UndueGatherings) + int(r.StaleTurns) +
-		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.BrokenWorkflows)
+		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.VanishedSteps) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, stale turn fields %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, stale turn fields %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, vanished steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
 		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls), r.UndueGatherings, r.StaleTurns,
-		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.BrokenWorkflows),
+		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.VanishedSteps), len(r.BrokenWorkflows),
 		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, turn fields removed %d, workflows deleted %d, set to expire %d, steps enqueued %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, turn fields removed %d, workflows deleted %d, set to expire %d, steps enqueued %d, steps requeued %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
 			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups, p.RescheduledGatherings, p.ClearedTurns,
-			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps))
+			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps), len(p.RequeuedSteps))
 	}
 	return b.String()
 }
@@ -292,7 +313,7 @@ func (r CheckReport) String() string {
 func (p CheckRepairs) changed() bool {
 	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups+p.RescheduledGatherings+p.ClearedTurns > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
 		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues)+
-		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps) > 0
+		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps)+len(p.RequeuedSteps) > 0
 }
 
 // Check compares every key under the client's prefix with the registries
@@ -324,7 +345,10 @@ func (p CheckRepairs) changed() bool {
 //     and the stale fields of its groups' turns are removed;
 //   - a workflow's keys left without its flow hash are deleted, an ended
 //     workflow's keys that do not expire are set to, and a stalled step is
-//     enqueued as its release would (see CheckReport.StalledSteps).
+//     enqueued as its release would (see CheckReport.StalledSteps);
+//   - a queued step whose task is gone from its queue without ending is
+//     enqueued anew, its queue judging again as it does (see
+//     CheckReport.VanishedSteps).
 //
 // The check is safe to run while workers run, from any number of
 // clients. Under concurrent changes a finding can be stale by the time it
@@ -359,6 +383,7 @@ func checkReport(r checker.Report) CheckReport {
 		LastingWorkflows:    r.LastingWorkflows,
 		StalledSteps:        workflowSteps(r.StalledSteps),
 		LostSteps:           workflowSteps(r.LostSteps),
+		VanishedSteps:       workflowSteps(r.VanishedSteps),
 		BrokenWorkflows:     r.BrokenWorkflows,
 		WorkflowsChecked:    r.WorkflowsChecked,
 	}
@@ -389,6 +414,7 @@ func checkReport(r checker.Report) CheckReport {
 		DeletedWorkflows:      f.DeletedWorkflows,
 		ExpiringWorkflows:     f.ExpiringWorkflows,
 		EnqueuedSteps:         workflowSteps(f.EnqueuedSteps),
+		RequeuedSteps:         workflowSteps(f.RequeuedSteps),
 	}
 	return rep
 }

@@ -659,3 +659,99 @@ func TestCheckFindsAndRepairsAStalledWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	requireClean(t, c)
 }
+
+// A queued step whose task was removed by hand never ends, nor does its
+// workflow: Check finds the step vanished, and its repair enqueues it
+// anew (a second repair adds nothing), after which the workflow runs to
+// its end on the new task.
+func TestCheckFindsAndRequeuesAVanishedStep(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	steps := []Step{{Name: "a", Queue: "vq", Task: []byte("x")}, {Name: "b", Queue: "vq", Task: []byte("y"), After: []string{"a"}}}
+	_, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "vanished"})
+	require.NoError(t, err)
+	info, err := c.Workflow(ctx, "vanished")
+	require.NoError(t, err)
+	old := info.Steps[0].TaskID
+	require.NotEmpty(t, old)
+	requireClean(t, c)
+
+	// The task removed by hand: in no queue, not ended.
+	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("vq").Waiting).Build())
+	rep := check(t, c, false)
+	assert.Equal(t, []WorkflowStep{{Workflow: "vanished", Step: "a", Task: old}}, rep.VanishedSteps)
+	assert.Equal(t, 1, rep.Problems(), "%+v", rep)
+
+	rep = check(t, c, true)
+	require.Len(t, rep.Repaired.RequeuedSteps, 1)
+	task := rep.Repaired.RequeuedSteps[0].Task
+	assert.NotEqual(t, old, task)
+	assert.Equal(t, []WorkflowStep{{Workflow: "vanished", Step: "a", Task: task}}, rep.Repaired.RequeuedSteps)
+	info, err = c.Workflow(ctx, "vanished")
+	require.NoError(t, err)
+	assert.Equal(t, task, info.Steps[0].TaskID, "the workflow follows the new task")
+	requireClean(t, c)
+	rep = check(t, c, true)
+	assert.Empty(t, rep.Repaired.RequeuedSteps, "a second repair")
+	qi, err := c.QueueInfo(ctx, "vq")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), qi.Waiting, "the step's task, once")
+
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "vq", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	info, err = c.WaitWorkflow(ctx, "vanished")
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	assert.Equal(t, task, info.Steps[0].TaskID)
+	requireClean(t, c)
+}
+
+// Check judges a step by where its task is: one running on a live
+// worker, and one delayed, are no finding, and a repair leaves both
+// alone.
+func TestCheckLeavesRunningAndDelayedStepsAlone(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	_, err := c.EnqueueWorkflow(ctx, []Step{{Name: "a", Queue: "rq", Task: []byte("x")}}, WorkflowOptions{ID: "running"})
+	require.NoError(t, err)
+	_, err = c.EnqueueWorkflow(ctx, []Step{{Name: "a", Queue: "dq", Task: []byte("x"), Options: []EnqueueOption{In(time.Hour)}}}, WorkflowOptions{ID: "delayed"})
+	require.NoError(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	w := newWorker(t, b.client(), WorkerOptions{})
+	require.NoError(t, w.Handle(ctx, "rq", func(context.Context, *Process) error {
+		close(started)
+		<-release
+		return nil
+	}, HandleOptions{}))
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the step's task never started")
+	}
+	running, err := c.Workflow(ctx, "running")
+	require.NoError(t, err)
+	delayed, err := c.Workflow(ctx, "delayed")
+	require.NoError(t, err)
+
+	rep := check(t, c, false)
+	assert.Empty(t, rep.VanishedSteps)
+	assert.Zero(t, rep.Problems(), "%+v", rep)
+	rep = check(t, c, true)
+	assert.Empty(t, rep.Repaired.RequeuedSteps)
+	procs, err := c.Processes(ctx, "rq")
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, running.Steps[0].TaskID, procs[0].TaskID)
+	qi, err := c.QueueInfo(ctx, "dq")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), qi.Delayed)
+	assert.Zero(t, qi.Waiting)
+	after, err := c.Workflow(ctx, "delayed")
+	require.NoError(t, err)
+	assert.Equal(t, delayed.Steps[0].TaskID, after.Steps[0].TaskID)
+
+	close(release)
+	info, err := c.WaitWorkflow(ctx, "running")
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+}

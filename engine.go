@@ -112,6 +112,7 @@ func checkEnv(c *Client) *checker.Env {
 			return s.Queue, true
 		},
 		EnqueueSteps: c.enqueueSteps,
+		StepTask:     stepTask,
 	}
 }
 

@@ -344,6 +344,20 @@ func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.Read
 	return c.enqueueReady(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
+// stepTask is the task that runs workflow id's step r, with a unique key
+// of its own, which makes its enqueue idempotent.
+func stepTask(id string, r store.ReadyStep) (store.EnqueueOne, error) {
+	var spec stepSpec
+	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
+		return store.EnqueueOne{}, fmt.Errorf("step %q: spec unreadable: %w", r.Name, err)
+	}
+	args := spec.Args
+	args.Flow = id + "." + r.Name
+	args.Unique = "worqr/workflow/" + id + "/" + r.Name
+	args.UniqueTTL = args.Retain + stepUniqueHold
+	return store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args}, nil
+}
+
 // enqueueReady enqueues workflows' ready steps, each to its queue with a
 // unique key of its own (idempotent), then marks them queued; those
 // cancelled meanwhile have their tasks cancelled. It returns an error
@@ -355,16 +369,12 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 	var steps []store.ReadyStep
 	for w, f := range wfs {
 		for _, r := range f.Steps {
-			var spec stepSpec
-			if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
-				errs[w] = append(errs[w], fmt.Errorf("step %q: spec unreadable: %w", r.Name, err))
+			t, err := stepTask(f.ID, r)
+			if err != nil {
+				errs[w] = append(errs[w], err)
 				continue
 			}
-			args := spec.Args
-			args.Flow = f.ID + "." + r.Name
-			args.Unique = "worqr/workflow/" + f.ID + "/" + r.Name
-			args.UniqueTTL = args.Retain + stepUniqueHold
-			tasks = append(tasks, store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args})
+			tasks = append(tasks, t)
 			of, steps = append(of, w), append(steps, r)
 		}
 	}

@@ -32,6 +32,9 @@ type Env struct {
 	// EnqueueSteps enqueues a workflow's ready steps and marks them
 	// queued, idempotently, as the workflow's carriers do.
 	EnqueueSteps func(ctx context.Context, id string, steps []store.ReadyStep) error
+	// StepTask is the task that runs a workflow's step, as its release
+	// enqueues it.
+	StepTask func(id string, step store.ReadyStep) (store.EnqueueOne, error)
 }
 
 // Run checks, and with repair repairs what it found. On error the report
@@ -72,6 +75,13 @@ type checker struct {
 	listed       map[WorkerQueue]bool         // UnlistedQueues, for the repair report
 	unregistered map[string]struct{}          // UnregisteredWorkers
 	stalled      map[string][]store.ReadyStep // workflow -> its ready steps nothing carries
+	vanished     []vanishedStep               // VanishedSteps, with what their repair needs
+}
+
+// vanishedStep is a queued step whose task is gone from its queue.
+type vanishedStep struct {
+	WorkflowStep
+	queue, spec string
 }
 
 // queueLook is one queue as check_queue.lua saw it.
@@ -444,6 +454,38 @@ func (ck *checker) repair(ctx context.Context) error {
 		}
 		for _, st := range steps {
 			fixed.EnqueuedSteps = append(fixed.EnqueuedSteps, WorkflowStep{Workflow: id, Step: st.Name})
+		}
+	}
+
+	// Steps whose task is gone: enqueued anew in their queue's slot, which
+	// judges again and releases the step's unique key only once it finds
+	// the old task gone; then the workflow is given the new task's id, and
+	// only then the old task's pending mark is dropped, so that a repair
+	// cut short between these calls is finished by the next one.
+	for _, v := range ck.vanished {
+		t, err := c.StepTask(v.Workflow, store.ReadyStep{Name: v.Step, Spec: v.spec})
+		if err != nil {
+			errs = append(errs, c.Fail("consistency repair", v.queue, err))
+			continue
+		}
+		done, task, err := c.Store.RequeueStep(ctx, v.queue, v.Task, t, ck.s)
+		if err != nil {
+			errs = append(errs, c.Fail("consistency repair", v.queue, err))
+			continue
+		}
+		if done != store.StepEnqueued && done != store.StepHeld {
+			continue
+		}
+		if _, err := c.Store.SwapStepTask(ctx, v.Workflow, v.Step, v.Task, task, ck.s); err != nil {
+			errs = append(errs, c.Fail("consistency repair", "", err))
+			continue
+		}
+		if _, err := c.Store.ForgetTask(ctx, v.queue, v.Task, t.Args.Unique, ck.s); err != nil {
+			errs = append(errs, c.Fail("consistency repair", v.queue, err))
+			continue
+		}
+		if done == store.StepEnqueued {
+			fixed.RequeuedSteps = append(fixed.RequeuedSteps, WorkflowStep{Workflow: v.Workflow, Step: v.Step, Task: task})
 		}
 	}
 

@@ -32,6 +32,9 @@ func newEnv(t *testing.T) (*Env, *miniredis.Miniredis) {
 		EnqueueSteps: func(context.Context, string, []store.ReadyStep) error {
 			return errors.New("no stalled step expected")
 		},
+		StepTask: func(string, store.ReadyStep) (store.EnqueueOne, error) {
+			return store.EnqueueOne{}, errors.New("no vanished step expected")
+		},
 	}, m
 }
 

@@ -24,6 +24,7 @@ type Report struct {
 	LastingWorkflows    []string
 	StalledSteps        []WorkflowStep
 	LostSteps           []WorkflowStep
+	VanishedSteps       []WorkflowStep
 	BrokenWorkflows     []string
 
 	NodesScanned     int
@@ -52,6 +53,7 @@ type Repairs struct {
 	DeletedWorkflows      []string
 	ExpiringWorkflows     []string
 	EnqueuedSteps         []WorkflowStep
+	RequeuedSteps         []WorkflowStep
 }
 
 // WorkflowStep names a workflow and one of its steps, and its task if

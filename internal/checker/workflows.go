@@ -15,7 +15,9 @@ import (
 // any more: no notice of a parent's end pending (a sweep replays those),
 // and no parent at all for a step that was ready from the start (only
 // the call that created the workflow enqueues those); or a step queued
-// whose task ended, or is gone, with no notice of its end left to carry.
+// whose task ended, or is gone, with no notice of its end left to carry;
+// or a step queued whose task has not ended but is in no place of its
+// queue (removed by hand, or by a bug), so it never will.
 // Such a step is confirmed by looking at its workflow again after the
 // notices were read: the carrier marks a step queued (or ended) before
 // it removes the notice, so a step in the same state at both looks had
@@ -34,7 +36,7 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 		prefix     string
 	}
 	type queued struct {
-		flow, step, task string
+		flow, step, task, spec, queue string
 	}
 	asks := make(map[string][]pending)             // queue -> notices asked about
 	tasks := make(map[string][]queued)             // queue -> queued steps' tasks
@@ -70,15 +72,16 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			case st.State == "q" && st.TaskID != "":
 				if q, ok := ck.c.StepQueue(st.Spec); ok {
 					candidate(id, st.Name)
-					tasks[q] = append(tasks[q], queued{flow: id, step: st.Name, task: st.TaskID})
+					tasks[q] = append(tasks[q], queued{flow: id, step: st.Name, task: st.TaskID, spec: st.Spec})
 				}
 			}
 		}
 	}
 	// A queued step's task that has not ended carries the step (its end
-	// will leave a notice); one that ended, or whose outcome is gone, left
-	// its notice by then, in the same script, so its notices are read
-	// after this.
+	// will leave a notice), if it is in its queue; one that ended, or
+	// whose outcome is gone, left its notice by then, in the same script,
+	// so its notices are read after this.
+	gone := make(map[string]map[string]queued) // workflow -> step -> its task, gone from its queue
 	for _, q := range slices.Sorted(maps.Keys(tasks)) {
 		ids := make([]string, len(tasks[q]))
 		for i, t := range tasks[q] {
@@ -88,12 +91,36 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 		if err != nil {
 			return ck.c.Fail("consistency check", q, err)
 		}
+		var live []queued
 		for i, t := range tasks[q] {
 			if states[i] == store.RetainedPending {
-				candidates[t.flow][t.step] = true
+				live = append(live, t)
 				continue
 			}
 			asks[q] = append(asks[q], pending{flow: t.flow, step: t.step, prefix: t.flow + "." + t.step + "," + t.task + ","})
+		}
+		if len(live) == 0 {
+			continue
+		}
+		ids = make([]string, len(live))
+		for i, t := range live {
+			ids[i] = t.task
+		}
+		// A task not ended is looked for in its queue: one found nowhere
+		// was removed by hand or lost, and will never end.
+		found, err := ck.c.Store.GoneTasks(ctx, q, ids, ck.s)
+		if err != nil {
+			return ck.c.Fail("consistency check", q, err)
+		}
+		for i, t := range live {
+			if !found[i] {
+				candidates[t.flow][t.step] = true
+				continue
+			}
+			if gone[t.flow] == nil {
+				gone[t.flow] = make(map[string]queued)
+			}
+			gone[t.flow][t.step] = queued{flow: t.flow, step: t.step, task: t.task, spec: t.spec, queue: q}
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(asks)) {
@@ -139,6 +166,12 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 				continue
 			}
 			ws := WorkflowStep{Workflow: id, Step: st.Name}
+			if g, ok := gone[id][st.Name]; ok {
+				ws.Task = st.TaskID
+				rep.VanishedSteps = append(rep.VanishedSteps, ws)
+				ck.vanished = append(ck.vanished, vanishedStep{WorkflowStep: ws, queue: g.queue, spec: g.spec})
+				continue
+			}
 			if st.State == "r" {
 				rep.StalledSteps = append(rep.StalledSteps, ws)
 				ck.stalled[id] = append(ck.stalled[id], store.ReadyStep{Name: st.Name, Spec: st.Spec})

@@ -64,7 +64,9 @@ func TestCheckFindsAndRepairsWorkflowKeys(t *testing.T) {
 		_, _, err := s.CancelWorkflow(ctx, id)
 		require.NoError(t, err)
 	}
-	_, err := m.ZAdd("checktest:{q:qa}:retained", math.Inf(1), "t1") // a's task, not ended yet
+	_, err := m.ZAdd("checktest:{q:qa}:retained", math.Inf(1), "t1") // a's task, not ended yet, delayed
+	require.NoError(t, err)
+	_, err = m.ZAdd("checktest:{q:qa}:delayed", 1e15, "t1,R1:x")
 	require.NoError(t, err)
 	rep, err := Run(ctx, env, false)
 	require.NoError(t, err)
@@ -201,7 +203,7 @@ func TestCheckDoesNotJudgeAStepReleasedMeanwhileStalled(t *testing.T) {
 	assert.Empty(t, rep.LostSteps)
 }
 
-// A queued step whose task has not ended is carried by it, and one whose
+// A queued step whose task has not ended and is delayed is carried by it, and one whose
 // task ended is carried by the notice its end left; a step whose task
 // ended, or whose outcome is gone, with no notice left is lost, and
 // reported only.
@@ -219,7 +221,11 @@ func TestCheckFindsLostSteps(t *testing.T) {
 		_, err := m.ZAdd("checktest:{q:qa}:retained", score, task)
 		require.NoError(t, err)
 	}
-	_, err := m.ZAdd("checktest:{q:qa}:flows", 70, "noticed.a,t-noticed,ok")
+	_, err := m.ZAdd("checktest:{q:qa}:delayed", 1e15, "t-alive,R1:x")
+	require.NoError(t, err)
+	m.HSet("checktest:{q:qa}:meta", "name", "qa") // a queue that holds a task is a registered one
+	require.NoError(t, s.RegisterQueue(ctx, "qa"))
+	_, err = m.ZAdd("checktest:{q:qa}:flows", 70, "noticed.a,t-noticed,ok")
 	require.NoError(t, err)
 	_, err = m.ZAdd("checktest:{q:qa}:flows", 70, "unnoticed.a,t-other,ok")
 	require.NoError(t, err)

@@ -600,3 +600,105 @@ func (s *Store) TaskOutcomes(ctx context.Context, queue string, ids []string) ([
 	}
 	return out, nil
 }
+
+// Bounds of one search of a queue for workflow steps' tasks (see
+// tasks_search in check_step_gone.lua): entries read and their bytes. A
+// queue that holds more is not searched whole, so its steps are not
+// judged gone. The search costs Redis some microseconds an entry (the
+// entries are read into the script), so the bound keeps one call within
+// a fraction of a second.
+const (
+	StepSearchLimit  = 50_000
+	StepSearchBudget = 16 << 20
+)
+
+// goneBatch bounds the task ids one check_step_gone.lua call looks for.
+const goneBatch = 500
+
+// GoneTasks says, for each task id of a queue, whether it is gone: listed
+// as pending (not ended) in the queue's retained set, but in none of the
+// places a task lives (check_step_gone.lua). A queue too large to search
+// within the bounds answers false for each.
+func (s *Store) GoneTasks(ctx context.Context, queue string, ids []string, sets *scripts.CheckSet) ([]bool, error) {
+	k := s.queueKeys(queue)
+	keys := []string{k.Procs, k.Delayed, k.Dead, k.High, k.Waiting, k.Low, k.GroupWait, k.Gather, k.Retained}
+	out := make([]bool, 0, len(ids))
+	for chunk := range slices.Chunk(ids, goneBatch) {
+		args := append([]string{strconv.Itoa(StepSearchLimit), strconv.Itoa(StepSearchBudget)}, chunk...)
+		res, err := s.run(ctx, OpCheck, queue, sets.StepGone, keys, args)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := res.AsIntSlice()
+		if err == nil && len(vals) != 1+len(chunk) {
+			err = fmt.Errorf("check_step_gone.lua answered %d values for %d tasks", len(vals), len(chunk))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vals[1:] {
+			out = append(out, v == 1)
+		}
+	}
+	return out, nil
+}
+
+// What RequeueStep did.
+const (
+	StepEnqueued = "enqueued" // the step's task is a new one
+	StepHeld     = "held"     // enqueued already: the unique key's holder is the new task
+	StepEnded    = "ended"    // the old task is not pending any more: nothing done
+	StepPresent  = "present"  // the old task is in its queue: nothing done
+	StepPartial  = "partial"  // the queue is too large to search: nothing done
+)
+
+// RequeueStep enqueues anew a workflow step whose task old is gone from
+// queue (check_step_requeue.lua), t being the step's task as its release
+// enqueues it. It answers what it did and the new task's id.
+func (s *Store) RequeueStep(ctx context.Context, queue, old string, t EnqueueOne, sets *scripts.CheckSet) (string, string, error) {
+	k := s.queueKeys(queue)
+	keys := []string{k.Procs, k.Delayed, k.Dead, k.High, k.Waiting, k.Low, k.GroupWait, k.Gather, k.Retained,
+		k.Unique, k.UniqueTTL, k.Meta, k.Idle, k.GroupReady}
+	args := append([]string{k.Channel, queue, old, strconv.Itoa(StepSearchLimit), strconv.Itoa(StepSearchBudget)}, stepArgs(t)...)
+	res, err := s.run(ctx, OpCheck, queue, sets.StepRequeue, keys, args)
+	if err != nil {
+		return "", "", err
+	}
+	vals, err := res.AsStrSlice()
+	if err == nil && len(vals) != 3 {
+		err = fmt.Errorf("check_step_requeue.lua answered %d values", len(vals))
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if vals[2] == "1" {
+		if err := s.RegisterQueue(ctx, queue); err != nil {
+			return vals[0], vals[1], err
+		}
+	}
+	return vals[0], vals[1], nil
+}
+
+// SwapStepTask gives a queued step of a running workflow the id of the
+// task that replaced old (check_step_swap.lua); false if the workflow
+// names another task, or the step is not queued, or the workflow ended.
+func (s *Store) SwapStepTask(ctx context.Context, id, step, old, task string, sets *scripts.CheckSet) (bool, error) {
+	res, err := s.run(ctx, OpCheck, "", sets.StepSwap, s.keys.Workflow(id).all(), []string{step, old, task})
+	if err != nil {
+		return false, err
+	}
+	n, err := res.AsInt64()
+	return n == 1, err
+}
+
+// ForgetTask drops the pending mark of a step's gone task old once the
+// step's unique key (unique) has another holder (check_step_forget.lua).
+func (s *Store) ForgetTask(ctx context.Context, queue, old, unique string, sets *scripts.CheckSet) (bool, error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpCheck, queue, sets.StepForget, []string{k.Retained, k.Unique}, []string{old, uniqueSum(unique)})
+	if err != nil {
+		return false, err
+	}
+	n, err := res.AsInt64()
+	return n == 1, err
+}

@@ -435,21 +435,7 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 			args := make([]string, 0, 2+7*len(chunk))
 			args = append(args, k.Channel, q)
 			for _, i := range chunk {
-				a := tasks[i].Args
-				sum := sha1.Sum([]byte(a.Unique))
-				fields := a.fields()
-				switch a.Priority {
-				case "h":
-					fields += ",ph"
-				case "l":
-					fields += ",pl"
-				}
-				front := "0"
-				if a.Front {
-					front = "1"
-				}
-				args = append(args, hex.EncodeToString(sum[:]), strconv.FormatInt(max(a.UniqueTTL.Milliseconds(), 0), 10), fields,
-					strconv.FormatInt(a.DueAt, 10), strconv.FormatInt(a.Delay.Microseconds(), 10), front, string(tasks[i].Payload))
+				args = append(args, stepArgs(tasks[i])...)
 			}
 			calls = append(calls, scripts.Call{Script: s.scripts.FlowEnqueue, Keys: keys, Args: args})
 			of = append(of, chunk)
@@ -483,4 +469,30 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 		s.stats.enqueued(q, added)
 	}
 	return ids, errs
+}
+
+// stepArgs are the arguments of one step's task as flow_enqueue.lua (and
+// check_step_requeue.lua) take them: its unique key's sha1, how long that
+// is held, its header fields, due time, delay, front flag and payload.
+func stepArgs(t EnqueueOne) []string {
+	a := t.Args
+	fields := a.fields()
+	switch a.Priority {
+	case "h":
+		fields += ",ph"
+	case "l":
+		fields += ",pl"
+	}
+	front := "0"
+	if a.Front {
+		front = "1"
+	}
+	return []string{uniqueSum(a.Unique), strconv.FormatInt(max(a.UniqueTTL.Milliseconds(), 0), 10), fields,
+		strconv.FormatInt(a.DueAt, 10), strconv.FormatInt(a.Delay.Microseconds(), 10), front, string(t.Payload)}
+}
+
+// uniqueSum is a unique key as the queue's unique hash holds it.
+func uniqueSum(key string) string {
+	sum := sha1.Sum([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
