@@ -102,3 +102,37 @@ func TestAttemptHistoryReclaimed(t *testing.T) {
 	assert.Equal(t, dead.ID(), l.History[0].Worker)
 	assert.Empty(t, l.History[0].Error)
 }
+
+// A task reclaimed from a dead worker, then retried by its next holder,
+// keeps both attempts in its history: the retry adds to the reclaim's
+// record, though the task's header counts no attempt yet (a reclaim counts
+// none).
+func TestAttemptHistoryReclaimedThenRetried(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	dead := newWorker(t, c, fast)
+	pc := k.client()
+	pc.signals.looked.Init(t)
+	peer := newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
+	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	dequeueAll(t, dead, "q", 1)
+	crash(dead)
+	k.advance(fast.TTL + 10*time.Millisecond)
+	require.Equal(t, int64(1), pc.signals.looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
+
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	p := dequeueAll(t, peer, "q", 1)[0]
+	require.Equal(t, id, p.TaskID())
+	require.NoError(t, p.Retry(ctx, 0, errors.New("boom")))
+	l, err := c.FindTask(ctx, "q", id)
+	require.NoError(t, err)
+	require.Len(t, l.History, 2, "the reclaim's record and the retry's")
+	assert.Equal(t, AttemptReclaimed, l.History[0].End)
+	assert.Equal(t, dead.ID(), l.History[0].Worker)
+	assert.Equal(t, AttemptRetried, l.History[1].End)
+	assert.Equal(t, "boom", l.History[1].Error)
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -128,8 +129,9 @@ func taskFrom(r *http.Request) (queue, id string, ok bool) {
 
 // maxOffset bounds a position taken from a request: past any list Redis
 // keeps (2³² - 1 entries), and far from overflowing the sums of positions
-// the reads and the pages' links make.
-const maxOffset = 1 << 32
+// the reads and the pages' links make; where an int has 32 bits, a
+// quarter of its range.
+const maxOffset = min(1<<32, math.MaxInt>>2)
 
 // offsetParam reads a position: 0 if missing, bad or negative, at most
 // maxOffset.

@@ -127,16 +127,15 @@ func TestTakeReadsThePrimaryKey(t *testing.T) {
 	require.NotContains(t, plan, "Seq Scan", plan)
 }
 
-// A move's transaction ends itself when idle past MoveTimeout, does not
-// wait for its commit to reach the disk, and turns off the plans that
-// would read the whole table.
+// A move's transaction ends itself when idle past MoveTimeout and turns
+// off the plans that would read the whole table.
 func TestMoveSettings(t *testing.T) {
 	e := newEnv(t, "")
 	r := e.relay(nil, RelayOptions{MoveTimeout: 1500 * time.Millisecond})
 	settings := make(chan map[string]string, 1)
 	r.afterEnqueue = func(ctx context.Context, conn *pgx.Conn) error {
 		got := make(map[string]string)
-		for _, name := range []string{"idle_in_transaction_session_timeout", "synchronous_commit", "enable_seqscan", "jit"} {
+		for _, name := range []string{"idle_in_transaction_session_timeout", "enable_seqscan", "jit"} {
 			var v string
 			if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
 				return err
@@ -156,7 +155,6 @@ func TestMoveSettings(t *testing.T) {
 	e.start(r)
 	require.Equal(t, map[string]string{
 		"idle_in_transaction_session_timeout": "1500ms",
-		"synchronous_commit":                  "off",
 		"enable_seqscan":                      "off",
 		"jit":                                 "off",
 	}, <-settings)

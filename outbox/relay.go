@@ -145,7 +145,7 @@ func (o *Outbox) NewRelay(pool *pgxpool.Pool, client *worqr.Client, opts RelayOp
 FROM ` + o.qTable + ` AS o WHERE o.error IS NULL ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		deleteSQL: `DELETE FROM ` + o.qTable + ` WHERE id = ANY($1::uuid[])`,
 		failSQL:   `UPDATE ` + o.qTable + ` SET error = $2, failed_at = now() WHERE id = $1::uuid`,
-		settingsSQL: `SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('synchronous_commit', 'off', true),
+		settingsSQL: `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
 	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`,
 		moveTimeout: strconv.FormatInt(max(opts.MoveTimeout.Milliseconds(), 1), 10),
 		wake:        make(chan struct{}, 1),
@@ -492,10 +492,10 @@ func (r *Relay) enqueueRun(ctx context.Context, rows []row, idx []int, errs []er
 // for the move's transaction, and JIT compiling, which the cost of a plan
 // so penalized could otherwise start (seconds, for a few rows).
 //
-// The relay's commit need not wait for its WAL to reach the disk
-// (synchronous_commit off): a delete a crash loses leaves rows whose
-// tasks are in Redis, which the next move finds held by their keys and
-// deletes again, as after a relay that died mid-move.
+// The commit keeps the session's synchronous_commit: a delete that a
+// Postgres crash lost would bring back rows whose tasks are in Redis, to
+// be moved again after the crash's outage, which may outlast DedupeWindow,
+// or once a task with its own key (Unique) has ended.
 func (r *Relay) take(ctx context.Context, conn *pgx.Conn) ([]row, error) {
 	var b pgx.Batch
 	b.Queue("BEGIN")
