@@ -137,8 +137,8 @@ func setupClockedWith(t *testing.T, opt func(*Options)) *clocked {
 
 func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
 	t.Helper()
-	// Near the real time: worker ids (UUIDv7) carry the real one. On a
-	// step of the beats' grid, so that the clients' beats fall at the
+	// Near the real time, as logs and ids read it. On a step of the
+	// beats' grid, so that the clients' beats fall at the
 	// start and every RenewInterval after it (see run).
 	start := time.Now().UTC().Truncate(beat.Grid)
 	clk := clock.NewFake(start)
