@@ -171,6 +171,16 @@ func (k *clocked) options(rdb rueidis.Client) Options {
 	return opts
 }
 
+// clientVia is another client on the same Redis and Fake clock whose
+// connections go through px.
+func (k *clocked) clientVia(px *proxy) *Client {
+	k.t.Helper()
+	c, err := New(k.options(k.b.redisWith("", px)))
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
 // hooked is a client on the same Redis and Fake clock whose commands go
 // through a hook (see hookedClient).
 func (k *clocked) hooked() (*Client, *hooked) {
@@ -216,6 +226,25 @@ func (k *clocked) run(d time.Duration) {
 			c.signals.beat.WaitOrTimeout()
 		}
 	}
+}
+
+// runUntil runs the clocks on beat by beat, as run does, until a value
+// comes on ch, for at most d (on a real Redis, waits for it for d), and
+// returns the value.
+func runUntil[T any](k *clocked, ch <-chan T, d time.Duration, what string) T {
+	k.t.Helper()
+	if k.clk == nil {
+		return recv(k.t, ch, 2*d, what)
+	}
+	for range d / fast.RenewInterval {
+		select {
+		case v := <-ch:
+			return v
+		default:
+		}
+		k.run(fast.RenewInterval)
+	}
+	return recv(k.t, ch, testsignal.Wait, what)
 }
 
 // idle moves the clocks on by d while the client has no live worker (no
