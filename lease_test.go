@@ -228,25 +228,6 @@ func (k *clocked) run(d time.Duration) {
 	}
 }
 
-// runUntil runs the clocks on beat by beat, as run does, until a value
-// comes on ch, for at most d (on a real Redis, waits for it for d), and
-// returns the value.
-func runUntil[T any](k *clocked, ch <-chan T, d time.Duration, what string) T {
-	k.t.Helper()
-	if k.clk == nil {
-		return recv(k.t, ch, 2*d, what)
-	}
-	for range d / fast.RenewInterval {
-		select {
-		case v := <-ch:
-			return v
-		default:
-		}
-		k.run(fast.RenewInterval)
-	}
-	return recv(k.t, ch, testsignal.Wait, what)
-}
-
 // idle moves the clocks on by d while the client has no live worker (no
 // beat to wait for), or on a real Redis waits for d to pass.
 func (k *clocked) idle(d time.Duration) {

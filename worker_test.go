@@ -321,7 +321,10 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 
 	px.restore()
-	newID := runUntil(k, c.signals.registered.C(), 2*opts.TTL, "registered again") // its retry's backoff
+	// The retry's backoff (at most a RenewInterval) ends; the clock stays
+	// while the registration is in flight, as time would not run ahead of it.
+	k.run(opts.RenewInterval)
+	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
 	assert.NotEqual(t, oldID, newID, "registered again under a new id")
 	assert.Equal(t, newID, w.ID())
 	assert.True(t, leaseLive(t, direct, newID), "the new id's lease")
