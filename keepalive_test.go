@@ -192,7 +192,9 @@ func TestQueueLeaseFoundGoneFencesTheWorker(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, c, ctx := setup(t)
+			k := setupTimed(t, nil)
+			k.beats()
+			c, ctx := k.c, k.ctx
 			if apart {
 				c.store.RenewApart()
 			}
@@ -201,7 +203,8 @@ func TestQueueLeaseFoundGoneFencesTheWorker(t *testing.T) {
 			require.NoError(t, w.StartWork(ctx, "a", Events{}))
 			require.NoError(t, w.StartWork(ctx, "b", Events{}))
 			require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("b").Leases).Member(id).Build()).Error())
-			ev := recv(t, fences, 3*time.Second, "fenced")
+			k.run(fast.RenewInterval) // the next renewal finds it gone
+			ev := recv(t, fences, testsignal.Wait, "fenced")
 			assert.Equal(t, id, ev.WorkerID)
 			assert.Empty(t, ev.Queue, "the whole worker fences itself")
 			assert.Contains(t, ev.Cause.Error(), `lease on "b" gone`)

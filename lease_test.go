@@ -137,8 +137,8 @@ func setupClockedWith(t *testing.T, opt func(*Options)) *clocked {
 
 func setupClockedOn(t *testing.T, b *backend, opt func(*Options)) *clocked {
 	t.Helper()
-	// Near the real time: worker ids (UUIDv7) carry the real one. On a
-	// step of the beats' grid, so that the clients' beats fall at the
+	// Near the real time, as logs and ids read it. On a step of the
+	// beats' grid, so that the clients' beats fall at the
 	// start and every RenewInterval after it (see run).
 	start := time.Now().UTC().Truncate(beat.Grid)
 	clk := clock.NewFake(start)
@@ -169,6 +169,16 @@ func (k *clocked) options(rdb rueidis.Client) Options {
 		opts.clock = k.clk
 	}
 	return opts
+}
+
+// clientVia is another client on the same Redis and Fake clock whose
+// connections go through px.
+func (k *clocked) clientVia(px *proxy) *Client {
+	k.t.Helper()
+	c, err := New(k.options(k.b.redisWith("", px)))
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }
 
 // hooked is a client on the same Redis and Fake clock whose commands go

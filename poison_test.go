@@ -14,25 +14,11 @@ import (
 	"github.com/worqr/worqr/internal/reclaim"
 )
 
-// poisonSetup is a client with the given poison limit whose logs are kept,
-// a fast worker that reclaims dead peers (the guard's window is twice its
-// TTL: 2 s), and one task enqueued on "q".
-func poisonSetup(t *testing.T, limit int) (*Client, *logRecorder, context.Context) {
-	t.Helper()
-	b := newBackend(t)
-	ctx := ctxT(t)
-	log, logs := recordLogs(t)
-	c, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: log, PoisonLimit: limit})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	newWorker(t, c, fast)
-	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"))))
-	return c, logs, ctx
-}
-
-// poisonSetupTimed is poisonSetup on a Fake clock (on miniredis), which
-// the test moves with run: the guard's window and the leases pass
-// without waiting for them.
+// poisonSetupTimed is a client with the given poison limit whose logs are
+// kept, a fast worker that reclaims dead peers (the guard's window is
+// twice its TTL: 2 s), and one task enqueued on "q", on a Fake clock (on
+// miniredis) which the test moves with run: the guard's window and the
+// leases pass without waiting for them.
 func poisonSetupTimed(t *testing.T, limit int) (*clocked, *logRecorder) {
 	t.Helper()
 	log, logs := recordLogs(t)
@@ -43,21 +29,16 @@ func poisonSetupTimed(t *testing.T, limit int) (*clocked, *logRecorder) {
 	return k, logs
 }
 
-// matureWorkers is matureWorkers with the time run on k's clock.
+// matureWorkers makes n fast workers and runs k's clock until each has
+// been up for longer than the guard's window: their deaths soon after
+// starting a task tell something about the task.
 func (k *clocked) matureWorkers(n int) []*Worker {
 	k.t.Helper()
 	ws := make([]*Worker, n)
 	for i := range ws {
 		ws[i] = newWorker(k.t, k.c, fast)
 	}
-	d := poisonWindow + 100*time.Millisecond
-	if k.clk != nil {
-		// The guard reads a worker's age from its id, a UUIDv7 of the
-		// system's time: the Fake clock runs ahead of it by as much as
-		// the system's time passed since the workers joined.
-		d = max(d, time.Now().Add(d).Sub(k.clk.Now()))
-	}
-	k.run(d)
+	k.run(poisonWindow + 100*time.Millisecond)
 	return ws
 }
 
@@ -82,22 +63,6 @@ func burials(logs *logRecorder) []logged {
 
 // poisonWindow is the guard's window for the fast workers.
 const poisonWindow = 2 * time.Second
-
-// matureWorkers makes n fast workers and waits until each has been up for
-// longer than the guard's window: their deaths soon after starting a task
-// tell something about the task.
-func matureWorkers(t *testing.T, c *Client, n int) []*Worker {
-	t.Helper()
-	ws := make([]*Worker, n)
-	for i := range ws {
-		ws[i] = newWorker(t, c, fast)
-	}
-	joined := time.Now()
-	eventually(t, 2*poisonWindow, "the workers are a window old", func() bool {
-		return time.Since(joined) > poisonWindow+100*time.Millisecond
-	})
-	return ws
-}
 
 // takeTask has w take the one task of "q" once it is back in the queue.
 func takeTask(t *testing.T, ctx context.Context, w *Worker) *Process {
@@ -136,18 +101,25 @@ func waitingEntry(t *testing.T, c *Client) string {
 // restarted after each death, still buries a pill.
 func TestPoisonPill(t *testing.T) {
 	t.Parallel()
-	c, logs, ctx := poisonSetup(t, 2)
+	log, logs := recordLogs(t)
+	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, 2 })
+	k.beats()
+	c, ctx := k.c, k.ctx
+	c.signals.looked.Init(t)
+	newWorker(t, c, fast)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"))))
+	k.run(2 * poisonWindow) // the fleet has been up for long: the young holder joins late
 	young := newWorker(t, c, fast)
 	takeTask(t, ctx, young)
 	crash(young)
-	eventually(t, 10*time.Second, "the young holder is reclaimed", func() bool {
-		return len(reclaimsOf(logs, young.ID())) == 1
-	})
+	k.expire()
+	untilLooked(t, c, "the young holder is reclaimed", func() bool { return len(reclaimsOf(logs, young.ID())) == 1 })
 	assert.NotContains(t, waitingEntry(t, c), ",r", "a young holder's death alone counts nothing")
 
-	ws := matureWorkers(t, c, 1)
+	ws := k.matureWorkers(1)
 	takeTask(t, ctx, ws[0])
 	crash(ws[0])
+	k.expire()
 	assert.Contains(t, waitingEntry(t, c), ",r1", "a mature holder's death counts")
 	assert.Empty(t, deadPayloads(t, c, "q"))
 
@@ -155,7 +127,8 @@ func TestPoisonPill(t *testing.T) {
 	p := takeTask(t, ctx, restarted)
 	id := p.TaskID()
 	crash(restarted)
-	eventually(t, 10*time.Second, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
+	k.expire()
+	untilLooked(t, c, "dead-lettered as poison", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
 	assert.Empty(t, waiting(t, c, "q"))
 	ds, err := c.DeadLetters(ctx, "q", 0, 1)
 	require.NoError(t, err)
@@ -164,9 +137,7 @@ func TestPoisonPill(t *testing.T) {
 	assert.Contains(t, ds[0].Error, "2 times")
 	assert.Equal(t, 3, ds[0].Attempts)
 
-	eventually(t, 5*time.Second, "the reclaim is logged", func() bool {
-		return len(reclaimsOf(logs, restarted.ID())) == 1
-	})
+	require.Len(t, reclaimsOf(logs, restarted.ID()), 1, "the reclaim is logged before its look ends")
 	reclaimed := reclaimsOf(logs, restarted.ID())[0]
 	assert.EqualValues(t, 0, reclaimed.attrs["requeued"].Int64())
 	assert.EqualValues(t, 1, reclaimed.attrs["poison"].Int64())

@@ -191,15 +191,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	pb, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err)
 
-	// run runs the clock beat by beat, each beat once b's renewal (a
-	// goroutine of its own) has been answered.
-	run := func(d time.Duration) {
-		for range d / fast.RenewInterval {
-			k.run(fast.RenewInterval)
-			for c.signals.queueRenewed.WaitOrTimeout() != "b" { // a's end when its node gives up
-			}
-		}
-	}
+	run := func(d time.Duration) { k.runRenewed(d, c, "b") }
 	setDown(true)
 	run(fast.TTL) // a's deadline, 0.9 TTL after its last renewal, passes
 	ev := recv(t, fences, testsignal.Wait, "a fence")
@@ -217,6 +209,19 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")
 }
 
+// runRenewed runs k's clock beat by beat, each beat once the renewal of
+// c's lease on queue q (a goroutine of its own under RenewApart, which a
+// hung queue's renewal does not hold up) has been answered: c's
+// queueRenewed signal, turned on before its worker joined.
+func (k *clocked) runRenewed(d time.Duration, c *Client, q string) {
+	k.t.Helper()
+	for range d / fast.RenewInterval {
+		k.run(fast.RenewInterval)
+		for c.signals.queueRenewed.WaitOrTimeout() != q { // a hung queue's, when its node gives up
+		}
+	}
+}
+
 // While the rejoin of a fenced queue waits on a node that hangs, the rest
 // of the worker must not: tryRejoin holds the worker's membership lock
 // (and the queue's gate) for its Redis calls, and made them on the
@@ -226,8 +231,12 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 // by default), and StopWork ignored its own context meanwhile.
 func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	t.Parallel()
-	b, admin, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupTimed(t, nil)
+	admin, ctx := k.c, k.ctx
+	c, h := k.hooked()
+	k.c = c // the clock runs beat by beat on the worker's client
+	k.beats()
+	c.signals.queueRenewed.Init(t)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	releaseSHA := c.store.Scripts().Release.SHA1()
 	rejoining := make(chan struct{}, 100)
@@ -243,9 +252,11 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 
 	setDown(true)
-	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	k.runRenewed(fast.TTL, c, "b") // a's deadline, 0.9 TTL after its last renewal, passes
+	ev := recv(t, fences, testsignal.Wait, "queue a fenced")
 	require.Equal(t, "a", ev.Queue)
-	recv(t, rejoining, 3*time.Second, "the rejoin of a sent its release")
+	k.runRenewed(fast.TTL, c, "b") // a's old lease surely ran out: the rejoin starts
+	recv(t, rejoining, testsignal.Wait, "the rejoin of a sent its release")
 
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -32,12 +32,11 @@ type registry struct {
 // returns when the registration was sent (the lease counts from then).
 func (g *registry) register(ctx context.Context) (id string, sent time.Time, err error) {
 	c := g.w.c
-	// A UUIDv7 tells when the worker joined (see joinedAt).
-	u, err := uuid.NewV7()
+	sent = c.clock.Now()
+	id, err = workerID(sent)
 	if err != nil {
-		return "", c.clock.Now(), fmt.Errorf("worqr: register worker: %w", err)
+		return "", sent, fmt.Errorf("worqr: register worker: %w", err)
 	}
-	id, sent = u.String(), c.clock.Now()
 	if err := c.store.RegisterWorker(ctx, id, g.w.opts.TTL); err != nil {
 		return "", sent, c.fail("register worker", "", err)
 	}
@@ -93,4 +92,22 @@ func (ss sessions) slots() []store.QueueSlots {
 	}
 	slices.SortFunc(qs, func(a, b store.QueueSlots) int { return strings.Compare(a.Queue, b.Queue) })
 	return qs
+}
+
+// workerID is a fresh worker id: a UUIDv7 of the time now, read from the
+// client's clock, which tells the reclaimers when the worker joined (the
+// poison-pill guard's age of a holder). The reclaimers compare that time
+// with Redis's, which the client's clock is read against everywhere else,
+// so it must not be the system's own when the client runs on another.
+func workerID(now time.Time) (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	ms := now.UnixMilli()
+	for i := 5; i >= 0; i-- { // the 48-bit big-endian Unix milliseconds
+		u[i] = byte(ms)
+		ms >>= 8
+	}
+	return u.String(), nil
 }

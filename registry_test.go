@@ -6,7 +6,9 @@ package worqr
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -50,4 +52,19 @@ func TestRegistryRecordsSlots(t *testing.T) {
 	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}}, recordedSlots(t, c, w.ID()))
 	require.NoError(t, w.StopWork(ctx, "c"), "a queue without a runtime")
 	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}}, recordedSlots(t, c, w.ID()))
+}
+
+// A worker's id tells when it joined by the client's clock, which the
+// reclaimers read its age against (Redis's time): not by the system's,
+// which a client on another clock does not run by.
+func TestWorkerIDTellsTheClientsTime(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	k.idle(time.Hour) // an hour away from the system's time
+	w := newWorker(t, k.c, fast)
+	u, err := uuid.Parse(w.ID())
+	require.NoError(t, err)
+	require.EqualValues(t, 7, u.Version())
+	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	assert.Equal(t, k.clk.Now().UnixMilli(), ms, "joined at the client's time")
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"golang.org/x/sync/errgroup"
+
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 func enqueueNumbered(t *testing.T, c *Client, queue string, n int) []string {
@@ -273,7 +276,12 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 // expire its lease, loses its processes, then registers again by itself.
 func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	t.Parallel()
-	px, c, direct, ctx := setupBehindProxy(t)
+	k := setupTimed(t, nil)
+	direct, ctx := k.c, k.ctx
+	px := newProxy(t)
+	c := k.clientVia(px)
+	k.beatsOf(c)
+	c.signals.looked.Init(t)
 
 	type fencing struct {
 		at time.Time
@@ -281,7 +289,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	}
 	fenced := make(chan fencing, 1)
 	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{time.Now(), ev} }
+	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{c.clock.Now(), ev} }
 	c.signals.registered.Init(t)
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
@@ -290,7 +298,8 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	oldID := w.ID()
 
 	px.cut()
-	f := recv(t, fenced, 3*opts.TTL, "fence event")
+	k.run(opts.TTL) // the lease's deadline passes with no renewal
+	f := recv(t, fenced, testsignal.Wait, "fence event")
 	expiry, err := direct.rdb.Do(ctx, direct.rdb.B().Zscore().Key(direct.store.Keys().Workers()).Member(oldID).Build()).AsFloat64()
 	require.NoError(t, err)
 	// The worker's own deadline for the lease is what must come first;
@@ -312,16 +321,17 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 
 	px.restore()
-	newID := c.signals.registered.WaitOrTimeout()
+	// The retry's backoff (at most a RenewInterval) ends; the clock stays
+	// while the registration is in flight, as time would not run ahead of it.
+	k.run(opts.RenewInterval)
+	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
 	assert.NotEqual(t, oldID, newID, "registered again under a new id")
 	assert.Equal(t, newID, w.ID())
 	assert.True(t, leaseLive(t, direct, newID), "the new id's lease")
-	var again *Process
-	eventually(t, 10*time.Second, "the old id's task is reclaimed and taken again", func() bool {
-		p, err := w.Dequeue(ctx, "q")
-		again = p
-		return err == nil
-	})
+	k.run(opts.TTL + opts.RenewInterval) // the old id's lease runs out
+	reclaimed(t, 1, c)
+	again, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err, "the old id's task is reclaimed and taken again")
 	assert.Equal(t, "t0000", string(again.Task()))
 	assert.Equal(t, w.ID(), again.Owner())
 	assert.ErrorIs(t, held.Finish(ctx), ErrProcessLost)
