@@ -187,10 +187,12 @@ func TestWorkflowFanOutFanIn(t *testing.T) {
 // c0000, holds on until the others have returned and then for a second
 // more, unless the fan-in starts (too early) meanwhile: a fan-in
 // released before its last parent's end starts within that second.
+//
+// Not parallel: its five hundred handler starts under -race would starve
+// the parallel tests' lease renewals on a 2-core machine.
 func TestWorkflowWideFanOutFanIn(t *testing.T) {
-	t.Parallel()
 	b, c, ctx := setup(t)
-	const n = 2000
+	const n = 500
 	var (
 		mu                     sync.Mutex
 		starts                 = make(map[string]int)
