@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/lifecycle"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // startLog records the order in which handlers start, as "queue/task".
@@ -462,11 +464,21 @@ func TestPoolControlsAndMiddleware(t *testing.T) {
 // new ones, with its slots recorded under its new id.
 func TestPoolRidesOutAFence(t *testing.T) {
 	t.Parallel()
-	px, c, direct, ctx := setupBehindProxy(t)
+	k := setupTimed(t, nil)
+	direct, ctx := k.c, k.ctx
+	px := newProxy(t)
+	c := k.clientVia(px)
+	k.beatsOf(c)
+	c.signals.looked.Init(t)
+	c.signals.registered.Init(t)
 	var a attempts
 	causes := make(chan error, 10)
+	ran := make(chan string, 10)
 	handler := func(hctx context.Context, p *Process) error {
-		if a.add(p.Queue()+"/"+string(p.Task())) > 1 || string(p.Task()) != "held" {
+		name := p.Queue() + "/" + string(p.Task())
+		n := a.add(name)
+		ran <- name
+		if n > 1 || string(p.Task()) != "held" {
 			return nil
 		}
 		<-hctx.Done()
@@ -481,22 +493,43 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	for _, q := range []string{"a", "b"} {
 		require.NoError(t, second(direct.Enqueue(ctx, q, []byte("held"))))
 	}
-	eventually(t, 5*time.Second, "handlers running", func() bool { return a.get("a/held") == 1 && a.get("b/held") == 1 })
+	started := []string{recv(t, ran, testsignal.Wait, "a handler started"), recv(t, ran, testsignal.Wait, "a handler started")}
+	assert.ElementsMatch(t, []string{"a/held", "b/held"}, started)
+	oldID := w.ID()
 
 	px.cut()
+	k.run(fast.TTL) // the lease's deadline passes with no renewal
 	for range 2 {
-		cause := recv(t, causes, 3*fast.TTL, "fenced")
+		cause := recv(t, causes, testsignal.Wait, "fenced")
 		assert.ErrorIs(t, cause, ErrWorkerFenced)
 	}
 	px.restore()
-	eventually(t, 10*time.Second, "run again after the reclaim", func() bool { return a.get("a/held") == 2 && a.get("b/held") == 2 })
+	// The retry's backoff (at most a RenewInterval) ends; the clock stays
+	// while the registration and its joins are in flight.
+	k.run(fast.RenewInterval)
+	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
+	assert.NotEqual(t, oldID, newID, "registered again under a new id")
+	ws, err := direct.Workers(ctx)
+	require.NoError(t, err)
+	slots := map[string][]QueueSlots{}
+	for _, wi := range ws {
+		slots[wi.ID] = wi.Slots
+	}
+	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, slots[newID], "the slots recorded again under the new id")
+
+	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
+	reclaimed(t, 2, c)
+	again := []string{recv(t, ran, testsignal.Wait, "run again"), recv(t, ran, testsignal.Wait, "run again")}
+	assert.ElementsMatch(t, []string{"a/held", "b/held"}, again, "the held tasks run again after the reclaim")
 	for _, q := range []string{"a", "b"} {
 		require.NoError(t, second(direct.Enqueue(ctx, q, []byte("new"))))
 	}
-	eventually(t, 10*time.Second, "new tasks handled", func() bool { return a.get("a/new") == 1 && a.get("b/new") == 1 })
-	ws, err := direct.Workers(ctx)
+	fresh := []string{recv(t, ran, testsignal.Wait, "new task"), recv(t, ran, testsignal.Wait, "new task")}
+	assert.ElementsMatch(t, []string{"a/new", "b/new"}, fresh)
+	ws, err = direct.Workers(ctx)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
+	assert.Equal(t, newID, ws[0].ID)
 	assert.Equal(t, w.ID(), ws[0].ID)
 	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, ws[0].Slots, "the slots recorded again under the new id")
 	settledQueue(t, direct, "a")
