@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"math"
 	"net/http"
@@ -322,4 +324,46 @@ func TestHeldAnswersBoundedHostile(t *testing.T) {
 		assert.Contains(t, s.Body.String(), "</html>", "the whole page, once the client reads")
 	}
 	assert.Zero(t, e.h.held.count(), "bytes given back")
+}
+
+// A JSON result of nested brackets, 20 KB that indented would make 200 MB,
+// is shown as it is: the page stays some KiB, however deep the nesting.
+// Shallow JSON is still indented.
+func TestDeepJSONShownAsItIsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	deep := strings.Repeat("[", 9999) + strings.Repeat("]", 9999)
+	ids := map[string]string{}
+	for _, result := range []string{deep, `{"a":[1,{"b":2}]}`} {
+		id, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Retain(time.Hour))
+		require.NoError(t, err)
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		p.SetResult([]byte(result))
+		require.NoError(t, p.Finish(ctx))
+		ids[result] = id
+	}
+
+	res := e.raw("/task/q/"+ids[deep], nil)
+	require.Equal(t, http.StatusOK, res.code)
+	assert.Less(t, len(res.body), 64<<10, "the page of a deep JSON result")
+	assert.True(t, strings.Contains(res.body, deep), "shown as it is")
+	res = e.raw("/task/q/"+ids[`{"a":[1,{"b":2}]}`], nil)
+	require.Equal(t, http.StatusOK, res.code)
+	assert.Contains(t, res.body, "\n      &#34;b&#34;: 2\n", "shallow JSON indented")
+}
+
+// indentedSize is never less than what json.Indent makes.
+func TestIndentedSizeBounds(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{`[]`, `{}`, `[[[]]]`, `{"a":{"b":[1,2,{"c":"d,[{"}]}}`, `[ 1 , 2 , [ 3 ] ]`, `{"a\"[":"\\",  "b": [{}, []]}`, strings.Repeat("[", 50) + strings.Repeat("]", 50)} {
+		var buf bytes.Buffer
+		require.NoError(t, json.Indent(&buf, []byte(s), "", "  "), s)
+		assert.GreaterOrEqual(t, indentedSize(s), buf.Len(), s)
+	}
 }
