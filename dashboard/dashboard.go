@@ -33,7 +33,9 @@
 // Options.MaxPageReads pages and actions (8) read Redis at once; one more
 // waits up to 2 s for a slot, then gets 503 with Retry-After. A slot is
 // held only while Redis is read, not while a client sends its form or
-// reads its answer.
+// reads its answer; the answers kept for clients still reading them are
+// bounded in bytes, from all clients together (Options.MaxHeldBytes,
+// 32 MiB), past which a page gets 503 too.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -103,6 +105,13 @@ type Options struct {
 	// there are, one poll reads Redis for all. Defaults DefaultMaxStreams
 	// and DefaultMaxStreamsPerClient; negative: no bound.
 	MaxStreams, MaxStreamsPerClient int
+	// MaxHeldBytes bounds the bytes of answers kept in memory until their
+	// clients read them, from all clients together: a page's answer is
+	// made while it holds one of the MaxPageReads, and sent after, so that
+	// a client that reads slowly holds none. A page waits up to 2 s for
+	// room, then gets 503 with Retry-After, as does one whose answer does
+	// not fit. Default DefaultMaxHeldBytes; negative: no bound.
+	MaxHeldBytes int64
 	// Logger receives a line per action and per error; polls of the live
 	// counts that fail in a row are two lines, a WARN at the first and an
 	// INFO when one succeeds again. Default slog.Default().
@@ -130,6 +139,7 @@ type handler struct {
 	refusals refusals
 	pages    slots // MaxPageReads
 	pageWait time.Duration
+	held     held    // MaxHeldBytes
 	streams  streams // MaxStreams, MaxStreamsPerClient
 	// streamWait is how long a live stream's write may wait for its
 	// client, which then ends it.
@@ -152,7 +162,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 		opts.Logger = slog.Default()
 	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, streamWait: streamWriteWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes)}, streamWait: streamWriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
@@ -255,17 +265,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // withSlot serves r with serve while holding a page slot, and then sends
 // its answer: a client that reads the answer slowly, or not at all, holds
-// no slot while it does.
+// no slot while it does. The answers so kept are bounded in bytes, from
+// all clients together (Options.MaxHeldBytes): a page waits for room as
+// it waits for a slot, and one whose answer does not fit gets 503.
 func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+	if !h.held.wait(r, h.pageWait) {
+		h.heldFull(w, r)
+		return
+	}
 	release, ok := h.pageSlot(w, r)
 	if !ok {
 		return
 	}
-	b := &buffered{w: w}
+	b := &buffered{w: w, held: &h.held}
 	func() {
 		defer release()
 		serve(b, r)
 	}()
+	if b.over {
+		h.heldFull(w, r)
+		return
+	}
 	b.send()
 }
 

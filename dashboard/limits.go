@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -23,6 +24,10 @@ const (
 	// stream is one tab's live counts.
 	DefaultMaxStreams          = 256
 	DefaultMaxStreamsPerClient = 32
+	// DefaultMaxHeldBytes is Options.MaxHeldBytes when it is zero: some
+	// hundreds of pages (most are tens of KiB, a task's at most some
+	// hundreds).
+	DefaultMaxHeldBytes = 32 << 20
 
 	// pageWait is how long a page waits for a slot before its 503.
 	pageWait = 2 * time.Second
@@ -136,12 +141,88 @@ func limitOf(v, def int) int {
 	return v
 }
 
+// held bounds the bytes of answers kept in memory until their clients
+// read them, from all clients together: a semaphore by bytes.
+type held struct {
+	mu   sync.Mutex
+	max  int64 // negative: no bound
+	n    int64
+	room chan struct{} // closed, and replaced, when bytes are given back
+}
+
+// wait waits up to d, or until r ends, for the bound to have room; ok is
+// false if none came.
+func (h *held) wait(r *http.Request, d time.Duration) bool {
+	if h.max < 0 {
+		return true
+	}
+	var t *time.Timer
+	for {
+		h.mu.Lock()
+		if h.n < h.max {
+			h.mu.Unlock()
+			return true
+		}
+		if h.room == nil {
+			h.room = make(chan struct{})
+		}
+		room := h.room
+		h.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(d)
+			defer t.Stop()
+		}
+		select {
+		case <-room:
+		case <-t.C:
+			return false
+		case <-r.Context().Done():
+			return false
+		}
+	}
+}
+
+// take counts n more bytes if they fit, without waiting.
+func (h *held) take(n int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.max >= 0 && h.n+n > h.max {
+		return false
+	}
+	h.n += n
+	return true
+}
+
+// give ends the count of n bytes.
+func (h *held) give(n int64) {
+	if n == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n -= n
+	if h.room != nil {
+		close(h.room)
+		h.room = nil
+	}
+}
+
+// count is the bytes held.
+func (h *held) count() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
 // buffered is a ResponseWriter that keeps the answer until send: its
-// headers are the real writer's, not sent before.
+// headers are the real writer's, not sent before. Its body counts in
+// held; over is set, and the body dropped, if it does not fit.
 type buffered struct {
 	w      http.ResponseWriter
+	held   *held
 	status int
 	body   []byte
+	over   bool
 }
 
 func (b *buffered) Header() http.Header { return b.w.Header() }
@@ -154,12 +235,53 @@ func (b *buffered) WriteHeader(status int) {
 
 func (b *buffered) Write(p []byte) (int, error) {
 	b.WriteHeader(http.StatusOK)
+	if b.over {
+		return 0, errHeldFull
+	}
+	if !b.held.take(int64(len(p))) {
+		b.drop()
+		b.over = true
+		return 0, errHeldFull
+	}
 	b.body = append(b.body, p...)
 	return len(p), nil
 }
 
-// send writes the answer kept.
+// drop gives back the bytes kept.
+func (b *buffered) drop() {
+	b.held.give(int64(len(b.body)))
+	b.body = nil
+}
+
+// send writes the answer kept, and then gives its bytes back.
 func (b *buffered) send() {
+	defer b.drop()
 	b.w.WriteHeader(cmp.Or(b.status, http.StatusOK))
 	_, _ = b.w.Write(b.body)
+}
+
+var errHeldFull = errors.New("worqr dashboard: too many bytes held for clients")
+
+// heldFull answers 503 with Retry-After for a page whose answer found no
+// room in held.
+func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		return // no one to answer
+	}
+	secs := int64((pageBusyWait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	h.warnRefused("worqr dashboard: page refused: too many answers held for clients", "remote", r.RemoteAddr, "path", r.URL.Path)
+	h.fail(w, r, http.StatusServiceUnavailable, "too many answers waiting for clients to read them; try again in "+strconv.FormatInt(secs, 10)+" s")
+}
+
+// heldLimit is MaxHeldBytes's bound: the default for zero, none (-1)
+// for negative.
+func heldLimit(v int64) int64 {
+	switch {
+	case v == 0:
+		return DefaultMaxHeldBytes
+	case v < 0:
+		return -1
+	}
+	return v
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,4 +235,30 @@ func TestOneAddressTwoNamesBounded(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, globalBurst+20, l.global.used, 0.001, "two checks per address past the global cap")
+}
+
+// A page waits for room in held while it is full, and is let in once
+// bytes are given back; a wait that finds no room in time fails.
+func TestHeldWaitsForRoom(t *testing.T) {
+	t.Parallel()
+	h := &held{max: 10}
+	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
+	require.True(t, h.take(10))
+	assert.False(t, h.take(1), "past the bound")
+	assert.False(t, h.wait(r, time.Millisecond), "no room in time")
+	got := make(chan bool)
+	go func() { got <- h.wait(r, time.Hour) }()
+	for waiting := false; !waiting; runtime.Gosched() { // until it waits
+		h.mu.Lock()
+		waiting = h.room != nil
+		h.mu.Unlock()
+	}
+	h.give(4)
+	assert.True(t, <-got, "room once bytes are given back")
+	assert.True(t, h.take(4))
+	assert.False(t, h.take(1))
+	assert.Equal(t, int64(10), h.count())
+	none := &held{max: -1}
+	assert.True(t, none.take(1<<40), "no bound")
+	assert.True(t, none.wait(r, 0))
 }

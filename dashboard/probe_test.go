@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"math"
 	"net/http"
@@ -263,4 +265,105 @@ func TestStuckStreamEndsHostile(t *testing.T) {
 	}
 	all, _ := e.h.streams.count("192.0.2.1")
 	assert.Zero(t, all, "its place held")
+}
+
+// Answers kept for clients that read nothing are bounded in bytes, from
+// all clients together: with room for two task pages (each showing a
+// preview of a 1 MB result), two stalled clients hold what there is, a
+// third page waits, then gets 503 with Retry-After, and holds nothing;
+// once a client reads, the next page is served.
+func TestHeldAnswersBoundedHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.h.pageWait = 20 * time.Millisecond
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	id, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Retain(time.Hour))
+	require.NoError(t, err)
+	p, err := w.Dequeue(ctx, "q")
+	require.NoError(t, err)
+	p.SetResult([]byte(strings.Repeat("<", 1<<20)))
+	require.NoError(t, p.Finish(ctx))
+
+	path := "/task/q/" + id
+	page := e.raw(path, nil)
+	require.Equal(t, http.StatusOK, page.code)
+	size := int64(len(page.body))
+	assert.Less(t, size, int64(1<<20)/2, "the result is shown in part")
+	e.h.held.max = 2*size + size/2
+
+	var stalls []*stalled
+	var served sync.WaitGroup
+	for range 2 {
+		s := newStalled()
+		stalls = append(stalls, s)
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			e.h.ServeHTTP(s, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
+		}()
+		<-s.writing
+	}
+	assert.Greater(t, e.h.held.count(), size+size/2, "two answers held")
+
+	res := e.raw(path, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, res.code, "a third answer held")
+	assert.Equal(t, "1", res.header.Get("Retry-After"))
+	assert.True(t, strings.Contains(res.body, "too many answers waiting"), "the 503 says why")
+	assert.LessOrEqual(t, e.h.held.count(), e.h.held.max)
+
+	close(stalls[0].free)
+	assert.Equal(t, http.StatusOK, e.raw(path, nil).code, "a page once a client has read")
+	close(stalls[1].free)
+	served.Wait()
+	for _, s := range stalls {
+		assert.Equal(t, http.StatusOK, s.Code)
+		assert.Contains(t, s.Body.String(), "</html>", "the whole page, once the client reads")
+	}
+	assert.Zero(t, e.h.held.count(), "bytes given back")
+}
+
+// A JSON result of nested brackets, 20 KB that indented would make 200 MB,
+// is shown as it is: the page stays some KiB, however deep the nesting.
+// Shallow JSON is still indented.
+func TestDeepJSONShownAsItIsHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(e.ctx()) })
+	require.NoError(t, w.StartWork(ctx, "q", worqr.Events{}))
+	deep := strings.Repeat("[", 9999) + strings.Repeat("]", 9999)
+	ids := map[string]string{}
+	for _, result := range []string{deep, `{"a":[1,{"b":2}]}`} {
+		id, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Retain(time.Hour))
+		require.NoError(t, err)
+		p, err := w.Dequeue(ctx, "q")
+		require.NoError(t, err)
+		p.SetResult([]byte(result))
+		require.NoError(t, p.Finish(ctx))
+		ids[result] = id
+	}
+
+	res := e.raw("/task/q/"+ids[deep], nil)
+	require.Equal(t, http.StatusOK, res.code)
+	assert.Less(t, len(res.body), 64<<10, "the page of a deep JSON result")
+	assert.True(t, strings.Contains(res.body, deep), "shown as it is")
+	res = e.raw("/task/q/"+ids[`{"a":[1,{"b":2}]}`], nil)
+	require.Equal(t, http.StatusOK, res.code)
+	assert.Contains(t, res.body, "\n      &#34;b&#34;: 2\n", "shallow JSON indented")
+}
+
+// indentedSize is never less than what json.Indent makes.
+func TestIndentedSizeBounds(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{`[]`, `{}`, `[[[]]]`, `{"a":{"b":[1,2,{"c":"d,[{"}]}}`, `[ 1 , 2 , [ 3 ] ]`, `{"a\"[":"\\",  "b": [{}, []]}`, strings.Repeat("[", 50) + strings.Repeat("]", 50)} {
+		var buf bytes.Buffer
+		require.NoError(t, json.Indent(&buf, []byte(s), "", "  "), s)
+		assert.GreaterOrEqual(t, indentedSize(s), buf.Len(), s)
+	}
 }

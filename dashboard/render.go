@@ -206,7 +206,7 @@ func pretty(p previewed) previewed {
 		return p
 	}
 	t := strings.TrimSpace(p.Text)
-	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) || indentedSize(t) > prettyGrowth*len(t)+prettySlack {
 		return p
 	}
 	var buf bytes.Buffer
@@ -214,6 +214,52 @@ func pretty(p previewed) previewed {
 		p.Text, p.JSON = buf.String(), true
 	}
 	return p
+}
+
+// A JSON text indented grows with its depth: each line break indents to
+// it, and 20 KB of nested brackets make 200 MB. One that would grow past
+// prettyGrowth times its size and prettySlack bytes more is shown as it
+// is.
+const (
+	prettyGrowth = 8
+	prettySlack  = 64 << 10
+)
+
+// indentedSize is at least the size of the valid JSON text t indented by
+// json.Indent with two spaces: it counts a line break with its indent
+// after each opening bracket and comma and before each closing bracket,
+// and a space after each colon.
+func indentedSize(t string) int {
+	n, depth, inString, escaped := len(t), 0, false, false
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			n += 1 + 2*depth
+		case ',':
+			n += 1 + 2*depth
+		case '}', ']':
+			depth--
+			n += 1 + 2*depth
+		case ':':
+			n++
+		}
+	}
+	return n
 }
 
 func trimPartialRune(b []byte) []byte {
