@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite testdata/carried.txt from the s
 // call) shows there, in review. After such a change on purpose:
 // go test ./internal/scripts -run TestScriptsCarryTheListedParts -update
 func TestScriptsCarryTheListedParts(t *testing.T) {
-	parts := splitCommon(commonFor(false, true))
+	parts := commonParts(false, true)
 	var b strings.Builder
 	for _, name := range Files() {
 		pre := prelude(parts, source(name))

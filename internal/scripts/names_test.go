@@ -15,15 +15,7 @@ import (
 func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
 	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\[(\d+)\]`)
 	comment := regexp.MustCompile(`--.*`)
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
-		}
+	for _, name := range Files() {
 		top := true
 		named := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
 		for i, line := range strings.Split(source(name), "\n") {
@@ -54,31 +46,23 @@ func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
 	}
 }
 
-// No script declares a local named as a definition of common.lua: it would
-// hide the helper from the rest of the script, and its name alone makes
-// the script carry the helper (see prelude).
+// No script declares a local named as a common definition: it would hide
+// the helper from the rest of the script, and its name alone makes the
+// script carry the helper (see prelude).
 func TestScriptLocalsDoNotShadowCommon(t *testing.T) {
 	common := make(map[string]bool)
-	for _, p := range splitCommon(commonFor(false, true)) {
+	for _, p := range commonParts(false, true) {
 		for _, n := range p.names {
 			common[n] = true
 		}
 	}
 	decl := regexp.MustCompile(`\blocal\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
 	comment := regexp.MustCompile(`--[^\n]*`)
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
-		}
+	for _, name := range Files() {
 		for _, m := range decl.FindAllStringSubmatch(comment.ReplaceAllString(source(name), ""), -1) {
 			for _, n := range strings.Split(m[1], ",") {
 				if n = strings.TrimSpace(n); common[n] {
-					t.Errorf("%s: local %s hides common.lua's", name, n)
+					t.Errorf("%s: local %s hides the common helper", name, n)
 				}
 			}
 		}
@@ -86,8 +70,8 @@ func TestScriptLocalsDoNotShadowCommon(t *testing.T) {
 }
 
 // A Lua function holds at most 200 active locals, and a script's top level
-// holds both common.lua's and its own: kept well under that, even with the
-// whole of common.lua (WithCommon), so that a new helper or key never
+// holds both the common helpers' and its own: kept well under that, even
+// with the whole of the common helpers (WithCommon), so that a new helper or key never
 // makes a script fail to compile.
 func TestScriptsStayUnderTheLocalsLimit(t *testing.T) {
 	top := regexp.MustCompile(`(?m)^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
@@ -99,17 +83,9 @@ func TestScriptsStayUnderTheLocalsLimit(t *testing.T) {
 		return n
 	}
 	common := count(commonFor(false, true))
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
-		}
+	for _, name := range Files() {
 		if n := common + count(source(name)); n > 150 {
-			t.Errorf("%s: %d locals at its top level with the whole of common.lua", name, n)
+			t.Errorf("%s: %d locals at its top level with the whole of the common helpers", name, n)
 		}
 	}
 }

@@ -161,21 +161,24 @@ func fieldTable(t *testing.T, doc, heading string) []string {
 	return out
 }
 
-// luaSources are the scripts' texts, comments removed.
+// luaSources are the scripts' texts and the common helpers' (by their
+// path under internal/scripts), comments removed.
 func luaSources(t *testing.T) map[string]string {
 	t.Helper()
 	dir := filepath.Join("..", "scripts")
-	entries, err := os.ReadDir(dir)
+	names, err := filepath.Glob(filepath.Join(dir, "*.lua"))
 	require.NoError(t, err)
+	common, err := filepath.Glob(filepath.Join(dir, "common", "*.lua"))
+	require.NoError(t, err)
+	require.Greater(t, len(common), 1, "the common helpers")
 	comment := regexp.MustCompile(`--[^\n]*`)
 	out := make(map[string]string)
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lua") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+	for _, path := range append(names, common...) {
+		b, err := os.ReadFile(path)
 		require.NoError(t, err)
-		out[e.Name()] = comment.ReplaceAllString(string(b), "")
+		name, err := filepath.Rel(dir, path)
+		require.NoError(t, err)
+		out[filepath.ToSlash(name)] = comment.ReplaceAllString(string(b), "")
 	}
 	require.Greater(t, len(out), 10)
 	return out
