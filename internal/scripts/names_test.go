@@ -101,23 +101,3 @@ func topLocals(src string) int {
 }
 
 var topLocal = regexp.MustCompile(`(?m)^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
-
-// check_step_gone.lua and check_step_requeue.lua judge a task gone by the
-// same search, each carrying its text: the two copies stay the same.
-func TestStepSearchIsTheSameInBothScripts(t *testing.T) {
-	search := func(name string) string {
-		src := source(name)
-		from := strings.Index(src, "local function tasks_search(")
-		if from < 0 {
-			t.Fatalf("%s: no tasks_search", name)
-		}
-		to := strings.Index(src[from:], "\nend\n")
-		if to < 0 {
-			t.Fatalf("%s: tasks_search has no end", name)
-		}
-		return src[from : from+to]
-	}
-	if a, b := search("check_step_gone.lua"), search("check_step_requeue.lua"); a != b {
-		t.Errorf("the two copies of tasks_search differ:\n%s\n----\n%s", a, b)
-	}
-}
