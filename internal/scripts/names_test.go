@@ -11,10 +11,19 @@ import (
 // first other line of code, and indexes them by number nowhere else (a
 // loop over a variable tail, such as ARGV[10 + i], is not a number): a
 // reader learns what a script takes from its first lines. The numbers each
-// names run from 1 with no gap.
+// names run from 1 with no gap. The common helpers index neither by
+// number: a helper that read a script's argument would hide it from the
+// script's top.
 func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
-	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\[(\d+)\]`)
+	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\s*\[\s*(\d+)\s*\]`)
 	comment := regexp.MustCompile(`--.*`)
+	for _, name := range commonFiles() {
+		for i, line := range strings.Split(source("common/"+name), "\n") {
+			for _, m := range numbered.FindAllString(comment.ReplaceAllString(line, ""), -1) {
+				t.Errorf("common/%s:%d: %s in a common helper", name, i+1, m)
+			}
+		}
+	}
 	for _, name := range Files() {
 		top := true
 		named := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
