@@ -65,8 +65,8 @@ import (
 //	   the enqueue that made it (EnqueueArgs; worqr's Tracer); absent,
 //	   none. Only Go reads it.
 //	g  the task's group key, escaped (EscapeGroup): the task waits in its
-//	   group and starts under its group's limit (group_push, take_turns,
-//	   groups_settle in the scripts); absent, none.
+//	   group and starts under its group's limit (group_lib().push,
+//	   take_turns, groups_settle in the scripts); absent, none.
 //	F  the workflow step the task runs, '<workflow id>.<step name>'
 //	   (EnqueueArgs.Flow): its end leaves a notice for the workflow
 //	   (flow_notice); absent, none.
