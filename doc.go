@@ -225,6 +225,7 @@
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per
-// operation. docs/guarantees.md has the guarantees and the failure modes,
-// docs/key-layout.md the key layout.
+// operation, and the helpers they share in internal/scripts/common/, a
+// subject to a file. docs/guarantees.md has the guarantees and the failure
+// modes, docs/key-layout.md the key layout.
 package worqr

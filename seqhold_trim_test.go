@@ -69,9 +69,10 @@ func TestSequenceHoldTrimmedLetterWakesWorkers(t *testing.T) {
 }
 
 // A sequence whose front task waits for its retry delay takes its turn
-// at once when that task is cancelled (common.lua groups_emptied): the
-// worker idle since the retry must be woken for the tasks behind it, not
-// left to look again when the cancelled task would have been due.
+// at once when that task is cancelled (groups_emptied in
+// internal/scripts/common/groups.lua): the worker idle since the retry
+// must be woken for the tasks behind it, not left to look again when the
+// cancelled task would have been due.
 func TestSequenceCancelledRetryWakesWorkers(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)

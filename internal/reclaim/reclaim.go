@@ -409,9 +409,9 @@ type Reclaimed struct {
 //
 // window is the poison-pill guard's: a task whose holder died within it of
 // starting the task counts the death (see PoisonLimit and return_to_front
-// in common.lua, which says what else a death needs to count), and one
-// held longer is marked as healthy. In an outage no death is counted,
-// but the marks are made.
+// in internal/scripts/common/processes.lua, which says what else a death
+// needs to count), and one held longer is marked as healthy. In an outage no
+// death is counted, but the marks are made.
 func (c *Env) Worker(ctx context.Context, log *slog.Logger, id string, window time.Duration, outage bool) (out Reclaimed, err error) {
 	queues, err := c.Store.WorkerQueues(ctx, id)
 	if err != nil {

@@ -16,7 +16,7 @@ local progress_key, stats_key = KEYS[13], KEYS[14]
 local worker, pid, kind, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- err: '' for none
 local dead_max, dead_age = tonumber(ARGV[5]), tonumber(ARGV[6]) -- the dead letters' bounds (age in ms)
 local channel = ARGV[7]
-local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common.lua
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[15], KEYS[16], KEYS[17], KEYS[18] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[19] -- workflow tasks' notices (see flow_notice)
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)

@@ -8,7 +8,8 @@
 -- members at a time, by rank), and a group none of whose tasks waits any
 -- more leaves the ready set (groups_emptied).
 -- A workflow's task, removed or marked, leaves a 'cancelled' notice
--- (flow_cancelled in common.lua): its workflow is told by the client.
+-- (flow_cancelled in common/workflows.lua): its workflow is told by the
+-- client.
 -- Returns {removed, marked, then the notices written}.
 --
 -- A few waiting matches are replaced by a tombstone each (LSET) and removed
@@ -16,7 +17,7 @@
 -- since each LSET walks the list: the cost stays linear in its length.
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
+local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
 local glimits_key = KEYS[13] -- the groups' settings: a group that goes forgets its turns used
 local channel, payload = ARGV[1], ARGV[2]

@@ -8,11 +8,11 @@
 -- group_find); its group leaves the ready set if no task of it waits any
 -- more (groups_emptied).
 -- A workflow's task leaves a 'cancelled' notice (flow_cancelled in
--- common.lua): its workflow is told by the client.
+-- common/workflows.lua): its workflow is told by the client.
 -- Returns {removed, marked}: each 0 or 1, then the notice written, if any.
 local waiting_key, procs_key, delayed_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local unique_key, high_key, low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common.lua
+local gwait_key, gready_key = KEYS[10], KEYS[11] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[12] -- workflow tasks' notices (see flow_notice)
 local glimits_key = KEYS[13] -- the groups' settings: a group that goes forgets its turns used
 local channel, id = ARGV[1], ARGV[2] -- id: the task to cancel

@@ -7,12 +7,12 @@
 -- so that the script holds Redis up for a bounded time. A group left empty
 -- leaves the turns, as cancel.lua's do.
 -- A workflow's task leaves a 'cancelled' notice (flow_cancelled in
--- common.lua): its workflow is told by the client.
+-- common/workflows.lua): its workflow is told by the client.
 -- Returns {removed, more, then the notices written}: more is 1 when
 -- entries were left unlooked at.
 local waiting_key, errors_key, unique_key, high_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local low_key, stats_key, retained_key = KEYS[5], KEYS[6], KEYS[7]
-local gwait_key, gready_key = KEYS[8], KEYS[9] -- see GROUPS in common.lua
+local gwait_key, gready_key = KEYS[8], KEYS[9] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[10] -- workflow tasks' notices (see flow_notice)
 local glimits_key = KEYS[11] -- the groups' settings: a group that goes forgets its turns used
 local channel, mode, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]) -- mode: ids | kind | all

@@ -17,8 +17,8 @@
 --          gatherings without a deadline, stale turn fields}.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, high_key, low_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local gwait_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
-local gather_key, gather_due_key = KEYS[11], KEYS[12] -- see AGG in common.lua
+local gwait_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common/waiting.lua
+local gather_key, gather_due_key = KEYS[11], KEYS[12] -- see AGG in common/aggregation.lua
 local glimits_key, gready_key = KEYS[13], KEYS[14] -- the groups' settings and turns
 
 set_lists(waiting_key, high_key, low_key, gwait_key)

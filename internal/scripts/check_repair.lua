@@ -25,8 +25,8 @@
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local delayed_key, errors_key, unique_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local high_key, low_key, progress_key = KEYS[9], KEYS[10], KEYS[11]
-local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
-local gather_key, gather_due_key = KEYS[16], KEYS[17] -- see AGG in common.lua
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common/waiting.lua
+local gather_key, gather_due_key = KEYS[16], KEYS[17] -- see AGG in common/aggregation.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)

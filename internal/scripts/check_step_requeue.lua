@@ -1,14 +1,15 @@
 -- Enqueue anew, for Client.Check, a workflow step whose task is gone from
 -- its queue though it has not ended (see check_step_gone.lua), judging
 -- again here: the old task must still be listed as pending in the
--- retained set and be in no place a task lives (tasks_search, bounded:
--- a search that stopped at a bound changes nothing). Then the step's
--- unique key, which the old task holds, is released and the step is
--- enqueued as flow_enqueue.lua enqueues one, so that its new task takes
--- the key. The old task's pending mark stays, so that a check after a
--- crash before the workflow learns the new id finds the step again: this
--- script then answers the key's new holder, enqueuing nothing
--- (check_step_forget.lua drops the mark once the workflow has the id).
+-- retained set and be in no place a task lives (tasks_search in
+-- common/find.lua, bounded: a search that stopped at a bound changes
+-- nothing). Then the step's unique key, which the old task holds, is
+-- released and the step is enqueued as flow_enqueue.lua enqueues one, so
+-- that its new task takes the key. The old task's pending mark stays, so
+-- that a check after a crash before the workflow learns the new id finds
+-- the step again: this script then answers the key's new holder,
+-- enqueuing nothing (check_step_forget.lua drops the mark once the
+-- workflow has the id).
 -- Returns {'enqueued' | 'held' | 'ended' | 'present' | 'partial', the
 -- new task's id (enqueued, held) or '', unregistered (0/1) as
 -- enqueue.lua answers it}.
@@ -23,60 +24,6 @@ local limit, budget = tonumber(ARGV[4]), tonumber(ARGV[5]) -- budget in bytes
 -- (µs; 0: now), its delay (µs), '1' to put it at the front, its payload.
 local sha, ttl, header = ARGV[6], tonumber(ARGV[7]), ARGV[8]
 local due_at, delay, front, payload = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11] == '1', ARGV[12]
-
--- (check_step_gone.lua and check_step_requeue.lua each carry this
--- search, the same text: in common.lua it would count towards every
--- script's limit of top-level locals.)
--- Look for tasks by id in every place a queue's task lives: in flight
--- (procs), delayed, dead, waiting (high, normal and low lists, and the
--- groups' waiting set) and gathered for aggregation (gather). There is no
--- index by id, so entries are read, at most limit of them and budget
--- bytes in all, a chunk at a time (see chunk_size). want is a set of ids.
--- Returns the set of those found, and whether a bound stopped the search
--- before the end (then a task not found may be where it was not looked
--- for).
-local function tasks_search(procs, delayed, dead, high, waiting, low, gwait, gather, want, limit, budget)
-  local found, seen, bytes = {}, 0, 0
-  local function note(id)
-    if want[id] then found[id] = true end
-  end
-  local function full() return seen >= limit or bytes >= budget end
-  local cursor = '0'
-  repeat
-    if full() then return found, true end
-    local page = redis.call('HSCAN', procs, cursor, 'COUNT', chunk_size(seen, bytes, budget - bytes))
-    cursor = page[1]
-    for i = 2, #page[2], 2 do
-      local v = page[2][i]
-      seen, bytes = seen + 1, bytes + #v
-      note(entry_id(string.sub(v, 2 + OWNER_LEN)))
-    end
-  until cursor == '0'
-  -- A sorted set or list read by rank, each member's entry given by of.
-  local function ranged(key, len, read, of)
-    local n, p = redis.call(len, key), 0
-    while p < n do
-      if full() then return true end
-      local k = math.min(chunk_size(seen, bytes, budget - bytes), n - p, limit - seen)
-      for _, m in ipairs(redis.call(read, key, p, p + k - 1)) do
-        seen, bytes = seen + 1, bytes + #m
-        note(entry_id(of and of(m) or m))
-      end
-      p = p + k
-    end
-    return false
-  end
-  local function gathered(m)
-    local at = string.find(m, '\0', 1, true) or 0
-    return string.sub(m, at + 1)
-  end
-  for _, place in ipairs({{delayed, 'ZCARD', 'ZRANGE'}, {dead, 'ZCARD', 'ZRANGE'}, {high, 'LLEN', 'LRANGE'},
-      {waiting, 'LLEN', 'LRANGE'}, {low, 'LLEN', 'LRANGE'}, {gwait, 'ZCARD', 'ZRANGE', group_member_split},
-      {gather, 'ZCARD', 'ZRANGE', gathered}}) do
-    if ranged(place[1], place[2], place[3], place[4]) then return found, true end
-  end
-  return found, false
-end
 
 local score = redis.call('ZSCORE', retained_key, old)
 if score ~= 'inf' and score ~= '+inf' then

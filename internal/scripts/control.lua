@@ -5,17 +5,17 @@
 -- wait. A rate limit (op "rate": limit starts in any per ms; 0 removes it)
 -- is set the same way, and so are a group's concurrency limit (op
 -- "glimit") and rate limit (op "grate"), or with group '' every group's
--- default (see GROUPS and GROUP_RATE_BASE in common.lua). Op "ghold"
+-- default (see GROUPS and GROUP_RATE_BASE in common/). Op "ghold"
 -- (value 1 or 0) makes the queue hold its sequences on a dead task, or
 -- stop: every group so held goes on but those held by a setting of their
--- own (see sequence_died in common.lua); with a group, it sets that
+-- own (see sequence_died in common/groups.lua); with a group, it sets that
 -- group's own setting: value 1 on, 2 off, 0 as the queue's. Op "gturns"
 -- sets a group's turns, or with group '' every group's default (see
--- "Turns per group" in common.lua).
--- Op "agg" sets the aggregation settings (see AGG in common.lua): the
--- value is the most tasks per aggregated task, per the longest wait in
--- ms from a gathering's first task; 0 for either puts back its default.
--- Gatherings already open keep their deadlines.
+-- "Turns per group" in common/groups.lua).
+-- Op "agg" sets the aggregation settings (see AGG in
+-- common/aggregation.lua): the value is the most tasks per aggregated task,
+-- per the longest wait in ms from a gathering's first task; 0 for either
+-- puts back its default. Gatherings already open keep their deadlines.
 -- A queue that does not exist (its meta hash holds no name: never made, or
 -- deleted) is made only when asked to (create "1"); otherwise nothing
 -- changes, so a misspelt name makes no queue.
@@ -25,7 +25,7 @@
 -- "0"; else 1 while the queue is not yet confirmed in the registry (see
 -- registered.lua): the caller then registers it; else 0.
 local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common.lua
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common/waiting.lua
 local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | gturns | agg

@@ -2,7 +2,7 @@
 -- sequence_died) goes on, and the queue's runtimes are woken for it.
 -- Returns 1 when deleted, 0 when there was no such dead letter.
 local dead_key, errors_key, meta_key, idle_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local gwait_key, gready_key, glimits_key = KEYS[5], KEYS[6], KEYS[7] -- see GROUPS in common.lua
+local gwait_key, gready_key, glimits_key = KEYS[5], KEYS[6], KEYS[7] -- see GROUPS in common/waiting.lua
 local id, pattern = ARGV[1], ARGV[2] -- the task's id, and the ZSCAN pattern for it (see find_dead)
 local channel = ARGV[3]
 

@@ -5,7 +5,7 @@
 -- for them.
 -- Returns the number of dead letters deleted.
 local dead_key, errors_key, meta_key, idle_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local gwait_key, gready_key, glimits_key = KEYS[5], KEYS[6], KEYS[7] -- see GROUPS in common.lua
+local gwait_key, gready_key, glimits_key = KEYS[5], KEYS[6], KEYS[7] -- see GROUPS in common/waiting.lua
 local channel = ARGV[1]
 
 local n = redis.call('ZCARD', dead_key)

@@ -10,7 +10,7 @@
 local dead_key, errors_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, high_key, low_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local results_key, retained_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local flows_key, glimits_key = KEYS[13], KEYS[14] -- workflow tasks' notices (see flow_notice); see GROUPS in common.lua
+local flows_key, glimits_key = KEYS[13], KEYS[14] -- workflow tasks' notices (see flow_notice); see GROUPS in common/waiting.lua
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 local id, pattern = ARGV[3], ARGV[4] -- the task's id, and the ZSCAN pattern for it (see find_dead)
 

@@ -9,18 +9,18 @@
 -- processes of them remain, which give them back as they end. The meta hash (the
 -- process id counter) goes too, unless processes remain in flight.
 -- Its workflow tasks (waiting, delayed or in flight) leave 'cancelled'
--- notices (flow_cancelled in common.lua) in its flows set, which stays,
--- unlike the rest, until they are carried: the client carries them at
--- once, and a sweep of the queue's name, if that fails.
+-- notices (flow_cancelled in common/workflows.lua) in its flows set, which
+-- stays, unlike the rest, until they are carried: the client carries them
+-- at once, and a sweep of the queue's name, if that fails.
 -- Returns {the number of waiting and delayed tasks dropped, then the
 -- notices written}.
 local waiting_key, procs_key, meta_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local dead_key, errors_key, results_key, retained_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local unique_key, unique_ttl_key, starts_key, high_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local low_key, periodic_key, progress_key, stats_key = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local ticks_key, gwait_key, gready_key, glimits_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20] -- groups: see GROUPS in common.lua
+local ticks_key, gwait_key, gready_key, glimits_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20] -- groups: see GROUPS in common/waiting.lua
 local flows_key, gstarts_key = KEYS[21], KEYS[22] -- workflow tasks' notices (see flow_notice), the groups' rate windows
-local gather_key, gather_due_key, gather_size_key = KEYS[23], KEYS[24], KEYS[25] -- the gatherings (see AGG in common.lua)
+local gather_key, gather_due_key, gather_size_key = KEYS[23], KEYS[24], KEYS[25] -- the gatherings (see AGG in common/aggregation.lua)
 local channel = ARGV[1]
 
 set_lists(waiting_key, high_key, low_key, gwait_key)

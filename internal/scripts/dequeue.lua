@@ -25,7 +25,7 @@
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, errors_key, starts_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local low_key, stats_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local grunning_key, glimits_key, gstarts_key = KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
+local grunning_key, glimits_key, gstarts_key = KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common/waiting.lua
 local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
 local park = ARGV[3] -- "1" for a Handle runtime
 local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
@@ -139,7 +139,7 @@ local grouped = false -- whether take_turns ran: groups may be held by rate
 -- window (ms) of each group held back by a start of this call, whose
 -- score is then set by that start's id (see rate_recorded).
 local rated, rate_fix = {}, {}
--- Groups (see GROUPS in common.lua): the normal list and the ready
+-- Groups (see GROUPS in common/waiting.lua): the normal list and the ready
 -- groups take turns, lowest turn first; the normal list's turn is the meta
 -- field 'gp', a group's its score in the ready set. A turn takes one task
 -- when at least k groups are ready (k: the most tasks to take), else up to
@@ -155,14 +155,14 @@ local rated, rate_fix = {}, {}
 -- in it, held: scored +inf, past every turn, until a process of it ends
 -- (groups_settle gives it a turn again, with no look at its tasks) or its
 -- limit changes. A group with a rate limit (see GROUP_RATE_BASE in
--- common.lua) starts a task only while its starts in the window, recorded
--- in gstarts, are fewer than its rate; one that used it up with tasks
--- waiting stays in the ready set scored GROUP_RATE_BASE + when its next
--- start is allowed, and the first dequeue after that time gives it a turn
--- again (one ZRANGEBYSCORE per dequeue). A group whose front task is due
--- later (a sequence's task retried with a delay: see retry.lua) is held
+-- common/groups.lua) starts a task only while its starts in the window,
+-- recorded in gstarts, are fewer than its rate; one that used it up with
+-- tasks waiting stays in the ready set scored GROUP_RATE_BASE + when its
+-- next start is allowed, and the first dequeue after that time gives it a
+-- turn again (one ZRANGEBYSCORE per dequeue). A group whose front task is
+-- due later (a sequence's task retried with a delay: see retry.lua) is held
 -- the same way until it is due. A sequence held on its dead task (see
--- sequence_died in common.lua) is scored GROUP_DEAD_HOLD, which no
+-- sequence_died in common/groups.lua) is scored GROUP_DEAD_HOLD, which no
 -- dequeue takes, until its hold is released.
 -- With no group ready this is the normal list's take.
 local function take_turns(k)
@@ -178,9 +178,9 @@ local function take_turns(k)
   local G = group_lib()
   local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
-  -- Turns (see "Turns per group" in common.lua): every group's default, and
-  -- whether a group has turns of its own or may be in the middle of its
-  -- turns; a queue without them reads no more.
+  -- Turns (see "Turns per group" in common/groups.lua): every group's
+  -- default, and whether a group has turns of its own or may be in the
+  -- middle of its turns; a queue without them reads no more.
   local turns_default = control_value(m[6]) or 1
   local turned = turns_default > 1 or m[7] ~= false
   -- A group's turns (own, a stored value; default, a number) and the turns

@@ -51,8 +51,8 @@ local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
 -- The gatherings' keys: their tasks, deadlines and sizes (see AGG in
--- common.lua), in one local, the script's top level being near Lua's
--- limit of locals.
+-- common/aggregation.lua), in one local: the script's top level holds
+-- many.
 local gather_keys = {KEYS[16], KEYS[17], KEYS[18]}
 local channel, queue, front = ARGV[1], ARGV[2], ARGV[3] == '1' -- queue: its name; front: "1" | "0"
 local due_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5]) -- µs, Redis clock (0: now); µs from now (0: none)
@@ -223,14 +223,14 @@ end
 local due = math.max(due_at, now + delay)
 local entries = {}
 if agg ~= '' then
-  -- Gathering tasks wait under their key (see AGG.flush in common.lua)
-  -- rather than in the queue; the first opens the gathering, with its
-  -- deadline, which every worker serving the queue arms its timer for
-  -- (the schedule event, as for a delayed task); the max-th flushes it
-  -- into one task, whose id is the next after the call's own, and so does
-  -- a task that would take the aggregated task's payload past agg_limit
-  -- bytes: the gathering goes without it, and it opens the next. The
-  -- call's tasks are stored only when their gathering is still open at
+  -- Gathering tasks wait under their key (see AGG.flush in
+  -- common/aggregation.lua) rather than in the queue; the first opens the
+  -- gathering, with its deadline, which every worker serving the queue arms
+  -- its timer for (the schedule event, as for a delayed task); the max-th
+  -- flushes it into one task, whose id is the next after the call's own,
+  -- and so does a task that would take the aggregated task's payload past
+  -- agg_limit bytes: the gathering goes without it, and it opens the next.
+  -- The call's tasks are stored only when their gathering is still open at
   -- its end: those a flush of this call takes go from the arguments
   -- straight into the aggregated task.
   local gather_key, gather_due_key, gather_size_key = unpack(gather_keys)

@@ -14,7 +14,7 @@
 local procs_key, leases_key, meta_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, retained_key, waiting_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local unique_key, high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local gwait_key, gready_key, grunning_key, glimits_key = KEYS[14], KEYS[15], KEYS[16], KEYS[17] -- see GROUPS in common.lua
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[14], KEYS[15], KEYS[16], KEYS[17] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[18] -- workflow tasks' notices (see flow_notice)
 local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
 -- Then per process j, ARGV[3j...3j + 2]: worker, pid, result.

@@ -1,6 +1,7 @@
--- List a queue's workflow notices (flow_notice in common.lua) written at
--- least age ms ago, oldest first, up to limit: those a worker should have
--- carried to their workflows by now, for the sweep to carry again.
+-- List a queue's workflow notices (flow_notice in common/workflows.lua)
+-- written at least age ms ago, oldest first, up to limit: those a worker
+-- should have carried to their workflows by now, for the sweep to carry
+-- again.
 local flows_key = KEYS[1]
 local age, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 

@@ -1,9 +1,9 @@
--- List a queue's open gatherings (see AGG in common.lua) in deadline
--- order, the next to flush first: limit of them from position start. Each
--- with its deadline (µs, Redis clock), the tasks it holds (a ZLEXCOUNT:
--- O(log N)) and the bytes they take in an aggregated task's payload (-1
--- when the size hash holds none for it: measuring would read the
--- payloads, which a listing never does). O(limit log N) whatever the
+-- List a queue's open gatherings (see AGG in common/aggregation.lua) in
+-- deadline order, the next to flush first: limit of them from position
+-- start. Each with its deadline (µs, Redis clock), the tasks it holds (a
+-- ZLEXCOUNT: O(log N)) and the bytes they take in an aggregated task's
+-- payload (-1 when the size hash holds none for it: measuring would read
+-- the payloads, which a listing never does). O(limit log N) whatever the
 -- gatherings hold.
 -- Returns {open gatherings, then per gathering: key, deadline, tasks,
 -- bytes}.

@@ -1,24 +1,24 @@
--- Read a queue's groups for operators (see GROUPS in common.lua): the
--- groups with processes in flight (those of GROUPS.running) and the first
--- scan groups whose turn may come (GROUPS.ready, next served first), each
--- once, with its tasks waiting (a ZLEXCOUNT of its part of GROUPS.wait:
--- O(log N)), the slots its processes hold, its own concurrency limit, and
--- whether it is ready: a group with tasks waiting that is not ready is
--- held back at its limit (scored +inf in the ready set, or not in it) or
--- by its rate (scored past GROUP_RATE_BASE: see common.lua) or on its
--- sequence's dead task (see sequence_died: those are read too, up to
--- scan of them, from the limits hash).
+-- Read a queue's groups for operators (see GROUPS in common/waiting.lua):
+-- the groups with processes in flight (those of GROUPS.running) and the
+-- first scan groups whose turn may come (GROUPS.ready, next served first),
+-- each once, with its tasks waiting (a ZLEXCOUNT of its part of
+-- GROUPS.wait: O(log N)), the slots its processes hold, its own concurrency
+-- limit, and whether it is ready: a group with tasks waiting that is not
+-- ready is held back at its limit (scored +inf in the ready set, or not in
+-- it) or by its rate (scored past GROUP_RATE_BASE: see common/groups.lua)
+-- or on its sequence's dead task (see sequence_died: those are read too, up
+-- to scan of them, from the limits hash).
 -- At most scan groups of each set are read, so the call is O(scan log N)
 -- whatever the number of groups.
 -- Returns {partial (1 when either set held more than scan), ready groups,
 -- groups with processes, the default group limit (0: none), the default
 -- group rate and its window (ms; 0 0: none), the default turns (0: none,
--- see "Turns per group" in common.lua), then per group: key, waiting,
--- running, own limit (0: none), ready (0/1), own rate and window (0 0:
--- none), when its rate allows its next start (µs, Redis clock; 0 unless
--- held back by its rate), the id of the dead task that holds it ('' for
--- none), its own turns (0: none), its own sequence-hold setting ('1' on,
--- '0' off, '' the queue's)}.
+-- see "Turns per group" in common/groups.lua), then per group: key,
+-- waiting, running, own limit (0: none), ready (0/1), own rate and window
+-- (0 0: none), when its rate allows its next start (µs, Redis clock; 0
+-- unless held back by its rate), the id of the dead task that holds it (''
+-- for none), its own turns (0: none), its own sequence-hold setting ('1'
+-- on, '0' off, '' the queue's)}.
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key = KEYS[5]
 local scan = tonumber(ARGV[1]) -- groups read of each set, at most

@@ -11,19 +11,20 @@ import (
 // first other line of code, and indexes them by number nowhere else (a
 // loop over a variable tail, such as ARGV[10 + i], is not a number): a
 // reader learns what a script takes from its first lines. The numbers each
-// names run from 1 with no gap.
+// names run from 1 with no gap. The common helpers index neither by
+// number: a helper that read a script's argument would hide it from the
+// script's top.
 func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
-	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\[(\d+)\]`)
+	numbered := regexp.MustCompile(`\b(KEYS|ARGV)\s*\[\s*(\d+)\s*\]`)
 	comment := regexp.MustCompile(`--.*`)
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
+	for _, name := range commonFiles() {
+		for i, line := range strings.Split(source("common/"+name), "\n") {
+			for _, m := range numbered.FindAllString(comment.ReplaceAllString(line, ""), -1) {
+				t.Errorf("common/%s:%d: %s in a common helper", name, i+1, m)
+			}
 		}
+	}
+	for _, name := range Files() {
 		top := true
 		named := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
 		for i, line := range strings.Split(source(name), "\n") {
@@ -54,31 +55,23 @@ func TestScriptsNameTheirKeysAndArgs(t *testing.T) {
 	}
 }
 
-// No script declares a local named as a definition of common.lua: it would
-// hide the helper from the rest of the script, and its name alone makes
-// the script carry the helper (see prelude).
+// No script declares a local named as a common definition: it would hide
+// the helper from the rest of the script, and its name alone makes the
+// script carry the helper (see prelude).
 func TestScriptLocalsDoNotShadowCommon(t *testing.T) {
 	common := make(map[string]bool)
-	for _, p := range splitCommon(commonFor(false, true)) {
+	for _, p := range commonParts(false, true) {
 		for _, n := range p.names {
 			common[n] = true
 		}
 	}
 	decl := regexp.MustCompile(`\blocal\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
 	comment := regexp.MustCompile(`--[^\n]*`)
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
-		}
+	for _, name := range Files() {
 		for _, m := range decl.FindAllStringSubmatch(comment.ReplaceAllString(source(name), ""), -1) {
 			for _, n := range strings.Split(m[1], ",") {
 				if n = strings.TrimSpace(n); common[n] {
-					t.Errorf("%s: local %s hides common.lua's", name, n)
+					t.Errorf("%s: local %s hides the common helper", name, n)
 				}
 			}
 		}
@@ -86,50 +79,34 @@ func TestScriptLocalsDoNotShadowCommon(t *testing.T) {
 }
 
 // A Lua function holds at most 200 active locals, and a script's top level
-// holds both common.lua's and its own: kept well under that, even with the
-// whole of common.lua (WithCommon), so that a new helper or key never
-// makes a script fail to compile.
+// holds its own and those of the common parts it carries (prelude): the
+// text sent to Redis is kept well under that (150), so that a new helper
+// or key never makes a script fail to compile. Each script is judged by
+// the parts it carries, not by all of them: a helper that few scripts use
+// costs the others nothing. WithCommon, for tests of the helpers, carries
+// every part: they stay under the same bound, which leaves a test's body
+// room.
 func TestScriptsStayUnderTheLocalsLimit(t *testing.T) {
-	top := regexp.MustCompile(`(?m)^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
-	count := func(src string) int {
-		n := 0
-		for _, m := range top.FindAllStringSubmatch(src, -1) {
-			n += len(strings.Split(m[1], ","))
+	load := loader(false, true)
+	for _, name := range Files() {
+		if n := topLocals(load(name).src); n > 150 {
+			t.Errorf("%s: %d locals at its top level, with the common parts it carries", name, n)
 		}
-		return n
 	}
-	common := count(commonFor(false, true))
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".lua") || name == "common.lua" {
-			continue
-		}
-		if n := common + count(source(name)); n > 150 {
-			t.Errorf("%s: %d locals at its top level with the whole of common.lua", name, n)
-		}
+	if n := topLocals(WithCommon("").src); n > 150 {
+		t.Errorf("the whole of the common helpers (WithCommon): %d locals at the top level", n)
 	}
 }
 
-// check_step_gone.lua and check_step_requeue.lua judge a task gone by the
-// same search, each carrying its text: the two copies stay the same.
-func TestStepSearchIsTheSameInBothScripts(t *testing.T) {
-	search := func(name string) string {
-		src := source(name)
-		from := strings.Index(src, "local function tasks_search(")
-		if from < 0 {
-			t.Fatalf("%s: no tasks_search", name)
-		}
-		to := strings.Index(src[from:], "\nend\n")
-		if to < 0 {
-			t.Fatalf("%s: tasks_search has no end", name)
-		}
-		return src[from : from+to]
+// topLocals counts the locals a script's text declares at its top level
+// (a line that starts with local): a helper's own locals are its
+// function's, indented.
+func topLocals(src string) int {
+	n := 0
+	for _, m := range topLocal.FindAllStringSubmatch(src, -1) {
+		n += len(strings.Split(m[1], ","))
 	}
-	if a, b := search("check_step_gone.lua"), search("check_step_requeue.lua"); a != b {
-		t.Errorf("the two copies of tasks_search differ:\n%s\n----\n%s", a, b)
-	}
+	return n
 }
+
+var topLocal = regexp.MustCompile(`(?m)^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)

@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// A script runs its whole text on every call, so each of common.lua's
-// helpers it carries costs a closure (and garbage to collect) per call:
-// all of them, prepended to a script that uses two, cost some 5 µs per call
-// on Redis 7, more than such a script's own work. So each script carries
-// only the parts of common.lua it uses, and the parts those use.
+// A script runs its whole text on every call, so each of the common
+// helpers (common/) it carries costs a closure (and garbage to collect)
+// per call: all of them, prepended to a script that uses two, cost some
+// 5 µs per call on Redis 7, more than such a script's own work. So each
+// script carries only the common parts it uses, and the parts those use.
 
-// part is one top-level definition of common.lua: a local function or
+// part is one top-level definition of a common file: a local function or
 // local values, with the comment lines above it.
 type part struct {
 	names []string // the names it defines
@@ -72,8 +72,9 @@ func uncommented(src string) string {
 	return b.String()
 }
 
-// splitCommon cuts common.lua into its parts, in order. Text before the
-// first definition (the file's opening comment) belongs to no part.
+// splitCommon cuts a common file into its parts, in order. The file's
+// opening comment, down to the last blank line before the first
+// definition, belongs to no part: it says what the file holds.
 func splitCommon(src string) []part {
 	var parts []part
 	var cur *part
@@ -87,6 +88,9 @@ func splitCommon(src string) []part {
 			}
 			cur = &part{names: defined(m)}
 			cur.src = pending.String()
+			if i := strings.LastIndex(cur.src, "\n\n"); i >= 0 && len(parts) == 0 {
+				cur.src = cur.src[i+2:] // the first part: the opening comment is none of it
+			}
 			pending.Reset()
 			cur.src += line
 			continue
@@ -123,9 +127,9 @@ func defined(m []string) []string {
 	return names
 }
 
-// prelude is the parts of common a script whose own text is body needs:
-// those it names, and those they name, in common.lua's order (a Lua local
-// exists only below its definition).
+// prelude is the common parts a script whose own text is body needs:
+// those it names, and those they name, in their order (a Lua local exists
+// only below its definition).
 func prelude(parts []part, body string) string {
 	need := identifiers(body)
 	keep := make([]bool, len(parts))

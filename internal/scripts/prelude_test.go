@@ -9,7 +9,7 @@ import (
 // Every script carries the helpers it names, and what they name in turn,
 // and no others.
 func TestPreludeCarriesWhatAScriptUses(t *testing.T) {
-	parts := splitCommon(commonFor(true, true))
+	parts := commonParts(true, true)
 	has := func(src, name string) bool {
 		return strings.Contains(src, "local function "+name+"(") || strings.Contains(src, "local "+name+" =")
 	}
@@ -37,9 +37,10 @@ func TestPreludeCarriesWhatAScriptUses(t *testing.T) {
 // Every script carries each helper that its code, or the code of a helper
 // it carries, calls, defined above the helpers that call it. (prelude
 // looks only upwards from a helper: one that calls a helper placed below
-// it in common.lua goes without it, and the script fails on a nil call.)
+// it, in its file or in a file later in commonFiles, goes without it, and
+// the script fails on a nil call.)
 func TestEveryScriptCarriesTheHelpersItCalls(t *testing.T) {
-	parts := splitCommon(commonFor(true, true))
+	parts := commonParts(true, true)
 	defined := make(map[string]int) // a helper's name -> its part
 	for i, p := range parts {
 		for _, n := range p.names {
@@ -47,19 +48,12 @@ func TestEveryScriptCarriesTheHelpersItCalls(t *testing.T) {
 		}
 	}
 	comment := regexp.MustCompile(`--[^\n]*`)
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if name == "common.lua" {
-			continue
-		}
+	names := Files()
+	for _, name := range names {
 		body := source(name)
 		pre := prelude(parts, body)
 		// Where each carried part starts in the prelude (they come in
-		// common.lua's order).
+		// the common parts' order).
 		at, off := make(map[int]int), 0
 		for i, p := range parts {
 			if j := strings.Index(pre[off:], p.src); j >= 0 {
@@ -82,32 +76,63 @@ func TestEveryScriptCarriesTheHelpersItCalls(t *testing.T) {
 		}
 		calls("the script", -1, body, len(pre))
 	}
-	if len(entries) < 10 {
-		t.Fatalf("only %d scripts read", len(entries))
+	if len(names) < 10 {
+		t.Fatalf("only %d scripts read", len(names))
 	}
 }
 
-// Every part of common.lua is cut at a definition, so that nothing of it
-// is lost between parts: joined again, they are the file less its opening
-// comment.
+// Every part of a common file is cut at a definition, so that nothing of
+// it is lost between parts: joined again, they are the file less its
+// opening comment, which says what the file holds and is followed by a
+// blank line.
 func TestSplitCommonLosesNothing(t *testing.T) {
-	src := commonFor(false, false)
-	var b strings.Builder
-	for _, p := range splitCommon(src) {
-		if len(p.names) == 0 {
-			t.Errorf("a part defines nothing: %q", p.src)
+	for _, name := range commonFiles() {
+		src := source("common/" + name)
+		var b strings.Builder
+		for _, p := range splitCommon(src) {
+			if len(p.names) == 0 {
+				t.Errorf("%s: a part defines nothing: %q", name, p.src)
+			}
+			b.WriteString(p.src)
 		}
-		b.WriteString(p.src)
+		joined := strings.TrimSpace(b.String())
+		head, ok := strings.CutSuffix(strings.TrimSpace(src), joined)
+		if !ok || joined == "" {
+			t.Errorf("%s: parts joined again differ from the file", name)
+			continue
+		}
+		if !strings.HasPrefix(head, "--") || !strings.HasSuffix(head, "\n\n") {
+			t.Errorf("%s: no opening comment then a blank line: %q", name, head)
+		}
 	}
-	if !strings.HasSuffix(strings.TrimSpace(src), strings.TrimSpace(b.String())) {
-		t.Error("parts joined again differ from common.lua")
+}
+
+// Every file of common/ is one of commonFiles, whose order the prelude
+// keeps: a file left out would be no script's.
+func TestCommonFilesAreListed(t *testing.T) {
+	listed := make(map[string]bool)
+	for _, name := range commonFiles() {
+		listed[name] = true
+	}
+	entries, err := files.ReadDir("common")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			t.Errorf("common/%s is not in commonFiles", e.Name())
+		}
+		delete(listed, e.Name())
+	}
+	for name := range listed {
+		t.Errorf("commonFiles lists %s, which common/ does not hold", name)
 	}
 }
 
 // A helper named only in a comment is not carried (each carried helper
 // costs a closure per call); one named after a string holding '--' is.
 func TestPreludeSkipsComments(t *testing.T) {
-	parts := splitCommon(commonFor(true, true))
+	parts := commonParts(true, true)
 	p := prelude(parts, "-- see now_us and wake\nlocal x = now_ms() -- not stat\n")
 	if !strings.Contains(p, "local function now_ms(") {
 		t.Errorf("now_ms missing from\n%s", p)

@@ -6,15 +6,15 @@
 -- however many tasks came due at once: a caller that moved a full cap
 -- calls again.
 -- It flushes, the same way, each gathering of tasks (see AGG.flush in
--- common.lua) whose deadline has passed into one task at the back of the
--- queue: the first caller flushes it, the others find no deadline due.
--- Each aggregated task made counts as one task moved; a gathering whose
--- tasks take more than limit bytes in one payload makes several.
--- Returns {moved, next due (µs; -1 when none): of the delayed tasks and
--- the gatherings' deadlines, the earliest, now (µs)}.
+-- common/aggregation.lua) whose deadline has passed into one task at the
+-- back of the queue: the first caller flushes it, the others find no
+-- deadline due. Each aggregated task made counts as one task moved; a
+-- gathering whose tasks take more than limit bytes in one payload makes
+-- several. Returns {moved, next due (µs; -1 when none): of the delayed
+-- tasks and the gatherings' deadlines, the earliest, now (µs)}.
 local waiting_key, delayed_key, idle_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common.lua
-local meta_key, gather_key, gather_due_key, gather_size_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11] -- see AGG in common.lua
+local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common/waiting.lua
+local meta_key, gather_key, gather_due_key, gather_size_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11] -- see AGG in common/aggregation.lua
 local channel, cap = ARGV[1], tonumber(ARGV[2]) -- cap: the most tasks to move
 -- limit: the most bytes an aggregated task's payload takes (the client's
 -- task size bound; 0: none).

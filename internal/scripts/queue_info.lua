@@ -10,13 +10,13 @@
 --          limit (0: none), whether it holds its sequences on a dead
 --          task (0/1), the groups so held (see sequence_died), the
 --          open gatherings, the tasks they hold, the aggregation
---          settings set (see AGG in common.lua; 0 for one not set,
---          which the default is), and the groups' default turns (0:
---          none; see "Turns per group" in common.lua).
+--          settings set (see AGG in common/aggregation.lua; 0 for one
+--          not set, which the default is), and the groups' default turns
+--          (0: none; see "Turns per group" in common/groups.lua).
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key, high_key, low_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common.lua
-local gather_key, gather_due_key = KEYS[11], KEYS[12] -- see AGG in common.lua
+local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common/waiting.lua
+local gather_key, gather_due_key = KEYS[11], KEYS[12] -- see AGG in common/aggregation.lua
 
 -- Groups whose next task is read for oldest: those next to be served, a
 -- bound so that the read does not grow with the number of groups (as

@@ -5,7 +5,7 @@
 -- Returns 1 when it moved the task, 0 when the queue has no delayed task of
 -- that id (it ran, or was never delayed).
 local delayed_key, waiting_key, idle_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common.lua
+local gwait_key, gready_key = KEYS[6], KEYS[7] -- see GROUPS in common/waiting.lua
 local channel, id, pattern = ARGV[1], ARGV[2], ARGV[3] -- pattern: the ZSCAN pattern for the id (see find_dead)
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)

@@ -3,9 +3,9 @@
 // Every state change in worqr is one script whose keys are all passed in
 // KEYS and share one hash tag, so each runs atomically on one Redis node,
 // including on Redis Cluster, where events go out with SPUBLISH on a shard
-// channel in the same slot. The helpers of common.lua (server time, lease
-// checks, process encoding) exist once, and each script is prepended the
-// ones it uses (prelude.go).
+// channel in the same slot. The helpers the scripts share (server time,
+// lease checks, process encoding) exist once, in common/, a subject to a
+// file, and each script is prepended the ones it uses (prelude.go).
 package scripts
 
 import (
@@ -19,7 +19,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-//go:embed *.lua
+//go:embed *.lua common/*.lua
 var files embed.FS
 
 // Set is every script worqr runs.
@@ -92,7 +92,7 @@ type Set struct {
 // of many clients (a fleet's simulation, tests) would spend them for each.
 // sharded selects SPUBLISH for events (Redis Cluster) instead of PUBLISH;
 // the two sets differ only in that line, and so in their SHA1s. stats
-// makes the scripts keep each queue's stats (common.lua's STATS); without
+// makes the scripts keep each queue's stats (the common helpers' STATS); without
 // it they skip that work.
 func Load(sharded, stats bool) *Set {
 	k := setKey{sharded, stats}
@@ -176,23 +176,44 @@ func build(sharded, stats bool) *Set {
 	}
 }
 
-// WithCommon is a script of body after the whole of common.lua (with
-// stats on), for tests of common.lua's helpers.
+// WithCommon is a script of body after the whole of the common helpers
+// (with stats on), for tests of the helpers.
 func WithCommon(body string) *Script { return newScript("", commonFor(false, true)+body) }
 
-// loader makes each script from its file and the parts of common.lua it
-// uses, with the publish command events use and the stats switch.
+// loader makes each script from its file and the common parts it uses,
+// with the publish command events use and the stats switch.
 func loader(sharded, stats bool) func(name string) *Script {
-	parts := splitCommon(commonFor(sharded, stats))
+	parts := commonParts(sharded, stats)
 	return func(name string) *Script {
 		body := source(name)
 		return newScript(name, prelude(parts, body)+body)
 	}
 }
 
-// commonFor is common.lua with the publish command events use and the
-// stats switch.
-func commonFor(sharded, stats bool) string {
+// commonFiles are the files of common/, the helpers the scripts share, in
+// the order their parts are carried: a part names only parts above it
+// (see prelude), so a file comes after those whose helpers it uses.
+func commonFiles() []string {
+	return []string{
+		"base.lua",        // the clock, events, numbers
+		"entries.lua",     // a task's entry and its header fields
+		"queue.lua",       // the meta hash, unique keys
+		"leases.lua",      // workers' leases, the registry's front
+		"waiting.lua",     // the waiting lists, waking runtimes
+		"groups.lua",      // groups; push_waiting
+		"aggregation.lua", // AGG
+		"stats.lua",       // STATS and its counts
+		"failures.lua",    // errors, attempt histories, dead letters
+		"processes.lua",   // the procs hash: start, settle, give back
+		"find.lua",        // tasks found by id
+		"outcomes.lua",    // retained outcomes
+		"workflows.lua",   // workflow notices, steps and ends
+	}
+}
+
+// commonParts are the parts of the common files, in order, after the
+// publish command events use and the stats switch.
+func commonParts(sharded, stats bool) []part {
 	publish := "PUBLISH"
 	if sharded {
 		publish = "SPUBLISH"
@@ -201,7 +222,20 @@ func commonFor(sharded, stats bool) string {
 	if stats {
 		on = "true"
 	}
-	return "local PUBLISH_COMMAND = '" + publish + "'\nlocal STATS = " + on + "\n" + source("common.lua")
+	parts := splitCommon("local PUBLISH_COMMAND = '" + publish + "'\nlocal STATS = " + on + "\n")
+	for _, name := range commonFiles() {
+		parts = append(parts, splitCommon(source("common/"+name))...)
+	}
+	return parts
+}
+
+// commonFor is the whole of the common parts, in order, as one text.
+func commonFor(sharded, stats bool) string {
+	var b strings.Builder
+	for _, p := range commonParts(sharded, stats) {
+		b.WriteString(p.src)
+	}
+	return b.String()
 }
 
 func source(name string) string {
@@ -234,8 +268,9 @@ func (s *Script) SHA1() string { return s.sha }
 // Name is the script's file ("finish.lua"), "" for one of WithCommon.
 func (s *Script) Name() string { return s.name }
 
-// Files are the names of every embedded script but common.lua, which is
-// no script of its own: the list a test of each script checks against.
+// Files are the names of every embedded script (not the common helpers of
+// common/, which are no scripts of their own): the list a test of each
+// script checks against.
 func Files() []string {
 	entries, err := files.ReadDir(".")
 	if err != nil {
@@ -243,7 +278,7 @@ func Files() []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".lua") && name != "common.lua" {
+		if name := e.Name(); !e.IsDir() && strings.HasSuffix(name, ".lua") {
 			out = append(out, name)
 		}
 	}

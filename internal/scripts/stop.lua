@@ -11,7 +11,7 @@
 local procs_key, leases_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idle_key, unique_key, errors_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11]
-local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common.lua
+local gwait_key, gready_key, grunning_key, glimits_key = KEYS[12], KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common/waiting.lua
 local worker, pid, channel, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4] -- mode: "front" (or nothing)
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)

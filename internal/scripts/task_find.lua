@@ -21,7 +21,7 @@
 -- it is.
 local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local gwait_key = KEYS[9] -- see GROUPS in common.lua
+local gwait_key = KEYS[9] -- see GROUPS in common/waiting.lua
 local id, cut = ARGV[1], tonumber(ARGV[2]) -- cut < 0: whole
 local limit, budget = tonumber(ARGV[3]), tonumber(ARGV[4]) -- budget in bytes
 

@@ -11,7 +11,7 @@
 -- at once; its time grows with the payloads it reads.
 -- Returns {size, entry, size, entry, ...}: each payload's whole size and
 -- the entry cut.
-local high_key, waiting_key, low_key, gwait_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- gwait: see GROUPS in common.lua
+local high_key, waiting_key, low_key, gwait_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- gwait: see GROUPS in common/waiting.lua
 local start, stop, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) -- cut >= 0
 
 local lists = {high_key, waiting_key, low_key} -- in dequeue order

@@ -1,9 +1,9 @@
 -- Record the end of a workflow step's task, as its queue's notice told
--- it (flow_notice in common.lua): the step's result and state ('ok',
--- 'dead', or 'x' for a task cancelled, whose notice says 'cancelled'),
--- then what that means for its children: a child's count of parents left
--- goes down, and one with none left becomes ready ('r'); a child of a
--- step that died or was cancelled is cancelled ('x'), with its
+-- it (flow_notice in common/workflows.lua): the step's result and state
+-- ('ok', 'dead', or 'x' for a task cancelled, whose notice says
+-- 'cancelled'), then what that means for its children: a child's count of
+-- parents left goes down, and one with none left becomes ready ('r'); a
+-- child of a step that died or was cancelled is cancelled ('x'), with its
 -- descendants, unless the dependency lets it run whatever its parent's
 -- end (a '+' before it in kids: then the count goes down as for a
 -- success). Once every step has ended the workflow ends (flow_close):

@@ -13,8 +13,9 @@ const (
 	AttemptReclaimed = 'k' // its worker was lost and a peer gave the task back
 )
 
-// Attempt is one failed attempt in a task's history, as common.lua's
-// attempt_note writes it in the errors hash (field '<id>:a').
+// Attempt is one failed attempt in a task's history, as attempt_note
+// (internal/scripts/common/failures.lua) writes it in the errors hash
+// (field '<id>:a').
 type Attempt struct {
 	Ended  int64 // when it ended (ms, Redis clock)
 	How    byte  // AttemptRetried, AttemptDead or AttemptReclaimed

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// groupRateBase is common.lua's GROUP_RATE_BASE: a group held back by its
-// rate is scored this plus when its next start is allowed.
+// groupRateBase is GROUP_RATE_BASE (common/groups.lua): a group held back by
+// its rate is scored this plus when its next start is allowed.
 const groupRateBase = 1 << 52
 
 // startRecord is a group's start in its rate window (gstarts).

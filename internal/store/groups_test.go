@@ -12,7 +12,7 @@ import (
 )
 
 // member is a grouped entry's member in the group waiting set (see
-// group_member in common.lua): normal priority, ranked by its id.
+// G.member in common/groups.lua): normal priority, ranked by its id.
 func member(group, entry string) string {
 	id, _, _ := strings.Cut(entry, ",")
 	id, _, _ = strings.Cut(id, ":")

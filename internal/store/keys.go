@@ -50,10 +50,10 @@ type QueueKeys struct {
 	// process (see ProgressRecord).
 	Progress string // HASH task id -> progress record
 	// Stats holds the queue's counters and histograms in two rings of
-	// time slots (see StatsSlot and common.lua's stats_flush).
+	// time slots (see StatsSlot and stats_flush in common/stats.lua).
 	Stats string // HASH slot stamp and '<slot>:<name>' -> count
-	// The groups (see common.lua's GROUPS and docs/flow-control.md): the
-	// waiting tasks of every group in one sorted set, ordered by group
+	// The groups (see GROUPS in common/waiting.lua and docs/flow-control.md):
+	// the waiting tasks of every group in one sorted set, ordered by group
 	// then start order, the groups whose turn may come, the slots each
 	// group's processes hold, the groups' own concurrency and rate limits,
 	// and the starts of the groups under a rate limit in its window.
@@ -67,8 +67,8 @@ type QueueKeys struct {
 	// recorded them (see workflow.go).
 	Flows string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
 	// The gatherings of tasks enqueued with an aggregation key (see
-	// common.lua's AGG.flush): the tasks gathered, of every key, the
-	// deadline of each open gathering and the bytes its tasks take in an
+	// AGG.flush in common/aggregation.lua): the tasks gathered, of every key,
+	// the deadline of each open gathering and the bytes its tasks take in an
 	// aggregated task's payload.
 	Gather     string // ZSET (all scored 0) '<aggregation key>\0<entry>'
 	GatherDue  string // ZSET aggregation key -> its flush deadline (µs, Redis clock)
@@ -122,7 +122,7 @@ func (q QueueKeys) all() []string {
 }
 
 // groups are the group keys, in the order the scripts take them after
-// their own (see common.lua's set_lists).
+// their own (see set_lists in common/waiting.lua).
 func (q QueueKeys) groups() []string {
 	return []string{q.GroupWait, q.GroupReady, q.GroupRunning, q.GroupLimits}
 }

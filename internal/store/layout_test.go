@@ -146,6 +146,47 @@ func TestRecordLayoutIsDocumented(t *testing.T) {
 	}
 }
 
+// docs/key-layout.md, the layout for operators, names every header
+// letter, meta hash field, flow hash field and event kind that records.go
+// lays out: a reader of either finds each.
+func TestKeyLayoutPageNamesEveryField(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "key-layout.md"))
+	require.NoError(t, err)
+	page := string(b)
+	// The backquoted words of the table row of key, or of the paragraph
+	// that starts with it.
+	named := func(start string) map[string]bool {
+		at := strings.Index(page, start)
+		require.GreaterOrEqual(t, at, 0, "key-layout.md has %s", start)
+		text, _, _ := strings.Cut(page[at:], "\n\n")
+		if strings.HasPrefix(start, "|") {
+			text, _, _ = strings.Cut(page[at:], "\n")
+		}
+		out := make(map[string]bool)
+		for _, m := range regexp.MustCompile("`([A-Za-z]+)").FindAllStringSubmatch(text, -1) {
+			out[m[1]] = true
+		}
+		return out
+	}
+	letters := named("**Task entries.**")
+	for _, l := range HeaderFields {
+		assert.True(t, letters[string(l)], "the header letter %q is not in key-layout.md's task entries", l)
+	}
+	meta := named("| `P:{q:N}:meta`")
+	for _, f := range MetaFields {
+		assert.True(t, meta[f], "the meta field %q is not in key-layout.md", f)
+	}
+	flow := named("| `P:{wf:W}:flow`")
+	for _, f := range WorkflowFields {
+		assert.True(t, flow[f], "the flow hash field %q is not in key-layout.md", f)
+	}
+	events := named("| `P:{q:N}:events`")
+	for _, k := range []EventKind{EventWork, EventCancel, EventDelete, EventSchedule, EventOutcome, EventNoOutcome, EventProgress, EventHandOff} {
+		assert.True(t, events[string(k)], "the event %q is not in key-layout.md", k)
+	}
+}
+
 // fieldTable is the fields a table of records.go's layout describes: the
 // names (two letters or more, ", " between) that start its lines, in the
 // comment paragraph after the line that ends with heading.
@@ -161,21 +202,24 @@ func fieldTable(t *testing.T, doc, heading string) []string {
 	return out
 }
 
-// luaSources are the scripts' texts, comments removed.
+// luaSources are the scripts' texts and the common helpers' (by their
+// path under internal/scripts), comments removed.
 func luaSources(t *testing.T) map[string]string {
 	t.Helper()
 	dir := filepath.Join("..", "scripts")
-	entries, err := os.ReadDir(dir)
+	names, err := filepath.Glob(filepath.Join(dir, "*.lua"))
 	require.NoError(t, err)
+	common, err := filepath.Glob(filepath.Join(dir, "common", "*.lua"))
+	require.NoError(t, err)
+	require.Greater(t, len(common), 1, "the common helpers")
 	comment := regexp.MustCompile(`--[^\n]*`)
 	out := make(map[string]string)
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lua") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+	for _, path := range append(names, common...) {
+		b, err := os.ReadFile(path)
 		require.NoError(t, err)
-		out[e.Name()] = comment.ReplaceAllString(string(b), "")
+		name, err := filepath.Rel(dir, path)
+		require.NoError(t, err)
+		out[filepath.ToSlash(name)] = comment.ReplaceAllString(string(b), "")
 	}
 	require.Greater(t, len(out), 10)
 	return out

@@ -708,7 +708,7 @@ type CancelCount struct {
 
 // CancelPayload cancels every task of a queue with this payload. It
 // returns the notices written for the workflow tasks cancelled (see
-// flow_notice in common.lua), for the caller to carry.
+// flow_notice in common/workflows.lua), for the caller to carry.
 func (s *Store) CancelPayload(ctx context.Context, queue string, payload []byte) (CancelCount, []string, error) {
 	return s.cancel(ctx, s.scripts.Cancel, queue, string(payload))
 }
@@ -733,7 +733,7 @@ func (s *Store) cancel(ctx context.Context, sc *scripts.Script, queue, arg strin
 }
 
 // countsAndNotices reads a script's answer of n counts followed by the
-// notices it wrote (see flow_cancelled in common.lua).
+// notices it wrote (see flow_cancelled in common/workflows.lua).
 func countsAndNotices(res rueidis.RedisResult, n int, what string) ([]int64, []string, error) {
 	vals, err := res.ToArray()
 	if err == nil && len(vals) < n {
@@ -1109,7 +1109,7 @@ func (s *Store) Range(ctx context.Context, queue string, start, stop int64, cut 
 
 // groupMemberEntry is the entry a member of the group waiting set holds:
 // what follows its group, the '\0', the class and the 16 digits of rank
-// (see group_member in common.lua).
+// (see G.member in common/groups.lua).
 func groupMemberEntry(m string) string {
 	at := strings.IndexByte(m, 0)
 	if at < 0 || len(m) < at+18 {

@@ -12,12 +12,12 @@ import (
 
 // This file lays out worqr's values in Redis, for Go and Lua alike
 // (keys.go names the keys and what each holds; stats.go lays out the stats
-// hash): it is the one place in Go that knows the layout, and common.lua's
-// helpers are the one place in Lua, which follows it. Each kind
-// of value has letters of its own: within a kind a letter means one thing,
-// and the same letter in another kind (a header field, an outcome record's
-// field, a process state, an event's first byte, a stats value name) is
-// unrelated to it.
+// hash): it is the one place in Go that knows the layout, and the common
+// helpers (internal/scripts/common/) are the one place in Lua, which follows
+// it. Each kind of value has letters of its own: within a kind a letter means
+// one thing, and the same letter in another kind (a header field, an outcome
+// record's field, a process state, an event's first byte, a stats value name)
+// is unrelated to it.
 //
 // A task entry (an element of a waiting list, a member of the delayed set
 // and of the dead letters, and the tail of a process record) is a header,
@@ -65,13 +65,13 @@ import (
 //	   the enqueue that made it (EnqueueArgs; worqr's Tracer); absent,
 //	   none. Only Go reads it.
 //	g  the task's group key, escaped (EscapeGroup): the task waits in its
-//	   group and starts under its group's limit (group_push, take_turns,
-//	   groups_settle in the scripts); absent, none.
+//	   group and starts under its group's limit (group_lib().push,
+//	   take_turns, groups_settle in the scripts); absent, none.
 //	F  the workflow step the task runs, '<workflow id>.<step name>'
 //	   (EnqueueArgs.Flow): its end leaves a notice for the workflow
 //	   (flow_notice); absent, none.
-//	A  an aggregated task's: the tasks it gathers (AGG.flush in common.lua);
-//	   its payload is each of them, in order, as
+//	A  an aggregated task's: the tasks it gathers (AGG.flush in
+//	   common/aggregation.lua); its payload is each of them, in order, as
 //	   '<id>,<payload length, decimal>:<payload>' (ParseAggregated).
 //	   Absent for any other task.
 //
@@ -82,7 +82,7 @@ import (
 // byte (State), the owner's id (OwnerLen bytes), then the task entry.
 //
 // A retained task's outcome record (a value of the results hash, under its
-// id; see Result, and retain in common.lua) is
+// id; see Result, and retain in common/outcomes.lua) is
 //
 //	<id>,s<status>,S<started ms>,E<ended ms>,a<attempts>[,K<reason>]:<body>
 //
@@ -110,20 +110,20 @@ import (
 //	gp          the normal list's turn among the groups (µs, Redis
 //	            clock; dequeue.lua's take_turns)
 //	grate       every group's rate limit but for those with their own
-//	            ('<n>/<per ms>'; common.lua's group_rate)
+//	            ('<n>/<per ms>'; group_rate in common/groups.lua)
 //	grx         "1" once a group had a rate of its own (GroupLimits)
 //	ghold       "1" while the queue holds its sequences on a dead task
-//	            (common.lua's sequence_died)
+//	            (sequence_died in common/groups.lua)
 //	gdead       how many groups are so held ('<group>:d' in
 //	            GroupLimits); absent when 0
 //	amax        the most tasks an aggregated task gathers (AGG.settings
-//	            in common.lua); absent, 100
+//	            in common/aggregation.lua); absent, 100
 //	adelay      the longest a gathering waits from its first task, ms;
 //	            absent, 60000
 //	ghx         "1" once a group had a sequence-hold setting of its
 //	            own ('<group>:h' in GroupLimits)
 //	gturns      every group's turns in a row but for those with their
-//	            own (common.lua's group_turns)
+//	            own (dequeue.lua's group_turns)
 //	gtx         "1" once a group had turns of its own ('<group>:t' in
 //	            GroupLimits)
 //
@@ -300,7 +300,8 @@ func TaskOrRaw(e string) Task {
 }
 
 // CutTask is TaskOrRaw of an entry whose payload a script cut to its
-// first bytes (entry_cut in common.lua), with the whole payload's size.
+// first bytes (entry_cut in common/entries.lua), with the whole payload's
+// size.
 func CutTask(e string, size int64) Task {
 	t := TaskOrRaw(e)
 	t.Size = int(size)
@@ -701,7 +702,7 @@ func ParseProgress(v string) (ProgressRecord, bool) {
 // EscapeGroup is a group key as tasks and the group keys store it: '%',
 // ',', ':' and the bytes up to ' ' and from 0x7f as %XX (hex), so that it
 // fits in a header field and never holds the byte that ends a group in
-// the group waiting set (see group_member in common.lua).
+// the group waiting set (see G.member in common/groups.lua).
 func EscapeGroup(g string) string {
 	var b strings.Builder
 	for i := 0; i < len(g); i++ {

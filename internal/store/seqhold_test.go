@@ -9,7 +9,7 @@ import (
 )
 
 // deadHold is the score of a group held on its sequence's dead task
-// (GROUP_DEAD_HOLD in common.lua).
+// (GROUP_DEAD_HOLD in common/groups.lua).
 const deadHold = 1 << 53
 
 // bury.lua and dequeue.lua: with the queue holding its sequences on a

@@ -13,7 +13,7 @@ import (
 )
 
 // A queue's stats hash (QueueKeys.Stats), written by the scripts (see
-// common.lua's stats_flush) with their own counts and those the client
+// stats_flush in common/stats.lua) with their own counts and those the client
 // counted (statsbuf.go), holds two rings of time slots: minute slots
 // m0..m359 (the last 6 hours) and hour slots h0..h167 (the last 7 days).
 // Slot i of the minute ring holds the minute M (minutes since the Unix
@@ -33,7 +33,7 @@ import (
 // HistogramBuckets-1, also holds everything longer), the sums "ws"
 // and "us" (µs), and the counts of a kind of tasks: "f/<kind>" finished,
 // "r/<kind>" retried, "d/<kind>" dead. The field "kinds" lists the kinds
-// kept apart (at most StatsKinds; see common.lua's stats_kinds_map).
+// kept apart (at most StatsKinds; see stats_kinds_map in common/stats.lua).
 const (
 	StatsMinutes     = 360 // slots of the minute ring
 	StatsHours       = 168 // slots of the hour ring
@@ -85,7 +85,7 @@ const (
 // names its fields (HMGET) rather than reading the whole hash.
 const statsNearMinutes = 10
 
-// statsValueNames are the value names a slot can have (see common.lua).
+// statsValueNames are the value names a slot can have (see common/stats.lua).
 var statsValueNames = func() []string {
 	names := []string{"ws", "us"}
 	for _, c := range StatCounters {

@@ -21,7 +21,7 @@ import (
 // ride, as one argument, on an enqueue, dequeue, finish or retry call of
 // the queue made anyway
 // once they are StatsFlushEvery old, and the script adds them with
-// common.lua's stats_add and stats_flush, as if it had counted them. A
+// stats_add and stats_flush (common/stats.lua), as if it had counted them. A
 // queue that goes idle with counts pending has them written by a call of
 // their own (FlushIdleStats, which the client runs on a timer), and a
 // client that closes writes all it holds (FlushStats). Counting in Lua
@@ -76,7 +76,7 @@ type pendingStats struct {
 }
 
 // StatsKinds is how many kinds of tasks a queue's stats keep apart (see
-// common.lua's stats_kinds_map): the tasks of other kinds are counted
+// stats_kinds_map in common/stats.lua): the tasks of other kinds are counted
 // under StatsOtherKind.
 const StatsKinds = 10
 
@@ -125,7 +125,7 @@ type statsCarry struct {
 
 // statsBucket is the histogram bucket of a duration of us µs: k such that
 // 2^(k-1) < us <= 2^k, 0 for us <= 1, at most HistogramBuckets-1. It must
-// agree with common.lua's stats_bucket.
+// agree with stats_bucket in common/stats.lua.
 func statsBucket(us int64) int {
 	if us <= 1 {
 		return 0
@@ -142,7 +142,7 @@ var waitNames, runNames = func() (w, u [HistogramBuckets]string) {
 }()
 
 // counts is the script argument that carries the counts: "" for none, else
-// space-separated "<value name>=<n>" (see common.lua's stats_add).
+// space-separated "<value name>=<n>" (see stats_add in common/stats.lua).
 func (c statsCarry) counts() string {
 	p := c.p
 	if p == nil {

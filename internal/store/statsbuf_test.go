@@ -40,7 +40,7 @@ func testRedis(t *testing.T) rueidis.Client {
 	return rdb
 }
 
-// The client's histogram buckets are the scripts' (common.lua's
+// The client's histogram buckets are the scripts' (common/stats.lua's
 // stats_bucket), at every edge.
 func TestStatsBucketIsTheScripts(t *testing.T) {
 	t.Parallel()

@@ -305,7 +305,7 @@ func queuedSteps(script string, vals []string) ([]QueuedStep, error) {
 }
 
 // Notice is a queue's notice of a workflow task's end, or of its
-// requeue from the dead letters (flow_notice in common.lua):
+// requeue from the dead letters (flow_notice in common/workflows.lua):
 // '<workflow id>.<step>,<task id>,<ok|dead|cancelled|revived>'.
 type Notice struct {
 	Raw                  string // as stored: the member to remove

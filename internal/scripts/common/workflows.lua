@@ -1,0 +1,61 @@
+-- Workflows, as the scripts of their tasks' queues see them (the notices
+-- of their tasks' ends), and as their own slot's scripts do (ending steps
+-- and workflows).
+
+-- A workflow's task (one with an 'F' field: '<workflow id>.<step>') that
+-- ended, finished (status 'ok'), dead ('dead') or cancelled ('cancelled':
+-- removed while waiting, marked in flight, or of a queue deleted), or a
+-- dead one requeued ('revived'), leaves a notice in the queue's flows set,
+-- written in the
+-- same script as its end: the workflow's state lives in a slot of its
+-- own, which this script cannot reach, so the worker (or, after a crash,
+-- a sweep) carries the notice there (wf_release.lua) and then removes it
+-- (flow_forget.lua). Scored by when it was written (µs, Redis clock), for
+-- the sweep's age and for the workflow, which records no end older than
+-- the last it recorded of the step.
+-- Returns the notice, or nil for a task of no workflow.
+local function flow_notice(flows, entry, status)
+  if not header_has(entry, 'F') then return end
+  local f = header_get(entry_split(entry), 'F')
+  local notice = f .. ',' .. entry_id(entry) .. ',' .. status
+  redis.call('ZADD', flows, ms(now_us()), notice)
+  return notice
+end
+
+-- Write the 'cancelled' notice of each workflow task of entries (see
+-- flow_notice) and append it to out, which the script returns so that
+-- the client carries the notices at once. A plain task costs one plain
+-- find.
+local function flow_cancelled(flows, entries, out)
+  for _, e in ipairs(entries) do
+    if string.find(e, ',F', 1, true) then
+      out[#out + 1] = flow_notice(flows, e, 'cancelled')
+    end
+  end
+  return out
+end
+
+-- Workflows. A workflow's keys share the tag {wf:<id>} (WorkflowKeys in
+-- internal/store/keys.go); its scripts take them all, in this order:
+-- flow, steps, ids, left, kids, parents, spec, results, freed, seen.
+
+-- End a workflow step: its state set to st ('ok', 'dead' or 'x'), the
+-- workflow's count of open steps one lower, and its deaths counted.
+-- Returns the steps still open.
+local function flow_step_end(flow, steps, name, st)
+  redis.call('HSET', steps, name, st)
+  if st == 'dead' then redis.call('HINCRBY', flow, 'dead', 1) end
+  return redis.call('HINCRBY', flow, 'open', -1)
+end
+
+-- End a workflow as state ('succeeded', 'failed', 'cancelled'): its keys
+-- expire once its keep has passed, and an 'e<state>' event on its channel
+-- tells its waiters.
+local function flow_close(keys, channel, state)
+  local keep = tonumber(redis.call('HGET', keys[1], 'keep')) or 0
+  redis.call('HSET', keys[1], 'state', state, 'ended', ms(now_ms()))
+  for _, k in ipairs(keys) do
+    redis.call('PEXPIRE', k, math.max(keep, 1))
+  end
+  publish(channel, 'e' .. state)
+end
