@@ -173,3 +173,21 @@ func wfProblems(r Report) int {
 	return len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) +
 		len(r.VanishedSteps) + len(r.BrokenWorkflows)
 }
+
+// A workflow created before its steps' order was kept cannot be read a
+// page at a time: its steps are looked at whole, and its stalled step
+// found as any other's.
+func TestCheckReadsAWorkflowWithoutOrderWhole(t *testing.T) {
+	env, m := newEnv(t)
+	env.StepsPage = 1
+	ctx := context.Background()
+	for _, id := range []string{"old", "new"} {
+		_, _, err := env.Store.CreateWorkflow(ctx, id, "sum", time.Hour, chain())
+		require.NoError(t, err)
+	}
+	m.Del("checktest:{wf:old}:order")
+	rep, err := Run(ctx, env, false)
+	require.NoError(t, err)
+	assert.Equal(t, []WorkflowStep{{Workflow: "new", Step: "a"}, {Workflow: "old", Step: "a"}}, rep.StalledSteps)
+	assert.Equal(t, 2, wfProblems(rep), "%+v", rep)
+}

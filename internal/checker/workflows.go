@@ -1,9 +1,11 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -123,8 +125,19 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	if err := flush(); err != nil {
 		return err
 	}
+	// Judged a page at a time: the findings are sorted as one judgement
+	// would list them.
 	slices.Sort(rep.BrokenWorkflows)
+	for _, list := range [][]WorkflowStep{rep.StalledSteps, rep.LostSteps, rep.VanishedSteps} {
+		slices.SortFunc(list, compareSteps)
+	}
+	slices.SortFunc(ck.vanished, func(a, b vanishedStep) int { return compareSteps(a.WorkflowStep, b.WorkflowStep) })
 	return nil
+}
+
+// compareSteps orders workflow steps by workflow, then step.
+func compareSteps(a, b WorkflowStep) int {
+	return cmp.Or(strings.Compare(a.Workflow, b.Workflow), strings.Compare(a.Step, b.Step))
 }
 
 // judgeSteps judges the steps asked about, of workflows running, that are
