@@ -191,3 +191,25 @@ func TestCheckReadsAWorkflowWithoutOrderWhole(t *testing.T) {
 	assert.Equal(t, []WorkflowStep{{Workflow: "new", Step: "a"}, {Workflow: "old", Step: "a"}}, rep.StalledSteps)
 	assert.Equal(t, 2, wfProblems(rep), "%+v", rep)
 }
+
+// The pages of one workflow judged together are looked at together: each
+// page's ready step is found stalled, none hidden by another page's.
+func TestCheckJudgesAWorkflowsPagesTogether(t *testing.T) {
+	env, _ := newEnv(t)
+	env.StepsPage = 10
+	ctx := context.Background()
+	steps := make([]store.WorkflowStep, 30)
+	for i := range steps {
+		steps[i] = store.WorkflowStep{Name: fmt.Sprintf("s%02d", i), Spec: "q", Place: i}
+		if i%10 != 0 {
+			steps[i].Parents = []string{"s00"}
+			steps[0].Kids = append(steps[0].Kids, steps[i].Name)
+		}
+	}
+	_, ready, err := env.Store.CreateWorkflow(ctx, "paged", "sum", time.Hour, steps)
+	require.NoError(t, err)
+	require.Len(t, ready, 3, "one ready step a page")
+	rep, err := Run(ctx, env, false)
+	require.NoError(t, err)
+	assert.Equal(t, []WorkflowStep{{Workflow: "paged", Step: "s00"}, {Workflow: "paged", Step: "s10"}, {Workflow: "paged", Step: "s20"}}, rep.StalledSteps)
+}

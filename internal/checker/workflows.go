@@ -148,10 +148,18 @@ func compareSteps(a, b WorkflowStep) int {
 // none pending between them.
 func (ck *checker) judgeSteps(ctx context.Context, looks []stepsAsk) error {
 	rep := ck.rep
-	ids := make([]string, len(looks))
-	steps := make([][]string, len(looks))
-	for i, l := range looks {
-		ids[i], steps[i] = l.id, l.steps
+	// A workflow's pages judged together are looked at in one call.
+	var ids []string
+	var steps [][]string
+	at := make(map[string]int)
+	for _, l := range looks {
+		i, ok := at[l.id]
+		if !ok {
+			i = len(ids)
+			at[l.id] = i
+			ids, steps = append(ids, l.id), append(steps, nil)
+		}
+		steps[i] = append(steps[i], l.steps...)
 	}
 	first, _, err := ck.lookWorkflows(ctx, ids, steps, false)
 	if err != nil {
