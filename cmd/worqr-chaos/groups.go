@@ -19,11 +19,20 @@ var groupTurns = map[string]int{"l0": 3, "u0": 2, "s1": 2}
 // task, whatever the queue's (see switchHolds).
 const unheldGroup = "s2"
 
+// sabotageHolds sets every sequence's own sequence hold off, while the
+// verifier judges them as following the queue's: a sequence whose task
+// dies while the queue holds its sequences goes on (held sequence
+// started). The producer makes more of the sequences' tasks fail
+// permanently (producer.seqDeaths), so that a short run has deaths to
+// hold on.
+const sabotageHolds = "holds"
+
 // setGroupLimits sets groupQueue's group limits (see groupLimit) before
 // the run: each group's own, and the default; extra more than that
 // (-sabotage groups). It sets the groups' turns (groupTurns), and
-// unheldGroup's own sequence hold off.
-func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
+// unheldGroup's own sequence hold off, every sequence's with unheld
+// (-sabotage holds).
+func setGroupLimits(ctx context.Context, c *worqr.Client, extra int, unheld bool) error {
 	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit+extra, worqr.CreateQueue()); err != nil {
 		return err
 	}
@@ -38,6 +47,11 @@ func setGroupLimits(ctx context.Context, c *worqr.Client, extra int) error {
 				return err
 			}
 		}
+		if n, _ := groupLimit(g); unheld && n == 1 && g != unheldGroup {
+			if err := c.SetGroupSequenceHold(ctx, groupQueue, g, worqr.GroupHoldOff); err != nil {
+				return err
+			}
+		}
 	}
 	return c.SetGroupSequenceHold(ctx, groupQueue, unheldGroup, worqr.GroupHoldOff)
 }
@@ -48,7 +62,12 @@ type holdsVerdict struct {
 	// held the sequences so held when it stopped (-1: not read).
 	on   time.Duration
 	held int64
-	err  error
+	// from and until bound, by the wall clock of Redis's host (µs), a
+	// time the queue's setting was surely on: from the return of the
+	// call that turned it on to the first try of the one that turned it
+	// off (a try that failed may have turned it off all the same).
+	from, until int64
+	err         error
 }
 
 // switchHolds turns groupQueue's sequence hold on at on and off at off,
@@ -73,7 +92,7 @@ func switchHolds(c *worqr.Client, on, off time.Time) holdsVerdict {
 	}
 	began := time.Now()
 	time.Sleep(time.Until(off))
-	v := holdsVerdict{held: -1}
+	v := holdsVerdict{held: -1, from: began.UnixMicro()}
 	_ = try(time.Now().Add(5*time.Second), func(ctx context.Context) error {
 		info, err := c.QueueInfo(ctx, groupQueue)
 		if err == nil {
@@ -81,6 +100,7 @@ func switchHolds(c *worqr.Client, on, off time.Time) holdsVerdict {
 		}
 		return err
 	})
+	v.until = time.Now().UnixMicro()
 	if err := try(time.Now().Add(30*time.Second), func(ctx context.Context) error { return c.SetSequenceHold(ctx, groupQueue, false) }); err != nil {
 		v.err = fmt.Errorf("sequence hold off: %w", err)
 	}
@@ -193,5 +213,73 @@ func (l *ledger) judgeGroups(tasks map[string]*taskInfo) groupVerdict {
 			}
 		}
 	}
+	return v
+}
+
+// holdVerdict is what the check of held sequences found.
+type holdVerdict struct {
+	// holds counts the sequences judged held, and judged their tasks'
+	// runs judged against those holds; heldStarts are runs that began
+	// while their sequence was held.
+	holds, judged int
+	heldStarts    []string
+}
+
+// judgeHolds checks that no held sequence of groupQueue started a task,
+// by the Redis clock: a sequence (a group of limit 1 that follows the
+// queue's sequence hold) whose task died, by its dead letter's time,
+// while the queue's setting was surely on (from, until: see
+// holdsVerdict) is held from that death until the setting went off (its
+// dead letters are neither requeued nor deleted during the run), so
+// every run of its tasks with a process id (the Redis clock at its
+// dequeue) past the death and before until is a start while held. A dead
+// letter's time is cut to the millisecond: the death is taken a
+// millisecond later, never earlier than it was.
+func (l *ledger) judgeHolds(tasks map[string]*taskInfo, dead map[string][]deadLetter, from, until int64) holdVerdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var v holdVerdict
+	heldFrom := make(map[string]int64) // sequence -> its first death surely held
+	heldBy := make(map[string]string)  // sequence -> the task that died then
+	for t, info := range tasks {
+		g := info.plan.group
+		if info.queue != groupQueue || info.kind != "job" || g == unheldGroup {
+			continue
+		}
+		if n, _ := groupLimit(g); n != 1 {
+			continue
+		}
+		for _, dl := range dead[t] {
+			at := dl.died + 1000
+			if dl.died < from || at >= until {
+				continue
+			}
+			if h, ok := heldFrom[g]; !ok || at < h {
+				heldFrom[g], heldBy[g] = at, t
+			}
+		}
+	}
+	v.holds = len(heldFrom)
+	for t, info := range tasks {
+		at, held := heldFrom[info.plan.group]
+		if info.queue != groupQueue || info.kind != "job" || !held {
+			continue
+		}
+		for _, ru := range l.byTask[t] {
+			if ru.q != groupQueue {
+				continue
+			}
+			pid, err := strconv.ParseInt(ru.pid, 16, 64)
+			if err != nil {
+				continue // judgeGroups reports it
+			}
+			v.judged++
+			if pid >= at && pid < until {
+				v.heldStarts = append(v.heldStarts, fmt.Sprintf("sequence %s, held from %x (µs) by the death of %s until %x: %s started (pid %x)",
+					info.plan.group, at, heldBy[info.plan.group], until, t, pid))
+			}
+		}
+	}
+	slices.Sort(v.heldStarts)
 	return v
 }

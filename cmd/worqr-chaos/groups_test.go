@@ -73,3 +73,54 @@ func TestJudgeGroups(t *testing.T) {
 		t.Fatalf("a task that may have two copies judged by order: %+v", v)
 	}
 }
+
+// The check of held sequences: a sequence whose task died while the
+// queue's hold was surely on is held from a millisecond past its dead
+// letter's time until the hold went off, and a run of its tasks that
+// began then is a start while held; runs before the death or after the
+// hold are not, nor are runs of a sequence whose task died before the
+// hold was on, of the sequence that never holds, or of a group that is
+// no sequence.
+func TestJudgeHolds(t *testing.T) {
+	t.Parallel()
+	tasks := grouped(map[string]int64{
+		"job-1.gs0": 1, "job-2.gs0": 2, "job-3.gs0": 3, "job-4.gs0": 4,
+		"job-5.gs1": 5, "job-6.gs1": 6,
+		"job-7.gs2": 7, "job-8.gs2": 8,
+		"job-9.gl0": 9, "job-10.gl0": 10,
+	})
+	const from, until = 10_000, 100_000 // the hold surely on, µs
+	dead := map[string][]deadLetter{
+		"job-1.gs0":  {{reason: "exhausted", died: 20_000}}, // s0 held from 21,000
+		"job-5.gs1":  {{reason: "permanent", died: 9_000}},  // before the hold was on
+		"job-7.gs2":  {{reason: "permanent", died: 20_000}}, // the sequence that never holds
+		"job-9.gl0":  {{reason: "permanent", died: 20_000}}, // no sequence
+		"job-10.gl0": nil,
+	}
+
+	l := newLedger()
+	groupRun(l, "job-1.gs0", 19_000, 19_500, outDead)
+	groupRun(l, "job-2.gs0", 20_500, 20_600, outFinished) // within the dead letter's millisecond
+	groupRun(l, "job-3.gs0", 100_000, 100_100, outFinished)
+	groupRun(l, "job-5.gs1", 8_000, 8_500, outDead)
+	groupRun(l, "job-6.gs1", 30_000, 30_100, outFinished)
+	groupRun(l, "job-7.gs2", 19_001, 19_500, outDead) // each run its own process id
+	groupRun(l, "job-8.gs2", 30_001, 30_100, outFinished)
+	groupRun(l, "job-9.gl0", 19_002, 19_500, outDead)
+	groupRun(l, "job-10.gl0", 30_002, 30_100, outFinished)
+	v := l.judgeHolds(tasks, dead, from, until)
+	if len(v.heldStarts) != 0 || v.holds != 1 || v.judged != 3 {
+		t.Fatalf("a run within the rules judged a start while held: %+v", v)
+	}
+
+	groupRun(l, "job-4.gs0", 21_000, 21_100, outFinished) // while s0 was held
+	groupRun(l, "job-2.gs0", 99_999, 100_050, outFinished)
+	v = l.judgeHolds(tasks, dead, from, until)
+	if len(v.heldStarts) != 2 || v.holds != 1 || v.judged != 5 {
+		t.Fatalf("starts while held not caught: %+v", v)
+	}
+	dead["job-1.gs0"] = append(dead["job-1.gs0"], deadLetter{reason: "permanent", died: 99_000})
+	if w := l.judgeHolds(tasks, dead, from, until); len(w.heldStarts) != 2 {
+		t.Fatalf("a later death of the same sequence moved its hold: %+v", w)
+	}
+}

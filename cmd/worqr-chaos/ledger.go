@@ -400,6 +400,7 @@ type deadLetter struct {
 	reason   string
 	err      string // the error recorded with it
 	attempts int    // the task's starts
+	died     int64  // when it went to the dead letters: Redis clock, µs, cut to the ms
 }
 
 // earlyTolerance is how much earlier than its due time a handler may

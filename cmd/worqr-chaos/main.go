@@ -9,7 +9,9 @@
 // before they are due. A third job queue's tasks are grouped, under each
 // group's concurrency limit, some groups sequences (a limit of 1): no
 // group may have more than its limit in flight, judged by the Redis clock,
-// and no sequence may start a task after a later one (groups.go).
+// no sequence may start a task after a later one, and none held on a dead
+// task (the queue holds its sequences for the middle third of the run)
+// may start one while held (groups.go).
 // Workflows (chains, chords and diamonds, some with a step that fails
 // permanently, some run with RunAfterFailure) share the run's rate: no
 // step may start before its parents succeeded (or ended), none of a
@@ -98,13 +100,14 @@ func main() {
 		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
 		"lifecycle: delayed tasks are enqueued without their delay (early) and tasks planned to exhaust their budget succeed on their second attempt (endings);\n"+
 		"groups: the group limits are set one higher than the checks judge by (group limit, sequence order);\n"+
+		"holds: every sequence's own sequence hold is set off, while the checks judge them as following the queue's, and more of their tasks fail permanently (held sequence started);\n"+
 		"workflows: the first step of some workflows enqueues a child's task itself before its work (a step started early, run twice)")
 	flag.BoolVar(&cfg.resp2, "resp2", false, "run even-numbered worker slots over RESP2 (rueidis then gives pub/sub a connection of its own);\n"+
 		"can fail with rueidis v1.0.79, which never replaces a RESP2 pub/sub connection the server closed:\n"+
 		"a worker whose pub/sub connection was killed stays deaf to work until its command connection dies too")
 	flag.Parse()
-	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups && cfg.sabotage != sabotageWorkflows {
-		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle, groups or workflows")
+	if cfg.sabotage != "" && cfg.sabotage != sabotageLinger && cfg.sabotage != sabotageWedge && cfg.sabotage != sabotageLifecycle && cfg.sabotage != sabotageGroups && cfg.sabotage != sabotageHolds && cfg.sabotage != sabotageWorkflows {
+		fmt.Fprintln(os.Stderr, "worqr-chaos: -sabotage is linger, wedge, lifecycle, groups, holds or workflows")
 		os.Exit(2)
 	}
 	if cfg.workers < 2 || cfg.rate < 1 || cfg.ttl < worqr.MinTTL || (cfg.fsync != "always" && cfg.fsync != "everysec") {
@@ -235,7 +238,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		if cfg.sabotage == sabotageGroups {
 			extra = 1
 		}
-		err = setGroupLimits(ctx, client, extra)
+		err = setGroupLimits(ctx, client, extra, cfg.sabotage == sabotageHolds)
 	}
 	cancel()
 	if err != nil {
@@ -259,6 +262,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	wfRate := max(1, cfg.rate/10)
 	prod := newProducer(prodClient, prodRdb, max(1, cfg.rate-wfRate), rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())))
 	prod.noDelay = cfg.sabotage == sabotageLifecycle
+	prod.seqDeaths = cfg.sabotage == sabotageHolds
 	wfProd := &wfProducer{client: prodClient, rate: wfRate, rng: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), sabotage: cfg.sabotage == sabotageWorkflows}
 	stopProducing := make(chan struct{})
 	produced := make(chan error, 2)
@@ -343,6 +347,7 @@ func runChaos(cfg config) (ok bool, err error) {
 
 	v := l.judge(tasks, dead, t0)
 	gv := l.judgeGroups(tasks)
+	hd := l.judgeHolds(tasks, dead, hv.from, hv.until)
 	wv := l.judgeWorkflows(flows, wfStates, dead, t0)
 	if v.delayStarts > 0 && v.retryStarts > 0 {
 		// Redis rounds due times down to the millisecond: a margin down
@@ -377,6 +382,7 @@ func runChaos(cfg config) (ok bool, err error) {
 	add("wedged: ", wedged)
 	add("group limit: ", gv.overLimit)
 	add("sequence order: ", gv.outOfOrder)
+	add("held sequence started: ", hd.heldStarts)
 	add("workflow not ended: ", wv.notEnded)
 	add("workflow step lost: ", wv.lost)
 	add("workflow step early: ", wv.early)
@@ -431,9 +437,9 @@ func runChaos(cfg config) (ok bool, err error) {
 		v.latency(0.5).Round(time.Millisecond), v.latency(0.99).Round(10*time.Millisecond), v.latency(1).Round(10*time.Millisecond),
 		v.failedRuns, v.retried, v.ambiguous, deadTotal, strings.Join(deadReasons, " "), v.poisonExplained, v.persistentDead,
 		v.delayed, len(v.early), v.timeouts, v.unplanned)
-	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d turns=%v sequence-hold on for %v (held at its end: %d)\n",
+	fmt.Printf("worqr-chaos groups: runs=%d most-in-flight (limit 1: %d, limit 2: %d, limit %d: %d) over-limit=%d sequence-starts=%d (skipped=%d) out-of-order=%d turns=%v sequence-hold on for %v (held at its end: %d) held-starts=%d (sequences held %d, runs judged %d)\n",
 		gv.runs, gv.most[1], gv.most[2], defaultGroupLimit, gv.most[defaultGroupLimit], len(gv.overLimit), gv.seqStarts, gv.seqSkipped, len(gv.outOfOrder),
-		groupTurns, hv.on.Round(100*time.Millisecond), hv.held)
+		groupTurns, hv.on.Round(100*time.Millisecond), hv.held, len(hd.heldStarts), hd.holds, hd.judged)
 	fmt.Printf("worqr-chaos workflows: %s\n", wv.summary(wfRetries, wfWaited))
 	return len(violations) == 0, nil
 }

@@ -30,6 +30,10 @@ type producer struct {
 	// noDelay drops the delays of delayed tasks (-sabotage lifecycle):
 	// they start before the time the verifier expects.
 	noDelay bool
+	// seqDeaths makes one task in five of a sequence fail permanently
+	// (-sabotage holds): sequences die, and would be held, often enough
+	// in a short run.
+	seqDeaths bool
 
 	mu      sync.Mutex
 	tasks   map[string]*taskInfo
@@ -83,6 +87,9 @@ func (p *producer) run(stop <-chan struct{}) error {
 				// the order a sequence runs them in would not be the order
 				// the verifier knows.
 				pl.delay, pl.group = 0, groups[p.rng.IntN(len(groups))]
+				if n, _ := groupLimit(pl.group); p.seqDeaths && n == 1 && p.rng.IntN(5) == 0 {
+					pl.behave, pl.fails = behavePermanent, 0
+				}
 			}
 			p.mu.Lock()
 			p.seq++

@@ -99,7 +99,7 @@ func (c *checker) deadIn(ctx context.Context, q string, out map[string][]deadLet
 			return err
 		}
 		for _, dl := range dls {
-			out[string(dl.Payload)] = append(out[string(dl.Payload)], deadLetter{id: dl.ID, reason: dl.Reason, err: dl.Error, attempts: dl.Attempts})
+			out[string(dl.Payload)] = append(out[string(dl.Payload)], deadLetter{id: dl.ID, reason: dl.Reason, err: dl.Error, attempts: dl.Attempts, died: dl.DiedAt.UnixMicro()})
 		}
 		seen += len(dls)
 	}

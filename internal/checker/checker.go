@@ -35,6 +35,9 @@ type Env struct {
 	// StepTask is the task that runs a workflow's step, as its release
 	// enqueues it.
 	StepTask func(id string, step store.ReadyStep) (store.EnqueueOne, error)
+	// StepsPage bounds the steps of a workflow one call reads; 0 is the
+	// default (a test sets it small).
+	StepsPage int
 }
 
 // Run checks, and with repair repairs what it found. On error the report

@@ -1,12 +1,28 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/worqr/worqr/internal/store"
 )
+
+// stepsPage bounds the steps of a workflow one script call reads, and the
+// steps judged at once: the check's memory and each call's cost are the
+// page's, whatever a workflow's size.
+const stepsPage = 1000
+
+// pagesAtOnce bounds the pages of steps read in one round trip.
+const pagesAtOnce = 16
+
+// stepsAsk is a workflow's steps to look at.
+type stepsAsk struct {
+	id    string
+	steps []string
+}
 
 // judgeWorkflows looks at every workflow the scan found a key of: one
 // whose flow hash is gone left keys behind; an ended one whose keys do
@@ -18,25 +34,143 @@ import (
 // whose task ended, or is gone, with no notice of its end left to carry;
 // or a step queued whose task has not ended but is in no place of its
 // queue (removed by hand, or by a bug), so it never will.
+// A running workflow's steps are read a page at a time (wf_steps.lua),
+// and those ready or queued judged a page's worth at a time (judgeSteps).
+func (ck *checker) judgeWorkflows(ctx context.Context) error {
+	rep := ck.rep
+	ck.stalled = make(map[string][]store.ReadyStep)
+	size := ck.c.StepsPage
+	if size <= 0 {
+		size = stepsPage
+	}
+	ids := slices.Sorted(maps.Keys(ck.flows))
+	rep.WorkflowsChecked = len(ids)
+	var asks []stepsAsk
+	held := 0 // steps in asks
+	flush := func() error {
+		if len(asks) == 0 {
+			return nil
+		}
+		err := ck.judgeSteps(ctx, asks)
+		asks, held = nil, 0
+		return err
+	}
+	for start := 0; start < len(ids); start += lookBatch {
+		batch := ids[start:min(start+lookBatch, len(ids))]
+		heads, broken, err := ck.lookWorkflows(ctx, batch, nil, false)
+		if err != nil {
+			return err
+		}
+		rep.BrokenWorkflows = append(rep.BrokenWorkflows, broken...)
+		var pages []store.PageAsk
+		for _, id := range batch {
+			w, ok := heads[id]
+			switch {
+			case !ok:
+				continue
+			case w.State == "" && w.Keys > 0:
+				rep.LeftoverWorkflows = append(rep.LeftoverWorkflows, id)
+			case store.Ended(w.State) && w.Lasting > 0:
+				rep.LastingWorkflows = append(rep.LastingWorkflows, id)
+			case w.State == "running":
+				pages = append(pages, store.PageAsk{ID: id, Limit: size})
+			}
+		}
+		for len(pages) > 0 {
+			now := pages[:min(pagesAtOnce, len(pages))]
+			read, err := ck.c.Store.StepPages(ctx, now)
+			if err != nil {
+				return ck.fail(err)
+			}
+			pages = pages[len(now):]
+			for i, p := range read {
+				a := now[i]
+				switch {
+				case p.Broken:
+					if a.From == 0 {
+						rep.BrokenWorkflows = append(rep.BrokenWorkflows, a.ID)
+					}
+					continue
+				case p.Err != nil:
+					return ck.fail(p.Err)
+				case !p.Found || p.State != "running":
+					continue
+				case p.Total < 0:
+					// Created before its steps' order was kept: looked at whole.
+					asks = append(asks, stepsAsk{id: a.ID, steps: store.AllSteps})
+					held += size
+				default:
+					var names []string
+					for _, st := range p.Steps {
+						if st.State == "r" || st.State == "q" {
+							names = append(names, st.Name)
+						}
+					}
+					if len(names) > 0 {
+						asks = append(asks, stepsAsk{id: a.ID, steps: names})
+						held += len(names)
+					}
+					if a.From+a.Limit < p.Total {
+						pages = append(pages, store.PageAsk{ID: a.ID, From: a.From + a.Limit, Limit: size})
+					}
+				}
+				if held >= size {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	// Judged a page at a time: the findings are sorted as one judgement
+	// would list them.
+	slices.Sort(rep.BrokenWorkflows)
+	for _, list := range [][]WorkflowStep{rep.StalledSteps, rep.LostSteps, rep.VanishedSteps} {
+		slices.SortFunc(list, compareSteps)
+	}
+	slices.SortFunc(ck.vanished, func(a, b vanishedStep) int { return compareSteps(a.WorkflowStep, b.WorkflowStep) })
+	return nil
+}
+
+// compareSteps orders workflow steps by workflow, then step.
+func compareSteps(a, b WorkflowStep) int {
+	return cmp.Or(strings.Compare(a.Workflow, b.Workflow), strings.Compare(a.Step, b.Step))
+}
+
+// judgeSteps judges the steps asked about, of workflows running, that are
+// ready or queued (see judgeWorkflows).
 // Such a step is confirmed by looking at its workflow again after the
 // notices were read: the carrier marks a step queued (or ended) before
 // it removes the notice, so a step in the same state at both looks had
 // none pending between them.
-func (ck *checker) judgeWorkflows(ctx context.Context) error {
+func (ck *checker) judgeSteps(ctx context.Context, looks []stepsAsk) error {
 	rep := ck.rep
-	ck.stalled = make(map[string][]store.ReadyStep)
-	first, broken, err := ck.lookWorkflows(ctx, slices.Sorted(maps.Keys(ck.flows)))
+	// A workflow's pages judged together are looked at in one call.
+	var ids []string
+	var steps [][]string
+	at := make(map[string]int)
+	for _, l := range looks {
+		i, ok := at[l.id]
+		if !ok {
+			i = len(ids)
+			at[l.id] = i
+			ids, steps = append(ids, l.id), append(steps, nil)
+		}
+		steps[i] = append(steps[i], l.steps...)
+	}
+	first, _, err := ck.lookWorkflows(ctx, ids, steps, false)
 	if err != nil {
 		return err
 	}
-	rep.WorkflowsChecked = len(ck.flows)
-	rep.BrokenWorkflows = broken
 	type pending struct {
 		flow, step string
 		prefix     string
 	}
 	type queued struct {
-		flow, step, task, spec, queue string
+		flow, step, task, queue string
 	}
 	asks := make(map[string][]pending)             // queue -> notices asked about
 	tasks := make(map[string][]queued)             // queue -> queued steps' tasks
@@ -49,12 +183,6 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	}
 	for _, id := range slices.Sorted(maps.Keys(first)) {
 		w := first[id]
-		switch {
-		case w.State == "" && w.Keys > 0:
-			rep.LeftoverWorkflows = append(rep.LeftoverWorkflows, id)
-		case store.Ended(w.State) && w.Lasting > 0:
-			rep.LastingWorkflows = append(rep.LastingWorkflows, id)
-		}
 		for _, st := range w.Steps {
 			switch {
 			case st.State == "r":
@@ -72,7 +200,7 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			case st.State == "q" && st.TaskID != "":
 				if q, ok := ck.c.StepQueue(st.Spec); ok {
 					candidate(id, st.Name)
-					tasks[q] = append(tasks[q], queued{flow: id, step: st.Name, task: st.TaskID, spec: st.Spec})
+					tasks[q] = append(tasks[q], queued{flow: id, step: st.Name, task: st.TaskID})
 				}
 			}
 		}
@@ -120,7 +248,7 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			if gone[t.flow] == nil {
 				gone[t.flow] = make(map[string]queued)
 			}
-			gone[t.flow][t.step] = queued{flow: t.flow, step: t.step, task: t.task, spec: t.spec, queue: q}
+			gone[t.flow][t.step] = queued{flow: t.flow, step: t.step, task: t.task, queue: q}
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(asks)) {
@@ -138,17 +266,23 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			}
 		}
 	}
+	// Looked at again: the steps not carried, their specs whole for
+	// their repair.
 	var again []string
-	for id, steps := range candidates {
-		for _, carried := range steps {
-			if !carried {
-				again = append(again, id)
-				break
+	var named [][]string
+	for _, id := range slices.Sorted(maps.Keys(candidates)) {
+		var names []string
+		for _, step := range slices.Sorted(maps.Keys(candidates[id])) {
+			if !candidates[id][step] {
+				names = append(names, step)
 			}
 		}
+		if len(names) > 0 {
+			again = append(again, id)
+			named = append(named, names)
+		}
 	}
-	slices.Sort(again)
-	second, _, err := ck.lookWorkflows(ctx, again)
+	second, _, err := ck.lookWorkflows(ctx, again, named, true)
 	if err != nil {
 		return err
 	}
@@ -169,7 +303,7 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 			if g, ok := gone[id][st.Name]; ok {
 				ws.Task = st.TaskID
 				rep.VanishedSteps = append(rep.VanishedSteps, ws)
-				ck.vanished = append(ck.vanished, vanishedStep{WorkflowStep: ws, queue: g.queue, spec: g.spec})
+				ck.vanished = append(ck.vanished, vanishedStep{WorkflowStep: ws, queue: g.queue, spec: st.Spec})
 				continue
 			}
 			if st.State == "r" {
@@ -184,15 +318,21 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	return nil
 }
 
-// lookWorkflows runs check_workflow.lua on workflows, pipelined; those
-// that could not be read for a key of a type worqr never writes there
-// are answered apart.
-func (ck *checker) lookWorkflows(ctx context.Context, ids []string) (map[string]store.WorkflowLook, []string, error) {
+// lookWorkflows runs check_workflow.lua on workflows, pipelined, asking
+// of each about its steps (none: its state and keys only), their specs
+// whole with full; those that could not be read for a key of a type worqr
+// never writes there are answered apart.
+func (ck *checker) lookWorkflows(ctx context.Context, ids []string, steps [][]string, full bool) (map[string]store.WorkflowLook, []string, error) {
 	out := make(map[string]store.WorkflowLook, len(ids))
 	var broken []string
 	for start := 0; start < len(ids); start += lookBatch {
-		batch := ids[start:min(start+lookBatch, len(ids))]
-		looks, err := ck.c.Store.LookWorkflows(ctx, batch, ck.s)
+		end := min(start+lookBatch, len(ids))
+		batch := ids[start:end]
+		var asked [][]string
+		if steps != nil {
+			asked = steps[start:end]
+		}
+		looks, err := ck.c.Store.LookWorkflows(ctx, batch, asked, full, ck.s)
 		if err != nil {
 			return nil, nil, ck.fail(err)
 		}

@@ -1,17 +1,37 @@
 -- Look at one workflow for Client.Check, changing nothing: its state (''
--- when its flow hash is gone, '?' when that has none), how many of its keys exist, and how many of
--- them do not expire (an ended workflow's keys all expire: flow_close);
--- and, while it runs, each step that is ready (being enqueued) or queued,
--- with its task's id ('' if not known yet), its spec and the steps whose
--- end made it ready (its parents whose freed lists it: none for a step
--- that had no parents), with the specs of those, so that the caller can
--- ask their queues whether a notice still carries it.
+-- when its flow hash is gone, '?' when that has none), how many of its
+-- keys exist, and how many of them do not expire (an ended workflow's
+-- keys all expire: flow_close); and, while it runs, those of the steps
+-- named that are ready (being enqueued) or queued, with their task's id
+-- ('' if not known yet), their spec and the steps whose end made them
+-- ready (their parents whose freed lists them: none for a step that had
+-- no parents), with the specs of those, so that the caller can ask their
+-- queues whether a notice still carries them.
+-- The caller names the steps, a page at a time (it pages the workflow's
+-- order with wf_steps.lua): the cost is the page's and the named steps'
+-- parents', whatever the workflow's size. '*' names every step, for a
+-- workflow created before its order was kept (read whole, as wf_state.lua
+-- does). The specs of the steps named are answered whole when full is
+-- '1', for their repair; else cut after their queue, as the specs of the
+-- steps in a freed by always are (only their queue is asked about).
 -- Returns {state, keys that exist, keys that exist and do not expire,
 --          {step, state, task id, spec, freed by (',' between), ...},
 --          {step, spec, ...} per step named in a freed by}.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
+local full, first = ARGV[1] == '1', ARGV[2]
+-- ARGV[2 ...]: the steps to look at (first is the first of them), or '*'.
+
+-- A spec is {"q":<queue>,"a":...,"p":<payload>} (Go's stepSpec): cut
+-- after its queue, as wf_steps.lua does, since its payload may be large.
+local function queue_of(spec)
+  local cut = string.find(spec, '","a":', 1, true)
+  if cut then
+    return string.sub(spec, 1, cut) .. '}'
+  end
+  return spec
+end
 
 local state = ''
 if redis.call('EXISTS', flow_key) == 1 then
@@ -24,32 +44,38 @@ for _, k in ipairs(KEYS) do
   if ttl == -1 then lasting = lasting + 1 end
 end
 local steps, specs = {}, {}
-if state == 'running' then
-  local by = {} -- step -> the steps whose end freed it
-  local freed = redis.call('HGETALL', freed_key)
-  for i = 1, #freed, 2 do
-    for kid in string.gmatch(freed[i + 1], '[^,]+') do
-      by[kid] = by[kid] and (by[kid] .. ',' .. freed[i]) or freed[i]
-    end
+if state == 'running' and first then
+  local names = {}
+  if first == '*' then
+    local all = redis.call('HKEYS', steps_key)
+    for i = 1, #all do names[i] = all[i] end
+  else
+    for i = 2, #ARGV do names[#names + 1] = ARGV[i] end
   end
-  local all = redis.call('HGETALL', steps_key)
-  for i = 1, #all, 2 do
-    local step, st = all[i], all[i + 1]
+  for _, step in ipairs(names) do
+    local st = redis.call('HGET', steps_key, step)
     if st == 'r' or st == 'q' then
+      local by = {} -- the parents whose end freed step
+      if st == 'r' then
+        for p in string.gmatch(redis.call('HGET', parents_key, step) or '', '[^,]+') do
+          if string.find(',' .. (redis.call('HGET', freed_key, p) or '') .. ',', ',' .. step .. ',', 1, true) then
+            by[#by + 1] = p
+            specs[p] = true
+          end
+        end
+      end
+      local spec = redis.call('HGET', spec_key, step) or ''
       steps[#steps + 1] = step
       steps[#steps + 1] = st
       steps[#steps + 1] = redis.call('HGET', ids_key, step) or ''
-      steps[#steps + 1] = redis.call('HGET', spec_key, step) or ''
-      steps[#steps + 1] = by[step] or ''
-      for p in string.gmatch(by[step] or '', '[^,]+') do
-        specs[p] = true
-      end
+      steps[#steps + 1] = full and spec or queue_of(spec)
+      steps[#steps + 1] = table.concat(by, ',')
     end
   end
 end
 local named = {}
 for p in pairs(specs) do
   named[#named + 1] = p
-  named[#named + 1] = redis.call('HGET', spec_key, p) or ''
+  named[#named + 1] = queue_of(redis.call('HGET', spec_key, p) or '')
 end
 return {state, present, lasting, steps, named}

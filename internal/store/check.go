@@ -440,11 +440,26 @@ func Ended(state string) bool {
 	return state == "succeeded" || state == "failed" || state == "cancelled"
 }
 
-// LookWorkflows runs check_workflow.lua on each workflow, pipelined.
-func (s *Store) LookWorkflows(ctx context.Context, ids []string, sets *scripts.CheckSet) ([]WorkflowLook, error) {
+// AllSteps, as the steps LookWorkflows asks about, asks about every step
+// of a workflow created before its steps' order was kept (StepsPage.Total
+// is -1), which cannot be read a page at a time.
+var AllSteps = []string{"*"}
+
+// LookWorkflows runs check_workflow.lua on each workflow, pipelined,
+// asking about steps[i] of workflow ids[i] (none: its state and keys
+// only); the specs of those steps are answered whole with full, else cut
+// after their queue.
+func (s *Store) LookWorkflows(ctx context.Context, ids []string, steps [][]string, full bool, sets *scripts.CheckSet) ([]WorkflowLook, error) {
 	calls := make([]scripts.Call, len(ids))
 	for i, id := range ids {
-		calls[i] = scripts.Call{Script: sets.Workflow, Keys: s.keys.Workflow(id).all()}
+		args := []string{"0"}
+		if full {
+			args[0] = "1"
+		}
+		if steps != nil {
+			args = append(args, steps[i]...)
+		}
+		calls[i] = scripts.Call{Script: sets.Workflow, Keys: s.keys.Workflow(id).all(), Args: args}
 	}
 	results, err := s.runMulti(ctx, OpCheck, "", calls)
 	if err != nil {
@@ -453,6 +468,48 @@ func (s *Store) LookWorkflows(ctx context.Context, ids []string, sets *scripts.C
 	out := make([]WorkflowLook, len(ids))
 	for i, res := range results {
 		out[i] = parseWorkflowLook(res)
+	}
+	return out, nil
+}
+
+// PageAsk asks for a page of a workflow's steps (StepPages).
+type PageAsk struct {
+	ID          string
+	From, Limit int
+}
+
+// StepPage is a page of a workflow's steps as StepPages read it: Found
+// is false for a workflow unknown, or ended and expired. Err is set when
+// it could not be read; Broken when that was because one of its keys
+// holds what worqr never writes there.
+type StepPage struct {
+	StepsPage
+	Found  bool
+	Err    error
+	Broken bool
+}
+
+// StepPages reads pages of workflows' steps, pipelined, as WorkflowSteps
+// reads one (wf_steps.lua), each step with one parent at most.
+func (s *Store) StepPages(ctx context.Context, asks []PageAsk) ([]StepPage, error) {
+	calls := make([]scripts.Call, len(asks))
+	for i, a := range asks {
+		calls[i] = scripts.Call{Script: s.scripts.WorkflowSteps, Keys: s.keys.Workflow(a.ID).all(),
+			Args: []string{strconv.Itoa(a.From), strconv.Itoa(a.Limit), "1"}}
+	}
+	results, err := s.runMulti(ctx, OpCheck, "", calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StepPage, len(asks))
+	for i, res := range results {
+		vals, err := res.AsStrSlice()
+		if err != nil {
+			_, out[i].Broken = rueidis.IsRedisErr(err)
+			out[i].Err = fmt.Errorf("wf_steps.lua: %w", err)
+			continue
+		}
+		out[i].StepsPage, out[i].Found, out[i].Err = parseStepsPage(vals)
 	}
 	return out, nil
 }

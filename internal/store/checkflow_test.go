@@ -21,7 +21,7 @@ func TestCheckWorkflowScript(t *testing.T) {
 	sets := e.s.CheckScripts()
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, diamond())
 	require.NoError(t, err)
-	looks, err := e.s.LookWorkflows(e.ctx, []string{id, "none"}, sets)
+	looks, err := e.s.LookWorkflows(e.ctx, []string{id, "none"}, [][]string{AllSteps, AllSteps}, false, sets)
 	require.NoError(t, err)
 	require.Len(t, looks, 2)
 	assert.Equal(t, WorkflowLook{State: "running", Keys: 7, Lasting: 7, Specs: map[string]string{},
@@ -35,18 +35,24 @@ func TestCheckWorkflowScript(t *testing.T) {
 	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "left", TaskID: "t2"}})
 	require.NoError(t, err)
 	before := e.dump()
-	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, sets)
+	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, [][]string{AllSteps}, false, sets)
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowLook{State: "running", Keys: 11, Lasting: 11, Specs: map[string]string{"top": "S-top"},
 		Steps: []LookedStep{
-			{Name: "left", State: "q", TaskID: "t2", Spec: "S-left", FreedBy: []string{"top"}},
+			{Name: "left", State: "q", TaskID: "t2", Spec: "S-left"},
 			{Name: "right", State: "r", Spec: "S-right", FreedBy: []string{"top"}},
-		}}, looks[0])
+		}}, looks[0], "a queued step's freed by is not asked for: only a ready step's is judged")
+	// Only the steps named are looked at, and none when none is.
+	looks, err = e.s.LookWorkflows(e.ctx, []string{id, id}, [][]string{{"right", "top", "bottom"}, nil}, false, sets)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowLook{State: "running", Keys: 11, Lasting: 11, Specs: map[string]string{"top": "S-top"},
+		Steps: []LookedStep{{Name: "right", State: "r", Spec: "S-right", FreedBy: []string{"top"}}}}, looks[0])
+	assert.Equal(t, WorkflowLook{State: "running", Keys: 11, Lasting: 11, Specs: map[string]string{}}, looks[1])
 	e.expect(before)
 
 	_, _, err = e.s.CancelWorkflow(e.ctx, id)
 	require.NoError(t, err)
-	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, sets)
+	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, [][]string{AllSteps}, false, sets)
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowLook{State: "cancelled", Keys: 11, Specs: map[string]string{}}, looks[0], "an ended workflow's keys expire; its steps are not listed")
 	e.expect(e.dump())

@@ -226,6 +226,11 @@ func (s *Store) WorkflowSteps(ctx context.Context, id string, from, limit, maxPa
 	if err != nil {
 		return StepsPage{}, false, err
 	}
+	return parseStepsPage(vals)
+}
+
+// parseStepsPage reads wf_steps.lua's answer.
+func parseStepsPage(vals []string) (StepsPage, bool, error) {
 	if len(vals) == 0 {
 		return StepsPage{}, false, nil
 	}
