@@ -186,6 +186,70 @@ func TestOptionsReachWorqr(t *testing.T) {
 	require.Equal(t, int64(1), info.Delayed)
 }
 
+// The options TestOptionsReachWorqr leaves out reach worqr too: At, a
+// low priority and Unique (held while the task lives) as the queue shows
+// them; Timeout and Retain as a worker's attempt and a kept outcome show
+// them.
+func TestMoreOptionsReachWorqr(t *testing.T) {
+	e := newEnv(t, "")
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	e.inTx(false, func(tx pgx.Tx) {
+		for _, row := range []struct {
+			payload string
+			opts    []Option
+		}{
+			{"low", []Option{LowPriority()}},
+			{"normal", nil},
+			{"unique", []Option{Unique("u")}},
+			{"unique again", []Option{Unique("u")}},
+			{"due", []Option{At(due)}},
+		} {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(row.payload), row.opts...)
+			require.NoError(t, err)
+		}
+		_, err := e.ob.Enqueue(e.ctx, tx, "timed", []byte("timed"), Timeout(7*time.Second), Retain(time.Hour))
+		require.NoError(t, err)
+	})
+	e.start(e.relay(nil, RelayOptions{}))
+	require.Zero(t, e.rows())
+	require.Equal(t, []string{"normal", "unique", "low"}, e.payloads("q"),
+		"the low priority goes last; the second of a unique key adds nothing")
+	delayed, err := e.client.Delayed(e.ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, delayed, 1)
+	require.Equal(t, "due", string(delayed[0].Payload))
+	require.True(t, delayed[0].DueAt.Equal(due), "due at %v, not %v", delayed[0].DueAt, due)
+
+	timed, err := e.client.Tasks(e.ctx, "timed", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, timed, 1)
+	w, err := e.client.NewWorker(e.ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	left := make(chan time.Duration, 1)
+	err = w.Handle(e.ctx, "timed", func(ctx context.Context, p *worqr.Process) error {
+		var d time.Duration // 0: no deadline
+		if at, ok := ctx.Deadline(); ok {
+			d = time.Until(at)
+		}
+		left <- d
+		p.SetResult([]byte("done"))
+		return nil
+	}, worqr.HandleOptions{})
+	require.NoError(t, err)
+	select {
+	case d := <-left:
+		require.True(t, d > 5*time.Second && d <= 7*time.Second, "the attempt's deadline is %v away (0: none), not within Timeout's 7s", d)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timed task did not start within 10s")
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	out, err := e.client.Wait(ctx, "timed", timed[0].ID)
+	require.NoError(t, err, "the outcome is kept (Retain)")
+	require.Equal(t, "done", string(out.Result))
+}
+
 // enqueueCounter counts a client's enqueue calls that reached Redis.
 type enqueueCounter struct{ calls, tasks atomic.Int32 }
 
@@ -220,6 +284,48 @@ func TestRelayMovesARunOfRowsInOneCall(t *testing.T) {
 	require.Len(t, got, n+1)
 	require.Equal(t, "0", got[0], "in the rows' order")
 	require.Equal(t, "kinded", got[n])
+}
+
+// A relay moves past the rows another move holds (FOR UPDATE SKIP
+// LOCKED): it neither enqueues a held row nor waits for it, so relays
+// racing over the table take disjoint rows and never wait for each other.
+// Once the holder lets go, the next move takes the row.
+func TestRelaySkipsRowsAnotherMoveHolds(t *testing.T) {
+	e := newEnv(t, "")
+	var held string
+	e.inTx(false, func(tx pgx.Tx) {
+		var err error
+		held, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("held"))
+		require.NoError(t, err)
+	})
+	// Another relay's move, between its take and its commit.
+	holder, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(context.Background()) }()
+	_, err = holder.Exec(e.ctx, "SELECT 1 FROM "+e.ob.Table()+" WHERE id = $1 FOR UPDATE", held)
+	require.NoError(t, err)
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("free"))
+		require.NoError(t, err)
+	})
+	r := e.relay(nil, RelayOptions{})
+	e.start(r) // the relay drained what it could take
+	require.Equal(t, []string{"free"}, e.payloads("q"), "the held row is not enqueued")
+	require.Equal(t, 1, e.rows(), "the held row waits for its holder")
+
+	require.NoError(t, holder.Rollback(e.ctx)) // the other move failed
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("after"))
+		require.NoError(t, err)
+	})
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads("q"), []string{"free", "held", "after"}) || e.rows() > 0 {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			t.Fatalf("the relay did not move the released row within 10s: %v, %d rows", e.payloads("q"), e.rows())
+		}
+	}
 }
 
 // Rows for the front of their queue move one at a time, so the newest
