@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -391,6 +393,31 @@ func TestDatabaseSQLAndAQuotedTableName(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// A schema and table whose "schema.table" is over 63 bytes notify on a
+// digest of it, which the trigger (Postgres's md5) and the relay (Go's)
+// must make alike: the notification wakes a relay whose sweep would not
+// come round for an hour.
+func TestLongNamesNotifyOnADigestChannel(t *testing.T) {
+	long := "t23456789012345678901234567890123456789012345678901" // the longest New takes
+	e := newEnv(t, long)
+	require.Greater(t, len(e.ob.Name()), 63)
+	require.Equal(t, "worqr_outbox_", e.ob.Channel()[:len("worqr_outbox_")])
+	r := e.relay(nil, RelayOptions{Sweep: time.Hour})
+	e.start(r)
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("woken"))
+		require.NoError(t, err)
+	})
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads("q"), []string{"woken"}) || e.rows() > 0 {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			t.Fatal("the relay did not move the row within 10s of its commit")
+		}
+	}
+}
+
 // execFunc is an Execer of a function, for tests that need no database.
 type execFunc func(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 
@@ -431,6 +458,67 @@ func TestEnqueueRefusesBadOptionsAndNames(t *testing.T) {
 	}
 	_, err = New(Config{Table: string(make([]byte, 64))})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// prefixCodec encodes a string with a prefix, to tell its payloads from
+// JSON's.
+type prefixCodec struct{}
+
+func (prefixCodec) Marshal(v string) ([]byte, error) { return []byte("codec:" + v), nil }
+func (prefixCodec) Unmarshal(data []byte, v *string) error {
+	*v = strings.TrimPrefix(string(data), "codec:")
+	return nil
+}
+
+// kindedName is a Kinded string, for EnqueueWith's kind.
+type kindedName string
+
+func (kindedName) Kind() string { return "name" }
+
+type kindedCodec struct{}
+
+func (kindedCodec) Marshal(v kindedName) ([]byte, error) { return []byte("codec:" + v), nil }
+func (kindedCodec) Unmarshal(data []byte, v *kindedName) error {
+	*v = kindedName(strings.TrimPrefix(string(data), "codec:"))
+	return nil
+}
+
+// EnqueueWith inserts the codec's payload (JSON's with none), with the
+// type's kind when it is Kinded, which a Kind option overrides; an
+// encoding error inserts nothing.
+func TestEnqueueWithACodec(t *testing.T) {
+	ob, err := New(Config{})
+	require.NoError(t, err)
+	type insert struct {
+		payload string
+		kind    *string
+	}
+	var got []insert
+	capture := execFunc(func(_ context.Context, _ string, args ...any) (pgconn.CommandTag, error) {
+		got = append(got, insert{string(args[2].([]byte)), args[10].(*string)})
+		return pgconn.CommandTag{}, nil
+	})
+	ctx := context.Background()
+	_, err = EnqueueWith[string](ctx, ob, capture, prefixCodec{}, "q", "ada")
+	require.NoError(t, err)
+	_, err = EnqueueWith[string](ctx, ob, capture, nil, "q", "ada")
+	require.NoError(t, err)
+	_, err = EnqueueWith[kindedName](ctx, ob, capture, kindedCodec{}, "q", "bob")
+	require.NoError(t, err)
+	_, err = EnqueueWith[kindedName](ctx, ob, capture, kindedCodec{}, "q", "eve", Kind("other"))
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Equal(t, insert{"codec:ada", nil}, got[0])
+	require.Equal(t, insert{`"ada"`, nil}, got[1], "JSON without a codec")
+	require.Equal(t, "codec:bob", got[2].payload)
+	require.NotNil(t, got[2].kind, "the type's kind")
+	require.Equal(t, "name", *got[2].kind, "the type's kind")
+	require.NotNil(t, got[3].kind)
+	require.Equal(t, "other", *got[3].kind, "a Kind option overrides the type's")
+
+	_, err = EnqueueWith[float64](ctx, ob, capture, nil, "q", math.NaN())
+	require.Error(t, err, "NaN does not encode as JSON")
+	require.Len(t, got, 4, "nothing inserted")
 }
 
 // The options a row stores turn back into worqr's: In becomes an absolute
