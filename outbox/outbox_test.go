@@ -589,6 +589,46 @@ func TestRelayListensAgainAfterItsConnectionIsCut(t *testing.T) {
 	}
 }
 
+// While Redis is down the rows stay (a failed enqueue is not a move), and
+// the relay, retrying, moves them once Redis is back, each once.
+func TestRowsWaitForRedisToComeBack(t *testing.T) {
+	e := newEnv(t, "")
+	m := miniredis.RunT(t)
+	c, err := worqr.New(worqr.Options{Addr: m.Addr(), Logger: discard()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	failed := make(chan error, 100)
+	r := e.relay(c, RelayOptions{OnMove: func(mv MoveTrace) {
+		if mv.Err != nil {
+			select {
+			case failed <- mv.Err:
+			default:
+			}
+		}
+	}})
+	e.start(r)
+	m.Close()
+	e.inTx(false, func(tx pgx.Tx) {
+		for _, p := range []string{"a", "b"} {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(p))
+			require.NoError(t, err)
+		}
+	})
+	// OnMove reports a move once it has committed or rolled back.
+	select {
+	case err := <-failed:
+		t.Logf("the move failed as it should: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failed move reported within 30s of Redis going down")
+	}
+	require.Equal(t, 2, e.rows(), "the rows wait for Redis")
+	require.NoError(t, m.Restart())
+	eventually(t, "the rows moved once Redis was back", func() bool { return e.rows() == 0 })
+	got, err := c.Range(e.ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("a"), []byte("b")}, got)
+}
+
 // A dedupe window must outlast a stuck move and the sweep after it.
 func TestNewRelayRefusesAShortDedupeWindow(t *testing.T) {
 	ob, err := New(Config{})
