@@ -13,7 +13,10 @@ import (
 
 // envPostgresCrash is a shell command that crashes the test's Postgres
 // (an immediate stop, which writes nothing more to disk) and starts it
-// again, for the tests that need one.
+// again, for the tests that need one. That Postgres must commit
+// synchronously (WORQR_POSTGRES_DURABLE=1 .ci/postgres start), and a long
+// wal_writer_delay makes a commit that did not wait for its WAL lost
+// every time; .ci/run gives the test a server of its own so.
 const envPostgresCrash = "WORQR_TEST_POSTGRES_CRASH"
 
 // A move that committed stays committed through a Postgres crash: its
@@ -28,6 +31,13 @@ func TestMovedRowsStayGoneAfterAPostgresCrash(t *testing.T) {
 		t.Skipf("%s is not set: this test crashes and restarts the Postgres of %s", envPostgresCrash, envPostgres)
 	}
 	e := newEnv(t, "")
+	// The move keeps the session's synchronous_commit: on a server that
+	// turns it off, its delete is lost to a crash however the relay is.
+	var sync string
+	require.NoError(t, e.pool.QueryRow(e.ctx, "SHOW synchronous_commit").Scan(&sync))
+	if sync == "off" {
+		t.Fatalf("the server's synchronous_commit is off: start it durable (WORQR_POSTGRES_DURABLE=1 .ci/postgres start)")
+	}
 	r := e.relay(nil, RelayOptions{})
 	e.start(r)
 	e.inTx(false, func(tx pgx.Tx) {

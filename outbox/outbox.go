@@ -9,7 +9,6 @@ import (
 	"embed"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -196,7 +195,19 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Execer, queue string, payload [
 // If T is worqr.Kinded, the task gets T's kind (a Kind option among opts
 // overrides it), as with worqr.EnqueueJSON.
 func EnqueueJSON[T any](ctx context.Context, o *Outbox, tx Execer, queue string, v T, opts ...Option) (string, error) {
-	data, err := json.Marshal(v)
+	return EnqueueWith(ctx, o, tx, worqr.JSON[T]{}, queue, v, opts...)
+}
+
+// EnqueueWith inserts v encoded with codec (worqr.JSON when nil), as
+// Enqueue does with a payload, for workers that decode it with the same
+// codec (worqr.Typed). If T is worqr.Kinded, the task gets T's kind (a
+// Kind option among opts overrides it), as with worqr.EnqueueWith. An
+// encoding error is returned wrapped; nothing is inserted then.
+func EnqueueWith[T any](ctx context.Context, o *Outbox, tx Execer, codec worqr.Codec[T], queue string, v T, opts ...Option) (string, error) {
+	if codec == nil {
+		codec = worqr.JSON[T]{}
+	}
+	data, err := codec.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("worqroutbox: enqueue %q: encode %s: %w", queue, reflect.TypeFor[T](), err)
 	}

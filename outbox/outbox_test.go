@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,6 +188,70 @@ func TestOptionsReachWorqr(t *testing.T) {
 	require.Equal(t, int64(1), info.Delayed)
 }
 
+// The options TestOptionsReachWorqr leaves out reach worqr too: At, a
+// low priority and Unique (held while the task lives) as the queue shows
+// them; Timeout and Retain as a worker's attempt and a kept outcome show
+// them.
+func TestMoreOptionsReachWorqr(t *testing.T) {
+	e := newEnv(t, "")
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	e.inTx(false, func(tx pgx.Tx) {
+		for _, row := range []struct {
+			payload string
+			opts    []Option
+		}{
+			{"low", []Option{LowPriority()}},
+			{"normal", nil},
+			{"unique", []Option{Unique("u")}},
+			{"unique again", []Option{Unique("u")}},
+			{"due", []Option{At(due)}},
+		} {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(row.payload), row.opts...)
+			require.NoError(t, err)
+		}
+		_, err := e.ob.Enqueue(e.ctx, tx, "timed", []byte("timed"), Timeout(7*time.Second), Retain(time.Hour))
+		require.NoError(t, err)
+	})
+	e.start(e.relay(nil, RelayOptions{}))
+	require.Zero(t, e.rows())
+	require.Equal(t, []string{"normal", "unique", "low"}, e.payloads("q"),
+		"the low priority goes last; the second of a unique key adds nothing")
+	delayed, err := e.client.Delayed(e.ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, delayed, 1)
+	require.Equal(t, "due", string(delayed[0].Payload))
+	require.True(t, delayed[0].DueAt.Equal(due), "due at %v, not %v", delayed[0].DueAt, due)
+
+	timed, err := e.client.Tasks(e.ctx, "timed", 0, -1)
+	require.NoError(t, err)
+	require.Len(t, timed, 1)
+	w, err := e.client.NewWorker(e.ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	left := make(chan time.Duration, 1)
+	err = w.Handle(e.ctx, "timed", func(ctx context.Context, p *worqr.Process) error {
+		var d time.Duration // 0: no deadline
+		if at, ok := ctx.Deadline(); ok {
+			d = time.Until(at)
+		}
+		left <- d
+		p.SetResult([]byte("done"))
+		return nil
+	}, worqr.HandleOptions{})
+	require.NoError(t, err)
+	select {
+	case d := <-left:
+		require.True(t, d > 5*time.Second && d <= 7*time.Second, "the attempt's deadline is %v away (0: none), not within Timeout's 7s", d)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timed task did not start within 10s")
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	out, err := e.client.Wait(ctx, "timed", timed[0].ID)
+	require.NoError(t, err, "the outcome is kept (Retain)")
+	require.Equal(t, "done", string(out.Result))
+}
+
 // enqueueCounter counts a client's enqueue calls that reached Redis.
 type enqueueCounter struct{ calls, tasks atomic.Int32 }
 
@@ -220,6 +286,48 @@ func TestRelayMovesARunOfRowsInOneCall(t *testing.T) {
 	require.Len(t, got, n+1)
 	require.Equal(t, "0", got[0], "in the rows' order")
 	require.Equal(t, "kinded", got[n])
+}
+
+// A relay moves past the rows another move holds (FOR UPDATE SKIP
+// LOCKED): it neither enqueues a held row nor waits for it, so relays
+// racing over the table take disjoint rows and never wait for each other.
+// Once the holder lets go, the next move takes the row.
+func TestRelaySkipsRowsAnotherMoveHolds(t *testing.T) {
+	e := newEnv(t, "")
+	var held string
+	e.inTx(false, func(tx pgx.Tx) {
+		var err error
+		held, err = e.ob.Enqueue(e.ctx, tx, "q", []byte("held"))
+		require.NoError(t, err)
+	})
+	// Another relay's move, between its take and its commit.
+	holder, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(context.Background()) }()
+	_, err = holder.Exec(e.ctx, "SELECT 1 FROM "+e.ob.Table()+" WHERE id = $1 FOR UPDATE", held)
+	require.NoError(t, err)
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("free"))
+		require.NoError(t, err)
+	})
+	r := e.relay(nil, RelayOptions{})
+	e.start(r) // the relay drained what it could take
+	require.Equal(t, []string{"free"}, e.payloads("q"), "the held row is not enqueued")
+	require.Equal(t, 1, e.rows(), "the held row waits for its holder")
+
+	require.NoError(t, holder.Rollback(e.ctx)) // the other move failed
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("after"))
+		require.NoError(t, err)
+	})
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads("q"), []string{"free", "held", "after"}) || e.rows() > 0 {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			t.Fatalf("the relay did not move the released row within 10s: %v, %d rows", e.payloads("q"), e.rows())
+		}
+	}
 }
 
 // Rows for the front of their queue move one at a time, so the newest
@@ -285,6 +393,31 @@ func TestDatabaseSQLAndAQuotedTableName(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// A schema and table whose "schema.table" is over 63 bytes notify on a
+// digest of it, which the trigger (Postgres's md5) and the relay (Go's)
+// must make alike: the notification wakes a relay whose sweep would not
+// come round for an hour.
+func TestLongNamesNotifyOnADigestChannel(t *testing.T) {
+	long := "t23456789012345678901234567890123456789012345678901" // the longest New takes
+	e := newEnv(t, long)
+	require.Greater(t, len(e.ob.Name()), 63)
+	require.Equal(t, "worqr_outbox_", e.ob.Channel()[:len("worqr_outbox_")])
+	r := e.relay(nil, RelayOptions{Sweep: time.Hour})
+	e.start(r)
+	e.inTx(false, func(tx pgx.Tx) {
+		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("woken"))
+		require.NoError(t, err)
+	})
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads("q"), []string{"woken"}) || e.rows() > 0 {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			t.Fatal("the relay did not move the row within 10s of its commit")
+		}
+	}
+}
+
 // execFunc is an Execer of a function, for tests that need no database.
 type execFunc func(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 
@@ -325,6 +458,67 @@ func TestEnqueueRefusesBadOptionsAndNames(t *testing.T) {
 	}
 	_, err = New(Config{Table: string(make([]byte, 64))})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// prefixCodec encodes a string with a prefix, to tell its payloads from
+// JSON's.
+type prefixCodec struct{}
+
+func (prefixCodec) Marshal(v string) ([]byte, error) { return []byte("codec:" + v), nil }
+func (prefixCodec) Unmarshal(data []byte, v *string) error {
+	*v = strings.TrimPrefix(string(data), "codec:")
+	return nil
+}
+
+// kindedName is a Kinded string, for EnqueueWith's kind.
+type kindedName string
+
+func (kindedName) Kind() string { return "name" }
+
+type kindedCodec struct{}
+
+func (kindedCodec) Marshal(v kindedName) ([]byte, error) { return []byte("codec:" + v), nil }
+func (kindedCodec) Unmarshal(data []byte, v *kindedName) error {
+	*v = kindedName(strings.TrimPrefix(string(data), "codec:"))
+	return nil
+}
+
+// EnqueueWith inserts the codec's payload (JSON's with none), with the
+// type's kind when it is Kinded, which a Kind option overrides; an
+// encoding error inserts nothing.
+func TestEnqueueWithACodec(t *testing.T) {
+	ob, err := New(Config{})
+	require.NoError(t, err)
+	type insert struct {
+		payload string
+		kind    *string
+	}
+	var got []insert
+	capture := execFunc(func(_ context.Context, _ string, args ...any) (pgconn.CommandTag, error) {
+		got = append(got, insert{string(args[2].([]byte)), args[10].(*string)})
+		return pgconn.CommandTag{}, nil
+	})
+	ctx := context.Background()
+	_, err = EnqueueWith[string](ctx, ob, capture, prefixCodec{}, "q", "ada")
+	require.NoError(t, err)
+	_, err = EnqueueWith[string](ctx, ob, capture, nil, "q", "ada")
+	require.NoError(t, err)
+	_, err = EnqueueWith[kindedName](ctx, ob, capture, kindedCodec{}, "q", "bob")
+	require.NoError(t, err)
+	_, err = EnqueueWith[kindedName](ctx, ob, capture, kindedCodec{}, "q", "eve", Kind("other"))
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Equal(t, insert{"codec:ada", nil}, got[0])
+	require.Equal(t, insert{`"ada"`, nil}, got[1], "JSON without a codec")
+	require.Equal(t, "codec:bob", got[2].payload)
+	require.NotNil(t, got[2].kind, "the type's kind")
+	require.Equal(t, "name", *got[2].kind, "the type's kind")
+	require.NotNil(t, got[3].kind)
+	require.Equal(t, "other", *got[3].kind, "a Kind option overrides the type's")
+
+	_, err = EnqueueWith[float64](ctx, ob, capture, nil, "q", math.NaN())
+	require.Error(t, err, "NaN does not encode as JSON")
+	require.Len(t, got, 4, "nothing inserted")
 }
 
 // The options a row stores turn back into worqr's: In becomes an absolute
@@ -393,6 +587,46 @@ func TestRelayListensAgainAfterItsConnectionIsCut(t *testing.T) {
 			t.Fatal("the relay did not move the row within 10s")
 		}
 	}
+}
+
+// While Redis is down the rows stay (a failed enqueue is not a move), and
+// the relay, retrying, moves them once Redis is back, each once.
+func TestRowsWaitForRedisToComeBack(t *testing.T) {
+	e := newEnv(t, "")
+	m := miniredis.RunT(t)
+	c, err := worqr.New(worqr.Options{Addr: m.Addr(), Logger: discard()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	failed := make(chan error, 100)
+	r := e.relay(c, RelayOptions{OnMove: func(mv MoveTrace) {
+		if mv.Err != nil {
+			select {
+			case failed <- mv.Err:
+			default:
+			}
+		}
+	}})
+	e.start(r)
+	m.Close()
+	e.inTx(false, func(tx pgx.Tx) {
+		for _, p := range []string{"a", "b"} {
+			_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte(p))
+			require.NoError(t, err)
+		}
+	})
+	// OnMove reports a move once it has committed or rolled back.
+	select {
+	case err := <-failed:
+		t.Logf("the move failed as it should: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failed move reported within 30s of Redis going down")
+	}
+	require.Equal(t, 2, e.rows(), "the rows wait for Redis")
+	require.NoError(t, m.Restart())
+	eventually(t, "the rows moved once Redis was back", func() bool { return e.rows() == 0 })
+	got, err := c.Range(e.ctx, "q", 0, -1)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("a"), []byte("b")}, got)
 }
 
 // A dedupe window must outlast a stuck move and the sweep after it.
