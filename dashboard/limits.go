@@ -35,10 +35,15 @@ const (
 	// of a live stream, refused for want of a slot.
 	pageBusyWait   = time.Second
 	streamBusyWait = 10 * time.Second
-	// streamWriteWait is how long a live stream's write may wait for a
-	// client that reads nothing before the stream ends: far longer than
-	// a slow network takes over an event.
-	streamWriteWait = 30 * time.Second
+	// defaultWriteWait is Options.WriteWait when zero: how long a write
+	// may wait for a client that reads nothing before its connection is
+	// dropped; far longer than a slow network takes over 64 KiB or an
+	// event.
+	defaultWriteWait = 30 * time.Second
+	// sendPart is the bytes of a page's answer written at once, each
+	// within writeWait: a client must take at least that many per
+	// writeWait.
+	sendPart = 64 << 10
 )
 
 // slots is a bound on the requests that read Redis at once: a semaphore,
@@ -253,11 +258,25 @@ func (b *buffered) drop() {
 	b.body = nil
 }
 
-// send writes the answer kept, and then gives its bytes back.
-func (b *buffered) send() {
+// send writes the answer kept, sendPart bytes at a time, each part
+// given its own time by limit and pushed to the client by flush, and then
+// gives its bytes back: all at once, as the memory is one array. A write
+// that fails (its time out, the client gone) ends it.
+func (b *buffered) send(limit func(), flush func() error) {
 	defer b.drop()
+	b.w.Header().Set("Content-Length", strconv.Itoa(len(b.body)))
 	b.w.WriteHeader(cmp.Or(b.status, http.StatusOK))
-	_, _ = b.w.Write(b.body)
+	for rest := b.body; len(rest) > 0; {
+		n := min(len(rest), sendPart)
+		limit()
+		if _, err := b.w.Write(rest[:n]); err != nil {
+			return
+		}
+		if flush() != nil {
+			return
+		}
+		rest = rest[n:]
+	}
 }
 
 var errHeldFull = errors.New("worqr dashboard: too many bytes held for clients")

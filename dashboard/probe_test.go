@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -243,12 +245,12 @@ func (s *stuckStream) Write(b []byte) (int, error) {
 }
 
 // A live stream whose client stops reading ends once a write has waited
-// streamWait, and its place among MaxStreamsPerClient is freed: it does
+// writeWait, and its place among MaxStreamsPerClient is freed: it does
 // not hold the count, nor keep the poll running, for ever.
 func TestStuckStreamEndsHostile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{PollInterval: 10 * time.Millisecond, MaxStreamsPerClient: 1})
-	e.h.streamWait = 50 * time.Millisecond
+	e.h.writeWait = 50 * time.Millisecond
 	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
 	require.NoError(t, err)
 	w := &stuckStream{ResponseRecorder: httptest.NewRecorder(), stuck: make(chan struct{})}
@@ -366,4 +368,124 @@ func TestIndentedSizeBounds(t *testing.T) {
 		require.NoError(t, json.Indent(&buf, []byte(s), "", "  "), s)
 		assert.GreaterOrEqual(t, indentedSize(s), buf.Len(), s)
 	}
+}
+
+// finished enqueues a task with Retain on queue and finishes it with
+// result, and returns its id.
+func finished(t *testing.T, e *env, queue string, result []byte) string {
+	t.Helper()
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, queue, worqr.Events{}))
+	id, err := e.c.Enqueue(ctx, queue, []byte("x"), worqr.Retain(time.Hour))
+	require.NoError(t, err)
+	p, err := w.Dequeue(ctx, queue)
+	require.NoError(t, err)
+	p.SetResult(result)
+	require.NoError(t, p.Finish(ctx))
+	return id
+}
+
+// tightListener gives each connection it accepts a small send buffer, so
+// that an answer of some KiB fills it when its client reads nothing, and
+// closes writing at the first write on any of them.
+type tightListener struct {
+	net.Listener
+	once    sync.Once
+	writing chan struct{}
+}
+
+func (l *tightListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return &signalConn{Conn: c, l: l}, nil
+}
+
+type signalConn struct {
+	net.Conn
+	l *tightListener
+}
+
+func (c *signalConn) Write(b []byte) (int, error) {
+	c.l.once.Do(func() { close(c.l.writing) })
+	return c.Conn.Write(b)
+}
+
+// serveTight serves h on a tightListener.
+func serveTight(t *testing.T, h http.Handler) (*httptest.Server, *tightListener) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	l := &tightListener{Listener: srv.Listener, writing: make(chan struct{})}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, l
+}
+
+// dialTight connects to srv with a small receive buffer.
+func dialTight(t *testing.T, srv *httptest.Server) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	tc := c.(*net.TCPConn)
+	require.NoError(t, tc.SetReadBuffer(4<<10))
+	t.Cleanup(func() { _ = tc.Close() })
+	return tc
+}
+
+// heldUntil waits until the bytes held satisfy ok, woken by each give,
+// and fails the test if they do not within d.
+func heldUntil(t *testing.T, h *held, d time.Duration, what string, ok func(int64) bool) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		h.mu.Lock()
+		n := h.n
+		if h.room == nil {
+			h.room = make(chan struct{})
+		}
+		room := h.room
+		h.mu.Unlock()
+		if ok(n) {
+			return
+		}
+		select {
+		case <-room:
+		case <-timeout:
+			t.Fatalf("%s: %d bytes still held after %v", what, n, d)
+		}
+	}
+}
+
+// A client that reads nothing of a large answer holds its bytes for at
+// most WriteWait: the write it does not take fails, its connection is
+// dropped, and the bytes are given back; the client has the start of the
+// answer, cut short of its Content-Length.
+func TestUnreadAnswerGivenBackHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{WriteWait: 100 * time.Millisecond})
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	srv, l := serveTight(t, e.h)
+	c := dialTight(t, srv)
+	_, err := io.WriteString(c, "GET /task/q/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+
+	<-l.writing
+	assert.Positive(t, e.h.held.count(), "the answer held while it is written")
+	heldUntil(t, &e.h.held, 10*time.Second, "a client that reads nothing", func(n int64) bool { return n == 0 })
+
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Greater(t, res.ContentLength, int64(256<<10), "a large answer")
+	got, err := io.Copy(io.Discard, res.Body)
+	assert.Error(t, err, "the answer cut short")
+	assert.Less(t, got, res.ContentLength)
 }
