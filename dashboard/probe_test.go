@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -488,4 +489,30 @@ func TestUnreadAnswerGivenBackHostile(t *testing.T) {
 	got, err := io.Copy(io.Discard, res.Body)
 	assert.Error(t, err, "the answer cut short")
 	assert.Less(t, got, res.ContentLength)
+}
+
+// A task's page reads of its result only what it shows: for a 10 MB
+// result, Redis sends the page its first taskPreview bytes and little
+// more, and the page says how many more there are; a search by id that
+// finds the task by its outcome reads none of it.
+func TestTaskPageOfResultCostBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	const size = 10 << 20
+	id := finished(t, e, "q", bytes.Repeat([]byte("r"), size))
+	for _, path := range []string{"/task/q/" + id, "/search?id=" + id} {
+		n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+		res := e.raw(path, nil)
+		n, b := e.rdb.n.Load()-n0, e.rdb.bytes.Load()-b0
+		t.Logf("%s: %d commands, %d bytes", path, n, b)
+		if strings.HasPrefix(path, "/search") {
+			assert.Equal(t, http.StatusSeeOther, res.code, path)
+			assert.Less(t, b, int64(16<<10), "bytes read, %s", path)
+			continue
+		}
+		require.Equal(t, http.StatusOK, res.code, path)
+		assert.Less(t, b, int64(taskPreview+16<<10), "bytes read, %s", path)
+		assert.Contains(t, sectionOf(res.body, `id="result"`), "…and "+strconv.Itoa(size-taskPreview)+" more bytes ("+strconv.Itoa(size)+" in all)")
+	}
 }
