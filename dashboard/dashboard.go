@@ -35,7 +35,8 @@
 // held only while Redis is read, not while a client sends its form or
 // reads its answer; the answers kept for clients still reading them are
 // bounded in bytes, from all clients together (Options.MaxHeldBytes,
-// 32 MiB), past which a page gets 503 too, and in time: a client that
+// 32 MiB) and from one address (MaxHeldBytesPerClient, 8 MiB), past
+// which a page gets 503 too, and in time: a client that
 // does not read each 64 KiB within Options.WriteWait (30 s) loses its
 // connection, and its answer's bytes are given back.
 //
@@ -114,6 +115,13 @@ type Options struct {
 	// room, then gets 503 with Retry-After, as does one whose answer does
 	// not fit. Default DefaultMaxHeldBytes; negative: no bound.
 	MaxHeldBytes int64
+	// MaxHeldBytesPerClient bounds those bytes from one client address
+	// (an IPv6 /64), so that one address cannot keep every other out; past
+	// it, a page from that address gets 503 as past MaxHeldBytes. Behind a
+	// proxy every client has the proxy's address: raise it to
+	// MaxHeldBytes, or make it negative (no bound). Default
+	// DefaultMaxHeldBytesPerClient.
+	MaxHeldBytesPerClient int64
 	// WriteWait bounds how long a client may take to read each part of an
 	// answer: each 64 KiB of a page (so at least 64 KiB per WriteWait),
 	// each event of a live stream, any other answer whole. Past it the
@@ -179,7 +187,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 		opts.WriteWait = defaultWriteWait
 	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes)}, writeWait: opts.WriteWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes, DefaultMaxHeldBytes), perClient: heldLimit(opts.MaxHeldBytesPerClient, DefaultMaxHeldBytesPerClient)}, writeWait: opts.WriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
@@ -289,7 +297,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // all clients together (Options.MaxHeldBytes): a page waits for room as
 // it waits for a slot, and one whose answer does not fit gets 503.
 func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
-	if !h.held.wait(r, h.pageWait) {
+	client := clientAddr(r)
+	if !h.held.wait(r, client, h.pageWait) {
 		h.heldFull(w, r)
 		return
 	}
@@ -297,7 +306,7 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 	if !ok {
 		return
 	}
-	b := &buffered{w: w, held: &h.held}
+	b := &buffered{w: w, held: &h.held, client: client}
 	func() {
 		defer release()
 		serve(b, r)

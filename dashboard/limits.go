@@ -28,6 +28,10 @@ const (
 	// hundreds of pages (most are tens of KiB, a task's at most some
 	// hundreds).
 	DefaultMaxHeldBytes = 32 << 20
+	// DefaultMaxHeldBytesPerClient is Options.MaxHeldBytesPerClient when
+	// zero: a quarter of DefaultMaxHeldBytes, so that one address does
+	// not keep every other out.
+	DefaultMaxHeldBytesPerClient = DefaultMaxHeldBytes / 4
 
 	// pageWait is how long a page waits for a slot before its 503.
 	pageWait = 2 * time.Second
@@ -147,24 +151,24 @@ func limitOf(v, def int) int {
 }
 
 // held bounds the bytes of answers kept in memory until their clients
-// read them, from all clients together: a semaphore by bytes.
+// read them, from all clients together and from each client address: a
+// semaphore by bytes.
 type held struct {
-	mu   sync.Mutex
-	max  int64 // negative: no bound
-	n    int64
-	room chan struct{} // closed, and replaced, when bytes are given back
+	mu        sync.Mutex
+	max       int64 // negative: no bound
+	perClient int64 // negative: no bound
+	n         int64
+	clients   map[string]int64
+	room      chan struct{} // closed, and replaced, when bytes are given back
 }
 
-// wait waits up to d, or until r ends, for the bound to have room; ok is
-// false if none came.
-func (h *held) wait(r *http.Request, d time.Duration) bool {
-	if h.max < 0 {
-		return true
-	}
+// wait waits up to d, or until r ends, for the bounds to have room for
+// client; ok is false if none came.
+func (h *held) wait(r *http.Request, client string, d time.Duration) bool {
 	var t *time.Timer
 	for {
 		h.mu.Lock()
-		if h.n < h.max {
+		if (h.max < 0 || h.n < h.max) && (h.perClient < 0 || h.clients[client] < h.perClient) {
 			h.mu.Unlock()
 			return true
 		}
@@ -187,25 +191,42 @@ func (h *held) wait(r *http.Request, d time.Duration) bool {
 	}
 }
 
-// take counts n more bytes if they fit, without waiting.
-func (h *held) take(n int64) bool {
+// fits says whether n more bytes for client are within the bounds.
+// Called with h.mu held.
+func (h *held) fits(client string, n int64) bool {
+	return (h.max < 0 || h.n+n <= h.max) && (h.perClient < 0 || h.clients[client]+n <= h.perClient)
+}
+
+// take counts n more bytes for client if they fit, without waiting.
+func (h *held) take(client string, n int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.max >= 0 && h.n+n > h.max {
+	if !h.fits(client, n) {
 		return false
 	}
 	h.n += n
+	if h.perClient >= 0 {
+		if h.clients == nil {
+			h.clients = make(map[string]int64)
+		}
+		h.clients[client] += n
+	}
 	return true
 }
 
-// give ends the count of n bytes.
-func (h *held) give(n int64) {
+// give ends the count of n bytes for client.
+func (h *held) give(client string, n int64) {
 	if n == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n -= n
+	if h.perClient >= 0 {
+		if h.clients[client] -= n; h.clients[client] <= 0 {
+			delete(h.clients, client)
+		}
+	}
 	if h.room != nil {
 		close(h.room)
 		h.room = nil
@@ -225,6 +246,7 @@ func (h *held) count() int64 {
 type buffered struct {
 	w      http.ResponseWriter
 	held   *held
+	client string // its address, as held counts it
 	status int
 	body   []byte
 	over   bool
@@ -243,7 +265,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 	if b.over {
 		return 0, errHeldFull
 	}
-	if !b.held.take(int64(len(p))) {
+	if !b.held.take(b.client, int64(len(p))) {
 		b.drop()
 		b.over = true
 		return 0, errHeldFull
@@ -254,7 +276,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 
 // drop gives back the bytes kept.
 func (b *buffered) drop() {
-	b.held.give(int64(len(b.body)))
+	b.held.give(b.client, int64(len(b.body)))
 	b.body = nil
 }
 
@@ -293,12 +315,12 @@ func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, http.StatusServiceUnavailable, "too many answers waiting for clients to read them; try again in "+strconv.FormatInt(secs, 10)+" s")
 }
 
-// heldLimit is MaxHeldBytes's bound: the default for zero, none (-1)
-// for negative.
-func heldLimit(v int64) int64 {
+// heldLimit is a bound of held bytes: def for zero, none (-1) for
+// negative.
+func heldLimit(v, def int64) int64 {
 	switch {
 	case v == 0:
-		return DefaultMaxHeldBytes
+		return def
 	case v < 0:
 		return -1
 	}

@@ -516,3 +516,49 @@ func TestTaskPageOfResultCostBounded(t *testing.T) {
 		assert.Contains(t, sectionOf(res.body, `id="result"`), "…and "+strconv.Itoa(size-taskPreview)+" more bytes ("+strconv.Itoa(size)+" in all)")
 	}
 }
+
+// One client address cannot take the whole of MaxHeldBytes: past
+// MaxHeldBytesPerClient its next page gets 503 with Retry-After, while
+// another address's page is served from the room left.
+func TestHeldAnswersPerClientHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	e.h.pageWait = 20 * time.Millisecond
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	path := "/task/q/" + id
+	page := e.raw(path, nil)
+	require.Equal(t, http.StatusOK, page.code)
+	size := int64(len(page.body))
+	e.h.held.max, e.h.held.perClient = 10*size, 2*size+size/2
+
+	var stalls []*stalled
+	var served sync.WaitGroup
+	for range 2 {
+		s := newStalled()
+		stalls = append(stalls, s)
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			e.h.ServeHTTP(s, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)) // from 192.0.2.1
+		}()
+		<-s.writing
+	}
+	from := func(addr string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)
+		r.RemoteAddr = addr
+		e.h.ServeHTTP(w, r)
+		return w
+	}
+	res := from("192.0.2.1:4444")
+	assert.Equal(t, http.StatusServiceUnavailable, res.Code, "a third answer held for one address")
+	assert.Equal(t, "1", res.Header().Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, from("198.51.100.7:4444").Code, "another address")
+	for _, s := range stalls {
+		close(s.free)
+	}
+	served.Wait()
+	assert.Equal(t, http.StatusOK, from("192.0.2.1:4444").Code, "the address, once its client has read")
+	assert.Zero(t, e.h.held.count(), "bytes given back")
+}
