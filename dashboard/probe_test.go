@@ -296,7 +296,9 @@ func TestHeldAnswersBoundedHostile(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.code)
 	size := int64(len(page.body))
 	assert.Less(t, size, int64(1<<20)/2, "the result is shown in part")
+	e.h.held.mu.Lock() // the page's handler may still be giving its bytes back
 	e.h.held.max = 2*size + size/2
+	e.h.held.mu.Unlock()
 
 	var stalls []*stalled
 	var served sync.WaitGroup
@@ -530,7 +532,9 @@ func TestHeldAnswersPerClientHostile(t *testing.T) {
 	page := e.raw(path, nil)
 	require.Equal(t, http.StatusOK, page.code)
 	size := int64(len(page.body))
+	e.h.held.mu.Lock() // the page's handler may still be giving its bytes back
 	e.h.held.max, e.h.held.perClient = 10*size, 2*size+size/2
+	e.h.held.mu.Unlock()
 
 	var stalls []*stalled
 	var served sync.WaitGroup
