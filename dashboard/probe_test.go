@@ -296,7 +296,9 @@ func TestHeldAnswersBoundedHostile(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.code)
 	size := int64(len(page.body))
 	assert.Less(t, size, int64(1<<20)/2, "the result is shown in part")
-	e.h.held.mu.Lock() // the page's handler may still be giving its bytes back
+	// The page's handler gives its bytes back once its client has them.
+	heldUntil(t, &e.h.held, 10*time.Second, "the page read", func(n int64) bool { return n == 0 })
+	e.h.held.mu.Lock()
 	e.h.held.max = 2*size + size/2
 	e.h.held.mu.Unlock()
 
@@ -532,7 +534,8 @@ func TestHeldAnswersPerClientHostile(t *testing.T) {
 	page := e.raw(path, nil)
 	require.Equal(t, http.StatusOK, page.code)
 	size := int64(len(page.body))
-	e.h.held.mu.Lock() // the page's handler may still be giving its bytes back
+	heldUntil(t, &e.h.held, 10*time.Second, "the page read", func(n int64) bool { return n == 0 })
+	e.h.held.mu.Lock()
 	e.h.held.max, e.h.held.perClient = 10*size, 2*size+size/2
 	e.h.held.mu.Unlock()
 
