@@ -36,9 +36,9 @@
 // reads its answer; the answers kept for clients still reading them are
 // bounded in bytes, from all clients together (Options.MaxHeldBytes,
 // 32 MiB) and from one address (MaxHeldBytesPerClient, 8 MiB), past
-// which a page gets 503 too, and in time: a client that
-// does not read each 64 KiB within Options.WriteWait (30 s) loses its
-// connection, and its answer's bytes are given back.
+// which a page gets 503 too, and in time: a client that does not read
+// each 64 KiB within Options.WriteWait (30 s) loses its connection, and
+// its answer's bytes are given back.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -161,7 +161,7 @@ type handler struct {
 	refusals refusals
 	pages    slots // MaxPageReads
 	pageWait time.Duration
-	held     held    // MaxHeldBytes
+	held     held    // MaxHeldBytes, MaxHeldBytesPerClient
 	streams  streams // MaxStreams, MaxStreamsPerClient
 	// writeWait is how long a write of an answer may wait for its client
 	// (Options.WriteWait), which then loses its connection.
@@ -294,8 +294,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // withSlot serves r with serve while holding a page slot, and then sends
 // its answer: a client that reads the answer slowly, or not at all, holds
 // no slot while it does. The answers so kept are bounded in bytes, from
-// all clients together (Options.MaxHeldBytes): a page waits for room as
-// it waits for a slot, and one whose answer does not fit gets 503.
+// all clients together (Options.MaxHeldBytes) and from its address
+// (MaxHeldBytesPerClient): a page waits for room as it waits for a slot,
+// and one whose answer does not fit gets 503. The answer is sent within
+// WriteWait a part.
 func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
 	client := clientAddr(r)
 	if !h.held.wait(r, client, h.pageWait) {
