@@ -569,3 +569,23 @@ func TestHeldAnswersPerClientHostile(t *testing.T) {
 	assert.Equal(t, http.StatusOK, from("192.0.2.1:4444").Code, "the address, once its client has read")
 	assert.Zero(t, e.h.held.count(), "bytes given back")
 }
+
+// A client that hangs up in the middle of a large answer frees its bytes
+// at once, not after WriteWait: the write fails, and the rest is given
+// back.
+func TestHungUpAnswerGivenBackHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{WriteWait: time.Hour})
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	srv, l := serveTight(t, e.h)
+	c := dialTight(t, srv)
+	_, err := io.WriteString(c, "GET /task/q/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+	<-l.writing
+	_, err = io.ReadFull(c, make([]byte, 1024))
+	require.NoError(t, err)
+	assert.Positive(t, e.h.held.count(), "the answer held while it is written")
+	require.NoError(t, c.SetLinger(0)) // a reset: the server's next write fails
+	require.NoError(t, c.Close())
+	heldUntil(t, &e.h.held, 10*time.Second, "a client that hung up", func(n int64) bool { return n == 0 })
+}
