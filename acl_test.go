@@ -189,6 +189,9 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	kepts, err := c.Outcomes(ctx, "l", 0, 10, PayloadPrefix(2))
 	require.NoError(t, err)
 	assert.NotEmpty(t, kepts)
+	one, err := c.FindOutcome(ctx, "l", kept, PayloadPrefix(2))
+	require.NoError(t, err)
+	assert.Equal(t, kept, one.ID)
 	_, err = c.Schedules(ctx, "l")
 	require.NoError(t, err)
 

@@ -493,6 +493,34 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 	return out, nil
 }
 
+// FindOutcome returns the outcome a queue keeps for a task, by id, as
+// Outcomes lists it: with PayloadPrefix its Result, or its Error, is cut
+// in Redis, and Size is the whole size of either, so that showing the
+// first bytes of a large result costs no more than they do. It is
+// TaskResult with a cut: one script reading one hash field, and
+// ErrNoTask when no outcome is kept (the task has not ended, did not ask
+// to be retained, or its retention ran out).
+func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...InspectOption) (KeptOutcome, error) {
+	if err := c.validate(ctx, "find outcome", queue); err != nil {
+		return KeptOutcome{}, err
+	}
+	if id == "" {
+		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q: empty task id: %w", queue, ErrInvalidOptions)
+	}
+	cut, err := inspectCut("find outcome", queue, opts)
+	if err != nil {
+		return KeptOutcome{}, err
+	}
+	r, ok, err := c.store.OutcomeCut(ctx, queue, id, cut)
+	if err != nil {
+		return KeptOutcome{}, c.fail("find outcome", queue, err)
+	}
+	if !ok {
+		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q %s: %w", queue, id, ErrNoTask)
+	}
+	return KeptOutcome{TaskOutcome: taskOutcome(queue, r.Result), Size: r.Size}, nil
+}
+
 // ScheduleInfo is what Redis keeps of one periodic schedule of a queue
 // (see Worker.Periodic): the schedule itself lives in the workers that
 // register it.

@@ -35,7 +35,10 @@
 // held only while Redis is read, not while a client sends its form or
 // reads its answer; the answers kept for clients still reading them are
 // bounded in bytes, from all clients together (Options.MaxHeldBytes,
-// 32 MiB), past which a page gets 503 too.
+// 32 MiB) and from one address (MaxHeldBytesPerClient, 8 MiB), past
+// which a page gets 503 too, and in time: a client that does not read
+// each 64 KiB within Options.WriteWait (30 s) loses its connection, and
+// its answer's bytes are given back.
 //
 // Mount it under any path with http.StripPrefix:
 //
@@ -112,6 +115,25 @@ type Options struct {
 	// room, then gets 503 with Retry-After, as does one whose answer does
 	// not fit. Default DefaultMaxHeldBytes; negative: no bound.
 	MaxHeldBytes int64
+	// MaxHeldBytesPerClient bounds those bytes from one client address
+	// (an IPv6 /64), so that one address cannot keep every other out; past
+	// it, a page from that address gets 503 as past MaxHeldBytes. Behind a
+	// proxy every client has the proxy's address: raise it to
+	// MaxHeldBytes, or make it negative (no bound). Default
+	// DefaultMaxHeldBytesPerClient.
+	MaxHeldBytesPerClient int64
+	// WriteWait bounds how long a client may take to read each part of an
+	// answer: each 64 KiB of a page (so at least 64 KiB per WriteWait),
+	// each event of a live stream, any other answer whole. Past it the
+	// connection is dropped (over HTTP/2, the stream reset) and the bytes
+	// kept for it given back: a client that reads nothing holds its answer
+	// in MaxHeldBytes for at most WriteWait. Over HTTP/2 it also bounds the
+	// time from a request to its answer, which a page may take up to some
+	// 15 s (its waits for a slot and for room, and its reads of Redis):
+	// keep it above that. It is set through http.ResponseController: a
+	// ResponseWriter wrapped without an Unwrap method gets none. Default
+	// 30s.
+	WriteWait time.Duration
 	// Logger receives a line per action and per error; polls of the live
 	// counts that fail in a row are two lines, a WARN at the first and an
 	// INFO when one succeeds again. Default slog.Default().
@@ -139,12 +161,12 @@ type handler struct {
 	refusals refusals
 	pages    slots // MaxPageReads
 	pageWait time.Duration
-	held     held    // MaxHeldBytes
+	held     held    // MaxHeldBytes, MaxHeldBytesPerClient
 	streams  streams // MaxStreams, MaxStreamsPerClient
-	// streamWait is how long a live stream's write may wait for its
-	// client, which then ends it.
-	streamWait time.Duration
-	now        func() time.Time
+	// writeWait is how long a write of an answer may wait for its client
+	// (Options.WriteWait), which then loses its connection.
+	writeWait time.Duration
+	now       func() time.Time
 }
 
 // New returns the dashboard for client. The handler keeps no goroutine
@@ -161,8 +183,11 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.WriteWait <= 0 {
+		opts.WriteWait = defaultWriteWait
+	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes)}, streamWait: streamWriteWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes, DefaultMaxHeldBytes), perClient: heldLimit(opts.MaxHeldBytesPerClient, DefaultMaxHeldBytesPerClient)}, writeWait: opts.WriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)
@@ -178,6 +203,9 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer is written within writeWait (see limitWrite); net/http
+	// takes the deadline off the connection once the answer is sent.
+	h.limitWrite(http.NewResponseController(w))
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Content-Type-Options", "nosniff")
@@ -266,10 +294,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // withSlot serves r with serve while holding a page slot, and then sends
 // its answer: a client that reads the answer slowly, or not at all, holds
 // no slot while it does. The answers so kept are bounded in bytes, from
-// all clients together (Options.MaxHeldBytes): a page waits for room as
-// it waits for a slot, and one whose answer does not fit gets 503.
+// all clients together (Options.MaxHeldBytes) and from its address
+// (MaxHeldBytesPerClient): a page waits for room as it waits for a slot,
+// and one whose answer does not fit gets 503. The answer is sent within
+// WriteWait a part.
 func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
-	if !h.held.wait(r, h.pageWait) {
+	client := clientAddr(r)
+	if !h.held.wait(r, client, h.pageWait) {
 		h.heldFull(w, r)
 		return
 	}
@@ -277,16 +308,26 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 	if !ok {
 		return
 	}
-	b := &buffered{w: w, held: &h.held}
+	b := &buffered{w: w, held: &h.held, client: client}
 	func() {
 		defer release()
 		serve(b, r)
 	}()
+	rc := http.NewResponseController(w)
+	h.limitWrite(rc) // the page may have taken longer than writeWait
 	if b.over {
 		h.heldFull(w, r)
 		return
 	}
-	b.send()
+	b.send(func() { h.limitWrite(rc) }, rc.Flush)
+}
+
+// limitWrite gives the answer's next write writeWait to be taken by its
+// client, past which it fails and the connection is dropped: a client
+// that reads nothing would otherwise keep the write, its goroutine and
+// its connection (and a page's bytes held) until TCP gives up, if ever.
+func (h *handler) limitWrite(rc *http.ResponseController) {
+	_ = rc.SetWriteDeadline(time.Now().Add(h.writeWait)) // unsupported: none
 }
 
 // page serves the GET of a route.

@@ -28,6 +28,10 @@ const (
 	// hundreds of pages (most are tens of KiB, a task's at most some
 	// hundreds).
 	DefaultMaxHeldBytes = 32 << 20
+	// DefaultMaxHeldBytesPerClient is Options.MaxHeldBytesPerClient when
+	// zero: a quarter of DefaultMaxHeldBytes, so that one address does
+	// not keep every other out.
+	DefaultMaxHeldBytesPerClient = DefaultMaxHeldBytes / 4
 
 	// pageWait is how long a page waits for a slot before its 503.
 	pageWait = 2 * time.Second
@@ -35,10 +39,15 @@ const (
 	// of a live stream, refused for want of a slot.
 	pageBusyWait   = time.Second
 	streamBusyWait = 10 * time.Second
-	// streamWriteWait is how long a live stream's write may wait for a
-	// client that reads nothing before the stream ends: far longer than
-	// a slow network takes over an event.
-	streamWriteWait = 30 * time.Second
+	// defaultWriteWait is Options.WriteWait when zero: how long a write
+	// may wait for a client that reads nothing before its connection is
+	// dropped; far longer than a slow network takes over 64 KiB or an
+	// event.
+	defaultWriteWait = 30 * time.Second
+	// sendPart is the bytes of a page's answer written at once, each
+	// within writeWait: a client must take at least that many per
+	// writeWait.
+	sendPart = 64 << 10
 )
 
 // slots is a bound on the requests that read Redis at once: a semaphore,
@@ -142,24 +151,24 @@ func limitOf(v, def int) int {
 }
 
 // held bounds the bytes of answers kept in memory until their clients
-// read them, from all clients together: a semaphore by bytes.
+// read them, from all clients together and from each client address: a
+// semaphore by bytes.
 type held struct {
-	mu   sync.Mutex
-	max  int64 // negative: no bound
-	n    int64
-	room chan struct{} // closed, and replaced, when bytes are given back
+	mu        sync.Mutex
+	max       int64 // negative: no bound
+	perClient int64 // negative: no bound
+	n         int64
+	clients   map[string]int64
+	room      chan struct{} // closed, and replaced, when bytes are given back
 }
 
-// wait waits up to d, or until r ends, for the bound to have room; ok is
-// false if none came.
-func (h *held) wait(r *http.Request, d time.Duration) bool {
-	if h.max < 0 {
-		return true
-	}
+// wait waits up to d, or until r ends, for the bounds to have room for
+// client; ok is false if none came.
+func (h *held) wait(r *http.Request, client string, d time.Duration) bool {
 	var t *time.Timer
 	for {
 		h.mu.Lock()
-		if h.n < h.max {
+		if (h.max < 0 || h.n < h.max) && (h.perClient < 0 || h.clients[client] < h.perClient) {
 			h.mu.Unlock()
 			return true
 		}
@@ -182,25 +191,42 @@ func (h *held) wait(r *http.Request, d time.Duration) bool {
 	}
 }
 
-// take counts n more bytes if they fit, without waiting.
-func (h *held) take(n int64) bool {
+// fits says whether n more bytes for client are within the bounds.
+// Called with h.mu held.
+func (h *held) fits(client string, n int64) bool {
+	return (h.max < 0 || h.n+n <= h.max) && (h.perClient < 0 || h.clients[client]+n <= h.perClient)
+}
+
+// take counts n more bytes for client if they fit, without waiting.
+func (h *held) take(client string, n int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.max >= 0 && h.n+n > h.max {
+	if !h.fits(client, n) {
 		return false
 	}
 	h.n += n
+	if h.perClient >= 0 {
+		if h.clients == nil {
+			h.clients = make(map[string]int64)
+		}
+		h.clients[client] += n
+	}
 	return true
 }
 
-// give ends the count of n bytes.
-func (h *held) give(n int64) {
+// give ends the count of n bytes for client.
+func (h *held) give(client string, n int64) {
 	if n == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n -= n
+	if h.perClient >= 0 {
+		if h.clients[client] -= n; h.clients[client] <= 0 {
+			delete(h.clients, client)
+		}
+	}
 	if h.room != nil {
 		close(h.room)
 		h.room = nil
@@ -220,6 +246,7 @@ func (h *held) count() int64 {
 type buffered struct {
 	w      http.ResponseWriter
 	held   *held
+	client string // its address, as held counts it
 	status int
 	body   []byte
 	over   bool
@@ -238,7 +265,7 @@ func (b *buffered) Write(p []byte) (int, error) {
 	if b.over {
 		return 0, errHeldFull
 	}
-	if !b.held.take(int64(len(p))) {
+	if !b.held.take(b.client, int64(len(p))) {
 		b.drop()
 		b.over = true
 		return 0, errHeldFull
@@ -249,15 +276,29 @@ func (b *buffered) Write(p []byte) (int, error) {
 
 // drop gives back the bytes kept.
 func (b *buffered) drop() {
-	b.held.give(int64(len(b.body)))
+	b.held.give(b.client, int64(len(b.body)))
 	b.body = nil
 }
 
-// send writes the answer kept, and then gives its bytes back.
-func (b *buffered) send() {
+// send writes the answer kept, sendPart bytes at a time, each part
+// given its own time by limit and pushed to the client by flush, and then
+// gives its bytes back: all at once, as the memory is one array. A write
+// that fails (its time out, the client gone) ends it.
+func (b *buffered) send(limit func(), flush func() error) {
 	defer b.drop()
+	b.w.Header().Set("Content-Length", strconv.Itoa(len(b.body)))
 	b.w.WriteHeader(cmp.Or(b.status, http.StatusOK))
-	_, _ = b.w.Write(b.body)
+	for rest := b.body; len(rest) > 0; {
+		n := min(len(rest), sendPart)
+		limit()
+		if _, err := b.w.Write(rest[:n]); err != nil {
+			return
+		}
+		if flush() != nil {
+			return
+		}
+		rest = rest[n:]
+	}
 }
 
 var errHeldFull = errors.New("worqr dashboard: too many bytes held for clients")
@@ -274,12 +315,12 @@ func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, http.StatusServiceUnavailable, "too many answers waiting for clients to read them; try again in "+strconv.FormatInt(secs, 10)+" s")
 }
 
-// heldLimit is MaxHeldBytes's bound: the default for zero, none (-1)
-// for negative.
-func heldLimit(v int64) int64 {
+// heldLimit is a bound of held bytes: def for zero, none (-1) for
+// negative.
+func heldLimit(v, def int64) int64 {
 	switch {
 	case v == 0:
-		return DefaultMaxHeldBytes
+		return def
 	case v < 0:
 		return -1
 	}

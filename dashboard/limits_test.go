@@ -241,24 +241,36 @@ func TestOneAddressTwoNamesBounded(t *testing.T) {
 // bytes are given back; a wait that finds no room in time fails.
 func TestHeldWaitsForRoom(t *testing.T) {
 	t.Parallel()
-	h := &held{max: 10}
+	h := &held{max: 10, perClient: -1}
 	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
-	require.True(t, h.take(10))
-	assert.False(t, h.take(1), "past the bound")
-	assert.False(t, h.wait(r, time.Millisecond), "no room in time")
+	require.True(t, h.take("a", 10))
+	assert.False(t, h.take("a", 1), "past the bound")
+	assert.False(t, h.wait(r, "a", time.Millisecond), "no room in time")
 	got := make(chan bool)
-	go func() { got <- h.wait(r, time.Hour) }()
+	go func() { got <- h.wait(r, "a", time.Hour) }()
 	for waiting := false; !waiting; runtime.Gosched() { // until it waits
 		h.mu.Lock()
 		waiting = h.room != nil
 		h.mu.Unlock()
 	}
-	h.give(4)
+	h.give("a", 4)
 	assert.True(t, <-got, "room once bytes are given back")
-	assert.True(t, h.take(4))
-	assert.False(t, h.take(1))
+	assert.True(t, h.take("a", 4))
+	assert.False(t, h.take("a", 1))
 	assert.Equal(t, int64(10), h.count())
-	none := &held{max: -1}
-	assert.True(t, none.take(1<<40), "no bound")
-	assert.True(t, none.wait(r, 0))
+	none := &held{max: -1, perClient: -1}
+	assert.True(t, none.take("a", 1<<40), "no bound")
+	assert.True(t, none.wait(r, "a", 0))
+
+	// Per client: one address's bytes do not keep another's out.
+	per := &held{max: 10, perClient: 4}
+	require.True(t, per.take("a", 4))
+	assert.False(t, per.take("a", 1), "past the address's bound")
+	assert.False(t, per.wait(r, "a", time.Millisecond), "no room for the address")
+	assert.True(t, per.wait(r, "b", 0), "room for another")
+	assert.True(t, per.take("b", 4))
+	per.give("a", 4)
+	assert.True(t, per.take("a", 2), "the address's room back")
+	assert.False(t, per.take("c", 5), "past the address's bound, with room in all")
+	assert.Equal(t, map[string]int64{"a": 2, "b": 4}, per.clients)
 }

@@ -499,7 +499,7 @@ type taskData struct {
 	// (with Partial set when the search stopped at its bounds), and a
 	// retained outcome.
 	worqr.TaskLocation
-	Outcome *worqr.TaskOutcome
+	Outcome *worqr.KeptOutcome
 	step    *flowRef // see stepOf
 }
 
@@ -568,14 +568,16 @@ func (h *handler) task(w http.ResponseWriter, r *http.Request) {
 
 // findTask looks for a task everywhere it can be: FindTask searches the
 // queue in Redis and returns only the task, its payload cut to
-// taskPreview bytes; its retained outcome is read apart.
+// taskPreview bytes; its retained outcome is read apart, its result (or
+// error) cut in Redis too, so that a page being made holds some KiB of
+// it, not all.
 func (h *handler) findTask(ctx context.Context, queue, id string) (taskData, error) {
 	d := taskData{Queue: queue, ID: id}
 	var err error
 	if d.TaskLocation, err = h.c.FindTask(ctx, queue, id, worqr.PayloadPrefix(taskPreview)); err != nil {
 		return d, err
 	}
-	o, err := h.c.TaskResult(ctx, queue, id)
+	o, err := h.c.FindOutcome(ctx, queue, id, worqr.PayloadPrefix(taskPreview))
 	switch {
 	case err == nil:
 		d.Outcome = &o
@@ -660,7 +662,7 @@ func (h *handler) findAnywhere(ctx context.Context, id string) (queue string, lo
 		if l.Found() {
 			return name, looked, more, nil
 		}
-		if _, err := h.c.TaskResult(ctx, name, id); err == nil {
+		if _, err := h.c.FindOutcome(ctx, name, id, worqr.PayloadPrefix(0)); err == nil {
 			return name, looked, more, nil
 		} else if !errors.Is(err, worqr.ErrNoTask) {
 			return "", looked, more, err

@@ -331,10 +331,8 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	// A client that stops reading would keep a write waiting, and its
-	// stream counted, for ever: each write may wait streamWait. The
-	// connection may serve another request after: no deadline left on it.
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	_ = rc.SetWriteDeadline(time.Now().Add(h.streamWait))
+	// stream counted, for ever: each write may wait writeWait.
+	h.limitWrite(rc)
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(h.opts.PollInterval.Milliseconds(), 1000)); err != nil {
 		return
 	}
@@ -355,7 +353,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			_ = rc.SetWriteDeadline(time.Now().Add(h.streamWait))
+			h.limitWrite(rc)
 			if _, err := fmt.Fprintf(w, "event: counts\ndata: %s\n\n", b); err != nil {
 				return
 			}

@@ -1,13 +1,16 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -243,12 +246,12 @@ func (s *stuckStream) Write(b []byte) (int, error) {
 }
 
 // A live stream whose client stops reading ends once a write has waited
-// streamWait, and its place among MaxStreamsPerClient is freed: it does
+// writeWait, and its place among MaxStreamsPerClient is freed: it does
 // not hold the count, nor keep the poll running, for ever.
 func TestStuckStreamEndsHostile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{PollInterval: 10 * time.Millisecond, MaxStreamsPerClient: 1})
-	e.h.streamWait = 50 * time.Millisecond
+	e.h.writeWait = 50 * time.Millisecond
 	_, err := e.c.Enqueue(e.ctx(), "q", []byte("x"))
 	require.NoError(t, err)
 	w := &stuckStream{ResponseRecorder: httptest.NewRecorder(), stuck: make(chan struct{})}
@@ -293,7 +296,11 @@ func TestHeldAnswersBoundedHostile(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.code)
 	size := int64(len(page.body))
 	assert.Less(t, size, int64(1<<20)/2, "the result is shown in part")
+	// The page's handler gives its bytes back once its client has them.
+	heldUntil(t, &e.h.held, 10*time.Second, "the page read", func(n int64) bool { return n == 0 })
+	e.h.held.mu.Lock()
 	e.h.held.max = 2*size + size/2
+	e.h.held.mu.Unlock()
 
 	var stalls []*stalled
 	var served sync.WaitGroup
@@ -366,4 +373,219 @@ func TestIndentedSizeBounds(t *testing.T) {
 		require.NoError(t, json.Indent(&buf, []byte(s), "", "  "), s)
 		assert.GreaterOrEqual(t, indentedSize(s), buf.Len(), s)
 	}
+}
+
+// finished enqueues a task with Retain on queue and finishes it with
+// result, and returns its id.
+func finished(t *testing.T, e *env, queue string, result []byte) string {
+	t.Helper()
+	ctx := e.ctx()
+	w, err := e.c.NewWorker(ctx, worqr.WorkerOptions{})
+	require.NoError(t, err)
+	defer func() { _ = w.Close(e.ctx()) }()
+	require.NoError(t, w.StartWork(ctx, queue, worqr.Events{}))
+	id, err := e.c.Enqueue(ctx, queue, []byte("x"), worqr.Retain(time.Hour))
+	require.NoError(t, err)
+	p, err := w.Dequeue(ctx, queue)
+	require.NoError(t, err)
+	p.SetResult(result)
+	require.NoError(t, p.Finish(ctx))
+	return id
+}
+
+// tightListener gives each connection it accepts a small send buffer, so
+// that an answer of some KiB fills it when its client reads nothing, and
+// closes writing at the first write on any of them.
+type tightListener struct {
+	net.Listener
+	once    sync.Once
+	writing chan struct{}
+}
+
+func (l *tightListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return &signalConn{Conn: c, l: l}, nil
+}
+
+type signalConn struct {
+	net.Conn
+	l *tightListener
+}
+
+func (c *signalConn) Write(b []byte) (int, error) {
+	c.l.once.Do(func() { close(c.l.writing) })
+	return c.Conn.Write(b)
+}
+
+// serveTight serves h on a tightListener.
+func serveTight(t *testing.T, h http.Handler) (*httptest.Server, *tightListener) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	l := &tightListener{Listener: srv.Listener, writing: make(chan struct{})}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, l
+}
+
+// dialTight connects to srv with a small receive buffer.
+func dialTight(t *testing.T, srv *httptest.Server) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	tc := c.(*net.TCPConn)
+	require.NoError(t, tc.SetReadBuffer(4<<10))
+	t.Cleanup(func() { _ = tc.Close() })
+	return tc
+}
+
+// heldUntil waits until the bytes held satisfy ok, woken by each give,
+// and fails the test if they do not within d.
+func heldUntil(t *testing.T, h *held, d time.Duration, what string, ok func(int64) bool) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		h.mu.Lock()
+		n := h.n
+		if h.room == nil {
+			h.room = make(chan struct{})
+		}
+		room := h.room
+		h.mu.Unlock()
+		if ok(n) {
+			return
+		}
+		select {
+		case <-room:
+		case <-timeout:
+			t.Fatalf("%s: %d bytes still held after %v", what, n, d)
+		}
+	}
+}
+
+// A client that reads nothing of a large answer holds its bytes for at
+// most WriteWait: the write it does not take fails, its connection is
+// dropped, and the bytes are given back; the client has the start of the
+// answer, cut short of its Content-Length.
+func TestUnreadAnswerGivenBackHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{WriteWait: 100 * time.Millisecond})
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	srv, l := serveTight(t, e.h)
+	c := dialTight(t, srv)
+	_, err := io.WriteString(c, "GET /task/q/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+
+	<-l.writing
+	assert.Positive(t, e.h.held.count(), "the answer held while it is written")
+	heldUntil(t, &e.h.held, 10*time.Second, "a client that reads nothing", func(n int64) bool { return n == 0 })
+
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Greater(t, res.ContentLength, int64(256<<10), "a large answer")
+	got, err := io.Copy(io.Discard, res.Body)
+	assert.Error(t, err, "the answer cut short")
+	assert.Less(t, got, res.ContentLength)
+}
+
+// A task's page reads of its result only what it shows: for a 10 MB
+// result, Redis sends the page its first taskPreview bytes and little
+// more, and the page says how many more there are; a search by id that
+// finds the task by its outcome reads none of it.
+func TestTaskPageOfResultCostBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	const size = 10 << 20
+	id := finished(t, e, "q", bytes.Repeat([]byte("r"), size))
+	for _, path := range []string{"/task/q/" + id, "/search?id=" + id} {
+		n0, b0 := e.rdb.n.Load(), e.rdb.bytes.Load()
+		res := e.raw(path, nil)
+		n, b := e.rdb.n.Load()-n0, e.rdb.bytes.Load()-b0
+		t.Logf("%s: %d commands, %d bytes", path, n, b)
+		if strings.HasPrefix(path, "/search") {
+			assert.Equal(t, http.StatusSeeOther, res.code, path)
+			assert.Less(t, b, int64(16<<10), "bytes read, %s", path)
+			continue
+		}
+		require.Equal(t, http.StatusOK, res.code, path)
+		assert.Less(t, b, int64(taskPreview+16<<10), "bytes read, %s", path)
+		assert.Contains(t, sectionOf(res.body, `id="result"`), "…and "+strconv.Itoa(size-taskPreview)+" more bytes ("+strconv.Itoa(size)+" in all)")
+	}
+}
+
+// One client address cannot take the whole of MaxHeldBytes: past
+// MaxHeldBytesPerClient its next page gets 503 with Retry-After, while
+// another address's page is served from the room left.
+func TestHeldAnswersPerClientHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	e.frozen()
+	e.h.pageWait = 20 * time.Millisecond
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	path := "/task/q/" + id
+	page := e.raw(path, nil)
+	require.Equal(t, http.StatusOK, page.code)
+	size := int64(len(page.body))
+	heldUntil(t, &e.h.held, 10*time.Second, "the page read", func(n int64) bool { return n == 0 })
+	e.h.held.mu.Lock()
+	e.h.held.max, e.h.held.perClient = 10*size, 2*size+size/2
+	e.h.held.mu.Unlock()
+
+	var stalls []*stalled
+	var served sync.WaitGroup
+	for range 2 {
+		s := newStalled()
+		stalls = append(stalls, s)
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			e.h.ServeHTTP(s, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)) // from 192.0.2.1
+		}()
+		<-s.writing
+	}
+	from := func(addr string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil)
+		r.RemoteAddr = addr
+		e.h.ServeHTTP(w, r)
+		return w
+	}
+	res := from("192.0.2.1:4444")
+	assert.Equal(t, http.StatusServiceUnavailable, res.Code, "a third answer held for one address")
+	assert.Equal(t, "1", res.Header().Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, from("198.51.100.7:4444").Code, "another address")
+	for _, s := range stalls {
+		close(s.free)
+	}
+	served.Wait()
+	assert.Equal(t, http.StatusOK, from("192.0.2.1:4444").Code, "the address, once its client has read")
+	assert.Zero(t, e.h.held.count(), "bytes given back")
+}
+
+// A client that hangs up in the middle of a large answer frees its bytes
+// at once, not after WriteWait: the write fails, and the rest is given
+// back.
+func TestHungUpAnswerGivenBackHostile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{WriteWait: time.Hour})
+	id := finished(t, e, "q", bytes.Repeat([]byte("<"), 1<<20))
+	srv, l := serveTight(t, e.h)
+	c := dialTight(t, srv)
+	_, err := io.WriteString(c, "GET /task/q/"+id+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+	<-l.writing
+	_, err = io.ReadFull(c, make([]byte, 1024))
+	require.NoError(t, err)
+	assert.Positive(t, e.h.held.count(), "the answer held while it is written")
+	require.NoError(t, c.SetLinger(0)) // a reset: the server's next write fails
+	require.NoError(t, c.Close())
+	heldUntil(t, &e.h.held, 10*time.Second, "a client that hung up", func(n int64) bool { return n == 0 })
 }

@@ -43,6 +43,8 @@ var funcs = template.FuncMap{
 	"taskURL":           taskPath,
 	"workflowURL":       workflowPath,
 	"add":               func(a, b int) int { return a + b },
+	"neg":               func(a int) int { return -a },
+	"taskPreview":       func() int { return taskPreview },
 	"bytes":             func(s string) []byte { return []byte(s) },
 	"maxLimit":          func() int64 { return worqr.MaxLimit },
 	"maxAttemptHistory": func() int { return worqr.MaxAttemptHistory },
@@ -178,9 +180,13 @@ type previewed struct {
 	Text      string
 	Binary    bool
 	Size      int
+	Shown     int // the bytes of the payload Text shows
 	Truncated bool
 	JSON      bool // indented by pretty
 }
+
+// More is the bytes of the payload not shown.
+func (p previewed) More() int { return p.Size - p.Shown }
 
 // preview shows at most limit bytes of b, the first bytes of a payload of
 // size bytes (b may be a prefix already: see worqr.PayloadPrefix).
@@ -192,10 +198,12 @@ func preview(b []byte, size, limit int) previewed {
 	p.Truncated = len(b) < p.Size
 	if utf8.Valid(b) || (p.Truncated && utf8.Valid(trimPartialRune(b))) {
 		p.Text = string(trimPartialRune(b))
+		p.Shown = len(p.Text)
 		return p
 	}
 	p.Binary = true
 	p.Text = strings.TrimRight(hex.Dump(b), "\n")
+	p.Shown = len(b)
 	return p
 }
 

@@ -120,7 +120,8 @@ func cmdUI(e *env, args []string) error {
 
 // uiServer serves h with timeouts, so that a client that sends a request
 // slowly, or never, or keeps a connection idle, does not hold it for
-// long. It sets no write timeout, which would end the event streams.
+// long. It sets no write timeout, which would end the event streams: the
+// dashboard sets a deadline on each answer's writes itself.
 func uiServer(ctx context.Context, h http.Handler, t serverTimeouts) *http.Server {
 	return &http.Server{
 		Handler:           h,

@@ -56,6 +56,7 @@ type Set struct {
 	Stats         *Script // a client's stats counts, when no other call carried them
 	Outcome       *Script // a task's retained outcome, or whether one will come
 	OutcomeList   *Script // the kept outcomes, latest to expire first
+	OutcomeCut    *Script // one kept outcome, its body cut
 	// Inspection with payloads cut to a prefix, and a task found by id.
 	WaitingList *Script
 	DelayedList *Script
@@ -148,6 +149,7 @@ func build(sharded, stats bool) *Set {
 		Stats:         load("stats.lua"),
 		Outcome:       load("outcome.lua"),
 		OutcomeList:   load("outcome_list.lua"),
+		OutcomeCut:    load("outcome_cut.lua"),
 
 		WaitingList: load("waiting_list.lua"),
 		DelayedList: load("delayed_list.lua"),

@@ -156,6 +156,33 @@ func (s *Store) Outcomes(ctx context.Context, queue string, offset, limit, cut i
 	return out, nil
 }
 
+// OutcomeCut reads one task's kept outcome, its body cut to cut bytes
+// (< 0: whole): see outcome_cut.lua. ok is false when none is kept.
+func (s *Store) OutcomeCut(ctx context.Context, queue, id string, cut int) (o KeptOutcome, ok bool, err error) {
+	k := s.queueKeys(queue)
+	res, err := s.run(ctx, OpRead, queue, s.scripts.OutcomeCut, []string{k.Results, k.Retained}, []string{id, strconv.Itoa(cut)})
+	if err != nil {
+		return KeptOutcome{}, false, err
+	}
+	vals, err := res.AsStrSlice()
+	switch {
+	case err != nil:
+		return KeptOutcome{}, false, err
+	case len(vals) == 0:
+		return KeptOutcome{}, false, nil
+	case len(vals) != 3:
+		return KeptOutcome{}, false, fmt.Errorf("outcome_cut.lua answered %d values", len(vals))
+	}
+	r, ok := ParseResult(vals[2])
+	exp, err1 := strconv.ParseFloat(vals[0], 64)
+	size, err2 := strconv.Atoi(vals[1])
+	if !ok || err1 != nil || err2 != nil {
+		return KeptOutcome{}, false, fmt.Errorf("outcome_cut.lua: record of %q unreadable", id)
+	}
+	r.Expires = int64(exp)
+	return KeptOutcome{Result: r, Size: size}, true, nil
+}
+
 // RunNow moves one delayed task, by id, to the back of its queue now (see
 // run_now.lua). It reports false when the queue has no delayed task of
 // that id.

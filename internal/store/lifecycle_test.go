@@ -212,6 +212,38 @@ func TestOutcomeListScript(t *testing.T) {
 	e.expect(seeded)
 }
 
+// outcome_cut.lua: one task's kept outcome, its body cut; a pending task,
+// an expired outcome and an unknown id have none.
+func TestOutcomeCutScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "outcome_cut.lua")
+	now := e.clockMs()
+	seeded := keyState{
+		"retained": zset{"70": inf, "71": float64(now + 10_000), "72": float64(now + 50_000), "73": float64(now - 1)},
+		"results": hash{
+			"70": "70,sok,S1,E2,a1:not yet",
+			"71": "71,sok,S1000,E2000,a1:result of 71",
+			"72": "72,sdead,S1000,E3000,a2,Ktimeout:boom",
+			"73": "73,sok,S1,E2,a1:gone",
+		},
+	}
+	e.seed(seeded)
+	got, ok, err := e.s.OutcomeCut(e.ctx, "q", "71", 4)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, KeptOutcome{Result: Result{ID: "71", Status: "ok", Started: 1000, Ended: 2000, Expires: now + 10_000, Attempts: 1, Body: "resu"}, Size: 12}, got)
+	got, ok, err = e.s.OutcomeCut(e.ctx, "q", "72", -1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, KeptOutcome{Result: Result{ID: "72", Status: "dead", Started: 1000, Ended: 3000, Expires: now + 50_000, Attempts: 2, Reason: "timeout", Body: "boom"}, Size: 4}, got)
+	for _, id := range []string{"70", "73", "74"} {
+		_, ok, err = e.s.OutcomeCut(e.ctx, "q", id, 4)
+		require.NoError(t, err)
+		assert.False(t, ok, id)
+	}
+	e.expect(seeded)
+}
+
 // periodic_list.lua: each schedule's last tick, its task's id ("" for one
 // whose tick's task is not known) and its next tick when known.
 func TestPeriodicListScript(t *testing.T) {
