@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // batchSeen is a batch handler's record of what it was given: each batch
@@ -371,13 +373,22 @@ func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 // after the reclaim.
 func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	k.beats()
+	c, ctx := k.c, k.ctx
+	c.signals.looked.Init(t)
+	c.signals.registered.Init(t)
 	var a attempts
 	running := make(chan []*Process, 1)
 	causes := make(chan error, 1)
+	// Finish calls made before the second run: that batch starts only
+	// once the first's outcome is settled (one batch at a time).
+	finishedBefore := make(chan int64, 1)
+	finishes := countCalls(c, store.OpFinish)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.HandleBatch(ctx, "q", func(bctx context.Context, batch []*Process) error {
 		if a.add("batch") > 1 {
+			finishedBefore <- finishes.Load()
 			return nil // the second run, after the reclaim
 		}
 		running <- batch
@@ -386,15 +397,19 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 		return nil // would finish them, were the worker not fenced
 	}, BatchOptions{Size: 2, MaxWait: time.Hour}))
 	enqueueNumbered(t, c, "q", 2)
-	batch := recv(t, running, 5*time.Second, "the batch")
+	batch := recv(t, running, testsignal.Wait, "the batch")
+	oldID := w.ID()
 
-	w.lease.fence(w.ID(), errors.New("lease lost (test)"))
-	cause := recv(t, causes, 5*time.Second, "the batch's context ended")
+	w.lease.fence(oldID, errors.New("lease lost (test)"))
+	cause := recv(t, causes, testsignal.Wait, "the batch's context ended")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	for _, p := range batch {
 		assert.ErrorIs(t, p.Err(), ErrProcessLost)
 	}
-	eventually(t, 10*time.Second, "run again after the reclaim", func() bool { return a.get("batch") == 2 })
+	assert.NotEqual(t, oldID, recv(t, c.signals.registered.C(), testsignal.Wait, "registered again"))
+	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
+	reclaimed(t, 2, c)
+	assert.Zero(t, recv(t, finishedBefore, testsignal.Wait, "run again after the reclaim"), "Finish calls for the fenced batch")
 	settledQueue(t, c, "q")
 }
 

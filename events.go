@@ -46,7 +46,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
 		// would ever be found.
-		b := backoff.New(10*time.Millisecond, time.Second)
+		b := backoff.New(10*time.Millisecond, time.Second).On(w.c.clock)
 		for {
 			err := s.catchUp(ctx)
 			if err == nil || ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // attempts counts handler runs per task.
@@ -237,15 +238,26 @@ func TestShutdownWithinGraceReturnsNil(t *testing.T) {
 }
 
 // After fencing, a handler's context ends with ErrWorkerFenced and nothing
-// is written for its process: the task comes back through the reclaim.
+// is written for its process, not even tried (the handler's nil would
+// finish it, and its old lease may still be live in Redis): the task
+// comes back through the reclaim.
 func TestFencedHandlerWritesNothing(t *testing.T) {
 	t.Parallel()
-	px, c, direct, ctx := setupBehindProxy(t)
+	k := setupTimed(t, nil)
+	direct, ctx := k.c, k.ctx
+	px := newProxy(t)
+	c := k.clientVia(px)
+	k.beatsOf(c)
+	c.signals.looked.Init(t)
+	c.signals.registered.Init(t)
 	var a attempts
+	ran := make(chan int, 10)
 	causes := make(chan error, 10)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.Handle(ctx, "q", func(hctx context.Context, p *Process) error {
-		if a.add(string(p.Task())) > 1 {
+		n := a.add(string(p.Task()))
+		ran <- n
+		if n > 1 {
 			return nil // the second run, after the reclaim
 		}
 		<-hctx.Done()
@@ -253,15 +265,25 @@ func TestFencedHandlerWritesNothing(t *testing.T) {
 		return nil // would finish it, were the worker not fenced
 	}, HandleOptions{}))
 	require.NoError(t, second(direct.Enqueue(ctx, "q", []byte("held"))))
-	eventually(t, 5*time.Second, "handler running", func() bool { return a.get("held") == 1 })
+	require.Equal(t, 1, recv(t, ran, testsignal.Wait, "handler running"))
+	oldID := w.ID()
+	finishes := countCalls(c, store.OpFinish)
 
 	px.cut()
-	cause := recv(t, causes, 3*fast.TTL, "fenced")
+	k.run(fast.TTL) // the lease's deadline passes with no renewal
+	cause := recv(t, causes, testsignal.Wait, "fenced")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	assert.ErrorIs(t, cause, ErrProcessLost)
 	px.restore()
-	eventually(t, 10*time.Second, "run again after the reclaim", func() bool { return a.get("held") == 2 })
+	// The retry's backoff (at most a RenewInterval) ends; the clock stays
+	// while the registration is in flight.
+	k.run(fast.RenewInterval)
+	assert.NotEqual(t, oldID, recv(t, c.signals.registered.C(), testsignal.Wait, "registered again"))
+	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
+	reclaimed(t, 1, c)
+	require.Equal(t, 2, recv(t, ran, testsignal.Wait, "run again after the reclaim"))
 	settledQueue(t, direct, "q")
+	assert.EqualValues(t, 1, finishes.Load(), "Finish calls: the second run's alone")
 }
 
 func TestHandledQueuesRefuseManualDequeue(t *testing.T) {

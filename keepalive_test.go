@@ -163,18 +163,22 @@ func TestIdleFleetOnlyRenews(t *testing.T) {
 // once, even with no peer lease to wake for.
 func TestRenewalSendsTheReclaimerToADeadWorker(t *testing.T) {
 	t.Parallel()
-	b, admin, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupTimed(t, nil)
+	admin, ctx := k.c, k.ctx
+	c, h := k.hooked()
+	k.c = c // the clock runs beat by beat on the worker's client
+	k.beats()
+	c.signals.looked.Init(t)
 	sc := countScripts(c, h)
-	newWorker(t, c, WorkerOptions{TTL: 3 * time.Second, RenewInterval: 100 * time.Millisecond})
-	eventually(t, 5*time.Second, "the first look and a renewal", func() bool {
-		n := sc.counts()
-		return n["expired"] >= 1 && n["keepalive"] >= 1
-	})
+	newWorker(t, c, WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval})
+	c.signals.looked.WaitOrTimeout() // the first look
+	k.run(fast.RenewInterval)
+	require.Positive(t, sc.counts()["keepalive"], "a renewal")
 	// A worker that died long ago, with nothing to give back: no lease in
 	// the registry lies ahead to wake the lone worker's reclaimer.
 	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zadd().Key(admin.store.Keys().Workers()).ScoreMember().ScoreMember(1, "dead-worker").Build()).Error())
-	eventually(t, 5*time.Second, "the dead worker is reclaimed", func() bool {
+	k.run(fast.RenewInterval) // the next renewal sees it
+	untilLooked(t, c, "the dead worker is reclaimed", func() bool {
 		n, err := admin.rdb.Do(ctx, admin.rdb.B().Zscore().Key(admin.store.Keys().Workers()).Member("dead-worker").Build()).AsFloat64()
 		return rueidis.IsRedisNil(err) && n == 0
 	})

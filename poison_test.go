@@ -18,12 +18,14 @@ import (
 // kept, a fast worker that reclaims dead peers (the guard's window is
 // twice its TTL: 2 s), and one task enqueued on "q", on a Fake clock (on
 // miniredis) which the test moves with run: the guard's window and the
-// leases pass without waiting for them.
+// leases pass without waiting for them. The client's looked signal is on
+// (untilLooked).
 func poisonSetupTimed(t *testing.T, limit int) (*clocked, *logRecorder) {
 	t.Helper()
 	log, logs := recordLogs(t)
 	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, limit })
 	k.beats()
+	k.c.signals.looked.Init(t)
 	newWorker(t, k.c, fast)
 	require.NoError(t, second(k.c.Enqueue(k.ctx, "q", []byte("task"))))
 	return k, logs
@@ -170,9 +172,7 @@ func TestPersistentTaskIsNeverPoison(t *testing.T) {
 		takeTask(t, ctx, w)
 		crash(w)
 		k.expire()
-		eventually(t, 10*time.Second, "the holder is reclaimed", func() bool {
-			return len(reclaimsOf(logs, w.ID())) == 1
-		})
+		untilLooked(t, c, "the holder is reclaimed", func() bool { return len(reclaimsOf(logs, w.ID())) == 1 })
 		entry := waitingEntry(t, c)
 		assert.NotContains(t, entry, ",r", "no death is counted")
 	}

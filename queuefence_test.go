@@ -28,7 +28,7 @@ func onQueue(cmd rueidis.Completed, q string) bool {
 }
 
 // queueLeaseExpired reports whether worker id's lease on queue q has run
-// out in Redis (or is gone).
+// out in Redis (or is gone), by c's clock (see leasesExpired).
 func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
 	t.Helper()
 	score, err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(c.store.Keys().Queue(q).Leases).Member(id).Build()).AsFloat64()
@@ -36,7 +36,7 @@ func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
 		return true
 	}
 	require.NoError(t, err)
-	return int64(score) <= time.Now().UnixMilli()
+	return int64(score) <= c.clock.Now().UnixMilli()
 }
 
 // A call on a queue that was sent before the worker fenced that queue,
@@ -47,8 +47,12 @@ func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
 // holds for a renewal or a Finish in flight at that moment.
 func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
-	b, admin, ctx := setup(t)
-	c, h := hookedClient(t, b)
+	k := setupTimed(t, nil)
+	admin, ctx := k.c, k.ctx
+	c, h := k.hooked()
+	k.c = c // the clock runs beat by beat on the worker's client
+	k.beats()
+	c.signals.queueRenewed.Init(t)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var mu sync.Mutex
 	down := false
@@ -89,12 +93,16 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	mu.Unlock()
 	dequeued := make(chan error, 1)
 	go func() { _, err := w.Dequeue(ctx, "a"); dequeued <- err }()
-	recv(t, held, time.Second, "dequeue on a sent")
-	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	recv(t, held, testsignal.Wait, "dequeue on a sent")
+	k.runRenewed(fast.TTL, c, "b") // a's deadline, 0.9 TTL after its last renewal, passes
+	ev := recv(t, fences, testsignal.Wait, "queue a fenced")
 	require.Equal(t, "a", ev.Queue)
-	eventually(t, 3*time.Second, "old lease on a expired in Redis", func() bool { return queueLeaseExpired(t, admin, id, "a") })
+	for beats := 0; !queueLeaseExpired(t, admin, id, "a"); beats++ {
+		require.Less(t, beats, 4, "old lease on a expired in Redis")
+		k.runRenewed(fast.RenewInterval, c, "b")
+	}
 	close(proceed)
-	err = recv(t, dequeued, 3*time.Second, "dequeue on a returned")
+	err = recv(t, dequeued, testsignal.Wait, "dequeue on a returned")
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 
 	// The worker as a whole is unharmed: same id, not fenced, and its

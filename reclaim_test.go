@@ -15,7 +15,6 @@ import (
 
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
-	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // A peer comes back for a dead worker when its lease runs out, not at its
@@ -282,6 +281,7 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	})
 	k.c = c // the clock runs beat by beat on the reclaimer's client
 	k.beats()
+	c.signals.looked.Init(t)
 	newWorker(t, c, fast)
 	peer := newWorker(t, k.client(), fast)
 	id := peer.ID()
@@ -291,11 +291,11 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	// then on it may look about every RenewInterval (and once more for
 	// each renewal that sees the dead worker).
 	k.run(fast.TTL + fast.RenewInterval)
-	eventually(t, testsignal.Wait, "a look fails", func() bool { return failed.Load() > 0 })
+	untilLooked(t, c, "a look fails", func() bool { return failed.Load() > 0 })
 	from := failed.Load()
 	const took = 2 * time.Second
 	k.run(took)
-	eventually(t, testsignal.Wait, "the looks go on failing", func() bool { return failed.Load() >= from+3 })
+	untilLooked(t, c, "the looks go on failing", func() bool { return failed.Load() >= from+3 })
 	looks := failed.Load() - from
 	assert.LessOrEqual(t, float64(looks), 2*took.Seconds()/fast.RenewInterval.Seconds()+4,
 		"%d failed looks in %v", looks, took)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // Every task gets an id when enqueued; ids count up in enqueue order and
@@ -487,7 +488,7 @@ func TestObserveFenceMayCloseTheWorker(t *testing.T) {
 // The observer hears of fencing too, as OnFenced does.
 func TestObserverSeesFencing(t *testing.T) {
 	t.Parallel()
-	obs := &observer{}
+	obs := fenceTold{observer: &observer{}, told: make(chan FenceEvent, 10)}
 	k := setupTimed(t, func(o *Options) { o.Observer = obs })
 	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, fast)
@@ -498,16 +499,24 @@ func TestObserverSeesFencing(t *testing.T) {
 	require.False(t, leaseLive(t, c, id), "lease expired")
 	_, err := w.Dequeue(ctx, "q")
 	require.ErrorIs(t, err, ErrWorkerFenced)
-	eventually(t, 5*time.Second, "told", func() bool {
-		obs.mu.Lock()
-		defer obs.mu.Unlock()
-		return len(obs.fences) > 0
-	})
+	ev := recv(t, obs.told, testsignal.Wait, "told")
+	assert.Equal(t, id, ev.WorkerID)
+	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	require.Len(t, obs.fences, 1)
-	assert.Equal(t, id, obs.fences[0].WorkerID)
-	assert.ErrorIs(t, obs.fences[0].Cause, ErrWorkerFenced)
+	assert.Len(t, obs.fences, 1)
+}
+
+// fenceTold is an observer that also sends each fence it hears of on
+// told: the observer is told on a goroutine of its own.
+type fenceTold struct {
+	*observer
+	told chan FenceEvent
+}
+
+func (o fenceTold) ObserveFence(e FenceEvent) {
+	o.observer.ObserveFence(e)
+	o.told <- e
 }
 
 // A process tells when its task became due for its start, by the Redis

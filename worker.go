@@ -125,7 +125,9 @@ type FenceEvent struct {
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
 //     it starts its loop under it), Client.mu then flows.Flows.mu (a new
 //     worker is counted in under both; the workflow sweeper starts and
-//     stops under flows.Flows.mu)
+//     stops under flows.Flows.mu), batcher.mu (a HandleBatch's batch
+//     filling: it asks the runtime under it whether it takes work, which
+//     takes slotScheduler.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
 //     periodics.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
@@ -134,11 +136,12 @@ type FenceEvent struct {
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
-//     runner.mu, Process.mu, reclaim.Reclaimer.mu, members.Set.mu,
-//     subscription.Mailbox.mu, outage.Outage.mu, coalesce.Coalescer.mu,
-//     flows.Flows.qmu, Router.mu, boundDials.mu, the store's statsBuf.mu, and
-//     queuestats' read lock and admission lock (taken by the stats
-//     readers under no other). (The worker's delayed.RedisClock takes no
+//     pacer.mu (a member's retry and rate-limit timers), Process.mu,
+//     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,
+//     outage.Outage.mu, coalesce.Coalescer.mu, flows.Flows.qmu, Router.mu,
+//     boundDials.mu, the store's statsBuf.mu and idHints.mu (an enqueue's
+//     guess of its ids), and queuestats' read lock and admission lock
+//     (taken by the stats readers under no other). (The worker's delayed.RedisClock takes no
 //     lock: slotScheduler.mu and delayed.Scheduler.mu read it.)
 //  13. In tests, clock.Fake.mu: timers are set and stopped under any of
 //     the above, and its AfterFunc callbacks run on goroutines of their

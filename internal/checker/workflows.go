@@ -236,12 +236,12 @@ func (ck *checker) judgeSteps(ctx context.Context, looks []stepsAsk) error {
 		}
 		// A task not ended is looked for in its queue: one found nowhere
 		// was removed by hand or lost, and will never end.
-		found, err := ck.c.Store.GoneTasks(ctx, q, ids, ck.s)
+		missing, err := ck.c.Store.GoneTasks(ctx, q, ids, ck.s)
 		if err != nil {
 			return ck.c.Fail("consistency check", q, err)
 		}
 		for i, t := range live {
-			if !found[i] {
+			if !missing[i] {
 				candidates[t.flow][t.step] = true
 				continue
 			}
