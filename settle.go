@@ -443,11 +443,7 @@ func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 	if obs == nil {
 		return
 	}
-	p.mu.Lock()
-	already := p.observed
-	p.observed = true
-	p.mu.Unlock()
-	if !already {
+	if p.st.Observe() {
 		obs.ObserveFinish(context.Background(), FinishEvent{
 			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
 			Outcome: outcome, Reason: reason, Duration: p.w.c.clock.Since(p.started), Err: err,
