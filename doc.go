@@ -189,7 +189,8 @@
 // settle.go (a process's
 // end: the retry policy and its decision, the scripts that end a process
 // and their batched sends, and the settler writing a handler's outcome), process.go and
-// progress.go (a process and its progress reports), shutdown.go (the
+// progress.go (a process and its progress reports; their state is
+// internal/proc's), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
@@ -198,7 +199,9 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // lifecycle (the worker's state and a session's: their named
-// transitions),
+// transitions), proc (a process's state machine: how it ends, its
+// result, its handler's context, and the throttle of its progress
+// writes),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
