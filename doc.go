@@ -188,7 +188,9 @@
 // they race, adoption, give-back, the handler goroutines and runJob),
 // settle.go (a process's
 // end: the retry policy and its decision, the scripts that end a process
-// and their batched sends, and the settler writing a handler's outcome), process.go and
+// and their batched sends, and the settler writing a handler's outcome;
+// the policy's arithmetic and the persistence of the writes are
+// internal/proc's), process.go and
 // progress.go (a process and its progress reports; their state is
 // internal/proc's), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
@@ -201,7 +203,8 @@
 // lifecycle (the worker's state and a session's: their named
 // transitions), proc (a process's state machine: how it ends, its
 // result, its handler's context, and the throttle of its progress
-// writes),
+// writes; the retry policy's arithmetic, and the persistence of the
+// writes that end a process),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),

@@ -12,6 +12,7 @@ import (
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/checker"
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
@@ -49,6 +50,14 @@ func delayedEnv(w *Worker) *delayed.Env {
 		Promoted: &w.c.signals.promoted,
 	}
 }
+
+// outcomeWriter is a worker as what seeing its processes' outcome writes
+// through takes of it (proc.Persist).
+type outcomeWriter Worker
+
+func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
+func (w *outcomeWriter) Life() context.Context     { return w.life }
+func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.
