@@ -175,7 +175,8 @@
 // changes to what it serves), membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (a dequeue, and
 // what its reply makes of a runtime: an empty queue, the queue's limits
-// and their wake-up, a failed call's backoff), events.go (a queue's
+// and their wake-up, a failed call's backoff; their timers are
+// internal/pacer's), events.go (a queue's
 // events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
 // snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves, its periods of taking work and
@@ -204,7 +205,8 @@
 // transitions), proc (a process's state machine: how it ends, its
 // result, its handler's context, and the throttle of its progress
 // writes; the retry policy's arithmetic, and the persistence of the
-// writes that end a process),
+// writes that end a process), pacer (a runtime member's timers: a failed
+// dequeue's backoff and the rate limit's wake-up),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/checker"
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
@@ -58,6 +59,12 @@ type outcomeWriter Worker
 func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
 func (w *outcomeWriter) Life() context.Context     { return w.life }
 func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
+
+// pacerClocks is a worker as the clocks of its runtime members' timers.
+type pacerClocks Worker
+
+func (w *pacerClocks) Clock() clock.Clock              { return w.c.clock }
+func (w *pacerClocks) RedisClock() *delayed.RedisClock { return &w.clock }
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.
