@@ -169,8 +169,8 @@
 // lease.go (the fencing deadline), fence.go (of the worker, by the lease
 // keeper, or of a session), rejoin.go (a fenced session or worker taking
 // a lease again), reconcile.go (dequeue replies and hand-off events lost),
-// periodic.go (periodic schedules: Periodic, Every, their checks, the
-// worker's set of them), registry.go (the worker's registry entry: its
+// periodic.go (periodic schedules: Periodic, Every, their checks; the
+// worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
 // registration, the queues and slots recorded, the lock serialising
 // changes to what it serves), membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (a dequeue, and
@@ -212,7 +212,8 @@
 // options), checker (one run of the consistency check and its repair),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
-// (a periodic schedule's loop and tick.lua), subscription (a queue's
+// (a periodic schedule's loop and tick.lua, and the worker's set of
+// them), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
 // subscriptions), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
