@@ -343,7 +343,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 
 // A StopWork that fails (the queue stays served) stops the loop, and with
 // it the rate limit's timer, but leaves limitedAt set: the restarted loop's
-// rate-limited dequeue then finds wakeAt "armed for an earlier time" and
+// rate-limited dequeue then finds WakeAt "armed for an earlier time" and
 // arms nothing, so the waiting tasks wait for the next work event.
 func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	t.Parallel()
@@ -359,9 +359,7 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	recv(t, started, 5*time.Second, "first start")
 	r := runnerOf(w, "q")
 	eventually(t, 5*time.Second, "rate-limit timer armed", func() bool {
-		r.pace.mu.Lock()
-		defer r.pace.mu.Unlock()
-		return r.pace.limitedAt != 0
+		return r.pace.Limited()
 	})
 	failStopWork(t, c, w, "q")
 	// The window is one second: the next start is due within it.

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/worqr/worqr/internal/backoff"
-	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -76,7 +73,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.IsReady())
 	got := c.clock.Now() // also when the processes started
 	if now > 0 {
-		// The rate limit's wake-up (pacer.wakeAt) is timed by the
+		// The rate limit's wake-up (pacer.WakeAt) is timed by the
 		// estimate: one that ran ahead of Redis would wake before until,
 		// be told until again, and find it past, again and again.
 		w.clock.Observe(now, sent, got)
@@ -127,19 +124,11 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	return ps, until, nil
 }
 
-// Dequeue retries: a member whose dequeue failed on the connection looks
-// again after a backoff from dequeueRetryMin, doubling up to
-// dequeueRetryMax.
-const (
-	dequeueRetryMin = 10 * time.Millisecond
-	dequeueRetryMax = time.Second
-)
-
 // What a runtime member's dequeue makes of it (slotScheduler.take sends
 // it): an empty queue clears its work flag; the queue's limits (a
 // concurrency limit at its bound answers as an empty queue, a rate limit
 // used up with when the next start is allowed) wait for the next work
-// event or the limit's wake-up (pacer.wakeAt); a failed call passes it
+// event or the limit's wake-up (pacer.WakeAt); a failed call passes it
 // over for a backoff (pacer.retryLater).
 
 // afterDequeue applies decision to the member whose dequeue, sent at
@@ -156,7 +145,7 @@ func (r *runner) afterDequeue(decision slotpolicy.Failure, sent uint64, gen uint
 			r.w.logger().Warn("worqr: dequeue failed; retrying", "queue", r.queue, "err", err)
 		}
 		r.block(gen)
-		r.pace.retryLater()
+		r.pace.RetryLater()
 	}
 }
 
@@ -178,78 +167,4 @@ func (r *runner) block(gen uint64) {
 		r.blocked = true
 	}
 	r.sched.mu.Unlock()
-}
-
-// pacer holds a member's timers: each looks for work again at a time a
-// dequeue's reply set, as if told of work (wake) if the member still takes
-// work. stopTaking stops them.
-type pacer struct {
-	w    *Worker
-	wake func() // runner.wakeIfTaking
-	// retry is the backoff of the member's dequeues that failed on the
-	// connection. The scheduler's loop's own.
-	retry *backoff.Backoff
-
-	mu sync.Mutex // guards the timers below; a leaf
-	// retryAt unblocks a member whose dequeue failed, after its backoff.
-	retryAt clock.Timer
-	// limited wakes the member when the queue's rate limit allows the
-	// next start; limitedAt is when (Unix µs, Redis clock).
-	limited   clock.Timer
-	limitedAt int64
-}
-
-func newPacer(w *Worker, wake func()) pacer {
-	return pacer{w: w, wake: wake, retry: backoff.New(dequeueRetryMin, dequeueRetryMax)}
-}
-
-// retryLater unblocks the member after its backoff, as if told of work,
-// for a dequeue that failed: the scheduler serves its other members
-// meanwhile.
-func (p *pacer) retryLater() {
-	d := p.retry.Step()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.retryAt != nil {
-		p.retryAt.Stop()
-	}
-	p.retryAt = p.w.c.clock.AfterFunc(d, p.wake)
-}
-
-// wakeAt arms the member's timer for when the rate limit allows the next
-// start (Unix µs, Redis clock), unless it is armed for an earlier time; it
-// then looks for work as if told of it, if it still takes work.
-func (p *pacer) wakeAt(until int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.limited != nil && p.limitedAt != 0 && p.limitedAt <= until {
-		return
-	}
-	p.limitedAt = until
-	d := time.UnixMicro(until).Sub(p.w.clock.Now(p.w.c.clock))
-	fire := func() {
-		p.mu.Lock()
-		p.limitedAt = 0
-		p.mu.Unlock()
-		p.wake()
-	}
-	if p.limited != nil {
-		p.limited.Stop()
-	}
-	p.limited = p.w.c.clock.AfterFunc(d, fire)
-}
-
-// stop stops the timers, for a member that stops taking work. The rate
-// limit's is forgotten too: a member started again (after a StopWork that
-// failed) must arm its own, not take this one as armed.
-func (p *pacer) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.limited != nil {
-		p.limited.Stop()
-		p.limitedAt = 0
-	}
-	if p.retryAt != nil {
-		p.retryAt.Stop()
-	}
 }

@@ -169,13 +169,14 @@
 // lease.go (the fencing deadline), fence.go (of the worker, by the lease
 // keeper, or of a session), rejoin.go (a fenced session or worker taking
 // a lease again), reconcile.go (dequeue replies and hand-off events lost),
-// periodic.go (periodic schedules: Periodic, Every, their checks, the
-// worker's set of them), registry.go (the worker's registry entry: its
+// periodic.go (periodic schedules: Periodic, Every, their checks; the
+// worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
 // registration, the queues and slots recorded, the lock serialising
 // changes to what it serves), membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (a dequeue, and
 // what its reply makes of a runtime: an empty queue, the queue's limits
-// and their wake-up, a failed call's backoff), events.go (a queue's
+// and their wake-up, a failed call's backoff; their timers are
+// internal/pacer's), events.go (a queue's
 // events, applied to its session), scheduler.go (the slots of a
 // Handle or HandleQueues call, the loop that fills them, and their
 // snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves, its periods of taking work and
@@ -188,8 +189,11 @@
 // they race, adoption, give-back, the handler goroutines and runJob),
 // settle.go (a process's
 // end: the retry policy and its decision, the scripts that end a process
-// and their batched sends, and the settler writing a handler's outcome), process.go and
-// progress.go (a process and its progress reports), shutdown.go (the
+// and their batched sends, and the settler writing a handler's outcome;
+// the policy's arithmetic and the persistence of the writes are
+// internal/proc's), process.go and
+// progress.go (a process and its progress reports; their state is
+// internal/proc's), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
@@ -198,13 +202,18 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // lifecycle (the worker's state and a session's: their named
-// transitions),
+// transitions), proc (a process's state machine: how it ends, its
+// result, its handler's context, and the throttle of its progress
+// writes; the retry policy's arithmetic, and the persistence of the
+// writes that end a process), pacer (a runtime member's timers: a failed
+// dequeue's backoff and the rate limit's wake-up),
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
-// (a periodic schedule's loop and tick.lua), subscription (a queue's
+// (a periodic schedule's loop and tick.lua, and the worker's set of
+// them), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
 // subscriptions), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client

@@ -11,7 +11,9 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/checker"
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
@@ -49,6 +51,20 @@ func delayedEnv(w *Worker) *delayed.Env {
 		Promoted: &w.c.signals.promoted,
 	}
 }
+
+// outcomeWriter is a worker as what seeing its processes' outcome writes
+// through takes of it (proc.Persist).
+type outcomeWriter Worker
+
+func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
+func (w *outcomeWriter) Life() context.Context     { return w.life }
+func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
+
+// pacerClocks is a worker as the clocks of its runtime members' timers.
+type pacerClocks Worker
+
+func (w *pacerClocks) Clock() clock.Clock              { return w.c.clock }
+func (w *pacerClocks) RedisClock() *delayed.RedisClock { return &w.clock }
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.

@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/periodic"
@@ -81,9 +80,6 @@ type PeriodicOptions struct {
 // MaxPeriodicNameLen is the longest schedule name accepted, in bytes.
 const MaxPeriodicNameLen = 1024
 
-// periodicKey names a schedule on a worker: its queue and name.
-type periodicKey struct{ queue, name string }
-
 // Periodic registers a schedule: from now on, at every tick of sched, the
 // worker enqueues payload on queue, as long as the worker runs (until
 // Shutdown, Close or StopPeriodic). Register the same schedule, under the
@@ -118,8 +114,8 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
 	p := periodic.New(periodicEnv(w), queue, name, sched, payload, periodic.Options(opts))
-	key := periodicKey{queue, name}
-	if w.periodics.has(key) {
+	key := periodic.Key{Queue: queue, Name: name}
+	if w.periodics.Has(key) {
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
 	sent := c.clock.Now()
@@ -128,7 +124,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return c.fail("periodic", queue, err)
 	}
 	w.clock.Observe(t.Now, sent, c.clock.Now())
-	switch ok, closed := w.periodics.start(key, p, w.life, time.UnixMilli(t.Last).UTC()); {
+	switch ok, closed := w.periodics.Start(key, p, w.life, time.UnixMilli(t.Last).UTC()); {
 	case closed:
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
 	case !ok:
@@ -141,68 +137,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 // queue on this worker, and reports whether there was one. Other workers
 // that registered it go on; the record of its last tick stays in Redis.
 func (w *Worker) StopPeriodic(name, queue string) bool {
-	return w.periodics.stop(periodicKey{queue, name})
-}
-
-// periodics are a worker's running schedules, by queue and name. Once
-// closed (the worker drains) they run none: those running are stopped,
-// and none starts.
-type periodics struct {
-	mu     sync.Mutex // guards the fields below; taken under no other lock
-	closed bool
-	m      map[periodicKey]*periodic.Periodic
-}
-
-// has reports whether a schedule runs under key.
-func (ps *periodics) has(key periodicKey) bool {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	_, ok := ps.m[key]
-	return ok
-}
-
-// start starts p on life from its last tick, under key, unless another
-// runs under it (ok false) or the set is closed (closed true).
-func (ps *periodics) start(key periodicKey, p *periodic.Periodic, life context.Context, last time.Time) (ok, closed bool) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.closed {
-		return false, true
-	}
-	if _, taken := ps.m[key]; taken {
-		return false, false
-	}
-	if ps.m == nil {
-		ps.m = make(map[periodicKey]*periodic.Periodic)
-	}
-	p.Start(life, last)
-	ps.m[key] = p
-	return true, false
-}
-
-// stop stops the schedule under key, waiting for it, and reports whether
-// there was one.
-func (ps *periodics) stop(key periodicKey) bool {
-	ps.mu.Lock()
-	p, ok := ps.m[key]
-	delete(ps.m, key)
-	ps.mu.Unlock()
-	if ok {
-		p.Stop()
-	}
-	return ok
-}
-
-// close stops every schedule and waits for them; none starts after.
-func (ps *periodics) close() {
-	ps.mu.Lock()
-	ps.closed = true
-	m := ps.m
-	ps.m = nil
-	ps.mu.Unlock()
-	for _, p := range m {
-		p.Stop()
-	}
+	return w.periodics.Stop(periodic.Key{Queue: queue, Name: name})
 }
 
 // checkPeriodic refuses a schedule that cannot work, judged at now.

@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -387,30 +385,4 @@ func TestPeriodicTickFiresOnAdvance(t *testing.T) {
 	k.advance(time.Hour)
 	require.Equal(t, first.Add(time.Hour), k.c.signals.ticked.WaitOrTimeout())
 	require.Equal(t, []int64{first.UnixMilli(), first.Add(time.Hour).UnixMilli()}, periodicTicks(t, k.c, "q"))
-}
-
-// The worker's set of schedules on its own: one runs per queue and name;
-// once closed (the worker drains) it stops those running and starts none.
-func TestPeriodicsClosedStartsNone(t *testing.T) {
-	t.Parallel()
-	k := setupClocked(t)
-	w := newWorker(t, k.c, WorkerOptions{})
-	mk := func(name string) *periodic.Periodic {
-		return periodic.New(periodicEnv(w), "q", name, Every(time.Hour), nil, periodic.Options{})
-	}
-	var ps periodics
-	a := periodicKey{"q", "a"}
-	ok, closed := ps.start(a, mk("a"), w.life, time.Time{})
-	require.True(t, ok)
-	require.False(t, closed)
-	ok, _ = ps.start(a, mk("a"), w.life, time.Time{})
-	assert.False(t, ok, "a second schedule under the same key")
-	assert.True(t, ps.has(a))
-
-	ps.close()
-	assert.False(t, ps.has(a), "stopped by the close")
-	assert.False(t, ps.stop(a))
-	ok, closed = ps.start(periodicKey{"q", "b"}, mk("b"), w.life, time.Time{})
-	assert.False(t, ok)
-	assert.True(t, closed, "none starts once closed")
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -37,27 +37,8 @@ type Process struct {
 	task       []byte
 	started    time.Time // on the worker's clock
 
-	mu sync.Mutex // guards the fields below
-	// done is Done's channel, made when first asked for; closed when the
-	// process ends (err set).
-	done chan struct{}
-	err  error // why the process ended, for Err; nil while it runs
-	// settled is true once Finish or Requeue succeeded, or the process was
-	// found lost: no further state change is sent to Redis for it.
-	settled bool
-	// observed is true once the observer was told how the process ended.
-	observed bool
-	// result is what SetResult set.
-	result []byte
-	// progress is what ReportProgress was told, and its throttle.
-	progress progressState
-	// ended is called with the reason when the process ends: it cancels
-	// the context of the handler running it, if any.
-	ended func(reason error)
-	// unwritten is set once a write of its handler's outcome failed on
-	// the connection and is being tried again (see persist): a fence
-	// meanwhile drops it.
-	unwritten bool
+	// st is its state: how it ends, its result and progress reports.
+	st proc.State
 }
 
 // ID is the process id: unique among the processes of its queue, ever,
@@ -86,25 +67,13 @@ func (p *Process) Attempt() int { return p.attempt }
 // finishes, if it was enqueued with Retain (Client.TaskResult and Wait
 // return it); without Retain it is dropped. Keep it small: it lives in
 // Redis for the retention time.
-func (p *Process) SetResult(result []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.result = append([]byte(nil), result...)
-}
+func (p *Process) SetResult(result []byte) { p.st.SetResult(result) }
 
 // Result is what SetResult set, nil if it was not called. Callers must
 // not modify it.
-func (p *Process) Result() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.result
-}
+func (p *Process) Result() []byte { return p.st.Result() }
 
-func (p *Process) resultText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return string(p.result)
-}
+func (p *Process) resultText() string { return p.st.ResultText() }
 
 // LastError is the error the task's previous attempt failed with, as
 // text, or "" (the first attempt, or one after a reclaim only).
@@ -135,97 +104,39 @@ func (p *Process) Owner() string { return p.owner }
 // finished or requeued, its task was cancelled, its queue was deleted, or
 // it was lost (the worker fenced itself, closed or stopped work on the
 // queue). Err says which.
-func (p *Process) Done() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil { // made on first use: most processes never need it
-		p.done = make(chan struct{})
-		if p.err != nil { // ended before anyone asked
-			close(p.done)
-		}
-	}
-	return p.done
-}
+func (p *Process) Done() <-chan struct{} { return p.st.Done() }
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
 // ErrProcessLost, or ErrProcessEnded after the process's own Finish,
 // Requeue, Retry or DeadLetter.
-func (p *Process) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
+func (p *Process) Err() error { return p.st.Err() }
 
 // end closes Done with a reason; the first reason wins. It reports whether
 // this call ended the process. A process lost (settled, ErrProcessLost) is
 // reported to the observer as lost.
 func (p *Process) end(reason error, settled bool) bool {
-	p.mu.Lock()
 	// A process ended by a cancel or delete event (not settled: Finish
 	// still works) that is lost later is reported then.
-	newlySettled := settled && !p.settled
-	if settled {
-		p.settled = true
-	}
-	first := p.err == nil
-	if first {
-		p.err = reason
-		if p.done != nil {
-			close(p.done)
-		}
-		p.stopProgress()
-		if p.ended != nil {
-			p.ended(reason) // a context's CancelCauseFunc: quick, never blocks
-		}
-	}
-	p.mu.Unlock()
+	first, newlySettled := p.st.End(reason, settled)
 	if newlySettled && errors.Is(reason, ErrProcessLost) {
 		p.observeEnd(OutcomeLost, "", reason)
 	}
 	return first
 }
 
-func (p *Process) setUnwritten() {
-	p.mu.Lock()
-	p.unwritten = true
-	p.mu.Unlock()
-}
+func (p *Process) setUnwritten() { p.st.SetUnwritten() }
 
-func (p *Process) isUnwritten() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.unwritten
-}
+func (p *Process) isUnwritten() bool { return p.st.IsUnwritten() }
 
 // onEnd arranges for fn to be called with the reason when the process
 // ends, at once if it already has.
-func (p *Process) onEnd(fn func(reason error)) {
-	p.mu.Lock()
-	reason := p.err
-	if reason == nil {
-		p.ended = fn
-	}
-	p.mu.Unlock()
-	if reason != nil {
-		fn(reason)
-	}
-}
+func (p *Process) onEnd(fn func(reason error)) { p.st.OnEnd(fn) }
 
 // interrupt ends the context of the handler running the process, if any,
 // with cause, without ending the process.
-func (p *Process) interrupt(cause error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended != nil {
-		p.ended(cause)
-	}
-}
+func (p *Process) interrupt(cause error) { p.st.Interrupt(cause) }
 
-func (p *Process) isSettled() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.settled
-}
+func (p *Process) isSettled() bool { return p.st.IsSettled() }
 
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
@@ -330,11 +241,13 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	if opts.Members != nil {
 		task, aggregated = encodeAggregated(opts.Members), len(opts.Members)
 	}
-	return &Process{
+	p := &Process{
 		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt, aggregated: aggregated,
 		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
-		started: now, done: make(chan struct{}),
+		started: now,
 	}
+	p.st.MakeDone()
+	return p
 }
 
 // Status asks Redis what became of the process: nil while it is active and

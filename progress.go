@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -40,22 +40,6 @@ func taskProgress(id string, r store.ProgressRecord) TaskProgress {
 	return TaskProgress{TaskID: id, ProcessID: r.PID, Percent: r.Percent, Note: r.Note, At: time.UnixMilli(r.At)}
 }
 
-// progressState is a process's reports: the last one made, and the
-// throttle of its writes. Guarded by Process.mu.
-type progressState struct {
-	set     bool // a report was made
-	percent int
-	note    string
-	// sent is when the last write went out; sending is true while one is
-	// in flight; timer, when set, writes the last report once the
-	// interval since sent has passed. dirty is true while a report made
-	// after the last write went out is not written yet.
-	sent    time.Time
-	sending bool
-	dirty   bool
-	timer   clock.Timer
-}
-
 // ReportProgress reports how far the handler has got with the task:
 // percent (0 to 100) and a short note (at most MaxProgressNote bytes; cut
 // beyond). The last report of each task in flight is kept in Redis, in a
@@ -82,56 +66,45 @@ func (p *Process) ReportProgress(ctx context.Context, percent int, note string) 
 	if len(note) > MaxProgressNote {
 		note = note[:MaxProgressNote]
 	}
-	p.mu.Lock()
-	p.progress.set, p.progress.percent, p.progress.note = true, percent, note
 	if p.w == nil {
-		p.mu.Unlock()
+		p.st.KeepProgress(percent, note)
 		return nil
 	}
-	if ended := p.err; ended != nil {
-		p.mu.Unlock()
+	write, ended := p.st.ReportProgress(p.throttle(), (*progressFlusher)(p), percent, note)
+	if ended != nil {
 		if p.isSettled() {
 			return fmt.Errorf("worqr: progress %q process %s: already ended: %w", p.queue, p.id, ErrProcessLost)
 		}
 		return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ended)
 	}
-	pr := &p.progress
-	if pr.timer != nil || pr.sending {
-		pr.dirty = true // the armed timer, or the write in flight, writes it
-		p.mu.Unlock()
+	if !write {
 		return nil
 	}
-	if wait := ProgressInterval - p.w.c.clock.Since(pr.sent); wait > 0 {
-		pr.dirty = true
-		pr.timer = p.w.c.clock.AfterFunc(wait, p.flushProgress)
-		p.mu.Unlock()
-		return nil
-	}
-	pr.sending, pr.dirty, pr.sent = true, false, p.w.c.clock.Now()
-	p.mu.Unlock()
 	return p.writeProgress(ctx, percent, note)
 }
 
 // Progress is the last report ReportProgress was given (made in this
 // process, whether written yet or not); ok is false if none was.
-func (p *Process) Progress() (percent int, note string, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.progress.percent, p.progress.note, p.progress.set
+func (p *Process) Progress() (percent int, note string, ok bool) { return p.st.Progress() }
+
+// throttle is what the throttle of p's progress writes takes of its
+// worker.
+func (p *Process) throttle() proc.Throttle {
+	return proc.Throttle{Clock: p.w.c.clock, Interval: ProgressInterval}
 }
+
+// progressFlusher is a process as the writer of the reports its
+// throttle held (a conversion, not an allocation).
+type progressFlusher Process
+
+func (f *progressFlusher) FlushProgress() { (*Process)(f).flushProgress() }
 
 // flushProgress is the throttle's timer: it writes the last report held.
 func (p *Process) flushProgress() {
-	p.mu.Lock()
-	pr := &p.progress
-	pr.timer = nil
-	if p.err != nil || pr.sending || !pr.dirty {
-		p.mu.Unlock() // ended; or the write in flight rearms the timer
-		return
+	percent, note, ok := p.st.FlushingProgress(p.throttle())
+	if !ok {
+		return // ended; or the write in flight rearms the timer
 	}
-	percent, note := pr.percent, pr.note
-	pr.sending, pr.dirty, pr.sent = true, false, p.w.c.clock.Now()
-	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(p.w.life, p.w.opts.TTL)
 	defer cancel()
 	if err := p.writeProgress(ctx, percent, note); err != nil {
@@ -140,18 +113,11 @@ func (p *Process) flushProgress() {
 }
 
 // writeProgress writes a report (the caller has marked the write in
-// flight, under Process.mu), then arms the timer if another report came
-// while it was.
+// flight, in p.st), then arms the timer if another report came while it
+// was.
 func (p *Process) writeProgress(ctx context.Context, percent int, note string) error {
 	err := p.sendProgress(ctx, percent, note)
-
-	p.mu.Lock()
-	pr := &p.progress
-	pr.sending = false
-	if pr.dirty && pr.timer == nil && p.err == nil {
-		pr.timer = p.w.c.clock.AfterFunc(max(ProgressInterval-p.w.c.clock.Since(pr.sent), 0), p.flushProgress)
-	}
-	p.mu.Unlock()
+	p.st.ProgressWritten(p.throttle(), (*progressFlusher)(p))
 	return err
 }
 
@@ -186,15 +152,6 @@ func (p *Process) sendProgress(ctx context.Context, percent int, note string) er
 		return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ErrQueueDeleted)
 	}
 	return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ErrProcessLost)
-}
-
-// stopProgress disarms the throttle's timer: the process ended. Called
-// with p.mu held.
-func (p *Process) stopProgress() {
-	if t := p.progress.timer; t != nil {
-		t.Stop()
-		p.progress.timer = nil
-	}
 }
 
 // TaskProgress returns the last progress report of a task in flight, by

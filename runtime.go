@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"fmt"
+
+	"github.com/worqr/worqr/internal/pacer"
 )
 
 // runner is a queue served by a slot scheduler (Handle's, of one queue,
@@ -19,7 +21,7 @@ type runner struct {
 	maxSlots int
 	sched    *slotScheduler
 	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
-	pace pacer
+	pace pacer.Pacer
 	// settler writes its handlers' outcomes (settle.go).
 	settler settler
 
@@ -247,7 +249,7 @@ func (r *runner) stopTaking() {
 	s.turn.Lock()
 	//lint:ignore SA2001 an empty critical section is the barrier
 	s.turn.Unlock()
-	r.pace.stop()
+	r.pace.Stop()
 	if stops != nil {
 		close(stops)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/worqr/worqr/internal/pacer"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/startstop"
 )
@@ -94,7 +95,7 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
 	}
 	r.hand.r = r
-	r.pace = newPacer(s.w, r.wakeIfTaking)
+	r.pace = pacer.New((*pacerClocks)(s.w), r.wakeIfTaking)
 	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
@@ -255,7 +256,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	if until > 0 {
 		// The rate limit is used up: look again when the next start is
 		// allowed, and not before.
-		r.pace.wakeAt(until)
+		r.pace.WakeAt(until)
 	}
 	if err != nil {
 		if !stopped {
@@ -263,7 +264,7 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 		}
 	} else {
 		s.w.c.outage.OK(sent)
-		r.pace.retry.Reset()
+		r.pace.Retry.Reset()
 		if len(ps) < n {
 			r.clearMore(gen)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/pacer"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -197,12 +198,12 @@ func TestDequeueFailureAppliedToAMember(t *testing.T) {
 	case <-s.wake: // the work events' above
 	default:
 	}
-	fake.Advance(dequeueRetryMin)
+	fake.Advance(pacer.RetryMin)
 	recv(t, s.wake, 5*time.Second, "the loop woken after the backoff")
 	assert.Equal(t, "more:true blocked:false room:2", flags(), "looks again after the backoff")
 
 	fail(fmt.Errorf("%w: connection reset (test)", ErrUnavailable))
-	fake.Advance(dequeueRetryMin)
+	fake.Advance(pacer.RetryMin)
 	assert.Equal(t, "more:true blocked:true room:0", flags(), "the backoff doubled")
 	r.stopTaking()
 	assert.Zero(t, fake.Timers(), "stopping the member stops its timer")

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
-	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -30,8 +29,6 @@ const (
 	// DefaultBackoffBase and DefaultBackoffCap shape DefaultBackoff.
 	DefaultBackoffBase = time.Second
 	DefaultBackoffCap  = 10 * time.Minute
-	// maxErrorLen bounds the error text recorded with a task.
-	maxErrorLen = 4096
 )
 
 // RetryPolicy says how a Handle runtime retries a task whose handler
@@ -76,20 +73,7 @@ func ExponentialBackoff(base, limit time.Duration, jitter float64) func(attempt 
 	if base <= 0 || limit < base || !(jitter >= 0 && jitter <= 1) {
 		panic(fmt.Errorf("worqr: ExponentialBackoff(%v, %v, %v): %w: want 0 < base <= limit and 0 <= jitter <= 1", base, limit, jitter, ErrInvalidOptions))
 	}
-	return func(attempt int, _ error) time.Duration {
-		d := limit
-		if n := max(attempt-1, 0); base <= limit>>n { // base<<n <= limit, without overflowing
-			d = base << n
-		}
-		span := d // what jitter may take off: d·jitter, at most d
-		if f := float64(d) * jitter; f < float64(d) {
-			span = time.Duration(f)
-		}
-		if span <= 0 {
-			return d
-		}
-		return d - time.Duration(rand.Int64N(int64(span))) // in (d-span, d]
-	}
+	return proc.Exponential(base, limit, jitter)
 }
 
 // retryAfterError asks for a retry after a given delay.
@@ -161,7 +145,7 @@ func (r *settler) settle(ctx context.Context, j job, err error) {
 		// someone to requeue or delete it.
 		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
-	case r.retry.exhausted(p.failures+1, p.budget):
+	case proc.Policy(r.retry).Exhausted(p.failures+1, p.budget, DefaultMaxAttempts):
 		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
@@ -200,7 +184,7 @@ func (r *settler) failLater(j job, delay time.Duration, cause error) {
 	p := j.p
 	write := func(ctx context.Context) error { return p.retry(ctx, delay, cause) }
 	r.writeLater(j, "retry", write, func(ctx context.Context, done func(store.Outcome, error)) {
-		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: errorText(cause)}
+		ref := store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: proc.ErrorText(cause)}
 		r.w.c.retries.Then(ctx, p.queue, ref, func(got store.Outcome, err error) {
 			got, err = p.recordSettled("retry", OutcomeRetried, "", cause, got, err)
 			done(got, dropped("retry", p, got, err))
@@ -226,45 +210,26 @@ func (r *settler) writeLater(j job, op string, write func(context.Context) error
 			r.persist(p, op, write, sent, err) // at once unless err is retryable
 			r.settled(j)
 		}
-		if !retryable(err) || r.w.life.Err() != nil || !r.jobs.Go(rest) {
+		if !proc.Retryable(err) || r.w.life.Err() != nil || !r.jobs.Go(rest) {
 			rest()
 		}
 	})
 }
 
 // persist sees an outcome write (op) through, given what its first
-// try, sent at outage epoch sent, returned (outcome): writes after the
-// handler must not hang on a dead Redis for ever; one that failed on the
-// connection left the process ours in Redis, so it is tried again while
-// the worker lives, or it would be held for ever. Those failures are the
-// client's outage to log (one line for all the calls an outage fails);
-// a fence that ends the process meanwhile drops the write, and counts it
-// (see Worker.fence). It returns at once unless the write is to be tried
+// try, sent at outage epoch sent, returned (outcome): see
+// proc.Writes.Persist. It returns at once unless the write is to be tried
 // again.
 func (r *settler) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
-	var b *backoff.Backoff
-	for {
-		switch {
-		case outcome == nil, errors.Is(outcome, ErrTaskCancelled), errors.Is(outcome, ErrQueueDeleted): // Requeue dropped it, as it should
-			r.w.c.outage.OK(sent)
-			return
-		case errors.Is(outcome, ErrProcessLost):
-			return
-		case !r.w.c.outage.Failed(sent, op, outcome):
-			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
-			return
-		}
-		if b == nil {
-			b = backoff.New(50*time.Millisecond, time.Second)
-			p.setUnwritten()
-		}
-		if !b.Wait(r.w.life) {
-			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
-			return
-		}
-		sent = r.w.c.outage.Begin()
-		outcome = write(r.w.writes.Ctx(r.w.life, r.w.opts.TTL))
-	}
+	proc.Persist((*outcomeWriter)(r.w), &p.st, (*unrecorded)(p), op, write, sent, outcome)
+}
+
+// unrecorded is a process as told of an outcome write given up on (a
+// conversion, not an allocation).
+type unrecorded Process
+
+func (u *unrecorded) Unrecorded(err error) {
+	logOutcome((*Process)(u), slog.LevelWarn, "worqr: could not record the task's outcome", "err", err)
 }
 
 // logOutcome writes one record about p's outcome, with the worker's and
@@ -279,15 +244,6 @@ func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
 	l.Log(context.Background(), level, msg, append([]any{"worker", p.w.ID(), "queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
 }
 
-// retryable tells whether an outcome write may not have reached Redis and
-// can be sent again (the scripts check ownership, so a repeat is safe): it
-// failed on the connection, or got no answer within its deadline (a TTL
-// and at most an eighth more, see writedeadline.Deadline) while the worker lives (a
-// hung node).
-func retryable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // delay is the policy's delay before the attempt after attempt.
 func (r RetryPolicy) delay(attempt int, err error) time.Duration {
 	if d, ok := RetryAfterDelay(err); ok {
@@ -297,20 +253,6 @@ func (r RetryPolicy) delay(attempt int, err error) time.Duration {
 		return max(r.Backoff(attempt, err), 0)
 	}
 	return DefaultBackoff(attempt, err)
-}
-
-// exhausted reports whether a task whose failed attempts number failed
-// (this one included), with its own budget own (0: none; negative: no
-// limit), has no attempt left.
-func (r RetryPolicy) exhausted(failed, own int) bool {
-	budget := own
-	if budget == 0 {
-		budget = r.MaxAttempts
-	}
-	if budget == 0 {
-		budget = DefaultMaxAttempts
-	}
-	return budget > 0 && failed >= budget
 }
 
 // reasonOf is err's reason, or fallback.
@@ -325,18 +267,6 @@ func reasonOf(err error, fallback string) string {
 	return fallback
 }
 
-// errorText is the text recorded for err: at most maxErrorLen bytes.
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	s := err.Error()
-	if len(s) > maxErrorLen {
-		s = s[:maxErrorLen]
-	}
-	return s
-}
-
 // finish is Finish, telling the observer outcome (and the handler's err).
 func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) error {
 	_, err := p.settle(ctx, "finish", outcome, "", cause, func(ctx context.Context) (store.Outcome, error) {
@@ -347,7 +277,7 @@ func (p *Process) finish(ctx context.Context, outcome Outcome, cause error) erro
 
 func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) error {
 	got, err := p.settle(ctx, "retry", OutcomeRetried, "", cause, func(ctx context.Context) (store.Outcome, error) {
-		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: errorText(cause)})
+		return p.w.c.retries.Do(ctx, p.queue, store.RetryRef{ProcRef: store.ProcRef{Worker: p.owner, PID: p.id, Kind: p.kind}, Delay: delay, Err: proc.ErrorText(cause)})
 	})
 	return dropped("retry", p, got, err)
 }
@@ -355,7 +285,7 @@ func (p *Process) retry(ctx context.Context, delay time.Duration, cause error) e
 func (p *Process) bury(ctx context.Context, reason string, cause error) error {
 	got, err := p.settle(ctx, "dead-letter", OutcomeDead, reason, cause, func(ctx context.Context) (store.Outcome, error) {
 		c := p.w.c
-		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, errorText(cause), c.deadBounds)
+		return c.store.Bury(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, reason, proc.ErrorText(cause), c.deadBounds)
 	})
 	return dropped("dead-letter", p, got, err)
 }
@@ -443,11 +373,7 @@ func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 	if obs == nil {
 		return
 	}
-	p.mu.Lock()
-	already := p.observed
-	p.observed = true
-	p.mu.Unlock()
-	if !already {
+	if p.st.Observe() {
 		obs.ObserveFinish(context.Background(), FinishEvent{
 			Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt,
 			Outcome: outcome, Reason: reason, Duration: p.w.c.clock.Since(p.started), Err: err,

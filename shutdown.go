@@ -110,7 +110,7 @@ func (k *closer) stopComponents() {
 	var stops startstop.Group
 	stops.Go(w.lease.stop)
 	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
-	stops.Go(w.periodics.close)
+	stops.Go(w.periodics.Close)
 	stops.Go(func() { closeAll(pools) })
 	startstop.StopAll(dispatchers...)
 	stops.Close()
@@ -191,7 +191,7 @@ func (k *closer) drain(ctx context.Context) error {
 	w.state.ToDraining()
 	runners := w.sessions.runners()
 	w.mu.Unlock()
-	w.periodics.close() // a draining worker enqueues no more ticks
+	w.periodics.Close() // a draining worker enqueues no more ticks
 	// The wait after the handlers were cancelled is ShutdownCancelWait,
 	// whether or not ctx (the grace period) has ended.
 	if !runners.stop(ctx, context.WithoutCancel(ctx), w) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
+	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/writedeadline"
 )
@@ -120,7 +121,7 @@ type FenceEvent struct {
 //     run under them: they take subscription.Mailbox.mu, or
 //     waiters.Waiters.mu)
 //  9. waiters.Waiters.mu, then waiters.Waiter.mu
-//  10. periodics.mu (the worker's schedules: it starts one under it),
+//  10. periodic.Set.mu (the worker's schedules: it starts one under it),
 //     statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
 //     it starts its loop under it), Client.mu then flows.Flows.mu (a new
@@ -129,7 +130,7 @@ type FenceEvent struct {
 //     filling: it asks the runtime under it whether it takes work, which
 //     takes slotScheduler.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
-//     periodics.mu for a periodic schedule, under delayed.Scheduler.mu for
+//     periodic.Set.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
@@ -173,8 +174,8 @@ type Worker struct {
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
 	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
-	// component (periodic.go; their own lock).
-	periodics periodics
+	// component (periodic.go, internal/periodic; their own lock).
+	periodics periodic.Set
 	// pools are the slot schedulers of HandleQueues, each a running loop
 	// (Handle's are reached through the queues served). Guarded by mu.
 	pools []*slotScheduler

@@ -18,6 +18,7 @@ import (
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/statsflush"
 	"github.com/worqr/worqr/internal/store"
@@ -281,7 +282,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		tracer:      opts.Tracer,
 		deadBounds:  opts.DeadLetters.bounds(),
 		poisonLimit: poisonLimit(opts.PoisonLimit),
-		outage:      outage.New(opts.Logger, clk, retryable),
+		outage:      outage.New(opts.Logger, clk, proc.Retryable),
 		workers:     make(map[*Worker]struct{}),
 	}
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)

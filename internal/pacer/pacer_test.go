@@ -1,7 +1,7 @@
-package worqr
+package pacer
 
-// The pacer (dequeue.go) on its own: a member's timers, on a Fake clock,
-// with no Redis and no scheduler. Each test counts the wake-ups the pacer
+// The pacer on its own: a member's timers, on a Fake clock, with no Redis
+// and no scheduler. Each test counts the wake-ups the pacer
 // gives and moves the clock by hand.
 
 import (
@@ -12,15 +12,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/delayed"
 )
 
 // pacerOnFake is a pacer whose worker reads clk (as its own clock and, with
 // no observation yet, as the Redis clock), and whose wake-ups go to woke.
-func pacerOnFake(clk *clock.Fake) (*pacer, chan struct{}) {
+func pacerOnFake(clk *clock.Fake) (*Pacer, chan struct{}) {
 	woke := make(chan struct{}, 10)
-	w := &Worker{c: &Client{clock: clk}}
-	p := newPacer(w, func() { woke <- struct{}{} })
+	p := New(clocks{clk, &delayed.RedisClock{}}, func() { woke <- struct{}{} })
 	return &p, woke
+}
+
+// clocks is a worker's clock and its Redis clock, as a pacer takes them.
+type clocks struct {
+	clk   clock.Clock
+	redis *delayed.RedisClock
+}
+
+func (c clocks) Clock() clock.Clock              { return c.clk }
+func (c clocks) RedisClock() *delayed.RedisClock { return c.redis }
+
+func recv[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("not within %v: %s", within, what)
+		var zero T
+		return zero
+	}
 }
 
 // wokeN waits for n wake-ups, then makes sure no other is waiting.
@@ -37,23 +58,23 @@ func wokeN(t *testing.T, woke chan struct{}, n int) {
 }
 
 // A failed dequeue's retry wakes the member after its backoff (at most
-// dequeueRetryMax); a later retry replaces the pending one rather than
+// RetryMax); a later retry replaces the pending one rather than
 // adding a second wake-up.
 func TestPacerRetryLaterBacksOff(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	p, woke := pacerOnFake(clk)
 
-	p.retryLater()
+	p.RetryLater()
 	require.Equal(t, 1, clk.Timers())
-	clk.Advance(dequeueRetryMax)
+	clk.Advance(RetryMax)
 	wokeN(t, woke, 1)
 	require.Zero(t, clk.Timers())
 
-	p.retryLater()
-	p.retryLater() // replaces the pending one
+	p.RetryLater()
+	p.RetryLater() // replaces the pending one
 	require.Equal(t, 1, clk.Timers(), "one retry timer at a time")
-	clk.Advance(dequeueRetryMax)
+	clk.Advance(RetryMax)
 	wokeN(t, woke, 1)
 }
 
@@ -66,14 +87,14 @@ func TestPacerWakeAtKeepsTheEarliest(t *testing.T) {
 	p, woke := pacerOnFake(clk)
 	at := func(d time.Duration) int64 { return start.Add(d).UnixMicro() }
 
-	p.wakeAt(at(100 * time.Millisecond))
-	p.wakeAt(at(300 * time.Millisecond)) // later: the timer stays
+	p.WakeAt(at(100 * time.Millisecond))
+	p.WakeAt(at(300 * time.Millisecond)) // later: the timer stays
 	clk.Advance(100 * time.Millisecond)
 	wokeN(t, woke, 1)
 	require.Zero(t, clk.Timers(), "the later time armed nothing of its own")
 
-	p.wakeAt(at(500 * time.Millisecond))
-	p.wakeAt(at(200 * time.Millisecond)) // earlier: the timer moves
+	p.WakeAt(at(500 * time.Millisecond))
+	p.WakeAt(at(200 * time.Millisecond)) // earlier: the timer moves
 	require.Equal(t, 1, clk.Timers())
 	clk.Advance(100 * time.Millisecond)
 	wokeN(t, woke, 1)
@@ -90,15 +111,15 @@ func TestPacerStopForgetsTheWakeUp(t *testing.T) {
 	clk := clock.NewFake(start)
 	p, woke := pacerOnFake(clk)
 
-	p.wakeAt(start.Add(100 * time.Millisecond).UnixMicro())
-	p.retryLater()
+	p.WakeAt(start.Add(100 * time.Millisecond).UnixMicro())
+	p.RetryLater()
 	require.Equal(t, 2, clk.Timers())
-	p.stop()
+	p.Stop()
 	assert.Zero(t, clk.Timers(), "both timers stopped")
 	clk.Advance(time.Second)
 	wokeN(t, woke, 0)
 
-	p.wakeAt(clk.Now().Add(time.Second).UnixMicro())
+	p.WakeAt(clk.Now().Add(time.Second).UnixMicro())
 	require.Equal(t, 1, clk.Timers(), "armed again after the stop")
 	clk.Advance(time.Second)
 	wokeN(t, woke, 1)
