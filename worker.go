@@ -108,12 +108,12 @@ type FenceEvent struct {
 //  3. session.gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
 //     answers, under it: it is held around Worker.mu, session.mu,
-//     Process.mu, reclaim.Reclaimer.mu and the worker's tasks)
+//     proc.State.mu, reclaim.Reclaimer.mu and the worker's tasks)
 //  5. Worker.mu
 //  6. session.mu (taken under Worker.mu where a session's decision must
 //     be atomic with the worker's identity and lifecycle, or alone; a
 //     session never takes Worker.mu while holding its mu, and holds one
-//     session's mu at a time; under it only Process.mu is taken, by
+//     session's mu at a time; under it only proc.State.mu is taken, by
 //     runner.cancelAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
@@ -137,7 +137,7 @@ type FenceEvent struct {
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
-//     pacer.mu (a member's retry and rate-limit timers), Process.mu,
+//     pacer.Pacer.mu (a member's retry and rate-limit timers), proc.State.mu,
 //     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,
 //     outage.Outage.mu, coalesce.Coalescer.mu, flows.Flows.qmu, Router.mu,
 //     boundDials.mu, the store's statsBuf.mu and idHints.mu (an enqueue's
