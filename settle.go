@@ -159,14 +159,14 @@ func (r *settler) settle(ctx context.Context, j job, err error) {
 		// The handler's own verdict, not a fault of the system: WARN,
 		// as a failure that is retried, since the dead letter waits for
 		// someone to requeue or delete it.
-		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
+		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", slog.Any("err", err), slog.String("reason", reasonOf(err, ReasonPermanent)), slog.Int("attempt", p.Attempt()))
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
 	case r.retry.exhausted(p.failures+1, p.budget):
-		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", slog.Any("err", err), slog.Int("attempt", p.Attempt()))
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
 		delay := r.retry.delay(p.Attempt(), err)
-		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", slog.Any("err", err), slog.Int("attempt", p.Attempt()), slog.Duration("after", delay))
 		r.failLater(j, delay, err)
 		return
 	}
@@ -251,7 +251,7 @@ func (r *settler) persist(p *Process, op string, write func(context.Context) err
 		case errors.Is(outcome, ErrProcessLost):
 			return
 		case !r.w.c.outage.Failed(sent, op, outcome):
-			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", slog.Any("err", outcome))
 			return
 		}
 		if b == nil {
@@ -259,7 +259,7 @@ func (r *settler) persist(p *Process, op string, write func(context.Context) err
 			p.setUnwritten()
 		}
 		if !b.Wait(r.w.life) {
-			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", "err", outcome)
+			logOutcome(p, slog.LevelWarn, "worqr: could not record the task's outcome", slog.Any("err", outcome))
 			return
 		}
 		sent = r.w.c.outage.Begin()
@@ -270,13 +270,18 @@ func (r *settler) persist(p *Process, op string, write func(context.Context) err
 // logOutcome writes one record about p's outcome, with the worker's and
 // the process's attributes, without a derived logger (With, as
 // Worker.logger does, copies and formats the handler's state): settle runs
-// once per task, and once per failed attempt logs.
-func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
+// once per task, and once per failed attempt logs. Typed attributes, not
+// key-value pairs: each value of a pair is boxed, and its slice made,
+// for every failed attempt.
+func logOutcome(p *Process, level slog.Level, msg string, attrs ...slog.Attr) {
 	l := p.w.c.log
 	if !l.Enabled(context.Background(), level) {
 		return
 	}
-	l.Log(context.Background(), level, msg, append([]any{"worker", p.w.ID(), "queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	var all [8]slog.Attr
+	l.LogAttrs(context.Background(), level, msg, append(append(all[:0],
+		slog.String("worker", p.w.ID()), slog.String("queue", p.queue), slog.String("process", p.ID()), slog.String("task", p.TaskID())),
+		attrs...)...)
 }
 
 // retryable tells whether an outcome write may not have reached Redis and
