@@ -78,6 +78,8 @@ local function first_noted(id, worker, err)
   end
   return id .. r[1], r[2]
 end
+-- An entry for the back of list (its left end), pushed after the loop
+-- with the others for it, in order, in one call.
 local function push(list, entry)
   local entries = pushed[list]
   if not entries then
