@@ -273,3 +273,43 @@ func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 	require.Len(t, dropped, 1, "one line for the dropped writes")
 	assert.EqualValues(t, n, dropped[0].attrs["outcomes"].Int64())
 }
+
+// A failed attempt that is retried is logged once, at WARN, with the
+// worker, queue, process and task, its error, its attempt and the delay
+// before the next, each of its own kind.
+func TestRetryIsLoggedWithItsAttributes(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	log, rec := recordLogs(t)
+	c := b.loggedClient(b.redis(), log)
+	ctx := ctxT(t)
+	w := newWorker(t, c, WorkerOptions{})
+	type start struct{ pid, task string }
+	starts := make(chan start, 2)
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		starts <- start{p.ID(), p.TaskID()}
+		if p.Attempt() == 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 7 * time.Millisecond }}}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	first := recv(t, starts, 10*time.Second, "the first attempt")
+	recv(t, starts, 10*time.Second, "the retry")
+
+	lines := rec.saying("worqr: task failed; retrying")
+	require.Len(t, lines, 1)
+	l := lines[0]
+	assert.Equal(t, slog.LevelWarn, l.level)
+	assert.Equal(t, w.ID(), l.attrs["worker"].String())
+	assert.Equal(t, "q", l.attrs["queue"].String())
+	assert.Equal(t, first.pid, l.attrs["process"].String())
+	assert.Equal(t, id, l.attrs["task"].String())
+	assert.Equal(t, first.task, id)
+	assert.Equal(t, "not yet", l.attrs["err"].String())
+	require.Equal(t, slog.KindInt64, l.attrs["attempt"].Kind(), "%v", l)
+	assert.EqualValues(t, 1, l.attrs["attempt"].Int64())
+	require.Equal(t, slog.KindDuration, l.attrs["after"].Kind(), "%v", l)
+	assert.Equal(t, 7*time.Millisecond, l.attrs["after"].Duration())
+}

@@ -143,14 +143,14 @@ func (r *settler) settle(ctx context.Context, j job, err error) {
 		// The handler's own verdict, not a fault of the system: WARN,
 		// as a failure that is retried, since the dead letter waits for
 		// someone to requeue or delete it.
-		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", "err", err, "reason", reasonOf(err, ReasonPermanent), "attempt", p.Attempt())
+		logOutcome(p, slog.LevelWarn, "worqr: task failed permanently; dead-lettered", slog.Any("err", err), slog.String("reason", reasonOf(err, ReasonPermanent)), slog.Int("attempt", p.Attempt()))
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonPermanent), err) }, "dead-letter"
 	case proc.Policy(r.retry).Exhausted(p.failures+1, p.budget, DefaultMaxAttempts):
-		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", "err", err, "attempt", p.Attempt())
+		logOutcome(p, slog.LevelError, "worqr: task failed on its last attempt; dead-lettered", slog.Any("err", err), slog.Int("attempt", p.Attempt()))
 		write, op = func(ctx context.Context) error { return p.bury(ctx, reasonOf(err, ReasonExhausted), err) }, "dead-letter"
 	default:
 		delay := r.retry.delay(p.Attempt(), err)
-		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", "err", err, "attempt", p.Attempt(), "after", delay)
+		logOutcome(p, slog.LevelWarn, "worqr: task failed; retrying", slog.Any("err", err), slog.Int("attempt", p.Attempt()), slog.Duration("after", delay))
 		r.failLater(j, delay, err)
 		return
 	}
@@ -229,19 +229,24 @@ func (r *settler) persist(p *Process, op string, write func(context.Context) err
 type unrecorded Process
 
 func (u *unrecorded) Unrecorded(err error) {
-	logOutcome((*Process)(u), slog.LevelWarn, "worqr: could not record the task's outcome", "err", err)
+	logOutcome((*Process)(u), slog.LevelWarn, "worqr: could not record the task's outcome", slog.Any("err", err))
 }
 
 // logOutcome writes one record about p's outcome, with the worker's and
 // the process's attributes, without a derived logger (With, as
 // Worker.logger does, copies and formats the handler's state): settle runs
-// once per task, and once per failed attempt logs.
-func logOutcome(p *Process, level slog.Level, msg string, args ...any) {
+// once per task, and once per failed attempt logs. Typed attributes, not
+// key-value pairs: each value of a pair is boxed, and its slice made,
+// for every failed attempt.
+func logOutcome(p *Process, level slog.Level, msg string, attrs ...slog.Attr) {
 	l := p.w.c.log
 	if !l.Enabled(context.Background(), level) {
 		return
 	}
-	l.Log(context.Background(), level, msg, append([]any{"worker", p.w.ID(), "queue", p.queue, "process", p.ID(), "task", p.TaskID()}, args...)...)
+	var all [8]slog.Attr
+	l.LogAttrs(context.Background(), level, msg, append(append(all[:0],
+		slog.String("worker", p.w.ID()), slog.String("queue", p.queue), slog.String("process", p.ID()), slog.String("task", p.TaskID())),
+		attrs...)...)
 }
 
 // delay is the policy's delay before the attempt after attempt.

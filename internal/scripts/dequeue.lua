@@ -498,7 +498,11 @@ for j = 1, #pids do
   -- (before the first ':') has an 'a' field.
   local comma = find(t, ',', 1, true)
   if comma and header_has(t, 'a') then
+    -- Where its error goes in out, and its id: up to that first ','
+    -- (which comes before the ':', as its 'a' field does), a cut rather
+    -- than entry_id's pattern match.
     retried[#retried + 1] = k
+    retried[#retried + 1] = string.sub(t, 1, comma - 1)
   end
   if now_u then
     started[#started + 1] = ms(tonumber(pid, 16))
@@ -513,8 +517,8 @@ if at then out[1], out[2] = ms(u), ms(at) end
 -- Only a task started before can have an error recorded.
 if #retried > 0 then
   local ids = {}
-  for j, at in ipairs(retried) do ids[j] = entry_id(out[at - 1]) end
+  for i = 2, #retried, 2 do ids[i / 2] = retried[i] end
   local errs = redis.call('HMGET', errors_key, unpack(ids))
-  for j, at in ipairs(retried) do out[at] = errs[j] or '' end
+  for i = 1, #retried, 2 do out[retried[i]] = errs[(i + 1) / 2] or '' end
 end
 return out

@@ -48,24 +48,43 @@ for j = 1, #pids do
     -- The header's text (all of the entry if it has no ':'): the id
     -- unless it holds a ','.
     local id = sub(v, at, (find(v, ':', at, true) or 0) - 1)
-    if find(id, ',', 1, true) then
+    local comma = find(id, ',', 1, true)
+    if comma then
       -- The helpers read the header alone (with its ':'), never a copy
-      -- of the payload; a field is looked for in the header only.
-      local head = id .. ':'
-      freed = freed + (find(id, ',w', 1, true) and entry_weight(head) or 1)
-      if find(id, ',g', 1, true) then group_released(head) end
-      id = entry_id(head)
+      -- of the payload; a field is looked for in the header only. The
+      -- usual such header (a task retried: its 'a', 'f' and 'd' fields)
+      -- needs none of them, nor the header with its ':' made for them.
+      local h = id
+      local head -- h .. ':', made once a helper needs it
+      id = sub(h, 1, comma - 1) -- see entry_id
+      if find(h, ',w', 1, true) then
+        head = h .. ':'
+        freed = freed + entry_weight(head)
+      else
+        freed = freed + 1
+      end
+      if find(h, ',g', 1, true) then
+        head = head or h .. ':'
+        group_released(head)
+      end
       -- Only a task started before can have an error recorded.
-      if find(head, ',a', 1, true) then
+      if find(h, ',a', 1, true) then
         failed[#failed + 1] = id
       end
       if state == 'a' then
-        if find(head, ',R', 1, true) then
+        if find(h, ',R', 1, true) then
+          head = head or h .. ':'
           retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[3 * j + 2])
         end
-        if find(head, ',F', 1, true) then flow_notice(flows_key, head, 'ok') end
+        if find(h, ',F', 1, true) then
+          head = head or h .. ':'
+          flow_notice(flows_key, head, 'ok')
+        end
       end
-      if find(head, ',u', 1, true) then release_unique(unique_key, head) end
+      if find(h, ',u', 1, true) then
+        head = head or h .. ':'
+        release_unique(unique_key, head)
+      end
     else
       freed = freed + 1
     end

@@ -54,9 +54,42 @@ local function sequence_of(head)
   return limit == 1
 end
 local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
+local argv = ARGV -- its tail, read per process (a local is quicker to index)
 local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
+-- The usual retry (a first failure, at once) adds the same fields to
+-- every header: written once.
+local first_now = ',a1,f1' .. due_now
+local ended = math.floor(t_us / 1000)
+-- A first failure's history record (see attempt_added) depends only on
+-- its worker and error, which the retries of one batch mostly share: it
+-- is made once per pair, and each task's field from its id and the
+-- field's suffix (attempt_added's field for the id '').
+local firsts = {} -- worker -> error -> {suffix, record}
+local function first_noted(id, worker, err)
+  local by = firsts[worker]
+  if not by then
+    by = {}
+    firsts[worker] = by
+  end
+  local r = by[err]
+  if not r then
+    r = {attempt_added(errors_key, '', ended, 'r', worker, err, true)}
+    by[err] = r
+  end
+  return id .. r[1], r[2]
+end
+-- An entry for the back of list (its left end), pushed after the loop
+-- with the others for it, in order, in one call.
+local function push(list, entry)
+  local entries = pushed[list]
+  if not entries then
+    entries = {}
+    pushed[list] = entries
+  end
+  entries[#entries + 1] = entry
+end
 for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
-  local worker, v = ARGV[4 * j - 1], vals[j]
+  local worker, v = argv[4 * j - 1], vals[j]
   local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
@@ -75,9 +108,8 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     local fresh = true
     -- One more start, and one more failure: the attempt budget counts
     -- these, not the starts whose holder died or gave the task back.
-    if not find(h, ',', 1, true) then
-      h = h .. ',a1,f1'
-    else
+    local plain = not find(h, ',', 1, true)
+    if not plain then
       fresh = not header_get(h, 'a')
       h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
       h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
@@ -95,37 +127,42 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       if head then release_unique(unique_key, head) end
       freed = freed + weight
     else
-      local err = ARGV[4 * j + 2]
+      local err = argv[4 * j + 2]
       if err ~= '' then
         errs[#errs + 1] = id
         errs[#errs + 1] = err
       end
       -- The history goes out with the errors, in one HSET for all.
-      local field, history = attempt_added(errors_key, id, math.floor(t_us / 1000), 'r', worker, err, fresh)
+      local field, history
+      if fresh then
+        field, history = first_noted(id, worker, err)
+      else
+        field, history = attempt_added(errors_key, id, ended, 'r', worker, err, false)
+      end
       errs[#errs + 1] = field
       errs[#errs + 1] = history
-      local delay = tonumber(ARGV[4 * j + 1]) or 0
+      local delay = tonumber(argv[4 * j + 1]) or 0
       if delay > 0 and head and find(h, ',g', 1, true) and sequence_of(head) then
-        pushed[gwait_key] = pushed[gwait_key] or {}
-        table.insert(pushed[gwait_key], h .. ',d' .. string.format('%x', t_us + delay) .. ':' .. sub(v, body))
+        push(gwait_key, h .. ',d' .. string.format('%x', t_us + delay) .. ':' .. sub(v, body))
         -- Its queue slot is free; a runtime woken finds the group held
         -- until the task is due, and sleeps until then.
         npushed = npushed + 1
         freed = freed + weight
       elseif delay > 0 then
+        if plain then h = h .. ',a1,f1' end
         local due = t_us + delay
         delayed[#delayed + 1] = ms(due)
         delayed[#delayed + 1] = h .. ',d' .. string.format('%x', due) .. ':' .. sub(v, body)
         if not first or due < first then first = due end
         freed = freed + weight
-      else
+      elseif head then
         local entry = h .. due_now .. ':' .. sub(v, body)
-        local list = waiting_key
-        if head then
-          list = find(h, ',g', 1, true) and gwait_key or list_of(entry, waiting_key)
-        end
-        pushed[list] = pushed[list] or {}
-        table.insert(pushed[list], entry)
+        push(find(h, ',g', 1, true) and gwait_key or list_of(entry, waiting_key), entry)
+        npushed = npushed + 1
+      else
+        -- The usual task: its header is its id, and its ':' and payload
+        -- are copied as they are.
+        push(waiting_key, id .. first_now .. (c and sub(v, c) or ':' .. sub(v, at)))
         npushed = npushed + 1
       end
     end
