@@ -274,3 +274,25 @@ func TestHeldWaitsForRoom(t *testing.T) {
 	assert.False(t, per.take("c", 5), "past the address's bound, with room in all")
 	assert.Equal(t, map[string]int64{"a": 2, "b": 4}, per.clients)
 }
+
+// A page that panics after writing part of its answer gives those bytes
+// back, and its slot, as net/http recovers the panic and serves on: else
+// each such panic would shrink MaxHeldBytes for good.
+func TestHeldGivenBackWhenPagePanics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	func() {
+		defer func() { assert.Equal(t, "boom", recover(), "the panic went on to net/http") }()
+		e.h.withSlot(httptest.NewRecorder(), r, func(w http.ResponseWriter, _ *http.Request) {
+			_, err := w.Write(make([]byte, 1000))
+			require.NoError(t, err)
+			panic("boom")
+		})
+	}()
+	assert.Zero(t, e.h.held.count(), "bytes left held")
+	e.h.held.mu.Lock()
+	assert.Empty(t, e.h.held.clients, "addresses left counted")
+	e.h.held.mu.Unlock()
+	assert.Zero(t, len(e.h.pages), "slot left taken")
+}
