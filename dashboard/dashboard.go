@@ -309,6 +309,9 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 		return
 	}
 	b := &buffered{w: w, held: &h.held, client: client}
+	// A page that panics gives its bytes back too (net/http recovers the
+	// panic and serves on); drop gives them once, however often called.
+	defer b.drop()
 	func() {
 		defer release()
 		serve(b, r)
