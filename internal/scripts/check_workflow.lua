@@ -43,6 +43,13 @@ for _, k in ipairs(KEYS) do
   if ttl ~= -2 then present = present + 1 end
   if ttl == -1 then lasting = lasting + 1 end
 end
+if state == 'running' then
+  -- Every look reads the hashes a running workflow's judgement may: one
+  -- that is not a hash makes the workflow broken at its first look, not
+  -- only at a page's whose step happens to read it.
+  redis.call('HLEN', steps_key)
+  redis.call('HLEN', freed_key)
+end
 local steps, specs = {}, {}
 if state == 'running' and first then
   local names = {}
