@@ -59,6 +59,7 @@ package dashboard
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -322,7 +323,14 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 		h.heldFull(w, r)
 		return
 	}
-	b.send(func() { h.limitWrite(rc) }, rc.Flush)
+	b.send(func() { h.limitWrite(rc) }, func() error {
+		// A writer wrapped without Flush or Unwrap sends its parts when
+		// it will: the answer goes on, as it goes without a deadline.
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	})
 }
 
 // limitWrite gives the answer's next write writeWait to be taken by its
