@@ -59,13 +59,25 @@ if state == 'running' and first then
   else
     for i = 2, #ARGV do names[#names + 1] = ARGV[i] end
   end
+  -- Each parent's freed list read once, as a set: a parent of many
+  -- children lists them all, and a page may name them all.
+  local freed = {}
+  local function freed_by(p)
+    if not freed[p] then
+      freed[p] = {}
+      for kid in string.gmatch(redis.call('HGET', freed_key, p) or '', '[^,]+') do
+        freed[p][kid] = true
+      end
+    end
+    return freed[p]
+  end
   for _, step in ipairs(names) do
     local st = redis.call('HGET', steps_key, step)
     if st == 'r' or st == 'q' then
       local by = {} -- the parents whose end freed step
       if st == 'r' then
         for p in string.gmatch(redis.call('HGET', parents_key, step) or '', '[^,]+') do
-          if string.find(',' .. (redis.call('HGET', freed_key, p) or '') .. ',', ',' .. step .. ',', 1, true) then
+          if freed_by(p)[step] then
             by[#by + 1] = p
             specs[p] = true
           end
