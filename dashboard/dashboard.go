@@ -59,6 +59,7 @@ package dashboard
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -309,6 +310,9 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 		return
 	}
 	b := &buffered{w: w, held: &h.held, client: client}
+	// A page that panics gives its bytes back too (net/http recovers the
+	// panic and serves on); drop gives them once, however often called.
+	defer b.drop()
 	func() {
 		defer release()
 		serve(b, r)
@@ -319,7 +323,14 @@ func (h *handler) withSlot(w http.ResponseWriter, r *http.Request, serve http.Ha
 		h.heldFull(w, r)
 		return
 	}
-	b.send(func() { h.limitWrite(rc) }, rc.Flush)
+	b.send(func() { h.limitWrite(rc) }, func() error {
+		// A writer wrapped without Flush or Unwrap sends its parts when
+		// it will: the answer goes on, as it goes without a deadline.
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	})
 }
 
 // limitWrite gives the answer's next write writeWait to be taken by its

@@ -274,3 +274,54 @@ func TestHeldWaitsForRoom(t *testing.T) {
 	assert.False(t, per.take("c", 5), "past the address's bound, with room in all")
 	assert.Equal(t, map[string]int64{"a": 2, "b": 4}, per.clients)
 }
+
+// A page that panics after writing part of its answer gives those bytes
+// back, and its slot, as net/http recovers the panic and serves on: else
+// each such panic would shrink MaxHeldBytes for good.
+func TestHeldGivenBackWhenPagePanics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	func() {
+		defer func() { assert.Equal(t, "boom", recover(), "the panic went on to net/http") }()
+		e.h.withSlot(httptest.NewRecorder(), r, func(w http.ResponseWriter, _ *http.Request) {
+			_, err := w.Write(make([]byte, 1000))
+			require.NoError(t, err)
+			panic("boom")
+		})
+	}()
+	assert.Zero(t, e.h.held.count(), "bytes left held")
+	e.h.held.mu.Lock()
+	assert.Empty(t, e.h.held.clients, "addresses left counted")
+	e.h.held.mu.Unlock()
+	assert.Zero(t, len(e.h.pages), "slot left taken")
+}
+
+// bareWriter is a ResponseWriter as a middleware may wrap one: without
+// Flush, and without Unwrap to reach the one it wraps.
+type bareWriter struct{ w http.ResponseWriter }
+
+func (b bareWriter) Header() http.Header         { return b.w.Header() }
+func (b bareWriter) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b bareWriter) WriteHeader(status int)      { b.w.WriteHeader(status) }
+
+// Behind a ResponseWriter that can neither flush nor set a deadline, an
+// answer of many parts is sent whole (without the deadline), not cut
+// after its first part under a Content-Length that promises all of it.
+func TestAnswerSentWholeThroughAWriterThatCannotFlush(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	body := make([]byte, 3*sendPart+10)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	rec := httptest.NewRecorder()
+	e.h.withSlot(bareWriter{rec}, httptest.NewRequest(http.MethodGet, "/", nil), func(w http.ResponseWriter, _ *http.Request) {
+		_, err := w.Write(body)
+		require.NoError(t, err)
+	})
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, fmt.Sprint(len(body)), rec.Header().Get("Content-Length"))
+	assert.Equal(t, len(body), rec.Body.Len(), "bytes sent")
+	assert.Zero(t, e.h.held.count(), "bytes left held")
+}

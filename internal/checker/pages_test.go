@@ -213,3 +213,23 @@ func TestCheckJudgesAWorkflowsPagesTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []WorkflowStep{{Workflow: "paged", Step: "s00"}, {Workflow: "paged", Step: "s10"}, {Workflow: "paged", Step: "s20"}}, rep.StalledSteps)
 }
+
+// A workflow read whole (created before its steps' order was kept) whose
+// ids hash holds a type worqr never writes there is reported broken,
+// once, when the look at its steps finds it so: it is not left unjudged
+// and unreported.
+func TestCheckReportsAWorkflowReadWholeBrokenAtItsStepsLook(t *testing.T) {
+	env, m := newEnv(t)
+	ctx := context.Background()
+	_, _, err := env.Store.CreateWorkflow(ctx, "old", "sum", time.Hour, chain())
+	require.NoError(t, err)
+	_, err = env.Store.StepsEnqueued(ctx, "old", []store.QueuedStep{{Name: "a", TaskID: "t1"}})
+	require.NoError(t, err)
+	m.Del("checktest:{wf:old}:order")
+	m.Del("checktest:{wf:old}:ids")
+	require.NoError(t, m.Set("checktest:{wf:old}:ids", "not a hash"))
+	rep, err := Run(ctx, env, false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"old"}, rep.BrokenWorkflows)
+	assert.Equal(t, 1, wfProblems(rep), "%+v", rep)
+}

@@ -161,9 +161,17 @@ func (ck *checker) judgeSteps(ctx context.Context, looks []stepsAsk) error {
 		}
 		steps[i] = append(steps[i], l.steps...)
 	}
-	first, _, err := ck.lookWorkflows(ctx, ids, steps, false)
+	first, broken, err := ck.lookWorkflows(ctx, ids, steps, false)
 	if err != nil {
 		return err
+	}
+	// A key the pages did not read (a workflow read whole reads more) may
+	// be of a wrong type: the workflow is reported, once, though its pages
+	// may be judged in more than one call.
+	for _, id := range broken {
+		if !slices.Contains(rep.BrokenWorkflows, id) {
+			rep.BrokenWorkflows = append(rep.BrokenWorkflows, id)
+		}
 	}
 	type pending struct {
 		flow, step string

@@ -236,3 +236,25 @@ func TestCheckFindsLostSteps(t *testing.T) {
 	assert.Empty(t, rep.StalledSteps)
 	assert.Zero(t, rep.Repaired, "a lost step is not repaired")
 }
+
+// A running workflow whose freed hash holds a type worqr never writes
+// there is reported broken, once, whether or not it has a ready step
+// (whose look reads that hash), as when its steps were read whole.
+func TestCheckReportsARunningWorkflowWithABrokenFreedHash(t *testing.T) {
+	env, m := newEnv(t)
+	ctx := context.Background()
+	s := env.Store
+	for _, id := range []string{"ready", "queued"} {
+		_, _, err := s.CreateWorkflow(ctx, id, "sum", time.Hour, chain())
+		require.NoError(t, err)
+	}
+	_, err := s.StepsEnqueued(ctx, "queued", []store.QueuedStep{{Name: "a", TaskID: "t1"}})
+	require.NoError(t, err)
+	for _, id := range []string{"ready", "queued"} {
+		require.NoError(t, m.Set("checktest:{wf:"+id+"}:freed", "not a hash"))
+	}
+	rep, err := Run(ctx, env, false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"queued", "ready"}, rep.BrokenWorkflows)
+	assert.Empty(t, rep.StalledSteps, "a broken workflow's steps are not judged")
+}

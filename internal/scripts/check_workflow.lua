@@ -43,6 +43,13 @@ for _, k in ipairs(KEYS) do
   if ttl ~= -2 then present = present + 1 end
   if ttl == -1 then lasting = lasting + 1 end
 end
+if state == 'running' then
+  -- Every look reads the hashes a running workflow's judgement may: one
+  -- that is not a hash makes the workflow broken at its first look, not
+  -- only at a page's whose step happens to read it.
+  redis.call('HLEN', steps_key)
+  redis.call('HLEN', freed_key)
+end
 local steps, specs = {}, {}
 if state == 'running' and first then
   local names = {}
@@ -52,13 +59,25 @@ if state == 'running' and first then
   else
     for i = 2, #ARGV do names[#names + 1] = ARGV[i] end
   end
+  -- Each parent's freed list read once, as a set: a parent of many
+  -- children lists them all, and a page may name them all.
+  local freed = {}
+  local function freed_by(p)
+    if not freed[p] then
+      freed[p] = {}
+      for kid in string.gmatch(redis.call('HGET', freed_key, p) or '', '[^,]+') do
+        freed[p][kid] = true
+      end
+    end
+    return freed[p]
+  end
   for _, step in ipairs(names) do
     local st = redis.call('HGET', steps_key, step)
     if st == 'r' or st == 'q' then
       local by = {} -- the parents whose end freed step
       if st == 'r' then
         for p in string.gmatch(redis.call('HGET', parents_key, step) or '', '[^,]+') do
-          if string.find(',' .. (redis.call('HGET', freed_key, p) or '') .. ',', ',' .. step .. ',', 1, true) then
+          if freed_by(p)[step] then
             by[#by + 1] = p
             specs[p] = true
           end

@@ -1,11 +1,18 @@
 package store
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"math"
+	"net"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,4 +154,71 @@ func TestCheckReadsOfAQueue(t *testing.T) {
 	found, err := s.PendingNotices(ctx, "q", []string{"w.s,", "w.s,a,", "w.s,b,", "w.t,", "w*.s,b,", "w", "w.t,", "w.s,"})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, true, false, false, true, true, false, true}, found)
+}
+
+// check_workflow.lua reads each parent's freed list once a call, however
+// many of the steps it names that parent freed: a step ready by the end
+// of a parent of many children would otherwise copy and search the
+// parent's whole list, of all its children, once for each, and a page
+// of a large fan-out would block Redis for seconds. Counted on a real
+// Redis, whose MONITOR shows the commands scripts send.
+func TestCheckWorkflowReadsAParentsFreedListOnce(t *testing.T) {
+	addr := os.Getenv("WORQR_TEST_REDIS")
+	if addr == "" || os.Getenv("WORQR_TEST_CLUSTER") != "" {
+		t.Skip("needs WORQR_TEST_REDIS: miniredis's MONITOR does not show a script's commands")
+	}
+	rdb := testRedis(t)
+	ctx := context.Background()
+	s := New(rdb, "worqrtest-"+uuid.NewString()[:8], false, false)
+	const kids = 300
+	steps := []WorkflowStep{{Name: "p", Spec: "qa"}}
+	var names []string
+	for i := range kids {
+		name := fmt.Sprintf("kid-%03d", i)
+		names = append(names, name)
+		steps[0].Kids = append(steps[0].Kids, name)
+		steps = append(steps, WorkflowStep{Name: name, Spec: "qb", Parents: []string{"p"}})
+	}
+	_, _, err := s.CreateWorkflow(ctx, "fan", "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, err = s.StepsEnqueued(ctx, "fan", []QueuedStep{{Name: "p", TaskID: "t1"}})
+	require.NoError(t, err)
+	_, err = s.ReleaseStep(ctx, "fan", "p", "t1", "ok", "", 70)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, k := range s.Keys().Workflow("fan").all() {
+			rdb.Do(context.Background(), rdb.B().Del().Key(k).Build())
+		}
+	})
+
+	mon, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer mon.Close()
+	_, err = mon.Write([]byte("*1\r\n$7\r\nMONITOR\r\n"))
+	require.NoError(t, err)
+	lines := bufio.NewReader(mon)
+	ok, err := lines.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "+OK\r\n", ok)
+
+	looks, err := s.LookWorkflows(ctx, []string{"fan"}, [][]string{names}, false, s.CheckScripts())
+	require.NoError(t, err)
+	require.Len(t, looks[0].Steps, kids, "every child ready")
+	assert.Equal(t, []string{"p"}, looks[0].Steps[0].FreedBy)
+	marker := "end-of-look-" + uuid.NewString()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Echo().Message(marker).Build()).Error())
+	freed := strconv.Quote(s.Keys().Workflow("fan").Freed)
+	reads := 0
+	require.NoError(t, mon.SetReadDeadline(time.Now().Add(10*time.Second)))
+	for {
+		line, err := lines.ReadString('\n')
+		require.NoError(t, err)
+		if strings.Contains(line, marker) {
+			break
+		}
+		if strings.Contains(line, `"HGET" `+freed) {
+			reads++
+		}
+	}
+	assert.Equal(t, 1, reads, "reads of the parent's freed list")
 }
