@@ -121,7 +121,8 @@ type Options struct {
 	// it, a page from that address gets 503 as past MaxHeldBytes. Behind a
 	// proxy every client has the proxy's address: raise it to
 	// MaxHeldBytes, or make it negative (no bound). Default
-	// DefaultMaxHeldBytesPerClient.
+	// DefaultMaxHeldBytesPerClient, or no bound when MaxHeldBytes is
+	// negative: turning the whole bound off turns this one off too.
 	MaxHeldBytesPerClient int64
 	// WriteWait bounds how long a client may take to read each part of an
 	// answer: each 64 KiB of a page (so at least 64 KiB per WriteWait),
@@ -188,7 +189,7 @@ func New(client *worqr.Client, opts Options) (http.Handler, error) {
 		opts.WriteWait = defaultWriteWait
 	}
 	h := &handler{c: client, opts: opts, log: opts.Logger, origin: http.NewCrossOriginProtection(), now: time.Now,
-		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: held{max: heldLimit(opts.MaxHeldBytes, DefaultMaxHeldBytes), perClient: heldLimit(opts.MaxHeldBytesPerClient, DefaultMaxHeldBytesPerClient)}, writeWait: opts.WriteWait,
+		pages: newSlots(limitOf(opts.MaxPageReads, DefaultMaxPageReads)), pageWait: pageWait, held: newHeld(opts.MaxHeldBytes, opts.MaxHeldBytesPerClient), writeWait: opts.WriteWait,
 		streams: streams{max: limitOf(opts.MaxStreams, DefaultMaxStreams), perClient: limitOf(opts.MaxStreamsPerClient, DefaultMaxStreamsPerClient)}}
 	for _, a := range opts.AllowedHosts {
 		host := normalHost(a)

@@ -317,6 +317,18 @@ func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
 
 // heldLimit is a bound of held bytes: def for zero, none (-1) for
 // negative.
+// newHeld is the held-bytes budget the options ask for: a per-address
+// bound left at its default follows the whole bound when that is off, so
+// that MaxHeldBytes -1 alone means no bound, as it did before there was
+// one per address.
+func newHeld(all, perClient int64) held {
+	perDefault := int64(DefaultMaxHeldBytesPerClient)
+	if all < 0 {
+		perDefault = -1
+	}
+	return held{max: heldLimit(all, DefaultMaxHeldBytes), perClient: heldLimit(perClient, perDefault)}
+}
+
 func heldLimit(v, def int64) int64 {
 	switch {
 	case v == 0:

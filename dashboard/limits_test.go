@@ -196,6 +196,23 @@ func TestStreamsBoundedHostile(t *testing.T) {
 	assert.Equal(t, [2]int{DefaultMaxStreams, DefaultMaxStreamsPerClient}, [2]int{d.h.streams.max, d.h.streams.perClient})
 }
 
+// MaxHeldBytes -1 alone turns off the per-address bound too; either may
+// be set on its own.
+func TestHeldBoundsFromOptions(t *testing.T) {
+	for _, c := range []struct {
+		all, per int64
+		want     [2]int64
+	}{
+		{0, 0, [2]int64{DefaultMaxHeldBytes, DefaultMaxHeldBytesPerClient}},
+		{-1, 0, [2]int64{-1, -1}},
+		{-1, 1000, [2]int64{-1, 1000}},
+		{5000, -1, [2]int64{5000, -1}},
+	} {
+		h := newHeld(c.all, c.per)
+		assert.Equal(t, c.want, [2]int64{h.max, h.perClient}, "MaxHeldBytes %d, MaxHeldBytesPerClient %d", c.all, c.per)
+	}
+}
+
 // Failures sent to a loopback name and to any other are counted apart,
 // so one address has two counts: it may fail twice clientBurst at once,
 // then two every clientEvery, and, past the global cap, two a
