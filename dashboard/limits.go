@@ -319,8 +319,7 @@ func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
 // negative.
 // newHeld is the held-bytes budget the options ask for: a per-address
 // bound left at its default follows the whole bound when that is off, so
-// that MaxHeldBytes -1 alone means no bound, as it did before there was
-// one per address.
+// that MaxHeldBytes -1 alone means no bound at all.
 func newHeld(all, perClient int64) held {
 	perDefault := int64(DefaultMaxHeldBytesPerClient)
 	if all < 0 {
