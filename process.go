@@ -124,8 +124,6 @@ func (p *Process) end(reason error, settled bool) bool {
 	return first
 }
 
-func (p *Process) setUnwritten() { p.st.SetUnwritten() }
-
 func (p *Process) isUnwritten() bool { return p.st.IsUnwritten() }
 
 // onEnd arranges for fn to be called with the reason when the process
