@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -91,32 +93,45 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 			c(o)
 		}
 	}
+	ttl := worqr.DefaultTTL
+	if b.cfg.fleetRenew > 0 {
+		ttl = 3 * renew
+	}
+	// The same pickups before the fleet starts and while it renews: the
+	// latency its renewals' bursts cost a plain task, as a same-run ratio.
+	var alone []time.Duration
+	if b.cfg.fleetProbe > 0 {
+		if alone, err = probePickups(ctx, b); err != nil {
+			return fmt.Errorf("pickups without the fleet: %w", err)
+		}
+	}
 	cs := []*worqr.Client{c}
 	if clients > 1 {
-		cs = make([]*worqr.Client, clients)
-		for i := range cs {
-			rdb, err := connectWith(b.cfg.addrs, b.embedded, b.cfg.resp2, change)
-			if err != nil {
-				return fmt.Errorf("client %d: %w", i+1, err)
-			}
-			defer rdb.Close()
-			own, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: b.log})
-			if err != nil {
-				return err
-			}
-			defer func() { _ = own.Close(ctx) }()
-			cs[i] = own
-		}
+		cs = make([]*worqr.Client, 0, clients)
 	}
 	queue := b.queues[0]
 	idle := func(context.Context, *worqr.Process) error { return nil }
 	var fenced atomic.Int64
 	opts := worqr.WorkerOptions{OnFenced: func(worqr.FenceEvent) { fenced.Add(1) }}
 	if b.cfg.fleetRenew > 0 {
-		opts.TTL, opts.RenewInterval = 3*renew, renew
+		opts.TTL, opts.RenewInterval = ttl, renew
 	}
 	began := time.Now()
 	for i := range n {
+		// A client is connected just before its first worker starts, not
+		// all of them first: 10,000 connections waiting for their
+		// workers drew a PING a second each (rueidis's keep-alive on a
+		// quiet connection) on top of the renewals of those already
+		// started, and the fleet lost its leases before it was up.
+		if len(cs) < clients {
+			own, rdb, err := fleetClient(b, prefix, change)
+			if err != nil {
+				return fmt.Errorf("client %d: %w", len(cs)+1, err)
+			}
+			defer rdb.Close()
+			defer func() { _ = own.Close(ctx) }()
+			cs = append(cs, own)
+		}
 		// Round robin: the clients' shares differ by one at most.
 		w, err := cs[i%len(cs)].NewWorker(ctx, opts)
 		if err != nil {
@@ -125,6 +140,11 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 		if err := w.Handle(ctx, queue, idle, worqr.HandleOptions{Concurrency: 1}); err != nil {
 			return err
 		}
+		if (i+1)%1000 == 0 {
+			if err := holding(i+1, fenced.Load(), "starting"); err != nil {
+				return err
+			}
+		}
 	}
 	started := time.Since(began)
 	// Joining is a burst; two renew intervals later the fleet is steady.
@@ -132,6 +152,9 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	case <-time.After(2 * renew):
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if err := holding(n, fenced.Load(), "starting"); err != nil {
+		return err
 	}
 	before, cpu := readStats(ctx, b.rdb), processCPU()
 	start := time.Now()
@@ -157,6 +180,86 @@ func idleFleet(ctx context.Context, b *bench, res *result, n int, measure time.D
 	res.add(name+"redis_cpu_us_per_worker_s", "µs", (after.cpu-before.cpu).Seconds()*1e6/took/float64(n))
 	res.add(name+"client_cpu_pct", "%", 100*client.Seconds()/took)
 	res.add(name+"start_us_per_worker", "µs", float64(started.Microseconds())/float64(n))
+	if err := holding(n, fenced.Load(), "the window"); err != nil {
+		return err
+	}
+	// Said now: what follows (the probes, a crash) may yet break a fleet
+	// at the edge of what this machine holds.
+	fmt.Fprintf(os.Stderr, "idle: %d workers: Redis %.2f %% of a core, %.1f µs per worker-second, %.0f commands/s; this process %.1f %%; started at %.0f µs each\n",
+		n, 100*(after.cpu-before.cpu).Seconds()/took, (after.cpu-before.cpu).Seconds()*1e6/took/float64(n),
+		float64(calls)/took, 100*client.Seconds()/took, float64(started.Microseconds())/float64(n))
+	if b.cfg.fleetProbe > 0 {
+		among, err := probePickups(ctx, b)
+		if err != nil {
+			return fmt.Errorf("pickups beside the fleet: %w", err)
+		}
+		addLatencies(res, name+"pickup_", among)
+		addLatencies(res, name+"pickup_alone_", alone)
+		res.add(name+"pickup_p50_ratio", "×", pct(among, 50).Seconds()/pct(alone, 50).Seconds())
+		res.add(name+"pickup_p99_ratio", "×", pct(among, 99).Seconds()/pct(alone, 99).Seconds())
+		if err := holding(n, fenced.Load(), "the pickups"); err != nil {
+			return err
+		}
+	}
+	if b.cfg.fleetRecovery {
+		// A worker process of the fleet's TTL killed among the fleet's:
+		// its tasks, on a queue of their own, must come back within the
+		// TTL (and the reclaim's few milliseconds) while the others renew.
+		r, err := crashAt(ctx, b, ttl, c, prefix, queue+"-crash")
+		if err != nil {
+			return fmt.Errorf("recovery beside the fleet: %w", err)
+		}
+		res.add(name+"recovery_s", "s", r.took.Seconds())
+		res.add(name+"recovery_lost", "tasks", float64(r.lost))
+		if r.lost == 0 {
+			res.add(name+"recovery_after_expiry_ms", "ms", float64(r.afterExpiry.Microseconds())/1000)
+		}
+		if len(r.twice) > 0 {
+			res.note("%d workers: started more than twice: %s", n, strings.Join(r.twice, ", "))
+		}
+	}
+	// Counted last: a fleet that kept its leases through the probes and
+	// the crash fenced nobody.
 	res.add(name+"fenced", "", float64(fenced.Load()))
 	return nil
+}
+
+// holding is an error once more than 1 % of a fleet of n has fenced
+// itself (by the end of phase): past that the fleet is not idle but
+// registering again, its reclaims calling Redis at every lease that runs
+// out, and a run measures that churn rather than the fleet, for minutes.
+func holding(n int, fenced int64, phase string) error {
+	if fenced*100 > int64(n) {
+		return fmt.Errorf("%d of %d workers fenced themselves by the end of %s: the fleet lost its leases (this process or Redis short of CPU)", fenced, n, phase)
+	}
+	return nil
+}
+
+// fleetClient is a client of the fleet's registry on a rueidis client of
+// its own, built with change; the caller closes both.
+func fleetClient(b *bench, prefix string, change func(*rueidis.ClientOption)) (*worqr.Client, rueidis.Client, error) {
+	rdb, err := connectWith(b.cfg.addrs, b.embedded, b.cfg.resp2, change)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := worqr.New(worqr.Options{Redis: rdb, Prefix: prefix, Logger: b.log})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return c, rdb, nil
+}
+
+// probePickups measures enqueue → handler start for -fleet-probe plain
+// tasks sent to one idle worker, 20 ms apart: every phase of the beats'
+// 50 ms grid, so the p99 shows what a burst of renewals costs.
+func probePickups(ctx context.Context, b *bench) ([]time.Duration, error) {
+	ds, _, again, err := worqrLatency(ctx, b, b.cfg.fleetProbe, latencyGap, 1)
+	if err != nil {
+		return nil, err
+	}
+	if again > 0 {
+		return nil, fmt.Errorf("%d tasks started twice", again)
+	}
+	return ds, nil
 }

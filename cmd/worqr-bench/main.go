@@ -72,6 +72,12 @@ type config struct {
 	// scenario's own clients: how long a connection stays quiet before
 	// rueidis PINGs it (metrics w<N>_..._ka<interval>_).
 	fleetKeepAlive time.Duration
+	// fleetProbe, if set, is how many plain tasks' pickups the idle
+	// scenario measures before each fleet starts and while it renews.
+	fleetProbe int
+	// fleetRecovery has the idle scenario kill a worker process among
+	// each fleet and time its tasks' return.
+	fleetRecovery bool
 	// recoveryTTLs, if set, are the TTLs the recovery scenario measures.
 	recoveryTTLs []time.Duration
 	// single are the addresses of the single Redis the shards scenario
@@ -176,12 +182,14 @@ func main() {
 	fleetOneConn := flag.Bool("fleet-one-conn", false, "idle scenario, with -fleet-apart or -fleet-clients: each client gets one connection (rueidis PipelineMultiplex -1), pinged by rueidis only after it has been quiet for the renew interval (Dialer.KeepAlive; metrics w<N>_..._1c_)")
 	fleetKeepAlive := flag.Duration("fleet-keepalive", 0, "idle scenario, with -fleet-apart or -fleet-clients: the clients' rueidis Dialer.KeepAlive, how long a connection stays quiet before rueidis PINGs it, with ConnWriteTimeout kept at its default 10s (metrics w<N>_..._ka<interval>_); 0 is rueidis's default (1s), or the renew interval with -fleet-one-conn")
 	recoveryTTL := flag.String("recovery-ttl", "", "recovery scenario: comma-separated worker TTLs, each renewed every third of it (metrics ttl<N>s_...); empty is 3s,1s")
+	fleetProbe := flag.Int("fleet-probe", 0, "idle scenario: measure enqueue → start of this many plain tasks, 20 ms apart, on one idle worker before each fleet starts and again while it renews (metrics w<N>_..._pickup_..., pickup_alone_..., and their ratios); 0 is none")
+	fleetRecovery := flag.Bool("fleet-recovery", false, "idle scenario: SIGKILL a worker process of the fleet's TTL holding tasks while the fleet renews, and time their return (metrics w<N>_..._recovery_...)")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	single := flag.String("single", "", "shards scenario: the address of a single Redis to run the same workload on, alternated with -redis (a Cluster), as its baseline")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn, fleetKeepAlive: *fleetKeepAlive}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn, fleetKeepAlive: *fleetKeepAlive, fleetProbe: *fleetProbe, fleetRecovery: *fleetRecovery}
 	if cfg.fleetClients < 1 {
 		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
 		os.Exit(2)

@@ -68,14 +68,20 @@ type recovery struct {
 	twice       []string      // tasks started more than twice
 }
 
-// recoverOnce runs one crash.
+// recoverOnce runs one crash, in a registry of its own.
 func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, error) {
 	c, prefix, err := b.newClient()
 	if err != nil {
 		return recovery{}, err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
-	queue := b.queues[0]
+	return crashAt(ctx, b, ttl, c, prefix, b.queues[0])
+}
+
+// crashAt runs one crash on queue, in the registry of prefix, c's: the
+// crashed worker's peers there (the survivor, and any workers already
+// registered, such as the idle scenario's fleet) renew as it dies.
+func crashAt(ctx context.Context, b *bench, ttl time.Duration, c *worqr.Client, prefix, queue string) (recovery, error) {
 	tasks := make([][]byte, recoveryTasks)
 	for i := range tasks {
 		tasks[i] = fmt.Appendf(nil, "slow-%02d", i)
@@ -103,11 +109,14 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, er
 
 	starts := map[string]int{}
 	var mu sync.Mutex
-	held := make(chan struct{})
+	held, dead := make(chan struct{}), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		n := 0
 		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "worker "); ok {
+				dead <- id
+			}
 			if task, ok := strings.CutPrefix(sc.Text(), "start "); ok {
 				mu.Lock()
 				starts[task]++
@@ -125,15 +134,14 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, er
 		return recovery{}, errors.New("the child worker did not start its tasks")
 	}
 
-	// The child is the only worker registered yet.
+	// The child said who it is before it took a task.
+	var id string
+	select {
+	case id = <-dead:
+	default:
+		return recovery{}, errors.New("the child worker did not say its id")
+	}
 	workers := prefix + ":{r}:workers"
-	ids, err := b.rdb.Do(ctx, b.rdb.B().Zrange().Key(workers).Min("0").Max("-1").Build()).AsStrSlice()
-	if err != nil {
-		return recovery{}, err
-	}
-	if len(ids) != 1 {
-		return recovery{}, fmt.Errorf("%d workers registered before the survivor, want 1", len(ids))
-	}
 
 	// The survivor: it holds what it takes until it is closed.
 	survivor, err := c.NewWorker(ctx, worqr.WorkerOptions{TTL: ttl, RenewInterval: ttl / 3})
@@ -168,7 +176,7 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, er
 	}
 	// When its lease runs out, on this process's clock: the lease's
 	// expiry less the Redis clock, from the moment Redis answered.
-	expiry, err := b.rdb.Do(ctx, b.rdb.B().Zscore().Key(workers).Member(ids[0]).Build()).AsInt64()
+	expiry, err := b.rdb.Do(ctx, b.rdb.B().Zscore().Key(workers).Member(id).Build()).AsInt64()
 	if err != nil {
 		return recovery{}, fmt.Errorf("the dead worker's lease: %w", err)
 	}
@@ -204,8 +212,8 @@ func recoverOnce(ctx context.Context, b *bench, ttl time.Duration) (recovery, er
 }
 
 // crashChild is the worker process of the recovery scenario: it handles
-// the queue with handlers that never return, reports each start on
-// standard output, and waits to be killed.
+// the queue with handlers that never return, reports its worker's id and
+// each start on standard output, and waits to be killed.
 func crashChild(args []string) error {
 	fs := flag.NewFlagSet(childArg, flag.ContinueOnError)
 	addrs := fs.String("redis", "", "")
@@ -231,6 +239,7 @@ func crashChild(args []string) error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("worker %s\n", w.ID())
 	var mu sync.Mutex
 	h := func(hctx context.Context, p *worqr.Process) error {
 		mu.Lock()
