@@ -218,7 +218,7 @@ func (r *settler) writeLater(j job, op string, write func(context.Context) error
 
 // persist sees an outcome write (op) through, given what its first
 // try, sent at outage epoch sent, returned (outcome): see
-// proc.Writes.Persist. It returns at once unless the write is to be tried
+// proc.Persist. It returns at once unless the write is to be tried
 // again.
 func (r *settler) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
 	proc.Persist((*outcomeWriter)(r.w), &p.st, (*unrecorded)(p), op, write, sent, outcome)

@@ -111,3 +111,38 @@ func TestDeadReclaimsAWorkerWhoseLeaseRanOut(t *testing.T) {
 	_, err = env.Dead(ctx, slog.New(slog.DiscardHandler), Pass{Self: "me"})
 	require.ErrorContains(t, err, "find dead workers")
 }
+
+// A look that fails is tried again in about a RenewInterval (within its
+// tenth of jitter), not at the peer's expiry it was for, which has
+// passed: looking at a time past is looking again at once, and again, for
+// as long as the looks fail. Judged on the reclaimer's next look itself:
+// a count of looks on a fake clock cannot tell a reclaimer that spins
+// between two of its steps from one that waits.
+func TestFailedLookComesBackInARenewInterval(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	m.Close() // every look fails
+	clk := clock.NewFake(time.Unix(1000, 0))
+	env := &Env{
+		Clock:        clk,
+		Store:        store.New(rdb, "reclaimtest", false, false),
+		Outage:       outage.New(slog.New(slog.DiscardHandler), clk, func(error) bool { return false }),
+		Fail:         func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
+		Looked:       &testsignal.Signal[int64]{},
+		DefaultClaim: time.Second,
+	}
+	const every = 200 * time.Millisecond
+	r := &Reclaimer[*member]{c: New[*member](env), every: every, window: time.Minute, kick: make(chan struct{}, 1)}
+	r.members.Add(&member{id: uuid.NewString()})
+	for i := range 20 { // the jitter, drawn each time
+		r.peer = clk.Now().Add(-time.Second) // the expiry the look was for: past
+		r.look(context.Background())
+		next := r.next()
+		require.False(t, next.IsZero(), "look %d: no look again", i)
+		wait := next.Sub(clk.Now())
+		require.GreaterOrEqual(t, wait, every-every/10, "look %d: looks again after %v", i, wait)
+		require.LessOrEqual(t, wait, every+every/10, "look %d: looks again after %v", i, wait)
+	}
+}
