@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,22 @@ func (e *env) rows() int {
 	var n int
 	require.NoError(e.t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+e.ob.Table()).Scan(&n))
 	return n
+}
+
+// waitMoved waits, on r's idle signal, until queue's waiting tasks are
+// want and the outbox is empty: a task reaches Redis before its move's
+// delete commits, and an idle signal may be left from the relay's start,
+// so both ends of the move are waited for.
+func (e *env) waitMoved(r *Relay, queue string, want ...string) {
+	e.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !slices.Equal(e.payloads(queue), want) || e.rows() > 0 {
+		select {
+		case <-r.idle.C():
+		case <-deadline:
+			e.t.Fatalf("the relay did not move the rows within 10s: %q waiting, %d rows left", e.payloads(queue), e.rows())
+		}
+	}
 }
 
 // payloads are the payloads of queue's waiting tasks, in order.

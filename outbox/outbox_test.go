@@ -49,17 +49,7 @@ func TestNotificationWakesTheRelay(t *testing.T) {
 		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("woken"))
 		require.NoError(t, err)
 	})
-	// The task reaches Redis before the move's delete commits, and an idle
-	// signal may be left from the start: wait for both ends of the move.
-	deadline := time.After(10 * time.Second)
-	for !slices.Equal(e.payloads("q"), []string{"woken"}) || e.rows() > 0 {
-		select {
-		case <-r.idle.C():
-		case <-deadline:
-			t.Fatal("the relay did not move the row within 10s of its commit")
-		}
-	}
-	require.Zero(t, e.rows())
+	e.waitMoved(r, "q", "woken")
 }
 
 // Two relays (two processes, each its own client) race over 1,000 rows
@@ -320,14 +310,7 @@ func TestRelaySkipsRowsAnotherMoveHolds(t *testing.T) {
 		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("after"))
 		require.NoError(t, err)
 	})
-	deadline := time.After(10 * time.Second)
-	for !slices.Equal(e.payloads("q"), []string{"free", "held", "after"}) || e.rows() > 0 {
-		select {
-		case <-r.idle.C():
-		case <-deadline:
-			t.Fatalf("the relay did not move the released row within 10s: %v, %d rows", e.payloads("q"), e.rows())
-		}
-	}
+	e.waitMoved(r, "q", "free", "held", "after")
 }
 
 // Rows for the front of their queue move one at a time, so the newest
@@ -380,14 +363,7 @@ func TestDatabaseSQLAndAQuotedTableName(t *testing.T) {
 	_, err = e.ob.Enqueue(e.ctx, SQL(tx), "q", []byte("via database/sql"), Kind("sql"))
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
-	deadline := time.After(10 * time.Second)
-	for !slices.Equal(e.payloads("q"), []string{"via database/sql"}) || e.rows() > 0 {
-		select {
-		case <-r.idle.C():
-		case <-deadline:
-			t.Fatal("the row did not move within 10s")
-		}
-	}
+	e.waitMoved(r, "q", "via database/sql")
 	var n int
 	require.NoError(t, db.QueryRowContext(e.ctx, "SELECT count(*) FROM "+e.ob.Table()).Scan(&n))
 	require.Zero(t, n)
@@ -408,14 +384,7 @@ func TestLongNamesNotifyOnADigestChannel(t *testing.T) {
 		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("woken"))
 		require.NoError(t, err)
 	})
-	deadline := time.After(10 * time.Second)
-	for !slices.Equal(e.payloads("q"), []string{"woken"}) || e.rows() > 0 {
-		select {
-		case <-r.idle.C():
-		case <-deadline:
-			t.Fatal("the relay did not move the row within 10s of its commit")
-		}
-	}
+	e.waitMoved(r, "q", "woken")
 }
 
 // execFunc is an Execer of a function, for tests that need no database.
@@ -579,14 +548,7 @@ func TestRelayListensAgainAfterItsConnectionIsCut(t *testing.T) {
 		_, err := e.ob.Enqueue(e.ctx, tx, "q", []byte("after the cut"))
 		require.NoError(t, err)
 	})
-	deadline := time.After(10 * time.Second)
-	for !slices.Equal(e.payloads("q"), []string{"after the cut"}) {
-		select {
-		case <-r.idle.C():
-		case <-deadline:
-			t.Fatal("the relay did not move the row within 10s")
-		}
-	}
+	e.waitMoved(r, "q", "after the cut")
 }
 
 // While Redis is down the rows stay (a failed enqueue is not a move), and
