@@ -315,8 +315,6 @@ func (h *handler) heldFull(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, http.StatusServiceUnavailable, "too many answers waiting for clients to read them; try again in "+strconv.FormatInt(secs, 10)+" s")
 }
 
-// heldLimit is a bound of held bytes: def for zero, none (-1) for
-// negative.
 // newHeld is the held-bytes budget the options ask for: a per-address
 // bound left at its default follows the whole bound when that is off, so
 // that MaxHeldBytes -1 alone means no bound at all.
@@ -328,6 +326,8 @@ func newHeld(all, perClient int64) held {
 	return held{max: heldLimit(all, DefaultMaxHeldBytes), perClient: heldLimit(perClient, perDefault)}
 }
 
+// heldLimit is a bound of held bytes: def for zero, none (-1) for
+// negative.
 func heldLimit(v, def int64) int64 {
 	switch {
 	case v == 0:
