@@ -221,7 +221,7 @@ func (r *settler) writeLater(j job, op string, write func(context.Context) error
 // proc.Persist. It returns at once unless the write is to be tried
 // again.
 func (r *settler) persist(p *Process, op string, write func(context.Context) error, sent uint64, outcome error) {
-	proc.Persist((*outcomeWriter)(r.w), &p.st, (*unrecorded)(p), op, write, sent, outcome)
+	proc.Persist((*outcomeWriter)(r.w), r.w.c.clock, &p.st, (*unrecorded)(p), op, write, sent, outcome)
 }
 
 // unrecorded is a process as told of an outcome write given up on (a
