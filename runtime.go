@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/pacer"
 )
 
@@ -22,8 +23,8 @@ type runner struct {
 	sched    *slotScheduler
 	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
 	pace pacer.Pacer
-	// settler writes its handlers' outcomes (settle.go).
-	settler settler
+	// settler writes its handlers' outcomes (internal/engine).
+	settler engine.Settler[job]
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
@@ -266,7 +267,7 @@ func (r *runner) cancelAll(cause error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range s.procs {
-			p.interrupt(cause)
+			p.rec.St.Interrupt(cause)
 		}
 	}
 }
