@@ -52,8 +52,9 @@ type runner struct {
 	// drain is closed when no handler runs and no outcome is being
 	// written (busy and settling both zero), for those waiting for that
 	// (drained): a Finish is written after the handler's goroutine went
-	// back for work (see finishLater), and stopTaking's callers wait for
-	// it too. Made when one asks while handlers run, dropped once closed.
+	// back for work (see engine.Settler.FinishLater), and stopTaking's
+	// callers wait for it too. Made when one asks while handlers run,
+	// dropped once closed.
 	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
 	// cancel, and whose release failed, starts the member again while its
 	// waiting goroutine still waits, and a WaitGroup's Add then races that

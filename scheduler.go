@@ -41,7 +41,7 @@ type slotScheduler struct {
 	// started in ends (quit).
 	idle chan job
 	// jobs tracks the goroutines the scheduler starts: handler goroutines
-	// and outcome writes that are tried again (see finishLater).
+	// and outcome writes that are tried again (see engine.Settler.FinishLater).
 	jobs startstop.Group
 
 	// turn is held by the loop while it dequeues for a member and starts

@@ -353,8 +353,9 @@ func serve(idle chan job, quit <-chan struct{}, j job) {
 
 // runJob runs the handler for one process and settles its outcome. A
 // handler that succeeded has its Finish written asynchronously (see
-// finishLater): its goroutine is free for the next job at once, and the
-// rest of the settling, up to settled, runs when the write returns.
+// engine.Settler.FinishLater): its goroutine is free for the next job at
+// once, and the rest of the settling, up to settled, runs when the write
+// returns.
 func (r *runner) runJob(j job) {
 	if j.handed {
 		// Dequeue for the free slots after a process handed over started:

@@ -188,7 +188,7 @@ type Worker struct {
 	// closer drains and closes the worker (shutdown.go): it owns life's
 	// end and the worker's one-shot goroutines.
 	closer closer
-	// writes bounds the outcome writes after handlers (runner.settle).
+	// writes bounds the outcome writes after handlers (engine.Settler).
 	writes writedeadline.Deadline
 	// env is what its processes take of it (engine.Env; engine.go).
 	env engine.Env
