@@ -189,8 +189,8 @@
 // they race, adoption, give-back, the handler goroutines and runJob),
 // settle.go (the retry policy: RetryPolicy, its backoffs, RetryAfter),
 // process.go and progress.go (a Process, its methods and its progress
-// reports, over the engine's record of it, internal/engine's, which the
-// process's host there gives its worker's side), shutdown.go (the
+// reports, over the engine's record of it in internal/engine, and the
+// worker's side of that record, procHost), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
