@@ -121,10 +121,10 @@ type AggregateMember struct {
 // Process.Task holds them encoded, each as
 // '<task id>,<payload length, decimal>:<payload>', one after the other.
 func (p *Process) Aggregated() ([]AggregateMember, bool) {
-	if p.aggregated == 0 {
+	if p.rec.Aggregated == 0 {
 		return nil, false
 	}
-	ms, ok := store.ParseAggregated(p.task)
+	ms, ok := store.ParseAggregated(p.rec.Task)
 	if !ok {
 		return nil, false
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // maxBatchSlots bounds Size × Batches, the slots a HandleBatch holds: far
@@ -65,14 +66,14 @@ func (e BatchErrors) Error() string {
 			continue
 		}
 		n++
-		if first == nil || p.id < first.id {
+		if first == nil || p.rec.ID < first.rec.ID {
 			first = p
 		}
 	}
 	if first == nil {
 		return "worqr: batch: no task failed"
 	}
-	return fmt.Sprintf("worqr: batch: %d task(s) failed; process %s: %v", n, first.id, e[first])
+	return fmt.Sprintf("worqr: batch: %d task(s) failed; process %s: %v", n, first.rec.ID, e[first])
 }
 
 // BatchOptions configure HandleBatch.
@@ -417,7 +418,7 @@ func (b *batcher) run(members []*member) {
 		}
 		if e != nil && timedOut && !errors.Is(e, ErrTaskTimeout) {
 			// As runJob marks a handler that gave up on its time.
-			e = WithReason(reasonOf(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
+			e = WithReason(engine.Reason(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
 		}
 		m.err, m.shutdown = e, shutdown
 		close(m.done)

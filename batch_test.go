@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -461,8 +462,8 @@ func TestBatchOptionsChecked(t *testing.T) {
 // is found through a wrapping error.
 func TestBatchErrorsText(t *testing.T) {
 	t.Parallel()
-	a, b := &Process{id: "p1"}, &Process{id: "p2"}
-	errs := BatchErrors{b: errors.New("late"), a: errors.New("bad row"), &Process{id: "p3"}: nil}
+	a, b := &Process{rec: engine.Proc{ID: "p1"}}, &Process{rec: engine.Proc{ID: "p2"}}
+	errs := BatchErrors{b: errors.New("late"), a: errors.New("bad row"), &Process{rec: engine.Proc{ID: "p3"}}: nil}
 	assert.Equal(t, "worqr: batch: 2 task(s) failed; process p1: bad row", errs.Error())
 	assert.Equal(t, "worqr: batch: no task failed", BatchErrors{a: nil}.Error())
 	var got BatchErrors

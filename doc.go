@@ -187,13 +187,10 @@
 // enqueue's hand-off brought its task: the slot a hand-off claims, or
 // holds for the dequeue in flight, the choice of the earlier task when
 // they race, adoption, give-back, the handler goroutines and runJob),
-// settle.go (a process's
-// end: the retry policy and its decision, the scripts that end a process
-// and their batched sends, and the settler writing a handler's outcome;
-// the policy's arithmetic and the persistence of the writes are
-// internal/proc's), process.go and
-// progress.go (a process and its progress reports; their state is
-// internal/proc's), shutdown.go (the
+// settle.go (the retry policy: RetryPolicy, its backoffs, RetryAfter),
+// process.go and progress.go (a Process, its methods and its progress
+// reports, over the engine's record of it in internal/engine, and the
+// worker's side of that record, procHost), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
@@ -201,7 +198,10 @@
 // the worker.
 //
 // The engine's components under internal/, each with tests of its own:
-// lifecycle (the worker's state and a session's: their named
+// engine (a process's record, shared with the public Process in one
+// allocation; the scripts that end it and write its progress, with
+// their batched sends; the settler deciding and writing a handler's
+// outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named
 // transitions), proc (a process's state machine: how it ends, its
 // result, its handler's context, and the throttle of its progress
 // writes; the retry policy's arithmetic, and the persistence of the

@@ -13,6 +13,7 @@ import (
 	"github.com/worqr/worqr/internal/checker"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -49,6 +50,29 @@ func delayedEnv(w *Worker) *delayed.Env {
 		TTL:      w.opts.TTL,
 		Armed:    &w.c.signals.armed,
 		Promoted: &w.c.signals.promoted,
+	}
+}
+
+// processEnv is what the worker's processes take of it.
+func processEnv(w *Worker) engine.Env {
+	c := w.c
+	return engine.Env{
+		Clock:    c.clock,
+		Store:    c.store,
+		Log:      c.log,
+		Writer:   (*outcomeWriter)(w),
+		WorkerID: w.ID,
+		Validate: c.validateCtx,
+		Fail:     c.fail,
+		FlowEnded: func(queue, flow, taskID string, outcome engine.Outcome) {
+			c.flowEnded(queue, flow, taskID, Outcome(outcome))
+		},
+		Finishes:         c.finishes,
+		Retries:          c.retries,
+		DeadBounds:       c.deadBounds,
+		TTL:              w.opts.TTL,
+		ProgressInterval: ProgressInterval,
+		MaxAttempts:      DefaultMaxAttempts,
 	}
 }
 

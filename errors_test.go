@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -253,5 +254,29 @@ func TestSentinelsAreTheEngines(t *testing.T) {
 	} {
 		assert.True(t, pair[0] == pair[1], name)
 		assert.ErrorIs(t, fmt.Errorf("worqr: op: %w", pair[1]), pair[0], name)
+	}
+}
+
+// The reasons and outcomes the engine gives are the words the root
+// documents: a dead letter's reason or an observer's outcome that the
+// engine set matches the root's constant.
+func TestReasonsAndOutcomesAreTheEngines(t *testing.T) {
+	t.Parallel()
+	for root, eng := range map[string]string{
+		ReasonPermanent: engine.ReasonPermanent,
+		ReasonExhausted: engine.ReasonExhausted,
+		ReasonPanic:     engine.ReasonPanic,
+	} {
+		assert.Equal(t, root, eng)
+	}
+	for root, eng := range map[Outcome]engine.Outcome{
+		OutcomeSucceeded: engine.Succeeded,
+		OutcomeRetried:   engine.Retried,
+		OutcomeDead:      engine.Dead,
+		OutcomeCancelled: engine.Cancelled,
+		OutcomeDeleted:   engine.Deleted,
+		OutcomeLost:      engine.Lost,
+	} {
+		assert.Equal(t, root, Outcome(eng))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -98,7 +99,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 				ids[id] = true
 			}
 		}
-		s.endMatching(func(p *Process) bool { return ids[p.taskID] }, ErrTaskCancelled)
+		s.endMatching(func(p *Process) bool { return ids[p.rec.TaskID] }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
 			for _, id := range e.TaskIDs {
 				s.call(ctx, func() { s.events.Cancel(s.name, id) })
@@ -107,7 +108,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 	case store.EventSchedule:
 		s.sched.Learn(e.Due)
 	case store.EventDelete:
-		s.endMatching(func(p *Process) bool { return p.seq <= e.UpTo }, ErrQueueDeleted)
+		s.endMatching(func(p *Process) bool { return p.rec.Seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
 			s.call(ctx, func() { s.events.Delete(s.name) })
 		}
@@ -145,7 +146,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))
 		for i, p := range procs {
-			pids[i] = p.id
+			pids[i] = p.rec.ID
 		}
 		states, err := c.store.States(ctx, s.name, id, pids)
 		if err != nil {
@@ -179,14 +180,14 @@ func (s *session) applyStates(ctx context.Context, procs []*Process, states []st
 	cancelled := make(map[string]bool)
 	deleted := false
 	for i, p := range procs {
-		switch err := stateErr(states[i]); {
+		switch err := engine.StateErr(states[i]); {
 		case err == nil:
 		case errors.Is(err, ErrProcessLost):
-			forget(p, ErrProcessLost)
+			p.rec.Forget(ErrProcessLost)
 		case errors.Is(err, ErrTaskCancelled):
 			// Raise the event only if the message did not already.
 			if p.end(err, false) {
-				cancelled[p.taskID] = true
+				cancelled[p.rec.TaskID] = true
 			}
 		default:
 			if p.end(err, false) {

@@ -333,10 +333,10 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	w.mu.Unlock()
 
 	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
-	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq - 1}})
+	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq - 1}})
 	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
-	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.seq}})
+	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq}})
 	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 

@@ -28,7 +28,7 @@ func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *Process, cau
 	if !left {
 		s.mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.id] != p)
+		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.rec.ID] != p)
 		s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -129,7 +129,7 @@ func (s *session) fence(id string, cause error) {
 func logDropped(log *slog.Logger, lost []*Process) {
 	n := 0
 	for _, p := range lost {
-		if p.isUnwritten() {
+		if p.rec.St.IsUnwritten() {
 			n++
 		}
 	}

@@ -2,9 +2,9 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/errs"
 )
 
@@ -100,25 +100,10 @@ type HandleOptions struct {
 	Timeout time.Duration
 }
 
-// permanentError marks a handler error that must not be retried. Its
-// text is err's: the dead letter's reason says it was permanent.
-type permanentError struct{ err error }
-
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
-
 // Permanent wraps a handler's error so the task goes to the dead letters at
 // once (reason ReasonPermanent, unless it carries one: see WithReason) instead
 // of being retried. Its text is err's, and so is the dead letter's error.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
+func Permanent(err error) error { return engine.Permanent(err) }
 
 // IsPermanent reports whether err was wrapped with Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
-}
+func IsPermanent(err error) bool { return engine.IsPermanent(err) }

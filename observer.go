@@ -163,7 +163,7 @@ func (o observers) enqueued(ctx context.Context, e EnqueueEvent) {
 
 func (o observers) started(ctx context.Context, p *Process) {
 	if o.start != nil {
-		o.start.ObserveStart(ctx, StartEvent{Queue: p.queue, TaskID: p.taskID, ProcessID: p.id, WorkerID: p.owner, Kind: p.kind, Attempt: p.attempt, EnqueuedAt: p.enqueuedAt})
+		o.start.ObserveStart(ctx, StartEvent{Queue: p.rec.Queue, TaskID: p.rec.TaskID, ProcessID: p.rec.ID, WorkerID: p.rec.Owner, Kind: p.rec.Kind, Attempt: p.rec.Attempt, EnqueuedAt: p.rec.EnqueuedAt})
 	}
 }
 

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/proc"
-	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // Process is a task taken from a queue by a Worker. Exactly one of Finish
@@ -17,70 +16,81 @@ import (
 // worker that dequeued it. (A detached one, for unit tests, belongs to no
 // worker: see NewDetachedProcess.)
 type Process struct {
-	w          *Worker
-	id         string
-	seq        uint64 // id as a number: ids count up in dequeue order
-	queue      string
-	owner      string
-	taskID     string
-	kind       string
-	trace      string // the trace context the task carries
-	flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
-	aggregated int    // the tasks it gathers, for an aggregated task (see Aggregate); else 0
-	attempt    int
-	budget     int           // the task's own attempt budget; 0 if none, negative for no limit
-	failures   int           // its earlier attempts that failed
-	timeout    time.Duration // the task's own handler timeout; 0 if none
-	lastError  string        // the error its previous attempt recorded
-	enqueuedAt time.Time
-	dueAt      time.Time // when the task became due for this start
-	task       []byte
-	started    time.Time // on the worker's clock
+	w *Worker // nil for a detached process
+	// rec is the engine's record of it: its identity and its state.
+	rec engine.Proc
+}
 
-	// st is its state: how it ends, its result and progress reports.
-	st proc.State
+// procHost is a process as its record's host (a conversion, not an
+// allocation).
+type procHost Process
+
+func (h *procHost) Env() *engine.Env { return &h.w.env }
+
+func (h *procHost) Drop() {
+	p, w := (*Process)(h), h.w
+	w.mu.Lock()
+	if s := w.sessions[p.rec.Queue]; s != nil {
+		s.drop(p)
+	}
+	w.mu.Unlock()
+}
+
+func (h *procHost) LeaseLost(cause error) {
+	p := (*Process)(h)
+	h.w.lease.leaseLost(p.rec.Owner, p.rec.Queue, nil, p, cause)
+}
+
+func (h *procHost) Observe(outcome engine.Outcome, reason string, err error) {
+	obs := h.w.c.obs.finish
+	if obs == nil {
+		return
+	}
+	r := &h.rec
+	obs.ObserveFinish(context.Background(), FinishEvent{
+		Queue: r.Queue, TaskID: r.TaskID, ProcessID: r.ID, WorkerID: r.Owner, Kind: r.Kind, Attempt: r.Attempt,
+		Outcome: Outcome(outcome), Reason: reason, Duration: h.w.c.clock.Since(r.Started), Err: err,
+	})
 }
 
 // ID is the process id: unique among the processes of its queue, ever,
 // and increasing in dequeue order: the Redis clock in microseconds at the
 // dequeue, in hex, bumped by one when taken. Each start of a task is a new
 // process.
-func (p *Process) ID() string { return p.id }
+func (p *Process) ID() string { return p.rec.ID }
 
 // TaskID is the id Enqueue returned for the task.
-func (p *Process) TaskID() string { return p.taskID }
+func (p *Process) TaskID() string { return p.rec.TaskID }
 
 // Kind is the task's kind (see the Kind enqueue option), "" if it has
 // none: what a Router dispatches on.
-func (p *Process) Kind() string { return p.kind }
+func (p *Process) Kind() string { return p.rec.Kind }
 
 // Trace is the trace context the task carries from the enqueue that made
 // it (see Tracer), "" if none: the same on every attempt.
-func (p *Process) Trace() string { return p.trace }
+func (p *Process) Trace() string { return p.rec.Trace }
 
 // Attempt is the task's attempt this process runs: 1 the first time the
 // task is started, counting every start since (retries, reclaims after a
 // worker died, tasks given back by StopWork or shutdown).
-func (p *Process) Attempt() int { return p.attempt }
+func (p *Process) Attempt() int { return p.rec.Attempt }
 
 // SetResult sets the result kept with the task's outcome when it
 // finishes, if it was enqueued with Retain (Client.TaskResult and Wait
 // return it); without Retain it is dropped. Keep it small: it lives in
 // Redis for the retention time.
-func (p *Process) SetResult(result []byte) { p.st.SetResult(result) }
+func (p *Process) SetResult(result []byte) { p.rec.St.SetResult(result) }
 
 // Result is what SetResult set, nil if it was not called. Callers must
 // not modify it.
-func (p *Process) Result() []byte { return p.st.Result() }
-
-func (p *Process) resultText() string { return p.st.ResultText() }
+func (p *Process) Result() []byte { return p.rec.St.Result() }
 
 // LastError is the error the task's previous attempt failed with, as
 // text, or "" (the first attempt, or one after a reclaim only).
-func (p *Process) LastError() string { return p.lastError }
+func (p *Process) LastError() string { return p.rec.LastError }
 
 // EnqueuedAt is when the task was enqueued, by the Redis clock.
-func (p *Process) EnqueuedAt() time.Time { return p.enqueuedAt }
+func (p *Process) EnqueuedAt() time.Time { return p.rec.EnqueuedAt }
 
 // DueAt is when the task became due for this start, by the Redis clock
 // (to the microsecond): its enqueue (EnqueuedAt), unless it was enqueued
@@ -89,52 +99,30 @@ func (p *Process) EnqueuedAt() time.Time { return p.enqueuedAt }
 // reclaim after its worker died, a task given back by StopWork or
 // shutdown, a dead letter requeued: when that happened). The time it
 // waited for this start is the process's start minus DueAt.
-func (p *Process) DueAt() time.Time { return p.dueAt }
+func (p *Process) DueAt() time.Time { return p.rec.DueAt }
 
 // Queue is the queue the task came from.
-func (p *Process) Queue() string { return p.queue }
+func (p *Process) Queue() string { return p.rec.Queue }
 
 // Task is the task's payload. Callers must not modify it.
-func (p *Process) Task() []byte { return p.task }
+func (p *Process) Task() []byte { return p.rec.Task }
 
 // Owner is the id of the worker that dequeued the process.
-func (p *Process) Owner() string { return p.owner }
+func (p *Process) Owner() string { return p.rec.Owner }
 
 // Done is closed when the worker learns that the process should end: it was
 // finished or requeued, its task was cancelled, its queue was deleted, or
 // it was lost (the worker fenced itself, closed or stopped work on the
 // queue). Err says which.
-func (p *Process) Done() <-chan struct{} { return p.st.Done() }
+func (p *Process) Done() <-chan struct{} { return p.rec.St.Done() }
 
 // Err is nil until Done is closed, then ErrTaskCancelled, ErrQueueDeleted,
 // ErrProcessLost, or ErrProcessEnded after the process's own Finish,
 // Requeue, Retry or DeadLetter.
-func (p *Process) Err() error { return p.st.Err() }
+func (p *Process) Err() error { return p.rec.St.Err() }
 
-// end closes Done with a reason; the first reason wins. It reports whether
-// this call ended the process. A process lost (settled, ErrProcessLost) is
-// reported to the observer as lost.
-func (p *Process) end(reason error, settled bool) bool {
-	// A process ended by a cancel or delete event (not settled: Finish
-	// still works) that is lost later is reported then.
-	first, newlySettled := p.st.End(reason, settled)
-	if newlySettled && errors.Is(reason, ErrProcessLost) {
-		p.observeEnd(OutcomeLost, "", reason)
-	}
-	return first
-}
-
-func (p *Process) isUnwritten() bool { return p.st.IsUnwritten() }
-
-// onEnd arranges for fn to be called with the reason when the process
-// ends, at once if it already has.
-func (p *Process) onEnd(fn func(reason error)) { p.st.OnEnd(fn) }
-
-// interrupt ends the context of the handler running the process, if any,
-// with cause, without ending the process.
-func (p *Process) interrupt(cause error) { p.st.Interrupt(cause) }
-
-func (p *Process) isSettled() bool { return p.st.IsSettled() }
+// end closes Done with a reason (see engine.Proc.End).
+func (p *Process) end(reason error, settled bool) bool { return p.rec.End(reason, settled) }
 
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
@@ -143,7 +131,10 @@ func (p *Process) isSettled() bool { return p.st.IsSettled() }
 // back, or already finished or requeued). Finishing a cancelled process,
 // or one whose queue was deleted, succeeds.
 func (p *Process) Finish(ctx context.Context) error {
-	return p.finish(ctx, OutcomeSucceeded, nil)
+	if p.w == nil {
+		return p.detached("finish")
+	}
+	return p.rec.Finish(ctx, engine.Succeeded, nil)
 }
 
 // Retry puts the task back to run again after delay (at once when 0: at
@@ -154,9 +145,12 @@ func (p *Process) Finish(ctx context.Context) error {
 // longer this worker's give the same errors as Requeue.
 func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) error {
 	if delay < 0 {
-		return fmt.Errorf("worqr: retry %q process %s: negative delay: %w", p.queue, p.id, ErrInvalidOptions)
+		return fmt.Errorf("worqr: retry %q process %s: negative delay: %w", p.rec.Queue, p.rec.ID, ErrInvalidOptions)
 	}
-	return p.retry(ctx, delay, cause)
+	if p.w == nil {
+		return p.detached("retry")
+	}
+	return p.rec.Retry(ctx, delay, cause)
 }
 
 // DeadLetter moves the task to its queue's dead letters now, with cause
@@ -165,7 +159,10 @@ func (p *Process) Retry(ctx context.Context, delay time.Duration, cause error) e
 // Dropped tasks and a process no longer this worker's give the same errors
 // as Requeue.
 func (p *Process) DeadLetter(ctx context.Context, cause error) error {
-	return p.bury(ctx, reasonOf(cause, ReasonManual), cause)
+	if p.w == nil {
+		return p.detached("dead-letter")
+	}
+	return p.rec.Bury(ctx, engine.Reason(cause, ReasonManual), cause)
 }
 
 // Requeue puts the task back at the back of its queue, to run again (a
@@ -174,7 +171,10 @@ func (p *Process) DeadLetter(ctx context.Context, cause error) error {
 // ErrQueueDeleted. It returns ErrProcessLost, and changes nothing, if the
 // process no longer belongs to this worker.
 func (p *Process) Requeue(ctx context.Context) error {
-	return p.requeue(ctx, nil)
+	if p.w == nil {
+		return p.detached("requeue")
+	}
+	return p.rec.Requeue(ctx, nil)
 }
 
 // ErrDetached is returned by the methods of a detached process (see
@@ -239,12 +239,12 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	if opts.Members != nil {
 		task, aggregated = encodeAggregated(opts.Members), len(opts.Members)
 	}
-	p := &Process{
-		id: opts.TaskID, queue: opts.Queue, taskID: opts.TaskID, kind: opts.Kind, trace: opts.Trace, attempt: opts.Attempt, aggregated: aggregated,
-		lastError: opts.LastError, enqueuedAt: opts.EnqueuedAt, dueAt: opts.DueAt, task: task,
-		started: now,
-	}
-	p.st.MakeDone()
+	p := &Process{rec: engine.Proc{
+		ID: opts.TaskID, Queue: opts.Queue, TaskID: opts.TaskID, Kind: opts.Kind, Trace: opts.Trace, Attempt: opts.Attempt, Aggregated: aggregated,
+		LastError: opts.LastError, EnqueuedAt: opts.EnqueuedAt, DueAt: opts.DueAt, Task: task,
+		Started: now,
+	}}
+	p.rec.St.MakeDone()
 	return p
 }
 
@@ -253,40 +253,12 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 // ErrProcessLost. A holder that may have missed events uses it.
 func (p *Process) Status(ctx context.Context) error {
 	if p.w == nil {
-		return fmt.Errorf("worqr: status %q process %s: %w", p.queue, p.id, ErrDetached)
+		return p.detached("status")
 	}
-	c := p.w.c
-	if err := c.validateCtx(ctx, "status"); err != nil {
-		return err
-	}
-	if p.isSettled() {
-		return fmt.Errorf("worqr: status %q process %s: already ended: %w", p.queue, p.id, ErrProcessLost)
-	}
-	states, err := c.store.States(ctx, p.queue, p.owner, []string{p.id})
-	if err != nil {
-		return c.fail("status", p.queue, err)
-	}
-	if err := stateErr(states[0]); err != nil {
-		if errors.Is(err, ErrProcessLost) {
-			forget(p, ErrProcessLost)
-		} else {
-			p.end(err, false)
-		}
-		return fmt.Errorf("worqr: status %q process %s: %w", p.queue, p.id, err)
-	}
-	return nil
+	return p.rec.Status(ctx)
 }
 
-// stateErr maps a state from the states script to an error.
-func stateErr(s store.State) error {
-	switch s {
-	case store.Active:
-		return nil
-	case store.Cancelled:
-		return ErrTaskCancelled
-	case store.Deleted:
-		return ErrQueueDeleted
-	default:
-		return ErrProcessLost
-	}
+// detached is the error of op on a detached process.
+func (p *Process) detached(op string) error {
+	return fmt.Errorf("worqr: %s %q process %s: %w", op, p.rec.Queue, p.rec.ID, ErrDetached)
 }

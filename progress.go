@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -61,98 +60,21 @@ func taskProgress(id string, r store.ProgressRecord) TaskProgress {
 // NewDetachedProcess) keeps the report for Progress and returns nil.
 func (p *Process) ReportProgress(ctx context.Context, percent int, note string) error {
 	if percent < 0 || percent > 100 {
-		return fmt.Errorf("worqr: progress %q process %s: percent %d not in 0..100: %w", p.queue, p.id, percent, ErrInvalidOptions)
+		return fmt.Errorf("worqr: progress %q process %s: percent %d not in 0..100: %w", p.rec.Queue, p.rec.ID, percent, ErrInvalidOptions)
 	}
 	if len(note) > MaxProgressNote {
 		note = note[:MaxProgressNote]
 	}
 	if p.w == nil {
-		p.st.KeepProgress(percent, note)
+		p.rec.St.KeepProgress(percent, note)
 		return nil
 	}
-	write, ended := p.st.ReportProgress(p.throttle(), (*progressFlusher)(p), percent, note)
-	if ended != nil {
-		if p.isSettled() {
-			return fmt.Errorf("worqr: progress %q process %s: already ended: %w", p.queue, p.id, ErrProcessLost)
-		}
-		return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ended)
-	}
-	if !write {
-		return nil
-	}
-	return p.writeProgress(ctx, percent, note)
+	return p.rec.ReportProgress(ctx, percent, note)
 }
 
 // Progress is the last report ReportProgress was given (made in this
 // process, whether written yet or not); ok is false if none was.
-func (p *Process) Progress() (percent int, note string, ok bool) { return p.st.Progress() }
-
-// throttle is what the throttle of p's progress writes takes of its
-// worker.
-func (p *Process) throttle() proc.Throttle {
-	return proc.Throttle{Clock: p.w.c.clock, Interval: ProgressInterval}
-}
-
-// progressFlusher is a process as the writer of the reports its
-// throttle held (a conversion, not an allocation).
-type progressFlusher Process
-
-func (f *progressFlusher) FlushProgress() { (*Process)(f).flushProgress() }
-
-// flushProgress is the throttle's timer: it writes the last report held.
-func (p *Process) flushProgress() {
-	percent, note, ok := p.st.FlushingProgress(p.throttle())
-	if !ok {
-		return // ended; or the write in flight rearms the timer
-	}
-	ctx, cancel := context.WithTimeout(p.w.life, p.w.opts.TTL)
-	defer cancel()
-	if err := p.writeProgress(ctx, percent, note); err != nil {
-		p.w.logger().Debug("worqr: progress report not written", "queue", p.queue, "process", p.id, "err", err)
-	}
-}
-
-// writeProgress writes a report (the caller has marked the write in
-// flight, in p.st), then arms the timer if another report came while it
-// was.
-func (p *Process) writeProgress(ctx context.Context, percent int, note string) error {
-	err := p.sendProgress(ctx, percent, note)
-	p.st.ProgressWritten(p.throttle(), (*progressFlusher)(p))
-	return err
-}
-
-// sendProgress runs the progress script and maps what it found.
-func (p *Process) sendProgress(ctx context.Context, percent int, note string) error {
-	c := p.w.c
-	if err := c.validateCtx(ctx, "progress"); err != nil {
-		return err
-	}
-	got, err := c.store.ReportProgress(ctx, p.queue, store.ProcRef{Worker: p.owner, PID: p.id}, percent, note)
-	if err != nil {
-		return c.fail("progress", p.queue, err)
-	}
-	switch got {
-	case store.WasActive:
-		return nil
-	case store.LeaseGone:
-		if p.isSettled() {
-			break // it ended meanwhile, by this worker's own hand
-		}
-		p.w.lease.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("progress found the lease on %q gone", p.queue))
-		forget(p, ErrProcessLost)
-	case store.NotOwned:
-		if !p.isSettled() {
-			forget(p, ErrProcessLost)
-		}
-	case store.WasCancelled:
-		p.end(ErrTaskCancelled, false)
-		return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ErrTaskCancelled)
-	case store.WasDeleted:
-		p.end(ErrQueueDeleted, false)
-		return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ErrQueueDeleted)
-	}
-	return fmt.Errorf("worqr: progress %q process %s: %w", p.queue, p.id, ErrProcessLost)
-}
+func (p *Process) Progress() (percent int, note string, ok bool) { return p.rec.St.Progress() }
 
 // TaskProgress returns the last progress report of a task in flight, by
 // id. It returns ErrNoTask when the task is not in flight or has reported

@@ -102,7 +102,7 @@ func TestEveryEndRemovesTheReport(t *testing.T) {
 	_ = ps[0].ReportProgress(ctx, 30, "held, or refused") // held by the throttle unless the event came
 	recv(t, ps[0].Done(), 5*time.Second, "the delete event")
 	assert.ErrorIs(t, ps[0].ReportProgress(ctx, 40, "after the event"), ErrQueueDeleted)
-	assert.False(t, ps[0].st.ProgressArmed(), "the event disarmed the throttle: the held report is never sent")
+	assert.False(t, ps[0].rec.St.ProgressArmed(), "the event disarmed the throttle: the held report is never sent")
 	assert.EqualValues(t, 0, progressReports(t, c, "d"), "nothing written for a deleted queue")
 }
 
@@ -218,7 +218,7 @@ func TestHeldReportDiesWithItsProcess(t *testing.T) {
 	require.NoError(t, p.ReportProgress(ctx, 1, "written"))
 	require.NoError(t, p.ReportProgress(ctx, 2, "held"))
 	require.NoError(t, p.Finish(ctx))
-	assert.False(t, p.st.ProgressArmed(), "the end disarmed the throttle")
+	assert.False(t, p.rec.St.ProgressArmed(), "the end disarmed the throttle")
 	assert.EqualValues(t, 0, progressReports(t, c, "q"))
 }
 

@@ -2,27 +2,19 @@ package worqr
 
 // Why a task died, and what its queue keeps of it: the reasons of dead
 // letters (WithReason, ReasonOf), the bounds of a queue's dead letters,
-// and the poison limit. When a failed task dies is settle.go's (the
-// retry policy and its decision).
+// and the poison limit. When a failed task dies is the
+// retry policy's (settle.go) and its settler's (internal/engine).
 
 import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 )
 
 // maxReasonLen bounds a reason.
 const maxReasonLen = 64
-
-// reasonError gives an error a reason.
-type reasonError struct {
-	reason string
-	err    error
-}
-
-func (e reasonError) Error() string { return e.err.Error() }
-func (e reasonError) Unwrap() error { return e.err }
 
 // WithReason gives a handler's error a reason: a short word ("timeout",
 // "bad-input", "smtp-5xx") that says why its task failed, under which
@@ -33,7 +25,7 @@ func WithReason(reason string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return reasonError{reason: cleanReason(reason), err: err}
+	return engine.WithReason(cleanReason(reason), err)
 }
 
 // Reasons worqr gives a dead letter whose error has none of its own.
@@ -66,7 +58,7 @@ const (
 // (a dead letter then gets ReasonPermanent, ReasonExhausted or
 // ReasonManual, from how it died). A handler whose time ran out fails
 // with ReasonTimeout, unless its error gave one.
-func ReasonOf(err error) string { return reasonOf(err, "") }
+func ReasonOf(err error) string { return engine.Reason(err, "") }
 
 func cleanReason(reason string) string {
 	if len(reason) > maxReasonLen {

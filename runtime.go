@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/pacer"
 )
 
@@ -22,8 +23,8 @@ type runner struct {
 	sched    *slotScheduler
 	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
 	pace pacer.Pacer
-	// settler writes its handlers' outcomes (settle.go).
-	settler settler
+	// settler writes its handlers' outcomes (internal/engine).
+	settler engine.Settler[job]
 
 	// Guarded by sched.mu.
 	slots // its share of the scheduler's
@@ -51,8 +52,9 @@ type runner struct {
 	// drain is closed when no handler runs and no outcome is being
 	// written (busy and settling both zero), for those waiting for that
 	// (drained): a Finish is written after the handler's goroutine went
-	// back for work (see finishLater), and stopTaking's callers wait for
-	// it too. Made when one asks while handlers run, dropped once closed.
+	// back for work (see engine.Settler.FinishLater), and stopTaking's
+	// callers wait for it too. Made when one asks while handlers run,
+	// dropped once closed.
 	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
 	// cancel, and whose release failed, starts the member again while its
 	// waiting goroutine still waits, and a WaitGroup's Add then races that
@@ -266,7 +268,7 @@ func (r *runner) cancelAll(cause error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range s.procs {
-			p.interrupt(cause)
+			p.rec.St.Interrupt(cause)
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/pacer"
+	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/startstop"
 )
@@ -39,7 +41,7 @@ type slotScheduler struct {
 	// started in ends (quit).
 	idle chan job
 	// jobs tracks the goroutines the scheduler starts: handler goroutines
-	// and outcome writes that are tried again (see finishLater).
+	// and outcome writes that are tried again (see engine.Settler.FinishLater).
 	jobs startstop.Group
 
 	// turn is held by the loop while it dequeues for a member and starts
@@ -96,7 +98,7 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 	}
 	r.hand.r = r
 	r.pace = pacer.New((*pacerClocks)(s.w), r.wakeIfTaking)
-	r.settler = settler{w: s.w, retry: opts.Retry, jobs: &s.jobs, settled: r.settled}
+	r.settler = engine.Settler[job]{Policy: proc.Policy(opts.Retry), Delay: opts.Retry.delay, Jobs: &s.jobs, Settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)

@@ -171,8 +171,8 @@ func (s *session) endMatching(match func(*Process) bool, reason error) {
 // drop takes p out of the session's books, if it is there.
 func (s *session) drop(p *Process) {
 	s.mu.Lock()
-	if s.procs[p.id] == p {
-		delete(s.procs, p.id)
+	if s.procs[p.rec.ID] == p {
+		delete(s.procs, p.rec.ID)
 	}
 	s.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -70,15 +71,16 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 // newProcessAt is newProcess for a process that started at started (the
 // processes of one dequeue share one reading of the clock).
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
-	p := &Process{
-		w: w, id: sp.PID, seq: sp.Seq(), queue: queue, owner: sp.Owner,
-		taskID: sp.Task.ID, kind: sp.Task.Kind, trace: sp.Task.Trace, flow: sp.Task.Flow, aggregated: sp.Task.Aggregated, attempt: sp.Task.Attempts, budget: sp.Task.MaxAttempts, failures: sp.Task.Failures, timeout: sp.Task.Timeout, lastError: sp.LastError,
-		enqueuedAt: sp.Task.EnqueuedAt(), task: []byte(sp.Task.Payload),
-		started: started,
-	}
-	p.dueAt = p.enqueuedAt
+	p := &Process{w: w, rec: engine.Proc{
+		ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
+		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError,
+		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
+		Started: started,
+	}}
+	p.rec.Host = (*procHost)(p)
+	p.rec.DueAt = p.rec.EnqueuedAt
 	if sp.Task.Due > 0 {
-		p.dueAt = time.UnixMicro(sp.Task.Due)
+		p.rec.DueAt = time.UnixMicro(sp.Task.Due)
 	}
 	return p
 }
@@ -110,7 +112,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 	}
 	all := make([]arrival, 0, len(dequeued)+len(handed))
 	for _, p := range dequeued {
-		all = append(all, arrival{seq: p.seq, p: p})
+		all = append(all, arrival{seq: p.rec.Seq, p: p})
 	}
 	for _, e := range handed {
 		all = append(all, arrival{seq: store.PIDSeq(e.PID), e: e})
@@ -143,8 +145,8 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 			// told of its start by the dequeue, hears it was lost, as of
 			// a task given back by StopWork), and given back unstarted,
 			// as a handed task is.
-			forget(a.p, ErrProcessLost)
-			ref = store.ProcRef{Worker: a.p.owner, PID: a.p.id}
+			a.p.rec.Forget(ErrProcessLost)
+			ref = store.ProcRef{Worker: a.p.rec.Owner, PID: a.p.rec.ID}
 		}
 		s.giveBack(ctx, ref)
 	}
@@ -187,7 +189,7 @@ func (s *session) adoptHanded(e store.Event) *Process {
 		return nil
 	}
 	p := newProcess(w, s.name, e.HandedProc())
-	s.procs[p.id] = p
+	s.procs[p.rec.ID] = p
 	return p
 }
 
@@ -313,7 +315,7 @@ func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
 func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
 	s := r.sched
 	ctx, cancel := context.WithCancelCause(context.Background())
-	p.onEnd(cancel)
+	p.rec.St.OnEnd(cancel)
 	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case s.idle <- j:
@@ -351,8 +353,9 @@ func serve(idle chan job, quit <-chan struct{}, j job) {
 
 // runJob runs the handler for one process and settles its outcome. A
 // handler that succeeded has its Finish written asynchronously (see
-// finishLater): its goroutine is free for the next job at once, and the
-// rest of the settling, up to settled, runs when the write returns.
+// engine.Settler.FinishLater): its goroutine is free for the next job at
+// once, and the rest of the settling, up to settled, runs when the write
+// returns.
 func (r *runner) runJob(j job) {
 	if j.handed {
 		// Dequeue for the free slots after a process handed over started:
@@ -380,23 +383,23 @@ func (r *runner) runJob(j job) {
 		if !errors.Is(err, ErrTaskTimeout) {
 			err = fmt.Errorf("%w: %w", ErrTaskTimeout, err)
 		}
-		err = WithReason(reasonOf(err, ReasonTimeout), err)
+		err = WithReason(engine.Reason(err, ReasonTimeout), err)
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
 	if err == nil && j.p.Err() == nil {
-		r.settler.finishLater(j) // what settle would do: Finish
+		r.settler.FinishLater(j, &j.p.rec) // what settle would do: Finish
 		return
 	}
-	r.settler.settle(ctx, j, err)
+	r.settler.Settle(ctx, j, &j.p.rec, err)
 }
 
 // handlerTimeout is how long p's handler may run: the task's own timeout,
 // else the queue's (queue); 0 for no limit.
 func handlerTimeout(p *Process, queue time.Duration) time.Duration {
-	if p.timeout > 0 {
-		return p.timeout
+	if p.rec.Timeout > 0 {
+		return p.rec.Timeout
 	}
 	return queue
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/engine"
 )
 
 type signup struct {
@@ -141,7 +142,7 @@ func TestTypedWithoutRedis(t *testing.T) {
 
 	err := h(context.Background(), NewDetachedProcess([]byte(`{"email":7}`), DetachedOptions{}))
 	assert.ErrorIs(t, err, ErrDecode)
-	assert.Equal(t, ReasonDecode, reasonOf(err, ReasonPermanent))
+	assert.Equal(t, ReasonDecode, engine.Reason(err, ReasonPermanent))
 	assert.Contains(t, err.Error(), "worqr.signup")
 
 	_, err = JSON[chan int]{}.Marshal(make(chan int))

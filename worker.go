@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -187,8 +188,10 @@ type Worker struct {
 	// closer drains and closes the worker (shutdown.go): it owns life's
 	// end and the worker's one-shot goroutines.
 	closer closer
-	// writes bounds the outcome writes after handlers (runner.settle).
+	// writes bounds the outcome writes after handlers (engine.Settler).
 	writes writedeadline.Deadline
+	// env is what its processes take of it (engine.Env; engine.go).
+	env engine.Env
 }
 
 // NewWorker registers a new worker and starts its components: the lease
@@ -224,6 +227,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
 	w.life, w.closer.stop = context.WithCancel(context.WithoutCancel(ctx))
+	w.env = processEnv(w)
 	w.lease = newLeaseKeeper(w)
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 

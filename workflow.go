@@ -728,12 +728,12 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 // Step.AfterEnded or RunAfterFailure). It returns ErrNoWorkflow for a
 // task that is no workflow's step, or whose workflow is gone.
 func (p *Process) ParentResults(ctx context.Context) (map[string][]byte, error) {
-	wf, step, ok := strings.Cut(p.flow, ".")
+	wf, step, ok := strings.Cut(p.rec.Flow, ".")
 	if !ok {
-		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.taskID, ErrNoWorkflow)
+		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.rec.TaskID, ErrNoWorkflow)
 	}
 	if p.w == nil {
-		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.taskID, ErrDetached)
+		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.rec.TaskID, ErrDetached)
 	}
 	c := p.w.c
 	if err := c.validateCtx(ctx, "parent results"); err != nil {
@@ -744,7 +744,7 @@ func (p *Process) ParentResults(ctx context.Context) (map[string][]byte, error) 
 		return nil, c.fail("parent results", "", err)
 	}
 	if !found {
-		return nil, fmt.Errorf("worqr: parent results of task %s: workflow %s: %w", p.taskID, wf, ErrNoWorkflow)
+		return nil, fmt.Errorf("worqr: parent results of task %s: workflow %s: %w", p.rec.TaskID, wf, ErrNoWorkflow)
 	}
 	return out, nil
 }
@@ -752,7 +752,7 @@ func (p *Process) ParentResults(ctx context.Context) (map[string][]byte, error) 
 // Workflow is the id of the workflow whose step the process runs, and
 // the step's name; "", "" for a task that is no workflow's step.
 func (p *Process) Workflow() (id, step string) {
-	id, step, _ = strings.Cut(p.flow, ".")
+	id, step, _ = strings.Cut(p.rec.Flow, ".")
 	return id, step
 }
 
@@ -782,7 +782,7 @@ func ParentResult[T any](ctx context.Context, p *Process, codec Codec[T], parent
 func SetResultWith[T any](p *Process, codec Codec[T], v T) error {
 	data, err := codec.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("worqr: set result of task %s: %w", p.taskID, err)
+		return fmt.Errorf("worqr: set result of task %s: %w", p.rec.TaskID, err)
 	}
 	p.SetResult(data)
 	return nil

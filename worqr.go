@@ -15,6 +15,7 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
 	"github.com/worqr/worqr/internal/connect"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/outage"
@@ -203,7 +204,7 @@ type Client struct {
 	// enqueues, finishes and retries merge overlapping Enqueue, Finish
 	// and Retry calls (a handler's error included) on a queue.
 	enqueues *coalesce.Coalescer[[]byte, string]
-	finishes *coalesce.Coalescer[*Process, store.Outcome]
+	finishes *coalesce.Coalescer[*engine.Proc, store.Outcome]
 	retries  *coalesce.Coalescer[store.RetryRef, store.Outcome]
 	// kindEnqueues joins Enqueue calls with a kind and no other option,
 	// per kind and queue (see enqueueKindJoined).

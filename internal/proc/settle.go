@@ -13,7 +13,7 @@ import (
 )
 
 // The arithmetic of the retry policy, and the persistence of the writes
-// that end a process (see the root's settle.go, which decides them).
+// that end a process (see internal/engine's settle.go, which decides them).
 
 // Policy is a runner's retry policy: the root's RetryPolicy, which
 // converts to it.

@@ -2,9 +2,9 @@
 // first reason winning), whether a script that ends it succeeded
 // (settled), whether the observer was told, its result, the context of
 // the handler running it, and the throttle of its progress writes. The
-// root package's Process holds a State by value (no allocation of its
-// own) and forwards to it; what a process is (its ids, its task) and what
-// ends it in Redis stay there.
+// engine's record of a process (engine.Proc) holds a State by value (no
+// allocation of its own); what a process is (its ids, its task) and what
+// ends it in Redis are the engine's.
 package proc
 
 import (

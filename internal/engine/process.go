@@ -1,0 +1,173 @@
+// Package engine is the worker's engine: the record of a process, the
+// scripts that end it and write its progress, and the settler writing a
+// handler's outcome. The root package's Process holds a Proc by value,
+// so a process is one allocation, and gives it a Host: the worker's side
+// of what the record does (its books, its lease, its observer).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/errs"
+	"github.com/worqr/worqr/internal/proc"
+	"github.com/worqr/worqr/internal/store"
+)
+
+// Outcome is how a process ended; the root package's Outcome holds the
+// same words.
+type Outcome string
+
+// The outcomes.
+const (
+	Succeeded Outcome = "succeeded"
+	Retried   Outcome = "retried"
+	Dead      Outcome = "dead"
+	Cancelled Outcome = "cancelled"
+	Deleted   Outcome = "deleted"
+	Lost      Outcome = "lost"
+)
+
+// Proc is a process: one attempt at a task, held by one worker. Its
+// identity is set when it is made and never changes.
+type Proc struct {
+	// Host is the worker's side of the process; nil for a detached one.
+	Host Host
+
+	ID         string
+	Seq        uint64 // ID as a number: ids count up in dequeue order
+	Queue      string
+	Owner      string
+	TaskID     string
+	Kind       string
+	Trace      string // the trace context the task carries
+	Flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
+	Aggregated int    // the tasks it gathers, for an aggregated task; else 0
+	Attempt    int
+	Budget     int           // the task's own attempt budget; 0 if none, negative for no limit
+	Failures   int           // its earlier attempts that failed
+	Timeout    time.Duration // the task's own handler timeout; 0 if none
+	LastError  string        // the error its previous attempt recorded
+	EnqueuedAt time.Time
+	DueAt      time.Time // when the task became due for this start
+	Task       []byte
+	Started    time.Time // on the worker's clock
+
+	// St is its state: how it ends, its result and progress reports.
+	St proc.State
+}
+
+// Host is the worker a process belongs to, as the process's record takes
+// it: a conversion of the root's Process, not an allocation.
+type Host interface {
+	// Env is the worker's environment, shared by its processes.
+	Env() *Env
+	// Drop takes the process out of its session's books.
+	Drop()
+	// LeaseLost is told that a script found the lease of the process's
+	// worker on its queue gone (cause says which).
+	LeaseLost(cause error)
+	// Observe tells the observer how the process ended (once: the
+	// record asks only the first time).
+	Observe(outcome Outcome, reason string, err error)
+}
+
+// Env is what a worker's processes take of it and its client.
+type Env struct {
+	Clock  clock.Clock
+	Store  *store.Store
+	Log    *slog.Logger
+	Writer proc.Writer // the outcome writes' outage, life and context
+	// WorkerID is the worker's current id.
+	WorkerID func() string
+	// Validate tells why a call op on ctx cannot be made (a closed
+	// client, a done ctx), if it cannot.
+	Validate func(ctx context.Context, op string) error
+	// Fail wraps a failed script call's error.
+	Fail func(op, queue string, err error) error
+	// FlowEnded tells the workflow of a task that ended (succeeded or
+	// dead) so that its next steps go.
+	FlowEnded func(queue, flow, taskID string, outcome Outcome)
+	// Finishes and Retries join overlapping Finish and retry calls of
+	// a queue into one script call.
+	Finishes *coalesce.Coalescer[*Proc, store.Outcome]
+	Retries  *coalesce.Coalescer[store.RetryRef, store.Outcome]
+
+	DeadBounds       store.DeadBounds
+	TTL              time.Duration // the worker's lease: the bound on a held progress write
+	ProgressInterval time.Duration
+	MaxAttempts      int // the attempt budget when neither the policy nor the task sets one
+}
+
+// End closes Done with a reason; the first reason wins. It reports
+// whether this call ended the process. A process lost (settled,
+// ErrProcessLost) is reported to the observer as lost.
+func (p *Proc) End(reason error, settled bool) bool {
+	// A process ended by a cancel or delete event (not settled: Finish
+	// still works) that is lost later is reported then.
+	first, newlySettled := p.St.End(reason, settled)
+	if newlySettled && errors.Is(reason, errs.ErrProcessLost) {
+		p.observeEnd(Lost, "", reason)
+	}
+	return first
+}
+
+// Forget drops the process from the books of its queue's session and
+// ends it.
+func (p *Proc) Forget(reason error) {
+	p.Host.Drop()
+	p.End(reason, true)
+}
+
+// observeEnd tells the observer, once, how the process ended (and, for
+// Dead, the dead letter's reason).
+func (p *Proc) observeEnd(outcome Outcome, reason string, err error) {
+	if p.St.Observe() {
+		p.Host.Observe(outcome, reason, err)
+	}
+}
+
+// Status asks Redis what became of the process: nil while it is active
+// and still this worker's, else ErrTaskCancelled, ErrQueueDeleted or
+// ErrProcessLost.
+func (p *Proc) Status(ctx context.Context) error {
+	env := p.Host.Env()
+	if err := env.Validate(ctx, "status"); err != nil {
+		return err
+	}
+	if p.St.IsSettled() {
+		return fmt.Errorf("worqr: status %q process %s: already ended: %w", p.Queue, p.ID, errs.ErrProcessLost)
+	}
+	states, err := env.Store.States(ctx, p.Queue, p.Owner, []string{p.ID})
+	if err != nil {
+		return env.Fail("status", p.Queue, err)
+	}
+	if err := StateErr(states[0]); err != nil {
+		if errors.Is(err, errs.ErrProcessLost) {
+			p.Forget(errs.ErrProcessLost)
+		} else {
+			p.End(err, false)
+		}
+		return fmt.Errorf("worqr: status %q process %s: %w", p.Queue, p.ID, err)
+	}
+	return nil
+}
+
+// StateErr maps a state from the states script to an error.
+func StateErr(s store.State) error {
+	switch s {
+	case store.Active:
+		return nil
+	case store.Cancelled:
+		return errs.ErrTaskCancelled
+	case store.Deleted:
+		return errs.ErrQueueDeleted
+	default:
+		return errs.ErrProcessLost
+	}
+}
