@@ -106,3 +106,33 @@ func TestQueueKeysShareOneHashTag(t *testing.T) {
 		t.Error("the gathering keys are not among the queue's")
 	}
 }
+
+// tagOf is the hash tag of key, as Redis Cluster reads it.
+func tagOf(t *testing.T, key string) string {
+	t.Helper()
+	open := strings.IndexByte(key, '{')
+	end := strings.IndexByte(key[open+1:], '}')
+	if open < 0 || end <= 0 {
+		t.Fatalf("%s has no hash tag", key)
+	}
+	return key[open+1 : open+1+end]
+}
+
+// A workflow id made for a queue puts the workflow's keys in that queue's
+// slot (Redis Cluster's CRC16, checked against the value its
+// specification gives), and is a valid workflow id.
+func TestHomeWorkflowIDSharesTheQueuesSlot(t *testing.T) {
+	assert.Equal(t, uint16(0x31C3), crc16(0, "123456789"))
+	keys := NewKeys("p")
+	for _, queue := range []string{"a", "etl", "a{b}c", "bench-0-0", "%", "reports"} {
+		id := keys.HomeWorkflowID("5f0c0ffee5f0c0ffee5f0c0ffee5f0c0", queue)
+		assert.LessOrEqual(t, len(id), 64, id)
+		for _, b := range []byte(id) {
+			assert.True(t, b == '-' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z', "%q in %s", b, id)
+		}
+		wf, q := keys.Workflow(id), keys.Queue(queue)
+		assert.Equal(t, slot(tagOf(t, q.Procs)), slot(tagOf(t, wf.Flow)), "workflow %s, queue %s", id, queue)
+		assert.True(t, keys.WorkflowHome(id, queue), "workflow %s, queue %s", id, queue)
+	}
+	assert.False(t, keys.WorkflowHome("batched-carry", "p"))
+}
