@@ -351,6 +351,12 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	if err != nil {
 		return 0, p.w.c.fail(op, p.queue, err)
 	}
+	// A step whose workflow recorded its end in the finish has no notice
+	// to carry.
+	released := got == store.WasReleased
+	if released {
+		got = store.WasActive
+	}
 	switch got {
 	case store.LeaseGone:
 		p.w.lease.leaseLost(p.owner, p.queue, nil, p, fmt.Errorf("%s found the lease on %q gone", op, p.queue))
@@ -365,7 +371,7 @@ func (p *Process) recordSettled(op string, want Outcome, reason string, cause er
 	}
 	p.observeEnd(want, reason, cause)
 	forget(p, ErrProcessEnded)
-	if p.flow != "" && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
+	if p.flow != "" && !released && got == store.WasActive && (want == OutcomeSucceeded || want == OutcomeDead) {
 		p.w.c.flowEnded(p.queue, p.flow, p.taskID, want) // its workflow's next steps
 	}
 	return got, nil
@@ -391,7 +397,7 @@ func (p *Process) observeEnd(outcome Outcome, reason string, err error) {
 func (c *Client) finishJoined(ctx context.Context, queue string, ps []*Process) ([]store.Outcome, error) {
 	refs := make([]store.ProcRef, len(ps))
 	for i, p := range ps {
-		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText(), Kind: p.kind}
+		refs[i] = store.ProcRef{Worker: p.owner, PID: p.id, Result: p.resultText(), Kind: p.kind, Flow: p.flow}
 	}
 	return c.store.Finish(ctx, queue, refs)
 }
