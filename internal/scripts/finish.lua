@@ -215,6 +215,8 @@ for j = 1, #pids do
     ids[ngone] = id
   end
 end
+-- Their outcomes are kept together (a workflow's steps all ask for it).
+local kept = {}
 for _, home in ipairs(home_order) do
   local steps = homes[home]
   local recorded = home_release(18 + 11 * (tonumber(home) - 1), steps)
@@ -222,14 +224,13 @@ for _, home in ipairs(home_order) do
     if recorded then
       out[st.j] = 4
     end
-    if header_has(st.head, 'R') then
-      retain(results_key, retained_key, channel, st.head, 'ok', st.pid, 1, st.result)
-    end
+    kept[#kept + 1] = {st.head, st.pid, st.result}
     if not recorded then
       flow_notice(flows_key, st.head, 'ok')
     end
   end
 end
+retain_many(results_key, retained_key, channel, kept, 'ok', 1)
 if #gone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
   redis.call('HDEL', progress_key, unpack(ids))
