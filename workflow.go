@@ -99,10 +99,11 @@ type WorkflowOptions struct {
 	// ID is the workflow's id: 1 to 64 ASCII letters, digits, '-' and
 	// '_'; "" gives it a random one, which puts the workflow's state in
 	// the hash slot of the queue most of its steps use, where their
-	// finishes record their ends at the least cost (docs/workflows.md). A call with the id of a workflow
-	// that exists with the same steps adds nothing and returns that id
-	// (so a call that failed, or whose reply was lost, can be retried);
-	// with other steps, ErrWorkflowExists.
+	// finishes record their ends at the least cost (docs/workflows.md).
+	// A call with the id of a workflow that exists with the same steps
+	// adds nothing and returns that id (so a call that failed, or whose
+	// reply was lost, can be retried); with other steps,
+	// ErrWorkflowExists.
 	ID string
 	// Keep is how long the workflow's state and its steps' results are
 	// kept once it has ended; 0 means DefaultWorkflowKeep.

@@ -338,12 +338,14 @@ func crc16Byte(crc uint16, b byte) uint16 {
 // homeDigits are the bytes of a home suffix (see HomeWorkflowID).
 const homeDigits = "0123456789abcdefghijklmnopqrstuvwxyz"
 
-// HomeWorkflowID is base, a workflow id of at most 59 bytes, with '-' and four letters or digits after it, chosen so that
-// the workflow's hash tag {wf:<id>} falls in queue's slot: its keys then
-// share that queue's slot (its home, see WorkflowHome), and the scripts
-// that end its steps' tasks in that queue record their ends too. Of the
-// 36^4 suffixes, some hundred fall in each slot; the first found is
-// taken (some 16,000 tries on average, a fraction of a millisecond).
+// HomeWorkflowID is base, a workflow id of at most 59 bytes, with '-'
+// and four letters or digits after it, chosen so that the workflow's
+// hash tag {wf:<id>} falls in queue's slot: its keys then share that
+// queue's slot (its home, see WorkflowHome), and the scripts that end
+// its steps' tasks in that queue record their ends too. Of the 36^4
+// suffixes, some hundred fall in each slot, whatever base (see
+// TestHomeSuffixesCoverEverySlot); the first found is taken (some
+// 16,000 tries on average, a fraction of a millisecond).
 func (k Keys) HomeWorkflowID(base, queue string) string {
 	want := slot("q:" + tagEscaper.Replace(queue))
 	head := crc16(0, "wf:"+base+"-")
@@ -360,7 +362,7 @@ func (k Keys) HomeWorkflowID(base, queue string) string {
 			return base + "-" + string(suffix[:])
 		}
 	}
-	return base // every slot has suffixes (a test holds it): never reached
+	return base // every slot has suffixes: never reached
 }
 
 // WorkflowHome says whether workflow id's keys share queue's slot (a

@@ -136,3 +136,29 @@ func TestHomeWorkflowIDSharesTheQueuesSlot(t *testing.T) {
 	}
 	assert.False(t, keys.WorkflowHome("batched-carry", "p"))
 }
+
+// The four-byte suffixes of HomeWorkflowID reach every slot. CRC16 is
+// linear: the CRC of a base and a suffix of a fixed length is the CRC of
+// the base shifted past it XOR the suffix's own, so a base moves every
+// suffix's slot by the same XOR, a bijection of the slots: the suffixes
+// that reach every slot after one base reach every slot after any.
+func TestHomeSuffixesCoverEverySlot(t *testing.T) {
+	var hit [16384]bool
+	var suffix [4]byte
+	for n := 0; n < 36*36*36*36; n++ {
+		for i, v := 0, n; i < len(suffix); i, v = i+1, v/36 {
+			suffix[i] = homeDigits[v%36]
+		}
+		hit[crc16(0, string(suffix[:]))%16384] = true
+	}
+	missed := 0
+	for _, h := range hit {
+		if !h {
+			missed++
+		}
+	}
+	assert.Zero(t, missed, "slots no suffix reaches")
+	// The linearity the argument rests on, for one base and suffix.
+	base, s := "wf:5f0c0ffee-", "zz9a"
+	assert.Equal(t, crc16(0, base+s), crc16(crc16(0, base), "\x00\x00\x00\x00")^crc16(0, s))
+}
