@@ -27,7 +27,10 @@ import (
 //
 //  1. finish.lua and bury.lua (and release.lua for a poison pill) leave a
 //     notice of a workflow task's end in its queue's flows set, in the
-//     script that ends it;
+//     script that ends it; for a workflow whose keys share the queue's
+//     slot (a random id is made so: homeQueue), finish.lua records a
+//     success that makes no step ready in the workflow itself, and leaves
+//     no notice: the steps below are for the other ends;
 //  2. the worker that ended it then carries the notice to the workflow
 //     (wf_release.lua, in the workflow's slot), which records the step's
 //     end once (a second carry records nothing) and answers the steps
@@ -94,10 +97,13 @@ type Step struct {
 // WorkflowOptions change how EnqueueWorkflow creates a workflow.
 type WorkflowOptions struct {
 	// ID is the workflow's id: 1 to 64 ASCII letters, digits, '-' and
-	// '_'; "" gives it a random one. A call with the id of a workflow
-	// that exists with the same steps adds nothing and returns that id
-	// (so a call that failed, or whose reply was lost, can be retried);
-	// with other steps, ErrWorkflowExists.
+	// '_'; "" gives it a random one, which puts the workflow's state in
+	// the hash slot of the queue most of its steps use, where their
+	// finishes record their ends at the least cost (docs/workflows.md).
+	// A call with the id of a workflow that exists with the same steps
+	// adds nothing and returns that id (so a call that failed, or whose
+	// reply was lost, can be retried); with other steps,
+	// ErrWorkflowExists.
 	ID string
 	// Keep is how long the workflow's state and its steps' results are
 	// kept once it has ended; 0 means DefaultWorkflowKeep.
@@ -149,7 +155,7 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	}
 	id := opts.ID
 	if id == "" {
-		id = newWorkflowID()
+		id = c.store.Keys().HomeWorkflowID(newWorkflowID(), homeQueue(steps))
 	} else if err := checkWorkflowID(id); err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow: %w", err)
 	}
@@ -181,6 +187,24 @@ func newWorkflowID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
 	return hex.EncodeToString(b[:])
+}
+
+// homeQueue is the queue of the most steps (the first of them, on a
+// tie): a workflow of a random id gets one whose keys share that queue's
+// slot, so that the finish of a step's task in it records the step's end
+// at once, with no notice to carry (see finish.lua). A workflow of the
+// caller's id lives in the slot that id falls in; its steps' ends are
+// carried, unless by chance it falls in their queue's.
+func homeQueue(steps []Step) string {
+	count := make(map[string]int)
+	home := ""
+	for _, st := range steps {
+		count[st.Queue]++
+		if count[st.Queue] > count[home] {
+			home = st.Queue
+		}
+	}
+	return home
 }
 
 // checkWorkflowID refuses an id that is not 1 to MaxWorkflowIDLen bytes

@@ -645,15 +645,19 @@ func TestWorkflowSweeps(t *testing.T) {
 // Notices carried together: one release per workflow for all of them,
 // one enqueue of the steps they freed and one mark; a notice of a step
 // carried already (its removal lost to a crash) frees nothing twice.
+// The workflow's id is the test's, whose slot is not its queues': every
+// end leaves a notice (one of a random id would share p's slot, and b's
+// end would be recorded in its finish).
 func TestWorkflowBatchedCarry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("batched-carry", "p"))
 	id, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "a", Queue: "p"},
 		{Name: "b", Queue: "p"},
 		{Name: "both", Queue: "k", After: []string{"a", "b"}},
 		{Name: "after-a", Queue: "k", After: []string{"a"}},
-	}, WorkflowOptions{})
+	}, WorkflowOptions{ID: "batched-carry"})
 	require.NoError(t, err)
 
 	// A worker by hand ends a and b, and each carry fails: the notices
@@ -800,4 +804,71 @@ func TestWorkflowCrashAfterDeathThenRevived(t *testing.T) {
 			assert.Equal(t, StepQueued, st.State)
 		}
 	}
+}
+
+// A workflow of a random id shares the slot of its queue, and the finish
+// of a step's task there records the step's end itself: no notice is
+// left and no carry runs, and the workflow has the end (and the result)
+// by the time Finish returns; the task's outcome is retained as any
+// step's. An end that makes a child ready leaves its notice, carried as
+// any other, and the last step's finish ends the workflow.
+func TestWorkflowStepEndRecordedByItsFinish(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "a", Queue: "p"},
+		{Name: "b", Queue: "p"},
+		{Name: "both", Queue: "p", After: []string{"a", "b"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	require.True(t, c.store.Keys().WorkflowHome(id, "p"), "a random id shares its queue's slot")
+
+	// Carries fail while a ends: a notice it left would stay.
+	w := newWorker(t, c, WorkerOptions{})
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow {
+			return errors.New("no carry")
+		}
+		return nil
+	})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	a, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	_, step := a.Workflow()
+	require.Equal(t, "a", step)
+	a.SetResult([]byte("a-done"))
+	require.NoError(t, a.Finish(ctx))
+	raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, raw, "a's end left no notice")
+	c.store.SetFault(nil)
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	states := map[string]StepState{}
+	for _, st := range info.Steps {
+		states[st.Name] = st.State
+	}
+	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepQueued, "both": StepWaiting}, states)
+	o, err := c.TaskResult(ctx, "p", a.TaskID())
+	require.NoError(t, err)
+	assert.Equal(t, "a-done", string(o.Result))
+
+	// b's end makes both ready: its notice is carried (here by a sweep,
+	// or by the carry its finish started), and both is queued.
+	b, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, b.Finish(ctx))
+	_, err = c.carrier.Sweep(ctx, "p", 0)
+	require.NoError(t, err)
+	last, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	_, step = last.Workflow()
+	require.Equal(t, "both", step)
+	parents, err := last.ParentResults(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "a-done", string(parents["a"]))
+	require.NoError(t, last.Finish(ctx))
+	info, err = c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
 }

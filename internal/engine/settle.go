@@ -256,6 +256,12 @@ func (p *Proc) recordSettled(op string, want Outcome, reason string, cause error
 	if err != nil {
 		return 0, env.Fail(op, p.Queue, err)
 	}
+	// A step whose workflow recorded its end in the finish has no notice
+	// to carry.
+	released := got == store.WasReleased
+	if released {
+		got = store.WasActive
+	}
 	switch got {
 	case store.LeaseGone:
 		p.Host.LeaseLost(fmt.Errorf("%s found the lease on %q gone", op, p.Queue))
@@ -270,7 +276,7 @@ func (p *Proc) recordSettled(op string, want Outcome, reason string, cause error
 	}
 	p.observeEnd(want, reason, cause)
 	p.Forget(errs.ErrProcessEnded)
-	if p.Flow != "" && got == store.WasActive && (want == Succeeded || want == Dead) {
+	if p.Flow != "" && !released && got == store.WasActive && (want == Succeeded || want == Dead) {
 		env.FlowEnded(p.Queue, p.Flow, p.TaskID, want) // its workflow's next steps
 	}
 	return got, nil
@@ -281,7 +287,7 @@ func (p *Proc) recordSettled(op string, want Outcome, reason string, cause error
 func FinishJoined(ctx context.Context, st *store.Store, queue string, ps []*Proc) ([]store.Outcome, error) {
 	refs := make([]store.ProcRef, len(ps))
 	for i, p := range ps {
-		refs[i] = store.ProcRef{Worker: p.Owner, PID: p.ID, Result: p.St.ResultText(), Kind: p.Kind}
+		refs[i] = store.ProcRef{Worker: p.Owner, PID: p.ID, Result: p.St.ResultText(), Kind: p.Kind, Flow: p.Flow}
 	}
 	return st.Finish(ctx, queue, refs)
 }

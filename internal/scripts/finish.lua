@@ -7,8 +7,12 @@
 -- A task holding a unique key gives it up; with a concurrency limit, the
 -- freed slots (a weighted task's several) wake runtimes the limit held
 -- back.
+-- A workflow step's task whose workflow shares the queue's slot (its
+-- keys passed: see home_release) has the step's end recorded here, not
+-- by a notice carried later.
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else the
--- code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
+-- code of the state it had: 1 active, 2 cancelled, 3 deleted, 4 active and
+-- its step's end recorded in its workflow (no notice left); then the
 -- Redis clock (µs), from which the client counts the runs of the active
 -- ones (their pids are their dequeue times) for the stats.
 local procs_key, leases_key, meta_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -16,11 +20,116 @@ local results_key, retained_key, waiting_key, idle_key = KEYS[5], KEYS[6], KEYS[
 local unique_key, high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[14], KEYS[15], KEYS[16], KEYS[17] -- see GROUPS in common/waiting.lua
 local flows_key = KEYS[18] -- workflow tasks' notices (see flow_notice)
+-- Then the keys of each workflow of the processes' steps that shares the
+-- queue's slot, eleven each (WorkflowKeys' order), from KEYS[19].
 local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
--- Then per process j, ARGV[3j...3j + 2]: worker, pid, result.
+-- Then per process j, ARGV[4j - 1...4j + 2]: worker, pid, result, and the
+-- place of its step's workflow among those keys (from 1; '0' for none).
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
-local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 3)
+local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 4)
+
+-- HMGET of names, a thousand a call; the values by index in names.
+local function hmget(key, names)
+  local got = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      got[i + j - 1] = part[j]
+    end
+  end
+  return got
+end
+
+-- Record the ends of steps (each {step, id, result, ...}), the successes of
+-- one workflow's tasks, in that workflow, whose keys are KEYS[at + 1...
+-- at + 11], as wf_release.lua records their notices in bulk: each step
+-- ended 'ok' with its result and stamp (seen), its children's counts of
+-- parents left lowered, the workflow closed once no step is open. Only
+-- the common case is recorded here: a workflow that runs, every step not
+-- ended, never recorded later than now, freed by no earlier end (a death
+-- before a revival), and no child made ready by them (nor one of them a
+-- child of another). Anything else returns nil, having written nothing,
+-- and the steps leave notices, carried as any other: a child made ready
+-- is enqueued by the carry (its queue may be in another slot).
+-- Returns whether it recorded them.
+local function home_release(at, steps)
+  local flow, steps_key, ids_key, left_key = KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]
+  local kids_key, results_key, freed_key, seen_key = KEYS[at + 5], KEYS[at + 8], KEYS[at + 9], KEYS[at + 10]
+  if redis.call('HGET', flow, 'state') ~= 'running' then
+    return false
+  end
+  local names, mine = {}, {}
+  for i, st in ipairs(steps) do
+    if mine[st.step] then
+      return false
+    end
+    mine[st.step] = true
+    names[i] = st.step
+  end
+  -- The children first: an end that frees one (a chain's) is the usual
+  -- reason to decline, told in two reads.
+  local kidss = hmget(kids_key, names)
+  local kids, down = {}, {}
+  for i = 1, #names do
+    for kid in string.gmatch(kidss[i] or '', '[^,]+') do
+      if string.sub(kid, 1, 1) == '+' then kid = string.sub(kid, 2) end
+      if mine[kid] then
+        return false
+      end
+      if not down[kid] then
+        kids[#kids + 1] = kid
+        down[kid] = 0
+      end
+      down[kid] = down[kid] + 1
+    end
+  end
+  local lefts, newleft = hmget(left_key, kids), {}
+  for i, kid in ipairs(kids) do
+    local left = (tonumber(lefts[i]) or 0) - down[kid]
+    if left <= 0 then
+      return false
+    end
+    newleft[#newleft + 1] = kid
+    newleft[#newleft + 1] = left
+  end
+  local curs, seens, befores = hmget(steps_key, names), hmget(seen_key, names), hmget(freed_key, names)
+  for i = 1, #names do
+    local cur = curs[i]
+    if not (cur == 'w' or cur == 'r' or cur == 'q') or befores[i] or (tonumber(seens[i]) or 0) >= now_u then
+      return false
+    end
+  end
+  local stamp = ms(now_u)
+  local seen, results, ended = {}, {}, {}
+  for i, st in ipairs(steps) do
+    seen[#seen + 1], seen[#seen + 2] = st.step, stamp
+    results[#results + 1], results[#results + 2] = st.step, st.result
+    ended[#ended + 1], ended[#ended + 2] = st.step, 'ok'
+    -- Its id, if its end came before its mark as queued.
+    if curs[i] ~= 'q' then
+      redis.call('HSETNX', ids_key, st.step, st.id)
+    end
+  end
+  for _, put in ipairs({{seen_key, seen}, {results_key, results}, {steps_key, ended}, {left_key, newleft}}) do
+    local key, pairs_ = put[1], put[2]
+    for i = 1, #pairs_, 2000 do
+      redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+    end
+  end
+  if redis.call('HINCRBY', flow, 'open', -#names) <= 0 then
+    local counts = redis.call('HMGET', flow, 'dead', 'cancelled')
+    local failed = (tonumber(counts[1]) or 0) > 0 or (tonumber(counts[2]) or 0) > 0
+    local keys = {}
+    for i = 1, 11 do
+      keys[i] = KEYS[at + i]
+    end
+    -- Its channel is its flow key's, 'events' for 'flow' (WorkflowKeys).
+    flow_close(keys, string.sub(flow, 1, -5) .. 'events', failed and 'failed' or 'succeeded')
+  end
+  return true
+end
+
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)
@@ -33,9 +142,12 @@ local argv = ARGV -- its tail, read per process (a local is quicker to index)
 local find, sub = string.find, string.sub
 local at = 2 + OWNER_LEN -- where a record's entry starts (see proc_task)
 local ngone = 0
+-- The steps of workflows whose keys are here, by their place: {j, pid,
+-- head, id, step, result} each.
+local homes, home_order, nhomes = {}, {}, 0
 for j = 1, #pids do
   local pid, v = pids[j], vals[j]
-  local worker = argv[3 * j]
+  local worker = argv[4 * j - 1]
   local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
   if refused then
     out[j] = refused
@@ -72,13 +184,30 @@ for j = 1, #pids do
         failed[#failed + 1] = id
       end
       if state == 'a' then
-        if find(h, ',R', 1, true) then
+        local home = argv[4 * j + 2]
+        if home ~= '0' and find(h, ',F', 1, true) then
+          -- Its workflow's keys are here: recorded below, with the others
+          -- of its workflow, or retained and noticed as any other.
           head = head or h .. ':'
-          retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[3 * j + 2])
-        end
-        if find(h, ',F', 1, true) then
-          head = head or h .. ':'
-          flow_notice(flows_key, head, 'ok')
+          local f = header_get(entry_split(head), 'F')
+          local dot = find(f, '.', 1, true)
+          local w = homes[home]
+          if not w then
+            w = {}
+            homes[home] = w
+            nhomes = nhomes + 1
+            home_order[nhomes] = home
+          end
+          w[#w + 1] = {j = j, pid = pid, head = head, id = id, step = sub(f, dot + 1), result = argv[4 * j + 1]}
+        else
+          if find(h, ',R', 1, true) then
+            head = head or h .. ':'
+            retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[4 * j + 1])
+          end
+          if find(h, ',F', 1, true) then
+            head = head or h .. ':'
+            flow_notice(flows_key, head, 'ok')
+          end
         end
       end
       if find(h, ',u', 1, true) then
@@ -91,6 +220,22 @@ for j = 1, #pids do
     ids[ngone] = id
   end
 end
+-- Their outcomes are kept together (a workflow's steps all ask for it).
+local kept = {}
+for _, home in ipairs(home_order) do
+  local steps = homes[home]
+  local recorded = home_release(18 + 11 * (tonumber(home) - 1), steps)
+  for _, st in ipairs(steps) do
+    if recorded then
+      out[st.j] = 4
+    end
+    kept[#kept + 1] = {st.head, st.pid, st.result}
+    if not recorded then
+      flow_notice(flows_key, st.head, 'ok')
+    end
+  end
+end
+retain_many(results_key, retained_key, channel, kept, 'ok', 1)
 if #gone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
   redis.call('HDEL', progress_key, unpack(ids))

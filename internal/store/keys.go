@@ -309,3 +309,65 @@ func (k Keys) workflowOf(rest string) (string, bool) {
 	}
 	return "", false
 }
+
+// slot is the Redis Cluster slot of a hash tag's contents: CRC16
+// (XMODEM) mod 16384.
+func slot(tag string) uint16 { return crc16(0, tag) % 16384 }
+
+// crc16 continues CRC16 (XMODEM) crc over s.
+func crc16(crc uint16, s string) uint16 {
+	for i := 0; i < len(s); i++ {
+		crc = crc16Byte(crc, s[i])
+	}
+	return crc
+}
+
+// crc16Byte continues CRC16 (XMODEM) crc over b.
+func crc16Byte(crc uint16, b byte) uint16 {
+	crc ^= uint16(b) << 8
+	for range 8 {
+		if crc&0x8000 != 0 {
+			crc = crc<<1 ^ 0x1021
+		} else {
+			crc <<= 1
+		}
+	}
+	return crc
+}
+
+// homeDigits are the bytes of a home suffix (see HomeWorkflowID).
+const homeDigits = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// HomeWorkflowID is base, a workflow id of at most 59 bytes, with '-'
+// and four letters or digits after it, chosen so that the workflow's
+// hash tag {wf:<id>} falls in queue's slot: its keys then share that
+// queue's slot (its home, see WorkflowHome), and the scripts that end
+// its steps' tasks in that queue record their ends too. Of the 36^4
+// suffixes, some hundred fall in each slot, whatever base (see
+// TestHomeSuffixesCoverEverySlot); the first found is taken (some
+// 16,000 tries on average, a fraction of a millisecond).
+func (k Keys) HomeWorkflowID(base, queue string) string {
+	want := slot("q:" + tagEscaper.Replace(queue))
+	head := crc16(0, "wf:"+base+"-")
+	var suffix [4]byte
+	for n := 0; n < 36*36*36*36; n++ {
+		for i, v := 0, n; i < len(suffix); i, v = i+1, v/36 {
+			suffix[i] = homeDigits[v%36]
+		}
+		crc := head
+		for _, b := range suffix {
+			crc = crc16Byte(crc, b)
+		}
+		if crc%16384 == want {
+			return base + "-" + string(suffix[:])
+		}
+	}
+	return base // every slot has suffixes: never reached
+}
+
+// WorkflowHome says whether workflow id's keys share queue's slot (a
+// workflow whose id HomeWorkflowID made for that queue, or one that
+// falls there by chance).
+func (k Keys) WorkflowHome(id, queue string) bool {
+	return slot("wf:"+id) == slot("q:"+tagEscaper.Replace(queue))
+}

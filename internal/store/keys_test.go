@@ -106,3 +106,59 @@ func TestQueueKeysShareOneHashTag(t *testing.T) {
 		t.Error("the gathering keys are not among the queue's")
 	}
 }
+
+// tagOf is the hash tag of key, as Redis Cluster reads it.
+func tagOf(t *testing.T, key string) string {
+	t.Helper()
+	open := strings.IndexByte(key, '{')
+	end := strings.IndexByte(key[open+1:], '}')
+	if open < 0 || end <= 0 {
+		t.Fatalf("%s has no hash tag", key)
+	}
+	return key[open+1 : open+1+end]
+}
+
+// A workflow id made for a queue puts the workflow's keys in that queue's
+// slot (Redis Cluster's CRC16, checked against the value its
+// specification gives), and is a valid workflow id.
+func TestHomeWorkflowIDSharesTheQueuesSlot(t *testing.T) {
+	assert.Equal(t, uint16(0x31C3), crc16(0, "123456789"))
+	keys := NewKeys("p")
+	for _, queue := range []string{"a", "etl", "a{b}c", "bench-0-0", "%", "reports"} {
+		id := keys.HomeWorkflowID("5f0c0ffee5f0c0ffee5f0c0ffee5f0c0", queue)
+		assert.LessOrEqual(t, len(id), 64, id)
+		for _, b := range []byte(id) {
+			assert.True(t, b == '-' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z', "%q in %s", b, id)
+		}
+		wf, q := keys.Workflow(id), keys.Queue(queue)
+		assert.Equal(t, slot(tagOf(t, q.Procs)), slot(tagOf(t, wf.Flow)), "workflow %s, queue %s", id, queue)
+		assert.True(t, keys.WorkflowHome(id, queue), "workflow %s, queue %s", id, queue)
+	}
+	assert.False(t, keys.WorkflowHome("batched-carry", "p"))
+}
+
+// The four-byte suffixes of HomeWorkflowID reach every slot. CRC16 is
+// linear: the CRC of a base and a suffix of a fixed length is the CRC of
+// the base shifted past it XOR the suffix's own, so a base moves every
+// suffix's slot by the same XOR, a bijection of the slots: the suffixes
+// that reach every slot after one base reach every slot after any.
+func TestHomeSuffixesCoverEverySlot(t *testing.T) {
+	var hit [16384]bool
+	var suffix [4]byte
+	for n := 0; n < 36*36*36*36; n++ {
+		for i, v := 0, n; i < len(suffix); i, v = i+1, v/36 {
+			suffix[i] = homeDigits[v%36]
+		}
+		hit[crc16(0, string(suffix[:]))%16384] = true
+	}
+	missed := 0
+	for _, h := range hit {
+		if !h {
+			missed++
+		}
+	}
+	assert.Zero(t, missed, "slots no suffix reaches")
+	// The linearity the argument rests on, for one base and suffix.
+	base, s := "wf:5f0c0ffee-", "zz9a"
+	assert.Equal(t, crc16(0, base+s), crc16(crc16(0, base), "\x00\x00\x00\x00")^crc16(0, s))
+}

@@ -635,6 +635,11 @@ type ProcRef struct {
 	// Kind is the task's kind, counted in the stats when it has one
 	// (Finish and Retry only).
 	Kind string
+	// Flow is the workflow step the task runs, "<workflow id>.<step>"
+	// (its entry's F field), "" for a task of no workflow (Finish only):
+	// a workflow that shares the queue's slot has its keys passed, and
+	// the step's end recorded in the finish.
+	Flow string
 }
 
 // refKinds are the kinds of the processes' tasks, nil when none has one
@@ -658,14 +663,24 @@ func refKinds(n int, kind func(i int) string) []string {
 func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
 	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
-	args := make([]string, 0, 2+3*len(procs))
+	args := make([]string, 0, 2+4*len(procs))
 	pids := make([]string, len(procs))
+	keys := append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...)
 	args = append(args, k.Channel, carry.counts())
+	homes := map[string]string{} // workflow id -> its place among the keys' workflows, from 1
 	for i, p := range procs {
-		args = append(args, p.Worker, p.PID, p.Result)
+		home := "0"
+		if wf, _, ok := strings.Cut(p.Flow, "."); ok && s.keys.WorkflowHome(wf, queue) {
+			if home, ok = homes[wf]; !ok {
+				home = strconv.Itoa(len(homes) + 1)
+				homes[wf] = home
+				keys = append(keys, s.keys.Workflow(wf).all()...)
+			}
+		}
+		args = append(args, p.Worker, p.PID, p.Result, home)
 		pids[i] = p.PID
 	}
-	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, append([]string{k.Procs, k.Leases, k.Meta, k.Errors, k.Results, k.Retained, k.Waiting, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, append(k.groups(), k.Flows)...), args)
+	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, keys, args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err

@@ -487,6 +487,10 @@ const (
 	// WasDeleted: its queue had been deleted; it was removed, never
 	// requeued.
 	WasDeleted Outcome = 3
+	// WasReleased: as WasActive, for a workflow step's task whose
+	// workflow shares the queue's slot and recorded the step's end in the
+	// same script (finish.lua): it left no notice to carry.
+	WasReleased Outcome = 4
 )
 
 // EventKind is the kind of a queue event.

@@ -319,7 +319,7 @@ func (b *statsBuf) ended(queue string, retried bool, clock int64, pids, kinds []
 	}
 	n := 0
 	for _, o := range outs {
-		if o == WasActive {
+		if o == WasActive || o == WasReleased {
 			n++
 		}
 	}
@@ -335,7 +335,7 @@ func (b *statsBuf) ended(queue string, retried bool, clock int64, pids, kinds []
 		p.finished += int64(n)
 	}
 	for i, o := range outs {
-		if o != WasActive {
+		if o != WasActive && o != WasReleased {
 			continue
 		}
 		run := max(clock-int64(PIDSeq(pids[i])), 0)

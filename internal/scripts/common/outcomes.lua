@@ -58,21 +58,43 @@ end
 -- is the entry's count of starts plus ran (1 when the entry is a process
 -- record's, which does not count its own start yet). The count is read
 -- only for a task that asked to be kept: finish runs this for every task.
-local function retain(results, retained, channel, entry, status, pid, ran, body, kind)
-  if not header_has(entry, 'R') then return end
-  local attempts = entry_attempts(entry) + ran
-  local keep = tonumber(header_get(entry_split(entry), 'R')) or 0
+-- tasks are {entry, pid, body} each, kept together: one write of the
+-- records and one of their expiries for them all, and one trim.
+local function retain_many(results, retained, channel, tasks, status, ran, kind)
+  local kept = {}
+  for _, t in ipairs(tasks) do
+    if header_has(t[1], 'R') then kept[#kept + 1] = t end
+  end
+  if #kept == 0 then return end
   local now = now_ms()
-  local id = entry_id(entry)
-  local rec = id .. ',s' .. status .. ',S' .. ms(math.floor((tonumber(pid, 16) or 0) / 1000)) ..
-    ',E' .. ms(now) .. ',a' .. attempts
-  if kind then rec = rec .. ',K' .. kind end
-  redis.call('HSET', results, id, rec .. ':' .. body)
-  redis.call('ZADD', retained, ms(now + keep), id)
+  local recs, scores, ids = {}, {}, {}
+  for i, t in ipairs(kept) do
+    local entry = t[1]
+    local id = entry_id(entry)
+    local keep = tonumber(header_get(entry_split(entry), 'R')) or 0
+    local rec = id .. ',s' .. status .. ',S' .. ms(math.floor((tonumber(t[2], 16) or 0) / 1000)) ..
+      ',E' .. ms(now) .. ',a' .. (entry_attempts(entry) + ran)
+    if kind then rec = rec .. ',K' .. kind end
+    recs[2 * i - 1], recs[2 * i] = id, rec .. ':' .. t[3]
+    scores[2 * i - 1], scores[2 * i] = ms(now + keep), id
+    ids[i] = id
+  end
+  for i = 1, #recs, 2000 do
+    redis.call('HSET', results, unpack(recs, i, math.min(i + 1999, #recs)))
+    redis.call('ZADD', retained, unpack(scores, i, math.min(i + 1999, #scores)))
+  end
   local old = redis.call('ZRANGEBYSCORE', retained, '-inf', '(' .. ms(now), 'LIMIT', 0, 100)
   if #old > 0 then
     redis.call('HDEL', results, unpack(old))
     redis.call('ZREM', retained, unpack(old))
   end
-  publish(channel, 'o' .. id)
+  for _, id in ipairs(ids) do
+    publish(channel, 'o' .. id)
+  end
+end
+
+-- retain_many for one task.
+local function retain(results, retained, channel, entry, status, pid, ran, body, kind)
+  if not header_has(entry, 'R') then return end
+  retain_many(results, retained, channel, {{entry, pid, body}}, status, ran, kind)
 end
