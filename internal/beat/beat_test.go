@@ -137,3 +137,29 @@ func TestAFailedRoundTellsEveryMember(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.ErrorContains(t, errs[0], "renew")
 }
+
+// A round that fails is tried again a Retry later, before the next beat:
+// at a RenewInterval of half the TTL, the next beat would come after the
+// worker fenced itself.
+func TestAFailedRoundIsTriedAgainSoon(t *testing.T) {
+	bs, clk, m := newBeats(t)
+	ctx := context.Background()
+	a := &member{id: "a"}
+	require.NoError(t, bs.Store.RegisterWorker(ctx, a.id, time.Minute))
+	const every = 1500 * time.Millisecond
+	b := bs.Join(a, 2*every, every)
+	defer b.Leave(a)
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	clk.Advance(bs.In(every))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout())
+	m.SetError("")
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	clk.Advance(Retry(every))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout(), "tried again")
+	got, errs := a.answers()
+	require.Len(t, errs, 2)
+	assert.Error(t, errs[0])
+	require.NoError(t, errs[1])
+	assert.False(t, got[1].Gone)
+}
