@@ -170,7 +170,8 @@ type renewal[R any, M Member[R]] struct {
 func Retry(every time.Duration) time.Duration { return every / 4 }
 
 // round renews every member's leases once, and says how many it renewed
-// and whether a renewal failed (not for the beat stopping).
+// and whether a renewal failed at once (within a Retry; not for the beat
+// stopping).
 func (b *Beat[R, M]) round(ctx context.Context) (int, bool) {
 	ws := b.members.List()
 	rs := make([]renewal[R, M], 0, len(ws))
@@ -194,7 +195,13 @@ func (b *Beat[R, M]) round(ctx context.Context) (int, bool) {
 				b.c.Outage.OK(at)
 			case ctx.Err() != nil: // the beat stopped
 			default:
-				failed.Store(true)
+				// Only a renewal that failed at once is tried again soon:
+				// one that failed slowly (a Redis too busy to answer in
+				// time) would be sent again into the same queue, by every
+				// process of a fleet, four times as often.
+				if b.c.Clock.Since(sent) < Retry(b.key.every) {
+					failed.Store(true)
+				}
 				err = b.c.Fail("renew", "", err)
 				if !b.c.Outage.Failed(at, "renewal", err) {
 					b.c.Log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
