@@ -34,7 +34,7 @@ type WorkerOptions struct {
 	// RenewInterval is how often the lease is renewed (each renewal also
 	// tells the worker when to look for dead peers: when the next peer's
 	// lease runs out). Default DefaultRenewInterval, or TTL/2 if that is less;
-	// it must be at most TTL/2: a renewal that fails is tried again a
+	// it must be at most TTL/2: a renewal that fails at once is tried again a
 	// quarter of a RenewInterval later, at least twice more before the
 	// worker fences itself (at 0.9 TTL).
 	RenewInterval time.Duration

@@ -23,9 +23,9 @@ import (
 // member is a worker as the tests give it to a beat: it renews its
 // registry lease, unless off, and keeps the answers.
 type member struct {
-	id  string
-	mu  sync.Mutex
-	off bool
+	id   string
+	mu   sync.Mutex
+	off  bool
 	got  []store.KeptAlive
 	err  []error
 	sent []time.Time

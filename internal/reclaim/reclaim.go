@@ -154,7 +154,7 @@ type Reclaimer[M Member] struct {
 	again time.Time
 	// dead is when a renewal said a dead worker waits unclaimed (zero:
 	// none since the last look). Like peer, it is a look that only some
-	// of the fleet's reclaimers make (chosen).
+	// of the fleet's reclaimers make (see due).
 	dead time.Time
 	// workers is how many workers the registry held at the last renewal
 	// (0: not heard yet).
