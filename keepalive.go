@@ -183,7 +183,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 		lk.extend(sent)
 	}
 	w.mu.Unlock()
-	w.reclaimer.Heard(k.Next, k.Dead)
+	w.reclaimer.Heard(k.Next, k.Dead, k.Workers)
 	if len(with) == 0 {
 		return
 	}

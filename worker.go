@@ -19,8 +19,9 @@ import (
 const (
 	// DefaultTTL is how long a worker's lease lasts without renewal.
 	DefaultTTL = 3 * time.Second
-	// DefaultRenewInterval is how often the lease is renewed.
-	DefaultRenewInterval = time.Second
+	// DefaultRenewInterval is how often the lease is renewed: half the
+	// DefaultTTL.
+	DefaultRenewInterval = 1500 * time.Millisecond
 	// MinTTL is the shortest TTL accepted.
 	MinTTL = time.Second
 )
@@ -33,9 +34,10 @@ type WorkerOptions struct {
 	TTL time.Duration
 	// RenewInterval is how often the lease is renewed (each renewal also
 	// tells the worker when to look for dead peers: when the next peer's
-	// lease runs out). Default DefaultRenewInterval, or TTL/3 if that is less;
-	// it must be at most TTL/3, so that two renewals in a row can be lost
-	// before the worker fences itself (at 0.9 TTL).
+	// lease runs out). Default DefaultRenewInterval, or TTL/2 if that is less;
+	// it must be at most TTL/2: a renewal that fails at once is tried again a
+	// quarter of a RenewInterval later, at least twice more before the
+	// worker fences itself (at 0.9 TTL).
 	RenewInterval time.Duration
 	// OnFenced is called, on a goroutine of its own, when the worker treats
 	// itself as dead: it could not renew its lease in time (judged on its
@@ -212,10 +214,10 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w: TTL %v is below %v", ErrInvalidOptions, opts.TTL, MinTTL)
 	}
 	if opts.RenewInterval == 0 {
-		opts.RenewInterval = min(DefaultRenewInterval, opts.TTL/3)
+		opts.RenewInterval = min(DefaultRenewInterval, opts.TTL/2)
 	}
-	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/3 {
-		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/3 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/3)
+	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/2 {
+		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
 	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
 	w.registry.w, w.closer.w = w, w

@@ -178,7 +178,7 @@ func main() {
 	verbose := flag.Bool("v", false, "log worqr's warnings to standard error")
 	fleet := flag.String("fleet", "100,1000", "comma-separated fleet sizes (workers) for the idle scenario")
 	fleetApart := flag.Bool("fleet-apart", false, "idle scenario: give each worker a client and a connection of its own, as a fleet of one-worker processes has (metrics w<N>_apart_...)")
-	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1s, TTL 3s)")
+	fleetRenew := flag.Duration("fleet-renew", 0, "idle scenario: the workers' renew interval, with a TTL three times as long (metrics w<N>_..._r<interval>_); 0 is the defaults (1.5s, TTL 3s)")
 	fleetOneConn := flag.Bool("fleet-one-conn", false, "idle scenario, with -fleet-apart or -fleet-clients: each client gets one connection (rueidis PipelineMultiplex -1), pinged by rueidis only after it has been quiet for the renew interval (Dialer.KeepAlive; metrics w<N>_..._1c_)")
 	fleetKeepAlive := flag.Duration("fleet-keepalive", 0, "idle scenario, with -fleet-apart or -fleet-clients: the clients' rueidis Dialer.KeepAlive, how long a connection stays quiet before rueidis PINGs it, with ConnWriteTimeout kept at its default 10s (metrics w<N>_..._ka<interval>_); 0 is rueidis's default (1s), or the renew interval with -fleet-one-conn")
 	recoveryTTL := flag.String("recovery-ttl", "", "recovery scenario: comma-separated worker TTLs, each renewed every third of it (metrics ttl<N>s_...); empty is 3s,1s")

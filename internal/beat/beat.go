@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
@@ -140,10 +141,18 @@ func (b *Beat[R, M]) run(ctx context.Context, t clock.Timer) {
 			return
 		case <-t.C():
 		}
-		n := b.round(ctx)
+		n, failed := b.round(ctx)
 		// On the client's beat however long the round took; a round that
 		// took longer than a RenewInterval skips the beats it overran.
-		t.Reset(b.c.In(b.key.every))
+		in := b.c.In(b.key.every)
+		if failed {
+			// A renewal that failed at once (a connection reset, a Redis
+			// loading) is tried again a Retry later, not a RenewInterval:
+			// at a RenewInterval of half the TTL the next beat comes after
+			// the worker fenced itself (at 0.9 TTL).
+			in = min(in, Retry(b.key.every))
+		}
+		t.Reset(in)
 		b.c.Beat.Signal(n)
 	}
 }
@@ -155,8 +164,15 @@ type renewal[R any, M Member[R]] struct {
 	keepalive store.Keepalive
 }
 
-// round renews every member's leases once, and says how many it renewed.
-func (b *Beat[R, M]) round(ctx context.Context) int {
+// Retry is how long after a round that failed the beat tries again: a
+// quarter of the RenewInterval, so that a worker renewing every half TTL
+// has two more tries before it fences itself (at 0.9 TTL).
+func Retry(every time.Duration) time.Duration { return every / 4 }
+
+// round renews every member's leases once, and says how many it renewed
+// and whether a renewal failed at once (within a Retry; not for the beat
+// stopping).
+func (b *Beat[R, M]) round(ctx context.Context) (int, bool) {
 	ws := b.members.List()
 	rs := make([]renewal[R, M], 0, len(ws))
 	for _, w := range ws {
@@ -165,6 +181,7 @@ func (b *Beat[R, M]) round(ctx context.Context) int {
 		}
 	}
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for chunk := range slices.Chunk(rs, store.MaxWorkersPerKeepalive) {
 		wg.Go(func() {
 			ks := make([]store.Keepalive, len(chunk))
@@ -178,6 +195,13 @@ func (b *Beat[R, M]) round(ctx context.Context) int {
 				b.c.Outage.OK(at)
 			case ctx.Err() != nil: // the beat stopped
 			default:
+				// Only a renewal that failed at once is tried again soon:
+				// one that failed slowly (a Redis too busy to answer in
+				// time) would be sent again into the same queue, by every
+				// process of a fleet, four times as often.
+				if b.c.Clock.Since(sent) < Retry(b.key.every) {
+					failed.Store(true)
+				}
 				err = b.c.Fail("renew", "", err)
 				if !b.c.Outage.Failed(at, "renewal", err) {
 					b.c.Log.Warn("worqr: lease renewal failed", "err", err, "workers", len(chunk))
@@ -193,7 +217,7 @@ func (b *Beat[R, M]) round(ctx context.Context) int {
 		})
 	}
 	wg.Wait()
-	return len(rs)
+	return len(rs), failed.Load()
 }
 
 // keepaliveJoined renews the leases of workers that share a TTL in one

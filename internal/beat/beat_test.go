@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +23,12 @@ import (
 // member is a worker as the tests give it to a beat: it renews its
 // registry lease, unless off, and keeps the answers.
 type member struct {
-	id  string
-	mu  sync.Mutex
-	off bool
-	got []store.KeptAlive
-	err []error
+	id   string
+	mu   sync.Mutex
+	off  bool
+	got  []store.KeptAlive
+	err  []error
+	sent []time.Time
 }
 
 func (m *member) Renewal() (string, store.Keepalive, bool) {
@@ -35,7 +37,7 @@ func (m *member) Renewal() (string, store.Keepalive, bool) {
 	return m.id, store.Keepalive{Worker: m.id}, !m.off
 }
 
-func (m *member) Renewed(r string, _ time.Time, k store.KeptAlive, err error) {
+func (m *member) Renewed(r string, sent time.Time, k store.KeptAlive, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r != m.id {
@@ -43,6 +45,13 @@ func (m *member) Renewed(r string, _ time.Time, k store.KeptAlive, err error) {
 	}
 	m.got = append(m.got, k)
 	m.err = append(m.err, err)
+	m.sent = append(m.sent, sent)
+}
+
+func (m *member) sentAt() []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Time(nil), m.sent...)
 }
 
 func (m *member) answers() ([]store.KeptAlive, []error) {
@@ -51,17 +60,36 @@ func (m *member) answers() ([]store.KeptAlive, []error) {
 	return append([]store.KeptAlive(nil), m.got...), append([]error(nil), m.err...)
 }
 
+// slowClient takes slow of the fake clock's time for each call.
+type slowClient struct {
+	rueidis.Client
+	clk  *clock.Fake
+	slow atomic.Int64 // ns
+}
+
+func (c *slowClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.clk.Advance(time.Duration(c.slow.Load()))
+	return c.Client.Do(ctx, cmd)
+}
+
 func newBeats(t *testing.T) (*Beats[string, *member], *clock.Fake, *miniredis.Miniredis) {
+	bs, clk, m, _ := newSlowBeats(t)
+	return bs, clk, m
+}
+
+// newSlowBeats is newBeats, with calls that take the fake clock's time.
+func newSlowBeats(t *testing.T) (*Beats[string, *member], *clock.Fake, *miniredis.Miniredis, *slowClient) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
 	require.NoError(t, err)
 	t.Cleanup(rdb.Close)
 	clk := clock.NewFake(time.Unix(1000, 0))
+	slow := &slowClient{Client: rdb, clk: clk}
 	log := slog.New(slog.DiscardHandler)
 	env := &Env{
 		Clock:  clk,
-		Store:  store.New(rdb, "beattest", false, false),
+		Store:  store.New(slow, "beattest", false, false),
 		Outage: outage.New(log, clk, func(error) bool { return true }),
 		Log:    log,
 		Fail:   func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
@@ -69,7 +97,7 @@ func newBeats(t *testing.T) (*Beats[string, *member], *clock.Fake, *miniredis.Mi
 		Beat:   new(testsignal.Signal[int]),
 	}
 	env.Beat.Init(t)
-	return New[string, *member](env), clk, m
+	return New[string, *member](env), clk, m, slow
 }
 
 // The members of one TTL and RenewInterval share a beat, which renews
@@ -136,4 +164,61 @@ func TestAFailedRoundTellsEveryMember(t *testing.T) {
 	_, errs := a.answers()
 	require.Len(t, errs, 1)
 	assert.ErrorContains(t, errs[0], "renew")
+}
+
+// A round that fails is tried again a Retry later, before the next beat:
+// at a RenewInterval of half the TTL, the next beat would come after the
+// worker fenced itself.
+func TestAFailedRoundIsTriedAgainSoon(t *testing.T) {
+	bs, clk, m := newBeats(t)
+	ctx := context.Background()
+	a := &member{id: "a"}
+	require.NoError(t, bs.Store.RegisterWorker(ctx, a.id, time.Minute))
+	const every = 1500 * time.Millisecond
+	b := bs.Join(a, 2*every, every)
+	defer b.Leave(a)
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	clk.Advance(bs.In(every))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout())
+	m.SetError("")
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	clk.Advance(Retry(every))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout(), "tried again")
+	got, errs := a.answers()
+	require.Len(t, errs, 2)
+	assert.Error(t, errs[0])
+	require.NoError(t, errs[1])
+	assert.False(t, got[1].Gone)
+}
+
+// A round that failed slowly (Redis too busy to answer within a Retry)
+// is not tried again soon: the next renewal is the next beat's, so that a
+// fleet does not send a busy Redis its renewals four times as often.
+func TestASlowFailureWaitsForTheNextBeat(t *testing.T) {
+	bs, clk, m, slow := newSlowBeats(t)
+	ctx := context.Background()
+	a := &member{id: "a"}
+	require.NoError(t, bs.Store.RegisterWorker(ctx, a.id, time.Minute))
+	const every = 1500 * time.Millisecond
+	b := bs.Join(a, 2*every, every)
+	defer b.Leave(a)
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	m.SetError("BUSY Redis is busy running a script")
+	slow.slow.Store(int64(Retry(every)))
+	first := clk.Now().Add(bs.In(every))
+	clk.Advance(bs.In(every))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout())
+	m.SetError("")
+	slow.slow.Store(0)
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	clk.Advance(Retry(every))
+	// A retry would have fired and be running: wait for it to arm the
+	// timer again, so that it reads the clock before the next Advance.
+	require.NoError(t, clk.WaitTimers(ctx, 1))
+	clk.Advance(first.Add(every).Sub(clk.Now()))
+	assert.Equal(t, 1, bs.Beat.WaitOrTimeout())
+	sent := a.sentAt()
+	require.Len(t, sent, 2)
+	assert.Equal(t, first.Add(every), sent[1], "the next renewal is the next beat's")
 }

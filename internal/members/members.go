@@ -52,3 +52,10 @@ func (m *Set[W]) One() W {
 	var none W
 	return none
 }
+
+// Len is how many members there are.
+func (m *Set[W]) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.set)
+}

@@ -39,10 +39,22 @@ import (
 // with a TTL shorter than its peers' RenewInterval that dies at once waits
 // for their renewal after its expiry.) The workers of one client that
 // share their options share a reclaimer, which looks once for all of
-// them. Every client with live workers wakes for the same expiry, so the
-// registry hands each dead worker to one of them (a claim of one
-// RenewInterval, see expired.lua); the others' calls cost one short
-// script each.
+// them.
+//
+// Every client with live workers learns of the same expiry, but only a
+// few look then (Lookers, on average): each reclaimer looks with a chance
+// of Lookers times its share of the registry's workers, which every
+// renewal counts. A fleet of 10,000 one-worker processes that all looked
+// would cost Redis 10,000 expired.lua calls for each lease that runs out
+// (55 µs each, measured: half a second of Redis), delay the renewals
+// queued behind them past the TTL, and so let more leases run out, each
+// another herd. The registry hands each dead worker to one of the
+// lookers (a claim of one RenewInterval, see expired.lua). A reclaimer
+// that does not look waits for its next renewal, which says whether a
+// dead worker still waits unclaimed; it draws again then. In a fleet of
+// no more than Lookers workers every reclaimer looks at once, and in a
+// larger one the chance that none does is e^-Lookers (0.03 %), after which
+// the renewals of the next RenewInterval bring about Lookers more looks.
 
 // Env is what the reclaimers take of their client.
 type Env struct {
@@ -94,6 +106,13 @@ const reclaimBatch = Batch
 // Batch bounds how many dead workers one pass handles.
 const Batch = 100
 
+// Lookers is how many reclaimers of a fleet, on average, look for a dead
+// worker when a lease runs out, or when renewals say a dead worker waits
+// unclaimed (see the package's comment): enough that the chance none
+// does is small (e^-8, 0.03 %), few enough that their calls cost Redis
+// half a millisecond, whatever the fleet's size.
+const Lookers = 8
+
 // reclaimMargin is added to a peer's lease expiry before asking: Redis
 // judges leases in whole milliseconds.
 const reclaimMargin = 2 * time.Millisecond
@@ -121,15 +140,25 @@ type Reclaimer[M Member] struct {
 
 	// members are the workers it reclaims for; it stops with the last.
 	members members.Set[M]
+	// draw is a number in [0, 1), drawn for each look that only some
+	// reclaimers make (rand.Float64; a test's to set).
+	draw func() float64
 
 	mu sync.Mutex // guards the fields below
 	// peer is when the next peer's lease runs out, as last heard (zero:
 	// no peer).
 	peer time.Time
 	// again is when the reclaimer must look again whatever the peers do
-	// (zero: no need): a pass was full or failed, a dead worker's queue
-	// lease outlived its registry lease, or a renewal saw a dead worker.
+	// (zero: no need): a pass was full or failed, or a dead worker's
+	// queue lease outlived its registry lease.
 	again time.Time
+	// dead is when a renewal said a dead worker waits unclaimed (zero:
+	// none since the last look). Like peer, it is a look that only some
+	// of the fleet's reclaimers make (see due).
+	dead time.Time
+	// workers is how many workers the registry held at the last renewal
+	// (0: not heard yet).
+	workers int64
 	// armed is when the loop's timer fires (zero: not armed). A heard
 	// time later than it needs no wake-up: the timer fires, finds
 	// nothing due yet, and is armed again, so that a fleet's renewals,
@@ -154,7 +183,7 @@ func (c *Reclaimers[M]) Join(w M, ttl, every time.Duration) *Reclaimer[M] {
 		r.members.Add(w)
 		return r
 	}
-	r = &Reclaimer[M]{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1)}
+	r = &Reclaimer[M]{c: c, every: key.every, window: 2 * key.ttl, kick: make(chan struct{}, 1), draw: rand.Float64}
 	r.members.Add(w)
 	c.m[key] = r
 	r.loop = startstop.NewLoop(r.run)
@@ -191,16 +220,18 @@ func (r *Reclaimer[M]) Leave(w M) {
 
 // Heard takes what a renewal of a member's lease learned from the
 // registry: how long until the next peer's lease runs out (0: no peer),
-// and whether a dead worker waits unclaimed.
-func (r *Reclaimer[M]) Heard(next time.Duration, dead bool) {
+// whether a dead worker waits unclaimed, and how many workers the
+// registry holds.
+func (r *Reclaimer[M]) Heard(next time.Duration, dead bool, workers int64) {
 	now := r.c.Clock.Now()
 	r.mu.Lock()
+	r.workers = workers
 	r.peer = time.Time{}
 	if next > 0 {
 		r.peer = now.Add(next + reclaimMargin)
 	}
 	if dead {
-		r.again = now
+		r.dead = now
 	}
 	at := r.next()
 	wake := !at.IsZero() && (r.armed.IsZero() || at.Before(r.armed))
@@ -215,11 +246,49 @@ func (r *Reclaimer[M]) Heard(next time.Duration, dead bool) {
 
 // next is when the next look is due (zero: none). Callers hold mu.
 func (r *Reclaimer[M]) next() time.Time {
-	at := r.peer
-	if !r.again.IsZero() && (at.IsZero() || r.again.Before(at)) {
-		at = r.again
+	at := time.Time{}
+	for _, t := range []time.Time{r.peer, r.again, r.dead} {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
 	}
 	return at
+}
+
+// due reports whether a look is due at now and this reclaimer makes it.
+// A look it must make (again) it makes; one that only some of the fleet's
+// reclaimers make (a peer's expiry, a dead worker a renewal heard of) it
+// makes with a chance of Lookers times its share of the registry's
+// workers, and otherwise forgets, until a renewal tells it of the next
+// expiry or of a dead worker still unclaimed. Callers hold mu.
+func (r *Reclaimer[M]) due(now time.Time) bool {
+	at := r.next()
+	switch {
+	case at.IsZero() || now.Before(at):
+		return false
+	case !r.again.IsZero() && !now.Before(r.again):
+		return true
+	case r.draw() < r.share():
+		return true
+	}
+	if !r.peer.IsZero() && !now.Before(r.peer) {
+		r.peer = time.Time{}
+	}
+	if !r.dead.IsZero() && !now.Before(r.dead) {
+		r.dead = time.Time{}
+	}
+	return false
+}
+
+// share is the chance that this reclaimer makes a look that only some
+// make: Lookers times its members' share of the registry's workers, so
+// that the fleet's reclaimers make Lookers such looks on average (1 while
+// the registry's size is unknown). Callers hold mu.
+func (r *Reclaimer[M]) share() float64 {
+	if r.workers <= 0 {
+		return 1
+	}
+	return min(1, Lookers*float64(r.members.Len())/float64(r.workers))
 }
 
 // run is the reclaimer's loop: it looks at once, then whenever a look is
@@ -245,9 +314,9 @@ func (r *Reclaimer[M]) run(ctx context.Context) {
 		case <-r.kick:
 		case <-t.C():
 			r.mu.Lock()
-			at := r.next()
+			due := r.due(clk.Now())
 			r.mu.Unlock()
-			if !at.IsZero() && !clk.Now().Before(at) {
+			if due {
 				r.look(ctx)
 			}
 		}
@@ -306,7 +375,7 @@ func (r *Reclaimer[M]) look(ctx context.Context) {
 	now := r.c.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.again = time.Time{}
+	r.again, r.dead = time.Time{}, time.Time{}
 	switch {
 	case err != nil:
 		// Try again in about a RenewInterval (with jitter, so that peers

@@ -55,17 +55,78 @@ func TestHeardWakesTheLoopOnlyForAnEarlierLook(t *testing.T) {
 			return false
 		}
 	}
-	r.Heard(10*time.Second, false)
+	r.Heard(10*time.Second, false, 1)
 	require.True(t, woken(), "nothing armed yet")
 	r.armed = r.next()
-	r.Heard(20*time.Second, false)
+	r.Heard(20*time.Second, false, 1)
 	assert.False(t, woken(), "later than armed")
-	r.Heard(5*time.Second, false)
+	r.Heard(5*time.Second, false, 1)
 	assert.True(t, woken(), "earlier than armed")
 	r.armed = r.next()
-	r.Heard(0, true)
+	r.Heard(0, true, 1)
 	assert.True(t, woken(), "a dead worker waits")
 	assert.Equal(t, clk.Now(), r.next())
+}
+
+// When a peer's lease runs out, a reclaimer of a large fleet looks only
+// if its draw falls within Lookers times its share of the registry's
+// workers; otherwise it forgets that expiry (its loop does not spin on a
+// time past) until a renewal tells it more, and a renewal that says a
+// dead worker still waits is drawn for the same way. A small fleet's
+// reclaimers all look; a look it must make (a failed one's retry) is
+// made whatever the draw.
+func TestOnlyAFewOfALargeFleetLook(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var drawn float64
+	newReclaimer := func(members int) *Reclaimer[*member] {
+		r := &Reclaimer[*member]{c: New[*member](&Env{Clock: clk}), kick: make(chan struct{}, 1), draw: func() float64 { return drawn }}
+		for range members {
+			r.members.Add(&member{id: uuid.NewString()})
+		}
+		return r
+	}
+	const expiry = time.Second
+	expire := func(r *Reclaimer[*member], dead bool, workers int64) bool {
+		r.Heard(expiry, dead, workers)
+		clk.Advance(expiry + reclaimMargin)
+		return r.due(clk.Now())
+	}
+
+	// One of 10,000 one-worker processes: a chance of 8 in 10,000.
+	r := newReclaimer(1)
+	drawn = 0.5
+	assert.False(t, expire(r, false, 10_000), "drawn out")
+	assert.True(t, r.next().IsZero(), "the expiry past is forgotten: the loop does not spin on it")
+	drawn = 0.0007
+	assert.True(t, expire(r, false, 10_000), "drawn in")
+	drawn = 0.5
+	r.Heard(0, true, 10_000)
+	assert.False(t, r.due(clk.Now()), "a dead worker heard of: drawn out")
+	assert.True(t, r.next().IsZero())
+	drawn = 0.0007
+	r.Heard(0, true, 10_000)
+	assert.True(t, r.due(clk.Now()), "a dead worker heard of: drawn in")
+
+	// A client of 1,000 of the 10,000 workers: a chance of 0.8.
+	r = newReclaimer(1000)
+	drawn = 0.79
+	assert.True(t, expire(r, false, 10_000))
+	drawn = 0.81
+	assert.False(t, expire(r, false, 10_000))
+
+	// A fleet of Lookers workers or fewer: every reclaimer looks.
+	r = newReclaimer(1)
+	drawn = 0.999
+	assert.True(t, expire(r, false, Lookers))
+	assert.True(t, expire(r, false, 0), "the registry's size not heard yet")
+
+	// A look that must be made again is made whatever the draw.
+	r = newReclaimer(1)
+	r.Heard(0, false, 10_000)
+	r.again = clk.Now()
+	assert.True(t, r.due(clk.Now()))
+	r.again = clk.Now().Add(time.Second)
+	assert.False(t, r.due(clk.Now()), "not yet")
 }
 
 // A pass hands the dead it finds to Worker, which deregisters a worker

@@ -7,15 +7,18 @@
 -- its own (see reclaim.go). One call renews one worker, or the workers of
 -- one client that renew together (see lease.go). An expired lease is
 -- never revived: its worker must treat itself as dead.
--- Returns {now, dead, first, its expiry, the second's expiry, then per
--- worker its registry lease, then each of its queue leases}: the Redis
--- clock (ms); 1 when an expired worker waits unclaimed, else 0; the first
--- live lease in the registry ("" and 0 if none) and the second's expiry (0
--- if none), after the renewals (for one worker alone, maybe before: the
--- same answer): the next lease to run out is the first's, or the second's
--- for the first worker itself; then 1 for a lease renewed, -1 for one gone
--- (and a worker whose registry lease is gone has its queue leases left
--- alone, as 0).
+-- Returns {now, dead, first, its expiry, the second's expiry, the
+-- registry's size, then per worker its registry lease, then each of its
+-- queue leases}: the Redis clock (ms); 1 when an expired worker waits
+-- unclaimed, else 0; the first live lease in the registry ("" and 0 if
+-- none) and the second's expiry (0 if none), after the renewals (for one
+-- worker alone, maybe before: the same answer): the next lease to run out
+-- is the first's, or the second's for the first worker itself; how many
+-- workers the registry holds, live or not (a reclaimer's chance of looking
+-- when a lease runs out is its share of them: a fleet sends a few looks,
+-- not one per process, see reclaim.go); then 1 for a lease renewed, -1 for
+-- one gone (and a worker whose registry lease is gone has its queue leases
+-- left alone, as 0).
 --
 -- Each lease key takes one ZADD however many workers it renews (GT: a
 -- lease that runs out later already, after the Redis clock went back, is
@@ -32,10 +35,10 @@
 -- of its Redis time (not ZMSCORE: a restricted ACL user of a fleet without
 -- groups, see docs/security.md, may not be granted it). A key with a lease
 -- run out, or a worker missing, is asked worker by worker. For one worker
--- serving one queue, while nobody has expired, five calls in all: TIME,
--- the ZRANGE and ZADD of the registry, a ZSCORE and a ZADD of the queue's
--- leases (each a few µs of Redis, near a tenth of what such a renewal
--- costs it, the request's own cost included); while some have expired,
+-- serving one queue, while nobody has expired, six calls in all: TIME,
+-- the ZRANGE, ZADD and ZCARD of the registry, a ZSCORE and a ZADD of the
+-- queue's leases (each a few µs of Redis, near a tenth of what such a
+-- renewal costs it, the request's own cost included); while some have expired,
 -- five more at most (the claims counted, one look past them at the
 -- expired, and the next live leases), however many have expired or are
 -- claimed.
@@ -46,7 +49,7 @@ local ttl = tonumber(ARGV[1]) -- ms
 
 local now = now_ms()
 local expiry = ms(now + ttl)
-local out = {now, 0, '', 0, 0}
+local out = {now, 0, '', 0, 0, 0}
 
 -- Renew, in key, the leases of workers ws, writing each one's result (1
 -- renewed, -1 gone) to out at the index at gives. live, if known, tells
@@ -141,4 +144,5 @@ end
 if front[3] then
   out[5] = tonumber(front[4])
 end
+out[6] = redis.call('ZCARD', workers_key)
 return out

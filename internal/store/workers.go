@@ -48,6 +48,8 @@ type KeptAlive struct {
 	// Dead is set when a worker whose lease expired waits, unclaimed, for
 	// a reclaimer (for the first worker of a call only).
 	Dead bool
+	// Workers is how many workers the registry holds, live or not.
+	Workers int64
 }
 
 // MaxWorkersPerKeepalive bounds the workers one Keepalive call renews, so
@@ -76,7 +78,7 @@ func (s *Store) Keepalive(ctx context.Context, ttl time.Duration, ks []Keepalive
 	if err != nil {
 		return nil, err
 	}
-	const head = 5 // now, dead, first, its expiry, the second's
+	const head = 6 // now, dead, first, its expiry, the second's, the registry's size
 	if want := head + len(keys) - 2 + len(ks); len(vals) != want {
 		return nil, fmt.Errorf("keepalive.lua returned %d values, not %d", len(vals), want)
 	}
@@ -100,7 +102,7 @@ func (s *Store) Keepalive(ctx context.Context, ttl time.Duration, ks []Keepalive
 			next = ints[4]
 		}
 		// One reclaimer is enough to send to a dead worker.
-		o := KeptAlive{Gone: flags[0] < 0, Dead: dead && i == 0, QueueGone: make([]bool, len(k.Queues))}
+		o := KeptAlive{Gone: flags[0] < 0, Dead: dead && i == 0, Workers: ints[5], QueueGone: make([]bool, len(k.Queues))}
 		if next > now {
 			o.Next = time.Duration(next-now) * time.Millisecond
 		}

@@ -55,6 +55,9 @@ func TestKeepaliveScript(t *testing.T) {
 	require.Len(t, out, 3)
 	assert.False(t, out[0].Gone)
 	assert.True(t, out[0].Dead, "an expired worker waits unclaimed")
+	for i, o := range out {
+		assert.EqualValues(t, 4, o.Workers, "the registry's size, the expired counted (%d)", i)
+	}
 	assert.False(t, out[1].Gone)
 	assert.True(t, out[2].Gone)
 	got := e.dump()
