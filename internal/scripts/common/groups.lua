@@ -329,7 +329,8 @@ local function group_lib()
   -- waiting (one found empty leaves it, and a task that joins a group puts
   -- it back), so no group's tasks are looked at: a fixed number of calls
   -- however many groups (one HMGET, HSET and HDEL of the counts, one
-  -- ZMSCORE of the turns). look (Check's repair) looks at the front of
+  -- ZCOUNT of the groups held and, when some are, one ZMSCORE of the
+  -- turns). look (Check's repair) looks at the front of
   -- each group not in the ready set too, and makes one with tasks waiting
   -- ready: a repair must not trust what it repairs.
   function G.settle(idle, channel, look)
@@ -337,7 +338,13 @@ local function group_lib()
     local names = {}
     for g in pairs(G.freed) do names[#names + 1] = g end
     local held = redis.call('HMGET', GROUPS.running, unpack(names))
-    local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+    -- Their scores, read only when a group is held at its limit (or for
+    -- look): Redis writes each score for Lua as text, which costs it more
+    -- than a count of the held.
+    local turns = {}
+    if look or redis.call('ZCOUNT', GROUPS.ready, '+inf', '+inf') > 0 then
+      turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+    end
     local set, gone, ready = {}, {}, {}
     local now
     for i, g in ipairs(names) do
