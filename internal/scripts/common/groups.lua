@@ -430,15 +430,21 @@ local function push_waiting(e, normal, front)
   end
 end
 
+-- A process of group g that held w slots ended in this script: they are
+-- given back by groups_settle (if the script named the group keys).
+local function group_freed(g, w)
+  if GROUPS.running then
+    local freed = group_lib().freed
+    freed[g] = (freed[g] or 0) + w
+  end
+end
+
 -- A process of entry e ended in this script: the slots it held in its
--- group, if it has one (and the script named the group keys), are given
--- back by groups_settle.
+-- group, if it has one, are given back (group_freed).
 local function group_released(e)
   if GROUPS.running and header_has(e, 'g') then
-    local freed = group_lib().freed
     -- The first ',g' is the header's: it has one.
-    local g = string.match(e, ',g([^,:]*)')
-    freed[g] = (freed[g] or 0) + entry_weight(e)
+    group_freed(string.match(e, ',g([^,:]*)'), entry_weight(e))
   end
 end
 
