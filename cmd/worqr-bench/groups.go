@@ -14,6 +14,15 @@ import (
 	"github.com/worqr/worqr"
 )
 
+// groupsCase is one workload of the groups scenario, drained against the
+// same tasks without groups.
+type groupsCase struct {
+	name   string
+	groups int
+	limit  int
+	turns  int // of every other group, from tenant-0
+}
+
 // runGroups measures groups (worqr.Group): the throughput of tasks spread
 // over few groups and over many groups with no limit that binds, and over
 // fewer groups each
@@ -27,7 +36,7 @@ import (
 // script's). Two variants give groups turns (worqr.SetGroupTurns): 10
 // groups, half of them of 3 turns, for what turns cost, and a group of 3
 // turns against one of 1, whose starts while both have work should be
-// 3:1.
+// 3:1. With -groups-variant only that variant runs.
 func runGroups(ctx context.Context, b *bench) (*result, error) {
 	total := b.pick(50_000, 600) / len(b.queues) * len(b.queues)
 	conc := b.cfg.concurrency
@@ -35,12 +44,15 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 	res := &result{}
 	opts := worqr.HandleOptions{Concurrency: conc}
 
-	for _, v := range []struct {
-		name   string
-		groups int
-		limit  int
-		turns  int // of every other group, from tenant-0
-	}{{"groups10", 10, 0, 0}, {"turns_groups10", 10, 0, 3}, {"groups10k", b.pick(10_000, 100), 0, 0}, {"limit1_groups1k", b.pick(1_000, 50), 1, 0}} {
+	variants := []groupsCase{{"groups10", 10, 0, 0}, {"turns_groups10", 10, 0, 3}, {"groups10k", b.pick(10_000, 100), 0, 0}, {"limit1_groups1k", b.pick(1_000, 50), 1, 0}}
+	only := b.cfg.groupsVariant
+	if only != "" && !slices.ContainsFunc(variants, func(v groupsCase) bool { return v.name == only }) {
+		return nil, fmt.Errorf("-groups-variant %q: no such variant", only)
+	}
+	for _, v := range variants {
+		if only != "" && v.name != only {
+			continue
+		}
 		// Redis per task: its CPU (INFO), the scripts' execution time and
 		// the calls the scripts made (INFO commandstats), load-proof where
 		// the rate is not.
@@ -103,6 +115,9 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 			res.add(v.name+kind+"_calls_per_task", "calls", cost[i].calls)
 			res.add(v.name+kind+"_scripts_per_task", "calls", cost[i].scripts)
 		}
+	}
+	if only != "" {
+		return res, nil
 	}
 	if err := groupsMemory(ctx, b, res, total, run); err != nil {
 		return nil, err

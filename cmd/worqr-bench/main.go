@@ -72,6 +72,11 @@ type config struct {
 	// scenario's own clients: how long a connection stays quiet before
 	// rueidis PINGs it (metrics w<N>_..._ka<interval>_).
 	fleetKeepAlive time.Duration
+	// groupsVariant, if set, is the one variant the groups scenario runs
+	// (groups10k, ...), without its memory, fairness and turns measures:
+	// builds compared on one variant alternate in seconds, so the
+	// machine's load moves less between them.
+	groupsVariant string
 	// fleetProbe, if set, is how many plain tasks' pickups the idle
 	// scenario measures before each fleet starts and while it renews.
 	fleetProbe int
@@ -186,10 +191,11 @@ func main() {
 	fleetRecovery := flag.Bool("fleet-recovery", false, "idle scenario: SIGKILL a worker process of the fleet's TTL holding tasks while the fleet renews, and time their return (metrics w<N>_..._recovery_...)")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	single := flag.String("single", "", "shards scenario: the address of a single Redis to run the same workload on, alternated with -redis (a Cluster), as its baseline")
+	groupsVariant := flag.String("groups-variant", "", "groups scenario: run only this variant (groups10, turns_groups10, groups10k or limit1_groups1k), without the memory, fairness and turns measures; empty runs them all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 
-	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn, fleetKeepAlive: *fleetKeepAlive, fleetProbe: *fleetProbe, fleetRecovery: *fleetRecovery}
+	cfg := config{runs: *runs, short: *short, queues: *queues, concurrency: *concurrency, resp2: *resp2, verbose: *verbose, fleetApart: *fleetApart, fleetClients: *fleetClients, fleetRenew: *fleetRenew, fleetOneConn: *fleetOneConn, fleetKeepAlive: *fleetKeepAlive, fleetProbe: *fleetProbe, fleetRecovery: *fleetRecovery, groupsVariant: *groupsVariant}
 	if cfg.fleetClients < 1 {
 		fmt.Fprintf(os.Stderr, "worqr-bench: -fleet-clients %d: want at least 1\n", cfg.fleetClients)
 		os.Exit(2)

@@ -119,10 +119,22 @@ local function take(list, k)
     end
   end
 end
--- The (up to) k ready groups of lowest turn, and their turns: not those
--- held (turns are clock readings, far below 2^53).
-local function ready_groups(k)
-  return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE), 'WITHSCORES', 'LIMIT', 0, k)
+-- The (up to) k ready groups of lowest turn, not those held (turns are
+-- clock readings, far below 2^53), and, with scored, their turns (a
+-- reply's text each; else nil): Redis writes a score for Lua as text, which
+-- costs it more than the member, so a dequeue that compares no turns
+-- reads none.
+local function ready_groups(k, scored)
+  if not scored then
+    return redis.call('ZRANGEBYSCORE', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE), 'LIMIT', 0, k)
+  end
+  local got = redis.call('ZRANGEBYSCORE', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE), 'WITHSCORES', 'LIMIT', 0, k)
+  local names, turns = {}, {}
+  for i = 1, #got, 2 do
+    names[#names + 1] = got[i]
+    turns[#turns + 1] = got[i + 1]
+  end
+  return names, turns
 end
 -- Groups held back until a time (by their rate, or a sequence's task
 -- waiting for its retry delay) that has come by t (µs) take turns from t,
@@ -169,13 +181,6 @@ local function take_turns(k)
   if k <= 0 or blocked then return end
   grouped = true
   local t0, step = now_us(), 0
-  local ready = ready_groups(k)
-  local released = false
-  if #ready == 0 then
-    if rate_released(t0) == 0 then return take(waiting_key, k) end
-    released, ready = true, ready_groups(k)
-  end
-  local G = group_lib()
   local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
   -- Turns (see "Turns per group" in common/groups.lua): every group's
@@ -183,6 +188,18 @@ local function take_turns(k)
   -- middle of its turns; a queue without them reads no more.
   local turns_default = control_value(m[6]) or 1
   local turned = turns_default > 1 or m[7] ~= false
+  -- The groups' turns are read only to be compared: with the normal
+  -- list's (it has tasks waiting) or under turns.
+  local plain_left, plain_took = redis.call('LLEN', waiting_key) > 0, false
+  local scored = turned or plain_left
+  local ready, scores = ready_groups(k, scored)
+  local released = false
+  if #ready == 0 then
+    if rate_released(t0) == 0 then return take(waiting_key, k) end
+    released = true
+    ready, scores = ready_groups(k, scored)
+  end
+  local G = group_lib()
   -- A group's turns (own, a stored value; default, a number) and the turns
   -- it used of its run (counter, stored; score, its score in the ready set
   -- as a reply's text): always at least one turn left.
@@ -198,8 +215,7 @@ local function take_turns(k)
   local rate_n, rate_per = group_rate(m[3])
   local rates = rate_n ~= nil or m[4] ~= false
   local holds = tonumber(m[5] or nil) ~= nil -- groups held on a dead task (see sequence_died)
-  local plain_left, plain_took = true, false
-  if not released and rate_released(t0) > 0 then ready = ready_groups(k) end
+  if not released and rate_released(t0) > 0 then ready, scores = ready_groups(k, scored) end
   -- The bound below which group g's starts have left a window of per ms
   -- ending now, as ZRANGEBYLEX takes it: 0 when the window is longer
   -- than the Redis clock's µs since 1970.
@@ -245,8 +261,7 @@ local function take_turns(k)
   end
   local running = {} -- group -> the slots it holds, once it took a task
   while k > 0 and not blocked and #ready > 0 do
-    local names = {}
-    for i = 1, #ready, 2 do names[#names + 1] = ready[i] end
+    local names = ready
     local held = redis.call('HMGET', grunning_key, unpack(names))
     -- Each group's own limit and, under turns, its own turns and the
     -- turns it used of its current run, under own rates its own rate, and
@@ -296,7 +311,7 @@ local function take_turns(k)
     if turned then
       local sum = 0
       for i = 1, #names do
-        local w, used = group_turns(tu[2 * i - 1], tu[2 * i], ready[2 * i], turns_default)
+        local w, used = group_turns(tu[2 * i - 1], tu[2 * i], scores[i], turns_default)
         runs[i] = {w = w, used = used, had = tu[2 * i] ~= false}
         sum = sum + w
       end
@@ -305,7 +320,7 @@ local function take_turns(k)
     local counters, dropped = {}, {}
     local took, out, again, hold = {}, {}, {}, {}
     for i, g in ipairs(names) do
-      while plain_left and k > 0 and plain <= tonumber(ready[2 * i]) do
+      while plain_left and k > 0 and plain <= tonumber(scores[i]) do
         local before = #tasks
         take(waiting_key, math.min(share, k))
         local got = #tasks - before
@@ -380,7 +395,7 @@ local function take_turns(k)
         local used = (run.used + got) % run.w
         if used > 0 then
           counters[#counters + 1] = g .. ':u'
-          counters[#counters + 1] = used .. '/' .. ready[2 * i]
+          counters[#counters + 1] = used .. '/' .. scores[i]
           run.had = false -- written anew
         else
           again[#again + 1] = ms(turn(got))
@@ -403,7 +418,7 @@ local function take_turns(k)
     if #again > 0 then redis.call('ZADD', gready_key, unpack(again)) end
     if #hold > 0 then redis.call('ZADD', gready_key, unpack(hold)) end
     if (#took == 0 and #out == 0 and #hold == 0) or k == 0 or blocked then break end
-    ready = ready_groups(k)
+    ready, scores = ready_groups(k, scored)
   end
   local counts = {}
   for g, r in pairs(running) do

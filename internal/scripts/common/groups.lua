@@ -329,7 +329,8 @@ local function group_lib()
   -- waiting (one found empty leaves it, and a task that joins a group puts
   -- it back), so no group's tasks are looked at: a fixed number of calls
   -- however many groups (one HMGET, HSET and HDEL of the counts, one
-  -- ZMSCORE of the turns). look (Check's repair) looks at the front of
+  -- ZCOUNT of the groups held and, when some are, one ZMSCORE of the
+  -- turns). look (Check's repair) looks at the front of
   -- each group not in the ready set too, and makes one with tasks waiting
   -- ready: a repair must not trust what it repairs.
   function G.settle(idle, channel, look)
@@ -337,7 +338,13 @@ local function group_lib()
     local names = {}
     for g in pairs(G.freed) do names[#names + 1] = g end
     local held = redis.call('HMGET', GROUPS.running, unpack(names))
-    local turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+    -- Their scores, read only when a group is held at its limit (or for
+    -- look): Redis writes each score for Lua as text, which costs it more
+    -- than a count of the held.
+    local turns = {}
+    if look or redis.call('ZCOUNT', GROUPS.ready, '+inf', '+inf') > 0 then
+      turns = redis.call('ZMSCORE', GROUPS.ready, unpack(names))
+    end
     local set, gone, ready = {}, {}, {}
     local now
     for i, g in ipairs(names) do
@@ -423,15 +430,21 @@ local function push_waiting(e, normal, front)
   end
 end
 
+-- A process of group g that held w slots ended in this script: they are
+-- given back by groups_settle (if the script named the group keys).
+local function group_freed(g, w)
+  if GROUPS.running then
+    local freed = group_lib().freed
+    freed[g] = (freed[g] or 0) + w
+  end
+end
+
 -- A process of entry e ended in this script: the slots it held in its
--- group, if it has one (and the script named the group keys), are given
--- back by groups_settle.
+-- group, if it has one, are given back (group_freed).
 local function group_released(e)
   if GROUPS.running and header_has(e, 'g') then
-    local freed = group_lib().freed
     -- The first ',g' is the header's: it has one.
-    local g = string.match(e, ',g([^,:]*)')
-    freed[g] = (freed[g] or 0) + entry_weight(e)
+    group_freed(string.match(e, ',g([^,:]*)'), entry_weight(e))
   end
 end
 
