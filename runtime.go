@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/pacer"
 )
 
@@ -264,11 +265,18 @@ func (r *runner) cancelAll(cause error) {
 	w := r.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// A closing worker gives its tasks back, so an outcome write being
+	// tried again is given up; a StopWork's give-back may fail, and then
+	// the queue stays served and the write must go on (proc.Persist).
+	closing := w.state.Phase() != lifecycle.Serving
 	if s := w.sessions[r.queue]; s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range s.procs {
 			p.rec.St.Interrupt(cause)
+			if closing {
+				p.rec.St.GiveUp()
+			}
 		}
 	}
 }

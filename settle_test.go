@@ -227,3 +227,40 @@ func (g *callGate) open() {
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }
+
+// A StopWork whose give-back fails leaves the queue served, its tasks
+// this worker's: a handler's outcome whose write failed on the
+// connection must still be tried again, or its task is held for as long
+// as the worker lives, neither finished nor given back.
+func TestPersistGoesOnAfterAStopWorkThatFailed(t *testing.T) {
+	t.Parallel()
+	b, admin, ctx := setup(t)
+	c, h := hookedClient(t, b)
+	setDown, _ := refuseQueue(h, "q")
+	// A long lease: the worker must not fence itself while "q" is down.
+	w := newWorker(t, c, WorkerOptions{TTL: 30 * time.Second})
+	entered := make(chan *Process, 1)
+	release := make(chan struct{})
+	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
+		entered <- p
+		<-release
+		return nil
+	}, HandleOptions{}))
+	require.NoError(t, second(admin.Enqueue(ctx, "q", []byte("t"))))
+	p := recv(t, entered, 5*time.Second, "the handler started")
+
+	setDown(true)
+	close(release)
+	eventually(t, 5*time.Second, "the finish failed and is tried again", p.rec.St.IsUnwritten)
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.Error(t, w.StopWork(sctx, "q"), "the give-back cannot reach the queue")
+	w.mu.Lock()
+	_, served := w.sessions["q"]
+	w.mu.Unlock()
+	require.True(t, served, "a StopWork that failed leaves the queue served")
+
+	setDown(false)
+	recv(t, p.Done(), 5*time.Second, "the finish written once the queue's node is back")
+	assert.ErrorIs(t, p.Err(), ErrProcessEnded)
+}

@@ -37,7 +37,11 @@ type WorkerOptions struct {
 	// lease runs out). Default DefaultRenewInterval, or TTL/2 if that is less;
 	// it must be at most TTL/2: a renewal that fails at once is tried again a
 	// quarter of a RenewInterval later, at least twice more before the
-	// worker fences itself (at 0.9 TTL).
+	// worker fences itself (at 0.9 TTL). A renewal answered late is not
+	// tried again: one answered more than 0.9 TTL - RenewInterval after it
+	// was sent (1.2 s at the defaults) fences the worker, so a Redis that
+	// can stall longer than that needs a longer TTL or a shorter
+	// RenewInterval.
 	RenewInterval time.Duration
 	// OnFenced is called, on a goroutine of its own, when the worker treats
 	// itself as dead: it could not renew its lease in time (judged on its

@@ -106,9 +106,9 @@ type Unrecorded interface{ Unrecorded(err error) }
 // (one line for all the calls an outage fails). It stops trying once the
 // process is stopped (s.Stopped): found lost, as a fence finds it, when
 // the write is dropped without a word (the fence counts it: see the
-// root's logDropped); or its handler interrupted, as Close and the end
-// of Shutdown's grace interrupt them, when the write is given up (told
-// to u) and the task goes back with the worker's others. So closing a
+// root's logDropped); or given up (State.GiveUp), as a closing worker's
+// cancel of its handlers gives them up, when the write is told to u and
+// the task goes back with the worker's others. So closing a
 // worker never waits out a wait of Persist's. It returns at once unless
 // the write is to be tried again.
 func Persist(w Writer, clk clock.Clock, s *State, u Unrecorded, op string, write func(context.Context) error, sent uint64, outcome error) {

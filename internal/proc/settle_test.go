@@ -166,8 +166,8 @@ func TestPersistBacksOffOnTheClientsClock(t *testing.T) {
 }
 
 // A write still being tried stops with its process: found lost (a fence
-// ends it so), it is dropped without a word, for the fence counts it; its
-// handler interrupted (Close), it is given up, and told. A cancel event
+// ends it so), it is dropped without a word, for the fence counts it;
+// given up (a closing worker's cancel), it is told. A cancel event
 // that ends the process stops nothing: the write is what drops the task
 // in Redis. Neither stop needs the clock to move.
 func TestPersistStopsWithItsProcess(t *testing.T) {
@@ -178,7 +178,7 @@ func TestPersistStopsWithItsProcess(t *testing.T) {
 		told []error
 	}{
 		{"lost", func(s *State) { s.End(errs.ErrProcessLost, true) }, nil},
-		{"interrupted", func(s *State) { s.Interrupt(errA) }, []error{down}},
+		{"given up", func(s *State) { s.GiveUp() }, []error{down}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := timers(t)

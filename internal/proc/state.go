@@ -35,10 +35,10 @@ type State struct {
 	// the connection and is being tried again (see Persist): a fence
 	// meanwhile drops it.
 	unwritten bool
-	// interrupted is set once Interrupt ended the handler's context.
-	interrupted bool
+	// givenUp is set once GiveUp was called.
+	givenUp bool
 	// stopped is Stopped's channel, made when first asked for; closed
-	// once the process is settled or interrupted.
+	// once the process is settled or given up.
 	stopped chan struct{}
 }
 
@@ -156,24 +156,34 @@ func (s *State) OnEnd(fn func(reason error)) {
 func (s *State) Interrupt(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.interrupted = true
-	s.closeStoppedLocked()
 	if s.ended != nil {
 		s.ended(cause)
 	}
 }
 
+// GiveUp closes Stopped: the worker is closing and gives its tasks back,
+// so an outcome write of the process is no longer tried again. An
+// interrupt alone does not give it up: a StopWork interrupts handlers
+// too, and when its give-back fails the queue stays served, the task
+// this worker's, and only the write tried again settles it.
+func (s *State) GiveUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.givenUp = true
+	s.closeStoppedLocked()
+}
+
 // Stopped is closed once no outcome write of the process is worth
 // trying again: it is settled (its write went through, or it was found
-// lost, as a fence finds it), or its handler was interrupted (the worker
-// is closing and gives its tasks back). An end by an event (cancel,
-// delete) does not close it: the write still drops the task in Redis.
+// lost, as a fence finds it), or it was given up (GiveUp: the worker is
+// closing and gives its tasks back). An end by an event (cancel, delete)
+// does not close it: the write still drops the task in Redis.
 func (s *State) Stopped() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped == nil { // made on first use: only a write tried again asks
 		s.stopped = make(chan struct{})
-		if s.settled || s.interrupted {
+		if s.settled || s.givenUp {
 			close(s.stopped)
 		}
 	}

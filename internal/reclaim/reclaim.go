@@ -43,8 +43,9 @@ import (
 //
 // Every client with live workers learns of the same expiry, but only a
 // few look then (Lookers, on average): each reclaimer looks with a chance
-// of Lookers times its share of the registry's workers, which every
-// renewal counts. A fleet of 10,000 one-worker processes that all looked
+// of Lookers times its share of the registry's live workers, which every
+// renewal counts (the dead do not look: the survivors of a fleet that
+// mostly died each look the more). A fleet of 10,000 one-worker processes that all looked
 // would cost Redis 10,000 expired.lua calls for each lease that runs out
 // (55 µs each, measured: half a second of Redis), delay the renewals
 // queued behind them past the TTL, and so let more leases run out, each
@@ -156,8 +157,8 @@ type Reclaimer[M Member] struct {
 	// none since the last look). Like peer, it is a look that only some
 	// of the fleet's reclaimers make (see due).
 	dead time.Time
-	// workers is how many workers the registry held at the last renewal
-	// (0: not heard yet).
+	// workers is how many live workers the registry held at the last
+	// renewal (0: not heard yet).
 	workers int64
 	// armed is when the loop's timer fires (zero: not armed). A heard
 	// time later than it needs no wake-up: the timer fires, finds
@@ -220,7 +221,7 @@ func (r *Reclaimer[M]) Leave(w M) {
 
 // Heard takes what a renewal of a member's lease learned from the
 // registry: how long until the next peer's lease runs out (0: no peer),
-// whether a dead worker waits unclaimed, and how many workers the
+// whether a dead worker waits unclaimed, and how many live workers the
 // registry holds.
 func (r *Reclaimer[M]) Heard(next time.Duration, dead bool, workers int64) {
 	now := r.c.Clock.Now()
@@ -258,7 +259,7 @@ func (r *Reclaimer[M]) next() time.Time {
 // due reports whether a look is due at now and this reclaimer makes it.
 // A look it must make (again) it makes; one that only some of the fleet's
 // reclaimers make (a peer's expiry, a dead worker a renewal heard of) it
-// makes with a chance of Lookers times its share of the registry's
+// makes with a chance of Lookers times its share of the registry's live
 // workers, and otherwise forgets, until a renewal tells it of the next
 // expiry or of a dead worker still unclaimed. Callers hold mu.
 func (r *Reclaimer[M]) due(now time.Time) bool {
@@ -281,7 +282,7 @@ func (r *Reclaimer[M]) due(now time.Time) bool {
 }
 
 // share is the chance that this reclaimer makes a look that only some
-// make: Lookers times its members' share of the registry's workers, so
+// make: Lookers times its members' share of the registry's live workers, so
 // that the fleet's reclaimers make Lookers such looks on average (1 while
 // the registry's size is unknown). Callers hold mu.
 func (r *Reclaimer[M]) share() float64 {

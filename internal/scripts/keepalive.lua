@@ -8,15 +8,17 @@
 -- one client that renew together (see lease.go). An expired lease is
 -- never revived: its worker must treat itself as dead.
 -- Returns {now, dead, first, its expiry, the second's expiry, the
--- registry's size, then per worker its registry lease, then each of its
+-- registry's live workers, then per worker its registry lease, then each of its
 -- queue leases}: the Redis clock (ms); 1 when an expired worker waits
 -- unclaimed, else 0; the first live lease in the registry ("" and 0 if
 -- none) and the second's expiry (0 if none), after the renewals (for one
 -- worker alone, maybe before: the same answer): the next lease to run out
 -- is the first's, or the second's for the first worker itself; how many
--- workers the registry holds, live or not (a reclaimer's chance of looking
--- when a lease runs out is its share of them: a fleet sends a few looks,
--- not one per process, see reclaim.go); then 1 for a lease renewed, -1 for
+-- live leases the registry holds, after the renewals (a reclaimer's
+-- chance of looking when a lease runs out is its share of them: a fleet
+-- sends a few looks, not one per process, see reclaim.go; the dead are
+-- not counted, for they do not look: the survivors of a fleet that mostly
+-- died must each look the more); then 1 for a lease renewed, -1 for
 -- one gone (and a worker whose registry lease is gone has its queue leases
 -- left alone, as 0).
 --
@@ -36,7 +38,7 @@
 -- groups, see docs/security.md, may not be granted it). A key with a lease
 -- run out, or a worker missing, is asked worker by worker. For one worker
 -- serving one queue, while nobody has expired, six calls in all: TIME,
--- the ZRANGE, ZADD and ZCARD of the registry, a ZSCORE and a ZADD of the
+-- the ZRANGE, ZADD and ZCOUNT of the registry, a ZSCORE and a ZADD of the
 -- queue's leases (each a few µs of Redis, near a tenth of what such a
 -- renewal costs it, the request's own cost included); while some have expired,
 -- five more at most (the claims counted, one look past them at the
@@ -144,5 +146,5 @@ end
 if front[3] then
   out[5] = tonumber(front[4])
 end
-out[6] = redis.call('ZCARD', workers_key)
+out[6] = redis.call('ZCOUNT', workers_key, '(' .. ms(now), '+inf')
 return out

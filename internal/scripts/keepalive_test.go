@@ -14,8 +14,8 @@ import (
 // A renewal of one worker serving one queue, while no lease has run out,
 // makes six calls inside keepalive.lua: TIME, the registry's first two
 // (which tell both whether any lease has run out and the next to), a
-// ZADD of the registry and its ZCARD (the fleet's size, which sets the
-// reclaimers' chance of looking), a ZSCORE and a ZADD of the queue's
+// ZADD of the registry and its ZCOUNT (the fleet's live workers, which
+// set the reclaimers' chance of looking), a ZSCORE and a ZADD of the queue's
 // leases. Each call is Redis time that a fleet of one-worker processes
 // spends on every renewal. The calls are counted by a redis.call that
 // shadows Redis's.

@@ -48,7 +48,8 @@ type KeptAlive struct {
 	// Dead is set when a worker whose lease expired waits, unclaimed, for
 	// a reclaimer (for the first worker of a call only).
 	Dead bool
-	// Workers is how many workers the registry holds, live or not.
+	// Workers is how many workers the registry holds whose lease is
+	// live, after the renewals.
 	Workers int64
 }
 
@@ -78,7 +79,7 @@ func (s *Store) Keepalive(ctx context.Context, ttl time.Duration, ks []Keepalive
 	if err != nil {
 		return nil, err
 	}
-	const head = 6 // now, dead, first, its expiry, the second's, the registry's size
+	const head = 6 // now, dead, first, its expiry, the second's, the registry's live workers
 	if want := head + len(keys) - 2 + len(ks); len(vals) != want {
 		return nil, fmt.Errorf("keepalive.lua returned %d values, not %d", len(vals), want)
 	}

@@ -56,7 +56,7 @@ func TestKeepaliveScript(t *testing.T) {
 	assert.False(t, out[0].Gone)
 	assert.True(t, out[0].Dead, "an expired worker waits unclaimed")
 	for i, o := range out {
-		assert.EqualValues(t, 4, o.Workers, "the registry's size, the expired counted (%d)", i)
+		assert.EqualValues(t, 2, o.Workers, "the registry's live workers, the expired not counted (%d)", i)
 	}
 	assert.False(t, out[1].Gone)
 	assert.True(t, out[2].Gone)
@@ -73,6 +73,33 @@ func TestKeepaliveScript(t *testing.T) {
 		want["leases"] = zset{w1: expiry, w2: past, w3: soon}
 	}
 	require.Equal(t, want, got)
+}
+
+// keepalive.lua counts the registry's live workers, not its size: a
+// reclaimer looks with a chance of Lookers times its share of them, and
+// the survivors of a fleet that mostly died (a zone lost) are the only
+// ones left to look. Counted with the dead, 10 survivors of 1,000 would
+// each look with a chance of 8 in 1,000, and the dead would wait about
+// twelve renewals for one of them.
+func TestKeepaliveCountsTheLiveWorkers(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "keepalive.lua")
+	self := e.worker()
+	now := e.clockMs()
+	reg := zset{self: float64(now + 30_000)}
+	for range 20 {
+		reg[e.worker()] = float64(now - 1000) // run out, unclaimed
+	}
+	e.seed(keyState{"workers": reg})
+	out, err := e.s.Keepalive(e.ctx, time.Minute, []Keepalive{{Worker: self}})
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	assert.True(t, out[0].Dead, "the dead wait unclaimed")
+	assert.EqualValues(t, 1, out[0].Workers, "the live workers: the survivor alone")
+	got := e.dump()["workers"].(zset)
+	e.within(int64(got[self]), now+60_000, e.clockMs()+60_000, "the survivor's renewed lease")
+	got[self] = reg[self]
+	assert.Equal(t, reg, got, "the dead left as they were")
 }
 
 // expired.lua: the expired workers no peer has claimed, but the caller,
