@@ -29,18 +29,6 @@ local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, glimits_key)
 local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 4)
 
--- HMGET of names, a thousand a call; the values by index in names.
-local function hmget(key, names)
-  local got = {}
-  for i = 1, #names, 1000 do
-    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
-    for j = 1, #part do
-      got[i + j - 1] = part[j]
-    end
-  end
-  return got
-end
-
 -- Record the ends of steps (each {step, id, result, ...}), the successes of
 -- one workflow's tasks, in that workflow, whose keys are KEYS[at + 1...
 -- at + 11], as wf_release.lua records their notices in bulk: each step

@@ -195,18 +195,6 @@ local function release(step, status, result, stamp, task)
   end
 end
 
--- HMGET of names, a thousand a call; the values by index in names.
-local function hmget(key, names)
-  local got = {}
-  for i = 1, #names, 1000 do
-    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
-    for j = 1, #part do
-      got[i + j - 1] = part[j]
-    end
-  end
-  return got
-end
-
 -- Append a field and its value to t.
 local function put(t, field, value)
   t[#t + 1] = field

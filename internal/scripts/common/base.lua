@@ -1,5 +1,5 @@
 -- What the other files of common/ build on: the Redis server's clock,
--- events, and numbers written for Redis.
+-- events, numbers written for Redis, and a hash read in parts.
 --
 -- common/ holds the helpers the scripts share, a subject to a file. A
 -- script carries only the parts it uses (prelude.go), in the order of
@@ -28,4 +28,16 @@ end
 
 local function ms(n)
   return string.format('%.0f', n)
+end
+
+-- HMGET of names, a thousand a call; the values by index in names.
+local function hmget(key, names)
+  local got = {}
+  for i = 1, #names, 1000 do
+    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #part do
+      got[i + j - 1] = part[j]
+    end
+  end
+  return got
 end
