@@ -107,7 +107,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	adopted := !fenced && w.sessions[queue] == s
 	if adopted {
 		for _, p := range ps {
-			s.procs[p.rec.ID] = p
+			s.procs[p.rec.ID] = &p.rec
 		}
 	}
 	s.mu.Unlock()

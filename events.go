@@ -99,7 +99,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 				ids[id] = true
 			}
 		}
-		s.endMatching(func(p *Process) bool { return ids[p.rec.TaskID] }, ErrTaskCancelled)
+		s.endMatching(func(p *engine.Proc) bool { return ids[p.TaskID] }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
 			for _, id := range e.TaskIDs {
 				s.call(ctx, func() { s.events.Cancel(s.name, id) })
@@ -108,7 +108,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 	case store.EventSchedule:
 		s.sched.Learn(e.Due)
 	case store.EventDelete:
-		s.endMatching(func(p *Process) bool { return p.rec.Seq <= e.UpTo }, ErrQueueDeleted)
+		s.endMatching(func(p *engine.Proc) bool { return p.Seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
 			s.call(ctx, func() { s.events.Delete(s.name) })
 		}
@@ -146,7 +146,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))
 		for i, p := range procs {
-			pids[i] = p.rec.ID
+			pids[i] = p.ID
 		}
 		states, err := c.store.States(ctx, s.name, id, pids)
 		if err != nil {
@@ -176,21 +176,21 @@ func (s *session) catchUp(ctx context.Context) error {
 
 // applyStates ends processes whose state in Redis says they should end and
 // raises one Cancel event per cancelled payload and one Delete event.
-func (s *session) applyStates(ctx context.Context, procs []*Process, states []store.State) {
+func (s *session) applyStates(ctx context.Context, procs []*engine.Proc, states []store.State) {
 	cancelled := make(map[string]bool)
 	deleted := false
 	for i, p := range procs {
 		switch err := engine.StateErr(states[i]); {
 		case err == nil:
 		case errors.Is(err, ErrProcessLost):
-			p.rec.Forget(ErrProcessLost)
+			p.Forget(ErrProcessLost)
 		case errors.Is(err, ErrTaskCancelled):
 			// Raise the event only if the message did not already.
-			if p.end(err, false) {
-				cancelled[p.rec.TaskID] = true
+			if p.End(err, false) {
+				cancelled[p.TaskID] = true
 			}
 		default:
-			if p.end(err, false) {
+			if p.End(err, false) {
 				deleted = true
 			}
 		}

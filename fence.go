@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 )
 
@@ -20,7 +21,7 @@ import (
 // service of the queue (sent) that has since ended, or about a process (p)
 // the service no longer holds: the worker left the queue while the script
 // was on its way, and may have started work on it again, under a new lease.
-func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *Process, cause error) {
+func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *engine.Proc, cause error) {
 	w := k.w
 	w.mu.Lock()
 	s := w.sessions[queue]
@@ -28,7 +29,7 @@ func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *Process, cau
 	if !left {
 		s.mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.rec.ID] != p)
+		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.ID] != p)
 		s.mu.Unlock()
 	}
 	w.mu.Unlock()
@@ -49,7 +50,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 		return
 	}
 	k.timer.Stop()
-	var lost []*Process
+	var lost []*engine.Proc
 	for _, s := range w.sessions {
 		// The peers reclaim everything under id: nothing to reconcile.
 		lost = append(lost, s.takeAll()...)
@@ -58,7 +59,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 
 	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
 	for _, p := range lost {
-		p.end(reason, true)
+		p.End(reason, true)
 	}
 	next := "registering again"
 	if w.opts.StayFenced {
@@ -69,7 +70,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	w.logger().Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
 		"cause", cause, "processes", len(lost), "next", next)
 	logDropped(w.logger(), lost)
-	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 	k.wake()
 }
@@ -95,11 +96,11 @@ func (s *session) fence(id string, cause error) {
 		return
 	}
 	s.leaseGen++
-	lost := make([]*Process, 0, len(s.procs))
+	lost := make([]*engine.Proc, 0, len(s.procs))
 	for _, p := range s.procs {
 		lost = append(lost, p)
 	}
-	s.procs = make(map[string]*Process)
+	s.procs = make(map[string]*engine.Proc)
 	s.unsure = 0 // rejoin gives back everything under id in this queue
 	// The lease in Redis may be live until TTL after the last renewal
 	// that reached it was sent: give the tasks back no earlier than a peer
@@ -111,13 +112,13 @@ func (s *session) fence(id string, cause error) {
 
 	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
 	for _, p := range lost {
-		p.end(reason, true)
+		p.End(reason, true)
 	}
 	log := w.logger()
 	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
 		"queue", s.name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
 	logDropped(log, lost)
-	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 }
 
@@ -126,10 +127,10 @@ func (s *session) fence(id string, cause error) {
 // writes failed on the connection and were being tried again (see
 // persist). The fence drops them; their tasks go back with the rest, so
 // they may run again.
-func logDropped(log *slog.Logger, lost []*Process) {
+func logDropped(log *slog.Logger, lost []*engine.Proc) {
 	n := 0
 	for _, p := range lost {
-		if p.rec.St.IsUnwritten() {
+		if p.St.IsUnwritten() {
 			n++
 		}
 	}

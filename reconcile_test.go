@@ -21,7 +21,7 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	s, id := sessionOf(w, "q"), w.ID()
 	unsure := func() (n int) { lookAt(s, func() { n = s.unsure }); return n }
 
-	s.drop(ps[0]) // as if its dequeue's reply had been lost
+	s.drop(&ps[0].rec) // as if its dequeue's reply had been lost
 	w.lease.reconcile(ctx, id, []*session{s})
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"), "no pass left: nothing looked for")
 
@@ -34,7 +34,7 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	w.lease.reconcile(ctx, "stale-id", []*session{s})
 	assert.Equal(t, 1, unsure(), "an id no longer current reconciles nothing")
 
-	s.drop(ps[1])
+	s.drop(&ps[1].rec)
 	w.lease.reconcile(ctx, id, []*session{s})
 	assert.Equal(t, []string{"t0001", "t0000", "t0002"}, waiting(t, c, "q"))
 	assert.Zero(t, unsure())

@@ -268,7 +268,7 @@ func (r *runner) cancelAll(cause error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range s.procs {
-			p.rec.St.Interrupt(cause)
+			p.St.Interrupt(cause)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/delayed"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -45,7 +46,7 @@ type session struct {
 	state lifecycle.Session
 	// procs are the worker's in-flight processes in this queue, by process
 	// id: the one map of them. Guarded by mu.
-	procs map[string]*Process
+	procs map[string]*engine.Proc
 	// unsure counts the renewals that will still look for processes Redis
 	// says the worker holds but it does not know of. A dequeue whose reply
 	// was lost sets it; it stays set for more than one pass because the
@@ -77,7 +78,7 @@ type session struct {
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
-	s := &session{w: w, name: queue, events: events, procs: make(map[string]*Process), runner: r, deadlineAt: deadline, sched: delayed.New(delayedEnv(w), w.life, queue)}
+	s := &session{w: w, name: queue, events: events, procs: make(map[string]*engine.Proc), runner: r, deadlineAt: deadline, sched: delayed.New(delayedEnv(w), w.life, queue)}
 	s.sub = subscription.New(w.life, w.c.store, s.name, s.handle, s.inCallback.Load)
 	return s
 }
@@ -115,10 +116,10 @@ func (s *session) resumeHandling() {
 
 // processes is a copy of the session's in-flight processes. Callers may
 // hold w.mu.
-func (s *session) processes() []*Process {
+func (s *session) processes() []*engine.Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := make([]*Process, 0, len(s.procs))
+	ps := make([]*engine.Proc, 0, len(s.procs))
 	for _, p := range s.procs {
 		ps = append(ps, p)
 	}
@@ -128,14 +129,14 @@ func (s *session) processes() []*Process {
 // takeAll empties the session's books and returns what they held, with
 // no reconciliation left to run (whoever takes them gives back everything
 // under the worker's id). Callers may hold w.mu.
-func (s *session) takeAll() []*Process {
+func (s *session) takeAll() []*engine.Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lost := make([]*Process, 0, len(s.procs))
+	lost := make([]*engine.Proc, 0, len(s.procs))
 	for _, p := range s.procs {
 		lost = append(lost, p)
 	}
-	s.procs = make(map[string]*Process)
+	s.procs = make(map[string]*engine.Proc)
 	s.unsure = 0
 	return lost
 }
@@ -145,18 +146,18 @@ func (s *session) takeAll() []*Process {
 func (s *session) endAll(reason error) {
 	s.mu.Lock()
 	procs := s.procs
-	s.procs = make(map[string]*Process)
+	s.procs = make(map[string]*engine.Proc)
 	s.mu.Unlock()
 	for _, p := range procs {
-		p.end(reason, true)
+		p.End(reason, true)
 	}
 }
 
 // endMatching ends (without settling: Finish still works) the processes
 // of the queue that match.
-func (s *session) endMatching(match func(*Process) bool, reason error) {
+func (s *session) endMatching(match func(*engine.Proc) bool, reason error) {
 	s.mu.Lock()
-	var hit []*Process
+	var hit []*engine.Proc
 	for _, p := range s.procs {
 		if match(p) {
 			hit = append(hit, p)
@@ -164,15 +165,15 @@ func (s *session) endMatching(match func(*Process) bool, reason error) {
 	}
 	s.mu.Unlock()
 	for _, p := range hit {
-		p.end(reason, false)
+		p.End(reason, false)
 	}
 }
 
 // drop takes p out of the session's books, if it is there.
-func (s *session) drop(p *Process) {
+func (s *session) drop(p *engine.Proc) {
 	s.mu.Lock()
-	if s.procs[p.rec.ID] == p {
-		delete(s.procs, p.rec.ID)
+	if s.procs[p.ID] == p {
+		delete(s.procs, p.ID)
 	}
 	s.mu.Unlock()
 }

@@ -189,7 +189,7 @@ func (s *session) adoptHanded(e store.Event) *Process {
 		return nil
 	}
 	p := newProcess(w, s.name, e.HandedProc())
-	s.procs[p.rec.ID] = p
+	s.procs[p.rec.ID] = &p.rec
 	return p
 }
 
