@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -15,23 +16,26 @@ import (
 // returns ErrNoTask when none is waiting, and ErrWorkerFenced when the
 // worker's lease is not live.
 func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
-	ps, err := w.DequeueN(ctx, queue, 1)
+	ps, _, err := w.dequeue(ctx, queue, 1, false)
 	if err != nil {
 		return nil, err
 	}
-	return ps[0], nil
+	return processOf(ps[0]), nil
 }
 
 // DequeueN takes up to n tasks from the front of a queue in one script
 // call, in queue order. It returns ErrNoTask when none is waiting.
 func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
 	ps, _, err := w.dequeue(ctx, queue, n, false)
-	return ps, err
+	if err != nil {
+		return nil, err
+	}
+	return processesOf(ps), nil
 }
 
 // dequeue is DequeueN for the application or, with runtime set, for the
 // Handle runtime of the queue.
-func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, int64, error) {
+func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*engine.Proc, int64, error) {
 	c := w.c
 	if err := c.validate(ctx, "dequeue", queue); err != nil {
 		return nil, 0, err
@@ -96,9 +100,9 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	if len(sps) == 0 {
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
 	}
-	ps := make([]*Process, len(sps))
+	ps := make([]*engine.Proc, len(sps))
 	for i, sp := range sps {
-		ps[i] = newProcessAt(w, queue, sp, got)
+		ps[i] = &newProcessAt(w, queue, sp, got).rec
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
@@ -107,7 +111,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	adopted := !fenced && w.sessions[queue] == s
 	if adopted {
 		for _, p := range ps {
-			s.procs[p.rec.ID] = &p.rec
+			s.procs[p.ID] = p
 		}
 	}
 	s.mu.Unlock()
@@ -117,7 +121,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		// are already the peers'. (Leaving the queue cannot overlap a
 		// dequeue: it holds the gate.)
 		for _, p := range ps {
-			p.end(ErrProcessLost, true)
+			p.End(ErrProcessLost, true)
 		}
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}

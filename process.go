@@ -121,9 +121,6 @@ func (p *Process) Done() <-chan struct{} { return p.rec.St.Done() }
 // Requeue, Retry or DeadLetter.
 func (p *Process) Err() error { return p.rec.St.Err() }
 
-// end closes Done with a reason (see engine.Proc.End).
-func (p *Process) end(reason error, settled bool) bool { return p.rec.End(reason, settled) }
-
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
 // (see Client.Enqueue). It returns ErrProcessLost, and changes nothing, if

@@ -102,7 +102,7 @@ func (s *session) handedOff(ctx context.Context, e store.Event) {
 // back to the front of the queue (see Order above). s is the member's
 // session, nil when it is not served any more (handed tasks are then
 // left to the release that leaving made).
-func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, dequeued []*Process, handed []store.Event, room int) {
+func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, dequeued []*engine.Proc, handed []store.Event, room int) {
 	c := r.w.c
 	if len(handed) == 0 { // a dequeue's reply alone: every task has its slot
 		for _, p := range dequeued {
@@ -112,7 +112,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 	}
 	all := make([]arrival, 0, len(dequeued)+len(handed))
 	for _, p := range dequeued {
-		all = append(all, arrival{seq: p.rec.Seq, p: p})
+		all = append(all, arrival{seq: p.Seq, p: p})
 	}
 	for _, e := range handed {
 		all = append(all, arrival{seq: store.PIDSeq(e.PID), e: e})
@@ -145,8 +145,8 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 			// told of its start by the dequeue, hears it was lost, as of
 			// a task given back by StopWork), and given back unstarted,
 			// as a handed task is.
-			a.p.rec.Forget(ErrProcessLost)
-			ref = store.ProcRef{Worker: a.p.rec.Owner, PID: a.p.rec.ID}
+			a.p.Forget(ErrProcessLost)
+			ref = store.ProcRef{Worker: a.p.Owner, PID: a.p.ID}
 		}
 		s.giveBack(ctx, ref)
 	}
@@ -161,7 +161,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 // as a number.
 type arrival struct {
 	seq uint64
-	p   *Process
+	p   *engine.Proc
 	e   store.Event
 }
 
@@ -171,7 +171,7 @@ type arrival struct {
 // fenced, or the process went back with others it did not know of. It
 // holds the queue's gate, so no reconciliation, rejoin or leaving overlaps
 // it, and the worker's mu, so no fence of the worker does.
-func (s *session) adoptHanded(e store.Event) *Process {
+func (s *session) adoptHanded(e store.Event) *engine.Proc {
 	if s == nil {
 		return nil
 	}
@@ -188,8 +188,8 @@ func (s *session) adoptHanded(e store.Event) *Process {
 	if s.state.IsFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
 		return nil
 	}
-	p := newProcess(w, s.name, e.HandedProc())
-	s.procs[p.rec.ID] = &p.rec
+	p := &newProcess(w, s.name, e.HandedProc()).rec
+	s.procs[p.ID] = p
 	return p
 }
 
@@ -312,10 +312,10 @@ func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
 // worker learns of (cancel, delete, fencing), with that reason as its
 // cause. A new goroutine waits for its next job until quit is closed (the
 // run of the loop it was started in ends).
-func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
+func (r *runner) launch(quit <-chan struct{}, p *engine.Proc, handed bool) {
 	s := r.sched
 	ctx, cancel := context.WithCancelCause(context.Background())
-	p.rec.St.OnEnd(cancel)
+	p.St.OnEnd(cancel)
 	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case s.idle <- j:
@@ -332,7 +332,7 @@ func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
 // job is a process to run, with its member and its handler's context.
 type job struct {
 	r      *runner
-	p      *Process
+	p      *engine.Proc
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// handed marks a process an enqueue handed over.
@@ -388,39 +388,39 @@ func (r *runner) runJob(j job) {
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
-	if err == nil && j.p.Err() == nil {
-		r.settler.FinishLater(j, &j.p.rec) // what settle would do: Finish
+	if err == nil && j.p.St.Err() == nil {
+		r.settler.FinishLater(j, j.p) // what settle would do: Finish
 		return
 	}
-	r.settler.Settle(ctx, j, &j.p.rec, err)
+	r.settler.Settle(ctx, j, j.p, err)
 }
 
 // handlerTimeout is how long p's handler may run: the task's own timeout,
 // else the queue's (queue); 0 for no limit.
-func handlerTimeout(p *Process, queue time.Duration) time.Duration {
-	if p.rec.Timeout > 0 {
-		return p.rec.Timeout
+func handlerTimeout(p *engine.Proc, queue time.Duration) time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
 	}
 	return queue
 }
 
-func (r *runner) call(ctx context.Context, p *Process) (err error) {
+func (r *runner) call(ctx context.Context, p *engine.Proc) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			// The stack once a task, not on every retry of a task that
 			// panics each time: not when its previous attempt panicked too,
 			// as the error recorded with its retry says.
 			stack := "as at the previous attempt"
-			if !strings.HasPrefix(p.LastError(), ErrHandlerPanicked.Error()) {
+			if !strings.HasPrefix(p.LastError, ErrHandlerPanicked.Error()) {
 				stack = string(debug.Stack())
 			}
-			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "task", p.TaskID(),
-				"attempt", p.Attempt(), "panic", v, "stack", stack)
+			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID, "task", p.TaskID,
+				"attempt", p.Attempt, "panic", v, "stack", stack)
 			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
 			if r.opts.PanicIsPermanent {
 				err = Permanent(err)
 			}
 		}
 	}()
-	return r.handler(ctx, p)
+	return r.handler(ctx, processOf(p))
 }
