@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -68,7 +69,8 @@ func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
 	b, c, ctx := setup(t)
 	const limit, n = 3, 30
 	require.NoError(t, c.SetConcurrency(ctx, "q", limit, CreateQueue()))
-	var now, peak, done atomic.Int32
+	var now, peak atomic.Int32
+	done := make(chan struct{}, n)
 	h := func(context.Context, *Process) error {
 		cur := now.Add(1)
 		for {
@@ -79,7 +81,7 @@ func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the work
 		now.Add(-1)
-		done.Add(1)
+		done <- struct{}{}
 		return nil
 	}
 	for range 3 {
@@ -109,7 +111,9 @@ func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, 10*time.Second, "all done", func() bool { return done.Load() == n })
+	for i := range n {
+		recv(t, done, 10*time.Second, fmt.Sprintf("handler %d of %d done", i+1, n))
+	}
 	close(stop)
 	assert.LessOrEqual(t, peak.Load(), int32(limit), "handlers at once")
 	assert.Equal(t, int32(limit), peak.Load(), "the limit was reached: slots were handed on")
@@ -194,6 +198,7 @@ func TestRateLimit(t *testing.T) {
 
 	var mu sync.Mutex
 	var starts []uint64 // the processes' ids: the Redis clock (µs) at each dequeue
+	began := make(chan struct{}, n)
 	wc := b.client()
 	dequeues := countCalls(wc, store.OpDequeue)
 	for range 2 {
@@ -203,6 +208,7 @@ func TestRateLimit(t *testing.T) {
 			mu.Lock()
 			starts = append(starts, at)
 			mu.Unlock()
+			began <- struct{}{}
 			return err
 		}, HandleOptions{Concurrency: 5}))
 	}
@@ -211,11 +217,9 @@ func TestRateLimit(t *testing.T) {
 		tasks[i] = []byte{byte(i)}
 	}
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
-	eventually(t, 10*time.Second, "all started", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(starts) == n
-	})
+	for i := range n {
+		recv(t, began, 10*time.Second, fmt.Sprintf("start %d of %d", i+1, n))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(starts)
@@ -317,10 +321,10 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	wc := b.client()
 	dequeues := countCalls(wc, store.OpDequeue)
 	w := newWorker(t, wc, WorkerOptions{})
-	var started atomic.Int64
+	started := make(chan struct{}, 3)
 	caughtUp := make(chan struct{}, 1)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
-		started.Add(1)
+		started <- struct{}{}
 		return nil
 	}, HandleOptions{Concurrency: 1, Events: Events{Work: func(string, int64) {
 		select {
@@ -333,7 +337,9 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	recv(t, caughtUp, 5*time.Second, "the check after subscribing")
 	w.clock.Shift(ahead)
 	from := dequeues.Load()
-	eventually(t, 5*time.Second, "all three started", func() bool { return started.Load() == 3 })
+	for i := range 3 {
+		recv(t, started, 5*time.Second, fmt.Sprintf("start %d of 3", i+1))
+	}
 	// Without the spin: a dequeue or two per start, and one more for each
 	// early wake-up.
 	n := dequeues.Load() - from

@@ -273,6 +273,9 @@ type observer struct {
 	finished []FinishEvent
 	reclaims []ReclaimEvent
 	fences   []FenceEvent
+	// told is closed, and forgotten, when an event is recorded: await
+	// makes it.
+	told chan struct{}
 }
 
 // record appends e to a list of the observer's, under its lock.
@@ -280,6 +283,33 @@ func record[E any](o *observer, list *[]E, e E) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	*list = append(*list, e)
+	if o.told != nil {
+		close(o.told)
+		o.told = nil
+	}
+}
+
+// await waits until cond (which may take o.mu) holds, looking again each
+// time an event is recorded, and fails the test after within.
+func (o *observer) await(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		o.mu.Lock()
+		if o.told == nil {
+			o.told = make(chan struct{})
+		}
+		told := o.told // taken before cond looks: an event after it closes told
+		o.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-told:
+		case <-deadline:
+			t.Fatalf("not within %v: %s", within, what)
+		}
+	}
 }
 
 func (o *observer) ObserveEnqueue(_ context.Context, e EnqueueEvent) { record(o, &o.enqueued, e) }
@@ -349,7 +379,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		ids["retry"]:  {OutcomeRetried, OutcomeSucceeded},
 		ids["cancel"]: {OutcomeCancelled},
 	}
-	eventually(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == 4 && len(obs.outcomes()[ids["retry"]]) == 2 })
+	obs.await(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == 4 && len(obs.outcomes()[ids["retry"]]) == 2 })
 	assert.Equal(t, want, obs.outcomes())
 
 	// A dead worker's process: lost on its side, a reclaim on the peer's.
@@ -361,7 +391,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	deadID := dead.ID()
 	crash(dead)
 	assert.Equal(t, []Outcome{OutcomeLost}, obs.outcomes()[lostID])
-	eventually(t, 5*time.Second, "the dead worker reclaimed", func() bool {
+	obs.await(t, 5*time.Second, "the dead worker reclaimed", func() bool {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
 		return len(obs.reclaims) > 0
@@ -431,7 +461,7 @@ func TestObserverSeesTheReasonOfADeadOutcome(t *testing.T) {
 		require.NoError(t, err)
 		want[id] = reason
 	}
-	eventually(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == len(want) })
+	obs.await(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == len(want) })
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	got := map[string]string{}
@@ -607,7 +637,7 @@ func TestObserverSeesTheKind(t *testing.T) {
 	require.NoError(t, err)
 	plain, err := c.Enqueue(ctx, "q", []byte("b"))
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "both finished", func() bool { return len(obs.outcomes()) == 2 })
+	obs.await(t, 5*time.Second, "both finished", func() bool { return len(obs.outcomes()) == 2 })
 
 	want := map[string]string{kinded: "email.welcome", plain: ""}
 	obs.mu.Lock()

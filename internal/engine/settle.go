@@ -139,7 +139,8 @@ func (r *Settler[J]) writeLater(j J, p *Proc, op string, write func(context.Cont
 // proc.Persist. It returns at once unless the write is to be tried
 // again.
 func (r *Settler[J]) persist(p *Proc, op string, write func(context.Context) error, sent uint64, outcome error) {
-	proc.Persist(p.Host.Env().Writer, &p.St, (*unrecorded)(p), op, write, sent, outcome)
+	env := p.Host.Env()
+	proc.Persist(env.Writer, env.Clock, &p.St, (*unrecorded)(p), op, write, sent, outcome)
 }
 
 // unrecorded is a process as told of an outcome write given up on (a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/outage"
 )
@@ -99,12 +100,18 @@ type Unrecorded interface{ Unrecorded(err error) }
 // through, given what its first try, sent at outage epoch sent, returned
 // (outcome): writes after the handler must not hang on a dead Redis for
 // ever; one that failed on the connection left the process ours in
-// Redis, so it is tried again while the worker lives, or it would be held
-// for ever. Those failures are the client's outage to log (one line for
-// all the calls an outage fails); a fence that ends the process meanwhile
-// drops the write, and counts it (see the root's Worker.fence). It
-// returns at once unless the write is to be tried again.
-func Persist(w Writer, s *State, u Unrecorded, op string, write func(context.Context) error, sent uint64, outcome error) {
+// Redis, so it is tried again, after waits on clk (the client's clock)
+// from 50 ms doubling up to a second, while the worker lives, or it
+// would be held for ever. Those failures are the client's outage to log
+// (one line for all the calls an outage fails). It stops trying once the
+// process is stopped (s.Stopped): found lost, as a fence finds it, when
+// the write is dropped without a word (the fence counts it: see the
+// root's logDropped); or its handler interrupted, as Close and the end
+// of Shutdown's grace interrupt them, when the write is given up (told
+// to u) and the task goes back with the worker's others. So closing a
+// worker never waits out a wait of Persist's. It returns at once unless
+// the write is to be tried again.
+func Persist(w Writer, clk clock.Clock, s *State, u Unrecorded, op string, write func(context.Context) error, sent uint64, outcome error) {
 	var b *backoff.Backoff
 	for {
 		switch {
@@ -118,14 +125,52 @@ func Persist(w Writer, s *State, u Unrecorded, op string, write func(context.Con
 			return
 		}
 		if b == nil {
-			b = backoff.New(50*time.Millisecond, time.Second)
+			b = backoff.New(persistFirstWait, persistMaxWait).On(clk)
 			s.SetUnwritten()
 		}
-		if !b.Wait(w.Life()) {
+		switch wait(clk, b.Step(), w.Life(), s.Stopped()) {
+		case ended:
 			u.Unrecorded(outcome)
+			return
+		case stopped:
+			if !s.IsSettled() {
+				u.Unrecorded(outcome)
+			}
 			return
 		}
 		sent = w.Outage().Begin()
 		outcome = write(w.WriteCtx())
+	}
+}
+
+// persistFirstWait and persistMaxWait bound Persist's waits between the
+// tries of a write: short at first, as most outages are a reconnection,
+// and no longer than a second, so that a write goes through soon after
+// Redis is back.
+const (
+	persistFirstWait = 50 * time.Millisecond
+	persistMaxWait   = time.Second
+)
+
+// waited is how one of Persist's waits ended.
+type waited int
+
+const (
+	elapsed waited = iota // the wait is over: try again
+	ended                 // the worker's life ended
+	stopped               // the process stopped (State.Stopped)
+)
+
+// wait waits d on clk, or until life ends or stop is closed.
+func wait(clk clock.Clock, d time.Duration, life context.Context, stop <-chan struct{}) waited {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-life.Done():
+		return ended
+	case <-stop:
+		return stopped
+	case <-t.C():
+		return elapsed
 	}
 }

@@ -32,9 +32,14 @@ type State struct {
 	// the context of the handler running it, if any.
 	ended func(reason error)
 	// unwritten is set once a write of its handler's outcome failed on
-	// the connection and is being tried again (see persist): a fence
+	// the connection and is being tried again (see Persist): a fence
 	// meanwhile drops it.
 	unwritten bool
+	// interrupted is set once Interrupt ended the handler's context.
+	interrupted bool
+	// stopped is Stopped's channel, made when first asked for; closed
+	// once the process is settled or interrupted.
+	stopped chan struct{}
 }
 
 // MakeDone makes Done's channel now, for a process that never ends (a
@@ -100,6 +105,9 @@ func (s *State) End(reason error, settled bool) (first, newlySettled bool) {
 	if settled {
 		s.settled = true
 	}
+	if newlySettled {
+		s.closeStoppedLocked()
+	}
 	first = s.err == nil
 	if first {
 		s.err = reason
@@ -148,8 +156,40 @@ func (s *State) OnEnd(fn func(reason error)) {
 func (s *State) Interrupt(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.interrupted = true
+	s.closeStoppedLocked()
 	if s.ended != nil {
 		s.ended(cause)
+	}
+}
+
+// Stopped is closed once no outcome write of the process is worth
+// trying again: it is settled (its write went through, or it was found
+// lost, as a fence finds it), or its handler was interrupted (the worker
+// is closing and gives its tasks back). An end by an event (cancel,
+// delete) does not close it: the write still drops the task in Redis.
+func (s *State) Stopped() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped == nil { // made on first use: only a write tried again asks
+		s.stopped = make(chan struct{})
+		if s.settled || s.interrupted {
+			close(s.stopped)
+		}
+	}
+	return s.stopped
+}
+
+// closeStoppedLocked closes Stopped's channel, if made and still open.
+// Callers hold mu.
+func (s *State) closeStoppedLocked() {
+	if s.stopped == nil {
+		return
+	}
+	select {
+	case <-s.stopped:
+	default:
+		close(s.stopped)
 	}
 }
 

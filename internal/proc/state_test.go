@@ -142,3 +142,30 @@ func TestProgressThrottle(t *testing.T) {
 	assert.Equal(t, 50, percent, "kept all the same")
 	assert.Equal(t, "after the end", note)
 }
+
+// Stopped is closed once the process is settled or its handler
+// interrupted, whether asked for before or after; an end by an event
+// (not settled) leaves it open.
+func TestStopped(t *testing.T) {
+	var s State
+	early := s.Stopped()
+	s.End(errA, false)
+	assert.False(t, closed(early), "an event's end stops no write")
+	s.End(errB, true)
+	assert.True(t, closed(early), "settled")
+	assert.True(t, closed(s.Stopped()))
+
+	var i State
+	early = i.Stopped()
+	i.Interrupt(errB)
+	assert.True(t, closed(early), "interrupted")
+	i.Interrupt(errB)
+	i.End(errA, true) // closed once
+
+	var late State
+	late.Interrupt(errB)
+	assert.True(t, closed(late.Stopped()), "asked after the interrupt")
+	var settled State
+	settled.End(errA, true)
+	assert.True(t, closed(settled.Stopped()), "asked after the settling")
+}

@@ -115,13 +115,15 @@ func TestCheckRepairScript(t *testing.T) {
 	}, got)
 }
 
-// check_adopt.lua and check_unregister.lua: a worker the registry does not
-// know is entered as dead, with the queues where it holds work; a queue
+// check_adopt.lua and check_unregister.lua, each run alone: a worker the
+// registry does not know is entered as dead, with the queues where it
+// holds work (none for one that holds only what its queue set lists); a
+// known worker keeps its lease's expiry and gains the queues. A queue
 // unregistered that exists after all loses its confirmation.
 func TestCheckAdoptAndUnregisterScripts(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "check_adopt.lua", "check_unregister.lua")
-	known, unknown := e.worker(), e.worker()
+	known, unknown, bare := e.worker(), e.worker(), e.worker()
 	e.seed(keyState{
 		"workers":     zset{known: 5},
 		"wq:" + known: set{"a"},
@@ -129,13 +131,20 @@ func TestCheckAdoptAndUnregisterScripts(t *testing.T) {
 		"queues":      set{"q", "z"},
 	})
 	sets := e.s.CheckScripts()
-	adopted := e.s.Adopt(e.ctx, []string{known, unknown}, [][]string{{"b"}, {"c", "d"}}, sets)
-	assert.Equal(t, []Adopted{{Entered: false}, {Entered: true}}, adopted)
+	adopted := e.s.Adopt(e.ctx, []string{known, unknown, bare}, [][]string{{"b"}, {"c", "d"}, nil}, sets)
+	assert.Equal(t, []Adopted{{Entered: false}, {Entered: true}, {Entered: true}}, adopted)
+	e.expect(keyState{
+		"workers":       zset{known: 5, unknown: 0, bare: 0},
+		"wq:" + known:   set{"a", "b"},
+		"wq:" + unknown: set{"c", "d"},
+		"meta":          hash{"name": "q", "registered": "1"},
+		"queues":        set{"q", "z"},
+	})
 	exists, err := e.s.UnregisterQueue(e.ctx, "q", sets)
 	require.NoError(t, err)
 	assert.True(t, exists)
 	e.expect(keyState{
-		"workers":       zset{known: 5, unknown: 0},
+		"workers":       zset{known: 5, unknown: 0, bare: 0},
 		"wq:" + known:   set{"a", "b"},
 		"wq:" + unknown: set{"c", "d"},
 		"meta":          hash{"name": "q"},
