@@ -48,9 +48,9 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	id, refused := w.state.ID(), w.state.TakesWork()
 	fenced := errors.Is(refused, ErrWorkerFenced)
 	if ok {
-		s.mu.Lock()
-		fenced = fenced || s.state.IsFenced()
-		s.mu.Unlock()
+		s.Mu.Lock()
+		fenced = fenced || s.State.IsFenced()
+		s.Mu.Unlock()
 	}
 	w.mu.Unlock()
 	switch {
@@ -63,8 +63,8 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	case fenced:
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	s.Gate.RLock()
+	defer s.Gate.RUnlock()
 	w.mu.Lock()
 	left := w.sessions[queue] != s
 	w.mu.Unlock()
@@ -74,7 +74,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	// A runtime parks in the idle set, where enqueues hand it tasks in
 	// events, only once it hears the queue's events.
 	sent := c.clock.Now()
-	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.IsReady())
+	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.Sub.IsReady())
 	got := c.clock.Now() // also when the processes started
 	if now > 0 {
 		// The rate limit's wake-up (pacer.WakeAt) is timed by the
@@ -90,7 +90,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
 			// The script may have run and its reply been lost: reconcile
 			// once Redis answers, so no process stays ours unknowingly.
-			s.markUnsure(unsurePasses, false)
+			s.MarkUnsure(unsurePasses, false)
 		}
 		return nil, 0, c.fail("dequeue", queue, err)
 	}
@@ -106,15 +106,15 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
-	s.mu.Lock()
-	fenced = w.state.ID() != id || w.state.IsFenced() || s.state.IsFenced()
+	s.Mu.Lock()
+	fenced = w.state.ID() != id || w.state.IsFenced() || s.State.IsFenced()
 	adopted := !fenced && w.sessions[queue] == s
 	if adopted {
 		for _, p := range ps {
-			s.procs[p.ID] = p
+			s.Procs[p.ID] = p
 		}
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	w.mu.Unlock()
 	if !adopted {
 		// The worker fenced itself while the script ran: these processes

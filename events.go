@@ -42,7 +42,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		if e.Again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
-			s.markUnsure(1, true)
+			s.MarkUnsure(1, true)
 		}
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
@@ -53,7 +53,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 			if err == nil || ctx.Err() != nil {
 				return // stopped meanwhile
 			}
-			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
+			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.Name, "err", err)
 			if !b.Wait(ctx) {
 				return
 			}
@@ -80,14 +80,14 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 			}
 		}
 		if s.events.Work != nil {
-			s.call(ctx, func() { s.events.Work(s.name, e.Count) })
+			s.Call(ctx, func() { s.events.Work(s.Name, e.Count) })
 		}
 	case store.EventHandOff:
 		if s.runner != nil && e.To == w.ID() {
 			s.handedOff(ctx, e.Event)
 		}
 		if s.events.Work != nil {
-			s.call(ctx, func() { s.events.Work(s.name, 1) })
+			s.Call(ctx, func() { s.events.Work(s.Name, 1) })
 		}
 	case store.EventCancel:
 		ids := make(map[string]bool, len(e.TaskIDs))
@@ -99,18 +99,18 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 				ids[id] = true
 			}
 		}
-		s.endMatching(func(p *engine.Proc) bool { return ids[p.TaskID] }, ErrTaskCancelled)
+		s.EndMatching(func(p *engine.Proc) bool { return ids[p.TaskID] }, ErrTaskCancelled)
 		if s.events.Cancel != nil {
 			for _, id := range e.TaskIDs {
-				s.call(ctx, func() { s.events.Cancel(s.name, id) })
+				s.Call(ctx, func() { s.events.Cancel(s.Name, id) })
 			}
 		}
 	case store.EventSchedule:
-		s.sched.Learn(e.Due)
+		s.Sched.Learn(e.Due)
 	case store.EventDelete:
-		s.endMatching(func(p *engine.Proc) bool { return p.Seq <= e.UpTo }, ErrQueueDeleted)
+		s.EndMatching(func(p *engine.Proc) bool { return p.Seq <= e.UpTo }, ErrQueueDeleted)
 		if s.events.Delete != nil {
-			s.call(ctx, func() { s.events.Delete(s.name) })
+			s.Call(ctx, func() { s.events.Delete(s.Name) })
 		}
 	}
 }
@@ -122,12 +122,12 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 func (s *session) passOn(ctx context.Context, count int64) {
 	c := s.w.c
 	sent := c.outage.Begin()
-	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
+	switch err := c.store.Publish(ctx, s.Name, store.WorkMessage(count)); {
 	case err == nil:
 		c.outage.OK(sent)
 	case ctx.Err() == nil:
-		if err = c.fail("publish", s.name, err); !c.outage.Failed(sent, "publish", err) {
-			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+		if err = c.fail("publish", s.Name, err); !c.outage.Failed(sent, "publish", err) {
+			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.Name, "err", err)
 		}
 	}
 }
@@ -141,14 +141,14 @@ func (s *session) catchUp(ctx context.Context) error {
 	c := w.c
 	w.mu.Lock()
 	id := w.state.ID()
-	procs := s.processes() // with the id they were held under
+	procs := s.Processes() // with the id they were held under
 	w.mu.Unlock()
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))
 		for i, p := range procs {
 			pids[i] = p.ID
 		}
-		states, err := c.store.States(ctx, s.name, id, pids)
+		states, err := c.store.States(ctx, s.Name, id, pids)
 		if err != nil {
 			return err
 		}
@@ -156,10 +156,10 @@ func (s *session) catchUp(ctx context.Context) error {
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
-	if err := s.sched.Promote(ctx); err != nil {
+	if err := s.Sched.Promote(ctx); err != nil {
 		return err
 	}
-	n, err := c.store.QueueLen(ctx, s.name)
+	n, err := c.store.QueueLen(ctx, s.Name)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (s *session) catchUp(ctx context.Context) error {
 		s.runner.workArrived()
 	}
 	if n > 0 && s.events.Work != nil {
-		s.call(ctx, func() { s.events.Work(s.name, n) })
+		s.Call(ctx, func() { s.events.Work(s.Name, n) })
 	}
 	return nil
 }
@@ -197,10 +197,10 @@ func (s *session) applyStates(ctx context.Context, procs []*engine.Proc, states 
 	}
 	for task := range cancelled {
 		if s.events.Cancel != nil {
-			s.call(ctx, func() { s.events.Cancel(s.name, task) })
+			s.Call(ctx, func() { s.events.Cancel(s.Name, task) })
 		}
 	}
 	if deleted && s.events.Delete != nil {
-		s.call(ctx, func() { s.events.Delete(s.name) })
+		s.Call(ctx, func() { s.events.Delete(s.Name) })
 	}
 }

@@ -27,10 +27,10 @@ func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *engine.Proc,
 	s := w.sessions[queue]
 	left := s == nil || (sent != nil && s != sent)
 	if !left {
-		s.mu.Lock()
+		s.Mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.ID] != p)
-		s.mu.Unlock()
+		left = s.State != lifecycle.SessionServing || (p != nil && s.Procs[p.ID] != p)
+		s.Mu.Unlock()
 	}
 	w.mu.Unlock()
 	if !left {
@@ -53,7 +53,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	var lost []*engine.Proc
 	for _, s := range w.sessions {
 		// The peers reclaim everything under id: nothing to reconcile.
-		lost = append(lost, s.takeAll()...)
+		lost = append(lost, s.TakeAll()...)
 	}
 	w.mu.Unlock()
 
@@ -85,28 +85,28 @@ func (k *leaseKeeper) fence(id string, cause error) {
 func (s *session) fence(id string, cause error) {
 	w := s.w
 	w.mu.Lock()
-	if !w.state.IsCurrent(id) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(id) || w.sessions[s.Name] != s {
 		w.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
-	if !s.state.Fence() {
-		s.mu.Unlock()
+	s.Mu.Lock()
+	if !s.State.Fence() {
+		s.Mu.Unlock()
 		w.mu.Unlock()
 		return
 	}
-	s.leaseGen++
-	lost := make([]*engine.Proc, 0, len(s.procs))
-	for _, p := range s.procs {
+	s.LeaseGen++
+	lost := make([]*engine.Proc, 0, len(s.Procs))
+	for _, p := range s.Procs {
 		lost = append(lost, p)
 	}
-	s.procs = make(map[string]*engine.Proc)
-	s.unsure = 0 // rejoin gives back everything under id in this queue
+	s.Procs = make(map[string]*engine.Proc)
+	s.Unsure = 0 // rejoin gives back everything under id in this queue
 	// The lease in Redis may be live until TTL after the last renewal
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
-	expiresBy := s.deadlineAt.Add(w.lease.margin())
-	s.mu.Unlock()
+	expiresBy := s.DeadlineAt.Add(w.lease.margin())
+	s.Mu.Unlock()
 	w.closer.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
 	w.mu.Unlock()
 
@@ -116,9 +116,9 @@ func (s *session) fence(id string, cause error) {
 	}
 	log := w.logger()
 	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
-		"queue", s.name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
+		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
 	logDropped(log, lost)
-	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
+	ev := FenceEvent{WorkerID: id, Queue: s.Name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 }
 

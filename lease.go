@@ -44,11 +44,11 @@ func (k *leaseKeeper) deadline(sent time.Time) time.Time {
 func (k *leaseKeeper) arm() {
 	earliest := k.at
 	for _, s := range k.w.sessions {
-		s.mu.Lock()
-		if s.state == lifecycle.SessionServing && s.deadlineAt.Before(earliest) {
-			earliest = s.deadlineAt
+		s.Mu.Lock()
+		if s.State == lifecycle.SessionServing && s.DeadlineAt.Before(earliest) {
+			earliest = s.DeadlineAt
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 	}
 	k.timer.Reset(k.w.c.clock.Until(earliest))
 }
@@ -72,15 +72,15 @@ func (k *leaseKeeper) onDeadline() {
 	}
 	var due []*session
 	for _, s := range w.sessions {
-		s.mu.Lock()
-		if s.state == lifecycle.SessionServing && !now.Before(s.deadlineAt) {
+		s.Mu.Lock()
+		if s.State == lifecycle.SessionServing && !now.Before(s.DeadlineAt) {
 			due = append(due, s)
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 	}
 	w.mu.Unlock()
 	for _, s := range due {
-		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.name))
+		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.Name))
 	}
 	w.mu.Lock()
 	if !w.state.IsClosed() {

@@ -31,7 +31,7 @@ func (h *procHost) Drop() {
 	p, w := (*Process)(h), h.w
 	w.mu.Lock()
 	if s := w.sessions[p.rec.Queue]; s != nil {
-		s.drop(&p.rec)
+		s.Drop(&p.rec)
 	}
 	w.mu.Unlock()
 }

@@ -18,10 +18,7 @@ const unsurePasses = 3
 func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 	c := k.w.c
 	for _, s := range ss {
-		s.mu.Lock()
-		unsure := s.unsure > 0
-		s.mu.Unlock()
-		if !unsure {
+		if !s.IsUnsure() {
 			continue
 		}
 		sent := c.outage.Begin()
@@ -29,7 +26,7 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 		case err == nil:
 			c.outage.OK(sent)
 		case !c.outage.Failed(sent, "reconcile", err):
-			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
+			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.Name, "err", err)
 		}
 	}
 }
@@ -37,10 +34,7 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 // anyUnsure reports whether one of ss has processes to look for.
 func anyUnsure(ss []*session) bool {
 	for _, s := range ss {
-		s.mu.Lock()
-		unsure := s.unsure > 0
-		s.mu.Unlock()
-		if unsure {
+		if s.IsUnsure() {
 			return true
 		}
 	}
@@ -52,40 +46,40 @@ func anyUnsure(ss []*session) bool {
 // wait meanwhile, so no process is in between.
 func (s *session) reconcile(ctx context.Context, id string) error {
 	w := s.w
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.Gate.Lock()
+	defer s.Gate.Unlock()
 	w.mu.Lock()
 	if w.state.ID() != id || w.state.IsFenced() {
 		w.mu.Unlock()
 		return nil
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	// Only the session serving the queue now knows which of the worker's
 	// processes there are live: one that has left would give back those
 	// of a session that followed it.
-	if s.state == lifecycle.SessionLeft || w.sessions[s.name] != s {
-		s.mu.Unlock()
+	if s.State == lifecycle.SessionLeft || w.sessions[s.Name] != s {
+		s.Mu.Unlock()
 		w.mu.Unlock()
 		return nil
 	}
-	keep := make([]string, 0, len(s.procs))
-	for pid := range s.procs {
+	keep := make([]string, 0, len(s.Procs))
+	for pid := range s.Procs {
 		keep = append(keep, pid)
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	w.mu.Unlock()
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
-		return c.fail("reconcile", s.name, r.Err)
+		return c.fail("reconcile", s.Name, r.Err)
 	}
 	n := r.Returned
-	s.mu.Lock()
-	s.unsure--
-	s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
-	s.mu.Unlock()
+	s.Mu.Lock()
+	s.Unsure--
+	s.ReleasedUpTo = max(s.ReleasedUpTo, r.UpTo)
+	s.Mu.Unlock()
 	if n > 0 {
-		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)
+		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
 	}
 	return nil
 }

@@ -265,9 +265,9 @@ func (r *runner) cancelAll(cause error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s := w.sessions[r.queue]; s != nil {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, p := range s.procs {
+		s.Mu.Lock()
+		defer s.Mu.Unlock()
+		for _, p := range s.Procs {
 			p.St.Interrupt(cause)
 		}
 	}

@@ -57,7 +57,7 @@ import (
 //     the queue is then reconciled (see handle), which gives back what
 //     Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
-//     the queue's last process id (session.releasedUpTo): an event for one
+//     the queue's last process id (engine.Session.ReleasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
@@ -176,20 +176,20 @@ func (s *session) adoptHanded(e store.Event) *engine.Proc {
 		return nil
 	}
 	w := s.w
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	s.Gate.RLock()
+	defer s.Gate.RUnlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.state.IsCurrent(e.To) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(e.To) || w.sessions[s.Name] != s {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state.IsFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.State.IsFenced() || store.PIDSeq(e.PID) <= s.ReleasedUpTo || s.Procs[e.PID] != nil {
 		return nil
 	}
-	p := &newProcess(w, s.name, e.HandedProc()).rec
-	s.procs[p.ID] = p
+	p := &newProcess(w, s.Name, e.HandedProc()).rec
+	s.Procs[p.ID] = p
 	return p
 }
 
@@ -206,9 +206,9 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	}
 	w := s.w
 	w.mu.Lock()
-	s.mu.Lock()
-	mine := w.state.IsCurrent(ref.Worker) && !s.state.IsFenced() && w.sessions[s.name] == s
-	s.mu.Unlock()
+	s.Mu.Lock()
+	mine := w.state.IsCurrent(ref.Worker) && !s.State.IsFenced() && w.sessions[s.Name] == s
+	s.Mu.Unlock()
 	w.mu.Unlock()
 	if !mine {
 		return
@@ -216,7 +216,7 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := w.c.outage.Begin()
-	_, err := w.c.store.GiveBack(ctx, s.name, ref)
+	_, err := w.c.store.GiveBack(ctx, s.Name, ref)
 	if err == nil {
 		// Any outcome will do: given back; or no longer the worker's
 		// (reconciled, or its lease gone: the peers reclaim it).
@@ -224,10 +224,10 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		s.markUnsure(unsurePasses, false)
+		s.MarkUnsure(unsurePasses, false)
 	}
-	if err = w.c.fail("give back", s.name, err); !w.c.outage.Failed(sent, "give back", err) {
-		w.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.name, "process", ref.PID, "err", err)
+	if err = w.c.fail("give back", s.Name, err); !w.c.outage.Failed(sent, "give back", err) {
+		w.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)
 	}
 }
 
