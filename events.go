@@ -2,12 +2,10 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
-	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -79,39 +77,18 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 				s.passOn(ctx, e.Count)
 			}
 		}
-		if s.events.Work != nil {
-			s.Call(ctx, func() { s.events.Work(s.Name, e.Count) })
-		}
+		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
 		if s.runner != nil && e.To == w.ID() {
 			s.handedOff(ctx, e.Event)
 		}
-		if s.events.Work != nil {
-			s.Call(ctx, func() { s.events.Work(s.Name, 1) })
-		}
+		s.Worked(ctx, 1)
 	case store.EventCancel:
-		ids := make(map[string]bool, len(e.TaskIDs))
-		for _, id := range e.TaskIDs {
-			// Tasks queued by a worqr before task ids have none, or "0",
-			// all alike: an event cannot tell them apart. Their holders
-			// learn of a cancel from Redis when they next write.
-			if id != "" && id != "0" {
-				ids[id] = true
-			}
-		}
-		s.EndMatching(func(p *engine.Proc) bool { return ids[p.TaskID] }, ErrTaskCancelled)
-		if s.events.Cancel != nil {
-			for _, id := range e.TaskIDs {
-				s.Call(ctx, func() { s.events.Cancel(s.Name, id) })
-			}
-		}
+		s.Cancelled(ctx, e.TaskIDs)
 	case store.EventSchedule:
 		s.Sched.Learn(e.Due)
 	case store.EventDelete:
-		s.EndMatching(func(p *engine.Proc) bool { return p.Seq <= e.UpTo }, ErrQueueDeleted)
-		if s.events.Delete != nil {
-			s.Call(ctx, func() { s.events.Delete(s.Name) })
-		}
+		s.Deleted(ctx, e.UpTo)
 	}
 }
 
@@ -152,7 +129,7 @@ func (s *session) catchUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.applyStates(ctx, procs, states)
+		s.ApplyStates(ctx, procs, states)
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
@@ -168,39 +145,8 @@ func (s *session) catchUp(ctx context.Context) error {
 	if s.runner != nil {
 		s.runner.workArrived()
 	}
-	if n > 0 && s.events.Work != nil {
-		s.Call(ctx, func() { s.events.Work(s.Name, n) })
+	if n > 0 {
+		s.Worked(ctx, n)
 	}
 	return nil
-}
-
-// applyStates ends processes whose state in Redis says they should end and
-// raises one Cancel event per cancelled payload and one Delete event.
-func (s *session) applyStates(ctx context.Context, procs []*engine.Proc, states []store.State) {
-	cancelled := make(map[string]bool)
-	deleted := false
-	for i, p := range procs {
-		switch err := engine.StateErr(states[i]); {
-		case err == nil:
-		case errors.Is(err, ErrProcessLost):
-			p.Forget(ErrProcessLost)
-		case errors.Is(err, ErrTaskCancelled):
-			// Raise the event only if the message did not already.
-			if p.End(err, false) {
-				cancelled[p.TaskID] = true
-			}
-		default:
-			if p.End(err, false) {
-				deleted = true
-			}
-		}
-	}
-	for task := range cancelled {
-		if s.events.Cancel != nil {
-			s.Call(ctx, func() { s.events.Cancel(s.Name, task) })
-		}
-	}
-	if deleted && s.events.Delete != nil {
-		s.Call(ctx, func() { s.events.Delete(s.Name) })
-	}
 }

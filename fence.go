@@ -6,7 +6,6 @@ package worqr
 
 import (
 	"fmt"
-	"log/slog"
 
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
@@ -57,10 +56,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	}
 	w.mu.Unlock()
 
-	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
-	for _, p := range lost {
-		p.End(reason, true)
-	}
+	engine.EndLost(lost)
 	next := "registering again"
 	if w.opts.StayFenced {
 		next = "staying fenced"
@@ -69,7 +65,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	// the peers run the tasks again, and so does this worker once back.
 	w.logger().Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
 		"cause", cause, "processes", len(lost), "next", next)
-	logDropped(w.logger(), lost)
+	engine.LogDropped(w.logger(), lost)
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 	k.wake()
@@ -89,54 +85,27 @@ func (s *session) fence(id string, cause error) {
 		w.mu.Unlock()
 		return
 	}
-	s.Mu.Lock()
-	if !s.State.Fence() {
-		s.Mu.Unlock()
+	// A rejoin gives back everything under id in this queue: the fence
+	// leaves nothing to reconcile.
+	lost, deadline, ok := s.Fence()
+	if !ok {
 		w.mu.Unlock()
 		return
 	}
-	s.LeaseGen++
-	lost := make([]*engine.Proc, 0, len(s.Procs))
-	for _, p := range s.Procs {
-		lost = append(lost, p)
-	}
-	s.Procs = make(map[string]*engine.Proc)
-	s.Unsure = 0 // rejoin gives back everything under id in this queue
 	// The lease in Redis may be live until TTL after the last renewal
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
-	expiresBy := s.DeadlineAt.Add(w.lease.margin())
-	s.Mu.Unlock()
+	expiresBy := deadline.Add(w.lease.margin())
 	w.closer.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
 	w.mu.Unlock()
 
-	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
-	for _, p := range lost {
-		p.End(reason, true)
-	}
+	engine.EndLost(lost)
 	log := w.logger()
 	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
 		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
-	logDropped(log, lost)
+	engine.LogDropped(log, lost)
 	ev := FenceEvent{WorkerID: id, Queue: s.Name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
-}
-
-// logDropped says, in one line, how many of the processes a fence ended
-// had an outcome still to write: their handlers had returned, but the
-// writes failed on the connection and were being tried again (see
-// persist). The fence drops them; their tasks go back with the rest, so
-// they may run again.
-func logDropped(log *slog.Logger, lost []*engine.Proc) {
-	n := 0
-	for _, p := range lost {
-		if p.St.IsUnwritten() {
-			n++
-		}
-	}
-	if n > 0 {
-		log.Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
-	}
 }
 
 // tellFenced gives a fence event to the application's OnFenced and to the

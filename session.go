@@ -12,17 +12,16 @@ import (
 // session is one queue a worker serves, from StartWork (or Handle,
 // HandleQueues) to StopWork or the worker's shutdown. Its engine part
 // (engine.Session: its gate, lease deadline, in-flight processes,
-// dispatcher and timer of delayed tasks) is held by value; the session
-// adds the worker, the application's events and, for Handle, its runtime.
+// dispatcher, timer of delayed tasks and the application's events) is
+// held by value; the session adds the worker and, for Handle, its runtime.
 // Its fences, rejoins, reconciliations, hand-off adoptions and renewals
 // are its own methods, in the files of those components (fence.go,
 // rejoin.go, reconcile.go, start.go, keepalive.go, events.go).
 //
-// w, events and runner are set when it is made and never change.
+// w and runner are set when it is made and never change.
 type session struct {
 	engine.Session
-	w      *Worker
-	events Events
+	w *Worker
 	// runner is the Handle runtime serving the queue, if any.
 	runner *runner
 }
@@ -30,8 +29,8 @@ type session struct {
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
-	s := &session{w: w, events: events, runner: r}
-	s.Init(queue, deadline, delayed.New(delayedEnv(w), w.life, queue))
+	s := &session{w: w, runner: r}
+	s.Init(queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
 	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
 	return s
 }

@@ -13,19 +13,20 @@ import (
 
 // Session is the engine's part of one queue a worker serves: the queue's
 // gate, its lease deadline, its books of in-flight processes, its
-// dispatcher and its timer of delayed tasks. The root package's session
-// holds one by value (one allocation per queue served) and adds the
-// worker's side: the worker, the application's events and the Handle
-// runtime.
+// dispatcher, its timer of delayed tasks and the application's callbacks.
+// The root package's session holds one by value (one allocation per queue
+// served) and adds the worker's side: the worker and the Handle runtime.
 //
-// Name, Sub and Sched are set when the session is made and never change;
+// Name, Events, Sub and Sched are set when the session is made and never change;
 // the fields marked so are guarded by Mu. A session reads the worker's
 // state (its id, its lifecycle) only where a decision must be atomic with
 // it, taking the worker's mu before Mu (see the lock order in the root's
 // worker.go).
 type Session struct {
 	Name string
-	Sub  *subscription.Subscription
+	// Events are the application's callbacks for the queue.
+	Events Events
+	Sub    *subscription.Subscription
 	// Sched moves the queue's delayed tasks when they are due.
 	Sched *delayed.Scheduler
 
@@ -72,11 +73,12 @@ type Session struct {
 	inCallback atomic.Bool
 }
 
-// Init sets up the session of queue, serving under a lease whose deadline
+// Init sets up the session of queue, with the application's events,
+// serving under a lease whose deadline
 // is deadline, with sched as its timer of delayed tasks. The caller
 // subscribes it (Sub) once the rest of its session is set.
-func (s *Session) Init(queue string, deadline time.Time, sched *delayed.Scheduler) {
-	s.Name, s.DeadlineAt, s.Sched = queue, deadline, sched
+func (s *Session) Init(queue string, events Events, deadline time.Time, sched *delayed.Scheduler) {
+	s.Name, s.Events, s.DeadlineAt, s.Sched = queue, events, deadline, sched
 	s.Procs = make(map[string]*Proc)
 }
 

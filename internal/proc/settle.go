@@ -105,8 +105,8 @@ type Unrecorded interface{ Unrecorded(err error) }
 // would be held for ever. Those failures are the client's outage to log
 // (one line for all the calls an outage fails). It stops trying once the
 // process is stopped (s.Stopped): found lost, as a fence finds it, when
-// the write is dropped without a word (the fence counts it: see the
-// root's logDropped); or its handler interrupted, as Close and the end
+// the write is dropped without a word (the fence counts it: see
+// engine.LogDropped); or its handler interrupted, as Close and the end
 // of Shutdown's grace interrupt them, when the write is given up (told
 // to u) and the task goes back with the worker's others. So closing a
 // worker never waits out a wait of Persist's. It returns at once unless
