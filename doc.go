@@ -201,7 +201,8 @@
 // engine (a process's record, shared with the public Process in one
 // allocation; a served queue's session: its gate, lease deadline, books
 // of processes, dispatcher and timer of delayed tasks, the queue's events
-// applied to its books and told to the application, and its fence; the
+// applied to its books and told to the application, its fence, and its
+// side of its lease: the deadline, the renewals' answers, a rejoin; the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named

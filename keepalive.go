@@ -15,7 +15,6 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -229,29 +228,6 @@ func (s *session) renew(ctx context.Context, id string, gen uint64) {
 	w.lease.reconcile(ctx, id, w.lease.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
 }
 
-// renewed takes in the answer to a renewal of the queue's lease sent
-// while its lease generation was gen, by a worker whose id was current
-// (whether it still is: the caller holds w.mu): it moves the deadline
-// to deadline if that is later, and reports whether the lease was renewed,
-// or found gone. An answer about a lease the session has since given up
-// (a fence, or leaving the queue), or held under an id no longer current,
-// says neither: the worker may serve the queue again by then, under
-// another session.
-func (s *session) renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	switch {
-	case !current || s.State.IsFenced() || s.State == lifecycle.SessionLeft || s.LeaseGen != gen:
-		return false, false
-	case gone:
-		return false, true
-	}
-	if deadline.After(s.DeadlineAt) {
-		s.DeadlineAt = deadline
-	}
-	return true, false
-}
-
 // queuesRenewed takes the answers to renewals of queue leases sent at
 // sent, and returns the sessions whose lease was renewed. A renewal may
 // still be in flight when the next round sends another, so a deadline only
@@ -264,7 +240,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	w.mu.Lock()
 	current, deadline := w.state.IsCurrent(id), k.deadline(sent)
 	for _, r := range rs {
-		switch ok, gone := r.s.renewed(current, r.gen, r.gone, deadline); {
+		switch ok, gone := r.s.Renewed(current, r.gen, r.gone, deadline); {
 		case gone:
 			lost = append(lost, r.s)
 		case ok:

@@ -8,7 +8,6 @@ package worqr
 import (
 	"errors"
 	"fmt"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"time"
 )
 
@@ -44,11 +43,9 @@ func (k *leaseKeeper) deadline(sent time.Time) time.Time {
 func (k *leaseKeeper) arm() {
 	earliest := k.at
 	for _, s := range k.w.sessions {
-		s.Mu.Lock()
-		if s.State == lifecycle.SessionServing && s.DeadlineAt.Before(earliest) {
-			earliest = s.DeadlineAt
+		if at, ok := s.Deadline(); ok && at.Before(earliest) {
+			earliest = at
 		}
-		s.Mu.Unlock()
 	}
 	k.timer.Reset(k.w.c.clock.Until(earliest))
 }
@@ -72,11 +69,9 @@ func (k *leaseKeeper) onDeadline() {
 	}
 	var due []*session
 	for _, s := range w.sessions {
-		s.Mu.Lock()
-		if s.State == lifecycle.SessionServing && !now.Before(s.DeadlineAt) {
+		if s.Due(now) {
 			due = append(due, s)
 		}
-		s.Mu.Unlock()
 	}
 	w.mu.Unlock()
 	for _, s := range due {

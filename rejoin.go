@@ -66,12 +66,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	}
 	w.mu.Lock()
 	if w.state.ID() == id && !w.state.IsClosed() {
-		s.Mu.Lock()
-		// Hand-off events for the processes given back may still come.
-		s.ReleasedUpTo = max(s.ReleasedUpTo, r.UpTo)
-		s.State.Rejoin()
-		s.DeadlineAt = before
-		s.Mu.Unlock()
+		s.Rejoined(r.UpTo, before)
 		w.lease.arm()
 	}
 	w.mu.Unlock()
@@ -148,16 +143,10 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 		return false, ErrWorkerClosed
 	}
 	for _, s := range joined {
-		s.Mu.Lock()
-		s.State.Rejoin()
-		s.DeadlineAt = k.deadline(sent)
-		s.Mu.Unlock()
+		s.Rejoined(0, k.deadline(sent))
 	}
 	for _, s := range unreachable {
-		s.Mu.Lock()
-		s.State.Lose()
-		s.LeaseGen++
-		s.Mu.Unlock()
+		s.Lost()
 		after := w.c.clock.Now()
 		w.closer.tasks.Go(func() { s.rejoin(w.life, id, after) })
 	}

@@ -194,7 +194,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	enqueueNumbered(t, c, "q", 1)
 	held := dequeueAll(t, w, "q", 1)[0]
 
-	ok, gone := old.renewed(true, gen, false, k.clk.Now().Add(time.Hour))
+	ok, gone := old.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
 	assert.False(t, ok || gone, "an answer for a session that left")
 	w.lease.reconcile(ctx, w.ID(), []*session{old})
 	procs, err := c.Processes(ctx, "q")
