@@ -48,9 +48,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	id, refused := w.state.ID(), w.state.TakesWork()
 	fenced := errors.Is(refused, ErrWorkerFenced)
 	if ok {
-		s.Mu.Lock()
-		fenced = fenced || s.State.IsFenced()
-		s.Mu.Unlock()
+		fenced = fenced || s.IsFenced()
 	}
 	w.mu.Unlock()
 	switch {
@@ -106,15 +104,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
-	s.Mu.Lock()
-	fenced = w.state.ID() != id || w.state.IsFenced() || s.State.IsFenced()
-	adopted := !fenced && w.sessions[queue] == s
-	if adopted {
-		for _, p := range ps {
-			s.Procs[p.ID] = p
-		}
-	}
-	s.Mu.Unlock()
+	adopted := w.state.ID() == id && !w.state.IsFenced() && w.sessions[queue] == s && s.AdoptAll(ps)
 	w.mu.Unlock()
 	if !adopted {
 		// The worker fenced itself while the script ran: these processes

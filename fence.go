@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/worqr/worqr/internal/engine"
-	"github.com/worqr/worqr/internal/lifecycle"
 )
 
 // leaseLost handles evidence from a script that the lease of worker id on
@@ -26,10 +25,8 @@ func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *engine.Proc,
 	s := w.sessions[queue]
 	left := s == nil || (sent != nil && s != sent)
 	if !left {
-		s.Mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.State != lifecycle.SessionServing || (p != nil && s.Procs[p.ID] != p)
-		s.Mu.Unlock()
+		left = !s.Holds(p)
 	}
 	w.mu.Unlock()
 	if !left {

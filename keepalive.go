@@ -139,9 +139,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 	r := renewal{id: w.state.ID()}
 	var names []string
 	for _, s := range w.sessions {
-		s.Mu.Lock()
-		leased, gen := s.State.Leased(), s.LeaseGen
-		s.Mu.Unlock()
+		leased, gen := s.Lease()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
 		case joint:

@@ -116,18 +116,10 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 func (s *session) leave(ctx context.Context, id string) error {
 	w := s.w
 	s.Gate.Lock()
-	s.Mu.Lock()
-	s.State.Leave()
-	s.Mu.Unlock()
+	s.Leaving()
 	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
-	s.Mu.Lock()
-	if err == nil && w.sessions.remove(s) {
-		s.State.Left()
-	} else {
-		s.State.Stay()
-	}
-	s.Mu.Unlock()
+	s.Left(err == nil && w.sessions.remove(s))
 	w.mu.Unlock()
 	s.Gate.Unlock()
 	if err != nil {

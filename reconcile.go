@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -53,31 +52,21 @@ func (s *session) reconcile(ctx context.Context, id string) error {
 		w.mu.Unlock()
 		return nil
 	}
-	s.Mu.Lock()
 	// Only the session serving the queue now knows which of the worker's
-	// processes there are live: one that has left would give back those
-	// of a session that followed it.
-	if s.State == lifecycle.SessionLeft || w.sessions[s.Name] != s {
-		s.Mu.Unlock()
-		w.mu.Unlock()
+	// processes there are live (see Keep).
+	keep, ok := s.Keep()
+	ok = ok && w.sessions[s.Name] == s
+	w.mu.Unlock()
+	if !ok {
 		return nil
 	}
-	keep := make([]string, 0, len(s.Procs))
-	for pid := range s.Procs {
-		keep = append(keep, pid)
-	}
-	s.Mu.Unlock()
-	w.mu.Unlock()
 	c := w.c
 	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
 		return c.fail("reconcile", s.Name, r.Err)
 	}
 	n := r.Returned
-	s.Mu.Lock()
-	s.Unsure--
-	s.ReleasedUpTo = max(s.ReleasedUpTo, r.UpTo)
-	s.Mu.Unlock()
+	s.Reconciled(r.UpTo)
 	if n > 0 {
 		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
 	}

@@ -48,9 +48,7 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	s.Gate.Lock() // no dequeue in between
 	defer s.Gate.Unlock()
 	w.mu.Lock()
-	s.Mu.Lock()
-	current := w.state.IsCurrent(id) && s.State.IsFenced() && w.sessions[s.Name] == s
-	s.Mu.Unlock()
+	current := w.state.IsCurrent(id) && w.sessions[s.Name] == s && s.IsFenced()
 	before := w.lease.at // the registry lease the new queue lease derives from
 	w.mu.Unlock()
 	if !current || ctx.Err() != nil {

@@ -265,10 +265,6 @@ func (r *runner) cancelAll(cause error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s := w.sessions[r.queue]; s != nil {
-		s.Mu.Lock()
-		defer s.Mu.Unlock()
-		for _, p := range s.Procs {
-			p.St.Interrupt(cause)
-		}
+		s.InterruptAll(cause)
 	}
 }

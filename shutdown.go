@@ -128,9 +128,7 @@ func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 	id, ss := w.state.ID(), w.sessions.list()
 	w.sessions = make(sessions)
 	for _, s := range ss {
-		s.Mu.Lock()
-		s.State.Left()
-		s.Mu.Unlock()
+		s.Left(true)
 	}
 	w.mu.Unlock()
 	for _, s := range ss {

@@ -206,9 +206,7 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	}
 	w := s.w
 	w.mu.Lock()
-	s.Mu.Lock()
-	mine := w.state.IsCurrent(ref.Worker) && !s.State.IsFenced() && w.sessions[s.Name] == s
-	s.Mu.Unlock()
+	mine := w.state.IsCurrent(ref.Worker) && w.sessions[s.Name] == s && !s.IsFenced()
 	w.mu.Unlock()
 	if !mine {
 		return

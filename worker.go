@@ -115,7 +115,7 @@ type FenceEvent struct {
 //     be atomic with the worker's identity and lifecycle, or alone; a
 //     session never takes Worker.mu while holding its mu, and holds one
 //     session's mu at a time; under it only proc.State.mu is taken, by
-//     runner.cancelAll)
+//     runner.cancelAll through engine.Session.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
