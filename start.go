@@ -183,14 +183,10 @@ func (s *session) adoptHanded(e store.Event) *engine.Proc {
 	if !w.state.IsCurrent(e.To) || w.sessions[s.Name] != s {
 		return nil
 	}
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if s.State.IsFenced() || store.PIDSeq(e.PID) <= s.ReleasedUpTo || s.Procs[e.PID] != nil {
-		return nil
+	if p := &newProcess(w, s.Name, e.HandedProc()).rec; s.Adopt(p) {
+		return p
 	}
-	p := &newProcess(w, s.Name, e.HandedProc()).rec
-	s.Procs[p.ID] = p
-	return p
+	return nil
 }
 
 // giveBack returns a process the runtime cannot start to the front of the

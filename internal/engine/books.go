@@ -48,6 +48,20 @@ func (s *Session) AdoptAll(ps []*Proc) bool {
 	return true
 }
 
+// Adopt records p, a process an enqueue handed the worker, unless the
+// session is fenced, gave p's task back already (p's id is at most
+// ReleasedUpTo: a reconciliation or a rejoin released it), or holds p
+// already; it reports whether it did.
+func (s *Session) Adopt(p *Proc) bool {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.State.IsFenced() || p.Seq <= s.ReleasedUpTo || s.Procs[p.ID] != nil {
+		return false
+	}
+	s.Procs[p.ID] = p
+	return true
+}
+
 // Keep lists the ids of the processes the session holds, which a
 // reconciliation must not give back; ok is false once the session has
 // left: only the session serving the queue now knows which of the

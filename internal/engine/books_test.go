@@ -81,3 +81,20 @@ func TestSessionInterruptAll(t *testing.T) {
 		assert.ErrorIs(t, err, cause)
 	}
 }
+
+// A handed process is adopted once, and not by a fenced session or one
+// that gave its task back already.
+func TestSessionAdoptHanded(t *testing.T) {
+	t.Parallel()
+	var s Session
+	s.Init("q", Events{}, time.Time{}, nil)
+	s.Reconciled(5)
+	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
+	p := &Proc{ID: "6", Seq: 6}
+	require.True(t, s.Adopt(p))
+	assert.Same(t, p, s.Procs["6"])
+	assert.False(t, s.Adopt(&Proc{ID: "6", Seq: 6}), "a process held was adopted again")
+	assert.Same(t, p, s.Procs["6"])
+	s.Lost()
+	assert.False(t, s.Adopt(&Proc{ID: "7", Seq: 7}), "a fenced session adopted a process")
+}
