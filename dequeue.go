@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -15,23 +16,26 @@ import (
 // returns ErrNoTask when none is waiting, and ErrWorkerFenced when the
 // worker's lease is not live.
 func (w *Worker) Dequeue(ctx context.Context, queue string) (*Process, error) {
-	ps, err := w.DequeueN(ctx, queue, 1)
+	ps, _, err := w.dequeue(ctx, queue, 1, false)
 	if err != nil {
 		return nil, err
 	}
-	return ps[0], nil
+	return processOf(ps[0]), nil
 }
 
 // DequeueN takes up to n tasks from the front of a queue in one script
 // call, in queue order. It returns ErrNoTask when none is waiting.
 func (w *Worker) DequeueN(ctx context.Context, queue string, n int) ([]*Process, error) {
 	ps, _, err := w.dequeue(ctx, queue, n, false)
-	return ps, err
+	if err != nil {
+		return nil, err
+	}
+	return processesOf(ps), nil
 }
 
 // dequeue is DequeueN for the application or, with runtime set, for the
 // Handle runtime of the queue.
-func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*Process, int64, error) {
+func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool) ([]*engine.Proc, int64, error) {
 	c := w.c
 	if err := c.validate(ctx, "dequeue", queue); err != nil {
 		return nil, 0, err
@@ -44,9 +48,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	id, refused := w.state.ID(), w.state.TakesWork()
 	fenced := errors.Is(refused, ErrWorkerFenced)
 	if ok {
-		s.mu.Lock()
-		fenced = fenced || s.state.IsFenced()
-		s.mu.Unlock()
+		fenced = fenced || s.IsFenced()
 	}
 	w.mu.Unlock()
 	switch {
@@ -59,8 +61,8 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	case fenced:
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	s.Gate.RLock()
+	defer s.Gate.RUnlock()
 	w.mu.Lock()
 	left := w.sessions[queue] != s
 	w.mu.Unlock()
@@ -70,7 +72,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	// A runtime parks in the idle set, where enqueues hand it tasks in
 	// events, only once it hears the queue's events.
 	sent := c.clock.Now()
-	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.sub.IsReady())
+	sps, until, now, err := c.store.Dequeue(ctx, queue, id, n, runtime && s.Sub.IsReady())
 	got := c.clock.Now() // also when the processes started
 	if now > 0 {
 		// The rate limit's wake-up (pacer.WakeAt) is timed by the
@@ -86,7 +88,7 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
 			// The script may have run and its reply been lost: reconcile
 			// once Redis answers, so no process stays ours unknowingly.
-			s.markUnsure(unsurePasses, false)
+			s.MarkUnsure(unsurePasses, false)
 		}
 		return nil, 0, c.fail("dequeue", queue, err)
 	}
@@ -96,28 +98,20 @@ func (w *Worker) dequeue(ctx context.Context, queue string, n int, runtime bool)
 	if len(sps) == 0 {
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrNoTask)
 	}
-	ps := make([]*Process, len(sps))
+	ps := make([]*engine.Proc, len(sps))
 	for i, sp := range sps {
-		ps[i] = newProcessAt(w, queue, sp, got)
+		ps[i] = &newProcessAt(w, queue, sp, got).rec
 		c.obs.started(ctx, ps[i]) // before anything can end it
 	}
 	w.mu.Lock()
-	s.mu.Lock()
-	fenced = w.state.ID() != id || w.state.IsFenced() || s.state.IsFenced()
-	adopted := !fenced && w.sessions[queue] == s
-	if adopted {
-		for _, p := range ps {
-			s.procs[p.rec.ID] = p
-		}
-	}
-	s.mu.Unlock()
+	adopted := w.state.ID() == id && !w.state.IsFenced() && w.sessions[queue] == s && s.AdoptAll(ps)
 	w.mu.Unlock()
 	if !adopted {
 		// The worker fenced itself while the script ran: these processes
 		// are already the peers'. (Leaving the queue cannot overlap a
 		// dequeue: it holds the gate.)
 		for _, p := range ps {
-			p.end(ErrProcessLost, true)
+			p.End(ErrProcessLost, true)
 		}
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, ErrWorkerFenced)
 	}

@@ -164,7 +164,7 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), session.go (a queue served:
-// its state, its processes), keepalive.go (the lease keeper: what the
+// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
 // lease.go (the fencing deadline), fence.go (of the worker, by the lease
 // keeper, or of a session), rejoin.go (a fenced session or worker taking
@@ -199,7 +199,11 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; the scripts that end it and write its progress, with
+// allocation; a served queue's session: its gate, lease deadline, books
+// of processes, dispatcher and timer of delayed tasks, the queue's events
+// applied to its books and told to the application, its fence, and its
+// side of its lease: the deadline, the renewals' answers, a rejoin; the
+// scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named
 // transitions), proc (a process's state machine: how it ends, its

@@ -2,12 +2,10 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/backoff"
-	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -42,7 +40,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		if e.Again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
-			s.markUnsure(1, true)
+			s.MarkUnsure(1, true)
 		}
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
@@ -53,7 +51,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 			if err == nil || ctx.Err() != nil {
 				return // stopped meanwhile
 			}
-			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.name, "err", err)
+			w.logger().Debug("worqr: check after subscribing failed; retrying", "queue", s.Name, "err", err)
 			if !b.Wait(ctx) {
 				return
 			}
@@ -79,39 +77,18 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 				s.passOn(ctx, e.Count)
 			}
 		}
-		if s.events.Work != nil {
-			s.call(ctx, func() { s.events.Work(s.name, e.Count) })
-		}
+		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
 		if s.runner != nil && e.To == w.ID() {
 			s.handedOff(ctx, e.Event)
 		}
-		if s.events.Work != nil {
-			s.call(ctx, func() { s.events.Work(s.name, 1) })
-		}
+		s.Worked(ctx, 1)
 	case store.EventCancel:
-		ids := make(map[string]bool, len(e.TaskIDs))
-		for _, id := range e.TaskIDs {
-			// Tasks queued by a worqr before task ids have none, or "0",
-			// all alike: an event cannot tell them apart. Their holders
-			// learn of a cancel from Redis when they next write.
-			if id != "" && id != "0" {
-				ids[id] = true
-			}
-		}
-		s.endMatching(func(p *Process) bool { return ids[p.rec.TaskID] }, ErrTaskCancelled)
-		if s.events.Cancel != nil {
-			for _, id := range e.TaskIDs {
-				s.call(ctx, func() { s.events.Cancel(s.name, id) })
-			}
-		}
+		s.Cancelled(ctx, e.TaskIDs)
 	case store.EventSchedule:
-		s.sched.Learn(e.Due)
+		s.Sched.Learn(e.Due)
 	case store.EventDelete:
-		s.endMatching(func(p *Process) bool { return p.rec.Seq <= e.UpTo }, ErrQueueDeleted)
-		if s.events.Delete != nil {
-			s.call(ctx, func() { s.events.Delete(s.name) })
-		}
+		s.Deleted(ctx, e.UpTo)
 	}
 }
 
@@ -122,12 +99,12 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 func (s *session) passOn(ctx context.Context, count int64) {
 	c := s.w.c
 	sent := c.outage.Begin()
-	switch err := c.store.Publish(ctx, s.name, store.WorkMessage(count)); {
+	switch err := c.store.Publish(ctx, s.Name, store.WorkMessage(count)); {
 	case err == nil:
 		c.outage.OK(sent)
 	case ctx.Err() == nil:
-		if err = c.fail("publish", s.name, err); !c.outage.Failed(sent, "publish", err) {
-			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.name, "err", err)
+		if err = c.fail("publish", s.Name, err); !c.outage.Failed(sent, "publish", err) {
+			s.w.logger().Warn("worqr: could not pass a work event on", "queue", s.Name, "err", err)
 		}
 	}
 }
@@ -141,25 +118,25 @@ func (s *session) catchUp(ctx context.Context) error {
 	c := w.c
 	w.mu.Lock()
 	id := w.state.ID()
-	procs := s.processes() // with the id they were held under
+	procs := s.Processes() // with the id they were held under
 	w.mu.Unlock()
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))
 		for i, p := range procs {
-			pids[i] = p.rec.ID
+			pids[i] = p.ID
 		}
-		states, err := c.store.States(ctx, s.name, id, pids)
+		states, err := c.store.States(ctx, s.Name, id, pids)
 		if err != nil {
 			return err
 		}
-		s.applyStates(ctx, procs, states)
+		s.ApplyStates(ctx, procs, states)
 	}
 	// Delayed tasks that came due while nobody listened are moved now, and
 	// the timer armed for the next.
-	if err := s.sched.Promote(ctx); err != nil {
+	if err := s.Sched.Promote(ctx); err != nil {
 		return err
 	}
-	n, err := c.store.QueueLen(ctx, s.name)
+	n, err := c.store.QueueLen(ctx, s.Name)
 	if err != nil {
 		return err
 	}
@@ -168,39 +145,8 @@ func (s *session) catchUp(ctx context.Context) error {
 	if s.runner != nil {
 		s.runner.workArrived()
 	}
-	if n > 0 && s.events.Work != nil {
-		s.call(ctx, func() { s.events.Work(s.name, n) })
+	if n > 0 {
+		s.Worked(ctx, n)
 	}
 	return nil
-}
-
-// applyStates ends processes whose state in Redis says they should end and
-// raises one Cancel event per cancelled payload and one Delete event.
-func (s *session) applyStates(ctx context.Context, procs []*Process, states []store.State) {
-	cancelled := make(map[string]bool)
-	deleted := false
-	for i, p := range procs {
-		switch err := engine.StateErr(states[i]); {
-		case err == nil:
-		case errors.Is(err, ErrProcessLost):
-			p.rec.Forget(ErrProcessLost)
-		case errors.Is(err, ErrTaskCancelled):
-			// Raise the event only if the message did not already.
-			if p.end(err, false) {
-				cancelled[p.rec.TaskID] = true
-			}
-		default:
-			if p.end(err, false) {
-				deleted = true
-			}
-		}
-	}
-	for task := range cancelled {
-		if s.events.Cancel != nil {
-			s.call(ctx, func() { s.events.Cancel(s.name, task) })
-		}
-	}
-	if deleted && s.events.Delete != nil {
-		s.call(ctx, func() { s.events.Delete(s.name) })
-	}
 }

@@ -6,9 +6,8 @@ package worqr
 
 import (
 	"fmt"
-	"log/slog"
 
-	"github.com/worqr/worqr/internal/lifecycle"
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // leaseLost handles evidence from a script that the lease of worker id on
@@ -20,16 +19,14 @@ import (
 // service of the queue (sent) that has since ended, or about a process (p)
 // the service no longer holds: the worker left the queue while the script
 // was on its way, and may have started work on it again, under a new lease.
-func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *Process, cause error) {
+func (k *leaseKeeper) leaseLost(id, queue string, sent *session, p *engine.Proc, cause error) {
 	w := k.w
 	w.mu.Lock()
 	s := w.sessions[queue]
 	left := s == nil || (sent != nil && s != sent)
 	if !left {
-		s.mu.Lock()
 		// Leaving, fenced or left: the lease was given up, or is being.
-		left = s.state != lifecycle.SessionServing || (p != nil && s.procs[p.rec.ID] != p)
-		s.mu.Unlock()
+		left = !s.Holds(p)
 	}
 	w.mu.Unlock()
 	if !left {
@@ -49,17 +46,14 @@ func (k *leaseKeeper) fence(id string, cause error) {
 		return
 	}
 	k.timer.Stop()
-	var lost []*Process
+	var lost []*engine.Proc
 	for _, s := range w.sessions {
 		// The peers reclaim everything under id: nothing to reconcile.
-		lost = append(lost, s.takeAll()...)
+		lost = append(lost, s.TakeAll()...)
 	}
 	w.mu.Unlock()
 
-	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
-	for _, p := range lost {
-		p.end(reason, true)
-	}
+	engine.EndLost(lost)
 	next := "registering again"
 	if w.opts.StayFenced {
 		next = "staying fenced"
@@ -68,8 +62,8 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	// the peers run the tasks again, and so does this worker once back.
 	w.logger().Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
 		"cause", cause, "processes", len(lost), "next", next)
-	logDropped(w.logger(), lost)
-	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+	engine.LogDropped(w.logger(), lost)
+	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 	k.wake()
 }
@@ -84,58 +78,31 @@ func (k *leaseKeeper) fence(id string, cause error) {
 func (s *session) fence(id string, cause error) {
 	w := s.w
 	w.mu.Lock()
-	if !w.state.IsCurrent(id) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(id) || w.sessions[s.Name] != s {
 		w.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
-	if !s.state.Fence() {
-		s.mu.Unlock()
+	// A rejoin gives back everything under id in this queue: the fence
+	// leaves nothing to reconcile.
+	lost, deadline, ok := s.Fence()
+	if !ok {
 		w.mu.Unlock()
 		return
 	}
-	s.leaseGen++
-	lost := make([]*Process, 0, len(s.procs))
-	for _, p := range s.procs {
-		lost = append(lost, p)
-	}
-	s.procs = make(map[string]*Process)
-	s.unsure = 0 // rejoin gives back everything under id in this queue
 	// The lease in Redis may be live until TTL after the last renewal
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
-	expiresBy := s.deadlineAt.Add(w.lease.margin())
-	s.mu.Unlock()
+	expiresBy := deadline.Add(w.lease.margin())
 	w.closer.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
 	w.mu.Unlock()
 
-	reason := fmt.Errorf("%w: %w", ErrProcessLost, ErrWorkerFenced)
-	for _, p := range lost {
-		p.end(reason, true)
-	}
+	engine.EndLost(lost)
 	log := w.logger()
 	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
-		"queue", s.name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
-	logDropped(log, lost)
-	ev := FenceEvent{WorkerID: id, Queue: s.name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: lost}
+		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
+	engine.LogDropped(log, lost)
+	ev := FenceEvent{WorkerID: id, Queue: s.Name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
-}
-
-// logDropped says, in one line, how many of the processes a fence ended
-// had an outcome still to write: their handlers had returned, but the
-// writes failed on the connection and were being tried again (see
-// persist). The fence drops them; their tasks go back with the rest, so
-// they may run again.
-func logDropped(log *slog.Logger, lost []*Process) {
-	n := 0
-	for _, p := range lost {
-		if p.rec.St.IsUnwritten() {
-			n++
-		}
-	}
-	if n > 0 {
-		log.Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
-	}
 }
 
 // tellFenced gives a fence event to the application's OnFenced and to the

@@ -88,12 +88,12 @@ func TestFenceLeaseLostNeedsEvidence(t *testing.T) {
 	assert.False(t, isFenced(w), "a queue it does not serve")
 	w.lease.leaseLost(id, "q", &session{}, nil, errTestLease)
 	assert.False(t, isFenced(w), "sent for another session of the queue")
-	s.drop(ps[0])
-	w.lease.leaseLost(id, "q", nil, ps[0], errTestLease)
+	s.Drop(&ps[0].rec)
+	w.lease.leaseLost(id, "q", nil, &ps[0].rec, errTestLease)
 	assert.False(t, isFenced(w), "about a process the session no longer holds")
 	require.Nil(t, ps[1].Err())
 
-	w.lease.leaseLost(id, "q", s, ps[1], errTestLease)
+	w.lease.leaseLost(id, "q", s, &ps[1].rec, errTestLease)
 	assert.True(t, isFenced(w), "about the session and a process it holds")
 	assert.ErrorIs(t, ps[1].Err(), ErrWorkerFenced)
 	assert.Equal(t, id, recv(t, fences, 5*time.Second, "the fence event").WorkerID)
@@ -126,7 +126,7 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	assert.Equal(t, id, w.ID(), "the worker keeps its id")
 	assert.False(t, isFenced(w))
 	lookAt(sa, func() {
-		assert.Equal(t, lifecycle.SessionFenced, sa.state)
-		assert.Empty(t, sa.procs)
+		assert.Equal(t, lifecycle.SessionFenced, sa.State)
+		assert.Empty(t, sa.Procs)
 	})
 }

@@ -515,7 +515,7 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 	w.mu.Lock()
 	s := w.sessions["q"]
 	w.mu.Unlock()
-	s.sub.Push(subscription.Event{Event: e})
+	s.Sub.Push(subscription.Event{Event: e})
 	settledParking(t, c, "q", 1)
 	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("y"))))
 	assert.Equal(t, "y", recv(t, h.got, 5*time.Second, "y run"))

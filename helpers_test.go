@@ -568,7 +568,7 @@ func sessionOf(w *Worker, queue string) *session {
 
 // lookAt reads a session's fields under its lock.
 func lookAt(s *session, f func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	f()
 }

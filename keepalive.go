@@ -15,7 +15,6 @@ import (
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -33,7 +32,7 @@ type leaseKeeper struct {
 	timer clock.Timer
 	// at is when the registry lease may expire, by the worker's clock,
 	// less the margin. Guarded by w.mu. (Each queue lease has its own,
-	// session.deadlineAt.)
+	// engine.Session.DeadlineAt.)
 	at time.Time
 	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
@@ -140,14 +139,12 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 	r := renewal{id: w.state.ID()}
 	var names []string
 	for _, s := range w.sessions {
-		s.mu.Lock()
-		leased, gen := s.state.Leased(), s.leaseGen
-		s.mu.Unlock()
+		leased, gen := s.Lease()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
 		case joint:
 			r.with = append(r.with, queueRenewal{s: s, gen: gen})
-			names = append(names, s.name)
+			names = append(names, s.Name)
 		default:
 			id := r.id
 			w.closer.tasks.Go(func() { s.renew(w.life, id, gen) })
@@ -211,45 +208,22 @@ type queueRenewal struct {
 func (s *session) renew(ctx context.Context, id string, gen uint64) {
 	w := s.w
 	c := w.c
-	defer c.signals.queueRenewed.Signal(s.name)
+	defer c.signals.queueRenewed.Signal(s.Name)
 	rctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent, at := c.clock.Now(), c.outage.Begin()
-	err := c.store.RenewQueueLease(rctx, s.name, id, w.opts.TTL)
+	err := c.store.RenewQueueLease(rctx, s.Name, id, w.opts.TTL)
 	gone := errors.Is(err, store.ErrLeaseGone)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			if err = c.fail("renew", s.name, err); !c.outage.Failed(at, "renewal", err) {
-				w.logger().Warn("worqr: lease renewal failed", "queue", s.name, "err", err)
+			if err = c.fail("renew", s.Name, err); !c.outage.Failed(at, "renewal", err) {
+				w.logger().Warn("worqr: lease renewal failed", "queue", s.Name, "err", err)
 			}
 		}
 		return
 	}
 	c.outage.OK(at)
 	w.lease.reconcile(ctx, id, w.lease.queuesRenewed(id, sent, []queueRenewal{{s: s, gen: gen, gone: gone}}))
-}
-
-// renewed takes in the answer to a renewal of the queue's lease sent
-// while its lease generation was gen, by a worker whose id was current
-// (whether it still is: the caller holds w.mu): it moves the deadline
-// to deadline if that is later, and reports whether the lease was renewed,
-// or found gone. An answer about a lease the session has since given up
-// (a fence, or leaving the queue), or held under an id no longer current,
-// says neither: the worker may serve the queue again by then, under
-// another session.
-func (s *session) renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case !current || s.state.IsFenced() || s.state == lifecycle.SessionLeft || s.leaseGen != gen:
-		return false, false
-	case gone:
-		return false, true
-	}
-	if deadline.After(s.deadlineAt) {
-		s.deadlineAt = deadline
-	}
-	return true, false
 }
 
 // queuesRenewed takes the answers to renewals of queue leases sent at
@@ -264,7 +238,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	w.mu.Lock()
 	current, deadline := w.state.IsCurrent(id), k.deadline(sent)
 	for _, r := range rs {
-		switch ok, gone := r.s.renewed(current, r.gen, r.gone, deadline); {
+		switch ok, gone := r.s.Renewed(current, r.gen, r.gone, deadline); {
 		case gone:
 			lost = append(lost, r.s)
 		case ok:
@@ -278,7 +252,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	for _, s := range lost {
 		// Sent for this session of the queue: if the worker left the queue
 		// meanwhile (and maybe started on it again), it is no evidence.
-		k.leaseLost(id, s.name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.name))
+		k.leaseLost(id, s.Name, s, nil, fmt.Errorf("renewal found the lease on %q gone", s.Name))
 	}
 	return renewed
 }

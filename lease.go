@@ -8,7 +8,6 @@ package worqr
 import (
 	"errors"
 	"fmt"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"time"
 )
 
@@ -44,11 +43,9 @@ func (k *leaseKeeper) deadline(sent time.Time) time.Time {
 func (k *leaseKeeper) arm() {
 	earliest := k.at
 	for _, s := range k.w.sessions {
-		s.mu.Lock()
-		if s.state == lifecycle.SessionServing && s.deadlineAt.Before(earliest) {
-			earliest = s.deadlineAt
+		if at, ok := s.Deadline(); ok && at.Before(earliest) {
+			earliest = at
 		}
-		s.mu.Unlock()
 	}
 	k.timer.Reset(k.w.c.clock.Until(earliest))
 }
@@ -72,15 +69,13 @@ func (k *leaseKeeper) onDeadline() {
 	}
 	var due []*session
 	for _, s := range w.sessions {
-		s.mu.Lock()
-		if s.state == lifecycle.SessionServing && !now.Before(s.deadlineAt) {
+		if s.Due(now) {
 			due = append(due, s)
 		}
-		s.mu.Unlock()
 	}
 	w.mu.Unlock()
 	for _, s := range due {
-		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.name))
+		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.Name))
 	}
 	w.mu.Lock()
 	if !w.state.IsClosed() {

@@ -56,7 +56,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	// Return once events published from now on will be heard.
 	var why error
 	select {
-	case <-s.sub.Ready():
+	case <-s.Sub.Ready():
 		if s.handled() {
 			w.registry.recordSlots(ctx, id)
 		}
@@ -115,34 +115,26 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 // The caller holds the registry's lock.
 func (s *session) leave(ctx context.Context, id string) error {
 	w := s.w
-	s.gate.Lock()
-	s.mu.Lock()
-	s.state.Leave()
-	s.mu.Unlock()
+	s.Gate.Lock()
+	s.Leaving()
 	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
-	s.mu.Lock()
-	if err == nil && w.sessions.remove(s) {
-		s.state.Left()
-	} else {
-		s.state.Stay()
-	}
-	s.mu.Unlock()
+	s.Left(err == nil && w.sessions.remove(s))
 	w.mu.Unlock()
-	s.gate.Unlock()
+	s.Gate.Unlock()
 	if err != nil {
 		return err
 	}
-	s.sub.Unsubscribe(ctx)
-	s.sched.Stop()
-	s.endAll(ErrProcessLost)
+	s.Sub.Unsubscribe(ctx)
+	s.Sched.Stop()
+	s.EndAll(ErrProcessLost)
 	c := w.c
 	// The queue is left. A failure here leaves only a name in the worker's
 	// queue set, with no lease or process behind it: reclaimers pass over
 	// it. Reporting it would tell the caller the queue is still served,
 	// and a retry would fail with ErrNotServing.
-	if err := c.store.LeaveQueue(ctx, id, s.name); err != nil {
-		w.logger().Warn("worqr: left the queue but could not drop it from the worker's queue set", "queue", s.name, "err", err)
+	if err := c.store.LeaveQueue(ctx, id, s.Name); err != nil {
+		w.logger().Warn("worqr: left the queue but could not drop it from the worker's queue set", "queue", s.Name, "err", err)
 	}
 	return nil
 }
@@ -156,12 +148,12 @@ func releaseOwn(ctx context.Context, c *Client, id string, poison store.Poison, 
 	}
 	rs := make([]store.Release, len(ss))
 	for i, s := range ss {
-		rs[i] = store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: poison}
+		rs[i] = store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseForce, Poison: poison}
 	}
 	var errs []error
 	for i, r := range c.store.ReleaseAll(ctx, rs) {
 		if r.Err != nil {
-			errs = append(errs, c.fail("release", ss[i].name, r.Err))
+			errs = append(errs, c.fail("release", ss[i].Name, r.Err))
 		}
 	}
 	return errors.Join(errs...)

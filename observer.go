@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"time"
+
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // Observers: Options.Observer is any value, and worqr calls the methods of
@@ -161,9 +163,9 @@ func (o observers) enqueued(ctx context.Context, e EnqueueEvent) {
 	}
 }
 
-func (o observers) started(ctx context.Context, p *Process) {
+func (o observers) started(ctx context.Context, p *engine.Proc) {
 	if o.start != nil {
-		o.start.ObserveStart(ctx, StartEvent{Queue: p.rec.Queue, TaskID: p.rec.TaskID, ProcessID: p.rec.ID, WorkerID: p.rec.Owner, Kind: p.rec.Kind, Attempt: p.rec.Attempt, EnqueuedAt: p.rec.EnqueuedAt})
+		o.start.ObserveStart(ctx, StartEvent{Queue: p.Queue, TaskID: p.TaskID, ProcessID: p.ID, WorkerID: p.Owner, Kind: p.Kind, Attempt: p.Attempt, EnqueuedAt: p.EnqueuedAt})
 	}
 }
 

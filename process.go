@@ -31,14 +31,14 @@ func (h *procHost) Drop() {
 	p, w := (*Process)(h), h.w
 	w.mu.Lock()
 	if s := w.sessions[p.rec.Queue]; s != nil {
-		s.drop(p)
+		s.Drop(&p.rec)
 	}
 	w.mu.Unlock()
 }
 
 func (h *procHost) LeaseLost(cause error) {
 	p := (*Process)(h)
-	h.w.lease.leaseLost(p.rec.Owner, p.rec.Queue, nil, p, cause)
+	h.w.lease.leaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)
 }
 
 func (h *procHost) Observe(outcome engine.Outcome, reason string, err error) {
@@ -120,9 +120,6 @@ func (p *Process) Done() <-chan struct{} { return p.rec.St.Done() }
 // ErrProcessLost, or ErrProcessEnded after the process's own Finish,
 // Requeue, Retry or DeadLetter.
 func (p *Process) Err() error { return p.rec.St.Err() }
-
-// end closes Done with a reason (see engine.Proc.End).
-func (p *Process) end(reason error, settled bool) bool { return p.rec.End(reason, settled) }
 
 // Finish deletes the process: the task is done. Finish calls on processes
 // of the same queue that overlap are sent together, as one script call
@@ -256,6 +253,18 @@ func (p *Process) Status(ctx context.Context) error {
 		return p.detached("status")
 	}
 	return p.rec.Status(ctx)
+}
+
+// processOf is the public Process whose record p is: its host.
+func processOf(p *engine.Proc) *Process { return (*Process)(p.Host.(*procHost)) }
+
+// processesOf is the public Processes of records ps.
+func processesOf(ps []*engine.Proc) []*Process {
+	out := make([]*Process, len(ps))
+	for i, p := range ps {
+		out[i] = processOf(p)
+	}
+	return out
 }
 
 // detached is the error of op on a detached process.

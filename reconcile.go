@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -18,10 +17,7 @@ const unsurePasses = 3
 func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 	c := k.w.c
 	for _, s := range ss {
-		s.mu.Lock()
-		unsure := s.unsure > 0
-		s.mu.Unlock()
-		if !unsure {
+		if !s.IsUnsure() {
 			continue
 		}
 		sent := c.outage.Begin()
@@ -29,7 +25,7 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 		case err == nil:
 			c.outage.OK(sent)
 		case !c.outage.Failed(sent, "reconcile", err):
-			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.name, "err", err)
+			k.w.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.Name, "err", err)
 		}
 	}
 }
@@ -37,10 +33,7 @@ func (k *leaseKeeper) reconcile(ctx context.Context, id string, ss []*session) {
 // anyUnsure reports whether one of ss has processes to look for.
 func anyUnsure(ss []*session) bool {
 	for _, s := range ss {
-		s.mu.Lock()
-		unsure := s.unsure > 0
-		s.mu.Unlock()
-		if unsure {
+		if s.IsUnsure() {
 			return true
 		}
 	}
@@ -52,40 +45,30 @@ func anyUnsure(ss []*session) bool {
 // wait meanwhile, so no process is in between.
 func (s *session) reconcile(ctx context.Context, id string) error {
 	w := s.w
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.Gate.Lock()
+	defer s.Gate.Unlock()
 	w.mu.Lock()
 	if w.state.ID() != id || w.state.IsFenced() {
 		w.mu.Unlock()
 		return nil
 	}
-	s.mu.Lock()
 	// Only the session serving the queue now knows which of the worker's
-	// processes there are live: one that has left would give back those
-	// of a session that followed it.
-	if s.state == lifecycle.SessionLeft || w.sessions[s.name] != s {
-		s.mu.Unlock()
-		w.mu.Unlock()
+	// processes there are live (see Keep).
+	keep, ok := s.Keep()
+	ok = ok && w.sessions[s.Name] == s
+	w.mu.Unlock()
+	if !ok {
 		return nil
 	}
-	keep := make([]string, 0, len(s.procs))
-	for pid := range s.procs {
-		keep = append(keep, pid)
-	}
-	s.mu.Unlock()
-	w.mu.Unlock()
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
-		return c.fail("reconcile", s.name, r.Err)
+		return c.fail("reconcile", s.Name, r.Err)
 	}
 	n := r.Returned
-	s.mu.Lock()
-	s.unsure--
-	s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
-	s.mu.Unlock()
+	s.Reconciled(r.UpTo)
 	if n > 0 {
-		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.name, "tasks", n)
+		w.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
 	}
 	return nil
 }

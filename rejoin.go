@@ -33,7 +33,7 @@ func (s *session) rejoin(ctx context.Context, id string, after time.Time) {
 			return
 		}
 		if !w.c.outage.Failed(sent, "rejoin", err) {
-			w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.name, "err", err)
+			w.logger().Warn("worqr: taking a lease on the queue again failed; retrying", "queue", s.Name, "err", err)
 		}
 		if !b.Wait(ctx) {
 			return
@@ -45,39 +45,32 @@ func (s *session) tryRejoin(ctx context.Context, id string) (done bool, err erro
 	w := s.w
 	w.registry.mu.Lock()
 	defer w.registry.mu.Unlock()
-	s.gate.Lock() // no dequeue in between
-	defer s.gate.Unlock()
+	s.Gate.Lock() // no dequeue in between
+	defer s.Gate.Unlock()
 	w.mu.Lock()
-	s.mu.Lock()
-	current := w.state.IsCurrent(id) && s.state.IsFenced() && w.sessions[s.name] == s
-	s.mu.Unlock()
+	current := w.state.IsCurrent(id) && w.sessions[s.Name] == s && s.IsFenced()
 	before := w.lease.at // the registry lease the new queue lease derives from
 	w.mu.Unlock()
 	if !current || ctx.Err() != nil {
 		return true, nil
 	}
 	c := w.c
-	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.HealthyAfter()})
+	r := c.store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseForce, Poison: w.reclaimer.HealthyAfter()})
 	if r.Err != nil {
-		return false, c.fail("rejoin", s.name, r.Err)
+		return false, c.fail("rejoin", s.Name, r.Err)
 	}
-	if err := w.registry.join(ctx, id, s.name); err != nil {
+	if err := w.registry.join(ctx, id, s.Name); err != nil {
 		return errors.Is(err, ErrWorkerFenced), err
 	}
 	w.mu.Lock()
 	if w.state.ID() == id && !w.state.IsClosed() {
-		s.mu.Lock()
-		// Hand-off events for the processes given back may still come.
-		s.releasedUpTo = max(s.releasedUpTo, r.UpTo)
-		s.state.Rejoin()
-		s.deadlineAt = before
-		s.mu.Unlock()
+		s.Rejoined(r.UpTo, before)
 		w.lease.arm()
 	}
 	w.mu.Unlock()
-	w.logger().Info("worqr: lease on the queue taken again", "queue", s.name)
-	s.sub.Push(subscription.Event{Subscribed: true}) // look for work at once
-	c.signals.rejoined.Signal(s.name)
+	w.logger().Info("worqr: lease on the queue taken again", "queue", s.Name)
+	s.Sub.Push(subscription.Event{Subscribed: true}) // look for work at once
+	c.signals.rejoined.Signal(s.Name)
 	return true, nil
 }
 
@@ -123,7 +116,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	var joined, unreachable []*session
 	for _, s := range ss {
 		sent := w.c.outage.Begin()
-		err := w.registry.join(ctx, id, s.name)
+		err := w.registry.join(ctx, id, s.Name)
 		switch {
 		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
 			// The new id is abandoned: its lease expires and the
@@ -134,7 +127,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 			// over): serve the other queues, and rejoin this one once
 			// the node answers, as after losing only its lease.
 			if !w.c.outage.Failed(sent, "rejoin", err) {
-				w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.name, "err", err)
+				w.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.Name, "err", err)
 			}
 			unreachable = append(unreachable, s)
 		default:
@@ -148,16 +141,10 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 		return false, ErrWorkerClosed
 	}
 	for _, s := range joined {
-		s.mu.Lock()
-		s.state.Rejoin()
-		s.deadlineAt = k.deadline(sent)
-		s.mu.Unlock()
+		s.Rejoined(0, k.deadline(sent))
 	}
 	for _, s := range unreachable {
-		s.mu.Lock()
-		s.state.Lose()
-		s.leaseGen++
-		s.mu.Unlock()
+		s.Lost()
 		after := w.c.clock.Now()
 		w.closer.tasks.Go(func() { s.rejoin(w.life, id, after) })
 	}
@@ -166,7 +153,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w.registry.recordSlots(ctx, id) // under the new id: the old one's went with it
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
-		s.sub.Push(subscription.Event{Subscribed: true})
+		s.Sub.Push(subscription.Event{Subscribed: true})
 	}
 	w.c.signals.registered.Signal(id)
 	return true, nil

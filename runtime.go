@@ -270,13 +270,6 @@ func (r *runner) cancelAll(cause error) {
 	// the queue stays served and the write must go on (proc.Persist).
 	closing := w.state.Phase() != lifecycle.Serving
 	if s := w.sessions[r.queue]; s != nil {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, p := range s.procs {
-			p.rec.St.Interrupt(cause)
-			if closing {
-				p.rec.St.GiveUp()
-			}
-		}
+		s.InterruptAll(cause, closing)
 	}
 }

@@ -69,7 +69,7 @@ type slotScheduler struct {
 type slots struct {
 	// busy counts the handlers running (a slot is taken from the dequeue
 	// or claim until the handler returns). The processes themselves are in
-	// the worker's books, session.procs.
+	// the worker's books, engine.Session.Procs.
 	busy int
 	// settling counts the outcomes of returned handlers being written. A
 	// slot is handed on when its handler returns, not when Redis has the

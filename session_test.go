@@ -42,7 +42,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	p := dequeueAll(t, w, "q", 1)[0]
 	id := w.ID()
 	var gen uint64
-	lookAt(s, func() { gen = s.leaseGen })
+	lookAt(s, func() { gen = s.LeaseGen })
 
 	s.fence(id, errors.New("queue lease lost (test)"))
 	ev := recv(t, fences, testsignal.Wait, "the session's fence told")
@@ -57,10 +57,10 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 
 	var state lifecycle.Session
 	var procs int
-	lookAt(s, func() { state, procs = s.state, len(s.procs) })
+	lookAt(s, func() { state, procs = s.State, len(s.Procs) })
 	assert.Equal(t, lifecycle.SessionFenced, state)
 	assert.Zero(t, procs, "the session still holds processes")
-	lookAt(s, func() { assert.Equal(t, gen+1, s.leaseGen, "the lease generation did not move") })
+	lookAt(s, func() { assert.Equal(t, gen+1, s.LeaseGen, "the lease generation did not move") })
 	_, err := w.Dequeue(k.ctx, "q")
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 	_, err = currentID(w)
@@ -79,7 +79,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	}
 	k.run(time.Millisecond)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
-	lookAt(s, func() { state = s.state })
+	lookAt(s, func() { state = s.State })
 	assert.Equal(t, lifecycle.SessionServing, state)
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, k.c, "q"), "the fenced process's task back at the front")
 	again := dequeueAll(t, w, "q", 1)[0]
@@ -99,14 +99,14 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	w, s, fences := servedSession(t, k)
 	id := w.ID()
 	var old uint64
-	lookAt(s, func() { old = s.leaseGen })
+	lookAt(s, func() { old = s.LeaseGen })
 	s.fence(id, errors.New("queue lease lost (test)"))
 	recv(t, fences, testsignal.Wait, "the session's fence told")
 	k.run(fast.TTL)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
 	var deadline time.Time
 	var gen uint64
-	lookAt(s, func() { deadline, gen = s.deadlineAt, s.leaseGen })
+	lookAt(s, func() { deadline, gen = s.DeadlineAt, s.LeaseGen })
 	require.Equal(t, old+1, gen)
 
 	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
@@ -119,14 +119,14 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	assert.Empty(t, renewed)
 	var now time.Time
 	var state lifecycle.Session
-	lookAt(s, func() { now, state = s.deadlineAt, s.state })
+	lookAt(s, func() { now, state = s.DeadlineAt, s.State })
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
 	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
 	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: gen}})
 	assert.Equal(t, []*session{s}, renewed)
-	lookAt(s, func() { now = s.deadlineAt })
+	lookAt(s, func() { now = s.DeadlineAt })
 	assert.Equal(t, w.lease.deadline(later), now)
 }
 
@@ -156,7 +156,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	w.lease.reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"))
 
-	s.markUnsure(1, false)
+	s.MarkUnsure(1, false)
 	require.True(t, anyUnsure(ss))
 	w.lease.reconcile(ctx, w.ID(), ss)
 	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "the orphan back at the front")
@@ -166,7 +166,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
 	assert.False(t, anyUnsure(ss), "one pass done")
 	var upTo uint64
-	lookAt(s, func() { upTo = s.releasedUpTo })
+	lookAt(s, func() { upTo = s.ReleasedUpTo })
 	assert.GreaterOrEqual(t, upTo, store.PIDSeq(orphan))
 
 	// A hand-off event for the orphan that comes only now is not adopted.
@@ -184,9 +184,9 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	k := setupClocked(t)
 	w, old, _ := servedSession(t, k)
 	c, ctx := k.c, k.ctx
-	old.markUnsure(unsurePasses, false)
+	old.MarkUnsure(unsurePasses, false)
 	var gen uint64
-	lookAt(old, func() { gen = old.leaseGen })
+	lookAt(old, func() { gen = old.LeaseGen })
 	require.NoError(t, w.StopWork(ctx, "q"))
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	fresh := sessionOf(w, "q")
@@ -194,7 +194,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	enqueueNumbered(t, c, "q", 1)
 	held := dequeueAll(t, w, "q", 1)[0]
 
-	ok, gone := old.renewed(true, gen, false, k.clk.Now().Add(time.Hour))
+	ok, gone := old.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
 	assert.False(t, ok || gone, "an answer for a session that left")
 	w.lease.reconcile(ctx, w.ID(), []*session{old})
 	procs, err := c.Processes(ctx, "q")

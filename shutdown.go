@@ -92,9 +92,9 @@ func (k *closer) stopComponents() {
 	for _, s := range w.sessions {
 		// A dispatcher in a callback (which may be this Close) ends when
 		// the callback returns: its context ended with life, so it starts
-		// no other (see session.call).
-		if !s.inCallback.Load() {
-			dispatchers = append(dispatchers, s.sub)
+		// no other (see engine.Session.Call).
+		if !s.InCallback() {
+			dispatchers = append(dispatchers, s.Sub)
 		}
 	}
 	// The loops of the worker's slot schedulers (HandleQueues' and those
@@ -128,19 +128,17 @@ func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 	id, ss := w.state.ID(), w.sessions.list()
 	w.sessions = make(sessions)
 	for _, s := range ss {
-		s.mu.Lock()
-		s.state.Left()
-		s.mu.Unlock()
+		s.Left(true)
 	}
 	w.mu.Unlock()
 	for _, s := range ss {
 		if unsubscribe {
-			s.sub.Unsubscribe(ctx)
+			s.Sub.Unsubscribe(ctx)
 		} else {
-			s.sub.Halt(ctx)
+			s.Sub.Halt(ctx)
 		}
-		s.sched.Stop()
-		s.endAll(reason)
+		s.Sched.Stop()
+		s.EndAll(reason)
 	}
 	w.c.mu.Lock()
 	_, member := w.c.workers[w]

@@ -57,7 +57,7 @@ import (
 //     the queue is then reconciled (see handle), which gives back what
 //     Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
-//     the queue's last process id (session.releasedUpTo): an event for one
+//     the queue's last process id (engine.Session.ReleasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
@@ -102,7 +102,7 @@ func (s *session) handedOff(ctx context.Context, e store.Event) {
 // back to the front of the queue (see Order above). s is the member's
 // session, nil when it is not served any more (handed tasks are then
 // left to the release that leaving made).
-func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, dequeued []*Process, handed []store.Event, room int) {
+func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, dequeued []*engine.Proc, handed []store.Event, room int) {
 	c := r.w.c
 	if len(handed) == 0 { // a dequeue's reply alone: every task has its slot
 		for _, p := range dequeued {
@@ -112,7 +112,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 	}
 	all := make([]arrival, 0, len(dequeued)+len(handed))
 	for _, p := range dequeued {
-		all = append(all, arrival{seq: p.rec.Seq, p: p})
+		all = append(all, arrival{seq: p.Seq, p: p})
 	}
 	for _, e := range handed {
 		all = append(all, arrival{seq: store.PIDSeq(e.PID), e: e})
@@ -145,8 +145,8 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 			// told of its start by the dequeue, hears it was lost, as of
 			// a task given back by StopWork), and given back unstarted,
 			// as a handed task is.
-			a.p.rec.Forget(ErrProcessLost)
-			ref = store.ProcRef{Worker: a.p.rec.Owner, PID: a.p.rec.ID}
+			a.p.Forget(ErrProcessLost)
+			ref = store.ProcRef{Worker: a.p.Owner, PID: a.p.ID}
 		}
 		s.giveBack(ctx, ref)
 	}
@@ -161,7 +161,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 // as a number.
 type arrival struct {
 	seq uint64
-	p   *Process
+	p   *engine.Proc
 	e   store.Event
 }
 
@@ -171,26 +171,22 @@ type arrival struct {
 // fenced, or the process went back with others it did not know of. It
 // holds the queue's gate, so no reconciliation, rejoin or leaving overlaps
 // it, and the worker's mu, so no fence of the worker does.
-func (s *session) adoptHanded(e store.Event) *Process {
+func (s *session) adoptHanded(e store.Event) *engine.Proc {
 	if s == nil {
 		return nil
 	}
 	w := s.w
-	s.gate.RLock()
-	defer s.gate.RUnlock()
+	s.Gate.RLock()
+	defer s.Gate.RUnlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.state.IsCurrent(e.To) || w.sessions[s.name] != s {
+	if !w.state.IsCurrent(e.To) || w.sessions[s.Name] != s {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state.IsFenced() || store.PIDSeq(e.PID) <= s.releasedUpTo || s.procs[e.PID] != nil {
-		return nil
+	if p := &newProcess(w, s.Name, e.HandedProc()).rec; s.Adopt(p) {
+		return p
 	}
-	p := newProcess(w, s.name, e.HandedProc())
-	s.procs[p.rec.ID] = p
-	return p
+	return nil
 }
 
 // giveBack returns a process the runtime cannot start to the front of the
@@ -206,9 +202,7 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	}
 	w := s.w
 	w.mu.Lock()
-	s.mu.Lock()
-	mine := w.state.IsCurrent(ref.Worker) && !s.state.IsFenced() && w.sessions[s.name] == s
-	s.mu.Unlock()
+	mine := w.state.IsCurrent(ref.Worker) && w.sessions[s.Name] == s && !s.IsFenced()
 	w.mu.Unlock()
 	if !mine {
 		return
@@ -216,7 +210,7 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
 	defer cancel()
 	sent := w.c.outage.Begin()
-	_, err := w.c.store.GiveBack(ctx, s.name, ref)
+	_, err := w.c.store.GiveBack(ctx, s.Name, ref)
 	if err == nil {
 		// Any outcome will do: given back; or no longer the worker's
 		// (reconciled, or its lease gone: the peers reclaim it).
@@ -224,10 +218,10 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		s.markUnsure(unsurePasses, false)
+		s.MarkUnsure(unsurePasses, false)
 	}
-	if err = w.c.fail("give back", s.name, err); !w.c.outage.Failed(sent, "give back", err) {
-		w.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.name, "process", ref.PID, "err", err)
+	if err = w.c.fail("give back", s.Name, err); !w.c.outage.Failed(sent, "give back", err) {
+		w.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)
 	}
 }
 
@@ -312,10 +306,10 @@ func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
 // worker learns of (cancel, delete, fencing), with that reason as its
 // cause. A new goroutine waits for its next job until quit is closed (the
 // run of the loop it was started in ends).
-func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
+func (r *runner) launch(quit <-chan struct{}, p *engine.Proc, handed bool) {
 	s := r.sched
 	ctx, cancel := context.WithCancelCause(context.Background())
-	p.rec.St.OnEnd(cancel)
+	p.St.OnEnd(cancel)
 	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case s.idle <- j:
@@ -332,7 +326,7 @@ func (r *runner) launch(quit <-chan struct{}, p *Process, handed bool) {
 // job is a process to run, with its member and its handler's context.
 type job struct {
 	r      *runner
-	p      *Process
+	p      *engine.Proc
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// handed marks a process an enqueue handed over.
@@ -388,39 +382,39 @@ func (r *runner) runJob(j job) {
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
-	if err == nil && j.p.Err() == nil {
-		r.settler.FinishLater(j, &j.p.rec) // what settle would do: Finish
+	if err == nil && j.p.St.Err() == nil {
+		r.settler.FinishLater(j, j.p) // what settle would do: Finish
 		return
 	}
-	r.settler.Settle(ctx, j, &j.p.rec, err)
+	r.settler.Settle(ctx, j, j.p, err)
 }
 
 // handlerTimeout is how long p's handler may run: the task's own timeout,
 // else the queue's (queue); 0 for no limit.
-func handlerTimeout(p *Process, queue time.Duration) time.Duration {
-	if p.rec.Timeout > 0 {
-		return p.rec.Timeout
+func handlerTimeout(p *engine.Proc, queue time.Duration) time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
 	}
 	return queue
 }
 
-func (r *runner) call(ctx context.Context, p *Process) (err error) {
+func (r *runner) call(ctx context.Context, p *engine.Proc) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			// The stack once a task, not on every retry of a task that
 			// panics each time: not when its previous attempt panicked too,
 			// as the error recorded with its retry says.
 			stack := "as at the previous attempt"
-			if !strings.HasPrefix(p.LastError(), ErrHandlerPanicked.Error()) {
+			if !strings.HasPrefix(p.LastError, ErrHandlerPanicked.Error()) {
 				stack = string(debug.Stack())
 			}
-			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID(), "task", p.TaskID(),
-				"attempt", p.Attempt(), "panic", v, "stack", stack)
+			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID, "task", p.TaskID,
+				"attempt", p.Attempt, "panic", v, "stack", stack)
 			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
 			if r.opts.PanicIsPermanent {
 				err = Permanent(err)
 			}
 		}
 	}()
-	return r.handler(ctx, p)
+	return r.handler(ctx, processOf(p))
 }

@@ -100,10 +100,10 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 		s = w.sessions["q"]
 		return s != nil
 	})
-	unlock := s.sub.Hold() // the reader will stop at the mailbox
+	unlock := s.Sub.Hold() // the reader will stop at the mailbox
 	defer unlock()
 	close(release)
-	eventually(t, 5*time.Second, "ready while the confirmation waits at the mailbox", s.sub.IsReady)
+	eventually(t, 5*time.Second, "ready while the confirmation waits at the mailbox", s.Sub.IsReady)
 	unlock()
 	require.NoError(t, recv(t, handled, 5*time.Second, "Handle returned"))
 	settledParking(t, c, "q", 1)
@@ -136,7 +136,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		w := newWorker(t, c, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 		w.mu.Lock()
-		subs[i] = w.sessions["q"].sub
+		subs[i] = w.sessions["q"].Sub
 		w.mu.Unlock()
 	}
 	// One more, last: rueidis reads the connection in order, so every
@@ -202,7 +202,7 @@ func TestDispatcherStartsAndStopsWithItsQueue(t *testing.T) {
 	subOf := func(q string) *subscription.Subscription {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.sessions[q].sub
+		return w.sessions[q].Sub
 	}
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -234,7 +234,7 @@ func TestDispatcherStopsAfterACallbackThatStoppedIt(t *testing.T) {
 		once.Do(func() { stopped <- w.StopWork(ctx, q) })
 	}}))
 	w.mu.Lock()
-	sub := w.sessions["q"].sub
+	sub := w.sessions["q"].Sub
 	w.mu.Unlock()
 	dispatcherStopped := sub.Stopped()
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))

@@ -112,16 +112,16 @@ type FenceEvent struct {
 //  1. registry.mu (the worker's registry: changes to what it serves)
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
-//  3. session.gate (a queue's gate; dequeues hold it shared)
+//  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
-//     answers, under it: it is held around Worker.mu, session.mu,
+//     answers, under it: it is held around Worker.mu, engine.Session.Mu,
 //     proc.State.mu, reclaim.Reclaimer.mu and the worker's tasks)
 //  5. Worker.mu
-//  6. session.mu (taken under Worker.mu where a session's decision must
+//  6. engine.Session.Mu (taken under Worker.mu where a session's decision must
 //     be atomic with the worker's identity and lifecycle, or alone; a
 //     session never takes Worker.mu while holding its mu, and holds one
 //     session's mu at a time; under it only proc.State.mu is taken, by
-//     runner.cancelAll)
+//     runner.cancelAll through engine.Session.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
@@ -174,7 +174,7 @@ type Worker struct {
 	// Guarded by mu.
 	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
-	// processes (session.procs, the one map of them). Guarded by mu.
+	// processes (engine.Session.Procs, the one map of them). Guarded by mu.
 	sessions sessions
 
 	lease     *leaseKeeper                      // renews the leases; fences the worker

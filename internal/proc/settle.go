@@ -105,8 +105,8 @@ type Unrecorded interface{ Unrecorded(err error) }
 // would be held for ever. Those failures are the client's outage to log
 // (one line for all the calls an outage fails). It stops trying once the
 // process is stopped (s.Stopped): found lost, as a fence finds it, when
-// the write is dropped without a word (the fence counts it: see the
-// root's logDropped); or given up (State.GiveUp), as a closing worker's
+// the write is dropped without a word (the fence counts it: see
+// engine.LogDropped); or given up (State.GiveUp), as a closing worker's
 // cancel of its handlers gives them up, when the write is told to u and
 // the task goes back with the worker's others. So closing a
 // worker never waits out a wait of Persist's. It returns at once unless
