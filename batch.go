@@ -169,7 +169,7 @@ func (b *batcher) handleOptions() HandleOptions {
 
 // attach gives the batcher the runtime serving its queue, before it
 // takes work.
-func (b *batcher) attach(r *runner) { b.r = r }
+func (b *batcher) attach(r *engine.Runtime) { b.r = r }
 
 // pending is how many processes the batch filling holds.
 func (b *batcher) pending() int {
@@ -197,7 +197,7 @@ type batcher struct {
 	// r is the Handle runtime serving the queue, set before it takes
 	// work: a batch starts when it stops taking work (startOnStop), and at
 	// once while it does not (see join).
-	r *runner
+	r *engine.Runtime
 
 	mu   sync.Mutex
 	open *batch // the batch filling, if any
@@ -297,7 +297,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 		bt = &batch{gone: make(chan struct{})}
 		b.open = bt
 		bt.timer = b.clock.AfterFunc(b.wait, func() { b.startOpen(bt) })
-		go b.startOnStop(bt, b.r.stopping())
+		go b.startOnStop(bt, b.r.Stopping())
 	}
 	bt.members = append(bt.members, m)
 	b.w.c.signals.joined.Signal(batchJoin{b.queue, len(bt.members)})
@@ -305,7 +305,7 @@ func (b *batcher) join(ctx context.Context, p *Process) error {
 	// batch: a handler that joins after its stop (started just before it)
 	// runs at once. Read under b.mu, which the watcher takes only after
 	// the stop: one of the two starts the batch.
-	full := len(bt.members) >= b.size || !b.r.taking()
+	full := len(bt.members) >= b.size || !b.r.Taking()
 	if full {
 		b.closeOpen()
 	}
@@ -417,7 +417,7 @@ func (b *batcher) run(members []*member) {
 			e = per[m.p]
 		}
 		if e != nil && timedOut && !errors.Is(e, ErrTaskTimeout) {
-			// As runJob marks a handler that gave up on its time.
+			// As the runtime's runJob marks a handler that gave up on its time.
 			e = WithReason(engine.Reason(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
 		}
 		m.err, m.shutdown = e, shutdown

@@ -102,6 +102,10 @@ type Env struct {
 	TTL              time.Duration // the worker's lease: the bound on a held progress write
 	ProgressInterval time.Duration
 	MaxAttempts      int // the attempt budget when neither the policy nor the task sets one
+	// UnsurePasses is how many renewals look for processes Redis says
+	// the worker holds but it does not know of, after a call whose reply
+	// may have been lost (Session.MarkUnsure).
+	UnsurePasses int
 }
 
 // End closes Done with a reason; the first reason wins. It reports
