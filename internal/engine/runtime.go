@@ -146,19 +146,6 @@ func (r *Runtime) StartLoop() {
 	s.poke()
 }
 
-// WorkArrived records that the queue may hold tasks and wakes the
-// scheduler: a work event named this worker, or named nobody, or the
-// worker has (re)subscribed.
-func (r *Runtime) WorkArrived() {
-	s := r.sched
-	s.mu.Lock()
-	r.more = true
-	r.blocked = false
-	r.gen++
-	s.mu.Unlock()
-	s.poke()
-}
-
 // roomLocked is how many slots the member may take now: none unless it
 // takes work, may have tasks and is not blocked; else up to its maxSlots,
 // or the scheduler's size. Callers hold sched.mu.

@@ -309,40 +309,6 @@ func (r *Runtime) session() *Session {
 	return nil
 }
 
-// returned hands on the slot of a member's handler that returned, while
-// its outcome is written: the next task's dequeue goes out meanwhile.
-func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
-
-// count moves the member's slot counts, and the scheduler's, by busy and
-// settling; then, if a member may take the slot that freed, it wakes the
-// loop, and if the member's handlers have all ended it closes the drain
-// channel those waiting for that hold.
-func (r *Runtime) count(busy, settling int) {
-	s := r.sched
-	s.mu.Lock()
-	r.busy += busy
-	r.settling += settling
-	s.busy += busy
-	s.settling += settling
-	wanted := s.wantedLocked()
-	drained := r.takeDrainLocked()
-	s.mu.Unlock()
-	if wanted {
-		s.poke()
-	}
-	if drained != nil {
-		close(drained)
-	}
-}
-
-// settled ends a job whose outcome was written (or given up): its
-// context ends, it stops counting against the writes in flight, and the
-// handler is done (StopTaking and shutdown wait for that).
-func (r *Runtime) settled(j job) {
-	j.cancel(nil)
-	r.count(0, -1) // a slot frees if the writes were at their bound
-}
-
 // wantedLocked reports whether a member may take a slot that frees:
 // whether the loop has something to plan. Callers hold mu.
 func (s *Scheduler) wantedLocked() bool {

@@ -19,12 +19,15 @@ import (
 
 // A process's start: how a task that came to a runtime becomes a running
 // handler, whichever way it came. A dequeue's reply brings tasks the
-// runtime asked for (slotScheduler.take); an enqueue hands a task straight
-// to an idle runtime in an event (handedOff). Both end in one step, start,
+// runtime asked for (Scheduler.take); an enqueue hands a task straight
+// to an idle runtime in an event (HandedOff). Both end in one step, start,
 // which chooses the tasks that have slots, takes handed ones into the
 // session's books and tells the observer of them (a dequeue does both for
 // the tasks it took), runs each on a handler goroutine (launch, runJob),
-// and gives the others back to the front of the queue.
+// and gives the others back to the front of the queue. A handler's slot
+// is counted here too, from its claim until its outcome is written
+// (count): a task's way from its arrival to its outcome is this file's
+// and settle.go's.
 //
 // A hand-off is an enqueue that put its task straight into a process of
 // an idle runtime (enqueue.lua says when it may: a single task, due now,
@@ -35,7 +38,7 @@ import (
 // dequeued it: if the worker dies before it hears of it, its lease covers
 // the process as it covers every other.
 //
-// The worker hears of it on the queue's dispatcher (handedOff). The task
+// The worker hears of it on the queue's dispatcher (HandedOff). The task
 // takes a free slot that no dequeue in flight asked for (claim); when the
 // member's own dequeue is in flight and asked for the last slots, the
 // task waits for that dequeue's reply (claimOrHold), which is one round
@@ -70,6 +73,19 @@ func (r *Runtime) HandedOff(ctx context.Context, s *Session, e store.Event) {
 		return // held: the reply of the member's dequeue starts it (take)
 	}
 	r.start(ctx, quit, s, nil, []store.Event{e}, room)
+}
+
+// WorkArrived records that the queue may hold tasks and wakes the
+// scheduler: a work event named this worker, or named nobody, or the
+// worker has (re)subscribed, or a handed process started (runJob).
+func (r *Runtime) WorkArrived() {
+	s := r.sched
+	s.mu.Lock()
+	r.more = true
+	r.blocked = false
+	r.gen++
+	s.mu.Unlock()
+	s.poke()
 }
 
 // start makes running processes of the tasks that came to the member, in
@@ -364,6 +380,40 @@ func (r *Runtime) runJob(j job) {
 		return
 	}
 	r.settler.Settle(ctx, j, j.p, err)
+}
+
+// returned hands on the slot of a member's handler that returned, while
+// its outcome is written: the next task's dequeue goes out meanwhile.
+func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
+
+// count moves the member's slot counts, and the scheduler's, by busy and
+// settling; then, if a member may take the slot that freed, it wakes the
+// loop, and if the member's handlers have all ended it closes the drain
+// channel those waiting for that hold.
+func (r *Runtime) count(busy, settling int) {
+	s := r.sched
+	s.mu.Lock()
+	r.busy += busy
+	r.settling += settling
+	s.busy += busy
+	s.settling += settling
+	wanted := s.wantedLocked()
+	drained := r.takeDrainLocked()
+	s.mu.Unlock()
+	if wanted {
+		s.poke()
+	}
+	if drained != nil {
+		close(drained)
+	}
+}
+
+// settled ends a job whose outcome was written (or given up): its
+// context ends, it stops counting against the writes in flight, and the
+// handler is done (StopTaking and shutdown wait for that).
+func (r *Runtime) settled(j job) {
+	j.cancel(nil)
+	r.count(0, -1) // a slot frees if the writes were at their bound
 }
 
 // handlerTimeout is how long p's handler may run: the task's own timeout,
