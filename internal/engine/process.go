@@ -1,8 +1,11 @@
 // Package engine is the worker's engine: the record of a process, the
-// scripts that end it and write its progress, and the settler writing a
-// handler's outcome. The root package's Process holds a Proc by value,
-// so a process is one allocation, and gives it a Host: the worker's side
-// of what the record does (its books, its lease, its observer).
+// scripts that end it and write its progress, the settler writing a
+// handler's outcome, and the Handle runtime (its slot scheduler, the
+// start of handlers and the hand-off, the dequeue). The root package's
+// Process holds a Proc by value, so a process is one allocation, and
+// gives it a Host: the worker's side of what the record does (its books,
+// its lease, its observer); the runtime takes the worker as a Worker,
+// and the application's handler as a Call.
 package engine
 
 import (
