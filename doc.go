@@ -180,7 +180,8 @@
 // handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues and its
 // options, and the pools' snapshot, Slots),
-// batch.go (HandleBatch: a Handle whose handler calls gather into batches),
+// batch.go (HandleBatch: a Handle whose handler calls the engine's
+// batcher gathers into batches),
 // settle.go (the retry policy: RetryPolicy, its backoffs, RetryAfter),
 // process.go and progress.go (a Process, its methods and its progress
 // reports, over the engine's record of it in internal/engine, and the
@@ -207,7 +208,8 @@
 // whether a dequeue's reply or an enqueue's hand-off brought its task:
 // the slot a hand-off claims, or holds for the dequeue in flight, the
 // choice of the earlier task when they race, adoption, give-back, the
-// handler goroutines and runJob; Dequeue, and what its reply makes of a
+// handler goroutines and runJob; Batcher, a HandleBatch's handler calls
+// gathered into batches; Dequeue, and what its reply makes of a
 // runtime: an empty queue, the queue's limits and their
 // wake-up, a failed call's backoff), lifecycle (the worker's state and a session's: their named
 // transitions), proc (a process's state machine: how it ends, its

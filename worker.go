@@ -135,7 +135,7 @@ type FenceEvent struct {
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
 //     it starts its loop under it), Client.mu then flows.Flows.mu (a new
 //     worker is counted in under both; the workflow sweeper starts and
-//     stops under flows.Flows.mu), batcher.mu (a HandleBatch's batch
+//     stops under flows.Flows.mu), engine.Batcher.mu (a HandleBatch's batch
 //     filling: it asks the runtime under it whether it takes work, which
 //     takes engine.Scheduler.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
