@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
@@ -157,7 +153,7 @@ func (b *batcher) slots() int { return b.size * b.batches }
 
 // handleOptions are the options of the Handle runtime (or pool member)
 // serving the batcher's queue, but for its slots: the batch's Timeout is
-// the batcher's own (see run), not each handler call's.
+// the batcher's own (see engine.Batcher), not each handler call's.
 func (b *batcher) handleOptions() HandleOptions {
 	return HandleOptions{
 		PanicIsPermanent: b.opts.PanicIsPermanent,
@@ -167,24 +163,26 @@ func (b *batcher) handleOptions() HandleOptions {
 	}
 }
 
-// attach gives the batcher the runtime serving its queue, before it
-// takes work.
-func (b *batcher) attach(r *runner) { b.r = r }
+// attach makes the engine's batcher of the runtime serving the queue,
+// before it takes work.
+func (b *batcher) attach(r *engine.Runtime) {
+	opts := engine.BatchOptions{Size: b.size, Wait: b.wait, Timeout: b.opts.Timeout, PanicIsPermanent: b.opts.PanicIsPermanent}
+	b.eb = engine.NewBatcher(r, b.call, opts, b.clock, func(n int) {
+		b.w.c.signals.joined.Signal(batchJoin{b.queue, n})
+	})
+}
 
 // pending is how many processes the batch filling holds.
 func (b *batcher) pending() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.open == nil {
+	if b.eb == nil {
 		return 0
 	}
-	return len(b.open.members)
+	return b.eb.Pending()
 }
 
-// batcher gathers the processes of a HandleBatch's handler calls into
-// batches. Each process's handler call (join) waits until its batch has
-// run and returns the process's own outcome, which the runtime settles as
-// any handler's.
+// batcher is a HandleBatch's queue: its options, and the engine's
+// batcher (engine.Batcher) gathering its handler calls into batches,
+// made when the runtime serving the queue is.
 type batcher struct {
 	w       *Worker
 	queue   string
@@ -194,47 +192,7 @@ type batcher struct {
 	wait    time.Duration
 	batches int
 	clock   clock.Clock
-	// r is the Handle runtime serving the queue, set before it takes
-	// work: a batch starts when it stops taking work (startOnStop), and at
-	// once while it does not (see join).
-	r *runner
-
-	mu   sync.Mutex
-	open *batch // the batch filling, if any
-}
-
-// batch is a set of processes handed to the handler together.
-type batch struct {
-	members []*member
-	timer   clock.Timer // starts it after MaxWait
-	// gone is closed once the batch is no longer the one filling (it
-	// started, or emptied): its watcher (startOnStop) then returns.
-	gone chan struct{}
-}
-
-// member is one process of a batch, with its handler call's context; done
-// is closed once err, its outcome, is set.
-type member struct {
-	p    *Process
-	ctx  context.Context
-	done chan struct{}
-	err  error
-	// shutdown is set with err when Shutdown's grace period ended the
-	// batch: the runtime is ending every handler's context, this one's
-	// too, and its outcome is settled as that context says once it has.
-	shutdown bool
-}
-
-// outcome is the member's outcome once its batch has run: after the
-// batch was cut by Shutdown, only once the member's own context has
-// ended too (a moment later), so that the runtime settles it as a
-// handler interrupted by Shutdown (back to the front of its queue), not
-// as a failure to retry.
-func (m *member) outcome() error {
-	if m.shutdown {
-		<-m.ctx.Done()
-	}
-	return m.err
+	eb      *engine.Batcher
 }
 
 func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*batcher, error) {
@@ -284,159 +242,20 @@ func newCheckedBatcher(w *Worker, queue string, h BatchHandler, opts BatchOption
 	return b
 }
 
-// join is the Handler of each process: it adds the process to the batch
-// filling (starting one, with its MaxWait timer, if none is), runs the
-// batch if that filled it, and returns the process's outcome once its
-// batch has run. A process whose context ends before its batch starts
-// leaves it.
-func (b *batcher) join(ctx context.Context, p *Process) error {
-	m := &member{p: p, ctx: ctx, done: make(chan struct{})}
-	b.mu.Lock()
-	bt := b.open
-	if bt == nil {
-		bt = &batch{gone: make(chan struct{})}
-		b.open = bt
-		bt.timer = b.clock.AfterFunc(b.wait, func() { b.startOpen(bt) })
-		go b.startOnStop(bt, b.r.stopping())
-	}
-	bt.members = append(bt.members, m)
-	b.w.c.signals.joined.Signal(batchJoin{b.queue, len(bt.members)})
-	// Once the runtime stops taking work no task is coming to fill the
-	// batch: a handler that joins after its stop (started just before it)
-	// runs at once. Read under b.mu, which the watcher takes only after
-	// the stop: one of the two starts the batch.
-	full := len(bt.members) >= b.size || !b.r.taking()
-	if full {
-		b.closeOpen()
-	}
-	b.mu.Unlock()
-	if full {
-		b.run(bt.members) // on this process's goroutine: the others wait
-	}
-	select {
-	case <-m.done:
-		return m.outcome()
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	if b.open == bt { // not started: leave it
-		bt.members = slices.DeleteFunc(bt.members, func(o *member) bool { return o == m })
-		if len(bt.members) == 0 {
-			b.closeOpen()
-		}
-		b.mu.Unlock()
-		return context.Cause(ctx)
-	}
-	b.mu.Unlock()
-	<-m.done // the batch holds the process: its outcome is the batch's
-	return m.outcome()
-}
+// join is the Handler of each process: the engine's batcher's Join.
+func (b *batcher) join(ctx context.Context, p *Process) error { return b.eb.Join(ctx, &p.rec) }
 
-// startOpen runs bt, the batch filling when its MaxWait timer was armed,
-// if it has not started (full) or emptied since.
-func (b *batcher) startOpen(bt *batch) {
-	b.mu.Lock()
-	if b.open != bt {
-		b.mu.Unlock()
-		return
+// call runs the handler on a batch for the engine's batcher: with the
+// public processes, and their entries when it returned BatchErrors.
+func (b *batcher) call(ctx context.Context, batch []*engine.BatchMember) (func(*engine.Proc) error, error) {
+	procs := make([]*Process, len(batch))
+	for i, m := range batch {
+		procs[i] = processOf(m.Proc())
 	}
-	b.closeOpen()
-	b.mu.Unlock()
-	b.run(bt.members)
-}
-
-// closeOpen makes the batch filling no longer the open one: it will not
-// take more processes, its timer is stopped and its watcher returns.
-// Callers hold b.mu.
-func (b *batcher) closeOpen() {
-	bt := b.open
-	b.open = nil
-	bt.timer.Stop()
-	close(bt.gone)
-}
-
-// startOnStop is the watcher of bt, a batch filling while the runtime
-// takes work (stop is that period's stopping): it starts bt once the
-// runtime stops taking work (Shutdown, Close, StopWork), since its tasks
-// are all it will get and they should run within the grace period rather
-// than wait out MaxWait. It returns once bt is no longer filling.
-func (b *batcher) startOnStop(bt *batch, stop <-chan struct{}) {
-	select {
-	case <-stop:
-		b.startOpen(bt)
-	case <-bt.gone:
-	}
-}
-
-// run calls the handler with the processes of a batch whose contexts have
-// not ended, and gives every member its outcome.
-func (b *batcher) run(members []*member) {
-	live := make([]*member, 0, len(members))
-	for _, m := range members {
-		if m.ctx.Err() != nil {
-			// Ended as the batch started: settled as its context says.
-			m.err = context.Cause(m.ctx)
-			close(m.done)
-			continue
-		}
-		live = append(live, m)
-	}
-	if len(live) == 0 {
-		return
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	if b.opts.Timeout > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, b.opts.Timeout, ErrTaskTimeout)
-		defer stop()
-	}
-	// The batch's context ends on shutdown (every process is interrupted
-	// together then), or once no process of it is left.
-	left := atomic.Int64{}
-	left.Store(int64(len(live)))
-	procs := make([]*Process, len(live))
-	for i, m := range live {
-		procs[i] = m.p
-		stop := context.AfterFunc(m.ctx, func() {
-			cause := context.Cause(m.ctx)
-			if left.Add(-1) == 0 || errors.Is(cause, ErrShutdown) {
-				cancel(cause)
-			}
-		})
-		defer stop()
-	}
-	err := b.call(ctx, procs)
+	err := b.h(ctx, procs)
 	var per BatchErrors
-	perTask := errors.As(err, &per)
-	timedOut := errors.Is(context.Cause(ctx), ErrTaskTimeout)
-	shutdown := errors.Is(context.Cause(ctx), ErrShutdown)
-	for _, m := range live {
-		e := err
-		if perTask {
-			e = per[m.p]
-		}
-		if e != nil && timedOut && !errors.Is(e, ErrTaskTimeout) {
-			// As runJob marks a handler that gave up on its time.
-			e = WithReason(engine.Reason(e, ReasonTimeout), fmt.Errorf("%w: %w", ErrTaskTimeout, e))
-		}
-		m.err, m.shutdown = e, shutdown
-		close(m.done)
+	if errors.As(err, &per) {
+		return func(p *engine.Proc) error { return per[processOf(p)] }, err
 	}
-}
-
-// call runs the handler on a batch, recovering a panic: every process of
-// the batch then fails with ErrHandlerPanicked.
-func (b *batcher) call(ctx context.Context, procs []*Process) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			b.w.logger().Error("worqr: batch handler panicked", "queue", b.queue, "tasks", len(procs),
-				"first_process", procs[0].ID(), "panic", v, "stack", string(debug.Stack()))
-			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
-			if b.opts.PanicIsPermanent {
-				err = Permanent(err)
-			}
-		}
-	}()
-	return b.h(ctx, procs)
+	return nil, err
 }

@@ -365,7 +365,7 @@ func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	recv(t, started, 5*time.Second, "first start")
 	r := runnerOf(w, "q")
 	eventually(t, 5*time.Second, "rate-limit timer armed", func() bool {
-		return r.pace.Limited()
+		return r.Limited()
 	})
 	failStopWork(t, c, w, "q")
 	// The window is one second: the next start is due within it.

@@ -173,29 +173,25 @@
 // worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
 // registration, the queues and slots recorded, the lock serialising
 // changes to what it serves), membership.go (StartWork, StopWork, the
-// queues served), dequeue.go (a dequeue, and
-// what its reply makes of a runtime: an empty queue, the queue's limits
-// and their wake-up, a failed call's backoff; their timers are
-// internal/pacer's), events.go (a queue's
-// events, applied to its session), scheduler.go (the slots of a
-// Handle or HandleQueues call, the loop that fills them, and their
-// snapshot, Slots; its policy is internal/slotpolicy), runtime.go (a queue a scheduler serves, its periods of taking work and
-// the signal that ends each), handler.go
-// (Handler, HandleOptions, middleware), pool.go (HandleQueues' options),
-// batch.go (HandleBatch: a Handle whose handler calls gather into batches),
-// start.go (a process's start, whether a dequeue's reply or an
-// enqueue's hand-off brought its task: the slot a hand-off claims, or
-// holds for the dequeue in flight, the choice of the earlier task when
-// they race, adoption, give-back, the handler goroutines and runJob),
+// queues served), dequeue.go (Dequeue and DequeueN, over the engine's
+// dequeue), events.go (a queue's
+// events, applied to its session), runtime.go (Handle: a queue served
+// by the engine's runtime, with the application's handler and options),
+// handler.go
+// (Handler, HandleOptions, middleware), pool.go (HandleQueues and its
+// options, and the pools' snapshot, Slots),
+// batch.go (HandleBatch: a Handle whose handler calls the engine's
+// batcher gathers into batches),
 // settle.go (the retry policy: RetryPolicy, its backoffs, RetryAfter),
 // process.go and progress.go (a Process, its methods and its progress
 // reports, over the engine's record of it in internal/engine, and the
-// worker's side of that record, procHost), shutdown.go (the
+// worker's side of that record, procHost, and the process a dequeue or
+// a hand-off makes), shutdown.go (the
 // closer: Shutdown, Close, draining the worker and stopping its
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
-// the worker.
+// the worker (the runtime's: slotHost).
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
@@ -205,7 +201,17 @@
 // side of its lease: the deadline, the renewals' answers, a rejoin; the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
-// outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named
+// outcome: retry, dead letter, finish; the Handle runtime, a file each:
+// Runtime, a queue a scheduler serves, its periods of taking work and
+// the signal that ends each; Scheduler, the slots of a Handle or
+// HandleQueues call and the loop that fills them; a process's start,
+// whether a dequeue's reply or an enqueue's hand-off brought its task:
+// the slot a hand-off claims, or holds for the dequeue in flight, the
+// choice of the earlier task when they race, adoption, give-back, the
+// handler goroutines and runJob; Batcher, a HandleBatch's handler calls
+// gathered into batches; Dequeue, and what its reply makes of a
+// runtime: an empty queue, the queue's limits and their
+// wake-up, a failed call's backoff), lifecycle (the worker's state and a session's: their named
 // transitions), proc (a process's state machine: how it ends, its
 // result, its handler's context, and the throttle of its progress
 // writes; the retry policy's arithmetic, and the persistence of the

@@ -14,6 +14,7 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -73,6 +74,7 @@ func processEnv(w *Worker) engine.Env {
 		TTL:              w.opts.TTL,
 		ProgressInterval: ProgressInterval,
 		MaxAttempts:      DefaultMaxAttempts,
+		UnsurePasses:     unsurePasses,
 	}
 }
 
@@ -84,11 +86,46 @@ func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
 func (w *outcomeWriter) Life() context.Context     { return w.life }
 func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
 
-// pacerClocks is a worker as the clocks of its runtime members' timers.
-type pacerClocks Worker
+// slotHost is a worker as its runtimes and dequeues take it
+// (engine.Worker; a conversion, not an allocation).
+type slotHost Worker
 
-func (w *pacerClocks) Clock() clock.Clock              { return w.c.clock }
-func (w *pacerClocks) RedisClock() *delayed.RedisClock { return &w.clock }
+func (h *slotHost) Clock() clock.Clock                          { return h.c.clock }
+func (h *slotHost) RedisClock() *delayed.RedisClock             { return &h.clock }
+func (h *slotHost) Env() *engine.Env                            { return &h.env }
+func (h *slotHost) Lock()                                       { h.mu.Lock() }
+func (h *slotHost) Unlock()                                     { h.mu.Unlock() }
+func (h *slotHost) StateLocked() *lifecycle.Worker              { return &h.state }
+func (h *slotHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
+
+func (h *slotHost) Validate(ctx context.Context, op, queue string) error {
+	return h.c.validate(ctx, op, queue)
+}
+
+func (h *slotHost) SessionLocked(queue string) (*engine.Session, *engine.Runtime) {
+	if s := h.sessions[queue]; s != nil {
+		return &s.Session, s.runner
+	}
+	return nil, nil
+}
+
+func (h *slotHost) NewProc(queue string, sp store.Proc, started time.Time) *engine.Proc {
+	return &newProcessAt((*Worker)(h), queue, sp, started).rec
+}
+
+// LeaseLost hands the lease keeper the root's session of s, if s still
+// serves its queue: one that no longer does left it, which is no evidence
+// (see leaseLost).
+func (h *slotHost) LeaseLost(id string, s *engine.Session, cause error) {
+	w := (*Worker)(h)
+	w.mu.Lock()
+	sent := w.sessions[s.Name]
+	w.mu.Unlock()
+	if sent == nil || &sent.Session != s {
+		return
+	}
+	w.lease.leaseLost(id, s.Name, sent, nil, cause)
+}
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.

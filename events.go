@@ -63,9 +63,9 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 			return
 		}
 		if s.runner != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
-			if s.runner.taking() {
-				s.runner.workArrived()
-				if e.To != "" && s.runner.full() {
+			if s.runner.Taking() {
+				s.runner.WorkArrived()
+				if e.To != "" && s.runner.Full() {
 					// A pool member is parked in every queue it found
 					// empty, also while its slots are taken by other
 					// queues: named then, it lets the idle runtimes know.
@@ -80,7 +80,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
 		if s.runner != nil && e.To == w.ID() {
-			s.handedOff(ctx, e.Event)
+			s.runner.HandedOff(ctx, &s.Session, e.Event)
 		}
 		s.Worked(ctx, 1)
 	case store.EventCancel:
@@ -143,7 +143,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	// A runtime looks even at an empty queue: finding it empty parks it in
 	// the idle set (under the worker's current id), where enqueues find it.
 	if s.runner != nil {
-		s.runner.workArrived()
+		s.runner.WorkArrived()
 	}
 	if n > 0 {
 		s.Worked(ctx, n)

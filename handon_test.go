@@ -66,11 +66,10 @@ func TestSlotIsHandedOnWhenTheHandlerReturns(t *testing.T) {
 	r := w.sessions["q"].runner
 	w.mu.Unlock()
 	eventually(t, 5*time.Second, "both outcomes being written", func() bool {
-		r.sched.mu.Lock()
-		defer r.sched.mu.Unlock()
-		return r.busy == 0 && r.settling == 2
+		busy, settling := r.Counts()
+		return busy == 0 && settling == 2
 	})
-	assert.Equal(t, 0, r.free(), "no slot while a slot's worth of outcomes is unwritten")
+	assert.Equal(t, 0, r.Free(), "no slot while a slot's worth of outcomes is unwritten")
 	n, err := c.QueueLen(ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "the third task still waits")
@@ -84,9 +83,8 @@ func TestSlotIsHandedOnWhenTheHandlerReturns(t *testing.T) {
 	assert.Equal(t, "t0002", recv(t, started, 5*time.Second, "the third task, once the finishes are written"))
 	settledQueue(t, c, "q")
 	require.NoError(t, w.Shutdown(ctx))
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	assert.Zero(t, r.settling)
+	_, settling := r.Counts()
+	assert.Zero(t, settling)
 }
 
 // Shutdown waits for the outcomes being written, not only for the

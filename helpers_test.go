@@ -20,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -212,11 +213,11 @@ func crash(w *Worker) {
 	}
 	w.closer.stopComponents()
 	for _, r := range runners {
-		r.stopTaking()
+		r.StopTaking()
 	}
 	w.closer.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runners {
-		<-r.drained()
+		<-r.Drained()
 	}
 }
 
@@ -537,7 +538,7 @@ func afterOutage(t *testing.T, op func() error) error {
 // failStopWork makes w's StopWork on queue fail (its release refused, as
 // on a broken connection), which leaves the queue served and its runtime's
 // loop started again, and returns that runtime.
-func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *runner {
+func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *engine.Runtime {
 	t.Helper()
 	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpRelease {
@@ -548,7 +549,7 @@ func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *runner {
 	require.Error(t, w.StopWork(ctxT(t), queue), "StopWork fails: the queue stays served")
 	c.store.SetFault(nil)
 	r := runnerOf(w, queue)
-	require.True(t, r.taking(), "loop restarted")
+	require.True(t, r.Taking(), "loop restarted")
 	return r
 }
 

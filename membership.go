@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -18,7 +19,7 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 
 // startWork serves a queue, driven by the application (r nil) or by a
 // Handle runtime.
-func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *runner) error {
+func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *engine.Runtime) error {
 	if err := w.c.validate(ctx, "start work", queue); err != nil {
 		return err
 	}

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // Order is how a pool of handler slots shared by several queues
@@ -99,8 +103,9 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	if err != nil {
 		return err
 	}
-	s := newSlotScheduler(w, size, opts.Order)
-	for _, q := range queues {
+	s := engine.NewScheduler((*slotHost)(w), size, opts.Order == OrderStrict, false)
+	events := make([]Events, len(queues))
+	for i, q := range queues {
 		share := q.Share
 		if share == 0 {
 			share = 1
@@ -117,29 +122,31 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 				maxSlots = b.slots()
 			}
 		}
-		r := s.add(q.Queue, chain(h, w.opts.Middleware, hopts.Middleware), hopts, maxSlots, share)
+		events[i] = hopts.Events
+		r := s.Add(q.Queue, callOf(chain(h, w.opts.Middleware, hopts.Middleware)), memberOptions(hopts), maxSlots, share)
 		if b != nil {
 			b.attach(r)
 		}
 	}
-	for i, r := range s.members {
-		err := w.startWork(ctx, r.queue, r.opts.Events, r)
+	members := s.Members()
+	for i, r := range members {
+		err := w.startWork(ctx, r.Queue(), events[i], r)
 		if err == nil {
 			continue
 		}
 		w.mu.Lock()
-		sv := w.sessions[r.queue]
+		sv := w.sessions[r.Queue()]
 		w.mu.Unlock()
 		if sv == nil || sv.runner != r {
-			r.stopTaking()
+			r.StopTaking()
 		}
 		// Leave the queues served already: the pool is served whole or
 		// not at all.
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 		defer cancel()
-		for _, done := range s.members[:i] {
-			if uerr := w.StopWork(undo, done.queue); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.queue), undo: uerr}
+		for _, done := range members[:i] {
+			if uerr := w.StopWork(undo, done.Queue()); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
+				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.Queue()), undo: uerr}
 			}
 		}
 		return err
@@ -152,7 +159,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	closed := w.state.IsClosed()
 	if !closed {
 		w.pools = append(w.pools, s)
-		s.setReady()
+		s.SetReady()
 	}
 	w.mu.Unlock()
 	if closed {
@@ -203,4 +210,75 @@ func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
 		seen[q.Queue] = true
 	}
 	return size, nil
+}
+
+// PoolSlots is a snapshot of the handler slots of one Handle or
+// HandleQueues call of a worker: a pool (Handle's is a pool of one
+// queue). Busy + Free is at most Size: the slots of handlers that
+// returned while their outcomes are still being written, past the bound
+// on those writes, are neither.
+type PoolSlots struct {
+	// Worker is the id of the worker the pool is of.
+	Worker string
+	// Queues are the queues the pool serves, in the order given: one for
+	// Handle.
+	Queues []string
+	// Size is the pool's slots (HandleOptions.Concurrency,
+	// PoolOptions.Concurrency).
+	Size int
+	// Busy counts the handlers running.
+	Busy int
+	// Free counts the slots a handler could start in now.
+	Free int
+}
+
+// Slots returns a snapshot of the handler slots of the worker's pools,
+// those with a queue still served, for saturation metrics (busy against
+// free). It reads counts the pools keep anyway, one pool's lock at a
+// time: nothing is counted for it on the way of a task, so a collector may
+// call it on every scrape.
+func (w *Worker) Slots() []PoolSlots {
+	w.mu.Lock()
+	id := w.state.ID()
+	scheds := append([]*engine.Scheduler(nil), w.pools...)
+	queues := make([]string, 0, len(w.sessions))
+	for q, s := range w.sessions {
+		if s.runner != nil {
+			queues = append(queues, q)
+		}
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		scheds = append(scheds, w.sessions[q].runner.Sched())
+	}
+	w.mu.Unlock()
+	var out []PoolSlots
+	seen := make(map[*engine.Scheduler]bool, len(scheds))
+	for _, s := range scheds {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if qs, size, busy, free, taking := s.Snapshot(); taking {
+			out = append(out, PoolSlots{Worker: id, Queues: qs, Size: size, Busy: busy, Free: free})
+		}
+	}
+	return out
+}
+
+// Slots returns Worker.Slots of every worker of the client that is not
+// closed, in the order of their ids.
+func (c *Client) Slots() []PoolSlots {
+	c.mu.Lock()
+	workers := make([]*Worker, 0, len(c.workers))
+	for w := range c.workers {
+		workers = append(workers, w)
+	}
+	c.mu.Unlock()
+	var out []PoolSlots
+	for _, w := range workers {
+		out = append(out, w.Slots()...)
+	}
+	slices.SortStableFunc(out, func(a, b PoolSlots) int { return strings.Compare(a.Worker, b.Worker) })
+	return out
 }

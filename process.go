@@ -9,6 +9,7 @@ import (
 
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // Process is a task taken from a queue by a Worker. Exactly one of Finish
@@ -19,6 +20,29 @@ type Process struct {
 	w *Worker // nil for a detached process
 	// rec is the engine's record of it: its identity and its state.
 	rec engine.Proc
+}
+
+// newProcess is the process Redis made for sp (a dequeue's or a
+// hand-off's), started now.
+func newProcess(w *Worker, queue string, sp store.Proc) *Process {
+	return newProcessAt(w, queue, sp, w.c.clock.Now())
+}
+
+// newProcessAt is newProcess for a process that started at started (the
+// processes of one dequeue share one reading of the clock).
+func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
+	p := &Process{w: w, rec: engine.Proc{
+		ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
+		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError,
+		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
+		Started: started,
+	}}
+	p.rec.Host = (*procHost)(p)
+	p.rec.DueAt = p.rec.EnqueuedAt
+	if sp.Task.Due > 0 {
+		p.rec.DueAt = time.UnixMicro(sp.Task.Due)
+	}
+	return p
 }
 
 // procHost is a process as its record's host (a conversion, not an

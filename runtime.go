@@ -5,63 +5,12 @@ import (
 	"fmt"
 
 	"github.com/worqr/worqr/internal/engine"
-	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/pacer"
+	"github.com/worqr/worqr/internal/proc"
 )
 
-// runner is a queue served by a slot scheduler (Handle's, of one queue,
-// or HandleQueues'): a member, which holds what is per queue (its handler,
-// options, work flag, timers). The scheduler dequeues for it into its
-// slots and keeps its counts.
-type runner struct {
-	w       *Worker // set when made, as are the next five
-	queue   string
-	handler Handler // with the middleware around it
-	opts    HandleOptions
-	// maxSlots caps how many of the scheduler's slots the member holds at
-	// once (QueueSpec.MaxSlots); 0: as many as there are.
-	maxSlots int
-	sched    *slotScheduler
-	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
-	pace pacer.Pacer
-	// settler writes its handlers' outcomes (internal/engine).
-	settler engine.Settler[job]
-
-	// Guarded by sched.mu.
-	slots // its share of the scheduler's
-	// hand claims slots for handed processes and holds those that race
-	// the member's dequeue (start.go).
-	hand handoffs
-	// takes is set while the member takes work (between startLoop and
-	// stopTaking).
-	takes bool
-	// more is true while the queue may still hold tasks: set by work
-	// events, cleared when a dequeue comes back short.
-	more bool
-	gen  uint64 // counts work events
-	// blocked is set when the member could not take work (fenced, not
-	// serving, or Redis failed) until the next work event; the scheduler
-	// passes it over.
-	blocked bool
-	// abort ends the dequeue in flight for the member, if any.
-	abort context.CancelFunc
-	// stops is closed when the member stops taking work (stopTaking:
-	// Shutdown, Close, StopWork), once no handler starts for it any more,
-	// for any number of observers (stopping); startLoop makes a new one
-	// each time the member starts taking work again.
-	stops chan struct{}
-	// drain is closed when no handler runs and no outcome is being
-	// written (busy and settling both zero), for those waiting for that
-	// (drained): a Finish is written after the handler's goroutine went
-	// back for work (see engine.Settler.FinishLater), and stopTaking's
-	// callers wait for it too. Made when one asks while handlers run,
-	// dropped once closed.
-	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
-	// cancel, and whose release failed, starts the member again while its
-	// waiting goroutine still waits, and a WaitGroup's Add then races that
-	// Wait (and may panic, "reused before previous Wait has returned").
-	drain chan struct{}
-}
+// The Handle runtime is the engine's (engine.Runtime, engine.Scheduler:
+// internal/engine's runtime.go, scheduler.go, start.go and dequeue.go);
+// the root gives it the application's handler and options.
 
 // Handle serves a queue with a handler: the worker starts work on it and,
 // woken by work events, dequeues while fewer than Concurrency handlers run
@@ -74,7 +23,7 @@ func (w *Worker) Handle(ctx context.Context, queue string, h Handler, opts Handl
 
 // handle is Handle; attach, if set, is given the runtime before it takes
 // work (HandleBatch's batcher watches it from its handler calls).
-func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts HandleOptions, attach func(*runner)) error {
+func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts HandleOptions, attach func(*engine.Runtime)) error {
 	if h == nil {
 		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
 	}
@@ -82,9 +31,9 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 	if err != nil {
 		return fmt.Errorf("worqr: handle %q: %w", queue, err)
 	}
-	s := newSlotScheduler(w, size, OrderStrict)
-	r := s.add(queue, chain(h, w.opts.Middleware, opts.Middleware), opts, 0, 1)
-	s.ready = true // one member: ready once it is served
+	// One member: ready once it is served.
+	s := engine.NewScheduler((*slotHost)(w), size, true, true)
+	r := s.Add(queue, callOf(chain(h, w.opts.Middleware, opts.Middleware)), memberOptions(opts), 0, 1)
 	if attach != nil {
 		attach(r)
 	}
@@ -95,7 +44,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 		sv := w.sessions[queue]
 		w.mu.Unlock()
 		if sv == nil || sv.runner != r {
-			r.stopTaking()
+			r.StopTaking()
 		}
 		return err
 	}
@@ -114,162 +63,14 @@ func slotsOf(concurrency int) (int, error) {
 	return concurrency, nil
 }
 
-// startLoop makes the member take work (again, after a StopWork that
-// failed and left the queue served), marked as maybe having work so that
-// the scheduler looks; it starts the scheduler's loop if it is ready and
-// not running.
-func (r *runner) startLoop() {
-	s := r.sched
-	s.mu.Lock()
-	if !r.takes {
-		r.stops = make(chan struct{})
-	}
-	r.takes = true
-	// The first dequeue parks the member (or takes what waits).
-	r.more, r.blocked = true, false
-	r.gen++
-	s.mu.Unlock()
-	_ = s.Start(r.w.life)
-	s.poke()
+// callOf is h as the engine calls it: with the public process whose
+// record the engine holds.
+func callOf(h Handler) engine.Call {
+	return func(ctx context.Context, p *engine.Proc) error { return h(ctx, processOf(p)) }
 }
 
-// workArrived records that the queue may hold tasks and wakes the
-// scheduler: a work event named this worker, or named nobody, or the
-// worker has (re)subscribed.
-func (r *runner) workArrived() {
-	s := r.sched
-	s.mu.Lock()
-	r.more = true
-	r.blocked = false
-	r.gen++
-	s.mu.Unlock()
-	s.poke()
-}
-
-// roomLocked is how many slots the member may take now: none unless it
-// takes work, may have tasks and is not blocked; else up to its maxSlots,
-// or the scheduler's size. Callers hold sched.mu.
-func (r *runner) roomLocked() int {
-	if !r.takes || !r.more || r.blocked {
-		return 0
-	}
-	if r.maxSlots > 0 {
-		return r.maxSlots - r.busy - r.asking
-	}
-	return r.sched.size
-}
-
-// wakeIfTaking is workArrived for a member that takes work.
-func (r *runner) wakeIfTaking() {
-	if r.taking() {
-		r.workArrived()
-	}
-}
-
-// taking reports whether the member takes work.
-func (r *runner) taking() bool {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	return r.takes
-}
-
-// stopping returns a channel closed once the member has stopped taking
-// work, and no handler starts for it any more: the current period's if it
-// takes work, else one closed already. Any number may wait on it; a
-// member started again has a new one.
-func (r *runner) stopping() <-chan struct{} {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	if !r.takes || r.stops == nil {
-		return closedChan
-	}
-	return r.stops
-}
-
-// drained returns a channel closed once no handler runs and no outcome
-// is being written: at once if none is. A waiter waits for that once,
-// whatever handlers start after it.
-func (r *runner) drained() <-chan struct{} {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	if r.busy+r.settling == 0 {
-		return closedChan
-	}
-	if r.drain == nil {
-		r.drain = make(chan struct{})
-	}
-	return r.drain
-}
-
-// takeDrainLocked returns the drain channel to close, if handlers have
-// just all ended and someone waits, and forgets it. Callers hold
-// sched.mu.
-func (r *runner) takeDrainLocked() chan struct{} {
-	d := r.drain
-	if d == nil || r.busy+r.settling > 0 {
-		return nil
-	}
-	r.drain = nil
-	return d
-}
-
-// idle reports whether none of the member's handlers runs or has its
-// outcome being written.
-func (r *runner) idle() bool {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	return r.busy+r.settling == 0
-}
-
-// stopTaking makes the member stop taking work: its dequeue in flight
-// ends, and once it returns no handler starts for it, which it then tells
-// stopping's observers. The last member to stop stops the scheduler's
-// loop. Its running handlers are drained's.
-func (r *runner) stopTaking() {
-	s := r.sched
-	s.mu.Lock()
-	var stops chan struct{} // closed below, if this call ends a period of taking work
-	if r.takes {
-		stops = r.stops
-	}
-	r.takes = false
-	abort := r.abort
-	last := true
-	for _, m := range s.members {
-		if m.takes {
-			last = false
-		}
-	}
-	s.mu.Unlock()
-	if abort != nil {
-		abort()
-	}
-	if last {
-		s.Stop()
-	}
-	// Wait out a dequeue of the scheduler's that may be starting handlers
-	// for this member; any later one sees it stopped.
-	s.turn.Lock()
-	//lint:ignore SA2001 an empty critical section is the barrier
-	s.turn.Unlock()
-	r.pace.Stop()
-	if stops != nil {
-		close(stops)
-	}
-}
-
-// cancelAll ends every running handler's context with cause. A handler
-// runs for a process the worker holds in the queue, or for one that has
-// ended already, whose context ended with it.
-func (r *runner) cancelAll(cause error) {
-	w := r.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// A closing worker gives its tasks back, so an outcome write being
-	// tried again is given up; a StopWork's give-back may fail, and then
-	// the queue stays served and the write must go on (proc.Persist).
-	closing := w.state.Phase() != lifecycle.Serving
-	if s := w.sessions[r.queue]; s != nil {
-		s.InterruptAll(cause, closing)
-	}
+// memberOptions are what the runtime serving a queue takes of its
+// options.
+func memberOptions(opts HandleOptions) engine.MemberOptions {
+	return engine.MemberOptions{Timeout: opts.Timeout, PanicIsPermanent: opts.PanicIsPermanent, Policy: proc.Policy(opts.Retry), Delay: opts.Retry.delay}
 }

@@ -14,21 +14,21 @@ import (
 // (engine.Session: its gate, lease deadline, in-flight processes,
 // dispatcher, timer of delayed tasks and the application's events) is
 // held by value; the session adds the worker and, for Handle, its runtime.
-// Its fences, rejoins, reconciliations, hand-off adoptions and renewals
-// are its own methods, in the files of those components (fence.go,
-// rejoin.go, reconcile.go, start.go, keepalive.go, events.go).
+// Its fences, rejoins, reconciliations and renewals are its own methods,
+// in the files of those components (fence.go, rejoin.go, reconcile.go,
+// keepalive.go, events.go); its runtime adopts the hand-offs.
 //
 // w and runner are set when it is made and never change.
 type session struct {
 	engine.Session
 	w *Worker
 	// runner is the Handle runtime serving the queue, if any.
-	runner *runner
+	runner *engine.Runtime
 }
 
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
-func newSession(w *Worker, queue string, events Events, r *runner, deadline time.Time) *session {
+func newSession(w *Worker, queue string, events Events, r *engine.Runtime, deadline time.Time) *session {
 	s := &session{w: w, runner: r}
 	s.Init(queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
 	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
@@ -51,7 +51,7 @@ func (s *session) stopHandling(ctx context.Context) {
 // queue failed and the session still serves it.
 func (s *session) resumeHandling() {
 	if s.runner != nil {
-		s.runner.startLoop()
+		s.runner.StartLoop()
 	}
 }
 
@@ -79,7 +79,7 @@ func (ss sessions) serves(queue string) bool {
 func (ss sessions) add(s *session, serving bool) {
 	ss[s.Name] = s
 	if serving && s.runner != nil {
-		s.runner.startLoop()
+		s.runner.StartLoop()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
@@ -170,7 +171,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	assert.GreaterOrEqual(t, upTo, store.PIDSeq(orphan))
 
 	// A hand-off event for the orphan that comes only now is not adopted.
-	assert.Nil(t, s.adoptHanded(store.Event{Kind: store.EventHandOff, To: w.ID(), PID: orphan}))
+	assert.False(t, s.Adopt(&engine.Proc{ID: orphan, Seq: store.PIDSeq(orphan)}))
 	require.NoError(t, known.Finish(ctx))
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -54,7 +55,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 }
 
 // runnerOf is the Handle runtime serving queue on w.
-func runnerOf(w *Worker, queue string) *runner {
+func runnerOf(w *Worker, queue string) *engine.Runtime {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.sessions[queue].runner

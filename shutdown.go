@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/startstop"
 )
 
@@ -102,7 +103,7 @@ func (k *closer) stopComponents() {
 	pools := w.pools
 	w.pools = nil
 	for _, r := range w.sessions.runners() {
-		pools = append(pools, r.sched)
+		pools = append(pools, r.Sched())
 	}
 	w.mu.Unlock()
 	// The components of other files stop through their own calls, each
@@ -111,7 +112,7 @@ func (k *closer) stopComponents() {
 	stops.Go(w.lease.stop)
 	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
 	stops.Go(w.periodics.Close)
-	stops.Go(func() { closeAll(pools) })
+	stops.Go(func() { engine.CloseAll(pools) })
 	startstop.StopAll(dispatchers...)
 	stops.Close()
 	k.tasks.Close()
@@ -200,13 +201,13 @@ func (k *closer) drain(ctx context.Context) error {
 
 // runners are Handle runtimes stopped together: a StopWork's, or those of
 // a draining worker.
-type runners []*runner
+type runners []*engine.Runtime
 
 // idle reports whether no handler of the runners is running or writing
 // its outcome.
 func (rs runners) idle() bool {
 	for _, r := range rs {
-		if !r.idle() {
+		if !r.Idle() {
 			return false
 		}
 	}
@@ -220,7 +221,7 @@ func (rs runners) idle() bool {
 // times the wait and whose logger says when it ran out.
 func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
 	for _, r := range rs {
-		r.stopTaking()
+		r.StopTaking()
 	}
 	if rs.drained(grace.Done(), nil) {
 		return true
@@ -231,7 +232,7 @@ func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
 		return true
 	}
 	for _, r := range rs {
-		r.cancelAll(ErrShutdown)
+		r.CancelAll(ErrShutdown)
 	}
 	t := w.c.clock.NewTimer(ShutdownCancelWait)
 	defer t.Stop()
@@ -247,7 +248,7 @@ func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
 func (rs runners) drained(stop <-chan struct{}, timeout <-chan time.Time) bool {
 	for _, r := range rs {
 		select {
-		case <-r.drained():
+		case <-r.Drained():
 		case <-stop:
 			return false
 		case <-timeout:

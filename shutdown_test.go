@@ -62,48 +62,9 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
 	// waiter sees no handler running.
-	recv(t, r.drained(), 5*time.Second, "the stuck handler done")
+	recv(t, r.Drained(), 5*time.Second, "the stuck handler done")
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("next"))))
 	assert.Equal(t, "next", recv(t, started, 5*time.Second, "the restarted loop's handler"))
-}
-
-// A waiter for a runtime's handlers waits for them all to end once:
-// handlers started after that concern later waiters only, and one started
-// while it waits delays it.
-func TestDrainedWaitsForTheHandlersOnce(t *testing.T) {
-	r := newSlotScheduler(nil, 3, OrderStrict).add("q", nil, HandleOptions{}, 0, 1)
-	select {
-	case <-r.drained():
-	default:
-		t.Fatal("nothing running: drained at once")
-	}
-	start := func(n int) {
-		r.sched.mu.Lock()
-		r.busy += n
-		r.sched.busy += n
-		r.sched.mu.Unlock()
-	}
-	start(1)
-	first := r.drained()
-	start(2) // while first waits
-	r.count(-1, 0)
-	r.count(-1, 0)
-	select {
-	case <-first:
-		t.Fatal("drained with one still running")
-	default:
-	}
-	r.count(-1, 0)
-	recv(t, first, time.Second, "drained once none runs")
-	start(1) // a restarted loop's handler: the old waiter is long gone
-	second := r.drained()
-	select {
-	case <-second:
-		t.Fatal("a new waiter waits for the new handler")
-	default:
-	}
-	r.count(-1, 0)
-	recv(t, second, time.Second, "the new waiter drained")
 }
 
 // Shutdown waits for the handlers on its own goroutine: one that outlasts

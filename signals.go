@@ -35,7 +35,7 @@ type signals struct {
 	// swept: a workflow sweep of a queue ended; the notices it carried.
 	swept testsignal.Signal[int]
 	// joined: a batch handler's call joined its queue's batch filling
-	// (batcher.join); the queue, and how many the batch then held.
+	// (engine.Batcher.Join); the queue, and how many the batch then held.
 	joined testsignal.Signal[batchJoin]
 }
 

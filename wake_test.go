@@ -176,7 +176,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	w.mu.Lock()
 	r := w.sessions["q"].runner
 	w.mu.Unlock()
-	r.stopTaking() // as Shutdown does before its grace period
+	r.StopTaking() // as Shutdown does before its grace period
 
 	events := b.listen(c.store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte(tooBig("t")))))

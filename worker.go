@@ -91,15 +91,17 @@ type FenceEvent struct {
 // the fencing deadline; fence.go: the fence of the whole worker), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
-// HandleQueues calls (scheduler.go, pool.go) and its periodic schedules
+// HandleQueues calls (engine.Scheduler, internal/engine; runtime.go,
+// pool.go give them the application's handlers) and its periodic schedules
 // (periodic.go, internal/periodic); the closer (shutdown.go) drains the
 // worker and stops them all. A session owns its lease deadline, its processes, its
 // dispatcher (internal/subscription, events.go), its timer of delayed
-// tasks (internal/delayed) and, for Handle, its runtime (runtime.go),
-// which also takes the tasks enqueues hand it (start.go); a fence of
+// tasks (internal/delayed) and, for Handle, its runtime (engine.Runtime),
+// which also takes the tasks enqueues hand it; a fence of
 // one queue, its rejoin and its reconciliation are the session's
 // (fence.go, rejoin.go, reconcile.go). engine.go gives each component
-// under internal/ what it takes of the client and the worker.
+// under internal/ what it takes of the client and the worker (the
+// runtime takes the worker as an engine.Worker, whose lock is Worker.mu).
 //
 // # Lock order
 //
@@ -110,7 +112,7 @@ type FenceEvent struct {
 // this list, so the order is acyclic.
 //
 //  1. registry.mu (the worker's registry: changes to what it serves)
-//  2. slotScheduler.turn (held while it dequeues for a member and starts
+//  2. engine.Scheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
@@ -121,7 +123,7 @@ type FenceEvent struct {
 //     be atomic with the worker's identity and lifecycle, or alone; a
 //     session never takes Worker.mu while holding its mu, and holds one
 //     session's mu at a time; under it only proc.State.mu is taken, by
-//     runner.cancelAll through engine.Session.InterruptAll)
+//     engine.Runtime.CancelAll through engine.Session.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
@@ -133,9 +135,9 @@ type FenceEvent struct {
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
 //     it starts its loop under it), Client.mu then flows.Flows.mu (a new
 //     worker is counted in under both; the workflow sweeper starts and
-//     stops under flows.Flows.mu), batcher.mu (a HandleBatch's batch
+//     stops under flows.Flows.mu), engine.Batcher.mu (a HandleBatch's batch
 //     filling: it asks the runtime under it whether it takes work, which
-//     takes slotScheduler.mu)
+//     takes engine.Scheduler.mu)
 //  11. startstop.Base.mu of a service (taken to start one: under
 //     periodic.Set.mu for a periodic schedule, under delayed.Scheduler.mu for
 //     a timer of delayed tasks, under beat.Beats.mu or
@@ -143,14 +145,14 @@ type FenceEvent struct {
 //     a Wait's subscription, under statsflush.Flusher.mu for the
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and beatMu; a coalescer's senders)
-//  12. The leaves, under which nothing else is locked: slotScheduler.mu,
+//  12. The leaves, under which nothing else is locked: engine.Scheduler.mu,
 //     pacer.Pacer.mu (a member's retry and rate-limit timers), proc.State.mu,
 //     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,
 //     outage.Outage.mu, coalesce.Coalescer.mu, flows.Flows.qmu, Router.mu,
 //     boundDials.mu, the store's statsBuf.mu and idHints.mu (an enqueue's
 //     guess of its ids), and queuestats' read lock and admission lock
 //     (taken by the stats readers under no other). (The worker's delayed.RedisClock takes no
-//     lock: slotScheduler.mu and delayed.Scheduler.mu read it.)
+//     lock: engine.Scheduler.mu and delayed.Scheduler.mu read it.)
 //  13. In tests, clock.Fake.mu: timers are set and stopped under any of
 //     the above, and its AfterFunc callbacks run on goroutines of their
 //     own.
@@ -185,7 +187,7 @@ type Worker struct {
 	periodics periodic.Set
 	// pools are the slot schedulers of HandleQueues, each a running loop
 	// (Handle's are reached through the queues served). Guarded by mu.
-	pools []*slotScheduler
+	pools []*engine.Scheduler
 
 	// life is the worker's run context: every loop and one-shot
 	// goroutine of the worker runs on it (or on a context derived from

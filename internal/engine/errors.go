@@ -13,6 +13,7 @@ const (
 	ReasonPermanent = "permanent"
 	ReasonExhausted = "exhausted"
 	ReasonPanic     = "panic"
+	ReasonTimeout   = "timeout"
 )
 
 // reasonError gives an error a reason.

@@ -1,8 +1,11 @@
 // Package engine is the worker's engine: the record of a process, the
-// scripts that end it and write its progress, and the settler writing a
-// handler's outcome. The root package's Process holds a Proc by value,
-// so a process is one allocation, and gives it a Host: the worker's side
-// of what the record does (its books, its lease, its observer).
+// scripts that end it and write its progress, the settler writing a
+// handler's outcome, and the Handle runtime (its slot scheduler, the
+// start of handlers and the hand-off, the dequeue). The root package's
+// Process holds a Proc by value, so a process is one allocation, and
+// gives it a Host: the worker's side of what the record does (its books,
+// its lease, its observer); the runtime takes the worker as a Worker,
+// and the application's handler as a Call.
 package engine
 
 import (
@@ -102,34 +105,10 @@ type Env struct {
 	TTL              time.Duration // the worker's lease: the bound on a held progress write
 	ProgressInterval time.Duration
 	MaxAttempts      int // the attempt budget when neither the policy nor the task sets one
-}
-
-// End closes Done with a reason; the first reason wins. It reports
-// whether this call ended the process. A process lost (settled,
-// ErrProcessLost) is reported to the observer as lost.
-func (p *Proc) End(reason error, settled bool) bool {
-	// A process ended by a cancel or delete event (not settled: Finish
-	// still works) that is lost later is reported then.
-	first, newlySettled := p.St.End(reason, settled)
-	if newlySettled && errors.Is(reason, errs.ErrProcessLost) {
-		p.observeEnd(Lost, "", reason)
-	}
-	return first
-}
-
-// Forget drops the process from the books of its queue's session and
-// ends it.
-func (p *Proc) Forget(reason error) {
-	p.Host.Drop()
-	p.End(reason, true)
-}
-
-// observeEnd tells the observer, once, how the process ended (and, for
-// Dead, the dead letter's reason).
-func (p *Proc) observeEnd(outcome Outcome, reason string, err error) {
-	if p.St.Observe() {
-		p.Host.Observe(outcome, reason, err)
-	}
+	// UnsurePasses is how many renewals look for processes Redis says
+	// the worker holds but it does not know of, after a call whose reply
+	// may have been lost (Session.MarkUnsure).
+	UnsurePasses int
 }
 
 // Status asks Redis what became of the process: nil while it is active

@@ -21,6 +21,34 @@ import (
 // end. A handler's outcome is tried again while the worker lives if its
 // write failed on the connection.
 
+// End closes Done with a reason; the first reason wins. It reports
+// whether this call ended the process. A process lost (settled,
+// ErrProcessLost) is reported to the observer as lost.
+func (p *Proc) End(reason error, settled bool) bool {
+	// A process ended by a cancel or delete event (not settled: Finish
+	// still works) that is lost later is reported then.
+	first, newlySettled := p.St.End(reason, settled)
+	if newlySettled && errors.Is(reason, errs.ErrProcessLost) {
+		p.observeEnd(Lost, "", reason)
+	}
+	return first
+}
+
+// Forget drops the process from the books of its queue's session and
+// ends it.
+func (p *Proc) Forget(reason error) {
+	p.Host.Drop()
+	p.End(reason, true)
+}
+
+// observeEnd tells the observer, once, how the process ended (and, for
+// Dead, the dead letter's reason).
+func (p *Proc) observeEnd(outcome Outcome, reason string, err error) {
+	if p.St.Observe() {
+		p.Host.Observe(outcome, reason, err)
+	}
+}
+
 // Settler writes the outcomes of one runtime's handlers; J is the
 // runtime's job, which Settled ends once its outcome is written.
 type Settler[J any] struct {

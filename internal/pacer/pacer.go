@@ -33,7 +33,7 @@ type Clocks interface {
 // work. Stop stops them.
 type Pacer struct {
 	env  Clocks
-	wake func() // runner.wakeIfTaking
+	wake func() // engine.Runtime.wakeIfTaking
 	// Retry is the backoff of the member's dequeues that failed on the
 	// connection. The scheduler's loop's own.
 	Retry *backoff.Backoff

@@ -1,7 +1,7 @@
 // Package slotpolicy is the slot scheduler's policy, apart from its state: how
 // many slots are free, how free slots are shared among the queues of a
 // pool, and what a failed dequeue makes of its queue. The scheduler (the
-// root package's scheduler.go) holds the counts and calls these.
+// engine's Scheduler, internal/engine) holds the counts and calls these.
 package slotpolicy
 
 import (

@@ -63,7 +63,7 @@ func New(life context.Context, st *store.Store, queue string, handle func(contex
 		// Ready first: the dispatcher may handle the event before this
 		// goroutine runs again, and its check wakes the runtime, whose
 		// dequeue parks it in the idle set only if the subscription is
-		// ready by then (see the root's Worker.dequeue). Closed after the push, a
+		// ready by then (see engine.Dequeue). Closed after the push, a
 		// runtime could miss its parking dequeue and stay out of the idle
 		// set until its next event.
 		sub.readyOnce.Do(func() { close(sub.ready) })

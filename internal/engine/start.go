@@ -1,4 +1,4 @@
-package worqr
+package engine
 
 import (
 	"cmp"
@@ -12,19 +12,22 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/store"
 )
 
 // A process's start: how a task that came to a runtime becomes a running
 // handler, whichever way it came. A dequeue's reply brings tasks the
-// runtime asked for (slotScheduler.take); an enqueue hands a task straight
-// to an idle runtime in an event (handedOff). Both end in one step, start,
+// runtime asked for (Scheduler.take); an enqueue hands a task straight
+// to an idle runtime in an event (HandedOff). Both end in one step, start,
 // which chooses the tasks that have slots, takes handed ones into the
 // session's books and tells the observer of them (a dequeue does both for
 // the tasks it took), runs each on a handler goroutine (launch, runJob),
-// and gives the others back to the front of the queue.
+// and gives the others back to the front of the queue. A handler's slot
+// is counted here too, from its claim until its outcome is written
+// (count): a task's way from its arrival to its outcome is this file's
+// and settle.go's.
 //
 // A hand-off is an enqueue that put its task straight into a process of
 // an idle runtime (enqueue.lua says when it may: a single task, due now,
@@ -35,7 +38,7 @@ import (
 // dequeued it: if the worker dies before it hears of it, its lease covers
 // the process as it covers every other.
 //
-// The worker hears of it on the queue's dispatcher (handedOff). The task
+// The worker hears of it on the queue's dispatcher (HandedOff). The task
 // takes a free slot that no dequeue in flight asked for (claim); when the
 // member's own dequeue is in flight and asked for the last slots, the
 // task waits for that dequeue's reply (claimOrHold), which is one round
@@ -53,47 +56,36 @@ import (
 //
 // Three things keep a handed process from being lost or run twice:
 //   - a runtime parks only once its queue's channel is subscribed (see
-//     dequeue), and a subscription that comes back may have missed events:
-//     the queue is then reconciled (see handle), which gives back what
+//     Dequeue), and a subscription that comes back may have missed events:
+//     the queue is then reconciled (the root's events.go), which gives back what
 //     Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
-//     the queue's last process id (engine.Session.ReleasedUpTo): an event for one
+//     the queue's last process id (Session.ReleasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
 
-// newProcess is the process Redis made for sp (a dequeue's or a
-// hand-off's), started now.
-func newProcess(w *Worker, queue string, sp store.Proc) *Process {
-	return newProcessAt(w, queue, sp, w.c.clock.Now())
-}
-
-// newProcessAt is newProcess for a process that started at started (the
-// processes of one dequeue share one reading of the clock).
-func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
-	p := &Process{w: w, rec: engine.Proc{
-		ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
-		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError,
-		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
-		Started: started,
-	}}
-	p.rec.Host = (*procHost)(p)
-	p.rec.DueAt = p.rec.EnqueuedAt
-	if sp.Task.Due > 0 {
-		p.rec.DueAt = time.UnixMicro(sp.Task.Due)
-	}
-	return p
-}
-
-// handedOff takes a process an enqueue handed to this worker's runtime
-// for the queue. It runs on the queue's dispatcher.
-func (s *session) handedOff(ctx context.Context, e store.Event) {
-	r := s.runner
+// HandedOff takes a process an enqueue handed to this worker's runtime
+// for the queue s serves. It runs on the queue's dispatcher.
+func (r *Runtime) HandedOff(ctx context.Context, s *Session, e store.Event) {
 	quit, room := r.hand.claimOrHold(e)
 	if room < 0 {
 		return // held: the reply of the member's dequeue starts it (take)
 	}
 	r.start(ctx, quit, s, nil, []store.Event{e}, room)
+}
+
+// WorkArrived records that the queue may hold tasks and wakes the
+// scheduler: a work event named this worker, or named nobody, or the
+// worker has (re)subscribed, or a handed process started (runJob).
+func (r *Runtime) WorkArrived() {
+	s := r.sched
+	s.mu.Lock()
+	r.more = true
+	r.blocked = false
+	r.gen++
+	s.mu.Unlock()
+	s.poke()
 }
 
 // start makes running processes of the tasks that came to the member, in
@@ -102,8 +94,7 @@ func (s *session) handedOff(ctx context.Context, e store.Event) {
 // back to the front of the queue (see Order above). s is the member's
 // session, nil when it is not served any more (handed tasks are then
 // left to the release that leaving made).
-func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, dequeued []*engine.Proc, handed []store.Event, room int) {
-	c := r.w.c
+func (r *Runtime) start(ctx context.Context, quit <-chan struct{}, s *Session, dequeued []*Proc, handed []store.Event, room int) {
 	if len(handed) == 0 { // a dequeue's reply alone: every task has its slot
 		for _, p := range dequeued {
 			r.launch(quit, p, false)
@@ -123,13 +114,13 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 	for _, a := range all[:min(room, len(all))] {
 		p := a.p
 		if p == nil {
-			if p = s.adoptHanded(a.e); p == nil {
+			if p = r.adoptHanded(s, a.e); p == nil {
 				r.count(-1, 0)  // the slot claimed for it
-				r.workArrived() // look again (see runJob)
+				r.WorkArrived() // look again (see runJob)
 				continue
 			}
-			c.store.Started(r.queue, a.e.HandedProc()) // the stats' started and wait, as a dequeue's
-			c.obs.started(ctx, p)                      // as the dequeue told of its own: before anything can end it
+			r.sched.env.Store.Started(r.queue, a.e.HandedProc()) // the stats' started and wait, as a dequeue's
+			r.host.Started(ctx, p)                               // as the dequeue told of its own: before anything can end it
 		}
 		r.launch(quit, p, a.p == nil)
 	}
@@ -145,15 +136,15 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 			// told of its start by the dequeue, hears it was lost, as of
 			// a task given back by StopWork), and given back unstarted,
 			// as a handed task is.
-			a.p.Forget(ErrProcessLost)
+			a.p.Forget(errs.ErrProcessLost)
 			ref = store.ProcRef{Worker: a.p.Owner, PID: a.p.ID}
 		}
-		s.giveBack(ctx, ref)
+		r.giveBack(ctx, s, ref)
 	}
 	// The tasks wait now: the scheduler plans for them when a slot frees,
 	// as after a work event, rather than when the give-back's own event
 	// comes.
-	r.workArrived()
+	r.WorkArrived()
 }
 
 // arrival is a task come to a member to start: a dequeued process (p), or
@@ -161,7 +152,7 @@ func (r *runner) start(ctx context.Context, quit <-chan struct{}, s *session, de
 // as a number.
 type arrival struct {
 	seq uint64
-	p   *engine.Proc
+	p   *Proc
 	e   store.Event
 }
 
@@ -171,19 +162,19 @@ type arrival struct {
 // fenced, or the process went back with others it did not know of. It
 // holds the queue's gate, so no reconciliation, rejoin or leaving overlaps
 // it, and the worker's mu, so no fence of the worker does.
-func (s *session) adoptHanded(e store.Event) *engine.Proc {
+func (r *Runtime) adoptHanded(s *Session, e store.Event) *Proc {
 	if s == nil {
 		return nil
 	}
-	w := s.w
+	h := r.host
 	s.Gate.RLock()
 	defer s.Gate.RUnlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.state.IsCurrent(e.To) || w.sessions[s.Name] != s {
+	h.Lock()
+	defer h.Unlock()
+	if cur, _ := h.SessionLocked(s.Name); !h.StateLocked().IsCurrent(e.To) || cur != s {
 		return nil
 	}
-	if p := &newProcess(w, s.Name, e.HandedProc()).rec; s.Adopt(p) {
+	if p := h.NewProc(s.Name, e.HandedProc(), r.sched.env.Clock.Now()); s.Adopt(p) {
 		return p
 	}
 	return nil
@@ -196,32 +187,34 @@ func (s *session) adoptHanded(e store.Event) *engine.Proc {
 // runtime whose loop has ended (ctx done: it stops because its worker
 // leaves the queue, closes or is fenced), whose call could only fail and
 // warn. If Redis may not have had the give-back, the queue is reconciled.
-func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
+func (r *Runtime) giveBack(ctx context.Context, s *Session, ref store.ProcRef) {
 	if s == nil || ctx.Err() != nil {
 		return
 	}
-	w := s.w
-	w.mu.Lock()
-	mine := w.state.IsCurrent(ref.Worker) && w.sessions[s.Name] == s && !s.IsFenced()
-	w.mu.Unlock()
+	h, env := r.host, r.sched.env
+	h.Lock()
+	cur, _ := h.SessionLocked(s.Name)
+	mine := h.StateLocked().IsCurrent(ref.Worker) && cur == s && !s.IsFenced()
+	h.Unlock()
 	if !mine {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.TTL)
+	ctx, cancel := context.WithTimeout(ctx, env.TTL)
 	defer cancel()
-	sent := w.c.outage.Begin()
-	_, err := w.c.store.GiveBack(ctx, s.Name, ref)
+	out := env.Writer.Outage()
+	sent := out.Begin()
+	_, err := env.Store.GiveBack(ctx, s.Name, ref)
 	if err == nil {
 		// Any outcome will do: given back; or no longer the worker's
 		// (reconciled, or its lease gone: the peers reclaim it).
-		w.c.outage.OK(sent)
+		out.OK(sent)
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		s.MarkUnsure(unsurePasses, false)
+		s.MarkUnsure(env.UnsurePasses, false)
 	}
-	if err = w.c.fail("give back", s.Name, err); !w.c.outage.Failed(sent, "give back", err) {
-		w.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)
+	if err = env.Fail("give back", s.Name, err); !out.Failed(sent, "give back", err) {
+		env.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)
 	}
 }
 
@@ -231,7 +224,7 @@ func (s *session) giveBack(ctx context.Context, ref store.ProcRef) {
 // above). Its state is guarded by the scheduler's mu, as the member's
 // slot counts are.
 type handoffs struct {
-	r *runner
+	r *Runtime
 	// held are processes enqueues handed over while the member's dequeue
 	// was in flight and had asked for the last free slots: that dequeue's
 	// reply starts them or gives them back (see claimOrHold).
@@ -306,7 +299,7 @@ func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
 // worker learns of (cancel, delete, fencing), with that reason as its
 // cause. A new goroutine waits for its next job until quit is closed (the
 // run of the loop it was started in ends).
-func (r *runner) launch(quit <-chan struct{}, p *engine.Proc, handed bool) {
+func (r *Runtime) launch(quit <-chan struct{}, p *Proc, handed bool) {
 	s := r.sched
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p.St.OnEnd(cancel)
@@ -317,7 +310,7 @@ func (r *runner) launch(quit <-chan struct{}, p *engine.Proc, handed bool) {
 		if !s.jobs.Go(func() { serve(s.idle, quit, j) }) {
 			// The worker is closed: the process is left held, to be given
 			// back with the others.
-			cancel(ErrShutdown)
+			cancel(errs.ErrShutdown)
 			r.count(-1, 0) // its slot
 		}
 	}
@@ -325,8 +318,8 @@ func (r *runner) launch(quit <-chan struct{}, p *engine.Proc, handed bool) {
 
 // job is a process to run, with its member and its handler's context.
 type job struct {
-	r      *runner
-	p      *engine.Proc
+	r      *Runtime
+	p      *Proc
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// handed marks a process an enqueue handed over.
@@ -347,10 +340,10 @@ func serve(idle chan job, quit <-chan struct{}, j job) {
 
 // runJob runs the handler for one process and settles its outcome. A
 // handler that succeeded has its Finish written asynchronously (see
-// engine.Settler.FinishLater): its goroutine is free for the next job at
+// Settler.FinishLater): its goroutine is free for the next job at
 // once, and the rest of the settling, up to settled, runs when the write
 // returns.
-func (r *runner) runJob(j job) {
+func (r *Runtime) runJob(j job) {
 	if j.handed {
 		// Dequeue for the free slots after a process handed over started:
 		// that parks the runtime again if the queue is empty, for the
@@ -361,23 +354,23 @@ func (r *runner) runJob(j job) {
 		// every later hand-off, until some other enqueue's work event (and
 		// the scheduler plans no dequeue for a member not so marked). From
 		// here: the handler's goroutine runs first.
-		r.workArrived()
+		r.WorkArrived()
 	}
 	ctx := j.ctx
 	if d := handlerTimeout(j.p, r.opts.Timeout); d > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, d, ErrTaskTimeout)
+		ctx, stop = context.WithTimeoutCause(ctx, d, errs.ErrTaskTimeout)
 		defer stop()
 	}
-	err := r.call(ctx, j.p)
-	if err != nil && errors.Is(context.Cause(ctx), ErrTaskTimeout) {
+	err := r.run(ctx, j.p)
+	if err != nil && errors.Is(context.Cause(ctx), errs.ErrTaskTimeout) {
 		// The handler gave up because its time ran out: a retry, under
 		// the policy, with reason timeout (unless it gave one itself), whose
 		// error says so once (a handler may return the cause itself).
-		if !errors.Is(err, ErrTaskTimeout) {
-			err = fmt.Errorf("%w: %w", ErrTaskTimeout, err)
+		if !errors.Is(err, errs.ErrTaskTimeout) {
+			err = fmt.Errorf("%w: %w", errs.ErrTaskTimeout, err)
 		}
-		err = WithReason(engine.Reason(err, ReasonTimeout), err)
+		err = WithReason(Reason(err, ReasonTimeout), err)
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
@@ -389,32 +382,68 @@ func (r *runner) runJob(j job) {
 	r.settler.Settle(ctx, j, j.p, err)
 }
 
+// returned hands on the slot of a member's handler that returned, while
+// its outcome is written: the next task's dequeue goes out meanwhile.
+func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
+
+// count moves the member's slot counts, and the scheduler's, by busy and
+// settling; then, if a member may take the slot that freed, it wakes the
+// loop, and if the member's handlers have all ended it closes the drain
+// channel those waiting for that hold.
+func (r *Runtime) count(busy, settling int) {
+	s := r.sched
+	s.mu.Lock()
+	r.busy += busy
+	r.settling += settling
+	s.busy += busy
+	s.settling += settling
+	wanted := s.wantedLocked()
+	drained := r.takeDrainLocked()
+	s.mu.Unlock()
+	if wanted {
+		s.poke()
+	}
+	if drained != nil {
+		close(drained)
+	}
+}
+
+// settled ends a job whose outcome was written (or given up): its
+// context ends, it stops counting against the writes in flight, and the
+// handler is done (StopTaking and shutdown wait for that).
+func (r *Runtime) settled(j job) {
+	j.cancel(nil)
+	r.count(0, -1) // a slot frees if the writes were at their bound
+}
+
 // handlerTimeout is how long p's handler may run: the task's own timeout,
 // else the queue's (queue); 0 for no limit.
-func handlerTimeout(p *engine.Proc, queue time.Duration) time.Duration {
+func handlerTimeout(p *Proc, queue time.Duration) time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
 	}
 	return queue
 }
 
-func (r *runner) call(ctx context.Context, p *engine.Proc) (err error) {
+// run calls the handler for p, recovering a panic: the process fails
+// with ErrHandlerPanicked then.
+func (r *Runtime) run(ctx context.Context, p *Proc) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			// The stack once a task, not on every retry of a task that
 			// panics each time: not when its previous attempt panicked too,
 			// as the error recorded with its retry says.
 			stack := "as at the previous attempt"
-			if !strings.HasPrefix(p.LastError, ErrHandlerPanicked.Error()) {
+			if !strings.HasPrefix(p.LastError, errs.ErrHandlerPanicked.Error()) {
 				stack = string(debug.Stack())
 			}
-			r.w.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID, "task", p.TaskID,
+			r.sched.env.logger().Error("worqr: handler panicked", "queue", r.queue, "process", p.ID, "task", p.TaskID,
 				"attempt", p.Attempt, "panic", v, "stack", stack)
-			err = fmt.Errorf("%w: %v", ErrHandlerPanicked, v)
+			err = fmt.Errorf("%w: %v", errs.ErrHandlerPanicked, v)
 			if r.opts.PanicIsPermanent {
 				err = Permanent(err)
 			}
 		}
 	}()
-	return r.handler(ctx, processOf(p))
+	return r.call(ctx, p)
 }

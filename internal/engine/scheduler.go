@@ -1,38 +1,35 @@
-package worqr
+package engine
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 
-	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/pacer"
-	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/internal/startstop"
 )
 
-// slotScheduler owns the handler slots of one Handle or HandleQueues call
+// Scheduler owns the handler slots of one Handle or HandleQueues call
 // and the loop that fills them: woken by a member's work event or a slot
 // freeing, it plans which members the free slots go to (by its order) and
 // dequeues for each, several tasks at a time. Handle is a scheduler with
-// one member. A member (runner) holds what is per queue: its handler,
+// one member. A member (Runtime) holds what is per queue: its handler,
 // options, work flag, timers; the counts of slots (busy, settling, asking)
 // are kept here, the scheduler's and each member's share of them, under
 // one lock.
 //
 // A slot is taken from a dequeue's request (asking) or a hand-off's claim
 // until the handler returns; the outcomes still being written (settling)
-// hold new starts back when they lag (see slots.Free).
-type slotScheduler struct {
+// hold new starts back when they lag (see slotpolicy.Free).
+type Scheduler struct {
 	startstop.Base // the loop's run
 
-	w       *Worker // set when made, as are the next four
-	size    int     // the slots
-	order   Order
-	members []*runner // in the order given
-	parts   []int     // members' shares (QueueSpec.Share)
+	host    Worker // set when made, as are the next five
+	env     *Env
+	size    int        // the slots
+	strict  bool       // the order: strict, else shared
+	members []*Runtime // in the order given
+	parts   []int      // members' shares (QueueSpec.Share)
 
 	wake chan struct{} // a member may have work, or a slot freed
 
@@ -41,7 +38,7 @@ type slotScheduler struct {
 	// started in ends (quit).
 	idle chan job
 	// jobs tracks the goroutines the scheduler starts: handler goroutines
-	// and outcome writes that are tried again (see engine.Settler.FinishLater).
+	// and outcome writes that are tried again (see Settler.FinishLater).
 	jobs startstop.Group
 
 	// turn is held by the loop while it dequeues for a member and starts
@@ -69,12 +66,12 @@ type slotScheduler struct {
 type slots struct {
 	// busy counts the handlers running (a slot is taken from the dequeue
 	// or claim until the handler returns). The processes themselves are in
-	// the worker's books, engine.Session.Procs.
+	// the worker's books, Session.Procs.
 	busy int
 	// settling counts the outcomes of returned handlers being written. A
 	// slot is handed on when its handler returns, not when Redis has the
 	// outcome, so the next task's dequeue overlaps the finish; settling
-	// bounds how far the writes may lag (see slots.Free).
+	// bounds how far the writes may lag (see slotpolicy.Free).
 	settling int
 	// asking counts the slots a dequeue in flight asked for: a process an
 	// enqueue hands over meanwhile (claim) must not take one of them.
@@ -83,22 +80,27 @@ type slots struct {
 
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
-func newSlotScheduler(w *Worker, size int, order Order) *slotScheduler {
-	return &slotScheduler{
-		w: w, size: size, order: order,
+// NewScheduler is the scheduler of size slots of the worker h, its
+// members ordered strictly (strict) or shared. A scheduler made ready
+// runs its loop once a member takes work; else once SetReady says its
+// members are all served.
+func NewScheduler(h Worker, size int, strict, ready bool) *Scheduler {
+	return &Scheduler{
+		host: h, env: h.Env(), size: size, strict: strict, ready: ready,
 		wake: make(chan struct{}, 1), idle: make(chan job), quit: closedChan,
 	}
 }
 
-// add makes a member serving queue with handler h (the middleware around
-// it), at most maxSlots of the slots at once (0: as many as there are).
-func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlots, share int) *runner {
-	r := &runner{
-		w: s.w, queue: queue, handler: h, opts: opts, maxSlots: maxSlots, sched: s,
+// Add makes a member serving queue with call, at most maxSlots of the
+// slots at once (0: as many as there are), with share of them under the
+// shared order.
+func (s *Scheduler) Add(queue string, call Call, opts MemberOptions, maxSlots, share int) *Runtime {
+	r := &Runtime{
+		host: s.host, queue: queue, call: call, opts: opts, maxSlots: maxSlots, sched: s,
 	}
 	r.hand.r = r
-	r.pace = pacer.New((*pacerClocks)(s.w), r.wakeIfTaking)
-	r.settler = engine.Settler[job]{Policy: proc.Policy(opts.Retry), Delay: opts.Retry.delay, Jobs: &s.jobs, Settled: r.settled}
+	r.pace = pacer.New(s.host, r.wakeIfTaking)
+	r.settler = Settler[job]{Policy: opts.Policy, Delay: opts.Delay, Jobs: &s.jobs, Settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)
@@ -106,10 +108,21 @@ func (s *slotScheduler) add(queue string, h Handler, opts HandleOptions, maxSlot
 	return r
 }
 
+// Members are the scheduler's members, in the order given. Callers must
+// not modify it.
+func (s *Scheduler) Members() []*Runtime { return s.members }
+
+// Size is the scheduler's slots.
+func (s *Scheduler) Size() int { return s.size }
+
+// Jobs are the goroutines the scheduler started (handler goroutines,
+// outcome writes tried again).
+func (s *Scheduler) Jobs() *startstop.Group { return &s.jobs }
+
 // Start runs the loop on ctx (the worker's life): it ends with ctx or
-// Stop. It does nothing before the scheduler is ready (setReady), or
+// Stop. It does nothing before the scheduler is ready (SetReady), or
 // while the loop runs.
-func (s *slotScheduler) Start(ctx context.Context) error {
+func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	ready := s.ready
 	s.mu.Unlock()
@@ -132,20 +145,21 @@ func (s *slotScheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// setReady marks every member served and starts the loop.
-func (s *slotScheduler) setReady() {
+// SetReady marks every member served and starts the loop.
+func (s *Scheduler) SetReady() {
 	s.mu.Lock()
 	s.ready = true
 	s.mu.Unlock()
-	_ = s.Start(s.w.life)
+	_ = s.Start(s.env.Writer.Life())
 }
 
 // close ends the loop for good, as the worker closes: the handler
 // goroutines waiting for a job leave, and no goroutine of the scheduler's
 // is started again. Once no handler runs, it waits for them all; a
-// handler that outlived its cancel (runners.stop gave up on it) is the
-// application's, and its goroutine leaves as soon as it returns.
-func (s *slotScheduler) close() {
+// handler that outlived its cancel (the root's runners.stop gave up on
+// it) is the application's, and its goroutine leaves as soon as it
+// returns.
+func (s *Scheduler) close() {
 	s.Stop()
 	s.mu.Lock()
 	done := s.busy+s.settling == 0
@@ -155,14 +169,14 @@ func (s *slotScheduler) close() {
 	}
 }
 
-func (s *slotScheduler) poke() {
+func (s *Scheduler) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *slotScheduler) run(ctx context.Context) {
+func (s *Scheduler) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -177,7 +191,7 @@ func (s *slotScheduler) run(ctx context.Context) {
 // fill plans the free slots and dequeues for each member planned. It
 // reports whether to plan again: a member came back short, or could not
 // take work (it is passed over then, so the slots left go elsewhere).
-func (s *slotScheduler) fill(ctx context.Context) bool {
+func (s *Scheduler) fill(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -185,7 +199,7 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 	if n <= 0 {
 		return false
 	}
-	shares := slotpolicy.Plan(s.order == OrderStrict, n, s.room, s.parts, s.current, s.shares[:0])
+	shares := slotpolicy.Plan(s.strict, n, s.room, s.parts, s.current, s.shares[:0])
 	s.shares = shares
 	planned := 0
 	for _, sh := range shares {
@@ -208,7 +222,7 @@ func (s *slotScheduler) fill(ctx context.Context) bool {
 // reserve marks the free slots as asked for by the dequeues about to be
 // planned, and returns how many they are; room gets each member's room
 // for them.
-func (s *slotScheduler) reserve(room []int) int {
+func (s *Scheduler) reserve(room []int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := slotpolicy.Free(s.size, s.busy, s.settling)
@@ -225,7 +239,7 @@ func (s *slotScheduler) reserve(room []int) int {
 // take dequeues up to n tasks (slots reserved for them) for a member and
 // starts their handlers. It reports whether it got them all; when not, the
 // member is passed over until it may have work again (see afterDequeue).
-func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
+func (s *Scheduler) take(ctx context.Context, r *Runtime, n int) bool {
 	s.turn.Lock()
 	defer s.turn.Unlock()
 	s.mu.Lock()
@@ -240,8 +254,9 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 	dctx, cancel := context.WithCancel(ctx)
 	r.abort = cancel
 	s.mu.Unlock()
-	sent := s.w.c.outage.Begin()
-	ps, until, err := s.w.dequeue(dctx, r.queue, n, true)
+	out := s.env.Writer.Outage()
+	sent := out.Begin()
+	ps, until, err := Dequeue(dctx, s.host, r.queue, n, true)
 	s.mu.Lock()
 	r.abort = nil
 	r.asking -= n
@@ -265,13 +280,13 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 			r.afterDequeue(slotpolicy.Decide(err), sent, gen, err)
 		}
 	} else {
-		s.w.c.outage.OK(sent)
+		out.OK(sent)
 		r.pace.Retry.Reset()
 		if len(ps) < n {
 			r.clearMore(gen)
 		}
 	}
-	var sess *session
+	var sess *Session
 	if len(held) > 0 {
 		sess = r.session()
 	}
@@ -284,53 +299,19 @@ func (s *slotScheduler) take(ctx context.Context, r *runner, n int) bool {
 
 // session is the session serving the member's queue, nil if none does
 // (it left the queue).
-func (r *runner) session() *session {
-	w := r.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if s := w.sessions[r.queue]; s != nil && s.runner == r {
+func (r *Runtime) session() *Session {
+	h := r.host
+	h.Lock()
+	defer h.Unlock()
+	if s, sr := h.SessionLocked(r.queue); s != nil && sr == r {
 		return s
 	}
 	return nil
 }
 
-// returned hands on the slot of a member's handler that returned, while
-// its outcome is written: the next task's dequeue goes out meanwhile.
-func (s *slotScheduler) returned(r *runner) { r.count(-1, +1) }
-
-// count moves the member's slot counts, and the scheduler's, by busy and
-// settling; then, if a member may take the slot that freed, it wakes the
-// loop, and if the member's handlers have all ended it closes the drain
-// channel those waiting for that hold.
-func (r *runner) count(busy, settling int) {
-	s := r.sched
-	s.mu.Lock()
-	r.busy += busy
-	r.settling += settling
-	s.busy += busy
-	s.settling += settling
-	wanted := s.wantedLocked()
-	drained := r.takeDrainLocked()
-	s.mu.Unlock()
-	if wanted {
-		s.poke()
-	}
-	if drained != nil {
-		close(drained)
-	}
-}
-
-// settled ends a job whose outcome was written (or given up): its
-// context ends, it stops counting against the writes in flight, and the
-// handler is done (stopTaking and shutdown wait for that).
-func (r *runner) settled(j job) {
-	j.cancel(nil)
-	r.count(0, -1) // a slot frees if the writes were at their bound
-}
-
 // wantedLocked reports whether a member may take a slot that frees:
 // whether the loop has something to plan. Callers hold mu.
-func (s *slotScheduler) wantedLocked() bool {
+func (s *Scheduler) wantedLocked() bool {
 	for _, r := range s.members {
 		if r.takes && r.more && !r.blocked {
 			return true
@@ -339,17 +320,17 @@ func (s *slotScheduler) wantedLocked() bool {
 	return false
 }
 
-// full reports whether the member could not start a handler now for want
+// Full reports whether the member could not start a handler now for want
 // of a slot: the scheduler's are all taken, or its maxSlots is reached.
-func (r *runner) full() bool {
+func (r *Runtime) Full() bool {
 	s := r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slotpolicy.Free(s.size, s.busy, s.settling) <= 0 || (r.maxSlots > 0 && r.busy >= r.maxSlots)
 }
 
-// free is how many more handlers the member may start now.
-func (r *runner) free() int {
+// Free is how many more handlers the member may start now.
+func (r *Runtime) Free() int {
 	s := r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,10 +341,10 @@ func (r *runner) free() int {
 	return n
 }
 
-// closeAll ends the loops of slot schedulers, each once and all at once,
+// CloseAll ends the loops of slot schedulers, each once and all at once,
 // for good: their worker is closing.
-func closeAll(scheds []*slotScheduler) {
-	seen := make(map[*slotScheduler]bool, len(scheds))
+func CloseAll(scheds []*Scheduler) {
+	seen := make(map[*Scheduler]bool, len(scheds))
 	var wg sync.WaitGroup
 	for _, s := range scheds {
 		if !seen[s] {
@@ -374,87 +355,16 @@ func closeAll(scheds []*slotScheduler) {
 	wg.Wait()
 }
 
-// PoolSlots is a snapshot of the handler slots of one Handle or
-// HandleQueues call of a worker: a pool (Handle's is a pool of one
-// queue). Busy + Free is at most Size: the slots of handlers that
-// returned while their outcomes are still being written, past the bound
-// on those writes, are neither.
-type PoolSlots struct {
-	// Worker is the id of the worker the pool is of.
-	Worker string
-	// Queues are the queues the pool serves, in the order given: one for
-	// Handle.
-	Queues []string
-	// Size is the pool's slots (HandleOptions.Concurrency,
-	// PoolOptions.Concurrency).
-	Size int
-	// Busy counts the handlers running.
-	Busy int
-	// Free counts the slots a handler could start in now.
-	Free int
-}
-
-// Slots returns a snapshot of the handler slots of the worker's pools,
-// those with a queue still served, for saturation metrics (busy against
-// free). It reads counts the pools keep anyway, one pool's lock at a
-// time: nothing is counted for it on the way of a task, so a collector may
-// call it on every scrape.
-func (w *Worker) Slots() []PoolSlots {
-	w.mu.Lock()
-	id := w.state.ID()
-	scheds := append([]*slotScheduler(nil), w.pools...)
-	queues := make([]string, 0, len(w.sessions))
-	for q, s := range w.sessions {
-		if s.runner != nil {
-			queues = append(queues, q)
-		}
-	}
-	slices.Sort(queues)
-	for _, q := range queues {
-		scheds = append(scheds, w.sessions[q].runner.sched)
-	}
-	w.mu.Unlock()
-	var out []PoolSlots
-	seen := make(map[*slotScheduler]bool, len(scheds))
-	for _, s := range scheds {
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		if ps, ok := s.snapshot(); ok {
-			ps.Worker = id
-			out = append(out, ps)
-		}
-	}
-	return out
-}
-
-// snapshot is the scheduler's slots, if any of its members takes work.
-func (s *slotScheduler) snapshot() (PoolSlots, bool) {
+// Snapshot is the scheduler's slots (size, busy, free) and its members'
+// queues, in the order given; taking is false when none of its members
+// takes work.
+func (s *Scheduler) Snapshot() (queues []string, size, busy, free int, taking bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := PoolSlots{Queues: make([]string, len(s.members)), Size: s.size, Busy: s.busy, Free: max(slotpolicy.Free(s.size, s.busy, s.settling), 0)}
-	taking := false
+	queues = make([]string, len(s.members))
 	for i, r := range s.members {
-		ps.Queues[i] = r.queue
+		queues[i] = r.queue
 		taking = taking || r.takes
 	}
-	return ps, taking
-}
-
-// Slots returns Worker.Slots of every worker of the client that is not
-// closed, in the order of their ids.
-func (c *Client) Slots() []PoolSlots {
-	c.mu.Lock()
-	workers := make([]*Worker, 0, len(c.workers))
-	for w := range c.workers {
-		workers = append(workers, w)
-	}
-	c.mu.Unlock()
-	var out []PoolSlots
-	for _, w := range workers {
-		out = append(out, w.Slots()...)
-	}
-	slices.SortStableFunc(out, func(a, b PoolSlots) int { return strings.Compare(a.Worker, b.Worker) })
-	return out
+	return queues, s.size, s.busy, max(slotpolicy.Free(s.size, s.busy, s.settling), 0), taking
 }

@@ -1,0 +1,156 @@
+package engine
+
+// The start of handlers on its own: the hand-off's claims, the choice
+// between handed and dequeued tasks with their give-back, and a
+// handler's run up to its outcome.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/errs"
+	"github.com/worqr/worqr/internal/store"
+)
+
+// A hand-off that finds no free slot waits for the reply of its member's
+// own dequeue when that dequeue asked for the last slots, and takes a
+// slot the reply leaves free; one whose slots another member's dequeue
+// asked for, or a member that stops taking, goes back at once.
+func TestHandOffHeldForTheMembersDequeue(t *testing.T) {
+	t.Parallel()
+	s := schedulerOf(t, true, 1, []int{1, 1}, []int{0, 0})
+	a, b := s.members[0], s.members[1]
+	e := store.Event{Kind: store.EventHandOff, PID: "1"}
+
+	s.mu.Lock()
+	s.asking, a.asking = 1, 1 // a's dequeue asked for the slot
+	s.mu.Unlock()
+	_, room := b.hand.claimOrHold(e)
+	assert.Equal(t, 0, room, "b's slot went to a's dequeue: b gives it back")
+	_, room = a.hand.claimOrHold(e)
+	assert.Equal(t, -1, room, "held for a's dequeue")
+
+	s.mu.Lock()
+	s.asking, a.asking = 0, 0 // the reply came back empty
+	held, room := a.hand.takeHeldLocked()
+	s.mu.Unlock()
+	assert.Equal(t, []store.Event{e}, held)
+	assert.Equal(t, 1, room, "the slot the reply left free")
+
+	s.mu.Lock()
+	s.asking, a.asking = 1, 1 // and a full one takes the slot
+	s.mu.Unlock()
+	_, room = a.hand.claimOrHold(e)
+	require.Equal(t, -1, room)
+	s.mu.Lock()
+	s.asking, a.asking = 0, 0
+	a.busy++
+	s.busy++
+	held, room = a.hand.takeHeldLocked()
+	s.mu.Unlock()
+	assert.Len(t, held, 1)
+	assert.Zero(t, room, "no slot beyond the dequeue's: start chooses between them")
+	assert.Nil(t, a.hand.held)
+
+	a.StopTaking()
+	s.mu.Lock()
+	a.asking = 1
+	s.mu.Unlock()
+	_, room = a.hand.claimOrHold(e)
+	assert.Equal(t, 0, room, "a member that stopped taking gives it back")
+}
+
+// A start with more tasks than room runs those Redis started first: a
+// task handed over before a dequeue's runs (adopted into the books and
+// told to the observer), and the dequeued one goes back to the front of
+// the queue, lost to the observer.
+func TestStartRunsTheEarliestAndGivesBackTheRest(t *testing.T) {
+	t.Parallel()
+	w := newTestWorker(t)
+	ran := make(chan string, 2)
+	s := NewScheduler(w, 1, true, false)
+	r := s.Add("q", func(_ context.Context, p *Proc) error { ran <- p.ID; return nil }, MemberOptions{}, 0, 1)
+	r.takes = true
+	sess := w.serve("q", r)
+	joined(t, w, "q", "a")
+	ps, _, err := Dequeue(t.Context(), w, "q", 1, true)
+	require.NoError(t, err)
+	w.started.WaitOrTimeout()
+	w.mu.Lock()
+	w.refuse = errRefused // no Finish: the test's Env has no coalescer
+	w.mu.Unlock()
+
+	handed := store.Event{Kind: store.EventHandOff, To: testID, PID: "1", Entry: "x"}
+	quit, ok := r.hand.claim() // the handed task's slot; the dequeued one has none
+	require.True(t, ok)
+	r.start(t.Context(), quit, sess, ps, []store.Event{handed}, 1)
+
+	assert.Equal(t, "1", recv(t, ran, "the handed task, started first by Redis"))
+	assert.Equal(t, "1", w.started.WaitOrTimeout(), "the handed task told to the observer")
+	assert.Equal(t, Lost, w.ended.WaitOrTimeout(), "the dequeued task, lost to the observer")
+	assert.ErrorIs(t, ps[0].St.Err(), errs.ErrProcessLost)
+	n, err := w.env.Store.QueueLen(t.Context(), "q")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "given back to the queue: %s", w.logs)
+	recv(t, r.Drained(), "the handed task's outcome settled")
+	assert.Len(t, sess.Procs, 1, "the handed task adopted, the dequeued one out of the books")
+	select {
+	case id := <-ran:
+		t.Fatalf("%s ran without a slot", id)
+	default:
+	}
+}
+
+// A handler's run: its panic is an error of reason panic (a Permanent one
+// under PanicIsPermanent, dead-lettered), and a handler that ran out of
+// its time fails with ErrTaskTimeout, reason timeout; its slot is handed
+// on and its outcome settled.
+func TestRunJobOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		opts   MemberOptions
+		h      Call
+		reason string
+		retry  bool
+	}{
+		{"panic", MemberOptions{}, func(context.Context, *Proc) error { panic("boom") }, ReasonPanic, true},
+		{"panic is permanent", MemberOptions{PanicIsPermanent: true}, func(context.Context, *Proc) error { panic("boom") }, ReasonPanic, false},
+		{"timeout", MemberOptions{Timeout: time.Nanosecond}, func(ctx context.Context, _ *Proc) error { <-ctx.Done(); return ctx.Err() }, ReasonTimeout, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newTestWorker(t)
+			w.refuse = errRefused // the outcome is looked at, not written
+			failed := make(chan error, 1)
+			tc.opts.Delay = func(_ int, err error) time.Duration { failed <- err; return 0 }
+			s := NewScheduler(w, 1, true, false)
+			r := s.Add("q", tc.h, tc.opts, 0, 1)
+			r.takes = true
+			w.serve("q", r)
+			quit, ok := r.hand.claim()
+			require.True(t, ok)
+			p := w.NewProc("q", store.Proc{PID: "1", Owner: testID, Task: store.Task{ID: "t"}}, w.clk.Now())
+			r.launch(quit, p, false)
+			recv(t, r.Drained(), "settled")
+			if !tc.retry {
+				assert.Empty(t, failed, "retried")
+				assert.Contains(t, w.logs.String(), "reason="+tc.reason, "dead-lettered with its reason")
+				return
+			}
+			err := recv(t, failed, "retried")
+			assert.Equal(t, tc.reason, Reason(err, ""))
+			if tc.reason == ReasonTimeout {
+				assert.ErrorIs(t, err, errs.ErrTaskTimeout)
+			} else {
+				assert.ErrorIs(t, err, errs.ErrHandlerPanicked)
+				assert.False(t, errors.Is(err, errs.ErrTaskTimeout))
+			}
+		})
+	}
+}
