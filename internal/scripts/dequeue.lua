@@ -498,7 +498,10 @@ local function rate_recorded()
   end
 end
 if next(rated) then rate_recorded() end
-local out, retried, started = {'0', '0'}, {}, {}
+local out, started = {'0', '0'}, {}
+-- The tasks started before, whose errors are read below: where each one's
+-- error goes in out, and its id.
+local slots, ids, nretried = {}, {}, 0
 -- Per task, the usual one (a header that is only its id: started never
 -- before) costs one string call: see finish.lua.
 local find = string.find
@@ -510,14 +513,17 @@ for j = 1, #pids do
   out[k + 3] = ''
   k = k + 3
   -- Only a task started before can have an error recorded: its header
-  -- (before the first ':') has an 'a' field.
+  -- (before the first ':') has an 'a' field. Its id is the header up to
+  -- the first ',' (which comes before the 'a' field), a cut rather than
+  -- entry_id's pattern match; the 'a' is looked for from there.
   local comma = find(t, ',', 1, true)
-  if comma and header_has(t, 'a') then
-    -- Where its error goes in out, and its id: up to that first ','
-    -- (which comes before the ':', as its 'a' field does), a cut rather
-    -- than entry_id's pattern match.
-    retried[#retried + 1] = k
-    retried[#retried + 1] = string.sub(t, 1, comma - 1)
+  if comma then
+    local a = find(t, ',a', comma, true)
+    if a and a < (find(t, ':', comma, true) or 0) then
+      nretried = nretried + 1
+      slots[nretried] = k
+      ids[nretried] = string.sub(t, 1, comma - 1)
+    end
   end
   if now_u then
     started[#started + 1] = ms(tonumber(pid, 16))
@@ -529,11 +535,8 @@ if now_u then
 end
 local u, at = next_start()
 if at then out[1], out[2] = ms(u), ms(at) end
--- Only a task started before can have an error recorded.
-if #retried > 0 then
-  local ids = {}
-  for i = 2, #retried, 2 do ids[i / 2] = retried[i] end
+if nretried > 0 then
   local errs = redis.call('HMGET', errors_key, unpack(ids))
-  for i = 1, #retried, 2 do out[retried[i]] = errs[(i + 1) / 2] or '' end
+  for i = 1, nretried do out[slots[i]] = errs[i] or '' end
 end
 return out

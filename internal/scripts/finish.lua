@@ -119,6 +119,7 @@ local function home_release(at, steps)
 end
 
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
+local nfailed = 0 -- failed's length: two fields per task
 local deleted = false
 local freed = 0 -- the weight of the processes removed (see entry_weight)
 -- Per process, the usual task (a header that is only its id: no
@@ -169,9 +170,12 @@ for j = 1, #pids do
         -- it costs less than group_released's reading of the header.
         group_freed(sub(h, g + 2, (find(h, ',', g + 2, true) or 0) - 1), w)
       end
-      -- Only a task started before can have an error recorded.
+      -- Only a task started before can have an error recorded: its
+      -- error's and history's fields (see errors_drop) go in one HDEL.
       if find(h, ',a', 1, true) then
-        failed[#failed + 1] = id
+        nfailed = nfailed + 2
+        failed[nfailed - 1] = id
+        failed[nfailed] = id .. ':a'
       end
       if state == 'a' then
         local home = argv[4 * j + 2]
@@ -233,8 +237,8 @@ if #gone > 0 then
   slots_freed(meta_key, waiting_key, idle_key, channel, freed)
   groups_settle(idle_key, channel)
 end
-if #failed > 0 then
-  errors_drop(errors_key, failed)
+if nfailed > 0 then
+  redis.call('HDEL', errors_key, unpack(failed))
 end
 -- Only a deleted queue can have lost its name (see take_own_process).
 if deleted then

@@ -23,12 +23,19 @@ local limit = tonumber(ARGV[3] or '0')
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local now = now_us()
 local moved = 0
+local find = string.find
 while moved < cap do
-  local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', ms(now), 'LIMIT', 0, math.min(1000, cap - moved))
+  local want = math.min(1000, cap - moved)
+  local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', ms(now), 'LIMIT', 0, want)
   if #due == 0 then break end
+  -- Only a header with a level ('p') or a group ('g') goes through
+  -- push_waiting: each entry is looked at with plain finds (see
+  -- header_has), as a retried one has other fields.
   local plain = true
   for _, e in ipairs(due) do
-    if header_has(e, 'p') or header_has(e, 'g') then plain = false break end
+    local c = find(e, ':', 1, true) or 0
+    local p, g = find(e, ',p', 1, true), find(e, ',g', 1, true)
+    if (p and p < c) or (g and g < c) then plain = false break end
   end
   if plain then
     redis.call('LPUSH', waiting_key, unpack(due))
@@ -37,7 +44,15 @@ while moved < cap do
       push_waiting(e, waiting_key)
     end
   end
-  redis.call('ZREM', delayed_key, unpack(due))
+  if #due < want then
+    -- Every task due was read: removed by their scores, with no member
+    -- sent back.
+    redis.call('ZREMRANGEBYSCORE', delayed_key, '-inf', ms(now))
+  else
+    -- More may be due, some due when the last read is (the same score):
+    -- only those read go.
+    redis.call('ZREM', delayed_key, unpack(due))
+  end
   moved = moved + #due
 end
 -- Each gathering due is flushed whole, max tasks and limit bytes at most

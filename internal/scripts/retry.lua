@@ -29,6 +29,9 @@ set_lists(waiting_key, high_key, low_key, gwait_key, gready_key, grunning_key, g
 local t_us, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts, 4)
 local live, taken, gone, ids, out = {}, {}, {}, {}, {}
 local errs, pushed, delayed = {}, {}, {}
+-- The lengths of gone (and ids, as long) and errs, counted rather than
+-- taken (#) per process.
+local ngone, nerrs = 0, 0
 local npushed, freed, first = 0, 0, nil
 local extra = 0 -- the extra weight of the processes removed
 local deleted = false
@@ -94,7 +97,8 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
   if refused then
     out[j] = refused
   else
-    gone[#gone + 1] = pid
+    ngone = ngone + 1
+    gone[ngone] = pid
     local state = sub(v, 1, 1) -- proc_state
     out[j] = STATE_CODE[state]
     -- The header, and where the payload starts (a value without a
@@ -119,7 +123,7 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       weight = entry_weight(head)
       group_released(head)
     end
-    ids[#ids + 1] = id
+    ids[ngone] = id
     extra = extra + weight - 1
     if state ~= 'a' then
       deleted = deleted or state == 'd'
@@ -129,8 +133,9 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     else
       local err = argv[4 * j + 2]
       if err ~= '' then
-        errs[#errs + 1] = id
-        errs[#errs + 1] = err
+        nerrs = nerrs + 2
+        errs[nerrs - 1] = id
+        errs[nerrs] = err
       end
       -- The history goes out with the errors, in one HSET for all.
       local field, history
@@ -139,9 +144,12 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       else
         field, history = attempt_added(errors_key, id, ended, 'r', worker, err, false)
       end
-      errs[#errs + 1] = field
-      errs[#errs + 1] = history
-      local delay = tonumber(argv[4 * j + 1]) or 0
+      nerrs = nerrs + 2
+      errs[nerrs - 1] = field
+      errs[nerrs] = history
+      -- No delay ('0', the usual) needs no number made of it.
+      local delay = argv[4 * j + 1]
+      delay = delay ~= '0' and tonumber(delay) or 0
       if delay > 0 and head and find(h, ',g', 1, true) and sequence_of(head) then
         push(gwait_key, h .. ',d' .. string.format('%x', t_us + delay) .. ':' .. sub(v, body))
         -- Its queue slot is free; a runtime woken finds the group held
@@ -168,12 +176,12 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     end
   end
 end
-if #gone > 0 then
+if ngone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
   redis.call('HDEL', progress_key, unpack(ids))
   weight_moved(meta_key, -extra)
 end
-if #errs > 0 then
+if nerrs > 0 then
   redis.call('HSET', errors_key, unpack(errs))
 end
 if #delayed > 0 then

@@ -50,6 +50,40 @@ func TestDequeueScript(t *testing.T) {
 			},
 		})
 	})
+	t.Run("a retried task's error, looked for in its header alone", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "dequeue.lua")
+		x := e.clock() + 1e9
+		w := e.worker()
+		lease := float64(e.clockMs() + hour)
+		// 31 was started before (its 'a' after other fields, its weight
+		// counted as it starts); 32 and 33 never were, their payloads
+		// holding an ',a', with errors left under their ids.
+		seeded := keyState{
+			"meta":    hash{"name": "q", "seq": decOf(x)},
+			"leases":  zset{w: lease},
+			"waiting": list{"33,uabc:y,a1", "32:x,a1", "31,f1,w2,a2,d5:retried"},
+			"errors":  hash{"31": "boom", "31:a": attemptRecord(1, 'r', w, "boom"), "32": "stale", "33": "stale"},
+		}
+		e.seed(seeded)
+		procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 3, false)
+		require.NoError(t, err)
+		require.Len(t, procs, 3)
+		for i, want := range []struct{ id, err string }{{"31", "boom"}, {"32", ""}, {"33", ""}} {
+			assert.Equal(t, want.id, procs[i].Task.ID)
+			assert.Equal(t, want.err, procs[i].LastError, "task %s", want.id)
+		}
+		e.expect(keyState{
+			"meta":   hash{"name": "q", "seq": decOf(x + 3), "wx": "1"},
+			"leases": zset{w: lease},
+			"errors": seeded["errors"],
+			"procs": hash{
+				hexOf(x + 1): "a" + w + "31,f1,w2,a2,d5:retried",
+				hexOf(x + 2): "a" + w + "32:x,a1",
+				hexOf(x + 3): "a" + w + "33,uabc:y,a1",
+			},
+		})
+	})
 	t.Run("a runtime that finds too few parks", func(t *testing.T) {
 		t.Parallel()
 		e := newScriptEnv(t, "dequeue.lua")

@@ -33,6 +33,30 @@ func TestPromoteScript(t *testing.T) {
 			"idle":    zset{"r4": 4},
 		})
 	})
+	t.Run("more due than one read takes", func(t *testing.T) {
+		t.Parallel()
+		e := newScriptEnv(t, "promote.lua")
+		now := e.clock()
+		// 1,001 due (a read takes 1,000), the last two due at once, and
+		// one later.
+		const n = 1001
+		delayed := zset{"9:later": float64(now + 3_600_000_000)}
+		var waiting list
+		for i := range n {
+			entry := hexOf(int64(0x1000+i)) + ",a1,f1:p"
+			due := now - 10_000 + int64(min(i, n-2))
+			delayed[entry] = float64(due)
+			waiting = append(list{entry}, waiting...)
+		}
+		e.seed(keyState{"delayed": delayed})
+		p, err := e.s.Promote(e.ctx, "q")
+		require.NoError(t, err)
+		assert.EqualValues(t, n, p.Moved)
+		e.expect(keyState{
+			"waiting": waiting,
+			"delayed": zset{"9:later": float64(now + 3_600_000_000)},
+		})
+	})
 	t.Run("a task with a priority to its level's list", func(t *testing.T) {
 		t.Parallel()
 		e := newScriptEnv(t, "promote.lua")

@@ -26,7 +26,7 @@ func TestFinishScript(t *testing.T) {
 			"2": "c" + w + "32:y",
 			"3": "a" + dead + "33:z",
 		},
-		"errors":   hash{"31": "e"},
+		"errors":   hash{"31": "e", "31:a": attemptRecord(1, 'r', w, "e")}, // its error and history go with it
 		"progress": hash{"31": pid + ",50,1:half", "33": "3,10,1:"},
 		"unique":   hash{"abc": "31"},
 		"retained": zset{"31": inf, "old": 1},

@@ -42,8 +42,9 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
   end
   local pids, fields = {}, {}
   local added = 0 -- the extra weight of the new processes
-  -- Per task: only an entry with a ',' can have a weight (see
-  -- entry_weight); the usual one costs no call of it.
+  -- Per task: only an entry with a ',w' can have a weight (see
+  -- entry_weight); the usual one, and one retried (its header's fields
+  -- other than 'w'), cost no call of it.
   local format, find, head = string.format, string.find, 'a' .. worker
   -- The ids count up by one: up to 16 in a row share every hex digit but
   -- the last, so one string.format serves them all (what
@@ -60,7 +61,7 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
     pids[j] = pid
     fields[2 * j - 1] = pid
     fields[2 * j] = head .. t
-    if find(t, ',', 1, true) then
+    if find(t, ',w', 1, true) then
       added = added + entry_weight(t) - 1
     end
   end
