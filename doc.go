@@ -167,8 +167,9 @@
 // the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
 // lease.go (the fencing deadline), fence.go (of the worker, by the lease
-// keeper, or of a session), rejoin.go (a fenced session or worker taking
-// a lease again), reconcile.go (dequeue replies and hand-off events lost),
+// keeper), rejoin.go (a fenced worker registering again), reconcile.go
+// (the keeper's pass over the sessions that look for processes whose
+// dequeue reply or hand-off event was lost),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
 // worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
 // registration, the queues and slots recorded, the lock serialising
@@ -201,8 +202,9 @@
 // engine (a process's record, shared with the public Process in one
 // allocation; a served queue's session: its gate, lease deadline, books
 // of processes, dispatcher and timer of delayed tasks, the queue's events
-// applied to its books and told to the application, its fence, and its
-// side of its lease: the deadline, the renewals' answers, a rejoin; the
+// applied to its books and told to the application, its side of its
+// lease: the deadline, the renewals' answers; and its fence, rejoin and
+// reconciliation, over the worker as their host, engine.SessionHost; the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named

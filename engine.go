@@ -6,7 +6,9 @@ package worqr
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
@@ -14,6 +16,7 @@ import (
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -166,4 +169,37 @@ func (m reclaimMember) FencedSince(now time.Time) time.Duration {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
 	return m.w.state.FencedSince(now)
+}
+
+// sessionHost is a worker as the host of its sessions' fences, rejoins
+// and reconciliations (engine.SessionHost).
+type sessionHost Worker
+
+func (w *sessionHost) Lock()                           { w.mu.Lock() }
+func (w *sessionHost) Unlock()                         { w.mu.Unlock() }
+func (w *sessionHost) Worker() *lifecycle.Worker       { return &w.state }
+func (w *sessionHost) Env() *engine.Env                { return &w.env }
+func (w *sessionHost) Outage() *outage.Outage          { return w.c.outage }
+func (w *sessionHost) RenewInterval() time.Duration    { return w.opts.RenewInterval }
+func (w *sessionHost) Logger() *slog.Logger            { return (*Worker)(w).logger() }
+func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.HealthyAfter() }
+func (w *sessionHost) Margin() time.Duration           { return w.lease.margin() }
+func (w *sessionHost) LeaseAt() time.Time              { return w.lease.at }
+func (w *sessionHost) Arm()                            { w.lease.arm() }
+func (w *sessionHost) Registry() sync.Locker           { return &w.registry.mu }
+func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
+func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
+
+func (w *sessionHost) Serves(s *engine.Session) bool {
+	cur := w.sessions[s.Name]
+	return cur != nil && &cur.Session == s
+}
+
+func (w *sessionHost) Join(ctx context.Context, id, queue string) error {
+	return w.registry.join(ctx, id, queue)
+}
+
+func (w *sessionHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
+	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
+	w.c.tellFenced(w.opts.OnFenced, ev)
 }

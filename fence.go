@@ -1,8 +1,9 @@
 package worqr
 
-// The fences: of the whole worker (the lease keeper's, which owns the
-// deadline timer and the loop that registers a fenced worker again), and
-// of one session, whose lease on its queue alone ran out.
+// The fence of the whole worker: the lease keeper's, which owns the
+// deadline timer and the loop that registers a fenced worker again. The
+// fence of one session, whose lease on its queue alone ran out, is the
+// engine's (engine.Session.Fence).
 
 import (
 	"fmt"
@@ -66,43 +67,6 @@ func (k *leaseKeeper) fence(id string, cause error) {
 	ev := FenceEvent{WorkerID: id, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	w.c.tellFenced(w.opts.OnFenced, ev)
 	k.wake()
-}
-
-// fence makes the worker treat its lease on this queue as lost, when it
-// could not renew that lease in time (its node unreachable) while the rest
-// of its leases are fine. It takes no work here and ends the processes it
-// held here, like a fence of the whole worker, but keeps its id and its
-// other queues; rejoin gives the queue's tasks back and takes a new lease
-// once the node answers. It does nothing unless id is the worker's
-// current id and the session is serving and still the worker's.
-func (s *session) fence(id string, cause error) {
-	w := s.w
-	w.mu.Lock()
-	if !w.state.IsCurrent(id) || w.sessions[s.Name] != s {
-		w.mu.Unlock()
-		return
-	}
-	// A rejoin gives back everything under id in this queue: the fence
-	// leaves nothing to reconcile.
-	lost, deadline, ok := s.Fence()
-	if !ok {
-		w.mu.Unlock()
-		return
-	}
-	// The lease in Redis may be live until TTL after the last renewal
-	// that reached it was sent: give the tasks back no earlier than a peer
-	// could have taken them, so handlers have the same time to stop.
-	expiresBy := deadline.Add(w.lease.margin())
-	w.closer.tasks.Go(func() { s.rejoin(w.life, id, expiresBy) })
-	w.mu.Unlock()
-
-	engine.EndLost(lost)
-	log := w.logger()
-	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
-		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
-	engine.LogDropped(log, lost)
-	ev := FenceEvent{WorkerID: id, Queue: s.Name, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
-	w.c.tellFenced(w.opts.OnFenced, ev)
 }
 
 // tellFenced gives a fence event to the application's OnFenced and to the

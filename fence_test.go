@@ -114,10 +114,10 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	pa, pb := dequeueAll(t, w, "a", 1)[0], dequeueAll(t, w, "b", 1)[0]
 	sa, id := sessionOf(w, "a"), w.ID()
 
-	sa.fence("not-the-id", errTestLease)
+	sa.Fence("not-the-id", errTestLease)
 	assert.Nil(t, pa.Err(), "a stale id fences nothing")
 
-	sa.fence(id, errTestLease)
+	sa.Fence(id, errTestLease)
 	assert.ErrorIs(t, pa.Err(), ErrProcessLost)
 	assert.Nil(t, pb.Err(), "the other queue's process goes on")
 	ev := recv(t, fences, 5*time.Second, "the fence event")

@@ -75,7 +75,7 @@ func (k *leaseKeeper) onDeadline() {
 	}
 	w.mu.Unlock()
 	for _, s := range due {
-		s.fence(id, fmt.Errorf("lease on %q not renewed in time", s.Name))
+		s.Fence(id, fmt.Errorf("lease on %q not renewed in time", s.Name))
 	}
 	w.mu.Lock()
 	if !w.state.IsClosed() {

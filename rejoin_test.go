@@ -32,20 +32,20 @@ func TestRejoinGivesBackAndServesAgain(t *testing.T) {
 	p := dequeueAll(t, w, "q", 1)[0]
 	s, id := sessionOf(w, "q"), w.ID()
 
-	done, err := s.tryRejoin(ctx, id)
+	done, err := s.RejoinOnce(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, done, "serving: nothing to rejoin")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"))
 
-	s.fence(id, errTestLease)
+	s.Fence(id, errTestLease)
 	require.ErrorIs(t, p.Err(), ErrProcessLost)
-	done, err = s.tryRejoin(ctx, "stale-id")
+	done, err = s.RejoinOnce(ctx, "stale-id")
 	require.NoError(t, err)
 	assert.True(t, done, "a stale id gives up")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing given back under a stale id")
 	c.signals.rejoined.RequireEmpty()
 
-	done, err = s.tryRejoin(ctx, id)
+	done, err = s.RejoinOnce(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, done)
 	assert.Equal(t, "q", c.signals.rejoined.WaitOrTimeout())

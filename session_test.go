@@ -44,7 +44,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	var gen uint64
 	lookAt(s, func() { gen = s.LeaseGen })
 
-	s.fence(id, errors.New("queue lease lost (test)"))
+	s.Fence(id, errors.New("queue lease lost (test)"))
 	ev := recv(t, fences, testsignal.Wait, "the session's fence told")
 	assert.Equal(t, "q", ev.Queue)
 	assert.Equal(t, id, ev.WorkerID)
@@ -66,7 +66,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	_, err = currentID(w)
 	require.NoError(t, err, "the whole worker fenced itself")
 
-	s.fence(id, errors.New("again (test)")) // a fenced session is not fenced twice
+	s.Fence(id, errors.New("again (test)")) // a fenced session is not fenced twice
 	noFence(t, fences)
 
 	// The rejoin waits for the old lease, renewed last at the start, to run
@@ -100,7 +100,7 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	id := w.ID()
 	var old uint64
 	lookAt(s, func() { old = s.LeaseGen })
-	s.fence(id, errors.New("queue lease lost (test)"))
+	s.Fence(id, errors.New("queue lease lost (test)"))
 	recv(t, fences, testsignal.Wait, "the session's fence told")
 	k.run(fast.TTL)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())

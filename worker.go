@@ -97,8 +97,9 @@ type FenceEvent struct {
 // dispatcher (internal/subscription, events.go), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (runtime.go),
 // which also takes the tasks enqueues hand it (start.go); a fence of
-// one queue, its rejoin and its reconciliation are the session's
-// (fence.go, rejoin.go, reconcile.go). engine.go gives each component
+// one queue, its rejoin and its reconciliation are the session's, in the
+// engine (internal/engine: fence.go, rejoin.go, reconcile.go), over the
+// worker as their host (sessionHost). engine.go gives each component
 // under internal/ what it takes of the client and the worker.
 //
 // # Lock order

@@ -17,7 +17,7 @@ import (
 func TestSessionHoldsAndAdopts(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
 	p, other := &Proc{ID: "1"}, &Proc{ID: "1"}
 	require.True(t, s.AdoptAll([]*Proc{p}))
 	assert.True(t, s.Holds(nil))
@@ -42,7 +42,7 @@ func TestSessionHoldsAndAdopts(t *testing.T) {
 func TestSessionKeepAndReconciled(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
 	s.Procs["1"] = &Proc{ID: "1"}
 	s.MarkUnsure(2, false)
 	keep, ok := s.Keep()
@@ -70,7 +70,7 @@ func TestSessionInterruptAll(t *testing.T) {
 	t.Parallel()
 	for _, giveUp := range []bool{false, true} {
 		var s Session
-		s.Init("q", Events{}, time.Time{}, nil)
+		s.Init(nil, "q", Events{}, time.Time{}, nil)
 		a, b := &Proc{ID: "1"}, &Proc{ID: "2"}
 		s.Procs[a.ID], s.Procs[b.ID] = a, b
 		var got []error
@@ -98,7 +98,7 @@ func TestSessionInterruptAll(t *testing.T) {
 func TestSessionAdoptHanded(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
 	s.Reconciled(5)
 	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
 	p := &Proc{ID: "6", Seq: 6}

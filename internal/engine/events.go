@@ -90,13 +90,13 @@ func (s *Session) ApplyStates(ctx context.Context, procs []*Proc, states []store
 	}
 }
 
-// Fence gives up the session's lease on its queue, when it could not be
+// fenceBooks gives up the session's lease on its queue, when it could not be
 // renewed in time: it takes the processes out of the books, with no
 // reconciliation left to run (a rejoin gives back everything under the
 // worker's id in the queue), and returns them and the deadline the lease
 // was held to. ok is false when the session was not serving. The caller
 // holds the worker's mu, and ends the processes.
-func (s *Session) Fence() (lost []*Proc, deadline time.Time, ok bool) {
+func (s *Session) fenceBooks() (lost []*Proc, deadline time.Time, ok bool) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	if !s.State.Fence() {

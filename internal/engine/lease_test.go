@@ -16,7 +16,7 @@ func TestSessionRenewed(t *testing.T) {
 	t.Parallel()
 	var s Session
 	t0 := time.Unix(100, 0)
-	s.Init("q", Events{}, t0, nil)
+	s.Init(nil, "q", Events{}, t0, nil)
 
 	ok, gone := s.Renewed(true, 0, false, t0.Add(time.Second))
 	assert.True(t, ok && !gone)
@@ -48,7 +48,7 @@ func TestSessionDeadlineAndRejoin(t *testing.T) {
 	t.Parallel()
 	var s Session
 	t0 := time.Unix(100, 0)
-	s.Init("q", Events{}, t0, nil)
+	s.Init(nil, "q", Events{}, t0, nil)
 	assert.False(t, s.Due(t0.Add(-time.Nanosecond)))
 	assert.True(t, s.Due(t0))
 

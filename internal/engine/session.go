@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
 
@@ -65,6 +68,10 @@ type Session struct {
 	// holds now. Guarded by Mu.
 	LeaseGen uint64
 
+	// host is the worker serving the queue, as the session's fence,
+	// rejoin and reconciliation take it. Set by Init, never changed.
+	host SessionHost
+
 	// inCallback is set while the dispatcher runs one of the application's
 	// callbacks, which may itself call StopWork or Close: stopping the
 	// subscription then does not wait for the dispatcher. It is not set
@@ -73,11 +80,68 @@ type Session struct {
 	inCallback atomic.Bool
 }
 
-// Init sets up the session of queue, with the application's events,
-// serving under a lease whose deadline
-// is deadline, with sched as its timer of delayed tasks. The caller
+// SessionHost is the worker serving a session, as the session's fence,
+// rejoin and reconciliation take it: its mu and lifecycle (the decisions
+// atomic with its identity), its environment, its registry lease and
+// registry entry, its tasks, and the application's and tests' ears.
+type SessionHost interface {
+	// Lock and Unlock take and release the worker's mu, which is taken
+	// before a session's Mu.
+	sync.Locker
+	// Worker is the worker's lifecycle: its id, its phase, its fence.
+	// The caller holds the worker's mu.
+	Worker() *lifecycle.Worker
+	// Serves reports whether s is the session of its queue. The caller
+	// holds the worker's mu.
+	Serves(s *Session) bool
+	// Env is the worker's environment: its clock, store, failure
+	// wrapping and TTL.
+	Env() *Env
+	// Outage is the client's tally of failed calls, which logs an
+	// outage once.
+	Outage() *outage.Outage
+	// RenewInterval is how often the worker renews its leases: the
+	// longest wait between two attempts at a rejoin.
+	RenewInterval() time.Duration
+	// Logger is the client's logger with the worker's id. The caller
+	// does not hold the worker's mu.
+	Logger() *slog.Logger
+	// HealthyAfter is the poison-pill guard of the worker giving its own
+	// work back (the reclaimer's).
+	HealthyAfter() store.Poison
+	// Margin is how long before a lease's earliest expiry the worker
+	// fences itself.
+	Margin() time.Duration
+	// LeaseAt is the registry lease's deadline, from which a queue's new
+	// lease derives. The caller holds the worker's mu.
+	LeaseAt() time.Time
+	// Arm sets the worker's deadline timer to its earliest deadline. The
+	// caller holds the worker's mu.
+	Arm()
+	// Registry is the lock serialising changes to what the worker is
+	// registered as and serves; it is taken before a session's Gate.
+	Registry() sync.Locker
+	// Join records the queue in the registry entry of worker id and
+	// takes a lease on it; a registry lease found gone fences the worker
+	// (the error is ErrWorkerFenced then). The caller holds Registry.
+	Join(ctx context.Context, id, queue string) error
+	// Go runs f on a goroutine of the worker's tasks, with the worker's
+	// life.
+	Go(f func(life context.Context))
+	// Fenced tells the application (and the observer) that worker id
+	// gave up its lease on queue for cause, ending lost.
+	Fenced(id, queue string, cause error, lost []*Proc)
+	// Rejoined tells the tests that the worker took a lease on queue
+	// again.
+	Rejoined(queue string)
+}
+
+// Init sets up the session of queue, for the worker host, with the
+// application's events, serving under a lease whose deadline is
+// deadline, with sched as its timer of delayed tasks. The caller
 // subscribes it (Sub) once the rest of its session is set.
-func (s *Session) Init(queue string, events Events, deadline time.Time, sched *delayed.Scheduler) {
+func (s *Session) Init(host SessionHost, queue string, events Events, deadline time.Time, sched *delayed.Scheduler) {
+	s.host = host
 	s.Name, s.Events, s.DeadlineAt, s.Sched = queue, events, deadline, sched
 	s.Procs = make(map[string]*Proc)
 }

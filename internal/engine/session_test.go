@@ -19,7 +19,7 @@ import (
 func TestSessionBooks(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
 	held, stale := &Proc{ID: "1"}, &Proc{ID: "1"}
 	s.Procs[held.ID] = held
 	s.Drop(stale)
@@ -46,7 +46,7 @@ func TestSessionBooks(t *testing.T) {
 func TestSessionEnds(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
 	a, b := &Proc{ID: "1", TaskID: "a"}, &Proc{ID: "2", TaskID: "b"}
 	s.Procs[a.ID], s.Procs[b.ID] = a, b
 	cancelled := errors.New("cancelled")
@@ -94,7 +94,7 @@ func TestSessionCancelAndDeleteEvents(t *testing.T) {
 	t.Parallel()
 	var s Session
 	var got told
-	s.Init("q", got.events(), time.Time{}, nil)
+	s.Init(nil, "q", got.events(), time.Time{}, nil)
 	a, none, later := &Proc{ID: "1", Seq: 1, TaskID: "a"}, &Proc{ID: "2", Seq: 2, TaskID: "0"}, &Proc{ID: "3", Seq: 3, TaskID: "c"}
 	s.Procs[a.ID], s.Procs[none.ID], s.Procs[later.ID] = a, none, later
 	ctx := t.Context()
@@ -120,7 +120,7 @@ func TestSessionApplyStates(t *testing.T) {
 	t.Parallel()
 	var s Session
 	var got told
-	s.Init("q", got.events(), time.Time{}, nil)
+	s.Init(nil, "q", got.events(), time.Time{}, nil)
 	h := &fakeHost{}
 	live := &Proc{ID: "1", TaskID: "a", Host: h}
 	lost := &Proc{ID: "2", TaskID: "b", Host: h}
@@ -147,13 +147,13 @@ func TestSessionFence(t *testing.T) {
 	t.Parallel()
 	var s Session
 	deadline := time.Unix(100, 0)
-	s.Init("q", Events{}, deadline, nil)
+	s.Init(nil, "q", Events{}, deadline, nil)
 	h := &fakeHost{}
 	p := &Proc{ID: "1", Host: h}
 	s.Procs[p.ID] = p
 	s.MarkUnsure(3, false)
 
-	lost, at, ok := s.Fence()
+	lost, at, ok := s.fenceBooks()
 	require.True(t, ok)
 	assert.Equal(t, []*Proc{p}, lost)
 	assert.Equal(t, deadline, at)
@@ -162,7 +162,7 @@ func TestSessionFence(t *testing.T) {
 	assert.Equal(t, uint64(1), s.LeaseGen)
 	assert.Equal(t, lifecycle.SessionFenced, s.State)
 
-	_, _, ok = s.Fence()
+	_, _, ok = s.fenceBooks()
 	assert.False(t, ok, "a fenced session fenced again")
 	assert.Equal(t, uint64(1), s.LeaseGen)
 
