@@ -200,11 +200,14 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; a served queue's session: its gate, lease deadline, books
-// of processes, dispatcher and timer of delayed tasks, the queue's events
-// applied to its books and told to the application, its side of its
-// lease: the deadline, the renewals' answers; and its fence, rejoin and
-// reconciliation, over the worker as their host, engine.SessionHost; the
+// allocation; a served queue's session, engine.Session: its gate,
+// dispatcher and timer of delayed tasks, the queue's events applied to
+// its books and told to the application, its fence, rejoin and
+// reconciliation, over the worker as their host, engine.SessionHost, and
+// its two halves, each a type and a file of its own: its books of
+// processes, engine.Books, and its side of its lease, engine.Lease
+// (where it stands, the deadline, the renewals' answers, and the
+// decisions over both halves at once); the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named

@@ -125,8 +125,6 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	assert.Equal(t, []*Process{pa}, ev.Lost)
 	assert.Equal(t, id, w.ID(), "the worker keeps its id")
 	assert.False(t, isFenced(w))
-	lookAt(sa, func() {
-		assert.Equal(t, lifecycle.SessionFenced, sa.State)
-		assert.Empty(t, sa.Procs)
-	})
+	assert.Equal(t, lifecycle.SessionFenced, sa.Lease.View().State)
+	assert.Empty(t, sa.Processes())
 }

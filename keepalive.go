@@ -32,7 +32,7 @@ type leaseKeeper struct {
 	timer clock.Timer
 	// at is when the registry lease may expire, by the worker's clock,
 	// less the margin. Guarded by w.mu. (Each queue lease has its own,
-	// engine.Session.DeadlineAt.)
+	// in its session's engine.Lease.)
 	at time.Time
 	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
@@ -139,7 +139,7 @@ func (k *leaseKeeper) renewal() (renewal, bool) {
 	r := renewal{id: w.state.ID()}
 	var names []string
 	for _, s := range w.sessions {
-		leased, gen := s.Lease()
+		leased, gen := s.Leased()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
 		case joint:

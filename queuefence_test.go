@@ -211,7 +211,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	assert.True(t, registryDeadline(w).After(now), "the registry lease's deadline passed")
 	var deadlineB time.Time
 	b := sessionOf(w, "b")
-	lookAt(b, func() { deadlineB = b.DeadlineAt })
+	deadlineB = b.Lease.View().Deadline
 	assert.True(t, deadlineB.After(now), "b's deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")

@@ -50,7 +50,7 @@ func TestRejoinGivesBackAndServesAgain(t *testing.T) {
 	assert.True(t, done)
 	assert.Equal(t, "q", c.signals.rejoined.WaitOrTimeout())
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"), "the lost process's task back at the front")
-	lookAt(s, func() { assert.Equal(t, lifecycle.SessionServing, s.State) })
+	assert.Equal(t, lifecycle.SessionServing, s.Lease.View().State)
 	again := dequeueAll(t, w, "q", 1)[0]
 	assert.Equal(t, "t0000", string(again.Task()), "served again under the same id")
 	assert.Equal(t, id, again.Owner())

@@ -115,14 +115,18 @@ type FenceEvent struct {
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
 //  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
-//     answers, under it: it is held around Worker.mu, engine.Session.Mu,
-//     proc.State.mu, reclaim.Reclaimer.mu and the worker's tasks)
+//     answers, under it: it is held around Worker.mu, engine.Lease.mu,
+//     engine.Books.mu, proc.State.mu, reclaim.Reclaimer.mu and the
+//     worker's tasks)
 //  5. Worker.mu
-//  6. engine.Session.Mu (taken under Worker.mu where a session's decision must
-//     be atomic with the worker's identity and lifecycle, or alone; a
-//     session never takes Worker.mu while holding its mu, and holds one
-//     session's mu at a time; under it only proc.State.mu is taken, by
-//     runner.cancelAll through engine.Session.InterruptAll)
+//  6. engine.Lease.mu, then engine.Books.mu (a session's lease and its
+//     books of processes: taken under Worker.mu where a session's
+//     decision must be atomic with the worker's identity and lifecycle,
+//     or alone; the lease takes its books' mu under its own for a
+//     decision over both. A session never takes Worker.mu while holding
+//     either, and holds one session's at a time; under the books' mu
+//     only proc.State.mu is taken, by runner.cancelAll through
+//     engine.Books.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
@@ -175,7 +179,7 @@ type Worker struct {
 	// Guarded by mu.
 	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
-	// processes (engine.Session.Procs, the one map of them). Guarded by mu.
+	// processes (engine.Books, the one map of them). Guarded by mu.
 	sessions sessions
 
 	lease     *leaseKeeper                      // renews the leases; fences the worker

@@ -4,7 +4,13 @@ package engine
 // out (its node could not be reached in time) while its other leases are
 // fine. The fence of the whole worker is its lease keeper's.
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/worqr/worqr/internal/errs"
+)
 
 // Fence makes the worker treat its lease on this queue as lost, when it
 // could not renew that lease in time while the rest of its leases are
@@ -22,7 +28,7 @@ func (s *Session) Fence(id string, cause error) {
 	}
 	// A rejoin gives back everything under id in this queue: the fence
 	// leaves nothing to reconcile.
-	lost, deadline, ok := s.fenceBooks()
+	lost, deadline, ok := s.Lease.fence(&s.Books)
 	if !ok {
 		h.Unlock()
 		return
@@ -40,4 +46,30 @@ func (s *Session) Fence(id string, cause error) {
 		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
 	LogDropped(log, lost)
 	h.Fenced(id, s.Name, cause, lost)
+}
+
+// EndLost ends the processes a fence took: their tasks belong to the
+// peers now, or go back to the queue with the rejoin.
+func EndLost(lost []*Proc) {
+	reason := fmt.Errorf("%w: %w", errs.ErrProcessLost, errs.ErrWorkerFenced)
+	for _, p := range lost {
+		p.End(reason, true)
+	}
+}
+
+// LogDropped says, in one line, how many of the processes a fence ended
+// had an outcome still to write: their handlers had returned, but the
+// writes failed on the connection and were being tried again (see
+// proc.Persist). The fence drops them; their tasks go back with the rest,
+// so they may run again.
+func LogDropped(log *slog.Logger, lost []*Proc) {
+	n := 0
+	for _, p := range lost {
+		if p.St.IsUnwritten() {
+			n++
+		}
+	}
+	if n > 0 {
+		log.Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
+	}
 }

@@ -29,7 +29,7 @@ func TestSessionRejoinOnce(t *testing.T) {
 	s := w.serve(t, "q", w.clk.Now(), &events)
 	ps := w.hold(t, "q", testID, 2)
 	adopt(t, s, ps[0])
-	_, _, ok := s.fenceBooks()
+	_, _, ok := s.Lease.fence(&s.Books)
 	require.True(t, ok)
 	w.leaseAt = w.clk.Now().Add(time.Minute)
 
@@ -76,7 +76,7 @@ func TestSessionRejoinRetries(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now(), &events)
-	_, _, ok := s.fenceBooks()
+	_, _, ok := s.Lease.fence(&s.Books)
 	require.True(t, ok)
 	w.joinErr = errors.New("node down")
 
