@@ -171,9 +171,9 @@
 // (the keeper's pass over the sessions that look for processes whose
 // dequeue reply or hand-off event was lost),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
-// worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
-// registration, the queues and slots recorded, the lock serialising
-// changes to what it serves), membership.go (StartWork, StopWork, the
+// worker's set of them is internal/periodic's), registry.go (the slots
+// of its Handle runtimes, which its registry entry records),
+// membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (a dequeue, and
 // what its reply makes of a runtime: an empty queue, the queue's limits
 // and their wake-up, a failed call's backoff; their timers are
@@ -207,7 +207,9 @@
 // its two halves, each a type and a file of its own: its books of
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
-// decisions over both halves at once); the
+// decisions over both halves at once); the worker's registry entry,
+// engine.Registry (its registration, the queues and slots recorded, the
+// lock serialising changes to what it serves); the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish), lifecycle (the worker's state and a session's: their named

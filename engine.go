@@ -171,6 +171,25 @@ func (m reclaimMember) FencedSince(now time.Time) time.Duration {
 	return m.w.state.FencedSince(now)
 }
 
+// registryEnv is what the worker's registry entry takes of it.
+func registryEnv(w *Worker) *engine.RegistryEnv {
+	c := w.c
+	return &engine.RegistryEnv{
+		Clock:  c.clock,
+		Store:  c.store,
+		Fail:   c.fail,
+		TTL:    w.opts.TTL,
+		Fence:  func(id string, cause error) { w.lease.fence(id, cause) },
+		Served: c.flows.Served,
+		Slots: func() []store.QueueSlots {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.sessions.slots()
+		},
+		Log: w.logger,
+	}
+}
+
 // sessionHost is a worker as the host of its sessions' fences, rejoins
 // and reconciliations (engine.SessionHost).
 type sessionHost Worker
@@ -186,7 +205,7 @@ func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.Heal
 func (w *sessionHost) Margin() time.Duration           { return w.lease.margin() }
 func (w *sessionHost) LeaseAt() time.Time              { return w.lease.at }
 func (w *sessionHost) Arm()                            { w.lease.arm() }
-func (w *sessionHost) Registry() sync.Locker           { return &w.registry.mu }
+func (w *sessionHost) Registry() sync.Locker           { return &w.registry }
 func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
 func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
 
@@ -196,7 +215,7 @@ func (w *sessionHost) Serves(s *engine.Session) bool {
 }
 
 func (w *sessionHost) Join(ctx context.Context, id, queue string) error {
-	return w.registry.join(ctx, id, queue)
+	return w.registry.Join(ctx, id, queue)
 }
 
 func (w *sessionHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {

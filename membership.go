@@ -22,8 +22,8 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if err := w.c.validate(ctx, "start work", queue); err != nil {
 		return err
 	}
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	w.mu.Lock()
 	id, err := w.state.Current("start work")
 	already := w.sessions.serves(queue)
@@ -39,7 +39,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	// which is no earlier than the one this deadline was set for.
 	deadline := w.lease.at
 	w.mu.Unlock()
-	if err := w.registry.join(ctx, id, queue); err != nil {
+	if err := w.registry.Join(ctx, id, queue); err != nil {
 		return err
 	}
 	s := newSession(w, queue, events, r, deadline)
@@ -58,7 +58,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	select {
 	case <-s.Sub.Ready():
 		if s.handled() {
-			w.registry.recordSlots(ctx, id)
+			w.registry.RecordSlots(ctx, id)
 		}
 		return nil
 	case <-ctx.Done():
@@ -84,8 +84,8 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if err := w.c.validate(ctx, "stop work", queue); err != nil {
 		return err
 	}
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	w.mu.Lock()
 	s, ok := w.sessions[queue]
 	id, closed := w.state.ID(), w.state.IsClosed()
@@ -102,7 +102,7 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 		return err
 	}
 	if s.handled() {
-		w.registry.recordSlots(ctx, id)
+		w.registry.RecordSlots(ctx, id)
 	}
 	return nil
 }

@@ -39,12 +39,12 @@ func (k *leaseKeeper) reregister(ctx context.Context) bool {
 
 func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	w := k.w
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	id, sent, err := w.registry.register(ctx)
+	id, sent, err := w.registry.Register(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -54,7 +54,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	var joined, unreachable []*session
 	for _, s := range ss {
 		sent := w.c.outage.Begin()
-		err := w.registry.join(ctx, id, s.Name)
+		err := w.registry.Join(ctx, id, s.Name)
 		switch {
 		case errors.Is(err, ErrWorkerFenced) || ctx.Err() != nil:
 			// The new id is abandoned: its lease expires and the
@@ -88,7 +88,7 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 	}
 	k.extend(sent)
 	w.mu.Unlock()
-	w.registry.recordSlots(ctx, id) // under the new id: the old one's went with it
+	w.registry.RecordSlots(ctx, id) // under the new id: the old one's went with it
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
 		s.Sub.Push(subscription.Event{Subscribed: true})

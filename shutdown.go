@@ -59,8 +59,8 @@ func (k *closer) close(ctx context.Context, op string) error {
 		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
 	}
 	k.stopComponents()
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	id, ss := k.detachAll(ctx, ErrProcessLost, true)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)

@@ -84,8 +84,9 @@ type FenceEvent struct {
 //
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
-// (internal/lifecycle), its registry entry (registry.go: its id, the
-// queues and slots recorded, and the lock serialising changes to them),
+// (internal/lifecycle), its registry entry (engine.Registry: its id, the
+// queues and slots recorded, and the lock serialising changes to them;
+// registry.go: the slots of its Handle runtimes),
 // the lease keeper (keepalive.go: the renewals, on its client's beat,
 // internal/beat, and the re-registration of a fenced worker; lease.go:
 // the fencing deadline; fence.go: the fence of the whole worker), the
@@ -110,7 +111,8 @@ type FenceEvent struct {
 // of the nesting (a lock taken while another is held) goes forward in
 // this list, so the order is acyclic.
 //
-//  1. registry.mu (the worker's registry: changes to what it serves)
+//  1. engine.Registry.mu (the worker's registry entry: changes to what
+//     it serves)
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
@@ -171,8 +173,8 @@ type Worker struct {
 	opts WorkerOptions
 
 	// registry registers the worker and records what it serves; its
-	// lock serialises changes to those (registry.go).
-	registry registry
+	// lock serialises changes to those (engine.Registry).
+	registry engine.Registry
 
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
 	// state is the worker's lifecycle: its id, its phase, its fence.
@@ -229,8 +231,9 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
 	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
-	w.registry.w, w.closer.w = w, w
-	id, sent, err := w.registry.register(ctx)
+	w.registry.Init(registryEnv(w))
+	w.closer.w = w
+	id, sent, err := w.registry.Register(ctx)
 	if err != nil {
 		return nil, err
 	}
