@@ -166,8 +166,8 @@
 // order, NewWorker), session.go (a queue served:
 // the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
-// lease.go (the fencing deadline), fence.go (of the worker, by the lease
-// keeper), rejoin.go (a fenced worker registering again), reconcile.go
+// fence.go (of the worker, by the lease keeper, whose fencing deadline
+// is the engine's), rejoin.go (a fenced worker registering again), reconcile.go
 // (the keeper's pass over the sessions that look for processes whose
 // dequeue reply or hand-off event was lost),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
@@ -207,7 +207,10 @@
 // its two halves, each a type and a file of its own: its books of
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
-// decisions over both halves at once); the worker's registry entry,
+// decisions over both halves at once); the worker's fencing deadline,
+// engine.Deadline (of its registry lease, and the timer that fences the
+// worker or a session when a lease may have run out); the worker's
+// registry entry,
 // engine.Registry (its registration, the queues and slots recorded, the
 // lock serialising changes to what it serves); the
 // scripts that end it and write its progress, with

@@ -191,7 +191,8 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 }
 
 // sessionHost is a worker as the host of its sessions' fences, rejoins
-// and reconciliations (engine.SessionHost).
+// and reconciliations (engine.SessionHost), and of its lease keeper's
+// deadline (engine.DeadlineHost).
 type sessionHost Worker
 
 func (w *sessionHost) Lock()                           { w.mu.Lock() }
@@ -202,12 +203,22 @@ func (w *sessionHost) Outage() *outage.Outage          { return w.c.outage }
 func (w *sessionHost) RenewInterval() time.Duration    { return w.opts.RenewInterval }
 func (w *sessionHost) Logger() *slog.Logger            { return (*Worker)(w).logger() }
 func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.HealthyAfter() }
-func (w *sessionHost) Margin() time.Duration           { return w.lease.margin() }
-func (w *sessionHost) LeaseAt() time.Time              { return w.lease.at }
-func (w *sessionHost) Arm()                            { w.lease.arm() }
+func (w *sessionHost) Margin() time.Duration           { return w.lease.due.Margin() }
+func (w *sessionHost) LeaseAt() time.Time              { return w.lease.due.At() }
+func (w *sessionHost) Arm()                            { w.lease.due.Arm() }
 func (w *sessionHost) Registry() sync.Locker           { return &w.registry }
 func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
 func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
+
+func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.fence(id, cause) }
+
+func (w *sessionHost) Sessions() []*engine.Session {
+	out := make([]*engine.Session, 0, len(w.sessions))
+	for _, s := range w.sessions {
+		out = append(out, &s.Session)
+	}
+	return out
+}
 
 func (w *sessionHost) Serves(s *engine.Session) bool {
 	cur := w.sessions[s.Name]

@@ -46,7 +46,7 @@ func (k *leaseKeeper) fence(id string, cause error) {
 		w.mu.Unlock()
 		return
 	}
-	k.timer.Stop()
+	k.due.Stop()
 	var lost []*engine.Proc
 	for _, s := range w.sessions {
 		// The peers reclaim everything under id: nothing to reconcile.

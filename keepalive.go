@@ -4,7 +4,8 @@ package worqr
 // the registry and one in each queue it serves, every RenewInterval,
 // together with the client's other workers of the same options; the
 // keeper's loop registers a fenced worker again. The deadline the
-// renewals move, and the timer that fences, are lease.go's.
+// renewals move, and the timer that fences, are the engine's
+// (engine.Deadline).
 
 import (
 	"context"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
-	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/startstop"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -28,12 +29,11 @@ type leaseKeeper struct {
 	w *Worker
 	// kick wakes the loop: a fenced worker registers again at once.
 	kick chan struct{}
-	// timer fires at the earliest deadline (arm, lease.go).
-	timer clock.Timer
-	// at is when the registry lease may expire, by the worker's clock,
-	// less the margin. Guarded by w.mu. (Each queue lease has its own,
-	// in its session's engine.Lease.)
-	at time.Time
+	// due is the fencing deadline of the registry lease, and the timer
+	// that fences the worker, or a session, when a lease may have run out
+	// (engine.Deadline; guarded by w.mu). Each queue lease has its own
+	// deadline, in its session's engine.Lease.
+	due engine.Deadline
 	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
 	// beat renews the leases, with those of the client's other workers
@@ -49,7 +49,7 @@ type leaseKeeper struct {
 func newLeaseKeeper(w *Worker) *leaseKeeper {
 	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1)}
 	k.loop = startstop.NewLoop(k.run)
-	k.timer = w.c.clock.AfterFunc(time.Hour, k.onDeadline)
+	k.due.Init((*sessionHost)(w), w.c.clock, w.opts.TTL)
 	return k
 }
 
@@ -65,7 +65,7 @@ func (k *leaseKeeper) start(life context.Context) {
 // this worker (one already sent may still reach Redis). Queue renewals
 // started before run on, tracked by the worker's tasks.
 func (k *leaseKeeper) stop() {
-	k.timer.Stop()
+	k.due.Stop()
 	k.beatMu.Lock()
 	k.left = true
 	k.beatMu.Unlock()
@@ -177,7 +177,7 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 	}
 	w.mu.Lock()
 	if w.state.IsCurrent(id) {
-		lk.extend(sent)
+		lk.due.Extend(sent)
 	}
 	w.mu.Unlock()
 	w.reclaimer.Heard(k.Next, k.Dead, k.Workers)
@@ -236,7 +236,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	w := k.w
 	var renewed, lost []*session
 	w.mu.Lock()
-	current, deadline := w.state.IsCurrent(id), k.deadline(sent)
+	current, deadline := w.state.IsCurrent(id), k.due.Of(sent)
 	for _, r := range rs {
 		switch ok, gone := r.s.Renewed(current, r.gen, r.gone, deadline); {
 		case gone:
@@ -246,7 +246,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 		}
 	}
 	if len(renewed) > 0 {
-		k.arm()
+		k.due.Arm()
 	}
 	w.mu.Unlock()
 	for _, s := range lost {

@@ -38,10 +38,11 @@ type fakeWorker struct {
 	life  context.Context
 	tasks sync.WaitGroup
 
-	joinErr  error // what Join answers; guarded by mu
-	joined   testsignal.Signal[string]
-	fenced   testsignal.Signal[fenceTold]
-	rejoined testsignal.Signal[string]
+	joinErr      error // what Join answers; guarded by mu
+	joined       testsignal.Signal[string]
+	workerFenced testsignal.Signal[string]
+	fenced       testsignal.Signal[fenceTold]
+	rejoined     testsignal.Signal[string]
 }
 
 // fenceTold is what a session's fence told the application.
@@ -78,6 +79,7 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.joined.Init(t)
 	w.fenced.Init(t)
 	w.rejoined.Init(t)
+	w.workerFenced.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -159,6 +161,15 @@ func (w *fakeWorker) LeaseAt() time.Time         { return w.leaseAt }
 func (w *fakeWorker) Arm()                       { w.armed++ }
 func (w *fakeWorker) Registry() sync.Locker      { return &w.reg }
 func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
+
+func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
+
+func (w *fakeWorker) Sessions() []*Session {
+	if w.serving == nil {
+		return nil
+	}
+	return []*Session{w.serving}
+}
 
 func (w *fakeWorker) Join(ctx context.Context, id, queue string) error {
 	w.mu.Lock()
