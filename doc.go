@@ -166,10 +166,10 @@
 // order, NewWorker), session.go (a queue served:
 // the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
-// fence.go (of the worker, by the lease keeper, whose fencing deadline
-// is the engine's), rejoin.go (a fenced worker registering again), reconcile.go
-// (the keeper's pass over the sessions that look for processes whose
-// dequeue reply or hand-off event was lost),
+// fence.go (what a fence tells the application; the fences are the
+// engine's), rejoin.go (a fenced worker registering again), reconcile.go
+// (the passes that look for processes whose dequeue reply or hand-off
+// event was lost, and the keeper's pass over the root's sessions),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
 // worker's set of them is internal/periodic's), registry.go (the slots
 // of its Handle runtimes, which its registry entry records),
@@ -207,11 +207,12 @@
 // its two halves, each a type and a file of its own: its books of
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
-// decisions over both halves at once); the worker's fencing deadline,
-// engine.Deadline (of its registry lease, and the timer that fences the
-// worker or a session when a lease may have run out); the worker's
-// registry entry,
-// engine.Registry (its registration, the queues and slots recorded, the
+// decisions over both halves at once); the lease keeper's side,
+// engine.Keeper: the worker's fencing deadline, engine.Deadline (of its
+// registry lease, and the timer that fences the worker or a session when
+// a lease may have run out), the fence of the whole worker, the evidence
+// of a lease gone, and the pass reconciling the sessions unsure of their
+// processes; the worker's registry entry, engine.Registry (its registration, the queues and slots recorded, the
 // lock serialising changes to what it serves); the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's

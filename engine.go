@@ -179,7 +179,7 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 		Store:  c.store,
 		Fail:   c.fail,
 		TTL:    w.opts.TTL,
-		Fence:  func(id string, cause error) { w.lease.fence(id, cause) },
+		Fence:  func(id string, cause error) { w.lease.Fence(id, cause) },
 		Served: c.flows.Served,
 		Slots: func() []store.QueueSlots {
 			w.mu.Lock()
@@ -203,14 +203,23 @@ func (w *sessionHost) Outage() *outage.Outage          { return w.c.outage }
 func (w *sessionHost) RenewInterval() time.Duration    { return w.opts.RenewInterval }
 func (w *sessionHost) Logger() *slog.Logger            { return (*Worker)(w).logger() }
 func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.HealthyAfter() }
-func (w *sessionHost) Margin() time.Duration           { return w.lease.due.Margin() }
-func (w *sessionHost) LeaseAt() time.Time              { return w.lease.due.At() }
-func (w *sessionHost) Arm()                            { w.lease.due.Arm() }
+func (w *sessionHost) Margin() time.Duration           { return w.lease.Margin() }
+func (w *sessionHost) LeaseAt() time.Time              { return w.lease.At() }
+func (w *sessionHost) Arm()                            { w.lease.Arm() }
 func (w *sessionHost) Registry() sync.Locker           { return &w.registry }
 func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
 func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
 
-func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.fence(id, cause) }
+func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
+func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
+func (w *sessionHost) Wake()                              { w.lease.wake() }
+
+func (w *sessionHost) Session(queue string) *engine.Session {
+	if s := w.sessions[queue]; s != nil {
+		return &s.Session
+	}
+	return nil
+}
 
 func (w *sessionHost) Sessions() []*engine.Session {
 	out := make([]*engine.Session, 0, len(w.sessions))

@@ -47,7 +47,7 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	ps := append(dequeueAll(t, w, "a", 1), dequeueAll(t, w, "b", 1)...)
 	id := w.ID()
 
-	w.lease.fence(id, errTestLease)
+	w.lease.Fence(id, errTestLease)
 	for _, p := range ps {
 		assert.True(t, isClosed(p.Done()), "ended by the fence itself")
 		assert.ErrorIs(t, p.Err(), ErrProcessLost)
@@ -66,7 +66,7 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	at := w.state.FencedAt()
 	w.mu.Unlock()
 	k.clk.Advance(time.Millisecond)
-	w.lease.fence(id, errTestLease)
+	w.lease.Fence(id, errTestLease)
 	w.mu.Lock()
 	assert.Equal(t, at, w.state.FencedAt(), "the second fence changed nothing")
 	w.mu.Unlock()

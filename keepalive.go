@@ -29,11 +29,12 @@ type leaseKeeper struct {
 	w *Worker
 	// kick wakes the loop: a fenced worker registers again at once.
 	kick chan struct{}
-	// due is the fencing deadline of the registry lease, and the timer
-	// that fences the worker, or a session, when a lease may have run out
-	// (engine.Deadline; guarded by w.mu). Each queue lease has its own
-	// deadline, in its session's engine.Lease.
-	due engine.Deadline
+	// Keeper is the engine's side of the keeper: the fencing deadline of
+	// the registry lease and the timer that fences the worker, or a
+	// session, when a lease may have run out (engine.Deadline; guarded by
+	// w.mu; each queue lease has its own deadline, in its session's
+	// engine.Lease), the fence of the worker and the reconciliations.
+	engine.Keeper
 	// loop registers the worker again once it was fenced (run).
 	loop *startstop.Loop
 	// beat renews the leases, with those of the client's other workers
@@ -49,7 +50,7 @@ type leaseKeeper struct {
 func newLeaseKeeper(w *Worker) *leaseKeeper {
 	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1)}
 	k.loop = startstop.NewLoop(k.run)
-	k.due.Init((*sessionHost)(w), w.c.clock, w.opts.TTL)
+	k.Keeper.Init((*sessionHost)(w), w.c.clock, w.opts.TTL)
 	return k
 }
 
@@ -65,7 +66,7 @@ func (k *leaseKeeper) start(life context.Context) {
 // this worker (one already sent may still reach Redis). Queue renewals
 // started before run on, tracked by the worker's tasks.
 func (k *leaseKeeper) stop() {
-	k.due.Stop()
+	k.Stop()
 	k.beatMu.Lock()
 	k.left = true
 	k.beatMu.Unlock()
@@ -172,12 +173,12 @@ func (lk *leaseKeeper) renewed(r renewal, sent time.Time, k store.KeptAlive, err
 	case err != nil: // logged by the beat, once for its workers
 		return
 	case k.Gone:
-		lk.fence(id, errors.New("renewal found the registry lease gone"))
+		lk.Fence(id, errors.New("renewal found the registry lease gone"))
 		return
 	}
 	w.mu.Lock()
 	if w.state.IsCurrent(id) {
-		lk.due.Extend(sent)
+		lk.Extend(sent)
 	}
 	w.mu.Unlock()
 	w.reclaimer.Heard(k.Next, k.Dead, k.Workers)
@@ -236,7 +237,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 	w := k.w
 	var renewed, lost []*session
 	w.mu.Lock()
-	current, deadline := w.state.IsCurrent(id), k.due.Of(sent)
+	current, deadline := w.state.IsCurrent(id), k.Of(sent)
 	for _, r := range rs {
 		switch ok, gone := r.s.Renewed(current, r.gen, r.gone, deadline); {
 		case gone:
@@ -246,7 +247,7 @@ func (k *leaseKeeper) queuesRenewed(id string, sent time.Time, rs []queueRenewal
 		}
 	}
 	if len(renewed) > 0 {
-		k.due.Arm()
+		k.Arm()
 	}
 	w.mu.Unlock()
 	for _, s := range lost {

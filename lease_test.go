@@ -267,7 +267,7 @@ func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 func registryDeadline(w *Worker) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lease.due.At()
+	return w.lease.At()
 }
 
 // noFence fails the test if a fence event waits.

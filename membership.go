@@ -37,7 +37,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	w.mu.Lock()
 	// The queue lease expires with the registry lease that join reads,
 	// which is no earlier than the one this deadline was set for.
-	deadline := w.lease.due.At()
+	deadline := w.lease.At()
 	w.mu.Unlock()
 	if err := w.registry.Join(ctx, id, queue); err != nil {
 		return err

@@ -79,14 +79,14 @@ func (k *leaseKeeper) tryReregister(ctx context.Context) (bool, error) {
 		return false, ErrWorkerClosed
 	}
 	for _, s := range joined {
-		s.Rejoined(0, k.due.Of(sent))
+		s.Rejoined(0, k.Of(sent))
 	}
 	for _, s := range unreachable {
 		s.Lost()
 		after := w.c.clock.Now()
 		w.closer.tasks.Go(func() { s.Rejoin(w.life, id, after) })
 	}
-	k.due.Extend(sent)
+	k.Extend(sent)
 	w.mu.Unlock()
 	w.registry.RecordSlots(ctx, id) // under the new id: the old one's went with it
 	w.logger().Info("worqr: worker registered again after fencing", "previous", old)

@@ -41,6 +41,7 @@ type fakeWorker struct {
 	joinErr      error // what Join answers; guarded by mu
 	joined       testsignal.Signal[string]
 	workerFenced testsignal.Signal[string]
+	woken        testsignal.Signal[bool]
 	fenced       testsignal.Signal[fenceTold]
 	rejoined     testsignal.Signal[string]
 }
@@ -80,6 +81,7 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.fenced.Init(t)
 	w.rejoined.Init(t)
 	w.workerFenced.Init(t)
+	w.woken.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -163,6 +165,16 @@ func (w *fakeWorker) Registry() sync.Locker      { return &w.reg }
 func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
 
 func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
+
+func (w *fakeWorker) StayFenced() bool { return false }
+func (w *fakeWorker) Wake()            { w.woken.Signal(true) }
+
+func (w *fakeWorker) Session(queue string) *Session {
+	if w.serving == nil || w.serving.Name != queue {
+		return nil
+	}
+	return w.serving
+}
 
 func (w *fakeWorker) Sessions() []*Session {
 	if w.serving == nil {
