@@ -167,7 +167,7 @@
 // the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
 // client's beat renews, and the re-registration of a fenced worker),
 // fence.go (what a fence tells the application; the fences are the
-// engine's), rejoin.go (a fenced worker registering again), reconcile.go
+// engine's), reconcile.go
 // (the passes that look for processes whose dequeue reply or hand-off
 // event was lost, and the keeper's pass over the root's sessions),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the

@@ -213,6 +213,7 @@ func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Si
 func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
 func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
 func (w *sessionHost) Wake()                              { w.lease.wake() }
+func (w *sessionHost) Registered(id string)               { w.c.signals.registered.Signal(id) }
 
 func (w *sessionHost) Session(queue string) *engine.Session {
 	if s := w.sessions[queue]; s != nil {

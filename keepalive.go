@@ -50,7 +50,7 @@ type leaseKeeper struct {
 func newLeaseKeeper(w *Worker) *leaseKeeper {
 	k := &leaseKeeper{w: w, kick: make(chan struct{}, 1)}
 	k.loop = startstop.NewLoop(k.run)
-	k.Keeper.Init((*sessionHost)(w), w.c.clock, w.opts.TTL)
+	k.Keeper.Init((*sessionHost)(w), w.c.clock, w.opts.TTL, &w.registry)
 	return k
 }
 
@@ -96,7 +96,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 		w.mu.Lock()
 		fenced := w.state.IsFenced()
 		w.mu.Unlock()
-		if fenced && (w.opts.StayFenced || !k.reregister(ctx)) {
+		if fenced && (w.opts.StayFenced || !k.Reregister(ctx)) {
 			return
 		}
 	}

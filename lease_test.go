@@ -1,8 +1,8 @@
 package worqr
 
-// The lease deadline (lease.go), the renewals that move it
-// (keepalive.go), and the fences and rejoins it leads to (fence.go,
-// rejoin.go), driven by a Fake clock: the tests move the client's clock
+// The lease deadline (engine.Deadline), the renewals that move it
+// (keepalive.go), and the fences and rejoins it leads to (engine.Keeper,
+// engine.Session), driven by a Fake clock: the tests move the client's clock
 // and miniredis's together, and wait on the components' test signals.
 
 import (

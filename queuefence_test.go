@@ -1,6 +1,6 @@
 package worqr
 
-// Per-queue fencing (fence.go: session.fence; rejoin.go) under faults
+// Per-queue fencing (engine.Session: Fence, Rejoin) under faults
 // injected command by command through the hooked client.
 
 import (

@@ -1,6 +1,6 @@
 package worqr
 
-// The rejoin (rejoin.go) on its own: one attempt (tryRejoin) called
+// The rejoin (engine.Session.Rejoin) in the worker: one attempt (RejoinOnce) called
 // directly after a session's fence, with the clock held, so the rejoin the
 // fence started waits.
 

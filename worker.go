@@ -88,10 +88,11 @@ type FenceEvent struct {
 // queues and slots recorded, and the lock serialising changes to them;
 // registry.go: the slots of its Handle runtimes),
 // the lease keeper (keepalive.go: the renewals, on its client's beat,
-// internal/beat, and the loop that registers a fenced worker again,
-// rejoin.go; its engine side, engine.Keeper: the fencing deadline,
-// engine.Deadline, the fence of the whole worker, the evidence of a lease
-// gone and the reconciliation pass; fence.go: what a fence tells), the
+// internal/beat, and the loop that registers a fenced worker again; its
+// engine side, engine.Keeper: the fencing deadline, engine.Deadline, the
+// fence of the whole worker, the evidence of a lease gone, the
+// reconciliation pass and the re-registration; fence.go: what a fence
+// tells), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (scheduler.go, pool.go) and its periodic schedules

@@ -42,6 +42,7 @@ type fakeWorker struct {
 	joined       testsignal.Signal[string]
 	workerFenced testsignal.Signal[string]
 	woken        testsignal.Signal[bool]
+	registered   testsignal.Signal[string]
 	fenced       testsignal.Signal[fenceTold]
 	rejoined     testsignal.Signal[string]
 }
@@ -82,6 +83,7 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.rejoined.Init(t)
 	w.workerFenced.Init(t)
 	w.woken.Init(t)
+	w.registered.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -166,8 +168,9 @@ func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
 
 func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
 
-func (w *fakeWorker) StayFenced() bool { return false }
-func (w *fakeWorker) Wake()            { w.woken.Signal(true) }
+func (w *fakeWorker) StayFenced() bool     { return false }
+func (w *fakeWorker) Wake()                { w.woken.Signal(true) }
+func (w *fakeWorker) Registered(id string) { w.registered.Signal(id) }
 
 func (w *fakeWorker) Session(queue string) *Session {
 	if w.serving == nil || w.serving.Name != queue {

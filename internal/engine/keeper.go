@@ -3,8 +3,9 @@ package engine
 // The lease keeper's decisions over the whole worker: its fence, the
 // evidence that its lease is gone, and the pass that reconciles the
 // sessions unsure of their processes. Its deadline is the Deadline it
-// holds; its renewals, on the client's beat, and the loop that registers
-// a fenced worker again are the root's.
+// holds, its re-registration reregister.go's; its renewals, on the
+// client's beat, and the loop that registers a fenced worker again are
+// the root's.
 
 import (
 	"context"
@@ -34,21 +35,31 @@ type KeeperHost interface {
 	Fenced(id, queue string, cause error, lost []*Proc)
 	// Wake wakes the loop that registers a fenced worker again.
 	Wake()
+	// RenewInterval is how often the worker renews its leases: the
+	// longest wait between two attempts at registering again.
+	RenewInterval() time.Duration
+	// Go runs f on a goroutine of the worker's tasks, with the worker's
+	// life.
+	Go(f func(life context.Context))
+	// Registered tells the tests that the worker registered again, as id.
+	Registered(id string)
 }
 
 // Keeper is the worker's lease keeper, as far as the engine holds it: the
-// fencing deadline (Deadline, guarded by the worker's mu) and the
-// decisions over the whole worker. Its host and clock are set by Init and
-// never change.
+// fencing deadline (Deadline, guarded by the worker's mu), the decisions
+// over the whole worker and its re-registration (reregister.go). Its
+// host, clock and registry entry are set by Init and never change.
 type Keeper struct {
 	Deadline
-	host  KeeperHost
-	clock clock.Clock
+	host     KeeperHost
+	clock    clock.Clock
+	registry *Registry
 }
 
-// Init sets up the keeper of host's leases, each ttl long, on clk.
-func (k *Keeper) Init(host KeeperHost, clk clock.Clock, ttl time.Duration) {
-	k.host, k.clock = host, clk
+// Init sets up the keeper of host's leases, each ttl long, on clk; reg is
+// the worker's registry entry, which it registers again once fenced.
+func (k *Keeper) Init(host KeeperHost, clk clock.Clock, ttl time.Duration, reg *Registry) {
+	k.host, k.clock, k.registry = host, clk, reg
 	k.Deadline.Init(host, clk, ttl)
 }
 

@@ -21,7 +21,7 @@ func TestKeeperFence(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second)
+	k.Init(w, w.clk, time.Second, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	ps := w.hold(t, "q", testID, 1)
@@ -54,7 +54,7 @@ func TestKeeperLeaseLostNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second)
+	k.Init(w, w.clk, time.Second, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	p := adopt(t, s, w.hold(t, "q", testID, 1)[0])
@@ -81,7 +81,7 @@ func TestKeeperReconcilesTheUnsure(t *testing.T) {
 	ctx := context.Background()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second)
+	k.Init(w, w.clk, time.Second, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	ps := w.hold(t, "q", testID, 1)
