@@ -164,8 +164,9 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), session.go (a queue served:
-// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
-// client's beat renews, and the re-registration of a fenced worker),
+// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: its
+// membership of the client's beat, and the loop that registers a fenced
+// worker again),
 // fence.go (what a fence tells the application; the fences are the
 // engine's), reconcile.go
 // (the passes that look for processes whose dequeue reply or hand-off
@@ -208,7 +209,8 @@
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
 // decisions over both halves at once); the lease keeper's side,
-// engine.Keeper: the worker's fencing deadline, engine.Deadline (of its
+// engine.Keeper: what a round of the beat renews and its answers, the
+// re-registration of a fenced worker, the worker's fencing deadline, engine.Deadline (of its
 // registry lease, and the timer that fences the worker or a session when
 // a lease may have run out), the fence of the whole worker, the evidence
 // of a lease gone, and the pass reconciling the sessions unsure of their

@@ -110,13 +110,13 @@ func beatEnv(c *Client, born time.Time) *beat.Env {
 // beatMember is a worker's lease keeper as a member of its client's beat.
 type beatMember struct{ k *leaseKeeper }
 
-func (m beatMember) Renewal() (renewal, store.Keepalive, bool) {
-	r, ok := m.k.renewal()
-	return r, r.keepalive, ok
+func (m beatMember) Renewal() (engine.Renewal, store.Keepalive, bool) {
+	r, ok := m.k.Renewal()
+	return r, r.Keepalive, ok
 }
 
-func (m beatMember) Renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
-	m.k.renewed(r, sent, k, err)
+func (m beatMember) Renewed(r engine.Renewal, sent time.Time, k store.KeptAlive, err error) {
+	m.k.Renewed(r, sent, k, err)
 }
 
 // periodicEnv is what the worker's periodic schedules take of it.
@@ -213,7 +213,14 @@ func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Si
 func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
 func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
 func (w *sessionHost) Wake()                              { w.lease.wake() }
-func (w *sessionHost) Registered(id string)               { w.c.signals.registered.Signal(id) }
+func (w *sessionHost) Alive() bool                        { return w.life.Err() == nil }
+func (w *sessionHost) QueueRenewed(queue string)          { w.c.signals.queueRenewed.Signal(queue) }
+
+func (w *sessionHost) Heard(next time.Duration, dead bool, workers int64) {
+	w.reclaimer.Heard(next, dead, workers)
+}
+
+func (w *sessionHost) Registered(id string) { w.c.signals.registered.Signal(id) }
 
 func (w *sessionHost) Session(queue string) *engine.Session {
 	if s := w.sessions[queue]; s != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
@@ -107,22 +108,20 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	require.Equal(t, old+1, gen)
 
 	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
-	renewed := w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old, gone: true}})
+	renewed := w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old, Gone: true}})
 	assert.Empty(t, renewed)
 	noFence(t, fences)
 	_, err := currentID(w)
 	require.NoError(t, err, "an earlier lease found gone fenced the worker")
-	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old}})
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old}})
 	assert.Empty(t, renewed)
-	var now time.Time
-	var state lifecycle.Session
-	now, state = s.Lease.View().Deadline, s.Lease.View().State
+	now, state := s.Lease.View().Deadline, s.Lease.View().State
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
 	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
-	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: gen}})
-	assert.Equal(t, []*session{s}, renewed)
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: gen}})
+	assert.Equal(t, []*engine.Session{&s.Session}, renewed)
 	now = s.Lease.View().Deadline
 	assert.Equal(t, w.lease.Of(later), now)
 }

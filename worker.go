@@ -87,12 +87,12 @@ type FenceEvent struct {
 // (internal/lifecycle), its registry entry (engine.Registry: its id, the
 // queues and slots recorded, and the lock serialising changes to them;
 // registry.go: the slots of its Handle runtimes),
-// the lease keeper (keepalive.go: the renewals, on its client's beat,
+// the lease keeper (keepalive.go: its membership of its client's beat,
 // internal/beat, and the loop that registers a fenced worker again; its
-// engine side, engine.Keeper: the fencing deadline, engine.Deadline, the
-// fence of the whole worker, the evidence of a lease gone, the
-// reconciliation pass and the re-registration; fence.go: what a fence
-// tells), the
+// engine side, engine.Keeper: what a round renews and its answers, the
+// fencing deadline, engine.Deadline, the fence of the whole worker, the
+// evidence of a lease gone, the reconciliation pass and the
+// re-registration; fence.go: what a fence tells), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (scheduler.go, pool.go) and its periodic schedules
@@ -119,7 +119,7 @@ type FenceEvent struct {
 //  2. slotScheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
-//  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
+//  4. engine.Keeper.beatMu (the beat reads what to renew, and takes in
 //     answers, under it: it is held around Worker.mu, engine.Lease.mu,
 //     engine.Books.mu, proc.State.mu, reclaim.Reclaimer.mu and the
 //     worker's tasks)
@@ -152,7 +152,7 @@ type FenceEvent struct {
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
-//     under Worker.mu and beatMu; a coalescer's senders)
+//     under Worker.mu and engine.Keeper.beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: slotScheduler.mu,
 //     pacer.Pacer.mu (a member's retry and rate-limit timers), proc.State.mu,
 //     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,

@@ -43,6 +43,7 @@ type fakeWorker struct {
 	workerFenced testsignal.Signal[string]
 	woken        testsignal.Signal[bool]
 	registered   testsignal.Signal[string]
+	heard        testsignal.Signal[int64]
 	fenced       testsignal.Signal[fenceTold]
 	rejoined     testsignal.Signal[string]
 }
@@ -84,6 +85,7 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.workerFenced.Init(t)
 	w.woken.Init(t)
 	w.registered.Init(t)
+	w.heard.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -171,6 +173,10 @@ func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id)
 func (w *fakeWorker) StayFenced() bool     { return false }
 func (w *fakeWorker) Wake()                { w.woken.Signal(true) }
 func (w *fakeWorker) Registered(id string) { w.registered.Signal(id) }
+func (w *fakeWorker) Alive() bool          { return w.life.Err() == nil }
+func (w *fakeWorker) QueueRenewed(string)  {}
+
+func (w *fakeWorker) Heard(_ time.Duration, _ bool, workers int64) { w.heard.Signal(workers) }
 
 func (w *fakeWorker) Session(queue string) *Session {
 	if w.serving == nil || w.serving.Name != queue {

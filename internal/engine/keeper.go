@@ -3,13 +3,14 @@ package engine
 // The lease keeper's decisions over the whole worker: its fence, the
 // evidence that its lease is gone, and the pass that reconciles the
 // sessions unsure of their processes. Its deadline is the Deadline it
-// holds, its re-registration reregister.go's; its renewals, on the
-// client's beat, and the loop that registers a fenced worker again are
-// the root's.
+// holds, its renewals' reading and answers renew.go's, its
+// re-registration reregister.go's; its membership of the client's beat
+// and the loop that registers a fenced worker again are the root's.
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
@@ -43,17 +44,35 @@ type KeeperHost interface {
 	Go(f func(life context.Context))
 	// Registered tells the tests that the worker registered again, as id.
 	Registered(id string)
+	// Env is the worker's environment: its store, failure wrapping and
+	// TTL.
+	Env() *Env
+	// Alive reports whether the worker's life has not ended.
+	Alive() bool
+	// Heard tells the reclaimer what a registry renewal heard: when the
+	// next peer's lease runs out, whether a dead worker waits, and how
+	// many workers the registry holds.
+	Heard(next time.Duration, dead bool, workers int64)
+	// QueueRenewed tells the tests that a renewal of the lease on queue,
+	// sent apart from the registry's, has been answered.
+	QueueRenewed(queue string)
 }
 
 // Keeper is the worker's lease keeper, as far as the engine holds it: the
-// fencing deadline (Deadline, guarded by the worker's mu), the decisions
-// over the whole worker and its re-registration (reregister.go). Its
-// host, clock and registry entry are set by Init and never change.
+// fencing deadline (Deadline, guarded by the worker's mu), the renewals'
+// reading and answers (renew.go), the decisions over the whole worker and
+// its re-registration (reregister.go). Its host, clock and registry entry
+// are set by Init and never change.
 type Keeper struct {
 	Deadline
 	host     KeeperHost
 	clock    clock.Clock
 	registry *Registry
+	// beatMu is held while the beat reads what to renew or takes in an
+	// answer; left, guarded by it, is set when the keeper leaves the
+	// beat, after which the beat does neither.
+	beatMu sync.Mutex
+	left   bool
 }
 
 // Init sets up the keeper of host's leases, each ttl long, on clk; reg is
