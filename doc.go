@@ -164,9 +164,8 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), session.go (a queue served:
-// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: its
-// membership of the client's beat, and the loop that registers a fenced
-// worker again),
+// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper's
+// wiring: the keeper is the engine's),
 // fence.go (what a fence tells the application; the fences are the
 // engine's), reconcile.go
 // (the passes that look for processes whose dequeue reply or hand-off
@@ -209,7 +208,9 @@
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
 // decisions over both halves at once); the lease keeper's side,
-// engine.Keeper: what a round of the beat renews and its answers, the
+// engine.Keeper: its membership of the client's beat, what a round
+// renews and its answers, the loop that registers a fenced worker again,
+// the
 // re-registration of a fenced worker, the worker's fencing deadline, engine.Deadline (of its
 // registry lease, and the timer that fences the worker or a session when
 // a lease may have run out), the fence of the whole worker, the evidence

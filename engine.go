@@ -107,18 +107,6 @@ func beatEnv(c *Client, born time.Time) *beat.Env {
 	}
 }
 
-// beatMember is a worker's lease keeper as a member of its client's beat.
-type beatMember struct{ k *leaseKeeper }
-
-func (m beatMember) Renewal() (engine.Renewal, store.Keepalive, bool) {
-	r, ok := m.k.Renewal()
-	return r, r.Keepalive, ok
-}
-
-func (m beatMember) Renewed(r engine.Renewal, sent time.Time, k store.KeptAlive, err error) {
-	m.k.Renewed(r, sent, k, err)
-}
-
 // periodicEnv is what the worker's periodic schedules take of it.
 func periodicEnv(w *Worker) *periodic.Env {
 	c := w.c
@@ -212,7 +200,6 @@ func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Si
 
 func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
 func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
-func (w *sessionHost) Wake()                              { w.lease.wake() }
 func (w *sessionHost) Alive() bool                        { return w.life.Err() == nil }
 func (w *sessionHost) QueueRenewed(queue string)          { w.c.signals.queueRenewed.Signal(queue) }
 

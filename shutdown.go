@@ -108,7 +108,7 @@ func (k *closer) stopComponents() {
 	// The components of other files stop through their own calls, each
 	// on a goroutine of this group, beside the dispatchers.
 	var stops startstop.Group
-	stops.Go(w.lease.stop)
+	stops.Go(w.lease.Stop)
 	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
 	stops.Go(w.periodics.Close)
 	stops.Go(func() { closeAll(pools) })

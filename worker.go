@@ -87,12 +87,12 @@ type FenceEvent struct {
 // (internal/lifecycle), its registry entry (engine.Registry: its id, the
 // queues and slots recorded, and the lock serialising changes to them;
 // registry.go: the slots of its Handle runtimes),
-// the lease keeper (keepalive.go: its membership of its client's beat,
-// internal/beat, and the loop that registers a fenced worker again; its
-// engine side, engine.Keeper: what a round renews and its answers, the
-// fencing deadline, engine.Deadline, the fence of the whole worker, the
-// evidence of a lease gone, the reconciliation pass and the
-// re-registration; fence.go: what a fence tells), the
+// the lease keeper (engine.Keeper: its membership of its client's beat,
+// internal/beat, what a round renews and its answers, the fencing
+// deadline, engine.Deadline, the fence of the whole worker, the evidence
+// of a lease gone, the reconciliation pass, and the loop that registers
+// a fenced worker again; keepalive.go: its wiring; fence.go: what a fence
+// tells), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (scheduler.go, pool.go) and its periodic schedules
@@ -251,7 +251,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.mu.Lock()
 	w.lease.Extend(sent)
 	w.mu.Unlock()
-	w.lease.start(w.life)
+	w.lease.Start(w.life, c.beats, w.opts.TTL, w.opts.RenewInterval)
 
 	c.mu.Lock()
 	if c.closed.Load() {

@@ -95,8 +95,9 @@ func (d *Deadline) Arm() {
 	d.timer.Reset(d.clock.Until(earliest))
 }
 
-// Stop stops the timer: nothing under the worker's id is left to fence.
-func (d *Deadline) Stop() { d.timer.Stop() }
+// Disarm stops the timer: nothing under the worker's id is left to
+// fence.
+func (d *Deadline) Disarm() { d.timer.Stop() }
 
 // onDeadline fences the worker under its current id when its registry
 // lease may have expired, or just the sessions whose lease may have (their

@@ -41,7 +41,6 @@ type fakeWorker struct {
 	joinErr      error // what Join answers; guarded by mu
 	joined       testsignal.Signal[string]
 	workerFenced testsignal.Signal[string]
-	woken        testsignal.Signal[bool]
 	registered   testsignal.Signal[string]
 	heard        testsignal.Signal[int64]
 	fenced       testsignal.Signal[fenceTold]
@@ -83,7 +82,6 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.fenced.Init(t)
 	w.rejoined.Init(t)
 	w.workerFenced.Init(t)
-	w.woken.Init(t)
 	w.registered.Init(t)
 	w.heard.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
@@ -171,7 +169,6 @@ func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
 func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
 
 func (w *fakeWorker) StayFenced() bool     { return false }
-func (w *fakeWorker) Wake()                { w.woken.Signal(true) }
 func (w *fakeWorker) Registered(id string) { w.registered.Signal(id) }
 func (w *fakeWorker) Alive() bool          { return w.life.Err() == nil }
 func (w *fakeWorker) QueueRenewed(string)  {}

@@ -4,8 +4,8 @@ package engine
 // evidence that its lease is gone, and the pass that reconciles the
 // sessions unsure of their processes. Its deadline is the Deadline it
 // holds, its renewals' reading and answers renew.go's, its
-// re-registration reregister.go's; its membership of the client's beat
-// and the loop that registers a fenced worker again are the root's.
+// re-registration reregister.go's, its membership of the client's beat
+// and the loop that registers a fenced worker again loop.go's.
 
 import (
 	"context"
@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/startstop"
 )
 
 // KeeperHost is the worker whose leases a Keeper keeps.
@@ -34,8 +36,6 @@ type KeeperHost interface {
 	// Fenced tells the application (and the observer) that worker id
 	// fenced itself (queue is empty) for cause, ending lost.
 	Fenced(id, queue string, cause error, lost []*Proc)
-	// Wake wakes the loop that registers a fenced worker again.
-	Wake()
 	// RenewInterval is how often the worker renews its leases: the
 	// longest wait between two attempts at registering again.
 	RenewInterval() time.Duration
@@ -73,12 +73,21 @@ type Keeper struct {
 	// beat, after which the beat does neither.
 	beatMu sync.Mutex
 	left   bool
+	// beat renews the leases, with those of the client's other workers
+	// of the same options (see internal/beat); set by Start.
+	beat *beat.Beat[Renewal, BeatMember]
+	// loop registers the worker again once it was fenced (loop.go);
+	// kick wakes it.
+	loop *startstop.Loop
+	kick chan struct{}
 }
 
 // Init sets up the keeper of host's leases, each ttl long, on clk; reg is
 // the worker's registry entry, which it registers again once fenced.
 func (k *Keeper) Init(host KeeperHost, clk clock.Clock, ttl time.Duration, reg *Registry) {
 	k.host, k.clock, k.registry = host, clk, reg
+	k.kick = make(chan struct{}, 1)
+	k.loop = startstop.NewLoop(k.run)
 	k.Deadline.Init(host, clk, ttl)
 }
 
@@ -117,7 +126,7 @@ func (k *Keeper) Fence(id string, cause error) {
 		h.Unlock()
 		return
 	}
-	k.Deadline.Stop()
+	k.Disarm()
 	var lost []*Proc
 	for _, s := range h.Sessions() {
 		// The peers reclaim everything under id: nothing to reconcile.
@@ -137,7 +146,7 @@ func (k *Keeper) Fence(id string, cause error) {
 		"cause", cause, "processes", len(lost), "next", next)
 	LogDropped(log, lost)
 	h.Fenced(id, "", cause, lost)
-	h.Wake()
+	k.Wake()
 }
 
 // Reconcile gives back (Session.Reconcile), in each session of ss that

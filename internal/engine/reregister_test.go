@@ -42,7 +42,7 @@ func TestKeeperReregisterOnce(t *testing.T) {
 	w.Unlock()
 	k.Fence(testID, errTestCause)
 	w.fenced.WaitOrTimeout()
-	w.woken.WaitOrTimeout()
+	<-k.kick
 	require.Zero(t, w.clk.Timers())
 
 	ok, err := k.ReregisterOnce(ctx)
