@@ -231,7 +231,7 @@ func (k *clocked) runRenewed(d time.Duration, c *Client, q string) {
 }
 
 // While the rejoin of a fenced queue waits on a node that hangs, the rest
-// of the worker must not: tryRejoin holds the worker's membership lock
+// of the worker must not: RejoinOnce holds the worker's membership lock
 // (and the queue's gate) for its Redis calls, and made them on the
 // worker's lifetime context, with no deadline. StopWork and StartWork of
 // any queue, Handle, and the re-registration of a fenced worker all

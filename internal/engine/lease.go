@@ -20,7 +20,7 @@ type Lease struct {
 	// state is where the session stands with its lease. Guarded by mu.
 	state lifecycle.Session
 	// deadline is when the worker's lease on the queue may expire, by
-	// its own clock, less the fence margin (see the root's lease.go).
+	// its own clock, less the fence margin (see deadline.go).
 	// Guarded by mu.
 	deadline time.Time
 	// gen counts the times the worker gave up its lease on the queue
