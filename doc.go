@@ -164,15 +164,16 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), session.go (a queue served:
-// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper: what the
-// client's beat renews, and the re-registration of a fenced worker),
-// lease.go (the fencing deadline), fence.go (of the worker, by the lease
-// keeper, or of a session), rejoin.go (a fenced session or worker taking
-// a lease again), reconcile.go (dequeue replies and hand-off events lost),
+// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper's
+// wiring: the keeper is the engine's),
+// fence.go (what a fence tells the application; the fences are the
+// engine's), reconcile.go
+// (the passes that look for processes whose dequeue reply or hand-off
+// event was lost, and the keeper's pass over the root's sessions),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
-// worker's set of them is internal/periodic's), registry.go (the worker's registry entry: its
-// registration, the queues and slots recorded, the lock serialising
-// changes to what it serves), membership.go (StartWork, StopWork, the
+// worker's set of them is internal/periodic's), registry.go (the slots
+// of its Handle runtimes, which its registry entry records),
+// membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (Dequeue and DequeueN, over the engine's
 // dequeue), events.go (a queue's
 // events, applied to its session), runtime.go (Handle: a queue served
@@ -195,10 +196,22 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; a served queue's session: its gate, lease deadline, books
-// of processes, dispatcher and timer of delayed tasks, the queue's events
-// applied to its books and told to the application, its fence, and its
-// side of its lease: the deadline, the renewals' answers, a rejoin; the
+// allocation; a served queue's session, engine.Session: its gate,
+// dispatcher and timer of delayed tasks, the queue's events applied to
+// its books and told to the application, its fence, rejoin and
+// reconciliation, over the worker as their host, engine.SessionHost, and
+// its two halves, each a type and a file of its own: its books of
+// processes, engine.Books, and its side of its lease, engine.Lease
+// (where it stands, the deadline, the renewals' answers, and the
+// decisions over both halves at once); the lease keeper's side,
+// engine.Keeper: its membership of the client's beat, what a round
+// renews and its answers, the loop that registers a fenced worker again,
+// the worker's fencing deadline, engine.Deadline (of its
+// registry lease, and the timer that fences the worker or a session when
+// a lease may have run out), the fence of the whole worker, the evidence
+// of a lease gone, and the pass reconciling the sessions unsure of their
+// processes; the worker's registry entry, engine.Registry (its registration, the queues and slots recorded, the
+// lock serialising changes to what it serves); the
 // scripts that end it and write its progress, with
 // their batched sends; the settler deciding and writing a handler's
 // outcome: retry, dead letter, finish; the Handle runtime, a file each:

@@ -6,7 +6,9 @@ package worqr
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
@@ -141,18 +143,6 @@ func beatEnv(c *Client, born time.Time) *beat.Env {
 	}
 }
 
-// beatMember is a worker's lease keeper as a member of its client's beat.
-type beatMember struct{ k *leaseKeeper }
-
-func (m beatMember) Renewal() (renewal, store.Keepalive, bool) {
-	r, ok := m.k.renewal()
-	return r, r.keepalive, ok
-}
-
-func (m beatMember) Renewed(r renewal, sent time.Time, k store.KeptAlive, err error) {
-	m.k.renewed(r, sent, k, err)
-}
-
 // periodicEnv is what the worker's periodic schedules take of it.
 func periodicEnv(w *Worker) *periodic.Env {
 	c := w.c
@@ -203,4 +193,83 @@ func (m reclaimMember) FencedSince(now time.Time) time.Duration {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
 	return m.w.state.FencedSince(now)
+}
+
+// registryEnv is what the worker's registry entry takes of it.
+func registryEnv(w *Worker) *engine.RegistryEnv {
+	c := w.c
+	return &engine.RegistryEnv{
+		Clock:  c.clock,
+		Store:  c.store,
+		Fail:   c.fail,
+		TTL:    w.opts.TTL,
+		Fence:  func(id string, cause error) { w.lease.Fence(id, cause) },
+		Served: c.flows.Served,
+		Slots: func() []store.QueueSlots {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.sessions.slots()
+		},
+		Log: w.logger,
+	}
+}
+
+// sessionHost is a worker as the host of its sessions' fences, rejoins
+// and reconciliations (engine.SessionHost), and of its lease keeper's
+// deadline (engine.DeadlineHost).
+type sessionHost Worker
+
+func (w *sessionHost) Lock()                           { w.mu.Lock() }
+func (w *sessionHost) Unlock()                         { w.mu.Unlock() }
+func (w *sessionHost) Worker() *lifecycle.Worker       { return &w.state }
+func (w *sessionHost) Env() *engine.Env                { return &w.env }
+func (w *sessionHost) Outage() *outage.Outage          { return w.c.outage }
+func (w *sessionHost) RenewInterval() time.Duration    { return w.opts.RenewInterval }
+func (w *sessionHost) Logger() *slog.Logger            { return (*Worker)(w).logger() }
+func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.HealthyAfter() }
+func (w *sessionHost) Margin() time.Duration           { return w.lease.Margin() }
+func (w *sessionHost) LeaseAt() time.Time              { return w.lease.At() }
+func (w *sessionHost) Arm()                            { w.lease.Arm() }
+func (w *sessionHost) Registry() sync.Locker           { return &w.registry }
+func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
+func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
+
+func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
+func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
+func (w *sessionHost) Alive() bool                        { return w.life.Err() == nil }
+func (w *sessionHost) QueueRenewed(queue string)          { w.c.signals.queueRenewed.Signal(queue) }
+
+func (w *sessionHost) Heard(next time.Duration, dead bool, workers int64) {
+	w.reclaimer.Heard(next, dead, workers)
+}
+
+func (w *sessionHost) Registered(id string) { w.c.signals.registered.Signal(id) }
+
+func (w *sessionHost) Session(queue string) *engine.Session {
+	if s := w.sessions[queue]; s != nil {
+		return &s.Session
+	}
+	return nil
+}
+
+func (w *sessionHost) Sessions() []*engine.Session {
+	out := make([]*engine.Session, 0, len(w.sessions))
+	for _, s := range w.sessions {
+		out = append(out, &s.Session)
+	}
+	return out
+}
+
+func (w *sessionHost) Serves(s *engine.Session) bool {
+	cur := w.sessions[s.Name]
+	return cur != nil && &cur.Session == s
+}
+
+func (w *sessionHost) Join(ctx context.Context, id, queue string) error {
+	return w.registry.Join(ctx, id, queue)
+}
+
+func (w *sessionHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
+	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
+	w.c.tellFenced(w.opts.OnFenced, ev)
 }

@@ -47,7 +47,7 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	ps := append(dequeueAll(t, w, "a", 1), dequeueAll(t, w, "b", 1)...)
 	id := w.ID()
 
-	w.lease.fence(id, errTestLease)
+	w.lease.Fence(id, errTestLease)
 	for _, p := range ps {
 		assert.True(t, isClosed(p.Done()), "ended by the fence itself")
 		assert.ErrorIs(t, p.Err(), ErrProcessLost)
@@ -66,7 +66,7 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	at := w.state.FencedAt()
 	w.mu.Unlock()
 	k.clk.Advance(time.Millisecond)
-	w.lease.fence(id, errTestLease)
+	w.lease.Fence(id, errTestLease)
 	w.mu.Lock()
 	assert.Equal(t, at, w.state.FencedAt(), "the second fence changed nothing")
 	w.mu.Unlock()
@@ -114,10 +114,10 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	pa, pb := dequeueAll(t, w, "a", 1)[0], dequeueAll(t, w, "b", 1)[0]
 	sa, id := sessionOf(w, "a"), w.ID()
 
-	sa.fence("not-the-id", errTestLease)
+	sa.Fence("not-the-id", errTestLease)
 	assert.Nil(t, pa.Err(), "a stale id fences nothing")
 
-	sa.fence(id, errTestLease)
+	sa.Fence(id, errTestLease)
 	assert.ErrorIs(t, pa.Err(), ErrProcessLost)
 	assert.Nil(t, pb.Err(), "the other queue's process goes on")
 	ev := recv(t, fences, 5*time.Second, "the fence event")
@@ -125,8 +125,6 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	assert.Equal(t, []*Process{pa}, ev.Lost)
 	assert.Equal(t, id, w.ID(), "the worker keeps its id")
 	assert.False(t, isFenced(w))
-	lookAt(sa, func() {
-		assert.Equal(t, lifecycle.SessionFenced, sa.State)
-		assert.Empty(t, sa.Procs)
-	})
+	assert.Equal(t, lifecycle.SessionFenced, sa.Lease.View().State)
+	assert.Empty(t, sa.Processes())
 }

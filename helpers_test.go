@@ -566,10 +566,3 @@ func sessionOf(w *Worker, queue string) *session {
 	defer w.mu.Unlock()
 	return w.sessions[queue]
 }
-
-// lookAt reads a session's fields under its lock.
-func lookAt(s *session, f func()) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	f()
-}

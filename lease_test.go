@@ -1,8 +1,8 @@
 package worqr
 
-// The lease deadline (lease.go), the renewals that move it
-// (keepalive.go), and the fences and rejoins it leads to (fence.go,
-// rejoin.go), driven by a Fake clock: the tests move the client's clock
+// The lease deadline (engine.Deadline), the renewals that move it
+// (keepalive.go), and the fences and rejoins it leads to (engine.Keeper,
+// engine.Session), driven by a Fake clock: the tests move the client's clock
 // and miniredis's together, and wait on the components' test signals.
 
 import (
@@ -267,7 +267,7 @@ func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 func registryDeadline(w *Worker) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lease.at
+	return w.lease.At()
 }
 
 // noFence fails the test if a fence event waits.
@@ -365,8 +365,8 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	renewedQueues := []string{k.c.signals.queueRenewed.WaitOrTimeout(), k.c.signals.queueRenewed.WaitOrTimeout()}
 	require.ElementsMatch(t, []string{"a", "b"}, renewedQueues)
 	var da, db time.Time
-	lookAt(sessionOf(w, "a"), func() { da = sessionOf(w, "a").DeadlineAt })
-	lookAt(sessionOf(w, "b"), func() { db = sessionOf(w, "b").DeadlineAt })
+	da = sessionOf(w, "a").Lease.View().Deadline
+	db = sessionOf(w, "b").Lease.View().Deadline
 	require.Equal(t, k.at(900*time.Millisecond), da, "a's failed renewal moved its deadline")
 	require.Equal(t, k.at(1150*time.Millisecond), db)
 	noFence(t, fences)
@@ -381,8 +381,8 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	assert.Equal(t, id, w.ID())
 	a, b := sessionOf(w, "a"), sessionOf(w, "b")
 	var fencedA, fencedB bool
-	lookAt(a, func() { fencedA = a.State == lifecycle.SessionFenced })
-	lookAt(b, func() { fencedB = b.State == lifecycle.SessionFenced })
+	fencedA = a.Lease.View().State == lifecycle.SessionFenced
+	fencedB = b.Lease.View().State == lifecycle.SessionFenced
 	assert.True(t, fencedA)
 	assert.False(t, fencedB, "queue b fenced")
 
@@ -396,7 +396,7 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	}
 	k.advance(time.Millisecond)
 	require.Equal(t, "a", k.c.signals.rejoined.WaitOrTimeout())
-	lookAt(a, func() { fencedA = a.State == lifecycle.SessionFenced })
+	fencedA = a.Lease.View().State == lifecycle.SessionFenced
 	assert.False(t, fencedA, "a is still fenced after the rejoin")
 	assert.Equal(t, id, w.ID())
 	noFence(t, fences)

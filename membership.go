@@ -23,8 +23,8 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	if err := w.c.validate(ctx, "start work", queue); err != nil {
 		return err
 	}
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	w.mu.Lock()
 	id, err := w.state.Current("start work")
 	already := w.sessions.serves(queue)
@@ -38,9 +38,9 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	w.mu.Lock()
 	// The queue lease expires with the registry lease that join reads,
 	// which is no earlier than the one this deadline was set for.
-	deadline := w.lease.at
+	deadline := w.lease.At()
 	w.mu.Unlock()
-	if err := w.registry.join(ctx, id, queue); err != nil {
+	if err := w.registry.Join(ctx, id, queue); err != nil {
 		return err
 	}
 	s := newSession(w, queue, events, r, deadline)
@@ -59,7 +59,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	select {
 	case <-s.Sub.Ready():
 		if s.handled() {
-			w.registry.recordSlots(ctx, id)
+			w.registry.RecordSlots(ctx, id)
 		}
 		return nil
 	case <-ctx.Done():
@@ -85,8 +85,8 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if err := w.c.validate(ctx, "stop work", queue); err != nil {
 		return err
 	}
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	w.mu.Lock()
 	s, ok := w.sessions[queue]
 	id, closed := w.state.ID(), w.state.IsClosed()
@@ -103,7 +103,7 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 		return err
 	}
 	if s.handled() {
-		w.registry.recordSlots(ctx, id)
+		w.registry.RecordSlots(ctx, id)
 	}
 	return nil
 }

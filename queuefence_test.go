@@ -1,6 +1,6 @@
 package worqr
 
-// Per-queue fencing (fence.go: session.fence; rejoin.go) under faults
+// Per-queue fencing (engine.Session: Fence, Rejoin) under faults
 // injected command by command through the hooked client.
 
 import (
@@ -211,7 +211,7 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	assert.True(t, registryDeadline(w).After(now), "the registry lease's deadline passed")
 	var deadlineB time.Time
 	b := sessionOf(w, "b")
-	lookAt(b, func() { deadlineB = b.DeadlineAt })
+	deadlineB = b.Lease.View().Deadline
 	assert.True(t, deadlineB.After(now), "b's deadline passed")
 	assert.Equal(t, id, w.ID())
 	require.NoError(t, pb.Finish(ctx), "the process on b is still this worker's")
@@ -231,7 +231,7 @@ func (k *clocked) runRenewed(d time.Duration, c *Client, q string) {
 }
 
 // While the rejoin of a fenced queue waits on a node that hangs, the rest
-// of the worker must not: tryRejoin holds the worker's membership lock
+// of the worker must not: RejoinOnce holds the worker's membership lock
 // (and the queue's gate) for its Redis calls, and made them on the
 // worker's lifetime context, with no deadline. StopWork and StartWork of
 // any queue, Handle, and the re-registration of a fenced worker all

@@ -19,7 +19,7 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	enqueueNumbered(t, c, "q", 3)
 	ps := dequeueAll(t, w, "q", 2) // t0000, t0001
 	s, id := sessionOf(w, "q"), w.ID()
-	unsure := func() (n int) { lookAt(s, func() { n = s.Unsure }); return n }
+	unsure := func() int { return s.Books.View().Unsure }
 
 	s.Drop(&ps[0].rec) // as if its dequeue's reply had been lost
 	w.lease.reconcile(ctx, id, []*session{s})

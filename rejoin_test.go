@@ -1,6 +1,6 @@
 package worqr
 
-// The rejoin (rejoin.go) on its own: one attempt (tryRejoin) called
+// The rejoin (engine.Session.Rejoin) in the worker: one attempt (RejoinOnce) called
 // directly after a session's fence, with the clock held, so the rejoin the
 // fence started waits.
 
@@ -32,25 +32,25 @@ func TestRejoinGivesBackAndServesAgain(t *testing.T) {
 	p := dequeueAll(t, w, "q", 1)[0]
 	s, id := sessionOf(w, "q"), w.ID()
 
-	done, err := s.tryRejoin(ctx, id)
+	done, err := s.RejoinOnce(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, done, "serving: nothing to rejoin")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"))
 
-	s.fence(id, errTestLease)
+	s.Fence(id, errTestLease)
 	require.ErrorIs(t, p.Err(), ErrProcessLost)
-	done, err = s.tryRejoin(ctx, "stale-id")
+	done, err = s.RejoinOnce(ctx, "stale-id")
 	require.NoError(t, err)
 	assert.True(t, done, "a stale id gives up")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing given back under a stale id")
 	c.signals.rejoined.RequireEmpty()
 
-	done, err = s.tryRejoin(ctx, id)
+	done, err = s.RejoinOnce(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, done)
 	assert.Equal(t, "q", c.signals.rejoined.WaitOrTimeout())
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"), "the lost process's task back at the front")
-	lookAt(s, func() { assert.Equal(t, lifecycle.SessionServing, s.State) })
+	assert.Equal(t, lifecycle.SessionServing, s.Lease.View().State)
 	again := dequeueAll(t, w, "q", 1)[0]
 	assert.Equal(t, "t0000", string(again.Task()), "served again under the same id")
 	assert.Equal(t, id, again.Owner())

@@ -14,9 +14,10 @@ import (
 // (engine.Session: its gate, lease deadline, in-flight processes,
 // dispatcher, timer of delayed tasks and the application's events) is
 // held by value; the session adds the worker and, for Handle, its runtime.
-// Its fences, rejoins, reconciliations and renewals are its own methods,
-// in the files of those components (fence.go, rejoin.go, reconcile.go,
-// keepalive.go, events.go); its runtime adopts the hand-offs.
+// Its fences, rejoins and reconciliations are the engine's
+// (internal/engine: fence.go, rejoin.go, reconcile.go), over the worker as
+// their host (sessionHost, engine.go); its runtime (engine.Runtime) adopts
+// the hand-offs, and its renewals are the lease keeper's (engine.Keeper).
 //
 // w and runner are set when it is made and never change.
 type session struct {
@@ -30,7 +31,7 @@ type session struct {
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *engine.Runtime, deadline time.Time) *session {
 	s := &session{w: w, runner: r}
-	s.Init(queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
+	s.Init((*sessionHost)(w), queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
 	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
 	return s
 }

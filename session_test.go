@@ -42,10 +42,9 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	enqueueNumbered(t, k.c, "q", 2)
 	p := dequeueAll(t, w, "q", 1)[0]
 	id := w.ID()
-	var gen uint64
-	lookAt(s, func() { gen = s.LeaseGen })
+	gen := s.Lease.View().Gen
 
-	s.fence(id, errors.New("queue lease lost (test)"))
+	s.Fence(id, errors.New("queue lease lost (test)"))
 	ev := recv(t, fences, testsignal.Wait, "the session's fence told")
 	assert.Equal(t, "q", ev.Queue)
 	assert.Equal(t, id, ev.WorkerID)
@@ -58,16 +57,16 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 
 	var state lifecycle.Session
 	var procs int
-	lookAt(s, func() { state, procs = s.State, len(s.Procs) })
+	state, procs = s.Lease.View().State, s.Books.View().Procs
 	assert.Equal(t, lifecycle.SessionFenced, state)
 	assert.Zero(t, procs, "the session still holds processes")
-	lookAt(s, func() { assert.Equal(t, gen+1, s.LeaseGen, "the lease generation did not move") })
+	assert.Equal(t, gen+1, s.Lease.View().Gen, "the lease generation did not move")
 	_, err := w.Dequeue(k.ctx, "q")
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 	_, err = currentID(w)
 	require.NoError(t, err, "the whole worker fenced itself")
 
-	s.fence(id, errors.New("again (test)")) // a fenced session is not fenced twice
+	s.Fence(id, errors.New("again (test)")) // a fenced session is not fenced twice
 	noFence(t, fences)
 
 	// The rejoin waits for the old lease, renewed last at the start, to run
@@ -80,7 +79,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	}
 	k.run(time.Millisecond)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
-	lookAt(s, func() { state = s.State })
+	state = s.Lease.View().State
 	assert.Equal(t, lifecycle.SessionServing, state)
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, k.c, "q"), "the fenced process's task back at the front")
 	again := dequeueAll(t, w, "q", 1)[0]
@@ -99,36 +98,32 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	k.c.signals.rejoined.Init(t)
 	w, s, fences := servedSession(t, k)
 	id := w.ID()
-	var old uint64
-	lookAt(s, func() { old = s.LeaseGen })
-	s.fence(id, errors.New("queue lease lost (test)"))
+	old := s.Lease.View().Gen
+	s.Fence(id, errors.New("queue lease lost (test)"))
 	recv(t, fences, testsignal.Wait, "the session's fence told")
 	k.run(fast.TTL)
 	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
-	var deadline time.Time
-	var gen uint64
-	lookAt(s, func() { deadline, gen = s.DeadlineAt, s.LeaseGen })
+	v := s.Lease.View()
+	deadline, gen := v.Deadline, v.Gen
 	require.Equal(t, old+1, gen)
 
 	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
-	renewed := w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old, gone: true}})
+	renewed := w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old, Gone: true}})
 	assert.Empty(t, renewed)
 	noFence(t, fences)
 	_, err := currentID(w)
 	require.NoError(t, err, "an earlier lease found gone fenced the worker")
-	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: old}})
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old}})
 	assert.Empty(t, renewed)
-	var now time.Time
-	var state lifecycle.Session
-	lookAt(s, func() { now, state = s.DeadlineAt, s.State })
+	now, state := s.Lease.View().Deadline, s.Lease.View().State
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
 	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
-	renewed = w.lease.queuesRenewed(id, later, []queueRenewal{{s: s, gen: gen}})
-	assert.Equal(t, []*session{s}, renewed)
-	lookAt(s, func() { now = s.DeadlineAt })
-	assert.Equal(t, w.lease.deadline(later), now)
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: gen}})
+	assert.Equal(t, []*engine.Session{&s.Session}, renewed)
+	now = s.Lease.View().Deadline
+	assert.Equal(t, w.lease.Of(later), now)
 }
 
 // A reconciliation gives back what Redis says the worker holds in the
@@ -166,8 +161,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	require.Len(t, procs, 1)
 	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
 	assert.False(t, anyUnsure(ss), "one pass done")
-	var upTo uint64
-	lookAt(s, func() { upTo = s.ReleasedUpTo })
+	upTo := s.Books.View().ReleasedUpTo
 	assert.GreaterOrEqual(t, upTo, store.PIDSeq(orphan))
 
 	// A hand-off event for the orphan that comes only now is not adopted.
@@ -186,8 +180,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	w, old, _ := servedSession(t, k)
 	c, ctx := k.c, k.ctx
 	old.MarkUnsure(unsurePasses, false)
-	var gen uint64
-	lookAt(old, func() { gen = old.LeaseGen })
+	gen := old.Lease.View().Gen
 	require.NoError(t, w.StopWork(ctx, "q"))
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	fresh := sessionOf(w, "q")

@@ -60,8 +60,8 @@ func (k *closer) close(ctx context.Context, op string) error {
 		return fmt.Errorf("worqr: %s: %w", op, ErrWorkerClosed)
 	}
 	k.stopComponents()
-	w.registry.mu.Lock()
-	defer w.registry.mu.Unlock()
+	w.registry.Lock()
+	defer w.registry.Unlock()
 	id, ss := k.detachAll(ctx, ErrProcessLost, true)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)
@@ -109,7 +109,7 @@ func (k *closer) stopComponents() {
 	// The components of other files stop through their own calls, each
 	// on a goroutine of this group, beside the dispatchers.
 	var stops startstop.Group
-	stops.Go(w.lease.stop)
+	stops.Go(w.lease.Stop)
 	stops.Go(func() { w.reclaimer.Leave(reclaimMember{w}) })
 	stops.Go(w.periodics.Close)
 	stops.Go(func() { engine.CloseAll(pools) })

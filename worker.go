@@ -84,11 +84,15 @@ type FenceEvent struct {
 //
 // A worker is the set of its sessions, one per queue it serves
 // (session.go), and the worker-wide components around them: its lifecycle
-// (internal/lifecycle), its registry entry (registry.go: its id, the
-// queues and slots recorded, and the lock serialising changes to them),
-// the lease keeper (keepalive.go: the renewals, on its client's beat,
-// internal/beat, and the re-registration of a fenced worker; lease.go:
-// the fencing deadline; fence.go: the fence of the whole worker), the
+// (internal/lifecycle), its registry entry (engine.Registry: its id, the
+// queues and slots recorded, and the lock serialising changes to them;
+// registry.go: the slots of its Handle runtimes),
+// the lease keeper (engine.Keeper: its membership of its client's beat,
+// internal/beat, what a round renews and its answers, the fencing
+// deadline, engine.Deadline, the fence of the whole worker, the evidence
+// of a lease gone, the reconciliation pass, and the loop that registers
+// a fenced worker again; keepalive.go: its wiring; fence.go: what a fence
+// tells), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (engine.Scheduler, internal/engine; runtime.go,
@@ -98,8 +102,9 @@ type FenceEvent struct {
 // dispatcher (internal/subscription, events.go), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (engine.Runtime),
 // which also takes the tasks enqueues hand it; a fence of
-// one queue, its rejoin and its reconciliation are the session's
-// (fence.go, rejoin.go, reconcile.go). engine.go gives each component
+// one queue, its rejoin and its reconciliation are the session's, in the
+// engine (internal/engine: fence.go, rejoin.go, reconcile.go), over the
+// worker as their host (sessionHost). engine.go gives each component
 // under internal/ what it takes of the client and the worker (the
 // runtime takes the worker as an engine.Worker, whose lock is Worker.mu).
 //
@@ -111,19 +116,24 @@ type FenceEvent struct {
 // of the nesting (a lock taken while another is held) goes forward in
 // this list, so the order is acyclic.
 //
-//  1. registry.mu (the worker's registry: changes to what it serves)
+//  1. engine.Registry.mu (the worker's registry entry: changes to what
+//     it serves)
 //  2. engine.Scheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
-//  4. leaseKeeper.beatMu (the beat reads what to renew, and takes in
-//     answers, under it: it is held around Worker.mu, engine.Session.Mu,
-//     proc.State.mu, reclaim.Reclaimer.mu and the worker's tasks)
+//  4. engine.Keeper.beatMu (the beat reads what to renew, and takes in
+//     answers, under it: it is held around Worker.mu, engine.Lease.mu,
+//     engine.Books.mu, proc.State.mu, reclaim.Reclaimer.mu and the
+//     worker's tasks)
 //  5. Worker.mu
-//  6. engine.Session.Mu (taken under Worker.mu where a session's decision must
-//     be atomic with the worker's identity and lifecycle, or alone; a
-//     session never takes Worker.mu while holding its mu, and holds one
-//     session's mu at a time; under it only proc.State.mu is taken, by
-//     engine.Runtime.CancelAll through engine.Session.InterruptAll)
+//  6. engine.Lease.mu, then engine.Books.mu (a session's lease and its
+//     books of processes: taken under Worker.mu where a session's
+//     decision must be atomic with the worker's identity and lifecycle,
+//     or alone; the lease takes its books' mu under its own for a
+//     decision over both. A session never takes Worker.mu while holding
+//     either, and holds one session's at a time; under the books' mu
+//     only proc.State.mu is taken, by engine.Runtime.CancelAll through
+//     engine.Books.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
 //  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
@@ -144,7 +154,7 @@ type FenceEvent struct {
 //     reclaim.Reclaimers.mu for their loops, under waiters.Waiters.mu for
 //     a Wait's subscription, under statsflush.Flusher.mu for the
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
-//     under Worker.mu and beatMu; a coalescer's senders)
+//     under Worker.mu and engine.Keeper.beatMu; a coalescer's senders)
 //  12. The leaves, under which nothing else is locked: engine.Scheduler.mu,
 //     pacer.Pacer.mu (a member's retry and rate-limit timers), proc.State.mu,
 //     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,
@@ -168,15 +178,15 @@ type Worker struct {
 	opts WorkerOptions
 
 	// registry registers the worker and records what it serves; its
-	// lock serialises changes to those (registry.go).
-	registry registry
+	// lock serialises changes to those (engine.Registry).
+	registry engine.Registry
 
 	mu sync.Mutex // guards the fields below, and the lease keeper's deadlines
 	// state is the worker's lifecycle: its id, its phase, its fence.
 	// Guarded by mu.
 	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
-	// processes (engine.Session.Procs, the one map of them). Guarded by mu.
+	// processes (engine.Books, the one map of them). Guarded by mu.
 	sessions sessions
 
 	lease     *leaseKeeper                      // renews the leases; fences the worker
@@ -226,8 +236,9 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
 	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
-	w.registry.w, w.closer.w = w, w
-	id, sent, err := w.registry.register(ctx)
+	w.registry.Init(registryEnv(w))
+	w.closer.w = w
+	id, sent, err := w.registry.Register(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -240,9 +251,9 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
 	w.mu.Lock()
-	w.lease.extend(sent)
+	w.lease.Extend(sent)
 	w.mu.Unlock()
-	w.lease.start(w.life)
+	w.lease.Start(w.life, c.beats, w.opts.TTL, w.opts.RenewInterval)
 
 	c.mu.Lock()
 	if c.closed.Load() {

@@ -306,7 +306,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	// when its timer fires, and the event after it, a loaded machine may
 	// delay by more than the margin, so they are held to a looser bound.
 	w.mu.Lock()
-	deadline, fencedAt := w.lease.at, w.state.FencedAt()
+	deadline, fencedAt := w.lease.At(), w.state.FencedAt()
 	w.mu.Unlock()
 	assert.Less(t, deadline.UnixMilli(), int64(expiry)-opts.TTL.Milliseconds()/20, "the worker's deadline is a margin before Redis's expiry")
 	assert.False(t, fencedAt.Before(deadline), "fenced at its deadline, not before")

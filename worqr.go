@@ -221,7 +221,7 @@ type Client struct {
 	reclaimers *reclaim.Reclaimers[reclaimMember]
 	// beats renew the leases of the client's workers, one for the
 	// workers of each TTL and RenewInterval (see internal/beat).
-	beats *beat.Beats[renewal, beatMember]
+	beats *beat.Beats[engine.Renewal, engine.BeatMember]
 
 	closed  atomic.Bool
 	mu      sync.Mutex           // guards workers
@@ -314,7 +314,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
 	c.waiters = waiters.New(c.store)
 	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
-	c.beats = beat.New[renewal, beatMember](beatEnv(c, born))
+	c.beats = beat.New[engine.Renewal, engine.BeatMember](beatEnv(c, born))
 	return c, nil
 }
 

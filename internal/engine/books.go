@@ -1,103 +1,151 @@
 package engine
 
-import "github.com/worqr/worqr/internal/lifecycle"
+import "sync"
 
-// The decisions a session makes over its books and its state at once:
-// each is atomic under Mu, and the worker's side (its id, its lifecycle,
-// whether the session is still the queue's) is the caller's to check
-// under the worker's mu, taken before Mu.
-
-// IsFenced reports whether the session gave up its lease on the queue
-// (a fence, or a re-registration that could not reach it) and has not
-// rejoined.
-func (s *Session) IsFenced() bool {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	return s.State.IsFenced()
+// Books are a session's books of its in-flight processes: the one map of
+// them, the passes still to look for processes Redis says the worker
+// holds and it does not know of, and how far it gave such processes
+// back. Their state is theirs alone, guarded by their mu, under which
+// only proc.State.mu is taken (InterruptAll). A decision over the books
+// and the session's lease at once is the Lease's, which takes its mu
+// before theirs (session.go).
+type Books struct {
+	mu sync.Mutex
+	// procs are the worker's in-flight processes in the queue, by
+	// process id. Guarded by mu.
+	procs map[string]*Proc
+	// unsure counts the renewals that will still look for processes
+	// Redis says the worker holds but it does not know of. A dequeue
+	// whose reply was lost sets it; it stays set for more than one pass
+	// because the lost command may still run late on another pooled
+	// connection. Guarded by mu.
+	unsure int
+	// releasedUpTo is the queue's last process id (as a number) when the
+	// worker last gave back processes Redis said it held that it did not
+	// know of (a reconciliation, a rejoin): a hand-off event for one of
+	// them that comes later is ignored (see the root's start.go).
+	// Guarded by mu.
+	releasedUpTo uint64
 }
 
-// Lease reports whether the session holds a lease to renew, and its
-// generation (see LeaseGen).
-func (s *Session) Lease() (leased bool, gen uint64) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	return s.State.Leased(), s.LeaseGen
+// BooksView is a copy of the books' state, for inspection.
+type BooksView struct {
+	Procs        int
+	Unsure       int
+	ReleasedUpTo uint64
 }
 
-// Holds reports whether the session serves under its lease and, when p
-// is not nil, holds p: otherwise a script finding the lease gone is no
-// evidence against the worker, which gave that lease up, or the process.
-func (s *Session) Holds(p *Proc) bool {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	return s.State == lifecycle.SessionServing && (p == nil || s.Procs[p.ID] == p)
+// View is a copy of the books' state.
+func (b *Books) View() BooksView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BooksView{Procs: len(b.procs), Unsure: b.unsure, ReleasedUpTo: b.releasedUpTo}
 }
 
-// AdoptAll records the processes a dequeue took, unless the session was
-// fenced while the script ran (they are the peers' then), and reports
-// whether it did.
-func (s *Session) AdoptAll(ps []*Proc) bool {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if s.State.IsFenced() {
-		return false
-	}
-	for _, p := range ps {
-		s.Procs[p.ID] = p
-	}
-	return true
+// Processes is a copy of the in-flight processes. Callers may hold the
+// worker's mu.
+func (b *Books) Processes() []*Proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.list()
 }
 
-// Adopt records p, a process an enqueue handed the worker, unless the
-// session is fenced, gave p's task back already (p's id is at most
-// ReleasedUpTo: a reconciliation or a rejoin released it), or holds p
-// already; it reports whether it did.
-func (s *Session) Adopt(p *Proc) bool {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if s.State.IsFenced() || p.Seq <= s.ReleasedUpTo || s.Procs[p.ID] != nil {
-		return false
+// list is the processes held. Callers hold mu.
+func (b *Books) list() []*Proc {
+	ps := make([]*Proc, 0, len(b.procs))
+	for _, p := range b.procs {
+		ps = append(ps, p)
 	}
-	s.Procs[p.ID] = p
-	return true
+	return ps
 }
 
-// Keep lists the ids of the processes the session holds, which a
-// reconciliation must not give back; ok is false once the session has
-// left: only the session serving the queue now knows which of the
-// worker's processes there are live, and one that has left would give
-// back those of a session that followed it.
-func (s *Session) Keep() (keep []string, ok bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if s.State == lifecycle.SessionLeft {
-		return nil, false
+// TakeAll empties the books and returns what they held, with no
+// reconciliation left to run (whoever takes them gives back everything
+// under the worker's id). Callers may hold the worker's mu.
+func (b *Books) TakeAll() []*Proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lost := b.list()
+	b.procs = make(map[string]*Proc)
+	b.unsure = 0
+	return lost
+}
+
+// EndAll ends every process the books hold, once the session has ended
+// (the worker no longer serves the queue).
+func (b *Books) EndAll(reason error) {
+	b.mu.Lock()
+	procs := b.procs
+	b.procs = make(map[string]*Proc)
+	b.mu.Unlock()
+	for _, p := range procs {
+		p.End(reason, true)
 	}
-	keep = make([]string, 0, len(s.Procs))
-	for pid := range s.Procs {
-		keep = append(keep, pid)
+}
+
+// EndMatching ends (without settling: Finish still works) the processes
+// of the queue that match.
+func (b *Books) EndMatching(match func(*Proc) bool, reason error) {
+	b.mu.Lock()
+	var hit []*Proc
+	for _, p := range b.procs {
+		if match(p) {
+			hit = append(hit, p)
+		}
 	}
-	return keep, true
+	b.mu.Unlock()
+	for _, p := range hit {
+		p.End(reason, false)
+	}
+}
+
+// Drop takes p out of the books, if it is there.
+func (b *Books) Drop(p *Proc) {
+	b.mu.Lock()
+	if b.procs[p.ID] == p {
+		delete(b.procs, p.ID)
+	}
+	b.mu.Unlock()
+}
+
+// MarkUnsure makes the next passes renewals look for processes Redis
+// says the worker holds that it does not know of: at least, or (exactly)
+// reset to passes.
+func (b *Books) MarkUnsure(passes int, atLeast bool) {
+	b.mu.Lock()
+	if atLeast {
+		b.unsure = max(b.unsure, passes)
+	} else {
+		b.unsure = passes
+	}
+	b.mu.Unlock()
+}
+
+// IsUnsure reports whether the books have processes to look for.
+func (b *Books) IsUnsure() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unsure > 0
 }
 
 // Reconciled records a reconciliation that gave back the processes up to
 // the queue's process id upTo: one pass fewer to look, and hand-off
 // events for those given back are ignored.
-func (s *Session) Reconciled(upTo uint64) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	s.Unsure--
-	s.ReleasedUpTo = max(s.ReleasedUpTo, upTo)
+func (b *Books) Reconciled(upTo uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unsure--
+	b.releasedUpTo = max(b.releasedUpTo, upTo)
 }
 
-// InterruptAll ends the handler contexts of every process the session
-// holds with cause (proc.State.mu is taken under Mu), and, when giveUp,
-// gives up their outcome writes being tried again (a closing worker's
-// tasks go back with it; see proc.Persist).
-func (s *Session) InterruptAll(cause error, giveUp bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	for _, p := range s.Procs {
+// InterruptAll ends the handler contexts of every process held with
+// cause (proc.State.mu is taken under mu), and, when giveUp, gives up
+// their outcome writes being tried again (a closing worker's tasks go
+// back with it; see proc.Persist).
+func (b *Books) InterruptAll(cause error, giveUp bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.procs {
 		p.St.Interrupt(cause)
 		if giveUp {
 			p.St.GiveUp()
@@ -105,22 +153,52 @@ func (s *Session) InterruptAll(cause error, giveUp bool) {
 	}
 }
 
-// Leaving marks the session as leaving its queue: its tasks are being
-// given back.
-func (s *Session) Leaving() {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	s.State.Leave()
+// The books' side of the decisions the Lease makes over them, under its
+// mu (session.go).
+
+// has reports whether the books hold p.
+func (b *Books) has(p *Proc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.procs[p.ID] == p
 }
 
-// Left marks the session as having left its queue (gone true), or, when
-// leaving failed, as serving it still.
-func (s *Session) Left(gone bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if gone {
-		s.State.Left()
-	} else {
-		s.State.Stay()
+// addAll records ps.
+func (b *Books) addAll(ps []*Proc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range ps {
+		b.procs[p.ID] = p
 	}
+}
+
+// add records p, unless its task was given back already (its id is at
+// most releasedUpTo) or p is held already, and reports whether it did.
+func (b *Books) add(p *Proc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.Seq <= b.releasedUpTo || b.procs[p.ID] != nil {
+		return false
+	}
+	b.procs[p.ID] = p
+	return true
+}
+
+// ids lists the ids of the processes held.
+func (b *Books) ids() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	keep := make([]string, 0, len(b.procs))
+	for pid := range b.procs {
+		keep = append(keep, pid)
+	}
+	return keep
+}
+
+// released records that the worker gave back every process it held up
+// to the queue's process id upTo: hand-off events for those are ignored.
+func (b *Books) released(upTo uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releasedUpTo = max(b.releasedUpTo, upTo)
 }

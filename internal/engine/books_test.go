@@ -3,76 +3,70 @@ package engine
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/worqr/worqr/internal/lifecycle"
 )
 
-// A serving session holds its own processes only; a fenced one holds
-// none, takes in no dequeue's processes and has no lease to renew until
-// it rejoins.
-func TestSessionHoldsAndAdopts(t *testing.T) {
+// The books: a stale record of the same id does not drop the one
+// held; taking them all leaves no reconciliation to run; unsure passes are
+// raised to at least, or reset to, what is asked.
+func TestBooks(t *testing.T) {
 	t.Parallel()
-	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
-	p, other := &Proc{ID: "1"}, &Proc{ID: "1"}
-	require.True(t, s.AdoptAll([]*Proc{p}))
-	assert.True(t, s.Holds(nil))
-	assert.True(t, s.Holds(p))
-	assert.False(t, s.Holds(other), "a record of the same id passed for the one held")
-	leased, gen := s.Lease()
-	assert.True(t, leased)
-	assert.Equal(t, uint64(0), gen)
+	var s Books
+	s.procs = make(map[string]*Proc)
+	held, stale := &Proc{ID: "1"}, &Proc{ID: "1"}
+	s.procs[held.ID] = held
+	s.Drop(stale)
+	assert.Same(t, held, s.procs["1"], "a stale record of the same id dropped the one held")
+	s.Drop(held)
+	assert.Empty(t, s.procs)
 
-	s.Lost()
-	assert.True(t, s.IsFenced())
-	assert.False(t, s.Holds(nil), "a fenced session holds its lease")
-	assert.False(t, s.AdoptAll([]*Proc{{ID: "2"}}), "a fenced session took in a dequeue's processes")
-	assert.NotContains(t, s.Procs, "2")
-	leased, gen = s.Lease()
-	assert.False(t, leased, "a fenced session has a lease to renew")
-	assert.Equal(t, uint64(1), gen)
+	s.MarkUnsure(3, false)
+	s.MarkUnsure(1, true)
+	assert.Equal(t, 3, s.unsure, "at least 1 lowered the passes left")
+	s.MarkUnsure(1, false)
+	assert.Equal(t, 1, s.unsure, "a reset did not set the passes")
+	assert.True(t, s.IsUnsure())
+
+	s.procs["2"] = &Proc{ID: "2"}
+	lost := s.TakeAll()
+	require.Len(t, lost, 1)
+	assert.Empty(t, s.procs)
+	assert.False(t, s.IsUnsure(), "taking every process left a reconciliation to run")
 }
 
-// A reconciliation keeps what the session holds, none once it has left,
-// and counts its pass.
-func TestSessionKeepAndReconciled(t *testing.T) {
+// Ending the matching processes leaves them settleable; ending them all
+// settles them and empties the books.
+func TestBooksEnd(t *testing.T) {
 	t.Parallel()
-	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
-	s.Procs["1"] = &Proc{ID: "1"}
-	s.MarkUnsure(2, false)
-	keep, ok := s.Keep()
-	assert.True(t, ok)
-	assert.Equal(t, []string{"1"}, keep)
-	s.Reconciled(9)
-	assert.Equal(t, 1, s.Unsure)
-	assert.Equal(t, uint64(9), s.ReleasedUpTo)
-	s.Reconciled(3)
-	assert.Equal(t, uint64(9), s.ReleasedUpTo, "a later pass forgot what was given back")
+	var s Books
+	s.procs = make(map[string]*Proc)
+	a, b := &Proc{ID: "1", TaskID: "a"}, &Proc{ID: "2", TaskID: "b"}
+	s.procs[a.ID], s.procs[b.ID] = a, b
+	cancelled := errors.New("cancelled")
+	s.EndMatching(func(p *Proc) bool { return p.TaskID == "a" }, cancelled)
+	assert.ErrorIs(t, a.St.Err(), cancelled)
+	assert.False(t, a.St.IsSettled(), "an ended match was settled: Finish would not work")
+	assert.NoError(t, b.St.Err(), "a process that did not match ended")
+	assert.Len(t, s.procs, 2, "ending a match took it out of the books")
 
-	s.Leaving()
-	assert.Equal(t, lifecycle.SessionLeaving, s.State)
-	s.Left(false)
-	assert.Equal(t, lifecycle.SessionServing, s.State, "a failed leave left the session leaving")
-	s.Leaving()
-	s.Left(true)
-	_, ok = s.Keep()
-	assert.False(t, ok, "a session that left keeps processes for a reconciliation")
+	gone := errors.New("gone")
+	s.EndAll(gone)
+	assert.Empty(t, s.procs)
+	assert.ErrorIs(t, b.St.Err(), gone)
+	assert.True(t, a.St.IsSettled() && b.St.IsSettled(), "ending them all left one unsettled")
 }
 
 // Interrupting every handler ends the context of each process held; only
 // a closing worker's interrupt also gives up their outcome writes.
-func TestSessionInterruptAll(t *testing.T) {
+func TestBooksInterruptAll(t *testing.T) {
 	t.Parallel()
 	for _, giveUp := range []bool{false, true} {
-		var s Session
-		s.Init("q", Events{}, time.Time{}, nil)
+		var s Books
+		s.procs = make(map[string]*Proc)
 		a, b := &Proc{ID: "1"}, &Proc{ID: "2"}
-		s.Procs[a.ID], s.Procs[b.ID] = a, b
+		s.procs[a.ID], s.procs[b.ID] = a, b
 		var got []error
 		a.St.OnEnd(func(err error) { got = append(got, err) })
 		b.St.OnEnd(func(err error) { got = append(got, err) })
@@ -91,21 +85,4 @@ func TestSessionInterruptAll(t *testing.T) {
 			}
 		}
 	}
-}
-
-// A handed process is adopted once, and not by a fenced session or one
-// that gave its task back already.
-func TestSessionAdoptHanded(t *testing.T) {
-	t.Parallel()
-	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
-	s.Reconciled(5)
-	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
-	p := &Proc{ID: "6", Seq: 6}
-	require.True(t, s.Adopt(p))
-	assert.Same(t, p, s.Procs["6"])
-	assert.False(t, s.Adopt(&Proc{ID: "6", Seq: 6}), "a process held was adopted again")
-	assert.Same(t, p, s.Procs["6"])
-	s.Lost()
-	assert.False(t, s.Adopt(&Proc{ID: "7", Seq: 7}), "a fenced session adopted a process")
 }

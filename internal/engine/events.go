@@ -3,9 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
@@ -87,53 +84,5 @@ func (s *Session) ApplyStates(ctx context.Context, procs []*Proc, states []store
 	}
 	if deleted && s.Events.Delete != nil {
 		s.Call(ctx, func() { s.Events.Delete(s.Name) })
-	}
-}
-
-// Fence gives up the session's lease on its queue, when it could not be
-// renewed in time: it takes the processes out of the books, with no
-// reconciliation left to run (a rejoin gives back everything under the
-// worker's id in the queue), and returns them and the deadline the lease
-// was held to. ok is false when the session was not serving. The caller
-// holds the worker's mu, and ends the processes.
-func (s *Session) Fence() (lost []*Proc, deadline time.Time, ok bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	if !s.State.Fence() {
-		return nil, time.Time{}, false
-	}
-	s.LeaseGen++
-	lost = make([]*Proc, 0, len(s.Procs))
-	for _, p := range s.Procs {
-		lost = append(lost, p)
-	}
-	s.Procs = make(map[string]*Proc)
-	s.Unsure = 0
-	return lost, s.DeadlineAt, true
-}
-
-// EndLost ends the processes a fence took: their tasks belong to the
-// peers now, or go back to the queue with the rejoin.
-func EndLost(lost []*Proc) {
-	reason := fmt.Errorf("%w: %w", errs.ErrProcessLost, errs.ErrWorkerFenced)
-	for _, p := range lost {
-		p.End(reason, true)
-	}
-}
-
-// LogDropped says, in one line, how many of the processes a fence ended
-// had an outcome still to write: their handlers had returned, but the
-// writes failed on the connection and were being tried again (see
-// proc.Persist). The fence drops them; their tasks go back with the rest,
-// so they may run again.
-func LogDropped(log *slog.Logger, lost []*Proc) {
-	n := 0
-	for _, p := range lost {
-		if p.St.IsUnwritten() {
-			n++
-		}
-	}
-	if n > 0 {
-		log.Warn("worqr: outcomes not yet written when the worker fenced itself are dropped; their tasks may run again", "outcomes", n)
 	}
 }

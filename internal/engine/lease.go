@@ -1,29 +1,62 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/lifecycle"
 )
 
-// A session's side of its lease on the queue: the deadline by which the
-// worker fences it, and the generation that tells an answer about the
-// lease held now from one about a lease given up. The worker's side (its
-// id, the deadline timer, the renewals) is the root's lease keeper.
+// Lease is a session's side of its lease on the queue: where the session
+// stands with it (lifecycle.Session), the deadline by which the worker
+// fences it, and the generation that tells an answer about the lease
+// held now from one about a lease given up. The worker's side (its id,
+// the deadline timer, the renewals) is the root's lease keeper. Its
+// state is its own, guarded by its mu; the decisions over the lease and
+// the session's books at once are its too (they take the Books' mu
+// under its own), each told the books it decides over.
+type Lease struct {
+	mu sync.Mutex
+	// state is where the session stands with its lease. Guarded by mu.
+	state lifecycle.Session
+	// deadline is when the worker's lease on the queue may expire, by
+	// its own clock, less the fence margin (see deadline.go).
+	// Guarded by mu.
+	deadline time.Time
+	// gen counts the times the worker gave up its lease on the queue
+	// (fence, or a re-registration that could not reach it): an answer
+	// to a renewal sent before says nothing about the lease it holds
+	// now. Guarded by mu.
+	gen uint64
+}
+
+// LeaseView is a copy of the lease's state, for inspection.
+type LeaseView struct {
+	State    lifecycle.Session
+	Deadline time.Time
+	Gen      uint64
+}
+
+// View is a copy of the lease's state.
+func (l *Lease) View() LeaseView {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return LeaseView{State: l.state, Deadline: l.deadline, Gen: l.gen}
+}
 
 // Deadline is when the lease on the queue may expire, less the fence
 // margin, while the session serves (ok false otherwise: a fenced or
 // departing session holds no lease to fence).
-func (s *Session) Deadline() (at time.Time, ok bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	return s.DeadlineAt, s.State == lifecycle.SessionServing
+func (l *Lease) Deadline() (at time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline, l.state == lifecycle.SessionServing
 }
 
 // Due reports whether the session serves under a lease whose deadline
 // is not after now.
-func (s *Session) Due(now time.Time) bool {
-	at, ok := s.Deadline()
+func (l *Lease) Due(now time.Time) bool {
+	at, ok := l.Deadline()
 	return ok && !now.Before(at)
 }
 
@@ -35,39 +68,134 @@ func (s *Session) Due(now time.Time) bool {
 // since given up (a fence, or leaving the queue), or held under an id no
 // longer current, says neither: the worker may serve the queue again by
 // then, under another session.
-func (s *Session) Renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
+func (l *Lease) Renewed(current bool, gen uint64, gone bool, deadline time.Time) (renewed, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	switch {
-	case !current || s.State.IsFenced() || s.State == lifecycle.SessionLeft || s.LeaseGen != gen:
+	case !current || l.state.IsFenced() || l.state == lifecycle.SessionLeft || l.gen != gen:
 		return false, false
 	case gone:
 		return false, true
 	}
-	if deadline.After(s.DeadlineAt) {
-		s.DeadlineAt = deadline
+	if deadline.After(l.deadline) {
+		l.deadline = deadline
 	}
 	return true, false
-}
-
-// Rejoined records a new lease on the queue, held until deadline, after
-// the worker gave back every process it held there up to the queue's
-// process id upTo (0 if it gave back none): hand-off events for those
-// may still come, and are ignored.
-func (s *Session) Rejoined(upTo uint64, deadline time.Time) {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	s.ReleasedUpTo = max(s.ReleasedUpTo, upTo)
-	s.State.Rejoin()
-	s.DeadlineAt = deadline
 }
 
 // Lost records that the worker, registering again, could not take a
 // lease on the queue: the session is fenced until it rejoins, and an
 // answer about the lease given up says nothing.
-func (s *Session) Lost() {
-	s.Mu.Lock()
-	defer s.Mu.Unlock()
-	s.State.Lose()
-	s.LeaseGen++
+func (l *Lease) Lost() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state.Lose()
+	l.gen++
+}
+
+// IsFenced reports whether the session gave up its lease on the queue
+// (a fence, or a re-registration that could not reach it) and has not
+// rejoined.
+func (l *Lease) IsFenced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.IsFenced()
+}
+
+// Leased reports whether the session holds a lease to renew, and its
+// generation.
+func (l *Lease) Leased() (leased bool, gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Leased(), l.gen
+}
+
+// Leaving marks the session as leaving its queue: its tasks are being
+// given back.
+func (l *Lease) Leaving() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state.Leave()
+}
+
+// Left marks the session as having left its queue (gone true), or, when
+// leaving failed, as serving it still.
+func (l *Lease) Left(gone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gone {
+		l.state.Left()
+	} else {
+		l.state.Stay()
+	}
+}
+
+// The decisions over the lease and the books b at once: each is atomic
+// under the lease's mu, which is taken before the books' (their methods
+// take it). The worker's side (its id, its lifecycle, whether the session
+// is still the queue's) is the caller's to check under the worker's mu,
+// taken before both.
+
+// holds reports whether the session serves under its lease and, when p
+// is not nil, b holds p.
+func (l *Lease) holds(b *Books, p *Proc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == lifecycle.SessionServing && (p == nil || b.has(p))
+}
+
+// adoptAll records ps in b unless the session is fenced, and reports
+// whether it did.
+func (l *Lease) adoptAll(b *Books, ps []*Proc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state.IsFenced() {
+		return false
+	}
+	b.addAll(ps)
+	return true
+}
+
+// adopt records p in b unless the session is fenced or b refuses it, and
+// reports whether it did.
+func (l *Lease) adopt(b *Books, p *Proc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.state.IsFenced() && b.add(p)
+}
+
+// keep lists the ids of the processes b holds; ok is false once the
+// session has left.
+func (l *Lease) keep(b *Books) (keep []string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == lifecycle.SessionLeft {
+		return nil, false
+	}
+	return b.ids(), true
+}
+
+// fence gives up the lease, when it could not be renewed in time: it
+// takes every process out of b, with no reconciliation left to run, and
+// returns them and the deadline the lease was held to. ok is false when
+// the session was not serving.
+func (l *Lease) fence(b *Books) (lost []*Proc, deadline time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.state.Fence() {
+		return nil, time.Time{}, false
+	}
+	l.gen++
+	return b.TakeAll(), l.deadline, true
+}
+
+// rejoined records a new lease, held until deadline, after the worker
+// gave back every process it held in the queue up to its process id
+// upTo: b ignores hand-offs of those before the session serves again.
+func (l *Lease) rejoined(b *Books, upTo uint64, deadline time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b.released(upTo)
+	l.state.Rejoin()
+	l.deadline = deadline
 }

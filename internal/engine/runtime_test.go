@@ -127,7 +127,7 @@ func TestRuntimeCancelAll(t *testing.T) {
 		w := r.host.(*testWorker)
 		s := w.serve("q", r)
 		p := &Proc{ID: "1"}
-		s.Procs[p.ID] = p
+		s.procs[p.ID] = p
 		ctx, cancel := context.WithCancelCause(context.Background())
 		p.St.OnEnd(cancel)
 		if closing {

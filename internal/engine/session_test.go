@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -10,57 +9,135 @@ import (
 
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/store"
 )
 
-// A session's books: a stale record of the same id does not drop the one
-// held; taking them all leaves no reconciliation to run; unsure passes are
-// raised to at least, or reset to, what is asked.
-func TestSessionBooks(t *testing.T) {
+// A serving session holds its own processes only; a fenced one holds
+// none, takes in no dequeue's processes and has no lease to renew until
+// it rejoins.
+func TestSessionHoldsAndAdopts(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
-	held, stale := &Proc{ID: "1"}, &Proc{ID: "1"}
-	s.Procs[held.ID] = held
-	s.Drop(stale)
-	assert.Same(t, held, s.Procs["1"], "a stale record of the same id dropped the one held")
-	s.Drop(held)
-	assert.Empty(t, s.Procs)
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	p, other := &Proc{ID: "1"}, &Proc{ID: "1"}
+	require.True(t, s.AdoptAll([]*Proc{p}))
+	assert.True(t, s.Holds(nil))
+	assert.True(t, s.Holds(p))
+	assert.False(t, s.Holds(other), "a record of the same id passed for the one held")
+	leased, gen := s.Leased()
+	assert.True(t, leased)
+	assert.Equal(t, uint64(0), gen)
 
-	s.MarkUnsure(3, false)
-	s.MarkUnsure(1, true)
-	assert.Equal(t, 3, s.Unsure, "at least 1 lowered the passes left")
-	s.MarkUnsure(1, false)
-	assert.Equal(t, 1, s.Unsure, "a reset did not set the passes")
-	assert.True(t, s.IsUnsure())
-
-	s.Procs["2"] = &Proc{ID: "2"}
-	lost := s.TakeAll()
-	require.Len(t, lost, 1)
-	assert.Empty(t, s.Procs)
-	assert.False(t, s.IsUnsure(), "taking every process left a reconciliation to run")
+	s.Lost()
+	assert.True(t, s.IsFenced())
+	assert.False(t, s.Holds(nil), "a fenced session holds its lease")
+	assert.False(t, s.AdoptAll([]*Proc{{ID: "2"}}), "a fenced session took in a dequeue's processes")
+	assert.NotContains(t, s.procs, "2")
+	leased, gen = s.Leased()
+	assert.False(t, leased, "a fenced session has a lease to renew")
+	assert.Equal(t, uint64(1), gen)
 }
 
-// Ending the matching processes leaves them settleable; ending them all
-// settles them and empties the books.
-func TestSessionEnds(t *testing.T) {
+// A reconciliation keeps what the session holds, none once it has left,
+// and counts its pass.
+func TestSessionKeepAndReconciled(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init("q", Events{}, time.Time{}, nil)
-	a, b := &Proc{ID: "1", TaskID: "a"}, &Proc{ID: "2", TaskID: "b"}
-	s.Procs[a.ID], s.Procs[b.ID] = a, b
-	cancelled := errors.New("cancelled")
-	s.EndMatching(func(p *Proc) bool { return p.TaskID == "a" }, cancelled)
-	assert.ErrorIs(t, a.St.Err(), cancelled)
-	assert.False(t, a.St.IsSettled(), "an ended match was settled: Finish would not work")
-	assert.NoError(t, b.St.Err(), "a process that did not match ended")
-	assert.Len(t, s.Procs, 2, "ending a match took it out of the books")
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	s.procs["1"] = &Proc{ID: "1"}
+	s.MarkUnsure(2, false)
+	keep, ok := s.Keep()
+	assert.True(t, ok)
+	assert.Equal(t, []string{"1"}, keep)
+	s.Reconciled(9)
+	assert.Equal(t, 1, s.unsure)
+	assert.Equal(t, uint64(9), s.releasedUpTo)
+	s.Reconciled(3)
+	assert.Equal(t, uint64(9), s.releasedUpTo, "a later pass forgot what was given back")
 
-	gone := errors.New("gone")
-	s.EndAll(gone)
-	assert.Empty(t, s.Procs)
-	assert.ErrorIs(t, b.St.Err(), gone)
-	assert.True(t, a.St.IsSettled() && b.St.IsSettled(), "ending them all left one unsettled")
+	s.Leaving()
+	assert.Equal(t, lifecycle.SessionLeaving, s.state)
+	s.Left(false)
+	assert.Equal(t, lifecycle.SessionServing, s.state, "a failed leave left the session leaving")
+	s.Leaving()
+	s.Left(true)
+	_, ok = s.Keep()
+	assert.False(t, ok, "a session that left keeps processes for a reconciliation")
+}
+
+// A handed process is adopted once, and not by a fenced session or one
+// that gave its task back already.
+func TestSessionAdoptHanded(t *testing.T) {
+	t.Parallel()
+	var s Session
+	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	s.Reconciled(5)
+	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
+	p := &Proc{ID: "6", Seq: 6}
+	require.True(t, s.Adopt(p))
+	assert.Same(t, p, s.procs["6"])
+	assert.False(t, s.Adopt(&Proc{ID: "6", Seq: 6}), "a process held was adopted again")
+	assert.Same(t, p, s.procs["6"])
+	s.Lost()
+	assert.False(t, s.Adopt(&Proc{ID: "7", Seq: 7}), "a fenced session adopted a process")
+}
+
+// The deadline fences only a serving session; rejoining serves again
+// under the new deadline, and keeps ignoring hand-offs of the processes
+// given back.
+func TestSessionDeadlineAndRejoin(t *testing.T) {
+	t.Parallel()
+	var s Session
+	t0 := time.Unix(100, 0)
+	s.Init(nil, "q", Events{}, t0, nil)
+	assert.False(t, s.Due(t0.Add(-time.Nanosecond)))
+	assert.True(t, s.Due(t0))
+
+	s.Lost()
+	assert.Equal(t, uint64(1), s.gen, "a lease lost kept its generation")
+	_, ok := s.Deadline()
+	assert.False(t, ok, "a fenced session has a deadline to fence it by")
+	assert.False(t, s.Due(t0.Add(time.Hour)))
+
+	s.Rejoined(7, t0.Add(time.Minute))
+	at, ok := s.Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, t0.Add(time.Minute), at)
+	assert.Equal(t, uint64(7), s.releasedUpTo)
+	s.Rejoined(0, t0.Add(time.Minute))
+	assert.Equal(t, uint64(7), s.releasedUpTo, "a rejoin that gave back nothing forgot what was given back")
+}
+
+// A fence of a serving session takes its books, leaves nothing to
+// reconcile and counts the lease given up; one of a fenced session does
+// nothing.
+func TestSessionFence(t *testing.T) {
+	t.Parallel()
+	var s Session
+	deadline := time.Unix(100, 0)
+	s.Init(nil, "q", Events{}, deadline, nil)
+	h := &fakeHost{}
+	p := &Proc{ID: "1", Host: h}
+	s.procs[p.ID] = p
+	s.MarkUnsure(3, false)
+
+	lost, at, ok := s.Lease.fence(&s.Books)
+	require.True(t, ok)
+	assert.Equal(t, []*Proc{p}, lost)
+	assert.Equal(t, deadline, at)
+	assert.Empty(t, s.procs)
+	assert.False(t, s.IsUnsure(), "a fence left a reconciliation to run")
+	assert.Equal(t, uint64(1), s.gen)
+	assert.Equal(t, lifecycle.SessionFenced, s.state)
+
+	_, _, ok = s.Lease.fence(&s.Books)
+	assert.False(t, ok, "a fenced session fenced again")
+	assert.Equal(t, uint64(1), s.gen)
+
+	EndLost(lost)
+	assert.ErrorIs(t, p.St.Err(), errs.ErrWorkerFenced)
+	assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
+	assert.True(t, p.St.IsSettled())
+	assert.Equal(t, []Outcome{Lost}, h.observed)
 }
 
 // fakeHost is a process's worker side that records what the record asks.
@@ -74,101 +151,4 @@ func (h *fakeHost) Drop()           { h.dropped++ }
 func (h *fakeHost) LeaseLost(error) {}
 func (h *fakeHost) Observe(outcome Outcome, _ string, _ error) {
 	h.observed = append(h.observed, outcome)
-}
-
-// told records the application's callbacks.
-type told struct{ work, cancel, delete []string }
-
-func (t *told) events() Events {
-	return Events{
-		Work:   func(q string, n int64) { t.work = append(t.work, q) },
-		Cancel: func(q, id string) { t.cancel = append(t.cancel, id) },
-		Delete: func(q string) { t.delete = append(t.delete, q) },
-	}
-}
-
-// A cancel event ends (unsettled) the processes of the tasks it names,
-// none for the ids tasks without one share, and tells every id; a delete
-// event ends those up to the queue's last id then, and tells once.
-func TestSessionCancelAndDeleteEvents(t *testing.T) {
-	t.Parallel()
-	var s Session
-	var got told
-	s.Init("q", got.events(), time.Time{}, nil)
-	a, none, later := &Proc{ID: "1", Seq: 1, TaskID: "a"}, &Proc{ID: "2", Seq: 2, TaskID: "0"}, &Proc{ID: "3", Seq: 3, TaskID: "c"}
-	s.Procs[a.ID], s.Procs[none.ID], s.Procs[later.ID] = a, none, later
-	ctx := t.Context()
-
-	s.Cancelled(ctx, []string{"a", "0", ""})
-	assert.ErrorIs(t, a.St.Err(), errs.ErrTaskCancelled)
-	assert.False(t, a.St.IsSettled())
-	assert.NoError(t, none.St.Err(), "a cancel of id 0 ended a task of no id")
-	assert.Equal(t, []string{"a", "0", ""}, got.cancel)
-
-	s.Deleted(ctx, 2)
-	assert.ErrorIs(t, none.St.Err(), errs.ErrQueueDeleted)
-	assert.NoError(t, later.St.Err(), "a delete ended a process dequeued after it")
-	assert.Equal(t, []string{"q"}, got.delete)
-
-	s.Worked(ctx, 2)
-	assert.Equal(t, []string{"q"}, got.work)
-}
-
-// States read after a missed notification end the processes they name:
-// a lost one leaves the books, and the events not told yet are told.
-func TestSessionApplyStates(t *testing.T) {
-	t.Parallel()
-	var s Session
-	var got told
-	s.Init("q", got.events(), time.Time{}, nil)
-	h := &fakeHost{}
-	live := &Proc{ID: "1", TaskID: "a", Host: h}
-	lost := &Proc{ID: "2", TaskID: "b", Host: h}
-	c1, c2 := &Proc{ID: "3", TaskID: "c", Host: h}, &Proc{ID: "4", TaskID: "e", Host: h}
-	c2.End(errs.ErrTaskCancelled, false) // the cancel's message was heard
-	del := &Proc{ID: "5", TaskID: "d", Host: h}
-	procs := []*Proc{live, lost, c1, c2, del}
-	s.ApplyStates(t.Context(), procs, []store.State{store.Active, store.Lost, store.Cancelled, store.Cancelled, store.Deleted})
-
-	assert.NoError(t, live.St.Err())
-	assert.ErrorIs(t, lost.St.Err(), errs.ErrProcessLost)
-	assert.Equal(t, 1, h.dropped, "the lost process stayed in the books")
-	assert.Equal(t, []Outcome{Lost}, h.observed)
-	assert.ErrorIs(t, c1.St.Err(), errs.ErrTaskCancelled)
-	assert.ErrorIs(t, del.St.Err(), errs.ErrQueueDeleted)
-	assert.Equal(t, []string{"c"}, got.cancel, "a cancel the message told was told again")
-	assert.Equal(t, []string{"q"}, got.delete)
-}
-
-// A fence of a serving session takes its books, leaves nothing to
-// reconcile and counts the lease given up; one of a fenced session does
-// nothing.
-func TestSessionFence(t *testing.T) {
-	t.Parallel()
-	var s Session
-	deadline := time.Unix(100, 0)
-	s.Init("q", Events{}, deadline, nil)
-	h := &fakeHost{}
-	p := &Proc{ID: "1", Host: h}
-	s.Procs[p.ID] = p
-	s.MarkUnsure(3, false)
-
-	lost, at, ok := s.Fence()
-	require.True(t, ok)
-	assert.Equal(t, []*Proc{p}, lost)
-	assert.Equal(t, deadline, at)
-	assert.Empty(t, s.Procs)
-	assert.False(t, s.IsUnsure(), "a fence left a reconciliation to run")
-	assert.Equal(t, uint64(1), s.LeaseGen)
-	assert.Equal(t, lifecycle.SessionFenced, s.State)
-
-	_, _, ok = s.Fence()
-	assert.False(t, ok, "a fenced session fenced again")
-	assert.Equal(t, uint64(1), s.LeaseGen)
-
-	EndLost(lost)
-	assert.ErrorIs(t, p.St.Err(), errs.ErrWorkerFenced)
-	assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
-	assert.True(t, p.St.IsSettled())
-	assert.Equal(t, []Outcome{Lost}, h.observed)
 }

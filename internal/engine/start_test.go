@@ -98,7 +98,7 @@ func TestStartRunsTheEarliestAndGivesBackTheRest(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "given back to the queue: %s", w.logs)
 	recv(t, r.Drained(), "the handed task's outcome settled")
-	assert.Len(t, sess.Procs, 1, "the handed task adopted, the dequeued one out of the books")
+	assert.Len(t, sess.procs, 1, "the handed task adopted, the dequeued one out of the books")
 	select {
 	case id := <-ran:
 		t.Fatalf("%s ran without a slot", id)

@@ -87,8 +87,8 @@ func newTestWorker(t *testing.T) *testWorker {
 // serve makes a session of queue, served by r (nil: by the application).
 func (w *testWorker) serve(queue string, r *Runtime) *Session {
 	s := &Session{}
-	s.Init(queue, Events{}, time.Time{}, nil)
-	s.State = lifecycle.SessionServing
+	s.Init(nil, queue, Events{}, time.Time{}, nil)
+	s.state = lifecycle.SessionServing
 	s.Sub = new(subscription.Subscription) // never ready: a dequeue does not park
 	w.mu.Lock()
 	w.sessions[queue], w.runtimes[queue] = s, r
@@ -181,6 +181,3 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	return zero
 }
 
-// testID is the test worker's id: as wide as the ids process records
-// hold (store.OwnerLen).
-const testID = "00000000-0000-4000-8000-000000000001"

@@ -1,0 +1,134 @@
+package engine
+
+// The lease deadline: when the worker's leases may have run out by its own
+// clock, and the timer that fences the worker, or one of its sessions,
+// then. The renewals that move the deadline are the root's lease
+// keeper's; the fence of a session is its own (fence.go), that of the
+// whole worker the keeper's.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/lifecycle"
+)
+
+// A worker judges its own liveness on its own monotonic clock: the leases
+// Redis holds were set when Redis ran the renewal, which is after the
+// worker sent it, so a worker that counts TTL from the send time of its
+// last successful renewal always believes itself dead no later than Redis
+// does. The margin adds room for the timer firing late and for clocks
+// that run at slightly different rates. Send times are read from the
+// client's clock, whose real form keeps Go's monotonic reading, so a wall
+// clock step does not move the deadline.
+
+// DeadlineHost is the worker whose leases a Deadline watches.
+type DeadlineHost interface {
+	// Lock and Unlock take and release the worker's mu, which guards the
+	// deadline.
+	sync.Locker
+	// Worker is the worker's lifecycle. The caller holds the worker's mu.
+	Worker() *lifecycle.Worker
+	// Sessions are the sessions of the queues served. The caller holds
+	// the worker's mu.
+	Sessions() []*Session
+	// FenceWorker fences the whole worker under id, for cause.
+	FenceWorker(id string, cause error)
+}
+
+// Deadline is the worker's fencing deadline: that of its registry lease,
+// and the timer set to the earliest of it and its sessions' (each
+// session's own is its Lease's). The registry lease's is guarded by the
+// worker's mu.
+type Deadline struct {
+	host  DeadlineHost
+	clock clock.Clock
+	ttl   time.Duration
+	// timer fires at the earliest deadline (Arm).
+	timer clock.Timer
+	// at is when the registry lease may expire, by the worker's clock,
+	// less the margin. Guarded by the worker's mu.
+	at time.Time
+}
+
+// Init sets up the deadline of host's leases, each ttl long, on clk; its
+// timer is not armed until Extend or Arm.
+func (d *Deadline) Init(host DeadlineHost, clk clock.Clock, ttl time.Duration) {
+	d.host, d.clock, d.ttl = host, clk, ttl
+	d.timer = clk.AfterFunc(time.Hour, d.onDeadline)
+}
+
+// Margin is how long before the lease's earliest expiry a worker fences
+// itself.
+func (d *Deadline) Margin() time.Duration { return d.ttl / 10 }
+
+// At is the registry lease's deadline. Callers hold the worker's mu.
+func (d *Deadline) At() time.Time { return d.at }
+
+// Of is when a lease renewed at sent may expire, by the worker's clock,
+// less the margin.
+func (d *Deadline) Of(sent time.Time) time.Time {
+	return sent.Add(d.ttl - d.Margin())
+}
+
+// Extend moves the registry lease's deadline to TTL minus the margin
+// after sent, the time a registry renewal that succeeded was sent, and
+// arms the timer. Callers hold the worker's mu.
+func (d *Deadline) Extend(sent time.Time) {
+	d.at = d.Of(sent)
+	d.Arm()
+}
+
+// Arm sets the timer to the earliest deadline: the registry lease's, or
+// that of one of the session leases still held. Callers hold the
+// worker's mu.
+func (d *Deadline) Arm() {
+	earliest := d.at
+	for _, s := range d.host.Sessions() {
+		if at, ok := s.Deadline(); ok && at.Before(earliest) {
+			earliest = at
+		}
+	}
+	d.timer.Reset(d.clock.Until(earliest))
+}
+
+// Disarm stops the timer: nothing under the worker's id is left to
+// fence.
+func (d *Deadline) Disarm() { d.timer.Stop() }
+
+// onDeadline fences the worker under its current id when its registry
+// lease may have expired, or just the sessions whose lease may have (their
+// node could not be reached: on a cluster, a shard failing over), unless
+// renewals have moved the deadlines since the timer was set.
+func (d *Deadline) onDeadline() {
+	h := d.host
+	h.Lock()
+	if w := h.Worker(); w.IsClosed() || w.IsFenced() {
+		h.Unlock()
+		return
+	}
+	id, now := h.Worker().ID(), d.clock.Now()
+	if !now.Before(d.at) {
+		h.Unlock()
+		h.FenceWorker(id, errors.New("lease not renewed in time"))
+		return
+	}
+	var due []*Session
+	for _, s := range h.Sessions() {
+		if s.Due(now) {
+			due = append(due, s)
+		}
+	}
+	h.Unlock()
+	for _, s := range due {
+		s.Fence(id, fmt.Errorf("lease on %q not renewed in time", s.Name))
+	}
+	h.Lock()
+	if !h.Worker().IsClosed() {
+		d.Arm()
+	}
+	h.Unlock()
+}

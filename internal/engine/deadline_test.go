@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/subscription"
+	"github.com/worqr/worqr/internal/testsignal"
+)
+
+// The timer fences, at its own deadline, a session whose lease on its
+// queue may have run out while the registry lease is fine, and not the
+// worker.
+func TestDeadlineFencesADueSession(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorker(t, testID)
+	t0 := w.clk.Now()
+	var d Deadline
+	d.Init(w, w.clk, time.Second)
+	var events testsignal.Signal[subscription.Event]
+	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)
+	w.Lock()
+	d.Extend(t0) // the registry lease: 900 ms
+	w.Unlock()
+
+	w.clk.Advance(499 * time.Millisecond)
+	assert.Equal(t, 1, w.clk.Timers(), "the timer fired before the session's deadline")
+	w.clk.Advance(time.Millisecond)
+	told := w.fenced.WaitOrTimeout()
+	assert.Equal(t, "q", told.queue)
+	assert.Equal(t, testID, told.id)
+	assert.True(t, s.IsFenced())
+	assert.Empty(t, w.workerFenced.C(), "the worker fenced itself for a session's lease")
+}
+
+// The registry lease's deadline is TTL less the margin after the last
+// renewal that succeeded was sent, and the timer fences the whole worker
+// then, under its current id.
+func TestDeadlineFencesTheWorker(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorker(t, testID)
+	t0 := w.clk.Now()
+	var d Deadline
+	d.Init(w, w.clk, time.Second)
+	w.Lock()
+	d.Extend(t0)
+	d.Extend(t0.Add(200 * time.Millisecond)) // a later renewal
+	at := d.At()
+	w.Unlock()
+	require.Equal(t, t0.Add(1100*time.Millisecond), at)
+
+	w.clk.Advance(1099 * time.Millisecond)
+	assert.Equal(t, 1, w.clk.Timers(), "the timer fired before the deadline")
+	assert.Empty(t, w.workerFenced.C())
+	w.clk.Advance(time.Millisecond)
+	assert.Equal(t, testID, w.workerFenced.WaitOrTimeout())
+}

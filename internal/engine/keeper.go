@@ -1,0 +1,180 @@
+package engine
+
+// The lease keeper's decisions over the whole worker: its fence, the
+// evidence that its lease is gone, and the pass that reconciles the
+// sessions unsure of their processes. Its deadline is the Deadline it
+// holds, its renewals' reading and answers renew.go's, its
+// re-registration reregister.go's, its membership of the client's beat
+// and the loop that registers a fenced worker again loop.go's.
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/worqr/worqr/internal/beat"
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/outage"
+	"github.com/worqr/worqr/internal/startstop"
+)
+
+// KeeperHost is the worker whose leases a Keeper keeps.
+type KeeperHost interface {
+	DeadlineHost
+	// Session is the session of queue, nil if the worker does not serve
+	// it. The caller holds the worker's mu.
+	Session(queue string) *Session
+	// Outage is the client's tally of failed calls.
+	Outage() *outage.Outage
+	// Logger is the client's logger with the worker's id. The caller
+	// does not hold the worker's mu.
+	Logger() *slog.Logger
+	// StayFenced reports whether a fenced worker stays so rather than
+	// registering again.
+	StayFenced() bool
+	// Fenced tells the application (and the observer) that worker id
+	// fenced itself (queue is empty) for cause, ending lost.
+	Fenced(id, queue string, cause error, lost []*Proc)
+	// RenewInterval is how often the worker renews its leases: the
+	// longest wait between two attempts at registering again.
+	RenewInterval() time.Duration
+	// Go runs f on a goroutine of the worker's tasks, with the worker's
+	// life.
+	Go(f func(life context.Context))
+	// Registered tells the tests that the worker registered again, as id.
+	Registered(id string)
+	// Env is the worker's environment: its store, failure wrapping and
+	// TTL.
+	Env() *Env
+	// Alive reports whether the worker's life has not ended.
+	Alive() bool
+	// Heard tells the reclaimer what a registry renewal heard: when the
+	// next peer's lease runs out, whether a dead worker waits, and how
+	// many workers the registry holds.
+	Heard(next time.Duration, dead bool, workers int64)
+	// QueueRenewed tells the tests that a renewal of the lease on queue,
+	// sent apart from the registry's, has been answered.
+	QueueRenewed(queue string)
+}
+
+// Keeper is the worker's lease keeper, as far as the engine holds it: the
+// fencing deadline (Deadline, guarded by the worker's mu), the renewals'
+// reading and answers (renew.go), the decisions over the whole worker and
+// its re-registration (reregister.go). Its host, clock and registry entry
+// are set by Init and never change.
+type Keeper struct {
+	Deadline
+	host     KeeperHost
+	clock    clock.Clock
+	registry *Registry
+	// beatMu is held while the beat reads what to renew or takes in an
+	// answer; left, guarded by it, is set when the keeper leaves the
+	// beat, after which the beat does neither.
+	beatMu sync.Mutex
+	left   bool
+	// beat renews the leases, with those of the client's other workers
+	// of the same options (see internal/beat); set by Start.
+	beat *beat.Beat[Renewal, BeatMember]
+	// loop registers the worker again once it was fenced (loop.go);
+	// kick wakes it.
+	loop *startstop.Loop
+	kick chan struct{}
+}
+
+// Init sets up the keeper of host's leases, each ttl long, on clk; reg is
+// the worker's registry entry, which it registers again once fenced.
+func (k *Keeper) Init(host KeeperHost, clk clock.Clock, ttl time.Duration, reg *Registry) {
+	k.host, k.clock, k.registry = host, clk, reg
+	k.kick = make(chan struct{}, 1)
+	k.loop = startstop.NewLoop(k.run)
+	k.Deadline.Init(host, clk, ttl)
+}
+
+// LeaseLost handles evidence from a script that the lease of worker id on
+// a queue is gone: the worker is dead in Redis's eyes, so it fences itself.
+// It is no evidence when the worker has left the queue, or is leaving it,
+// since leaving drops the lease, nor when it has fenced the queue: it gave
+// that lease up already, and a call sent before the fence may well reach
+// Redis after the lease ran out. Nor is it when the script was sent for a
+// session of the queue (sent) that has since ended, or about a process (p)
+// the session no longer holds: the worker left the queue while the script
+// was on its way, and may have started work on it again, under a new lease.
+func (k *Keeper) LeaseLost(id, queue string, sent *Session, p *Proc, cause error) {
+	h := k.host
+	h.Lock()
+	s := h.Session(queue)
+	left := s == nil || (sent != nil && s != sent)
+	if !left {
+		// Leaving, fenced or left: the lease was given up, or is being.
+		left = !s.Holds(p)
+	}
+	h.Unlock()
+	if !left {
+		k.Fence(id, cause)
+	}
+}
+
+// Fence makes the worker treat itself as dead: it takes no more work under
+// id, ends every process it holds, tells the application, and wakes the
+// keeper's loop to register again under a new id. The deadline timer
+// stops: nothing under id is left to fence.
+func (k *Keeper) Fence(id string, cause error) {
+	h := k.host
+	h.Lock()
+	if !h.Worker().ToFenced(id, k.clock.Now()) {
+		h.Unlock()
+		return
+	}
+	k.Disarm()
+	var lost []*Proc
+	for _, s := range h.Sessions() {
+		// The peers reclaim everything under id: nothing to reconcile.
+		lost = append(lost, s.TakeAll()...)
+	}
+	h.Unlock()
+
+	EndLost(lost)
+	next := "registering again"
+	if h.StayFenced() {
+		next = "staying fenced"
+	}
+	// An ordinary outage longer than the TTL ends here: nothing is lost,
+	// the peers run the tasks again, and so does this worker once back.
+	log := h.Logger()
+	log.Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
+		"cause", cause, "processes", len(lost), "next", next)
+	LogDropped(log, lost)
+	h.Fenced(id, "", cause, lost)
+	k.Wake()
+}
+
+// Reconcile gives back (Session.Reconcile), in each session of ss that
+// has processes to look for, the processes that Redis says worker id
+// holds but the worker does not know of: a dequeue whose reply was lost,
+// or a hand-off whose event was missed or is still on its way.
+func (k *Keeper) Reconcile(ctx context.Context, id string, ss []*Session) {
+	h := k.host
+	for _, s := range ss {
+		if !s.IsUnsure() {
+			continue
+		}
+		sent := h.Outage().Begin()
+		switch err := s.Reconcile(ctx, id); {
+		case err == nil:
+			h.Outage().OK(sent)
+		case !h.Outage().Failed(sent, "reconcile", err):
+			h.Logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.Name, "err", err)
+		}
+	}
+}
+
+// AnyUnsure reports whether one of ss has processes to look for.
+func AnyUnsure(ss []*Session) bool {
+	for _, s := range ss {
+		if s.IsUnsure() {
+			return true
+		}
+	}
+	return false
+}

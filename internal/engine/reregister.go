@@ -1,0 +1,101 @@
+package engine
+
+// The re-registration of a fenced worker, by its lease keeper: a new id,
+// and a lease again on each queue it serves.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/worqr/worqr/internal/backoff"
+	"github.com/worqr/worqr/internal/errs"
+	"github.com/worqr/worqr/internal/subscription"
+)
+
+// Reregister registers the worker under a new id and takes leases on its
+// queues again, retrying with backoff until Redis answers or ctx ends.
+// It reports whether the worker is registered again.
+func (k *Keeper) Reregister(ctx context.Context) bool {
+	h := k.host
+	b := backoff.New(50*time.Millisecond, h.RenewInterval()).On(k.clock)
+	for {
+		sent := h.Outage().Begin()
+		ok, err := k.ReregisterOnce(ctx)
+		if ok {
+			h.Outage().OK(sent)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !h.Outage().Failed(sent, "register", err) {
+			h.Logger().Warn("worqr: registering again failed; retrying", "err", err)
+		}
+		if !b.Wait(ctx) {
+			return false
+		}
+	}
+}
+
+// ReregisterOnce is one attempt of Reregister: it reports whether the
+// worker is registered again, and why not.
+func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
+	h, reg := k.host, k.registry
+	reg.Lock()
+	defer reg.Unlock()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	id, sent, err := reg.Register(ctx)
+	if err != nil {
+		return false, err
+	}
+	h.Lock()
+	ss := h.Sessions()
+	h.Unlock()
+	var joined, unreachable []*Session
+	for _, s := range ss {
+		sent := h.Outage().Begin()
+		err := reg.Join(ctx, id, s.Name)
+		switch {
+		case errors.Is(err, errs.ErrWorkerFenced) || ctx.Err() != nil:
+			// The new id is abandoned: its lease expires and the
+			// reclaimers remove it; it never held a process.
+			return false, err
+		case err != nil:
+			// Its node cannot be reached (on a cluster, a shard failing
+			// over): serve the other queues, and rejoin this one once
+			// the node answers, as after losing only its lease.
+			if !h.Outage().Failed(sent, "rejoin", err) {
+				h.Logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.Name, "err", err)
+			}
+			unreachable = append(unreachable, s)
+		default:
+			joined = append(joined, s)
+		}
+	}
+	h.Lock()
+	old := h.Worker().ID()
+	if !h.Worker().ToRegistered(id) {
+		h.Unlock()
+		return false, errs.ErrWorkerClosed
+	}
+	for _, s := range joined {
+		s.Rejoined(0, k.Of(sent))
+	}
+	for _, s := range unreachable {
+		s.Lost()
+		after := k.clock.Now()
+		h.Go(func(life context.Context) { s.Rejoin(life, id, after) })
+	}
+	k.Extend(sent)
+	h.Unlock()
+	reg.RecordSlots(ctx, id) // under the new id: the old one's went with it
+	h.Logger().Info("worqr: worker registered again after fencing", "previous", old)
+	for _, s := range joined {
+		s.Sub.Push(subscription.Event{Subscribed: true})
+	}
+	h.Registered(id)
+	return true, nil
+}
