@@ -180,4 +180,3 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	var zero T
 	return zero
 }
-
