@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -97,4 +98,55 @@ func TestFinishDeclinesParentsThatFreeAChildScript(t *testing.T) {
 	for _, k := range []string{"wf.flow", "wf.steps", "wf.left", "wf.results", "wf.seen"} {
 		assert.Equal(t, before[k], got[k], k)
 	}
+}
+
+// flow_enqueue.lua, for the steps of a workflow at home in the queue's
+// slot: a ready step is enqueued with no unique key and marked queued
+// with its task's id in the same call; a step twice in the call, or
+// again in a later call (a replay of its release), adds nothing and
+// answers that id; a step cancelled or still waiting adds nothing.
+func TestFlowEnqueueHomeStepsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "p", Spec: "S-p", Kids: []string{"k"}},
+		{Name: "x", Spec: "S-x", Place: 1},
+		{Name: "k", Spec: "S-k", Parents: []string{"p"}, Place: 2},
+	})
+	require.NoError(t, err)
+	e.seed(keyState{"wf.steps": hash{"x": "x"}}) // x cancelled
+	step := func(name string) EnqueueOne {
+		return EnqueueOne{Queue: "q", Payload: []byte(name), Args: EnqueueArgs{Unique: "wf/" + name, UniqueTTL: time.Hour, Flow: id + "." + name}}
+	}
+	require.True(t, e.s.MarkedOnEnqueue(step("p")))
+	before := e.dump()
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("p"), step("x"), step("k"), step("p")})
+	require.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], ErrStepNotReady)
+	assert.ErrorIs(t, errs[2], ErrStepNotReady)
+	assert.ErrorIs(t, errs[3], ErrDuplicate)
+	assert.Equal(t, ids[0], ids[3], "the second answers the first's id")
+	got := e.dump()
+	want := func() keyState {
+		w := keyState{}
+		for k, v := range before {
+			w[k] = v
+		}
+		w["wf.steps"] = hash{"p": "q", "x": "x", "k": "w"}
+		w["wf.ids"] = hash{"p": ids[0]}
+		w["waiting"] = list{ids[0] + ",F" + id + ".p:p"}
+		w["meta"] = got["meta"] // the queue's name and last id, as any enqueue's
+		w["queues"] = set{"q"}  // registered, as any enqueue's
+		return w
+	}()
+	e.same(want, got, "first release")
+	n, err := strconv.ParseInt(ids[0], 16, 64)
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(n, 10), got["meta"].(hash)["tid"], "the last id given")
+
+	again, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("p")})
+	assert.ErrorIs(t, errs[0], ErrDuplicate)
+	assert.Equal(t, ids[:1], again)
+	e.expect(want)
 }
