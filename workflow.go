@@ -413,6 +413,7 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 		// fan-out of thousands is released at once.
 		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
 		added := make(map[string][]string) // task ids by queue, for the observer
+		marked := make(map[[2]string]bool) // by workflow and queue: store.MarkedOnEnqueue, judged once
 		for i, t := range tasks {
 			switch err := errsOf[i]; {
 			case err == nil:
@@ -423,7 +424,13 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 				errs[of[i]] = append(errs[of[i]], c.fail("enqueue", t.Queue, err))
 				continue
 			}
-			if c.store.MarkedOnEnqueue(t) {
+			at := [2]string{wfs[of[i]].ID, t.Queue}
+			m, ok := marked[at]
+			if !ok {
+				m = c.store.MarkedOnEnqueue(t)
+				marked[at] = m
+			}
+			if m {
 				continue
 			}
 			queued[of[i]] = append(queued[of[i]], store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})

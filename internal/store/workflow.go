@@ -426,10 +426,17 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 	type group struct{ queue, home string }
 	byGroup := make(map[group][]int)
 	var groups []group
+	homes := make(map[group]bool) // by workflow and queue: MarkedOnEnqueue, judged once
 	for i, t := range tasks {
 		g := group{queue: t.Queue}
-		if s.MarkedOnEnqueue(t) {
-			g.home, _, _ = strings.Cut(t.Args.Flow, ".")
+		wf, _, _ := strings.Cut(t.Args.Flow, ".")
+		home, ok := homes[group{t.Queue, wf}]
+		if !ok {
+			home = s.MarkedOnEnqueue(t)
+			homes[group{t.Queue, wf}] = home
+		}
+		if home {
+			g.home = wf
 		}
 		if _, ok := byGroup[g]; !ok {
 			groups = append(groups, g)
