@@ -39,7 +39,10 @@ import (
 //     the workflow's keep and a day more, so a second enqueue adds
 //     nothing and answers the first task's id (flow_enqueue.lua, many
 //     steps a call, in the queue's slot); then marked queued
-//     (wf_enqueued.lua);
+//     (wf_enqueued.lua); a step of a workflow whose keys share its
+//     queue's slot holds no unique key: flow_enqueue.lua enqueues it only
+//     while it is ready and marks it queued in the same script, so its
+//     state makes a second enqueue add nothing;
 //  4. the notice is removed.
 //
 // Notices of a queue that arrive close together are carried together
@@ -384,8 +387,10 @@ func stepTask(id string, r store.ReadyStep) (store.EnqueueOne, error) {
 
 // enqueueReady enqueues workflows' ready steps, each to its queue with a
 // unique key of its own (idempotent), then marks them queued; those
-// cancelled meanwhile have their tasks cancelled. It returns an error
-// per workflow.
+// cancelled meanwhile have their tasks cancelled. A step of a workflow at
+// home in its queue's slot is enqueued only while ready and marked in the
+// same call (store.MarkedOnEnqueue), its state the token: one not ready
+// any more adds nothing. It returns an error per workflow.
 func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 	errs := make([][]error, len(wfs))
 	var tasks []store.EnqueueOne
@@ -408,12 +413,24 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 		// fan-out of thousands is released at once.
 		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
 		added := make(map[string][]string) // task ids by queue, for the observer
+		marked := make(map[[2]string]bool) // by workflow and queue: store.MarkedOnEnqueue, judged once
 		for i, t := range tasks {
 			switch err := errsOf[i]; {
 			case err == nil:
 				added[t.Queue] = append(added[t.Queue], ids[i])
+			case errors.Is(err, store.ErrStepNotReady):
+				continue
 			case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
 				errs[of[i]] = append(errs[of[i]], c.fail("enqueue", t.Queue, err))
+				continue
+			}
+			at := [2]string{wfs[of[i]].ID, t.Queue}
+			m, ok := marked[at]
+			if !ok {
+				m = c.store.MarkedOnEnqueue(t)
+				marked[at] = m
+			}
+			if m {
 				continue
 			}
 			queued[of[i]] = append(queued[of[i]], store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})

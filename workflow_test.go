@@ -872,3 +872,57 @@ func TestWorkflowStepEndRecordedByItsFinish(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowSucceeded, info.State)
 }
+
+// A workflow at home in its queue's slot has its released steps enqueued
+// and marked queued in one script, with no unique key: of two carries of
+// one notice that both had the child answered ready (a sweep that ran
+// while the carry a finish started was between its release and its
+// enqueue), the later enqueue finds the child queued and adds nothing.
+func TestWorkflowHomeReleaseRaced(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "a", Queue: "p"},
+		{Name: "b", Queue: "p", After: []string{"a"}},
+	}, WorkflowOptions{})
+	require.NoError(t, err)
+	require.True(t, c.store.Keys().WorkflowHome(id, "p"))
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	a, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	// The carry that a's finish starts, about to enqueue b, lets a sweep
+	// carry the same notice first.
+	var fired atomic.Bool
+	swept := make(chan error, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpEnqueue && fired.CompareAndSwap(false, true) {
+			_, err := c.carrier.Sweep(ctx, "p", 0) // its own enqueue passes
+			swept <- err
+		}
+		return nil
+	})
+	require.NoError(t, a.Finish(ctx))
+	require.NoError(t, recv(t, swept, testsignal.Wait, "the sweep"))
+	b, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	_, step := b.Workflow()
+	require.Equal(t, "b", step)
+	require.NoError(t, b.Finish(ctx))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	c.store.SetFault(nil)
+	for _, st := range info.Steps {
+		if st.Name == "b" {
+			assert.Equal(t, b.TaskID(), st.TaskID, "b's task id, noted with its mark")
+		}
+	}
+	n, err := c.QueueLen(ctx, "p")
+	require.NoError(t, err)
+	assert.Zero(t, n, "b was enqueued once")
+	raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, raw, "a's notice removed")
+}

@@ -57,20 +57,9 @@ local function home_release(at, steps)
   end
   -- The children first: an end that frees one (a chain's) is the usual
   -- reason to decline, told in two reads.
-  local kidss = hmget(kids_key, names)
-  local kids, down = {}, {}
-  for i = 1, #names do
-    for kid in string.gmatch(kidss[i] or '', '[^,]+') do
-      if string.sub(kid, 1, 1) == '+' then kid = string.sub(kid, 2) end
-      if mine[kid] then
-        return false
-      end
-      if not down[kid] then
-        kids[#kids + 1] = kid
-        down[kid] = 0
-      end
-      down[kid] = down[kid] + 1
-    end
+  local kids, down = flow_kids_down(kids_key, names, mine)
+  if not kids then
+    return false
   end
   local lefts, newleft = hmget(left_key, kids), {}
   for i, kid in ipairs(kids) do

@@ -8,15 +8,27 @@
 -- and answers the holder's id, flagged duplicate. A step is never handed
 -- off: released steps come in numbers, and the wake names the runtimes.
 -- The client's stats counts ride on its other calls (enqueue.lua).
--- Returns {unregistered, then id (hex), duplicate (0/1) per step}:
+-- Steps of one workflow whose keys share the queue's slot (its home: its
+-- keys follow the queue's) hold no unique key: the step's state is the
+-- token. A step still ready ('r') is enqueued and marked queued ('q')
+-- with its task's id here, as wf_enqueued.lua marks the others, so a
+-- release answered again (a replay) finds it queued and adds nothing,
+-- answering the id it was given, flagged duplicate; a step not ready
+-- (cancelled, ended, waiting) adds nothing and answers '', flagged
+-- '2'.
+-- Returns {unregistered, then id (hex), duplicate (0/1/2) per step}:
 -- unregistered as enqueue.lua answers it.
 local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: unused (enqueue.lua's keys)
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats, leases: unused
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: unused; every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
+-- The home workflow's keys, in WorkflowKeys' order, if any: its steps
+-- and their tasks' ids.
+local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18] -- flow: unused
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
--- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1, how long
--- it is held (ms; 0: while alive), its header fields (with its level's,
+-- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1 (its
+-- name, in a home workflow), how long it is held (ms; 0: while alive;
+-- unused in a home workflow), its header fields (with its level's,
 -- ',ph' or ',pl'), its due time (µs, Redis clock; 0: now), its delay (µs
 -- from now), '1' to put it at the front ('0' the back), its payload.
 
@@ -42,26 +54,41 @@ for i = 3, #ARGV, 7 do
   shas[#shas + 1] = ARGV[i]
 end
 local holders = {}
-for i = 1, #shas, 1000 do
-  local part = redis.call('HMGET', unique_key, unpack(shas, i, math.min(i + 999, #shas)))
-  for j = 1, #part do
-    holders[shas[i + j - 1]] = part[j] or nil
+if flow_steps_key then
+  -- A home workflow's: a step not ready has the id it was queued with
+  -- as its holder, or '' if it has none (see above).
+  local states, ids = hmget(flow_steps_key, shas), hmget(flow_ids_key, shas)
+  for j, step in ipairs(shas) do
+    if states[j] ~= 'r' then
+      holders[step] = ids[j] or ''
+    end
+  end
+else
+  for i = 1, #shas, 1000 do
+    local part = redis.call('HMGET', unique_key, unpack(shas, i, math.min(i + 999, #shas)))
+    for j = 1, #part do
+      holders[shas[i + j - 1]] = part[j] or nil
+    end
+  end
+  for sha, _ in pairs(holders) do
+    local exp = redis.call('ZSCORE', unique_ttl_key, sha)
+    if exp and tonumber(exp) <= now_m then
+      redis.call('HDEL', unique_key, sha)
+      redis.call('ZREM', unique_ttl_key, sha)
+      holders[sha] = nil
+    end
   end
 end
-for sha, _ in pairs(holders) do
-  local exp = redis.call('ZSCORE', unique_ttl_key, sha)
-  if exp and tonumber(exp) <= now_m then
-    redis.call('HDEL', unique_key, sha)
-    redis.call('ZREM', unique_ttl_key, sha)
-    holders[sha] = nil
-  end
-end
-local taken, held = {}, {} -- HSET's and ZADD's arguments
+local taken, held = {}, {} -- HSET's (of the unique keys, or the home workflow's ids) and ZADD's arguments
+local marks = {} -- the home workflow's steps queued
 for i = 3, #ARGV, 7 do
   local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
   local holder = holders[sha]
-  if holder then
+  if holder == '' then
+    out[#out + 1] = ''
+    out[#out + 1] = '2'
+  elseif holder then
     out[#out + 1] = holder
     out[#out + 1] = '1'
   else
@@ -71,7 +98,10 @@ for i = 3, #ARGV, 7 do
     holders[sha] = id
     taken[#taken + 1] = sha
     taken[#taken + 1] = id
-    if ttl > 0 then
+    if flow_steps_key then
+      marks[#marks + 1] = sha
+      marks[#marks + 1] = 'q'
+    elseif ttl > 0 then
       held[#held + 1] = ms(now_m + ttl)
       held[#held + 1] = sha
     else
@@ -104,7 +134,10 @@ for i = 3, #ARGV, 7 do
   end
 end
 for i = 1, #taken, 2000 do
-  redis.call('HSET', unique_key, unpack(taken, i, math.min(i + 1999, #taken)))
+  redis.call('HSET', flow_ids_key or unique_key, unpack(taken, i, math.min(i + 1999, #taken)))
+end
+for i = 1, #marks, 2000 do
+  redis.call('HSET', flow_steps_key, unpack(marks, i, math.min(i + 1999, #marks)))
 end
 for i = 1, #held, 2000 do
   redis.call('ZADD', unique_ttl_key, unpack(held, i, math.min(i + 1999, #held)))

@@ -241,21 +241,10 @@ local function bulk()
   end
   -- Each child's count goes down by its parents in the batch; the last of
   -- them in the batch frees it, as one after another would.
-  local kidss = hmget(kids_key, names)
-  local kids, down, by = {}, {}, {}
-  for j, step in ipairs(names) do
-    for kid in string.gmatch(kidss[j] or '', '[^,]+') do
-      if string.sub(kid, 1, 1) == '+' then kid = string.sub(kid, 2) end
-      if mine[kid] then
-        return nil
-      end
-      if not down[kid] then
-        kids[#kids + 1] = kid
-        down[kid] = 0
-      end
-      down[kid] = down[kid] + 1
-      by[kid] = step
-    end
+  local by = {}
+  local kids, down = flow_kids_down(kids_key, names, mine, by)
+  if not kids then
+    return nil
   end
   local seen, results, ended = {}, {}, {}
   for j, step in ipairs(names) do

@@ -29,6 +29,10 @@ var ErrLeaseGone = errors.New("lease gone")
 // the unique key, when one does: nothing was added.
 var ErrDuplicate = errors.New("duplicate")
 
+// ErrStepNotReady is returned by EnqueueSteps for a step of a home
+// workflow that is not ready (cancelled, ended): nothing was added.
+var ErrStepNotReady = errors.New("step not ready")
+
 // Op names a call to Redis, for a Fault.
 type Op string
 

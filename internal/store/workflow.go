@@ -415,32 +415,59 @@ func (s *Store) ForgetNotices(ctx context.Context, queue string, notices []strin
 // (one per node on a cluster). It returns each step's task id, and an
 // error per step: ErrDuplicate (with the holder's id) for a step whose
 // key is held.
+// A step whose workflow is at home in its queue's slot (MarkedOnEnqueue)
+// holds no unique key: it is enqueued only while ready, and marked
+// queued with its task's id in the same call; one queued before answers
+// ErrDuplicate with its id, one not ready (cancelled, ended)
+// ErrStepNotReady.
 func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string, []error) {
 	ids, errs := make([]string, len(tasks)), make([]error, len(tasks))
-	byQueue := make(map[string][]int)
-	var queues []string
+	// A call per queue, and per home workflow in it (whose keys it takes).
+	type group struct{ queue, home string }
+	byGroup := make(map[group][]int)
+	var groups []group
+	homes := make(map[group]bool) // by workflow and queue: MarkedOnEnqueue, judged once
 	for i, t := range tasks {
-		if _, ok := byQueue[t.Queue]; !ok {
-			queues = append(queues, t.Queue)
+		g := group{queue: t.Queue}
+		wf, _, _ := strings.Cut(t.Args.Flow, ".")
+		home, ok := homes[group{t.Queue, wf}]
+		if !ok {
+			home = s.MarkedOnEnqueue(t)
+			homes[group{t.Queue, wf}] = home
 		}
-		byQueue[t.Queue] = append(byQueue[t.Queue], i)
+		if home {
+			g.home = wf
+		}
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], i)
 	}
 	var calls []scripts.Call
 	var of [][]int // the steps of each call
-	for _, q := range queues {
+	for _, g := range groups {
+		q := g.queue
 		if err := s.enter(ctx, OpEnqueue, q); err != nil {
-			for _, i := range byQueue[q] {
+			for _, i := range byGroup[g] {
 				errs[i] = err
 			}
 			continue
 		}
 		k := s.queueKeys(q)
 		keys := []string{k.Waiting, k.Meta, k.Idle, k.Delayed, k.Unique, k.UniqueTTL, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.Retained, k.GroupWait, k.GroupReady}
-		for chunk := range slices.Chunk(byQueue[q], MaxTasksPerScript) {
+		if g.home != "" {
+			keys = append(keys, s.keys.Workflow(g.home).all()...)
+		}
+		for chunk := range slices.Chunk(byGroup[g], MaxTasksPerScript) {
 			args := make([]string, 0, 2+7*len(chunk))
 			args = append(args, k.Channel, q)
 			for _, i := range chunk {
-				args = append(args, stepArgs(tasks[i])...)
+				if g.home != "" {
+					_, step, _ := strings.Cut(tasks[i].Args.Flow, ".")
+					args = append(args, homeStepArgs(step, tasks[i])...)
+				} else {
+					args = append(args, stepArgs(tasks[i])...)
+				}
 			}
 			calls = append(calls, scripts.Call{Script: s.scripts.FlowEnqueue, Keys: keys, Args: args})
 			of = append(of, chunk)
@@ -465,9 +492,12 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 		added := 0
 		for j, i := range chunk {
 			ids[i] = vals[1+2*j]
-			if vals[2+2*j] == "1" {
+			switch vals[2+2*j] {
+			case "1":
 				errs[i] = ErrDuplicate
-			} else {
+			case "2":
+				errs[i] = ErrStepNotReady
+			default:
 				added++
 			}
 		}
@@ -476,10 +506,29 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 	return ids, errs
 }
 
+// MarkedOnEnqueue says whether EnqueueSteps marks step task t queued in
+// its workflow itself (no StepsEnqueued after it): a task whose workflow
+// (Args.Flow) is at home in its queue's slot (see Keys.WorkflowHome).
+func (s *Store) MarkedOnEnqueue(t EnqueueOne) bool {
+	wf, _, ok := strings.Cut(t.Args.Flow, ".")
+	return ok && s.keys.WorkflowHome(wf, t.Queue)
+}
+
 // stepArgs are the arguments of one step's task as flow_enqueue.lua (and
 // check_step_requeue.lua) take them: its unique key's sha1, how long that
 // is held, its header fields, due time, delay, front flag and payload.
 func stepArgs(t EnqueueOne) []string {
+	return taskArgs(uniqueSum(t.Args.Unique), strconv.FormatInt(max(t.Args.UniqueTTL.Milliseconds(), 0), 10), t)
+}
+
+// homeStepArgs are stepArgs for a step of a home workflow (see
+// MarkedOnEnqueue): its name in place of a unique key, never held.
+func homeStepArgs(step string, t EnqueueOne) []string {
+	return taskArgs(step, "0", t)
+}
+
+// taskArgs are stepArgs with the key (or step) and its hold given.
+func taskArgs(key, hold string, t EnqueueOne) []string {
 	a := t.Args
 	fields := a.fields()
 	switch a.Priority {
@@ -492,7 +541,7 @@ func stepArgs(t EnqueueOne) []string {
 	if a.Front {
 		front = "1"
 	}
-	return []string{uniqueSum(a.Unique), strconv.FormatInt(max(a.UniqueTTL.Milliseconds(), 0), 10), fields,
+	return []string{key, hold, fields,
 		strconv.FormatInt(a.DueAt, 10), strconv.FormatInt(a.Delay.Microseconds(), 10), front, string(t.Payload)}
 }
 

@@ -39,6 +39,34 @@ end
 -- internal/store/keys.go); its scripts take them all, in this order:
 -- flow, steps, ids, left, kids, parents, spec, results, freed, seen.
 
+-- The children of a batch of steps that end (names, each a key of mine),
+-- each once, in the order first met in their kids hash (kids_key), and
+-- how many of the batch are each one's parents (down: its count of
+-- parents left goes down by that). A child's '+' (it runs whatever its
+-- parent's end) is dropped. With by, by[kid] is set to its last parent
+-- in the batch, which frees it when the batch's ends are recorded one
+-- after another. Returns nil if a child is itself in the batch (a chain
+-- inside it): its end and its parent's cannot be recorded in bulk.
+local function flow_kids_down(kids_key, names, mine, by)
+  local kidss = hmget(kids_key, names)
+  local kids, down = {}, {}
+  for i, step in ipairs(names) do
+    for kid in string.gmatch(kidss[i] or '', '[^,]+') do
+      if string.sub(kid, 1, 1) == '+' then kid = string.sub(kid, 2) end
+      if mine[kid] then
+        return nil
+      end
+      if not down[kid] then
+        kids[#kids + 1] = kid
+        down[kid] = 0
+      end
+      down[kid] = down[kid] + 1
+      if by then by[kid] = step end
+    end
+  end
+  return kids, down
+end
+
 -- End a workflow step: its state set to st ('ok', 'dead' or 'x'), the
 -- workflow's count of open steps one lower, and its deaths counted.
 -- Returns the steps still open.

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// homeWorkflow is a new workflow id that shares queue q's slot, whose
+// keys the dumps include (see workflow).
+func (e *scriptEnv) homeWorkflow() string {
+	e.t.Helper()
+	require.Empty(e.t, e.flow, "a second workflow in one test")
+	e.flow = e.s.Keys().HomeWorkflowID(uuid.NewString()[:8], "q")
+	require.True(e.t, e.s.Keys().WorkflowHome(e.flow, "q"))
+	return e.flow
+}
+
+// finish.lua records in their workflow (at home in the queue's slot) the
+// ends of several parents of one child finished together, the child's
+// count of parents left lowered by all of them (three parents, two
+// finished: one left); and declines, leaving notices and recording
+// nothing, a batch whose ends free the child (the last two parents of it
+// together), which the carry enqueues.
+func TestFinishRecordsParentsOfOneChildScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "a", Spec: "S-a", Kids: []string{"all"}},
+		{Name: "b", Spec: "S-b", Kids: []string{"all"}},
+		{Name: "c", Spec: "S-c", Kids: []string{"all"}},
+		{Name: "all", Spec: "S-all", Parents: []string{"a", "b", "c"}, Place: 1},
+	})
+	require.NoError(t, err)
+	w := e.worker()
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: float64(e.clockMs() + hour)},
+		"procs": hash{
+			"1": "a" + w + "31,F" + id + ".a,R1:x",
+			"2": "a" + w + "32,F" + id + ".b,R1:y",
+			"3": "a" + w + "33,F" + id + ".c,R1:z",
+		},
+	})
+	out, err := e.s.Finish(e.ctx, "q", []ProcRef{
+		{Worker: w, PID: "1", Result: "A", Flow: id + ".a"},
+		{Worker: w, PID: "2", Result: "B", Flow: id + ".b"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasReleased, WasReleased}, out)
+	got := e.dump()
+	assert.NotContains(t, got, "flows", "no notice")
+	assert.Equal(t, "1", got["wf.left"].(hash)["all"], "all's parents left")
+	assert.Equal(t, hash{"a": "A", "b": "B"}, got["wf.results"])
+	assert.Equal(t, "ok", got["wf.steps"].(hash)["a"])
+	assert.Equal(t, "ok", got["wf.steps"].(hash)["b"])
+	assert.Equal(t, "w", got["wf.steps"].(hash)["all"])
+}
+
+// The last two parents of a child finished together free it: finish.lua
+// declines, and both leave notices.
+func TestFinishDeclinesParentsThatFreeAChildScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "a", Spec: "S-a", Kids: []string{"both"}},
+		{Name: "b", Spec: "S-b", Kids: []string{"both"}},
+		{Name: "both", Spec: "S-both", Parents: []string{"a", "b"}, Place: 1},
+	})
+	require.NoError(t, err)
+	before := e.dump()
+	w := e.worker()
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: float64(e.clockMs() + hour)},
+		"procs": hash{
+			"1": "a" + w + "31,F" + id + ".a,R1:x",
+			"2": "a" + w + "32,F" + id + ".b,R1:y",
+		},
+	})
+	out, err := e.s.Finish(e.ctx, "q", []ProcRef{
+		{Worker: w, PID: "1", Result: "A", Flow: id + ".a"},
+		{Worker: w, PID: "2", Result: "B", Flow: id + ".b"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
+	got := e.dump()
+	require.Contains(t, got, "flows")
+	flows := got["flows"].(zset)
+	assert.Contains(t, flows, id+".a,31,ok")
+	assert.Contains(t, flows, id+".b,32,ok")
+	for _, k := range []string{"wf.flow", "wf.steps", "wf.left", "wf.results", "wf.seen"} {
+		assert.Equal(t, before[k], got[k], k)
+	}
+}
+
+// flow_enqueue.lua, for the steps of a workflow at home in the queue's
+// slot: a ready step is enqueued with no unique key and marked queued
+// with its task's id in the same call; a step twice in the call, or
+// again in a later call (a replay of its release), adds nothing and
+// answers that id; a step cancelled or still waiting adds nothing.
+func TestFlowEnqueueHomeStepsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "p", Spec: "S-p", Kids: []string{"k"}},
+		{Name: "x", Spec: "S-x", Place: 1},
+		{Name: "k", Spec: "S-k", Parents: []string{"p"}, Place: 2},
+	})
+	require.NoError(t, err)
+	e.seed(keyState{"wf.steps": hash{"x": "x"}}) // x cancelled
+	step := func(name string) EnqueueOne {
+		return EnqueueOne{Queue: "q", Payload: []byte(name), Args: EnqueueArgs{Unique: "wf/" + name, UniqueTTL: time.Hour, Flow: id + "." + name}}
+	}
+	require.True(t, e.s.MarkedOnEnqueue(step("p")))
+	before := e.dump()
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("p"), step("x"), step("k"), step("p")})
+	require.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], ErrStepNotReady)
+	assert.ErrorIs(t, errs[2], ErrStepNotReady)
+	assert.ErrorIs(t, errs[3], ErrDuplicate)
+	assert.Equal(t, ids[0], ids[3], "the second answers the first's id")
+	got := e.dump()
+	want := func() keyState {
+		w := keyState{}
+		for k, v := range before {
+			w[k] = v
+		}
+		w["wf.steps"] = hash{"p": "q", "x": "x", "k": "w"}
+		w["wf.ids"] = hash{"p": ids[0]}
+		w["waiting"] = list{ids[0] + ",F" + id + ".p:p"}
+		w["meta"] = got["meta"] // the queue's name and last id, as any enqueue's
+		w["queues"] = set{"q"}  // registered, as any enqueue's
+		return w
+	}()
+	e.same(want, got, "first release")
+	n, err := strconv.ParseInt(ids[0], 16, 64)
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(n, 10), got["meta"].(hash)["tid"], "the last id given")
+
+	again, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("p")})
+	assert.ErrorIs(t, errs[0], ErrDuplicate)
+	assert.Equal(t, ids[:1], again)
+	e.expect(want)
+}
