@@ -120,6 +120,22 @@ func untilLooked(t *testing.T, c *Client, what string, cond func() bool) {
 	}
 }
 
+// until waits for cond to hold, looking again after each value of s (a
+// signal turned on before the component that sends it started): for an
+// outcome that a component's event brings about without telling what it
+// did.
+func until[T any](t *testing.T, s *testsignal.Signal[T], what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(testsignal.Wait)
+	for !cond() {
+		select {
+		case <-s.C():
+		case <-timeout:
+			t.Fatalf("not within %v of signals: %s", testsignal.Wait, what)
+		}
+	}
+}
+
 // setupClocked is setup on a Fake clock. It skips the test on a real
 // Redis, whose clock a test cannot move.
 func setupClocked(t *testing.T) *clocked { t.Helper(); return setupClockedWith(t, nil) }
