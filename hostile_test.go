@@ -59,7 +59,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	held := dequeueAll(t, w, "q", 1)[0]
 
 	px.cut()
-	const within = 3 * time.Second
+	const within = time.Second
 	calls := map[string]func(context.Context) error{
 		"Enqueue":     func(ctx context.Context) error { return second(c.Enqueue(ctx, "q", []byte("y"))) },
 		"Cancel":      func(ctx context.Context) error { _, err := c.Cancel(ctx, "q", []byte("y")); return err },
@@ -119,7 +119,7 @@ func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
 	_, err := c.Queues(ctx) // connected
 	require.NoError(t, err)
 	px.hang()
-	const within = 2 * time.Second
+	const within = time.Second
 	cctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	start := time.Now()
