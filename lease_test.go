@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,6 +70,12 @@ func (k *clocked) beatsOf(c *Client) {
 		c.signals.beat.Init(k.t)
 		k.beating = append(k.beating, c)
 	}
+}
+
+// stopBeats makes run wait no more for c's beats: its workers are dead or
+// cut off.
+func (k *clocked) stopBeats(c *Client) {
+	k.beating = slices.DeleteFunc(k.beating, func(b *Client) bool { return b == c })
 }
 
 // reclaimingPeer is a live worker of fast's options on a client of its
