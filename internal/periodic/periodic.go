@@ -50,6 +50,9 @@ type Env struct {
 	Enqueued func(ctx context.Context, queue, id string)
 	// Ticked is the test signal of a tick run (the tick's time).
 	Ticked *testsignal.Signal[time.Time]
+	// Waiting is the test signal of a wait for the next tick, its timer
+	// set (the tick's time); nil is off.
+	Waiting *testsignal.Signal[time.Time]
 }
 
 // Periodic is one registered schedule's component on a worker.
@@ -110,7 +113,7 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 		}
 		next = next.UTC()
 		if now := w.Redis.Now(w.Clock); next.After(now) {
-			if !backoff.SleepCtx(ctx, clk, next.Sub(now)) {
+			if !p.wait(ctx, next, next.Sub(now)) {
 				return
 			}
 		} else {
@@ -146,6 +149,21 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 				last = next // a tick whose ms rounds up stays behind us
 			}
 		}
+	}
+}
+
+// wait waits d for the tick next, or until ctx ends; false if it ended.
+func (p *Periodic) wait(ctx context.Context, next time.Time, d time.Duration) bool {
+	t := p.w.Clock.NewTimer(d)
+	defer t.Stop()
+	if p.w.Waiting != nil {
+		p.w.Waiting.Signal(next)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 
