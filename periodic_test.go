@@ -120,12 +120,23 @@ func (s *stallWatch) seen() []string {
 	return out
 }
 
-// tickTo moves the clocks to the next tick of a schedule of every period
-// and waits for the runs of it of n workers (their ticked signals, turned
-// on before they started): one enqueues it, the others find it taken.
+// periodicSignals turns on the signals tickTo waits on, for the
+// schedules of k.c's workers.
+func (k *clocked) periodicSignals() {
+	k.c.signals.ticked.Init(k.t)
+	k.c.signals.waiting.Init(k.t)
+}
+
+// tickTo moves the clocks to the next tick of a schedule of every period,
+// once n workers running it wait for that tick, and waits for their runs
+// of it (their signals turned on by periodicSignals): one enqueues it, the
+// others find it taken.
 func (k *clocked) tickTo(period time.Duration, n int) time.Time {
 	k.t.Helper()
 	next := Every(period).Next(k.clk.Now())
+	for range n {
+		require.Equal(k.t, next, k.c.signals.waiting.WaitOrTimeout(), "the wait for the tick")
+	}
 	k.advance(next.Sub(k.clk.Now()))
 	for range n {
 		require.Equal(k.t, next, k.c.signals.ticked.WaitOrTimeout(), "the tick run")
@@ -172,7 +183,7 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	k := setupClockedOn(t, b, nil)
 	c, ctx := k.c, k.ctx
-	c.signals.ticked.Init(t)
+	k.periodicSignals()
 	const period = 100 * time.Millisecond
 	workers := make([]*Worker, 3)
 	for i := range workers {
@@ -261,7 +272,7 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 	t.Parallel()
 	k := setupClockedOn(t, b, nil)
 	c, ctx := k.c, k.ctx
-	c.signals.ticked.Init(t)
+	k.periodicSignals()
 	const period = 100 * time.Millisecond
 	w1, w2 := newWorker(t, c, long), newWorker(t, c, long)
 	for _, w := range []*Worker{w1, w2} {
@@ -271,8 +282,16 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 	for range 3 {
 		want = append(want, k.tickTo(period, 2))
 	}
+	// Both wait for the next tick when one crashes.
+	next := Every(period).Next(k.clk.Now())
+	for range 2 {
+		require.Equal(t, next, c.signals.waiting.WaitOrTimeout())
+	}
 	crash(w1)
-	for range 5 {
+	k.advance(next.Sub(k.clk.Now()))
+	require.Equal(t, next, c.signals.ticked.WaitOrTimeout(), "the survivor's run of the tick")
+	want = append(want, next)
+	for range 4 {
 		want = append(want, k.tickTo(period, 1))
 	}
 	require.NoError(t, w2.Close(ctx))
@@ -313,12 +332,16 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	t.Parallel()
 	k := setupClockedOn(t, b, nil)
 	c, ctx := k.c, k.ctx
-	c.signals.ticked.Init(t)
+	k.periodicSignals()
 	const period = 200 * time.Millisecond
 	w1 := newWorker(t, c, long)
 	require.NoError(t, w1.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
 	before := []time.Time{k.tickTo(period, 1), k.tickTo(period, 1)}
 	require.NoError(t, w1.Close(ctx))
+	select { // the closed schedule's wait, if it began one
+	case <-c.signals.waiting.C():
+	default:
+	}
 	require.Equal(t, millis(before...), periodicTicks(t, c, "periodic"))
 	lastBefore := before[len(before)-1]
 
@@ -467,7 +490,7 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 	t.Parallel()
 	k := setupClockedOn(t, b, nil)
 	c, ctx := k.c, k.ctx
-	c.signals.ticked.Init(t)
+	k.periodicSignals()
 	const period = 100 * time.Millisecond
 	var failing atomic.Bool
 	var failed atomic.Int64
