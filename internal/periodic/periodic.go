@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/outage"
@@ -50,8 +49,8 @@ type Env struct {
 	Enqueued func(ctx context.Context, queue, id string)
 	// Ticked is the test signal of a tick run (the tick's time).
 	Ticked *testsignal.Signal[time.Time]
-	// Waiting is the test signal of a wait for the next tick, its timer
-	// set (the tick's time); nil is off.
+	// Waiting is the test signal of a wait for a tick, or to try one
+	// again, its timer set (the tick's time); nil is off.
 	Waiting *testsignal.Signal[time.Time]
 }
 
@@ -103,7 +102,6 @@ func TickMs(t time.Time) int64 {
 // are due already, the latest of them.
 func (p *Periodic) run(ctx context.Context, last time.Time) {
 	w := p.w
-	clk := w.Clock
 	for ctx.Err() == nil {
 		next := p.sched.Next(last)
 		if next.IsZero() {
@@ -133,12 +131,12 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 			if !w.Outage.Failed(sent, "periodic", err) {
 				w.Log().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
 			}
-			if !backoff.SleepCtx(ctx, clk, retryTickAfter) {
+			if !p.wait(ctx, next, retryTickAfter) {
 				return
 			}
 		case t.Status == store.TickEarly:
 			// The clock estimate ran ahead of Redis's; wait the rest.
-			if !backoff.SleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(TickMs(next)).Sub(time.UnixMicro(t.Now)))) {
+			if !p.wait(ctx, next, max(time.Millisecond, time.UnixMilli(TickMs(next)).Sub(time.UnixMicro(t.Now)))) {
 				return
 			}
 		default:
@@ -152,7 +150,8 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 	}
 }
 
-// wait waits d for the tick next, or until ctx ends; false if it ended.
+// wait waits d for the tick next (or to try it again), or until ctx ends;
+// false if it ended.
 func (p *Periodic) wait(ctx context.Context, next time.Time, d time.Duration) bool {
 	t := p.w.Clock.NewTimer(d)
 	defer t.Stop()
