@@ -512,11 +512,13 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 	// The outage lasts three retries, more than three periods: three ticks
 	// or more are missed.
 	for range 3 {
+		c.signals.waiting.WaitOrTimeout() // the retry's timer
 		k.advance(tickRetry)
 		c.signals.ticked.WaitOrTimeout()
 	}
 	require.EqualValues(t, 4, failed.Load(), "ticks tried during the outage")
 	failing.Store(false)
+	c.signals.waiting.WaitOrTimeout()
 	k.advance(tickRetry)
 	caughtUp := c.signals.ticked.WaitOrTimeout()
 	require.Equal(t, Every(period).Next(k.clk.Now().Add(-period)), caughtUp, "the catch-up is the latest missed tick")
