@@ -59,7 +59,7 @@ func TestCallsWhileRedisIsDown(t *testing.T) {
 	held := dequeueAll(t, w, "q", 1)[0]
 
 	px.cut()
-	const within = time.Second
+	const within = 3 * time.Second
 	calls := map[string]func(context.Context) error{
 		"Enqueue":     func(ctx context.Context) error { return second(c.Enqueue(ctx, "q", []byte("y"))) },
 		"Cancel":      func(ctx context.Context) error { _, err := c.Cancel(ctx, "q", []byte("y")); return err },
