@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,19 +127,22 @@ func TestCheckRepairsACrashedWorkerNoPeerReclaimed(t *testing.T) {
 // ever look. Check finds them and gives them back.
 func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	opts := fast
 	opts.StayFenced = true
 	fenced := make(chan FenceEvent, 1)
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
-	w := newWorker(t, b.client(), opts)
+	w := newWorker(t, k.client(), opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, w, "q", 2)
 	id := w.ID()
 	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
-	recv(t, fenced, 5*time.Second, "the worker fences itself")
-	eventually(t, 5*time.Second, "its lease on the queue expires", func() bool { return leasesExpired(t, c, id, "q") })
+	k.idle(fast.RenewInterval) // its next renewal finds it gone
+	recv(t, fenced, testsignal.Wait, "the worker fences itself")
+	k.idle(fast.TTL)
+	require.True(t, leasesExpired(t, c, id, "q"), "its lease on the queue expired")
 	// A reclaim pass, as the peer runs every interval, cannot find it.
 	pass, err := c.reclaimers.Dead(ctx, testLogger(t), reclaim.Pass{Window: 2 * DefaultTTL})
 	require.NoError(t, err)
@@ -248,8 +250,9 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 // would hide that work from the reclaimers if it died.
 func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
-	w := newWorker(t, b.client(), fast)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
+	w := newWorker(t, k.client(), fast)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 1)
 	dequeueAll(t, w, "q", 1)
@@ -267,9 +270,11 @@ func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 
 	// So its work is found when it dies.
 	crash(w)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 10*time.Second, "reclaimed", func() bool { return slices.Equal(waiting(t, c, "q"), []string{"t0000"}) })
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	assert.Equal(t, []string{"t0000"}, waiting(t, c, "q"))
 }
 
 // The repair judges owners when it runs, not from what the check saw: a
@@ -277,7 +282,8 @@ func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 // touched, and one a peer reclaimed in between is not moved twice.
 func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 	t.Parallel()
-	b, admin, ctx := setup(t)
+	k := setupTimed(t, nil)
+	b, admin, ctx := k.b, k.c, k.ctx
 	dead := newWorker(t, admin, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	require.NoError(t, dead.StartWork(ctx, "r", Events{}))
@@ -289,7 +295,8 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 	crash(dead)
 	live := newWorker(t, notReclaiming(t, b), WorkerOptions{})
 	require.NoError(t, live.StartWork(ctx, "q", Events{}))
-	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, admin, id, "q", "r") })
+	k.idle(fast.TTL)
+	require.True(t, leasesExpired(t, admin, id, "q", "r"), "the dead worker's leases expired")
 
 	c, h := hookedClient(t, b)
 	repairSHA := c.store.CheckScripts().Repair.SHA1()

@@ -255,7 +255,8 @@ func TestRateLimit(t *testing.T) {
 // reclaimed or delayed; inspection and cancel see every level.
 func TestPriorities(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("n1"), []byte("n2")})))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("l1"), []byte("l2")}, LowPriority())))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("h1"), []byte("h2")}, HighPriority())))
@@ -285,11 +286,12 @@ func TestPriorities(t *testing.T) {
 	require.NoError(t, ps[1].Retry(ctx, 50*time.Millisecond, nil))
 	require.NoError(t, ps[3].Finish(ctx))
 	crash(w)
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
+	pc.signals.promoted.Init(t)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
-	eventually(t, 10*time.Second, "back at their levels", func() bool {
-		return len(waiting(t, c, "q")) == 6
-	})
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	until(t, &pc.signals.promoted, "h1 due again", func() bool { return len(waiting(t, c, "q")) == 6 })
 	got = waiting(t, c, "q")
 	assert.Equal(t, []string{"h2", "h0", "h1", "n2", "l1", "l2"}, got[:6], "h2 to the front (reclaimed), h0 and h1 at the back of high")
 

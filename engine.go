@@ -158,7 +158,8 @@ func periodicEnv(w *Worker) *periodic.Env {
 		Enqueued: func(ctx context.Context, queue, id string) {
 			c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: []string{id}})
 		},
-		Ticked: &c.signals.ticked,
+		Ticked:  &c.signals.ticked,
+		Waiting: &c.signals.waiting,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -303,10 +304,14 @@ func TestHandledQueuesRefuseManualDequeue(t *testing.T) {
 	settledQueue(t, c, "q")
 }
 
-// hold is one interval during which a handler held a persistent task.
+// hold is one interval during which a handler held a persistent task:
+// by the system clock, which orders the handlers of every worker, and by
+// the workers' clock (a Fake one's, when the test moves it), which leases
+// run out by.
 type hold struct {
-	worker     string
-	start, end time.Time
+	worker           string
+	start, end       time.Time
+	leased, unleased time.Time // start and end by the workers' clock
 }
 
 // ledger records hold intervals per persistent task.
@@ -314,22 +319,68 @@ type ledger struct {
 	mu    sync.Mutex
 	holds map[string][]hold
 	open  map[string]int // running handlers per task
+	// clock is the workers' clock; nil is the system's.
+	clock clock.Clock
+	// changed is closed, and replaced, whenever a hold starts or ends (or
+	// poke is called), for await.
+	changed chan struct{}
 }
 
 func (l *ledger) handler(name string) Handler {
+	clk := clock.Or(l.clock)
 	return func(ctx context.Context, p *Process) error {
 		task := string(p.Task())
 		l.mu.Lock()
 		l.open[task]++
 		i := len(l.holds[task])
-		l.holds[task] = append(l.holds[task], hold{worker: name, start: time.Now()})
+		l.holds[task] = append(l.holds[task], hold{worker: name, start: time.Now(), leased: clk.Now()})
+		l.notify()
 		l.mu.Unlock()
 		<-ctx.Done()
 		l.mu.Lock()
-		l.holds[task][i].end = time.Now()
+		l.holds[task][i].end, l.holds[task][i].unleased = time.Now(), clk.Now()
 		l.open[task]--
+		l.notify()
 		l.mu.Unlock()
 		return ctx.Err()
+	}
+}
+
+// notify wakes await. Callers hold l.mu.
+func (l *ledger) notify() {
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed = make(chan struct{})
+}
+
+// poke wakes await for a change the ledger does not record.
+func (l *ledger) poke() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notify()
+}
+
+// await waits for cond to hold, looking again whenever a hold starts or
+// ends (or poke is called).
+func (l *ledger) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(testsignal.Wait)
+	for {
+		l.mu.Lock()
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed // taken before cond looks: a change after it closes changed
+		l.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("not within %v: %s", testsignal.Wait, what)
+		}
 	}
 }
 
@@ -400,12 +451,13 @@ func (l *ledger) heldNow(tasks []string) bool {
 // worker that fenced itself unasked. With a 1 s TTL a loaded machine (the
 // -race suites on two cores) can delay a survivor's renewals past its
 // deadline; it then fences itself, as it must, and its tasks move too.
+// On miniredis the workers run on a Fake clock that the test moves beat by
+// beat, so none is late there.
 func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	admin := b.client()
-	ctx := ctxT(t)
-	l := &ledger{holds: make(map[string][]hold), open: make(map[string]int)}
+	k := setupTimed(t, nil)
+	admin, ctx := k.c, k.ctx
+	l := &ledger{holds: make(map[string][]hold), open: make(map[string]int), clock: admin.clock}
 	tasks := make([][]byte, 6)
 	names := make([]string, len(tasks))
 	for i := range tasks {
@@ -415,6 +467,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 
 	type member struct {
 		name string
+		c    *Client
 		w    *Worker
 		px   *proxy
 	}
@@ -429,6 +482,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		px := newProxy(t)
 		opts := fast
 		opts.OnFenced = func(ev FenceEvent) {
+			defer l.poke()
 			fences.Lock()
 			defer fences.Unlock()
 			if victims[name] {
@@ -445,13 +499,15 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 			unplanned += lost
 			why = append(why, fmt.Sprintf("%s fenced itself unasked (%v), losing %d tasks", name, ev.Cause, lost))
 		}
-		w := newWorker(t, b.clientVia(px), opts)
+		c := k.clientVia(px)
+		k.beatsOf(c)
+		w := newWorker(t, c, opts)
 		require.NoError(t, w.Handle(ctx, "conns", l.handler(name), HandleOptions{Concurrency: 2}))
-		return member{name, w, px}
+		return member{name, c, w, px}
 	}
 	members := []member{join(), join(), join()}
 	require.NoError(t, second(admin.EnqueueBatch(ctx, "conns", tasks)))
-	eventually(t, 5*time.Second, "all held", func() bool { return l.heldNow(names) })
+	l.await(t, "all held", func() bool { return l.heldNow(names) })
 
 	planned := 0 // tasks the victims held when they went
 	for round := range 6 {
@@ -461,16 +517,23 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		victims[victim.name] = true
 		fences.Unlock()
 		planned += l.heldBy(victim.name)
+		k.stopBeats(victim.c)
 		if round%2 == 0 {
 			crash(victim.w) // killed: no cleanup at all
 		} else {
 			victim.px.cut() // cut off: it fences itself, then is closed
-			t.Cleanup(func() { _ = victim.w.Close(context.Background()) })
-			eventually(t, 2*fast.TTL, "victim's handlers ended by fencing", func() bool { return !l.holding(victim.name) })
+			t.Cleanup(func() {
+				victim.px.restore() // so that Close does not wait out the outage
+				_ = victim.w.Close(context.Background())
+			})
+			// Its deadline, TTL less the margin after its last renewal
+			// (the last beat): its handlers end before its lease runs out.
+			k.run(fast.TTL - fast.TTL/10)
+			l.await(t, "victim's handlers ended by fencing", func() bool { return !l.holding(victim.name) })
+			k.run(fast.TTL / 10) // back on the beats' grid, where the next to join starts beating
 		}
-		eventually(t, fast.TTL+fast.RenewInterval+2*time.Second, fmt.Sprint("round ", round, ": all held again"), func() bool {
-			return l.heldNow(names)
-		})
+		k.run(fast.TTL + fast.RenewInterval)
+		l.await(t, fmt.Sprint("round ", round, ": all held again"), func() bool { return l.heldNow(names) })
 	}
 
 	// A fence's callback runs on a goroutine of its own: it may come
@@ -484,7 +547,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, 5*time.Second, "every hand-over accounted for", func() bool {
+	l.await(t, "every hand-over accounted for", func() bool {
 		fences.Lock()
 		defer fences.Unlock()
 		return reheld() == planned+unplanned
@@ -507,7 +570,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 			prev := hs[i-1]
 			require.False(t, prev.end.IsZero(), "%s: hold by %s never ended before %s took it", task, prev.worker, hs[i].worker)
 			require.False(t, hs[i].start.Before(prev.end), "%s held by %s and %s at once", task, prev.worker, hs[i].worker)
-			gap := hs[i].start.Sub(prev.end)
+			gap := hs[i].leased.Sub(prev.unleased)
 			assert.Less(t, gap, fast.TTL+fast.RenewInterval+time.Second, "%s held again after %v", task, gap)
 			n++
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // idleFirst makes w's runtime the longest idle in the queue's idle set, so
@@ -428,11 +429,12 @@ func TestHandOffToAStoppingWorkerGoesBack(t *testing.T) {
 // reclaimed, once.
 func TestHandOffToAWorkerThatDiedIsReclaimed(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	b, c, ctx := k.b, k.c, k.ctx
 	h := newHandledBy()
 	doomed := newWorker(t, c, fast)
 	require.NoError(t, doomed.Handle(ctx, "q", h.handler("doomed"), HandleOptions{}))
-	peer := newWorker(t, b.client(), fast)
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.Handle(ctx, "q", h.handler("peer"), HandleOptions{}))
 	settledParking(t, c, "q", 2)
 	idleFirst(t, c, "q", doomed)
@@ -445,7 +447,9 @@ func TestHandOffToAWorkerThatDiedIsReclaimed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	assert.Equal(t, id, procs[0].Owner)
-	assert.Equal(t, "x", recv(t, h.got, fast.TTL+fast.RenewInterval+5*time.Second, "x run after the reclaim"))
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	assert.Equal(t, "x", recv(t, h.got, testsignal.Wait, "x run after the reclaim"))
 	settledQueue(t, c, "q")
 	h.mu.Lock()
 	defer h.mu.Unlock()

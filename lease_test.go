@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,6 +72,12 @@ func (k *clocked) beatsOf(c *Client) {
 	}
 }
 
+// stopBeats makes run wait no more for c's beats: its workers are dead or
+// cut off.
+func (k *clocked) stopBeats(c *Client) {
+	k.beating = slices.DeleteFunc(k.beating, func(b *Client) bool { return b == c })
+}
+
 // reclaimingPeer is a live worker of fast's options on a client of its
 // own, whose beats run waits for and whose looks reclaimed counts.
 func (k *clocked) reclaimingPeer() (*Client, *Worker) {
@@ -116,6 +123,22 @@ func untilLooked(t *testing.T, c *Client, what string, cond func() bool) {
 		case <-c.signals.looked.C():
 		case <-timeout:
 			t.Fatalf("not within %v of looks: %s", testsignal.Wait, what)
+		}
+	}
+}
+
+// until waits for cond to hold, looking again after each value of s (a
+// signal turned on before the component that sends it started): for an
+// outcome that a component's event brings about without telling what it
+// did.
+func until[T any](t *testing.T, s *testsignal.Signal[T], what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(testsignal.Wait)
+	for !cond() {
+		select {
+		case <-s.C():
+		case <-timeout:
+			t.Fatalf("not within %v of signals: %s", testsignal.Wait, what)
 		}
 	}
 }

@@ -368,14 +368,15 @@ func TestDefaultBackoff(t *testing.T) {
 // not use it up, so a task reclaimed from a crash still gets its retries.
 func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"), MaxAttempts(2))))
 	dead := newWorker(t, c, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	dequeueAll(t, dead, "q", 1)
 	crash(dead)
 
-	w := newWorker(t, b.client(), fast)
+	pc, w := k.reclaimingPeer()
 	attempts := make(chan int, 5)
 	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
 		attempts <- p.Attempt()
@@ -384,6 +385,8 @@ func TestBudgetCountsFailuresNotReclaims(t *testing.T) {
 		}
 		return nil
 	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}}))
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
 	assert.Equal(t, 2, recv(t, attempts, 5*time.Second, "reclaimed, then tried"))
 	assert.Equal(t, 3, recv(t, attempts, 5*time.Second, "retried: one failure of a budget of two"))
 	settledQueue(t, c, "q")

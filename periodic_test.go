@@ -120,6 +120,43 @@ func (s *stallWatch) seen() []string {
 	return out
 }
 
+// periodicSignals turns on the signals tickTo waits on, for the
+// schedules of k.c's workers.
+func (k *clocked) periodicSignals() {
+	k.c.signals.ticked.Init(k.t)
+	k.c.signals.waiting.Init(k.t)
+}
+
+// tickTo moves the clocks to the next tick of a schedule of every period,
+// once n workers running it wait for that tick, and waits for their runs
+// of it (their signals turned on by periodicSignals): one enqueues it, the
+// others find it taken.
+func (k *clocked) tickTo(period time.Duration, n int) time.Time {
+	k.t.Helper()
+	next := Every(period).Next(k.clk.Now())
+	for range n {
+		require.Equal(k.t, next, k.c.signals.waiting.WaitOrTimeout(), "the wait for the tick")
+	}
+	k.advance(next.Sub(k.clk.Now()))
+	for range n {
+		require.Equal(k.t, next, k.c.signals.ticked.WaitOrTimeout(), "the tick run")
+	}
+	return next
+}
+
+// millis are ticks in Unix ms, as periodicTicks gives them.
+func millis(ticks ...time.Time) []int64 {
+	out := make([]int64, 0, len(ticks))
+	for _, t := range ticks {
+		out = append(out, t.UnixMilli())
+	}
+	return out
+}
+
+// tickRetry is how long a tick that failed waits to try again
+// (periodic.retryTickAfter).
+const tickRetry = 250 * time.Millisecond
+
 // requireNeverTwice checks that ticks are on the period and each at most
 // once. (A lone worker stalled for more than a period by a loaded machine
 // skips the ticks it missed, by the catch-up policy: gaps are allowed.)
@@ -134,8 +171,60 @@ func requireNeverTwice(t *testing.T, ticks []int64, period time.Duration) {
 	}
 }
 
+// Workers running the same schedule enqueue each tick once between them,
+// and none once closed. On miniredis the clocks move tick by tick, so no
+// tick may be missed; on a real Redis see periodicOncePerTickRealTime.
 func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
-	_, c, ctx := setup(t)
+	b := newBackend(t)
+	if b.real {
+		periodicOncePerTickRealTime(t, b)
+		return
+	}
+	t.Parallel()
+	k := setupClockedOn(t, b, nil)
+	c, ctx := k.c, k.ctx
+	k.periodicSignals()
+	const period = 100 * time.Millisecond
+	workers := make([]*Worker, 3)
+	for i := range workers {
+		workers[i] = newWorker(t, c, long)
+		require.NoError(t, workers[i].Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	}
+	var want []time.Time
+	for range 10 {
+		want = append(want, k.tickTo(period, len(workers)))
+	}
+	for _, w := range workers {
+		require.NoError(t, w.Close(ctx))
+	}
+	ticks := periodicTicks(t, c, "periodic")
+	require.Equal(t, millis(want...), ticks, "each tick once, none missed")
+	// Schedules tells the last tick and its task, the last one enqueued.
+	ss, err := c.Schedules(ctx, "periodic")
+	require.NoError(t, err)
+	require.Len(t, ss, 1)
+	require.Equal(t, "beat", ss[0].Name)
+	require.Equal(t, ticks[len(ticks)-1], ss[0].LastTick.UnixMilli())
+	ts, err := c.Tasks(ctx, "periodic", -1, -1)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, ts[0].ID, ss[0].TaskID)
+	require.Equal(t, ss[0].LastTick.Add(period), ss[0].NextTick, "the tick after the last")
+	// A new schedule has nothing to catch up: its first tick is the one
+	// after the registration.
+	require.Equal(t, Every(period).Next(k.start), want[0])
+	// Closed workers enqueue no more.
+	k.advance(3 * period)
+	c.signals.ticked.RequireEmpty()
+	require.Len(t, periodicTicks(t, c, "periodic"), len(ticks))
+}
+
+// periodicOncePerTickRealTime is TestPeriodicOncePerTickAcrossWorkers on
+// a real Redis, whose clock the test cannot move: ticks pass in real time,
+// and a tick is missed only where the test process stalled. Not parallel
+// for that.
+func periodicOncePerTickRealTime(t *testing.T, b *backend) {
+	c, ctx := b.client(), ctxT(t)
 	const period = 100 * time.Millisecond
 	stalls := watchStalls(t, c, period/2)
 	workers := make([]*Worker, 3)
@@ -172,8 +261,47 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 	require.Len(t, periodicTicks(t, c, "periodic"), len(ticks))
 }
 
+// A schedule's ticks go on, none missed nor doubled, when one of the
+// workers running it crashes.
 func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
-	_, c, ctx := setup(t)
+	b := newBackend(t)
+	if b.real {
+		periodicSurvivesWorkerCrashRealTime(t, b)
+		return
+	}
+	t.Parallel()
+	k := setupClockedOn(t, b, nil)
+	c, ctx := k.c, k.ctx
+	k.periodicSignals()
+	const period = 100 * time.Millisecond
+	w1, w2 := newWorker(t, c, long), newWorker(t, c, long)
+	for _, w := range []*Worker{w1, w2} {
+		require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	}
+	var want []time.Time
+	for range 3 {
+		want = append(want, k.tickTo(period, 2))
+	}
+	// Both wait for the next tick when one crashes.
+	next := Every(period).Next(k.clk.Now())
+	for range 2 {
+		require.Equal(t, next, c.signals.waiting.WaitOrTimeout())
+	}
+	crash(w1)
+	k.advance(next.Sub(k.clk.Now()))
+	require.Equal(t, next, c.signals.ticked.WaitOrTimeout(), "the survivor's run of the tick")
+	want = append(want, next)
+	for range 4 {
+		want = append(want, k.tickTo(period, 1))
+	}
+	require.NoError(t, w2.Close(ctx))
+	require.Equal(t, millis(want...), periodicTicks(t, c, "periodic"), "none missed nor doubled around the crash")
+}
+
+// periodicSurvivesWorkerCrashRealTime is TestPeriodicSurvivesWorkerCrash
+// on a real Redis, in real time (see periodicOncePerTickRealTime).
+func periodicSurvivesWorkerCrashRealTime(t *testing.T, b *backend) {
+	c, ctx := b.client(), ctxT(t)
 	const period = 100 * time.Millisecond
 	stalls := watchStalls(t, c, period/2)
 	w1, w2 := newWorker(t, c, fast), newWorker(t, c, fast)
@@ -193,8 +321,51 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 	requireOncePerTick(t, ticks, period, stalls) // none missed nor doubled around the crash
 }
 
+// Ticks missed while no worker ran the schedule are caught up once, by a
+// task for the latest of them; the schedule goes on every period from it.
 func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
-	_, c, ctx := setup(t)
+	b := newBackend(t)
+	if b.real {
+		periodicMissedTicksCatchUpOnceRealTime(t, b)
+		return
+	}
+	t.Parallel()
+	k := setupClockedOn(t, b, nil)
+	c, ctx := k.c, k.ctx
+	k.periodicSignals()
+	const period = 200 * time.Millisecond
+	w1 := newWorker(t, c, long)
+	require.NoError(t, w1.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	before := []time.Time{k.tickTo(period, 1), k.tickTo(period, 1)}
+	require.NoError(t, w1.Close(ctx))
+	select { // the closed schedule's wait, if it began one
+	case <-c.signals.waiting.C():
+	default:
+	}
+	require.Equal(t, millis(before...), periodicTicks(t, c, "periodic"))
+	lastBefore := before[len(before)-1]
+
+	k.advance(5*period + period/2) // five ticks with no worker
+	c.signals.ticked.RequireEmpty()
+	w2 := newWorker(t, c, long)
+	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	registered := w2.clock.Now(w2.c.clock)
+	// One task, for the latest tick missed; the earlier ones skipped.
+	caughtUp := c.signals.ticked.WaitOrTimeout()
+	require.Equal(t, lastBefore.Add(5*period), caughtUp, "not the latest missed tick")
+	require.False(t, caughtUp.After(registered))
+	after := []time.Time{caughtUp}
+	for range 3 {
+		after = append(after, k.tickTo(period, 1))
+	}
+	require.NoError(t, w2.Close(ctx))
+	require.Equal(t, millis(append(before, after...)...), periodicTicks(t, c, "periodic"), "every period on from the catch-up")
+}
+
+// periodicMissedTicksCatchUpOnceRealTime is
+// TestPeriodicMissedTicksCatchUpOnce on a real Redis, in real time.
+func periodicMissedTicksCatchUpOnceRealTime(t *testing.T, b *backend) {
+	c, ctx := b.client(), ctxT(t)
 	const period = 200 * time.Millisecond
 	w1 := newWorker(t, c, fast)
 	require.NoError(t, w1.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
@@ -311,7 +482,60 @@ func TestPeriodicEveryIsAligned(t *testing.T) {
 // A tick that fails (Redis unreachable) is tried again; the ticks missed
 // meanwhile follow the policy: one task, for the latest, then every tick.
 func TestPeriodicTickFailuresAreRetried(t *testing.T) {
-	_, c, ctx := setup(t)
+	b := newBackend(t)
+	if b.real {
+		periodicTickFailuresAreRetriedRealTime(t, b)
+		return
+	}
+	t.Parallel()
+	k := setupClockedOn(t, b, nil)
+	c, ctx := k.c, k.ctx
+	k.periodicSignals()
+	const period = 100 * time.Millisecond
+	var failing atomic.Bool
+	var failed atomic.Int64
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpTick && failing.Load() {
+			failed.Add(1)
+			return errInjected
+		}
+		return nil
+	})
+	w := newWorker(t, c, long)
+	require.NoError(t, w.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
+	var want []time.Time
+	for range 3 {
+		want = append(want, k.tickTo(period, 1))
+	}
+	failing.Store(true)
+	k.tickTo(period, 1)
+	// The outage lasts three retries, more than three periods: three ticks
+	// or more are missed.
+	for range 3 {
+		c.signals.waiting.WaitOrTimeout() // the retry's timer
+		k.advance(tickRetry)
+		c.signals.ticked.WaitOrTimeout()
+	}
+	require.EqualValues(t, 4, failed.Load(), "ticks tried during the outage")
+	failing.Store(false)
+	c.signals.waiting.WaitOrTimeout()
+	k.advance(tickRetry)
+	caughtUp := c.signals.ticked.WaitOrTimeout()
+	require.Equal(t, Every(period).Next(k.clk.Now().Add(-period)), caughtUp, "the catch-up is the latest missed tick")
+	want = append(want, caughtUp)
+	for range 3 {
+		want = append(want, k.tickTo(period, 1))
+	}
+	require.NoError(t, w.Close(ctx))
+	ticks := periodicTicks(t, c, "periodic")
+	require.Equal(t, millis(want...), ticks, "one gap, for the outage")
+	require.GreaterOrEqual(t, want[3].Sub(want[2]), 3*period, "ticks missed in the outage: %v", ticks)
+}
+
+// periodicTickFailuresAreRetriedRealTime is
+// TestPeriodicTickFailuresAreRetried on a real Redis, in real time.
+func periodicTickFailuresAreRetriedRealTime(t *testing.T, b *backend) {
+	c, ctx := b.client(), ctxT(t)
 	const period = 100 * time.Millisecond
 	var failing atomic.Bool
 	var failed atomic.Int64

@@ -268,15 +268,20 @@ func TestPoolShutdownDrainsInFlightHandlers(t *testing.T) {
 // all reclaimed, and a peer's pool runs them again.
 func TestPoolCrashedWorkerIsReclaimedOnEveryQueue(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
+	k.beats()
+	c.signals.looked.Init(t)
 	var a attempts
 	running := make(chan string, 10)
+	again := make(chan string, 10)
 	handler := func(hctx context.Context, p *Process) error {
 		if a.add(p.Queue()) == 1 {
 			running <- p.Queue()
 			<-hctx.Done() // the first run is the crashed worker's
 			return hctx.Err()
 		}
+		again <- p.Queue()
 		return nil
 	}
 	queues := []string{"a", "b", "c"}
@@ -301,11 +306,16 @@ func TestPoolCrashedWorkerIsReclaimedOnEveryQueue(t *testing.T) {
 
 	peer := newWorker(t, c, fast)
 	require.NoError(t, peer.HandleQueues(ctx, specs(), PoolOptions{Concurrency: 1, Order: OrderShared}))
-	eventually(t, 10*time.Second, "run again after the reclaim", func() bool {
-		return a.get("a") == 2 && a.get("b") == 2 && a.get("c") == 2
-	})
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 3, c)
+	var rerun []string
+	for range queues {
+		rerun = append(rerun, recv(t, again, testsignal.Wait, "run again after the reclaim"))
+	}
+	assert.ElementsMatch(t, queues, rerun)
 	for _, q := range queues {
 		settledQueue(t, c, q)
+		assert.Equal(t, 2, a.get(q), "runs on %s", q)
 	}
 }
 

@@ -28,6 +28,9 @@ type signals struct {
 	promoted testsignal.Signal[string]
 	// ticked: a periodic schedule ran a tick (the tick's time).
 	ticked testsignal.Signal[time.Time]
+	// waiting: a periodic schedule set its timer for a tick, or to try
+	// one again (the tick's time).
+	waiting testsignal.Signal[time.Time]
 	// rejoined: a fenced queue's lease was taken again.
 	rejoined testsignal.Signal[string]
 	// registered: a fenced worker registered again; its new id.

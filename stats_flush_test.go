@@ -201,9 +201,12 @@ func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
 // peer's own counts are written.
 func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 	t.Parallel()
-	b, _, ctx := setup(t)
+	k := setupTimed(t, nil)
+	b, ctx := k.b, k.ctx
 	rdb := b.redis()
-	killed := b.clientOn(rdb)
+	killed, err := New(k.options(rdb))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = killed.Close(context.Background()) })
 	killed.store.SetStatsTiming(time.Hour, 0) // all it counts is pending
 	dead := newWorker(t, killed, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
@@ -224,9 +227,10 @@ func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 	_ = killed.Close(ctx)
 	rdb.Close()
 
-	peerClient := b.client()
-	peer := newWorker(t, peerClient, fast)
+	peerClient, peer := k.reclaimingPeer()
 	require.NoError(t, peer.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 2, peerClient)
 	settledQueue(t, peerClient, "q")
 	eventually(t, 10*time.Second, "the reclaimed tasks finished", func() bool {
 		return statsTotal(t, peerClient, "q", time.Minute).Counts.Finished == 2

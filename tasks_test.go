@@ -342,12 +342,28 @@ func (o *observer) outcomes() map[string][]Outcome {
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
 	t.Parallel()
-	_, c, obs, ctx := observed(t)
+	obs := &observer{}
+	k := setupTimed(t, func(o *Options) { o.Observer = obs })
+	c, ctx := k.c, k.ctx
+	k.beats()
+	c.signals.looked.Init(t)
+	// Time passes while a process runs, on the worker's clock, which times
+	// it: a handler moves a Fake clock on a little, one at a time.
+	var clockMu sync.Mutex
+	passes := func(d time.Duration) {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		if k.clk != nil {
+			k.advance(time.Millisecond)
+		}
+		k.run(d)
+	}
 
 	errBoom := errors.New("boom")
 	w := newWorker(t, c, fast)
 	blocked := make(chan struct{})
 	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
+		passes(0)
 		switch string(p.Task()) {
 		case "ok":
 			return nil
@@ -379,7 +395,9 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		ids["retry"]:  {OutcomeRetried, OutcomeSucceeded},
 		ids["cancel"]: {OutcomeCancelled},
 	}
-	obs.await(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()) == 4 && len(obs.outcomes()[ids["retry"]]) == 2 })
+	obs.await(t, 5*time.Second, "an outcome of each task", func() bool { return len(obs.outcomes()) == 4 })
+	passes(DefaultBackoffBase) // the retry is due
+	obs.await(t, 5*time.Second, "every outcome observed", func() bool { return len(obs.outcomes()[ids["retry"]]) == 2 })
 	assert.Equal(t, want, obs.outcomes())
 
 	// A dead worker's process: lost on its side, a reclaim on the peer's.
@@ -389,8 +407,11 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	require.NoError(t, err)
 	p := dequeueAll(t, dead, "m", 1)[0]
 	deadID := dead.ID()
+	passes(0)
 	crash(dead)
 	assert.Equal(t, []Outcome{OutcomeLost}, obs.outcomes()[lostID])
+	passes(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, c)
 	obs.await(t, 5*time.Second, "the dead worker reclaimed", func() bool {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // parked lists the worker ids parked in a queue's idle set, longest idle
@@ -138,7 +139,10 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 // worker is reclaimed.
 func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
+	k.beats()
+	c.signals.looked.Init(t)
 	h := newHandledBy()
 	byID := map[string]*Worker{}
 	for range 3 {
@@ -156,7 +160,8 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 		t.Fatal("taken before the dead workers were reclaimed: the survivor was woken although not named")
 	case <-time.After(300 * time.Millisecond):
 	}
-	recv(t, h.got, fast.TTL+fast.RenewInterval+2*time.Second, "task taken by the survivor")
+	k.run(fast.TTL + fast.RenewInterval)
+	recv(t, h.got, testsignal.Wait, "task taken by the survivor")
 	t.Logf("taken after %v", time.Since(start))
 	h.mu.Lock()
 	defer h.mu.Unlock()

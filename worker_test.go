@@ -343,7 +343,8 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 // worker that stops renewing fences itself again on its own clock.
 func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	fenced := make(chan FenceEvent, 10)
 	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
@@ -354,7 +355,8 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 
 	// As if a peer had judged it dead and removed it.
 	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(oldID).Build()).Error())
-	ev := recv(t, fenced, 5*time.Second, "fence event")
+	k.idle(fast.RenewInterval) // the next renewal
+	ev := recv(t, fenced, testsignal.Wait, "fence event")
 	assert.Equal(t, oldID, ev.WorkerID)
 	assert.ErrorContains(t, ev.Cause, "lease gone")
 	newID := c.signals.registered.WaitOrTimeout()
@@ -369,7 +371,8 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	p := dequeueAll(t, w, "q", 1)[0]
 	w.closer.stop() // renewals stop, as if Redis were unreachable; nothing else does
 	w.closer.tasks.Wait()
-	ev = recv(t, fenced, 2*opts.TTL, "second fence, on the worker's own clock")
+	k.idle(opts.TTL)
+	ev = recv(t, fenced, testsignal.Wait, "second fence, on the worker's own clock")
 	assert.NotEqual(t, oldID, ev.WorkerID)
 	<-p.Done()
 	assert.ErrorIs(t, p.Err(), ErrProcessLost)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/worqr/worqr/internal/backoff"
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/outage"
@@ -50,6 +49,9 @@ type Env struct {
 	Enqueued func(ctx context.Context, queue, id string)
 	// Ticked is the test signal of a tick run (the tick's time).
 	Ticked *testsignal.Signal[time.Time]
+	// Waiting is the test signal of a wait for a tick, or to try one
+	// again, its timer set (the tick's time); nil is off.
+	Waiting *testsignal.Signal[time.Time]
 }
 
 // Periodic is one registered schedule's component on a worker.
@@ -100,7 +102,6 @@ func TickMs(t time.Time) int64 {
 // are due already, the latest of them.
 func (p *Periodic) run(ctx context.Context, last time.Time) {
 	w := p.w
-	clk := w.Clock
 	for ctx.Err() == nil {
 		next := p.sched.Next(last)
 		if next.IsZero() {
@@ -110,7 +111,7 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 		}
 		next = next.UTC()
 		if now := w.Redis.Now(w.Clock); next.After(now) {
-			if !backoff.SleepCtx(ctx, clk, next.Sub(now)) {
+			if !p.wait(ctx, next, next.Sub(now)) {
 				return
 			}
 		} else {
@@ -130,12 +131,12 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 			if !w.Outage.Failed(sent, "periodic", err) {
 				w.Log().Warn("worqr: periodic tick failed; retrying", "queue", p.queue, "name", p.name, "tick", next, "err", err)
 			}
-			if !backoff.SleepCtx(ctx, clk, retryTickAfter) {
+			if !p.wait(ctx, next, retryTickAfter) {
 				return
 			}
 		case t.Status == store.TickEarly:
 			// The clock estimate ran ahead of Redis's; wait the rest.
-			if !backoff.SleepCtx(ctx, clk, max(time.Millisecond, time.UnixMilli(TickMs(next)).Sub(time.UnixMicro(t.Now)))) {
+			if !p.wait(ctx, next, max(time.Millisecond, time.UnixMilli(TickMs(next)).Sub(time.UnixMicro(t.Now)))) {
 				return
 			}
 		default:
@@ -146,6 +147,22 @@ func (p *Periodic) run(ctx context.Context, last time.Time) {
 				last = next // a tick whose ms rounds up stays behind us
 			}
 		}
+	}
+}
+
+// wait waits d for the tick next (or to try it again), or until ctx ends;
+// false if it ended.
+func (p *Periodic) wait(ctx context.Context, next time.Time, d time.Duration) bool {
+	t := p.w.Clock.NewTimer(d)
+	defer t.Stop()
+	if p.w.Waiting != nil {
+		p.w.Waiting.Signal(next)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 
