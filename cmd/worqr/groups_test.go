@@ -67,7 +67,7 @@ func TestGroupsCommand(t *testing.T) {
 	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[4])
 
 	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
-	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1, DefaultTurns: 1,
+	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1, DefaultTurns: 1, TurnSize: 1,
 		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1, Turns: 1, Hold: "queue"}},
 		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}},
 		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}}, HeldOnDead: []groupRow{}}, got)
