@@ -183,3 +183,24 @@ func TestGroupTurnsAndHoldCommands(t *testing.T) {
 	b.fails(2, "a group's setting", "sequence-hold", "q", "queue")
 	b.fails(2, "--group takes a key", "sequence-hold", "q", "on", "--group", "")
 }
+
+// group-turn-size sets the queue's turn size, shown in the groups note
+// and --json; a size out of 1..64 is refused.
+func TestGroupTurnSizeCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "group-turn-size", "q", "8")
+	r := b.ok("group-turn-size", "q", "8", "--create")
+	assert.Contains(t, r.stderr, "turn size 8")
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, 8, info.GroupTurnSize)
+	b.fails(2, "not a turn size", "group-turn-size", "q", "0")
+	b.fails(2, "not a turn size", "group-turn-size", "q", "65")
+	b.ok("group-turn-size", "q", "1")
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, 1, info.GroupTurnSize)
+}
