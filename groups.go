@@ -17,7 +17,8 @@ const MaxGroupLen = 128
 // makes the group, and a group whose tasks are gone costs nothing.
 //
 // A queue's dequeues serve its groups in turn, one task a turn (an equal
-// share of a dequeue's tasks when fewer groups are ready), and the tasks
+// share of a dequeue's tasks when fewer groups are ready; up to n under
+// SetGroupTurnSize), and the tasks
 // without a group as one more group, so a group with 100,000 tasks
 // waiting does not hold back one with ten: fair round-robin. A group
 // given more turns (SetGroupTurns) takes that many in a row. Within a
@@ -153,10 +154,11 @@ func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, 
 const MaxGroupTurnSize = 64
 
 // SetGroupTurnSize sets how many tasks one turn of a group of a queue
-// (see Group) starts at most: up to n of its waiting tasks, bounded by
-// its free room under its concurrency limit (SetGroupConcurrency) and its
-// rate (SetGroupRate), and by the tasks the dequeue asks for (a worker
-// with one free slot takes one, and the group's turn moves on). The
+// (see Group) starts at most: up to n of its waiting tasks (or an equal
+// share of a dequeue's tasks when that is more, as with n = 1), bounded
+// by its free room under its concurrency limit (SetGroupConcurrency) and
+// its rate (SetGroupRate), and by the tasks the dequeue asks for (a
+// worker with one free slot takes one, and the group's turn moves on). The
 // setting is the queue's, for all its groups and the tasks without a
 // group (which take turns as one more group). n = 1, the default, is
 // strict alternation, one task a turn (see Group); a group's turns
