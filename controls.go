@@ -172,6 +172,9 @@ type QueueInfo struct {
 	// GroupTurns is every group's default turns in a row (SetGroupTurns
 	// with group ""); 1 when none was set.
 	GroupTurns int
+	// GroupTurnSize is the most tasks one turn of a group starts
+	// (SetGroupTurnSize); 1 when none was set.
+	GroupTurnSize int
 }
 
 // QueueInfo reads a queue's counts and controls in one round trip.
@@ -187,7 +190,7 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
 		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld,
 		Gatherings: st.Gatherings, Gathering: st.Gathering, Aggregation: AggregateSettings{MaxSize: cmp.Or(st.AggregateMax, DefaultAggregateMaxSize), MaxDelay: cmp.Or(st.AggregateDelay, DefaultAggregateMaxDelay)},
-		GroupTurns: cmp.Or(st.GroupTurns, 1)}
+		GroupTurns: cmp.Or(st.GroupTurns, 1), GroupTurnSize: cmp.Or(st.GroupTurnSize, 1)}
 	if st.Oldest > 0 {
 		info.WaitingSince = time.UnixMicro(st.Oldest)
 	}

@@ -73,6 +73,8 @@
 //     (QueueSpec.Share).
 //   - turns: a group's picks in a row among its queue's groups
 //     (SetGroupTurns): its part of the starts while groups have work.
+//   - turn size: the most tasks one turn of a group starts
+//     (SetGroupTurnSize), 1 by default: the groups alternate task by task.
 //   - workflow: a set of tasks enqueued together with dependencies
 //     between them (EnqueueWorkflow), with its own state in Redis.
 //   - step: one task of a workflow, named in it (Step); its parents are

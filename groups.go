@@ -17,7 +17,8 @@ const MaxGroupLen = 128
 // makes the group, and a group whose tasks are gone costs nothing.
 //
 // A queue's dequeues serve its groups in turn, one task a turn (an equal
-// share of a dequeue's tasks when fewer groups are ready), and the tasks
+// share of a dequeue's tasks when fewer groups are ready; up to n under
+// SetGroupTurnSize), and the tasks
 // without a group as one more group, so a group with 100,000 tasks
 // waiting does not hold back one with ten: fair round-robin. A group
 // given more turns (SetGroupTurns) takes that many in a row. Within a
@@ -146,6 +147,39 @@ func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, 
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
 		return c.store.ControlGroupTurns(ctx, queue, group, n, create)
+	})
+}
+
+// MaxGroupTurnSize is the largest turn size (SetGroupTurnSize).
+const MaxGroupTurnSize = 64
+
+// SetGroupTurnSize sets how many tasks one turn of a group of a queue
+// (see Group) starts at most: up to n of its waiting tasks (or an equal
+// share of a dequeue's tasks when that is more, as with n = 1), bounded
+// by its free room under its concurrency limit (SetGroupConcurrency) and
+// its rate (SetGroupRate), and by the tasks the dequeue asks for (a
+// worker with one free slot takes one, and the group's turn moves on). The
+// setting is the queue's, for all its groups and the tasks without a
+// group (which take turns as one more group). n = 1, the default, is
+// strict alternation, one task a turn (see Group); a group's turns
+// (SetGroupTurns) multiply it: a group of 3 turns takes up to 3n in a row.
+//
+// A turn costs the dequeue a read of its group's next tasks and a move
+// of its turn, most of a grouped task's Redis cost when there are many
+// groups, so a larger turn size buys throughput (fewer calls per task)
+// with coarser fairness: groups alternate in runs of up to n tasks. Use
+// it for a queue of many groups whose workers take several tasks a
+// dequeue, where runs of a few tasks do not matter. The setting is kept
+// in Redis and read by every dequeue, for the whole fleet. n must be in
+// 1..MaxGroupTurnSize (ErrInvalidOptions). A queue that does not exist
+// gives ErrNoQueue, unless CreateQueue is given.
+func (c *Client) SetGroupTurnSize(ctx context.Context, queue string, n int, opts ...ControlOption) error {
+	const op = "set group turn size"
+	if n < 1 || n > MaxGroupTurnSize {
+		return fmt.Errorf("worqr: %s %q: turn size %d not in 1..%d: %w", op, queue, n, MaxGroupTurnSize, ErrInvalidOptions)
+	}
+	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
+		return c.store.ControlGroupTurnSize(ctx, queue, n, create)
 	})
 }
 

@@ -68,6 +68,9 @@ type GroupsReport struct {
 	// DefaultTurns is every group's default turns (SetGroupTurns with
 	// group ""), 1 when none was set.
 	DefaultTurns int
+	// TurnSize is the most tasks one turn of a group starts
+	// (SetGroupTurnSize), 1 when none was set.
+	TurnSize int
 	// TopWaiting are the groups with the most tasks waiting, most first
 	// (then by key), TopRunning those whose tasks in flight hold the most
 	// slots, and HeldBack those held back at their limit or by their rate
@@ -103,7 +106,7 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 		return GroupsReport{}, c.fail(op, queue, err)
 	}
 	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit,
-		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, DefaultTurns: cmp.Or(st.DefaultTurns, 1), Partial: st.Partial}
+		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, DefaultTurns: cmp.Or(st.DefaultTurns, 1), TurnSize: cmp.Or(st.TurnSize, 1), Partial: st.Partial}
 	all := make([]GroupInfo, len(st.Groups))
 	for i, g := range st.Groups {
 		all[i] = groupInfo(g, st)

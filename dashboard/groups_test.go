@@ -520,3 +520,18 @@ func TestGroupTurnsActionHostile(t *testing.T) {
 	code, _ = e.post("/action", url.Values{"csrf": {tok}, "op": {"groupturns"}, "q": {qx("nosuch")}, "n": {"2"}, "confirmed": {"yes"}})
 	assert.Equal(t, http.StatusNotFound, code, "no such queue: not created")
 }
+
+// The groups heading shows the queue's turn size when it is not 1, read
+// only: no form sets it.
+func TestGroupTurnSizeShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	ctx := e.ctx()
+	_, err := e.c.Enqueue(ctx, "q", []byte("x"), worqr.Group("g"))
+	require.NoError(t, err)
+	_, body := e.get("/queue/q")
+	assert.NotContains(t, body, "turn size")
+	require.NoError(t, e.c.SetGroupTurnSize(ctx, "q", 8))
+	_, body = e.get("/queue/q")
+	assert.Contains(t, body, ", turns 1, turn size 8</small>")
+}

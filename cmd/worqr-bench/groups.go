@@ -21,6 +21,7 @@ type groupsCase struct {
 	groups int
 	limit  int
 	turns  int // of every other group, from tenant-0
+	size   int // the queues' turn size (SetGroupTurnSize), 0 for the default
 }
 
 // runGroups measures groups (worqr.Group): the throughput of tasks spread
@@ -36,7 +37,9 @@ type groupsCase struct {
 // script's). Two variants give groups turns (worqr.SetGroupTurns): 10
 // groups, half of them of 3 turns, for what turns cost, and a group of 3
 // turns against one of 1, whose starts while both have work should be
-// 3:1. With -groups-variant only that variant runs.
+// 3:1. Two more take turns of 8 tasks (worqr.SetGroupTurnSize), and
+// fair_turn8 is the fairness measure under them. With -groups-variant only
+// that variant runs (fair and fair_turn8: the fairness measure alone).
 func runGroups(ctx context.Context, b *bench) (*result, error) {
 	total := b.pick(50_000, 600) / len(b.queues) * len(b.queues)
 	conc := b.cfg.concurrency
@@ -44,9 +47,17 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 	res := &result{}
 	opts := worqr.HandleOptions{Concurrency: conc}
 
-	variants := []groupsCase{{"groups10", 10, 0, 0}, {"turns_groups10", 10, 0, 3}, {"groups10k", b.pick(10_000, 100), 0, 0}, {"limit1_groups1k", b.pick(1_000, 50), 1, 0}}
+	variants := []groupsCase{{"groups10", 10, 0, 0, 0}, {"turns_groups10", 10, 0, 3, 0}, {"groups10k", b.pick(10_000, 100), 0, 0, 0},
+		{"limit1_groups1k", b.pick(1_000, 50), 1, 0, 0}, {"groups10k_turn8", b.pick(10_000, 100), 0, 0, 8}, {"limit1_groups1k_turn8", b.pick(1_000, 50), 1, 0, 8}}
 	only := b.cfg.groupsVariant
-	if only != "" && !slices.ContainsFunc(variants, func(v groupsCase) bool { return v.name == only }) {
+	switch {
+	case only == "fair" || only == "fair_turn8":
+		size := 0
+		if only == "fair_turn8" {
+			size = 8
+		}
+		return res, groupsFairness(ctx, b, res, run, size)
+	case only != "" && !slices.ContainsFunc(variants, func(v groupsCase) bool { return v.name == only }):
 		return nil, fmt.Errorf("-groups-variant %q: no such variant", only)
 	}
 	for _, v := range variants {
@@ -61,6 +72,13 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 			sp, err := drainLoaded(ctx, b, b.queues, 1, int64(total), nil, opts, func(c *worqr.Client) error {
 				if groups == 0 {
 					return fill(ctx, c, b.queues, total/len(b.queues), run)
+				}
+				for _, q := range b.queues {
+					if v.size > 0 {
+						if err := c.SetGroupTurnSize(ctx, q, v.size, worqr.CreateQueue()); err != nil {
+							return err
+						}
+					}
 				}
 				if v.limit > 0 {
 					for _, q := range b.queues {
@@ -122,7 +140,10 @@ func runGroups(ctx context.Context, b *bench) (*result, error) {
 	if err := groupsMemory(ctx, b, res, total, run); err != nil {
 		return nil, err
 	}
-	if err := groupsFairness(ctx, b, res, run); err != nil {
+	if err := groupsFairness(ctx, b, res, run, 0); err != nil {
+		return nil, err
+	}
+	if err := groupsFairness(ctx, b, res, run, 8); err != nil {
 		return nil, err
 	}
 	if err := groupsTurns(ctx, b, res, run); err != nil {
@@ -232,8 +253,8 @@ func groupsMemory(ctx context.Context, b *bench, res *result, n int, run string)
 
 // groupsFairness floods one group, then gives 99 groups 10 tasks each,
 // and reports how many of the flooder's tasks started before the last
-// small group's task did.
-func groupsFairness(ctx context.Context, b *bench, res *result, run string) error {
+// small group's task did, under a turn size of size (0: the default).
+func groupsFairness(ctx context.Context, b *bench, res *result, run string, size int) error {
 	flood, small, each := b.pick(100_000, 500), b.pick(99, 9), 10
 	q := b.queues[0]
 	c, prefix, err := b.newClient()
@@ -241,6 +262,13 @@ func groupsFairness(ctx context.Context, b *bench, res *result, run string) erro
 		return err
 	}
 	defer func() { _ = c.Close(ctx); _ = cleanup(ctx, b.rdb, prefix) }()
+	name := "fair"
+	if size > 0 {
+		name += "_turn" + strconv.Itoa(size)
+		if err := c.SetGroupTurnSize(ctx, q, size, worqr.CreateQueue()); err != nil {
+			return err
+		}
+	}
 	if err := fillGroups(ctx, c, []string{q}, flood, 1, run); err != nil {
 		return err
 	}
@@ -267,7 +295,7 @@ func groupsFairness(ctx context.Context, b *bench, res *result, run string) erro
 			break
 		}
 	}
-	res.add("fair_flood_starts_before_last_small", "tasks", float64(floods))
+	res.add(name+"_flood_starts_before_last_small", "tasks", float64(floods))
 	return nil
 }
 

@@ -149,7 +149,7 @@ func scenarios() []scenario {
 		{"shards", runShards, nil},
 		{"groups", runGroups, []target{
 			atLeast("groups10_ratio", 0.8), atLeast("groups10k_ratio", 0.8), atLeast("limit1_groups1k_ratio", 0.6),
-			atMost("fair_flood_starts_before_last_small", 2000),
+			atMost("fair_flood_starts_before_last_small", 2000), atMost("fair_turn8_flood_starts_before_last_small", 2000),
 			atLeast("turns3_starts_per_turns1_start", 2.7), atMost("turns3_starts_per_turns1_start", 3.3),
 		}},
 	}
@@ -191,7 +191,7 @@ func main() {
 	fleetRecovery := flag.Bool("fleet-recovery", false, "idle scenario: SIGKILL a worker process of the fleet's TTL holding tasks while the fleet renews, and time their return (metrics w<N>_..._recovery_...)")
 	fleetClients := flag.Int("fleet-clients", 1, "idle scenario: spread each fleet evenly over this many clients, each with a connection of its own (metrics w<N>_c<K>_...); 1 is one client on the bench's connection")
 	single := flag.String("single", "", "shards scenario: the address of a single Redis to run the same workload on, alternated with -redis (a Cluster), as its baseline")
-	groupsVariant := flag.String("groups-variant", "", "groups scenario: run only this variant (groups10, turns_groups10, groups10k or limit1_groups1k), without the memory, fairness and turns measures; empty runs them all")
+	groupsVariant := flag.String("groups-variant", "", "groups scenario: run only this variant (groups10, turns_groups10, groups10k, limit1_groups1k, groups10k_turn8 or limit1_groups1k_turn8), without the memory, fairness and turns measures, or only the fairness measure (fair, fair_turn8); empty runs them all")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client side to this file")
 	flag.Parse()
 

@@ -31,9 +31,12 @@ const sabotageHolds = "holds"
 // the run: each group's own, and the default; extra more than that
 // (-sabotage groups). It sets the groups' turns (groupTurns), and
 // unheldGroup's own sequence hold off, every sequence's with unheld
-// (-sabotage holds).
-func setGroupLimits(ctx context.Context, c *worqr.Client, extra int, unheld bool) error {
+// (-sabotage holds), and the queue's turn size (-group-turn-size).
+func setGroupLimits(ctx context.Context, c *worqr.Client, extra int, unheld bool, turnSize int) error {
 	if err := c.SetGroupConcurrency(ctx, groupQueue, "", defaultGroupLimit+extra, worqr.CreateQueue()); err != nil {
+		return err
+	}
+	if err := c.SetGroupTurnSize(ctx, groupQueue, turnSize); err != nil {
 		return err
 	}
 	for _, g := range groups {

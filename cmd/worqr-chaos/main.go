@@ -72,6 +72,7 @@ type config struct {
 	keep        bool
 	sabotage    string
 	resp2       bool
+	turnSize    int
 }
 
 const prefix = "chaos"
@@ -95,6 +96,7 @@ func main() {
 	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.fsync, "appendfsync", "always", "Redis appendfsync: always or everysec")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (Redis data, worker logs) even when every check passes")
+	flag.IntVar(&cfg.turnSize, "group-turn-size", 1, "the group queue's turn size (worqr.SetGroupTurnSize), under which the group checks (limits, sequence order, holds) run")
 	flag.StringVar(&cfg.sabotage, "sabotage", "", "test the checks by breaking the workers on purpose; the run must FAIL:\n"+
 		"linger: persistent handlers hold on for 2 TTL after their context ends (overlaps);\n"+
 		"wedge: a worker stops taking jobs-a after its first fence (wedged);\n"+
@@ -238,7 +240,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		if cfg.sabotage == sabotageGroups {
 			extra = 1
 		}
-		err = setGroupLimits(ctx, client, extra, cfg.sabotage == sabotageHolds)
+		err = setGroupLimits(ctx, client, extra, cfg.sabotage == sabotageHolds, cfg.turnSize)
 	}
 	cancel()
 	if err != nil {

@@ -67,7 +67,7 @@ func TestGroupsCommand(t *testing.T) {
 	assert.Regexp(t, `^HELD\s+held\s+1\s+1\s+1\s+-\s+1\s+-\s+-\s+-$`, lines[4])
 
 	got := jsonOf[groupsJSON](b, "groups", "q", "--top", "1")
-	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1, DefaultTurns: 1,
+	assert.Equal(t, groupsJSON{Queue: "q", Ready: 1, Running: 1, DefaultLimit: 1, DefaultTurns: 1, TurnSize: 1,
 		TopWaiting: []groupRow{{Key: "big", Waiting: 3, Limit: 1, Turns: 1, Hold: "queue"}},
 		TopRunning: []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}},
 		HeldBack:   []groupRow{{Key: "held", Waiting: 1, Running: 1, Limit: 1, Turns: 1, Hold: "queue", HeldBack: true}}, HeldOnDead: []groupRow{}}, got)
@@ -182,4 +182,25 @@ func TestGroupTurnsAndHoldCommands(t *testing.T) {
 	assert.Regexp(t, `WAITING\s+premium\s+1\s+0\s+-\s+-\s+3\s+-\s`, r.stdout)
 	b.fails(2, "a group's setting", "sequence-hold", "q", "queue")
 	b.fails(2, "--group takes a key", "sequence-hold", "q", "on", "--group", "")
+}
+
+// group-turn-size sets the queue's turn size, shown in the groups note
+// and --json; a size out of 1..64 is refused.
+func TestGroupTurnSizeCommand(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	c := b.client()
+	ctx := ctxT(t)
+	b.fails(1, `no queue "q"`, "group-turn-size", "q", "8")
+	r := b.ok("group-turn-size", "q", "8", "--create")
+	assert.Contains(t, r.stderr, "turn size 8")
+	info, err := c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, 8, info.GroupTurnSize)
+	b.fails(2, "not a turn size", "group-turn-size", "q", "0")
+	b.fails(2, "not a turn size", "group-turn-size", "q", "65")
+	b.ok("group-turn-size", "q", "1")
+	info, err = c.QueueInfo(ctx, "q")
+	require.NoError(t, err)
+	assert.Equal(t, 1, info.GroupTurnSize)
 }

@@ -11,7 +11,9 @@
 -- own (see sequence_died in common/groups.lua); with a group, it sets that
 -- group's own setting: value 1 on, 2 off, 0 as the queue's. Op "gturns"
 -- sets a group's turns, or with group '' every group's default (see
--- "Turns per group" in common/groups.lua).
+-- "Turns per group" in common/groups.lua). Op "gsize" sets the most
+-- tasks one turn of a group starts, for every group of the queue (1 or 0:
+-- one, the field removed; see take_turns in dequeue.lua).
 -- Op "agg" sets the aggregation settings (see AGG in
 -- common/aggregation.lua): the value is the most tasks per aggregated task,
 -- per the longest wait in ms from a gathering's first task; 0 for either
@@ -28,7 +30,7 @@ local meta_key, waiting_key, high_key, low_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local gwait_key, gready_key, grunning_key, glimits_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- see GROUPS in common/waiting.lua
 local gstarts_key = KEYS[9] -- the groups' starts in their rate windows (see GROUP_RATE_BASE)
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
-local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | gturns | agg
+local op = ARGV[3] -- pause | resume | limit | rate | glimit | grate | ghold | gturns | gsize | agg
 local group = ARGV[7] -- glimit, grate, ghold, gturns: the group, escaped ('' for every group's default, or the queue's setting)
 local value, per = ARGV[4], ARGV[5] -- the limit (or the rate; 0 removes it), per (ms)
 local create = ARGV[6] -- "1" | "0"
@@ -117,6 +119,13 @@ elseif op == 'gturns' then
     if not own and (control_value(m[1]) or 1) <= 1 then
       scan('*:u', function(f) redis.call('HDEL', glimits_key, f) end)
     end
+  end
+elseif op == 'gsize' then
+  -- It holds nothing back, so nothing wakes: the next dequeue reads it.
+  if set and value ~= '1' then
+    redis.call('HSET', meta_key, 'gsize', value)
+  else
+    redis.call('HDEL', meta_key, 'gsize')
   end
 elseif op == 'glimit' then
   -- A group limit: the default ('glimit') or a group's own. A group

@@ -54,7 +54,7 @@ for i = 1, #all, 2 do
   end
 end
 local last = last_pid(meta_key)
-redis.call('HDEL', meta_key, 'name', 'registered', 'paused', 'limit', 'rate', 'per', 'glimit', 'gp', 'grate', 'grx', 'ghold', 'gdead', 'ghx', 'gturns', 'gtx', 'amax', 'adelay')
+redis.call('HDEL', meta_key, 'name', 'registered', 'paused', 'limit', 'rate', 'per', 'glimit', 'gp', 'grate', 'grx', 'ghold', 'gdead', 'ghx', 'gturns', 'gtx', 'gsize', 'amax', 'adelay')
 drop_meta_if_gone(procs_key, meta_key)
 publish(channel, 'd' .. last)
 return flow_cancelled(flows_key, steps, {dropped})

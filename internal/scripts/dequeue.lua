@@ -181,8 +181,14 @@ local function take_turns(k)
   if k <= 0 or blocked then return end
   grouped = true
   local t0, step = now_us(), 0
-  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx')
+  local m = redis.call('HMGET', meta_key, 'glimit', 'gp', 'grate', 'grx', 'gdead', 'gturns', 'gtx', 'gsize')
   local default, plain = control_value(m[1]), tonumber(m[2] or '0') or 0
+  -- The turn size (SetGroupTurnSize): the fewest tasks a turn takes when
+  -- its group has them waiting, room for them under its limit, and the
+  -- dequeue asks for them. A turn costs a read of its group's front and a
+  -- move of its turn, so that a larger one spreads them over more tasks;
+  -- groups then alternate in runs of up to this many.
+  local size = control_value(m[8]) or 1
   -- Turns (see "Turns per group" in common/groups.lua): every group's
   -- default, and whether a group has turns of its own or may be in the
   -- middle of its turns; a queue without them reads no more.
@@ -299,15 +305,15 @@ local function take_turns(k)
       end
       if holds then dead[i] = values[at + 1] end
     end
-    -- A turn is a share of the tasks asked for: one task when there are
-    -- as many groups ready as tasks, else an equal share of them. Under
-    -- turns, a turn is one task, and a group of w turns takes its run
-    -- of w in a row, what is left of it when it used some (see
-    -- group_turns); when the tasks asked for are at least twice the
-    -- turns of the groups read, each takes as many whole runs as fit
-    -- (the share, in runs; the passes below give the rest).
+    -- A turn is a share of the tasks asked for: one task (the turn size)
+    -- when there are as many groups ready as tasks, else an equal share of
+    -- them. Under turns, a turn is one task (the turn size), and a group
+    -- of w turns takes its run of w in a row, what is left of it when it
+    -- used some (see group_turns); when the tasks asked for are at least
+    -- twice the turns of the groups read, each takes as many whole runs as
+    -- fit (the share, in runs; the passes below give the rest).
     local runs = {}
-    local share = math.ceil(k / #names)
+    local share = math.max(math.ceil(k / #names), size)
     if turned then
       local sum = 0
       for i = 1, #names do
@@ -315,7 +321,7 @@ local function take_turns(k)
         runs[i] = {w = w, used = used, had = tu[2 * i] ~= false}
         sum = sum + w
       end
-      share = math.max(math.floor(k / sum), 1)
+      share = math.max(math.floor(k / sum), size)
     end
     local counters, dropped = {}, {}
     local took, out, again, hold = {}, {}, {}, {}
@@ -336,8 +342,14 @@ local function take_turns(k)
       local run = runs[i]
       local quota = share
       if run then quota = share * run.w - run.used end
+      -- Under a turn size, no more of its front is read than its free
+      -- slots can hold (each holds one at least; one when it has none, as
+      -- a task heavier than the limit starts alone): the limit below
+      -- stops the take there anyway.
+      local reads = quota
+      if limit and size > 1 then reads = math.min(reads, math.max(limit - r, 1)) end
       -- A sequence held on its dead task starts nothing.
-      local front = dead[i] and {} or G.front(g, math.min(quota, k) + 1)
+      local front = dead[i] and {} or G.front(g, math.min(reads, k) + 1)
       local got, full = 0, false
       local rn, rper = rate_n, rate_per
       local own_n, own_per = group_rate(own_rate[i])
@@ -345,7 +357,7 @@ local function take_turns(k)
       local allowed, rate_next = math.huge, nil
       if rn and #front > 0 then allowed, rate_next = rate_room(g, rn, rper) end
       local due_at -- when the group's next task is due, if later than now
-      for f = 1, math.min(quota, k, #front, math.max(allowed, 0)) do
+      for f = 1, math.min(reads, k, #front, math.max(allowed, 0)) do
         local e = G.entry(g, front[f])
         -- A sequence's task retried with a delay waits in its group, due
         -- later (see retry.lua): the tasks behind it wait too.

@@ -13,7 +13,8 @@
 -- Returns {partial (1 when either set held more than scan), ready groups,
 -- groups with processes, the default group limit (0: none), the default
 -- group rate and its window (ms; 0 0: none), the default turns (0: none,
--- see "Turns per group" in common/groups.lua), then per group: key,
+-- see "Turns per group" in common/groups.lua), the turn size (0: not
+-- set, one; see take_turns in dequeue.lua), then per group: key,
 -- waiting, running, own limit (0: none), ready (0/1), own rate and window
 -- (0 0: none), when its rate allows its next start (µs, Redis clock; 0
 -- unless held back by its rate), the id of the dead task that holds it (''
@@ -53,7 +54,7 @@ for i = 1, #first, 2 do
   ready[g] = (tonumber(first[i + 1]) or math.huge) < GROUP_RATE_BASE
   if not running[g] then order[#order + 1] = g end
 end
-local m = redis.call('HMGET', meta_key, 'glimit', 'grate', 'gdead', 'gturns')
+local m = redis.call('HMGET', meta_key, 'glimit', 'grate', 'gdead', 'gturns', 'gsize')
 -- Groups held on a dead task, with no task waiting or running, are read
 -- from their holds.
 if tonumber(m[3] or nil) then
@@ -78,7 +79,7 @@ if tonumber(m[3] or nil) then
 end
 local rate_n, rate_per = group_rate(m[2])
 local out = {partial, nready, redis.call('HLEN', grunning_key), control_value(m[1]) or 0, rate_n or 0, rate_per or 0,
-  control_value(m[4]) or 0}
+  control_value(m[4]) or 0, control_value(m[5]) or 0}
 for i = 1, #order, 1000 do
   local chunk = {unpack(order, i, math.min(i + 999, #order))}
   local limits = redis.call('HMGET', glimits_key, unpack(chunk))

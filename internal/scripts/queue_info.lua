@@ -12,7 +12,9 @@
 --          open gatherings, the tasks they hold, the aggregation
 --          settings set (see AGG in common/aggregation.lua; 0 for one
 --          not set, which the default is), and the groups' default turns
---          (0: none; see "Turns per group" in common/groups.lua).
+--          (0: none; see "Turns per group" in common/groups.lua), and
+--          the most tasks a group's turn starts (0: not set, one; see
+--          take_turns in dequeue.lua).
 local waiting_key, delayed_key, procs_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local meta_key, high_key, low_key, gwait_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gready_key, grunning_key = KEYS[9], KEYS[10] -- see GROUPS in common/waiting.lua
@@ -64,7 +66,7 @@ local groups = redis.call('ZCARD', gready_key)
 -- scored +inf or past GROUP_RATE_BASE (see dequeue.lua): they are not
 -- ready.
 local ready = redis.call('ZCOUNT', gready_key, '-inf', '(' .. ms(GROUP_RATE_BASE))
-local gm = redis.call('HMGET', meta_key, 'glimit', 'ghold', 'gdead', 'gturns', 'amax', 'adelay')
+local gm = redis.call('HMGET', meta_key, 'glimit', 'ghold', 'gdead', 'gturns', 'amax', 'adelay', 'gsize')
 local running = redis.call('HGETALL', grunning_key)
 for i = 1, #running, 2 do
   if not redis.call('ZSCORE', gready_key, running[i]) then groups = groups + 1 end
@@ -73,4 +75,4 @@ return {waiting_len(waiting_key), redis.call('ZCARD', delayed_key), redis.call('
   redis.call('ZCARD', dead_key), paused and 1 or 0, limit or 0, rate or 0, per or 0, extra, oldest,
   groups, ready, control_value(gm[1]) or 0, gm[2] and 1 or 0, tonumber(gm[3] or nil) or 0,
   redis.call('ZCARD', gather_due_key), redis.call('ZCARD', gather_key), tonumber(gm[5] or '') or 0, tonumber(gm[6] or '') or 0,
-  control_value(gm[4]) or 0}
+  control_value(gm[4]) or 0, control_value(gm[7]) or 0}

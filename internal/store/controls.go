@@ -29,6 +29,9 @@ const (
 	Aggregation ControlOp = "agg"
 	// GroupTurns sets a group's turns (see ControlGroupTurns).
 	GroupTurns ControlOp = "gturns"
+	// GroupTurnSize sets the tasks a group's turn starts (see
+	// ControlGroupTurnSize).
+	GroupTurnSize ControlOp = "gsize"
 )
 
 // ErrNoQueue is returned by Control for a queue that does not exist (its
@@ -82,6 +85,13 @@ func (s *Store) ControlAggregation(ctx context.Context, queue string, maxSize in
 // "" the default of every group without its own (0 removes it: one turn).
 func (s *Store) ControlGroupTurns(ctx context.Context, queue, group string, n int, create bool) error {
 	return s.control(ctx, queue, GroupTurns, n, 0, create, EscapeGroup(group))
+}
+
+// ControlGroupTurnSize sets how many of a group's waiting tasks one turn
+// of it starts at most, for every group of a queue (1, or 0, puts back
+// the default: one).
+func (s *Store) ControlGroupTurnSize(ctx context.Context, queue string, n int, create bool) error {
+	return s.control(ctx, queue, GroupTurnSize, n, 0, create, "")
 }
 
 // GroupHold is a group's own sequence-hold setting (ControlGroupHold).
@@ -160,6 +170,8 @@ type QueueState struct {
 	AggregateDelay        time.Duration
 	// GroupTurns is every group's default turns, 0 if none.
 	GroupTurns int
+	// GroupTurnSize is the most tasks a group's turn starts, 0 if not set.
+	GroupTurnSize int
 }
 
 // QueueState reads a queue's counts and controls, at one instant
@@ -171,7 +183,7 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		return QueueState{}, err
 	}
 	n, err := res.AsIntSlice()
-	if err == nil && len(n) != 20 {
+	if err == nil && len(n) != 21 {
 		err = fmt.Errorf("queue_info.lua answered %d values", len(n))
 	}
 	if err != nil {
@@ -181,5 +193,5 @@ func (s *Store) QueueState(ctx context.Context, queue string) (QueueState, error
 		Per: time.Duration(n[7]) * time.Millisecond, InFlightWeight: n[2] + n[8], Oldest: n[9],
 		Groups: n[10], GroupsReady: n[11], GroupLimit: int(n[12]), SequenceHold: n[13] == 1, GroupsDeadHeld: n[14],
 		Gatherings: n[15], Gathering: n[16], AggregateMax: int(n[17]), AggregateDelay: time.Duration(n[18]) * time.Millisecond,
-		GroupTurns: int(n[19])}, nil
+		GroupTurns: int(n[19]), GroupTurnSize: int(n[20])}, nil
 }

@@ -44,6 +44,8 @@ type GroupsState struct {
 	DefaultPer   time.Duration
 	// DefaultTurns is every group's default turns, 0 if none.
 	DefaultTurns int
+	// TurnSize is the most tasks a group's turn starts, 0 if not set.
+	TurnSize int
 	// Partial says a set held more groups than scan: some were not read.
 	Partial bool
 }
@@ -61,21 +63,21 @@ func (s *Store) GroupsRead(ctx context.Context, queue string, scan int) (GroupsS
 		return GroupsState{}, err
 	}
 	vals, err := res.ToArray()
-	if err == nil && (len(vals) < 7 || (len(vals)-7)%11 != 0) {
+	if err == nil && (len(vals) < 8 || (len(vals)-8)%11 != 0) {
 		err = fmt.Errorf("groups_list.lua answered %d values", len(vals))
 	}
 	if err != nil {
 		return GroupsState{}, err
 	}
-	var head [7]int64
+	var head [8]int64
 	for i := range head {
 		if head[i], err = vals[i].AsInt64(); err != nil {
 			return GroupsState{}, err
 		}
 	}
 	st := GroupsState{Partial: head[0] == 1, Ready: head[1], Running: head[2], DefaultLimit: int(head[3]),
-		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond, DefaultTurns: int(head[6])}
-	for i := 7; i < len(vals); i += 11 {
+		DefaultRate: int(head[4]), DefaultPer: time.Duration(head[5]) * time.Millisecond, DefaultTurns: int(head[6]), TurnSize: int(head[7])}
+	for i := 8; i < len(vals); i += 11 {
 		raw, err := vals[i].ToString()
 		if err != nil {
 			return GroupsState{}, err

@@ -126,6 +126,8 @@ import (
 //	            own (dequeue.lua's group_turns)
 //	gtx         "1" once a group had turns of its own ('<group>:t' in
 //	            GroupLimits)
+//	gsize       the most tasks one turn of a group starts (dequeue.lua's
+//	            take_turns); absent, 1
 //
 // Deleting a queue removes its name, registration and controls; the rest
 // of the hash stays while processes of the queue remain, then goes, or, if
@@ -199,7 +201,7 @@ const HeaderFields = "afmtwpRudrhDWKkTgFA"
 const ResultFields = "sSEaK"
 
 // MetaFields are the fields of a queue's meta hash.
-var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay", "ghx", "gturns", "gtx"}
+var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay", "ghx", "gturns", "gtx", "gsize"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
 var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
