@@ -509,3 +509,32 @@ func TestQueueInfoTellsWhenTheOldestWaitingTaskBecameDue(t *testing.T) {
 	assert.True(t, info.WaitingSince.After(since(low).Add(20*time.Millisecond)) || info.WaitingSince.Equal(since(low).Add(20*time.Millisecond)),
 		"waits from its backoff's end (%v), not its enqueue (%v)", info.WaitingSince, since(low))
 }
+
+// A rate-limited runtime wakes when the limit allows its next start by
+// the worker's estimate of the Redis clock, which its dequeues keep: with
+// Redis an hour ahead of the worker, its timer fires a second later, not
+// an hour and a second.
+func TestRateLimitedRuntimeWakesByTheRedisClock(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	redisNow := k.start.Add(time.Hour)
+	k.b.mini.SetTime(redisNow)
+	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Second, CreateQueue()))
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
+	w := newWorker(t, c, WorkerOptions{})
+	started := make(chan struct{}, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		started <- struct{}{}
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	recv(t, started, 5*time.Second, "the start")
+	// The next dequeue finds the limit used up (before it finds the
+	// queue empty) and arms the timer; once it fires, the dequeue it
+	// makes finds the queue empty and arms none.
+	r := runnerOf(w, "q")
+	eventually(t, 5*time.Second, "the rate limit's timer armed", r.Limited)
+	k.b.mini.SetTime(redisNow.Add(time.Second + time.Millisecond))
+	k.clk.Advance(time.Second + time.Millisecond)
+	eventually(t, 5*time.Second, "the rate limit's timer fired", func() bool { return !r.Limited() })
+}

@@ -72,6 +72,32 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	w.mu.Unlock()
 }
 
+// A dequeue that finds the worker's lease on its queue gone is evidence:
+// it fails with ErrWorkerFenced and fences the whole worker, whose
+// processes, the one held from an earlier dequeue too, are lost. On the
+// fake clock, so that no renewal finds the lease gone first.
+func TestDequeueThatFindsTheLeaseGoneFencesTheWorker(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	w, fences := fencedWorker(t, c)
+	require.NoError(t, w.StartWork(ctx, "q", Events{}))
+	enqueueNumbered(t, c, "q", 2)
+	held := dequeueAll(t, w, "q", 1)[0]
+	id := w.ID()
+	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("q").Leases).Member(id).Build()).Error())
+
+	_, err := w.Dequeue(ctx, "q")
+	assert.ErrorIs(t, err, ErrWorkerFenced)
+	ev := recv(t, fences, 5*time.Second, "the fence event")
+	assert.Equal(t, id, ev.WorkerID)
+	assert.Empty(t, ev.Queue, "the whole worker")
+	assert.ErrorContains(t, ev.Cause, `dequeue found the lease on "q" gone`)
+	assert.Equal(t, []*Process{held}, ev.Lost)
+	assert.ErrorIs(t, held.Err(), ErrProcessLost)
+	assert.True(t, isFenced(w))
+}
+
 // leaseLost fences the worker only on evidence about the service it was
 // sent for: not for a queue it does not serve, a session it no longer
 // has, or a process its session no longer holds.

@@ -37,8 +37,8 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 	if attach != nil {
 		attach(r)
 	}
-	// The worker tells the member of work events itself (workArrived),
-	// before it calls these.
+	// The worker tells the member of work events itself
+	// (engine.Runtime.WorkArrived), before it calls these.
 	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
 		w.mu.Lock()
 		sv := w.sessions[queue]

@@ -2,11 +2,15 @@ package worqr
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/pacer"
+	"github.com/worqr/worqr/internal/store"
 )
 
 // The scheduler's loop runs while a member takes work and stops with the
@@ -96,4 +100,38 @@ func TestSlotsReportBusyAndFreeHandlersPerPool(t *testing.T) {
 	require.NoError(t, other.Close(ctx))
 	assert.Empty(t, other.Slots())
 	assert.Len(t, c.Slots(), 1)
+}
+
+// A runtime's dequeue that failed on the connection is tried again after
+// a backoff timed on the client's clock (the worker's engine.Worker
+// clocks): the backoff's timer is the fake clock's, and the task starts.
+func TestAFailedDequeueIsRetriedOnTheClientsClock(t *testing.T) {
+	t.Parallel()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	w := newWorker(t, c, WorkerOptions{})
+	enqueueNumbered(t, c, "q", 1)
+	// The first dequeue fails; it tells the timers pending as it is
+	// sent, before its failure arms the backoff's.
+	var once atomic.Bool
+	failed := make(chan int, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+		if op != store.OpDequeue || queue != "q" || !once.CompareAndSwap(false, true) {
+			return nil
+		}
+		failed <- k.clk.Timers()
+		return errInjected
+	})
+	started := make(chan struct{}, 1)
+	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
+		started <- struct{}{}
+		return nil
+	}, HandleOptions{Concurrency: 1}))
+	base := recv(t, failed, 5*time.Second, "the failed dequeue")
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, k.clk.WaitTimers(wait, base+1), "the backoff's timer on the client's clock")
+	k.clk.Advance(pacer.RetryMin)
+	recv(t, started, 5*time.Second, "the task")
+	settledQueue(t, c, "q")
 }
