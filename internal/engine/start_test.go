@@ -157,7 +157,7 @@ func TestRunJobOutcomes(t *testing.T) {
 
 // A handed process is adopted only by the session serving its queue now,
 // for the worker's current id, and only past the processes a
-// reconciliation or a rejoin gave back (Session.ReleasedUpTo): an event
+// reconciliation or a rejoin gave back (Books.releasedUpTo): an event
 // that comes after that release, names another id, or reaches a session
 // that left is ignored, its process left to the release or to that id's
 // lease. One adopted is in the books, started by the worker's clock.
@@ -173,17 +173,17 @@ func TestAdoptHandedRefuses(t *testing.T) {
 	assert.Nil(t, r.adoptHanded(nil, handed("a", testID)), "no session: left to the release that leaving made")
 	assert.Nil(t, r.adoptHanded(sess, handed("a", "00000000-0000-4000-8000-000000000002")), "another worker's id")
 
-	sess.ReleasedUpTo = store.PIDSeq("a")
+	sess.releasedUpTo = store.PIDSeq("a")
 	assert.Nil(t, r.adoptHanded(sess, handed("a", testID)), "given back by a reconciliation before its event came")
-	assert.Empty(t, sess.Procs)
+	assert.Empty(t, sess.procs)
 
 	p := r.adoptHanded(sess, handed("b", testID))
 	require.NotNil(t, p, "past the release")
-	assert.Same(t, p, sess.Procs["b"], "in the books")
+	assert.Same(t, p, sess.procs["b"], "in the books")
 	assert.Equal(t, w.clk.Now(), p.Started)
 	assert.Nil(t, r.adoptHanded(sess, handed("b", testID)), "adopted once")
 
 	w.serve("q", r) // the queue left and served again: a session of its own
 	assert.Nil(t, r.adoptHanded(sess, handed("c", testID)), "a session that left")
-	assert.Nil(t, sess.Procs["c"])
+	assert.Nil(t, sess.procs["c"])
 }
