@@ -106,7 +106,7 @@ func (h *slotHost) Validate(ctx context.Context, op, queue string) error {
 
 func (h *slotHost) SessionLocked(queue string) (*engine.Session, *engine.Runtime) {
 	if s := h.sessions[queue]; s != nil {
-		return &s.Session, s.runner
+		return &s.Session, s.runtime
 	}
 	return nil, nil
 }

@@ -229,7 +229,7 @@ func TestCloseWhileHandleWaitsForItsSubscription(t *testing.T) {
 	go func() {
 		handled <- w.Handle(context.Background(), "q", func(context.Context, *Process) error { return nil }, HandleOptions{})
 	}()
-	eventually(t, 5*time.Second, "runner registered", func() bool {
+	eventually(t, 5*time.Second, "runtime registered", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.sessions["q"] != nil
@@ -288,7 +288,7 @@ func TestShutdownAndCloseTogether(t *testing.T) {
 	}
 }
 
-// Shutdown honours its context while the runner's dequeue hangs on an
+// Shutdown honours its context while the runtime's dequeue hangs on an
 // unresponsive Redis.
 func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 	t.Parallel()

@@ -206,17 +206,17 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 func crash(w *Worker) {
 	w.mu.Lock()
 	closing := w.state.ToClosed()
-	runners := w.sessions.runners()
+	runtimes := w.sessions.runtimes()
 	w.mu.Unlock()
 	if !closing {
 		return
 	}
 	w.closer.stopComponents()
-	for _, r := range runners {
+	for _, r := range runtimes {
 		r.StopTaking()
 	}
 	w.closer.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
-	for _, r := range runners {
+	for _, r := range runtimes {
 		<-r.Drained()
 	}
 }

@@ -137,7 +137,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		w.mu.Lock()
 		sv := w.sessions[r.Queue()]
 		w.mu.Unlock()
-		if sv == nil || sv.runner != r {
+		if sv == nil || sv.runtime != r {
 			r.StopTaking()
 		}
 		// Leave the queues served already: the pool is served whole or
@@ -243,13 +243,13 @@ func (w *Worker) Slots() []PoolSlots {
 	scheds := append([]*engine.Scheduler(nil), w.pools...)
 	queues := make([]string, 0, len(w.sessions))
 	for q, s := range w.sessions {
-		if s.runner != nil {
+		if s.runtime != nil {
 			queues = append(queues, q)
 		}
 	}
 	slices.Sort(queues)
 	for _, q := range queues {
-		scheds = append(scheds, w.sessions[q].runner.Sched())
+		scheds = append(scheds, w.sessions[q].runtime.Sched())
 	}
 	w.mu.Unlock()
 	var out []PoolSlots

@@ -43,7 +43,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 		w.mu.Lock()
 		sv := w.sessions[queue]
 		w.mu.Unlock()
-		if sv == nil || sv.runner != r {
+		if sv == nil || sv.runtime != r {
 			r.StopTaking()
 		}
 		return err

@@ -19,40 +19,40 @@ import (
 // their host (sessionHost, engine.go); its runtime (engine.Runtime) adopts
 // the hand-offs, and its renewals are the lease keeper's (engine.Keeper).
 //
-// w and runner are set when it is made and never change.
+// w and runtime are set when it is made and never change.
 type session struct {
 	engine.Session
 	w *Worker
-	// runner is the Handle runtime serving the queue, if any.
-	runner *engine.Runtime
+	// runtime is the Handle runtime serving the queue, if any.
+	runtime *engine.Runtime
 }
 
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *engine.Runtime, deadline time.Time) *session {
-	s := &session{w: w, runner: r}
+	s := &session{w: w, runtime: r}
 	s.Init((*sessionHost)(w), queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
 	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
 	return s
 }
 
 // handled reports whether a Handle runtime serves the queue.
-func (s *session) handled() bool { return s.runner != nil }
+func (s *session) handled() bool { return s.runtime != nil }
 
 // stopHandling ends the handlers of a Handle runtime (cause ErrShutdown),
 // giving them no grace once ctx ends, and stops its loop, before the
 // session gives its tasks away; a session without one has nothing to stop.
 func (s *session) stopHandling(ctx context.Context) {
-	if s.runner != nil {
-		runners{s.runner}.stop(expired(ctx), ctx, s.w)
+	if s.runtime != nil {
+		runtimes{s.runtime}.stop(expired(ctx), ctx, s.w)
 	}
 }
 
 // resumeHandling starts a Handle runtime's loop again, when leaving the
 // queue failed and the session still serves it.
 func (s *session) resumeHandling() {
-	if s.runner != nil {
-		s.runner.StartLoop()
+	if s.runtime != nil {
+		s.runtime.StartLoop()
 	}
 }
 
@@ -79,8 +79,8 @@ func (ss sessions) serves(queue string) bool {
 // runtime always has a loop to stop.
 func (ss sessions) add(s *session, serving bool) {
 	ss[s.Name] = s
-	if serving && s.runner != nil {
-		s.runner.StartLoop()
+	if serving && s.runtime != nil {
+		s.runtime.StartLoop()
 	}
 }
 
@@ -94,12 +94,12 @@ func (ss sessions) remove(s *session) bool {
 	return true
 }
 
-// runners lists the Handle runtimes of the sessions.
-func (ss sessions) runners() runners {
-	var rs runners
+// runtimes lists the Handle runtimes of the sessions.
+func (ss sessions) runtimes() runtimes {
+	var rs runtimes
 	for _, s := range ss {
-		if s.runner != nil {
-			rs = append(rs, s.runner)
+		if s.runtime != nil {
+			rs = append(rs, s.runtime)
 		}
 	}
 	return rs

@@ -58,7 +58,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 func runnerOf(w *Worker, queue string) *engine.Runtime {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.sessions[queue].runner
+	return w.sessions[queue].runtime
 }
 
 // outcomesAre checks that the observer saw each task end once, with want.
@@ -113,7 +113,7 @@ func TestFailedBatchedFinishIsRetried(t *testing.T) {
 	close(release)
 	settledQueue(t, c, "q")
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runners{r}.idle() })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runtimes{r}.idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 2})
 	assert.EqualValues(t, 2, runs.Load())
 }
@@ -173,7 +173,7 @@ func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	})
 	g.open()
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runners{r}.idle() })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runtimes{r}.idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
 	obs.mu.Lock()
 	defer obs.mu.Unlock()

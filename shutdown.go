@@ -102,7 +102,7 @@ func (k *closer) stopComponents() {
 	// of the queues Handle serves) end for good.
 	pools := w.pools
 	w.pools = nil
-	for _, r := range w.sessions.runners() {
+	for _, r := range w.sessions.runtimes() {
 		pools = append(pools, r.Sched())
 	}
 	w.mu.Unlock()
@@ -181,31 +181,31 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // to return once their contexts were cancelled.
 const ShutdownCancelWait = time.Second
 
-// drain stops every runner taking tasks and waits for their handlers
-// until ctx ends, then cancels them (see runners.stop). It returns ctx's
+// drain stops every runtime taking tasks and waits for their handlers
+// until ctx ends, then cancels them (see runtimes.stop). It returns ctx's
 // error if the handlers outlasted it.
 func (k *closer) drain(ctx context.Context) error {
 	w := k.w
 	w.mu.Lock()
 	w.state.ToDraining()
-	runners := w.sessions.runners()
+	runtimes := w.sessions.runtimes()
 	w.mu.Unlock()
 	w.periodics.Close() // a draining worker enqueues no more ticks
 	// The wait after the handlers were cancelled is ShutdownCancelWait,
 	// whether or not ctx (the grace period) has ended.
-	if !runners.stop(ctx, context.WithoutCancel(ctx), w) {
+	if !runtimes.stop(ctx, context.WithoutCancel(ctx), w) {
 		return ctx.Err()
 	}
 	return nil
 }
 
-// runners are Handle runtimes stopped together: a StopWork's, or those of
+// runtimes are Handle runtimes stopped together: a StopWork's, or those of
 // a draining worker.
-type runners []*engine.Runtime
+type runtimes []*engine.Runtime
 
-// idle reports whether no handler of the runners is running or writing
+// idle reports whether no handler of the runtimes is running or writing
 // its outcome.
-func (rs runners) idle() bool {
+func (rs runtimes) idle() bool {
 	for _, r := range rs {
 		if !r.Idle() {
 			return false
@@ -214,12 +214,12 @@ func (rs runners) idle() bool {
 	return true
 }
 
-// stop stops the runners taking tasks and waits for their handlers until
+// stop stops the runtimes taking tasks and waits for their handlers until
 // grace ends; then it cancels the handlers' contexts (cause ErrShutdown)
 // and waits up to ShutdownCancelWait more, or until ctx ends. It reports
 // whether the handlers ended within grace. w is their worker, whose clock
 // times the wait and whose logger says when it ran out.
-func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
+func (rs runtimes) stop(grace, ctx context.Context, w *Worker) bool {
 	for _, r := range rs {
 		r.StopTaking()
 	}
@@ -243,9 +243,9 @@ func (rs runners) stop(grace, ctx context.Context, w *Worker) bool {
 }
 
 // drained waits, on the caller's goroutine, until no handler of the
-// runners is running or writing its outcome, or until stop or timeout
+// runtimes is running or writing its outcome, or until stop or timeout
 // fires; it reports whether they all drained.
-func (rs runners) drained(stop <-chan struct{}, timeout <-chan time.Time) bool {
+func (rs runtimes) drained(stop <-chan struct{}, timeout <-chan time.Time) bool {
 	for _, r := range rs {
 		select {
 		case <-r.Drained():

@@ -87,6 +87,6 @@ func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
 	defer cancel()
 	assert.ErrorIs(t, w.Shutdown(grace), context.DeadlineExceeded)
 	assert.Empty(t, goroutinesRunning(func(frame string) bool {
-		return strings.Contains(frame, "worqr.runners.stop")
+		return strings.Contains(frame, "worqr.runtimes.stop")
 	}), "a goroutine of Shutdown still waits for the handler")
 }

@@ -15,7 +15,7 @@ import (
 // The arithmetic of the retry policy, and the persistence of the writes
 // that end a process (see internal/engine's settle.go, which decides them).
 
-// Policy is a runner's retry policy: the root's RetryPolicy, which
+// Policy is a runtime's retry policy: the root's RetryPolicy, which
 // converts to it.
 type Policy struct {
 	MaxAttempts int
