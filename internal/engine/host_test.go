@@ -45,6 +45,7 @@ type fakeWorker struct {
 	heard        testsignal.Signal[int64]
 	fenced       testsignal.Signal[fenceTold]
 	rejoined     testsignal.Signal[string]
+	queueRenewed testsignal.Signal[string]
 }
 
 // fenceTold is what a session's fence told the application.
@@ -84,6 +85,7 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 	w.workerFenced.Init(t)
 	w.registered.Init(t)
 	w.heard.Init(t)
+	w.queueRenewed.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -168,10 +170,10 @@ func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
 
 func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
 
-func (w *fakeWorker) StayFenced() bool     { return false }
-func (w *fakeWorker) Registered(id string) { w.registered.Signal(id) }
-func (w *fakeWorker) Alive() bool          { return w.life.Err() == nil }
-func (w *fakeWorker) QueueRenewed(string)  {}
+func (w *fakeWorker) StayFenced() bool      { return false }
+func (w *fakeWorker) Registered(id string)  { w.registered.Signal(id) }
+func (w *fakeWorker) Alive() bool           { return w.life.Err() == nil }
+func (w *fakeWorker) QueueRenewed(q string) { w.queueRenewed.Signal(q) }
 
 func (w *fakeWorker) Heard(_ time.Duration, _ bool, workers int64) { w.heard.Signal(workers) }
 

@@ -80,3 +80,51 @@ func TestKeeperRenewed(t *testing.T) {
 	assert.True(t, w.state.IsFenced(), "a queue lease found gone did not fence the worker")
 	assert.Equal(t, "", w.fenced.WaitOrTimeout().queue, "not the whole worker fenced")
 }
+
+// On a Cluster each queue lease is renewed apart from the registry lease,
+// on a goroutine of the worker's tasks: the round carries the registry
+// lease alone, the queue's answer moves the session's deadline to TTL
+// less the margin after that renewal was sent, and a queue lease found
+// gone fences the whole worker.
+func TestKeeperRenewsQueuesApart(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorker(t, testID)
+	w.env.Store.RenewApart()
+	var k Keeper
+	k.Init(w, w.clk, testTTL, nil)
+	t0 := w.clk.Now()
+	var events testsignal.Signal[subscription.Event]
+	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)
+	w.Lock()
+	k.Extend(t0)
+	w.Unlock()
+
+	w.clk.Advance(100 * time.Millisecond)
+	r, ok := k.Renewal()
+	require.True(t, ok)
+	assert.Equal(t, testID, r.ID)
+	assert.Empty(t, r.With, "the queue lease rode with the registry lease")
+	assert.Empty(t, r.Keepalive.Queues, "the queue lease rode with the registry lease")
+	assert.Equal(t, "q", w.queueRenewed.WaitOrTimeout())
+	at, ok := s.Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, k.Of(t0.Add(100*time.Millisecond)), at, "the queue's answer did not move its deadline")
+	w.Lock()
+	assert.Equal(t, k.Of(t0), k.At(), "the queue's answer moved the registry lease's deadline")
+	assert.False(t, w.state.IsFenced())
+	w.Unlock()
+	w.fenced.RequireEmpty()
+
+	// The lease on the queue goes (as a peer's reclaim would take it).
+	rel := w.env.Store.ReleaseOne(w.life, store.Release{Queue: "q", Worker: testID, Mode: store.ReleaseForce})
+	require.NoError(t, rel.Err)
+	_, ok = k.Renewal()
+	require.True(t, ok)
+	assert.Equal(t, "q", w.queueRenewed.WaitOrTimeout())
+	told := w.fenced.WaitOrTimeout()
+	assert.Equal(t, testID, told.id)
+	assert.Equal(t, "", told.queue, "not the whole worker fenced")
+	w.Lock()
+	assert.True(t, w.state.IsFenced(), "a queue lease found gone did not fence the worker")
+	w.Unlock()
+}

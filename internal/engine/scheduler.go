@@ -66,7 +66,7 @@ type Scheduler struct {
 type slots struct {
 	// busy counts the handlers running (a slot is taken from the dequeue
 	// or claim until the handler returns). The processes themselves are in
-	// the worker's books, Session.Procs.
+	// the session's Books.
 	busy int
 	// settling counts the outcomes of returned handlers being written. A
 	// slot is handed on when its handler returns, not when Redis has the

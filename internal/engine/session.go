@@ -65,7 +65,7 @@ type Session struct {
 // registry entry, its tasks, and the application's and tests' ears.
 type SessionHost interface {
 	// Lock and Unlock take and release the worker's mu, which is taken
-	// before a session's Mu.
+	// before a session's lease and books.
 	sync.Locker
 	// Worker is the worker's lifecycle: its id, its phase, its fence.
 	// The caller holds the worker's mu.

@@ -60,7 +60,7 @@ import (
 //     the queue is then reconciled (the root's events.go), which gives back what
 //     Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
-//     the queue's last process id (Session.ReleasedUpTo): an event for one
+//     the queue's last process id (the books' releasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
