@@ -15,7 +15,10 @@
 -- release answered again (a replay) finds it queued and adds nothing,
 -- answering the id it was given, flagged duplicate; a step not ready
 -- (cancelled, ended, waiting) adds nothing and answers '', flagged
--- '2'.
+-- '2'. A ready step whose unique key is held (a release that takes the
+-- key, as a client without this script's home path does, enqueued its
+-- task and has not marked it) is marked queued with the holder's id and
+-- answered so, flagged duplicate: its task is enqueued once.
 -- Returns {unregistered, then id (hex), duplicate (0/1/2) per step}:
 -- unregistered as enqueue.lua answers it.
 local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: unused (enqueue.lua's keys)
@@ -28,9 +31,10 @@ local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18] -- f
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 -- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1 (its
 -- name, in a home workflow), how long it is held (ms; 0: while alive;
--- unused in a home workflow), its header fields (with its level's,
--- ',ph' or ',pl'), its due time (µs, Redis clock; 0: now), its delay (µs
--- from now), '1' to put it at the front ('0' the back), its payload.
+-- in a home workflow, its unique key's sha1, only read), its header
+-- fields (with its level's, ',ph' or ',pl'), its due time (µs, Redis
+-- clock; 0: now), its delay (µs from now), '1' to put it at the front
+-- ('0' the back), its payload.
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local now = now_us()
@@ -54,13 +58,36 @@ for i = 3, #ARGV, 7 do
   shas[#shas + 1] = ARGV[i]
 end
 local holders = {}
+local marks = {} -- the home workflow's steps queued
+local adopted = {} -- the home workflow's steps and the tasks other releases enqueued for them
 if flow_steps_key then
   -- A home workflow's: a step not ready has the id it was queued with
   -- as its holder, or '' if it has none (see above).
   local states, ids = hmget(flow_steps_key, shas), hmget(flow_ids_key, shas)
+  local ready, keys = {}, {} -- the steps ready, and their unique keys
   for j, step in ipairs(shas) do
     if states[j] ~= 'r' then
       holders[step] = ids[j] or ''
+    else
+      ready[#ready + 1] = step
+      keys[#keys + 1] = ARGV[3 + 7 * (j - 1) + 1]
+    end
+  end
+  -- A ready step whose unique key is held: a release by a client that
+  -- takes the key enqueued its task and has not marked it queued (it
+  -- stopped, or is under way). That task is the step's: it is marked
+  -- queued with its id here, and nothing is added.
+  if #keys > 0 then
+    local held = hmget(unique_key, keys)
+    for j, step in ipairs(ready) do
+      local holder = held[j]
+      if holder and not holders[step] then
+        holders[step] = holder
+        marks[#marks + 1] = step
+        marks[#marks + 1] = 'q'
+        adopted[#adopted + 1] = step
+        adopted[#adopted + 1] = holder
+      end
     end
   end
 else
@@ -80,7 +107,6 @@ else
   end
 end
 local taken, held = {}, {} -- HSET's (of the unique keys, or the home workflow's ids) and ZADD's arguments
-local marks = {} -- the home workflow's steps queued
 for i = 3, #ARGV, 7 do
   local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
@@ -132,6 +158,9 @@ for i = 3, #ARGV, 7 do
     out[#out + 1] = id
     out[#out + 1] = '0'
   end
+end
+for i = 1, #adopted, 2000 do
+  redis.call('HSET', flow_ids_key, unpack(adopted, i, math.min(i + 1999, #adopted)))
 end
 for i = 1, #taken, 2000 do
   redis.call('HSET', flow_ids_key or unique_key, unpack(taken, i, math.min(i + 1999, #taken)))

@@ -150,3 +150,35 @@ func TestFlowEnqueueHomeStepsScript(t *testing.T) {
 	assert.Equal(t, ids[:1], again)
 	e.expect(want)
 }
+
+// A home step whose release an older client began, enqueueing its task
+// under the step's unique key (flow_enqueue.lua without the workflow's
+// keys) and stopping before it marked the step queued: a release of it
+// again (a replay, or a carry of the same notice) finds the key's holder
+// the step's task, adds nothing, and marks the step queued with that id.
+func TestFlowEnqueueHomeStepHeldByAnOlderReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{{Name: "p", Spec: "S-p"}})
+	require.NoError(t, err)
+	sha := uniqueSum("wf/p")
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "tid": "98", "registered": "1"},
+		"waiting":   list{"62,F" + id + ".p:p"},
+		"unique":    hash{sha: "62"},
+		"uniquettl": zset{sha: float64(e.clockMs() + hour)},
+	})
+	before := e.dump()
+	step := EnqueueOne{Queue: "q", Payload: []byte("p"), Args: EnqueueArgs{Unique: "wf/p", UniqueTTL: time.Hour, Flow: id + ".p"}}
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step})
+	assert.ErrorIs(t, errs[0], ErrDuplicate)
+	assert.Equal(t, []string{"62"}, ids)
+	want := keyState{}
+	for k, v := range before {
+		want[k] = v
+	}
+	want["wf.steps"] = hash{"p": "q"}
+	want["wf.ids"] = hash{"p": "62"}
+	e.expect(want)
+}
