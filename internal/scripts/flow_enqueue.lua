@@ -25,9 +25,9 @@ local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEY
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats, leases: unused
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: unused; every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
--- The home workflow's keys, in WorkflowKeys' order, if any: its steps
--- and their tasks' ids.
-local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18] -- flow: unused
+-- The home workflow's keys, in WorkflowKeys' order, if any: its state
+-- (for its creation), its steps and their tasks' ids.
+local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18]
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 -- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1 (its
 -- name, in a home workflow), how long it is held (ms; 0: while alive;
@@ -76,12 +76,19 @@ if flow_steps_key then
   -- A ready step whose unique key is held: a release by a client that
   -- takes the key enqueued its task and has not marked it queued (it
   -- stopped, or is under way). That task is the step's: it is marked
-  -- queued with its id here, and nothing is added.
+  -- queued with its id here, and nothing is added. A holder older than
+  -- the workflow (its id, µs, before the workflow's creation, ms) was a
+  -- step of a workflow of the same id before this one, the key held
+  -- longer than its keys: not this step's.
   if #keys > 0 then
     local held = hmget(unique_key, keys)
+    local created -- read once a key is held
     for j, step in ipairs(ready) do
       local holder = held[j]
-      if holder and not holders[step] then
+      if holder and not created then
+        created = tonumber(redis.call('HGET', flow_key, 'created') or '0') or 0
+      end
+      if holder and not holders[step] and (tonumber(holder, 16) or 0) >= created * 1000 then
         holders[step] = holder
         marks[#marks + 1] = step
         marks[#marks + 1] = 'q'
