@@ -29,9 +29,9 @@ import (
 const aclCommands = "+hello +ping +cluster|slots +cluster|shards " +
 	"+evalsha +eval +time " +
 	"+lpush +rpush +rpop +lrem +lset +llen +lrange +lindex +ltrim " +
-	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen +hscan " +
-	"+zadd +zrem +zscore +zmscore +zcard +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zremrangebylex +zcount +zlexcount +zrandmember +zpopmin +zscan " +
-	"+sadd +srem +smembers +sismember +exists +del +pexpire +persist " +
+	"+hset +hsetnx +hget +hmget +hdel +hexists +hgetall +hincrby +hlen +hkeys +hscan " +
+	"+zadd +zrem +zscore +zmscore +zcard +zrank +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zremrangebylex +zcount +zlexcount +zrandmember +zpopmin +zscan " +
+	"+sadd +srem +smembers +sismember +exists +del +pexpire +pttl +persist " +
 	"+publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +scan"
 
 // aclUser creates a Redis user that may touch only the prefix's keys and
@@ -312,4 +312,60 @@ func TestDocsListTheACLCommands(t *testing.T) {
 		}
 	}
 	assert.Equal(t, strings.Fields(aclCommands), cmds)
+}
+
+// Workflows, the consistency check of their keys (one ended, one
+// running, one without its steps' order), and a grouped task
+// found by id run as the restricted user of
+// TestCoreFlowsAsARestrictedACLUser: Redis must refuse nothing. The
+// workflow's id is given, so that its keys are not in its queues' slots
+// (whose steps the release marks with scripts of their own).
+func TestWorkflowsAsARestrictedACLUser(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	if !b.real {
+		t.Skip("ACL users need real Redis")
+	}
+	u := aclUser(t, b)
+	user := b.prefix + "-user"
+	ctx := ctxT(t)
+	c, err := New(Options{Addr: u, Prefix: b.prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+
+	w := newWorker(t, c, fast)
+	log := &stepLog{}
+	for _, q := range []string{"wa", "wb"} {
+		require.NoError(t, w.Handle(ctx, q, flowHandler(t, log), HandleOptions{Concurrency: 2}))
+	}
+	const id = "acl-flow"
+	require.False(t, c.store.Keys().WorkflowHome(id, "wa") || c.store.Keys().WorkflowHome(id, "wb"))
+	_, err = c.EnqueueWorkflow(ctx, []Step{
+		{Name: "a", Queue: "wa", Task: []byte("a")},
+		{Name: "b", Queue: "wb", Task: []byte("b"), After: []string{"a"}},
+	}, WorkflowOptions{ID: id})
+	require.NoError(t, err)
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+	// One running (its queue unhandled) as well, whose steps the check
+	// reads.
+	_, err = c.EnqueueWorkflow(ctx, []Step{{Name: "c", Queue: "wc", Task: []byte("c")}}, WorkflowOptions{ID: "acl-open"})
+	require.NoError(t, err)
+	check(t, c, true)
+	// And one made before its steps' order was kept, whose steps the
+	// check reads whole.
+	admin := b.redis()
+	require.NoError(t, admin.Do(ctx, admin.B().Del().Key(c.store.Keys().Workflow("acl-open").Order).Build()).Error())
+	check(t, c, false)
+
+	ids, err := c.EnqueueBatch(ctx, "gw", [][]byte{[]byte("g1"), []byte("g2")}, Group("x"))
+	require.NoError(t, err)
+	found, err := c.FindTask(ctx, "gw", ids[1])
+	require.NoError(t, err)
+	require.NotNil(t, found.Waiting, "waiting in its group")
+	assert.Equal(t, ids[1], found.Waiting.ID)
+
+	require.NoError(t, w.Shutdown(ctx))
+	assert.Empty(t, deniedFor(t, b, user), "Redis refused the user something worqr needs")
 }

@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -118,7 +119,7 @@ func TestFaultSeamFailedFinishIsRetried(t *testing.T) {
 
 // Error replies of a server that did not run the command and soon will
 // are outages (ErrUnavailable); others, such as a script's own error,
-// are not.
+// are not, wrapped (as the store names the script that failed) or not.
 func TestTransientReplies(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
@@ -138,6 +139,8 @@ func TestTransientReplies(t *testing.T) {
 		_, isReply := rueidis.IsRedisErr(err)
 		require.True(t, isReply, "%v", err)
 		assert.Equal(t, transient, errors.Is(c.fail("op", "q", err), ErrUnavailable), msg)
+		wrapped := fmt.Errorf("wf_enqueued.lua: %w", err)
+		assert.Equal(t, transient, errors.Is(c.fail("op", "q", wrapped), ErrUnavailable), "wrapped: %s", msg)
 	}
 }
 

@@ -42,7 +42,8 @@ import (
 //     (wf_enqueued.lua); a step of a workflow whose keys share its
 //     queue's slot holds no unique key: flow_enqueue.lua enqueues it only
 //     while it is ready and marks it queued in the same script, so its
-//     state makes a second enqueue add nothing;
+//     state makes a second enqueue add nothing (one whose unique key a
+//     release that takes it holds is marked with the holder's id);
 //  4. the notice is removed.
 //
 // Notices of a queue that arrive close together are carried together

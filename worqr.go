@@ -413,18 +413,29 @@ func (c *Client) fail(op, queue string, err error) error {
 	if err == nil {
 		return fmt.Errorf("worqr: %s: unexpected reply", where)
 	}
-	if re, isReply := rueidis.IsRedisErr(err); isReply && strings.Contains(re.Error(), "only (P)SUBSCRIBE") {
+	re, isReply := redisReply(err)
+	if isReply && strings.Contains(re.Error(), "only (P)SUBSCRIBE") {
 		// A server that refuses commands on a connection with a
 		// subscription: miniredis, given a rueidis client speaking RESP3.
 		return fmt.Errorf("worqr: %s: %w: this server (miniredis?) refuses commands on a connection with a subscription; "+
 			"give worqr its address as Options.Addr, or a rueidis client with AlwaysRESP2, DisableCache and ForceSingleClient, "+
 			"or use the package github.com/worqr/worqr/embedded: %w", where, ErrInvalidOptions, err)
 	}
-	if re, isReply := rueidis.IsRedisErr(err); isReply && !transientReply(re.Error()) ||
+	if isReply && !transientReply(re.Error()) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("worqr: %s: %w", where, err)
 	}
 	return fmt.Errorf("worqr: %s: %w: %w", where, ErrUnavailable, err)
+}
+
+// redisReply is the server's error reply that err is or wraps (the store
+// names the script that failed around its reply), if any.
+func redisReply(err error) (*rueidis.RedisError, bool) {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && re != rueidis.Nil {
+		return re, true
+	}
+	return nil, false
 }
 
 // transientReply reports whether an error reply is one of a server that

@@ -15,22 +15,26 @@
 -- release answered again (a replay) finds it queued and adds nothing,
 -- answering the id it was given, flagged duplicate; a step not ready
 -- (cancelled, ended, waiting) adds nothing and answers '', flagged
--- '2'.
+-- '2'. A ready step whose unique key is held (a release that takes the
+-- key, as a client without this script's home path does, enqueued its
+-- task and has not marked it) is marked queued with the holder's id and
+-- answered so, flagged duplicate: its task is enqueued once.
 -- Returns {unregistered, then id (hex), duplicate (0/1/2) per step}:
 -- unregistered as enqueue.lua answers it.
 local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: unused (enqueue.lua's keys)
 local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats, leases: unused
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: unused; every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
--- The home workflow's keys, in WorkflowKeys' order, if any: its steps
--- and their tasks' ids.
-local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18] -- flow: unused
+-- The home workflow's keys, in WorkflowKeys' order, if any: its state
+-- (for its creation), its steps and their tasks' ids.
+local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18]
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 -- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1 (its
 -- name, in a home workflow), how long it is held (ms; 0: while alive;
--- unused in a home workflow), its header fields (with its level's,
--- ',ph' or ',pl'), its due time (µs, Redis clock; 0: now), its delay (µs
--- from now), '1' to put it at the front ('0' the back), its payload.
+-- in a home workflow, its unique key's sha1, only read), its header
+-- fields (with its level's, ',ph' or ',pl'), its due time (µs, Redis
+-- clock; 0: now), its delay (µs from now), '1' to put it at the front
+-- ('0' the back), its payload.
 
 set_lists(waiting_key, high_key, low_key, gwait_key, gready_key)
 local now = now_us()
@@ -54,13 +58,43 @@ for i = 3, #ARGV, 7 do
   shas[#shas + 1] = ARGV[i]
 end
 local holders = {}
+local marks = {} -- the home workflow's steps queued
+local adopted = {} -- the home workflow's steps and the tasks other releases enqueued for them
 if flow_steps_key then
   -- A home workflow's: a step not ready has the id it was queued with
   -- as its holder, or '' if it has none (see above).
   local states, ids = hmget(flow_steps_key, shas), hmget(flow_ids_key, shas)
+  local ready, keys = {}, {} -- the steps ready, and their unique keys
   for j, step in ipairs(shas) do
     if states[j] ~= 'r' then
       holders[step] = ids[j] or ''
+    else
+      ready[#ready + 1] = step
+      keys[#keys + 1] = ARGV[3 + 7 * (j - 1) + 1]
+    end
+  end
+  -- A ready step whose unique key is held: a release by a client that
+  -- takes the key enqueued its task and has not marked it queued (it
+  -- stopped, or is under way). That task is the step's: it is marked
+  -- queued with its id here, and nothing is added. A holder older than
+  -- the workflow (its id, µs, before the workflow's creation, ms) was a
+  -- step of a workflow of the same id before this one, the key held
+  -- longer than its keys: not this step's.
+  if #keys > 0 then
+    local held = hmget(unique_key, keys)
+    local created -- read once a key is held
+    for j, step in ipairs(ready) do
+      local holder = held[j]
+      if holder and not created then
+        created = tonumber(redis.call('HGET', flow_key, 'created') or '0') or 0
+      end
+      if holder and not holders[step] and (tonumber(holder, 16) or 0) >= created * 1000 then
+        holders[step] = holder
+        marks[#marks + 1] = step
+        marks[#marks + 1] = 'q'
+        adopted[#adopted + 1] = step
+        adopted[#adopted + 1] = holder
+      end
     end
   end
 else
@@ -80,7 +114,6 @@ else
   end
 end
 local taken, held = {}, {} -- HSET's (of the unique keys, or the home workflow's ids) and ZADD's arguments
-local marks = {} -- the home workflow's steps queued
 for i = 3, #ARGV, 7 do
   local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
@@ -132,6 +165,9 @@ for i = 3, #ARGV, 7 do
     out[#out + 1] = id
     out[#out + 1] = '0'
   end
+end
+for i = 1, #adopted, 2000 do
+  redis.call('HSET', flow_ids_key, unpack(adopted, i, math.min(i + 1999, #adopted)))
 end
 for i = 1, #taken, 2000 do
   redis.call('HSET', flow_ids_key or unique_key, unpack(taken, i, math.min(i + 1999, #taken)))

@@ -150,3 +150,51 @@ func TestFlowEnqueueHomeStepsScript(t *testing.T) {
 	assert.Equal(t, ids[:1], again)
 	e.expect(want)
 }
+
+// A home step whose release an older client began, enqueueing its task
+// under the step's unique key (flow_enqueue.lua without the workflow's
+// keys) and stopping before it marked the step queued: a release of it
+// again (a replay, or a carry of the same notice) finds the key's holder
+// the step's task, adds nothing, and marks the step queued with that id.
+// A key whose holder is older than the workflow (a workflow of the same
+// id before it, whose keys expired before the key) is not the step's:
+// that step is enqueued.
+func TestFlowEnqueueHomeStepHeldByAnOlderReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "p", Spec: "S-p"},
+		{Name: "s", Spec: "S-s", Place: 1},
+	})
+	require.NoError(t, err)
+	created, err := strconv.ParseInt(e.dump()["wf.flow"].(hash)["created"], 10, 64)
+	require.NoError(t, err)
+	held := strconv.FormatInt(created*1000+5, 16)  // enqueued after the workflow was made
+	stale := strconv.FormatInt(created*1000-5, 16) // before
+	p, s := uniqueSum("wf/p"), uniqueSum("wf/s")
+	e.seed(keyState{
+		"meta":      hash{"name": "q", "tid": "98", "registered": "1"},
+		"waiting":   list{held + ",F" + id + ".p:p"},
+		"unique":    hash{p: held, s: stale},
+		"uniquettl": zset{p: float64(e.clockMs() + hour), s: float64(e.clockMs() + hour)},
+	})
+	before := e.dump()
+	step := func(name string) EnqueueOne {
+		return EnqueueOne{Queue: "q", Payload: []byte(name), Args: EnqueueArgs{Unique: "wf/" + name, UniqueTTL: time.Hour, Flow: id + "." + name}}
+	}
+	ids, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step("p"), step("s")})
+	assert.ErrorIs(t, errs[0], ErrDuplicate)
+	require.NoError(t, errs[1])
+	assert.Equal(t, held, ids[0])
+	got := e.dump()
+	want := keyState{}
+	for k, v := range before {
+		want[k] = v
+	}
+	want["wf.steps"] = hash{"p": "q", "s": "q"}
+	want["wf.ids"] = hash{"p": held, "s": ids[1]}
+	want["waiting"] = list{ids[1] + ",F" + id + ".s:s", held + ",F" + id + ".p:p"}
+	want["meta"] = got["meta"] // the last id given, as any enqueue's
+	e.same(want, got, "release")
+}

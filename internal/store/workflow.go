@@ -419,7 +419,9 @@ func (s *Store) ForgetNotices(ctx context.Context, queue string, notices []strin
 // holds no unique key: it is enqueued only while ready, and marked
 // queued with its task's id in the same call; one queued before answers
 // ErrDuplicate with its id, one not ready (cancelled, ended)
-// ErrStepNotReady.
+// ErrStepNotReady; one ready whose unique key is held (a client that
+// takes the key enqueued it, not yet marked) is marked queued with the
+// holder's id and answers ErrDuplicate with it.
 func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string, []error) {
 	ids, errs := make([]string, len(tasks)), make([]error, len(tasks))
 	// A call per queue, and per home workflow in it (whose keys it takes).
@@ -522,9 +524,12 @@ func stepArgs(t EnqueueOne) []string {
 }
 
 // homeStepArgs are stepArgs for a step of a home workflow (see
-// MarkedOnEnqueue): its name in place of a unique key, never held.
+// MarkedOnEnqueue): its name in place of a unique key, never held, and
+// its unique key's sha1 in place of the hold, so that a task a client
+// enqueued under the key (one that takes the key for every step) is
+// found the step's.
 func homeStepArgs(step string, t EnqueueOne) []string {
-	return taskArgs(step, "0", t)
+	return taskArgs(step, uniqueSum(t.Args.Unique), t)
 }
 
 // taskArgs are stepArgs with the key (or step) and its hold given.
