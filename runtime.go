@@ -9,8 +9,8 @@ import (
 )
 
 // The Handle runtime is the engine's (engine.Runtime, engine.Scheduler:
-// internal/engine's runtime.go, scheduler.go, start.go and dequeue.go);
-// the root gives it the application's handler and options.
+// internal/engine's runtime.go, scheduler.go, slots.go, start.go and
+// dequeue.go); the root gives it the application's handler and options.
 
 // Handle serves a queue with a handler: the worker starts work on it and,
 // woken by work events, dequeues while fewer than Concurrency handlers run

@@ -66,23 +66,23 @@ type MemberOptions struct {
 // Runtime is a queue served by a slot scheduler (Handle's, of one queue,
 // or HandleQueues'): a member, which holds what is per queue (its handler,
 // options, work flag, timers). The scheduler dequeues for it into its
-// slots and keeps its counts.
+// slots; the member's share of them is its memberSlots (slots.go).
 type Runtime struct {
-	host  Worker // set when made, as are the next five
+	host  Worker // set when made, as are the next four
 	queue string
 	call  Call // the application's handler
 	opts  MemberOptions
-	// maxSlots caps how many of the scheduler's slots the member holds at
-	// once (QueueSpec.MaxSlots); 0: as many as there are.
-	maxSlots int
-	sched    *Scheduler
+	sched *Scheduler
 	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
 	pace pacer.Pacer
 	// settler writes its handlers' outcomes (settle.go).
 	settler Settler[job]
 
+	// memberSlots is its share of the scheduler's slots, its cap and its
+	// drain; its counts are guarded by sched.mu, as the fields below are.
+	memberSlots
+
 	// Guarded by sched.mu.
-	slots // its share of the scheduler's
 	// hand claims slots for handed processes and holds those that race
 	// the member's dequeue (start.go).
 	hand handoffs
@@ -104,17 +104,6 @@ type Runtime struct {
 	// for any number of observers (Stopping); StartLoop makes a new one
 	// each time the member starts taking work again.
 	stops chan struct{}
-	// drain is closed when no handler runs and no outcome is being
-	// written (busy and settling both zero), for those waiting for that
-	// (Drained): a Finish is written after the handler's goroutine went
-	// back for work (see Settler.FinishLater), and StopTaking's callers
-	// wait for it too. Made when one asks while handlers run, dropped
-	// once closed.
-	// Not a sync.WaitGroup: a StopWork whose handlers outlived their
-	// cancel, and whose release failed, starts the member again while its
-	// waiting goroutine still waits, and a WaitGroup's Add then races that
-	// Wait (and may panic, "reused before previous Wait has returned").
-	drain chan struct{}
 }
 
 // Queue is the queue the member serves.
@@ -184,48 +173,6 @@ func (r *Runtime) Stopping() <-chan struct{} {
 		return closedChan
 	}
 	return r.stops
-}
-
-// Drained returns a channel closed once no handler runs and no outcome
-// is being written: at once if none is. A waiter waits for that once,
-// whatever handlers start after it.
-func (r *Runtime) Drained() <-chan struct{} {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	if r.busy+r.settling == 0 {
-		return closedChan
-	}
-	if r.drain == nil {
-		r.drain = make(chan struct{})
-	}
-	return r.drain
-}
-
-// takeDrainLocked returns the drain channel to close, if handlers have
-// just all ended and someone waits, and forgets it. Callers hold
-// sched.mu.
-func (r *Runtime) takeDrainLocked() chan struct{} {
-	d := r.drain
-	if d == nil || r.busy+r.settling > 0 {
-		return nil
-	}
-	r.drain = nil
-	return d
-}
-
-// Idle reports whether none of the member's handlers runs or has its
-// outcome being written.
-func (r *Runtime) Idle() bool {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	return r.busy+r.settling == 0
-}
-
-// Counts are the member's handlers running and outcomes being written.
-func (r *Runtime) Counts() (busy, settling int) {
-	r.sched.mu.Lock()
-	defer r.sched.mu.Unlock()
-	return r.busy, r.settling
 }
 
 // StopTaking makes the member stop taking work: its dequeue in flight

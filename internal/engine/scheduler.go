@@ -14,9 +14,9 @@ import (
 // freeing, it plans which members the free slots go to (by its order) and
 // dequeues for each, several tasks at a time. Handle is a scheduler with
 // one member. A member (Runtime) holds what is per queue: its handler,
-// options, work flag, timers; the counts of slots (busy, settling, asking)
-// are kept here, the scheduler's and each member's share of them, under
-// one lock.
+// options, work flag, timers. The counts of slots (busy, settling, asking)
+// are the scheduler's and each member's share of them (memberSlots,
+// slots.go), under one lock, the scheduler's mu.
 //
 // A slot is taken from a dequeue's request (asking) or a hand-off's claim
 // until the handler returns; the outcomes still being written (settling)
@@ -62,22 +62,6 @@ type Scheduler struct {
 	quit <-chan struct{}
 }
 
-// slots counts a scheduler's slots in use, or a member's share of them.
-type slots struct {
-	// busy counts the handlers running (a slot is taken from the dequeue
-	// or claim until the handler returns). The processes themselves are in
-	// the session's Books.
-	busy int
-	// settling counts the outcomes of returned handlers being written. A
-	// slot is handed on when its handler returns, not when Redis has the
-	// outcome, so the next task's dequeue overlaps the finish; settling
-	// bounds how far the writes may lag (see slotpolicy.Free).
-	settling int
-	// asking counts the slots a dequeue in flight asked for: a process an
-	// enqueue hands over meanwhile (claim) must not take one of them.
-	asking int
-}
-
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // NewScheduler is the scheduler of size slots of the worker h, its
@@ -96,7 +80,8 @@ func NewScheduler(h Worker, size int, strict, ready bool) *Scheduler {
 // shared order.
 func (s *Scheduler) Add(queue string, call Call, opts MemberOptions, maxSlots, share int) *Runtime {
 	r := &Runtime{
-		host: s.host, queue: queue, call: call, opts: opts, maxSlots: maxSlots, sched: s,
+		host: s.host, queue: queue, call: call, opts: opts, sched: s,
+		memberSlots: memberSlots{sched: s, maxSlots: maxSlots},
 	}
 	r.hand.r = r
 	r.pace = pacer.New(s.host, r.wakeIfTaking)
@@ -318,27 +303,6 @@ func (s *Scheduler) wantedLocked() bool {
 		}
 	}
 	return false
-}
-
-// Full reports whether the member could not start a handler now for want
-// of a slot: the scheduler's are all taken, or its maxSlots is reached.
-func (r *Runtime) Full() bool {
-	s := r.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slotpolicy.Free(s.size, s.busy, s.settling) <= 0 || (r.maxSlots > 0 && r.busy >= r.maxSlots)
-}
-
-// Free is how many more handlers the member may start now.
-func (r *Runtime) Free() int {
-	s := r.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := slotpolicy.Free(s.size, s.busy, s.settling)
-	if r.maxSlots > 0 {
-		n = min(n, r.maxSlots-r.busy)
-	}
-	return n
 }
 
 // CloseAll ends the loops of slot schedulers, each once and all at once,

@@ -25,8 +25,8 @@ import (
 // session's books and tells the observer of them (a dequeue does both for
 // the tasks it took), runs each on a handler goroutine (launch, runJob),
 // and gives the others back to the front of the queue. A handler's slot
-// is counted here too, from its claim until its outcome is written
-// (count): a task's way from its arrival to its outcome is this file's
+// is counted from its claim until its outcome is written (count, in
+// slots.go): a task's way from its arrival to its outcome is this file's
 // and settle.go's.
 //
 // A hand-off is an enqueue that put its task straight into a process of
@@ -385,28 +385,6 @@ func (r *Runtime) runJob(j job) {
 // returned hands on the slot of a member's handler that returned, while
 // its outcome is written: the next task's dequeue goes out meanwhile.
 func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
-
-// count moves the member's slot counts, and the scheduler's, by busy and
-// settling; then, if a member may take the slot that freed, it wakes the
-// loop, and if the member's handlers have all ended it closes the drain
-// channel those waiting for that hold.
-func (r *Runtime) count(busy, settling int) {
-	s := r.sched
-	s.mu.Lock()
-	r.busy += busy
-	r.settling += settling
-	s.busy += busy
-	s.settling += settling
-	wanted := s.wantedLocked()
-	drained := r.takeDrainLocked()
-	s.mu.Unlock()
-	if wanted {
-		s.poke()
-	}
-	if drained != nil {
-		close(drained)
-	}
-}
 
 // settled ends a job whose outcome was written (or given up): its
 // context ends, it stops counting against the writes in flight, and the
