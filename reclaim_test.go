@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,11 +236,23 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 		require.False(t, kept[0].Gone)
 		return kept[0]
 	}
+	// renewalCalls counts the calls of a renewal, the fewest of three:
+	// the server's count also takes in what the client sends of its own
+	// (a connection's first commands, rueidis's keep-alive PING), which
+	// may land among one renewal's calls, hardly among each of three's.
+	var kept store.KeptAlive
+	renewalCalls := func() int {
+		n := math.MaxInt
+		for range 3 {
+			n = min(n, calls(func() { kept = renew() }))
+		}
+		return n
+	}
 	// Counted from the second call on: the first of a script on a new
 	// server may be sent twice (EVALSHA refused, then EVAL).
-	kept := renew()
+	kept = renew()
 	assert.True(t, kept.Dead, "one of %d dead workers is unclaimed", dead)
-	n := calls(func() { kept = renew() })
+	n := renewalCalls()
 	assert.True(t, kept.Dead, "one of %d dead workers is unclaimed", dead)
 	assert.LessOrEqual(t, n, 12, "calls of one renewal")
 
@@ -253,7 +266,7 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	assert.Equal(t, []string{fmt.Sprintf("dead-%03d", dead-1)}, exp.Dead, "the unclaimed one is handed out")
 	assert.LessOrEqual(t, n, 16, "calls of one look")
 
-	n = calls(func() { kept = renew() })
+	n = renewalCalls()
 	assert.False(t, kept.Dead, "every dead worker is claimed")
 	assert.LessOrEqual(t, n, 12, "calls of one renewal")
 }
