@@ -42,12 +42,14 @@ func TestLookupBudget(t *testing.T) {
 	for i := range allowed {
 		require.Equal(t, http.StatusNotFound, e.raw(unknown, nil).code, "lookup %d", i)
 	}
-	before := e.rdb.n.Load()
-	res := e.raw(unknown, nil)
-	assert.Equal(t, http.StatusTooManyRequests, res.code)
-	assert.Contains(t, res.body, "too many task lookups")
-	assert.Equal(t, "1", res.header.Get("Retry-After"))
-	assert.Equal(t, before, e.rdb.n.Load(), "a refused lookup reads nothing")
+	var res response
+	reads := e.fewestReads(func() {
+		res = e.raw(unknown, nil)
+		assert.Equal(t, http.StatusTooManyRequests, res.code)
+		assert.Contains(t, res.body, "too many task lookups")
+		assert.Equal(t, "1", res.header.Get("Retry-After"))
+	})
+	assert.Zero(t, reads, "a refused lookup reads nothing")
 
 	// Cancelling by id scans the queue too, and is in the same budget.
 	tok := e.csrf()
@@ -95,17 +97,18 @@ func TestCrossSitePagesReadNothing(t *testing.T) {
 			{"Origin", "https://evil.example"},
 			{"Origin", "null"},
 		} {
-			before := e.rdb.n.Load()
-			res := e.raw(path, nil, header...)
-			assert.Equal(t, http.StatusForbidden, res.code, "%s %v", path, header)
-			assert.Equal(t, before, e.rdb.n.Load(), "%s %v read Redis", path, header)
+			reads := e.fewestReads(func() {
+				assert.Equal(t, http.StatusForbidden, e.raw(path, nil, header...).code, "%s %v", path, header)
+			})
+			assert.Zero(t, reads, "%s %v read Redis", path, header)
 		}
 	}
-	before := e.rdb.n.Load()
-	res := e.raw(task, nil, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
-	assert.Equal(t, http.StatusOK, res.code)
-	assert.Contains(t, res.body, `href="/ops/task?q=`+qx("q")+`&amp;id=unknown"`)
-	assert.Equal(t, before, e.rdb.n.Load(), "a link from elsewhere read Redis")
+	reads := e.fewestReads(func() {
+		res := e.raw(task, nil, "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
+		assert.Equal(t, http.StatusOK, res.code)
+		assert.Contains(t, res.body, `href="/ops/task?q=`+qx("q")+`&amp;id=unknown"`)
+	})
+	assert.Zero(t, reads, "a link from elsewhere read Redis")
 
 	for _, header := range [][]string{
 		{"Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "navigate"},
