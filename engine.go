@@ -115,18 +115,10 @@ func (h *slotHost) NewProc(queue string, sp store.Proc, started time.Time) *engi
 	return &newProcessAt((*Worker)(h), queue, sp, started).rec
 }
 
-// LeaseLost hands the lease keeper the root's session of s, if s still
-// serves its queue: one that no longer does left it, which is no evidence
-// (see leaseLost).
+// LeaseLost hands the lease keeper the evidence that the lease of worker
+// id on s's queue is gone; the keeper judges whether s still serves it.
 func (h *slotHost) LeaseLost(id string, s *engine.Session, cause error) {
-	w := (*Worker)(h)
-	w.mu.Lock()
-	sent := w.sessions[s.Name]
-	w.mu.Unlock()
-	if sent == nil || &sent.Session != s {
-		return
-	}
-	w.lease.leaseLost(id, s.Name, sent, nil, cause)
+	(*Worker)(h).lease.LeaseLost(id, s.Name, s, nil, cause)
 }
 
 // beatEnv is what the client's beats take of it; born is when it was
