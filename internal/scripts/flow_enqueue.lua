@@ -59,7 +59,9 @@ for i = 3, #ARGV, 7 do
 end
 local holders = {}
 local marks = {} -- the home workflow's steps queued
-local adopted = {} -- the home workflow's steps and the tasks other releases enqueued for them
+-- HSET's arguments (of the unique keys, or of the home workflow's ids:
+-- the steps' tasks, enqueued here or by other releases) and ZADD's.
+local taken, held = {}, {}
 if flow_steps_key then
   -- A home workflow's: a step not ready has the id it was queued with
   -- as its holder, or '' if it has none (see above).
@@ -81,10 +83,10 @@ if flow_steps_key then
   -- step of a workflow of the same id before this one, the key held
   -- longer than its keys: not this step's.
   if #keys > 0 then
-    local held = hmget(unique_key, keys)
+    local holding = hmget(unique_key, keys)
     local created -- read once a key is held
     for j, step in ipairs(ready) do
-      local holder = held[j]
+      local holder = holding[j]
       if holder and not created then
         created = tonumber(redis.call('HGET', flow_key, 'created') or '0') or 0
       end
@@ -92,8 +94,8 @@ if flow_steps_key then
         holders[step] = holder
         marks[#marks + 1] = step
         marks[#marks + 1] = 'q'
-        adopted[#adopted + 1] = step
-        adopted[#adopted + 1] = holder
+        taken[#taken + 1] = step
+        taken[#taken + 1] = holder
       end
     end
   end
@@ -113,7 +115,6 @@ else
     end
   end
 end
-local taken, held = {}, {} -- HSET's (of the unique keys, or the home workflow's ids) and ZADD's arguments
 for i = 3, #ARGV, 7 do
   local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
@@ -165,9 +166,6 @@ for i = 3, #ARGV, 7 do
     out[#out + 1] = id
     out[#out + 1] = '0'
   end
-end
-for i = 1, #adopted, 2000 do
-  redis.call('HSET', flow_ids_key, unpack(adopted, i, math.min(i + 1999, #adopted)))
 end
 for i = 1, #taken, 2000 do
   redis.call('HSET', flow_ids_key or unique_key, unpack(taken, i, math.min(i + 1999, #taken)))
