@@ -86,22 +86,29 @@ func deniedFor(t *testing.T, b *backend, user string) []string {
 	return out
 }
 
+// restrictedClient is a client logged in as aclUser's restricted user
+// (named user) through addr, a URL in Options.Addr, on a backend of its
+// own; the test is skipped on miniredis, which has no ACL users.
+func restrictedClient(t *testing.T) (b *backend, c *Client, addr, user string, ctx context.Context) {
+	t.Helper()
+	b = newBackend(t)
+	if !b.real {
+		t.Skip("ACL users need real Redis")
+	}
+	addr = aclUser(t, b)
+	c, err := New(Options{Addr: addr, Prefix: b.prefix, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return b, c, addr, b.prefix + "-user", ctxT(t)
+}
+
 // The core flows run as a user that may only touch the prefix's keys and
 // channels and run aclCommands, logged in through a URL in Options.Addr.
 // Redis must refuse nothing, and must refuse that user everything outside
 // the prefix.
 func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	if !b.real {
-		t.Skip("ACL users need real Redis")
-	}
-	u := aclUser(t, b)
-	user := b.prefix + "-user"
-	ctx := ctxT(t)
-	c, err := New(Options{Addr: u, Prefix: b.prefix, Logger: testLogger(t)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	b, c, u, user, ctx := restrictedClient(t)
 
 	// Enqueue, inspect, handle.
 	handled := make(chan string, 5)
@@ -322,16 +329,7 @@ func TestDocsListTheACLCommands(t *testing.T) {
 // (whose steps the release marks with scripts of their own).
 func TestWorkflowsAsARestrictedACLUser(t *testing.T) {
 	t.Parallel()
-	b := newBackend(t)
-	if !b.real {
-		t.Skip("ACL users need real Redis")
-	}
-	u := aclUser(t, b)
-	user := b.prefix + "-user"
-	ctx := ctxT(t)
-	c, err := New(Options{Addr: u, Prefix: b.prefix, Logger: testLogger(t)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	b, c, _, user, ctx := restrictedClient(t)
 
 	w := newWorker(t, c, fast)
 	log := &stepLog{}
@@ -340,7 +338,7 @@ func TestWorkflowsAsARestrictedACLUser(t *testing.T) {
 	}
 	const id = "acl-flow"
 	require.False(t, c.store.Keys().WorkflowHome(id, "wa") || c.store.Keys().WorkflowHome(id, "wb"))
-	_, err = c.EnqueueWorkflow(ctx, []Step{
+	_, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "a", Queue: "wa", Task: []byte("a")},
 		{Name: "b", Queue: "wb", Task: []byte("b"), After: []string{"a"}},
 	}, WorkflowOptions{ID: id})
