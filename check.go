@@ -214,7 +214,9 @@ type GroupCount struct {
 type QueueControl struct {
 	Queue string
 	// Control is the field of the queue's meta hash: "limit" (the
-	// concurrency limit), "rate" or "per" (the rate limit).
+	// concurrency limit), "rate" or "per" (the rate limit), "glimit" (its
+	// groups' default limit), "gturns" (their default turns) or "gsize"
+	// (the group turn size).
 	Control string
 	// Value is the stored value, cut to 64 bytes.
 	Value string

@@ -577,7 +577,8 @@ func TestCheckReportsUnreadableControls(t *testing.T) {
 	require.NoError(t, second(c.Enqueue(ctx, "fine", []byte("x"))))
 	require.NoError(t, c.SetConcurrency(ctx, "fine", 2))
 	meta := c.store.Keys().Queue("q").Meta
-	do(t, c, c.rdb.B().Hset().Key(meta).FieldValue().FieldValue("limit", "9.2233720368547758e+18").FieldValue("rate", "ten").FieldValue("per", "1000").Build())
+	do(t, c, c.rdb.B().Hset().Key(meta).FieldValue().FieldValue("limit", "9.2233720368547758e+18").FieldValue("rate", "ten").FieldValue("per", "1000").
+		FieldValue("glimit", "-1").FieldValue("gturns", "2").FieldValue("gsize", "eight").Build())
 
 	info, err := c.QueueInfo(ctx, "q")
 	require.NoError(t, err)
@@ -589,15 +590,20 @@ func TestCheckReportsUnreadableControls(t *testing.T) {
 
 	rep, err := c.Check(ctx, CheckOptions{Repair: true})
 	require.NoError(t, err)
-	assert.Equal(t, []QueueControl{{Queue: "q", Control: "limit", Value: "9.2233720368547758e+18"}, {Queue: "q", Control: "rate", Value: "ten"}}, rep.UnreadableControls)
-	assert.Equal(t, 2, rep.Problems())
-	assert.Contains(t, rep.String(), "unreadable controls 2")
+	assert.Equal(t, []QueueControl{
+		{Queue: "q", Control: "limit", Value: "9.2233720368547758e+18"}, {Queue: "q", Control: "rate", Value: "ten"},
+		{Queue: "q", Control: "glimit", Value: "-1"}, {Queue: "q", Control: "gsize", Value: "eight"},
+	}, rep.UnreadableControls)
+	assert.Equal(t, 4, rep.Problems())
+	assert.Contains(t, rep.String(), "unreadable controls 4")
 	// Reported, never touched; setting the control again mends it.
 	v, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(meta).Field("limit").Build()).ToString()
 	require.NoError(t, err)
 	assert.Equal(t, "9.2233720368547758e+18", v)
 	require.NoError(t, c.SetConcurrency(ctx, "q", 4))
 	require.NoError(t, c.SetRateLimit(ctx, "q", 0, 0))
+	require.NoError(t, c.SetGroupConcurrency(ctx, "q", "", 0))
+	require.NoError(t, c.SetGroupTurnSize(ctx, "q", 1))
 	rep, err = c.Check(ctx, CheckOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, rep.UnreadableControls)

@@ -65,7 +65,7 @@ for i = 2, #reports, 2 do
   end
 end
 local unreadable = {}
-local controls = {'limit', 'rate', 'per'}
+local controls = {'limit', 'rate', 'per', 'glimit', 'gturns', 'gsize'}
 local values = redis.call('HMGET', meta_key, unpack(controls))
 for i, name in ipairs(controls) do
   local v = values[i]
