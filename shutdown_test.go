@@ -47,7 +47,8 @@ func TestShutdownWithNothingRunningAndNoGrace(t *testing.T) {
 // returned").
 func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, WorkerOptions{})
 	unstick := make(chan struct{})
 	started := make(chan string, 10)
@@ -60,6 +61,9 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	}, HandleOptions{Concurrency: 1}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("stuck"))))
 	recv(t, started, 5*time.Second, "the stuck handler")
+	// StopWork cancels the handler and waits ShutdownCancelWait for it
+	// on the client's clock, moved once that wait's timer is set.
+	k.advanceOnceSet(k.clk.Timers()+1, ShutdownCancelWait)
 	r := failStopWork(t, c, w, "q")
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
