@@ -262,6 +262,18 @@ func (k *clocked) idle(d time.Duration) {
 	k.advance(d)
 }
 
+// advanceOnceSet moves the clocks on by d once n of the client's timers
+// are pending, on a goroutine of its own: for a call of the test's that
+// returns only after a timer it sets has fired. It gives up when the test
+// ends.
+func (k *clocked) advanceOnceSet(n int, d time.Duration) {
+	go func() {
+		if k.clk.WaitTimers(k.ctx, n) == nil {
+			k.advance(d)
+		}
+	}()
+}
+
 // at is the time d after the test's start.
 func (k *clocked) at(d time.Duration) time.Time { return k.start.Add(d) }
 

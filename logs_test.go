@@ -146,10 +146,25 @@ func TestAnOutageLogsOneLineWhenItStartsAndOneWhenItEnds(t *testing.T) {
 
 	px.cut()
 	close(release) // their finishes fail, and their slots free: dequeues fail too
-	eventually(t, 20*time.Second, "finishes, dequeues and renewals failed, several times each", func() bool {
-		f := c.outage.Counts()
-		return f["finish"] >= 2 && f["dequeue"] >= 2 && f["renewal"] >= 2
-	})
+	// A timeout says where the finishes stand: the handlers returned, the
+	// outcomes being written, the finishes queued behind one in flight,
+	// and the stacks of the goroutines writing them (a finish that neither
+	// fails nor returns while Redis is cut off shows there).
+	deadline := time.Now().Add(20 * time.Second)
+	for f := c.outage.Counts(); f["finish"] < 2 || f["dequeue"] < 2 || f["renewal"] < 2; f = c.outage.Counts() {
+		if time.Now().After(deadline) {
+			busy, settling := runnerOf(w, "q").Counts()
+			queued, _ := c.finishes.Queued("q")
+			stacks := goroutinesRunning(func(frame string) bool {
+				return strings.Contains(frame, "engine.(*Settler") || strings.Contains(frame, "coalesce.") ||
+					strings.Contains(frame, "proc.Persist") || strings.Contains(frame, "rueidis.")
+			})
+			t.Fatalf("not within 20s: finishes, dequeues and renewals failed, several times each: failed %v; "+
+				"%d handlers returned, %d running, %d outcomes being written, %d finishes queued; writing:\n%s",
+				f, done.Load(), busy, settling, queued, strings.Join(stacks, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	px.restore()
 	eventually(t, 20*time.Second, "every task done", func() bool {
 		procs, err := direct.Processes(ctx, "q")

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // Shutdown with a context already over, and no handler running, has
@@ -45,7 +47,8 @@ func TestShutdownWithNothingRunningAndNoGrace(t *testing.T) {
 // returned").
 func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, WorkerOptions{})
 	unstick := make(chan struct{})
 	started := make(chan string, 10)
@@ -58,6 +61,9 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 	}, HandleOptions{Concurrency: 1}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("stuck"))))
 	recv(t, started, 5*time.Second, "the stuck handler")
+	// StopWork cancels the handler and waits ShutdownCancelWait for it
+	// on the client's clock, moved once that wait's timer is set.
+	k.advanceOnceSet(k.clk.Timers()+1, ShutdownCancelWait)
 	r := failStopWork(t, c, w, "q")
 	close(unstick)
 	// The stuck handler's outcome is written (or found lost), and the old
@@ -70,9 +76,10 @@ func TestARestartedLoopStartsHandlersWhileAnOldStopStillWaits(t *testing.T) {
 // Shutdown waits for the handlers on its own goroutine: one that outlasts
 // the grace period and the wait after its cancel leaves nothing of
 // Shutdown's behind waiting for it. Not parallel: it looks at every
-// goroutine.
+// goroutine. On a Fake clock, which times the wait after the cancel.
 func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
-	_, c, ctx := setup(t)
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
 	w := newWorker(t, c, WorkerOptions{})
 	started, release := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(release) }) // before the worker's Close
@@ -83,9 +90,14 @@ func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
 	}, HandleOptions{}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	recv(t, started, 5*time.Second, "handler running")
-	grace, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	defer cancel()
-	assert.ErrorIs(t, w.Shutdown(grace), context.DeadlineExceeded)
+	timers := k.clk.Timers()
+	grace, cancel := context.WithCancel(ctx)
+	cancel() // over before Shutdown begins: the handler outlasts it
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(grace) }()
+	k.waitTimers(timers + 1) // the wait after the handler's cancel
+	k.advance(ShutdownCancelWait)
+	assert.ErrorIs(t, recv(t, shut, testsignal.Wait, "Shutdown returned"), context.Canceled)
 	assert.Empty(t, goroutinesRunning(func(frame string) bool {
 		return strings.Contains(frame, "worqr.runtimes.stop")
 	}), "a goroutine of Shutdown still waits for the handler")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // The hot path's stats (started, finished, retried, waits and runs) are
@@ -67,38 +68,35 @@ func TestStatsExactWithConcurrentHandlers(t *testing.T) {
 	assert.Equal(t, tot.Counts, statsTotal(t, reader, "q", time.Hour).Counts, "the hour agrees")
 }
 
-// A busy queue's counts ride on its own calls: written within about a
-// second, with no call of their own.
+// A busy queue's counts ride on its own calls: written by the first call
+// a second (StatsFlushEvery) after they were counted, with no call of
+// their own. On a Fake clock, so that the second is exact.
 func TestStatsRideOnABusyQueuesCalls(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
-	reader := b.client()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	reader := k.client()
 	own := countOps(c, store.OpStats)
-	// A loaded machine may stall this loop for a while: not idle.
-	c.store.SetStatsTiming(store.StatsFlushEvery, 5*time.Second)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	start := time.Now()
-	var done int64
-	for seen := false; !seen; {
-		// One task through, then (every few) a look from another client.
+	through := func() { // one task through: an enqueue, a dequeue, a finish
+		t.Helper()
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 		p, err := w.Dequeue(ctx, "q")
 		require.NoError(t, err)
 		require.NoError(t, p.Finish(ctx))
-		done++
-		if done%10 == 0 {
-			seen = statsTotal(t, reader, "q", time.Minute).Counts.Finished > 0
-		}
-		require.Less(t, time.Since(start), 10*time.Second, "no counts written")
 	}
-	took := time.Since(start)
-	assert.GreaterOrEqual(t, took, store.StatsFlushEvery, "held for a second first")
-	assert.Zero(t, own.Load(), "no call of their own")
+	through()
+	k.advance(store.StatsFlushEvery - time.Millisecond)
+	through()
+	assert.Zero(t, statsTotal(t, reader, "q", time.Minute).Counts.Finished, "held for a second first")
+	k.advance(time.Millisecond)
+	through() // its enqueue carries the first two; its own are held
 	tot := statsTotal(t, reader, "q", time.Minute)
+	assert.Equal(t, StatsCounts{Enqueued: 2, Started: 2, Finished: 2}, tot.Counts)
+	assert.Zero(t, own.Load(), "no call of their own")
 	assert.Equal(t, tot.Counts.Started, tot.Wait.Count())
 	assert.Equal(t, tot.Counts.Finished, tot.Run.Count())
-	assert.Less(t, tot.Counts.Finished, done, "the last second's still held")
 }
 
 // A producer's enqueue counts are its client's too: held, then carried by
@@ -143,24 +141,25 @@ func TestDuplicateEnqueueWritesTheCountsItCarries(t *testing.T) {
 	assert.EqualValues(t, 1, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
 }
 
-// An idle queue's counts are written by a call of their own, about a
-// second after they were counted.
+// An idle queue's counts are written by a call of their own, a second
+// (StatsFlushEvery) after they were counted. On a Fake clock: the
+// flusher's run ends once it wrote them, nothing being pending.
 func TestStatsOfAnIdleQueueAreWrittenAlone(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
-	reader := b.client()
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
+	reader := k.client()
 	own := countOps(c, store.OpStats)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
-	start := time.Now()
 	for _, p := range dequeueAll(t, w, "q", 3) {
 		require.NoError(t, p.Finish(ctx))
 	}
-	eventually(t, 10*time.Second, "the counts written", func() bool {
-		return statsTotal(t, reader, "q", time.Minute).Counts.Finished == 3
-	})
-	assert.GreaterOrEqual(t, time.Since(start), store.StatsFlushEvery, "held for a second first")
+	assert.Equal(t, k.clk.Now().Add(store.StatsFlushEvery), c.store.StatsNextIdle(), "held for a second first")
+	stopped := c.statsFlusher.Stopped()
+	k.advance(store.StatsFlushEvery)
+	recv(t, stopped, testsignal.Wait, "the flusher wrote the counts and stopped")
 	assert.Positive(t, own.Load(), "by a call of their own")
 	tot := statsTotal(t, reader, "q", time.Minute)
 	assert.Equal(t, StatsCounts{Enqueued: 3, Started: 3, Finished: 3}, tot.Counts)
