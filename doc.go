@@ -237,6 +237,8 @@
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
+// enqueue (an enqueue's options, their checks and the arguments the
+// store sends, and the error of a task over the size limit),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua, and the worker's set of

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
 )
@@ -219,7 +220,7 @@ func checkWorkflowID(id string) error {
 		return fmt.Errorf("%w: workflow id of %d bytes, limit %d", ErrInvalidOptions, len(id), MaxWorkflowIDLen)
 	}
 	for i := 0; i < len(id); i++ {
-		if b := id[i]; b == '.' || b == '/' || !kindByte(b) {
+		if b := id[i]; b == '.' || b == '/' || !enqueue.KindByte(b) {
 			return fmt.Errorf("%w: workflow id %q: byte %q is not a letter, a digit, '-' or '_'", ErrInvalidOptions, id, b)
 		}
 	}
@@ -237,7 +238,7 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 		if st.Name == "" {
 			return nil, fmt.Errorf("step %d has no name: %w", i, ErrInvalidOptions)
 		}
-		if err := checkKind(st.Name); err != nil {
+		if err := enqueue.CheckKind(st.Name); err != nil {
 			return nil, fmt.Errorf("step name: %w", err)
 		}
 		if _, dup := index[st.Name]; dup {
@@ -254,17 +255,17 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 			return nil, fmt.Errorf("step %q: %w", st.Name, c.tooLarge(-1, len(st.Task)))
 		}
 		o := collectEnqueueOptions(st.Options)
-		if err := o.check(); err != nil {
+		if err := o.Check(); err != nil {
 			return nil, fmt.Errorf("step %q: %w", st.Name, err)
 		}
-		if o.uniqueSet {
+		if o.UniqueSet {
 			return nil, fmt.Errorf("step %q: a workflow's step holds a unique key of its own: %w", st.Name, ErrInvalidOptions)
 		}
-		if o.aggregateSet {
+		if o.AggregateSet {
 			return nil, fmt.Errorf("step %q: a workflow's step is one task of its own, never aggregated: %w", st.Name, ErrInvalidOptions)
 		}
-		o.retain = max(o.retain, keep)
-		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.args(), Task: st.Task})
+		o.Retain = max(o.Retain, keep)
+		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.Args(), Task: st.Task})
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %w", st.Name, err)
 		}
