@@ -239,6 +239,8 @@
 // options), checker (one run of the consistency check and its repair),
 // enqueue (an enqueue's options, their checks and the arguments the
 // store sends, and the error of a task over the size limit),
+// workflow (a workflow's plan: its id, its steps' checks and graph,
+// their dependency order, and what a step's task is enqueued with),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua, and the worker's set of

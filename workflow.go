@@ -1,21 +1,17 @@
 package worqr
 
 import (
-	"container/heap"
 	"context"
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/worqr/worqr/internal/enqueue"
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/workflow"
 )
 
 // A workflow is a set of tasks, its steps, on any queues, with
@@ -61,12 +57,12 @@ import (
 var (
 	// ErrWorkflowCycle: the dependencies of a workflow's steps make a
 	// cycle (a step that waits, through others, for itself).
-	ErrWorkflowCycle = errors.New("workflow has a cycle")
+	ErrWorkflowCycle = errs.ErrWorkflowCycle
 	// ErrUnknownStep: a step waits for a step the workflow does not
 	// have.
-	ErrUnknownStep = errors.New("unknown workflow step")
+	ErrUnknownStep = errs.ErrUnknownStep
 	// ErrDuplicateStep: two steps of a workflow have the same name.
-	ErrDuplicateStep = errors.New("duplicate workflow step")
+	ErrDuplicateStep = errs.ErrDuplicateStep
 	// ErrWorkflowExists: a workflow of that id (WorkflowOptions.ID)
 	// exists with other steps.
 	ErrWorkflowExists = errors.New("workflow id taken")
@@ -124,13 +120,9 @@ const DefaultWorkflowKeep = 24 * time.Hour
 // MaxWorkflowIDLen is the longest workflow id.
 const MaxWorkflowIDLen = 64
 
-// stepSpec is what a step's task is enqueued with, kept in the
-// workflow's state until the step is released.
-type stepSpec struct {
-	Queue string            `json:"q"`
-	Args  store.EnqueueArgs `json:"a"`
-	Task  []byte            `json:"p"`
-}
+// The limit is internal/workflow's, which checks ids: see the limits of
+// enqueue.go for how this fails the build when the two part.
+const _ = uint(MaxWorkflowIDLen-workflow.MaxIDLen) + uint(workflow.MaxIDLen-MaxWorkflowIDLen)
 
 // EnqueueWorkflow creates a workflow of steps and enqueues those without
 // parents; each other step is enqueued once its parents have ended (see
@@ -160,21 +152,15 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	}
 	id := opts.ID
 	if id == "" {
-		id = c.store.Keys().HomeWorkflowID(newWorkflowID(), homeQueue(steps))
-	} else if err := checkWorkflowID(id); err != nil {
+		id = c.store.Keys().HomeWorkflowID(workflow.NewID(), workflow.HomeQueue(len(steps), func(i int) string { return steps[i].Queue }))
+	} else if err := workflow.CheckID(id); err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow: %w", err)
 	}
 	plan, err := c.planWorkflow(steps, keep, opts.RunAfterFailure)
 	if err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
 	}
-	sum := sha1.New()
-	for _, st := range plan {
-		fmt.Fprintf(sum, "%s\x00%s\x00%s\x00%s\x00", st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","))
-	}
-	fmt.Fprintf(sum, "%d", keep.Milliseconds())
-	placeSteps(plan)
-	did, ready, err := c.store.CreateWorkflow(ctx, id, hex.EncodeToString(sum.Sum(nil)), keep, plan)
+	did, ready, err := c.store.CreateWorkflow(ctx, id, workflow.Digest(plan, keep), keep, plan)
 	if err != nil {
 		return "", c.fail("enqueue workflow", "", err)
 	}
@@ -187,204 +173,28 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	return id, nil
 }
 
-// newWorkflowID is a random workflow id: 16 bytes, in hex.
-func newWorkflowID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
-	return hex.EncodeToString(b[:])
-}
-
-// homeQueue is the queue of the most steps (the first of them, on a
-// tie): a workflow of a random id gets one whose keys share that queue's
-// slot, so that the finish of a step's task in it records the step's end
-// at once, with no notice to carry (see finish.lua). A workflow of the
-// caller's id lives in the slot that id falls in; its steps' ends are
-// carried, unless by chance it falls in their queue's.
-func homeQueue(steps []Step) string {
-	count := make(map[string]int)
-	home := ""
-	for _, st := range steps {
-		count[st.Queue]++
-		if count[st.Queue] > count[home] {
-			home = st.Queue
-		}
-	}
-	return home
-}
-
-// checkWorkflowID refuses an id that is not 1 to MaxWorkflowIDLen bytes
-// of letters, digits, '-' and '_' (it goes in a hash tag and a header
-// field).
-func checkWorkflowID(id string) error {
-	if id == "" || len(id) > MaxWorkflowIDLen {
-		return fmt.Errorf("%w: workflow id of %d bytes, limit %d", ErrInvalidOptions, len(id), MaxWorkflowIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		if b := id[i]; b == '.' || b == '/' || !enqueue.KindByte(b) {
-			return fmt.Errorf("%w: workflow id %q: byte %q is not a letter, a digit, '-' or '_'", ErrInvalidOptions, id, b)
-		}
-	}
-	return nil
-}
-
-// planWorkflow checks steps and lays them out for the store: each with
-// its spec, parents and children, in the order given.
+// planWorkflow checks steps and lays them out for the store
+// (workflow.Plan), under the client's limits.
 func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure bool) ([]store.WorkflowStep, error) {
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("no steps: %w", ErrInvalidOptions)
-	}
-	index := make(map[string]int, len(steps))
+	planned := make([]workflow.Step, len(steps))
 	for i, st := range steps {
-		if st.Name == "" {
-			return nil, fmt.Errorf("step %d has no name: %w", i, ErrInvalidOptions)
-		}
-		if err := enqueue.CheckKind(st.Name); err != nil {
-			return nil, fmt.Errorf("step name: %w", err)
-		}
-		if _, dup := index[st.Name]; dup {
-			return nil, fmt.Errorf("step %q: %w", st.Name, ErrDuplicateStep)
-		}
-		index[st.Name] = i
+		planned[i] = workflow.Step{Name: st.Name, Queue: st.Queue, Task: st.Task, After: st.After, AfterEnded: st.AfterEnded,
+			Options: collectEnqueueOptions(st.Options)}
 	}
-	plan := make([]store.WorkflowStep, len(steps))
-	for i, st := range steps {
-		if err := validQueue("enqueue workflow", st.Queue); err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		if len(st.Task) > c.maxTaskSize {
-			return nil, fmt.Errorf("step %q: %w", st.Name, c.tooLarge(-1, len(st.Task)))
-		}
-		o := collectEnqueueOptions(st.Options)
-		if err := o.Check(); err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		if o.UniqueSet {
-			return nil, fmt.Errorf("step %q: a workflow's step holds a unique key of its own: %w", st.Name, ErrInvalidOptions)
-		}
-		if o.AggregateSet {
-			return nil, fmt.Errorf("step %q: a workflow's step is one task of its own, never aggregated: %w", st.Name, ErrInvalidOptions)
-		}
-		o.Retain = max(o.Retain, keep)
-		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.Args(), Task: st.Task})
-		if err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		plan[i].Name, plan[i].Spec = st.Name, string(spec)
-		seen := make(map[string]bool)
-		edge := func(parent string, runs bool) error {
-			j, ok := index[parent]
-			switch {
-			case !ok:
-				return fmt.Errorf("step %q waits for %q: %w", st.Name, parent, ErrUnknownStep)
-			case parent == st.Name:
-				return fmt.Errorf("step %q waits for itself: %w", st.Name, ErrWorkflowCycle)
-			case seen[parent]:
-				return nil
-			}
-			seen[parent] = true
-			plan[i].Parents = append(plan[i].Parents, parent)
-			kid := st.Name
-			if runs || runAfterFailure {
-				kid = "+" + kid
-			}
-			plan[j].Kids = append(plan[j].Kids, kid)
-			return nil
-		}
-		for _, p := range st.After {
-			if err := edge(p, false); err != nil {
-				return nil, err
-			}
-		}
-		for _, p := range st.AfterEnded {
-			if err := edge(p, true); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if cycle := findCycle(plan, index); cycle != nil {
-		return nil, fmt.Errorf("steps %s: %w", strings.Join(cycle, " -> "), ErrWorkflowCycle)
-	}
-	return plan, nil
+	return workflow.Plan(planned, keep, runAfterFailure, c.maxTaskSize, func(queue string) error {
+		return validQueue("enqueue workflow", queue)
+	})
 }
 
-// placeSteps sets each step's place in dependency order, the order
-// WorkflowInfo.InOrder lists them in, which the workflow keeps so that
-// WorkflowSteps reads a part of it at that part's cost.
-func placeSteps(plan []store.WorkflowStep) {
-	info := WorkflowInfo{Steps: make([]StepInfo, len(plan))}
-	at := make(map[string]int, len(plan))
-	for i, st := range plan {
-		info.Steps[i] = StepInfo{Name: st.Name, Parents: st.Parents}
-		at[st.Name] = i
-	}
-	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
-	for place, st := range info.InOrder() {
-		plan[at[st.Name]].Place = place
-	}
-}
+// stepSpec and stepTask are workflow's, by the names checkEnv
+// (engine.go) gives them.
+type stepSpec = workflow.Spec
 
-// findCycle returns the steps of a cycle, the first repeated at the end,
-// or nil when there is none (a depth-first walk along the parents).
-func findCycle(plan []store.WorkflowStep, index map[string]int) []string {
-	const (
-		unseen = iota
-		open
-		done
-	)
-	mark := make([]int, len(plan))
-	var path []string
-	var walk func(i int) []string
-	walk = func(i int) []string {
-		mark[i] = open
-		path = append(path, plan[i].Name)
-		for _, p := range plan[i].Parents {
-			j := index[p]
-			switch mark[j] {
-			case open:
-				at := slices.Index(path, p)
-				return append(slices.Clone(path[at:]), p)
-			case unseen:
-				if c := walk(j); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		mark[i] = done
-		return nil
-	}
-	for i := range plan {
-		if mark[i] == unseen {
-			if c := walk(i); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
-}
-
-// stepUniqueHold is how long past the workflow's keep a step's unique
-// key is held: a replay of the step's release within it finds the task
-// enqueued and adds nothing (see the file's comment).
-const stepUniqueHold = 24 * time.Hour
+var stepTask = workflow.StepTask
 
 // enqueueSteps enqueues a workflow's ready steps (enqueueReady).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
 	return c.enqueueReady(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
-}
-
-// stepTask is the task that runs workflow id's step r, with a unique key
-// of its own, which makes its enqueue idempotent.
-func stepTask(id string, r store.ReadyStep) (store.EnqueueOne, error) {
-	var spec stepSpec
-	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
-		return store.EnqueueOne{}, fmt.Errorf("step %q: spec unreadable: %w", r.Name, err)
-	}
-	args := spec.Args
-	args.Flow = id + "." + r.Name
-	args.Unique = "worqr/workflow/" + id + "/" + r.Name
-	args.UniqueTTL = args.Retain + stepUniqueHold
-	return store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args}, nil
 }
 
 // enqueueReady enqueues workflows' ready steps, each to its queue with a
@@ -400,7 +210,7 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 	var steps []store.ReadyStep
 	for w, f := range wfs {
 		for _, r := range f.Steps {
-			t, err := stepTask(f.ID, r)
+			t, err := workflow.StepTask(f.ID, r)
 			if err != nil {
 				errs[w] = append(errs[w], err)
 				continue
@@ -460,11 +270,11 @@ func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
 func (c *Client) cancelSteps(ctx context.Context, steps []store.QueuedStep) error {
 	var errs []error
 	for _, st := range steps {
-		var spec stepSpec
-		if err := json.Unmarshal([]byte(st.Spec), &spec); err != nil || st.TaskID == "" {
+		queue, ok := workflow.SpecQueue(st.Spec)
+		if !ok || st.TaskID == "" {
 			continue
 		}
-		if _, err := c.CancelTask(ctx, spec.Queue, st.TaskID); err != nil {
+		if _, err := c.CancelTask(ctx, queue, st.TaskID); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -480,7 +290,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
 	if err := c.validateCtx(ctx, "cancel workflow"); err != nil {
 		return false, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return false, fmt.Errorf("worqr: cancel workflow: %w", err)
 	}
 	was, queued, err := c.store.CancelWorkflow(ctx, id)
@@ -519,8 +329,6 @@ const (
 	StepDead      StepState = "dead"      // its task went to the dead letters
 	StepCancelled StepState = "cancelled" // it will not run: a parent failed, or the workflow was cancelled
 )
-
-var stepStates = map[string]StepState{"w": StepWaiting, "r": StepReady, "q": StepQueued, "ok": StepSucceeded, "dead": StepDead, "x": StepCancelled}
 
 // WorkflowInfo is a workflow's state and each of its steps'.
 type WorkflowInfo struct {
@@ -581,7 +389,7 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
 		return WorkflowPage{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: %w", err)
 	}
 	if from < 0 || limit < 1 || limit > MaxPageSteps {
@@ -603,9 +411,8 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 		page.Ended = time.UnixMilli(rec.Ended)
 	}
 	for i, st := range rec.Steps {
-		var spec stepSpec
-		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
-		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State],
+		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
+		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)),
 			TaskID: st.TaskID, Parents: st.Parents, MoreParents: rec.MoreOfEach[i]})
 	}
 	return page, nil
@@ -643,7 +450,7 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	if err := c.validateCtx(ctx, "workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: workflow: %w", err)
 	}
 	rec, ok, err := c.store.WorkflowState(ctx, id)
@@ -658,9 +465,8 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		info.Ended = time.UnixMilli(rec.Ended)
 	}
 	for _, st := range rec.Steps {
-		var spec stepSpec
-		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
-		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State], TaskID: st.TaskID, Parents: st.Parents})
+		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
+		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)), TaskID: st.TaskID, Parents: st.Parents})
 	}
 	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
 	return info, nil
@@ -671,51 +477,12 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 // order of Steps (by name, as Workflow returns them), so a chain reads
 // from its first step to its last.
 func (w WorkflowInfo) InOrder() []StepInfo {
-	at := make(map[string]int, len(w.Steps))
-	for i, st := range w.Steps {
-		at[st.Name] = i
-	}
-	left := make([]int, len(w.Steps)) // parents not yet listed
-	kids := make([][]int, len(w.Steps))
-	for i, st := range w.Steps {
-		for _, p := range st.Parents {
-			if j, ok := at[p]; ok {
-				left[i]++
-				kids[j] = append(kids[j], i)
-			}
-		}
-	}
-	ready := &stepHeap{}
-	for i := range w.Steps {
-		if left[i] == 0 {
-			ready.ints = append(ready.ints, i)
-		}
-	}
-	out := make([]StepInfo, 0, len(w.Steps))
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int)
-		out = append(out, w.Steps[i])
-		for _, k := range kids[i] {
-			if left[k]--; left[k] == 0 {
-				heap.Push(ready, k)
-			}
-		}
+	order := workflow.Order(len(w.Steps), func(i int) string { return w.Steps[i].Name }, func(i int) []string { return w.Steps[i].Parents })
+	out := make([]StepInfo, len(order))
+	for at, i := range order {
+		out[at] = w.Steps[i]
 	}
 	return out
-}
-
-// stepHeap is a min-heap of indexes into WorkflowInfo.Steps.
-type stepHeap struct{ ints []int }
-
-func (h *stepHeap) Len() int           { return len(h.ints) }
-func (h *stepHeap) Less(i, j int) bool { return h.ints[i] < h.ints[j] }
-func (h *stepHeap) Swap(i, j int)      { h.ints[i], h.ints[j] = h.ints[j], h.ints[i] }
-func (h *stepHeap) Push(x any)         { h.ints = append(h.ints, x.(int)) }
-func (h *stepHeap) Pop() any {
-	n := len(h.ints) - 1
-	x := h.ints[n]
-	h.ints = h.ints[:n]
-	return x
 }
 
 // WaitWorkflow waits until a workflow has ended and returns its state,
@@ -727,7 +494,7 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 	if err := c.validateCtx(ctx, "wait workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow: %w", err)
 	}
 	wake := make(chan struct{}, 1)
