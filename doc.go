@@ -248,7 +248,8 @@
 // listener and the dispatcher of its events), waiters (Wait's
 // subscriptions), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
-// has workers),
+// has workers; the enqueue of the steps a release made ready; how a
+// step is released exactly once across slots),
 // statsflush (the writes of idle queues' stats counts),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),

@@ -15,43 +15,9 @@ import (
 )
 
 // A workflow is a set of tasks, its steps, on any queues, with
-// dependencies between them, enqueued in one call (EnqueueWorkflow). A
-// step whose parents have not all ended waits outside its queue, in the
-// workflow's state; the end of its last parent releases it into its
-// queue. How that stays exact across slots (a workflow's state and its
-// queues live in different slots of a cluster) is told in
-// docs/workflows.md; in short:
-//
-//  1. finish.lua and bury.lua (and release.lua for a poison pill) leave a
-//     notice of a workflow task's end in its queue's flows set, in the
-//     script that ends it; for a workflow whose keys share the queue's
-//     slot (a random id is made so: homeQueue), finish.lua records a
-//     success that makes no step ready in the workflow itself, and leaves
-//     no notice: the steps below are for the other ends;
-//  2. the worker that ended it then carries the notice to the workflow
-//     (wf_release.lua, in the workflow's slot), which records the step's
-//     end once (a second carry records nothing) and answers the steps
-//     that end made ready;
-//  3. each ready step is enqueued with a unique key of its own, held for
-//     the workflow's keep and a day more, so a second enqueue adds
-//     nothing and answers the first task's id (flow_enqueue.lua, many
-//     steps a call, in the queue's slot); then marked queued
-//     (wf_enqueued.lua); a step of a workflow whose keys share its
-//     queue's slot holds no unique key: flow_enqueue.lua enqueues it only
-//     while it is ready and marks it queued in the same script, so its
-//     state makes a second enqueue add nothing (one whose unique key a
-//     release that takes it holds is marked with the holder's id);
-//  4. the notice is removed.
-//
-// Notices of a queue that arrive close together are carried together
-// (flows.go): one call of each of these per batch (per workflow, for
-// those in its slot), not per notice.
-//
-// A crash between any two of these leaves the notice, and a sweep
-// (flows.go: when a worker starts serving a queue, and every
-// FlowSweepEvery) carries every notice older than FlowSweepAge again;
-// each step being idempotent, the replay neither loses a child nor
-// enqueues one twice.
+// dependencies between them, enqueued in one call (EnqueueWorkflow). How
+// its steps are released exactly once across slots is told in
+// internal/flows's package doc and docs/workflows.md.
 
 // Errors of EnqueueWorkflow, matched with errors.Is.
 var (
@@ -192,93 +158,9 @@ type stepSpec = workflow.Spec
 
 var stepTask = workflow.StepTask
 
-// enqueueSteps enqueues a workflow's ready steps (enqueueReady).
+// enqueueSteps enqueues a workflow's ready steps (flows.Release).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	return c.enqueueReady(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
-}
-
-// enqueueReady enqueues workflows' ready steps, each to its queue with a
-// unique key of its own (idempotent), then marks them queued; those
-// cancelled meanwhile have their tasks cancelled. A step of a workflow at
-// home in its queue's slot is enqueued only while ready and marked in the
-// same call (store.MarkedOnEnqueue), its state the token: one not ready
-// any more adds nothing. It returns an error per workflow.
-func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
-	errs := make([][]error, len(wfs))
-	var tasks []store.EnqueueOne
-	var of []int // the workflow of each task
-	var steps []store.ReadyStep
-	for w, f := range wfs {
-		for _, r := range f.Steps {
-			t, err := workflow.StepTask(f.ID, r)
-			if err != nil {
-				errs[w] = append(errs[w], err)
-				continue
-			}
-			tasks = append(tasks, t)
-			of, steps = append(of, w), append(steps, r)
-		}
-	}
-	queued := make([][]store.QueuedStep, len(wfs))
-	if len(tasks) > 0 {
-		// One round trip for them all (one per node on a cluster): a
-		// fan-out of thousands is released at once.
-		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
-		added := make(map[string][]string) // task ids by queue, for the observer
-		marked := make(map[[2]string]bool) // by workflow and queue: store.MarkedOnEnqueue, judged once
-		for i, t := range tasks {
-			switch err := errsOf[i]; {
-			case err == nil:
-				added[t.Queue] = append(added[t.Queue], ids[i])
-			case errors.Is(err, store.ErrStepNotReady):
-				continue
-			case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
-				errs[of[i]] = append(errs[of[i]], c.fail("enqueue", t.Queue, err))
-				continue
-			}
-			at := [2]string{wfs[of[i]].ID, t.Queue}
-			m, ok := marked[at]
-			if !ok {
-				m = c.store.MarkedOnEnqueue(t)
-				marked[at] = m
-			}
-			if m {
-				continue
-			}
-			queued[of[i]] = append(queued[of[i]], store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
-		}
-		for q, ids := range added {
-			c.obs.enqueued(ctx, EnqueueEvent{Queue: q, TaskIDs: ids})
-		}
-	}
-	out := make([]error, len(wfs))
-	for w, f := range wfs {
-		if len(queued[w]) > 0 {
-			cancelled, err := c.store.StepsEnqueued(ctx, f.ID, queued[w])
-			if err != nil {
-				errs[w] = append(errs[w], c.fail("enqueue workflow", "", err))
-			} else {
-				errs[w] = append(errs[w], c.cancelSteps(ctx, cancelled))
-			}
-		}
-		out[w] = errors.Join(errs[w]...)
-	}
-	return out
-}
-
-// cancelSteps cancels the tasks of steps in their queues.
-func (c *Client) cancelSteps(ctx context.Context, steps []store.QueuedStep) error {
-	var errs []error
-	for _, st := range steps {
-		queue, ok := workflow.SpecQueue(st.Spec)
-		if !ok || st.TaskID == "" {
-			continue
-		}
-		if _, err := c.CancelTask(ctx, queue, st.TaskID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return c.release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
 // CancelWorkflow cancels a running workflow: its steps that have not
@@ -301,7 +183,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
 	case "":
 		return false, fmt.Errorf("worqr: cancel workflow %s: %w", id, ErrNoWorkflow)
 	case "running":
-		return true, c.cancelSteps(ctx, queued)
+		return true, c.release.CancelSteps(ctx, queued)
 	}
 	return false, nil
 }

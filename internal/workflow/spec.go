@@ -18,7 +18,7 @@ type Spec struct {
 
 // UniqueHold is how long past the workflow's keep a step's unique key is
 // held: a replay of the step's release within it finds the task enqueued
-// and adds nothing (see the root's workflow.go).
+// and adds nothing (see package flows).
 const UniqueHold = 24 * time.Hour
 
 // StepTask is the task that runs workflow id's step r, with a unique key
