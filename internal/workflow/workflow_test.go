@@ -94,8 +94,9 @@ func TestPlanLaysOutTheGraph(t *testing.T) {
 func TestDigestTellsPlansApart(t *testing.T) {
 	a := plan(t, []Step{{Name: "a", Queue: "q"}, {Name: "b", Queue: "q", After: []string{"a"}}}, false)
 	b := plan(t, []Step{{Name: "a", Queue: "q"}, {Name: "b", Queue: "q", AfterEnded: []string{"a"}}}, false)
-	if Digest(a, time.Hour) != Digest(a, time.Hour) {
-		t.Error("the same plan digests alike")
+	again := plan(t, []Step{{Name: "a", Queue: "q"}, {Name: "b", Queue: "q", After: []string{"a"}}}, false)
+	if Digest(a, time.Hour) != Digest(again, time.Hour) {
+		t.Error("the same plan twice digests apart: a retry would find its workflow taken")
 	}
 	if Digest(a, time.Hour) == Digest(b, time.Hour) || Digest(a, time.Hour) == Digest(a, 2*time.Hour) {
 		t.Error("another dependency or keep digests alike")
