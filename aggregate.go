@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
@@ -48,24 +47,7 @@ const MaxAggregateKeyLen = 1024
 // Aggregation is unrelated to Group, which limits a key's tasks' flow
 // without joining them.
 func Aggregate(key string) EnqueueOption {
-	return func(o *enqueueOptions) { o.aggregate, o.aggregateSet = key, true }
-}
-
-// checkAggregate refuses an aggregation key that is not valid, or options
-// an aggregated task cannot honour.
-func (o enqueueOptions) checkAggregate() error {
-	if !o.aggregateSet {
-		return nil
-	}
-	switch {
-	case o.aggregate == "" || len(o.aggregate) > MaxAggregateKeyLen:
-		return fmt.Errorf("%w: aggregation key of %d bytes, not in 1..%d", ErrInvalidOptions, len(o.aggregate), MaxAggregateKeyLen)
-	case strings.IndexByte(o.aggregate, 0) >= 0:
-		return fmt.Errorf("%w: aggregation key %q holds a NUL byte", ErrInvalidOptions, o.aggregate)
-	case o.front || !o.at.IsZero() || o.in != 0 || o.uniqueSet || o.retain != 0 || o.groupSet:
-		return fmt.Errorf("%w: Aggregate cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or Group", ErrInvalidOptions)
-	}
-	return nil
+	return func(o *enqueueOptions) { o.Aggregate, o.AggregateSet = key, true }
 }
 
 // Default aggregation settings, for a queue without its own (see

@@ -237,6 +237,10 @@
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
+// enqueue (an enqueue's options, their checks and the arguments the
+// store sends, and the error of a task over the size limit),
+// workflow (a workflow's plan: its id, its steps' checks and graph,
+// their dependency order, and what a step's task is enqueued with),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua, and the worker's set of
@@ -244,7 +248,8 @@
 // listener and the dispatcher of its events), waiters (Wait's
 // subscriptions), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
-// has workers),
+// has workers; the enqueue of the steps a release made ready; how a
+// step is released exactly once across slots),
 // statsflush (the writes of idle queues' stats counts),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),

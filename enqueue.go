@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -14,95 +15,20 @@ import (
 type EnqueueOption func(*enqueueOptions)
 
 // enqueueOptions are the options of one Enqueue or EnqueueBatch call.
-type enqueueOptions struct {
-	front        bool
-	at           time.Time
-	in           time.Duration
-	maxAttempts  int
-	timeout      time.Duration
-	retain       time.Duration
-	priority     string // "h" high, "" normal, "l" low
-	weight       int
-	unique       string
-	uniqueTTL    time.Duration
-	uniqueSet    bool
-	kind         string
-	group        string
-	groupSet     bool
-	aggregate    string
-	aggregateSet bool
-	trace        string // set by the client's Tracer, not by an option
-}
-
-// plain reports whether no option was given: such calls on one queue can
-// be joined into one script call.
-func (o enqueueOptions) plain() bool { return o == enqueueOptions{} }
-
-// kindOnly reports whether a kind and no other option was given: such
-// calls on one queue with the same kind can be joined too.
-func (o enqueueOptions) kindOnly() bool { return o.kind != "" && o == enqueueOptions{kind: o.kind} }
-
-func (o enqueueOptions) args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.front, Delay: o.in, MaxAttempts: o.maxAttempts, Timeout: o.timeout, Retain: o.retain, Weight: o.weight, Unique: o.unique, UniqueTTL: o.uniqueTTL, Priority: o.priority, Kind: o.kind, Trace: o.trace, Group: o.group, Aggregate: o.aggregate}
-	if !o.at.IsZero() {
-		a.DueAt = o.at.UnixMicro()
-		if o.at.Sub(time.UnixMicro(a.DueAt)) > 0 {
-			a.DueAt++ // rounded up: never earlier than asked
-		}
-	}
-	return a
-}
-
-// check refuses options that cannot work.
-func (o enqueueOptions) check() error {
-	switch {
-	case o.in < 0:
-		return fmt.Errorf("%w: negative delay %v", ErrInvalidOptions, o.in)
-	case o.timeout < 0:
-		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, o.timeout)
-	case o.retain < 0:
-		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, o.retain)
-	case o.weight < 0 || o.weight > MaxWeight:
-		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidOptions, o.weight, MaxWeight)
-	case o.uniqueSet && o.unique == "":
-		return fmt.Errorf("%w: empty unique key", ErrInvalidOptions)
-	case o.uniqueTTL < 0:
-		return fmt.Errorf("%w: negative unique TTL %v", ErrInvalidOptions, o.uniqueTTL)
-	}
-	if err := checkGroup(o.group, o.groupSet); err != nil {
-		return err
-	}
-	if err := o.checkAggregate(); err != nil {
-		return err
-	}
-	return checkKind(o.kind)
-}
+type enqueueOptions = enqueue.Options
 
 // MaxKindLen is the longest task kind, in bytes (see Kind).
 const MaxKindLen = 64
 
-// checkKind refuses a task kind that is not "" or a valid one (see Kind).
-func checkKind(kind string) error {
-	if len(kind) > MaxKindLen {
-		return fmt.Errorf("%w: kind of %d bytes, limit %d", ErrInvalidOptions, len(kind), MaxKindLen)
-	}
-	for i := 0; i < len(kind); i++ {
-		if !kindByte(kind[i]) {
-			return fmt.Errorf("%w: kind %q: byte %q is not a letter, a digit or one of \"-_./\"", ErrInvalidOptions, kind, kind[i])
-		}
-	}
-	return nil
-}
-
-// kindByte reports whether b may appear in a task kind: never ',' or ':',
-// which end a header field and the header.
-func kindByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '_', b == '.', b == '/':
-		return true
-	}
-	return false
-}
+// The limits are internal/enqueue's, which checks them: a constant
+// conversion of a negative difference to uint does not compile, so these
+// fail the build when a limit here and its check there part.
+const (
+	_ = uint(MaxKindLen-enqueue.MaxKindLen) + uint(enqueue.MaxKindLen-MaxKindLen)
+	_ = uint(MaxGroupLen-enqueue.MaxGroupLen) + uint(enqueue.MaxGroupLen-MaxGroupLen)
+	_ = uint(MaxAggregateKeyLen-enqueue.MaxAggregateKeyLen) + uint(enqueue.MaxAggregateKeyLen-MaxAggregateKeyLen)
+	_ = uint(MaxWeight-enqueue.MaxWeight) + uint(enqueue.MaxWeight-MaxWeight)
+)
 
 func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
 	var o enqueueOptions
@@ -117,18 +43,18 @@ func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
 // AtFront adds the tasks at the front of the queue, to be dequeued next
 // (a batch keeps its order there), instead of at the back. A delayed task
 // joins the back when it is due.
-func AtFront() EnqueueOption { return func(o *enqueueOptions) { o.front = true } }
+func AtFront() EnqueueOption { return func(o *enqueueOptions) { o.Front = true } }
 
 // In delays the tasks: they wait in the queue's delayed set and join the
 // back of the queue d after the enqueue, by the Redis clock, never
 // earlier. A worker serving the queue moves them within milliseconds of
 // their due time, without polling.
-func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.in = d } }
+func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.In = d } }
 
 // At delays the tasks until t, as In does. t is read as Unix time, so the
 // clocks of the producer and of Redis should agree; a time in the past
 // means now. With In as well, the later of the two wins.
-func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t } }
+func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.At = t } }
 
 // MaxAttempts gives the tasks an attempt budget of their own, overriding
 // the queue's RetryPolicy.MaxAttempts: a task whose n-th attempt fails
@@ -136,7 +62,7 @@ func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.at = t }
 // As in RetryPolicy, negative means no limit (the task is retried until
 // it succeeds, fails with a Permanent error, or is dead-lettered by
 // hand), and 0 means the queue's budget.
-func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
+func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.MaxAttempts = n } }
 
 // HighPriority puts the tasks at their queue's high priority: dequeues
 // take high-priority tasks first, then those of normal priority (without
@@ -146,11 +72,11 @@ func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAt
 // reclaimed or requeued. A busy queue's low tasks wait while higher ones
 // keep coming (starvation): give work that must not wait a queue of its
 // own. The last of HighPriority and LowPriority given wins.
-func HighPriority() EnqueueOption { return func(o *enqueueOptions) { o.priority = "h" } }
+func HighPriority() EnqueueOption { return func(o *enqueueOptions) { o.Priority = "h" } }
 
 // LowPriority puts the tasks at their queue's low priority: they are
 // dequeued after every high and normal one (see HighPriority).
-func LowPriority() EnqueueOption { return func(o *enqueueOptions) { o.priority = "l" } }
+func LowPriority() EnqueueOption { return func(o *enqueueOptions) { o.Priority = "l" } }
 
 // MaxWeight is the largest task weight (see Weight).
 const MaxWeight = 1 << 20
@@ -170,7 +96,7 @@ func Weight(n int) EnqueueOption {
 	if n == 1 {
 		n = 0 // the default: such calls can still be joined (see Enqueue)
 	}
-	return func(o *enqueueOptions) { o.weight = n }
+	return func(o *enqueueOptions) { o.Weight = n }
 }
 
 // Unique makes the task unique by key while it lives: if a task enqueued
@@ -180,13 +106,13 @@ func Weight(n int) EnqueueOption {
 // letter requeued does not take it again). Atomic in the enqueue script.
 // Enqueue only: EnqueueBatch refuses it.
 func Unique(key string) EnqueueOption {
-	return func(o *enqueueOptions) { o.unique, o.uniqueTTL, o.uniqueSet = key, 0, true }
+	return func(o *enqueueOptions) { o.Unique, o.UniqueTTL, o.UniqueSet = key, 0, true }
 }
 
 // UniqueFor is Unique for ttl from the enqueue, whether the task has ended
 // or not (at most one task per key per period).
 func UniqueFor(key string, ttl time.Duration) EnqueueOption {
-	return func(o *enqueueOptions) { o.unique, o.uniqueTTL, o.uniqueSet = key, ttl, true }
+	return func(o *enqueueOptions) { o.Unique, o.UniqueTTL, o.UniqueSet = key, ttl, true }
 }
 
 // Retain keeps each task's outcome for d after it ends, finished (with
@@ -194,7 +120,7 @@ func UniqueFor(key string, ttl time.Duration) EnqueueOption {
 // Client.TaskResult reads it by id, and Client.Wait waits for it. Nothing
 // is kept for tasks without it, and Wait returns ErrNotRetained for them
 // at once.
-func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.retain = d } }
+func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.Retain = d } }
 
 // Kind gives the tasks a kind: a short name of what they are, such as
 // "email.welcome", which a Router serving their queue dispatches on
@@ -207,11 +133,11 @@ func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.
 //
 // A task's kind says what the task is; a dead letter's reason
 // (DeadLetter.Reason, WithReason) says why it died.
-func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.kind = name } }
+func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.Kind = name } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the
 // queue's HandleOptions.Timeout (whole milliseconds; at least 1 ms).
-func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.timeout = d } }
+func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.Timeout = d } }
 
 // Enqueue adds a task at the back of a queue, wakes its workers, and
 // returns the task's id: unique in its queue, for ever (see TaskInfo.ID).
@@ -232,7 +158,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
 	o := collectEnqueueOptions(opts)
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
 	end, err := c.traceEnqueue(ctx, queue, &o, 1)
@@ -246,7 +172,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		}
 		end(ids, err)
 	}()
-	if !o.plain() && !o.kindOnly() {
+	if !o.Plain() && !o.KindOnly() {
 		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
 		if errors.Is(err, ErrDuplicate) {
 			return ids[0], err
@@ -256,11 +182,11 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		}
 		return ids[0], nil
 	}
-	if o.plain() {
+	if o.Plain() {
 		id, err = c.enqueues.Do(ctx, queue, task)
 	} else {
 		// A kind never holds a NUL byte: the key splits at the first.
-		id, err = c.kindEnqueues.Do(ctx, o.kind+"\x00"+queue, task)
+		id, err = c.kindEnqueues.Do(ctx, o.Kind+"\x00"+queue, task)
 	}
 	if err != nil {
 		if err == ctx.Err() { // gave up waiting for a batch
@@ -271,45 +197,10 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	return id, nil
 }
 
-// tooLargeError is ErrTaskTooLarge with the task's size and the limit, in
-// words: "task of 4.8 MiB is over the limit of 1.0 MiB (Options.MaxTaskSize)".
-type tooLargeError struct {
-	index       int // the task's index in a batch; -1 for a single task
-	size, limit int
-}
-
 // tooLarge is the error for a task of size bytes (the index-th of a
 // batch, unless index is negative) over the client's MaxTaskSize.
 func (c *Client) tooLarge(index, size int) error {
-	return tooLargeError{index: index, size: size, limit: c.maxTaskSize}
-}
-
-func (e tooLargeError) Error() string {
-	size, limit := sizeText(e.size), sizeText(e.limit)
-	if size == limit { // 1048577 bytes over a limit of 1048576
-		size = fmt.Sprintf("%s (%d bytes)", size, e.size)
-		limit = fmt.Sprintf("%s (%d bytes)", limit, e.limit)
-	}
-	task := "task"
-	if e.index >= 0 {
-		task = fmt.Sprintf("task %d", e.index)
-	}
-	return fmt.Sprintf("%s of %s is over the limit of %s (Options.MaxTaskSize)", task, size, limit)
-}
-
-func (e tooLargeError) Unwrap() error { return ErrTaskTooLarge }
-
-// sizeText is a size in bytes in words: "512 bytes", "2.5 KiB", "4.8 MiB".
-func sizeText(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	return enqueue.TooLarge{Index: index, Size: size, Limit: c.maxTaskSize}
 }
 
 // enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
@@ -322,7 +213,7 @@ func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte
 // option: key is the kind, a NUL byte, and the queue.
 func (c *Client) enqueueKindJoined(ctx context.Context, key string, tasks [][]byte) ([]string, error) {
 	kind, queue, _ := strings.Cut(key, "\x00")
-	return c.enqueue(ctx, queue, tasks, enqueueOptions{kind: kind})
+	return c.enqueue(ctx, queue, tasks, enqueueOptions{Kind: kind})
 }
 
 // EnqueueBatch adds tasks, in order, at the back of a queue in one round
@@ -421,7 +312,7 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	if err != nil {
 		return nil, err
 	}
-	if o.aggregateSet && keys != nil {
+	if o.AggregateSet && keys != nil {
 		// An aggregated task ends under an id of its own: its members'
 		// keys, held by their ids, would never be given up.
 		return nil, fmt.Errorf("worqr: enqueue %q: Aggregate cannot be combined with items' unique keys: %w", queue, ErrInvalidOptions)
@@ -433,7 +324,7 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	if err != nil {
 		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	ids, dup, err := c.store.EnqueueKeyed(ctx, queue, tasks, keys, o.args())
+	ids, dup, err := c.store.EnqueueKeyed(ctx, queue, tasks, keys, o.Args())
 	if err != nil {
 		err = c.fail("enqueue", queue, err)
 		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
@@ -457,10 +348,10 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 // is refused with why, since it would fit one task only.
 func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOptions, error) {
 	o := collectEnqueueOptions(opts)
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	if o.uniqueSet {
+	if o.UniqueSet {
 		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, ErrInvalidOptions)
 	}
 	return o, nil
@@ -468,9 +359,9 @@ func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOption
 
 // enqueue sends checked tasks and tells the observer.
 func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o enqueueOptions) ([]string, error) {
-	ids, err := c.store.Enqueue(ctx, queue, tasks, o.args())
+	ids, err := c.store.Enqueue(ctx, queue, tasks, o.Args())
 	if errors.Is(err, store.ErrDuplicate) {
-		err = fmt.Errorf("worqr: enqueue %q: unique key %q is held by task %s: %w", queue, o.unique, ids[0], ErrDuplicate)
+		err = fmt.Errorf("worqr: enqueue %q: unique key %q is held by task %s: %w", queue, o.Unique, ids[0], ErrDuplicate)
 		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
 		return ids, err
 	}
@@ -590,7 +481,7 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 			return 0, false, fmt.Errorf("worqr: cancel waiting %q: empty task id: %w", queue, ErrInvalidOptions)
 		}
 	}
-	if err := checkKind(sel.Kind); err != nil {
+	if err := enqueue.CheckKind(sel.Kind); err != nil {
 		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %w", queue, err)
 	}
 	removed, more, notices, err := c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)

@@ -9,7 +9,7 @@ import (
 )
 
 // FlowSweepAge is how old a workflow task's notice must be before a sweep
-// carries it to its workflow (see workflow.go): the worker that ended the
+// carries it to its workflow (docs/workflows.md): the worker that ended the
 // task carries it within milliseconds, unless it crashed or lost Redis.
 const FlowSweepAge = 10 * time.Second
 
@@ -20,9 +20,25 @@ const FlowSweepEvery = 30 * time.Second
 // flowBatchMax is the most notices carried together.
 const flowBatchMax = maxTasksPerScript
 
+// flowsRelease is what the release of workflows' ready steps takes of
+// the client.
+func flowsRelease(c *Client) *flows.Release {
+	return &flows.Release{
+		Store: c.store,
+		Fail:  c.fail,
+		Enqueued: func(ctx context.Context, queue string, ids []string) {
+			c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: ids})
+		},
+		Cancel: func(ctx context.Context, queue, id string) error {
+			_, err := c.CancelTask(ctx, queue, id)
+			return err
+		},
+	}
+}
+
 // flowsCarrier is what a carry of workflow notices takes of the client.
 func flowsCarrier(c *Client) *flows.Carrier {
-	return &flows.Carrier{Store: c.store, Fail: c.fail, Enqueue: c.enqueueReady, BatchMax: flowBatchMax}
+	return &flows.Carrier{Store: c.store, Fail: c.fail, Enqueue: c.release.Enqueue, BatchMax: flowBatchMax}
 }
 
 // flowsEnv is what the client's carries and sweeps of workflow notices

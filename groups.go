@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -50,18 +51,7 @@ const MaxGroupLen = 128
 //
 // "" means none, as without the option. See docs/flow-control.md.
 func Group(key string) EnqueueOption {
-	return func(o *enqueueOptions) { o.group, o.groupSet = key, true }
-}
-
-// checkGroup refuses a group key that is empty (when given) or too long.
-func checkGroup(key string, set bool) error {
-	switch {
-	case set && key == "":
-		return fmt.Errorf("%w: empty group key", ErrInvalidOptions)
-	case len(key) > MaxGroupLen:
-		return fmt.Errorf("%w: group key of %d bytes, limit %d", ErrInvalidOptions, len(key), MaxGroupLen)
-	}
-	return nil
+	return func(o *enqueueOptions) { o.Group, o.GroupSet = key, true }
 }
 
 // SetGroupConcurrency limits how many tasks of one group of a queue (see
@@ -84,7 +74,7 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 	if n < 0 || int64(n) > MaxLimit {
 		return fmt.Errorf("worqr: %s %q: limit %d not in 0..%d: %w", op, queue, n, int64(MaxLimit), ErrInvalidOptions)
 	}
-	if err := checkGroup(group, false); err != nil {
+	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
@@ -142,7 +132,7 @@ func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, 
 	if n < 0 || int64(n) > MaxLimit {
 		return fmt.Errorf("worqr: %s %q: turns %d not in 0..%d: %w", op, queue, n, int64(MaxLimit), ErrInvalidOptions)
 	}
-	if err := checkGroup(group, false); err != nil {
+	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
@@ -226,7 +216,7 @@ func (c *Client) SetGroupSequenceHold(ctx context.Context, queue, group string, 
 	if h < GroupHoldAsQueue || h > GroupHoldOff {
 		return fmt.Errorf("worqr: %s %q: %v: %w", op, queue, h, ErrInvalidOptions)
 	}
-	if err := checkGroup(group, true); err != nil {
+	if err := enqueue.CheckGroup(group, true); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
@@ -257,7 +247,7 @@ func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, p
 	if err := checkRate(n, per); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
-	if err := checkGroup(group, false); err != nil {
+	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/worqr/worqr/internal/enqueue"
 )
 
 // ErrUnroutable is the error of a task that a Router has no handler for:
@@ -37,7 +39,7 @@ type Router struct {
 // invalid kind (see Kind), a nil h, or a kind already registered is an
 // error wrapping ErrInvalidOptions, and registers nothing.
 func (r *Router) Handle(kind string, h Handler, mw ...Middleware) error {
-	if err := checkKind(kind); err != nil {
+	if err := enqueue.CheckKind(kind); err != nil {
 		return fmt.Errorf("worqr: route: %w", err)
 	}
 	if h == nil {

@@ -42,7 +42,7 @@ func (c *Client) traceEnqueue(ctx context.Context, queue string, o *enqueueOptio
 	if c.tracer == nil {
 		return func([]string, error) {}, nil
 	}
-	trace, end := c.tracer.StartEnqueue(ctx, EnqueueStart{Queue: queue, Kind: o.kind, Tasks: n})
+	trace, end := c.tracer.StartEnqueue(ctx, EnqueueStart{Queue: queue, Kind: o.Kind, Tasks: n})
 	if end == nil {
 		end = func([]string, error) {}
 	}
@@ -50,7 +50,7 @@ func (c *Client) traceEnqueue(ctx context.Context, queue string, o *enqueueOptio
 		end(nil, err)
 		return nil, err
 	}
-	o.trace = trace
+	o.Trace = trace
 	return end, nil
 }
 

@@ -1,71 +1,34 @@
 package worqr
 
 import (
-	"container/heap"
 	"context"
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/workflow"
 )
 
 // A workflow is a set of tasks, its steps, on any queues, with
-// dependencies between them, enqueued in one call (EnqueueWorkflow). A
-// step whose parents have not all ended waits outside its queue, in the
-// workflow's state; the end of its last parent releases it into its
-// queue. How that stays exact across slots (a workflow's state and its
-// queues live in different slots of a cluster) is told in
-// docs/workflows.md; in short:
-//
-//  1. finish.lua and bury.lua (and release.lua for a poison pill) leave a
-//     notice of a workflow task's end in its queue's flows set, in the
-//     script that ends it; for a workflow whose keys share the queue's
-//     slot (a random id is made so: homeQueue), finish.lua records a
-//     success that makes no step ready in the workflow itself, and leaves
-//     no notice: the steps below are for the other ends;
-//  2. the worker that ended it then carries the notice to the workflow
-//     (wf_release.lua, in the workflow's slot), which records the step's
-//     end once (a second carry records nothing) and answers the steps
-//     that end made ready;
-//  3. each ready step is enqueued with a unique key of its own, held for
-//     the workflow's keep and a day more, so a second enqueue adds
-//     nothing and answers the first task's id (flow_enqueue.lua, many
-//     steps a call, in the queue's slot); then marked queued
-//     (wf_enqueued.lua); a step of a workflow whose keys share its
-//     queue's slot holds no unique key: flow_enqueue.lua enqueues it only
-//     while it is ready and marks it queued in the same script, so its
-//     state makes a second enqueue add nothing (one whose unique key a
-//     release that takes it holds is marked with the holder's id);
-//  4. the notice is removed.
-//
-// Notices of a queue that arrive close together are carried together
-// (flows.go): one call of each of these per batch (per workflow, for
-// those in its slot), not per notice.
-//
-// A crash between any two of these leaves the notice, and a sweep
-// (flows.go: when a worker starts serving a queue, and every
-// FlowSweepEvery) carries every notice older than FlowSweepAge again;
-// each step being idempotent, the replay neither loses a child nor
-// enqueues one twice.
+// dependencies between them, enqueued in one call (EnqueueWorkflow). How
+// its steps are released exactly once across slots is told in
+// internal/flows's package doc and docs/workflows.md.
 
 // Errors of EnqueueWorkflow, matched with errors.Is.
 var (
 	// ErrWorkflowCycle: the dependencies of a workflow's steps make a
 	// cycle (a step that waits, through others, for itself).
-	ErrWorkflowCycle = errors.New("workflow has a cycle")
+	ErrWorkflowCycle = errs.ErrWorkflowCycle
 	// ErrUnknownStep: a step waits for a step the workflow does not
 	// have.
-	ErrUnknownStep = errors.New("unknown workflow step")
+	ErrUnknownStep = errs.ErrUnknownStep
 	// ErrDuplicateStep: two steps of a workflow have the same name.
-	ErrDuplicateStep = errors.New("duplicate workflow step")
+	ErrDuplicateStep = errs.ErrDuplicateStep
 	// ErrWorkflowExists: a workflow of that id (WorkflowOptions.ID)
 	// exists with other steps.
 	ErrWorkflowExists = errors.New("workflow id taken")
@@ -123,13 +86,9 @@ const DefaultWorkflowKeep = 24 * time.Hour
 // MaxWorkflowIDLen is the longest workflow id.
 const MaxWorkflowIDLen = 64
 
-// stepSpec is what a step's task is enqueued with, kept in the
-// workflow's state until the step is released.
-type stepSpec struct {
-	Queue string            `json:"q"`
-	Args  store.EnqueueArgs `json:"a"`
-	Task  []byte            `json:"p"`
-}
+// The limit is internal/workflow's, which checks ids: see the limits of
+// enqueue.go for how this fails the build when the two part.
+const _ = uint(MaxWorkflowIDLen-workflow.MaxIDLen) + uint(workflow.MaxIDLen-MaxWorkflowIDLen)
 
 // EnqueueWorkflow creates a workflow of steps and enqueues those without
 // parents; each other step is enqueued once its parents have ended (see
@@ -159,21 +118,15 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	}
 	id := opts.ID
 	if id == "" {
-		id = c.store.Keys().HomeWorkflowID(newWorkflowID(), homeQueue(steps))
-	} else if err := checkWorkflowID(id); err != nil {
+		id = c.store.Keys().HomeWorkflowID(workflow.NewID(), workflow.HomeQueue(len(steps), func(i int) string { return steps[i].Queue }))
+	} else if err := workflow.CheckID(id); err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow: %w", err)
 	}
 	plan, err := c.planWorkflow(steps, keep, opts.RunAfterFailure)
 	if err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
 	}
-	sum := sha1.New()
-	for _, st := range plan {
-		fmt.Fprintf(sum, "%s\x00%s\x00%s\x00%s\x00", st.Name, st.Spec, strings.Join(st.Parents, ","), strings.Join(st.Kids, ","))
-	}
-	fmt.Fprintf(sum, "%d", keep.Milliseconds())
-	placeSteps(plan)
-	did, ready, err := c.store.CreateWorkflow(ctx, id, hex.EncodeToString(sum.Sum(nil)), keep, plan)
+	did, ready, err := c.store.CreateWorkflow(ctx, id, workflow.Digest(plan, keep), keep, plan)
 	if err != nil {
 		return "", c.fail("enqueue workflow", "", err)
 	}
@@ -186,288 +139,28 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	return id, nil
 }
 
-// newWorkflowID is a random workflow id: 16 bytes, in hex.
-func newWorkflowID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
-	return hex.EncodeToString(b[:])
-}
-
-// homeQueue is the queue of the most steps (the first of them, on a
-// tie): a workflow of a random id gets one whose keys share that queue's
-// slot, so that the finish of a step's task in it records the step's end
-// at once, with no notice to carry (see finish.lua). A workflow of the
-// caller's id lives in the slot that id falls in; its steps' ends are
-// carried, unless by chance it falls in their queue's.
-func homeQueue(steps []Step) string {
-	count := make(map[string]int)
-	home := ""
-	for _, st := range steps {
-		count[st.Queue]++
-		if count[st.Queue] > count[home] {
-			home = st.Queue
-		}
-	}
-	return home
-}
-
-// checkWorkflowID refuses an id that is not 1 to MaxWorkflowIDLen bytes
-// of letters, digits, '-' and '_' (it goes in a hash tag and a header
-// field).
-func checkWorkflowID(id string) error {
-	if id == "" || len(id) > MaxWorkflowIDLen {
-		return fmt.Errorf("%w: workflow id of %d bytes, limit %d", ErrInvalidOptions, len(id), MaxWorkflowIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		if b := id[i]; b == '.' || b == '/' || !kindByte(b) {
-			return fmt.Errorf("%w: workflow id %q: byte %q is not a letter, a digit, '-' or '_'", ErrInvalidOptions, id, b)
-		}
-	}
-	return nil
-}
-
-// planWorkflow checks steps and lays them out for the store: each with
-// its spec, parents and children, in the order given.
+// planWorkflow checks steps and lays them out for the store
+// (workflow.Plan), under the client's limits.
 func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure bool) ([]store.WorkflowStep, error) {
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("no steps: %w", ErrInvalidOptions)
-	}
-	index := make(map[string]int, len(steps))
+	planned := make([]workflow.Step, len(steps))
 	for i, st := range steps {
-		if st.Name == "" {
-			return nil, fmt.Errorf("step %d has no name: %w", i, ErrInvalidOptions)
-		}
-		if err := checkKind(st.Name); err != nil {
-			return nil, fmt.Errorf("step name: %w", err)
-		}
-		if _, dup := index[st.Name]; dup {
-			return nil, fmt.Errorf("step %q: %w", st.Name, ErrDuplicateStep)
-		}
-		index[st.Name] = i
+		planned[i] = workflow.Step{Name: st.Name, Queue: st.Queue, Task: st.Task, After: st.After, AfterEnded: st.AfterEnded,
+			Options: collectEnqueueOptions(st.Options)}
 	}
-	plan := make([]store.WorkflowStep, len(steps))
-	for i, st := range steps {
-		if err := validQueue("enqueue workflow", st.Queue); err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		if len(st.Task) > c.maxTaskSize {
-			return nil, fmt.Errorf("step %q: %w", st.Name, c.tooLarge(-1, len(st.Task)))
-		}
-		o := collectEnqueueOptions(st.Options)
-		if err := o.check(); err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		if o.uniqueSet {
-			return nil, fmt.Errorf("step %q: a workflow's step holds a unique key of its own: %w", st.Name, ErrInvalidOptions)
-		}
-		if o.aggregateSet {
-			return nil, fmt.Errorf("step %q: a workflow's step is one task of its own, never aggregated: %w", st.Name, ErrInvalidOptions)
-		}
-		o.retain = max(o.retain, keep)
-		spec, err := json.Marshal(stepSpec{Queue: st.Queue, Args: o.args(), Task: st.Task})
-		if err != nil {
-			return nil, fmt.Errorf("step %q: %w", st.Name, err)
-		}
-		plan[i].Name, plan[i].Spec = st.Name, string(spec)
-		seen := make(map[string]bool)
-		edge := func(parent string, runs bool) error {
-			j, ok := index[parent]
-			switch {
-			case !ok:
-				return fmt.Errorf("step %q waits for %q: %w", st.Name, parent, ErrUnknownStep)
-			case parent == st.Name:
-				return fmt.Errorf("step %q waits for itself: %w", st.Name, ErrWorkflowCycle)
-			case seen[parent]:
-				return nil
-			}
-			seen[parent] = true
-			plan[i].Parents = append(plan[i].Parents, parent)
-			kid := st.Name
-			if runs || runAfterFailure {
-				kid = "+" + kid
-			}
-			plan[j].Kids = append(plan[j].Kids, kid)
-			return nil
-		}
-		for _, p := range st.After {
-			if err := edge(p, false); err != nil {
-				return nil, err
-			}
-		}
-		for _, p := range st.AfterEnded {
-			if err := edge(p, true); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if cycle := findCycle(plan, index); cycle != nil {
-		return nil, fmt.Errorf("steps %s: %w", strings.Join(cycle, " -> "), ErrWorkflowCycle)
-	}
-	return plan, nil
+	return workflow.Plan(planned, keep, runAfterFailure, c.maxTaskSize, func(queue string) error {
+		return validQueue("enqueue workflow", queue)
+	})
 }
 
-// placeSteps sets each step's place in dependency order, the order
-// WorkflowInfo.InOrder lists them in, which the workflow keeps so that
-// WorkflowSteps reads a part of it at that part's cost.
-func placeSteps(plan []store.WorkflowStep) {
-	info := WorkflowInfo{Steps: make([]StepInfo, len(plan))}
-	at := make(map[string]int, len(plan))
-	for i, st := range plan {
-		info.Steps[i] = StepInfo{Name: st.Name, Parents: st.Parents}
-		at[st.Name] = i
-	}
-	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
-	for place, st := range info.InOrder() {
-		plan[at[st.Name]].Place = place
-	}
-}
+// stepSpec and stepTask are workflow's, by the names checkEnv
+// (engine.go) gives them.
+type stepSpec = workflow.Spec
 
-// findCycle returns the steps of a cycle, the first repeated at the end,
-// or nil when there is none (a depth-first walk along the parents).
-func findCycle(plan []store.WorkflowStep, index map[string]int) []string {
-	const (
-		unseen = iota
-		open
-		done
-	)
-	mark := make([]int, len(plan))
-	var path []string
-	var walk func(i int) []string
-	walk = func(i int) []string {
-		mark[i] = open
-		path = append(path, plan[i].Name)
-		for _, p := range plan[i].Parents {
-			j := index[p]
-			switch mark[j] {
-			case open:
-				at := slices.Index(path, p)
-				return append(slices.Clone(path[at:]), p)
-			case unseen:
-				if c := walk(j); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		mark[i] = done
-		return nil
-	}
-	for i := range plan {
-		if mark[i] == unseen {
-			if c := walk(i); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
-}
+var stepTask = workflow.StepTask
 
-// stepUniqueHold is how long past the workflow's keep a step's unique
-// key is held: a replay of the step's release within it finds the task
-// enqueued and adds nothing (see the file's comment).
-const stepUniqueHold = 24 * time.Hour
-
-// enqueueSteps enqueues a workflow's ready steps (enqueueReady).
+// enqueueSteps enqueues a workflow's ready steps (flows.Release).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	return c.enqueueReady(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
-}
-
-// stepTask is the task that runs workflow id's step r, with a unique key
-// of its own, which makes its enqueue idempotent.
-func stepTask(id string, r store.ReadyStep) (store.EnqueueOne, error) {
-	var spec stepSpec
-	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
-		return store.EnqueueOne{}, fmt.Errorf("step %q: spec unreadable: %w", r.Name, err)
-	}
-	args := spec.Args
-	args.Flow = id + "." + r.Name
-	args.Unique = "worqr/workflow/" + id + "/" + r.Name
-	args.UniqueTTL = args.Retain + stepUniqueHold
-	return store.EnqueueOne{Queue: spec.Queue, Payload: spec.Task, Args: args}, nil
-}
-
-// enqueueReady enqueues workflows' ready steps, each to its queue with a
-// unique key of its own (idempotent), then marks them queued; those
-// cancelled meanwhile have their tasks cancelled. A step of a workflow at
-// home in its queue's slot is enqueued only while ready and marked in the
-// same call (store.MarkedOnEnqueue), its state the token: one not ready
-// any more adds nothing. It returns an error per workflow.
-func (c *Client) enqueueReady(ctx context.Context, wfs []flows.Ready) []error {
-	errs := make([][]error, len(wfs))
-	var tasks []store.EnqueueOne
-	var of []int // the workflow of each task
-	var steps []store.ReadyStep
-	for w, f := range wfs {
-		for _, r := range f.Steps {
-			t, err := stepTask(f.ID, r)
-			if err != nil {
-				errs[w] = append(errs[w], err)
-				continue
-			}
-			tasks = append(tasks, t)
-			of, steps = append(of, w), append(steps, r)
-		}
-	}
-	queued := make([][]store.QueuedStep, len(wfs))
-	if len(tasks) > 0 {
-		// One round trip for them all (one per node on a cluster): a
-		// fan-out of thousands is released at once.
-		ids, errsOf := c.store.EnqueueSteps(ctx, tasks)
-		added := make(map[string][]string) // task ids by queue, for the observer
-		marked := make(map[[2]string]bool) // by workflow and queue: store.MarkedOnEnqueue, judged once
-		for i, t := range tasks {
-			switch err := errsOf[i]; {
-			case err == nil:
-				added[t.Queue] = append(added[t.Queue], ids[i])
-			case errors.Is(err, store.ErrStepNotReady):
-				continue
-			case !errors.Is(err, store.ErrDuplicate): // a duplicate was enqueued before: its id is the task's
-				errs[of[i]] = append(errs[of[i]], c.fail("enqueue", t.Queue, err))
-				continue
-			}
-			at := [2]string{wfs[of[i]].ID, t.Queue}
-			m, ok := marked[at]
-			if !ok {
-				m = c.store.MarkedOnEnqueue(t)
-				marked[at] = m
-			}
-			if m {
-				continue
-			}
-			queued[of[i]] = append(queued[of[i]], store.QueuedStep{Name: steps[i].Name, TaskID: ids[i], Spec: steps[i].Spec})
-		}
-		for q, ids := range added {
-			c.obs.enqueued(ctx, EnqueueEvent{Queue: q, TaskIDs: ids})
-		}
-	}
-	out := make([]error, len(wfs))
-	for w, f := range wfs {
-		if len(queued[w]) > 0 {
-			cancelled, err := c.store.StepsEnqueued(ctx, f.ID, queued[w])
-			if err != nil {
-				errs[w] = append(errs[w], c.fail("enqueue workflow", "", err))
-			} else {
-				errs[w] = append(errs[w], c.cancelSteps(ctx, cancelled))
-			}
-		}
-		out[w] = errors.Join(errs[w]...)
-	}
-	return out
-}
-
-// cancelSteps cancels the tasks of steps in their queues.
-func (c *Client) cancelSteps(ctx context.Context, steps []store.QueuedStep) error {
-	var errs []error
-	for _, st := range steps {
-		var spec stepSpec
-		if err := json.Unmarshal([]byte(st.Spec), &spec); err != nil || st.TaskID == "" {
-			continue
-		}
-		if _, err := c.CancelTask(ctx, spec.Queue, st.TaskID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return c.release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
 // CancelWorkflow cancels a running workflow: its steps that have not
@@ -479,7 +172,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
 	if err := c.validateCtx(ctx, "cancel workflow"); err != nil {
 		return false, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return false, fmt.Errorf("worqr: cancel workflow: %w", err)
 	}
 	was, queued, err := c.store.CancelWorkflow(ctx, id)
@@ -490,7 +183,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
 	case "":
 		return false, fmt.Errorf("worqr: cancel workflow %s: %w", id, ErrNoWorkflow)
 	case "running":
-		return true, c.cancelSteps(ctx, queued)
+		return true, c.release.CancelSteps(ctx, queued)
 	}
 	return false, nil
 }
@@ -518,8 +211,6 @@ const (
 	StepDead      StepState = "dead"      // its task went to the dead letters
 	StepCancelled StepState = "cancelled" // it will not run: a parent failed, or the workflow was cancelled
 )
-
-var stepStates = map[string]StepState{"w": StepWaiting, "r": StepReady, "q": StepQueued, "ok": StepSucceeded, "dead": StepDead, "x": StepCancelled}
 
 // WorkflowInfo is a workflow's state and each of its steps'.
 type WorkflowInfo struct {
@@ -580,7 +271,7 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
 		return WorkflowPage{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: %w", err)
 	}
 	if from < 0 || limit < 1 || limit > MaxPageSteps {
@@ -602,9 +293,8 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 		page.Ended = time.UnixMilli(rec.Ended)
 	}
 	for i, st := range rec.Steps {
-		var spec stepSpec
-		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
-		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State],
+		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
+		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)),
 			TaskID: st.TaskID, Parents: st.Parents, MoreParents: rec.MoreOfEach[i]})
 	}
 	return page, nil
@@ -642,7 +332,7 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	if err := c.validateCtx(ctx, "workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: workflow: %w", err)
 	}
 	rec, ok, err := c.store.WorkflowState(ctx, id)
@@ -657,9 +347,8 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		info.Ended = time.UnixMilli(rec.Ended)
 	}
 	for _, st := range rec.Steps {
-		var spec stepSpec
-		_ = json.Unmarshal([]byte(st.Spec), &spec) // a spec unreadable shows no queue
-		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: spec.Queue, State: stepStates[st.State], TaskID: st.TaskID, Parents: st.Parents})
+		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
+		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)), TaskID: st.TaskID, Parents: st.Parents})
 	}
 	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
 	return info, nil
@@ -670,51 +359,12 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 // order of Steps (by name, as Workflow returns them), so a chain reads
 // from its first step to its last.
 func (w WorkflowInfo) InOrder() []StepInfo {
-	at := make(map[string]int, len(w.Steps))
-	for i, st := range w.Steps {
-		at[st.Name] = i
-	}
-	left := make([]int, len(w.Steps)) // parents not yet listed
-	kids := make([][]int, len(w.Steps))
-	for i, st := range w.Steps {
-		for _, p := range st.Parents {
-			if j, ok := at[p]; ok {
-				left[i]++
-				kids[j] = append(kids[j], i)
-			}
-		}
-	}
-	ready := &stepHeap{}
-	for i := range w.Steps {
-		if left[i] == 0 {
-			ready.ints = append(ready.ints, i)
-		}
-	}
-	out := make([]StepInfo, 0, len(w.Steps))
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int)
-		out = append(out, w.Steps[i])
-		for _, k := range kids[i] {
-			if left[k]--; left[k] == 0 {
-				heap.Push(ready, k)
-			}
-		}
+	order := workflow.Order(len(w.Steps), func(i int) string { return w.Steps[i].Name }, func(i int) []string { return w.Steps[i].Parents })
+	out := make([]StepInfo, len(order))
+	for at, i := range order {
+		out[at] = w.Steps[i]
 	}
 	return out
-}
-
-// stepHeap is a min-heap of indexes into WorkflowInfo.Steps.
-type stepHeap struct{ ints []int }
-
-func (h *stepHeap) Len() int           { return len(h.ints) }
-func (h *stepHeap) Less(i, j int) bool { return h.ints[i] < h.ints[j] }
-func (h *stepHeap) Swap(i, j int)      { h.ints[i], h.ints[j] = h.ints[j], h.ints[i] }
-func (h *stepHeap) Push(x any)         { h.ints = append(h.ints, x.(int)) }
-func (h *stepHeap) Pop() any {
-	n := len(h.ints) - 1
-	x := h.ints[n]
-	h.ints = h.ints[:n]
-	return x
 }
 
 // WaitWorkflow waits until a workflow has ended and returns its state,
@@ -726,7 +376,7 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 	if err := c.validateCtx(ctx, "wait workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
-	if err := checkWorkflowID(id); err != nil {
+	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow: %w", err)
 	}
 	wake := make(chan struct{}, 1)

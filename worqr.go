@@ -213,6 +213,7 @@ type Client struct {
 	waiters *waiters.Waiters // Wait's subscriptions
 	flows   *flows.Flows     // workflow tasks' notices carried to their workflows
 	carrier *flows.Carrier   // what a carry of notices does
+	release *flows.Release   // the enqueue of workflows' ready steps
 	// statsFlusher writes the stats counts of queues that went idle.
 	statsFlusher *statsflush.Flusher
 
@@ -309,6 +310,7 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
 	c.store.SetClock(clk)
 	c.store.SetAggregateLimit(opts.MaxTaskSize)
+	c.release = flowsRelease(c)
 	c.carrier = flowsCarrier(c)
 	c.flows = flows.New(flowsEnv(c))
 	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)

@@ -1,6 +1,54 @@
 // Package checker is one run of the consistency check (Client.Check):
 // it compares every key under the client's prefix with the registries,
 // and repairs what it found.
+//
+// The consistency check is worqr's deep clean. The peers' reclaim is the
+// light one: it finds dead workers through the registry and returns their
+// work, which is enough as long as the registry tells the truth. The check
+// does not trust the registry: it walks the keyspace with SCAN, on every
+// node, and compares what the keys hold with what the registries say.
+//
+// Invariants it checks (each finding is one kind of problem):
+//
+//   - a process whose owner holds no live lease on its queue is being
+//     worked on by nobody (Report.OrphanedProcesses);
+//   - a worker with a lease entry, a process or a queue set is in the
+//     worker registry (UnregisteredWorkers), and the queues where it holds
+//     a lease or a process are in its queue set (UnlistedQueues): reclaim
+//     finds work only that way;
+//   - a worker in the registry has a live lease, or a peer is about to
+//     reclaim it (DeadWorkers);
+//   - a queue that exists, or holds waiting tasks, is in the queue
+//     registry (UnregisteredQueues), and a queue in the registry exists
+//     (StaleQueues);
+//   - every key under the prefix is one of worqr's, of the type worqr
+//     writes (UnknownKeys, BrokenQueues);
+//   - a queue's count of weight in flight, which its concurrency limit
+//     reads, matches the weights of its processes (MiscountedQueues), and
+//     so does each group's count of the slots its processes hold, which
+//     the group's limit reads (MiscountedGroups);
+//   - a queue's stored controls can be read by the scripts
+//     (UnreadableControls);
+//   - a queue's gathering of aggregated tasks (see Aggregate) has a
+//     deadline, without which MaxDelay would never flush it
+//     (UndueGatherings);
+//   - a queue keeps no field of its groups' turns that no dequeue would
+//     read, or that one reads for nothing (StaleTurns);
+//   - a workflow's keys exist only with its flow hash (LeftoverWorkflows),
+//     an ended workflow's keys all expire (LastingWorkflows), and a
+//     running workflow's step released to its queue is on its way there
+//     (StalledSteps), and a queued one's task is in its queue or has left
+//     a notice of its end (LostSteps), and one not ended is in some place
+//     of its queue (VanishedSteps).
+//
+// Registries live in slot {r} and queues in their own slots, so no look
+// at both is atomic, and the state changes under the check. A finding
+// that depends on both is confirmed by looking at the queue again after
+// reading the registry: a worker seen in a queue before and after a
+// registry read that did not list it was unregistered at that read (ids
+// are never reused, and a worker holds leases and processes only while
+// registered). Repairs never rely on what the check saw: each one judges
+// again, atomically, in its own slot, and each is safe to run twice.
 package checker
 
 import (

@@ -32,3 +32,10 @@ var (
 	ErrHandledQueue     = errors.New("queue is served by Handle")
 	ErrHandlerPanicked  = errors.New("handler panicked")
 )
+
+// The errors of a workflow's plan (see the root package's).
+var (
+	ErrWorkflowCycle = errors.New("workflow has a cycle")
+	ErrUnknownStep   = errors.New("unknown workflow step")
+	ErrDuplicateStep = errors.New("duplicate workflow step")
+)

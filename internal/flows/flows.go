@@ -2,7 +2,45 @@
 // once, for a task one of the client's workers ended, and in sweeps, for
 // the notices a crash left behind. A carry (carry.go: read, release,
 // enqueue the steps made ready, forget) takes the client's store and its
-// enqueue of ready steps; flows.go decides when carries and sweeps run.
+// enqueue of ready steps (release.go); flows.go decides when carries and
+// sweeps run.
+//
+// A workflow's step whose parents have not all ended waits outside its
+// queue, in the workflow's state; the end of its last parent releases it
+// into its queue. How that stays exact across slots (a workflow's state and its
+// queues live in different slots of a cluster) is told in
+// docs/workflows.md; in short:
+//
+//  1. finish.lua and bury.lua (and release.lua for a poison pill) leave a
+//     notice of a workflow task's end in its queue's flows set, in the
+//     script that ends it; for a workflow whose keys share the queue's
+//     slot (a random id is made so: workflow.HomeQueue), finish.lua records a
+//     success that makes no step ready in the workflow itself, and leaves
+//     no notice: the steps below are for the other ends;
+//  2. the worker that ended it then carries the notice to the workflow
+//     (wf_release.lua, in the workflow's slot), which records the step's
+//     end once (a second carry records nothing) and answers the steps
+//     that end made ready;
+//  3. each ready step is enqueued with a unique key of its own, held for
+//     the workflow's keep and a day more, so a second enqueue adds
+//     nothing and answers the first task's id (flow_enqueue.lua, many
+//     steps a call, in the queue's slot); then marked queued
+//     (wf_enqueued.lua); a step of a workflow whose keys share its
+//     queue's slot holds no unique key: flow_enqueue.lua enqueues it only
+//     while it is ready and marks it queued in the same script, so its
+//     state makes a second enqueue add nothing (one whose unique key a
+//     release that takes it holds is marked with the holder's id);
+//  4. the notice is removed.
+//
+// Notices of a queue that arrive close together are carried together
+// (Flows): one call of each of these per batch (per workflow, for
+// those in its slot), not per notice.
+//
+// A crash between any two of these leaves the notice, and a sweep
+// (Flows: when a worker starts serving a queue, and every
+// FlowSweepEvery) carries every notice older than FlowSweepAge again;
+// each step being idempotent, the replay neither loses a child nor
+// enqueues one twice.
 package flows
 
 import (

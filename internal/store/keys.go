@@ -64,7 +64,7 @@ type QueueKeys struct {
 	GroupStarts  string // ZSET (all scored 0) '<group>\0<start µs, 16 hex digits><task id>', under group rate limits
 	// Flows holds the notices of workflow tasks that ended (finish.lua,
 	// bury.lua, the cancel scripts, delete.lua), until their workflow has
-	// recorded them (see workflow.go).
+	// recorded them (see internal/flows).
 	Flows string // ZSET '<workflow>.<step>,<task id>,<ok|dead|cancelled|revived>' -> when written (µs)
 	// The gatherings of tasks enqueued with an aggregation key (see
 	// AGG.flush in common/aggregation.lua): the tasks gathered, of every key,
