@@ -1,4 +1,4 @@
-package worqr
+package doccheck
 
 import (
 	"bytes"
