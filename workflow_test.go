@@ -747,6 +747,49 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
 }
 
+// The worker that finishes a step carries its notice without reading it
+// back: the finish answered when it wrote it, and the worker holds the
+// result. The child is released with that result, while every read of
+// the queue fails.
+func TestWorkflowFinishCarriesItsNoticeUnread(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("unread-carry", "p"))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{ID: "unread-carry"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+
+	// Every read of p fails from now on: a carry that reads the notice
+	// fails, and leaves it for a sweep.
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpRead && q == "p" {
+			return errors.New("no reads of p")
+		}
+		return nil
+	})
+	t.Cleanup(func() { c.store.SetFault(nil) })
+	got := make(chan map[string][]byte, 1)
+	require.NoError(t, w.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
+		parents, err := p.ParentResults(ctx)
+		if err == nil {
+			got <- parents
+		}
+		return err
+	}, HandleOptions{Concurrency: 1}))
+	p.SetResult([]byte("parent's result"))
+	require.NoError(t, p.Finish(ctx))
+	assert.Equal(t, map[string][]byte{"parent": []byte("parent's result")}, recv(t, got, testsignal.Wait, "the child's start"))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+}
+
 // A step's death frees a child that runs whatever its end, and crashes
 // keep that child from being enqueued (by the death's carry and by the
 // revival's); the step, requeued, succeeds and frees another. The sweep

@@ -316,6 +316,11 @@ type Notice struct {
 	Raw                  string // as stored: the member to remove
 	Workflow, Step, Task string
 	Status               string // "ok", "dead", "cancelled" or "revived"
+	// Read is what reading the notice (FlowRead) would answer, when the
+	// script that wrote it told its stamp and the client knows its
+	// task's result: the worker that finished the task carries it
+	// without reading it. Nil when it is to be read.
+	Read *NoticeRead
 }
 
 // ParseNotice reads a notice; false if it is not one.
