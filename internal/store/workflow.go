@@ -466,8 +466,14 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 			keys = append(keys, s.keys.Workflow(g.home).all()...)
 		}
 		for chunk := range slices.Chunk(byGroup[g], MaxTasksPerScript) {
-			args := make([]string, 0, 2+7*len(chunk))
-			args = append(args, k.Channel, q)
+			// A call of one step may hand it off, as an enqueue of one
+			// task may (a chain's next step starts without a dequeue).
+			hand := "0"
+			if len(chunk) == 1 {
+				hand = handOff([][]byte{tasks[chunk[0]].Payload})
+			}
+			args := make([]string, 0, 3+7*len(chunk))
+			args = append(args, k.Channel, q, hand)
 			for _, i := range chunk {
 				if g.home != "" {
 					_, step, _ := strings.Cut(tasks[i].Args.Flow, ".")
