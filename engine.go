@@ -67,8 +67,8 @@ func processEnv(w *Worker) engine.Env {
 		WorkerID: w.ID,
 		Validate: c.validateCtx,
 		Fail:     c.fail,
-		FlowEnded: func(queue, flow, taskID string, outcome engine.Outcome) {
-			c.flowEnded(queue, flow, taskID, Outcome(outcome))
+		FlowEnded: func(queue, flow, taskID string, outcome engine.Outcome, read *store.NoticeRead) {
+			c.flowEnded(queue, flow, taskID, Outcome(outcome), read)
 		},
 		Finishes:         c.finishes,
 		Retries:          c.retries,

@@ -58,13 +58,15 @@ func flowsEnv(c *Client) *flows.Env {
 
 // flowEnded carries the notice of a workflow task that a worker of the
 // client just ended, finished or dead (the script that ended it wrote
-// the notice), without holding up the caller.
-func (c *Client) flowEnded(queue, flow, taskID string, want Outcome) {
+// the notice), without holding up the caller; read is what reading the
+// notice would answer, if the script told it (nil: the carry reads it).
+func (c *Client) flowEnded(queue, flow, taskID string, want Outcome, read *store.NoticeRead) {
 	status := "ok"
 	if want == OutcomeDead {
 		status = "dead"
 	}
 	if n, ok := store.ParseNotice(flow + "," + taskID + "," + status); ok {
+		n.Read = read
 		c.flows.Ended(queue, n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -745,6 +746,99 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		got[st.Name] = st.State
 	}
 	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
+}
+
+// The worker that finishes a step carries its notice without reading it
+// back: the finish answered when it wrote it, and the worker holds the
+// result. The child is released with that result, while every read of
+// the queue fails.
+func TestWorkflowFinishCarriesItsNoticeUnread(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("unread-carry", "p"))
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{ID: "unread-carry"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+
+	// Every read of p fails from now on: a carry that reads the notice
+	// fails, and leaves it for a sweep.
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpRead && q == "p" {
+			return errors.New("no reads of p")
+		}
+		return nil
+	})
+	t.Cleanup(func() { c.store.SetFault(nil) })
+	got := make(chan map[string][]byte, 1)
+	require.NoError(t, w.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
+		parents, err := p.ParentResults(ctx)
+		if err == nil {
+			got <- parents
+		}
+		return err
+	}, HandleOptions{Concurrency: 1}))
+	p.SetResult([]byte("parent's result"))
+	require.NoError(t, p.Finish(ctx))
+	assert.Equal(t, map[string][]byte{"parent": []byte("parent's result")}, recv(t, got, testsignal.Wait, "the child's start"))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+}
+
+// A step released alone (a chain's next) is handed to an idle runtime
+// in the release's event, as an enqueue of one task is: the child's
+// handler starts while every dequeue of its worker is held back.
+func TestWorkflowReleasedStepIsHandedOff(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("handed-child", "p"))
+	started := make(chan *Process, 1)
+	wk := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, wk.Handle(ctx, "k", func(_ context.Context, p *Process) error {
+		started <- p
+		return nil
+	}, HandleOptions{}))
+	settledParking(t, c, "k", 1)
+	held := make(chan struct{})
+	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+		if op == store.OpDequeue && queue == "k" {
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	t.Cleanup(func() { c.store.SetFault(nil) })
+	defer close(held)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", Task: []byte("c"), After: []string{"parent"}},
+	}, WorkflowOptions{ID: "handed-child"})
+	require.NoError(t, err)
+	events := b.listen(c.store.Keys().Queue("k").Channel)
+	wp := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, wp.StartWork(ctx, "p", Events{}))
+	parent, err := wp.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, parent.Finish(ctx))
+
+	m := expectPrefix(t, events, "h")
+	assert.True(t, strings.HasPrefix(m, "h"+wk.ID()+","), "the event names the worker: %q", m)
+	child := recv(t, started, testsignal.Wait, "the child's start with every dequeue held back")
+	assert.Equal(t, "c", string(child.Task()))
+	flow, step := child.Workflow()
+	assert.Equal(t, [2]string{id, "child"}, [2]string{flow, step})
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
 }
 
 // A step's death frees a child that runs whatever its end, and crashes

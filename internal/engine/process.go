@@ -42,15 +42,19 @@ type Proc struct {
 	// Host is the worker's side of the process; nil for a detached one.
 	Host Host
 
-	ID         string
-	Seq        uint64 // ID as a number: ids count up in dequeue order
-	Queue      string
-	Owner      string
-	TaskID     string
-	Kind       string
-	Trace      string // the trace context the task carries
-	Flow       string // the workflow step it runs, '<workflow id>.<step>'; "" if none
-	Aggregated int    // the tasks it gathers, for an aggregated task; else 0
+	ID     string
+	Seq    uint64 // ID as a number: ids count up in dequeue order
+	Queue  string
+	Owner  string
+	TaskID string
+	Kind   string
+	Trace  string // the trace context the task carries
+	Flow   string // the workflow step it runs, '<workflow id>.<step>'; "" if none
+	// NoticeAt is the stamp (µs, Redis clock) of the notice its finish
+	// wrote, set by the finish's call before its outcome is recorded;
+	// 0 before.
+	NoticeAt   int64
+	Aggregated int // the tasks it gathers, for an aggregated task; else 0
 	Attempt    int
 	Budget     int           // the task's own attempt budget; 0 if none, negative for no limit
 	Failures   int           // its earlier attempts that failed
@@ -94,8 +98,9 @@ type Env struct {
 	// Fail wraps a failed script call's error.
 	Fail func(op, queue string, err error) error
 	// FlowEnded tells the workflow of a task that ended (succeeded or
-	// dead) so that its next steps go.
-	FlowEnded func(queue, flow, taskID string, outcome Outcome)
+	// dead) so that its next steps go; read is what reading its notice
+	// would answer, if the end's script told it (nil: to be read).
+	FlowEnded func(queue, flow, taskID string, outcome Outcome, read *store.NoticeRead)
 	// Finishes and Retries join overlapping Finish and retry calls of
 	// a queue into one script call.
 	Finishes *coalesce.Coalescer[*Proc, store.Outcome]

@@ -305,9 +305,19 @@ func (p *Proc) recordSettled(op string, want Outcome, reason string, cause error
 	p.observeEnd(want, reason, cause)
 	p.Forget(errs.ErrProcessEnded)
 	if p.Flow != "" && !released && got == store.WasActive && (want == Succeeded || want == Dead) {
-		env.FlowEnded(p.Queue, p.Flow, p.TaskID, want) // its workflow's next steps
+		env.FlowEnded(p.Queue, p.Flow, p.TaskID, want, p.finishedNotice(want)) // its workflow's next steps
 	}
 	return got, nil
+}
+
+// finishedNotice is what reading the notice the end (want) of p wrote
+// would answer, for a finish, which answered its stamp (NoticeAt) and
+// retained the result p holds; nil for another end, read when carried.
+func (p *Proc) finishedNotice(want Outcome) *store.NoticeRead {
+	if want != Succeeded || p.NoticeAt == 0 {
+		return nil
+	}
+	return &store.NoticeRead{At: p.NoticeAt, Found: true, Result: store.Result{Body: p.St.ResultText()}, Kept: true}
 }
 
 // FinishJoined is the coalescer's send for Finish (Env.Finishes): the
@@ -317,5 +327,9 @@ func FinishJoined(ctx context.Context, st *store.Store, queue string, ps []*Proc
 	for i, p := range ps {
 		refs[i] = store.ProcRef{Worker: p.Owner, PID: p.ID, Result: p.St.ResultText(), Kind: p.Kind, Flow: p.Flow}
 	}
-	return st.Finish(ctx, queue, refs)
+	out, at, err := st.Finish(ctx, queue, refs)
+	for _, p := range ps {
+		p.NoticeAt = at
+	}
+	return out, err
 }

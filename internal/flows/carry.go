@@ -75,6 +75,39 @@ func (c *Carrier) Raw(ctx context.Context, queue string, raw []string, want func
 	return done, nil
 }
 
+// read answers what FlowRead does for each notice: a notice that holds
+// it already (the worker that finished its task knows when the finish
+// wrote it and the result) is not read, and a batch of those costs no
+// call. One carried already, and gone, is then released again, which
+// records nothing twice (see Batch).
+func (c *Carrier) read(ctx context.Context, queue string, notices []store.Notice) ([]store.NoticeRead, error) {
+	var unread []store.Notice
+	for _, n := range notices {
+		if n.Read == nil {
+			unread = append(unread, n)
+		}
+	}
+	var got []store.NoticeRead
+	if len(unread) > 0 {
+		var err error
+		if got, err = c.Store.FlowRead(ctx, queue, unread); err != nil {
+			return nil, err
+		}
+		if len(unread) == len(notices) {
+			return got, nil
+		}
+	}
+	reads := make([]store.NoticeRead, len(notices))
+	for i, n := range notices {
+		if n.Read != nil {
+			reads[i] = *n.Read
+		} else {
+			reads[i], got = got[0], got[1:]
+		}
+	}
+	return reads, nil
+}
+
 // Batch takes notices of a queue to their workflows, together: it reads
 // when each was written and its task's result (kept with its outcome, for
 // a task that finished) in one call, records the steps' ends in one call
@@ -84,7 +117,7 @@ func (c *Carrier) Raw(ctx context.Context, queue string, raw []string, want func
 // was carried already. It returns an error per notice (the notices of a
 // workflow whose release failed stay, for the sweep), or one for all.
 func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
-	reads, err := c.Store.FlowRead(ctx, queue, notices)
+	reads, err := c.read(ctx, queue, notices)
 	if err != nil {
 		return nil, c.Fail("workflow release", queue, err)
 	}

@@ -14,7 +14,8 @@
 -- code of the state it had: 1 active, 2 cancelled, 3 deleted, 4 active and
 -- its step's end recorded in its workflow (no notice left); then the
 -- Redis clock (µs), from which the client counts the runs of the active
--- ones (their pids are their dequeue times) for the stats.
+-- ones (their pids are their dequeue times) for the stats, and which is
+-- every notice's stamp: the worker carries them without reading them.
 local procs_key, leases_key, meta_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, retained_key, waiting_key, idle_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local unique_key, high_key, low_key, progress_key, stats_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
@@ -189,7 +190,7 @@ for j = 1, #pids do
           end
           if find(h, ',F', 1, true) then
             head = head or h .. ':'
-            flow_notice(flows_key, head, 'ok')
+            flow_notice(flows_key, head, 'ok', now_u)
           end
         end
       end
@@ -214,7 +215,7 @@ for _, home in ipairs(home_order) do
     end
     kept[#kept + 1] = {st.head, st.pid, st.result}
     if not recorded then
-      flow_notice(flows_key, st.head, 'ok')
+      flow_notice(flows_key, st.head, 'ok', now_u)
     end
   end
 end

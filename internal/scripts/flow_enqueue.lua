@@ -5,8 +5,12 @@
 -- for them all, instead of a script each. Each step's unique key (its
 -- sha1, held for ttl ms from now, or while its task lives with ttl 0)
 -- makes its enqueue idempotent: a step whose key is held adds nothing
--- and answers the holder's id, flagged duplicate. A step is never handed
--- off: released steps come in numbers, and the wake names the runtimes.
+-- and answers the holder's id, flagged duplicate. A call of one step (a
+-- chain's next) may hand it off as enqueue.lua hands off a single task:
+-- straight into a process of the longest-idle runtime, which is spared
+-- its dequeue, a round trip between a parent's end and its child's
+-- start. Steps released together (a fan-out) go to the lists, and the
+-- wake names the runtimes.
 -- The client's stats counts ride on its other calls (enqueue.lua).
 -- Steps of one workflow whose keys share the queue's slot (its home: its
 -- keys follow the queue's) hold no unique key: the step's state is the
@@ -22,14 +26,17 @@
 -- Returns {unregistered, then id (hex), duplicate (0/1/2) per step}:
 -- unregistered as enqueue.lua answers it.
 local list_key, meta_key, idle_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: unused (enqueue.lua's keys)
-local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats, leases: unused
-local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: unused; every level's list
+local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8] -- stats: unused; leases: a hand-off's
+local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: a hand-off's; every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
 -- The home workflow's keys, in WorkflowKeys' order, if any: its state
 -- (for its creation), its steps and their tasks' ids.
 local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18]
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
--- Then per step, ARGV[3 + 7(i - 1) ...]: its unique key's sha1 (its
+-- hand: '1' if the step may be handed off (a call of one step, small
+-- enough for an event: see enqueue.lua), else '0'.
+local hand = ARGV[3]
+-- Then per step, ARGV[4 + 7(i - 1) ...]: its unique key's sha1 (its
 -- name, in a home workflow), how long it is held (ms; 0: while alive;
 -- in a home workflow, its unique key's sha1, only read), its header
 -- fields (with its level's, ',ph' or ',pl'), its due time (µs, Redis
@@ -45,7 +52,9 @@ if #stale > 0 then
   redis.call('HDEL', unique_key, unpack(stale))
   redis.call('ZREM', unique_ttl_key, unpack(stale))
 end
-local meta = redis.call('HMGET', meta_key, 'tid', 'registered')
+-- With the controls a hand-off must not pass and the process id counter
+-- it counts on, as enqueue.lua reads them.
+local meta = redis.call('HMGET', meta_key, 'tid', 'registered', 'paused', 'limit', 'rate', 'seq')
 local next_id = math.max(now, (tonumber(meta[1] or '0') or 0) + 1)
 local out = {meta[2] and '0' or '1'}
 local pushes = {} -- per list, then per end: the entries to push
@@ -54,7 +63,7 @@ local grouped, retained, delayed, dues, woken, added = {}, {}, {}, {}, 0, 0
 -- expiry is looked at only for a key held (a replay's), and the keys
 -- taken are written a thousand a call: a step costs no call of its own.
 local shas = {}
-for i = 3, #ARGV, 7 do
+for i = 4, #ARGV, 7 do
   shas[#shas + 1] = ARGV[i]
 end
 local holders = {}
@@ -72,7 +81,7 @@ if flow_steps_key then
       holders[step] = ids[j] or ''
     else
       ready[#ready + 1] = step
-      keys[#keys + 1] = ARGV[3 + 7 * (j - 1) + 1]
+      keys[#keys + 1] = ARGV[4 + 7 * (j - 1) + 1]
     end
   end
   -- A ready step whose unique key is held: a release by a client that
@@ -115,7 +124,7 @@ else
     end
   end
 end
-for i = 3, #ARGV, 7 do
+for i = 4, #ARGV, 7 do
   local sha, ttl, header = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local due_at, delay, front, payload = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5] == '1', ARGV[i + 6]
   local holder = holders[sha]
@@ -185,6 +194,28 @@ end
 for due in pairs(dues) do
   publish(channel, 's' .. due)
 end
+-- The meta fields written at the end: a hand-off's process id counter.
+local sets = {}
+-- A lone step due now, of no group, takes the longest-idle runtime out
+-- of the idle set first, as the wake would (the wake names it first if
+-- the step does not go to it); on a queue where nothing waits and no
+-- control holds it back, the step goes to it if its worker's lease is
+-- live (enqueue.lua's hand-off).
+local popped
+if hand == '1' and woken == 1 and #grouped == 0 then
+  local entry
+  for _, ends in pairs(pushes) do
+    entry = ends.back[1] or ends.front[1]
+  end
+  popped = redis.call('ZPOPMIN', idle_key)
+  local worker = popped[1]
+  if worker and redis.call('EXISTS', waiting_key, high_key, low_key, gready_key) == 0 and
+      not (meta[3] or meta[4] or meta[5]) and lease_live(leases_key, worker, math.floor(now / 1000)) then
+    local pids = start_procs(procs_key, meta_key, worker, {entry}, now, meta[6], sets)
+    publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
+    pushes, woken = {}, 0
+  end
+end
 for list, ends in pairs(pushes) do
   for i = 1, #ends.back, 1000 do
     redis.call('LPUSH', list, unpack(ends.back, i, math.min(i + 999, #ends.back)))
@@ -199,10 +230,16 @@ for _, g in ipairs(grouped) do
   group_lib().push({g[1]}, g[2])
 end
 if woken > 0 then
-  wake(idle_key, channel, woken)
+  wake(idle_key, channel, woken, popped)
 end
 if added > 0 then
-  redis.call('HSET', meta_key, 'tid', ms(next_id - 1))
+  sets[#sets + 1] = 'tid'
+  sets[#sets + 1] = ms(next_id - 1)
+end
+if #sets > 0 then
+  redis.call('HSET', meta_key, unpack(sets))
+end
+if added > 0 then
   if not meta[2] then
     name_queue(meta_key, queue)
   end

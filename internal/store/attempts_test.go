@@ -74,7 +74,7 @@ func TestAttemptHistoryRemoved(t *testing.T) {
 			"procs":  hash{"1": "a" + w + "31,a2,f1:x"},
 			"errors": hash{"31": "e", "31:a": attemptRecord(1, 'r', w, "e"), "30:a": attemptRecord(1, 'r', w, "other")},
 		})
-		_, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}})
+		_, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}})
 		require.NoError(t, err)
 		e.expect(keyState{
 			"meta":   hash{"name": "q", "seq": "9"},

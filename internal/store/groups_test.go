@@ -143,7 +143,7 @@ func TestSettleGroupedScript(t *testing.T) {
 		"gready":   zset{"a": inf, "b": 1}, // a held at its limit
 	})
 	before := e.clock()
-	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "3"}})
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "3"}})
 	require.NoError(t, err)
 	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
 	_, err = e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e"}})

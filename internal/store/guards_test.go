@@ -25,7 +25,7 @@ func TestProcessScriptsGuards(t *testing.T) {
 		run    func(e *scriptEnv, p ProcRef) (Outcome, error)
 	}{
 		{"finish.lua", func(e *scriptEnv, p ProcRef) (Outcome, error) {
-			out, err := e.s.Finish(e.ctx, "q", []ProcRef{p})
+			out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{p})
 			return only(out, err)
 		}},
 		{"retry.lua", func(e *scriptEnv, p ProcRef) (Outcome, error) {

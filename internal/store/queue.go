@@ -659,8 +659,9 @@ func refKinds(n int, kind func(i int) string) []string {
 
 // Finish deletes processes of one queue, each only if it still belongs to
 // its worker and that worker's lease on the queue is live, in one script
-// call. It returns one outcome per process.
-func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, error) {
+// call. It returns one outcome per process, and the Redis clock (µs) of
+// the call, the stamp of the notices it wrote for workflow steps.
+func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Outcome, int64, error) {
 	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
 	args := make([]string, 0, 2+4*len(procs))
@@ -683,14 +684,14 @@ func (s *Store) Finish(ctx context.Context, queue string, procs []ProcRef) ([]Ou
 	res, err := s.run(ctx, OpFinish, queue, s.scripts.Finish, keys, args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out, clock, err := outcomesAt("finish.lua", res, len(procs))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	s.stats.ended(queue, false, clock, pids, refKinds(len(procs), func(i int) string { return procs[i].Kind }), out)
-	return out, nil
+	return out, clock, nil
 }
 
 // Requeue puts a process's task back at the back of its queue (a retry)

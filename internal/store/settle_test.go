@@ -33,7 +33,7 @@ func TestFinishScript(t *testing.T) {
 		"results":  hash{"old": "old,sok,S1,E1,a1:gone"},
 	})
 	before := e.clockMs()
-	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: pid, Result: "done"}, {Worker: w, PID: "2"}, {Worker: dead, PID: "3"}, {Worker: w, PID: "4"}})
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: pid, Result: "done"}, {Worker: w, PID: "2"}, {Worker: dead, PID: "3"}, {Worker: w, PID: "4"}})
 	require.NoError(t, err)
 	assert.Equal(t, []Outcome{WasActive, WasCancelled, LeaseGone, NotOwned}, out)
 	got := e.dump()

@@ -47,7 +47,7 @@ func TestFinishRecordsParentsOfOneChildScript(t *testing.T) {
 			"3": "a" + w + "33,F" + id + ".c,R1:z",
 		},
 	})
-	out, err := e.s.Finish(e.ctx, "q", []ProcRef{
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{
 		{Worker: w, PID: "1", Result: "A", Flow: id + ".a"},
 		{Worker: w, PID: "2", Result: "B", Flow: id + ".b"},
 	})
@@ -84,7 +84,7 @@ func TestFinishDeclinesParentsThatFreeAChildScript(t *testing.T) {
 			"2": "a" + w + "32,F" + id + ".b,R1:y",
 		},
 	})
-	out, err := e.s.Finish(e.ctx, "q", []ProcRef{
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{
 		{Worker: w, PID: "1", Result: "A", Flow: id + ".a"},
 		{Worker: w, PID: "2", Result: "B", Flow: id + ".b"},
 	})

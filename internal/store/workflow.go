@@ -316,6 +316,11 @@ type Notice struct {
 	Raw                  string // as stored: the member to remove
 	Workflow, Step, Task string
 	Status               string // "ok", "dead", "cancelled" or "revived"
+	// Read is what reading the notice (FlowRead) would answer, when the
+	// script that wrote it told its stamp and the client knows its
+	// task's result: the worker that finished the task carries it
+	// without reading it. Nil when it is to be read.
+	Read *NoticeRead
 }
 
 // ParseNotice reads a notice; false if it is not one.
@@ -461,8 +466,14 @@ func (s *Store) EnqueueSteps(ctx context.Context, tasks []EnqueueOne) ([]string,
 			keys = append(keys, s.keys.Workflow(g.home).all()...)
 		}
 		for chunk := range slices.Chunk(byGroup[g], MaxTasksPerScript) {
-			args := make([]string, 0, 2+7*len(chunk))
-			args = append(args, k.Channel, q)
+			// A call of one step may hand it off, as an enqueue of one
+			// task may (a chain's next step starts without a dequeue).
+			hand := "0"
+			if len(chunk) == 1 {
+				hand = handOff([][]byte{tasks[chunk[0]].Payload})
+			}
+			args := make([]string, 0, 3+7*len(chunk))
+			args = append(args, k.Channel, q, hand)
 			for _, i := range chunk {
 				if g.home != "" {
 					_, step, _ := strings.Cut(tasks[i].Args.Flow, ".")

@@ -29,7 +29,7 @@ func TestFlowNoticeScripts(t *testing.T) {
 		},
 	})
 	before := e.clock()
-	out, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}})
+	out, at, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}})
 	require.NoError(t, err)
 	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
 	got, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "3"}, "permanent", "bad", DeadBounds{MaxCount: 10, MaxAge: time.Hour})
@@ -43,6 +43,7 @@ func TestFlowNoticeScripts(t *testing.T) {
 		e.within(int64(at), before, after, m)
 	}
 	assert.Contains(t, flows, "wf1.extract,31,ok")
+	assert.Equal(t, float64(at), flows["wf1.extract,31,ok"], "the finish answers its notice's stamp")
 	assert.Contains(t, flows, "wf1.load,33,dead")
 	assert.NotContains(t, state, "procs")
 

@@ -12,13 +12,15 @@
 -- a sweep) carries the notice there (wf_release.lua) and then removes it
 -- (flow_forget.lua). Scored by when it was written (µs, Redis clock), for
 -- the sweep's age and for the workflow, which records no end older than
--- the last it recorded of the step.
+-- the last it recorded of the step. A script that answers its clock
+-- passes it as at, so that the worker that carries the notice knows
+-- when it was written without reading it back.
 -- Returns the notice, or nil for a task of no workflow.
-local function flow_notice(flows, entry, status)
+local function flow_notice(flows, entry, status, at)
   if not header_has(entry, 'F') then return end
   local f = header_get(entry_split(entry), 'F')
   local notice = f .. ',' .. entry_id(entry) .. ',' .. status
-  redis.call('ZADD', flows, ms(now_us()), notice)
+  redis.call('ZADD', flows, ms(at or now_us()), notice)
   return notice
 end
 
