@@ -194,7 +194,7 @@
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
-// the worker (the runtime's: slotHost).
+// the worker (the engine's: workerHost, the one host of its components).
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one

@@ -9,11 +9,9 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/lifecycle"
 )
 
 // A worker judges its own liveness on its own monotonic clock: the leases
@@ -27,16 +25,11 @@ import (
 
 // DeadlineHost is the worker whose leases a Deadline watches.
 type DeadlineHost interface {
-	// Lock and Unlock take and release the worker's mu, which guards the
-	// deadline.
-	sync.Locker
-	// Worker is the worker's lifecycle. The caller holds the worker's mu.
-	Worker() *lifecycle.Worker
+	// Locked: the worker's mu guards the deadline.
+	Locked
 	// Sessions are the sessions of the queues served. The caller holds
 	// the worker's mu.
 	Sessions() []*Session
-	// FenceWorker fences the whole worker under id, for cause.
-	FenceWorker(id string, cause error)
 }
 
 // Deadline is the worker's fencing deadline: that of its registry lease,
@@ -47,6 +40,9 @@ type Deadline struct {
 	host  DeadlineHost
 	clock clock.Clock
 	ttl   time.Duration
+	// fence fences the whole worker under id, for cause (the keeper's
+	// Fence).
+	fence func(id string, cause error)
 	// timer fires at the earliest deadline (Arm).
 	timer clock.Timer
 	// at is when the registry lease may expire, by the worker's clock,
@@ -54,10 +50,11 @@ type Deadline struct {
 	at time.Time
 }
 
-// Init sets up the deadline of host's leases, each ttl long, on clk; its
-// timer is not armed until Extend or Arm.
-func (d *Deadline) Init(host DeadlineHost, clk clock.Clock, ttl time.Duration) {
-	d.host, d.clock, d.ttl = host, clk, ttl
+// Init sets up the deadline of host's leases, each ttl long, on clk,
+// which fence fences the worker at; its timer is not armed until Extend
+// or Arm.
+func (d *Deadline) Init(host DeadlineHost, clk clock.Clock, ttl time.Duration, fence func(id string, cause error)) {
+	d.host, d.clock, d.ttl, d.fence = host, clk, ttl, fence
 	d.timer = clk.AfterFunc(time.Hour, d.onDeadline)
 }
 
@@ -113,7 +110,7 @@ func (d *Deadline) onDeadline() {
 	id, now := h.Worker().ID(), d.clock.Now()
 	if !now.Before(d.at) {
 		h.Unlock()
-		h.FenceWorker(id, errors.New("lease not renewed in time"))
+		d.fence(id, errors.New("lease not renewed in time"))
 		return
 	}
 	var due []*Session

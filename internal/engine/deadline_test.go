@@ -19,7 +19,7 @@ func TestDeadlineFencesADueSession(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	t0 := w.clk.Now()
 	var d Deadline
-	d.Init(w, w.clk, time.Second)
+	d.Init(w, w.clk, time.Second, func(id string, _ error) { w.workerFenced.Signal(id) })
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)
 	w.Lock()
@@ -44,7 +44,7 @@ func TestDeadlineFencesTheWorker(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	t0 := w.clk.Now()
 	var d Deadline
-	d.Init(w, w.clk, time.Second)
+	d.Init(w, w.clk, time.Second, func(id string, _ error) { w.workerFenced.Signal(id) })
 	w.Lock()
 	d.Extend(t0)
 	d.Extend(t0.Add(200 * time.Millisecond)) // a later renewal

@@ -28,7 +28,7 @@ func TestSessionCancelAndDeleteEvents(t *testing.T) {
 	t.Parallel()
 	var s Session
 	var got told
-	s.Init(nil, "q", got.events(), time.Time{}, nil)
+	s.Init(nil, nil, "q", got.events(), nil, time.Time{}, nil)
 	a, none, later := &Proc{ID: "1", Seq: 1, TaskID: "a"}, &Proc{ID: "2", Seq: 2, TaskID: "0"}, &Proc{ID: "3", Seq: 3, TaskID: "c"}
 	s.procs[a.ID], s.procs[none.ID], s.procs[later.ID] = a, none, later
 	ctx := t.Context()
@@ -54,7 +54,7 @@ func TestSessionApplyStates(t *testing.T) {
 	t.Parallel()
 	var s Session
 	var got told
-	s.Init(nil, "q", got.events(), time.Time{}, nil)
+	s.Init(nil, nil, "q", got.events(), nil, time.Time{}, nil)
 	h := &fakeHost{}
 	live := &Proc{ID: "1", TaskID: "a", Host: h}
 	lost := &Proc{ID: "2", TaskID: "b", Host: h}

@@ -167,8 +167,8 @@ func TestSchedulerFillOnce(t *testing.T) {
 	t.Parallel()
 	s := schedulerOf(t, true, 3, []int{1, 1}, []int{0, 0})
 	a, b := s.members[0], s.members[1]
-	w := s.host.(*testWorker)
-	w.serve("B", b) // A is not served
+	w := s.host.(*fakeWorker)
+	w.handle("B", b) // A is not served
 	joined(t, w, "B")
 	flags := func(r *Runtime) string {
 		s.mu.Lock()
