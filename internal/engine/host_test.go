@@ -279,15 +279,6 @@ type testProc struct {
 
 func (p *testProc) Env() *Env { return &p.w.env }
 
-func (p *testProc) Drop() {
-	p.w.mu.Lock()
-	s := p.w.sessions[p.Queue]
-	p.w.mu.Unlock()
-	if s != nil {
-		s.Drop(&p.Proc)
-	}
-}
-
 func (p *testProc) LeaseLost(error) {}
 
 func (p *testProc) Observe(outcome Outcome, _ string, _ error) { p.w.ended.Signal(outcome) }

@@ -3,8 +3,8 @@
 // handler's outcome, and the Handle runtime (its slot scheduler, the
 // start of handlers and the hand-off, the dequeue). The root package's
 // Process holds a Proc by value, so a process is one allocation, and
-// gives it a Host: the worker's side of what the record does (its books,
-// its lease, its observer); the runtime takes the worker as a RuntimeHost,
+// gives it a Host: the worker's side of what the record does (its
+// lease, its observer); the runtime takes the worker as a RuntimeHost,
 // and the application's handler as a Call.
 package engine
 
@@ -65,6 +65,10 @@ type Proc struct {
 
 	// St is its state: how it ends, its result and progress reports.
 	St proc.State
+	// books are the books of the session that adopted it, nil until
+	// then (books.go), which it leaves when it ends (Forget). Set once,
+	// before the process is shared.
+	books *Books
 }
 
 // Host is the worker a process belongs to, as the process's record takes
@@ -72,8 +76,6 @@ type Proc struct {
 type Host interface {
 	// Env is the worker's environment, shared by its processes.
 	Env() *Env
-	// Drop takes the process out of its session's books.
-	Drop()
 	// LeaseLost is told that a script found the lease of the process's
 	// worker on its queue gone (cause says which).
 	LeaseLost(cause error)

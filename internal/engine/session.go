@@ -120,22 +120,12 @@ func (s *Session) Call(ctx context.Context, f func()) {
 }
 
 // The decisions over the session's lease and books at once (the lease's,
-// lease.go).
+// lease.go; adopting a process is books.go's, with the books' intake).
 
 // Holds reports whether the session serves under its lease and, when p
 // is not nil, holds p: otherwise a script finding the lease gone is no
 // evidence against the worker, which gave that lease up, or the process.
 func (s *Session) Holds(p *Proc) bool { return s.Lease.holds(&s.Books, p) }
-
-// AdoptAll records the processes a dequeue took, unless the session was
-// fenced while the script ran (they are the peers' then), and reports
-// whether it did.
-func (s *Session) AdoptAll(ps []*Proc) bool { return s.Lease.adoptAll(&s.Books, ps) }
-
-// Adopt records p, a process an enqueue handed the worker, unless the
-// session is fenced, gave p's task back already (a reconciliation or a
-// rejoin released it), or holds p already; it reports whether it did.
-func (s *Session) Adopt(p *Proc) bool { return s.Lease.adopt(&s.Books, p) }
 
 // Keep lists the ids of the processes the session holds, which a
 // reconciliation must not give back; ok is false once the session has

@@ -142,12 +142,10 @@ func TestSessionFence(t *testing.T) {
 
 // fakeHost is a process's worker side that records what the record asks.
 type fakeHost struct {
-	dropped  int
 	observed []Outcome
 }
 
 func (h *fakeHost) Env() *Env       { return nil }
-func (h *fakeHost) Drop()           { h.dropped++ }
 func (h *fakeHost) LeaseLost(error) {}
 func (h *fakeHost) Observe(outcome Outcome, _ string, _ error) {
 	h.observed = append(h.observed, outcome)
