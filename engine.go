@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
@@ -207,12 +208,12 @@ func (h *workerHost) Session(queue string) *engine.Session {
 	return nil
 }
 
-func (h *workerHost) Sessions() []*engine.Session {
-	out := make([]*engine.Session, 0, len(h.sessions))
+func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
+	dst = slices.Grow(dst, len(h.sessions))
 	for _, s := range h.sessions {
-		out = append(out, &s.Session)
+		dst = append(dst, &s.Session)
 	}
-	return out
+	return dst
 }
 
 func (h *workerHost) Validate(ctx context.Context, op, queue string) error {

@@ -27,9 +27,9 @@ import (
 type DeadlineHost interface {
 	// Locked: the worker's mu guards the deadline.
 	Locked
-	// Sessions are the sessions of the queues served. The caller holds
-	// the worker's mu.
-	Sessions() []*Session
+	// Sessions appends the sessions of the queues served to dst. The
+	// caller holds the worker's mu.
+	Sessions(dst []*Session) []*Session
 }
 
 // Deadline is the worker's fencing deadline: that of its registry lease,
@@ -48,6 +48,10 @@ type Deadline struct {
 	// at is when the registry lease may expire, by the worker's clock,
 	// less the margin. Guarded by the worker's mu.
 	at time.Time
+	// sessions is Arm's list of the sessions, kept from one call to the
+	// next so that arming the timer allocates nothing once it has grown
+	// to the queues served. Guarded by the worker's mu.
+	sessions []*Session
 }
 
 // Init sets up the deadline of host's leases, each ttl long, on clk,
@@ -84,10 +88,12 @@ func (d *Deadline) Extend(sent time.Time) {
 // worker's mu.
 func (d *Deadline) Arm() {
 	earliest := d.at
-	for _, s := range d.host.Sessions() {
+	d.sessions = d.host.Sessions(d.sessions[:0])
+	for i, s := range d.sessions {
 		if at, ok := s.Deadline(); ok && at.Before(earliest) {
 			earliest = at
 		}
+		d.sessions[i] = nil // no session is kept past the call
 	}
 	d.timer.Reset(d.clock.Until(earliest))
 }
@@ -114,7 +120,7 @@ func (d *Deadline) onDeadline() {
 		return
 	}
 	var due []*Session
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		if s.Due(now) {
 			due = append(due, s)
 		}

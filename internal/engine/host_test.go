@@ -244,12 +244,11 @@ func (w *fakeWorker) WriteCtx() context.Context                      { return w.
 
 func (w *fakeWorker) Heard(_ time.Duration, _ bool, workers int64) { w.heard.Signal(workers) }
 
-func (w *fakeWorker) Sessions() []*Session {
-	var ss []*Session
+func (w *fakeWorker) Sessions(dst []*Session) []*Session {
 	for _, s := range w.sessions {
-		ss = append(ss, s)
+		dst = append(dst, s)
 	}
-	return ss
+	return dst
 }
 
 func (w *fakeWorker) Go(f func(life context.Context)) {

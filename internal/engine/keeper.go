@@ -106,7 +106,7 @@ func (k *Keeper) Fence(id string, cause error) {
 	}
 	k.Disarm()
 	var lost []*Proc
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		// The peers reclaim everything under id: nothing to reconcile.
 		lost = append(lost, s.TakeAll()...)
 	}

@@ -59,7 +59,7 @@ func (k *Keeper) Renewal() (Renewal, bool) {
 	}
 	r := Renewal{ID: h.Worker().ID()}
 	var names []string
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		leased, gen := s.Leased()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined

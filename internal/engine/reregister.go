@@ -54,7 +54,7 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	h.Lock()
-	ss := h.Sessions()
+	ss := h.Sessions(nil)
 	h.Unlock()
 	var joined, unreachable []*Session
 	for _, s := range ss {
