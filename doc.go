@@ -194,18 +194,21 @@
 // components) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
-// the worker (the runtime's: slotHost).
+// the worker (the engine's: workerHost, the one host of its components).
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
 // allocation; a served queue's session, engine.Session: its gate,
 // dispatcher and timer of delayed tasks, the queue's events applied to
 // its books and told to the application, its fence, rejoin and
-// reconciliation, over the worker as their host, engine.SessionHost, and
+// reconciliation, over the worker as their host, engine.SessionHost (each
+// component's host is small, over the worker's mu, lifecycle and
+// sessions, engine.Locked, which the root's one adapter implements), and
 // its two halves, each a type and a file of its own: its books of
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the
-// decisions over both halves at once); the lease keeper's side,
+// decisions over both halves at once, but for a process's adoption,
+// which sits with the books and their drop of it); the lease keeper's side,
 // engine.Keeper: its membership of the client's beat, what a round
 // renews and its answers, the loop that registers a fenced worker again,
 // the worker's fencing deadline, engine.Deadline (of its

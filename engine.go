@@ -8,12 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/checker"
-	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
@@ -56,7 +55,8 @@ func delayedEnv(w *Worker) *delayed.Env {
 	}
 }
 
-// processEnv is what the worker's processes take of it.
+// processEnv is what the worker's processes, sessions and lease keeper
+// take of it.
 func processEnv(w *Worker) engine.Env {
 	c := w.c
 	return engine.Env{
@@ -77,6 +77,15 @@ func processEnv(w *Worker) engine.Env {
 		ProgressInterval: ProgressInterval,
 		MaxAttempts:      DefaultMaxAttempts,
 		UnsurePasses:     unsurePasses,
+		Redis:            &w.clock,
+		RenewInterval:    w.opts.RenewInterval,
+		StayFenced:       w.opts.StayFenced,
+		HealthyAfter:     func() store.Poison { return w.reclaimer.HealthyAfter() },
+		Signals: engine.Signals{
+			Rejoined:     &c.signals.rejoined,
+			Registered:   &c.signals.registered,
+			QueueRenewed: &c.signals.queueRenewed,
+		},
 	}
 }
 
@@ -87,39 +96,6 @@ type outcomeWriter Worker
 func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
 func (w *outcomeWriter) Life() context.Context     { return w.life }
 func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
-
-// slotHost is a worker as its runtimes and dequeues take it
-// (engine.Worker; a conversion, not an allocation).
-type slotHost Worker
-
-func (h *slotHost) Clock() clock.Clock                          { return h.c.clock }
-func (h *slotHost) RedisClock() *delayed.RedisClock             { return &h.clock }
-func (h *slotHost) Env() *engine.Env                            { return &h.env }
-func (h *slotHost) Lock()                                       { h.mu.Lock() }
-func (h *slotHost) Unlock()                                     { h.mu.Unlock() }
-func (h *slotHost) StateLocked() *lifecycle.Worker              { return &h.state }
-func (h *slotHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
-
-func (h *slotHost) Validate(ctx context.Context, op, queue string) error {
-	return h.c.validate(ctx, op, queue)
-}
-
-func (h *slotHost) SessionLocked(queue string) (*engine.Session, *engine.Runtime) {
-	if s := h.sessions[queue]; s != nil {
-		return &s.Session, s.runtime
-	}
-	return nil, nil
-}
-
-func (h *slotHost) NewProc(queue string, sp store.Proc, started time.Time) *engine.Proc {
-	return &newProcessAt((*Worker)(h), queue, sp, started).rec
-}
-
-// LeaseLost hands the lease keeper the evidence that the lease of worker
-// id on s's queue is gone; the keeper judges whether s still serves it.
-func (h *slotHost) LeaseLost(id string, s *engine.Session, cause error) {
-	(*Worker)(h).lease.LeaseLost(id, s.Name, s, nil, cause)
-}
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.
@@ -207,62 +183,58 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 	}
 }
 
-// sessionHost is a worker as the host of its sessions' fences, rejoins
-// and reconciliations (engine.SessionHost), and of its lease keeper's
-// deadline (engine.DeadlineHost).
-type sessionHost Worker
+// workerHost is the worker as its engine's components take it: the host
+// of its runtimes and dequeues (engine.RuntimeHost), of its sessions'
+// fences, rejoins and reconciliations (engine.SessionHost), and of its
+// lease keeper and deadline (engine.KeeperHost); a conversion, not an
+// allocation. Its lock is the worker's mu.
+type workerHost Worker
 
-func (w *sessionHost) Lock()                           { w.mu.Lock() }
-func (w *sessionHost) Unlock()                         { w.mu.Unlock() }
-func (w *sessionHost) Worker() *lifecycle.Worker       { return &w.state }
-func (w *sessionHost) Env() *engine.Env                { return &w.env }
-func (w *sessionHost) Outage() *outage.Outage          { return w.c.outage }
-func (w *sessionHost) RenewInterval() time.Duration    { return w.opts.RenewInterval }
-func (w *sessionHost) Logger() *slog.Logger            { return (*Worker)(w).logger() }
-func (w *sessionHost) HealthyAfter() store.Poison      { return w.reclaimer.HealthyAfter() }
-func (w *sessionHost) Margin() time.Duration           { return w.lease.Margin() }
-func (w *sessionHost) LeaseAt() time.Time              { return w.lease.At() }
-func (w *sessionHost) Arm()                            { w.lease.Arm() }
-func (w *sessionHost) Registry() sync.Locker           { return &w.registry }
-func (w *sessionHost) Go(f func(life context.Context)) { w.closer.tasks.Go(func() { f(w.life) }) }
-func (w *sessionHost) Rejoined(queue string)           { w.c.signals.rejoined.Signal(queue) }
-
-func (w *sessionHost) FenceWorker(id string, cause error) { w.lease.Fence(id, cause) }
-func (w *sessionHost) StayFenced() bool                   { return w.opts.StayFenced }
-func (w *sessionHost) Alive() bool                        { return w.life.Err() == nil }
-func (w *sessionHost) QueueRenewed(queue string)          { w.c.signals.queueRenewed.Signal(queue) }
-
-func (w *sessionHost) Heard(next time.Duration, dead bool, workers int64) {
-	w.reclaimer.Heard(next, dead, workers)
+func (h *workerHost) Lock()                     { h.mu.Lock() }
+func (h *workerHost) Unlock()                   { h.mu.Unlock() }
+func (h *workerHost) Worker() *lifecycle.Worker { return &h.state }
+func (h *workerHost) Env() *engine.Env          { return &h.env }
+func (h *workerHost) Deadline() *engine.Deadline {
+	return &h.lease.Deadline
 }
+func (h *workerHost) Registry() engine.Joiner                     { return &h.registry }
+func (h *workerHost) Go(f func(life context.Context))             { h.closer.tasks.Go(func() { f(h.life) }) }
+func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
 
-func (w *sessionHost) Registered(id string) { w.c.signals.registered.Signal(id) }
-
-func (w *sessionHost) Session(queue string) *engine.Session {
-	if s := w.sessions[queue]; s != nil {
+func (h *workerHost) Session(queue string) *engine.Session {
+	if s := h.sessions[queue]; s != nil {
 		return &s.Session
 	}
 	return nil
 }
 
-func (w *sessionHost) Sessions() []*engine.Session {
-	out := make([]*engine.Session, 0, len(w.sessions))
-	for _, s := range w.sessions {
-		out = append(out, &s.Session)
+func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
+	dst = slices.Grow(dst, len(h.sessions))
+	for _, s := range h.sessions {
+		dst = append(dst, &s.Session)
 	}
-	return out
+	return dst
 }
 
-func (w *sessionHost) Serves(s *engine.Session) bool {
-	cur := w.sessions[s.Name]
-	return cur != nil && &cur.Session == s
+func (h *workerHost) Validate(ctx context.Context, op, queue string) error {
+	return h.c.validate(ctx, op, queue)
 }
 
-func (w *sessionHost) Join(ctx context.Context, id, queue string) error {
-	return w.registry.Join(ctx, id, queue)
+func (h *workerHost) NewProc(queue string, sp store.Proc, started time.Time) *engine.Proc {
+	return &newProcessAt((*Worker)(h), queue, sp, started).rec
 }
 
-func (w *sessionHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
+// LeaseLost hands the lease keeper the evidence that the lease of worker
+// id on s's queue is gone; the keeper judges whether s still serves it.
+func (h *workerHost) LeaseLost(id string, s *engine.Session, cause error) {
+	h.lease.LeaseLost(id, s.Name, s, nil, cause)
+}
+
+func (h *workerHost) Heard(next time.Duration, dead bool, workers int64) {
+	h.reclaimer.Heard(next, dead, workers)
+}
+
+func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
 	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
-	w.c.tellFenced(w.opts.OnFenced, ev)
+	h.c.tellFenced(h.opts.OnFenced, ev)
 }

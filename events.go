@@ -62,10 +62,10 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		if e.Count <= 0 {
 			return
 		}
-		if s.runtime != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
-			if s.runtime.Taking() {
-				s.runtime.WorkArrived()
-				if e.To != "" && s.runtime.Full() {
+		if s.Runtime != nil && (e.To == "" || strings.Contains(e.To, w.ID())) {
+			if s.Runtime.Taking() {
+				s.Runtime.WorkArrived()
+				if e.To != "" && s.Runtime.Full() {
 					// A pool member is parked in every queue it found
 					// empty, also while its slots are taken by other
 					// queues: named then, it lets the idle runtimes know.
@@ -79,8 +79,8 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		}
 		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
-		if s.runtime != nil && e.To == w.ID() {
-			s.runtime.HandedOff(ctx, &s.Session, e.Event)
+		if s.Runtime != nil && e.To == w.ID() {
+			s.Runtime.HandedOff(ctx, &s.Session, e.Event)
 		}
 		s.Worked(ctx, 1)
 	case store.EventCancel:
@@ -142,8 +142,8 @@ func (s *session) catchUp(ctx context.Context) error {
 	}
 	// A runtime looks even at an empty queue: finding it empty parks it in
 	// the idle set (under the worker's current id), where enqueues find it.
-	if s.runtime != nil {
-		s.runtime.WorkArrived()
+	if s.Runtime != nil {
+		s.Runtime.WorkArrived()
 	}
 	if n > 0 {
 		s.Worked(ctx, n)

@@ -20,6 +20,6 @@ type leaseKeeper struct {
 
 func newLeaseKeeper(w *Worker) *leaseKeeper {
 	k := &leaseKeeper{}
-	k.Init((*sessionHost)(w), w.c.clock, w.opts.TTL, &w.registry)
+	k.Init((*workerHost)(w), &w.env, &w.registry)
 	return k
 }

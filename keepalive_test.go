@@ -415,3 +415,18 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 	assert.False(t, got[5].Gone)
 	assert.Equal(t, []bool{false}, got[5].QueueGone)
 }
+
+// Arming the fencing deadline's timer, which every renewal answered does
+// under the worker's mu, allocates nothing once its list of sessions has
+// grown to the queues served.
+func TestDeadlineArmAllocatesNothing(t *testing.T) {
+	_, c, ctx := setup(t)
+	w := newWorker(t, c, WorkerOptions{})
+	for _, q := range []string{"a", "b", "c"} {
+		require.NoError(t, w.StartWork(ctx, q, Events{}))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lease.Arm()
+	assert.Zero(t, testing.AllocsPerRun(100, w.lease.Arm), "arming the deadline timer allocated")
+}

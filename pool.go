@@ -103,7 +103,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	if err != nil {
 		return err
 	}
-	s := engine.NewScheduler((*slotHost)(w), size, opts.Order == OrderStrict, false)
+	s := engine.NewScheduler((*workerHost)(w), size, opts.Order == OrderStrict, false)
 	events := make([]Events, len(queues))
 	for i, q := range queues {
 		share := q.Share
@@ -137,7 +137,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		w.mu.Lock()
 		sv := w.sessions[r.Queue()]
 		w.mu.Unlock()
-		if sv == nil || sv.runtime != r {
+		if sv == nil || sv.Runtime != r {
 			r.StopTaking()
 		}
 		// Leave the queues served already: the pool is served whole or
@@ -243,13 +243,13 @@ func (w *Worker) Slots() []PoolSlots {
 	scheds := append([]*engine.Scheduler(nil), w.pools...)
 	queues := make([]string, 0, len(w.sessions))
 	for q, s := range w.sessions {
-		if s.runtime != nil {
+		if s.Runtime != nil {
 			queues = append(queues, q)
 		}
 	}
 	slices.Sort(queues)
 	for _, q := range queues {
-		scheds = append(scheds, w.sessions[q].runtime.Sched())
+		scheds = append(scheds, w.sessions[q].Runtime.Sched())
 	}
 	w.mu.Unlock()
 	var out []PoolSlots

@@ -51,15 +51,6 @@ type procHost Process
 
 func (h *procHost) Env() *engine.Env { return &h.w.env }
 
-func (h *procHost) Drop() {
-	p, w := (*Process)(h), h.w
-	w.mu.Lock()
-	if s := w.sessions[p.rec.Queue]; s != nil {
-		s.Drop(&p.rec)
-	}
-	w.mu.Unlock()
-}
-
 func (h *procHost) LeaseLost(cause error) {
 	p := (*Process)(h)
 	h.w.lease.leaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)

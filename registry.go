@@ -15,8 +15,8 @@ import (
 func (ss sessions) slots() []store.QueueSlots {
 	var qs []store.QueueSlots
 	for name, s := range ss {
-		if s.runtime != nil {
-			qs = append(qs, store.QueueSlots{Queue: name, Slots: s.runtime.Sched().Size()})
+		if s.Runtime != nil {
+			qs = append(qs, store.QueueSlots{Queue: name, Slots: s.Runtime.Sched().Size()})
 		}
 	}
 	slices.SortFunc(qs, func(a, b store.QueueSlots) int { return strings.Compare(a.Queue, b.Queue) })

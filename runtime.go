@@ -32,7 +32,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 		return fmt.Errorf("worqr: handle %q: %w", queue, err)
 	}
 	// One member: ready once it is served.
-	s := engine.NewScheduler((*slotHost)(w), size, true, true)
+	s := engine.NewScheduler((*workerHost)(w), size, true, true)
 	r := s.Add(queue, callOf(chain(h, w.opts.Middleware, opts.Middleware)), memberOptions(opts), 0, 1)
 	if attach != nil {
 		attach(r)
@@ -43,7 +43,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 		w.mu.Lock()
 		sv := w.sessions[queue]
 		w.mu.Unlock()
-		if sv == nil || sv.runtime != r {
+		if sv == nil || sv.Runtime != r {
 			r.StopTaking()
 		}
 		return err

@@ -33,7 +33,7 @@ func TestRuntimeDrained(t *testing.T) {
 		<-release
 		return nil
 	}, HandleOptions{Concurrency: 1}))
-	r := sessionOf(w, "q").runtime
+	r := sessionOf(w, "q").Runtime
 	assert.True(t, isClosed(r.Drained()), "no handler yet")
 
 	enqueueNumbered(t, c, "q", 1)

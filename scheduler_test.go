@@ -103,7 +103,7 @@ func TestSlotsReportBusyAndFreeHandlersPerPool(t *testing.T) {
 }
 
 // A runtime's dequeue that failed on the connection is tried again after
-// a backoff timed on the client's clock (the worker's engine.Worker
+// a backoff timed on the client's clock (the worker's engine.Env
 // clocks): the backoff's timer is the fake clock's, and the task starts.
 func TestAFailedDequeueIsRetriedOnTheClientsClock(t *testing.T) {
 	t.Parallel()

@@ -12,47 +12,45 @@ import (
 // session is one queue a worker serves, from StartWork (or Handle,
 // HandleQueues) to StopWork or the worker's shutdown. Its engine part
 // (engine.Session: its gate, lease deadline, in-flight processes,
-// dispatcher, timer of delayed tasks and the application's events) is
-// held by value; the session adds the worker and, for Handle, its runtime.
+// dispatcher, timer of delayed tasks, the application's events and, for
+// Handle, its runtime) is held by value; the session adds the worker.
 // Its fences, rejoins and reconciliations are the engine's
 // (internal/engine: fence.go, rejoin.go, reconcile.go), over the worker as
-// their host (sessionHost, engine.go); its runtime (engine.Runtime) adopts
+// their host (workerHost, engine.go); its runtime (engine.Runtime) adopts
 // the hand-offs, and its renewals are the lease keeper's (engine.Keeper).
 //
-// w and runtime are set when it is made and never change.
+// w is set when it is made and never changes.
 type session struct {
 	engine.Session
 	w *Worker
-	// runtime is the Handle runtime serving the queue, if any.
-	runtime *engine.Runtime
 }
 
 // newSession makes the session of a queue, serving under a lease whose
 // deadline is deadline, and subscribes to the queue's events.
 func newSession(w *Worker, queue string, events Events, r *engine.Runtime, deadline time.Time) *session {
-	s := &session{w: w, runtime: r}
-	s.Init((*sessionHost)(w), queue, engine.Events(events), deadline, delayed.New(delayedEnv(w), w.life, queue))
+	s := &session{w: w}
+	s.Init((*workerHost)(w), &w.env, queue, engine.Events(events), r, deadline, delayed.New(delayedEnv(w), w.life, queue))
 	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
 	return s
 }
 
 // handled reports whether a Handle runtime serves the queue.
-func (s *session) handled() bool { return s.runtime != nil }
+func (s *session) handled() bool { return s.Runtime != nil }
 
 // stopHandling ends the handlers of a Handle runtime (cause ErrShutdown),
 // giving them no grace once ctx ends, and stops its loop, before the
 // session gives its tasks away; a session without one has nothing to stop.
 func (s *session) stopHandling(ctx context.Context) {
-	if s.runtime != nil {
-		runtimes{s.runtime}.stop(expired(ctx), ctx, s.w)
+	if s.Runtime != nil {
+		runtimes{s.Runtime}.stop(expired(ctx), ctx, s.w)
 	}
 }
 
 // resumeHandling starts a Handle runtime's loop again, when leaving the
 // queue failed and the session still serves it.
 func (s *session) resumeHandling() {
-	if s.runtime != nil {
-		s.runtime.StartLoop()
+	if s.Runtime != nil {
+		s.Runtime.StartLoop()
 	}
 }
 
@@ -79,8 +77,8 @@ func (ss sessions) serves(queue string) bool {
 // runtime always has a loop to stop.
 func (ss sessions) add(s *session, serving bool) {
 	ss[s.Name] = s
-	if serving && s.runtime != nil {
-		s.runtime.StartLoop()
+	if serving && s.Runtime != nil {
+		s.Runtime.StartLoop()
 	}
 }
 
@@ -98,8 +96,8 @@ func (ss sessions) remove(s *session) bool {
 func (ss sessions) runtimes() runtimes {
 	var rs runtimes
 	for _, s := range ss {
-		if s.runtime != nil {
-			rs = append(rs, s.runtime)
+		if s.Runtime != nil {
+			rs = append(rs, s.Runtime)
 		}
 	}
 	return rs

@@ -58,7 +58,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 func runnerOf(w *Worker, queue string) *engine.Runtime {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.sessions[queue].runtime
+	return w.sessions[queue].Runtime
 }
 
 // outcomesAre checks that the observer saw each task end once, with want.

@@ -179,7 +179,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
 	id := settledParking(t, c, "q", 1)[0]
 	w.mu.Lock()
-	r := w.sessions["q"].runtime
+	r := w.sessions["q"].Runtime
 	w.mu.Unlock()
 	r.StopTaking() // as Shutdown does before its grace period
 

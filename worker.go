@@ -104,9 +104,10 @@ type FenceEvent struct {
 // which also takes the tasks enqueues hand it; a fence of
 // one queue, its rejoin and its reconciliation are the session's, in the
 // engine (internal/engine: fence.go, rejoin.go, reconcile.go), over the
-// worker as their host (sessionHost). engine.go gives each component
-// under internal/ what it takes of the client and the worker (the
-// runtime takes the worker as an engine.Worker, whose lock is Worker.mu).
+// worker as their host. engine.go gives each component under internal/
+// what it takes of the client and the worker (its engine's components
+// take the worker through one adapter, workerHost, whose lock is
+// Worker.mu).
 //
 // # Lock order
 //

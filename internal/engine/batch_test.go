@@ -22,7 +22,7 @@ import (
 // returns what fail says; each join's outcome comes on outcomes, by
 // process id.
 type batchRig struct {
-	w        *testWorker
+	w        *fakeWorker
 	r        *Runtime
 	b        *Batcher
 	batches  chan string
@@ -38,7 +38,7 @@ type joinOutcome struct {
 func newBatchRig(t *testing.T, opts BatchOptions, call func(ctx context.Context, ids []string) (func(*Proc) error, error)) *batchRig {
 	k := &batchRig{batches: make(chan string, 10), joined: make(chan int, 10), outcomes: make(chan joinOutcome, 10)}
 	k.r = idleMember(t, 10)
-	k.w = k.r.host.(*testWorker)
+	k.w = k.r.host.(*fakeWorker)
 	k.r.StartLoop()
 	k.b = NewBatcher(k.r, func(ctx context.Context, batch []*BatchMember) (func(*Proc) error, error) {
 		ids := make([]string, len(batch))

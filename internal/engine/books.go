@@ -3,7 +3,8 @@ package engine
 import "sync"
 
 // Books are a session's books of its in-flight processes: the one map of
-// them, the passes still to look for processes Redis says the worker
+// them (a process's way in, Adopt and AdoptAll, and out, Drop, are this
+// file's), the passes still to look for processes Redis says the worker
 // holds and it does not know of, and how far it gave such processes
 // back. Their state is theirs alone, guarded by their mu, under which
 // only proc.State.mu is taken (InterruptAll). A decision over the books
@@ -99,7 +100,65 @@ func (b *Books) EndMatching(match func(*Proc) bool, reason error) {
 	}
 }
 
-// Drop takes p out of the books, if it is there.
+// A process's way into the books and out of them.
+
+// AdoptAll records the processes a dequeue took, unless the session was
+// fenced while the script ran (they are the peers' then), and reports
+// whether it did.
+func (s *Session) AdoptAll(ps []*Proc) bool { return s.Lease.adoptAll(&s.Books, ps) }
+
+// Adopt records p, a process an enqueue handed the worker, unless the
+// session is fenced, gave p's task back already (a reconciliation or a
+// rejoin released it), or holds p already; it reports whether it did.
+func (s *Session) Adopt(p *Proc) bool { return s.Lease.adopt(&s.Books, p) }
+
+// adoptAll records ps in b unless the session is fenced, and reports
+// whether it did: the lease's decision, under its mu, before the books'.
+func (l *Lease) adoptAll(b *Books, ps []*Proc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state.IsFenced() {
+		return false
+	}
+	b.addAll(ps)
+	return true
+}
+
+// adopt records p in b unless the session is fenced or b refuses it, and
+// reports whether it did: the lease's decision, under its mu, before the
+// books'.
+func (l *Lease) adopt(b *Books, p *Proc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.state.IsFenced() && b.add(p)
+}
+
+// addAll records ps.
+func (b *Books) addAll(ps []*Proc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range ps {
+		p.books = b
+		b.procs[p.ID] = p
+	}
+}
+
+// add records p, unless its task was given back already (its id is at
+// most releasedUpTo) or p is held already, and reports whether it did.
+func (b *Books) add(p *Proc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.Seq <= b.releasedUpTo || b.procs[p.ID] != nil {
+		return false
+	}
+	p.books = b
+	b.procs[p.ID] = p
+	return true
+}
+
+// Drop takes p out of the books, if it is there. A process ending (its
+// outcome written, or lost) leaves the books it was adopted into this
+// way (Proc.Forget), whether or not its session still serves the queue.
 func (b *Books) Drop(p *Proc) {
 	b.mu.Lock()
 	if b.procs[p.ID] == p {
@@ -161,27 +220,6 @@ func (b *Books) has(p *Proc) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.procs[p.ID] == p
-}
-
-// addAll records ps.
-func (b *Books) addAll(ps []*Proc) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, p := range ps {
-		b.procs[p.ID] = p
-	}
-}
-
-// add records p, unless its task was given back already (its id is at
-// most releasedUpTo) or p is held already, and reports whether it did.
-func (b *Books) add(p *Proc) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p.Seq <= b.releasedUpTo || b.procs[p.ID] != nil {
-		return false
-	}
-	b.procs[p.ID] = p
-	return true
 }
 
 // ids lists the ids of the processes held.

@@ -9,11 +9,9 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/lifecycle"
 )
 
 // A worker judges its own liveness on its own monotonic clock: the leases
@@ -27,16 +25,11 @@ import (
 
 // DeadlineHost is the worker whose leases a Deadline watches.
 type DeadlineHost interface {
-	// Lock and Unlock take and release the worker's mu, which guards the
-	// deadline.
-	sync.Locker
-	// Worker is the worker's lifecycle. The caller holds the worker's mu.
-	Worker() *lifecycle.Worker
-	// Sessions are the sessions of the queues served. The caller holds
-	// the worker's mu.
-	Sessions() []*Session
-	// FenceWorker fences the whole worker under id, for cause.
-	FenceWorker(id string, cause error)
+	// Locked: the worker's mu guards the deadline.
+	Locked
+	// Sessions appends the sessions of the queues served to dst. The
+	// caller holds the worker's mu.
+	Sessions(dst []*Session) []*Session
 }
 
 // Deadline is the worker's fencing deadline: that of its registry lease,
@@ -47,17 +40,25 @@ type Deadline struct {
 	host  DeadlineHost
 	clock clock.Clock
 	ttl   time.Duration
+	// fence fences the whole worker under id, for cause (the keeper's
+	// Fence).
+	fence func(id string, cause error)
 	// timer fires at the earliest deadline (Arm).
 	timer clock.Timer
 	// at is when the registry lease may expire, by the worker's clock,
 	// less the margin. Guarded by the worker's mu.
 	at time.Time
+	// sessions is Arm's list of the sessions, kept from one call to the
+	// next so that arming the timer allocates nothing once it has grown
+	// to the queues served. Guarded by the worker's mu.
+	sessions []*Session
 }
 
-// Init sets up the deadline of host's leases, each ttl long, on clk; its
-// timer is not armed until Extend or Arm.
-func (d *Deadline) Init(host DeadlineHost, clk clock.Clock, ttl time.Duration) {
-	d.host, d.clock, d.ttl = host, clk, ttl
+// Init sets up the deadline of host's leases, each ttl long, on clk,
+// which fence fences the worker at; its timer is not armed until Extend
+// or Arm.
+func (d *Deadline) Init(host DeadlineHost, clk clock.Clock, ttl time.Duration, fence func(id string, cause error)) {
+	d.host, d.clock, d.ttl, d.fence = host, clk, ttl, fence
 	d.timer = clk.AfterFunc(time.Hour, d.onDeadline)
 }
 
@@ -87,10 +88,12 @@ func (d *Deadline) Extend(sent time.Time) {
 // worker's mu.
 func (d *Deadline) Arm() {
 	earliest := d.at
-	for _, s := range d.host.Sessions() {
+	d.sessions = d.host.Sessions(d.sessions[:0])
+	for i, s := range d.sessions {
 		if at, ok := s.Deadline(); ok && at.Before(earliest) {
 			earliest = at
 		}
+		d.sessions[i] = nil // no session is kept past the call
 	}
 	d.timer.Reset(d.clock.Until(earliest))
 }
@@ -113,11 +116,11 @@ func (d *Deadline) onDeadline() {
 	id, now := h.Worker().ID(), d.clock.Now()
 	if !now.Before(d.at) {
 		h.Unlock()
-		h.FenceWorker(id, errors.New("lease not renewed in time"))
+		d.fence(id, errors.New("lease not renewed in time"))
 		return
 	}
 	var due []*Session
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		if s.Due(now) {
 			due = append(due, s)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/subscription"
 	"github.com/worqr/worqr/internal/testsignal"
 )
@@ -19,7 +20,7 @@ func TestDeadlineFencesADueSession(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	t0 := w.clk.Now()
 	var d Deadline
-	d.Init(w, w.clk, time.Second)
+	d.Init(w, w.clk, time.Second, func(id string, _ error) { w.workerFenced.Signal(id) })
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)
 	w.Lock()
@@ -44,7 +45,7 @@ func TestDeadlineFencesTheWorker(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	t0 := w.clk.Now()
 	var d Deadline
-	d.Init(w, w.clk, time.Second)
+	d.Init(w, w.clk, time.Second, func(id string, _ error) { w.workerFenced.Signal(id) })
 	w.Lock()
 	d.Extend(t0)
 	d.Extend(t0.Add(200 * time.Millisecond)) // a later renewal
@@ -57,4 +58,24 @@ func TestDeadlineFencesTheWorker(t *testing.T) {
 	assert.Empty(t, w.workerFenced.C())
 	w.clk.Advance(time.Millisecond)
 	assert.Equal(t, testID, w.workerFenced.WaitOrTimeout())
+}
+
+// Arming the timer allocates nothing: it runs on every renewal answered,
+// under the worker's mu.
+func TestDeadlineArmAllocatesNothing(t *testing.T) {
+	w := newFakeWorker(t, testID)
+	far := w.clk.Now().Add(time.Hour)
+	var d Deadline
+	d.Init(w, clock.Real(), time.Hour, func(string, error) {})
+	defer d.Disarm()
+	w.Lock()
+	defer w.Unlock()
+	for _, q := range []string{"a", "b", "c"} {
+		s := &Session{}
+		s.Init(w, &w.env, q, Events{}, nil, far, nil)
+		w.sessions[q] = s
+	}
+	d.at = time.Now().Add(time.Hour)
+	d.Arm()
+	assert.Zero(t, testing.AllocsPerRun(100, d.Arm), "arming the deadline timer allocated")
 }

@@ -19,7 +19,7 @@ import (
 // in the session's books and told to the observer, and, when the queue's
 // rate limit is used up, when the next start is allowed (Unix µs, Redis
 // clock).
-func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) ([]*Proc, int64, error) {
+func Dequeue(ctx context.Context, h RuntimeHost, queue string, n int, runtime bool) ([]*Proc, int64, error) {
 	if err := h.Validate(ctx, "dequeue", queue); err != nil {
 		return nil, 0, err
 	}
@@ -28,8 +28,8 @@ func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) (
 	}
 	env := h.Env()
 	h.Lock()
-	s, sr := h.SessionLocked(queue)
-	st := h.StateLocked()
+	s := h.Session(queue)
+	st := h.Worker()
 	id, refused := st.ID(), st.TakesWork()
 	fenced := errors.Is(refused, errs.ErrWorkerFenced)
 	if s != nil {
@@ -41,7 +41,7 @@ func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) (
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, errs.ErrWorkerClosed)
 	case s == nil:
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, errs.ErrNotServing)
-	case sr != nil && !runtime:
+	case s.Runtime != nil && !runtime:
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, errs.ErrHandledQueue)
 	case fenced:
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, errs.ErrWorkerFenced)
@@ -49,7 +49,7 @@ func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) (
 	s.Gate.RLock()
 	defer s.Gate.RUnlock()
 	h.Lock()
-	cur, _ := h.SessionLocked(queue)
+	cur := h.Session(queue)
 	h.Unlock()
 	if cur != s { // StopWork ran while this call waited at the gate
 		return nil, 0, fmt.Errorf("worqr: dequeue %q: %w", queue, errs.ErrNotServing)
@@ -63,7 +63,7 @@ func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) (
 		// The rate limit's wake-up (pacer.WakeAt) is timed by the
 		// estimate: one that ran ahead of Redis would wake before until,
 		// be told until again, and find it past, again and again.
-		h.RedisClock().Observe(now, sent, got)
+		env.Redis.Observe(now, sent, got)
 	}
 	if errors.Is(err, store.ErrLeaseGone) {
 		h.LeaseLost(id, s, fmt.Errorf("dequeue found the lease on %q gone", queue))
@@ -89,8 +89,8 @@ func Dequeue(ctx context.Context, h Worker, queue string, n int, runtime bool) (
 		h.Started(ctx, ps[i]) // before anything can end it
 	}
 	h.Lock()
-	st = h.StateLocked()
-	cur, _ = h.SessionLocked(queue)
+	st = h.Worker()
+	cur = h.Session(queue)
 	adopted := st.ID() == id && !st.IsFenced() && cur == s && s.AdoptAll(ps)
 	h.Unlock()
 	if !adopted {

@@ -20,7 +20,7 @@ import (
 
 // joined registers the test worker in Redis, joins it to queue, and
 // enqueues payloads there.
-func joined(t *testing.T, w *testWorker, queue string, payloads ...string) {
+func joined(t *testing.T, w *fakeWorker, queue string, payloads ...string) {
 	t.Helper()
 	ctx := t.Context()
 	st := w.env.Store
@@ -47,16 +47,16 @@ func TestDequeueRefusals(t *testing.T) {
 
 	s := NewScheduler(w, 1, true, false)
 	r := s.Add("h", nil, MemberOptions{}, 0, 1)
-	w.serve("h", r)
+	w.handle("h", r)
 	_, _, err = Dequeue(ctx, w, "h", 1, false)
 	assert.ErrorIs(t, err, errs.ErrHandledQueue)
 
-	sess := w.serve("q", nil)
+	sess := w.handle("q", nil)
 	sess.Lease.fence(&sess.Books)
 	_, _, err = Dequeue(ctx, w, "q", 1, false)
 	assert.ErrorIs(t, err, errs.ErrWorkerFenced, "a fenced session")
 
-	w.serve("q", nil)
+	w.handle("q", nil)
 	w.mu.Lock()
 	w.state.ToFenced(testID, w.clk.Now())
 	w.mu.Unlock()
@@ -74,7 +74,7 @@ func TestDequeueRefusals(t *testing.T) {
 func TestDequeueAdoptsWhatItTook(t *testing.T) {
 	t.Parallel()
 	w := newTestWorker(t)
-	s := w.serve("q", nil)
+	s := w.handle("q", nil)
 	joined(t, w, "q", "a", "b")
 	ps, until, err := Dequeue(t.Context(), w, "q", 5, false)
 	require.NoError(t, err)
@@ -96,7 +96,7 @@ func TestDequeueAdoptsWhatItTook(t *testing.T) {
 func TestDequeueFailureAppliedToAMember(t *testing.T) {
 	t.Parallel()
 	s := schedulerOf(t, true, 2, []int{1}, []int{0})
-	w := s.host.(*testWorker)
+	w := s.host.(*fakeWorker)
 	fake := w.clk
 	r := s.members[0]
 	flags := func() string {

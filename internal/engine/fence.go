@@ -22,7 +22,7 @@ import (
 func (s *Session) Fence(id string, cause error) {
 	h := s.host
 	h.Lock()
-	if !h.Worker().IsCurrent(id) || !h.Serves(s) {
+	if !h.Worker().IsCurrent(id) || h.Session(s.Name) != s {
 		h.Unlock()
 		return
 	}
@@ -36,12 +36,12 @@ func (s *Session) Fence(id string, cause error) {
 	// The lease in Redis may be live until TTL after the last renewal
 	// that reached it was sent: give the tasks back no earlier than a peer
 	// could have taken them, so handlers have the same time to stop.
-	expiresBy := deadline.Add(h.Margin())
+	expiresBy := deadline.Add(h.Deadline().Margin())
 	h.Go(func(life context.Context) { s.Rejoin(life, id, expiresBy) })
 	h.Unlock()
 
 	EndLost(lost)
-	log := h.Logger()
+	log := s.env.logger()
 	log.Warn("worqr: lease on a queue not renewed in time: its handlers there stop, and their tasks go back to the queue to run again",
 		"queue", s.Name, "cause", cause, "processes", len(lost), "next", "taking the lease again")
 	LogDropped(log, lost)

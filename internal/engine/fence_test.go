@@ -28,7 +28,7 @@ func TestSessionFenceEndsItsQueueAndRejoinsAfterTheLease(t *testing.T) {
 
 	s.Fence(staleID, errTestCause)
 	other := &Session{}
-	other.Init(w, "q", Events{}, deadline, nil)
+	other.Init(w, &w.env, "q", Events{}, nil, deadline, nil)
 	other.Fence(testID, errTestCause)
 	assert.False(t, s.IsFenced() || other.IsFenced(), "a fence under a stale id, or of a session not the queue's, fenced it")
 	assert.NoError(t, p.St.Err())
@@ -47,7 +47,7 @@ func TestSessionFenceEndsItsQueueAndRejoinsAfterTheLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Wait)
 	defer cancel()
 	require.NoError(t, w.clk.WaitTimers(ctx, 1))
-	wait := w.clk.Until(deadline.Add(w.Margin()))
+	wait := w.clk.Until(deadline.Add(w.dl.Margin()))
 	w.clk.Advance(wait - time.Millisecond)
 	assert.Equal(t, 1, w.clk.Timers(), "the rejoin began before the lease could have run out")
 	assert.Equal(t, []string{ps[0].PID}, w.held(t, "q", testID, ps))

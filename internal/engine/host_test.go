@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/store"
@@ -20,32 +22,64 @@ import (
 	"github.com/worqr/worqr/internal/testsignal"
 )
 
-// fakeWorker is the worker serving a session, as a test drives it: the
-// store is a miniredis's, the clock a fake, and what the session tells
-// the worker is recorded or signalled.
+// fakeWorker is the worker as a test drives it, the host of every
+// component (RuntimeHost, SessionHost, KeeperHost): its store is a
+// miniredis's, its clock a fake, and what a component tells the worker is
+// recorded or signalled.
 type fakeWorker struct {
-	mu      sync.Mutex
-	state   lifecycle.Worker
-	serving *Session // the session of its queue; guarded by mu
-	leaseAt time.Time
-	armed   int // guarded by mu
-
-	env   Env
 	clk   *clock.Fake
+	redis delayed.RedisClock
+	env   Env
 	out   *outage.Outage
-	log   *slog.Logger
-	reg   sync.Mutex
+	logs  *syncBuffer
 	life  context.Context
 	tasks sync.WaitGroup
 
-	joinErr      error // what Join answers; guarded by mu
-	joined       testsignal.Signal[string]
+	mu       sync.Mutex
+	state    lifecycle.Worker
+	sessions map[string]*Session // guarded by mu
+	// refuse makes Validate fail every call, so that no outcome write
+	// reaches Redis. Guarded by mu.
+	refuse error
+
+	// dl is the worker's fencing deadline, as its sessions take it; on a
+	// clock of its own (dlClk), so that its timer is not among the
+	// test's.
+	dl    Deadline
+	dlClk *clock.Fake
+	reg   fakeRegistry
+
+	// started tells the test of each process the observer was told of;
+	// ended of how each ended.
+	started      testsignal.Signal[string]
+	ended        testsignal.Signal[Outcome]
 	workerFenced testsignal.Signal[string]
 	registered   testsignal.Signal[string]
 	heard        testsignal.Signal[int64]
 	fenced       testsignal.Signal[fenceTold]
 	rejoined     testsignal.Signal[string]
 	queueRenewed testsignal.Signal[string]
+}
+
+// fakeRegistry is the worker's registry entry as a rejoin takes it: Join
+// takes the lease on the queue unless the test says it fails.
+type fakeRegistry struct {
+	sync.Mutex
+	w       *fakeWorker
+	joinErr error // what Join answers; guarded by w.mu
+	joined  testsignal.Signal[string]
+}
+
+func (g *fakeRegistry) Join(ctx context.Context, id, queue string) error {
+	g.w.mu.Lock()
+	err := g.joinErr
+	g.w.mu.Unlock()
+	g.joined.Signal(queue)
+	if err != nil {
+		return err
+	}
+	_, err = g.w.env.Store.JoinQueue(ctx, queue, id)
+	return err
 }
 
 // fenceTold is what a session's fence told the application.
@@ -57,35 +91,63 @@ type fenceTold struct {
 
 const testTTL = 3 * time.Second
 
+// errRefused is what fakeWorker.Validate says while refusing calls.
+var errRefused = errors.New("refused (test)")
+
 // newFakeWorker is a worker registered as id, its store on a fresh
-// miniredis, its clock a fake.
+// miniredis, its clock a fake, serving nothing.
 func newFakeWorker(t *testing.T, id string) *fakeWorker {
+	return newWorkerAt(t, id, time.Unix(1_000_000, 0), testTTL)
+}
+
+// newTestWorker is the worker of the runtime's tests: registered as
+// testID, its clock a fake set to the real time, its TTL a minute.
+func newTestWorker(t *testing.T) *fakeWorker {
+	return newWorkerAt(t, testID, time.Now(), time.Minute)
+}
+
+func newWorkerAt(t *testing.T, id string, now time.Time, ttl time.Duration) *fakeWorker {
 	t.Helper()
 	m := miniredis.RunT(t)
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
 	require.NoError(t, err)
 	t.Cleanup(rdb.Close)
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	w := &fakeWorker{clk: clk, log: slog.New(slog.DiscardHandler)}
-	w.out = outage.New(w.log, clk, func(error) bool { return false })
+	w := &fakeWorker{clk: clock.NewFake(now), dlClk: clock.NewFake(now), logs: &syncBuffer{}, sessions: make(map[string]*Session)}
+	w.reg.w = w
+	log := slog.New(slog.NewTextHandler(w.logs, nil))
+	w.out = outage.New(log, w.clk, func(error) bool { return false })
 	w.env = Env{
-		Clock: clk,
-		Store: store.New(rdb, "enginetest", false, false),
-		Log:   w.log,
-		Fail:  func(op, queue string, err error) error { return err },
-		TTL:   testTTL,
+		Clock: w.clk, Store: store.New(rdb, "enginetest", false, false), Log: log, Writer: w,
+		WorkerID: func() string {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.state.ID()
+		},
+		Validate: func(ctx context.Context, op string) error {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.refuse
+		},
+		Fail:          func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
+		TTL:           ttl,
+		MaxAttempts:   25,
+		UnsurePasses:  3,
+		Redis:         &w.redis,
+		RenewInterval: testTTL / 2,
+		HealthyAfter:  func() store.Poison { return store.Poison{} },
+		Signals:       Signals{Rejoined: &w.rejoined, Registered: &w.registered, QueueRenewed: &w.queueRenewed},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); w.tasks.Wait() })
 	w.life = ctx
 	w.state.ToRegistered(id)
-	w.joined.Init(t)
+	w.dl.Init(w, w.dlClk, ttl, func(id string, _ error) { w.workerFenced.Signal(id) })
+	for _, s := range []*testsignal.Signal[string]{&w.started, &w.reg.joined, &w.rejoined, &w.workerFenced, &w.registered, &w.queueRenewed} {
+		s.Init(t)
+	}
+	w.ended.Init(t)
 	w.fenced.Init(t)
-	w.rejoined.Init(t)
-	w.workerFenced.Init(t)
-	w.registered.Init(t)
 	w.heard.Init(t)
-	w.queueRenewed.Init(t)
 	require.NoError(t, w.env.Store.RegisterWorker(ctx, id, time.Minute))
 	return w
 }
@@ -96,16 +158,29 @@ func newFakeWorker(t *testing.T, id string) *fakeWorker {
 func (w *fakeWorker) serve(t *testing.T, queue string, deadline time.Time, events *testsignal.Signal[subscription.Event]) *Session {
 	t.Helper()
 	s := &Session{}
-	s.Init(w, queue, Events{}, deadline, nil)
+	s.Init(w, &w.env, queue, Events{}, nil, deadline, nil)
 	events.Init(t)
 	s.Sub = subscription.New(w.life, w.env.Store, queue, func(_ context.Context, e subscription.Event) { events.Signal(e) }, s.InCallback)
 	<-s.Sub.Ready()
 	events.WaitOrTimeout() // the subscription's own
 	w.mu.Lock()
-	w.serving = s
+	w.sessions[queue] = s
 	w.mu.Unlock()
 	_, err := w.env.Store.JoinQueue(w.life, queue, w.state.ID())
 	require.NoError(t, err)
+	return s
+}
+
+// handle makes a session of queue, served by r (nil: by the
+// application), with no subscription.
+func (w *fakeWorker) handle(queue string, r *Runtime) *Session {
+	s := &Session{}
+	s.Init(w, &w.env, queue, Events{}, r, time.Time{}, nil)
+	s.state = lifecycle.SessionServing
+	s.Sub = new(subscription.Subscription) // never ready: a dequeue does not park
+	w.mu.Lock()
+	w.sessions[queue] = s
+	w.mu.Unlock()
 	return s
 }
 
@@ -154,53 +229,26 @@ func adopt(t *testing.T, s *Session, p store.Proc) *Proc {
 func (w *fakeWorker) Lock()                     { w.mu.Lock() }
 func (w *fakeWorker) Unlock()                   { w.mu.Unlock() }
 func (w *fakeWorker) Worker() *lifecycle.Worker { return &w.state }
-func (w *fakeWorker) Serves(s *Session) bool    { return w.serving == s }
-func (w *fakeWorker) Env() *Env                 { return &w.env }
-func (w *fakeWorker) Outage() *outage.Outage    { return w.out }
-func (w *fakeWorker) RenewInterval() time.Duration {
-	return testTTL / 2
+func (w *fakeWorker) Session(queue string) *Session {
+	return w.sessions[queue]
 }
-func (w *fakeWorker) Logger() *slog.Logger       { return w.log }
-func (w *fakeWorker) HealthyAfter() store.Poison { return store.Poison{} }
-func (w *fakeWorker) Margin() time.Duration      { return testTTL / 10 }
-func (w *fakeWorker) LeaseAt() time.Time         { return w.leaseAt }
-func (w *fakeWorker) Arm()                       { w.armed++ }
-func (w *fakeWorker) Registry() sync.Locker      { return &w.reg }
-func (w *fakeWorker) Rejoined(queue string)      { w.rejoined.Signal(queue) }
-
-func (w *fakeWorker) FenceWorker(id string, _ error) { w.workerFenced.Signal(id) }
-
-func (w *fakeWorker) StayFenced() bool      { return false }
-func (w *fakeWorker) Registered(id string)  { w.registered.Signal(id) }
-func (w *fakeWorker) Alive() bool           { return w.life.Err() == nil }
-func (w *fakeWorker) QueueRenewed(q string) { w.queueRenewed.Signal(q) }
+func (w *fakeWorker) Env() *Env                                      { return &w.env }
+func (w *fakeWorker) Deadline() *Deadline                            { return &w.dl }
+func (w *fakeWorker) Registry() Joiner                               { return &w.reg }
+func (w *fakeWorker) Started(_ context.Context, p *Proc)             { w.started.Signal(p.ID) }
+func (w *fakeWorker) LeaseLost(string, *Session, error)              {}
+func (w *fakeWorker) Validate(context.Context, string, string) error { return nil }
+func (w *fakeWorker) Outage() *outage.Outage                         { return w.out }
+func (w *fakeWorker) Life() context.Context                          { return w.life }
+func (w *fakeWorker) WriteCtx() context.Context                      { return w.life }
 
 func (w *fakeWorker) Heard(_ time.Duration, _ bool, workers int64) { w.heard.Signal(workers) }
 
-func (w *fakeWorker) Session(queue string) *Session {
-	if w.serving == nil || w.serving.Name != queue {
-		return nil
+func (w *fakeWorker) Sessions(dst []*Session) []*Session {
+	for _, s := range w.sessions {
+		dst = append(dst, s)
 	}
-	return w.serving
-}
-
-func (w *fakeWorker) Sessions() []*Session {
-	if w.serving == nil {
-		return nil
-	}
-	return []*Session{w.serving}
-}
-
-func (w *fakeWorker) Join(ctx context.Context, id, queue string) error {
-	w.mu.Lock()
-	err := w.joinErr
-	w.mu.Unlock()
-	w.joined.Signal(queue)
-	if err != nil {
-		return err
-	}
-	_, err = w.env.Store.JoinQueue(ctx, queue, id)
-	return err
+	return dst
 }
 
 func (w *fakeWorker) Go(f func(life context.Context)) {
@@ -214,6 +262,25 @@ func (w *fakeWorker) Go(f func(life context.Context)) {
 func (w *fakeWorker) Fenced(id, queue string, cause error, lost []*Proc) {
 	w.fenced.Signal(fenceTold{id: id, queue: queue, cause: cause, lost: lost})
 }
+
+func (w *fakeWorker) NewProc(queue string, sp store.Proc, started time.Time) *Proc {
+	p := &testProc{w: w}
+	p.Proc = Proc{ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner, TaskID: sp.Task.ID, Attempt: sp.Task.Attempts, Started: started}
+	p.Host = p
+	return &p.Proc
+}
+
+// testProc is a process with its host.
+type testProc struct {
+	Proc
+	w *fakeWorker
+}
+
+func (p *testProc) Env() *Env { return &p.w.env }
+
+func (p *testProc) LeaseLost(error) {}
+
+func (p *testProc) Observe(outcome Outcome, _ string, _ error) { p.w.ended.Signal(outcome) }
 
 var errTestCause = errors.New("lease lost (test)")
 
@@ -232,4 +299,44 @@ func lookedForWork(events *testsignal.Signal[subscription.Event]) bool {
 			return true
 		}
 	}
+}
+
+// syncBuffer is a log's output, written by handler goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// recv waits for ch, failing the test after a deadline.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testsignal.Wait):
+		t.Fatalf("%s: nothing came in %v", what, testsignal.Wait)
+	}
+	var zero T
+	return zero
 }

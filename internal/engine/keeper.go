@@ -9,63 +9,40 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/startstop"
 )
 
-// KeeperHost is the worker whose leases a Keeper keeps.
+// KeeperHost is the worker whose leases a Keeper keeps: its mu and what
+// the mu guards (its lifecycle and sessions), its tasks, and what the
+// keeper tells the reclaimer and the application.
 type KeeperHost interface {
 	DeadlineHost
-	// Session is the session of queue, nil if the worker does not serve
-	// it. The caller holds the worker's mu.
-	Session(queue string) *Session
-	// Outage is the client's tally of failed calls.
-	Outage() *outage.Outage
-	// Logger is the client's logger with the worker's id. The caller
-	// does not hold the worker's mu.
-	Logger() *slog.Logger
-	// StayFenced reports whether a fenced worker stays so rather than
-	// registering again.
-	StayFenced() bool
-	// Fenced tells the application (and the observer) that worker id
-	// fenced itself (queue is empty) for cause, ending lost.
-	Fenced(id, queue string, cause error, lost []*Proc)
-	// RenewInterval is how often the worker renews its leases: the
-	// longest wait between two attempts at registering again.
-	RenewInterval() time.Duration
 	// Go runs f on a goroutine of the worker's tasks, with the worker's
 	// life.
 	Go(f func(life context.Context))
-	// Registered tells the tests that the worker registered again, as id.
-	Registered(id string)
-	// Env is the worker's environment: its store, failure wrapping and
-	// TTL.
-	Env() *Env
-	// Alive reports whether the worker's life has not ended.
-	Alive() bool
+	// Fenced tells the application (and the observer) that worker id
+	// fenced itself (queue is empty) for cause, ending lost.
+	Fenced(id, queue string, cause error, lost []*Proc)
 	// Heard tells the reclaimer what a registry renewal heard: when the
 	// next peer's lease runs out, whether a dead worker waits, and how
 	// many workers the registry holds.
 	Heard(next time.Duration, dead bool, workers int64)
-	// QueueRenewed tells the tests that a renewal of the lease on queue,
-	// sent apart from the registry's, has been answered.
-	QueueRenewed(queue string)
 }
 
 // Keeper is the worker's lease keeper, as far as the engine holds it: the
 // fencing deadline (Deadline, guarded by the worker's mu), the renewals'
 // reading and answers (renew.go), the decisions over the whole worker and
-// its re-registration (reregister.go). Its host, clock and registry entry
-// are set by Init and never change.
+// its re-registration (reregister.go). Its host, environment, clock and
+// registry entry are set by Init and never change.
 type Keeper struct {
 	Deadline
 	host     KeeperHost
+	env      *Env
 	clock    clock.Clock
 	registry *Registry
 	// beatMu is held while the beat reads what to renew or takes in an
@@ -82,13 +59,14 @@ type Keeper struct {
 	kick chan struct{}
 }
 
-// Init sets up the keeper of host's leases, each ttl long, on clk; reg is
-// the worker's registry entry, which it registers again once fenced.
-func (k *Keeper) Init(host KeeperHost, clk clock.Clock, ttl time.Duration, reg *Registry) {
-	k.host, k.clock, k.registry = host, clk, reg
+// Init sets up the keeper of host's leases, each env.TTL long, on
+// env.Clock; reg is the worker's registry entry, which it registers
+// again once fenced.
+func (k *Keeper) Init(host KeeperHost, env *Env, reg *Registry) {
+	k.host, k.env, k.clock, k.registry = host, env, env.Clock, reg
 	k.kick = make(chan struct{}, 1)
 	k.loop = startstop.NewLoop(k.run)
-	k.Deadline.Init(host, clk, ttl)
+	k.Deadline.Init(host, env.Clock, env.TTL, k.Fence)
 }
 
 // LeaseLost handles evidence from a script that the lease of worker id on
@@ -128,7 +106,7 @@ func (k *Keeper) Fence(id string, cause error) {
 	}
 	k.Disarm()
 	var lost []*Proc
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		// The peers reclaim everything under id: nothing to reconcile.
 		lost = append(lost, s.TakeAll()...)
 	}
@@ -136,12 +114,12 @@ func (k *Keeper) Fence(id string, cause error) {
 
 	EndLost(lost)
 	next := "registering again"
-	if h.StayFenced() {
+	if k.env.StayFenced {
 		next = "staying fenced"
 	}
 	// An ordinary outage longer than the TTL ends here: nothing is lost,
 	// the peers run the tasks again, and so does this worker once back.
-	log := h.Logger()
+	log := k.env.logger()
 	log.Warn("worqr: worker fenced itself: its handlers stop, and their tasks go back to their queues to run again",
 		"cause", cause, "processes", len(lost), "next", next)
 	LogDropped(log, lost)
@@ -154,17 +132,17 @@ func (k *Keeper) Fence(id string, cause error) {
 // holds but the worker does not know of: a dequeue whose reply was lost,
 // or a hand-off whose event was missed or is still on its way.
 func (k *Keeper) Reconcile(ctx context.Context, id string, ss []*Session) {
-	h := k.host
+	out := k.env.Writer.Outage()
 	for _, s := range ss {
 		if !s.IsUnsure() {
 			continue
 		}
-		sent := h.Outage().Begin()
+		sent := out.Begin()
 		switch err := s.Reconcile(ctx, id); {
 		case err == nil:
-			h.Outage().OK(sent)
-		case !h.Outage().Failed(sent, "reconcile", err):
-			h.Logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.Name, "err", err)
+			out.OK(sent)
+		case !out.Failed(sent, "reconcile", err):
+			k.env.logger().Warn("worqr: reconciling processes failed; will retry", "queue", s.Name, "err", err)
 		}
 	}
 }

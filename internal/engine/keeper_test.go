@@ -21,7 +21,8 @@ func TestKeeperFence(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second, nil)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	ps := w.hold(t, "q", testID, 1)
@@ -54,12 +55,13 @@ func TestKeeperLeaseLostNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second, nil)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	p := adopt(t, s, w.hold(t, "q", testID, 1)[0])
 	other := &Session{}
-	other.Init(w, "q", Events{}, w.clk.Now(), nil)
+	other.Init(w, &w.env, "q", Events{}, nil, w.clk.Now(), nil)
 
 	k.LeaseLost(testID, "elsewhere", nil, nil, errTestCause)
 	k.LeaseLost(testID, "q", other, nil, errTestCause)
@@ -81,7 +83,8 @@ func TestKeeperReconcilesTheUnsure(t *testing.T) {
 	ctx := context.Background()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second, nil)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	ps := w.hold(t, "q", testID, 1)

@@ -132,7 +132,8 @@ func (l *Lease) Left(gone bool) {
 
 // The decisions over the lease and the books b at once: each is atomic
 // under the lease's mu, which is taken before the books' (their methods
-// take it). The worker's side (its id, its lifecycle, whether the session
+// take it). Those adopting a process are in books.go, with the books'
+// intake, so that a process's way into the books and out is one file. The worker's side (its id, its lifecycle, whether the session
 // is still the queue's) is the caller's to check under the worker's mu,
 // taken before both.
 
@@ -142,26 +143,6 @@ func (l *Lease) holds(b *Books, p *Proc) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.state == lifecycle.SessionServing && (p == nil || b.has(p))
-}
-
-// adoptAll records ps in b unless the session is fenced, and reports
-// whether it did.
-func (l *Lease) adoptAll(b *Books, ps []*Proc) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state.IsFenced() {
-		return false
-	}
-	b.addAll(ps)
-	return true
-}
-
-// adopt records p in b unless the session is fenced or b refuses it, and
-// reports whether it did.
-func (l *Lease) adopt(b *Books, p *Proc) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.state.IsFenced() && b.add(p)
 }
 
 // keep lists the ids of the processes b holds; ok is false once the

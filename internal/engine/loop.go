@@ -66,7 +66,7 @@ func (k *Keeper) run(ctx context.Context) {
 		h.Lock()
 		fenced := h.Worker().IsFenced()
 		h.Unlock()
-		if fenced && (h.StayFenced() || !k.Reregister(ctx)) {
+		if fenced && (k.env.StayFenced || !k.Reregister(ctx)) {
 			return
 		}
 	}

@@ -25,9 +25,10 @@ func TestKeeperLoopRegistersAFencedWorkerAgain(t *testing.T) {
 		Fence:  k.Fence,
 		Served: func(context.Context, string) {},
 		Slots:  func() []store.QueueSlots { return nil },
-		Log:    w.Logger,
+		Log:    w.env.logger,
 	})
-	k.Init(w, w.clk, time.Second, &g)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, &g)
 	require.NoError(t, k.loop.Start(w.life))
 	t.Cleanup(k.loop.Stop)
 

@@ -3,8 +3,8 @@
 // handler's outcome, and the Handle runtime (its slot scheduler, the
 // start of handlers and the hand-off, the dequeue). The root package's
 // Process holds a Proc by value, so a process is one allocation, and
-// gives it a Host: the worker's side of what the record does (its books,
-// its lease, its observer); the runtime takes the worker as a Worker,
+// gives it a Host: the worker's side of what the record does (its
+// lease, its observer); the runtime takes the worker as a RuntimeHost,
 // and the application's handler as a Call.
 package engine
 
@@ -17,9 +17,11 @@ import (
 
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/coalesce"
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // Outcome is how a process ended; the root package's Outcome holds the
@@ -67,6 +69,10 @@ type Proc struct {
 
 	// St is its state: how it ends, its result and progress reports.
 	St proc.State
+	// books are the books of the session that adopted it, nil until
+	// then (books.go), which it leaves when it ends (Forget). Set once,
+	// before the process is shared.
+	books *Books
 }
 
 // Host is the worker a process belongs to, as the process's record takes
@@ -74,8 +80,6 @@ type Proc struct {
 type Host interface {
 	// Env is the worker's environment, shared by its processes.
 	Env() *Env
-	// Drop takes the process out of its session's books.
-	Drop()
 	// LeaseLost is told that a script found the lease of the process's
 	// worker on its queue gone (cause says which).
 	LeaseLost(cause error)
@@ -114,6 +118,34 @@ type Env struct {
 	// the worker holds but it does not know of, after a call whose reply
 	// may have been lost (Session.MarkUnsure).
 	UnsurePasses int
+
+	// What the worker's sessions and lease keeper take besides.
+
+	// Redis is the worker's estimate of the Redis clock, in which a
+	// queue's rate limit gives its times.
+	Redis *delayed.RedisClock
+	// RenewInterval is how often the worker renews its leases: the
+	// longest wait between two attempts at a rejoin or a registration.
+	RenewInterval time.Duration
+	// StayFenced keeps a fenced worker fenced rather than registering it
+	// again.
+	StayFenced bool
+	// HealthyAfter is the poison-pill guard of the worker giving its own
+	// work back (the reclaimer's).
+	HealthyAfter func() store.Poison
+	// Signals are the tests' ears; each is off unless a test turns it on.
+	Signals Signals
+}
+
+// Signals are the test signals of the sessions and the lease keeper.
+type Signals struct {
+	// Rejoined: a fenced queue's lease was taken again; the queue.
+	Rejoined *testsignal.Signal[string]
+	// Registered: a fenced worker registered again; its new id.
+	Registered *testsignal.Signal[string]
+	// QueueRenewed: a renewal of a queue lease sent apart from the
+	// registry's was answered, or failed; the queue.
+	QueueRenewed *testsignal.Signal[string]
 }
 
 // Status asks Redis what became of the process: nil while it is active

@@ -22,20 +22,20 @@ func (s *Session) Reconcile(ctx context.Context, id string) error {
 	// Only the session serving the queue now knows which of the worker's
 	// processes there are live (see Keep).
 	keep, ok := s.Keep()
-	ok = ok && h.Serves(s)
+	ok = ok && h.Session(s.Name) == s
 	h.Unlock()
 	if !ok {
 		return nil
 	}
-	env := h.Env()
-	r := env.Store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: h.HealthyAfter()})
+	env := s.env
+	r := env.Store.ReleaseOne(ctx, store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseOrphans, Keep: keep, Poison: env.HealthyAfter()})
 	if r.Err != nil {
 		return env.Fail("reconcile", s.Name, r.Err)
 	}
 	n := r.Returned
 	s.Reconciled(r.UpTo)
 	if n > 0 {
-		h.Logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
+		env.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
 	}
 	return nil
 }

@@ -27,12 +27,12 @@ func TestSessionReconcile(t *testing.T) {
 	assert.NoError(t, s.Reconcile(ctx, staleID))
 	assert.Len(t, w.held(t, "q", testID, ps), 2, "a reconciliation under a stale id gave tasks back")
 	w.mu.Lock()
-	w.serving = nil
+	delete(w.sessions, "q")
 	w.mu.Unlock()
 	assert.NoError(t, s.Reconcile(ctx, testID))
 	assert.Len(t, w.held(t, "q", testID, ps), 2, "a session no longer the queue's gave tasks back")
 	w.mu.Lock()
-	w.serving = s
+	w.sessions["q"] = s
 	w.mu.Unlock()
 
 	assert.NoError(t, s.Reconcile(ctx, testID))

@@ -48,10 +48,10 @@ func (k *Keeper) Renewal() (Renewal, bool) {
 	h := k.host
 	k.beatMu.Lock()
 	defer k.beatMu.Unlock()
-	if k.left || !h.Alive() {
+	if k.left || k.env.Writer.Life().Err() != nil {
 		return Renewal{}, false
 	}
-	joint := h.Env().Store.JointRenewals()
+	joint := k.env.Store.JointRenewals()
 	h.Lock()
 	defer h.Unlock()
 	if w := h.Worker(); w.IsFenced() || w.IsClosed() {
@@ -59,7 +59,7 @@ func (k *Keeper) Renewal() (Renewal, bool) {
 	}
 	r := Renewal{ID: h.Worker().ID()}
 	var names []string
-	for _, s := range h.Sessions() {
+	for _, s := range h.Sessions(nil) {
 		leased, gen := s.Leased()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
@@ -127,23 +127,23 @@ func (k *Keeper) Leave() {
 // renewQueue extends the worker's lease on the queue of s, whose lease
 // generation was gen when the round began, then reconciles the queue.
 func (k *Keeper) renewQueue(ctx context.Context, s *Session, id string, gen uint64) {
-	h := k.host
-	env := h.Env()
-	defer h.QueueRenewed(s.Name)
+	env := k.env
+	out := env.Writer.Outage()
+	defer env.Signals.QueueRenewed.Signal(s.Name)
 	rctx, cancel := context.WithTimeout(ctx, env.TTL)
 	defer cancel()
-	sent, at := k.clock.Now(), h.Outage().Begin()
+	sent, at := k.clock.Now(), out.Begin()
 	err := env.Store.RenewQueueLease(rctx, s.Name, id, env.TTL)
 	gone := errors.Is(err, store.ErrLeaseGone)
 	if err != nil && !gone {
 		if ctx.Err() == nil {
-			if err = env.Fail("renew", s.Name, err); !h.Outage().Failed(at, "renewal", err) {
-				h.Logger().Warn("worqr: lease renewal failed", "queue", s.Name, "err", err)
+			if err = env.Fail("renew", s.Name, err); !out.Failed(at, "renewal", err) {
+				env.logger().Warn("worqr: lease renewal failed", "queue", s.Name, "err", err)
 			}
 		}
 		return
 	}
-	h.Outage().OK(at)
+	out.OK(at)
 	k.Reconcile(ctx, id, k.QueuesRenewed(id, sent, []QueueRenewal{{S: s, Gen: gen, Gone: gone}}))
 }
 

@@ -20,7 +20,8 @@ func TestKeeperRenewal(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second, nil)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, nil)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	require.True(t, w.env.Store.JointRenewals())
@@ -48,7 +49,8 @@ func TestKeeperRenewed(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
 	var k Keeper
-	k.Init(w, w.clk, time.Second, nil)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, nil)
 	t0 := w.clk.Now()
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)
@@ -75,7 +77,7 @@ func TestKeeperRenewed(t *testing.T) {
 	k.Renewed(r, sent, store.KeptAlive{QueueGone: []bool{true}}, nil)
 	assert.False(t, w.state.IsFenced(), "an answer after leaving the beat was taken in")
 	var back Keeper
-	back.Init(w, w.clk, time.Second, nil)
+	back.Init(w, &w.env, nil)
 	back.Renewed(r, sent, store.KeptAlive{QueueGone: []bool{true}}, nil)
 	assert.True(t, w.state.IsFenced(), "a queue lease found gone did not fence the worker")
 	assert.Equal(t, "", w.fenced.WaitOrTimeout().queue, "not the whole worker fenced")
@@ -91,7 +93,8 @@ func TestKeeperRenewsQueuesApart(t *testing.T) {
 	w := newFakeWorker(t, testID)
 	w.env.Store.RenewApart()
 	var k Keeper
-	k.Init(w, w.clk, testTTL, nil)
+	w.env.TTL = testTTL
+	k.Init(w, &w.env, nil)
 	t0 := w.clk.Now()
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", t0.Add(500*time.Millisecond), &events)

@@ -17,20 +17,21 @@ import (
 // queues again, retrying with backoff until Redis answers or ctx ends.
 // It reports whether the worker is registered again.
 func (k *Keeper) Reregister(ctx context.Context) bool {
-	h := k.host
-	b := backoff.New(50*time.Millisecond, h.RenewInterval()).On(k.clock)
+	env := k.env
+	out := env.Writer.Outage()
+	b := backoff.New(50*time.Millisecond, env.RenewInterval).On(k.clock)
 	for {
-		sent := h.Outage().Begin()
+		sent := out.Begin()
 		ok, err := k.ReregisterOnce(ctx)
 		if ok {
-			h.Outage().OK(sent)
+			out.OK(sent)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		if !h.Outage().Failed(sent, "register", err) {
-			h.Logger().Warn("worqr: registering again failed; retrying", "err", err)
+		if !out.Failed(sent, "register", err) {
+			env.logger().Warn("worqr: registering again failed; retrying", "err", err)
 		}
 		if !b.Wait(ctx) {
 			return false
@@ -41,7 +42,8 @@ func (k *Keeper) Reregister(ctx context.Context) bool {
 // ReregisterOnce is one attempt of Reregister: it reports whether the
 // worker is registered again, and why not.
 func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
-	h, reg := k.host, k.registry
+	h, reg, env := k.host, k.registry, k.env
+	out := env.Writer.Outage()
 	reg.Lock()
 	defer reg.Unlock()
 	if ctx.Err() != nil {
@@ -52,11 +54,11 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	h.Lock()
-	ss := h.Sessions()
+	ss := h.Sessions(nil)
 	h.Unlock()
 	var joined, unreachable []*Session
 	for _, s := range ss {
-		sent := h.Outage().Begin()
+		sent := out.Begin()
 		err := reg.Join(ctx, id, s.Name)
 		switch {
 		case errors.Is(err, errs.ErrWorkerFenced) || ctx.Err() != nil:
@@ -67,8 +69,8 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 			// Its node cannot be reached (on a cluster, a shard failing
 			// over): serve the other queues, and rejoin this one once
 			// the node answers, as after losing only its lease.
-			if !h.Outage().Failed(sent, "rejoin", err) {
-				h.Logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.Name, "err", err)
+			if !out.Failed(sent, "rejoin", err) {
+				env.logger().Warn("worqr: could not take a lease on the queue when registering again; will retry", "queue", s.Name, "err", err)
 			}
 			unreachable = append(unreachable, s)
 		default:
@@ -92,10 +94,10 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 	k.Extend(sent)
 	h.Unlock()
 	reg.RecordSlots(ctx, id) // under the new id: the old one's went with it
-	h.Logger().Info("worqr: worker registered again after fencing", "previous", old)
+	env.logger().Info("worqr: worker registered again after fencing", "previous", old)
 	for _, s := range joined {
 		s.Sub.Push(subscription.Event{Subscribed: true})
 	}
-	h.Registered(id)
+	env.Signals.Registered.Signal(id)
 	return true, nil
 }

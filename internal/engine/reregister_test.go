@@ -32,9 +32,10 @@ func TestKeeperReregisterOnce(t *testing.T) {
 		Fence:  k.Fence,
 		Served: func(context.Context, string) {},
 		Slots:  func() []store.QueueSlots { return nil },
-		Log:    w.Logger,
+		Log:    w.env.logger,
 	})
-	k.Init(w, w.clk, time.Second, &g)
+	w.env.TTL = time.Second
+	k.Init(w, &w.env, &g)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	w.Lock()

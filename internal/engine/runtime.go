@@ -5,31 +5,23 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/worqr/worqr/internal/clock"
+	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/pacer"
 	"github.com/worqr/worqr/internal/proc"
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Worker is the root's worker as its runtimes and dequeues take it: a
+// RuntimeHost is the worker as its runtimes and dequeues take it: a
 // conversion of the root's Worker, not an allocation. Its lock is the
 // worker's mu (see the lock order in the root's worker.go).
-type Worker interface {
-	// Clocks are the worker's clock and its estimate of the Redis clock,
-	// on which its members' timers run.
-	pacer.Clocks
+type RuntimeHost interface {
+	// Locked: a dequeue's or a hand-off's adoption is atomic with the
+	// worker's identity and the session serving the queue.
+	Locked
 	// Env is the worker's environment, shared by its processes.
 	Env() *Env
-	// Lock and Unlock take and release the worker's mu.
-	Lock()
-	Unlock()
-	// StateLocked is the worker's lifecycle: its id, phase and fence.
-	// Callers hold the lock.
-	StateLocked() *lifecycle.Worker
-	// SessionLocked is the session serving queue, nil if none, and the
-	// runtime serving it, nil if the application dequeues itself.
-	// Callers hold the lock.
-	SessionLocked(queue string) (*Session, *Runtime)
 	// NewProc makes the record of the process Redis made for sp in
 	// queue, started at started: the record held by the root's process,
 	// one allocation.
@@ -44,6 +36,13 @@ type Worker interface {
 	// lease on s's queue gone (cause says which).
 	LeaseLost(id string, s *Session, cause error)
 }
+
+// clocks is a worker's environment as its members' timers take it
+// (pacer.Clocks; pointer-shaped, so no allocation as an interface).
+type clocks struct{ env *Env }
+
+func (c clocks) Clock() clock.Clock              { return c.env.Clock }
+func (c clocks) RedisClock() *delayed.RedisClock { return c.env.Redis }
 
 // Call runs the application's handler (the root's, its middleware
 // around it) for the process whose record p is.
@@ -68,7 +67,7 @@ type MemberOptions struct {
 // options, work flag, timers). The scheduler dequeues for it into its
 // slots; the member's share of them is its memberSlots (slots.go).
 type Runtime struct {
-	host  Worker // set when made, as are the next four
+	host  RuntimeHost // set when made, as are the next four
 	queue string
 	call  Call // the application's handler
 	opts  MemberOptions
@@ -222,8 +221,8 @@ func (r *Runtime) CancelAll(cause error) {
 	// A closing worker gives its tasks back, so an outcome write being
 	// tried again is given up; a StopWork's give-back may fail, and then
 	// the queue stays served and the write must go on (proc.Persist).
-	closing := h.StateLocked().Phase() != lifecycle.Serving
-	if s, _ := h.SessionLocked(r.queue); s != nil {
+	closing := h.Worker().Phase() != lifecycle.Serving
+	if s := h.Session(r.queue); s != nil {
 		s.InterruptAll(cause, closing)
 	}
 }

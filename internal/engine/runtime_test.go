@@ -124,8 +124,8 @@ func TestRuntimeCancelAll(t *testing.T) {
 	t.Parallel()
 	for _, closing := range []bool{false, true} {
 		r := idleMember(t, 1)
-		w := r.host.(*testWorker)
-		s := w.serve("q", r)
+		w := r.host.(*fakeWorker)
+		s := w.handle("q", r)
 		p := &Proc{ID: "1"}
 		s.procs[p.ID] = p
 		ctx, cancel := context.WithCancelCause(context.Background())

@@ -24,7 +24,7 @@ import (
 type Scheduler struct {
 	startstop.Base // the loop's run
 
-	host    Worker // set when made, as are the next five
+	host    RuntimeHost // set when made, as are the next five
 	env     *Env
 	size    int        // the slots
 	strict  bool       // the order: strict, else shared
@@ -68,7 +68,7 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // members ordered strictly (strict) or shared. A scheduler made ready
 // runs its loop once a member takes work; else once SetReady says its
 // members are all served.
-func NewScheduler(h Worker, size int, strict, ready bool) *Scheduler {
+func NewScheduler(h RuntimeHost, size int, strict, ready bool) *Scheduler {
 	return &Scheduler{
 		host: h, env: h.Env(), size: size, strict: strict, ready: ready,
 		wake: make(chan struct{}, 1), idle: make(chan job), quit: closedChan,
@@ -84,7 +84,7 @@ func (s *Scheduler) Add(queue string, call Call, opts MemberOptions, maxSlots, s
 		memberSlots: memberSlots{sched: s, maxSlots: maxSlots},
 	}
 	r.hand.r = r
-	r.pace = pacer.New(s.host, r.wakeIfTaking)
+	r.pace = pacer.New(clocks{s.env}, r.wakeIfTaking)
 	r.settler = Settler[job]{Policy: opts.Policy, Delay: opts.Delay, Jobs: &s.jobs, Settled: r.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
@@ -288,7 +288,7 @@ func (r *Runtime) session() *Session {
 	h := r.host
 	h.Lock()
 	defer h.Unlock()
-	if s, sr := h.SessionLocked(r.queue); s != nil && sr == r {
+	if s := h.Session(r.queue); s != nil && s.Runtime == r {
 		return s
 	}
 	return nil

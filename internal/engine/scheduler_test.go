@@ -160,28 +160,32 @@ func TestSchedulerWakesOnlyForAMemberWithWork(t *testing.T) {
 // One pass of the loop (fill): it reserves the free slots, plans them by
 // its order and dequeues for each member planned. A member whose dequeue
 // is refused (its queue not served) is passed over until a work event,
-// and one that found its queue empty until it may have work again: the
-// next passes plan the slots for the others, then for none, and every
-// slot asked for is free again.
+// and one that got fewer tasks than it asked for (its queue ran out)
+// until it may have work again: the next passes plan the slots for the
+// others, then for none, and every slot asked for is free again.
 func TestSchedulerFillOnce(t *testing.T) {
 	t.Parallel()
 	s := schedulerOf(t, true, 3, []int{1, 1}, []int{0, 0})
 	a, b := s.members[0], s.members[1]
-	w := s.host.(*testWorker)
-	w.serve("B", b) // A is not served
-	joined(t, w, "B")
+	w := s.host.(*fakeWorker)
+	w.refuse = errRefused // B's outcome is looked at, not written
+	b.call = func(context.Context, *Proc) error { return nil }
+	w.handle("B", b) // A is not served
+	joined(t, w, "B", "one")
 	flags := func(r *Runtime) string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return fmt.Sprintf("more:%v blocked:%v", r.more, r.blocked)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // B's handler goroutine leaves
 	assert.True(t, s.fill(ctx), "A took none of its 3 slots: plan again")
 	assert.Equal(t, "more:true blocked:true", flags(a))
 	assert.Equal(t, "more:true blocked:false", flags(b), "B not planned yet: strict order")
-	assert.True(t, s.fill(ctx), "B took none either")
-	assert.Equal(t, "more:false blocked:false", flags(b))
+	assert.True(t, s.fill(ctx), "B took 1 of its 3 slots: plan again")
+	assert.Equal(t, "more:false blocked:false", flags(b), "B's queue ran out, and B is planned for again")
 	assert.False(t, s.fill(ctx), "nothing to plan")
+	recv(t, b.Drained(), "B's handler settled")
 	s.mu.Lock()
 	assert.Equal(t, slots{}, s.slots, "every slot asked for is free again")
 	s.mu.Unlock()

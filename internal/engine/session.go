@@ -2,28 +2,24 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/worqr/worqr/internal/delayed"
-	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/outage"
-	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
 
 // Session is the engine's part of one queue a worker serves: the queue's
 // gate, its books of in-flight processes (Books, books.go), its lease
 // (Lease, lease.go), its dispatcher, its timer of delayed tasks and the
-// application's callbacks (events.go), and its fence, rejoin and
-// reconciliation (fence.go, rejoin.go, reconcile.go). The root package's
-// session holds one by value (one allocation per queue served) and adds
-// the worker's side: the Handle runtime.
+// application's callbacks (events.go), its fence, rejoin and
+// reconciliation (fence.go, rejoin.go, reconcile.go), and the Handle
+// runtime serving the queue, if any. The root package's session holds one
+// by value (one allocation per queue served) and adds the worker's side.
 //
-// Name, Events, Sub, Sched and the host are set when the session is made
-// and never change. The books and the lease guard their own state; a
+// Name, Events, Sub, Sched, Runtime, the host and env are set when the
+// session is made and never change. The books and the lease guard their own state; a
 // decision over both is the lease's, taking its lock before the books'.
 // A session reads the worker's state (its id, its lifecycle) only where a
 // decision must be atomic with it, taking the worker's mu before either
@@ -35,6 +31,9 @@ type Session struct {
 	Sub    *subscription.Subscription
 	// Sched moves the queue's delayed tasks when they are due.
 	Sched *delayed.Scheduler
+	// Runtime is the Handle runtime serving the queue, nil if the
+	// application dequeues itself.
+	Runtime *Runtime
 
 	// Gate lets a reconciliation, a rejoin or leaving the queue stop
 	// dequeues on it while they decide which processes in Redis the worker
@@ -48,8 +47,9 @@ type Session struct {
 	Lease
 
 	// host is the worker serving the queue, as the session's fence,
-	// rejoin and reconciliation take it.
+	// rejoin and reconciliation take it; env is its environment.
 	host SessionHost
+	env  *Env
 
 	// inCallback is set while the dispatcher runs one of the application's
 	// callbacks, which may itself call StopWork or Close: stopping the
@@ -60,68 +60,46 @@ type Session struct {
 }
 
 // SessionHost is the worker serving a session, as the session's fence,
-// rejoin and reconciliation take it: its mu and lifecycle (the decisions
-// atomic with its identity), its environment, its registry lease and
-// registry entry, its tasks, and the application's and tests' ears.
+// rejoin and reconciliation take it: its mu and what the mu guards (the
+// decisions atomic with its identity), its lease keeper's deadline, its
+// registry entry, its tasks, and the application's ears.
 type SessionHost interface {
-	// Lock and Unlock take and release the worker's mu, which is taken
-	// before a session's lease and books.
-	sync.Locker
-	// Worker is the worker's lifecycle: its id, its phase, its fence.
-	// The caller holds the worker's mu.
-	Worker() *lifecycle.Worker
-	// Serves reports whether s is the session of its queue. The caller
-	// holds the worker's mu.
-	Serves(s *Session) bool
-	// Env is the worker's environment: its clock, store, failure
-	// wrapping and TTL.
-	Env() *Env
-	// Outage is the client's tally of failed calls, which logs an
-	// outage once.
-	Outage() *outage.Outage
-	// RenewInterval is how often the worker renews its leases: the
-	// longest wait between two attempts at a rejoin.
-	RenewInterval() time.Duration
-	// Logger is the client's logger with the worker's id. The caller
-	// does not hold the worker's mu.
-	Logger() *slog.Logger
-	// HealthyAfter is the poison-pill guard of the worker giving its own
-	// work back (the reclaimer's).
-	HealthyAfter() store.Poison
-	// Margin is how long before a lease's earliest expiry the worker
-	// fences itself.
-	Margin() time.Duration
-	// LeaseAt is the registry lease's deadline, from which a queue's new
-	// lease derives. The caller holds the worker's mu.
-	LeaseAt() time.Time
-	// Arm sets the worker's deadline timer to its earliest deadline. The
-	// caller holds the worker's mu.
-	Arm()
-	// Registry is the lock serialising changes to what the worker is
-	// registered as and serves; it is taken before a session's Gate.
-	Registry() sync.Locker
-	// Join records the queue in the registry entry of worker id and
-	// takes a lease on it; a registry lease found gone fences the worker
-	// (the error is ErrWorkerFenced then). The caller holds Registry.
-	Join(ctx context.Context, id, queue string) error
+	Locked
+	// Deadline is the worker's fencing deadline, from whose registry
+	// lease a queue's new lease derives. Its At and Arm want the
+	// worker's mu held.
+	Deadline() *Deadline
+	// Registry is the worker's registry entry, as a rejoin takes it.
+	Registry() Joiner
 	// Go runs f on a goroutine of the worker's tasks, with the worker's
 	// life.
 	Go(f func(life context.Context))
 	// Fenced tells the application (and the observer) that worker id
-	// gave up its lease on queue for cause, ending lost.
+	// gave up its lease on queue (the whole worker: queue is empty) for
+	// cause, ending lost.
 	Fenced(id, queue string, cause error, lost []*Proc)
-	// Rejoined tells the tests that the worker took a lease on queue
-	// again.
-	Rejoined(queue string)
 }
 
-// Init sets up the session of queue, for the worker host, with the
-// application's events, serving under a lease whose deadline is
-// deadline, with sched as its timer of delayed tasks. The caller
-// subscribes it (Sub) once the rest of its session is set.
-func (s *Session) Init(host SessionHost, queue string, events Events, deadline time.Time, sched *delayed.Scheduler) {
-	s.host = host
-	s.Name, s.Events, s.Sched = queue, events, sched
+// Joiner is the worker's registry entry (Registry) as a rejoin takes it:
+// its lock, serialising changes to what the worker is registered as and
+// serves (taken before a session's Gate), and the join of a queue.
+type Joiner interface {
+	sync.Locker
+	// Join records the queue in the registry entry of worker id and
+	// takes a lease on it; a registry lease found gone fences the worker
+	// (the error is ErrWorkerFenced then). The caller holds the lock.
+	Join(ctx context.Context, id, queue string) error
+}
+
+// Init sets up the session of queue, for the worker host of environment
+// env, with the application's events and the Handle runtime r serving
+// the queue (nil if the application dequeues itself), serving under a
+// lease whose deadline is deadline, with sched as its timer of delayed
+// tasks. The caller subscribes it (Sub) once the rest of its session is
+// set.
+func (s *Session) Init(host SessionHost, env *Env, queue string, events Events, r *Runtime, deadline time.Time, sched *delayed.Scheduler) {
+	s.host, s.env = host, env
+	s.Name, s.Events, s.Runtime, s.Sched = queue, events, r, sched
 	s.procs = make(map[string]*Proc)
 	s.Lease.deadline = deadline
 }
@@ -142,22 +120,12 @@ func (s *Session) Call(ctx context.Context, f func()) {
 }
 
 // The decisions over the session's lease and books at once (the lease's,
-// lease.go).
+// lease.go; adopting a process is books.go's, with the books' intake).
 
 // Holds reports whether the session serves under its lease and, when p
 // is not nil, holds p: otherwise a script finding the lease gone is no
 // evidence against the worker, which gave that lease up, or the process.
 func (s *Session) Holds(p *Proc) bool { return s.Lease.holds(&s.Books, p) }
-
-// AdoptAll records the processes a dequeue took, unless the session was
-// fenced while the script ran (they are the peers' then), and reports
-// whether it did.
-func (s *Session) AdoptAll(ps []*Proc) bool { return s.Lease.adoptAll(&s.Books, ps) }
-
-// Adopt records p, a process an enqueue handed the worker, unless the
-// session is fenced, gave p's task back already (a reconciliation or a
-// rejoin released it), or holds p already; it reports whether it did.
-func (s *Session) Adopt(p *Proc) bool { return s.Lease.adopt(&s.Books, p) }
 
 // Keep lists the ids of the processes the session holds, which a
 // reconciliation must not give back; ok is false once the session has

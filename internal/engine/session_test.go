@@ -17,7 +17,7 @@ import (
 func TestSessionHoldsAndAdopts(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	s.Init(nil, nil, "q", Events{}, nil, time.Time{}, nil)
 	p, other := &Proc{ID: "1"}, &Proc{ID: "1"}
 	require.True(t, s.AdoptAll([]*Proc{p}))
 	assert.True(t, s.Holds(nil))
@@ -42,7 +42,7 @@ func TestSessionHoldsAndAdopts(t *testing.T) {
 func TestSessionKeepAndReconciled(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	s.Init(nil, nil, "q", Events{}, nil, time.Time{}, nil)
 	s.procs["1"] = &Proc{ID: "1"}
 	s.MarkUnsure(2, false)
 	keep, ok := s.Keep()
@@ -69,7 +69,7 @@ func TestSessionKeepAndReconciled(t *testing.T) {
 func TestSessionAdoptHanded(t *testing.T) {
 	t.Parallel()
 	var s Session
-	s.Init(nil, "q", Events{}, time.Time{}, nil)
+	s.Init(nil, nil, "q", Events{}, nil, time.Time{}, nil)
 	s.Reconciled(5)
 	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
 	p := &Proc{ID: "6", Seq: 6}
@@ -88,7 +88,7 @@ func TestSessionDeadlineAndRejoin(t *testing.T) {
 	t.Parallel()
 	var s Session
 	t0 := time.Unix(100, 0)
-	s.Init(nil, "q", Events{}, t0, nil)
+	s.Init(nil, nil, "q", Events{}, nil, t0, nil)
 	assert.False(t, s.Due(t0.Add(-time.Nanosecond)))
 	assert.True(t, s.Due(t0))
 
@@ -114,7 +114,7 @@ func TestSessionFence(t *testing.T) {
 	t.Parallel()
 	var s Session
 	deadline := time.Unix(100, 0)
-	s.Init(nil, "q", Events{}, deadline, nil)
+	s.Init(nil, nil, "q", Events{}, nil, deadline, nil)
 	h := &fakeHost{}
 	p := &Proc{ID: "1", Host: h}
 	s.procs[p.ID] = p
@@ -142,12 +142,10 @@ func TestSessionFence(t *testing.T) {
 
 // fakeHost is a process's worker side that records what the record asks.
 type fakeHost struct {
-	dropped  int
 	observed []Outcome
 }
 
 func (h *fakeHost) Env() *Env       { return nil }
-func (h *fakeHost) Drop()           { h.dropped++ }
 func (h *fakeHost) LeaseLost(error) {}
 func (h *fakeHost) Observe(outcome Outcome, _ string, _ error) {
 	h.observed = append(h.observed, outcome)

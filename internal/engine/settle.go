@@ -34,10 +34,12 @@ func (p *Proc) End(reason error, settled bool) bool {
 	return first
 }
 
-// Forget drops the process from the books of its queue's session and
-// ends it.
+// Forget drops the process from the books that adopted it (books.go),
+// if any, and ends it.
 func (p *Proc) Forget(reason error) {
-	p.Host.Drop()
+	if p.books != nil {
+		p.books.Drop(p)
+	}
 	p.End(reason, true)
 }
 

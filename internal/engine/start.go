@@ -171,7 +171,7 @@ func (r *Runtime) adoptHanded(s *Session, e store.Event) *Proc {
 	defer s.Gate.RUnlock()
 	h.Lock()
 	defer h.Unlock()
-	if cur, _ := h.SessionLocked(s.Name); !h.StateLocked().IsCurrent(e.To) || cur != s {
+	if !h.Worker().IsCurrent(e.To) || h.Session(s.Name) != s {
 		return nil
 	}
 	if p := h.NewProc(s.Name, e.HandedProc(), r.sched.env.Clock.Now()); s.Adopt(p) {
@@ -193,8 +193,7 @@ func (r *Runtime) giveBack(ctx context.Context, s *Session, ref store.ProcRef) {
 	}
 	h, env := r.host, r.sched.env
 	h.Lock()
-	cur, _ := h.SessionLocked(s.Name)
-	mine := h.StateLocked().IsCurrent(ref.Worker) && cur == s && !s.IsFenced()
+	mine := h.Worker().IsCurrent(ref.Worker) && h.Session(s.Name) == s && !s.IsFenced()
 	h.Unlock()
 	if !mine {
 		return

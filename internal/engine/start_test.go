@@ -76,7 +76,7 @@ func TestStartRunsTheEarliestAndGivesBackTheRest(t *testing.T) {
 	s := NewScheduler(w, 1, true, false)
 	r := s.Add("q", func(_ context.Context, p *Proc) error { ran <- p.ID; return nil }, MemberOptions{}, 0, 1)
 	r.takes = true
-	sess := w.serve("q", r)
+	sess := w.handle("q", r)
 	joined(t, w, "q", "a")
 	ps, _, err := Dequeue(t.Context(), w, "q", 1, true)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestRunJobOutcomes(t *testing.T) {
 			s := NewScheduler(w, 1, true, false)
 			r := s.Add("q", tc.h, tc.opts, 0, 1)
 			r.takes = true
-			w.serve("q", r)
+			w.handle("q", r)
 			quit, ok := r.hand.claim()
 			require.True(t, ok)
 			p := w.NewProc("q", store.Proc{PID: "1", Owner: testID, Task: store.Task{ID: "t"}}, w.clk.Now())
@@ -165,7 +165,7 @@ func TestAdoptHandedRefuses(t *testing.T) {
 	t.Parallel()
 	w := newTestWorker(t)
 	r := NewScheduler(w, 1, true, false).Add("q", nil, MemberOptions{}, 0, 1)
-	sess := w.serve("q", r)
+	sess := w.handle("q", r)
 	handed := func(pid, to string) store.Event {
 		return store.Event{Kind: store.EventHandOff, To: to, PID: pid, Entry: "x"}
 	}
@@ -183,7 +183,7 @@ func TestAdoptHandedRefuses(t *testing.T) {
 	assert.Equal(t, w.clk.Now(), p.Started)
 	assert.Nil(t, r.adoptHanded(sess, handed("b", testID)), "adopted once")
 
-	w.serve("q", r) // the queue left and served again: a session of its own
+	w.handle("q", r) // the queue left and served again: a session of its own
 	assert.Nil(t, r.adoptHanded(sess, handed("c", testID)), "a session that left")
 	assert.Nil(t, sess.procs["c"])
 }
