@@ -264,8 +264,9 @@
 // one for tests), errs (the sentinel errors the engine returns, which the
 // package re-exports), testsignal (the components' test signals), queuestats
 // (the stats readers), connect (opening the Redis connection from
-// Options.Addr, and sorting its failures) and testenv (the sub-packages' tests' Redis and
-// clients).
+// Options.Addr, and sorting its failures), testenv (the sub-packages' tests' Redis and
+// clients) and doccheck (tests only: the README's and docs/' Go blocks
+// compile, their links resolve, and this map matches the tree).
 //
 // Redis is reached only through internal/store, one method per script
 // with typed results; the scripts are in internal/scripts, one file per
