@@ -748,6 +748,47 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
 }
 
+// The result a finish's carry passes on is the one the finish retained:
+// a SetResult while the finish is in flight changes neither.
+func TestWorkflowFinishCarriesTheRetainedResult(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{ID: "retained-carry"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+
+	// The finish has taken the result when its call goes out; a later
+	// one is not the retained one.
+	var once sync.Once
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpFinish && q == "p" {
+			once.Do(func() { p.SetResult([]byte("set late")) })
+		}
+		return nil
+	})
+	t.Cleanup(func() { c.store.SetFault(nil) })
+	got := make(chan map[string][]byte, 1)
+	require.NoError(t, w.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
+		parents, err := p.ParentResults(ctx)
+		if err == nil {
+			got <- parents
+		}
+		return err
+	}, HandleOptions{Concurrency: 1}))
+	p.SetResult([]byte("retained"))
+	require.NoError(t, p.Finish(ctx))
+	assert.Equal(t, map[string][]byte{"parent": []byte("retained")}, recv(t, got, testsignal.Wait, "the child's start"))
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowSucceeded, info.State)
+}
+
 // The worker that finishes a step carries its notice without reading it
 // back: the finish answered when it wrote it, and the worker holds the
 // result. The child is released with that result, while every read of

@@ -53,19 +53,21 @@ type Proc struct {
 	Trace  string // the trace context the task carries
 	Flow   string // the workflow step it runs, '<workflow id>.<step>'; "" if none
 	// NoticeAt is the stamp (µs, Redis clock) of the notice its finish
-	// wrote, set by the finish's call before its outcome is recorded;
-	// 0 before.
-	NoticeAt   int64
-	Aggregated int // the tasks it gathers, for an aggregated task; else 0
-	Attempt    int
-	Budget     int           // the task's own attempt budget; 0 if none, negative for no limit
-	Failures   int           // its earlier attempts that failed
-	Timeout    time.Duration // the task's own handler timeout; 0 if none
-	LastError  string        // the error its previous attempt recorded
-	EnqueuedAt time.Time
-	DueAt      time.Time // when the task became due for this start
-	Task       []byte
-	Started    time.Time // on the worker's clock
+	// wrote, and NoticeResult the result that finish retained (the
+	// result at the call's send: a SetResult later retains nothing), set
+	// by the finish's call before its outcome is recorded; 0 and "" before.
+	NoticeAt     int64
+	NoticeResult string
+	Aggregated   int // the tasks it gathers, for an aggregated task; else 0
+	Attempt      int
+	Budget       int           // the task's own attempt budget; 0 if none, negative for no limit
+	Failures     int           // its earlier attempts that failed
+	Timeout      time.Duration // the task's own handler timeout; 0 if none
+	LastError    string        // the error its previous attempt recorded
+	EnqueuedAt   time.Time
+	DueAt        time.Time // when the task became due for this start
+	Task         []byte
+	Started      time.Time // on the worker's clock
 
 	// St is its state: how it ends, its result and progress reports.
 	St proc.State

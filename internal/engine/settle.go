@@ -314,12 +314,13 @@ func (p *Proc) recordSettled(op string, want Outcome, reason string, cause error
 
 // finishedNotice is what reading the notice the end (want) of p wrote
 // would answer, for a finish, which answered its stamp (NoticeAt) and
-// retained the result p holds; nil for another end, read when carried.
+// the result it retained (NoticeResult); nil for another end, read when
+// carried.
 func (p *Proc) finishedNotice(want Outcome) *store.NoticeRead {
 	if want != Succeeded || p.NoticeAt == 0 {
 		return nil
 	}
-	return &store.NoticeRead{At: p.NoticeAt, Found: true, Result: store.Result{Body: p.St.ResultText()}, Kept: true}
+	return &store.NoticeRead{At: p.NoticeAt, Found: true, Result: store.Result{Body: p.NoticeResult}, Kept: true}
 }
 
 // FinishJoined is the coalescer's send for Finish (Env.Finishes): the
@@ -330,8 +331,8 @@ func FinishJoined(ctx context.Context, st *store.Store, queue string, ps []*Proc
 		refs[i] = store.ProcRef{Worker: p.Owner, PID: p.ID, Result: p.St.ResultText(), Kind: p.Kind, Flow: p.Flow}
 	}
 	out, at, err := st.Finish(ctx, queue, refs)
-	for _, p := range ps {
-		p.NoticeAt = at
+	for i, p := range ps {
+		p.NoticeAt, p.NoticeResult = at, refs[i].Result
 	}
 	return out, err
 }
