@@ -64,7 +64,10 @@ func TestDeadlineFencesTheWorker(t *testing.T) {
 // under the worker's mu.
 func TestDeadlineArmAllocatesNothing(t *testing.T) {
 	w := newFakeWorker(t, testID)
-	far := w.clk.Now().Add(time.Hour)
+	// Every deadline an hour off on the Deadline's own clock: a session's
+	// on the fake worker's clock would be long past by the real one, and
+	// the timer would fence the sessions while the test ends.
+	far := time.Now().Add(time.Hour)
 	var d Deadline
 	d.Init(w, clock.Real(), time.Hour, func(string, error) {})
 	defer d.Disarm()
@@ -75,7 +78,7 @@ func TestDeadlineArmAllocatesNothing(t *testing.T) {
 		s.Init(w, &w.env, q, Events{}, nil, far, nil)
 		w.sessions[q] = s
 	}
-	d.at = time.Now().Add(time.Hour)
+	d.at = far
 	d.Arm()
 	assert.Zero(t, testing.AllocsPerRun(100, d.Arm), "arming the deadline timer allocated")
 }
