@@ -748,6 +748,40 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	assert.Equal(t, map[string]StepState{"a": StepSucceeded, "b": StepSucceeded, "both": StepQueued, "after-a": StepQueued}, got)
 }
 
+// A step released alone to a paused queue is not handed off: it waits in
+// the queue, as a dequeue would leave it, though a runtime is parked.
+func TestWorkflowReleasedStepIsNotHandedOffOnAPausedQueue(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("paused-child", "p"))
+	wk := newWorker(t, c, WorkerOptions{})
+	hold := make(chan struct{}) // a child started stays in flight
+	t.Cleanup(func() { close(hold) })
+	require.NoError(t, wk.Handle(ctx, "k", func(context.Context, *Process) error { <-hold; return nil }, HandleOptions{}))
+	settledParking(t, c, "k", 1)
+	require.NoError(t, c.Pause(ctx, "k"))
+	_, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{ID: "paused-child"})
+	require.NoError(t, err)
+	wp := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, wp.StartWork(ctx, "p", Events{}))
+	parent, err := wp.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, parent.Finish(ctx))
+
+	// The release's enqueue is one script: once the child is in k, it
+	// went where it stays.
+	var info QueueInfo
+	eventually(t, 5*time.Second, "the child in k", func() bool {
+		info, err = c.QueueInfo(ctx, "k")
+		require.NoError(t, err)
+		return info.Waiting+info.InFlight == 1
+	})
+	assert.Equal(t, [2]int64{1, 0}, [2]int64{info.Waiting, info.InFlight}, "waiting, in flight")
+}
+
 // The result a finish's carry passes on is the one the finish retained:
 // a SetResult while the finish is in flight changes neither.
 func TestWorkflowFinishCarriesTheRetainedResult(t *testing.T) {
