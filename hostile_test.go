@@ -126,9 +126,10 @@ func TestCheckOfAHungRedisFailsAsUnavailable(t *testing.T) {
 	_, err = c.Check(cctx, CheckOptions{})
 	// Without the margin the check fails with the deadline's error, not
 	// ErrUnavailable. The time only says it did not hang: the margin is
-	// 100 ms, which a stall of a loaded machine may eat.
+	// 100 ms, which a stall of a loaded machine may eat, and such a stall
+	// (seen: 3.3 s under -race) may hold the return too.
 	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.Less(t, time.Since(start), within+time.Second, "returned by about its deadline")
+	assert.Less(t, time.Since(start), within+3*time.Second, "returned by about its deadline")
 	px.restore()
 }
 
