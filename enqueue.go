@@ -122,6 +122,15 @@ func UniqueFor(key string, ttl time.Duration) EnqueueOption {
 // at once.
 func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.Retain = d } }
 
+// Persistent marks the tasks as persistent ones, whose handlers hold them
+// until their context ends (an open connection, a subscription: see
+// docs/persistent-tasks.md): the poison-pill guard (Options.PoisonLimit)
+// never counts their holders' deaths, so no number of holders killed or
+// frozen soon after taking them buries them as poison. Without it, a
+// persistent task is exempt only once a holder has kept it for the
+// guard's window. A task requeued from the dead letters loses the mark.
+func Persistent() EnqueueOption { return func(o *enqueueOptions) { o.Persistent = true } }
+
 // Kind gives the tasks a kind: a short name of what they are, such as
 // "email.welcome", which a Router serving their queue dispatches on
 // (Process.Kind). A kind is 1 to MaxKindLen bytes of ASCII letters,

@@ -184,6 +184,30 @@ func TestPersistentTaskIsNeverPoison(t *testing.T) {
 	assert.Empty(t, burials(logs))
 }
 
+// A task enqueued as Persistent is never taken for a poison pill, even
+// when no holder ever kept it for the guard's window: holders up for long
+// die soon after taking it, again and again, and no death is counted.
+func TestPersistentOptionIsNeverPoison(t *testing.T) {
+	t.Parallel()
+	log, logs := recordLogs(t)
+	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, 2 })
+	k.beats()
+	c, ctx := k.c, k.ctx
+	c.signals.looked.Init(t)
+	newWorker(t, c, fast)
+	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"), Persistent())))
+	ws := k.matureWorkers(3)
+	for _, w := range ws {
+		takeTask(t, ctx, w)
+		crash(w)
+		k.expire()
+		untilLooked(t, c, "the holder is reclaimed", func() bool { return len(reclaimsOf(logs, w.ID())) == 1 })
+		assert.NotContains(t, waitingEntry(t, c), ",r", "no death is counted")
+	}
+	assert.Empty(t, deadPayloads(t, c, "q"), "a persistent task is not poison")
+	assert.Empty(t, burials(logs))
+}
+
 // A worker that gives back a task it held longer than the poison-pill
 // window (StopWork, a shutdown, a fence) marks it as held healthy and
 // clears its count of deaths.

@@ -154,7 +154,8 @@ type Options struct {
 	// only when the task was never held for that long (so a persistent
 	// task is never buried by its holders' restarts), and the holder had
 	// been up for that window before it started the task or the task
-	// already counts a death; see Poison pills in docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
+	// already counts a death, and never for a task enqueued Persistent;
+	// see Poison pills in docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
 	// off. Give every client of a fleet the same.
 	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the

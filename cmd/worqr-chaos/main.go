@@ -223,7 +223,9 @@ func runChaos(cfg config) (ok bool, err error) {
 	if err := fl.waitReady(30 * time.Second); err != nil {
 		return false, err
 	}
-	// The persistent tasks, one per simulated connection.
+	// The persistent tasks, one per simulated connection, enqueued as
+	// such: no number of holders dying soon after taking them buries them
+	// as poison.
 	tasks := make(map[string]*taskInfo)
 	var conns []string
 	var batch [][]byte
@@ -234,7 +236,7 @@ func runChaos(cfg config) (ok bool, err error) {
 		tasks[t] = &taskInfo{queue: connQueue, kind: "conn", copies: []int64{now()}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err = client.EnqueueBatch(ctx, connQueue, batch)
+	_, err = client.EnqueueBatch(ctx, connQueue, batch, worqr.Persistent())
 	if err == nil {
 		extra := 0
 		if cfg.sabotage == sabotageGroups {

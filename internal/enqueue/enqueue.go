@@ -31,6 +31,7 @@ type Options struct {
 	MaxAttempts  int
 	Timeout      time.Duration
 	Retain       time.Duration
+	Persistent   bool
 	Priority     string // "h" high, "" normal, "l" low
 	Weight       int
 	Unique       string
@@ -54,7 +55,7 @@ func (o Options) KindOnly() bool { return o.Kind != "" && o == Options{Kind: o.K
 
 // Args are the options as the store sends them.
 func (o Options) Args() store.EnqueueArgs {
-	a := store.EnqueueArgs{Front: o.Front, Delay: o.In, MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, Retain: o.Retain, Weight: o.Weight, Unique: o.Unique, UniqueTTL: o.UniqueTTL, Priority: o.Priority, Kind: o.Kind, Trace: o.Trace, Group: o.Group, Aggregate: o.Aggregate}
+	a := store.EnqueueArgs{Front: o.Front, Delay: o.In, MaxAttempts: o.MaxAttempts, Timeout: o.Timeout, Retain: o.Retain, Persistent: o.Persistent, Weight: o.Weight, Unique: o.Unique, UniqueTTL: o.UniqueTTL, Priority: o.Priority, Kind: o.Kind, Trace: o.Trace, Group: o.Group, Aggregate: o.Aggregate}
 	if !o.At.IsZero() {
 		a.DueAt = o.At.UnixMicro()
 		if o.At.Sub(time.UnixMicro(a.DueAt)) > 0 {

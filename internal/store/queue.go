@@ -52,6 +52,10 @@ type EnqueueArgs struct {
 	// Kind is the tasks' kind ("": none), checked by the caller: free of
 	// ',' and ':'.
 	Kind string
+	// Persistent marks the tasks as held for a window already (header
+	// field 'h'), so that the poison-pill guard never counts a death on
+	// them (see return_to_front in common/processes.lua).
+	Persistent bool
 	// Trace is the tasks' trace context ("": none), checked by the
 	// caller: free of ',' and ':'.
 	Trace string
@@ -81,6 +85,9 @@ func (args EnqueueArgs) fields() string {
 	}
 	if args.Weight > 1 {
 		fields += ",w" + strconv.Itoa(args.Weight)
+	}
+	if args.Persistent {
+		fields += ",h1"
 	}
 	if args.Kind != "" {
 		fields += ",k" + args.Kind
