@@ -39,10 +39,11 @@ const MaxAggregateKeyLen = 1024
 // the listings and Cancel do not see them, and DeleteQueue drops them.
 //
 // A key is 1 to MaxAggregateKeyLen bytes, without a NUL byte. Aggregate
-// cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or
-// Group, nor with items' unique keys (EnqueueBatchItems), nor given to a
-// workflow's step (ErrInvalidOptions): a task that waits to be gathered
-// has none of those to honour.
+// cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain,
+// Group or Persistent, nor with items' unique keys (EnqueueBatchItems),
+// nor given to a workflow's step (ErrInvalidOptions): a task that waits to
+// be gathered has none of those to honour, and the aggregated task takes
+// the first member's header, so one member's mark would be another's.
 //
 // Aggregation is unrelated to Group, which limits a key's tasks' flow
 // without joining them.

@@ -326,6 +326,9 @@ func TestAggregateDeleteAndRefusals(t *testing.T) {
 		"unique":    {Aggregate("k"), Unique("u")},
 		"retain":    {Aggregate("k"), Retain(time.Minute)},
 		"group":     {Aggregate("k"), Group("g")},
+		// The aggregated task takes its first member's header: one
+		// member's mark would be lost, or given to the others.
+		"persistent": {Aggregate("k"), Persistent()},
 	} {
 		_, err := c.Enqueue(ctx, "q", []byte("x"), opts...)
 		assert.ErrorIs(t, err, ErrInvalidOptions, name)

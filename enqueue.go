@@ -129,6 +129,7 @@ func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.
 // frozen soon after taking them buries them as poison. Without it, a
 // persistent task is exempt only once a holder has kept it for the
 // guard's window. A task requeued from the dead letters loses the mark.
+// Persistent cannot be combined with Aggregate (ErrInvalidOptions).
 func Persistent() EnqueueOption { return func(o *enqueueOptions) { o.Persistent = true } }
 
 // Kind gives the tasks a kind: a short name of what they are, such as

@@ -101,8 +101,8 @@ func (o Options) checkAggregate() error {
 		return fmt.Errorf("%w: aggregation key of %d bytes, not in 1..%d", errs.ErrInvalidOptions, len(o.Aggregate), MaxAggregateKeyLen)
 	case strings.IndexByte(o.Aggregate, 0) >= 0:
 		return fmt.Errorf("%w: aggregation key %q holds a NUL byte", errs.ErrInvalidOptions, o.Aggregate)
-	case o.Front || !o.At.IsZero() || o.In != 0 || o.UniqueSet || o.Retain != 0 || o.GroupSet:
-		return fmt.Errorf("%w: Aggregate cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain or Group", errs.ErrInvalidOptions)
+	case o.Front || !o.At.IsZero() || o.In != 0 || o.UniqueSet || o.Retain != 0 || o.GroupSet || o.Persistent:
+		return fmt.Errorf("%w: Aggregate cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain, Group or Persistent", errs.ErrInvalidOptions)
 	}
 	return nil
 }
