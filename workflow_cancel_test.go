@@ -2,11 +2,14 @@ package worqr
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
 )
 
@@ -156,4 +159,80 @@ func TestWorkflowStepQueueDeleted(t *testing.T) {
 		states[st.Name] = st.State
 	}
 	assert.Equal(t, map[string]StepState{"held": StepCancelled, "idle": StepCancelled, "after": StepCancelled}, states)
+}
+
+// A workflow cancelled while a child's enqueue is under way (in its
+// queue, not yet marked queued in the workflow) may see that child start:
+// a hand-off or a woken dequeue can take it first. The mark then finds the
+// step cancelled and cancels the task in flight: its handler's context
+// ends with ErrTaskCancelled, and the step ends cancelled, never
+// succeeded (docs/workflows.md).
+func TestWorkflowCancelledWhileItsChildIsEnqueuedCancelsItInFlight(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	require.False(t, c.store.Keys().WorkflowHome("cancel-handed", "p"))
+	started, ended := make(chan string, 1), make(chan error, 1)
+	wk := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, wk.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
+		started <- p.TaskID()
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		return ctx.Err()
+	}, HandleOptions{}))
+	settledParking(t, c, "k", 1)
+
+	// The release's mark of the child as queued (the first workflow call
+	// after the child's enqueue) waits until the test lets it go.
+	var enqueued, held atomic.Bool
+	release := make(chan struct{})
+	c.store.SetFault(func(ctx context.Context, op store.Op, q string) error {
+		switch {
+		case op == store.OpEnqueue && q == "k":
+			enqueued.Store(true)
+		case op == store.OpWorkflow && q == "wf:cancel-handed" && enqueued.Load() && held.CompareAndSwap(false, true):
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	t.Cleanup(func() { c.store.SetFault(nil) })
+	id, err := c.EnqueueWorkflow(ctx, []Step{
+		{Name: "parent", Queue: "p"},
+		{Name: "child", Queue: "k", After: []string{"parent"}},
+	}, WorkflowOptions{ID: "cancel-handed"})
+	require.NoError(t, err)
+	wp := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, wp.StartWork(ctx, "p", Events{}))
+	parent, err := wp.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, parent.Finish(ctx))
+
+	eventually(t, 5*time.Second, "the child enqueued", enqueued.Load)
+	eventually(t, 5*time.Second, "the mark held", held.Load)
+	var task string
+	select {
+	case task = <-started: // handed off before its mark, as this test arranges
+	case <-time.After(5 * time.Second):
+		t.Fatal("the child did not start before its mark as queued")
+	}
+	_, err = c.CancelWorkflow(ctx, id)
+	require.NoError(t, err)
+	close(release)
+	select {
+	case cause := <-ended:
+		assert.ErrorIs(t, cause, ErrTaskCancelled, "the child's handler is cancelled in flight")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the cancelled workflow's child %s still runs", task)
+	}
+	info, err := c.WaitWorkflow(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowCancelled, info.State)
+	for _, s := range info.Steps {
+		if s.Name == "child" {
+			assert.Equal(t, StepCancelled, s.State)
+		}
+	}
 }
