@@ -197,14 +197,9 @@ func TestSettleFindsTheLeaseGone(t *testing.T) {
 	t.Parallel()
 	w := settling(t)
 	s := w.handle("q", nil)
-	sp := w.hold(t, "q", testID, 1)[0]
-	h := &leaseHost{w: w}
+	h := w.runningOn(t, s)
 	p := &h.Proc
-	p.Host, p.ID, p.Seq, p.Queue, p.Owner = h, sp.PID, sp.Seq(), "q", sp.Owner
-	require.True(t, s.Adopt(p))
-	// The lease ran out: Redis holds none of the worker's on the queue.
-	rdb := w.env.Store.Redis()
-	require.NoError(t, rdb.Do(w.life, rdb.B().Del().Key(w.env.Store.Keys().Queue("q").Leases).Build()).Error())
+	w.dropLease(t)
 
 	r, settled := settler(t)
 	r.Settle(context.Background(), 5, p, errors.New("handler failed (test)"))
@@ -213,6 +208,25 @@ func TestSettleFindsTheLeaseGone(t *testing.T) {
 	assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
 	assert.Equal(t, []Outcome{Lost}, h.observed)
 	assert.Empty(t, s.procs, "the lost process stayed in the books")
+}
+
+// dropLease stands for the worker's lease on "q" running out: Redis
+// holds none of the worker's leases on the queue.
+func (w *fakeWorker) dropLease(t *testing.T) {
+	t.Helper()
+	rdb := w.env.Store.Redis()
+	require.NoError(t, rdb.Do(w.life, rdb.B().Del().Key(w.env.Store.Keys().Queue("q").Leases).Build()).Error())
+}
+
+// runningOn is running's process, its host a leaseHost.
+func (w *fakeWorker) runningOn(t *testing.T, s *Session) *leaseHost {
+	t.Helper()
+	sp := w.hold(t, "q", testID, 1)[0]
+	h := &leaseHost{w: w}
+	p := &h.Proc
+	p.Host, p.ID, p.Seq, p.Queue, p.Owner, p.TaskID = h, sp.PID, sp.Seq(), "q", sp.Owner, sp.Task.ID
+	require.True(t, s.Adopt(p))
+	return h
 }
 
 // leaseHost is a process's worker side that records the leases lost and
