@@ -238,6 +238,8 @@ type leaseHost struct {
 	observed []Outcome
 }
 
-func (h *leaseHost) Env() *Env                                  { return &h.w.env }
-func (h *leaseHost) LeaseLost(cause error)                      { h.lost = append(h.lost, cause) }
-func (h *leaseHost) Observe(outcome Outcome, _ string, _ error) { h.observed = append(h.observed, outcome) }
+func (h *leaseHost) Env() *Env             { return &h.w.env }
+func (h *leaseHost) LeaseLost(cause error) { h.lost = append(h.lost, cause) }
+func (h *leaseHost) Observe(outcome Outcome, _ string, _ error) {
+	h.observed = append(h.observed, outcome)
+}
