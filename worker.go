@@ -111,14 +111,16 @@ type FenceEvent struct {
 //
 // # Lock order
 //
-// Every mutex of the package and of the engine's packages under internal/
-// (named by package where they are not the root's), in the one order they
-// are taken: a goroutine holding one takes only those after it. Each edge
-// of the nesting (a lock taken while another is held) goes forward in
-// this list, so the order is acyclic.
+// Every mutex of the package and of its packages under internal/ (named
+// by package where they are not the root's), in the one order they are
+// taken: a goroutine holding one takes only those after it. Each edge of
+// the nesting (a lock taken while another is held) goes forward in this
+// list, so the order is acyclic. The engine's hosts lock no mutex of
+// their own: engine.Locked's Lock is Worker.mu, engine.Joiner's is
+// engine.Registry.mu.
 //
 //  1. engine.Registry.mu (the worker's registry entry: changes to what
-//     it serves)
+//     it serves; held across its Redis calls)
 //  2. engine.Scheduler.turn (held while it dequeues for a member and starts
 //     its handlers)
 //  3. engine.Session.Gate (a queue's gate; dequeues hold it shared)
@@ -137,9 +139,9 @@ type FenceEvent struct {
 //     engine.Books.InterruptAll)
 //  7. beat.Beats.mu, then reclaim.Reclaimers.mu (each around its loops'
 //     members.Set.mu)
-//  8. store.Store.hubsMu, then a store hub's mu (a listener's callbacks
-//     run under them: they take subscription.Mailbox.mu, or
-//     waiters.Waiters.mu)
+//  8. store.Store.hubsMu (the channels' hubs), then store.hub.mu (an
+//     RWMutex, held shared while the hub's listeners are called: they
+//     take subscription.Mailbox.mu, or waiters.Waiters.mu)
 //  9. waiters.Waiters.mu, then waiters.Waiter.mu
 //  10. periodic.Set.mu (the worker's schedules: it starts one under it),
 //     statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
@@ -156,15 +158,23 @@ type FenceEvent struct {
 //     a Wait's subscription, under statsflush.Flusher.mu for the
 //     flusher's run, under flows.Flows.mu for the sweeper), then startstop.Group.mu (the worker's tasks, taken
 //     under Worker.mu and engine.Keeper.beatMu; a coalescer's senders)
-//  12. The leaves, under which nothing else is locked: engine.Scheduler.mu,
-//     pacer.Pacer.mu (a member's retry and rate-limit timers), proc.State.mu,
-//     reclaim.Reclaimer.mu, members.Set.mu, subscription.Mailbox.mu,
-//     outage.Outage.mu, coalesce.Coalescer.mu, flows.Flows.qmu, Router.mu,
-//     boundDials.mu, the store's statsBuf.mu and idHints.mu (an enqueue's
-//     guess of its ids), and queuestats' read lock and admission lock
-//     (taken by the stats readers under no other). (The worker's delayed.RedisClock takes no
-//     lock: engine.Scheduler.mu and delayed.Scheduler.mu read it.)
-//  13. In tests, clock.Fake.mu: timers are set and stopped under any of
+//  12. reclaim.Reclaimer.mu (a reclaimer's next look), then members.Set.mu
+//     (its loop's draw counts the members under it: reclaim.Reclaimer.share)
+//  13. The leaves, under which nothing else is locked: engine.Scheduler.mu
+//     (the slots and every member's work flags), pacer.Pacer.mu (a
+//     member's retry and rate-limit timers), proc.State.mu (a process's
+//     end, result and progress), subscription.Mailbox.mu (a dispatcher's
+//     events), outage.Outage.mu (the client's outage), coalesce.Coalescer.mu
+//     (the batches waiting), flows.Flows.qmu (the workflow sweeper's
+//     queues), Router.mu (its registrations), connect.boundDials.mu (the
+//     dials made while a client is made), store.statsBuf.mu (the stats
+//     counts pending), store.idHints.mu (an enqueue's guess of its ids),
+//     queuestats.Reader.mu (held across a stats read's Redis calls, which
+//     lock none of these) and queuestats.bound.mu (the admission of a new
+//     label value), the last two taken by the exporters under no other
+//     lock. (The worker's delayed.RedisClock takes no lock:
+//     engine.Scheduler.mu and delayed.Scheduler.mu read it.)
+//  14. In tests, clock.Fake.mu: timers are set and stopped under any of
 //     the above, and its AfterFunc callbacks run on goroutines of their
 //     own.
 //
