@@ -143,26 +143,52 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 		ends[w] = append(ends[w], store.StepEnd{Step: n.Step, Task: n.Task, Status: n.Status, Result: result, At: rd.At})
 		of[w] = append(of[w], i)
 	}
-	errs := make([]error, len(notices))
-	for w := range flows {
-		ready, err := c.Store.ReleaseSteps(ctx, flows[w].ID, ends[w])
+	// A release settles a thousand children a call: a workflow whose
+	// ends have more is released again once the steps made ready are
+	// enqueued, until none is left. Its notices are forgotten only then:
+	// a crash between leaves them, and a sweep's replay goes on from
+	// where the release stands.
+	failed := make([]error, len(flows)) // by workflow
+	more := make([]bool, len(flows))
+	release := func(w int, again bool) {
+		ready, left, err := c.Store.ReleaseChunk(ctx, flows[w].ID, ends[w], again)
 		if err != nil {
-			err = c.Fail("workflow release", queue, err)
-			for _, i := range of[w] {
-				errs[i] = err
-			}
-			continue
+			failed[w] = c.Fail("workflow release", queue, err)
+			ready, left = nil, false
 		}
-		flows[w].Steps = ready
+		flows[w].Steps, more[w] = ready, left
 	}
-	var forget []string
-	for w, err := range c.Enqueue(ctx, flows) {
-		for _, i := range of[w] {
+	now := make([]int, len(flows)) // the workflows released this round
+	for w := range flows {
+		release(w, false)
+		now[w] = w
+	}
+	for len(now) > 0 {
+		round := make([]Ready, len(now))
+		for i, w := range now {
+			round[i] = flows[w]
+		}
+		var next []int
+		for i, err := range c.Enqueue(ctx, round) {
+			w := now[i]
 			switch {
-			case errs[i] != nil:
+			case failed[w] != nil:
 			case err != nil:
-				errs[i] = fmt.Errorf("worqr: workflow %s: %w", flows[w].ID, err)
-			default:
+				failed[w] = fmt.Errorf("worqr: workflow %s: %w", flows[w].ID, err)
+			case more[w]:
+				next = append(next, w)
+			}
+		}
+		for _, w := range next {
+			release(w, true)
+		}
+		now = next
+	}
+	errs := make([]error, len(notices))
+	var forget []string
+	for w := range flows {
+		for _, i := range of[w] {
+			if errs[i] = failed[w]; errs[i] == nil {
 				forget = append(forget, notices[i].Raw)
 			}
 		}

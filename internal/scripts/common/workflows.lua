@@ -41,6 +41,12 @@ end
 -- internal/store/keys.go); its scripts take them all, in this order:
 -- flow, steps, ids, left, kids, parents, spec, results, freed, seen.
 
+-- The most children of ended steps one call settles (wf_release.lua):
+-- a fan-out's thousands of children are settled over several calls, so
+-- that none holds Redis long. finish.lua records in a call only ends
+-- whose children are no more than these, leaving the others notices.
+local FLOW_RELEASE_MAX = 1000
+
 -- The children of a batch of steps that end (names, each a key of mine),
 -- each once, in the order first met in their kids hash (kids_key), and
 -- how many of the batch are each one's parents (down: its count of
