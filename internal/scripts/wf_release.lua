@@ -149,6 +149,19 @@ local function revive(step)
   end
 end
 
+-- Append a field and its value to t.
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
+
+-- HSET of field, value pairs, a thousand a call.
+local function hset(key, pairs_)
+  for i = 1, #pairs_, 2000 do
+    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+  end
+end
+
 -- Settle the children of step, which ended (good: in a way that lets
 -- them run), from where its release stands, at most budget of them: a
 -- child's count of parents left goes down, one with none left becomes
@@ -178,12 +191,50 @@ local function settle(step, good, budget)
       todo[#todo + 1] = kid
     end
   end
+  -- The children of this call, read and written a thousand a call (a
+  -- fan-out's are many): those whose count goes down, and the others,
+  -- cancelled if they wait.
+  local down, cut = {}, {}
   local b, e = string.find(kids, '[^,]+', pos)
   while b and n < budget do
-    one(string.sub(kids, b, e), good)
+    local kid = string.sub(kids, b, e)
+    local runs = string.sub(kid, 1, 1) == '+'
+    if runs then kid = string.sub(kid, 2) end
+    if good or runs then
+      down[#down + 1] = kid
+    else
+      cut[#cut + 1] = kid
+    end
     n = n + 1
     pos = e + 2
     b, e = string.find(kids, '[^,]+', pos)
+  end
+  if #down > 0 then
+    local lefts, states = hmget(left_key, down), hmget(steps_key, down)
+    local newleft, ready = {}, {}
+    for j, kid in ipairs(down) do
+      local left = (tonumber(lefts[j]) or 0) - 1
+      put(newleft, kid, left)
+      if left <= 0 and states[j] == 'w' then
+        put(ready, kid, 'r')
+        freed[#freed + 1] = kid
+      end
+    end
+    hset(left_key, newleft)
+    hset(steps_key, ready)
+  end
+  if #cut > 0 then
+    local states, ended = hmget(steps_key, cut), {}
+    for j, kid in ipairs(cut) do
+      if states[j] == 'w' then
+        put(ended, kid, 'x')
+        todo[#todo + 1] = kid
+      end
+    end
+    if #ended > 0 then
+      hset(steps_key, ended)
+      open = redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
+    end
   end
   while #todo > 0 do
     for kid in string.gmatch(redis.call('HGET', kids_key, table.remove(todo)) or '', '[^,]+') do
@@ -268,19 +319,6 @@ local function release(step, status, result, stamp, task)
       flow_close(KEYS, channel, state)
     end
     return freed
-  end
-end
-
--- Append a field and its value to t.
-local function put(t, field, value)
-  t[#t + 1] = field
-  t[#t + 1] = value
-end
-
--- HSET of field, value pairs, a thousand a call.
-local function hset(key, pairs_)
-  for i = 1, #pairs_, 2000 do
-    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
   end
 end
 
