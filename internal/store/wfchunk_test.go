@@ -99,7 +99,7 @@ func TestWorkflowReleaseChunksDeathScript(t *testing.T) {
 	for call, open := range []string{"1500", "500", "0"} {
 		ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, call > 0)
 		require.NoError(t, err)
-		assert.Empty(t, ready)
+		assert.Equal(t, 0, len(ready), "none made ready")
 		assert.Equal(t, call < 2, more, "call %d", call)
 		state := e.dump()
 		flow, st := state["wf.flow"].(hash), state["wf.steps"].(hash)
@@ -112,4 +112,99 @@ func TestWorkflowReleaseChunksDeathScript(t *testing.T) {
 			assert.Equal(t, "failed", flow["state"])
 		}
 	}
+}
+
+// A death whose release is under way, revived, undoes only what it
+// settled: the children it cancelled wait again, a child that runs
+// whatever its end and was settled keeps its count, one past where the
+// release stood (never settled) keeps its count too; where it stood is
+// dropped, and the parent's success then releases every child.
+func TestWorkflowReviveDuringReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps, _ := fanOut(2500)
+	// k0000 and k2000 run whatever top's end; k0000 has a second parent,
+	// so top's death does not make it ready.
+	steps[0].Kids[0], steps[0].Kids[2000] = "+k0000", "+k2000"
+	steps = append(steps, WorkflowStep{Name: "other", Spec: "S-other", Kids: []string{"k0000"}, Place: 2501})
+	steps[1].Parents = append(steps[1].Parents, "other")
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	assert.Equal(t, "6002", state["wf.freed"].(hash)["@top"], "'+k0000' is a byte longer")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"], "settled: other is left")
+	assert.Equal(t, "x", state["wf.steps"].(hash)["k0999"])
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k1000"])
+
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	assert.False(t, more, "the revival ends the release")
+	state = e.dump()
+	left, st := state["wf.left"].(hash), state["wf.steps"].(hash)
+	assert.Nil(t, state["wf.freed"], "no release under way, none freed")
+	assert.Equal(t, "q", st["top"])
+	assert.Equal(t, "w", st["k0999"], "waits again")
+	assert.Equal(t, "1", left["k0999"])
+	assert.Equal(t, "2", left["k0000"], "waits for top again")
+	assert.Equal(t, "1", left["k2000"], "never settled")
+	assert.Equal(t, "2502", state["wf.flow"].(hash)["open"])
+
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "ok", At: 30}})
+	require.NoError(t, err)
+	assert.Equal(t, 2499, len(ready), "all but k0000, which waits for other")
+	state = e.dump()
+	for i := 1; i < 2500; i++ {
+		k := fmt.Sprintf("k%04d", i)
+		if s := state["wf.steps"].(hash)[k]; s != "r" {
+			t.Fatalf("%s is %s, want r", k, s)
+		}
+	}
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"])
+}
+
+// A child that waits again once its cancelling parent is revived counts
+// as left a parent that ended but whose release has not reached it yet:
+// that release lowers its count later, so the child waits for both.
+func TestWorkflowReviveCountsReleaseUnderWayScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	// top and big are both parents of k0000...k2499; big lists them
+	// from the last, so its first thousand are k2499...k1500.
+	steps, kids := fanOut(2500)
+	var back []string
+	for i := len(kids) - 1; i >= 0; i-- {
+		back = append(back, kids[i])
+	}
+	steps = append(steps, WorkflowStep{Name: "big", Spec: "S-big", Kids: back, Place: 2501})
+	for i := 1; i <= 2500; i++ {
+		steps[i].Parents = append(steps[i].Parents, "big")
+	}
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	bigEnd := []StepEnd{{Step: "big", Task: "t-big", Status: "ok", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, bigEnd, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	state := e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"], "waits again")
+	assert.Equal(t, "2", state["wf.left"].(hash)["k0000"], "for top, and for big, whose release has not reached it")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k2499"], "big's release settled it")
+
+	// big's release goes on: k0000 still waits for top.
+	ready, err := e.s.ReleaseSteps(e.ctx, id, bigEnd)
+	require.NoError(t, err)
+	assert.Equal(t, 0, len(ready), "none made ready")
+	state = e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"])
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"])
 }
