@@ -61,7 +61,7 @@ local function home_release(at, steps)
   -- The children first: an end that frees one (a chain's) is the usual
   -- reason to decline, told in two reads.
   local kids, down = flow_kids_down(kids_key, names, mine)
-  if not kids or #kids > FLOW_RELEASE_MAX then
+  if not kids then
     return false
   end
   local lefts, newleft = hmget(left_key, kids), {}

@@ -329,7 +329,8 @@ end
 -- another, but each hash read and written a thousand steps a call, not a
 -- few calls per step: a fan-out's children and a fan-in's parents cost
 -- the batch a few calls. Any other batch (a death, a cancel, a revival, a
--- replay, a late notice) goes one notice after another, below. Returns
+-- replay, a late notice, or children more than a call settles) goes one
+-- notice after another, below. Returns
 -- the steps freed (those answered), or nil, having written nothing, for
 -- a batch of the other kind.
 local function bulk()
@@ -357,7 +358,7 @@ local function bulk()
   -- them in the batch frees it, as one after another would.
   local by = {}
   local kids, down = flow_kids_down(kids_key, names, mine, by)
-  if not kids or #kids > FLOW_RELEASE_MAX then
+  if not kids then
     return nil
   end
   local seen, results, ended = {}, {}, {}

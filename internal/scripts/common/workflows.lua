@@ -54,7 +54,9 @@ local FLOW_RELEASE_MAX = 1000
 -- parent's end) is dropped. With by, by[kid] is set to its last parent
 -- in the batch, which frees it when the batch's ends are recorded one
 -- after another. Returns nil if a child is itself in the batch (a chain
--- inside it): its end and its parent's cannot be recorded in bulk.
+-- inside it): its end and its parent's cannot be recorded in bulk; or if
+-- the children are more than FLOW_RELEASE_MAX, told once that many are
+-- met, so a fan-out's parent is declined without reading all of them.
 local function flow_kids_down(kids_key, names, mine, by)
   local kidss = hmget(kids_key, names)
   local kids, down = {}, {}
@@ -65,6 +67,9 @@ local function flow_kids_down(kids_key, names, mine, by)
         return nil
       end
       if not down[kid] then
+        if #kids == FLOW_RELEASE_MAX then
+          return nil
+        end
         kids[#kids + 1] = kid
         down[kid] = 0
       end
