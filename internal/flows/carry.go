@@ -112,8 +112,10 @@ func (c *Carrier) read(ctx context.Context, queue string, notices []store.Notice
 // when each was written and its task's result (kept with its outcome, for
 // a task that finished) in one call, records the steps' ends in one call
 // per workflow (idempotent), enqueues the steps those ends made ready, of
-// all the workflows, in one round trip (idempotent), and then removes the
-// notices carried, in one call. Any step may be run again; a notice gone
+// all the workflows, in one round trip (idempotent), releases again the
+// workflows whose ends have children left to settle (a thousand a call)
+// and enqueues those, until none is left, and then removes the notices
+// carried, in one call. Any step may be run again; a notice gone
 // was carried already. It returns an error per notice (the notices of a
 // workflow whose release failed stay, for the sweep), or one for all.
 func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
