@@ -152,8 +152,8 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 	// where the release stands.
 	failed := make([]error, len(flows)) // by workflow
 	more := make([]bool, len(flows))
-	release := func(w int, again bool) {
-		ready, left, err := c.Store.ReleaseChunk(ctx, flows[w].ID, ends[w], again)
+	release := func(w int, enqueued bool) {
+		ready, left, err := c.Store.ReleaseChunk(ctx, flows[w].ID, ends[w], enqueued)
 		if err != nil {
 			failed[w] = c.Fail("workflow release", queue, err)
 			ready, left = nil, false

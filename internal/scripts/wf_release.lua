@@ -35,15 +35,15 @@
 -- starts), written in the call that settles the children before it, and
 -- the next call that names the step (any notice of it: the caller's next
 -- call, or a sweep's replay after a crash) settles the next ones from
--- there, each child once. A call with again set ('1': the caller
--- enqueued what the call before answered) answers only the steps it
--- freed itself, not a replay's whole list.
+-- there, each child once. A call with enqueued set (ARGV[2] '1': the
+-- caller enqueued what the call before answered) answers only the steps
+-- it freed itself, not a replay's whole list.
 -- Returns {more, step, spec, ...}: more '1' while a step named has
 -- children left to settle (call again), else '0'; then per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
-local channel, again = ARGV[1], ARGV[2] == '1'
+local channel, enqueued = ARGV[1], ARGV[2] == '1'
 -- Then per notice, ARGV[3 + 5(i - 1) ...]: the step, its status ('ok' |
 -- 'dead' | 'cancelled' | 'revived'), its result, when the notice was written (µs) and
 -- the id of the step's task.
@@ -175,12 +175,14 @@ local function settle(step, good, budget)
   local kids = redis.call('HGET', kids_key, step) or ''
   local had = mark_of(step)
   local pos, n, freed, open = had or 1, 0, {}, nil
-  -- Ended steps whose children are all settled here: their own cancels.
+  -- The steps cancelled here, whose children are settled in this call
+  -- too, whatever their number (a cancel's descendants are not chunked).
   local todo = {}
-  local function one(kid, well)
+  -- Settle a child of a step cancelled here.
+  local function below(kid)
     local runs = string.sub(kid, 1, 1) == '+'
     if runs then kid = string.sub(kid, 2) end
-    if well or runs then
+    if runs then
       local left = redis.call('HINCRBY', left_key, kid, -1)
       if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
         redis.call('HSET', steps_key, kid, 'r')
@@ -238,7 +240,7 @@ local function settle(step, good, budget)
   end
   while #todo > 0 do
     for kid in string.gmatch(redis.call('HGET', kids_key, table.remove(todo)) or '', '[^,]+') do
-      one(kid, false)
+      below(kid)
     end
   end
   local more = b ~= nil
@@ -483,11 +485,11 @@ if last > 2 and state == 'running' then
 end
 -- The steps freed by the ends recorded just now and the releases
 -- continued; else (a replay) all those the step's ends freed, unless
--- the caller enqueued those already (again).
+-- the caller enqueued those already (enqueued).
 local told, maybe = {}, {}
 for i = 3, last, 5 do
   local freed = fresh[i]
-  if not freed and not again then
+  if not freed and not enqueued then
     freed = {}
     for kid in string.gmatch(redis.call('HGET', freed_key, ARGV[i]) or '', '[^,]+') do
       freed[#freed + 1] = kid

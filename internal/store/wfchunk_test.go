@@ -27,7 +27,7 @@ func fanOut(n int) ([]WorkflowStep, []string) {
 // of a parent of 2,500 children takes three calls, each of which lowers
 // the counts of the next thousand, writes where the release stands
 // ('@top' in freed: the byte of top's kids where the next child starts)
-// and answers "more"; the last drops it. A call with again answers only
+// and answers "more"; the last drops it. A call with enqueued answers only
 // the children it freed; a replay without it answers all those still
 // ready.
 func TestWorkflowReleaseChunksScript(t *testing.T) {

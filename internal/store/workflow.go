@@ -96,9 +96,9 @@ func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result 
 // returns those steps again.
 func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]ReadyStep, error) {
 	var out []ReadyStep
-	again := false
+	enqueued := false
 	for {
-		ready, more, err := s.ReleaseChunk(ctx, id, ends, again)
+		ready, more, err := s.ReleaseChunk(ctx, id, ends, enqueued)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]
 		if !more {
 			return out, nil
 		}
-		again = true
+		enqueued = true
 	}
 }
 
@@ -115,13 +115,13 @@ func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]
 // children (those of a release under way of a step named first, from
 // where it stands); more tells that children are left, for a next call
 // with the same ends. It returns the steps made ready and not yet marked
-// queued: with again (the caller enqueued what the call before
+// queued: with enqueued (the caller enqueued what the call before
 // returned), only those this call made ready; else also those the ends
 // made ready before (a replay after a crash).
-func (s *Store) ReleaseChunk(ctx context.Context, id string, ends []StepEnd, again bool) (ready []ReadyStep, more bool, err error) {
+func (s *Store) ReleaseChunk(ctx context.Context, id string, ends []StepEnd, enqueued bool) (ready []ReadyStep, more bool, err error) {
 	args := make([]string, 0, 2+5*len(ends))
 	args = append(args, s.keys.Workflow(id).Channel, "0")
-	if again {
+	if enqueued {
 		args[1] = "1"
 	}
 	for _, e := range ends {
