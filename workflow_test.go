@@ -1095,3 +1095,82 @@ func TestWorkflowHomeReleaseRaced(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, raw, "a's notice removed")
 }
+
+// A fan-out's release goes a thousand children a call, its notice kept
+// until the last: a crash between two of them (here, right after the
+// first thousand's enqueue, before they are marked queued) leaves the
+// notice and the release under way. Check then finds nothing wrong and
+// repairs nothing; the sweep goes on from where the release stands, and
+// every child is enqueued, and marked queued, once.
+func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	const n = 2500
+	steps := []Step{{Name: "parent", Queue: "p"}}
+	for i := range n {
+		steps = append(steps, Step{Name: fmt.Sprintf("k%04d", i), Queue: "k", After: []string{"parent"}})
+	}
+	// An id of the caller's: its keys are not in k's slot, so its
+	// children are marked queued apart from their enqueue.
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "fan"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	var enqueued atomic.Bool
+	crashed := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpEnqueue && q == "k" {
+			enqueued.Store(true)
+		}
+		if op == store.OpWorkflow && enqueued.Load() {
+			select {
+			case crashed <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed after the first thousand's enqueue")
+		}
+		return nil
+	})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	recv(t, crashed, testsignal.Wait, "the crash")
+	c.store.SetFault(nil)
+
+	count := func() (int64, map[StepState]int) {
+		t.Helper()
+		l, err := c.QueueLen(ctx, "k")
+		require.NoError(t, err)
+		info, err := c.Workflow(ctx, id)
+		require.NoError(t, err)
+		states := make(map[StepState]int)
+		for _, st := range info.Steps {
+			states[st.State]++
+		}
+		return l, states
+	}
+	l, states := count()
+	assert.Equal(t, int64(1000), l, "the first thousand enqueued")
+	assert.Equal(t, 1000, states[StepReady], "released, not marked queued")
+	assert.Equal(t, n-1000, states[StepWaiting], "not released yet")
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "the notice stays")
+
+	rep := check(t, c, true)
+	assert.Zero(t, rep.Problems(), rep.String())
+	assert.False(t, rep.Repaired.changed(), "Check repaired something")
+	_, after := count()
+	assert.Equal(t, states, after, "Check changed no step")
+
+	carried, err := c.carrier.Sweep(ctx, "p", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, carried)
+	l, states = count()
+	assert.Equal(t, int64(n), l, "every child enqueued once")
+	assert.Equal(t, map[StepState]int{StepSucceeded: 1, StepQueued: n}, states)
+	notices, err = c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, notices)
+	requireClean(t, c)
+}

@@ -112,8 +112,10 @@ func (c *Carrier) read(ctx context.Context, queue string, notices []store.Notice
 // when each was written and its task's result (kept with its outcome, for
 // a task that finished) in one call, records the steps' ends in one call
 // per workflow (idempotent), enqueues the steps those ends made ready, of
-// all the workflows, in one round trip (idempotent), and then removes the
-// notices carried, in one call. Any step may be run again; a notice gone
+// all the workflows, in one round trip (idempotent), releases again the
+// workflows whose ends have children left to settle (a thousand a call)
+// and enqueues those, until none is left, and then removes the notices
+// carried, in one call. Any step may be run again; a notice gone
 // was carried already. It returns an error per notice (the notices of a
 // workflow whose release failed stay, for the sweep), or one for all.
 func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
@@ -143,26 +145,52 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 		ends[w] = append(ends[w], store.StepEnd{Step: n.Step, Task: n.Task, Status: n.Status, Result: result, At: rd.At})
 		of[w] = append(of[w], i)
 	}
-	errs := make([]error, len(notices))
-	for w := range flows {
-		ready, err := c.Store.ReleaseSteps(ctx, flows[w].ID, ends[w])
+	// A release settles a thousand children a call: a workflow whose
+	// ends have more is released again once the steps made ready are
+	// enqueued, until none is left. Its notices are forgotten only then:
+	// a crash between leaves them, and a sweep's replay goes on from
+	// where the release stands.
+	failed := make([]error, len(flows)) // by workflow
+	more := make([]bool, len(flows))
+	release := func(w int, enqueued bool) {
+		ready, left, err := c.Store.ReleaseChunk(ctx, flows[w].ID, ends[w], enqueued)
 		if err != nil {
-			err = c.Fail("workflow release", queue, err)
-			for _, i := range of[w] {
-				errs[i] = err
-			}
-			continue
+			failed[w] = c.Fail("workflow release", queue, err)
+			ready, left = nil, false
 		}
-		flows[w].Steps = ready
+		flows[w].Steps, more[w] = ready, left
 	}
-	var forget []string
-	for w, err := range c.Enqueue(ctx, flows) {
-		for _, i := range of[w] {
+	now := make([]int, len(flows)) // the workflows released this round
+	for w := range flows {
+		release(w, false)
+		now[w] = w
+	}
+	for len(now) > 0 {
+		round := make([]Ready, len(now))
+		for i, w := range now {
+			round[i] = flows[w]
+		}
+		var next []int
+		for i, err := range c.Enqueue(ctx, round) {
+			w := now[i]
 			switch {
-			case errs[i] != nil:
+			case failed[w] != nil:
 			case err != nil:
-				errs[i] = fmt.Errorf("worqr: workflow %s: %w", flows[w].ID, err)
-			default:
+				failed[w] = fmt.Errorf("worqr: workflow %s: %w", flows[w].ID, err)
+			case more[w]:
+				next = append(next, w)
+			}
+		}
+		for _, w := range next {
+			release(w, true)
+		}
+		now = next
+	}
+	errs := make([]error, len(notices))
+	var forget []string
+	for w := range flows {
+		for _, i := range of[w] {
+			if errs[i] = failed[w]; errs[i] == nil {
 				forget = append(forget, notices[i].Raw)
 			}
 		}

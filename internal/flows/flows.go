@@ -20,7 +20,9 @@
 //  2. the worker that ended it then carries the notice to the workflow
 //     (wf_release.lua, in the workflow's slot), which records the step's
 //     end once (a second carry records nothing) and answers the steps
-//     that end made ready;
+//     that end made ready; it settles a thousand children a call, and a
+//     step with more has steps 2 and 3 run again, from where its
+//     release stands, until none is left;
 //  3. each ready step is enqueued with a unique key of its own, held for
 //     the workflow's keep and a day more, so a second enqueue adds
 //     nothing and answers the first task's id (flow_enqueue.lua, many

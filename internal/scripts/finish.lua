@@ -37,10 +37,12 @@ local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts
 -- parents left lowered, the workflow closed once no step is open. Only
 -- the common case is recorded here: a workflow that runs, every step not
 -- ended, never recorded later than now, freed by no earlier end (a death
--- before a revival), and no child made ready by them (nor one of them a
--- child of another). Anything else returns nil, having written nothing,
--- and the steps leave notices, carried as any other: a child made ready
--- is enqueued by the carry (its queue may be in another slot).
+-- before a revival), no child made ready by them (nor one of them a
+-- child of another), and no more children than a release settles in a
+-- call (FLOW_RELEASE_MAX: the others' are settled over several calls).
+-- Anything else returns nil, having written nothing, and the steps
+-- leave notices, carried as any other: a child made ready is enqueued
+-- by the carry (its queue may be in another slot).
 -- Returns whether it recorded them.
 local function home_release(at, steps)
   local flow, steps_key, ids_key, left_key = KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]

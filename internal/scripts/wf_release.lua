@@ -28,12 +28,23 @@
 -- Several notices of the workflow are recorded in one call (a batch of
 -- carries), one after another, as separate calls would; a step freed by
 -- several of them is answered once.
--- Returns {step, spec, ...} per such step.
+-- A step's children are settled at most FLOW_RELEASE_MAX a call (the
+-- calls of a batch share them), so that the end of a fan-out's parent
+-- holds Redis for a bounded time: where its release stands is kept in
+-- freed under '@<step>' (the byte of its kids where the next child
+-- starts), written in the call that settles the children before it, and
+-- the next call that names the step (any notice of it: the caller's next
+-- call, or a sweep's replay after a crash) settles the next ones from
+-- there, each child once. A call with enqueued set (ARGV[2] '1': the
+-- caller enqueued what the call before answered) answers only the steps
+-- it freed itself, not a replay's whole list.
+-- Returns {more, step, spec, ...}: more '1' while a step named has
+-- children left to settle (call again), else '0'; then per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
-local channel = ARGV[1]
--- Then per notice, ARGV[2 + 5(i - 1) ...]: the step, its status ('ok' |
+local channel, enqueued = ARGV[1], ARGV[2] == '1'
+-- Then per notice, ARGV[3 + 5(i - 1) ...]: the step, its status ('ok' |
 -- 'dead' | 'cancelled' | 'revived'), its result, when the notice was written (µs) and
 -- the id of the step's task.
 
@@ -41,6 +52,24 @@ local channel = ARGV[1]
 local function runs_anyway(parent, kid)
   local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
   return string.find(kids, ',+' .. kid .. ',', 1, true) ~= nil
+end
+
+-- Where the release of step stands: the byte of its kids where its next
+-- child to settle starts, or nil if none is left (or it has not ended).
+local function mark_of(step)
+  return tonumber(redis.call('HGET', freed_key, '@' .. step))
+end
+
+-- Whether parent's end has yet to be settled in kid: its release stands
+-- at or before kid in its kids.
+local function unsettled(parent, kid)
+  local at = mark_of(parent)
+  if not at then
+    return false
+  end
+  local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
+  local s = string.find(kids, ',' .. kid .. ',', 1, true) or string.find(kids, ',+' .. kid .. ',', 1, true)
+  return s ~= nil and s >= at
 end
 
 -- Undo step's death (see above).
@@ -54,6 +83,12 @@ local function revive(step)
     end
   elseif state ~= 'running' then
     return
+  end
+  -- A death whose release was under way: the children past where it
+  -- stands never had it settled, and its next end settles them all.
+  local at = mark_of(step)
+  if at then
+    redis.call('HDEL', freed_key, '@' .. step)
   end
   redis.call('HSET', steps_key, step, 'q')
   redis.call('HINCRBY', flow_key, 'dead', -1)
@@ -91,22 +126,142 @@ local function revive(step)
       local left = 0
       for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
         local st = redis.call('HGET', steps_key, p)
-        if st == 'w' or st == 'r' or st == 'q' then
+        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) then
           left = left + 1
         end
       end
       redis.call('HSET', left_key, w, left)
     end
-    for kid in string.gmatch(redis.call('HGET', kids_key, w) or '', '[^,]+') do
+    -- Those of step past where its release stood were not counted.
+    local kids = redis.call('HGET', kids_key, w) or ''
+    local upto = (w == step and at) or #kids + 1
+    local b, e = string.find(kids, '[^,]+')
+    while b and b < upto do
+      local kid = string.sub(kids, b, e)
       if string.sub(kid, 1, 1) == '+' then
         kid = string.sub(kid, 2)
         if not again[kid] and redis.call('HGET', steps_key, kid) == 'w' then
           redis.call('HINCRBY', left_key, kid, 1)
         end
       end
+      b, e = string.find(kids, '[^,]+', e + 1)
     end
   end
 end
+
+-- Append a field and its value to t.
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
+
+-- HSET of field, value pairs, a thousand a call.
+local function hset(key, pairs_)
+  for i = 1, #pairs_, 2000 do
+    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+  end
+end
+
+-- Settle the children of step, which ended (good: in a way that lets
+-- them run), from where its release stands, at most budget of them: a
+-- child's count of parents left goes down, one with none left becomes
+-- ready, and one that cannot run is cancelled with its descendants (all
+-- of them, after the children settled). Where the release stands is
+-- written if children are left, else dropped; those made ready are
+-- appended to step's freed list. Returns those made ready, the children
+-- settled, whether some are left, and the steps still open (nil if it
+-- ended none).
+local function settle(step, good, budget)
+  local kids = redis.call('HGET', kids_key, step) or ''
+  local had = mark_of(step)
+  local pos, n, freed, open = had or 1, 0, {}, nil
+  -- The steps cancelled here, whose children are settled in this call
+  -- too, whatever their number (a cancel's descendants are not chunked).
+  local todo = {}
+  -- Settle a child of a step cancelled here.
+  local function below(kid)
+    local runs = string.sub(kid, 1, 1) == '+'
+    if runs then kid = string.sub(kid, 2) end
+    if runs then
+      local left = redis.call('HINCRBY', left_key, kid, -1)
+      if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
+        redis.call('HSET', steps_key, kid, 'r')
+        freed[#freed + 1] = kid
+      end
+    elseif redis.call('HGET', steps_key, kid) == 'w' then
+      open = flow_step_end(flow_key, steps_key, kid, 'x')
+      todo[#todo + 1] = kid
+    end
+  end
+  -- The children of this call, read and written a thousand a call (a
+  -- fan-out's are many): those whose count goes down, and the others,
+  -- cancelled if they wait.
+  local down, cut = {}, {}
+  local b, e = string.find(kids, '[^,]+', pos)
+  while b and n < budget do
+    local kid = string.sub(kids, b, e)
+    local runs = string.sub(kid, 1, 1) == '+'
+    if runs then kid = string.sub(kid, 2) end
+    if good or runs then
+      down[#down + 1] = kid
+    else
+      cut[#cut + 1] = kid
+    end
+    n = n + 1
+    pos = e + 2
+    b, e = string.find(kids, '[^,]+', pos)
+  end
+  if #down > 0 then
+    local lefts, states = hmget(left_key, down), hmget(steps_key, down)
+    local newleft, ready = {}, {}
+    for j, kid in ipairs(down) do
+      local left = (tonumber(lefts[j]) or 0) - 1
+      put(newleft, kid, left)
+      if left <= 0 and states[j] == 'w' then
+        put(ready, kid, 'r')
+        freed[#freed + 1] = kid
+      end
+    end
+    hset(left_key, newleft)
+    hset(steps_key, ready)
+  end
+  if #cut > 0 then
+    local states, ended = hmget(steps_key, cut), {}
+    for j, kid in ipairs(cut) do
+      if states[j] == 'w' then
+        put(ended, kid, 'x')
+        todo[#todo + 1] = kid
+      end
+    end
+    if #ended > 0 then
+      hset(steps_key, ended)
+      open = redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
+    end
+  end
+  while #todo > 0 do
+    for kid in string.gmatch(redis.call('HGET', kids_key, table.remove(todo)) or '', '[^,]+') do
+      below(kid)
+    end
+  end
+  local more = b ~= nil
+  if more then
+    redis.call('HSET', freed_key, '@' .. step, pos)
+  elseif had then
+    redis.call('HDEL', freed_key, '@' .. step)
+  end
+  if #freed > 0 then
+    local list = table.concat(freed, ',')
+    local before = redis.call('HGET', freed_key, step)
+    if before then
+      list = before .. ',' .. list
+    end
+    redis.call('HSET', freed_key, step, list)
+  end
+  return freed, n, more, open
+end
+
+-- The children left to settle in this call (see settle).
+local budget = FLOW_RELEASE_MAX
 
 -- The workflow's state, read once: only a revival and the workflow's
 -- end change it.
@@ -147,39 +302,13 @@ local function release(step, status, result, stamp, task)
       redis.call('HINCRBY', flow_key, 'cancelled', 1)
     end
     local open = flow_step_end(flow_key, steps_key, step, st)
-    local freed = {}
-    -- Steps ended, whose children are still to settle: {name, whether
-    -- its end lets them run}.
-    local todo = {{step, status == 'ok'}}
-    while #todo > 0 do
-      local top = table.remove(todo)
-      local good = top[2]
-      for kid in string.gmatch(redis.call('HGET', kids_key, top[1]) or '', '[^,]+') do
-        local runs = string.sub(kid, 1, 1) == '+'
-        if runs then kid = string.sub(kid, 2) end
-        if good or runs then
-          local left = redis.call('HINCRBY', left_key, kid, -1)
-          if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
-            redis.call('HSET', steps_key, kid, 'r')
-            freed[#freed + 1] = kid
-          end
-        elseif redis.call('HGET', steps_key, kid) == 'w' then
-          open = flow_step_end(flow_key, steps_key, kid, 'x')
-          todo[#todo + 1] = {kid, false}
-        end
-      end
-    end
-    -- Added to those an earlier end of the step freed (a death, before
-    -- its revival): a crash may have left them unqueued, and a replay of
-    -- that end's notice answers from this list.
+    -- Those an earlier end of the step freed (a death, before its
+    -- revival) are answered with these: a crash may have left them
+    -- unqueued, and a replay of that end's notice answers from the list.
     local before = redis.call('HGET', freed_key, step)
-    if #freed > 0 then
-      local list = table.concat(freed, ',')
-      if before then
-        list = before .. ',' .. list
-      end
-      redis.call('HSET', freed_key, step, list)
-    end
+    local freed, n, _, last = settle(step, status == 'ok', budget)
+    budget = budget - n
+    open = last or open
     if before then
       for kid in string.gmatch(before, '[^,]+') do
         freed[#freed + 1] = kid
@@ -195,19 +324,6 @@ local function release(step, status, result, stamp, task)
   end
 end
 
--- Append a field and its value to t.
-local function put(t, field, value)
-  t[#t + 1] = field
-  t[#t + 1] = value
-end
-
--- HSET of field, value pairs, a thousand a call.
-local function hset(key, pairs_)
-  for i = 1, #pairs_, 2000 do
-    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
-  end
-end
-
 -- The common batch in bulk: every notice a first success of a distinct
 -- step that has not ended, none the parent of another, in a workflow
 -- that runs. Its ends are recorded, its children's counts lowered and
@@ -215,7 +331,8 @@ end
 -- another, but each hash read and written a thousand steps a call, not a
 -- few calls per step: a fan-out's children and a fan-in's parents cost
 -- the batch a few calls. Any other batch (a death, a cancel, a revival, a
--- replay, a late notice) goes one notice after another, below. Returns
+-- replay, a late notice, or children more than a call settles) goes one
+-- notice after another, below. Returns
 -- the steps freed (those answered), or nil, having written nothing, for
 -- a batch of the other kind.
 local function bulk()
@@ -223,7 +340,7 @@ local function bulk()
     return nil
   end
   local names, mine = {}, {}
-  for i = 2, #ARGV, 5 do
+  for i = 3, #ARGV, 5 do
     local step = ARGV[i]
     if ARGV[i + 1] ~= 'ok' or mine[step] then
       return nil
@@ -234,7 +351,7 @@ local function bulk()
   local seens, curs = hmget(seen_key, names), hmget(steps_key, names)
   for j, step in ipairs(names) do
     local cur = curs[j]
-    if tonumber(ARGV[2 + 5 * (j - 1) + 3]) <= tonumber(seens[j] or '0') or
+    if tonumber(ARGV[3 + 5 * (j - 1) + 3]) <= tonumber(seens[j] or '0') or
         not (cur == 'w' or cur == 'r' or cur == 'q') then
       return nil
     end
@@ -248,7 +365,7 @@ local function bulk()
   end
   local seen, results, ended = {}, {}, {}
   for j, step in ipairs(names) do
-    local at = 2 + 5 * (j - 1)
+    local at = 3 + 5 * (j - 1)
     put(seen, step, ARGV[at + 3])
     put(results, step, ARGV[at + 2])
     put(ended, step, 'ok')
@@ -322,35 +439,84 @@ local function bulk()
 end
 
 -- The notices left to release one after another: none once in bulk.
-local out, told, fresh, last = bulk(), {}, {}, #ARGV
+local out, fresh, last = bulk(), {}, #ARGV
 if out then
-  last = 1
+  last = 2
 else
   out = {}
 end
-for i = 2, last, 5 do
+for i = 3, last, 5 do
   fresh[i] = release(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
-for i = 2, last, 5 do
-  -- The steps freed by the end recorded just now, else by the one
-  -- recorded before (a replay).
+-- The releases under way of the steps named continue while the call's
+-- children last (none in bulk: its steps had not ended, and its children
+-- are few enough to settle at once).
+local more, chunk = false, {}
+if last > 2 and state == 'running' then
+  local names, first, marks, named = {}, {}, {}, {}
+  for i = 3, last, 5 do
+    if not named[ARGV[i]] then
+      named[ARGV[i]] = true
+      names[#names + 1] = ARGV[i]
+      first[#first + 1] = i
+      marks[#marks + 1] = '@' .. ARGV[i]
+    end
+  end
+  marks = hmget(freed_key, marks)
+  for j, step in ipairs(names) do
+    if marks[j] and state == 'running' then
+      if budget > 0 then
+        local freed, n, left, open = settle(step, redis.call('HGET', steps_key, step) == 'ok', budget)
+        budget = budget - n
+        chunk[first[j]] = freed
+        more = more or left
+        if open and open <= 0 then
+          local dead = tonumber(redis.call('HGET', flow_key, 'dead') or '0')
+          local cancelled = tonumber(redis.call('HGET', flow_key, 'cancelled') or '0')
+          state = (dead > 0 or cancelled > 0) and 'failed' or 'succeeded'
+          flow_close(KEYS, channel, state)
+        end
+      else
+        more = true
+      end
+    end
+  end
+  more = more and state == 'running'
+end
+-- The steps freed by the ends recorded just now and the releases
+-- continued; else (a replay) all those the step's ends freed, unless
+-- the caller enqueued those already (enqueued).
+local told, maybe = {}, {}
+for i = 3, last, 5 do
   local freed = fresh[i]
-  if not freed then
+  if not freed and not enqueued then
     freed = {}
     for kid in string.gmatch(redis.call('HGET', freed_key, ARGV[i]) or '', '[^,]+') do
       freed[#freed + 1] = kid
     end
+  else
+    freed = freed or {}
+    for _, kid in ipairs(chunk[i] or {}) do
+      freed[#freed + 1] = kid
+    end
   end
   for _, kid in ipairs(freed) do
-    if not told[kid] and redis.call('HGET', steps_key, kid) == 'r' then
+    if not told[kid] then
       told[kid] = true
-      out[#out + 1] = kid
+      maybe[#maybe + 1] = kid
     end
+  end
+end
+-- Those still ready, each once.
+local states = hmget(steps_key, maybe)
+for j, kid in ipairs(maybe) do
+  if states[j] == 'r' then
+    out[#out + 1] = kid
   end
 end
 -- Their specs, a thousand a call: a fan-out frees thousands at once.
 local names = out
-out = {}
+out = {more and '1' or '0'}
 for i = 1, #names, 1000 do
   local specs = redis.call('HMGET', spec_key, unpack(names, i, math.min(i + 999, #names)))
   for j, spec in ipairs(specs) do

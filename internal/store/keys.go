@@ -256,8 +256,12 @@ type WorkflowKeys struct {
 	Parents string // HASH step -> its parents, ',' between
 	Spec    string // HASH step -> its spec: the queue, options and payload its task is enqueued with (Go's)
 	Results string // HASH step -> the result its task set
-	Freed   string // HASH step -> the steps its end made ready, ',' between
-	Seen    string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
+	// Freed is HASH step -> the steps its end made ready, ',' between;
+	// and '@<step>' -> the byte of its kids where the next child its
+	// release settles starts, while some are left (wf_release.lua
+	// settles a thousand a call).
+	Freed string
+	Seen  string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
 	// Order is ZSET step -> its place in the workflow's dependency order,
 	// from 0, written at create, so that a part of the steps is read at a
 	// cost of its own size (wf_steps.lua). A workflow created before it

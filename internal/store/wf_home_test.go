@@ -198,3 +198,50 @@ func TestFlowEnqueueHomeStepHeldByAnOlderReleaseScript(t *testing.T) {
 	want["meta"] = got["meta"] // the last id given, as any enqueue's
 	e.same(want, got, "release")
 }
+
+// finish.lua records in its workflow the end of a parent of a thousand
+// children that it makes no step ready (each waits for another parent
+// too), and declines one of a thousand and one, which leaves a notice:
+// its release is settled over several calls (wf_release.lua).
+func TestFinishDeclinesAFanOutScript(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1000, 1001} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, "finish.lua")
+			id := e.homeWorkflow()
+			steps := []WorkflowStep{{Name: "top", Spec: "S-top"}, {Name: "other", Spec: "S-other", Place: 1}}
+			for i := range n {
+				k := "k" + strconv.Itoa(i)
+				steps[0].Kids = append(steps[0].Kids, k)
+				steps[1].Kids = append(steps[1].Kids, k)
+				steps = append(steps, WorkflowStep{Name: k, Spec: "S-" + k, Parents: []string{"top", "other"}, Place: 2 + i})
+			}
+			_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+			require.NoError(t, err)
+			w := e.worker()
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: float64(e.clockMs() + hour)},
+				"procs":  hash{"1": "a" + w + "31,F" + id + ".top,R1:x"},
+			})
+			out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1", Result: "T", Flow: id + ".top"}})
+			require.NoError(t, err)
+			got := e.dump()
+			if n == 1000 {
+				assert.Equal(t, []Outcome{WasReleased}, out)
+				_, noticed := got["flows"]
+				assert.False(t, noticed, "no notice")
+				assert.Equal(t, "ok", got["wf.steps"].(hash)["top"])
+				assert.Equal(t, "1", got["wf.left"].(hash)["k999"])
+			} else {
+				assert.Equal(t, []Outcome{WasActive}, out)
+				flows, _ := got["flows"].(zset)
+				_, noticed := flows[id+".top,31,ok"]
+				assert.True(t, noticed, "a notice")
+				assert.Equal(t, "r", got["wf.steps"].(hash)["top"], "recorded by the carry")
+				assert.Equal(t, "2", got["wf.left"].(hash)["k1000"])
+			}
+		})
+	}
+}

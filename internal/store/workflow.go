@@ -89,24 +89,52 @@ func (s *Store) ReleaseStep(ctx context.Context, id, step, task, status, result 
 	return s.ReleaseSteps(ctx, id, []StepEnd{{Step: step, Task: task, Status: status, Result: result, At: at}})
 }
 
-// ReleaseSteps records the ends of a workflow's steps, in order, in one
-// call (wf_release.lua), and returns the steps those ends made ready and
-// that are not yet marked queued, each once. Idempotent: a second call
-// records nothing and returns those steps again.
+// ReleaseSteps records the ends of a workflow's steps, in order
+// (wf_release.lua, called until their children are all settled), and
+// returns the steps those ends made ready and that are not yet marked
+// queued, each once. Idempotent: a second call records nothing and
+// returns those steps again.
 func (s *Store) ReleaseSteps(ctx context.Context, id string, ends []StepEnd) ([]ReadyStep, error) {
-	args := make([]string, 0, 1+5*len(ends))
-	args = append(args, s.keys.Workflow(id).Channel)
+	var out []ReadyStep
+	enqueued := false
+	for {
+		ready, more, err := s.ReleaseChunk(ctx, id, ends, enqueued)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ready...)
+		if !more {
+			return out, nil
+		}
+		enqueued = true
+	}
+}
+
+// ReleaseChunk records the ends of a workflow's steps, in order, in one
+// call (wf_release.lua), which settles at most a thousand of their
+// children (those of a release under way of a step named first, from
+// where it stands); more tells that children are left, for a next call
+// with the same ends. It returns the steps made ready and not yet marked
+// queued: with enqueued (the caller enqueued what the call before
+// returned), only those this call made ready; else also those the ends
+// made ready before (a replay after a crash).
+func (s *Store) ReleaseChunk(ctx context.Context, id string, ends []StepEnd, enqueued bool) (ready []ReadyStep, more bool, err error) {
+	args := make([]string, 0, 2+5*len(ends))
+	args = append(args, s.keys.Workflow(id).Channel, "0")
+	if enqueued {
+		args[1] = "1"
+	}
 	for _, e := range ends {
 		args = append(args, e.Step, e.Status, e.Result, strconv.FormatInt(e.At, 10), e.Task)
 	}
 	vals, err := s.workflowCall(ctx, id, "wf_release.lua", s.scripts.WorkflowRelease, args)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if len(vals)%2 != 0 {
-		return nil, fmt.Errorf("wf_release.lua answered %d values", len(vals))
+	if len(vals)%2 != 1 {
+		return nil, false, fmt.Errorf("wf_release.lua answered %d values", len(vals))
 	}
-	return readySteps(vals), nil
+	return readySteps(vals[1:]), vals[0] == "1", nil
 }
 
 // StepsEnqueued marks steps queued with their tasks' ids (wf_enqueued.lua),

@@ -41,6 +41,12 @@ end
 -- internal/store/keys.go); its scripts take them all, in this order:
 -- flow, steps, ids, left, kids, parents, spec, results, freed, seen.
 
+-- The most children of ended steps one call settles (wf_release.lua):
+-- a fan-out's thousands of children are settled over several calls, so
+-- that none holds Redis long. finish.lua records in a call only ends
+-- whose children are no more than these, leaving the others notices.
+local FLOW_RELEASE_MAX = 1000
+
 -- The children of a batch of steps that end (names, each a key of mine),
 -- each once, in the order first met in their kids hash (kids_key), and
 -- how many of the batch are each one's parents (down: its count of
@@ -48,7 +54,9 @@ end
 -- parent's end) is dropped. With by, by[kid] is set to its last parent
 -- in the batch, which frees it when the batch's ends are recorded one
 -- after another. Returns nil if a child is itself in the batch (a chain
--- inside it): its end and its parent's cannot be recorded in bulk.
+-- inside it): its end and its parent's cannot be recorded in bulk; or if
+-- the children are more than FLOW_RELEASE_MAX, told once that many are
+-- met, so a fan-out's parent is declined without reading all of them.
 local function flow_kids_down(kids_key, names, mine, by)
   local kidss = hmget(kids_key, names)
   local kids, down = {}, {}
@@ -59,6 +67,9 @@ local function flow_kids_down(kids_key, names, mine, by)
         return nil
       end
       if not down[kid] then
+        if #kids == FLOW_RELEASE_MAX then
+          return nil
+        end
         kids[#kids + 1] = kid
         down[kid] = 0
       end

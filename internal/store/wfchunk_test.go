@@ -1,0 +1,210 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fanOut is a workflow of a step "top" and n children k0000, k0001, ...
+// (five bytes each: a child's place in top's kids is 6i + 1).
+func fanOut(n int) ([]WorkflowStep, []string) {
+	kids := make([]string, n)
+	for i := range kids {
+		kids[i] = fmt.Sprintf("k%04d", i)
+	}
+	steps := []WorkflowStep{{Name: "top", Spec: "S-top", Kids: kids}}
+	for i, k := range kids {
+		steps = append(steps, WorkflowStep{Name: k, Spec: "S-" + k, Parents: []string{"top"}, Place: i + 1})
+	}
+	return steps, kids
+}
+
+// wf_release.lua settles a fan-out's children a thousand a call: the end
+// of a parent of 2,500 children takes three calls, each of which lowers
+// the counts of the next thousand, writes where the release stands
+// ('@top' in freed: the byte of top's kids where the next child starts)
+// and answers "more"; the last drops it. A call with enqueued answers only
+// the children it freed; a replay without it answers all those still
+// ready.
+func TestWorkflowReleaseChunksScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps, kids := fanOut(2500)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	end := []StepEnd{{Step: "top", Task: "t-top", Status: "ok", Result: "r", At: 10}}
+	for call, want := range []struct {
+		more bool
+		at   string // '@top' after the call; "" for none
+		done int    // children settled after the call
+	}{
+		{true, "6001", 1000},
+		{true, "12001", 2000},
+		{false, "", 2500},
+	} {
+		ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, call > 0)
+		require.NoError(t, err)
+		assert.Equal(t, want.more, more, "call %d", call)
+		var names []string
+		for _, r := range ready {
+			names = append(names, r.Name)
+		}
+		assert.Equal(t, kids[call*1000:want.done], names, "call %d answers the children it freed", call)
+		state := e.dump()
+		freed := state["wf.freed"].(hash)
+		at, ok := freed["@top"]
+		if want.at == "" {
+			assert.False(t, ok, "call %d: no release under way: %q", call, at)
+		} else {
+			assert.Equal(t, want.at, at, "call %d: where the release stands", call)
+		}
+		left, st := state["wf.left"].(hash), state["wf.steps"].(hash)
+		for i, k := range kids {
+			wantLeft, wantState := "1", "w"
+			if i < want.done {
+				wantLeft, wantState = "0", "r"
+			}
+			if left[k] != wantLeft || st[k] != wantState {
+				t.Fatalf("call %d: %s has %s parents left and state %s, want %s and %s", call, k, left[k], st[k], wantLeft, wantState)
+			}
+		}
+		assert.Equal(t, "ok", st["top"])
+	}
+	// A replay (a sweep's, after a crash) settles nothing again and
+	// answers every child still ready.
+	ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, false)
+	require.NoError(t, err)
+	assert.False(t, more)
+	assert.Len(t, ready, 2500)
+	state := e.dump()
+	assert.Equal(t, "0", state["wf.left"].(hash)["k2499"], "not lowered twice")
+	assert.Equal(t, "2500", state["wf.flow"].(hash)["open"])
+}
+
+// A death's release is chunked too: the children are cancelled a
+// thousand a call, and the workflow fails once the last are.
+func TestWorkflowReleaseChunksDeathScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps, kids := fanOut(2500)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	end := []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}
+	for call, open := range []string{"1500", "500", "0"} {
+		ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, call > 0)
+		require.NoError(t, err)
+		assert.Equal(t, 0, len(ready), "none made ready")
+		assert.Equal(t, call < 2, more, "call %d", call)
+		state := e.dump()
+		flow, st := state["wf.flow"].(hash), state["wf.steps"].(hash)
+		assert.Equal(t, open, flow["open"], "call %d", call)
+		assert.Equal(t, "x", st[kids[min(call*1000+999, 2499)]], "call %d", call)
+		if call < 2 {
+			assert.Equal(t, "w", st[kids[call*1000+1000]], "call %d", call)
+			assert.Equal(t, "running", flow["state"])
+		} else {
+			assert.Equal(t, "failed", flow["state"])
+		}
+	}
+}
+
+// A death whose release is under way, revived, undoes only what it
+// settled: the children it cancelled wait again, a child that runs
+// whatever its end and was settled keeps its count, one past where the
+// release stood (never settled) keeps its count too; where it stood is
+// dropped, and the parent's success then releases every child.
+func TestWorkflowReviveDuringReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps, _ := fanOut(2500)
+	// k0000 and k2000 run whatever top's end; k0000 has a second parent,
+	// so top's death does not make it ready.
+	steps[0].Kids[0], steps[0].Kids[2000] = "+k0000", "+k2000"
+	steps = append(steps, WorkflowStep{Name: "other", Spec: "S-other", Kids: []string{"k0000"}, Place: 2501})
+	steps[1].Parents = append(steps[1].Parents, "other")
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	assert.Equal(t, "6002", state["wf.freed"].(hash)["@top"], "'+k0000' is a byte longer")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"], "settled: other is left")
+	assert.Equal(t, "x", state["wf.steps"].(hash)["k0999"])
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k1000"])
+
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	assert.False(t, more, "the revival ends the release")
+	state = e.dump()
+	left, st := state["wf.left"].(hash), state["wf.steps"].(hash)
+	assert.Nil(t, state["wf.freed"], "no release under way, none freed")
+	assert.Equal(t, "q", st["top"])
+	assert.Equal(t, "w", st["k0999"], "waits again")
+	assert.Equal(t, "1", left["k0999"])
+	assert.Equal(t, "2", left["k0000"], "waits for top again")
+	assert.Equal(t, "1", left["k2000"], "never settled")
+	assert.Equal(t, "2502", state["wf.flow"].(hash)["open"])
+
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "ok", At: 30}})
+	require.NoError(t, err)
+	assert.Equal(t, 2499, len(ready), "all but k0000, which waits for other")
+	state = e.dump()
+	for i := 1; i < 2500; i++ {
+		k := fmt.Sprintf("k%04d", i)
+		if s := state["wf.steps"].(hash)[k]; s != "r" {
+			t.Fatalf("%s is %s, want r", k, s)
+		}
+	}
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"])
+}
+
+// A child that waits again once its cancelling parent is revived counts
+// as left a parent that ended but whose release has not reached it yet:
+// that release lowers its count later, so the child waits for both.
+func TestWorkflowReviveCountsReleaseUnderWayScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	// top and big are both parents of k0000...k2499; big lists them
+	// from the last, so its first thousand are k2499...k1500.
+	steps, kids := fanOut(2500)
+	var back []string
+	for i := len(kids) - 1; i >= 0; i-- {
+		back = append(back, kids[i])
+	}
+	steps = append(steps, WorkflowStep{Name: "big", Spec: "S-big", Kids: back, Place: 2501})
+	for i := 1; i <= 2500; i++ {
+		steps[i].Parents = append(steps[i].Parents, "big")
+	}
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	bigEnd := []StepEnd{{Step: "big", Task: "t-big", Status: "ok", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, bigEnd, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	state := e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"], "waits again")
+	assert.Equal(t, "2", state["wf.left"].(hash)["k0000"], "for top, and for big, whose release has not reached it")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k2499"], "big's release settled it")
+
+	// big's release goes on: k0000 still waits for top.
+	ready, err := e.s.ReleaseSteps(e.ctx, id, bigEnd)
+	require.NoError(t, err)
+	assert.Equal(t, 0, len(ready), "none made ready")
+	state = e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"])
+	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"])
+}
