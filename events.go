@@ -80,7 +80,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
 		if s.Runtime != nil && e.To == w.ID() {
-			s.Runtime.HandedOff(ctx, &s.Session, e.Event)
+			s.Runtime.Starter().HandedOff(ctx, &s.Session, e.Event)
 		}
 		s.Worked(ctx, 1)
 	case store.EventCancel:
