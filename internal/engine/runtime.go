@@ -239,7 +239,7 @@ func (r *Runtime) CancelAll(cause error) {
 	// the queue stays served and the write must go on (proc.Persist).
 	closing := h.Worker().Phase() != lifecycle.Serving
 	if s := h.Session(r.queue); s != nil {
-		s.InterruptAll(cause, closing)
+		s.Books.InterruptAll(cause, closing)
 	}
 }
 

@@ -202,7 +202,7 @@ func (st *Starter) giveBack(ctx context.Context, s *Session, ref store.ProcRef) 
 	}
 	h, env := r.host, r.sched.env
 	h.Lock()
-	mine := h.Worker().IsCurrent(ref.Worker) && h.Session(s.Name) == s && !s.IsFenced()
+	mine := h.Worker().IsCurrent(ref.Worker) && h.Session(s.Name) == s && !s.Lease.IsFenced()
 	h.Unlock()
 	if !mine {
 		return
@@ -219,7 +219,7 @@ func (st *Starter) giveBack(ctx context.Context, s *Session, ref store.ProcRef) 
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		s.MarkUnsure(env.UnsurePasses, false)
+		s.Books.MarkUnsure(env.UnsurePasses, false)
 	}
 	if err = env.Fail("give back", s.Name, err); !out.Failed(sent, "give back", err) {
 		env.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)

@@ -160,7 +160,7 @@ func TestStartRunsTheEarliestAndGivesBackTheRest(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "given back to the queue: %s", w.logs)
 	recv(t, r.Drained(), "the handed task's outcome settled")
-	assert.Len(t, sess.procs, 1, "the handed task adopted, the dequeued one out of the books")
+	assert.Len(t, sess.Books.procs, 1, "the handed task adopted, the dequeued one out of the books")
 	select {
 	case id := <-ran:
 		t.Fatalf("%s ran without a slot", id)
@@ -235,17 +235,17 @@ func TestAdoptHandedRefuses(t *testing.T) {
 	assert.Nil(t, r.starter.adoptHanded(nil, handed("a", testID)), "no session: left to the release that leaving made")
 	assert.Nil(t, r.starter.adoptHanded(sess, handed("a", "00000000-0000-4000-8000-000000000002")), "another worker's id")
 
-	sess.releasedUpTo = store.PIDSeq("a")
+	sess.Books.releasedUpTo = store.PIDSeq("a")
 	assert.Nil(t, r.starter.adoptHanded(sess, handed("a", testID)), "given back by a reconciliation before its event came")
-	assert.Empty(t, sess.procs)
+	assert.Empty(t, sess.Books.procs)
 
 	p := r.starter.adoptHanded(sess, handed("b", testID))
 	require.NotNil(t, p, "past the release")
-	assert.Same(t, p, sess.procs["b"], "in the books")
+	assert.Same(t, p, sess.Books.procs["b"], "in the books")
 	assert.Equal(t, w.clk.Now(), p.Started)
 	assert.Nil(t, r.starter.adoptHanded(sess, handed("b", testID)), "adopted once")
 
 	w.handle("q", r) // the queue left and served again: a session of its own
 	assert.Nil(t, r.starter.adoptHanded(sess, handed("c", testID)), "a session that left")
-	assert.Nil(t, sess.procs["c"])
+	assert.Nil(t, sess.Books.procs["c"])
 }
