@@ -224,8 +224,9 @@
 // the signal that ends each; Scheduler, the slots of a Handle or
 // HandleQueues call and the loop that fills them; a member's share of
 // those slots, its cap and the signal that its handlers have all ended
-// (memberSlots, guarded by the scheduler's lock); a process's start,
-// whether a dequeue's reply or an enqueue's hand-off brought its task:
+// (memberSlots, guarded by the scheduler's lock); Starter, a member's
+// start of a process, whether a dequeue's reply or an enqueue's hand-off
+// brought its task:
 // the slot a hand-off claims, or holds for the dequeue in flight, the
 // choice of the earlier task when they race, adoption, give-back, the
 // handler goroutines and runJob; Batcher, a HandleBatch's handler calls

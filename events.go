@@ -40,7 +40,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		if e.Again {
 			// A missed hand-off left a process in Redis that the worker
 			// does not know of: reconciling gives it back.
-			s.MarkUnsure(1, true)
+			s.Books.MarkUnsure(1, true)
 		}
 		// The subscription may come back before the command connection
 		// does: keep checking until a check succeeds, or nothing missed
@@ -80,7 +80,7 @@ func (s *session) handle(ctx context.Context, e subscription.Event) {
 		s.Worked(ctx, e.Count)
 	case store.EventHandOff:
 		if s.Runtime != nil && e.To == w.ID() {
-			s.Runtime.HandedOff(ctx, &s.Session, e.Event)
+			s.Runtime.Starter().HandedOff(ctx, &s.Session, e.Event)
 		}
 		s.Worked(ctx, 1)
 	case store.EventCancel:
@@ -118,7 +118,7 @@ func (s *session) catchUp(ctx context.Context) error {
 	c := w.c
 	w.mu.Lock()
 	id := w.state.ID()
-	procs := s.Processes() // with the id they were held under
+	procs := s.Books.Processes() // with the id they were held under
 	w.mu.Unlock()
 	if len(procs) > 0 {
 		pids := make([]string, len(procs))

@@ -114,7 +114,7 @@ func TestFenceLeaseLostNeedsEvidence(t *testing.T) {
 	assert.False(t, isFenced(w), "a queue it does not serve")
 	w.lease.leaseLost(id, "q", &session{}, nil, errTestLease)
 	assert.False(t, isFenced(w), "sent for another session of the queue")
-	s.Drop(&ps[0].rec)
+	s.Books.Drop(&ps[0].rec)
 	w.lease.leaseLost(id, "q", nil, &ps[0].rec, errTestLease)
 	assert.False(t, isFenced(w), "about a process the session no longer holds")
 	require.Nil(t, ps[1].Err())
@@ -152,5 +152,5 @@ func TestFenceOfASessionEndsOnlyItsQueue(t *testing.T) {
 	assert.Equal(t, id, w.ID(), "the worker keeps its id")
 	assert.False(t, isFenced(w))
 	assert.Equal(t, lifecycle.SessionFenced, sa.Lease.View().State)
-	assert.Empty(t, sa.Processes())
+	assert.Empty(t, sa.Books.Processes())
 }

@@ -117,10 +117,10 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 func (s *session) leave(ctx context.Context, id string) error {
 	w := s.w
 	s.Gate.Lock()
-	s.Leaving()
+	s.Lease.Leaving()
 	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
 	w.mu.Lock()
-	s.Left(err == nil && w.sessions.remove(s))
+	s.Lease.Left(err == nil && w.sessions.remove(s))
 	w.mu.Unlock()
 	s.Gate.Unlock()
 	if err != nil {
@@ -128,7 +128,7 @@ func (s *session) leave(ctx context.Context, id string) error {
 	}
 	s.Sub.Unsubscribe(ctx)
 	s.Sched.Stop()
-	s.EndAll(ErrProcessLost)
+	s.Books.EndAll(ErrProcessLost)
 	c := w.c
 	// The queue is left. A failure here leaves only a name in the worker's
 	// queue set, with no lease or process behind it: reclaimers pass over

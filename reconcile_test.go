@@ -21,11 +21,11 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	s, id := sessionOf(w, "q"), w.ID()
 	unsure := func() int { return s.Books.View().Unsure }
 
-	s.Drop(&ps[0].rec) // as if its dequeue's reply had been lost
+	s.Books.Drop(&ps[0].rec) // as if its dequeue's reply had been lost
 	w.lease.reconcile(ctx, id, []*session{s})
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"), "no pass left: nothing looked for")
 
-	s.MarkUnsure(2, false)
+	s.Books.MarkUnsure(2, false)
 	w.lease.reconcile(ctx, id, []*session{s})
 	assert.Equal(t, []string{"t0000", "t0002"}, waiting(t, c, "q"), "the unknown process's task back at the front")
 	assert.Nil(t, ps[1].Err(), "the process the session holds is kept")
@@ -34,7 +34,7 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	w.lease.reconcile(ctx, "stale-id", []*session{s})
 	assert.Equal(t, 1, unsure(), "an id no longer current reconciles nothing")
 
-	s.Drop(&ps[1].rec)
+	s.Books.Drop(&ps[1].rec)
 	w.lease.reconcile(ctx, id, []*session{s})
 	assert.Equal(t, []string{"t0001", "t0000", "t0002"}, waiting(t, c, "q"))
 	assert.Zero(t, unsure())

@@ -152,7 +152,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	w.lease.reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"))
 
-	s.MarkUnsure(1, false)
+	s.Books.MarkUnsure(1, false)
 	require.True(t, anyUnsure(ss))
 	w.lease.reconcile(ctx, w.ID(), ss)
 	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "the orphan back at the front")
@@ -179,7 +179,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	k := setupClocked(t)
 	w, old, _ := servedSession(t, k)
 	c, ctx := k.c, k.ctx
-	old.MarkUnsure(unsurePasses, false)
+	old.Books.MarkUnsure(unsurePasses, false)
 	gen := old.Lease.View().Gen
 	require.NoError(t, w.StopWork(ctx, "q"))
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
@@ -188,7 +188,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	enqueueNumbered(t, c, "q", 1)
 	held := dequeueAll(t, w, "q", 1)[0]
 
-	ok, gone := old.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
+	ok, gone := old.Lease.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
 	assert.False(t, ok || gone, "an answer for a session that left")
 	w.lease.reconcile(ctx, w.ID(), []*session{old})
 	procs, err := c.Processes(ctx, "q")

@@ -129,7 +129,7 @@ func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 	id, ss := w.state.ID(), w.sessions.list()
 	w.sessions = make(sessions)
 	for _, s := range ss {
-		s.Left(true)
+		s.Lease.Left(true)
 	}
 	w.mu.Unlock()
 	for _, s := range ss {
@@ -139,7 +139,7 @@ func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) 
 			s.Sub.Halt(ctx)
 		}
 		s.Sched.Stop()
-		s.EndAll(reason)
+		s.Books.EndAll(reason)
 	}
 	w.c.mu.Lock()
 	_, member := w.c.workers[w]

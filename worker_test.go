@@ -458,7 +458,7 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	// Run the dequeue script as the worker, dropping the reply.
 	_, _, _, err := c.store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
 	require.NoError(t, err)
-	sessionOf(w, "q").MarkUnsure(unsurePasses, false)
+	sessionOf(w, "q").Books.MarkUnsure(unsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
 		return len(waiting(t, c, "q")) == 2

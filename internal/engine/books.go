@@ -24,7 +24,7 @@ type Books struct {
 	// releasedUpTo is the queue's last process id (as a number) when the
 	// worker last gave back processes Redis said it held that it did not
 	// know of (a reconciliation, a rejoin): a hand-off event for one of
-	// them that comes later is ignored (see the root's start.go).
+	// them that comes later is ignored (see start.go).
 	// Guarded by mu.
 	releasedUpTo uint64
 }

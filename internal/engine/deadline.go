@@ -90,7 +90,7 @@ func (d *Deadline) Arm() {
 	earliest := d.at
 	d.sessions = d.host.Sessions(d.sessions[:0])
 	for i, s := range d.sessions {
-		if at, ok := s.Deadline(); ok && at.Before(earliest) {
+		if at, ok := s.Lease.Deadline(); ok && at.Before(earliest) {
 			earliest = at
 		}
 		d.sessions[i] = nil // no session is kept past the call
@@ -121,7 +121,7 @@ func (d *Deadline) onDeadline() {
 	}
 	var due []*Session
 	for _, s := range h.Sessions(nil) {
-		if s.Due(now) {
+		if s.Lease.Due(now) {
 			due = append(due, s)
 		}
 	}

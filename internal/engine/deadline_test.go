@@ -33,7 +33,7 @@ func TestDeadlineFencesADueSession(t *testing.T) {
 	told := w.fenced.WaitOrTimeout()
 	assert.Equal(t, "q", told.queue)
 	assert.Equal(t, testID, told.id)
-	assert.True(t, s.IsFenced())
+	assert.True(t, s.Lease.IsFenced())
 	assert.Empty(t, w.workerFenced.C(), "the worker fenced itself for a session's lease")
 }
 

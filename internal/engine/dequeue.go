@@ -33,7 +33,7 @@ func Dequeue(ctx context.Context, h RuntimeHost, queue string, n int, runtime bo
 	id, refused := st.ID(), st.TakesWork()
 	fenced := errors.Is(refused, errs.ErrWorkerFenced)
 	if s != nil {
-		fenced = fenced || s.IsFenced()
+		fenced = fenced || s.Lease.IsFenced()
 	}
 	h.Unlock()
 	switch {
@@ -73,7 +73,7 @@ func Dequeue(ctx context.Context, h RuntimeHost, queue string, n int, runtime bo
 		if _, isReply := rueidis.IsRedisErr(err); !isReply {
 			// The script may have run and its reply been lost: reconcile
 			// once Redis answers, so no process stays ours unknowingly.
-			s.MarkUnsure(env.UnsurePasses, false)
+			s.Books.MarkUnsure(env.UnsurePasses, false)
 		}
 		return nil, 0, env.Fail("dequeue", queue, err)
 	}

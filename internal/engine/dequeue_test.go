@@ -82,7 +82,7 @@ func TestDequeueAdoptsWhatItTook(t *testing.T) {
 	require.Len(t, ps, 2)
 	assert.Less(t, ps[0].Seq, ps[1].Seq, "in the order Redis started them")
 	for _, p := range ps {
-		assert.Same(t, p, s.procs[p.ID], "in the books")
+		assert.Same(t, p, s.Books.procs[p.ID], "in the books")
 		assert.Equal(t, p.ID, w.started.WaitOrTimeout(), "told to the observer")
 	}
 	_, _, err = Dequeue(t.Context(), w, "q", 1, false)

@@ -37,7 +37,7 @@ func (s *Session) Cancelled(ctx context.Context, taskIDs []string) {
 			ids[id] = true
 		}
 	}
-	s.EndMatching(func(p *Proc) bool { return ids[p.TaskID] }, errs.ErrTaskCancelled)
+	s.Books.EndMatching(func(p *Proc) bool { return ids[p.TaskID] }, errs.ErrTaskCancelled)
 	if s.Events.Cancel != nil {
 		for _, id := range taskIDs {
 			s.Call(ctx, func() { s.Events.Cancel(s.Name, id) })
@@ -49,7 +49,7 @@ func (s *Session) Cancelled(ctx context.Context, taskIDs []string) {
 // processes up to the queue's last process id when it was deleted
 // (upTo), then raises a Delete event.
 func (s *Session) Deleted(ctx context.Context, upTo uint64) {
-	s.EndMatching(func(p *Proc) bool { return p.Seq <= upTo }, errs.ErrQueueDeleted)
+	s.Books.EndMatching(func(p *Proc) bool { return p.Seq <= upTo }, errs.ErrQueueDeleted)
 	if s.Events.Delete != nil {
 		s.Call(ctx, func() { s.Events.Delete(s.Name) })
 	}

@@ -31,7 +31,7 @@ func TestSessionCancelAndDeleteEvents(t *testing.T) {
 	var got told
 	s.Init(nil, nil, "q", got.events(), nil, time.Time{}, nil)
 	a, none, later := &Proc{ID: "1", Seq: 1, TaskID: "a"}, &Proc{ID: "2", Seq: 2, TaskID: "0"}, &Proc{ID: "3", Seq: 3, TaskID: "c"}
-	s.procs[a.ID], s.procs[none.ID], s.procs[later.ID] = a, none, later
+	s.Books.procs[a.ID], s.Books.procs[none.ID], s.Books.procs[later.ID] = a, none, later
 	ctx := t.Context()
 
 	s.Cancelled(ctx, []string{"a", "0", ""})
@@ -68,7 +68,7 @@ func TestSessionApplyStates(t *testing.T) {
 
 	assert.NoError(t, live.St.Err())
 	assert.ErrorIs(t, lost.St.Err(), errs.ErrProcessLost)
-	assert.ElementsMatch(t, []*Proc{live, c1, c2, del}, s.Processes(), "the lost process stayed in the books, or another left them")
+	assert.ElementsMatch(t, []*Proc{live, c1, c2, del}, s.Books.Processes(), "the lost process stayed in the books, or another left them")
 	assert.Equal(t, []Outcome{Lost}, h.observed)
 	assert.ErrorIs(t, c1.St.Err(), errs.ErrTaskCancelled)
 	assert.ErrorIs(t, del.St.Err(), errs.ErrQueueDeleted)

@@ -30,14 +30,14 @@ func TestSessionFenceEndsItsQueueAndRejoinsAfterTheLease(t *testing.T) {
 	other := &Session{}
 	other.Init(w, &w.env, "q", Events{}, nil, deadline, nil)
 	other.Fence(testID, errTestCause)
-	assert.False(t, s.IsFenced() || other.IsFenced(), "a fence under a stale id, or of a session not the queue's, fenced it")
+	assert.False(t, s.Lease.IsFenced() || other.Lease.IsFenced(), "a fence under a stale id, or of a session not the queue's, fenced it")
 	assert.NoError(t, p.St.Err())
 	assert.Empty(t, w.fenced.C(), "a fence that did nothing told the application")
 
 	s.Fence(testID, errTestCause)
-	require.True(t, s.IsFenced())
+	require.True(t, s.Lease.IsFenced())
 	assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
-	assert.Empty(t, s.Processes())
+	assert.Empty(t, s.Books.Processes())
 	told := w.fenced.WaitOrTimeout()
 	assert.Equal(t, fenceTold{id: testID, queue: "q", cause: errTestCause, lost: []*Proc{p}}, told)
 	s.Fence(testID, errTestCause)
@@ -53,6 +53,6 @@ func TestSessionFenceEndsItsQueueAndRejoinsAfterTheLease(t *testing.T) {
 	assert.Equal(t, []string{ps[0].PID}, w.held(t, "q", testID, ps))
 	w.clk.Advance(time.Millisecond)
 	assert.Equal(t, "q", w.rejoined.WaitOrTimeout())
-	assert.False(t, s.IsFenced())
+	assert.False(t, s.Lease.IsFenced())
 	assert.Empty(t, w.held(t, "q", testID, ps), "the rejoin did not give the task back")
 }

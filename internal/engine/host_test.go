@@ -176,7 +176,7 @@ func (w *fakeWorker) serve(t *testing.T, queue string, deadline time.Time, event
 func (w *fakeWorker) handle(queue string, r *Runtime) *Session {
 	s := &Session{}
 	s.Init(w, &w.env, queue, Events{}, r, time.Time{}, nil)
-	s.state = lifecycle.SessionServing
+	s.Lease.state = lifecycle.SessionServing
 	s.Sub = new(subscription.Subscription) // never ready: a dequeue does not park
 	w.mu.Lock()
 	w.sessions[queue] = s

@@ -108,7 +108,7 @@ func (k *Keeper) Fence(id string, cause error) {
 	var lost []*Proc
 	for _, s := range h.Sessions(nil) {
 		// The peers reclaim everything under id: nothing to reconcile.
-		lost = append(lost, s.TakeAll()...)
+		lost = append(lost, s.Books.TakeAll()...)
 	}
 	h.Unlock()
 
@@ -134,7 +134,7 @@ func (k *Keeper) Fence(id string, cause error) {
 func (k *Keeper) Reconcile(ctx context.Context, id string, ss []*Session) {
 	out := k.env.Writer.Outage()
 	for _, s := range ss {
-		if !s.IsUnsure() {
+		if !s.Books.IsUnsure() {
 			continue
 		}
 		sent := out.Begin()
@@ -150,7 +150,7 @@ func (k *Keeper) Reconcile(ctx context.Context, id string, ss []*Session) {
 // AnyUnsure reports whether one of ss has processes to look for.
 func AnyUnsure(ss []*Session) bool {
 	for _, s := range ss {
-		if s.IsUnsure() {
+		if s.Books.IsUnsure() {
 			return true
 		}
 	}

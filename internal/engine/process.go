@@ -118,7 +118,7 @@ type Env struct {
 	MaxAttempts      int // the attempt budget when neither the policy nor the task sets one
 	// UnsurePasses is how many renewals look for processes Redis says
 	// the worker holds but it does not know of, after a call whose reply
-	// may have been lost (Session.MarkUnsure).
+	// may have been lost (Books.MarkUnsure).
 	UnsurePasses int
 
 	// What the worker's sessions and lease keeper take besides.

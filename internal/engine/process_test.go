@@ -59,10 +59,10 @@ func TestProcStatus(t *testing.T) {
 			}
 			assert.Equal(t, c.settled, p.St.IsSettled())
 			if c.settled {
-				assert.Empty(t, s.procs, "a lost process stayed in the books")
+				assert.Empty(t, s.Books.procs, "a lost process stayed in the books")
 				assert.Equal(t, []Outcome{Lost}, h.observed)
 			} else {
-				assert.Len(t, s.procs, 1, "a process still to be settled left the books")
+				assert.Len(t, s.Books.procs, 1, "a process still to be settled left the books")
 				assert.Empty(t, h.observed)
 			}
 		})

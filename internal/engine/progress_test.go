@@ -98,7 +98,7 @@ func TestProgressFindsTheTaskCancelled(t *testing.T) {
 	require.ErrorIs(t, err, errs.ErrTaskCancelled)
 	assert.ErrorIs(t, p.St.Err(), errs.ErrTaskCancelled)
 	assert.False(t, p.St.IsSettled(), "a cancelled process was settled: its outcome could not be written")
-	assert.Len(t, s.procs, 1, "the cancelled process left the books before its outcome")
+	assert.Len(t, s.Books.procs, 1, "the cancelled process left the books before its outcome")
 }
 
 // A report that finds the worker's lease on the queue gone tells the
@@ -115,7 +115,7 @@ func TestProgressFindsTheLeaseGone(t *testing.T) {
 	require.ErrorIs(t, err, errs.ErrProcessLost)
 	assert.Len(t, h.lost, 1, "the host was not told of the lease lost")
 	assert.Equal(t, []Outcome{Lost}, h.observed)
-	assert.Empty(t, s.procs, "the lost process stayed in the books")
+	assert.Empty(t, s.Books.procs, "the lost process stayed in the books")
 
 	sent := 0
 	w.env.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {

@@ -33,7 +33,7 @@ func (s *Session) Reconcile(ctx context.Context, id string) error {
 		return env.Fail("reconcile", s.Name, r.Err)
 	}
 	n := r.Returned
-	s.Reconciled(r.UpTo)
+	s.Books.Reconciled(r.UpTo)
 	if n > 0 {
 		env.logger().Info("worqr: returned processes whose dequeue reply was lost", "queue", s.Name, "tasks", n)
 	}

@@ -22,7 +22,7 @@ func TestSessionReconcile(t *testing.T) {
 	s := w.serve(t, "q", w.clk.Now(), &events)
 	ps := w.hold(t, "q", testID, 2)
 	adopt(t, s, ps[0])
-	s.MarkUnsure(1, false)
+	s.Books.MarkUnsure(1, false)
 
 	assert.NoError(t, s.Reconcile(ctx, staleID))
 	assert.Len(t, w.held(t, "q", testID, ps), 2, "a reconciliation under a stale id gave tasks back")
@@ -37,7 +37,7 @@ func TestSessionReconcile(t *testing.T) {
 
 	assert.NoError(t, s.Reconcile(ctx, testID))
 	assert.Equal(t, []string{ps[0].PID}, w.held(t, "q", testID, ps), "the reconciliation gave back a process the session holds, or kept one it does not")
-	assert.False(t, s.IsUnsure(), "the pass was not counted")
+	assert.False(t, s.Books.IsUnsure(), "the pass was not counted")
 	late := &Proc{ID: ps[1].PID, Seq: ps[1].Seq(), Queue: "q", Host: &fakeHost{}}
 	assert.False(t, s.Adopt(late), "a hand-off of a task given back was taken")
 

@@ -53,7 +53,7 @@ func (s *Session) RejoinOnce(ctx context.Context, id string) (done bool, err err
 	s.Gate.Lock() // no dequeue in between
 	defer s.Gate.Unlock()
 	h.Lock()
-	current := h.Worker().IsCurrent(id) && h.Session(s.Name) == s && s.IsFenced()
+	current := h.Worker().IsCurrent(id) && h.Session(s.Name) == s && s.Lease.IsFenced()
 	before := h.Deadline().At() // the registry lease the new queue lease derives from
 	h.Unlock()
 	if !current || ctx.Err() != nil {

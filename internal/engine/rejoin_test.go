@@ -45,7 +45,7 @@ func TestSessionRejoinOnce(t *testing.T) {
 	done, err = s.RejoinOnce(ctx, testID)
 	assert.False(t, done, "a node that could not be reached ended the rejoin")
 	assert.ErrorIs(t, err, w.reg.joinErr)
-	assert.True(t, s.IsFenced())
+	assert.True(t, s.Lease.IsFenced())
 	assert.Empty(t, w.held(t, "q", testID, ps), "the tasks were not given back")
 	w.reg.joined.WaitOrTimeout()
 
@@ -60,8 +60,8 @@ func TestSessionRejoinOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, done)
 	w.reg.joined.WaitOrTimeout()
-	assert.False(t, s.IsFenced())
-	at, serving := s.Deadline()
+	assert.False(t, s.Lease.IsFenced())
+	at, serving := s.Lease.Deadline()
 	assert.True(t, serving)
 	assert.Equal(t, w.dlClk.Now().Add(time.Minute), at, "the queue lease does not derive from the registry lease")
 	w.dlClk.Advance(time.Minute)
@@ -98,5 +98,5 @@ func TestSessionRejoinRetries(t *testing.T) {
 	w.clk.Advance(w.env.RenewInterval)
 	w.reg.joined.WaitOrTimeout()
 	assert.Equal(t, "q", w.rejoined.WaitOrTimeout())
-	assert.False(t, s.IsFenced())
+	assert.False(t, s.Lease.IsFenced())
 }

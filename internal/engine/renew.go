@@ -60,7 +60,7 @@ func (k *Keeper) Renewal() (Renewal, bool) {
 	r := Renewal{ID: h.Worker().ID()}
 	var names []string
 	for _, s := range h.Sessions(nil) {
-		leased, gen := s.Leased()
+		leased, gen := s.Lease.Leased()
 		switch {
 		case !leased: // its lease is abandoned until the queue is rejoined
 		case joint:
@@ -159,7 +159,7 @@ func (k *Keeper) QueuesRenewed(id string, sent time.Time, rs []QueueRenewal) []*
 	h.Lock()
 	current, deadline := h.Worker().IsCurrent(id), k.Of(sent)
 	for _, r := range rs {
-		switch ok, gone := r.S.Renewed(current, r.Gen, r.Gone, deadline); {
+		switch ok, gone := r.S.Lease.Renewed(current, r.Gen, r.Gone, deadline); {
 		case gone:
 			lost = append(lost, r.S)
 		case ok:

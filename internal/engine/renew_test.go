@@ -30,7 +30,7 @@ func TestKeeperRenewal(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, Renewal{ID: testID, Keepalive: store.Keepalive{Worker: testID, Queues: []string{"q"}}, With: []QueueRenewal{{S: s}}}, r)
 
-	s.Lost()
+	s.Lease.Lost()
 	r, ok = k.Renewal()
 	require.True(t, ok)
 	assert.Empty(t, r.With, "a session that gave its lease up had it renewed")
@@ -62,7 +62,7 @@ func TestKeeperRenewed(t *testing.T) {
 
 	sent := t0.Add(200 * time.Millisecond)
 	k.Renewed(r, sent, store.KeptAlive{}, errors.New("no answer"))
-	at, _ := s.Deadline()
+	at, _ := s.Lease.Deadline()
 	assert.Equal(t, t0.Add(500*time.Millisecond), at, "a failed round moved a deadline")
 	k.Renewed(r, sent, store.KeptAlive{QueueGone: []bool{false}, Workers: 3}, nil)
 	assert.Equal(t, int64(3), w.heard.WaitOrTimeout(), "the reclaimer did not hear the answer")
@@ -70,7 +70,7 @@ func TestKeeperRenewed(t *testing.T) {
 	registry := k.At()
 	w.Unlock()
 	assert.Equal(t, k.Of(sent), registry)
-	at, _ = s.Deadline()
+	at, _ = s.Lease.Deadline()
 	assert.Equal(t, k.Of(sent), at)
 
 	k.Leave()
@@ -109,7 +109,7 @@ func TestKeeperRenewsQueuesApart(t *testing.T) {
 	assert.Empty(t, r.With, "the queue lease rode with the registry lease")
 	assert.Empty(t, r.Keepalive.Queues, "the queue lease rode with the registry lease")
 	assert.Equal(t, "q", w.queueRenewed.WaitOrTimeout())
-	at, ok := s.Deadline()
+	at, ok := s.Lease.Deadline()
 	assert.True(t, ok)
 	assert.Equal(t, k.Of(t0.Add(100*time.Millisecond)), at, "the queue's answer did not move its deadline")
 	w.Lock()

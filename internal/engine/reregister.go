@@ -87,7 +87,7 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 		s.Rejoined(0, k.Of(sent))
 	}
 	for _, s := range unreachable {
-		s.Lost()
+		s.Lease.Lost()
 		after := k.clock.Now()
 		h.Go(func(life context.Context) { s.Rejoin(life, id, after) })
 	}

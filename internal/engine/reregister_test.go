@@ -58,7 +58,7 @@ func TestKeeperReregisterOnce(t *testing.T) {
 	qs, err := w.env.Store.WorkerQueues(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"q"}, qs, "the queue was not joined under the new id")
-	at, serving := s.Deadline()
+	at, serving := s.Lease.Deadline()
 	assert.True(t, serving)
 	assert.Equal(t, k.Of(w.clk.Now()), at, "the queue lease does not derive from the new registry lease")
 	assert.Equal(t, 1, w.clk.Timers(), "the deadline timer was not armed again")

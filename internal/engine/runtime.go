@@ -65,7 +65,8 @@ type MemberOptions struct {
 // Runtime is a queue served by a slot scheduler (Handle's, of one queue,
 // or HandleQueues'): a member, which holds what is per queue (its handler,
 // options, work flag, timers). The scheduler dequeues for it into its
-// slots; the member's share of them is its memberSlots (slots.go).
+// slots; the member's share of them is its memberSlots (slots.go), and
+// its starter runs the processes that come to it (Starter, start.go).
 type Runtime struct {
 	host  RuntimeHost // set when made, as are the next four
 	queue string
@@ -74,17 +75,16 @@ type Runtime struct {
 	sched *Scheduler
 	// pace holds its timers, which a dequeue's reply sets (dequeue.go).
 	pace pacer.Pacer
-	// settler writes its handlers' outcomes (settle.go).
-	settler Settler[job]
+	// starter starts its processes, whether a dequeue's reply or an
+	// enqueue's hand-off brought their tasks, and runs their handlers
+	// (start.go).
+	starter Starter
 
 	// memberSlots is its share of the scheduler's slots, its cap and its
 	// drain; its counts are guarded by sched.mu, as the fields below are.
 	memberSlots
 
 	// Guarded by sched.mu.
-	// hand claims slots for handed processes and holds those that race
-	// the member's dequeue (start.go).
-	hand handoffs
 	// takes is set while the member takes work (between StartLoop and
 	// StopTaking).
 	takes bool
@@ -111,6 +111,9 @@ func (r *Runtime) Queue() string { return r.queue }
 // Sched is the member's scheduler.
 func (r *Runtime) Sched() *Scheduler { return r.sched }
 
+// Starter is the member's start of its processes (start.go).
+func (r *Runtime) Starter() *Starter { return &r.starter }
+
 // logger is the worker's logger with its current id. Never call it while
 // holding the worker's lock.
 func (e *Env) logger() *slog.Logger { return e.Log.With("worker", e.WorkerID()) }
@@ -131,6 +134,19 @@ func (r *Runtime) StartLoop() {
 	r.gen++
 	s.mu.Unlock()
 	_ = s.Start(s.env.Writer.Life())
+	s.poke()
+}
+
+// WorkArrived records that the queue may hold tasks and wakes the
+// scheduler: a work event named this worker, or named nobody, or the
+// worker has (re)subscribed, or a handed process started (runJob).
+func (r *Runtime) WorkArrived() {
+	s := r.sched
+	s.mu.Lock()
+	r.more = true
+	r.blocked = false
+	r.gen++
+	s.mu.Unlock()
 	s.poke()
 }
 
@@ -223,7 +239,7 @@ func (r *Runtime) CancelAll(cause error) {
 	// the queue stays served and the write must go on (proc.Persist).
 	closing := h.Worker().Phase() != lifecycle.Serving
 	if s := h.Session(r.queue); s != nil {
-		s.InterruptAll(cause, closing)
+		s.Books.InterruptAll(cause, closing)
 	}
 }
 

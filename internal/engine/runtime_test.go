@@ -127,7 +127,7 @@ func TestRuntimeCancelAll(t *testing.T) {
 		w := r.host.(*fakeWorker)
 		s := w.handle("q", r)
 		p := &Proc{ID: "1"}
-		s.procs[p.ID] = p
+		s.Books.procs[p.ID] = p
 		ctx, cancel := context.WithCancelCause(context.Background())
 		p.St.OnEnd(cancel)
 		if closing {

@@ -83,9 +83,10 @@ func (s *Scheduler) Add(queue string, call Call, opts MemberOptions, maxSlots, s
 		host: s.host, queue: queue, call: call, opts: opts, sched: s,
 		memberSlots: memberSlots{sched: s, maxSlots: maxSlots},
 	}
-	r.hand.r = r
 	r.pace = pacer.New(clocks{s.env}, r.wakeIfTaking)
-	r.settler = Settler[job]{Policy: opts.Policy, Delay: opts.Delay, Jobs: &s.jobs, Settled: r.settled}
+	st := &r.starter
+	st.r = r
+	st.settler = Settler[job]{Policy: opts.Policy, Delay: opts.Delay, Jobs: &s.jobs, Settled: st.settled}
 	s.members = append(s.members, r)
 	s.parts = append(s.parts, share)
 	s.current = append(s.current, 0)
@@ -251,7 +252,7 @@ func (s *Scheduler) take(ctx context.Context, r *Runtime, n int) bool {
 	// Processes handed over while the dequeue was in flight waited for
 	// this reply: they take the slots it left free, or compete with the
 	// tasks it took for those (start).
-	held, room := r.hand.takeHeldLocked()
+	held, room := r.starter.takeHeldLocked()
 	s.mu.Unlock()
 	stopped := dctx.Err() != nil
 	cancel()
@@ -275,12 +276,16 @@ func (s *Scheduler) take(ctx context.Context, r *Runtime, n int) bool {
 	if len(held) > 0 {
 		sess = r.session()
 	}
-	r.start(ctx, ctx.Done(), sess, ps, held, len(ps)+room)
+	r.starter.start(ctx, ctx.Done(), sess, ps, held, len(ps)+room)
 	if err != nil {
 		return stopped // the member or the loop stopped: nothing to plan again
 	}
 	return len(ps) == n
 }
+
+// returned hands on the slot of a member's handler that returned, while
+// its outcome is written: the next task's dequeue goes out meanwhile.
+func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
 
 // session is the session serving the member's queue, nil if none does
 // (it left the queue).

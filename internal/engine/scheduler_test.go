@@ -83,19 +83,19 @@ func TestSchedulerCounts(t *testing.T) {
 	n := s.reserve(room)
 	assert.Equal(t, 2, n, "both slots free")
 	assert.Equal(t, []int{2, 1}, room, "b's MaxSlots is 1")
-	_, ok := a.hand.claim()
+	_, ok := a.starter.claim()
 	assert.False(t, ok, "a hand-off does not take a slot a dequeue asked for")
 	s.mu.Lock()
 	s.asking -= n // the dequeues came back with nothing
 	s.mu.Unlock()
 
-	_, ok = b.hand.claim()
+	_, ok = b.starter.claim()
 	require.True(t, ok)
-	_, ok = b.hand.claim()
+	_, ok = b.starter.claim()
 	assert.False(t, ok, "b is at its MaxSlots")
 	assert.True(t, b.Full())
 	assert.False(t, a.Full())
-	_, ok = a.hand.claim()
+	_, ok = a.starter.claim()
 	require.True(t, ok)
 	assert.Equal(t, "{busy:2 settling:0 asking:0} a{busy:1 settling:0 asking:0} b{busy:1 settling:0 asking:0}", counts())
 	assert.True(t, a.Full(), "every slot taken")
@@ -112,7 +112,7 @@ func TestSchedulerCounts(t *testing.T) {
 	}
 	assert.False(t, a.Idle())
 
-	quit, ok := a.hand.claim()
+	quit, ok := a.starter.claim()
 	require.True(t, ok)
 	select {
 	case <-quit:
@@ -124,12 +124,12 @@ func TestSchedulerCounts(t *testing.T) {
 	assert.Equal(t, "{busy:0 settling:3 asking:0} a{busy:0 settling:2 asking:0} b{busy:0 settling:1 asking:0}", counts())
 	assert.Equal(t, 1, slotpolicy.Free(s.size, s.busy, s.settling), "at most size outcomes unwritten besides the handlers")
 
-	a.settled(job{r: a, cancel: func(error) {}})
-	a.settled(job{r: a, cancel: func(error) {}})
+	a.starter.settled(job{st: &a.starter, cancel: func(error) {}})
+	a.starter.settled(job{st: &a.starter, cancel: func(error) {}})
 	recv(t, drainedA, "a drained once its outcomes are written")
 	assert.True(t, a.Idle())
 	assert.False(t, b.Idle(), "b's outcome is still being written")
-	b.settled(job{r: b, cancel: func(error) {}})
+	b.starter.settled(job{st: &b.starter, cancel: func(error) {}})
 	assert.Equal(t, "{busy:0 settling:0 asking:0} a{busy:0 settling:0 asking:0} b{busy:0 settling:0 asking:0}", counts())
 }
 
@@ -146,12 +146,12 @@ func TestSchedulerWakesOnlyForAMemberWithWork(t *testing.T) {
 			return false
 		}
 	}
-	_, ok := r.hand.claim()
+	_, ok := r.starter.claim()
 	require.True(t, ok)
 	s.returned(r)
 	assert.True(t, woken(), "a slot freed while the queue may hold tasks")
 	r.clearMore(r.gen)
-	r.settled(job{r: r, cancel: func(error) {}})
+	r.starter.settled(job{st: &r.starter, cancel: func(error) {}})
 	assert.False(t, woken(), "nothing to plan: the queue looked empty")
 	r.WorkArrived()
 	assert.True(t, woken(), "a work event")

@@ -42,9 +42,9 @@ type Session struct {
 	Gate sync.RWMutex
 
 	// Books are the worker's in-flight processes in the queue.
-	Books
+	Books Books
 	// Lease is the session's side of its lease on the queue.
-	Lease
+	Lease Lease
 
 	// host is the worker serving the queue, as the session's fence,
 	// rejoin and reconciliation take it; env is its environment.
@@ -100,7 +100,7 @@ type Joiner interface {
 func (s *Session) Init(host SessionHost, env *Env, queue string, events Events, r *Runtime, deadline time.Time, sched *delayed.Scheduler) {
 	s.host, s.env = host, env
 	s.Name, s.Events, s.Runtime, s.Sched = queue, events, r, sched
-	s.procs = make(map[string]*Proc)
+	s.Books.procs = make(map[string]*Proc)
 	s.Lease.deadline = deadline
 }
 

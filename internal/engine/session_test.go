@@ -23,16 +23,16 @@ func TestSessionHoldsAndAdopts(t *testing.T) {
 	assert.True(t, s.Holds(nil))
 	assert.True(t, s.Holds(p))
 	assert.False(t, s.Holds(other), "a record of the same id passed for the one held")
-	leased, gen := s.Leased()
+	leased, gen := s.Lease.Leased()
 	assert.True(t, leased)
 	assert.Equal(t, uint64(0), gen)
 
-	s.Lost()
-	assert.True(t, s.IsFenced())
+	s.Lease.Lost()
+	assert.True(t, s.Lease.IsFenced())
 	assert.False(t, s.Holds(nil), "a fenced session holds its lease")
 	assert.False(t, s.AdoptAll([]*Proc{{ID: "2"}}), "a fenced session took in a dequeue's processes")
-	assert.NotContains(t, s.procs, "2")
-	leased, gen = s.Leased()
+	assert.NotContains(t, s.Books.procs, "2")
+	leased, gen = s.Lease.Leased()
 	assert.False(t, leased, "a fenced session has a lease to renew")
 	assert.Equal(t, uint64(1), gen)
 }
@@ -43,23 +43,23 @@ func TestSessionKeepAndReconciled(t *testing.T) {
 	t.Parallel()
 	var s Session
 	s.Init(nil, nil, "q", Events{}, nil, time.Time{}, nil)
-	s.procs["1"] = &Proc{ID: "1"}
-	s.MarkUnsure(2, false)
+	s.Books.procs["1"] = &Proc{ID: "1"}
+	s.Books.MarkUnsure(2, false)
 	keep, ok := s.Keep()
 	assert.True(t, ok)
 	assert.Equal(t, []string{"1"}, keep)
-	s.Reconciled(9)
-	assert.Equal(t, 1, s.unsure)
-	assert.Equal(t, uint64(9), s.releasedUpTo)
-	s.Reconciled(3)
-	assert.Equal(t, uint64(9), s.releasedUpTo, "a later pass forgot what was given back")
+	s.Books.Reconciled(9)
+	assert.Equal(t, 1, s.Books.unsure)
+	assert.Equal(t, uint64(9), s.Books.releasedUpTo)
+	s.Books.Reconciled(3)
+	assert.Equal(t, uint64(9), s.Books.releasedUpTo, "a later pass forgot what was given back")
 
-	s.Leaving()
-	assert.Equal(t, lifecycle.SessionLeaving, s.state)
-	s.Left(false)
-	assert.Equal(t, lifecycle.SessionServing, s.state, "a failed leave left the session leaving")
-	s.Leaving()
-	s.Left(true)
+	s.Lease.Leaving()
+	assert.Equal(t, lifecycle.SessionLeaving, s.Lease.state)
+	s.Lease.Left(false)
+	assert.Equal(t, lifecycle.SessionServing, s.Lease.state, "a failed leave left the session leaving")
+	s.Lease.Leaving()
+	s.Lease.Left(true)
 	_, ok = s.Keep()
 	assert.False(t, ok, "a session that left keeps processes for a reconciliation")
 }
@@ -70,14 +70,14 @@ func TestSessionAdoptHanded(t *testing.T) {
 	t.Parallel()
 	var s Session
 	s.Init(nil, nil, "q", Events{}, nil, time.Time{}, nil)
-	s.Reconciled(5)
+	s.Books.Reconciled(5)
 	assert.False(t, s.Adopt(&Proc{ID: "5", Seq: 5}), "a process given back was adopted")
 	p := &Proc{ID: "6", Seq: 6}
 	require.True(t, s.Adopt(p))
-	assert.Same(t, p, s.procs["6"])
+	assert.Same(t, p, s.Books.procs["6"])
 	assert.False(t, s.Adopt(&Proc{ID: "6", Seq: 6}), "a process held was adopted again")
-	assert.Same(t, p, s.procs["6"])
-	s.Lost()
+	assert.Same(t, p, s.Books.procs["6"])
+	s.Lease.Lost()
 	assert.False(t, s.Adopt(&Proc{ID: "7", Seq: 7}), "a fenced session adopted a process")
 }
 
@@ -89,22 +89,22 @@ func TestSessionDeadlineAndRejoin(t *testing.T) {
 	var s Session
 	t0 := time.Unix(100, 0)
 	s.Init(nil, nil, "q", Events{}, nil, t0, nil)
-	assert.False(t, s.Due(t0.Add(-time.Nanosecond)))
-	assert.True(t, s.Due(t0))
+	assert.False(t, s.Lease.Due(t0.Add(-time.Nanosecond)))
+	assert.True(t, s.Lease.Due(t0))
 
-	s.Lost()
-	assert.Equal(t, uint64(1), s.gen, "a lease lost kept its generation")
-	_, ok := s.Deadline()
+	s.Lease.Lost()
+	assert.Equal(t, uint64(1), s.Lease.gen, "a lease lost kept its generation")
+	_, ok := s.Lease.Deadline()
 	assert.False(t, ok, "a fenced session has a deadline to fence it by")
-	assert.False(t, s.Due(t0.Add(time.Hour)))
+	assert.False(t, s.Lease.Due(t0.Add(time.Hour)))
 
 	s.Rejoined(7, t0.Add(time.Minute))
-	at, ok := s.Deadline()
+	at, ok := s.Lease.Deadline()
 	assert.True(t, ok)
 	assert.Equal(t, t0.Add(time.Minute), at)
-	assert.Equal(t, uint64(7), s.releasedUpTo)
+	assert.Equal(t, uint64(7), s.Books.releasedUpTo)
 	s.Rejoined(0, t0.Add(time.Minute))
-	assert.Equal(t, uint64(7), s.releasedUpTo, "a rejoin that gave back nothing forgot what was given back")
+	assert.Equal(t, uint64(7), s.Books.releasedUpTo, "a rejoin that gave back nothing forgot what was given back")
 }
 
 // A fence of a serving session takes its books, leaves nothing to
@@ -117,21 +117,21 @@ func TestSessionFence(t *testing.T) {
 	s.Init(nil, nil, "q", Events{}, nil, deadline, nil)
 	h := &fakeHost{}
 	p := &Proc{ID: "1", Host: h}
-	s.procs[p.ID] = p
-	s.MarkUnsure(3, false)
+	s.Books.procs[p.ID] = p
+	s.Books.MarkUnsure(3, false)
 
 	lost, at, ok := s.Lease.fence(&s.Books)
 	require.True(t, ok)
 	assert.Equal(t, []*Proc{p}, lost)
 	assert.Equal(t, deadline, at)
-	assert.Empty(t, s.procs)
-	assert.False(t, s.IsUnsure(), "a fence left a reconciliation to run")
-	assert.Equal(t, uint64(1), s.gen)
-	assert.Equal(t, lifecycle.SessionFenced, s.state)
+	assert.Empty(t, s.Books.procs)
+	assert.False(t, s.Books.IsUnsure(), "a fence left a reconciliation to run")
+	assert.Equal(t, uint64(1), s.Lease.gen)
+	assert.Equal(t, lifecycle.SessionFenced, s.Lease.state)
 
 	_, _, ok = s.Lease.fence(&s.Books)
 	assert.False(t, ok, "a fenced session fenced again")
-	assert.Equal(t, uint64(1), s.gen)
+	assert.Equal(t, uint64(1), s.Lease.gen)
 
 	EndLost(lost)
 	assert.ErrorIs(t, p.St.Err(), errs.ErrWorkerFenced)

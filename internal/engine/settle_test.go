@@ -122,7 +122,7 @@ func TestSettleOutcomes(t *testing.T) {
 			waiting, delayed, dead := w.counts(t)
 			assert.Equal(t, [3]int64{c.waiting, c.delayed, c.dead}, [3]int64{waiting, delayed, dead}, "waiting, delayed, dead")
 			assert.True(t, p.St.IsSettled())
-			assert.Empty(t, s.procs, "the process stayed in the books")
+			assert.Empty(t, s.Books.procs, "the process stayed in the books")
 		})
 	}
 }
@@ -207,7 +207,7 @@ func TestSettleFindsTheLeaseGone(t *testing.T) {
 	require.Len(t, h.lost, 1, "the host was not told of the lease lost")
 	assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
 	assert.Equal(t, []Outcome{Lost}, h.observed)
-	assert.Empty(t, s.procs, "the lost process stayed in the books")
+	assert.Empty(t, s.Books.procs, "the lost process stayed in the books")
 }
 
 // dropLease stands for the worker's lease on "q" running out: Redis

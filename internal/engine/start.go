@@ -65,27 +65,33 @@ import (
 //   - events naming another worker, or an id the worker no longer has
 //     (fenced, registered again), are ignored: that id's lease covers them.
 
+// Starter is a member's start of its processes, as above: it claims the
+// slot of each process an enqueue hands the member, or holds the process
+// for the member's dequeue in flight; it chooses which of the tasks that
+// came have slots, adopts the handed ones and gives back the rest; and it
+// runs each on a handler goroutine up to its outcome, which its settler
+// writes. Its member owns it (Runtime.Starter) and makes it with itself
+// (Scheduler.Add).
+type Starter struct {
+	r *Runtime // its member; set when made, as is settler
+	// settler writes its handlers' outcomes (settle.go).
+	settler Settler[job]
+
+	// Guarded by sched.mu, as the member's slot counts are.
+	// held are processes enqueues handed over while the member's dequeue
+	// was in flight and had asked for the last free slots: that dequeue's
+	// reply starts them or gives them back (see claimOrHold).
+	held []store.Event
+}
+
 // HandedOff takes a process an enqueue handed to this worker's runtime
 // for the queue s serves. It runs on the queue's dispatcher.
-func (r *Runtime) HandedOff(ctx context.Context, s *Session, e store.Event) {
-	quit, room := r.hand.claimOrHold(e)
+func (st *Starter) HandedOff(ctx context.Context, s *Session, e store.Event) {
+	quit, room := st.claimOrHold(e)
 	if room < 0 {
 		return // held: the reply of the member's dequeue starts it (take)
 	}
-	r.start(ctx, quit, s, nil, []store.Event{e}, room)
-}
-
-// WorkArrived records that the queue may hold tasks and wakes the
-// scheduler: a work event named this worker, or named nobody, or the
-// worker has (re)subscribed, or a handed process started (runJob).
-func (r *Runtime) WorkArrived() {
-	s := r.sched
-	s.mu.Lock()
-	r.more = true
-	r.blocked = false
-	r.gen++
-	s.mu.Unlock()
-	s.poke()
+	st.start(ctx, quit, s, nil, []store.Event{e}, room)
 }
 
 // start makes running processes of the tasks that came to the member, in
@@ -94,10 +100,11 @@ func (r *Runtime) WorkArrived() {
 // back to the front of the queue (see Order above). s is the member's
 // session, nil when it is not served any more (handed tasks are then
 // left to the release that leaving made).
-func (r *Runtime) start(ctx context.Context, quit <-chan struct{}, s *Session, dequeued []*Proc, handed []store.Event, room int) {
+func (st *Starter) start(ctx context.Context, quit <-chan struct{}, s *Session, dequeued []*Proc, handed []store.Event, room int) {
+	r := st.r
 	if len(handed) == 0 { // a dequeue's reply alone: every task has its slot
 		for _, p := range dequeued {
-			r.launch(quit, p, false)
+			st.launch(quit, p, false)
 		}
 		return
 	}
@@ -114,7 +121,7 @@ func (r *Runtime) start(ctx context.Context, quit <-chan struct{}, s *Session, d
 	for _, a := range all[:min(room, len(all))] {
 		p := a.p
 		if p == nil {
-			if p = r.adoptHanded(s, a.e); p == nil {
+			if p = st.adoptHanded(s, a.e); p == nil {
 				r.count(-1, 0)  // the slot claimed for it
 				r.WorkArrived() // look again (see runJob)
 				continue
@@ -122,7 +129,7 @@ func (r *Runtime) start(ctx context.Context, quit <-chan struct{}, s *Session, d
 			r.sched.env.Store.Started(r.queue, a.e.HandedProc()) // the stats' started and wait, as a dequeue's
 			r.host.Started(ctx, p)                               // as the dequeue told of its own: before anything can end it
 		}
-		r.launch(quit, p, a.p == nil)
+		st.launch(quit, p, a.p == nil)
 	}
 	if len(all) <= room {
 		return
@@ -139,7 +146,7 @@ func (r *Runtime) start(ctx context.Context, quit <-chan struct{}, s *Session, d
 			a.p.Forget(errs.ErrProcessLost)
 			ref = store.ProcRef{Worker: a.p.Owner, PID: a.p.ID}
 		}
-		r.giveBack(ctx, s, ref)
+		st.giveBack(ctx, s, ref)
 	}
 	// The tasks wait now: the scheduler plans for them when a slot frees,
 	// as after a work event, rather than when the give-back's own event
@@ -162,7 +169,8 @@ type arrival struct {
 // fenced, or the process went back with others it did not know of. It
 // holds the queue's gate, so no reconciliation, rejoin or leaving overlaps
 // it, and the worker's mu, so no fence of the worker does.
-func (r *Runtime) adoptHanded(s *Session, e store.Event) *Proc {
+func (st *Starter) adoptHanded(s *Session, e store.Event) *Proc {
+	r := st.r
 	if s == nil {
 		return nil
 	}
@@ -187,13 +195,14 @@ func (r *Runtime) adoptHanded(s *Session, e store.Event) *Proc {
 // runtime whose loop has ended (ctx done: it stops because its worker
 // leaves the queue, closes or is fenced), whose call could only fail and
 // warn. If Redis may not have had the give-back, the queue is reconciled.
-func (r *Runtime) giveBack(ctx context.Context, s *Session, ref store.ProcRef) {
+func (st *Starter) giveBack(ctx context.Context, s *Session, ref store.ProcRef) {
+	r := st.r
 	if s == nil || ctx.Err() != nil {
 		return
 	}
 	h, env := r.host, r.sched.env
 	h.Lock()
-	mine := h.Worker().IsCurrent(ref.Worker) && h.Session(s.Name) == s && !s.IsFenced()
+	mine := h.Worker().IsCurrent(ref.Worker) && h.Session(s.Name) == s && !s.Lease.IsFenced()
 	h.Unlock()
 	if !mine {
 		return
@@ -210,24 +219,11 @@ func (r *Runtime) giveBack(ctx context.Context, s *Session, ref store.ProcRef) {
 		return
 	}
 	if _, isReply := rueidis.IsRedisErr(err); !isReply {
-		s.MarkUnsure(env.UnsurePasses, false)
+		s.Books.MarkUnsure(env.UnsurePasses, false)
 	}
 	if err = env.Fail("give back", s.Name, err); !out.Failed(sent, "give back", err) {
 		env.logger().Warn("worqr: could not give back a task its runtime could not start; reconciling", "queue", s.Name, "process", ref.PID, "err", err)
 	}
-}
-
-// handoffs is the hand-off side of a member's slots: it claims a slot
-// for each process an enqueue hands the member, and holds the ones that
-// race the member's own dequeue until that dequeue's reply (see Order
-// above). Its state is guarded by the scheduler's mu, as the member's
-// slot counts are.
-type handoffs struct {
-	r *Runtime
-	// held are processes enqueues handed over while the member's dequeue
-	// was in flight and had asked for the last free slots: that dequeue's
-	// reply starts them or gives them back (see claimOrHold).
-	held []store.Event
 }
 
 // claim takes a slot for a process an enqueue handed the member, if it
@@ -235,11 +231,11 @@ type handoffs struct {
 // member is under its maxSlots): a hand-off never runs more handlers than
 // the slots allow. It returns what the handler goroutine leaves on
 // (launch).
-func (h *handoffs) claim() (quit <-chan struct{}, ok bool) {
-	s := h.r.sched
+func (st *Starter) claim() (quit <-chan struct{}, ok bool) {
+	s := st.r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !h.claimLocked() {
+	if !st.claimLocked() {
 		return nil, false
 	}
 	return s.quit, true
@@ -249,15 +245,15 @@ func (h *handoffs) claim() (quit <-chan struct{}, ok bool) {
 // or none (room 0: it goes back); or, when no slot is free but the
 // member's own dequeue is in flight, held for that dequeue's reply
 // (room -1), whose start chooses between them (see Order above).
-func (h *handoffs) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
-	r, s := h.r, h.r.sched
+func (st *Starter) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
+	r, s := st.r, st.r.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case h.claimLocked():
+	case st.claimLocked():
 		return s.quit, 1
 	case r.takes && r.asking > 0:
-		h.held = append(h.held, e)
+		st.held = append(st.held, e)
 		return nil, -1
 	}
 	return nil, 0
@@ -265,8 +261,8 @@ func (h *handoffs) claimOrHold(e store.Event) (quit <-chan struct{}, room int) {
 
 // claimLocked is claim's rule, counting the slot it takes. Callers hold
 // sched.mu.
-func (h *handoffs) claimLocked() bool {
-	r, s := h.r, h.r.sched
+func (st *Starter) claimLocked() bool {
+	r, s := st.r, st.r.sched
 	ok := r.takes && slotpolicy.Free(s.size, s.busy+s.asking, s.settling) > 0 &&
 		(r.maxSlots == 0 || r.busy+r.asking < r.maxSlots)
 	if ok {
@@ -282,9 +278,9 @@ func (h *handoffs) claimLocked() bool {
 // dequeue, whose reply has come, and how many of them claimed a slot
 // that is free now. Callers hold sched.mu, with the dequeue's slots
 // counted as busy (those it filled) or free (the rest).
-func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
-	held, h.held = h.held, nil
-	for room < len(held) && h.claimLocked() {
+func (st *Starter) takeHeldLocked() (held []store.Event, room int) {
+	held, st.held = st.held, nil
+	for room < len(held) && st.claimLocked() {
 		room++
 	}
 	return held, room
@@ -298,11 +294,11 @@ func (h *handoffs) takeHeldLocked() (held []store.Event, room int) {
 // worker learns of (cancel, delete, fencing), with that reason as its
 // cause. A new goroutine waits for its next job until quit is closed (the
 // run of the loop it was started in ends).
-func (r *Runtime) launch(quit <-chan struct{}, p *Proc, handed bool) {
-	s := r.sched
+func (st *Starter) launch(quit <-chan struct{}, p *Proc, handed bool) {
+	r, s := st.r, st.r.sched
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p.St.OnEnd(cancel)
-	j := job{r: r, p: p, ctx: ctx, cancel: cancel, handed: handed}
+	j := job{st: st, p: p, ctx: ctx, cancel: cancel, handed: handed}
 	select {
 	case s.idle <- j:
 	default:
@@ -315,9 +311,10 @@ func (r *Runtime) launch(quit <-chan struct{}, p *Proc, handed bool) {
 	}
 }
 
-// job is a process to run, with its member and its handler's context.
+// job is a process to run, with its member's starter and its handler's
+// context.
 type job struct {
-	r      *Runtime
+	st     *Starter
 	p      *Proc
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -328,7 +325,7 @@ type job struct {
 // serve runs j, then the jobs the loop hands it until quit is closed.
 func serve(idle chan job, quit <-chan struct{}, j job) {
 	for {
-		j.r.runJob(j)
+		j.st.runJob(j)
 		select {
 		case j = <-idle:
 		case <-quit:
@@ -342,7 +339,8 @@ func serve(idle chan job, quit <-chan struct{}, j job) {
 // Settler.FinishLater): its goroutine is free for the next job at
 // once, and the rest of the settling, up to settled, runs when the write
 // returns.
-func (r *Runtime) runJob(j job) {
+func (st *Starter) runJob(j job) {
+	r := st.r
 	if j.handed {
 		// Dequeue for the free slots after a process handed over started:
 		// that parks the runtime again if the queue is empty, for the
@@ -361,7 +359,7 @@ func (r *Runtime) runJob(j job) {
 		ctx, stop = context.WithTimeoutCause(ctx, d, errs.ErrTaskTimeout)
 		defer stop()
 	}
-	err := r.run(ctx, j.p)
+	err := st.run(ctx, j.p)
 	if err != nil && errors.Is(context.Cause(ctx), errs.ErrTaskTimeout) {
 		// The handler gave up because its time ran out: a retry, under
 		// the policy, with reason timeout (unless it gave one itself), whose
@@ -375,22 +373,18 @@ func (r *Runtime) runJob(j job) {
 	// this outcome is written (both ride the same pipeline).
 	r.sched.returned(r)
 	if err == nil && j.p.St.Err() == nil {
-		r.settler.FinishLater(j, j.p) // what settle would do: Finish
+		st.settler.FinishLater(j, j.p) // what settle would do: Finish
 		return
 	}
-	r.settler.Settle(ctx, j, j.p, err)
+	st.settler.Settle(ctx, j, j.p, err)
 }
-
-// returned hands on the slot of a member's handler that returned, while
-// its outcome is written: the next task's dequeue goes out meanwhile.
-func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
 
 // settled ends a job whose outcome was written (or given up): its
 // context ends, it stops counting against the writes in flight, and the
 // handler is done (StopTaking and shutdown wait for that).
-func (r *Runtime) settled(j job) {
+func (st *Starter) settled(j job) {
 	j.cancel(nil)
-	r.count(0, -1) // a slot frees if the writes were at their bound
+	st.r.count(0, -1) // a slot frees if the writes were at their bound
 }
 
 // handlerTimeout is how long p's handler may run: the task's own timeout,
@@ -404,7 +398,8 @@ func handlerTimeout(p *Proc, queue time.Duration) time.Duration {
 
 // run calls the handler for p, recovering a panic: the process fails
 // with ErrHandlerPanicked then.
-func (r *Runtime) run(ctx context.Context, p *Proc) (err error) {
+func (st *Starter) run(ctx context.Context, p *Proc) (err error) {
+	r := st.r
 	defer func() {
 		if v := recover(); v != nil {
 			// The stack once a task, not on every retry of a task that
