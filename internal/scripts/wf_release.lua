@@ -75,18 +75,27 @@ end
 -- Undo step's death (see above).
 local function revive(step)
   local state = redis.call('HGET', flow_key, 'state')
+  -- A death whose release was under way: the children past where it
+  -- stands never had it settled, and its next end settles them all.
+  local at = mark_of(step)
   if state == 'failed' then
     redis.call('HSET', flow_key, 'state', 'running')
     redis.call('HDEL', flow_key, 'ended')
     for _, k in ipairs(KEYS) do
       redis.call('PERSIST', k)
     end
+    -- The releases under way when it ended are carried no further (a
+    -- carry of an ended workflow settles nothing, and its notices are
+    -- forgotten): every child past where one stands has ended, and one
+    -- that waits again counts only the parents that have not ended.
+    for _, f in ipairs(redis.call('HKEYS', freed_key)) do
+      if string.sub(f, 1, 1) == '@' then
+        redis.call('HDEL', freed_key, f)
+      end
+    end
   elseif state ~= 'running' then
     return
   end
-  -- A death whose release was under way: the children past where it
-  -- stands never had it settled, and its next end settles them all.
-  local at = mark_of(step)
   if at then
     redis.call('HDEL', freed_key, '@' .. step)
   end

@@ -208,3 +208,51 @@ func TestWorkflowReviveCountsReleaseUnderWayScript(t *testing.T) {
 	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"])
 	assert.Equal(t, "1", state["wf.left"].(hash)["k0000"])
 }
+
+// A workflow that fails while a release is under way (its last open step
+// dies before the rest of a fan-out's release is carried: a sweep's
+// replay of the parent's notice then settles nothing, the workflow has
+// ended) and is revived runs again: the child that waits again is not
+// held by the release cut short, since no carry goes on with it.
+func TestWorkflowReviveAfterFailDuringReleaseScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	// top has 1,001 children; other is k1000's second parent.
+	steps, kids := fanOut(1001)
+	steps = append(steps, WorkflowStep{Name: "other", Spec: "S-other", Kids: []string{"k1000"}, Place: 1002})
+	steps[1001].Parents = append(steps[1001].Parents, "other")
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	topEnd := []StepEnd{{Step: "top", Task: "t-top", Status: "ok", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, topEnd, false)
+	require.NoError(t, err)
+	require.True(t, more, "k1000 is left")
+	// The carrier crashes; the thousand children run and end.
+	var ends []StepEnd
+	for _, k := range kids[:1000] {
+		ends = append(ends, StepEnd{Step: k, Task: "t-" + k, Status: "ok", At: 20})
+	}
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, ends, false)
+	require.NoError(t, err)
+	// other dies: k1000 is cancelled, the last open step; the workflow fails.
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "dead", At: 30}}, false)
+	require.NoError(t, err)
+	require.Equal(t, "failed", e.dump()["wf.flow"].(hash)["state"])
+	// The sweep's replay of top's notice: the workflow has ended, nothing
+	// is left to carry, and the notice is forgotten.
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, topEnd, false)
+	require.NoError(t, err)
+	require.False(t, more)
+
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "revived", At: 40}}, false)
+	require.NoError(t, err)
+	state := e.dump()
+	assert.Equal(t, "running", state["wf.flow"].(hash)["state"])
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k1000"], "waits again")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k1000"], "for other only: top's release is not carried again")
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "ok", At: 50}})
+	require.NoError(t, err)
+	require.Len(t, ready, 1, "other's success frees k1000")
+	assert.Equal(t, "k1000", ready[0].Name)
+}
