@@ -114,8 +114,10 @@ func (c *Carrier) read(ctx context.Context, queue string, notices []store.Notice
 // per workflow (idempotent), enqueues the steps those ends made ready, of
 // all the workflows, in one round trip (idempotent), releases again the
 // workflows whose ends have children left to settle (a thousand a call)
-// and enqueues those, until none is left, and then removes the notices
-// carried, in one call. Any step may be run again; a notice gone
+// and enqueues those, until none is left, then releases those once more
+// as a replay (whose answer takes in the children another carry of the
+// same notices settled and did not enqueue) and enqueues what it
+// answers, and then removes the notices carried, in one call. Any step may be run again; a notice gone
 // was carried already. It returns an error per notice (the notices of a
 // workflow whose release failed stay, for the sweep), or one for all.
 func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
@@ -150,15 +152,22 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 	// enqueued, until none is left. Its notices are forgotten only then:
 	// a crash between leaves them, and a sweep's replay goes on from
 	// where the release stands.
+	// A call with enqueued answers only the children it settled itself:
+	// another carry of the same notices (a sweep's) may have settled
+	// those between and failed to enqueue them, keeping the notices this
+	// carry forgets. So once the last chunk is enqueued the notices are
+	// released once more without it, which answers every child they
+	// freed that is not yet marked queued.
 	failed := make([]error, len(flows)) // by workflow
 	more := make([]bool, len(flows))
+	chunked := make([]bool, len(flows)) // released with enqueued since the last replay
 	release := func(w int, enqueued bool) {
 		ready, left, err := c.Store.ReleaseChunk(ctx, flows[w].ID, ends[w], enqueued)
 		if err != nil {
 			failed[w] = c.Fail("workflow release", queue, err)
 			ready, left = nil, false
 		}
-		flows[w].Steps, more[w] = ready, left
+		flows[w].Steps, more[w], chunked[w] = ready, left, enqueued
 	}
 	now := make([]int, len(flows)) // the workflows released this round
 	for w := range flows {
@@ -170,7 +179,7 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 		for i, w := range now {
 			round[i] = flows[w]
 		}
-		var next []int
+		var next, replay []int
 		for i, err := range c.Enqueue(ctx, round) {
 			w := now[i]
 			switch {
@@ -179,12 +188,17 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 				failed[w] = fmt.Errorf("worqr: workflow %s: %w", flows[w].ID, err)
 			case more[w]:
 				next = append(next, w)
+			case chunked[w]:
+				replay = append(replay, w)
 			}
 		}
 		for _, w := range next {
 			release(w, true)
 		}
-		now = next
+		for _, w := range replay {
+			release(w, false)
+		}
+		now = append(next, replay...)
 	}
 	errs := make([]error, len(notices))
 	var forget []string

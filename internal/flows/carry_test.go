@@ -7,6 +7,7 @@ package flows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,5 +117,61 @@ func TestCarrierSweepFailures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, []string{"b"}, waiting(t, st))
+	assert.Empty(t, notices(t, st))
+}
+
+// Two carries of one fan-out's notice at once (a worker's and a sweep's):
+// the second settles the next thousand children and fails to enqueue
+// them, keeping the notice; the first goes on with enqueued set, which
+// answers only the children it settles itself, and forgets the notice.
+// The first's last release, a replay, answers the second's children.
+func TestCarriersOfOneReleaseLoseNoChild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	steps := []workflow.Step{{Name: "top"}}
+	for i := range 2500 {
+		steps = append(steps, workflow.Step{Name: fmt.Sprintf("k%04d", i), After: []string{"top"}})
+	}
+	id, ready := createFlow(t, st, steps...)
+	r := &Release{Store: st, Fail: fail, Enqueued: func(context.Context, string, []string) {}}
+	require.Equal(t, []error{nil}, r.Enqueue(ctx, []Ready{{ID: id, Steps: ready}}))
+	require.NoError(t, st.RegisterWorker(ctx, workerID, time.Minute))
+	_, err := st.JoinQueue(ctx, "q", workerID)
+	require.NoError(t, err)
+	ps, _, _, err := st.Dequeue(ctx, "q", workerID, 1, false)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	_, _, err = st.Finish(ctx, "q", []store.ProcRef{{Worker: workerID, PID: ps[0].PID, Flow: ps[0].Task.Flow}})
+	require.NoError(t, err)
+	raw := notices(t, st)
+	require.Len(t, raw, 1)
+	n, ok := store.ParseNotice(raw[0])
+	require.True(t, ok)
+
+	refused := errors.New("enqueue refused (test)")
+	second := &Carrier{Store: st, Fail: fail, BatchMax: 10, Enqueue: func(_ context.Context, rs []Ready) []error {
+		out := make([]error, len(rs))
+		for i := range out {
+			out[i] = refused
+		}
+		return out
+	}}
+	rounds := 0
+	first := &Carrier{Store: st, Fail: fail, BatchMax: 10, Enqueue: func(ctx context.Context, rs []Ready) []error {
+		rounds++
+		if rounds == 1 {
+			got, err := second.Batch(ctx, "q", []store.Notice{n})
+			require.NoError(t, err)
+			require.ErrorIs(t, got[0], refused)
+		}
+		return r.Enqueue(ctx, rs)
+	}}
+	got, err := first.Batch(ctx, "q", []store.Notice{n})
+	require.NoError(t, err)
+	require.NoError(t, got[0])
+	tasks, err := st.Range(ctx, "q", 0, -1, 5000)
+	require.NoError(t, err)
+	assert.Equal(t, 2500, len(tasks), "a child settled by the carry that failed was not enqueued")
 	assert.Empty(t, notices(t, st))
 }
