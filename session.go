@@ -30,7 +30,7 @@ type session struct {
 func newSession(w *Worker, queue string, events Events, r *engine.Runtime, deadline time.Time) *session {
 	s := &session{w: w}
 	s.Init((*workerHost)(w), &w.env, queue, engine.Events(events), r, deadline, delayed.New(delayedEnv(w), w.life, queue))
-	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.handle, s.InCallback)
+	s.Sub = subscription.New(w.life, w.c.store, s.Name, s.Dispatch, s.InCallback)
 	return s
 }
 

@@ -125,7 +125,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		case queue != "q":
 		case op == store.OpSubscribe:
 			subscribes.Add(1)
-		case op == store.OpPromote: // one per check (catchUp)
+		case op == store.OpPromote: // one per check (the catch-up)
 			checks.Add(1)
 		}
 		return nil
