@@ -166,19 +166,16 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker), session.go (a queue served:
-// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper's
+// the engine's engine.Session, made over the worker), keepalive.go (the lease keeper's
 // wiring: the keeper is the engine's),
 // fence.go (what a fence tells the application; the fences are the
-// engine's), reconcile.go
-// (the passes that look for processes whose dequeue reply or hand-off
-// event was lost, and the keeper's pass over the root's sessions),
+// engine's),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
-// worker's set of them is internal/periodic's), registry.go (the slots
-// of its Handle runtimes, which its registry entry records),
+// worker's set of them is internal/periodic's),
 // membership.go (StartWork, StopWork, the
 // queues served), dequeue.go (Dequeue and DequeueN, over the engine's
-// dequeue), events.go (a queue's
-// events, applied to its session), runtime.go (Handle: a queue served
+// dequeue), events.go (the
+// application's callbacks for a queue's events), runtime.go (Handle: a queue served
 // by the engine's runtime, with the application's handler and options),
 // handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues and its
@@ -200,7 +197,9 @@
 // engine (a process's record, shared with the public Process in one
 // allocation; a served queue's session, engine.Session: its gate,
 // dispatcher and timer of delayed tasks, the queue's events applied to
-// its books and told to the application, its fence, rejoin and
+// its books and told to the application, the worker's sessions by
+// queue, engine.Sessions, leaving a queue and the runtimes a stop drains,
+// engine.Runtimes, its fence, rejoin and
 // reconciliation, over the worker as their host, engine.SessionHost (each
 // component's host is small, over the worker's mu, lifecycle and
 // sessions, engine.Locked, which the root's one adapter implements), and

@@ -55,6 +55,10 @@ func delayedEnv(w *Worker) *delayed.Env {
 	}
 }
 
+// unsurePasses is how many renewals look for processes after a dequeue's
+// reply was lost.
+const unsurePasses = 3
+
 // processEnv is what the worker's processes, sessions and lease keeper
 // take of it.
 func processEnv(w *Worker) engine.Env {
@@ -77,6 +81,7 @@ func processEnv(w *Worker) engine.Env {
 		ProgressInterval: ProgressInterval,
 		MaxAttempts:      DefaultMaxAttempts,
 		UnsurePasses:     unsurePasses,
+		CancelWait:       ShutdownCancelWait,
 		Redis:            &w.clock,
 		RenewInterval:    w.opts.RenewInterval,
 		StayFenced:       w.opts.StayFenced,
@@ -177,7 +182,7 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 		Slots: func() []store.QueueSlots {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return w.sessions.slots()
+			return w.sessions.Slots()
 		},
 		Log: w.logger,
 	}
@@ -201,17 +206,13 @@ func (h *workerHost) Registry() engine.Joiner                     { return &h.re
 func (h *workerHost) Go(f func(life context.Context))             { h.closer.tasks.Go(func() { f(h.life) }) }
 func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
 
-func (h *workerHost) Session(queue string) *engine.Session {
-	if s := h.sessions[queue]; s != nil {
-		return &s.Session
-	}
-	return nil
-}
+func (h *workerHost) Session(queue string) *engine.Session { return h.sessions[queue] }
+func (h *workerHost) Remove(s *engine.Session) bool        { return h.sessions.Remove(s) }
 
 func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
 	dst = slices.Grow(dst, len(h.sessions))
 	for _, s := range h.sessions {
-		dst = append(dst, &s.Session)
+		dst = append(dst, s)
 	}
 	return dst
 }

@@ -206,7 +206,7 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 func crash(w *Worker) {
 	w.mu.Lock()
 	closing := w.state.ToClosed()
-	runtimes := w.sessions.runtimes()
+	runtimes := w.sessions.Runtimes()
 	w.mu.Unlock()
 	if !closing {
 		return
@@ -561,7 +561,7 @@ func currentID(w *Worker) (string, error) {
 }
 
 // sessionOf is the session of queue on w (nil if it does not serve it).
-func sessionOf(w *Worker, queue string) *session {
+func sessionOf(w *Worker, queue string) *engine.Session {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.sessions[queue]

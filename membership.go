@@ -2,12 +2,10 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/store"
 )
 
 // StartWork makes the worker serve a queue: it records the queue in the
@@ -27,7 +25,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	defer w.registry.Unlock()
 	w.mu.Lock()
 	id, err := w.state.Current("start work")
-	already := w.sessions.serves(queue)
+	already := w.sessions.Serves(queue)
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -46,19 +44,19 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	s := newSession(w, queue, events, r, deadline)
 	w.mu.Lock()
 	draining := w.state.Phase() != lifecycle.Serving
-	w.sessions.add(s, !draining)
+	w.sessions.Add(s, !draining)
 	w.mu.Unlock()
 	if draining { // Shutdown or Close began meanwhile: serve nothing new
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 		defer cancel()
-		_ = s.leave(undo, id)
+		_ = s.Leave(undo, id)
 		return fmt.Errorf("worqr: start work %q: %w", queue, ErrWorkerClosed)
 	}
 	// Return once events published from now on will be heard.
 	var why error
 	select {
 	case <-s.Sub.Ready():
-		if s.handled() {
+		if s.Runtime != nil {
 			w.registry.RecordSlots(ctx, id)
 		}
 		return nil
@@ -69,7 +67,7 @@ func (w *Worker) startWork(ctx context.Context, queue string, events Events, r *
 	}
 	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 	defer cancel()
-	if err := s.leave(undo, id); err != nil {
+	if err := s.Leave(undo, id); err != nil {
 		why = undoFailed{err: why, what: "leaving the queue again failed, so it stays served", undo: err}
 	}
 	return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, why)
@@ -97,65 +95,11 @@ func (w *Worker) StopWork(ctx context.Context, queue string) error {
 	if !ok {
 		return fmt.Errorf("worqr: stop work %q: %w", queue, ErrNotServing)
 	}
-	s.stopHandling(ctx) // before the handlers' tasks are given away
-	if err := s.leave(ctx, id); err != nil {
-		s.resumeHandling() // the queue is still served: keep handling it
+	if err := s.Stop(ctx, id); err != nil {
 		return err
 	}
-	if s.handled() {
+	if s.Runtime != nil {
 		w.registry.RecordSlots(ctx, id)
 	}
 	return nil
-}
-
-// leave ends the worker's service of the queue. It first gives the
-// worker's tasks there back in Redis, with dequeues on the queue held off;
-// only when that succeeded does the worker stop serving the queue. If it
-// fails the queue stays served (and its lease renewed), so nothing is left
-// in a process that no one would reclaim, and the caller may try again.
-// The caller holds the registry's lock.
-func (s *session) leave(ctx context.Context, id string) error {
-	w := s.w
-	s.Gate.Lock()
-	s.Leaving()
-	err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), []*session{s})
-	w.mu.Lock()
-	s.Left(err == nil && w.sessions.remove(s))
-	w.mu.Unlock()
-	s.Gate.Unlock()
-	if err != nil {
-		return err
-	}
-	s.Sub.Unsubscribe(ctx)
-	s.Sched.Stop()
-	s.EndAll(ErrProcessLost)
-	c := w.c
-	// The queue is left. A failure here leaves only a name in the worker's
-	// queue set, with no lease or process behind it: reclaimers pass over
-	// it. Reporting it would tell the caller the queue is still served,
-	// and a retry would fail with ErrNotServing.
-	if err := c.store.LeaveQueue(ctx, id, s.Name); err != nil {
-		w.logger().Warn("worqr: left the queue but could not drop it from the worker's queue set", "queue", s.Name, "err", err)
-	}
-	return nil
-}
-
-// releaseOwn returns every task worker id holds in the queues of ss to
-// the front of each queue and drops its leases there, one script per
-// queue in one round trip; poison is the guard of healthyAfter.
-func releaseOwn(ctx context.Context, c *Client, id string, poison store.Poison, ss []*session) error {
-	if len(ss) == 0 {
-		return nil
-	}
-	rs := make([]store.Release, len(ss))
-	for i, s := range ss {
-		rs[i] = store.Release{Queue: s.Name, Worker: id, Mode: store.ReleaseForce, Poison: poison}
-	}
-	var errs []error
-	for i, r := range c.store.ReleaseAll(ctx, rs) {
-		if r.Err != nil {
-			errs = append(errs, c.fail("release", ss[i].Name, r.Err))
-		}
-	}
-	return errors.Join(errs...)
 }

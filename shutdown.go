@@ -19,19 +19,12 @@ import (
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
-	_ = w.closer.drain(expired(ctx)) // stop taking tasks, and cancel handlers at once
+	_ = w.closer.drain(engine.Expired(ctx)) // stop taking tasks, and cancel handlers at once
 	err := w.closer.close(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
 	}
 	return err
-}
-
-// expired is a context of parent that has already ended: no grace period.
-func expired(parent context.Context) context.Context {
-	ctx, cancel := context.WithCancel(parent)
-	cancel()
-	return ctx
 }
 
 // closer ends the worker: it drains it (its runtimes stop taking work
@@ -66,7 +59,7 @@ func (k *closer) close(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("worqr: %s: %w", op, err)
 	}
-	if err := releaseOwn(ctx, w.c, id, w.reclaimer.HealthyAfter(), ss); err != nil {
+	if err := engine.ReleaseOwn(ctx, &w.env, id, ss); err != nil {
 		return err
 	}
 	// The stats its processes counted, not yet written (the client's, of
@@ -102,7 +95,7 @@ func (k *closer) stopComponents() {
 	// of the queues Handle serves) end for good.
 	pools := w.pools
 	w.pools = nil
-	for _, r := range w.sessions.runtimes() {
+	for _, r := range w.sessions.Runtimes() {
 		pools = append(pools, r.Sched())
 	}
 	w.mu.Unlock()
@@ -123,11 +116,11 @@ func (k *closer) stopComponents() {
 // and each process still held ends with reason. Nothing is written to
 // Redis. It returns the worker's id and the queues it served. The worker
 // is closed, so nothing serves a queue again.
-func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*session) {
+func (k *closer) detachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*engine.Session) {
 	w := k.w
 	w.mu.Lock()
-	id, ss := w.state.ID(), w.sessions.list()
-	w.sessions = make(sessions)
+	id, ss := w.state.ID(), w.sessions.List()
+	w.sessions = make(engine.Sessions)
 	for _, s := range ss {
 		s.Left(true)
 	}
@@ -182,78 +175,19 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 const ShutdownCancelWait = time.Second
 
 // drain stops every runtime taking tasks and waits for their handlers
-// until ctx ends, then cancels them (see runtimes.stop). It returns ctx's
+// until ctx ends, then cancels them (see engine.Runtimes.Stop). It returns ctx's
 // error if the handlers outlasted it.
 func (k *closer) drain(ctx context.Context) error {
 	w := k.w
 	w.mu.Lock()
 	w.state.ToDraining()
-	runtimes := w.sessions.runtimes()
+	runtimes := w.sessions.Runtimes()
 	w.mu.Unlock()
 	w.periodics.Close() // a draining worker enqueues no more ticks
 	// The wait after the handlers were cancelled is ShutdownCancelWait,
 	// whether or not ctx (the grace period) has ended.
-	if !runtimes.stop(ctx, context.WithoutCancel(ctx), w) {
+	if !runtimes.Stop(ctx, context.WithoutCancel(ctx), &w.env) {
 		return ctx.Err()
 	}
 	return nil
-}
-
-// runtimes are Handle runtimes stopped together: a StopWork's, or those of
-// a draining worker.
-type runtimes []*engine.Runtime
-
-// idle reports whether no handler of the runtimes is running or writing
-// its outcome.
-func (rs runtimes) idle() bool {
-	for _, r := range rs {
-		if !r.Idle() {
-			return false
-		}
-	}
-	return true
-}
-
-// stop stops the runtimes taking tasks and waits for their handlers until
-// grace ends; then it cancels the handlers' contexts (cause ErrShutdown)
-// and waits up to ShutdownCancelWait more, or until ctx ends. It reports
-// whether the handlers ended within grace. w is their worker, whose clock
-// times the wait and whose logger says when it ran out.
-func (rs runtimes) stop(grace, ctx context.Context, w *Worker) bool {
-	for _, r := range rs {
-		r.StopTaking()
-	}
-	if rs.drained(grace.Done(), nil) {
-		return true
-	}
-	// A grace period that was over before it began outlasted no handler
-	// if none was running (http.Server.Shutdown returns nil then too).
-	if rs.idle() {
-		return true
-	}
-	for _, r := range rs {
-		r.CancelAll(ErrShutdown)
-	}
-	t := w.c.clock.NewTimer(ShutdownCancelWait)
-	defer t.Stop()
-	if !rs.drained(ctx.Done(), t.C()) && ctx.Err() == nil {
-		w.logger().Warn("worqr: handlers still running after their contexts ended; their tasks go back to the queue")
-	}
-	return false
-}
-
-// drained waits, on the caller's goroutine, until no handler of the
-// runtimes is running or writing its outcome, or until stop or timeout
-// fires; it reports whether they all drained.
-func (rs runtimes) drained(stop <-chan struct{}, timeout <-chan time.Time) bool {
-	for _, r := range rs {
-		select {
-		case <-r.Drained():
-		case <-stop:
-			return false
-		case <-timeout:
-			return false
-		}
-	}
-	return true
 }

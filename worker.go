@@ -188,7 +188,7 @@ type Worker struct {
 	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
 	// processes (engine.Books, the one map of them). Guarded by mu.
-	sessions sessions
+	sessions engine.Sessions
 
 	lease     *leaseKeeper                      // renews the leases; fences the worker
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
@@ -236,7 +236,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/2 {
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
-	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
+	w := &Worker{c: c, opts: opts, sessions: make(engine.Sessions)}
 	w.registry.Init(registryEnv(w))
 	w.closer.w = w
 	id, sent, err := w.registry.Register(ctx)

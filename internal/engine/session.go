@@ -78,6 +78,10 @@ type SessionHost interface {
 	// gave up its lease on queue (the whole worker: queue is empty) for
 	// cause, ending lost.
 	Fenced(id, queue string, cause error, lost []*Proc)
+	// Remove drops s from the sessions served, if it is still the session
+	// of its queue, and reports whether it was. The caller holds the
+	// worker's mu.
+	Remove(s *Session) bool
 }
 
 // Joiner is the worker's registry entry (Registry) as a rejoin takes it:
@@ -95,8 +99,7 @@ type Joiner interface {
 // env, with the application's events and the Handle runtime r serving
 // the queue (nil if the application dequeues itself), serving under a
 // lease whose deadline is deadline, with sched as its timer of delayed
-// tasks. The caller subscribes it (Sub) once the rest of its session is
-// set.
+// tasks. The caller subscribes it (Subscribe) once it is set.
 func (s *Session) Init(host SessionHost, env *Env, queue string, events Events, r *Runtime, deadline time.Time, sched *delayed.Scheduler) {
 	s.host, s.env = host, env
 	s.Name, s.Events, s.Runtime, s.Sched = queue, events, r, sched
