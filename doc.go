@@ -186,21 +186,21 @@
 // process.go and progress.go (a Process, its methods and its progress
 // reports, over the engine's record of it in internal/engine, and the
 // worker's side of that record, procHost, and the process a dequeue or
-// a hand-off makes), shutdown.go (the
-// closer: Shutdown, Close, draining the worker and stopping its
-// components) and signals.go (the test signals of the engine's
+// a hand-off makes), shutdown.go
+// (Shutdown and Close, over the engine's closer) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
 // the worker (the engine's: workerHost, the one host of its components).
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; a served queue's session, engine.Session: its gate,
-// dispatcher and timer of delayed tasks, the queue's events applied to
-// its books and told to the application, the worker's sessions by
-// queue, engine.Sessions, leaving a queue and the runtimes a stop drains,
-// engine.Runtimes, its fence, rejoin and
-// reconciliation, over the worker as their host, engine.SessionHost (each
+// allocation; the worker's sessions by queue, engine.Sessions, and its
+// closer, engine.Closer, draining and closing it over the worker as its
+// host, engine.CloserHost; a served queue's session, engine.Session: its
+// gate, its dispatcher (the queue's events applied to its books and told
+// to the application, and the catch-up after each subscription), its
+// timer of delayed tasks, leaving its queue, the runtimes a stop drains
+// (engine.Runtimes), its fence, rejoin and reconciliation, over the worker as their host, engine.SessionHost (each
 // component's host is small, over the worker's mu, lifecycle and
 // sessions, engine.Locked, which the root's one adapter implements), and
 // its two halves, each a type and a file of its own: its books of

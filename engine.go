@@ -203,7 +203,7 @@ func (h *workerHost) Deadline() *engine.Deadline {
 	return &h.lease.Deadline
 }
 func (h *workerHost) Registry() engine.Joiner                     { return &h.registry }
-func (h *workerHost) Go(f func(life context.Context))             { h.closer.tasks.Go(func() { f(h.life) }) }
+func (h *workerHost) Go(f func(life context.Context))             { h.closer.Go(func() { f(h.life) }) }
 func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
 
 func (h *workerHost) Session(queue string) *engine.Session { return h.sessions[queue] }
@@ -238,4 +238,37 @@ func (h *workerHost) Heard(next time.Duration, dead bool, workers int64) {
 func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
 	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
 	h.c.tellFenced(h.opts.OnFenced, ev)
+}
+
+func (h *workerHost) Detach() []*engine.Session {
+	ss := h.sessions.List()
+	h.sessions = make(engine.Sessions)
+	return ss
+}
+
+func (h *workerHost) TakePools() []*engine.Scheduler {
+	pools := h.pools
+	h.pools = nil
+	return pools
+}
+
+func (h *workerHost) Services() []func() {
+	w := (*Worker)(h)
+	return []func(){w.lease.Stop, func() { w.reclaimer.Leave(reclaimMember{w}) }, w.periodics.Close}
+}
+
+func (h *workerHost) StopTicks()                { h.periodics.Close() }
+func (h *workerHost) Flush(ctx context.Context) { h.c.flushStats(ctx, "") }
+
+// Left counts the worker out of its client's workers; the last one's
+// leaving stops the workflow sweeps.
+func (h *workerHost) Left() {
+	c := h.c
+	c.mu.Lock()
+	_, member := c.workers[(*Worker)(h)]
+	delete(c.workers, (*Worker)(h))
+	c.mu.Unlock()
+	if member {
+		c.flows.Left()
+	}
 }

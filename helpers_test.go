@@ -211,11 +211,11 @@ func crash(w *Worker) {
 	if !closing {
 		return
 	}
-	w.closer.stopComponents()
+	w.closer.StopComponents()
 	for _, r := range runtimes {
 		r.StopTaking()
 	}
-	w.closer.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
+	w.closer.DetachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runtimes {
 		<-r.Drained()
 	}
@@ -228,7 +228,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func freeze(w *Worker) {
-	w.closer.stopComponents()
+	w.closer.StopComponents()
 }
 
 // countCalls counts c's store calls of kind op from now on (it replaces

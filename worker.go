@@ -97,7 +97,7 @@ type FenceEvent struct {
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (engine.Scheduler, internal/engine; runtime.go,
 // pool.go give them the application's handlers) and its periodic schedules
-// (periodic.go, internal/periodic); the closer (shutdown.go) drains the
+// (periodic.go, internal/periodic); the closer (engine.Closer) drains the
 // worker and stops them all. A session owns its lease deadline, its processes, its
 // dispatcher (internal/subscription, events.go), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (engine.Runtime),
@@ -170,7 +170,7 @@ type FenceEvent struct {
 //
 // A service's Stop holds its Base.mu until the run has ended, so it is
 // called holding no lock its run takes: the worker stops its services
-// (closer.stopComponents) holding none, and the stats flusher is stopped only
+// (engine.Closer.StopComponents) holding none, and the stats flusher is stopped only
 // after it was closed under statsflush.Flusher.mu, so that pending, which
 // starts a run under that lock, no longer does. The workflow sweeper is
 // stopped under flows.Flows.mu, which its run never takes.
@@ -204,9 +204,9 @@ type Worker struct {
 	// goroutine of the worker runs on it (or on a context derived from
 	// it), and the closer ends it before it stops them.
 	life context.Context
-	// closer drains and closes the worker (shutdown.go): it owns life's
-	// end and the worker's one-shot goroutines.
-	closer closer
+	// closer drains and closes the worker (engine.Closer): it owns
+	// life's end and the worker's one-shot goroutines.
+	closer engine.Closer
 	// writes bounds the outcome writes after handlers (engine.Settler).
 	writes writedeadline.Deadline
 	// env is what its processes take of it (engine.Env; engine.go).
@@ -238,7 +238,6 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	}
 	w := &Worker{c: c, opts: opts, sessions: make(engine.Sessions)}
 	w.registry.Init(registryEnv(w))
-	w.closer.w = w
 	id, sent, err := w.registry.Register(ctx)
 	if err != nil {
 		return nil, err
@@ -246,8 +245,10 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.state.ToRegistered(id)
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
-	w.life, w.closer.stop = context.WithCancel(context.WithoutCancel(ctx))
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	w.life = life
 	w.env = processEnv(w)
+	w.closer.Init((*workerHost)(w), &w.env, end)
 	w.lease = newLeaseKeeper(w)
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
