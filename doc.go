@@ -165,15 +165,14 @@
 // a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), session.go (a queue served:
-// the engine's engine.Session, made over the worker), keepalive.go (the lease keeper's
+// order, NewWorker), keepalive.go (the lease keeper's
 // wiring: the keeper is the engine's),
 // fence.go (what a fence tells the application; the fences are the
 // engine's),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
 // worker's set of them is internal/periodic's),
-// membership.go (StartWork, StopWork, the
-// queues served), dequeue.go (Dequeue and DequeueN, over the engine's
+// membership.go (StartWork and StopWork, over
+// the engine's Serve and Unserve), dequeue.go (Dequeue and DequeueN, over the engine's
 // dequeue), events.go (the
 // application's callbacks for a queue's events), runtime.go (Handle: a queue served
 // by the engine's runtime, with the application's handler and options),
@@ -194,7 +193,8 @@
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; the worker's sessions by queue, engine.Sessions, and its
+// allocation; starting and stopping work on a queue, engine.Serve and
+// engine.Unserve; the worker's sessions by queue, engine.Sessions, and its
 // closer, engine.Closer, draining and closing it over the worker as its
 // host, engine.CloserHost; a served queue's session, engine.Session: its
 // gate, its dispatcher (the queue's events applied to its books and told

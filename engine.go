@@ -207,7 +207,7 @@ func (h *workerHost) Go(f func(life context.Context))             { h.closer.Go(
 func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
 
 func (h *workerHost) Session(queue string) *engine.Session { return h.sessions[queue] }
-func (h *workerHost) Remove(s *engine.Session) bool        { return h.sessions.Remove(s) }
+func (h *workerHost) Served() engine.Sessions              { return h.sessions }
 
 func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
 	dst = slices.Grow(dst, len(h.sessions))
@@ -240,12 +240,6 @@ func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) 
 	h.c.tellFenced(h.opts.OnFenced, ev)
 }
 
-func (h *workerHost) Detach() []*engine.Session {
-	ss := h.sessions.List()
-	h.sessions = make(engine.Sessions)
-	return ss
-}
-
 func (h *workerHost) TakePools() []*engine.Scheduler {
 	pools := h.pools
 	h.pools = nil
@@ -271,4 +265,15 @@ func (h *workerHost) Left() {
 	if member {
 		c.flows.Left()
 	}
+}
+
+func (h *workerHost) RecordSlots(ctx context.Context, id string) { h.registry.RecordSlots(ctx, id) }
+
+// NewSession makes the session of a queue (engine.Session), over the
+// worker as its host, and subscribes it to the queue's events.
+func (h *workerHost) NewSession(queue string, events engine.Events, r *engine.Runtime, deadline time.Time) *engine.Session {
+	s := new(engine.Session)
+	s.Init(h, &h.env, queue, events, r, deadline, delayed.New(delayedEnv((*Worker)(h)), h.life, queue))
+	s.Subscribe(h.life)
+	return s
 }

@@ -130,15 +130,9 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	}
 	members := s.Members()
 	for i, r := range members {
-		err := w.startWork(ctx, r.Queue(), events[i], r)
+		err := engine.Serve(ctx, (*workerHost)(w), &w.env, r.Queue(), engine.Events(events[i]), r)
 		if err == nil {
 			continue
-		}
-		w.mu.Lock()
-		sv := w.sessions[r.Queue()]
-		w.mu.Unlock()
-		if sv == nil || sv.Runtime != r {
-			r.StopTaking()
 		}
 		// Leave the queues served already: the pool is served whole or
 		// not at all.
@@ -146,7 +140,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		defer cancel()
 		for _, done := range members[:i] {
 			if uerr := w.StopWork(undo, done.Queue()); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.Queue()), undo: uerr}
+				err = engine.UndoFailed{Err: err, What: fmt.Sprintf("leaving %q again failed", done.Queue()), Undo: uerr}
 			}
 		}
 		return err

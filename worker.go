@@ -83,7 +83,7 @@ type FenceEvent struct {
 // It is safe for concurrent use.
 //
 // A worker is the set of its sessions, one per queue it serves
-// (session.go), and the worker-wide components around them: its lifecycle
+// (engine.Session, made by engine.Serve), and the worker-wide components around them: its lifecycle
 // (internal/lifecycle), its registry entry (engine.Registry: its id, the
 // queues and slots recorded, and the lock serialising changes to them;
 // registry.go: the slots of its Handle runtimes),

@@ -389,22 +389,6 @@ func validQueue(op, queue string) error {
 	return nil
 }
 
-// undoFailed is err, a call's error, with the error of undoing what the
-// call had done (undo, after what failed), which failed too: errors.Is
-// matches either. undo is an error of worqr's: its "worqr: " prefix is
-// not said again.
-type undoFailed struct {
-	err  error
-	what string // "leaving the queue again failed"
-	undo error
-}
-
-func (e undoFailed) Error() string {
-	return fmt.Sprintf("%s (and %s: %s)", e.err, e.what, strings.TrimPrefix(e.undo.Error(), "worqr: "))
-}
-
-func (e undoFailed) Unwrap() []error { return []error{e.err, e.undo} }
-
 // fail wraps an error from Redis. Errors that are not replies from the
 // server (connection refused, reset, client closing) also wrap
 // ErrUnavailable; context errors stay as they are.

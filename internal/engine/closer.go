@@ -16,9 +16,8 @@ type CloserHost interface {
 	// Registry is the worker's registry entry, whose lock a close holds
 	// while it gives the worker's tasks back and deregisters.
 	Registry() Joiner
-	// Detach drops every session from the worker's sessions and lists
-	// them. The caller holds the worker's mu.
-	Detach() []*Session
+	// Served is the worker's sessions. The caller holds the worker's mu.
+	Served() Sessions
 	// TakePools takes the slot schedulers of the worker's HandleQueues
 	// calls, which it holds no more. The caller holds the worker's mu.
 	TakePools() []*Scheduler
@@ -147,7 +146,9 @@ func (k *Closer) StopComponents() {
 // worker is closed, so nothing serves a queue again.
 func (k *Closer) DetachAll(ctx context.Context, reason error, unsubscribe bool) (string, []*Session) {
 	k.host.Lock()
-	id, ss := k.host.Worker().ID(), k.host.Detach()
+	served := k.host.Served()
+	id, ss := k.host.Worker().ID(), served.List()
+	clear(served)
 	for _, s := range ss {
 		s.Left(true)
 	}

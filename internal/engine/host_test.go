@@ -232,7 +232,7 @@ func (w *fakeWorker) Worker() *lifecycle.Worker { return &w.state }
 func (w *fakeWorker) Session(queue string) *Session {
 	return w.sessions[queue]
 }
-func (w *fakeWorker) Remove(s *Session) bool                         { return w.sessions.Remove(s) }
+func (w *fakeWorker) Served() Sessions                               { return w.sessions }
 func (w *fakeWorker) Env() *Env                                      { return &w.env }
 func (w *fakeWorker) Deadline() *Deadline                            { return &w.dl }
 func (w *fakeWorker) Registry() Joiner                               { return &w.reg }

@@ -78,10 +78,8 @@ type SessionHost interface {
 	// gave up its lease on queue (the whole worker: queue is empty) for
 	// cause, ending lost.
 	Fenced(id, queue string, cause error, lost []*Proc)
-	// Remove drops s from the sessions served, if it is still the session
-	// of its queue, and reports whether it was. The caller holds the
-	// worker's mu.
-	Remove(s *Session) bool
+	// Served is the worker's sessions. The caller holds the worker's mu.
+	Served() Sessions
 }
 
 // Joiner is the worker's registry entry (Registry) as a rejoin takes it:

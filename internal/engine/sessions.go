@@ -110,7 +110,7 @@ func (s *Session) Leave(ctx context.Context, id string) error {
 	s.Leaving()
 	err := ReleaseOwn(ctx, s.env, id, []*Session{s})
 	s.host.Lock()
-	s.Left(err == nil && s.host.Remove(s))
+	s.Left(err == nil && s.host.Served().Remove(s))
 	s.host.Unlock()
 	s.Gate.Unlock()
 	if err != nil {
