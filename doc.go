@@ -248,7 +248,7 @@
 // (a periodic schedule's loop and tick.lua, and the worker's set of
 // them), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions), flows (carrying workflow tasks' notices to their
+// subscriptions, and its wait for an outcome and progress reports), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),

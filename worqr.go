@@ -290,8 +290,12 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
-	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
-	c.retries = coalesce.New(maxTasksPerScript, c.retryJoined)
+	c.finishes = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, ps []*engine.Proc) ([]store.Outcome, error) {
+		return engine.FinishJoined(ctx, c.store, queue, ps)
+	})
+	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+		return c.store.Retry(ctx, queue, refs)
+	})
 	if c.rdb == nil {
 		rdb, err := connect.Dial(ctx, dialOpt, opts.Addr, opts.Logger)
 		if err != nil {
