@@ -165,10 +165,7 @@
 // a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), keepalive.go (the lease keeper's
-// wiring: the keeper is the engine's),
-// fence.go (what a fence tells the application; the fences are the
-// engine's),
+// order, NewWorker),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
 // worker's set of them is internal/periodic's),
 // membership.go (StartWork and StopWork, over

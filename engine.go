@@ -237,7 +237,15 @@ func (h *workerHost) Heard(next time.Duration, dead bool, workers int64) {
 
 func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
 	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
-	h.c.tellFenced(h.opts.OnFenced, ev)
+	// Each is told on a goroutine of its own: a fence happens on the
+	// lease keeper's goroutine and under the worker's locks, and either
+	// may well call StopWork or Close.
+	if h.opts.OnFenced != nil {
+		go h.opts.OnFenced(ev)
+	}
+	if h.c.obs.fence != nil {
+		go h.c.obs.fenced(ev)
+	}
 }
 
 func (h *workerHost) TakePools() []*engine.Scheduler {

@@ -234,25 +234,10 @@ type PoolSlots struct {
 func (w *Worker) Slots() []PoolSlots {
 	w.mu.Lock()
 	id := w.state.ID()
-	scheds := append([]*engine.Scheduler(nil), w.pools...)
-	queues := make([]string, 0, len(w.sessions))
-	for q, s := range w.sessions {
-		if s.Runtime != nil {
-			queues = append(queues, q)
-		}
-	}
-	slices.Sort(queues)
-	for _, q := range queues {
-		scheds = append(scheds, w.sessions[q].Runtime.Sched())
-	}
+	scheds := w.sessions.Pools(w.pools)
 	w.mu.Unlock()
 	var out []PoolSlots
-	seen := make(map[*engine.Scheduler]bool, len(scheds))
 	for _, s := range scheds {
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
 		if qs, size, busy, free, taking := s.Snapshot(); taking {
 			out = append(out, PoolSlots{Worker: id, Queues: qs, Size: size, Busy: busy, Free: free})
 		}

@@ -83,23 +83,23 @@ type FenceEvent struct {
 // It is safe for concurrent use.
 //
 // A worker is the set of its sessions, one per queue it serves
-// (engine.Session, made by engine.Serve), and the worker-wide components around them: its lifecycle
-// (internal/lifecycle), its registry entry (engine.Registry: its id, the
-// queues and slots recorded, and the lock serialising changes to them;
-// registry.go: the slots of its Handle runtimes),
-// the lease keeper (engine.Keeper: its membership of its client's beat,
-// internal/beat, what a round renews and its answers, the fencing
-// deadline, engine.Deadline, the fence of the whole worker, the evidence
-// of a lease gone, the reconciliation pass, and the loop that registers
-// a fenced worker again; keepalive.go: its wiring; fence.go: what a fence
-// tells), the
+// (engine.Session, made by engine.Serve; engine.Sessions), and the
+// worker-wide components around them: its lifecycle (internal/lifecycle),
+// its registry entry (engine.Registry: its id, the queues and slots
+// recorded, and the lock serialising changes to them), the lease keeper
+// (engine.Keeper: its membership of its client's beat, internal/beat,
+// what a round renews and its answers, the fencing deadline,
+// engine.Deadline, the fence of the whole worker, the evidence of a lease
+// gone, the reconciliation pass, and the loop that registers a fenced
+// worker again; engine.go's workerHost tells the application of a
+// fence), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (engine.Scheduler, internal/engine; runtime.go,
 // pool.go give them the application's handlers) and its periodic schedules
 // (periodic.go, internal/periodic); the closer (engine.Closer) drains the
 // worker and stops them all. A session owns its lease deadline, its processes, its
-// dispatcher (internal/subscription, events.go), its timer of delayed
+// dispatcher (internal/subscription, engine.Session.Dispatch), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (engine.Runtime),
 // which also takes the tasks enqueues hand it; a fence of
 // one queue, its rejoin and its reconciliation are the session's, in the
@@ -190,7 +190,7 @@ type Worker struct {
 	// processes (engine.Books, the one map of them). Guarded by mu.
 	sessions engine.Sessions
 
-	lease     *leaseKeeper                      // renews the leases; fences the worker
+	lease     engine.Keeper                     // renews the leases; fences the worker
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
 	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
@@ -249,7 +249,7 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.life = life
 	w.env = processEnv(w)
 	w.closer.Init((*workerHost)(w), &w.env, end)
-	w.lease = newLeaseKeeper(w)
+	w.lease.Init((*workerHost)(w), &w.env, &w.registry)
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
 	w.mu.Lock()

@@ -76,6 +76,26 @@ func (ss Sessions) Slots() []store.QueueSlots {
 	return qs
 }
 
+// Pools lists the slot schedulers of pools (HandleQueues') and of the
+// sessions' runtimes, each once: pools first, then those of the queues
+// served, by name.
+func (ss Sessions) Pools(pools []*Scheduler) []*Scheduler {
+	out := slices.Clone(pools)
+	queues := make([]string, 0, len(ss))
+	for q, s := range ss {
+		if s.Runtime != nil {
+			queues = append(queues, q)
+		}
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		if s := ss[q].Runtime.Sched(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Subscribe subscribes the session, on the worker's life, to its queue's
 // events, which its dispatcher (Dispatch) applies. It is called once the
 // rest of the session is set (Init).
