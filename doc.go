@@ -191,7 +191,7 @@
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
 // allocation; starting and stopping work on a queue, engine.Serve and
-// engine.Unserve; the worker's sessions by queue, engine.Sessions, and its
+// engine.Unserve, and on a HandleQueues pool's, engine.ServePool; the worker's sessions by queue, engine.Sessions, and its
 // closer, engine.Closer, draining and closing it over the worker as its
 // host, engine.CloserHost; a served queue's session, engine.Session: its
 // gate, its dispatcher (the queue's events applied to its books and told

@@ -248,6 +248,8 @@ func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) 
 	}
 }
 
+func (h *workerHost) AddPool(pool *engine.Scheduler) { h.pools = append(h.pools, pool) }
+
 func (h *workerHost) TakePools() []*engine.Scheduler {
 	pools := h.pools
 	h.pools = nil

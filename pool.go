@@ -2,7 +2,6 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -104,7 +103,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		return err
 	}
 	s := engine.NewScheduler((*workerHost)(w), size, opts.Order == OrderStrict, false)
-	events := make([]Events, len(queues))
+	events := make([]engine.Events, len(queues))
 	for i, q := range queues {
 		share := q.Share
 		if share == 0 {
@@ -122,44 +121,13 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 				maxSlots = b.slots()
 			}
 		}
-		events[i] = hopts.Events
+		events[i] = engine.Events(hopts.Events)
 		r := s.Add(q.Queue, callOf(chain(h, w.opts.Middleware, hopts.Middleware)), memberOptions(hopts), maxSlots, share)
 		if b != nil {
 			b.attach(r)
 		}
 	}
-	members := s.Members()
-	for i, r := range members {
-		err := engine.Serve(ctx, (*workerHost)(w), &w.env, r.Queue(), engine.Events(events[i]), r)
-		if err == nil {
-			continue
-		}
-		// Leave the queues served already: the pool is served whole or
-		// not at all.
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
-		defer cancel()
-		for _, done := range members[:i] {
-			if uerr := w.StopWork(undo, done.Queue()); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = engine.UndoFailed{Err: err, What: fmt.Sprintf("leaving %q again failed", done.Queue()), Undo: uerr}
-			}
-		}
-		return err
-	}
-	// The loop starts once every member is served (each with its work flag
-	// set), so that the first slots already follow the order.
-	// Under w.mu, so that a worker closing meanwhile (stopComponents)
-	// finds it.
-	w.mu.Lock()
-	closed := w.state.IsClosed()
-	if !closed {
-		w.pools = append(w.pools, s)
-		s.SetReady()
-	}
-	w.mu.Unlock()
-	if closed {
-		return fmt.Errorf("worqr: handle queues: %w", ErrWorkerClosed)
-	}
-	return nil
+	return engine.ServePool(ctx, (*workerHost)(w), &w.env, s, events)
 }
 
 // validatePool checks HandleQueues' arguments and returns the pool's

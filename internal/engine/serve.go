@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -100,6 +101,49 @@ func serveQueue(ctx context.Context, host ServeHost, env *Env, queue string, eve
 		why = UndoFailed{Err: why, What: "leaving the queue again failed, so it stays served", Undo: err}
 	}
 	return fmt.Errorf("worqr: start work %q: waiting for the subscription: %w", queue, why)
+}
+
+// PoolHost is the worker as serving a HandleQueues pool takes it.
+type PoolHost interface {
+	ServeHost
+	// AddPool records pool among the worker's slot schedulers, which its
+	// closer stops. The caller holds the worker's mu.
+	AddPool(pool *Scheduler)
+}
+
+// ServePool serves the queues of pool's members, each with its events,
+// whole or not at all: if one fails, those served already are left
+// again. The pool's loop starts once every member is served (each with
+// its work flag set), so that the first slots already follow its order.
+func ServePool(ctx context.Context, host PoolHost, env *Env, pool *Scheduler, events []Events) error {
+	members := pool.Members()
+	for i, r := range members {
+		err := Serve(ctx, host, env, r.Queue(), events[i], r)
+		if err == nil {
+			continue
+		}
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.TTL)
+		defer cancel()
+		for _, done := range members[:i] {
+			if uerr := Unserve(undo, host, done.Queue()); uerr != nil && !errors.Is(uerr, errs.ErrWorkerClosed) {
+				err = UndoFailed{Err: err, What: fmt.Sprintf("leaving %q again failed", done.Queue()), Undo: uerr}
+			}
+		}
+		return err
+	}
+	// Under the worker's mu, so that a worker closing meanwhile
+	// (Closer.StopComponents) finds it.
+	host.Lock()
+	closed := host.Worker().IsClosed()
+	if !closed {
+		host.AddPool(pool)
+		pool.SetReady()
+	}
+	host.Unlock()
+	if closed {
+		return fmt.Errorf("worqr: handle queues: %w", errs.ErrWorkerClosed)
+	}
+	return nil
 }
 
 // Unserve stops the worker serving queue (StopWork): the session stops
