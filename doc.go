@@ -265,7 +265,7 @@
 // compile, their links resolve, and this map matches the tree).
 //
 // Redis is reached only through internal/store, one method per script
-// with typed results; the scripts are in internal/scripts, one file per
+// with typed results, and the wrapping of its errors (store.Fail); the scripts are in internal/scripts, one file per
 // operation, and the helpers they share in internal/scripts/common/, a
 // subject to a file. docs/guarantees.md has the guarantees and the failure
 // modes, docs/key-layout.md the key layout.
