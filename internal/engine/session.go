@@ -10,13 +10,15 @@ import (
 	"github.com/worqr/worqr/internal/subscription"
 )
 
-// Session is the engine's part of one queue a worker serves: the queue's
-// gate, its books of in-flight processes (Books, books.go), its lease
-// (Lease, lease.go), its dispatcher, its timer of delayed tasks and the
-// application's callbacks (events.go), its fence, rejoin and
-// reconciliation (fence.go, rejoin.go, reconcile.go), and the Handle
-// runtime serving the queue, if any. The root package's session holds one
-// by value (one allocation per queue served) and adds the worker's side.
+// Session is one queue a worker serves, from StartWork (or Handle,
+// HandleQueues; Serve) to StopWork (Unserve) or the worker's close: the
+// queue's gate, its books of in-flight processes (Books, books.go), its
+// lease (Lease, lease.go), its dispatcher (dispatch.go), its timer of
+// delayed tasks and the application's callbacks (events.go), its fence,
+// rejoin and reconciliation (fence.go, rejoin.go, reconcile.go), leaving
+// the queue (sessions.go), and the Handle runtime serving the queue, if
+// any. The root's adapter of the worker, its host, makes one per queue
+// served (ServeHost.NewSession).
 //
 // Name, Events, Sub, Sched, Runtime, the host and env are set when the
 // session is made and never change. The books and the lease guard their own state; a
