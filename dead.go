@@ -111,7 +111,7 @@ func (c *Client) RequeueDeadLetter(ctx context.Context, queue, id string) (bool,
 		return ok, c.fail("requeue dead letter", queue, err)
 	}
 	if ok {
-		c.carryRevived(ctx, queue) // a workflow's step: its workflow carries on
+		c.carrier.Revived(ctx, queue) // a workflow's step: its workflow carries on
 	}
 	return ok, nil
 }
@@ -131,7 +131,7 @@ func (c *Client) RequeueDeadLetters(ctx context.Context, queue string) (int64, e
 		return n, c.fail("requeue dead letters", queue, err)
 	}
 	if n > 0 {
-		c.carryRevived(ctx, queue) // workflows' steps: their workflows carry on
+		c.carrier.Revived(ctx, queue) // workflows' steps: their workflows carry on
 	}
 	return n, nil
 }

@@ -165,20 +165,13 @@
 // a cancel makes).
 //
 // The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker), session.go (a queue served:
-// the worker's side of it, over the engine's engine.Session), keepalive.go (the lease keeper's
-// wiring: the keeper is the engine's),
-// fence.go (what a fence tells the application; the fences are the
-// engine's), reconcile.go
-// (the passes that look for processes whose dequeue reply or hand-off
-// event was lost, and the keeper's pass over the root's sessions),
+// order, NewWorker),
 // periodic.go (periodic schedules: Periodic, Every, their checks; the
-// worker's set of them is internal/periodic's), registry.go (the slots
-// of its Handle runtimes, which its registry entry records),
-// membership.go (StartWork, StopWork, the
-// queues served), dequeue.go (Dequeue and DequeueN, over the engine's
-// dequeue), events.go (a queue's
-// events, applied to its session), runtime.go (Handle: a queue served
+// worker's set of them is internal/periodic's),
+// membership.go (StartWork and StopWork, over
+// the engine's Serve and Unserve), dequeue.go (Dequeue and DequeueN, over the engine's
+// dequeue), events.go (the
+// application's callbacks for a queue's events), runtime.go (Handle: a queue served
 // by the engine's runtime, with the application's handler and options),
 // handler.go
 // (Handler, HandleOptions, middleware), pool.go (HandleQueues and its
@@ -189,19 +182,22 @@
 // process.go and progress.go (a Process, its methods and its progress
 // reports, over the engine's record of it in internal/engine, and the
 // worker's side of that record, procHost, and the process a dequeue or
-// a hand-off makes), shutdown.go (the
-// closer: Shutdown, Close, draining the worker and stopping its
-// components) and signals.go (the test signals of the engine's
+// a hand-off makes), shutdown.go
+// (Shutdown and Close, over the engine's closer) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
 // the worker (the engine's: workerHost, the one host of its components).
 //
 // The engine's components under internal/, each with tests of its own:
 // engine (a process's record, shared with the public Process in one
-// allocation; a served queue's session, engine.Session: its gate,
-// dispatcher and timer of delayed tasks, the queue's events applied to
-// its books and told to the application, its fence, rejoin and
-// reconciliation, over the worker as their host, engine.SessionHost (each
+// allocation; starting and stopping work on a queue, engine.Serve and
+// engine.Unserve, and on a HandleQueues pool's, engine.ServePool; the worker's sessions by queue, engine.Sessions, and its
+// closer, engine.Closer, draining and closing it over the worker as its
+// host, engine.CloserHost; a served queue's session, engine.Session: its
+// gate, its dispatcher (the queue's events applied to its books and told
+// to the application, and the catch-up after each subscription), its
+// timer of delayed tasks, leaving its queue, the runtimes a stop drains
+// (engine.Runtimes), its fence, rejoin and reconciliation, over the worker as their host, engine.SessionHost (each
 // component's host is small, over the worker's mu, lifecycle and
 // sessions, engine.Locked, which the root's one adapter implements), and
 // its two halves, each a type and a file of its own: its books of
@@ -250,7 +246,7 @@
 // (a periodic schedule's loop and tick.lua, and the worker's set of
 // them), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions), flows (carrying workflow tasks' notices to their
+// subscriptions, and its wait for an outcome and progress reports), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
@@ -270,7 +266,7 @@
 // compile, their links resolve, and this map matches the tree).
 //
 // Redis is reached only through internal/store, one method per script
-// with typed results; the scripts are in internal/scripts, one file per
+// with typed results, and the wrapping of its errors (store.Fail); the scripts are in internal/scripts, one file per
 // operation, and the helpers they share in internal/scripts/common/, a
 // subject to a file. docs/guarantees.md has the guarantees and the failure
 // modes, docs/key-layout.md the key layout.

@@ -55,6 +55,10 @@ func delayedEnv(w *Worker) *delayed.Env {
 	}
 }
 
+// unsurePasses is how many renewals look for processes after a dequeue's
+// reply was lost.
+const unsurePasses = 3
+
 // processEnv is what the worker's processes, sessions and lease keeper
 // take of it.
 func processEnv(w *Worker) engine.Env {
@@ -77,6 +81,7 @@ func processEnv(w *Worker) engine.Env {
 		ProgressInterval: ProgressInterval,
 		MaxAttempts:      DefaultMaxAttempts,
 		UnsurePasses:     unsurePasses,
+		CancelWait:       ShutdownCancelWait,
 		Redis:            &w.clock,
 		RenewInterval:    w.opts.RenewInterval,
 		StayFenced:       w.opts.StayFenced,
@@ -177,7 +182,7 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 		Slots: func() []store.QueueSlots {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return w.sessions.slots()
+			return w.sessions.Slots()
 		},
 		Log: w.logger,
 	}
@@ -198,20 +203,16 @@ func (h *workerHost) Deadline() *engine.Deadline {
 	return &h.lease.Deadline
 }
 func (h *workerHost) Registry() engine.Joiner                     { return &h.registry }
-func (h *workerHost) Go(f func(life context.Context))             { h.closer.tasks.Go(func() { f(h.life) }) }
+func (h *workerHost) Go(f func(life context.Context))             { h.closer.Go(func() { f(h.life) }) }
 func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
 
-func (h *workerHost) Session(queue string) *engine.Session {
-	if s := h.sessions[queue]; s != nil {
-		return &s.Session
-	}
-	return nil
-}
+func (h *workerHost) Session(queue string) *engine.Session { return h.sessions[queue] }
+func (h *workerHost) Served() engine.Sessions              { return h.sessions }
 
 func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
 	dst = slices.Grow(dst, len(h.sessions))
 	for _, s := range h.sessions {
-		dst = append(dst, &s.Session)
+		dst = append(dst, s)
 	}
 	return dst
 }
@@ -236,5 +237,53 @@ func (h *workerHost) Heard(next time.Duration, dead bool, workers int64) {
 
 func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) {
 	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
-	h.c.tellFenced(h.opts.OnFenced, ev)
+	// Each is told on a goroutine of its own: a fence happens on the
+	// lease keeper's goroutine and under the worker's locks, and either
+	// may well call StopWork or Close.
+	if h.opts.OnFenced != nil {
+		go h.opts.OnFenced(ev)
+	}
+	if h.c.obs.fence != nil {
+		go h.c.obs.fenced(ev)
+	}
+}
+
+func (h *workerHost) AddPool(pool *engine.Scheduler) { h.pools = append(h.pools, pool) }
+
+func (h *workerHost) TakePools() []*engine.Scheduler {
+	pools := h.pools
+	h.pools = nil
+	return pools
+}
+
+func (h *workerHost) Services() []func() {
+	w := (*Worker)(h)
+	return []func(){w.lease.Stop, func() { w.reclaimer.Leave(reclaimMember{w}) }, w.periodics.Close}
+}
+
+func (h *workerHost) StopTicks()                { h.periodics.Close() }
+func (h *workerHost) Flush(ctx context.Context) { h.c.flushStats(ctx, "") }
+
+// Left counts the worker out of its client's workers; the last one's
+// leaving stops the workflow sweeps.
+func (h *workerHost) Left() {
+	c := h.c
+	c.mu.Lock()
+	_, member := c.workers[(*Worker)(h)]
+	delete(c.workers, (*Worker)(h))
+	c.mu.Unlock()
+	if member {
+		c.flows.Left()
+	}
+}
+
+func (h *workerHost) RecordSlots(ctx context.Context, id string) { h.registry.RecordSlots(ctx, id) }
+
+// NewSession makes the session of a queue (engine.Session), over the
+// worker as its host, and subscribes it to the queue's events.
+func (h *workerHost) NewSession(queue string, events engine.Events, r *engine.Runtime, deadline time.Time) *engine.Session {
+	s := new(engine.Session)
+	s.Init(h, &h.env, queue, events, r, deadline, delayed.New(delayedEnv((*Worker)(h)), h.life, queue))
+	s.Subscribe(h.life)
+	return s
 }

@@ -414,7 +414,7 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
-	c.carryCancelled(ctx, queue, notices)
+	c.carrier.Cancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -434,7 +434,7 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 	if err != nil {
 		return CancelResult{}, c.fail("cancel", queue, err)
 	}
-	c.carryCancelled(ctx, queue, notices)
+	c.carrier.Cancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -498,7 +498,7 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 	if err != nil {
 		return removed, more, c.fail("cancel waiting", queue, err)
 	}
-	c.carryCancelled(ctx, queue, notices)
+	c.carrier.Cancelled(ctx, queue, notices)
 	return removed, more, nil
 }
 
@@ -518,6 +518,6 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
 	if err != nil {
 		return 0, c.fail("delete", queue, err)
 	}
-	c.carryCancelled(ctx, queue, notices)
+	c.carrier.Cancelled(ctx, queue, notices)
 	return n, nil
 }

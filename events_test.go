@@ -332,11 +332,11 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	s := w.sessions["q"]
 	w.mu.Unlock()
 
-	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
-	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq - 1}})
+	s.Dispatch(ctx, subscription.Event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
+	s.Dispatch(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq - 1}})
 	assert.NoError(t, p.Err(), "a cancel of another task with the same payload, a delete from before the dequeue")
 	assert.ErrorIs(t, ps[0].Err(), ErrTaskCancelled)
-	s.handle(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq}})
+	s.Dispatch(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq}})
 	assert.ErrorIs(t, p.Err(), ErrQueueDeleted)
 }
 

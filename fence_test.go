@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/lifecycle"
 )
 
@@ -110,16 +111,16 @@ func TestFenceLeaseLostNeedsEvidence(t *testing.T) {
 	ps := dequeueAll(t, w, "q", 2)
 	s, id := sessionOf(w, "q"), w.ID()
 
-	w.lease.leaseLost(id, "other", nil, nil, errTestLease)
+	w.lease.LeaseLost(id, "other", nil, nil, errTestLease)
 	assert.False(t, isFenced(w), "a queue it does not serve")
-	w.lease.leaseLost(id, "q", &session{}, nil, errTestLease)
+	w.lease.LeaseLost(id, "q", &engine.Session{}, nil, errTestLease)
 	assert.False(t, isFenced(w), "sent for another session of the queue")
 	s.Books.Drop(&ps[0].rec)
-	w.lease.leaseLost(id, "q", nil, &ps[0].rec, errTestLease)
+	w.lease.LeaseLost(id, "q", nil, &ps[0].rec, errTestLease)
 	assert.False(t, isFenced(w), "about a process the session no longer holds")
 	require.Nil(t, ps[1].Err())
 
-	w.lease.leaseLost(id, "q", s, &ps[1].rec, errTestLease)
+	w.lease.LeaseLost(id, "q", s, &ps[1].rec, errTestLease)
 	assert.True(t, isFenced(w), "about the session and a process it holds")
 	assert.ErrorIs(t, ps[1].Err(), ErrWorkerFenced)
 	assert.Equal(t, id, recv(t, fences, 5*time.Second, "the fence event").WorkerID)

@@ -38,7 +38,7 @@ func flowsRelease(c *Client) *flows.Release {
 
 // flowsCarrier is what a carry of workflow notices takes of the client.
 func flowsCarrier(c *Client) *flows.Carrier {
-	return &flows.Carrier{Store: c.store, Fail: c.fail, Enqueue: c.release.Enqueue, BatchMax: flowBatchMax}
+	return &flows.Carrier{Store: c.store, Fail: c.fail, Enqueue: c.release.Enqueue, BatchMax: flowBatchMax, Log: c.log}
 }
 
 // flowsEnv is what the client's carries and sweeps of workflow notices
@@ -68,32 +68,5 @@ func (c *Client) flowEnded(queue, flow, taskID string, want Outcome, read *store
 	if n, ok := store.ParseNotice(flow + "," + taskID + "," + status); ok {
 		n.Read = read
 		c.flows.Ended(queue, n)
-	}
-}
-
-// carryRevived carries a queue's notices of workflow tasks requeued from
-// the dead letters, after a requeue: their workflows run again by the
-// time the requeue returns. One that fails is left to the sweep.
-func (c *Client) carryRevived(ctx context.Context, queue string) {
-	raw, err := c.store.FlowNotices(ctx, queue, 0, flows.SweepLimit)
-	if err == nil {
-		_, err = c.carrier.Raw(ctx, queue, raw, func(n store.Notice) bool { return n.Status == "revived" })
-	}
-	if err != nil {
-		c.log.Warn("worqr: could not tell a workflow of its step requeued; a sweep will", "queue", queue, "err", err)
-	}
-}
-
-// carryCancelled carries the notices a cancel or a queue's delete wrote
-// for the workflow tasks it cancelled: their workflows have recorded
-// those steps' ends, and cancelled their descendants, by the time the
-// call returns. Notices that fail to be carried stay in the queue's flows
-// set, for a sweep of that queue.
-func (c *Client) carryCancelled(ctx context.Context, queue string, notices []string) {
-	if len(notices) == 0 {
-		return
-	}
-	if _, err := c.carrier.Raw(ctx, queue, notices, func(store.Notice) bool { return true }); err != nil {
-		c.log.Warn("worqr: could not tell a workflow of its step cancelled; a sweep will", "queue", queue, "err", err)
 	}
 }

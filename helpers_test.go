@@ -206,16 +206,16 @@ func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 func crash(w *Worker) {
 	w.mu.Lock()
 	closing := w.state.ToClosed()
-	runtimes := w.sessions.runtimes()
+	runtimes := w.sessions.Runtimes()
 	w.mu.Unlock()
 	if !closing {
 		return
 	}
-	w.closer.stopComponents()
+	w.closer.StopComponents()
 	for _, r := range runtimes {
 		r.StopTaking()
 	}
-	w.closer.detachAll(context.Background(), errCrashed, false) // handlers end and write nothing
+	w.closer.DetachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runtimes {
 		<-r.Drained()
 	}
@@ -228,7 +228,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func freeze(w *Worker) {
-	w.closer.stopComponents()
+	w.closer.StopComponents()
 }
 
 // countCalls counts c's store calls of kind op from now on (it replaces
@@ -561,7 +561,7 @@ func currentID(w *Worker) (string, error) {
 }
 
 // sessionOf is the session of queue on w (nil if it does not serve it).
-func sessionOf(w *Worker, queue string) *session {
+func sessionOf(w *Worker, queue string) *engine.Session {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.sessions[queue]

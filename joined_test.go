@@ -71,7 +71,7 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	ws, ps := twoHolders(t, c, 0, 1, 1)
 	w1, p1, p2, p3 := ws[0], ps[0], ps[1], ps[2]
 	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
-	codes, err := c.finishJoined(ctx, "q", []*engine.Proc{&p1.rec, &p2.rec, &p1.rec, &stolen.rec})
+	codes, err := engine.FinishJoined(ctx, c.store, "q", []*engine.Proc{&p1.rec, &p2.rec, &p1.rec, &stolen.rec})
 	require.NoError(t, err)
 	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned}, codes)
 	procs, err := c.Processes(ctx, "q")

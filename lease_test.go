@@ -1,9 +1,9 @@
 package worqr
 
-// The lease deadline (engine.Deadline), the renewals that move it
-// (keepalive.go), and the fences and rejoins it leads to (engine.Keeper,
-// engine.Session), driven by a Fake clock: the tests move the client's clock
-// and miniredis's together, and wait on the components' test signals.
+// The lease deadline (engine.Deadline), the renewals that move it and the
+// fences and rejoins they lead to (engine.Keeper, engine.Session), driven
+// by a Fake clock: the tests move the client's clock and miniredis's
+// together, and wait on the components' test signals.
 
 import (
 	"context"

@@ -458,10 +458,14 @@ func holdScript(h *hooked, q, sha string, hang *atomic.Bool) (held <-chan struct
 }
 
 // workerGoroutines lists the stacks of goroutines running a method of a
-// worker or of the client's loops (the caller's excepted).
+// worker or of the client's loops (the caller's excepted), or of the
+// engine's parts of a worker: its sessions, its closer, its runtimes'
+// stop.
 func workerGoroutines() []string {
 	return goroutinesRunning(func(frame string) bool {
-		return strings.Contains(frame, "worqr/worqr.(*") && !strings.Contains(frame, "worqr/worqr.(*hooked)")
+		return strings.Contains(frame, "worqr/worqr.(*") && !strings.Contains(frame, "worqr/worqr.(*hooked)") ||
+			strings.Contains(frame, "internal/engine.(*Session)") || strings.Contains(frame, "internal/engine.(*Closer)") ||
+			strings.Contains(frame, "internal/engine.Runtimes.")
 	})
 }
 

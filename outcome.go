@@ -113,6 +113,8 @@ func (c *Client) WaitWithProgress(ctx context.Context, queue, id string, onProgr
 	return c.wait(ctx, queue, id, onProgress)
 }
 
+// wait is Wait, and WaitWithProgress with onProgress (internal/waiters'
+// Wait).
 func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(TaskProgress)) (TaskOutcome, error) {
 	if err := c.validate(ctx, "wait", queue); err != nil {
 		return TaskOutcome{}, err
@@ -120,65 +122,13 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	w := c.waiters.Add(queue, id, onProgress != nil)
-	defer c.waiters.Remove(queue, id, w)
-	var last store.ProgressRecord // the last report given to onProgress
-	pending := false              // a read saw the task pending its outcome
-	deliver := func(r store.ProgressRecord) {
-		if r != last {
-			last = r
-			onProgress(taskProgress(id, r))
-		}
+	var heard func(store.ProgressRecord)
+	if onProgress != nil {
+		heard = func(r store.ProgressRecord) { onProgress(taskProgress(id, r)) }
 	}
-	for {
-		select {
-		case <-w.Wake():
-		case <-w.Progress(): // nil without onProgress: never ready
-			if r := w.TakeReport(); r != nil {
-				deliver(*r)
-			}
-			continue
-		case <-ctx.Done():
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ctx.Err())
-		case <-w.Closed():
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrClientClosed)
-		}
-		// Why the task may have gone without an outcome, if an event
-		// said so before this read: taken now, so that it speaks only of
-		// what the read can see, and trusted only if an earlier read saw
-		// the task pending, so that it explains that task's going (an
-		// event can reach a waiter that began after it was published).
-		gone := w.TakeGone()
-		r, state, err := c.store.TaskOutcome(ctx, queue, id, true)
-		if err != nil {
-			return TaskOutcome{}, c.fail("wait", queue, err)
-		}
-		switch state {
-		case store.OutcomeKept:
-			return taskOutcome(queue, r), nil
-		case store.OutcomeComing:
-			pending = true
-		case store.OutcomeUnkept:
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrNotRetained)
-		case store.OutcomeCanceled:
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrTaskCancelled)
-		case store.OutcomeDeleted:
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, ErrQueueDeleted)
-		default:
-			if gone == nil || !pending {
-				gone = ErrNoTask
-			}
-			return TaskOutcome{}, fmt.Errorf("worqr: wait %q %s: %w", queue, id, gone)
-		}
-		if onProgress != nil {
-			// (Re)subscribed: a report may have been missed.
-			r, ok, err := c.store.Progress(ctx, queue, id)
-			if err != nil {
-				return TaskOutcome{}, c.fail("wait", queue, err)
-			}
-			if ok {
-				deliver(r)
-			}
-		}
+	r, err := c.waiters.Wait(ctx, queue, id, heard, c.fail)
+	if err != nil {
+		return TaskOutcome{}, err
 	}
+	return taskOutcome(queue, r), nil
 }

@@ -196,7 +196,7 @@ func waitersInSelect(t *testing.T, test string, n int) bool {
 		header, frames, _ := strings.Cut(g, "\n")
 		lines := strings.Split(frames, "\n")
 		if strings.Contains(header, "[select") && // (runtime frames are not shown)
-			strings.HasPrefix(lines[0], "github.com/worqr/worqr.(*Client).wait(") &&
+			strings.HasPrefix(lines[0], "github.com/worqr/worqr/internal/waiters.(*Waiters).Wait(") &&
 			strings.Contains(g, "github.com/worqr/worqr."+test+".") {
 			asleep++
 		}

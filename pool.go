@@ -2,7 +2,6 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -104,7 +103,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		return err
 	}
 	s := engine.NewScheduler((*workerHost)(w), size, opts.Order == OrderStrict, false)
-	events := make([]Events, len(queues))
+	events := make([]engine.Events, len(queues))
 	for i, q := range queues {
 		share := q.Share
 		if share == 0 {
@@ -122,50 +121,13 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 				maxSlots = b.slots()
 			}
 		}
-		events[i] = hopts.Events
+		events[i] = engine.Events(hopts.Events)
 		r := s.Add(q.Queue, callOf(chain(h, w.opts.Middleware, hopts.Middleware)), memberOptions(hopts), maxSlots, share)
 		if b != nil {
 			b.attach(r)
 		}
 	}
-	members := s.Members()
-	for i, r := range members {
-		err := w.startWork(ctx, r.Queue(), events[i], r)
-		if err == nil {
-			continue
-		}
-		w.mu.Lock()
-		sv := w.sessions[r.Queue()]
-		w.mu.Unlock()
-		if sv == nil || sv.Runtime != r {
-			r.StopTaking()
-		}
-		// Leave the queues served already: the pool is served whole or
-		// not at all.
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
-		defer cancel()
-		for _, done := range members[:i] {
-			if uerr := w.StopWork(undo, done.Queue()); uerr != nil && !errors.Is(uerr, ErrWorkerClosed) {
-				err = undoFailed{err: err, what: fmt.Sprintf("leaving %q again failed", done.Queue()), undo: uerr}
-			}
-		}
-		return err
-	}
-	// The loop starts once every member is served (each with its work flag
-	// set), so that the first slots already follow the order.
-	// Under w.mu, so that a worker closing meanwhile (stopComponents)
-	// finds it.
-	w.mu.Lock()
-	closed := w.state.IsClosed()
-	if !closed {
-		w.pools = append(w.pools, s)
-		s.SetReady()
-	}
-	w.mu.Unlock()
-	if closed {
-		return fmt.Errorf("worqr: handle queues: %w", ErrWorkerClosed)
-	}
-	return nil
+	return engine.ServePool(ctx, (*workerHost)(w), &w.env, s, events)
 }
 
 // validatePool checks HandleQueues' arguments and returns the pool's
@@ -240,25 +202,10 @@ type PoolSlots struct {
 func (w *Worker) Slots() []PoolSlots {
 	w.mu.Lock()
 	id := w.state.ID()
-	scheds := append([]*engine.Scheduler(nil), w.pools...)
-	queues := make([]string, 0, len(w.sessions))
-	for q, s := range w.sessions {
-		if s.Runtime != nil {
-			queues = append(queues, q)
-		}
-	}
-	slices.Sort(queues)
-	for _, q := range queues {
-		scheds = append(scheds, w.sessions[q].Runtime.Sched())
-	}
+	scheds := w.sessions.Pools(w.pools)
 	w.mu.Unlock()
 	var out []PoolSlots
-	seen := make(map[*engine.Scheduler]bool, len(scheds))
 	for _, s := range scheds {
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
 		if qs, size, busy, free, taking := s.Snapshot(); taking {
 			out = append(out, PoolSlots{Worker: id, Queues: qs, Size: size, Busy: busy, Free: free})
 		}

@@ -53,7 +53,7 @@ func (h *procHost) Env() *engine.Env { return &h.w.env }
 
 func (h *procHost) LeaseLost(cause error) {
 	p := (*Process)(h)
-	h.w.lease.leaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)
+	h.w.lease.LeaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)
 }
 
 func (h *procHost) Observe(outcome engine.Outcome, reason string, err error) {

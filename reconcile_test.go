@@ -1,6 +1,6 @@
 package worqr
 
-// The reconciliation (reconcile.go) on its own, called directly: it gives
+// The reconciliation (internal/engine's reconcile.go) on its own, called directly: it gives
 // back what Redis says the worker holds in a queue and the session does
 // not (a dequeue whose reply was lost), and only while passes are left.
 
@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr/internal/engine"
 )
 
 func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
@@ -22,21 +24,21 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	unsure := func() int { return s.Books.View().Unsure }
 
 	s.Books.Drop(&ps[0].rec) // as if its dequeue's reply had been lost
-	w.lease.reconcile(ctx, id, []*session{s})
+	w.lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"), "no pass left: nothing looked for")
 
 	s.Books.MarkUnsure(2, false)
-	w.lease.reconcile(ctx, id, []*session{s})
+	w.lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0000", "t0002"}, waiting(t, c, "q"), "the unknown process's task back at the front")
 	assert.Nil(t, ps[1].Err(), "the process the session holds is kept")
 	assert.Equal(t, 1, unsure(), "one pass used")
 
-	w.lease.reconcile(ctx, "stale-id", []*session{s})
+	w.lease.Reconcile(ctx, "stale-id", []*engine.Session{s})
 	assert.Equal(t, 1, unsure(), "an id no longer current reconciles nothing")
 
 	s.Books.Drop(&ps[1].rec)
-	w.lease.reconcile(ctx, id, []*session{s})
+	w.lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0001", "t0000", "t0002"}, waiting(t, c, "q"))
 	assert.Zero(t, unsure())
-	assert.False(t, anyUnsure([]*session{s}))
+	assert.False(t, engine.AnyUnsure([]*engine.Session{s}))
 }

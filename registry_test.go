@@ -43,7 +43,7 @@ func TestRegistryRecordsSlots(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "a", nop, HandleOptions{Concurrency: 2}))
 
 	w.mu.Lock()
-	qs := w.sessions.slots()
+	qs := w.sessions.Slots()
 	w.mu.Unlock()
 	assert.Equal(t, []store.QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 3}}, qs)
 	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 3}}, recordedSlots(t, c, w.ID()))

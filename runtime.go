@@ -39,16 +39,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 	}
 	// The worker tells the member of work events itself
 	// (engine.Runtime.WorkArrived), before it calls these.
-	if err := w.startWork(ctx, queue, opts.Events, r); err != nil {
-		w.mu.Lock()
-		sv := w.sessions[queue]
-		w.mu.Unlock()
-		if sv == nil || sv.Runtime != r {
-			r.StopTaking()
-		}
-		return err
-	}
-	return nil
+	return engine.Serve(ctx, (*workerHost)(w), &w.env, queue, engine.Events(opts.Events), r)
 }
 
 // slotsOf is the slots for a Concurrency option: DefaultConcurrency for

@@ -20,7 +20,7 @@ import (
 
 // servedSession is a worker of fast options on k's client, serving q, with
 // its session and the channel its fences arrive on.
-func servedSession(t *testing.T, k *clocked) (*Worker, *session, <-chan FenceEvent) {
+func servedSession(t *testing.T, k *clocked) (*Worker, *engine.Session, <-chan FenceEvent) {
 	t.Helper()
 	w, fences := fencingWorker(t, k.c)
 	require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
@@ -108,20 +108,20 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	require.Equal(t, old+1, gen)
 
 	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
-	renewed := w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old, Gone: true}})
+	renewed := w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old, Gone: true}})
 	assert.Empty(t, renewed)
 	noFence(t, fences)
 	_, err := currentID(w)
 	require.NoError(t, err, "an earlier lease found gone fenced the worker")
-	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: old}})
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old}})
 	assert.Empty(t, renewed)
 	now, state := s.Lease.View().Deadline, s.Lease.View().State
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
 	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
-	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: &s.Session, Gen: gen}})
-	assert.Equal(t, []*engine.Session{&s.Session}, renewed)
+	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: gen}})
+	assert.Equal(t, []*engine.Session{s}, renewed)
 	now = s.Lease.View().Deadline
 	assert.Equal(t, w.lease.Of(later), now)
 }
@@ -147,20 +147,20 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 		orphan = procs[1].ID
 	}
 
-	ss := []*session{s}
-	require.False(t, anyUnsure(ss))
-	w.lease.reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
+	ss := []*engine.Session{s}
+	require.False(t, engine.AnyUnsure(ss))
+	w.lease.Reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"))
 
 	s.Books.MarkUnsure(1, false)
-	require.True(t, anyUnsure(ss))
-	w.lease.reconcile(ctx, w.ID(), ss)
+	require.True(t, engine.AnyUnsure(ss))
+	w.lease.Reconcile(ctx, w.ID(), ss)
 	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "the orphan back at the front")
 	procs, err = c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 1)
 	assert.Equal(t, known.ID(), procs[0].ID, "the known process is kept")
-	assert.False(t, anyUnsure(ss), "one pass done")
+	assert.False(t, engine.AnyUnsure(ss), "one pass done")
 	upTo := s.Books.View().ReleasedUpTo
 	assert.GreaterOrEqual(t, upTo, store.PIDSeq(orphan))
 
@@ -190,7 +190,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 
 	ok, gone := old.Lease.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
 	assert.False(t, ok || gone, "an answer for a session that left")
-	w.lease.reconcile(ctx, w.ID(), []*session{old})
+	w.lease.Reconcile(ctx, w.ID(), []*engine.Session{old})
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 1, "the new session's process is still held")

@@ -1,13 +1,11 @@
 package worqr
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/proc"
-	"github.com/worqr/worqr/internal/store"
 )
 
 // The retry policy (RetryPolicy, its backoffs, RetryAfter). Its decision
@@ -90,15 +88,4 @@ func (r RetryPolicy) delay(attempt int, err error) time.Duration {
 		return max(r.Backoff(attempt, err), 0)
 	}
 	return DefaultBackoff(attempt, err)
-}
-
-// finishJoined is the coalescer's send for Finish (engine.FinishJoined).
-func (c *Client) finishJoined(ctx context.Context, queue string, ps []*engine.Proc) ([]store.Outcome, error) {
-	return engine.FinishJoined(ctx, c.store, queue, ps)
-}
-
-// retryJoined is the coalescer's send for retries: the retries of one
-// queue from overlapping calls, in one script call.
-func (c *Client) retryJoined(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
-	return c.store.Retry(ctx, queue, refs)
 }

@@ -113,7 +113,7 @@ func TestFailedBatchedFinishIsRetried(t *testing.T) {
 	close(release)
 	settledQueue(t, c, "q")
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runtimes{r}.idle() })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return engine.Runtimes{r}.Idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 2})
 	assert.EqualValues(t, 2, runs.Load())
 }
@@ -173,7 +173,7 @@ func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	})
 	g.open()
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return runtimes{r}.idle() })
+	eventually(t, 5*time.Second, "both outcomes recorded", func() bool { return engine.Runtimes{r}.Idle() })
 	outcomesAre(t, obs, map[Outcome]int{OutcomeSucceeded: 1, OutcomeLost: 1})
 	obs.mu.Lock()
 	defer obs.mu.Unlock()

@@ -99,6 +99,6 @@ func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
 	k.advance(ShutdownCancelWait)
 	assert.ErrorIs(t, recv(t, shut, testsignal.Wait, "Shutdown returned"), context.Canceled)
 	assert.Empty(t, goroutinesRunning(func(frame string) bool {
-		return strings.Contains(frame, "worqr.runtimes.stop")
+		return strings.Contains(frame, "internal/engine.Runtimes.Stop")
 	}), "a goroutine of Shutdown still waits for the handler")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/subscription"
 )
@@ -93,7 +94,7 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 		handled <- w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{})
 	}()
 	recv(t, entered, 5*time.Second, "subscribing")
-	var s *session
+	var s *engine.Session
 	eventually(t, 5*time.Second, "serving q", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -125,7 +126,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		case queue != "q":
 		case op == store.OpSubscribe:
 			subscribes.Add(1)
-		case op == store.OpPromote: // one per check (catchUp)
+		case op == store.OpPromote: // one per check (the catch-up)
 			checks.Add(1)
 		}
 		return nil

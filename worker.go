@@ -83,23 +83,23 @@ type FenceEvent struct {
 // It is safe for concurrent use.
 //
 // A worker is the set of its sessions, one per queue it serves
-// (session.go), and the worker-wide components around them: its lifecycle
-// (internal/lifecycle), its registry entry (engine.Registry: its id, the
-// queues and slots recorded, and the lock serialising changes to them;
-// registry.go: the slots of its Handle runtimes),
-// the lease keeper (engine.Keeper: its membership of its client's beat,
-// internal/beat, what a round renews and its answers, the fencing
-// deadline, engine.Deadline, the fence of the whole worker, the evidence
-// of a lease gone, the reconciliation pass, and the loop that registers
-// a fenced worker again; keepalive.go: its wiring; fence.go: what a fence
-// tells), the
+// (engine.Session, made by engine.Serve; engine.Sessions), and the
+// worker-wide components around them: its lifecycle (internal/lifecycle),
+// its registry entry (engine.Registry: its id, the queues and slots
+// recorded, and the lock serialising changes to them), the lease keeper
+// (engine.Keeper: its membership of its client's beat, internal/beat,
+// what a round renews and its answers, the fencing deadline,
+// engine.Deadline, the fence of the whole worker, the evidence of a lease
+// gone, the reconciliation pass, and the loop that registers a fenced
+// worker again; engine.go's workerHost tells the application of a
+// fence), the
 // reclaimer of dead peers (internal/reclaim, shared with the client's
 // workers of the same options), the slot schedulers of its Handle and
 // HandleQueues calls (engine.Scheduler, internal/engine; runtime.go,
 // pool.go give them the application's handlers) and its periodic schedules
-// (periodic.go, internal/periodic); the closer (shutdown.go) drains the
+// (periodic.go, internal/periodic); the closer (engine.Closer) drains the
 // worker and stops them all. A session owns its lease deadline, its processes, its
-// dispatcher (internal/subscription, events.go), its timer of delayed
+// dispatcher (internal/subscription, engine.Session.Dispatch), its timer of delayed
 // tasks (internal/delayed) and, for Handle, its runtime (engine.Runtime),
 // which also takes the tasks enqueues hand it; a fence of
 // one queue, its rejoin and its reconciliation are the session's, in the
@@ -180,7 +180,7 @@ type FenceEvent struct {
 //
 // A service's Stop holds its Base.mu until the run has ended, so it is
 // called holding no lock its run takes: the worker stops its services
-// (closer.stopComponents) holding none, and the stats flusher is stopped only
+// (engine.Closer.StopComponents) holding none, and the stats flusher is stopped only
 // after it was closed under statsflush.Flusher.mu, so that pending, which
 // starts a run under that lock, no longer does. The workflow sweeper is
 // stopped under flows.Flows.mu, which its run never takes.
@@ -198,9 +198,9 @@ type Worker struct {
 	state lifecycle.Worker
 	// sessions are the queues served, by name; each holds its in-flight
 	// processes (engine.Books, the one map of them). Guarded by mu.
-	sessions sessions
+	sessions engine.Sessions
 
-	lease     *leaseKeeper                      // renews the leases; fences the worker
+	lease     engine.Keeper                     // renews the leases; fences the worker
 	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
 	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
 	// periodics are the schedules registered (Periodic), each a running
@@ -214,9 +214,9 @@ type Worker struct {
 	// goroutine of the worker runs on it (or on a context derived from
 	// it), and the closer ends it before it stops them.
 	life context.Context
-	// closer drains and closes the worker (shutdown.go): it owns life's
-	// end and the worker's one-shot goroutines.
-	closer closer
+	// closer drains and closes the worker (engine.Closer): it owns
+	// life's end and the worker's one-shot goroutines.
+	closer engine.Closer
 	// writes bounds the outcome writes after handlers (engine.Settler).
 	writes writedeadline.Deadline
 	// env is what its processes take of it (engine.Env; engine.go).
@@ -246,9 +246,8 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	if opts.RenewInterval < 0 || opts.RenewInterval > opts.TTL/2 {
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
-	w := &Worker{c: c, opts: opts, sessions: make(sessions)}
+	w := &Worker{c: c, opts: opts, sessions: make(engine.Sessions)}
 	w.registry.Init(registryEnv(w))
-	w.closer.w = w
 	id, sent, err := w.registry.Register(ctx)
 	if err != nil {
 		return nil, err
@@ -256,9 +255,11 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 	w.state.ToRegistered(id)
 	// ctx bounds only the registration: the worker's life keeps its
 	// values but not its end.
-	w.life, w.closer.stop = context.WithCancel(context.WithoutCancel(ctx))
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	w.life = life
 	w.env = processEnv(w)
-	w.lease = newLeaseKeeper(w)
+	w.closer.Init((*workerHost)(w), &w.env, end)
+	w.lease.Init((*workerHost)(w), &w.env, &w.registry)
 	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
 
 	w.mu.Lock()

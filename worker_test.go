@@ -369,8 +369,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 
 	enqueueNumbered(t, c, "q", 1)
 	p := dequeueAll(t, w, "q", 1)[0]
-	w.closer.stop() // renewals stop, as if Redis were unreachable; nothing else does
-	w.closer.tasks.Wait()
+	w.closer.Halt() // renewals stop, as if Redis were unreachable; nothing else does
 	k.idle(opts.TTL)
 	ev = recv(t, fenced, testsignal.Wait, "second fence, on the worker's own clock")
 	assert.NotEqual(t, oldID, ev.WorkerID)

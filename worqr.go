@@ -290,8 +290,12 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
 	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
-	c.finishes = coalesce.New(maxTasksPerScript, c.finishJoined)
-	c.retries = coalesce.New(maxTasksPerScript, c.retryJoined)
+	c.finishes = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, ps []*engine.Proc) ([]store.Outcome, error) {
+		return engine.FinishJoined(ctx, c.store, queue, ps)
+	})
+	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
+		return c.store.Retry(ctx, queue, refs)
+	})
 	if c.rdb == nil {
 		rdb, err := connect.Dial(ctx, dialOpt, opts.Addr, opts.Logger)
 		if err != nil {
@@ -389,70 +393,5 @@ func validQueue(op, queue string) error {
 	return nil
 }
 
-// undoFailed is err, a call's error, with the error of undoing what the
-// call had done (undo, after what failed), which failed too: errors.Is
-// matches either. undo is an error of worqr's: its "worqr: " prefix is
-// not said again.
-type undoFailed struct {
-	err  error
-	what string // "leaving the queue again failed"
-	undo error
-}
-
-func (e undoFailed) Error() string {
-	return fmt.Sprintf("%s (and %s: %s)", e.err, e.what, strings.TrimPrefix(e.undo.Error(), "worqr: "))
-}
-
-func (e undoFailed) Unwrap() []error { return []error{e.err, e.undo} }
-
-// fail wraps an error from Redis. Errors that are not replies from the
-// server (connection refused, reset, client closing) also wrap
-// ErrUnavailable; context errors stay as they are.
-func (c *Client) fail(op, queue string, err error) error {
-	where := op
-	if queue != "" {
-		where = fmt.Sprintf("%s %q", op, queue)
-	}
-	if err == nil {
-		return fmt.Errorf("worqr: %s: unexpected reply", where)
-	}
-	re, isReply := redisReply(err)
-	if isReply && strings.Contains(re.Error(), "only (P)SUBSCRIBE") {
-		// A server that refuses commands on a connection with a
-		// subscription: miniredis, given a rueidis client speaking RESP3.
-		return fmt.Errorf("worqr: %s: %w: this server (miniredis?) refuses commands on a connection with a subscription; "+
-			"give worqr its address as Options.Addr, or a rueidis client with AlwaysRESP2, DisableCache and ForceSingleClient, "+
-			"or use the package github.com/worqr/worqr/embedded: %w", where, ErrInvalidOptions, err)
-	}
-	if isReply && !transientReply(re.Error()) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("worqr: %s: %w", where, err)
-	}
-	return fmt.Errorf("worqr: %s: %w: %w", where, ErrUnavailable, err)
-}
-
-// redisReply is the server's error reply that err is or wraps (the store
-// names the script that failed around its reply), if any.
-func redisReply(err error) (*rueidis.RedisError, bool) {
-	var re *rueidis.RedisError
-	if errors.As(err, &re) && re != rueidis.Nil {
-		return re, true
-	}
-	return nil, false
-}
-
-// transientReply reports whether an error reply is one of a server that
-// did not run the command and will again soon: loading its data after a
-// restart, busy with a long script, a replica cut off from its master or
-// being promoted, a cluster between states. These are outages like a
-// closed connection (ErrUnavailable), so a caller retries: a handler's
-// outcome written as Redis reloads is written once it has (found by the
-// chaos run: it was given up, and the process stayed held).
-func transientReply(msg string) bool {
-	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN":
-		return true
-	}
-	return false
-}
+// fail wraps an error from Redis (store.Fail).
+func (c *Client) fail(op, queue string, err error) error { return store.Fail(op, queue, err) }

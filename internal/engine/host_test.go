@@ -37,7 +37,7 @@ type fakeWorker struct {
 
 	mu       sync.Mutex
 	state    lifecycle.Worker
-	sessions map[string]*Session // guarded by mu
+	sessions Sessions // guarded by mu
 	// refuse makes Validate fail every call, so that no outcome write
 	// reaches Redis. Guarded by mu.
 	refuse error
@@ -232,6 +232,7 @@ func (w *fakeWorker) Worker() *lifecycle.Worker { return &w.state }
 func (w *fakeWorker) Session(queue string) *Session {
 	return w.sessions[queue]
 }
+func (w *fakeWorker) Served() Sessions                               { return w.sessions }
 func (w *fakeWorker) Env() *Env                                      { return &w.env }
 func (w *fakeWorker) Deadline() *Deadline                            { return &w.dl }
 func (w *fakeWorker) Registry() Joiner                               { return &w.reg }

@@ -120,6 +120,9 @@ type Env struct {
 	// the worker holds but it does not know of, after a call whose reply
 	// may have been lost (Books.MarkUnsure).
 	UnsurePasses int
+	// CancelWait is how long a stop waits for handlers to return once
+	// their contexts were cancelled (the root's ShutdownCancelWait).
+	CancelWait time.Duration
 
 	// What the worker's sessions and lease keeper take besides.
 

@@ -142,7 +142,7 @@ func (s *Scheduler) SetReady() {
 // close ends the loop for good, as the worker closes: the handler
 // goroutines waiting for a job leave, and no goroutine of the scheduler's
 // is started again. Once no handler runs, it waits for them all; a
-// handler that outlived its cancel (the root's runtimes.stop gave up on
+// handler that outlived its cancel (Runtimes.Stop gave up on
 // it) is the application's, and its goroutine leaves as soon as it
 // returns.
 func (s *Scheduler) close() {

@@ -10,13 +10,15 @@ import (
 	"github.com/worqr/worqr/internal/subscription"
 )
 
-// Session is the engine's part of one queue a worker serves: the queue's
-// gate, its books of in-flight processes (Books, books.go), its lease
-// (Lease, lease.go), its dispatcher, its timer of delayed tasks and the
-// application's callbacks (events.go), its fence, rejoin and
-// reconciliation (fence.go, rejoin.go, reconcile.go), and the Handle
-// runtime serving the queue, if any. The root package's session holds one
-// by value (one allocation per queue served) and adds the worker's side.
+// Session is one queue a worker serves, from StartWork (or Handle,
+// HandleQueues; Serve) to StopWork (Unserve) or the worker's close: the
+// queue's gate, its books of in-flight processes (Books, books.go), its
+// lease (Lease, lease.go), its dispatcher (dispatch.go), its timer of
+// delayed tasks and the application's callbacks (events.go), its fence,
+// rejoin and reconciliation (fence.go, rejoin.go, reconcile.go), leaving
+// the queue (sessions.go), and the Handle runtime serving the queue, if
+// any. The root's adapter of the worker, its host, makes one per queue
+// served (ServeHost.NewSession).
 //
 // Name, Events, Sub, Sched, Runtime, the host and env are set when the
 // session is made and never change. The books and the lease guard their own state; a
@@ -78,6 +80,8 @@ type SessionHost interface {
 	// gave up its lease on queue (the whole worker: queue is empty) for
 	// cause, ending lost.
 	Fenced(id, queue string, cause error, lost []*Proc)
+	// Served is the worker's sessions. The caller holds the worker's mu.
+	Served() Sessions
 }
 
 // Joiner is the worker's registry entry (Registry) as a rejoin takes it:
@@ -95,8 +99,7 @@ type Joiner interface {
 // env, with the application's events and the Handle runtime r serving
 // the queue (nil if the application dequeues itself), serving under a
 // lease whose deadline is deadline, with sched as its timer of delayed
-// tasks. The caller subscribes it (Sub) once the rest of its session is
-// set.
+// tasks. The caller subscribes it (Subscribe) once it is set.
 func (s *Session) Init(host SessionHost, env *Env, queue string, events Events, r *Runtime, deadline time.Time, sched *delayed.Scheduler) {
 	s.host, s.env = host, env
 	s.Name, s.Events, s.Runtime, s.Sched = queue, events, r, sched

@@ -3,6 +3,7 @@ package flows
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -29,6 +30,35 @@ type Carrier struct {
 	Enqueue func(ctx context.Context, ready []Ready) []error
 	// BatchMax is the most notices carried together.
 	BatchMax int
+	// Log says which carries failed, left to the sweep.
+	Log *slog.Logger
+}
+
+// Revived carries a queue's notices of workflow tasks requeued from the
+// dead letters, after a requeue: their workflows run again by the time
+// the requeue returns. One that fails is left to the sweep.
+func (c *Carrier) Revived(ctx context.Context, queue string) {
+	raw, err := c.Store.FlowNotices(ctx, queue, 0, SweepLimit)
+	if err == nil {
+		_, err = c.Raw(ctx, queue, raw, func(n store.Notice) bool { return n.Status == "revived" })
+	}
+	if err != nil {
+		c.Log.Warn("worqr: could not tell a workflow of its step requeued; a sweep will", "queue", queue, "err", err)
+	}
+}
+
+// Cancelled carries the notices a cancel or a queue's delete wrote for
+// the workflow tasks it cancelled: their workflows have recorded those
+// steps' ends, and cancelled their descendants, by the time the call
+// returns. Notices that fail to be carried stay in the queue's flows
+// set, for a sweep of that queue.
+func (c *Carrier) Cancelled(ctx context.Context, queue string, notices []string) {
+	if len(notices) == 0 {
+		return
+	}
+	if _, err := c.Raw(ctx, queue, notices, func(store.Notice) bool { return true }); err != nil {
+		c.Log.Warn("worqr: could not tell a workflow of its step cancelled; a sweep will", "queue", queue, "err", err)
+	}
 }
 
 // Sweep carries a queue's notices at least age old to their workflows,
