@@ -135,6 +135,18 @@ type CheckReport struct {
 	// call: the steps of a queue that holds more are not judged. A repair
 	// enqueues each anew (see CheckRepairs.RequeuedSteps).
 	VanishedSteps []WorkflowStep
+	// StalledReleases are steps of running workflows whose end has
+	// children left to settle (a fan-out's are settled a thousand a
+	// call, the notice of the end kept until the last) but whose notice
+	// is gone (deleted by hand, or lost in a failover), with their task's
+	// id: no carry or sweep goes on with the release, and the children
+	// past where it stands wait for good. A release whose notice is
+	// pending is carried on, and is no finding. Finding one reads the
+	// workflow's list of steps that freed a child. A repair carries the
+	// step's end once more, as a replay of its notice would: the rest of
+	// its children are settled, each once, and those it makes ready are
+	// enqueued (see CheckRepairs.ResumedReleases).
+	StalledReleases []WorkflowStep
 	// BrokenWorkflows could not be read: a key of theirs holds a type
 	// worqr never writes there. They are reported, never touched.
 	BrokenWorkflows []string
@@ -186,7 +198,7 @@ const StepSearchLimit = store.StepSearchLimit
 type WorkflowStep struct {
 	Workflow string // the workflow's id
 	Step     string // the step's name
-	Task     string // its task's id, in LostSteps, VanishedSteps and RequeuedSteps
+	Task     string // its task's id, in LostSteps, VanishedSteps, RequeuedSteps, StalledReleases and ResumedReleases
 }
 
 // CheckRepairs says what a repair changed.
@@ -240,6 +252,10 @@ type CheckRepairs struct {
 	// found nowhere is the step's unique key, which the old task held,
 	// given to the new one; the workflow then follows the new task.
 	RequeuedSteps []WorkflowStep
+	// ResumedReleases are stalled releases (see
+	// CheckReport.StalledReleases) carried on to their end: every child
+	// of the step settled, and those made ready enqueued.
+	ResumedReleases []WorkflowStep
 }
 
 // Problems is the number of problems the check found, before any repair.
@@ -247,22 +263,22 @@ func (r CheckReport) Problems() int {
 	return len(r.OrphanedProcesses) + len(r.DeadWorkers) + len(r.UnregisteredWorkers) + len(r.UnlistedQueues) +
 		len(r.UnregisteredQueues) + len(r.StaleQueues) + len(r.BrokenQueues) + len(r.UnknownKeys) + len(r.MiscountedQueues) +
 		len(r.MiscountedGroups) + len(r.UnreadableControls) + int(r.StaleProgress) + int(r.UndueGatherings) + int(r.StaleTurns) +
-		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.VanishedSteps) + len(r.BrokenWorkflows)
+		len(r.LeftoverWorkflows) + len(r.LastingWorkflows) + len(r.StalledSteps) + len(r.LostSteps) + len(r.VanishedSteps) + len(r.StalledReleases) + len(r.BrokenWorkflows)
 }
 
 // String summarises the report on one line.
 func (r CheckReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, stale turn fields %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, vanished steps %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
+	fmt.Fprintf(&b, "%d problems (orphaned processes %d, dead workers %d, unregistered workers %d, unlisted queues %d, unregistered queues %d, stale queues %d, broken queues %d, unknown keys %d, miscounted queues %d, miscounted groups %d, unreadable controls %d, gatherings without a deadline %d, stale turn fields %d, leftover workflows %d, lasting workflows %d, stalled steps %d, lost steps %d, vanished steps %d, stalled releases %d, broken workflows %d) in %d queues, %d workflows, %d keys, %d nodes",
 		r.Problems(), len(r.OrphanedProcesses), len(r.DeadWorkers), len(r.UnregisteredWorkers), len(r.UnlistedQueues),
 		len(r.UnregisteredQueues), len(r.StaleQueues), len(r.BrokenQueues), len(r.UnknownKeys), len(r.MiscountedQueues), len(r.MiscountedGroups), len(r.UnreadableControls), r.UndueGatherings, r.StaleTurns,
-		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.VanishedSteps), len(r.BrokenWorkflows),
+		len(r.LeftoverWorkflows), len(r.LastingWorkflows), len(r.StalledSteps), len(r.LostSteps), len(r.VanishedSteps), len(r.StalledReleases), len(r.BrokenWorkflows),
 		r.QueuesChecked, r.WorkflowsChecked, r.KeysScanned, r.NodesScanned)
 	if p := r.Repaired; p.changed() {
-		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, turn fields removed %d, workflows deleted %d, set to expire %d, steps enqueued %d, steps requeued %d",
+		fmt.Fprintf(&b, "; repaired: requeued %d, dropped %d, leases removed %d, workers adopted %d, queues listed %d, workers reclaimed %d (pending %d), queues registered %d, removed %d, recounted %d, groups recounted %d, gatherings rescheduled %d, turn fields removed %d, workflows deleted %d, set to expire %d, steps enqueued %d, steps requeued %d, releases resumed %d",
 			p.Requeued, p.Dropped, p.LeasesRemoved, len(p.AdoptedWorkers), len(p.ListedQueues), len(p.ReclaimedWorkers), len(p.PendingWorkers),
 			len(p.RegisteredQueues), len(p.RemovedQueues), len(p.RecountedQueues), p.RecountedGroups, p.RescheduledGatherings, p.ClearedTurns,
-			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps), len(p.RequeuedSteps))
+			len(p.DeletedWorkflows), len(p.ExpiringWorkflows), len(p.EnqueuedSteps), len(p.RequeuedSteps), len(p.ResumedReleases))
 	}
 	return b.String()
 }
@@ -270,7 +286,7 @@ func (r CheckReport) String() string {
 func (p CheckRepairs) changed() bool {
 	return p.Requeued+p.Dropped+p.LeasesRemoved+p.RecountedGroups+p.RescheduledGatherings+p.ClearedTurns > 0 || len(p.AdoptedWorkers)+len(p.ListedQueues)+len(p.ReclaimedWorkers)+
 		len(p.PendingWorkers)+len(p.RegisteredQueues)+len(p.RemovedQueues)+len(p.RecountedQueues)+
-		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps)+len(p.RequeuedSteps) > 0
+		len(p.DeletedWorkflows)+len(p.ExpiringWorkflows)+len(p.EnqueuedSteps)+len(p.RequeuedSteps)+len(p.ResumedReleases) > 0
 }
 
 // Check compares every key under the client's prefix with the registries
@@ -305,7 +321,9 @@ func (p CheckRepairs) changed() bool {
 //     enqueued as its release would (see CheckReport.StalledSteps);
 //   - a queued step whose task is gone from its queue without ending is
 //     enqueued anew, its queue judging again as it does (see
-//     CheckReport.VanishedSteps).
+//     CheckReport.VanishedSteps);
+//   - a release under way that no notice carries on is carried on to its
+//     end (see CheckReport.StalledReleases).
 //
 // The check is safe to run while workers run, from any number of
 // clients. Under concurrent changes a finding can be stale by the time it
@@ -341,6 +359,7 @@ func checkReport(r checker.Report) CheckReport {
 		StalledSteps:        workflowSteps(r.StalledSteps),
 		LostSteps:           workflowSteps(r.LostSteps),
 		VanishedSteps:       workflowSteps(r.VanishedSteps),
+		StalledReleases:     workflowSteps(r.StalledReleases),
 		BrokenWorkflows:     r.BrokenWorkflows,
 		WorkflowsChecked:    r.WorkflowsChecked,
 	}
@@ -372,6 +391,7 @@ func checkReport(r checker.Report) CheckReport {
 		ExpiringWorkflows:     f.ExpiringWorkflows,
 		EnqueuedSteps:         workflowSteps(f.EnqueuedSteps),
 		RequeuedSteps:         workflowSteps(f.RequeuedSteps),
+		ResumedReleases:       workflowSteps(f.ResumedReleases),
 	}
 	return rep
 }

@@ -6,6 +6,7 @@ package worqr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -154,6 +155,17 @@ func checkEnv(c *Client) *checker.Env {
 		},
 		EnqueueSteps: c.enqueueSteps,
 		StepTask:     stepTask,
+		ResumeRelease: func(ctx context.Context, queue, id string, end store.StepEnd) error {
+			// The end as the workflow recorded it, stamp and all: a
+			// replay that records nothing and carries the release on.
+			n := store.Notice{Workflow: id, Step: end.Step, Task: end.Task, Status: end.Status,
+				Read: &store.NoticeRead{At: end.At, Found: true}}
+			errs, err := c.carrier.Batch(ctx, queue, []store.Notice{n})
+			if err != nil {
+				return err
+			}
+			return errors.Join(errs...)
+		},
 	}
 }
 

@@ -1174,3 +1174,78 @@ func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
 	assert.Empty(t, notices)
 	requireClean(t, c)
 }
+
+// A fan-out's release under way whose notice is gone (deleted by hand, or
+// lost in a failover) after its first thousand children: no carry or
+// sweep goes on with it, so Check reports it (beside the thousand
+// released and not marked queued), and its repair carries the parent's
+// end once more: every child is enqueued, and marked queued, once.
+func TestCheckResumesAReleaseWhoseNoticeIsGone(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	const n = 2500
+	steps := []Step{{Name: "parent", Queue: "p"}}
+	for i := range n {
+		steps = append(steps, Step{Name: fmt.Sprintf("k%04d", i), Queue: "k", After: []string{"parent"}})
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "fan"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	var enqueued atomic.Bool
+	crashed := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if op == store.OpEnqueue && q == "k" {
+			enqueued.Store(true)
+		}
+		if op == store.OpWorkflow && enqueued.Load() {
+			select {
+			case crashed <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed after the first thousand's enqueue")
+		}
+		return nil
+	})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	p, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	recv(t, crashed, testsignal.Wait, "the crash")
+	c.store.SetFault(nil)
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "the notice stays")
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+
+	count := func() (int64, map[StepState]int) {
+		t.Helper()
+		l, err := c.QueueLen(ctx, "k")
+		require.NoError(t, err)
+		info, err := c.Workflow(ctx, id)
+		require.NoError(t, err)
+		states := make(map[StepState]int)
+		for _, st := range info.Steps {
+			states[st.State]++
+		}
+		return l, states
+	}
+	l, states := count()
+	require.Equal(t, int64(1000), l, "the first thousand enqueued")
+	require.Equal(t, map[StepState]int{StepSucceeded: 1, StepReady: 1000, StepWaiting: n - 1000}, states)
+
+	release := []WorkflowStep{{Workflow: "fan", Step: "parent", Task: p.TaskID()}}
+	rep := check(t, c, false)
+	assert.Equal(t, release, rep.StalledReleases)
+	assert.Len(t, rep.StalledSteps, 1000, "the first thousand, released and not marked queued")
+	assert.Equal(t, 1001, rep.Problems(), rep.String())
+	_, after := count()
+	assert.Equal(t, states, after, "Check without Repair changed no step")
+
+	rep = check(t, c, true)
+	assert.Equal(t, release, rep.StalledReleases)
+	assert.Equal(t, release, rep.Repaired.ResumedReleases)
+	l, states = count()
+	assert.Equal(t, int64(n), l, "every child enqueued once")
+	assert.Equal(t, map[StepState]int{StepSucceeded: 1, StepQueued: n}, states)
+	requireClean(t, c)
+}

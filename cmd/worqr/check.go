@@ -48,6 +48,7 @@ type checkJSON struct {
 	LastingWorkflows    []string           `json:"lastingWorkflows"`
 	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
 	LostSteps           []workflowStepJSON `json:"lostSteps"`
+	StalledReleases     []workflowStepJSON `json:"stalledReleases"`
 	BrokenWorkflows     []string           `json:"brokenWorkflows"`
 	NodesScanned        int                `json:"nodesScanned"`
 	KeysScanned         int                `json:"keysScanned"`
@@ -105,6 +106,7 @@ type repairsJSON struct {
 	DeletedWorkflows      []string           `json:"deletedWorkflows"`
 	ExpiringWorkflows     []string           `json:"expiringWorkflows"`
 	EnqueuedSteps         []workflowStepJSON `json:"enqueuedSteps"`
+	ResumedReleases       []workflowStepJSON `json:"resumedReleases"`
 }
 
 func list(s []string) []string {
@@ -129,7 +131,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
-		LostSteps: workflowSteps(r.LostSteps), UndueGatherings: r.UndueGatherings, StaleTurns: r.StaleTurns,
+		LostSteps: workflowSteps(r.LostSteps), StalledReleases: workflowSteps(r.StalledReleases), UndueGatherings: r.UndueGatherings, StaleTurns: r.StaleTurns,
 		BrokenWorkflows: list(r.BrokenWorkflows),
 		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
@@ -148,7 +150,8 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 			AdoptedWorkers: list(p.AdoptedWorkers), ListedQueues: workerQueues(p.ListedQueues), ReclaimedWorkers: list(p.ReclaimedWorkers),
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
 			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups, RescheduledGatherings: p.RescheduledGatherings, ClearedTurns: p.ClearedTurns,
-			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps)}
+			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps),
+			ResumedReleases: workflowSteps(p.ResumedReleases)}
 	}
 	return j
 }
@@ -231,6 +234,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		for _, st := range r.LostSteps {
 			t.row("lost step", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
 		}
+		for _, st := range r.StalledReleases {
+			t.row("stalled release", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
+		}
 		rows("broken workflow", r.BrokenWorkflows)
 		if err := t.flush(); err != nil {
 			return err
@@ -245,7 +251,7 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
 			"groups recounted", itoa(p.RecountedGroups), "gatherings rescheduled", itoa(p.RescheduledGatherings), "turn fields removed", itoa(p.ClearedTurns),
 			"workflows deleted", itoa(len(p.DeletedWorkflows)), "workflows set to expire", itoa(len(p.ExpiringWorkflows)),
-			"steps enqueued", itoa(len(p.EnqueuedSteps)))
+			"steps enqueued", itoa(len(p.EnqueuedSteps)), "releases resumed", itoa(len(p.ResumedReleases)))
 		if err != nil {
 			return err
 		}

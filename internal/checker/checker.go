@@ -39,7 +39,9 @@
 //     running workflow's step released to its queue is on its way there
 //     (StalledSteps), and a queued one's task is in its queue or has left
 //     a notice of its end (LostSteps), and one not ended is in some place
-//     of its queue (VanishedSteps).
+//     of its queue (VanishedSteps), and a step's end whose children are
+//     not all settled has a notice pending that carries its release on
+//     (StalledReleases).
 //
 // Registries live in slot {r} and queues in their own slots, so no look
 // at both is atomic, and the state changes under the check. A finding
@@ -83,6 +85,12 @@ type Env struct {
 	// StepTask is the task that runs a workflow's step, as its release
 	// enqueues it.
 	StepTask func(id string, step store.ReadyStep) (store.EnqueueOne, error)
+	// ResumeRelease carries a workflow's step's end once more, as a
+	// replay of its notice would (the notice's queue, the end as the
+	// workflow recorded it): the release under way goes on from where it
+	// stands until every child is settled, and the children it makes
+	// ready are enqueued.
+	ResumeRelease func(ctx context.Context, queue, id string, end store.StepEnd) error
 	// StepsPage bounds the steps of a workflow one call reads; 0 is the
 	// default (a test sets it small).
 	StepsPage int
@@ -127,6 +135,14 @@ type checker struct {
 	unregistered map[string]struct{}          // UnregisteredWorkers
 	stalled      map[string][]store.ReadyStep // workflow -> its ready steps nothing carries
 	vanished     []vanishedStep               // VanishedSteps, with what their repair needs
+	releases     []stalledRelease             // StalledReleases, with what their repair needs
+}
+
+// stalledRelease is a release under way that no notice carries on.
+type stalledRelease struct {
+	WorkflowStep
+	queue string
+	mark  store.ReleaseMark
 }
 
 // vanishedStep is a queued step whose task is gone from its queue.
@@ -538,6 +554,19 @@ func (ck *checker) repair(ctx context.Context) error {
 		if done == store.StepEnqueued {
 			fixed.RequeuedSteps = append(fixed.RequeuedSteps, WorkflowStep{Workflow: v.Workflow, Step: v.Step, Task: task})
 		}
+	}
+
+	// Releases under way that nothing carries on: the step's end is
+	// carried once more, which settles its children from where its
+	// release stands, each once, and enqueues those it makes ready.
+	statuses := map[string]string{"ok": "ok", "dead": "dead", "x": "cancelled"}
+	for _, r := range ck.releases {
+		end := store.StepEnd{Step: r.Step, Task: r.Task, Status: statuses[r.mark.State], At: r.mark.Stamp}
+		if err := c.ResumeRelease(ctx, r.queue, r.Workflow, end); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fixed.ResumedReleases = append(fixed.ResumedReleases, r.WorkflowStep)
 	}
 
 	// 5. The queue registry.

@@ -25,6 +25,7 @@ type Report struct {
 	StalledSteps        []WorkflowStep
 	LostSteps           []WorkflowStep
 	VanishedSteps       []WorkflowStep
+	StalledReleases     []WorkflowStep
 	BrokenWorkflows     []string
 
 	NodesScanned     int
@@ -54,6 +55,7 @@ type Repairs struct {
 	ExpiringWorkflows     []string
 	EnqueuedSteps         []WorkflowStep
 	RequeuedSteps         []WorkflowStep
+	ResumedReleases       []WorkflowStep
 }
 
 // WorkflowStep names a workflow and one of its steps, and its task if

@@ -34,6 +34,8 @@ type stepsAsk struct {
 // whose task ended, or is gone, with no notice of its end left to carry;
 // or a step queued whose task has not ended but is in no place of its
 // queue (removed by hand, or by a bug), so it never will.
+// Or a release under way (a step's end whose children are not all
+// settled) that no notice carries on (judgeReleases).
 // A running workflow's steps are read a page at a time (wf_steps.lua),
 // and those ready or queued judged a page's worth at a time (judgeSteps).
 func (ck *checker) judgeWorkflows(ctx context.Context) error {
@@ -46,7 +48,8 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	ids := slices.Sorted(maps.Keys(ck.flows))
 	rep.WorkflowsChecked = len(ids)
 	var asks []stepsAsk
-	held := 0 // steps in asks
+	held := 0                                      // steps in asks
+	marked := make(map[string][]store.ReleaseMark) // workflow -> its releases under way
 	flush := func() error {
 		if len(asks) == 0 {
 			return nil
@@ -74,6 +77,9 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 				rep.LastingWorkflows = append(rep.LastingWorkflows, id)
 			case w.State == "running":
 				pages = append(pages, store.PageAsk{ID: id, Limit: size})
+				if len(w.Marks) > 0 {
+					marked[id] = w.Marks
+				}
 			}
 		}
 		for len(pages) > 0 {
@@ -125,13 +131,91 @@ func (ck *checker) judgeWorkflows(ctx context.Context) error {
 	if err := flush(); err != nil {
 		return err
 	}
+	if err := ck.judgeReleases(ctx, marked); err != nil {
+		return err
+	}
 	// Judged a page at a time: the findings are sorted as one judgement
 	// would list them.
 	slices.Sort(rep.BrokenWorkflows)
-	for _, list := range [][]WorkflowStep{rep.StalledSteps, rep.LostSteps, rep.VanishedSteps} {
+	for _, list := range [][]WorkflowStep{rep.StalledSteps, rep.LostSteps, rep.VanishedSteps, rep.StalledReleases} {
 		slices.SortFunc(list, compareSteps)
 	}
 	slices.SortFunc(ck.vanished, func(a, b vanishedStep) int { return compareSteps(a.WorkflowStep, b.WorkflowStep) })
+	return nil
+}
+
+// judgeReleases judges the releases under way of running workflows, as
+// their first look answered them (marked, by workflow): a step's end
+// whose children are not all settled is carried on while a notice of the
+// step's end is pending in the step's queue (its carrier calls again,
+// or a sweep replays it from where the release stands); one with none
+// (deleted by hand, or lost in a failover) is stalled, and the children
+// past where it stands wait for good.
+// A stalled release is confirmed by looking at its workflow again after
+// the notices were read: a carry removes a notice only once the release
+// it carries is done, so a release that stands at the same place at
+// both looks had no notice pending between them.
+func (ck *checker) judgeReleases(ctx context.Context, marked map[string][]store.ReleaseMark) error {
+	if len(marked) == 0 {
+		return nil
+	}
+	type ask struct {
+		flow  string
+		mark  store.ReleaseMark
+		queue string
+	}
+	asks := make(map[string][]ask) // queue -> releases asked about
+	for _, id := range slices.Sorted(maps.Keys(marked)) {
+		for _, m := range marked[id] {
+			q, ok := ck.c.StepQueue(m.Spec)
+			// A step not ended, or whose end the workflow did not note,
+			// has no end a replay could carry: it is not judged.
+			if !ok || m.Stamp < 0 || (m.State != "ok" && m.State != "dead" && m.State != "x") {
+				continue
+			}
+			asks[q] = append(asks[q], ask{flow: id, mark: m, queue: q})
+		}
+	}
+	candidates := make(map[string]map[string]ask) // workflow -> step -> its release
+	for _, q := range slices.Sorted(maps.Keys(asks)) {
+		prefixes := make([]string, len(asks[q]))
+		for i, a := range asks[q] {
+			prefixes[i] = a.flow + "." + a.mark.Step + ","
+		}
+		found, err := ck.c.Store.PendingNotices(ctx, q, prefixes)
+		if err != nil {
+			return ck.c.Fail("consistency check", q, err)
+		}
+		for i, a := range asks[q] {
+			if found[i] {
+				continue
+			}
+			if candidates[a.flow] == nil {
+				candidates[a.flow] = make(map[string]ask)
+			}
+			candidates[a.flow][a.mark.Step] = a
+		}
+	}
+	ids := slices.Sorted(maps.Keys(candidates))
+	second, _, err := ck.lookWorkflows(ctx, ids, nil, false)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		w, ok := second[id]
+		if !ok || w.State != "running" {
+			continue
+		}
+		for _, m := range w.Marks {
+			a, ok := candidates[id][m.Step]
+			if !ok || a.mark != m {
+				continue
+			}
+			ws := WorkflowStep{Workflow: id, Step: m.Step, Task: m.TaskID}
+			ck.rep.StalledReleases = append(ck.rep.StalledReleases, ws)
+			ck.releases = append(ck.releases, stalledRelease{WorkflowStep: ws, queue: a.queue, mark: m})
+		}
+	}
 	return nil
 }
 

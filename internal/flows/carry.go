@@ -234,7 +234,9 @@ func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notic
 	var forget []string
 	for w := range flows {
 		for _, i := range of[w] {
-			if errs[i] = failed[w]; errs[i] == nil {
+			// A notice of no Raw has none stored behind it: an end
+			// carried once more by the consistency check's repair.
+			if errs[i] = failed[w]; errs[i] == nil && notices[i].Raw != "" {
 				forget = append(forget, notices[i].Raw)
 			}
 		}

@@ -14,9 +14,21 @@
 -- does). The specs of the steps named are answered whole when full is
 -- '1', for their repair; else cut after their queue, as the specs of the
 -- steps in a freed by always are (only their queue is asked about).
+-- A look that names no step (a workflow's first, and the look that
+-- confirms a release under way) answers, while the workflow runs, the
+-- releases under way: the steps whose end has children left to settle
+-- (a mark '@<step>' in freed, wf_release.lua), each with where its
+-- release stands, its state, its task's id, when the workflow saw its
+-- end (the stamp of the notice it recorded) and its spec cut after its
+-- queue, so that the caller can ask its queue whether a notice still
+-- carries it. They are found among freed's fields, one per step that
+-- freed a child: a look that names steps, a page at a time, does not
+-- read them.
 -- Returns {state, keys that exist, keys that exist and do not expire,
 --          {step, state, task id, spec, freed by (',' between), ...},
---          {step, spec, ...} per step named in a freed by}.
+--          {step, spec, ...} per step named in a freed by,
+--          {step, mark, state, task id, stamp, spec, ...} per release
+--          under way}.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
@@ -97,4 +109,18 @@ for p in pairs(specs) do
   named[#named + 1] = p
   named[#named + 1] = queue_of(redis.call('HGET', spec_key, p) or '')
 end
-return {state, present, lasting, steps, named}
+local marks = {}
+if state == 'running' and not first then
+  for _, f in ipairs(redis.call('HKEYS', freed_key)) do
+    if string.sub(f, 1, 1) == '@' then
+      local step = string.sub(f, 2)
+      marks[#marks + 1] = step
+      marks[#marks + 1] = redis.call('HGET', freed_key, f) or ''
+      marks[#marks + 1] = redis.call('HGET', steps_key, step) or ''
+      marks[#marks + 1] = redis.call('HGET', ids_key, step) or ''
+      marks[#marks + 1] = redis.call('HGET', seen_key, step) or ''
+      marks[#marks + 1] = queue_of(redis.call('HGET', spec_key, step) or '')
+    end
+  end
+end
+return {state, present, lasting, steps, named, marks}

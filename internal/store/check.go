@@ -418,10 +418,30 @@ type WorkflowLook struct {
 	// specs of the steps their FreedBy name, by step.
 	Steps []LookedStep
 	Specs map[string]string
+	// Marks are, while it runs and only at a look that names no step,
+	// its releases under way: the steps whose end has children left to
+	// settle.
+	Marks []ReleaseMark
 	// Err is set when the workflow could not be read; Broken when that
 	// was because one of its keys holds what worqr never writes there.
 	Err    error
 	Broken bool
+}
+
+// ReleaseMark is a step of a running workflow whose end has children
+// left to settle (wf_release.lua settles them a thousand a call).
+type ReleaseMark struct {
+	Step string
+	// At is where its release stands: the byte of its list of children
+	// where the next one to settle starts.
+	At string
+	// State is the step's ("ok", "dead" or "x"); TaskID its task's id.
+	State, TaskID string
+	// Stamp is when the notice of its end the workflow recorded was
+	// written (µs), which a replay of that notice carries.
+	Stamp int64
+	// Spec is the step's spec, cut after its queue.
+	Spec string
 }
 
 // LookedStep is a workflow's step that is ready (being enqueued) or queued.
@@ -520,7 +540,7 @@ func parseWorkflowLook(res rueidis.RedisResult) WorkflowLook {
 		_, reply := rueidis.IsRedisErr(err)
 		return WorkflowLook{Err: err, Broken: reply}
 	}
-	if len(parts) != 5 {
+	if len(parts) != 6 {
 		return WorkflowLook{Err: fmt.Errorf("check_workflow.lua answered %d parts", len(parts))}
 	}
 	state, err1 := parts[0].ToString()
@@ -528,7 +548,8 @@ func parseWorkflowLook(res rueidis.RedisResult) WorkflowLook {
 	lasting, err3 := parts[2].AsInt64()
 	steps, err4 := parts[3].AsStrSlice()
 	named, err5 := parts[4].AsStrSlice()
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	marks, err6 := parts[5].AsStrSlice()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return WorkflowLook{Err: err}
 	}
 	w := WorkflowLook{State: state, Keys: keys, Lasting: lasting, Specs: make(map[string]string, len(named)/2)}
@@ -543,6 +564,16 @@ func parseWorkflowLook(res rueidis.RedisResult) WorkflowLook {
 		w.Steps = append(w.Steps, st)
 	}
 	slices.SortFunc(w.Steps, func(a, b LookedStep) int { return strings.Compare(a.Name, b.Name) })
+	for i := 0; i+5 < len(marks); i += 6 {
+		stamp, err := strconv.ParseInt(marks[i+4], 10, 64)
+		if err != nil {
+			// A step whose end the workflow did not note (written by
+			// hand): no replay of its notice can be told.
+			stamp = -1
+		}
+		w.Marks = append(w.Marks, ReleaseMark{Step: marks[i], At: marks[i+1], State: marks[i+2], TaskID: marks[i+3], Stamp: stamp, Spec: marks[i+5]})
+	}
+	slices.SortFunc(w.Marks, func(a, b ReleaseMark) int { return strings.Compare(a.Step, b.Step) })
 	return w
 }
 

@@ -65,6 +65,51 @@ func TestCheckWorkflowScript(t *testing.T) {
 	e.expect(e.dump())
 }
 
+// check_workflow.lua answers, at a look that names no step, the releases
+// under way of a running workflow (a step's end whose children are not
+// all settled), whether or not a notice still carries them: where each
+// stands, the step's state, task, the stamp of its end and its queue.
+// A look that names steps does not read them, and neither changes a key.
+func TestCheckWorkflowScriptAnswersReleasesUnderWay(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "check_workflow.lua")
+	id := e.workflow()
+	sets := e.s.CheckScripts()
+	const kids = 2500
+	steps := []WorkflowStep{{Name: "p", Spec: "qa"}}
+	for i := range kids {
+		name := fmt.Sprintf("kid-%04d", i)
+		steps[0].Kids = append(steps[0].Kids, name)
+		steps = append(steps, WorkflowStep{Name: name, Spec: "qb", Parents: []string{"p"}})
+	}
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, err = e.s.StepsEnqueued(e.ctx, id, []QueuedStep{{Name: "p", TaskID: "t1"}})
+	require.NoError(t, err)
+	end := []StepEnd{{Step: "p", Task: "t1", Status: "ok", At: 70}}
+	ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Len(t, ready, 1000)
+
+	before := e.dump()
+	looks, err := e.s.LookWorkflows(e.ctx, []string{id, id}, [][]string{nil, {"p", "kid-0000"}}, false, sets)
+	require.NoError(t, err)
+	// 1,000 names of 8 bytes and their commas settled: the next starts
+	// at byte 9,001.
+	assert.Equal(t, []ReleaseMark{{Step: "p", At: "9001", State: "ok", TaskID: "t1", Stamp: 70, Spec: "qa"}}, looks[0].Marks)
+	assert.Empty(t, looks[1].Marks, "a look that names steps reads no release")
+	e.expect(before)
+
+	for more {
+		_, more, err = e.s.ReleaseChunk(e.ctx, id, end, true)
+		require.NoError(t, err)
+	}
+	looks, err = e.s.LookWorkflows(e.ctx, []string{id}, nil, false, sets)
+	require.NoError(t, err)
+	assert.Empty(t, looks[0].Marks, "a release done")
+}
+
 // check_wf_repair.lua leaves a running workflow alone; sets an ended
 // one's keys that do not expire to expire with its flow hash, or once its
 // keep has passed since its end; and deletes the keys of a workflow whose

@@ -341,7 +341,7 @@ func queuedSteps(script string, vals []string) ([]QueuedStep, error) {
 // requeue from the dead letters (flow_notice in common/workflows.lua):
 // '<workflow id>.<step>,<task id>,<ok|dead|cancelled|revived>'.
 type Notice struct {
-	Raw                  string // as stored: the member to remove
+	Raw                  string // as stored: the member to remove; "" for an end carried with no notice stored
 	Workflow, Step, Task string
 	Status               string // "ok", "dead", "cancelled" or "revived"
 	// Read is what reading the notice (FlowRead) would answer, when the
