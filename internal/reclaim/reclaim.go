@@ -160,6 +160,9 @@ type Reclaimer[M Member] struct {
 	// workers is how many live workers the registry held at the last
 	// renewal (0: not heard yet).
 	workers int64
+	// heard counts the renewals heard (Heard), so that a look can tell
+	// whether one came while it was under way.
+	heard uint64
 	// armed is when the loop's timer fires (zero: not armed). A heard
 	// time later than it needs no wake-up: the timer fires, finds
 	// nothing due yet, and is armed again, so that a fleet's renewals,
@@ -226,6 +229,7 @@ func (r *Reclaimer[M]) Leave(w M) {
 func (r *Reclaimer[M]) Heard(next time.Duration, dead bool, workers int64) {
 	now := r.c.Clock.Now()
 	r.mu.Lock()
+	r.heard++
 	r.workers = workers
 	r.peer = time.Time{}
 	if next > 0 {
@@ -360,6 +364,14 @@ func (r *Reclaimer[M]) look(ctx context.Context) {
 	}
 	var tasks int64
 	defer func() { r.c.Looked.Signal(tasks) }()
+	// The look answers the dead worker heard of so far, and the look
+	// again asked for; a renewal heard while it is under way may have
+	// read the registry after it did, and what that renewal heard stands
+	// (see below).
+	r.mu.Lock()
+	r.again, r.dead = time.Time{}, time.Time{}
+	heard := r.heard
+	r.mu.Unlock()
 	// A worker that just came back from an outage does not count its
 	// peers' deaths in the outage as poison.
 	outage := r.lastFenced() < 2*r.window
@@ -376,7 +388,6 @@ func (r *Reclaimer[M]) look(ctx context.Context) {
 	now := r.c.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.again, r.dead = time.Time{}, time.Time{}
 	switch {
 	case err != nil:
 		// Try again in about a RenewInterval (with jitter, so that peers
@@ -384,16 +395,23 @@ func (r *Reclaimer[M]) look(ctx context.Context) {
 		// peer's expiry the failed look was for: past now, that would
 		// look again at once, and again, for as long as the looks fail.
 		r.again = now.Add(r.every + time.Duration(rand.Int64N(int64(r.every)/5+1)) - r.every/10)
-		r.peer = time.Time{}
 	case pass.Again > 0:
 		r.again = now.Add(pass.Again)
 	}
-	if err == nil {
-		r.peer = time.Time{}
-		if pass.Next > 0 {
-			r.peer = now.Add(pass.Next + reclaimMargin)
-		}
+	var peer time.Time
+	if err == nil && pass.Next > 0 {
+		peer = now.Add(pass.Next + reclaimMargin)
 	}
+	// A renewal heard during the look keeps what it set: its dead worker
+	// (r.dead, cleared when the look began) may have expired after the
+	// look read the registry, and its peer's expiry, if sooner, may be
+	// one the look's older answer did not see. Overwritten, they would
+	// wait for the next renewal's news, a RenewInterval late, or, on a
+	// clock that jumps (a test's), for ever.
+	if r.heard != heard && !r.peer.IsZero() && (peer.IsZero() || r.peer.Before(peer)) {
+		peer = r.peer
+	}
+	r.peer = peer
 }
 
 // Pass is one pass's parameters.

@@ -207,3 +207,69 @@ func TestFailedLookComesBackInARenewInterval(t *testing.T) {
 		require.LessOrEqual(t, wait, every+every/10, "look %d: looks again after %v", i, wait)
 	}
 }
+
+// A renewal heard while a look is under way may have read the registry
+// after the look did, so what it heard stands: a dead worker it reported
+// is still due, and an expiry it reported earlier than the look's is
+// kept. A look whose older answer overwrote them would put the reclaim
+// off to the next renewal's news, and on a clock that jumps (a test's
+// fake one, moved on while the look was under way) past the last step.
+func TestRenewalHeardDuringALookStands(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true})
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	ctx := context.Background()
+	start := time.Unix(1000, 0)
+	m.SetTime(start)
+	clk := clock.NewFake(start)
+	s := store.New(rdb, "reclaimtest", false, false)
+	env := &Env{
+		Clock:        clk,
+		Store:        s,
+		Outage:       outage.New(slog.New(slog.DiscardHandler), clk, func(error) bool { return false }),
+		Fail:         func(op, _ string, err error) error { return errors.Join(errors.New(op), err) },
+		Looked:       &testsignal.Signal[int64]{},
+		DefaultClaim: time.Second,
+	}
+	// A peer whose lease runs out a second after start, by the Redis
+	// clock, which stays there: every look reads it alive.
+	require.NoError(t, s.RegisterWorker(ctx, uuid.NewString(), time.Second))
+	r := &Reclaimer[*member]{c: New[*member](env), every: 250 * time.Millisecond, window: time.Minute, kick: make(chan struct{}, 1), draw: func() float64 { return 0 }}
+	r.members.Add(&member{id: uuid.NewString()})
+
+	// lookWhile runs a look whose registry read is made, then held until
+	// heard has run.
+	lookWhile := func(heard func()) {
+		read, release := make(chan struct{}), make(chan struct{})
+		s.SetFault(func(context.Context, store.Op, string) error {
+			close(read)
+			<-release
+			return nil
+		})
+		done := make(chan struct{})
+		go func() { defer close(done); r.look(ctx) }()
+		<-read
+		heard()
+		close(release)
+		<-done
+		s.SetFault(nil)
+	}
+
+	// The renewal read the peer's lease run out, after the look read it
+	// alive.
+	lookWhile(func() {
+		clk.Advance(time.Second)
+		r.Heard(0, true, 1)
+	})
+	assert.Equal(t, clk.Now(), r.next(), "the dead worker heard of is still due")
+	assert.True(t, r.due(clk.Now()))
+
+	// The renewal heard of an expiry sooner than the look's answer.
+	lookWhile(func() { r.Heard(100*time.Millisecond, false, 1) })
+	assert.Equal(t, clk.Now().Add(100*time.Millisecond+reclaimMargin), r.next(), "the sooner expiry heard is kept")
+
+	// With no renewal heard, the look's answer is the reclaimer's.
+	lookWhile(func() {})
+	assert.Equal(t, clk.Now().Add(time.Second+reclaimMargin), r.next())
+}
