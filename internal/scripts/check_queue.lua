@@ -90,4 +90,4 @@ for g, n in pairs(held) do
   miscounted[#miscounted + 1] = 0
   miscounted[#miscounted + 1] = n
 end
-return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #AGG.undue(gather_key, gather_due_key), group_lib().turns_stale(meta_key, glimits_key, gready_key, false)}
+return {redis.call('HEXISTS', meta_key, 'name'), waiting, owners, orphans, {counted, extra}, stray, unreadable, miscounted, #agg_lib().undue(gather_key, gather_due_key), group_lib().turns_stale(meta_key, glimits_key, gready_key, false)}

@@ -110,7 +110,7 @@ if requeued > 0 then
 else
   slots_freed(meta_key, waiting_key, idle_key, channel, freed)
 end
-local undue = AGG.undue(gather_key, gather_due_key)
+local undue = agg_lib().undue(gather_key, gather_due_key)
 if #undue > 0 then
   local at = now_us()
   for _, key in ipairs(undue) do redis.call('ZADD', gather_due_key, ms(at), key) end

@@ -234,11 +234,11 @@ if agg ~= '' then
   -- its end: those a flush of this call takes go from the arguments
   -- straight into the aggregated task.
   local gather_key, gather_due_key, gather_size_key = unpack(gather_keys)
-  local max, wait = AGG.settings(meta_key)
+  local max, wait = agg_lib().settings(meta_key)
   max = math.max(max, 1)
   local limit = (agg_limit and agg_limit > 0) and agg_limit or math.huge
-  local count = AGG.count(gather_key, agg)
-  local bytes = count > 0 and AGG.bytes(gather_key, gather_size_key, agg) or 0
+  local count = agg_lib().count(gather_key, agg)
+  local bytes = count > 0 and agg_lib().bytes(gather_key, gather_size_key, agg) or 0
   local open = count > 0
   local extra, flushed = 0, 0
   -- The call's entries; those from held[from] on are not yet flushed
@@ -248,12 +248,12 @@ if agg ~= '' then
     if not skip[i] then
       local e = entry(i, fields)
       held[#held + 1] = e
-      count, bytes = count + 1, bytes + AGG.size(e)
+      count, bytes = count + 1, bytes + agg_lib().size(e)
       -- The gathering's stored tasks are older than the call's, and go
       -- first: with max of them or more (the setting lowered), alone.
       while count >= max or (count > 1 and bytes > limit) do
         extra = extra + 1
-        local took, used, size = AGG.flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key, held, limit, from)
+        local took, used, size = agg_lib().flush(gather_key, gather_due_key, agg, max, id_of(n + extra), waiting_key, held, limit, from)
         from = from + used
         if took > 0 then
           count, bytes = count - took, math.max(bytes - size, 0)

@@ -20,7 +20,7 @@ for i = 1, #got, 2 do
   local key = got[i]
   out[#out + 1] = key
   out[#out + 1] = got[i + 1]
-  out[#out + 1] = AGG.count(gather_key, key)
+  out[#out + 1] = agg_lib().count(gather_key, key)
   out[#out + 1] = tonumber(sizes[(i + 1) / 2] or '') or -1
 end
 return out

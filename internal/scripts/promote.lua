@@ -60,10 +60,10 @@ end
 if moved < cap and redis.call('EXISTS', gather_due_key) == 1 then
   local keys = redis.call('ZRANGEBYSCORE', gather_due_key, '-inf', ms(now), 'LIMIT', 0, cap - moved)
   if #keys > 0 then
-    local max = math.max(AGG.settings(meta_key), 1)
+    local max = math.max(agg_lib().settings(meta_key), 1)
     for _, key in ipairs(keys) do
-      while AGG.count(gather_key, key) > 0 do
-        AGG.flush(gather_key, gather_due_key, key, max, string.format('%x', next_task_ids(meta_key, 1, now)), waiting_key, nil, limit)
+      while agg_lib().count(gather_key, key) > 0 do
+        agg_lib().flush(gather_key, gather_due_key, key, max, string.format('%x', next_task_ids(meta_key, 1, now)), waiting_key, nil, limit)
         moved = moved + 1
       end
       redis.call('ZREM', gather_due_key, key)
