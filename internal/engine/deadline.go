@@ -2,8 +2,8 @@ package engine
 
 // The lease deadline: when the worker's leases may have run out by its own
 // clock, and the timer that fences the worker, or one of its sessions,
-// then. The renewals that move the deadline are the root's lease
-// keeper's; the fence of a session is its own (fence.go), that of the
+// then. The renewals that move the deadline are the lease keeper's
+// (Keeper, renew.go); the fence of a session is its own (fence.go), that of the
 // whole worker the keeper's.
 
 import (

@@ -11,7 +11,7 @@ import (
 // stands with it (lifecycle.Session), the deadline by which the worker
 // fences it, and the generation that tells an answer about the lease
 // held now from one about a lease given up. The worker's side (its id,
-// the deadline timer, the renewals) is the root's lease keeper. Its
+// the deadline timer, the renewals) is the lease keeper's (Keeper). Its
 // state is its own, guarded by its mu; the decisions over the lease and
 // the session's books at once are its too (they take the Books' mu
 // under its own), each told the books it decides over.

@@ -57,8 +57,8 @@ import (
 // Three things keep a handed process from being lost or run twice:
 //   - a runtime parks only once its queue's channel is subscribed (see
 //     Dequeue), and a subscription that comes back may have missed events:
-//     the queue is then reconciled (the root's events.go), which gives back what
-//     Redis says the worker holds that it does not know of;
+//     the queue is then reconciled (Session.Dispatch, dispatch.go), which
+//     gives back what Redis says the worker holds that it does not know of;
 //   - a reconciliation, or a rejoin, gives back every such process up to
 //     the queue's last process id (the books' releasedUpTo): an event for one
 //     of them that arrives later is ignored, never started;
