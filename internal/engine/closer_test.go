@@ -9,6 +9,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -156,4 +157,35 @@ func TestCloserDrain(t *testing.T) {
 	h.mu.Lock()
 	assert.Equal(t, lifecycle.Draining, h.state.Phase())
 	h.mu.Unlock()
+}
+
+// A handler that outlasts the grace period has its context cancelled
+// and is waited for the env's CancelWait more, even though the grace
+// period's context has ended; then the drain gives up, saying so.
+func TestCloserDrainOutlasted(t *testing.T) {
+	t.Parallel()
+	h, k, _, _, _, _ := closing(t)
+	h.env.CancelWait = time.Second
+	r := member(h.fakeWorker, "r", 1)
+	h.handle("r", r)
+	r.StartLoop()
+	r.sched.mu.Lock() // a handler runs
+	r.busy++
+	r.sched.busy++
+	r.sched.mu.Unlock()
+
+	timers := h.clk.Timers()
+	done := make(chan error, 1)
+	go func() { done <- k.Drain(Expired(context.Background())) }()
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Wait)
+	defer cancel()
+	require.NoError(t, h.clk.WaitTimers(ctx, timers+1), "the drain did not wait for the cancelled handlers")
+	select {
+	case err := <-done:
+		t.Fatalf("the drain ended before its CancelWait: %v", err)
+	default:
+	}
+	h.clk.Advance(time.Second)
+	require.ErrorIs(t, recv(t, done, "drain"), context.Canceled)
+	assert.Contains(t, h.logs.String(), "handlers still running after their contexts ended")
 }
