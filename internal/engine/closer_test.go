@@ -59,7 +59,7 @@ func closing(t *testing.T) (h *closerHost, k *Closer, life context.Context, s *S
 	return h, k, life, s, p, held
 }
 
-// told collects n calls of the host, in any order.
+// toldOf collects n calls of the host, in any order.
 func (h *closerHost) toldOf(n int) []string {
 	var got []string
 	for range n {
