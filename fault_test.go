@@ -22,37 +22,56 @@ import (
 
 var errInjected = errors.New("injected: connection reset")
 
-// A renewal of one queue's lease that hangs fences that queue alone; once
+// A renewal of one queue's lease that hangs fences that queue alone, and
+// a rejoin's attempt that hangs there costs the worker nothing more; once
 // the node answers again the worker takes a new lease there.
 func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var hang atomic.Bool
+	gaveUp := make(chan struct{}, 1)
 	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if hang.Load() && queue == "a" {
 			<-ctx.Done() // a node that never answers
+			if op == store.OpRelease {
+				select { // a rejoin's attempt gave up
+				case gaveUp <- struct{}{}:
+				default:
+				}
+			}
 			return ctx.Err()
 		}
 		return nil
 	})
-	w, fences := fencingWorker(t, c)
+	w, fences := fencingWorkerWith(t, c, queueFencing)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
 	require.NoError(t, second(c.Enqueue(ctx, "b", []byte("tb"))))
+	require.NoError(t, second(c.Enqueue(ctx, "b", []byte("tb2"))))
 	id := w.ID()
 
 	hang.Store(true)
-	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	ev := recv(t, fences, 10*time.Second, "queue a fenced")
 	assert.Equal(t, "a", ev.Queue)
 	assert.Equal(t, id, w.ID(), "the worker keeps its id")
 	p, err := w.Dequeue(ctx, "b")
 	require.NoError(t, err, "queue b is served as before")
 	require.NoError(t, p.Finish(ctx))
 
+	// A rejoin's attempt that hangs holds the registry's lock and the
+	// queue's gate until its deadline (the TTL): the worker's renewals,
+	// which wait on neither, keep the rest of the worker alive meanwhile.
+	recv(t, gaveUp, 10*time.Second, "a rejoin's attempt hung to its deadline")
+	assert.Equal(t, id, w.ID(), "the worker keeps its id")
+	assert.Empty(t, fences, "no other fence")
+	p, err = w.Dequeue(ctx, "b")
+	require.NoError(t, err, "queue b is served as before")
+	require.NoError(t, p.Finish(ctx))
+
 	hang.Store(false)
 	require.NoError(t, second(c.Enqueue(ctx, "a", []byte("ta"))))
-	eventually(t, 5*time.Second, "queue a served again", func() bool {
+	eventually(t, 15*time.Second, "queue a served again", func() bool {
 		p, err := w.Dequeue(ctx, "a")
 		if err != nil {
 			return false

@@ -364,7 +364,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	c, h := hookedClient(t, b)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, refused := refuseQueue(h, "a")
-	w, fences := fencingWorker(t, c)
+	w, fences := fencingWorkerWith(t, c, queueFencing)
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -376,7 +376,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	require.NoError(t, err)
 
 	setDown(true)
-	ev := recv(t, fences, 3*time.Second, "queue a fenced")
+	ev := recv(t, fences, 10*time.Second, "queue a fenced")
 	assert.Equal(t, "a", ev.Queue)
 	assert.Equal(t, id, ev.WorkerID)
 	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
@@ -390,14 +390,14 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	// Let the old lease on a run out and the rejoin fail against the
 	// unreachable node more than once: the rest of the worker is unharmed.
 	since := refused.Load()
-	eventually(t, 5*time.Second, "rejoin retried against the down node", func() bool { return refused.Load() >= since+2 })
+	eventually(t, 10*time.Second, "rejoin retried against the down node", func() bool { return refused.Load() >= since+2 })
 	require.NoError(t, pb.Status(ctx), "the process in b is still this worker's")
 	assert.Equal(t, id, w.ID(), "no re-registration")
 	assert.True(t, leaseLive(t, admin, id))
 
 	setDown(false)
 	var again *Process
-	eventually(t, 5*time.Second, "a served again", func() bool {
+	eventually(t, 10*time.Second, "a served again", func() bool {
 		again, err = w.Dequeue(ctx, "a")
 		if errors.Is(err, ErrWorkerFenced) || errors.Is(err, ErrNoTask) {
 			return false

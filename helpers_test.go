@@ -195,11 +195,25 @@ func newWorker(t *testing.T, c *Client, opts WorkerOptions) *Worker {
 // on the returned channel.
 func fencingWorker(t *testing.T, c *Client) (*Worker, <-chan FenceEvent) {
 	t.Helper()
+	return fencingWorkerWith(t, c, fast)
+}
+
+// fencingWorkerWith is fencingWorker with opts.
+func fencingWorkerWith(t *testing.T, c *Client, opts WorkerOptions) (*Worker, <-chan FenceEvent) {
+	t.Helper()
 	fences := make(chan FenceEvent, 10)
-	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fences <- ev }
 	return newWorker(t, c, opts), fences
 }
+
+// queueFencing are the options of a test that fences one queue and
+// asserts that the rest of the worker lives on: a lease renewed twelve
+// times per TTL, so that only a stall of the whole test process of some
+// 2.4 s fences the worker as a whole. Under -race on a loaded machine the
+// process stalls for over a second (a 10 ms sleep can wake 1.45 s
+// late), and at fast's TTL a stall of 0.65 s fences the worker, failing
+// such a test for no fault of the code.
+var queueFencing = WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval}
 
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.
