@@ -147,9 +147,10 @@ func (c *Carrier) read(ctx context.Context, queue string, notices []store.Notice
 // and enqueues those, until none is left, then releases those once more
 // as a replay (whose answer takes in the children another carry of the
 // same notices settled and did not enqueue) and enqueues what it
-// answers, and then removes the notices carried, in one call. Any step may be run again; a notice gone
-// was carried already. It returns an error per notice (the notices of a
-// workflow whose release failed stay, for the sweep), or one for all.
+// answers, and then removes the notices carried, in one call. Any step
+// may be run again; a notice gone was carried already. It returns an
+// error per notice (the notices of a workflow whose release failed stay,
+// for the sweep), or one for all.
 func (c *Carrier) Batch(ctx context.Context, queue string, notices []store.Notice) ([]error, error) {
 	reads, err := c.read(ctx, queue, notices)
 	if err != nil {
