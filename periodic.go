@@ -9,20 +9,6 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Periodic tasks. A worker that registers a schedule (Worker.Periodic)
-// runs a small component for it: a timer for the schedule's next tick, by
-// the worker's estimate of the Redis clock, and at the tick one script
-// (tick.lua) that enqueues the tick's task unless a tick as late has been
-// enqueued already. The queue's periodic hash keeps the last tick enqueued
-// per schedule name, so every worker that registered the schedule fires
-// every tick and the fleet enqueues each tick once, with no leader: while
-// any of them lives, the ticks go on.
-//
-// Missed ticks: when several ticks are due at once (no worker ran the
-// schedule for a while, or its only worker was stalled), only the latest
-// of them is enqueued, at once; the earlier ones are skipped. A schedule
-// never seen before starts with no missed ticks.
-
 // Schedule says when a periodic task is due: Next returns the first tick
 // strictly after t, or the zero time if there is none. It is called with
 // times in UTC, so a schedule that reads wall-clock fields (a cron
@@ -38,26 +24,7 @@ type Schedule interface {
 // Every is a schedule that ticks every d, at the multiples of d since the
 // Unix epoch (so Every(time.Hour) ticks on the hour, UTC), whatever the
 // time the workers start. d must be at least a millisecond.
-func Every(d time.Duration) Schedule { return every(d) }
-
-type every time.Duration
-
-func (e every) Next(t time.Time) time.Time {
-	d := int64(e)
-	if d <= 0 {
-		return time.Time{}
-	}
-	n := t.UnixNano()
-	k := n / d
-	if n < 0 && n%d != 0 {
-		k-- // floor
-	}
-	return time.Unix(0, (k+1)*d).UTC()
-}
-
-func isEvery(s Schedule) bool { _, ok := s.(every); return ok }
-
-func (e every) String() string { return "every " + time.Duration(e).String() }
+func Every(d time.Duration) Schedule { return periodic.Every(d) }
 
 // PeriodicOptions configure a periodic schedule's tasks.
 type PeriodicOptions struct {
@@ -79,6 +46,8 @@ type PeriodicOptions struct {
 
 // MaxPeriodicNameLen is the longest schedule name accepted, in bytes.
 const MaxPeriodicNameLen = 1024
+
+const _ = uint(MaxPeriodicNameLen-periodic.MaxNameLen) + uint(periodic.MaxNameLen-MaxPeriodicNameLen)
 
 // Periodic registers a schedule: from now on, at every tick of sched, the
 // worker enqueues payload on queue, as long as the worker runs (until
@@ -107,7 +76,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 	if err := c.validate(ctx, "periodic", queue); err != nil {
 		return err
 	}
-	if err := checkPeriodic(name, sched, opts, c.clock.Now()); err != nil {
+	if err := periodic.Check(name, sched, periodic.Options(opts), c.clock.Now()); err != nil {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
 	}
 	if len(payload) > c.maxTaskSize {
@@ -138,35 +107,4 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 // that registered it go on; the record of its last tick stays in Redis.
 func (w *Worker) StopPeriodic(name, queue string) bool {
 	return w.periodics.Stop(periodic.Key{Queue: queue, Name: name})
-}
-
-// checkPeriodic refuses a schedule that cannot work, judged at now.
-func checkPeriodic(name string, sched Schedule, opts PeriodicOptions, now time.Time) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty schedule name", ErrInvalidOptions)
-	case len(name) > MaxPeriodicNameLen:
-		return fmt.Errorf("%w: schedule name is %d bytes, limit %d", ErrInvalidOptions, len(name), MaxPeriodicNameLen)
-	case sched == nil:
-		return fmt.Errorf("%w: nil schedule", ErrInvalidOptions)
-	case isEvery(sched) && time.Duration(sched.(every)) < time.Millisecond:
-		return fmt.Errorf("%w: interval %v is under a millisecond", ErrInvalidOptions, time.Duration(sched.(every)))
-	case opts.Timeout < 0:
-		return fmt.Errorf("%w: negative Timeout %v", ErrInvalidOptions, opts.Timeout)
-	case opts.Retain < 0:
-		return fmt.Errorf("%w: negative Retain %v", ErrInvalidOptions, opts.Retain)
-	case opts.Weight < 0 || opts.Weight > MaxWeight:
-		return fmt.Errorf("%w: Weight %d not in 0..%d", ErrInvalidOptions, opts.Weight, MaxWeight)
-	}
-	// Ticks are told apart by the millisecond: two in a row must be at
-	// least that far apart, and later than the time asked about.
-	now = now.UTC()
-	t1 := sched.Next(now)
-	if t1.IsZero() || periodic.TickMs(t1) <= now.UnixMilli() {
-		return fmt.Errorf("%w: the schedule has no tick after now (%v)", ErrInvalidOptions, t1)
-	}
-	if t2 := sched.Next(t1); t2.IsZero() || periodic.TickMs(t2) <= periodic.TickMs(t1) {
-		return fmt.Errorf("%w: the schedule's ticks do not advance by a millisecond (%v, then %v)", ErrInvalidOptions, t1, t2)
-	}
-	return nil
 }

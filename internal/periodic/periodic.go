@@ -1,5 +1,9 @@
 // Package periodic runs a worker's periodic schedules: a timer per
-// schedule, and tick.lua, which enqueues each tick once across the fleet.
+// schedule, by the worker's estimate of the Redis clock, and tick.lua,
+// which enqueues each tick once across the fleet, with no leader: the
+// queue's periodic hash keeps the last tick enqueued per schedule name.
+// Of several ticks due at once only the latest is enqueued
+// (docs/scheduling.md tells the whole story).
 package periodic
 
 import (
