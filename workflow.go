@@ -284,8 +284,15 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if !ok {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
 	}
-	if rec.Total < 0 {
-		return c.workflowStepsWhole(ctx, id, from, limit)
+	if rec.Total < 0 { // created before the order of its steps was kept
+		whole, ok, err := c.store.WorkflowState(ctx, id)
+		if err != nil {
+			return WorkflowPage{}, c.fail("workflow steps", "", err)
+		}
+		if !ok {
+			return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
+		}
+		rec = workflow.WholePage(whole, from, limit, MaxPageParents)
 	}
 	page := WorkflowPage{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created),
 		Total: rec.Total, Open: rec.Open, Dead: rec.Dead, From: from}
@@ -293,37 +300,15 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 		page.Ended = time.UnixMilli(rec.Ended)
 	}
 	for i, st := range rec.Steps {
-		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
-		page.Steps = append(page.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)),
-			TaskID: st.TaskID, Parents: st.Parents, MoreParents: rec.MoreOfEach[i]})
+		page.Steps = append(page.Steps, stepInfo(st, rec.MoreOfEach[i]))
 	}
 	return page, nil
 }
 
-// workflowStepsWhole is WorkflowSteps for a workflow that keeps no order
-// of its steps: read whole, ordered here.
-func (c *Client) workflowStepsWhole(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
-	info, err := c.Workflow(ctx, id)
-	if err != nil {
-		return WorkflowPage{}, err
-	}
-	page := WorkflowPage{ID: id, State: info.State, Created: info.Created, Ended: info.Ended, Total: len(info.Steps), From: from}
-	for _, st := range info.Steps {
-		switch st.State {
-		case StepWaiting, StepReady, StepQueued:
-			page.Open++
-		case StepDead:
-			page.Dead++
-		}
-	}
-	ordered := info.InOrder()
-	for _, st := range ordered[min(from, len(ordered)):min(from+limit, len(ordered))] {
-		if len(st.Parents) > MaxPageParents {
-			st.Parents, st.MoreParents = st.Parents[:MaxPageParents], len(st.Parents)-MaxPageParents
-		}
-		page.Steps = append(page.Steps, st)
-	}
-	return page, nil
+// stepInfo is a step as stored, with more parents than it lists.
+func stepInfo(st store.StepRecord, more int) StepInfo {
+	queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
+	return StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)), TaskID: st.TaskID, Parents: st.Parents, MoreParents: more}
 }
 
 // Workflow reads a workflow's state and its steps', sorted by name; it
@@ -347,8 +332,7 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		info.Ended = time.UnixMilli(rec.Ended)
 	}
 	for _, st := range rec.Steps {
-		queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
-		info.Steps = append(info.Steps, StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)), TaskID: st.TaskID, Parents: st.Parents})
+		info.Steps = append(info.Steps, stepInfo(st, 0))
 	}
 	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
 	return info, nil
@@ -379,38 +363,10 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, err
 	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow: %w", err)
 	}
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
+	if err := c.waiters.WaitWorkflow(ctx, id, ErrNoWorkflow, c.fail); err != nil {
+		return WorkflowInfo{}, err
 	}
-	l := c.store.ListenWorkflow(id, poke, func(msg string) {
-		if strings.HasPrefix(msg, "e") {
-			poke()
-		}
-	})
-	defer l.Stop(context.WithoutCancel(ctx), true)
-	for {
-		select {
-		case <-ctx.Done():
-			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ctx.Err())
-		case <-c.waiters.Closed():
-			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrClientClosed)
-		case <-wake:
-		}
-		// Its state alone, until it has ended: the steps' are read once.
-		rec, ok, err := c.store.WorkflowBrief(ctx, id)
-		switch {
-		case err != nil:
-			return WorkflowInfo{}, c.fail("wait workflow", "", err)
-		case !ok:
-			return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow %s: %w", id, ErrNoWorkflow)
-		case rec.State != string(WorkflowRunning):
-			return c.Workflow(ctx, id)
-		}
-	}
+	return c.Workflow(ctx, id)
 }
 
 // ParentResults reads the results of the step's parents that succeeded,
