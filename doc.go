@@ -166,8 +166,8 @@
 //
 // The worker, one component per file: worker.go (the Worker, its lock
 // order, NewWorker),
-// periodic.go (periodic schedules: Periodic, Every, their checks; the
-// worker's set of them is internal/periodic's),
+// periodic.go (periodic schedules: Periodic and Every; their checks and
+// the worker's set of them are internal/periodic's),
 // membership.go (StartWork and StopWork, over
 // the engine's Serve and Unserve), dequeue.go (Dequeue and DequeueN, over the engine's
 // dequeue), events.go (the
@@ -240,13 +240,15 @@
 // enqueue (an enqueue's options, their checks and the arguments the
 // store sends, and the error of a task over the size limit),
 // workflow (a workflow's plan: its id, its steps' checks and graph,
-// their dependency order, and what a step's task is enqueued with),
+// their dependency order, what a step's task is enqueued with, and a
+// page of the steps of a workflow read whole),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
-// (a periodic schedule's loop and tick.lua, and the worker's set of
-// them), subscription (a queue's
+// (a periodic schedule's loop and tick.lua, Every's ticks, a schedule's
+// checks, and the worker's set of them), subscription (a queue's
 // listener and the dispatcher of its events), waiters (Wait's
-// subscriptions, and its wait for an outcome and progress reports), flows (carrying workflow tasks' notices to their
+// subscriptions, its wait for an outcome and progress reports, and
+// WaitWorkflow's for a workflow's end), flows (carrying workflow tasks' notices to their
 // workflows: at a task's end, and the sweeper, running while the client
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
