@@ -57,24 +57,14 @@ type CheckReport struct {
 	// and every call on them fails until the key is removed.
 	BrokenQueues []string
 	// StaleProgress counts progress reports (see Process.ReportProgress)
-	// whose process is gone; every script that ends a process removes its
-	// report, so these come only from outside writes or lost data. A
-	// repair removes them.
+	// whose process is gone. A repair removes them.
 	StaleProgress int64
 	// UndueGatherings counts gatherings of aggregated tasks (see
-	// Aggregate) that hold tasks but have no deadline: MaxDelay would
-	// never flush them, only their MaxSize-th task. Every script keeps a
-	// deadline with each, so only a key edited by hand, or lost data,
-	// makes one. A repair gives each a deadline of now, so that the
-	// workers serving its queue flush it at once.
+	// Aggregate) that hold tasks but have no deadline, so MaxDelay would
+	// never flush them. A repair gives each a deadline of now.
 	UndueGatherings int64
 	// StaleTurns counts the fields of groups' turns (see SetGroupTurns)
-	// that no dequeue would read, or that one reads for nothing: the mark
-	// that a group has turns of its own when none has (each dequeue of
-	// the queue then reads its groups' turns), and the turns a group used
-	// of its run kept when the group is no longer ready, or was given a
-	// new turn since, or the queue has no turns. Every script drops them,
-	// so only a key edited by hand, or a bug, leaves one. A repair
+	// that no dequeue would read, or that one reads for nothing. A repair
 	// removes them.
 	StaleTurns int64
 	// UnknownKeys are keys under the prefix that worqr did not write (or
@@ -83,16 +73,12 @@ type CheckReport struct {
 	UnknownKeys []string
 	// MiscountedQueues keep a count of the weight in flight (see Weight
 	// and QueueInfo.InFlightWeight) that does not match the weights of
-	// their processes: their concurrency limit lets too many or too few
-	// tasks start. Every script keeps the count, so only a key edited by
-	// hand, or a bug, makes one.
+	// their processes. A repair sets the counts from the processes.
 	MiscountedQueues []string
 	// MiscountedGroups are groups (see Group) whose count of the slots
 	// their processes hold, which their concurrency limit reads (see
 	// SetGroupConcurrency), does not match the weights of those
-	// processes: the group lets too many or too few tasks start. Every
-	// script keeps the counts, so only a key edited by hand, or a bug,
-	// makes one. A repair sets the counts from the processes.
+	// processes. A repair sets the counts from the processes.
 	MiscountedGroups []GroupCount
 	// UnreadableControls are queue controls whose stored value the
 	// scripts cannot read: not a whole number in 1..MaxLimit (written by
@@ -112,40 +98,26 @@ type CheckReport struct {
 	// since its end.
 	LastingWorkflows []string
 	// StalledSteps are steps of running workflows released to their queue
-	// (their parents ended) that nothing carries there: no notice of a
-	// parent's end is pending in the parent's queue for a sweep to replay,
-	// or, for a step without parents, the call that created the workflow
-	// failed before enqueuing it. The workflow never ends. A repair
-	// enqueues them as the release would (idempotent: a step enqueued
-	// already is not enqueued twice).
+	// (their parents ended) that nothing carries there, so the workflow
+	// never ends. A repair enqueues them as the release would, at most
+	// once each.
 	StalledSteps []WorkflowStep
-	// LostSteps are queued steps of running workflows whose task ended,
-	// or is gone from its queue, without leaving a notice of its end to
-	// carry to the workflow (lost with a failover, or deleted by hand),
-	// with their task's id: the workflow never ends. A task not ended yet
-	// is looked for in its queue instead (see VanishedSteps).
-	// They are reported, never touched: how the task ended cannot be told
-	// for sure. Cancel the workflow, or enqueue its work anew.
+	// LostSteps are queued steps of running workflows whose task ended
+	// without leaving a notice of its end to carry to the workflow, with
+	// their task's id: the workflow never ends. They are reported, never
+	// touched: cancel the workflow, or enqueue its work anew.
 	LostSteps []WorkflowStep
 	// VanishedSteps are queued steps of running workflows whose task has
-	// not ended (its outcome is still awaited) but is in no place of its
-	// queue: not waiting, delayed, in flight or dead (removed by hand, or
-	// by a bug), with their task's id: the workflow never ends. Finding
-	// one searches the step's queue, at most StepSearchLimit entries a
-	// call: the steps of a queue that holds more are not judged. A repair
-	// enqueues each anew (see CheckRepairs.RequeuedSteps).
+	// not ended but is in no place of its queue, with their task's id: the
+	// workflow never ends. The steps of a queue that holds more than
+	// StepSearchLimit entries are not judged. A repair enqueues each anew
+	// (see CheckRepairs.RequeuedSteps).
 	VanishedSteps []WorkflowStep
 	// StalledReleases are steps of running workflows whose end has
-	// children left to settle (a fan-out's are settled a thousand a
-	// call, the notice of the end kept until the last) but whose notice
-	// is gone (deleted by hand, or lost in a failover), with their task's
-	// id: no carry or sweep goes on with the release, and the children
-	// past where it stands wait for good. A release whose notice is
-	// pending is carried on, and is no finding. Finding one reads the
-	// workflow's list of steps that freed a child. A repair carries the
-	// step's end once more, as a replay of its notice would: the rest of
-	// its children are settled, each once, and those it makes ready are
-	// enqueued (see CheckRepairs.ResumedReleases).
+	// children left to settle but whose notice of the end is gone, with
+	// their task's id: the children past where the release stands wait
+	// for good. A repair carries the step's end once more, as a replay of
+	// its notice would (see CheckRepairs.ResumedReleases).
 	StalledReleases []WorkflowStep
 	// BrokenWorkflows could not be read: a key of theirs holds a type
 	// worqr never writes there. They are reported, never touched.
@@ -247,10 +219,8 @@ type CheckRepairs struct {
 	// EnqueuedSteps were enqueued to their queues and marked queued.
 	EnqueuedSteps []WorkflowStep
 	// RequeuedSteps are vanished steps (see CheckReport.VanishedSteps)
-	// enqueued anew, with their new task's id. The step's queue judges
-	// again as it enqueues: only while the old task is still awaited and
-	// found nowhere is the step's unique key, which the old task held,
-	// given to the new one; the workflow then follows the new task.
+	// enqueued anew, with their new task's id; the workflow then follows
+	// the new task.
 	RequeuedSteps []WorkflowStep
 	// ResumedReleases are stalled releases (see
 	// CheckReport.StalledReleases) carried on to their end: every child
@@ -290,45 +260,17 @@ func (p CheckRepairs) changed() bool {
 }
 
 // Check compares every key under the client's prefix with the registries
-// and reports what does not add up (see CheckReport). It walks the
-// keyspace with SCAN (MATCH "<prefix>:*"), never KEYS, on every node the
-// Redis client knows (Nodes(): each master and replica of a Cluster, the
-// one server otherwise), so its cost grows with the whole keyspace, not
-// only worqr's. It is meant to run now and then, or after an incident;
-// peers reclaiming dead workers is what keeps a healthy system clean.
-//
-// With Repair it also fixes what it found, one script per queue (or per
-// worker, in the registry's slot), each judging again when it runs:
-//
-//   - processes whose owner's lease on the queue has expired or is gone go
-//     back to the front of their queue, oldest first (cancelled ones, and
-//     those of deleted queues, are dropped), and expired lease entries are
-//     removed. Processes of a worker whose lease is live are never
-//     touched, whatever the check saw before;
-//   - workers missing from the registry are entered as dead, and queues
-//     missing from workers' queue sets are added, so reclaim finds their
-//     work; then dead workers are reclaimed and deregistered as peers
-//     would do it. A worker still holding a live lease somewhere stays
-//     registered (as dead) until that lease expires;
-//   - queues missing from the registry are registered, and registry
-//     entries with no queue behind them are removed. Keys that are not
-//     worqr's are left alone;
-//   - a queue's count of weight in flight, and its groups' counts of the
-//     slots their processes hold, are set from the processes that stay,
-//     and the stale fields of its groups' turns are removed;
-//   - a workflow's keys left without its flow hash are deleted, an ended
-//     workflow's keys that do not expire are set to, and a stalled step is
-//     enqueued as its release would (see CheckReport.StalledSteps);
-//   - a queued step whose task is gone from its queue without ending is
-//     enqueued anew, its queue judging again as it does (see
-//     CheckReport.VanishedSteps);
-//   - a release under way that no notice carries on is carried on to its
-//     end (see CheckReport.StalledReleases).
-//
-// The check is safe to run while workers run, from any number of
-// clients. Under concurrent changes a finding can be stale by the time it
-// is reported, but a repair never moves work that a live worker holds.
-// On error the report holds what was found and repaired until then.
+// and reports what does not add up (see CheckReport); with Repair it also
+// fixes what it found, one script per queue, worker or workflow, each
+// judging again when it runs, so a repair never moves work that a live
+// worker holds. It walks the keyspace with SCAN (MATCH "<prefix>:*"),
+// never KEYS, on every node the Redis client knows (Nodes(): each master
+// and replica of a Cluster), so its cost grows with the whole keyspace:
+// run it now and then, or after an incident. It is safe to run while
+// workers run, from any number of clients; a finding can be stale by the
+// time it is reported. On error the report holds what was found and
+// repaired until then. docs/consistency-check.md tells what each finding
+// means and what its repair does.
 func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
 	if err := c.validateCtx(ctx, "consistency check"); err != nil {
 		return CheckReport{}, err
