@@ -141,13 +141,11 @@ func (c *Client) Peek(ctx context.Context, queue string) ([]byte, error) {
 //
 // The order: first the tasks without a group, in dequeue order (high,
 // normal, then low priority; 0 is the next out), then the tasks waiting
-// in groups (see Group), group by group, the groups in the byte order of
-// their keys as stored (a byte that Group's storage escapes, such as ','
-// or ':', sorts as its escape, "%2C", "%3A"), each group's tasks in the
-// order they are to start. Dequeues interleave the groups in turns whose
-// order depends on when each last started a task, so the grouped part is
-// not dequeue order across groups. A call reads only the positions it
-// asks for: reaching a position among the grouped tasks costs O(log N).
+// in groups (see Group), group by group, each group's tasks in the order
+// they are to start; dequeues interleave the groups, so the grouped part
+// is not dequeue order across groups (docs/flow-control.md tells the
+// order of the groups). A call reads only the positions it asks for:
+// reaching a position among the grouped tasks costs O(log N).
 func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([][]byte, error) {
 	tasks, err := c.Tasks(ctx, queue, start, stop)
 	if err != nil {
@@ -348,14 +346,12 @@ var findBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
 // by id, so this is a scan, O(n) in the tasks it looks at, done in one
 // script on the server, which returns only the task found, its payload
 // cut as PayloadPrefix says: the caller's memory does not grow with the
-// queue or its payloads. The script reads the entries it looks at, so its
-// time grows with their bytes (some 2 ms per MiB on a loaded 2-core
-// machine), and Redis serves nothing else meanwhile: in each of the four
-// places it looks at 20,000 tasks and 16 MiB of them at most, and past a
-// bound sets TaskLocation.Partial. A task waiting in a group is looked
-// for after the lists, among at most 20,000 more tasks, matched by Redis
-// so that only the task found is read. An unknown id is not an error: nothing
-// is found. An empty id is ErrInvalidOptions.
+// queue or its payloads. Redis serves nothing else meanwhile, so the scan
+// is bounded: in each of the four places it looks at 20,000 tasks and 16
+// MiB of them at most, and past a bound sets TaskLocation.Partial
+// (docs/manual.md tells its cost, and how grouped tasks are looked for).
+// An unknown id is not an error: nothing is found. An empty id is
+// ErrInvalidOptions.
 func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...InspectOption) (TaskLocation, error) {
 	if err := c.validate(ctx, "find task", queue); err != nil {
 		return TaskLocation{}, err
