@@ -152,7 +152,8 @@
 // groups.go (groups of a queue: the Group option, their limits and rates),
 // aggregate.go (aggregation: the Aggregate option, a queue's settings, an
 // aggregated task's members),
-// groupsinfo.go (Groups: the top groups and those held back), dead.go
+// groupsinfo.go (Groups: the top groups and those held back, picked by
+// internal/inspect), dead.go
 // (listing, requeuing and deleting dead letters), reasons.go (why a
 // task died: reasons, dead-letter bounds, the poison limit), outcome.go (TaskResult, Wait),
 // stats.go (a queue's stats, and writing the counts the client holds),
@@ -252,7 +253,8 @@
 // workflows: at a task's end, and the sweeper, running while the client
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
-// statsflush (the writes of idle queues' stats counts),
+// statsflush (the writes of idle queues' stats counts), inspect (the
+// picks of a groups report and the stats histograms' quantiles),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one

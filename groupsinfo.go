@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -107,31 +107,21 @@ func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport,
 	}
 	r := GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit,
 		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, DefaultTurns: cmp.Or(st.DefaultTurns, 1), TurnSize: cmp.Or(st.TurnSize, 1), Partial: st.Partial}
-	all := make([]GroupInfo, len(st.Groups))
-	for i, g := range st.Groups {
-		all[i] = groupInfo(g, st)
-	}
-	top := func(keep func(GroupInfo) bool, by func(GroupInfo) int64) []GroupInfo {
+	infos := func(gs []store.GroupState) []GroupInfo {
 		var out []GroupInfo
-		for _, g := range all {
-			if keep(g) {
-				out = append(out, g)
-			}
+		for _, g := range gs {
+			out = append(out, groupInfo(g, st))
 		}
-		slices.SortFunc(out, func(a, b GroupInfo) int { return cmp.Or(cmp.Compare(by(b), by(a)), cmp.Compare(a.Key, b.Key)) })
-		return out[:min(n, len(out))]
+		return out
 	}
-	waiting := func(g GroupInfo) int64 { return g.Waiting }
-	r.TopWaiting = top(func(g GroupInfo) bool { return g.Waiting > 0 }, waiting)
-	r.TopRunning = top(func(g GroupInfo) bool { return g.Running > 0 }, func(g GroupInfo) int64 { return g.Running })
-	r.HeldBack = top(func(g GroupInfo) bool { return g.HeldBack && g.DeadTask == "" }, waiting)
-	r.HeldOnDead = top(func(g GroupInfo) bool { return g.DeadTask != "" }, waiting)
+	t := inspect.TopGroups(st.Groups, n)
+	r.TopWaiting, r.TopRunning, r.HeldBack, r.HeldOnDead = infos(t.Waiting), infos(t.Running), infos(t.HeldBack), infos(t.HeldOnDead)
 	return r, nil
 }
 
 func groupInfo(g store.GroupState, st store.GroupsState) GroupInfo {
 	gi := GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: cmp.Or(g.Limit, st.DefaultLimit),
-		Rate: g.Rate, Per: g.Per, HeldBack: g.Waiting > 0 && !g.Ready, DeadTask: g.DeadTask,
+		Rate: g.Rate, Per: g.Per, HeldBack: inspect.HeldBack(g), DeadTask: g.DeadTask,
 		Turns: cmp.Or(g.Turns, st.DefaultTurns, 1), Hold: GroupHold(g.Hold)}
 	if gi.Rate == 0 {
 		gi.Rate, gi.Per = st.DefaultRate, st.DefaultPer

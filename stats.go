@@ -3,9 +3,9 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -59,18 +59,10 @@ type Histogram struct {
 }
 
 // HistogramBound is the upper bound of bucket k: 2^k µs.
-func HistogramBound(k int) time.Duration {
-	return time.Duration(int64(1)<<k) * time.Microsecond
-}
+func HistogramBound(k int) time.Duration { return inspect.Bound(k) }
 
 // Count is the number of durations counted.
-func (h Histogram) Count() int64 {
-	var n int64
-	for _, b := range h.Buckets {
-		n += b
-	}
-	return n
-}
+func (h Histogram) Count() int64 { return inspect.Count(h.Buckets[:]) }
 
 // Mean is the mean duration, 0 if none was counted.
 func (h Histogram) Mean() time.Duration {
@@ -84,31 +76,7 @@ func (h Histogram) Mean() time.Duration {
 // Quantile estimates the q-quantile (0 <= q <= 1: 0.5 the median, 0.99 the
 // 99th percentile), interpolating linearly inside its bucket; so it is
 // off by at most the bucket's width, a factor of 2. 0 if none was counted.
-func (h Histogram) Quantile(q float64) time.Duration {
-	n := h.Count()
-	if n == 0 {
-		return 0
-	}
-	q = math.Min(math.Max(q, 0), 1)
-	rank := q * float64(n)
-	var seen float64
-	for k, b := range h.Buckets {
-		if b == 0 {
-			continue
-		}
-		if seen+float64(b) >= rank {
-			lo := time.Duration(0)
-			if k > 0 {
-				lo = HistogramBound(k - 1)
-			}
-			hi := HistogramBound(k)
-			frac := (rank - seen) / float64(b)
-			return lo + time.Duration(frac*float64(hi-lo))
-		}
-		seen += float64(b)
-	}
-	return HistogramBound(HistogramBuckets - 1)
-}
+func (h Histogram) Quantile(q float64) time.Duration { return inspect.Quantile(h.Buckets[:], q) }
 
 // Add counts o's durations in h too.
 func (h *Histogram) Add(o Histogram) {
