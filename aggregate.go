@@ -19,24 +19,14 @@ const MaxAggregateKeyLen = 1024
 // passed since the first (the queue's AggregateSettings), and then go to
 // the back of the queue together as one aggregated task, whose handler
 // reads them with Process.Aggregated. Each keeps the id its enqueue
-// returned, which Aggregated reports with its payload.
-//
-// The flush is one script either way: the enqueue of the MaxSize-th task
-// makes the aggregated task itself, and a gathering whose MaxDelay has
-// passed is flushed by the workers serving the queue when they move its
-// delayed tasks, at that time by the Redis clock, without polling; the
-// first to come flushes it and the others find nothing. A gathering is
-// never lost or flushed twice, by a crash or by several workers at once.
-// MaxDelay runs only while a worker serves the queue, as a delayed task's
-// due time does.
-//
-// The aggregated task takes the options of the first task of its
-// gathering: its kind, priority, attempt budget, timeout and weight. It is
-// one task from then on: started, retried, dead-lettered, reclaimed from
-// a dead worker and cancelled whole, with all its members (CancelTask
-// takes its id, which Process.TaskID gives). Tasks still gathering are
-// not waiting tasks: QueueInfo counts them apart (Gatherings, Gathering),
-// the listings and Cancel do not see them, and DeleteQueue drops them.
+// returned, which Aggregated reports with its payload. A gathering is
+// flushed once, by one script, never lost, with no leader; MaxDelay runs
+// only while a worker serves the queue. The aggregated task takes the
+// options of the first task of its gathering and is one task from then
+// on (CancelTask takes its id, which Process.TaskID gives). Tasks still
+// gathering are not waiting tasks: QueueInfo counts them apart
+// (Gatherings, Gathering). docs/handlers.md tells how gatherings are
+// flushed, sized and inspected.
 //
 // A key is 1 to MaxAggregateKeyLen bytes, without a NUL byte. Aggregate
 // cannot be combined with AtFront, In, At, Unique, UniqueFor, Retain,
