@@ -1,7 +1,7 @@
 -- Enqueue one plain task: enqueue.lua for a single task due now, with no
--- unique key, group, aggregation key or retained outcome (the caller,
--- internal/store's enqueueCall, sends such a task here and every other
--- call to enqueue.lua). It does for that task all that enqueue.lua does:
+-- unique key, group, aggregation key, retained outcome or workflow step
+-- (the caller, internal/store's enqueueCall, sends such a task here and
+-- every other call to enqueue.lua). It does for that task all that enqueue.lua does:
 -- the id as next_task_ids gives it, the entry '<id><fields>:<payload>' at
 -- the back of its level's list (or its front), the work event naming the
 -- parked runtimes, or the hand-off to the longest-idle one, the client's
