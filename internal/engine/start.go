@@ -30,8 +30,9 @@ import (
 // and settle.go's.
 //
 // A hand-off is an enqueue that put its task straight into a process of
-// an idle runtime (enqueue.lua says when it may: a single task, due now,
-// on a queue where nothing waits and no control holds back): the event
+// an idle runtime (enqueue.lua and, for a plain task, enqueue_one.lua say
+// when it may: a single task, due now, on a queue where nothing waits and
+// no control holds back): the event
 // carries the process, so the runtime starts it without a dequeue, a
 // round trip saved on the path from enqueue to handler. In Redis the
 // process is the worker's from the enqueue on, as if its runtime had

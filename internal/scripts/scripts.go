@@ -25,6 +25,7 @@ var files embed.FS
 // Set is every script worqr runs.
 type Set struct {
 	Enqueue       *Script
+	EnqueueOne    *Script // one plain task, enqueue.lua's work without the rest of it
 	Dequeue       *Script
 	Finish        *Script
 	Stop          *Script
@@ -118,6 +119,7 @@ func build(sharded, stats bool) *Set {
 	load := loader(sharded, stats)
 	return &Set{
 		Enqueue:       load("enqueue.lua"),
+		EnqueueOne:    load("enqueue_one.lua"),
 		Dequeue:       load("dequeue.lua"),
 		Finish:        load("finish.lua"),
 		Stop:          load("stop.lua"),

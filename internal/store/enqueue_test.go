@@ -123,6 +123,8 @@ func TestEnqueueScript(t *testing.T) {
 		require.Equal(t, []string{"77"}, ids)
 		e.expect(seeded)
 	})
+	// A single task that is not plain (its outcome retained) still comes
+	// here, and is handed off as enqueue_one.lua hands a plain one.
 	t.Run("a single task goes straight to the longest-idle runtime", func(t *testing.T) {
 		t.Parallel()
 		e := newScriptEnv(t, "enqueue.lua")
@@ -134,14 +136,15 @@ func TestEnqueueScript(t *testing.T) {
 			"leases": zset{w: lease},
 			"idle":   zset{w: 1, "r2": 2},
 		})
-		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p")}, EnqueueArgs{})
+		ids, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p")}, EnqueueArgs{Retain: time.Second})
 		require.NoError(t, err)
 		require.Equal(t, []string{hexOf(x + 1)}, ids)
 		e.expect(keyState{
-			"meta":   hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "seq": decOf(x + 1)},
-			"procs":  hash{hexOf(x + 1): "a" + w + hexOf(x+1) + ":p"},
-			"leases": zset{w: lease},
-			"idle":   zset{"r2": 2},
+			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "seq": decOf(x + 1)},
+			"procs":    hash{hexOf(x + 1): "a" + w + hexOf(x+1) + ",R1000:p"},
+			"retained": zset{hexOf(x + 1): inf},
+			"leases":   zset{w: lease},
+			"idle":     zset{"r2": 2},
 		})
 	})
 	t.Run("no hand-off on a paused queue", func(t *testing.T) {
@@ -155,13 +158,14 @@ func TestEnqueueScript(t *testing.T) {
 			"leases": zset{w: lease},
 			"idle":   zset{w: 1, "r2": 2, "r3": 3},
 		})
-		_, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p")}, EnqueueArgs{})
+		_, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p")}, EnqueueArgs{Retain: time.Second})
 		require.NoError(t, err)
 		e.expect(keyState{
-			"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "paused": "1"},
-			"waiting": list{hexOf(x+1) + ":p"},
-			"leases":  zset{w: lease},
-			"idle":    zset{"r3": 3}, // the work event names two: the task's runtime and one more
+			"meta":     hash{"name": "q", "registered": "1", "tid": decOf(x + 1), "paused": "1"},
+			"waiting":  list{hexOf(x+1) + ",R1000:p"},
+			"retained": zset{hexOf(x + 1): inf},
+			"leases":   zset{w: lease},
+			"idle":     zset{"r3": 3}, // the work event names two: the task's runtime and one more
 		})
 	})
 }

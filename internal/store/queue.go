@@ -120,6 +120,14 @@ func handOff(chunk [][]byte) string {
 	return "0"
 }
 
+// plainOne reports whether a call of these tasks is one that
+// enqueue_one.lua does as enqueue.lua would: a single task due now, with
+// no unique key, group, aggregation key, retained outcome or workflow step.
+func plainOne(chunk [][]byte, keys []UniqueKey, args EnqueueArgs) bool {
+	return len(chunk) == 1 && !keyed(keys) && args.DueAt == 0 && args.Delay == 0 &&
+		args.Group == "" && args.Aggregate == "" && args.Retain <= 0 && args.Flow == ""
+}
+
 // UniqueKey is a task's unique key: the task is added only if no task
 // holds Key, held while the task lives (TTL 0) or for TTL from now.
 type UniqueKey struct {
@@ -290,6 +298,15 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []Un
 	case "l":
 		list, fields = k.Low, fields+",pl"
 	}
+	hand := handOff(chunk)
+	// A plain task goes to the script that carries only what it needs.
+	if plainOne(chunk, keys, args) {
+		return &enqueueCall{Call: scripts.Call{
+			Script: s.scripts.EnqueueOne,
+			Keys:   []string{list, k.Meta, k.Idle, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.GroupReady},
+			Args:   []string{k.Channel, queue, front, fields, hand, counts, string(chunk[0])},
+		}}
+	}
 	// own[i] is the header field task i gets for its unique key, if it is
 	// held while the task lives.
 	var shas, ttls strings.Builder
@@ -320,7 +337,6 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []Un
 	}
 	c := &enqueueCall{}
 	argv := make([]string, 0, 13+len(chunk))
-	hand := handOff(chunk)
 	if args.Aggregate != "" {
 		hand = "0"
 	}
