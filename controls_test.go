@@ -355,23 +355,31 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 // arms nothing, so the waiting tasks wait for the next work event.
 func TestARestartedLoopWakesForTheRateLimit(t *testing.T) {
 	t.Parallel()
-	_, c, ctx := setup(t)
+	k := setupClocked(t)
+	c, ctx := k.c, k.ctx
 	require.NoError(t, c.SetRateLimit(ctx, "q", 1, time.Second, CreateQueue()))
 	w := newWorker(t, c, WorkerOptions{})
-	started := make(chan time.Time, 10)
+	started := make(chan struct{}, 10)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error {
-		started <- time.Now()
+		started <- struct{}{}
 		return nil
 	}, HandleOptions{Concurrency: 1}))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b"), []byte("c")})))
 	recv(t, started, 5*time.Second, "first start")
 	r := runnerOf(w, "q")
-	eventually(t, 5*time.Second, "rate-limit timer armed", func() bool {
-		return r.Limited()
-	})
+	eventually(t, 5*time.Second, "rate-limit timer armed", r.Limited)
+	timers := k.clk.Timers()
 	failStopWork(t, c, w, "q")
-	// The window is one second: the next start is due within it.
-	recv(t, started, 4*time.Second, "second start after the window")
+	// The restarted loop's dequeue finds the window used and arms a timer
+	// in place of the one its stop stopped: the clocks move only then, so
+	// that the dequeue does not find the window over.
+	k.waitTimers(timers)
+	// The window is one second from the first start, which leaves it only
+	// once it is past: both clocks move just past it, and the timer fires
+	// for a dequeue the limit allows. A loop that armed no timer starts
+	// nothing however far they move.
+	k.advance(time.Second + time.Millisecond)
+	recv(t, started, 5*time.Second, "second start after the window")
 }
 
 // The rate limit counts a start when a worker takes the task, not when a
