@@ -35,9 +35,12 @@
 -- starts), written in the call that settles the children before it, and
 -- the next call that names the step (any notice of it: the caller's next
 -- call, or a sweep's replay after a crash) settles the next ones from
--- there, each child once. A call with enqueued set (ARGV[2] '1': the
--- caller enqueued what the call before answered) answers only the steps
--- it freed itself, not a replay's whole list.
+-- there, each child once. A death's cascade (the descendants of the
+-- children it cancels, cancelled in turn) is settled within the same
+-- bound, and kept under the step that died (cascade_of below) until its
+-- last descendant is, the mark '@<step>' with it. A call with enqueued
+-- set (ARGV[2] '1': the caller enqueued what the call before answered)
+-- answers only the steps it freed itself, not a replay's whole list.
 -- Returns {more, step, spec, ...}: more '1' while a step named has
 -- children left to settle (call again), else '0'; then per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -72,12 +75,77 @@ local function unsettled(parent, kid)
   return s ~= nil and s >= at
 end
 
+-- The steps a death cancelled whose own children are yet to be settled
+-- (a cascade), kept under the step whose end began it, in freed under
+-- '!<step>' ('<name>:<byte of its kids where the next child starts>',
+-- ',' between, the last met last), while its release is under way:
+-- a cascade is settled within the same budget as the children, from
+-- where it stands, by the next call that names the step.
+local function cascade_of(step)
+  local stack = {}
+  for name, at in string.gmatch(redis.call('HGET', freed_key, '!' .. step) or '', '([^,:]+):(%d+)') do
+    stack[#stack + 1] = {name = name, at = tonumber(at)}
+  end
+  return stack
+end
+
+-- Settle the children of the steps on stack (see cascade_of), the last
+-- first, at most budget of them: a child that runs whatever its parent's
+-- end has its count of parents left lowered (appended to freed if that
+-- makes it ready), a child that waits is cancelled and pushed, for its
+-- own children. Returns the children settled and the steps still open
+-- (nil if it ended none).
+local function cascade(stack, budget, freed)
+  local n, open = 0, nil
+  while #stack > 0 and n < budget do
+    local top = stack[#stack]
+    top.kids = top.kids or redis.call('HGET', kids_key, top.name) or ''
+    local b, e = string.find(top.kids, '[^,]+', top.at)
+    if not b then
+      table.remove(stack)
+    else
+      local kid = string.sub(top.kids, b, e)
+      top.at = e + 2
+      n = n + 1
+      if string.sub(kid, 1, 1) == '+' then
+        kid = string.sub(kid, 2)
+        local left = redis.call('HINCRBY', left_key, kid, -1)
+        if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
+          redis.call('HSET', steps_key, kid, 'r')
+          freed[#freed + 1] = kid
+        end
+      elseif redis.call('HGET', steps_key, kid) == 'w' then
+        open = flow_step_end(flow_key, steps_key, kid, 'x')
+        stack[#stack + 1] = {name = kid, at = 1}
+      end
+    end
+  end
+  return n, open
+end
+
+-- Append freed, the steps an end of step made ready, to its freed list.
+local function add_freed(step, freed)
+  if #freed > 0 then
+    local list = table.concat(freed, ',')
+    local before = redis.call('HGET', freed_key, step)
+    if before then
+      list = before .. ',' .. list
+    end
+    redis.call('HSET', freed_key, step, list)
+  end
+end
+
 -- Undo step's death (see above).
 local function revive(step)
   local state = redis.call('HGET', flow_key, 'state')
   -- A death whose release was under way: the children past where it
   -- stands never had it settled, and its next end settles them all.
   local at = mark_of(step)
+  -- Its cascade under way, by step: where each stands.
+  local pending, upto = cascade_of(step), {}
+  for _, c in ipairs(pending) do
+    upto[c.name] = c.at
+  end
   if state == 'failed' then
     redis.call('HSET', flow_key, 'state', 'running')
     redis.call('HDEL', flow_key, 'ended')
@@ -89,7 +157,8 @@ local function revive(step)
     -- forgotten): every child past where one stands has ended, and one
     -- that waits again counts only the parents that have not ended.
     for _, f in ipairs(redis.call('HKEYS', freed_key)) do
-      if string.sub(f, 1, 1) == '@' then
+      local c = string.sub(f, 1, 1)
+      if c == '@' or c == '!' then
         redis.call('HDEL', freed_key, f)
       end
     end
@@ -98,6 +167,9 @@ local function revive(step)
   end
   if at then
     redis.call('HDEL', freed_key, '@' .. step)
+  end
+  if #pending > 0 then
+    redis.call('HDEL', freed_key, '!' .. step)
   end
   redis.call('HSET', steps_key, step, 'q')
   redis.call('HINCRBY', flow_key, 'dead', -1)
@@ -126,6 +198,22 @@ local function revive(step)
       end
     end
   end
+  -- The steps of its cascade that another end still cancels have the
+  -- rest of their children settled here, whatever their number (a
+  -- revival during a cascade is rare): no later call goes on with a
+  -- cascade of a step that runs again. Those that made ready are added
+  -- to the step's freed list, answered by its notices.
+  local held = {}
+  for _, c in ipairs(pending) do
+    if not again[c.name] then
+      held[#held + 1] = c
+    end
+  end
+  if #held > 0 then
+    local freed = {}
+    cascade(held, math.huge, freed)
+    add_freed(step, freed)
+  end
   -- Counted once all wait again (one may be the parent of another):
   -- the parents left of a step that waits again are those that have not
   -- ended; a child still waiting that runs whatever the end of one that
@@ -141,11 +229,12 @@ local function revive(step)
       end
       redis.call('HSET', left_key, w, left)
     end
-    -- Those of step past where its release stood were not counted.
+    -- Those of step past where its release stood were not counted, nor
+    -- those of a step of its cascade past where that stood.
     local kids = redis.call('HGET', kids_key, w) or ''
-    local upto = (w == step and at) or #kids + 1
+    local stop = (w == step and at) or upto[w] or #kids + 1
     local b, e = string.find(kids, '[^,]+')
-    while b and b < upto do
+    while b and b < stop do
       local kid = string.sub(kids, b, e)
       if string.sub(kid, 1, 1) == '+' then
         kid = string.sub(kid, 2)
@@ -172,36 +261,22 @@ local function hset(key, pairs_)
 end
 
 -- Settle the children of step, which ended (good: in a way that lets
--- them run), from where its release stands, at most budget of them: a
+-- them run), from where its release stands, at most budget of them,
+-- counting those of its cascade (see cascade_of), which goes first: a
 -- child's count of parents left goes down, one with none left becomes
--- ready, and one that cannot run is cancelled with its descendants (all
--- of them, after the children settled). Where the release stands is
--- written if children are left, else dropped; those made ready are
+-- ready, and one that cannot run is cancelled, its descendants in the
+-- cascade. Where the release and the cascade stand are written if
+-- children are left to either, else dropped; those made ready are
 -- appended to step's freed list. Returns those made ready, the children
 -- settled, whether some are left, and the steps still open (nil if it
 -- ended none).
 local function settle(step, good, budget)
   local kids = redis.call('HGET', kids_key, step) or ''
   local had = mark_of(step)
-  local pos, n, freed, open = had or 1, 0, {}, nil
-  -- The steps cancelled here, whose children are settled in this call
-  -- too, whatever their number (a cancel's descendants are not chunked).
-  local todo = {}
-  -- Settle a child of a step cancelled here.
-  local function below(kid)
-    local runs = string.sub(kid, 1, 1) == '+'
-    if runs then kid = string.sub(kid, 2) end
-    if runs then
-      local left = redis.call('HINCRBY', left_key, kid, -1)
-      if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
-        redis.call('HSET', steps_key, kid, 'r')
-        freed[#freed + 1] = kid
-      end
-    elseif redis.call('HGET', steps_key, kid) == 'w' then
-      open = flow_step_end(flow_key, steps_key, kid, 'x')
-      todo[#todo + 1] = kid
-    end
-  end
+  local pos, freed = had or 1, {}
+  local stack = cascade_of(step)
+  local stacked = #stack > 0
+  local n, open = cascade(stack, budget, freed)
   -- The children of this call, read and written a thousand a call (a
   -- fan-out's are many): those whose count goes down, and the others,
   -- cancelled if they wait.
@@ -236,10 +311,11 @@ local function settle(step, good, budget)
   end
   if #cut > 0 then
     local states, ended = hmget(steps_key, cut), {}
-    for j, kid in ipairs(cut) do
+    -- Pushed last first, so that the cascade meets them in order.
+    for j = #cut, 1, -1 do
       if states[j] == 'w' then
-        put(ended, kid, 'x')
-        todo[#todo + 1] = kid
+        put(ended, cut[j], 'x')
+        stack[#stack + 1] = {name = cut[j], at = 1}
       end
     end
     if #ended > 0 then
@@ -247,25 +323,24 @@ local function settle(step, good, budget)
       open = redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
     end
   end
-  while #todo > 0 do
-    for kid in string.gmatch(redis.call('HGET', kids_key, table.remove(todo)) or '', '[^,]+') do
-      below(kid)
-    end
-  end
-  local more = b ~= nil
+  local m, last = cascade(stack, budget - n, freed)
+  n, open = n + m, last or open
+  local more = b ~= nil or #stack > 0
   if more then
     redis.call('HSET', freed_key, '@' .. step, pos)
   elseif had then
     redis.call('HDEL', freed_key, '@' .. step)
   end
-  if #freed > 0 then
-    local list = table.concat(freed, ',')
-    local before = redis.call('HGET', freed_key, step)
-    if before then
-      list = before .. ',' .. list
+  if #stack > 0 then
+    local list = {}
+    for j, s in ipairs(stack) do
+      list[j] = s.name .. ':' .. s.at
     end
-    redis.call('HSET', freed_key, step, list)
+    redis.call('HSET', freed_key, '!' .. step, table.concat(list, ','))
+  elseif stacked then
+    redis.call('HDEL', freed_key, '!' .. step)
   end
+  add_freed(step, freed)
   return freed, n, more, open
 end
 
