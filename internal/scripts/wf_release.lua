@@ -75,6 +75,19 @@ local function unsettled(parent, kid)
   return s ~= nil and s >= at
 end
 
+-- Append a field and its value to t.
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
+
+-- HSET of field, value pairs, a thousand a call.
+local function hset(key, pairs_)
+  for i = 1, #pairs_, 2000 do
+    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+  end
+end
+
 -- The steps a death cancelled whose own children are yet to be settled
 -- (a cascade), kept under the step whose end began it, in freed under
 -- '!<step>' ('<name>:<byte of its kids where the next child starts>',
@@ -89,35 +102,92 @@ local function cascade_of(step)
   return stack
 end
 
+-- Lower by one the count of parents left of each of kids (steps, each
+-- once), whose parent's end lets them run; those with none left that
+-- wait become ready, appended to freed. Each hash is read and written a
+-- thousand steps a call.
+local function lower(kids, freed)
+  local lefts, states = hmget(left_key, kids), hmget(steps_key, kids)
+  local newleft, ready = {}, {}
+  for j, kid in ipairs(kids) do
+    local left = (tonumber(lefts[j]) or 0) - 1
+    put(newleft, kid, left)
+    if left <= 0 and states[j] == 'w' then
+      put(ready, kid, 'r')
+      freed[#freed + 1] = kid
+    end
+  end
+  hset(left_key, newleft)
+  hset(steps_key, ready)
+end
+
+-- Cancel those of kids (steps, each once) that wait, whose parent's end
+-- does not let them run, and push on stack (see cascade_of) those of
+-- them that have children, the last first, so that the cascade meets
+-- them in order. Returns the steps still open (nil if it ended none).
+local function cut(kids, stack)
+  local states, ended, names = hmget(steps_key, kids), {}, {}
+  for j = #kids, 1, -1 do
+    if states[j] == 'w' then
+      put(ended, kids[j], 'x')
+      names[#names + 1] = kids[j]
+    end
+  end
+  if #ended == 0 then
+    return nil
+  end
+  hset(steps_key, ended)
+  for j, below in ipairs(hmget(kids_key, names)) do
+    if below and below ~= '' then
+      stack[#stack + 1] = {name = names[j], at = 1, kids = below}
+    end
+  end
+  return redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
+end
+
+-- Split the children of kids (a step's list) from byte at, at most
+-- budget of them, into those its end lowers the count of (all if good,
+-- else those that run whatever its end: '+') and those it cancels.
+-- Returns both, how many it took, where the next starts and whether one
+-- is left.
+local function take(kids, at, budget, good)
+  local down, off, n = {}, {}, 0
+  local b, e = string.find(kids, '[^,]+', at)
+  while b and n < budget do
+    local kid = string.sub(kids, b, e)
+    local runs = string.sub(kid, 1, 1) == '+'
+    if runs then kid = string.sub(kid, 2) end
+    if good or runs then
+      down[#down + 1] = kid
+    else
+      off[#off + 1] = kid
+    end
+    n = n + 1
+    at = e + 2
+    b, e = string.find(kids, '[^,]+', at)
+  end
+  return down, off, n, at, b ~= nil
+end
+
 -- Settle the children of the steps on stack (see cascade_of), the last
--- first, at most budget of them: a child that runs whatever its parent's
--- end has its count of parents left lowered (appended to freed if that
--- makes it ready), a child that waits is cancelled and pushed, for its
--- own children. Returns the children settled and the steps still open
--- (nil if it ended none).
+-- first, at most budget of them, as settle does a step's (those it
+-- cancels pushed, for their own children). Returns the children settled
+-- and the steps still open (nil if it ended none).
 local function cascade(stack, budget, freed)
   local n, open = 0, nil
   while #stack > 0 and n < budget do
     local top = stack[#stack]
     top.kids = top.kids or redis.call('HGET', kids_key, top.name) or ''
-    local b, e = string.find(top.kids, '[^,]+', top.at)
-    if not b then
+    local down, off, m, at, left = take(top.kids, top.at, budget - n, false)
+    n, top.at = n + m, at
+    if not left then
       table.remove(stack)
-    else
-      local kid = string.sub(top.kids, b, e)
-      top.at = e + 2
-      n = n + 1
-      if string.sub(kid, 1, 1) == '+' then
-        kid = string.sub(kid, 2)
-        local left = redis.call('HINCRBY', left_key, kid, -1)
-        if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
-          redis.call('HSET', steps_key, kid, 'r')
-          freed[#freed + 1] = kid
-        end
-      elseif redis.call('HGET', steps_key, kid) == 'w' then
-        open = flow_step_end(flow_key, steps_key, kid, 'x')
-        stack[#stack + 1] = {name = kid, at = 1}
-      end
+    end
+    if #down > 0 then
+      lower(down, freed)
+    end
+    if #off > 0 then
+      open = cut(off, stack) or open
     end
   end
   return n, open
@@ -247,19 +317,6 @@ local function revive(step)
   end
 end
 
--- Append a field and its value to t.
-local function put(t, field, value)
-  t[#t + 1] = field
-  t[#t + 1] = value
-end
-
--- HSET of field, value pairs, a thousand a call.
-local function hset(key, pairs_)
-  for i = 1, #pairs_, 2000 do
-    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
-  end
-end
-
 -- Settle the children of step, which ended (good: in a way that lets
 -- them run), from where its release stands, at most budget of them,
 -- counting those of its cascade (see cascade_of), which goes first: a
@@ -277,55 +334,19 @@ local function settle(step, good, budget)
   local stack = cascade_of(step)
   local stacked = #stack > 0
   local n, open = cascade(stack, budget, freed)
-  -- The children of this call, read and written a thousand a call (a
-  -- fan-out's are many): those whose count goes down, and the others,
-  -- cancelled if they wait.
-  local down, cut = {}, {}
-  local b, e = string.find(kids, '[^,]+', pos)
-  while b and n < budget do
-    local kid = string.sub(kids, b, e)
-    local runs = string.sub(kid, 1, 1) == '+'
-    if runs then kid = string.sub(kid, 2) end
-    if good or runs then
-      down[#down + 1] = kid
-    else
-      cut[#cut + 1] = kid
-    end
-    n = n + 1
-    pos = e + 2
-    b, e = string.find(kids, '[^,]+', pos)
-  end
+  -- The children of this call: those whose count goes down, and the
+  -- others, cancelled if they wait.
+  local down, off, m, at, more = take(kids, pos, budget - n, good)
+  n, pos = n + m, at
   if #down > 0 then
-    local lefts, states = hmget(left_key, down), hmget(steps_key, down)
-    local newleft, ready = {}, {}
-    for j, kid in ipairs(down) do
-      local left = (tonumber(lefts[j]) or 0) - 1
-      put(newleft, kid, left)
-      if left <= 0 and states[j] == 'w' then
-        put(ready, kid, 'r')
-        freed[#freed + 1] = kid
-      end
-    end
-    hset(left_key, newleft)
-    hset(steps_key, ready)
+    lower(down, freed)
   end
-  if #cut > 0 then
-    local states, ended = hmget(steps_key, cut), {}
-    -- Pushed last first, so that the cascade meets them in order.
-    for j = #cut, 1, -1 do
-      if states[j] == 'w' then
-        put(ended, cut[j], 'x')
-        stack[#stack + 1] = {name = cut[j], at = 1}
-      end
-    end
-    if #ended > 0 then
-      hset(steps_key, ended)
-      open = redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
-    end
+  if #off > 0 then
+    open = cut(off, stack) or open
   end
-  local m, last = cascade(stack, budget - n, freed)
-  n, open = n + m, last or open
-  local more = b ~= nil or #stack > 0
+  local below, last = cascade(stack, budget - n, freed)
+  n, open = n + below, last or open
+  more = more or #stack > 0
   if more then
     redis.call('HSET', freed_key, '@' .. step, pos)
   elseif had then
