@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -400,5 +401,49 @@ func TestWorkflowReviveDuringCascadeScript(t *testing.T) {
 	}
 	assert.Equal(t, "1", left["k0"])
 	assert.Equal(t, "2260", state["wf.flow"].(hash)["open"], "top, nine children and theirs")
+	assert.Nil(t, state["wf.freed"], "nothing under way")
+}
+
+// A revival during a cascade gives back to a child that runs whatever its
+// parent's end only what the cascade took: k3's children wait for k3 and
+// for hold (which has not ended); top's first call lowered the counts of
+// k3's first 240 only, so after the revival all 250 wait for both again.
+func TestWorkflowReviveDuringCascadeRestoresCountsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	hold := WorkflowStep{Name: "hold", Spec: "S-hold", Place: len(steps)}
+	for i := range steps {
+		if steps[i].Name == "k3" {
+			for j, k := range steps[i].Kids {
+				steps[i].Kids[j] = "+" + k
+			}
+		}
+		if strings.HasPrefix(steps[i].Name, "k3.") {
+			steps[i].Parents = append(steps[i].Parents, "hold")
+			hold.Kids = append(hold.Kids, steps[i].Name)
+		}
+	}
+	steps = append(steps, hold)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	require.Equal(t, "k9:1,k8:1,k7:1,k6:1,k5:1,k4:1,k3:1921", state["wf.freed"].(hash)["!top"], "k3's children, a byte longer")
+	require.Equal(t, "1", state["wf.left"].(hash)["k3.239"], "settled")
+	require.Equal(t, "2", state["wf.left"].(hash)["k3.240"], "not reached")
+
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	assert.False(t, more)
+	state = e.dump()
+	for j := range 250 {
+		g := fmt.Sprintf("k3.%03d", j)
+		require.Equal(t, "w", state["wf.steps"].(hash)[g], g)
+		require.Equal(t, "2", state["wf.left"].(hash)[g], g)
+	}
 	assert.Nil(t, state["wf.freed"], "nothing under way")
 }
