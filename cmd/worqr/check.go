@@ -13,13 +13,15 @@ Compares every key under the prefix with worqr's registries (a SCAN of each
 Redis node, never KEYS) and lists what does not add up: orphaned
 processes, dead or unregistered workers, unlisted, unregistered, stale,
 broken or miscounted queues, miscounted groups, controls it cannot read,
+stale progress reports, gatherings without a deadline, stale turn fields,
 unknown keys, workflows' leftover or lasting keys, broken workflows,
-stalled steps and lost ones. With
---repair it also fixes what it can, as a peer would: orphaned tasks back
-to the front of their queues, dead workers reclaimed, registries mended,
+stalled, lost and vanished steps, and stalled releases. With --repair it
+also fixes what it can, as a peer would: orphaned tasks back to the
+front of their queues, dead workers reclaimed, registries mended,
 workflows' leftover keys deleted and lasting ones set to expire, stalled
-steps enqueued; broken queues and workflows, lost steps, unreadable
-controls and unknown keys are only reported. Safe while workers run. Its cost grows with the whole
+steps enqueued, vanished ones enqueued anew, stalled releases carried
+on; broken queues and workflows, lost steps, unreadable controls and
+unknown keys are only reported. Safe while workers run. Its cost grows with the whole
 keyspace: a large one may need a longer --timeout.
 
 It exits 1 when it found problems, repaired or not, after printing the
@@ -42,12 +44,14 @@ type checkJSON struct {
 	MiscountedQueues    []string           `json:"miscountedQueues"`
 	MiscountedGroups    []groupCountJSON   `json:"miscountedGroups"`
 	UnreadableControls  []controlJSON      `json:"unreadableControls"`
+	StaleProgress       int64              `json:"staleProgress"`
 	UndueGatherings     int64              `json:"undueGatherings"`
 	StaleTurns          int64              `json:"staleTurns"`
 	LeftoverWorkflows   []string           `json:"leftoverWorkflows"`
 	LastingWorkflows    []string           `json:"lastingWorkflows"`
 	StalledSteps        []workflowStepJSON `json:"stalledSteps"`
 	LostSteps           []workflowStepJSON `json:"lostSteps"`
+	VanishedSteps       []workflowStepJSON `json:"vanishedSteps"`
 	StalledReleases     []workflowStepJSON `json:"stalledReleases"`
 	BrokenWorkflows     []string           `json:"brokenWorkflows"`
 	NodesScanned        int                `json:"nodesScanned"`
@@ -106,6 +110,7 @@ type repairsJSON struct {
 	DeletedWorkflows      []string           `json:"deletedWorkflows"`
 	ExpiringWorkflows     []string           `json:"expiringWorkflows"`
 	EnqueuedSteps         []workflowStepJSON `json:"enqueuedSteps"`
+	RequeuedSteps         []workflowStepJSON `json:"requeuedSteps"`
 	ResumedReleases       []workflowStepJSON `json:"resumedReleases"`
 }
 
@@ -131,7 +136,8 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 		UnregisteredQueues: list(r.UnregisteredQueues), StaleQueues: list(r.StaleQueues), BrokenQueues: list(r.BrokenQueues), UnknownKeys: list(r.UnknownKeys),
 		MiscountedQueues: list(r.MiscountedQueues), MiscountedGroups: make([]groupCountJSON, len(r.MiscountedGroups)), UnreadableControls: make([]controlJSON, len(r.UnreadableControls)),
 		LeftoverWorkflows: list(r.LeftoverWorkflows), LastingWorkflows: list(r.LastingWorkflows), StalledSteps: workflowSteps(r.StalledSteps),
-		LostSteps: workflowSteps(r.LostSteps), StalledReleases: workflowSteps(r.StalledReleases), UndueGatherings: r.UndueGatherings, StaleTurns: r.StaleTurns,
+		LostSteps: workflowSteps(r.LostSteps), VanishedSteps: workflowSteps(r.VanishedSteps), StalledReleases: workflowSteps(r.StalledReleases),
+		StaleProgress: r.StaleProgress, UndueGatherings: r.UndueGatherings, StaleTurns: r.StaleTurns,
 		BrokenWorkflows: list(r.BrokenWorkflows),
 		NodesScanned:    r.NodesScanned, KeysScanned: r.KeysScanned, QueuesChecked: r.QueuesChecked, WorkflowsChecked: r.WorkflowsChecked,
 	}
@@ -151,7 +157,7 @@ func checkReportJSON(r worqr.CheckReport, repaired bool) checkJSON {
 			PendingWorkers: list(p.PendingWorkers), RegisteredQueues: list(p.RegisteredQueues), RemovedQueues: list(p.RemovedQueues),
 			RecountedQueues: list(p.RecountedQueues), RecountedGroups: p.RecountedGroups, RescheduledGatherings: p.RescheduledGatherings, ClearedTurns: p.ClearedTurns,
 			DeletedWorkflows: list(p.DeletedWorkflows), ExpiringWorkflows: list(p.ExpiringWorkflows), EnqueuedSteps: workflowSteps(p.EnqueuedSteps),
-			ResumedReleases: workflowSteps(p.ResumedReleases)}
+			RequeuedSteps: workflowSteps(p.RequeuedSteps), ResumedReleases: workflowSteps(p.ResumedReleases)}
 	}
 	return j
 }
@@ -219,6 +225,9 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		for _, u := range r.UnreadableControls {
 			t.row("unreadable control", fmt.Sprintf("queue %q %s = %q", escape(u.Queue), u.Control, escape(u.Value)))
 		}
+		if r.StaleProgress > 0 {
+			t.row("stale progress report", fmt.Sprintf("%d, of processes gone (--repair removes them)", r.StaleProgress))
+		}
 		if r.UndueGatherings > 0 {
 			t.row("gathering without a deadline", fmt.Sprintf("%d, never flushed by time (--repair gives each a deadline of now)", r.UndueGatherings))
 		}
@@ -231,12 +240,14 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 		for _, st := range r.StalledSteps {
 			t.row("stalled step", fmt.Sprintf("workflow %s step %q", st.Workflow, escape(st.Step)))
 		}
-		for _, st := range r.LostSteps {
-			t.row("lost step", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
+		steps := func(finding string, items []worqr.WorkflowStep) {
+			for _, st := range items {
+				t.row(finding, fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
+			}
 		}
-		for _, st := range r.StalledReleases {
-			t.row("stalled release", fmt.Sprintf("workflow %s step %q task %s", st.Workflow, escape(st.Step), st.Task))
-		}
+		steps("lost step", r.LostSteps)
+		steps("vanished step", r.VanishedSteps)
+		steps("stalled release", r.StalledReleases)
 		rows("broken workflow", r.BrokenWorkflows)
 		if err := t.flush(); err != nil {
 			return err
@@ -248,10 +259,10 @@ func (e *env) printCheck(r worqr.CheckReport, repaired bool) error {
 			"requeued", itoa(p.Requeued), "dropped", itoa(p.Dropped), "leases removed", itoa(p.LeasesRemoved),
 			"workers adopted", itoa(len(p.AdoptedWorkers)), "queues listed", itoa(len(p.ListedQueues)),
 			"workers reclaimed", itoa(len(p.ReclaimedWorkers)), "workers pending", itoa(len(p.PendingWorkers)),
-			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)),
+			"queues registered", itoa(len(p.RegisteredQueues)), "queues removed", itoa(len(p.RemovedQueues)), "queues recounted", itoa(len(p.RecountedQueues)),
 			"groups recounted", itoa(p.RecountedGroups), "gatherings rescheduled", itoa(p.RescheduledGatherings), "turn fields removed", itoa(p.ClearedTurns),
 			"workflows deleted", itoa(len(p.DeletedWorkflows)), "workflows set to expire", itoa(len(p.ExpiringWorkflows)),
-			"steps enqueued", itoa(len(p.EnqueuedSteps)), "releases resumed", itoa(len(p.ResumedReleases)))
+			"steps enqueued", itoa(len(p.EnqueuedSteps)), "steps requeued", itoa(len(p.RequeuedSteps)), "releases resumed", itoa(len(p.ResumedReleases)))
 		if err != nil {
 			return err
 		}

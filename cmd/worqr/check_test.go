@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worqr/worqr"
 )
 
 func TestCheck(t *testing.T) {
@@ -86,4 +94,123 @@ func TestCheckReportsAnUnreadableControl(t *testing.T) {
 	var rep checkJSON
 	require.NoError(t, jsonDecode(r.stdout, &rep))
 	assert.Equal(t, []controlJSON{{Queue: "orders", Control: "limit", Value: "9.2233720368547758e+18"}}, rep.UnreadableControls)
+}
+
+// fillReport sets every field of the struct v points to: a number to
+// size(i), field i's, and a list to size(i) entries whose strings name
+// the field. Nested structs (a list's entries) have their strings and
+// numbers set the same way.
+func fillReport(v reflect.Value, size func(int) int) {
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(size(i)))
+		case reflect.Slice:
+			n := size(i)
+			f.Set(reflect.MakeSlice(f.Type(), n, n))
+			for j := range n {
+				fillEntry(f.Index(j), "m-"+name)
+			}
+		}
+	}
+}
+
+func fillEntry(v reflect.Value, marker string) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(marker)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Field(i).CanSet() {
+				fillEntry(v.Field(i), marker)
+			}
+		}
+	}
+}
+
+// check shows every field of CheckReport and CheckRepairs, in its table
+// and its JSON: a finding's rows name what it found (each list's entries
+// here name their field), a repair's line counts it, and the JSON holds
+// every field under its name. A field added to either and not shown
+// fails here.
+func TestCheckShowsEveryField(t *testing.T) {
+	t.Parallel()
+	var rep worqr.CheckReport
+	// Numbers of the report 9000 + i, lists of it 1 + i entries; of the
+	// repairs, 500 + i either way: each field's own.
+	fillReport(reflect.ValueOf(&rep).Elem(), func(i int) int {
+		if reflect.TypeOf(rep).Field(i).Type.Kind() == reflect.Slice {
+			return 1 + i
+		}
+		return 9000 + i
+	})
+	fillReport(reflect.ValueOf(&rep.Repaired).Elem(), func(i int) int { return 500 + i })
+
+	var out bytes.Buffer
+	e := &env{stdout: &out}
+	require.NoError(t, e.printCheck(rep, true))
+	text := strings.TrimSuffix(out.String(), rep.String()+"\n")
+	require.NotEqual(t, out.String(), text, "the summary ends the output")
+	rt := reflect.TypeOf(rep)
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		switch {
+		case f.Name == "Repaired":
+		case strings.HasSuffix(f.Name, "Scanned") || strings.HasSuffix(f.Name, "Checked"):
+			// Told in the summary, not a finding.
+		case f.Type.Kind() == reflect.Slice:
+			n := 0
+			for line := range strings.Lines(text) {
+				if strings.Contains(line, "m-"+f.Name) {
+					n++
+				}
+			}
+			assert.Equal(t, 1+i, n, "a row per entry of %s", f.Name)
+		default:
+			assert.Contains(t, text, strconv.Itoa(9000+i), "a row for %s", f.Name)
+		}
+	}
+	pt := reflect.TypeOf(rep.Repaired)
+	for i := range pt.NumField() {
+		assert.Regexp(t, fmt.Sprintf(`(?m)^[a-z ()]+: +%d$`, 500+i), text, "a line for %s", pt.Field(i).Name)
+	}
+
+	var doc map[string]any
+	raw, err := json.Marshal(checkReportJSON(rep, true))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	repaired, _ := doc["repaired"].(map[string]any)
+	require.NotNil(t, repaired)
+	for _, tc := range []struct {
+		doc  map[string]any
+		t    reflect.Type
+		size func(int) int
+	}{
+		{doc, rt, func(i int) int {
+			if rt.Field(i).Type.Kind() == reflect.Slice {
+				return 1 + i
+			}
+			return 9000 + i
+		}},
+		{repaired, pt, func(i int) int { return 500 + i }},
+	} {
+		for i := range tc.t.NumField() {
+			f := tc.t.Field(i)
+			if f.Name == "Repaired" {
+				continue
+			}
+			key := strings.ToLower(f.Name[:1]) + f.Name[1:]
+			got, ok := tc.doc[key]
+			if !assert.True(t, ok, "JSON has %s", key) {
+				continue
+			}
+			if l, isList := got.([]any); isList {
+				assert.Len(t, l, tc.size(i), key)
+				assert.Contains(t, fmt.Sprint(l), "m-"+f.Name, key)
+			} else {
+				assert.EqualValues(t, tc.size(i), got, key)
+			}
+		}
+	}
 }

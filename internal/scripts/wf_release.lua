@@ -35,9 +35,12 @@
 -- starts), written in the call that settles the children before it, and
 -- the next call that names the step (any notice of it: the caller's next
 -- call, or a sweep's replay after a crash) settles the next ones from
--- there, each child once. A call with enqueued set (ARGV[2] '1': the
--- caller enqueued what the call before answered) answers only the steps
--- it freed itself, not a replay's whole list.
+-- there, each child once. A death's cascade (the descendants of the
+-- children it cancels, cancelled in turn) is settled within the same
+-- bound, and kept under the step that died (cascade_of below) until its
+-- last descendant is, the mark '@<step>' with it. A call with enqueued
+-- set (ARGV[2] '1': the caller enqueued what the call before answered)
+-- answers only the steps it freed itself, not a replay's whole list.
 -- Returns {more, step, spec, ...}: more '1' while a step named has
 -- children left to settle (call again), else '0'; then per such step.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -72,12 +75,147 @@ local function unsettled(parent, kid)
   return s ~= nil and s >= at
 end
 
+-- Append a field and its value to t.
+local function put(t, field, value)
+  t[#t + 1] = field
+  t[#t + 1] = value
+end
+
+-- HSET of field, value pairs, a thousand a call.
+local function hset(key, pairs_)
+  for i = 1, #pairs_, 2000 do
+    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+  end
+end
+
+-- The steps a death cancelled whose own children are yet to be settled
+-- (a cascade), kept under the step whose end began it, in freed under
+-- '!<step>' ('<name>:<byte of its kids where the next child starts>',
+-- ',' between, the last met last), while its release is under way:
+-- a cascade is settled within the same budget as the children, from
+-- where it stands, by the next call that names the step.
+local function cascade_of(step)
+  local stack = {}
+  for name, at in string.gmatch(redis.call('HGET', freed_key, '!' .. step) or '', '([^,:]+):(%d+)') do
+    stack[#stack + 1] = {name = name, at = tonumber(at)}
+  end
+  return stack
+end
+
+-- Lower by one the count of parents left of each of kids (steps, each
+-- once), whose parent's end lets them run; those with none left that
+-- wait become ready, appended to freed. Each hash is read and written a
+-- thousand steps a call.
+local function lower(kids, freed)
+  local lefts, states = hmget(left_key, kids), hmget(steps_key, kids)
+  local newleft, ready = {}, {}
+  for j, kid in ipairs(kids) do
+    local left = (tonumber(lefts[j]) or 0) - 1
+    put(newleft, kid, left)
+    if left <= 0 and states[j] == 'w' then
+      put(ready, kid, 'r')
+      freed[#freed + 1] = kid
+    end
+  end
+  hset(left_key, newleft)
+  hset(steps_key, ready)
+end
+
+-- Cancel those of kids (steps, each once) that wait, whose parent's end
+-- does not let them run, and push on stack (see cascade_of) those of
+-- them that have children, the last first, so that the cascade meets
+-- them in order. Returns the steps still open (nil if it ended none).
+local function cut(kids, stack)
+  local states, ended, names = hmget(steps_key, kids), {}, {}
+  for j = #kids, 1, -1 do
+    if states[j] == 'w' then
+      put(ended, kids[j], 'x')
+      names[#names + 1] = kids[j]
+    end
+  end
+  if #ended == 0 then
+    return nil
+  end
+  hset(steps_key, ended)
+  for j, below in ipairs(hmget(kids_key, names)) do
+    if below and below ~= '' then
+      stack[#stack + 1] = {name = names[j], at = 1, kids = below}
+    end
+  end
+  return redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
+end
+
+-- Split the children of kids (a step's list) from byte at, at most
+-- budget of them, into those its end lowers the count of (all if good,
+-- else those that run whatever its end: '+') and those it cancels.
+-- Returns both, how many it took, where the next starts and whether one
+-- is left.
+local function take(kids, at, budget, good)
+  local down, off, n = {}, {}, 0
+  local b, e = string.find(kids, '[^,]+', at)
+  while b and n < budget do
+    local kid = string.sub(kids, b, e)
+    local runs = string.sub(kid, 1, 1) == '+'
+    if runs then kid = string.sub(kid, 2) end
+    if good or runs then
+      down[#down + 1] = kid
+    else
+      off[#off + 1] = kid
+    end
+    n = n + 1
+    at = e + 2
+    b, e = string.find(kids, '[^,]+', at)
+  end
+  return down, off, n, at, b ~= nil
+end
+
+-- Settle the children of the steps on stack (see cascade_of), the last
+-- first, at most budget of them, as settle does a step's (those it
+-- cancels pushed, for their own children). Returns the children settled
+-- and the steps still open (nil if it ended none).
+local function cascade(stack, budget, freed)
+  local n, open = 0, nil
+  while #stack > 0 and n < budget do
+    local top = stack[#stack]
+    top.kids = top.kids or redis.call('HGET', kids_key, top.name) or ''
+    local down, off, m, at, left = take(top.kids, top.at, budget - n, false)
+    n, top.at = n + m, at
+    if not left then
+      table.remove(stack)
+    end
+    if #down > 0 then
+      lower(down, freed)
+    end
+    if #off > 0 then
+      open = cut(off, stack) or open
+    end
+  end
+  return n, open
+end
+
+-- Append freed, the steps an end of step made ready, to its freed list.
+local function add_freed(step, freed)
+  if #freed > 0 then
+    local list = table.concat(freed, ',')
+    local before = redis.call('HGET', freed_key, step)
+    if before then
+      list = before .. ',' .. list
+    end
+    redis.call('HSET', freed_key, step, list)
+  end
+end
+
 -- Undo step's death (see above).
 local function revive(step)
   local state = redis.call('HGET', flow_key, 'state')
   -- A death whose release was under way: the children past where it
   -- stands never had it settled, and its next end settles them all.
   local at = mark_of(step)
+  -- Its cascade under way, by step: where each stands.
+  local pending, upto = cascade_of(step), {}
+  for _, c in ipairs(pending) do
+    upto[c.name] = c.at
+  end
   if state == 'failed' then
     redis.call('HSET', flow_key, 'state', 'running')
     redis.call('HDEL', flow_key, 'ended')
@@ -89,7 +227,8 @@ local function revive(step)
     -- forgotten): every child past where one stands has ended, and one
     -- that waits again counts only the parents that have not ended.
     for _, f in ipairs(redis.call('HKEYS', freed_key)) do
-      if string.sub(f, 1, 1) == '@' then
+      local c = string.sub(f, 1, 1)
+      if c == '@' or c == '!' then
         redis.call('HDEL', freed_key, f)
       end
     end
@@ -98,6 +237,9 @@ local function revive(step)
   end
   if at then
     redis.call('HDEL', freed_key, '@' .. step)
+  end
+  if #pending > 0 then
+    redis.call('HDEL', freed_key, '!' .. step)
   end
   redis.call('HSET', steps_key, step, 'q')
   redis.call('HINCRBY', flow_key, 'dead', -1)
@@ -126,6 +268,22 @@ local function revive(step)
       end
     end
   end
+  -- The steps of its cascade that another end still cancels have the
+  -- rest of their children settled here, whatever their number (a
+  -- revival during a cascade is rare): no later call goes on with a
+  -- cascade of a step that runs again. Those that made ready are added
+  -- to the step's freed list, answered by its notices.
+  local held = {}
+  for _, c in ipairs(pending) do
+    if not again[c.name] then
+      held[#held + 1] = c
+    end
+  end
+  if #held > 0 then
+    local freed = {}
+    cascade(held, math.huge, freed)
+    add_freed(step, freed)
+  end
   -- Counted once all wait again (one may be the parent of another):
   -- the parents left of a step that waits again are those that have not
   -- ended; a child still waiting that runs whatever the end of one that
@@ -141,11 +299,12 @@ local function revive(step)
       end
       redis.call('HSET', left_key, w, left)
     end
-    -- Those of step past where its release stood were not counted.
+    -- Those of step past where its release stood were not counted, nor
+    -- those of a step of its cascade past where that stood.
     local kids = redis.call('HGET', kids_key, w) or ''
-    local upto = (w == step and at) or #kids + 1
+    local stop = (w == step and at) or upto[w] or #kids + 1
     local b, e = string.find(kids, '[^,]+')
-    while b and b < upto do
+    while b and b < stop do
       local kid = string.sub(kids, b, e)
       if string.sub(kid, 1, 1) == '+' then
         kid = string.sub(kid, 2)
@@ -158,114 +317,51 @@ local function revive(step)
   end
 end
 
--- Append a field and its value to t.
-local function put(t, field, value)
-  t[#t + 1] = field
-  t[#t + 1] = value
-end
-
--- HSET of field, value pairs, a thousand a call.
-local function hset(key, pairs_)
-  for i = 1, #pairs_, 2000 do
-    redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
-  end
-end
-
 -- Settle the children of step, which ended (good: in a way that lets
--- them run), from where its release stands, at most budget of them: a
+-- them run), from where its release stands, at most budget of them,
+-- counting those of its cascade (see cascade_of), which goes first: a
 -- child's count of parents left goes down, one with none left becomes
--- ready, and one that cannot run is cancelled with its descendants (all
--- of them, after the children settled). Where the release stands is
--- written if children are left, else dropped; those made ready are
+-- ready, and one that cannot run is cancelled, its descendants in the
+-- cascade. Where the release and the cascade stand are written if
+-- children are left to either, else dropped; those made ready are
 -- appended to step's freed list. Returns those made ready, the children
 -- settled, whether some are left, and the steps still open (nil if it
 -- ended none).
 local function settle(step, good, budget)
   local kids = redis.call('HGET', kids_key, step) or ''
   local had = mark_of(step)
-  local pos, n, freed, open = had or 1, 0, {}, nil
-  -- The steps cancelled here, whose children are settled in this call
-  -- too, whatever their number (a cancel's descendants are not chunked).
-  local todo = {}
-  -- Settle a child of a step cancelled here.
-  local function below(kid)
-    local runs = string.sub(kid, 1, 1) == '+'
-    if runs then kid = string.sub(kid, 2) end
-    if runs then
-      local left = redis.call('HINCRBY', left_key, kid, -1)
-      if left <= 0 and redis.call('HGET', steps_key, kid) == 'w' then
-        redis.call('HSET', steps_key, kid, 'r')
-        freed[#freed + 1] = kid
-      end
-    elseif redis.call('HGET', steps_key, kid) == 'w' then
-      open = flow_step_end(flow_key, steps_key, kid, 'x')
-      todo[#todo + 1] = kid
-    end
-  end
-  -- The children of this call, read and written a thousand a call (a
-  -- fan-out's are many): those whose count goes down, and the others,
-  -- cancelled if they wait.
-  local down, cut = {}, {}
-  local b, e = string.find(kids, '[^,]+', pos)
-  while b and n < budget do
-    local kid = string.sub(kids, b, e)
-    local runs = string.sub(kid, 1, 1) == '+'
-    if runs then kid = string.sub(kid, 2) end
-    if good or runs then
-      down[#down + 1] = kid
-    else
-      cut[#cut + 1] = kid
-    end
-    n = n + 1
-    pos = e + 2
-    b, e = string.find(kids, '[^,]+', pos)
-  end
+  local pos, freed = had or 1, {}
+  local stack = cascade_of(step)
+  local stacked = #stack > 0
+  local n, open = cascade(stack, budget, freed)
+  -- The children of this call: those whose count goes down, and the
+  -- others, cancelled if they wait.
+  local down, off, m, at, more = take(kids, pos, budget - n, good)
+  n, pos = n + m, at
   if #down > 0 then
-    local lefts, states = hmget(left_key, down), hmget(steps_key, down)
-    local newleft, ready = {}, {}
-    for j, kid in ipairs(down) do
-      local left = (tonumber(lefts[j]) or 0) - 1
-      put(newleft, kid, left)
-      if left <= 0 and states[j] == 'w' then
-        put(ready, kid, 'r')
-        freed[#freed + 1] = kid
-      end
-    end
-    hset(left_key, newleft)
-    hset(steps_key, ready)
+    lower(down, freed)
   end
-  if #cut > 0 then
-    local states, ended = hmget(steps_key, cut), {}
-    for j, kid in ipairs(cut) do
-      if states[j] == 'w' then
-        put(ended, kid, 'x')
-        todo[#todo + 1] = kid
-      end
-    end
-    if #ended > 0 then
-      hset(steps_key, ended)
-      open = redis.call('HINCRBY', flow_key, 'open', -#ended / 2)
-    end
+  if #off > 0 then
+    open = cut(off, stack) or open
   end
-  while #todo > 0 do
-    for kid in string.gmatch(redis.call('HGET', kids_key, table.remove(todo)) or '', '[^,]+') do
-      below(kid)
-    end
-  end
-  local more = b ~= nil
+  local below, last = cascade(stack, budget - n, freed)
+  n, open = n + below, last or open
+  more = more or #stack > 0
   if more then
     redis.call('HSET', freed_key, '@' .. step, pos)
   elseif had then
     redis.call('HDEL', freed_key, '@' .. step)
   end
-  if #freed > 0 then
-    local list = table.concat(freed, ',')
-    local before = redis.call('HGET', freed_key, step)
-    if before then
-      list = before .. ',' .. list
+  if #stack > 0 then
+    local list = {}
+    for j, s in ipairs(stack) do
+      list[j] = s.name .. ':' .. s.at
     end
-    redis.call('HSET', freed_key, step, list)
+    redis.call('HSET', freed_key, '!' .. step, table.concat(list, ','))
+  elseif stacked then
+    redis.call('HDEL', freed_key, '!' .. step)
   end
+  add_freed(step, freed)
   return freed, n, more, open
 end
 

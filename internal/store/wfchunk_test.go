@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +257,193 @@ func TestWorkflowReviveAfterFailDuringReleaseScript(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ready, 1, "other's success frees k1000")
 	assert.Equal(t, "k1000", ready[0].Name)
+}
+
+// cascadeTree is a workflow of a step "top", its fan children k0, k1, ...
+// and per children of each of those, k0.000, k0.001, ... (a death of top
+// cancels fan*(per+1) descendants, over two levels).
+func cascadeTree(fan, per int) []WorkflowStep {
+	steps := []WorkflowStep{{Name: "top", Spec: "S-top"}}
+	for i := range fan {
+		k := fmt.Sprintf("k%d", i)
+		steps[0].Kids = append(steps[0].Kids, k)
+		kid := WorkflowStep{Name: k, Spec: "S-" + k, Parents: []string{"top"}}
+		var grand []WorkflowStep
+		for j := range per {
+			g := fmt.Sprintf("%s.%03d", k, j)
+			kid.Kids = append(kid.Kids, g)
+			grand = append(grand, WorkflowStep{Name: g, Spec: "S-" + g, Parents: []string{k}})
+		}
+		steps = append(steps, kid)
+		steps = append(steps, grand...)
+	}
+	for i := range steps {
+		steps[i].Place = i
+	}
+	return steps
+}
+
+// A death's cascade below its children is settled within the same bound
+// as they are: top's death, over 10 children of 250 children each, ends
+// a thousand descendants a call, keeps where its cascade stands under
+// '!top' (with '@top') and answers "more" until the last is cancelled,
+// when the workflow fails and both marks are dropped.
+func TestWorkflowCascadeChunksScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	end := []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}
+	for call, want := range []struct {
+		ended int
+		more  bool
+	}{{1000, true}, {2000, true}, {2510, false}} {
+		ready, more, err := e.s.ReleaseChunk(e.ctx, id, end, call > 0)
+		require.NoError(t, err)
+		assert.Empty(t, ready, "none made ready")
+		assert.Equal(t, want.more, more, "call %d", call)
+		state := e.dump()
+		st, flow := state["wf.steps"].(hash), state["wf.flow"].(hash)
+		ended := 0
+		for _, s := range steps[1:] {
+			if st[s.Name] == "x" {
+				ended++
+			} else {
+				require.Equal(t, "w", st[s.Name], "call %d: %s", call, s.Name)
+			}
+		}
+		assert.Equal(t, want.ended, ended, "call %d: descendants cancelled", call)
+		assert.Equal(t, strconv.Itoa(2510-want.ended), flow["open"], "call %d", call)
+		freed, _ := state["wf.freed"].(hash)
+		if want.more {
+			assert.Equal(t, "running", flow["state"], "call %d", call)
+			assert.NotEmpty(t, freed["!top"], "call %d: where the cascade stands", call)
+			assert.NotEmpty(t, freed["@top"], "call %d: the release under way", call)
+		} else {
+			assert.Equal(t, "failed", flow["state"])
+			assert.Empty(t, freed, "no release or cascade under way")
+		}
+	}
+	// A replay settles nothing again.
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, end, false)
+	require.NoError(t, err)
+	assert.False(t, more)
+	assert.Equal(t, "0", e.dump()["wf.flow"].(hash)["open"])
+}
+
+// A cascade under way keeps where it stands: after top's first call,
+// k3's children are cut after its 240th, and the next call goes on
+// from there, in order.
+func TestWorkflowCascadeStandsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, cascadeTree(10, 250))
+	require.NoError(t, err)
+	end := []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, end, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	st := e.dump()["wf.steps"].(hash)
+	assert.Equal(t, "x", st["k3.239"])
+	assert.Equal(t, "w", st["k3.240"])
+	assert.Equal(t, "w", st["k4.000"])
+	// k3's 241st child starts at byte 7*240+1; its first 240, which
+	// have no children, are not kept.
+	assert.Equal(t, "k9:1,k8:1,k7:1,k6:1,k5:1,k4:1,k3:1681", e.dump()["wf.freed"].(hash)["!top"])
+}
+
+// A death revived while its cascade is under way: the descendants it
+// cancelled wait again, those it had not reached wait still, and a step
+// of its cascade that another death holds (k7, whose second parent died
+// meanwhile) has the rest of its children cancelled in the revival, since
+// no later call goes on with the cascade. Nothing is left under way.
+func TestWorkflowReviveDuringCascadeScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	steps = append(steps, WorkflowStep{Name: "other", Spec: "S-other", Kids: []string{"k7"}, Place: len(steps)})
+	for i := range steps {
+		if steps[i].Name == "k7" {
+			steps[i].Parents = append(steps[i].Parents, "other")
+		}
+	}
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "dead", At: 20}}, false)
+	require.NoError(t, err)
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 30}}, false)
+	require.NoError(t, err)
+	assert.False(t, more)
+	state := e.dump()
+	st, left := state["wf.steps"].(hash), state["wf.left"].(hash)
+	assert.Equal(t, "q", st["top"])
+	for i := range 10 {
+		k := fmt.Sprintf("k%d", i)
+		want := "w"
+		if i == 7 {
+			want = "x"
+		}
+		require.Equal(t, want, st[k], k)
+		for j := range 250 {
+			g := fmt.Sprintf("%s.%03d", k, j)
+			require.Equal(t, want, st[g], g)
+			if want == "w" {
+				require.Equal(t, "1", left[g], g)
+			}
+		}
+	}
+	assert.Equal(t, "1", left["k0"])
+	assert.Equal(t, "2260", state["wf.flow"].(hash)["open"], "top, nine children and theirs")
+	assert.Nil(t, state["wf.freed"], "nothing under way")
+}
+
+// A revival during a cascade gives back to a child that runs whatever its
+// parent's end only what the cascade took: k3's children wait for k3 and
+// for hold (which has not ended); top's first call lowered the counts of
+// k3's first 240 only, so after the revival all 250 wait for both again.
+func TestWorkflowReviveDuringCascadeRestoresCountsScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	hold := WorkflowStep{Name: "hold", Spec: "S-hold", Place: len(steps)}
+	for i := range steps {
+		if steps[i].Name == "k3" {
+			for j, k := range steps[i].Kids {
+				steps[i].Kids[j] = "+" + k
+			}
+		}
+		if strings.HasPrefix(steps[i].Name, "k3.") {
+			steps[i].Parents = append(steps[i].Parents, "hold")
+			hold.Kids = append(hold.Kids, steps[i].Name)
+		}
+	}
+	steps = append(steps, hold)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	require.Equal(t, "k9:1,k8:1,k7:1,k6:1,k5:1,k4:1,k3:1921", state["wf.freed"].(hash)["!top"], "k3's children, a byte longer")
+	require.Equal(t, "1", state["wf.left"].(hash)["k3.239"], "settled")
+	require.Equal(t, "2", state["wf.left"].(hash)["k3.240"], "not reached")
+
+	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
+	require.NoError(t, err)
+	assert.False(t, more)
+	state = e.dump()
+	for j := range 250 {
+		g := fmt.Sprintf("k3.%03d", j)
+		require.Equal(t, "w", state["wf.steps"].(hash)[g], g)
+		require.Equal(t, "2", state["wf.left"].(hash)[g], g)
+	}
+	assert.Nil(t, state["wf.freed"], "nothing under way")
 }
