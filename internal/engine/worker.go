@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -243,11 +244,7 @@ func (c *Core) ID() string {
 func (c *Core) Queues() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.sessions))
-	for q := range c.sessions {
-		out = append(out, q)
-	}
-	return out
+	return slices.AppendSeq(make([]string, 0, len(c.sessions)), maps.Keys(c.sessions))
 }
 
 // Pools are the worker's current id and its slot schedulers: those of
@@ -291,11 +288,7 @@ func (h coreHost) Go(f func(life context.Context)) {
 }
 
 func (h coreHost) Sessions(dst []*Session) []*Session {
-	dst = slices.Grow(dst, len(h.c.sessions))
-	for _, s := range h.c.sessions {
-		dst = append(dst, s)
-	}
-	return dst
+	return slices.AppendSeq(slices.Grow(dst, len(h.c.sessions)), maps.Values(h.c.sessions))
 }
 
 // LeaseLost hands the lease keeper the evidence that the lease of worker
