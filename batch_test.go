@@ -401,7 +401,7 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	batch := recv(t, running, testsignal.Wait, "the batch")
 	oldID := w.ID()
 
-	w.lease.Fence(oldID, errors.New("lease lost (test)"))
+	w.core.Lease.Fence(oldID, errors.New("lease lost (test)"))
 	cause := recv(t, causes, testsignal.Wait, "the batch's context ended")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	for _, p := range batch {

@@ -165,8 +165,8 @@
 // (what internal/flows takes of the client, and the carries a requeue or
 // a cancel makes).
 //
-// The worker, one component per file: worker.go (the Worker, its lock
-// order, NewWorker),
+// The worker, one component per file: worker.go (the Worker over its
+// engine's core, NewWorker),
 // periodic.go (periodic schedules: Periodic and Every; their checks and
 // the worker's set of them are internal/periodic's),
 // membership.go (StartWork and StopWork, over
@@ -187,11 +187,15 @@
 // (Shutdown and Close, over the engine's closer) and signals.go (the test signals of the engine's
 // components). engine.go
 // gives each component under internal/ what it takes of the client and
-// the worker (the engine's: workerHost, the one host of its components).
+// the worker, and workerHost, the engine's core's host: what only the
+// root has (the public types, the client's parts).
 //
 // The engine's components under internal/, each with tests of its own:
-// engine (a process's record, shared with the public Process in one
-// allocation; starting and stopping work on a queue, engine.Serve and
+// engine (the worker's core, engine.Core: its mu, lifecycle, sessions,
+// pools, life and the components below, and the lock order of every
+// mutex, over the root as its host, engine.CoreHost, and the one host
+// of its components, engine.WorkerHost; a process's record, shared with
+// the public Process in one allocation; starting and stopping work on a queue, engine.Serve and
 // engine.Unserve, and on a HandleQueues pool's, engine.ServePool; the worker's sessions by queue, engine.Sessions, and its
 // closer, engine.Closer, draining and closing it over the worker as its
 // host, engine.CloserHost; a served queue's session, engine.Session: its
@@ -200,7 +204,7 @@
 // timer of delayed tasks, leaving its queue, the runtimes a stop drains
 // (engine.Runtimes), its fence, rejoin and reconciliation, over the worker as their host, engine.SessionHost (each
 // component's host is small, over the worker's mu, lifecycle and
-// sessions, engine.Locked, which the root's one adapter implements), and
+// sessions, engine.Locked, which the core's one adapter implements), and
 // its two halves, each a type and a file of its own: its books of
 // processes, engine.Books, and its side of its lease, engine.Lease
 // (where it stands, the deadline, the renewals' answers, and the

@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/checker"
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/engine"
-	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/outage"
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
@@ -100,8 +98,8 @@ func processEnv(w *Worker) engine.Env {
 type outcomeWriter Worker
 
 func (w *outcomeWriter) Outage() *outage.Outage    { return w.c.outage }
-func (w *outcomeWriter) Life() context.Context     { return w.life }
-func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.life, w.opts.TTL) }
+func (w *outcomeWriter) Life() context.Context     { return w.core.Life() }
+func (w *outcomeWriter) WriteCtx() context.Context { return w.writes.Ctx(w.core.Life(), w.opts.TTL) }
 
 // beatEnv is what the client's beats take of it; born is when it was
 // made, from which its beats count.
@@ -176,12 +174,11 @@ func (m reclaimMember) ID() string           { return m.w.ID() }
 func (m reclaimMember) Logger() *slog.Logger { return m.w.logger() }
 
 func (m reclaimMember) FencedSince(now time.Time) time.Duration {
-	m.w.mu.Lock()
-	defer m.w.mu.Unlock()
-	return m.w.state.FencedSince(now)
+	return m.w.core.FencedSince(now)
 }
 
-// registryEnv is what the worker's registry entry takes of it.
+// registryEnv is what the worker's registry entry takes of it (its core
+// fills in the fence and the slots).
 func registryEnv(w *Worker) *engine.RegistryEnv {
 	c := w.c
 	return &engine.RegistryEnv{
@@ -189,45 +186,17 @@ func registryEnv(w *Worker) *engine.RegistryEnv {
 		Store:  c.store,
 		Fail:   c.fail,
 		TTL:    w.opts.TTL,
-		Fence:  func(id string, cause error) { w.lease.Fence(id, cause) },
 		Served: c.flows.Served,
-		Slots: func() []store.QueueSlots {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.sessions.Slots()
-		},
-		Log: w.logger,
+		Log:    w.logger,
 	}
 }
 
-// workerHost is the worker as its engine's components take it: the host
-// of its runtimes and dequeues (engine.RuntimeHost), of its sessions'
-// fences, rejoins and reconciliations (engine.SessionHost), and of its
-// lease keeper and deadline (engine.KeeperHost); a conversion, not an
-// allocation. Its lock is the worker's mu.
+// workerHost is the worker as its core takes it (engine.CoreHost): what
+// builds or tells of the public types, and what the client holds; a
+// conversion, not an allocation.
 type workerHost Worker
 
-func (h *workerHost) Lock()                     { h.mu.Lock() }
-func (h *workerHost) Unlock()                   { h.mu.Unlock() }
-func (h *workerHost) Worker() *lifecycle.Worker { return &h.state }
-func (h *workerHost) Env() *engine.Env          { return &h.env }
-func (h *workerHost) Deadline() *engine.Deadline {
-	return &h.lease.Deadline
-}
-func (h *workerHost) Registry() engine.Joiner                     { return &h.registry }
-func (h *workerHost) Go(f func(life context.Context))             { h.closer.Go(func() { f(h.life) }) }
 func (h *workerHost) Started(ctx context.Context, p *engine.Proc) { h.c.obs.started(ctx, p) }
-
-func (h *workerHost) Session(queue string) *engine.Session { return h.sessions[queue] }
-func (h *workerHost) Served() engine.Sessions              { return h.sessions }
-
-func (h *workerHost) Sessions(dst []*engine.Session) []*engine.Session {
-	dst = slices.Grow(dst, len(h.sessions))
-	for _, s := range h.sessions {
-		dst = append(dst, s)
-	}
-	return dst
-}
 
 func (h *workerHost) Validate(ctx context.Context, op, queue string) error {
 	return h.c.validate(ctx, op, queue)
@@ -235,12 +204,6 @@ func (h *workerHost) Validate(ctx context.Context, op, queue string) error {
 
 func (h *workerHost) NewProc(queue string, sp store.Proc, started time.Time) *engine.Proc {
 	return &newProcessAt((*Worker)(h), queue, sp, started).rec
-}
-
-// LeaseLost hands the lease keeper the evidence that the lease of worker
-// id on s's queue is gone; the keeper judges whether s still serves it.
-func (h *workerHost) LeaseLost(id string, s *engine.Session, cause error) {
-	h.lease.LeaseLost(id, s.Name, s, nil, cause)
 }
 
 func (h *workerHost) Heard(next time.Duration, dead bool, workers int64) {
@@ -260,17 +223,9 @@ func (h *workerHost) Fenced(id, queue string, cause error, lost []*engine.Proc) 
 	}
 }
 
-func (h *workerHost) AddPool(pool *engine.Scheduler) { h.pools = append(h.pools, pool) }
-
-func (h *workerHost) TakePools() []*engine.Scheduler {
-	pools := h.pools
-	h.pools = nil
-	return pools
-}
-
 func (h *workerHost) Services() []func() {
 	w := (*Worker)(h)
-	return []func(){w.lease.Stop, func() { w.reclaimer.Leave(reclaimMember{w}) }, w.periodics.Close}
+	return []func(){func() { w.reclaimer.Leave(reclaimMember{w}) }, w.periodics.Close}
 }
 
 func (h *workerHost) StopTicks()                { h.periodics.Close() }
@@ -289,13 +244,7 @@ func (h *workerHost) Left() {
 	}
 }
 
-func (h *workerHost) RecordSlots(ctx context.Context, id string) { h.registry.RecordSlots(ctx, id) }
-
-// NewSession makes the session of a queue (engine.Session), over the
-// worker as its host, and subscribes it to the queue's events.
-func (h *workerHost) NewSession(queue string, events engine.Events, r *engine.Runtime, deadline time.Time) *engine.Session {
-	s := new(engine.Session)
-	s.Init(h, &h.env, queue, events, r, deadline, delayed.New(delayedEnv((*Worker)(h)), h.life, queue))
-	s.Subscribe(h.life)
-	return s
+// Delayed is the timer of queue's delayed tasks, on the worker's life.
+func (h *workerHost) Delayed(life context.Context, queue string) *delayed.Scheduler {
+	return delayed.New(delayedEnv((*Worker)(h)), life, queue)
 }

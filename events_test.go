@@ -328,9 +328,9 @@ func TestLateEventsSpareLaterProcesses(t *testing.T) {
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", [][]byte{[]byte("x"), []byte("x")})))
 	ps := dequeueAll(t, w, "q", 2)
 	p := ps[1]
-	w.mu.Lock()
-	s := w.sessions["q"]
-	w.mu.Unlock()
+	w.core.Lock()
+	s := w.core.Served()["q"]
+	w.core.Unlock()
 
 	s.Dispatch(ctx, subscription.Event{Event: store.Event{Kind: store.EventCancel, TaskIDs: []string{ps[0].TaskID()}}})
 	s.Dispatch(ctx, subscription.Event{Event: store.Event{Kind: store.EventDelete, UpTo: p.rec.Seq - 1}})

@@ -18,9 +18,9 @@ import (
 
 // isFenced reports whether the worker as a whole is fenced.
 func isFenced(w *Worker) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.state.IsFenced()
+	w.core.Lock()
+	defer w.core.Unlock()
+	return w.core.Worker().IsFenced()
 }
 
 // fencedWorker is a worker that stays fenced once fenced, whose fence
@@ -48,7 +48,7 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	ps := append(dequeueAll(t, w, "a", 1), dequeueAll(t, w, "b", 1)...)
 	id := w.ID()
 
-	w.lease.Fence(id, errTestLease)
+	w.core.Lease.Fence(id, errTestLease)
 	for _, p := range ps {
 		assert.True(t, isClosed(p.Done()), "ended by the fence itself")
 		assert.ErrorIs(t, p.Err(), ErrProcessLost)
@@ -63,14 +63,14 @@ func TestFenceOfTheWorkerEndsEveryProcess(t *testing.T) {
 	_, err := w.Dequeue(ctx, "a")
 	assert.ErrorIs(t, err, ErrWorkerFenced)
 
-	w.mu.Lock()
-	at := w.state.FencedAt()
-	w.mu.Unlock()
+	w.core.Lock()
+	at := w.core.Worker().FencedAt()
+	w.core.Unlock()
 	k.clk.Advance(time.Millisecond)
-	w.lease.Fence(id, errTestLease)
-	w.mu.Lock()
-	assert.Equal(t, at, w.state.FencedAt(), "the second fence changed nothing")
-	w.mu.Unlock()
+	w.core.Lease.Fence(id, errTestLease)
+	w.core.Lock()
+	assert.Equal(t, at, w.core.Worker().FencedAt(), "the second fence changed nothing")
+	w.core.Unlock()
 }
 
 // A dequeue that finds the worker's lease on its queue gone is evidence:
@@ -111,16 +111,16 @@ func TestFenceLeaseLostNeedsEvidence(t *testing.T) {
 	ps := dequeueAll(t, w, "q", 2)
 	s, id := sessionOf(w, "q"), w.ID()
 
-	w.lease.LeaseLost(id, "other", nil, nil, errTestLease)
+	w.core.Lease.LeaseLost(id, "other", nil, nil, errTestLease)
 	assert.False(t, isFenced(w), "a queue it does not serve")
-	w.lease.LeaseLost(id, "q", &engine.Session{}, nil, errTestLease)
+	w.core.Lease.LeaseLost(id, "q", &engine.Session{}, nil, errTestLease)
 	assert.False(t, isFenced(w), "sent for another session of the queue")
 	s.Books.Drop(&ps[0].rec)
-	w.lease.LeaseLost(id, "q", nil, &ps[0].rec, errTestLease)
+	w.core.Lease.LeaseLost(id, "q", nil, &ps[0].rec, errTestLease)
 	assert.False(t, isFenced(w), "about a process the session no longer holds")
 	require.Nil(t, ps[1].Err())
 
-	w.lease.LeaseLost(id, "q", s, &ps[1].rec, errTestLease)
+	w.core.Lease.LeaseLost(id, "q", s, &ps[1].rec, errTestLease)
 	assert.True(t, isFenced(w), "about the session and a process it holds")
 	assert.ErrorIs(t, ps[1].Err(), ErrWorkerFenced)
 	assert.Equal(t, id, recv(t, fences, 5*time.Second, "the fence event").WorkerID)

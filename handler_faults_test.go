@@ -230,9 +230,9 @@ func TestCloseWhileHandleWaitsForItsSubscription(t *testing.T) {
 		handled <- w.Handle(context.Background(), "q", func(context.Context, *Process) error { return nil }, HandleOptions{})
 	}()
 	eventually(t, 5*time.Second, "runtime registered", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.sessions["q"] != nil
+		w.core.Lock()
+		defer w.core.Unlock()
+		return w.core.Served()["q"] != nil
 	})
 	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -405,9 +405,9 @@ func TestHandOffToAStoppingWorkerGoesBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- stopping.Shutdown(context.Background()) }()
 	eventually(t, 5*time.Second, "draining", func() bool {
-		stopping.mu.Lock()
-		defer stopping.mu.Unlock()
-		return stopping.state.Phase() == lifecycle.Draining
+		stopping.core.Lock()
+		defer stopping.core.Unlock()
+		return stopping.core.Worker().Phase() == lifecycle.Draining
 	})
 	idleFirst(t, c, "q", stopping)
 	events := b.listen(c.store.Keys().Queue("q").Channel)
@@ -516,9 +516,9 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 	// dispatcher handles after it.
 	e, ok := store.ParseEvent(m)
 	require.True(t, ok)
-	w.mu.Lock()
-	s := w.sessions["q"]
-	w.mu.Unlock()
+	w.core.Lock()
+	s := w.core.Served()["q"]
+	w.core.Unlock()
 	s.Sub.Push(subscription.Event{Event: e})
 	settledParking(t, c, "q", 1)
 	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("y"))))

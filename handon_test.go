@@ -62,9 +62,9 @@ func TestSlotIsHandedOnWhenTheHandlerReturns(t *testing.T) {
 	assert.Equal(t, "t0000", recv(t, started, 5*time.Second, "the first task"))
 	assert.Equal(t, "t0001", recv(t, started, 5*time.Second, "the second task, while the first one's finish waits"))
 	eventually(t, 5*time.Second, "the first finish at Redis's door", func() bool { return entered() >= 1 })
-	w.mu.Lock()
-	r := w.sessions["q"].Runtime
-	w.mu.Unlock()
+	w.core.Lock()
+	r := w.core.Served()["q"].Runtime
+	w.core.Unlock()
 	eventually(t, 5*time.Second, "both outcomes being written", func() bool {
 		busy, settling := r.Counts()
 		return busy == 0 && settling == 2

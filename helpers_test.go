@@ -218,18 +218,18 @@ var queueFencing = WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.Renew
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.
 func crash(w *Worker) {
-	w.mu.Lock()
-	closing := w.state.ToClosed()
-	runtimes := w.sessions.Runtimes()
-	w.mu.Unlock()
+	w.core.Lock()
+	closing := w.core.Worker().ToClosed()
+	runtimes := w.core.Served().Runtimes()
+	w.core.Unlock()
 	if !closing {
 		return
 	}
-	w.closer.StopComponents()
+	w.core.Closer.StopComponents()
 	for _, r := range runtimes {
 		r.StopTaking()
 	}
-	w.closer.DetachAll(context.Background(), errCrashed, false) // handlers end and write nothing
+	w.core.Closer.DetachAll(context.Background(), errCrashed, false) // handlers end and write nothing
 	for _, r := range runtimes {
 		<-r.Drained()
 	}
@@ -242,7 +242,7 @@ var errCrashed = fmt.Errorf("%w: crashed (test)", ErrProcessLost)
 // freeze stops a worker's keepalive, reclaim and self-fencing while it
 // still believes itself alive: a zombie whose lease runs out in Redis.
 func freeze(w *Worker) {
-	w.closer.StopComponents()
+	w.core.Closer.StopComponents()
 }
 
 // countCalls counts c's store calls of kind op from now on (it replaces
@@ -569,14 +569,14 @@ func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *engine.Runt
 
 // currentID is the worker's id if it may act: not closed, not fenced.
 func currentID(w *Worker) (string, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.state.Current("test")
+	w.core.Lock()
+	defer w.core.Unlock()
+	return w.core.Worker().Current("test")
 }
 
 // sessionOf is the session of queue on w (nil if it does not serve it).
 func sessionOf(w *Worker, queue string) *engine.Session {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sessions[queue]
+	w.core.Lock()
+	defer w.core.Unlock()
+	return w.core.Served()[queue]
 }

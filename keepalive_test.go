@@ -425,8 +425,8 @@ func TestDeadlineArmAllocatesNothing(t *testing.T) {
 	for _, q := range []string{"a", "b", "c"} {
 		require.NoError(t, w.StartWork(ctx, q, Events{}))
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lease.Arm()
-	assert.Zero(t, testing.AllocsPerRun(100, w.lease.Arm), "arming the deadline timer allocated")
+	w.core.Lock()
+	defer w.core.Unlock()
+	w.core.Lease.Arm()
+	assert.Zero(t, testing.AllocsPerRun(100, w.core.Lease.Arm), "arming the deadline timer allocated")
 }

@@ -300,9 +300,9 @@ func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 
 // registryDeadline is the worker's registry lease deadline.
 func registryDeadline(w *Worker) time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.lease.At()
+	w.core.Lock()
+	defer w.core.Unlock()
+	return w.core.Lease.At()
 }
 
 // noFence fails the test if a fence event waits.
@@ -340,9 +340,9 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	assert.Empty(t, ev.Queue)
 	assert.ErrorIs(t, ev.Cause, ErrWorkerFenced)
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
-	w.mu.Lock()
-	fencedAt := w.state.FencedAt()
-	w.mu.Unlock()
+	w.core.Lock()
+	fencedAt := w.core.Worker().FencedAt()
+	w.core.Unlock()
 	assert.Equal(t, k.at(900*time.Millisecond), fencedAt)
 }
 
@@ -369,9 +369,9 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 	k.advance(time.Millisecond)
 	ev := recv(t, fences, testsignal.Wait, "the worker fenced itself")
 	assert.ErrorContains(t, ev.Cause, "lease not renewed in time")
-	w.mu.Lock()
-	fencedAt := w.state.FencedAt()
-	w.mu.Unlock()
+	w.core.Lock()
+	fencedAt := w.core.Worker().FencedAt()
+	w.core.Unlock()
 	assert.Equal(t, k.at(1150*time.Millisecond), fencedAt, "fenced at the renewal's deadline, not the first")
 }
 

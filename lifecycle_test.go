@@ -507,7 +507,7 @@ func closeWhileHeld(t *testing.T, w *Worker, release func()) {
 	t.Helper()
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close(context.Background()) }()
-	recv(t, w.life.Done(), 5*time.Second, "Close ended the worker's life")
+	recv(t, w.core.Life().Done(), 5*time.Second, "Close ended the worker's life")
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) while a goroutine of the worker was still running", err)

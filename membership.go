@@ -10,7 +10,7 @@ import (
 // registry, takes a lease on it, subscribes to its events, and then raises
 // a Work event if tasks are already waiting.
 func (w *Worker) StartWork(ctx context.Context, queue string, events Events) error {
-	return engine.Serve(ctx, (*workerHost)(w), &w.env, queue, engine.Events(events), nil)
+	return engine.Serve(ctx, w.core.Host(), &w.core.Env, queue, engine.Events(events), nil)
 }
 
 // StopWork stops serving a queue: it unsubscribes, returns every task the
@@ -20,5 +20,5 @@ func (w *Worker) StartWork(ctx context.Context, queue string, events Events) err
 // gives them ShutdownCancelWait to return, so none still holds a task a
 // peer may take. If giving the tasks back fails, the queue stays served.
 func (w *Worker) StopWork(ctx context.Context, queue string) error {
-	return engine.Unserve(ctx, (*workerHost)(w), queue)
+	return engine.Unserve(ctx, w.core.Host(), queue)
 }

@@ -93,7 +93,7 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 		return c.fail("periodic", queue, err)
 	}
 	w.clock.Observe(t.Now, sent, c.clock.Now())
-	switch ok, closed := w.periodics.Start(key, p, w.life, time.UnixMilli(t.Last).UTC()); {
+	switch ok, closed := w.periodics.Start(key, p, w.core.Life(), time.UnixMilli(t.Last).UTC()); {
 	case closed:
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
 	case !ok:

@@ -102,7 +102,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 	if err != nil {
 		return err
 	}
-	s := engine.NewScheduler((*workerHost)(w), size, opts.Order == OrderStrict, false)
+	s := engine.NewScheduler(w.core.Host(), size, opts.Order == OrderStrict, false)
 	events := make([]engine.Events, len(queues))
 	for i, q := range queues {
 		share := q.Share
@@ -127,7 +127,7 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 			b.attach(r)
 		}
 	}
-	return engine.ServePool(ctx, (*workerHost)(w), &w.env, s, events)
+	return engine.ServePool(ctx, w.core.Host(), &w.core.Env, s, events)
 }
 
 // validatePool checks HandleQueues' arguments and returns the pool's
@@ -200,10 +200,7 @@ type PoolSlots struct {
 // time: nothing is counted for it on the way of a task, so a collector may
 // call it on every scrape.
 func (w *Worker) Slots() []PoolSlots {
-	w.mu.Lock()
-	id := w.state.ID()
-	scheds := w.sessions.Pools(w.pools)
-	w.mu.Unlock()
+	id, scheds := w.core.Pools()
 	var out []PoolSlots
 	for _, s := range scheds {
 		if qs, size, busy, free, taking := s.Snapshot(); taking {

@@ -155,7 +155,7 @@ func TestPoolBatchFencedWorkerWritesNothing(t *testing.T) {
 	enqueueNumbered(t, c, "rows", 2)
 	batch := recv(t, running, 5*time.Second, "the batch")
 
-	w.lease.Fence(w.ID(), errors.New("lease lost (test)"))
+	w.core.Lease.Fence(w.ID(), errors.New("lease lost (test)"))
 	cause := recv(t, causes, 5*time.Second, "the batch's context ended")
 	assert.ErrorIs(t, cause, ErrWorkerFenced)
 	for _, p := range batch {

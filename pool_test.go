@@ -251,9 +251,9 @@ func TestPoolShutdownDrainsInFlightHandlers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Shutdown(ctx) }()
 	eventually(t, 5*time.Second, "draining", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.state.Phase() != lifecycle.Serving
+		w.core.Lock()
+		defer w.core.Unlock()
+		return w.core.Worker().Phase() != lifecycle.Serving
 	})
 	close(release)
 	require.NoError(t, recv(t, done, 10*time.Second, "shutdown"))

@@ -49,11 +49,11 @@ func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Pr
 // allocation).
 type procHost Process
 
-func (h *procHost) Env() *engine.Env { return &h.w.env }
+func (h *procHost) Env() *engine.Env { return &h.w.core.Env }
 
 func (h *procHost) LeaseLost(cause error) {
 	p := (*Process)(h)
-	h.w.lease.LeaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)
+	h.w.core.Lease.LeaseLost(p.rec.Owner, p.rec.Queue, nil, &p.rec, cause)
 }
 
 func (h *procHost) Observe(outcome engine.Outcome, reason string, err error) {

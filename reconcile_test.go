@@ -24,20 +24,20 @@ func TestReconcileGivesBackWhatTheSessionDoesNotHold(t *testing.T) {
 	unsure := func() int { return s.Books.View().Unsure }
 
 	s.Books.Drop(&ps[0].rec) // as if its dequeue's reply had been lost
-	w.lease.Reconcile(ctx, id, []*engine.Session{s})
+	w.core.Lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"), "no pass left: nothing looked for")
 
 	s.Books.MarkUnsure(2, false)
-	w.lease.Reconcile(ctx, id, []*engine.Session{s})
+	w.core.Lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0000", "t0002"}, waiting(t, c, "q"), "the unknown process's task back at the front")
 	assert.Nil(t, ps[1].Err(), "the process the session holds is kept")
 	assert.Equal(t, 1, unsure(), "one pass used")
 
-	w.lease.Reconcile(ctx, "stale-id", []*engine.Session{s})
+	w.core.Lease.Reconcile(ctx, "stale-id", []*engine.Session{s})
 	assert.Equal(t, 1, unsure(), "an id no longer current reconciles nothing")
 
 	s.Books.Drop(&ps[1].rec)
-	w.lease.Reconcile(ctx, id, []*engine.Session{s})
+	w.core.Lease.Reconcile(ctx, id, []*engine.Session{s})
 	assert.Equal(t, []string{"t0001", "t0000", "t0002"}, waiting(t, c, "q"))
 	assert.Zero(t, unsure())
 	assert.False(t, engine.AnyUnsure([]*engine.Session{s}))

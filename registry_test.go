@@ -42,9 +42,9 @@ func TestRegistryRecordsSlots(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "c", Events{}))
 	require.NoError(t, w.Handle(ctx, "a", nop, HandleOptions{Concurrency: 2}))
 
-	w.mu.Lock()
-	qs := w.sessions.Slots()
-	w.mu.Unlock()
+	w.core.Lock()
+	qs := w.core.Served().Slots()
+	w.core.Unlock()
 	assert.Equal(t, []store.QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 3}}, qs)
 	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 3}}, recordedSlots(t, c, w.ID()))
 

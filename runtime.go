@@ -32,14 +32,14 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 		return fmt.Errorf("worqr: handle %q: %w", queue, err)
 	}
 	// One member: ready once it is served.
-	s := engine.NewScheduler((*workerHost)(w), size, true, true)
+	s := engine.NewScheduler(w.core.Host(), size, true, true)
 	r := s.Add(queue, callOf(chain(h, w.opts.Middleware, opts.Middleware)), memberOptions(opts), 0, 1)
 	if attach != nil {
 		attach(r)
 	}
 	// The worker tells the member of work events itself
 	// (engine.Runtime.WorkArrived), before it calls these.
-	return engine.Serve(ctx, (*workerHost)(w), &w.env, queue, engine.Events(opts.Events), r)
+	return engine.Serve(ctx, w.core.Host(), &w.core.Env, queue, engine.Events(opts.Events), r)
 }
 
 // slotsOf is the slots for a Concurrency option: DefaultConcurrency for

@@ -108,22 +108,22 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	require.Equal(t, old+1, gen)
 
 	later := k.clk.Now().Add(time.Hour) // sent after every renewal so far
-	renewed := w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old, Gone: true}})
+	renewed := w.core.Lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old, Gone: true}})
 	assert.Empty(t, renewed)
 	noFence(t, fences)
 	_, err := currentID(w)
 	require.NoError(t, err, "an earlier lease found gone fenced the worker")
-	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old}})
+	renewed = w.core.Lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: old}})
 	assert.Empty(t, renewed)
 	now, state := s.Lease.View().Deadline, s.Lease.View().State
 	assert.Equal(t, deadline, now, "an earlier lease's renewal moved the deadline")
 	assert.Equal(t, lifecycle.SessionServing, state)
 
 	// The same answer about the lease it holds is taken in.
-	renewed = w.lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: gen}})
+	renewed = w.core.Lease.QueuesRenewed(id, later, []engine.QueueRenewal{{S: s, Gen: gen}})
 	assert.Equal(t, []*engine.Session{s}, renewed)
 	now = s.Lease.View().Deadline
-	assert.Equal(t, w.lease.Of(later), now)
+	assert.Equal(t, w.core.Lease.Of(later), now)
 }
 
 // A reconciliation gives back what Redis says the worker holds in the
@@ -149,12 +149,12 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 
 	ss := []*engine.Session{s}
 	require.False(t, engine.AnyUnsure(ss))
-	w.lease.Reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
+	w.core.Lease.Reconcile(ctx, w.ID(), ss) // nothing to look for: a no-op
 	assert.Equal(t, []string{"t0002"}, waiting(t, c, "q"))
 
 	s.Books.MarkUnsure(1, false)
 	require.True(t, engine.AnyUnsure(ss))
-	w.lease.Reconcile(ctx, w.ID(), ss)
+	w.core.Lease.Reconcile(ctx, w.ID(), ss)
 	assert.Equal(t, []string{"t0001", "t0002"}, waiting(t, c, "q"), "the orphan back at the front")
 	procs, err = c.Processes(ctx, "q")
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 
 	ok, gone := old.Lease.Renewed(true, gen, false, k.clk.Now().Add(time.Hour))
 	assert.False(t, ok || gone, "an answer for a session that left")
-	w.lease.Reconcile(ctx, w.ID(), []*engine.Session{old})
+	w.core.Lease.Reconcile(ctx, w.ID(), []*engine.Session{old})
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
 	require.Len(t, procs, 1, "the new session's process is still held")

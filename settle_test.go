@@ -56,9 +56,9 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 
 // runnerOf is the Handle runtime serving queue on w.
 func runnerOf(w *Worker, queue string) *engine.Runtime {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sessions[queue].Runtime
+	w.core.Lock()
+	defer w.core.Unlock()
+	return w.core.Served()[queue].Runtime
 }
 
 // outcomesAre checks that the observer saw each task end once, with want.
@@ -256,9 +256,9 @@ func TestPersistGoesOnAfterAStopWorkThatFailed(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	require.Error(t, w.StopWork(sctx, "q"), "the give-back cannot reach the queue")
-	w.mu.Lock()
-	_, served := w.sessions["q"]
-	w.mu.Unlock()
+	w.core.Lock()
+	_, served := w.core.Served()["q"]
+	w.core.Unlock()
 	require.True(t, served, "a StopWork that failed leaves the queue served")
 
 	setDown(false)

@@ -17,8 +17,8 @@ import (
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
 func (w *Worker) Close(ctx context.Context) error {
-	_ = w.closer.Drain(engine.Expired(ctx)) // stop taking tasks, and cancel handlers at once
-	err := w.closer.Close(ctx, "close")
+	_ = w.core.Closer.Drain(engine.Expired(ctx)) // stop taking tasks, and cancel handlers at once
+	err := w.core.Closer.Close(ctx, "close")
 	if errors.Is(err, ErrWorkerClosed) {
 		return nil
 	}
@@ -35,16 +35,13 @@ func (w *Worker) Close(ctx context.Context) error {
 // Shutdown called from a handler waits for that handler too: give it a
 // context with a deadline.
 func (w *Worker) Shutdown(ctx context.Context) error {
-	w.mu.Lock()
-	closed := w.state.IsClosed()
-	w.mu.Unlock()
-	if closed {
+	if w.core.Closed() {
 		return nil
 	}
-	grace := w.closer.Drain(ctx)
+	grace := w.core.Closer.Drain(ctx)
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.TTL)
 	defer cancel()
-	err := w.closer.Close(closeCtx, "shutdown")
+	err := w.core.Closer.Close(closeCtx, "shutdown")
 	if errors.Is(err, ErrWorkerClosed) {
 		err = nil
 	}

@@ -96,9 +96,9 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 	recv(t, entered, 5*time.Second, "subscribing")
 	var s *engine.Session
 	eventually(t, 5*time.Second, "serving q", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		s = w.sessions["q"]
+		w.core.Lock()
+		defer w.core.Unlock()
+		s = w.core.Served()["q"]
 		return s != nil
 	})
 	unlock := s.Sub.Hold() // the reader will stop at the mailbox
@@ -136,9 +136,9 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 	for i := range subs {
 		w := newWorker(t, c, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
-		w.mu.Lock()
-		subs[i] = w.sessions["q"].Sub
-		w.mu.Unlock()
+		w.core.Lock()
+		subs[i] = w.core.Served()["q"].Sub
+		w.core.Unlock()
 	}
 	// One more, last: rueidis reads the connection in order, so every
 	// confirmation the others could hear came before this one's.
@@ -201,9 +201,9 @@ func TestDispatcherStartsAndStopsWithItsQueue(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{})
 	subOf := func(q string) *subscription.Subscription {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.sessions[q].Sub
+		w.core.Lock()
+		defer w.core.Unlock()
+		return w.core.Served()[q].Sub
 	}
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
@@ -234,9 +234,9 @@ func TestDispatcherStopsAfterACallbackThatStoppedIt(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{Work: func(q string, _ int64) {
 		once.Do(func() { stopped <- w.StopWork(ctx, q) })
 	}}))
-	w.mu.Lock()
-	sub := w.sessions["q"].Sub
-	w.mu.Unlock()
+	w.core.Lock()
+	sub := w.core.Served()["q"].Sub
+	w.core.Unlock()
 	dispatcherStopped := sub.Stopped()
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	require.NoError(t, recv(t, stopped, 5*time.Second, "StopWork from the callback returned"))

@@ -178,9 +178,9 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	h := newHandledBy()
 	require.NoError(t, w.Handle(ctx, "q", h.handler("w"), HandleOptions{}))
 	id := settledParking(t, c, "q", 1)[0]
-	w.mu.Lock()
-	r := w.sessions["q"].Runtime
-	w.mu.Unlock()
+	w.core.Lock()
+	r := w.core.Served()["q"].Runtime
+	w.core.Unlock()
 	r.StopTaking() // as Shutdown does before its grace period
 
 	events := b.listen(c.store.Keys().Queue("q").Channel)

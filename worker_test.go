@@ -305,9 +305,9 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	// The worker's own deadline for the lease is what must come first;
 	// when its timer fires, and the event after it, a loaded machine may
 	// delay by more than the margin, so they are held to a looser bound.
-	w.mu.Lock()
-	deadline, fencedAt := w.lease.At(), w.state.FencedAt()
-	w.mu.Unlock()
+	w.core.Lock()
+	deadline, fencedAt := w.core.Lease.At(), w.core.Worker().FencedAt()
+	w.core.Unlock()
 	assert.Less(t, deadline.UnixMilli(), int64(expiry)-opts.TTL.Milliseconds()/20, "the worker's deadline is a margin before Redis's expiry")
 	assert.False(t, fencedAt.Before(deadline), "fenced at its deadline, not before")
 	assert.Less(t, f.at.UnixMilli(), int64(expiry)+opts.TTL.Milliseconds(), "fenced about when Redis would expire the lease")
@@ -369,7 +369,7 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 
 	enqueueNumbered(t, c, "q", 1)
 	p := dequeueAll(t, w, "q", 1)[0]
-	w.closer.Halt() // renewals stop, as if Redis were unreachable; nothing else does
+	w.core.Closer.Halt() // renewals stop, as if Redis were unreachable; nothing else does
 	k.idle(opts.TTL)
 	ev = recv(t, fenced, testsignal.Wait, "second fence, on the worker's own clock")
 	assert.NotEqual(t, oldID, ev.WorkerID)

@@ -15,7 +15,7 @@ import (
 
 // RuntimeHost is the worker as its runtimes and dequeues take it: a
 // conversion of the root's Worker, not an allocation. Its lock is the
-// worker's mu (see the lock order in the root's worker.go).
+// worker's mu (Core.mu; see the lock order in worker.go).
 type RuntimeHost interface {
 	// Locked: a dequeue's or a hand-off's adoption is atomic with the
 	// worker's identity and the session serving the queue.
