@@ -13,9 +13,9 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// RuntimeHost is the worker as its runtimes and dequeues take it: a
-// conversion of the root's Worker, not an allocation. Its lock is the
-// worker's mu (Core.mu; see the lock order in worker.go).
+// RuntimeHost is the worker as its runtimes and dequeues take it (the
+// core's coreHost). Its lock is the worker's mu (Core.mu; see the lock
+// order on Core).
 type RuntimeHost interface {
 	// Locked: a dequeue's or a hand-off's adoption is atomic with the
 	// worker's identity and the session serving the queue.

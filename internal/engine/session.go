@@ -25,7 +25,7 @@ import (
 // decision over both is the lease's, taking its lock before the books'.
 // A session reads the worker's state (its id, its lifecycle) only where a
 // decision must be atomic with it, taking the worker's mu before either
-// (see the lock order in the root's worker.go).
+// (see the lock order on Core).
 type Session struct {
 	Name string
 	// Events are the application's callbacks for the queue.

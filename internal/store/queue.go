@@ -178,7 +178,7 @@ func (s *Store) EnqueueKeyed(ctx context.Context, queue string, payloads [][]byt
 		if keys != nil {
 			chunkKeys = keys[start:end]
 		}
-		c := s.enqueueCall(k, queue, payloads[start:end], chunkKeys, args, counts)
+		c := s.enqueueCall(k, queue, payloads[start:end], chunkKeys, args, counts, len(payloads) == 1)
 		calls = append(calls, c)
 		whole = whole || c.buf != nil
 		counts = ""
@@ -282,8 +282,11 @@ type enqueueCall struct {
 
 // enqueueCall is enqueue.lua's call for one chunk of tasks of a queue,
 // with their unique keys (nil for none), carrying the client's stats
-// counts ("" for none).
-func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []UniqueKey, args EnqueueArgs, counts string) *enqueueCall {
+// counts ("" for none). alone says the call is the only one of its
+// pipeline: only then may it go to enqueue_one.lua, since a pipeline of
+// two scripts, one of them not in the server's cache, runs the other
+// first, and the failed calls are sent again after it.
+func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []UniqueKey, args EnqueueArgs, counts string, alone bool) *enqueueCall {
 	front := "0"
 	if args.Front {
 		front = "1"
@@ -300,7 +303,7 @@ func (s *Store) enqueueCall(k QueueKeys, queue string, chunk [][]byte, keys []Un
 	}
 	hand := handOff(chunk)
 	// A plain task goes to the script that carries only what it needs.
-	if plainOne(chunk, keys, args) {
+	if alone && plainOne(chunk, keys, args) {
 		return &enqueueCall{Call: scripts.Call{
 			Script: s.scripts.EnqueueOne,
 			Keys:   []string{list, k.Meta, k.Idle, k.Stats, k.Leases, k.Procs, k.Waiting, k.High, k.Low, k.GroupReady},
@@ -543,7 +546,7 @@ func (s *Store) EnqueueEach(ctx context.Context, tasks []EnqueueOne) ([]string, 
 		if t.Args.Unique != "" {
 			keys = []UniqueKey{{Key: t.Args.Unique, TTL: t.Args.UniqueTTL}}
 		}
-		calls[i] = s.enqueueCall(s.queueKeys(t.Queue), t.Queue, [][]byte{t.Payload}, keys, t.Args, "").Call
+		calls[i] = s.enqueueCall(s.queueKeys(t.Queue), t.Queue, [][]byte{t.Payload}, keys, t.Args, "", len(tasks) == 1).Call
 	}
 	var send []scripts.Call
 	var at []int
