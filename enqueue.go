@@ -374,12 +374,10 @@ type CancelResult struct {
 
 // CancelTask cancels the task with this id: removes it if it waits or is
 // delayed, or marks its process cancelled if it is in flight and
-// publishes a cancel event. A holder that missed the event finds out when
-// it resubscribes, or when it next touches the process (Requeue and Status
-// return ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled.
-// A task that already ended, or an unknown id, gives a zero result. A
-// workflow step's task cancelled ends the step cancelled: its workflow
-// is told before CancelTask returns (see docs/workflows.md).
+// publishes a cancel event (docs/cancelling.md tells how its holder and a
+// Wait learn of it, and docs/workflows.md what it does to a step). A task
+// that already ended, or an unknown id, gives a zero result. An empty id
+// is ErrInvalidOptions.
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err
