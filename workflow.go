@@ -63,13 +63,11 @@ type Step struct {
 
 // WorkflowOptions change how EnqueueWorkflow creates a workflow.
 type WorkflowOptions struct {
-	// ID is the workflow's id: 1 to 64 ASCII letters, digits, '-' and
-	// '_'; "" gives it a random one, which puts the workflow's state in
-	// the hash slot of the queue most of its steps use, where their
-	// finishes record their ends at the least cost (docs/workflows.md).
-	// A call with the id of a workflow that exists with the same steps
-	// adds nothing and returns that id (so a call that failed, or whose
-	// reply was lost, can be retried); with other steps,
+	// ID is the workflow's id: 1 to MaxWorkflowIDLen ASCII letters,
+	// digits, '-' and '_'; "" gives it a random one (docs/workflows.md
+	// tells where it puts the workflow's state). A call with the id of a
+	// workflow that exists with the same steps adds nothing and returns
+	// that id, so a call can be retried; with other steps,
 	// ErrWorkflowExists.
 	ID string
 	// Keep is how long the workflow's state and its steps' results are
@@ -92,19 +90,13 @@ const _ = uint(MaxWorkflowIDLen-workflow.MaxIDLen) + uint(workflow.MaxIDLen-MaxW
 
 // EnqueueWorkflow creates a workflow of steps and enqueues those without
 // parents; each other step is enqueued once its parents have ended (see
-// Step.After), by the worker that ended the last of them, without
-// polling. It returns the workflow's id. The steps are checked first:
-// ErrDuplicateStep, ErrUnknownStep and ErrWorkflowCycle (all matched by
-// errors.Is) refuse the workflow, and nothing is written.
-//
-// Every task of a workflow keeps its outcome for Keep (as Retain), and
-// its result is passed on to its children (Process.ParentResults).
-// Cancel a workflow with CancelWorkflow. A step's own task cancelled
-// (CancelTask, Cancel, CancelWaiting) or dropped with its queue
-// (DeleteQueue) ends the step cancelled, and its workflow fails.
-//
-// On ErrUnavailable the workflow may have been created, in part: retry
-// with the same WorkflowOptions.ID, which completes it.
+// Step.After), without polling. It returns the workflow's id. The steps
+// are checked first: ErrDuplicateStep, ErrUnknownStep and
+// ErrWorkflowCycle (all matched by errors.Is) refuse the workflow, and
+// nothing is written; ErrWorkflowExists refuses an ID taken by other
+// steps. On ErrUnavailable the workflow may have been created, in part:
+// retry with the same WorkflowOptions.ID, which completes it.
+// docs/workflows.md tells the rest: results passed on, cancels, keeps.
 func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts WorkflowOptions) (string, error) {
 	if err := c.validateCtx(ctx, "enqueue workflow"); err != nil {
 		return "", err
