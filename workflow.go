@@ -269,22 +269,12 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if from < 0 || limit < 1 || limit > MaxPageSteps {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: from %d, limit %d (1 to %d): %w", from, limit, MaxPageSteps, ErrInvalidOptions)
 	}
-	rec, ok, err := c.store.WorkflowSteps(ctx, id, from, limit, MaxPageParents)
+	rec, ok, err := workflow.ReadPage(ctx, c.store, id, from, limit, MaxPageParents)
 	if err != nil {
 		return WorkflowPage{}, c.fail("workflow steps", "", err)
 	}
 	if !ok {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
-	}
-	if rec.Total < 0 { // created before the order of its steps was kept
-		whole, ok, err := c.store.WorkflowState(ctx, id)
-		if err != nil {
-			return WorkflowPage{}, c.fail("workflow steps", "", err)
-		}
-		if !ok {
-			return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
-		}
-		rec = workflow.WholePage(whole, from, limit, MaxPageParents)
 	}
 	page := WorkflowPage{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created),
 		Total: rec.Total, Open: rec.Open, Dead: rec.Dead, From: from}
