@@ -108,9 +108,9 @@ func RouteJSON[T Kinded](r *Router, h TypedHandler[T], mw ...Middleware) error {
 // kind (see Kinded), their payloads decoded with codec (JSON when nil) as
 // Typed does.
 func Route[T Kinded](r *Router, codec Codec[T], h TypedHandler[T], mw ...Middleware) error {
-	kind, _ := typeKind[T]()
+	kind, _ := enqueue.TypeKind[T]()
 	if kind == "" {
-		return fmt.Errorf("worqr: route %s: its Kind is empty: %w", typeName[T](), ErrInvalidOptions)
+		return fmt.Errorf("worqr: route %s: its Kind is empty: %w", enqueue.TypeName[T](), ErrInvalidOptions)
 	}
 	if h == nil {
 		return fmt.Errorf("worqr: route %q: nil handler: %w", kind, ErrInvalidOptions)
