@@ -209,7 +209,8 @@
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
 // statsflush (the writes of idle queues' stats counts), inspect (the
-// picks of a groups report and the stats histograms' quantiles),
+// picks of a groups report, the stats histograms' quantiles, the order of
+// a queue's processes and FindTask's bounds),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one

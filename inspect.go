@@ -1,13 +1,12 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -295,19 +294,12 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 	if err != nil {
 		return nil, c.fail("processes", queue, err)
 	}
+	inspect.SortProcs(ps)
 	out := make([]ProcessInfo, len(ps))
 	for i, p := range ps {
 		out[i] = processInfo(queue, p)
 	}
-	sortProcessInfos(out)
 	return out, nil
-}
-
-// sortProcessInfos orders processes by id, which is dequeue order.
-func sortProcessInfos(ps []ProcessInfo) {
-	slices.SortFunc(ps, func(a, b ProcessInfo) int {
-		return cmp.Compare(store.PIDSeq(a.ID), store.PIDSeq(b.ID))
-	})
 }
 
 // TaskLocation is where FindTask found a task: each of Waiting, Delayed,
@@ -338,9 +330,6 @@ func (l TaskLocation) Found() bool {
 	return l.Waiting != nil || l.Delayed != nil || l.Process != nil || l.Dead != nil
 }
 
-// findBounds bound FindTask's search (see its documentation).
-var findBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
-
 // FindTask looks a task up by id in a queue: in flight, delayed, dead or
 // waiting (its retained outcome is TaskResult's). Tasks are not indexed
 // by id, so this is a scan, O(n) in the tasks it looks at, done in one
@@ -363,7 +352,7 @@ func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...Inspect
 	if err != nil {
 		return TaskLocation{}, err
 	}
-	f, err := c.store.FindTask(ctx, queue, id, cut, findBounds)
+	f, err := c.store.FindTask(ctx, queue, id, cut, inspect.FindBounds)
 	if err != nil {
 		return TaskLocation{}, c.fail("find task", queue, err)
 	}
