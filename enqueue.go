@@ -263,17 +263,13 @@ type BatchResult struct {
 // its result is the holder's id with Duplicate set, while the others are
 // added. A batch with duplicates is no error. It returns one result per
 // item, in order. opts apply to every item; Unique and UniqueFor are
-// refused (ErrInvalidOptions): the keys go in the items, and so is Aggregate
-// with any item's key (an aggregated task would never give them up). An item with a
-// negative UniqueFor, or a payload over the limit, fails the whole call
-// before anything is sent (ErrInvalidOptions, ErrTaskTooLarge, naming the
-// item's index).
-//
-// Each 1,000 items are one script call, atomic: keys checked and taken,
-// tasks added, workers woken. A larger batch is several such calls in one
-// round trip, not one atomic step; on ErrUnavailable the first of them may
-// have run, never later ones without them, and a retry of the whole batch
-// finds the keys of those that ran held (Duplicate).
+// refused (ErrInvalidOptions): the keys go in the items, and so is
+// Aggregate with any item's key. An item with a negative UniqueFor, or a
+// payload over the limit, fails the whole call before anything is sent
+// (ErrInvalidOptions, ErrTaskTooLarge, naming the item's index). As in
+// EnqueueBatch, each 1,000 items are one atomic script call, and on
+// ErrUnavailable the first calls may have run: a retry of the whole batch
+// finds their keys held (Batches in docs/enqueueing.md).
 func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []BatchItem, opts ...EnqueueOption) ([]BatchResult, error) {
 	if err := c.validate(ctx, "enqueue", queue); err != nil {
 		return nil, err
