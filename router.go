@@ -12,7 +12,7 @@ import (
 
 // ErrUnroutable is the error of a task that a Router has no handler for:
 // its kind has none (or it has no kind, and the Router no handler for
-// tasks without one). The task goes to the dead letters at once, kind
+// tasks without one). The task goes to the dead letters at once, reason
 // ReasonUnroutable, with an error that names the task's kind: no retry
 // would find a handler the worker does not have.
 var ErrUnroutable = errors.New("no handler for the task's kind")
