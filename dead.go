@@ -44,10 +44,9 @@ func deadLetter(queue string, d store.DeadLetter) DeadLetter {
 // newest. limit must be positive and offset not negative
 // (ErrInvalidOptions). Each comes with the error its last attempt
 // recorded, all read in one round trip. Offsets count from the newest at
-// the time of each call: tasks that die between two calls shift the later
-// pages back, so a dead letter can be listed twice, and dead letters
-// removed in between (requeued, deleted, trimmed) shift them forward, so
-// one can be skipped. With PayloadPrefix their payloads are cut in Redis.
+// the time of each call, so pages can overlap or skip as tasks die or
+// are removed (docs/retries.md). With PayloadPrefix their payloads are
+// cut in Redis.
 func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]DeadLetter, error) {
 	if err := c.validate(ctx, "dead letters", queue); err != nil {
 		return nil, err

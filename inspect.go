@@ -479,12 +479,11 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 }
 
 // FindOutcome returns the outcome a queue keeps for a task, by id, as
-// Outcomes lists it: with PayloadPrefix its Result, or its Error, is cut
-// in Redis, and Size is the whole size of either, so that showing the
-// first bytes of a large result costs no more than they do. It is
-// TaskResult with a cut: one script reading one hash field, and
+// Outcomes lists it: TaskResult with, given PayloadPrefix, its Result or
+// its Error cut in Redis and Size the whole size of either. It returns
 // ErrNoTask when no outcome is kept (the task has not ended, did not ask
-// to be retained, or its retention ran out).
+// to be retained, or its retention ran out); an empty id is
+// ErrInvalidOptions.
 func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...InspectOption) (KeptOutcome, error) {
 	if err := c.validate(ctx, "find outcome", queue); err != nil {
 		return KeptOutcome{}, err

@@ -253,12 +253,11 @@ const MaxPageSteps = 1000
 // WorkflowSteps reads limit steps of a workflow (1 to MaxPageSteps), from
 // place from (0: the first) in dependency order, the order
 // WorkflowInfo.InOrder lists them in, with the workflow's state and its
-// counts of steps. Unlike Workflow, which reads every step, its cost is
-// that of the page, whatever the workflow's size: each workflow keeps its
-// steps' order from its creation. A workflow created by a worqr that did
-// not keep it is read whole, as Workflow does. A from past the last step
-// reads no steps. It returns ErrNoWorkflow for a workflow unknown, or
-// ended and past its keep.
+// counts of steps, at the cost of the page, whatever the workflow's size
+// (docs/workflows.md tells it). A from past the last step reads no steps;
+// a negative from or a limit out of bounds is ErrInvalidOptions. It
+// returns ErrNoWorkflow for a workflow unknown, or ended and past its
+// keep.
 func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
 	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
 		return WorkflowPage{}, err
