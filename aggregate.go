@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -147,7 +148,7 @@ func TypedAggregated[T any](codec Codec[T], h AggregatedHandler[T]) Handler {
 		vs := make([]T, len(ms))
 		for i, m := range ms {
 			if err := codec.Unmarshal(m.Task, &vs[i]); err != nil {
-				return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w: task %s into %s: %w", ErrDecode, m.TaskID, typeName[T](), err)))
+				return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w: task %s into %s: %w", ErrDecode, m.TaskID, enqueue.TypeName[T](), err)))
 			}
 		}
 		return h(ctx, p, vs)

@@ -47,15 +47,12 @@ func (c *Client) Resume(ctx context.Context, queue string, opts ...ControlOption
 }
 
 // SetConcurrency limits how many of a queue's tasks are in flight at once
-// across all workers, to n; 0 removes the limit. It is kept in Redis and
-// enforced inside the dequeue script, so it holds for every worker, those
-// that start later included, and is never exceeded: a process counts until
-// it ends, and a dead worker's until it is reclaimed. A task enqueued with
-// a Weight counts its weight (see Weight for the order of starts and for a
-// task heavier than the limit). When a slot frees (a finish, a retry, a
-// dead letter, a reclaim), a worker the limit held back is woken at once;
-// none polls. n must be in 0..MaxLimit (ErrInvalidOptions). A queue that
-// does not exist gives ErrNoQueue, unless CreateQueue is given.
+// across all workers, to n; 0 removes the limit. It is enforced inside the
+// dequeue script, so it holds for every worker and is never exceeded; a
+// task enqueued with a Weight counts its weight (docs/queue-controls.md
+// tells how, and how held-back workers are woken). n must be in
+// 0..MaxLimit (ErrInvalidOptions). A queue that does not exist gives
+// ErrNoQueue, unless CreateQueue is given.
 func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts ...ControlOption) error {
 	if n < 0 || int64(n) > MaxLimit {
 		return fmt.Errorf("worqr: set concurrency %q: limit %d not in 0..%d: %w", queue, n, int64(MaxLimit), ErrInvalidOptions)
@@ -65,20 +62,13 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts .
 
 // SetRateLimit limits how many of a queue's tasks start in any window of
 // per, across all workers, to n; 0 removes the limit. It is enforced by the
-// Redis clock inside the dequeue script, which keeps the starts of the last
-// window: a worker that finds the limit used up learns when the next start
-// is allowed and sleeps exactly until then (no polling). A manual Dequeue
-// gets ErrRateLimited. n must be in 0..MaxLimit, and per a whole number
-// of milliseconds, at least one, when n is not 0 (ErrInvalidOptions). A
-// queue that does not exist gives ErrNoQueue, unless CreateQueue is given.
-//
-// A start is counted when a worker takes the task (the dequeue script
-// hands it out), not when its handler runs: every dequeue counts, a
-// retry's, a reclaim's and a manual Dequeue's included; a task taken and
-// given back before its handler ran (Requeue, StopWork, shutdown) has
-// used its start all the same; and a handler begins a little after its
-// dequeue (the reply's round trip, a goroutine), so handlers' own starts
-// may bunch slightly more than n across the edge of a window.
+// Redis clock inside the dequeue script: a worker that finds the limit
+// used up sleeps until the next start is allowed, and a manual Dequeue
+// gets ErrRateLimited. A start is counted when a worker takes the task,
+// not when its handler runs (docs/queue-controls.md tells what counts).
+// n must be in 0..MaxLimit, and per a whole number of milliseconds, at
+// least one, when n is not 0 (ErrInvalidOptions). A queue that does not
+// exist gives ErrNoQueue, unless CreateQueue is given.
 func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration, opts ...ControlOption) error {
 	if err := checkRate(n, per); err != nil {
 		return fmt.Errorf("worqr: set rate limit %q: %w", queue, err)

@@ -44,10 +44,9 @@ func deadLetter(queue string, d store.DeadLetter) DeadLetter {
 // newest. limit must be positive and offset not negative
 // (ErrInvalidOptions). Each comes with the error its last attempt
 // recorded, all read in one round trip. Offsets count from the newest at
-// the time of each call: tasks that die between two calls shift the later
-// pages back, so a dead letter can be listed twice, and dead letters
-// removed in between (requeued, deleted, trimmed) shift them forward, so
-// one can be skipped. With PayloadPrefix their payloads are cut in Redis.
+// the time of each call, so pages can overlap or skip as tasks die or
+// are removed (docs/retries.md). With PayloadPrefix their payloads are
+// cut in Redis.
 func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]DeadLetter, error) {
 	if err := c.validate(ctx, "dead letters", queue); err != nil {
 		return nil, err
@@ -83,16 +82,12 @@ func (c *Client) DeadLetterCount(ctx context.Context, queue string) (int64, erro
 }
 
 // RequeueDeadLetter puts the dead letter of task id back at the back of its
-// queue and wakes the queue's workers. The task keeps its id, its payload
-// and its own attempt budget (the MaxAttempts enqueue option); its count
-// of attempts starts again, so its next start is attempt 1 with no
-// LastError, and its recorded error is dropped. The outcome its death left
-// (a task enqueued with Retain) goes in the same script: TaskResult has
-// none and Wait waits for the next run's, as if it had never run. A queue
-// that had lost its
-// name is made to exist again, as by Enqueue. It reports false, with no
-// error, when the queue has no dead letter of that id (requeued or deleted
-// already, trimmed, or never there).
+// queue and wakes the queue's workers: the task runs again as if it had
+// never run, with its id, payload and own attempt budget, and without its
+// attempts, error and outcome (Managing dead letters in docs/retries.md).
+// A queue that had lost its name is made to exist again, as by Enqueue.
+// It reports false, with no error, when the queue has no dead letter of
+// that id (requeued or deleted already, trimmed, or never there).
 //
 // If it returns an error wrapping ErrUnavailable the task may or may not
 // have been requeued. If the task was requeued but the queue could not be

@@ -88,60 +88,14 @@
 //     PoolOptions.Concurrency), or one unit of a queue's concurrency
 //     limit, held by a task's weight.
 //
-// # Without a Redis server
+// # Where the rest is told
 //
-// The package github.com/worqr/worqr/embedded starts an in-process Redis
-// (miniredis) and a client on it in one call, for tests, demos and
-// single-process programs. New also accepts a miniredis's address.
-//
-// # Testing
-//
-// The package github.com/worqr/worqr/worqrtest gives each test a client
-// of its own, runs a handler on a payload without a worker or a Redis
-// (on a process from NewDetachedProcess), and asserts what was enqueued.
-//
-// # Typed payloads
-//
-// EnqueueJSON and HandleJSON carry values of a type of the program's
-// instead of bytes; EnqueueWith and Typed take any Codec (protobuf,
-// msgpack). A payload that does not decode goes to the dead letters at
-// once, with reason ReasonDecode.
-//
-// # Outcomes
-//
-// A task enqueued with Retain keeps its outcome (finished, with the
-// result its handler set, or dead) for a while after it ends:
-// Client.TaskResult reads it, and Client.Wait waits for it, without
-// polling. Wait waits only while an outcome will come, and returns at
-// once, with an error errors.Is matches, when none will: ErrNotRetained
-// for a task enqueued without Retain, ErrTaskCancelled or ErrQueueDeleted
-// for one cancelled or whose queue was deleted, and ErrNoTask when the
-// queue knows nothing of the id and keeps no outcome of it (an unknown
-// id, or a task ended and gone: an outcome that expired looks like an
-// unknown id). A dead letter requeued loses its outcome with the requeue.
-//
-// # Workflows
-//
-// EnqueueWorkflow enqueues steps on any queues with dependencies between
-// them: a step waits outside its queue until its parents have ended, and
-// the end of the last one releases it, without polling. A step reads its
-// parents' results (Process.ParentResults); a parent that dies cancels
-// its descendants unless the dependency lets them run (Step.AfterEnded);
-// CancelWorkflow, Workflow and WaitWorkflow cancel, read and wait for a
-// whole workflow (docs/workflows.md).
-//
-// # Extension points
-//
-// Middleware wraps handlers (WorkerOptions.Middleware for every queue,
-// HandleOptions.Middleware for one), for tracing, logging or timeouts.
-// Options.Observer is told of enqueues, starts, ends with their outcome
-// (and a dead letter's reason) and duration, reclaims and fencing, for
-// metrics: it implements any of EnqueueObserver, StartObserver,
-// FinishObserver, ReclaimObserver and FenceObserver. Worker.Slots and
-// Client.Slots read each pool's busy and free handler slots, for
-// saturation metrics collected on scrape. Options.Tracer carries a trace
-// across the queue. The sub-packages prometheus and otel build on them
-// (docs/observability.md).
+// The guide, docs/README.md, tells each part of the API in full: the
+// embedded and worqrtest packages (an in-process Redis, handlers tested
+// without one: docs/testing.md), typed payloads and Router
+// (docs/handlers.md), outcomes and Wait (docs/results.md), workflows
+// (docs/workflows.md), middleware, observers, Slots and the Tracer
+// (docs/observability.md), and the errors and limits (docs/errors.md).
 //
 // # Map of the files
 //
@@ -243,7 +197,8 @@
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
 // enqueue (an enqueue's options, their checks and the arguments the
-// store sends, and the error of a task over the size limit),
+// store sends, the error of a task over the size limit, and a typed
+// payload's kind),
 // workflow (a workflow's plan: its id, its steps' checks and graph,
 // their dependency order, what a step's task is enqueued with, and a
 // page of the steps of a workflow read whole),
@@ -258,7 +213,8 @@
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
 // statsflush (the writes of idle queues' stats counts), inspect (the
-// picks of a groups report and the stats histograms' quantiles),
+// picks of a groups report, the stats histograms' quantiles, the order of
+// a queue's processes and FindTask's bounds),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one

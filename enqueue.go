@@ -47,13 +47,12 @@ func AtFront() EnqueueOption { return func(o *enqueueOptions) { o.Front = true }
 
 // In delays the tasks: they wait in the queue's delayed set and join the
 // back of the queue d after the enqueue, by the Redis clock, never
-// earlier. A worker serving the queue moves them within milliseconds of
-// their due time, without polling.
+// earlier (docs/scheduling.md tells how, without polling).
 func In(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.In = d } }
 
-// At delays the tasks until t, as In does. t is read as Unix time, so the
-// clocks of the producer and of Redis should agree; a time in the past
-// means now. With In as well, the later of the two wins.
+// At delays the tasks until t, as In does; a time in the past means now,
+// and with In as well the later wins (docs/scheduling.md tells the
+// clocks).
 func At(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.At = t } }
 
 // MaxAttempts gives the tasks an attempt budget of their own, overriding
@@ -66,12 +65,9 @@ func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.MaxAt
 
 // HighPriority puts the tasks at their queue's high priority: dequeues
 // take high-priority tasks first, then those of normal priority (without
-// HighPriority or LowPriority), then low-priority ones; FIFO within a
-// priority, so a high one is dequeued before every normal and low one,
-// whenever it was enqueued. A task keeps its priority when it is retried,
-// reclaimed or requeued. A busy queue's low tasks wait while higher ones
-// keep coming (starvation): give work that must not wait a queue of its
-// own. The last of HighPriority and LowPriority given wins.
+// HighPriority or LowPriority), then low-priority ones, FIFO within a
+// priority. The last of HighPriority and LowPriority given wins.
+// docs/queue-controls.md tells what a priority costs and risks.
 func HighPriority() EnqueueOption { return func(o *enqueueOptions) { o.Priority = "h" } }
 
 // LowPriority puts the tasks at their queue's low priority: they are
@@ -81,17 +77,10 @@ func LowPriority() EnqueueOption { return func(o *enqueueOptions) { o.Priority =
 // MaxWeight is the largest task weight (see Weight).
 const MaxWeight = 1 << 20
 
-// Weight gives the tasks a weight: each holds n of its queue's concurrency
-// slots (SetConcurrency) while in flight, instead of one; 0 and 1 mean one.
-// A task keeps its weight when it is retried, reclaimed or requeued from
-// the dead letters. Under a limit, a queue's tasks start in order: when
-// the front task's weight does not fit in the free slots, it waits for
-// them and nothing behind it starts meanwhile, so a heavy task is never
-// starved by light ones. A task heavier than the whole limit counts as the
-// limit: it starts alone, once nothing else of the queue is in flight, and
-// nothing starts beside it. The weight counts only against the fleet-wide
-// limit: in its worker, a task takes one of HandleOptions.Concurrency's
-// slots whatever its weight. Without a limit, a weight changes nothing.
+// Weight gives the tasks a weight, 0 to MaxWeight: each holds n of its
+// queue's concurrency slots (SetConcurrency) while in flight, instead of
+// one; 0 and 1 mean one (ErrInvalidOptions otherwise). Only the fleet-wide limit counts it; Task
+// weights in docs/queue-controls.md tells how weighted tasks start.
 func Weight(n int) EnqueueOption {
 	if n == 1 {
 		n = 0 // the default: such calls can still be joined (see Enqueue)
@@ -102,9 +91,8 @@ func Weight(n int) EnqueueOption {
 // Unique makes the task unique by key while it lives: if a task enqueued
 // with the same key is waiting, delayed or in flight, nothing is added and
 // Enqueue returns that task's id with an error wrapping ErrDuplicate. The
-// key is given up when the task ends: finished, dead or cancelled (a dead
-// letter requeued does not take it again). Atomic in the enqueue script.
-// Enqueue only: EnqueueBatch refuses it.
+// key is given up when the task ends (docs/queue-controls.md tells the
+// rest). Enqueue only: EnqueueBatch refuses it.
 func Unique(key string) EnqueueOption {
 	return func(o *enqueueOptions) { o.Unique, o.UniqueTTL, o.UniqueSet = key, 0, true }
 }
@@ -123,26 +111,18 @@ func UniqueFor(key string, ttl time.Duration) EnqueueOption {
 func Retain(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.Retain = d } }
 
 // Persistent marks the tasks as persistent ones, whose handlers hold them
-// until their context ends (an open connection, a subscription: see
-// docs/persistent-tasks.md): the poison-pill guard (Options.PoisonLimit)
-// never counts their holders' deaths, so no number of holders killed or
-// frozen soon after taking them buries them as poison. Without it, a
-// persistent task is exempt only once a holder has kept it for the
-// guard's window. A task requeued from the dead letters loses the mark.
+// until their context ends (an open connection, a subscription): the
+// poison-pill guard (Options.PoisonLimit) never counts their holders'
+// deaths. A task requeued from the dead letters loses the mark.
 // Persistent cannot be combined with Aggregate (ErrInvalidOptions).
+// docs/persistent-tasks.md tells the rest.
 func Persistent() EnqueueOption { return func(o *enqueueOptions) { o.Persistent = true } }
 
 // Kind gives the tasks a kind: a short name of what they are, such as
 // "email.welcome", which a Router serving their queue dispatches on
 // (Process.Kind). A kind is 1 to MaxKindLen bytes of ASCII letters,
 // digits and "-_./" (ErrInvalidOptions otherwise); "" means none, as
-// without the option. A task keeps its kind when it is retried,
-// reclaimed or requeued from the dead letters, and the inspection calls
-// show it (TaskInfo.Kind). A task without a kind carries nothing for it.
-// The typed calls set it from the value's type (see Kinded).
-//
-// A task's kind says what the task is; a dead letter's reason
-// (DeadLetter.Reason, WithReason) says why it died.
+// without the option. Kinds in docs/enqueueing.md tells the rest.
 func Kind(name string) EnqueueOption { return func(o *enqueueOptions) { o.Kind = name } }
 
 // Timeout bounds the run of each attempt of the tasks, overriding the
@@ -151,11 +131,8 @@ func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o
 
 // Enqueue adds a task at the back of a queue, wakes its workers, and
 // returns the task's id: unique in its queue, for ever (see TaskInfo.ID).
-//
-// Calls on the same queue without options that overlap are sent together:
-// while one is in flight, those that arrive wait for it and then go out as
-// one script call (and one work event), in the order they arrived. A call
-// alone goes out at once.
+// Overlapping calls on a queue without options (or with only a Kind) go
+// out as one script call, in the order they arrived (docs/enqueueing.md).
 //
 // If Enqueue returns an error wrapping ErrUnavailable the task may or may
 // not have been queued (the reply was lost); retrying can queue it twice.
@@ -286,17 +263,13 @@ type BatchResult struct {
 // its result is the holder's id with Duplicate set, while the others are
 // added. A batch with duplicates is no error. It returns one result per
 // item, in order. opts apply to every item; Unique and UniqueFor are
-// refused (ErrInvalidOptions): the keys go in the items, and so is Aggregate
-// with any item's key (an aggregated task would never give them up). An item with a
-// negative UniqueFor, or a payload over the limit, fails the whole call
-// before anything is sent (ErrInvalidOptions, ErrTaskTooLarge, naming the
-// item's index).
-//
-// Each 1,000 items are one script call, atomic: keys checked and taken,
-// tasks added, workers woken. A larger batch is several such calls in one
-// round trip, not one atomic step; on ErrUnavailable the first of them may
-// have run, never later ones without them, and a retry of the whole batch
-// finds the keys of those that ran held (Duplicate).
+// refused (ErrInvalidOptions): the keys go in the items, and so is
+// Aggregate with any item's key. An item with a negative UniqueFor, or a
+// payload over the limit, fails the whole call before anything is sent
+// (ErrInvalidOptions, ErrTaskTooLarge, naming the item's index). As in
+// EnqueueBatch, each 1,000 items are one atomic script call, and on
+// ErrUnavailable the first calls may have run: a retry of the whole batch
+// finds their keys held (Batches in docs/enqueueing.md).
 func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []BatchItem, opts ...EnqueueOption) ([]BatchResult, error) {
 	if err := c.validate(ctx, "enqueue", queue); err != nil {
 		return nil, err
@@ -397,12 +370,10 @@ type CancelResult struct {
 
 // CancelTask cancels the task with this id: removes it if it waits or is
 // delayed, or marks its process cancelled if it is in flight and
-// publishes a cancel event. A holder that missed the event finds out when
-// it resubscribes, or when it next touches the process (Requeue and Status
-// return ErrTaskCancelled); a Wait for the task returns ErrTaskCancelled.
-// A task that already ended, or an unknown id, gives a zero result. A
-// workflow step's task cancelled ends the step cancelled: its workflow
-// is told before CancelTask returns (see docs/workflows.md).
+// publishes a cancel event (docs/cancelling.md tells how its holder and a
+// Wait learn of it, and docs/workflows.md what it does to a step). A task
+// that already ended, or an unknown id, gives a zero result. An empty id
+// is ErrInvalidOptions.
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
 	if err := c.validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err

@@ -1,13 +1,12 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -295,19 +294,12 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 	if err != nil {
 		return nil, c.fail("processes", queue, err)
 	}
+	inspect.SortProcs(ps)
 	out := make([]ProcessInfo, len(ps))
 	for i, p := range ps {
 		out[i] = processInfo(queue, p)
 	}
-	sortProcessInfos(out)
 	return out, nil
-}
-
-// sortProcessInfos orders processes by id, which is dequeue order.
-func sortProcessInfos(ps []ProcessInfo) {
-	slices.SortFunc(ps, func(a, b ProcessInfo) int {
-		return cmp.Compare(store.PIDSeq(a.ID), store.PIDSeq(b.ID))
-	})
 }
 
 // TaskLocation is where FindTask found a task: each of Waiting, Delayed,
@@ -338,9 +330,6 @@ func (l TaskLocation) Found() bool {
 	return l.Waiting != nil || l.Delayed != nil || l.Process != nil || l.Dead != nil
 }
 
-// findBounds bound FindTask's search (see its documentation).
-var findBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
-
 // FindTask looks a task up by id in a queue: in flight, delayed, dead or
 // waiting (its retained outcome is TaskResult's). Tasks are not indexed
 // by id, so this is a scan, O(n) in the tasks it looks at, done in one
@@ -363,7 +352,7 @@ func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...Inspect
 	if err != nil {
 		return TaskLocation{}, err
 	}
-	f, err := c.store.FindTask(ctx, queue, id, cut, findBounds)
+	f, err := c.store.FindTask(ctx, queue, id, cut, inspect.FindBounds)
 	if err != nil {
 		return TaskLocation{}, c.fail("find task", queue, err)
 	}
@@ -490,12 +479,11 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 }
 
 // FindOutcome returns the outcome a queue keeps for a task, by id, as
-// Outcomes lists it: with PayloadPrefix its Result, or its Error, is cut
-// in Redis, and Size is the whole size of either, so that showing the
-// first bytes of a large result costs no more than they do. It is
-// TaskResult with a cut: one script reading one hash field, and
+// Outcomes lists it: TaskResult with, given PayloadPrefix, its Result or
+// its Error cut in Redis and Size the whole size of either. It returns
 // ErrNoTask when no outcome is kept (the task has not ended, did not ask
-// to be retained, or its retention ran out).
+// to be retained, or its retention ran out); an empty id is
+// ErrInvalidOptions.
 func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...InspectOption) (KeptOutcome, error) {
 	if err := c.validate(ctx, "find outcome", queue); err != nil {
 		return KeptOutcome{}, err

@@ -66,18 +66,13 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 }
 
 // Wait waits until a task enqueued with Retain has ended, and returns its
-// outcome, or ctx's error. It does not poll: the client listens on the
-// queue's channel (one subscription per queue, however many waiters) for
-// the event its outcome's script publishes, and reads the outcome once
-// when it comes, and once after every (re)subscription in case one was
-// missed.
+// outcome, or ctx's error. It does not poll: it hears the outcome's event
+// on the queue's subscription, shared by all waiters (docs/results.md
+// tells how none is missed, and what a read costs).
 //
 // Wait waits only while an outcome will come: while its queue holds the
-// task, enqueued with Retain, waiting, delayed or in flight. Each read
-// tells, in one script call, the outcome if one is kept, else whether one
-// will come, and the first is made once the subscription is in place, so
-// a task that ends as Wait starts is never missed. When no outcome will
-// come, Wait returns at once with an error saying why:
+// task, enqueued with Retain, waiting, delayed or in flight. When no
+// outcome will come, Wait returns at once with an error saying why:
 //   - ErrNotRetained: the queue holds the task (waiting, delayed, in
 //     flight or dead) but it was enqueued without Retain;
 //   - ErrTaskCancelled: the task was cancelled while Wait waited, or is
@@ -91,24 +86,18 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 //     outcome looks like an unknown id.
 //
 // An outcome kept is returned at once, a dead one included; a dead letter
-// requeued has none until it ends again (see RequeueDeadLetter). A
-// retained task that has not ended costs one ZSCORE per read, however
-// long its queue: it is listed as pending in Redis. Telling the errors
-// apart reads the queue, as CancelTask does, and so costs more as it
-// grows, but only when no outcome will come.
+// requeued has none until it ends again (see RequeueDeadLetter). An empty
+// id is ErrInvalidOptions.
 func (c *Client) Wait(ctx context.Context, queue, id string) (TaskOutcome, error) {
 	return c.wait(ctx, queue, id, nil)
 }
 
 // WaitWithProgress is Wait, calling onProgress (on the caller's
 // goroutine) with the task's progress reports while it waits (see
-// Process.ReportProgress): with the last one kept in Redis once
-// subscribed, and after every (re)subscription, then with each one
-// published. It is as cheap as Wait: the reports arrive on the
-// subscription Wait uses, carrying their values, so hearing one costs no
-// command; only the reads after (re)subscribing do. A callback slower
-// than the reports skips to the latest; reports from an earlier attempt
-// may be seen before the next attempt's. A nil onProgress makes it Wait.
+// Process.ReportProgress): the last one kept in Redis once subscribed,
+// then each one published. A callback slower than the reports skips to
+// the latest. A nil onProgress makes it Wait. Following it, in
+// docs/results.md, tells its cost and order.
 func (c *Client) WaitWithProgress(ctx context.Context, queue, id string, onProgress func(TaskProgress)) (TaskOutcome, error) {
 	return c.wait(ctx, queue, id, onProgress)
 }

@@ -10,13 +10,10 @@ import (
 )
 
 // Schedule says when a periodic task is due: Next returns the first tick
-// strictly after t, or the zero time if there is none. It is called with
-// times in UTC, so a schedule that reads wall-clock fields (a cron
-// expression) is in UTC unless it carries a location of its own. It must
-// be deterministic: every worker that registers a schedule under a name
-// must compute the same ticks. The cron sub-package
-// (github.com/worqr/worqr/cron) parses cron expressions into Schedules;
-// Every makes an interval.
+// strictly after t (given in UTC), or the zero time if there is none. It
+// must be deterministic: every worker that registers a schedule under a
+// name must compute the same ticks. The cron sub-package parses cron
+// expressions into Schedules; Every makes an interval.
 type Schedule interface {
 	Next(t time.Time) time.Time
 }
@@ -53,16 +50,9 @@ const _ = uint(MaxPeriodicNameLen-periodic.MaxNameLen) + uint(periodic.MaxNameLe
 // worker enqueues payload on queue, as long as the worker runs (until
 // Shutdown, Close or StopPeriodic). Register the same schedule, under the
 // same name, on several workers: each tick is enqueued once across the
-// fleet, by whichever of them fires first (one script decides each tick),
-// and the ticks go on while any of them lives. Ticks are by the Redis
-// clock, and a tick's task is never enqueued before the tick.
-//
-// Missed ticks: when several ticks of a schedule are due at once, because
-// no worker ran it for a while, only the latest is enqueued, at once, when
-// a worker runs it again; the others are skipped. A name never seen on the
-// queue starts with nothing missed: its first task is for the first tick
-// after the registration. The last tick enqueued is kept per queue and
-// name in Redis (deleting the queue forgets it).
+// fleet, by the Redis clock, never before the tick, and the ticks go on
+// while any of them lives; of several ticks due at once, only the latest
+// is enqueued (Periodic tasks in docs/scheduling.md tells how).
 //
 // Workers registering a name should give the same schedule: a tick of any
 // of them later than the last one enqueued is enqueued. A bad name (empty

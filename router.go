@@ -12,7 +12,7 @@ import (
 
 // ErrUnroutable is the error of a task that a Router has no handler for:
 // its kind has none (or it has no kind, and the Router no handler for
-// tasks without one). The task goes to the dead letters at once, kind
+// tasks without one). The task goes to the dead letters at once, reason
 // ReasonUnroutable, with an error that names the task's kind: no retry
 // would find a handler the worker does not have.
 var ErrUnroutable = errors.New("no handler for the task's kind")
@@ -108,9 +108,9 @@ func RouteJSON[T Kinded](r *Router, h TypedHandler[T], mw ...Middleware) error {
 // kind (see Kinded), their payloads decoded with codec (JSON when nil) as
 // Typed does.
 func Route[T Kinded](r *Router, codec Codec[T], h TypedHandler[T], mw ...Middleware) error {
-	kind, _ := typeKind[T]()
+	kind, _ := enqueue.TypeKind[T]()
 	if kind == "" {
-		return fmt.Errorf("worqr: route %s: its Kind is empty: %w", typeName[T](), ErrInvalidOptions)
+		return fmt.Errorf("worqr: route %s: its Kind is empty: %w", enqueue.TypeName[T](), ErrInvalidOptions)
 	}
 	if h == nil {
 		return fmt.Errorf("worqr: route %q: nil handler: %w", kind, ErrInvalidOptions)

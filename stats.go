@@ -164,14 +164,10 @@ func (s Stats) Total() StatsBucket {
 // Stats reads a queue's stats: per minute for the last 6 hours, or per
 // hour for the last 7 days (see StatsOptions), kept in Redis as tasks are
 // enqueued, started and ended (unless turned off, see Options.NoStats).
-// Starts, finishes, retries and their waits and runs are counted by the
-// client that made them and written about a second later (at Close, or
-// Worker.Shutdown, at once), so other clients' last second may be missing;
-// this client's own are written first. Reading costs one HGETALL of the
-// queue's stats hash (up to a few hundred kB for a busy queue), or, for
-// minutes since less than 10 minutes ago, one HMGET of those minutes'
-// fields (and one more of their kinds' fields, for a queue that counts
-// tasks with a kind).
+// This client's own counts are written first; other clients' last second
+// may be missing (docs/operations.md tells when counts are written, and
+// what a read costs). A Resolution other than a minute or an hour is
+// ErrInvalidOptions.
 func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (Stats, error) {
 	if err := c.validate(ctx, "stats", queue); err != nil {
 		return Stats{}, err

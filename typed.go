@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
+
+	"github.com/worqr/worqr/internal/enqueue"
 )
 
 // Codec turns values of type T into task payloads and back, for typed
@@ -49,19 +50,6 @@ type Kinded interface {
 	Kind() string
 }
 
-// typeKind is T's kind, if T is Kinded.
-func typeKind[T any]() (string, bool) {
-	var v T
-	if rt := reflect.TypeFor[T](); rt.Kind() == reflect.Pointer {
-		v = reflect.New(rt.Elem()).Interface().(T)
-	}
-	k, ok := any(v).(Kinded)
-	if !ok {
-		return "", false
-	}
-	return k.Kind(), true
-}
-
 // EnqueueJSON enqueues v encoded as JSON, as Enqueue does with a payload,
 // and returns the task's id. HandleJSON[T] handles such tasks, and a
 // Router's RouteJSON[T] if T is Kinded: the task then gets T's kind.
@@ -79,9 +67,9 @@ func EnqueueWith[T any](ctx context.Context, c *Client, codec Codec[T], queue st
 	}
 	data, err := codec.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("worqr: enqueue %q: encode %s: %w", queue, typeName[T](), err)
+		return "", fmt.Errorf("worqr: enqueue %q: encode %s: %w", queue, enqueue.TypeName[T](), err)
 	}
-	if kind, ok := typeKind[T](); ok {
+	if kind, ok := enqueue.TypeKind[T](); ok {
 		opts = append([]EnqueueOption{Kind(kind)}, opts...)
 	}
 	return c.Enqueue(ctx, queue, data, opts...)
@@ -107,7 +95,7 @@ func Typed[T any](codec Codec[T], h TypedHandler[T]) Handler {
 	return func(ctx context.Context, p *Process) error {
 		var v T
 		if err := codec.Unmarshal(p.Task(), &v); err != nil {
-			return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w into %s: %w", ErrDecode, typeName[T](), err)))
+			return WithReason(ReasonDecode, Permanent(fmt.Errorf("%w into %s: %w", ErrDecode, enqueue.TypeName[T](), err)))
 		}
 		return h(ctx, p, v)
 	}
@@ -118,6 +106,3 @@ func Typed[T any](codec Codec[T], h TypedHandler[T]) Handler {
 func HandleJSON[T any](ctx context.Context, w *Worker, queue string, h TypedHandler[T], opts HandleOptions) error {
 	return w.Handle(ctx, queue, Typed(JSON[T]{}, h), opts)
 }
-
-// typeName is T's name for errors, with its package ("main.Email").
-func typeName[T any]() string { return reflect.TypeFor[T]().String() }

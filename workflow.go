@@ -63,13 +63,11 @@ type Step struct {
 
 // WorkflowOptions change how EnqueueWorkflow creates a workflow.
 type WorkflowOptions struct {
-	// ID is the workflow's id: 1 to 64 ASCII letters, digits, '-' and
-	// '_'; "" gives it a random one, which puts the workflow's state in
-	// the hash slot of the queue most of its steps use, where their
-	// finishes record their ends at the least cost (docs/workflows.md).
-	// A call with the id of a workflow that exists with the same steps
-	// adds nothing and returns that id (so a call that failed, or whose
-	// reply was lost, can be retried); with other steps,
+	// ID is the workflow's id: 1 to MaxWorkflowIDLen ASCII letters,
+	// digits, '-' and '_'; "" gives it a random one (docs/workflows.md
+	// tells where it puts the workflow's state). A call with the id of a
+	// workflow that exists with the same steps adds nothing and returns
+	// that id, so a call can be retried; with other steps,
 	// ErrWorkflowExists.
 	ID string
 	// Keep is how long the workflow's state and its steps' results are
@@ -92,19 +90,13 @@ const _ = uint(MaxWorkflowIDLen-workflow.MaxIDLen) + uint(workflow.MaxIDLen-MaxW
 
 // EnqueueWorkflow creates a workflow of steps and enqueues those without
 // parents; each other step is enqueued once its parents have ended (see
-// Step.After), by the worker that ended the last of them, without
-// polling. It returns the workflow's id. The steps are checked first:
-// ErrDuplicateStep, ErrUnknownStep and ErrWorkflowCycle (all matched by
-// errors.Is) refuse the workflow, and nothing is written.
-//
-// Every task of a workflow keeps its outcome for Keep (as Retain), and
-// its result is passed on to its children (Process.ParentResults).
-// Cancel a workflow with CancelWorkflow. A step's own task cancelled
-// (CancelTask, Cancel, CancelWaiting) or dropped with its queue
-// (DeleteQueue) ends the step cancelled, and its workflow fails.
-//
-// On ErrUnavailable the workflow may have been created, in part: retry
-// with the same WorkflowOptions.ID, which completes it.
+// Step.After), without polling. It returns the workflow's id. The steps
+// are checked first: ErrDuplicateStep, ErrUnknownStep and
+// ErrWorkflowCycle (all matched by errors.Is) refuse the workflow, and
+// nothing is written; ErrWorkflowExists refuses an ID taken by other
+// steps. On ErrUnavailable the workflow may have been created, in part:
+// retry with the same WorkflowOptions.ID, which completes it.
+// docs/workflows.md tells the rest: results passed on, cancels, keeps.
 func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts WorkflowOptions) (string, error) {
 	if err := c.validateCtx(ctx, "enqueue workflow"); err != nil {
 		return "", err
@@ -261,12 +253,11 @@ const MaxPageSteps = 1000
 // WorkflowSteps reads limit steps of a workflow (1 to MaxPageSteps), from
 // place from (0: the first) in dependency order, the order
 // WorkflowInfo.InOrder lists them in, with the workflow's state and its
-// counts of steps. Unlike Workflow, which reads every step, its cost is
-// that of the page, whatever the workflow's size: each workflow keeps its
-// steps' order from its creation. A workflow created by a worqr that did
-// not keep it is read whole, as Workflow does. A from past the last step
-// reads no steps. It returns ErrNoWorkflow for a workflow unknown, or
-// ended and past its keep.
+// counts of steps, at the cost of the page, whatever the workflow's size
+// (docs/workflows.md tells it). A from past the last step reads no steps;
+// a negative from or a limit out of bounds is ErrInvalidOptions. It
+// returns ErrNoWorkflow for a workflow unknown, or ended and past its
+// keep.
 func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
 	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
 		return WorkflowPage{}, err
@@ -277,22 +268,12 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if from < 0 || limit < 1 || limit > MaxPageSteps {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: from %d, limit %d (1 to %d): %w", from, limit, MaxPageSteps, ErrInvalidOptions)
 	}
-	rec, ok, err := c.store.WorkflowSteps(ctx, id, from, limit, MaxPageParents)
+	rec, ok, err := workflow.ReadPage(ctx, c.store, id, from, limit, MaxPageParents)
 	if err != nil {
 		return WorkflowPage{}, c.fail("workflow steps", "", err)
 	}
 	if !ok {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
-	}
-	if rec.Total < 0 { // created before the order of its steps was kept
-		whole, ok, err := c.store.WorkflowState(ctx, id)
-		if err != nil {
-			return WorkflowPage{}, c.fail("workflow steps", "", err)
-		}
-		if !ok {
-			return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
-		}
-		rec = workflow.WholePage(whole, from, limit, MaxPageParents)
 	}
 	page := WorkflowPage{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created),
 		Total: rec.Total, Open: rec.Open, Dead: rec.Dead, From: from}

@@ -118,45 +118,33 @@ var (
 // Options configure a Client.
 type Options struct {
 	// Addr is a Redis address ("host:port"), a comma-separated list of
-	// them (seed nodes of a Redis Cluster), or a URL ("redis://",
-	// "rediss://", "unix://"). A cluster is recognised from any one of its
-	// nodes. A URL carries a user and password
-	// ("redis://user:password@host:6379/0"), and rediss:// connects over
-	// TLS, verified against the system's roots (add "?skip_verify=true" to
-	// skip verification). For anything else (a CA of your own, client
-	// certificates, Sentinel) build a rueidis client and pass it as Redis.
-	// Ignored when Redis is set.
-	//
-	// The address of a miniredis (an in-process Redis, as the embedded
-	// package starts) works too: New recognises it from its HELLO reply
-	// and speaks RESP2 to it, with a connection of its own for pub/sub.
+	// them (seed nodes of a Redis Cluster, recognised from any one node),
+	// or a URL ("redis://user:password@host:6379/0", "rediss://" for TLS,
+	// "unix://"); docs/security.md tells the URL's TLS options, and
+	// docs/testing.md how a miniredis's address is served. Ignored when
+	// Redis is set.
 	Addr string
-	// Redis is an existing rueidis client to use instead of Addr. The
-	// caller owns it: Client.Close does not close it. A cluster client
-	// (rueidis.ClientModeCluster) makes worqr use sharded pub/sub. A
-	// client of a miniredis needs DisableCache, AlwaysRESP2 and
-	// ForceSingleClient (or use Addr, or the embedded package).
+	// Redis is an existing rueidis client to use instead of Addr, for
+	// what a URL cannot say (a CA of your own, client certificates,
+	// Sentinel). The caller owns it: Client.Close does not close it.
+	// docs/cluster.md tells what a cluster client changes, and
+	// docs/testing.md what a client of a miniredis needs.
 	Redis rueidis.Client
 	// Prefix namespaces every key and channel. Clients with different
 	// prefixes never see each other's queues, workers or events. Default
 	// DefaultPrefix; it must not contain '{' or '}'.
 	Prefix string
-	// Logger receives worqr's logs. Default slog.Default(). An outage of
-	// Redis is logged once when it begins (WARN) and once when it ends
-	// (INFO, with the calls it failed by kind), not once a failed call.
+	// Logger receives worqr's logs (docs/operations.md tells them).
+	// Default slog.Default().
 	Logger *slog.Logger
 	// MaxTaskSize is the largest task in bytes. Default DefaultMaxTaskSize.
 	MaxTaskSize int
 	// PoisonLimit is the poison-pill guard: a task whose holding workers
-	// died soon after starting it (within twice the reclaiming worker's
-	// TTL) this many times in a row goes to the dead letters, kind
-	// ReasonPoison, instead of killing worker after worker. A death counts
-	// only when the task was never held for that long (so a persistent
-	// task is never buried by its holders' restarts), and the holder had
-	// been up for that window before it started the task or the task
-	// already counts a death, and never for a task enqueued Persistent;
-	// see Poison pills in docs/retries.md. 0 means DefaultPoisonLimit; negative turns the guard
-	// off. Give every client of a fleet the same.
+	// died soon after starting it this many times in a row goes to the
+	// dead letters, reason ReasonPoison, instead of killing worker after
+	// worker (Poison pills in docs/retries.md tells which deaths count).
+	// 0 means DefaultPoisonLimit; negative turns the guard off. Give every
+	// client of a fleet the same.
 	PoisonLimit int
 	// DeadLetters bound each queue's dead letters; the zero value is the
 	// default (DefaultDeadLetterMaxCount, DefaultDeadLetterMaxAge).
@@ -167,13 +155,9 @@ type Options struct {
 	// ReclaimObserver, FenceObserver). Nil observes nothing.
 	Observer any
 	// NoStats turns off the per-queue stats (see Client.Stats) that this
-	// client's calls keep in Redis: its enqueues, dequeues, finishes and
-	// the rest then count nothing. Stats are on by default: the client
-	// counts starts, finishes, retries and their times itself and writes
-	// them about once a second per queue, on a call it makes anyway; the
-	// rarer events cost their script a read and a write of one hash. Give
+	// client's calls keep in Redis: its calls then count nothing. Give
 	// every client of a fleet the same setting, or the stats count only
-	// what the others do.
+	// what the others do. docs/operations.md tells what stats cost.
 	NoStats bool
 	// Tracer, if set, gives each Enqueue and EnqueueBatch call a trace
 	// context its tasks carry to their handlers (Process.Trace); the otel
@@ -230,24 +214,22 @@ type Client struct {
 	workers map[*Worker]struct{} // guarded by mu
 }
 
-// New creates a Client: NewContext with a context that never ends. Given
-// Addr, it is bounded only by rueidis's dial timeout (5 s an address) and
-// the server's answer to the connection handshake.
+// New creates a Client: NewContext with a context that never ends, so
+// bounded only by rueidis's dial timeout (5 s an address) and the
+// server's answer to the handshake.
 func New(opts Options) (*Client, error) {
 	return NewContext(context.Background(), opts)
 }
 
 // NewContext creates a Client. Options are checked first (ErrInvalidOptions),
-// Addr included, before anything is dialled. Given Addr, rueidis connects
-// at once: NewContext fails with ErrUnavailable if Redis cannot be
-// reached, or the server there does not speak the Redis protocol, and
-// with ErrInvalidOptions if Redis refuses the URL's credentials; it then
-// sends one HELLO 3 to tell a miniredis (see Options.Addr). ctx bounds all
-// of it: when it ends, a dial or handshake still under way is abandoned
-// and the error wraps ctx's error as well as ErrUnavailable. It bounds
-// only the connecting: the client outlives it. Given Options.Redis it
-// does not contact Redis, except on a Redis Cluster, which it asks once
-// whether it has sharded pub/sub.
+// Addr included, before anything is dialled. Given Addr, it connects at
+// once: it fails with ErrUnavailable if Redis cannot be reached or does
+// not speak the Redis protocol, and with ErrInvalidOptions if Redis
+// refuses the URL's credentials. ctx bounds only the connecting: when it
+// ends, a dial or handshake under way is abandoned and the error wraps
+// ctx's error as well as ErrUnavailable. Given Options.Redis it does not
+// contact Redis, except to ask a Redis Cluster once whether it has
+// sharded pub/sub. docs/errors.md tells the connecting in full.
 func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix

@@ -1,8 +1,8 @@
 // Package enqueue is what an enqueue is given, checked and encoded: the
 // options of one call (the root's EnqueueOption values set them), their
 // checks, the rules of a task's kind, group and aggregation key, the
-// arguments the store sends, and the error of a task over the size
-// limit. The root package's limits (MaxKindLen, MaxGroupLen...) are these
+// arguments the store sends, the error of a task over the size limit,
+// and the kind and name of a typed payload's type. The root package's limits (MaxKindLen, MaxGroupLen...) are these
 // package's, checked equal where the root declares them.
 package enqueue
 

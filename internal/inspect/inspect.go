@@ -1,6 +1,6 @@
 // Package inspect holds the read side's arithmetic that needs no Redis:
-// the picks of a queue's groups report and the quantiles of the stats'
-// histograms. The root package converts the results to its public types.
+// the picks of a queue's groups report, the quantiles of the stats'
+// histograms, the order of a queue's processes and FindTask's bounds. The root package converts the results to its public types.
 package inspect
 
 import (
@@ -89,4 +89,14 @@ func Quantile(buckets []int64, q float64) time.Duration {
 		seen += float64(b)
 	}
 	return Bound(len(buckets) - 1)
+}
+
+// FindBounds bound FindTask's search in each place it looks: the tasks
+// it looks at and their bytes (the root's FindTask tells them).
+var FindBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
+
+// SortProcs orders processes by id, which is dequeue order: the store
+// reads them in hash order.
+func SortProcs(ps []store.Proc) {
+	slices.SortFunc(ps, func(a, b store.Proc) int { return cmp.Compare(store.PIDSeq(a.PID), store.PIDSeq(b.PID)) })
 }

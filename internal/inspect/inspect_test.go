@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -62,5 +63,19 @@ func TestQuantile(t *testing.T) {
 		if got := Quantile(b[:], q); got != want {
 			t.Errorf("Quantile(%v) = %v, want %v", q, got, want)
 		}
+	}
+}
+
+// Processes sort by their ids read as numbers, which is dequeue order:
+// an id one hex digit longer comes after, whatever its first digit.
+func TestSortProcs(t *testing.T) {
+	ps := []store.Proc{{PID: "100"}, {PID: "ff"}, {PID: "a"}, {PID: "1f"}}
+	SortProcs(ps)
+	var ids []string
+	for _, p := range ps {
+		ids = append(ids, p.PID)
+	}
+	if want := []string{"a", "1f", "ff", "100"}; !slices.Equal(ids, want) {
+		t.Fatalf("sorted %v, want %v", ids, want)
 	}
 }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -35,4 +36,21 @@ func WholePage(rec store.WorkflowRecord, from, limit, maxParents int) store.Step
 		page.MoreOfEach = append(page.MoreOfEach, more)
 	}
 	return page
+}
+
+// ReadPage reads the part from, limit of a workflow's steps, each with at
+// most maxParents parents: one page's read, or, for a workflow created
+// before the order of its steps was kept, a read of the whole workflow
+// paged here (WholePage). ok is false for a workflow unknown, or ended
+// and past its keep.
+func ReadPage(ctx context.Context, st *store.Store, id string, from, limit, maxParents int) (page store.StepsPage, ok bool, err error) {
+	page, ok, err = st.WorkflowSteps(ctx, id, from, limit, maxParents)
+	if err != nil || !ok || page.Total >= 0 {
+		return page, ok, err
+	}
+	whole, ok, err := st.WorkflowState(ctx, id)
+	if err != nil || !ok {
+		return store.StepsPage{}, ok, err
+	}
+	return WholePage(whole, from, limit, maxParents), true, nil
 }
