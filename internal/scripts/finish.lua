@@ -44,70 +44,73 @@ local now_u, now, pids, vals = batch_open(procs_key, stats_key, meta_key, counts
 -- leave notices, carried as any other: a child made ready is enqueued
 -- by the carry (its queue may be in another slot).
 -- Returns whether it recorded them.
-local function home_release(at, steps)
-  local flow, steps_key, ids_key, left_key = KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]
-  local kids_key, results_key, freed_key, seen_key = KEYS[at + 5], KEYS[at + 8], KEYS[at + 9], KEYS[at + 10]
-  if redis.call('HGET', flow, 'state') ~= 'running' then
-    return false
-  end
-  local names, mine = {}, {}
-  for i, st in ipairs(steps) do
-    if mine[st.step] then
+local home_release -- a closure, made only for a call that passes a workflow's keys
+if #KEYS > 18 then
+  function home_release(at, steps)
+    local flow, steps_key, ids_key, left_key = KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]
+    local kids_key, results_key, freed_key, seen_key = KEYS[at + 5], KEYS[at + 8], KEYS[at + 9], KEYS[at + 10]
+    if redis.call('HGET', flow, 'state') ~= 'running' then
       return false
     end
-    mine[st.step] = true
-    names[i] = st.step
-  end
-  -- The children first: an end that frees one (a chain's) is the usual
-  -- reason to decline, told in two reads.
-  local kids, down = flow_kids_down(kids_key, names, mine)
-  if not kids then
-    return false
-  end
-  local lefts, newleft = hmget(left_key, kids), {}
-  for i, kid in ipairs(kids) do
-    local left = (tonumber(lefts[i]) or 0) - down[kid]
-    if left <= 0 then
+    local names, mine = {}, {}
+    for i, st in ipairs(steps) do
+      if mine[st.step] then
+        return false
+      end
+      mine[st.step] = true
+      names[i] = st.step
+    end
+    -- The children first: an end that frees one (a chain's) is the usual
+    -- reason to decline, told in two reads.
+    local kids, down = flow_kids_down(kids_key, names, mine)
+    if not kids then
       return false
     end
-    newleft[#newleft + 1] = kid
-    newleft[#newleft + 1] = left
-  end
-  local curs, seens, befores = hmget(steps_key, names), hmget(seen_key, names), hmget(freed_key, names)
-  for i = 1, #names do
-    local cur = curs[i]
-    if not (cur == 'w' or cur == 'r' or cur == 'q') or befores[i] or (tonumber(seens[i]) or 0) >= now_u then
-      return false
+    local lefts, newleft = hmget(left_key, kids), {}
+    for i, kid in ipairs(kids) do
+      local left = (tonumber(lefts[i]) or 0) - down[kid]
+      if left <= 0 then
+        return false
+      end
+      newleft[#newleft + 1] = kid
+      newleft[#newleft + 1] = left
     end
-  end
-  local stamp = ms(now_u)
-  local seen, results, ended = {}, {}, {}
-  for i, st in ipairs(steps) do
-    seen[#seen + 1], seen[#seen + 2] = st.step, stamp
-    results[#results + 1], results[#results + 2] = st.step, st.result
-    ended[#ended + 1], ended[#ended + 2] = st.step, 'ok'
-    -- Its id, if its end came before its mark as queued.
-    if curs[i] ~= 'q' then
-      redis.call('HSETNX', ids_key, st.step, st.id)
+    local curs, seens, befores = hmget(steps_key, names), hmget(seen_key, names), hmget(freed_key, names)
+    for i = 1, #names do
+      local cur = curs[i]
+      if not (cur == 'w' or cur == 'r' or cur == 'q') or befores[i] or (tonumber(seens[i]) or 0) >= now_u then
+        return false
+      end
     end
-  end
-  for _, put in ipairs({{seen_key, seen}, {results_key, results}, {steps_key, ended}, {left_key, newleft}}) do
-    local key, pairs_ = put[1], put[2]
-    for i = 1, #pairs_, 2000 do
-      redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+    local stamp = ms(now_u)
+    local seen, results, ended = {}, {}, {}
+    for i, st in ipairs(steps) do
+      seen[#seen + 1], seen[#seen + 2] = st.step, stamp
+      results[#results + 1], results[#results + 2] = st.step, st.result
+      ended[#ended + 1], ended[#ended + 2] = st.step, 'ok'
+      -- Its id, if its end came before its mark as queued.
+      if curs[i] ~= 'q' then
+        redis.call('HSETNX', ids_key, st.step, st.id)
+      end
     end
-  end
-  if redis.call('HINCRBY', flow, 'open', -#names) <= 0 then
-    local counts = redis.call('HMGET', flow, 'dead', 'cancelled')
-    local failed = (tonumber(counts[1]) or 0) > 0 or (tonumber(counts[2]) or 0) > 0
-    local keys = {}
-    for i = 1, 11 do
-      keys[i] = KEYS[at + i]
+    for _, put in ipairs({{seen_key, seen}, {results_key, results}, {steps_key, ended}, {left_key, newleft}}) do
+      local key, pairs_ = put[1], put[2]
+      for i = 1, #pairs_, 2000 do
+        redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_)))
+      end
     end
-    -- Its channel is its flow key's, 'events' for 'flow' (WorkflowKeys).
-    flow_close(keys, string.sub(flow, 1, -5) .. 'events', failed and 'failed' or 'succeeded')
+    if redis.call('HINCRBY', flow, 'open', -#names) <= 0 then
+      local counts = redis.call('HMGET', flow, 'dead', 'cancelled')
+      local failed = (tonumber(counts[1]) or 0) > 0 or (tonumber(counts[2]) or 0) > 0
+      local keys = {}
+      for i = 1, 11 do
+        keys[i] = KEYS[at + i]
+      end
+      -- Its channel is its flow key's, 'events' for 'flow' (WorkflowKeys).
+      flow_close(keys, string.sub(flow, 1, -5) .. 'events', failed and 'failed' or 'succeeded')
+    end
+    return true
   end
-  return true
 end
 
 local live, taken, gone, ids, failed, out = {}, {}, {}, {}, {}, {}
@@ -206,22 +209,24 @@ for j = 1, #pids do
     ids[ngone] = id
   end
 end
--- Their outcomes are kept together (a workflow's steps all ask for it).
-local kept = {}
-for _, home in ipairs(home_order) do
-  local steps = homes[home]
-  local recorded = home_release(18 + 11 * (tonumber(home) - 1), steps)
-  for _, st in ipairs(steps) do
-    if recorded then
-      out[st.j] = 4
-    end
-    kept[#kept + 1] = {st.head, st.pid, st.result}
-    if not recorded then
-      flow_notice(flows_key, st.head, 'ok', now_u)
+if nhomes > 0 then
+  -- Their outcomes are kept together (a workflow's steps all ask for it).
+  local kept = {}
+  for _, home in ipairs(home_order) do
+    local steps = homes[home]
+    local recorded = home_release(18 + 11 * (tonumber(home) - 1), steps)
+    for _, st in ipairs(steps) do
+      if recorded then
+        out[st.j] = 4
+      end
+      kept[#kept + 1] = {st.head, st.pid, st.result}
+      if not recorded then
+        flow_notice(flows_key, st.head, 'ok', now_u)
+      end
     end
   end
+  retain_many(results_key, retained_key, channel, kept, 'ok', 1)
 end
-retain_many(results_key, retained_key, channel, kept, 'ok', 1)
 if #gone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
   redis.call('HDEL', progress_key, unpack(ids))

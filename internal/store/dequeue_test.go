@@ -188,3 +188,42 @@ func TestDequeueScript(t *testing.T) {
 		e.expect(seeded)
 	})
 }
+
+// dequeue.lua's plain path (no limit, no rate, the high and low lists and
+// the ready groups empty) takes from the normal list alone: each of the
+// others, with the normal list empty, still hands out its task.
+func TestDequeueScriptPassesPlainPathByState(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		seed  keyState // past meta and leases
+		entry string   // the task that starts
+	}{
+		{name: "a low task", seed: keyState{"low": list{"11,pl:low"}}, entry: "11,pl:low"},
+		{name: "a ready group's task", seed: keyState{
+			"gwait":  zset{member("a", "11,ga:grouped"): 0},
+			"gready": zset{"a": 1},
+		}, entry: "11,ga:grouped"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, "dequeue.lua")
+			x := e.clock() + 1e9
+			w := e.worker()
+			lease := float64(e.clockMs() + hour)
+			seed := keyState{"meta": hash{"name": "q", "seq": decOf(x)}, "leases": zset{w: lease}}
+			for k, v := range c.seed {
+				seed[k] = v
+			}
+			e.seed(seed)
+			procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 1, false)
+			require.NoError(t, err)
+			require.Len(t, procs, 1)
+			assert.Equal(t, "11", procs[0].Task.ID)
+			got := e.dump()
+			assert.Equal(t, hash{hexOf(x + 1): "a" + w + c.entry}, got["procs"])
+			assert.Nil(t, got["low"])
+			assert.Nil(t, got["gwait"])
+		})
+	}
+}
