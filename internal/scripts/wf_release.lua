@@ -63,10 +63,11 @@ local function mark_of(step)
   return tonumber(redis.call('HGET', freed_key, '@' .. step))
 end
 
--- Whether parent's end has yet to be settled in kid: its release stands
--- at or before kid in its kids.
-local function unsettled(parent, kid)
-  local at = mark_of(parent)
+-- Whether parent's end has yet to be settled in kid: its release (or,
+-- given at, where it stands in a cascade) stands at or before kid in its
+-- kids.
+local function unsettled(parent, kid, at)
+  at = at or mark_of(parent)
   if not at then
     return false
   end
@@ -284,16 +285,39 @@ local function revive(step)
     cascade(held, math.huge, freed)
     add_freed(step, freed)
   end
+  -- Where the cascades under way of other ends stand, by step (see
+  -- cascade_of), read once, if a step that waits again has a parent
+  -- cancelled: a parent cancelled on a cascade's stack has not had its
+  -- end settled in the children past where it stands, and the cascade
+  -- lowers their counts when it gets there. They are found among
+  -- freed's fields, a look as long as the workflow is wide.
+  local below
+  local function cascading(p)
+    if not below then
+      below = {}
+      for _, f in ipairs(redis.call('HKEYS', freed_key)) do
+        if string.sub(f, 1, 1) == '!' then
+          for _, c in ipairs(cascade_of(string.sub(f, 2))) do
+            below[c.name] = c.at
+          end
+        end
+      end
+    end
+    return below[p]
+  end
   -- Counted once all wait again (one may be the parent of another):
   -- the parents left of a step that waits again are those that have not
-  -- ended; a child still waiting that runs whatever the end of one that
+  -- ended, and those whose end is yet to be settled in it (a release or a
+  -- cascade under way: a parent of it that it waits for whatever its
+  -- end); a child still waiting that runs whatever the end of one that
   -- waits again had that end counted, and waits for it again.
   for _, w in ipairs(waits) do
     if w ~= step then
       local left = 0
       for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
         local st = redis.call('HGET', steps_key, p)
-        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) then
+        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) or
+            (st == 'x' and cascading(p) and unsettled(p, w, cascading(p))) then
           left = left + 1
         end
       end

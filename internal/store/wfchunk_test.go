@@ -447,3 +447,61 @@ func TestWorkflowReviveDuringCascadeRestoresCountsScript(t *testing.T) {
 	}
 	assert.Nil(t, state["wf.freed"], "nothing under way")
 }
+
+// A revival does not let a step run before its parents while another
+// death's cascade is under way: k9.000 waits for s and, whatever its
+// end, for k9. top's death cancels k9 but its cascade stands before
+// k9's children; s dies (cancelling k9.000) and is revived. k9.000 then
+// waits for s and for k9's cancellation, which the cascade has not
+// settled in it: when the cascade goes on and settles it, k9.000 still
+// waits for s, and s's success frees it.
+func TestWorkflowReviveDuringOtherCascadeScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	s := WorkflowStep{Name: "s", Spec: "S-s", Kids: []string{"k9.000"}, Place: len(steps)}
+	for i := range steps {
+		switch steps[i].Name {
+		case "k9":
+			steps[i].Kids[0] = "+k9.000"
+		case "k9.000":
+			steps[i].Parents = append(steps[i].Parents, "s")
+		}
+	}
+	steps = append(steps, s)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	topEnd := []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, topEnd, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	require.Equal(t, "x", state["wf.steps"].(hash)["k9"])
+	require.Equal(t, "2", state["wf.left"].(hash)["k9.000"], "k9's cancellation not settled in it")
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "dead", At: 20}}, false)
+	require.NoError(t, err)
+	require.Equal(t, "x", e.dump()["wf.steps"].(hash)["k9.000"])
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "revived", At: 30}}, false)
+	require.NoError(t, err)
+	state = e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k9.000"], "waits again")
+	assert.Equal(t, "2", state["wf.left"].(hash)["k9.000"], "for s, and for k9's cancellation, not settled in it")
+
+	// top's cascade goes on to its end.
+	for call := 0; more; call++ {
+		require.Less(t, call, 5)
+		var ready []ReadyStep
+		ready, more, err = e.s.ReleaseChunk(e.ctx, id, topEnd, true)
+		require.NoError(t, err)
+		require.Empty(t, ready, "nothing runs before s ends")
+	}
+	state = e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k9.000"], "waits for s")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k9.000"])
+	assert.Equal(t, "x", state["wf.steps"].(hash)["k9.249"])
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "ok", At: 40}})
+	require.NoError(t, err)
+	require.Len(t, ready, 1, "s's success frees k9.000")
+	assert.Equal(t, "k9.000", ready[0].Name)
+}
