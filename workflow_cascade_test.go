@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -158,7 +159,9 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	}
 	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "tree"})
 	require.NoError(t, err)
-	w := newWorker(t, c, WorkerOptions{})
+	// A lease that a loaded machine does not lose while s runs: a fenced
+	// worker's process is lost.
+	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
 	require.NoError(t, w.StartWork(ctx, "p", Events{}))
 	require.NoError(t, w.StartWork(ctx, "s", Events{}))
 	require.NoError(t, w.StartWork(ctx, "k", Events{}))
