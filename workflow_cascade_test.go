@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,22 +91,11 @@ func TestCheckResumesACascadeWhoseNoticeIsGone(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "p", Events{}))
 	p, err := w.Dequeue(ctx, "p")
 	require.NoError(t, err)
-	var calls atomic.Int32
-	crashed := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
-		if op == store.OpWorkflow && calls.Add(1) > 1 {
-			select {
-			case crashed <- struct{}{}:
-			default:
-			}
-			return errors.New("crashed after the cascade's first call")
-		}
-		return nil
-	})
+	crashed, heal := crashCarries(c, 1)
 	require.NoError(t, p.DeadLetter(ctx, errors.New("dies")))
-	recv(t, crashed, testsignal.Wait, "the crash")
+	recv(t, crashed, testsignal.Wait, "the crash after the cascade's first call")
 	require.NoError(t, w.Close(ctx))
-	c.store.SetFault(nil)
+	heal()
 	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "the notice stays")
@@ -129,5 +119,128 @@ func TestCheckResumesACascadeWhoseNoticeIsGone(t *testing.T) {
 	rep = check(t, c, true)
 	assert.Equal(t, release, rep.Repaired.ResumedReleases)
 	requireCascaded(t, c, id)
+	requireClean(t, c)
+}
+
+// crashCarries makes the workflow calls of c's carries fail from the
+// after-th on (0: all), as if the carrier crashed there, until the
+// returned func is called; the channel says a call failed.
+func crashCarries(c *Client, after int32) (<-chan struct{}, func()) {
+	var calls atomic.Int32
+	crashed := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpWorkflow && calls.Add(1) > after {
+			select {
+			case crashed <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed")
+		}
+		return nil
+	})
+	return crashed, func() { c.store.SetFault(nil) }
+}
+
+// A revival never lets a step run before its parents while another
+// death's cascade is under way. k9.000 waits for s, and for k9 whatever
+// its end. top dies and its cascade is cut short before k9's children
+// (its notice then lost); s dies, cancelling k9.000, and is revived:
+// k9.000 waits for s again. Check's repair carries top's cascade to its
+// end, which settles k9's cancellation in k9.000: nothing runs while s
+// runs, and s's success releases k9.000.
+func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	steps := append(cascadeSteps(), Step{Name: "s", Queue: "s"})
+	for i := range steps {
+		if steps[i].Name == "k9.000" {
+			steps[i].After, steps[i].AfterEnded = []string{"s"}, []string{"k9"}
+		}
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "tree"})
+	require.NoError(t, err)
+	// A lease that a loaded machine does not lose while s runs: a fenced
+	// worker's process is lost.
+	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	require.NoError(t, w.StartWork(ctx, "s", Events{}))
+	require.NoError(t, w.StartWork(ctx, "k", Events{}))
+	stepState := func(name string) StepState {
+		t.Helper()
+		info, err := c.Workflow(ctx, id)
+		require.NoError(t, err)
+		for _, st := range info.Steps {
+			if st.Name == name {
+				return st.State
+			}
+		}
+		t.Fatalf("no step %s", name)
+		return ""
+	}
+
+	// top dies; its carry crashes after the cascade's first call, which
+	// stands before k9's children, and its notice is lost.
+	crashed, heal := crashCarries(c, 1)
+	top, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, top.DeadLetter(ctx, errors.New("dies")))
+	recv(t, crashed, testsignal.Wait, "the crash")
+	heal()
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1)
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.Equal(t, StepCancelled, stepState("k9"))
+	require.Equal(t, StepWaiting, stepState("k9.000"))
+
+	// s dies, its carry crashes, and a sweep carries it: k9.000 is
+	// cancelled. Then s is revived: k9.000 waits for it again.
+	crashed, heal = crashCarries(c, 0)
+	s, err := w.Dequeue(ctx, "s")
+	require.NoError(t, err)
+	require.NoError(t, s.DeadLetter(ctx, errors.New("dies")))
+	recv(t, crashed, testsignal.Wait, "the crash")
+	heal()
+	n, err := c.carrier.Sweep(ctx, "s", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, StepCancelled, stepState("k9.000"))
+	ok, err := c.RequeueDeadLetter(ctx, "s", s.TaskID())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, StepWaiting, stepState("k9.000"))
+	s, err = w.Dequeue(ctx, "s")
+	require.NoError(t, err)
+
+	// Check resumes top's cascade while s runs: k9.000 still waits.
+	rep := check(t, c, true)
+	require.Equal(t, []WorkflowStep{{Workflow: "tree", Step: "top", Task: top.TaskID()}}, rep.Repaired.ResumedReleases)
+	assert.Equal(t, StepWaiting, stepState("k9.000"), "waits for s, which runs")
+	_, err = w.Dequeue(ctx, "k")
+	require.ErrorIs(t, err, ErrNoTask, "nothing runs before s ends")
+
+	// s succeeds: k9.000 runs, and the workflow ends.
+	crashed, heal = crashCarries(c, 0)
+	require.NoError(t, s.Finish(ctx))
+	recv(t, crashed, testsignal.Wait, "the crash")
+	heal()
+	n, err = c.carrier.Sweep(ctx, "s", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	k, err := w.Dequeue(ctx, "k")
+	require.NoError(t, err)
+	_, step := k.Workflow()
+	require.Equal(t, "k9.000", step)
+	require.NoError(t, k.Finish(ctx))
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Wait)
+	defer cancel()
+	info, err := c.WaitWorkflow(wctx, id)
+	require.NoError(t, err)
+	states := make(map[StepState]int)
+	for _, st := range info.Steps {
+		states[st.State]++
+	}
+	assert.Equal(t, map[StepState]int{StepDead: 1, StepCancelled: 2509, StepSucceeded: 2}, states)
+	require.NoError(t, w.Close(ctx))
 	requireClean(t, c)
 }

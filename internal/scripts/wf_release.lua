@@ -51,10 +51,31 @@ local channel, enqueued = ARGV[1], ARGV[2] == '1'
 -- 'dead' | 'cancelled' | 'revived'), its result, when the notice was written (µs) and
 -- the id of the step's task.
 
+-- The children of parent by name (see places), read once a call: a
+-- revival asks about the children of a wide step for each of them.
+local placed = {}
+
+-- Where each child of parent starts in its kids (the byte), and those
+-- that run whatever its end ('+' before them).
+local function places(parent)
+  local p = placed[parent]
+  if not p then
+    p = {at = {}, plus = {}}
+    for b, kid in string.gmatch(redis.call('HGET', kids_key, parent) or '', '()([^,]+)') do
+      if string.sub(kid, 1, 1) == '+' then
+        kid = string.sub(kid, 2)
+        p.plus[kid] = true
+      end
+      p.at[kid] = b
+    end
+    placed[parent] = p
+  end
+  return p
+end
+
 -- Whether parent's end lets kid run ('+' before kid in parent's kids).
 local function runs_anyway(parent, kid)
-  local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
-  return string.find(kids, ',+' .. kid .. ',', 1, true) ~= nil
+  return places(parent).plus[kid] == true
 end
 
 -- Where the release of step stands: the byte of its kids where its next
@@ -63,15 +84,15 @@ local function mark_of(step)
   return tonumber(redis.call('HGET', freed_key, '@' .. step))
 end
 
--- Whether parent's end has yet to be settled in kid: its release stands
--- at or before kid in its kids.
-local function unsettled(parent, kid)
-  local at = mark_of(parent)
+-- Whether parent's end has yet to be settled in kid: its release (or,
+-- given at, where it stands in a cascade) stands at or before kid in its
+-- kids.
+local function unsettled(parent, kid, at)
+  at = at or mark_of(parent)
   if not at then
     return false
   end
-  local kids = ',' .. (redis.call('HGET', kids_key, parent) or '') .. ','
-  local s = string.find(kids, ',' .. kid .. ',', 1, true) or string.find(kids, ',+' .. kid .. ',', 1, true)
+  local s = places(parent).at[kid]
   return s ~= nil and s >= at
 end
 
@@ -249,8 +270,16 @@ local function revive(step)
   local todo, waits, again = {step}, {step}, {[step] = true}
   while #todo > 0 do
     local parent = table.remove(todo)
+    -- Its children's states read together, a thousand a call.
+    local kids = {}
     for kid in string.gmatch(redis.call('HGET', kids_key, parent) or '', '[^,]+') do
-      if string.sub(kid, 1, 1) ~= '+' and redis.call('HGET', steps_key, kid) == 'x' then
+      if string.sub(kid, 1, 1) ~= '+' then
+        kids[#kids + 1] = kid
+      end
+    end
+    local states = hmget(steps_key, kids)
+    for j, kid in ipairs(kids) do
+      if states[j] == 'x' then
         local held = false
         for p in string.gmatch(redis.call('HGET', parents_key, kid) or '', '[^,]+') do
           local st = redis.call('HGET', steps_key, p)
@@ -284,16 +313,39 @@ local function revive(step)
     cascade(held, math.huge, freed)
     add_freed(step, freed)
   end
+  -- Where the cascades under way of other ends stand, by step (see
+  -- cascade_of), read once, if a step that waits again has a parent
+  -- cancelled: a parent cancelled on a cascade's stack has not had its
+  -- end settled in the children past where it stands, and the cascade
+  -- lowers their counts when it gets there. They are found among
+  -- freed's fields, a look as long as the workflow is wide.
+  local below
+  local function cascading(p)
+    if not below then
+      below = {}
+      for _, f in ipairs(redis.call('HKEYS', freed_key)) do
+        if string.sub(f, 1, 1) == '!' then
+          for _, c in ipairs(cascade_of(string.sub(f, 2))) do
+            below[c.name] = c.at
+          end
+        end
+      end
+    end
+    return below[p]
+  end
   -- Counted once all wait again (one may be the parent of another):
   -- the parents left of a step that waits again are those that have not
-  -- ended; a child still waiting that runs whatever the end of one that
+  -- ended, and those whose end is yet to be settled in it (a release or a
+  -- cascade under way: a parent of it that it waits for whatever its
+  -- end); a child still waiting that runs whatever the end of one that
   -- waits again had that end counted, and waits for it again.
   for _, w in ipairs(waits) do
     if w ~= step then
       local left = 0
       for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
         local st = redis.call('HGET', steps_key, p)
-        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) then
+        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) or
+            (st == 'x' and cascading(p) and unsettled(p, w, cascading(p))) then
           left = left + 1
         end
       end

@@ -447,3 +447,80 @@ func TestWorkflowReviveDuringCascadeRestoresCountsScript(t *testing.T) {
 	}
 	assert.Nil(t, state["wf.freed"], "nothing under way")
 }
+
+// A revival does not let a step run before its parents while another
+// death's cascade is under way: k9.000 waits for s and, whatever its
+// end, for k9; so do k3.239 and k3.240 for s and k3. top's death
+// cancels k9 and k3, but its cascade stands before k9's children and
+// between k3.239 and k3.240; s dies (cancelling the three) and is
+// revived. They wait for s, and k9.000 and k3.240 for their other
+// parent's cancellation too, which the cascade has not settled in them:
+// when the cascade goes on and settles it, they still wait for s, and
+// s's success frees them.
+func TestWorkflowReviveDuringOtherCascadeScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_release.lua")
+	id := e.workflow()
+	steps := cascadeTree(10, 250)
+	mine := []string{"k9.000", "k3.239", "k3.240"}
+	s := WorkflowStep{Name: "s", Spec: "S-s", Kids: mine, Place: len(steps)}
+	for i := range steps {
+		switch steps[i].Name {
+		case "k9":
+			steps[i].Kids[0] = "+k9.000"
+		case "k3":
+			steps[i].Kids[239], steps[i].Kids[240] = "+k3.239", "+k3.240"
+		case "k9.000", "k3.239", "k3.240":
+			steps[i].Parents = append(steps[i].Parents, "s")
+		}
+	}
+	steps = append(steps, s)
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	topEnd := []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}
+	_, more, err := e.s.ReleaseChunk(e.ctx, id, topEnd, false)
+	require.NoError(t, err)
+	require.True(t, more)
+	state := e.dump()
+	require.Equal(t, "x", state["wf.steps"].(hash)["k9"])
+	require.Equal(t, "k9:1,k8:1,k7:1,k6:1,k5:1,k4:1,k3:1682", state["wf.freed"].(hash)["!top"], "k3's cascade stands at k3.240, a byte on")
+	// Parents left before s's death and after its revival.
+	left := map[string]string{"k9.000": "2", "k3.239": "1", "k3.240": "2"}
+	for k, n := range left {
+		require.Equal(t, n, state["wf.left"].(hash)[k], "%s: its other parent's cancellation settled in it, or not", k)
+	}
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "dead", At: 20}}, false)
+	require.NoError(t, err)
+	for _, k := range mine {
+		require.Equal(t, "x", e.dump()["wf.steps"].(hash)[k], k)
+	}
+	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "revived", At: 30}}, false)
+	require.NoError(t, err)
+	state = e.dump()
+	for k, n := range left {
+		assert.Equal(t, "w", state["wf.steps"].(hash)[k], "%s waits again", k)
+		assert.Equal(t, n, state["wf.left"].(hash)[k], "%s: for s, and for its other parent's cancellation if not settled in it", k)
+	}
+
+	// top's cascade goes on to its end.
+	for call := 0; more; call++ {
+		require.Less(t, call, 5)
+		var ready []ReadyStep
+		ready, more, err = e.s.ReleaseChunk(e.ctx, id, topEnd, true)
+		require.NoError(t, err)
+		require.Empty(t, ready, "nothing runs before s ends")
+	}
+	state = e.dump()
+	for _, k := range mine {
+		assert.Equal(t, "w", state["wf.steps"].(hash)[k], "%s waits for s", k)
+		assert.Equal(t, "1", state["wf.left"].(hash)[k], k)
+	}
+	assert.Equal(t, "x", state["wf.steps"].(hash)["k9.249"])
+	ready, err := e.s.ReleaseSteps(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "ok", At: 40}})
+	require.NoError(t, err)
+	var names []string
+	for _, r := range ready {
+		names = append(names, r.Name)
+	}
+	assert.ElementsMatch(t, mine, names, "s's success frees them")
+}
