@@ -108,7 +108,9 @@ func TestLeasesExpire(t *testing.T) {
 	t.Parallel()
 	r := start(t, embedded.Options{Client: worqr.Options{Logger: quiet()}})
 	ctx := ctxT(t)
-	fast := worqr.WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond}
+	// A lease of 3 s: a worker stalled a second on a loaded machine keeps
+	// it, and the reclaim still comes within seconds.
+	leased := worqr.WorkerOptions{TTL: 3 * time.Second, RenewInterval: 250 * time.Millisecond}
 
 	// The doomed worker runs on a connection of its own, which the test
 	// cuts.
@@ -119,7 +121,7 @@ func TestLeasesExpire(t *testing.T) {
 	doomed, err := worqr.New(worqr.Options{Redis: rdb, Logger: quiet()})
 	require.NoError(t, err)
 	defer doomed.Close(ctx)
-	w1, err := doomed.NewWorker(ctx, fast)
+	w1, err := doomed.NewWorker(ctx, leased)
 	require.NoError(t, err)
 	require.NoError(t, w1.StartWork(ctx, "q", worqr.Events{}))
 	_, err = r.Client().Enqueue(ctx, "q", []byte("survivor"))
@@ -130,7 +132,7 @@ func TestLeasesExpire(t *testing.T) {
 	<-p.Done() // the doomed worker fences itself
 
 	got := make(chan string, 1)
-	w2, err := r.Client().NewWorker(ctx, fast)
+	w2, err := r.Client().NewWorker(ctx, leased)
 	require.NoError(t, err)
 	require.NoError(t, w2.Handle(ctx, "q", func(_ context.Context, p *worqr.Process) error {
 		got <- string(p.Task())
