@@ -578,15 +578,17 @@ func TestRateLimitedRuntimeWakesByTheRedisClock(t *testing.T) {
 	// makes finds the queue empty and arms none.
 	r := runnerOf(w, "q")
 	eventually(t, 5*time.Second, "the rate limit's timer armed", r.Limited)
-	// Both clocks move a second at a time, up to five: the worker's
-	// estimate of the Redis clock is off by up to half a round trip,
-	// which a loaded machine makes long, so a timer may fire a step
-	// early, find the limit still used and be armed again for the next.
-	// A timer that does not follow the clocks stays armed through all
-	// five.
-	for step := 1; step <= 5 && r.Limited(); step++ {
-		k.b.mini.SetTime(redisNow.Add(time.Duration(step) * time.Second))
-		k.clk.Advance(time.Second)
+	// Both clocks move a window at a time, up to five, each step just
+	// past a window's end (a start exactly one window after the last is
+	// still limited): the worker's estimate of the Redis clock is off by
+	// up to half a round trip, which a loaded machine makes long, so a
+	// timer may fire a step early, find the limit still used and be armed
+	// again for the next. A timer that does not follow the clocks stays
+	// armed through all five.
+	const step = time.Second + time.Millisecond
+	for i := 1; i <= 5 && r.Limited(); i++ {
+		k.b.mini.SetTime(redisNow.Add(time.Duration(i) * step))
+		k.clk.Advance(step)
 		deadline := time.Now().Add(2 * time.Second)
 		for r.Limited() && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
