@@ -114,7 +114,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	handled := make(chan string, 5)
 	cancelled := make(chan error, 1)
 	c.signals.looked.Init(t) // the reclaim below (the look's of w's reclaimer)
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "h", func(hctx context.Context, p *Process) error {
 		if string(p.Task()) == "held" {
 			<-hctx.Done()

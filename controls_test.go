@@ -13,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // A paused queue takes enqueues and hands out nothing, to every worker;
@@ -185,10 +187,13 @@ func TestUniqueTasks(t *testing.T) {
 
 // A rate limit allows so many starts in any window across the fleet, by
 // the Redis clock; a limited runtime sleeps until the next start is
-// allowed instead of polling.
+// allowed instead of polling. On miniredis both clocks move a window at a
+// time; on a real Redis, whose clock is the point, the windows pass in
+// real time.
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	const rate, per, n = 3, 300 * time.Millisecond, 9
 	require.NoError(t, c.SetRateLimit(ctx, "q", rate, per, CreateQueue()))
 	info, err := c.QueueInfo(ctx, "q")
@@ -199,8 +204,9 @@ func TestRateLimit(t *testing.T) {
 	var mu sync.Mutex
 	var starts []uint64 // the processes' ids: the Redis clock (µs) at each dequeue
 	began := make(chan struct{}, n)
-	wc := b.client()
+	wc := k.client()
 	dequeues := countCalls(wc, store.OpDequeue)
+	var runtimes []*engine.Runtime
 	for range 2 {
 		w := newWorker(t, wc, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
@@ -211,15 +217,14 @@ func TestRateLimit(t *testing.T) {
 			began <- struct{}{}
 			return err
 		}, HandleOptions{Concurrency: 5}))
+		runtimes = append(runtimes, runnerOf(w, "q"))
 	}
 	tasks := make([][]byte, n)
 	for i := range tasks {
 		tasks[i] = []byte{byte(i)}
 	}
 	require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks)))
-	for i := range n {
-		recv(t, began, 10*time.Second, fmt.Sprintf("start %d of %d", i+1, n))
-	}
+	k.windows(runtimes, began, per, rate, rate, rate)
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(starts)
@@ -248,6 +253,37 @@ func TestRateLimit(t *testing.T) {
 	require.NoError(t, p.Finish(ctx))
 	_, err = mw.Dequeue(ctx, "m")
 	assert.ErrorIs(t, err, ErrRateLimited)
+}
+
+// windows waits for each window's starts, counted in rounds, on began. On
+// the Fake clocks it then waits for every runtime of rs to have armed the
+// rate limit's timer, and moves both clocks just past the window (a start
+// exactly one window after the last is still limited): no start may come
+// before they move. On a real Redis the windows pass by themselves.
+func (k *clocked) windows(rs []*engine.Runtime, began <-chan struct{}, per time.Duration, rounds ...int) {
+	k.t.Helper()
+	for i, n := range rounds {
+		for j := range n {
+			recv(k.t, began, testsignal.Wait, fmt.Sprintf("start %d of %d in window %d", j+1, n, i+1))
+		}
+		if k.clk == nil || i == len(rounds)-1 {
+			continue
+		}
+		eventually(k.t, testsignal.Wait, "the rate limit's timers armed", func() bool {
+			for _, r := range rs {
+				if !r.Limited() {
+					return false
+				}
+			}
+			return true
+		})
+		select {
+		case <-began:
+			k.t.Fatalf("a start beyond the %d of window %d before the clocks moved", n, i+1)
+		default:
+		}
+		k.advance(per + time.Millisecond)
+	}
 }
 
 // Dequeues take high-priority tasks first, then normal, then low, FIFO
@@ -542,15 +578,17 @@ func TestRateLimitedRuntimeWakesByTheRedisClock(t *testing.T) {
 	// makes finds the queue empty and arms none.
 	r := runnerOf(w, "q")
 	eventually(t, 5*time.Second, "the rate limit's timer armed", r.Limited)
-	// Both clocks move a second at a time, up to five: the worker's
-	// estimate of the Redis clock is off by up to half a round trip,
-	// which a loaded machine makes long, so a timer may fire a step
-	// early, find the limit still used and be armed again for the next.
-	// A timer that does not follow the clocks stays armed through all
-	// five.
-	for step := 1; step <= 5 && r.Limited(); step++ {
-		k.b.mini.SetTime(redisNow.Add(time.Duration(step) * time.Second))
-		k.clk.Advance(time.Second)
+	// Both clocks move a window at a time, up to five, each step just
+	// past a window's end (a start exactly one window after the last is
+	// still limited): the worker's estimate of the Redis clock is off by
+	// up to half a round trip, which a loaded machine makes long, so a
+	// timer may fire a step early, find the limit still used and be armed
+	// again for the next. A timer that does not follow the clocks stays
+	// armed through all five.
+	const step = time.Second + time.Millisecond
+	for i := 1; i <= 5 && r.Limited(); i++ {
+		k.b.mini.SetTime(redisNow.Add(time.Duration(i) * step))
+		k.clk.Advance(step)
 		deadline := time.Now().Add(2 * time.Second)
 		for r.Limited() && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)

@@ -44,7 +44,7 @@ func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 		}
 		return nil
 	})
-	w, fences := fencingWorkerWith(t, c, queueFencing)
+	w, fences := fencingWorkerWith(t, c, lasting)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
 	require.NoError(t, second(c.Enqueue(ctx, "b", []byte("tb"))))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 )
 
@@ -20,18 +21,22 @@ import (
 // the Redis clock: a group that used it up waits while the others go on,
 // a group's own rate wins over the default, and a runtime with nothing
 // else to start sleeps until the group's next start is allowed instead of
-// polling.
+// polling. On miniredis both clocks move a window at a time; on a real
+// Redis, whose clock is the point, the windows pass in real time.
 func TestGroupRate(t *testing.T) {
 	t.Parallel()
-	b, c, ctx := setup(t)
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
 	const rate, per, n = 2, 300 * time.Millisecond, 6
 	require.NoError(t, c.SetGroupRate(ctx, "q", "", rate, per, CreateQueue()))
 	require.NoError(t, c.SetGroupRate(ctx, "q", "fast", 100, per))
 
 	var mu sync.Mutex
 	starts := map[string][]uint64{} // per group, the processes' ids: the Redis clock (µs) at each dequeue
-	wc := b.client()
+	began := make(chan struct{}, 2*n)
+	wc := k.client()
 	dequeues := countCalls(wc, store.OpDequeue)
+	var runtimes []*engine.Runtime
 	for range 2 {
 		w := newWorker(t, wc, WorkerOptions{})
 		require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {
@@ -40,8 +45,10 @@ func TestGroupRate(t *testing.T) {
 			mu.Lock()
 			starts[group] = append(starts[group], at)
 			mu.Unlock()
+			began <- struct{}{}
 			return err
 		}, HandleOptions{Concurrency: 5}))
+		runtimes = append(runtimes, runnerOf(w, "q"))
 	}
 	for _, g := range []string{"slow", "fast"} {
 		tasks := make([][]byte, n)
@@ -50,11 +57,9 @@ func TestGroupRate(t *testing.T) {
 		}
 		require.NoError(t, second(c.EnqueueBatch(ctx, "q", tasks, Group(g))))
 	}
-	eventually(t, 10*time.Second, "all started", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(starts["slow"])+len(starts["fast"]) == 2*n
-	})
+	// The fast group whole and the slow one's rate, then the slow one's
+	// rate a window at a time.
+	k.windows(runtimes, began, per, n+rate, rate, rate)
 	mu.Lock()
 	defer mu.Unlock()
 	slow, fast := starts["slow"], starts["fast"]

@@ -340,7 +340,7 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 		}
 	})
 	var handled atomic.Int32
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { handled.Add(1); return nil }, HandleOptions{}))
 	enqueueNumbered(t, admin, "q", 5)
 	eventually(t, 5*time.Second, "handled", func() bool { return handled.Load() == 5 })
@@ -364,7 +364,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	c, h := hookedClient(t, b)
 	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, refused := refuseQueue(h, "a")
-	w, fences := fencingWorkerWith(t, c, queueFencing)
+	w, fences := fencingWorkerWith(t, c, lasting)
 	id := w.ID()
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))

@@ -206,14 +206,16 @@ func fencingWorkerWith(t *testing.T, c *Client, opts WorkerOptions) (*Worker, <-
 	return newWorker(t, c, opts), fences
 }
 
-// queueFencing are the options of a test that fences one queue and
-// asserts that the rest of the worker lives on: a lease renewed twelve
+// lasting are the options of a test on the real clock that asserts a
+// worker lives on (it is not fenced, keeps its id, loses no process) and
+// waits for no expiry of that worker's lease: a lease renewed twelve
 // times per TTL, so that only a stall of the whole test process of some
 // 2.4 s fences the worker as a whole. Under -race on a loaded machine the
 // process stalls for over a second (a 10 ms sleep can wake 1.45 s
 // late), and at fast's TTL a stall of 0.65 s fences the worker, failing
-// such a test for no fault of the code.
-var queueFencing = WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval}
+// such a test for no fault of the code. A test that waits for the lease
+// to run out keeps fast's TTL, which bounds its wait.
+var lasting = WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval}
 
 // crash stops a worker the way a killed process stops: no renewals, no
 // reclaim, no events, no handlers, and nothing written to Redis.

@@ -598,12 +598,12 @@ func TestCloseEndsARejoinInFlight(t *testing.T) {
 			return rueidis.NewErrorResult(ctx.Err())
 		}
 	})
-	w, fences := fencingWorker(t, c)
+	w, fences := fencingWorkerWith(t, c, lasting) // fenced on a alone
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
 	require.NoError(t, w.StartWork(ctx, "b", Events{}))
 
 	down.Store(true)
-	ev := recv(t, fences, 5*time.Second, "queue a fenced")
+	ev := recv(t, fences, 10*time.Second, "queue a fenced")
 	require.Equal(t, "a", ev.Queue)
 	recv(t, logs.held, 5*time.Second, "the rejoin of a between attempts")
 	down.Store(false) // Close's own calls go through

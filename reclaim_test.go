@@ -119,7 +119,7 @@ func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 func TestExpiredWorkersTellsTheNextPeerExpiry(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	self := newWorker(t, c, WorkerOptions{TTL: time.Second, RenewInterval: 250 * time.Millisecond})
+	self := newWorker(t, c, lasting) // shorter than the peer's, and not let run out
 	exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
 	require.NoError(t, err)
 	assert.Zero(t, exp.Next, "no peer: nothing to wait for")
@@ -133,7 +133,7 @@ func TestExpiredWorkersTellsTheNextPeerExpiry(t *testing.T) {
 
 	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, peer.ID(), time.Second)
 	require.NoError(t, err)
-	assert.LessOrEqual(t, exp.Next, time.Second, "from the peer's side, the 1 s lease is next")
+	assert.LessOrEqual(t, exp.Next, lasting.TTL, "from the peer's side, the caller's shorter lease is next")
 	assert.Greater(t, exp.Next, time.Duration(0))
 }
 
@@ -161,12 +161,15 @@ func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 	b, c, ctx := setup(t)
 	looks := countCalls(c, store.OpExpired)
 	const n = 20
+	// The client's workers at lasting's TTL: one fenced by a stall of the
+	// test process would be a peer to reclaim, whose looks count. The
+	// peer that dies is at fast's, which bounds the wait for its reclaim.
 	for range n {
-		newWorker(t, c, fast)
+		newWorker(t, c, lasting)
 	}
-	// Another TTL, another reclaimer.
-	other := newWorker(t, c, WorkerOptions{TTL: 2 * time.Second, RenewInterval: 500 * time.Millisecond})
-	r, members := c.reclaimerOf(t, fast)
+	// Another RenewInterval, another reclaimer.
+	other := newWorker(t, c, WorkerOptions{TTL: lasting.TTL, RenewInterval: 500 * time.Millisecond})
+	r, members := c.reclaimerOf(t, lasting)
 	assert.NotSame(t, other.reclaimer, r)
 	assert.Equal(t, n, members)
 

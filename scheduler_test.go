@@ -63,10 +63,10 @@ func TestSlotsReportBusyAndFreeHandlersPerPool(t *testing.T) {
 		<-release
 		return nil
 	}
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "a", hold, HandleOptions{Concurrency: 3}))
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{{Queue: "b", Handler: hold}, {Queue: "c", Handler: hold}}, PoolOptions{Concurrency: 4}))
-	other := newWorker(t, c, fast)
+	other := newWorker(t, c, lasting)
 	require.NoError(t, other.Handle(ctx, "d", hold, HandleOptions{Concurrency: 2}))
 
 	for _, q := range []string{"a", "a", "b", "c", "c", "d"} {

@@ -452,7 +452,7 @@ func TestObserverSeesTheReasonOfADeadOutcome(t *testing.T) {
 	t.Parallel()
 	_, c, obs, ctx := observed(t)
 	errBoom := errors.New("boom")
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "q", func(ctx context.Context, p *Process) error {
 		switch string(p.Task()) {
 		case "permanent":
@@ -498,7 +498,7 @@ func TestObserverSeesTheReasonOfADeadOutcome(t *testing.T) {
 func TestObserverSeesACancelledProcessLost(t *testing.T) {
 	t.Parallel()
 	_, c, obs, ctx := observed(t)
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("t"))
 	require.NoError(t, err)
@@ -652,7 +652,7 @@ func TestCancelRemovedCountsWaitingAndDelayed(t *testing.T) {
 func TestObserverSeesTheKind(t *testing.T) {
 	t.Parallel()
 	_, c, obs, ctx := observed(t)
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 	kinded, err := c.Enqueue(ctx, "q", []byte("a"), Kind("email.welcome"))
 	require.NoError(t, err)

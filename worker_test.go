@@ -449,7 +449,7 @@ func TestStopWorkGivesTasksBack(t *testing.T) {
 func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	w := newWorker(t, c, fast)
+	w := newWorker(t, c, lasting)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
 	known := dequeueAll(t, w, "q", 1)[0]
