@@ -90,12 +90,16 @@ func TestShutdownLeavesNoWaiterOnAHandlerThatOutlastsIt(t *testing.T) {
 	}, HandleOptions{}))
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	recv(t, started, 5*time.Second, "handler running")
-	timers := k.clk.Timers()
+	mark := k.clk.Mark()
 	grace, cancel := context.WithCancel(ctx)
 	cancel() // over before Shutdown begins: the handler outlasts it
 	shut := make(chan error, 1)
 	go func() { shut <- w.Shutdown(grace) }()
-	k.waitTimers(timers + 1) // the wait after the handler's cancel
+	// The wait after the handler's cancel, and not another component's
+	// timer, set before or meanwhile.
+	wait, done := context.WithTimeout(ctx, testsignal.Wait)
+	defer done()
+	require.NoError(t, k.clk.WaitTimerAt(wait, mark, k.clk.Now().Add(ShutdownCancelWait)), "the wait after the cancel set")
 	k.advance(ShutdownCancelWait)
 	assert.ErrorIs(t, recv(t, shut, testsignal.Wait, "Shutdown returned"), context.Canceled)
 	assert.Empty(t, goroutinesRunning(func(frame string) bool {

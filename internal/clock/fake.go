@@ -18,6 +18,7 @@ type Fake struct {
 	// changed is closed, and replaced, whenever a timer is set or stopped,
 	// for WaitTimers.
 	changed chan struct{}
+	sets    uint64 // timers set so far (Mark)
 }
 
 // NewFake makes a Fake clock reading start.
@@ -85,11 +86,37 @@ func (f *Fake) Timers() int {
 // WaitTimers waits until at least n timers are pending, so that a test can
 // advance the clock knowing the component it drives has set its timer.
 func (f *Fake) WaitTimers(ctx context.Context, n int) error {
+	return f.waitFor(ctx, func() bool { return len(f.timers) >= n })
+}
+
+// Mark counts the timers set so far, for WaitTimerAt.
+func (f *Fake) Mark() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sets
+}
+
+// WaitTimerAt waits until a timer set after mark (see Mark) and due at
+// when is pending: a test that knows the deadline of the timer it waits
+// for is not misled by another component's timer set meanwhile.
+func (f *Fake) WaitTimerAt(ctx context.Context, mark uint64, when time.Time) error {
+	return f.waitFor(ctx, func() bool {
+		for _, t := range f.timers {
+			if t.set > mark && t.when.Equal(when) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// waitFor waits until ok, called under f.mu, holds.
+func (f *Fake) waitFor(ctx context.Context, ok func() bool) error {
 	for {
 		f.mu.Lock()
-		pending, changed := len(f.timers), f.changed
+		done, changed := ok(), f.changed
 		f.mu.Unlock()
-		if pending >= n {
+		if done {
 			return nil
 		}
 		select {
@@ -123,6 +150,7 @@ type fakeTimer struct {
 	c    chan time.Time // nil for AfterFunc
 	fn   func()
 	when time.Time // guarded by f.mu
+	set  uint64    // which of the clock's timers set this is (Mark); guarded by f.mu
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
@@ -167,6 +195,8 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	was := t.f.remove(t)
 	t.drain()
 	t.when = t.f.now.Add(d)
+	t.f.sets++
+	t.set = t.f.sets
 	if d <= 0 {
 		t.fire(t.f.now)
 	} else {

@@ -75,6 +75,21 @@ func TestWaitTimersWaitsForATimerToBeSet(t *testing.T) {
 	require.NoError(t, f.WaitTimers(ctx, 1))
 }
 
+func TestWaitTimerAtWaitsForATimerSetAfterTheMark(t *testing.T) {
+	f := NewFake(epoch)
+	f.NewTimer(time.Minute) // set before the mark, at the same deadline
+	mark := f.Mark()
+	f.NewTimer(time.Second) // after it, at another
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, f.WaitTimerAt(ctx, mark, epoch.Add(time.Minute)), context.DeadlineExceeded)
+
+	go f.NewTimer(time.Minute)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.WaitTimerAt(ctx, mark, epoch.Add(time.Minute)))
+}
+
 func TestRealClockTimers(t *testing.T) {
 	c := Or(nil)
 	tm := c.NewTimer(time.Millisecond)
