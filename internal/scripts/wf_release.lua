@@ -297,62 +297,19 @@ local function revive(step)
       end
     end
   end
-  -- The steps of its cascade that another end still cancels have the
-  -- rest of their children settled here, whatever their number (a
-  -- revival during a cascade is rare): no later call goes on with a
-  -- cascade of a step that runs again. Those that made ready are added
-  -- to the step's freed list, answered by its notices.
+  -- The steps of its cascade that another end still cancels (held),
+  -- whose rest of children this call settles below.
   local held = {}
   for _, c in ipairs(pending) do
     if not again[c.name] then
       held[#held + 1] = c
     end
   end
-  if #held > 0 then
-    local freed = {}
-    cascade(held, math.huge, freed)
-    add_freed(step, freed)
-  end
-  -- Where the cascades under way of other ends stand, by step (see
-  -- cascade_of), read once, if a step that waits again has a parent
-  -- cancelled: a parent cancelled on a cascade's stack has not had its
-  -- end settled in the children past where it stands, and the cascade
-  -- lowers their counts when it gets there. They are found among
-  -- freed's fields, a look as long as the workflow is wide.
-  local below
-  local function cascading(p)
-    if not below then
-      below = {}
-      for _, f in ipairs(redis.call('HKEYS', freed_key)) do
-        if string.sub(f, 1, 1) == '!' then
-          for _, c in ipairs(cascade_of(string.sub(f, 2))) do
-            below[c.name] = c.at
-          end
-        end
-      end
-    end
-    return below[p]
-  end
-  -- Counted once all wait again (one may be the parent of another):
-  -- the parents left of a step that waits again are those that have not
-  -- ended, and those whose end is yet to be settled in it (a release or a
-  -- cascade under way: a parent of it that it waits for whatever its
-  -- end); a child still waiting that runs whatever the end of one that
-  -- waits again had that end counted, and waits for it again.
+  -- A child still waiting that runs whatever the end of one that waits
+  -- again had that end counted, and waits for it again: those of step
+  -- past where its release stood were not counted, nor those of a step
+  -- of its cascade past where that stood.
   for _, w in ipairs(waits) do
-    if w ~= step then
-      local left = 0
-      for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
-        local st = redis.call('HGET', steps_key, p)
-        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) or
-            (st == 'x' and cascading(p) and unsettled(p, w, cascading(p))) then
-          left = left + 1
-        end
-      end
-      redis.call('HSET', left_key, w, left)
-    end
-    -- Those of step past where its release stood were not counted, nor
-    -- those of a step of its cascade past where that stood.
     local kids = redis.call('HGET', kids_key, w) or ''
     local stop = (w == step and at) or upto[w] or #kids + 1
     local b, e = string.find(kids, '[^,]+')
@@ -366,6 +323,44 @@ local function revive(step)
       end
       b, e = string.find(kids, '[^,]+', e + 1)
     end
+  end
+  -- Where the cascades under way stand, by step: other ends' and the held
+  -- steps of this one's, whose settling below lowers the counts.
+  local below
+  local function cascading(p)
+    if not below then
+      below = {}
+      for _, f in ipairs(redis.call('HKEYS', freed_key)) do
+        if string.sub(f, 1, 1) == '!' then
+          for _, c in ipairs(cascade_of(string.sub(f, 2))) do
+            below[c.name] = c.at
+          end
+        end
+      end
+      for _, c in ipairs(held) do
+        below[c.name] = c.at
+      end
+    end
+    return below[p]
+  end
+  for _, w in ipairs(waits) do
+    if w ~= step then
+      local left = 0
+      for p in string.gmatch(redis.call('HGET', parents_key, w) or '', '[^,]+') do
+        local st = redis.call('HGET', steps_key, p)
+        if st == 'w' or st == 'r' or st == 'q' or unsettled(p, w) or
+            (st == 'x' and cascading(p) and unsettled(p, w, cascading(p))) then
+          left = left + 1
+        end
+      end
+      redis.call('HSET', left_key, w, left)
+    end
+  end
+  -- Then the held steps' children, on the counts just made.
+  if #held > 0 then
+    local freed = {}
+    cascade(held, math.huge, freed)
+    add_freed(step, freed)
   end
 end
 
