@@ -343,6 +343,11 @@ local function revive(step)
     end
     return below[p]
   end
+  -- Counted once all wait again (one may be the parent of another):
+  -- the parents left of a step that waits again are those that have not
+  -- ended, and those whose end is yet to be settled in it (a release or a
+  -- cascade under way, the held steps of this one's among them: a parent
+  -- of it that it waits for whatever its end).
   for _, w in ipairs(waits) do
     if w ~= step then
       local left = 0
@@ -356,7 +361,11 @@ local function revive(step)
       redis.call('HSET', left_key, w, left)
     end
   end
-  -- Then the held steps' children, on the counts just made.
+  -- Then the held steps' children, on the counts just made, so that a
+  -- step they cut again lowers each count once: no later call goes on
+  -- with a cascade of a step that runs again, whatever the number of its
+  -- children (a revival during a cascade is rare). Those made ready are
+  -- added to the step's freed list, answered by its notices.
   if #held > 0 then
     local freed = {}
     cascade(held, math.huge, freed)

@@ -259,7 +259,9 @@ type WorkflowKeys struct {
 	// Freed is HASH step -> the steps its end made ready, ',' between;
 	// and '@<step>' -> the byte of its kids where the next child its
 	// release settles starts, while some are left (wf_release.lua
-	// settles a thousand a call).
+	// settles a thousand a call); and '!<step>' -> the steps its death's
+	// cascade cancelled whose children it has yet to settle (see
+	// docs/key-layout.md).
 	Freed string
 	Seen  string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
 	// Order is ZSET step -> its place in the workflow's dependency order,
