@@ -30,9 +30,10 @@ type producer struct {
 	// noDelay drops the delays of delayed tasks (-sabotage lifecycle):
 	// they start before the time the verifier expects.
 	noDelay bool
-	// seqDeaths makes one task in five of a sequence fail permanently
-	// (-sabotage holds): sequences die, and would be held, often enough
-	// in a short run.
+	// seqDeaths makes one task in two of a sequence fail permanently
+	// (-sabotage holds): every sequence dies, and would be held, many
+	// times in a short run, even one whose workers the faults keep idle
+	// for most of the time the queue holds its sequences.
 	seqDeaths bool
 
 	mu      sync.Mutex
@@ -87,7 +88,7 @@ func (p *producer) run(stop <-chan struct{}) error {
 				// the order a sequence runs them in would not be the order
 				// the verifier knows.
 				pl.delay, pl.group = 0, groups[p.rng.IntN(len(groups))]
-				if n, _ := groupLimit(pl.group); p.seqDeaths && n == 1 && p.rng.IntN(5) == 0 {
+				if n, _ := groupLimit(pl.group); p.seqDeaths && n == 1 && p.rng.IntN(2) == 0 {
 					pl.behave, pl.fails = behavePermanent, 0
 				}
 			}
