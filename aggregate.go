@@ -8,6 +8,7 @@ import (
 
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxAggregateKeyLen is the longest aggregation key, in bytes (see
@@ -50,17 +51,8 @@ const (
 )
 
 // AggregateSettings say when a queue's gatherings are flushed (see
-// Aggregate).
-type AggregateSettings struct {
-	// MaxSize is the most tasks an aggregated task gathers: the enqueue
-	// of the MaxSize-th flushes the gathering. 0 means
-	// DefaultAggregateMaxSize.
-	MaxSize int
-	// MaxDelay is the longest a gathering waits from its first task
-	// before it is flushed with the tasks it has, a whole number of
-	// milliseconds. 0 means DefaultAggregateMaxDelay.
-	MaxDelay time.Duration
-}
+// worqrtype.AggregateSettings).
+type AggregateSettings = worqrtype.AggregateSettings
 
 // SetAggregation sets a queue's aggregation settings for the whole fleet,
 // kept in Redis; zero fields put back the defaults. A gathering already
@@ -165,20 +157,9 @@ func HandleAggregatedJSON[T any](ctx context.Context, w *Worker, queue string, h
 // MaxGatheringsRead bounds the gatherings one Gatherings call returns.
 const MaxGatheringsRead = 1000
 
-// GatheringInfo is one open gathering of a queue (see Aggregate), for
-// operators.
-type GatheringInfo struct {
-	// Key is its aggregation key.
-	Key string
-	// Tasks counts the tasks it holds.
-	Tasks int64
-	// Bytes is the size they take in the aggregated task's payload
-	// (Process.Task), which the enqueuing client's MaxTaskSize bounds; -1
-	// when the queue keeps no size for it (its next task measures it).
-	Bytes int64
-	// Deadline is when MaxDelay flushes it, by the Redis clock.
-	Deadline time.Time
-}
+// GatheringInfo is one open gathering of a queue, for operators (see
+// worqrtype.GatheringInfo).
+type GatheringInfo = worqrtype.GatheringInfo
 
 // Gatherings lists a queue's open gatherings (see Aggregate), the next to
 // be flushed by its deadline first: up to limit of them from position
@@ -198,9 +179,5 @@ func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limi
 	if err != nil {
 		return nil, 0, c.fail(op, queue, err)
 	}
-	out := make([]GatheringInfo, len(gs))
-	for i, g := range gs {
-		out[i] = GatheringInfo{Key: g.Key, Tasks: g.Tasks, Bytes: g.Bytes, Deadline: time.UnixMicro(g.Deadline)}
-	}
-	return out, open, nil
+	return each(gs, store.Gathering.Info), open, nil
 }

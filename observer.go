@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // Observers: Options.Observer is any value, and worqr calls the methods of
@@ -66,28 +67,17 @@ type FinishObserver interface {
 	ObserveFinish(ctx context.Context, e FinishEvent)
 }
 
-// Outcome is how a process ended: observers are told each one, and a
-// retained task's outcome (TaskOutcome.Status) is that of the process that
-// ended the task, OutcomeSucceeded or OutcomeDead.
-type Outcome string
+// Outcome is how a process ended (see worqrtype.Outcome).
+type Outcome = worqrtype.Outcome
 
-// Outcomes.
+// Outcomes (see worqrtype.OutcomeSucceeded).
 const (
-	// OutcomeSucceeded: finished (a handler returned nil, or Finish).
-	OutcomeSucceeded Outcome = "succeeded"
-	// OutcomeRetried: the task went back to its queue to run again, at
-	// once or after a delay (a handler error, Requeue or Retry).
-	OutcomeRetried Outcome = "retried"
-	// OutcomeDead: the task went to the dead letters (a Permanent error,
-	// an exhausted attempt budget, or DeadLetter).
-	OutcomeDead Outcome = "dead"
-	// OutcomeCancelled: the task was cancelled while it ran.
-	OutcomeCancelled Outcome = "cancelled"
-	// OutcomeDeleted: its queue was deleted while it ran.
-	OutcomeDeleted Outcome = "deleted"
-	// OutcomeLost: the process stopped being this worker's (fenced, given
-	// back by StopWork or Close, or shutdown returned it to the front).
-	OutcomeLost Outcome = "lost"
+	OutcomeSucceeded = worqrtype.OutcomeSucceeded // finished
+	OutcomeRetried   = worqrtype.OutcomeRetried   // back to its queue to run again
+	OutcomeDead      = worqrtype.OutcomeDead      // to the dead letters
+	OutcomeCancelled = worqrtype.OutcomeCancelled // cancelled while it ran
+	OutcomeDeleted   = worqrtype.OutcomeDeleted   // its queue deleted while it ran
+	OutcomeLost      = worqrtype.OutcomeLost      // it stopped being this worker's
 )
 
 // FinishEvent describes a process that ended.
