@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/worqr/worqr/internal/enqueue"
@@ -70,13 +69,9 @@ func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSe
 	})
 }
 
-// AggregateMember is one task an aggregated task gathers.
-type AggregateMember struct {
-	// TaskID is the id its Enqueue returned.
-	TaskID string
-	// Task is its payload.
-	Task []byte
-}
+// AggregateMember is one task an aggregated task gathers (see
+// worqrtype.AggregateMember).
+type AggregateMember = worqrtype.AggregateMember
 
 // Aggregated returns the tasks an aggregated task gathers (see
 // Aggregate), in the order they were enqueued, and true; for any other
@@ -90,29 +85,7 @@ func (p *Process) Aggregated() ([]AggregateMember, bool) {
 	if p.rec.Aggregated == 0 {
 		return nil, false
 	}
-	ms, ok := store.ParseAggregated(p.rec.Task)
-	if !ok {
-		return nil, false
-	}
-	out := make([]AggregateMember, len(ms))
-	for i, m := range ms {
-		out[i] = AggregateMember{TaskID: m.ID, Task: m.Payload}
-	}
-	return out, true
-}
-
-// encodeAggregated is the payload of an aggregated task of these
-// members, as the scripts lay it out (see Process.Aggregated).
-func encodeAggregated(ms []AggregateMember) []byte {
-	var out []byte
-	for _, m := range ms {
-		out = append(out, m.TaskID...)
-		out = append(out, ',')
-		out = strconv.AppendInt(out, int64(len(m.Task)), 10)
-		out = append(out, ':')
-		out = append(out, m.Task...)
-	}
-	return out
+	return store.ParseAggregated(p.rec.Task)
 }
 
 // AggregatedHandler is a handler of an aggregated task's members decoded

@@ -144,12 +144,6 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 	})
 }
 
-// stepSpec and stepTask are workflow's, by the names checkEnv
-// (engine.go) gives them.
-type stepSpec = workflow.Spec
-
-var stepTask = workflow.StepTask
-
 // enqueueSteps enqueues a workflow's ready steps (flows.Release).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
 	return c.release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]

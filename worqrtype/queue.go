@@ -231,3 +231,31 @@ func (h GroupHold) String() string {
 	}
 	return fmt.Sprintf("GroupHold(%d)", int(h))
 }
+
+// PoolSlots is a snapshot of the handler slots of one Handle or
+// HandleQueues call of a worker: a pool (Handle's is a pool of one
+// queue). Busy + Free is at most Size: the slots of handlers that
+// returned while their outcomes are still being written, past the bound
+// on those writes, are neither.
+type PoolSlots struct {
+	// Worker is the id of the worker the pool is of.
+	Worker string
+	// Queues are the queues the pool serves, in the order given: one for
+	// Handle.
+	Queues []string
+	// Size is the pool's slots (HandleOptions.Concurrency,
+	// PoolOptions.Concurrency).
+	Size int
+	// Busy counts the handlers running.
+	Busy int
+	// Free counts the slots a handler could start in now.
+	Free int
+}
+
+// AggregateMember is one task an aggregated task gathers.
+type AggregateMember struct {
+	// TaskID is the id its Enqueue returned.
+	TaskID string
+	// Task is its payload.
+	Task []byte
+}
