@@ -3,6 +3,8 @@ package worqr
 import (
 	"context"
 	"fmt"
+
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxTraceLen is the longest trace context a task carries, in bytes.
@@ -25,15 +27,9 @@ type Tracer interface {
 	StartEnqueue(ctx context.Context, e EnqueueStart) (trace string, end func(ids []string, err error))
 }
 
-// EnqueueStart describes an enqueue call to a Tracer.
-type EnqueueStart struct {
-	// Queue is the queue's name.
-	Queue string
-	// Kind is the tasks' kind, "" if none.
-	Kind string
-	// Tasks counts the tasks: 1 for Enqueue.
-	Tasks int
-}
+// EnqueueStart describes an enqueue call to a Tracer (see
+// worqrtype.EnqueueStart).
+type EnqueueStart = worqrtype.EnqueueStart
 
 // traceEnqueue asks the client's Tracer, if it has one, for the trace
 // context of an enqueue call of n tasks, sets it in o, and returns the

@@ -2,9 +2,9 @@
 // when it inspects tasks, processes, workers, queues, groups, stats,
 // workflows and the consistency check, the results of its cancels and
 // batch enqueues, the members of an aggregated task, the snapshot of a
-// worker's handler slots, and the events its observers are told. Both the
-// root package, which names each type again (worqr.TaskInfo is
-// worqrtype.TaskInfo), and worqr's engine build them, so neither
+// worker's handler slots, and the events its observers and its Tracer are
+// told. Both the root package, which names each type again (worqr.TaskInfo
+// is worqrtype.TaskInfo), and worqr's engine build them, so neither
 // converts to the other's types.
 //
 // The package imports only the standard library. Names its docs use

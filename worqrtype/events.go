@@ -65,3 +65,13 @@ type ReclaimEvent struct {
 	// queue.
 	Dropped int64
 }
+
+// EnqueueStart describes an enqueue call to a Tracer.
+type EnqueueStart struct {
+	// Queue is the queue's name.
+	Queue string
+	// Kind is the tasks' kind, "" if none.
+	Kind string
+	// Tasks counts the tasks: 1 for Enqueue.
+	Tasks int
+}
