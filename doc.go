@@ -200,8 +200,8 @@
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
-// enqueue (an enqueue's options, their checks and the arguments the
-// store sends, the error of a task over the size limit, and a typed
+// enqueue (an enqueue's options, their checks, a trace context's check
+// and the arguments the store sends, the error of a task over the size limit, and a typed
 // payload's kind),
 // workflow (a workflow's plan: its id, its steps' checks and graph,
 // their dependency order, what a step's task is enqueued with, a
