@@ -3,11 +3,11 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxAggregateKeyLen is the longest aggregation key, in bytes (see
@@ -50,17 +50,8 @@ const (
 )
 
 // AggregateSettings say when a queue's gatherings are flushed (see
-// Aggregate).
-type AggregateSettings struct {
-	// MaxSize is the most tasks an aggregated task gathers: the enqueue
-	// of the MaxSize-th flushes the gathering. 0 means
-	// DefaultAggregateMaxSize.
-	MaxSize int
-	// MaxDelay is the longest a gathering waits from its first task
-	// before it is flushed with the tasks it has, a whole number of
-	// milliseconds. 0 means DefaultAggregateMaxDelay.
-	MaxDelay time.Duration
-}
+// worqrtype.AggregateSettings).
+type AggregateSettings = worqrtype.AggregateSettings
 
 // SetAggregation sets a queue's aggregation settings for the whole fleet,
 // kept in Redis; zero fields put back the defaults. A gathering already
@@ -78,13 +69,9 @@ func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSe
 	})
 }
 
-// AggregateMember is one task an aggregated task gathers.
-type AggregateMember struct {
-	// TaskID is the id its Enqueue returned.
-	TaskID string
-	// Task is its payload.
-	Task []byte
-}
+// AggregateMember is one task an aggregated task gathers (see
+// worqrtype.AggregateMember).
+type AggregateMember = worqrtype.AggregateMember
 
 // Aggregated returns the tasks an aggregated task gathers (see
 // Aggregate), in the order they were enqueued, and true; for any other
@@ -98,29 +85,7 @@ func (p *Process) Aggregated() ([]AggregateMember, bool) {
 	if p.rec.Aggregated == 0 {
 		return nil, false
 	}
-	ms, ok := store.ParseAggregated(p.rec.Task)
-	if !ok {
-		return nil, false
-	}
-	out := make([]AggregateMember, len(ms))
-	for i, m := range ms {
-		out[i] = AggregateMember{TaskID: m.ID, Task: m.Payload}
-	}
-	return out, true
-}
-
-// encodeAggregated is the payload of an aggregated task of these
-// members, as the scripts lay it out (see Process.Aggregated).
-func encodeAggregated(ms []AggregateMember) []byte {
-	var out []byte
-	for _, m := range ms {
-		out = append(out, m.TaskID...)
-		out = append(out, ',')
-		out = strconv.AppendInt(out, int64(len(m.Task)), 10)
-		out = append(out, ':')
-		out = append(out, m.Task...)
-	}
-	return out
+	return store.ParseAggregated(p.rec.Task)
 }
 
 // AggregatedHandler is a handler of an aggregated task's members decoded
@@ -165,20 +130,9 @@ func HandleAggregatedJSON[T any](ctx context.Context, w *Worker, queue string, h
 // MaxGatheringsRead bounds the gatherings one Gatherings call returns.
 const MaxGatheringsRead = 1000
 
-// GatheringInfo is one open gathering of a queue (see Aggregate), for
-// operators.
-type GatheringInfo struct {
-	// Key is its aggregation key.
-	Key string
-	// Tasks counts the tasks it holds.
-	Tasks int64
-	// Bytes is the size they take in the aggregated task's payload
-	// (Process.Task), which the enqueuing client's MaxTaskSize bounds; -1
-	// when the queue keeps no size for it (its next task measures it).
-	Bytes int64
-	// Deadline is when MaxDelay flushes it, by the Redis clock.
-	Deadline time.Time
-}
+// GatheringInfo is one open gathering of a queue, for operators (see
+// worqrtype.GatheringInfo).
+type GatheringInfo = worqrtype.GatheringInfo
 
 // Gatherings lists a queue's open gatherings (see Aggregate), the next to
 // be flushed by its deadline first: up to limit of them from position
@@ -198,9 +152,5 @@ func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limi
 	if err != nil {
 		return nil, 0, c.fail(op, queue, err)
 	}
-	out := make([]GatheringInfo, len(gs))
-	for i, g := range gs {
-		out[i] = GatheringInfo{Key: g.Key, Tasks: g.Tasks, Bytes: g.Bytes, Deadline: time.UnixMicro(g.Deadline)}
-	}
-	return out, open, nil
+	return each(gs, store.Gathering.Info), open, nil
 }

@@ -1,13 +1,13 @@
 package worqr
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxLimit is the largest concurrency or rate limit a queue takes: the
@@ -114,58 +114,8 @@ func (c *Client) controlWith(ctx context.Context, op, queue string, opts []Contr
 	return nil
 }
 
-// QueueInfo is a queue's counts and controls.
-type QueueInfo struct {
-	Name string
-	// Waiting, Delayed, InFlight and Dead count its tasks in each state.
-	Waiting, Delayed, InFlight, Dead int64
-	// InFlightWeight is the sum of the weights of its tasks in flight
-	// (see Weight): the slots in use, which the concurrency limit counts.
-	// It equals InFlight unless weighted tasks are in flight.
-	InFlightWeight int64
-	// Paused is set between Pause and Resume.
-	Paused bool
-	// Concurrency is its limit across the fleet (SetConcurrency); 0 for
-	// none. A stored limit the scripts cannot read (not a whole number in
-	// 0..MaxLimit: written by hand, or by an older worqr) is not enforced
-	// and reads as 0; Client.Check reports it (UnreadableControls).
-	Concurrency int
-	// Rate starts (dequeues) per Per at most (SetRateLimit); 0 for no
-	// limit. An unreadable stored value reads as 0, as for Concurrency.
-	Rate int
-	Per  time.Duration
-	// WaitingSince is when the task that has waited longest became due
-	// (its enqueue, or the end of its delay or backoff), by the Redis
-	// clock; zero when none waits. Its age is what a backlog alert
-	// watches: a queue that keeps up has a young oldest task however long
-	// it is. Of a queue's groups, the next task of each of the first
-	// MaxGroupsRead to be served counts.
-	WaitingSince time.Time
-	// Groups counts its groups (see Group) with tasks waiting or in
-	// flight, and GroupsReady those of them not held back at their
-	// limit. Waiting counts grouped tasks too.
-	Groups, GroupsReady int64
-	// GroupConcurrency is every group's default limit
-	// (SetGroupConcurrency with group ""); 0 for none.
-	GroupConcurrency int
-	// SequenceHold says the queue holds its sequences on a dead task
-	// (SetSequenceHold), and GroupsHeldOnDead counts the groups so held
-	// until their dead letter is requeued or deleted.
-	SequenceHold     bool
-	GroupsHeldOnDead int64
-	// Gatherings counts its open gatherings of tasks enqueued with an
-	// aggregation key (see Aggregate), and Gathering the tasks they hold,
-	// which Waiting does not count. Aggregation is the settings in force
-	// (SetAggregation), defaults filled in.
-	Gatherings, Gathering int64
-	Aggregation           AggregateSettings
-	// GroupTurns is every group's default turns in a row (SetGroupTurns
-	// with group ""); 1 when none was set.
-	GroupTurns int
-	// GroupTurnSize is the most tasks one turn of a group starts
-	// (SetGroupTurnSize); 1 when none was set.
-	GroupTurnSize int
-}
+// QueueInfo is a queue's counts and controls (see worqrtype.QueueInfo).
+type QueueInfo = worqrtype.QueueInfo
 
 // QueueInfo reads a queue's counts and controls in one round trip.
 func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error) {
@@ -176,13 +126,5 @@ func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error)
 	if err != nil {
 		return QueueInfo{}, c.fail("queue info", queue, err)
 	}
-	info := QueueInfo{Name: queue, Waiting: st.Waiting, Delayed: st.Delayed, InFlight: st.InFlight, InFlightWeight: st.InFlightWeight, Dead: st.Dead, Paused: st.Paused, Concurrency: st.Limit, Rate: st.Rate, Per: st.Per,
-		Groups: st.Groups, GroupsReady: st.GroupsReady, GroupConcurrency: st.GroupLimit,
-		SequenceHold: st.SequenceHold, GroupsHeldOnDead: st.GroupsDeadHeld,
-		Gatherings: st.Gatherings, Gathering: st.Gathering, Aggregation: AggregateSettings{MaxSize: cmp.Or(st.AggregateMax, DefaultAggregateMaxSize), MaxDelay: cmp.Or(st.AggregateDelay, DefaultAggregateMaxDelay)},
-		GroupTurns: cmp.Or(st.GroupTurns, 1), GroupTurnSize: cmp.Or(st.GroupTurnSize, 1)}
-	if st.Oldest > 0 {
-		info.WaitingSince = time.UnixMicro(st.Oldest)
-	}
-	return info, nil
+	return st.Info(queue, AggregateSettings{MaxSize: DefaultAggregateMaxSize, MaxDelay: DefaultAggregateMaxDelay}), nil
 }

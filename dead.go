@@ -3,41 +3,14 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
-// DeadLetter is a task that went to its queue's dead letters: its handler
-// returned a Permanent error, it failed on its last allowed attempt, or
-// Process.DeadLetter was called. A queue keeps its dead letters within
-// Options.DeadLetters until they are requeued or deleted.
-type DeadLetter struct {
-	// TaskInfo is the task as it died. Attempts counts its starts, the
-	// one that failed last included.
-	TaskInfo
-	// DiedAt is when the task went to the dead letters, by the Redis
-	// clock (to the millisecond).
-	DiedAt time.Time
-	// Worker is the id of the worker that held the task when it died.
-	Worker string
-	// Reason says why the task died (its kind, TaskInfo.Kind, says what
-	// it is): the one its error was given with WithReason, else
-	// ReasonPermanent, ReasonExhausted, ReasonPanic, ReasonManual,
-	// ReasonTimeout, ReasonPoison, ReasonDecode or ReasonUnroutable.
-	Reason string
-	// Error is the text of the error the last attempt failed with (at
-	// most 4,096 bytes), "" if none was recorded.
-	Error string
-}
-
-func deadLetter(queue string, d store.DeadLetter) DeadLetter {
-	dl := DeadLetter{TaskInfo: taskInfo(queue, d.Task), Worker: d.Task.Worker, Reason: d.Task.Reason, Error: d.Error}
-	if d.Task.Died > 0 {
-		dl.DiedAt = time.UnixMilli(d.Task.Died)
-	}
-	return dl
-}
+// DeadLetter is a task that went to its queue's dead letters (see
+// worqrtype.DeadLetter).
+type DeadLetter = worqrtype.DeadLetter
 
 // DeadLetters lists a queue's dead letters, newest first: up to limit of
 // them, after skipping the offset newest, so offset 0 starts with the
@@ -62,11 +35,7 @@ func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit in
 	if err != nil {
 		return nil, c.fail("dead letters", queue, err)
 	}
-	out := make([]DeadLetter, len(ds))
-	for i, d := range ds {
-		out[i] = deadLetter(queue, d)
-	}
-	return out, nil
+	return each(ds, func(d store.DeadLetter) DeadLetter { return d.Info(queue) }), nil
 }
 
 // DeadLetterCount returns the number of a queue's dead letters.

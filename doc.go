@@ -99,7 +99,11 @@
 //
 // # Map of the files
 //
-// doc.go is this text. The client: worqr.go (options, errors, New,
+// doc.go is this text. The plain data types the client returns and
+// observers are told (TaskInfo, QueueInfo, Stats, CheckReport,
+// WorkflowInfo, FinishEvent...) are package worqrtype's, a public leaf
+// package that imports only the standard library, with their docs and
+// methods; each file below names again those of its calls. The client: worqr.go (options, errors, New,
 // Close), enqueue.go (Enqueue, options, Cancel, DeleteQueue), inspect.go
 // (queues, tasks, delayed tasks, processes, workers), attempts.go (a
 // task's attempt history), controls.go (pause, limits, QueueInfo),
@@ -196,12 +200,13 @@
 // beat (the client's beat, renewing its workers' leases in joint
 // scripts), reclaim (the reclaimer of dead peers, one per client and
 // options), checker (one run of the consistency check and its repair),
-// enqueue (an enqueue's options, their checks and the arguments the
-// store sends, the error of a task over the size limit, and a typed
+// enqueue (an enqueue's options, their checks, a trace context's check
+// and the arguments the store sends, the error of a task over the size limit, and a typed
 // payload's kind),
 // workflow (a workflow's plan: its id, its steps' checks and graph,
-// their dependency order, what a step's task is enqueued with, and a
-// page of the steps of a workflow read whole),
+// their dependency order, what a step's task is enqueued with, a
+// page of the steps of a workflow read whole, and a workflow's and a
+// page's views as worqrtype gives them),
 // delayed (a queue's timer that moves its delayed tasks when
 // they are due, and the worker's estimate of the Redis clock), periodic
 // (a periodic schedule's loop and tick.lua, Every's ticks, a schedule's
@@ -212,9 +217,9 @@
 // workflows: at a task's end, and the sweeper, running while the client
 // has workers; the enqueue of the steps a release made ready; how a
 // step is released exactly once across slots),
-// statsflush (the writes of idle queues' stats counts), inspect (the
-// picks of a groups report, the stats histograms' quantiles, the order of
-// a queue's processes and FindTask's bounds),
+// statsflush (the writes of idle queues' stats counts), inspect (a
+// groups report and its picks, the order of a queue's processes and
+// FindTask's bounds),
 // slotpolicy (the slot scheduler's policy: free slots, their sharing
 // among a pool's queues, and what a failed dequeue makes of its queue),
 // coalesce (joining overlapping calls into one script call), outage (one
@@ -230,7 +235,8 @@
 // compile, their links resolve, and this map matches the tree).
 //
 // Redis is reached only through internal/store, one method per script
-// with typed results, and the wrapping of its errors (store.Fail); the scripts are in internal/scripts, one file per
+// with typed results, their records' conversions to worqrtype's values
+// and the wrapping of its errors (store.Fail); the scripts are in internal/scripts, one file per
 // operation, and the helpers they share in internal/scripts/common/, a
 // subject to a file. docs/guarantees.md has the guarantees and the failure
 // modes, docs/key-layout.md the key layout.

@@ -5,7 +5,6 @@ package worqr
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/worqr/worqr/internal/periodic"
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/workflow"
 )
 
 // reclaimEnv is what the client's reclaimers take of it.
@@ -144,15 +144,9 @@ func checkEnv(c *Client) *checker.Env {
 		Reclaim: func(ctx context.Context, id string) (reclaim.Reclaimed, error) {
 			return c.reclaimers.Worker(ctx, c.log, id, 2*DefaultTTL, true)
 		},
-		StepQueue: func(spec string) (string, bool) {
-			var s stepSpec
-			if err := json.Unmarshal([]byte(spec), &s); err != nil {
-				return "", false
-			}
-			return s.Queue, true
-		},
+		StepQueue:    workflow.SpecQueue,
 		EnqueueSteps: c.enqueueSteps,
-		StepTask:     stepTask,
+		StepTask:     workflow.StepTask,
 		ResumeRelease: func(ctx context.Context, queue, id string, end store.StepEnd) error {
 			// The end as the workflow recorded it, stamp and all: a
 			// replay that records nothing and carries the release on.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // EnqueueOption changes how Enqueue and EnqueueBatch add tasks.
@@ -247,16 +248,9 @@ type BatchItem struct {
 	UniqueFor time.Duration
 }
 
-// BatchResult is what EnqueueBatchItems did with one item.
-type BatchResult struct {
-	// ID is the task's id; for a duplicate, the id of the task holding
-	// its unique key.
-	ID string
-	// Duplicate reports that the item's unique key was held, by a task
-	// enqueued before or by an earlier item of the same call, so that
-	// nothing was added for it.
-	Duplicate bool
-}
+// BatchResult is what EnqueueBatchItems did with one item (see
+// worqrtype.BatchResult).
+type BatchResult = worqrtype.BatchResult
 
 // EnqueueBatchItems is EnqueueBatch for tasks that may each have a unique
 // key (BatchItem.UniqueKey): an item whose key is held is left out, and
@@ -358,15 +352,8 @@ func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o en
 	return ids, nil
 }
 
-// CancelResult says what Cancel found.
-type CancelResult struct {
-	// Removed counts the tasks removed before they started: waiting ones
-	// and delayed ones, together.
-	Removed int64
-	// Marked counts in-flight processes that were marked cancelled; their
-	// workers get a cancel event.
-	Marked int64
-}
+// CancelResult says what Cancel found (see worqrtype.CancelResult).
+type CancelResult = worqrtype.CancelResult
 
 // CancelTask cancels the task with this id: removes it if it waits or is
 // delayed, or marks its process cancelled if it is in flight and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxGroupLen is the longest group key, in bytes (see Group).
@@ -125,33 +126,16 @@ func (c *Client) SetGroupTurnSize(ctx context.Context, queue string, n int, opts
 	})
 }
 
-// GroupHold is a group's own sequence-hold setting (SetGroupSequenceHold).
-type GroupHold int
+// GroupHold is a group's own sequence-hold setting (see
+// worqrtype.GroupHold).
+type GroupHold = worqrtype.GroupHold
 
-// A group's own sequence-hold settings.
+// A group's own sequence-hold settings (see worqrtype.GroupHoldAsQueue).
 const (
-	// GroupHoldAsQueue: the queue's setting (SetSequenceHold) applies to
-	// the group, the default.
-	GroupHoldAsQueue GroupHold = iota
-	// GroupHoldOn holds the group's sequence on a dead task, whatever the
-	// queue's setting.
-	GroupHoldOn
-	// GroupHoldOff never holds it.
-	GroupHoldOff
+	GroupHoldAsQueue = worqrtype.GroupHoldAsQueue // the queue's setting applies, the default
+	GroupHoldOn      = worqrtype.GroupHoldOn      // hold the group's sequence on a dead task
+	GroupHoldOff     = worqrtype.GroupHoldOff     // never hold it
 )
-
-// String is "queue", "on" or "off".
-func (h GroupHold) String() string {
-	switch h {
-	case GroupHoldOn:
-		return "on"
-	case GroupHoldOff:
-		return "off"
-	case GroupHoldAsQueue:
-		return "queue"
-	}
-	return fmt.Sprintf("GroupHold(%d)", int(h))
-}
 
 // SetGroupSequenceHold sets one group's own sequence-hold setting, over
 // the queue's (SetSequenceHold): GroupHoldOn holds the group, if it is a

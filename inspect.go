@@ -3,59 +3,51 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
-// TaskInfo describes a task, for inspection.
-type TaskInfo struct {
-	// ID is the task's id, given when it was enqueued: unique in its queue
-	// for ever, even across the queue's deletion. It is the Redis clock in
-	// microseconds at the enqueue, in hex (bumped by one when taken), so
-	// ids sort in enqueue order when compared as numbers.
-	ID string
-	// Queue is the queue the task is in.
-	Queue string
-	// Kind is the task's kind (see the Kind enqueue option), "" if it has
-	// none.
-	Kind string
-	// Group is the task's group key (see Group), "" if it has none.
-	Group string
-	// Attempts counts the times the task was started (dequeued).
-	Attempts int
-	// EnqueuedAt is when the task was enqueued, by the Redis clock (read
-	// from its id).
-	EnqueuedAt time.Time
-	// DueAt is, for a delayed task, when it is due, by the Redis clock.
-	DueAt time.Time
-	// MaxAttempts is the task's own attempt budget (0: its queue's;
-	// negative: no limit).
-	MaxAttempts int
-	// Weight is the concurrency slots the task holds in flight (see the
-	// Weight enqueue option): 1 unless it was enqueued with more.
-	Weight int
-	// Payload is the task's bytes: their first bytes only when the call
-	// was given PayloadPrefix.
-	Payload []byte
-	// Size is the payload's whole size in bytes: len(Payload), unless
-	// PayloadPrefix cut it.
-	Size int
-	// Workflow and Step are the workflow whose step the task runs and the
-	// step's name (see Client.EnqueueWorkflow), "" for a task that is no
-	// workflow's step.
-	Workflow, Step string
-}
+// The read side's values are worqrtype's, named again here.
+type (
+	// TaskInfo describes a task, for inspection (see worqrtype.TaskInfo).
+	TaskInfo = worqrtype.TaskInfo
+	// ProcessState is what has happened to an in-flight process (see
+	// worqrtype.ProcessState).
+	ProcessState = worqrtype.ProcessState
+	// ProcessInfo describes an in-flight process, for inspection (see
+	// worqrtype.ProcessInfo).
+	ProcessInfo = worqrtype.ProcessInfo
+	// TaskLocation is where FindTask found a task (see
+	// worqrtype.TaskLocation).
+	TaskLocation = worqrtype.TaskLocation
+	// WorkerInfo describes a live worker (see worqrtype.WorkerInfo).
+	WorkerInfo = worqrtype.WorkerInfo
+	// QueueSlots is how many handler slots a worker has in a queue (see
+	// worqrtype.QueueSlots).
+	QueueSlots = worqrtype.QueueSlots
+	// KeptOutcome is an outcome in a listing (see worqrtype.KeptOutcome).
+	KeptOutcome = worqrtype.KeptOutcome
+	// ScheduleInfo is what Redis keeps of one periodic schedule of a
+	// queue (see worqrtype.ScheduleInfo).
+	ScheduleInfo = worqrtype.ScheduleInfo
+)
 
-func taskInfo(queue string, t store.Task) TaskInfo {
-	info := TaskInfo{ID: t.ID, Queue: queue, Kind: t.Kind, Group: t.Group, Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Weight: max(t.Weight, 1), Payload: []byte(t.Payload), Size: t.Size}
-	info.Workflow, info.Step, _ = strings.Cut(t.Flow, ".")
-	if t.ID != "" {
-		info.EnqueuedAt = t.EnqueuedAt()
+// Process states, as stored in Redis (see worqrtype.StateActive).
+const (
+	StateActive    = worqrtype.StateActive    // a process being worked on
+	StateCancelled = worqrtype.StateCancelled // a process whose task was cancelled
+	StateDeleted   = worqrtype.StateDeleted   // a process whose queue was deleted
+)
+
+// each is f of every element of xs, in order.
+func each[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
-	return info
+	return out
 }
 
 // InspectOption changes what the inspection calls (Tasks, Delayed,
@@ -171,11 +163,7 @@ func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opt
 	if err != nil {
 		return nil, c.fail("range", queue, err)
 	}
-	out := make([]TaskInfo, len(ts))
-	for i, t := range ts {
-		out[i] = taskInfo(queue, t)
-	}
-	return out, nil
+	return each(ts, func(t store.Task) TaskInfo { return t.Info(queue) }), nil
 }
 
 // Delayed returns a queue's delayed tasks in due order (TaskInfo.DueAt),
@@ -194,12 +182,7 @@ func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64, o
 	if err != nil {
 		return nil, c.fail("delayed", queue, err)
 	}
-	out := make([]TaskInfo, len(ds))
-	for i, d := range ds {
-		out[i] = taskInfo(queue, d.Task)
-		out[i].DueAt = time.UnixMicro(d.Due)
-	}
-	return out, nil
+	return each(ds, func(d store.DelayedTask) TaskInfo { return d.Info(queue) }), nil
 }
 
 // DelayedLen returns the number of a queue's delayed tasks.
@@ -212,71 +195,6 @@ func (c *Client) DelayedLen(ctx context.Context, queue string) (int64, error) {
 		return 0, c.fail("delayed length", queue, err)
 	}
 	return n, nil
-}
-
-// ProcessState is what has happened to an in-flight process.
-type ProcessState string
-
-// Process states, as stored in Redis.
-const (
-	// StateActive is a process being worked on.
-	StateActive ProcessState = "active"
-	// StateCancelled is a process whose task was cancelled.
-	StateCancelled ProcessState = "cancelled"
-	// StateDeleted is a process whose queue was deleted.
-	StateDeleted ProcessState = "deleted"
-)
-
-func stateOf(s store.State) ProcessState {
-	switch s {
-	case store.Cancelled:
-		return StateCancelled
-	case store.Deleted:
-		return StateDeleted
-	default:
-		return StateActive
-	}
-}
-
-// ProcessInfo describes an in-flight process, for inspection.
-type ProcessInfo struct {
-	// ID is the process id (see Process.ID).
-	ID    string
-	Queue string
-	// Owner is the id of the worker that holds it.
-	Owner string
-	State ProcessState
-	// TaskID is the id of its task.
-	TaskID string
-	// Attempt is the task's attempt this process runs (1 for the first).
-	Attempt int
-	// TaskKind is its task's kind, "" if it has none.
-	TaskKind string
-	// Task is the task's payload: its first bytes only when the call was
-	// given PayloadPrefix.
-	Task []byte
-	// TaskSize is the payload's whole size in bytes: len(Task), unless
-	// PayloadPrefix cut it.
-	TaskSize int
-	// Weight is the concurrency slots it holds (see the Weight enqueue
-	// option): 1 unless its task was enqueued with more.
-	Weight int
-	// Progress is the process's last progress report (see
-	// Process.ReportProgress), nil if it made none.
-	Progress *TaskProgress
-	// Workflow and Step are the workflow whose step its task runs and the
-	// step's name, "" for a task that is no workflow's step.
-	Workflow, Step string
-}
-
-func processInfo(queue string, p store.Proc) ProcessInfo {
-	info := ProcessInfo{ID: p.PID, Queue: queue, Owner: p.Owner, State: stateOf(p.State), TaskID: p.Task.ID, Attempt: p.Task.Attempts, TaskKind: p.Task.Kind, Task: []byte(p.Task.Payload), TaskSize: p.Task.Size, Weight: max(p.Task.Weight, 1)}
-	info.Workflow, info.Step, _ = strings.Cut(p.Task.Flow, ".")
-	if p.Progress != nil {
-		tp := taskProgress(p.Task.ID, *p.Progress)
-		info.Progress = &tp
-	}
-	return info
 }
 
 // Processes lists the in-flight processes of a queue with their owners,
@@ -295,39 +213,7 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 		return nil, c.fail("processes", queue, err)
 	}
 	inspect.SortProcs(ps)
-	out := make([]ProcessInfo, len(ps))
-	for i, p := range ps {
-		out[i] = processInfo(queue, p)
-	}
-	return out, nil
-}
-
-// TaskLocation is where FindTask found a task: each of Waiting, Delayed,
-// Process and Dead is nil unless the task is there (a task is in one place
-// at a time, but FindTask looks in every place).
-type TaskLocation struct {
-	// Waiting is the task if it waits, Position its place in Range's
-	// order (0: the first listed), grouped tasks included.
-	Waiting  *TaskInfo
-	Position int64
-	// Delayed is the task if it is delayed (TaskInfo.DueAt says until
-	// when).
-	Delayed *TaskInfo
-	// Process is the task's process if it is in flight.
-	Process *ProcessInfo
-	// Dead is the task's dead letter.
-	Dead *DeadLetter
-	// History is the task's failed attempts, oldest first, wherever it is
-	// (see Attempt): nil for a task that never failed.
-	History []Attempt
-	// Partial is set when the search stopped at one of its bounds before
-	// the end (see FindTask): the task may be where it did not look.
-	Partial bool
-}
-
-// Found says whether the task was found anywhere.
-func (l TaskLocation) Found() bool {
-	return l.Waiting != nil || l.Delayed != nil || l.Process != nil || l.Dead != nil
+	return each(ps, func(p store.Proc) ProcessInfo { return p.Info(queue) }), nil
 }
 
 // FindTask looks a task up by id in a queue: in flight, delayed, dead or
@@ -356,54 +242,7 @@ func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...Inspect
 	if err != nil {
 		return TaskLocation{}, c.fail("find task", queue, err)
 	}
-	l := TaskLocation{Position: f.Position, Partial: f.Partial, History: attemptHistory(f.Attempts)}
-	if f.Waiting != nil {
-		t := taskInfo(queue, *f.Waiting)
-		l.Waiting = &t
-	}
-	if f.Delayed != nil {
-		t := taskInfo(queue, f.Delayed.Task)
-		t.DueAt = time.UnixMicro(f.Delayed.Due)
-		l.Delayed = &t
-	}
-	if f.Proc != nil {
-		p := processInfo(queue, *f.Proc)
-		l.Process = &p
-	}
-	if f.Dead != nil {
-		d := deadLetter(queue, *f.Dead)
-		l.Dead = &d
-	}
-	return l, nil
-}
-
-// WorkerInfo describes a live worker.
-type WorkerInfo struct {
-	ID string
-	// LeaseLeftMillis is how long its lease has left, by the Redis clock.
-	LeaseLeftMillis int64
-	// Host is the name of the machine the worker's program runs on, PID
-	// the program's operating-system process id, and StartedAt when the
-	// worker registered, by the Redis clock: as it registered them, so
-	// empty or zero for a worker of a release that did not.
-	Host      string
-	PID       int
-	StartedAt time.Time
-	// Slots are its handler slots in each queue it handles, by queue
-	// name: a Handle's Concurrency, or the size of the HandleQueues pool
-	// that serves the queue (shared with the pool's other queues). The
-	// worker records them as Handle or HandleQueues starts on a queue and
-	// StopWork ends one, so they are known for the workers of every
-	// process; none for a queue served with StartWork alone, or by a
-	// worker of a release that did not record them.
-	Slots []QueueSlots
-}
-
-// QueueSlots is how many handler slots a worker has in a queue (see
-// WorkerInfo.Slots).
-type QueueSlots struct {
-	Queue string // the queue's name
-	Slots int    // the handlers that may run at once there
+	return f.Location(queue), nil
 }
 
 // Workers lists the workers whose lease is live.
@@ -415,17 +254,7 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	if err != nil {
 		return nil, c.fail("workers", "", err)
 	}
-	out := make([]WorkerInfo, len(ls))
-	for i, l := range ls {
-		out[i] = WorkerInfo{ID: l.ID, LeaseLeftMillis: l.LeftMsec, Host: l.Host, PID: l.PID}
-		if l.StartedMs > 0 {
-			out[i].StartedAt = time.UnixMilli(l.StartedMs)
-		}
-		for _, s := range l.Slots {
-			out[i].Slots = append(out[i].Slots, QueueSlots{Queue: s.Queue, Slots: s.Slots})
-		}
-	}
-	return out, nil
+	return each(ls, store.WorkerLease.Info), nil
 }
 
 // WorkerQueues lists the queues a worker serves.
@@ -438,13 +267,6 @@ func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, e
 		return nil, c.fail("worker queues", "", err)
 	}
 	return qs, nil
-}
-
-// KeptOutcome is an outcome in a listing (Outcomes): with PayloadPrefix
-// its Result, or its Error, is cut, and Size is the whole size of either.
-type KeptOutcome struct {
-	TaskOutcome
-	Size int
 }
 
 // maxOutcomesLimit bounds one Outcomes call.
@@ -471,11 +293,7 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 	if err != nil {
 		return nil, c.fail("outcomes", queue, err)
 	}
-	out := make([]KeptOutcome, len(rs))
-	for i, r := range rs {
-		out[i] = KeptOutcome{TaskOutcome: taskOutcome(queue, r.Result), Size: r.Size}
-	}
-	return out, nil
+	return each(rs, func(r store.KeptOutcome) KeptOutcome { return r.Kept(queue) }), nil
 }
 
 // FindOutcome returns the outcome a queue keeps for a task, by id, as
@@ -502,27 +320,7 @@ func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...Insp
 	if !ok {
 		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q %s: %w", queue, id, ErrNoTask)
 	}
-	return KeptOutcome{TaskOutcome: taskOutcome(queue, r.Result), Size: r.Size}, nil
-}
-
-// ScheduleInfo is what Redis keeps of one periodic schedule of a queue
-// (see Worker.Periodic): the schedule itself lives in the workers that
-// register it.
-type ScheduleInfo struct {
-	Name  string
-	Queue string
-	// LastTick is the last tick enqueued, by the Redis clock, or when the
-	// schedule was first seen if none was yet.
-	LastTick time.Time
-	// TaskID is the id of the last tick's task, "" if none is known (no
-	// tick yet, or one enqueued by a release that did not keep it).
-	TaskID string
-	// NextTick is the schedule's tick after LastTick, as the worker that
-	// enqueued the last tick (or registered the schedule) computed it: the
-	// schedule lives in the workers, so this is what the fleet last said.
-	// Zero if unknown (a schedule with no more ticks, or one last ticked
-	// by a release that did not keep it).
-	NextTick time.Time
+	return r.Kept(queue), nil
 }
 
 // Schedules lists a queue's periodic schedules, by name.
@@ -534,12 +332,5 @@ func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, e
 	if err != nil {
 		return nil, c.fail("schedules", queue, err)
 	}
-	out := make([]ScheduleInfo, len(ss))
-	for i, s := range ss {
-		out[i] = ScheduleInfo{Name: s.Name, Queue: queue, LastTick: time.UnixMilli(s.Last), TaskID: s.TaskID}
-		if s.Next > 0 {
-			out[i].NextTick = time.UnixMilli(s.Next)
-		}
-	}
-	return out, nil
+	return each(ss, func(s store.ScheduleState) ScheduleInfo { return s.Info(queue) }), nil
 }

@@ -2,9 +2,9 @@ package worqr
 
 import (
 	"context"
-	"time"
 
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // Observers: Options.Observer is any value, and worqr calls the methods of
@@ -21,20 +21,25 @@ import (
 // observer sees what middleware cannot, such as enqueues, reclaims and
 // fencing.
 
+// What observers are told is worqrtype's.
+type (
+	// EnqueueEvent describes one enqueue call (see worqrtype.EnqueueEvent).
+	EnqueueEvent = worqrtype.EnqueueEvent
+	// StartEvent describes a process that starts (see
+	// worqrtype.StartEvent).
+	StartEvent = worqrtype.StartEvent
+	// FinishEvent describes a process that ended (see
+	// worqrtype.FinishEvent).
+	FinishEvent = worqrtype.FinishEvent
+	// ReclaimEvent describes the reclaim of one dead worker (see
+	// worqrtype.ReclaimEvent).
+	ReclaimEvent = worqrtype.ReclaimEvent
+)
+
 // EnqueueObserver is told of every Enqueue and EnqueueBatch that reached
 // Redis or failed trying.
 type EnqueueObserver interface {
 	ObserveEnqueue(ctx context.Context, e EnqueueEvent)
-}
-
-// EnqueueEvent describes one enqueue call (one joined Enqueue batch counts
-// once, with all its tasks).
-type EnqueueEvent struct {
-	Queue string
-	// TaskIDs are the ids of the tasks enqueued, in order; empty on error.
-	TaskIDs []string
-	// Err is the error the callers got, if any.
-	Err error
 }
 
 // StartObserver is told of every process a worker dequeued, by Dequeue or
@@ -43,93 +48,28 @@ type StartObserver interface {
 	ObserveStart(ctx context.Context, e StartEvent)
 }
 
-// StartEvent describes a process that starts.
-type StartEvent struct {
-	Queue     string
-	TaskID    string
-	ProcessID string
-	WorkerID  string
-	// Kind is the task's kind (Process.Kind), "" if it has none. Kinds
-	// are the producers' to choose: a metric labelled with them needs a
-	// bound on how many it keeps apart.
-	Kind string
-	// Attempt is the task's attempt this is: 1 for the first start.
-	Attempt int
-	// EnqueuedAt is when the task was enqueued, by the Redis clock: the
-	// wait time is the difference from now, if the two clocks agree.
-	EnqueuedAt time.Time
-}
-
 // FinishObserver is told once of the end of every process a worker
 // started: how it ended, and after how long.
 type FinishObserver interface {
 	ObserveFinish(ctx context.Context, e FinishEvent)
 }
 
-// Outcome is how a process ended: observers are told each one, and a
-// retained task's outcome (TaskOutcome.Status) is that of the process that
-// ended the task, OutcomeSucceeded or OutcomeDead.
-type Outcome string
+// Outcome is how a process ended (see worqrtype.Outcome).
+type Outcome = worqrtype.Outcome
 
-// Outcomes.
+// Outcomes (see worqrtype.OutcomeSucceeded).
 const (
-	// OutcomeSucceeded: finished (a handler returned nil, or Finish).
-	OutcomeSucceeded Outcome = "succeeded"
-	// OutcomeRetried: the task went back to its queue to run again, at
-	// once or after a delay (a handler error, Requeue or Retry).
-	OutcomeRetried Outcome = "retried"
-	// OutcomeDead: the task went to the dead letters (a Permanent error,
-	// an exhausted attempt budget, or DeadLetter).
-	OutcomeDead Outcome = "dead"
-	// OutcomeCancelled: the task was cancelled while it ran.
-	OutcomeCancelled Outcome = "cancelled"
-	// OutcomeDeleted: its queue was deleted while it ran.
-	OutcomeDeleted Outcome = "deleted"
-	// OutcomeLost: the process stopped being this worker's (fenced, given
-	// back by StopWork or Close, or shutdown returned it to the front).
-	OutcomeLost Outcome = "lost"
+	OutcomeSucceeded = worqrtype.OutcomeSucceeded // finished
+	OutcomeRetried   = worqrtype.OutcomeRetried   // back to its queue to run again
+	OutcomeDead      = worqrtype.OutcomeDead      // to the dead letters
+	OutcomeCancelled = worqrtype.OutcomeCancelled // cancelled while it ran
+	OutcomeDeleted   = worqrtype.OutcomeDeleted   // its queue deleted while it ran
+	OutcomeLost      = worqrtype.OutcomeLost      // it stopped being this worker's
 )
-
-// FinishEvent describes a process that ended.
-type FinishEvent struct {
-	Queue     string
-	TaskID    string
-	ProcessID string
-	WorkerID  string
-	// Kind is the task's kind (Process.Kind), "" if it has none.
-	Kind    string
-	Attempt int
-	Outcome Outcome
-	// Reason is why the task died, for OutcomeDead: the dead letter's
-	// reason (DeadLetter.Reason), one of the Reason constants or an
-	// application's own (WithReason). It is "" for every other outcome.
-	// Reasons an application gives are its own to choose: a metric
-	// labelled with them needs a bound on how many it keeps apart.
-	Reason string
-	// Duration is how long the process ran, from its dequeue on the
-	// worker's clock.
-	Duration time.Duration
-	// Err is the handler's error, or why the process was lost.
-	Err error
-}
 
 // ReclaimObserver is told when a worker returned a dead peer's tasks.
 type ReclaimObserver interface {
 	ObserveReclaim(ctx context.Context, e ReclaimEvent)
-}
-
-// ReclaimEvent describes the reclaim of one dead worker.
-type ReclaimEvent struct {
-	// DeadWorker is the id of the worker whose lease expired.
-	DeadWorker string
-	// Tasks counts the tasks that went back to the front of their queues.
-	Tasks int64
-	// Poison counts the tasks the poison-pill guard sent to the dead
-	// letters, reason ReasonPoison, instead (see Options.PoisonLimit).
-	Poison int64
-	// Dropped counts the tasks dropped instead: cancelled, or of a deleted
-	// queue.
-	Dropped int64
 }
 
 // FenceObserver is told when a worker fenced itself, or one of its queues

@@ -3,46 +3,13 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
-// TaskOutcome is a retained task's outcome (see Retain): how its last
-// process ended, which ended the task.
-type TaskOutcome struct {
-	ID    string
-	Queue string
-	// Status is OutcomeSucceeded (its handler returned nil, or Finish was
-	// called) or OutcomeDead (it went to the dead letters): the outcomes
-	// that end a task.
-	Status Outcome
-	// Attempts counts the task's starts, the last one included.
-	Attempts int
-	// EnqueuedAt, StartedAt (its last attempt) and EndedAt are by the
-	// Redis clock; ExpiresAt is when the outcome is forgotten.
-	EnqueuedAt, StartedAt, EndedAt, ExpiresAt time.Time
-	// Result is what the handler set with Process.SetResult (succeeded).
-	Result []byte
-	// Error and Reason say why it died (dead): Reason is its dead
-	// letter's (see DeadLetter.Reason).
-	Error  string
-	Reason string
-}
-
-func taskOutcome(queue string, r store.Result) TaskOutcome {
-	o := TaskOutcome{
-		ID: r.ID, Queue: queue, Attempts: r.Attempts,
-		EnqueuedAt: store.Task{ID: r.ID}.EnqueuedAt(),
-		StartedAt:  time.UnixMilli(r.Started), EndedAt: time.UnixMilli(r.Ended), ExpiresAt: time.UnixMilli(r.Expires),
-	}
-	if r.Status == "dead" {
-		o.Status, o.Error, o.Reason = OutcomeDead, r.Body, r.Reason
-	} else {
-		o.Status, o.Result = OutcomeSucceeded, []byte(r.Body)
-	}
-	return o
-}
+// TaskOutcome is a retained task's outcome (see worqrtype.TaskOutcome).
+type TaskOutcome = worqrtype.TaskOutcome
 
 // TaskResult returns the outcome of a task enqueued with Retain, by id. It
 // returns ErrNoTask while the task has not ended (or did not ask to be
@@ -62,7 +29,7 @@ func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome,
 	if state != store.OutcomeKept {
 		return TaskOutcome{}, fmt.Errorf("worqr: task result %q %s: %w", queue, id, ErrNoTask)
 	}
-	return taskOutcome(queue, r), nil
+	return r.Outcome(queue), nil
 }
 
 // Wait waits until a task enqueued with Retain has ended, and returns its
@@ -113,11 +80,11 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	}
 	var heard func(store.ProgressRecord)
 	if onProgress != nil {
-		heard = func(r store.ProgressRecord) { onProgress(taskProgress(id, r)) }
+		heard = func(r store.ProgressRecord) { onProgress(r.Report(id)) }
 	}
 	r, err := c.waiters.Wait(ctx, queue, id, heard, c.fail)
 	if err != nil {
 		return TaskOutcome{}, err
 	}
-	return taskOutcome(queue, r), nil
+	return r.Outcome(queue), nil
 }

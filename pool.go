@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // Order is how a pool of handler slots shared by several queues
@@ -175,40 +176,15 @@ func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
 }
 
 // PoolSlots is a snapshot of the handler slots of one Handle or
-// HandleQueues call of a worker: a pool (Handle's is a pool of one
-// queue). Busy + Free is at most Size: the slots of handlers that
-// returned while their outcomes are still being written, past the bound
-// on those writes, are neither.
-type PoolSlots struct {
-	// Worker is the id of the worker the pool is of.
-	Worker string
-	// Queues are the queues the pool serves, in the order given: one for
-	// Handle.
-	Queues []string
-	// Size is the pool's slots (HandleOptions.Concurrency,
-	// PoolOptions.Concurrency).
-	Size int
-	// Busy counts the handlers running.
-	Busy int
-	// Free counts the slots a handler could start in now.
-	Free int
-}
+// HandleQueues call of a worker (see worqrtype.PoolSlots).
+type PoolSlots = worqrtype.PoolSlots
 
 // Slots returns a snapshot of the handler slots of the worker's pools,
 // those with a queue still served, for saturation metrics (busy against
 // free). It reads counts the pools keep anyway, one pool's lock at a
 // time: nothing is counted for it on the way of a task, so a collector may
 // call it on every scrape.
-func (w *Worker) Slots() []PoolSlots {
-	id, scheds := w.core.Pools()
-	var out []PoolSlots
-	for _, s := range scheds {
-		if qs, size, busy, free, taking := s.Snapshot(); taking {
-			out = append(out, PoolSlots{Worker: id, Queues: qs, Size: size, Busy: busy, Free: free})
-		}
-	}
-	return out
-}
+func (w *Worker) Slots() []PoolSlots { return w.core.Slots() }
 
 // Slots returns Worker.Slots of every worker of the client that is not
 // closed, in the order of their ids.

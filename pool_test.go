@@ -525,7 +525,7 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	for _, wi := range ws {
 		slots[wi.ID] = wi.Slots
 	}
-	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, slots[newID], "the slots recorded again under the new id")
+	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 2}}, slots[newID], "the slots recorded again under the new id")
 
 	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
 	reclaimed(t, 2, c)
@@ -541,7 +541,7 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	require.Len(t, ws, 1)
 	assert.Equal(t, newID, ws[0].ID)
 	assert.Equal(t, w.ID(), ws[0].ID)
-	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, ws[0].Slots, "the slots recorded again under the new id")
+	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 2}}, ws[0].Slots, "the slots recorded again under the new id")
 	settledQueue(t, direct, "a")
 	settledQueue(t, direct, "b")
 }

@@ -249,7 +249,7 @@ func NewDetachedProcess(task []byte, opts DetachedOptions) *Process {
 	}
 	aggregated := 0
 	if opts.Members != nil {
-		task, aggregated = encodeAggregated(opts.Members), len(opts.Members)
+		task, aggregated = store.EncodeAggregated(opts.Members), len(opts.Members)
 	}
 	p := &Process{rec: engine.Proc{
 		ID: opts.TaskID, Queue: opts.Queue, TaskID: opts.TaskID, Kind: opts.Kind, Trace: opts.Trace, Attempt: opts.Attempt, Aggregated: aggregated,

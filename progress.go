@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
+
+// TaskProgress is the last progress report of a task in flight (see
+// worqrtype.TaskProgress).
+type TaskProgress = worqrtype.TaskProgress
 
 // Progress reports.
 const (
@@ -21,23 +25,6 @@ const (
 	// note is cut.
 	MaxProgressNote = 256
 )
-
-// TaskProgress is the last progress report of a task in flight (see
-// Process.ReportProgress).
-type TaskProgress struct {
-	TaskID string
-	// ProcessID is the process that reported it.
-	ProcessID string
-	// Percent is 0 to 100.
-	Percent int
-	Note    string
-	// At is when it was written, by the Redis clock.
-	At time.Time
-}
-
-func taskProgress(id string, r store.ProgressRecord) TaskProgress {
-	return TaskProgress{TaskID: id, ProcessID: r.PID, Percent: r.Percent, Note: r.Note, At: time.UnixMilli(r.At)}
-}
 
 // ReportProgress reports how far the handler has got with the task:
 // percent (0 to 100) and a short note (at most MaxProgressNote bytes; cut
@@ -93,5 +80,5 @@ func (c *Client) TaskProgress(ctx context.Context, queue, id string) (TaskProgre
 	if !ok {
 		return TaskProgress{}, fmt.Errorf("worqr: task progress %q %s: %w", queue, id, ErrNoTask)
 	}
-	return taskProgress(id, r), nil
+	return r.Report(id), nil
 }

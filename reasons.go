@@ -6,27 +6,18 @@ package worqr
 // retry policy's (settle.go) and its settler's (internal/engine).
 
 import (
-	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/store"
 )
 
-// maxReasonLen bounds a reason.
-const maxReasonLen = 64
-
 // WithReason gives a handler's error a reason: a short word ("timeout",
 // "bad-input", "smtp-5xx") that says why its task failed, under which
 // dead letters are grouped. A task's kind says what the task is; its
 // reason says why it died. A reason is at most 64 bytes of letters,
 // digits and "-_."; other bytes become "_". A nil err gives nil.
-func WithReason(reason string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return engine.WithReason(cleanReason(reason), err)
-}
+func WithReason(reason string, err error) error { return engine.WithReason(reason, err) }
 
 // Reasons worqr gives a dead letter whose error has none of its own.
 const (
@@ -59,22 +50,6 @@ const (
 // ReasonManual, from how it died). A handler whose time ran out fails
 // with ReasonTimeout, unless its error gave one.
 func ReasonOf(err error) string { return engine.Reason(err, "") }
-
-func cleanReason(reason string) string {
-	if len(reason) > maxReasonLen {
-		reason = reason[:maxReasonLen]
-	}
-	if reason == "" {
-		return "_"
-	}
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-			return r
-		}
-		return '_'
-	}, reason)
-}
 
 // Dead-letter defaults.
 const (

@@ -144,7 +144,7 @@ func TestRegistrationOutlivingItsLeaseLosesNoTask(t *testing.T) {
 		return len(ws) == 1
 	})
 	assert.Equal(t, newID, ws[0].ID)
-	assert.Equal(t, []QueueSlots{{"a", 2}, {"b", 2}}, ws[0].Slots, "the slots recorded under the id that lives")
+	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 2}, {Queue: "b", Slots: 2}}, ws[0].Slots, "the slots recorded under the id that lives")
 	settledQueue(t, direct, "a")
 	settledQueue(t, direct, "b")
 }

@@ -2,11 +2,17 @@ package worqr
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/worqr/worqr/internal/enqueue"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // MaxTraceLen is the longest trace context a task carries, in bytes.
 const MaxTraceLen = 256
+
+// The limit is internal/enqueue's, which checks trace contexts: see the
+// limits of enqueue.go for how this fails the build when the two part.
+const _ = uint(MaxTraceLen-enqueue.MaxTraceLen) + uint(enqueue.MaxTraceLen-MaxTraceLen)
 
 // Tracer carries a trace across the queue: the client asks it for a trace
 // context as each Enqueue or EnqueueBatch call begins, the call's tasks
@@ -25,15 +31,9 @@ type Tracer interface {
 	StartEnqueue(ctx context.Context, e EnqueueStart) (trace string, end func(ids []string, err error))
 }
 
-// EnqueueStart describes an enqueue call to a Tracer.
-type EnqueueStart struct {
-	// Queue is the queue's name.
-	Queue string
-	// Kind is the tasks' kind, "" if none.
-	Kind string
-	// Tasks counts the tasks: 1 for Enqueue.
-	Tasks int
-}
+// EnqueueStart describes an enqueue call to a Tracer (see
+// worqrtype.EnqueueStart).
+type EnqueueStart = worqrtype.EnqueueStart
 
 // traceEnqueue asks the client's Tracer, if it has one, for the trace
 // context of an enqueue call of n tasks, sets it in o, and returns the
@@ -46,31 +46,10 @@ func (c *Client) traceEnqueue(ctx context.Context, queue string, o *enqueueOptio
 	if end == nil {
 		end = func([]string, error) {}
 	}
-	if err := checkTrace(trace); err != nil {
+	if err := enqueue.CheckTrace(trace); err != nil {
 		end(nil, err)
 		return nil, err
 	}
 	o.Trace = trace
 	return end, nil
-}
-
-// checkTrace refuses a trace context that is not "" or one a task header
-// can carry.
-func checkTrace(trace string) error {
-	if len(trace) > MaxTraceLen {
-		return fmt.Errorf("%w: the Tracer gave a trace context of %d bytes, limit %d", ErrInvalidOptions, len(trace), MaxTraceLen)
-	}
-	for i := 0; i < len(trace); i++ {
-		if b := trace[i]; !traceByte(b) {
-			return fmt.Errorf("%w: the Tracer gave a trace context with byte %q (letters, digits and \"-_./=+\" only)", ErrInvalidOptions, b)
-		}
-	}
-	return nil
-}
-
-// traceByte reports whether b may appear in a trace context: never ','
-// or ':', which end header fields.
-func traceByte(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
-		b == '-' || b == '_' || b == '.' || b == '/' || b == '=' || b == '+'
 }

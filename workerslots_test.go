@@ -40,18 +40,18 @@ func TestWorkersShowSlotsAcrossProcesses(t *testing.T) {
 	require.NoError(t, w.Handle(ctx, "a", h, HandleOptions{Concurrency: 3}))
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{{Queue: "c", Handler: h}, {Queue: "b", Handler: h}}, PoolOptions{Concurrency: 5}))
 	got, _ = slotsOf(w.ID())
-	assert.Equal(t, []QueueSlots{{"a", 3}, {"b", 5}, {"c", 5}}, got)
+	assert.Equal(t, []QueueSlots{{Queue: "a", Slots: 3}, {Queue: "b", Slots: 5}, {Queue: "c", Slots: 5}}, got)
 
 	require.NoError(t, w.StopWork(ctx, "a"))
 	got, _ = slotsOf(w.ID())
-	assert.Equal(t, []QueueSlots{{"b", 5}, {"c", 5}}, got)
+	assert.Equal(t, []QueueSlots{{Queue: "b", Slots: 5}, {Queue: "c", Slots: 5}}, got)
 	require.NoError(t, w.StopWork(ctx, "manual"))
 	got, _ = slotsOf(w.ID())
-	assert.Equal(t, []QueueSlots{{"b", 5}, {"c", 5}}, got, "stopping a queue without handlers changes nothing")
+	assert.Equal(t, []QueueSlots{{Queue: "b", Slots: 5}, {Queue: "c", Slots: 5}}, got, "stopping a queue without handlers changes nothing")
 
 	require.NoError(t, w.Handle(ctx, "d", h, HandleOptions{}))
 	got, _ = slotsOf(w.ID())
-	assert.Equal(t, []QueueSlots{{"b", 5}, {"c", 5}, {"d", DefaultConcurrency}}, got)
+	assert.Equal(t, []QueueSlots{{Queue: "b", Slots: 5}, {Queue: "c", Slots: 5}, {Queue: "d", Slots: DefaultConcurrency}}, got)
 
 	id := w.ID()
 	require.NoError(t, w.Close(ctx))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/workflow"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // A workflow is a set of tasks, its steps, on any queues, with
@@ -144,12 +144,6 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 	})
 }
 
-// stepSpec and stepTask are workflow's, by the names checkEnv
-// (engine.go) gives them.
-type stepSpec = workflow.Spec
-
-var stepTask = workflow.StepTask
-
 // enqueueSteps enqueues a workflow's ready steps (flows.Release).
 func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
 	return c.release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
@@ -180,68 +174,41 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
 	return false, nil
 }
 
-// WorkflowState is where a workflow stands.
-type WorkflowState string
-
-// The states of a workflow.
-const (
-	WorkflowRunning   WorkflowState = "running"   // some step has not ended
-	WorkflowSucceeded WorkflowState = "succeeded" // every step succeeded (or, after a failure, ran)
-	WorkflowFailed    WorkflowState = "failed"    // every step ended, and one died
-	WorkflowCancelled WorkflowState = "cancelled" // CancelWorkflow ended it
+// A workflow's state and its steps' are worqrtype's.
+type (
+	// WorkflowState is where a workflow stands (see
+	// worqrtype.WorkflowState).
+	WorkflowState = worqrtype.WorkflowState
+	// StepState is where a workflow's step stands (see
+	// worqrtype.StepState).
+	StepState = worqrtype.StepState
+	// WorkflowInfo is a workflow's state and each of its steps' (see
+	// worqrtype.WorkflowInfo).
+	WorkflowInfo = worqrtype.WorkflowInfo
+	// StepInfo is one step of a workflow (see worqrtype.StepInfo).
+	StepInfo = worqrtype.StepInfo
+	// WorkflowPage is part of a workflow's steps, in dependency order,
+	// with the workflow's state (see worqrtype.WorkflowPage).
+	WorkflowPage = worqrtype.WorkflowPage
 )
 
-// StepState is where a workflow's step stands.
-type StepState string
-
-// The states of a step.
+// The states of a workflow (see worqrtype.WorkflowRunning).
 const (
-	StepWaiting   StepState = "waiting"   // for its parents, outside its queue
-	StepReady     StepState = "ready"     // its parents ended; its task is being enqueued
-	StepQueued    StepState = "queued"    // its task is in its queue: waiting, delayed or in flight
-	StepSucceeded StepState = "succeeded" // its task finished
-	StepDead      StepState = "dead"      // its task went to the dead letters
-	StepCancelled StepState = "cancelled" // it will not run: a parent failed, or the workflow was cancelled
+	WorkflowRunning   = worqrtype.WorkflowRunning   // some step has not ended
+	WorkflowSucceeded = worqrtype.WorkflowSucceeded // every step succeeded (or, after a failure, ran)
+	WorkflowFailed    = worqrtype.WorkflowFailed    // every step ended, and one died
+	WorkflowCancelled = worqrtype.WorkflowCancelled // CancelWorkflow ended it
 )
 
-// WorkflowInfo is a workflow's state and each of its steps'.
-type WorkflowInfo struct {
-	ID      string
-	State   WorkflowState
-	Created time.Time // by the Redis clock
-	Ended   time.Time // zero while running
-	Steps   []StepInfo
-}
-
-// StepInfo is one step of a workflow.
-type StepInfo struct {
-	Name    string
-	Queue   string
-	State   StepState
-	TaskID  string   // its task's id in Queue, once queued; "" before
-	Parents []string // the steps it waits for
-	// MoreParents counts the parents not in Parents: WorkflowSteps lists
-	// MaxPageParents at most. Workflow lists them all.
-	MoreParents int
-}
-
-// WorkflowPage is part of a workflow's steps, in dependency order, with
-// the workflow's state (WorkflowSteps).
-type WorkflowPage struct {
-	ID      string
-	State   WorkflowState
-	Created time.Time // by the Redis clock
-	Ended   time.Time // zero while running
-	// Total counts the workflow's steps, Open those that have not ended
-	// (waiting, ready or queued) and Dead those that died.
-	Total, Open, Dead int
-	// From is the place of Steps[0] in dependency order, from 0.
-	From int
-	// Steps are the page's steps: those from From on in the order
-	// WorkflowInfo.InOrder lists them, each with its first
-	// MaxPageParents parents (MoreParents counts the rest).
-	Steps []StepInfo
-}
+// The states of a step (see worqrtype.StepWaiting).
+const (
+	StepWaiting   = worqrtype.StepWaiting   // for its parents, outside its queue
+	StepReady     = worqrtype.StepReady     // its parents ended; its task is being enqueued
+	StepQueued    = worqrtype.StepQueued    // its task is in its queue: waiting, delayed or in flight
+	StepSucceeded = worqrtype.StepSucceeded // its task finished
+	StepDead      = worqrtype.StepDead      // its task went to the dead letters
+	StepCancelled = worqrtype.StepCancelled // it will not run: a parent failed, or the workflow was cancelled
+)
 
 // MaxPageParents is how many of a step's parents WorkflowSteps lists, so
 // that a page's size does not grow with a fan-in's.
@@ -275,21 +242,7 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if !ok {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
 	}
-	page := WorkflowPage{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created),
-		Total: rec.Total, Open: rec.Open, Dead: rec.Dead, From: from}
-	if rec.Ended > 0 {
-		page.Ended = time.UnixMilli(rec.Ended)
-	}
-	for i, st := range rec.Steps {
-		page.Steps = append(page.Steps, stepInfo(st, rec.MoreOfEach[i]))
-	}
-	return page, nil
-}
-
-// stepInfo is a step as stored, with more parents than it lists.
-func stepInfo(st store.StepRecord, more int) StepInfo {
-	queue, _ := workflow.SpecQueue(st.Spec) // a spec unreadable shows what was read of it
-	return StepInfo{Name: st.Name, Queue: queue, State: StepState(workflow.StepState(st.State)), TaskID: st.TaskID, Parents: st.Parents, MoreParents: more}
+	return workflow.PageInfo(id, from, rec), nil
 }
 
 // Workflow reads a workflow's state and its steps', sorted by name; it
@@ -308,28 +261,7 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	if !ok {
 		return WorkflowInfo{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
 	}
-	info := WorkflowInfo{ID: id, State: WorkflowState(rec.State), Created: time.UnixMilli(rec.Created)}
-	if rec.Ended > 0 {
-		info.Ended = time.UnixMilli(rec.Ended)
-	}
-	for _, st := range rec.Steps {
-		info.Steps = append(info.Steps, stepInfo(st, 0))
-	}
-	slices.SortFunc(info.Steps, func(a, b StepInfo) int { return strings.Compare(a.Name, b.Name) })
-	return info, nil
-}
-
-// InOrder returns the workflow's steps in dependency order: each after
-// all its parents, and among those whose parents are all listed, in the
-// order of Steps (by name, as Workflow returns them), so a chain reads
-// from its first step to its last.
-func (w WorkflowInfo) InOrder() []StepInfo {
-	order := workflow.Order(len(w.Steps), func(i int) string { return w.Steps[i].Name }, func(i int) []string { return w.Steps[i].Parents })
-	out := make([]StepInfo, len(order))
-	for at, i := range order {
-		out[at] = w.Steps[i]
-	}
-	return out
+	return workflow.Info(id, rec), nil
 }
 
 // WaitWorkflow waits until a workflow has ended and returns its state,

@@ -337,7 +337,9 @@ func (ck *checker) judge(ctx context.Context, registeredBefore []string) error {
 
 	for _, name := range slices.Sorted(maps.Keys(ck.first)) {
 		q := ck.first[name]
-		rep.OrphanedProcesses = append(rep.OrphanedProcesses, q.orphans...)
+		for _, o := range q.orphans {
+			rep.OrphanedProcesses = append(rep.OrphanedProcesses, o.Proc.Info(o.Queue))
+		}
 		rep.StaleProgress += q.stale
 		rep.UndueGatherings += q.undue
 		rep.StaleTurns += q.turns

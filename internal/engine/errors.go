@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/errs"
@@ -25,13 +26,34 @@ type reasonError struct {
 func (e reasonError) Error() string { return e.err.Error() }
 func (e reasonError) Unwrap() error { return e.err }
 
-// WithReason gives err the reason reason (already cleaned); nil for a
-// nil err.
+// WithReason gives err the reason reason, cleaned (the root's
+// WithReason tells how); nil for a nil err.
 func WithReason(reason string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return reasonError{reason: reason, err: err}
+	return reasonError{reason: cleanReason(reason), err: err}
+}
+
+// maxReasonLen bounds a reason.
+const maxReasonLen = 64
+
+// cleanReason is reason cut to maxReasonLen bytes, each byte other than
+// a letter, a digit or "-_." made '_', and "_" for "".
+func cleanReason(reason string) string {
+	if len(reason) > maxReasonLen {
+		reason = reason[:maxReasonLen]
+	}
+	if reason == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, reason)
 }
 
 // Reason is err's reason, or fallback.

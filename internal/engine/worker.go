@@ -14,6 +14,7 @@ import (
 	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // CoreHost is what a worker's core takes of the root: what builds or
@@ -254,6 +255,19 @@ func (c *Core) Pools() (id string, pools []*Scheduler) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.state.ID(), c.sessions.Pools(c.pools)
+}
+
+// Slots is a snapshot of the handler slots of the worker's pools, those
+// with a queue still served (the root's Worker.Slots).
+func (c *Core) Slots() []worqrtype.PoolSlots {
+	id, scheds := c.Pools()
+	var out []worqrtype.PoolSlots
+	for _, s := range scheds {
+		if qs, size, busy, free, taking := s.Snapshot(); taking {
+			out = append(out, worqrtype.PoolSlots{Worker: id, Queues: qs, Size: size, Busy: busy, Free: free})
+		}
+	}
+	return out
 }
 
 // Closed reports whether the worker is closed, or closing.

@@ -1,9 +1,10 @@
 // Package enqueue is what an enqueue is given, checked and encoded: the
 // options of one call (the root's EnqueueOption values set them), their
-// checks, the rules of a task's kind, group and aggregation key, the
-// arguments the store sends, the error of a task over the size limit,
-// and the kind and name of a typed payload's type. The root package's limits (MaxKindLen, MaxGroupLen...) are these
-// package's, checked equal where the root declares them.
+// checks, the rules of a task's kind, group, aggregation key and trace
+// context, the arguments the store sends, the error of a task over the
+// size limit, and the kind and name of a typed payload's type. The root
+// package's limits (MaxKindLen, MaxGroupLen...) are these package's,
+// checked equal where the root declares them.
 package enqueue
 
 import (
@@ -21,6 +22,7 @@ const (
 	MaxGroupLen        = 128
 	MaxAggregateKeyLen = 1024
 	MaxWeight          = 1 << 20
+	MaxTraceLen        = 256
 )
 
 // Options are the options of one Enqueue or EnqueueBatch call.
@@ -175,4 +177,25 @@ func SizeText(n int) string {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+// CheckTrace refuses a trace context a Tracer gave that is not "" or one
+// a task header can carry.
+func CheckTrace(trace string) error {
+	if len(trace) > MaxTraceLen {
+		return fmt.Errorf("%w: the Tracer gave a trace context of %d bytes, limit %d", errs.ErrInvalidOptions, len(trace), MaxTraceLen)
+	}
+	for i := 0; i < len(trace); i++ {
+		if b := trace[i]; !traceByte(b) {
+			return fmt.Errorf("%w: the Tracer gave a trace context with byte %q (letters, digits and \"-_./=+\" only)", errs.ErrInvalidOptions, b)
+		}
+	}
+	return nil
+}
+
+// traceByte reports whether b may appear in a trace context: never ','
+// or ':', which end header fields.
+func traceByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+		b == '-' || b == '_' || b == '.' || b == '/' || b == '=' || b == '+'
 }

@@ -1,20 +1,19 @@
 // Package inspect holds the read side's arithmetic that needs no Redis:
-// the picks of a queue's groups report, the quantiles of the stats'
-// histograms, the order of a queue's processes and FindTask's bounds. The root package converts the results to its public types.
+// a queue's groups report and its picks, the order of a queue's
+// processes and FindTask's bounds.
 package inspect
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // Tops are the groups a groups report lists, each list by its count,
-// largest first, then by key, at most n of them (the root's
-// GroupsReport).
+// largest first, then by key, at most n of them (GroupsReport's lists).
 type Tops struct {
 	Waiting    []store.GroupState // with tasks waiting, by tasks waiting
 	Running    []store.GroupState // with slots held, by slots held
@@ -47,50 +46,6 @@ func TopGroups(gs []store.GroupState, n int) Tops {
 	}
 }
 
-// Bound is the upper bound of a histogram's bucket k: 2^k µs.
-func Bound(k int) time.Duration {
-	return time.Duration(int64(1)<<k) * time.Microsecond
-}
-
-// Count is the number of durations a histogram's buckets counted.
-func Count(buckets []int64) int64 {
-	var n int64
-	for _, b := range buckets {
-		n += b
-	}
-	return n
-}
-
-// Quantile estimates the q-quantile of the durations a histogram's
-// buckets counted (q clamped to 0..1), interpolating linearly inside its
-// bucket (bucket k holds those above Bound(k-1) up to Bound(k)); 0 if none
-// was counted.
-func Quantile(buckets []int64, q float64) time.Duration {
-	n := Count(buckets)
-	if n == 0 {
-		return 0
-	}
-	q = math.Min(math.Max(q, 0), 1)
-	rank := q * float64(n)
-	var seen float64
-	for k, b := range buckets {
-		if b == 0 {
-			continue
-		}
-		if seen+float64(b) >= rank {
-			lo := time.Duration(0)
-			if k > 0 {
-				lo = Bound(k - 1)
-			}
-			hi := Bound(k)
-			frac := (rank - seen) / float64(b)
-			return lo + time.Duration(frac*float64(hi-lo))
-		}
-		seen += float64(b)
-	}
-	return Bound(len(buckets) - 1)
-}
-
 // FindBounds bound FindTask's search in each place it looks: the tasks
 // it looks at and their bytes (the root's FindTask tells them).
 var FindBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
@@ -99,4 +54,36 @@ var FindBounds = store.FindBounds{Limit: 20000, Budget: 16 << 20}
 // reads them in hash order.
 func SortProcs(ps []store.Proc) {
 	slices.SortFunc(ps, func(a, b store.Proc) int { return cmp.Compare(store.PIDSeq(a.PID), store.PIDSeq(b.PID)) })
+}
+
+// Groups is a queue's groups report: the top n groups of each list, of
+// those st read.
+func Groups(queue string, st store.GroupsState, n int) worqrtype.GroupsReport {
+	r := worqrtype.GroupsReport{Queue: queue, Ready: st.Ready, Running: st.Running, DefaultLimit: st.DefaultLimit,
+		DefaultRate: st.DefaultRate, DefaultPer: st.DefaultPer, DefaultTurns: cmp.Or(st.DefaultTurns, 1), TurnSize: cmp.Or(st.TurnSize, 1), Partial: st.Partial}
+	infos := func(gs []store.GroupState) []worqrtype.GroupInfo {
+		var out []worqrtype.GroupInfo
+		for _, g := range gs {
+			out = append(out, groupInfo(g, st))
+		}
+		return out
+	}
+	t := TopGroups(st.Groups, n)
+	r.TopWaiting, r.TopRunning, r.HeldBack, r.HeldOnDead = infos(t.Waiting), infos(t.Running), infos(t.HeldBack), infos(t.HeldOnDead)
+	return r
+}
+
+// groupInfo is a group as GroupInfo describes it, the queue's defaults
+// filled in where it has no setting of its own.
+func groupInfo(g store.GroupState, st store.GroupsState) worqrtype.GroupInfo {
+	gi := worqrtype.GroupInfo{Key: g.Key, Waiting: g.Waiting, Running: g.Running, Limit: cmp.Or(g.Limit, st.DefaultLimit),
+		Rate: g.Rate, Per: g.Per, HeldBack: HeldBack(g), DeadTask: g.DeadTask,
+		Turns: cmp.Or(g.Turns, st.DefaultTurns, 1), Hold: worqrtype.GroupHold(g.Hold)}
+	if gi.Rate == 0 {
+		gi.Rate, gi.Per = st.DefaultRate, st.DefaultPer
+	}
+	if g.RateUntil > 0 {
+		gi.RateHeldUntil = time.UnixMicro(g.RateUntil)
+	}
+	return gi
 }

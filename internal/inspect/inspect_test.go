@@ -3,7 +3,6 @@ package inspect
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/worqr/worqr/internal/store"
 )
@@ -47,21 +46,6 @@ func TestTopGroups(t *testing.T) {
 				t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
 				break
 			}
-		}
-	}
-}
-
-// Quantile interpolates inside the bucket that holds the rank, and is 0
-// for an empty histogram.
-func TestQuantile(t *testing.T) {
-	var b [8]int64
-	if got := Quantile(b[:], 0.5); got != 0 {
-		t.Errorf("empty: %v, want 0", got)
-	}
-	b[3] = 4 // four durations in (4µs, 8µs]
-	for q, want := range map[float64]time.Duration{0: 4 * time.Microsecond, 0.5: 6 * time.Microsecond, 1: 8 * time.Microsecond, 2: 8 * time.Microsecond} {
-		if got := Quantile(b[:], q); got != want {
-			t.Errorf("Quantile(%v) = %v, want %v", q, got, want)
 		}
 	}
 }

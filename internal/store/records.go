@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // This file lays out worqr's values in Redis, for Go and Lua alike
@@ -366,17 +368,11 @@ func parseTask(e string) (Task, bool) {
 	return t, true
 }
 
-// Member is one task an aggregated task gathers: its id and payload.
-type Member struct {
-	ID      string
-	Payload []byte
-}
-
 // ParseAggregated splits an aggregated task's payload into its members
 // (see the 'A' header field), in the order they were enqueued. It reports
 // false for a payload not so laid out.
-func ParseAggregated(payload []byte) ([]Member, bool) {
-	var out []Member
+func ParseAggregated(payload []byte) ([]worqrtype.AggregateMember, bool) {
+	var out []worqrtype.AggregateMember
 	for len(payload) > 0 {
 		comma := bytes.IndexByte(payload, ',')
 		if comma <= 0 {
@@ -391,10 +387,24 @@ func ParseAggregated(payload []byte) ([]Member, bool) {
 		if err != nil || n < 0 || n > len(payload)-start {
 			return nil, false
 		}
-		out = append(out, Member{ID: string(payload[:comma]), Payload: payload[start : start+n : start+n]})
+		out = append(out, worqrtype.AggregateMember{TaskID: string(payload[:comma]), Task: payload[start : start+n : start+n]})
 		payload = payload[start+n:]
 	}
 	return out, true
+}
+
+// EncodeAggregated lays members out as an aggregated task's payload, as
+// the scripts do (ParseAggregated reads it).
+func EncodeAggregated(ms []worqrtype.AggregateMember) []byte {
+	var out []byte
+	for _, m := range ms {
+		out = append(out, m.TaskID...)
+		out = append(out, ',')
+		out = strconv.AppendInt(out, int64(len(m.Task)), 10)
+		out = append(out, ':')
+		out = append(out, m.Task...)
+	}
+	return out
 }
 
 // State is what has happened to an in-flight process, as its record's

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // A queue's stats hash (QueueKeys.Stats), written by the scripts (see
@@ -35,9 +37,9 @@ import (
 // "r/<kind>" retried, "d/<kind>" dead. The field "kinds" lists the kinds
 // kept apart (at most StatsKinds; see stats_kinds_map in common/stats.lua).
 const (
-	StatsMinutes     = 360 // slots of the minute ring
-	StatsHours       = 168 // slots of the hour ring
-	HistogramBuckets = 37  // buckets per histogram (k = 0..36)
+	StatsMinutes     = 360                        // slots of the minute ring
+	StatsHours       = 168                        // slots of the hour ring
+	HistogramBuckets = worqrtype.HistogramBuckets // buckets per histogram (k = 0..36)
 )
 
 // StatCounters are the counters' one-letter names, in the order of

@@ -1,47 +1,29 @@
 package workflow
 
 import (
-	"container/heap"
 	"slices"
 	"strings"
 
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
 
 // Order returns the indexes of n steps in dependency order: each after
 // all its parents (those of a name among the n; others are ignored), and
 // among those whose parents are all listed, by index, so that steps
-// sorted by name read a chain from its first step to its last.
+// sorted by name read a chain from its first step to its last: the order
+// of worqrtype.WorkflowInfo.InOrder, which computes it.
 func Order(n int, name func(i int) string, parents func(i int) []string) []int {
+	w := worqrtype.WorkflowInfo{Steps: make([]worqrtype.StepInfo, n)}
 	at := make(map[string]int, n)
 	for i := range n {
+		w.Steps[i] = worqrtype.StepInfo{Name: name(i), Parents: parents(i)}
 		at[name(i)] = i
 	}
-	left := make([]int, n) // parents not yet listed
-	kids := make([][]int, n)
-	for i := range n {
-		for _, p := range parents(i) {
-			if j, ok := at[p]; ok {
-				left[i]++
-				kids[j] = append(kids[j], i)
-			}
-		}
-	}
-	ready := &indexHeap{}
-	for i := range n {
-		if left[i] == 0 {
-			ready.ints = append(ready.ints, i)
-		}
-	}
-	out := make([]int, 0, n)
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int)
-		out = append(out, i)
-		for _, k := range kids[i] {
-			if left[k]--; left[k] == 0 {
-				heap.Push(ready, k)
-			}
-		}
+	steps := w.InOrder()
+	out := make([]int, len(steps))
+	for k, st := range steps {
+		out[k] = at[st.Name]
 	}
 	return out
 }
@@ -60,18 +42,4 @@ func place(plan []store.WorkflowStep) {
 	for at, i := range order {
 		plan[byName[i]].Place = at
 	}
-}
-
-// indexHeap is a min-heap of step indexes.
-type indexHeap struct{ ints []int }
-
-func (h *indexHeap) Len() int           { return len(h.ints) }
-func (h *indexHeap) Less(i, j int) bool { return h.ints[i] < h.ints[j] }
-func (h *indexHeap) Swap(i, j int)      { h.ints[i], h.ints[j] = h.ints[j], h.ints[i] }
-func (h *indexHeap) Push(x any)         { h.ints = append(h.ints, x.(int)) }
-func (h *indexHeap) Pop() any {
-	n := len(h.ints) - 1
-	x := h.ints[n]
-	h.ints = h.ints[:n]
-	return x
 }

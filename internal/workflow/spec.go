@@ -43,7 +43,7 @@ func SpecQueue(spec string) (string, bool) {
 	return s.Queue, err == nil
 }
 
-// StepState is the name of a step's state (the root's StepState) that
+// StepState is the name of a step's state (worqrtype.StepState) that
 // the store's code for it stands for; "" for a code unknown.
 func StepState(code string) string {
 	switch code {
