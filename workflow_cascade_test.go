@@ -244,3 +244,156 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	require.NoError(t, w.Close(ctx))
 	requireClean(t, c)
 }
+
+// A step that a death's cascade freed is listed by the step that died,
+// not by its parent (cancelled by the cascade): Check asks the dead
+// step's queue for the notice that carries it. c runs whatever the end
+// of k, which top's death cancels: top's carry records the cascade, which
+// frees c, and crashes before enqueuing it. While top's notice is pending
+// c is no finding, and a sweep enqueues it; once that notice is lost, c
+// is stalled, and the repair enqueues it.
+func TestCheckTellsAStepACascadeFreedFromAStalledOne(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	steps := []Step{
+		{Name: "top", Queue: "p"},
+		{Name: "k", Queue: "k", After: []string{"top"}},
+		{Name: "c", Queue: "c", AfterEnded: []string{"k"}},
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "tree"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	stepState := func(name string) StepState {
+		t.Helper()
+		info, err := c.Workflow(ctx, id)
+		require.NoError(t, err)
+		for _, st := range info.Steps {
+			if st.Name == name {
+				return st.State
+			}
+		}
+		t.Fatalf("no step %s", name)
+		return ""
+	}
+	// The carrier crashes after the release: c's enqueue, and every
+	// workflow call after the first, fail.
+	var calls atomic.Int32
+	crashed := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if (op == store.OpEnqueue && q == "c") || (op == store.OpWorkflow && calls.Add(1) > 1) {
+			select {
+			case crashed <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed")
+		}
+		return nil
+	})
+	top, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, top.DeadLetter(ctx, errors.New("dies")))
+	recv(t, crashed, testsignal.Wait, "the crash after the release")
+	require.NoError(t, w.Close(ctx))
+	c.store.SetFault(nil)
+	require.Equal(t, StepCancelled, stepState("k"))
+	require.Equal(t, StepReady, stepState("c"), "freed by the cascade, not enqueued")
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "top's notice stays")
+
+	rep := check(t, c, false)
+	assert.Empty(t, rep.StalledSteps, "top's notice carries c")
+	assert.Zero(t, rep.Problems(), rep.String())
+
+	// The notice lost: nothing carries c any more.
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	stalled := []WorkflowStep{{Workflow: id, Step: "c"}}
+	rep = check(t, c, false)
+	assert.Equal(t, stalled, rep.StalledSteps)
+	assert.Equal(t, 1, rep.Problems(), rep.String())
+	rep = check(t, c, true)
+	assert.Equal(t, stalled, rep.Repaired.EnqueuedSteps)
+	require.Equal(t, StepQueued, stepState("c"))
+
+	w = newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "c", Events{}))
+	p, err := w.Dequeue(ctx, "c")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Wait)
+	defer cancel()
+	info, err := c.WaitWorkflow(wctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowFailed, info.State)
+	require.NoError(t, w.Close(ctx))
+	requireClean(t, c)
+}
+
+// A cascade cut short after its first call had freed a step: top's
+// death cancels k0 to k9 and their children, k0's first (the last met is
+// settled first), and k0.000, which runs whatever k0's end, is freed in
+// that call; the carry crashes there. While top's notice is pending,
+// neither the release under way nor k0.000 is a finding; once it is
+// lost, both are, and the repair carries the cascade to its end and
+// enqueues k0.000.
+func TestCheckTellsAStepACutCascadeFreedFromAStalledOne(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	steps := cascadeSteps()
+	for i := range steps {
+		if steps[i].Name == "k0.000" {
+			steps[i].After, steps[i].AfterEnded = nil, []string{"k0"}
+		}
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "tree"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	top, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	var calls atomic.Int32
+	crashed := make(chan struct{}, 1)
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if (op == store.OpEnqueue && q == "k") || (op == store.OpWorkflow && calls.Add(1) > 1) {
+			select {
+			case crashed <- struct{}{}:
+			default:
+			}
+			return errors.New("crashed")
+		}
+		return nil
+	})
+	require.NoError(t, top.DeadLetter(ctx, errors.New("dies")))
+	recv(t, crashed, testsignal.Wait, "the crash after the cascade's first call")
+	require.NoError(t, w.Close(ctx))
+	c.store.SetFault(nil)
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, WorkflowRunning, info.State)
+	states := make(map[StepState]int)
+	for _, st := range info.Steps {
+		states[st.State]++
+	}
+	require.Equal(t, map[StepState]int{StepDead: 1, StepCancelled: 999, StepReady: 1, StepWaiting: 1510}, states)
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "top's notice stays")
+
+	rep := check(t, c, false)
+	assert.Empty(t, rep.StalledSteps, "top's notice carries k0.000")
+	assert.Zero(t, rep.Problems(), rep.String())
+
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	rep = check(t, c, false)
+	assert.Equal(t, []WorkflowStep{{Workflow: id, Step: "k0.000"}}, rep.StalledSteps)
+	assert.Equal(t, []WorkflowStep{{Workflow: id, Step: "top", Task: top.TaskID()}}, rep.StalledReleases)
+	assert.Equal(t, 2, rep.Problems(), rep.String())
+	rep = check(t, c, true)
+	assert.Equal(t, []WorkflowStep{{Workflow: id, Step: "k0.000"}}, rep.Repaired.EnqueuedSteps)
+	assert.Equal(t, []WorkflowStep{{Workflow: id, Step: "top", Task: top.TaskID()}}, rep.Repaired.ResumedReleases)
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "k0.000 enqueued once")
+	requireClean(t, c)
+}
