@@ -194,7 +194,8 @@ type StepRecord struct {
 
 // statePage is the most steps one call of a workflow's state read
 // (wf_state.lua) reads: a read of ten thousand steps holds Redis a page's
-// time a call (some 1.5 ms), not for the whole read.
+// time a call (some 9 M Redis instructions, against 190 M for the
+// whole in one call), not the whole read's.
 const statePage = 500
 
 // stateReads bounds the reads of a workflow's state that WorkflowState
