@@ -127,9 +127,18 @@ func TestCheckResumesACascadeWhoseNoticeIsGone(t *testing.T) {
 // returned func is called; the channel says a call failed.
 func crashCarries(c *Client, after int32) (<-chan struct{}, func()) {
 	var calls atomic.Int32
+	return crashWhen(c, func(op store.Op, _ string) bool {
+		return op == store.OpWorkflow && calls.Add(1) > after
+	})
+}
+
+// crashWhen makes the calls of c for which crash holds (by op and queue)
+// fail, as if the carrier crashed there, until the returned func is
+// called; the channel says a call failed.
+func crashWhen(c *Client, crash func(op store.Op, q string) bool) (<-chan struct{}, func()) {
 	crashed := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		if op == store.OpWorkflow && calls.Add(1) > after {
+	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+		if crash(op, q) {
 			select {
 			case crashed <- struct{}{}:
 			default:
@@ -139,6 +148,22 @@ func crashCarries(c *Client, after int32) (<-chan struct{}, func()) {
 		return nil
 	})
 	return crashed, func() { c.store.SetFault(nil) }
+}
+
+// stepStates reads the state of a step of workflow id by name.
+func stepStates(t *testing.T, c *Client, id string) func(name string) StepState {
+	return func(name string) StepState {
+		t.Helper()
+		info, err := c.Workflow(context.Background(), id)
+		require.NoError(t, err)
+		for _, st := range info.Steps {
+			if st.Name == name {
+				return st.State
+			}
+		}
+		t.Fatalf("no step %s", name)
+		return ""
+	}
 }
 
 // A revival never lets a step run before its parents while another
@@ -165,18 +190,7 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "p", Events{}))
 	require.NoError(t, w.StartWork(ctx, "s", Events{}))
 	require.NoError(t, w.StartWork(ctx, "k", Events{}))
-	stepState := func(name string) StepState {
-		t.Helper()
-		info, err := c.Workflow(ctx, id)
-		require.NoError(t, err)
-		for _, st := range info.Steps {
-			if st.Name == name {
-				return st.State
-			}
-		}
-		t.Fatalf("no step %s", name)
-		return ""
-	}
+	stepState := stepStates(t, c, id)
 
 	// top dies; its carry crashes after the cascade's first call, which
 	// stands before k9's children, and its notice is lost.
@@ -242,5 +256,127 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	}
 	assert.Equal(t, map[StepState]int{StepDead: 1, StepCancelled: 2509, StepSucceeded: 2}, states)
 	require.NoError(t, w.Close(ctx))
+	requireClean(t, c)
+}
+
+// dieWithCarryCut enqueues steps as workflow "tree" and runs its step
+// "top" (queue p) to its death, whose carry crashes after its first
+// release call, before the steps it freed on queue freedOn are enqueued.
+// It returns top's process and its notice, which stays.
+func dieWithCarryCut(t *testing.T, c *Client, steps []Step, freedOn string) (*Process, []string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "tree"})
+	require.NoError(t, err)
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "p", Events{}))
+	top, err := w.Dequeue(ctx, "p")
+	require.NoError(t, err)
+	var calls atomic.Int32
+	crashed, heal := crashWhen(c, func(op store.Op, q string) bool {
+		return (op == store.OpEnqueue && q == freedOn) || (op == store.OpWorkflow && calls.Add(1) > 1)
+	})
+	require.NoError(t, top.DeadLetter(ctx, errors.New("dies")))
+	recv(t, crashed, testsignal.Wait, "the crash after the first release call")
+	require.NoError(t, w.Close(ctx))
+	heal()
+	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, notices, 1, "top's notice stays")
+	return top, notices
+}
+
+// A step that a death's cascade freed is listed by the step that died,
+// not by its parent (cancelled by the cascade): Check asks the dead
+// step's queue for the notice that carries it. c runs whatever the end
+// of k, which top's death cancels: top's carry records the cascade, which
+// frees c, and crashes before enqueuing it. While top's notice is pending
+// c is no finding; once that notice is lost, c is stalled, and the
+// repair enqueues it, after which the workflow runs to its end.
+func TestCheckTellsAStepACascadeFreedFromAStalledOne(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	const id = "tree"
+	_, notices := dieWithCarryCut(t, c, []Step{
+		{Name: "top", Queue: "p"},
+		{Name: "k", Queue: "k", After: []string{"top"}},
+		{Name: "c", Queue: "c", AfterEnded: []string{"k"}},
+	}, "c")
+	stepState := stepStates(t, c, id)
+	require.Equal(t, StepCancelled, stepState("k"))
+	require.Equal(t, StepReady, stepState("c"), "freed by the cascade, not enqueued")
+
+	rep := check(t, c, false)
+	assert.Empty(t, rep.StalledSteps, "top's notice carries c")
+	assert.Zero(t, rep.Problems(), rep.String())
+
+	// The notice lost: nothing carries c any more.
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	stalled := []WorkflowStep{{Workflow: id, Step: "c"}}
+	rep = check(t, c, false)
+	assert.Equal(t, stalled, rep.StalledSteps)
+	assert.Equal(t, 1, rep.Problems(), rep.String())
+	rep = check(t, c, true)
+	assert.Equal(t, stalled, rep.Repaired.EnqueuedSteps)
+	require.Equal(t, StepQueued, stepState("c"))
+
+	w := newWorker(t, c, WorkerOptions{})
+	require.NoError(t, w.StartWork(ctx, "c", Events{}))
+	p, err := w.Dequeue(ctx, "c")
+	require.NoError(t, err)
+	require.NoError(t, p.Finish(ctx))
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Wait)
+	defer cancel()
+	info, err := c.WaitWorkflow(wctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, WorkflowFailed, info.State)
+	require.NoError(t, w.Close(ctx))
+	requireClean(t, c)
+}
+
+// A cascade cut short after its first call had freed a step: top's
+// death cancels k0 to k9 and their children, k0's first (the last met is
+// settled first), and k0.000, which runs whatever k0's end, is freed in
+// that call; the carry crashes there. While top's notice is pending,
+// neither the release under way nor k0.000 is a finding; once it is
+// lost, both are, and the repair carries the cascade to its end and
+// enqueues k0.000.
+func TestCheckTellsAStepACutCascadeFreedFromAStalledOne(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	const id = "tree"
+	steps := cascadeSteps()
+	for i := range steps {
+		if steps[i].Name == "k0.000" {
+			steps[i].After, steps[i].AfterEnded = nil, []string{"k0"}
+		}
+	}
+	top, notices := dieWithCarryCut(t, c, steps, "k")
+	info, err := c.Workflow(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, WorkflowRunning, info.State)
+	states := make(map[StepState]int)
+	for _, st := range info.Steps {
+		states[st.State]++
+	}
+	require.Equal(t, map[StepState]int{StepDead: 1, StepCancelled: 999, StepReady: 1, StepWaiting: 1510}, states)
+
+	rep := check(t, c, false)
+	assert.Empty(t, rep.StalledSteps, "top's notice carries k0.000")
+	assert.Zero(t, rep.Problems(), rep.String())
+
+	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	stalled := []WorkflowStep{{Workflow: id, Step: "k0.000"}}
+	release := []WorkflowStep{{Workflow: id, Step: "top", Task: top.TaskID()}}
+	rep = check(t, c, false)
+	assert.Equal(t, stalled, rep.StalledSteps)
+	assert.Equal(t, release, rep.StalledReleases)
+	assert.Equal(t, 2, rep.Problems(), rep.String())
+	rep = check(t, c, true)
+	assert.Equal(t, stalled, rep.Repaired.EnqueuedSteps)
+	assert.Equal(t, release, rep.Repaired.ResumedReleases)
+	n, err := c.QueueLen(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "k0.000 enqueued once")
 	requireClean(t, c)
 }

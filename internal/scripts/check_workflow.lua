@@ -4,9 +4,11 @@
 -- keys all expire: flow_close); and, while it runs, those of the steps
 -- named that are ready (being enqueued) or queued, with their task's id
 -- ('' if not known yet), their spec and the steps whose end made them
--- ready (their parents whose freed lists them: none for a step that had
--- no parents), with the specs of those, so that the caller can ask their
--- queues whether a notice still carries them.
+-- ready (their parents whose freed lists them; for a step a death's
+-- cascade freed, whose parent the cascade cancelled, the step that died,
+-- which freed names under '^<step>' (wf_release.lua); none for a step
+-- that had no parents), with the specs of those, so that the caller can
+-- ask their queues whether a notice still carries them.
 -- The caller names the steps, a page at a time (it pages the workflow's
 -- order with wf_steps.lua): the cost is the page's and the named steps'
 -- parents', whatever the workflow's size. '*' names every step, for a
@@ -93,6 +95,11 @@ if state == 'running' and first then
             by[#by + 1] = p
             specs[p] = true
           end
+        end
+        local cut_by = #by == 0 and redis.call('HGET', freed_key, '^' .. step)
+        if cut_by then
+          by[1] = cut_by
+          specs[cut_by] = true
         end
       end
       local spec = redis.call('HGET', spec_key, step) or ''

@@ -194,7 +194,11 @@ end
 -- first, at most budget of them, as settle does a step's (those it
 -- cancels pushed, for their own children). Returns the children settled
 -- and the steps still open (nil if it ended none).
-local function cascade(stack, budget, freed)
+-- A step it frees is listed in freed under step (whose end began the
+-- cascade, and whose notice carries it), not under a parent of it: it
+-- is noted in freed under '^<freed step>', naming step, so that the
+-- check (check_workflow.lua) asks that step's queue for the notice.
+local function cascade(stack, budget, freed, step)
   local n, open = 0, nil
   while #stack > 0 and n < budget do
     local top = stack[#stack]
@@ -205,7 +209,12 @@ local function cascade(stack, budget, freed)
       table.remove(stack)
     end
     if #down > 0 then
+      local before, by = #freed, {}
       lower(down, freed)
+      for j = before + 1, #freed do
+        put(by, '^' .. freed[j], step)
+      end
+      hset(freed_key, by)
     end
     if #off > 0 then
       open = cut(off, stack) or open
@@ -368,7 +377,7 @@ local function revive(step)
   -- added to the step's freed list, answered by its notices.
   if #held > 0 then
     local freed = {}
-    cascade(held, math.huge, freed)
+    cascade(held, math.huge, freed, step)
     add_freed(step, freed)
   end
 end
@@ -389,7 +398,7 @@ local function settle(step, good, budget)
   local pos, freed = had or 1, {}
   local stack = cascade_of(step)
   local stacked = #stack > 0
-  local n, open = cascade(stack, budget, freed)
+  local n, open = cascade(stack, budget, freed, step)
   -- The children of this call: those whose count goes down, and the
   -- others, cancelled if they wait.
   local down, off, m, at, more = take(kids, pos, budget - n, good)
@@ -400,7 +409,7 @@ local function settle(step, good, budget)
   if #off > 0 then
     open = cut(off, stack) or open
   end
-  local below, last = cascade(stack, budget - n, freed)
+  local below, last = cascade(stack, budget - n, freed, step)
   n, open = n + below, last or open
   more = more or #stack > 0
   if more then

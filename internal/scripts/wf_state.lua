@@ -1,38 +1,72 @@
--- Read a workflow's state in one go: the workflow's fields, then, unless
--- brief, per step its name, state, task id ('' until queued), parents
--- and spec. Each of the steps' hashes is read whole, in one call: a
--- workflow of thousands of steps costs a few calls, not a few per step.
+-- Read a page of a workflow's state: the workflow's fields, then, unless
+-- brief, per step of the page its name, state, task id ('' until queued),
+-- parents and spec. The caller reads every page, passing each call the
+-- cursor the one before answered, so that a workflow of ten thousand
+-- steps holds Redis for a page's time a call, not for the whole read.
+-- A page is count steps of the order kept at create (order), read from
+-- its end: every step before its parents, so that a step that changes
+-- between two pages is read after its children, and a step read
+-- released always has its parents read ended (a step's state only moves
+-- forward, but for a revival). A workflow created before order was kept
+-- is paged with HSCAN of its steps (the cursor is HSCAN's, which may
+-- answer a step twice).
 -- Returns {} for a workflow unknown (or ended and expired), else
--- {state, created (ms), ended (ms, or ''), then five values per step}.
+-- {state, created (ms), ended (ms, or ''), next cursor ('' once the
+-- page is the last), then five values per step}.
 local flow_key, steps_key, ids_key, left_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local kids_key, parents_key, spec_key, results_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
 local brief = ARGV[1] == '1' -- '1': the workflow's fields only
+local cursor, count = ARGV[2] or '0', tonumber(ARGV[3] or '500')
 
 local flow = redis.call('HMGET', flow_key, 'state', 'created', 'ended')
 if not flow[1] then
   return {}
 end
-local out = {flow[1], flow[2] or '', flow[3] or ''}
+local out = {flow[1], flow[2] or '', flow[3] or '', ''}
 if brief then
   return out
 end
--- A hash read whole, as a table by field.
-local function whole(key)
-  local t, all = {}, redis.call('HGETALL', key)
-  for i = 1, #all, 2 do
-    t[all[i]] = all[i + 1]
+local names, next_ = {}, ''
+local total = redis.call('ZCARD', order_key)
+if total > 0 then
+  -- The from-th page from the end (ZRANGE, which the ACL of
+  -- docs/security.md allows, not ZREVRANGE; a page is read in one call,
+  -- so its own order does not matter).
+  -- A cursor past the end (a workflow of that id made anew between two
+  -- pages, with fewer steps) reads nothing, not the whole order.
+  local from = tonumber(cursor) or total
+  if from < total then
+    names = redis.call('ZRANGE', order_key, math.max(total - from - count, 0), total - from - 1)
   end
-  return t
+  if from + count < total then
+    next_ = tostring(from + count)
+  end
+else
+  local page = redis.call('HSCAN', steps_key, cursor, 'COUNT', count)
+  for i = 1, #page[2], 2 do
+    names[#names + 1] = page[2][i]
+  end
+  if page[1] ~= '0' then
+    next_ = page[1]
+  end
 end
-local ids, parents, spec = whole(ids_key), whole(parents_key), whole(spec_key)
-local all = redis.call('HGETALL', steps_key)
-for i = 1, #all, 2 do
-  local step = all[i]
-  out[#out + 1] = step
-  out[#out + 1] = all[i + 1]
-  out[#out + 1] = ids[step] or ''
-  out[#out + 1] = parents[step] or ''
-  out[#out + 1] = spec[step] or ''
+out[4] = next_
+if #names == 0 then
+  return out
+end
+local states = redis.call('HMGET', steps_key, unpack(names))
+local ids = redis.call('HMGET', ids_key, unpack(names))
+local parents = redis.call('HMGET', parents_key, unpack(names))
+local specs = redis.call('HMGET', spec_key, unpack(names))
+-- Only the steps of the steps hash, as it lists them.
+for i, step in ipairs(names) do
+  if states[i] then
+    out[#out + 1] = step
+    out[#out + 1] = states[i]
+    out[#out + 1] = ids[i] or ''
+    out[#out + 1] = parents[i] or ''
+    out[#out + 1] = specs[i] or ''
+  end
 end
 return out

@@ -450,8 +450,10 @@ type LookedStep struct {
 	// TaskID is its task's id, "" until the workflow knows it.
 	TaskID string
 	Spec   string
-	// FreedBy are the steps whose end made it ready (none if it had no
-	// parents).
+	// FreedBy are the steps whose end made it ready, whose notices carry
+	// it: its parents', or, for a step a death's cascade freed (its
+	// parent cancelled by the cascade), the step whose end began the
+	// cascade; none if it had no parents.
 	FreedBy []string
 }
 

@@ -260,7 +260,8 @@ type WorkflowKeys struct {
 	// and '@<step>' -> the byte of its kids where the next child its
 	// release settles starts, while some are left (wf_release.lua
 	// settles a thousand a call); and '!<step>' -> the steps its death's
-	// cascade cancelled whose children it has yet to settle (see
+	// cascade cancelled whose children it has yet to settle; and
+	// '^<step>' -> the step whose death's cascade made step ready (see
 	// docs/key-layout.md).
 	Freed string
 	Seen  string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
