@@ -485,15 +485,21 @@ func migrateSlot(t *testing.T, rdb rueidis.Client, slot int64, from, to string) 
 // A master that hangs (SIGSTOP: it neither answers nor closes its
 // connections, as a paused VM or a partition) costs a worker only its
 // queue on that shard, as a killed one does: its lease there is fenced,
-// its processes on the other shards go on and it keeps its id. Not
-// parallel: it takes a shard away from every test for about a TTL.
+// its processes on the other shards go on and it keeps its id. The
+// worker's lease is lasting's, so that only the pause fences it, not a
+// stall of the loaded test process; the pause outlasts that TTL, longer
+// than the cluster takes to fail over, so the paused master's replicas
+// are kept from taking over meanwhile: the master hangs rather than
+// being replaced. Not parallel: it takes a shard away from every test
+// for about a TTL.
 func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
 	names, masters, paused := victimShard(t, c)
 	pid, _ := nodeProcess(t, c, masters[paused])
+	noFailover(t, c, masters[paused])
 
-	w, fences := fencingWorker(t, b.client())
+	w, fences := fencingWorkerWith(t, b.client(), lasting)
 	id := w.ID()
 	held := map[string]*Process{}
 	for _, q := range names {
@@ -515,7 +521,7 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	ev := recv(t, fences, 3*time.Second, "a fence")
+	ev := recv(t, fences, 3*lasting.TTL, "a fence")
 	resume()
 	assert.Equal(t, paused, ev.Queue, "the first fence was not of the paused shard's queue only: %v", ev.Cause)
 	assert.Equal(t, id, ev.WorkerID)
@@ -523,6 +529,23 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 		assert.NoError(t, p.Err(), "the process on %s (another shard) ended", q)
 	}
 	assert.Equal(t, id, w.ID())
+}
+
+// noFailover keeps every node but master (whose replicas are among them)
+// from failing over until the test ends: a master paused for longer than
+// the cluster's node timeout stays the master of its slots.
+func noFailover(t *testing.T, c *Client, master string) {
+	t.Helper()
+	set := func(node rueidis.Client, v string) error {
+		return node.Do(context.Background(), node.B().ConfigSet().ParameterValue().ParameterValue("cluster-replica-no-failover", v).Build()).Error()
+	}
+	for addr, node := range c.rdb.Nodes() {
+		if addr == master {
+			continue
+		}
+		require.NoError(t, set(node, "yes"))
+		t.Cleanup(func() { assert.NoError(t, set(node, "no"), "failover allowed again on %s", addr) })
+	}
 }
 
 // A workflow whose steps are on queues of three masters, its own state
