@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -485,15 +486,21 @@ func migrateSlot(t *testing.T, rdb rueidis.Client, slot int64, from, to string) 
 // A master that hangs (SIGSTOP: it neither answers nor closes its
 // connections, as a paused VM or a partition) costs a worker only its
 // queue on that shard, as a killed one does: its lease there is fenced,
-// its processes on the other shards go on and it keeps its id. Not
-// parallel: it takes a shard away from every test for about a TTL.
+// its processes on the other shards go on and it keeps its id. The
+// worker's lease is lasting's, so that only the pause fences it, not a
+// stall of the loaded test process; the pause outlasts that TTL, longer
+// than the cluster takes to fail over, so the paused master's replicas
+// are kept from taking over meanwhile: the master hangs rather than
+// being replaced. Not parallel: it takes a shard away from every test
+// for about a TTL.
 func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
 	names, masters, paused := victimShard(t, c)
 	pid, _ := nodeProcess(t, c, masters[paused])
+	noFailover(t, c, masters[paused])
 
-	w, fences := fencingWorker(t, b.client())
+	w, fences := fencingWorkerWith(t, b.client(), lasting)
 	id := w.ID()
 	held := map[string]*Process{}
 	for _, q := range names {
@@ -515,7 +522,7 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	ev := recv(t, fences, 3*time.Second, "a fence")
+	ev := recv(t, fences, 3*lasting.TTL, "a fence")
 	resume()
 	assert.Equal(t, paused, ev.Queue, "the first fence was not of the paused shard's queue only: %v", ev.Cause)
 	assert.Equal(t, id, ev.WorkerID)
@@ -523,6 +530,86 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 		assert.NoError(t, p.Err(), "the process on %s (another shard) ended", q)
 	}
 	assert.Equal(t, id, w.ID())
+}
+
+// noFailover keeps master's replicas from failing over until the test
+// ends: a master paused for longer than the cluster's node timeout stays
+// the master of its slots. Failover is allowed again once no replica
+// flags master as failing any more (it was resumed): a replica allowed it
+// before would take over from a master that answers again, under the
+// tests that come next. The replicas are those master knows of, each
+// reached on a connection of its own: the client's view of the cluster
+// may leave out a replica still syncing.
+func noFailover(t *testing.T, c *Client, master string) {
+	t.Helper()
+	ctx := context.Background()
+	replicas := map[string]rueidis.Client{}
+	t.Cleanup(func() {
+		for _, rdb := range replicas {
+			rdb.Close()
+		}
+	})
+	view := clusterNodes(t, c.rdb.Nodes()[master])
+	var id string
+	for _, n := range view {
+		if slices.Contains(n.flags, "myself") {
+			id = n.id
+		}
+	}
+	for _, n := range view {
+		if n.master != id {
+			continue
+		}
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.addr}, DisableCache: true, ForceSingleClient: true})
+		require.NoError(t, err)
+		replicas[n.addr] = rdb
+	}
+	require.NotEmpty(t, replicas, "%s has no replica", master)
+	set := func(rdb rueidis.Client, v string) error {
+		return rdb.Do(ctx, rdb.B().ConfigSet().ParameterValue().ParameterValue("cluster-replica-no-failover", v).Build()).Error()
+	}
+	for addr, rdb := range replicas {
+		require.NoError(t, set(rdb, "yes"), "failover kept off on %s", addr)
+	}
+	t.Cleanup(func() {
+		eventually(t, 10*time.Second, "no replica flags the resumed master as failing", func() bool {
+			for _, rdb := range replicas {
+				for _, n := range clusterNodes(t, rdb) {
+					if n.addr == master && (slices.Contains(n.flags, "fail") || slices.Contains(n.flags, "fail?")) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		for addr, rdb := range replicas {
+			assert.NoError(t, set(rdb, "no"), "failover allowed again on %s", addr)
+		}
+	})
+}
+
+// clusterNode is a line of CLUSTER NODES: a node's id, address, flags
+// and, for a replica, its master's id.
+type clusterNode struct {
+	id, addr, master string
+	flags            []string
+}
+
+// clusterNodes is rdb's view of the cluster's nodes.
+func clusterNodes(t *testing.T, rdb rueidis.Client) []clusterNode {
+	t.Helper()
+	view, err := rdb.Do(context.Background(), rdb.B().ClusterNodes().Build()).ToString()
+	require.NoError(t, err)
+	var nodes []clusterNode
+	for _, line := range strings.Split(view, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		nodes = append(nodes, clusterNode{id: f[0], addr: addr, flags: strings.Split(f[2], ","), master: f[3]})
+	}
+	return nodes
 }
 
 // A workflow whose steps are on queues of three masters, its own state

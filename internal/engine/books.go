@@ -1,12 +1,17 @@
 package engine
 
-import "sync"
+import (
+	"errors"
+	"sync"
+
+	"github.com/worqr/worqr/internal/errs"
+)
 
 // Books are a session's books of its in-flight processes: the one map of
-// them (a process's way in, Adopt and AdoptAll, and out, Drop, are this
-// file's), the passes still to look for processes Redis says the worker
-// holds and it does not know of, and how far it gave such processes
-// back. Their state is theirs alone, guarded by their mu, under which
+// them (a process's way in, Adopt and AdoptAll, its end, End, and its way
+// out, Drop and Forget, are this file's), the passes still to look for
+// processes Redis says the worker holds and it does not know of, and how
+// far it gave such processes back. Their state is theirs alone, guarded by their mu, under which
 // only proc.State.mu is taken (InterruptAll). A decision over the books
 // and the session's lease at once is the Lease's, which takes its mu
 // before theirs (session.go).
@@ -154,6 +159,42 @@ func (b *Books) add(p *Proc) bool {
 	p.books = b
 	b.procs[p.ID] = p
 	return true
+}
+
+// A process's end, whoever ends it: its handler's outcome written (the
+// settler, settle.go), a cancel or delete event, a fence, a
+// reconciliation, the session's end (EndAll). Each ends it here, and the
+// first reason wins; one that is done with leaves the books it was
+// adopted into (Forget).
+
+// End closes Done with a reason; the first reason wins. It reports
+// whether this call ended the process. A process lost (settled,
+// ErrProcessLost) is reported to the observer as lost.
+func (p *Proc) End(reason error, settled bool) bool {
+	// A process ended by a cancel or delete event (not settled: Finish
+	// still works) that is lost later is reported then.
+	first, newlySettled := p.St.End(reason, settled)
+	if newlySettled && errors.Is(reason, errs.ErrProcessLost) {
+		p.observeEnd(Lost, "", reason)
+	}
+	return first
+}
+
+// Forget drops the process from the books that adopted it, if any, and
+// ends it.
+func (p *Proc) Forget(reason error) {
+	if p.books != nil {
+		p.books.Drop(p)
+	}
+	p.End(reason, true)
+}
+
+// observeEnd tells the observer, once, how the process ended (and, for
+// Dead, the dead letter's reason).
+func (p *Proc) observeEnd(outcome Outcome, reason string, err error) {
+	if p.St.Observe() {
+		p.Host.Observe(outcome, reason, err)
+	}
 }
 
 // Drop takes p out of the books, if it is there. A process ending (its

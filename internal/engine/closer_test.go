@@ -7,6 +7,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,25 @@ func closing(t *testing.T) (h *closerHost, k *Closer, life context.Context, s *S
 	k = &Closer{}
 	k.Init(h, &h.env, end)
 	return h, k, life, s, p, held
+}
+
+// recordOps makes the worker's store record the ops it is asked to send,
+// and fail each with fail (nil: none fails); the function it returns
+// lists those asked for so far.
+func (h *closerHost) recordOps(fail error) func() []store.Op {
+	var mu sync.Mutex
+	var ops []store.Op
+	h.env.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, op)
+		return fail
+	})
+	return func() []store.Op {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(ops)
+	}
 }
 
 // toldOf collects n calls of the host, in any order.
@@ -113,17 +133,11 @@ func TestCloserCloseFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h, k, _, _, p, held := closing(t)
-			var mu sync.Mutex
-			var ops []store.Op
-			h.env.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-				mu.Lock()
-				defer mu.Unlock()
-				ops = append(ops, op)
-				if tc.down {
-					return errs.ErrUnavailable
-				}
-				return nil
-			})
+			var fail error
+			if tc.down {
+				fail = errs.ErrUnavailable
+			}
+			ops := h.recordOps(fail)
 			ctx, cancel := context.WithCancel(context.Background())
 			if !tc.down {
 				cancel()
@@ -133,12 +147,11 @@ func TestCloserCloseFails(t *testing.T) {
 			assert.ErrorIs(t, p.St.Err(), errs.ErrProcessLost)
 			h.env.Store.SetFault(nil)
 			assert.Len(t, h.held(t, "q", testID, held), 2, "tasks were given back")
-			mu.Lock()
-			assert.NotContains(t, ops, store.OpDeregister, "a failed close deregistered")
+			sent := ops()
+			assert.NotContains(t, sent, store.OpDeregister, "a failed close deregistered")
 			if !tc.down {
-				assert.NotContains(t, ops, store.OpRelease, "a close whose context ended released")
+				assert.NotContains(t, sent, store.OpRelease, "a close whose context ended released")
 			}
-			mu.Unlock()
 		})
 	}
 }

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worqr/worqr/internal/lifecycle"
-	"github.com/worqr/worqr/internal/store"
 )
 
 // Halt ends the worker's life and returns only once the one-shot
@@ -62,14 +60,7 @@ func TestCloserHaltWaitsForItsGoroutines(t *testing.T) {
 func TestCloserHaltStopsNothingElse(t *testing.T) {
 	t.Parallel()
 	h, k, life, s, p, held := closing(t)
-	var mu sync.Mutex
-	var ops []store.Op
-	h.env.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ops = append(ops, op)
-		return nil
-	})
+	ops := h.recordOps(nil)
 	lease := s.Lease.View()
 
 	k.Halt()
@@ -82,9 +73,7 @@ func TestCloserHaltStopsNothingElse(t *testing.T) {
 	assert.Equal(t, lease, s.Lease.View(), "Halt changed the session's lease")
 	assert.NoError(t, p.St.Err(), "Halt ended a process")
 	h.env.Store.SetFault(nil)
-	mu.Lock()
-	assert.Empty(t, ops, "Halt wrote to Redis")
-	mu.Unlock()
+	assert.Empty(t, ops(), "Halt wrote to Redis")
 	assert.Len(t, h.held(t, "q", testID, held), 2, "Halt gave tasks back")
 
 	require.NoError(t, k.Close(context.Background(), "close"))

@@ -283,10 +283,6 @@ func (s *Scheduler) take(ctx context.Context, r *Runtime, n int) bool {
 	return len(ps) == n
 }
 
-// returned hands on the slot of a member's handler that returned, while
-// its outcome is written: the next task's dequeue goes out meanwhile.
-func (s *Scheduler) returned(r *Runtime) { r.count(-1, +1) }
-
 // session is the session serving the member's queue, nil if none does
 // (it left the queue).
 func (r *Runtime) session() *Session {

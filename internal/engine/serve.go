@@ -115,7 +115,23 @@ type PoolHost interface {
 // whole or not at all: if one fails, those served already are left
 // again. The pool's loop starts once every member is served (each with
 // its work flag set), so that the first slots already follow its order.
+// A refused pool's members take no work, whether they were served or
+// not: its loop never runs to dequeue for them, and a hand-off would
+// start a handler for a member that took work, on a pool nothing stops
+// (a worker closed meanwhile does not hold it, and a leaving that
+// failed left its queue served).
 func ServePool(ctx context.Context, host PoolHost, env *Env, pool *Scheduler, events []Events) error {
+	err := servePool(ctx, host, env, pool, events)
+	if err != nil {
+		for _, r := range pool.Members() {
+			r.StopTaking()
+		}
+	}
+	return err
+}
+
+// servePool is ServePool but for its members' stop on refusal.
+func servePool(ctx context.Context, host PoolHost, env *Env, pool *Scheduler, events []Events) error {
 	members := pool.Members()
 	for i, r := range members {
 		err := Serve(ctx, host, env, r.Queue(), events[i], r)

@@ -13,43 +13,14 @@ import (
 	"github.com/worqr/worqr/internal/store"
 )
 
-// Ending a process, in one place: the settler's decision for a handler's
-// outcome (the attempt budget, the backoff, dead-lettering and its
-// reason); the scripts that end a process (Finish, a retry, a dead
-// letter or a requeue, a handler's outcome or the application's call)
-// with their batched sends; and the books and the observer told of the
-// end. A handler's outcome is tried again while the worker lives if its
-// write failed on the connection.
-
-// End closes Done with a reason; the first reason wins. It reports
-// whether this call ended the process. A process lost (settled,
-// ErrProcessLost) is reported to the observer as lost.
-func (p *Proc) End(reason error, settled bool) bool {
-	// A process ended by a cancel or delete event (not settled: Finish
-	// still works) that is lost later is reported then.
-	first, newlySettled := p.St.End(reason, settled)
-	if newlySettled && errors.Is(reason, errs.ErrProcessLost) {
-		p.observeEnd(Lost, "", reason)
-	}
-	return first
-}
-
-// Forget drops the process from the books that adopted it (books.go),
-// if any, and ends it.
-func (p *Proc) Forget(reason error) {
-	if p.books != nil {
-		p.books.Drop(p)
-	}
-	p.End(reason, true)
-}
-
-// observeEnd tells the observer, once, how the process ended (and, for
-// Dead, the dead letter's reason).
-func (p *Proc) observeEnd(outcome Outcome, reason string, err error) {
-	if p.St.Observe() {
-		p.Host.Observe(outcome, reason, err)
-	}
-}
+// Writing a process's outcome, in one place: the settler's decision for
+// a handler's outcome (the attempt budget, the backoff, dead-lettering
+// and its reason); the scripts that end a process (Finish, a retry, a
+// dead letter or a requeue, a handler's outcome or the application's
+// call) with their batched sends; and the process's end recorded once
+// they answered (recordSettled: Proc.End and Forget, books.go). A
+// handler's outcome is tried again while the worker lives if its write
+// failed on the connection.
 
 // Settler writes the outcomes of one runtime's handlers; J is the
 // runtime's job, which Settled ends once its outcome is written.

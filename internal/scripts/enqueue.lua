@@ -165,20 +165,6 @@ if shas ~= '' then
   end
 end
 local sets = {'tid', ms(first + n - 1)}
--- Hand entry to worker, the longest-idle runtime, just taken out of the
--- idle set (see above); false when it cannot go. The checks go cheapest
--- first for a busy queue (tasks wait), then for one held back (controls).
-local function hand_off(entry, worker)
-  if redis.call('EXISTS', waiting_key, high_key, low_key, gready_key) > 0 then
-    return false
-  end
-  if meta[3] or meta[4] or meta[5] or not lease_live(leases_key, worker, math.floor(now / 1000)) then
-    return false
-  end
-  local pids = start_procs(procs_key, meta_key, worker, {entry}, now, meta[6], sets)
-  publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
-  return true
-end
 -- The header each task gets past the call's fields: its unique key, when
 -- held while it lives (whole entries carry it already).
 local own = {}
@@ -322,7 +308,8 @@ else
   if hand == '1' and n == 1 and not grouped then
     popped = redis.call('ZPOPMIN', idle_key)
   end
-  if not (popped and popped[1] and hand_off(entries[1], popped[1])) then
+  if not (popped and popped[1] and hand_off(channel, procs_key, meta_key, leases_key, waiting_key, high_key, low_key, gready_key,
+      meta, popped[1], entries[1], now, sets)) then
     if grouped then
       group_lib().push(entries, front)
     else

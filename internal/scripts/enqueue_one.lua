@@ -11,7 +11,8 @@
 -- Returns enqueue.lua's reply with no duplicates: {unregistered, id
 -- (hex), 0}.
 --
--- The hand-off and the wake are enqueue.lua's: see there.
+-- The hand-off (hand_off, common/processes.lua) is every enqueue's, and
+-- the wake enqueue.lua's: see there.
 local list_key, meta_key, idle_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] -- list: the task's level's
 local leases_key, procs_key = KEYS[5], KEYS[6]
 -- Where tasks wait (every level's list, and the groups ready to start): a
@@ -34,12 +35,8 @@ local popped
 if hand == '1' then
   popped = redis.call('ZPOPMIN', idle_key)
 end
-local worker = popped and popped[1]
-if worker and redis.call('EXISTS', waiting_key, high_key, low_key, gready_key) == 0
-    and not (meta[3] or meta[4] or meta[5]) and lease_live(leases_key, worker, math.floor(now / 1000)) then
-  local pids = start_procs(procs_key, meta_key, worker, {entry}, now, meta[6], sets)
-  publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
-else
+if not (popped and popped[1] and hand_off(channel, procs_key, meta_key, leases_key, waiting_key, high_key, low_key, gready_key,
+    meta, popped[1], entry, now, sets)) then
   -- The front is the right end.
   redis.call(front and 'RPUSH' or 'LPUSH', list_key, entry)
   wake(idle_key, channel, 1, popped)

@@ -200,7 +200,7 @@ local sets = {}
 -- of the idle set first, as the wake would (the wake names it first if
 -- the step does not go to it); on a queue where nothing waits and no
 -- control holds it back, the step goes to it if its worker's lease is
--- live (enqueue.lua's hand-off).
+-- live (hand_off, as enqueue.lua hands a task over).
 local popped
 if hand == '1' and woken == 1 and #grouped == 0 then
   local entry
@@ -208,11 +208,8 @@ if hand == '1' and woken == 1 and #grouped == 0 then
     entry = ends.back[1] or ends.front[1]
   end
   popped = redis.call('ZPOPMIN', idle_key)
-  local worker = popped[1]
-  if worker and redis.call('EXISTS', waiting_key, high_key, low_key, gready_key) == 0 and
-      not (meta[3] or meta[4] or meta[5]) and lease_live(leases_key, worker, math.floor(now / 1000)) then
-    local pids = start_procs(procs_key, meta_key, worker, {entry}, now, meta[6], sets)
-    publish(channel, 'h' .. worker .. ',' .. pids[1] .. ',' .. entry)
+  if popped[1] and hand_off(channel, procs_key, meta_key, leases_key, waiting_key, high_key, low_key, gready_key,
+      meta, popped[1], entry, now, sets) then
     pushes, woken = {}, 0
   end
 end

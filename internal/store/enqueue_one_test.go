@@ -24,12 +24,11 @@ func TestEnqueueOneScript(t *testing.T) {
 	t.Parallel()
 	t.Run("handed to the longest-idle runtime", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue_one.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue_one.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
-			"meta":   hash{"name": "q", "registered": "1", "tid": decOf(x), "seq": decOf(x)},
+			"meta":   hash{"seq": decOf(x)},
 			"leases": zset{w: lease},
 			"idle":   zset{w: 1, "r2": 2},
 		})
@@ -124,10 +123,8 @@ func TestEnqueueOneScript(t *testing.T) {
 	})
 	t.Run("at a lower level, none parked", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue_one.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue_one.lua")
 		e.seed(keyState{
-			"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x)},
 			"waiting": list{"5:old"},
 		})
 		events := e.events()

@@ -18,10 +18,8 @@ func TestEnqueueScript(t *testing.T) {
 	t.Parallel()
 	t.Run("a batch at the back wakes the parked runtimes", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue.lua")
 		e.seed(keyState{
-			"meta":    hash{"name": "q", "registered": "1", "tid": decOf(x)},
 			"waiting": list{"5:old"},
 			"idle":    zset{"r1": 1, "r2": 2},
 		})
@@ -52,11 +50,9 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("delayed tasks wait in the delayed set with their due time", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue.lua")
 		due := e.clock() + int64(time.Hour/time.Microsecond)
 		e.seed(keyState{
-			"meta": hash{"name": "q", "registered": "1", "tid": decOf(x)},
 			"idle": zset{"r1": 1},
 		})
 		_, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p1"), []byte("p2")}, EnqueueArgs{DueAt: due, Retain: time.Second})
@@ -75,11 +71,9 @@ func TestEnqueueScript(t *testing.T) {
 	sha := hex.EncodeToString(sum[:])
 	t.Run("a unique key held while the task lives, stale ones dropped", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue.lua")
 		kept := float64(e.clockMs() + hour)
 		e.seed(keyState{
-			"meta":      hash{"name": "q", "registered": "1", "tid": decOf(x)},
 			"unique":    hash{"stale": "1", "kept": "2"},
 			"uniquettl": zset{"stale": 1, "kept": kept},
 		})
@@ -95,9 +89,7 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("a unique key held for a time", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
-		e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x)}})
+		e, x := queueAhead(t, "enqueue.lua")
 		before := e.clockMs()
 		_, err := e.s.Enqueue(e.ctx, "q", [][]byte{[]byte("p")}, EnqueueArgs{Unique: "k", UniqueTTL: time.Minute})
 		require.NoError(t, err)
@@ -127,12 +119,11 @@ func TestEnqueueScript(t *testing.T) {
 	// here, and is handed off as enqueue_one.lua hands a plain one.
 	t.Run("a single task goes straight to the longest-idle runtime", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
-			"meta":   hash{"name": "q", "registered": "1", "tid": decOf(x), "seq": decOf(x)},
+			"meta":   hash{"seq": decOf(x)},
 			"leases": zset{w: lease},
 			"idle":   zset{w: 1, "r2": 2},
 		})
@@ -149,12 +140,11 @@ func TestEnqueueScript(t *testing.T) {
 	})
 	t.Run("no hand-off on a paused queue", func(t *testing.T) {
 		t.Parallel()
-		e := newScriptEnv(t, "enqueue.lua")
-		x := e.clock() + 1e9
+		e, x := queueAhead(t, "enqueue.lua")
 		w := e.worker()
 		lease := float64(e.clockMs() + hour)
 		e.seed(keyState{
-			"meta":   hash{"name": "q", "registered": "1", "tid": decOf(x), "paused": "1"},
+			"meta":   hash{"paused": "1"},
 			"leases": zset{w: lease},
 			"idle":   zset{w: 1, "r2": 2, "r3": 3},
 		})
@@ -168,4 +158,16 @@ func TestEnqueueScript(t *testing.T) {
 			"idle":     zset{"r3": 3}, // the work event names two: the task's runtime and one more
 		})
 	})
+}
+
+// queueAhead is a test's store for script (and the scripts more names)
+// whose queue q is confirmed, named and registered, with its task id
+// counter seeded at x, a second ahead of the clock, so that the ids the
+// script gives are known: x+1 and on. A later seed of "meta" adds to it.
+func queueAhead(t *testing.T, script string, more ...string) (e *scriptEnv, x int64) {
+	t.Helper()
+	e = newScriptEnv(t, script, more...)
+	x = e.clock() + 1e9
+	e.seed(keyState{"meta": hash{"name": "q", "registered": "1", "tid": decOf(x)}})
+	return e, x
 }

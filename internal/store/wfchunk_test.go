@@ -133,8 +133,7 @@ func TestWorkflowReviveDuringReleaseScript(t *testing.T) {
 	steps[1].Parents = append(steps[1].Parents, "other")
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
 	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	_, more := e.releaseEnd(id, "top", "dead", 10)
 	require.True(t, more)
 	state := e.dump()
 	assert.Equal(t, "6002", state["wf.freed"].(hash)["@top"], "'+k0000' is a byte longer")
@@ -142,8 +141,7 @@ func TestWorkflowReviveDuringReleaseScript(t *testing.T) {
 	assert.Equal(t, "x", state["wf.steps"].(hash)["k0999"])
 	assert.Equal(t, "w", state["wf.steps"].(hash)["k1000"])
 
-	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
-	require.NoError(t, err)
+	_, more = e.releaseEnd(id, "top", "revived", 20)
 	assert.False(t, more, "the revival ends the release")
 	state = e.dump()
 	left, st := state["wf.left"].(hash), state["wf.steps"].(hash)
@@ -192,11 +190,9 @@ func TestWorkflowReviveCountsReleaseUnderWayScript(t *testing.T) {
 	_, more, err := e.s.ReleaseChunk(e.ctx, id, bigEnd, false)
 	require.NoError(t, err)
 	require.True(t, more)
-	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	_, more = e.releaseEnd(id, "top", "dead", 10)
 	require.True(t, more)
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "top", "revived", 20)
 	state := e.dump()
 	assert.Equal(t, "w", state["wf.steps"].(hash)["k0000"], "waits again")
 	assert.Equal(t, "2", state["wf.left"].(hash)["k0000"], "for top, and for big, whose release has not reached it")
@@ -238,8 +234,7 @@ func TestWorkflowReviveAfterFailDuringReleaseScript(t *testing.T) {
 	_, _, err = e.s.ReleaseChunk(e.ctx, id, ends, false)
 	require.NoError(t, err)
 	// other dies: k1000 is cancelled, the last open step; the workflow fails.
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "dead", At: 30}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "other", "dead", 30)
 	require.Equal(t, "failed", e.dump()["wf.flow"].(hash)["state"])
 	// The sweep's replay of top's notice: the workflow has ended, nothing
 	// is left to carry, and the notice is forgotten.
@@ -247,8 +242,7 @@ func TestWorkflowReviveAfterFailDuringReleaseScript(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, more)
 
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "revived", At: 40}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "other", "revived", 40)
 	state := e.dump()
 	assert.Equal(t, "running", state["wf.flow"].(hash)["state"])
 	assert.Equal(t, "w", state["wf.steps"].(hash)["k1000"], "waits again")
@@ -373,13 +367,10 @@ func TestWorkflowReviveDuringCascadeScript(t *testing.T) {
 	}
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
 	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	_, more := e.releaseEnd(id, "top", "dead", 10)
 	require.True(t, more)
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "other", Task: "t-other", Status: "dead", At: 20}}, false)
-	require.NoError(t, err)
-	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 30}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "other", "dead", 20)
+	_, more = e.releaseEnd(id, "top", "revived", 30)
 	assert.False(t, more)
 	state := e.dump()
 	st, left := state["wf.steps"].(hash), state["wf.left"].(hash)
@@ -428,16 +419,14 @@ func TestWorkflowReviveDuringCascadeRestoresCountsScript(t *testing.T) {
 	steps = append(steps, hold)
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
 	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	_, more := e.releaseEnd(id, "top", "dead", 10)
 	require.True(t, more)
 	state := e.dump()
 	require.Equal(t, "k9:1,k8:1,k7:1,k6:1,k5:1,k4:1,k3:1921", state["wf.freed"].(hash)["!top"], "k3's children, a byte longer")
 	require.Equal(t, "1", state["wf.left"].(hash)["k3.239"], "settled")
 	require.Equal(t, "2", state["wf.left"].(hash)["k3.240"], "not reached")
 
-	_, more, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "top", Task: "t-top", Status: "revived", At: 20}}, false)
-	require.NoError(t, err)
+	_, more = e.releaseEnd(id, "top", "revived", 20)
 	assert.False(t, more)
 	state = e.dump()
 	for j := range 250 {
@@ -489,13 +478,11 @@ func TestWorkflowReviveDuringOtherCascadeScript(t *testing.T) {
 	for k, n := range left {
 		require.Equal(t, n, state["wf.left"].(hash)[k], "%s: its other parent's cancellation settled in it, or not", k)
 	}
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "dead", At: 20}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "s", "dead", 20)
 	for _, k := range mine {
 		require.Equal(t, "x", e.dump()["wf.steps"].(hash)[k], k)
 	}
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "s", Task: "t-s", Status: "revived", At: 30}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "s", "revived", 30)
 	state = e.dump()
 	for k, n := range left {
 		assert.Equal(t, "w", state["wf.steps"].(hash)[k], "%s waits again", k)

@@ -26,39 +26,24 @@ func TestWorkflowReviveCutAgainLowersOnceScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
-	var fill []string
-	for i := range 997 {
-		fill = append(fill, fmt.Sprintf("f%03d", i))
-	}
-	steps := []WorkflowStep{
+	e.createWithFill(id, 997, []WorkflowStep{
 		{Name: "d", Spec: "S-d", Kids: []string{"m", "h"}},
 		{Name: "e", Spec: "S-e", Kids: []string{"h"}},
 		{Name: "q", Spec: "S-q", Kids: []string{"z"}},
-		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: append(append([]string{}, fill...), "s")},
+		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: []string{"s"}},
 		{Name: "s", Spec: "S-s", Parents: []string{"h"}, Kids: []string{"m"}},
 		{Name: "m", Spec: "S-m", Parents: []string{"d", "s"}, Kids: []string{"+z"}},
 		{Name: "z", Spec: "S-z", Parents: []string{"m", "q"}},
-	}
-	for _, f := range fill {
-		steps = append(steps, WorkflowStep{Name: f, Spec: "S-" + f, Parents: []string{"h"}})
-	}
-	for i := range steps {
-		steps[i].Place = i
-	}
-	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
-	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	})
+	_, more := e.releaseEnd(id, "d", "dead", 10)
 	require.True(t, more)
 	state := e.dump()
 	require.Equal(t, fmt.Sprintf("h:%d", 5*997+1), state["wf.freed"].(hash)["!d"], "d's cascade stands at h's s")
 	require.Equal(t, "w", state["wf.steps"].(hash)["s"])
 	require.Equal(t, "1", state["wf.left"].(hash)["z"], "m's cancellation settled in z: q is left")
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "e", Task: "t-e", Status: "dead", At: 20}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "e", "dead", 20)
 
-	ready, _, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "revived", At: 30}}, false)
-	require.NoError(t, err)
+	ready, _ := e.releaseEnd(id, "d", "revived", 30)
 	state = e.dump()
 	st, left := state["wf.steps"].(hash), state["wf.left"].(hash)
 	assert.Equal(t, "x", st["s"], "h is held by e: s is cancelled")
@@ -83,38 +68,23 @@ func TestWorkflowReviveCutAgainFreesNoWaiterScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
-	var fill []string
-	for i := range 996 {
-		fill = append(fill, fmt.Sprintf("f%03d", i))
-	}
-	steps := []WorkflowStep{
+	e.createWithFill(id, 996, []WorkflowStep{
 		{Name: "d", Spec: "S-d", Kids: []string{"m", "h", "w"}},
 		{Name: "e", Spec: "S-e", Kids: []string{"h"}},
-		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: append(append([]string{}, fill...), "s")},
+		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: []string{"s"}},
 		{Name: "s", Spec: "S-s", Parents: []string{"h"}, Kids: []string{"m"}},
 		{Name: "m", Spec: "S-m", Parents: []string{"d", "s"}, Kids: []string{"+w"}},
 		{Name: "w", Spec: "S-w", Parents: []string{"d", "m"}},
-	}
-	for _, f := range fill {
-		steps = append(steps, WorkflowStep{Name: f, Spec: "S-" + f, Parents: []string{"h"}})
-	}
-	for i := range steps {
-		steps[i].Place = i
-	}
-	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
-	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
+	})
+	_, more := e.releaseEnd(id, "d", "dead", 10)
 	require.True(t, more)
 	state := e.dump()
 	require.Equal(t, fmt.Sprintf("h:%d", 5*996+1), state["wf.freed"].(hash)["!d"], "d's cascade stands at h's s")
 	require.Equal(t, "x", state["wf.steps"].(hash)["w"])
 	require.Equal(t, "1", state["wf.left"].(hash)["w"], "m's cancellation settled in w")
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "e", Task: "t-e", Status: "dead", At: 20}}, false)
-	require.NoError(t, err)
+	e.releaseEnd(id, "e", "dead", 20)
 
-	ready, _, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "revived", At: 30}}, false)
-	require.NoError(t, err)
+	ready, _ := e.releaseEnd(id, "d", "revived", 30)
 	state = e.dump()
 	st, left := state["wf.steps"].(hash), state["wf.left"].(hash)
 	assert.Equal(t, "q", st["d"])
@@ -137,15 +107,39 @@ func TestWorkflowReviveCountsItsHeldCascadeScript(t *testing.T) {
 	t.Parallel()
 	e := newScriptEnv(t, "wf_release.lua")
 	id := e.workflow()
-	var fill []string
-	for i := range 998 {
-		fill = append(fill, fmt.Sprintf("f%03d", i))
-	}
-	steps := []WorkflowStep{
+	e.createWithFill(id, 998, []WorkflowStep{
 		{Name: "d", Spec: "S-d", Kids: []string{"k", "h"}},
 		{Name: "e", Spec: "S-e", Kids: []string{"h"}},
-		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: append(append([]string{}, fill...), "+k")},
+		{Name: "h", Spec: "S-h", Parents: []string{"d", "e"}, Kids: []string{"+k"}},
 		{Name: "k", Spec: "S-k", Parents: []string{"d", "h"}},
+	})
+	_, more := e.releaseEnd(id, "d", "dead", 10)
+	require.True(t, more)
+	require.Equal(t, fmt.Sprintf("h:%d", 5*998+1), e.dump()["wf.freed"].(hash)["!d"], "d's cascade stands at h's +k")
+	e.releaseEnd(id, "e", "dead", 20)
+
+	ready, _ := e.releaseEnd(id, "d", "revived", 30)
+	for _, r := range ready {
+		assert.NotEqual(t, "k", r.Name, "k answered as ready while its parent d is queued")
+	}
+	state := e.dump()
+	assert.Equal(t, "w", state["wf.steps"].(hash)["k"], "k waits for d")
+	assert.Equal(t, "1", state["wf.left"].(hash)["k"], "for d: h's end is settled")
+}
+
+// createWithFill creates workflow id of steps and of n steps more, f000
+// and on, each a child of h, which lists them first among its kids: each
+// step is placed in its order, the n last.
+func (e *scriptEnv) createWithFill(id string, n int, steps []WorkflowStep) {
+	e.t.Helper()
+	var fill []string
+	for i := range n {
+		fill = append(fill, fmt.Sprintf("f%03d", i))
+	}
+	for i := range steps {
+		if steps[i].Name == "h" {
+			steps[i].Kids = append(fill, steps[i].Kids...)
+		}
 	}
 	for _, f := range fill {
 		steps = append(steps, WorkflowStep{Name: f, Spec: "S-" + f, Parents: []string{"h"}})
@@ -154,20 +148,14 @@ func TestWorkflowReviveCountsItsHeldCascadeScript(t *testing.T) {
 		steps[i].Place = i
 	}
 	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
-	require.NoError(t, err)
-	_, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "dead", At: 10}}, false)
-	require.NoError(t, err)
-	require.True(t, more)
-	require.Equal(t, fmt.Sprintf("h:%d", 5*998+1), e.dump()["wf.freed"].(hash)["!d"], "d's cascade stands at h's +k")
-	_, _, err = e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "e", Task: "t-e", Status: "dead", At: 20}}, false)
-	require.NoError(t, err)
+	require.NoError(e.t, err)
+}
 
-	ready, _, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: "d", Task: "t-d", Status: "revived", At: 30}}, false)
-	require.NoError(t, err)
-	for _, r := range ready {
-		assert.NotEqual(t, "k", r.Name, "k answered as ready while its parent d is queued")
-	}
-	state := e.dump()
-	assert.Equal(t, "w", state["wf.steps"].(hash)["k"], "k waits for d")
-	assert.Equal(t, "1", state["wf.left"].(hash)["k"], "for d: h's end is settled")
+// releaseEnd releases the end of step (its task t-<step>), of status at
+// at, alone in its call, and returns what it answered.
+func (e *scriptEnv) releaseEnd(id, step, status string, at int64) (ready []ReadyStep, more bool) {
+	e.t.Helper()
+	ready, more, err := e.s.ReleaseChunk(e.ctx, id, []StepEnd{{Step: step, Task: "t-" + step, Status: status, At: at}}, false)
+	require.NoError(e.t, err)
+	return ready, more
 }
