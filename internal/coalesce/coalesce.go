@@ -59,8 +59,22 @@ type batch[I, O any] struct {
 // out.
 type later[O any] struct {
 	ctx  context.Context
-	done func(O, error)
+	done Callback[O]
 }
+
+// Callback is told the output of an item given to then, or its error. A
+// pointer to the caller's own record of the item is one without an
+// allocation, where a closure over that record is one more for every
+// item.
+type Callback[O any] interface {
+	Done(out O, err error)
+}
+
+// Func is a function as a Callback.
+type Func[O any] func(out O, err error)
+
+// Done calls f.
+func (f Func[O]) Done(out O, err error) { f(out, err) }
 
 // batchCap is the room a waiting batch starts with: it grows by appends
 // beyond it.
@@ -104,9 +118,9 @@ func (c *Coalescer[I, O]) Do(ctx context.Context, queue string, item I) (O, erro
 // wait for it, behind a batch sent at once too (what one of them finds,
 // such as a Finish finding the lease gone, which fences the worker, must
 // not overtake the outcome done records).
-func (c *Coalescer[I, O]) Then(ctx context.Context, queue string, item I, done func(O, error)) {
+func (c *Coalescer[I, O]) Then(ctx context.Context, queue string, item I, done Callback[O]) {
 	if b, _ := c.join(ctx, queue, item, done); b.done == nil {
-		done(b.output(0))
+		done.Done(b.output(0))
 		c.next(queue)
 	}
 }
@@ -116,7 +130,7 @@ func (c *Coalescer[I, O]) Then(ctx context.Context, queue string, item I, done f
 // the batch is sent at once, on this goroutine, before join returns; it
 // has no done channel then, and the caller calls next once it has used
 // the output: the batches behind stay queued until then.
-func (c *Coalescer[I, O]) join(ctx context.Context, queue string, item I, done func(O, error)) (*batch[I, O], int) {
+func (c *Coalescer[I, O]) join(ctx context.Context, queue string, item I, done Callback[O]) (*batch[I, O], int) {
 	c.mu.Lock()
 	p, busy := c.queues[queue]
 	if !busy {
@@ -206,9 +220,9 @@ func (c *Coalescer[I, O]) run(queue string, b *batch[I, O]) {
 		case l.done == nil: // do's, woken by done
 		case b.gone != nil && b.gone[i]:
 			var zero O
-			l.done(zero, l.ctx.Err())
+			l.done.Done(zero, l.ctx.Err())
 		default:
-			l.done(b.output(i))
+			l.done.Done(b.output(i))
 		}
 	}
 }

@@ -144,7 +144,7 @@ func TestCoalescerThenCallsBackFromTheBatch(t *testing.T) {
 	c := New(10, f.send)
 	ctx := ctxT(t)
 	got := make(chan string, 3)
-	callback := func(out string, err error) { got <- outText(out, err) }
+	callback := Func[string](func(out string, err error) { got <- outText(out, err) })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -195,7 +195,7 @@ func TestCoalescerMixesDoAndThenInOneBatch(t *testing.T) {
 	go func() { doOut <- outText(c.Do(gaveUp, "q", 10)) }()
 	eventually(t, 5*time.Second, "10 queued", func() bool { n, _ := c.Queued("q"); return n == 1 })
 	got := make(chan string, 3)
-	cb := func(out string, err error) { got <- outText(out, err) }
+	cb := Func[string](func(out string, err error) { got <- outText(out, err) })
 	c.Then(ctx, "q", 11, cb)
 	go func() { doOut <- outText(c.Do(ctx, "q", 12)) }()
 	eventually(t, 5*time.Second, "12 queued", func() bool { n, _ := c.Queued("q"); return n == 3 })
@@ -227,10 +227,10 @@ func TestCoalescerThenSentAtOnceCallsBackBeforeTheBatchesBehind(t *testing.T) {
 	c := New(10, f.send)
 	ctx := ctxT(t)
 	calledBack, hold := make(chan string, 1), make(chan struct{})
-	go c.Then(ctx, "q", 0, func(out string, err error) {
+	go c.Then(ctx, "q", 0, Func[string](func(out string, _ error) {
 		calledBack <- out
 		<-hold
-	})
+	}))
 	recv(t, f.started, 5*time.Second, "0 sent at once")
 	doOut := make(chan string, 1)
 	go func() { doOut <- outText(c.Do(ctx, "q", 1)) }()

@@ -88,51 +88,85 @@ func (r *Settler[J]) Settle(ctx context.Context, j J, p *Proc, err error) {
 // the connection is tried again, as Settle does, on a goroutine of its
 // own (Jobs): the batch's callbacks must not wait.
 func (r *Settler[J]) FinishLater(j J, p *Proc) {
-	env := p.Host.Env()
-	r.writeLater(j, p, "finish", p.finishNow, func(ctx context.Context, done func(store.Outcome, error)) {
-		env.Finishes.Then(ctx, p.Queue, p, func(got store.Outcome, err error) {
-			_, err = p.recordSettled("finish", Succeeded, "", nil, got, err)
-			done(got, err)
-		})
-	})
+	l := &lateWrite[J]{r: r, j: j, p: p, op: "finish"}
+	if ctx, ok := l.begin(); ok {
+		p.Host.Env().Finishes.Then(ctx, p.Queue, p, l)
+	}
 }
 
 // failLater is Settle's retry (after delay, the handler's error cause),
 // written as FinishLater writes a Finish: it joins the next batch of the
 // queue's retries without waiting for it.
 func (r *Settler[J]) failLater(j J, p *Proc, delay time.Duration, cause error) {
-	env := p.Host.Env()
-	write := func(ctx context.Context) error { return p.Retry(ctx, delay, cause) }
-	r.writeLater(j, p, "retry", write, func(ctx context.Context, done func(store.Outcome, error)) {
-		env.Retries.Then(ctx, p.Queue, p.retryRef(delay, cause), func(got store.Outcome, err error) {
-			got, err = p.recordSettled("retry", Retried, "", cause, got, err)
-			done(got, p.dropped("retry", got, err))
-		})
-	})
+	l := &lateWrite[J]{r: r, j: j, p: p, op: "retry", delay: delay, cause: cause}
+	if ctx, ok := l.begin(); ok {
+		p.Host.Env().Retries.Then(ctx, p.Queue, p.retryRef(delay, cause), l)
+	}
 }
 
-// writeLater sends the outcome write op of job j through join, which
-// calls done with its outcome once written, without waiting for it, then
-// sees it through (persist: write tries it again) and ends the job, as
-// FinishLater says.
-func (r *Settler[J]) writeLater(j J, p *Proc, op string, write func(context.Context) error, join func(ctx context.Context, done func(store.Outcome, error))) {
-	w := p.Host.Env().Writer
+// lateWrite is an outcome write (op: a finish, or a retry after delay
+// for cause) of job j that joins a batch without waiting for it: the
+// batch tells it its outcome (Done), which it records, sees through
+// (persist: write tries it again) and then ends the job, as FinishLater
+// says. It is the one allocation of such a write, which runs once per
+// task: it is its own batch callback, where a closure for each of those
+// steps would be one more.
+type lateWrite[J any] struct {
+	r     *Settler[J]
+	j     J
+	p     *Proc
+	op    string
+	delay time.Duration
+	cause error
+	sent  uint64 // the outage's epoch at the send
+	err   error  // the batch's outcome, once recorded
+}
+
+// begin readies the write and returns the context to send it on; if it
+// cannot be sent, it sees that through and ends the job, and reports
+// false.
+func (l *lateWrite[J]) begin() (context.Context, bool) {
+	w := l.p.Host.Env().Writer
 	ctx := w.WriteCtx()
-	sent := w.Outage().Begin()
-	if err := p.canSettle(ctx, op); err != nil {
-		r.persist(p, op, write, sent, err)
-		r.Settled(j)
-		return
+	l.sent = w.Outage().Begin()
+	if err := l.p.canSettle(ctx, l.op); err != nil {
+		l.err = err
+		l.rest()
+		return nil, false
 	}
-	join(ctx, func(_ store.Outcome, err error) {
-		rest := func() {
-			r.persist(p, op, write, sent, err) // at once unless err is retryable
-			r.Settled(j)
-		}
-		if !proc.Retryable(err) || w.Life().Err() != nil || !r.Jobs.Go(rest) {
-			rest()
-		}
-	})
+	return ctx, true
+}
+
+// Done records the outcome the batch returned and ends the job, trying
+// a write that failed on the connection again on a goroutine of its own
+// while the worker lives.
+func (l *lateWrite[J]) Done(got store.Outcome, err error) {
+	p := l.p
+	if l.op == "finish" {
+		_, err = p.recordSettled("finish", Succeeded, "", nil, got, err)
+	} else {
+		got, err = p.recordSettled("retry", Retried, "", l.cause, got, err)
+		err = p.dropped("retry", got, err)
+	}
+	l.err = err
+	if !proc.Retryable(err) || p.Host.Env().Writer.Life().Err() != nil || !l.r.Jobs.Go(l.rest) {
+		l.rest()
+	}
+}
+
+// rest sees the write through from its first try's outcome (at once
+// unless it is to be tried again) and ends the job.
+func (l *lateWrite[J]) rest() {
+	l.r.persist(l.p, l.op, l.write, l.sent, l.err)
+	l.r.Settled(l.j)
+}
+
+// write is the outcome write tried again.
+func (l *lateWrite[J]) write(ctx context.Context) error {
+	if l.op == "finish" {
+		return l.p.finishNow(ctx)
+	}
+	return l.p.Retry(ctx, l.delay, l.cause)
 }
 
 // persist sees an outcome write (op) through, given what its first

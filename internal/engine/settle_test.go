@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,3 +244,47 @@ func (h *leaseHost) LeaseLost(cause error) { h.lost = append(h.lost, cause) }
 func (h *leaseHost) Observe(outcome Outcome, _ string, _ error) {
 	h.observed = append(h.observed, outcome)
 }
+
+// A Finish that does not wait (FinishLater) makes one allocation of its
+// own, the record of its write, beyond what its batch's Then makes with
+// a callback made beforehand: it runs once for every task, and each
+// step of its settling as a closure would be one more.
+func TestFinishLaterAllocatesOnlyItsRecord(t *testing.T) { // not parallel: AllocsPerRun
+	w := newTestWorker(t)
+	outs := make([]store.Outcome, 16)
+	for i := range outs {
+		outs[i] = store.WasActive
+	}
+	w.env.Finishes = coalesce.New(16, func(_ context.Context, _ string, ps []*Proc) ([]store.Outcome, error) {
+		return outs[:len(ps)], nil
+	})
+	t.Cleanup(w.env.Finishes.Close)
+	const runs = 50
+	procs := make([]quietProc, 2*(runs+1))
+	for i := range procs {
+		procs[i].Host, procs[i].env = &procs[i], &w.env
+		procs[i].Queue, procs[i].ID = "q", strconv.Itoa(i)
+	}
+	var settled int
+	r := &Settler[int]{Jobs: &startstop.Group{}, Settled: func(int) { settled++ }}
+	t.Cleanup(r.Jobs.Close)
+	next := 0
+	take := func() *Proc { next++; return &procs[next-1].Proc }
+
+	noop := coalesce.Func[store.Outcome](func(store.Outcome, error) {})
+	batch := testing.AllocsPerRun(runs, func() { w.env.Finishes.Then(w.life, "q", take(), noop) })
+	later := testing.AllocsPerRun(runs, func() { r.FinishLater(0, take()) })
+	assert.Equal(t, 1.0, later-batch, "FinishLater's allocations beyond its batch's (%v)", batch)
+	assert.Equal(t, runs+1, settled, "jobs settled")
+	assert.True(t, procs[len(procs)-1].St.IsSettled(), "the last process not settled")
+}
+
+// quietProc is a process whose host tells no one of its end.
+type quietProc struct {
+	Proc
+	env *Env
+}
+
+func (h *quietProc) Env() *Env                      { return h.env }
+func (h *quietProc) LeaseLost(error)                {}
+func (h *quietProc) Observe(Outcome, string, error) {}
