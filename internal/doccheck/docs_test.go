@@ -292,3 +292,26 @@ func TestTheMapOfTheFilesMatchesTheTree(t *testing.T) {
 		assert.Fail(t, "doc.go's map of the files names a file that is not in the package", f)
 	}
 }
+
+// docs/internals.md names every package under internal/ (in bold, or as
+// internal/<name> in a heading), and none that is gone.
+func TestTheMapOfInternalMatchesTheTree(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("docs", "internals.md"))
+	require.NoError(t, err)
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)\*\*([a-z0-9]+)\*\*|^#+ .*internal/([a-z0-9]+)`).FindAllStringSubmatch(string(page), -1) {
+		named[m[1]+m[2]] = true
+	}
+	dirs, err := os.ReadDir("internal")
+	require.NoError(t, err)
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		assert.True(t, named[d.Name()], "docs/internals.md does not name internal/%s", d.Name())
+		delete(named, d.Name())
+	}
+	for n := range named {
+		assert.Fail(t, "docs/internals.md names a package that is not under internal/", n)
+	}
+}
