@@ -30,23 +30,78 @@ type RetryRef struct {
 // sequence's task in its group: see retry.lua);
 // each only if the process still belongs to its worker and that worker's
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
-// One script call for all of them; one outcome per process.
+// One script call for all of them; one outcome per process. A call that
+// retries all at once goes to retry_plain.lua, which carries only what a
+// plain task's retry needs, and the processes it leaves (see retryLeft) to
+// retry.lua in a second call.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
+	for _, p := range procs {
+		if p.Delay > 0 {
+			return s.retryCall(ctx, queue, procs, false)
+		}
+	}
+	out, err := s.retryCall(ctx, queue, procs, true)
+	if err != nil {
+		return nil, err
+	}
+	var left []int
+	for i, o := range out {
+		if o == retryLeft {
+			left = append(left, i)
+		}
+	}
+	if len(left) == 0 {
+		return out, nil
+	}
+	rest := make([]RetryRef, len(left))
+	for k, i := range left {
+		rest[k] = procs[i]
+	}
+	got, err := s.retryCall(ctx, queue, rest, false)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range left {
+		out[i] = got[k]
+	}
+	return out, nil
+}
+
+// retryLeft is retry_plain.lua's answer for a process it left as it was,
+// for retry.lua: one not active, or whose task has a weight, a group or a
+// priority.
+const retryLeft Outcome = 5
+
+// retryCall is one retry script call for procs: retry_plain.lua's (plain,
+// every delay 0) or retry.lua's.
+func (s *Store) retryCall(ctx context.Context, queue string, procs []RetryRef, plain bool) ([]Outcome, error) {
 	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
 	args := make([]string, 0, 2+4*len(procs))
 	pids := make([]string, len(procs))
 	args = append(args, k.Channel, carry.counts())
-	for i, p := range procs {
-		args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
-		pids[i] = p.PID
+	script, name := s.scripts.Retry, "retry.lua"
+	var keys []string
+	if plain {
+		script, name = s.scripts.RetryPlain, "retry_plain.lua"
+		keys = []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Errors, k.Idle, k.Progress, k.Stats}
+		for i, p := range procs {
+			args = append(args, p.Worker, p.PID, p.Err)
+			pids[i] = p.PID
+		}
+	} else {
+		keys = append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...)
+		for i, p := range procs {
+			args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
+			pids[i] = p.PID
+		}
 	}
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
+	res, err := s.run(ctx, OpRequeue, queue, script, keys, args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
 	}
-	out, clock, err := outcomesAt("retry.lua", res, len(procs))
+	out, clock, err := outcomesAt(name, res, len(procs))
 	if err != nil {
 		return nil, err
 	}
