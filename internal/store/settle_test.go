@@ -50,6 +50,39 @@ func TestFinishScript(t *testing.T) {
 	}, got, "the expired outcome is dropped as the new one is kept")
 }
 
+// finish.lua: a header of counts and a due time alone (a task retried, or
+// delayed) has its error and history removed if it counts a start, and
+// frees one slot; a counted start beside a weight, a group or a unique key
+// still gives those back.
+func TestFinishScriptCountsOnly(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9", "wx": "2"},
+		"leases": zset{w: lease},
+		"procs": hash{
+			"1": "a" + w + "41,a1,f1,d5:x", "2": "a" + w + "42,d5:y", "3": "a" + w + "43,a1,w3:z",
+			"4": "a" + w + "44,a2,f1,gG:g", "5": "a" + w + "45,a1,uabc:u",
+		},
+		"errors": hash{
+			"41": "e", "41:a": attemptRecord(1, 'r', w, "e"), "42": "kept",
+			"43": "e", "43:a": attemptRecord(1, 'r', w, "e"), "44:a": attemptRecord(1, 'k', w, ""), "45": "e",
+		},
+		"grunning": hash{"G": "1"},
+		"unique":   hash{"abc": "45"},
+	})
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}, {Worker: w, PID: "3"}, {Worker: w, PID: "4"}, {Worker: w, PID: "5"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
+	e.same(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"errors": hash{"42": "kept"}, // a task never started has no error of its own
+	}, e.dump())
+}
+
 // retry.lua: each process's task goes back to waiting, or to the delayed
 // set, with one more start and one more failure and its due time, and its
 // error recorded; a task of a deleted queue is dropped.
