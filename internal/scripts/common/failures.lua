@@ -13,9 +13,10 @@ local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
 
 -- A failed attempt of task id added to its history, which keeps the last
 -- ATTEMPTS_KEPT: returns the history's field in the errors hash and its
--- new value, for a script that writes many fields at once (retry.lua).
--- fresh says the task has no history yet (its header counts no attempt:
--- every attempt noted counts one first), so there is none to read.
+-- new value, for a script that writes many fields at once (retry.lua,
+-- retry_plain.lua). fresh says the task has no history yet (its header
+-- counts no attempt: every attempt noted counts one first), so there is
+-- none to read.
 local function attempt_added(errors, id, ended, how, worker, err, fresh)
   local field = id .. ':a'
   err = string.sub(err or '', 1, ATTEMPT_ERROR_MAX)

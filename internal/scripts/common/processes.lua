@@ -73,9 +73,9 @@ local function start_procs(procs, meta, worker, tasks, start_us, last, sets)
   return pids, start_us
 end
 
--- Batches of processes settled in one call (finish.lua, retry.lua): ARGV
--- holds the channel, the client's counts (see stats_client), then stride
--- values per process, the pid second.
+-- Batches of processes settled in one call (finish.lua, retry.lua,
+-- retry_plain.lua): ARGV holds the channel, the client's counts (see
+-- stats_client), then stride values per process, the pid second.
 --
 -- batch_open reads the Redis clock (one TIME), writes the client's counts
 -- with it, and reads the processes' records (one HMGET). Returns the clock
