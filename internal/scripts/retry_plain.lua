@@ -27,9 +27,7 @@ local argv = ARGV -- its tail, read per process (a local is quicker to index)
 local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 local first_now = ',a1,f1' .. due_now -- the usual task's fields: see retry.lua
 local ended = math.floor(t_us / 1000)
--- A first failure's history record, made once per worker and error:
--- see retry.lua's first_noted.
-local firsts = {} -- worker -> error -> {suffix, record}
+local firsts = {} -- see first_attempt_record
 for j = 1, #pids do
   local pid, v, worker = pids[j], vals[j], argv[3 * j]
   local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
@@ -61,15 +59,7 @@ for j = 1, #pids do
       id = h
       entry = id .. first_now .. (c and sub(v, c) or ':' .. sub(v, at))
       local by = firsts[worker]
-      if not by then
-        by = {}
-        firsts[worker] = by
-      end
-      local r = by[err]
-      if not r then
-        r = {attempt_added(errors_key, '', ended, 'r', worker, err, true)}
-        by[err] = r
-      end
+      local r = by and by[err] or first_attempt_record(firsts, errors_key, ended, worker, err)
       field, history = id .. r[1], r[2]
     end
     ngone = ngone + 1

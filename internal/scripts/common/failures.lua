@@ -39,6 +39,24 @@ local function attempt_added(errors, id, ended, how, worker, err, fresh)
   return field, v
 end
 
+-- A first failure's history record (see attempt_added) for the retries
+-- of one call depends only on the worker and the error, which those
+-- retries mostly share: it is made once per pair, kept in firsts (worker
+-- -> error -> {field suffix, record}), and each task's field is its id
+-- and the suffix. The caller looks in firsts first, per task, and calls
+-- this only for a pair not there (a call per task costs Redis some 2 k
+-- instructions).
+local function first_attempt_record(firsts, errors, ended, worker, err)
+  local by = firsts[worker]
+  if not by then
+    by = {}
+    firsts[worker] = by
+  end
+  local r = {attempt_added(errors, '', ended, 'r', worker, err, true)}
+  by[err] = r
+  return r
+end
+
 -- Note a failed attempt of task id in its history (see attempt_added).
 local function attempt_note(errors, id, ended, how, worker, err)
   redis.call('HSET', errors, attempt_added(errors, id, ended, how, worker, err))
