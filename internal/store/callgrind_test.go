@@ -97,7 +97,7 @@ func TestCallgrindRetry(t *testing.T) {
 		for i := 0; i < len(ps); i += b {
 			var refs []RetryRef
 			for _, p := range ps[i:min(i+b, len(ps))] {
-				refs = append(refs, RetryRef{ProcRef: ProcRef{Worker: w, PID: p.PID}, Err: "first attempt fails"})
+				refs = append(refs, RetryRef{ProcRef: ProcRef{Worker: w, PID: p.PID}, Err: "first attempt fails", Plain: p.Plain})
 			}
 			out, err := s.Retry(ctx, "retried", refs)
 			require.NoError(t, err)

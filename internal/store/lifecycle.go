@@ -23,6 +23,9 @@ type RetryRef struct {
 	ProcRef
 	Delay time.Duration // 0: at once, at the back of the queue
 	Err   string        // the error recorded for the task; "" for none
+	// Plain says the task has no weight, group or priority (Proc.Plain):
+	// retried at once, it goes to retry_plain.lua, which checks so again.
+	Plain bool
 }
 
 // Retry records each process's error (none if empty) and puts its task at
@@ -30,19 +33,34 @@ type RetryRef struct {
 // sequence's task in its group: see retry.lua);
 // each only if the process still belongs to its worker and that worker's
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
-// One script call for all of them; one outcome per process. A call that
-// retries all at once goes to retry_plain.lua, which carries only what a
-// plain task's retry needs, and the processes it leaves (see retryLeft) to
-// retry.lua in a second call.
+// One script call for all of them, or two; one outcome per process. The
+// plain tasks retried at once go to retry_plain.lua, which carries only
+// what their retry needs, and the others, with those it leaves (see
+// retryLeft), to retry.lua, in a second call when there are both.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
-	for _, p := range procs {
-		if p.Delay > 0 {
-			return s.retryCall(ctx, queue, procs, false)
+	out := make([]Outcome, len(procs))
+	var plain []RetryRef
+	var at []int // where each of plain is in procs
+	for i, p := range procs {
+		out[i] = retryLeft
+		if p.Delay == 0 && p.Plain {
+			plain = append(plain, p)
+			at = append(at, i)
 		}
 	}
-	out, err := s.retryCall(ctx, queue, procs, true)
-	if err != nil {
-		return nil, err
+	if len(plain) == len(procs) {
+		var err error
+		if out, err = s.retryCall(ctx, queue, procs, true); err != nil {
+			return nil, err
+		}
+	} else if len(plain) > 0 {
+		got, err := s.retryCall(ctx, queue, plain, true)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range at {
+			out[i] = got[k]
+		}
 	}
 	var left []int
 	for i, o := range out {
@@ -52,6 +70,9 @@ func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Ou
 	}
 	if len(left) == 0 {
 		return out, nil
+	}
+	if len(left) == len(procs) {
+		return s.retryCall(ctx, queue, procs, false)
 	}
 	rest := make([]RetryRef, len(left))
 	for k, i := range left {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,8 @@ import (
 // Every effect of a retry at once through retry_plain.lua (Store.Retry,
 // retry.lua given only what retry_plain.lua leaves) is retry.lua's alone:
 // the same outcomes and keys, and, when retry_plain.lua takes every
-// process, the same work event.
+// process, the same work event. Each process is said to be plain
+// (RetryRef.Plain): retry_plain.lua checks so itself.
 func TestRetryPlainDoesWhatRetryDoes(t *testing.T) {
 	w, v, dead := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	for _, c := range []struct {
@@ -106,7 +108,7 @@ func TestRetryPlainDoesWhatRetryDoes(t *testing.T) {
 				before := e.clock()
 				var err error
 				if i == 0 {
-					outs[i], err = e.s.Retry(e.ctx, "q", c.refs)
+					outs[i], err = e.s.Retry(e.ctx, "q", plainRefs(c.refs))
 					require.NoError(t, err)
 					ran := e.calls.names()
 					require.Equal(t, "retry_plain.lua", ran[0])
@@ -204,5 +206,78 @@ func (e *scriptEnv) retryBy(script string, refs []RetryRef) ([]Outcome, error) {
 	if script == "retry.lua" {
 		return e.s.retryCall(e.ctx, "q", refs, false)
 	}
-	return e.s.Retry(e.ctx, "q", refs)
+	return e.s.Retry(e.ctx, "q", plainRefs(refs))
+}
+
+// plainRefs are refs, each said to be of a plain task (RetryRef.Plain).
+func plainRefs(refs []RetryRef) []RetryRef {
+	out := slices.Clone(refs)
+	for i := range out {
+		out[i].Plain = true
+	}
+	return out
+}
+
+// Store.Retry sends a retry at once of a task said to be plain to
+// retry_plain.lua, and any other to retry.lua: one call when all go to
+// one script, two when both have some.
+func TestRetrySendsPlainTasksToRetryPlain(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		refs []RetryRef
+		ran  []string
+	}{
+		{"all plain", []RetryRef{{ProcRef: ProcRef{PID: "1"}, Plain: true}, {ProcRef: ProcRef{PID: "3"}, Plain: true}}, []string{"retry_plain.lua"}},
+		{"none plain", []RetryRef{{ProcRef: ProcRef{PID: "1"}}, {ProcRef: ProcRef{PID: "2"}}}, []string{"retry.lua"}},
+		{"both", []RetryRef{{ProcRef: ProcRef{PID: "2"}}, {ProcRef: ProcRef{PID: "1"}, Plain: true}}, []string{"retry_plain.lua", "retry.lua"}},
+		{"plain, delayed", []RetryRef{{ProcRef: ProcRef{PID: "1"}, Plain: true, Delay: time.Second}, {ProcRef: ProcRef{PID: "3"}, Plain: true, Delay: time.Second}}, []string{"retry.lua"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, "retry_plain.lua", "retry.lua")
+			w := e.worker()
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: float64(e.clockMs() + hour)},
+				"procs":  hash{"1": "a" + w + "11:x", "2": "a" + w + "12,ph:y", "3": "a" + w + "13:z"},
+			})
+			for i := range c.refs {
+				c.refs[i].Worker = w
+			}
+			out, err := e.s.Retry(e.ctx, "q", c.refs)
+			require.NoError(t, err)
+			for _, o := range out {
+				require.Equal(t, WasActive, o)
+			}
+			require.Equal(t, c.ran, slices.Compact(e.calls.names()), "the scripts run, in order")
+			got := e.dump()
+			e.compared["retry_plain.lua"], e.compared["retry.lua"] = true, true
+			require.Len(t, got["procs"], 3-len(c.refs), "the processes retried are gone")
+		})
+	}
+}
+
+// Dequeue says which tasks have no weight, group or priority (a retry
+// of them at once may go to retry_plain.lua), and HandedProc the same.
+func TestDequeueSaysPlain(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "dequeue.lua")
+	w := e.worker()
+	e.seed(keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"leases":  zset{w: float64(e.clockMs() + hour)},
+		"waiting": list{"15,kmail,pl:k", "14,w2:w", "13,a1,f1,d5:r", "12:p"},
+		"high":    list{"11,ph:h"},
+	})
+	procs, _, _, err := e.s.Dequeue(e.ctx, "q", w, 5, false)
+	require.NoError(t, err)
+	plain := map[string]bool{}
+	for _, p := range procs {
+		plain[p.Task.ID] = p.Plain
+	}
+	require.Equal(t, map[string]bool{"11": false, "12": true, "13": true, "14": false, "15": false}, plain)
+	require.Len(t, e.dump()["procs"], 5)
+	require.True(t, Event{PID: "1", To: w, Entry: "16,kmail:x"}.HandedProc().Plain)
+	require.False(t, Event{PID: "1", To: w, Entry: "17,gG:x"}.HandedProc().Plain)
 }
