@@ -149,3 +149,12 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load(), "one call, then one for the rest")
 	assert.Len(t, waiting(t, c, "q"), n)
 }
+
+// A process says whether its task is plain as its store record does, so
+// that a retry of it at once goes to retry_plain.lua.
+func TestProcessCarriesPlain(t *testing.T) {
+	for _, plain := range []bool{true, false} {
+		p := newProcessAt(nil, "q", store.Proc{PID: "1", Owner: "w", Plain: plain, Task: store.Task{ID: "a"}}, time.Now())
+		require.Equal(t, plain, p.rec.Plain)
+	}
+}

@@ -33,7 +33,7 @@ func newProcess(w *Worker, queue string, sp store.Proc) *Process {
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
 	p := &Process{w: w, rec: engine.Proc{
 		ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
-		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError,
+		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError, Plain: sp.Plain,
 		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
 		Started: started,
 	}}

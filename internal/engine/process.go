@@ -52,6 +52,7 @@ type Proc struct {
 	Kind   string
 	Trace  string // the trace context the task carries
 	Flow   string // the workflow step it runs, '<workflow id>.<step>'; "" if none
+	Plain  bool   // its task has no weight, group or priority (store.Proc.Plain)
 	// NoticeAt is the stamp (µs, Redis clock) of the notice its finish
 	// wrote, and NoticeResult the result that finish retained (the
 	// result at the call's send: a SetResult later retains nothing), set

@@ -224,7 +224,7 @@ func (p *Proc) Retry(ctx context.Context, delay time.Duration, cause error) erro
 }
 
 func (p *Proc) retryRef(delay time.Duration, cause error) store.RetryRef {
-	return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner, PID: p.ID, Kind: p.Kind}, Delay: delay, Err: proc.ErrorText(cause)}
+	return store.RetryRef{ProcRef: store.ProcRef{Worker: p.Owner, PID: p.ID, Kind: p.Kind}, Delay: delay, Err: proc.ErrorText(cause), Plain: p.Plain}
 }
 
 // Bury moves the task to its queue's dead letters with reason and cause.

@@ -288,3 +288,13 @@ type quietProc struct {
 func (h *quietProc) Env() *Env                      { return h.env }
 func (h *quietProc) LeaseLost(error)                {}
 func (h *quietProc) Observe(Outcome, string, error) {}
+
+// A retry names its task as plain (store.RetryRef.Plain) when the process
+// says so, so that the store sends it to retry_plain.lua.
+func TestRetryRefCarriesPlain(t *testing.T) {
+	cause := errors.New("boom")
+	for _, plain := range []bool{true, false} {
+		p := &Proc{ID: "1", Owner: "w", Kind: "k", Plain: plain}
+		assert.Equal(t, store.RetryRef{ProcRef: store.ProcRef{Worker: "w", PID: "1", Kind: "k"}, Err: "boom", Plain: plain}, p.retryRef(0, cause))
+	}
+}

@@ -153,17 +153,25 @@ for j = 1, #pids do
       local h = id
       local head -- h .. ':', made once a helper needs it
       id = sub(h, 1, comma - 1) -- see entry_id
-      local w = 1
-      if find(h, ',w', 1, true) then
-        head = h .. ':'
-        w = entry_weight(head)
-      end
-      freed = freed + w
-      local g = find(h, ',g', 1, true)
-      if g then
-        -- Its group: the field's value, up to the next field. Cut here,
-        -- it costs less than group_released's reading of the header.
-        group_freed(sub(h, g + 2, (find(h, ',', g + 2, true) or 0) - 1), w)
+      -- A header whose fields are only counts of starts and failures and
+      -- a due time (the usual one, a task retried) has none of the fields
+      -- looked for one by one below: one find tells so.
+      local counts_only = not find(h, ',[^afd]', comma)
+      if counts_only then
+        freed = freed + 1
+      else
+        local w = 1
+        if find(h, ',w', 1, true) then
+          head = h .. ':'
+          w = entry_weight(head)
+        end
+        freed = freed + w
+        local g = find(h, ',g', 1, true)
+        if g then
+          -- Its group: the field's value, up to the next field. Cut here,
+          -- it costs less than group_released's reading of the header.
+          group_freed(sub(h, g + 2, (find(h, ',', g + 2, true) or 0) - 1), w)
+        end
       end
       -- Only a task started before can have an error recorded: its
       -- error's and history's fields (see errors_drop) go in one HDEL.
@@ -172,36 +180,38 @@ for j = 1, #pids do
         failed[nfailed - 1] = id
         failed[nfailed] = id .. ':a'
       end
-      if state == 'a' then
-        local home = argv[4 * j + 2]
-        if home ~= '0' and find(h, ',F', 1, true) then
-          -- Its workflow's keys are here: recorded below, with the others
-          -- of its workflow, or retained and noticed as any other.
-          head = head or h .. ':'
-          local f = header_get(entry_split(head), 'F')
-          local dot = find(f, '.', 1, true)
-          local w = homes[home]
-          if not w then
-            w = {}
-            homes[home] = w
-            nhomes = nhomes + 1
-            home_order[nhomes] = home
-          end
-          w[#w + 1] = {j = j, pid = pid, head = head, id = id, step = sub(f, dot + 1), result = argv[4 * j + 1]}
-        else
-          if find(h, ',R', 1, true) then
+      if not counts_only then
+        if state == 'a' then
+          local home = argv[4 * j + 2]
+          if home ~= '0' and find(h, ',F', 1, true) then
+            -- Its workflow's keys are here: recorded below, with the others
+            -- of its workflow, or retained and noticed as any other.
             head = head or h .. ':'
-            retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[4 * j + 1])
-          end
-          if find(h, ',F', 1, true) then
-            head = head or h .. ':'
-            flow_notice(flows_key, head, 'ok', now_u)
+            local f = header_get(entry_split(head), 'F')
+            local dot = find(f, '.', 1, true)
+            local w = homes[home]
+            if not w then
+              w = {}
+              homes[home] = w
+              nhomes = nhomes + 1
+              home_order[nhomes] = home
+            end
+            w[#w + 1] = {j = j, pid = pid, head = head, id = id, step = sub(f, dot + 1), result = argv[4 * j + 1]}
+          else
+            if find(h, ',R', 1, true) then
+              head = head or h .. ':'
+              retain(results_key, retained_key, channel, head, 'ok', pid, 1, argv[4 * j + 1])
+            end
+            if find(h, ',F', 1, true) then
+              head = head or h .. ':'
+              flow_notice(flows_key, head, 'ok', now_u)
+            end
           end
         end
-      end
-      if find(h, ',u', 1, true) then
-        head = head or h .. ':'
-        release_unique(unique_key, head)
+        if find(h, ',u', 1, true) then
+          head = head or h .. ':'
+          release_unique(unique_key, head)
+        end
       end
     else
       freed = freed + 1

@@ -8,7 +8,9 @@
 -- worker and that worker's lease on the queue is live. A task that was
 -- cancelled, or whose queue was deleted, is dropped instead: a retry must
 -- not bring it back. Retry calls that overlap are sent as one script call
--- (see coalesce.go), so it takes many, as finish.lua does. The task's
+-- (see coalesce.go), so it takes many, as finish.lua does; the plain
+-- tasks retried at once go to retry_plain.lua instead, and here only if
+-- it leaves them (see Store.Retry). The task's
 -- progress report, if any, goes with its process, and a weighted task's
 -- slots (see entry_weight) with it. A retried task notes when it became
 -- due again (see entry_due) for the wait stats; the client counts it
@@ -63,24 +65,7 @@ local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 -- every header: written once.
 local first_now = ',a1,f1' .. due_now
 local ended = math.floor(t_us / 1000)
--- A first failure's history record (see attempt_added) depends only on
--- its worker and error, which the retries of one batch mostly share: it
--- is made once per pair, and each task's field from its id and the
--- field's suffix (attempt_added's field for the id '').
-local firsts = {} -- worker -> error -> {suffix, record}
-local function first_noted(id, worker, err)
-  local by = firsts[worker]
-  if not by then
-    by = {}
-    firsts[worker] = by
-  end
-  local r = by[err]
-  if not r then
-    r = {attempt_added(errors_key, '', ended, 'r', worker, err, true)}
-    by[err] = r
-  end
-  return id .. r[1], r[2]
-end
+local firsts = {} -- see first_attempt_record
 -- An entry for the back of list (its left end), pushed after the loop
 -- with the others for it, in order, in one call.
 local function push(list, entry)
@@ -140,7 +125,9 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       -- The history goes out with the errors, in one HSET for all.
       local field, history
       if fresh then
-        field, history = first_noted(id, worker, err)
+        local by = firsts[worker]
+        local r = by and by[err] or first_attempt_record(firsts, errors_key, ended, worker, err)
+        field, history = id .. r[1], r[2]
       else
         field, history = attempt_added(errors_key, id, ended, 'r', worker, err, false)
       end

@@ -38,6 +38,7 @@ type Set struct {
 	Control       *Script
 	QueueInfo     *Script
 	Retry         *Script
+	RetryPlain    *Script // retries at once of plain tasks, retry.lua's usual work without the rest of it
 	Bury          *Script
 	Release       *Script
 	Join          *Script
@@ -132,6 +133,7 @@ func build(sharded, stats bool) *Set {
 		Control:       load("control.lua"),
 		QueueInfo:     load("queue_info.lua"),
 		Retry:         load("retry.lua"),
+		RetryPlain:    load("retry_plain.lua"),
 		Bury:          load("bury.lua"),
 		Release:       load("release.lua"),
 		Join:          load("join.lua"),

@@ -30,33 +30,38 @@ func TestParseAttempts(t *testing.T) {
 	assert.Empty(t, ParseAttempts(""))
 }
 
-// attempt_note keeps the last ten records, the error of each cut to 1,024
-// bytes.
+// attempt_added (retry.lua's and retry_plain.lua's) keeps the last ten
+// records, the error of each cut to 1,024 bytes.
 func TestAttemptHistoryBounded(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t, "retry.lua")
-	w := e.worker()
-	lease := float64(e.clockMs() + hour)
-	var old []string
-	for i := range 10 {
-		old = append(old, attemptRecord(int64(i+1), 'r', w, "e"+strconv.Itoa(i)))
+	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
+		t.Run(script, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, script)
+			w := e.worker()
+			lease := float64(e.clockMs() + hour)
+			var old []string
+			for i := range 10 {
+				old = append(old, attemptRecord(int64(i+1), 'r', w, "e"+strconv.Itoa(i)))
+			}
+			long := strings.Repeat("x", 2000)
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"procs":  hash{"1": "a" + w + "41,a10,f10:x"},
+				"errors": hash{"41": "e9", "41:a": strings.Join(old, "")},
+			})
+			before := e.clockMs()
+			_, err := e.retryBy(script, []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: long}})
+			require.NoError(t, err)
+			got := e.dump()["errors"].(hash)
+			history := ParseAttempts(got["41:a"])
+			require.Len(t, history, 10, "the oldest record dropped")
+			at := e.within(history[9].Ended, before, e.clockMs(), "when it ended")
+			assert.Equal(t, strings.Join(old[1:], "")+attemptRecord(at, 'r', w, long[:1024]), got["41:a"])
+			assert.Equal(t, long, got["41"], "the last error is kept whole, as before")
+		})
 	}
-	long := strings.Repeat("x", 2000)
-	e.seed(keyState{
-		"meta":   hash{"name": "q", "seq": "9"},
-		"leases": zset{w: lease},
-		"procs":  hash{"1": "a" + w + "41,a10,f10:x"},
-		"errors": hash{"41": "e9", "41:a": strings.Join(old, "")},
-	})
-	before := e.clockMs()
-	_, err := e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: long}})
-	require.NoError(t, err)
-	got := e.dump()["errors"].(hash)
-	history := ParseAttempts(got["41:a"])
-	require.Len(t, history, 10, "the oldest record dropped")
-	at := e.within(history[9].Ended, before, e.clockMs(), "when it ended")
-	assert.Equal(t, strings.Join(old[1:], "")+attemptRecord(at, 'r', w, long[:1024]), got["41:a"])
-	assert.Equal(t, long, got["41"], "the last error is kept whole, as before")
 }
 
 // A task's history goes wherever its error goes: when it finishes, when

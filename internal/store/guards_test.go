@@ -29,8 +29,10 @@ func TestProcessScriptsGuards(t *testing.T) {
 			return only(out, err)
 		}},
 		{"retry.lua", func(e *scriptEnv, p ProcRef) (Outcome, error) {
-			out, err := e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: p, Err: "boom"}})
-			return only(out, err)
+			return only(e.retryBy("retry.lua", []RetryRef{{ProcRef: p, Err: "boom"}}))
+		}},
+		{"retry_plain.lua", func(e *scriptEnv, p ProcRef) (Outcome, error) {
+			return only(e.retryBy("retry_plain.lua", []RetryRef{{ProcRef: p, Err: "boom"}}))
 		}},
 		{"bury.lua", func(e *scriptEnv, p ProcRef) (Outcome, error) {
 			return e.s.Bury(e.ctx, "q", p, "error", "boom", DeadBounds{MaxCount: 10, MaxAge: time.Hour})

@@ -23,6 +23,9 @@ type RetryRef struct {
 	ProcRef
 	Delay time.Duration // 0: at once, at the back of the queue
 	Err   string        // the error recorded for the task; "" for none
+	// Plain says the task has no weight, group or priority (Proc.Plain):
+	// retried at once, it goes to retry_plain.lua, which checks so again.
+	Plain bool
 }
 
 // Retry records each process's error (none if empty) and puts its task at
@@ -30,23 +33,96 @@ type RetryRef struct {
 // sequence's task in its group: see retry.lua);
 // each only if the process still belongs to its worker and that worker's
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
-// One script call for all of them; one outcome per process.
+// One script call for all of them, or two; one outcome per process. The
+// plain tasks retried at once go to retry_plain.lua, which carries only
+// what their retry needs, and the others, with those it leaves (see
+// retryLeft), to retry.lua, in a second call when there are both.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
+	out := make([]Outcome, len(procs))
+	var plain []RetryRef
+	var at []int // where each of plain is in procs
+	for i, p := range procs {
+		out[i] = retryLeft
+		if p.Delay == 0 && p.Plain {
+			plain = append(plain, p)
+			at = append(at, i)
+		}
+	}
+	if len(plain) == len(procs) {
+		var err error
+		if out, err = s.retryCall(ctx, queue, procs, true); err != nil {
+			return nil, err
+		}
+	} else if len(plain) > 0 {
+		got, err := s.retryCall(ctx, queue, plain, true)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range at {
+			out[i] = got[k]
+		}
+	}
+	var left []int
+	for i, o := range out {
+		if o == retryLeft {
+			left = append(left, i)
+		}
+	}
+	if len(left) == 0 {
+		return out, nil
+	}
+	if len(left) == len(procs) {
+		return s.retryCall(ctx, queue, procs, false)
+	}
+	rest := make([]RetryRef, len(left))
+	for k, i := range left {
+		rest[k] = procs[i]
+	}
+	got, err := s.retryCall(ctx, queue, rest, false)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range left {
+		out[i] = got[k]
+	}
+	return out, nil
+}
+
+// retryLeft is retry_plain.lua's answer for a process it left as it was,
+// for retry.lua: one not active, or whose task has a weight, a group or a
+// priority.
+const retryLeft Outcome = 5
+
+// retryCall is one retry script call for procs: retry_plain.lua's (plain,
+// every delay 0) or retry.lua's.
+func (s *Store) retryCall(ctx context.Context, queue string, procs []RetryRef, plain bool) ([]Outcome, error) {
 	k := s.queueKeys(queue)
 	carry := s.stats.take(queue)
 	args := make([]string, 0, 2+4*len(procs))
 	pids := make([]string, len(procs))
 	args = append(args, k.Channel, carry.counts())
-	for i, p := range procs {
-		args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
-		pids[i] = p.PID
+	script, name := s.scripts.Retry, "retry.lua"
+	var keys []string
+	if plain {
+		script, name = s.scripts.RetryPlain, "retry_plain.lua"
+		keys = []string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Errors, k.Idle, k.Progress, k.Stats}
+		for i, p := range procs {
+			args = append(args, p.Worker, p.PID, p.Err)
+			pids[i] = p.PID
+		}
+	} else {
+		keys = append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...)
+		for i, p := range procs {
+			args = append(args, p.Worker, p.PID, strconv.FormatInt(p.Delay.Microseconds(), 10), p.Err)
+			pids[i] = p.PID
+		}
 	}
-	res, err := s.run(ctx, OpRequeue, queue, s.scripts.Retry, append([]string{k.Procs, k.Leases, k.Waiting, k.Meta, k.Delayed, k.Errors, k.Idle, k.Unique, k.High, k.Low, k.Progress, k.Stats}, k.groups()...), args)
+	res, err := s.run(ctx, OpRequeue, queue, script, keys, args)
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, err
 	}
-	out, clock, err := outcomesAt("retry.lua", res, len(procs))
+	out, clock, err := outcomesAt(name, res, len(procs))
 	if err != nil {
 		return nil, err
 	}

@@ -645,7 +645,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	for i := 2; i+2 < len(vals); i += 3 {
 		t := TaskOrRaw(vals[i+1])
 		t.Attempts++ // the attempt this process runs
-		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2]})
+		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2], Plain: plainEntry(vals[i+1])})
 	}
 	s.stats.started(queue, out)
 	return out, until, now, nil

@@ -431,6 +431,17 @@ type Proc struct {
 	// Progress is the process's last progress report (Procs only), nil
 	// if none.
 	Progress *ProgressRecord
+	// Plain is set when the task has no weight, group or priority
+	// (Dequeue and HandedProc only): a retry of it at once may go to
+	// retry_plain.lua (see RetryRef.Plain).
+	Plain bool
+}
+
+// plainEntry tells whether an entry's header has no weight, group or
+// priority field: what retry_plain.lua leaves to retry.lua.
+func plainEntry(e string) bool {
+	h, _, _ := strings.Cut(e, ":")
+	return !strings.Contains(h, ",w") && !strings.Contains(h, ",g") && !strings.Contains(h, ",p")
 }
 
 // Seq is the process id as a number: ids count up in dequeue order.
@@ -605,7 +616,7 @@ func ParseEvent(msg string) (Event, bool) {
 func (e Event) HandedProc() Proc {
 	t := TaskOrRaw(e.Entry)
 	t.Attempts++ // the attempt this process runs
-	return Proc{PID: e.PID, State: Active, Owner: e.To, Task: t}
+	return Proc{PID: e.PID, State: Active, Owner: e.To, Task: t, Plain: plainEntry(e.Entry)}
 }
 
 // WorkMessage is the work event for count tasks that wakes every runtime.

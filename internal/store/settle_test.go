@@ -50,6 +50,39 @@ func TestFinishScript(t *testing.T) {
 	}, got, "the expired outcome is dropped as the new one is kept")
 }
 
+// finish.lua: a header of counts and a due time alone (a task retried, or
+// delayed) has its error and history removed if it counts a start, and
+// frees one slot; a counted start beside a weight, a group or a unique key
+// still gives those back.
+func TestFinishScriptCountsOnly(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9", "wx": "2"},
+		"leases": zset{w: lease},
+		"procs": hash{
+			"1": "a" + w + "41,a1,f1,d5:x", "2": "a" + w + "42,d5:y", "3": "a" + w + "43,a1,w3:z",
+			"4": "a" + w + "44,a2,f1,gG:g", "5": "a" + w + "45,a1,uabc:u",
+		},
+		"errors": hash{
+			"41": "e", "41:a": attemptRecord(1, 'r', w, "e"), "42": "kept",
+			"43": "e", "43:a": attemptRecord(1, 'r', w, "e"), "44:a": attemptRecord(1, 'k', w, ""), "45": "e",
+		},
+		"grunning": hash{"G": "1"},
+		"unique":   hash{"abc": "45"},
+	})
+	out, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}, {Worker: w, PID: "3"}, {Worker: w, PID: "4"}, {Worker: w, PID: "5"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
+	e.same(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"errors": hash{"42": "kept"}, // a task never started has no error of its own
+	}, e.dump())
+}
+
 // retry.lua: each process's task goes back to waiting, or to the delayed
 // set, with one more start and one more failure and its due time, and its
 // error recorded; a task of a deleted queue is dropped.
@@ -91,85 +124,95 @@ func TestRetryScript(t *testing.T) {
 	}, got)
 }
 
-// retry.lua: a failed attempt is added to the history of a task whose
-// header counts attempts (here one reclaim); a header that counts none
-// starts a history of its own without reading the errors hash, so that a
-// history left under its id (a task of the same id that ended dead) is
-// replaced, not continued.
+// retry.lua and retry_plain.lua: a failed attempt is added to the history
+// of a task whose header counts attempts (here one reclaim); a header that
+// counts none starts a history of its own without reading the errors hash,
+// so that a history left under its id (a task of the same id that ended
+// dead) is replaced, not continued.
 func TestRetryScriptHistory(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t, "retry.lua")
-	w, lost := e.worker(), e.worker()
-	lease := float64(e.clockMs() + hour)
-	reclaimed := attemptRecord(1_000, 'k', lost, "")
-	e.seed(keyState{
-		"meta":   hash{"name": "q", "seq": "9"},
-		"leases": zset{w: lease},
-		"procs":  hash{"1": "a" + w + "51,a2:x", "2": "a" + w + "52:y"},
-		"errors": hash{"51:a": reclaimed, "52": "stale", "52:a": attemptRecord(900, 'd', lost, "stale")},
-	})
-	before := e.clock()
-	out, err := e.s.Retry(e.ctx, "q", []RetryRef{
-		{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "e1"},
-		{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e2"},
-	})
-	require.NoError(t, err)
-	assert.Equal(t, []Outcome{WasActive, WasActive}, out)
-	got := e.dump()
-	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
-	e.same(keyState{
-		"meta":    hash{"name": "q", "seq": "9"},
-		"leases":  zset{w: lease},
-		"waiting": list{"52,a1,f1,d" + hexOf(now) + ":y", "51,a3,f1,d" + hexOf(now) + ":x"},
-		"errors": hash{
-			"51": "e1", "51:a": reclaimed + attemptRecord(now/1000, 'r', w, "e1"),
-			"52": "e2", "52:a": attemptRecord(now/1000, 'r', w, "e2"),
-		},
-	}, got)
+	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
+		t.Run(script, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, script)
+			w, lost := e.worker(), e.worker()
+			lease := float64(e.clockMs() + hour)
+			reclaimed := attemptRecord(1_000, 'k', lost, "")
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"procs":  hash{"1": "a" + w + "51,a2:x", "2": "a" + w + "52:y"},
+				"errors": hash{"51:a": reclaimed, "52": "stale", "52:a": attemptRecord(900, 'd', lost, "stale")},
+			})
+			before := e.clock()
+			out, err := e.retryBy(script, []RetryRef{
+				{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "e1"},
+				{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "e2"},
+			})
+			require.NoError(t, err)
+			assert.Equal(t, []Outcome{WasActive, WasActive}, out)
+			got := e.dump()
+			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+			e.same(keyState{
+				"meta":    hash{"name": "q", "seq": "9"},
+				"leases":  zset{w: lease},
+				"waiting": list{"52,a1,f1,d" + hexOf(now) + ":y", "51,a3,f1,d" + hexOf(now) + ":x"},
+				"errors": hash{
+					"51": "e1", "51:a": reclaimed + attemptRecord(now/1000, 'r', w, "e1"),
+					"52": "e2", "52:a": attemptRecord(now/1000, 'r', w, "e2"),
+				},
+			}, got)
+		})
+	}
 }
 
-// retry.lua: the first failures of one call, of two workers with errors
-// shared and not, each get the history record of their own worker and
-// error; each payload (with ':' and ',' in it, or a value without a
-// header, read as the header '0') goes back as it was.
+// retry.lua and retry_plain.lua: the first failures of one call, of two
+// workers with errors shared and not, each get the history record of their
+// own worker and error; each payload (with ':' and ',' in it, or a value
+// without a header, read as the header '0') goes back as it was.
 func TestRetryScriptFirstFailures(t *testing.T) {
 	t.Parallel()
-	e := newScriptEnv(t, "retry.lua")
-	w, v := e.worker(), e.worker()
-	lease := float64(e.clockMs() + hour)
-	e.seed(keyState{
-		"meta":   hash{"name": "q", "seq": "9"},
-		"leases": zset{w: lease, v: lease},
-		"procs": hash{
-			"1": "a" + w + "61:a:b,c", "2": "a" + w + "62:", "3": "a" + v + "63:y",
-			"4": "a" + w + "64:z", "5": "a" + w + "headerless",
-		},
-	})
-	before := e.clock()
-	out, err := e.s.Retry(e.ctx, "q", []RetryRef{
-		{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "same"},
-		{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "same"},
-		{ProcRef: ProcRef{Worker: v, PID: "3"}, Err: "same"},
-		{ProcRef: ProcRef{Worker: w, PID: "4"}, Err: "other"},
-		{ProcRef: ProcRef{Worker: w, PID: "5"}},
-	})
-	require.NoError(t, err)
-	assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
-	got := e.dump()
-	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
-	d, at := ",a1,f1,d"+hexOf(now), now/1000
-	e.same(keyState{
-		"meta":    hash{"name": "q", "seq": "9"},
-		"leases":  zset{w: lease, v: lease},
-		"waiting": list{"0" + d + ":headerless", "64" + d + ":z", "63" + d + ":y", "62" + d + ":", "61" + d + ":a:b,c"},
-		"errors": hash{
-			"61": "same", "61:a": attemptRecord(at, 'r', w, "same"),
-			"62": "same", "62:a": attemptRecord(at, 'r', w, "same"),
-			"63": "same", "63:a": attemptRecord(at, 'r', v, "same"),
-			"64": "other", "64:a": attemptRecord(at, 'r', w, "other"),
-			"0:a": attemptRecord(at, 'r', w, ""),
-		},
-	}, got)
+	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
+		t.Run(script, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, script)
+			w, v := e.worker(), e.worker()
+			lease := float64(e.clockMs() + hour)
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease, v: lease},
+				"procs": hash{
+					"1": "a" + w + "61:a:b,c", "2": "a" + w + "62:", "3": "a" + v + "63:y",
+					"4": "a" + w + "64:z", "5": "a" + w + "headerless",
+				},
+			})
+			before := e.clock()
+			out, err := e.retryBy(script, []RetryRef{
+				{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: "same"},
+				{ProcRef: ProcRef{Worker: w, PID: "2"}, Err: "same"},
+				{ProcRef: ProcRef{Worker: v, PID: "3"}, Err: "same"},
+				{ProcRef: ProcRef{Worker: w, PID: "4"}, Err: "other"},
+				{ProcRef: ProcRef{Worker: w, PID: "5"}},
+			})
+			require.NoError(t, err)
+			assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
+			got := e.dump()
+			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+			d, at := ",a1,f1,d"+hexOf(now), now/1000
+			e.same(keyState{
+				"meta":    hash{"name": "q", "seq": "9"},
+				"leases":  zset{w: lease, v: lease},
+				"waiting": list{"0" + d + ":headerless", "64" + d + ":z", "63" + d + ":y", "62" + d + ":", "61" + d + ":a:b,c"},
+				"errors": hash{
+					"61": "same", "61:a": attemptRecord(at, 'r', w, "same"),
+					"62": "same", "62:a": attemptRecord(at, 'r', w, "same"),
+					"63": "same", "63:a": attemptRecord(at, 'r', v, "same"),
+					"64": "other", "64:a": attemptRecord(at, 'r', w, "other"),
+					"0:a": attemptRecord(at, 'r', w, ""),
+				},
+			}, got)
+		})
+	}
 }
 
 // stop.lua: Requeue puts the task at the back with one more start (not a

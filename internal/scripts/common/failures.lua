@@ -13,9 +13,10 @@ local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
 
 -- A failed attempt of task id added to its history, which keeps the last
 -- ATTEMPTS_KEPT: returns the history's field in the errors hash and its
--- new value, for a script that writes many fields at once (retry.lua).
--- fresh says the task has no history yet (its header counts no attempt:
--- every attempt noted counts one first), so there is none to read.
+-- new value, for a script that writes many fields at once (retry.lua,
+-- retry_plain.lua). fresh says the task has no history yet (its header
+-- counts no attempt: every attempt noted counts one first), so there is
+-- none to read.
 local function attempt_added(errors, id, ended, how, worker, err, fresh)
   local field = id .. ':a'
   err = string.sub(err or '', 1, ATTEMPT_ERROR_MAX)
@@ -36,6 +37,24 @@ local function attempt_added(errors, id, ended, how, worker, err, fresh)
     v = string.sub(v, starts[#starts - ATTEMPTS_KEPT + 1])
   end
   return field, v
+end
+
+-- A first failure's history record (see attempt_added) for the retries
+-- of one call depends only on the worker and the error, which those
+-- retries mostly share: it is made once per pair, kept in firsts (worker
+-- -> error -> {field suffix, record}), and each task's field is its id
+-- and the suffix. The caller looks in firsts first, per task, and calls
+-- this only for a pair not there (a call per task costs Redis some 2 k
+-- instructions).
+local function first_attempt_record(firsts, errors, ended, worker, err)
+  local by = firsts[worker]
+  if not by then
+    by = {}
+    firsts[worker] = by
+  end
+  local r = {attempt_added(errors, '', ended, 'r', worker, err, true)}
+  by[err] = r
+  return r
 end
 
 -- Note a failed attempt of task id in its history (see attempt_added).

@@ -103,9 +103,9 @@ local function hand_off(channel, procs, meta_key, leases, waiting, high, low, gr
   return true
 end
 
--- Batches of processes settled in one call (finish.lua, retry.lua): ARGV
--- holds the channel, the client's counts (see stats_client), then stride
--- values per process, the pid second.
+-- Batches of processes settled in one call (finish.lua, retry.lua,
+-- retry_plain.lua): ARGV holds the channel, the client's counts (see
+-- stats_client), then stride values per process, the pid second.
 --
 -- batch_open reads the Redis clock (one TIME), writes the client's counts
 -- with it, and reads the processes' records (one HMGET). Returns the clock
