@@ -106,14 +106,17 @@ func (s *Session) Subscribe(life context.Context) {
 // Stop is StopWork on the session of worker id: it ends the handlers of
 // a Handle runtime (cause ErrShutdown), giving them no grace once ctx
 // ends, before the session gives its tasks away (Leave). If leaving
-// fails the queue is still served, and a Handle runtime's loop starts
-// again.
+// fails the queue is still served, and a Handle runtime that was taking
+// work takes it again; one that was not (a refused pool's member) has no
+// loop to start.
 func (s *Session) Stop(ctx context.Context, id string) error {
+	taking := false
 	if s.Runtime != nil {
+		taking = s.Runtime.Taking()
 		Runtimes{s.Runtime}.Stop(Expired(ctx), ctx, s.env)
 	}
 	err := s.Leave(ctx, id)
-	if err != nil && s.Runtime != nil {
+	if err != nil && taking {
 		s.Runtime.StartLoop()
 	}
 	return err

@@ -157,6 +157,26 @@ func TestSessionLeave(t *testing.T) {
 	assert.Equal(t, int64(2), n)
 }
 
+// A failed leave starts again only a runtime that was taking work: one a
+// refused pool left stopped, with no loop behind it, stays stopped, so
+// no hand-off starts a handler that nothing would follow with dequeues.
+func TestSessionLeaveFailedKeepsAStoppedRuntimeStopped(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorker(t, testID)
+	r := member(w, "q", 1)
+	s := w.subscribed(t, "q", r)
+	_, err := w.env.Store.JoinQueue(w.life, "q", testID)
+	require.NoError(t, err)
+	w.env.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+		if op == store.OpRelease {
+			return errs.ErrUnavailable
+		}
+		return nil
+	})
+	require.ErrorIs(t, s.Stop(context.Background(), testID), errs.ErrUnavailable)
+	assert.False(t, r.Taking(), "a failed leave made a stopped runtime take work")
+}
+
 // Stopping runtimes waits out their grace; it reports whether the
 // handlers ended within it, and an idle runtime ends at once even with
 // no grace.
