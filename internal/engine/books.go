@@ -11,10 +11,10 @@ import (
 // them (a process's way in, Adopt and AdoptAll, its end, End, and its way
 // out, Drop and Forget, are this file's), the passes still to look for
 // processes Redis says the worker holds and it does not know of, and how
-// far it gave such processes back. Their state is theirs alone, guarded by their mu, under which
-// only proc.State.mu is taken (InterruptAll). A decision over the books
-// and the session's lease at once is the Lease's, which takes its mu
-// before theirs (session.go).
+// far it gave such processes back. Their state is theirs alone, guarded
+// by their mu, under which only proc.State.mu is taken (InterruptAll). A
+// decision over the books and the session's lease at once is the Lease's,
+// which takes its mu before theirs (session.go).
 type Books struct {
 	mu sync.Mutex
 	// procs are the worker's in-flight processes in the queue, by

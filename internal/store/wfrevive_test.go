@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ func (e *scriptEnv) createWithFill(id string, n int, steps []WorkflowStep) {
 	}
 	for i := range steps {
 		if steps[i].Name == "h" {
-			steps[i].Kids = append(fill, steps[i].Kids...)
+			steps[i].Kids = slices.Concat(fill, steps[i].Kids)
 		}
 	}
 	for _, f := range fill {

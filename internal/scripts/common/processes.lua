@@ -75,7 +75,7 @@ end
 
 -- The hand-off (see enqueue.lua): entry, a single task due now, goes
 -- straight into a process of worker, the longest-idle runtime, which the
--- caller just took out of the idle set (idle), on a queue where nothing
+-- caller just took out of the idle set, on a queue where nothing
 -- waits (no level's list, no group ready to start: a hand-off must not
 -- pass them) and no control holds it back (paused, a concurrency or rate
 -- limit: meta is the meta hash as the enqueues read it, HMGET of 'tid',
