@@ -267,6 +267,9 @@ local function revive(step)
   elseif state ~= 'running' then
     return
   end
+  -- Counted, so that a read of the workflow in pages (wf_state.lua) that
+  -- a revival went between is read again: the revival moves steps back.
+  redis.call('HINCRBY', flow_key, 'revived', 1)
   if at then
     redis.call('HDEL', freed_key, '@' .. step)
   end
