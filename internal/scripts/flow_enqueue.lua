@@ -33,8 +33,9 @@ local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the 
 -- (for its creation), its steps, their tasks' ids and its freed hash
 -- (a step marked queued drops its note '^<step>' there, as
 -- wf_enqueued.lua does).
-local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18]
-local flow_freed_key = KEYS[24]
+local flow_key, flow_steps_key, flow_ids_key, flow_left_key = KEYS[16], KEYS[17], KEYS[18], KEYS[19] -- left: unused
+local flow_kids_key, flow_parents_key, flow_spec_key = KEYS[20], KEYS[21], KEYS[22] -- unused
+local flow_results_key, flow_freed_key = KEYS[23], KEYS[24] -- results: unused
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 -- hand: '1' if the step may be handed off (a call of one step, small
 -- enough for an event: see enqueue.lua), else '0'.
