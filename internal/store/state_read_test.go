@@ -1,7 +1,9 @@
 package store
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,4 +106,36 @@ func TestReadStateAgainAfterARevival(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, f.queries, 4, "read again once")
 	assert.Equal(t, []string{"a", "b"}, names(r))
+}
+
+// wf_state.lua with a size of 0 reads every step in one call (over the
+// thousand its hash reads take a call), with the workflow's count of
+// revivals: from the order kept at create, and, for a workflow with no
+// order, from its steps' hash.
+func TestWorkflowStateWholeScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "wf_state.lua")
+	id := e.workflow()
+	steps := []WorkflowStep{{Name: "a", Spec: "S-a"}}
+	for i := range 1200 {
+		steps = append(steps, WorkflowStep{Name: fmt.Sprintf("k%04d", i), Spec: "S", Parents: []string{"a"}, Place: i + 1})
+	}
+	for i := range steps[1:] {
+		steps[0].Kids = append(steps[0].Kids, steps[i+1].Name)
+	}
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, steps)
+	require.NoError(t, err)
+	e.seed(keyState{"wf.flow": hash{"revived": "3"}})
+	for _, order := range []bool{true, false} {
+		if !order {
+			require.NoError(t, e.rdb.Do(e.ctx, e.rdb.B().Del().Key(e.s.Keys().Workflow(id).Order).Build()).Error())
+		}
+		p, ok, err := e.s.readStatePage(e.ctx, id, stateQuery{Cursor: "0"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, "3", p.Revived)
+		assert.Empty(t, p.Next, "the last page (order kept: %v)", order)
+		assert.Len(t, p.Steps, 1201, "order kept: %v", order)
+	}
+	e.dump()
 }
