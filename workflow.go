@@ -248,7 +248,8 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 // Workflow reads a workflow's state and its steps', sorted by name; it
 // returns ErrNoWorkflow for one unknown, or ended and past its keep.
 // The steps are read a bounded page a call (docs/workflows.md tells
-// what a read of a workflow that changes meanwhile sees).
+// what a read of a workflow that changes meanwhile sees, and when such a
+// read is made again, in the end in one call).
 func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
 	if err := c.validateCtx(ctx, "workflow"); err != nil {
 		return WorkflowInfo{}, err

@@ -15,9 +15,8 @@ import (
 	"github.com/worqr/worqr/internal/testsignal"
 )
 
-// wholeState is a workflow's steps read whole from its hashes, as one
-// call of wf_state.lua read them before it read a page a call: the
-// reference a paged read is compared with, by step.
+// wholeState is a workflow's steps read whole from its hashes, with
+// HGETALL: the reference a paged read is compared with, by step.
 func wholeState(t *testing.T, c *Client, id string) map[string]store.StepRecord {
 	t.Helper()
 	k := c.store.Keys().Workflow(id)
@@ -77,9 +76,10 @@ func wideFlow(t *testing.T, n int) (*Client, context.Context, string) {
 }
 
 // A workflow of more than two pages reads, a page a call, every step as
-// one call read it whole: while it runs, with steps waiting, ready,
-// queued and ended; and one created before the order of its steps was
-// kept (its order key gone), paged over its steps' hash.
+// its hashes hold it: while it runs, with steps waiting, ready (k0101,
+// whose parent k0100's end is recorded with no enqueue after it), queued
+// and ended; and one created before the order of its steps was kept (its
+// order key gone), paged over its steps' hash.
 func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 	t.Parallel()
 	c, ctx, id := wideFlow(t, 1233)
@@ -108,6 +108,11 @@ func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 	}
 	eventually(t, testsignal.Wait, "the children's ends carried", carried)
 	require.NoError(t, w.Close(ctx))
+	k0100 := wholeState(t, c, id)["k0100"]
+	require.Equal(t, "q", k0100.State)
+	_, err = c.store.ReleaseStep(ctx, id, "k0100", k0100.TaskID, "ok", "", 1)
+	require.NoError(t, err)
+	require.Equal(t, "r", wholeState(t, c, id)["k0101"].State)
 
 	for _, order := range []bool{true, false} {
 		if !order {
@@ -128,6 +133,7 @@ func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 		assert.Greater(t, states["ok"], 1, "steps of every state: %v", states)
 		assert.Greater(t, states["q"], 1, "steps of every state: %v", states)
 		assert.Greater(t, states["w"], 1, "steps of every state: %v", states)
+		assert.Equal(t, 1, states["r"], "steps of every state: %v", states)
 	}
 }
 
@@ -150,9 +156,9 @@ func readStateWith(t *testing.T, c *Client, id string, change func()) store.Work
 	return rec
 }
 
-// A workflow that changes between the pages of its read reads as a
-// sensible snapshot: each step after its children, so that no step
-// reads released while a parent of it reads not ended. Here a's success
+// A step that ends between the pages of its workflow's read is read
+// after the children its end released: no child reads released (ready or
+// past it) while that parent reads waiting or queued. Here a's success
 // frees its children after the first page was read.
 func TestWorkflowStateReadWhileAStepEnds(t *testing.T) {
 	t.Parallel()
@@ -197,4 +203,67 @@ func TestWorkflowStateReadWhileItEnds(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"x": 1201}, states)
 	assert.True(t, slices.ContainsFunc(rec.Steps, func(st store.StepRecord) bool { return st.Name == "a" }))
+}
+
+// A step revived between the pages of its workflow's read, the workflow
+// running throughout (z keeps it running): the read is made again, so no
+// child of a reads cancelled (read before the revival) while a, its only
+// parent, reads queued (read after it), a state that never was.
+func TestWorkflowStateReadWhileAStepIsRevived(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	steps := []Step{{Name: "a", Queue: "p"}, {Name: "z", Queue: "p"}}
+	for i := range 1200 {
+		steps = append(steps, Step{Name: fmt.Sprintf("k%04d", i), Queue: "k", After: []string{"a"}})
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "rv"})
+	require.NoError(t, err)
+	task := wholeState(t, c, id)["a"].TaskID
+	_, err = c.store.ReleaseStep(ctx, id, "a", task, "dead", "", 100)
+	require.NoError(t, err)
+	rec := readStateWith(t, c, id, func() {
+		_, err := c.store.ReleaseStep(ctx, id, "a", task, "revived", "", 200)
+		require.NoError(t, err)
+	})
+	require.Equal(t, "running", rec.State)
+	got := byName(t, rec)
+	require.Equal(t, "q", got["a"].State, "a read revived")
+	states := make(map[string]int)
+	for _, st := range rec.Steps {
+		states[st.State]++
+	}
+	assert.Equal(t, map[string]int{"q": 2, "w": 1200}, states, "a and z queued, a's children waiting again")
+}
+
+// A death whose cascade frees steps notes each in the freed hash
+// ('^<step>', for Check) only while it is ready: once the freed steps
+// are marked queued (wf_enqueued.lua) the hash holds what it would
+// without the notes: top's list.
+func TestWorkflowCascadeNotesGoOnceQueued(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := setup(t)
+	steps := []Step{{Name: "top", Queue: "p"}, {Name: "z", Queue: "p"}, {Name: "k", Queue: "k", After: []string{"top"}}}
+	for i := range 300 {
+		steps = append(steps, Step{Name: fmt.Sprintf("c%04d", i), Queue: "k", AfterEnded: []string{"k"}})
+	}
+	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "caret"})
+	require.NoError(t, err)
+	task := wholeState(t, c, id)["top"].TaskID
+	freed, err := c.store.ReleaseStep(ctx, id, "top", task, "dead", "", 100)
+	require.NoError(t, err)
+	require.Len(t, freed, 300)
+	fields := func() []string {
+		keys, err := c.rdb.Do(ctx, c.rdb.B().Hkeys().Key(c.store.Keys().Workflow(id).Freed).Build()).AsStrSlice()
+		require.NoError(t, err)
+		slices.Sort(keys)
+		return keys
+	}
+	require.Len(t, fields(), 301, "top's list and a note per step freed")
+	queued := make([]store.QueuedStep, 0, len(freed))
+	for i, f := range freed {
+		queued = append(queued, store.QueuedStep{Name: f.Name, TaskID: fmt.Sprintf("%x", i+1)})
+	}
+	_, err = c.store.StepsEnqueued(ctx, id, queued)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"top"}, fields(), "top's list only")
 }

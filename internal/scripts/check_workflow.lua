@@ -23,9 +23,10 @@
 -- release stands, its state, its task's id, when the workflow saw its
 -- end (the stamp of the notice it recorded) and its spec cut after its
 -- queue, so that the caller can ask its queue whether a notice still
--- carries it. They are found among freed's fields, one per step that
--- freed a child: a look that names steps, a page at a time, does not
--- read them.
+-- carries it. They are found among freed's fields (one per step that
+-- freed a child, one per step under way, and one per step a cascade
+-- freed that is still ready): a look that names steps, a page at a time,
+-- does not read them.
 -- Returns {state, keys that exist, keys that exist and do not expire,
 --          {step, state, task id, spec, freed by (',' between), ...},
 --          {step, spec, ...} per step named in a freed by,
@@ -96,10 +97,12 @@ if state == 'running' and first then
             specs[p] = true
           end
         end
-        local cut_by = #by == 0 and redis.call('HGET', freed_key, '^' .. step)
-        if cut_by then
-          by[1] = cut_by
-          specs[cut_by] = true
+        -- The step that died, whose notice carries a step its cascade
+        -- freed: none of its parents lists it.
+        local carried_by = #by == 0 and redis.call('HGET', freed_key, '^' .. step)
+        if carried_by then
+          by[1] = carried_by
+          specs[carried_by] = true
         end
       end
       local spec = redis.call('HGET', spec_key, step) or ''

@@ -30,8 +30,12 @@ local unique_key, unique_ttl_key, stats_key, leases_key = KEYS[5], KEYS[6], KEYS
 local procs_key, waiting_key, high_key, low_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12] -- procs: a hand-off's; every level's list
 local retained_key, gwait_key, gready_key = KEYS[13], KEYS[14], KEYS[15] -- the groups' waiting tasks and turns
 -- The home workflow's keys, in WorkflowKeys' order, if any: its state
--- (for its creation), its steps and their tasks' ids.
-local flow_key, flow_steps_key, flow_ids_key = KEYS[16], KEYS[17], KEYS[18]
+-- (for its creation), its steps, their tasks' ids and its freed hash
+-- (a step marked queued drops its note '^<step>' there, as
+-- wf_enqueued.lua does).
+local flow_key, flow_steps_key, flow_ids_key, flow_left_key = KEYS[16], KEYS[17], KEYS[18], KEYS[19] -- left: unused
+local flow_kids_key, flow_parents_key, flow_spec_key = KEYS[20], KEYS[21], KEYS[22] -- unused
+local flow_results_key, flow_freed_key = KEYS[23], KEYS[24] -- results: unused
 local channel, queue = ARGV[1], ARGV[2] -- queue: its name
 -- hand: '1' if the step may be handed off (a call of one step, small
 -- enough for an event: see enqueue.lua), else '0'.
@@ -181,6 +185,11 @@ for i = 1, #taken, 2000 do
 end
 for i = 1, #marks, 2000 do
   redis.call('HSET', flow_steps_key, unpack(marks, i, math.min(i + 1999, #marks)))
+  local notes = {}
+  for j = i, math.min(i + 1999, #marks), 2 do
+    notes[#notes + 1] = '^' .. marks[j]
+  end
+  redis.call('HDEL', flow_freed_key, unpack(notes))
 end
 for i = 1, #held, 2000 do
   redis.call('ZADD', unique_ttl_key, unpack(held, i, math.min(i + 1999, #held)))

@@ -1,5 +1,8 @@
 -- Mark workflow steps queued once their tasks were enqueued ('r' to 'q'),
--- with their task ids. A step that has ended meanwhile (its task ran
+-- with their task ids, dropping the note '^<step>' in freed of a step a
+-- death's cascade made ready (wf_release.lua): Check reads it only while
+-- the step is ready, and a step is ready once, so freed keeps no note of
+-- a step past its enqueue. A step that has ended meanwhile (its task ran
 -- already) keeps its state; one cancelled meanwhile (CancelWorkflow while
 -- its enqueue was under way) is answered, so that the caller cancels its
 -- task in its queue.
@@ -10,7 +13,7 @@ local freed_key, seen_key, order_key = KEYS[9], KEYS[10], KEYS[11]
 -- ARGV: step, task id, ... per step enqueued.
 
 -- The steps' states are read, and the marks written, a thousand a call.
-local out, marks, noted = {}, {}, false
+local out, marks, notes, noted = {}, {}, {}, false
 for from = 1, #ARGV, 2000 do
   local to = math.min(from + 1999, #ARGV)
   local names = {}
@@ -31,6 +34,7 @@ for from = 1, #ARGV, 2000 do
       if st == 'r' then
         marks[#marks + 1] = step
         marks[#marks + 1] = 'q'
+        notes[#notes + 1] = '^' .. step
       elseif st == 'x' then
         out[#out + 1] = step
         out[#out + 1] = id
@@ -45,6 +49,9 @@ for from = 1, #ARGV, 2000 do
 end
 for i = 1, #marks, 2000 do
   redis.call('HSET', steps_key, unpack(marks, i, math.min(i + 1999, #marks)))
+end
+for i = 1, #notes, 1000 do
+  redis.call('HDEL', freed_key, unpack(notes, i, math.min(i + 999, #notes)))
 end
 -- A workflow that ended (cancelled while an enqueue was under way) has
 -- its keys set to expire (flow_close): an ids hash made only now expires

@@ -197,7 +197,9 @@ end
 -- A step it frees is listed in freed under step (whose end began the
 -- cascade, and whose notice carries it), not under a parent of it: it
 -- is noted in freed under '^<freed step>', naming step, so that the
--- check (check_workflow.lua) asks that step's queue for the notice.
+-- check (check_workflow.lua) asks that step's queue for the notice. The
+-- note lasts while the freed step is ready: its mark as queued
+-- (wf_enqueued.lua, flow_enqueue.lua) or its end drops it.
 local function cascade(stack, budget, freed, step)
   local n, open = 0, nil
   while #stack > 0 and n < budget do
@@ -265,6 +267,9 @@ local function revive(step)
   elseif state ~= 'running' then
     return
   end
+  -- Counted, so that a read of the workflow in pages (wf_state.lua) that
+  -- a revival went between is read again: the revival moves steps back.
+  redis.call('HINCRBY', flow_key, 'revived', 1)
   if at then
     redis.call('HDEL', freed_key, '@' .. step)
   end
@@ -466,6 +471,11 @@ local function release(step, status, result, stamp, task)
     if cur ~= 'q' then
       redis.call('HSETNX', ids_key, step, task)
     end
+    -- A ready step leaves that state for good: its note of the death that
+    -- freed it (see cascade) is read no more.
+    if cur == 'r' then
+      redis.call('HDEL', freed_key, '^' .. step)
+    end
     local st = status
     if status == 'cancelled' then
       st = 'x'
@@ -542,6 +552,9 @@ local function bulk()
     -- Its id, if its end came before its mark as queued.
     if curs[j] ~= 'q' then
       redis.call('HSETNX', ids_key, step, ARGV[at + 4])
+    end
+    if curs[j] == 'r' then
+      redis.call('HDEL', freed_key, '^' .. step)
     end
   end
   hset(seen_key, seen)

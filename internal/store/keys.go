@@ -261,8 +261,8 @@ type WorkflowKeys struct {
 	// release settles starts, while some are left (wf_release.lua
 	// settles a thousand a call); and '!<step>' -> the steps its death's
 	// cascade cancelled whose children it has yet to settle; and
-	// '^<step>' -> the step whose death's cascade made step ready (see
-	// docs/key-layout.md).
+	// '^<step>' -> the step whose death's cascade made step ready, while
+	// step is ready (see docs/key-layout.md).
 	Freed string
 	Seen  string // HASH step -> when the last notice recorded of it was written (µs, Redis clock of its queue)
 	// Order is ZSET step -> its place in the workflow's dependency order,

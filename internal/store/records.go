@@ -168,6 +168,9 @@ import (
 //	open       the count of its steps that have not ended
 //	dead       the count of its steps that died and were not revived
 //	cancelled  the count of its steps whose task was cancelled
+//	revived    the count of its steps' deaths undone (absent: none), so
+//	           that a read of its state in pages (WorkflowState) that a
+//	           revival went between is made again
 //	keep       how long its keys are kept once it ends (ms)
 //	sum        the checksum of its steps, which tells a repeated create
 //	           from another workflow of the same id (wf_create.lua)
@@ -206,7 +209,7 @@ const ResultFields = "sSEaK"
 var MetaFields = []string{"name", "registered", "tid", "seq", "paused", "limit", "rate", "per", "wx", "glimit", "gp", "grate", "grx", "ghold", "gdead", "amax", "adelay", "ghx", "gturns", "gtx", "gsize"}
 
 // WorkflowFields are the fields of a workflow's flow hash.
-var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "keep", "sum"}
+var WorkflowFields = []string{"state", "created", "ended", "open", "dead", "cancelled", "revived", "keep", "sum"}
 
 // StepStates are the states of a workflow's steps.
 var StepStates = []string{"w", "r", "q", "ok", "dead", "x"}

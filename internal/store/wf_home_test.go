@@ -245,3 +245,42 @@ func TestFinishDeclinesAFanOutScript(t *testing.T) {
 		})
 	}
 }
+
+// A step a death's cascade freed is noted in freed ('^<step>') while it
+// is ready, and the note goes when it leaves that state: marked queued by
+// flow_enqueue.lua (home), or ended before its mark (wf_release.lua, a
+// success in bulk, a death one notice after another).
+func TestCascadeNoteGoesWhenItsStepLeavesReadyScript(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "flow_enqueue.lua", "wf_release.lua")
+	id := e.homeWorkflow()
+	_, _, err := e.s.CreateWorkflow(e.ctx, id, "sum", time.Minute, []WorkflowStep{
+		{Name: "top", Spec: "S-top"},
+		{Name: "c", Spec: "S-c", Place: 1},
+		{Name: "d", Spec: "S-d", Place: 2},
+		{Name: "e", Spec: "S-e", Place: 3},
+	})
+	require.NoError(t, err)
+	e.seed(keyState{
+		"wf.steps": hash{"c": "r", "d": "r", "e": "r"},
+		"wf.freed": hash{"top": "c,d,e", "^c": "top", "^d": "top", "^e": "top"},
+	})
+	step := EnqueueOne{Queue: "q", Payload: []byte("c"), Args: EnqueueArgs{Unique: "wf/c", UniqueTTL: time.Hour, Flow: id + ".c"}}
+	_, errs := e.s.EnqueueSteps(e.ctx, []EnqueueOne{step})
+	require.NoError(t, errs[0])
+	got := e.dump()
+	assert.Equal(t, "q", got["wf.steps"].(hash)["c"])
+	assert.Equal(t, hash{"top": "c,d,e", "^d": "top", "^e": "top"}, got["wf.freed"], "c's note gone")
+
+	_, err = e.s.ReleaseStep(e.ctx, id, "d", "1f", "ok", "D", 5)
+	require.NoError(t, err)
+	got = e.dump()
+	assert.Equal(t, "ok", got["wf.steps"].(hash)["d"])
+	assert.Equal(t, hash{"top": "c,d,e", "^e": "top"}, got["wf.freed"], "d's note gone")
+
+	_, err = e.s.ReleaseStep(e.ctx, id, "e", "2f", "dead", "", 6)
+	require.NoError(t, err)
+	got = e.dump()
+	assert.Equal(t, "dead", got["wf.steps"].(hash)["e"])
+	assert.Equal(t, hash{"top": "c,d,e"}, got["wf.freed"], "e's note gone")
+}

@@ -192,61 +192,94 @@ type StepRecord struct {
 	Spec    string
 }
 
-// statePage is the most steps one call of a workflow's state read
+// statePage is the most steps one paged call of a workflow's state read
 // (wf_state.lua) reads: a read of ten thousand steps holds Redis a page's
 // time a call (some 9 M Redis instructions, against 190 M for the
 // whole in one call), not the whole read's.
 const statePage = 500
 
 // stateReads bounds the reads of a workflow's state that WorkflowState
-// starts over (see there).
+// makes: those before the last in pages, the last in one call.
 const stateReads = 3
 
 // WorkflowState reads a workflow's state and every step's
 // (wf_state.lua), a page of statePage steps a call; false if the
 // workflow is unknown, or ended and expired.
 // The pages are read one after another, each step after its children
-// (the order kept at create, from its end), so that a step read released
-// has its parents read ended, though a step may change between pages:
-// each step's state is one it held during the read. A workflow whose
-// own state changed between pages (it ended, was revived, or is another
-// of the same id) is read again, so that an ended workflow reads with
-// its steps as they ended; after stateReads reads the last is answered,
-// with the workflow's fields as its last page read them.
+// (the order kept at create, from its end), so that a step whose end
+// released a child between two pages is read ended, though each step's
+// state is the one its own page found. Only a revival moves a step back:
+// a read that a revival went between, or that saw the workflow's own
+// state change (it ended, or is another of the same id), is read again,
+// so that an ended workflow reads with its steps as they ended. After
+// stateReads-1 such reads in pages, the last reads the whole workflow in
+// one call, which holds Redis for it but answers a state that was.
 func (s *Store) WorkflowState(ctx context.Context, id string) (WorkflowRecord, bool, error) {
-	for read := 1; ; read++ {
-		r, ok, moved, err := s.workflowPages(ctx, id)
-		if err != nil || !ok || !moved || read == stateReads {
+	return readState(func(q stateQuery) (statePart, bool, error) {
+		return s.readStatePage(ctx, id, q)
+	})
+}
+
+// stateQuery is what one call of wf_state.lua reads.
+type stateQuery struct {
+	Brief  bool   // the workflow's fields only
+	Cursor string // where the page starts: "0" for the first
+	Size   int    // the most steps of the page; 0 for every step
+}
+
+// statePart is one call of wf_state.lua's answer: the workflow's fields
+// with the steps of the page.
+type statePart struct {
+	WorkflowRecord
+	Revived string // how many revivals the workflow has had
+	Next    string // the cursor of the next page; "" after the last
+}
+
+// sameFields says whether two pages of a read found the workflow the
+// same: no revival, end or new workflow of the id between them.
+func (p statePart) sameFields(q statePart) bool {
+	return p.State == q.State && p.Created == q.Created && p.Ended == q.Ended && p.Revived == q.Revived
+}
+
+// readState is WorkflowState over read, a call of wf_state.lua.
+func readState(read func(stateQuery) (statePart, bool, error)) (WorkflowRecord, bool, error) {
+	for range stateReads - 1 {
+		r, ok, moved, err := readPages(read)
+		if err != nil || !ok || !moved {
 			return r, ok, err
 		}
 	}
+	p, ok, err := read(stateQuery{Cursor: "0"})
+	return p.WorkflowRecord, ok, err
 }
 
-// workflowPages reads a workflow's state a page at a time (see
-// WorkflowState); moved tells that the workflow's own fields changed
-// between the pages.
-func (s *Store) workflowPages(ctx context.Context, id string) (r WorkflowRecord, ok, moved bool, err error) {
-	size := strconv.Itoa(statePage)
+// readPages reads a workflow's state a page at a time with read, each
+// step once; moved tells that the workflow's fields changed between the
+// pages, whose steps it then stops reading.
+func readPages(read func(stateQuery) (statePart, bool, error)) (r WorkflowRecord, ok, moved bool, err error) {
+	var first statePart
 	seen := make(map[string]bool) // HSCAN, for a workflow kept with no order, may answer a step twice
 	for cursor := "0"; ; {
-		page, next, ok, err := s.workflowState(ctx, id, "0", cursor, size)
+		page, ok, err := read(stateQuery{Cursor: cursor, Size: statePage})
 		if err != nil || !ok {
 			return WorkflowRecord{}, ok, false, err
 		}
-		if cursor != "0" && (page.State != r.State || page.Created != r.Created || page.Ended != r.Ended) {
-			moved = true
+		if cursor == "0" {
+			first = page
+			r = WorkflowRecord{State: page.State, Created: page.Created, Ended: page.Ended}
+		} else if !first.sameFields(page) {
+			return WorkflowRecord{}, true, true, nil
 		}
-		r.State, r.Created, r.Ended = page.State, page.Created, page.Ended
 		for _, st := range page.Steps {
 			if !seen[st.Name] {
 				seen[st.Name] = true
 				r.Steps = append(r.Steps, st)
 			}
 		}
-		if next == "" {
-			return r, true, moved, nil
+		if page.Next == "" {
+			return r, true, false, nil
 		}
-		cursor = next
+		cursor = page.Next
 	}
 }
 
@@ -254,34 +287,37 @@ func (s *Store) workflowPages(ctx context.Context, id string) (r WorkflowRecord,
 // WorkflowState does (Steps is nil), at a cost that does not grow with
 // the steps: for a waiter that needs its steps only once it has ended.
 func (s *Store) WorkflowBrief(ctx context.Context, id string) (WorkflowRecord, bool, error) {
-	r, _, ok, err := s.workflowState(ctx, id, "1", "0", "0")
-	return r, ok, err
+	p, ok, err := s.readStatePage(ctx, id, stateQuery{Brief: true, Cursor: "0"})
+	return p.WorkflowRecord, ok, err
 }
 
-// workflowState runs wf_state.lua: a page of the steps from cursor, of
-// at most size, and the cursor of the next ("" after the last).
-func (s *Store) workflowState(ctx context.Context, id, brief, cursor, size string) (WorkflowRecord, string, bool, error) {
-	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, []string{brief, cursor, size})
+// readStatePage runs wf_state.lua for q.
+func (s *Store) readStatePage(ctx context.Context, id string, q stateQuery) (statePart, bool, error) {
+	brief := "0"
+	if q.Brief {
+		brief = "1"
+	}
+	vals, err := s.workflowCall(ctx, id, "wf_state.lua", s.scripts.WorkflowState, []string{brief, q.Cursor, strconv.Itoa(q.Size)})
 	if err != nil {
-		return WorkflowRecord{}, "", false, err
+		return statePart{}, false, err
 	}
 	if len(vals) == 0 {
-		return WorkflowRecord{}, "", false, nil
+		return statePart{}, false, nil
 	}
-	if len(vals) < 4 || (len(vals)-4)%5 != 0 {
-		return WorkflowRecord{}, "", false, fmt.Errorf("wf_state.lua answered %d values", len(vals))
+	if len(vals) < 5 || (len(vals)-5)%5 != 0 {
+		return statePart{}, false, fmt.Errorf("wf_state.lua answered %d values", len(vals))
 	}
-	r := WorkflowRecord{State: vals[0]}
-	r.Created, _ = strconv.ParseInt(vals[1], 10, 64)
-	r.Ended, _ = strconv.ParseInt(vals[2], 10, 64)
-	for i := 4; i < len(vals); i += 5 {
+	p := statePart{WorkflowRecord: WorkflowRecord{State: vals[0]}, Revived: vals[3], Next: vals[4]}
+	p.Created, _ = strconv.ParseInt(vals[1], 10, 64)
+	p.Ended, _ = strconv.ParseInt(vals[2], 10, 64)
+	for i := 5; i < len(vals); i += 5 {
 		st := StepRecord{Name: vals[i], State: vals[i+1], TaskID: vals[i+2], Spec: vals[i+4]}
 		if vals[i+3] != "" {
 			st.Parents = strings.Split(vals[i+3], ",")
 		}
-		r.Steps = append(r.Steps, st)
+		p.Steps = append(p.Steps, st)
 	}
-	return r, vals[3], true, nil
+	return p, true, nil
 }
 
 // StepsPage is part of a workflow's steps, as stored (WorkflowSteps).
