@@ -189,6 +189,19 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 		n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Queue("l").Dead).Build()).AsInt64()
 		return err == nil && n == 1
 	})
+	// A retry at once of a plain task (retry_plain.lua).
+	again := make(chan int, 2)
+	require.NoError(t, w.Handle(ctx, "r", func(_ context.Context, p *Process) error {
+		again <- p.Attempt()
+		if p.Attempt() == 1 {
+			return errors.New("once")
+		}
+		return nil
+	}, HandleOptions{Retry: RetryPolicy{Backoff: func(int, error) time.Duration { return 0 }}}))
+	require.NoError(t, second(c.Enqueue(ctx, "r", []byte("again"))))
+	for want := 1; want <= 2; want++ {
+		assert.Equal(t, want, recv(t, again, 5*time.Second, "a retry at once ran"))
+	}
 	// A retained outcome, waited for.
 	kept, err := c.Enqueue(ctx, "l", []byte("kept"), Retain(time.Minute))
 	require.NoError(t, err)

@@ -147,9 +147,7 @@ for j = 1, #pids do
     local comma = find(id, ',', 1, true)
     if comma then
       -- The helpers read the header alone (with its ':'), never a copy
-      -- of the payload; a field is looked for in the header only. The
-      -- usual such header (a task retried: its 'a', 'f' and 'd' fields)
-      -- needs none of them, nor the header with its ':' made for them.
+      -- of the payload; a field is looked for in the header only.
       local h = id
       local head -- h .. ':', made once a helper needs it
       id = sub(h, 1, comma - 1) -- see entry_id

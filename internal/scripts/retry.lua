@@ -8,9 +8,9 @@
 -- worker and that worker's lease on the queue is live. A task that was
 -- cancelled, or whose queue was deleted, is dropped instead: a retry must
 -- not bring it back. Retry calls that overlap are sent as one script call
--- (see coalesce.go), so it takes many, as finish.lua does; the plain
--- tasks retried at once go to retry_plain.lua instead, and here only if
--- it leaves them (see Store.Retry). The task's
+-- (see coalesce.go), so it takes many, as finish.lua does; a batch of
+-- plain tasks retried at once goes to retry_plain.lua instead, and here
+-- only if that script leaves it whole (see Store.Retry). The task's
 -- progress report, if any, goes with its process, and a weighted task's
 -- slots (see entry_weight) with it. A retried task notes when it became
 -- due again (see entry_due) for the wait stats; the client counts it

@@ -3,15 +3,18 @@
 -- task has no weight, group or priority (no 'w', 'g' or 'p' field) goes
 -- to the back of the normal list with one more start and one more
 -- failure and its due time, its error and history recorded and its
--- progress report removed, as retry.lua would put it. Any other process
--- (cancelled, of a deleted queue, or a task with one of those fields) is
--- left as it is, answered 5, for the caller (internal/store's Retry) to
--- send to retry.lua. It carries none of retry.lua's group, priority,
+-- progress report removed, as retry.lua would put it. If any process is
+-- not such (cancelled, of a deleted queue, or a task with one of those
+-- fields), it writes nothing and answers 5 for every process, for the
+-- caller (internal/store's Retry) to send the whole batch to retry.lua:
+-- one call writes, so a failure of the second cannot leave a batch half
+-- retried. It carries none of retry.lua's group, priority,
 -- delay, unique-key or slot helpers: a script runs its whole text,
 -- helpers included, on every call, and a retry at once of a plain task
 -- is the usual one.
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), 1
--- retried, 5 left for retry.lua; then the Redis clock (µs).
+-- retried; or 5 for every one, all left for retry.lua; then the Redis
+-- clock (µs).
 local procs_key, leases_key, waiting_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local errors_key, idle_key, progress_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local channel, counts = ARGV[1], ARGV[2] -- counts: stats counted by the client ('' for none: see stats_add)
@@ -40,7 +43,11 @@ for j = 1, #pids do
   if refused then
     out[j] = refused
   elseif sub(v, 1, 1) ~= 'a' or comma and find(h, ',[wgp]') then
-    out[j] = 5
+    for k = 1, #pids do
+      out[k] = 5
+    end
+    out[#pids + 1] = t_us
+    return out
   else
     out[j] = 1
     local err = argv[3 * j + 2]

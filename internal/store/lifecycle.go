@@ -33,64 +33,29 @@ type RetryRef struct {
 // sequence's task in its group: see retry.lua);
 // each only if the process still belongs to its worker and that worker's
 // lease is live. A cancelled task, or one of a deleted queue, is dropped.
-// One script call for all of them, or two; one outcome per process. The
-// plain tasks retried at once go to retry_plain.lua, which carries only
-// what their retry needs, and the others, with those it leaves (see
-// retryLeft), to retry.lua, in a second call when there are both.
+// One outcome per process. A batch of plain tasks retried at once goes to
+// retry_plain.lua, which carries only what their retry needs; any other
+// batch, or one that script leaves whole (see retryLeft), to retry.lua.
+// Only one of the calls writes, so the batch is retried whole or not at
+// all, and its tasks go back in its order.
 func (s *Store) Retry(ctx context.Context, queue string, procs []RetryRef) ([]Outcome, error) {
-	out := make([]Outcome, len(procs))
-	var plain []RetryRef
-	var at []int // where each of plain is in procs
-	for i, p := range procs {
-		out[i] = retryLeft
-		if p.Delay == 0 && p.Plain {
-			plain = append(plain, p)
-			at = append(at, i)
+	plain := true
+	for _, p := range procs {
+		plain = plain && p.Delay == 0 && p.Plain
+	}
+	if plain {
+		out, err := s.retryCall(ctx, queue, procs, true)
+		if err != nil || len(out) == 0 || out[0] != retryLeft {
+			return out, err
 		}
 	}
-	if len(plain) == len(procs) {
-		var err error
-		if out, err = s.retryCall(ctx, queue, procs, true); err != nil {
-			return nil, err
-		}
-	} else if len(plain) > 0 {
-		got, err := s.retryCall(ctx, queue, plain, true)
-		if err != nil {
-			return nil, err
-		}
-		for k, i := range at {
-			out[i] = got[k]
-		}
-	}
-	var left []int
-	for i, o := range out {
-		if o == retryLeft {
-			left = append(left, i)
-		}
-	}
-	if len(left) == 0 {
-		return out, nil
-	}
-	if len(left) == len(procs) {
-		return s.retryCall(ctx, queue, procs, false)
-	}
-	rest := make([]RetryRef, len(left))
-	for k, i := range left {
-		rest[k] = procs[i]
-	}
-	got, err := s.retryCall(ctx, queue, rest, false)
-	if err != nil {
-		return nil, err
-	}
-	for k, i := range left {
-		out[i] = got[k]
-	}
-	return out, nil
+	return s.retryCall(ctx, queue, procs, false)
 }
 
-// retryLeft is retry_plain.lua's answer for a process it left as it was,
-// for retry.lua: one not active, or whose task has a weight, a group or a
-// priority.
+// retryLeft is retry_plain.lua's answer for every process of a batch it
+// left as it was, for retry.lua: one of them not active, or of a task
+// with a weight, a group or a priority. It is internal to the store: no
+// caller of Retry sees it.
 const retryLeft Outcome = 5
 
 // retryCall is one retry script call for procs: retry_plain.lua's (plain,

@@ -441,7 +441,8 @@ type Proc struct {
 }
 
 // plainEntry tells whether an entry's header has no weight, group or
-// priority field: what retry_plain.lua leaves to retry.lua.
+// priority field: the test retry_plain.lua makes again (its find of
+// ',[wgp]') before it takes a batch from retry.lua.
 func plainEntry(e string) bool {
 	h, _, _ := strings.Cut(e, ":")
 	return !strings.Contains(h, ",w") && !strings.Contains(h, ",g") && !strings.Contains(h, ",p")
