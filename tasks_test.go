@@ -178,6 +178,42 @@ func TestCancelByPayloadKeepsOrder(t *testing.T) {
 	}
 }
 
+// A Retry or a DeadLetter of a task dropped in Redis (cancelled, or its
+// queue deleted) says so, as Requeue does, whether or not the worker has
+// heard of the drop: the application learns its task will not run again,
+// and its queue holds no copy of it.
+func TestRetryAndDeadLetterOfADroppedTask(t *testing.T) {
+	t.Parallel()
+	b, c, ctx := setup(t)
+	w := newWorker(t, b.client(), WorkerOptions{})
+	ends := map[string]func(*Process) error{
+		"retry":       func(p *Process) error { return p.Retry(ctx, 0, errors.New("again")) },
+		"dead-letter": func(p *Process) error { return p.DeadLetter(ctx, errors.New("broken")) },
+	}
+	drops := map[string]struct {
+		drop func(queue, id string) error
+		want error
+	}{
+		"cancelled": {func(q, id string) error { return second(c.CancelTask(ctx, q, id)) }, ErrTaskCancelled},
+		"deleted":   {func(q, _ string) error { return second(c.DeleteQueue(ctx, q)) }, ErrQueueDeleted},
+	}
+	for op, end := range ends {
+		for how, d := range drops {
+			q := op + "-" + how
+			id, err := c.Enqueue(ctx, q, []byte("x"))
+			require.NoError(t, err)
+			require.NoError(t, w.StartWork(ctx, q, Events{}))
+			p := dequeueAll(t, w, q, 1)[0]
+			require.Equal(t, id, p.TaskID())
+			require.NoError(t, d.drop(q, id))
+			assert.ErrorIs(t, end(p), d.want, "%s of a task %s", op, how)
+			info, err := c.QueueInfo(ctx, q)
+			require.NoError(t, err)
+			assert.Zero(t, info.Waiting+info.Delayed+info.InFlight+info.Dead, "%s of a task %s: the queue holds it (%+v)", op, how, info)
+		}
+	}
+}
+
 func TestCancelTask(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
