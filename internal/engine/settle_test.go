@@ -94,7 +94,11 @@ func TestSettleOutcomes(t *testing.T) {
 		err    error
 		budget int
 		cancel bool // ended by a cancel event first
-		want   Outcome
+		// drop is what Redis holds of the task while its handler runs,
+		// the worker not having heard of it: cancelled, or its queue
+		// deleted.
+		drop func(t *testing.T, w *fakeWorker, p *Proc)
+		want Outcome
 		// what Redis holds of "q" after it
 		waiting, delayed, dead int64
 	}{
@@ -103,6 +107,9 @@ func TestSettleOutcomes(t *testing.T) {
 		{name: "exhausted", err: fail, budget: 1, want: Dead, dead: 1},
 		{name: "retried", err: fail, want: Retried, delayed: 1},
 		{name: "cancel event unbacked", err: fail, cancel: true, want: Retried, waiting: 1},
+		{name: "retried, cancelled meanwhile", err: fail, drop: cancelIt, want: Cancelled},
+		{name: "retried, queue deleted meanwhile", err: fail, drop: deleteIt, want: Deleted},
+		{name: "dead-lettered, cancelled meanwhile", err: Permanent(fail), drop: cancelIt, want: Cancelled},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -112,6 +119,9 @@ func TestSettleOutcomes(t *testing.T) {
 			p.Budget = c.budget
 			if c.cancel {
 				p.End(errs.ErrTaskCancelled, false)
+			}
+			if c.drop != nil {
+				c.drop(t, w, p)
 			}
 			r, settled := settler(t)
 			r.Settle(context.Background(), 7, p, c.err)
@@ -126,6 +136,18 @@ func TestSettleOutcomes(t *testing.T) {
 			assert.Empty(t, s.Books.procs, "the process stayed in the books")
 		})
 	}
+}
+
+// cancelIt cancels p's task in Redis, telling no one.
+func cancelIt(t *testing.T, w *fakeWorker, p *Proc) {
+	_, _, err := w.env.Store.CancelID(w.life, "q", p.TaskID)
+	require.NoError(t, err)
+}
+
+// deleteIt deletes p's queue in Redis, telling no one.
+func deleteIt(t *testing.T, w *fakeWorker, _ *Proc) {
+	_, _, err := w.env.Store.DeleteQueue(w.life, "q")
+	require.NoError(t, err)
 }
 
 // A process already lost, or a handler's error while the worker shuts
