@@ -88,7 +88,7 @@ func (r *Settler[J]) Settle(ctx context.Context, j J, p *Proc, err error) {
 // the connection is tried again, as Settle does, on a goroutine of its
 // own (Jobs): the batch's callbacks must not wait.
 func (r *Settler[J]) FinishLater(j J, p *Proc) {
-	l := &lateWrite[J]{r: r, j: j, p: p, op: "finish"}
+	l := &lateWrite[J]{r: r, j: j, p: p, kind: lateFinish}
 	if ctx, ok := l.begin(); ok {
 		p.Host.Env().Finishes.Then(ctx, p.Queue, p, l)
 	}
@@ -98,13 +98,13 @@ func (r *Settler[J]) FinishLater(j J, p *Proc) {
 // written as FinishLater writes a Finish: it joins the next batch of the
 // queue's retries without waiting for it.
 func (r *Settler[J]) failLater(j J, p *Proc, delay time.Duration, cause error) {
-	l := &lateWrite[J]{r: r, j: j, p: p, op: "retry", delay: delay, cause: cause}
+	l := &lateWrite[J]{r: r, j: j, p: p, kind: lateRetry, delay: delay, cause: cause}
 	if ctx, ok := l.begin(); ok {
 		p.Host.Env().Retries.Then(ctx, p.Queue, p.retryRef(delay, cause), l)
 	}
 }
 
-// lateWrite is an outcome write (op: a finish, or a retry after delay
+// lateWrite is an outcome write (kind: a finish, or a retry after delay
 // for cause) of job j that joins a batch without waiting for it: the
 // batch tells it its outcome (Done), which it records, sees through
 // (persist: write tries it again) and then ends the job, as FinishLater
@@ -115,11 +115,28 @@ type lateWrite[J any] struct {
 	r     *Settler[J]
 	j     J
 	p     *Proc
-	op    string
+	kind  lateKind
 	delay time.Duration
 	cause error
 	sent  uint64 // the outage's epoch at the send
 	err   error  // the batch's outcome, once recorded
+}
+
+// lateKind is which outcome a lateWrite writes, set by its constructor
+// (FinishLater, failLater).
+type lateKind uint8
+
+const (
+	lateFinish lateKind = iota
+	lateRetry
+)
+
+// op names the write, in errors and the outage's counts.
+func (k lateKind) op() string {
+	if k == lateRetry {
+		return "retry"
+	}
+	return "finish"
 }
 
 // begin readies the write and returns the context to send it on; if it
@@ -129,7 +146,7 @@ func (l *lateWrite[J]) begin() (context.Context, bool) {
 	w := l.p.Host.Env().Writer
 	ctx := w.WriteCtx()
 	l.sent = w.Outage().Begin()
-	if err := l.p.canSettle(ctx, l.op); err != nil {
+	if err := l.p.canSettle(ctx, l.kind.op()); err != nil {
 		l.err = err
 		l.rest()
 		return nil, false
@@ -139,14 +156,17 @@ func (l *lateWrite[J]) begin() (context.Context, bool) {
 
 // Done records the outcome the batch returned and ends the job, trying
 // a write that failed on the connection again on a goroutine of its own
-// while the worker lives.
+// while the worker lives. A retry dropped instead (its task cancelled,
+// or its queue deleted, meanwhile) is no error here, unlike for
+// Proc.Retry's caller: recordSettled told the observer of the drop, and
+// persist takes a drop as written.
 func (l *lateWrite[J]) Done(got store.Outcome, err error) {
 	p := l.p
-	if l.op == "finish" {
+	switch l.kind {
+	case lateFinish:
 		_, err = p.recordSettled("finish", Succeeded, "", nil, got, err)
-	} else {
-		got, err = p.recordSettled("retry", Retried, "", l.cause, got, err)
-		err = p.dropped("retry", got, err)
+	case lateRetry:
+		_, err = p.recordSettled("retry", Retried, "", l.cause, got, err)
 	}
 	l.err = err
 	if !proc.Retryable(err) || p.Host.Env().Writer.Life().Err() != nil || !l.r.Jobs.Go(l.rest) {
@@ -157,16 +177,16 @@ func (l *lateWrite[J]) Done(got store.Outcome, err error) {
 // rest sees the write through from its first try's outcome (at once
 // unless it is to be tried again) and ends the job.
 func (l *lateWrite[J]) rest() {
-	l.r.persist(l.p, l.op, l.write, l.sent, l.err)
+	l.r.persist(l.p, l.kind.op(), l.write, l.sent, l.err)
 	l.r.Settled(l.j)
 }
 
 // write is the outcome write tried again.
 func (l *lateWrite[J]) write(ctx context.Context) error {
-	if l.op == "finish" {
-		return l.p.finishNow(ctx)
+	if l.kind == lateRetry {
+		return l.p.Retry(ctx, l.delay, l.cause)
 	}
-	return l.p.Retry(ctx, l.delay, l.cause)
+	return l.p.finishNow(ctx)
 }
 
 // persist sees an outcome write (op) through, given what its first
