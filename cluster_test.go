@@ -537,9 +537,11 @@ func TestClusterPausedMasterFencesOnlyItsQueue(t *testing.T) {
 // the master of its slots. Failover is allowed again once no replica
 // flags master as failing any more (it was resumed): a replica allowed it
 // before would take over from a master that answers again, under the
-// tests that come next. The replicas are those master knows of, each
-// reached on a connection of its own: the client's view of the cluster
-// may leave out a replica still syncing.
+// tests that come next. The replicas are those master itself streams to
+// (its INFO replication), each reached on a connection of its own: a
+// node killed by an earlier test rejoins as a replica before the
+// cluster's gossip says so, so CLUSTER NODES may not list it yet, and a
+// master with no replica online yet is waited for.
 func noFailover(t *testing.T, c *Client, master string) {
 	t.Helper()
 	ctx := context.Background()
@@ -549,22 +551,21 @@ func noFailover(t *testing.T, c *Client, master string) {
 			rdb.Close()
 		}
 	})
-	view := clusterNodes(t, c.rdb.Nodes()[master])
-	var id string
-	for _, n := range view {
-		if slices.Contains(n.flags, "myself") {
-			id = n.id
+	node := c.rdb.Nodes()[master]
+	var online []string
+	eventually(t, 30*time.Second, master+" streams to a replica", func() bool {
+		info, err := node.Do(ctx, node.B().Info().Section("replication").Build()).ToString()
+		if err != nil {
+			return false
 		}
-	}
-	for _, n := range view {
-		if n.master != id {
-			continue
-		}
-		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.addr}, DisableCache: true, ForceSingleClient: true})
+		online = onlineReplicas(info)
+		return len(online) > 0
+	})
+	for _, addr := range online {
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
 		require.NoError(t, err)
-		replicas[n.addr] = rdb
+		replicas[addr] = rdb
 	}
-	require.NotEmpty(t, replicas, "%s has no replica", master)
 	set := func(rdb rueidis.Client, v string) error {
 		return rdb.Do(ctx, rdb.B().ConfigSet().ParameterValue().ParameterValue("cluster-replica-no-failover", v).Build()).Error()
 	}
@@ -586,6 +587,27 @@ func noFailover(t *testing.T, c *Client, master string) {
 			assert.NoError(t, set(rdb, "no"), "failover allowed again on %s", addr)
 		}
 	})
+}
+
+// onlineReplicas is the addresses of the replicas a master's INFO
+// replication lists as online ("slave0:ip=…,port=…,state=online,…").
+func onlineReplicas(info string) []string {
+	var addrs []string
+	for _, line := range strings.Split(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "slave") || name == "slave_read_repl_offset" || name == "slave_repl_offset" {
+			continue
+		}
+		kv := map[string]string{}
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			kv[k] = v
+		}
+		if kv["state"] == "online" && kv["ip"] != "" && kv["port"] != "" {
+			addrs = append(addrs, kv["ip"]+":"+kv["port"])
+		}
+	}
+	return addrs
 }
 
 // clusterNode is a line of CLUSTER NODES: a node's id, address, flags
