@@ -1,11 +1,11 @@
 package engine
 
-// The lease keeper's decisions over the whole worker: its fence, the
-// evidence that its lease is gone, and the pass that reconciles the
-// sessions unsure of their processes. Its deadline is the Deadline it
-// holds, its renewals' reading and answers renew.go's, its
-// re-registration reregister.go's, its membership of the client's beat
-// and the loop that registers a fenced worker again loop.go's.
+// The lease keeper, its start and stop, and its decisions over the whole
+// worker: its fence, the evidence that its lease is gone, and the pass
+// that reconciles the sessions unsure of their processes. Its deadline is
+// the Deadline it holds, its renewals (its membership of the client's
+// beat, the reading and the answers) renew.go's, its re-registration and
+// the loop that runs it reregister.go's.
 
 import (
 	"context"
@@ -53,8 +53,8 @@ type Keeper struct {
 	// beat renews the leases, with those of the client's other workers
 	// of the same options (see internal/beat); set by Start.
 	beat *beat.Beat[Renewal, BeatMember]
-	// loop registers the worker again once it was fenced (loop.go);
-	// kick wakes it.
+	// loop registers the worker again once it was fenced
+	// (reregister.go); kick wakes it.
 	loop *startstop.Loop
 	kick chan struct{}
 }
@@ -67,6 +67,25 @@ func (k *Keeper) Init(host KeeperHost, env *Env, reg *Registry) {
 	k.kick = make(chan struct{}, 1)
 	k.loop = startstop.NewLoop(k.run)
 	k.Deadline.Init(host, env.Clock, env.TTL, k.Fence)
+}
+
+// Start joins beats, the client's beats, which renew the leases (each ttl
+// long) every interval, and runs the loop that registers a fenced worker
+// again, on life.
+func (k *Keeper) Start(life context.Context, beats *beat.Beats[Renewal, BeatMember], ttl, interval time.Duration) {
+	k.beat = beats.Join(BeatMember{k}, ttl, interval)
+	_ = k.loop.Start(life) // a Loop's Start does not fail
+}
+
+// Stop disarms the timer, leaves the beat and stops the loop, waiting for
+// it. Once it returns, the beat neither sends nor takes in a renewal of
+// this worker (one already sent may still reach Redis). Queue renewals
+// started before run on, tracked by the worker's tasks.
+func (k *Keeper) Stop() {
+	k.Disarm()
+	k.Leave()
+	k.beat.Leave(BeatMember{k})
+	k.loop.Stop()
 }
 
 // LeaseLost handles evidence from a script that the lease of worker id on

@@ -3,7 +3,8 @@ package engine
 // The renewals of the worker's leases, one in the registry and one in
 // each queue it serves, as the client's beat sends them every
 // RenewInterval with those of the client's other workers of the same
-// options, and the answers that move the deadlines.
+// options (the keeper is the beat's member), and the answers that move
+// the deadlines and tell the reclaimer what the registry heard.
 
 import (
 	"context"
@@ -28,6 +29,20 @@ type QueueRenewal struct {
 	S    *Session
 	Gen  uint64
 	Gone bool // the lease was gone
+}
+
+// BeatMember is a worker's lease keeper as a member of its client's beat.
+type BeatMember struct{ k *Keeper }
+
+// Renewal reads which leases the worker renews this round.
+func (m BeatMember) Renewal() (Renewal, store.Keepalive, bool) {
+	r, ok := m.k.Renewal()
+	return r, r.Keepalive, ok
+}
+
+// Renewed takes in the answer to the round sent at sent.
+func (m BeatMember) Renewed(r Renewal, sent time.Time, kept store.KeptAlive, err error) {
+	m.k.Renewed(r, sent, kept, err)
 }
 
 // Renewal reads which leases the worker renews, unless the keeper has

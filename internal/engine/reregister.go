@@ -1,7 +1,8 @@
 package engine
 
-// The re-registration of a fenced worker, by its lease keeper: a new id,
-// and a lease again on each queue it serves.
+// The re-registration of a fenced worker, by its lease keeper's loop
+// (which a fence wakes): a new id, and a lease again on each queue it
+// serves.
 
 import (
 	"context"
@@ -100,4 +101,32 @@ func (k *Keeper) ReregisterOnce(ctx context.Context) (bool, error) {
 	}
 	env.Signals.Registered.Signal(id)
 	return true, nil
+}
+
+// Wake asks the loop to run now.
+func (k *Keeper) Wake() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the keeper's loop: it registers the worker again once it fenced
+// itself (Fence wakes it), unless it stays fenced. The renewals
+// themselves are the beat's.
+func (k *Keeper) run(ctx context.Context) {
+	h := k.host
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		}
+		h.Lock()
+		fenced := h.Worker().IsFenced()
+		h.Unlock()
+		if fenced && (k.env.StayFenced || !k.Reregister(ctx)) {
+			return
+		}
+	}
 }

@@ -150,19 +150,6 @@ func (r *Runtime) WorkArrived() {
 	s.poke()
 }
 
-// roomLocked is how many slots the member may take now: none unless it
-// takes work, may have tasks and is not blocked; else up to its maxSlots,
-// or the scheduler's size. Callers hold sched.mu.
-func (r *Runtime) roomLocked() int {
-	if !r.takes || !r.more || r.blocked {
-		return 0
-	}
-	if r.maxSlots > 0 {
-		return r.maxSlots - r.busy - r.asking
-	}
-	return r.sched.size
-}
-
 // wakeIfTaking is WorkArrived for a member that takes work.
 func (r *Runtime) wakeIfTaking() {
 	if r.Taking() {

@@ -222,6 +222,19 @@ func (s *Scheduler) reserve(room []int) int {
 	return n
 }
 
+// roomLocked is how many slots the member may take now: none unless it
+// takes work, may have tasks and is not blocked; else up to its maxSlots,
+// or the scheduler's size. Callers hold sched.mu.
+func (r *Runtime) roomLocked() int {
+	if !r.takes || !r.more || r.blocked {
+		return 0
+	}
+	if r.maxSlots > 0 {
+		return r.maxSlots - r.busy - r.asking
+	}
+	return r.sched.size
+}
+
 // take dequeues up to n tasks (slots reserved for them) for a member and
 // starts their handlers. It reports whether it got them all; when not, the
 // member is passed over until it may have work again (see afterDequeue).

@@ -102,7 +102,7 @@ func TestSchedulerCounts(t *testing.T) {
 	assert.Zero(t, a.Free())
 
 	drainedA := a.Drained()
-	a.returned() // a's handler returned; its outcome is being written
+	a.count(-1, +1) // a's handler returned; its outcome is being written
 	assert.Equal(t, "{busy:1 settling:1 asking:0} a{busy:0 settling:1 asking:0} b{busy:1 settling:0 asking:0}", counts())
 	assert.Equal(t, 1, a.Free(), "a slot frees when its handler returns")
 	select {
@@ -119,8 +119,8 @@ func TestSchedulerCounts(t *testing.T) {
 	default:
 		t.Fatal("the loop does not run: a new handler goroutine leaves after its job")
 	}
-	a.returned()
-	b.returned()
+	a.count(-1, +1)
+	b.count(-1, +1)
 	assert.Equal(t, "{busy:0 settling:3 asking:0} a{busy:0 settling:2 asking:0} b{busy:0 settling:1 asking:0}", counts())
 	assert.Equal(t, 1, slotpolicy.Free(s.size, s.busy, s.settling), "at most size outcomes unwritten besides the handlers")
 
@@ -148,7 +148,7 @@ func TestSchedulerWakesOnlyForAMemberWithWork(t *testing.T) {
 	}
 	_, ok := r.starter.claim()
 	require.True(t, ok)
-	r.returned()
+	r.count(-1, +1)
 	assert.True(t, woken(), "a slot freed while the queue may hold tasks")
 	r.clearMore(r.gen)
 	r.starter.settled(job{st: &r.starter, cancel: func(error) {}})

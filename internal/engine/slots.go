@@ -67,11 +67,6 @@ func (m *memberSlots) count(busy, settling int) {
 	}
 }
 
-// returned hands on the slot of the member's handler that returned,
-// while its outcome is written: the next task's dequeue goes out
-// meanwhile, and settling counts the write until it is done.
-func (m *memberSlots) returned() { m.count(-1, +1) }
-
 // Full reports whether the member could not start a handler now for want
 // of a slot: the scheduler's are all taken, or its maxSlots is reached.
 func (m *memberSlots) Full() bool {

@@ -372,7 +372,7 @@ func (st *Starter) runJob(j job) {
 	}
 	// The slot is handed on now: the next task's dequeue goes out while
 	// this outcome is written (both ride the same pipeline).
-	r.returned()
+	r.count(-1, +1) // busy to settling
 	if err == nil && j.p.St.Err() == nil {
 		st.settler.FinishLater(j, j.p) // what settle would do: Finish
 		return
