@@ -65,7 +65,7 @@ func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSe
 		return fmt.Errorf("worqr: set aggregation %q: max size %d, max delay %v (the size in 0..%d, the delay whole milliseconds): %w", queue, s.MaxSize, s.MaxDelay, int64(MaxLimit), ErrInvalidOptions)
 	}
 	return c.controlWith(ctx, "set aggregation", queue, opts, func(create bool) error {
-		return c.store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
+		return c.core.Store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
 	})
 }
 
@@ -142,15 +142,15 @@ type GatheringInfo = worqrtype.GatheringInfo
 // 1..MaxGatheringsRead (ErrInvalidOptions).
 func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limit int) ([]GatheringInfo, int64, error) {
 	const op = "gatherings"
-	if err := c.validate(ctx, op, queue); err != nil {
+	if err := c.core.Validate(ctx, op, queue); err != nil {
 		return nil, 0, err
 	}
 	if start < 0 || limit < 1 || limit > MaxGatheringsRead {
 		return nil, 0, fmt.Errorf("worqr: %s %q: start %d, limit %d (start 0 or more, limit in 1..%d): %w", op, queue, start, limit, MaxGatheringsRead, ErrInvalidOptions)
 	}
-	gs, open, err := c.store.Gatherings(ctx, queue, start, limit)
+	gs, open, err := c.core.Store.Gatherings(ctx, queue, start, limit)
 	if err != nil {
-		return nil, 0, c.fail(op, queue, err)
+		return nil, 0, c.core.Fail(op, queue, err)
 	}
 	return each(gs, store.Gathering.Info), open, nil
 }

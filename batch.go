@@ -8,6 +8,7 @@ import (
 
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/testsignal"
 )
 
 // maxBatchSlots bounds Size × Batches, the slots a HandleBatch holds: far
@@ -168,7 +169,7 @@ func (b *batcher) handleOptions() HandleOptions {
 func (b *batcher) attach(r *engine.Runtime) {
 	opts := engine.BatchOptions{Size: b.size, Wait: b.wait, Timeout: b.opts.Timeout, PanicIsPermanent: b.opts.PanicIsPermanent}
 	b.eb = engine.NewBatcher(r, b.call, opts, b.clock, func(n int) {
-		b.w.c.signals.joined.Signal(batchJoin{b.queue, n})
+		b.w.c.core.Signals.Joined.Signal(testsignal.BatchJoin{Queue: b.queue, N: n})
 	})
 }
 
@@ -229,7 +230,7 @@ func checkBatch(h BatchHandler, opts BatchOptions) string {
 
 // newCheckedBatcher is newBatcher for options checkBatch passed.
 func newCheckedBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) *batcher {
-	b := &batcher{w: w, queue: queue, h: h, opts: opts, size: opts.Size, wait: opts.MaxWait, batches: opts.Batches, clock: w.c.clock}
+	b := &batcher{w: w, queue: queue, h: h, opts: opts, size: opts.Size, wait: opts.MaxWait, batches: opts.Batches, clock: w.c.core.Clock}
 	if b.size == 0 {
 		b.size = DefaultBatchSize
 	}

@@ -88,14 +88,14 @@ func checkRate(n int, per time.Duration) error {
 
 func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration, opts []ControlOption) error {
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.Control(ctx, queue, cop, n, per, create)
+		return c.core.Store.Control(ctx, queue, cop, n, per, create)
 	})
 }
 
 // controlWith runs one change of a queue's controls (set: the store's
 // call, told whether to make the queue) and says its error once.
 func (c *Client) controlWith(ctx context.Context, op, queue string, opts []ControlOption, set func(create bool) error) error {
-	if err := c.validate(ctx, op, queue); err != nil {
+	if err := c.core.Validate(ctx, op, queue); err != nil {
 		return err
 	}
 	var o controlOptions
@@ -109,7 +109,7 @@ func (c *Client) controlWith(ctx context.Context, op, queue string, opts []Contr
 	case errors.Is(err, store.ErrNoQueue):
 		return fmt.Errorf("worqr: %s %q: %w (CreateQueue makes it)", op, queue, ErrNoQueue)
 	case err != nil:
-		return c.fail(op, queue, err)
+		return c.core.Fail(op, queue, err)
 	}
 	return nil
 }
@@ -119,12 +119,12 @@ type QueueInfo = worqrtype.QueueInfo
 
 // QueueInfo reads a queue's counts and controls in one round trip.
 func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error) {
-	if err := c.validate(ctx, "queue info", queue); err != nil {
+	if err := c.core.Validate(ctx, "queue info", queue); err != nil {
 		return QueueInfo{}, err
 	}
-	st, err := c.store.QueueState(ctx, queue)
+	st, err := c.core.Store.QueueState(ctx, queue)
 	if err != nil {
-		return QueueInfo{}, c.fail("queue info", queue, err)
+		return QueueInfo{}, c.core.Fail("queue info", queue, err)
 	}
 	return st.Info(queue, AggregateSettings{MaxSize: DefaultAggregateMaxSize, MaxDelay: DefaultAggregateMaxDelay}), nil
 }

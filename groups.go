@@ -55,7 +55,7 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroup(ctx, queue, group, n, create)
+		return c.core.Store.ControlGroup(ctx, queue, group, n, create)
 	})
 }
 
@@ -73,7 +73,7 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 // when a group is held and let go.
 func (c *Client) SetSequenceHold(ctx context.Context, queue string, on bool, opts ...ControlOption) error {
 	return c.controlWith(ctx, "set sequence hold", queue, opts, func(create bool) error {
-		return c.store.ControlSequenceHold(ctx, queue, on, create)
+		return c.core.Store.ControlSequenceHold(ctx, queue, on, create)
 	})
 }
 
@@ -98,7 +98,7 @@ func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, 
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupTurns(ctx, queue, group, n, create)
+		return c.core.Store.ControlGroupTurns(ctx, queue, group, n, create)
 	})
 }
 
@@ -122,7 +122,7 @@ func (c *Client) SetGroupTurnSize(ctx context.Context, queue string, n int, opts
 		return fmt.Errorf("worqr: %s %q: turn size %d not in 1..%d: %w", op, queue, n, MaxGroupTurnSize, ErrInvalidOptions)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupTurnSize(ctx, queue, n, create)
+		return c.core.Store.ControlGroupTurnSize(ctx, queue, n, create)
 	})
 }
 
@@ -156,7 +156,7 @@ func (c *Client) SetGroupSequenceHold(ctx context.Context, queue, group string, 
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupHold(ctx, queue, group, store.GroupHold(h), create)
+		return c.core.Store.ControlGroupHold(ctx, queue, group, store.GroupHold(h), create)
 	})
 }
 
@@ -184,6 +184,6 @@ func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, p
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupRate(ctx, queue, group, n, per, create)
+		return c.core.Store.ControlGroupRate(ctx, queue, group, n, per, create)
 	})
 }

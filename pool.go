@@ -189,15 +189,9 @@ func (w *Worker) Slots() []PoolSlots { return w.core.Slots() }
 // Slots returns Worker.Slots of every worker of the client that is not
 // closed, in the order of their ids.
 func (c *Client) Slots() []PoolSlots {
-	c.mu.Lock()
-	workers := make([]*Worker, 0, len(c.workers))
-	for w := range c.workers {
-		workers = append(workers, w)
-	}
-	c.mu.Unlock()
 	var out []PoolSlots
-	for _, w := range workers {
-		out = append(out, w.Slots()...)
+	for _, w := range c.core.Workers() {
+		out = append(out, w.Core.Slots()...)
 	}
 	slices.SortStableFunc(out, func(a, b PoolSlots) int { return strings.Compare(a.Worker, b.Worker) })
 	return out

@@ -18,7 +18,7 @@ import (
 func TestPoolBatchedAndPlainQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	var a attempts
 	seen := make(batchSeen, 10)
 	mails := make(chan string, 10)
@@ -122,7 +122,7 @@ func TestPoolBatchedQueueHoldsItsSlots(t *testing.T) {
 func TestPoolShutdownStartsTheFillingBatch(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	seen := make(batchSeen, 10)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
