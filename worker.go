@@ -94,7 +94,7 @@ type FenceEvent struct {
 // client's workers of the same options), the application's handlers
 // given to the slot schedulers of its Handle and HandleQueues calls
 // (engine.Scheduler; runtime.go, pool.go), its periodic schedules
-// (periodic.go, internal/periodic), and engine.go's workerHost, the
+// (periodic.go, internal/periodic), and internal/wiring's Worker, the
 // core's host (engine.CoreHost), which makes processes and tells the
 // application and the observers of what the engine does. A session owns
 // its lease deadline, its processes, its dispatcher
@@ -103,8 +103,8 @@ type FenceEvent struct {
 // which also takes the tasks enqueues hand it; a fence of one queue, its
 // rejoin and its reconciliation are the session's, in the engine
 // (internal/engine: fence.go, rejoin.go, reconcile.go), over the core as
-// their host. engine.go gives each component under internal/ what it
-// takes of the client and the worker.
+// their host. internal/wiring gives each component under internal/
+// what it takes of the client and the worker.
 //
 // The order in which the mutexes of the package and of its packages
 // under internal/ are taken is engine.Core's.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/errs"
-	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/workflow"
 	"github.com/worqr/worqr/worqrtype"
@@ -143,11 +142,6 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 	return workflow.Plan(planned, keep, runAfterFailure, c.core.MaxTaskSize, func(queue string) error {
 		return enqueue.CheckQueue("enqueue workflow", queue)
 	})
-}
-
-// enqueueSteps enqueues a workflow's ready steps (flows.Release).
-func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	return c.core.Release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
 // CancelWorkflow cancels a running workflow: its steps that have not

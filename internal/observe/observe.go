@@ -47,6 +47,7 @@ func New(o any) Set {
 	s.Reclaim, _ = o.(ReclaimObserver)
 	return s
 }
+
 // Enqueued tells of an enqueue call.
 func (s Set) Enqueued(ctx context.Context, e worqrtype.EnqueueEvent) {
 	if s.Enqueue != nil {
