@@ -453,9 +453,9 @@ func TestBatchOptionsChecked(t *testing.T) {
 	assert.ErrorIs(t, w.HandleBatch(ctx, "q", nil, BatchOptions{}), ErrInvalidOptions)
 	b, err := newBatcher(w, "q", h, BatchOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, DefaultBatchSize, b.size)
-	assert.Equal(t, DefaultBatchWait, b.wait)
-	assert.Equal(t, 1, b.batches)
+	assert.Equal(t, DefaultBatchSize, b.eo.Size)
+	assert.Equal(t, DefaultBatchWait, b.eo.Wait)
+	assert.Equal(t, 1, b.eo.Batches)
 }
 
 // BatchErrors says how many tasks failed and the first one's error, and
