@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/worqr/worqr/internal/enqueue"
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -152,5 +153,5 @@ func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limi
 	if err != nil {
 		return nil, 0, c.core.Fail(op, queue, err)
 	}
-	return each(gs, store.Gathering.Info), open, nil
+	return inspect.Each(gs, store.Gathering.Info), open, nil
 }

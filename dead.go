@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -27,7 +28,7 @@ func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit in
 	if offset < 0 || limit <= 0 {
 		return nil, fmt.Errorf("worqr: dead letters %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("dead letters", queue, opts)
+	cut, err := inspect.Cut("dead letters", queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +36,7 @@ func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit in
 	if err != nil {
 		return nil, c.core.Fail("dead letters", queue, err)
 	}
-	return each(ds, func(d store.DeadLetter) DeadLetter { return d.Info(queue) }), nil
+	return inspect.Each(ds, func(d store.DeadLetter) DeadLetter { return d.Info(queue) }), nil
 }
 
 // DeadLetterCount returns the number of a queue's dead letters.

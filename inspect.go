@@ -41,22 +41,11 @@ const (
 	StateDeleted   = worqrtype.StateDeleted   // a process whose queue was deleted
 )
 
-// each is f of every element of xs, in order.
-func each[T, U any](xs []T, f func(T) U) []U {
-	out := make([]U, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
 // InspectOption changes what the inspection calls (Tasks, Delayed,
 // Processes, DeadLetters, Outcomes and FindTask) return.
 type InspectOption func(*inspectOptions)
 
-type inspectOptions struct {
-	cut int // bytes of each payload; < 0: whole
-}
+type inspectOptions = inspect.Options
 
 // PayloadPrefix makes an inspection call return only the first n bytes of
 // each payload (n = 0: none), cut in Redis, so that the reply, and the
@@ -65,24 +54,7 @@ type inspectOptions struct {
 // the whole size. A prefix may end inside a UTF-8 sequence. n must not be
 // negative (ErrInvalidOptions).
 func PayloadPrefix(n int) InspectOption {
-	return func(o *inspectOptions) { o.cut = n }
-}
-
-// inspectCut is the cut the options ask for (-1: whole), or
-// ErrInvalidOptions.
-func inspectCut(op, queue string, opts []InspectOption) (int, error) {
-	o := inspectOptions{cut: -1}
-	set := false
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-			set = true
-		}
-	}
-	if set && o.cut < 0 {
-		return 0, fmt.Errorf("worqr: %s %q: payload prefix %d: %w", op, queue, o.cut, ErrInvalidOptions)
-	}
-	return o.cut, nil
+	return func(o *inspectOptions) { o.Cut = n }
 }
 
 // Queues lists the queues that exist: enqueued to, or served by a worker,
@@ -155,7 +127,7 @@ func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opt
 	if err := c.core.Validate(ctx, "range", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("range", queue, opts)
+	cut, err := inspect.Cut("range", queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +135,7 @@ func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opt
 	if err != nil {
 		return nil, c.core.Fail("range", queue, err)
 	}
-	return each(ts, func(t store.Task) TaskInfo { return t.Info(queue) }), nil
+	return inspect.Each(ts, func(t store.Task) TaskInfo { return t.Info(queue) }), nil
 }
 
 // Delayed returns a queue's delayed tasks in due order (TaskInfo.DueAt),
@@ -174,7 +146,7 @@ func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64, o
 	if err := c.core.Validate(ctx, "delayed", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("delayed", queue, opts)
+	cut, err := inspect.Cut("delayed", queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +154,7 @@ func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64, o
 	if err != nil {
 		return nil, c.core.Fail("delayed", queue, err)
 	}
-	return each(ds, func(d store.DelayedTask) TaskInfo { return d.Info(queue) }), nil
+	return inspect.Each(ds, func(d store.DelayedTask) TaskInfo { return d.Info(queue) }), nil
 }
 
 // DelayedLen returns the number of a queue's delayed tasks.
@@ -204,7 +176,7 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 	if err := c.core.Validate(ctx, "processes", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("processes", queue, opts)
+	cut, err := inspect.Cut("processes", queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +185,7 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 		return nil, c.core.Fail("processes", queue, err)
 	}
 	inspect.SortProcs(ps)
-	return each(ps, func(p store.Proc) ProcessInfo { return p.Info(queue) }), nil
+	return inspect.Each(ps, func(p store.Proc) ProcessInfo { return p.Info(queue) }), nil
 }
 
 // FindTask looks a task up by id in a queue: in flight, delayed, dead or
@@ -234,7 +206,7 @@ func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...Inspect
 	if id == "" {
 		return TaskLocation{}, fmt.Errorf("worqr: find task %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("find task", queue, opts)
+	cut, err := inspect.Cut("find task", queue, opts)
 	if err != nil {
 		return TaskLocation{}, err
 	}
@@ -254,7 +226,7 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	if err != nil {
 		return nil, c.core.Fail("workers", "", err)
 	}
-	return each(ls, store.WorkerLease.Info), nil
+	return inspect.Each(ls, store.WorkerLease.Info), nil
 }
 
 // WorkerQueues lists the queues a worker serves.
@@ -285,7 +257,7 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 	if offset < 0 || limit <= 0 || limit > maxOutcomesLimit {
 		return nil, fmt.Errorf("worqr: outcomes %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("outcomes", queue, opts)
+	cut, err := inspect.Cut("outcomes", queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +265,7 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 	if err != nil {
 		return nil, c.core.Fail("outcomes", queue, err)
 	}
-	return each(rs, func(r store.KeptOutcome) KeptOutcome { return r.Kept(queue) }), nil
+	return inspect.Each(rs, func(r store.KeptOutcome) KeptOutcome { return r.Kept(queue) }), nil
 }
 
 // FindOutcome returns the outcome a queue keeps for a task, by id, as
@@ -309,7 +281,7 @@ func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...Insp
 	if id == "" {
 		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("find outcome", queue, opts)
+	cut, err := inspect.Cut("find outcome", queue, opts)
 	if err != nil {
 		return KeptOutcome{}, err
 	}
@@ -332,5 +304,5 @@ func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, e
 	if err != nil {
 		return nil, c.core.Fail("schedules", queue, err)
 	}
-	return each(ss, func(s store.ScheduleState) ScheduleInfo { return s.Info(queue) }), nil
+	return inspect.Each(ss, func(s store.ScheduleState) ScheduleInfo { return s.Info(queue) }), nil
 }
