@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/controls"
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
@@ -65,7 +66,7 @@ func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSe
 	if s.MaxSize < 0 || int64(s.MaxSize) > MaxLimit || s.MaxDelay < 0 || s.MaxDelay%time.Millisecond != 0 || s.MaxDelay.Milliseconds() > MaxLimit {
 		return fmt.Errorf("worqr: set aggregation %q: max size %d, max delay %v (the size in 0..%d, the delay whole milliseconds): %w", queue, s.MaxSize, s.MaxDelay, int64(MaxLimit), ErrInvalidOptions)
 	}
-	return c.controlWith(ctx, "set aggregation", queue, opts, func(create bool) error {
+	return controls.Run(ctx, c.core.Validate, "set aggregation", queue, opts, func(create bool) error {
 		return c.core.Store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
 	})
 }
