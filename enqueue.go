@@ -30,16 +30,6 @@ const (
 	_ = uint(MaxWeight-enqueue.MaxWeight) + uint(enqueue.MaxWeight-MaxWeight)
 )
 
-func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
-	var o enqueueOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return o
-}
-
 // AtFront adds the tasks at the front of the queue, to be dequeued next
 // (a batch keeps its order there), instead of at the back. A delayed task
 // joins the back when it is due.
@@ -144,7 +134,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 	if len(task) > c.core.MaxTaskSize {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
-	o := collectEnqueueOptions(opts)
+	o := enqueue.Collect(opts)
 	if err := o.Check(); err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
@@ -205,7 +195,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte,
 			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(t)))
 		}
 	}
-	o, err := batchOptions(queue, opts, "a unique key fits one task; use Enqueue")
+	o, err := enqueue.Batch(queue, opts, "a unique key fits one task; use Enqueue")
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +261,7 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 			keys[i] = store.UniqueKey{Key: it.UniqueKey, TTL: it.UniqueFor}
 		}
 	}
-	o, err := batchOptions(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
+	o, err := enqueue.Batch(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
 	if err != nil {
 		return nil, err
 	}
@@ -305,19 +295,6 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	c.core.Obs.Enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: added})
 	end(added, nil)
 	return results, nil
-}
-
-// batchOptions are a batch's options, checked: a unique key among them
-// is refused with why, since it would fit one task only.
-func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOptions, error) {
-	o := collectEnqueueOptions(opts)
-	if err := o.Check(); err != nil {
-		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-	}
-	if o.UniqueSet {
-		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, ErrInvalidOptions)
-	}
-	return o, nil
 }
 
 // CancelResult says what Cancel found (see worqrtype.CancelResult).

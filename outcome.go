@@ -78,13 +78,5 @@ func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(Tas
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	var heard func(store.ProgressRecord)
-	if onProgress != nil {
-		heard = func(r store.ProgressRecord) { onProgress(r.Report(id)) }
-	}
-	r, err := c.core.Waiters.Wait(ctx, queue, id, heard, c.core.Fail)
-	if err != nil {
-		return TaskOutcome{}, err
-	}
-	return r.Outcome(queue), nil
+	return c.core.Waiters.Outcome(ctx, queue, id, onProgress, c.core.Fail)
 }

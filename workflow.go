@@ -137,7 +137,7 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 	planned := make([]workflow.Step, len(steps))
 	for i, st := range steps {
 		planned[i] = workflow.Step{Name: st.Name, Queue: st.Queue, Task: st.Task, After: st.After, AfterEnded: st.AfterEnded,
-			Options: collectEnqueueOptions(st.Options)}
+			Options: enqueue.Collect(st.Options)}
 	}
 	return workflow.Plan(planned, keep, runAfterFailure, c.core.MaxTaskSize, func(queue string) error {
 		return enqueue.CheckQueue("enqueue workflow", queue)
