@@ -114,7 +114,7 @@
 // internal/inspect), dead.go
 // (listing, requeuing and deleting dead letters), reasons.go (why a
 // task died: reasons, dead-letter bounds, the poison limit), outcome.go (TaskResult, Wait),
-// stats.go (a queue's stats, and writing the counts the client holds),
+// stats.go (a queue's stats),
 // typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
 // router.go (a handler per kind), check.go (the consistency check: Check
 // and its report), observer.go, trace.go (the Tracer that carries a trace
