@@ -113,7 +113,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	// Enqueue, inspect, handle.
 	handled := make(chan string, 5)
 	cancelled := make(chan error, 1)
-	c.signals.looked.Init(t) // the reclaim below (the look's of w's reclaimer)
+	c.core.Signals.Looked.Init(t) // the reclaim below (the look's of w's reclaimer)
 	w := newWorker(t, c, lasting)
 	require.NoError(t, w.Handle(ctx, "h", func(hctx context.Context, p *Process) error {
 		if string(p.Task()) == "held" {
@@ -186,7 +186,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 		recv(t, ran, 5*time.Second, "delayed tasks ran")
 	}
 	eventually(t, 5*time.Second, "one dead letter", func() bool {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Queue("l").Dead).Build()).AsInt64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zcard().Key(c.core.Store.Keys().Queue("l").Dead).Build()).AsInt64()
 		return err == nil && n == 1
 	})
 	// A retry at once of a plain task (retry_plain.lua).
@@ -278,7 +278,7 @@ func TestCoreFlowsAsARestrictedACLUser(t *testing.T) {
 	exerciseDeadLetters(t, c, "d")
 
 	// The consistency check and its repair.
-	require.NoError(t, b.redis().Do(ctx, b.redis().B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build()).Error())
+	require.NoError(t, b.redis().Do(ctx, b.redis().B().Sadd().Key(c.core.Store.Keys().Queues()).Member("ghost").Build()).Error())
 	rep := check(t, c, true)
 	assert.Equal(t, []string{"ghost"}, rep.Repaired.RemovedQueues)
 
@@ -350,7 +350,7 @@ func TestWorkflowsAsARestrictedACLUser(t *testing.T) {
 		require.NoError(t, w.Handle(ctx, q, flowHandler(t, log), HandleOptions{Concurrency: 2}))
 	}
 	const id = "acl-flow"
-	require.False(t, c.store.Keys().WorkflowHome(id, "wa") || c.store.Keys().WorkflowHome(id, "wb"))
+	require.False(t, c.core.Store.Keys().WorkflowHome(id, "wa") || c.core.Store.Keys().WorkflowHome(id, "wb"))
 	_, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "a", Queue: "wa", Task: []byte("a")},
 		{Name: "b", Queue: "wb", Task: []byte("b"), After: []string{"a"}},
@@ -367,7 +367,7 @@ func TestWorkflowsAsARestrictedACLUser(t *testing.T) {
 	// And one made before its steps' order was kept, whose steps the
 	// check reads whole.
 	admin := b.redis()
-	require.NoError(t, admin.Do(ctx, admin.B().Del().Key(c.store.Keys().Workflow("acl-open").Order).Build()).Error())
+	require.NoError(t, admin.Do(ctx, admin.B().Del().Key(c.core.Store.Keys().Workflow("acl-open").Order).Build()).Error())
 	check(t, c, false)
 
 	ids, err := c.EnqueueBatch(ctx, "gw", [][]byte{[]byte("g1"), []byte("g2")}, Group("x"))

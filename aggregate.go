@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/controls"
 	"github.com/worqr/worqr/internal/enqueue"
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -64,8 +66,8 @@ func (c *Client) SetAggregation(ctx context.Context, queue string, s AggregateSe
 	if s.MaxSize < 0 || int64(s.MaxSize) > MaxLimit || s.MaxDelay < 0 || s.MaxDelay%time.Millisecond != 0 || s.MaxDelay.Milliseconds() > MaxLimit {
 		return fmt.Errorf("worqr: set aggregation %q: max size %d, max delay %v (the size in 0..%d, the delay whole milliseconds): %w", queue, s.MaxSize, s.MaxDelay, int64(MaxLimit), ErrInvalidOptions)
 	}
-	return c.controlWith(ctx, "set aggregation", queue, opts, func(create bool) error {
-		return c.store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
+	return controls.Run(ctx, c.core.Validate, "set aggregation", queue, opts, func(create bool) error {
+		return c.core.Store.ControlAggregation(ctx, queue, s.MaxSize, s.MaxDelay, create)
 	})
 }
 
@@ -142,15 +144,15 @@ type GatheringInfo = worqrtype.GatheringInfo
 // 1..MaxGatheringsRead (ErrInvalidOptions).
 func (c *Client) Gatherings(ctx context.Context, queue string, start int64, limit int) ([]GatheringInfo, int64, error) {
 	const op = "gatherings"
-	if err := c.validate(ctx, op, queue); err != nil {
+	if err := c.core.Validate(ctx, op, queue); err != nil {
 		return nil, 0, err
 	}
 	if start < 0 || limit < 1 || limit > MaxGatheringsRead {
 		return nil, 0, fmt.Errorf("worqr: %s %q: start %d, limit %d (start 0 or more, limit in 1..%d): %w", op, queue, start, limit, MaxGatheringsRead, ErrInvalidOptions)
 	}
-	gs, open, err := c.store.Gatherings(ctx, queue, start, limit)
+	gs, open, err := c.core.Store.Gatherings(ctx, queue, start, limit)
 	if err != nil {
-		return nil, 0, c.fail(op, queue, err)
+		return nil, 0, c.core.Fail(op, queue, err)
 	}
-	return each(gs, store.Gathering.Info), open, nil
+	return inspect.Each(gs, store.Gathering.Info), open, nil
 }

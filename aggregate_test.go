@@ -111,8 +111,8 @@ func TestAggregateMaxDelayFlushesOnceWithTwoPromoters(t *testing.T) {
 	k := setupClocked(t)
 	c2 := k.client()
 	for _, c := range []*Client{k.c, c2} {
-		c.signals.armed.Init(t)
-		c.signals.promoted.Init(t)
+		c.core.Signals.Armed.Init(t)
+		c.core.Signals.Promoted.Init(t)
 		w := newWorker(t, c, long)
 		require.NoError(t, w.StartWork(k.ctx, "q", Events{}))
 	}
@@ -125,14 +125,14 @@ func TestAggregateMaxDelayFlushesOnceWithTwoPromoters(t *testing.T) {
 		if i == 0 {
 			due := k.at(time.Hour).UnixMicro()
 			for _, c := range []*Client{k.c, c2} {
-				require.Equal(t, due, c.signals.armed.WaitOrTimeout(), "the timer is set for the deadline")
+				require.Equal(t, due, c.core.Signals.Armed.WaitOrTimeout(), "the timer is set for the deadline")
 			}
 		}
 		k.advance(time.Minute)
 	}
 	k.advance(time.Hour - 3*time.Minute - time.Millisecond)
 	for _, c := range []*Client{k.c, c2} {
-		c.signals.promoted.RequireEmpty()
+		c.core.Signals.Promoted.RequireEmpty()
 	}
 	info, err := k.c.QueueInfo(k.ctx, "q")
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestAggregateMaxDelayFlushesOnceWithTwoPromoters(t *testing.T) {
 
 	k.advance(time.Millisecond)
 	for _, c := range []*Client{k.c, c2} {
-		require.Equal(t, "q", c.signals.promoted.WaitOrTimeout(), "both promote")
+		require.Equal(t, "q", c.core.Signals.Promoted.WaitOrTimeout(), "both promote")
 	}
 	info, err = k.c.QueueInfo(k.ctx, "q")
 	require.NoError(t, err)
@@ -310,8 +310,8 @@ func TestAggregateDeleteAndRefusals(t *testing.T) {
 	n, err := c.DeleteQueue(ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n)
-	k := c.store.Keys().Queue("q")
-	rdb := c.store.Redis()
+	k := c.core.Store.Keys().Queue("q")
+	rdb := c.core.Store.Redis()
 	for _, key := range []string{k.Gather, k.GatherDue} {
 		exists, err := rdb.Do(ctx, rdb.B().Exists().Key(key).Build()).AsInt64()
 		require.NoError(t, err)
@@ -435,8 +435,8 @@ func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
 	b, c, ctx := setup(t)
 	require.NoError(t, c.SetAggregation(ctx, "q", AggregateSettings{MaxSize: 10, MaxDelay: time.Hour}, CreateQueue()))
 	wc := b.client()
-	wc.signals.armed.Init(t)
-	wc.signals.promoted.Init(t)
+	wc.core.Signals.Armed.Init(t)
+	wc.core.Signals.Promoted.Init(t)
 	w := newWorker(t, wc, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	var ids []string
@@ -445,9 +445,9 @@ func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
-	wc.signals.armed.WaitOrTimeout() // the worker hears of the gathering
+	wc.core.Signals.Armed.WaitOrTimeout() // the worker hears of the gathering
 	requireClean(t, c)
-	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("q").GatherDue).Build())
+	do(t, c, c.core.Redis.B().Del().Key(c.core.Store.Keys().Queue("q").GatherDue).Build())
 
 	rep := check(t, c, false)
 	assert.EqualValues(t, 1, rep.UndueGatherings)
@@ -456,7 +456,7 @@ func TestCheckRepairsAGatheringWithoutDeadline(t *testing.T) {
 	assert.EqualValues(t, 1, rep.Repaired.RescheduledGatherings)
 	// The worker's timer was armed for the hour; the repair's event brings
 	// the promotion forward.
-	require.Equal(t, "q", wc.signals.promoted.WaitOrTimeout())
+	require.Equal(t, "q", wc.core.Signals.Promoted.WaitOrTimeout())
 	requireClean(t, c)
 
 	p, err := w.Dequeue(ctx, "q")

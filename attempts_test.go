@@ -70,7 +70,7 @@ func TestAttemptHistory(t *testing.T) {
 // hashFields lists the fields of a queue's errors hash.
 func hashFields(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	fields, err := c.rdb.Do(ctxT(t), c.rdb.B().Hkeys().Key(c.store.Keys().Queue(queue).Errors).Build()).AsStrSlice()
+	fields, err := c.core.Redis.Do(ctxT(t), c.core.Redis.B().Hkeys().Key(c.core.Store.Keys().Queue(queue).Errors).Build()).AsStrSlice()
 	require.NoError(t, err)
 	return fields
 }
@@ -84,16 +84,16 @@ func TestAttemptHistoryReclaimed(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	pc := k.client()
-	pc.signals.looked.Init(t)
+	pc.core.Signals.Looked.Init(t)
 	newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
-	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	require.Zero(t, pc.core.Signals.Looked.WaitOrTimeout(), "the peer's first pass")
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	dequeueAll(t, dead, "q", 1)
 	crash(dead)
 	k.advance(fast.TTL + 10*time.Millisecond)
-	require.Equal(t, int64(1), pc.signals.looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
+	require.Equal(t, int64(1), pc.core.Signals.Looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
 	l, err := c.FindTask(ctx, "q", id)
 	require.NoError(t, err)
 	require.NotNil(t, l.Waiting, "back to wait")
@@ -113,16 +113,16 @@ func TestAttemptHistoryReclaimedThenRetried(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
 	pc := k.client()
-	pc.signals.looked.Init(t)
+	pc.core.Signals.Looked.Init(t)
 	peer := newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
-	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	require.Zero(t, pc.core.Signals.Looked.WaitOrTimeout(), "the peer's first pass")
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
 	dequeueAll(t, dead, "q", 1)
 	crash(dead)
 	k.advance(fast.TTL + 10*time.Millisecond)
-	require.Equal(t, int64(1), pc.signals.looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
+	require.Equal(t, int64(1), pc.core.Signals.Looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
 
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	p := dequeueAll(t, peer, "q", 1)[0]

@@ -8,11 +8,8 @@ import (
 
 	"github.com/worqr/worqr/internal/clock"
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/testsignal"
 )
-
-// maxBatchSlots bounds Size × Batches, the slots a HandleBatch holds: far
-// above any useful batch, and far from overflowing an int.
-const maxBatchSlots = 1 << 24
 
 // Batch handler defaults, for a zero BatchOptions.Size and MaxWait.
 const (
@@ -144,12 +141,9 @@ func (w *Worker) HandleBatch(ctx context.Context, queue string, h BatchHandler, 
 // handle serves the batcher's queue with Handle, join its handler.
 func (b *batcher) handle(ctx context.Context) error {
 	opts := b.handleOptions()
-	opts.Concurrency = b.slots()
+	opts.Concurrency = b.eo.Slots()
 	return b.w.handle(ctx, b.queue, b.join, opts, b.attach)
 }
-
-// slots is how many tasks the batcher holds at most: Size × Batches.
-func (b *batcher) slots() int { return b.size * b.batches }
 
 // handleOptions are the options of the Handle runtime (or pool member)
 // serving the batcher's queue, but for its slots: the batch's Timeout is
@@ -166,9 +160,8 @@ func (b *batcher) handleOptions() HandleOptions {
 // attach makes the engine's batcher of the runtime serving the queue,
 // before it takes work.
 func (b *batcher) attach(r *engine.Runtime) {
-	opts := engine.BatchOptions{Size: b.size, Wait: b.wait, Timeout: b.opts.Timeout, PanicIsPermanent: b.opts.PanicIsPermanent}
-	b.eb = engine.NewBatcher(r, b.call, opts, b.clock, func(n int) {
-		b.w.c.signals.joined.Signal(batchJoin{b.queue, n})
+	b.eb = engine.NewBatcher(r, b.call, b.eo, b.clock, func(n int) {
+		b.w.c.core.Signals.Joined.Signal(testsignal.BatchJoin{Queue: b.queue, N: n})
 	})
 }
 
@@ -184,15 +177,13 @@ func (b *batcher) pending() int {
 // batcher (engine.Batcher) gathering its handler calls into batches,
 // made when the runtime serving the queue is.
 type batcher struct {
-	w       *Worker
-	queue   string
-	h       BatchHandler
-	opts    BatchOptions
-	size    int
-	wait    time.Duration
-	batches int
-	clock   clock.Clock
-	eb      *engine.Batcher
+	w     *Worker
+	queue string
+	h     BatchHandler
+	opts  BatchOptions
+	eo    engine.BatchOptions // the engine's options: opts, defaults given
+	clock clock.Clock
+	eb    *engine.Batcher
 }
 
 func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*batcher, error) {
@@ -205,41 +196,21 @@ func newBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) (*ba
 // checkBatch says what is wrong with a batch handler and its options, ""
 // if nothing: HandleBatch and HandleQueues check them alike.
 func checkBatch(h BatchHandler, opts BatchOptions) string {
-	switch {
-	case h == nil:
+	if h == nil {
 		return "nil handler"
-	case opts.Size < 0:
-		return "negative size"
-	case opts.MaxWait < 0:
-		return "negative max wait"
-	case opts.Batches < 0:
-		return "negative batches"
-	case opts.Timeout < 0:
-		return "negative timeout"
 	}
-	size, batches := opts.Size, max(opts.Batches, 1)
-	if size == 0 {
-		size = DefaultBatchSize
-	}
-	if batches > maxBatchSlots/size {
-		return fmt.Sprintf("size × batches over %d", maxBatchSlots)
-	}
-	return ""
+	return engineBatch(opts).Check(DefaultBatchSize)
 }
 
 // newCheckedBatcher is newBatcher for options checkBatch passed.
 func newCheckedBatcher(w *Worker, queue string, h BatchHandler, opts BatchOptions) *batcher {
-	b := &batcher{w: w, queue: queue, h: h, opts: opts, size: opts.Size, wait: opts.MaxWait, batches: opts.Batches, clock: w.c.clock}
-	if b.size == 0 {
-		b.size = DefaultBatchSize
-	}
-	if b.wait == 0 {
-		b.wait = DefaultBatchWait
-	}
-	if b.batches == 0 {
-		b.batches = 1
-	}
-	return b
+	eo := engineBatch(opts).Defaults(DefaultBatchSize, DefaultBatchWait)
+	return &batcher{w: w, queue: queue, h: h, opts: opts, eo: eo, clock: w.c.core.Clock}
+}
+
+// engineBatch is opts as the engine's batcher takes them.
+func engineBatch(opts BatchOptions) engine.BatchOptions {
+	return engine.BatchOptions{Size: opts.Size, Wait: opts.MaxWait, Batches: opts.Batches, Timeout: opts.Timeout, PanicIsPermanent: opts.PanicIsPermanent}
 }
 
 // join is the Handler of each process: the engine's batcher's Join.

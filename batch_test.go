@@ -58,7 +58,7 @@ func TestBatchFillsToSize(t *testing.T) {
 func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	seen := make(batchSeen, 10)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(_ context.Context, batch []*Process) error {
@@ -89,7 +89,7 @@ func TestBatchPartialStartsAfterMaxWait(t *testing.T) {
 func TestBatchFailsOneTaskAndFinishesTheOthers(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	var a attempts
 	seen := make(batchSeen, 10)
 	errFlaky := errors.New("flaky")
@@ -206,7 +206,7 @@ func TestBatchCancelledTask(t *testing.T) {
 func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	running := make(batchSeen, 2)
 	causes := make(chan error, 2)
 	w := newWorker(t, c, WorkerOptions{})
@@ -244,7 +244,7 @@ func TestBatchShutdownReturnsTasksToTheFront(t *testing.T) {
 func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	w := newWorker(t, c, WorkerOptions{})
@@ -286,7 +286,7 @@ func TestBatchShutdownStartsTheFillingBatch(t *testing.T) {
 func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	seen := make(batchSeen, 10)
 	var a attempts
 	release := make(chan struct{})
@@ -342,7 +342,7 @@ func TestBatchShutdownLateJoinerRunsAlone(t *testing.T) {
 func TestBatchStopWorkGivesTheFillingBatchBack(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	causes := make(chan error, 1)
 	w := newWorker(t, c, WorkerOptions{})
 	b, err := newBatcher(w, "q", func(bctx context.Context, batch []*Process) error {
@@ -377,8 +377,8 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	k := setupTimed(t, nil)
 	k.beats()
 	c, ctx := k.c, k.ctx
-	c.signals.looked.Init(t)
-	c.signals.registered.Init(t)
+	c.core.Signals.Looked.Init(t)
+	c.core.Signals.Registered.Init(t)
 	var a attempts
 	running := make(chan []*Process, 1)
 	causes := make(chan error, 1)
@@ -407,7 +407,7 @@ func TestBatchFencedWorkerWritesNothing(t *testing.T) {
 	for _, p := range batch {
 		assert.ErrorIs(t, p.Err(), ErrProcessLost)
 	}
-	assert.NotEqual(t, oldID, recv(t, c.signals.registered.C(), testsignal.Wait, "registered again"))
+	assert.NotEqual(t, oldID, recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again"))
 	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
 	reclaimed(t, 2, c)
 	assert.Zero(t, recv(t, finishedBefore, testsignal.Wait, "run again after the reclaim"), "Finish calls for the fenced batch")
@@ -453,9 +453,9 @@ func TestBatchOptionsChecked(t *testing.T) {
 	assert.ErrorIs(t, w.HandleBatch(ctx, "q", nil, BatchOptions{}), ErrInvalidOptions)
 	b, err := newBatcher(w, "q", h, BatchOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, DefaultBatchSize, b.size)
-	assert.Equal(t, DefaultBatchWait, b.wait)
-	assert.Equal(t, 1, b.batches)
+	assert.Equal(t, DefaultBatchSize, b.eo.Size)
+	assert.Equal(t, DefaultBatchWait, b.eo.Wait)
+	assert.Equal(t, 1, b.eo.Batches)
 }
 
 // BatchErrors says how many tasks failed and the first one's error, and
@@ -477,8 +477,8 @@ func TestBatchErrorsText(t *testing.T) {
 func waitJoined(t *testing.T, c *Client, queue string, n int) {
 	t.Helper()
 	for {
-		j := c.signals.joined.WaitOrTimeout()
-		if j.queue == queue && j.n == n {
+		j := c.core.Signals.Joined.WaitOrTimeout()
+		if j.Queue == queue && j.N == n {
 			return
 		}
 	}

@@ -225,7 +225,7 @@ func BenchmarkWorkEvent(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.store.Publish(ctx, "q", "w1"); err != nil {
+		if err := c.core.Store.Publish(ctx, "q", "w1"); err != nil {
 			b.Fatal(err)
 		}
 		<-got

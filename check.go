@@ -57,9 +57,9 @@ const StepSearchLimit = store.StepSearchLimit
 // repaired until then. docs/consistency-check.md tells what each finding
 // means and what its repair does.
 func (c *Client) Check(ctx context.Context, opts CheckOptions) (CheckReport, error) {
-	if err := c.validateCtx(ctx, "consistency check"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "consistency check"); err != nil {
 		return CheckReport{}, err
 	}
-	rep, err := checker.Run(ctx, checkEnv(c), opts.Repair)
+	rep, err := checker.Run(ctx, c.core.CheckEnv(), opts.Repair)
 	return rep, err
 }

@@ -41,7 +41,7 @@ func requireClean(t *testing.T, c *Client) {
 
 func do(t *testing.T, c *Client, cmd rueidis.Completed) rueidis.RedisResult {
 	t.Helper()
-	res := c.rdb.Do(context.Background(), cmd)
+	res := c.core.Redis.Do(context.Background(), cmd)
 	require.NoError(t, res.Error())
 	return res
 }
@@ -64,7 +64,7 @@ func TestCheckFindsNothingWrongInAHealthySystem(t *testing.T) {
 	rep := check(t, c, true)
 	assert.Zero(t, rep.Problems(), "%+v", rep)
 	assert.Equal(t, CheckRepairs{}, rep.Repaired, "a repair of a healthy system changes nothing")
-	assert.Equal(t, len(c.rdb.Nodes()), rep.NodesScanned)
+	assert.Equal(t, len(c.core.Redis.Nodes()), rep.NodesScanned)
 	assert.Equal(t, 3, rep.QueuesChecked)
 	assert.Equal(t, []string{"t0002", "t0003", "t0004"}, waiting(t, c, "q"))
 	procs, err := c.Processes(ctx, "q")
@@ -138,13 +138,13 @@ func TestCheckRepairsAWorkerMissingFromTheRegistry(t *testing.T) {
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, w, "q", 2)
 	id := w.ID()
-	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
+	do(t, c, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Workers()).Member(id).Build())
 	k.idle(fast.RenewInterval) // its next renewal finds it gone
 	recv(t, fenced, testsignal.Wait, "the worker fences itself")
 	k.idle(fast.TTL)
 	require.True(t, leasesExpired(t, c, id, "q"), "its lease on the queue expired")
 	// A reclaim pass, as the peer runs every interval, cannot find it.
-	pass, err := c.reclaimers.Dead(ctx, testLogger(t), reclaim.Pass{Window: 2 * DefaultTTL})
+	pass, err := c.core.Reclaimers.Dead(ctx, testLogger(t), reclaim.Pass{Window: 2 * DefaultTTL})
 	require.NoError(t, err)
 	require.Zero(t, pass.Tasks)
 	procs, err := c.Processes(ctx, "q")
@@ -182,7 +182,7 @@ func TestCheckHandsAnUnregisteredWorkerToTheReclaimers(t *testing.T) {
 	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 
-	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build())
+	do(t, c, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Workers()).Member(id).Build())
 	k.run(fast.RenewInterval) // the worker's next renewal finds its entry gone
 	recv(t, fenced, testsignal.Wait, "the worker fences itself")
 	rep := check(t, c, true)
@@ -204,23 +204,23 @@ func TestCheckRepairsTheQueueRegistry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	// Registry entries with nothing behind them, one no queue can have.
-	do(t, c, c.rdb.B().Sadd().Key(c.store.Keys().Queues()).Member("ghost", "").Build())
+	do(t, c, c.core.Redis.B().Sadd().Key(c.core.Store.Keys().Queues()).Member("ghost", "").Build())
 	// A queue missing from the registry, its registration unconfirmed (a
 	// crash between the enqueue and the registration).
 	require.NoError(t, second(c.Enqueue(ctx, "lost", []byte("a"))))
-	do(t, c, c.rdb.B().Srem().Key(c.store.Keys().Queues()).Member("lost").Build())
-	do(t, c, c.rdb.B().Hdel().Key(c.store.Keys().Queue("lost").Meta).Field("registered").Build())
+	do(t, c, c.core.Redis.B().Srem().Key(c.core.Store.Keys().Queues()).Member("lost").Build())
+	do(t, c, c.core.Redis.B().Hdel().Key(c.core.Store.Keys().Queue("lost").Meta).Field("registered").Build())
 	// A queue holding tasks whose record was lost, with a name only its
 	// keys can tell.
 	odd := "odd {name} %7B: *"
 	require.NoError(t, second(c.Enqueue(ctx, odd, []byte("b"))))
-	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue(odd).Meta).Build())
+	do(t, c, c.core.Redis.B().Del().Key(c.core.Store.Keys().Queue(odd).Meta).Build())
 	// Keys that are not worqr's, and one of a queue's keys of a type
 	// worqr never writes there.
-	prefix := c.store.Keys().Prefix()
+	prefix := c.core.Store.Keys().Prefix()
 	foreign := []string{prefix + ":junk", prefix + ":{q:x}:other", prefix + ":{r}:wq:"}
-	for _, k := range append(foreign, c.store.Keys().Queue("typo").Waiting) {
-		do(t, c, c.rdb.B().Set().Key(k).Value("x").Build())
+	for _, k := range append(foreign, c.core.Store.Keys().Queue("typo").Waiting) {
+		do(t, c, c.core.Redis.B().Set().Key(k).Value("x").Build())
 	}
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
@@ -257,7 +257,7 @@ func TestCheckRepairsAnUnlistedQueue(t *testing.T) {
 	enqueueNumbered(t, c, "q", 1)
 	dequeueAll(t, w, "q", 1)
 	id := w.ID()
-	do(t, c, c.rdb.B().Srem().Key(c.store.Keys().WorkerQueues(id)).Member("q").Build())
+	do(t, c, c.core.Redis.B().Srem().Key(c.core.Store.Keys().WorkerQueues(id)).Member("q").Build())
 
 	rep := check(t, c, true)
 	want := []WorkerQueue{{Worker: id, Queue: "q"}}
@@ -299,7 +299,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 	require.True(t, leasesExpired(t, admin, id, "q", "r"), "the dead worker's leases expired")
 
 	c, h := hookedClient(t, b)
-	repairSHA := c.store.CheckScripts().Repair.SHA1()
+	repairSHA := c.core.Store.CheckScripts().Repair.SHA1()
 	var taken *Process
 	h.set(func(h *hooked) {
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
@@ -307,7 +307,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 				// Between the check's look and its repair: a live worker
 				// takes the task at the front of q, and a reclaim (as a
 				// peer's) returns the dead worker's work in r.
-				_, err := admin.reclaimers.Worker(ctx, admin.log, id, 2*DefaultTTL, false)
+				_, err := admin.core.Reclaimers.Worker(ctx, admin.core.Log, id, 2*DefaultTTL, false)
 				require.NoError(t, err)
 				taken, err = live.Dequeue(ctx, "q")
 				require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestCheckRepairJudgesAgainWhenItRuns(t *testing.T) {
 // a test decides when a reclaim happens.
 func notReclaiming(t *testing.T, b *backend) *Client {
 	c, h := hookedClient(t, b)
-	expiredSHA := c.store.Scripts().Expired.SHA1()
+	expiredSHA := c.core.Store.Scripts().Expired.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == expiredSHA {
@@ -470,12 +470,12 @@ func TestCheckPrefixIsNotAPattern(t *testing.T) {
 	other := clientAt(b.prefix + "xa!\\")
 	for _, c := range []*Client{star, other} {
 		require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
-		require.NoError(t, c.store.FlushStats(ctx, "q")) // the enqueue's count: the stats hash exists
-		t.Cleanup(func() {                               // deleteKeys would read these prefixes as patterns
+		require.NoError(t, c.core.Store.FlushStats(ctx, "q")) // the enqueue's count: the stats hash exists
+		t.Cleanup(func() {                                    // deleteKeys would read these prefixes as patterns
 			ctx := context.Background()
-			k := c.store.Keys().Queue("q")
-			for _, key := range []string{k.Waiting, k.Meta, k.Stats, c.store.Keys().Queues()} { // two slots
-				_ = c.rdb.Do(ctx, c.rdb.B().Del().Key(key).Build()).Error()
+			k := c.core.Store.Keys().Queue("q")
+			for _, key := range []string{k.Waiting, k.Meta, k.Stats, c.core.Store.Keys().Queues()} { // two slots
+				_ = c.core.Redis.Do(ctx, c.core.Redis.B().Del().Key(key).Build()).Error()
 			}
 		})
 	}
@@ -509,8 +509,8 @@ func TestCheckOnRedisCluster(t *testing.T) {
 	}
 	id := dead.ID()
 	crash(dead)
-	do(t, c, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(id).Build()) // and its registry entry is lost
-	do(t, c, c.rdb.B().Sadd().Key(c.store.Keys().Queues()).Member("ghost").Build())
+	do(t, c, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Workers()).Member(id).Build()) // and its registry entry is lost
+	do(t, c, c.core.Redis.B().Sadd().Key(c.core.Store.Keys().Queues()).Member("ghost").Build())
 	eventually(t, 5*time.Second, "the dead worker's leases expire", func() bool { return leasesExpired(t, c, id, names...) })
 
 	rep := check(t, c, false)
@@ -538,7 +538,7 @@ func TestCheckIgnoresARegistrationUnderWay(t *testing.T) {
 	blocked, release := make(chan struct{}), make(chan struct{})
 	hp.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
-			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.store.Keys().Queues() {
+			if c := cmd.Commands(); c[0] == "SADD" && c[1] == admin.core.Store.Keys().Queues() {
 				close(blocked)
 				<-release
 			}
@@ -576,8 +576,8 @@ func TestCheckReportsUnreadableControls(t *testing.T) {
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	require.NoError(t, second(c.Enqueue(ctx, "fine", []byte("x"))))
 	require.NoError(t, c.SetConcurrency(ctx, "fine", 2))
-	meta := c.store.Keys().Queue("q").Meta
-	do(t, c, c.rdb.B().Hset().Key(meta).FieldValue().FieldValue("limit", "9.2233720368547758e+18").FieldValue("rate", "ten").FieldValue("per", "1000").
+	meta := c.core.Store.Keys().Queue("q").Meta
+	do(t, c, c.core.Redis.B().Hset().Key(meta).FieldValue().FieldValue("limit", "9.2233720368547758e+18").FieldValue("rate", "ten").FieldValue("per", "1000").
 		FieldValue("glimit", "-1").FieldValue("gturns", "2").FieldValue("gsize", "eight").Build())
 
 	info, err := c.QueueInfo(ctx, "q")
@@ -597,7 +597,7 @@ func TestCheckReportsUnreadableControls(t *testing.T) {
 	assert.Equal(t, 4, rep.Problems())
 	assert.Contains(t, rep.String(), "unreadable controls 4")
 	// Reported, never touched; setting the control again mends it.
-	v, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(meta).Field("limit").Build()).ToString()
+	v, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hget().Key(meta).Field("limit").Build()).ToString()
 	require.NoError(t, err)
 	assert.Equal(t, "9.2233720368547758e+18", v)
 	require.NoError(t, c.SetConcurrency(ctx, "q", 4))
@@ -634,9 +634,9 @@ func TestCheckFindsAndRepairsAStalledWorkflow(t *testing.T) {
 	// enqueued.
 	plan, err := c.planWorkflow(steps, time.Hour, false)
 	require.NoError(t, err)
-	_, _, err = c.store.CreateWorkflow(ctx, "stuck", "sum", time.Hour, plan)
+	_, _, err = c.core.Store.CreateWorkflow(ctx, "stuck", "sum", time.Hour, plan)
 	require.NoError(t, err)
-	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Workflow("lost").Flow).Build())
+	do(t, c, c.core.Redis.B().Del().Key(c.core.Store.Keys().Workflow("lost").Flow).Build())
 
 	rep := check(t, c, false)
 	assert.Equal(t, []WorkflowStep{{Workflow: "stuck", Step: "a"}}, rep.StalledSteps)
@@ -657,7 +657,7 @@ func TestCheckFindsAndRepairsAStalledWorkflow(t *testing.T) {
 
 	// Run again as a replay would be: the step's unique key holds, so
 	// nothing is added.
-	require.NoError(t, c.enqueueSteps(ctx, "stuck", []store.ReadyStep{{Name: "a", Spec: plan[0].Spec}}))
+	require.NoError(t, c.core.EnqueueSteps(ctx, "stuck", []store.ReadyStep{{Name: "a", Spec: plan[0].Spec}}))
 	qi, err := c.QueueInfo(ctx, "wq")
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), qi.Waiting, "healthy's, lost's and stuck's first steps, once each")
@@ -690,7 +690,7 @@ func TestCheckFindsAndRequeuesAVanishedStep(t *testing.T) {
 	requireClean(t, c)
 
 	// The task removed by hand: in no queue, not ended.
-	do(t, c, c.rdb.B().Del().Key(c.store.Keys().Queue("vq").Waiting).Build())
+	do(t, c, c.core.Redis.B().Del().Key(c.core.Store.Keys().Queue("vq").Waiting).Build())
 	rep := check(t, c, false)
 	assert.Equal(t, []WorkflowStep{{Workflow: "vanished", Step: "a", Task: old}}, rep.VanishedSteps)
 	assert.Equal(t, 1, rep.Problems(), "%+v", rep)

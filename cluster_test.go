@@ -64,7 +64,7 @@ func queuePerShard(t *testing.T, c *Client) (names []string, masters map[string]
 	seen := map[string]bool{}
 	for i := 0; len(seen) < 3 && i < 1000; i++ {
 		name := fmt.Sprintf("shard-%d", i)
-		m := masterOf(t, c.rdb, c.store.Keys().Queue(name).Waiting)
+		m := masterOf(t, c.core.Redis, c.core.Store.Keys().Queue(name).Waiting)
 		if !seen[m] {
 			seen[m] = true
 			names = append(names, name)
@@ -81,7 +81,7 @@ func TestClusterQueuesOnEveryShard(t *testing.T) {
 	t.Parallel()
 	b := clusterBackend(t)
 	c, ctx := b.client(), ctxT(t)
-	require.True(t, c.store.Sharded(), "a cluster uses sharded pub/sub")
+	require.True(t, c.core.Store.Sharded(), "a cluster uses sharded pub/sub")
 	names, masters := queuePerShard(t, c)
 
 	var mu sync.Mutex
@@ -111,11 +111,11 @@ func TestClusterQueuesOnEveryShard(t *testing.T) {
 	for _, q := range names {
 		assert.ElementsMatch(t, []string{q + "/1", q + "/2"}, handled[q])
 		// Every key of the queue, and its channel, is on its master.
-		k := c.store.Keys().Queue(q)
+		k := c.core.Store.Keys().Queue(q)
 		for _, key := range []string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Channel} {
-			assert.Equal(t, masters[q], masterOf(t, c.rdb, key), key)
+			assert.Equal(t, masters[q], masterOf(t, c.core.Redis, key), key)
 		}
-		node := c.rdb.Nodes()[masters[q]]
+		node := c.core.Redis.Nodes()[masters[q]]
 		require.NotNil(t, node, masters[q])
 		shard, err := node.Do(ctx, node.B().PubsubShardnumsub().Channel(k.Channel).Build()).AsIntMap()
 		require.NoError(t, err)
@@ -163,7 +163,7 @@ func TestClusterDeadWorkerOnEveryShardIsReclaimed(t *testing.T) {
 		assert.Equal(t, []string{q + "/held", q + "/next"}, waiting(t, c, q), "held task back at the front of %s", q)
 	}
 	eventually(t, 5*time.Second, "deregistered", func() bool {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.store.Keys().WorkerQueues(id)).Build()).AsInt64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(c.core.Store.Keys().WorkerQueues(id)).Build()).AsInt64()
 		require.NoError(t, err)
 		ws, err := c.Workers(ctx)
 		require.NoError(t, err)
@@ -261,7 +261,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 		if !promoted {
 			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
-			promoted = c.rdb.Do(cctx, c.rdb.B().Set().Key(c.store.Keys().Queue(doomed).Meta+"-probe").Value("x").Build()).Error() == nil
+			promoted = c.core.Redis.Do(cctx, c.core.Redis.B().Set().Key(c.core.Store.Keys().Queue(doomed).Meta+"-probe").Value("x").Build()).Error() == nil
 		}
 		return promoted && count(doomed) > before[doomed]
 	})
@@ -341,7 +341,7 @@ func TestClusterMasterKilledReplicaPromoted(t *testing.T) {
 func victimShard(t *testing.T, c *Client) (names []string, masters map[string]string, victim string) {
 	t.Helper()
 	names, masters = queuePerShard(t, c)
-	registry := masterOf(t, c.rdb, c.store.Keys().Workers())
+	registry := masterOf(t, c.core.Redis, c.core.Store.Keys().Workers())
 	for _, q := range names {
 		if masters[q] != registry {
 			return names, masters, q
@@ -355,7 +355,7 @@ func victimShard(t *testing.T, c *Client) (names []string, masters map[string]st
 // it was started from ("" if none).
 func nodeProcess(t *testing.T, c *Client, addr string) (pid int, config string) {
 	t.Helper()
-	node := c.rdb.Nodes()[addr]
+	node := c.core.Redis.Nodes()[addr]
 	info, err := node.Do(context.Background(), node.B().Info().Section("server").Build()).ToString()
 	require.NoError(t, err)
 	pid, err = strconv.Atoi(infoField(info, "process_id"))
@@ -406,28 +406,28 @@ func TestClusterSlotMigration(t *testing.T) {
 	w := newWorker(t, b.client(), WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "moving", rec.events()))
 	require.NoError(t, second(c.EnqueueBatch(ctx, "moving", [][]byte{[]byte("held"), []byte("a"), []byte("b")})))
-	require.NoError(t, c.store.FlushStats(ctx, "moving")) // the enqueue count: the stats hash exists
+	require.NoError(t, c.core.Store.FlushStats(ctx, "moving")) // the enqueue count: the stats hash exists
 	held, err := w.Dequeue(ctx, "moving")
 	require.NoError(t, err)
 	require.Equal(t, "held", string(held.Task()))
 
-	k := c.store.Keys().Queue("moving")
-	slot, err := c.rdb.Do(ctx, c.rdb.B().ClusterKeyslot().Key(k.Waiting).Build()).AsInt64()
+	k := c.core.Store.Keys().Queue("moving")
+	slot, err := c.core.Redis.Do(ctx, c.core.Redis.B().ClusterKeyslot().Key(k.Waiting).Build()).AsInt64()
 	require.NoError(t, err)
-	from := masterOf(t, c.rdb, k.Waiting)
+	from := masterOf(t, c.core.Redis, k.Waiting)
 	var to string
 	for _, q := range []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"} {
-		if m := masterOf(t, c.rdb, c.store.Keys().Queue(q).Waiting); m != from {
+		if m := masterOf(t, c.core.Redis, c.core.Store.Keys().Queue(q).Waiting); m != from {
 			to = m
 			break
 		}
 	}
 	require.NotEmpty(t, to, "another master")
-	migrateSlot(t, c.rdb, slot, from, to)
+	migrateSlot(t, c.core.Redis, slot, from, to)
 	// Every key of the queue moved with the slot (no other test uses this
 	// queue name, whose tag alone decides the slot).
 	keysIn := func(addr string) int64 {
-		n := c.rdb.Nodes()[addr]
+		n := c.core.Redis.Nodes()[addr]
 		count, err := n.Do(ctx, n.B().ClusterCountkeysinslot().Slot(slot).Build()).AsInt64()
 		require.NoError(t, err)
 		return count
@@ -437,7 +437,7 @@ func TestClusterSlotMigration(t *testing.T) {
 
 	// The worker hears events on the new master and its process there is
 	// still its own.
-	dst := c.rdb.Nodes()[to]
+	dst := c.core.Redis.Nodes()[to]
 	eventually(t, 10*time.Second, "subscribed on the new master", func() bool {
 		n, err := dst.Do(ctx, dst.B().PubsubShardnumsub().Channel(k.Channel).Build()).AsIntMap()
 		require.NoError(t, err)
@@ -551,7 +551,7 @@ func noFailover(t *testing.T, c *Client, master string) {
 			rdb.Close()
 		}
 	})
-	node := c.rdb.Nodes()[master]
+	node := c.core.Redis.Nodes()[master]
 	var online []string
 	eventually(t, 30*time.Second, master+" streams to a replica", func() bool {
 		info, err := node.Do(ctx, node.B().Info().Section("replication").Build()).ToString()
@@ -663,7 +663,7 @@ func TestClusterWorkflowAcrossShards(t *testing.T) {
 	steps = append(steps, Step{Name: "summary", Queue: names[0], After: fan})
 	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{})
 	require.NoError(t, err)
-	flowMaster := masterOf(t, c.rdb, c.store.Keys().Workflow(id).Flow)
+	flowMaster := masterOf(t, c.core.Redis, c.core.Store.Keys().Workflow(id).Flow)
 	t.Logf("queues on %v, the workflow on %s", masters, flowMaster)
 	info, err := c.WaitWorkflow(ctx, id)
 	require.NoError(t, err)
@@ -675,7 +675,7 @@ func TestClusterWorkflowAcrossShards(t *testing.T) {
 	assert.Equal(t, "summary", order[15])
 	assert.Len(t, log.parentsOf("summary"), 12)
 	for _, q := range names {
-		notices, err := c.store.FlowNotices(ctx, q, 0, 10)
+		notices, err := c.core.Store.FlowNotices(ctx, q, 0, 10)
 		require.NoError(t, err)
 		assert.Empty(t, notices, "every notice carried and removed")
 	}

@@ -2,10 +2,10 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/controls"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -16,20 +16,22 @@ import (
 // SetRateLimit refuse more with ErrInvalidOptions.
 const MaxLimit = 1<<53 - 1
 
+// The limit is internal/controls', which checks rates: see the limits of
+// enqueue.go for how this fails the build when the two part.
+const _ = uint(MaxLimit-controls.MaxLimit) + uint(controls.MaxLimit-MaxLimit)
+
 // ControlOption changes how Pause, Resume, SetConcurrency and SetRateLimit
 // act.
 type ControlOption func(*controlOptions)
 
-type controlOptions struct {
-	create bool
-}
+type controlOptions = controls.Options
 
 // CreateQueue lets a control make the queue it changes when the queue
 // does not exist (see Queues): to pause it, or set its limits, before
 // its first task. Without it a control on a queue that does not exist
 // changes nothing and returns ErrNoQueue, so a misspelt name makes no
 // queue.
-func CreateQueue() ControlOption { return func(o *controlOptions) { o.create = true } }
+func CreateQueue() ControlOption { return func(o *controlOptions) { o.Create = true } }
 
 // Pause stops the whole fleet handing out a queue's tasks: dequeues return
 // nothing (ErrNoTask), enqueues are still accepted, and tasks in flight
@@ -70,48 +72,16 @@ func (c *Client) SetConcurrency(ctx context.Context, queue string, n int, opts .
 // least one, when n is not 0 (ErrInvalidOptions). A queue that does not
 // exist gives ErrNoQueue, unless CreateQueue is given.
 func (c *Client) SetRateLimit(ctx context.Context, queue string, n int, per time.Duration, opts ...ControlOption) error {
-	if err := checkRate(n, per); err != nil {
+	if err := controls.CheckRate(n, per); err != nil {
 		return fmt.Errorf("worqr: set rate limit %q: %w", queue, err)
 	}
 	return c.control(ctx, "set rate limit", queue, store.Rate, n, per, opts)
 }
 
-// checkRate refuses a rate limit Redis could not keep as given: a count
-// outside 0..MaxLimit, or a window under a millisecond or not a whole
-// number of them (Redis keeps whole milliseconds: 1.5ms would be 1ms).
-func checkRate(n int, per time.Duration) error {
-	if n < 0 || int64(n) > MaxLimit || (n > 0 && (per < time.Millisecond || per%time.Millisecond != 0)) {
-		return fmt.Errorf("%d per %v (the count in 0..%d, the window whole milliseconds, at least 1ms): %w", n, per, int64(MaxLimit), ErrInvalidOptions)
-	}
-	return nil
-}
-
 func (c *Client) control(ctx context.Context, op, queue string, cop store.ControlOp, n int, per time.Duration, opts []ControlOption) error {
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.Control(ctx, queue, cop, n, per, create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.Control(ctx, queue, cop, n, per, create)
 	})
-}
-
-// controlWith runs one change of a queue's controls (set: the store's
-// call, told whether to make the queue) and says its error once.
-func (c *Client) controlWith(ctx context.Context, op, queue string, opts []ControlOption, set func(create bool) error) error {
-	if err := c.validate(ctx, op, queue); err != nil {
-		return err
-	}
-	var o controlOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	err := set(o.create)
-	switch {
-	case errors.Is(err, store.ErrNoQueue):
-		return fmt.Errorf("worqr: %s %q: %w (CreateQueue makes it)", op, queue, ErrNoQueue)
-	case err != nil:
-		return c.fail(op, queue, err)
-	}
-	return nil
 }
 
 // QueueInfo is a queue's counts and controls (see worqrtype.QueueInfo).
@@ -119,12 +89,12 @@ type QueueInfo = worqrtype.QueueInfo
 
 // QueueInfo reads a queue's counts and controls in one round trip.
 func (c *Client) QueueInfo(ctx context.Context, queue string) (QueueInfo, error) {
-	if err := c.validate(ctx, "queue info", queue); err != nil {
+	if err := c.core.Validate(ctx, "queue info", queue); err != nil {
 		return QueueInfo{}, err
 	}
-	st, err := c.store.QueueState(ctx, queue)
+	st, err := c.core.Store.QueueState(ctx, queue)
 	if err != nil {
-		return QueueInfo{}, c.fail("queue info", queue, err)
+		return QueueInfo{}, c.core.Fail("queue info", queue, err)
 	}
 	return st.Info(queue, AggregateSettings{MaxSize: DefaultAggregateMaxSize, MaxDelay: DefaultAggregateMaxDelay}), nil
 }

@@ -323,11 +323,11 @@ func TestPriorities(t *testing.T) {
 	require.NoError(t, ps[3].Finish(ctx))
 	crash(w)
 	pc, peer := k.reclaimingPeer()
-	pc.signals.promoted.Init(t)
+	pc.core.Signals.Promoted.Init(t)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	k.run(fast.TTL + fast.RenewInterval)
 	reclaimed(t, 1, pc)
-	until(t, &pc.signals.promoted, "h1 due again", func() bool { return len(waiting(t, c, "q")) == 6 })
+	until(t, &pc.core.Signals.Promoted, "h1 due again", func() bool { return len(waiting(t, c, "q")) == 6 })
 	got = waiting(t, c, "q")
 	assert.Equal(t, []string{"h2", "h0", "h1", "n2", "l1", "l2"}, got[:6], "h2 to the front (reclaimed), h0 and h1 at the back of high")
 
@@ -373,7 +373,7 @@ func TestRateLimitedRuntimeWithAClockAheadDoesNotSpin(t *testing.T) {
 	// The check after subscribing has read the Redis clock (its promotion)
 	// by the time it raises the work event; nothing reads it after.
 	recv(t, caughtUp, 5*time.Second, "the check after subscribing")
-	w.clock.Shift(ahead)
+	w.parts.Clock.Shift(ahead)
 	from := dequeues.Load()
 	for i := range 3 {
 		recv(t, started, 5*time.Second, fmt.Sprintf("start %d of 3", i+1))
@@ -449,7 +449,7 @@ func TestControlsOnAQueueThatDoesNotExist(t *testing.T) {
 		"rate":   func(q string, opts ...ControlOption) error { return c.SetRateLimit(ctx, q, 5, time.Second, opts...) },
 	}
 	meta := func(q string) int64 {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.store.Keys().Queue(q).Meta).Build()).AsInt64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(c.core.Store.Keys().Queue(q).Meta).Build()).AsInt64()
 		require.NoError(t, err)
 		return n
 	}

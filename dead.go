@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/worqr/worqr/internal/inspect"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -21,31 +22,31 @@ type DeadLetter = worqrtype.DeadLetter
 // are removed (docs/retries.md). With PayloadPrefix their payloads are
 // cut in Redis.
 func (c *Client) DeadLetters(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]DeadLetter, error) {
-	if err := c.validate(ctx, "dead letters", queue); err != nil {
+	if err := c.core.Validate(ctx, "dead letters", queue); err != nil {
 		return nil, err
 	}
 	if offset < 0 || limit <= 0 {
 		return nil, fmt.Errorf("worqr: dead letters %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("dead letters", queue, opts)
+	cut, err := inspect.Cut("dead letters", queue, opts)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := c.store.DeadLetters(ctx, queue, offset, limit, cut)
+	ds, err := c.core.Store.DeadLetters(ctx, queue, offset, limit, cut)
 	if err != nil {
-		return nil, c.fail("dead letters", queue, err)
+		return nil, c.core.Fail("dead letters", queue, err)
 	}
-	return each(ds, func(d store.DeadLetter) DeadLetter { return d.Info(queue) }), nil
+	return inspect.Each(ds, func(d store.DeadLetter) DeadLetter { return d.Info(queue) }), nil
 }
 
 // DeadLetterCount returns the number of a queue's dead letters.
 func (c *Client) DeadLetterCount(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "dead letter count", queue); err != nil {
+	if err := c.core.Validate(ctx, "dead letter count", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.DeadCount(ctx, queue)
+	n, err := c.core.Store.DeadCount(ctx, queue)
 	if err != nil {
-		return 0, c.fail("dead letter count", queue, err)
+		return 0, c.core.Fail("dead letter count", queue, err)
 	}
 	return n, nil
 }
@@ -64,18 +65,18 @@ func (c *Client) DeadLetterCount(ctx context.Context, queue string) (int64, erro
 // the next Enqueue to the queue, a worker starting work on it, or
 // Client.Check enters it.
 func (c *Client) RequeueDeadLetter(ctx context.Context, queue, id string) (bool, error) {
-	if err := c.validate(ctx, "requeue dead letter", queue); err != nil {
+	if err := c.core.Validate(ctx, "requeue dead letter", queue); err != nil {
 		return false, err
 	}
 	if id == "" {
 		return false, fmt.Errorf("worqr: requeue dead letter %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	ok, err := c.store.RequeueDead(ctx, queue, id)
+	ok, err := c.core.Store.RequeueDead(ctx, queue, id)
 	if err != nil {
-		return ok, c.fail("requeue dead letter", queue, err)
+		return ok, c.core.Fail("requeue dead letter", queue, err)
 	}
 	if ok {
-		c.carrier.Revived(ctx, queue) // a workflow's step: its workflow carries on
+		c.core.Carrier.Revived(ctx, queue) // a workflow's step: its workflow carries on
 	}
 	return ok, nil
 }
@@ -87,15 +88,15 @@ func (c *Client) RequeueDeadLetter(ctx context.Context, queue, id string) (bool,
 // error, as RequeueDeadLetter says, the count is that of tasks requeued
 // before the registration failed, or 0.
 func (c *Client) RequeueDeadLetters(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "requeue dead letters", queue); err != nil {
+	if err := c.core.Validate(ctx, "requeue dead letters", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.RequeueAllDead(ctx, queue)
+	n, err := c.core.Store.RequeueAllDead(ctx, queue)
 	if err != nil {
-		return n, c.fail("requeue dead letters", queue, err)
+		return n, c.core.Fail("requeue dead letters", queue, err)
 	}
 	if n > 0 {
-		c.carrier.Revived(ctx, queue) // workflows' steps: their workflows carry on
+		c.core.Carrier.Revived(ctx, queue) // workflows' steps: their workflows carry on
 	}
 	return n, nil
 }
@@ -104,15 +105,15 @@ func (c *Client) RequeueDeadLetters(ctx context.Context, queue string) (int64, e
 // error. It reports false, with no error, when the queue has no dead
 // letter of that id.
 func (c *Client) DeleteDeadLetter(ctx context.Context, queue, id string) (bool, error) {
-	if err := c.validate(ctx, "delete dead letter", queue); err != nil {
+	if err := c.core.Validate(ctx, "delete dead letter", queue); err != nil {
 		return false, err
 	}
 	if id == "" {
 		return false, fmt.Errorf("worqr: delete dead letter %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	ok, err := c.store.DeleteDead(ctx, queue, id)
+	ok, err := c.core.Store.DeleteDead(ctx, queue, id)
 	if err != nil {
-		return false, c.fail("delete dead letter", queue, err)
+		return false, c.core.Fail("delete dead letter", queue, err)
 	}
 	return ok, nil
 }
@@ -120,12 +121,12 @@ func (c *Client) DeleteDeadLetter(ctx context.Context, queue, id string) (bool, 
 // PurgeDeadLetters deletes every dead letter of a queue and their recorded
 // errors, and returns how many it deleted.
 func (c *Client) PurgeDeadLetters(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "purge dead letters", queue); err != nil {
+	if err := c.core.Validate(ctx, "purge dead letters", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.PurgeDead(ctx, queue)
+	n, err := c.core.Store.PurgeDead(ctx, queue)
 	if err != nil {
-		return 0, c.fail("purge dead letters", queue, err)
+		return 0, c.core.Fail("purge dead letters", queue, err)
 	}
 	return n, nil
 }

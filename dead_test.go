@@ -91,8 +91,8 @@ func deadCount(t *testing.T, c *Client, queue string) int64 {
 // hasError reports whether the queue's errors hash has an entry for id.
 func hasError(t *testing.T, c *Client, queue, id string) bool {
 	t.Helper()
-	k := c.store.Keys().Queue(queue)
-	ok, err := c.rdb.Do(context.Background(), c.rdb.B().Hexists().Key(k.Errors).Field(id).Build()).AsBool()
+	k := c.core.Store.Keys().Queue(queue)
+	ok, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Hexists().Key(k.Errors).Field(id).Build()).AsBool()
 	require.NoError(t, err)
 	return ok
 }
@@ -186,7 +186,7 @@ func TestRequeueDeadLetter(t *testing.T) {
 		recv(t, runs, time.Second, "the first deaths")
 	}
 	require.True(t, hasError(t, c, "q", perm))
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 
 	ok, err := c.RequeueDeadLetter(ctx, "q", perm)
 	require.NoError(t, err)
@@ -242,7 +242,7 @@ func TestRequeueAllDeadLetters(t *testing.T) {
 	ids := []string{die(t, c, "q", "perm-1"), die(t, c, "q", "perm-2"), die(t, c, "q", "reason-1")}
 	require.NoError(t, w.Close(ctx)) // nothing runs them again yet
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("plain"))))
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 
 	n, err := c.RequeueDeadLetters(ctx, "q")
 	require.NoError(t, err)
@@ -283,9 +283,9 @@ func TestRequeueDeadLetterRestoresTheQueue(t *testing.T) {
 	w, _ := dying(t, c, "q")
 	id := die(t, c, "q", "perm")
 	require.NoError(t, w.Close(ctx))
-	k := c.store.Keys().Queue("q")
-	do(t, c, c.rdb.B().Hdel().Key(k.Meta).Field("name", "registered").Build())
-	do(t, c, c.rdb.B().Srem().Key(c.store.Keys().Queues()).Member("q").Build())
+	k := c.core.Store.Keys().Queue("q")
+	do(t, c, c.core.Redis.B().Hdel().Key(k.Meta).Field("name", "registered").Build())
+	do(t, c, c.core.Redis.B().Srem().Key(c.core.Store.Keys().Queues()).Member("q").Build())
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
 	require.NotContains(t, qs, "q")
@@ -296,7 +296,7 @@ func TestRequeueDeadLetterRestoresTheQueue(t *testing.T) {
 	qs, err = c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, qs, "q")
-	registered, err := c.rdb.Do(ctx, c.rdb.B().Hexists().Key(k.Meta).Field("registered").Build()).AsBool()
+	registered, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hexists().Key(k.Meta).Field("registered").Build()).AsBool()
 	require.NoError(t, err)
 	assert.True(t, registered, "confirmed in the registry")
 	assert.Equal(t, []string{"perm"}, waiting(t, c, "q"))
@@ -308,8 +308,8 @@ func TestDeleteAndPurgeDeadLetters(t *testing.T) {
 	dying(t, c, "q")
 	ids := []string{die(t, c, "q", "perm-1"), die(t, c, "q", "perm-2"), die(t, c, "q", "perm-3")}
 	// An error kept for a task that waits for a retry is no dead letter's.
-	k := c.store.Keys().Queue("q")
-	do(t, c, c.rdb.B().Hset().Key(k.Errors).FieldValue().FieldValue("1234", "retrying").Build())
+	k := c.core.Store.Keys().Queue("q")
+	do(t, c, c.core.Redis.B().Hset().Key(k.Errors).FieldValue().FieldValue("1234", "retrying").Build())
 
 	ok, err := c.DeleteDeadLetter(ctx, "q", ids[1])
 	require.NoError(t, err)
@@ -320,7 +320,7 @@ func TestDeleteAndPurgeDeadLetters(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "deleted already")
 	// A dead letter with no error recorded (DeadLetter(ctx, nil)) lists "".
-	do(t, c, c.rdb.B().Hdel().Key(k.Errors).Field(ids[2]).Build())
+	do(t, c, c.core.Redis.B().Hdel().Key(k.Errors).Field(ids[2]).Build())
 	ds, err := c.DeadLetters(ctx, "q", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
@@ -363,7 +363,7 @@ func TestDeadLettersAreTrimmedToMaxCount(t *testing.T) {
 	for i, id := range ids {
 		assert.Equal(t, i >= 2, hasError(t, c, "q", id), "error of task %d", i)
 	}
-	n, err := c.rdb.Do(ctxT(t), c.rdb.B().Hlen().Key(c.store.Keys().Queue("q").Errors).Build()).AsInt64()
+	n, err := c.core.Redis.Do(ctxT(t), c.core.Redis.B().Hlen().Key(c.core.Store.Keys().Queue("q").Errors).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.EqualValues(t, 6, n, "the three left's errors and attempt histories")
 }
@@ -417,7 +417,7 @@ func TestDeadLetterCallsFailCleanly(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	c.store.SetFault(func(_ context.Context, _ store.Op, queue string) error {
+	c.core.Store.SetFault(func(_ context.Context, _ store.Op, queue string) error {
 		if queue == "broken" {
 			return errInjected
 		}

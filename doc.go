@@ -114,14 +114,13 @@
 // internal/inspect), dead.go
 // (listing, requeuing and deleting dead letters), reasons.go (why a
 // task died: reasons, dead-letter bounds, the poison limit), outcome.go (TaskResult, Wait),
-// stats.go (a queue's stats, and writing the counts the client holds),
+// stats.go (a queue's stats),
 // typed.go (typed payloads: Codec, EnqueueJSON, HandleJSON, Typed),
 // router.go (a handler per kind), check.go (the consistency check: Check
 // and its report), observer.go, trace.go (the Tracer that carries a trace
 // across the queue), workflow.go (workflows: EnqueueWorkflow, their
 // state, cancel and wait, a step's parents' results) and flows.go
-// (what internal/flows takes of the client, and the carries a requeue or
-// a cancel makes).
+// (the period and the age of the workflow sweeps).
 //
 // The worker, one component per file: worker.go (the Worker over its
 // engine's core, NewWorker),
@@ -142,11 +141,11 @@
 // reports, over the engine's record of it in internal/engine, and the
 // worker's side of that record, procHost, and the process a dequeue or
 // a hand-off makes), shutdown.go
-// (Shutdown and Close, over the engine's closer) and signals.go (the test signals of the engine's
-// components). engine.go
-// gives each component under internal/ what it takes of the client and
-// the worker, and workerHost, the engine's core's host: what only the
-// root has (the public types, the client's parts).
+// (Shutdown and Close, over the engine's closer). internal/wiring
+// builds the client's components and gives each component under
+// internal/ what it takes of the client and the worker, the engine's
+// core's host included; the root gives it what only the root has (the
+// public processes, the application's fence callback).
 //
 // The engine's components are under internal/, a package each with
 // tests of its own; docs/internals.md maps them. Redis is reached only

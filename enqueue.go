@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/worqr/worqr/internal/enqueue"
@@ -30,16 +29,6 @@ const (
 	_ = uint(MaxAggregateKeyLen-enqueue.MaxAggregateKeyLen) + uint(enqueue.MaxAggregateKeyLen-MaxAggregateKeyLen)
 	_ = uint(MaxWeight-enqueue.MaxWeight) + uint(enqueue.MaxWeight-MaxWeight)
 )
-
-func collectEnqueueOptions(opts []EnqueueOption) enqueueOptions {
-	var o enqueueOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return o
-}
 
 // AtFront adds the tasks at the front of the queue, to be dequeued next
 // (a batch keeps its order there), instead of at the back. A delayed task
@@ -139,17 +128,17 @@ func Timeout(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o
 // not have been queued (the reply was lost); retrying can queue it twice.
 // The same holds when ctx ends while the call waits for its reply.
 func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ...EnqueueOption) (id string, err error) {
-	if err := c.validate(ctx, "enqueue", queue); err != nil {
+	if err := c.core.Validate(ctx, "enqueue", queue); err != nil {
 		return "", err
 	}
-	if len(task) > c.maxTaskSize {
+	if len(task) > c.core.MaxTaskSize {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
-	o := collectEnqueueOptions(opts)
+	o := enqueue.Collect(opts)
 	if err := o.Check(); err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	end, err := c.traceEnqueue(ctx, queue, &o, 1)
+	end, err := enqueue.Trace(ctx, c.core.Tracer, queue, &o, 1)
 	if err != nil {
 		return "", fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
@@ -161,7 +150,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		end(ids, err)
 	}()
 	if !o.Plain() && !o.KindOnly() {
-		ids, err := c.enqueue(ctx, queue, [][]byte{task}, o)
+		ids, err := c.core.Enqueue(ctx, queue, [][]byte{task}, o)
 		if errors.Is(err, ErrDuplicate) {
 			return ids[0], err
 		}
@@ -171,10 +160,10 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 		return ids[0], nil
 	}
 	if o.Plain() {
-		id, err = c.enqueues.Do(ctx, queue, task)
+		id, err = c.core.Enqueues.Do(ctx, queue, task)
 	} else {
 		// A kind never holds a NUL byte: the key splits at the first.
-		id, err = c.kindEnqueues.Do(ctx, o.Kind+"\x00"+queue, task)
+		id, err = c.core.KindEnqueues.Do(ctx, o.Kind+"\x00"+queue, task)
 	}
 	if err != nil {
 		if err == ctx.Err() { // gave up waiting for a batch
@@ -188,20 +177,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, task []byte, opts ..
 // tooLarge is the error for a task of size bytes (the index-th of a
 // batch, unless index is negative) over the client's MaxTaskSize.
 func (c *Client) tooLarge(index, size int) error {
-	return enqueue.TooLarge{Index: index, Size: size, Limit: c.maxTaskSize}
-}
-
-// enqueueJoined is the coalescer's send for Enqueue: one batch of tasks
-// from overlapping calls.
-func (c *Client) enqueueJoined(ctx context.Context, queue string, tasks [][]byte) ([]string, error) {
-	return c.enqueue(ctx, queue, tasks, enqueueOptions{})
-}
-
-// enqueueKindJoined is enqueueJoined for calls with a kind and no other
-// option: key is the kind, a NUL byte, and the queue.
-func (c *Client) enqueueKindJoined(ctx context.Context, key string, tasks [][]byte) ([]string, error) {
-	kind, queue, _ := strings.Cut(key, "\x00")
-	return c.enqueue(ctx, queue, tasks, enqueueOptions{Kind: kind})
+	return enqueue.TooLarge{Index: index, Size: size, Limit: c.core.MaxTaskSize}
 }
 
 // EnqueueBatch adds tasks, in order, at the back of a queue in one round
@@ -211,26 +187,26 @@ func (c *Client) enqueueKindJoined(ctx context.Context, key string, tasks [][]by
 // batch (whole calls of 1,000, in order) may have been queued, never
 // later ones without them.
 func (c *Client) EnqueueBatch(ctx context.Context, queue string, tasks [][]byte, opts ...EnqueueOption) ([]string, error) {
-	if err := c.validate(ctx, "enqueue", queue); err != nil {
+	if err := c.core.Validate(ctx, "enqueue", queue); err != nil {
 		return nil, err
 	}
 	for i, t := range tasks {
-		if len(t) > c.maxTaskSize {
+		if len(t) > c.core.MaxTaskSize {
 			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(t)))
 		}
 	}
-	o, err := batchOptions(queue, opts, "a unique key fits one task; use Enqueue")
+	o, err := enqueue.Batch(queue, opts, "a unique key fits one task; use Enqueue")
 	if err != nil {
 		return nil, err
 	}
 	if len(tasks) == 0 {
 		return []string{}, nil
 	}
-	end, err := c.traceEnqueue(ctx, queue, &o, len(tasks))
+	end, err := enqueue.Trace(ctx, c.core.Tracer, queue, &o, len(tasks))
 	if err != nil {
 		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	ids, err := c.enqueue(ctx, queue, tasks, o)
+	ids, err := c.core.Enqueue(ctx, queue, tasks, o)
 	end(ids, err)
 	return ids, err
 }
@@ -265,13 +241,13 @@ type BatchResult = worqrtype.BatchResult
 // ErrUnavailable the first calls may have run: a retry of the whole batch
 // finds their keys held (Batches in docs/enqueueing.md).
 func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []BatchItem, opts ...EnqueueOption) ([]BatchResult, error) {
-	if err := c.validate(ctx, "enqueue", queue); err != nil {
+	if err := c.core.Validate(ctx, "enqueue", queue); err != nil {
 		return nil, err
 	}
 	tasks := make([][]byte, len(items))
 	var keys []store.UniqueKey
 	for i, it := range items {
-		if len(it.Payload) > c.maxTaskSize {
+		if len(it.Payload) > c.core.MaxTaskSize {
 			return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, c.tooLarge(i, len(it.Payload)))
 		}
 		if it.UniqueFor < 0 {
@@ -285,7 +261,7 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 			keys[i] = store.UniqueKey{Key: it.UniqueKey, TTL: it.UniqueFor}
 		}
 	}
-	o, err := batchOptions(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
+	o, err := enqueue.Batch(queue, opts, "unique keys go in the items (BatchItem.UniqueKey)")
 	if err != nil {
 		return nil, err
 	}
@@ -297,14 +273,14 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 	if len(items) == 0 {
 		return []BatchResult{}, nil
 	}
-	end, err := c.traceEnqueue(ctx, queue, &o, len(items))
+	end, err := enqueue.Trace(ctx, c.core.Tracer, queue, &o, len(items))
 	if err != nil {
 		return nil, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
 	}
-	ids, dup, err := c.store.EnqueueKeyed(ctx, queue, tasks, keys, o.Args())
+	ids, dup, err := c.core.Store.EnqueueKeyed(ctx, queue, tasks, keys, o.Args())
 	if err != nil {
-		err = c.fail("enqueue", queue, err)
-		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
+		err = c.core.Fail("enqueue", queue, err)
+		c.core.Obs.Enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
 		end(nil, err)
 		return nil, err
 	}
@@ -316,40 +292,9 @@ func (c *Client) EnqueueBatchItems(ctx context.Context, queue string, items []Ba
 			added = append(added, id)
 		}
 	}
-	c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: added})
+	c.core.Obs.Enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: added})
 	end(added, nil)
 	return results, nil
-}
-
-// batchOptions are a batch's options, checked: a unique key among them
-// is refused with why, since it would fit one task only.
-func batchOptions(queue string, opts []EnqueueOption, why string) (enqueueOptions, error) {
-	o := collectEnqueueOptions(opts)
-	if err := o.Check(); err != nil {
-		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
-	}
-	if o.UniqueSet {
-		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, ErrInvalidOptions)
-	}
-	return o, nil
-}
-
-// enqueue sends checked tasks and tells the observer.
-func (c *Client) enqueue(ctx context.Context, queue string, tasks [][]byte, o enqueueOptions) ([]string, error) {
-	ids, err := c.store.Enqueue(ctx, queue, tasks, o.Args())
-	if errors.Is(err, store.ErrDuplicate) {
-		err = fmt.Errorf("worqr: enqueue %q: unique key %q is held by task %s: %w", queue, o.Unique, ids[0], ErrDuplicate)
-		c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, Err: err})
-		return ids, err
-	}
-	if err != nil {
-		err = c.fail("enqueue", queue, err)
-	}
-	c.obs.enqueued(ctx, EnqueueEvent{Queue: queue, TaskIDs: ids, Err: err})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // CancelResult says what Cancel found (see worqrtype.CancelResult).
@@ -362,18 +307,8 @@ type CancelResult = worqrtype.CancelResult
 // that already ended, or an unknown id, gives a zero result. An empty id
 // is ErrInvalidOptions.
 func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult, error) {
-	if err := c.validate(ctx, "cancel", queue); err != nil {
-		return CancelResult{}, err
-	}
-	if id == "" {
-		return CancelResult{}, fmt.Errorf("worqr: cancel %q: empty task id: %w", queue, ErrInvalidOptions)
-	}
-	n, notices, err := c.store.CancelID(ctx, queue, id)
-	if err != nil {
-		return CancelResult{}, c.fail("cancel", queue, err)
-	}
-	c.carrier.Cancelled(ctx, queue, notices)
-	return CancelResult(n), nil
+	n, err := c.core.CancelTask(ctx, queue, id)
+	return CancelResult(n), err
 }
 
 // Cancel cancels every task of a queue whose payload is task: waiting and
@@ -382,17 +317,17 @@ func (c *Client) CancelTask(ctx context.Context, queue, id string) (CancelResult
 // waiting and delayed task, those waiting in groups (see Group) too; a
 // group none of whose tasks waits any more leaves the groups' turns.
 func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelResult, error) {
-	if err := c.validate(ctx, "cancel", queue); err != nil {
+	if err := c.core.Validate(ctx, "cancel", queue); err != nil {
 		return CancelResult{}, err
 	}
-	if len(task) > c.maxTaskSize {
+	if len(task) > c.core.MaxTaskSize {
 		return CancelResult{}, fmt.Errorf("worqr: cancel %q: %w", queue, c.tooLarge(-1, len(task)))
 	}
-	n, notices, err := c.store.CancelPayload(ctx, queue, task)
+	n, notices, err := c.core.Store.CancelPayload(ctx, queue, task)
 	if err != nil {
-		return CancelResult{}, c.fail("cancel", queue, err)
+		return CancelResult{}, c.core.Fail("cancel", queue, err)
 	}
-	c.carrier.Cancelled(ctx, queue, notices)
+	c.core.Carrier.Cancelled(ctx, queue, notices)
 	return CancelResult(n), nil
 }
 
@@ -402,15 +337,15 @@ func (c *Client) Cancel(ctx context.Context, queue string, task []byte) (CancelR
 // delayed task of that id (it ran already, or was never delayed). The
 // delayed set is not indexed by id: this is a scan of it, in one script.
 func (c *Client) RunNow(ctx context.Context, queue, id string) (bool, error) {
-	if err := c.validate(ctx, "run now", queue); err != nil {
+	if err := c.core.Validate(ctx, "run now", queue); err != nil {
 		return false, err
 	}
 	if id == "" {
 		return false, fmt.Errorf("worqr: run now %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	ok, err := c.store.RunNow(ctx, queue, id)
+	ok, err := c.core.Store.RunNow(ctx, queue, id)
 	if err != nil {
-		return false, c.fail("run now", queue, err)
+		return false, c.core.Fail("run now", queue, err)
 	}
 	return ok, nil
 }
@@ -438,7 +373,7 @@ const cancelWaitingLimit = 10000
 // unlooked at (a call without IDs or Kind, which removes all it looks
 // at, goes on where the last stopped). It returns how many it removed.
 func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSelection) (removed int64, more bool, err error) {
-	if err := c.validate(ctx, "cancel waiting", queue); err != nil {
+	if err := c.core.Validate(ctx, "cancel waiting", queue); err != nil {
 		return 0, false, err
 	}
 	if len(sel.IDs) > MaxCancelIDs {
@@ -452,11 +387,11 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 	if err := enqueue.CheckKind(sel.Kind); err != nil {
 		return 0, false, fmt.Errorf("worqr: cancel waiting %q: %w", queue, err)
 	}
-	removed, more, notices, err := c.store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
+	removed, more, notices, err := c.core.Store.CancelWaiting(ctx, queue, store.CancelSelection{IDs: sel.IDs, Kind: sel.Kind}, cancelWaitingLimit)
 	if err != nil {
-		return removed, more, c.fail("cancel waiting", queue, err)
+		return removed, more, c.core.Fail("cancel waiting", queue, err)
 	}
-	c.carrier.Cancelled(ctx, queue, notices)
+	c.core.Carrier.Cancelled(ctx, queue, notices)
 	return removed, more, nil
 }
 
@@ -469,13 +404,13 @@ func (c *Client) CancelWaiting(ctx context.Context, queue string, sel WaitingSel
 // cancelled, and their workflows are told before it returns (see
 // docs/workflows.md).
 func (c *Client) DeleteQueue(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "delete", queue); err != nil {
+	if err := c.core.Validate(ctx, "delete", queue); err != nil {
 		return 0, err
 	}
-	n, notices, err := c.store.DeleteQueue(ctx, queue)
+	n, notices, err := c.core.Store.DeleteQueue(ctx, queue)
 	if err != nil {
-		return 0, c.fail("delete", queue, err)
+		return 0, c.core.Fail("delete", queue, err)
 	}
-	c.carrier.Cancelled(ctx, queue, notices)
+	c.core.Carrier.Cancelled(ctx, queue, notices)
 	return n, nil
 }

@@ -98,14 +98,14 @@ func TestErrorTextsSayWorqrOnce(t *testing.T) {
 	// A pool served whole or not at all: its second queue is refused, and
 	// leaving its first again fails too. Both errors are said, "worqr:"
 	// once.
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpRelease {
 			return errors.New("connection reset (test)")
 		}
 		return nil
 	})
 	err = w.HandleQueues(ctx, []QueueSpec{{Queue: "p1", Handler: h}, {Queue: "q", Handler: h}}, PoolOptions{})
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	require.ErrorIs(t, err, ErrAlreadyServing)
 	require.ErrorIs(t, err, ErrUnavailable, "leaving p1 again failed")
 	saysWorqrOnce(t, err, "HandleQueues undone")
@@ -134,7 +134,7 @@ func TestOversizedTaskSaysItsSizeAndTheLimit(t *testing.T) {
 		assert.ErrorIs(t, err, ErrTaskTooLarge, tc.name)
 		assert.EqualError(t, err, tc.want, tc.name)
 	}
-	small, err := New(Options{Redis: c.rdb, MaxTaskSize: 16})
+	small, err := New(Options{Redis: c.core.Redis, MaxTaskSize: 16})
 	require.NoError(t, err)
 	assert.EqualError(t, second(small.Enqueue(ctx, "q", make([]byte, 1500))),
 		`worqr: enqueue "q": task of 1.5 KiB is over the limit of 16 bytes (Options.MaxTaskSize)`)

@@ -80,23 +80,23 @@ func TestDroppedSubscriptionIsRenewed(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", rec.events()))
 
-	channel := c.store.Keys().Queue("q").Channel
+	channel := c.core.Store.Keys().Queue("q").Channel
 	// Pinned: numsub is sent again on every poll, and rueidis recycles an
 	// unpinned command once its Do returns (its storage then goes to the
 	// next command built, e.g. the worker's SUBSCRIBE).
-	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build()
-	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build().Pin()
+	unsubscribe := c.core.Redis.B().Unsubscribe().Channel(channel).Build()
+	numsub := producer.core.Redis.B().PubsubNumsub().Channel(channel).Build().Pin()
 	if b.cluster { // a shard channel, on the queue's node
-		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build()
-		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build().Pin()
+		unsubscribe = c.core.Redis.B().Sunsubscribe().Channel(channel).Build()
+		numsub = producer.core.Redis.B().PubsubShardnumsub().Channel(channel).Build().Pin()
 	}
-	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, unsubscribe).Error())
 	require.NoError(t, second(producer.Enqueue(ctx, "q", []byte("after drop"))))
 	// Either the check after resubscribing or the event itself reports it;
 	// then later events keep coming, so the subscription is back.
 	recv(t, rec.work, 10*time.Second, "work after the drop")
 	eventually(t, 10*time.Second, "subscribed again", func() bool {
-		n, err := producer.rdb.Do(ctx, numsub).AsIntMap()
+		n, err := producer.core.Redis.Do(ctx, numsub).AsIntMap()
 		require.NoError(t, err)
 		return n[channel] == 1
 	})
@@ -346,9 +346,9 @@ func TestInterruptedRegistrationIsRetried(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("a"))))
-	k := c.store.Keys().Queue("q")
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Srem().Key(c.store.Keys().Queues()).Member("q").Build()).Error())
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Hdel().Key(k.Meta).Field("registered").Build()).Error())
+	k := c.core.Store.Keys().Queue("q")
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Srem().Key(c.core.Store.Keys().Queues()).Member("q").Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Hdel().Key(k.Meta).Field("registered").Build()).Error())
 	qs, err := c.Queues(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, qs)
@@ -384,8 +384,8 @@ func TestDeletedQueueLeavesNoKeys(t *testing.T) {
 	assert.EqualValues(t, 2, dropped, "the stopped task went back, then was dropped")
 	assert.ErrorIs(t, p.Finish(ctx), ErrProcessLost)
 
-	k := c.store.Keys().Queue("q")
-	n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
+	k := c.core.Store.Keys().Queue("q")
+	n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
@@ -395,12 +395,12 @@ func TestDeletedQueueLeavesNoKeys(t *testing.T) {
 	p = dequeueAll(t, w, "q", 1)[0]
 	_, err = c.DeleteQueue(ctx, "q")
 	require.NoError(t, err)
-	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Procs, k.Meta).Build()).AsInt64()
+	n, err = c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(k.Procs, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n, "the in-flight process and the counter stay")
 	require.NoError(t, w.StopWork(ctx, "q")) // drops the deleted queue's process
 	assert.Error(t, p.Err(), "the process ended with StopWork at the latest")
-	n, err = c.rdb.Do(ctx, c.rdb.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
+	n, err = c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(k.Waiting, k.Procs, k.Leases, k.Meta).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }

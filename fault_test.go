@@ -28,10 +28,10 @@ var errInjected = errors.New("injected: connection reset")
 func TestFaultSeamHungRenewalFencesOneQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var hang atomic.Bool
 	gaveUp := make(chan struct{}, 1)
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if hang.Load() && queue == "a" {
 			<-ctx.Done() // a node that never answers
 			if op == store.OpRelease {
@@ -94,16 +94,16 @@ func TestFaultSeamFailedFinishIsRetried(t *testing.T) {
 			injected := errInjected
 			if fault == "loading" {
 				// The reply a restarting server gives, from the server.
-				injected = c.rdb.Do(ctx, c.rdb.B().Eval().
+				injected = c.core.Redis.Do(ctx, c.core.Redis.B().Eval().
 					Script("return redis.error_reply('LOADING Redis is loading the dataset in memory')").
 					Numkeys(0).Build()).Error()
 				re, isReply := rueidis.IsRedisErr(injected)
 				require.True(t, isReply, "%v", injected)
 				require.True(t, strings.HasPrefix(re.Error(), "LOADING"), "%v", re)
-				require.ErrorIs(t, c.fail("finish", "q", injected), ErrUnavailable)
+				require.ErrorIs(t, c.core.Fail("finish", "q", injected), ErrUnavailable)
 			}
 			var failures atomic.Int32
-			c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+			c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 				if op == store.OpFinish && failures.Add(1) <= 3 {
 					return injected
 				}
@@ -153,13 +153,13 @@ func TestTransientReplies(t *testing.T) {
 		"WRONGTYPE Operation against a key":                    false,
 		"BUSYGROUP Consumer Group name already exists":         false,
 	} {
-		err := c.rdb.Do(ctx, c.rdb.B().Eval().Script("return redis.error_reply(ARGV[1])").
+		err := c.core.Redis.Do(ctx, c.core.Redis.B().Eval().Script("return redis.error_reply(ARGV[1])").
 			Numkeys(0).Arg(msg).Build()).Error()
 		_, isReply := rueidis.IsRedisErr(err)
 		require.True(t, isReply, "%v", err)
-		assert.Equal(t, transient, errors.Is(c.fail("op", "q", err), ErrUnavailable), msg)
+		assert.Equal(t, transient, errors.Is(c.core.Fail("op", "q", err), ErrUnavailable), msg)
 		wrapped := fmt.Errorf("wf_enqueued.lua: %w", err)
-		assert.Equal(t, transient, errors.Is(c.fail("op", "q", wrapped), ErrUnavailable), "wrapped: %s", msg)
+		assert.Equal(t, transient, errors.Is(c.core.Fail("op", "q", wrapped), ErrUnavailable), "wrapped: %s", msg)
 	}
 }
 
@@ -172,7 +172,7 @@ func TestFaultSeamFailedCalls(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	var failing atomic.Value
 	failing.Store(store.Op(""))
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == failing.Load().(store.Op) {
 			return errInjected
 		}

@@ -86,7 +86,7 @@ func TestDequeueThatFindsTheLeaseGoneFencesTheWorker(t *testing.T) {
 	enqueueNumbered(t, c, "q", 2)
 	held := dequeueAll(t, w, "q", 1)[0]
 	id := w.ID()
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("q").Leases).Member(id).Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Queue("q").Leases).Member(id).Build()).Error())
 
 	_, err := w.Dequeue(ctx, "q")
 	assert.ErrorIs(t, err, ErrWorkerFenced)

@@ -103,7 +103,7 @@ func TestFindTaskStopsAtItsBounds(t *testing.T) {
 	last := ids[len(ids)-1]
 	find := func(id string, b store.FindBounds) store.Found {
 		t.Helper()
-		f, err := c.store.FindTask(ctx, "q", id, 0, b)
+		f, err := c.core.Store.FindTask(ctx, "q", id, 0, b)
 		require.NoError(t, err)
 		return f
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/worqr/worqr/internal/controls"
 	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
@@ -54,8 +55,8 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroup(ctx, queue, group, n, create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.ControlGroup(ctx, queue, group, n, create)
 	})
 }
 
@@ -72,8 +73,8 @@ func (c *Client) SetGroupConcurrency(ctx context.Context, queue, group string, n
 // ErrNoQueue, unless CreateQueue is given. docs/flow-control.md tells
 // when a group is held and let go.
 func (c *Client) SetSequenceHold(ctx context.Context, queue string, on bool, opts ...ControlOption) error {
-	return c.controlWith(ctx, "set sequence hold", queue, opts, func(create bool) error {
-		return c.store.ControlSequenceHold(ctx, queue, on, create)
+	return controls.Run(ctx, c.core.Validate, "set sequence hold", queue, opts, func(create bool) error {
+		return c.core.Store.ControlSequenceHold(ctx, queue, on, create)
 	})
 }
 
@@ -97,8 +98,8 @@ func (c *Client) SetGroupTurns(ctx context.Context, queue, group string, n int, 
 	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupTurns(ctx, queue, group, n, create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.ControlGroupTurns(ctx, queue, group, n, create)
 	})
 }
 
@@ -121,8 +122,8 @@ func (c *Client) SetGroupTurnSize(ctx context.Context, queue string, n int, opts
 	if n < 1 || n > MaxGroupTurnSize {
 		return fmt.Errorf("worqr: %s %q: turn size %d not in 1..%d: %w", op, queue, n, MaxGroupTurnSize, ErrInvalidOptions)
 	}
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupTurnSize(ctx, queue, n, create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.ControlGroupTurnSize(ctx, queue, n, create)
 	})
 }
 
@@ -155,8 +156,8 @@ func (c *Client) SetGroupSequenceHold(ctx context.Context, queue, group string, 
 	if err := enqueue.CheckGroup(group, true); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupHold(ctx, queue, group, store.GroupHold(h), create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.ControlGroupHold(ctx, queue, group, store.GroupHold(h), create)
 	})
 }
 
@@ -177,13 +178,13 @@ func (c *Client) SetGroupSequenceHold(ctx context.Context, queue, group string, 
 // starts only when every limit allows it.
 func (c *Client) SetGroupRate(ctx context.Context, queue, group string, n int, per time.Duration, opts ...ControlOption) error {
 	const op = "set group rate"
-	if err := checkRate(n, per); err != nil {
+	if err := controls.CheckRate(n, per); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
 	if err := enqueue.CheckGroup(group, false); err != nil {
 		return fmt.Errorf("worqr: %s %q: %w", op, queue, err)
 	}
-	return c.controlWith(ctx, op, queue, opts, func(create bool) error {
-		return c.store.ControlGroupRate(ctx, queue, group, n, per, create)
+	return controls.Run(ctx, c.core.Validate, op, queue, opts, func(create bool) error {
+		return c.core.Store.ControlGroupRate(ctx, queue, group, n, per, create)
 	})
 }

@@ -108,8 +108,8 @@ func TestCheckRepairsTheGroupCounts(t *testing.T) {
 	assert.Equal(t, "a1", string(p.Task()))
 	requireClean(t, c)
 
-	k := c.store.Keys().Queue("q")
-	do(t, c, c.rdb.B().Hset().Key(k.GroupRunning).FieldValue().FieldValue("a", "3").FieldValue("ghost", "1").Build())
+	k := c.core.Store.Keys().Queue("q")
+	do(t, c, c.core.Redis.B().Hset().Key(k.GroupRunning).FieldValue().FieldValue("a", "3").FieldValue("ghost", "1").Build())
 	_, err := w.Dequeue(ctx, "q")
 	assert.ErrorIs(t, err, ErrNoTask, "the count too high holds a2 back")
 
@@ -118,7 +118,7 @@ func TestCheckRepairsTheGroupCounts(t *testing.T) {
 	assert.Equal(t, 2, rep.Problems())
 	rep = check(t, c, true)
 	assert.EqualValues(t, 2, rep.Repaired.RecountedGroups)
-	held := do(t, c, c.rdb.B().Hgetall().Key(k.GroupRunning).Build())
+	held := do(t, c, c.core.Redis.B().Hgetall().Key(k.GroupRunning).Build())
 	m, err := held.AsStrMap()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a": "2"}, m)

@@ -24,10 +24,10 @@ func taskNames(ps []*Process) []string {
 // groupKeys are the queue's group keys that exist in Redis.
 func groupKeys(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	k := c.store.Keys().Queue(queue)
+	k := c.core.Store.Keys().Queue(queue)
 	var out []string
 	for _, key := range []string{k.GroupWait, k.GroupReady, k.GroupRunning, k.GroupLimits} {
-		n, err := c.rdb.Do(context.Background(), c.rdb.B().Exists().Key(key).Build()).AsInt64()
+		n, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Exists().Key(key).Build()).AsInt64()
 		require.NoError(t, err)
 		if n > 0 {
 			out = append(out, key[strings.LastIndexByte(key, ':')+1:])

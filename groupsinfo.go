@@ -34,15 +34,15 @@ type (
 // 1..MaxGroupsRead (ErrInvalidOptions).
 func (c *Client) Groups(ctx context.Context, queue string, n int) (GroupsReport, error) {
 	const op = "groups"
-	if err := c.validate(ctx, op, queue); err != nil {
+	if err := c.core.Validate(ctx, op, queue); err != nil {
 		return GroupsReport{}, err
 	}
 	if n < 1 || n > MaxGroupsRead {
 		return GroupsReport{}, fmt.Errorf("worqr: %s %q: n %d not in 1..%d: %w", op, queue, n, MaxGroupsRead, ErrInvalidOptions)
 	}
-	st, err := c.store.GroupsRead(ctx, queue, MaxGroupsRead)
+	st, err := c.core.Store.GroupsRead(ctx, queue, MaxGroupsRead)
 	if err != nil {
-		return GroupsReport{}, c.fail(op, queue, err)
+		return GroupsReport{}, c.core.Fail(op, queue, err)
 	}
 	return inspect.Groups(queue, st, n), nil
 }

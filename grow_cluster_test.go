@@ -31,7 +31,7 @@ func TestClientsOfAGrowingClusterHearEachOther(t *testing.T) {
 	b := &backend{t: t, addr: master, seeds: []string{master}, real: true, cluster: true, prefix: "worqrtest-grow"}
 	t.Cleanup(b.deleteKeys)
 	before := b.client()
-	require.Len(t, before.rdb.Nodes(), 1)
+	require.Len(t, before.core.Redis.Nodes(), 1)
 
 	// The spare joins as the master's replica.
 	admin := b.redis()
@@ -52,9 +52,9 @@ func TestClientsOfAGrowingClusterHearEachOther(t *testing.T) {
 	var after *Client
 	eventually(t, 10*time.Second, "a new client sees two nodes", func() bool {
 		after = b.client()
-		return len(after.rdb.Nodes()) == 2
+		return len(after.core.Redis.Nodes()) == 2
 	})
-	t.Logf("sharded: client made before %v, after %v", before.store.Sharded(), after.store.Sharded())
+	t.Logf("sharded: client made before %v, after %v", before.core.Store.Sharded(), after.core.Store.Sharded())
 
 	for _, pair := range []struct {
 		name               string

@@ -128,7 +128,7 @@ func TestWorkEventDuringADequeueIsNotLost(t *testing.T) {
 	var once atomic.Bool
 	var handled atomic.Int32
 	w := newWorker(t, c, WorkerOptions{})
-	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
+	dequeueSHA := c.core.Store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			res := next()
@@ -192,7 +192,7 @@ func TestFailedOutcomeWriteIsRetried(t *testing.T) {
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	var failed atomic.Bool
-	finishSHA := c.store.Scripts().Finish.SHA1()
+	finishSHA := c.core.Store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == finishSHA && failed.CompareAndSwap(false, true) {
@@ -250,7 +250,7 @@ func TestCloseAfterAFailedHandle(t *testing.T) {
 	b, _, _ := setup(t)
 	c, h := hookedClient(t, b)
 	w := newWorker(t, c, WorkerOptions{})
-	releaseSHA := c.store.Scripts().Release.SHA1()
+	releaseSHA := c.core.Store.Scripts().Release.SHA1()
 	h.set(func(h *hooked) {
 		h.recv = func(ctx context.Context) { <-ctx.Done() } // pub/sub not answering
 		h.doMulti = func(ctx context.Context, cmds []rueidis.Completed, next func() []rueidis.RedisResult) []rueidis.RedisResult {
@@ -297,7 +297,7 @@ func TestShutdownIsNotHeldUpByAHungDequeue(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", func(context.Context, *Process) error { return nil }, HandleOptions{}))
 	inDequeue := make(chan struct{}, 1)
-	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
+	dequeueSHA := c.core.Store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == dequeueSHA {
@@ -326,7 +326,7 @@ func TestRuntimeDoesNotPoll(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	dequeueSHA, renewSHA := c.store.Scripts().Dequeue.SHA1(), c.store.Scripts().Keepalive.SHA1()
+	dequeueSHA, renewSHA := c.core.Store.Scripts().Dequeue.SHA1(), c.core.Store.Scripts().Keepalive.SHA1()
 	var dequeues, renewals atomic.Int32
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -362,7 +362,7 @@ func TestUnreachableQueueFencesOnlyThatQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, refused := refuseQueue(h, "a")
 	w, fences := fencingWorkerWith(t, c, lasting)
 	id := w.ID()
@@ -420,7 +420,7 @@ func TestTimedOutOutcomeWriteIsRetried(t *testing.T) {
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
 	var hung atomic.Bool
-	finishSHA := c.store.Scripts().Finish.SHA1()
+	finishSHA := c.core.Store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) == finishSHA && hung.CompareAndSwap(false, true) {

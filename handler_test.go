@@ -51,9 +51,9 @@ func settledQueue(t *testing.T, c *Client, queue string) {
 // read in one script.
 func queueHolds(t *testing.T, c *Client, queue string) int64 {
 	t.Helper()
-	k := c.store.Keys().Queue(queue)
+	k := c.core.Store.Keys().Queue(queue)
 	count := `return redis.call('LLEN', KEYS[1]) + redis.call('HLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])`
-	n, err := c.rdb.Do(context.Background(), c.rdb.B().Eval().Script(count).Numkeys(3).Key(k.Waiting, k.Procs, k.Delayed).Build()).AsInt64()
+	n, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Eval().Script(count).Numkeys(3).Key(k.Waiting, k.Procs, k.Delayed).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -249,8 +249,8 @@ func TestFencedHandlerWritesNothing(t *testing.T) {
 	px := newProxy(t)
 	c := k.clientVia(px)
 	k.beatsOf(c)
-	c.signals.looked.Init(t)
-	c.signals.registered.Init(t)
+	c.core.Signals.Looked.Init(t)
+	c.core.Signals.Registered.Init(t)
 	var a attempts
 	ran := make(chan int, 10)
 	causes := make(chan error, 10)
@@ -279,7 +279,7 @@ func TestFencedHandlerWritesNothing(t *testing.T) {
 	// The retry's backoff (at most a RenewInterval) ends; the clock stays
 	// while the registration is in flight.
 	k.run(fast.RenewInterval)
-	assert.NotEqual(t, oldID, recv(t, c.signals.registered.C(), testsignal.Wait, "registered again"))
+	assert.NotEqual(t, oldID, recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again"))
 	k.run(fast.TTL + fast.RenewInterval) // the old id's lease runs out
 	reclaimed(t, 1, c)
 	require.Equal(t, 2, recv(t, ran, testsignal.Wait, "run again after the reclaim"))
@@ -457,7 +457,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 	t.Parallel()
 	k := setupTimed(t, nil)
 	admin, ctx := k.c, k.ctx
-	l := &ledger{holds: make(map[string][]hold), open: make(map[string]int), clock: admin.clock}
+	l := &ledger{holds: make(map[string][]hold), open: make(map[string]int), clock: admin.core.Clock}
 	tasks := make([][]byte, 6)
 	names := make([]string, len(tasks))
 	for i := range tasks {
@@ -581,7 +581,7 @@ func TestPersistentTasksAreNeverHeldTwice(t *testing.T) {
 // deadPayloads are the payloads of a queue's dead letters, oldest first.
 func deadPayloads(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	vals, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.store.Keys().Queue(queue).Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	vals, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Zrange().Key(c.core.Store.Keys().Queue(queue).Dead).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
 	out := make([]string, 0, len(vals))
 	for _, v := range vals {

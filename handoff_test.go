@@ -23,8 +23,8 @@ import (
 // the next enqueue hands its task to w.
 func idleFirst(t *testing.T, c *Client, queue string, w *Worker) {
 	t.Helper()
-	k := c.store.Keys().Queue(queue)
-	require.NoError(t, c.rdb.Do(context.Background(), c.rdb.B().Zadd().Key(k.Idle).ScoreMember().ScoreMember(1, w.ID()).Build()).Error())
+	k := c.core.Store.Keys().Queue(queue)
+	require.NoError(t, c.core.Redis.Do(context.Background(), c.core.Redis.B().Zadd().Key(k.Idle).ScoreMember().ScoreMember(1, w.ID()).Build()).Error())
 }
 
 // An enqueue that finds a runtime parked hands it the task in the event:
@@ -43,7 +43,7 @@ func TestHandOffStartsTheTaskWithoutADequeue(t *testing.T) {
 	settledParking(t, c, "q", 1)
 	held := make(chan struct{})
 	var dequeues atomic.Int32
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpDequeue && queue == "q" {
 			dequeues.Add(1)
 			select {
@@ -54,7 +54,7 @@ func TestHandOffStartsTheTaskWithoutADequeue(t *testing.T) {
 		}
 		return nil
 	})
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	before := time.Now()
 	id, err := producer.Enqueue(ctx, "q", []byte("t"))
 	require.NoError(t, err)
@@ -96,7 +96,7 @@ func TestLargeTasksAreNotHandedOver(t *testing.T) {
 	h := newHandledBy()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	for _, size := range []int{store.MaxHandOffPayload, store.MaxHandOffPayload + 1} {
 		settledParking(t, c, "q", 1)
 		task := strings.Repeat("x", size)
@@ -124,7 +124,7 @@ func TestNoHandOffOnAPausedQueue(t *testing.T) {
 	}
 	require.NoError(t, c.Pause(ctx, "q"))
 	ids := settledParking(t, c, "q", 3)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.Equal(t, "w1:"+ids[0]+","+ids[1], expectPrefix(t, events, "w1"))
 	assert.Equal(t, []string{"x"}, waiting(t, c, "q"))
@@ -170,7 +170,7 @@ func TestHandOffToAFullRuntimeGoesBackToTheFront(t *testing.T) {
 	givingBack := make(chan struct{})
 	allow := make(chan struct{})
 	var once sync.Once
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpRequeue && queue == "q" {
 			once.Do(func() { close(givingBack) })
 			select {
@@ -252,7 +252,7 @@ func newRaceRuntime(t *testing.T, b *backend, c *Client, ctx context.Context) *r
 // waits for allowScript before its script runs, then signals ran and
 // waits for allowReply before the runtime has the reply.
 func (rr *raceRuntime) holdDequeue() (entered, ran chan struct{}, allowScript, allowReply chan struct{}) {
-	sha := rr.hc.store.Scripts().Dequeue.SHA1()
+	sha := rr.hc.core.Store.Scripts().Dequeue.SHA1()
 	entered, ran = make(chan struct{}, 1), make(chan struct{}, 1)
 	allowScript, allowReply = make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
@@ -293,7 +293,7 @@ func TestHandOffDuringADequeueRunsBeforeTheTaskTheDequeueTook(t *testing.T) {
 	entered, ran, allowScript, allowReply := rr.holdDequeue()
 	givingBack, allowGive := make(chan struct{}, 10), make(chan struct{})
 	var gaveBack atomic.Int32
-	rr.hc.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	rr.hc.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpRequeue && queue == "q" {
 			gaveBack.Add(1)
 			givingBack <- struct{}{}
@@ -308,9 +308,9 @@ func TestHandOffDuringADequeueRunsBeforeTheTaskTheDequeueTook(t *testing.T) {
 	// A work event (forged: the queue is empty; count 7, not a hand-off's)
 	// sends the runtime's dequeue, which waits on its way; the runtime is
 	// still parked.
-	require.NoError(t, c.store.Publish(ctx, "q", "w7"))
+	require.NoError(t, c.core.Store.Publish(ctx, "q", "w7"))
 	recv(t, entered, 5*time.Second, "the dequeue on its way")
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+rr.w.ID()+","), "handed to the runtime")
 	// The dispatcher is done with the hand-off, or (the race lost) it is
@@ -353,17 +353,17 @@ func TestHandOffHeldForADequeueThatFoundNothingStarts(t *testing.T) {
 	rr := newRaceRuntime(t, b, c, ctx)
 	entered, ran, allowScript, allowReply := rr.holdDequeue()
 	var gaveBack atomic.Int32
-	rr.hc.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	rr.hc.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpRequeue && queue == "q" {
 			gaveBack.Add(1)
 		}
 		return nil
 	})
-	require.NoError(t, c.store.Publish(ctx, "q", "w7"))
+	require.NoError(t, c.core.Store.Publish(ctx, "q", "w7"))
 	recv(t, entered, 5*time.Second, "the dequeue on its way")
 	close(allowScript)
 	recv(t, ran, 5*time.Second, "the dequeue found the queue empty (and parked the runtime)")
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+rr.w.ID()+","), "handed to the runtime")
 	recv(t, rr.handed, 5*time.Second, "the dispatcher done with the hand-off")
@@ -410,7 +410,7 @@ func TestHandOffToAStoppingWorkerGoesBack(t *testing.T) {
 		return stopping.core.Worker().Phase() == lifecycle.Draining
 	})
 	idleFirst(t, c, "q", stopping)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+stopping.ID()+","), "handed to the stopping worker")
 	assert.Equal(t, "x", recv(t, h.got, 5*time.Second, "x run"))
@@ -440,7 +440,7 @@ func TestHandOffToAWorkerThatDiedIsReclaimed(t *testing.T) {
 	idleFirst(t, c, "q", doomed)
 	id := doomed.ID()
 	crash(doomed)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.True(t, strings.HasPrefix(expectPrefix(t, events, "h"), "h"+id+","), "handed to the dead worker")
 	procs, err := c.Processes(ctx, "q")
@@ -472,7 +472,7 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 
 	// The server drops the subscription; subscribing again waits.
 	resubscribe := make(chan struct{})
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpSubscribe && queue == "q" {
 			select {
 			case <-resubscribe:
@@ -482,16 +482,16 @@ func TestMissedHandOffIsReconciled(t *testing.T) {
 		}
 		return nil
 	})
-	channel := c.store.Keys().Queue("q").Channel
-	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build()
-	numsub := producer.rdb.B().PubsubNumsub().Channel(channel).Build().Pin()
+	channel := c.core.Store.Keys().Queue("q").Channel
+	unsubscribe := c.core.Redis.B().Unsubscribe().Channel(channel).Build()
+	numsub := producer.core.Redis.B().PubsubNumsub().Channel(channel).Build().Pin()
 	if b.cluster {
-		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build()
-		numsub = producer.rdb.B().PubsubShardnumsub().Channel(channel).Build().Pin()
+		unsubscribe = c.core.Redis.B().Sunsubscribe().Channel(channel).Build()
+		numsub = producer.core.Redis.B().PubsubShardnumsub().Channel(channel).Build().Pin()
 	}
-	require.NoError(t, c.rdb.Do(ctx, unsubscribe).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, unsubscribe).Error())
 	eventually(t, 5*time.Second, "unsubscribed", func() bool {
-		n, err := producer.rdb.Do(ctx, numsub).AsIntMap()
+		n, err := producer.core.Redis.Do(ctx, numsub).AsIntMap()
 		require.NoError(t, err)
 		return n[channel] == 0
 	})
@@ -579,7 +579,7 @@ func TestHandOffsRunEveryTaskOnce(t *testing.T) {
 		}
 	}
 	settledParking(t, c, "q", 4)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	var wg sync.WaitGroup
 	for g := range producers {
 		wg.Go(func() {
@@ -639,7 +639,7 @@ func TestARuntimeHandedItsLastSlotParksAgainOnceSlotsFree(t *testing.T) {
 		require.NoError(t, w.Handle(ctx, "q", handle, HandleOptions{Concurrency: 1}))
 	}
 	settledParking(t, c, "q", 2)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	for _, task := range []string{"a", "b"} {
 		require.NoError(t, second(producer.Enqueue(ctx, "q", []byte(task))))
 		expectPrefix(t, events, "h") // handed over, not dequeued
@@ -684,7 +684,7 @@ func TestAHandedTaskCostsOneDequeue(t *testing.T) {
 	finished := make(chan struct{}, 16)
 	over := make(chan struct{})
 	t.Cleanup(func() { close(over) }) // before the worker closes
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		switch op {
 		case store.OpFinish:
 			finished <- struct{}{}
@@ -701,7 +701,7 @@ func TestAHandedTaskCostsOneDequeue(t *testing.T) {
 		}
 		return nil
 	})
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	const rounds = 5
 	for i := range rounds {
 		hold.Store(true)

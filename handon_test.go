@@ -19,7 +19,7 @@ func blockFinishes(t *testing.T, c *Client) (release func(), entered func() int)
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	n := 0
-	c.store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
 		if op != store.OpFinish {
 			return nil
 		}

@@ -251,7 +251,7 @@ func freeze(w *Worker) {
 // any fault set before).
 func countCalls(c *Client, op store.Op) *atomic.Int64 {
 	n := new(atomic.Int64)
-	c.store.SetFault(func(_ context.Context, got store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, got store.Op, _ string) error {
 		if got == op {
 			n.Add(1)
 		}
@@ -263,7 +263,7 @@ func countCalls(c *Client, op store.Op) *atomic.Int64 {
 // zscore is member's score in the sorted set key, 0 when it has none.
 func zscore(t *testing.T, c *Client, key, member string) float64 {
 	t.Helper()
-	f, err := c.rdb.Do(ctxT(t), c.rdb.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+	f, err := c.core.Redis.Do(ctxT(t), c.core.Redis.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
 		return 0
 	}
@@ -332,17 +332,17 @@ func leaseLive(t *testing.T, c *Client, id string) bool {
 func leasesExpired(t *testing.T, c *Client, id string, queues ...string) bool {
 	t.Helper()
 	ctx := context.Background()
-	zsets := []string{c.store.Keys().Workers()}
+	zsets := []string{c.core.Store.Keys().Workers()}
 	for _, q := range queues {
-		zsets = append(zsets, c.store.Keys().Queue(q).Leases)
+		zsets = append(zsets, c.core.Store.Keys().Queue(q).Leases)
 	}
 	for _, z := range zsets {
-		score, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(z).Member(id).Build()).AsFloat64()
+		score, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zscore().Key(z).Member(id).Build()).AsFloat64()
 		if rueidis.IsRedisNil(err) {
 			continue
 		}
 		require.NoError(t, err)
-		if int64(score) > c.clock.Now().UnixMilli() {
+		if int64(score) > c.core.Clock.Now().UnixMilli() {
 			return false
 		}
 	}
@@ -556,14 +556,14 @@ func afterOutage(t *testing.T, op func() error) error {
 // loop started again, and returns that runtime.
 func failStopWork(t *testing.T, c *Client, w *Worker, queue string) *engine.Runtime {
 	t.Helper()
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpRelease {
 			return errors.New("connection reset (test)")
 		}
 		return nil
 	})
 	require.Error(t, w.StopWork(ctxT(t), queue), "StopWork fails: the queue stays served")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	r := runnerOf(w, queue)
 	require.True(t, r.Taking(), "loop restarted")
 	return r

@@ -367,7 +367,7 @@ func TestNonsenseArguments(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = c.NewWorker(ctx, WorkerOptions{RenewInterval: -time.Second})
 	assert.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = New(Options{Redis: c.rdb, MaxTaskSize: -1})
+	_, err = New(Options{Redis: c.core.Redis, MaxTaskSize: -1})
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 
 	for _, r := range [][2]int64{{0, math.MaxInt64}, {math.MinInt64, math.MaxInt64}, {5, 2}, {-1, -3}, {math.MaxInt64, math.MinInt64}} {
@@ -430,7 +430,7 @@ func TestForgedEventsLoseNoTask(t *testing.T) {
 			defer mu.Unlock()
 			return runs["victim"] == 1
 		})
-		require.NoError(t, c.store.Publish(ctx, "q", forged))
+		require.NoError(t, c.core.Store.Publish(ctx, "q", forged))
 		assert.ErrorIs(t, recv(t, causes, 5*time.Second, "the forged event ends the handler"), want, forged)
 		eventually(t, 5*time.Second, "the task is run again, not lost: "+forged, func() bool {
 			mu.Lock()

@@ -41,22 +41,11 @@ const (
 	StateDeleted   = worqrtype.StateDeleted   // a process whose queue was deleted
 )
 
-// each is f of every element of xs, in order.
-func each[T, U any](xs []T, f func(T) U) []U {
-	out := make([]U, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
 // InspectOption changes what the inspection calls (Tasks, Delayed,
 // Processes, DeadLetters, Outcomes and FindTask) return.
 type InspectOption func(*inspectOptions)
 
-type inspectOptions struct {
-	cut int // bytes of each payload; < 0: whole
-}
+type inspectOptions = inspect.Options
 
 // PayloadPrefix makes an inspection call return only the first n bytes of
 // each payload (n = 0: none), cut in Redis, so that the reply, and the
@@ -65,35 +54,18 @@ type inspectOptions struct {
 // the whole size. A prefix may end inside a UTF-8 sequence. n must not be
 // negative (ErrInvalidOptions).
 func PayloadPrefix(n int) InspectOption {
-	return func(o *inspectOptions) { o.cut = n }
-}
-
-// inspectCut is the cut the options ask for (-1: whole), or
-// ErrInvalidOptions.
-func inspectCut(op, queue string, opts []InspectOption) (int, error) {
-	o := inspectOptions{cut: -1}
-	set := false
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-			set = true
-		}
-	}
-	if set && o.cut < 0 {
-		return 0, fmt.Errorf("worqr: %s %q: payload prefix %d: %w", op, queue, o.cut, ErrInvalidOptions)
-	}
-	return o.cut, nil
+	return func(o *inspectOptions) { o.Cut = n }
 }
 
 // Queues lists the queues that exist: enqueued to, or served by a worker,
 // and not deleted since. It reads the registry, never KEYS or SCAN.
 func (c *Client) Queues(ctx context.Context) ([]string, error) {
-	if err := c.validateCtx(ctx, "queues"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "queues"); err != nil {
 		return nil, err
 	}
-	names, err := c.store.Queues(ctx)
+	names, err := c.core.Store.Queues(ctx)
 	if err != nil {
-		return nil, c.fail("queues", "", err)
+		return nil, c.core.Fail("queues", "", err)
 	}
 	return names, nil
 }
@@ -101,12 +73,12 @@ func (c *Client) Queues(ctx context.Context) ([]string, error) {
 // QueueLen returns the number of tasks waiting in a queue, those waiting
 // in groups (see Group) included.
 func (c *Client) QueueLen(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "queue length", queue); err != nil {
+	if err := c.core.Validate(ctx, "queue length", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.QueueLen(ctx, queue)
+	n, err := c.core.Store.QueueLen(ctx, queue)
 	if err != nil {
-		return 0, c.fail("queue length", queue, err)
+		return 0, c.core.Fail("queue length", queue, err)
 	}
 	return n, nil
 }
@@ -152,18 +124,18 @@ func (c *Client) Range(ctx context.Context, queue string, start, stop int64) ([]
 // Tasks returns waiting tasks in Range's order, with their ids and
 // metadata (TaskInfo.Group names a grouped task's group). With PayloadPrefix their payloads are cut in Redis.
 func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opts ...InspectOption) ([]TaskInfo, error) {
-	if err := c.validate(ctx, "range", queue); err != nil {
+	if err := c.core.Validate(ctx, "range", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("range", queue, opts)
+	cut, err := inspect.Cut("range", queue, opts)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := c.store.Range(ctx, queue, start, stop, cut)
+	ts, err := c.core.Store.Range(ctx, queue, start, stop, cut)
 	if err != nil {
-		return nil, c.fail("range", queue, err)
+		return nil, c.core.Fail("range", queue, err)
 	}
-	return each(ts, func(t store.Task) TaskInfo { return t.Info(queue) }), nil
+	return inspect.Each(ts, func(t store.Task) TaskInfo { return t.Info(queue) }), nil
 }
 
 // Delayed returns a queue's delayed tasks in due order (TaskInfo.DueAt),
@@ -171,28 +143,28 @@ func (c *Client) Tasks(ctx context.Context, queue string, start, stop int64, opt
 // positions count from the last. With PayloadPrefix their payloads are
 // cut in Redis.
 func (c *Client) Delayed(ctx context.Context, queue string, start, stop int64, opts ...InspectOption) ([]TaskInfo, error) {
-	if err := c.validate(ctx, "delayed", queue); err != nil {
+	if err := c.core.Validate(ctx, "delayed", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("delayed", queue, opts)
+	cut, err := inspect.Cut("delayed", queue, opts)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := c.store.Delayed(ctx, queue, start, stop, cut)
+	ds, err := c.core.Store.Delayed(ctx, queue, start, stop, cut)
 	if err != nil {
-		return nil, c.fail("delayed", queue, err)
+		return nil, c.core.Fail("delayed", queue, err)
 	}
-	return each(ds, func(d store.DelayedTask) TaskInfo { return d.Info(queue) }), nil
+	return inspect.Each(ds, func(d store.DelayedTask) TaskInfo { return d.Info(queue) }), nil
 }
 
 // DelayedLen returns the number of a queue's delayed tasks.
 func (c *Client) DelayedLen(ctx context.Context, queue string) (int64, error) {
-	if err := c.validate(ctx, "delayed length", queue); err != nil {
+	if err := c.core.Validate(ctx, "delayed length", queue); err != nil {
 		return 0, err
 	}
-	n, err := c.store.DelayedLen(ctx, queue)
+	n, err := c.core.Store.DelayedLen(ctx, queue)
 	if err != nil {
-		return 0, c.fail("delayed length", queue, err)
+		return 0, c.core.Fail("delayed length", queue, err)
 	}
 	return n, nil
 }
@@ -201,19 +173,19 @@ func (c *Client) DelayedLen(ctx context.Context, queue string) (int64, error) {
 // in dequeue order. With PayloadPrefix their tasks' payloads are cut in
 // Redis.
 func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOption) ([]ProcessInfo, error) {
-	if err := c.validate(ctx, "processes", queue); err != nil {
+	if err := c.core.Validate(ctx, "processes", queue); err != nil {
 		return nil, err
 	}
-	cut, err := inspectCut("processes", queue, opts)
+	cut, err := inspect.Cut("processes", queue, opts)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := c.store.Procs(ctx, queue, cut)
+	ps, err := c.core.Store.Procs(ctx, queue, cut)
 	if err != nil {
-		return nil, c.fail("processes", queue, err)
+		return nil, c.core.Fail("processes", queue, err)
 	}
 	inspect.SortProcs(ps)
-	return each(ps, func(p store.Proc) ProcessInfo { return p.Info(queue) }), nil
+	return inspect.Each(ps, func(p store.Proc) ProcessInfo { return p.Info(queue) }), nil
 }
 
 // FindTask looks a task up by id in a queue: in flight, delayed, dead or
@@ -228,43 +200,43 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 // An unknown id is not an error: nothing is found. An empty id is
 // ErrInvalidOptions.
 func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...InspectOption) (TaskLocation, error) {
-	if err := c.validate(ctx, "find task", queue); err != nil {
+	if err := c.core.Validate(ctx, "find task", queue); err != nil {
 		return TaskLocation{}, err
 	}
 	if id == "" {
 		return TaskLocation{}, fmt.Errorf("worqr: find task %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("find task", queue, opts)
+	cut, err := inspect.Cut("find task", queue, opts)
 	if err != nil {
 		return TaskLocation{}, err
 	}
-	f, err := c.store.FindTask(ctx, queue, id, cut, inspect.FindBounds)
+	f, err := c.core.Store.FindTask(ctx, queue, id, cut, inspect.FindBounds)
 	if err != nil {
-		return TaskLocation{}, c.fail("find task", queue, err)
+		return TaskLocation{}, c.core.Fail("find task", queue, err)
 	}
 	return f.Location(queue), nil
 }
 
 // Workers lists the workers whose lease is live.
 func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	if err := c.validateCtx(ctx, "workers"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "workers"); err != nil {
 		return nil, err
 	}
-	ls, err := c.store.LiveWorkers(ctx)
+	ls, err := c.core.Store.LiveWorkers(ctx)
 	if err != nil {
-		return nil, c.fail("workers", "", err)
+		return nil, c.core.Fail("workers", "", err)
 	}
-	return each(ls, store.WorkerLease.Info), nil
+	return inspect.Each(ls, store.WorkerLease.Info), nil
 }
 
 // WorkerQueues lists the queues a worker serves.
 func (c *Client) WorkerQueues(ctx context.Context, workerID string) ([]string, error) {
-	if err := c.validateCtx(ctx, "worker queues"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "worker queues"); err != nil {
 		return nil, err
 	}
-	qs, err := c.store.WorkerQueues(ctx, workerID)
+	qs, err := c.core.Store.WorkerQueues(ctx, workerID)
 	if err != nil {
-		return nil, c.fail("worker queues", "", err)
+		return nil, c.core.Fail("worker queues", "", err)
 	}
 	return qs, nil
 }
@@ -279,21 +251,21 @@ const maxOutcomesLimit = 1000
 // outcomes come and expire, as DeadLetters' do. With PayloadPrefix each
 // result or error is cut in Redis.
 func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, opts ...InspectOption) ([]KeptOutcome, error) {
-	if err := c.validate(ctx, "outcomes", queue); err != nil {
+	if err := c.core.Validate(ctx, "outcomes", queue); err != nil {
 		return nil, err
 	}
 	if offset < 0 || limit <= 0 || limit > maxOutcomesLimit {
 		return nil, fmt.Errorf("worqr: outcomes %q: offset %d, limit %d: %w", queue, offset, limit, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("outcomes", queue, opts)
+	cut, err := inspect.Cut("outcomes", queue, opts)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.store.Outcomes(ctx, queue, offset, limit, cut)
+	rs, err := c.core.Store.Outcomes(ctx, queue, offset, limit, cut)
 	if err != nil {
-		return nil, c.fail("outcomes", queue, err)
+		return nil, c.core.Fail("outcomes", queue, err)
 	}
-	return each(rs, func(r store.KeptOutcome) KeptOutcome { return r.Kept(queue) }), nil
+	return inspect.Each(rs, func(r store.KeptOutcome) KeptOutcome { return r.Kept(queue) }), nil
 }
 
 // FindOutcome returns the outcome a queue keeps for a task, by id, as
@@ -303,19 +275,19 @@ func (c *Client) Outcomes(ctx context.Context, queue string, offset, limit int, 
 // to be retained, or its retention ran out); an empty id is
 // ErrInvalidOptions.
 func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...InspectOption) (KeptOutcome, error) {
-	if err := c.validate(ctx, "find outcome", queue); err != nil {
+	if err := c.core.Validate(ctx, "find outcome", queue); err != nil {
 		return KeptOutcome{}, err
 	}
 	if id == "" {
 		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	cut, err := inspectCut("find outcome", queue, opts)
+	cut, err := inspect.Cut("find outcome", queue, opts)
 	if err != nil {
 		return KeptOutcome{}, err
 	}
-	r, ok, err := c.store.OutcomeCut(ctx, queue, id, cut)
+	r, ok, err := c.core.Store.OutcomeCut(ctx, queue, id, cut)
 	if err != nil {
-		return KeptOutcome{}, c.fail("find outcome", queue, err)
+		return KeptOutcome{}, c.core.Fail("find outcome", queue, err)
 	}
 	if !ok {
 		return KeptOutcome{}, fmt.Errorf("worqr: find outcome %q %s: %w", queue, id, ErrNoTask)
@@ -325,12 +297,12 @@ func (c *Client) FindOutcome(ctx context.Context, queue, id string, opts ...Insp
 
 // Schedules lists a queue's periodic schedules, by name.
 func (c *Client) Schedules(ctx context.Context, queue string) ([]ScheduleInfo, error) {
-	if err := c.validate(ctx, "schedules", queue); err != nil {
+	if err := c.core.Validate(ctx, "schedules", queue); err != nil {
 		return nil, err
 	}
-	ss, err := c.store.Schedules(ctx, queue)
+	ss, err := c.core.Store.Schedules(ctx, queue)
 	if err != nil {
-		return nil, c.fail("schedules", queue, err)
+		return nil, c.core.Fail("schedules", queue, err)
 	}
-	return each(ss, func(s store.ScheduleState) ScheduleInfo { return s.Info(queue) }), nil
+	return inspect.Each(ss, func(s store.ScheduleState) ScheduleInfo { return s.Info(queue) }), nil
 }

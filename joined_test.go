@@ -71,7 +71,7 @@ func TestJoinedFinishSettlesEachProcessOnce(t *testing.T) {
 	ws, ps := twoHolders(t, c, 0, 1, 1)
 	w1, p1, p2, p3 := ws[0], ps[0], ps[1], ps[2]
 	stolen := newProcess(w1, "q", store.Proc{PID: p3.ID(), Owner: w1.ID(), Task: store.Task{ID: p3.TaskID(), Payload: string(p3.Task())}}) // w1 claims w2's process
-	codes, err := engine.FinishJoined(ctx, c.store, "q", []*engine.Proc{&p1.rec, &p2.rec, &p1.rec, &stolen.rec})
+	codes, err := engine.FinishJoined(ctx, c.core.Store, "q", []*engine.Proc{&p1.rec, &p2.rec, &p1.rec, &stolen.rec})
 	require.NoError(t, err)
 	require.Equal(t, []store.Outcome{store.WasActive, store.WasActive, store.NotOwned, store.NotOwned}, codes)
 	procs, err := c.Processes(ctx, "q")
@@ -95,7 +95,7 @@ func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
 	}
 	stolen := ref(p3, 0, "")
 	stolen.Worker = w1.ID() // w1 claims w2's process
-	codes, err := c.store.Retry(ctx, "q", []store.RetryRef{
+	codes, err := c.core.Store.Retry(ctx, "q", []store.RetryRef{
 		ref(p1, 0, "first"), ref(p2, time.Hour, "second"), ref(p1, 0, "again"), stolen, ref(p4, 0, "x"),
 	})
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestJoinedRetrySettlesEachProcessOnce(t *testing.T) {
 	require.Len(t, procs, 1)
 	require.Equal(t, p3.ID(), procs[0].ID)
 	assert.Equal(t, []string{"a"}, waiting(t, c, "q"), "p1's task is back; p4's was cancelled")
-	delayed, err := c.store.DelayedLen(ctx, "q")
+	delayed, err := c.core.Store.DelayedLen(ctx, "q")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, delayed, "p2's task waits an hour")
 	again, err := w1.Dequeue(ctx, "q")
@@ -125,7 +125,7 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 	ps := dequeueAll(t, w, "q", n)
 	var calls atomic.Int64
 	first, release := make(chan struct{}), make(chan struct{})
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpRequeue && calls.Add(1) == 1 {
 			close(first)
 			<-release
@@ -139,7 +139,7 @@ func TestOverlappingRetriesAreJoined(t *testing.T) {
 		go func() { errs <- p.Retry(ctx, 0, errors.New("e")) }()
 	}
 	eventually(t, 5*time.Second, "the other retries wait behind the first", func() bool {
-		items, _ := c.retries.Queued("q")
+		items, _ := c.core.Retries.Queued("q")
 		return items == n-1
 	})
 	close(release)

@@ -28,7 +28,7 @@ type scriptCounter struct {
 }
 
 func countScripts(c *Client, h *hooked) *scriptCounter {
-	s := c.store.Scripts()
+	s := c.core.Store.Scripts()
 	named := make(map[string]string)
 	sc := &scriptCounter{n: make(map[string]int), names: map[string]string{
 		s.Keepalive.SHA1(): "keepalive",
@@ -106,7 +106,7 @@ func TestIdleFleetOnlyRenews(t *testing.T) {
 		c, h := k.hooked()
 		k.c = c
 		k.beats()
-		joint = c.store.JointRenewals()
+		joint = c.core.Store.JointRenewals()
 		counters = append(counters, countScripts(c, h))
 		w := newWorker(t, c, opts)
 		require.NoError(t, w.StartWork(ctx, "a", Events{}))
@@ -168,18 +168,18 @@ func TestRenewalSendsTheReclaimerToADeadWorker(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c // the clock runs beat by beat on the worker's client
 	k.beats()
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	sc := countScripts(c, h)
 	newWorker(t, c, WorkerOptions{TTL: 3 * time.Second, RenewInterval: fast.RenewInterval})
-	c.signals.looked.WaitOrTimeout() // the first look
+	c.core.Signals.Looked.WaitOrTimeout() // the first look
 	k.run(fast.RenewInterval)
 	require.Positive(t, sc.counts()["keepalive"], "a renewal")
 	// A worker that died long ago, with nothing to give back: no lease in
 	// the registry lies ahead to wake the lone worker's reclaimer.
-	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zadd().Key(admin.store.Keys().Workers()).ScoreMember().ScoreMember(1, "dead-worker").Build()).Error())
+	require.NoError(t, admin.core.Redis.Do(ctx, admin.core.Redis.B().Zadd().Key(admin.core.Store.Keys().Workers()).ScoreMember().ScoreMember(1, "dead-worker").Build()).Error())
 	k.run(fast.RenewInterval) // the next renewal sees it
 	untilLooked(t, c, "the dead worker is reclaimed", func() bool {
-		n, err := admin.rdb.Do(ctx, admin.rdb.B().Zscore().Key(admin.store.Keys().Workers()).Member("dead-worker").Build()).AsFloat64()
+		n, err := admin.core.Redis.Do(ctx, admin.core.Redis.B().Zscore().Key(admin.core.Store.Keys().Workers()).Member("dead-worker").Build()).AsFloat64()
 		return rueidis.IsRedisNil(err) && n == 0
 	})
 }
@@ -200,13 +200,13 @@ func TestQueueLeaseFoundGoneFencesTheWorker(t *testing.T) {
 			k.beats()
 			c, ctx := k.c, k.ctx
 			if apart {
-				c.store.RenewApart()
+				c.core.Store.RenewApart()
 			}
 			w, fences := fencingWorker(t, c)
 			id := w.ID()
 			require.NoError(t, w.StartWork(ctx, "a", Events{}))
 			require.NoError(t, w.StartWork(ctx, "b", Events{}))
-			require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("b").Leases).Member(id).Build()).Error())
+			require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Queue("b").Leases).Member(id).Build()).Error())
 			k.run(fast.RenewInterval) // the next renewal finds it gone
 			ev := recv(t, fences, testsignal.Wait, "fenced")
 			assert.Equal(t, id, ev.WorkerID)
@@ -224,13 +224,13 @@ func TestQueueLeaseFoundGoneFencesTheWorker(t *testing.T) {
 func TestKeepaliveOfSeveralWorkers(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	if !c.store.JointRenewals() {
+	if !c.core.Store.JointRenewals() {
 		t.Skip("queue leases are renewed apart on a Cluster")
 	}
-	s, k := c.store, c.store.Keys()
+	s, k := c.core.Store, c.core.Store.Keys()
 	score := func(key, member string) float64 { return zscore(t, c, key, member) }
 	zadd := func(key, member string, f float64) {
-		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(key).ScoreMember().ScoreMember(f, member).Build()).Error())
+		require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zadd().Key(key).ScoreMember().ScoreMember(f, member).Build()).Error())
 	}
 	ids := []string{"w1", "w2", "w3"}
 	for _, id := range ids {
@@ -241,7 +241,7 @@ func TestKeepaliveOfSeveralWorkers(t *testing.T) {
 		}
 	}
 	zadd(k.Workers(), "w2", 1) // expired long ago
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Queue("b").Leases).Member("w3").Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(k.Queue("b").Leases).Member("w3").Build()).Error())
 	w2OnA := score(k.Queue("a").Leases, "w2")
 
 	got, err := s.Keepalive(ctx, 2*time.Minute, []store.Keepalive{
@@ -288,7 +288,7 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c
 	k.beats()
-	keepaliveSHA := c.store.Scripts().Keepalive.SHA1()
+	keepaliveSHA := c.core.Store.Scripts().Keepalive.SHA1()
 	var mu sync.Mutex
 	var calls []int // workers renewed by each keepalive call
 	h.set(func(h *hooked) {
@@ -324,10 +324,10 @@ func TestWorkersOfAClientRenewTogether(t *testing.T) {
 func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	if !c.store.JointRenewals() {
+	if !c.core.Store.JointRenewals() {
 		t.Skip("queue leases are renewed apart on a Cluster")
 	}
-	s, k := c.store, c.store.Keys()
+	s, k := c.core.Store, c.core.Store.Keys()
 	const n = store.MaxWorkersPerKeepalive
 	var ks []store.Keepalive
 	for i := range n {
@@ -353,7 +353,7 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 	// two, later however little time passed between them.
 	renewFor(time.Minute)
 	scores := func(key string) map[string]float64 {
-		zs, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		zs, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		require.NoError(t, err)
 		m := make(map[string]float64, len(zs))
 		for _, z := range zs {
@@ -381,11 +381,11 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 
 	// w001 left the registry, w002's lease on q is gone, and w003 holds
 	// leases that run out later than this renewal's.
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Workers()).Member("w001").Build()).Error())
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Queue("q").Leases).Member("w002").Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(k.Workers()).Member("w001").Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(k.Queue("q").Leases).Member("w002").Build()).Error())
 	later := float64(time.Now().Add(time.Hour).UnixMilli())
 	for _, key := range []string{k.Workers(), k.Queue("q").Leases} {
-		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(key).ScoreMember().ScoreMember(later, "w003").Build()).Error())
+		require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zadd().Key(key).ScoreMember().ScoreMember(later, "w003").Build()).Error())
 	}
 	w001OnQ := score(k.Queue("q").Leases, "w001")
 	got = renew()
@@ -408,7 +408,7 @@ func TestJointRenewalCostsAFewCallsWhileNoLeaseRanOut(t *testing.T) {
 
 	// A lease run out in the registry: each worker is asked, and the
 	// expired one is not revived.
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zadd().Key(k.Workers()).ScoreMember().ScoreMember(1, "w004").Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zadd().Key(k.Workers()).ScoreMember().ScoreMember(1, "w004").Build()).Error())
 	got = renew()
 	assert.True(t, got[4].Gone)
 	assert.Equal(t, float64(1), score(k.Workers(), "w004"), "an expired lease is never revived")

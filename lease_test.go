@@ -67,7 +67,7 @@ func (k *clocked) beats() { k.beatsOf(k.c) }
 // waits for its beats too, which keep its workers alive.
 func (k *clocked) beatsOf(c *Client) {
 	if k.clk != nil {
-		c.signals.beat.Init(k.t)
+		c.core.Signals.Beat.Init(k.t)
 		k.beating = append(k.beating, c)
 	}
 }
@@ -84,7 +84,7 @@ func (k *clocked) reclaimingPeer() (*Client, *Worker) {
 	k.t.Helper()
 	pc := k.client()
 	k.beatsOf(pc)
-	pc.signals.looked.Init(k.t)
+	pc.core.Signals.Looked.Init(k.t)
 	return pc, newWorker(k.t, pc, fast)
 }
 
@@ -97,7 +97,7 @@ func reclaimed(t *testing.T, n int64, cs ...*Client) {
 	t.Helper()
 	cases := make([]reflect.SelectCase, 0, len(cs)+1)
 	for _, c := range cs {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c.signals.looked.C())})
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c.core.Signals.Looked.C())})
 	}
 	timeout := time.After(testsignal.Wait)
 	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)})
@@ -120,7 +120,7 @@ func untilLooked(t *testing.T, c *Client, what string, cond func() bool) {
 	timeout := time.After(testsignal.Wait)
 	for !cond() {
 		select {
-		case <-c.signals.looked.C():
+		case <-c.core.Signals.Looked.C():
 		case <-timeout:
 			t.Fatalf("not within %v of looks: %s", testsignal.Wait, what)
 		}
@@ -246,7 +246,7 @@ func (k *clocked) run(d time.Duration) {
 		}
 		k.advance(next.Sub(now))
 		for _, c := range k.beating {
-			c.signals.beat.WaitOrTimeout()
+			c.core.Signals.Beat.WaitOrTimeout()
 		}
 	}
 }
@@ -289,7 +289,7 @@ func (k *clocked) waitTimers(n int) {
 // every queue when queue is "") while on is set; it returns the switch.
 func failing(c *Client, op store.Op, queue string) (set func(bool)) {
 	on := new(atomic.Bool)
-	c.store.SetFault(func(_ context.Context, got store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, got store.Op, q string) error {
 		if on.Load() && got == op && (queue == "" || q == queue) {
 			return errors.New("renewal refused (test)")
 		}
@@ -320,7 +320,7 @@ func noFence(t *testing.T, fences <-chan FenceEvent) {
 func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
-	k.c.signals.beat.Init(t)
+	k.c.core.Signals.Beat.Init(t)
 	refuse := failing(k.c, store.OpRenew, "")
 	refuse(true)
 	w, fences := fencingWorker(t, k.c)
@@ -329,7 +329,7 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 	k.waitTimers(2) // the deadline, the beat
 
 	k.advance(899 * time.Millisecond)
-	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat tried to renew the worker")
+	require.Equal(t, 1, k.c.core.Signals.Beat.WaitOrTimeout(), "the beat tried to renew the worker")
 	noFence(t, fences)
 	_, err := currentID(w)
 	require.NoError(t, err, "fenced before its deadline")
@@ -352,18 +352,18 @@ func TestWorkerThatCannotRenewFencesItselfAtTheMargin(t *testing.T) {
 func TestRenewalMovesTheDeadline(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
-	k.c.signals.beat.Init(t)
+	k.c.core.Signals.Beat.Init(t)
 	refuse := failing(k.c, store.OpRenew, "")
 	w, fences := fencingWorker(t, k.c)
 	k.waitTimers(2)
 
 	k.advance(250 * time.Millisecond) // the first beat
-	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
+	require.Equal(t, 1, k.c.core.Signals.Beat.WaitOrTimeout())
 	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "sent at 250 ms, renewed to 250 + 900 ms")
 
 	refuse(true)
 	k.advance(899 * time.Millisecond) // past the first deadline (900 ms)
-	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout(), "the beat of 500 ms tried")
+	require.Equal(t, 1, k.c.core.Signals.Beat.WaitOrTimeout(), "the beat of 500 ms tried")
 	require.Equal(t, k.at(1150*time.Millisecond), registryDeadline(w), "a failed renewal moved the deadline")
 
 	k.advance(time.Millisecond)
@@ -383,10 +383,10 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
-	k.c.store.RenewApart() // as on a Cluster
-	k.c.signals.beat.Init(t)
-	k.c.signals.queueRenewed.Init(t)
-	k.c.signals.rejoined.Init(t)
+	k.c.core.Store.RenewApart() // as on a Cluster
+	k.c.core.Signals.Beat.Init(t)
+	k.c.core.Signals.QueueRenewed.Init(t)
+	k.c.core.Signals.Rejoined.Init(t)
 	refuse := failing(k.c, store.OpRenewQueue, "a")
 	w, fences := fencingWorker(t, k.c)
 	id := w.ID()
@@ -396,8 +396,8 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	k.waitTimers(2)
 
 	k.advance(250 * time.Millisecond)
-	require.Equal(t, 1, k.c.signals.beat.WaitOrTimeout())
-	renewedQueues := []string{k.c.signals.queueRenewed.WaitOrTimeout(), k.c.signals.queueRenewed.WaitOrTimeout()}
+	require.Equal(t, 1, k.c.core.Signals.Beat.WaitOrTimeout())
+	renewedQueues := []string{k.c.core.Signals.QueueRenewed.WaitOrTimeout(), k.c.core.Signals.QueueRenewed.WaitOrTimeout()}
 	require.ElementsMatch(t, []string{"a", "b"}, renewedQueues)
 	var da, db time.Time
 	da = sessionOf(w, "a").Lease.View().Deadline
@@ -425,12 +425,12 @@ func TestQueueLeaseLostFencesOnlyThatQueueAndRejoins(t *testing.T) {
 	refuse(false)
 	k.advance(99 * time.Millisecond)
 	select {
-	case q := <-k.c.signals.rejoined.C():
+	case q := <-k.c.core.Signals.Rejoined.C():
 		t.Fatalf("%s rejoined before its old lease ran out", q)
 	default:
 	}
 	k.advance(time.Millisecond)
-	require.Equal(t, "a", k.c.signals.rejoined.WaitOrTimeout())
+	require.Equal(t, "a", k.c.core.Signals.Rejoined.WaitOrTimeout())
 	fencedA = a.Lease.View().State == lifecycle.SessionFenced
 	assert.False(t, fencedA, "a is still fenced after the rejoin")
 	assert.Equal(t, id, w.ID())

@@ -185,12 +185,12 @@ func TestRetryAfterMaxAttemptsAndKind(t *testing.T) {
 	second := recv(t, starts, 5*time.Second, "second attempt, after RetryAfter rather than the hour-long backoff")
 	assert.GreaterOrEqual(t, second.Sub(first), 180*time.Millisecond)
 	eventually(t, 5*time.Second, "dead-lettered on its own budget of 2", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
-	k := c.store.Keys().Queue("q")
-	vals, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(k.Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	k := c.core.Store.Keys().Queue("q")
+	vals, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zrange().Key(k.Dead).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.Len(t, vals, 1)
 	assert.Contains(t, vals[0], ",Krate_limit_", "the kind, cleaned")
-	msg, err := c.rdb.Do(ctx, c.rdb.B().Hvals().Key(k.Errors).Build()).AsStrSlice()
+	msg, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hvals().Key(k.Errors).Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.Len(t, msg, 2, "the error and the attempt history")
 	assert.Contains(t, msg, "still limited")
@@ -213,7 +213,7 @@ func TestManualRetryAndDeadLetter(t *testing.T) {
 	assert.Equal(t, "not yet", p.LastError())
 	require.NoError(t, p.Finish(ctx))
 	assert.Equal(t, []string{"dead"}, deadPayloads(t, c, "q"))
-	errs, err := c.rdb.Do(ctx, c.rdb.B().Hkeys().Key(c.store.Keys().Queue("q").Errors).Build()).AsStrSlice()
+	errs, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hkeys().Key(c.core.Store.Keys().Queue("q").Errors).Build()).AsStrSlice()
 	require.NoError(t, err)
 	assert.Len(t, errs, 2, "the finished task's error and attempt history are gone; the dead one's stay")
 	assert.ErrorIs(t, p.Retry(ctx, -time.Second, nil), ErrInvalidOptions)
@@ -416,7 +416,7 @@ func TestHandlerTimeout(t *testing.T) {
 	assert.ErrorIs(t, recv(t, causes, 5*time.Second, "second attempt timed out"), ErrTaskTimeout)
 	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond-20*time.Millisecond, "the task's own 100 ms, twice")
 	eventually(t, 5*time.Second, "dead after two attempts", func() bool { return len(deadPayloads(t, c, "q")) == 1 })
-	vals, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(c.store.Keys().Queue("q").Dead).Min("0").Max("-1").Build()).AsStrSlice()
+	vals, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zrange().Key(c.core.Store.Keys().Queue("q").Dead).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
 	assert.Contains(t, vals[0], ",K"+ReasonTimeout)
 	settledQueue(t, c, "q")
@@ -582,8 +582,8 @@ func TestCloseEndsARejoinInFlight(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	t.Cleanup(logs.release)
-	c.store.RenewApart() // each queue's lease renewed on its own
-	releaseSHA := c.store.Scripts().Release.SHA1()
+	c.core.Store.RenewApart() // each queue's lease renewed on its own
+	releaseSHA := c.core.Store.Scripts().Release.SHA1()
 	var down atomic.Bool
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -616,9 +616,9 @@ func TestCloseEndsAQueueRenewalInFlight(t *testing.T) {
 	leakCheck(t)
 	b, _, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	c.store.RenewApart()
+	c.core.Store.RenewApart()
 	var hang atomic.Bool
-	held, release := holdScript(h, "a", c.store.Scripts().Renew.SHA1(), &hang)
+	held, release := holdScript(h, "a", c.core.Store.Scripts().Renew.SHA1(), &hang)
 	t.Cleanup(release)
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))

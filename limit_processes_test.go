@@ -55,7 +55,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 	ctx := ctxT(t)
 	const limit, n, queue = 6, 300, "limited"
 	logKey := b.prefix + ":test-log"
-	t.Cleanup(func() { _ = c.rdb.Do(context.Background(), c.rdb.B().Del().Key(logKey).Build()).Error() })
+	t.Cleanup(func() { _ = c.core.Redis.Do(context.Background(), c.core.Redis.B().Del().Key(logKey).Build()).Error() })
 	require.NoError(t, c.SetConcurrency(ctx, queue, limit, CreateQueue()))
 	tasks := make([][]byte, 0, n)
 	for i := range n {
@@ -125,7 +125,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 
 	redisNow := func() int64 {
 		t.Helper()
-		ts, err := c.rdb.Do(ctx, c.rdb.B().Time().Build()).AsStrSlice()
+		ts, err := c.core.Redis.Do(ctx, c.core.Redis.B().Time().Build()).AsStrSlice()
 		require.NoError(t, err)
 		sec, err1 := strconv.ParseInt(ts[0], 10, 64)
 		us, err2 := strconv.ParseInt(ts[1], 10, 64)
@@ -135,7 +135,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 	}
 	logged := func(at int64) func() bool {
 		return func() bool {
-			l, err := c.rdb.Do(ctx, c.rdb.B().Llen().Key(logKey).Build()).AsInt64()
+			l, err := c.core.Redis.Do(ctx, c.core.Redis.B().Llen().Key(logKey).Build()).AsInt64()
 			return err == nil && l >= at
 		}
 	}
@@ -147,7 +147,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 		t.Helper()
 		var id string
 		eventually(t, 10*time.Second, ch.name+" wrote its worker id", func() bool {
-			v, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(logKey+":ids").Field(ch.name).Build()).ToString()
+			v, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hget().Key(logKey+":ids").Field(ch.name).Build()).ToString()
 			if rueidis.IsRedisNil(err) {
 				return false
 			}
@@ -218,7 +218,7 @@ func TestConcurrencyLimitAcrossProcesses(t *testing.T) {
 	}
 
 	// The handlers' records, as intervals of weight.
-	entries, err := c.rdb.Do(ctx, c.rdb.B().Lrange().Key(logKey).Start(0).Stop(-1).Build()).AsStrSlice()
+	entries, err := c.core.Redis.Do(ctx, c.core.Redis.B().Lrange().Key(logKey).Start(0).Stop(-1).Build()).AsStrSlice()
 	require.NoError(t, err)
 	type span struct {
 		proc            string

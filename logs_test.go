@@ -153,10 +153,10 @@ func TestAnOutageLogsOneLineWhenItStartsAndOneWhenItEnds(t *testing.T) {
 	// and the stacks of the goroutines writing them (a finish that neither
 	// fails nor returns while Redis is cut off shows there).
 	deadline := time.Now().Add(20 * time.Second)
-	for f := c.outage.Counts(); f["finish"] < 2 || f["dequeue"] < 2 || f["renewal"] < 2; f = c.outage.Counts() {
+	for f := c.core.Outage.Counts(); f["finish"] < 2 || f["dequeue"] < 2 || f["renewal"] < 2; f = c.core.Outage.Counts() {
 		if time.Now().After(deadline) {
 			busy, settling := runnerOf(w, "q").Counts()
-			queued, _ := c.finishes.Queued("q")
+			queued, _ := c.core.Finishes.Queued("q")
 			stacks := goroutinesRunning(func(frame string) bool {
 				return strings.Contains(frame, "engine.(*Settler") || strings.Contains(frame, "coalesce.") ||
 					strings.Contains(frame, "proc.Persist") || strings.Contains(frame, "rueidis.")
@@ -252,7 +252,7 @@ func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 	k := setupTimed(t, func(o *Options) { o.Logger = log })
 	c, ctx := k.c, k.ctx
 	var renewalsFail atomic.Bool
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		switch {
 		case op == store.OpFinish,
 			renewalsFail.Load() && (op == store.OpRenew || op == store.OpRenewQueue):
@@ -275,11 +275,11 @@ func TestAFenceLogsWhereTheTasksGo(t *testing.T) {
 		recv(t, ran, 10*time.Second, "handler ran")
 	}
 	// Every finish failed and is being tried again.
-	eventually(t, 10*time.Second, "finishes failing", func() bool { return c.outage.Counts()["finish"] >= n })
+	eventually(t, 10*time.Second, "finishes failing", func() bool { return c.core.Outage.Counts()["finish"] >= n })
 	renewalsFail.Store(true)
 	k.idle(fast.TTL) // past the deadline its failed renewals leave where it was
 	recv(t, fences, testsignal.Wait, "fenced")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 
 	fenced := rec.saying("worqr: worker fenced itself")
 	require.Len(t, fenced, 1)

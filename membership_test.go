@@ -19,8 +19,8 @@ import (
 // queueLeased reports whether worker id holds a lease on queue in Redis.
 func queueLeased(t *testing.T, c *Client, queue, id string) bool {
 	t.Helper()
-	z := c.store.Keys().Queue(queue).Leases
-	err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(z).Member(id).Build()).Error()
+	z := c.core.Store.Keys().Queue(queue).Leases
+	err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Zscore().Key(z).Member(id).Build()).Error()
 	if rueidis.IsRedisNil(err) {
 		return false
 	}
@@ -48,14 +48,14 @@ func TestMembershipStartAndStopWork(t *testing.T) {
 	enqueueNumbered(t, c, "q", 2)
 	p := dequeueAll(t, w, "q", 1)[0]
 
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpRelease {
 			return errors.New("connection reset (test)")
 		}
 		return nil
 	})
 	require.Error(t, w.StopWork(ctx, "q"))
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	assert.Nil(t, p.Err(), "a failed StopWork keeps the process")
 	assert.Equal(t, []string{"q"}, w.Queues())
 	assert.True(t, queueLeased(t, c, "q", id))

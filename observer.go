@@ -3,7 +3,6 @@ package worqr
 import (
 	"context"
 
-	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/worqrtype"
 )
 
@@ -76,47 +75,4 @@ type ReclaimObserver interface {
 // (the same event WorkerOptions.OnFenced gets).
 type FenceObserver interface {
 	ObserveFence(e FenceEvent)
-}
-
-// observers are the interfaces Options.Observer implements, found once.
-type observers struct {
-	enqueue EnqueueObserver
-	start   StartObserver
-	finish  FinishObserver
-	reclaim ReclaimObserver
-	fence   FenceObserver
-}
-
-func newObservers(o any) observers {
-	var obs observers
-	obs.enqueue, _ = o.(EnqueueObserver)
-	obs.start, _ = o.(StartObserver)
-	obs.finish, _ = o.(FinishObserver)
-	obs.reclaim, _ = o.(ReclaimObserver)
-	obs.fence, _ = o.(FenceObserver)
-	return obs
-}
-
-func (o observers) enqueued(ctx context.Context, e EnqueueEvent) {
-	if o.enqueue != nil {
-		o.enqueue.ObserveEnqueue(ctx, e)
-	}
-}
-
-func (o observers) started(ctx context.Context, p *engine.Proc) {
-	if o.start != nil {
-		o.start.ObserveStart(ctx, StartEvent{Queue: p.Queue, TaskID: p.TaskID, ProcessID: p.ID, WorkerID: p.Owner, Kind: p.Kind, Attempt: p.Attempt, EnqueuedAt: p.EnqueuedAt})
-	}
-}
-
-func (o observers) reclaimed(ctx context.Context, e ReclaimEvent) {
-	if o.reclaim != nil {
-		o.reclaim.ObserveReclaim(ctx, e)
-	}
-}
-
-func (o observers) fenced(e FenceEvent) {
-	if o.fence != nil {
-		o.fence.ObserveFence(e)
-	}
 }

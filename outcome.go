@@ -16,15 +16,15 @@ type TaskOutcome = worqrtype.TaskOutcome
 // retained, or its retention ran out, or it is a dead letter requeued and
 // not yet ended again).
 func (c *Client) TaskResult(ctx context.Context, queue, id string) (TaskOutcome, error) {
-	if err := c.validate(ctx, "task result", queue); err != nil {
+	if err := c.core.Validate(ctx, "task result", queue); err != nil {
 		return TaskOutcome{}, err
 	}
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: task result %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	r, state, err := c.store.TaskOutcome(ctx, queue, id, false)
+	r, state, err := c.core.Store.TaskOutcome(ctx, queue, id, false)
 	if err != nil {
-		return TaskOutcome{}, c.fail("task result", queue, err)
+		return TaskOutcome{}, c.core.Fail("task result", queue, err)
 	}
 	if state != store.OutcomeKept {
 		return TaskOutcome{}, fmt.Errorf("worqr: task result %q %s: %w", queue, id, ErrNoTask)
@@ -72,19 +72,11 @@ func (c *Client) WaitWithProgress(ctx context.Context, queue, id string, onProgr
 // wait is Wait, and WaitWithProgress with onProgress (internal/waiters'
 // Wait).
 func (c *Client) wait(ctx context.Context, queue, id string, onProgress func(TaskProgress)) (TaskOutcome, error) {
-	if err := c.validate(ctx, "wait", queue); err != nil {
+	if err := c.core.Validate(ctx, "wait", queue); err != nil {
 		return TaskOutcome{}, err
 	}
 	if id == "" {
 		return TaskOutcome{}, fmt.Errorf("worqr: wait %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	var heard func(store.ProgressRecord)
-	if onProgress != nil {
-		heard = func(r store.ProgressRecord) { onProgress(r.Report(id)) }
-	}
-	r, err := c.waiters.Wait(ctx, queue, id, heard, c.fail)
-	if err != nil {
-		return TaskOutcome{}, err
-	}
-	return r.Outcome(queue), nil
+	return c.core.Waiters.Outcome(ctx, queue, id, onProgress, c.core.Fail)
 }

@@ -179,7 +179,7 @@ func waitersAsleep(t *testing.T, c *Client, queue string, n int) bool {
 	if i := strings.IndexByte(test, '/'); i >= 0 {
 		test = test[:i]
 	}
-	return c.waiters.Quiet(queue, func(registered int) bool {
+	return c.core.Waiters.Quiet(queue, func(registered int) bool {
 		return registered == n && waitersInSelect(t, test, n)
 	})
 }
@@ -289,7 +289,7 @@ func TestWaiterReadingAfterTheRequeueWaitsForTheNextRun(t *testing.T) {
 	// released: the waiter's, after the death's event wakes it.
 	var armed atomic.Bool
 	held, release := make(chan struct{}), make(chan struct{})
-	c.store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
 		if op == store.OpRead && armed.CompareAndSwap(true, false) {
 			close(held)
 			select {

@@ -63,27 +63,27 @@ const _ = uint(MaxPeriodicNameLen-periodic.MaxNameLen) + uint(periodic.MaxNameLe
 // from Redis.
 func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedule, payload []byte, opts PeriodicOptions) error {
 	c := w.c
-	if err := c.validate(ctx, "periodic", queue); err != nil {
+	if err := c.core.Validate(ctx, "periodic", queue); err != nil {
 		return err
 	}
-	if err := periodic.Check(name, sched, periodic.Options(opts), c.clock.Now()); err != nil {
+	if err := periodic.Check(name, sched, periodic.Options(opts), c.core.Clock.Now()); err != nil {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, err)
 	}
-	if len(payload) > c.maxTaskSize {
+	if len(payload) > c.core.MaxTaskSize {
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, c.tooLarge(-1, len(payload)))
 	}
-	p := periodic.New(periodicEnv(w), queue, name, sched, payload, periodic.Options(opts))
+	p := periodic.New(w.parts.PeriodicEnv(), queue, name, sched, payload, periodic.Options(opts))
 	key := periodic.Key{Queue: queue, Name: name}
-	if w.periodics.Has(key) {
+	if w.parts.Periodics.Has(key) {
 		return fmt.Errorf("worqr: periodic %q on %q: already registered on this worker: %w", name, queue, ErrInvalidOptions)
 	}
-	sent := c.clock.Now()
-	t, err := c.store.Tick(ctx, queue, name, 0, p.NextMs(w.clock.Now(c.clock)), nil, store.EnqueueArgs{})
+	sent := c.core.Clock.Now()
+	t, err := c.core.Store.Tick(ctx, queue, name, 0, p.NextMs(w.parts.Clock.Now(c.core.Clock)), nil, store.EnqueueArgs{})
 	if err != nil {
-		return c.fail("periodic", queue, err)
+		return c.core.Fail("periodic", queue, err)
 	}
-	w.clock.Observe(t.Now, sent, c.clock.Now())
-	switch ok, closed := w.periodics.Start(key, p, w.core.Life(), time.UnixMilli(t.Last).UTC()); {
+	w.parts.Clock.Observe(t.Now, sent, c.core.Clock.Now())
+	switch ok, closed := w.parts.Periodics.Start(key, p, w.core.Life(), time.UnixMilli(t.Last).UTC()); {
 	case closed:
 		return fmt.Errorf("worqr: periodic %q on %q: %w", name, queue, ErrWorkerClosed)
 	case !ok:
@@ -96,5 +96,5 @@ func (w *Worker) Periodic(ctx context.Context, name, queue string, sched Schedul
 // queue on this worker, and reports whether there was one. Other workers
 // that registered it go on; the record of its last tick stays in Redis.
 func (w *Worker) StopPeriodic(name, queue string) bool {
-	return w.periodics.Stop(periodic.Key{Queue: queue, Name: name})
+	return w.parts.Periodics.Stop(periodic.Key{Queue: queue, Name: name})
 }

@@ -75,7 +75,7 @@ func watchStalls(t *testing.T, c *Client, least time.Duration) *stallWatch {
 		defer close(s.done)
 		last := time.Now()
 		for ctx.Err() == nil {
-			_ = c.rdb.Do(ctx, c.rdb.B().Ping().Build()).Error()
+			_ = c.core.Redis.Do(ctx, c.core.Redis.B().Ping().Build()).Error()
 			now := time.Now()
 			if now.Sub(last) >= s.least {
 				s.mu.Lock()
@@ -123,8 +123,8 @@ func (s *stallWatch) seen() []string {
 // periodicSignals turns on the signals tickTo waits on, for the
 // schedules of k.c's workers.
 func (k *clocked) periodicSignals() {
-	k.c.signals.ticked.Init(k.t)
-	k.c.signals.waiting.Init(k.t)
+	k.c.core.Signals.Ticked.Init(k.t)
+	k.c.core.Signals.Waiting.Init(k.t)
 }
 
 // tickTo moves the clocks to the next tick of a schedule of every period,
@@ -135,11 +135,11 @@ func (k *clocked) tickTo(period time.Duration, n int) time.Time {
 	k.t.Helper()
 	next := Every(period).Next(k.clk.Now())
 	for range n {
-		require.Equal(k.t, next, k.c.signals.waiting.WaitOrTimeout(), "the wait for the tick")
+		require.Equal(k.t, next, k.c.core.Signals.Waiting.WaitOrTimeout(), "the wait for the tick")
 	}
 	k.advance(next.Sub(k.clk.Now()))
 	for range n {
-		require.Equal(k.t, next, k.c.signals.ticked.WaitOrTimeout(), "the tick run")
+		require.Equal(k.t, next, k.c.core.Signals.Ticked.WaitOrTimeout(), "the tick run")
 	}
 	return next
 }
@@ -215,7 +215,7 @@ func TestPeriodicOncePerTickAcrossWorkers(t *testing.T) {
 	require.Equal(t, Every(period).Next(k.start), want[0])
 	// Closed workers enqueue no more.
 	k.advance(3 * period)
-	c.signals.ticked.RequireEmpty()
+	c.core.Signals.Ticked.RequireEmpty()
 	require.Len(t, periodicTicks(t, c, "periodic"), len(ticks))
 }
 
@@ -285,11 +285,11 @@ func TestPeriodicSurvivesWorkerCrash(t *testing.T) {
 	// Both wait for the next tick when one crashes.
 	next := Every(period).Next(k.clk.Now())
 	for range 2 {
-		require.Equal(t, next, c.signals.waiting.WaitOrTimeout())
+		require.Equal(t, next, c.core.Signals.Waiting.WaitOrTimeout())
 	}
 	crash(w1)
 	k.advance(next.Sub(k.clk.Now()))
-	require.Equal(t, next, c.signals.ticked.WaitOrTimeout(), "the survivor's run of the tick")
+	require.Equal(t, next, c.core.Signals.Ticked.WaitOrTimeout(), "the survivor's run of the tick")
 	want = append(want, next)
 	for range 4 {
 		want = append(want, k.tickTo(period, 1))
@@ -339,19 +339,19 @@ func TestPeriodicMissedTicksCatchUpOnce(t *testing.T) {
 	before := []time.Time{k.tickTo(period, 1), k.tickTo(period, 1)}
 	require.NoError(t, w1.Close(ctx))
 	select { // the closed schedule's wait, if it began one
-	case <-c.signals.waiting.C():
+	case <-c.core.Signals.Waiting.C():
 	default:
 	}
 	require.Equal(t, millis(before...), periodicTicks(t, c, "periodic"))
 	lastBefore := before[len(before)-1]
 
 	k.advance(5*period + period/2) // five ticks with no worker
-	c.signals.ticked.RequireEmpty()
+	c.core.Signals.Ticked.RequireEmpty()
 	w2 := newWorker(t, c, long)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	registered := w2.clock.Now(w2.c.clock)
+	registered := w2.parts.Clock.Now(w2.c.core.Clock)
 	// One task, for the latest tick missed; the earlier ones skipped.
-	caughtUp := c.signals.ticked.WaitOrTimeout()
+	caughtUp := c.core.Signals.Ticked.WaitOrTimeout()
 	require.Equal(t, lastBefore.Add(5*period), caughtUp, "not the latest missed tick")
 	require.False(t, caughtUp.After(registered))
 	after := []time.Time{caughtUp}
@@ -377,7 +377,7 @@ func periodicMissedTicksCatchUpOnceRealTime(t *testing.T, b *backend) {
 	redisPassed(t, c, time.UnixMilli(lastBefore).Add(5*period)) // four ticks or more with no worker
 	w2 := newWorker(t, c, fast)
 	require.NoError(t, w2.Periodic(ctx, "beat", "periodic", Every(period), nil, PeriodicOptions{Payload: tickPayload}))
-	registered := w2.clock.Now(w2.c.clock).UnixMilli()
+	registered := w2.parts.Clock.Now(w2.c.core.Clock).UnixMilli()
 	eventually(t, period/2, "the catch-up task", func() bool { return len(periodicTicks(t, c, "periodic")) > len(before) })
 	caughtUp := periodicTicks(t, c, "periodic")[len(before)]
 	// One task, for the latest tick missed; the earlier ones skipped.
@@ -494,7 +494,7 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 	const period = 100 * time.Millisecond
 	var failing atomic.Bool
 	var failed atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpTick && failing.Load() {
 			failed.Add(1)
 			return errInjected
@@ -512,15 +512,15 @@ func TestPeriodicTickFailuresAreRetried(t *testing.T) {
 	// The outage lasts three retries, more than three periods: three ticks
 	// or more are missed.
 	for range 3 {
-		c.signals.waiting.WaitOrTimeout() // the retry's timer
+		c.core.Signals.Waiting.WaitOrTimeout() // the retry's timer
 		k.advance(tickRetry)
-		c.signals.ticked.WaitOrTimeout()
+		c.core.Signals.Ticked.WaitOrTimeout()
 	}
 	require.EqualValues(t, 4, failed.Load(), "ticks tried during the outage")
 	failing.Store(false)
-	c.signals.waiting.WaitOrTimeout()
+	c.core.Signals.Waiting.WaitOrTimeout()
 	k.advance(tickRetry)
-	caughtUp := c.signals.ticked.WaitOrTimeout()
+	caughtUp := c.core.Signals.Ticked.WaitOrTimeout()
 	require.Equal(t, Every(period).Next(k.clk.Now().Add(-period)), caughtUp, "the catch-up is the latest missed tick")
 	want = append(want, caughtUp)
 	for range 3 {
@@ -539,7 +539,7 @@ func periodicTickFailuresAreRetriedRealTime(t *testing.T, b *backend) {
 	const period = 100 * time.Millisecond
 	var failing atomic.Bool
 	var failed atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpTick && failing.Load() {
 			failed.Add(1)
 			return errInjected
@@ -585,7 +585,7 @@ func periodicTickFailuresAreRetriedRealTime(t *testing.T, b *backend) {
 func redisPassed(t *testing.T, c *Client, at time.Time) {
 	t.Helper()
 	eventually(t, time.Until(at)+10*time.Second, "the Redis clock passes "+at.Format(time.StampMilli), func() bool {
-		now, err := c.rdb.Do(ctxT(t), c.rdb.B().Time().Build()).AsIntSlice()
+		now, err := c.core.Redis.Do(ctxT(t), c.core.Redis.B().Time().Build()).AsIntSlice()
 		require.NoError(t, err)
 		return time.Unix(now[0], now[1]*1000).After(at)
 	})
@@ -596,7 +596,7 @@ func redisPassed(t *testing.T, c *Client, at time.Time) {
 func TestPeriodicTickFiresOnAdvance(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
-	k.c.signals.ticked.Init(t)
+	k.c.core.Signals.Ticked.Init(t)
 	w := newWorker(t, k.c, long)
 	require.NoError(t, w.Periodic(k.ctx, "hourly", "q", Every(time.Hour), nil, PeriodicOptions{Payload: tickPayload}))
 	first := Every(time.Hour).Next(k.start)
@@ -604,14 +604,14 @@ func TestPeriodicTickFiresOnAdvance(t *testing.T) {
 	if d := first.Sub(k.clk.Now()); d > time.Millisecond {
 		k.advance(d - time.Millisecond)
 	}
-	k.c.signals.ticked.RequireEmpty()
+	k.c.core.Signals.Ticked.RequireEmpty()
 	require.Empty(t, periodicTicks(t, k.c, "q"), "a tick enqueued before its time")
 
 	k.advance(time.Millisecond)
-	require.Equal(t, first, k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, first, k.c.core.Signals.Ticked.WaitOrTimeout())
 	require.Equal(t, []int64{first.UnixMilli()}, periodicTicks(t, k.c, "q"))
 
 	k.advance(time.Hour)
-	require.Equal(t, first.Add(time.Hour), k.c.signals.ticked.WaitOrTimeout())
+	require.Equal(t, first.Add(time.Hour), k.c.core.Signals.Ticked.WaitOrTimeout())
 	require.Equal(t, []int64{first.UnixMilli(), first.Add(time.Hour).UnixMilli()}, periodicTicks(t, k.c, "q"))
 }

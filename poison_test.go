@@ -25,7 +25,7 @@ func poisonSetupTimed(t *testing.T, limit int) (*clocked, *logRecorder) {
 	log, logs := recordLogs(t)
 	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, limit })
 	k.beats()
-	k.c.signals.looked.Init(t)
+	k.c.core.Signals.Looked.Init(t)
 	newWorker(t, k.c, fast)
 	require.NoError(t, second(k.c.Enqueue(k.ctx, "q", []byte("task"))))
 	return k, logs
@@ -88,7 +88,7 @@ func waitingEntry(t *testing.T, c *Client) string {
 	var vals []string
 	eventually(t, 10*time.Second, "the task is back in the queue", func() bool {
 		var err error
-		vals, err = c.rdb.Do(context.Background(), c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+		vals, err = c.core.Redis.Do(context.Background(), c.core.Redis.B().Lrange().Key(c.core.Store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
 		require.NoError(t, err)
 		return len(vals) == 1
 	})
@@ -107,7 +107,7 @@ func TestPoisonPill(t *testing.T) {
 	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, 2 })
 	k.beats()
 	c, ctx := k.c, k.ctx
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	newWorker(t, c, fast)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"))))
 	k.run(2 * poisonWindow) // the fleet has been up for long: the young holder joins late
@@ -193,7 +193,7 @@ func TestPersistentOptionIsNeverPoison(t *testing.T) {
 	k := setupTimed(t, func(o *Options) { o.Logger, o.PoisonLimit = log, 2 })
 	k.beats()
 	c, ctx := k.c, k.ctx
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	newWorker(t, c, fast)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("task"), Persistent())))
 	ws := k.matureWorkers(3)
@@ -275,10 +275,10 @@ func TestOutageReclaimMarksButDoesNotCount(t *testing.T) {
 	k.idle(fast.TTL + fast.RenewInterval)
 	require.True(t, leasesExpired(t, c, ws[0].ID(), "q") && leasesExpired(t, c, ws[1].ID(), "q"), "both leases ran out")
 
-	pass, err := c.reclaimers.Dead(ctx, c.log, reclaim.Pass{Window: poisonWindow, Claim: time.Second})
+	pass, err := c.core.Reclaimers.Dead(ctx, c.core.Log, reclaim.Pass{Window: poisonWindow, Claim: time.Second})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, pass.Tasks, "both tasks are back")
-	entries, err := c.rdb.Do(ctx, c.rdb.B().Lrange().Key(c.store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+	entries, err := c.core.Redis.Do(ctx, c.core.Redis.B().Lrange().Key(c.core.Store.Keys().Queue("q").Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
 	for _, e := range entries {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/slotpolicy"
 	"github.com/worqr/worqr/worqrtype"
 )
 
@@ -99,7 +100,16 @@ type PoolOptions struct {
 // HandleBatch, from the pool's slots. If one of the queues cannot be
 // served, those already served are left again and the error is returned.
 func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts PoolOptions) error {
-	size, err := validatePool(queues, opts)
+	members := make([]slotpolicy.Member, len(queues))
+	for i, q := range queues {
+		members[i] = slotpolicy.Member{Queue: q.Queue, Handler: q.Handler != nil, Batch: q.Batch != nil,
+			BatchOptions: !reflect.ValueOf(q.BatchOptions).IsZero(), Options: !reflect.ValueOf(q.Options).IsZero(),
+			Share: q.Share, MaxSlots: q.MaxSlots, Concurrency: q.Options.Concurrency}
+		if q.Batch != nil {
+			members[i].BatchProblem = checkBatch(q.Batch, q.BatchOptions)
+		}
+	}
+	size, err := slotpolicy.CheckPool(members, opts.Concurrency, DefaultConcurrency, opts.Order, opts.Order <= OrderShared)
 	if err != nil {
 		return err
 	}
@@ -118,8 +128,8 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 			// runtime.
 			b = newCheckedBatcher(w, q.Queue, q.Batch, q.BatchOptions)
 			h, hopts = b.join, b.handleOptions()
-			if maxSlots == 0 || maxSlots > b.slots() {
-				maxSlots = b.slots()
+			if maxSlots == 0 || maxSlots > b.eo.Slots() {
+				maxSlots = b.eo.Slots()
 			}
 		}
 		events[i] = engine.Events(hopts.Events)
@@ -129,50 +139,6 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		}
 	}
 	return engine.ServePool(ctx, w.core.Host(), &w.core.Env, s, events)
-}
-
-// validatePool checks HandleQueues' arguments and returns the pool's
-// slots.
-func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
-	if len(queues) == 0 {
-		return 0, fmt.Errorf("worqr: handle queues: no queue: %w", ErrInvalidOptions)
-	}
-	size, err := slotsOf(opts.Concurrency)
-	if err != nil {
-		return 0, fmt.Errorf("worqr: handle queues: %w", err)
-	}
-	if opts.Order > OrderShared {
-		return 0, fmt.Errorf("worqr: handle queues: unknown order %v: %w", opts.Order, ErrInvalidOptions)
-	}
-	seen := make(map[string]bool, len(queues))
-	for _, q := range queues {
-		switch {
-		case q.Handler == nil && q.Batch == nil:
-			return 0, fmt.Errorf("worqr: handle queues: %q: nil handler: %w", q.Queue, ErrInvalidOptions)
-		case q.Handler != nil && q.Batch != nil:
-			return 0, fmt.Errorf("worqr: handle queues: %q: both Handler and Batch are set: %w", q.Queue, ErrInvalidOptions)
-		case q.Batch == nil && !reflect.ValueOf(q.BatchOptions).IsZero():
-			return 0, fmt.Errorf("worqr: handle queues: %q: BatchOptions without Batch: %w", q.Queue, ErrInvalidOptions)
-		case q.Batch != nil && !reflect.ValueOf(q.Options).IsZero():
-			// One set of options per queue: a batched queue's are its
-			// BatchOptions, as for HandleBatch.
-			return 0, fmt.Errorf("worqr: handle queues: %q: Options set on a batched queue (its options are BatchOptions): %w", q.Queue, ErrInvalidOptions)
-		case q.Batch != nil && checkBatch(q.Batch, q.BatchOptions) != "":
-			return 0, fmt.Errorf("worqr: handle queues: %q: batch: %s: %w", q.Queue, checkBatch(q.Batch, q.BatchOptions), ErrInvalidOptions)
-		case q.Share < 0:
-			return 0, fmt.Errorf("worqr: handle queues: %q: negative share: %w", q.Queue, ErrInvalidOptions)
-		case q.MaxSlots < 0:
-			return 0, fmt.Errorf("worqr: handle queues: %q: negative max slots: %w", q.Queue, ErrInvalidOptions)
-		case q.Options.Concurrency != 0:
-			// The pool's slots are PoolOptions.Concurrency; a queue's
-			// share of them is MaxSlots.
-			return 0, fmt.Errorf("worqr: handle queues: %q: Options.Concurrency is set (a queue's cap in a pool is MaxSlots): %w", q.Queue, ErrInvalidOptions)
-		case seen[q.Queue]:
-			return 0, fmt.Errorf("worqr: handle queues: %q given twice: %w", q.Queue, ErrInvalidOptions)
-		}
-		seen[q.Queue] = true
-	}
-	return size, nil
 }
 
 // PoolSlots is a snapshot of the handler slots of one Handle or
@@ -189,15 +155,9 @@ func (w *Worker) Slots() []PoolSlots { return w.core.Slots() }
 // Slots returns Worker.Slots of every worker of the client that is not
 // closed, in the order of their ids.
 func (c *Client) Slots() []PoolSlots {
-	c.mu.Lock()
-	workers := make([]*Worker, 0, len(c.workers))
-	for w := range c.workers {
-		workers = append(workers, w)
-	}
-	c.mu.Unlock()
 	var out []PoolSlots
-	for _, w := range workers {
-		out = append(out, w.Slots()...)
+	for _, w := range c.core.Workers() {
+		out = append(out, w.Core.Slots()...)
 	}
 	slices.SortStableFunc(out, func(a, b PoolSlots) int { return strings.Compare(a.Worker, b.Worker) })
 	return out

@@ -66,7 +66,7 @@ func TestPoolSharesSlotsBetweenABatchedAndAPlainQueue(t *testing.T) {
 func TestPoolStopWorkOfABatchedQueueWhileItsBatchFills(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	var ran attempts
 	var finished atomic.Int32
 	mailStarted, gate := make(chan string, 4), make(chan struct{})

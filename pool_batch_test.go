@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/worqr/worqr/internal/engine"
 )
 
 // A pool serves a batched queue and a plain one together: the batched
@@ -18,7 +19,7 @@ import (
 func TestPoolBatchedAndPlainQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	var a attempts
 	seen := make(batchSeen, 10)
 	mails := make(chan string, 10)
@@ -122,7 +123,7 @@ func TestPoolBatchedQueueHoldsItsSlots(t *testing.T) {
 func TestPoolShutdownStartsTheFillingBatch(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	c.signals.joined.Init(t)
+	c.core.Signals.Joined.Init(t)
 	seen := make(batchSeen, 10)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.HandleQueues(ctx, []QueueSpec{
@@ -158,7 +159,7 @@ func TestPoolBatchOptionsAreChecked(t *testing.T) {
 		"options on a batch":     {Queue: "a", Batch: bh, Options: HandleOptions{Retry: retryNow}},
 		"negative size":          {Queue: "a", Batch: bh, BatchOptions: BatchOptions{Size: -1}},
 		"negative max wait":      {Queue: "a", Batch: bh, BatchOptions: BatchOptions{MaxWait: -1}},
-		"size × batches too big": {Queue: "a", Batch: bh, BatchOptions: BatchOptions{Size: maxBatchSlots, Batches: 2}},
+		"size × batches too big": {Queue: "a", Batch: bh, BatchOptions: BatchOptions{Size: engine.MaxBatchSlots, Batches: 2}},
 	} {
 		assert.ErrorIs(t, w.HandleQueues(ctx, []QueueSpec{spec}, PoolOptions{}), ErrInvalidOptions, name)
 	}

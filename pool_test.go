@@ -271,7 +271,7 @@ func TestPoolCrashedWorkerIsReclaimedOnEveryQueue(t *testing.T) {
 	k := setupTimed(t, nil)
 	c, ctx := k.c, k.ctx
 	k.beats()
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	var a attempts
 	running := make(chan string, 10)
 	again := make(chan string, 10)
@@ -416,7 +416,7 @@ func TestPoolNamedWhileFullPassesTheEventOn(t *testing.T) {
 			require.NoError(t, second(c.Enqueue(ctx, "busy", []byte("long"))))
 			assert.Equal(t, "busy/long", recv(t, started, 5*time.Second, "the slot taken"))
 
-			events := b.listen(c.store.Keys().Queue("quiet").Channel)
+			events := b.listen(c.core.Store.Keys().Queue("quiet").Channel)
 			require.NoError(t, second(c.Enqueue(ctx, "quiet", []byte(tc.task))))
 			assert.True(t, strings.HasPrefix(expectPrefix(t, events, tc.first), tc.first+w.ID()), "the pool is named")
 			expectMessage(t, events, "w1") // passed on to all
@@ -479,8 +479,8 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	px := newProxy(t)
 	c := k.clientVia(px)
 	k.beatsOf(c)
-	c.signals.looked.Init(t)
-	c.signals.registered.Init(t)
+	c.core.Signals.Looked.Init(t)
+	c.core.Signals.Registered.Init(t)
 	var a attempts
 	causes := make(chan error, 10)
 	ran := make(chan string, 10)
@@ -517,7 +517,7 @@ func TestPoolRidesOutAFence(t *testing.T) {
 	// The retry's backoff (at most a RenewInterval) ends; the clock stays
 	// while the registration and its joins are in flight.
 	k.run(fast.RenewInterval)
-	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
+	newID := recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again")
 	assert.NotEqual(t, oldID, newID, "registered again under a new id")
 	ws, err := direct.Workers(ctx)
 	require.NoError(t, err)
@@ -554,8 +554,8 @@ func TestPoolServesOtherQueuesWhileOneFails(t *testing.T) {
 	_, c, ctx := setup(t)
 	// A string where the list of waiting tasks belongs: every dequeue on
 	// the queue fails (WRONGTYPE).
-	waiting := c.store.Keys().Queue("broken").Waiting
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Set().Key(waiting).Value("x").Build()).Error())
+	waiting := c.core.Store.Keys().Queue("broken").Waiting
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Set().Key(waiting).Value("x").Build()).Error())
 	got := make(chan string, 10)
 	handler := func(_ context.Context, p *Process) error {
 		got <- p.Queue() + "/" + string(p.Task())
@@ -569,7 +569,7 @@ func TestPoolServesOtherQueuesWhileOneFails(t *testing.T) {
 	require.NoError(t, second(c.Enqueue(ctx, "fine", []byte("t"))))
 	assert.Equal(t, "fine/t", recv(t, got, 5*time.Second, "the working queue served"))
 
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Del().Key(waiting).Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Del().Key(waiting).Build()).Error())
 	require.NoError(t, second(c.Enqueue(ctx, "broken", []byte("t"))))
 	assert.Equal(t, "broken/t", recv(t, got, 5*time.Second, "the mended queue served"))
 }

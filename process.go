@@ -25,23 +25,14 @@ type Process struct {
 // newProcess is the process Redis made for sp (a dequeue's or a
 // hand-off's), started now.
 func newProcess(w *Worker, queue string, sp store.Proc) *Process {
-	return newProcessAt(w, queue, sp, w.c.clock.Now())
+	return newProcessAt(w, queue, sp, w.c.core.Clock.Now())
 }
 
 // newProcessAt is newProcess for a process that started at started (the
 // processes of one dequeue share one reading of the clock).
 func newProcessAt(w *Worker, queue string, sp store.Proc, started time.Time) *Process {
-	p := &Process{w: w, rec: engine.Proc{
-		ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
-		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError, Plain: sp.Plain,
-		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
-		Started: started,
-	}}
-	p.rec.Host = (*procHost)(p)
-	p.rec.DueAt = p.rec.EnqueuedAt
-	if sp.Task.Due > 0 {
-		p.rec.DueAt = time.UnixMicro(sp.Task.Due)
-	}
+	p := &Process{w: w}
+	p.rec.Init((*procHost)(p), queue, sp, started)
 	return p
 }
 
@@ -57,15 +48,7 @@ func (h *procHost) LeaseLost(cause error) {
 }
 
 func (h *procHost) Observe(outcome engine.Outcome, reason string, err error) {
-	obs := h.w.c.obs.finish
-	if obs == nil {
-		return
-	}
-	r := &h.rec
-	obs.ObserveFinish(context.Background(), FinishEvent{
-		Queue: r.Queue, TaskID: r.TaskID, ProcessID: r.ID, WorkerID: r.Owner, Kind: r.Kind, Attempt: r.Attempt,
-		Outcome: Outcome(outcome), Reason: reason, Duration: h.w.c.clock.Since(r.Started), Err: err,
-	})
+	h.w.c.core.Finished(&h.rec, outcome, reason, err)
 }
 
 // ID is the process id: unique among the processes of its queue, ever,

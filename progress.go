@@ -67,15 +67,15 @@ func (p *Process) Progress() (percent int, note string, ok bool) { return p.rec.
 // id. It returns ErrNoTask when the task is not in flight or has reported
 // nothing in its current attempt (reports end with their process).
 func (c *Client) TaskProgress(ctx context.Context, queue, id string) (TaskProgress, error) {
-	if err := c.validate(ctx, "task progress", queue); err != nil {
+	if err := c.core.Validate(ctx, "task progress", queue); err != nil {
 		return TaskProgress{}, err
 	}
 	if id == "" {
 		return TaskProgress{}, fmt.Errorf("worqr: task progress %q: empty task id: %w", queue, ErrInvalidOptions)
 	}
-	r, ok, err := c.store.Progress(ctx, queue, id)
+	r, ok, err := c.core.Store.Progress(ctx, queue, id)
 	if err != nil {
-		return TaskProgress{}, c.fail("task progress", queue, err)
+		return TaskProgress{}, c.core.Fail("task progress", queue, err)
 	}
 	if !ok {
 		return TaskProgress{}, fmt.Errorf("worqr: task progress %q %s: %w", queue, id, ErrNoTask)

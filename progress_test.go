@@ -17,8 +17,8 @@ import (
 // progressReports is how many progress records a queue holds.
 func progressReports(t *testing.T, c *Client, queue string) int64 {
 	t.Helper()
-	rdb := c.store.Redis()
-	n, err := rdb.Do(context.Background(), rdb.B().Hlen().Key(c.store.Keys().Queue(queue).Progress).Build()).AsInt64()
+	rdb := c.core.Store.Redis()
+	n, err := rdb.Do(context.Background(), rdb.B().Hlen().Key(c.core.Store.Keys().Queue(queue).Progress).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -153,7 +153,7 @@ func TestZombieCannotReportProgress(t *testing.T) {
 
 	// A peer's first look, as it joins, finds the expired lease.
 	pc := k.client()
-	pc.signals.looked.Init(t)
+	pc.core.Signals.Looked.Init(t)
 	peer := newWorker(t, pc, fast)
 	reclaimed(t, 1, pc)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
@@ -297,8 +297,8 @@ func TestCheckRepairDropsStrayProgress(t *testing.T) {
 	_, c, ctx := setup(t)
 	_, err := c.Enqueue(ctx, "q", []byte("x"))
 	require.NoError(t, err)
-	rdb := c.store.Redis()
-	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(c.store.Keys().Queue("q").Progress).FieldValue().FieldValue("1f", "5a,10,1:stray").Build()).Error())
+	rdb := c.core.Store.Redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Hset().Key(c.core.Store.Keys().Queue("q").Progress).FieldValue().FieldValue("1f", "5a,10,1:stray").Build()).Error())
 	rep, err := c.Check(ctx, CheckOptions{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, rep.StaleProgress)

@@ -31,12 +31,12 @@ func onQueue(cmd rueidis.Completed, q string) bool {
 // out in Redis (or is gone), by c's clock (see leasesExpired).
 func queueLeaseExpired(t *testing.T, c *Client, id, q string) bool {
 	t.Helper()
-	score, err := c.rdb.Do(context.Background(), c.rdb.B().Zscore().Key(c.store.Keys().Queue(q).Leases).Member(id).Build()).AsFloat64()
+	score, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Zscore().Key(c.core.Store.Keys().Queue(q).Leases).Member(id).Build()).AsFloat64()
 	if rueidis.IsRedisNil(err) {
 		return true
 	}
 	require.NoError(t, err)
-	return int64(score) <= c.clock.Now().UnixMilli()
+	return int64(score) <= c.core.Clock.Now().UnixMilli()
 }
 
 // A call on a queue that was sent before the worker fenced that queue,
@@ -52,8 +52,8 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c // the clock runs beat by beat on the worker's client
 	k.beats()
-	c.signals.queueRenewed.Init(t)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	c.core.Signals.QueueRenewed.Init(t)
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	var mu sync.Mutex
 	down := false
 	held := make(chan struct{})    // the dequeue on a has been sent
@@ -61,7 +61,7 @@ func TestLateLeaseGoneOnAFencedQueueFencesOnlyThatQueue(t *testing.T) {
 	var once sync.Once
 	errUnreachable := fmt.Errorf("node of queue a unreachable (test): %w", io.ErrUnexpectedEOF)
 	isDown := func() bool { mu.Lock(); defer mu.Unlock(); return down }
-	dequeueSHA := c.store.Scripts().Dequeue.SHA1()
+	dequeueSHA := c.core.Store.Scripts().Dequeue.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if isDown() && onQueue(cmd, "a") {
@@ -187,8 +187,8 @@ func TestHungQueueNodeFencesOnlyThatQueue(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c // the clock runs beat by beat on the worker's client
 	k.beats()
-	c.signals.queueRenewed.Init(t)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	c.core.Signals.QueueRenewed.Init(t)
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown := hangQueue(h, "a")
 	w, fences := fencingWorker(t, c)
 	t.Cleanup(func() { setDown(false) }) // before the worker's Close
@@ -225,7 +225,7 @@ func (k *clocked) runRenewed(d time.Duration, c *Client, q string) {
 	k.t.Helper()
 	for range d / fast.RenewInterval {
 		k.run(fast.RenewInterval)
-		for c.signals.queueRenewed.WaitOrTimeout() != q { // a hung queue's, when its node gives up
+		for c.core.Signals.QueueRenewed.WaitOrTimeout() != q { // a hung queue's, when its node gives up
 		}
 	}
 }
@@ -244,9 +244,9 @@ func TestHungRejoinDoesNotHoldUpTheWorker(t *testing.T) {
 	c, h := k.hooked()
 	k.c = c // the clock runs beat by beat on the worker's client
 	k.beats()
-	c.signals.queueRenewed.Init(t)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
-	releaseSHA := c.store.Scripts().Release.SHA1()
+	c.core.Signals.QueueRenewed.Init(t)
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	releaseSHA := c.core.Store.Scripts().Release.SHA1()
 	rejoining := make(chan struct{}, 100)
 	setDown := hangQueueFor(h, "a", 10*time.Second, func(cmd rueidis.Completed) {
 		if scriptOf(cmd) == releaseSHA {
@@ -307,7 +307,7 @@ func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
 	t.Parallel()
 	b, admin, ctx := setup(t)
 	c, h := hookedClient(t, b)
-	c.store.RenewApart() // as on a Cluster, where each queue's node fails on its own
+	c.core.Store.RenewApart() // as on a Cluster, where each queue's node fails on its own
 	setDown, _ := refuseQueue(h, "a")
 	w := newWorker(t, c, fast)
 	require.NoError(t, w.StartWork(ctx, "a", Events{}))
@@ -318,7 +318,7 @@ func TestReregistrationDoesNotWaitForAnUnreachableQueue(t *testing.T) {
 	setDown(true)
 	// As if a peer had judged the worker dead: the next renewal finds its
 	// registry lease gone, and it fences itself as a whole.
-	require.NoError(t, admin.rdb.Do(ctx, admin.rdb.B().Zrem().Key(admin.store.Keys().Workers()).Member(oldID).Build()).Error())
+	require.NoError(t, admin.core.Redis.Do(ctx, admin.core.Redis.B().Zrem().Key(admin.core.Store.Keys().Workers()).Member(oldID).Build()).Error())
 	require.NoError(t, second(admin.Enqueue(ctx, "b", []byte("tb"))))
 	eventually(t, 3*time.Second, "registered again while a is unreachable", func() bool { return w.ID() != oldID })
 	var p *Process

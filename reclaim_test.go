@@ -16,6 +16,7 @@ import (
 
 	"github.com/worqr/worqr/internal/reclaim"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/wiring"
 )
 
 // A peer comes back for a dead worker when its lease runs out, not at its
@@ -30,9 +31,9 @@ func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 	dead := newWorker(t, c, fast)
 	slow := WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute}
 	pc := k.client()
-	pc.signals.looked.Init(t)
+	pc.core.Signals.Looked.Init(t)
 	peer := newWorker(t, pc, slow)
-	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	require.Zero(t, pc.core.Signals.Looked.WaitOrTimeout(), "the peer's first pass")
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 3)
 	dequeueAll(t, dead, "q", 2)
@@ -40,7 +41,7 @@ func TestReclaimerWakesAtThePeersLeaseExpiry(t *testing.T) {
 	// 1 s after it registered (it never renewed).
 	crash(dead)
 	k.advance(fast.TTL + 10*time.Millisecond)
-	require.Equal(t, int64(2), pc.signals.looked.WaitOrTimeout(), "the peer looked at the expiry")
+	require.Equal(t, int64(2), pc.core.Signals.Looked.WaitOrTimeout(), "the peer looked at the expiry")
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, waiting(t, c, "q"))
 	ws, err := c.Workers(ctx)
 	require.NoError(t, err)
@@ -68,7 +69,7 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	for range peers {
 		rc := k.client()
 		wg.Go(func() {
-			exp, err := rc.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
+			exp, err := rc.core.Store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 			assert.NoError(t, err)
 			mu.Lock()
 			got = append(got, exp.Dead)
@@ -83,10 +84,10 @@ func TestExpiredWorkerIsClaimedByOnePeer(t *testing.T) {
 	assert.Equal(t, []string{id}, handed, "one peer of %d is handed the dead worker", peers)
 
 	// The claimer deregisters it; nothing is left claimed.
-	r, err := c.reclaimers.Worker(ctx, c.log, id, 0, false)
+	r, err := c.core.Reclaimers.Worker(ctx, c.core.Log, id, 0, false)
 	require.NoError(t, err)
 	require.True(t, r.Done)
-	n, err := c.rdb.Do(ctx, c.rdb.B().Zcard().Key(c.store.Keys().Reclaiming()).Build()).AsInt64()
+	n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zcard().Key(c.core.Store.Keys().Reclaiming()).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "deregistering drops the claim")
 }
@@ -102,14 +103,14 @@ func TestClaimOfADeadReclaimerRunsOut(t *testing.T) {
 	crash(dead)
 	k.idle(fast.TTL + time.Millisecond)
 	require.False(t, leaseLive(t, c, id), "the lease expires")
-	exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, "", 300*time.Millisecond)
+	exp, err := c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, "", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, []string{id}, exp.Dead)
-	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
+	exp, err = c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, exp.Dead, "claimed")
 	k.idle(300*time.Millisecond + time.Millisecond)
-	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
+	exp, err = c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, "", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, []string{id}, exp.Dead, "the claim runs out")
 }
@@ -120,18 +121,18 @@ func TestExpiredWorkersTellsTheNextPeerExpiry(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	self := newWorker(t, c, lasting) // shorter than the peer's, and not let run out
-	exp, err := c.store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
+	exp, err := c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
 	require.NoError(t, err)
 	assert.Zero(t, exp.Next, "no peer: nothing to wait for")
 
 	peer := newWorker(t, b.client(), WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
-	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
+	exp, err = c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, self.ID(), time.Second)
 	require.NoError(t, err)
 	assert.Empty(t, exp.Dead)
 	assert.Greater(t, exp.Next, 50*time.Second, "the peer's lease, not the caller's shorter one")
 	assert.LessOrEqual(t, exp.Next, time.Minute)
 
-	exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, peer.ID(), time.Second)
+	exp, err = c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, peer.ID(), time.Second)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, exp.Next, lasting.TTL, "from the peer's side, the caller's shorter lease is next")
 	assert.Greater(t, exp.Next, time.Duration(0))
@@ -145,7 +146,7 @@ func TestRefusedReclaimSaysWhenTheQueueLeaseEnds(t *testing.T) {
 	_, c, ctx := setup(t)
 	w := newWorker(t, c, WorkerOptions{TTL: time.Minute, RenewInterval: 20 * time.Second})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
-	r, err := c.reclaimers.Worker(ctx, c.log, w.ID(), 0, false)
+	r, err := c.core.Reclaimers.Worker(ctx, c.core.Log, w.ID(), 0, false)
 	require.NoError(t, err)
 	assert.False(t, r.Done)
 	assert.Greater(t, r.Left, 50*time.Second)
@@ -170,7 +171,7 @@ func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 	// Another RenewInterval, another reclaimer.
 	other := newWorker(t, c, WorkerOptions{TTL: lasting.TTL, RenewInterval: 500 * time.Millisecond})
 	r, members := c.reclaimerOf(t, lasting)
-	assert.NotSame(t, other.reclaimer, r)
+	assert.NotSame(t, other.parts.Reclaimer, r)
 	assert.Equal(t, n, members)
 
 	dead := newWorker(t, b.client(), fast)
@@ -197,9 +198,9 @@ func TestWorkersOfAClientShareOneReclaimer(t *testing.T) {
 
 // reclaimerOf is the client's reclaimer for workers with opts, and how
 // many members it has.
-func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaim.Reclaimer[reclaimMember], int) {
+func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaim.Reclaimer[wiring.Member], int) {
 	t.Helper()
-	r, n := c.reclaimers.Lookup(opts.TTL, opts.RenewInterval)
+	r, n := c.core.Reclaimers.Lookup(opts.TTL, opts.RenewInterval)
 	require.NotNil(t, r)
 	return r, n
 }
@@ -212,10 +213,10 @@ func (c *Client) reclaimerOf(t *testing.T, opts WorkerOptions) (*reclaim.Reclaim
 func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	keys := c.store.Keys()
-	require.NoError(t, c.store.RegisterWorker(ctx, "live", time.Minute))
+	keys := c.core.Store.Keys()
+	require.NoError(t, c.core.Store.RegisterWorker(ctx, "live", time.Minute))
 	const dead = 500
-	expired, claims := c.rdb.B().Zadd().Key(keys.Workers()).ScoreMember(), c.rdb.B().Zadd().Key(keys.Reclaiming()).ScoreMember()
+	expired, claims := c.core.Redis.B().Zadd().Key(keys.Workers()).ScoreMember(), c.core.Redis.B().Zadd().Key(keys.Reclaiming()).ScoreMember()
 	for i := range dead {
 		id := fmt.Sprintf("dead-%03d", i)
 		expired = expired.ScoreMember(float64(1+i), id)
@@ -223,8 +224,8 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 			claims = claims.ScoreMember(float64(time.Now().Add(time.Hour).UnixMilli()), id)
 		}
 	}
-	require.NoError(t, c.rdb.Do(ctx, expired.Build()).Error())
-	require.NoError(t, c.rdb.Do(ctx, claims.Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, expired.Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, claims.Build()).Error())
 
 	// calls counts the Redis calls f makes (0 where only f's results can
 	// be checked: see commandsOf).
@@ -233,7 +234,7 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 		return n
 	}
 	renew := func() store.KeptAlive {
-		kept, err := c.store.Keepalive(ctx, time.Minute, []store.Keepalive{{Worker: "live"}})
+		kept, err := c.core.Store.Keepalive(ctx, time.Minute, []store.Keepalive{{Worker: "live"}})
 		require.NoError(t, err)
 		require.Len(t, kept, 1)
 		require.False(t, kept[0].Gone)
@@ -260,10 +261,10 @@ func TestDeadWorkersCostRenewalsAFewCallsHoweverManyAreClaimed(t *testing.T) {
 	assert.LessOrEqual(t, n, 12, "calls of one renewal")
 
 	var exp store.Expired
-	_, err := c.store.ExpiredWorkers(ctx, 0, "live", time.Hour) // loads the script
+	_, err := c.core.Store.ExpiredWorkers(ctx, 0, "live", time.Hour) // loads the script
 	require.NoError(t, err)
 	n = calls(func() {
-		exp, err = c.store.ExpiredWorkers(ctx, reclaim.Batch, "live", time.Hour)
+		exp, err = c.core.Store.ExpiredWorkers(ctx, reclaim.Batch, "live", time.Hour)
 		require.NoError(t, err)
 	})
 	assert.Equal(t, []string{fmt.Sprintf("dead-%03d", dead-1)}, exp.Dead, "the unclaimed one is handed out")
@@ -283,7 +284,7 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	k := setupClocked(t)
 	c, h := k.hooked()
 	ctx := k.ctx
-	expiredSHA := c.store.Scripts().Expired.SHA1()
+	expiredSHA := c.core.Store.Scripts().Expired.SHA1()
 	var failing atomic.Bool
 	var failed atomic.Int64
 	h.set(func(h *hooked) {
@@ -297,11 +298,11 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	})
 	k.c = c // the clock runs beat by beat on the reclaimer's client
 	k.beats()
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	newWorker(t, c, fast)
 	// The first look, at once, ends before the looks fail: one still on
 	// its way could run after the peer's expiry and reclaim it.
-	c.signals.looked.WaitOrTimeout()
+	c.core.Signals.Looked.WaitOrTimeout()
 	peer := newWorker(t, k.client(), fast)
 	id := peer.ID()
 	failing.Store(true)
@@ -315,12 +316,12 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	// the renewal sends its signal after the signals are emptied.)
 	beat := func(done func() bool) {
 		t.Helper()
-		for len(c.signals.looked.C()) > 0 {
-			<-c.signals.looked.C()
+		for len(c.core.Signals.Looked.C()) > 0 {
+			<-c.core.Signals.Looked.C()
 		}
 		k.run(fast.RenewInterval)
 		if done == nil || !done() {
-			c.signals.looked.WaitOrTimeout()
+			c.core.Signals.Looked.WaitOrTimeout()
 		}
 	}
 	// The reclaimer wakes at the peer's expiry and its look fails; from
@@ -343,7 +344,7 @@ func TestFailingLooksDoNotSpin(t *testing.T) {
 	// may have begun while the looks still failed).
 	failing.Store(false)
 	reclaimed := func() bool {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(c.store.Keys().Workers()).Member(id).Build()).AsFloat64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zscore().Key(c.core.Store.Keys().Workers()).Member(id).Build()).AsFloat64()
 		return rueidis.IsRedisNil(err) && n == 0
 	}
 	for beats := 0; !reclaimed(); beats++ {

@@ -25,7 +25,7 @@ func TestRejoinGivesBackAndServesAgain(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
 	c, ctx := k.c, k.ctx
-	c.signals.rejoined.Init(t)
+	c.core.Signals.Rejoined.Init(t)
 	w := newWorker(t, c, WorkerOptions{StayFenced: true})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
@@ -43,12 +43,12 @@ func TestRejoinGivesBackAndServesAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, done, "a stale id gives up")
 	assert.Equal(t, []string{"t0001"}, waiting(t, c, "q"), "nothing given back under a stale id")
-	c.signals.rejoined.RequireEmpty()
+	c.core.Signals.Rejoined.RequireEmpty()
 
 	done, err = s.RejoinOnce(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, done)
-	assert.Equal(t, "q", c.signals.rejoined.WaitOrTimeout())
+	assert.Equal(t, "q", c.core.Signals.Rejoined.WaitOrTimeout())
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, c, "q"), "the lost process's task back at the front")
 	assert.Equal(t, lifecycle.SessionServing, s.Lease.View().State)
 	again := dequeueAll(t, w, "q", 1)[0]
@@ -68,8 +68,8 @@ func TestRegistrationOutlivingItsLeaseLosesNoTask(t *testing.T) {
 	direct, ctx := k.c, k.ctx
 	c, h := k.hooked()
 	k.beatsOf(c)
-	c.signals.looked.Init(t)
-	c.signals.registered.Init(t)
+	c.core.Signals.Looked.Init(t)
+	c.core.Signals.Registered.Init(t)
 	var a attempts
 	ran := make(chan string, 10)
 	handler := func(hctx context.Context, p *Process) error {
@@ -94,7 +94,7 @@ func TestRegistrationOutlivingItsLeaseLosesNoTask(t *testing.T) {
 	oldID := w.ID()
 
 	var down, stall atomic.Bool
-	slotsSHA := c.store.Scripts().WorkerSlots.SHA1()
+	slotsSHA := c.core.Store.Scripts().WorkerSlots.SHA1()
 	recording, resume := make(chan struct{}), make(chan struct{})
 	refused := rueidis.NewErrorResult(errors.New("redis down (test)"))
 	h.set(func(h *hooked) {
@@ -127,8 +127,8 @@ func TestRegistrationOutlivingItsLeaseLosesNoTask(t *testing.T) {
 	recv(t, recording, testsignal.Wait, "the new id's slots being recorded")
 	k.advance(2 * fast.TTL) // while the registration is in flight, its lease runs out
 	close(resume)
-	stale := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
-	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again, after the new id's fence")
+	stale := recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again")
+	newID := recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again, after the new id's fence")
 	assert.NotEqual(t, oldID, stale)
 	assert.NotEqual(t, stale, newID)
 

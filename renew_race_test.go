@@ -29,7 +29,7 @@ func TestRenewalRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	leases := c.store.Keys().Queue("q").Leases
+	leases := c.core.Store.Keys().Queue("q").Leases
 	raced := make(chan error, 1)
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
@@ -74,7 +74,7 @@ func TestFinishRacingStopAndStartWorkDoesNotFence(t *testing.T) {
 	p := ps[1]
 	id := w.ID()
 
-	finishSHA := c.store.Scripts().Finish.SHA1()
+	finishSHA := c.core.Store.Scripts().Finish.SHA1()
 	h.set(func(h *hooked) {
 		h.do = func(ctx context.Context, cmd rueidis.Completed, next func() rueidis.RedisResult) rueidis.RedisResult {
 			if scriptOf(cmd) != finishSHA {
@@ -111,7 +111,7 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	id := w.ID()
 
-	leases := c.store.Keys().Queue("q").Leases
+	leases := c.core.Store.Keys().Queue("q").Leases
 	var last time.Time
 	races := make(chan error, 100)
 	h.set(func(h *hooked) {
@@ -151,6 +151,6 @@ func TestRenewalsRacingStopWorkEveryTimeKeepTheDeadline(t *testing.T) {
 // leases: alone, or with the registry lease (store.JointRenewals).
 func renewsLeaseOn(c *Client, cmd rueidis.Completed, leases string) bool {
 	sha := scriptOf(cmd)
-	renews := sha == c.store.Scripts().Renew.SHA1() || sha == c.store.Scripts().Keepalive.SHA1()
+	renews := sha == c.core.Store.Scripts().Renew.SHA1() || sha == c.core.Store.Scripts().Keepalive.SHA1()
 	return renews && slices.Contains(cmd.Commands(), leases)
 }

@@ -32,7 +32,7 @@ func (*receipt) Kind() string { return "email.receipt" }
 // rawEntries are queue q's waiting entries as stored, header and payload.
 func rawEntries(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	vals, err := c.rdb.Do(context.Background(), c.rdb.B().Lrange().Key(c.store.Keys().Queue(queue).Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
+	vals, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Lrange().Key(c.core.Store.Keys().Queue(queue).Waiting).Start(0).Stop(-1).Build()).AsStrSlice()
 	require.NoError(t, err)
 	return vals
 }
@@ -124,7 +124,7 @@ func TestOverlappingKindedEnqueuesAreJoined(t *testing.T) {
 	_, c, ctx := setup(t)
 	var calls atomic.Int64
 	first, release := make(chan struct{}), make(chan struct{})
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpEnqueue && calls.Add(1) == 1 {
 			close(first)
 			<-release
@@ -139,7 +139,7 @@ func TestOverlappingKindedEnqueuesAreJoined(t *testing.T) {
 		go func() { errs <- second(c.Enqueue(ctx, "q", []byte("x"), Kind("k"))) }()
 	}
 	eventually(t, 5*time.Second, "the other enqueues wait behind the first", func() bool {
-		items, _ := c.kindEnqueues.Queued("k\x00q")
+		items, _ := c.core.KindEnqueues.Queued("k\x00q")
 		return items == n-1
 	})
 	close(release)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/worqr/worqr/internal/engine"
 	"github.com/worqr/worqr/internal/proc"
+	"github.com/worqr/worqr/internal/slotpolicy"
 )
 
 // The Handle runtime is the engine's (engine.Runtime, engine.Scheduler:
@@ -27,7 +28,7 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 	if h == nil {
 		return fmt.Errorf("worqr: handle %q: nil handler: %w", queue, ErrInvalidOptions)
 	}
-	size, err := slotsOf(opts.Concurrency)
+	size, err := slotpolicy.Slots(opts.Concurrency, DefaultConcurrency)
 	if err != nil {
 		return fmt.Errorf("worqr: handle %q: %w", queue, err)
 	}
@@ -40,18 +41,6 @@ func (w *Worker) handle(ctx context.Context, queue string, h Handler, opts Handl
 	// The worker tells the member of work events itself
 	// (engine.Runtime.WorkArrived), before it calls these.
 	return engine.Serve(ctx, w.core.Host(), &w.core.Env, queue, engine.Events(opts.Events), r)
-}
-
-// slotsOf is the slots for a Concurrency option: DefaultConcurrency for
-// zero.
-func slotsOf(concurrency int) (int, error) {
-	switch {
-	case concurrency == 0:
-		return DefaultConcurrency, nil
-	case concurrency < 0:
-		return 0, fmt.Errorf("negative concurrency: %w", ErrInvalidOptions)
-	}
-	return concurrency, nil
 }
 
 // callOf is h as the engine calls it: with the public process whose

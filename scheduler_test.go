@@ -115,7 +115,7 @@ func TestAFailedDequeueIsRetriedOnTheClientsClock(t *testing.T) {
 	// sent, before its failure arms the backoff's.
 	var once atomic.Bool
 	failed := make(chan int, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, queue string) error {
 		if op != store.OpDequeue || queue != "q" || !once.CompareAndSwap(false, true) {
 			return nil
 		}

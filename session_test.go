@@ -16,6 +16,7 @@ import (
 	"github.com/worqr/worqr/internal/lifecycle"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/testsignal"
+	"github.com/worqr/worqr/internal/wiring"
 )
 
 // servedSession is a worker of fast options on k's client, serving q, with
@@ -37,7 +38,7 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
 	k.beats()
-	k.c.signals.rejoined.Init(t)
+	k.c.core.Signals.Rejoined.Init(t)
 	w, s, fences := servedSession(t, k)
 	enqueueNumbered(t, k.c, "q", 2)
 	p := dequeueAll(t, w, "q", 1)[0]
@@ -73,12 +74,12 @@ func TestSessionFenceEndsItsProcessesAndRefusesDequeues(t *testing.T) {
 	// out (0.9 TTL + the margin), while the worker's beat renews the rest.
 	k.run(fast.TTL - time.Millisecond)
 	select {
-	case q := <-k.c.signals.rejoined.C():
+	case q := <-k.c.core.Signals.Rejoined.C():
 		t.Fatalf("%s rejoined before its old lease ran out", q)
 	default:
 	}
 	k.run(time.Millisecond)
-	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
+	require.Equal(t, "q", k.c.core.Signals.Rejoined.WaitOrTimeout())
 	state = s.Lease.View().State
 	assert.Equal(t, lifecycle.SessionServing, state)
 	assert.Equal(t, []string{"t0000", "t0001"}, waiting(t, k.c, "q"), "the fenced process's task back at the front")
@@ -95,14 +96,14 @@ func TestSessionIgnoresARenewalOfAnEarlierLease(t *testing.T) {
 	t.Parallel()
 	k := setupClocked(t)
 	k.beats()
-	k.c.signals.rejoined.Init(t)
+	k.c.core.Signals.Rejoined.Init(t)
 	w, s, fences := servedSession(t, k)
 	id := w.ID()
 	old := s.Lease.View().Gen
 	s.Fence(id, errors.New("queue lease lost (test)"))
 	recv(t, fences, testsignal.Wait, "the session's fence told")
 	k.run(fast.TTL)
-	require.Equal(t, "q", k.c.signals.rejoined.WaitOrTimeout())
+	require.Equal(t, "q", k.c.core.Signals.Rejoined.WaitOrTimeout())
 	v := s.Lease.View()
 	deadline, gen := v.Deadline, v.Gen
 	require.Equal(t, old+1, gen)
@@ -137,7 +138,7 @@ func TestSessionReconcileGivesBackUnknownProcesses(t *testing.T) {
 	c, ctx := k.c, k.ctx
 	enqueueNumbered(t, c, "q", 3)
 	known := dequeueAll(t, w, "q", 1)[0]
-	_, _, _, err := c.store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
+	_, _, _, err := c.core.Store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
 	require.NoError(t, err)
 	procs, err := c.Processes(ctx, "q")
 	require.NoError(t, err)
@@ -179,7 +180,7 @@ func TestALeftSessionNeitherReconcilesNorRenews(t *testing.T) {
 	k := setupClocked(t)
 	w, old, _ := servedSession(t, k)
 	c, ctx := k.c, k.ctx
-	old.Books.MarkUnsure(unsurePasses, false)
+	old.Books.MarkUnsure(wiring.UnsurePasses, false)
 	gen := old.Lease.View().Gen
 	require.NoError(t, w.StopWork(ctx, "q"))
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))

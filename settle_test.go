@@ -30,7 +30,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 	ctx := ctxT(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
-	c.store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, _ string) error {
 		if op != store.OpFinish {
 			return nil
 		}
@@ -48,7 +48,7 @@ func heldFinishes(t *testing.T, c *Client, w *Worker, later func(ctx context.Con
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("b"))))
 	recv(t, entered, 5*time.Second, "first finish sent")
 	eventually(t, 5*time.Second, "second finish queued behind it", func() bool {
-		n, _ := c.finishes.Queued("q")
+		n, _ := c.core.Finishes.Queued("q")
 		return n == 1
 	})
 	return release, runs
@@ -137,7 +137,7 @@ func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	// that time, and a renewal may come.
 	g := newCallGate()
 	t.Cleanup(g.open)
-	sc := c.store.Scripts()
+	sc := c.core.Store.Scripts()
 	leaseChecks := map[string]bool{sc.Dequeue.SHA1(): true, sc.Keepalive.SHA1(): true, sc.Renew.SHA1(): true}
 	checksLease := func(cmd rueidis.Completed) bool {
 		s := scriptOf(cmd)
@@ -161,7 +161,7 @@ func TestBatchedFinishFindingTheLeaseGoneFences(t *testing.T) {
 	release, _ := heldFinishes(t, c, w, func(ctx context.Context, n int64) error {
 		if n == 2 {
 			g.close()
-			return c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Queue("q").Leases).Member(id).Build()).Error()
+			return c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Queue("q").Leases).Member(id).Build()).Error()
 		}
 		return nil
 	})

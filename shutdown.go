@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/worqr/worqr/internal/engine"
 )
 
 // Close stops the worker at once: it stops taking tasks, cancels running
@@ -16,14 +14,7 @@ import (
 // for its peers (if Redis cannot be reached, the peers still reclaim the
 // work once the lease expires). Use Shutdown to let running handlers
 // finish first. A second call returns nil.
-func (w *Worker) Close(ctx context.Context) error {
-	_ = w.core.Closer.Drain(engine.Expired(ctx)) // stop taking tasks, and cancel handlers at once
-	err := w.core.Closer.Close(ctx, "close")
-	if errors.Is(err, ErrWorkerClosed) {
-		return nil
-	}
-	return err
-}
+func (w *Worker) Close(ctx context.Context) error { return w.parts.Close(ctx) }
 
 // Shutdown stops the worker gracefully, like http.Server.Shutdown: it
 // stops taking tasks at once, waits for running handlers until ctx ends,

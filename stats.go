@@ -63,7 +63,7 @@ const StatsOtherKind = store.StatsOtherKind
 // what a read costs). A Resolution other than a minute or an hour is
 // ErrInvalidOptions.
 func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (Stats, error) {
-	if err := c.validate(ctx, "stats", queue); err != nil {
+	if err := c.core.Validate(ctx, "stats", queue); err != nil {
 		return Stats{}, err
 	}
 	res := opts.Resolution
@@ -75,15 +75,15 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 	}
 	// This client's own counts of the queue not yet written are written
 	// first, so that it reads what it did. A failure shows in the read.
-	_ = c.store.FlushStats(ctx, queue)
-	c.statsFlusher.Written()
+	_ = c.core.Store.FlushStats(ctx, queue)
+	c.core.StatsFlusher.Written()
 	since := opts.Since
 	if res != time.Minute {
 		since = time.Time{} // hours come from the whole hash
 	}
-	now, slots, err := c.store.Stats(ctx, queue, since)
+	now, slots, err := c.core.Store.Stats(ctx, queue, since)
 	if err != nil {
-		return Stats{}, c.fail("stats", queue, err)
+		return Stats{}, c.core.Fail("stats", queue, err)
 	}
 	out := Stats{Queue: queue, Resolution: res, Now: now}
 	for _, sl := range slots {
@@ -93,18 +93,4 @@ func (c *Client) Stats(ctx context.Context, queue string, opts StatsOptions) (St
 		out.Buckets = append(out.Buckets, sl.Bucket())
 	}
 	return out, nil
-}
-
-// flushStats writes the stats counts the client holds, for every queue or
-// one (queue set). A failure is logged, not returned: it costs counts
-// only, never work.
-func (c *Client) flushStats(ctx context.Context, queue string) {
-	sent := c.outage.Begin()
-	err := c.store.FlushStats(ctx, queue)
-	c.statsFlusher.Written()
-	if err == nil {
-		c.outage.OK(sent)
-	} else if err = c.fail("write stats", queue, err); !c.outage.Failed(sent, "stats", err) {
-		c.log.Warn("worqr: could not write stats counts", "queue", queue, "err", err)
-	}
 }

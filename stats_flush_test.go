@@ -24,7 +24,7 @@ import (
 // countOps counts the calls of one kind a client makes to Redis.
 func countOps(c *Client, op store.Op) *atomic.Int64 {
 	var n atomic.Int64
-	c.store.SetFault(func(_ context.Context, o store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, o store.Op, _ string) error {
 		if o == op {
 			n.Add(1)
 		}
@@ -39,7 +39,7 @@ func countOps(c *Client, op store.Op) *atomic.Int64 {
 func TestStatsExactWithConcurrentHandlers(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	c.store.SetStatsTiming(2*time.Millisecond, 0)
+	c.core.Store.SetStatsTiming(2*time.Millisecond, 0)
 	reader := b.client()
 	const n = 400 // every fourth fails its first attempt
 	w := newWorker(t, c, WorkerOptions{})
@@ -107,7 +107,7 @@ func TestEnqueueCountsRideOnEnqueues(t *testing.T) {
 	b, c, ctx := setup(t)
 	reader := b.client()
 	own := countOps(c, store.OpStats)
-	c.store.SetStatsTiming(20*time.Millisecond, time.Hour) // never idle
+	c.core.Store.SetStatsTiming(20*time.Millisecond, time.Hour) // never idle
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("x"))))
 	assert.Zero(t, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "held by the client")
 	sent := 1
@@ -133,7 +133,7 @@ func TestDuplicateEnqueueWritesTheCountsItCarries(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
 	reader := b.client()
-	c.store.SetStatsTiming(0, time.Hour) // every call carries what is held
+	c.core.Store.SetStatsTiming(0, time.Hour) // every call carries what is held
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))))
 	require.ErrorIs(t, second(c.Enqueue(ctx, "q", []byte("u"), Unique("k"))), ErrDuplicate)
 	assert.EqualValues(t, 1, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued, "carried by the duplicate")
@@ -156,8 +156,8 @@ func TestStatsOfAnIdleQueueAreWrittenAlone(t *testing.T) {
 	for _, p := range dequeueAll(t, w, "q", 3) {
 		require.NoError(t, p.Finish(ctx))
 	}
-	assert.Equal(t, k.clk.Now().Add(store.StatsFlushEvery), c.store.StatsNextIdle(), "held for a second first")
-	stopped := c.statsFlusher.Stopped()
+	assert.Equal(t, k.clk.Now().Add(store.StatsFlushEvery), c.core.Store.StatsNextIdle(), "held for a second first")
+	stopped := c.core.StatsFlusher.Stopped()
 	k.advance(store.StatsFlushEvery)
 	recv(t, stopped, testsignal.Wait, "the flusher wrote the counts and stopped")
 	assert.Positive(t, own.Load(), "by a call of their own")
@@ -175,7 +175,7 @@ func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
 	for _, how := range []string{"shutdown", "close"} {
 		t.Run(how, func(t *testing.T) {
 			c := b.client()
-			c.store.SetStatsTiming(time.Hour, 0) // never by themselves
+			c.core.Store.SetStatsTiming(time.Hour, 0) // never by themselves
 			queue := "q-" + how
 			w := newWorker(t, c, WorkerOptions{})
 			require.NoError(t, w.Handle(ctx, queue, func(context.Context, *Process) error { return nil }, HandleOptions{Concurrency: 4}))
@@ -184,7 +184,7 @@ func TestStatsWrittenOnShutdownAndClose(t *testing.T) {
 			assert.Zero(t, statsTotal(t, reader, queue, time.Minute).Counts.Started, "held")
 			if how == "shutdown" {
 				require.NoError(t, w.Shutdown(ctx))
-				recv(t, c.statsFlusher.Stopped(), 5*time.Second, "the client's flusher stopped, nothing being pending")
+				recv(t, c.core.StatsFlusher.Stopped(), 5*time.Second, "the client's flusher stopped, nothing being pending")
 			} else {
 				require.NoError(t, c.Close(ctx))
 			}
@@ -206,7 +206,7 @@ func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 	killed, err := New(k.options(rdb))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = killed.Close(context.Background()) })
-	killed.store.SetStatsTiming(time.Hour, 0) // all it counts is pending
+	killed.core.Store.SetStatsTiming(time.Hour, 0) // all it counts is pending
 	dead := newWorker(t, killed, fast)
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	// The tasks come from a client that lives on and closes: its enqueue
@@ -222,7 +222,7 @@ func TestStatsOfAKilledClientAreLostAlone(t *testing.T) {
 	// Its connection gone: Close can write nothing. (Closing rdb is not
 	// enough: a cluster client closes its connections in the background,
 	// and Close's writes could still get through.)
-	killed.store.SetFault(func(context.Context, store.Op, string) error { return errors.New("cut off") })
+	killed.core.Store.SetFault(func(context.Context, store.Op, string) error { return errors.New("cut off") })
 	_ = killed.Close(ctx)
 	rdb.Close()
 
@@ -257,11 +257,11 @@ func TestStatsOffCountsNothing(t *testing.T) {
 	require.NoError(t, ps[0].Finish(ctx))
 	require.NoError(t, ps[1].Retry(ctx, 0, errors.New("again")))
 	require.NoError(t, ps[2].DeadLetter(ctx, errors.New("dead")))
-	assert.True(t, off.store.StatsNextIdle().IsZero(), "nothing pending")
+	assert.True(t, off.core.Store.StatsNextIdle().IsZero(), "nothing pending")
 	require.NoError(t, off.Close(ctx))
 	assert.Zero(t, own.Load(), "no stats call")
 	reader := b.client()
-	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
+	n, err := reader.core.Redis.Do(ctx, reader.core.Redis.B().Exists().Key(reader.core.Store.Keys().Queue("q").Stats).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no stats written")
 }
@@ -271,7 +271,7 @@ func TestStatsOffCountsNothing(t *testing.T) {
 func TestStatsOfADeletedQueueAreDropped(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	c.store.SetStatsTiming(time.Hour, 0)
+	c.core.Store.SetStatsTiming(time.Hour, 0)
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
@@ -281,7 +281,7 @@ func TestStatsOfADeletedQueueAreDropped(t *testing.T) {
 	require.NoError(t, second(c.DeleteQueue(ctx, "q")))
 	require.NoError(t, c.Close(ctx)) // writes what it holds
 	reader := b.client()
-	n, err := reader.rdb.Do(ctx, reader.rdb.B().Exists().Key(reader.store.Keys().Queue("q").Stats).Build()).AsInt64()
+	n, err := reader.core.Redis.Do(ctx, reader.core.Redis.B().Exists().Key(reader.core.Store.Keys().Queue("q").Stats).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no stats hash for the deleted queue")
 }
@@ -294,8 +294,8 @@ func TestStatsFlusherRunsWhileCountsArePending(t *testing.T) {
 	b, _, ctx := setup(t)
 	reader := b.client()
 	c := b.client()
-	f := c.statsFlusher
-	c.store.SetStatsTiming(10*time.Millisecond, 10*time.Millisecond)
+	f := c.core.StatsFlusher
+	c.core.Store.SetStatsTiming(10*time.Millisecond, 10*time.Millisecond)
 
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("1")))) // counts: a run starts
 	recv(t, f.Started(), 5*time.Second, "a run started")
@@ -307,7 +307,7 @@ func TestStatsFlusherRunsWhileCountsArePending(t *testing.T) {
 	recv(t, stopped, 5*time.Second, "the next run stopped by itself")
 	assert.EqualValues(t, 2, statsTotal(t, reader, "q", time.Minute).Counts.Enqueued)
 
-	c.store.SetStatsTiming(time.Hour, 0) // a run that would wait an hour
+	c.core.Store.SetStatsTiming(time.Hour, 0) // a run that would wait an hour
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("3"))))
 	stopped = f.Stopped()
 	recv(t, f.Started(), 5*time.Second, "a third run started")
@@ -322,7 +322,7 @@ func TestStatsFlusherRunsWhileCountsArePending(t *testing.T) {
 func TestStatsKindsReadByAnotherClient(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	c.store.SetStatsTiming(2*time.Millisecond, 0)
+	c.core.Store.SetStatsTiming(2*time.Millisecond, 0)
 	reader := b.client()
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", func(_ context.Context, p *Process) error {

@@ -147,7 +147,7 @@ func TestStatsWaitStartsWhenDue(t *testing.T) {
 func TestStatsRingsClearStaleSlots(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	key := c.store.Keys().Queue("q").Stats
+	key := c.core.Store.Keys().Queue("q").Stats
 	// Every slot of both rings holds data of long ago (minute i, hour i
 	// since the epoch: the right slot, the wrong turn).
 	var args []string
@@ -159,11 +159,11 @@ func TestStatsRingsClearStaleSlots(t *testing.T) {
 		s := "h" + strconv.Itoa(i)
 		args = append(args, s, strconv.Itoa(i), s+":e", "1000", s+":w5", "1000")
 	}
-	hset := c.rdb.B().Hset().Key(key).FieldValue()
+	hset := c.core.Redis.B().Hset().Key(key).FieldValue()
 	for i := 0; i < len(args); i += 2 {
 		hset = hset.FieldValue(args[i], args[i+1])
 	}
-	require.NoError(t, c.rdb.Do(ctx, hset.Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, hset.Build()).Error())
 	for _, res := range []time.Duration{time.Minute, time.Hour} {
 		s, err := c.Stats(ctx, "q", StatsOptions{Resolution: res})
 		require.NoError(t, err)
@@ -191,9 +191,9 @@ func TestStatsRingsClearStaleSlots(t *testing.T) {
 func TestStatsOffAndDeleted(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	key := c.store.Keys().Queue("q").Stats
+	key := c.core.Store.Keys().Queue("q").Stats
 	exists := func() bool {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(key).Build()).AsInt64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(key).Build()).AsInt64()
 		require.NoError(t, err)
 		return n == 1
 	}
@@ -266,17 +266,17 @@ func TestHistogramQuantile(t *testing.T) {
 func TestStatsMinutesFoldIntoHours(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	key := c.store.Keys().Queue("q").Stats
+	key := c.core.Store.Keys().Queue("q").Stats
 	s, err := c.Stats(ctx, "q", StatsOptions{})
 	require.NoError(t, err)
 	now := s.Now.Unix() / 60
 	plant := func(fields ...string) {
 		t.Helper()
-		hset := c.rdb.B().Hset().Key(key).FieldValue()
+		hset := c.core.Redis.B().Hset().Key(key).FieldValue()
 		for i := 0; i < len(fields); i += 2 {
 			hset = hset.FieldValue(fields[i], fields[i+1])
 		}
-		require.NoError(t, c.rdb.Do(ctx, hset.Build()).Error())
+		require.NoError(t, c.core.Redis.Do(ctx, hset.Build()).Error())
 	}
 	// Minute now-2 was the last written: 5 enqueued, 2 started; its slots
 	// in the rings hold a minute 6 hours and an hour a week older, to be
@@ -306,7 +306,7 @@ func TestStatsMinutesFoldIntoHours(t *testing.T) {
 	assert.EqualValues(t, 5, mins.Buckets[0].Counts.Enqueued)
 	assert.Equal(t, StatsCounts{Enqueued: 7, Started: 2}, mins.Total().Counts, "minutes and hours agree")
 	for _, f := range []string{hs + ":e", ms + ":e"} {
-		n, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(key).Field(f).Build()).AsInt64()
+		n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hget().Key(key).Field(f).Build()).AsInt64()
 		require.NoError(t, err)
 		assert.EqualValues(t, 5, n, "minute cur is in the rings now: %s", f)
 	}

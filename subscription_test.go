@@ -25,7 +25,7 @@ func TestLeavingAQueueKeepsThePeersSubscription(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	var subscribes atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, queue string) error {
 		if op == store.OpSubscribe && queue == "q" {
 			subscribes.Add(1)
 		}
@@ -51,12 +51,12 @@ func TestLeavingAQueueKeepsThePeersSubscription(t *testing.T) {
 	// The last one to leave ends the subscription on the server.
 	require.NoError(t, stay.Close(ctx))
 	eventually(t, 5*time.Second, "no subscriber left on the channel", func() bool {
-		channel := c.store.Keys().Queue("q").Channel
-		cmd := c.rdb.B().PubsubNumsub().Channel(channel).Build()
-		if c.store.Sharded() {
-			cmd = c.rdb.B().PubsubShardnumsub().Channel(channel).Build()
+		channel := c.core.Store.Keys().Queue("q").Channel
+		cmd := c.core.Redis.B().PubsubNumsub().Channel(channel).Build()
+		if c.core.Store.Sharded() {
+			cmd = c.core.Redis.B().PubsubShardnumsub().Channel(channel).Build()
 		}
-		n, err := c.rdb.Do(ctx, cmd).AsIntMap()
+		n, err := c.core.Redis.Do(ctx, cmd).AsIntMap()
 		return err == nil && n[channel] == 0
 	})
 }
@@ -73,7 +73,7 @@ func TestSubscriptionIsReadyBeforeItsCheck(t *testing.T) {
 	_, c, ctx := setup(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpSubscribe && queue == "q" {
 			first := false
 			once.Do(func() { first = true })
@@ -121,7 +121,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
 	var subscribes, checks atomic.Int64
-	c.store.SetFault(func(_ context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, queue string) error {
 		switch {
 		case queue != "q":
 		case op == store.OpSubscribe:
@@ -149,7 +149,7 @@ func TestWorkersOfAClientShareOneSubscription(t *testing.T) {
 		assert.EqualValues(t, 1, sub.Confirmed(), "worker %d heard the confirmation of a later worker's subscription", i)
 	}
 	assert.EqualValues(t, 1, subscribes.Load(), "the client subscribed to the channel once")
-	listeners, subscribed := c.store.Listeners("q")
+	listeners, subscribed := c.core.Store.Listeners("q")
 	assert.Equal(t, n+1, listeners)
 	assert.True(t, subscribed)
 	eventually(t, 5*time.Second, "every worker checked the queue", func() bool { return checks.Load() >= n+1 })
@@ -170,10 +170,10 @@ func TestSubscriptionDroppedAtOnceBacksOff(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	eventually(t, 5*time.Second, "subscribed", func() bool { return subscribes.Load() > 0 })
 
-	channel := c.store.Keys().Queue("q").Channel
-	unsubscribe := c.rdb.B().Unsubscribe().Channel(channel).Build().Pin()
+	channel := c.core.Store.Keys().Queue("q").Channel
+	unsubscribe := c.core.Redis.B().Unsubscribe().Channel(channel).Build().Pin()
 	if b.cluster {
-		unsubscribe = c.rdb.B().Sunsubscribe().Channel(channel).Build().Pin()
+		unsubscribe = c.core.Redis.B().Sunsubscribe().Channel(channel).Build().Pin()
 	}
 	const window = time.Second
 	from := subscribes.Load()
@@ -181,7 +181,7 @@ func TestSubscriptionDroppedAtOnceBacksOff(t *testing.T) {
 		// Between a drop and the next subscription the connection holds
 		// none, and Valkey 8.0 answers UNSUBSCRIBE there with a NOSUB
 		// error (Redis with an empty confirmation): nothing to drop then.
-		err := c.rdb.Do(ctx, unsubscribe).Error()
+		err := c.core.Redis.Do(ctx, unsubscribe).Error()
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "NOSUB ") {
 			continue
 		}

@@ -382,7 +382,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	k := setupTimed(t, func(o *Options) { o.Observer = obs })
 	c, ctx := k.c, k.ctx
 	k.beats()
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	// Time passes while a process runs, on the worker's clock, which times
 	// it: a handler moves a Fake clock on a little, one at a time.
 	var clockMu sync.Mutex
@@ -567,8 +567,8 @@ func TestObserveFenceMayCloseTheWorker(t *testing.T) {
 	w := newWorker(t, c, fast)
 	obs.w <- w
 	// The registry lease vanishes: the next renewal finds it gone.
-	rdb := c.store.Redis()
-	require.NoError(t, rdb.Do(ctx, rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(w.ID()).Build()).Error())
+	rdb := c.core.Store.Redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Zrem().Key(c.core.Store.Keys().Workers()).Member(w.ID()).Build()).Error())
 	require.NoError(t, recv(t, obs.closed, 5*time.Second, "Close from ObserveFence returned"))
 }
 

@@ -34,22 +34,3 @@ type Tracer interface {
 // EnqueueStart describes an enqueue call to a Tracer (see
 // worqrtype.EnqueueStart).
 type EnqueueStart = worqrtype.EnqueueStart
-
-// traceEnqueue asks the client's Tracer, if it has one, for the trace
-// context of an enqueue call of n tasks, sets it in o, and returns the
-// func to call with the call's result (never nil).
-func (c *Client) traceEnqueue(ctx context.Context, queue string, o *enqueueOptions, n int) (func([]string, error), error) {
-	if c.tracer == nil {
-		return func([]string, error) {}, nil
-	}
-	trace, end := c.tracer.StartEnqueue(ctx, EnqueueStart{Queue: queue, Kind: o.Kind, Tasks: n})
-	if end == nil {
-		end = func([]string, error) {}
-	}
-	if err := enqueue.CheckTrace(trace); err != nil {
-		end(nil, err)
-		return nil, err
-	}
-	o.Trace = trace
-	return end, nil
-}

@@ -58,7 +58,7 @@ func TestTraceRidesWithTheTaskThroughEveryReturn(t *testing.T) {
 	k := setupTimed(t, func(o *Options) { o.Tracer = tr })
 	c, ctx := k.c, k.ctx
 	k.beats()
-	c.signals.looked.Init(t) // before its first worker joins
+	c.core.Signals.Looked.Init(t) // before its first worker joins
 
 	id, err := c.Enqueue(ctx, "q", []byte("a"), Kind("k1"))
 	require.NoError(t, err)

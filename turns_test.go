@@ -299,9 +299,9 @@ func TestGroupTurnsForgottenWhenACancelEmptiesTheGroup(t *testing.T) {
 			ps, err := w.DequeueN(ctx, "q", 1)
 			require.NoError(t, err)
 			require.Equal(t, []string{"a"}, taskNames(ps))
-			k := c.store.Keys().Queue("q")
+			k := c.core.Store.Keys().Queue("q")
 			used := func() int64 {
-				n, err := do(t, c, c.rdb.B().Hexists().Key(k.GroupLimits).Field("a:u").Build()).AsInt64()
+				n, err := do(t, c, c.core.Redis.B().Hexists().Key(k.GroupLimits).Field("a:u").Build()).AsInt64()
 				require.NoError(t, err)
 				return n
 			}
@@ -347,24 +347,24 @@ func TestCheckFindsStaleTurns(t *testing.T) {
 	require.Equal(t, []string{"a"}, taskNames(ps))
 	requireClean(t, c)
 
-	k := c.store.Keys().Queue("q")
-	do(t, c, c.rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("gtx", "1").Build())
-	do(t, c, c.rdb.B().Hset().Key(k.GroupLimits).FieldValue().FieldValue("ghost:u", "1/123").Build())
+	k := c.core.Store.Keys().Queue("q")
+	do(t, c, c.core.Redis.B().Hset().Key(k.Meta).FieldValue().FieldValue("gtx", "1").Build())
+	do(t, c, c.core.Redis.B().Hset().Key(k.GroupLimits).FieldValue().FieldValue("ghost:u", "1/123").Build())
 	rep := check(t, c, false)
 	assert.EqualValues(t, 2, rep.StaleTurns)
 	assert.Equal(t, 2, rep.Problems())
 	rep = check(t, c, true)
 	assert.EqualValues(t, 2, rep.Repaired.ClearedTurns)
-	fields, err := do(t, c, c.rdb.B().Hkeys().Key(k.GroupLimits).Build()).AsStrSlice()
+	fields, err := do(t, c, c.core.Redis.B().Hkeys().Key(k.GroupLimits).Build()).AsStrSlice()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a:u"}, fields, "a's run goes on")
-	n, err := do(t, c, c.rdb.B().Hexists().Key(k.Meta).Field("gtx").Build()).AsInt64()
+	n, err := do(t, c, c.core.Redis.B().Hexists().Key(k.Meta).Field("gtx").Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	requireClean(t, c)
 
 	// A queue left without turns keeps no turns used either.
-	do(t, c, c.rdb.B().Hdel().Key(k.Meta).Field("gturns").Build())
+	do(t, c, c.core.Redis.B().Hdel().Key(k.Meta).Field("gturns").Build())
 	rep = check(t, c, true)
 	assert.EqualValues(t, 1, rep.StaleTurns)
 	requireClean(t, c)

@@ -249,14 +249,14 @@ func TestWaitNeverMissesATaskEndingAsItStarts(t *testing.T) {
 func TestWaitFindsRetainedTasksNotListed(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	k := c.store.Keys().Queue("q")
+	k := c.core.Store.Keys().Queue("q")
 	unlist := func(ids ...string) {
 		t.Helper()
-		require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(k.Retained).Member(ids...).Build()).Error())
+		require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(k.Retained).Member(ids...).Build()).Error())
 	}
 	look := func(id string) store.OutcomeState {
 		t.Helper()
-		_, state, err := c.store.TaskOutcome(ctx, "q", id, true)
+		_, state, err := c.core.Store.TaskOutcome(ctx, "q", id, true)
 		require.NoError(t, err)
 		return state
 	}
@@ -329,7 +329,7 @@ func TestWaitLooksAtAQueueAMegabyteAtATime(t *testing.T) {
 		t.Helper()
 		for i := range 5 {
 			n, counted := b.commandsOf(func() {
-				_, state, err := c.store.TaskOutcome(ctx, queue, "1", true)
+				_, state, err := c.core.Store.TaskOutcome(ctx, queue, "1", true)
 				require.NoError(t, err)
 				assert.Equal(t, store.OutcomeNone, state)
 			})
@@ -358,8 +358,8 @@ func TestRetainedTasksAreUnlistedWhenTheyEnd(t *testing.T) {
 	}
 	pending := func(queue string) int {
 		t.Helper()
-		k := c.store.Keys().Queue(queue)
-		ids, err := c.rdb.Do(ctx, c.rdb.B().Zrangebyscore().Key(k.Retained).Min("+inf").Max("+inf").Build()).AsStrSlice()
+		k := c.core.Store.Keys().Queue(queue)
+		ids, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zrangebyscore().Key(k.Retained).Min("+inf").Max("+inf").Build()).AsStrSlice()
 		require.NoError(t, err)
 		return len(ids)
 	}
@@ -401,7 +401,7 @@ func TestRetainedTasksAreUnlistedWhenTheyEnd(t *testing.T) {
 	_, err = c.DeleteQueue(ctx, "doomed")
 	require.NoError(t, err)
 	assert.Zero(t, pending("doomed"))
-	n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(c.store.Keys().Queue("doomed").Retained).Build()).AsInt64()
+	n, err := c.core.Redis.Do(ctx, c.core.Redis.B().Exists().Key(c.core.Store.Keys().Queue("doomed").Retained).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }
@@ -412,10 +412,10 @@ func TestRetainedTasksAreUnlistedWhenTheyEnd(t *testing.T) {
 func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	k := c.store.Keys().Queue("q")
+	k := c.core.Store.Keys().Queue("q")
 	listed := func(id string) bool {
 		t.Helper()
-		score, err := c.rdb.Do(ctx, c.rdb.B().Zscore().Key(k.Retained).Member(id).Build()).AsFloat64()
+		score, err := c.core.Redis.Do(ctx, c.core.Redis.B().Zscore().Key(k.Retained).Member(id).Build()).AsFloat64()
 		if rueidis.IsRedisNil(err) {
 			return false
 		}
@@ -431,11 +431,11 @@ func TestRetainedTasksAreListedWhenEnqueued(t *testing.T) {
 	batch, err := c.EnqueueBatch(ctx, "q", [][]byte{[]byte("a"), []byte("b")}, Retain(time.Hour))
 	require.NoError(t, err)
 	ids = append(ids, batch...)
-	last, err := c.store.Tick(ctx, "q", "every", 0, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
+	last, err := c.core.Store.Tick(ctx, "q", "every", 0, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
 	require.NoError(t, err)
 	var ticked store.Ticked
 	eventually(t, 5*time.Second, "a tick enqueued", func() bool {
-		ticked, err = c.store.Tick(ctx, "q", "every", last.Last+1, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
+		ticked, err = c.core.Store.Tick(ctx, "q", "every", last.Last+1, 0, []byte("tick"), store.EnqueueArgs{Retain: time.Hour})
 		require.NoError(t, err)
 		return ticked.Status == store.TickEnqueued
 	})

@@ -19,7 +19,7 @@ import (
 // first.
 func parked(t *testing.T, c *Client, queue string) []string {
 	t.Helper()
-	ids, err := c.rdb.Do(context.Background(), c.rdb.B().Zrange().Key(c.store.Keys().Queue(queue).Idle).Min("0").Max("-1").Build()).AsStrSlice()
+	ids, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Zrange().Key(c.core.Store.Keys().Queue(queue).Idle).Min("0").Max("-1").Build()).AsStrSlice()
 	require.NoError(t, err)
 	return ids
 }
@@ -85,7 +85,7 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 		require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
 		all = append(all, w.ID())
 	}
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	// The two longest idle are named. A runtime that parks again between
 	// the read of the idle set and the enqueue (its worker re-registered
 	// on a loaded machine, say) changes who that is, so the step is
@@ -127,7 +127,7 @@ func TestWorkEventsWakeOnlyParkedRuntimes(t *testing.T) {
 
 	// With nobody parked the event names nobody, and wakes everyone.
 	settledParking(t, c, "q", 4) // no runtime is still looking
-	_, err := c.rdb.Do(ctx, c.rdb.B().Del().Key(c.store.Keys().Queue("q").Idle).Build()).AsInt64()
+	_, err := c.core.Redis.Do(ctx, c.core.Redis.B().Del().Key(c.core.Store.Keys().Queue("q").Idle).Build()).AsInt64()
 	require.NoError(t, err)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte("t4"))))
 	expectMessage(t, events, "w1")
@@ -142,7 +142,7 @@ func TestRuntimesThatDiedParkedDoNotStrandTasks(t *testing.T) {
 	k := setupTimed(t, nil)
 	c, ctx := k.c, k.ctx
 	k.beats()
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 	h := newHandledBy()
 	byID := map[string]*Worker{}
 	for range 3 {
@@ -183,7 +183,7 @@ func TestStoppingRuntimesPassWorkOn(t *testing.T) {
 	w.core.Unlock()
 	r.StopTaking() // as Shutdown does before its grace period
 
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, second(c.Enqueue(ctx, "q", []byte(tooBig("t")))))
 	expectMessage(t, events, "w1:"+id)
 	expectMessage(t, events, "w1") // passed on
@@ -214,7 +214,7 @@ func TestRetryWakesOnlyParkedRuntimes(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.Handle(ctx, "q", h.handler(w.ID()), HandleOptions{}))
 	require.Equal(t, []string{w.ID()}, settledParking(t, c, "q", 1))
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	require.NoError(t, p.Retry(ctx, 0, errors.New("again")))
 	assert.Equal(t, "w1:"+w.ID(), expectPrefix(t, events, "w"))
 	assert.Equal(t, "t", recv(t, h.got, 5*time.Second, "the retried task handled by the parked runtime"))

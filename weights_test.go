@@ -129,7 +129,7 @@ func TestWeightKeptAndFreedEverywhere(t *testing.T) {
 	require.NoError(t, c.SetConcurrency(ctx, "q", 4, CreateQueue()))
 	id, err := c.Enqueue(ctx, "q", []byte("heavy"), Weight(4))
 	require.NoError(t, err)
-	c.signals.looked.Init(t) // w's reclaimer may be the one that wakes for the victim
+	c.core.Signals.Looked.Init(t) // w's reclaimer may be the one that wakes for the victim
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	weightOf := func(p *Process) {
@@ -250,8 +250,8 @@ func TestCheckRepairsTheWeightCount(t *testing.T) {
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	p := dequeueOne(t, w, "q")
 	assert.Zero(t, check(t, c, false).Problems())
-	k := c.store.Keys().Queue("q")
-	do(t, c, c.rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("wx", "7").Build())
+	k := c.core.Store.Keys().Queue("q")
+	do(t, c, c.core.Redis.B().Hset().Key(k.Meta).FieldValue().FieldValue("wx", "7").Build())
 
 	rep := check(t, c, false)
 	assert.Equal(t, []string{"q"}, rep.MiscountedQueues)

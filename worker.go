@@ -3,14 +3,11 @@ package worqr
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/worqr/worqr/internal/delayed"
 	"github.com/worqr/worqr/internal/engine"
-	"github.com/worqr/worqr/internal/periodic"
-	"github.com/worqr/worqr/internal/reclaim"
-	"github.com/worqr/worqr/internal/writedeadline"
+	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/internal/wiring"
 )
 
 // Worker defaults and limits.
@@ -97,7 +94,7 @@ type FenceEvent struct {
 // client's workers of the same options), the application's handlers
 // given to the slot schedulers of its Handle and HandleQueues calls
 // (engine.Scheduler; runtime.go, pool.go), its periodic schedules
-// (periodic.go, internal/periodic), and engine.go's workerHost, the
+// (periodic.go, internal/periodic), and internal/wiring's Worker, the
 // core's host (engine.CoreHost), which makes processes and tells the
 // application and the observers of what the engine does. A session owns
 // its lease deadline, its processes, its dispatcher
@@ -106,8 +103,8 @@ type FenceEvent struct {
 // which also takes the tasks enqueues hand it; a fence of one queue, its
 // rejoin and its reconciliation are the session's, in the engine
 // (internal/engine: fence.go, rejoin.go, reconcile.go), over the core as
-// their host. engine.go gives each component under internal/ what it
-// takes of the client and the worker.
+// their host. internal/wiring gives each component under internal/
+// what it takes of the client and the worker.
 //
 // The order in which the mutexes of the package and of its packages
 // under internal/ are taken is engine.Core's.
@@ -119,14 +116,10 @@ type Worker struct {
 	// its lifecycle, its sessions and pools, its life, its registry
 	// entry, lease keeper, closer and environment.
 	core *engine.Core
-
-	reclaimer *reclaim.Reclaimer[reclaimMember] // returns dead peers' work (the client's, shared)
-	clock     delayed.RedisClock                // the Redis clock, as far as the worker knows it (its own lock)
-	// periodics are the schedules registered (Periodic), each a running
-	// component (periodic.go, internal/periodic; their own lock).
-	periodics periodic.Set
-	// writes bounds the outcome writes after handlers (engine.Settler).
-	writes writedeadline.Deadline
+	// parts are its components besides, wired to its client's
+	// (wiring.Worker): its reclaimer, its estimate of the Redis clock,
+	// its periodic schedules; they are its core's host.
+	parts *wiring.Worker
 }
 
 // NewWorker registers a new worker and starts its components: the lease
@@ -137,7 +130,7 @@ type Worker struct {
 // worker (that is what Shutdown and Close are for), so a worker can
 // outlive the request or setup code that made it.
 func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, error) {
-	if err := c.validateCtx(ctx, "new worker"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "new worker"); err != nil {
 		return nil, err
 	}
 	if opts.TTL == 0 {
@@ -153,43 +146,38 @@ func (c *Client) NewWorker(ctx context.Context, opts WorkerOptions) (*Worker, er
 		return nil, fmt.Errorf("worqr: new worker: %w: RenewInterval %v must be positive and at most TTL/2 (%v)", ErrInvalidOptions, opts.RenewInterval, opts.TTL/2)
 	}
 	w := &Worker{c: c, opts: opts, core: new(engine.Core)}
-	w.core.Init((*workerHost)(w), registryEnv(w))
-	id, sent, err := w.core.Registry.Register(ctx)
+	parts, err := c.core.NewWorker(ctx, w.core, wiring.WorkerConfig{
+		TTL: opts.TTL, RenewInterval: opts.RenewInterval, StayFenced: opts.StayFenced,
+		NewProc: func(queue string, sp store.Proc, started time.Time) *engine.Proc {
+			return &newProcessAt(w, queue, sp, started).rec
+		},
+		Fenced: w.fenced,
+	})
 	if err != nil {
 		return nil, err
 	}
-	// ctx bounds only the registration: the worker's life keeps its
-	// values but not its end.
-	life, end := context.WithCancel(context.WithoutCancel(ctx))
-	w.core.Start(id, life, end, processEnv(w))
-	w.reclaimer = c.reclaimers.Join(reclaimMember{w}, w.opts.TTL, w.opts.RenewInterval)
-
-	w.core.Lock()
-	w.core.Lease.Extend(sent)
-	w.core.Unlock()
-	w.core.Lease.Start(life, c.beats, w.opts.TTL, w.opts.RenewInterval)
-
-	c.mu.Lock()
-	if c.closed.Load() {
-		c.mu.Unlock()
-		_ = w.Close(ctx)
-		return nil, fmt.Errorf("worqr: new worker: %w", ErrClientClosed)
-	}
-	c.workers[w] = struct{}{}
-	c.flows.Joined()
-	c.mu.Unlock()
+	w.parts = parts
 	return w, nil
+}
+
+// fenced tells the application and the observer that the worker (queue
+// empty) or its session of queue fenced itself, ending lost. Each is told
+// on a goroutine of its own: a fence happens on the lease keeper's
+// goroutine and under the worker's locks, and either may well call
+// StopWork or Close.
+func (w *Worker) fenced(id, queue string, cause error, lost []*engine.Proc) {
+	ev := FenceEvent{WorkerID: id, Queue: queue, Cause: fmt.Errorf("%w: %w", ErrWorkerFenced, cause), Lost: processesOf(lost)}
+	if w.opts.OnFenced != nil {
+		go w.opts.OnFenced(ev)
+	}
+	if o, ok := w.c.core.Observer.(FenceObserver); ok {
+		go o.ObserveFence(ev)
+	}
 }
 
 // ID is the worker's current id. It changes when a fenced worker registers
 // again.
 func (w *Worker) ID() string { return w.core.ID() }
-
-// logger is the client's logger with the worker's current id. Never call
-// it while holding the worker's mu (engine.Core).
-func (w *Worker) logger() *slog.Logger {
-	return w.c.log.With("worker", w.ID())
-}
 
 // Queues lists the queues the worker serves.
 func (w *Worker) Queues() []string { return w.core.Queues() }

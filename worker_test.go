@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worqr/worqr/internal/testsignal"
+	"github.com/worqr/worqr/internal/wiring"
 )
 
 func enqueueNumbered(t *testing.T, c *Client, queue string, n int) []string {
@@ -159,7 +160,7 @@ func TestZombieCannotFinishOrStop(t *testing.T) {
 
 	// A peer's first look, as it joins, finds the expired lease.
 	pc := k.client()
-	pc.signals.looked.Init(t)
+	pc.core.Signals.Looked.Init(t)
 	peer := newWorker(t, pc, fast)
 	reclaimed(t, 1, pc)
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
@@ -214,7 +215,7 @@ func TestReclaimReturnsOnlyTheDeadWorkersTasksToTheFront(t *testing.T) {
 	dequeueAll(t, dead, "other", 1)
 	assert.Equal(t, []string{"t0000", "t0001", "t0002"}, tasksOf(deadHeld))
 	deadID := dead.ID()
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 
 	crash(dead)
 	// The live worker's reclaimer wakes at the dead one's expiry; the
@@ -262,7 +263,7 @@ func TestRacingReclaimersMoveEachTaskOnce(t *testing.T) {
 	for range 8 {
 		rc := k.client()
 		g.Go(func() error {
-			r, err := rc.reclaimers.Worker(ctx, rc.log, id, 2*DefaultTTL, false)
+			r, err := rc.core.Reclaimers.Worker(ctx, rc.core.Log, id, 2*DefaultTTL, false)
 			moved.Add(r.Requeued)
 			return err
 		})
@@ -281,7 +282,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	px := newProxy(t)
 	c := k.clientVia(px)
 	k.beatsOf(c)
-	c.signals.looked.Init(t)
+	c.core.Signals.Looked.Init(t)
 
 	type fencing struct {
 		at time.Time
@@ -289,8 +290,8 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	}
 	fenced := make(chan fencing, 1)
 	opts := fast
-	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{c.clock.Now(), ev} }
-	c.signals.registered.Init(t)
+	opts.OnFenced = func(ev FenceEvent) { fenced <- fencing{c.core.Clock.Now(), ev} }
+	c.core.Signals.Registered.Init(t)
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, direct, "q", 1)
@@ -300,7 +301,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	px.cut()
 	k.run(opts.TTL) // the lease's deadline passes with no renewal
 	f := recv(t, fenced, testsignal.Wait, "fence event")
-	expiry, err := direct.rdb.Do(ctx, direct.rdb.B().Zscore().Key(direct.store.Keys().Workers()).Member(oldID).Build()).AsFloat64()
+	expiry, err := direct.core.Redis.Do(ctx, direct.core.Redis.B().Zscore().Key(direct.core.Store.Keys().Workers()).Member(oldID).Build()).AsFloat64()
 	require.NoError(t, err)
 	// The worker's own deadline for the lease is what must come first;
 	// when its timer fires, and the event after it, a loaded machine may
@@ -324,7 +325,7 @@ func TestWorkerFencesItselfBeforeItsLeaseExpires(t *testing.T) {
 	// The retry's backoff (at most a RenewInterval) ends; the clock stays
 	// while the registration is in flight, as time would not run ahead of it.
 	k.run(opts.RenewInterval)
-	newID := recv(t, c.signals.registered.C(), testsignal.Wait, "registered again")
+	newID := recv(t, c.core.Signals.Registered.C(), testsignal.Wait, "registered again")
 	assert.NotEqual(t, oldID, newID, "registered again under a new id")
 	assert.Equal(t, newID, w.ID())
 	assert.True(t, leaseLive(t, direct, newID), "the new id's lease")
@@ -348,18 +349,18 @@ func TestRenewalFindingLeaseGoneFences(t *testing.T) {
 	fenced := make(chan FenceEvent, 10)
 	opts := fast
 	opts.OnFenced = func(ev FenceEvent) { fenced <- ev }
-	c.signals.registered.Init(t)
+	c.core.Signals.Registered.Init(t)
 	w := newWorker(t, c, opts)
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	oldID := w.ID()
 
 	// As if a peer had judged it dead and removed it.
-	require.NoError(t, c.rdb.Do(ctx, c.rdb.B().Zrem().Key(c.store.Keys().Workers()).Member(oldID).Build()).Error())
+	require.NoError(t, c.core.Redis.Do(ctx, c.core.Redis.B().Zrem().Key(c.core.Store.Keys().Workers()).Member(oldID).Build()).Error())
 	k.idle(fast.RenewInterval) // the next renewal
 	ev := recv(t, fenced, testsignal.Wait, "fence event")
 	assert.Equal(t, oldID, ev.WorkerID)
 	assert.ErrorContains(t, ev.Cause, "lease gone")
-	newID := c.signals.registered.WaitOrTimeout()
+	newID := c.core.Signals.Registered.WaitOrTimeout()
 	assert.NotEqual(t, oldID, newID, "registered again under a new id")
 	assert.Equal(t, newID, w.ID())
 	assert.True(t, leaseLive(t, c, newID), "the new id's lease")
@@ -384,7 +385,7 @@ func TestRequeueGoesToTheBack(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "q", Events{}))
 	enqueueNumbered(t, c, "q", 2)
-	events := b.listen(c.store.Keys().Queue("q").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("q").Channel)
 	p := dequeueAll(t, w, "q", 1)[0]
 	require.NoError(t, p.Requeue(ctx))
 	expectMessage(t, events, "w1")
@@ -455,9 +456,9 @@ func TestLostDequeueReplyIsGivenBack(t *testing.T) {
 	known := dequeueAll(t, w, "q", 1)[0]
 
 	// Run the dequeue script as the worker, dropping the reply.
-	_, _, _, err := c.store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
+	_, _, _, err := c.core.Store.Dequeue(ctx, "q", w.ID(), 1, false) // the reply is dropped: the worker never learns
 	require.NoError(t, err)
-	sessionOf(w, "q").Books.MarkUnsure(unsurePasses, false)
+	sessionOf(w, "q").Books.MarkUnsure(wiring.UnsurePasses, false)
 
 	eventually(t, 5*time.Second, "orphan given back", func() bool {
 		return len(waiting(t, c, "q")) == 2

@@ -57,7 +57,7 @@ func TestWorkersShowSlotsAcrossProcesses(t *testing.T) {
 	require.NoError(t, w.Close(ctx))
 	_, ok = slotsOf(id)
 	assert.False(t, ok)
-	n, err := b.redis().Do(ctx, b.redis().B().Hlen().Key(c.store.Keys().WorkerSlots()).Build()).AsInt64()
+	n, err := b.redis().Do(ctx, b.redis().B().Hlen().Key(c.core.Store.Keys().WorkerSlots()).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "the record goes with the worker")
 }

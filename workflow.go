@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/errs"
-	"github.com/worqr/worqr/internal/flows"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/internal/workflow"
 	"github.com/worqr/worqr/worqrtype"
@@ -98,7 +98,7 @@ const _ = uint(MaxWorkflowIDLen-workflow.MaxIDLen) + uint(workflow.MaxIDLen-MaxW
 // retry with the same WorkflowOptions.ID, which completes it.
 // docs/workflows.md tells the rest: results passed on, cancels, keeps.
 func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts WorkflowOptions) (string, error) {
-	if err := c.validateCtx(ctx, "enqueue workflow"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "enqueue workflow"); err != nil {
 		return "", err
 	}
 	keep := opts.Keep
@@ -110,7 +110,7 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	}
 	id := opts.ID
 	if id == "" {
-		id = c.store.Keys().HomeWorkflowID(workflow.NewID(), workflow.HomeQueue(len(steps), func(i int) string { return steps[i].Queue }))
+		id = c.core.Store.Keys().HomeWorkflowID(workflow.NewID(), workflow.HomeQueue(len(steps), func(i int) string { return steps[i].Queue }))
 	} else if err := workflow.CheckID(id); err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow: %w", err)
 	}
@@ -118,14 +118,14 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, steps []Step, opts Workflo
 	if err != nil {
 		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
 	}
-	did, ready, err := c.store.CreateWorkflow(ctx, id, workflow.Digest(plan, keep), keep, plan)
+	did, ready, err := c.core.Store.CreateWorkflow(ctx, id, workflow.Digest(plan, keep), keep, plan)
 	if err != nil {
-		return "", c.fail("enqueue workflow", "", err)
+		return "", c.core.Fail("enqueue workflow", "", err)
 	}
 	if did == store.WorkflowTaken {
 		return "", fmt.Errorf("worqr: enqueue workflow %s: %w", id, ErrWorkflowExists)
 	}
-	if err := c.enqueueSteps(ctx, id, ready); err != nil {
+	if err := c.core.EnqueueSteps(ctx, id, ready); err != nil {
 		return id, fmt.Errorf("worqr: enqueue workflow %s: %w", id, err)
 	}
 	return id, nil
@@ -137,16 +137,11 @@ func (c *Client) planWorkflow(steps []Step, keep time.Duration, runAfterFailure 
 	planned := make([]workflow.Step, len(steps))
 	for i, st := range steps {
 		planned[i] = workflow.Step{Name: st.Name, Queue: st.Queue, Task: st.Task, After: st.After, AfterEnded: st.AfterEnded,
-			Options: collectEnqueueOptions(st.Options)}
+			Options: enqueue.Collect(st.Options)}
 	}
-	return workflow.Plan(planned, keep, runAfterFailure, c.maxTaskSize, func(queue string) error {
-		return validQueue("enqueue workflow", queue)
+	return workflow.Plan(planned, keep, runAfterFailure, c.core.MaxTaskSize, func(queue string) error {
+		return enqueue.CheckQueue("enqueue workflow", queue)
 	})
-}
-
-// enqueueSteps enqueues a workflow's ready steps (flows.Release).
-func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.ReadyStep) error {
-	return c.release.Enqueue(ctx, []flows.Ready{{ID: id, Steps: ready}})[0]
 }
 
 // CancelWorkflow cancels a running workflow: its steps that have not
@@ -155,21 +150,21 @@ func (c *Client) enqueueSteps(ctx context.Context, id string, ready []store.Read
 // workflow ends cancelled. It reports false, with no error, for a
 // workflow that has ended already; ErrNoWorkflow for one unknown.
 func (c *Client) CancelWorkflow(ctx context.Context, id string) (bool, error) {
-	if err := c.validateCtx(ctx, "cancel workflow"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "cancel workflow"); err != nil {
 		return false, err
 	}
 	if err := workflow.CheckID(id); err != nil {
 		return false, fmt.Errorf("worqr: cancel workflow: %w", err)
 	}
-	was, queued, err := c.store.CancelWorkflow(ctx, id)
+	was, queued, err := c.core.Store.CancelWorkflow(ctx, id)
 	if err != nil {
-		return false, c.fail("cancel workflow", "", err)
+		return false, c.core.Fail("cancel workflow", "", err)
 	}
 	switch was {
 	case "":
 		return false, fmt.Errorf("worqr: cancel workflow %s: %w", id, ErrNoWorkflow)
 	case "running":
-		return true, c.release.CancelSteps(ctx, queued)
+		return true, c.core.Release.CancelSteps(ctx, queued)
 	}
 	return false, nil
 }
@@ -226,7 +221,7 @@ const MaxPageSteps = 1000
 // returns ErrNoWorkflow for a workflow unknown, or ended and past its
 // keep.
 func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) (WorkflowPage, error) {
-	if err := c.validateCtx(ctx, "workflow steps"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "workflow steps"); err != nil {
 		return WorkflowPage{}, err
 	}
 	if err := workflow.CheckID(id); err != nil {
@@ -235,9 +230,9 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 	if from < 0 || limit < 1 || limit > MaxPageSteps {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow steps: from %d, limit %d (1 to %d): %w", from, limit, MaxPageSteps, ErrInvalidOptions)
 	}
-	rec, ok, err := workflow.ReadPage(ctx, c.store, id, from, limit, MaxPageParents)
+	rec, ok, err := workflow.ReadPage(ctx, c.core.Store, id, from, limit, MaxPageParents)
 	if err != nil {
-		return WorkflowPage{}, c.fail("workflow steps", "", err)
+		return WorkflowPage{}, c.core.Fail("workflow steps", "", err)
 	}
 	if !ok {
 		return WorkflowPage{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
@@ -251,15 +246,15 @@ func (c *Client) WorkflowSteps(ctx context.Context, id string, from, limit int) 
 // what a read of a workflow that changes meanwhile sees, and when such a
 // read is made again, in the end in one call).
 func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
-	if err := c.validateCtx(ctx, "workflow"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
 	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: workflow: %w", err)
 	}
-	rec, ok, err := c.store.WorkflowState(ctx, id)
+	rec, ok, err := c.core.Store.WorkflowState(ctx, id)
 	if err != nil {
-		return WorkflowInfo{}, c.fail("workflow", "", err)
+		return WorkflowInfo{}, c.core.Fail("workflow", "", err)
 	}
 	if !ok {
 		return WorkflowInfo{}, fmt.Errorf("worqr: workflow %s: %w", id, ErrNoWorkflow)
@@ -273,13 +268,13 @@ func (c *Client) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 // the end. It returns ErrNoWorkflow for a workflow unknown, or ended and
 // past its keep, and ctx's error if ctx ends first.
 func (c *Client) WaitWorkflow(ctx context.Context, id string) (WorkflowInfo, error) {
-	if err := c.validateCtx(ctx, "wait workflow"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "wait workflow"); err != nil {
 		return WorkflowInfo{}, err
 	}
 	if err := workflow.CheckID(id); err != nil {
 		return WorkflowInfo{}, fmt.Errorf("worqr: wait workflow: %w", err)
 	}
-	if err := c.waiters.WaitWorkflow(ctx, id, ErrNoWorkflow, c.fail); err != nil {
+	if err := c.core.Waiters.WaitWorkflow(ctx, id, ErrNoWorkflow, c.core.Fail); err != nil {
 		return WorkflowInfo{}, err
 	}
 	return c.Workflow(ctx, id)
@@ -300,12 +295,12 @@ func (p *Process) ParentResults(ctx context.Context) (map[string][]byte, error) 
 		return nil, fmt.Errorf("worqr: parent results of task %s: %w", p.rec.TaskID, ErrDetached)
 	}
 	c := p.w.c
-	if err := c.validateCtx(ctx, "parent results"); err != nil {
+	if err := c.core.ValidateCtx(ctx, "parent results"); err != nil {
 		return nil, err
 	}
-	out, found, err := c.store.StepResults(ctx, wf, step)
+	out, found, err := c.core.Store.StepResults(ctx, wf, step)
 	if err != nil {
-		return nil, c.fail("parent results", "", err)
+		return nil, c.core.Fail("parent results", "", err)
 	}
 	if !found {
 		return nil, fmt.Errorf("worqr: parent results of task %s: workflow %s: %w", p.rec.TaskID, wf, ErrNoWorkflow)

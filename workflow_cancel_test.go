@@ -170,7 +170,7 @@ func TestWorkflowStepQueueDeleted(t *testing.T) {
 func TestWorkflowCancelledWhileItsChildIsEnqueuedCancelsItInFlight(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.False(t, c.store.Keys().WorkflowHome("cancel-handed", "p"))
+	require.False(t, c.core.Store.Keys().WorkflowHome("cancel-handed", "p"))
 	started, ended := make(chan string, 1), make(chan error, 1)
 	wk := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, wk.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
@@ -185,7 +185,7 @@ func TestWorkflowCancelledWhileItsChildIsEnqueuedCancelsItInFlight(t *testing.T)
 	// after the child's enqueue) waits until the test lets it go.
 	var enqueued, held atomic.Bool
 	release := make(chan struct{})
-	c.store.SetFault(func(ctx context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, q string) error {
 		switch {
 		case op == store.OpEnqueue && q == "k":
 			enqueued.Store(true)
@@ -198,7 +198,7 @@ func TestWorkflowCancelledWhileItsChildIsEnqueuedCancelsItInFlight(t *testing.T)
 		}
 		return nil
 	})
-	t.Cleanup(func() { c.store.SetFault(nil) })
+	t.Cleanup(func() { c.core.Store.SetFault(nil) })
 	id, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "parent", Queue: "p"},
 		{Name: "child", Queue: "k", After: []string{"parent"}},

@@ -54,7 +54,7 @@ func TestWorkflowDeathCascadesInChunks(t *testing.T) {
 	require.NoError(t, err)
 	w := newWorker(t, c, WorkerOptions{})
 	var releases atomic.Int32
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpWorkflow {
 			releases.Add(1)
 		}
@@ -68,11 +68,11 @@ func TestWorkflowDeathCascadesInChunks(t *testing.T) {
 	defer cancel()
 	_, err = c.WaitWorkflow(wctx, id)
 	require.NoError(t, err)
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	requireCascaded(t, c, id)
 	assert.GreaterOrEqual(t, releases.Load(), int32(3), "three release calls at least")
 	require.NoError(t, w.Close(ctx))
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, notices)
 	requireClean(t, c)
@@ -96,10 +96,10 @@ func TestCheckResumesACascadeWhoseNoticeIsGone(t *testing.T) {
 	recv(t, crashed, testsignal.Wait, "the crash after the cascade's first call")
 	require.NoError(t, w.Close(ctx))
 	heal()
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "the notice stays")
-	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.NoError(t, c.core.Store.ForgetNotices(ctx, "p", notices))
 
 	info, err := c.Workflow(ctx, id)
 	require.NoError(t, err)
@@ -137,7 +137,7 @@ func crashCarries(c *Client, after int32) (<-chan struct{}, func()) {
 // called; the channel says a call failed.
 func crashWhen(c *Client, crash func(op store.Op, q string) bool) (<-chan struct{}, func()) {
 	crashed := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if crash(op, q) {
 			select {
 			case crashed <- struct{}{}:
@@ -147,7 +147,7 @@ func crashWhen(c *Client, crash func(op store.Op, q string) bool) (<-chan struct
 		}
 		return nil
 	})
-	return crashed, func() { c.store.SetFault(nil) }
+	return crashed, func() { c.core.Store.SetFault(nil) }
 }
 
 // stepStates reads the state of a step of workflow id by name.
@@ -200,10 +200,10 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	require.NoError(t, top.DeadLetter(ctx, errors.New("dies")))
 	recv(t, crashed, testsignal.Wait, "the crash")
 	heal()
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1)
-	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.NoError(t, c.core.Store.ForgetNotices(ctx, "p", notices))
 	require.Equal(t, StepCancelled, stepState("k9"))
 	require.Equal(t, StepWaiting, stepState("k9.000"))
 
@@ -215,7 +215,7 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	require.NoError(t, s.DeadLetter(ctx, errors.New("dies")))
 	recv(t, crashed, testsignal.Wait, "the crash")
 	heal()
-	n, err := c.carrier.Sweep(ctx, "s", 0)
+	n, err := c.core.Carrier.Sweep(ctx, "s", 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, StepCancelled, stepState("k9.000"))
@@ -238,7 +238,7 @@ func TestWorkflowReviveDuringAnotherCascade(t *testing.T) {
 	require.NoError(t, s.Finish(ctx))
 	recv(t, crashed, testsignal.Wait, "the crash")
 	heal()
-	n, err = c.carrier.Sweep(ctx, "s", 0)
+	n, err = c.core.Carrier.Sweep(ctx, "s", 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	k, err := w.Dequeue(ctx, "k")
@@ -280,7 +280,7 @@ func dieWithCarryCut(t *testing.T, c *Client, steps []Step, freedOn string) (*Pr
 	recv(t, crashed, testsignal.Wait, "the crash after the first release call")
 	require.NoError(t, w.Close(ctx))
 	heal()
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "top's notice stays")
 	return top, notices
@@ -311,7 +311,7 @@ func TestCheckTellsAStepACascadeFreedFromAStalledOne(t *testing.T) {
 	assert.Zero(t, rep.Problems(), rep.String())
 
 	// The notice lost: nothing carries c any more.
-	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.NoError(t, c.core.Store.ForgetNotices(ctx, "p", notices))
 	stalled := []WorkflowStep{{Workflow: id, Step: "c"}}
 	rep = check(t, c, false)
 	assert.Equal(t, stalled, rep.StalledSteps)
@@ -365,7 +365,7 @@ func TestCheckTellsAStepACutCascadeFreedFromAStalledOne(t *testing.T) {
 	assert.Empty(t, rep.StalledSteps, "top's notice carries k0.000")
 	assert.Zero(t, rep.Problems(), rep.String())
 
-	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.NoError(t, c.core.Store.ForgetNotices(ctx, "p", notices))
 	stalled := []WorkflowStep{{Workflow: id, Step: "k0.000"}}
 	release := []WorkflowStep{{Workflow: id, Step: "top", Task: top.TaskID()}}
 	rep = check(t, c, false)

@@ -19,9 +19,9 @@ import (
 // HGETALL: the reference a paged read is compared with, by step.
 func wholeState(t *testing.T, c *Client, id string) map[string]store.StepRecord {
 	t.Helper()
-	k := c.store.Keys().Workflow(id)
+	k := c.core.Store.Keys().Workflow(id)
 	all := func(key string) map[string]string {
-		m, err := c.rdb.Do(context.Background(), c.rdb.B().Hgetall().Key(key).Build()).AsStrMap()
+		m, err := c.core.Redis.Do(context.Background(), c.core.Redis.B().Hgetall().Key(key).Build()).AsStrMap()
 		require.NoError(t, err)
 		return m
 	}
@@ -92,7 +92,7 @@ func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 	require.NoError(t, a.Finish(ctx))
 	carried := func() bool {
 		for _, q := range []string{"p", "k"} {
-			notices, err := c.store.FlowNotices(ctx, q, 0, 10)
+			notices, err := c.core.Store.FlowNotices(ctx, q, 0, 10)
 			require.NoError(t, err)
 			if len(notices) > 0 {
 				return false
@@ -110,15 +110,15 @@ func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 	require.NoError(t, w.Close(ctx))
 	k0100 := wholeState(t, c, id)["k0100"]
 	require.Equal(t, "q", k0100.State)
-	_, err = c.store.ReleaseStep(ctx, id, "k0100", k0100.TaskID, "ok", "", 1)
+	_, err = c.core.Store.ReleaseStep(ctx, id, "k0100", k0100.TaskID, "ok", "", 1)
 	require.NoError(t, err)
 	require.Equal(t, "r", wholeState(t, c, id)["k0101"].State)
 
 	for _, order := range []bool{true, false} {
 		if !order {
-			do(t, c, c.rdb.B().Del().Key(c.store.Keys().Workflow(id).Order).Build())
+			do(t, c, c.core.Redis.B().Del().Key(c.core.Store.Keys().Workflow(id).Order).Build())
 		}
-		rec, ok, err := c.store.WorkflowState(ctx, id)
+		rec, ok, err := c.core.Store.WorkflowState(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, "running", rec.State)
@@ -142,14 +142,14 @@ func TestWorkflowStateReadInPagesIsTheWhole(t *testing.T) {
 func readStateWith(t *testing.T, c *Client, id string, change func()) store.WorkflowRecord {
 	t.Helper()
 	var calls atomic.Int32
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpWorkflow && q == "wf:"+id && calls.Add(1) == 2 {
 			change()
 		}
 		return nil
 	})
-	defer c.store.SetFault(nil)
-	rec, ok, err := c.store.WorkflowState(context.Background(), id)
+	defer c.core.Store.SetFault(nil)
+	rec, ok, err := c.core.Store.WorkflowState(context.Background(), id)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Greater(t, calls.Load(), int32(2), "read in pages")
@@ -168,7 +168,7 @@ func TestWorkflowStateReadWhileAStepEnds(t *testing.T) {
 	a := info.Steps[0]
 	require.Equal(t, "a", a.Name)
 	rec := readStateWith(t, c, id, func() {
-		_, err := c.store.ReleaseStep(ctx, id, "a", a.TaskID, "ok", "", 100)
+		_, err := c.core.Store.ReleaseStep(ctx, id, "a", a.TaskID, "ok", "", 100)
 		require.NoError(t, err)
 	})
 	steps := byName(t, rec)
@@ -219,10 +219,10 @@ func TestWorkflowStateReadWhileAStepIsRevived(t *testing.T) {
 	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "rv"})
 	require.NoError(t, err)
 	task := wholeState(t, c, id)["a"].TaskID
-	_, err = c.store.ReleaseStep(ctx, id, "a", task, "dead", "", 100)
+	_, err = c.core.Store.ReleaseStep(ctx, id, "a", task, "dead", "", 100)
 	require.NoError(t, err)
 	rec := readStateWith(t, c, id, func() {
-		_, err := c.store.ReleaseStep(ctx, id, "a", task, "revived", "", 200)
+		_, err := c.core.Store.ReleaseStep(ctx, id, "a", task, "revived", "", 200)
 		require.NoError(t, err)
 	})
 	require.Equal(t, "running", rec.State)
@@ -249,11 +249,11 @@ func TestWorkflowCascadeNotesGoOnceQueued(t *testing.T) {
 	id, err := c.EnqueueWorkflow(ctx, steps, WorkflowOptions{ID: "caret"})
 	require.NoError(t, err)
 	task := wholeState(t, c, id)["top"].TaskID
-	freed, err := c.store.ReleaseStep(ctx, id, "top", task, "dead", "", 100)
+	freed, err := c.core.Store.ReleaseStep(ctx, id, "top", task, "dead", "", 100)
 	require.NoError(t, err)
 	require.Len(t, freed, 300)
 	fields := func() []string {
-		keys, err := c.rdb.Do(ctx, c.rdb.B().Hkeys().Key(c.store.Keys().Workflow(id).Freed).Build()).AsStrSlice()
+		keys, err := c.core.Redis.Do(ctx, c.core.Redis.B().Hkeys().Key(c.core.Store.Keys().Workflow(id).Freed).Build()).AsStrSlice()
 		require.NoError(t, err)
 		slices.Sort(keys)
 		return keys
@@ -263,7 +263,7 @@ func TestWorkflowCascadeNotesGoOnceQueued(t *testing.T) {
 	for i, f := range freed {
 		queued = append(queued, store.QueuedStep{Name: f.Name, TaskID: fmt.Sprintf("%x", i+1)})
 	}
-	_, err = c.store.StepsEnqueued(ctx, id, queued)
+	_, err = c.core.Store.StepsEnqueued(ctx, id, queued)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"top"}, fields(), "top's list only")
 }

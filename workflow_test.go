@@ -422,7 +422,7 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 	// carry of the notice fails, as if it died right after the finish.
 	w := newWorker(t, c, WorkerOptions{})
 	tried := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpWorkflow {
 			tried <- struct{}{}
 			return errors.New("crashed before the release")
@@ -435,19 +435,19 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 	p.SetResult([]byte("parent's result"))
 	require.NoError(t, p.Finish(ctx))
 	recv(t, tried, testsignal.Wait, "the carry's try")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 
 	n, err := c.QueueLen(ctx, "k")
 	require.NoError(t, err)
 	assert.Zero(t, n, "not released yet")
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "the notice stays")
 
 	// The sweep carries it; crash again after the child's enqueue, before
 	// it is marked queued and the notice removed.
 	var enqueues int
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpEnqueue && q == "k" {
 			enqueues++
 		}
@@ -456,22 +456,22 @@ func TestWorkflowCrashBetweenFinishAndRelease(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = c.carrier.Sweep(ctx, "p", 0)
+	_, err = c.core.Carrier.Sweep(ctx, "p", 0)
 	require.Error(t, err)
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	n, err = c.QueueLen(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "the child is enqueued")
 
 	// Two sweeps more: the child is not enqueued again.
 	for range 2 {
-		_, err = c.carrier.Sweep(ctx, "p", 0)
+		_, err = c.core.Carrier.Sweep(ctx, "p", 0)
 		require.NoError(t, err)
 	}
 	n, err = c.QueueLen(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "no child doubled")
-	notices, err = c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err = c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, notices)
 	info, err := c.Workflow(ctx, id)
@@ -591,7 +591,7 @@ func leaveNotice(t *testing.T, c *Client, ctx context.Context, w *Worker) string
 	}, WorkflowOptions{})
 	require.NoError(t, err)
 	tried := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpWorkflow {
 			select {
 			case tried <- struct{}{}:
@@ -605,7 +605,7 @@ func leaveNotice(t *testing.T, c *Client, ctx context.Context, w *Worker) string
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
 	recv(t, tried, testsignal.Wait, "the carry's try")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	return id
 }
 
@@ -622,19 +622,19 @@ func TestWorkflowSweeps(t *testing.T) {
 	c2, err := New(Options{Redis: b.redis(), Prefix: b.prefix, Logger: testLogger(t), clock: fake})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close(context.Background()) })
-	c2.flows.SetAge(0)
-	c2.signals.swept.Init(t)
+	c2.core.Flows.SetAge(0)
+	c2.core.Signals.Swept.Init(t)
 	w2 := newWorker(t, c2, WorkerOptions{})
 	require.NoError(t, w2.StartWork(ctx, "p", Events{}))
-	assert.Equal(t, 1, c2.signals.swept.WaitOrTimeout(), "the join's sweep carried the notice")
+	assert.Equal(t, 1, c2.core.Signals.Swept.WaitOrTimeout(), "the join's sweep carried the notice")
 	info, err := c.Workflow(ctx, first)
 	require.NoError(t, err)
 	assert.Equal(t, StepQueued, info.Steps[0].State) // child
 
 	second := leaveNotice(t, c, ctx, w)
-	c2.signals.swept.RequireEmpty()
+	c2.core.Signals.Swept.RequireEmpty()
 	fake.Advance(FlowSweepEvery)
-	assert.Equal(t, 1, c2.signals.swept.WaitOrTimeout(), "the periodic sweep carried the notice")
+	assert.Equal(t, 1, c2.core.Signals.Swept.WaitOrTimeout(), "the periodic sweep carried the notice")
 	info, err = c.Workflow(ctx, second)
 	require.NoError(t, err)
 	assert.Equal(t, StepQueued, info.Steps[0].State)
@@ -652,7 +652,7 @@ func TestWorkflowSweeps(t *testing.T) {
 func TestWorkflowBatchedCarry(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.False(t, c.store.Keys().WorkflowHome("batched-carry", "p"))
+	require.False(t, c.core.Store.Keys().WorkflowHome("batched-carry", "p"))
 	id, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "a", Queue: "p"},
 		{Name: "b", Queue: "p"},
@@ -665,7 +665,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	// stay.
 	w := newWorker(t, c, WorkerOptions{})
 	tried := make(chan struct{}, 2)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpWorkflow {
 			tried <- struct{}{}
 			return errors.New("no release")
@@ -679,9 +679,9 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		require.NoError(t, p.Finish(ctx))
 		recv(t, tried, testsignal.Wait, "the carry's try")
 	}
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	notices := func() map[string]store.Notice {
-		raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+		raw, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 		require.NoError(t, err)
 		out := make(map[string]store.Notice)
 		for _, r := range raw {
@@ -698,7 +698,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	// enqueue, before it is marked queued: the notice stays, and its
 	// replay frees after-a again.
 	enqueued := false
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpEnqueue && q == "k" {
 			enqueued = true
 		}
@@ -707,7 +707,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 		}
 		return nil
 	})
-	errs, err := c.carrier.Batch(ctx, "p", []store.Notice{left["a"]})
+	errs, err := c.core.Carrier.Batch(ctx, "p", []store.Notice{left["a"]})
 	require.NoError(t, err)
 	require.Len(t, errs, 1)
 	require.Error(t, errs[0])
@@ -721,14 +721,14 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 	// again.
 	var mu sync.Mutex
 	calls := make(map[store.Op]int)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[op]++
 		return nil
 	})
-	errs, err = c.carrier.Batch(ctx, "p", []store.Notice{left["a"], left["b"]})
-	c.store.SetFault(nil)
+	errs, err = c.core.Carrier.Batch(ctx, "p", []store.Notice{left["a"], left["b"]})
+	c.core.Store.SetFault(nil)
 	require.NoError(t, err)
 	assert.Equal(t, []error{nil, nil}, errs)
 	mu.Lock()
@@ -753,7 +753,7 @@ func TestWorkflowBatchedCarry(t *testing.T) {
 func TestWorkflowReleasedStepIsNotHandedOffOnAPausedQueue(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.False(t, c.store.Keys().WorkflowHome("paused-child", "p"))
+	require.False(t, c.core.Store.Keys().WorkflowHome("paused-child", "p"))
 	wk := newWorker(t, c, WorkerOptions{})
 	hold := make(chan struct{}) // a child started stays in flight
 	t.Cleanup(func() { close(hold) })
@@ -800,13 +800,13 @@ func TestWorkflowFinishCarriesTheRetainedResult(t *testing.T) {
 	// The finish has taken the result when its call goes out; a later
 	// one is not the retained one.
 	var once sync.Once
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpFinish && q == "p" {
 			once.Do(func() { p.SetResult([]byte("set late")) })
 		}
 		return nil
 	})
-	t.Cleanup(func() { c.store.SetFault(nil) })
+	t.Cleanup(func() { c.core.Store.SetFault(nil) })
 	got := make(chan map[string][]byte, 1)
 	require.NoError(t, w.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
 		parents, err := p.ParentResults(ctx)
@@ -830,7 +830,7 @@ func TestWorkflowFinishCarriesTheRetainedResult(t *testing.T) {
 func TestWorkflowFinishCarriesItsNoticeUnread(t *testing.T) {
 	t.Parallel()
 	_, c, ctx := setup(t)
-	require.False(t, c.store.Keys().WorkflowHome("unread-carry", "p"))
+	require.False(t, c.core.Store.Keys().WorkflowHome("unread-carry", "p"))
 	id, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "parent", Queue: "p"},
 		{Name: "child", Queue: "k", After: []string{"parent"}},
@@ -843,13 +843,13 @@ func TestWorkflowFinishCarriesItsNoticeUnread(t *testing.T) {
 
 	// Every read of p fails from now on: a carry that reads the notice
 	// fails, and leaves it for a sweep.
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpRead && q == "p" {
 			return errors.New("no reads of p")
 		}
 		return nil
 	})
-	t.Cleanup(func() { c.store.SetFault(nil) })
+	t.Cleanup(func() { c.core.Store.SetFault(nil) })
 	got := make(chan map[string][]byte, 1)
 	require.NoError(t, w.Handle(ctx, "k", func(ctx context.Context, p *Process) error {
 		parents, err := p.ParentResults(ctx)
@@ -872,7 +872,7 @@ func TestWorkflowFinishCarriesItsNoticeUnread(t *testing.T) {
 func TestWorkflowReleasedStepIsHandedOff(t *testing.T) {
 	t.Parallel()
 	b, c, ctx := setup(t)
-	require.False(t, c.store.Keys().WorkflowHome("handed-child", "p"))
+	require.False(t, c.core.Store.Keys().WorkflowHome("handed-child", "p"))
 	started := make(chan *Process, 1)
 	wk := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, wk.Handle(ctx, "k", func(_ context.Context, p *Process) error {
@@ -881,7 +881,7 @@ func TestWorkflowReleasedStepIsHandedOff(t *testing.T) {
 	}, HandleOptions{}))
 	settledParking(t, c, "k", 1)
 	held := make(chan struct{})
-	c.store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
+	c.core.Store.SetFault(func(ctx context.Context, op store.Op, queue string) error {
 		if op == store.OpDequeue && queue == "k" {
 			select {
 			case <-held:
@@ -891,14 +891,14 @@ func TestWorkflowReleasedStepIsHandedOff(t *testing.T) {
 		}
 		return nil
 	})
-	t.Cleanup(func() { c.store.SetFault(nil) })
+	t.Cleanup(func() { c.core.Store.SetFault(nil) })
 	defer close(held)
 	id, err := c.EnqueueWorkflow(ctx, []Step{
 		{Name: "parent", Queue: "p"},
 		{Name: "child", Queue: "k", Task: []byte("c"), After: []string{"parent"}},
 	}, WorkflowOptions{ID: "handed-child"})
 	require.NoError(t, err)
-	events := b.listen(c.store.Keys().Queue("k").Channel)
+	events := b.listen(c.core.Store.Keys().Queue("k").Channel)
 	wp := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, wp.StartWork(ctx, "p", Events{}))
 	parent, err := wp.Dequeue(ctx, "p")
@@ -932,7 +932,7 @@ func TestWorkflowCrashAfterDeathThenRevived(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "p", Events{}))
 	tried := make(chan struct{}, 2)
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpEnqueue && q == "k" {
 			select {
 			case tried <- struct{}{}:
@@ -960,8 +960,8 @@ func TestWorkflowCrashAfterDeathThenRevived(t *testing.T) {
 		n, err := c.QueueLen(ctx, "b")
 		return err == nil && n == 1
 	})
-	c.store.SetFault(nil)
-	_, err = c.carrier.Sweep(ctx, "p", 0)
+	c.core.Store.SetFault(nil)
+	_, err = c.core.Carrier.Sweep(ctx, "p", 0)
 	require.NoError(t, err)
 	n, err := c.QueueLen(ctx, "k")
 	require.NoError(t, err)
@@ -990,11 +990,11 @@ func TestWorkflowStepEndRecordedByItsFinish(t *testing.T) {
 		{Name: "both", Queue: "p", After: []string{"a", "b"}},
 	}, WorkflowOptions{})
 	require.NoError(t, err)
-	require.True(t, c.store.Keys().WorkflowHome(id, "p"), "a random id shares its queue's slot")
+	require.True(t, c.core.Store.Keys().WorkflowHome(id, "p"), "a random id shares its queue's slot")
 
 	// Carries fail while a ends: a notice it left would stay.
 	w := newWorker(t, c, WorkerOptions{})
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpWorkflow {
 			return errors.New("no carry")
 		}
@@ -1007,10 +1007,10 @@ func TestWorkflowStepEndRecordedByItsFinish(t *testing.T) {
 	require.Equal(t, "a", step)
 	a.SetResult([]byte("a-done"))
 	require.NoError(t, a.Finish(ctx))
-	raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	raw, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, raw, "a's end left no notice")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	info, err := c.Workflow(ctx, id)
 	require.NoError(t, err)
 	states := map[string]StepState{}
@@ -1027,7 +1027,7 @@ func TestWorkflowStepEndRecordedByItsFinish(t *testing.T) {
 	b, err := w.Dequeue(ctx, "p")
 	require.NoError(t, err)
 	require.NoError(t, b.Finish(ctx))
-	_, err = c.carrier.Sweep(ctx, "p", 0)
+	_, err = c.core.Carrier.Sweep(ctx, "p", 0)
 	require.NoError(t, err)
 	last, err := w.Dequeue(ctx, "p")
 	require.NoError(t, err)
@@ -1055,7 +1055,7 @@ func TestWorkflowHomeReleaseRaced(t *testing.T) {
 		{Name: "b", Queue: "p", After: []string{"a"}},
 	}, WorkflowOptions{})
 	require.NoError(t, err)
-	require.True(t, c.store.Keys().WorkflowHome(id, "p"))
+	require.True(t, c.core.Store.Keys().WorkflowHome(id, "p"))
 
 	w := newWorker(t, c, WorkerOptions{})
 	require.NoError(t, w.StartWork(ctx, "p", Events{}))
@@ -1065,9 +1065,9 @@ func TestWorkflowHomeReleaseRaced(t *testing.T) {
 	// carry the same notice first.
 	var fired atomic.Bool
 	swept := make(chan error, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, _ string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, _ string) error {
 		if op == store.OpEnqueue && fired.CompareAndSwap(false, true) {
-			_, err := c.carrier.Sweep(ctx, "p", 0) // its own enqueue passes
+			_, err := c.core.Carrier.Sweep(ctx, "p", 0) // its own enqueue passes
 			swept <- err
 		}
 		return nil
@@ -1082,7 +1082,7 @@ func TestWorkflowHomeReleaseRaced(t *testing.T) {
 	info, err := c.WaitWorkflow(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, WorkflowSucceeded, info.State)
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 	for _, st := range info.Steps {
 		if st.Name == "b" {
 			assert.Equal(t, b.TaskID(), st.TaskID, "b's task id, noted with its mark")
@@ -1091,7 +1091,7 @@ func TestWorkflowHomeReleaseRaced(t *testing.T) {
 	n, err := c.QueueLen(ctx, "p")
 	require.NoError(t, err)
 	assert.Zero(t, n, "b was enqueued once")
-	raw, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	raw, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, raw, "a's notice removed")
 }
@@ -1117,7 +1117,7 @@ func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	var enqueued atomic.Bool
 	crashed := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpEnqueue && q == "k" {
 			enqueued.Store(true)
 		}
@@ -1135,7 +1135,7 @@ func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
 	recv(t, crashed, testsignal.Wait, "the crash")
-	c.store.SetFault(nil)
+	c.core.Store.SetFault(nil)
 
 	count := func() (int64, map[StepState]int) {
 		t.Helper()
@@ -1153,7 +1153,7 @@ func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
 	assert.Equal(t, int64(1000), l, "the first thousand enqueued")
 	assert.Equal(t, 1000, states[StepReady], "released, not marked queued")
 	assert.Equal(t, n-1000, states[StepWaiting], "not released yet")
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "the notice stays")
 
@@ -1163,13 +1163,13 @@ func TestWorkflowCrashBetweenReleaseChunks(t *testing.T) {
 	_, after := count()
 	assert.Equal(t, states, after, "Check changed no step")
 
-	carried, err := c.carrier.Sweep(ctx, "p", 0)
+	carried, err := c.core.Carrier.Sweep(ctx, "p", 0)
 	require.NoError(t, err)
 	assert.Equal(t, 1, carried)
 	l, states = count()
 	assert.Equal(t, int64(n), l, "every child enqueued once")
 	assert.Equal(t, map[StepState]int{StepSucceeded: 1, StepQueued: n}, states)
-	notices, err = c.store.FlowNotices(ctx, "p", 0, 10)
+	notices, err = c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	assert.Empty(t, notices)
 	requireClean(t, c)
@@ -1193,7 +1193,7 @@ func TestCheckResumesAReleaseWhoseNoticeIsGone(t *testing.T) {
 	w := newWorker(t, c, WorkerOptions{})
 	var enqueued atomic.Bool
 	crashed := make(chan struct{}, 1)
-	c.store.SetFault(func(_ context.Context, op store.Op, q string) error {
+	c.core.Store.SetFault(func(_ context.Context, op store.Op, q string) error {
 		if op == store.OpEnqueue && q == "k" {
 			enqueued.Store(true)
 		}
@@ -1211,11 +1211,11 @@ func TestCheckResumesAReleaseWhoseNoticeIsGone(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Finish(ctx))
 	recv(t, crashed, testsignal.Wait, "the crash")
-	c.store.SetFault(nil)
-	notices, err := c.store.FlowNotices(ctx, "p", 0, 10)
+	c.core.Store.SetFault(nil)
+	notices, err := c.core.Store.FlowNotices(ctx, "p", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, notices, 1, "the notice stays")
-	require.NoError(t, c.store.ForgetNotices(ctx, "p", notices))
+	require.NoError(t, c.core.Store.ForgetNotices(ctx, "p", notices))
 
 	count := func() (int64, map[StepState]int) {
 		t.Helper()

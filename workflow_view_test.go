@@ -153,8 +153,8 @@ func TestWorkflowSteps(t *testing.T) {
 	check("a step dead")
 
 	// A workflow created before the order was kept is read whole.
-	rdb := c.store.Redis()
-	require.NoError(t, rdb.Do(ctx, rdb.B().Del().Key(c.store.Keys().Workflow(id).Order).Build()).Error())
+	rdb := c.core.Store.Redis()
+	require.NoError(t, rdb.Do(ctx, rdb.B().Del().Key(c.core.Store.Keys().Workflow(id).Order).Build()).Error())
 	check("no order kept")
 
 	for _, bounds := range [][2]int{{-1, 10}, {0, 0}, {0, MaxPageSteps + 1}} {

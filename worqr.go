@@ -2,28 +2,16 @@ package worqr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
-	"github.com/worqr/worqr/internal/beat"
 	"github.com/worqr/worqr/internal/clock"
-	"github.com/worqr/worqr/internal/coalesce"
-	"github.com/worqr/worqr/internal/connect"
-	"github.com/worqr/worqr/internal/engine"
+	"github.com/worqr/worqr/internal/enqueue"
 	"github.com/worqr/worqr/internal/errs"
-	"github.com/worqr/worqr/internal/flows"
-	"github.com/worqr/worqr/internal/outage"
-	"github.com/worqr/worqr/internal/proc"
-	"github.com/worqr/worqr/internal/reclaim"
-	"github.com/worqr/worqr/internal/statsflush"
-	"github.com/worqr/worqr/internal/store"
-	"github.com/worqr/worqr/internal/waiters"
+	"github.com/worqr/worqr/internal/wiring"
 )
 
 // Limits and defaults.
@@ -36,10 +24,11 @@ const (
 	// DefaultMaxTaskSize is the largest task accepted when
 	// Options.MaxTaskSize is zero. Empty tasks are allowed.
 	DefaultMaxTaskSize = 1 << 20
-	// maxTasksPerScript bounds the tasks of one enqueue or finish script
-	// call; larger batches are split and pipelined in the same round trip.
-	maxTasksPerScript = store.MaxTasksPerScript
 )
+
+// The limit is internal/enqueue's, which checks queue names: see the
+// limits of enqueue.go for how this fails the build when the two part.
+const _ = uint(MaxQueueNameLen-enqueue.MaxQueueNameLen) + uint(enqueue.MaxQueueNameLen-MaxQueueNameLen)
 
 // Errors returned by worqr. Match them with errors.Is: the errors returned
 // wrap them with the operation and queue. Their texts carry no "worqr:"
@@ -171,47 +160,10 @@ type Options struct {
 // Client enqueues, cancels and inspects work, and creates Workers. It is
 // safe for concurrent use.
 type Client struct {
-	rdb         rueidis.Client
-	ownsRedis   bool
-	store       *store.Store // every call to Redis goes through it
-	log         *slog.Logger
-	clock       clock.Clock // every time.Now and timer of the engine
-	signals     signals     // for tests (signals.go)
-	maxTaskSize int
-	obs         observers
-	tracer      Tracer
-	deadBounds  store.DeadBounds
-	poisonLimit int // 0: the guard is off
-	// outage logs Redis going out of reach, and coming back, once for
-	// the failures of all the calls the client makes on its own.
-	outage *outage.Outage
-
-	// enqueues, finishes and retries merge overlapping Enqueue, Finish
-	// and Retry calls (a handler's error included) on a queue.
-	enqueues *coalesce.Coalescer[[]byte, string]
-	finishes *coalesce.Coalescer[*engine.Proc, store.Outcome]
-	retries  *coalesce.Coalescer[store.RetryRef, store.Outcome]
-	// kindEnqueues joins Enqueue calls with a kind and no other option,
-	// per kind and queue (see enqueueKindJoined).
-	kindEnqueues *coalesce.Coalescer[[]byte, string]
-
-	waiters *waiters.Waiters // Wait's subscriptions
-	flows   *flows.Flows     // workflow tasks' notices carried to their workflows
-	carrier *flows.Carrier   // what a carry of notices does
-	release *flows.Release   // the enqueue of workflows' ready steps
-	// statsFlusher writes the stats counts of queues that went idle.
-	statsFlusher *statsflush.Flusher
-
-	// reclaimers reclaim dead peers for the client's workers, one for
-	// the workers of each TTL and RenewInterval (see internal/reclaim).
-	reclaimers *reclaim.Reclaimers[reclaimMember]
-	// beats renew the leases of the client's workers, one for the
-	// workers of each TTL and RenewInterval (see internal/beat).
-	beats *beat.Beats[engine.Renewal, engine.BeatMember]
-
-	closed  atomic.Bool
-	mu      sync.Mutex           // guards workers
-	workers map[*Worker]struct{} // guarded by mu
+	// core is the client's components, wired together (internal/wiring):
+	// its store, every call to Redis, its coalescers, workflow carries,
+	// stats, waiters, reclaimers, beats, and its workers.
+	core *wiring.Client
 }
 
 // New creates a Client: NewContext with a context that never ends, so
@@ -249,131 +201,21 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	var dialOpt rueidis.ClientOption
-	if opts.Redis == nil {
-		var err error
-		if dialOpt, err = connect.Options(opts.Addr); err != nil {
-			return nil, err
-		}
-	}
-	clk := clock.Or(opts.clock)
-	born := clk.Now() // the client's beats count from it
-	c := &Client{
-		rdb:         opts.Redis,
-		log:         opts.Logger,
-		clock:       clk,
-		maxTaskSize: opts.MaxTaskSize,
-		obs:         newObservers(opts.Observer),
-		tracer:      opts.Tracer,
-		deadBounds:  opts.DeadLetters.bounds(),
-		poisonLimit: poisonLimit(opts.PoisonLimit),
-		outage:      outage.New(opts.Logger, clk, proc.Retryable),
-		workers:     make(map[*Worker]struct{}),
-	}
-	c.enqueues = coalesce.New(maxTasksPerScript, c.enqueueJoined)
-	c.kindEnqueues = coalesce.New(maxTasksPerScript, c.enqueueKindJoined)
-	c.finishes = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, ps []*engine.Proc) ([]store.Outcome, error) {
-		return engine.FinishJoined(ctx, c.store, queue, ps)
+	core, err := wiring.New(ctx, wiring.Config{
+		Redis: opts.Redis, Addr: opts.Addr, Prefix: opts.Prefix, Logger: opts.Logger,
+		MaxTaskSize: opts.MaxTaskSize, PoisonLimit: poisonLimit(opts.PoisonLimit), DeadBounds: opts.DeadLetters.bounds(),
+		Observer: opts.Observer, Tracer: opts.Tracer, NoStats: opts.NoStats, Clock: opts.clock,
+		TTL: DefaultTTL, RenewInterval: DefaultRenewInterval, MaxAttempts: DefaultMaxAttempts,
+		ProgressInterval: ProgressInterval, CancelWait: ShutdownCancelWait, SweepEvery: FlowSweepEvery, SweepAge: FlowSweepAge,
 	})
-	c.retries = coalesce.New(maxTasksPerScript, func(ctx context.Context, queue string, refs []store.RetryRef) ([]store.Outcome, error) {
-		return c.store.Retry(ctx, queue, refs)
-	})
-	if c.rdb == nil {
-		rdb, err := connect.Dial(ctx, dialOpt, opts.Addr, opts.Logger)
-		if err != nil {
-			return nil, err
-		}
-		c.rdb, c.ownsRedis = rdb, true
+	if err != nil {
+		return nil, err
 	}
-	sharded := store.DetectSharded(ctx, c.rdb, opts.Prefix+":probe")
-	if err := ctx.Err(); err != nil && c.rdb.Mode() == rueidis.ClientModeCluster {
-		// The probe's answer is unknown: guessing could make this client
-		// deaf to its peers' events.
-		if c.ownsRedis {
-			c.rdb.Close()
-		}
-		return nil, fmt.Errorf("worqr: asking the cluster for sharded pub/sub: %w: %w", ErrUnavailable, err)
-	}
-	c.store = store.New(c.rdb, opts.Prefix, sharded, !opts.NoStats)
-	c.store.SetClock(clk)
-	c.store.SetAggregateLimit(opts.MaxTaskSize)
-	c.release = flowsRelease(c)
-	c.carrier = flowsCarrier(c)
-	c.flows = flows.New(flowsEnv(c))
-	c.statsFlusher = statsflush.New(c.store, c.log, c.clock)
-	c.waiters = waiters.New(c.store)
-	c.reclaimers = reclaim.New[reclaimMember](reclaimEnv(c))
-	c.beats = beat.New[engine.Renewal, engine.BeatMember](beatEnv(c, born))
-	return c, nil
-}
-
-// closeCoalescers closes the client's coalescers (see coalesce.Coalescer.Close).
-func (c *Client) closeCoalescers() {
-	c.enqueues.Close()
-	c.kindEnqueues.Close()
-	c.finishes.Close()
-	c.retries.Close()
+	return &Client{core: core}, nil
 }
 
 // Close closes every Worker created by this client that is still running
 // (see Worker.Close), writes the stats counts it holds (see Client.Stats),
 // then closes the Redis connection if the client opened it. Further calls
 // return ErrClientClosed. Close is safe to call twice.
-func (c *Client) Close(ctx context.Context) error {
-	if c.closed.Swap(true) {
-		return nil
-	}
-	c.mu.Lock()
-	workers := make([]*Worker, 0, len(c.workers))
-	for w := range c.workers {
-		workers = append(workers, w)
-	}
-	c.mu.Unlock()
-	var errs []error
-	for _, w := range workers {
-		errs = append(errs, w.Close(ctx))
-	}
-	c.flows.Close()
-	c.statsFlusher.Close()
-	c.flushStats(ctx, "")
-	c.waiters.Close()
-	if c.ownsRedis {
-		c.rdb.Close()
-	}
-	// After the connection closed: a batch still being sent fails at once.
-	c.closeCoalescers()
-	return errors.Join(errs...)
-}
-
-// validateCtx checks what every call needs: an open client and a live
-// context.
-func (c *Client) validateCtx(ctx context.Context, op string) error {
-	if c.closed.Load() {
-		return fmt.Errorf("worqr: %s: %w", op, ErrClientClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("worqr: %s: %w", op, err)
-	}
-	return nil
-}
-
-// validate is validateCtx plus a valid queue name.
-func (c *Client) validate(ctx context.Context, op, queue string) error {
-	if err := c.validateCtx(ctx, op); err != nil {
-		return err
-	}
-	return validQueue(op, queue)
-}
-
-func validQueue(op, queue string) error {
-	if queue == "" {
-		return fmt.Errorf("worqr: %s: empty name: %w", op, ErrInvalidQueueName)
-	}
-	if len(queue) > MaxQueueNameLen {
-		return fmt.Errorf("worqr: %s: name is %d bytes, limit %d: %w", op, len(queue), MaxQueueNameLen, ErrInvalidQueueName)
-	}
-	return nil
-}
-
-// fail wraps an error from Redis (store.Fail).
-func (c *Client) fail(op, queue string, err error) error { return store.Fail(op, queue, err) }
+func (c *Client) Close(ctx context.Context) error { return c.core.Close(ctx) }

@@ -24,11 +24,56 @@ type BatchCall func(ctx context.Context, batch []*BatchMember) (per func(*Proc) 
 type BatchOptions struct {
 	Size    int           // the most tasks in one batch
 	Wait    time.Duration // how long a batch that is not full waits for more
+	Batches int           // how many full batches may be in hand at once
 	Timeout time.Duration // bounds each batch's run; 0 for no limit
 	// PanicIsPermanent dead-letters every process of a batch whose
 	// handler panicked at once.
 	PanicIsPermanent bool
 }
+
+// MaxBatchSlots bounds Size × Batches, the slots a HandleBatch holds: far
+// above any useful batch, and far from overflowing an int.
+const MaxBatchSlots = 1 << 24
+
+// Check says what is wrong with a HandleBatch's options as given (a zero
+// Size standing for size), "" if nothing.
+func (o BatchOptions) Check(size int) string {
+	switch {
+	case o.Size < 0:
+		return "negative size"
+	case o.Wait < 0:
+		return "negative max wait"
+	case o.Batches < 0:
+		return "negative batches"
+	case o.Timeout < 0:
+		return "negative timeout"
+	}
+	if o.Size != 0 {
+		size = o.Size
+	}
+	if max(o.Batches, 1) > MaxBatchSlots/size {
+		return fmt.Sprintf("size × batches over %d", MaxBatchSlots)
+	}
+	return ""
+}
+
+// Defaults is o with a zero Size, Wait or Batches given its default:
+// size, wait, and one batch.
+func (o BatchOptions) Defaults(size int, wait time.Duration) BatchOptions {
+	if o.Size == 0 {
+		o.Size = size
+	}
+	if o.Wait == 0 {
+		o.Wait = wait
+	}
+	if o.Batches == 0 {
+		o.Batches = 1
+	}
+	return o
+}
+
+// Slots is how many tasks a batcher of o holds at most: Size × Batches.
+func (o BatchOptions) Slots() int { return o.Size * o.Batches }
 
 // Batcher gathers the processes of a runtime's handler calls into
 // batches (HandleBatch). Each process's handler call (Join) waits until

@@ -10,8 +10,8 @@ import (
 // mu, and what the mu guards that a decision must be atomic with (its
 // lifecycle: its id, phase and fence; the session of each queue it
 // serves). Each component's host adds to it what that component alone
-// needs: DeadlineHost, KeeperHost, SessionHost, RuntimeHost. The root's
-// one adapter over its Worker implements them all.
+// needs: DeadlineHost, KeeperHost, SessionHost, RuntimeHost. The core's
+// one adapter (Core.Host) implements them all.
 type Locked interface {
 	// Lock and Unlock take and release the worker's mu, which is taken
 	// before a session's lease and books.

@@ -78,6 +78,21 @@ type Proc struct {
 	books *Books
 }
 
+// Init sets up the record of the process Redis made for sp (a
+// dequeue's or a hand-off's) in queue, started at started, held by host.
+func (p *Proc) Init(host Host, queue string, sp store.Proc, started time.Time) {
+	*p = Proc{
+		Host: host, ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
+		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError, Plain: sp.Plain,
+		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
+		Started: started,
+	}
+	p.DueAt = p.EnqueuedAt
+	if sp.Task.Due > 0 {
+		p.DueAt = time.UnixMicro(sp.Task.Due)
+	}
+}
+
 // Host is the worker a process belongs to, as the process's record takes
 // it: a conversion of the root's Process, not an allocation.
 type Host interface {

@@ -17,8 +17,9 @@ import (
 	"github.com/worqr/worqr/worqrtype"
 )
 
-// CoreHost is what a worker's core takes of the root: what builds or
-// tells of the public types (a process, an observer's events, the
+// CoreHost is what a worker's core takes of the root and its client
+// (internal/wiring's Worker, given the root's processes and fence
+// callback): what builds or tells of the public types (a process, an observer's events, the
 // application's fence callback) and what the client holds (its
 // validation, its reclaimer, its periodic schedules, its stats, its
 // count of workers).
@@ -113,7 +114,7 @@ type WorkerHost interface {
 //  10. periodic.Set.mu (the worker's schedules: it starts one under it),
 //     statsflush.Flusher.mu (it takes the store's statsBuf.mu, and starts
 //     a run), delayed.Scheduler.mu (a queue's timer of delayed tasks:
-//     it starts its loop under it), worqr.Client.mu then flows.Flows.mu (a new
+//     it starts its loop under it), wiring.Client.mu then flows.Flows.mu (a new
 //     worker is counted in under both; the workflow sweeper starts and
 //     stops under flows.Flows.mu), Batcher.mu (a HandleBatch's batch
 //     filling: it asks the runtime under it whether it takes work, which

@@ -199,3 +199,27 @@ func traceByte(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
 		b == '-' || b == '_' || b == '.' || b == '/' || b == '=' || b == '+'
 }
+
+// Collect is the options opts set (the root's EnqueueOption values).
+func Collect[O ~func(*Options)](opts []O) Options {
+	var o Options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// Batch are a batch's options, checked: a unique key among them is
+// refused with why, since it would fit one task only.
+func Batch[O ~func(*Options)](queue string, opts []O, why string) (Options, error) {
+	o := Collect(opts)
+	if err := o.Check(); err != nil {
+		return o, fmt.Errorf("worqr: enqueue %q: %w", queue, err)
+	}
+	if o.UniqueSet {
+		return o, fmt.Errorf("worqr: enqueue %q: %s: %w", queue, why, errs.ErrInvalidOptions)
+	}
+	return o, nil
+}

@@ -1,13 +1,16 @@
 // Package inspect holds the read side's arithmetic that needs no Redis:
 // a queue's groups report and its picks, the order of a queue's
-// processes and FindTask's bounds.
+// processes and FindTask's bounds, an inspection call's options (the cut
+// of its payloads) and a listing's records converted.
 package inspect
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
 	"github.com/worqr/worqr/worqrtype"
 )
@@ -86,4 +89,37 @@ func groupInfo(g store.GroupState, st store.GroupsState) worqrtype.GroupInfo {
 		gi.RateHeldUntil = time.UnixMicro(g.RateUntil)
 	}
 	return gi
+}
+
+// Options are an inspection call's options (the root's InspectOption
+// values set them).
+type Options struct {
+	Cut int // bytes of each payload; < 0: whole
+}
+
+// Cut is the cut opts ask for (-1: whole), or ErrInvalidOptions for a
+// negative prefix, in the error of the call op on queue.
+func Cut[O ~func(*Options)](op, queue string, opts []O) (int, error) {
+	o := Options{Cut: -1}
+	set := false
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+			set = true
+		}
+	}
+	if set && o.Cut < 0 {
+		return 0, fmt.Errorf("worqr: %s %q: payload prefix %d: %w", op, queue, o.Cut, errs.ErrInvalidOptions)
+	}
+	return o.Cut, nil
+}
+
+// Each is f of every element of xs, in order: a listing's records as
+// worqrtype gives them.
+func Each[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }

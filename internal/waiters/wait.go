@@ -6,7 +6,22 @@ import (
 
 	"github.com/worqr/worqr/internal/errs"
 	"github.com/worqr/worqr/internal/store"
+	"github.com/worqr/worqr/worqrtype"
 )
+
+// Outcome is Wait in the public types: the outcome of the task id of
+// queue, and its progress reports given to onProgress (if not nil).
+func (ws *Waiters) Outcome(ctx context.Context, queue, id string, onProgress func(worqrtype.TaskProgress), fail func(op, queue string, err error) error) (worqrtype.TaskOutcome, error) {
+	var heard func(store.ProgressRecord)
+	if onProgress != nil {
+		heard = func(r store.ProgressRecord) { onProgress(r.Report(id)) }
+	}
+	r, err := ws.Wait(ctx, queue, id, heard, fail)
+	if err != nil {
+		return worqrtype.TaskOutcome{}, err
+	}
+	return r.Outcome(queue), nil
+}
 
 // Wait waits until the task id of queue has an outcome kept and returns
 // it, or until it is known that none will come (the error says why),
