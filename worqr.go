@@ -202,11 +202,24 @@ func NewContext(ctx context.Context, opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	core, err := wiring.New(ctx, wiring.Config{
-		Redis: opts.Redis, Addr: opts.Addr, Prefix: opts.Prefix, Logger: opts.Logger,
-		MaxTaskSize: opts.MaxTaskSize, PoisonLimit: poisonLimit(opts.PoisonLimit), DeadBounds: opts.DeadLetters.bounds(),
-		Observer: opts.Observer, Tracer: opts.Tracer, NoStats: opts.NoStats, Clock: opts.clock,
-		TTL: DefaultTTL, RenewInterval: DefaultRenewInterval, MaxAttempts: DefaultMaxAttempts,
-		ProgressInterval: ProgressInterval, CancelWait: ShutdownCancelWait, SweepEvery: FlowSweepEvery, SweepAge: FlowSweepAge,
+		Redis:            opts.Redis,
+		Addr:             opts.Addr,
+		Prefix:           opts.Prefix,
+		Logger:           opts.Logger,
+		MaxTaskSize:      opts.MaxTaskSize,
+		PoisonLimit:      poisonLimit(opts.PoisonLimit),
+		DeadBounds:       opts.DeadLetters.bounds(),
+		Observer:         opts.Observer,
+		Tracer:           opts.Tracer,
+		NoStats:          opts.NoStats,
+		Clock:            opts.clock,
+		TTL:              DefaultTTL,
+		RenewInterval:    DefaultRenewInterval,
+		MaxAttempts:      DefaultMaxAttempts,
+		ProgressInterval: ProgressInterval,
+		CancelWait:       ShutdownCancelWait,
+		SweepEvery:       FlowSweepEvery,
+		SweepAge:         FlowSweepAge,
 	})
 	if err != nil {
 		return nil, err
