@@ -3,6 +3,7 @@ package worqr
 import (
 	"context"
 
+	"github.com/worqr/worqr/internal/observe"
 	"github.com/worqr/worqr/worqrtype"
 )
 
@@ -76,3 +77,16 @@ type ReclaimObserver interface {
 type FenceObserver interface {
 	ObserveFence(e FenceEvent)
 }
+
+// The observer interfaces above are internal/observe's, which finds and
+// tells them: the same method sets, both ways, or the build fails.
+var (
+	_ observe.EnqueueObserver = EnqueueObserver(nil)
+	_ observe.StartObserver   = StartObserver(nil)
+	_ observe.FinishObserver  = FinishObserver(nil)
+	_ observe.ReclaimObserver = ReclaimObserver(nil)
+	_ EnqueueObserver         = observe.EnqueueObserver(nil)
+	_ StartObserver           = observe.StartObserver(nil)
+	_ FinishObserver          = observe.FinishObserver(nil)
+	_ ReclaimObserver         = observe.ReclaimObserver(nil)
+)

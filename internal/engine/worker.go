@@ -73,9 +73,10 @@ type WorkerHost interface {
 // Core is a worker as its engine holds it: its mu and what the mu guards
 // (its lifecycle, the sessions of the queues it serves, the slot
 // schedulers of its pools), its life, and its registry entry, lease
-// keeper, closer and environment. The root's Worker holds one, and adds
-// what needs the public types (CoreHost). Init and Start set it up; its
-// components are set up by Start and never change after.
+// keeper, closer and environment. A wiring.Worker holds one and is its
+// host (CoreHost), with what needs the public types from the root. Init
+// and Start set it up; its components are set up by Start and never
+// change after.
 //
 // # Lock order
 //

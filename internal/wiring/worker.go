@@ -183,6 +183,9 @@ func (w *Worker) NewProc(queue string, sp store.Proc, started time.Time) *engine
 }
 
 func (w *Worker) Started(ctx context.Context, p *engine.Proc) {
+	if w.c.Obs.Start == nil {
+		return
+	}
 	w.c.Obs.Started(ctx, worqrtype.StartEvent{Queue: p.Queue, TaskID: p.TaskID, ProcessID: p.ID, WorkerID: p.Owner, Kind: p.Kind, Attempt: p.Attempt, EnqueuedAt: p.EnqueuedAt})
 }
 
