@@ -151,10 +151,19 @@ for j = 1, #pids do
       local h = id
       local head -- h .. ':', made once a helper needs it
       id = sub(h, 1, comma - 1) -- see entry_id
-      -- A header whose fields are only counts of starts and failures and
-      -- a due time (the usual one, a task retried) has none of the fields
-      -- looked for one by one below: one find tells so.
-      local counts_only = not find(h, ',[^afd]', comma)
+      -- A task retried once (the usual one: the header retry.lua writes
+      -- for a first failure, see first_attempt_fields) has no field
+      -- looked for below, and no error or attempt in the errors hash:
+      -- one anchored find tells so, looking at its counts and no further.
+      local usual = find(h, '^,a1,f1,d%x+,H1%.', comma)
+      -- Else a header whose fields are only counts of starts and
+      -- failures, a due time, and its last attempt and error has none of
+      -- the fields looked for one by one below either: one find tells
+      -- so. The attempt and error, the header's last fields (see
+      -- attempt_added), are cut off first: a pattern costs Redis tens of
+      -- instructions a byte it looks at.
+      local hist = not usual and find(h, ',H', comma, true)
+      local counts_only = usual or not find(hist and sub(h, 1, hist - 1) or h, ',[^afd]', comma)
       if counts_only then
         freed = freed + 1
       else
@@ -171,9 +180,11 @@ for j = 1, #pids do
           group_freed(sub(h, g + 2, (find(h, ',', g + 2, true) or 0) - 1), w)
         end
       end
-      -- Only a task started before can have an error recorded: its
-      -- error's and history's fields (see errors_drop) go in one HDEL.
-      if find(h, ',a', 1, true) then
+      -- Only a task started before can have an error or older attempts
+      -- in the errors hash: their fields (see errors_drop) go in one
+      -- HDEL. One whose entry carries its only attempt (see
+      -- attempt_added) has none there.
+      if not usual and find(h, ',a', 1, true) and not (hist and find(h, ',H1.', hist, true) == hist) then
         nfailed = nfailed + 2
         failed[nfailed - 1] = id
         failed[nfailed] = id .. ':a'

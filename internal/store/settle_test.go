@@ -112,23 +112,24 @@ func TestRetryScript(t *testing.T) {
 	got := e.dump()
 	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
 	due := now + 5_000_000
+	at := now / 1000
+	// Each retried attempt is noted in its entry, the errors hash untouched
+	// (a history of one record); the dropped task's history goes.
 	e.same(keyState{
 		"meta":    hash{"name": "q", "seq": "9"},
 		"leases":  zset{w: lease},
-		"waiting": list{"41,a2,f2,d" + hexOf(now) + ":x"},
-		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + ":y"},
-		"delayed": zset{"44,a1,f1,d" + hexOf(due) + ":w": float64(due)},
-		"errors": hash{"41": "e1", "41:a": attemptRecord(now/1000, 'r', w, "e1"), "42:a": attemptRecord(now/1000, 'r', w, ""),
-			"44:a": attemptRecord(now/1000, 'r', w, "")}, // each retried attempt noted; the dropped task's history goes
-		"idle": zset{"r4": 4}, // one work event for the two: it names three runtimes
+		"waiting": list{"41,a2,f2,d" + hexOf(now) + attemptFields(1, at, 'r', w, "e1", "e1") + ":x"},
+		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + attemptFields(1, at, 'r', w, "", "") + ":y"},
+		"delayed": zset{"44,a1,f1,d" + hexOf(due) + attemptFields(1, at, 'r', w, "", "") + ":w": float64(due)},
+		"idle":    zset{"r4": 4}, // one work event for the two: it names three runtimes
 	}, got)
 }
 
 // retry.lua and retry_plain.lua: a failed attempt is added to the history
-// of a task whose header counts attempts (here one reclaim); a header that
-// counts none starts a history of its own without reading the errors hash,
-// so that a history left under its id (a task of the same id that ended
-// dead) is replaced, not continued.
+// of a task whose header counts attempts (here one reclaim, its record in
+// the errors hash as a header without an 'H' field has it), the older
+// records staying in the hash; a header that counts none starts a history
+// of its own in its entry, neither reading nor writing the errors hash.
 func TestRetryScriptHistory(t *testing.T) {
 	t.Parallel()
 	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
@@ -153,14 +154,17 @@ func TestRetryScriptHistory(t *testing.T) {
 			assert.Equal(t, []Outcome{WasActive, WasActive}, out)
 			got := e.dump()
 			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+			at := now / 1000
 			e.same(keyState{
-				"meta":    hash{"name": "q", "seq": "9"},
-				"leases":  zset{w: lease},
-				"waiting": list{"52,a1,f1,d" + hexOf(now) + ":y", "51,a3,f1,d" + hexOf(now) + ":x"},
-				"errors": hash{
-					"51": "e1", "51:a": reclaimed + attemptRecord(now/1000, 'r', w, "e1"),
-					"52": "e2", "52:a": attemptRecord(now/1000, 'r', w, "e2"),
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"waiting": list{
+					"52,a1,f1,d" + hexOf(now) + attemptFields(1, at, 'r', w, "e2", "e2") + ":y",
+					"51,a3,f1,d" + hexOf(now) + attemptFields(2, at, 'r', w, "e1", "e1") + ":x",
 				},
+				// The reclaim stays in the hash, the older record; what is
+				// left under 52 is not read.
+				"errors": hash{"51:a": reclaimed, "52": "stale", "52:a": attemptRecord(900, 'd', lost, "stale")},
 			}, got)
 		})
 	}
@@ -200,15 +204,14 @@ func TestRetryScriptFirstFailures(t *testing.T) {
 			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
 			d, at := ",a1,f1,d"+hexOf(now), now/1000
 			e.same(keyState{
-				"meta":    hash{"name": "q", "seq": "9"},
-				"leases":  zset{w: lease, v: lease},
-				"waiting": list{"0" + d + ":headerless", "64" + d + ":z", "63" + d + ":y", "62" + d + ":", "61" + d + ":a:b,c"},
-				"errors": hash{
-					"61": "same", "61:a": attemptRecord(at, 'r', w, "same"),
-					"62": "same", "62:a": attemptRecord(at, 'r', w, "same"),
-					"63": "same", "63:a": attemptRecord(at, 'r', v, "same"),
-					"64": "other", "64:a": attemptRecord(at, 'r', w, "other"),
-					"0:a": attemptRecord(at, 'r', w, ""),
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease, v: lease},
+				"waiting": list{
+					"0" + d + attemptFields(1, at, 'r', w, "", "") + ":headerless",
+					"64" + d + attemptFields(1, at, 'r', w, "other", "other") + ":z",
+					"63" + d + attemptFields(1, at, 'r', v, "same", "same") + ":y",
+					"62" + d + attemptFields(1, at, 'r', w, "same", "same") + ":",
+					"61" + d + attemptFields(1, at, 'r', w, "same", "same") + ":a:b,c",
 				},
 			}, got)
 		})
