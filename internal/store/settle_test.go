@@ -83,6 +83,46 @@ func TestFinishScriptCountsOnly(t *testing.T) {
 	}, e.dump())
 }
 
+// finish.lua, of retried tasks: one that carries its only attempt in its
+// entry (the usual header, or a reclaim's with a due time after it) leaves
+// the errors hash as it is; one with older attempts there, or whose
+// history is all there (no 'H' field), has them removed; a field an
+// enqueue set, before the attempt, is still seen (its unique key given
+// up).
+func TestFinishScriptRetried(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	other := hash{"60:a": attemptRecord(1, 'r', w, "other"), "69": "dead", "69:a": attemptRecord(2, 'd', w, "dead")}
+	errs := hash{"62:a": attemptRecord(1, 'r', w, "older"), "65": "e", "65:a": attemptRecord(1, 'r', w, "e")}
+	for f, v := range other {
+		errs[f] = v
+	}
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"procs": hash{
+			"1": "a" + w + "61,a1,f1,d5" + attemptFields(1, 2, 'r', w, "boom", "boom") + ":x",
+			"2": "a" + w + "62,a2,f2,d5" + attemptFields(2, 2, 'r', w, "boom", "boom") + ":y",
+			"3": "a" + w + "63,a1" + attemptFields(1, 2, 'k', w, "", "") + ",d5:z",
+			"4": "a" + w + "64,uabc,a1,f1,d5" + attemptFields(1, 2, 'r', w, "boom", "boom") + ":u",
+			"5": "a" + w + "65,a1,f1,d5:v",
+		},
+		"errors": errs,
+		"unique": hash{"abc": "64"},
+	})
+	refs := []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}, {Worker: w, PID: "3"}, {Worker: w, PID: "4"}, {Worker: w, PID: "5"}}
+	out, _, err := e.s.Finish(e.ctx, "q", refs)
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
+	e.expect(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"errors": other,
+	})
+}
+
 // retry.lua: each process's task goes back to waiting, or to the delayed
 // set, with one more start and one more failure and its due time, and its
 // error recorded; a task of a deleted queue is dropped.
@@ -304,6 +344,50 @@ func TestStopScript(t *testing.T) {
 		assert.Equal(t, WasDeleted, out)
 		e.expect(keyState{"leases": zset{w: lease}})
 	})
+}
+
+// bury.lua, of a task that carries its last attempt and error in its
+// entry: its whole history goes to the errors hash (the entry's attempt
+// after the older ones, the death last), and its error under its id; the
+// error its header carries when the death records none. The dead letter
+// carries neither field.
+func TestBuryScriptFlushesTheEntrysAttempt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, err, want string }{{"with an error", "third", "third"}, {"with none", "", "a, b: 1%"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, "bury.lua")
+			w := e.worker()
+			lease := float64(e.clockMs() + hour)
+			older := attemptRecord(1, 'r', w, "first")
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"procs":  hash{"1": "a" + w + "71,kmail,a2,f2,d5" + attemptFields(2, 2, 'r', w, "a, b: 1%", "a, b: 1%") + ":x"},
+				"errors": hash{"71:a": older},
+			})
+			before := e.clockMs()
+			out, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "1"}, "failed", c.err, DeadBounds{MaxCount: 10, MaxAge: time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, WasActive, out)
+			got := e.dump()
+			var died int64
+			for m, score := range got["dead"].(zset) {
+				died = e.within(int64(score), before, e.clockMs(), "when it died")
+				assert.Equal(t, "71,kmail,f2,d5,a3,D"+decOf(died)+",W"+w+",Kfailed:x", m)
+			}
+			e.same(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"dead":   zset{"71,kmail,f2,d5,a3,D" + decOf(died) + ",W" + w + ",Kfailed:x": float64(died)},
+				"errors": hash{"71": c.want, "71:a": older + attemptRecord(2, 'r', w, "a, b: 1%") + attemptRecord(died, 'd', w, c.err)},
+			}, got)
+			dl, err := e.s.DeadLetters(e.ctx, "q", 0, 10, -1)
+			require.NoError(t, err)
+			require.Len(t, dl, 1)
+			assert.Equal(t, c.want, dl[0].Error)
+		})
+	}
 }
 
 // bury.lua: the task goes to the dead letters with when, who and why,
