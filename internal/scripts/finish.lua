@@ -141,29 +141,40 @@ for j = 1, #pids do
     local state = sub(v, 1, 1) -- proc_state
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
-    -- The header's text (all of the entry if it has no ':'): the id
-    -- unless it holds a ','.
-    local id = sub(v, at, (find(v, ':', at, true) or 0) - 1)
-    local comma = find(id, ',', 1, true)
+    -- Where the header ends (all of the entry if it has no ':'), and its
+    -- first ',', if it has one: plain finds, no copy of the header (one
+    -- without fields is the id).
+    local c = find(v, ':', at, true) or 0
+    local comma = find(v, ',', at, true)
+    if comma and c > 0 and comma > c then comma = nil end
+    local id, usual
     if comma then
-      -- The helpers read the header alone (with its ':'), never a copy
-      -- of the payload; a field is looked for in the header only.
-      local h = id
-      local head -- h .. ':', made once a helper needs it
-      id = sub(h, 1, comma - 1) -- see entry_id
       -- A task retried once (the usual one: the header retry.lua writes
       -- for a first failure, see first_attempt_fields) has no field
       -- looked for below, and no error or attempt in the errors hash:
-      -- one anchored find tells so, looking at its counts and no further.
-      local usual = find(h, '^,a1,f1,d%x+,H1%.', comma)
-      -- Else a header whose fields are only counts of starts and
-      -- failures, a due time, and its last attempt and error has none of
-      -- the fields looked for one by one below either: one find tells
-      -- so. The attempt and error, the header's last fields (see
+      -- one anchored find tells so, looking at its counts and no
+      -- further.
+      usual = find(v, '^,a1,f1,d%x+,H1%.', comma)
+      id = sub(v, at, comma - 1) -- see entry_id
+    else
+      id = sub(v, at, c - 1)
+    end
+    if usual then
+      freed = freed + 1
+    elseif comma then
+      -- The helpers read the header alone (with its ':'), never a copy
+      -- of the payload; a field is looked for in the header only.
+      local h = sub(v, at, c - 1)
+      comma = comma - at + 1
+      local head -- h .. ':', made once a helper needs it
+      -- A header whose fields are only counts of starts and failures, a
+      -- due time, and its last attempt and error has none of the fields
+      -- looked for one by one below either: one find tells so. The
+      -- attempt and error, after the fields an enqueue sets (see
       -- attempt_added), are cut off first: a pattern costs Redis tens of
       -- instructions a byte it looks at.
-      local hist = not usual and find(h, ',H', comma, true)
-      local counts_only = usual or not find(hist and sub(h, 1, hist - 1) or h, ',[^afd]', comma)
+      local hist = find(h, ',H', comma, true)
+      local counts_only = not find(hist and sub(h, 1, hist - 1) or h, ',[^afd]', comma)
       if counts_only then
         freed = freed + 1
       else
@@ -184,7 +195,7 @@ for j = 1, #pids do
       -- in the errors hash: their fields (see errors_drop) go in one
       -- HDEL. One whose entry carries its only attempt (see
       -- attempt_added) has none there.
-      if not usual and find(h, ',a', 1, true) and not (hist and find(h, ',H1.', hist, true) == hist) then
+      if find(h, ',a', 1, true) and not (hist and find(h, ',H1.', hist, true) == hist) then
         nfailed = nfailed + 2
         failed[nfailed - 1] = id
         failed[nfailed] = id .. ':a'
