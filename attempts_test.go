@@ -144,13 +144,10 @@ func TestAttemptHistoryReclaimedThenRetried(t *testing.T) {
 // task (its error and history gone with the dead letter).
 func TestLastErrorAndHistoryAcrossRetryReclaimDeathRequeue(t *testing.T) {
 	t.Parallel()
-	k := setupClocked(t)
+	k := setupTimed(t, nil)
 	c, ctx := k.c, k.ctx
 	dead := newWorker(t, c, fast)
-	pc := k.client()
-	pc.signals.looked.Init(t)
-	peer := newWorker(t, pc, WorkerOptions{TTL: 3 * time.Minute, RenewInterval: time.Minute})
-	require.Zero(t, pc.signals.looked.WaitOrTimeout(), "the peer's first pass")
+	pc, peer := k.reclaimingPeer()
 	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
 	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
 	id, err := c.Enqueue(ctx, "q", []byte("x"))
@@ -183,8 +180,8 @@ func TestLastErrorAndHistoryAcrossRetryReclaimDeathRequeue(t *testing.T) {
 
 	start(dead, 2, "first")
 	crash(dead)
-	k.advance(fast.TTL + 10*time.Millisecond)
-	require.Equal(t, int64(1), pc.signals.looked.WaitOrTimeout(), "the peer reclaimed the task at the expiry")
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
 	h = history(AttemptRetried, AttemptReclaimed)
 	assert.Equal(t, dead.ID(), h[1].Worker)
 	assert.Empty(t, h[1].Error)
