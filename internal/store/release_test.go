@@ -73,8 +73,16 @@ func TestReleaseRunsThePoisonGuard(t *testing.T) {
 				assert.Empty(t, waiting)
 				require.Len(t, dead, 1)
 				assert.Contains(t, dead[0], ",Kpoison")
+				assert.NotContains(t, dead[0], ",H", "a dead letter's history is all in the errors hash")
 				assert.Equal(t, []string{id}, r.Buried)
 				assert.Zero(t, r.Returned)
+				errs, err := rdb.Do(ctx, rdb.B().Hgetall().Key(k.Errors).Build()).AsStrMap()
+				require.NoError(t, err)
+				assert.Contains(t, errs[id], "its holder died soon after starting it")
+				history := ParseAttempts(errs[AttemptsField(id)])
+				require.NotEmpty(t, history)
+				assert.Equal(t, byte(AttemptDead), history[len(history)-1].How)
+				assert.Equal(t, worker, history[len(history)-1].Worker)
 				return
 			}
 			assert.Empty(t, dead)
