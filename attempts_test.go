@@ -136,3 +136,79 @@ func TestAttemptHistoryReclaimedThenRetried(t *testing.T) {
 	assert.Equal(t, AttemptRetried, l.History[1].End)
 	assert.Equal(t, "boom", l.History[1].Error)
 }
+
+// A task's last error and history live through every way back to waiting:
+// retried, then reclaimed from a dead worker (which keeps the error before
+// it), retried again, then dead, each attempt seeing the error before it
+// and the history growing; a dead letter requeued starts afresh, as a new
+// task (its error and history gone with the dead letter).
+func TestLastErrorAndHistoryAcrossRetryReclaimDeathRequeue(t *testing.T) {
+	t.Parallel()
+	k := setupTimed(t, nil)
+	c, ctx := k.c, k.ctx
+	dead := newWorker(t, c, fast)
+	pc, peer := k.reclaimingPeer()
+	require.NoError(t, peer.StartWork(ctx, "q", Events{}))
+	require.NoError(t, dead.StartWork(ctx, "q", Events{}))
+	id, err := c.Enqueue(ctx, "q", []byte("x"))
+	require.NoError(t, err)
+	history := func(want ...AttemptEnd) []Attempt {
+		t.Helper()
+		l, err := c.FindTask(ctx, "q", id)
+		require.NoError(t, err)
+		require.Len(t, l.History, len(want))
+		for i, end := range want {
+			assert.Equal(t, end, l.History[i].End, "attempt %d", i+1)
+		}
+		return l.History
+	}
+	// start is the task's next start, by w: its attempt and last error.
+	start := func(w *Worker, attempt int, lastErr string) *Process {
+		t.Helper()
+		p := dequeueAll(t, w, "q", 1)[0]
+		require.Equal(t, id, p.TaskID())
+		assert.Equal(t, attempt, p.Attempt())
+		assert.Equal(t, lastErr, p.LastError(), "attempt %d", attempt)
+		return p
+	}
+
+	p := start(peer, 1, "")
+	require.NoError(t, p.Retry(ctx, 0, errors.New("first")))
+	h := history(AttemptRetried)
+	assert.Equal(t, "first", h[0].Error)
+	assert.Equal(t, peer.ID(), h[0].Worker)
+
+	start(dead, 2, "first")
+	crash(dead)
+	k.run(fast.TTL + fast.RenewInterval)
+	reclaimed(t, 1, pc)
+	h = history(AttemptRetried, AttemptReclaimed)
+	assert.Equal(t, dead.ID(), h[1].Worker)
+	assert.Empty(t, h[1].Error)
+
+	p = start(peer, 3, "first")
+	require.NoError(t, p.Retry(ctx, 0, errors.New("second: a, b")))
+	h = history(AttemptRetried, AttemptReclaimed, AttemptRetried)
+	assert.Equal(t, "second: a, b", h[2].Error)
+
+	p = start(peer, 4, "second: a, b")
+	require.NoError(t, p.DeadLetter(ctx, errors.New("third")))
+	h = history(AttemptRetried, AttemptReclaimed, AttemptRetried, AttemptDead)
+	assert.Equal(t, []string{"first", "", "second: a, b", "third"}, []string{h[0].Error, h[1].Error, h[2].Error, h[3].Error})
+	dl, err := c.DeadLetters(ctx, "q", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dl, 1)
+	assert.Equal(t, "third", dl[0].Error)
+	assert.Equal(t, 4, dl[0].Attempts)
+
+	ok, err := c.RequeueDeadLetter(ctx, "q", id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	history()
+	p = start(peer, 1, "")
+	require.NoError(t, p.Retry(ctx, 0, errors.New("again")))
+	p = start(peer, 2, "again")
+	assert.Equal(t, "again", history(AttemptRetried)[0].Error)
+	require.NoError(t, p.Finish(ctx))
+	assert.Empty(t, hashFields(t, c, "q"), "nothing left in the errors hash")
+}

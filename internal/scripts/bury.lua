@@ -1,11 +1,12 @@
 -- Move a process's task to the queue's dead letters, with when, which
--- worker and the kind of failure in its header and the error in the errors
--- hash; then trim the dead letters to their bounds (oldest first), with
--- their errors. Only the worker that holds the process, while its lease on
+-- worker and the kind of failure in its header and the error, and its
+-- whole attempt history, in the errors hash (see attempt_buried); then
+-- trim the dead letters to their bounds (oldest first), with their
+-- errors. Only the worker that holds the process, while its lease on
 -- the queue is live. A cancelled task, or one of a deleted queue, is
 -- dropped instead.
 -- A task that asked for it keeps its outcome too (see retain), and the
--- attempt is noted in its history (see attempt_note). A sequence's task
+-- attempt is noted last in its history. A sequence's task
 -- may hold its group (see sequence_died).
 -- Returns -1 lease gone, 0 not owned (lost), else the code of the state it
 -- had: 1 active, 2 cancelled, 3 deleted.
@@ -41,13 +42,11 @@ end
 local now = now_ms()
 retain(results_key, retained_key, channel, entry, 'dead', pid, 1, err, kind)
 flow_notice(flows_key, entry, 'dead')
-local h, payload = entry_split(entry_ran(entry))
+local h, payload = entry_split(entry)
+h = attempt_buried(errors_key, id, h, now, worker, err)
+h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1) -- see entry_ran
 h = header_set(header_set(header_set(h, 'D', ms(now)), 'W', worker), 'K', kind)
 redis.call('ZADD', dead_key, ms(now), h .. ':' .. payload)
-if err ~= '' then
-  redis.call('HSET', errors_key, id, err)
-end
-attempt_note(errors_key, id, now, 'd', worker, err)
 -- A sequence whose dead letter the bounds trimmed goes on: nobody polls.
 local released = trim_dead(dead_key, errors_key, dead_max, now - dead_age, meta_key)
 if released > 0 then wake(idle_key, channel, released) end

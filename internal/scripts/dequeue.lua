@@ -2,15 +2,15 @@
 -- by the worker, but only while the worker's lease on this queue is live
 -- (a fenced or reclaimed worker must never take work).
 -- Returns -1 when the lease is not live, else {until, now, pid, entry,
--- error, pid, entry, error, ...}: until is, under a rate limit that is used
+-- pid, entry, ...}: until is, under a rate limit that is used
 -- up (the queue's, or, when the dequeue took fewer tasks than asked, a
 -- group's: the earliest of those held back by theirs), when the next start
 -- is allowed (µs, Redis clock; 0 otherwise), and
 -- now the Redis clock the limit was judged by (µs; 0 when none was), so
 -- that the caller times its wake-up by Redis's clock; then each
 -- entry as it waited, its count of earlier starts unchanged (the process
--- record keeps it so; see entry_ran), and the error its last attempt
--- recorded ('' if none).
+-- record keeps it so; see entry_ran), with the error its last attempt
+-- recorded, if any, in its header (see attempt_added).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -23,9 +23,9 @@
 -- Redis little more
 -- than taking one.
 local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local idle_key, errors_key, starts_key, high_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local low_key, stats_key, gwait_key, gready_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local grunning_key, glimits_key, gstarts_key = KEYS[13], KEYS[14], KEYS[15] -- see GROUPS in common/waiting.lua
+local idle_key, starts_key, high_key, low_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local stats_key, gwait_key, gready_key, grunning_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local glimits_key, gstarts_key = KEYS[13], KEYS[14] -- see GROUPS in common/waiting.lua
 local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
 local park = ARGV[3] -- "1" for a Handle runtime
 local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
@@ -529,32 +529,12 @@ if next(rated) then
   end
 end
 local out, started = {'0', '0'}, {}
--- The tasks started before, whose errors are read below: where each one's
--- error goes in out, and its id.
-local slots, ids, nretried = {}, {}, 0
--- Per task, the usual one (a header that is only its id: started never
--- before) costs one string call: see finish.lua.
-local find = string.find
 local k = 2
 for j = 1, #pids do
-  local pid, t = pids[j], tasks[n - j + 1]
+  local pid = pids[j]
   out[k + 1] = pid
-  out[k + 2] = t
-  out[k + 3] = ''
-  k = k + 3
-  -- Only a task started before can have an error recorded: its header
-  -- (before the first ':') has an 'a' field. Its id is the header up to
-  -- the first ',' (which comes before the 'a' field), a cut rather than
-  -- entry_id's pattern match; the 'a' is looked for from there.
-  local comma = find(t, ',', 1, true)
-  if comma then
-    local a = find(t, ',a', comma, true)
-    if a and a < (find(t, ':', comma, true) or 0) then
-      nretried = nretried + 1
-      slots[nretried] = k
-      ids[nretried] = string.sub(t, 1, comma - 1)
-    end
-  end
+  out[k + 2] = tasks[n - j + 1]
+  k = k + 2
   if now_u then
     started[#started + 1] = ms(tonumber(pid, 16))
     started[#started + 1] = pid
@@ -566,9 +546,5 @@ end
 if next_start then
   local u, at = next_start()
   if at then out[1], out[2] = ms(u), ms(at) end
-end
-if nretried > 0 then
-  local errs = redis.call('HMGET', errors_key, unpack(ids))
-  for i = 1, nretried do out[slots[i]] = errs[i] or '' end
 end
 return out

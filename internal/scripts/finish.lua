@@ -141,20 +141,40 @@ for j = 1, #pids do
     local state = sub(v, 1, 1) -- proc_state
     deleted = deleted or state == 'd'
     out[j] = STATE_CODE[state]
-    -- The header's text (all of the entry if it has no ':'): the id
-    -- unless it holds a ','.
-    local id = sub(v, at, (find(v, ':', at, true) or 0) - 1)
-    local comma = find(id, ',', 1, true)
+    -- Where the header ends (all of the entry if it has no ':'), and its
+    -- first ',', if it has one: plain finds, no copy of the header (one
+    -- without fields is the id).
+    local c = find(v, ':', at, true) or 0
+    local comma = find(v, ',', at, true)
+    if comma and c > 0 and comma > c then comma = nil end
+    local id, usual
     if comma then
+      -- A task retried once (the usual one: the header retry.lua writes
+      -- for a first failure, see first_attempt_fields) has no field
+      -- looked for below, and no error or attempt in the errors hash:
+      -- one anchored find tells so, looking at its counts and no
+      -- further.
+      usual = find(v, '^,a1,f1,d%x+,H1%.', comma)
+      id = sub(v, at, comma - 1) -- see entry_id
+    else
+      id = sub(v, at, c - 1)
+    end
+    if usual then
+      freed = freed + 1
+    elseif comma then
       -- The helpers read the header alone (with its ':'), never a copy
       -- of the payload; a field is looked for in the header only.
-      local h = id
+      local h = sub(v, at, c - 1)
+      comma = comma - at + 1
       local head -- h .. ':', made once a helper needs it
-      id = sub(h, 1, comma - 1) -- see entry_id
-      -- A header whose fields are only counts of starts and failures and
-      -- a due time (the usual one, a task retried) has none of the fields
-      -- looked for one by one below: one find tells so.
-      local counts_only = not find(h, ',[^afd]', comma)
+      -- A header whose fields are only counts of starts and failures, a
+      -- due time, and its last attempt and error has none of the fields
+      -- looked for one by one below either: one find tells so. The
+      -- attempt and error, after the fields an enqueue sets (see
+      -- attempt_added), are cut off first: a pattern costs Redis tens of
+      -- instructions a byte it looks at.
+      local hist = find(h, ',H', comma, true)
+      local counts_only = not find(hist and sub(h, 1, hist - 1) or h, ',[^afd]', comma)
       if counts_only then
         freed = freed + 1
       else
@@ -171,9 +191,11 @@ for j = 1, #pids do
           group_freed(sub(h, g + 2, (find(h, ',', g + 2, true) or 0) - 1), w)
         end
       end
-      -- Only a task started before can have an error recorded: its
-      -- error's and history's fields (see errors_drop) go in one HDEL.
-      if find(h, ',a', 1, true) then
+      -- Only a task started before can have an error or older attempts
+      -- in the errors hash: their fields (see errors_drop) go in one
+      -- HDEL. One whose entry carries its only attempt (see
+      -- attempt_added) has none there.
+      if find(h, ',a', 1, true) and not (hist and find(h, ',H1.', hist, true) == hist) then
         nfailed = nfailed + 2
         failed[nfailed - 1] = id
         failed[nfailed] = id .. ':a'

@@ -15,7 +15,8 @@
 -- slots (see entry_weight) with it. A retried task notes when it became
 -- due again (see entry_due) for the wait stats; the client counts it
 -- ('r', and its run time, from the clock this returns), as finish.lua's.
--- Each retried attempt is noted in its task's history (see attempt_added).
+-- Each retried attempt is noted in its task's entry, with its error (see
+-- attempt_added).
 -- Returns one code per process: -1 lease gone, 0 not owned (lost), else
 -- the code of the state it had: 1 active, 2 cancelled, 3 deleted; then the
 -- Redis clock (µs).
@@ -65,7 +66,7 @@ local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 -- every header: written once.
 local first_now = ',a1,f1' .. due_now
 local ended = math.floor(t_us / 1000)
-local firsts = {} -- see first_attempt_record
+local firsts = {} -- see first_attempt_fields
 -- An entry for the back of list (its left end), pushed after the loop
 -- with the others for it, in order, in one call.
 local function push(list, entry)
@@ -75,6 +76,18 @@ local function push(list, entry)
     pushed[list] = entries
   end
   entries[#entries + 1] = entry
+end
+-- A failed attempt noted last in the header h of a task with fields, its
+-- due time given (see attempt_added); the history's older records go out
+-- with the errors hash's other fields, in one HSET for all.
+local function noted(h, id, worker, err, started)
+  local field, older
+  h, field, older = attempt_added(errors_key, id, h, ended, 'r', worker, err, started)
+  if field then
+    errs[nerrs + 1], errs[nerrs + 2] = field, older
+    nerrs = nerrs + 2
+  end
+  return h
 end
 for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
   local worker, v = argv[4 * j - 1], vals[j]
@@ -92,19 +105,17 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
     local h = c and sub(v, at, c - 1) or '0'
     local body = c and c + 1 or at
     local id, weight, head = h, 1, nil -- head: h with a ':', for the helpers
-    -- A header that counts no attempt has no history to add to (see
-    -- attempt_added): the usual first failure reads nothing.
-    local fresh = true
     -- One more start, and one more failure: the attempt budget counts
     -- these, not the starts whose holder died or gave the task back.
     local plain = not find(h, ',', 1, true)
+    local started -- whether the header counted starts before this one
     if not plain then
-      fresh = not header_get(h, 'a')
+      id = entry_id(h)
+      started = find(h, ',a', 1, true) ~= nil
       h = header_set(h, 'a', (tonumber(header_get(h, 'a') or '0') or 0) + 1)
       h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
       h = header_set(h, 'd', nil)
       head = h .. ':'
-      id = entry_id(head)
       weight = entry_weight(head)
       group_released(head)
     end
@@ -117,47 +128,38 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
       freed = freed + weight
     else
       local err = argv[4 * j + 2]
-      if err ~= '' then
-        nerrs = nerrs + 2
-        errs[nerrs - 1] = id
-        errs[nerrs] = err
-      end
-      -- The history goes out with the errors, in one HSET for all.
-      local field, history
-      if fresh then
+      -- The usual task's fields after its counts (see
+      -- first_attempt_fields).
+      local fields
+      if plain then
         local by = firsts[worker]
-        local r = by and by[err] or first_attempt_record(firsts, errors_key, ended, worker, err)
-        field, history = id .. r[1], r[2]
-      else
-        field, history = attempt_added(errors_key, id, ended, 'r', worker, err, false)
+        fields = by and by[err] or first_attempt_fields(firsts, ended, worker, err)
       end
-      nerrs = nerrs + 2
-      errs[nerrs - 1] = field
-      errs[nerrs] = history
       -- No delay ('0', the usual) needs no number made of it.
       local delay = argv[4 * j + 1]
       delay = delay ~= '0' and tonumber(delay) or 0
       if delay > 0 and head and find(h, ',g', 1, true) and sequence_of(head) then
-        push(gwait_key, h .. ',d' .. string.format('%x', t_us + delay) .. ':' .. sub(v, body))
+        push(gwait_key, noted(h .. ',d' .. string.format('%x', t_us + delay), id, worker, err, started) .. ':' .. sub(v, body))
         -- Its queue slot is free; a runtime woken finds the group held
         -- until the task is due, and sleeps until then.
         npushed = npushed + 1
         freed = freed + weight
       elseif delay > 0 then
-        if plain then h = h .. ',a1,f1' end
         local due = t_us + delay
+        h = h .. (plain and ',a1,f1,d' or ',d') .. string.format('%x', due)
+        h = plain and h .. fields or noted(h, id, worker, err, started)
         delayed[#delayed + 1] = ms(due)
-        delayed[#delayed + 1] = h .. ',d' .. string.format('%x', due) .. ':' .. sub(v, body)
+        delayed[#delayed + 1] = h .. ':' .. sub(v, body)
         if not first or due < first then first = due end
         freed = freed + weight
       elseif head then
-        local entry = h .. due_now .. ':' .. sub(v, body)
+        local entry = noted(h .. due_now, id, worker, err, started) .. ':' .. sub(v, body)
         push(find(h, ',g', 1, true) and gwait_key or list_of(entry, waiting_key), entry)
         npushed = npushed + 1
       else
         -- The usual task: its header is its id, and its ':' and payload
         -- are copied as they are.
-        push(waiting_key, id .. first_now .. (c and sub(v, c) or ':' .. sub(v, at)))
+        push(waiting_key, id .. first_now .. fields .. (c and sub(v, c) or ':' .. sub(v, at)))
         npushed = npushed + 1
       end
     end
@@ -165,7 +167,11 @@ for j, pid in ipairs(pids) do -- the tail of ARGV, 4 values per process
 end
 if ngone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
-  redis.call('HDEL', progress_key, unpack(ids))
+  -- Progress reports are rare: an empty hash, told by one HLEN a call,
+  -- spares the HDEL its argument a task.
+  if redis.call('HLEN', progress_key) > 0 then
+    redis.call('HDEL', progress_key, unpack(ids))
+  end
   weight_moved(meta_key, -extra)
 end
 if nerrs > 0 then

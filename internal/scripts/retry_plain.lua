@@ -2,8 +2,9 @@
 -- that need nothing of retry.lua's other work: an active process whose
 -- task has no weight, group or priority (no 'w', 'g' or 'p' field) goes
 -- to the back of the normal list with one more start and one more
--- failure and its due time, its error and history recorded and its
--- progress report removed, as retry.lua would put it. If any process is
+-- failure and its due time, its error and attempt recorded in its entry
+-- (see attempt_added) and its progress report removed, as retry.lua would
+-- put it. If any process is
 -- not such (cancelled, of a deleted queue, or a task with one of those
 -- fields), it writes nothing and answers 5 for every process, for the
 -- caller (internal/store's Retry) to send the whole batch to retry.lua:
@@ -30,7 +31,7 @@ local argv = ARGV -- its tail, read per process (a local is quicker to index)
 local due_now = ',d' .. string.format('%x', t_us) -- see entry_due
 local first_now = ',a1,f1' .. due_now -- the usual task's fields: see retry.lua
 local ended = math.floor(t_us / 1000)
-local firsts = {} -- see first_attempt_record
+local firsts = {} -- see first_attempt_fields
 for j = 1, #pids do
   local pid, v, worker = pids[j], vals[j], argv[3 * j]
   local refused = batch_refusal(leases_key, now, live, taken, worker, pid, v)
@@ -51,38 +52,40 @@ for j = 1, #pids do
   else
     out[j] = 1
     local err = argv[3 * j + 2]
-    local id, entry, field, history
+    local id, entry, field, older
     if comma then
       -- Fields that change nothing here (a count of starts, a kind, a
       -- budget...): the header rewritten as retry.lua rewrites it.
+      id = sub(h, 1, comma - 1) -- see entry_id
       local a = header_get(h, 'a')
       h = header_set(h, 'a', (tonumber(a or '0') or 0) + 1)
       h = header_set(h, 'f', (tonumber(header_get(h, 'f') or '0') or 0) + 1)
       h = header_set(h, 'd', nil)
-      id = sub(h, 1, comma - 1) -- see entry_id
-      entry = h .. due_now .. ':' .. sub(v, c + 1)
-      field, history = attempt_added(errors_key, id, ended, 'r', worker, err, not a)
+      h, field, older = attempt_added(errors_key, id, h .. due_now, ended, 'r', worker, err, a ~= nil)
+      entry = h .. ':' .. sub(v, c + 1)
+      if field then
+        errs[nerrs + 1], errs[nerrs + 2] = field, older
+        nerrs = nerrs + 2
+      end
     else
       id = h
-      entry = id .. first_now .. (c and sub(v, c) or ':' .. sub(v, at))
       local by = firsts[worker]
-      local r = by and by[err] or first_attempt_record(firsts, errors_key, ended, worker, err)
-      field, history = id .. r[1], r[2]
+      entry = id .. first_now .. (by and by[err] or first_attempt_fields(firsts, ended, worker, err)) .. (c and sub(v, c) or ':' .. sub(v, at))
     end
     ngone = ngone + 1
     gone[ngone], ids[ngone], entries[ngone] = pid, id, entry
-    if err ~= '' then
-      errs[nerrs + 1], errs[nerrs + 2] = id, err
-      nerrs = nerrs + 2
-    end
-    errs[nerrs + 1], errs[nerrs + 2] = field, history
-    nerrs = nerrs + 2
   end
 end
 if ngone > 0 then
   redis.call('HDEL', procs_key, unpack(gone))
-  redis.call('HDEL', progress_key, unpack(ids))
-  redis.call('HSET', errors_key, unpack(errs))
+  -- Progress reports are rare: an empty hash, told by one HLEN a call,
+  -- spares the HDEL its argument a task.
+  if redis.call('HLEN', progress_key) > 0 then
+    redis.call('HDEL', progress_key, unpack(ids))
+  end
+  if nerrs > 0 then
+    redis.call('HSET', errors_key, unpack(errs))
+  end
   redis.call('LPUSH', waiting_key, unpack(entries))
   wake(idle_key, channel, ngone)
 end

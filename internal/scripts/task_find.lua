@@ -17,8 +17,8 @@
 --   delayed: {size, entry, due (µs)}
 --   process: {pid, size, record (state, owner, entry), progress report or ''}
 --   dead:    {size, entry, error or ''}
--- then the task's attempt history ('' if none: see attempt_note), wherever
--- it is.
+-- then the task's attempt history ('' if none: see attempt_history),
+-- wherever it is.
 local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gwait_key = KEYS[9] -- see GROUPS in common/waiting.lua
@@ -26,6 +26,13 @@ local id, cut = ARGV[1], tonumber(ARGV[2]) -- cut < 0: whole
 local limit, budget = tonumber(ARGV[3]), tonumber(ARGV[4]) -- budget in bytes
 
 local partial = 0
+-- The header of the task's entry, with its ':', once found: it carries
+-- the last record of the task's attempt history (see attempt_history).
+local hit
+local function header_of(e, at)
+  local c = string.find(e, ':', at or 1, true)
+  return c and string.sub(e, at or 1, c) or nil
+end
 
 -- Search n entries in order, read(p, k) giving those at positions p to
 -- p + k - 1 (and their scores, if any), counting what is read in the
@@ -68,6 +75,7 @@ repeat
     if #v > 1 + OWNER_LEN and entry_is(string.sub(v, 2 + OWNER_LEN, 2 + OWNER_LEN + #id), id) then
       local record, size = entry_cut(v, cut, 2 + OWNER_LEN)
       proc = {got[i], size, record, redis.call('HGET', progress_key, id) or ''}
+      hit = header_of(v, 2 + OWNER_LEN)
     end
   end
 until cursor == '0' or #proc > 0
@@ -85,6 +93,7 @@ end, {seen = 0, bytes = 0})
 if e then
   local cut_e, size = entry_cut(e, cut)
   delayed = {size, cut_e, due}
+  hit = hit or header_of(e)
 end
 
 -- Dead, newest first.
@@ -101,6 +110,7 @@ end, {seen = 0, bytes = 0})
 if e then
   local cut_e, size = entry_cut(e, cut)
   dead = {size, cut_e, redis.call('HGET', errors_key, id) or ''}
+  hit = hit or header_of(e)
 end
 
 -- Waiting, in dequeue order: each list from its front, its right end
@@ -122,6 +132,7 @@ for _, list in ipairs({high_key, waiting_key, low_key}) do
   if e then
     local cut_e, size = entry_cut(e, cut)
     waiting = {offset + pos, size, cut_e}
+    hit = hit or header_of(e)
     break
   end
   offset = offset + len
@@ -132,6 +143,7 @@ if #waiting == 0 and not (t.seen >= limit or t.bytes >= budget) then
   if m then
     local cut_e, size = entry_cut((group_member_split(m)), cut)
     waiting = {offset + redis.call('ZRANK', gwait_key, m), size, cut_e}
+    hit = hit or header_of((group_member_split(m)))
   end
 end
-return {partial, waiting, delayed, proc, dead, redis.call('HGET', errors_key, id .. ':a') or ''}
+return {partial, waiting, delayed, proc, dead, attempt_history(errors_key, id, hit)}

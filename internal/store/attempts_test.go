@@ -15,6 +15,35 @@ func attemptRecord(ended int64, how byte, worker, err string) string {
 	return decOf(ended) + "," + string(how) + "," + strconv.Itoa(len(worker)) + "," + strconv.Itoa(len(err)) + ":" + worker + err
 }
 
+// attemptFields are the header fields a task's last failed attempt leaves
+// in its entry (the 'H' and 'e' letters in records.go): a history of n
+// records, the last one's end, how, worker and error, then last, the
+// task's last error ("" for none; err unless that is "").
+func attemptFields(n int, ended int64, how byte, worker, err, last string) string {
+	f := ",H" + strconv.Itoa(n) + "." + decOf(ended) + "." + string(how) + "." + worker
+	if err == "" {
+		f += "."
+	}
+	if last != "" {
+		f += ",e" + strings.NewReplacer("%", "%25", ",", "%2C", ":", "%3A").Replace(last)
+	}
+	return f
+}
+
+// attemptEnded is when the last attempt an entry carries ended (its 'H'
+// field's).
+func attemptEnded(t *testing.T, entry string) int64 {
+	t.Helper()
+	h, _, _ := strings.Cut(entry, ":")
+	_, v, ok := strings.Cut(h, ",H")
+	require.True(t, ok, "no attempt in %q", entry)
+	parts := strings.Split(v, ".")
+	require.GreaterOrEqual(t, len(parts), 4, "attempt %q", v)
+	ended, err := strconv.ParseInt(parts[1], 10, 64)
+	require.NoError(t, err)
+	return ended
+}
+
 // A history reads back record by record, a malformed tail is dropped, and
 // a rune cut at the bound is trimmed.
 func TestParseAttempts(t *testing.T) {
@@ -31,7 +60,9 @@ func TestParseAttempts(t *testing.T) {
 }
 
 // attempt_added (retry.lua's and retry_plain.lua's) keeps the last ten
-// records, the error of each cut to 1,024 bytes.
+// records, the error of each cut to 1,024 bytes: the last in the entry,
+// the others in the errors hash; the last error is kept whole, in the
+// entry.
 func TestAttemptHistoryBounded(t *testing.T) {
 	t.Parallel()
 	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
@@ -41,25 +72,29 @@ func TestAttemptHistoryBounded(t *testing.T) {
 			w := e.worker()
 			lease := float64(e.clockMs() + hour)
 			var old []string
-			for i := range 10 {
+			for i := range 9 {
 				old = append(old, attemptRecord(int64(i+1), 'r', w, "e"+strconv.Itoa(i)))
 			}
 			long := strings.Repeat("x", 2000)
 			e.seed(keyState{
 				"meta":   hash{"name": "q", "seq": "9"},
 				"leases": zset{w: lease},
-				"procs":  hash{"1": "a" + w + "41,a10,f10:x"},
-				"errors": hash{"41": "e9", "41:a": strings.Join(old, "")},
+				"procs":  hash{"1": "a" + w + "41,a10,f10" + attemptFields(10, 10, 'r', w, "e9", "e9") + ":x"},
+				"errors": hash{"41:a": strings.Join(old, "")},
 			})
 			before := e.clockMs()
 			_, err := e.retryBy(script, []RetryRef{{ProcRef: ProcRef{Worker: w, PID: "1"}, Err: long}})
 			require.NoError(t, err)
-			got := e.dump()["errors"].(hash)
-			history := ParseAttempts(got["41:a"])
-			require.Len(t, history, 10, "the oldest record dropped")
-			at := e.within(history[9].Ended, before, e.clockMs(), "when it ended")
-			assert.Equal(t, strings.Join(old[1:], "")+attemptRecord(at, 'r', w, long[:1024]), got["41:a"])
-			assert.Equal(t, long, got["41"], "the last error is kept whole, as before")
+			got := e.dump()
+			entry := got["waiting"].(list)[0]
+			at := e.within(attemptEnded(t, entry), before, e.clockMs(), "when it ended")
+			assert.Contains(t, entry, attemptFields(10, at, 'r', w, long, long)+":x", "the last error is kept whole")
+			assert.Equal(t, hash{"41:a": strings.Join(old[1:], "") + attemptRecord(10, 'r', w, "e9")}, got["errors"], "the oldest record dropped")
+			f, err := e.s.FindTask(e.ctx, "q", "41", -1, FindBounds{Limit: 10, Budget: 1 << 20})
+			require.NoError(t, err)
+			want := ParseAttempts(strings.Join(old[1:], "") + attemptRecord(10, 'r', w, "e9") + attemptRecord(at, 'r', w, long[:1024]))
+			require.Len(t, want, 10)
+			assert.Equal(t, want, f.Attempts)
 		})
 	}
 }

@@ -32,7 +32,7 @@ type QueueKeys struct {
 	Idle    string // ZSET worker id -> when its runtime found the queue empty
 	Delayed string // ZSET task entry -> when it is due (µs, Redis clock)
 	Dead    string // ZSET dead letter (entry with D, W, K fields) -> when it died (ms)
-	Errors  string // HASH task id -> the error its last attempt recorded
+	Errors  string // HASH dead letter's id -> its error; '<id>:a' -> a task's older attempts (see ATTEMPTS in common/failures.lua)
 	// Results holds the outcomes of tasks that asked to be retained, and
 	// Retained lists them by when they expire, and the retained tasks
 	// that have not ended yet with the score +inf (see outcome.lua).

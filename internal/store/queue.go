@@ -624,7 +624,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		p = "1"
 	}
 	carry := s.stats.take(queue)
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Errors, k.Starts, k.High, k.Low, k.Stats}, append(k.groups(), k.GroupStarts)...), []string{worker, strconv.Itoa(n), p, carry.counts()})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Starts, k.High, k.Low, k.Stats}, append(k.groups(), k.GroupStarts)...), []string{worker, strconv.Itoa(n), p, carry.counts()})
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, 0, 0, err
@@ -633,7 +633,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		return nil, 0, 0, ErrLeaseGone
 	}
 	vals, err := res.AsStrSlice()
-	if err == nil && len(vals)%3 != 2 {
+	if err == nil && len(vals)%2 != 0 {
 		err = fmt.Errorf("dequeue.lua answered %d values", len(vals))
 	}
 	if err != nil {
@@ -641,11 +641,11 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	}
 	until, _ = strconv.ParseInt(vals[0], 10, 64)
 	now, _ = strconv.ParseInt(vals[1], 10, 64)
-	out := make([]Proc, 0, len(vals)/3)
-	for i := 2; i+2 < len(vals); i += 3 {
+	out := make([]Proc, 0, len(vals)/2-1)
+	for i := 2; i+1 < len(vals); i += 2 {
 		t := TaskOrRaw(vals[i+1])
 		t.Attempts++ // the attempt this process runs
-		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: vals[i+2], Plain: plainEntry(vals[i+1])})
+		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: t.LastError, Plain: plainEntry(vals[i+1])})
 	}
 	s.stats.started(queue, out)
 	return out, until, now, nil

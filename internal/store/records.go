@@ -72,12 +72,26 @@ import (
 //	F  the workflow step the task runs, '<workflow id>.<step name>'
 //	   (EnqueueArgs.Flow): its end leaves a notice for the workflow
 //	   (flow_notice); absent, none.
+//	e  the error the task's last failed attempt recorded (the last one
+//	   that recorded any), escaped: '%', ',' and ':' as %XX
+//	   (field_escape in common/failures.lua; Task.LastError). Absent,
+//	   none; a dead letter's is in the errors hash (attempt_buried).
+//	H  the last failed attempt in the task's attempt history,
+//	   '<n>.<ended ms>.<how>.<worker>[.<error>]': n, the records the
+//	   history holds, the errors hash holding the n - 1 before it
+//	   ('<id>:a'); when it ended (Unix ms, Redis clock), how (see
+//	   Attempt) and by which worker, escaped as e and '.' too; then its
+//	   error, escaped as e, or, with no error part, e's (cut to 1,024
+//	   bytes, as in ParseAttempts). Written with e after the fields an
+//	   enqueue sets (attempt_added; finish.lua looks at no field after
+//	   it). Absent, none; a dead letter's history is all in the errors
+//	   hash.
 //	A  an aggregated task's: the tasks it gathers (AGG.flush in
 //	   common/aggregation.lua); its payload is each of them, in order, as
 //	   '<id>,<payload length, decimal>:<payload>' (ParseAggregated).
 //	   Absent for any other task.
 //
-// A dead letter requeued loses a, f, r, h, u, D, W and K (dead_revived),
+// A dead letter requeued loses a, f, r, h, u, D, W, K, e and H (dead_revived),
 // and keeps its kind and its trace context.
 //
 // A process record (a value of the procs hash, under its pid) is one state
@@ -200,7 +214,7 @@ import (
 // HeaderFields are the letters of a task entry's header fields, as laid
 // out above: the scripts and the store write no others
 // (TestRecordLayoutIsDocumented).
-const HeaderFields = "afmtwpRudrhDWKkTgFA"
+const HeaderFields = "afmtwpRudrhDWKkTgFeHA"
 
 // ResultFields are the letters of an outcome record's fields.
 const ResultFields = "sSEaK"
@@ -249,6 +263,9 @@ type Task struct {
 	// Flow is the workflow step the task runs, '<workflow id>.<step>',
 	// "" if none.
 	Flow string
+	// LastError is the error the task's last failed attempt recorded,
+	// "" if none (a dead letter's is in the errors hash).
+	LastError string
 	// Aggregated is the number of tasks an aggregated task gathers (its
 	// payload holds them: ParseAggregated); 0 for any other task.
 	Aggregated int
@@ -361,6 +378,8 @@ func parseTask(e string) (Task, bool) {
 			t.Group, err = UnescapeGroup(v)
 		case 'F':
 			t.Flow = v
+		case 'e':
+			t.LastError, err = UnescapeGroup(v)
 		case 'A':
 			t.Aggregated, err = strconv.Atoi(v)
 		}
@@ -429,7 +448,7 @@ type Proc struct {
 	Owner string
 	Task  Task
 	// LastError is the error the task's last attempt recorded (Dequeue
-	// only), "" if none.
+	// only: Task.LastError), "" if none.
 	LastError string
 	// Progress is the process's last progress report (Procs only), nil
 	// if none.
@@ -749,7 +768,8 @@ func EscapeGroup(g string) string {
 	return b.String()
 }
 
-// UnescapeGroup undoes EscapeGroup.
+// UnescapeGroup undoes EscapeGroup, and the scripts' field_escape of an
+// error in a header (the 'e' field).
 func UnescapeGroup(s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil

@@ -73,8 +73,16 @@ func TestReleaseRunsThePoisonGuard(t *testing.T) {
 				assert.Empty(t, waiting)
 				require.Len(t, dead, 1)
 				assert.Contains(t, dead[0], ",Kpoison")
+				assert.NotContains(t, dead[0], ",H", "a dead letter's history is all in the errors hash")
 				assert.Equal(t, []string{id}, r.Buried)
 				assert.Zero(t, r.Returned)
+				errs, err := rdb.Do(ctx, rdb.B().Hgetall().Key(k.Errors).Build()).AsStrMap()
+				require.NoError(t, err)
+				assert.Contains(t, errs[id], "its holder died soon after starting it")
+				history := ParseAttempts(errs[AttemptsField(id)])
+				require.NotEmpty(t, history)
+				assert.Equal(t, byte(AttemptDead), history[len(history)-1].How)
+				assert.Equal(t, worker, history[len(history)-1].Worker)
 				return
 			}
 			assert.Empty(t, dead)
@@ -83,17 +91,23 @@ func TestReleaseRunsThePoisonGuard(t *testing.T) {
 			header, payload, _ := strings.Cut(waiting[0], ":")
 			assert.Equal(t, "payload", payload)
 			assert.ElementsMatch(t, fields(id+tc.want), fields(header))
+			if tc.mode == ReleaseExpired {
+				assert.Regexp(t, `,H1\.[0-9]+\.k\.`+worker+`\.(,|$)`, header, "the reclaim is the entry's attempt, its only one")
+			} else {
+				assert.NotContains(t, header, ",H", "a task given back failed no attempt")
+			}
 		})
 	}
 }
 
 // fields are a header's id and fields, but for "d" (when the task became
-// due, which a release sets to its time).
+// due, which a release sets to its time) and "H" (a reclaim's attempt,
+// with its time).
 func fields(header string) []string {
 	all := strings.Split(header, ",")
 	out := all[:1]
 	for _, f := range all[1:] {
-		if !strings.HasPrefix(f, "d") {
+		if !strings.HasPrefix(f, "d") && !strings.HasPrefix(f, "H") {
 			out = append(out, f)
 		}
 	}

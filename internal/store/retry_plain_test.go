@@ -142,7 +142,9 @@ func TestRetryPlainDoesWhatRetryDoes(t *testing.T) {
 // from the clock as -1: two runs at different times then dump the same.
 func clockless(d keyState, lo, hi int64) keyState {
 	due := regexp.MustCompile(`,d[0-9a-f]+`)
-	ended := regexp.MustCompile(`([0-9]{13}),r,`) // records follow each other unseparated
+	// Records follow each other unseparated; one in a header ('H') has
+	// its parts after its count, each ending in '.'.
+	ended := regexp.MustCompile(`([0-9]{13})(,r,|\.r\.)`)
 	clock := func(s string) string {
 		s = due.ReplaceAllStringFunc(s, func(m string) string {
 			if u, err := strconv.ParseInt(m[2:], 16, 64); err == nil && u >= lo && u <= hi {
@@ -152,7 +154,7 @@ func clockless(d keyState, lo, hi int64) keyState {
 		})
 		return ended.ReplaceAllStringFunc(s, func(m string) string {
 			if ms, err := strconv.ParseInt(m[:13], 10, 64); err == nil && ms >= lo/1000 && ms <= hi/1000 {
-				return "<ms>,r,"
+				return "<ms>" + m[13:]
 			}
 			return m
 		})

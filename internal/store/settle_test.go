@@ -83,6 +83,46 @@ func TestFinishScriptCountsOnly(t *testing.T) {
 	}, e.dump())
 }
 
+// finish.lua, of retried tasks: one that carries its only attempt in its
+// entry (the usual header, or a reclaim's with a due time after it) leaves
+// the errors hash as it is; one with older attempts there, or whose
+// history is all there (no 'H' field), has them removed; a field an
+// enqueue set, before the attempt, is still seen (its unique key given
+// up).
+func TestFinishScriptRetried(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "finish.lua")
+	w := e.worker()
+	lease := float64(e.clockMs() + hour)
+	other := hash{"60:a": attemptRecord(1, 'r', w, "other"), "69": "dead", "69:a": attemptRecord(2, 'd', w, "dead")}
+	errs := hash{"62:a": attemptRecord(1, 'r', w, "older"), "65": "e", "65:a": attemptRecord(1, 'r', w, "e")}
+	for f, v := range other {
+		errs[f] = v
+	}
+	e.seed(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"procs": hash{
+			"1": "a" + w + "61,a1,f1,d5" + attemptFields(1, 2, 'r', w, "boom", "boom") + ":x",
+			"2": "a" + w + "62,a2,f2,d5" + attemptFields(2, 2, 'r', w, "boom", "boom") + ":y",
+			"3": "a" + w + "63,a1" + attemptFields(1, 2, 'k', w, "", "") + ",d5:z",
+			"4": "a" + w + "64,uabc,a1,f1,d5" + attemptFields(1, 2, 'r', w, "boom", "boom") + ":u",
+			"5": "a" + w + "65,a1,f1,d5:v",
+		},
+		"errors": errs,
+		"unique": hash{"abc": "64"},
+	})
+	refs := []ProcRef{{Worker: w, PID: "1"}, {Worker: w, PID: "2"}, {Worker: w, PID: "3"}, {Worker: w, PID: "4"}, {Worker: w, PID: "5"}}
+	out, _, err := e.s.Finish(e.ctx, "q", refs)
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{WasActive, WasActive, WasActive, WasActive, WasActive}, out)
+	e.expect(keyState{
+		"meta":   hash{"name": "q", "seq": "9"},
+		"leases": zset{w: lease},
+		"errors": other,
+	})
+}
+
 // retry.lua: each process's task goes back to waiting, or to the delayed
 // set, with one more start and one more failure and its due time, and its
 // error recorded; a task of a deleted queue is dropped.
@@ -112,23 +152,24 @@ func TestRetryScript(t *testing.T) {
 	got := e.dump()
 	now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
 	due := now + 5_000_000
+	at := now / 1000
+	// Each retried attempt is noted in its entry, the errors hash untouched
+	// (a history of one record); the dropped task's history goes.
 	e.same(keyState{
 		"meta":    hash{"name": "q", "seq": "9"},
 		"leases":  zset{w: lease},
-		"waiting": list{"41,a2,f2,d" + hexOf(now) + ":x"},
-		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + ":y"},
-		"delayed": zset{"44,a1,f1,d" + hexOf(due) + ":w": float64(due)},
-		"errors": hash{"41": "e1", "41:a": attemptRecord(now/1000, 'r', w, "e1"), "42:a": attemptRecord(now/1000, 'r', w, ""),
-			"44:a": attemptRecord(now/1000, 'r', w, "")}, // each retried attempt noted; the dropped task's history goes
-		"idle": zset{"r4": 4}, // one work event for the two: it names three runtimes
+		"waiting": list{"41,a2,f2,d" + hexOf(now) + attemptFields(1, at, 'r', w, "e1", "e1") + ":x"},
+		"high":    list{"42,ph,a1,f1,d" + hexOf(now) + attemptFields(1, at, 'r', w, "", "") + ":y"},
+		"delayed": zset{"44,a1,f1,d" + hexOf(due) + attemptFields(1, at, 'r', w, "", "") + ":w": float64(due)},
+		"idle":    zset{"r4": 4}, // one work event for the two: it names three runtimes
 	}, got)
 }
 
 // retry.lua and retry_plain.lua: a failed attempt is added to the history
-// of a task whose header counts attempts (here one reclaim); a header that
-// counts none starts a history of its own without reading the errors hash,
-// so that a history left under its id (a task of the same id that ended
-// dead) is replaced, not continued.
+// of a task whose header counts attempts (here one reclaim, its record in
+// the errors hash as a header without an 'H' field has it), the older
+// records staying in the hash; a header that counts none starts a history
+// of its own in its entry, neither reading nor writing the errors hash.
 func TestRetryScriptHistory(t *testing.T) {
 	t.Parallel()
 	for _, script := range []string{"retry.lua", "retry_plain.lua"} {
@@ -153,14 +194,17 @@ func TestRetryScriptHistory(t *testing.T) {
 			assert.Equal(t, []Outcome{WasActive, WasActive}, out)
 			got := e.dump()
 			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
+			at := now / 1000
 			e.same(keyState{
-				"meta":    hash{"name": "q", "seq": "9"},
-				"leases":  zset{w: lease},
-				"waiting": list{"52,a1,f1,d" + hexOf(now) + ":y", "51,a3,f1,d" + hexOf(now) + ":x"},
-				"errors": hash{
-					"51": "e1", "51:a": reclaimed + attemptRecord(now/1000, 'r', w, "e1"),
-					"52": "e2", "52:a": attemptRecord(now/1000, 'r', w, "e2"),
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"waiting": list{
+					"52,a1,f1,d" + hexOf(now) + attemptFields(1, at, 'r', w, "e2", "e2") + ":y",
+					"51,a3,f1,d" + hexOf(now) + attemptFields(2, at, 'r', w, "e1", "e1") + ":x",
 				},
+				// The reclaim stays in the hash, the older record; what is
+				// left under 52 is not read.
+				"errors": hash{"51:a": reclaimed, "52": "stale", "52:a": attemptRecord(900, 'd', lost, "stale")},
 			}, got)
 		})
 	}
@@ -200,15 +244,14 @@ func TestRetryScriptFirstFailures(t *testing.T) {
 			now := e.within(field(t, got["waiting"].(list)[0], "d", 16), before, e.clock(), "the retry's clock")
 			d, at := ",a1,f1,d"+hexOf(now), now/1000
 			e.same(keyState{
-				"meta":    hash{"name": "q", "seq": "9"},
-				"leases":  zset{w: lease, v: lease},
-				"waiting": list{"0" + d + ":headerless", "64" + d + ":z", "63" + d + ":y", "62" + d + ":", "61" + d + ":a:b,c"},
-				"errors": hash{
-					"61": "same", "61:a": attemptRecord(at, 'r', w, "same"),
-					"62": "same", "62:a": attemptRecord(at, 'r', w, "same"),
-					"63": "same", "63:a": attemptRecord(at, 'r', v, "same"),
-					"64": "other", "64:a": attemptRecord(at, 'r', w, "other"),
-					"0:a": attemptRecord(at, 'r', w, ""),
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease, v: lease},
+				"waiting": list{
+					"0" + d + attemptFields(1, at, 'r', w, "", "") + ":headerless",
+					"64" + d + attemptFields(1, at, 'r', w, "other", "other") + ":z",
+					"63" + d + attemptFields(1, at, 'r', v, "same", "same") + ":y",
+					"62" + d + attemptFields(1, at, 'r', w, "same", "same") + ":",
+					"61" + d + attemptFields(1, at, 'r', w, "same", "same") + ":a:b,c",
 				},
 			}, got)
 		})
@@ -301,6 +344,50 @@ func TestStopScript(t *testing.T) {
 		assert.Equal(t, WasDeleted, out)
 		e.expect(keyState{"leases": zset{w: lease}})
 	})
+}
+
+// bury.lua, of a task that carries its last attempt and error in its
+// entry: its whole history goes to the errors hash (the entry's attempt
+// after the older ones, the death last), and its error under its id; the
+// error its header carries when the death records none. The dead letter
+// carries neither field.
+func TestBuryScriptFlushesTheEntrysAttempt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, err, want string }{{"with an error", "third", "third"}, {"with none", "", "a, b: 1%"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newScriptEnv(t, "bury.lua")
+			w := e.worker()
+			lease := float64(e.clockMs() + hour)
+			older := attemptRecord(1, 'r', w, "first")
+			e.seed(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"procs":  hash{"1": "a" + w + "71,kmail,a2,f2,d5" + attemptFields(2, 2, 'r', w, "a, b: 1%", "a, b: 1%") + ":x"},
+				"errors": hash{"71:a": older},
+			})
+			before := e.clockMs()
+			out, err := e.s.Bury(e.ctx, "q", ProcRef{Worker: w, PID: "1"}, "failed", c.err, DeadBounds{MaxCount: 10, MaxAge: time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, WasActive, out)
+			got := e.dump()
+			var died int64
+			for m, score := range got["dead"].(zset) {
+				died = e.within(int64(score), before, e.clockMs(), "when it died")
+				assert.Equal(t, "71,kmail,f2,d5,a3,D"+decOf(died)+",W"+w+",Kfailed:x", m)
+			}
+			e.same(keyState{
+				"meta":   hash{"name": "q", "seq": "9"},
+				"leases": zset{w: lease},
+				"dead":   zset{"71,kmail,f2,d5,a3,D" + decOf(died) + ",W" + w + ",Kfailed:x": float64(died)},
+				"errors": hash{"71": c.want, "71:a": older + attemptRecord(2, 'r', w, "a, b: 1%") + attemptRecord(died, 'd', w, c.err)},
+			}, got)
+			dl, err := e.s.DeadLetters(e.ctx, "q", 0, 10, -1)
+			require.NoError(t, err)
+			require.Len(t, dl, 1)
+			assert.Equal(t, c.want, dl[0].Error)
+		})
+	}
 }
 
 // bury.lua: the task goes to the dead letters with when, who and why,

@@ -207,7 +207,7 @@ local function return_to_front(waiting, procs, meta, errors, unique, progress, l
     end
     if entry then
       if lost then
-        attempt_note(errors, entry_id(entry), lost, 'k', proc_owner(p.v), '')
+        entry = attempt_note(errors, entry, lost, 'k', proc_owner(p.v), '')
       end
       entry = entry_due_now(entry)
       push_waiting(entry, waiting, true)
