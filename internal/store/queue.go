@@ -624,7 +624,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		p = "1"
 	}
 	carry := s.stats.take(queue)
-	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Starts, k.High, k.Low, k.Stats}, append(k.groups(), k.GroupStarts)...), []string{worker, strconv.Itoa(n), p, carry.counts()})
+	res, err := s.run(ctx, OpDequeue, queue, s.scripts.Dequeue, append([]string{k.Waiting, k.Procs, k.Leases, k.Meta, k.Idle, k.Starts, k.High, k.Low, k.Stats}, append(k.groups(), k.GroupStarts, k.Errors)...), []string{worker, strconv.Itoa(n), p, carry.counts()})
 	s.stats.sent(carry, err, res)
 	if err != nil {
 		return nil, 0, 0, err
