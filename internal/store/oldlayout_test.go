@@ -129,3 +129,33 @@ func TestOldLayoutEntries(t *testing.T) {
 		})
 	}
 }
+
+// A search that stops at a bound before the task's entry answers the
+// history the errors hash holds, without the latest attempt, which the
+// entry carries (TaskLocation.History's doc says so); one that reaches
+// it answers the whole.
+func TestFindTaskPartialHistoryLacksTheLatestAttempt(t *testing.T) {
+	t.Parallel()
+	e := newScriptEnv(t, "task_find.lua")
+	w := e.worker()
+	first := attemptRecord(5, 'r', w, "boom")
+	e.seed(keyState{
+		"meta":    hash{"name": "q", "seq": "9"},
+		"waiting": list{"41,a2,f2,d5" + attemptFields(2, 7, 'r', w, "bang", "bang") + ":x", "52:y", "51:y", "50:y"},
+		"errors":  hash{"41:a": first},
+	})
+	f, err := e.s.FindTask(e.ctx, "q", "41", -1, FindBounds{Limit: 2, Budget: 1 << 20})
+	require.NoError(t, err)
+	assert.True(t, f.Partial)
+	assert.Nil(t, f.Waiting)
+	assert.Equal(t, []Attempt{{Ended: 5, How: AttemptRetried, Worker: w, Error: "boom"}}, f.Attempts, "the hash's records alone")
+	f, err = e.s.FindTask(e.ctx, "q", "41", -1, FindBounds{Limit: 100, Budget: 1 << 20})
+	require.NoError(t, err)
+	assert.False(t, f.Partial)
+	require.NotNil(t, f.Waiting)
+	assert.Equal(t, []Attempt{
+		{Ended: 5, How: AttemptRetried, Worker: w, Error: "boom"},
+		{Ended: 7, How: AttemptRetried, Worker: w, Error: "bang"},
+	}, f.Attempts, "the whole history")
+	e.dump()
+}
