@@ -10,10 +10,7 @@
 -- that the caller times its wake-up by Redis's clock; then each
 -- entry as it waited, its count of earlier starts unchanged (the process
 -- record keeps it so; see entry_ran), with the error its last attempt
--- recorded, if any, in its header (see attempt_added): for an entry of
--- the earlier layout (see ATTEMPTS in common/failures.lua), the one the
--- errors hash holds, put in the header answered (as its 'e' field), not
--- in the one kept.
+-- recorded, if any, in its header (see attempt_added).
 --
 -- A runtime that finds fewer tasks than it asked for has free slots and an
 -- empty queue: it parks in the idle set, where the next enqueue finds it
@@ -29,7 +26,6 @@ local waiting_key, procs_key, leases_key, meta_key = KEYS[1], KEYS[2], KEYS[3], 
 local idle_key, starts_key, high_key, low_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, gwait_key, gready_key, grunning_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local glimits_key, gstarts_key = KEYS[13], KEYS[14] -- see GROUPS in common/waiting.lua
-local errors_key = KEYS[15]
 local worker, asked = ARGV[1], tonumber(ARGV[2]) -- asked: the most tasks to take
 local park = ARGV[3] -- "1" for a Handle runtime
 local counts = ARGV[4] -- stats counted by the client ('' for none: see stats_add)
@@ -533,28 +529,12 @@ if next(rated) then
   end
 end
 local out, started = {'0', '0'}, {}
--- Entries of the earlier layout, whose errors are read below: where each
--- one goes in out, its id and where its header ends.
-local slots, ids, ends, nold = {}, {}, {}, 0
-local find = string.find
 local k = 2
 for j = 1, #pids do
-  local pid, t = pids[j], tasks[n - j + 1]
+  local pid = pids[j]
   out[k + 1] = pid
-  out[k + 2] = t
+  out[k + 2] = tasks[n - j + 1]
   k = k + 2
-  -- Only an entry that counts starts ('a') and carries no attempt ('H')
-  -- can be of the earlier layout: one plain find for the usual task, and
-  -- one anchored find more for the usual retried one (see
-  -- first_attempt_fields), whose header is then read no further.
-  local a = find(t, ',a', 1, true)
-  if a and not find(t, '^,a%d+,f%d+,d%x+,H', a) then
-    local c = find(t, ':', 1, true)
-    if c and a < c and not find(string.sub(t, 1, c - 1), ',H', 1, true) then
-      nold = nold + 1
-      slots[nold], ids[nold], ends[nold] = k, entry_id(t), c
-    end
-  end
   if now_u then
     started[#started + 1] = ms(tonumber(pid, 16))
     started[#started + 1] = pid
@@ -566,14 +546,5 @@ end
 if next_start then
   local u, at = next_start()
   if at then out[1], out[2] = ms(u), ms(at) end
-end
-if nold > 0 then
-  local errs = redis.call('HMGET', errors_key, unpack(ids))
-  for i = 1, nold do
-    if errs[i] then
-      local t, c = out[slots[i]], ends[i]
-      out[slots[i]] = string.sub(t, 1, c - 1) .. ',e' .. field_escape(errs[i]) .. string.sub(t, c)
-    end
-  end
 end
 return out

@@ -17,8 +17,8 @@
 -- An entry that counts starts ('a') but carries no attempt ('H') may be
 -- of the layout earlier versions wrote, which a queue not drained still
 -- holds: its whole history in the hash, and its last error under its id.
--- The scripts read that too (history_older, dequeue.lua), and its next
--- failed attempt moves it to this layout.
+-- The store reads that too (history_older; Store.Dequeue in Go), and its
+-- next failed attempt moves it to this layout.
 local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
 
 -- Header field values are free of ',' and ':' (see entries.lua): an error
