@@ -44,8 +44,9 @@ func TestOldLayoutEntries(t *testing.T) {
 		h, _ := got["errors"].(hash)
 		return h
 	}
-	for _, retryErr := range []string{"bang", ""} {
-		t.Run("dequeue, retry "+retryErr+", finish", func(t *testing.T) {
+	for _, c := range []struct{ script, retryErr string }{{"retry_plain.lua", "bang"}, {"retry_plain.lua", ""}, {"retry.lua", "bang"}} {
+		retryErr := c.retryErr
+		t.Run("dequeue, "+c.script+" "+retryErr+", finish", func(t *testing.T) {
 			t.Parallel()
 			e := newScriptEnv(t, "dequeue.lua", "retry_plain.lua", "retry.lua", "finish.lua", "task_find.lua")
 			w := e.worker()
@@ -54,7 +55,8 @@ func TestOldLayoutEntries(t *testing.T) {
 			p := dequeue(e, w)
 			assert.Equal(t, "boom", p.LastError, "the first dequeue")
 			assert.Equal(t, []Attempt{first}, history(e), "in flight")
-			out, err := e.s.Retry(e.ctx, "q", []RetryRef{{ProcRef: ProcRef{Worker: w, PID: p.PID}, Err: retryErr, Plain: p.Plain}})
+			require.True(t, p.Plain)
+			out, err := e.retryBy(c.script, []RetryRef{{ProcRef: ProcRef{Worker: w, PID: p.PID}, Err: retryErr}})
 			require.NoError(t, err)
 			require.Equal(t, []Outcome{WasActive}, out)
 			assert.Equal(t, hash{"41:a": attemptRecord(5, 'r', w, "boom")}, errorsLeft(e, "retry_plain.lua", "retry.lua"), "after the retry")
