@@ -196,7 +196,9 @@ func (c *Client) Processes(ctx context.Context, queue string, opts ...InspectOpt
 // queue or its payloads. Redis serves nothing else meanwhile, so the scan
 // is bounded: in each of the four places it looks at 20,000 tasks and 16
 // MiB of them at most, and past a bound sets TaskLocation.Partial
-// (docs/manual.md tells its cost, and how grouped tasks are looked for).
+// (docs/manual.md tells its cost, and how grouped tasks are looked for);
+// with Partial, the history may lack the latest attempt, kept in the
+// task's entry.
 // An unknown id is not an error: nothing is found. An empty id is
 // ErrInvalidOptions.
 func (c *Client) FindTask(ctx context.Context, queue, id string, opts ...InspectOption) (TaskLocation, error) {

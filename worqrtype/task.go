@@ -103,10 +103,12 @@ type TaskLocation struct {
 	// Dead is the task's dead letter.
 	Dead *DeadLetter
 	// History is the task's failed attempts, oldest first, wherever it is
-	// (see Attempt): nil for a task that never failed.
+	// (see Attempt): nil for a task that never failed. With Partial, the
+	// history may lack the latest attempt, kept in the task's entry.
 	History []Attempt
 	// Partial is set when the search stopped at one of its bounds before
-	// the end (see FindTask): the task may be where it did not look.
+	// the end (see FindTask): the task may be where it did not look, and
+	// History may lack its latest attempt.
 	Partial bool
 }
 

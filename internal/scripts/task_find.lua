@@ -18,7 +18,8 @@
 --   process: {pid, size, record (state, owner, entry), progress report or ''}
 --   dead:    {size, entry, error or ''}
 -- then the task's attempt history ('' if none: see attempt_history),
--- wherever it is.
+-- wherever it is; with partial and the task not found, the one the errors
+-- hash holds, without the latest attempt, which its entry carries.
 local high_key, waiting_key, low_key, delayed_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local procs_key, dead_key, errors_key, progress_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local gwait_key = KEYS[9] -- see GROUPS in common/waiting.lua

@@ -28,7 +28,9 @@ type Found struct {
 	// Attempts is the task's attempt history, oldest first, wherever it
 	// is (see ParseAttempts).
 	Attempts []Attempt
-	// Partial is set when a search stopped at a bound before the end.
+	// Partial is set when a search stopped at a bound before the end:
+	// Attempts may then lack the latest attempt, kept in the task's entry
+	// (see ATTEMPTS in common/failures.lua).
 	Partial bool
 }
 

@@ -642,13 +642,56 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 	until, _ = strconv.ParseInt(vals[0], 10, 64)
 	now, _ = strconv.ParseInt(vals[1], 10, 64)
 	out := make([]Proc, 0, len(vals)/2-1)
+	var old []int // the tasks of the earlier layout, by index in out
 	for i := 2; i+1 < len(vals); i += 2 {
 		t := TaskOrRaw(vals[i+1])
 		t.Attempts++ // the attempt this process runs
+		if oldLayoutFailed(vals[i+1]) {
+			old = append(old, len(out))
+		}
 		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: t.LastError, Plain: plainEntry(vals[i+1])})
+	}
+	if len(old) > 0 {
+		s.oldLayoutErrors(ctx, k.Errors, out, old)
 	}
 	s.stats.started(queue, out)
 	return out, until, now, nil
+}
+
+// oldLayoutFailed says whether an entry is of the earlier layout (see
+// ATTEMPTS in common/failures.lua) and failed before: it counts failures
+// ('f') but carries no attempt ('H'), so its last error is in the errors
+// hash under its id. An entry that failed in this layout carries its
+// attempt, and one never failed counts none: neither is read there.
+func oldLayoutFailed(e string) bool {
+	h, _, _ := strings.Cut(e, ":")
+	return strings.Contains(h, ",f") && !strings.Contains(h, ",H")
+}
+
+// oldLayoutErrors reads the last errors of the processes out[i], i in
+// old, whose entries are of the earlier layout (oldLayoutFailed), from
+// the errors hash, in one call: such entries are left only in queues not
+// drained across the upgrade, so the usual dequeue, in one script call,
+// reads nothing more. The process is the caller's: nothing but its finish,
+// retry or cancel removes the error read, so reading it after the
+// dequeue's script gives what that script would have. A failed read
+// leaves their LastError empty rather than failing the dequeue, whose
+// processes exist.
+func (s *Store) oldLayoutErrors(ctx context.Context, key string, out []Proc, old []int) {
+	ids := make([]string, len(old))
+	for j, i := range old {
+		ids[j] = out[i].Task.ID
+	}
+	errs, err := s.rdb.Do(ctx, s.b().Hmget().Key(key).Field(ids...).Build()).ToArray()
+	if err != nil || len(errs) != len(old) {
+		return
+	}
+	for j, i := range old {
+		if v, err := errs[j].ToString(); err == nil {
+			out[i].LastError = v
+			out[i].Task.LastError = v
+		}
+	}
 }
 
 // ProcRef names a process and the worker that holds it.

@@ -75,7 +75,9 @@ import (
 //	e  the error the task's last failed attempt recorded (the last one
 //	   that recorded any), escaped: '%', ',' and ':' as %XX
 //	   (field_escape in common/failures.lua; Task.LastError). Absent,
-//	   none; a dead letter's is in the errors hash (attempt_buried).
+//	   none; a dead letter's is in the errors hash (attempt_buried), and
+//	   so is that of an entry of the earlier layout, with f but no H
+//	   (see ATTEMPTS there), which Store.Dequeue reads there.
 //	H  the last failed attempt in the task's attempt history,
 //	   '<n>.<ended ms>.<how>.<worker>[.<error>]': n, the records the
 //	   history holds, the errors hash holding the n - 1 before it

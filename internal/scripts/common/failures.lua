@@ -14,6 +14,11 @@
 -- all in the hash, and its error under its id (attempt_buried). Written
 -- only when an attempt fails, and removed with the task's error
 -- (errors_drop), so a task that never failed costs nothing.
+-- An entry that counts starts ('a') but carries no attempt ('H') may be
+-- of the layout earlier versions wrote, which a queue not drained still
+-- holds: its whole history in the hash, and its last error under its id.
+-- The store reads that too (history_older; Store.Dequeue in Go), and its
+-- next failed attempt moves it to this layout.
 local ATTEMPTS_KEPT, ATTEMPT_ERROR_MAX = 10, 1024
 
 -- Header field values are free of ',' and ':' (see entries.lua): an error
@@ -91,13 +96,20 @@ end
 -- some: an 'H' field counting more than one, or none with an 'a' field
 -- (an entry whose history is all in the hash). started says whether h
 -- counts starts, if the caller knows.
+-- Such an entry, of the earlier layout (see ATTEMPTS), may have its last error
+-- in the hash too, under its id: returned third (nil if none), read in the
+-- same call.
 local function history_older(errors, id, h, keep, started)
   local n, last = header_history(h)
-  local v = ''
-  if n > 1 or n == 0 and (started or started == nil and header_get(h, 'a')) then
+  local v, olderr = '', nil
+  if n > 1 then
     v = redis.call('HGET', errors, id .. ':a') or ''
+  elseif n == 0 and (started or started == nil and header_get(h, 'a')) then
+    local got = redis.call('HMGET', errors, id .. ':a', id)
+    v, olderr = got[1] or '', got[2] or nil
   end
-  return history_trim(v .. (last or ''), keep)
+  local trimmed, kept = history_trim(v .. (last or ''), keep)
+  return trimmed, kept, olderr
 end
 
 -- A failed attempt of task id, whose header is h (no ':'), added to its
@@ -108,8 +120,13 @@ end
 -- there are none, for a script that writes many fields at once
 -- (retry.lua, retry_plain.lua). started: see history_older.
 local function attempt_added(errors, id, h, ended, how, worker, err, started)
-  local older, n = history_older(errors, id, h, ATTEMPTS_KEPT - 1, started)
-  local e = err ~= '' and field_escape(err) or header_get(h, 'e')
+  local older, n, olderr = history_older(errors, id, h, ATTEMPTS_KEPT - 1, started)
+  local e = err ~= '' and field_escape(err) or header_get(h, 'e') or olderr and field_escape(olderr)
+  if olderr then
+    -- An entry of the earlier layout: its error goes into it, and the
+    -- hash keeps only the older records.
+    redis.call('HDEL', errors, id)
+  end
   h = header_set(header_set(h, 'e', nil), 'H', (n + 1) .. history_field(ended, how, worker, err))
   if e then
     h = h .. ',e' .. e
@@ -158,10 +175,11 @@ end
 -- the one its header carries); returns the header without the 'e' and
 -- 'H' fields.
 local function attempt_buried(errors, id, h, ended, worker, err)
-  local older = history_older(errors, id, h, ATTEMPTS_KEPT - 1)
+  local older, _, olderr = history_older(errors, id, h, ATTEMPTS_KEPT - 1)
   local last = err
   if last == '' then
-    last = field_unescape(header_get(h, 'e') or '')
+    local e = header_get(h, 'e')
+    last = e and field_unescape(e) or olderr or ''
   end
   local history = older .. attempt_record(ms(ended), 'd', worker, err)
   if last ~= '' then
