@@ -323,6 +323,9 @@ func TestHeldAnswersBoundedHostile(t *testing.T) {
 	assert.LessOrEqual(t, e.h.held.count(), e.h.held.max)
 
 	close(stalls[0].free)
+	// Its handler gives its bytes back once it has written them, after
+	// its client read: a page asked before that would still find no room.
+	heldUntil(t, &e.h.held, 10*time.Second, "the first held answer given back", func(n int64) bool { return n < size+size/2 })
 	assert.Equal(t, http.StatusOK, e.raw(path, nil).code, "a page once a client has read")
 	close(stalls[1].free)
 	served.Wait()
