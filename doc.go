@@ -123,7 +123,8 @@
 // (the period and the age of the workflow sweeps).
 //
 // The worker, one component per file: worker.go (the Worker over its
-// engine's core, NewWorker),
+// engine's core, NewWorker), keepalive.go (the lease's defaults, and
+// where its renewals are made),
 // periodic.go (periodic schedules: Periodic and Every; their checks and
 // the worker's set of them are internal/periodic's),
 // membership.go (StartWork and StopWork, over

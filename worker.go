@@ -10,17 +10,6 @@ import (
 	"github.com/worqr/worqr/internal/wiring"
 )
 
-// Worker defaults and limits.
-const (
-	// DefaultTTL is how long a worker's lease lasts without renewal.
-	DefaultTTL = 3 * time.Second
-	// DefaultRenewInterval is how often the lease is renewed: half the
-	// DefaultTTL.
-	DefaultRenewInterval = 1500 * time.Millisecond
-	// MinTTL is the shortest TTL accepted.
-	MinTTL = time.Second
-)
-
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
 	// TTL is the lease length: a worker that has not renewed its lease for
