@@ -83,7 +83,7 @@ type Proc struct {
 func (p *Proc) Init(host Host, queue string, sp store.Proc, started time.Time) {
 	*p = Proc{
 		Host: host, ID: sp.PID, Seq: sp.Seq(), Queue: queue, Owner: sp.Owner,
-		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.LastError, Plain: sp.Plain,
+		TaskID: sp.Task.ID, Kind: sp.Task.Kind, Trace: sp.Task.Trace, Flow: sp.Task.Flow, Aggregated: sp.Task.Aggregated, Attempt: sp.Task.Attempts, Budget: sp.Task.MaxAttempts, Failures: sp.Task.Failures, Timeout: sp.Task.Timeout, LastError: sp.Task.LastError, Plain: sp.Plain,
 		EnqueuedAt: sp.Task.EnqueuedAt(), Task: []byte(sp.Task.Payload),
 		Started: started,
 	}

@@ -107,7 +107,7 @@ func TestCallgrindRetry(t *testing.T) {
 		}
 	})
 	d2 := phase("second dequeue", func() { ps = dequeue("retried") })
-	require.Equal(t, "first attempt fails", ps[0].LastError)
+	require.Equal(t, "first attempt fails", ps[0].Task.LastError)
 	f2 := phase("finish", func() { finish("retried", ps) })
 	retried := d1 + r + d2 + f2
 	t.Logf("B=%d: retried %.1f k, plain %.1f k, plain÷retried %.3f", b, retried, plain, plain/retried)

@@ -35,7 +35,7 @@ func TestDequeueScript(t *testing.T) {
 		for i, want := range []struct{ pid, id, err string }{{hexOf(x + 1), "21", ""}, {hexOf(x + 2), "11", ""}, {hexOf(x + 3), "12", "boom"}} {
 			assert.Equal(t, want.pid, procs[i].PID)
 			assert.Equal(t, want.id, procs[i].Task.ID)
-			assert.Equal(t, want.err, procs[i].LastError)
+			assert.Equal(t, want.err, procs[i].Task.LastError)
 		}
 		e.expect(keyState{
 			"meta":    hash{"name": "q", "seq": decOf(x + 3)},
@@ -70,7 +70,7 @@ func TestDequeueScript(t *testing.T) {
 		require.Len(t, procs, 3)
 		for i, want := range []struct{ id, err string }{{"31", "a, b: 100%"}, {"32", ""}, {"33", ""}} {
 			assert.Equal(t, want.id, procs[i].Task.ID)
-			assert.Equal(t, want.err, procs[i].LastError, "task %s", want.id)
+			assert.Equal(t, want.err, procs[i].Task.LastError, "task %s", want.id)
 		}
 		e.expect(keyState{
 			"meta":   hash{"name": "q", "seq": decOf(x + 3), "wx": "1"},

@@ -53,7 +53,7 @@ func TestOldLayoutEntries(t *testing.T) {
 			seed(e, w, keyState{"leases": zset{w: float64(e.clockMs() + hour)}, "waiting": list{oldEntry}})
 			first := Attempt{Ended: 5, How: AttemptRetried, Worker: w, Error: "boom"}
 			p := dequeue(e, w)
-			assert.Equal(t, "boom", p.LastError, "the first dequeue")
+			assert.Equal(t, "boom", p.Task.LastError, "the first dequeue")
 			assert.Equal(t, []Attempt{first}, history(e), "in flight")
 			require.True(t, p.Plain)
 			out, err := e.retryBy(c.script, []RetryRef{{ProcRef: ProcRef{Worker: w, PID: p.PID}, Err: retryErr}})
@@ -69,7 +69,7 @@ func TestOldLayoutEntries(t *testing.T) {
 			if last == "" {
 				last = "boom" // an attempt with no error keeps the one before
 			}
-			assert.Equal(t, last, p.LastError, "the second dequeue")
+			assert.Equal(t, last, p.Task.LastError, "the second dequeue")
 			_, _, err = e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: p.PID}})
 			require.NoError(t, err)
 			assert.Empty(t, errorsLeft(e, "dequeue.lua", "finish.lua", "task_find.lua"), "after the finish")
@@ -81,7 +81,7 @@ func TestOldLayoutEntries(t *testing.T) {
 		w := e.worker()
 		seed(e, w, keyState{"leases": zset{w: float64(e.clockMs() + hour)}, "waiting": list{oldEntry}})
 		p := dequeue(e, w)
-		assert.Equal(t, "boom", p.LastError)
+		assert.Equal(t, "boom", p.Task.LastError)
 		_, _, err := e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: p.PID}})
 		require.NoError(t, err)
 		assert.Empty(t, errorsLeft(e, "dequeue.lua", "finish.lua"))
@@ -95,7 +95,7 @@ func TestOldLayoutEntries(t *testing.T) {
 		require.NoError(t, err)
 		errorsLeft(e, "promote.lua")
 		p := dequeue(e, w)
-		assert.Equal(t, "boom", p.LastError)
+		assert.Equal(t, "boom", p.Task.LastError)
 		_, _, err = e.s.Finish(e.ctx, "q", []ProcRef{{Worker: w, PID: p.PID}})
 		require.NoError(t, err)
 		assert.Empty(t, errorsLeft(e, "dequeue.lua", "finish.lua"))
@@ -116,7 +116,7 @@ func TestOldLayoutEntries(t *testing.T) {
 		require.Len(t, hist, 2)
 		assert.Equal(t, Attempt{Ended: 5, How: AttemptRetried, Worker: dead, Error: "boom"}, hist[0])
 		assert.Equal(t, Attempt{Ended: hist[1].Ended, How: AttemptReclaimed, Worker: dead}, hist[1])
-		assert.Equal(t, "boom", dequeue(e, w).LastError)
+		assert.Equal(t, "boom", dequeue(e, w).Task.LastError)
 		errorsLeft(e, "dequeue.lua", "task_find.lua")
 	})
 	for _, buryErr := range []string{"last", ""} {

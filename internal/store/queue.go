@@ -649,7 +649,7 @@ func (s *Store) Dequeue(ctx context.Context, queue, worker string, n int, park b
 		if oldLayoutFailed(vals[i+1]) {
 			old = append(old, len(out))
 		}
-		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, LastError: t.LastError, Plain: plainEntry(vals[i+1])})
+		out = append(out, Proc{PID: vals[i], State: Active, Owner: worker, Task: t, Plain: plainEntry(vals[i+1])})
 	}
 	if len(old) > 0 {
 		s.oldLayoutErrors(ctx, k.Errors, out, old)
@@ -688,7 +688,6 @@ func (s *Store) oldLayoutErrors(ctx context.Context, key string, out []Proc, old
 	}
 	for j, i := range old {
 		if v, err := errs[j].ToString(); err == nil {
-			out[i].LastError = v
 			out[i].Task.LastError = v
 		}
 	}

@@ -449,9 +449,6 @@ type Proc struct {
 	State State
 	Owner string
 	Task  Task
-	// LastError is the error the task's last attempt recorded (Dequeue
-	// only: Task.LastError), "" if none.
-	LastError string
 	// Progress is the process's last progress report (Procs only), nil
 	// if none.
 	Progress *ProgressRecord
