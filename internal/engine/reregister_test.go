@@ -22,20 +22,7 @@ func TestKeeperReregisterOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newFakeWorker(t, testID)
-	var g Registry
-	var k Keeper
-	g.Init(&RegistryEnv{
-		Clock:  w.clk,
-		Store:  w.env.Store,
-		Fail:   w.env.Fail,
-		TTL:    time.Minute,
-		Fence:  k.Fence,
-		Served: func(context.Context, string) {},
-		Slots:  func() []store.QueueSlots { return nil },
-		Log:    w.env.logger,
-	})
-	w.env.TTL = time.Second
-	k.Init(w, &w.env, &g)
+	k := newReregisteringKeeper(w)
 	var events testsignal.Signal[subscription.Event]
 	s := w.serve(t, "q", w.clk.Now().Add(time.Second), &events)
 	w.Lock()
@@ -77,8 +64,24 @@ func TestKeeperReregisterOnce(t *testing.T) {
 func TestKeeperLoopRegistersAFencedWorkerAgain(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorker(t, testID)
+	k := newReregisteringKeeper(w)
+	require.NoError(t, k.loop.Start(w.life))
+	t.Cleanup(k.loop.Stop)
+
+	k.Fence(testID, errTestCause)
+	id := w.registered.WaitOrTimeout()
+	assert.NotEqual(t, testID, id)
+	w.Lock()
+	defer w.Unlock()
+	assert.Equal(t, id, w.state.ID())
+	assert.False(t, w.state.IsFenced())
+}
+
+// newReregisteringKeeper is a keeper of w's leases (a TTL of a second)
+// whose registry entry registers it again, as a worker's does.
+func newReregisteringKeeper(w *fakeWorker) *Keeper {
 	var g Registry
-	var k Keeper
+	k := new(Keeper)
 	g.Init(&RegistryEnv{
 		Clock:  w.clk,
 		Store:  w.env.Store,
@@ -91,14 +94,5 @@ func TestKeeperLoopRegistersAFencedWorkerAgain(t *testing.T) {
 	})
 	w.env.TTL = time.Second
 	k.Init(w, &w.env, &g)
-	require.NoError(t, k.loop.Start(w.life))
-	t.Cleanup(k.loop.Stop)
-
-	k.Fence(testID, errTestCause)
-	id := w.registered.WaitOrTimeout()
-	assert.NotEqual(t, testID, id)
-	w.Lock()
-	defer w.Unlock()
-	assert.Equal(t, id, w.state.ID())
-	assert.False(t, w.state.IsFenced())
+	return k
 }
