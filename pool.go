@@ -100,16 +100,7 @@ type PoolOptions struct {
 // HandleBatch, from the pool's slots. If one of the queues cannot be
 // served, those already served are left again and the error is returned.
 func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts PoolOptions) error {
-	members := make([]slotpolicy.Member, len(queues))
-	for i, q := range queues {
-		members[i] = slotpolicy.Member{Queue: q.Queue, Handler: q.Handler != nil, Batch: q.Batch != nil,
-			BatchOptions: !reflect.ValueOf(q.BatchOptions).IsZero(), Options: !reflect.ValueOf(q.Options).IsZero(),
-			Share: q.Share, MaxSlots: q.MaxSlots, Concurrency: q.Options.Concurrency}
-		if q.Batch != nil {
-			members[i].BatchProblem = checkBatch(q.Batch, q.BatchOptions)
-		}
-	}
-	size, err := slotpolicy.CheckPool(members, opts.Concurrency, DefaultConcurrency, opts.Order, opts.Order <= OrderShared)
+	size, err := validatePool(queues, opts)
 	if err != nil {
 		return err
 	}
@@ -139,6 +130,50 @@ func (w *Worker) HandleQueues(ctx context.Context, queues []QueueSpec, opts Pool
 		}
 	}
 	return engine.ServePool(ctx, w.core.Host(), &w.core.Env, s, events)
+}
+
+// validatePool checks a pool's queues and options (HandleQueues') and
+// returns its slots.
+func validatePool(queues []QueueSpec, opts PoolOptions) (int, error) {
+	if len(queues) == 0 {
+		return 0, fmt.Errorf("worqr: handle queues: no queue: %w", ErrInvalidOptions)
+	}
+	size, err := slotpolicy.Slots(opts.Concurrency, DefaultConcurrency)
+	if err != nil {
+		return 0, fmt.Errorf("worqr: handle queues: %w", err)
+	}
+	if opts.Order > OrderShared {
+		return 0, fmt.Errorf("worqr: handle queues: unknown order %v: %w", opts.Order, ErrInvalidOptions)
+	}
+	seen := make(map[string]bool, len(queues))
+	for _, q := range queues {
+		switch {
+		case q.Handler == nil && q.Batch == nil:
+			return 0, fmt.Errorf("worqr: handle queues: %q: nil handler: %w", q.Queue, ErrInvalidOptions)
+		case q.Handler != nil && q.Batch != nil:
+			return 0, fmt.Errorf("worqr: handle queues: %q: both Handler and Batch are set: %w", q.Queue, ErrInvalidOptions)
+		case q.Batch == nil && !reflect.ValueOf(q.BatchOptions).IsZero():
+			return 0, fmt.Errorf("worqr: handle queues: %q: BatchOptions without Batch: %w", q.Queue, ErrInvalidOptions)
+		case q.Batch != nil && !reflect.ValueOf(q.Options).IsZero():
+			// One set of options per queue: a batched queue's are its
+			// BatchOptions, as for HandleBatch.
+			return 0, fmt.Errorf("worqr: handle queues: %q: Options set on a batched queue (its options are BatchOptions): %w", q.Queue, ErrInvalidOptions)
+		case q.Batch != nil && checkBatch(q.Batch, q.BatchOptions) != "":
+			return 0, fmt.Errorf("worqr: handle queues: %q: batch: %s: %w", q.Queue, checkBatch(q.Batch, q.BatchOptions), ErrInvalidOptions)
+		case q.Share < 0:
+			return 0, fmt.Errorf("worqr: handle queues: %q: negative share: %w", q.Queue, ErrInvalidOptions)
+		case q.MaxSlots < 0:
+			return 0, fmt.Errorf("worqr: handle queues: %q: negative max slots: %w", q.Queue, ErrInvalidOptions)
+		case q.Options.Concurrency != 0:
+			// The pool's slots are PoolOptions.Concurrency; a queue's
+			// share of them is MaxSlots.
+			return 0, fmt.Errorf("worqr: handle queues: %q: Options.Concurrency is set (a queue's cap in a pool is MaxSlots): %w", q.Queue, ErrInvalidOptions)
+		case seen[q.Queue]:
+			return 0, fmt.Errorf("worqr: handle queues: %q given twice: %w", q.Queue, ErrInvalidOptions)
+		}
+		seen[q.Queue] = true
+	}
+	return size, nil
 }
 
 // PoolSlots is a snapshot of the handler slots of one Handle or

@@ -1,7 +1,7 @@
 // Package slotpolicy is the slot scheduler's policy, apart from its state: how
 // many slots are free, how free slots are shared among the queues of a
-// pool, and what a failed dequeue makes of its queue; and the checks of
-// a pool's options and a Concurrency option's slots (pool.go). The
+// pool, and what a failed dequeue makes of its queue; and a Concurrency
+// option's slots (pool.go). The
 // scheduler (the engine's Scheduler, internal/engine) holds the counts
 // and calls these.
 package slotpolicy
